@@ -1,0 +1,2530 @@
+#!/usr/bin/env python3
+# /// script
+# requires-python = ">=3.10"
+# dependencies = ["openai>=3.54,<4"]
+# ///
+"""openai-responses-mcp: an MCP server that answers questions with the OpenAI Responses API.
+
+Every ``tools/call`` becomes one Responses API request with the built-in ``web_search`` tool
+allowed, and comes back as ``{answer, used_search, citations[{url, title, published_at}], model}``.
+
+The module reads top to bottom in the order data flows through it:
+
+1. Configuration   defaults < YAML < environment < command line, validated once at start-up
+2. Policy          the model's instructions and the text sent as the request's input
+3. Answer engine   the OpenAI call (streaming, retries, cancellation) and the answer's shape
+4. Tools           the three tools' schemas and argument checks
+5. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation
+6. Transports      stdio framing (Content-Length and newline-delimited JSON)
+7. CLI             flags, --show-config, --ask, main()
+
+Only the standard library is imported at start-up; ``openai`` is imported when the first call
+needs it (or in the background once ``initialize`` has been answered).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import threading
+import time
+from typing import NoReturn
+
+__version__ = "0.1.0"
+SERVER_NAME = "openai-responses-mcp"
+TOOL_NAMES = ("answer", "answer_detailed", "answer_quick")
+
+
+# ============================================================================================
+# Configuration
+# ============================================================================================
+
+
+class ConfigError(Exception):
+    """A configuration problem, worded as one line a person can act on."""
+
+
+# -- The YAML subset ---------------------------------------------------------------------------
+# Config files use a small, strict subset of YAML (YAML 1.2 core schema): block and flow
+# collections, comments, quoted and plain scalars. Anything outside it is refused with
+# file:line, never guessed at.
+
+_WS = " \t"
+_MAX_DEPTH = 100
+_NULLS = {"", "~", "null", "Null", "NULL"}
+_BOOLS = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
+_INT_RE = r"[-+]?[0-9]+"
+_OCT_RE = r"0o[0-7]+"
+_HEX_RE = r"0x[0-9a-fA-F]+"
+_FLOAT_RE = r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?"
+_INF_RE = r"[-+]?\.(inf|Inf|INF)"
+_NAN_RE = r"\.(nan|NaN|NAN)"
+_ESCAPES = {
+    "0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v", "f": "\f",
+    "r": "\r", "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\", "N": "\x85", "_": "\xa0",
+    "L": "\u2028", "P": "\u2029",
+}  # fmt: skip
+_HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
+_HEX_DIGITS = set("0123456789abcdefABCDEF")
+_BAD_START = {
+    "&": "anchors ('&') are not supported",
+    "*": "aliases ('*') are not supported",
+    "!": "tags ('!') are not supported",
+    "|": "block scalars ('|') are not supported; use a quoted string with \\n",
+    ">": "block scalars ('>') are not supported; use a quoted string with \\n",
+    "%": "directives ('%') are not supported; quote values that start with '%'",
+    "@": "'@' cannot start an unquoted value; quote it",
+    "`": "'`' cannot start an unquoted value; quote it",
+    "#": "'#' cannot start an unquoted value; quote it",
+    ",": "',' cannot start an unquoted value; quote it",
+    "]": "unexpected ']' (no matching '[')",
+    "}": "unexpected '}' (no matching '{')",
+}
+
+
+def _is_item(body: str) -> bool:
+    return body[0] == "-" and body[1:2] in ("", " ", "\t")
+
+
+def _no_colon(body: str) -> str:
+    if ":" in body and "#" not in body:
+        return "expected 'key: value' but found no space after ':'; add one"
+    return "expected 'key: value' but found no ':' after the key"
+
+
+def _skip_ws(s: str, j: int) -> int:
+    while j < len(s) and s[j] in _WS:
+        j += 1
+    return j
+
+
+class _Parser:
+    """One-shot parser over pre-split lines; `where` collects key path -> line number."""
+
+    def __init__(self, text: str, source: str) -> None:
+        self.source = source
+        self.where: dict[tuple[str | int, ...], int] = {}
+        self.lines: list[tuple[int, int, str]] = []  # (line number, indent, text after indent)
+        started = False
+        text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+        # Split only on \n: str.splitlines() would also break on \x0b, \x85, \u2028 etc.
+        for n, raw in enumerate(text.split("\n"), 1):
+            line = raw.rstrip(_WS)
+            body = line.lstrip(_WS)
+            if not body or body[0] == "#":
+                continue
+            if line[0] == "%":
+                self.fail(n, "directives ('%') are not supported; remove the line")
+            if line.startswith(("---", "...")) and line[3:4] in ("", " ", "\t"):
+                if line[:3] == "...":
+                    self.fail(n, "document end marker '...' is not supported; remove it")
+                if started:
+                    self.fail(n, "multiple documents ('---') are not supported; use one per file")
+                rest = line[3:].lstrip(_WS)
+                if rest and rest[0] != "#":
+                    self.fail(n, "content after '---' is not supported; start it on the next line")
+                started = True
+                continue
+            indent = len(line) - len(body)
+            if "\t" in line[:indent]:
+                self.fail(n, "tabs are not allowed in indentation; use spaces")
+            self.lines.append((n, indent, body))
+            started = True
+
+    def fail(self, n: int, what: str) -> NoReturn:
+        raise ConfigError(f"{self.source}:{n}: {what}")
+
+    def parse(self) -> object:
+        if not self.lines:
+            return {}
+        n, _, body = self.lines[0]
+        if not _is_item(body) and self.split_key(n, body) is None:
+            value = self.inline(n, body, (), 0)
+            if len(self.lines) > 1:
+                self.fail(n, _no_colon(body))
+            return value
+        value, i = self.block(0, (), 0, -1)
+        if i < len(self.lines):
+            bad = self.lines[i][0]
+            self.fail(bad, "inconsistent indentation; less indented than the first line")
+        return value
+
+    def block(self, i: int, path: tuple, depth: int, owner: int) -> tuple[object, int]:
+        """Parse the node starting at line i (indented deeper than `owner`)."""
+        n, indent, body = self.lines[i]
+        if depth > _MAX_DEPTH:
+            self.fail(n, f"nesting is deeper than {_MAX_DEPTH} levels")
+        if _is_item(body):
+            return self.sequence(i, indent, path, depth, under_key=False)
+        if self.split_key(n, body) is not None:
+            return self.mapping(i, indent, path, depth)
+        value = self.inline(n, body, path, depth)
+        return value, self.end_value(i + 1, owner)
+
+    def end_value(self, i: int, owner: int) -> int:
+        # YAML would fold deeper lines into the value or misread them; refuse instead.
+        if i < len(self.lines) and self.lines[i][1] > owner:
+            n, _, body = self.lines[i]
+            if _is_item(body) or self.split_key(n, body) is not None:
+                self.fail(n, "unexpected indentation; the line above already has a value")
+            self.fail(n, "multi-line values are not supported; put the value on one line "
+                      "(quote it and use \\n for line breaks)")  # fmt: skip
+        return i
+
+    def mapping(self, i: int, indent: int, path: tuple, depth: int) -> tuple[dict, int]:
+        result: dict[str, object] = {}
+        while i < len(self.lines):
+            n, ind, body = self.lines[i]
+            if ind < indent:
+                break
+            if ind > indent:
+                self.fail(n, "inconsistent indentation; align this line with its block")
+            if _is_item(body):
+                self.fail(n, "expected 'key: value' but found a sequence item '- '")
+            kv = self.split_key(n, body)
+            if kv is None:
+                self.fail(n, _no_colon(body))
+            key, rest = kv
+            if key in result:
+                first = self.where[(*path, key)]
+                self.fail(n, f"duplicate key {key!r} (first defined on line {first})")
+            self.where[(*path, key)] = n
+            rest = rest.lstrip(_WS)
+            i += 1
+            nxt = self.lines[i] if i < len(self.lines) else None
+            if rest and rest[0] != "#":
+                value = self.inline(n, rest, (*path, key), depth)
+                i = self.end_value(i, indent)
+            elif nxt and nxt[1] > indent:
+                value, i = self.block(i, (*path, key), depth + 1, indent)
+            elif nxt and nxt[1] == indent and _is_item(nxt[2]):
+                # YAML lets a sequence sit at the same indentation as its key.
+                value, i = self.sequence(i, indent, (*path, key), depth + 1, under_key=True)
+            else:
+                value = None
+            result[key] = value
+        return result, i
+
+    def sequence(
+        self, i: int, indent: int, path: tuple, depth: int, under_key: bool
+    ) -> tuple[list, int]:
+        result: list[object] = []
+        while i < len(self.lines):
+            n, ind, body = self.lines[i]
+            if ind < indent:
+                break
+            if ind > indent:
+                self.fail(n, "inconsistent indentation; align this line with its block")
+            if not _is_item(body):
+                if under_key:
+                    break  # the enclosing mapping continues
+                self.fail(n, "expected a sequence item '- ' but found a mapping or value line")
+            item_path = (*path, len(result))
+            self.where[item_path] = n
+            content = body[1:].lstrip(_WS)
+            gap = len(body) - len(content)
+            if content and content[0] != "#":
+                if "\t" in body[:gap]:
+                    self.fail(n, "tabs are not allowed in indentation; use spaces")
+                # Re-read the text after '- ' as its own line at its column, so `- a: 1`
+                # followed by `  b: 2` forms one mapping.
+                self.lines[i] = (n, ind + gap, content)
+                value, i = self.block(i, item_path, depth + 1, indent)
+            elif i + 1 < len(self.lines) and self.lines[i + 1][1] > indent:
+                value, i = self.block(i + 1, item_path, depth + 1, indent)
+            else:
+                value, i = None, i + 1
+            result.append(value)
+        return result, i
+
+    def split_key(self, n: int, body: str) -> tuple[str, str] | None:
+        """Return (key, text after ':') if this block line is a mapping entry."""
+        if body[0] == "?" and body[1:2] in ("", " ", "\t"):
+            self.fail(n, "complex keys ('? ') are not supported")
+        if body[0] in "\"'":
+            key, j = self.quoted(n, body, 0)
+            rest = body[j:].lstrip(_WS)
+            ok = rest[:1] == ":" and rest[1:2] in ("", " ", "\t")
+            return (key, rest[1:]) if ok else None
+        if body[0] in "[{":
+            return None
+        for j, c in enumerate(body):
+            if c == "#" and j and body[j - 1] in _WS:
+                return None
+            if c == ":" and body[j + 1 : j + 2] in ("", " ", "\t"):
+                key = body[:j].rstrip(_WS)
+                if not key:
+                    self.fail(n, "missing key before ':'")
+                self.check_plain(n, key)
+                return key, body[j + 1 :]
+        return None
+
+    def inline(self, n: int, text: str, path: tuple, depth: int) -> object:
+        """Parse a value written on the rest of a line (scalar or flow collection)."""
+        if text[0] in "[{":
+            value, j = self.flow(n, text, 0, path, depth + 1)
+            self.check_tail(n, text[j:], "the closing bracket")
+            return value
+        if text[0] in "\"'":
+            value, j = self.quoted(n, text, 0)
+            self.check_tail(n, text[j:], "the closing quote")
+            return value
+        # '#' starts a comment only after whitespace, so 'a#b' stays one value.
+        m = re.search(r"[ \t]#", text)
+        text = (text[: m.start()] if m else text).rstrip(_WS)
+        self.check_plain(n, text)
+        if ": " in text or ":\t" in text or text.endswith(":"):
+            self.fail(n, "unexpected ': ' inside an unquoted value; quote the value, "
+                      "or put a nested mapping on its own lines")  # fmt: skip
+        return self.resolve(n, text)
+
+    def check_tail(self, n: int, tail: str, after: str) -> None:
+        rest = tail.lstrip(_WS)
+        if rest and (rest[0] != "#" or rest == tail):
+            self.fail(n, f"unexpected text {rest[:20]!r} after {after}; only a comment may follow")
+
+    def check_plain(self, n: int, text: str) -> None:
+        if not text:
+            return
+        if text[0] in _BAD_START:
+            self.fail(n, _BAD_START[text[0]])
+        if text[0] in "-?:" and text[1:2] in ("", " ", "\t"):
+            what = {"-": "a sequence item '- '", "?": "a complex key '? '", ":": "':'"}[text[0]]
+            self.fail(n, f"{what} is not allowed here; quote the value or start a new line")
+
+    def resolve(self, n: int, s: str) -> object:
+        if s in _NULLS:
+            return None
+        if s in _BOOLS:
+            return _BOOLS[s]
+        try:
+            if re.fullmatch(_INT_RE, s):
+                return int(s)
+        except ValueError:  # Python refuses to convert more than ~4300 digits
+            self.fail(n, "integer is too long; quote it if it is meant as text")
+        if re.fullmatch(_OCT_RE, s) or re.fullmatch(_HEX_RE, s):
+            return int(s[2:], 8 if s[1] == "o" else 16)
+        if re.fullmatch(_FLOAT_RE, s):
+            return float(s)
+        if re.fullmatch(_INF_RE, s):
+            return float("-inf") if s[0] == "-" else float("inf")
+        if re.fullmatch(_NAN_RE, s):
+            return float("nan")
+        return s
+
+    def quoted(self, n: int, s: str, j: int) -> tuple[str, int]:
+        """Parse the quoted string starting at s[j]; return (value, index after closing quote)."""
+        q, out, k = s[j], [], j + 1
+        while k < len(s):
+            c = s[k]
+            if c == q and q == "'" and s[k + 1 : k + 2] == "'":
+                out.append("'")
+                k += 2
+            elif c == q:
+                try:  # joins \uD83D\uDE00-style surrogate pairs, as JSON does
+                    text = "".join(out).encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+                except UnicodeDecodeError:
+                    self.fail(n, "unpaired surrogate (\\uD800-\\uDFFF) in quoted string")
+                return text, k + 1
+            elif c == "\\" and q == '"' and k + 1 < len(s):
+                e = s[k + 1]
+                width = _HEX_ESCAPES.get(e, 0)
+                digits = s[k + 2 : k + 2 + width]
+                bad = "\\" + e + digits
+                if e in _ESCAPES:
+                    out.append(_ESCAPES[e])
+                elif width and len(digits) == width and set(digits) <= _HEX_DIGITS:
+                    if int(digits, 16) > 0x10FFFF:
+                        self.fail(n, f"escape {bad!r} is beyond U+10FFFF")
+                    out.append(chr(int(digits, 16)))
+                else:
+                    self.fail(n, f"invalid escape {bad!r} in double-quoted string")
+                k += 2 + width
+            else:
+                out.append(c)
+                k += 1
+        kind = "single" if q == "'" else "double"
+        self.fail(n, f"unclosed {kind} quote; quoted strings must end on the same line")
+
+    def flow(self, n: int, s: str, j: int, path: tuple, depth: int) -> tuple[object, int]:
+        """Parse the one-line flow collection starting at s[j]; return (value, index after it)."""
+        if depth > _MAX_DEPTH:
+            self.fail(n, f"nesting is deeper than {_MAX_DEPTH} levels")
+        close = "]" if s[j] == "[" else "}"
+        result: list | dict = [] if close == "]" else {}
+        j += 1
+        while True:
+            j = _skip_ws(s, j)
+            if j >= len(s) or (s[j] == "#" and s[j - 1] in _WS):
+                opener = "{" if close == "}" else "["
+                self.fail(n, f"unclosed '{opener}'; a flow collection must end on the same line")
+            if s[j] == close:
+                return result, j + 1
+            if isinstance(result, list):
+                item_path = (*path, len(result))
+                self.where[item_path] = n
+                value, j = self.flow_value(n, s, j, item_path, depth)
+                result.append(value)
+            else:
+                key, j = self.flow_key(n, s, j)
+                if key in result:
+                    first = self.where[(*path, key)]
+                    self.fail(n, f"duplicate key {key!r} (first defined on line {first})")
+                self.where[(*path, key)] = n
+                j = _skip_ws(s, j)
+                value = None
+                if j < len(s) and s[j] not in ",}":
+                    value, j = self.flow_value(n, s, j, (*path, key), depth)
+                result[key] = value
+            j = _skip_ws(s, j)
+            if j < len(s) and s[j] == ",":
+                j += 1
+            elif j < len(s) and s[j] != close and not (s[j] == "#" and s[j - 1] in _WS):
+                self.fail(n, f"expected ',' or '{close}' in flow collection, found {s[j]!r}")
+
+    def flow_key(self, n: int, s: str, j: int) -> tuple[str, int]:
+        if s[j] in "[{":
+            self.fail(n, "complex keys (a flow collection as a key) are not supported")
+        if s[j] in "\"'":
+            key, j = self.quoted(n, s, j)
+            j = _skip_ws(s, j)
+            if s[j : j + 1] != ":":
+                self.fail(n, f"expected ':' after key {key!r} in flow mapping")
+            return key, j + 1
+        k = self.plain_end(s, j)
+        key = s[j:k].rstrip(_WS)
+        if not key:
+            self.fail(n, f"expected a key in flow mapping, found {s[j]!r}")
+        if s[k : k + 1] != ":":
+            self.fail(n, f"expected ':' after key {key!r} in flow mapping")
+        self.check_plain(n, key)
+        return key, k + 1
+
+    def flow_value(self, n: int, s: str, j: int, path: tuple, depth: int) -> tuple[object, int]:
+        if s[j] in "[{":
+            return self.flow(n, s, j, path, depth + 1)
+        if s[j] in "\"'":
+            return self.quoted(n, s, j)
+        k = self.plain_end(s, j)
+        if k == j:
+            self.fail(n, f"unexpected {s[j]!r} in flow collection")
+        text = s[j:k].rstrip(_WS)
+        self.check_plain(n, text)
+        return self.resolve(n, text), k
+
+    @staticmethod
+    def plain_end(s: str, j: int) -> int:
+        """Index where a plain scalar inside a flow collection ends."""
+        k = j
+        while k < len(s):
+            c = s[k]
+            if c in ",[]{}" or (c == "#" and k > j and s[k - 1] in _WS):
+                break
+            if c == ":" and (k + 1 == len(s) or s[k + 1] in " \t,[]{}"):
+                break
+            k += 1
+        return k
+
+
+def parse_yaml(
+    text: str, source: str = "<string>"
+) -> tuple[object, dict[tuple[str | int, ...], int]]:
+    """Parse the YAML subset. Returns (value, lines): `lines` maps each key path (mapping keys
+    from the root; sequence items contribute their int index) to the 1-based line where that key
+    or item was written. An empty document (only comments/blank lines) returns ({}, {})."""
+    parser = _Parser(text, source)
+    return parser.parse(), parser.where
+
+
+# -- Settings ----------------------------------------------------------------------------------
+
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+VERBOSITIES = ("low", "medium", "high")
+POLICY_MERGES = ("replace", "prepend", "append")
+MIB = 1024 * 1024
+
+
+class Setting:
+    """One configurable key: its default, what values it accepts, and its environment variable."""
+
+    __slots__ = ("choices", "default", "doc", "env", "high", "kind", "low")
+
+    def __init__(self, default, kind, *, low=None, high=None, choices=(), env=None, doc=""):
+        self.default, self.kind, self.env, self.doc = default, kind, env, doc
+        self.low, self.high, self.choices = low, high, choices
+
+    def allowed(self) -> str:
+        """What values this key accepts, as words for an error message or the README."""
+        if self.kind == "int":
+            return f"an integer from {self.low} to {self.high}"
+        if self.kind == "choice":
+            return "one of " + ", ".join(self.choices)
+        if self.kind == "bool":
+            return "true or false"
+        if self.kind == "strings":
+            return "a list of strings"
+        if self.kind == "path":
+            return "a file path or null"
+        return "a non-empty string"
+
+    def check(self, value):
+        """Returns the value if acceptable, else raises ValueError."""
+        if value is None and (self.default is None or self.kind == "path"):
+            return None
+        kind = self.kind
+        ok = (
+            (kind == "int" and type(value) is int and self.low <= value <= self.high)
+            or (kind == "bool" and type(value) is bool)
+            or (kind == "choice" and value in self.choices)
+            or (kind in ("str", "path") and isinstance(value, str) and value.strip() != "")
+            or (kind == "strings" and isinstance(value, list))
+        )
+        if kind == "strings" and ok:
+            ok = all(isinstance(item, str) and item.strip() for item in value)
+        if not ok:
+            raise ValueError(self.allowed())
+        return value
+
+
+def _profile_settings(tool: str, default_model: str | None, env_prefix: str | None) -> dict:
+    model_env = {"answer": "MODEL_ANSWER", "answer_detailed": "MODEL_DETAILED"}.get(
+        tool, "MODEL_QUICK"
+    )
+    effort = "medium" if tool == "answer" else None
+    verbosity = "medium" if tool == "answer" else None
+    return {
+        ("model_profiles", tool, "model"): Setting(
+            default_model, "str", env=model_env, doc=f"model used by the `{tool}` tool"
+        ),
+        ("model_profiles", tool, "reasoning_effort"): Setting(
+            effort,
+            "choice",
+            choices=EFFORTS,
+            env=f"{env_prefix}_EFFORT" if env_prefix else None,
+            doc="reasoning effort (sent only to gpt-5 and o-series models)",
+        ),
+        ("model_profiles", tool, "verbosity"): Setting(
+            verbosity,
+            "choice",
+            choices=VERBOSITIES,
+            env=f"{env_prefix}_VERBOSITY" if env_prefix else None,
+            doc="answer length (sent only to gpt-5 models)",
+        ),
+    }
+
+
+SETTINGS: dict[tuple[str, ...], Setting] = {
+    ("openai", "api_key_env"): Setting(
+        "OPENAI_API_KEY", "str", doc="name of the environment variable holding the API key"
+    ),
+    ("openai", "base_url"): Setting(
+        "https://api.openai.com/v1",
+        "str",
+        env="OPENAI_BASE_URL",
+        doc="Responses API base URL (an OpenAI-compatible gateway works too)",
+    ),
+    ("request", "timeout_ms"): Setting(
+        300_000,
+        "int",
+        low=1_000,
+        high=3_600_000,
+        env="OPENAI_API_TIMEOUT",
+        doc="time allowed for each attempt, and for any silence in its stream",
+    ),
+    ("request", "max_retries"): Setting(
+        3, "int", low=0, high=10, env="OPENAI_MAX_RETRIES", doc="retries after 429, 5xx, drops"
+    ),
+    **_profile_settings("answer", "gpt-5.2", "ANSWER"),
+    **_profile_settings("answer_detailed", None, None),
+    **_profile_settings("answer_quick", None, None),
+    ("policy", "max_citations"): Setting(
+        3, "int", low=1, high=10, env="MAX_CITATIONS", doc="most citations in one answer"
+    ),
+    ("policy", "timezone"): Setting(
+        "Asia/Tokyo",
+        "str",
+        env="POLICY_TIMEZONE",
+        doc="IANA time zone for 'today' and access dates",
+    ),
+    ("policy", "system", "source"): Setting(
+        "builtin", "choice", choices=("builtin", "file"), doc="where the instructions come from"
+    ),
+    ("policy", "system", "path"): Setting(
+        None, "path", doc="instructions file, read at start-up when source is file"
+    ),
+    ("policy", "system", "merge"): Setting(
+        "replace",
+        "choice",
+        choices=POLICY_MERGES,
+        doc="how the file combines with the built-in policy",
+    ),
+    ("search", "defaults", "recency_days"): Setting(
+        60, "int", low=1, high=36_500, env="SEARCH_RECENCY_DAYS", doc="recency hint when absent"
+    ),
+    ("search", "defaults", "max_results"): Setting(
+        5, "int", low=1, high=50, env="SEARCH_MAX_RESULTS", doc="result-count hint when absent"
+    ),
+    ("search", "defaults", "domains"): Setting(
+        [], "strings", doc="domains to prefer when a call names none"
+    ),
+    ("search", "domain_filter"): Setting(
+        True,
+        "bool",
+        env="SEARCH_DOMAIN_FILTER",
+        doc="also send domains as web_search filters.allowed_domains",
+    ),
+    ("server", "debug"): Setting(False, "bool", doc="debug lines on stderr"),
+    ("server", "debug_file"): Setting(None, "path", doc="also append debug lines to this file"),
+    ("server", "show_config_on_start"): Setting(
+        False, "bool", doc="print the effective config to stderr when serving starts"
+    ),
+    ("server", "line_mode"): Setting(
+        False, "bool", env="MCP_LINE_MODE", doc="always answer in newline-delimited JSON"
+    ),
+    ("server", "max_message_bytes"): Setting(
+        16 * MIB, "int", low=1024, high=1024 * MIB, doc="largest message accepted"
+    ),
+    ("server", "progress_interval_s"): Setting(
+        10, "int", low=1, high=600, doc="heartbeat progress during a long call, in seconds"
+    ),
+}
+
+
+def _nested_defaults() -> dict:
+    tree: dict = {}
+    for path, setting in SETTINGS.items():
+        if setting.default is None and path[0] == "model_profiles" and path[1] != "answer":
+            continue  # absent profile keys inherit from `answer`
+        node = tree
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = (
+            list(setting.default) if isinstance(setting.default, list) else (setting.default)
+        )
+    return tree
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    """Dicts merge key by key; anything else (lists included) replaces."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def default_config_path(env: dict) -> str:
+    """$XDG_CONFIG_HOME/openai-responses-mcp/config.yaml, or the platform's equivalent."""
+    if os.name == "nt" and env.get("APPDATA"):
+        return os.path.join(env["APPDATA"], SERVER_NAME, "config.yaml")
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, SERVER_NAME, "config.yaml")
+
+
+def _env_value(text: str):
+    """An environment variable's text as the YAML scalar it would be."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("null", "~"):
+        return None
+    try:
+        return int(text.strip())
+    except ValueError:
+        return text.strip()
+
+
+def _flatten(tree: dict, prefix: tuple = ()) -> dict:
+    flat = {}
+    for key, value in tree.items():
+        path = (*prefix, str(key))
+        if isinstance(value, dict) and (path not in SETTINGS):
+            flat.update(_flatten(value, path))
+        else:
+            flat[path] = value
+    return flat
+
+
+def _set_path(tree: dict, path: tuple, value) -> None:
+    for key in path[:-1]:
+        node = tree.get(key)
+        if not isinstance(node, dict):
+            node = tree[key] = {}
+        tree = node
+    tree[path[-1]] = value
+
+
+def _is_truthy_word(text: str) -> bool | None:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("", "0", "false", "no", "off"):
+        return False
+    return None
+
+
+class Config:
+    """The effective configuration, where each value came from, and the start-up decisions."""
+
+    def __init__(self, values: dict, sources: dict, path: str | None, warnings: list[str]):
+        self.values = values
+        self.sources = sources
+        self.path = path
+        self.warnings = warnings
+        self.instructions = ""
+
+    def get(self, *path: str):
+        node = self.values
+        for key in path:
+            node = node[key]
+        return node
+
+    def profile(self, tool: str) -> dict:
+        """The tool's profile, each absent key inherited from `answer`."""
+        profiles = self.values["model_profiles"]
+        base, own = profiles["answer"], profiles.get(tool) or {}
+        return {
+            key: own[key] if own.get(key) is not None else base[key]
+            for key in ("model", "reasoning_effort", "verbosity")
+        }
+
+    def describe(self) -> dict:
+        """What --show-config prints."""
+        return {
+            "version": __version__,
+            "config_file": self.path,
+            "config": self.values,
+            "profiles": {tool: self.profile(tool) for tool in TOOL_NAMES},
+            "sources": {".".join(path): where for path, where in sorted(self.sources.items())},
+        }
+
+
+def _yaml_layer(path: str, explicit: bool) -> tuple[dict, dict, list[str]]:
+    """Reads the YAML file: (values, sources, warnings). A missing default file is no error."""
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        if explicit:
+            raise ConfigError(f"config file not found: {path} (check --config)") from None
+        return {}, {}, []
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    tree, lines = parse_yaml(text, path)
+    if tree is None:
+        tree = {}
+    if not isinstance(tree, dict):
+        raise ConfigError(f"{path}:1: the file must be a mapping of keys (like `openai:`)")
+    warnings = []
+    for flat_path, value in _flatten(tree).items():
+        where = f"{path}:{lines.get(flat_path, 1)}"
+        if flat_path[-1] == "api_key" or (flat_path[-1].endswith("api_key") and value):
+            raise ConfigError(
+                f"{where}: an API key must not be written in the config file; "
+                "set it in the environment (openai.api_key_env names the variable)"
+            )
+        if flat_path not in SETTINGS:
+            warnings.append(f"{where}: unknown key {'.'.join(flat_path)}{_suggest(flat_path)}")
+    sources = {p: f"{path}:{lines.get(p, 1)}" for p in _flatten(tree) if p in SETTINGS}
+    return tree, sources, warnings
+
+
+def _suggest(path: tuple) -> str:
+    import difflib
+
+    names = [".".join(p) for p in SETTINGS]
+    close = difflib.get_close_matches(".".join(path), names, n=1, cutoff=0.75)
+    return f" (did you mean {close[0]}?)" if close else " (ignored)"
+
+
+def _env_layer(env: dict) -> tuple[dict, dict]:
+    tree: dict = {}
+    sources = {}
+    for path, setting in SETTINGS.items():
+        text = env.get(setting.env) if setting.env else None
+        if text is None or text.strip() == "":
+            continue
+        value = _env_value(text)
+        if setting.kind == "bool":
+            word = _is_truthy_word(text)
+            value = value if word is None else word
+        elif setting.kind == "str":
+            value = text.strip()
+        _set_path(tree, path, value)
+        sources[path] = f"env {setting.env}"
+    return tree, sources
+
+
+def load_config(cli: dict, env: dict | None = None) -> Config:
+    """Builds the effective configuration: defaults < YAML < environment < command line.
+
+    ``cli`` holds the command line's settings: ``config`` (path), ``model``, ``debug``
+    (True, a path, or None). Raises ConfigError for anything invalid.
+    """
+    env = dict(os.environ) if env is None else env
+    explicit = cli.get("config")
+    path = os.path.expanduser(explicit) if explicit else default_config_path(env)
+    yaml_tree, yaml_sources, warnings = _yaml_layer(path, bool(explicit))
+    env_tree, env_sources = _env_layer(env)
+    cli_tree: dict = {}
+    cli_sources = {}
+    if cli.get("model"):
+        _set_path(cli_tree, ("model_profiles", "answer", "model"), cli["model"])
+        cli_sources[("model_profiles", "answer", "model")] = "flag --model"
+
+    values = deep_merge(deep_merge(deep_merge(_nested_defaults(), yaml_tree), env_tree), cli_tree)
+    sources = {path: "default" for path in _flatten(_nested_defaults())}
+    sources.update(yaml_sources)
+    sources.update(env_sources)
+    sources.update(cli_sources)
+    _decide_debug(values, sources, cli, env)
+    _validate(values, sources)
+    config = Config(values, sources, path if os.path.exists(path) else None, warnings)
+    config.instructions = build_instructions(config)
+    return config
+
+
+def _decide_debug(values: dict, sources: dict, cli: dict, env: dict) -> None:
+    """The one debug decision: CLI > DEBUG env > YAML, made once at start-up."""
+    server = values["server"]
+    flag = cli.get("debug")
+    if flag is not None:
+        server["debug"] = True
+        sources[("server", "debug")] = "flag --debug"
+        if isinstance(flag, str):
+            server["debug_file"] = flag
+            sources[("server", "debug_file")] = "flag --debug"
+        return
+    text = env.get("DEBUG")
+    if text is None or text.strip() == "":
+        return
+    word = _is_truthy_word(text)
+    server["debug"] = True if word is None else word
+    sources[("server", "debug")] = "env DEBUG"
+    if word is None:
+        server["debug_file"] = text.strip()
+        sources[("server", "debug_file")] = "env DEBUG"
+
+
+def _validate(values: dict, sources: dict) -> None:
+    flat = _flatten(values)
+    for path, setting in SETTINGS.items():
+        value = flat.get(path, setting.default)
+        try:
+            setting.check(value)
+        except ValueError:
+            where = sources.get(path, "default")
+            raise ConfigError(
+                f"{'.'.join(path)} = {json.dumps(value, ensure_ascii=False)} "
+                f"(from {where}) must be {setting.allowed()}"
+            ) from None
+    _check_timezone(values["policy"]["timezone"], sources[("policy", "timezone")])
+
+
+def _check_timezone(name: str, where: str) -> None:
+    try:
+        import zoneinfo
+
+        zoneinfo.ZoneInfo(name)
+    except (ValueError, KeyError, OSError, ImportError):
+        hint = " (on Windows, `pip install tzdata`)" if os.name == "nt" else ""
+        raise ConfigError(
+            f"policy.timezone = {name!r} (from {where}) is not a known IANA time zone "
+            f"such as Asia/Tokyo or UTC{hint}"
+        ) from None
+
+
+# -- Logging -----------------------------------------------------------------------------------
+
+
+class Log:
+    """stderr lines for people. Debug lines only when debug was decided on at start-up.
+
+    Whatever is written passes through redact(), so the API key cannot leak even by mistake.
+    """
+
+    def __init__(self, debug: bool = False, path: str | None = None, secrets: tuple = ()):
+        self.debug_enabled = debug
+        self._lock = threading.Lock()
+        self._file = None
+        self._secrets = tuple(s for s in secrets if s and len(s) >= 8)
+        if debug and path:
+            try:
+                self._file = open(os.path.expanduser(path), "a", encoding="utf-8")  # noqa: SIM115
+            except OSError as exc:
+                self.warn(f"cannot open debug file {path}: {exc}; debug goes to stderr only")
+
+    def redact(self, text: str) -> str:
+        """Removes the API key, and anything shaped like an OpenAI key (even masked ones)."""
+        for secret in self._secrets:
+            text = text.replace(secret, "[redacted]")
+        if "sk-" in text:
+            text = re.sub(r"sk-[A-Za-z0-9_*.-]{3,}", "[redacted]", text)
+        return text
+
+    def _write(self, line: str) -> None:
+        line = self.redact(line) + "\n"
+        with self._lock:
+            try:
+                sys.stderr.write(line)
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+            if self._file is not None:
+                self._file.write(line)
+                self._file.flush()
+
+    def warn(self, text: str) -> None:
+        self._write(f"{SERVER_NAME}: {text}")
+
+    def debug(self, component: str, text: str) -> None:
+        if self.debug_enabled:
+            stamp = time.strftime("%H:%M:%S")
+            self._write(f"[debug {stamp}] {component}: {text}")
+
+
+# ============================================================================================
+# Policy
+# ============================================================================================
+
+SYSTEM_POLICY_REV = "2026-11-22 v0.1.0"
+
+SYSTEM_POLICY = """\
+You answer questions for a software developer who is working inside a coding agent. The agent \
+relays your answer, so be accurate, direct and easy to quote.
+
+When to search
+- You have the web_search tool. Search when the answer depends on facts that change or that \
+you may not know: anything about today, recent or upcoming events, releases and versions, \
+prices, security advisories, end-of-life dates, weather, exchange rates, news, or a named \
+library, product or person you are not sure about.
+- Do not search for stable knowledge (definitions, well-established standards, language \
+semantics, arithmetic). If you are unsure whether something has changed, search.
+- The input may carry a line of hints (recency_days, max_results, domains). Prefer sources \
+published within recency_days, use about max_results results, and prefer the listed domains.
+
+Dates
+- The input states today's date and time zone. Turn relative dates (today, yesterday, \
+tomorrow, this week, last month) into absolute dates written YYYY-MM-DD.
+- When a source gives a publication or update date, say it; never invent one.
+
+Sources
+- When you used web search, end the answer with a section whose header is exactly \
+"Sources:" on its own line (in English, whatever the answer's language), then one line per \
+source: "- <url> (YYYY-MM-DD)", using the source's publication date or, when it has none, \
+today's date as the access date.
+- A source that has no URL (for example a data feed named like oai-weather) is listed by its \
+identifier in place of the URL.
+- Cite only sources you actually used. When you did not search, write no Sources section.
+
+Conflicts and uncertainty
+- When sources disagree, say so, give each side with its source and date, and say which \
+looks more reliable and why.
+- When you cannot find or verify something, say so plainly instead of guessing. Separate \
+what the sources say from your own inference.
+
+Language and form
+- Answer in the language of the question (Japanese for Japanese, English for English, and so \
+on); keep code, identifiers, commands and URLs as they are.
+- Lead with the answer, then supporting detail; use short bullet lists where they help. No \
+filler, no restating the question.
+"""
+
+
+def build_instructions(config: Config) -> str:
+    """The request's `instructions`: the built-in policy, or a file replacing or joining it."""
+    if config.get("policy", "system", "source") != "file":
+        return SYSTEM_POLICY
+    path = config.get("policy", "system", "path")
+    where = config.sources.get(("policy", "system", "path"), "default")
+    if not path:
+        raise ConfigError(
+            "policy.system.source is file but policy.system.path is not set; "
+            "name the instructions file or use source: builtin"
+        )
+    try:
+        with open(os.path.expanduser(path), encoding="utf-8-sig") as handle:
+            text = handle.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"policy.system.path {path!r} (from {where}) cannot be read: {exc.strerror or exc}"
+        ) from None
+    merge = config.get("policy", "system", "merge")
+    if merge == "prepend":
+        return text + "\n\n" + SYSTEM_POLICY
+    if merge == "append":
+        return SYSTEM_POLICY + "\n" + text + "\n"
+    return text
+
+
+def today_in(timezone: str) -> str:
+    """Today's date, YYYY-MM-DD, in the configured time zone."""
+    import datetime
+    import zoneinfo
+
+    return datetime.datetime.now(zoneinfo.ZoneInfo(timezone)).date().isoformat()
+
+
+def build_input(query: str, hints: dict, today: str, timezone: str) -> str:
+    """The request's `input`: the question, a hints line, and today's date for relative dates."""
+    parts = [f"recency_days={hints['recency_days']}", f"max_results={hints['max_results']}"]
+    if hints.get("domains"):
+        parts.append("domains=" + ",".join(hints["domains"]))
+    return f"{query}\n\n[hints] {' '.join(parts)}\n[today] {today} ({timezone})"
+
+
+# ============================================================================================
+# Answer engine: the OpenAI call and the answer's shape
+# ============================================================================================
+
+
+class ToolError(Exception):
+    """A call that failed, with one line for a person and details for `error.data`."""
+
+    def __init__(self, message: str, detail: str = "", **debug):
+        super().__init__(message)
+        self.message = message
+        self.detail = detail or message
+        self.debug = {key: value for key, value in debug.items() if value is not None}
+
+
+class Cancelled(Exception):
+    """The client cancelled the call; nothing is sent for it."""
+
+
+def supports_verbosity(model: str) -> bool:
+    return model.startswith("gpt-5")
+
+
+def supports_reasoning(model: str) -> bool:
+    return model.startswith("gpt-5") or (len(model) > 1 and model[0] == "o" and model[1].isdigit())
+
+
+def build_request(tool: str, args: dict, config: Config, today: str) -> dict:
+    """The Responses API request body for one call (without `stream`)."""
+    profile = config.profile(tool)
+    defaults = config.get("search", "defaults")
+    hints = {
+        "recency_days": args.get("recency_days", defaults["recency_days"]),
+        "max_results": args.get("max_results", defaults["max_results"]),
+        "domains": args.get("domains") or defaults["domains"],
+    }
+    web_search: dict = {"type": "web_search"}
+    if hints["domains"] and config.get("search", "domain_filter"):
+        web_search["filters"] = {"allowed_domains": list(hints["domains"])}
+    timezone = config.get("policy", "timezone")
+    request = {
+        "model": profile["model"],
+        "instructions": config.instructions,
+        "input": build_input(args["query"], hints, today, timezone),
+        "tools": [web_search],
+        "include": ["web_search_call.action.sources"],
+    }
+    if supports_verbosity(profile["model"]):
+        request["text"] = {"verbosity": profile["verbosity"]}
+    if supports_reasoning(profile["model"]):
+        request["reasoning"] = {"effort": profile["reasoning_effort"]}
+    return request
+
+
+# -- Shaping the answer --------------------------------------------------------------------------
+
+
+def _output_text_parts(response: dict) -> list[dict]:
+    parts = []
+    for item in response.get("output") or ():
+        if item.get("type") == "message":
+            parts.extend(c for c in item.get("content") or () if c.get("type") == "output_text")
+    return parts
+
+
+def _search_sources(response: dict) -> list[dict]:
+    """Sources listed by web_search_call actions: URLs, and ids such as oai-weather."""
+    found = []
+    for item in response.get("output") or ():
+        if item.get("type") != "web_search_call":
+            continue
+        for source in (item.get("action") or {}).get("sources") or ():
+            if source.get("url"):
+                found.append({"url": source["url"], "title": None})
+            else:
+                name = source.get("name") or source.get("id") or source.get("source")
+                if name:
+                    found.append({"url": str(name), "title": "api", "is_id": True})
+    return found
+
+
+def _host(url: str) -> str:
+    rest = url.split("://", 1)[-1]
+    return rest.split("/", 1)[0] or url
+
+
+def collect_citations(response: dict, max_citations: int, today: str) -> list[dict]:
+    """url_citation annotations first (deduplicated, in order); else the search sources.
+
+    Source ids that are not URLs are always kept: room is made for them under the cap.
+    """
+    cited, seen = [], set()
+    for part in _output_text_parts(response):
+        for note in part.get("annotations") or ():
+            url = note.get("url")
+            if note.get("type") == "url_citation" and url and url not in seen:
+                seen.add(url)
+                cited.append({"url": url, "title": note.get("title") or _host(url)})
+    sources = _search_sources(response)
+    ids = []
+    for source in sources:
+        if source.get("is_id") and source["url"] not in seen:
+            seen.add(source["url"])
+            ids.append({"url": source["url"], "title": source["title"]})
+    if not cited:
+        for source in sources:
+            if not source.get("is_id") and source["url"] not in seen:
+                seen.add(source["url"])
+                cited.append({"url": source["url"], "title": _host(source["url"])})
+    ids = ids[:max_citations]
+    chosen = cited[: max_citations - len(ids)] + ids
+    return [{**c, "published_at": today} for c in chosen]
+
+
+def ensure_sources_section(answer: str, citations: list[dict], today: str) -> str:
+    """Makes the answer end with `Sources:` listing each source with an ISO date.
+
+    A section the model wrote is kept, its lines completed with dates where they lack one and
+    missing citations added, so the header never appears twice.
+    """
+    lines = answer.rstrip().split("\n")
+    header = None
+    for index in range(len(lines) - 1, -1, -1):
+        bare = lines[index].strip().strip("*#_ ").rstrip(":").strip("*_ ").lower()
+        if bare == "sources":
+            header = index
+            break
+    if header is None:
+        entries = [f"- {c['url']} ({c['published_at']})" for c in citations] or [
+            f"- no citable source was returned by the search (accessed {today})"
+        ]
+        return answer.rstrip() + "\n\nSources:\n" + "\n".join(entries)
+    iso_date = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+    section = lines[header + 1 :]
+    completed = []
+    for line in section:
+        if line.strip() and not iso_date.search(line):
+            date = next((c["published_at"] for c in citations if c["url"] in line), today)
+            line = f"{line.rstrip()} ({date})"
+        completed.append(line)
+    body = "\n".join(section)
+    missing = [f"- {c['url']} ({c['published_at']})" for c in citations if c["url"] not in body]
+    return "\n".join(lines[: header + 1] + completed + missing)
+
+
+def shape_answer(response: dict, max_citations: int, today: str) -> dict:
+    """The four-key answer of the output contract, from a completed Responses API object."""
+    text = "".join(part.get("text") or "" for part in _output_text_parts(response)).strip()
+    searched = any(item.get("type") == "web_search_call" for item in response.get("output") or ())
+    citations = collect_citations(response, max_citations, today)
+    cited = any(
+        note.get("type") == "url_citation"
+        for part in _output_text_parts(response)
+        for note in part.get("annotations") or ()
+    )
+    used_search = searched or cited
+    if used_search:
+        text = ensure_sources_section(text, citations, today)
+    return {
+        "answer": text,
+        "used_search": used_search,
+        "citations": citations,
+        "model": response.get("model") or "",
+    }
+
+
+def usage_meta(response: dict, elapsed_s: float, attempts: int) -> dict:
+    """What a call cost, for the tool result's `_meta`."""
+    usage = response.get("usage") or {}
+    searches = sum(1 for i in response.get("output") or () if i.get("type") == "web_search_call")
+    return {
+        "response_id": response.get("id"),
+        "usage": {
+            "input_tokens": usage.get("input_tokens", 0),
+            "cached_input_tokens": (usage.get("input_tokens_details") or {}).get(
+                "cached_tokens", 0
+            ),
+            "output_tokens": usage.get("output_tokens", 0),
+            "reasoning_tokens": (usage.get("output_tokens_details") or {}).get(
+                "reasoning_tokens", 0
+            ),
+            "total_tokens": usage.get("total_tokens", 0),
+        },
+        "web_searches": searches,
+        "elapsed_ms": round(elapsed_s * 1000),
+        "attempts": attempts,
+    }
+
+
+# -- Calls in flight -------------------------------------------------------------------------------
+
+
+class Call:
+    """One tools/call in flight: its cancel flag, the upstream connections it reads, its progress.
+
+    cancel() may come from any thread. It shuts the call's sockets down at once, so a worker
+    blocked reading a silent stream wakes immediately instead of at the next event.
+    """
+
+    def __init__(self, request_id, tool: str, progress=None):
+        self.id = request_id
+        self.tool = tool
+        self.cancelled = threading.Event()
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+        self._streams: list = []
+        self._progress = progress  # callable(progress: int, message: str) or None
+        self._progress_count = 0
+        self._last_progress = 0.0
+        self._done = False
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        with self._lock:
+            streams = list(self._streams)
+        for stream in streams:
+            stream.abort()
+
+    def attach(self, stream) -> None:
+        """Called from the worker before each read or write on an upstream connection."""
+        with self._lock:
+            if stream not in self._streams:
+                self._streams.append(stream)
+        if self.cancelled.is_set():
+            stream.abort()
+
+    def detach_all(self) -> None:
+        with self._lock:
+            self._streams.clear()
+
+    def report(self, message: str, *, min_interval: float = 0.2) -> None:
+        """Sends a progress notification, at most one per min_interval, never after finish()."""
+        if self._progress is None:
+            return
+        with self._lock:
+            now = time.monotonic()
+            if self._done or now - self._last_progress < min_interval:
+                return
+            self._progress_count += 1
+            self._last_progress = now
+            self._progress(self._progress_count, message)
+
+    def quiet_for(self) -> float:
+        with self._lock:
+            return time.monotonic() - max(self._last_progress, self.started)
+
+    def finish(self) -> None:
+        with self._lock:
+            self._done = True
+
+
+class _CallStream:
+    """An httpcore network stream that tells the current call it is being used."""
+
+    def __init__(self, inner, local):
+        self._inner = inner
+        self._local = local
+
+    def _mark(self) -> None:
+        call = getattr(self._local, "call", None)
+        if call is not None:
+            call.attach(self)
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        self._mark()
+        return self._inner.read(max_bytes, timeout)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._mark()
+        return self._inner.write(buffer, timeout)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, *args, **kwargs):
+        return _CallStream(self._inner.start_tls(*args, **kwargs), self._local)
+
+    def get_extra_info(self, info: str):
+        return self._inner.get_extra_info(info)
+
+    def abort(self) -> None:
+        """shutdown(), not close(): close() does not wake a thread blocked in recv()."""
+        import socket
+
+        sock = self._inner.get_extra_info("socket")
+        try:
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        except (OSError, TypeError, AttributeError):
+            pass
+
+
+class _CallBackend:
+    """Wraps httpcore's network backend so every connection it opens is a _CallStream."""
+
+    def __init__(self, inner, local):
+        self._inner = inner
+        self._local = local
+
+    def connect_tcp(self, *args, **kwargs):
+        return _CallStream(self._inner.connect_tcp(*args, **kwargs), self._local)
+
+    def connect_unix_socket(self, *args, **kwargs):
+        return _CallStream(self._inner.connect_unix_socket(*args, **kwargs), self._local)
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def track_connections(http_client, local) -> bool:
+    """Routes the HTTP client's connections through _CallBackend; False if its layout is unknown.
+
+    Without it a cancel still stops the call, but the upstream socket closes only when the
+    worker next wakes (at the next stream event or the read timeout).
+    """
+    transports = [getattr(http_client, "_transport", None)]
+    transports += list((getattr(http_client, "_mounts", None) or {}).values())
+    pools = [getattr(t, "_pool", None) for t in transports if t is not None]
+    pools = [p for p in pools if p is not None and hasattr(p, "_network_backend")]
+    for pool in pools:
+        if not isinstance(pool._network_backend, _CallBackend):
+            pool._network_backend = _CallBackend(pool._network_backend, local)
+    return bool(pools)
+
+
+# -- Failures and retries ------------------------------------------------------------------------
+
+
+class Failure:
+    """What went wrong in one attempt, and whether another attempt may help."""
+
+    def __init__(self, kind: str, retryable: bool, **facts):
+        self.kind = kind
+        self.retryable = retryable
+        self.status = facts.get("status")
+        self.code = facts.get("code")
+        self.type = facts.get("type")
+        self.name = facts.get("name")
+        self.detail = facts.get("detail") or ""
+        self.retry_after = facts.get("retry_after")
+
+
+def _retry_after(headers) -> float | None:
+    """Seconds the API asked us to wait, from retry-after-ms or Retry-After."""
+    if headers is None:
+        return None
+    try:
+        if headers.get("retry-after-ms"):
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        value = headers.get("retry-after")
+        if value:
+            try:
+                return max(0.0, float(value))
+            except ValueError:
+                import email.utils
+
+                when = email.utils.parsedate_to_datetime(value)
+                return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return None
+
+
+def _api_error_fields(body) -> tuple:
+    error = body.get("error", body) if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return None, None, ""
+    return error.get("code"), error.get("type"), str(error.get("message") or "")
+
+
+def classify_failure(exc: BaseException) -> Failure:
+    """Sorts an exception from one attempt into a Failure."""
+    import openai
+
+    name = type(exc).__name__
+    if isinstance(exc, UpstreamFailure):
+        return exc.failure
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        code, kind_type, message = _api_error_fields(exc.body)
+        facts = dict(status=status, code=code, type=kind_type, name=name, detail=message)
+        retry_after = _retry_after(getattr(exc.response, "headers", None))
+        if status == 429 and (code == "insufficient_quota" or kind_type == "insufficient_quota"):
+            return Failure("quota", False, **facts)
+        if status == 429:
+            return Failure("rate_limit", True, retry_after=retry_after, **facts)
+        if status >= 500:
+            return Failure("server", True, retry_after=retry_after, **facts)
+        kind = {401: "auth", 403: "model", 404: "model"}.get(status, "rejected")
+        return Failure(kind, False, **facts)
+    if isinstance(exc, openai.APITimeoutError):
+        return Failure("timeout", False, name=name)
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__
+        connect = cause is not None and "Connect" in type(cause).__name__
+        detail = str(cause or exc)
+        return Failure("connect" if connect else "dropped", not connect, name=name, detail=detail)
+    if isinstance(exc, (ValueError, KeyError, TypeError, AttributeError)):
+        return Failure("malformed", False, name=name, detail=str(exc))
+    return Failure("unexpected", False, name=name, detail=str(exc))
+
+
+class UpstreamFailure(Exception):
+    """A failure the stream itself reported (an `error` or `response.failed` event)."""
+
+    def __init__(self, failure: Failure):
+        super().__init__(failure.detail)
+        self.failure = failure
+
+
+def _stream_failure(error, name: str) -> UpstreamFailure:
+    error = error if isinstance(error, dict) else {}
+    code = error.get("code")
+    retryable = code in ("server_error", "rate_limit_exceeded")
+    detail = f"{code or 'error'}: {error.get('message') or 'no message'}"
+    return UpstreamFailure(Failure("failed", retryable, code=code, name=name, detail=detail))
+
+
+def failure_message(failure: Failure, *, tool: str, model: str, config: Config, tries: int):
+    """The one line a person reads, naming what happened and what to do about it."""
+    base_url = config.get("openai", "base_url")
+    key_env = config.get("openai", "api_key_env")
+    after = f" after {tries - 1} retries" if tries > 1 else ""
+    timeout_ms = config.get("request", "timeout_ms")
+    messages = {
+        "auth": f"the API key in {key_env} was rejected (HTTP 401): set a valid key",
+        "model": (
+            f"model {model!r} is not available to this API key (HTTP {failure.status}): "
+            f"set model_profiles.{tool}.model to a model your key can use"
+        ),
+        "quota": (
+            "the API key's quota is exhausted (insufficient_quota): "
+            "add credit or raise the project's usage limit"
+        ),
+        "rate_limit": f"rate limited by the API (HTTP 429){after}: wait a minute and try again",
+        "server": f"the API failed with HTTP {failure.status}{after}: try again later",
+        "rejected": (
+            f"the API rejected the request (HTTP {failure.status}): "
+            f"{_one_line(failure.detail, 200) or 'no reason given'}"
+        ),
+        "timeout": (
+            f"no answer within {timeout_ms} ms (request.timeout_ms): "
+            "raise request.timeout_ms or use answer_quick"
+        ),
+        "connect": (
+            f"cannot connect to {base_url}: check openai.base_url, the network and any "
+            "HTTPS_PROXY setting"
+        ),
+        "dropped": f"the connection to {base_url} dropped{after}: try again",
+        "malformed": (
+            f"malformed response from {base_url}: {_one_line(failure.detail, 200)}; "
+            "check that openai.base_url is a Responses API endpoint"
+        ),
+        "failed": f"the model reported an error{after}: {_one_line(failure.detail, 200)}",
+    }
+    return messages.get(failure.kind, f"unexpected error: {_one_line(failure.detail, 200)}")
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def backoff_delay(retry: int, retry_after: float | None) -> float:
+    """Seconds before retry number `retry` (1-based): the API's word, else exponential + jitter."""
+    import random
+
+    if retry_after is not None:
+        return min(retry_after, 60.0)
+    return min(8.0, 0.5 * 2 ** (retry - 1)) * random.uniform(0.5, 1.0)
+
+
+# -- The engine ------------------------------------------------------------------------------------
+
+PROGRESS_EVENTS = {
+    "response.in_progress": "thinking",
+    "response.web_search_call.searching": "searching the web",
+    "response.web_search_call.completed": "search done",
+    "response.output_text.delta": "writing the answer",
+}
+
+
+class AnswerEngine:
+    """Turns a tool call into one Responses API request and the answer of the output contract.
+
+    One OpenAI client per process, made on first use and shared by every worker thread so
+    connections are reused. The SDK's own retries are off: retries happen here, once.
+    """
+
+    def __init__(self, config: Config, log: Log):
+        self._config = config
+        self._log = log
+        self._client = None
+        self._client_lock = threading.Lock()
+        self._local = threading.local()  # the Call a worker thread is serving
+
+    def warm_up(self, delay: float = 0.3) -> None:
+        """Loads `openai` and builds the client in the background, so the first call is fast.
+
+        The short delay keeps the import (a few hundred ms of CPU) from competing with the
+        handshake messages that follow initialize.
+        """
+        timer = threading.Timer(delay, self._warm)
+        timer.daemon = True
+        timer.start()
+
+    def _warm(self) -> None:
+        try:
+            self.client()
+        except Exception:  # noqa: BLE001 - the first call reports whatever this hit
+            pass
+
+    def client(self):
+        with self._client_lock:
+            if self._client is None:
+                self._client = self._make_client()
+            return self._client
+
+    def _make_client(self):
+        key_env = self._config.get("openai", "api_key_env")
+        key = os.environ.get(key_env, "").strip()
+        if not key:
+            raise ToolError(
+                f"no API key: set {key_env} in the environment this server is started with "
+                "(the MCP client's env setting)"
+            )
+        import openai
+
+        # The default client honours HTTPS_PROXY / NO_PROXY and SSL_CERT_FILE from the env.
+        http_client = openai.DefaultHttpxClient()
+        if not track_connections(http_client, self._local):
+            self._log.debug("openai(client)", "connection tracking unavailable")
+        return openai.OpenAI(
+            api_key=key,
+            base_url=self._config.get("openai", "base_url"),
+            max_retries=0,
+            http_client=http_client,
+        )
+
+    def answer(self, tool: str, args: dict, call: Call) -> tuple[dict, dict]:
+        """Runs the call with retries; returns (answer, meta) or raises ToolError / Cancelled."""
+        config = self._config
+        today = today_in(config.get("policy", "timezone"))
+        request = build_request(tool, args, config, today)
+        model = request["model"]
+        self._log_request(tool, request)
+        client = self.client()
+        started = time.monotonic()
+        max_retries = config.get("request", "max_retries")
+        for attempt in range(1, max_retries + 2):
+            try:
+                response = self._attempt(client, request, call)
+            except Exception as exc:  # noqa: BLE001 - every failure is classified below
+                if call.cancelled.is_set():
+                    raise Cancelled() from None
+                failure = classify_failure(exc)
+                self._log_failure(attempt, failure, exc)
+                if not failure.retryable or attempt > max_retries:
+                    message = failure_message(
+                        failure, tool=tool, model=model, config=config, tries=attempt
+                    )
+                    raise ToolError(
+                        message,
+                        _one_line(self._log.redact(failure.detail or message), 400),
+                        status=failure.status or failure.code,
+                        type=failure.type,
+                        name=failure.name,
+                    ) from None
+                call.report(f"retrying ({attempt}/{max_retries})", min_interval=0)
+                if call.cancelled.wait(backoff_delay(attempt, failure.retry_after)):
+                    raise Cancelled() from None
+                continue
+            if call.cancelled.is_set():
+                raise Cancelled()
+            answer = shape_answer(response, config.get("policy", "max_citations"), today)
+            return answer, usage_meta(response, time.monotonic() - started, attempt)
+        raise AssertionError("unreachable")
+
+    def _attempt(self, client, request: dict, call: Call) -> dict:
+        """One streamed request; returns the completed response as a dict."""
+        import openai
+
+        seconds = self._config.get("request", "timeout_ms") / 1000
+        timeout = openai.Timeout(seconds, connect=min(seconds, 10.0))
+        deadline = time.monotonic() + seconds
+        self._local.call = call
+        try:
+            if call.cancelled.is_set():
+                raise Cancelled()
+            stream = client.responses.create(**request, stream=True, timeout=timeout)
+            with stream:
+                for event in stream:
+                    final = self._on_event(event, call)
+                    if final is not None:
+                        return final
+                    if time.monotonic() > deadline:
+                        raise openai.APITimeoutError(request=stream.response.request)
+            raise ValueError("the event stream ended before response.completed")
+        finally:
+            self._local.call = None
+            call.detach_all()
+
+    def _on_event(self, event, call: Call) -> dict | None:
+        kind = getattr(event, "type", None)
+        if kind in ("response.completed", "response.incomplete"):
+            response = event.response.to_dict(warnings=False)
+            if kind == "response.incomplete" and not _output_text_parts(response):
+                reason = (response.get("incomplete_details") or {}).get("reason", "unknown")
+                raise UpstreamFailure(
+                    Failure("failed", False, name=kind, detail=f"answer cut short: {reason}")
+                )
+            return response
+        if kind == "response.failed":
+            raise _stream_failure(event.response.to_dict(warnings=False).get("error"), kind)
+        if kind == "error":
+            raise _stream_failure(event.to_dict(warnings=False), kind)
+        message = PROGRESS_EVENTS.get(kind)
+        if message:
+            call.report(message)
+        return None
+
+    def _log_request(self, tool: str, request: dict) -> None:
+        if not self._log.debug_enabled:
+            return
+        model = request["model"]
+        self._log.debug(
+            "answer",
+            f"profile={tool} model={model} supports={{verbosity:"
+            f"{str(supports_verbosity(model)).lower()}, reasoning:"
+            f"{str(supports_reasoning(model)).lower()}}}",
+        )
+        filters = "on" if "filters" in request["tools"][0] else "off"
+        self._log.debug(
+            "answer",
+            f"request summary tools=web_search(on) domain_filter={filters} "
+            f"reasoning={'on' if 'reasoning' in request else 'off'} "
+            f"text.verbosity={'on' if 'text' in request else 'off'}",
+        )
+
+    def _log_failure(self, attempt: int, failure: Failure, exc: BaseException) -> None:
+        if not self._log.debug_enabled:
+            return
+        body = getattr(exc, "body", None)
+        excerpt = json.dumps(body, ensure_ascii=False)[:300] if body is not None else ""
+        self._log.debug(
+            "openai(client)",
+            f"error attempt={attempt} status={failure.status} name={failure.name} "
+            f"code={failure.code} msg={json.dumps(_one_line(failure.detail, 200))} "
+            f"body={json.dumps(excerpt, ensure_ascii=False)}",
+        )
+
+
+# ============================================================================================
+# Tools
+# ============================================================================================
+
+PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+LATEST_PROTOCOL = PROTOCOL_VERSIONS[-1]
+
+INSTRUCTIONS = (
+    "Answers questions with OpenAI's Responses API and live web search, returning JSON "
+    "{answer, used_search, citations, model}. Use `answer` for most questions, especially "
+    "anything current (versions, releases, prices, news, dates); `answer_detailed` for complex "
+    "research, comparisons or analysis worth a slower, thorough answer; `answer_quick` for "
+    "simple lookups where speed matters. Quote the citations' URLs when you relay an answer."
+)
+
+INPUT_PROPERTIES = {
+    "query": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 20_000,
+        "description": "The question, in any language; the answer uses the same language.",
+    },
+    "recency_days": {
+        "type": "number",
+        "minimum": 1,
+        "maximum": 36_500,
+        "description": "Prefer sources from the last N days (default from config: 60).",
+    },
+    "max_results": {
+        "type": "number",
+        "minimum": 1,
+        "maximum": 50,
+        "description": "About how many search results to use (default from config: 5).",
+    },
+    "domains": {
+        "type": "array",
+        "items": {"type": "string", "minLength": 1},
+        "maxItems": 20,
+        "description": 'Restrict the search to these domains, e.g. ["docs.python.org"].',
+    },
+}
+
+OUTPUT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "answer": {"type": "string"},
+        "used_search": {"type": "boolean"},
+        "citations": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "url": {"type": "string"},
+                    "title": {"type": "string"},
+                    "published_at": {"type": "string"},
+                },
+                "required": ["url", "published_at"],
+            },
+        },
+        "model": {"type": "string"},
+    },
+    "required": ["answer", "used_search", "citations", "model"],
+}
+
+TOOLS = (
+    {
+        "name": "answer",
+        "title": "Answer with web search",
+        "description": (
+            "Search the web when needed and provide balanced, well-sourced answers. "
+            "This is the standard general-purpose tool."
+        ),
+        "properties": ("query", "recency_days", "max_results", "domains"),
+    },
+    {
+        "name": "answer_detailed",
+        "title": "Detailed research answer",
+        "description": (
+            "Perform comprehensive analysis with thorough research and detailed explanations. "
+            "Best for complex questions requiring deep investigation."
+        ),
+        "properties": ("query", "recency_days", "max_results", "domains"),
+    },
+    {
+        "name": "answer_quick",
+        "title": "Quick answer",
+        "description": (
+            "Provide fast, concise answers optimized for speed. "
+            "Best for simple lookups or urgent questions."
+        ),
+        "properties": ("query",),
+    },
+)
+TOOLS_BY_NAME = {tool["name"]: tool for tool in TOOLS}
+
+ANNOTATIONS = {
+    "readOnlyHint": True,
+    "destructiveHint": False,
+    "idempotentHint": False,
+    "openWorldHint": True,
+}
+
+
+def tool_definitions(version: str) -> list[dict]:
+    """tools/list's tools, with only the fields the negotiated protocol version has."""
+    listed = []
+    for tool in TOOLS:
+        entry = {
+            "name": tool["name"],
+            "description": tool["description"],
+            "inputSchema": {
+                "type": "object",
+                "properties": {name: INPUT_PROPERTIES[name] for name in tool["properties"]},
+                "required": ["query"],
+            },
+        }
+        if version >= "2025-03-26":
+            entry["annotations"] = {"title": tool["title"], **ANNOTATIONS}
+        if version >= "2025-06-18":
+            entry["title"] = tool["title"]
+            entry["outputSchema"] = OUTPUT_SCHEMA
+        listed.append(entry)
+    return listed
+
+
+class InvalidParams(Exception):
+    """Arguments that do not fit the tool's input schema."""
+
+
+def _describe(value) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _check_number(name: str, value, schema: dict) -> float | int:
+    if type(value) not in (int, float) or value != value or value in (float("inf"), -float("inf")):
+        raise InvalidParams(f"'{name}' must be a number, got {_describe(value)}")
+    if not schema["minimum"] <= value <= schema["maximum"]:
+        raise InvalidParams(
+            f"'{name}' must be from {schema['minimum']} to {schema['maximum']}, got {value}"
+        )
+    return int(value) if float(value).is_integer() else value
+
+
+def _check_domains(value, schema: dict) -> list[str]:
+    if not isinstance(value, list):
+        raise InvalidParams(f"'domains' must be an array of strings, got {_describe(value)}")
+    if len(value) > schema["maxItems"]:
+        raise InvalidParams(f"'domains' may list at most {schema['maxItems']} domains")
+    domains = []
+    for item in value:
+        if not isinstance(item, str) or not item.strip() or any(c.isspace() for c in item.strip()):
+            raise InvalidParams(
+                f"'domains' items must be domain names like \"example.com\", got {_describe(item)}"
+            )
+        domains.append(item.strip())
+    return domains
+
+
+def validate_arguments(tool: str, arguments) -> dict:
+    """Checks a call's arguments against the tool's input schema; returns the clean values.
+
+    Properties the tool does not declare are ignored, as JSON Schema allows.
+    """
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise InvalidParams(f"'arguments' must be an object, got {_describe(arguments)}")
+    query = arguments.get("query")
+    if query is None:
+        raise InvalidParams("'query' is required: pass the question as a string")
+    if not isinstance(query, str):
+        raise InvalidParams(f"'query' must be a string, got {_describe(query)}")
+    if not query.strip():
+        raise InvalidParams("'query' must not be empty")
+    limit = INPUT_PROPERTIES["query"]["maxLength"]
+    if len(query) > limit:
+        raise InvalidParams(f"'query' is {len(query)} characters; the limit is {limit}")
+    clean = {"query": query.strip()}
+    declared = TOOLS_BY_NAME[tool]["properties"]
+    for name in ("recency_days", "max_results"):
+        if name in declared and arguments.get(name) is not None:
+            clean[name] = _check_number(name, arguments[name], INPUT_PROPERTIES[name])
+    if "domains" in declared and arguments.get("domains") is not None:
+        clean["domains"] = _check_domains(arguments["domains"], INPUT_PROPERTIES["domains"])
+    return clean
+
+
+# ============================================================================================
+# JSON-RPC dispatch
+# ============================================================================================
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+TOOL_FAILED = -32001
+
+
+class RpcError(Exception):
+    def __init__(self, code: int, message: str, data=None):
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+
+def rpc_result(request_id, result: dict) -> dict:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def rpc_error(request_id, code: int, message: str, data=None) -> dict:
+    error = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def _valid_id(value) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+class Session:
+    """One client's conversation: its protocol version, its calls in flight, and its outlet.
+
+    `send` delivers messages that are not the direct reply to what was just handled: tool
+    results from worker threads and progress notifications.
+    """
+
+    def __init__(self, send):
+        self.send = send
+        self.protocol_version = LATEST_PROTOCOL
+        self.initialized = False
+        self._calls: dict = {}
+        self._running = 0
+        self._lock = threading.Condition()
+
+    def register(self, call: Call) -> None:
+        with self._lock:
+            if call.id in self._calls:
+                raise RpcError(
+                    INVALID_REQUEST,
+                    f"Invalid Request: id {json.dumps(call.id)} is already used by a call in "
+                    "progress; use a new id",
+                )
+            self._calls[call.id] = call
+            self._running += 1
+
+    def unregister(self, call: Call) -> bool:
+        """Forgets the call; True unless it was cancelled (then nothing may be sent for it)."""
+        with self._lock:
+            self._calls.pop(call.id, None)
+            return not call.cancelled.is_set()
+
+    def done(self) -> None:
+        with self._lock:
+            self._running -= 1
+            self._lock.notify_all()
+
+    def cancel(self, request_id) -> Call | None:
+        with self._lock:
+            call = self._calls.get(request_id)
+        if call is not None:
+            call.cancel()
+        return call
+
+    def cancel_all(self) -> None:
+        with self._lock:
+            calls = list(self._calls.values())
+        for call in calls:
+            call.cancel()
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return self._running
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Waits until every call has finished and its answer has been sent."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._running == 0, timeout)
+
+
+class Heartbeat:
+    """Keeps clients' idle timers alive: a progress notice for any call quiet for too long."""
+
+    def __init__(self, interval: float):
+        self._interval = interval
+        self._calls: set = set()
+        self._lock = threading.Lock()
+        self._thread = None
+
+    def watch(self, call: Call) -> None:
+        with self._lock:
+            self._calls.add(call)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+                self._thread.start()
+
+    def forget(self, call: Call) -> None:
+        with self._lock:
+            self._calls.discard(call)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(min(1.0, self._interval / 2))
+            with self._lock:
+                calls = list(self._calls)
+            for call in calls:
+                if call.quiet_for() >= self._interval:
+                    elapsed = round(time.monotonic() - call.started)
+                    call.report(f"still working ({elapsed} s)", min_interval=0)
+
+
+class Dispatcher:
+    """MCP over JSON-RPC: takes decoded messages, returns replies. Knows nothing about bytes.
+
+    Each tools/call runs on its own worker thread, so ping and notifications/cancelled are
+    served while it runs; its reply goes out later through the session's `send`.
+    """
+
+    def __init__(self, config: Config, log: Log, engine):
+        self.config = config
+        self.log = log
+        self.engine = engine
+        self.heartbeat = Heartbeat(config.get("server", "progress_interval_s"))
+        self._methods = {
+            "initialize": self._initialize,
+            "ping": lambda params, session: {},
+            "tools/list": self._tools_list,
+            "tools/call": self._tools_call,
+        }
+
+    def handle(self, message, session: Session) -> dict | None:
+        """The reply to one message, or None (notifications, responses, calls still running)."""
+        if not isinstance(message, dict):
+            why = (
+                "batches (JSON arrays) are not supported; send one message at a time"
+                if isinstance(message, list)
+                else "a message must be a JSON object"
+            )
+            return rpc_error(None, INVALID_REQUEST, f"Invalid Request: {why}")
+        method = message.get("method")
+        if "id" not in message:
+            if isinstance(method, str):
+                self._notification(method, message.get("params"), session)
+                return None
+            if "result" in message or "error" in message:
+                return None  # a response; this server never sends requests
+            return rpc_error(None, INVALID_REQUEST, "Invalid Request: missing 'method'")
+        request_id = message["id"]
+        if not _valid_id(request_id):
+            return rpc_error(
+                None, INVALID_REQUEST, "Invalid Request: 'id' must be a string or an integer"
+            )
+        if method is None and ("result" in message or "error" in message):
+            return None
+        try:
+            if message.get("jsonrpc") != "2.0":
+                raise RpcError(INVALID_REQUEST, "Invalid Request: 'jsonrpc' must be \"2.0\"")
+            if not isinstance(method, str):
+                raise RpcError(INVALID_REQUEST, "Invalid Request: 'method' must be a string")
+            handler = self._methods.get(method)
+            if handler is None:
+                raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+            params = message.get("params")
+            if params is None:
+                params = {}
+            elif not isinstance(params, dict):
+                raise RpcError(INVALID_PARAMS, "Invalid params: 'params' must be an object")
+            if method == "tools/call":
+                self._tools_call(params, session, request_id)
+                return None
+            return rpc_result(request_id, handler(params, session))
+        except RpcError as exc:
+            return rpc_error(request_id, exc.code, exc.message, exc.data)
+
+    # -- methods ---------------------------------------------------------------------------------
+
+    def _initialize(self, params: dict, session: Session) -> dict:
+        asked = params.get("protocolVersion")
+        version = asked if asked in PROTOCOL_VERSIONS else LATEST_PROTOCOL
+        session.protocol_version = version
+        info = {"name": SERVER_NAME, "version": __version__}
+        if version >= "2025-06-18":
+            info["title"] = "OpenAI Responses (web search)"
+        result = {
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": info,
+        }
+        if version >= "2025-03-26":
+            result["instructions"] = INSTRUCTIONS
+        self.log.debug("server", f"initialize asked={asked} answered={version}")
+        if hasattr(self.engine, "warm_up"):
+            self.engine.warm_up()
+        return result
+
+    def _tools_list(self, params: dict, session: Session) -> dict:
+        return {"tools": tool_definitions(session.protocol_version)}
+
+    def _tools_call(self, params: dict, session: Session, request_id=None) -> None:
+        name = params.get("name")
+        if not isinstance(name, str) or name not in TOOLS_BY_NAME:
+            raise RpcError(
+                METHOD_NOT_FOUND,
+                f"Unknown tool: {_describe(name)}; available tools: {', '.join(TOOL_NAMES)}",
+            )
+        arguments = params.get("arguments")
+        try:
+            args = validate_arguments(name, arguments)
+        except InvalidParams as exc:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
+        meta = params.get("_meta")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        progress = self._progress_sender(session, token) if _valid_id(token) else None
+        call = Call(request_id, name, progress)
+        session.register(call)
+        keys = sorted(arguments) if isinstance(arguments, dict) else []
+        self.log.debug(
+            "server", f"tools/call name={name} argsKeys={keys} queryLen={len(args['query'])}"
+        )
+        if progress is not None:
+            self.heartbeat.watch(call)
+        worker = threading.Thread(
+            target=self._run_call, args=(call, args, session), name="call", daemon=True
+        )
+        worker.start()
+
+    def _progress_sender(self, session: Session, token):
+        with_message = session.protocol_version >= "2025-03-26"
+
+        def send(progress: int, message: str) -> None:
+            params = {"progressToken": token, "progress": progress}
+            if with_message:
+                params["message"] = message
+            session.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+
+        return send
+
+    def _run_call(self, call: Call, args: dict, session: Session) -> None:
+        reply = None
+        try:
+            answer, meta = self.engine.answer(call.tool, args, call)
+            reply = rpc_result(call.id, tool_result(answer, meta, session.protocol_version))
+        except Cancelled:
+            pass
+        except ToolError as exc:
+            reply = rpc_error(
+                call.id, TOOL_FAILED, f"answer failed: {exc.message}", self._data(exc)
+            )
+        except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
+            self.log.warn(f"internal error in {call.tool}: {type(exc).__name__}: {exc}")
+            reply = rpc_error(
+                call.id,
+                TOOL_FAILED,
+                f"answer failed: internal error ({type(exc).__name__}); run with --debug and "
+                "report it",
+                {"message": self.log.redact(_one_line(str(exc), 400))},
+            )
+        finally:
+            call.finish()
+            self.heartbeat.forget(call)
+        try:
+            if session.unregister(call) and reply is not None:
+                session.send(reply)
+            elif reply is None or call.cancelled.is_set():
+                self.log.debug("server", f"cancelled requestId={_describe(call.id)} (no reply)")
+        finally:
+            session.done()
+
+    def _data(self, exc: ToolError) -> dict:
+        data = {"message": self.log.redact(_one_line(exc.detail, 400))}
+        if self.log.debug_enabled:
+            data.update({k: self.log.redact(str(v)) for k, v in exc.debug.items()})
+        return data
+
+    def _notification(self, method: str, params, session: Session) -> None:
+        params = params if isinstance(params, dict) else {}
+        if method == "notifications/cancelled":
+            request_id = params.get("requestId")
+            if _valid_id(request_id) and session.cancel(request_id) is not None:
+                reason = _one_line(str(params.get("reason", "")), 80)
+                self.log.debug(
+                    "server",
+                    f"cancelled requestId={_describe(request_id)} reason={json.dumps(reason)}",
+                )
+        elif method == "notifications/initialized":
+            session.initialized = True
+
+
+def tool_result(answer: dict, meta: dict, version: str) -> dict:
+    """A CallToolResult: the answer as JSON text, and as structuredContent where it exists."""
+    result = {"content": [{"type": "text", "text": json.dumps(answer, ensure_ascii=False)}]}
+    if version >= "2025-06-18":
+        result["structuredContent"] = answer
+    if meta:
+        result["_meta"] = meta
+    return result
+
+
+# ============================================================================================
+# Transports
+# ============================================================================================
+
+
+def encode_message(message: dict) -> bytes:
+    """Compact UTF-8 JSON; escapes only if a lone surrogate makes raw UTF-8 impossible."""
+    try:
+        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(message, separators=(",", ":")).encode("ascii")
+
+
+def decode_message(body: bytes):
+    """(message, None) for a JSON body, or (None, parse-error reply)."""
+    try:
+        return json.loads(body), None
+    except (ValueError, RecursionError) as exc:
+        why = str(exc).split(":")[0] if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+        if isinstance(exc, RecursionError):
+            why = "nested too deeply"
+        return None, rpc_error(None, PARSE_ERROR, f"Parse error: the message is not JSON ({why})")
+
+
+class Frame:
+    """One thing the reader found: a message body, an oversized message, or skipped bytes."""
+
+    __slots__ = ("body", "kind", "mode", "size")
+
+    def __init__(self, kind: str, body: bytes = b"", mode: str = "line", size: int = 0):
+        self.kind, self.body, self.mode, self.size = kind, body, mode, size
+
+    def __repr__(self) -> str:
+        return f"Frame({self.kind!r}, {self.body[:40]!r}, mode={self.mode!r}, size={self.size})"
+
+
+BOM = b"\xef\xbb\xbf"
+_HEADER_LIMIT = 8192
+_TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+class FrameReader:
+    """Owns stdio framing: turns bytes, in chunks of any size, into Frames.
+
+    Accepts `Content-Length: N` frames (any header case, other headers ignored, CRLF or LF)
+    and newline-delimited JSON, in any mix. A message over `max_bytes` is reported and skipped
+    without being held in memory; bytes that are neither are skipped a line at a time.
+    """
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self._buffer = bytearray()
+        self._skip_bytes = 0  # body of an oversized frame still to discard
+        self._skip_line = False  # rest of an oversized line still to discard
+
+    def feed(self, data: bytes) -> list[Frame]:
+        frames: list[Frame] = []
+        buffer = self._buffer
+        buffer += data
+        pos, end = 0, len(buffer)
+        while pos < end:
+            if self._skip_bytes:
+                taken = min(self._skip_bytes, end - pos)
+                self._skip_bytes -= taken
+                pos += taken
+                continue
+            if self._skip_line:
+                newline = buffer.find(b"\n", pos)
+                if newline < 0:
+                    pos = end
+                    break
+                self._skip_line = False
+                pos = newline + 1
+                continue
+            first = buffer[pos]
+            if first in b" \t\r\n":
+                pos += 1
+                continue
+            if first == 0xEF:
+                if buffer.startswith(BOM, pos):
+                    pos += 3
+                    continue
+                if BOM.startswith(bytes(buffer[pos:end])):
+                    break  # the rest of a BOM has not arrived yet
+            if first in b"{[":
+                pos, done = self._line(buffer, pos, end, frames)
+            else:
+                pos, done = self._framed(buffer, pos, end, frames)
+            if not done:
+                break
+        del buffer[:pos]
+        return frames
+
+    def _line(self, buffer, pos: int, end: int, frames: list) -> tuple[int, bool]:
+        newline = buffer.find(b"\n", pos)
+        if newline < 0:
+            if end - pos > self.max_bytes:
+                frames.append(Frame("oversized", mode="line", size=end - pos))
+                self._skip_line = True
+                return end, True
+            return pos, False
+        if newline - pos > self.max_bytes:
+            frames.append(Frame("oversized", mode="line", size=newline - pos))
+        else:
+            frames.append(Frame("message", bytes(buffer[pos:newline]), "line"))
+        return newline + 1, True
+
+    def _framed(self, buffer, pos: int, end: int, frames: list) -> tuple[int, bool]:
+        """Header lines, a blank line, then exactly Content-Length bytes of body."""
+        length = None
+        cursor = pos
+        while True:
+            newline = buffer.find(b"\n", cursor, min(end, pos + _HEADER_LIMIT))
+            if newline < 0:
+                if end - pos >= _HEADER_LIMIT:
+                    return self._garbage(buffer, pos, end, frames)
+                return pos, False
+            line = bytes(buffer[cursor:newline]).rstrip(b"\r")
+            if not line:
+                break
+            name, colon, value = line.partition(b":")
+            if not colon or not name or not all(c in _TOKEN for c in name):
+                if cursor == pos:
+                    return self._garbage(buffer, pos, end, frames)
+                frames.append(Frame("garbage", bytes(buffer[pos:cursor])))
+                return cursor, True  # the header block was broken off: look again here
+            if name.lower() == b"content-length":
+                value = value.strip()
+                length = int(value) if value.isdigit() and len(value) < 16 else -1
+            cursor = newline + 1
+        body_start = newline + 1
+        if length is None or length < 0:
+            frames.append(Frame("garbage", bytes(buffer[pos:body_start])))
+            return body_start, True
+        if length > self.max_bytes:
+            frames.append(Frame("oversized", mode="framed", size=length))
+            self._skip_bytes = length
+            return body_start, True
+        if end - body_start < length:
+            return pos, False
+        frames.append(Frame("message", bytes(buffer[body_start : body_start + length]), "framed"))
+        return body_start + length, True
+
+    def _garbage(self, buffer, pos: int, end: int, frames: list) -> tuple[int, bool]:
+        newline = buffer.find(b"\n", pos)
+        if newline < 0:
+            frames.append(Frame("garbage", bytes(buffer[pos : pos + 200])))
+            self._skip_line = True
+            return end, True
+        frames.append(Frame("garbage", bytes(buffer[pos : min(newline + 1, pos + 200)])))
+        return newline + 1, True
+
+
+class StdioWriter:
+    """Owns stdout: whole messages only, written one batch at a time under a lock."""
+
+    def __init__(self, fd: int, line_mode: bool, on_closed):
+        self.line_mode = line_mode
+        self._fd = fd
+        self._lock = threading.Lock()
+        self._closed = False
+        self._on_closed = on_closed
+
+    def frame(self, message: dict) -> bytes:
+        body = encode_message(message)
+        if self.line_mode:
+            return body + b"\n"
+        return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+    def send(self, *messages: dict) -> None:
+        data = b"".join(self.frame(message) for message in messages)
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(self._fd, view) :]
+            except OSError:
+                self._closed = True
+        if self._closed:
+            self._on_closed()
+
+
+class _Stop(Exception):
+    """Raised in the main thread by SIGTERM or SIGINT."""
+
+
+def _raise_stop(signum, frame):
+    raise _Stop()
+
+
+def serve_stdio(dispatcher: Dispatcher, config: Config, log: Log) -> int:
+    """Serves one client on stdin/stdout until end of input or a signal."""
+    import signal
+
+    fd_in, fd_out = sys.stdin.fileno(), sys.stdout.fileno()
+    if os.name == "nt":
+        import msvcrt
+
+        msvcrt.setmode(fd_in, os.O_BINARY)
+        msvcrt.setmode(fd_out, os.O_BINARY)
+
+    def stdout_closed() -> None:
+        session.cancel_all()
+        os._exit(0)  # the client has gone: nothing left to answer
+
+    writer = StdioWriter(fd_out, config.get("server", "line_mode"), stdout_closed)
+    session = Session(writer.send)
+    reader = FrameReader(config.get("server", "max_message_bytes"))
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _raise_stop)
+    try:
+        while True:
+            data = os.read(fd_in, 1 << 16)
+            if not data:
+                break
+            replies = []
+            for frame in reader.feed(data):
+                reply = _handle_frame(frame, dispatcher, session, writer, log)
+                if reply is not None:
+                    replies.append(reply)
+            if replies:
+                writer.send(*replies)
+        log.debug("server", f"end of input; waiting for {session.in_flight()} call(s)")
+        session.wait_idle()
+        return 0
+    except _Stop:
+        session.cancel_all()
+        log.debug("server", "stopped by signal; in-flight calls cancelled")
+        return 0
+
+
+def _handle_frame(frame: Frame, dispatcher, session, writer, log) -> dict | None:
+    if frame.mode == "line" and frame.kind == "message":
+        writer.line_mode = True
+    if frame.kind == "garbage":
+        log.warn(
+            f"skipped {len(frame.body)} bytes that are not an MCP message: {frame.body[:60]!r}"
+        )
+        return None
+    if frame.kind == "oversized":
+        limit = dispatcher.config.get("server", "max_message_bytes")
+        return rpc_error(
+            None,
+            INVALID_REQUEST,
+            f"Invalid Request: a message of {frame.size} bytes exceeds the {limit}-byte limit "
+            "(server.max_message_bytes); it was skipped",
+        )
+    message, error = decode_message(frame.body)
+    if error is not None:
+        return error
+    if log.debug_enabled and isinstance(message, dict):
+        log.debug("server", f"recv method={message.get('method')} ({frame.mode})")
+    return dispatcher.handle(message, session)
+
+
+# ============================================================================================
+# CLI
+# ============================================================================================
+
+USAGE = f"""\
+usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--show-config]
+       {SERVER_NAME} --ask QUERY [--tool NAME] [--config PATH] [--model ID] [--debug [PATH]]
+       {SERVER_NAME} --show-config [--config PATH] [--model ID]
+       {SERVER_NAME} --help | --version"""
+
+HELP = f"""{USAGE}
+
+An MCP server: each call of its tools answer, answer_detailed and answer_quick becomes one
+OpenAI Responses API request with web search allowed, returning
+{{answer, used_search, citations[{{url, title, published_at}}], model}}.
+
+options:
+  --stdio            serve MCP on stdin/stdout (what MCP clients launch)
+  --ask QUERY        answer one question and print the result JSON (checks key, model, config)
+  --tool NAME        tool for --ask: answer (default), answer_detailed or answer_quick
+  --config PATH      YAML config file (default: {default_config_path(dict(os.environ))})
+  --model ID         model for the answer tool (overrides config and MODEL_ANSWER)
+  --debug [PATH]     debug lines on stderr, and appended to PATH if given
+  --show-config      print the effective config and where each value came from, to stderr
+  --version          print the version
+  --help             print this help
+
+The API key is read from the environment variable OPENAI_API_KEY (openai.api_key_env).
+"""
+
+
+class UsageError(Exception):
+    pass
+
+
+def parse_args(argv: list[str]) -> dict:
+    """The command line as a dict of options; raises UsageError for anything unknown."""
+    options: dict = {"debug": None}
+    takes_value = {"--config": "config", "--model": "model", "--ask": "ask", "--tool": "tool"}
+    flags = {
+        "--stdio": "stdio",
+        "--show-config": "show_config",
+        "--help": "help",
+        "-h": "help",
+        "--version": "version",
+        "-V": "version",
+    }
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        name, equals, inline = arg.partition("=")
+        if name in takes_value:
+            if equals:
+                value = inline
+            elif args:
+                value = args.pop(0)
+            else:
+                raise UsageError(f"{name} needs a value")
+            if not value.strip():
+                raise UsageError(f"{name} needs a non-empty value")
+            options[takes_value[name]] = value
+        elif name == "--debug":
+            if equals:
+                options["debug"] = inline or True
+            elif args and not args[0].startswith("-"):
+                options["debug"] = args.pop(0)
+            else:
+                options["debug"] = True
+        elif arg in flags:
+            options[flags[arg]] = True
+        else:
+            raise UsageError(f"unknown option {arg!r}")
+    if options.get("tool") and options["tool"] not in TOOL_NAMES:
+        raise UsageError(f"--tool must be one of {', '.join(TOOL_NAMES)}")
+    if options.get("tool") and not options.get("ask"):
+        raise UsageError("--tool goes with --ask")
+    if options.get("ask") and options.get("stdio"):
+        raise UsageError("--ask and --stdio cannot be combined")
+    return options
+
+
+def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
+    """The one-shot command: prints the answer JSON (exit 0) or the error to stderr (exit 1)."""
+    try:
+        args = validate_arguments(tool, {"query": query})
+    except InvalidParams as exc:
+        print(f"{SERVER_NAME}: {exc}", file=sys.stderr)
+        return 2
+
+    def progress(count: int, message: str) -> None:
+        log.warn(f"{message}…")
+
+    call = Call(None, tool, progress if sys.stderr.isatty() else None)
+    try:
+        answer, meta = AnswerEngine(config, log).answer(tool, args, call)
+    except ToolError as exc:
+        print(f"answer failed: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        call.cancel()
+        return 130
+    sys.stdout.write(json.dumps({**answer, "_meta": meta}, ensure_ascii=False, indent=2) + "\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        options = parse_args(argv)
+    except UsageError as exc:
+        print(f"{USAGE}\n{SERVER_NAME}: error: {exc}", file=sys.stderr)
+        return 2
+    if options.get("help") or not argv:
+        sys.stdout.write(HELP)
+        return 0
+    if options.get("version"):
+        print(f"{SERVER_NAME} {__version__}")
+        return 0
+    if not (options.get("stdio") or options.get("ask") or options.get("show_config")):
+        print(f"{USAGE}\n{SERVER_NAME}: error: nothing to do: add --stdio", file=sys.stderr)
+        return 2
+    try:
+        config = load_config(options)
+    except ConfigError as exc:
+        print(f"{SERVER_NAME}: config error: {exc}", file=sys.stderr)
+        return 2
+    server = config.values["server"]
+    key_env = config.get("openai", "api_key_env")
+    log = Log(server["debug"], server["debug_file"], (os.environ.get(key_env, ""),))
+    for warning in config.warnings:
+        log.warn(f"warning: {warning}")
+    if options.get("show_config") or (server["show_config_on_start"] and options.get("stdio")):
+        sys.stderr.write(json.dumps(config.describe(), ensure_ascii=False, indent=2) + "\n")
+        sys.stderr.flush()
+    if options.get("ask"):
+        return run_ask(config, log, options["ask"], options.get("tool") or "answer")
+    if not options.get("stdio"):
+        return 0
+    log.debug("server", f"{SERVER_NAME} {__version__} serving stdio (pid {os.getpid()})")
+    return serve_stdio(Dispatcher(config, log, AnswerEngine(config, log)), config, log)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""Shared fixtures: the real server spawned over pipes, and the fake Responses API upstream."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "openai_responses_mcp.py"
+sys.path.insert(0, str(ROOT))
+
+TEST_KEY = "sk-test-0123456789abcdefSECRET"
+
+
+def base_env(tmp_path: Path, **extra: str) -> dict:
+    """An environment with no user config, a test key, and nothing inherited that matters."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "MCP_"))}
+    for name in ("DEBUG", "MODEL_ANSWER", "MODEL_DETAILED", "MODEL_QUICK", "MAX_CITATIONS"):
+        env.pop(name, None)
+    env.update(
+        XDG_CONFIG_HOME=str(tmp_path / "xdg"),
+        OPENAI_API_KEY=TEST_KEY,
+        PYTHONUNBUFFERED="1",
+        NO_PROXY="127.0.0.1,localhost",
+    )
+    env.update(extra)
+    return env
+
+
+class Reader(threading.Thread):
+    """Reads the server's stdout, splitting it into messages in either framing."""
+
+    def __init__(self, stream):
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.messages: queue.Queue = queue.Queue()
+        self.raw = bytearray()
+        self.framings: list[str] = []
+
+    def run(self) -> None:
+        buffer = b""
+        while True:
+            chunk = self.stream.read1(65536)
+            if not chunk:
+                break
+            self.raw += chunk
+            buffer += chunk
+            buffer = self._split(buffer)
+        self.messages.put(None)
+
+    def _split(self, buffer: bytes) -> bytes:
+        while buffer:
+            if buffer.startswith(b"Content-Length:"):
+                head, sep, rest = buffer.partition(b"\r\n\r\n")
+                if not sep:
+                    return buffer
+                length = int(head.split(b":")[1])
+                if len(rest) < length:
+                    return buffer
+                self._put(rest[:length], "framed")
+                buffer = rest[length:]
+            else:
+                line, sep, rest = buffer.partition(b"\n")
+                if not sep:
+                    return buffer
+                self._put(line, "line")
+                buffer = rest
+        return buffer
+
+    def _put(self, body: bytes, framing: str) -> None:
+        self.framings.append(framing)
+        self.messages.put(json.loads(body))  # anything that is not JSON fails the test here
+
+
+class Server:
+    """The real program, spawned with --stdio, spoken to over its pipes."""
+
+    def __init__(self, args: list[str], env: dict, cwd: Path):
+        self.proc = subprocess.Popen(
+            [sys.executable, str(SCRIPT), *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=str(cwd),
+        )
+        self.reader = Reader(self.proc.stdout)
+        self.reader.start()
+        self._stderr = bytearray()
+        self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
+        self._stderr_thread.start()
+        self._next_id = 1000
+
+    def _drain_stderr(self) -> None:
+        for line in self.proc.stderr:
+            self._stderr += line
+
+    @property
+    def stderr(self) -> str:
+        return self._stderr.decode("utf-8", "replace")
+
+    def write(self, data: bytes) -> None:
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, message, framing: str = "line") -> None:
+        body = message if isinstance(message, bytes) else json.dumps(message).encode()
+        if framing == "line":
+            self.write(body + b"\n")
+        else:
+            self.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    def recv(self, timeout: float = 10.0) -> dict:
+        message = self.reader.messages.get(timeout=timeout)
+        assert message is not None, f"stdout closed; stderr:\n{self.stderr}"
+        return message
+
+    def recv_until(self, predicate, timeout: float = 10.0) -> tuple[dict, list[dict]]:
+        """The first message matching `predicate`, and everything received before it."""
+        before, deadline = [], time.monotonic() + timeout
+        while True:
+            message = self.recv(max(0.01, deadline - time.monotonic()))
+            if predicate(message):
+                return message, before
+            before.append(message)
+
+    def nothing_within(self, seconds: float) -> bool:
+        try:
+            message = self.reader.messages.get(timeout=seconds)
+        except queue.Empty:
+            return True
+        self.reader.messages.put(message)
+        return False
+
+    def request(self, method: str, params=None, framing: str = "line", timeout=10.0) -> dict:
+        self._next_id += 1
+        request_id = self._next_id
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message, framing)
+        reply, _ = self.recv_until(lambda m: m.get("id") == request_id, timeout)
+        return reply
+
+    def initialize(self, version: str = "2025-06-18", framing: str = "line") -> dict:
+        reply = self.request(
+            "initialize",
+            {
+                "protocolVersion": version,
+                "capabilities": {},
+                "clientInfo": {"name": "pytest", "version": "0"},
+            },
+            framing,
+        )
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"}, framing)
+        return reply
+
+    def call(self, tool: str, arguments: dict, framing="line", timeout=20.0, **params) -> dict:
+        return self.request(
+            "tools/call", {"name": tool, "arguments": arguments, **params}, framing, timeout
+        )
+
+    def close_stdin(self) -> None:
+        self.proc.stdin.close()
+
+    def wait(self, timeout: float = 10.0) -> int:
+        code = self.proc.wait(timeout)
+        self._stderr_thread.join(timeout)
+        return code
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+
+
+@pytest.fixture
+def fake():
+    """The fake Responses API on 127.0.0.1, reset for every test."""
+    from fake_upstream import FakeResponsesAPI
+
+    with FakeResponsesAPI() as api:
+        yield api
+
+
+@pytest.fixture
+def spawn(tmp_path):
+    """Starts the server: spawn(*args, config=YAML text, env={...}, upstream=fake)."""
+    started: list[Server] = []
+
+    def start(*args: str, config: str | None = None, env: dict | None = None, upstream=None):
+        extra = dict(env or {})
+        if upstream is not None:
+            extra.setdefault("OPENAI_BASE_URL", upstream.base_url)
+        argv = list(args) or ["--stdio"]
+        if config is not None:
+            path = tmp_path / "config.yaml"
+            path.write_text(config, encoding="utf-8")
+            argv += ["--config", str(path)]
+        server = Server(argv, base_env(tmp_path, **extra), tmp_path)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def run_cli(tmp_path: Path, *args: str, env: dict | None = None, timeout: float = 30.0, **kw):
+    """Runs the program to completion; returns the CompletedProcess (text mode)."""
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        env=base_env(tmp_path, **(env or {})),
+        cwd=str(tmp_path),
+        timeout=timeout,
+        **kw,
+    )

@@ -1,0 +1,1397 @@
+"""A fake OpenAI Responses API (plus a forward proxy and TLS helpers) for tests.
+
+Standard library only.  The real ``openai`` SDK talks to it through ``base_url``::
+
+    with FakeResponsesAPI() as fake:
+        fake.enqueue(Reply(text="Hi", searches=[{"query": "q", "sources": [...]}]))
+        client = openai.OpenAI(api_key="sk-test", base_url=fake.base_url, max_retries=0)
+        client.responses.create(model="gpt-5.2", input="hi", stream=True, ...)
+        (rec,) = fake.wait_for_requests(1)
+
+Every JSON shape mirrors the types shipped with the installed SDK
+(``openai/types/responses/*.py``): ``Response``, the ``ResponseStreamEvent`` union,
+``ResponseOutputMessage``/``ResponseOutputText`` with ``AnnotationURLCitation``,
+``ResponseFunctionWebSearch`` (``action.sources`` only when the request's ``include``
+has ``"web_search_call.action.sources"``), ``ResponseReasoningItem``, ``ResponseUsage``.
+
+Stream layout for ``"stream": true`` (``sequence_number`` counts from 0)::
+
+    response.created, response.in_progress
+    [reasoning models: response.output_item.added/done (reasoning item)]
+    per search: response.output_item.added (web_search_call, in_progress),
+                response.web_search_call.in_progress, .searching, .completed,
+                response.output_item.done (web_search_call, completed, action)
+    message:    response.output_item.added, response.content_part.added,
+                response.output_text.delta x N (annotation.added right after the delta
+                that completes each cited span), response.output_text.done,
+                response.content_part.done, response.output_item.done
+    response.completed  (or response.incomplete)
+
+Each event goes out as ``event: <type>\\ndata: <compact json>\\n\\n`` in its own HTTP/1.1
+chunk, so keep-alive reuse works and stall/drop faults can cut the stream anywhere.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import http.server
+import json
+import os
+import re
+import secrets
+import select
+import shutil
+import socket
+import ssl
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Self
+from urllib.parse import urlsplit
+
+__all__ = [
+    "FakeResponsesAPI",
+    "ForwardProxy",
+    "Recorded",
+    "Reply",
+    "TLSMaterial",
+    "make_tls_material",
+    "openssl_available",
+]
+
+DEFAULT_TEXT = "HTTP 404 means the server could not find the requested resource."
+SOURCES_INCLUDE = "web_search_call.action.sources"
+_REASONING_MODEL = re.compile(r"^(gpt-5|o\d)")
+_DATED_SUFFIX = re.compile(r"-\d{4}-\d{2}-\d{2}$")
+
+# (type, code, message) the real API sends per status; ``{model}`` is filled in.
+_ERROR_DEFAULTS: dict[int, tuple[str, str | None, str]] = {
+    400: ("invalid_request_error", None, "Invalid request."),
+    401: (
+        "invalid_request_error",
+        "invalid_api_key",
+        (
+            "Incorrect API key provided: sk-****. You can find your API key at "
+            "https://platform.openai.com/account/api-keys."
+        ),
+    ),
+    403: (
+        "invalid_request_error",
+        "unsupported_country_region_territory",
+        "Country, region, or territory not supported",
+    ),
+    404: (
+        "invalid_request_error",
+        "model_not_found",
+        "The model `{model}` does not exist or you do not have access to it.",
+    ),
+    429: (
+        "tokens",
+        "rate_limit_exceeded",
+        (
+            "Rate limit reached for {model} in organization org-fake on tokens per "
+            "min (TPM): Limit 30000, Used 30000, Requested 1200. Please try again in "
+            "2.4s. Visit https://platform.openai.com/account/rate-limits to learn more."
+        ),
+    ),
+    500: (
+        "server_error",
+        None,
+        "The server had an error while processing your request. Sorry about that!",
+    ),
+    502: ("server_error", None, "Bad gateway."),
+    503: ("server_error", None, "The server is overloaded or not ready yet."),
+}
+_QUOTA_ERROR = (
+    "insufficient_quota",
+    "insufficient_quota",
+    (
+        "You exceeded your current quota, please check your plan and billing "
+        "details. For more information on this error, read the docs: "
+        "https://platform.openai.com/docs/guides/error-codes/api-errors."
+    ),
+)
+_STREAM_ERROR_MESSAGE = (
+    "An error occurred while processing your request. You can retry your request, "
+    "or contact us through our help center at help.openai.com if the error persists."
+)
+
+
+@dataclass
+class Reply:
+    """What the fake does for one ``POST /v1/responses``.
+
+    Output:
+      text: the assistant message text.
+      searches: one ``web_search_call`` output item each, e.g.
+        ``{"query": "...", "sources": [{"type": "url", "url": "..."}]}``.  Optional keys:
+        ``"queries"`` (default ``[query]``), ``"status"`` (default ``"completed"``),
+        ``"action"`` (a full action dict, e.g. ``{"type": "open_page", "url": ...}``,
+        emitted verbatim).  ``sources`` are only emitted when the request's ``include``
+        lists ``"web_search_call.action.sources"`` (as the real API does) and are passed
+        through verbatim; note the SDK only models ``{"type": "url", "url": ...}``.
+      citations: ``url_citation`` annotations on the output text: ``{"url", "title"}``
+        plus optional ``start_index``/``end_index`` (default: the span where the url,
+        else the title, appears in ``text``, else the whole text).
+      model: model id reported back; default ``<requested>-2026-01-01``.
+      reasoning: emit a reasoning item first.  ``None`` = auto: yes for ``gpt-5*`` and
+        ``o<digit>*`` models unless the request sets ``reasoning.effort == "none"``.
+      usage: deep-merged over a realistic default (``total_tokens`` recomputed unless
+        given).
+      incomplete / incomplete_reason: finish as ``response.incomplete`` with
+        ``incomplete_details.reason`` (message item status ``incomplete``).
+      text_chunks: how many ``response.output_text.delta`` events to split text into.
+
+    Errors (``status != 200``): JSON body ``{"error": {message, type, param, code}}``;
+      ``error_type``/``error_code``/``error_message``/``error_param`` override the
+      per-status defaults (401 invalid_api_key, 404 model_not_found, 429
+      rate_limit_exceeded; 429 with ``error_code="insufficient_quota"`` uses the real
+      quota type/message; 500 type server_error with code null).
+      ``body`` (str/bytes/dict) replaces the body verbatim for any status, with
+      ``content_type``.
+      headers: extra response headers, e.g. ``{"retry-after-ms": "10"}``.
+
+    Timing / faults (``N`` counts SSE events already sent; 0 = right after headers):
+      delay_before_headers: wait before the status line (ends early on hang-up/stop).
+      event_delay: sleep between SSE events (slow trickle).
+      stall_after_events / stall_seconds: after N events stop sending but keep the
+        socket open; ends on client hang-up (recorded), server stop, or after
+        ``stall_seconds`` (then the stream resumes).  Non-streaming requests stall
+        before the headers instead.
+      drop_after_events: after N events close the TCP connection with no terminating
+        chunk (FIN; ``drop_with_rst=True`` sends RST).  Non-streaming: close before
+        any response bytes.
+      malformed_after_events: after N events send ``data: {not json`` and end the
+        stream.  Non-streaming: a 200 whose JSON body is malformed.
+      stream_error: after ``after_events`` (default 2) events emit a terminal error
+        and end the stream.  Keys: ``event`` = ``"error"`` (default) or
+        ``"response.failed"``; ``shape`` = ``"nested"`` (default; what production sends:
+        ``{"type":"error","error":{type,code,message,param},"sequence_number":n}``,
+        which openai 3.54 raises as ``APIError``) or ``"flat"`` (the documented
+        ``ResponseErrorEvent`` shape, which the SDK yields as an event instead);
+        ``code``/``message``/``type``/``param``.
+      close_connection: answer with ``Connection: close`` and close afterwards.
+    """
+
+    text: str = DEFAULT_TEXT
+    searches: list[dict] = field(default_factory=list)
+    citations: list[dict] = field(default_factory=list)
+    model: str | None = None
+    status: int = 200
+    error_type: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    error_param: str | None = None
+    body: str | bytes | dict | None = None
+    content_type: str | None = None
+    headers: dict = field(default_factory=dict)
+    delay_before_headers: float = 0.0
+    event_delay: float = 0.0
+    stall_after_events: int | None = None
+    stall_seconds: float = 3600.0
+    drop_after_events: int | None = None
+    drop_with_rst: bool = False
+    malformed_after_events: int | None = None
+    stream_error: dict | None = None
+    usage: dict | None = None
+    incomplete: bool = False
+    incomplete_reason: str = "max_output_tokens"
+    reasoning: bool | None = None
+    text_chunks: int = 4
+    close_connection: bool = False
+
+
+@dataclass
+class Recorded:
+    """One request as the fake saw it.
+
+    ``headers`` has lower-case keys; the Authorization value is replaced by
+    ``"<redacted>"`` (presence only).  Use :meth:`authorized_with` to check the key.
+    Times are ``time.monotonic()``.
+    """
+
+    index: int
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    raw_body: bytes
+    received_at: float
+    connection_id: int
+    authorization_sha256: str | None = None
+    reply: Reply | None = None
+    finished_at: float | None = None
+    client_disconnected_at: float | None = None
+    status_sent: int | None = None
+    events_sent: int = 0
+
+    @property
+    def has_authorization(self) -> bool:
+        return self.authorization_sha256 is not None
+
+    def authorized_with(self, api_key: str) -> bool:
+        """True if the request carried ``Authorization: Bearer <api_key>``."""
+        digest = hashlib.sha256(f"Bearer {api_key}".encode()).hexdigest()
+        return digest == self.authorization_sha256
+
+
+def _rand_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(24)}"
+
+
+def _dump(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _deep_merge(base: dict, override: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _split_text(text: str, n: int) -> list[str]:
+    """Split text into at most n word-boundary chunks that join back to text."""
+    if not text:
+        return []
+    tokens = re.findall(r"\s*\S+\s*|\s+", text)
+    n = max(1, min(n, len(tokens)))
+    per, extra = divmod(len(tokens), n)
+    chunks, pos = [], 0
+    for i in range(n):
+        size = per + (1 if i < extra else 0)
+        chunks.append("".join(tokens[pos : pos + size]))
+        pos += size
+    return chunks
+
+
+def _annotation(text: str, citation: dict) -> dict:
+    url, title = citation["url"], citation.get("title", citation["url"])
+    start, end = citation.get("start_index"), citation.get("end_index")
+    if start is None or end is None:
+        for needle in (url, title):
+            found = text.find(needle) if needle else -1
+            if found >= 0:
+                start, end = found, found + len(needle)
+                break
+        else:
+            start, end = 0, len(text)
+    return {
+        "type": "url_citation",
+        "start_index": start,
+        "end_index": end,
+        "title": title,
+        "url": url,
+    }
+
+
+def _echo_tool(tool: Any) -> Any:
+    """Echo a request tool the way the API does (web_search gets defaults filled)."""
+    if not isinstance(tool, dict) or tool.get("type") not in (
+        "web_search",
+        "web_search_2025_08_26",
+    ):
+        return tool
+    echoed = {
+        "type": tool["type"],
+        "filters": tool.get("filters"),
+        "search_context_size": tool.get("search_context_size", "medium"),
+        "user_location": tool.get("user_location")
+        or {
+            "type": "approximate",
+            "city": None,
+            "country": "US",
+            "region": None,
+            "timezone": None,
+        },
+    }
+    if "external_web_access" in tool:
+        echoed["external_web_access"] = tool["external_web_access"]
+    return echoed
+
+
+class _Plan:
+    """Everything derived from one request + Reply: the items, events and bodies."""
+
+    def __init__(self, req: dict, reply: Reply) -> None:
+        self.req = req
+        self.reply = reply
+        requested = str(req.get("model") or "gpt-5.2")
+        self.requested_model = requested
+        self.model = reply.model or (
+            requested if _DATED_SUFFIX.search(requested) else f"{requested}-2026-01-01"
+        )
+        include = req.get("include") or []
+        self.include_sources = SOURCES_INCLUDE in include
+        self.include_encrypted = "reasoning.encrypted_content" in include
+        effort = (req.get("reasoning") or {}).get("effort")
+        self.reasoning_model = bool(_REASONING_MODEL.match(requested))
+        self.with_reasoning = (
+            reply.reasoning
+            if reply.reasoning is not None
+            else self.reasoning_model and effort != "none"
+        )
+        stream_options = req.get("stream_options") or {}
+        self.obfuscate = stream_options.get("include_obfuscation", True) is not False
+        self.resp_id = _rand_id("resp")
+        self.created_at = int(time.time())
+        self.annotations = [_annotation(reply.text, c) for c in reply.citations]
+        self.msg_id = _rand_id("msg")
+        self.rs_id = _rand_id("rs")
+        self.ws_ids = [_rand_id("ws") for _ in reply.searches]
+
+    # -- objects ---------------------------------------------------------------
+
+    def response(self, status: str, output: list, *, final: bool) -> dict:
+        req = self.req
+        reasoning = req.get("reasoning") or {}
+        text_cfg = _deep_merge(
+            {"format": {"type": "text"}, "verbosity": "medium"}, req.get("text") or {}
+        )
+        tier = req.get("service_tier") or "auto"
+        if final and tier == "auto":
+            tier = "default"
+        return {
+            "id": self.resp_id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": status,
+            "background": bool(req.get("background") or False),
+            "billing": {"payer": "developer"},
+            "completed_at": int(time.time()) if status == "completed" else None,
+            "error": None,
+            "frequency_penalty": 0.0,
+            "incomplete_details": None,
+            "instructions": req.get("instructions"),
+            "max_output_tokens": req.get("max_output_tokens"),
+            "max_tool_calls": req.get("max_tool_calls"),
+            "model": self.model,
+            "output": copy.deepcopy(output),
+            "parallel_tool_calls": req.get("parallel_tool_calls") is not False,
+            "presence_penalty": 0.0,
+            "previous_response_id": req.get("previous_response_id"),
+            "prompt_cache_key": req.get("prompt_cache_key"),
+            "prompt_cache_retention": req.get("prompt_cache_retention"),
+            "reasoning": {
+                "effort": reasoning.get("effort")
+                or ("medium" if self.reasoning_model else None),
+                "summary": reasoning.get("summary"),
+            },
+            "safety_identifier": req.get("safety_identifier"),
+            "service_tier": tier,
+            "store": req.get("store") is not False,
+            "temperature": req.get("temperature", 1.0),
+            "text": text_cfg,
+            "tool_choice": req.get("tool_choice", "auto"),
+            "tools": [_echo_tool(t) for t in req.get("tools") or []],
+            "top_logprobs": req.get("top_logprobs") or 0,
+            "top_p": req.get("top_p", 1.0),
+            "truncation": req.get("truncation") or "disabled",
+            "usage": self.usage() if final else None,
+            "user": req.get("user"),
+            "metadata": req.get("metadata") or {},
+        }
+
+    def usage(self) -> dict:
+        prompt = json.dumps(self.req.get("input", "")) + str(
+            self.req.get("instructions") or ""
+        )
+        input_tokens = 900 + len(prompt) // 4 + 350 * len(self.reply.searches)
+        reasoning_tokens = 192 if self.with_reasoning else 0
+        output_tokens = max(1, len(self.reply.text) // 4) + reasoning_tokens
+        default = {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {
+                # Prompt caching works in 128-token increments past the first 1024.
+                "cached_tokens": 1024 if input_tokens >= 1152 else 0,
+                "cache_write_tokens": 0,
+            },
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+            "total_tokens": input_tokens + output_tokens,
+        }
+        if not self.reply.usage:
+            return default
+        merged = _deep_merge(default, self.reply.usage)
+        if "total_tokens" not in self.reply.usage:
+            merged["total_tokens"] = merged["input_tokens"] + merged["output_tokens"]
+        return merged
+
+    def reasoning_item(self, *, done: bool) -> dict:
+        item: dict[str, Any] = {"id": self.rs_id, "type": "reasoning", "summary": []}
+        if done and self.include_encrypted:
+            item["encrypted_content"] = "gAAAAAB" + secrets.token_urlsafe(48)
+        return item
+
+    def search_item(self, i: int, *, done: bool) -> dict:
+        search = self.reply.searches[i]
+        if not done:
+            # The API has not chosen the query yet when the item is first added.
+            action: dict[str, Any] = {"type": "search"}
+            status = "in_progress"
+        elif "action" in search:
+            action = copy.deepcopy(search["action"])
+            status = search.get("status", "completed")
+        else:
+            query = search.get("query", "")
+            action = {
+                "type": "search",
+                "query": query,
+                "queries": list(search.get("queries") or [query]),
+            }
+            if self.include_sources:
+                action["sources"] = copy.deepcopy(search.get("sources") or [])
+            status = search.get("status", "completed")
+        return {
+            "id": self.ws_ids[i],
+            "type": "web_search_call",
+            "status": status,
+            "action": action,
+        }
+
+    def message_item(self, *, done: bool) -> dict:
+        content = []
+        if done:
+            content = [self.text_part(full=True)]
+        status = "in_progress"
+        if done:
+            status = "incomplete" if self.reply.incomplete else "completed"
+        return {
+            "id": self.msg_id,
+            "type": "message",
+            "status": status,
+            "content": content,
+            "role": "assistant",
+        }
+
+    def text_part(self, *, full: bool) -> dict:
+        return {
+            "type": "output_text",
+            "annotations": copy.deepcopy(self.annotations) if full else [],
+            "logprobs": [],
+            "text": self.reply.text if full else "",
+        }
+
+    def final_output(self) -> list:
+        output = []
+        if self.with_reasoning:
+            output.append(self.reasoning_item(done=True))
+        output += [self.search_item(i, done=True) for i in range(len(self.ws_ids))]
+        output.append(self.message_item(done=True))
+        return output
+
+    def final_response(self) -> dict:
+        status = "incomplete" if self.reply.incomplete else "completed"
+        resp = self.response(status, self.final_output(), final=True)
+        if self.reply.incomplete:
+            resp["incomplete_details"] = {"reason": self.reply.incomplete_reason}
+        return resp
+
+    # -- stream ----------------------------------------------------------------
+
+    def events(self) -> list[dict]:
+        """The full SSE event list (with sequence numbers), honouring stream_error."""
+        ev: list[dict] = []
+        started = self.response("in_progress", [], final=False)
+        ev.append({"type": "response.created", "response": started})
+        ev.append({"type": "response.in_progress", "response": started})
+        index = 0
+        if self.with_reasoning:
+            ev += self._item_events(index, self.reasoning_item(done=False), None)
+            ev[-1]["item"] = self.reasoning_item(done=True)
+            index += 1
+        for i in range(len(self.ws_ids)):
+            ref = {"item_id": self.ws_ids[i], "output_index": index}
+            middle = [
+                {"type": f"response.web_search_call.{phase}", **ref}
+                for phase in ("in_progress", "searching", "completed")
+            ]
+            ev += self._item_events(index, self.search_item(i, done=False), middle)
+            ev[-1]["item"] = self.search_item(i, done=True)
+            index += 1
+        ev += self._item_events(
+            index, self.message_item(done=False), self._text_events(index)
+        )
+        ev[-1]["item"] = self.message_item(done=True)
+        final = self.final_response()
+        kind = "response.incomplete" if self.reply.incomplete else "response.completed"
+        ev.append({"type": kind, "response": final})
+        if self.reply.stream_error is not None:
+            ev = self._cut_with_error(ev, self.reply.stream_error)
+        return [
+            {"type": e["type"], "sequence_number": n, **e} for n, e in enumerate(ev)
+        ]
+
+    @staticmethod
+    def _item_events(index: int, item: dict, middle: list[dict] | None) -> list[dict]:
+        return [
+            {"type": "response.output_item.added", "output_index": index, "item": item},
+            *(middle or []),
+            {"type": "response.output_item.done", "output_index": index, "item": item},
+        ]
+
+    def _text_events(self, index: int) -> list[dict]:
+        ref = {"item_id": self.msg_id, "output_index": index, "content_index": 0}
+        ev: list[dict] = [
+            {
+                "type": "response.content_part.added",
+                **ref,
+                "part": self.text_part(full=False),
+            }
+        ]
+        pending = list(enumerate(self.annotations))
+        emitted = 0
+        for chunk in _split_text(self.reply.text, self.reply.text_chunks):
+            delta = {"type": "response.output_text.delta", **ref, "delta": chunk}
+            delta["logprobs"] = []
+            if self.obfuscate:
+                delta["obfuscation"] = secrets.token_urlsafe(9)[
+                    : max(1, 12 - len(chunk))
+                ]
+            ev.append(delta)
+            emitted += len(chunk)
+            ev += self._annotation_events(ref, pending, upto=emitted)
+        ev += self._annotation_events(ref, pending, upto=None)
+        ev.append(
+            {
+                "type": "response.output_text.done",
+                **ref,
+                "text": self.reply.text,
+                "logprobs": [],
+            }
+        )
+        ev.append(
+            {
+                "type": "response.content_part.done",
+                **ref,
+                "part": self.text_part(full=True),
+            }
+        )
+        return ev
+
+    @staticmethod
+    def _annotation_events(
+        ref: dict, pending: list[tuple[int, dict]], upto: int | None
+    ) -> list[dict]:
+        out = []
+        for item in list(pending):
+            i, ann = item
+            if upto is None or ann["end_index"] <= upto:
+                pending.remove(item)
+                out.append(
+                    {
+                        "type": "response.output_text.annotation.added",
+                        **ref,
+                        "annotation_index": i,
+                        "annotation": ann,
+                    }
+                )
+        return out
+
+    def _cut_with_error(self, ev: list[dict], spec: dict) -> list[dict]:
+        after = int(spec.get("after_events", 2))
+        kept = ev[:after]
+        code = spec.get("code", "server_error")
+        message = spec.get("message", _STREAM_ERROR_MESSAGE)
+        err_type = spec.get("type", "server_error")
+        param = spec.get("param")
+        if spec.get("event", "error") == "response.failed":
+            done_items = [
+                e["item"] for e in kept if e["type"] == "response.output_item.done"
+            ]
+            failed = self.response("failed", done_items, final=False)
+            failed["error"] = {"code": code, "message": message}
+            return kept + [{"type": "response.failed", "response": failed}]
+        if spec.get("shape", "nested") == "flat":
+            error_event = {"type": "error", "code": code, "message": message}
+            error_event["param"] = param
+        else:
+            error_event = {
+                "type": "error",
+                "error": {
+                    "type": err_type,
+                    "code": code,
+                    "message": message,
+                    "param": param,
+                },
+            }
+        return kept + [error_event]
+
+
+def _error_body(reply: Reply, model: str) -> dict:
+    err_type, code, message = _ERROR_DEFAULTS.get(
+        reply.status,
+        ("server_error" if reply.status >= 500 else "invalid_request_error", None, ""),
+    )
+    if reply.error_code == "insufficient_quota":
+        err_type, code, message = _QUOTA_ERROR
+    message = message or f"HTTP {reply.status}"
+    return {
+        "error": {
+            "message": reply.error_message or message.replace("{model}", model),
+            "type": reply.error_type or err_type,
+            "param": reply.error_param,
+            "code": reply.error_code if reply.error_code is not None else code,
+        }
+    }
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        sock = self.request
+        self.conn_id = self.server.fake._connection_opened(sock)
+        if isinstance(sock, ssl.SSLSocket):
+            # Handshake here (handler thread), not in the accept loop.
+            try:
+                sock.settimeout(10)
+                sock.do_handshake()
+                sock.settimeout(None)
+            except BaseException:
+                self.server.fake._connection_closed(sock)
+                raise
+        super().setup()
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.fake._connection_closed(self.request)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # keep test output clean (and never echo headers)
+
+    def do_GET(self) -> None:
+        self._dispatch()
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
+
+    # -- plumbing ----------------------------------------------------------------
+
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("transfer-encoding", "").lower():
+            parts = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(parts)
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("content-length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _dispatch(self) -> None:
+        fake = self.server.fake
+        raw = self._read_body()
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        auth_digest = None
+        if "authorization" in headers:
+            auth_digest = hashlib.sha256(headers["authorization"].encode()).hexdigest()
+            headers["authorization"] = "<redacted>"
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        rec = fake._record(
+            method=self.command,
+            path=self.path,
+            headers=headers,
+            body=body,
+            raw_body=raw,
+            connection_id=self.conn_id,
+            authorization_sha256=auth_digest,
+        )
+        self.rec = rec
+        try:
+            path = urlsplit(self.path).path
+            if self.command == "POST" and path == "/v1/responses":
+                reply = fake._next_reply()
+                rec.reply = reply
+                if raw and body is None:
+                    self._send_invalid_json()
+                else:
+                    self._serve_responses(body if isinstance(body, dict) else {}, reply)
+            else:
+                error = {
+                    "message": f"Invalid URL ({self.command} {path})",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": None,
+                }
+                self._send_body(404, _dump({"error": error}), "application/json", {})
+        except (BrokenPipeError, ConnectionError, ssl.SSLError):
+            self._mark_disconnected()
+            self.close_connection = True
+        finally:
+            rec.finished_at = time.monotonic()
+            fake._changed()
+
+    def _send_invalid_json(self) -> None:
+        error = {
+            "message": "We could not parse the JSON body of your request. (HINT: This "
+            "likely means you aren't using your HTTP library correctly.)",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": None,
+        }
+        self._send_body(400, _dump({"error": error}), "application/json", {})
+
+    def _common_headers(self, reply: Reply | None) -> dict[str, str]:
+        headers = {
+            "x-request-id": "req_" + secrets.token_hex(16),
+            "openai-version": "2020-10-01",
+            "openai-processing-ms": "42",
+        }
+        if reply is not None:
+            headers.update({k.lower(): str(v) for k, v in reply.headers.items()})
+            if reply.close_connection:
+                self.close_connection = True
+        if self.close_connection:
+            headers["connection"] = "close"
+        return headers
+
+    def _send_head(self, status: int, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.rec.status_sent = status
+
+    def _send_body(
+        self, status: int, data: bytes, ctype: str, headers: dict[str, str]
+    ) -> None:
+        headers = {
+            "content-type": ctype,
+            **self._common_headers(None),
+            **headers,
+            "content-length": str(len(data)),
+        }
+        self._send_head(status, headers)
+        self.wfile.write(data)
+
+    def _serve_responses(self, req: dict, reply: Reply) -> None:
+        plan = _Plan(req, reply)
+        streaming = req.get("stream") is True
+        if reply.delay_before_headers > 0 and self._wait(reply.delay_before_headers):
+            return
+        stall = not streaming and reply.stall_after_events is not None
+        if stall and self._wait(reply.stall_seconds):
+            return
+        headers = self._common_headers(reply)
+        if reply.body is not None or reply.status != 200:
+            if reply.body is None:
+                data = _dump(_error_body(reply, plan.requested_model))
+                ctype = "application/json"
+            elif isinstance(reply.body, dict):
+                data, ctype = _dump(reply.body), "application/json"
+            else:
+                data = (
+                    reply.body.encode() if isinstance(reply.body, str) else reply.body
+                )
+                ctype = "text/plain; charset=utf-8"
+            self._send_body(reply.status, data, reply.content_type or ctype, headers)
+            return
+        if not streaming:
+            if reply.drop_after_events is not None:
+                self._drop(reply)
+                return
+            data = _dump(plan.final_response())
+            if reply.malformed_after_events is not None:
+                data = b"{not json"
+            ctype = reply.content_type or "application/json"
+            self._send_body(200, data, ctype, headers)
+            return
+        self._stream(plan, reply, headers)
+
+    def _stream(self, plan: _Plan, reply: Reply, headers: dict[str, str]) -> None:
+        headers = {
+            "content-type": reply.content_type or "text/event-stream; charset=utf-8",
+            **headers,
+            "transfer-encoding": "chunked",
+        }
+        self._send_head(200, headers)
+        events = plan.events()
+        stalled = False
+        for n in range(len(events) + 1):
+            if reply.stall_after_events == n and not stalled:
+                stalled = True
+                if self._wait(reply.stall_seconds):
+                    return
+            if reply.drop_after_events == n:
+                self._drop(reply)
+                return
+            if reply.malformed_after_events == n:
+                self._chunk(b"event: response.output_text.delta\ndata: {not json\n\n")
+                break
+            if n == len(events):
+                break
+            if n and reply.event_delay > 0:
+                if self._wait(reply.event_delay):
+                    return
+            elif self._wait(0):
+                return
+            ev = events[n]
+            self._chunk(b"event: %s\ndata: %s\n\n" % (ev["type"].encode(), _dump(ev)))
+            self.rec.events_sent += 1
+        self._chunk(b"")  # terminating zero-length chunk
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def _drop(self, reply: Reply) -> None:
+        """Close the TCP connection mid-response without a terminating chunk."""
+        self.close_connection = True
+        sock = self.request
+        try:
+            if reply.drop_with_rst:
+                sock.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                )
+                sock.close()
+            else:
+                sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _mark_disconnected(self, when: float | None = None) -> None:
+        rec = getattr(self, "rec", None)
+        fake = self.server.fake
+        if (
+            rec is not None
+            and rec.client_disconnected_at is None
+            and not fake._stopping.is_set()
+        ):
+            rec.client_disconnected_at = when or time.monotonic()
+            fake._changed()
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds`` while watching the client socket.
+
+        Returns True (and sets close_connection) if the client hung up or the server
+        is stopping.  select() wakes as soon as the peer's FIN/RST arrives, so the
+        recorded time is within scheduling latency of the hang-up.
+        """
+        fake = self.server.fake
+        sock = self.request
+        deadline = time.monotonic() + seconds
+        while True:
+            if fake._stopping.is_set():
+                self.close_connection = True
+                return True
+            remaining = deadline - time.monotonic()
+            try:
+                readable, _, _ = select.select(
+                    [sock, fake._wake_r], [], [], max(0.0, remaining)
+                )
+            except (OSError, ValueError):
+                readable = [sock]
+            now = time.monotonic()
+            if fake._wake_r in readable:
+                self.close_connection = True
+                return True
+            if sock in readable:
+                if self._peer_closed():
+                    self._mark_disconnected(now)
+                    self.close_connection = True
+                    return True
+                time.sleep(0.001)  # unexpected client bytes; don't spin
+            if remaining <= 0:
+                return False
+
+    def _peer_closed(self) -> bool:
+        sock = self.request
+        try:
+            if isinstance(sock, ssl.SSLSocket):
+                # SSLSocket.recv() rejects MSG_PEEK; mid-response the client sends no
+                # application data, so a non-blocking 1-byte read is safe.
+                sock.setblocking(False)
+                try:
+                    return sock.recv(1) == b""
+                except ssl.SSLWantReadError:
+                    return False
+                finally:
+                    sock.setblocking(True)
+            return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False
+        except (OSError, ValueError):
+            return True
+
+
+class _HTTPServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, fake: FakeResponsesAPI, ssl_context: ssl.SSLContext | None):
+        self.fake = fake
+        self.ssl_context = ssl_context
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        sock, addr = super().get_request()
+        if self.ssl_context is not None:
+            sock = self.ssl_context.wrap_socket(
+                sock, server_side=True, do_handshake_on_connect=False
+            )
+        return sock, addr
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        self.fake._register_thread(threading.current_thread())
+        super().process_request_thread(request, client_address)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # resets, failed TLS handshakes etc. are expected in fault tests
+
+
+class FakeResponsesAPI:
+    """Fake ``/v1/responses`` server on 127.0.0.1 (see module docstring).
+
+    ``tls=(certfile, keyfile)`` serves HTTPS (see :func:`make_tls_material`).
+    Replies are taken FIFO from :meth:`enqueue`, else ``default`` is used.
+    """
+
+    def __init__(self, tls: tuple[str, str] | None = None) -> None:
+        self.default = Reply()
+        self._tls = tls
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._queue: list[Reply] = []
+        self._requests: list[Recorded] = []
+        self._connections_opened = 0
+        self._active: set[Any] = set()
+        self._threads: list[threading.Thread] = []
+        self._stopping = threading.Event()
+        self._wake_r, self._wake_w = -1, -1
+        self._server: _HTTPServer | None = None
+        self._serve_thread: threading.Thread | None = None
+        self.base_url = ""
+        self.port = 0
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def start(self) -> FakeResponsesAPI:
+        if self._server is not None:
+            return self
+        ctx = None
+        if self._tls is not None:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*self._tls)
+        # Handlers select() on this pipe too, so stop() wakes every stall at once.
+        self._wake_r, self._wake_w = os.pipe()
+        self._stopping.clear()
+        self._server = _HTTPServer(self, ctx)
+        self.port = self._server.server_address[1]
+        scheme = "https" if ctx is not None else "http"
+        self.base_url = f"{scheme}://127.0.0.1:{self.port}/v1"
+        self._serve_thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="fake-responses-api",
+            daemon=True,
+        )
+        self._serve_thread.start()
+        return self
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        self._stopping.set()
+        os.write(self._wake_w, b"x")
+        server.shutdown()
+        with self._lock:
+            active = list(self._active)
+            threads = list(self._threads)
+        for sock in active:  # wakes handlers idling in keep-alive readline()
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        server.server_close()
+        deadline = time.monotonic() + 2.0
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        if self._serve_thread is not None:
+            self._serve_thread.join(1.0)
+        if not any(t.is_alive() for t in threads):
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- test API ----------------------------------------------------------------
+
+    @property
+    def origin(self) -> str:
+        """``scheme://127.0.0.1:PORT`` (base_url without ``/v1``)."""
+        return self.base_url.rsplit("/v1", 1)[0]
+
+    def enqueue(self, *replies: Reply) -> None:
+        for reply in replies:
+            if not isinstance(reply, Reply):
+                raise TypeError(f"expected Reply, got {type(reply).__name__}")
+        with self._lock:
+            self._queue.extend(replies)
+
+    @property
+    def requests(self) -> list[Recorded]:
+        """Snapshot of recorded requests (the Recorded objects update in place)."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def connections_opened(self) -> int:
+        with self._lock:
+            return self._connections_opened
+
+    def clear(self) -> None:
+        """Forget queued replies, recorded requests and the connection count."""
+        with self._lock:
+            self._queue.clear()
+            self._requests.clear()
+            self._connections_opened = 0
+
+    def wait_for_requests(self, n: int, timeout: float = 5.0) -> list[Recorded]:
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self._requests) >= n, timeout):
+                raise TimeoutError(
+                    f"expected {n} request(s) within {timeout}s, "
+                    f"got {len(self._requests)}"
+                )
+            return list(self._requests)
+
+    def wait_for_disconnect(self, index: int, timeout: float = 5.0) -> float:
+        """Wait until request ``index``'s client hung up; return that monotonic time."""
+
+        def gone() -> bool:
+            return (
+                len(self._requests) > index
+                and self._requests[index].client_disconnected_at is not None
+            )
+
+        with self._cond:
+            if not self._cond.wait_for(gone, timeout):
+                raise TimeoutError(
+                    f"request {index}: no client disconnect within {timeout}s"
+                )
+            return self._requests[index].client_disconnected_at  # type: ignore[return-value]
+
+    def wait_for_finished(self, index: int, timeout: float = 5.0) -> Recorded:
+        """Wait until the fake finished handling request ``index``."""
+
+        def done() -> bool:
+            return (
+                len(self._requests) > index
+                and self._requests[index].finished_at is not None
+            )
+
+        with self._cond:
+            if not self._cond.wait_for(done, timeout):
+                raise TimeoutError(f"request {index} not finished within {timeout}s")
+            return self._requests[index]
+
+    # -- used by the handler -----------------------------------------------------
+
+    def _next_reply(self) -> Reply:
+        with self._lock:
+            return self._queue.pop(0) if self._queue else self.default
+
+    def _record(self, **kwargs: Any) -> Recorded:
+        with self._cond:
+            rec = Recorded(
+                index=len(self._requests), received_at=time.monotonic(), **kwargs
+            )
+            self._requests.append(rec)
+            self._cond.notify_all()
+            return rec
+
+    def _changed(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def _connection_opened(self, sock: Any) -> int:
+        with self._lock:
+            self._connections_opened += 1
+            self._active.add(sock)
+            return self._connections_opened
+
+    def _connection_closed(self, sock: Any) -> None:
+        with self._lock:
+            self._active.discard(sock)
+
+    def _register_thread(self, thread: threading.Thread) -> None:
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
+            self._threads.append(thread)
+
+
+# ------------------------------------------------------------------------------
+# Forward proxy
+# ------------------------------------------------------------------------------
+
+
+class ForwardProxy:
+    """Minimal HTTP forward proxy on 127.0.0.1.
+
+    * ``CONNECT host:port`` -> ``200 Connection established`` and a byte tunnel.
+    * Absolute-form requests (``POST http://host:port/path``) are re-sent upstream in
+      origin form with ``Connection: close`` and the reply bytes are relayed as-is
+      (one request per client connection).
+    Either side hanging up closes both, so upstream sees a client cancel at once.
+    ``seen`` lists ``"METHOD target"`` for every request received.
+    """
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self._lock = threading.Lock()
+        self._sockets: set[socket.socket] = set()
+        self._stopping = threading.Event()
+        self._listener: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ForwardProxy:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        listener.settimeout(0.05)
+        self._listener, self.port = listener, listener.getsockname()[1]
+        self._stopping.clear()
+        self._thread = threading.Thread(
+            target=self._accept_loop, name="forward-proxy", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._listener is None:
+            return
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(1.0)
+        self._listener.close()
+        self._listener = None
+        with self._lock:
+            for sock in list(self._sockets):
+                self._close(sock)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _accept_loop(self) -> None:
+        assert self._listener is not None
+        while not self._stopping.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            conn.settimeout(None)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _track(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.add(sock)
+
+    @staticmethod
+    def _close(sock: socket.socket) -> None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        sock.close()
+
+    def _serve(self, client: socket.socket) -> None:
+        self._track(client)
+        upstream = None
+        try:
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                data = client.recv(65536)
+                if not data:
+                    return
+                buf += data
+            head, rest = buf.split(b"\r\n\r\n", 1)
+            lines = head.decode("latin-1").split("\r\n")
+            method, target, version = lines[0].split(" ", 2)
+            with self._lock:
+                self.seen.append(f"{method} {target}")
+            if method.upper() == "CONNECT":
+                host, _, port = target.rpartition(":")
+                upstream = self._connect(client, host.strip("[]"), int(port))
+                if upstream is None:
+                    return
+                client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            else:
+                parts = urlsplit(target)
+                if parts.scheme != "http" or not parts.hostname:
+                    client.sendall(
+                        b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n"
+                        b"connection: close\r\n\r\n"
+                    )
+                    return
+                upstream = self._connect(client, parts.hostname, parts.port or 80)
+                if upstream is None:
+                    return
+                path = parts.path or "/"
+                if parts.query:
+                    path += "?" + parts.query
+                drop = ("proxy-connection", "proxy-authorization", "connection")
+                kept = [
+                    line
+                    for line in lines[1:]
+                    if line.split(":", 1)[0].strip().lower() not in drop
+                ]
+                new_head = "\r\n".join(
+                    [f"{method} {path} {version}", *kept, "Connection: close"]
+                )
+                upstream.sendall(new_head.encode("latin-1") + b"\r\n\r\n")
+            if rest:
+                upstream.sendall(rest)
+            self._pump(client, upstream)
+        except OSError:
+            pass
+        finally:
+            self._close(client)
+            if upstream is not None:
+                self._close(upstream)
+            with self._lock:
+                self._sockets.discard(client)
+                if upstream is not None:
+                    self._sockets.discard(upstream)
+
+    def _connect(self, client: socket.socket, host: str, port: int) -> Any:
+        try:
+            upstream = socket.create_connection((host, port), timeout=5)
+        except OSError:
+            client.sendall(
+                b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\n"
+                b"connection: close\r\n\r\n"
+            )
+            return None
+        upstream.settimeout(None)
+        upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._track(upstream)
+        return upstream
+
+    def _pump(self, a: socket.socket, b: socket.socket) -> None:
+        peer = {a: b, b: a}
+        while not self._stopping.is_set():
+            readable, _, _ = select.select([a, b], [], [], 0.05)
+            for sock in readable:
+                try:
+                    data = sock.recv(65536)
+                except OSError:
+                    data = b""
+                if not data:
+                    return
+                peer[sock].sendall(data)
+
+
+# ------------------------------------------------------------------------------
+# TLS material
+# ------------------------------------------------------------------------------
+
+
+def openssl_available() -> bool:
+    return shutil.which("openssl") is not None
+
+
+@dataclass(frozen=True)
+class TLSMaterial:
+    """Files made by :func:`make_tls_material`."""
+
+    directory: str
+    ca_cert: str
+    ca_key: str
+    server_cert: str
+    server_key: str
+
+    @property
+    def server_pair(self) -> tuple[str, str]:
+        """``(certfile, keyfile)`` for ``FakeResponsesAPI(tls=...)``."""
+        return (self.server_cert, self.server_key)
+
+    def client_ssl_context(self) -> ssl.SSLContext:
+        """A client context trusting only the private CA (``httpx2.Client(verify=)``)."""
+        return ssl.create_default_context(cafile=self.ca_cert)
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def make_tls_material(directory: str | None = None) -> TLSMaterial:
+    """Create a private CA and a 127.0.0.1/localhost server cert with ``openssl``.
+
+    Files go to ``directory`` (default: a new temp dir).  Raises RuntimeError when
+    the ``openssl`` binary is missing.
+    """
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise RuntimeError("the openssl command-line tool is not installed")
+    directory = directory or tempfile.mkdtemp(prefix="fake-upstream-tls-")
+    os.makedirs(directory, exist_ok=True)
+
+    def path(name: str) -> str:
+        return os.path.join(directory, name)
+
+    def run(*args: str) -> None:
+        subprocess.run([openssl, *args], check=True, capture_output=True, cwd=directory)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run(
+        "req", "-x509", *ec, "-keyout", path("ca.key"), "-out", path("ca.pem"),
+        "-days", "7", "-subj", "/CN=fake-upstream test CA",
+        "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        "-addext", "subjectKeyIdentifier=hash",
+    )  # fmt: skip
+    run(
+        "req", *ec, "-keyout", path("server.key"), "-out", path("server.csr"),
+        "-subj", "/CN=127.0.0.1",
+    )  # fmt: skip
+    with open(path("server.ext"), "w") as f:
+        f.write(
+            "basicConstraints=critical,CA:FALSE\n"
+            "keyUsage=critical,digitalSignature,keyEncipherment\n"
+            "extendedKeyUsage=serverAuth\n"
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+            "subjectKeyIdentifier=hash\n"
+            "authorityKeyIdentifier=keyid:always\n"
+        )
+    run(
+        "x509", "-req", "-in", path("server.csr"), "-CA", path("ca.pem"),
+        "-CAkey", path("ca.key"), "-CAcreateserial", "-out", path("server.pem"),
+        "-days", "7", "-extfile", path("server.ext"),
+    )  # fmt: skip
+    return TLSMaterial(
+        directory=directory,
+        ca_cert=path("ca.pem"),
+        ca_key=path("ca.key"),
+        server_cert=path("server.pem"),
+        server_key=path("server.key"),
+    )
