@@ -1366,6 +1366,11 @@ def classify_failure(exc: BaseException) -> Failure:
             return Failure("server", True, retry_after=retry_after, **facts)
         kind = {401: "auth", 403: "model", 404: "model"}.get(status, "rejected")
         return Failure(kind, False, **facts)
+    if type(exc) is openai.APIError:  # an `error` event inside the stream
+        code = getattr(exc, "code", None)
+        retryable = code in ("server_error", "rate_limit_exceeded")
+        detail = f"{code or 'error'}: {exc.message}"
+        return Failure("failed", retryable, code=code, type=exc.type, name=name, detail=detail)
     if isinstance(exc, openai.APITimeoutError):
         return Failure("timeout", False, name=name)
     if isinstance(exc, openai.APIConnectionError):

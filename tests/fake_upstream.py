@@ -50,7 +50,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any
 from urllib.parse import urlsplit
 
 __all__ = [
@@ -380,8 +380,7 @@ class _Plan:
             "prompt_cache_key": req.get("prompt_cache_key"),
             "prompt_cache_retention": req.get("prompt_cache_retention"),
             "reasoning": {
-                "effort": reasoning.get("effort")
-                or ("medium" if self.reasoning_model else None),
+                "effort": reasoning.get("effort") or ("medium" if self.reasoning_model else None),
                 "summary": reasoning.get("summary"),
             },
             "safety_identifier": req.get("safety_identifier"),
@@ -400,9 +399,7 @@ class _Plan:
         }
 
     def usage(self) -> dict:
-        prompt = json.dumps(self.req.get("input", "")) + str(
-            self.req.get("instructions") or ""
-        )
+        prompt = json.dumps(self.req.get("input", "")) + str(self.req.get("instructions") or "")
         input_tokens = 900 + len(prompt) // 4 + 350 * len(self.reply.searches)
         reasoning_tokens = 192 if self.with_reasoning else 0
         output_tokens = max(1, len(self.reply.text) // 4) + reasoning_tokens
@@ -516,18 +513,14 @@ class _Plan:
             ev += self._item_events(index, self.search_item(i, done=False), middle)
             ev[-1]["item"] = self.search_item(i, done=True)
             index += 1
-        ev += self._item_events(
-            index, self.message_item(done=False), self._text_events(index)
-        )
+        ev += self._item_events(index, self.message_item(done=False), self._text_events(index))
         ev[-1]["item"] = self.message_item(done=True)
         final = self.final_response()
         kind = "response.incomplete" if self.reply.incomplete else "response.completed"
         ev.append({"type": kind, "response": final})
         if self.reply.stream_error is not None:
             ev = self._cut_with_error(ev, self.reply.stream_error)
-        return [
-            {"type": e["type"], "sequence_number": n, **e} for n, e in enumerate(ev)
-        ]
+        return [{"type": e["type"], "sequence_number": n, **e} for n, e in enumerate(ev)]
 
     @staticmethod
     def _item_events(index: int, item: dict, middle: list[dict] | None) -> list[dict]:
@@ -552,9 +545,7 @@ class _Plan:
             delta = {"type": "response.output_text.delta", **ref, "delta": chunk}
             delta["logprobs"] = []
             if self.obfuscate:
-                delta["obfuscation"] = secrets.token_urlsafe(9)[
-                    : max(1, 12 - len(chunk))
-                ]
+                delta["obfuscation"] = secrets.token_urlsafe(9)[: max(1, 12 - len(chunk))]
             ev.append(delta)
             emitted += len(chunk)
             ev += self._annotation_events(ref, pending, upto=emitted)
@@ -603,12 +594,10 @@ class _Plan:
         err_type = spec.get("type", "server_error")
         param = spec.get("param")
         if spec.get("event", "error") == "response.failed":
-            done_items = [
-                e["item"] for e in kept if e["type"] == "response.output_item.done"
-            ]
+            done_items = [e["item"] for e in kept if e["type"] == "response.output_item.done"]
             failed = self.response("failed", done_items, final=False)
             failed["error"] = {"code": code, "message": message}
-            return kept + [{"type": "response.failed", "response": failed}]
+            return [*kept, {"type": "response.failed", "response": failed}]
         if spec.get("shape", "nested") == "flat":
             error_event = {"type": "error", "code": code, "message": message}
             error_event["param"] = param
@@ -622,7 +611,7 @@ class _Plan:
                     "param": param,
                 },
             }
-        return kept + [error_event]
+        return [*kept, error_event]
 
 
 def _error_body(reply: Reply, model: str) -> dict:
@@ -768,9 +757,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.rec.status_sent = status
 
-    def _send_body(
-        self, status: int, data: bytes, ctype: str, headers: dict[str, str]
-    ) -> None:
+    def _send_body(self, status: int, data: bytes, ctype: str, headers: dict[str, str]) -> None:
         headers = {
             "content-type": ctype,
             **self._common_headers(None),
@@ -796,9 +783,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             elif isinstance(reply.body, dict):
                 data, ctype = _dump(reply.body), "application/json"
             else:
-                data = (
-                    reply.body.encode() if isinstance(reply.body, str) else reply.body
-                )
+                data = reply.body.encode() if isinstance(reply.body, str) else reply.body
                 ctype = "text/plain; charset=utf-8"
             self._send_body(reply.status, data, reply.content_type or ctype, headers)
             return
@@ -855,9 +840,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         sock = self.request
         try:
             if reply.drop_with_rst:
-                sock.setsockopt(
-                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-                )
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 sock.close()
             else:
                 sock.shutdown(socket.SHUT_RDWR)
@@ -867,11 +850,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _mark_disconnected(self, when: float | None = None) -> None:
         rec = getattr(self, "rec", None)
         fake = self.server.fake
-        if (
-            rec is not None
-            and rec.client_disconnected_at is None
-            and not fake._stopping.is_set()
-        ):
+        if rec is not None and rec.client_disconnected_at is None and not fake._stopping.is_set():
             rec.client_disconnected_at = when or time.monotonic()
             fake._changed()
 
@@ -891,9 +870,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 return True
             remaining = deadline - time.monotonic()
             try:
-                readable, _, _ = select.select(
-                    [sock, fake._wake_r], [], [], max(0.0, remaining)
-                )
+                readable, _, _ = select.select([sock, fake._wake_r], [], [], max(0.0, remaining))
             except (OSError, ValueError):
                 readable = [sock]
             now = time.monotonic()
@@ -1028,7 +1005,7 @@ class FakeResponsesAPI:
             os.close(self._wake_r)
             os.close(self._wake_w)
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> FakeResponsesAPI:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -1070,8 +1047,7 @@ class FakeResponsesAPI:
         with self._cond:
             if not self._cond.wait_for(lambda: len(self._requests) >= n, timeout):
                 raise TimeoutError(
-                    f"expected {n} request(s) within {timeout}s, "
-                    f"got {len(self._requests)}"
+                    f"expected {n} request(s) within {timeout}s, got {len(self._requests)}"
                 )
             return list(self._requests)
 
@@ -1086,19 +1062,14 @@ class FakeResponsesAPI:
 
         with self._cond:
             if not self._cond.wait_for(gone, timeout):
-                raise TimeoutError(
-                    f"request {index}: no client disconnect within {timeout}s"
-                )
+                raise TimeoutError(f"request {index}: no client disconnect within {timeout}s")
             return self._requests[index].client_disconnected_at  # type: ignore[return-value]
 
     def wait_for_finished(self, index: int, timeout: float = 5.0) -> Recorded:
         """Wait until the fake finished handling request ``index``."""
 
         def done() -> bool:
-            return (
-                len(self._requests) > index
-                and self._requests[index].finished_at is not None
-            )
+            return len(self._requests) > index and self._requests[index].finished_at is not None
 
         with self._cond:
             if not self._cond.wait_for(done, timeout):
@@ -1113,9 +1084,7 @@ class FakeResponsesAPI:
 
     def _record(self, **kwargs: Any) -> Recorded:
         with self._cond:
-            rec = Recorded(
-                index=len(self._requests), received_at=time.monotonic(), **kwargs
-            )
+            rec = Recorded(index=len(self._requests), received_at=time.monotonic(), **kwargs)
             self._requests.append(rec)
             self._cond.notify_all()
             return rec
@@ -1177,9 +1146,7 @@ class ForwardProxy:
         listener.settimeout(0.05)
         self._listener, self.port = listener, listener.getsockname()[1]
         self._stopping.clear()
-        self._thread = threading.Thread(
-            target=self._accept_loop, name="forward-proxy", daemon=True
-        )
+        self._thread = threading.Thread(target=self._accept_loop, name="forward-proxy", daemon=True)
         self._thread.start()
         return self
 
@@ -1195,7 +1162,7 @@ class ForwardProxy:
             for sock in list(self._sockets):
                 self._close(sock)
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> ForwardProxy:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -1262,13 +1229,9 @@ class ForwardProxy:
                     path += "?" + parts.query
                 drop = ("proxy-connection", "proxy-authorization", "connection")
                 kept = [
-                    line
-                    for line in lines[1:]
-                    if line.split(":", 1)[0].strip().lower() not in drop
+                    line for line in lines[1:] if line.split(":", 1)[0].strip().lower() not in drop
                 ]
-                new_head = "\r\n".join(
-                    [f"{method} {path} {version}", *kept, "Connection: close"]
-                )
+                new_head = "\r\n".join([f"{method} {path} {version}", *kept, "Connection: close"])
                 upstream.sendall(new_head.encode("latin-1") + b"\r\n\r\n")
             if rest:
                 upstream.sendall(rest)
@@ -1289,8 +1252,7 @@ class ForwardProxy:
             upstream = socket.create_connection((host, port), timeout=5)
         except OSError:
             client.sendall(
-                b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\n"
-                b"connection: close\r\n\r\n"
+                b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
             )
             return None
         upstream.settimeout(None)
