@@ -1,0 +1,58 @@
+"""Every knob is documented: each config key, environment variable and flag is in the README."""
+
+import re
+
+import pytest
+from conftest import ROOT
+
+import openai_responses_mcp as orm
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+EXAMPLE = (ROOT / "config.yaml.example").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("path", [".".join(p) for p in orm.SETTINGS], ids=str)
+def test_every_config_key_is_in_the_readme_reference(path):
+    assert f"`{path}`" in README
+
+
+@pytest.mark.parametrize(
+    "env", sorted({s.env for s in orm.SETTINGS.values() if s.env} | {"DEBUG", "OPENAI_API_KEY"})
+)
+def test_every_environment_variable_is_in_the_readme(env):
+    assert f"`{env}" in README
+
+
+def test_every_command_line_flag_is_in_the_readme():
+    flags = set(re.findall(r"(--[a-z][a-z-]+)", orm.USAGE))
+    assert flags, "the usage text lists the flags"
+    for flag in flags:
+        assert f"`{flag}" in README, flag
+
+
+def test_every_config_key_appears_in_the_example_file():
+    parsed, _ = orm.parse_yaml(EXAMPLE, "config.yaml.example")
+    flat = orm._flatten(parsed)
+    missing = [".".join(p) for p in orm.SETTINGS if p not in flat]
+    assert not missing
+
+
+def test_the_example_file_is_a_valid_config(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(EXAMPLE, encoding="utf-8")
+    config = orm.load_config({"config": str(path)}, {"HOME": str(tmp_path)})
+    assert not config.warnings
+    assert config.profile("answer")["model"] == "gpt-5.2"
+
+
+def test_ci_runs_the_readme_test_line():
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    marker = README.index("<!-- test-command")
+    line = next(s for s in README[marker:].splitlines() if s.startswith("python3 "))
+    assert "pytest" in line
+    assert "test-command" in ci and 'bash -c "$test_line"' in ci
+
+
+def test_the_changelog_keeps_an_unreleased_section():
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert "## [Unreleased]" in changelog
