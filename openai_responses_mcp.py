@@ -53,14 +53,20 @@ class ConfigError(Exception):
 
 _WS = " \t"
 _MAX_DEPTH = 100
-_NULLS = {"", "~", "null", "Null", "NULL"}
-_BOOLS = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
-_INT_RE = r"[-+]?[0-9]+"
-_OCT_RE = r"0o[0-7]+"
-_HEX_RE = r"0x[0-9a-fA-F]+"
+# YAML 1.2 core schema words; anything else that is not a number stays a string ("yes", "on").
+_WORDS: dict[str, object] = {
+    **dict.fromkeys(["", "~", "null", "Null", "NULL"]),
+    **dict.fromkeys(["true", "True", "TRUE"], True),
+    **dict.fromkeys(["false", "False", "FALSE"], False),
+    **{
+        f"{sign}.{inf}": float(sign + "inf")
+        for sign in ("", "+", "-")
+        for inf in ("inf", "Inf", "INF")
+    },
+    **dict.fromkeys([".nan", ".NaN", ".NAN"], float("nan")),
+}
+_INT_RE = r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+"
 _FLOAT_RE = r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?"
-_INF_RE = r"[-+]?\.(inf|Inf|INF)"
-_NAN_RE = r"\.(nan|NaN|NAN)"
 _ESCAPES = {
     "0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v", "f": "\f",
     "r": "\r", "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\", "N": "\x85", "_": "\xa0",
@@ -74,13 +80,7 @@ _BAD_START = {
     "!": "tags ('!') are not supported",
     "|": "block scalars ('|') are not supported; use a quoted string with \\n",
     ">": "block scalars ('>') are not supported; use a quoted string with \\n",
-    "%": "directives ('%') are not supported; quote values that start with '%'",
-    "@": "'@' cannot start an unquoted value; quote it",
-    "`": "'`' cannot start an unquoted value; quote it",
-    "#": "'#' cannot start an unquoted value; quote it",
-    ",": "',' cannot start an unquoted value; quote it",
-    "]": "unexpected ']' (no matching '[')",
-    "}": "unexpected '}' (no matching '{')",
+    **{c: f"{c!r} cannot start an unquoted value; quote it" for c in "%@`#,]}"},
 }
 
 
@@ -295,24 +295,14 @@ class _Parser:
             self.fail(n, f"{what} is not allowed here; quote the value or start a new line")
 
     def resolve(self, n: int, s: str) -> object:
-        if s in _NULLS:
-            return None
-        if s in _BOOLS:
-            return _BOOLS[s]
+        if s in _WORDS:
+            return _WORDS[s]
         try:
             if re.fullmatch(_INT_RE, s):
-                return int(s)
-        except ValueError:  # Python refuses to convert more than ~4300 digits
+                return int(s, 8 if s[:2] == "0o" else 16 if s[:2] == "0x" else 10)
+        except ValueError:  # Python refuses to convert more than ~4300 decimal digits
             self.fail(n, "integer is too long; quote it if it is meant as text")
-        if re.fullmatch(_OCT_RE, s) or re.fullmatch(_HEX_RE, s):
-            return int(s[2:], 8 if s[1] == "o" else 16)
-        if re.fullmatch(_FLOAT_RE, s):
-            return float(s)
-        if re.fullmatch(_INF_RE, s):
-            return float("-inf") if s[0] == "-" else float("inf")
-        if re.fullmatch(_NAN_RE, s):
-            return float("nan")
-        return s
+        return float(s) if re.fullmatch(_FLOAT_RE, s) else s
 
     def quoted(self, n: int, s: str, j: int) -> tuple[str, int]:
         """Parse the quoted string starting at s[j]; return (value, index after closing quote)."""
@@ -368,12 +358,17 @@ class _Parser:
                 value, j = self.flow_value(n, s, j, item_path, depth)
                 result.append(value)
             else:
-                key, j = self.flow_key(n, s, j)
+                if s[j] in "[{":
+                    self.fail(n, "complex keys (a flow collection as a key) are not supported")
+                key, j = self.flow_scalar(n, s, j, as_key=True)
+                j = _skip_ws(s, j)
+                if s[j : j + 1] != ":":
+                    self.fail(n, f"expected ':' after key {key!r} in flow mapping")
                 if key in result:
                     first = self.where[(*path, key)]
                     self.fail(n, f"duplicate key {key!r} (first defined on line {first})")
                 self.where[(*path, key)] = n
-                j = _skip_ws(s, j)
+                j = _skip_ws(s, j + 1)
                 value = None
                 if j < len(s) and s[j] not in ",}":
                     value, j = self.flow_value(n, s, j, (*path, key), depth)
@@ -384,27 +379,12 @@ class _Parser:
             elif j < len(s) and s[j] != close and not (s[j] == "#" and s[j - 1] in _WS):
                 self.fail(n, f"expected ',' or '{close}' in flow collection, found {s[j]!r}")
 
-    def flow_key(self, n: int, s: str, j: int) -> tuple[str, int]:
-        if s[j] in "[{":
-            self.fail(n, "complex keys (a flow collection as a key) are not supported")
-        if s[j] in "\"'":
-            key, j = self.quoted(n, s, j)
-            j = _skip_ws(s, j)
-            if s[j : j + 1] != ":":
-                self.fail(n, f"expected ':' after key {key!r} in flow mapping")
-            return key, j + 1
-        k = self.plain_end(s, j)
-        key = s[j:k].rstrip(_WS)
-        if not key:
-            self.fail(n, f"expected a key in flow mapping, found {s[j]!r}")
-        if s[k : k + 1] != ":":
-            self.fail(n, f"expected ':' after key {key!r} in flow mapping")
-        self.check_plain(n, key)
-        return key, k + 1
-
     def flow_value(self, n: int, s: str, j: int, path: tuple, depth: int) -> tuple[object, int]:
         if s[j] in "[{":
             return self.flow(n, s, j, path, depth + 1)
+        return self.flow_scalar(n, s, j, as_key=False)
+
+    def flow_scalar(self, n: int, s: str, j: int, as_key: bool) -> tuple[object, int]:
         if s[j] in "\"'":
             return self.quoted(n, s, j)
         k = self.plain_end(s, j)
@@ -412,7 +392,7 @@ class _Parser:
             self.fail(n, f"unexpected {s[j]!r} in flow collection")
         text = s[j:k].rstrip(_WS)
         self.check_plain(n, text)
-        return self.resolve(n, text), k
+        return (text if as_key else self.resolve(n, text)), k
 
     @staticmethod
     def plain_end(s: str, j: int) -> int:
