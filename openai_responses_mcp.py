@@ -1961,13 +1961,13 @@ class Dispatcher:
             if "result" in message or "error" in message:
                 return None  # a response; this server never sends requests
             return rpc_error(None, INVALID_REQUEST, "Invalid Request: missing 'method'")
+        if method is None and ("result" in message or "error" in message):
+            return None  # a response (its id may be null, e.g. after a parse error)
         request_id = message["id"]
         if not _valid_id(request_id):
             return rpc_error(
                 None, INVALID_REQUEST, "Invalid Request: 'id' must be a string or an integer"
             )
-        if method is None and ("result" in message or "error" in message):
-            return None
         try:
             if message.get("jsonrpc") != "2.0":
                 raise RpcError(INVALID_REQUEST, "Invalid Request: 'jsonrpc' must be \"2.0\"")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 
@@ -116,7 +117,7 @@ def test_blank_lines_between_messages_are_skipped():
     assert kinds(frames) == ["message", "message"]
 
 
-# -- Chunking ----------------------------------------------------------------------------------------
+# -- Chunking --------------------------------------------------------------------------------------
 
 
 def test_several_messages_in_one_feed_are_all_returned():
@@ -135,7 +136,7 @@ def test_mixed_framings_report_each_message_mode():
     assert [f.mode for f in frames] == ["framed", "line", "framed"]
 
 
-# -- Byte order mark ---------------------------------------------------------------------------------
+# -- Byte order mark -------------------------------------------------------------------------------
 
 
 def test_bom_at_start_of_stream_is_skipped():
@@ -203,7 +204,7 @@ def test_garbage_without_newline_is_dropped_once_it_outgrows_the_header_limit():
     assert messages(frames) == [PING]
 
 
-# -- Size limit --------------------------------------------------------------------------------------
+# -- Size limit ------------------------------------------------------------------------------------
 
 
 def test_line_message_of_exactly_the_limit_is_accepted():
@@ -268,7 +269,7 @@ def test_oversized_message_and_the_next_one_in_a_single_feed_resynchronise():
     assert messages(frames) == [PING, PONG]
 
 
-# -- encode_message ----------------------------------------------------------------------------------
+# -- encode_message --------------------------------------------------------------------------------
 
 
 def test_encode_is_compact_utf8():
@@ -290,7 +291,7 @@ def test_encode_never_contains_a_raw_newline(text):
     assert json.loads(body) == {"text": text}
 
 
-# -- decode_message ----------------------------------------------------------------------------------
+# -- decode_message --------------------------------------------------------------------------------
 
 
 def test_decode_returns_the_message_and_no_error():
@@ -316,7 +317,7 @@ def test_decode_failure_is_a_parse_error_with_null_id(body):
     assert error["error"]["message"].startswith("Parse error")
 
 
-# -- Properties --------------------------------------------------------------------------------------
+# -- Properties ------------------------------------------------------------------------------------
 
 PROPERTY = settings(max_examples=200, deadline=None)
 
@@ -329,7 +330,9 @@ json_scalars = (
 )
 json_values = st.recursive(
     json_scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 rpc_messages = st.fixed_dictionaries(
@@ -358,7 +361,7 @@ def encode_stream(items: list) -> bytes:
 def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({c % (len(data) + 1) for c in cuts})
     edges = [0, *points, len(data)]
-    return [data[a:b] for a, b in zip(edges, edges[1:])]
+    return [data[a:b] for a, b in itertools.pairwise(edges)]
 
 
 @PROPERTY

@@ -1,0 +1,307 @@
+"""End to end over real pipes: framing, bad input, concurrency, cancellation, EOF and signals."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import SCRIPT, base_env
+from fake_upstream import Reply
+
+SMALL_LIMIT = "server:\n  max_message_bytes: 2048\n"
+
+
+def rpc(method: str, request_id=None, params=None) -> dict:
+    message = {"jsonrpc": "2.0", "method": method}
+    if request_id is not None:
+        message["id"] = request_id
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def as_line(message: dict) -> bytes:
+    return json.dumps(message).encode() + b"\n"
+
+
+def as_frame(message: dict) -> bytes:
+    body = json.dumps(message).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def call_message(request_id, query: str = "What is HTTP 404?", **params) -> dict:
+    arguments = {"query": query}
+    return rpc("tools/call", request_id, {"name": "answer", "arguments": arguments, **params})
+
+
+def parse_stdout(raw: bytes) -> list[dict]:
+    """Every byte of stdout as whole JSON-RPC messages, in either framing; nothing left over."""
+    messages, pos = [], 0
+    while pos < len(raw):
+        if raw.startswith(b"Content-Length: ", pos):
+            head_end = raw.index(b"\r\n\r\n", pos)
+            length = int(raw[pos + 16 : head_end])
+            body = raw[head_end + 4 : head_end + 4 + length]
+            assert len(body) == length, "truncated frame on stdout"
+            pos = head_end + 4 + length
+        else:
+            newline = raw.index(b"\n", pos)
+            body, pos = raw[pos:newline], newline + 1
+        message = json.loads(body)
+        assert message["jsonrpc"] == "2.0"
+        messages.append(message)
+    return messages
+
+
+def finish(server) -> list[dict]:
+    """Closes stdin, waits for exit 0, and returns every message stdout carried."""
+    server.close_stdin()
+    assert server.wait() == 0, server.stderr
+    server.reader.join(5)
+    return parse_stdout(bytes(server.reader.raw))
+
+
+def wait_until(predicate, timeout: float = 5.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def error_code(reply: dict) -> int:
+    assert "error" in reply, reply
+    return reply["error"]["code"]
+
+
+# -- Framing follows the client --------------------------------------------------------------------
+
+
+def test_framed_requests_get_framed_replies(spawn):
+    server = spawn()
+    assert server.initialize(framing="framed")["result"]["protocolVersion"]
+    assert server.request("ping", framing="framed")["result"] == {}
+    assert server.reader.framings == ["framed", "framed"]
+
+
+def test_line_requests_get_line_replies(spawn):
+    server = spawn()
+    server.initialize(framing="line")
+    server.request("ping", framing="line")
+    assert server.reader.framings == ["line", "line"]
+
+
+def test_replies_switch_to_line_mode_once_a_line_message_arrives(spawn):
+    server = spawn()
+    server.request("ping", framing="framed")
+    server.request("ping", framing="line")
+    server.request("ping", framing="framed")
+    assert server.reader.framings == ["framed", "line", "line"]
+
+
+def test_mcp_line_mode_forces_line_replies_to_framed_requests(spawn):
+    server = spawn(env={"MCP_LINE_MODE": "1"})
+    server.initialize(framing="framed")
+    server.request("ping", framing="framed")
+    assert server.reader.framings == ["line", "line"]
+
+
+def test_several_messages_in_one_write_are_all_answered(spawn):
+    server = spawn()
+    server.write(
+        as_frame(rpc("ping", 1)) + as_frame(rpc("tools/list", 2)) + as_frame(rpc("ping", 3))
+    )
+    ids = [server.recv()["id"] for _ in range(3)]
+    assert ids == [1, 2, 3]
+
+
+def test_message_written_one_byte_at_a_time_is_answered(spawn):
+    server = spawn()
+    data = as_frame(rpc("ping", "bytewise"))
+    for i in range(len(data)):
+        server.write(data[i : i + 1])
+    assert server.recv() == {"jsonrpc": "2.0", "id": "bytewise", "result": {}}
+
+
+def test_utf8_body_framed_by_its_byte_length_is_answered(spawn):
+    server = spawn()
+    body = json.dumps(rpc("ping", "日本語-😀"), ensure_ascii=False).encode()
+    server.write(b"Content-Length: %d\r\n\r\n" % len(body) + body + as_frame(rpc("ping", 2)))
+    assert server.recv()["id"] == "日本語-😀"
+    assert server.recv()["id"] == 2
+
+
+def test_garbage_is_skipped_with_a_warning_and_stdout_stays_pure(spawn):
+    server = spawn()
+    server.write(b"npm WARN something odd\nTraceback: not json\n" + as_line(rpc("ping", 1)))
+    assert server.recv() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    wait_until(lambda: "skipped" in server.stderr, what="a warning on stderr")
+    assert finish(server) == [{"jsonrpc": "2.0", "id": 1, "result": {}}]
+
+
+# -- After each bad message the server still answers ping ------------------------------------------
+
+OVERSIZED = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"' + b"x" * 5000 + b'"}}'
+
+BAD_MESSAGES = {
+    "parse-error-line": (b"{not json}\n", -32700),
+    "parse-error-framed": (b"Content-Length: 10\r\n\r\n{not json}", -32700),
+    "invalid-utf8": (b'{"jsonrpc":"2.0","id":1,"method":"\xff\xfe"}\n', -32700),
+    "oversized-line": (OVERSIZED + b"\n", -32600),
+    "oversized-framed": (b"Content-Length: %d\r\n\r\n" % len(OVERSIZED) + OVERSIZED, -32600),
+    "batch": (as_line([rpc("ping", 1), rpc("ping", 2)]), -32600),
+    "not-an-object": (b'Content-Length: 6\r\n\r\n"ping"', -32600),
+    "unknown-method": (as_line(rpc("server/discover", 1)), -32601),
+    "unknown-tool": (as_line(rpc("tools/call", 1, {"name": "nope", "arguments": {}})), -32601),
+    "invalid-params": (as_line(call_message(1, query=5)), -32602),
+    "params-not-object": (as_line(rpc("ping", 1, [1])), -32602),
+}
+
+
+@pytest.mark.parametrize(("data", "code"), BAD_MESSAGES.values(), ids=BAD_MESSAGES.keys())
+def test_bad_message_gets_an_error_and_ping_still_works(spawn, data, code):
+    server = spawn(config=SMALL_LIMIT)
+    server.write(data)
+    assert error_code(server.recv()) == code
+    assert server.request("ping")["result"] == {}
+
+
+def test_oversized_message_error_names_the_limit_setting(spawn):
+    server = spawn(config=SMALL_LIMIT)
+    server.write(OVERSIZED + b"\n")
+    reply = server.recv()
+    assert reply["id"] is None
+    assert "server.max_message_bytes" in reply["error"]["message"]
+    assert "2048" in reply["error"]["message"]
+
+
+# -- Concurrency -----------------------------------------------------------------------------------
+
+
+def test_200_concurrent_large_answers_never_interleave(spawn, fake):
+    text = ("The quick brown fox jumps over the lazy dog. " * 500)[:20_000]
+    fake.default = Reply(text=text)
+    server = spawn(upstream=fake)
+    server.initialize()
+    server.write(b"".join(as_line(call_message(i)) for i in range(200)))
+    replies = [server.recv(timeout=60) for _ in range(200)]
+    assert sorted(r["id"] for r in replies) == list(range(200))
+    for reply in replies:
+        assert reply["result"]["structuredContent"]["answer"] == text.strip()
+    calls = [m for m in finish(server) if "content" in m.get("result", {})]
+    assert sorted(m["id"] for m in calls) == list(range(200))
+
+
+def test_ping_is_answered_while_a_call_is_in_flight(spawn, fake):
+    fake.enqueue(Reply(stall_after_events=2))
+    server = spawn(upstream=fake)
+    server.initialize()
+    server.send(call_message("slow"))
+    fake.wait_for_requests(1)
+    assert server.request("ping", timeout=2)["result"] == {}
+    assert server.nothing_within(0.05)
+
+
+# -- Cancellation ----------------------------------------------------------------------------------
+
+
+def test_cancelled_call_is_never_answered_and_upstream_is_hung_up(spawn, fake):
+    fake.enqueue(Reply(stall_after_events=2))
+    server = spawn(upstream=fake)
+    server.initialize()
+    server.send(call_message("doomed"))
+    fake.wait_for_requests(1)
+    server.send(rpc("notifications/cancelled", params={"requestId": "doomed", "reason": "stop"}))
+    fake.wait_for_disconnect(0, timeout=2)
+    assert server.nothing_within(1.0)
+    assert server.request("ping")["result"] == {}
+    after = server.call("answer", {"query": "still serving?"})
+    assert "result" in after
+    assert all(m.get("id") != "doomed" for m in finish(server))
+
+
+# -- End of input, signals, closed stdout ----------------------------------------------------------
+
+
+def test_end_of_input_lets_the_call_in_flight_finish_then_exits_0(spawn, fake):
+    fake.enqueue(Reply(event_delay=0.03))
+    server = spawn(upstream=fake)
+    server.initialize()
+    server.send(call_message(7))
+    fake.wait_for_requests(1)
+    server.close_stdin()
+    reply, _ = server.recv_until(lambda m: m.get("id") == 7)
+    assert "result" in reply
+    assert server.wait() == 0
+
+
+def test_one_shot_pipeline_answers_everything_then_exits_0(spawn):
+    """Like `printf '...' | openai-responses-mcp --stdio`."""
+    server = spawn()
+    init = rpc("initialize", 1, {"protocolVersion": "2025-06-18", "capabilities": {}})
+    server.write(
+        as_line(init) + as_line(rpc("notifications/initialized")) + as_line(rpc("tools/list", 2))
+    )
+    messages = finish(server)
+    assert [m["id"] for m in messages] == [1, 2]
+    assert len(messages[1]["result"]["tools"]) == 3
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_with_a_call_in_flight_exits_within_1s_and_hangs_up(spawn, fake, signum):
+    fake.enqueue(Reply(stall_after_events=2))
+    server = spawn(upstream=fake)
+    server.initialize()
+    server.send(call_message("stalled"))
+    fake.wait_for_requests(1)
+    started = time.monotonic()
+    server.proc.send_signal(signum)
+    server.proc.wait(timeout=1)
+    assert time.monotonic() - started < 1.0
+    fake.wait_for_disconnect(0, timeout=1)
+    assert "Traceback" not in server.stderr
+
+
+def test_closed_stdout_ends_the_process_quietly(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--stdio"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=base_env(tmp_path),
+    )
+    try:
+        proc.stdout.close()
+        proc.stdin.write(as_line(rpc("ping", 1)))
+        proc.stdin.flush()
+        assert proc.wait(timeout=5) == 0
+        assert b"Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        for pipe in (proc.stdin, proc.stderr):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+
+
+def test_initialize_tools_list_and_ping_do_not_import_openai(spawn):
+    server = spawn(env={"PYTHONPROFILEIMPORTTIME": "1"})
+    server.write(
+        as_line(rpc("initialize", 1, {"protocolVersion": "2025-06-18", "capabilities": {}}))
+        + as_line(rpc("notifications/initialized"))
+        + as_line(rpc("tools/list", 2))
+        + as_line(rpc("ping", 3))
+    )
+    messages = finish(server)
+    assert [m["id"] for m in messages] == [1, 2, 3]
+    trace = [line for line in server.stderr.splitlines() if line.startswith("import time:")]
+    assert any(line.rstrip().endswith("| json") for line in trace), "no import trace"
+    imported = [line.rsplit("|", 1)[1].strip() for line in trace]
+    assert [name for name in imported if re.match(r"openai(\.|$)", name)] == []
