@@ -601,7 +601,8 @@ def default_config_path(env: dict) -> str:
     """$XDG_CONFIG_HOME/openai-responses-mcp/config.yaml, or the platform's equivalent."""
     if os.name == "nt" and env.get("APPDATA"):
         return os.path.join(env["APPDATA"], SERVER_NAME, "config.yaml")
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    home = env.get("HOME") or os.path.expanduser("~")
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     return os.path.join(base, SERVER_NAME, "config.yaml")
 
 
@@ -699,6 +700,7 @@ def _yaml_layer(path: str, explicit: bool) -> tuple[dict, dict, list[str]]:
         tree = {}
     if not isinstance(tree, dict):
         raise ConfigError(f"{path}:1: the file must be a mapping of keys (like `openai:`)")
+    tree = _check_sections(tree, lines, path)
     warnings = []
     for flat_path, value in _flatten(tree).items():
         where = f"{path}:{lines.get(flat_path, 1)}"
@@ -711,6 +713,34 @@ def _yaml_layer(path: str, explicit: bool) -> tuple[dict, dict, list[str]]:
             warnings.append(f"{where}: unknown key {'.'.join(flat_path)}{_suggest(flat_path)}")
     sources = {p: f"{path}:{lines.get(p, 1)}" for p in _flatten(tree) if p in SETTINGS}
     return tree, sources, warnings
+
+
+_SECTIONS = {path[:i] for path in SETTINGS for i in range(1, len(path))}
+
+
+def _check_sections(tree: dict, lines: dict, source: str, prefix: tuple = ()) -> dict:
+    """Drops empty (null) sections; refuses a section written as anything but a mapping.
+
+    The value itself is not echoed: it might be a secret written in the wrong place.
+    """
+    clean = {}
+    for key, value in tree.items():
+        path = (*prefix, str(key))
+        if path in _SECTIONS:
+            if value is None:
+                continue  # every key under it is commented out: nothing is set
+            if not isinstance(value, dict):
+                where = f"{source}:{lines.get(path, 1)}"
+                child = next(p[len(path)] for p in SETTINGS if p[: len(path)] == path)
+                kinds = {bool: "true/false", int: "a number", float: "a number", list: "a list"}
+                kind = kinds.get(type(value), "a single value")
+                raise ConfigError(
+                    f"{where}: {'.'.join(path)} must be a mapping of keys "
+                    f"(such as `{child}:` on the next line, indented), not {kind}"
+                )
+            value = _check_sections(value, lines, source, path)
+        clean[key] = value
+    return clean
 
 
 def _suggest(path: tuple) -> str:

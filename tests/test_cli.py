@@ -1,0 +1,246 @@
+"""The command line: help, version, usage errors, --show-config, --model and the one-shot --ask."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import SCRIPT, TEST_KEY, base_env, run_cli
+from fake_upstream import DEFAULT_TEXT, Reply
+
+import openai_responses_mcp as mcp
+
+APP = "openai-responses-mcp"
+OPENAI_IMPORT = re.compile(r"\|\s*openai(\.|\s*$)")
+
+
+def ask(tmp_path, fake, *args, env=None):
+    return run_cli(tmp_path, "--ask", *args, env={"OPENAI_BASE_URL": fake.base_url, **(env or {})})
+
+
+def show_config(proc) -> dict:
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    return json.loads(proc.stderr)
+
+
+def assert_usage_error(proc, *words: str) -> None:
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.startswith("usage: ")
+    for word in words:
+        assert word in proc.stderr
+
+
+# -- help and version -------------------------------------------------------------------------
+
+
+def test_help_prints_usage_on_stdout_and_exits_0(tmp_path):
+    proc = run_cli(tmp_path, "--help")
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("usage: ")
+    for option in ("--stdio", "--config", "--show-config", "--debug", "--model", "--ask"):
+        assert option in proc.stdout
+    assert proc.stderr == ""
+
+
+def test_no_arguments_prints_help_and_exits_0(tmp_path):
+    proc = run_cli(tmp_path)
+    assert proc.returncode == 0
+    assert proc.stdout == run_cli(tmp_path, "--help").stdout
+
+
+def test_version_prints_name_and_version(tmp_path):
+    proc = run_cli(tmp_path, "--version")
+    assert proc.returncode == 0
+    assert proc.stdout == f"{APP} {mcp.__version__}\n"
+
+
+def test_version_matches_semantic_versioning():
+    assert re.fullmatch(r"\d+\.\d+\.\d+([-+.][0-9A-Za-z.+-]+)?", mcp.__version__)
+
+
+# -- usage errors -----------------------------------------------------------------------------
+
+
+def test_unknown_option_prints_usage_on_stderr_and_exits_2(tmp_path):
+    assert_usage_error(run_cli(tmp_path, "--stdio", "--frobnicate"), "--frobnicate")
+
+
+def test_config_without_value_exits_2(tmp_path):
+    assert_usage_error(run_cli(tmp_path, "--show-config", "--config"), "--config")
+
+
+def test_model_with_empty_value_exits_2(tmp_path):
+    assert_usage_error(run_cli(tmp_path, "--show-config", "--model", ""), "--model")
+
+
+def test_tool_without_ask_exits_2(tmp_path):
+    assert_usage_error(run_cli(tmp_path, "--stdio", "--tool", "answer_quick"), "--tool")
+
+
+def test_unknown_tool_for_ask_exits_2(tmp_path):
+    assert_usage_error(run_cli(tmp_path, "--ask", "q", "--tool", "answer_slow"), "answer_quick")
+
+
+def test_ask_and_stdio_together_exit_2(tmp_path):
+    assert_usage_error(run_cli(tmp_path, "--ask", "q", "--stdio"), "--ask")
+
+
+def test_options_without_an_action_exit_2(tmp_path):
+    assert_usage_error(run_cli(tmp_path, "--model", "gpt-5-mini"), "--stdio")
+
+
+# -- --show-config ----------------------------------------------------------------------------
+
+
+def test_show_config_prints_json_to_stderr_and_nothing_to_stdout(tmp_path):
+    shown = show_config(run_cli(tmp_path, "--show-config"))
+    assert shown["version"] == mcp.__version__
+    assert shown["config"]["request"]["timeout_ms"] == 300_000
+    assert set(shown["profiles"]) == {"answer", "answer_detailed", "answer_quick"}
+    assert (
+        shown["profiles"]["answer_quick"]["model"]
+        == shown["config"]["model_profiles"]["answer"]["model"]
+    )
+    assert shown["sources"]["request.timeout_ms"] == "default"
+
+
+def test_show_config_never_prints_the_api_key(tmp_path):
+    proc = run_cli(tmp_path, "--show-config", "--debug")
+    assert proc.returncode == 0
+    assert TEST_KEY not in proc.stderr + proc.stdout
+
+
+def test_show_config_with_stdio_prints_config_then_serves(spawn):
+    server = spawn("--show-config", "--stdio")
+    reply = server.initialize()
+    assert reply["result"]["serverInfo"]["name"] == APP
+    server.close_stdin()
+    assert server.wait() == 0
+    shown = json.loads(server.stderr[server.stderr.index("{") : server.stderr.rindex("}") + 1])
+    assert shown["version"] == mcp.__version__
+    assert "sources" in shown
+
+
+# -- --model ----------------------------------------------------------------------------------
+
+
+def test_model_flag_overrides_answer_model_in_show_config(tmp_path):
+    shown = show_config(
+        run_cli(tmp_path, "--show-config", "--model", "gpt-5-mini", env={"MODEL_ANSWER": "o3"})
+    )
+    assert shown["config"]["model_profiles"]["answer"]["model"] == "gpt-5-mini"
+    assert shown["profiles"]["answer"]["model"] == "gpt-5-mini"
+    assert shown["sources"]["model_profiles.answer.model"] == "flag --model"
+
+
+def test_model_flag_is_the_model_the_upstream_receives(spawn, fake):
+    server = spawn("--stdio", "--model", "gpt-5-mini", upstream=fake)
+    server.initialize()
+    reply = server.call("answer", {"query": "hi"})
+    assert "result" in reply, reply
+    assert fake.requests[0].body["model"] == "gpt-5-mini"
+
+
+# -- --ask: one question from the command line ------------------------------------------------
+
+
+def test_ask_prints_the_answer_json_on_stdout_and_exits_0(tmp_path, fake):
+    proc = ask(tmp_path, fake, "What does HTTP 404 mean?")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["answer"].startswith(DEFAULT_TEXT)
+    assert result["used_search"] is False
+    assert result["citations"] == []
+    assert result["model"].startswith("gpt-5.2")
+    (request,) = fake.requests
+    assert request.body["input"].startswith("What does HTTP 404 mean?")
+    assert request.authorized_with(TEST_KEY)
+
+
+def test_ask_with_model_flag_sends_that_model(tmp_path, fake):
+    proc = ask(tmp_path, fake, "hi", "--model", "gpt-5-nano")
+    assert proc.returncode == 0, proc.stderr
+    assert fake.requests[0].body["model"] == "gpt-5-nano"
+
+
+def test_ask_with_tool_answer_quick_uses_the_quick_profile(tmp_path, fake):
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "model_profiles:\n"
+        "  answer: {model: gpt-5.2, reasoning_effort: high, verbosity: high}\n"
+        "  answer_quick: {model: gpt-5-mini, reasoning_effort: minimal, verbosity: low}\n",
+        encoding="utf-8",
+    )
+    proc = ask(tmp_path, fake, "hi", "--tool", "answer_quick", "--config", str(config))
+    assert proc.returncode == 0, proc.stderr
+    body = fake.requests[0].body
+    assert body["model"] == "gpt-5-mini"
+    assert body["reasoning"] == {"effort": "minimal"}
+    assert body["text"] == {"verbosity": "low"}
+
+
+def test_ask_failure_prints_answer_failed_on_stderr_and_exits_1(tmp_path, fake):
+    fake.enqueue(Reply(status=401))
+    proc = ask(tmp_path, fake, "hi")
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    line = proc.stderr.strip()
+    assert line.startswith("answer failed: ")
+    assert "\n" not in line
+    assert "OPENAI_API_KEY" in line
+    assert TEST_KEY not in proc.stderr
+
+
+def test_ask_without_api_key_exits_1_naming_the_variable(tmp_path, fake):
+    env = base_env(tmp_path, OPENAI_BASE_URL=fake.base_url)
+    del env["OPENAI_API_KEY"]
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--ask", "hi"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(tmp_path),
+        timeout=30,
+    )
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert proc.stderr.startswith("answer failed: ")
+    assert "OPENAI_API_KEY" in proc.stderr
+    assert fake.requests == []
+
+
+def test_ask_with_empty_api_key_exits_1_naming_the_variable(tmp_path, fake):
+    proc = ask(tmp_path, fake, "hi", env={"OPENAI_API_KEY": "  "})
+    assert proc.returncode == 1
+    assert "OPENAI_API_KEY" in proc.stderr
+    assert fake.requests == []
+
+
+def test_ask_with_empty_query_exits_2(tmp_path, fake):
+    proc = ask(tmp_path, fake, "")
+    assert proc.returncode == 2
+    assert fake.requests == []
+
+
+# -- what must not import openai --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["--show-config"]], ids=str)
+def test_command_does_not_import_openai(tmp_path, args):
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        env=base_env(tmp_path),
+        cwd=str(tmp_path),
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    imported = [line for line in proc.stderr.splitlines() if OPENAI_IMPORT.search(line)]
+    assert imported == []
+    assert any(line.startswith("import time:") for line in proc.stderr.splitlines())

@@ -1,0 +1,790 @@
+"""Configuration: defaults < YAML < environment < command line (issue 2, seed 001 §5, §8.1).
+
+Unit tests call load_config(cli, env) with an explicit env dict and a temporary
+XDG_CONFIG_HOME/HOME, so no user file is ever read. Where the behaviour belongs to the process
+(exit codes, stderr, debug files) the real program is spawned.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SCRIPT, TEST_KEY, base_env, run_cli
+from fake_upstream import Reply
+
+import openai_responses_mcp as mcp
+from openai_responses_mcp import SETTINGS, ConfigError, deep_merge, load_config
+
+APP = "openai-responses-mcp"
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """A fake home directory, also in os.environ (expanduser reads it from there)."""
+    path = tmp_path / "home"
+    path.mkdir()
+    monkeypatch.setenv("HOME", str(path))
+    return path
+
+
+@pytest.fixture
+def env(tmp_path, home) -> dict:
+    """A clean environment for load_config: only a private XDG_CONFIG_HOME and HOME."""
+    return {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "HOME": str(home)}
+
+
+def write(tmp_path: Path, text: str, name: str = "config.yaml") -> Path:
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def load(tmp_path: Path, env: dict, yaml: str | None = None, **cli) -> mcp.Config:
+    if yaml is not None:
+        cli["config"] = str(write(tmp_path, yaml))
+    return load_config(cli, env)
+
+
+def config_error(tmp_path: Path, env: dict, yaml: str | None = None, **cli) -> str:
+    """The ConfigError message load_config raises; it must be one line."""
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, env, yaml, **cli)
+    message = str(caught.value)
+    assert "\n" not in message, message
+    return message
+
+
+def one_stderr_line(proc) -> str:
+    """The single line a failed start-up prints."""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def show_config(proc) -> dict:
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    return json.loads(proc.stderr[proc.stderr.index("{") :])
+
+
+# -- precedence: defaults < YAML < ENV < CLI --------------------------------------------------
+
+
+def test_defaults_apply_when_nothing_is_set(tmp_path, env):
+    config = load(tmp_path, env)
+    assert config.get("request", "timeout_ms") == 300_000
+    assert config.get("request", "max_retries") == 3
+    assert config.get("model_profiles", "answer", "model") == "gpt-5.2"
+    assert config.get("policy", "max_citations") == 3
+    assert config.get("search", "defaults") == {"recency_days": 60, "max_results": 5, "domains": []}
+    assert config.get("server", "debug") is False
+    assert set(config.sources.values()) == {"default"}
+
+
+def test_yaml_overrides_defaults_and_is_sourced_by_file_and_line(tmp_path, env):
+    config = load(
+        tmp_path,
+        env,
+        "# comment\nrequest:\n  timeout_ms: 5000\npolicy:\n  max_citations: 7\n",
+    )
+    path = tmp_path / "config.yaml"
+    assert config.get("request", "timeout_ms") == 5000
+    assert config.get("policy", "max_citations") == 7
+    assert config.sources[("request", "timeout_ms")] == f"{path}:3"
+    assert config.sources[("policy", "max_citations")] == f"{path}:5"
+    assert config.sources[("request", "max_retries")] == "default"
+
+
+def test_env_overrides_yaml_for_each_key_it_sets(tmp_path, env):
+    yaml = (
+        "request: {timeout_ms: 5000, max_retries: 1}\nmodel_profiles: {answer: {model: m-yaml}}\n"
+    )
+    env.update(OPENAI_API_TIMEOUT="9000", MODEL_ANSWER="m-env")
+    config = load(tmp_path, env, yaml)
+    assert config.get("request", "timeout_ms") == 9000
+    assert config.get("model_profiles", "answer", "model") == "m-env"
+    assert config.get("request", "max_retries") == 1
+    assert config.sources[("request", "timeout_ms")] == "env OPENAI_API_TIMEOUT"
+    assert config.sources[("model_profiles", "answer", "model")] == "env MODEL_ANSWER"
+    assert config.sources[("request", "max_retries")] == f"{tmp_path / 'config.yaml'}:1"
+
+
+def test_model_flag_overrides_env_and_yaml(tmp_path, env):
+    env["MODEL_ANSWER"] = "m-env"
+    config = load(tmp_path, env, "model_profiles: {answer: {model: m-yaml}}\n", model="m-flag")
+    assert config.get("model_profiles", "answer", "model") == "m-flag"
+    assert config.sources[("model_profiles", "answer", "model")] == "flag --model"
+
+
+def test_yaml_mappings_deep_merge_with_defaults(tmp_path, env):
+    config = load(
+        tmp_path,
+        env,
+        "request: {timeout_ms: 5000}\nmodel_profiles:\n  answer:\n    verbosity: low\n",
+    )
+    assert config.get("request") == {"timeout_ms": 5000, "max_retries": 3}
+    assert config.get("model_profiles", "answer") == {
+        "model": "gpt-5.2",
+        "reasoning_effort": "medium",
+        "verbosity": "low",
+    }
+
+
+def test_yaml_list_replaces_the_default_list(tmp_path, env):
+    config = load(tmp_path, env, "search:\n  defaults:\n    domains: [a.example, b.example]\n")
+    assert config.get("search", "defaults", "domains") == ["a.example", "b.example"]
+    assert config.get("search", "defaults", "max_results") == 5
+    assert config.sources[("search", "defaults", "domains")] == f"{tmp_path / 'config.yaml'}:3"
+
+
+def test_deep_merge_merges_dicts_and_replaces_lists():
+    base = {"a": [1, 2], "b": {"x": 1, "y": [1]}, "c": 1}
+    merged = deep_merge(base, {"a": [3], "b": {"y": [2, 3]}})
+    assert merged == {"a": [3], "b": {"x": 1, "y": [2, 3]}, "c": 1}
+    assert base == {"a": [1, 2], "b": {"x": 1, "y": [1]}, "c": 1}, "inputs are not modified"
+
+
+def test_show_config_names_the_source_of_each_layer(tmp_path):
+    path = write(tmp_path, "request:\n  timeout_ms: 5000\n")
+    proc = run_cli(
+        tmp_path,
+        "--show-config",
+        "--config",
+        str(path),
+        "--model",
+        "m-flag",
+        env={"OPENAI_MAX_RETRIES": "5"},
+    )
+    sources = show_config(proc)["sources"]
+    assert sources["request.timeout_ms"] == f"{path}:2"
+    assert sources["request.max_retries"] == "env OPENAI_MAX_RETRIES"
+    assert sources["model_profiles.answer.model"] == "flag --model"
+    assert sources["policy.max_citations"] == "default"
+
+
+# -- where the YAML file is -------------------------------------------------------------------
+
+
+def test_default_file_under_xdg_config_home_is_read(tmp_path, env):
+    path = write(tmp_path, "policy: {max_citations: 6}\n", f"xdg/{APP}/config.yaml")
+    config = load(tmp_path, env)
+    assert config.get("policy", "max_citations") == 6
+    assert config.path == str(path)
+    assert config.sources[("policy", "max_citations")] == f"{path}:1"
+
+
+def test_default_file_under_home_dot_config_when_xdg_config_home_is_unset(tmp_path, env, home):
+    del env["XDG_CONFIG_HOME"]
+    path = write(home, "policy: {max_citations: 8}\n", f".config/{APP}/config.yaml")
+    config = load(tmp_path, env)
+    assert config.get("policy", "max_citations") == 8
+    assert config.path == str(path)
+
+
+def test_cli_reads_home_dot_config_when_xdg_config_home_is_unset(tmp_path):
+    home = tmp_path / "home"
+    path = write(home, "policy: {max_citations: 9}\n", f".config/{APP}/config.yaml")
+    process_env = base_env(tmp_path, HOME=str(home))
+    del process_env["XDG_CONFIG_HOME"]
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--show-config"],
+        capture_output=True,
+        text=True,
+        env=process_env,
+        cwd=str(tmp_path),
+        timeout=30,
+    )
+    shown = show_config(proc)
+    assert shown["config"]["policy"]["max_citations"] == 9
+    assert shown["config_file"] == str(path)
+
+
+def test_missing_default_file_is_fine(tmp_path, env):
+    config = load(tmp_path, env)
+    assert config.path is None
+    assert config.warnings == []
+
+
+def test_missing_explicit_config_file_is_an_error_naming_the_path(tmp_path, env):
+    missing = tmp_path / "nope" / "config.yaml"
+    assert str(missing) in config_error(tmp_path, env, config=str(missing))
+
+
+def test_cli_exits_2_with_one_line_when_explicit_config_file_is_missing(tmp_path):
+    missing = tmp_path / "nope.yaml"
+    proc = run_cli(tmp_path, "--show-config", "--config", str(missing))
+    assert proc.returncode == 2
+    assert str(missing) in one_stderr_line(proc)
+    assert proc.stdout == ""
+
+
+# -- environment variables (seed 001 §5.4 and the issue) ----------------------------------------
+# OPENAI_API_KEY (via openai.api_key_env) and DEBUG are tested further down.
+
+ENV_KEYS = [  # seed 001 §5.4, then the issue's additions, then the module's own
+    ("OPENAI_API_TIMEOUT", "45000", ("request", "timeout_ms"), 45000),
+    ("OPENAI_MAX_RETRIES", "7", ("request", "max_retries"), 7),
+    ("SEARCH_RECENCY_DAYS", "30", ("search", "defaults", "recency_days"), 30),
+    ("SEARCH_MAX_RESULTS", "9", ("search", "defaults", "max_results"), 9),
+    ("MAX_CITATIONS", "5", ("policy", "max_citations"), 5),
+    ("MODEL_ANSWER", "gpt-5-mini", ("model_profiles", "answer", "model"), "gpt-5-mini"),
+    ("ANSWER_EFFORT", "high", ("model_profiles", "answer", "reasoning_effort"), "high"),
+    ("ANSWER_VERBOSITY", "low", ("model_profiles", "answer", "verbosity"), "low"),
+    ("MODEL_DETAILED", "o3", ("model_profiles", "answer_detailed", "model"), "o3"),
+    ("MODEL_QUICK", "gpt-5-nano", ("model_profiles", "answer_quick", "model"), "gpt-5-nano"),
+    ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1", ("openai", "base_url"), "http://127.0.0.1:9/v1"),
+    ("MCP_LINE_MODE", "1", ("server", "line_mode"), True),
+    ("POLICY_TIMEZONE", "UTC", ("policy", "timezone"), "UTC"),
+    ("SEARCH_DOMAIN_FILTER", "false", ("search", "domain_filter"), False),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "path", "value"), ENV_KEYS, ids=[k[0] for k in ENV_KEYS])
+def test_env_var_sets_its_key(tmp_path, env, name, text, path, value):
+    env[name] = text
+    config = load(tmp_path, env)
+    assert config.get(*path) == value
+    assert config.sources[path] == f"env {name}"
+
+
+def test_every_env_var_of_the_settings_table_is_covered_here():
+    """A new Setting.env must get a row in ENV_KEYS (and so a test)."""
+    declared = {setting.env for setting in SETTINGS.values() if setting.env}
+    assert declared == {row[0] for row in ENV_KEYS}
+
+
+@pytest.mark.parametrize("blank", ["", "   "], ids=["empty", "spaces"])
+def test_empty_env_values_are_ignored(tmp_path, env, blank):
+    names = [k[0] for k in ENV_KEYS] + ["DEBUG"]
+    env.update(dict.fromkeys(names, blank))
+    config = load(tmp_path, env, "request: {timeout_ms: 5000}\n")
+    assert config.get("request", "timeout_ms") == 5000
+    assert config.get("model_profiles", "answer", "model") == "gpt-5.2"
+    assert config.get("server", "debug") is False
+    assert not any(where.startswith("env ") for where in config.sources.values())
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("1", True), ("true", True), ("0", False), ("false", False)]
+)
+def test_mcp_line_mode_reads_booleans(tmp_path, env, text, value):
+    env["MCP_LINE_MODE"] = text
+    assert load(tmp_path, env).get("server", "line_mode") is value
+
+
+def test_api_key_is_read_from_the_variable_named_by_api_key_env(tmp_path, fake):
+    path = write(tmp_path, "openai:\n  api_key_env: MY_SERVICE_KEY\n")
+    proc = run_cli(
+        tmp_path,
+        "--ask",
+        "ping?",
+        "--config",
+        str(path),
+        env={"OPENAI_API_KEY": "", "MY_SERVICE_KEY": TEST_KEY, "OPENAI_BASE_URL": fake.base_url},
+    )
+    assert proc.returncode == 0, proc.stderr
+    (request,) = fake.requests
+    assert request.authorized_with(TEST_KEY)
+
+
+# -- invalid values stop start-up -------------------------------------------------------------
+
+INVALID_YAML = [
+    ("request: {timeout_ms: fast}", "request.timeout_ms", "an integer from 1000 to 3600000"),
+    ("request: {timeout_ms: 2.5}", "request.timeout_ms", "an integer from 1000 to 3600000"),
+    ("request: {max_retries: 11}", "request.max_retries", "an integer from 0 to 10"),
+    ("request: {max_retries: true}", "request.max_retries", "an integer from 0 to 10"),
+    ("policy: {max_citations: 0}", "policy.max_citations", "an integer from 1 to 10"),
+    ('policy: {max_citations: "3"}', "policy.max_citations", "an integer from 1 to 10"),
+    (
+        "model_profiles: {answer: {reasoning_effort: extreme}}",
+        "model_profiles.answer.reasoning_effort",
+        "one of none, minimal, low, medium, high, xhigh",
+    ),
+    (
+        "model_profiles: {answer_quick: {verbosity: loud}}",
+        "model_profiles.answer_quick.verbosity",
+        "one of low, medium, high",
+    ),
+    ("model_profiles: {answer: {model: 5}}", "model_profiles.answer.model", "a non-empty string"),
+    ('openai: {base_url: ""}', "openai.base_url", "a non-empty string"),
+    ("server: {debug: yes}", "server.debug", "true or false"),
+    ("search: {domain_filter: 1}", "search.domain_filter", "true or false"),
+    ("search: {defaults: {domains: example.com}}", "search.defaults.domains", "a list of strings"),
+    ("search: {defaults: {domains: [1]}}", "search.defaults.domains", "a list of strings"),
+    ("server: {max_message_bytes: 10}", "server.max_message_bytes", "an integer from 1024"),
+    ("policy: {timezone: Mars/Olympus_Mons}", "policy.timezone", "IANA time zone"),
+]
+
+
+@pytest.mark.parametrize(("yaml", "key", "allowed"), INVALID_YAML, ids=[c[0] for c in INVALID_YAML])
+def test_invalid_yaml_value_names_key_file_line_and_what_is_allowed(
+    tmp_path, env, yaml, key, allowed
+):
+    message = config_error(tmp_path, env, "# settings\n" + yaml + "\n")
+    assert key in message
+    assert f"{tmp_path / 'config.yaml'}:2" in message
+    assert allowed in message
+
+
+INVALID_ENV = [
+    ("OPENAI_API_TIMEOUT", "soon", "request.timeout_ms", "an integer from 1000 to 3600000"),
+    ("OPENAI_API_TIMEOUT", "999", "request.timeout_ms", "an integer from 1000 to 3600000"),
+    ("OPENAI_MAX_RETRIES", "-1", "request.max_retries", "an integer from 0 to 10"),
+    ("MAX_CITATIONS", "11", "policy.max_citations", "an integer from 1 to 10"),
+    ("SEARCH_RECENCY_DAYS", "0", "search.defaults.recency_days", "an integer from 1"),
+    ("SEARCH_MAX_RESULTS", "lots", "search.defaults.max_results", "an integer from 1 to 50"),
+    (
+        "ANSWER_EFFORT",
+        "max",
+        "model_profiles.answer.reasoning_effort",
+        "one of none, minimal, low, medium, high, xhigh",
+    ),
+    ("ANSWER_VERBOSITY", "verbose", "model_profiles.answer.verbosity", "one of low, medium, high"),
+    ("SEARCH_DOMAIN_FILTER", "maybe", "search.domain_filter", "true or false"),
+    ("MCP_LINE_MODE", "sometimes", "server.line_mode", "true or false"),
+    ("POLICY_TIMEZONE", "Mars/Olympus_Mons", "policy.timezone", "IANA time zone"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "key", "allowed"), INVALID_ENV, ids=[f"{c[0]}={c[1]}" for c in INVALID_ENV]
+)
+def test_invalid_env_value_names_key_variable_and_what_is_allowed(
+    tmp_path, env, name, text, key, allowed
+):
+    env[name] = text
+    message = config_error(tmp_path, env)
+    assert key in message
+    assert f"env {name}" in message
+    assert allowed in message
+
+
+SECTIONS_OF_WRONG_TYPE = [
+    ("server: true", "server"),
+    ("request: 5", "request"),
+    ("model_profiles: [1]", "model_profiles"),
+    ("model_profiles: {answer_quick: gpt-5-mini}", "model_profiles.answer_quick"),
+    ("search: {defaults: 5}", "search.defaults"),
+    ("policy: {system: builtin}", "policy.system"),
+]
+
+
+@pytest.mark.parametrize(
+    ("yaml", "key"), SECTIONS_OF_WRONG_TYPE, ids=[c[0] for c in SECTIONS_OF_WRONG_TYPE]
+)
+def test_section_that_is_not_a_mapping_is_refused_with_file_and_line(tmp_path, env, yaml, key):
+    message = config_error(tmp_path, env, "# settings\n" + yaml + "\n")
+    assert key in message
+    assert f"{tmp_path / 'config.yaml'}:2" in message
+
+
+@pytest.mark.parametrize(
+    "yaml", ["server:", "request:", "model_profiles:\n  answer_quick:", "policy: {system: }"]
+)
+def test_empty_section_counts_as_absent(tmp_path, env, yaml):
+    """A section whose keys are all commented out is null in YAML: it means "no settings"."""
+    config = load(tmp_path, env, yaml + "\n  # everything commented out\n")
+    assert config.get("server", "debug") is False
+    assert config.get("request", "timeout_ms") == 300_000
+    assert config.get("policy", "system", "source") == "builtin"
+    assert config.profile("answer_quick") == config.profile("answer")
+    assert config.warnings == []
+
+
+def test_cli_exits_2_with_one_line_for_a_value_out_of_range(tmp_path):
+    path = write(tmp_path, "request:\n  max_retries: 99\n")
+    proc = run_cli(tmp_path, "--show-config", "--config", str(path))
+    assert proc.returncode == 2
+    line = one_stderr_line(proc)
+    assert "request.max_retries" in line
+    assert f"{path}:2" in line
+    assert "an integer from 0 to 10" in line
+    assert proc.stdout == ""
+
+
+def test_cli_exits_2_with_one_line_for_an_unknown_reasoning_effort_in_env(tmp_path):
+    proc = run_cli(tmp_path, "--show-config", env={"ANSWER_EFFORT": "turbo"})
+    assert proc.returncode == 2
+    line = one_stderr_line(proc)
+    assert "model_profiles.answer.reasoning_effort" in line
+    assert "env ANSWER_EFFORT" in line
+    assert "none, minimal, low, medium, high, xhigh" in line
+
+
+def test_cli_exits_2_with_one_line_for_a_bad_timezone(tmp_path):
+    path = write(tmp_path, "policy:\n  timezone: Atlantis/Lost_City\n")
+    proc = run_cli(tmp_path, "--stdio", "--config", str(path), input="")
+    assert proc.returncode == 2
+    line = one_stderr_line(proc)
+    assert "policy.timezone" in line
+    assert f"{path}:2" in line
+    assert proc.stdout == ""
+
+
+def test_cli_exits_2_with_one_line_for_a_bad_bool(tmp_path):
+    path = write(tmp_path, "server:\n  debug: on\n")
+    proc = run_cli(tmp_path, "--show-config", "--config", str(path))
+    assert proc.returncode == 2
+    line = one_stderr_line(proc)
+    assert "server.debug" in line
+    assert f"{path}:2" in line
+    assert "true or false" in line
+
+
+def test_cli_exits_2_with_one_line_for_a_section_that_is_not_a_mapping(tmp_path):
+    path = write(tmp_path, "server: true\n")
+    proc = run_cli(tmp_path, "--show-config", "--config", str(path))
+    assert proc.returncode == 2, proc.stderr
+    line = one_stderr_line(proc)
+    assert "server" in line
+    assert f"{path}:1" in line
+    assert "Traceback" not in proc.stderr
+
+
+# -- accepted values --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("effort", ["none", "minimal", "low", "medium", "high", "xhigh"])
+def test_reasoning_effort_accepts(tmp_path, env, effort):
+    config = load(
+        tmp_path, env, f"model_profiles: {{answer_detailed: {{reasoning_effort: {effort}}}}}\n"
+    )
+    assert config.profile("answer_detailed")["reasoning_effort"] == effort
+    env["ANSWER_EFFORT"] = effort
+    assert load(tmp_path, env).profile("answer")["reasoning_effort"] == effort
+
+
+@pytest.mark.parametrize("verbosity", ["low", "medium", "high"])
+def test_verbosity_accepts(tmp_path, env, verbosity):
+    config = load(tmp_path, env, f"model_profiles: {{answer_quick: {{verbosity: {verbosity}}}}}\n")
+    assert config.profile("answer_quick")["verbosity"] == verbosity
+    env["ANSWER_VERBOSITY"] = verbosity
+    assert load(tmp_path, env).profile("answer")["verbosity"] == verbosity
+
+
+# -- profiles ---------------------------------------------------------------------------------
+
+ANSWER = "model_profiles:\n  answer: {model: gpt-5-mini, reasoning_effort: high, verbosity: low}\n"
+
+
+def test_absent_profiles_inherit_every_key_from_answer(tmp_path, env):
+    config = load(tmp_path, env, ANSWER)
+    expected = {"model": "gpt-5-mini", "reasoning_effort": "high", "verbosity": "low"}
+    assert config.profile("answer") == expected
+    assert config.profile("answer_detailed") == expected
+    assert config.profile("answer_quick") == expected
+
+
+def test_partial_profile_inherits_the_keys_it_lacks(tmp_path, env):
+    config = load(
+        tmp_path,
+        env,
+        ANSWER + "  answer_detailed: {model: o3}\n  answer_quick: {verbosity: high}\n",
+    )
+    assert config.profile("answer_detailed") == {
+        "model": "o3",
+        "reasoning_effort": "high",
+        "verbosity": "low",
+    }
+    assert config.profile("answer_quick") == {
+        "model": "gpt-5-mini",
+        "reasoning_effort": "high",
+        "verbosity": "high",
+    }
+
+
+def test_empty_profile_mapping_inherits_everything(tmp_path, env):
+    config = load(tmp_path, env, ANSWER + "  answer_quick: {}\n")
+    assert config.profile("answer_quick") == config.profile("answer")
+
+
+def test_model_flag_reaches_inheriting_profiles_but_not_a_profile_with_its_own_model(tmp_path, env):
+    config = load(
+        tmp_path, env, "model_profiles:\n  answer_detailed: {model: o3}\n", model="m-flag"
+    )
+    assert config.profile("answer")["model"] == "m-flag"
+    assert config.profile("answer_quick")["model"] == "m-flag"
+    assert config.profile("answer_detailed")["model"] == "o3"
+
+
+def test_profile_env_var_sets_only_its_model(tmp_path, env):
+    env["MODEL_QUICK"] = "gpt-5-nano"
+    config = load(tmp_path, env, ANSWER)
+    assert config.profile("answer_quick") == {
+        "model": "gpt-5-nano",
+        "reasoning_effort": "high",
+        "verbosity": "low",
+    }
+    assert config.profile("answer_detailed")["model"] == "gpt-5-mini"
+
+
+# -- the API key never comes from YAML --------------------------------------------------------
+
+YAML_KEY = "sk-proj-yamlSECRET0123456789abcdef"
+
+
+def test_api_key_in_yaml_is_refused_without_echoing_it(tmp_path, env):
+    message = config_error(tmp_path, env, f"openai:\n  api_key: {YAML_KEY}\n")
+    assert "environment" in message
+    assert f"{tmp_path / 'config.yaml'}:2" in message
+    assert YAML_KEY not in message
+    assert "yamlSECRET" not in message
+
+
+def test_api_key_written_as_the_openai_section_is_refused_without_echoing_it(tmp_path, env):
+    message = config_error(tmp_path, env, f"openai: {YAML_KEY}\n")
+    assert "openai" in message
+    assert "yamlSECRET" not in message
+
+
+def test_cli_refuses_api_key_in_yaml_with_exit_2_and_does_not_print_it(tmp_path):
+    path = write(tmp_path, f"openai: {{api_key: {YAML_KEY}}}\n")
+    for args in (["--show-config"], ["--stdio"]):
+        proc = run_cli(tmp_path, *args, "--config", str(path), input="")
+        assert proc.returncode == 2
+        line = one_stderr_line(proc)
+        assert "environment" in line
+        assert "yamlSECRET" not in proc.stderr + proc.stdout
+
+
+# -- unknown keys warn and start-up continues -------------------------------------------------
+
+
+def test_unknown_key_warns_with_a_close_suggestion(tmp_path, env):
+    config = load(tmp_path, env, "request:\n  timeout: 5\n")
+    (warning,) = config.warnings
+    assert f"{tmp_path / 'config.yaml'}:2" in warning
+    assert "request.timeout" in warning
+    assert "did you mean request.timeout_ms?" in warning
+    assert config.get("request", "timeout_ms") == 300_000
+
+
+def test_unknown_key_far_from_any_setting_warns_without_suggestion(tmp_path, env):
+    config = load(tmp_path, env, "colour: blue\n")
+    (warning,) = config.warnings
+    assert "colour" in warning
+    assert "did you mean" not in warning
+
+
+def test_cli_prints_unknown_key_warning_to_stderr_and_starts(tmp_path):
+    path = write(tmp_path, "request: {timeout: 5}\n")
+    proc = run_cli(tmp_path, "--show-config", "--config", str(path))
+    assert proc.returncode == 0
+    first = proc.stderr.splitlines()[0]
+    assert "warning" in first
+    assert "did you mean request.timeout_ms?" in first
+    assert show_config(proc)["config"]["request"]["timeout_ms"] == 300_000
+
+
+# -- YAML syntax errors -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("yaml", "line"),
+    [
+        ("request:\n  timeout_ms: [1000\n", 2),
+        ("server:\n\tdebug: true\n", 2),
+        ("a: 1\nb: &anchor 2\n", 2),
+        ("a: 1\na: 2\n", 2),
+    ],
+    ids=["unclosed-flow", "tab-indent", "anchor", "duplicate-key"],
+)
+def test_cli_reports_yaml_syntax_error_as_path_line_and_exits_2(tmp_path, yaml, line):
+    path = write(tmp_path, yaml)
+    proc = run_cli(tmp_path, "--show-config", "--config", str(path))
+    assert proc.returncode == 2
+    assert f"{path}:{line}: " in one_stderr_line(proc)
+    assert proc.stdout == ""
+
+
+# -- policy.system: instructions from a file ---------------------------------------------------
+
+POLICY_TEXT = "Answer like a ship's captain."
+
+
+def policy_yaml(tmp_path: Path, merge: str | None) -> str:
+    path = write(tmp_path, POLICY_TEXT + "\n", "policy.md")
+    merge_line = f", merge: {merge}" if merge else ""
+    return f"policy:\n  system: {{source: file, path: {json.dumps(str(path))}{merge_line}}}\n"
+
+
+def test_builtin_policy_is_the_default(tmp_path, env):
+    assert load(tmp_path, env).instructions == mcp.SYSTEM_POLICY
+
+
+@pytest.mark.parametrize("merge", ["replace", None], ids=["replace", "default-merge"])
+def test_policy_file_replace_uses_the_file_only(tmp_path, env, merge):
+    instructions = load(tmp_path, env, policy_yaml(tmp_path, merge)).instructions
+    assert instructions.strip() == POLICY_TEXT
+
+
+def test_policy_file_prepend_puts_the_file_before_the_builtin_policy(tmp_path, env):
+    instructions = load(tmp_path, env, policy_yaml(tmp_path, "prepend")).instructions
+    assert instructions.startswith(POLICY_TEXT)
+    assert mcp.SYSTEM_POLICY.strip() in instructions
+    assert instructions.index(POLICY_TEXT) < instructions.index(mcp.SYSTEM_POLICY.strip())
+
+
+def test_policy_file_append_puts_the_file_after_the_builtin_policy(tmp_path, env):
+    instructions = load(tmp_path, env, policy_yaml(tmp_path, "append")).instructions
+    assert instructions.startswith(mcp.SYSTEM_POLICY.strip())
+    assert instructions.rstrip().endswith(POLICY_TEXT)
+
+
+def test_policy_merge_must_be_replace_prepend_or_append(tmp_path, env):
+    message = config_error(tmp_path, env, policy_yaml(tmp_path, "interleave"))
+    assert "policy.system.merge" in message
+    assert "replace, prepend, append" in message
+
+
+def test_missing_policy_file_is_an_error_naming_the_path(tmp_path, env):
+    missing = tmp_path / "gone" / "policy.md"
+    yaml = f"policy:\n  system:\n    source: file\n    path: {json.dumps(str(missing))}\n"
+    message = config_error(tmp_path, env, yaml)
+    assert str(missing) in message
+    assert f"{tmp_path / 'config.yaml'}:4" in message
+
+
+def test_policy_source_file_without_path_is_an_error(tmp_path, env):
+    message = config_error(tmp_path, env, "policy:\n  system:\n    source: file\n")
+    assert "policy.system.path" in message
+
+
+# -- debug: one decision at start-up, CLI > DEBUG env > YAML --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flag", "debug_env", "yaml", "on", "file", "source"),
+    [
+        (None, None, None, False, None, "default"),
+        (None, None, "server: {debug: true}", True, None, "yaml"),
+        (None, None, "server: {debug: true, debug_file: y.log}", True, "y.log", "yaml"),
+        (None, "1", None, True, None, "env DEBUG"),
+        (None, "true", None, True, None, "env DEBUG"),
+        (None, "1", "server: {debug: false}", True, None, "env DEBUG"),
+        (None, "0", "server: {debug: true}", False, None, "env DEBUG"),
+        (None, "false", "server: {debug: true}", False, None, "env DEBUG"),
+        (None, "/tmp/env-debug.log", None, True, "/tmp/env-debug.log", "env DEBUG"),
+        (True, None, None, True, None, "flag --debug"),
+        (True, "0", "server: {debug: false}", True, None, "flag --debug"),
+        ("flag.log", "/tmp/env-debug.log", None, True, "flag.log", "flag --debug"),
+    ],
+    ids=[
+        "off-by-default",
+        "yaml-on",
+        "yaml-file",
+        "env-1",
+        "env-true",
+        "env-beats-yaml-off",
+        "env-0-beats-yaml-on",
+        "env-false-beats-yaml-on",
+        "env-path",
+        "flag",
+        "flag-beats-env-0",
+        "flag-path-beats-env-path",
+    ],
+)
+def test_debug_decision(tmp_path, env, flag, debug_env, yaml, on, file, source):
+    if debug_env is not None:
+        env["DEBUG"] = debug_env
+    config = load(tmp_path, env, yaml, debug=flag)
+    assert config.get("server", "debug") is on
+    assert config.get("server", "debug_file") == file
+    where = config.sources[("server", "debug")]
+    if source == "yaml":
+        assert where == f"{tmp_path / 'config.yaml'}:1"
+    else:
+        assert where == source
+
+
+def run_session(server, query: str) -> None:
+    server.initialize()
+    reply = server.call("answer", {"query": query})
+    assert "result" in reply, reply
+    server.close_stdin()
+    assert server.wait() == 0
+
+
+def test_debug_lines_go_to_stderr_and_are_appended_to_the_flag_file(spawn, fake, tmp_path):
+    log = tmp_path / "debug.log"
+    log.write_text("earlier line\n", encoding="utf-8")
+    server = spawn("--stdio", "--debug", str(log), upstream=fake)
+    query = "What changed in Python 3.13?"
+    run_session(server, query)
+    text = log.read_text(encoding="utf-8")
+    assert text.startswith("earlier line\n")
+    debug_lines = [line for line in text.splitlines()[1:] if line.startswith("[debug")]
+    assert any(f"queryLen={len(query)}" in line for line in debug_lines)
+    for line in debug_lines:
+        assert line in server.stderr
+
+
+def test_debug_env_path_turns_debug_on_with_a_file(spawn, fake, tmp_path):
+    log = tmp_path / "env-debug.log"
+    server = spawn("--stdio", env={"DEBUG": str(log)}, upstream=fake)
+    run_session(server, "hello")
+    assert "queryLen=5" in log.read_text(encoding="utf-8")
+    assert "queryLen=5" in server.stderr
+
+
+def test_debug_from_yaml_writes_the_yaml_debug_file(spawn, fake, tmp_path):
+    log = tmp_path / "yaml-debug.log"
+    server = spawn(
+        "--stdio",
+        config=f"server:\n  debug: true\n  debug_file: {json.dumps(str(log))}\n",
+        upstream=fake,
+    )
+    run_session(server, "hello")
+    assert "queryLen=5" in log.read_text(encoding="utf-8")
+
+
+def test_debug_env_0_overrides_yaml_debug_true(spawn, fake, tmp_path):
+    server = spawn("--stdio", config="server: {debug: true}\n", env={"DEBUG": "0"}, upstream=fake)
+    run_session(server, "hello")
+    assert "[debug" not in server.stderr
+    assert "queryLen" not in server.stderr
+
+
+def test_no_debug_lines_without_debug(spawn, fake):
+    server = spawn("--stdio", upstream=fake)
+    run_session(server, "hello")
+    assert "[debug" not in server.stderr
+
+
+def test_debug_session_never_shows_the_api_key_the_query_or_the_instructions(spawn, fake, tmp_path):
+    """A whole session with debug on: a good call and a 401 whose body echoes the key."""
+    log = tmp_path / "debug.log"
+    query = "Where is the Zorblax-7c1e observatory?"
+    server = spawn("--stdio", "--debug", str(log), upstream=fake)
+    server.initialize()
+    assert "result" in server.call("answer", {"query": query})
+    fake.enqueue(Reply(status=401, error_message=f"Incorrect API key provided: {TEST_KEY}."))
+    failed = server.call("answer", {"query": query})
+    assert failed["error"]["code"] == -32001
+    assert failed["error"]["message"].startswith("answer failed: ")
+    server.close_stdin()
+    assert server.wait() == 0
+
+    debug_text = log.read_text(encoding="utf-8")
+    assert f"queryLen={len(query)}" in debug_text
+    assert "status=401" in debug_text
+    outputs = {
+        "stdout": server.reader.raw.decode("utf-8"),
+        "stderr": server.stderr,
+        "debug file": debug_text,
+    }
+    policy_line = mcp.SYSTEM_POLICY.splitlines()[0]
+    for where, text in outputs.items():
+        assert TEST_KEY not in text, where
+        assert TEST_KEY.removeprefix("sk-") not in text, where
+        assert "Zorblax-7c1e" not in text, where
+        assert policy_line not in text, where
