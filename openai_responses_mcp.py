@@ -1200,10 +1200,7 @@ class Call:
 
     def cancel(self) -> None:
         self.cancelled.set()
-        with self._lock:
-            streams = list(self._streams)
-        for stream in streams:
-            stream.abort()
+        self.abort_streams()
 
     def attach(self, stream) -> None:
         """Called from the worker before each read or write on an upstream connection."""
@@ -1211,6 +1208,13 @@ class Call:
             if stream not in self._streams:
                 self._streams.append(stream)
         if self.cancelled.is_set():
+            stream.abort()
+
+    def abort_streams(self) -> None:
+        """Shuts the call's connections down without cancelling the call."""
+        with self._lock:
+            streams = list(self._streams)
+        for stream in streams:
             stream.abort()
 
     def detach_all(self) -> None:
@@ -1374,7 +1378,9 @@ def classify_failure(exc: BaseException) -> Failure:
             return Failure("rate_limit", True, retry_after=retry_after, **facts)
         if status >= 500:
             return Failure("server", True, retry_after=retry_after, **facts)
-        kind = {401: "auth", 403: "model", 404: "model"}.get(status, "rejected")
+        kind = {401: "auth", 403: "forbidden", 404: "model"}.get(status, "rejected")
+        if status == 403 and "model" in f"{code} {message}".lower():
+            kind = "model"
         return Failure(kind, False, **facts)
     if type(exc) is openai.APIError:  # an `error` event inside the stream
         code = getattr(exc, "code", None)
@@ -1387,6 +1393,8 @@ def classify_failure(exc: BaseException) -> Failure:
         cause = exc.__cause__
         connect = cause is not None and "Connect" in type(cause).__name__
         detail = str(cause or exc)
+        if connect and "certificate" in detail.lower():
+            return Failure("tls", False, name=name, detail=detail)
         return Failure("connect" if connect else "dropped", not connect, name=name, detail=detail)
     if isinstance(exc, (ValueError, KeyError, TypeError, AttributeError)):
         return Failure("malformed", False, name=name, detail=str(exc))
@@ -1413,13 +1421,18 @@ def failure_message(failure: Failure, *, tool: str, model: str, config: Config, 
     """The one line a person reads, naming what happened and what to do about it."""
     base_url = config.get("openai", "base_url")
     key_env = config.get("openai", "api_key_env")
-    after = f" after {tries - 1} retries" if tries > 1 else ""
+    retries = tries - 1
+    after = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
     timeout_ms = config.get("request", "timeout_ms")
     messages = {
         "auth": f"the API key in {key_env} was rejected (HTTP 401): set a valid key",
         "model": (
             f"model {model!r} is not available to this API key (HTTP {failure.status}): "
             f"set model_profiles.{tool}.model to a model your key can use"
+        ),
+        "forbidden": (
+            f"the API refused this key (HTTP 403): {_one_line(failure.detail, 160)}; check "
+            "the key's project permissions and whether the API is offered in your region"
         ),
         "quota": (
             "the API key's quota is exhausted (insufficient_quota): "
@@ -1438,6 +1451,10 @@ def failure_message(failure: Failure, *, tool: str, model: str, config: Config, 
         "connect": (
             f"cannot connect to {base_url}: check openai.base_url, the network and any "
             "HTTPS_PROXY setting"
+        ),
+        "tls": (
+            f"the TLS certificate of {base_url} is not trusted: behind a proxy or gateway with "
+            "a private CA, set SSL_CERT_FILE to its CA bundle (PEM)"
         ),
         "dropped": f"the connection to {base_url} dropped{after}: try again",
         "malformed": (
@@ -1471,6 +1488,24 @@ PROGRESS_EVENTS = {
     "response.web_search_call.completed": "search done",
     "response.output_text.delta": "writing the answer",
 }
+
+
+def _drain(stream, call: Call, limit: float = 1.0) -> None:
+    """Reads what follows response.completed, so HTTP/1.1 can reuse the connection.
+
+    The rest is normally just the end of the chunked body; an upstream that stalls there
+    instead has the connection cut after `limit` seconds, and the answer stands.
+    """
+    guard = threading.Timer(limit, call.abort_streams)
+    guard.daemon = True
+    guard.start()
+    try:
+        for _ in stream:
+            pass
+    except Exception:  # noqa: BLE001 - the answer is complete already
+        pass
+    finally:
+        guard.cancel()
 
 
 class AnswerEngine:
@@ -1585,6 +1620,7 @@ class AnswerEngine:
                 for event in stream:
                     final = self._on_event(event, call)
                     if final is not None:
+                        _drain(stream, call)
                         return final
                     if time.monotonic() > deadline:
                         raise openai.APITimeoutError(request=stream.response.request)

@@ -1,0 +1,801 @@
+"""The answer engine end to end: the spawned server and the real openai SDK against the fake
+Responses API (tests/fake_upstream.py). Nothing here touches the real network.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import json
+import re
+import socket
+import time
+import zoneinfo
+
+import pytest
+from conftest import TEST_KEY, Server, base_env, run_cli
+from fake_upstream import (
+    FakeResponsesAPI,
+    ForwardProxy,
+    Reply,
+    make_tls_material,
+    openssl_available,
+)
+
+import openai_responses_mcp as m
+
+TOOL_FAILED = -32001
+DATED_LINE = re.compile(r"^- \S.*\(\d{4}-\d{2}-\d{2}\)$")
+JMA = "https://www.jma.go.jp/bosai/forecast/#area_type=offices&area_code=130000"
+TENKI = "https://tenki.jp/forecast/3/16/4410/13101/"
+FAST_RETRY = {"retry-after-ms": "10"}
+TIGHT = "request: {max_retries: 2, timeout_ms: 1000}\n"
+
+
+def weather_reply(**overrides) -> Reply:
+    """A "today's weather in Tokyo" answer: a search with an api source and url citations."""
+    fields = dict(
+        text=f"Tokyo today: sunny, high 12 C, low 3 C. See {JMA} and {TENKI}.",
+        searches=[
+            {
+                "query": "Tokyo weather today",
+                "sources": [{"type": "api", "name": "oai-weather"}, {"type": "url", "url": JMA}],
+            }
+        ],
+        citations=[{"url": JMA, "title": "気象庁｜天気予報"}, {"url": TENKI, "title": "tenki.jp"}],
+    )
+    fields.update(overrides)
+    return Reply(**fields)
+
+
+def tokyo_today() -> str:
+    return datetime.datetime.now(zoneinfo.ZoneInfo("Asia/Tokyo")).date().isoformat()
+
+
+@pytest.fixture(scope="module")
+def shared_fake():
+    with FakeResponsesAPI() as api:
+        yield api
+
+
+@pytest.fixture
+def fake(shared_fake):
+    """One fake for the whole module (the shared server is bound to its port), emptied per test."""
+    shared_fake.clear()
+    yield shared_fake
+    shared_fake.clear()
+
+
+@pytest.fixture(scope="module")
+def _running_servers(shared_fake, tmp_path_factory):
+    servers: dict = {}
+
+    def get(*args: str, config: str | None = None) -> Server:
+        key = (args, config)
+        if key not in servers:
+            home = tmp_path_factory.mktemp("server")
+            argv = list(args) or ["--stdio"]
+            if config is not None:
+                (home / "config.yaml").write_text(config, encoding="utf-8")
+                argv += ["--config", str(home / "config.yaml")]
+            env = base_env(home, OPENAI_BASE_URL=shared_fake.base_url)
+            servers[key] = Server(argv, env, home)
+            servers[key].initialize()
+        server = servers[key]
+        assert server.proc.poll() is None, server.stderr
+        while not server.nothing_within(0):  # whatever an earlier test left unread
+            server.recv(0.1)
+        return server
+
+    yield get
+    for server in servers.values():
+        server.stop()
+
+
+@pytest.fixture
+def running(_running_servers, fake):
+    """running(*args, config=YAML): a server talking to `fake`, shared by every test of this
+    module that asks for the same args and config (each start costs ~0.6 s: the openai import).
+    Tests use their own request ids, so nothing one test leaves behind is mistaken by another.
+    """
+    return _running_servers
+
+
+@pytest.fixture
+def server(running):
+    """The shared server with the default config."""
+    return running()
+
+
+def start(spawn, fake, *args: str, config: str | None = None, env: dict | None = None):
+    """A server of its own, for tests that need a config, flags, env or a clean slate."""
+    server = spawn(*args, config=config, env=env, upstream=fake)
+    server.initialize()
+    return server
+
+
+_ids = itertools.count(1)
+
+
+def new_id() -> str:
+    return f"t{next(_ids)}"
+
+
+def send_call(server: Server, request_id, query="q", tool="answer", **params) -> None:
+    server.send(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": {"query": query}, **params},
+        }
+    )
+
+
+def call_collecting(server: Server, query="q", timeout=20.0, **params) -> tuple[dict, list]:
+    """Like server.call, and also returns every message received before the reply."""
+    request_id = new_id()
+    send_call(server, request_id, query, **params)
+    return server.recv_until(lambda msg: msg.get("id") == request_id, timeout)
+
+
+def sent_reply_for(server: Server, request_id) -> bool:
+    return f'"id":{json.dumps(request_id)}'.encode() in bytes(server.reader.raw)
+
+
+def answer_of(reply: dict) -> dict:
+    assert "result" in reply, reply
+    return json.loads(reply["result"]["content"][0]["text"])
+
+
+def failure_of(reply: dict) -> str:
+    """The error message, after checking the shape every failure shares."""
+    assert "error" in reply, reply
+    error = reply["error"]
+    assert error["code"] == TOOL_FAILED
+    assert error["message"].startswith("answer failed: ")
+    assert "\n" not in error["message"]
+    assert error["data"]["message"]
+    return error["message"]
+
+
+def wait_until(predicate, timeout: float = 5.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not met within {timeout}s")
+        time.sleep(0.005)
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def sources_section(answer: str) -> list[str]:
+    _, sep, tail = answer.rpartition("Sources:")
+    assert sep, f"no Sources: section in {answer!r}"
+    return [line.strip() for line in tail.split("\n") if line.strip()]
+
+
+def progress_of(messages: list[dict], token) -> list[dict]:
+    return [
+        msg["params"]
+        for msg in messages
+        if msg.get("method") == "notifications/progress" and msg["params"]["progressToken"] == token
+    ]
+
+
+# ============================================================================================
+# The definition of done (seed 001 §10)
+# ============================================================================================
+
+
+def test_stable_question_is_answered_without_search(server, fake):
+    result = answer_of(server.call("answer", {"query": "What does HTTP 404 mean?"}))
+    assert result["used_search"] is False
+    assert result["citations"] == []
+    assert "404" in result["answer"]
+    assert "Sources:" not in result["answer"]
+
+
+def test_current_question_is_answered_with_citations_and_dated_sources(server, fake):
+    fake.enqueue(weather_reply())
+    query = f"What is the weather in Tokyo today ({tokyo_today()})?"
+    result = answer_of(server.call("answer", {"query": query}))
+    assert result["used_search"] is True
+    assert len(result["citations"]) >= 1
+    assert {JMA, "oai-weather"} <= {c["url"] for c in result["citations"]}
+    assert {c["published_at"] for c in result["citations"]} == {tokyo_today()}
+    lines = sources_section(result["answer"])
+    assert lines
+    assert all(DATED_LINE.match(line) for line in lines), lines
+    assert result["answer"].count("Sources:") == 1
+
+
+def test_answer_is_also_structured_content_with_exactly_the_four_keys(server, fake):
+    fake.enqueue(weather_reply())
+    reply = server.call("answer", {"query": "Tokyo weather"})
+    result = answer_of(reply)
+    assert set(result) == {"answer", "used_search", "citations", "model"}
+    assert reply["result"]["structuredContent"] == result
+
+
+def test_model_is_the_one_the_api_reports(server, fake):
+    fake.enqueue(Reply(model="gpt-5.2-2025-12-11"))
+    assert answer_of(server.call("answer", {"query": "q"}))["model"] == "gpt-5.2-2025-12-11"
+
+
+# ============================================================================================
+# What is sent
+# ============================================================================================
+
+
+def test_request_is_one_streamed_call_with_web_search_and_the_builtin_policy(server, fake):
+    answer_of(server.call("answer", {"query": "q"}))
+    (rec,) = fake.requests
+    assert (rec.method, rec.path) == ("POST", "/v1/responses")
+    assert rec.authorized_with(TEST_KEY)
+    body = rec.body
+    assert body["stream"] is True
+    assert body["model"] == "gpt-5.2"
+    assert body["instructions"] == m.SYSTEM_POLICY
+    assert body["tools"] == [{"type": "web_search"}]
+    assert body["include"] == ["web_search_call.action.sources"]
+    assert body["text"] == {"verbosity": "medium"}
+    assert body["reasoning"] == {"effort": "medium"}
+
+
+def test_request_input_carries_the_query_the_default_hints_and_todays_date(server, fake):
+    answer_of(server.call("answer", {"query": "Tokyo weather today?"}))
+    text = fake.requests[0].body["input"]
+    assert text.startswith("Tokyo weather today?")
+    assert "recency_days=60" in text
+    assert "max_results=5" in text
+    assert "domains" not in text
+    assert f"{tokyo_today()} (Asia/Tokyo)" in text
+
+
+def test_request_input_date_follows_the_configured_time_zone(spawn, fake):
+    server = start(spawn, fake, config="policy:\n  timezone: UTC\n")
+    answer_of(server.call("answer", {"query": "q"}))
+    today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    assert f"{today} (UTC)" in fake.requests[0].body["input"]
+
+
+def test_call_hints_and_domains_are_sent_as_hints_and_as_the_domain_filter(server, fake):
+    args = {"query": "q", "recency_days": 7, "max_results": 3, "domains": ["jma.go.jp", "tenki.jp"]}
+    answer_of(server.call("answer", args))
+    body = fake.requests[0].body
+    assert "recency_days=7" in body["input"]
+    assert "max_results=3" in body["input"]
+    assert "jma.go.jp" in body["input"]
+    assert body["tools"] == [
+        {"type": "web_search", "filters": {"allowed_domains": ["jma.go.jp", "tenki.jp"]}}
+    ]
+
+
+def test_domain_filter_switched_off_sends_domains_only_as_a_hint(spawn, fake):
+    server = start(spawn, fake, config="search:\n  domain_filter: false\n")
+    answer_of(server.call("answer", {"query": "q", "domains": ["jma.go.jp"]}))
+    body = fake.requests[0].body
+    assert body["tools"] == [{"type": "web_search"}]
+    assert "jma.go.jp" in body["input"]
+
+
+PROFILES = """\
+model_profiles:
+  answer: {model: gpt-5.2, reasoning_effort: low, verbosity: high}
+  answer_detailed: {model: o3, reasoning_effort: high}
+  answer_quick: {model: gpt-4.1-mini}
+"""
+
+
+def test_each_tool_sends_its_profiles_model_effort_and_verbosity(spawn, fake):
+    server = start(spawn, fake, config=PROFILES)
+    for tool in ("answer", "answer_detailed", "answer_quick"):
+        answer_of(server.call(tool, {"query": tool}))
+    sent = {
+        rec.body["input"].split("\n")[0]: (
+            rec.body["model"],
+            rec.body.get("reasoning"),
+            rec.body.get("text"),
+        )
+        for rec in fake.requests
+    }
+    assert sent == {
+        "answer": ("gpt-5.2", {"effort": "low"}, {"verbosity": "high"}),
+        "answer_detailed": ("o3", {"effort": "high"}, None),
+        "answer_quick": ("gpt-4.1-mini", None, None),
+    }
+
+
+def test_tools_without_a_profile_use_the_answer_profile(spawn, fake):
+    server = start(spawn, fake, config="model_profiles:\n  answer: {model: gpt-5-mini}\n")
+    answer_of(server.call("answer_quick", {"query": "q"}))
+    assert fake.requests[0].body["model"] == "gpt-5-mini"
+
+
+# ============================================================================================
+# What a call cost: _meta
+# ============================================================================================
+
+
+def test_result_meta_reports_usage_response_id_searches_and_elapsed_time(server, fake):
+    usage = {
+        "input_tokens": 1234,
+        "output_tokens": 56,
+        "output_tokens_details": {"reasoning_tokens": 7},
+    }
+    fake.enqueue(weather_reply(usage=usage, event_delay=0.01))
+    started = time.monotonic()
+    reply = server.call("answer", {"query": "Tokyo weather"})
+    wall_ms = (time.monotonic() - started) * 1000
+    meta = reply["result"]["_meta"]
+    assert meta["usage"]["input_tokens"] == 1234
+    assert meta["usage"]["output_tokens"] == 56
+    assert meta["usage"]["reasoning_tokens"] == 7
+    assert meta["usage"]["total_tokens"] == 1290
+    assert meta["response_id"].startswith("resp_")
+    assert meta["web_searches"] == 1
+    stream_ms = 10 * (fake.requests[0].events_sent - 1)
+    assert stream_ms <= meta["elapsed_ms"] <= wall_ms
+
+
+# ============================================================================================
+# Failures: -32001, `answer failed: `, one line saying what happened and what to do
+# ============================================================================================
+
+
+def test_missing_api_key_names_the_variable(tmp_path, fake):
+    env = base_env(tmp_path, OPENAI_BASE_URL=fake.base_url)
+    del env["OPENAI_API_KEY"]
+    server = Server(["--stdio"], env, tmp_path)
+    try:
+        server.initialize()
+        message = failure_of(server.call("answer", {"query": "q"}))
+    finally:
+        server.stop()
+    assert "OPENAI_API_KEY" in message
+    assert fake.requests == []
+
+
+def test_missing_api_key_names_the_configured_variable(spawn, fake):
+    server = start(spawn, fake, config="openai:\n  api_key_env: TEAM_OPENAI_KEY\n")
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert "TEAM_OPENAI_KEY" in message
+    assert fake.requests == []
+
+
+def test_rejected_key_says_to_set_a_valid_key(server, fake):
+    fake.enqueue(Reply(status=401))
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert "401" in message
+    assert "OPENAI_API_KEY" in message
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply(status=404),
+        Reply(status=403, error_code="model_not_found", error_message="no access to model"),
+    ],
+    ids=["404", "403-model"],
+)
+def test_unavailable_model_names_the_model_and_the_setting(server, fake, reply):
+    fake.enqueue(reply)
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert "'gpt-5.2'" in message
+    assert str(reply.status) in message
+    assert "model_profiles.answer.model" in message
+    assert len(fake.requests) == 1
+
+
+def test_other_403_says_the_key_was_refused_and_why(server, fake):
+    fake.enqueue(Reply(status=403))  # the fake's default 403 is a region refusal
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert "403" in message
+    assert "region" in message.lower()
+    assert "model_profiles" not in message
+    assert len(fake.requests) == 1
+
+
+def test_rate_limit_is_retried_then_reported_after_the_retries(running, fake):
+    fake.enqueue(*[Reply(status=429, headers=FAST_RETRY)] * 3)
+    server = running(config=TIGHT)
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert "429" in message
+    assert "rate limit" in message
+    assert "after 2 retries" in message
+    assert len(fake.requests) == 3
+
+
+def test_exhausted_quota_is_not_retried(server, fake):
+    fake.enqueue(Reply(status=429, error_code="insufficient_quota", headers=FAST_RETRY))
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert "quota" in message
+    assert "rate limit" not in message
+    assert len(fake.requests) == 1
+
+
+def test_server_error_is_retried_and_the_retry_answers(server, fake):
+    fake.enqueue(Reply(status=500, headers=FAST_RETRY), Reply())
+    reply = server.call("answer", {"query": "q"})
+    assert answer_of(reply)["used_search"] is False
+    assert reply["result"]["_meta"]["attempts"] == 2
+    assert len(fake.requests) == 2
+
+
+def test_server_error_is_reported_when_the_retries_run_out(running, fake):
+    fake.enqueue(*[Reply(status=500, headers=FAST_RETRY)] * 3)
+    server = running(config=TIGHT)
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert "HTTP 500" in message
+    assert "after 2 retries" in message
+    assert "try again" in message
+    assert len(fake.requests) == 3
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [Reply(stall_after_events=3), Reply(delay_before_headers=30)],
+    ids=["stream-stalls", "no-headers"],
+)
+def test_stall_longer_than_timeout_ms_fails_the_call_without_retry(running, fake, reply):
+    fake.enqueue(reply)
+    server = running(config=TIGHT)
+    started = time.monotonic()
+    message = failure_of(server.call("answer", {"query": "q"}))
+    elapsed = time.monotonic() - started
+    print(f"timeout reported after {elapsed:.3f} s")
+    assert "1000 ms" in message
+    assert "request.timeout_ms" in message
+    assert 0.9 <= elapsed < 5
+    assert len(fake.requests) == 1
+
+
+def test_refused_connection_names_the_base_url(spawn):
+    base_url = f"http://127.0.0.1:{closed_port()}/v1"
+    server = spawn(env={"OPENAI_BASE_URL": base_url})
+    server.initialize()
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert f"cannot connect to {base_url}" in message
+    assert "openai.base_url" in message
+
+
+@pytest.mark.parametrize("rst", [False, True], ids=["fin", "rst"])
+def test_dropped_stream_is_retried_and_the_retry_answers(server, fake, rst):
+    fake.enqueue(Reply(drop_after_events=3, drop_with_rst=rst), weather_reply())
+    assert answer_of(server.call("answer", {"query": "q"}))["used_search"] is True
+    assert len(fake.requests) == 2
+
+
+def test_dropped_stream_is_reported_when_the_retries_run_out(running, fake):
+    fake.enqueue(*[Reply(drop_after_events=3)] * 3)
+    server = running(config=TIGHT)
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert "dropped" in message
+    assert "after 2 retries" in message
+    assert fake.base_url in message
+    assert len(fake.requests) == 3
+
+
+def test_malformed_event_is_reported_naming_the_endpoint(server, fake):
+    fake.enqueue(Reply(malformed_after_events=4))
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert "malformed" in message
+    assert fake.base_url in message
+
+
+@pytest.mark.parametrize(
+    "stream_error",
+    [
+        {"event": "error"},
+        {"event": "error", "shape": "flat"},
+        {"event": "response.failed"},
+    ],
+    ids=["error-nested", "error-flat", "response-failed"],
+)
+def test_error_event_in_the_stream_is_reported_with_the_apis_message(server, fake, stream_error):
+    spec = {**stream_error, "code": "invalid_prompt", "message": "Invalid prompt: flagged."}
+    fake.enqueue(Reply(stream_error=spec))
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert "Invalid prompt: flagged." in message
+    assert len(fake.requests) == 1
+
+
+def test_server_error_event_in_the_stream_is_retried(server, fake):
+    fake.enqueue(Reply(stream_error={"code": "server_error"}), Reply())
+    assert answer_of(server.call("answer", {"query": "q"}))["used_search"] is False
+    assert len(fake.requests) == 2
+
+
+def test_error_data_has_only_the_message_without_debug(server, fake):
+    fake.enqueue(Reply(status=401))
+    reply = server.call("answer", {"query": "q"})
+    failure_of(reply)
+    assert set(reply["error"]["data"]) == {"message"}
+
+
+def test_error_data_adds_status_type_and_name_with_debug(running, fake):
+    fake.enqueue(Reply(status=401))
+    server = running("--stdio", "--debug")
+    reply = server.call("answer", {"query": "q"})
+    failure_of(reply)
+    data = reply["error"]["data"]
+    assert str(data["status"]) == "401"
+    assert data["type"] == "invalid_request_error"
+    assert data["name"] == "AuthenticationError"
+
+
+def test_api_key_never_appears_in_any_output(spawn, fake):
+    echoed = f"Incorrect API key provided: {TEST_KEY}. You can find your API key at ..."
+    fake.enqueue(Reply(status=401, error_message=echoed), weather_reply())
+    server = start(spawn, fake, "--stdio", "--debug")
+    failure_of(server.call("answer", {"query": "q"}))
+    answer_of(server.call("answer", {"query": "q"}))
+    server.close_stdin()
+    assert server.wait() == 0
+    everything = bytes(server.reader.raw).decode() + server.stderr
+    assert TEST_KEY not in everything
+    assert TEST_KEY[-12:] not in everything
+
+
+def test_debug_log_has_the_request_summary_but_never_the_query(running, fake):
+    server = running("--stdio", "--debug")
+    answer_of(server.call("answer", {"query": "a particular question about zebra crossings"}))
+    wait_until(lambda: "queryLen=43" in server.stderr, what="debug line for the call")
+    assert "profile=answer model=gpt-5.2" in server.stderr
+    assert "request summary" in server.stderr
+    assert "zebra" not in server.stderr
+
+
+# ============================================================================================
+# Retry timing
+# ============================================================================================
+
+
+def test_retry_waits_as_long_as_retry_after_ms_asks(server, fake):
+    """600 ms is longer than the first exponential backoff (at most 500 ms) would be."""
+    fake.enqueue(Reply(status=429, headers={"retry-after-ms": "600"}), Reply())
+    answer_of(server.call("answer", {"query": "q"}))
+    first, second = fake.requests
+    gap = second.received_at - first.finished_at
+    print(f"retry gap {gap * 1000:.0f} ms (asked 600 ms)")
+    assert 0.6 <= gap < 2.0
+
+
+# ============================================================================================
+# Cancellation
+# ============================================================================================
+
+
+def cancel(server: Server, request_id) -> float:
+    """Writes notifications/cancelled; returns time.monotonic() right after the write."""
+    server.send(
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": request_id, "reason": "user hit stop"},
+        }
+    )
+    return time.monotonic()
+
+
+def stalled_call(server: Server, fake) -> str:
+    """Starts a call whose stream goes silent; returns its id once the fake is stalling."""
+    fake.enqueue(Reply(stall_after_events=3))
+    request_id = new_id()
+    send_call(server, request_id)
+    (rec,) = fake.wait_for_requests(1)
+    wait_until(lambda: rec.events_sent >= 3, what="stream stalled")
+    time.sleep(0.05)  # the worker is now blocked reading the silent stream
+    return request_id
+
+
+def test_cancel_closes_the_upstream_connection_at_once(server, fake):
+    request_id = stalled_call(server, fake)
+    written = cancel(server, request_id)
+    closed = fake.wait_for_disconnect(0, timeout=2)
+    print(f"upstream closed {(closed - written) * 1000:.2f} ms after the cancel was written")
+    assert closed - written < 0.05
+
+
+def test_cancelled_call_gets_no_reply_and_is_not_retried(server, fake):
+    request_id = stalled_call(server, fake)
+    cancel(server, request_id)
+    fake.wait_for_disconnect(0, timeout=2)
+    assert server.nothing_within(0.5)
+    assert server.request("ping")["result"] == {}  # still serving
+    assert not sent_reply_for(server, request_id)
+    assert len(fake.requests) == 1
+
+
+def test_cancel_during_the_retry_wait_ends_it(spawn, fake):
+    fake.enqueue(Reply(status=429, headers={"retry-after-ms": "30000"}))
+    server = start(spawn, fake)
+    send_call(server, "waiting", _meta={"progressToken": "w"})
+    server.recv_until(
+        lambda msg: (
+            msg.get("method") == "notifications/progress"
+            and "retr" in msg["params"].get("message", "")
+        )
+    )
+    written = cancel(server, "waiting")
+    server.close_stdin()  # the server exits once no call is left running
+    assert server.wait(timeout=5) == 0
+    print(f"server exited {time.monotonic() - written:.3f} s after the cancel")
+    assert len(fake.requests) == 1
+    assert not sent_reply_for(server, "waiting")
+
+
+# ============================================================================================
+# Progress
+# ============================================================================================
+
+
+def test_progress_notifications_follow_the_stream_and_stop_at_the_result(server, fake):
+    fake.enqueue(weather_reply(event_delay=0.06))
+    reply, before = call_collecting(server, _meta={"progressToken": "tok"})
+    answer_of(reply)
+    notices = progress_of(before, "tok")
+    print([n["message"] for n in notices])
+    assert len(notices) >= 2
+    values = [n["progress"] for n in notices]
+    assert values == sorted(set(values))
+    messages = [n["message"] for n in notices]
+    assert "searching the web" in messages
+    assert "writing the answer" in messages
+    assert server.nothing_within(0.5)  # no progress after the result
+
+
+def test_no_progress_without_a_progress_token(server, fake):
+    fake.enqueue(weather_reply(event_delay=0.02))
+    reply, before = call_collecting(server)
+    answer_of(reply)
+    assert not any(msg.get("method") == "notifications/progress" for msg in before)
+
+
+def test_heartbeat_progress_keeps_a_silent_call_alive(spawn, fake):
+    fake.enqueue(Reply(stall_after_events=2, stall_seconds=2.0))
+    server = start(spawn, fake, config="server: {progress_interval_s: 1}\n")
+    reply, before = call_collecting(server, _meta={"progressToken": 5})
+    answer_of(reply)
+    notices = progress_of(before, 5)
+    print([n["message"] for n in notices])
+    assert any("still working" in n["message"] for n in notices)
+    values = [n["progress"] for n in notices]
+    assert values == sorted(set(values))
+
+
+# ============================================================================================
+# Concurrency and the shared client
+# ============================================================================================
+
+
+def test_twenty_concurrent_calls_each_get_their_own_answer(server, fake):
+    fake.enqueue(*[Reply(text=f"answer number {n}", event_delay=0.01) for n in range(20)])
+    ids = {new_id(): f"question {n}" for n in range(20)}
+    for request_id, query in ids.items():
+        send_call(server, request_id, query)
+    replies = {}
+    while len(replies) < len(ids):
+        msg = server.recv(timeout=15)
+        if msg.get("id") in ids:
+            replies[msg["id"]] = msg
+    # Replies are handed out in arrival order, so look up which text each query was given.
+    text_for = {rec.body["input"].split("\n")[0]: rec.reply.text for rec in fake.requests}
+    for request_id, query in ids.items():
+        assert answer_of(replies[request_id])["answer"] == text_for[query]
+    spans = [(rec.received_at, rec.finished_at) for rec in fake.requests]
+    overlap = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
+    print(f"{overlap} of 20 requests in flight at once")
+    assert overlap > 1
+
+
+def test_sequential_calls_reuse_one_connection(spawn, fake):
+    server = start(spawn, fake)
+    for _ in range(3):
+        answer_of(server.call("answer", {"query": "q"}))
+    assert len(fake.requests) == 3
+    assert fake.connections_opened == 1
+    assert len({rec.connection_id for rec in fake.requests}) == 1
+
+
+# ============================================================================================
+# --ask, the one-shot command
+# ============================================================================================
+
+
+def test_ask_prints_the_answer_json(tmp_path, fake):
+    fake.enqueue(weather_reply())
+    done = run_cli(tmp_path, "--ask", "Tokyo weather?", env={"OPENAI_BASE_URL": fake.base_url})
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert printed["used_search"] is True
+    assert printed["citations"]
+    assert printed["_meta"]["response_id"].startswith("resp_")
+    assert TEST_KEY not in done.stdout + done.stderr
+
+
+def test_ask_failure_goes_to_stderr_with_exit_status_1(tmp_path, fake):
+    fake.enqueue(Reply(status=401))
+    done = run_cli(tmp_path, "--ask", "q", env={"OPENAI_BASE_URL": fake.base_url})
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.startswith("answer failed: ")
+    assert "OPENAI_API_KEY" in done.stderr
+
+
+def test_ask_tool_uses_that_tools_profile(tmp_path, fake):
+    config = tmp_path / "c.yaml"
+    config.write_text(PROFILES, encoding="utf-8")
+    done = run_cli(
+        tmp_path,
+        "--ask", "q", "--tool", "answer_quick", "--config", str(config),
+        env={"OPENAI_BASE_URL": fake.base_url},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert fake.requests[0].body["model"] == "gpt-4.1-mini"
+
+
+# ============================================================================================
+# Networks: a proxy and a private CA. httpx2 (the SDK's HTTP client) reads HTTP_PROXY,
+# HTTPS_PROXY, ALL_PROXY and NO_PROXY through urllib, and SSL_CERT_FILE / SSL_CERT_DIR.
+# ============================================================================================
+
+
+def proxied(proxy: ForwardProxy, **extra: str) -> dict:
+    """Both spellings: urllib lets a lower-case variable win, even an empty one."""
+    env = {"NO_PROXY": "", "no_proxy": "", "ALL_PROXY": "", "all_proxy": ""}
+    for name in ("HTTP_PROXY", "HTTPS_PROXY"):
+        env[name] = env[name.lower()] = proxy.url
+    return {**env, **extra}
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory):
+    if not openssl_available():
+        pytest.skip("the openssl command is not installed")
+    return make_tls_material(str(tmp_path_factory.mktemp("tls")))
+
+
+@pytest.fixture
+def tls_fake(tls):
+    with FakeResponsesAPI(tls=tls.server_pair) as api:
+        yield api
+
+
+def test_calls_go_through_the_http_proxy(spawn, fake):
+    with ForwardProxy() as proxy:
+        server = start(spawn, fake, env=proxied(proxy))
+        assert answer_of(server.call("answer", {"query": "q"}))["used_search"] is False
+    assert f"POST {fake.base_url}/responses" in proxy.seen
+    assert len(fake.requests) == 1
+
+
+def test_https_calls_tunnel_through_the_proxy(spawn, tls, tls_fake):
+    with ForwardProxy() as proxy:
+        server = start(spawn, tls_fake, env=proxied(proxy, SSL_CERT_FILE=tls.ca_cert))
+        assert answer_of(server.call("answer", {"query": "q"}))["used_search"] is False
+    assert f"CONNECT 127.0.0.1:{tls_fake.port}" in proxy.seen
+    assert len(tls_fake.requests) == 1
+
+
+def test_private_ca_from_ssl_cert_file_is_trusted(spawn, tls, tls_fake):
+    tls_fake.enqueue(weather_reply())
+    server = start(spawn, tls_fake, env={"SSL_CERT_FILE": tls.ca_cert})
+    assert answer_of(server.call("answer", {"query": "q"}))["used_search"] is True
+    assert tls_fake.base_url.startswith("https://")
+
+
+def test_untrusted_certificate_fails_naming_the_tls_problem_and_ssl_cert_file(spawn, tls_fake):
+    server = start(spawn, tls_fake)
+    message = failure_of(server.call("answer", {"query": "q"}))
+    print(message)
+    assert tls_fake.base_url in message
+    assert "certificate" in message.lower()
+    assert "SSL_CERT_FILE" in message
+    assert tls_fake.requests == []
