@@ -589,6 +589,53 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("server", "progress_interval_s"): Setting(
         10, "int", low=1, high=600, doc="heartbeat progress during a long call, in seconds"
     ),
+    # -- HTTP transport (--http) -------------------------------------------------------------------
+    ("server", "http", "token"): Setting(
+        None, "str", env="MCP_HTTP_TOKEN", doc="bearer token every HTTP request must carry"
+    ),
+    ("server", "http", "allow_insecure"): Setting(
+        False, "bool", doc="allow a non-loopback address without a token (behind an auth proxy)"
+    ),
+    ("server", "http", "stateless"): Setting(
+        False,
+        "bool",
+        env="MCP_HTTP_STATELESS",
+        doc="no sessions: any instance answers any request (load balancing)",
+    ),
+    ("server", "http", "allowed_origins"): Setting(
+        [], "strings", doc="browser Origins allowed besides localhost ones, or '*'"
+    ),
+    ("server", "http", "allowed_hosts"): Setting(
+        [], "strings", doc="Host names served besides localhost and the bound address, or '*'"
+    ),
+    ("server", "http", "max_sessions"): Setting(
+        100, "int", low=1, high=100_000, doc="most open sessions (initialize or GET /sse)"
+    ),
+    ("server", "http", "max_calls"): Setting(
+        64, "int", low=1, high=100_000, doc="most tool calls in flight on the server"
+    ),
+    ("server", "http", "max_calls_per_session"): Setting(
+        8, "int", low=1, high=10_000, doc="most tool calls in flight in one session"
+    ),
+    ("server", "http", "session_idle_s"): Setting(
+        1800, "int", low=1, high=604_800, doc="an idle session ends after this many seconds"
+    ),
+    ("server", "http", "header_timeout_s"): Setting(
+        10,
+        "int",
+        low=1,
+        high=600,
+        doc="seconds to send a request's headers and body; idle keep-alive connections close too",
+    ),
+    ("server", "http", "keepalive_s"): Setting(
+        15, "int", low=1, high=600, doc="SSE keep-alive comment after this many quiet seconds"
+    ),
+    ("server", "http", "lameduck_s"): Setting(
+        5, "int", low=0, high=600, doc="after SIGTERM, /healthz answers 503 this long first"
+    ),
+    ("server", "http", "drain_s"): Setting(
+        30, "int", low=0, high=3600, doc="then in-flight calls get this long to finish"
+    ),
 }
 
 
@@ -693,11 +740,16 @@ class Config:
         }
 
     def describe(self) -> dict:
-        """What --show-config prints."""
+        """What --show-config prints (the HTTP token masked)."""
+        import copy
+
+        values = copy.deepcopy(self.values)
+        if values["server"]["http"]["token"]:
+            values["server"]["http"]["token"] = "***"
         return {
             "version": __version__,
             "config_file": self.path,
-            "config": self.values,
+            "config": values,
             "profiles": {tool: self.profile(tool) for tool in TOOL_NAMES},
             "sources": {".".join(path): where for path, where in sorted(self.sources.items())},
         }
@@ -775,6 +827,9 @@ def load_config(cli: dict, env: dict | None = None) -> Config:
     if cli.get("model"):
         _set_path(cli_tree, ("model_profiles", "answer", "model"), cli["model"])
         cli_sources[("model_profiles", "answer", "model")] = "flag --model"
+    for key_path, (value, flag) in cli.get("settings", {}).items():
+        _set_path(cli_tree, key_path, value)
+        cli_sources[key_path] = f"flag {flag}"
 
     values = deep_merge(deep_merge(deep_merge(_nested_defaults(), yaml_tree), env_tree), cli_tree)
     sources = {path: "default" for path in _flatten(_nested_defaults())}
@@ -818,9 +873,9 @@ def _validate(values: dict, sources: dict) -> None:
             setting.check(value)
         except ValueError:
             where = sources.get(path, "default")
+            shown = '"***"' if path[-1] == "token" else json.dumps(value, ensure_ascii=False)
             raise ConfigError(
-                f"{'.'.join(path)} = {json.dumps(value, ensure_ascii=False)} "
-                f"(from {where}) must be {setting.allowed()}"
+                f"{'.'.join(path)} = {shown} (from {where}) must be {setting.allowed()}"
             ) from None
     _check_timezone(values["policy"]["timezone"], sources[("policy", "timezone")])
 
