@@ -2679,10 +2679,11 @@ class HttpApp:
             info = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         except socket.gaierror as exc:
             raise ConfigError(f"--http: cannot resolve {host!r}: {exc.strerror}") from None
+        info.sort(key=lambda entry: entry[0] != socket.AF_INET)  # "localhost": prefer IPv4
         self.family, address = info[0][0], info[0][4][0]
         ip = ipaddress.ip_address(address.partition("%")[0])
         self.loopback, wildcard = ip.is_loopback, ip.is_unspecified
-        hosts = [h.lower() for h in settings["allowed_hosts"]]
+        hosts = [_host_name(name) for name in settings["allowed_hosts"]]  # ports do not matter
         self.hosts = LOOPBACK_NAMES | set(hosts) | ({host.lower(), address} - {"0.0.0.0", "::"})
         self.any_host = "*" in hosts or (wildcard and not hosts)
         self.origins = {o.lower().rstrip("/") for o in settings["allowed_origins"]}
@@ -2691,9 +2692,9 @@ class HttpApp:
     def _check(self, host: str) -> None:
         """Start-up refusals (exit 2): an open address without a token, a weak token."""
         token = self.token
-        if token is not None and (len(token) < 16 or not token.isprintable() or " " in token):
+        if token is not None and not re.fullmatch(r"[!-~]{16,}", token):
             raise ConfigError(
-                "server.http.token must be at least 16 printable characters without spaces; "
+                "server.http.token must be at least 16 printable ASCII characters, no spaces; "
                 "make one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
             )
         if not self.loopback and not token and not self.settings["allow_insecure"]:
@@ -2760,6 +2761,10 @@ class HttpApp:
                 "retry shortly",
                 {"Retry-After": "1"},
             )
+
+    def count_stream(self, change: int) -> None:
+        with self._lock:
+            self.streams += change
 
     def all_sessions(self) -> list[HttpSession]:
         with self._lock:
@@ -2845,7 +2850,7 @@ class HttpHandler:
             pass
 
     def log_request(self, code="-", size="-") -> None:
-        path = self.path.partition("?")[0]  # the query may hold a session id
+        path = getattr(self, "path", "").partition("?")[0]  # the query may hold a session id
         self.app.log.debug("http", f"{self.command} {path} -> {code}")
 
     def log_message(self, format, *args) -> None:
@@ -2857,10 +2862,18 @@ class HttpHandler:
         text = message or self.responses.get(code, ("error",))[0]
         self._send_json(code, {"error": text}, {"Connection": "close"})
 
+    def _answering(self, status: int) -> None:
+        self._phase = "answered"
+        self.app.unwatch(self)
+        sent = getattr(self, "headers", None)
+        length = sent.get("Content-Length", "0").strip() if sent is not None else "0"
+        if self._body is None and length not in ("", "0"):
+            self.close_connection = True  # its body was never read
+        self.send_response(status)
+
     def _send_json(self, status: int, body: dict, headers: dict | None = None) -> None:
         data = encode_message(body)
-        self._phase = "answered"
-        self.send_response(status)
+        self._answering(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self._end_headers(headers)
@@ -2868,8 +2881,7 @@ class HttpHandler:
             self.wfile.write(data)
 
     def _send_empty(self, status: int, headers: dict | None = None) -> None:
-        self._phase = "answered"
-        self.send_response(status)
+        self._answering(status)
         self.send_header("Content-Length", "0")
         self._end_headers(headers)
 
@@ -2883,9 +2895,8 @@ class HttpHandler:
     # -- SSE ------------------------------------------------------------------------------------
 
     def _start_events(self, headers: dict | None = None) -> None:
-        self._phase = "answered"
         self._chunked = self.request_version != "HTTP/1.0"
-        self.send_response(200)
+        self._answering(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("X-Accel-Buffering", "no")  # nginx: pass each event on at once
@@ -2959,13 +2970,19 @@ class HttpHandler:
                 route = None
             if route is None:
                 raise self._no_route(path)
-            if self.command != "POST":
-                self.app.unwatch(self)
             route(self)
         except HttpError as exc:
             self._refuse(exc)
-        except (OSError, ValueError):  # the client went away while we wrote
+        except (OSError, ValueError) as exc:  # the client went away while we wrote
+            self.app.log.debug("http", f"connection dropped: {type(exc).__name__}: {exc}")
             self.close_connection = True
+        except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
+            self.app.log.warn(
+                f"internal error in {self.command} {path}: {type(exc).__name__}: {exc}"
+            )
+            if self._phase != "answered":
+                self.close_connection = True
+                self._send_json(500, {"error": "internal error; run with --debug and report it"})
 
     def _no_route(self, path: str) -> HttpError:
         allowed = _ALLOWED.get(path)
@@ -3174,8 +3191,9 @@ class HttpHandler:
                 self._answer(hs, message, json_ok, sse_ok)
             else:
                 self.app.dispatcher.handle(message, hs.session)
-                if message.get("method") == "notifications/cancelled":
-                    hs.router.end((message.get("params") or {}).get("requestId"))
+                params = message.get("params")
+                if message.get("method") == "notifications/cancelled" and isinstance(params, dict):
+                    hs.router.end(params.get("requestId"))  # its POST ends with nothing more
                 self._send_empty(202)
         finally:
             hs.touch()
@@ -3183,7 +3201,8 @@ class HttpHandler:
 
     def _answer(self, hs: HttpSession, message: dict, json_ok: bool, sse_ok: bool) -> None:
         app, request_id, method = self.app, message["id"], message["method"]
-        meta = (message.get("params") or {}).get("_meta") if method == "tools/call" else None
+        params = message.get("params")
+        meta = params.get("_meta") if method == "tools/call" and isinstance(params, dict) else None
         token = meta.get("progressToken") if isinstance(meta, dict) else None
         token = token if _valid_id(token) else None
         box = hs.router.open(request_id, token) if _valid_id(request_id) else None
@@ -3196,7 +3215,6 @@ class HttpHandler:
                 reply = app.dispatcher.handle(message, hs.session)
             if reply is not None:
                 return self._reply(hs, method, reply, json_ok)
-            app.unwatch(self)
             if sse_ok and (token is not None or not json_ok):
                 self._start_events()
                 self._pump(box, until_reply=True)
@@ -3243,14 +3261,14 @@ class HttpHandler:
     def get_sse(self) -> None:
         app = self.app
         hs = app.new_session(legacy=True)
-        app.streams += 1
+        app.count_stream(+1)
         try:
             self._start_events()
             # Relative, so it resolves against whatever URL (proxy included) reached /sse.
             self._event("endpoint", f"{MESSAGES_PATH}?sessionId={hs.id}".encode())
             self._pump(hs.stream, until_reply=False)
         finally:
-            app.streams -= 1
+            app.count_stream(-1)
             app.sessions.end(hs)  # closing the stream ends the session and cancels its calls
 
     def post_messages(self) -> None:
@@ -3376,7 +3394,10 @@ def _shut_down(app: HttpApp, server, log: Log, hurry: threading.Event) -> int:
     """Lame duck (healthz 503), stop accepting, let calls finish up to drain_s, then exit."""
     lameduck, drain = app.settings["lameduck_s"], app.settings["drain_s"]
     app.draining = True
-    log.warn(f"stopping: /healthz answers 503 for {lameduck} s, then calls get {drain} s")
+    log.warn(
+        f"stopping: /healthz answers 503 for {lameduck} s, then calls get {drain} s "
+        "(signal again to stop now)"
+    )
     hurry.wait(lameduck)
     server.shutdown()
     server.server_close()

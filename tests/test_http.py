@@ -372,6 +372,8 @@ def test_notifications_cancelled_cancels_the_call_and_ends_its_post(serve, fake)
     session = open_session(server.port)
     pending = in_background(post, server.port, rpc("tools/call", call_params(), id=21), session)
     fake.wait_for_requests(1)
+    odd = notification("notifications/cancelled", [21])  # not an object: ignored
+    assert post(server.port, odd, session).status == 202
     cancel = notification("notifications/cancelled", {"requestId": 21, "reason": "user"})
     assert post(server.port, cancel, session).status == 202
     fake.wait_for_disconnect(0)
@@ -545,8 +547,8 @@ def test_a_foreign_host_header_gets_421(serve):
 
 
 def test_configured_host_names_are_served(serve):
-    server = serve(config=http_config(allowed_hosts=["mcp.internal"]))
-    headers = {"Host": "mcp.internal"}
+    server = serve(config=http_config(allowed_hosts=["mcp.internal:8443"]))
+    headers = {"Host": "mcp.internal"}  # ports are not compared
     assert request(server.port, "GET", "/healthz", headers=headers).status == 200
 
 
@@ -983,3 +985,8 @@ def test_shared_invalid_params(ask):
 def test_shared_unknown_tool(ask):
     error = ask("tools/call", {"name": "nope", "arguments": {"query": "q"}})["error"]
     assert error["code"] == -32601 and "available tools: answer" in error["message"]
+
+
+def test_shared_params_must_be_an_object(ask):
+    error = ask("tools/call", ["answer", {"query": "q"}])["error"]
+    assert error["code"] == -32602 and "'params' must be an object" in error["message"]
