@@ -15,7 +15,8 @@ The module reads top to bottom in the order data flows through it:
 3. Answer engine   the OpenAI call (streaming, retries, cancellation) and the answer's shape
 4. Tools           the three tools' schemas and argument checks
 5. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation
-6. Transports      stdio framing (Content-Length and newline-delimited JSON)
+6. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
+                   (Streamable HTTP at /mcp, legacy SSE at /sse) with --http
 7. CLI             flags, --show-config, --ask, main()
 
 Only the standard library is imported at start-up; ``openai`` is imported when the first call
@@ -569,6 +570,53 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("server", "progress_interval_s"): Setting(
         10, "int", low=1, high=600, doc="heartbeat progress during a long call, in seconds"
     ),
+    # -- HTTP transport (--http) -------------------------------------------------------------------
+    ("server", "http", "token"): Setting(
+        None, "str", env="MCP_HTTP_TOKEN", doc="bearer token every HTTP request must carry"
+    ),
+    ("server", "http", "allow_insecure"): Setting(
+        False, "bool", doc="allow a non-loopback address without a token (behind an auth proxy)"
+    ),
+    ("server", "http", "stateless"): Setting(
+        False,
+        "bool",
+        env="MCP_HTTP_STATELESS",
+        doc="no sessions: any instance answers any request (load balancing)",
+    ),
+    ("server", "http", "allowed_origins"): Setting(
+        [], "strings", doc="browser Origins allowed besides localhost ones, or '*'"
+    ),
+    ("server", "http", "allowed_hosts"): Setting(
+        [], "strings", doc="Host names served besides localhost and the bound address, or '*'"
+    ),
+    ("server", "http", "max_sessions"): Setting(
+        100, "int", low=1, high=100_000, doc="most open sessions (initialize or GET /sse)"
+    ),
+    ("server", "http", "max_calls"): Setting(
+        64, "int", low=1, high=100_000, doc="most tool calls in flight on the server"
+    ),
+    ("server", "http", "max_calls_per_session"): Setting(
+        8, "int", low=1, high=10_000, doc="most tool calls in flight in one session"
+    ),
+    ("server", "http", "session_idle_s"): Setting(
+        1800, "int", low=1, high=604_800, doc="an idle session ends after this many seconds"
+    ),
+    ("server", "http", "header_timeout_s"): Setting(
+        10,
+        "int",
+        low=1,
+        high=600,
+        doc="seconds to send a request's headers and body; idle keep-alive connections close too",
+    ),
+    ("server", "http", "keepalive_s"): Setting(
+        15, "int", low=1, high=600, doc="SSE keep-alive comment after this many quiet seconds"
+    ),
+    ("server", "http", "lameduck_s"): Setting(
+        5, "int", low=0, high=600, doc="after SIGTERM, /healthz answers 503 this long first"
+    ),
+    ("server", "http", "drain_s"): Setting(
+        30, "int", low=0, high=3600, doc="then in-flight calls get this long to finish"
+    ),
 }
 
 
@@ -674,11 +722,16 @@ class Config:
         }
 
     def describe(self) -> dict:
-        """What --show-config prints."""
+        """What --show-config prints (the HTTP token masked)."""
+        import copy
+
+        values = copy.deepcopy(self.values)
+        if values["server"]["http"]["token"]:
+            values["server"]["http"]["token"] = "***"
         return {
             "version": __version__,
             "config_file": self.path,
-            "config": self.values,
+            "config": values,
             "profiles": {tool: self.profile(tool) for tool in TOOL_NAMES},
             "sources": {".".join(path): where for path, where in sorted(self.sources.items())},
         }
@@ -785,6 +838,9 @@ def load_config(cli: dict, env: dict | None = None) -> Config:
     if cli.get("model"):
         _set_path(cli_tree, ("model_profiles", "answer", "model"), cli["model"])
         cli_sources[("model_profiles", "answer", "model")] = "flag --model"
+    for key_path, (value, flag) in cli.get("settings", {}).items():
+        _set_path(cli_tree, key_path, value)
+        cli_sources[key_path] = f"flag {flag}"
 
     values = deep_merge(deep_merge(deep_merge(_nested_defaults(), yaml_tree), env_tree), cli_tree)
     sources = {path: "default" for path in _flatten(_nested_defaults())}
@@ -828,9 +884,9 @@ def _validate(values: dict, sources: dict) -> None:
             setting.check(value)
         except ValueError:
             where = sources.get(path, "default")
+            shown = '"***"' if path[-1] == "token" else json.dumps(value, ensure_ascii=False)
             raise ConfigError(
-                f"{'.'.join(path)} = {json.dumps(value, ensure_ascii=False)} "
-                f"(from {where}) must be {setting.allowed()}"
+                f"{'.'.join(path)} = {shown} (from {where}) must be {setting.allowed()}"
             ) from None
     _check_timezone(values["policy"]["timezone"], sources[("policy", "timezone")])
 
@@ -2435,12 +2491,989 @@ def _handle_frame(frame: Frame, dispatcher, session, writer, log) -> dict | None
     return dispatcher.handle(message, session)
 
 
+# -- HTTP: Streamable HTTP, the legacy HTTP+SSE transport, /healthz ----------------------------
+# `--http` serves the same Dispatcher from one http.server.ThreadingHTTPServer (one thread per
+# connection). Streamable HTTP (MCP 2025-03-26 and later) is POST/DELETE on /mcp; the
+# 2024-11-05 transport is GET /sse plus POST /messages. Results and progress leave worker
+# threads through Session.send; a Router hands each to the response waiting for that request.
+# http.server and friends are imported only when --http is used.
+
+MCP_PATH, SSE_PATH, MESSAGES_PATH, HEALTH_PATH = "/mcp", "/sse", "/messages", "/healthz"
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+HTTP_REFUSED = -32000  # JSON-RPC error code of refusals made by the HTTP layer
+DEFAULT_HTTP_VERSION = "2025-03-26"  # what a request without MCP-Protocol-Version speaks
+_END = object()  # an Outbox's "nothing more will come"
+_POLL_S = 0.25  # how often a waiting response looks for a hung-up client
+
+
+class HttpError(Exception):
+    """A refusal: an HTTP status, one line saying what to do, and any extra headers."""
+
+    def __init__(self, status: int, message: str, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+class Outbox:
+    """The messages one open response still has to write, in order; _END closes it."""
+
+    def __init__(self):
+        self._items: list = []
+        self._ready = threading.Condition()
+
+    def put(self, item) -> None:
+        with self._ready:
+            self._items.append(item)
+            self._ready.notify()
+
+    def get(self, timeout: float):
+        """The next item, or None if none came within `timeout` seconds."""
+        with self._ready:
+            if not self._ready.wait_for(lambda: self._items, timeout):
+                return None
+            return self._items.pop(0)
+
+
+class Router:
+    """A Streamable HTTP session's outlet: each result or progress notice goes to the POST
+    waiting for it (results by request id, progress by progressToken).
+
+    A message nobody waits for any more is dropped: a client that hangs up has not cancelled
+    (seed 001 §6.1), so its call still runs to the end, but its answer has nowhere to go.
+    """
+
+    def __init__(self, log: Log):
+        self._log = log
+        self._boxes: dict = {}  # request id -> (Outbox, progress token)
+        self._tokens: dict = {}  # progress token -> request id
+        self._lock = threading.Lock()
+
+    def open(self, request_id, token) -> Outbox | None:
+        """A new Outbox for this request, or None if the id is already waited for."""
+        with self._lock:
+            if request_id in self._boxes:
+                return None
+            box = Outbox()
+            self._boxes[request_id] = (box, token)
+            if token is not None:
+                self._tokens.setdefault(token, request_id)
+            return box
+
+    def close(self, request_id, box: Outbox) -> None:
+        with self._lock:
+            entry = self._boxes.get(request_id)
+            if entry is None or entry[0] is not box:
+                return
+            del self._boxes[request_id]
+            if self._tokens.get(entry[1]) == request_id:
+                del self._tokens[entry[1]]
+
+    def end(self, request_id) -> None:
+        """The call was cancelled: its response ends with nothing more."""
+        with self._lock:
+            entry = self._boxes.get(request_id)
+        if entry is not None:
+            entry[0].put(_END)
+
+    def end_all(self) -> None:
+        with self._lock:
+            boxes = [box for box, _ in self._boxes.values()]
+        for box in boxes:
+            box.put(_END)
+
+    def waiting(self) -> int:
+        with self._lock:
+            return len(self._boxes)
+
+    def send(self, message: dict) -> None:
+        with self._lock:
+            if "method" in message:
+                token = (message.get("params") or {}).get("progressToken")
+                request_id = self._tokens.get(token)
+            else:
+                request_id = message.get("id")
+            entry = self._boxes.get(request_id)
+        if entry is None:
+            self._log.debug("http", f"dropped a message for {_describe(request_id)}: client gone")
+            return
+        entry[0].put(message)
+
+
+class HttpSession:
+    """One client over HTTP: the dispatcher's Session and where its messages go.
+
+    Streamable HTTP sessions route through a Router; a legacy SSE session sends everything down
+    its one GET /sse stream. Stateless mode makes a throwaway one per POST (id None).
+    """
+
+    def __init__(self, session_id: str | None, log: Log, legacy: bool = False):
+        self.id = session_id
+        self.legacy = legacy
+        self.stream = Outbox() if legacy else None
+        self.router = None if legacy else Router(log)
+        self.session = Session(self.stream.put if legacy else self.router.send)
+        self.last_used = time.monotonic()
+
+    def touch(self) -> None:
+        self.last_used = time.monotonic()
+
+    def busy(self) -> bool:
+        waiting = self.router.waiting() if self.router else 0
+        return self.legacy or waiting > 0 or self.session.in_flight() > 0
+
+    def end(self) -> None:
+        """Cancels the session's calls and ends every response still waiting on it."""
+        self.session.cancel_all()
+        if self.router is not None:
+            self.router.end_all()
+        else:
+            self.stream.put(_END)
+
+
+class SessionTable:
+    """Open sessions by id (secrets.token_urlsafe: unguessable), with a cap and idle expiry."""
+
+    def __init__(self, limit: int, idle_s: int, log: Log):
+        self._limit, self._idle_s, self._log = limit, idle_s, log
+        self._sessions: dict[str, HttpSession] = {}
+        self._lock = threading.Lock()
+
+    def create(self, legacy: bool = False) -> HttpSession:
+        import secrets
+
+        with self._lock:
+            if len(self._sessions) >= self._limit:
+                raise HttpError(
+                    429,
+                    f"too many open sessions ({self._limit}, server.http.max_sessions); close "
+                    "unused clients, wait for idle ones to expire, or raise the limit",
+                    {"Retry-After": "5"},
+                )
+            hs = HttpSession(secrets.token_urlsafe(32), self._log, legacy)
+            self._sessions[hs.id] = hs
+        return hs
+
+    def get(self, session_id: str, legacy: bool = False) -> HttpSession:
+        with self._lock:
+            hs = self._sessions.get(session_id)
+        if hs is None or hs.legacy != legacy:
+            raise HttpError(
+                404,
+                "session not found: it ended (DELETE, idle for server.http.session_idle_s, or "
+                "a server restart) or never existed; start a new one with initialize",
+            )
+        hs.touch()
+        return hs
+
+    def end(self, hs: HttpSession) -> None:
+        with self._lock:
+            if self._sessions.get(hs.id) is hs:
+                del self._sessions[hs.id]
+        hs.end()
+
+    def all(self) -> list[HttpSession]:
+        with self._lock:
+            return list(self._sessions.values())
+
+    def expire_idle(self) -> None:
+        now = time.monotonic()
+        for hs in self.all():
+            if not hs.busy() and now - hs.last_used > self._idle_s:
+                self._log.debug("http", f"session idle for {self._idle_s} s: ended")
+                self.end(hs)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """`[HOST:]PORT` (HOST may be [IPv6]) as (host, port); raises ValueError."""
+    host, _, port = text.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or int(port) > 65535:
+        raise ValueError(text)
+    return host, int(port)
+
+
+def _host_name(value: str) -> str:
+    """The name in a Host header or an origin's authority, lower-cased, without the port."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:].partition("]")[0]
+    return value.rpartition(":")[0] if value.count(":") == 1 else value
+
+
+class HttpApp:
+    """What every request needs: settings, the dispatcher, sessions, limits, the lifecycle."""
+
+    def __init__(self, dispatcher: Dispatcher, config: Config, log: Log, host: str):
+        import ipaddress
+        import socket
+
+        settings = config.get("server", "http")
+        self.dispatcher, self.log, self.settings = dispatcher, log, settings
+        self.token = settings["token"]
+        self.stateless = settings["stateless"]
+        self.max_body = config.get("server", "max_message_bytes")
+        self.header_timeout = settings["header_timeout_s"]
+        self.sessions = SessionTable(settings["max_sessions"], settings["session_idle_s"], log)
+        self.loose: set[HttpSession] = set()  # stateless sessions whose calls may still run
+        self.calls_lock = threading.Lock()  # makes "under the limit? then start" one step
+        self.draining = False  # SIGTERM: /healthz says 503
+        self.stopping = False  # after the lame-duck delay: no new sessions or calls
+        self.streams = 0  # GET /sse streams open
+        self._deadlines: dict = {}  # handler -> when its request must have arrived
+        self._lock = threading.Lock()
+        try:
+            info = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        except socket.gaierror as exc:
+            raise ConfigError(f"--http: cannot resolve {host!r}: {exc.strerror}") from None
+        info.sort(key=lambda entry: entry[0] != socket.AF_INET)  # "localhost": prefer IPv4
+        self.family, address = info[0][0], info[0][4][0]
+        ip = ipaddress.ip_address(address.partition("%")[0])
+        self.loopback, wildcard = ip.is_loopback, ip.is_unspecified
+        hosts = [_host_name(name) for name in settings["allowed_hosts"]]  # ports do not matter
+        self.hosts = LOOPBACK_NAMES | set(hosts) | ({host.lower(), address} - {"0.0.0.0", "::"})
+        self.any_host = "*" in hosts or (wildcard and not hosts)
+        self.origins = {o.lower().rstrip("/") for o in settings["allowed_origins"]}
+        self._check(host)
+
+    def _check(self, host: str) -> None:
+        """Start-up refusals (exit 2): an open address without a token, a weak token."""
+        token = self.token
+        if token is not None and not re.fullmatch(r"[!-~]{16,}", token):
+            raise ConfigError(
+                "server.http.token must be at least 16 printable ASCII characters, no spaces; "
+                "make one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+            )
+        if not self.loopback and not token and not self.settings["allow_insecure"]:
+            raise ConfigError(
+                f"refusing to serve on {host} without a token: anyone who can reach it could "
+                "spend your OpenAI credit. Set MCP_HTTP_TOKEN (or server.http.token), or pass "
+                "--http-allow-insecure if an authenticating proxy is in front"
+            )
+        for origin in self.origins - {"*"}:
+            if not re.fullmatch(r"https?://[^/\s]+", origin):
+                raise ConfigError(
+                    f"server.http.allowed_origins: {origin!r} is not an origin like "
+                    "https://app.example.com (scheme://host[:port], no path)"
+                )
+
+    # -- requests and limits ---------------------------------------------------------------------
+
+    def origin_allowed(self, origin: str) -> bool:
+        origin = origin.strip().lower()
+        if "*" in self.origins or origin in self.origins:
+            return True
+        scheme, sep, authority = origin.partition("://")
+        return bool(sep) and scheme in ("http", "https") and _host_name(authority) in LOOPBACK_NAMES
+
+    def new_session(self, legacy: bool = False) -> HttpSession:
+        if self.stopping:
+            raise HttpError(
+                503, "the server is shutting down; connect again (another instance will answer)"
+            )
+        if self.stateless:
+            hs = HttpSession(None, self.log)
+            with self._lock:
+                self.loose.add(hs)
+            return hs
+        return self.sessions.create(legacy)
+
+    def release(self, hs: HttpSession) -> None:
+        if hs.id is None and not hs.busy():
+            with self._lock:
+                self.loose.discard(hs)
+
+    def admit_call(self, hs: HttpSession) -> None:
+        """Refuses a new tools/call that would pass a limit (call with calls_lock held)."""
+        if self.stopping:
+            raise HttpError(
+                503,
+                "the server is shutting down and takes no new calls; retry (another instance "
+                "will answer)",
+                {"Retry-After": "1"},
+            )
+        limit = self.settings["max_calls_per_session"]
+        if hs.id is not None and hs.session.in_flight() >= limit:
+            raise HttpError(
+                429,
+                f"too many calls in flight in this session ({limit}, "
+                "server.http.max_calls_per_session); wait for one to finish",
+                {"Retry-After": "1"},
+            )
+        limit = self.settings["max_calls"]
+        if self.in_flight() >= limit:
+            raise HttpError(
+                429,
+                f"too many calls in flight on this server ({limit}, server.http.max_calls); "
+                "retry shortly",
+                {"Retry-After": "1"},
+            )
+
+    def count_stream(self, change: int) -> None:
+        with self._lock:
+            self.streams += change
+
+    def all_sessions(self) -> list[HttpSession]:
+        with self._lock:
+            loose = list(self.loose)
+        return self.sessions.all() + loose
+
+    def in_flight(self) -> int:
+        return sum(hs.session.in_flight() for hs in self.all_sessions())
+
+    def waiting(self) -> int:
+        return sum(hs.router.waiting() for hs in self.all_sessions() if hs.router)
+
+    # -- the watchdog: slow clients, idle sessions -------------------------------------------------
+
+    def watch(self, handler) -> None:
+        with self._lock:
+            self._deadlines[handler] = time.monotonic() + self.header_timeout
+
+    def unwatch(self, handler) -> None:
+        with self._lock:
+            self._deadlines.pop(handler, None)
+
+    def start_watchdog(self) -> None:
+        threading.Thread(target=self._watchdog, name="http-watchdog", daemon=True).start()
+
+    def _watchdog(self) -> None:
+        while True:
+            time.sleep(_POLL_S)
+            now = time.monotonic()
+            with self._lock:
+                late = [h for h, when in self._deadlines.items() if when <= now]
+                for handler in late:
+                    del self._deadlines[handler]
+                self.loose = {hs for hs in self.loose if hs.busy()}
+            for handler in late:
+                handler.too_slow()
+            self.sessions.expire_idle()
+
+
+class HttpHandler:
+    """Request handling, mixed into http.server.BaseHTTPRequestHandler by serve_http()."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = f"{SERVER_NAME}/{__version__}"
+
+    def version_string(self) -> str:
+        return self.server_version  # no Python version in the Server header
+
+    # -- plumbing ----------------------------------------------------------------------------------
+
+    def handle_one_request(self) -> None:
+        self.app: HttpApp = self.server.app
+        self._phase = "idle"  # idle -> request (line read) -> answered
+        self._body: bytes | None = None
+        self._cors: dict = {}
+        self.app.watch(self)  # the request line, headers and body must arrive in time
+        try:
+            super().handle_one_request()
+        finally:
+            self.app.unwatch(self)
+
+    def parse_request(self) -> bool:
+        self._phase = "request"
+        return super().parse_request()
+
+    def too_slow(self) -> None:
+        """Called by the watchdog: the request did not arrive in time, so drop the connection
+        (with a 408 if it had started; an idle keep-alive connection just closes)."""
+        import socket
+
+        if self._phase == "request":
+            why = f"the request did not arrive within {self.app.header_timeout} s"
+            body = encode_message({"error": f"{why} (server.http.header_timeout_s)"})
+            head = "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
+            head += f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            try:
+                self.connection.sendall(head.encode() + body)
+            except OSError:
+                pass
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def log_request(self, code="-", size="-") -> None:
+        path = getattr(self, "path", "").partition("?")[0]  # the query may hold a session id
+        self.app.log.debug("http", f"{self.command} {path} -> {code}")
+
+    def log_message(self, format, *args) -> None:
+        self.app.log.debug("http", format % args)
+
+    def send_error(self, code, message=None, explain=None) -> None:
+        """http.server's own refusals (bad request line, headers too large) as JSON."""
+        self.close_connection = True
+        text = message or self.responses.get(code, ("error",))[0]
+        self._send_json(code, {"error": text}, {"Connection": "close"})
+
+    def _answering(self, status: int) -> None:
+        self._phase = "answered"
+        self.app.unwatch(self)
+        sent = getattr(self, "headers", None)
+        length = sent.get("Content-Length", "0").strip() if sent is not None else "0"
+        if self._body is None and length not in ("", "0"):
+            self.close_connection = True  # its body was never read
+        self.send_response(status)
+
+    def _send_json(self, status: int, body: dict, headers: dict | None = None) -> None:
+        data = encode_message(body)
+        self._answering(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self._end_headers(headers)
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _send_empty(self, status: int, headers: dict | None = None) -> None:
+        self._answering(status)
+        self.send_header("Content-Length", "0")
+        self._end_headers(headers)
+
+    def _end_headers(self, headers: dict | None) -> None:
+        for name, value in {**self._cors, **(headers or {})}.items():
+            self.send_header(name, value)
+        if self.close_connection and not (headers or {}).get("Connection"):
+            self.send_header("Connection", "close")
+        self.end_headers()
+
+    # -- SSE ------------------------------------------------------------------------------------
+
+    def _start_events(self, headers: dict | None = None) -> None:
+        self._chunked = self.request_version != "HTTP/1.0"
+        self._answering(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("X-Accel-Buffering", "no")  # nginx: pass each event on at once
+        if self._chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.close_connection = True
+        self._end_headers(headers)
+
+    def _write(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if self._chunked else data)
+
+    def _event(self, name: str, data: bytes) -> None:
+        self._write(b"event: %s\ndata: %s\n\n" % (name.encode(), data))
+
+    def _end_events(self) -> None:
+        if self._chunked:
+            self.wfile.write(b"0\r\n\r\n")
+
+    def _pump(self, box: Outbox, until_reply: bool) -> None:
+        """Writes what arrives in `box` as SSE events, with keep-alive comments while quiet,
+        until _END, the reply (if until_reply), or the client hanging up."""
+        quiet_since = time.monotonic()
+        while True:
+            item = box.get(_POLL_S)
+            if item is None:
+                if self._peer_gone():
+                    self.close_connection = True
+                    return
+                if time.monotonic() - quiet_since >= self.app.settings["keepalive_s"]:
+                    self._write(b": keep-alive\n\n")
+                    quiet_since = time.monotonic()
+                continue
+            if item is _END:
+                break
+            self._event("message", encode_message(item))
+            quiet_since = time.monotonic()
+            if until_reply and "method" not in item:
+                break
+        self._end_events()
+
+    def _peer_gone(self) -> bool:
+        """True once the client has closed its side (a waiting client sends nothing)."""
+        import select
+        import socket
+
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
+    # -- routing and checks ----------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    do_POST = do_DELETE = do_OPTIONS = do_PUT = do_PATCH = do_HEAD = do_GET
+
+    def _serve(self) -> None:
+        path = self.path.partition("?")[0]
+        try:
+            self._check_host()
+            self._check_origin()
+            if self.command == "OPTIONS":
+                return self._preflight()
+            if path != HEALTH_PATH:
+                self._check_token()
+            route = _ROUTES.get((self.command, path))
+            if self.app.stateless and (self.command, path) in _SESSION_ROUTES:
+                route = None
+            if route is None:
+                raise self._no_route(path)
+            route(self)
+        except HttpError as exc:
+            self._refuse(exc)
+        except (OSError, ValueError) as exc:  # the client went away while we wrote
+            self.app.log.debug("http", f"connection dropped: {type(exc).__name__}: {exc}")
+            self.close_connection = True
+        except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
+            self.app.log.warn(
+                f"internal error in {self.command} {path}: {type(exc).__name__}: {exc}"
+            )
+            if self._phase != "answered":
+                self.close_connection = True
+                self._send_json(500, {"error": "internal error; run with --debug and report it"})
+
+    def _no_route(self, path: str) -> HttpError:
+        allowed = _ALLOWED.get(path)
+        if self.app.stateless and path in (SSE_PATH, MESSAGES_PATH):
+            return HttpError(
+                404, "legacy HTTP+SSE needs sessions and is off with --stateless; use /mcp"
+            )
+        if allowed is None:
+            return HttpError(404, f"no such endpoint; MCP is served at {MCP_PATH}")
+        if self.app.stateless and path == MCP_PATH:
+            allowed = "POST"
+        why = {
+            (MCP_PATH, "GET"): "this server sends no server-initiated messages, so there is no "
+            "GET stream",
+            (MCP_PATH, "DELETE"): "there are no sessions with --stateless",
+            (SSE_PATH, "POST"): "/sse is the legacy HTTP+SSE stream; Streamable HTTP clients "
+            f"POST to {MCP_PATH}",
+        }.get((path, self.command), "")
+        hint = f"{why}; " if why else ""
+        return HttpError(
+            405, f"{self.command} {path} is not supported: {hint}use {allowed}", {"Allow": allowed}
+        )
+
+    def _check_host(self) -> None:
+        """DNS rebinding protection: the Host must be a name this server is known by."""
+        host = self.headers.get("Host")
+        if host is None or self.app.any_host or _host_name(host) in self.app.hosts:
+            return
+        raise HttpError(
+            421,
+            f"Host {host!r} is not a name of this server (DNS rebinding protection); add it to "
+            "server.http.allowed_hosts if clients really use it",
+        )
+
+    def _check_origin(self) -> None:
+        origin = self.headers.get("Origin")
+        if origin is None:
+            return
+        if not self.app.origin_allowed(origin):
+            raise HttpError(
+                403,
+                f"Origin {origin!r} is not allowed; add it to server.http.allowed_origins to "
+                "let pages from it use this server",
+            )
+        self._cors = {
+            "Access-Control-Allow-Origin": origin,
+            "Access-Control-Expose-Headers": "Mcp-Session-Id, WWW-Authenticate",
+            "Vary": "Origin",
+        }
+
+    def _preflight(self) -> None:
+        self._send_empty(
+            204,
+            {
+                "Allow": "GET, POST, DELETE, OPTIONS",
+                "Access-Control-Allow-Methods": "GET, POST, DELETE",
+                "Access-Control-Allow-Headers": "Authorization, Content-Type, Accept, "
+                "Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID",
+                "Access-Control-Max-Age": "600",
+            },
+        )
+
+    def _check_token(self) -> None:
+        import hmac
+
+        token = self.app.token
+        if not token:
+            return
+        scheme, _, given = self.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode("utf-8", "replace"), token.encode()
+        ):
+            return
+        challenge = f'Bearer realm="{SERVER_NAME}"' + (', error="invalid_token"' if given else "")
+        raise HttpError(
+            401,
+            "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
+            "token the server was given (MCP_HTTP_TOKEN / server.http.token)",
+            {"WWW-Authenticate": challenge},
+        )
+
+    def _refuse(self, exc: HttpError) -> None:
+        """Answers a refusal: a JSON-RPC error if the body was a request, else {"error": ...}."""
+        request_id = self._request_id() if exc.status != 413 else None
+        if request_id is None:
+            body = {"error": exc.message}
+        else:
+            body = rpc_error(request_id, HTTP_REFUSED, exc.message)
+        self._send_json(exc.status, body, exc.headers)
+
+    def _request_id(self):
+        """The id of the JSON-RPC request in the body (read now if small), else None."""
+        if self._body is None:
+            length = self.headers.get("Content-Length", "0").strip()
+            if not length.isdigit() or int(length) > 65536:
+                self.close_connection = True  # its body stays unread
+                return None
+            try:
+                self._read_body()
+            except (HttpError, OSError):
+                self.close_connection = True
+                return None
+        try:
+            message = json.loads(self._body)
+        except (ValueError, RecursionError):
+            return None
+        if isinstance(message, dict) and "method" in message and _valid_id(message.get("id")):
+            return message["id"]
+        return None
+
+    # -- reading requests ------------------------------------------------------------------------
+
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            self.close_connection = True
+            raise HttpError(411, "chunked request bodies are not supported; send Content-Length")
+        length = self.headers.get("Content-Length", "0").strip()
+        if not length.isdigit():
+            self.close_connection = True
+            raise HttpError(400, f"bad Content-Length {length[:20]!r}")
+        size, limit = int(length), self.app.max_body
+        if size > limit:
+            self.close_connection = True
+            raise HttpError(
+                413,
+                f"the request body of {size} bytes exceeds the {limit}-byte limit "
+                "(server.max_message_bytes)",
+            )
+        self._body = self.rfile.read(size)
+        self.app.unwatch(self)
+        if len(self._body) < size:
+            raise ConnectionError("client went away mid-body")
+        return self._body
+
+    def _read_message(self):
+        """The body as a JSON value; 400 with a JSON-RPC parse error if it is not JSON."""
+        message, error = decode_message(self._read_body())
+        if error is not None:
+            self._send_json(400, error)
+            raise _Answered()
+        return message
+
+    def _check_content_type(self) -> None:
+        kind = self.headers.get("Content-Type", "").partition(";")[0].strip().lower()
+        if kind != "application/json":
+            raise HttpError(415, f"Content-Type must be application/json, not {kind or 'missing'}")
+
+    def _accepts(self) -> tuple[bool, bool]:
+        """(JSON acceptable, SSE acceptable); a missing Accept and */* are taken as JSON."""
+        accept = self.headers.get("Accept")
+        if not accept:
+            return True, False
+        kinds = {part.partition(";")[0].strip().lower() for part in accept.split(",")}
+        json_ok = bool(kinds & {"application/json", "application/*", "*/*"})
+        sse_ok = "text/event-stream" in kinds
+        if not (json_ok or sse_ok):
+            raise HttpError(
+                406,
+                "Accept must include application/json and text/event-stream (MCP clients send "
+                f"both), not {accept[:80]!r}",
+            )
+        return json_ok, sse_ok
+
+    def _protocol_version(self) -> str | None:
+        version = self.headers.get("MCP-Protocol-Version")
+        if version is not None and version.strip() not in PROTOCOL_VERSIONS:
+            raise HttpError(
+                400,
+                f"unsupported MCP-Protocol-Version {version[:40]!r}; this server speaks "
+                f"{', '.join(PROTOCOL_VERSIONS)}",
+            )
+        return version and version.strip()
+
+    def _session_from_header(self) -> HttpSession:
+        session_id = self.headers.get("Mcp-Session-Id")
+        if not session_id:
+            raise HttpError(
+                400,
+                "missing Mcp-Session-Id header: send initialize first and repeat the session id "
+                "it returns on every request (or run the server with --stateless)",
+            )
+        return self.app.sessions.get(session_id.strip())
+
+    # -- Streamable HTTP: POST and DELETE /mcp -----------------------------------------------------
+
+    def post_mcp(self) -> None:
+        self._check_content_type()
+        json_ok, sse_ok = self._accepts()
+        try:
+            message = self._read_message()
+        except _Answered:
+            return
+        version = self._protocol_version()
+        kind = _message_kind(message)
+        if kind == "invalid":  # the dispatcher words the error
+            reply = self.app.dispatcher.handle(message, Session(lambda m: None))
+            return self._send_json(200 if reply.get("id") is not None else 400, reply)
+        if self.app.stateless or (kind == "request" and message["method"] == "initialize"):
+            hs = self.app.new_session()
+            if hs.id is None:
+                hs.session.protocol_version = version or DEFAULT_HTTP_VERSION
+        else:
+            hs = self._session_from_header()
+        try:
+            if kind == "request":
+                self._answer(hs, message, json_ok, sse_ok)
+            else:
+                self.app.dispatcher.handle(message, hs.session)
+                params = message.get("params")
+                if message.get("method") == "notifications/cancelled" and isinstance(params, dict):
+                    hs.router.end(params.get("requestId"))  # its POST ends with nothing more
+                self._send_empty(202)
+        finally:
+            hs.touch()
+            self.app.release(hs)
+
+    def _answer(self, hs: HttpSession, message: dict, json_ok: bool, sse_ok: bool) -> None:
+        app, request_id, method = self.app, message["id"], message["method"]
+        params = message.get("params")
+        meta = params.get("_meta") if method == "tools/call" and isinstance(params, dict) else None
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        token = token if _valid_id(token) else None
+        box = hs.router.open(request_id, token) if _valid_id(request_id) else None
+        try:
+            if method == "tools/call":
+                with app.calls_lock:
+                    app.admit_call(hs)
+                    reply = app.dispatcher.handle(message, hs.session)
+            else:
+                reply = app.dispatcher.handle(message, hs.session)
+            if reply is not None:
+                return self._reply(hs, method, reply, json_ok)
+            if sse_ok and (token is not None or not json_ok):
+                self._start_events()
+                self._pump(box, until_reply=True)
+            else:
+                self._await_json(box)
+        finally:
+            if box is not None:
+                hs.router.close(request_id, box)
+
+    def _reply(self, hs: HttpSession, method: str, reply: dict, json_ok: bool) -> None:
+        headers = {}
+        if method == "initialize" and hs.id is not None:
+            if "result" in reply:
+                headers["Mcp-Session-Id"] = hs.id
+            else:
+                self.app.sessions.end(hs)
+        if json_ok:
+            return self._send_json(200 if reply.get("id") is not None else 400, reply, headers)
+        self._start_events(headers)
+        self._event("message", encode_message(reply))
+        self._end_events()
+
+    def _await_json(self, box: Outbox) -> None:
+        """Waits for the call's reply and sends it as JSON (progress has nowhere to go)."""
+        while True:
+            item = box.get(_POLL_S)
+            if item is None:
+                if self._peer_gone():
+                    self.close_connection = True
+                    return
+            elif item is _END:  # cancelled by the client: nothing will follow
+                return self._send_empty(202)
+            elif "method" not in item:
+                return self._send_json(200, item)
+
+    def delete_mcp(self) -> None:
+        self._protocol_version()
+        hs = self._session_from_header()
+        self.app.sessions.end(hs)  # cancels its calls
+        self._send_empty(204)
+
+    # -- legacy HTTP+SSE (2024-11-05): GET /sse, POST /messages ------------------------------------
+
+    def get_sse(self) -> None:
+        app = self.app
+        hs = app.new_session(legacy=True)
+        app.count_stream(+1)
+        try:
+            self._start_events()
+            # Relative, so it resolves against whatever URL (proxy included) reached /sse.
+            self._event("endpoint", f"{MESSAGES_PATH}?sessionId={hs.id}".encode())
+            self._pump(hs.stream, until_reply=False)
+        finally:
+            app.count_stream(-1)
+            app.sessions.end(hs)  # closing the stream ends the session and cancels its calls
+
+    def post_messages(self) -> None:
+        import urllib.parse
+
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+        session_id = (query.get("sessionId") or query.get("session_id") or [""])[0]
+        if not session_id:
+            raise HttpError(400, "missing ?sessionId=: use the URL from the /sse endpoint event")
+        hs = self.app.sessions.get(session_id, legacy=True)
+        try:
+            message = self._read_message()
+        except _Answered:
+            return
+        # Always 202 for a parseable message (a non-2xx breaks some SSE clients); the reply,
+        # errors included, goes down the stream.
+        self._send_empty(202)
+        hs.touch()
+        try:
+            if isinstance(message, dict) and message.get("method") == "tools/call":
+                with self.app.calls_lock:
+                    self.app.admit_call(hs)
+                    reply = self.app.dispatcher.handle(message, hs.session)
+            else:
+                reply = self.app.dispatcher.handle(message, hs.session)
+        except HttpError as exc:
+            reply = rpc_error(message.get("id"), HTTP_REFUSED, exc.message)
+        if reply is not None:
+            hs.stream.put(reply)
+
+    # -- health ----------------------------------------------------------------------------------
+
+    def get_healthz(self) -> None:
+        app = self.app
+        body = {
+            "status": "draining" if app.draining else "ok",
+            "version": __version__,
+            "in_flight": app.in_flight(),
+            "sessions": len(app.sessions.all()),
+        }
+        self._send_json(503 if app.draining else 200, body)
+
+
+class _Answered(Exception):
+    """The response has been sent already; stop handling."""
+
+
+def _message_kind(message) -> str:
+    if isinstance(message, dict):
+        if "id" in message and "method" in message:
+            return "request"
+        if "id" not in message and isinstance(message.get("method"), str):
+            return "notification"
+        if "method" not in message and ("result" in message or "error" in message):
+            return "response"
+    return "invalid"
+
+
+_ROUTES = {
+    ("POST", MCP_PATH): HttpHandler.post_mcp,
+    ("DELETE", MCP_PATH): HttpHandler.delete_mcp,
+    ("GET", SSE_PATH): HttpHandler.get_sse,
+    ("POST", MESSAGES_PATH): HttpHandler.post_messages,
+    ("GET", HEALTH_PATH): HttpHandler.get_healthz,
+}
+_SESSION_ROUTES = {("DELETE", MCP_PATH), ("GET", SSE_PATH), ("POST", MESSAGES_PATH)}
+_ALLOWED = {MCP_PATH: "POST, DELETE", SSE_PATH: "GET", MESSAGES_PATH: "POST", HEALTH_PATH: "GET"}
+
+
+def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port: int) -> int:
+    """Serves MCP over HTTP until SIGTERM/SIGINT, then shuts down gracefully (exit 0)."""
+    import http.server
+    import signal
+    import socketserver
+
+    try:
+        app = HttpApp(dispatcher, config, log, host)
+    except ConfigError as exc:
+        print(f"{SERVER_NAME}: config error: {exc}", file=sys.stderr)
+        return 2
+
+    class Server(http.server.ThreadingHTTPServer):
+        address_family = app.family
+        daemon_threads = True
+        request_queue_size = 128
+
+        def server_bind(self) -> None:  # HTTPServer's would look the name up in DNS
+            socketserver.TCPServer.server_bind(self)
+            self.server_name, self.server_port = host, self.server_address[1]
+
+        def handle_error(self, request, client_address) -> None:
+            exc = sys.exc_info()[1]
+            log.debug("http", f"connection error: {type(exc).__name__}: {exc}")
+
+    handler = type("Handler", (HttpHandler, http.server.BaseHTTPRequestHandler), {})
+    # Bounds each socket read and write (a client that stops reading); the watchdog enforces
+    # header_timeout_s itself, so this must not fire first.
+    handler.timeout = max(30, 2 * app.header_timeout)
+    try:
+        server = Server((host, port), handler)
+    except OSError as exc:
+        print(f"{SERVER_NAME}: cannot listen on {host}:{port}: {exc.strerror}", file=sys.stderr)
+        return 2
+    server.app = app
+    stop, hurry = threading.Event(), threading.Event()
+
+    def on_signal(signum, frame) -> None:
+        (hurry if stop.is_set() else stop).set()  # a second signal skips the waiting
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, on_signal)
+    threading.Thread(target=server.serve_forever, args=(0.2,), daemon=True).start()
+    app.start_watchdog()
+    shown = f"[{host}]" if ":" in host else host
+    where = "stateless" if app.stateless else f"legacy SSE at {SSE_PATH}"
+    log.warn(f"serving MCP on http://{shown}:{server.server_port}{MCP_PATH} ({where})")
+    while not stop.wait(0.5):
+        pass
+    return _shut_down(app, server, log, hurry)
+
+
+def _shut_down(app: HttpApp, server, log: Log, hurry: threading.Event) -> int:
+    """Lame duck (healthz 503), stop accepting, let calls finish up to drain_s, then exit."""
+    lameduck, drain = app.settings["lameduck_s"], app.settings["drain_s"]
+    app.draining = True
+    log.warn(
+        f"stopping: /healthz answers 503 for {lameduck} s, then calls get {drain} s "
+        "(signal again to stop now)"
+    )
+    hurry.wait(lameduck)
+    server.shutdown()
+    server.server_close()
+    app.stopping = True
+    deadline = time.monotonic() + drain
+    while (app.in_flight() or app.waiting()) and time.monotonic() < deadline:
+        if hurry.wait(0.05):
+            break
+    left = app.in_flight()
+    if left:
+        log.warn(f"cancelled {left} call(s) still running after {drain} s (server.http.drain_s)")
+    ended = app.all_sessions()
+    for hs in ended:
+        app.sessions.end(hs)
+    deadline = time.monotonic() + 2  # let responses and SSE streams write what they hold
+    while app.streams or any(hs.router and hs.router.waiting() for hs in ended):
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    return 0
+
+
 # ============================================================================================
 # CLI
 # ============================================================================================
 
 USAGE = f"""\
 usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--show-config]
+       {SERVER_NAME} --http [HOST:]PORT [--stateless] [--http-token TOKEN]
+              [--http-allow-insecure] [--config PATH] [--model ID] [--debug [PATH]]
        {SERVER_NAME} --ask QUERY [--tool NAME] [--config PATH] [--model ID] [--debug [PATH]]
        {SERVER_NAME} --show-config [--config PATH] [--model ID]
        {SERVER_NAME} --help | --version"""
@@ -2453,6 +3486,13 @@ OpenAI Responses API request with web search allowed, returning
 
 options:
   --stdio            serve MCP on stdin/stdout (what MCP clients launch)
+  --http [HOST:]PORT serve MCP over HTTP at /mcp (legacy SSE at /sse, health at /healthz);
+                     HOST defaults to 127.0.0.1, PORT 0 picks a free port
+  --stateless        with --http: no sessions, so any instance can answer any request
+  --http-token TOKEN with --http: require 'Authorization: Bearer TOKEN' (better: set the
+                     environment variable MCP_HTTP_TOKEN, which other users cannot see)
+  --http-allow-insecure  with --http: allow a non-loopback HOST without a token (only behind
+                     a proxy that authenticates)
   --ask QUERY        answer one question and print the result JSON (checks key, model, config)
   --tool NAME        tool for --ask: answer (default), answer_detailed or answer_quick
   --config PATH      YAML config file (default: {default_config_path(dict(os.environ))})
@@ -2472,8 +3512,19 @@ class UsageError(Exception):
 
 def parse_args(argv: list[str]) -> dict:
     """The command line as a dict of options; raises UsageError for anything unknown."""
-    options: dict = {"debug": None}
-    takes_value = {"--config": "config", "--model": "model", "--ask": "ask", "--tool": "tool"}
+    options: dict = {"debug": None, "settings": {}}
+    takes_value = {
+        "--config": "config",
+        "--model": "model",
+        "--ask": "ask",
+        "--tool": "tool",
+        "--http": "http",
+        "--http-token": "http_token",
+    }
+    setting_flags = {  # flags that set a config key (and show as its source)
+        "--stateless": ("server", "http", "stateless"),
+        "--http-allow-insecure": ("server", "http", "allow_insecure"),
+    }
     flags = {
         "--stdio": "stdio",
         "--show-config": "show_config",
@@ -2505,8 +3556,23 @@ def parse_args(argv: list[str]) -> dict:
                 options["debug"] = True
         elif arg in flags:
             options[flags[arg]] = True
+        elif arg in setting_flags:
+            options["settings"][setting_flags[arg]] = (True, arg)
         else:
             raise UsageError(f"unknown option {arg!r}")
+    if options.get("http_token"):
+        options["settings"][("server", "http", "token")] = (options["http_token"], "--http-token")
+    if options.get("http") is not None:
+        try:
+            options["http"] = parse_listen(options["http"])
+        except ValueError:
+            raise UsageError("--http takes [HOST:]PORT, like 8080 or 127.0.0.1:8080") from None
+        if options.get("stdio") or options.get("ask"):
+            raise UsageError("--http cannot be combined with --stdio or --ask; pick one")
+    elif options["settings"]:
+        raise UsageError(
+            f"{options['settings'][next(iter(options['settings']))][1]} goes with --http"
+        )
     if options.get("tool") and options["tool"] not in TOOL_NAMES:
         raise UsageError(f"--tool must be one of {', '.join(TOOL_NAMES)}")
     if options.get("tool") and not options.get("ask"):
@@ -2553,8 +3619,12 @@ def main(argv: list[str] | None = None) -> int:
     if options.get("version"):
         print(f"{SERVER_NAME} {__version__}")
         return 0
-    if not (options.get("stdio") or options.get("ask") or options.get("show_config")):
-        print(f"{USAGE}\n{SERVER_NAME}: error: nothing to do: add --stdio", file=sys.stderr)
+    serving = options.get("stdio") or options.get("http")
+    if not (serving or options.get("ask") or options.get("show_config")):
+        print(
+            f"{USAGE}\n{SERVER_NAME}: error: nothing to do: add --stdio or --http PORT",
+            file=sys.stderr,
+        )
         return 2
     try:
         config = load_config(options)
@@ -2563,18 +3633,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     server = config.values["server"]
     key_env = config.get("openai", "api_key_env")
-    log = Log(server["debug"], server["debug_file"], (os.environ.get(key_env, ""),))
+    secrets = (os.environ.get(key_env, ""), server["http"]["token"] or "")
+    log = Log(server["debug"], server["debug_file"], secrets)
     for warning in config.warnings:
         log.warn(f"warning: {warning}")
-    if options.get("show_config") or (server["show_config_on_start"] and options.get("stdio")):
+    if options.get("show_config") or (server["show_config_on_start"] and serving):
         sys.stderr.write(json.dumps(config.describe(), ensure_ascii=False, indent=2) + "\n")
         sys.stderr.flush()
     if options.get("ask"):
         return run_ask(config, log, options["ask"], options.get("tool") or "answer")
-    if not options.get("stdio"):
+    if not serving:
         return 0
+    dispatcher = Dispatcher(config, log, AnswerEngine(config, log))
+    if options.get("http"):
+        return serve_http(dispatcher, config, log, *options["http"])
     log.debug("server", f"{SERVER_NAME} {__version__} serving stdio (pid {os.getpid()})")
-    return serve_stdio(Dispatcher(config, log, AnswerEngine(config, log)), config, log)
+    return serve_stdio(dispatcher, config, log)
 
 
 if __name__ == "__main__":

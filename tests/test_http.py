@@ -1,0 +1,993 @@
+"""MCP over HTTP (`--http`): Streamable HTTP at /mcp, legacy HTTP+SSE at /sse, /healthz.
+
+Every test talks to the real program over real sockets on 127.0.0.1: raw HTTP through
+http.client (tests/http_client.py), and the official MCP Python SDK's clients.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import anyio
+import pytest
+from conftest import run_cli
+from fake_upstream import Reply
+from http_client import (
+    ACCEPT_BOTH,
+    INIT_PARAMS,
+    call_params,
+    notification,
+    open_session,
+    open_sse,
+    open_stream,
+    post,
+    raw_connection,
+    read_until_closed,
+    request,
+    rpc,
+    wait_listening,
+)
+
+TOKEN = "tok-0123456789abcdef-XYZ"
+SEARCH = {"query": "http 404", "sources": [{"type": "url", "url": "https://example.com/404"}]}
+
+
+@pytest.fixture
+def serve(spawn, fake):
+    """Starts `--http 127.0.0.1:0 [args]` against the fake upstream; `.port` is set."""
+
+    def start(*args: str, config: str | None = None, env: dict | None = None):
+        server = spawn("--http", "127.0.0.1:0", *args, config=config, env=env, upstream=fake)
+        server.port = wait_listening(server)
+        return server
+
+    return start
+
+
+def http_config(**settings) -> str:
+    lines = "".join(f"    {key}: {json.dumps(value)}\n" for key, value in settings.items())
+    return f"server:\n  http:\n{lines}"
+
+
+def in_background(fn, *args, **kwargs):
+    """Runs fn in a thread; returns a function that joins it and gives its result."""
+    box = {}
+
+    def run():
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+
+    def result(timeout=15.0):
+        thread.join(timeout)
+        assert not thread.is_alive(), "background request did not finish"
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    return result
+
+
+def wait_for(predicate, timeout=5.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"{what} not reached within {timeout} s")
+
+
+# -- starting up -------------------------------------------------------------------------------
+
+
+def test_prints_the_listening_url_and_serves_healthz(serve):
+    server = serve()
+    assert (
+        f"serving MCP on http://127.0.0.1:{server.port}/mcp (legacy SSE at /sse)" in server.stderr
+    )
+    reply = request(server.port, "GET", "/healthz")
+    assert reply.status == 200
+    body = reply.json()
+    assert body["status"] == "ok" and body["in_flight"] == 0 and body["sessions"] == 0
+    assert body["version"]
+
+
+def test_stdio_and_http_together_is_a_usage_error(tmp_path):
+    result = run_cli(tmp_path, "--stdio", "--http", "0")
+    assert result.returncode == 2
+    assert "--http cannot be combined with --stdio" in result.stderr
+
+
+def test_http_flags_need_http(tmp_path):
+    result = run_cli(tmp_path, "--stdio", "--stateless")
+    assert result.returncode == 2
+    assert "--stateless goes with --http" in result.stderr
+
+
+def test_a_bad_listen_address_is_a_usage_error(tmp_path):
+    result = run_cli(tmp_path, "--http", "localhost:http")
+    assert result.returncode == 2
+    assert "--http takes [HOST:]PORT" in result.stderr
+
+
+def test_a_non_loopback_address_without_a_token_is_refused(tmp_path):
+    result = run_cli(tmp_path, "--http", "0.0.0.0:0", timeout=10)
+    assert result.returncode == 2
+    assert "refusing to serve on 0.0.0.0 without a token" in result.stderr
+    assert "MCP_HTTP_TOKEN" in result.stderr and "--http-allow-insecure" in result.stderr
+
+
+def test_a_short_token_is_refused(tmp_path):
+    result = run_cli(tmp_path, "--http", "0", env={"MCP_HTTP_TOKEN": "tiny-tok"}, timeout=10)
+    assert result.returncode == 2
+    assert "server.http.token must be at least 16" in result.stderr
+    assert "tiny-tok" not in result.stderr
+
+
+def test_show_config_masks_the_token(tmp_path):
+    result = run_cli(tmp_path, "--show-config", env={"MCP_HTTP_TOKEN": TOKEN})
+    assert result.returncode == 0
+    shown = json.loads(result.stderr)
+    assert shown["config"]["server"]["http"]["token"] == "***"
+    assert shown["sources"]["server.http.token"] == "env MCP_HTTP_TOKEN"
+    assert TOKEN not in result.stderr
+
+
+# -- Streamable HTTP: messages and status codes ------------------------------------------------
+
+
+def test_initialize_returns_json_and_a_random_session_id(serve):
+    server = serve()
+    reply = post(server.port, rpc("initialize", INIT_PARAMS))
+    assert reply.status == 200
+    assert reply.headers["content-type"] == "application/json"
+    assert reply.json()["result"]["protocolVersion"] == "2025-06-18"
+    session = reply.headers["mcp-session-id"]
+    assert len(session) >= 40 and session.isascii() and session.isprintable()
+    other = post(server.port, rpc("initialize", INIT_PARAMS)).headers["mcp-session-id"]
+    assert other != session
+
+
+def test_notifications_and_responses_get_202_without_a_body(serve):
+    server = serve()
+    session = open_session(server.port)
+    reply = post(server.port, notification("notifications/initialized"), session)
+    assert (reply.status, reply.body) == (202, b"")
+    reply = post(server.port, {"jsonrpc": "2.0", "id": 7, "result": {}}, session)
+    assert (reply.status, reply.body) == (202, b"")
+
+
+def test_a_request_in_a_session_is_answered_with_json(serve):
+    server = serve()
+    session = open_session(server.port)
+    reply = post(server.port, rpc("tools/list", id="a"), session)
+    assert reply.status == 200
+    assert reply.json()["id"] == "a"
+    assert [t["name"] for t in reply.json()["result"]["tools"]] == [
+        "answer",
+        "answer_detailed",
+        "answer_quick",
+    ]
+
+
+def test_json_rpc_errors_for_well_formed_requests_travel_with_200(serve):
+    server = serve()
+    session = open_session(server.port)
+    reply = post(server.port, rpc("no/such/method", id=3), session)
+    assert reply.status == 200
+    assert reply.json()["error"]["code"] == -32601
+
+
+def test_a_request_without_a_session_id_gets_400(serve):
+    server = serve()
+    open_session(server.port)
+    reply = post(server.port, rpc("ping", id=5))
+    assert reply.status == 400
+    assert reply.json()["id"] == 5
+    assert "missing Mcp-Session-Id" in reply.json()["error"]["message"]
+
+
+def test_an_unknown_session_id_gets_404(serve):
+    server = serve()
+    reply = post(server.port, rpc("ping"), session="no-such-session")
+    assert reply.status == 404
+    assert "start a new one with initialize" in reply.json()["error"]["message"]
+
+
+def test_delete_ends_the_session(serve):
+    server = serve()
+    session = open_session(server.port)
+    headers = {"Mcp-Session-Id": session}
+    assert request(server.port, "DELETE", "/mcp", headers=headers).status == 204
+    assert post(server.port, rpc("ping"), session).status == 404
+    assert request(server.port, "DELETE", "/mcp", headers=headers).status == 404
+
+
+def test_delete_without_a_session_id_gets_400(serve):
+    server = serve()
+    assert request(server.port, "DELETE", "/mcp").status == 400
+
+
+def test_get_mcp_is_405_because_there_are_no_server_initiated_messages(serve):
+    server = serve()
+    reply = request(server.port, "GET", "/mcp", headers={"Accept": "text/event-stream"})
+    assert reply.status == 405
+    assert reply.headers["allow"] == "POST, DELETE"
+    assert "no server-initiated messages" in reply.json()["error"]
+
+
+def test_an_unknown_path_is_404(serve):
+    server = serve()
+    reply = request(server.port, "GET", "/nope")
+    assert reply.status == 404
+    assert "/mcp" in reply.json()["error"]
+
+
+def test_an_unsupported_protocol_version_header_gets_400(serve):
+    server = serve()
+    session = open_session(server.port)
+    headers = {"MCP-Protocol-Version": "1999-01-01"}
+    reply = post(server.port, rpc("ping", id=9), session, headers)
+    assert reply.status == 400
+    assert reply.json()["id"] == 9
+    assert "unsupported MCP-Protocol-Version" in reply.json()["error"]["message"]
+    for version in ("2025-03-26", "2025-11-25"):
+        headers = {"MCP-Protocol-Version": version}
+        assert post(server.port, rpc("ping"), session, headers).status == 200
+
+
+def test_the_2026_discover_probe_is_refused_with_400_so_clients_fall_back(serve):
+    server = serve()
+    headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
+    reply = post(server.port, rpc("server/discover", {}), headers=headers)
+    assert reply.status == 400
+    assert reply.json()["error"]["code"] == -32000
+
+
+def test_a_non_json_content_type_gets_415(serve):
+    server = serve()
+    reply = post(server.port, b"ping", headers={"Content-Type": "text/plain"})
+    assert reply.status == 415
+    assert "application/json" in reply.json()["error"]
+
+
+@pytest.mark.parametrize("accept", ["*/*", None, "application/json"])
+def test_accept_any_missing_or_json_only_is_answered_with_json(serve, accept):
+    server = serve()
+    reply = post(server.port, rpc("initialize", INIT_PARAMS), headers={"Accept": accept})
+    assert reply.status == 200
+    assert reply.headers["content-type"] == "application/json"
+
+
+def test_an_accept_without_json_or_sse_gets_406(serve):
+    server = serve()
+    reply = post(server.port, rpc("initialize", INIT_PARAMS), headers={"Accept": "text/html"})
+    assert reply.status == 406
+    assert reply.json()["error"]["message"].startswith("Accept must include application/json")
+
+
+def test_malformed_json_gets_400_with_a_parse_error(serve):
+    server = serve()
+    reply = post(server.port, b'{"jsonrpc": "2.0", "id": 1,')
+    assert reply.status == 400
+    assert reply.json()["id"] is None
+    assert reply.json()["error"]["code"] == -32700
+
+
+def test_a_batch_gets_400(serve):
+    server = serve()
+    reply = post(server.port, [rpc("ping", id=1), rpc("ping", id=2)])
+    assert reply.status == 400
+    assert "batches" in reply.json()["error"]["message"]
+
+
+def test_a_body_over_the_limit_gets_413(serve):
+    server = serve(config="server:\n  max_message_bytes: 1024\n")
+    big = rpc("ping", {"pad": "x" * 2000})
+    reply = post(server.port, big)
+    assert reply.status == 413
+    assert "exceeds the 1024-byte limit (server.max_message_bytes)" in reply.json()["error"]
+
+
+def test_a_chunked_body_gets_411(serve):
+    server = serve()
+    sock = raw_connection(server.port)
+    sock.sendall(
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+    )
+    data = read_until_closed(sock, 5)
+    assert data.startswith(b"HTTP/1.1 411 ")
+    assert b"send Content-Length" in data
+
+
+# -- Streamable HTTP: tool calls ---------------------------------------------------------------
+
+
+def test_a_call_without_progress_token_is_answered_with_json(serve, fake):
+    server = serve()
+    session = open_session(server.port)
+    reply = post(server.port, rpc("tools/call", call_params(), id=11), session)
+    assert reply.status == 200
+    assert reply.headers["content-type"] == "application/json"
+    result = reply.json()["result"]
+    assert result["structuredContent"]["answer"].startswith("HTTP 404 means")
+    assert len(fake.requests) == 1
+
+
+def test_a_call_with_progress_token_streams_progress_then_the_result(serve, fake):
+    server = serve()
+    fake.enqueue(Reply(searches=[SEARCH], event_delay=0.03))
+    session = open_session(server.port)
+    reply = post(server.port, rpc("tools/call", call_params(token="p1"), id=12), session)
+    assert reply.status == 200
+    assert reply.headers["content-type"] == "text/event-stream"
+    events = reply.events()
+    *progress, (name, last) = events
+    assert name == "message" and last["id"] == 12 and "result" in last
+    assert progress, "expected progress before the result"
+    for _, message in progress:
+        assert message["method"] == "notifications/progress"
+        assert message["params"]["progressToken"] == "p1"
+
+
+def test_a_call_with_progress_token_but_json_only_accept_gets_json(serve, fake):
+    server = serve()
+    session = open_session(server.port)
+    headers = {"Accept": "application/json"}
+    reply = post(server.port, rpc("tools/call", call_params(token=5), id=13), session, headers)
+    assert reply.status == 200
+    assert reply.headers["content-type"] == "application/json"
+    assert reply.json()["id"] == 13
+
+
+def test_a_client_hanging_up_on_its_post_does_not_cancel_the_call(serve, fake):
+    server = serve()
+    fake.enqueue(Reply(event_delay=0.05))
+    session = open_session(server.port)
+    headers = {"Content-Type": "application/json", "Accept": ACCEPT_BOTH, "Mcp-Session-Id": session}
+    stream = open_stream(server.port, "POST", "/mcp", rpc("tools/call", call_params()), headers)
+    fake.wait_for_requests(1)
+    stream.close()
+    finished = fake.wait_for_finished(0, timeout=10)
+    assert finished.client_disconnected_at is None
+    assert finished.status_sent == 200
+    assert post(server.port, rpc("ping"), session).status == 200
+    wait_for(lambda: request(server.port, "GET", "/healthz").json()["in_flight"] == 0)
+
+
+def test_notifications_cancelled_cancels_the_call_and_ends_its_post(serve, fake):
+    server = serve()
+    fake.enqueue(Reply(stall_after_events=2))
+    session = open_session(server.port)
+    pending = in_background(post, server.port, rpc("tools/call", call_params(), id=21), session)
+    fake.wait_for_requests(1)
+    odd = notification("notifications/cancelled", [21])  # not an object: ignored
+    assert post(server.port, odd, session).status == 202
+    cancel = notification("notifications/cancelled", {"requestId": 21, "reason": "user"})
+    assert post(server.port, cancel, session).status == 202
+    fake.wait_for_disconnect(0)
+    reply = pending()
+    assert (reply.status, reply.body) == (202, b"")
+
+
+def test_delete_cancels_the_sessions_calls(serve, fake):
+    server = serve()
+    fake.enqueue(Reply(stall_after_events=2))
+    session = open_session(server.port)
+    message = rpc("tools/call", call_params(token="t"), id=22)
+    pending = in_background(post, server.port, message, session)
+    fake.wait_for_requests(1)
+    reply = request(server.port, "DELETE", "/mcp", headers={"Mcp-Session-Id": session})
+    assert reply.status == 204
+    fake.wait_for_disconnect(0)
+    streamed = pending()
+    assert streamed.headers["content-type"] == "text/event-stream"
+    assert all("result" not in message for _, message in streamed.events())
+
+
+def test_a_reused_id_of_a_running_call_is_refused(serve, fake):
+    server = serve()
+    fake.enqueue(Reply(stall_after_events=2))
+    session = open_session(server.port)
+    pending = in_background(post, server.port, rpc("tools/call", call_params(), id=30), session)
+    fake.wait_for_requests(1)
+    reply = post(server.port, rpc("tools/call", call_params(), id=30), session)
+    assert reply.status == 200
+    assert "already used by a call in progress" in reply.json()["error"]["message"]
+    request(server.port, "DELETE", "/mcp", headers={"Mcp-Session-Id": session})
+    assert pending().status == 202
+
+
+# -- limits ------------------------------------------------------------------------------------
+
+
+def test_too_many_calls_in_one_session_gets_429(serve, fake):
+    server = serve(config=http_config(max_calls_per_session=1))
+    fake.enqueue(Reply(stall_after_events=2))
+    session = open_session(server.port)
+    pending = in_background(post, server.port, rpc("tools/call", call_params(), id=1), session)
+    fake.wait_for_requests(1)
+    reply = post(server.port, rpc("tools/call", call_params(), id=2), session)
+    assert reply.status == 429
+    assert reply.json()["id"] == 2
+    assert "server.http.max_calls_per_session" in reply.json()["error"]["message"]
+    request(server.port, "DELETE", "/mcp", headers={"Mcp-Session-Id": session})
+    pending()
+
+
+def test_too_many_calls_on_the_server_gets_429(serve, fake):
+    server = serve(config=http_config(max_calls=1))
+    fake.enqueue(Reply(stall_after_events=2))
+    first, second = open_session(server.port), open_session(server.port)
+    pending = in_background(post, server.port, rpc("tools/call", call_params()), first)
+    fake.wait_for_requests(1)
+    reply = post(server.port, rpc("tools/call", call_params()), second)
+    assert reply.status == 429
+    assert "(1, server.http.max_calls)" in reply.json()["error"]["message"]
+    request(server.port, "DELETE", "/mcp", headers={"Mcp-Session-Id": first})
+    pending()
+
+
+def test_too_many_sessions_gets_429_until_one_ends(serve):
+    server = serve(config=http_config(max_sessions=2))
+    first = open_session(server.port)
+    open_session(server.port)
+    reply = post(server.port, rpc("initialize", INIT_PARAMS, id=3))
+    assert reply.status == 429
+    assert "server.http.max_sessions" in reply.json()["error"]["message"]
+    request(server.port, "DELETE", "/mcp", headers={"Mcp-Session-Id": first})
+    assert post(server.port, rpc("initialize", INIT_PARAMS)).status == 200
+
+
+def test_idle_sessions_expire(serve):
+    server = serve(config=http_config(session_idle_s=1))
+    session = open_session(server.port)
+    assert post(server.port, rpc("ping"), session).status == 200
+    health = lambda: request(server.port, "GET", "/healthz").json()  # noqa: E731 - no touch
+    assert health()["sessions"] == 1
+    wait_for(lambda: health()["sessions"] == 0, 5, "expiry")
+    assert post(server.port, rpc("ping"), session).status == 404
+
+
+def test_a_slow_client_is_cut_off_with_408(serve):
+    server = serve(config=http_config(header_timeout_s=1))
+    sock = raw_connection(server.port)
+    sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n")
+    started = time.monotonic()
+    assert request(server.port, "GET", "/healthz").status == 200  # others are still served
+    data = read_until_closed(sock, 5)
+    assert 0.5 < time.monotonic() - started < 3
+    assert data.startswith(b"HTTP/1.1 408 ")
+    assert b"server.http.header_timeout_s" in data
+
+
+def test_a_slow_body_is_cut_off_too(serve):
+    server = serve(config=http_config(header_timeout_s=1))
+    sock = raw_connection(server.port)
+    sock.sendall(
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 100\r\n\r\n{"
+    )
+    data = read_until_closed(sock, 5)
+    assert data.startswith(b"HTTP/1.1 408 ")
+
+
+def test_an_idle_keep_alive_connection_is_closed_quietly(serve):
+    server = serve(config=http_config(header_timeout_s=1))
+    sock = raw_connection(server.port)
+    started = time.monotonic()
+    assert read_until_closed(sock, 5) == b""
+    assert time.monotonic() - started < 3
+
+
+# -- security ----------------------------------------------------------------------------------
+
+
+def test_a_foreign_origin_gets_403(serve):
+    server = serve()
+    reply = post(
+        server.port,
+        rpc("initialize", INIT_PARAMS, id=4),
+        headers={"Origin": "https://evil.example"},
+    )
+    assert reply.status == 403
+    assert reply.json()["id"] == 4
+    assert "server.http.allowed_origins" in reply.json()["error"]["message"]
+    assert request(server.port, "GET", "/healthz", headers={"Origin": "null"}).status == 403
+
+
+@pytest.mark.parametrize(
+    "origin", ["http://localhost:5173", "http://127.0.0.1", "https://[::1]:8443"]
+)
+def test_localhost_origins_are_allowed_with_cors_headers(serve, origin):
+    server = serve()
+    reply = post(server.port, rpc("initialize", INIT_PARAMS), headers={"Origin": origin})
+    assert reply.status == 200
+    assert reply.headers["access-control-allow-origin"] == origin
+    assert "Mcp-Session-Id" in reply.headers["access-control-expose-headers"]
+
+
+def test_configured_origins_are_allowed(serve):
+    server = serve(config=http_config(allowed_origins=["https://agent.example.com"]))
+    headers = {"Origin": "https://agent.example.com"}
+    assert post(server.port, rpc("initialize", INIT_PARAMS), headers=headers).status == 200
+    headers = {"Origin": "https://other.example.com"}
+    assert post(server.port, rpc("initialize", INIT_PARAMS), headers=headers).status == 403
+
+
+def test_cors_preflight_is_answered_for_allowed_origins(serve):
+    server = serve(env={"MCP_HTTP_TOKEN": TOKEN})
+    headers = {"Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST"}
+    reply = request(server.port, "OPTIONS", "/mcp", headers=headers)
+    assert reply.status == 204
+    assert reply.headers["access-control-allow-origin"] == "http://localhost:3000"
+    assert "Mcp-Session-Id" in reply.headers["access-control-allow-headers"]
+    headers["Origin"] = "https://evil.example"
+    assert request(server.port, "OPTIONS", "/mcp", headers=headers).status == 403
+
+
+def test_a_foreign_host_header_gets_421(serve):
+    server = serve()
+    reply = request(server.port, "GET", "/healthz", headers={"Host": "attacker.example:80"})
+    assert reply.status == 421
+    assert "DNS rebinding" in reply.json()["error"]
+    headers = {"Host": f"localhost:{server.port}"}
+    assert request(server.port, "GET", "/healthz", headers=headers).status == 200
+
+
+def test_configured_host_names_are_served(serve):
+    server = serve(config=http_config(allowed_hosts=["mcp.internal:8443"]))
+    headers = {"Host": "mcp.internal"}  # ports are not compared
+    assert request(server.port, "GET", "/healthz", headers=headers).status == 200
+
+
+def test_a_token_is_required_when_set(serve):
+    server = serve(env={"MCP_HTTP_TOKEN": TOKEN})
+    reply = post(server.port, rpc("initialize", INIT_PARAMS, id=6))
+    assert reply.status == 401
+    assert reply.headers["www-authenticate"] == 'Bearer realm="openai-responses-mcp"'
+    assert reply.json()["id"] == 6
+    assert "Authorization: Bearer" in reply.json()["error"]["message"]
+    wrong = {"Authorization": "Bearer " + TOKEN[:-1] + "?"}
+    reply = post(server.port, rpc("initialize", INIT_PARAMS), headers=wrong)
+    assert reply.status == 401
+    assert 'error="invalid_token"' in reply.headers["www-authenticate"]
+    right = {"Authorization": f"Bearer {TOKEN}"}
+    assert post(server.port, rpc("initialize", INIT_PARAMS), headers=right).status == 200
+    assert request(server.port, "GET", "/sse").status == 401
+
+
+def test_healthz_needs_no_token(serve):
+    server = serve("--http-token", TOKEN)
+    assert request(server.port, "GET", "/healthz").status == 200
+
+
+def test_the_token_is_never_logged(serve):
+    server = serve("--debug", env={"MCP_HTTP_TOKEN": TOKEN})
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    session = open_session(server.port, headers)
+    post(server.port, rpc("ping"), session, {**headers, "X-Echo": TOKEN})
+    post(server.port, rpc("ping"), headers={"Authorization": f"Bearer {TOKEN}x"})
+    assert "POST /mcp -> 200" in server.stderr
+    assert TOKEN not in server.stderr
+
+
+# -- legacy HTTP+SSE ---------------------------------------------------------------------------
+
+
+def test_sse_announces_a_relative_messages_endpoint_and_answers_on_the_stream(serve):
+    server = serve()
+    stream, endpoint = open_sse(server.port)
+    assert stream.header("Content-Type") == "text/event-stream"
+    assert endpoint.startswith("/messages?sessionId=")
+    reply = post(
+        server.port, rpc("initialize", INIT_PARAMS, id=1), path=endpoint, headers={"Accept": "*/*"}
+    )
+    assert (reply.status, reply.body) == (202, b"")
+    assert stream.next_message()["result"]["protocolVersion"] == "2025-06-18"
+    assert post(server.port, rpc("tools/list", id=2), path=endpoint).status == 202
+    assert len(stream.next_message()["result"]["tools"]) == 3
+    stream.close()
+
+
+def test_sse_errors_also_come_down_the_stream_with_202(serve):
+    server = serve()
+    stream, endpoint = open_sse(server.port)
+    assert post(server.port, rpc("no/such", id=3), path=endpoint).status == 202
+    assert stream.next_message()["error"]["code"] == -32601
+    stream.close()
+
+
+def test_post_to_sse_is_405_so_clients_fall_back_correctly(serve):
+    server = serve()
+    reply = post(server.port, rpc("initialize", INIT_PARAMS), path="/sse")
+    assert reply.status == 405
+    assert reply.headers["allow"] == "GET"
+
+
+def test_messages_without_or_with_an_unknown_session_id_is_refused(serve):
+    server = serve()
+    assert post(server.port, rpc("ping"), path="/messages").status == 400
+    assert post(server.port, rpc("ping"), path="/messages?sessionId=nope").status == 404
+
+
+def test_streamable_and_legacy_session_ids_do_not_mix(serve):
+    server = serve()
+    stream, endpoint = open_sse(server.port)
+    legacy_id = endpoint.split("=", 1)[1]
+    assert post(server.port, rpc("ping"), legacy_id).status == 404
+    session = open_session(server.port)
+    assert post(server.port, rpc("ping"), path=f"/messages?sessionId={session}").status == 404
+    stream.close()
+
+
+def test_an_idle_sse_stream_gets_keep_alive_comments(serve):
+    server = serve(config=http_config(keepalive_s=1))
+    stream, _ = open_sse(server.port)
+    stream.conn.sock.settimeout(5)
+    assert stream.response.readline().startswith(b": keep-alive")
+    stream.close()
+
+
+def test_closing_the_sse_stream_ends_the_session_and_cancels_its_calls(serve, fake):
+    server = serve()
+    fake.enqueue(Reply(stall_after_events=2))
+    stream, endpoint = open_sse(server.port)
+    assert post(server.port, rpc("tools/call", call_params(), id=1), path=endpoint).status == 202
+    fake.wait_for_requests(1)
+    stream.close()
+    fake.wait_for_disconnect(0)
+    assert post(server.port, rpc("ping"), path=endpoint).status == 404
+
+
+def test_sse_progress_and_results_arrive_as_message_events(serve, fake):
+    server = serve()
+    fake.enqueue(Reply(searches=[SEARCH], event_delay=0.03))
+    stream, endpoint = open_sse(server.port)
+    assert (
+        post(server.port, rpc("tools/call", call_params(token="s"), id=8), path=endpoint).status
+        == 202
+    )
+    first = stream.next_message()
+    assert first["method"] == "notifications/progress"
+    while "id" not in (message := stream.next_message()):
+        assert message["params"]["progressToken"] == "s"
+    assert message["id"] == 8 and message["result"]["structuredContent"]["used_search"] is True
+    stream.close()
+
+
+def test_sse_over_the_call_limit_answers_with_an_error_event(serve, fake):
+    server = serve(config=http_config(max_calls_per_session=1))
+    fake.enqueue(Reply(stall_after_events=2))
+    stream, endpoint = open_sse(server.port)
+    assert post(server.port, rpc("tools/call", call_params(), id=1), path=endpoint).status == 202
+    fake.wait_for_requests(1)
+    assert post(server.port, rpc("tools/call", call_params(), id=2), path=endpoint).status == 202
+    refused = stream.next_message()
+    assert refused["id"] == 2 and "max_calls_per_session" in refused["error"]["message"]
+    stream.close()
+
+
+# -- stateless mode ----------------------------------------------------------------------------
+
+
+def test_stateless_mode_answers_without_sessions(serve, fake):
+    server = serve("--stateless")
+    assert "(stateless)" in server.stderr
+    reply = post(server.port, rpc("initialize", INIT_PARAMS))
+    assert reply.status == 200 and "mcp-session-id" not in reply.headers
+    assert post(server.port, notification("notifications/initialized")).status == 202
+    reply = post(server.port, rpc("tools/list"), headers={"MCP-Protocol-Version": "2025-06-18"})
+    assert reply.status == 200 and "outputSchema" in reply.json()["result"]["tools"][0]
+    reply = post(
+        server.port,
+        rpc("tools/call", call_params()),
+        headers={"MCP-Protocol-Version": "2025-06-18"},
+    )
+    assert reply.json()["result"]["structuredContent"]["answer"]
+    assert request(server.port, "GET", "/healthz").json()["sessions"] == 0
+
+
+def test_stateless_mode_without_a_version_header_speaks_2025_03_26(serve):
+    server = serve("--stateless")
+    reply = post(server.port, rpc("tools/list"))
+    assert "outputSchema" not in reply.json()["result"]["tools"][0]
+
+
+def test_stateless_mode_has_no_delete_and_no_legacy_sse(serve):
+    server = serve("--stateless")
+    reply = request(server.port, "DELETE", "/mcp", headers={"Mcp-Session-Id": "x"})
+    assert reply.status == 405 and reply.headers["allow"] == "POST"
+    reply = request(server.port, "GET", "/sse")
+    assert reply.status == 404 and "--stateless" in reply.json()["error"]
+
+
+# -- shutdown ----------------------------------------------------------------------------------
+
+
+def test_sigterm_lame_ducks_then_lets_the_call_finish_and_exits_0(serve, fake):
+    server = serve(config=http_config(lameduck_s=1, drain_s=10))
+    fake.enqueue(Reply(event_delay=0.1))
+    session = open_session(server.port)
+    pending = in_background(post, server.port, rpc("tools/call", call_params(), id=5), session)
+    fake.wait_for_requests(1)
+    server.proc.send_signal(signal.SIGTERM)
+    health = wait_for(
+        lambda: (r := request(server.port, "GET", "/healthz")).status == 503 and r, 3, "503"
+    )
+    assert health.json()["status"] == "draining" and health.json()["in_flight"] == 1
+    reply = pending()
+    assert reply.status == 200 and reply.json()["result"]["structuredContent"]["answer"]
+    assert server.wait(10) == 0
+    assert "stopping: /healthz answers 503 for 1 s" in server.stderr
+    with pytest.raises(OSError):
+        request(server.port, "GET", "/healthz", timeout=2)
+
+
+def test_sigterm_cancels_calls_still_running_after_drain_s(serve, fake):
+    server = serve(config=http_config(lameduck_s=0, drain_s=1))
+    fake.enqueue(Reply(stall_after_events=2))
+    session = open_session(server.port)
+    pending = in_background(post, server.port, rpc("tools/call", call_params(), id=5), session)
+    fake.wait_for_requests(1)
+    server.proc.send_signal(signal.SIGTERM)
+    fake.wait_for_disconnect(0, timeout=5)
+    assert server.wait(5) == 0
+    assert "cancelled 1 call(s) still running after 1 s" in server.stderr
+    assert pending().status == 202
+
+
+# -- the official MCP Python SDK -----------------------------------------------------------------
+
+
+def sdk_streamable(url, headers=None):
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    class Connection:
+        async def __aenter__(self):
+            self.http = await create_mcp_http_client(headers=headers).__aenter__()
+            transport = streamable_http_client(url, http_client=self.http, terminate_on_close=True)
+            self.client = Client(transport, mode="legacy")
+            return await self.client.__aenter__()
+
+        async def __aexit__(self, *exc):
+            try:
+                await self.client.__aexit__(*exc)
+            finally:
+                await self.http.__aexit__(None, None, None)
+
+    return Connection()
+
+
+def sdk_sse(url, headers=None):
+    from mcp import Client
+    from mcp.client.sse import sse_client
+
+    return Client(sse_client(url, headers=headers, timeout=5, sse_read_timeout=300), mode="legacy")
+
+
+def answer_of(result) -> dict:
+    return json.loads(result.content[0].text)
+
+
+@pytest.mark.parametrize("kind", ["streamable", "sse"])
+def test_sdk_client_lists_tools_and_calls_answer_with_progress(serve, fake, kind):
+    server = serve()
+    fake.enqueue(Reply(searches=[SEARCH], event_delay=0.03))
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append((value, message))
+
+    async def main():
+        base = f"http://127.0.0.1:{server.port}"
+        connect = sdk_streamable(f"{base}/mcp") if kind == "streamable" else sdk_sse(f"{base}/sse")
+        async with connect as client:
+            tools = await client.list_tools()
+            result = await client.call_tool(
+                "answer", {"query": "What is HTTP 404?"}, progress_callback=on_progress
+            )
+            return tools, result
+
+    tools, result = anyio.run(main)
+    assert [tool.name for tool in tools.tools] == ["answer", "answer_detailed", "answer_quick"]
+    assert answer_of(result)["used_search"] is True
+    assert progress and progress[0][0] == 1
+    if kind == "streamable":  # the client said goodbye with DELETE
+        wait_for(lambda: request(server.port, "GET", "/healthz").json()["sessions"] == 0)
+
+
+@pytest.mark.parametrize("kind", ["streamable", "sse"])
+def test_sdk_client_timeout_cancels_the_upstream_request(serve, fake, kind):
+    from mcp.shared.exceptions import MCPError
+
+    server = serve()
+    fake.enqueue(Reply(), Reply(stall_after_events=2))
+
+    async def main():
+        base = f"http://127.0.0.1:{server.port}"
+        connect = sdk_streamable(f"{base}/mcp") if kind == "streamable" else sdk_sse(f"{base}/sse")
+        async with connect as client:
+            # A first call loads `openai`, so the second reaches upstream before it times out.
+            await client.call_tool("answer", {"query": "warm up"})
+            try:
+                await client.call_tool("answer", {"query": "q"}, read_timeout_seconds=0.5)
+            except MCPError as exc:
+                return exc
+            return None
+
+    error = anyio.run(main)
+    assert error is not None and "timed out" in str(error).lower()
+    fake.wait_for_disconnect(1)
+
+
+def test_sdk_client_with_a_token(serve, fake):
+    server = serve(env={"MCP_HTTP_TOKEN": TOKEN})
+
+    async def main(headers):
+        async with sdk_streamable(f"http://127.0.0.1:{server.port}/mcp", headers) as client:
+            return await client.call_tool("answer", {"query": "q"})
+
+    assert answer_of(anyio.run(main, {"Authorization": f"Bearer {TOKEN}"}))["answer"]
+
+
+def test_sdk_client_in_auto_mode_falls_back_to_initialize_at_once(serve):
+    from mcp import Client
+
+    server = serve()
+
+    async def main():
+        started = time.monotonic()
+        async with Client(f"http://127.0.0.1:{server.port}/mcp") as client:
+            await client.list_tools()
+            return time.monotonic() - started
+
+    assert anyio.run(main) < 1.0
+
+
+# -- behind nginx: two stateless instances -----------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+NGINX_CONF = """\
+worker_processes 1;
+master_process off;
+daemon off;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    upstream mcp {{
+        server 127.0.0.1:{a};
+        server 127.0.0.1:{b};
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://mcp;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host localhost;
+            proxy_buffering off;
+            proxy_read_timeout 600s;
+        }}
+    }}
+}}
+"""
+
+
+@pytest.mark.skipif(
+    shutil.which("nginx") is None, reason="nginx is not installed (apt-get install nginx)"
+)
+def test_two_stateless_instances_behind_nginx_serve_one_sdk_session(serve, fake, tmp_path):
+    first, second = serve("--stateless", "--debug"), serve("--stateless", "--debug")
+    fake.enqueue(Reply(searches=[SEARCH], event_delay=0.02))
+    port = free_port()
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(dir=tmp_path, a=first.port, b=second.port, port=port))
+    nginx = subprocess.Popen(
+        ["nginx", "-c", str(conf), "-p", str(tmp_path), "-e", str(tmp_path / "error.log")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for(lambda: _connectable(port), 5, "nginx listening")
+        progress = []
+
+        async def on_progress(value, total, message):
+            progress.append(value)
+
+        async def main():
+            async with sdk_streamable(f"http://127.0.0.1:{port}/mcp") as client:
+                tools = await client.list_tools()
+                result = await client.call_tool(
+                    "answer", {"query": "q"}, progress_callback=on_progress
+                )
+                return tools, result
+
+        tools, result = anyio.run(main)
+        assert len(tools.tools) == 3
+        assert answer_of(result)["used_search"] is True and progress
+        for instance in (first, second):  # round robin: both answered part of the session
+            assert "POST /mcp -> 200" in instance.stderr
+    finally:
+        nginx.terminate()
+        nginx.wait(5)
+
+
+def _connectable(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        return True
+    except OSError:
+        return False
+
+
+# -- the dispatcher is shared: the same behaviour over stdio and HTTP ----------------------------
+
+
+@pytest.fixture(params=["stdio", "http"])
+def ask(request, spawn, serve):
+    """ask(method, params) -> the JSON-RPC reply, over the transport in the param."""
+    if request.param == "stdio":
+        server = spawn()
+        server.initialize()
+        return server.request
+    server = serve()
+    session = open_session(server.port)
+
+    def over_http(method, params=None):
+        reply = post(server.port, rpc(method, params, id=77), session)
+        assert reply.status == 200
+        return reply.json()
+
+    return over_http
+
+
+def test_shared_ping(ask):
+    assert ask("ping")["result"] == {}
+
+
+def test_shared_tools_list(ask):
+    tools = ask("tools/list")["result"]["tools"]
+    assert [tool["name"] for tool in tools] == ["answer", "answer_detailed", "answer_quick"]
+
+
+def test_shared_invalid_params(ask):
+    error = ask("tools/call", {"name": "answer", "arguments": {}})["error"]
+    assert error["code"] == -32602 and "query" in error["message"]
+
+
+def test_shared_unknown_tool(ask):
+    error = ask("tools/call", {"name": "nope", "arguments": {"query": "q"}})["error"]
+    assert error["code"] == -32601 and "available tools: answer" in error["message"]
+
+
+def test_shared_params_must_be_an_object(ask):
+    error = ask("tools/call", ["answer", {"query": "q"}])["error"]
+    assert error["code"] == -32602 and "'params' must be an object" in error["message"]
