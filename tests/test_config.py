@@ -244,6 +244,8 @@ ENV_KEYS = [  # seed 001 §5.4, then the issue's additions, then the module's ow
     ("MCP_LINE_MODE", "1", ("server", "line_mode"), True),
     ("POLICY_TIMEZONE", "UTC", ("policy", "timezone"), "UTC"),
     ("SEARCH_DOMAIN_FILTER", "false", ("search", "domain_filter"), False),
+    ("MCP_HTTP_TOKEN", "tok-0123456789abcdef", ("server", "http", "token"), "tok-0123456789abcdef"),
+    ("MCP_HTTP_STATELESS", "1", ("server", "http", "stateless"), True),
 ]
 
 
