@@ -1,0 +1,896 @@
+#!/usr/bin/env python3
+"""Measures openai-responses-mcp against the targets of issue 4, each beside its baseline.
+
+    python bench/bench.py [--quick] [--json PATH] [--only NAME[,NAME...]]
+
+Everything runs on this machine: the server is spawned over pipes exactly as an MCP client
+starts it, and its upstream is the tests' fake Responses API (tests/fake_upstream.py) on
+127.0.0.1, running in this process. No network, no API key (a fake one is set).
+
+Every figure is a median over repeated runs, and every figure that has a baseline is measured
+in the same run, interleaved with it, because shared machines are noisy. The table goes to
+stdout; --json writes every figure, its samples' spread and the machine it ran on.
+
+How each figure is taken is written beside its function below; the README's benchmark
+section shows the latest table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import os
+import platform
+import py_compile
+import select
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULE = ROOT / "openai_responses_mcp.py"
+PYTHON = sys.executable
+TEST_KEY = "sk-test-0123456789abcdefBENCH"
+MIB = 1024 * 1024
+
+
+def _load_fake_upstream():
+    path = ROOT / "tests" / "fake_upstream.py"
+    spec = importlib.util.spec_from_file_location("fake_upstream", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fake_upstream"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+fake_upstream = _load_fake_upstream()
+Reply = fake_upstream.Reply
+
+# One realistic answer: a search, two sources, two citations, the text in 8 deltas.
+ANSWER_TEXT = (
+    "Python 3.13 was released on 2024-10-07 ([python.org](https://www.python.org/downloads/)). "
+    "It adds an experimental free-threaded build and a JIT compiler, both off by default. "
+    "The next feature release, 3.14, followed a year later "
+    "([peps.python.org](https://peps.python.org/pep-0745/))."
+)
+SOURCES = [
+    {"type": "url", "url": "https://www.python.org/downloads/"},
+    {"type": "url", "url": "https://peps.python.org/pep-0745/"},
+]
+
+
+def realistic_reply(**knobs) -> Reply:
+    return Reply(
+        text=ANSWER_TEXT,
+        searches=[{"query": "python 3.13 release date", "sources": SOURCES}],
+        citations=[
+            {"url": SOURCES[0]["url"], "title": "Download Python"},
+            {"url": SOURCES[1]["url"], "title": "PEP 745"},
+        ],
+        text_chunks=8,
+        **knobs,
+    )
+
+
+QUERY = "When was Python 3.13 released, and what is new in it?"
+
+
+# ------------------------------------------------------------------------------------------
+# Spawning the server
+# ------------------------------------------------------------------------------------------
+
+
+class Install:
+    """The module as pip/pipx/uv install it: in a directory of its own with its bytecode cached.
+
+    The entry point is run as `python -c "from openai_responses_mcp import main; ..."`, which
+    is what an installed console script does, minus the script's own shebang handling.
+    """
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="orm-bench-"))
+        shutil.copy2(MODULE, self.dir / MODULE.name)
+        source = self.dir / MODULE.name
+        py_compile.compile(str(source), importlib.util.cache_from_source(str(source)), doraise=True)
+        (self.dir / "xdg").mkdir()
+
+    def env(self, **extra: str) -> dict:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "MCP_"))}
+        for name in ("DEBUG", "MODEL_ANSWER", "MODEL_DETAILED", "MODEL_QUICK", "PYTHONPATH"):
+            env.pop(name, None)
+        env.update(
+            XDG_CONFIG_HOME=str(self.dir / "xdg"),
+            OPENAI_API_KEY=TEST_KEY,
+            NO_PROXY="127.0.0.1,localhost",
+        )
+        env.update(extra)
+        return env
+
+    def entry_argv(self, *args: str) -> list[str]:
+        code = "from openai_responses_mcp import main; raise SystemExit(main())"
+        return [PYTHON, "-c", code, *args]
+
+    def script_argv(self, *args: str) -> list[str]:
+        return [PYTHON, str(self.dir / MODULE.name), *args]
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def frame(message: dict, framing: str = "line") -> bytes:
+    body = json.dumps(message, separators=(",", ":")).encode()
+    if framing == "line":
+        return body + b"\n"
+    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def initialize_message(request_id=0) -> dict:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "0"},
+        },
+    }
+
+
+class Client:
+    """The server over raw pipes, read without helper threads so latency is not inflated."""
+
+    def __init__(self, install: Install, env: dict | None = None, argv: list[str] | None = None):
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
+        self.proc = subprocess.Popen(
+            argv or install.entry_argv("--stdio"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            env=env or install.env(),
+            cwd=str(install.dir),
+        )
+        self.pid = self.proc.pid
+        self._in = self.proc.stdin.fileno()
+        self._out = self.proc.stdout.fileno()
+        self._buffer = bytearray()
+        self._next_id = 1
+
+    # -- bytes --------------------------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._in, view) :]
+
+    def send(self, message: dict, framing: str = "line") -> None:
+        self.write(frame(message, framing))
+
+    def _fill(self, deadline: float) -> None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([self._out], [], [], remaining)[0]:
+            raise TimeoutError(f"no reply from the server; stderr:\n{self.stderr_text()}")
+        chunk = os.read(self._out, 1 << 20)
+        if not chunk:
+            raise EOFError(f"the server closed stdout; stderr:\n{self.stderr_text()}")
+        self._buffer += chunk
+
+    def recv(self, timeout: float = 30.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            buffer = self._buffer
+            if buffer.startswith(b"Content-Length:"):
+                head_end = buffer.find(b"\r\n\r\n")
+                if head_end >= 0:
+                    length = int(buffer[15:head_end])
+                    if len(buffer) >= head_end + 4 + length:
+                        body = bytes(buffer[head_end + 4 : head_end + 4 + length])
+                        del buffer[: head_end + 4 + length]
+                        return json.loads(body)
+            else:
+                newline = buffer.find(b"\n")
+                if newline >= 0:
+                    body = bytes(buffer[:newline])
+                    del buffer[: newline + 1]
+                    return json.loads(body)
+            self._fill(deadline)
+
+    def request(self, method: str, params=None, framing: str = "line", timeout=30.0) -> dict:
+        request_id = self.send_request(method, params, framing)
+        while True:
+            message = self.recv(timeout)
+            if message.get("id") == request_id:
+                return message
+
+    def send_request(self, method: str, params=None, framing: str = "line") -> int:
+        self._next_id += 1
+        message = {"jsonrpc": "2.0", "id": self._next_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message, framing)
+        return self._next_id
+
+    def initialize(self, framing: str = "line") -> dict:
+        self.send(initialize_message(), framing)
+        reply = self.recv()
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"}, framing)
+        return reply
+
+    def call_params(self, query: str = QUERY) -> dict:
+        return {"name": "answer", "arguments": {"query": query}}
+
+    def call(self, timeout: float = 30.0) -> dict:
+        reply = self.request("tools/call", self.call_params(), timeout=timeout)
+        if "result" not in reply:
+            raise RuntimeError(f"tools/call failed: {reply}")
+        return reply
+
+    # -- the process ---------------------------------------------------------------------------
+
+    def status(self, field: str) -> int:
+        """A number from /proc/PID/status, e.g. VmRSS (kB) or Threads."""
+        with open(f"/proc/{self.pid}/status") as handle:
+            for line in handle:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+        raise KeyError(field)
+
+    def rss_mib(self) -> float:
+        return self.status("VmRSS") / 1024
+
+    def threads(self) -> int:
+        return len(os.listdir(f"/proc/{self.pid}/task"))
+
+    def has_loaded(self, needle: str) -> bool:
+        with open(f"/proc/{self.pid}/maps") as handle:
+            return needle in handle.read()
+
+    def stderr_text(self) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read().decode("utf-8", "replace")[-4000:]
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.proc.stdout.close()
+        self.stderr.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.01) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+def wait_warm(client: Client, timeout: float = 15.0) -> None:
+    """Until the background warm-up has loaded `openai` (pydantic_core mapped) and ended."""
+    ok = wait_until(
+        lambda: client.has_loaded("pydantic_core") and client.threads() == 1, timeout, 0.02
+    )
+    if not ok:
+        raise TimeoutError(f"openai was not loaded in the background; {client.stderr_text()}")
+
+
+# ------------------------------------------------------------------------------------------
+# Statistics and results
+# ------------------------------------------------------------------------------------------
+
+
+def median(samples) -> float:
+    return statistics.median(samples)
+
+
+def spread(samples) -> dict:
+    ordered = sorted(samples)
+    return {
+        "n": len(ordered),
+        "median": statistics.median(ordered),
+        "p10": ordered[len(ordered) // 10],
+        "p90": ordered[min(len(ordered) - 1, len(ordered) * 9 // 10)],
+        "min": ordered[0],
+        "max": ordered[-1],
+    }
+
+
+class Results:
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+
+    def add(self, figure: str, measured: str, baseline: str, value: str, target: str, met, **raw):
+        row = {
+            "figure": figure,
+            "measured": measured,
+            "baseline": baseline,
+            "value": value,
+            "target": target,
+            "met": met,
+            "raw": raw,
+        }
+        self.rows.append(row)
+        mark = {True: "yes", False: "NO", None: "-"}[met]
+        print(f"  {figure}: {value} (target {target}) -> {mark}", file=sys.stderr, flush=True)
+
+    def table(self) -> str:
+        head = ("figure", "measured", "baseline (same run)", "result", "target", "met")
+        rows = [
+            (
+                r["figure"],
+                r["measured"],
+                r["baseline"],
+                r["value"],
+                r["target"],
+                {True: "yes", False: "**no**", None: "-"}[r["met"]],
+            )
+            for r in self.rows
+        ]
+        lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        return "\n".join(lines)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f} ms"
+
+
+# ------------------------------------------------------------------------------------------
+# The figures
+# ------------------------------------------------------------------------------------------
+
+
+def bench_startup(install: Install, results: Results, runs: int) -> None:
+    """spawn -> initialize answered, interleaved with `python -c pass` (spawn -> exit).
+
+    Both use this interpreter binary, the same environment and working directory. The
+    initialize request is written as soon as the process exists; the clock stops when its
+    reply has been read. The server is then closed (its exit is not timed). The same is
+    measured for the module run as a script file, which Python compiles on every start.
+    """
+    env = install.env()
+    message = frame(initialize_message())
+
+    def spawn(argv) -> float:
+        started = time.perf_counter()
+        with Client(install, env, argv) as client:
+            client.write(message)
+            client.recv()
+            elapsed = time.perf_counter() - started
+        return elapsed
+
+    def bare() -> float:
+        started = time.perf_counter()
+        subprocess.run([PYTHON, "-c", "pass"], env=env, cwd=str(install.dir), check=True)
+        return time.perf_counter() - started
+
+    spawn(install.entry_argv("--stdio"))  # page in the files once
+    base, entry, script = [], [], []
+    for _ in range(runs):
+        base.append(bare())
+        entry.append(spawn(install.entry_argv("--stdio")))
+        script.append(spawn(install.script_argv("--stdio")))
+    ratio = median(entry) / median(base)
+    results.add(
+        "spawn → initialize answered (installed entry point)",
+        ms(median(entry)),
+        f"`python -c pass` {ms(median(base))}",
+        f"{ratio:.2f}×",
+        "≤ 1.5×",
+        ratio <= 1.5,
+        entry=spread(entry),
+        python_c_pass=spread(base),
+        ratio=ratio,
+    )
+    script_ratio = median(script) / median(base)
+    results.add(
+        "spawn → initialize answered (`python openai_responses_mcp.py`, no bytecode cache)",
+        ms(median(script)),
+        f"`python -c pass` {ms(median(base))}",
+        f"{script_ratio:.2f}×",
+        "informational",
+        None,
+        script=spread(script),
+        ratio=script_ratio,
+    )
+
+
+def bench_round_trips(install: Install, results: Results, runs: int) -> None:
+    """tools/list (and ping) round trips: one request written, its reply read, one at a time."""
+    with Client(install) as client:
+        client.initialize()
+        for _ in range(50):
+            client.request("tools/list")
+        listing, pings = [], []
+        for _ in range(runs):
+            started = time.perf_counter()
+            client.request("tools/list")
+            listing.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            client.request("ping")
+            pings.append(time.perf_counter() - started)
+    results.add(
+        "`tools/list` round trip",
+        ms(median(listing)),
+        f"`ping` {ms(median(pings))}",
+        ms(median(listing)),
+        "≤ 1 ms",
+        median(listing) <= 0.001,
+        tools_list=spread(listing),
+        ping=spread(pings),
+    )
+
+
+DIRECT_WORKER = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[2])
+import openai
+import openai_responses_mcp as m
+
+config = m.load_config({}, env={"OPENAI_BASE_URL": sys.argv[1], "XDG_CONFIG_HOME": "/nonexistent"})
+request = m.build_request("answer", {"query": sys.argv[3]}, config, m.today_in("UTC"))
+client = openai.OpenAI(
+    api_key="sk-test-direct", base_url=sys.argv[1], max_retries=0,
+    http_client=openai.DefaultHttpxClient(),
+)
+
+def one():
+    started = time.perf_counter()
+    with client.responses.create(**request, stream=True) as stream:
+        for event in stream:
+            if event.type == "response.completed":
+                break
+    return time.perf_counter() - started
+
+for line in sys.stdin:
+    sys.stdout.write(f"{one()}\n")
+    sys.stdout.flush()
+"""
+
+
+class DirectSDK:
+    """A plain `openai` SDK client in its own process, making the server's request itself.
+
+    It runs one streamed call per line on stdin and reports that call's time, measured
+    around `responses.create(stream=True)` and the loop over its events: what a program
+    calling the SDK directly spends.
+    """
+
+    def __init__(self, base_url: str):
+        self.proc = subprocess.Popen(
+            [PYTHON, "-c", DIRECT_WORKER, base_url, str(ROOT), QUERY],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def call(self) -> float:
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the direct SDK worker died")
+        return float(line)
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(10)
+        self.proc.stdout.close()
+
+
+def bench_call_overhead(install: Install, fake, results: Results, runs: int) -> dict:
+    """Steady tools/call round trip vs the same request made directly with the SDK.
+
+    Calls alternate one by one between the server and the direct client, so both see the
+    same fake upstream (in this process) under the same load. Returns the steady medians
+    for the first-call figure.
+    """
+    fake.default = realistic_reply()
+    env = install.env(OPENAI_BASE_URL=fake.base_url)
+    direct = DirectSDK(fake.base_url)
+    try:
+        with Client(install, env) as client:
+            client.initialize()
+            for _ in range(20):
+                client.call()
+                direct.call()
+            served, plain = [], []
+            for i in range(runs):
+                started = time.perf_counter()
+                client.call()
+                served.append(time.perf_counter() - started)
+                plain.append(direct.call())
+                if i % 100 == 99:
+                    fake.clear()
+    finally:
+        direct.close()
+    overhead = median(served) - median(plain)
+    results.add(
+        "steady `tools/call` round trip, overhead over a direct SDK call",
+        ms(median(served)),
+        f"direct `openai` call {ms(median(plain))}",
+        f"+{overhead * 1000:.2f} ms",
+        "≤ 1 ms",
+        overhead <= 0.001,
+        served=spread(served),
+        direct=spread(plain),
+        overhead=overhead,
+    )
+    return {"steady": median(served)}
+
+
+def bench_first_call(install: Install, fake, results: Results, spawns: int) -> None:
+    """The first tools/call, sent 2 s after initialize, vs steady calls of the same server."""
+    fake.default = realistic_reply()
+    env = install.env(OPENAI_BASE_URL=fake.base_url)
+    firsts, steadies, ratios = [], [], []
+    for _ in range(spawns):
+        with Client(install, env) as client:
+            client.initialize()
+            time.sleep(2.0)
+            started = time.perf_counter()
+            client.call()
+            first = time.perf_counter() - started
+            steady = []
+            for _ in range(30):
+                started = time.perf_counter()
+                client.call()
+                steady.append(time.perf_counter() - started)
+        firsts.append(first)
+        steadies.append(median(steady[10:]))
+        ratios.append(first / median(steady[10:]))
+        fake.clear()
+    ratio = median(ratios)
+    results.add(
+        "first `tools/call`, sent 2 s after `initialize`",
+        ms(median(firsts)),
+        f"steady call {ms(median(steadies))}",
+        f"{ratio:.2f}×",
+        "≤ 1.3×",
+        ratio <= 1.3,
+        first=spread(firsts),
+        steady=spread(steadies),
+        ratios=ratios,
+    )
+
+
+def bench_concurrency(install: Install, fake, results: Results, rounds: int) -> None:
+    """50 tools/calls written at once, each held 500 ms upstream; wall time to the last reply.
+
+    The fake's listen backlog is raised to 128 for this (the stdlib default of 5 would drop
+    connection attempts and add the kernel's 1 s SYN retry, which measures the fake).
+    """
+    fake.default = realistic_reply(delay_before_headers=0.5)
+    env = install.env(OPENAI_BASE_URL=fake.base_url)
+    walls = []
+    with Client(install, env) as client:
+        client.initialize()
+        wait_warm(client)
+        for _ in range(rounds):
+            batch = b"".join(
+                frame(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": f"c{i}",
+                        "method": "tools/call",
+                        "params": client.call_params(f"{QUERY} ({i})"),
+                    }
+                )
+                for i in range(50)
+            )
+            started = time.perf_counter()
+            client.write(batch)
+            answered = 0
+            while answered < 50:
+                reply = client.recv()
+                if "result" not in reply:
+                    raise RuntimeError(f"a concurrent call failed: {reply}")
+                answered += 1
+            walls.append(time.perf_counter() - started)
+            fake.clear()
+    fake.default = realistic_reply()
+    cold, warm = walls[0], walls[1:]
+    results.add(
+        "50 concurrent calls, upstream 500 ms each (wall)",
+        ms(median(warm)),
+        f"upstream alone 500 ms; first round (new connections) {ms(cold)}",
+        ms(median(warm)),
+        "≤ 0.6 s",
+        median(warm) <= 0.6,
+        warm=spread(warm),
+        cold=cold,
+    )
+
+
+def bench_cancel(install: Install, fake, results: Results, runs: int) -> None:
+    """notifications/cancelled written -> the fake sees the upstream connection close.
+
+    Each call is stalled by the fake after 3 stream events, so the worker is blocked reading
+    the stream. Both clocks are time.monotonic() in this process: the fake records the
+    moment its select() sees the client's FIN.
+    """
+    env = install.env(OPENAI_BASE_URL=fake.base_url)
+    latencies = []
+    with Client(install, env) as client:
+        client.initialize()
+        wait_warm(client)
+        client.call()
+        for _ in range(runs):
+            fake.clear()
+            fake.enqueue(realistic_reply(stall_after_events=3, stall_seconds=30))
+            request_id = client.send_request("tools/call", client.call_params())
+            (record,) = fake.wait_for_requests(1, timeout=10)
+            if not wait_until(lambda r=record: r.events_sent >= 3, 10, 0.0005):
+                raise TimeoutError("the fake never stalled")
+            time.sleep(0.005)  # let the worker block in its read
+            note = {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": request_id, "reason": "bench"},
+            }
+            data = frame(note)
+            started = time.monotonic()
+            client.write(data)
+            closed = fake.wait_for_disconnect(0, timeout=10)
+            latencies.append(closed - started)
+        reply = client.request("ping")  # the cancelled calls sent nothing; the server serves on
+        if "result" not in reply:
+            raise RuntimeError(f"ping after cancellations failed: {reply}")
+    results.add(
+        "`notifications/cancelled` → upstream connection closed",
+        ms(median(latencies)),
+        "-",
+        ms(median(latencies)),
+        "≤ 5 ms",
+        median(latencies) <= 0.005,
+        latency=spread(latencies),
+    )
+
+
+def bench_throughput(install: Install, results: Results, messages: int, runs: int) -> None:
+    """Pipelined ping: all requests written by one thread while this one counts replies.
+
+    No upstream is involved. Rate = messages / (first byte written -> last reply read),
+    median over runs, one fresh server per framing (the server answers in the framing the
+    client used, and newline mode is sticky once seen).
+    """
+    for framing in ("line", "framed"):
+        rates = []
+        with Client(install) as client:
+            client.initialize(framing)
+            payload = b"".join(
+                frame({"jsonrpc": "2.0", "id": i, "method": "ping"}, framing)
+                for i in range(messages)
+            )
+            marker = b"\n" if framing == "line" else b"Content-Length:"
+            for _ in range(runs + 1):
+                writer = threading.Thread(target=client.write, args=(payload,))
+                started = time.perf_counter()
+                writer.start()
+                seen, tail = 0, b""
+                deadline = time.monotonic() + 120
+                while seen < messages:
+                    if not select.select([client._out], [], [], deadline - time.monotonic())[0]:
+                        raise TimeoutError("ping replies stopped")
+                    chunk = os.read(client._out, 1 << 20)
+                    if not chunk:
+                        raise EOFError(client.stderr_text())
+                    # A marker split across reads is counted once: `tail` is too short to
+                    # hold a whole one.
+                    data = tail + chunk
+                    seen += data.count(marker)
+                    tail = data[-(len(marker) - 1) :] if len(marker) > 1 else b""
+                elapsed = time.perf_counter() - started
+                writer.join()
+                rates.append(messages / elapsed)
+            rates = rates[1:]  # the first run warms the pipe buffers and the allocator
+            reply = client.request("ping", framing=framing)
+            assert reply == {"jsonrpc": "2.0", "id": client._next_id, "result": {}}, reply
+        label = "newline-delimited" if framing == "line" else "Content-Length"
+        rate = median(rates)
+        results.add(
+            f"pipelined `ping` throughput, {label}",
+            f"{rate:,.0f} msg/s",
+            "-",
+            f"{rate:,.0f} msg/s",
+            "≥ 60,000 msg/s",
+            rate >= 60_000,
+            rates=spread(rates),
+            messages=messages,
+        )
+
+
+def bench_memory(install: Install, fake, results: Results, total_calls: int) -> None:
+    """VmRSS of the server: idle right after initialize (the background import of `openai`
+    starts 0.3 s later; checked by pydantic_core not yet being mapped), idle once `openai` is
+    loaded, then after 1,000 calls and every 1,000 to `total_calls` (8 in flight at a time)."""
+    fake.default = realistic_reply()
+    env = install.env(OPENAI_BASE_URL=fake.base_url)
+    with Client(install, env) as client:
+        client.initialize()
+        before = client.rss_mib()
+        loaded_early = client.has_loaded("pydantic_core")
+        wait_warm(client)
+        time.sleep(0.2)
+        loaded = client.rss_mib()
+        marks = {}
+        done = 0
+        in_flight = 8
+        while done < total_calls:
+            batch = b"".join(
+                frame(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": done + i,
+                        "method": "tools/call",
+                        "params": client.call_params(),
+                    }
+                )
+                for i in range(in_flight)
+            )
+            client.write(batch)
+            for _ in range(in_flight):
+                reply = client.recv()
+                if "result" not in reply:
+                    raise RuntimeError(f"a call failed: {reply}")
+            done += in_flight
+            if done % 1000 == 0:
+                fake.clear()
+                marks[done] = client.rss_mib()
+        threads = client.threads()
+    after_1000 = marks[1000]
+    last = max(marks)
+    growth = marks[last] - after_1000
+    flat = growth <= max(2.0, 0.03 * after_1000)
+    results.add(
+        "resident memory, idle before `openai` loads",
+        f"{before:.1f} MiB",
+        "-",
+        f"{before:.1f} MiB" + (" (openai already mapped!)" if loaded_early else ""),
+        "≤ 25 MiB",
+        before <= 25 and not loaded_early,
+        rss=before,
+    )
+    results.add(
+        "resident memory, idle with `openai` loaded",
+        f"{loaded:.1f} MiB",
+        "-",
+        f"{loaded:.1f} MiB",
+        "≤ 55 MiB",
+        loaded <= 55,
+        rss=loaded,
+    )
+    results.add(
+        "resident memory after 1,000 calls",
+        f"{after_1000:.1f} MiB",
+        "-",
+        f"{after_1000:.1f} MiB",
+        "≤ 95 MiB",
+        after_1000 <= 95,
+        rss=after_1000,
+    )
+    results.add(
+        f"resident memory growth, 1,000 → {last:,} calls",
+        f"{marks[last]:.1f} MiB at {last:,}",
+        f"{after_1000:.1f} MiB at 1,000",
+        f"{growth:+.1f} MiB",
+        "flat (≤ +2 MiB or 3 %)",
+        flat,
+        marks={str(k): v for k, v in marks.items()},
+        threads_after=threads,
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Main
+# ------------------------------------------------------------------------------------------
+
+
+def machine() -> dict:
+    cpu = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    memory = 0
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        memory = int(Path("/proc/meminfo").read_text().split()[1]) // 1024 // 1024
+    try:
+        import openai
+
+        openai_version = openai.__version__
+    except ImportError:
+        openai_version = "not installed"
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": memory,
+        "os": f"{platform.system()} {platform.release()}",
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "openai": openai_version,
+    }
+
+
+FIGURES = ("startup", "roundtrip", "call", "first", "concurrency", "cancel", "throughput", "memory")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions (about 1 min)")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    parser.add_argument("--only", metavar="NAMES", help="comma-separated: " + ",".join(FIGURES))
+    options = parser.parse_args(argv)
+    only = set(options.only.split(",")) if options.only else set(FIGURES)
+    unknown = only - set(FIGURES)
+    if unknown:
+        parser.error(f"unknown figure(s): {', '.join(sorted(unknown))}")
+    quick = options.quick
+    fake_upstream._HTTPServer.request_queue_size = 128
+    info = machine()
+    print(
+        f"machine: {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB, {info['os']}, "
+        f"{info['python']}, openai {info['openai']}",
+        file=sys.stderr,
+    )
+    results = Results()
+    install = Install()
+    started = time.monotonic()
+    try:
+        with fake_upstream.FakeResponsesAPI() as fake:
+            if "startup" in only:
+                bench_startup(install, results, 15 if quick else 40)
+            if "roundtrip" in only:
+                bench_round_trips(install, results, 200 if quick else 1000)
+            if "call" in only:
+                bench_call_overhead(install, fake, results, 100 if quick else 400)
+            if "first" in only:
+                bench_first_call(install, fake, results, 3 if quick else 7)
+            if "concurrency" in only:
+                bench_concurrency(install, fake, results, 3 if quick else 6)
+            if "cancel" in only:
+                bench_cancel(install, fake, results, 10 if quick else 40)
+            if "throughput" in only:
+                bench_throughput(install, results, 20_000 if quick else 100_000, 3 if quick else 5)
+            if "memory" in only:
+                bench_memory(install, fake, results, 2000 if quick else 5000)
+    finally:
+        install.cleanup()
+    print(f"\n{results.table()}\n")
+    print(
+        f"Machine: {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB; {info['os']}; "
+        f"{info['python']}; openai {info['openai']}. "
+        f"{'Quick run' if quick else 'Full run'}, {time.monotonic() - started:.0f} s."
+    )
+    if options.json:
+        document = {
+            "machine": info,
+            "quick": quick,
+            "seconds": time.monotonic() - started,
+            "figures": results.rows,
+        }
+        Path(options.json).write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    missed = [row["figure"] for row in results.rows if row["met"] is False]
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
