@@ -2239,9 +2239,52 @@ def tool_result(answer: dict, meta: dict, version: str) -> dict:
 # ============================================================================================
 
 
+# json.dumps and json.loads build a new encoder or decoder on every call, which costs more than
+# the work on a small message. The transport makes the C encoder and scanner that `json` is
+# built on once, with json's defaults, and leaves anything they refuse to `json` itself (so
+# errors and their wording stay json's).
+try:
+    from _json import encode_basestring as _c_escape
+    from _json import make_encoder as _c_make_encoder
+    from _json import make_scanner as _c_make_scanner
+except ImportError:  # a Python without the accelerator: json does everything
+    _c_make_encoder = _c_make_scanner = None
+
+
+_JSON_CONSTANTS = {"-Infinity": -float("inf"), "Infinity": float("inf"), "NaN": float("nan")}
+
+
+class _ScanContext:
+    """The settings _json.make_scanner reads from a JSONDecoder: those of json.loads."""
+
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float, parse_int = float, int
+    parse_constant = _JSON_CONSTANTS.__getitem__
+
+
+def _not_serializable(value):
+    raise TypeError(type(value).__name__)  # json.dumps below raises json's own error
+
+
+if _c_make_scanner is not None:
+    _scan = _c_make_scanner(_ScanContext())
+    # (markers, default, escape, indent, key_separator, item_separator, sort_keys, skipkeys,
+    # allow_nan): json.dumps(separators=(",", ":"), ensure_ascii=False) without its
+    # circular-reference check, which json.dumps below still makes if recursion runs away.
+    _encode = _c_make_encoder(None, _not_serializable, _c_escape, None, ":", ",", 0, 0, 1)
+
+_JSON_SPACE = " \t\n\r"
+
+
 def encode_message(message: dict) -> bytes:
     """Compact UTF-8 JSON; escapes only if a lone surrogate makes raw UTF-8 impossible."""
     try:
+        if _c_make_encoder is not None:
+            try:
+                return "".join(_encode(message, 0)).encode("utf-8")
+            except (TypeError, ValueError, RecursionError):
+                pass
         return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     except UnicodeEncodeError:
         return json.dumps(message, separators=(",", ":")).encode("ascii")
@@ -2249,6 +2292,14 @@ def encode_message(message: dict) -> bytes:
 
 def decode_message(body: bytes):
     """(message, None) for a JSON body, or (None, parse-error reply)."""
+    if _c_make_scanner is not None:
+        try:
+            text = body.decode("utf-8")
+            value, end = _scan(text, len(text) - len(text.lstrip(_JSON_SPACE)))
+            if end == len(text) or not text[end:].strip(_JSON_SPACE):
+                return value, None
+        except (StopIteration, ValueError, RecursionError):
+            pass  # json.loads says what is wrong, or decodes what strict UTF-8 refused
     try:
         return json.loads(body), None
     except (ValueError, RecursionError) as exc:
@@ -2272,7 +2323,7 @@ class Frame:
 
 BOM = b"\xef\xbb\xbf"
 _HEADER_LIMIT = 8192
-_TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_TOKEN = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 class FrameReader:
@@ -2355,7 +2406,7 @@ class FrameReader:
             if not line:
                 break
             name, colon, value = line.partition(b":")
-            if not colon or not name or not all(c in _TOKEN for c in name):
+            if not colon or not name or name.translate(None, _TOKEN):
                 if cursor == pos:
                     return self._garbage(buffer, pos, end, frames)
                 frames.append(Frame("garbage", bytes(buffer[pos:cursor])))
