@@ -25,13 +25,35 @@ needs it (or in the background once ``initialize`` has been answered).
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import sys
 import threading
 import time
-from typing import NoReturn
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+
+class _Lazy:
+    """A module imported where it is first used.
+
+    `json` and `re` take several milliseconds to import (re compiles its own patterns), which
+    a server that should answer `initialize` at once need not spend: the transport's JSON
+    needs neither of them (see encode_message).
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str):
+        module = __import__(self._name)
+        globals()[self._name] = module
+        return getattr(module, attribute)
+
+
+json = _Lazy("json")
+re = _Lazy("re")
 
 __version__ = "0.1.0"
 SERVER_NAME = "openai-responses-mcp"
@@ -891,7 +913,31 @@ def _validate(values: dict, sources: dict) -> None:
     _check_timezone(values["policy"]["timezone"], sources[("policy", "timezone")])
 
 
+_TZ_DIRS = ("/usr/share/zoneinfo", "/usr/lib/zoneinfo", "/usr/share/lib/zoneinfo", "/etc/zoneinfo")
+_TZ_NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+-"
+
+
+def _is_system_zone(name: str) -> bool:
+    """True if `name` is a zone file in zoneinfo's default search path, found without
+    importing zoneinfo (a few ms at start-up); False means "ask zoneinfo"."""
+    parts = name.split("/")
+    if os.environ.get("PYTHONTZPATH") or not all(
+        part and part[0] != "." and not part.strip(_TZ_NAME_CHARS) for part in parts
+    ):
+        return False
+    for directory in _TZ_DIRS:
+        try:
+            with open(os.path.join(directory, *parts), "rb") as handle:
+                if handle.read(4) == b"TZif":
+                    return True
+        except OSError:
+            continue
+    return False
+
+
 def _check_timezone(name: str, where: str) -> None:
+    if _is_system_zone(name):
+        return
     try:
         import zoneinfo
 
@@ -2479,7 +2525,7 @@ def _raise_stop(signum, frame):
 
 def serve_stdio(dispatcher: Dispatcher, config: Config, log: Log) -> int:
     """Serves one client on stdin/stdout until end of input or a signal."""
-    import signal
+    import _signal as signal  # `signal` itself imports enum (~1 ms) for its IntEnums
 
     fd_in, fd_out = sys.stdin.fileno(), sys.stdout.fileno()
     if os.name == "nt":
