@@ -1610,6 +1610,72 @@ def _drain(stream, call: Call, limit: float = 1.0) -> None:
         guard.cancel()
 
 
+class _NotSent(Exception):
+    """Raised by the warm-up's HTTP client instead of sending a request."""
+
+
+def _refuse_to_send(request) -> None:
+    raise _NotSent()
+
+
+# A completed-response event with the output items a call brings back, decoded once by the
+# warm-up so that pydantic builds the models it needs before the first call does.
+_WARM_EVENT = {
+    "type": "response.completed",
+    "sequence_number": 0,
+    "response": {
+        "id": "resp_warm_up",
+        "object": "response",
+        "created_at": 0,
+        "model": "warm-up",
+        "status": "completed",
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [{"type": "web_search"}],
+        "output": [
+            {
+                "type": "web_search_call",
+                "id": "ws_warm_up",
+                "status": "completed",
+                "action": {
+                    "type": "search",
+                    "query": "warm-up",
+                    "sources": [{"type": "url", "url": "https://example.com/"}],
+                },
+            },
+            {
+                "type": "message",
+                "id": "msg_warm_up",
+                "role": "assistant",
+                "status": "completed",
+                "content": [
+                    {
+                        "type": "output_text",
+                        "text": "warm-up",
+                        "annotations": [
+                            {
+                                "type": "url_citation",
+                                "url": "https://example.com/",
+                                "title": "Example",
+                                "start_index": 0,
+                                "end_index": 7,
+                            }
+                        ],
+                    }
+                ],
+            },
+        ],
+        "usage": {
+            "input_tokens": 1,
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": 1,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 2,
+        },
+    },
+}
+
+
 class AnswerEngine:
     """Turns a tool call into one Responses API request and the answer of the output contract.
 
@@ -1635,8 +1701,29 @@ class AnswerEngine:
         timer.start()
 
     def _warm(self) -> None:
+        """Does now what the first call would otherwise pay for, a few hundred ms of CPU:
+        importing `openai` and building the client, importing the Responses resource
+        (`client.responses` is lazy), building one request as a call builds it (the SDK then
+        reads its type hints and runs `uname` for its platform headers) on a copy of the
+        client that refuses to send it, and decoding one stream event (pydantic then builds
+        its models). Nothing is sent anywhere."""
         try:
-            self.client()
+            import openai
+            from openai._models import construct_type
+            from openai.types.responses import ResponseStreamEvent
+
+            client = self.client()
+            today = today_in(self._config.get("policy", "timezone"))
+            request = build_request(TOOL_NAMES[0], {"query": "warm-up"}, self._config, today)
+            refuse = openai.DefaultHttpxClient(event_hooks={"request": [_refuse_to_send]})
+            try:
+                client.with_options(http_client=refuse).responses.create(**request, stream=True)
+            except _NotSent:
+                pass  # stopped by _refuse_to_send before any connection was opened
+            finally:
+                refuse.close()
+            event = construct_type(type_=ResponseStreamEvent, value=_WARM_EVENT)
+            event.response.to_dict(warnings=False)
         except Exception:  # noqa: BLE001 - the first call reports whatever this hit
             pass
 
