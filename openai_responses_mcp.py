@@ -2431,12 +2431,15 @@ def decode_message(body: bytes):
             value, end = _scan(text, len(text) - len(text.lstrip(_JSON_SPACE)))
             if end == len(text) or not text[end:].strip(_JSON_SPACE):
                 return value, None
-        except (StopIteration, ValueError, RecursionError):
-            pass  # json.loads says what is wrong, or decodes what strict UTF-8 refused
+        except (StopIteration, ValueError, RecursionError, SystemError):
+            # json.loads says what is wrong, or decodes what strict UTF-8 refused. (Python
+            # 3.10/3.11's scanner raises SystemError for bad JSON until json.decoder has
+            # been imported, which json.loads does.)
+            pass
     try:
         return json.loads(body), None
     except (ValueError, RecursionError) as exc:
-        why = str(exc).split(":")[0] if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+        why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
         if isinstance(exc, RecursionError):
             why = "nested too deeply"
         return None, rpc_error(None, PARSE_ERROR, f"Parse error: the message is not JSON ({why})")
