@@ -1618,62 +1618,26 @@ def _refuse_to_send(request) -> None:
     raise _NotSent()
 
 
-# A completed-response event with the output items a call brings back, decoded once by the
-# warm-up so that pydantic builds the models it needs before the first call does.
-_WARM_EVENT = {
-    "type": "response.completed",
-    "sequence_number": 0,
-    "response": {
-        "id": "resp_warm_up",
-        "object": "response",
-        "created_at": 0,
-        "model": "warm-up",
-        "status": "completed",
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [{"type": "web_search"}],
-        "output": [
-            {
-                "type": "web_search_call",
-                "id": "ws_warm_up",
-                "status": "completed",
-                "action": {
-                    "type": "search",
-                    "query": "warm-up",
-                    "sources": [{"type": "url", "url": "https://example.com/"}],
-                },
-            },
-            {
-                "type": "message",
-                "id": "msg_warm_up",
-                "role": "assistant",
-                "status": "completed",
-                "content": [
-                    {
-                        "type": "output_text",
-                        "text": "warm-up",
-                        "annotations": [
-                            {
-                                "type": "url_citation",
-                                "url": "https://example.com/",
-                                "title": "Example",
-                                "start_index": 0,
-                                "end_index": 7,
-                            }
-                        ],
-                    }
-                ],
-            },
-        ],
-        "usage": {
-            "input_tokens": 1,
-            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-            "output_tokens": 1,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": 2,
-        },
-    },
-}
+def _open_stream(client, request: dict, timeout):
+    """POST /responses with `stream: true`; iterating the result yields each event as a dict.
+
+    `client.post` with `cast_to=object` is the SDK's way to call an endpoint without its
+    typed models: it still sends, authenticates and frames the server-sent events, raises
+    APIError for an `error` event and wraps transport errors, but skips decoding every event
+    into pydantic models, which took over half of a call's CPU time (pydantic tries the ~60
+    event types in turn) and ~10 MiB for the models. Only the final response is read, and as
+    a dict, which is what the answer is shaped from.
+    """
+    import openai
+
+    return client.post(
+        "/responses",
+        body={**request, "stream": True},
+        cast_to=object,
+        options={} if timeout is None else {"timeout": timeout},
+        stream=True,
+        stream_cls=openai.Stream[object],
+    )
 
 
 class AnswerEngine:
@@ -1701,29 +1665,23 @@ class AnswerEngine:
         timer.start()
 
     def _warm(self) -> None:
-        """Does now what the first call would otherwise pay for, a few hundred ms of CPU:
-        importing `openai` and building the client, importing the Responses resource
-        (`client.responses` is lazy), building one request as a call builds it (the SDK then
-        reads its type hints and runs `uname` for its platform headers) on a copy of the
-        client that refuses to send it, and decoding one stream event (pydantic then builds
-        its models). Nothing is sent anywhere."""
+        """Does now what the first call would otherwise pay for: importing `openai` and
+        building the client (a few hundred ms of CPU), then opening one stream as a call does
+        on a copy of the client whose HTTP client refuses to send it (the SDK runs `uname` for
+        its platform headers on the first request). Nothing is sent anywhere."""
         try:
             import openai
-            from openai._models import construct_type
-            from openai.types.responses import ResponseStreamEvent
 
             client = self.client()
             today = today_in(self._config.get("policy", "timezone"))
             request = build_request(TOOL_NAMES[0], {"query": "warm-up"}, self._config, today)
             refuse = openai.DefaultHttpxClient(event_hooks={"request": [_refuse_to_send]})
             try:
-                client.with_options(http_client=refuse).responses.create(**request, stream=True)
+                _open_stream(client.with_options(http_client=refuse), request, None)
             except _NotSent:
                 pass  # stopped by _refuse_to_send before any connection was opened
             finally:
                 refuse.close()
-            event = construct_type(type_=ResponseStreamEvent, value=_WARM_EVENT)
-            event.response.to_dict(warnings=False)
         except Exception:  # noqa: BLE001 - the first call reports whatever this hit
             pass
 
@@ -1804,7 +1762,7 @@ class AnswerEngine:
         try:
             if call.cancelled.is_set():
                 raise Cancelled()
-            stream = client.responses.create(**request, stream=True, timeout=timeout)
+            stream = _open_stream(client, request, timeout)
             with stream:
                 for event in stream:
                     final = self._on_event(event, call)
@@ -1819,9 +1777,12 @@ class AnswerEngine:
             call.detach_all()
 
     def _on_event(self, event, call: Call) -> dict | None:
-        kind = getattr(event, "type", None)
+        """Handles one stream event (a dict); returns the response once it is complete."""
+        kind = event.get("type") if isinstance(event, dict) else None
         if kind in ("response.completed", "response.incomplete"):
-            response = event.response.to_dict(warnings=False)
+            response = event.get("response")
+            if not isinstance(response, dict):
+                raise ValueError(f"{kind} event without a response object")
             if kind == "response.incomplete" and not _output_text_parts(response):
                 reason = (response.get("incomplete_details") or {}).get("reason", "unknown")
                 raise UpstreamFailure(
@@ -1829,9 +1790,11 @@ class AnswerEngine:
                 )
             return response
         if kind == "response.failed":
-            raise _stream_failure(event.response.to_dict(warnings=False).get("error"), kind)
+            response = event.get("response")
+            error = response.get("error") if isinstance(response, dict) else None
+            raise _stream_failure(error, kind)
         if kind == "error":
-            raise _stream_failure(event.to_dict(warnings=False), kind)
+            raise _stream_failure(event, kind)
         message = PROGRESS_EVENTS.get(kind)
         if message:
             call.report(message)
