@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""Soak: thousands of calls against a faulty upstream, with random cancellations.
+
+    python bench/soak.py [--calls N] [--seconds S] [--concurrency K] [--seed N]
+
+Runs the server's real Dispatcher, Session and AnswerEngine in this process (the stdio
+transport is left out, so that calls in flight and threads can be counted exactly), against
+the tests' fake Responses API on 127.0.0.1, which answers each request with a fault drawn at
+random: 429 with retry-after-ms, 500, a reset before or in the stream (FIN or RST), a stall
+past the 1 s timeout, a malformed event, an error event, a slow trickle, or a good answer.
+About one call in eight is cancelled at a random moment.
+
+It stops after N calls or S seconds, whichever comes first, then checks and prints:
+every call that was not cancelled got exactly one reply, a result or one of the known
+`answer failed: ...` messages; a cancelled call got none (or its one reply, when the answer
+won the race); no call is left in flight; no thread of the server is left; and the process's
+resident memory stayed flat over the second half of the run (within 4 MiB or 5 %). Memory is
+that of this whole process, the fake included, so it can only over-report. Exit status 1 if
+any check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import heapq
+import importlib.util
+import itertools
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import openai_responses_mcp as m  # noqa: E402
+
+
+def _load_fake_upstream():
+    path = ROOT / "tests" / "fake_upstream.py"
+    spec = importlib.util.spec_from_file_location("fake_upstream", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fake_upstream"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+fake_upstream = _load_fake_upstream()
+Reply = fake_upstream.Reply
+
+CONFIG = "request: {max_retries: 2, timeout_ms: 1000}\n"
+FAST = {"retry-after-ms": "5"}
+# (weight, reply): what the fake does for one request.
+FAULTS = [
+    (50, lambda rng: Reply(text_chunks=rng.randint(1, 8))),
+    (8, lambda rng: Reply(status=429, headers=FAST)),
+    (6, lambda rng: Reply(status=500, headers=FAST)),
+    (6, lambda rng: Reply(drop_after_events=rng.randint(0, 12), drop_with_rst=rng.random() < 0.5)),
+    (3, lambda rng: Reply(stall_after_events=rng.randint(0, 10))),
+    (5, lambda rng: Reply(malformed_after_events=rng.randint(1, 10))),
+    (
+        5,
+        lambda rng: Reply(stream_error={"code": "server_error", "after_events": rng.randint(0, 6)}),
+    ),
+    (3, lambda rng: Reply(stream_error={"code": "invalid_prompt", "message": "flagged"})),
+    (4, lambda rng: Reply(event_delay=rng.choice([0.005, 0.02]))),
+    (2, lambda rng: Reply(status=429, error_code="insufficient_quota")),
+]
+KNOWN_FAILURES = (
+    "rate limited by the API (HTTP 429)",
+    "the API failed with HTTP 500",
+    "the connection to ",
+    "no answer within 1000 ms",
+    "malformed response from ",
+    "the model reported an error",
+    "the API key's quota is exhausted",
+)
+
+
+class Outbox:
+    """The session's outlet. Keeps only each reply's kind, so that its own memory stays flat."""
+
+    def __init__(self) -> None:
+        self.replies: dict = collections.defaultdict(list)  # id -> kinds of its replies
+        self.cond = threading.Condition()
+        self.other = 0
+
+    def send(self, *messages: dict) -> None:
+        with self.cond:
+            for message in messages:
+                if "id" in message:
+                    self.replies[message["id"]].append(classify(message))
+                else:
+                    self.other += 1
+            self.cond.notify_all()
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def server_threads(baseline: set) -> list[str]:
+    return [
+        thread.name
+        for thread in threading.enumerate()
+        if thread not in baseline
+        and thread.is_alive()
+        and "process_request_thread" not in thread.name
+        and thread.name != "fake-responses-api"
+    ]
+
+
+def classify(reply: dict) -> str:
+    if "result" in reply:
+        return "answered"
+    message = reply.get("error", {}).get("message", "")
+    if not message.startswith("answer failed: "):
+        return f"UNEXPECTED: {message[:80]}"
+    text = message[len("answer failed: ") :]
+    return next((known.strip() for known in KNOWN_FAILURES if text.startswith(known)), text[:60])
+
+
+KINDS = {"answered"} | {known.strip() for known in KNOWN_FAILURES}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=3000, help="calls to make (default 3000)")
+    parser.add_argument("--seconds", type=float, default=120, help="time bound (default 120)")
+    parser.add_argument("--concurrency", type=int, default=16, help="calls in flight (16)")
+    parser.add_argument("--seed", type=int, default=4, help="random seed (4)")
+    options = parser.parse_args(argv)
+    rng = random.Random(options.seed)
+    weights = [weight for weight, _ in FAULTS]
+    makers = [maker for _, maker in FAULTS]
+    lock = threading.Lock()
+
+    def next_reply() -> Reply:
+        with lock:
+            return rng.choices(makers, weights)[0](rng)
+
+    os.environ["OPENAI_API_KEY"] = "sk-test-0123456789abcdefSOAK"
+    os.environ["NO_PROXY"] = "127.0.0.1,localhost"
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy"):
+        os.environ.pop(name, None)
+    fake_upstream._HTTPServer.request_queue_size = 128
+    fake_upstream._Handler.disable_nagle_algorithm = True
+    baseline = set(threading.enumerate())
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory() as home, fake_upstream.FakeResponsesAPI() as fake:
+        fake._next_reply = next_reply  # a fault drawn at random for every request
+        path = Path(home) / "config.yaml"
+        path.write_text(CONFIG, encoding="utf-8")
+        env = {"XDG_CONFIG_HOME": home, "OPENAI_BASE_URL": fake.base_url}
+        config = m.load_config({"config": str(path)}, env)
+        log = m.Log()
+        dispatcher = m.Dispatcher(config, log, m.AnswerEngine(config, log))
+        outbox = Outbox()
+        session = m.Session(outbox.send)
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}}
+        reply = dispatcher.handle(
+            {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}, session
+        )
+        assert "result" in reply, reply
+
+        ids = itertools.count(1)
+        upstream_requests = 0
+        started: list[int] = []
+        cancelled: set[int] = set()
+        cancels: list[tuple[float, int]] = []
+        samples: list[tuple[int, float, int]] = []
+        begin = time.monotonic()
+        deadline = begin + options.seconds
+        while len(started) < options.calls and time.monotonic() < deadline:
+            now = time.monotonic()
+            while cancels and cancels[0][0] <= now:
+                _, request_id = heapq.heappop(cancels)
+                cancelled.add(request_id)
+                note = {"requestId": request_id, "reason": "soak"}
+                dispatcher.handle(
+                    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": note}, session
+                )
+            while session.in_flight() < options.concurrency and len(started) < options.calls:
+                request_id = next(ids)
+                started.append(request_id)
+                params = {"name": "answer", "arguments": {"query": f"soak question {request_id}"}}
+                message = {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "method": "tools/call",
+                    "params": params,
+                }
+                answer = dispatcher.handle(message, session)
+                if answer is not None:
+                    problems.append(f"tools/call {request_id} answered at once: {answer}")
+                if rng.random() < 0.125:
+                    heapq.heappush(cancels, (now + rng.uniform(0, 0.06), request_id))
+                if len(started) % 250 == 0:
+                    upstream_requests += len(fake.requests)
+                    fake.clear()
+                    samples.append((len(started), rss_mib(), len(server_threads(baseline))))
+            with outbox.cond:
+                outbox.cond.wait(0.005)
+        for _, request_id in cancels:  # cancels still pending when the run ended
+            cancelled.add(request_id)
+            note = {"requestId": request_id, "reason": "soak"}
+            dispatcher.handle(
+                {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": note}, session
+            )
+        if not session.wait_idle(30):
+            problems.append(f"{session.in_flight()} call(s) still running 30 s after the end")
+        elapsed = time.monotonic() - begin
+        ping = dispatcher.handle({"jsonrpc": "2.0", "id": "ping", "method": "ping"}, session)
+        if ping != {"jsonrpc": "2.0", "id": "ping", "result": {}}:
+            problems.append(f"ping after the soak: {ping}")
+        leftover_deadline = time.monotonic() + 10
+        while server_threads(baseline) and time.monotonic() < leftover_deadline:
+            time.sleep(0.05)
+        leftover = server_threads(baseline)
+        in_flight = session.in_flight()
+        upstream_requests += len(fake.requests)
+        samples.append((len(started), rss_mib(), len(leftover)))
+
+    outcomes: collections.Counter = collections.Counter()
+    for request_id in started:
+        replies = outbox.replies.get(request_id, [])
+        if request_id in cancelled:
+            if len(replies) > 1:
+                problems.append(f"cancelled call {request_id} got {len(replies)} replies")
+            outcomes["cancelled: no reply" if not replies else "cancelled: answered first"] += 1
+            continue
+        if len(replies) != 1:
+            problems.append(f"call {request_id} got {len(replies)} replies")
+            continue
+        kind = replies[0]
+        if kind not in KINDS:
+            problems.append(f"call {request_id}: {kind}")
+        outcomes[kind] += 1
+    if in_flight:
+        problems.append(f"{in_flight} call(s) in flight at the end")
+    if leftover:
+        problems.append(f"server threads left: {leftover}")
+    half = [rss for count, rss, _ in samples if count >= len(started) / 2]
+    growth = half[-1] - half[0] if len(half) > 1 else 0.0
+    if growth > max(4.0, 0.05 * half[0] if half else 0):
+        problems.append(f"memory grew {growth:+.1f} MiB over the second half of the run")
+
+    print(
+        f"soak: {len(started):,} calls in {elapsed:.1f} s ({len(started) / elapsed:.0f}/s), "
+        f"{options.concurrency} in flight, seed {options.seed}; "
+        f"{upstream_requests:,} upstream requests (retries included)"
+    )
+    for kind, count in outcomes.most_common():
+        print(f"  {count:6,}  {kind}")
+    print(f"  cancellations sent: {len(cancelled):,}; progress/other notifications: {outbox.other}")
+    print(
+        "  memory (MiB, whole process incl. the fake) by calls started: "
+        + ", ".join(
+            f"{count:,}: {rss:.1f}" for count, rss, _ in samples[:: max(1, len(samples) // 8)]
+        )
+        + f"; end: {samples[-1][1]:.1f}"
+    )
+    print(
+        f"  second-half memory growth: {growth:+.1f} MiB; calls in flight at the end: {in_flight}; "
+        f"server threads left: {len(leftover)}"
+    )
+    for problem in problems[:20]:
+        print(f"  PROBLEM: {problem}")
+    print("soak: OK" if not problems else f"soak: FAILED ({len(problems)} problem(s))")
+    return 0 if not problems else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
