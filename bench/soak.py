@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "  memory (MiB, whole process incl. the fake) by calls started: "
         + ", ".join(
-            f"{count:,}: {rss:.1f}" for count, rss, _ in samples[:: max(1, len(samples) // 8)]
+            f"{count:,}: {rss:.1f}" for count, rss, _ in samples[:-1][:: max(1, len(samples) // 8)]
         )
         + f"; end: {samples[-1][1]:.1f}"
     )
