@@ -884,11 +884,6 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown figure(s): {', '.join(sorted(unknown))}")
     quick = options.quick
-    # The fake as a real upstream behaves: a listen backlog that takes 50 connections at once,
-    # and TCP_NODELAY, since http.server leaves Nagle on and its event-per-chunk writes would
-    # otherwise wait for the client's delayed ACK (40 ms) on a reused connection.
-    fake_upstream._HTTPServer.request_queue_size = 128
-    fake_upstream._Handler.disable_nagle_algorithm = True
     info = machine()
     print(
         f"machine: {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB, {info['os']}, "
