@@ -41,16 +41,9 @@ TEST_KEY = "sk-test-0123456789abcdefBENCH"
 MIB = 1024 * 1024
 
 
-def _load_fake_upstream():
-    path = ROOT / "tests" / "fake_upstream.py"
-    spec = importlib.util.spec_from_file_location("fake_upstream", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fake_upstream"] = module
-    spec.loader.exec_module(module)
-    return module
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' fake Responses API is the upstream here
+import fake_upstream  # noqa: E402
 
-
-fake_upstream = _load_fake_upstream()
 Reply = fake_upstream.Reply
 
 # One realistic answer: a search, two sources, two citations, the text in 8 deltas.

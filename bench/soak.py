@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import collections
 import heapq
-import importlib.util
 import itertools
 import os
 import random
@@ -39,17 +38,9 @@ sys.path.insert(0, str(ROOT))
 
 import openai_responses_mcp as m  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' fake Responses API is the upstream here
+import fake_upstream  # noqa: E402
 
-def _load_fake_upstream():
-    path = ROOT / "tests" / "fake_upstream.py"
-    spec = importlib.util.spec_from_file_location("fake_upstream", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fake_upstream"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fake_upstream = _load_fake_upstream()
 Reply = fake_upstream.Reply
 
 CONFIG = "request: {max_retries: 2, timeout_ms: 1000}\n"
