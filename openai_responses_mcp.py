@@ -614,6 +614,13 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("server", "http", "max_sessions"): Setting(
         100, "int", low=1, high=100_000, doc="most open sessions (initialize or GET /sse)"
     ),
+    ("server", "http", "max_connections"): Setting(
+        256,
+        "int",
+        low=1,
+        high=10_000,
+        doc="most open connections (each holds a thread); more are closed at once",
+    ),
     ("server", "http", "max_calls"): Setting(
         64, "int", low=1, high=100_000, doc="most tool calls in flight on the server"
     ),
@@ -968,7 +975,7 @@ class Log:
             try:
                 self._file = open(os.path.expanduser(path), "a", encoding="utf-8")  # noqa: SIM115
             except OSError as exc:
-                self.warn(f"cannot open debug file {path}: {exc}; debug goes to stderr only")
+                self.say(f"cannot open debug file {path}: {exc}; debug goes to stderr only")
 
     def redact(self, text: str) -> str:
         """Removes the API key, and anything shaped like an OpenAI key (even masked ones)."""
@@ -990,7 +997,8 @@ class Log:
                 self._file.write(line)
                 self._file.flush()
 
-    def warn(self, text: str) -> None:
+    def say(self, text: str) -> None:
+        """One line for the person running the server: warnings, `serving on …`, progress."""
         self._write(f"{SERVER_NAME}: {text}")
 
     def debug(self, component: str, text: str) -> None:
@@ -1329,7 +1337,7 @@ class Call:
             return
         with self._lock:
             now = time.monotonic()
-            if self._done or now - self._last_progress < min_interval:
+            if self._done or self.cancelled.is_set() or now - self._last_progress < min_interval:
                 return
             self._progress_count += 1
             self._last_progress = now
@@ -1652,6 +1660,7 @@ class AnswerEngine:
         self._log = log
         self._client = None
         self._client_lock = threading.Lock()
+        self._warming = False
         self._local = threading.local()  # the Call a worker thread is serving
 
     def warm_up(self, delay: float = 0.3) -> None:
@@ -1660,6 +1669,10 @@ class AnswerEngine:
         The short delay keeps the import (a few hundred ms of CPU) from competing with the
         handshake messages that follow initialize.
         """
+        with self._client_lock:
+            if self._warming:
+                return
+            self._warming = True
         timer = threading.Timer(delay, self._warm)
         timer.daemon = True
         timer.start()
@@ -1725,14 +1738,18 @@ class AnswerEngine:
         for attempt in range(1, max_retries + 2):
             try:
                 response = self._attempt(client, request, call)
+                answer = shape_answer(response, config.get("policy", "max_citations"), today)
+                meta = usage_meta(response, time.monotonic() - started, attempt)
             except Exception as exc:  # noqa: BLE001 - every failure is classified below
                 if call.cancelled.is_set():
                     raise Cancelled() from None
                 failure = classify_failure(exc)
                 self._log_failure(attempt, failure, exc)
                 if not failure.retryable or attempt > max_retries:
-                    message = failure_message(
-                        failure, tool=tool, model=model, config=config, tries=attempt
+                    message = self._log.redact(
+                        failure_message(
+                            failure, tool=tool, model=model, config=config, tries=attempt
+                        )
                     )
                     raise ToolError(
                         message,
@@ -1747,8 +1764,7 @@ class AnswerEngine:
                 continue
             if call.cancelled.is_set():
                 raise Cancelled()
-            answer = shape_answer(response, config.get("policy", "max_citations"), today)
-            return answer, usage_meta(response, time.monotonic() - started, attempt)
+            return answer, meta
         raise AssertionError("unreachable")
 
     def _attempt(self, client, request: dict, call: Call) -> dict:
@@ -1768,6 +1784,8 @@ class AnswerEngine:
                     final = self._on_event(event, call)
                     if final is not None:
                         _drain(stream, call)
+                        # Before the connection returns to the pool for another call to use.
+                        call.detach_all()
                         return final
                     if time.monotonic() > deadline:
                         raise openai.APITimeoutError(request=stream.response.request)
@@ -1838,7 +1856,7 @@ class AnswerEngine:
 PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST_PROTOCOL = PROTOCOL_VERSIONS[-1]
 
-INSTRUCTIONS = (
+SERVER_INSTRUCTIONS = (
     "Answers questions with OpenAI's Responses API and live web search, returning JSON "
     "{answer, used_search, citations, model}. Use `answer` for most questions, especially "
     "anything current (versions, releases, prices, news, dates); `answer_detailed` for complex "
@@ -1961,7 +1979,10 @@ class InvalidParams(Exception):
 
 
 def _describe(value) -> str:
-    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (ValueError, RecursionError):
+        text = f"a deeply nested {type(value).__name__}"
     return text if len(text) <= 40 else text[:39] + "…"
 
 
@@ -2092,6 +2113,8 @@ class Session:
     def cancel(self, request_id) -> Call | None:
         with self._lock:
             call = self._calls.get(request_id)
+            if call is not None:
+                call.cancelled.set()  # under the lock, so unregister() sees it: no reply
         if call is not None:
             call.cancel()
         return call
@@ -2099,6 +2122,8 @@ class Session:
     def cancel_all(self) -> None:
         with self._lock:
             calls = list(self._calls.values())
+            for call in calls:
+                call.cancelled.set()
         for call in calls:
             call.cancel()
 
@@ -2157,7 +2182,7 @@ class Dispatcher:
         self.heartbeat = Heartbeat(config.get("server", "progress_interval_s"))
         self._methods = {
             "initialize": self._initialize,
-            "ping": lambda params, session: {},
+            "ping": lambda params, session, request_id: {},
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
         }
@@ -2199,16 +2224,17 @@ class Dispatcher:
                 params = {}
             elif not isinstance(params, dict):
                 raise RpcError(INVALID_PARAMS, "Invalid params: 'params' must be an object")
-            if method == "tools/call":
-                self._tools_call(params, session, request_id)
-                return None
-            return rpc_result(request_id, handler(params, session))
+            result = handler(params, session, request_id)
+            return None if result is None else rpc_result(request_id, result)
         except RpcError as exc:
             return rpc_error(request_id, exc.code, exc.message, exc.data)
 
     # -- methods ---------------------------------------------------------------------------------
 
-    def _initialize(self, params: dict, session: Session) -> dict:
+    # Each takes (params, session, request_id) and returns the result, or None when the reply
+    # is sent later (a tools/call answers from its worker thread).
+
+    def _initialize(self, params: dict, session: Session, request_id) -> dict:
         asked = params.get("protocolVersion")
         version = asked if asked in PROTOCOL_VERSIONS else LATEST_PROTOCOL
         session.protocol_version = version
@@ -2221,16 +2247,16 @@ class Dispatcher:
             "serverInfo": info,
         }
         if version >= "2025-03-26":
-            result["instructions"] = INSTRUCTIONS
+            result["instructions"] = SERVER_INSTRUCTIONS
         self.log.debug("server", f"initialize asked={asked} answered={version}")
         if hasattr(self.engine, "warm_up"):
             self.engine.warm_up()
         return result
 
-    def _tools_list(self, params: dict, session: Session) -> dict:
+    def _tools_list(self, params: dict, session: Session, request_id) -> dict:
         return {"tools": tool_definitions(session.protocol_version)}
 
-    def _tools_call(self, params: dict, session: Session, request_id=None) -> None:
+    def _tools_call(self, params: dict, session: Session, request_id) -> None:
         name = params.get("name")
         if not isinstance(name, str) or name not in TOOLS_BY_NAME:
             raise RpcError(
@@ -2256,7 +2282,13 @@ class Dispatcher:
         worker = threading.Thread(
             target=self._run_call, args=(call, args, session), name="call", daemon=True
         )
-        worker.start()
+        try:
+            worker.start()
+        except RuntimeError:  # out of threads: undo the registration, say so
+            self.heartbeat.forget(call)
+            session.unregister(call)
+            session.done()
+            raise RpcError(INTERNAL_ERROR, "Internal error: cannot start a worker; retry") from None
 
     def _progress_sender(self, session: Session, token):
         with_message = session.protocol_version >= "2025-03-26"
@@ -2281,7 +2313,7 @@ class Dispatcher:
                 call.id, TOOL_FAILED, f"answer failed: {exc.message}", self._data(exc)
             )
         except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
-            self.log.warn(f"internal error in {call.tool}: {type(exc).__name__}: {exc}")
+            self.log.say(f"internal error in {call.tool}: {type(exc).__name__}: {exc}")
             reply = rpc_error(
                 call.id,
                 TOOL_FAILED,
@@ -2295,7 +2327,7 @@ class Dispatcher:
         try:
             if session.unregister(call) and reply is not None:
                 session.send(reply)
-            elif reply is None or call.cancelled.is_set():
+            else:  # cancelled: nothing may be sent for it
                 self.log.debug("server", f"cancelled requestId={_describe(call.id)} (no reply)")
         finally:
             session.done()
@@ -2599,15 +2631,12 @@ def serve_stdio(dispatcher: Dispatcher, config: Config, log: Log) -> int:
     try:
         while True:
             data = os.read(fd_in, 1 << 16)
-            if not data:
-                break
-            replies = []
-            for frame in reader.feed(data):
-                reply = _handle_frame(frame, dispatcher, session, writer, log)
-                if reply is not None:
-                    replies.append(reply)
+            # At end of input, a newline completes a last line-mode message written without one.
+            replies = _handle_frames(reader.feed(data or b"\n"), dispatcher, session, writer, log)
             if replies:
                 writer.send(*replies)
+            if not data:
+                break
         log.debug("server", f"end of input; waiting for {session.in_flight()} call(s)")
         session.wait_idle()
         return 0
@@ -2617,13 +2646,27 @@ def serve_stdio(dispatcher: Dispatcher, config: Config, log: Log) -> int:
         return 0
 
 
+def _handle_frames(frames: list, dispatcher, session, writer, log) -> list[dict]:
+    """The replies to one read's frames; a bug in handling one message never ends the session."""
+    replies = []
+    for frame in frames:
+        try:
+            reply = _handle_frame(frame, dispatcher, session, writer, log)
+        except Exception as exc:  # noqa: BLE001 - one bad message must not end the session
+            log.say(f"internal error handling a message: {type(exc).__name__}: {exc}")
+            reply = rpc_error(
+                None, INTERNAL_ERROR, "Internal error; run with --debug and report it"
+            )
+        if reply is not None:
+            replies.append(reply)
+    return replies
+
+
 def _handle_frame(frame: Frame, dispatcher, session, writer, log) -> dict | None:
     if frame.mode == "line" and frame.kind == "message":
         writer.line_mode = True
     if frame.kind == "garbage":
-        log.warn(
-            f"skipped {len(frame.body)} bytes that are not an MCP message: {frame.body[:60]!r}"
-        )
+        log.say(f"skipped {len(frame.body)} bytes that are not an MCP message: {frame.body[:60]!r}")
         return None
     if frame.kind == "oversized":
         limit = dispatcher.config.get("server", "max_message_bytes")
@@ -3061,8 +3104,8 @@ class HttpHandler:
     def _answering(self, status: int) -> None:
         self._phase = "answered"
         self.app.unwatch(self)
-        sent = getattr(self, "headers", None)
-        length = sent.get("Content-Length", "0").strip() if sent is not None else "0"
+        request_headers = getattr(self, "headers", None)  # absent if the request line was bad
+        length = (request_headers or {}).get("Content-Length", "0").strip()
         if self._body is None and length not in ("", "0"):
             self.close_connection = True  # its body was never read
         self.send_response(status)
@@ -3173,7 +3216,7 @@ class HttpHandler:
             self.app.log.debug("http", f"connection dropped: {type(exc).__name__}: {exc}")
             self.close_connection = True
         except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
-            self.app.log.warn(
+            self.app.log.say(
                 f"internal error in {self.command} {path}: {type(exc).__name__}: {exc}"
             )
             if self._phase != "answered":
@@ -3375,6 +3418,8 @@ class HttpHandler:
         kind = _message_kind(message)
         if kind == "invalid":  # the dispatcher words the error
             reply = self.app.dispatcher.handle(message, Session(lambda m: None))
+            if reply is None:  # nothing to answer (a malformed response, say)
+                return self._send_empty(202)
             return self._send_json(200 if reply.get("id") is not None else 400, reply)
         if self.app.stateless or (kind == "request" and message["method"] == "initialize"):
             hs = self.app.new_session()
@@ -3386,14 +3431,26 @@ class HttpHandler:
             if kind == "request":
                 self._answer(hs, message, json_ok, sse_ok)
             else:
-                self.app.dispatcher.handle(message, hs.session)
-                params = message.get("params")
-                if message.get("method") == "notifications/cancelled" and isinstance(params, dict):
-                    hs.router.end(params.get("requestId"))  # its POST ends with nothing more
+                self._notify(hs, message)
                 self._send_empty(202)
         finally:
             hs.touch()
             self.app.release(hs)
+
+    def _notify(self, hs: HttpSession, message: dict) -> None:
+        """Handles a notification or response; a cancel also ends the call's waiting POST.
+
+        With --stateless every POST has a session of its own, so a cancel is looked for in all
+        of this instance's calls with that id (ids from different clients may coincide).
+        """
+        params = message.get("params")
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        cancel = message.get("method") == "notifications/cancelled" and _valid_id(request_id)
+        targets = self.app.all_sessions() if cancel and self.app.stateless else [hs]
+        for target in targets:
+            self.app.dispatcher.handle(message, target.session)
+            if cancel and target.router is not None:
+                target.router.end(request_id)  # its POST ends with nothing more
 
     def _answer(self, hs: HttpSession, message: dict, json_ok: bool, sse_ok: bool) -> None:
         app, request_id, method = self.app, message["id"], message["method"]
@@ -3514,11 +3571,12 @@ class _Answered(Exception):
 
 def _message_kind(message) -> str:
     if isinstance(message, dict):
-        if "id" in message and "method" in message:
+        method = message.get("method")
+        if "id" in message and isinstance(method, str):
             return "request"
-        if "id" not in message and isinstance(message.get("method"), str):
+        if "id" not in message and isinstance(method, str):
             return "notification"
-        if "method" not in message and ("result" in message or "error" in message):
+        if method is None and ("result" in message or "error" in message):
             return "response"
     return "invalid"
 
@@ -3550,6 +3608,24 @@ def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port
         address_family = app.family
         daemon_threads = True
         request_queue_size = 128
+        # Each connection holds a thread; past the cap, new ones are closed at once.
+        slots = threading.BoundedSemaphore(app.settings["max_connections"])
+
+        def process_request(self, request, client_address) -> None:
+            if not self.slots.acquire(blocking=False):
+                log.debug("http", "connection refused: server.http.max_connections reached")
+                return self.shutdown_request(request)
+            try:
+                super().process_request(request, client_address)
+            except Exception:
+                self.slots.release()
+                raise
+
+        def process_request_thread(self, request, client_address) -> None:
+            try:
+                super().process_request_thread(request, client_address)
+            finally:
+                self.slots.release()
 
         def server_bind(self) -> None:  # HTTPServer's would look the name up in DNS
             socketserver.TCPServer.server_bind(self)
@@ -3580,7 +3656,7 @@ def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port
     app.start_watchdog()
     shown = f"[{host}]" if ":" in host else host
     where = "stateless" if app.stateless else f"legacy SSE at {SSE_PATH}"
-    log.warn(f"serving MCP on http://{shown}:{server.server_port}{MCP_PATH} ({where})")
+    log.say(f"serving MCP on http://{shown}:{server.server_port}{MCP_PATH} ({where})")
     while not stop.wait(0.5):
         pass
     return _shut_down(app, server, log, hurry)
@@ -3590,7 +3666,7 @@ def _shut_down(app: HttpApp, server, log: Log, hurry: threading.Event) -> int:
     """Lame duck (healthz 503), stop accepting, let calls finish up to drain_s, then exit."""
     lameduck, drain = app.settings["lameduck_s"], app.settings["drain_s"]
     app.draining = True
-    log.warn(
+    log.say(
         f"stopping: /healthz answers 503 for {lameduck} s, then calls get {drain} s "
         "(signal again to stop now)"
     )
@@ -3604,7 +3680,7 @@ def _shut_down(app: HttpApp, server, log: Log, hurry: threading.Event) -> int:
             break
     left = app.in_flight()
     if left:
-        log.warn(f"cancelled {left} call(s) still running after {drain} s (server.http.drain_s)")
+        log.say(f"cancelled {left} call(s) still running after {drain} s (server.http.drain_s)")
     ended = app.all_sessions()
     for hs in ended:
         app.sessions.end(hs)
@@ -3741,7 +3817,7 @@ def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
         return 2
 
     def progress(count: int, message: str) -> None:
-        log.warn(f"{message}…")
+        log.say(f"{message}…")
 
     call = Call(None, tool, progress if sys.stderr.isatty() else None)
     try:
@@ -3786,7 +3862,7 @@ def main(argv: list[str] | None = None) -> int:
     secrets = (os.environ.get(key_env, ""), server["http"]["token"] or "")
     log = Log(server["debug"], server["debug_file"], secrets)
     for warning in config.warnings:
-        log.warn(f"warning: {warning}")
+        log.say(f"warning: {warning}")
     if options.get("show_config") or (server["show_config_on_start"] and serving):
         sys.stderr.write(json.dumps(config.describe(), ensure_ascii=False, indent=2) + "\n")
         sys.stderr.flush()

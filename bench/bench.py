@@ -868,7 +868,11 @@ FIGURES = ("startup", "roundtrip", "call", "first", "concurrency", "cancel", "th
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repetitions (about 1 min)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="fewer repetitions (about 40 s)",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     parser.add_argument("--only", metavar="NAMES", help="comma-separated: " + ",".join(FIGURES))
     options = parser.parse_args(argv)

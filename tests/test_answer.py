@@ -799,3 +799,39 @@ def test_untrusted_certificate_fails_naming_the_tls_problem_and_ssl_cert_file(sp
     assert "certificate" in message.lower()
     assert "SSL_CERT_FILE" in message
     assert tls_fake.requests == []
+
+
+# ============================================================================================
+# Hard cases found in review
+# ============================================================================================
+
+
+def test_an_upstream_message_echoing_the_key_is_redacted_in_the_error(server, fake):
+    fake.enqueue(Reply(status=400, error_message=f"Received API Key = {TEST_KEY}"))
+    reply = server.call("answer", {"query": "q"})
+    message = failure_of(reply)
+    assert "400" in message and "[redacted]" in message
+    assert TEST_KEY not in json.dumps(reply)
+    assert TEST_KEY[-8:] not in server.stderr
+
+
+def test_a_malformed_completed_response_is_reported_as_malformed(tmp_path, monkeypatch):
+    config = m.load_config({}, {"XDG_CONFIG_HOME": str(tmp_path)})
+    engine = m.AnswerEngine(config, m.Log())
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    monkeypatch.setattr(engine, "_attempt", lambda client, request, call: {"output": ["oops"]})
+    with pytest.raises(m.ToolError) as caught:
+        engine.answer("answer", {"query": "q"}, m.Call(1, "answer"))
+    assert caught.value.message.startswith("malformed response from")
+
+
+def test_the_background_warm_up_starts_once_however_many_sessions_initialize(tmp_path, monkeypatch):
+    config = m.load_config({}, {"XDG_CONFIG_HOME": str(tmp_path)})
+    engine = m.AnswerEngine(config, m.Log())
+    started = []
+    monkeypatch.setattr(engine, "_warm", lambda: started.append(1))
+    for _ in range(3):
+        engine.warm_up(delay=0)
+    wait_until(lambda: started, what="the warm-up")
+    time.sleep(0.1)
+    assert started == [1]

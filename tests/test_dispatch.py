@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from openai_responses_mcp import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -918,3 +919,48 @@ def test_any_message_gets_at_most_one_well_formed_response(config, message):
         assert responses[0]["id"] == message["id"]
     if isinstance(message, dict) and "id" not in message and isinstance(message.get("method"), str):
         assert responses == []
+
+
+# ============================================================================================
+# Hard cases found in review: nothing may end the session or leak a call
+# ============================================================================================
+
+
+def test_a_value_too_deep_to_print_is_described_not_raised(harness):
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    reply = harness.request("tools/call", {"name": deep})
+    assert reply["error"]["code"] == METHOD_NOT_FOUND
+    assert "deeply nested list" in reply["error"]["message"]
+
+
+def test_a_worker_that_cannot_start_is_an_error_and_leaves_nothing_in_flight(harness, monkeypatch):
+    def refuse(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    reply = harness.start_call({"query": "q"}, request_id="no-thread")
+    monkeypatch.undo()
+    assert reply["error"]["code"] == INTERNAL_ERROR
+    assert harness.session.in_flight() == 0
+    assert harness.call({"query": "q"}, request_id="no-thread")["result"]
+
+
+def test_no_progress_is_sent_once_the_call_is_cancelled(harness):
+    release = threading.Event()
+
+    def behaviour(tool, args, call):
+        release.wait(5)
+        call.report("after the cancel", min_interval=0)
+        raise Cancelled()
+
+    harness.engine.behaviour = behaviour
+    harness.initialize()
+    harness.start_call({"query": "q"}, _meta={"progressToken": "p"})
+    assert harness.engine.started.wait(5)
+    harness.cancel("call-1")
+    release.set()
+    harness.idle()
+    assert harness.outbox.progress() == []
+    assert harness.outbox.replies() == []

@@ -382,6 +382,48 @@ def test_notifications_cancelled_cancels_the_call_and_ends_its_post(serve, fake)
     assert (reply.status, reply.body) == (202, b"")
 
 
+def test_stateless_cancel_reaches_the_call_running_in_another_post(serve, fake):
+    server = serve("--stateless")
+    fake.enqueue(Reply(stall_after_events=2))
+    pending = in_background(post, server.port, rpc("tools/call", call_params(), id=31))
+    fake.wait_for_requests(1)
+    cancel = notification("notifications/cancelled", {"requestId": 31, "reason": "user"})
+    assert post(server.port, cancel).status == 202
+    fake.wait_for_disconnect(0)
+    reply = pending()
+    assert (reply.status, reply.body) == (202, b"")
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"jsonrpc": "2.0", "id": 1, "method": None, "result": {}},
+        {"jsonrpc": "2.0", "method": 5, "result": 1},
+    ],
+    ids=["null-method-response", "numeric-method-response"],
+)
+def test_odd_responses_posted_are_accepted_without_an_answer(serve, message):
+    server = serve()
+    session = open_session(server.port)
+    reply = post(server.port, message, session, timeout=5.0)
+    assert (reply.status, reply.body) == (202, b"")
+    assert post(server.port, rpc("ping"), session).json()["result"] == {}
+
+
+def test_connections_past_max_connections_are_closed_at_once(serve):
+    server = serve(config=http_config(max_connections=2, header_timeout_s=30))
+    held = [raw_connection(server.port), raw_connection(server.port)]
+    try:
+        extra = raw_connection(server.port)
+        started = time.monotonic()
+        assert read_until_closed(extra, timeout=5.0) == b""
+        assert time.monotonic() - started < 2.0
+    finally:
+        for sock in held:
+            sock.close()
+    wait_for(lambda: request(server.port, "GET", "/healthz").status == 200, what="a free slot")
+
+
 def test_delete_cancels_the_sessions_calls(serve, fake):
     server = serve()
     fake.enqueue(Reply(stall_after_events=2))

@@ -251,6 +251,14 @@ def test_one_shot_pipeline_answers_everything_then_exits_0(spawn):
     assert len(messages[1]["result"]["tools"]) == 3
 
 
+def test_a_last_line_without_a_newline_is_still_answered_at_end_of_input(spawn):
+    """Like `printf '{...}' | openai-responses-mcp --stdio`, with no trailing newline."""
+    server = spawn()
+    server.write(as_line(rpc("ping", 1)) + as_line(rpc("ping", 2)).rstrip(b"\n"))
+    messages = finish(server)
+    assert [m["id"] for m in messages] == [1, 2]
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_signal_with_a_call_in_flight_exits_within_1s_and_hangs_up(spawn, fake, signum):
     fake.enqueue(Reply(stall_after_events=2))
