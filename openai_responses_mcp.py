@@ -759,6 +759,7 @@ class Config:
             values["server"]["http"]["token"] = "***"
         return {
             "version": __version__,
+            "system_policy_rev": SYSTEM_POLICY_REV,
             "config_file": self.path,
             "config": values,
             "profiles": {tool: self.profile(tool) for tool in TOOL_NAMES},

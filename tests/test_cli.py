@@ -100,6 +100,7 @@ def test_options_without_an_action_exit_2(tmp_path):
 def test_show_config_prints_json_to_stderr_and_nothing_to_stdout(tmp_path):
     shown = show_config(run_cli(tmp_path, "--show-config"))
     assert shown["version"] == mcp.__version__
+    assert shown["system_policy_rev"] == mcp.SYSTEM_POLICY_REV
     assert shown["config"]["request"]["timeout_ms"] == 300_000
     assert set(shown["profiles"]) == {"answer", "answer_detailed", "answer_quick"}
     assert (
