@@ -368,6 +368,33 @@ def test_missing_api_key_names_the_configured_variable(spawn, fake):
     assert fake.requests == []
 
 
+SMART_QUOTED_KEY = "\u201csk-test-0123456789abcdefSECRET\u201d"  # pasted from a word processor
+
+
+def test_non_ascii_api_key_is_named_before_any_request_never_shown(spawn, fake):
+    server = start(spawn, fake, env={"OPENAI_API_KEY": SMART_QUOTED_KEY})
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert message == (
+        "answer failed: OPENAI_API_KEY contains a non-ASCII character (position 1, U+201C); "
+        "re-copy the key"
+    )
+    assert fake.requests == []
+    server.close_stdin()
+    server.wait()
+    warning = next(line for line in server.stderr.splitlines() if "warning" in line)
+    assert "OPENAI_API_KEY contains a non-ASCII character (position 1, U+201C)" in warning
+    raw = bytes(server.reader.raw).decode("utf-8") + server.stderr
+    assert "0123456789abcdef" not in raw
+
+
+def test_non_ascii_api_key_is_named_wherever_it_is(spawn, fake):
+    server = start(spawn, fake, env={"OPENAI_API_KEY": "sk-test-0123\u00a0456789abcdef"})
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert "OPENAI_API_KEY contains a non-ASCII character (position 13, U+00A0)" in message
+    assert "base_url" not in message
+    assert fake.requests == []
+
+
 def test_rejected_key_says_to_set_a_valid_key(server, fake):
     fake.enqueue(Reply(status=401))
     message = failure_of(server.call("answer", {"query": "q"}))
@@ -391,6 +418,34 @@ def test_unavailable_model_names_the_model_and_the_setting(server, fake, reply):
     assert str(reply.status) in message
     assert "model_profiles.answer.model" in message
     assert len(fake.requests) == 1
+
+
+def test_model_named_in_a_404_message_without_a_code_is_a_model_problem(server, fake):
+    fake.enqueue(Reply(status=404, error_code="", error_message="Model gpt-5.2 not found"))
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert "model 'gpt-5.2' is not available" in message
+    assert "openai.base_url" not in message
+
+
+def test_base_url_without_v1_is_reported_as_the_wrong_endpoint_not_the_model(spawn, fake):
+    server = start(spawn, fake, env={"OPENAI_BASE_URL": fake.origin})
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert message == (
+        f"answer failed: {fake.origin} returned 404 Invalid URL (POST /responses): check "
+        "openai.base_url (from env OPENAI_BASE_URL); it usually ends in /v1"
+    )
+    (request,) = fake.requests
+    assert request.path == "/responses"
+
+
+def test_404_page_that_is_not_an_api_error_points_at_the_base_url(server, fake):
+    page = "<!DOCTYPE html><html><body><h1>404 Not Found</h1></body></html>"
+    fake.enqueue(Reply(status=404, body=page, content_type="text/html; charset=utf-8"))
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert f"{fake.base_url} returned 404 with no API error in the body" in message
+    assert "check openai.base_url (from env OPENAI_BASE_URL)" in message
+    assert "model" not in message
+    assert "<html>" not in message
 
 
 def test_other_403_says_the_key_was_refused_and_why(server, fake):
