@@ -276,6 +276,37 @@ def test_call_hints_and_domains_are_sent_as_hints_and_as_the_domain_filter(serve
     ]
 
 
+def test_call_domains_are_normalised_before_they_are_sent(server, fake):
+    domains = ["https://docs.python.org/3/", "bücher.de", "Docs.Python.org", "PEPS.python.org."]
+    answer_of(server.call("answer", {"query": "q", "domains": domains}))
+    (tool,) = fake.requests[0].body["tools"]
+    assert tool["filters"]["allowed_domains"] == [
+        "docs.python.org",
+        "xn--bcher-kva.de",
+        "peps.python.org",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("domain", "why"),
+    [
+        ("*.python.org", "has a wildcard"),
+        ("python.org,pypi.org", "has a comma"),
+        ("python org", "has a space"),
+        ("a" * 64 + ".com", "longer than 63 characters"),
+        (".".join(["abcdefghij"] * 24), "longer than 253 characters"),
+    ],
+    ids=["wildcard", "comma", "space", "long-label", "long-name"],
+)
+def test_bad_domain_is_refused_naming_it_before_any_request(server, fake, domain, why):
+    reply = server.call("answer", {"query": "q", "domains": ["python.org", domain]})
+    error = reply["error"]
+    assert error["code"] == -32602
+    assert error["message"].startswith(f"Invalid params: 'domains' item \"{domain[:10]}")
+    assert why in error["message"]
+    assert fake.requests == []
+
+
 def test_domain_filter_switched_off_sends_domains_only_as_a_hint(spawn, fake):
     server = start(spawn, fake, config="search:\n  domain_filter: false\n")
     answer_of(server.call("answer", {"query": "q", "domains": ["jma.go.jp"]}))
