@@ -476,7 +476,7 @@ def test_cli_exits_2_naming_an_empty_default_domain_and_its_file_line(tmp_path):
     proc = run_cli(tmp_path, "--show-config", "--config", str(path))
     assert proc.returncode == 2
     line = one_stderr_line(proc)
-    assert f"search.defaults.domains (from {path}:3): item \"\" is empty" in line
+    assert f'search.defaults.domains (from {path}:3): item "" is empty' in line
     assert "a list of strings" not in line
 
 
