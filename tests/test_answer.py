@@ -375,6 +375,54 @@ def test_result_meta_reports_usage_response_id_searches_and_elapsed_time(server,
 
 
 # ============================================================================================
+# Answers cut short (response.incomplete) and sources that are not web pages
+# ============================================================================================
+
+
+@pytest.mark.parametrize("reason", ["max_output_tokens", "content_filter"])
+def test_an_answer_cut_short_is_flagged_in_meta_and_in_its_text(server, fake, reason):
+    fake.enqueue(weather_reply(incomplete=True, incomplete_reason=reason))
+    reply = server.call("answer", {"query": "Tokyo weather"})
+    assert reply["result"]["_meta"]["incomplete"] == {"reason": reason}
+    answer = answer_of(reply)
+    assert answer["answer"].endswith(f"\n\n(answer cut short: {reason})")
+    assert answer["answer"].startswith("Tokyo today: sunny")
+    assert "Sources:" in answer["answer"]
+    assert reply["result"]["structuredContent"] == answer
+
+
+def test_a_complete_answer_is_not_flagged(server, fake):
+    fake.enqueue(weather_reply())
+    reply = server.call("answer", {"query": "Tokyo weather"})
+    assert "incomplete" not in reply["result"]["_meta"]
+    assert "cut short" not in answer_of(reply)["answer"]
+
+
+def test_an_answer_cut_short_before_any_text_is_still_an_error(server, fake):
+    fake.enqueue(Reply(text="", incomplete=True, incomplete_reason="max_output_tokens"))
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert "answer cut short: max_output_tokens" in message
+    assert len(fake.requests) == 1
+
+
+def test_citations_that_are_not_web_urls_never_reach_the_client(server, fake):
+    fake.enqueue(
+        Reply(
+            text="See the page.",
+            searches=[{"query": "q", "sources": [{"type": "url", "url": "data:text/html,x"}]}],
+            citations=[
+                {"url": "javascript:alert(1)", "title": "click"},
+                {"url": JMA, "title": "JMA"},
+            ],
+        )
+    )
+    answer = answer_of(server.call("answer", {"query": "q"}))
+    assert [c["url"] for c in answer["citations"]] == [JMA]
+    assert "javascript:" not in answer["answer"]
+    assert "data:" not in answer["answer"]
+
+
+# ============================================================================================
 # Failures: -32001, `answer failed: `, one line saying what happened and what to do
 # ============================================================================================
 
