@@ -1574,9 +1574,11 @@ def _kind_of_404(body) -> str:
     """
     code, _, message = _api_error_fields(body)
     lowered = message.lower()
-    if code in ("model_not_found", "unknown_url") or not message:
-        return "model" if code == "model_not_found" else "endpoint"
-    if "invalid url" in lowered or "unknown request url" in lowered:
+    if code == "model_not_found":
+        return "model"
+    if code == "unknown_url" or not message or "invalid url" in lowered:
+        return "endpoint"
+    if "unknown request url" in lowered:
         return "endpoint"
     return "model" if "model" in lowered else "rejected"
 
