@@ -468,6 +468,8 @@ class Setting:
             return "true or false"
         if self.kind == "strings":
             return "a list of strings"
+        if self.kind == "domains":
+            return "a list of domain names like example.com"
         if self.kind == "path":
             return "a file path or null"
         return "a non-empty string"
@@ -482,10 +484,12 @@ class Setting:
             or (kind == "bool" and type(value) is bool)
             or (kind == "choice" and value in self.choices)
             or (kind in ("str", "path") and isinstance(value, str) and value.strip() != "")
-            or (kind == "strings" and isinstance(value, list))
+            or (kind in ("strings", "domains") and isinstance(value, list))
         )
         if kind == "strings" and ok:
             ok = all(isinstance(item, str) and item.strip() for item in value)
+        if kind == "domains" and ok:  # each one is checked by normalize_domain
+            ok = all(isinstance(item, str) for item in value)
         if not ok:
             raise ValueError(self.allowed())
         return value
@@ -570,7 +574,7 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         5, "int", low=1, high=50, env="SEARCH_MAX_RESULTS", doc="result-count hint when absent"
     ),
     ("search", "defaults", "domains"): Setting(
-        [], "strings", doc="domains to prefer when a call names none"
+        [], "domains", doc="domains to prefer when a call names none"
     ),
     ("search", "domain_filter"): Setting(
         True,
@@ -757,9 +761,11 @@ class Config:
         values = copy.deepcopy(self.values)
         if values["server"]["http"]["token"]:
             values["server"]["http"]["token"] = "***"
+        key_env = self.get("openai", "api_key_env")
         return {
             "version": __version__,
             "system_policy_rev": SYSTEM_POLICY_REV,
+            "api_key": f"{'set' if api_key(self) else 'not set'} ({key_env})",
             "config_file": self.path,
             "config": values,
             "profiles": {tool: self.profile(tool) for tool in TOOL_NAMES},
@@ -919,6 +925,35 @@ def _validate(values: dict, sources: dict) -> None:
                 f"{'.'.join(path)} = {shown} (from {where}) must be {setting.allowed()}"
             ) from None
     _check_timezone(values["policy"]["timezone"], sources[("policy", "timezone")])
+    _check_base_url(values["openai"]["base_url"], sources[("openai", "base_url")])
+    defaults = values["search"]["defaults"]
+    try:
+        defaults["domains"] = normalize_domains(defaults["domains"])
+    except ValueError as exc:
+        where = sources.get(("search", "defaults", "domains"), "default")
+        raise ConfigError(f"search.defaults.domains (from {where}): item {exc}") from None
+
+
+def _check_base_url(url: str, where: str) -> None:
+    """An http(s) URL with a host (and a numeric port if any), checked without urllib.parse,
+    which would cost start-up the import of `re` and `ipaddress`."""
+    scheme, sep, rest = url.partition("://")
+    authority = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0].rpartition("@")[2]
+    host, port = authority, ""
+    if ":" in authority and not authority.endswith("]"):
+        host, _, port = authority.rpartition(":")
+    ok = (
+        sep
+        and scheme.lower() in ("http", "https")
+        and host
+        and (port == "" or (port.isascii() and port.isdigit() and int(port) < 65536))
+        and not any(char.isspace() for char in url)
+    )
+    if not ok:
+        raise ConfigError(
+            f"openai.base_url = {json.dumps(url, ensure_ascii=False)} (from {where}) must be "
+            "an http:// or https:// URL with a host, like https://api.openai.com/v1"
+        )
 
 
 _TZ_DIRS = ("/usr/share/zoneinfo", "/usr/lib/zoneinfo", "/usr/share/lib/zoneinfo", "/etc/zoneinfo")
@@ -956,6 +991,34 @@ def _check_timezone(name: str, where: str) -> None:
             f"policy.timezone = {name!r} (from {where}) is not a known IANA time zone "
             f"such as Asia/Tokyo or UTC{hint}"
         ) from None
+
+
+# -- The API key -------------------------------------------------------------------------------
+# Read from the environment only, when needed; never shown, logged or stored.
+
+
+def api_key(config: Config) -> str:
+    """The key in the variable openai.api_key_env names, stripped; "" when unset."""
+    return os.environ.get(config.get("openai", "api_key_env"), "").strip()
+
+
+def api_key_problem(config: Config) -> str | None:
+    """Why no request can be made with the key, as one line that never shows it; else None."""
+    key_env = config.get("openai", "api_key_env")
+    key = api_key(config)
+    if not key:
+        return (
+            f"no API key: set {key_env} in the environment this server is started with "
+            "(the MCP client's env setting)"
+        )
+    for position, char in enumerate(key, 1):
+        if not char.isascii():
+            # A smart quote or non-breaking space from a copy-paste; HTTP headers are ASCII.
+            return (
+                f"{key_env} contains a non-ASCII character (position {position}, "
+                f"U+{ord(char):04X}); re-copy the key"
+            )
+    return None
 
 
 # -- Logging -----------------------------------------------------------------------------------
@@ -1163,6 +1226,10 @@ def _output_text_parts(response: dict) -> list[dict]:
     return parts
 
 
+def _answer_text(response: dict) -> str:
+    return "".join(part.get("text") or "" for part in _output_text_parts(response)).strip()
+
+
 def _search_sources(response: dict) -> list[dict]:
     """Sources listed by web_search_call actions: URLs, and ids such as oai-weather."""
     found = []
@@ -1171,12 +1238,21 @@ def _search_sources(response: dict) -> list[dict]:
             continue
         for source in (item.get("action") or {}).get("sources") or ():
             if source.get("url"):
-                found.append({"url": source["url"], "title": None})
+                if is_web_url(source["url"]):
+                    found.append({"url": source["url"], "title": None})
             else:
                 name = source.get("name") or source.get("id") or source.get("source")
                 if name:
                     found.append({"url": str(name), "title": "api", "is_id": True})
     return found
+
+
+def is_web_url(url) -> bool:
+    """An http(s) URL with a host: `javascript:` or `data:` URLs must never reach a client."""
+    if not isinstance(url, str):
+        return False
+    scheme, sep, rest = url.partition("://")
+    return bool(sep) and scheme.lower() in ("http", "https") and rest[:1] not in ("", "/")
 
 
 def _host(url: str) -> str:
@@ -1193,7 +1269,7 @@ def collect_citations(response: dict, max_citations: int, today: str) -> list[di
     for part in _output_text_parts(response):
         for note in part.get("annotations") or ():
             url = note.get("url")
-            if note.get("type") == "url_citation" and url and url not in seen:
+            if note.get("type") == "url_citation" and is_web_url(url) and url not in seen:
                 seen.add(url)
                 cited.append({"url": url, "title": note.get("title") or _host(url)})
     sources = _search_sources(response)
@@ -1243,9 +1319,18 @@ def ensure_sources_section(answer: str, citations: list[dict], today: str) -> st
     return "\n".join(lines[: header + 1] + completed + missing)
 
 
+def incomplete_reason(response: dict) -> str | None:
+    """Why the API stopped the answer early (max_output_tokens, content_filter…), else None."""
+    details = response.get("incomplete_details")
+    if response.get("status") != "incomplete" and not details:
+        return None
+    reason = details.get("reason") if isinstance(details, dict) else None
+    return str(reason or "unknown")
+
+
 def shape_answer(response: dict, max_citations: int, today: str) -> dict:
     """The four-key answer of the output contract, from a completed Responses API object."""
-    text = "".join(part.get("text") or "" for part in _output_text_parts(response)).strip()
+    text = _answer_text(response)
     searched = any(item.get("type") == "web_search_call" for item in response.get("output") or ())
     citations = collect_citations(response, max_citations, today)
     cited = any(
@@ -1256,6 +1341,11 @@ def shape_answer(response: dict, max_citations: int, today: str) -> dict:
     used_search = searched or cited
     if used_search:
         text = ensure_sources_section(text, citations, today)
+    reason = incomplete_reason(response)
+    if reason:
+        # Last, after any Sources section: never taken for a source line, and where a reader
+        # stops (a cut usually falls in the prose, before the model wrote its sources).
+        text = f"{text}\n\n(answer cut short: {reason})"
     return {
         "answer": text,
         "used_search": used_search,
@@ -1268,7 +1358,7 @@ def usage_meta(response: dict, elapsed_s: float, attempts: int) -> dict:
     """What a call cost, for the tool result's `_meta`."""
     usage = response.get("usage") or {}
     searches = sum(1 for i in response.get("output") or () if i.get("type") == "web_search_call")
-    return {
+    meta = {
         "response_id": response.get("id"),
         "usage": {
             "input_tokens": usage.get("input_tokens", 0),
@@ -1285,6 +1375,10 @@ def usage_meta(response: dict, elapsed_s: float, attempts: int) -> dict:
         "elapsed_ms": round(elapsed_s * 1000),
         "attempts": attempts,
     }
+    reason = incomplete_reason(response)
+    if reason:
+        meta["incomplete"] = {"reason": reason}
+    return meta
 
 
 # -- Calls in flight -------------------------------------------------------------------------------
@@ -1471,6 +1565,24 @@ def _api_error_fields(body) -> tuple:
     return error.get("code"), error.get("type"), str(error.get("message") or "")
 
 
+def _kind_of_404(body) -> str:
+    """A 404 is a model the key cannot use, or a base URL that is not the API's.
+
+    The real API says `model_not_found` (or names the model) for the first, and "Invalid URL
+    (POST /responses)" with a null code for the second; a gateway or web server that is not
+    the API at all answers with no JSON error body (often an HTML page).
+    """
+    code, _, message = _api_error_fields(body)
+    lowered = message.lower()
+    if code == "model_not_found":
+        return "model"
+    if code == "unknown_url" or not message or "invalid url" in lowered:
+        return "endpoint"
+    if "unknown request url" in lowered:
+        return "endpoint"
+    return "model" if "model" in lowered else "rejected"
+
+
 def classify_failure(exc: BaseException) -> Failure:
     """Sorts an exception from one attempt into a Failure."""
     import openai
@@ -1489,7 +1601,7 @@ def classify_failure(exc: BaseException) -> Failure:
             return Failure("rate_limit", True, retry_after=retry_after, **facts)
         if status >= 500:
             return Failure("server", True, retry_after=retry_after, **facts)
-        kind = {401: "auth", 403: "forbidden", 404: "model"}.get(status, "rejected")
+        kind = {401: "auth", 403: "forbidden", 404: _kind_of_404(exc.body)}.get(status, "rejected")
         if status == 403 and "model" in f"{code} {message}".lower():
             kind = "model"
         return Failure(kind, False, **facts)
@@ -1541,6 +1653,7 @@ def failure_message(failure: Failure, *, tool: str, model: str, config: Config, 
             f"model {model!r} is not available to this API key (HTTP {failure.status}): "
             f"set model_profiles.{tool}.model to a model your key can use"
         ),
+        "endpoint": _endpoint_message(failure, base_url, config.sources),
         "forbidden": (
             f"the API refused this key (HTTP 403): {_one_line(failure.detail, 160)}; check "
             "the key's project permissions and whether the API is offered in your region"
@@ -1575,6 +1688,19 @@ def failure_message(failure: Failure, *, tool: str, model: str, config: Config, 
         "failed": f"the model reported an error{after}: {_one_line(failure.detail, 200)}",
     }
     return messages.get(failure.kind, f"unexpected error: {_one_line(failure.detail, 200)}")
+
+
+def _endpoint_message(failure: Failure, base_url: str, sources: dict) -> str:
+    said = _one_line(failure.detail, 120) or "with no API error in the body"
+    where = sources.get(("openai", "base_url"), "default")
+    hint = (
+        "is it an OpenAI-compatible Responses API?"
+        if base_url.rstrip("/").endswith("/v1")
+        else "it usually ends in /v1"
+    )
+    return (
+        f"{base_url} returned {failure.status} {said}: check openai.base_url (from {where}); {hint}"
+    )
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -1706,13 +1832,9 @@ class AnswerEngine:
             return self._client
 
     def _make_client(self):
-        key_env = self._config.get("openai", "api_key_env")
-        key = os.environ.get(key_env, "").strip()
-        if not key:
-            raise ToolError(
-                f"no API key: set {key_env} in the environment this server is started with "
-                "(the MCP client's env setting)"
-            )
+        problem = api_key_problem(self._config)
+        if problem:
+            raise ToolError(problem)
         import openai
 
         # The default client honours HTTPS_PROXY / NO_PROXY and SSL_CERT_FILE from the env.
@@ -1720,7 +1842,7 @@ class AnswerEngine:
         if not track_connections(http_client, self._local):
             self._log.debug("openai(client)", "connection tracking unavailable")
         return openai.OpenAI(
-            api_key=key,
+            api_key=api_key(self._config),
             base_url=self._config.get("openai", "base_url"),
             max_retries=0,
             http_client=http_client,
@@ -1802,8 +1924,8 @@ class AnswerEngine:
             response = event.get("response")
             if not isinstance(response, dict):
                 raise ValueError(f"{kind} event without a response object")
-            if kind == "response.incomplete" and not _output_text_parts(response):
-                reason = (response.get("incomplete_details") or {}).get("reason", "unknown")
+            if kind == "response.incomplete" and not _answer_text(response):
+                reason = incomplete_reason(response) or "unknown"
                 raise UpstreamFailure(
                     Failure("failed", False, name=kind, detail=f"answer cut short: {reason}")
                 )
@@ -1975,6 +2097,10 @@ def tool_definitions(version: str) -> list[dict]:
     return listed
 
 
+DOMAIN_MAX = 253  # characters in a domain name (RFC 1035)
+LABEL_MAX = 63  # characters in one of its labels
+
+
 class InvalidParams(Exception):
     """Arguments that do not fit the tool's input schema."""
 
@@ -2002,14 +2128,73 @@ def _check_domains(value, schema: dict) -> list[str]:
         raise InvalidParams(f"'domains' must be an array of strings, got {_describe(value)}")
     if len(value) > schema["maxItems"]:
         raise InvalidParams(f"'domains' may list at most {schema['maxItems']} domains")
-    domains = []
     for item in value:
-        if not isinstance(item, str) or not item.strip() or any(c.isspace() for c in item.strip()):
+        if not isinstance(item, str):
             raise InvalidParams(
                 f"'domains' items must be domain names like \"example.com\", got {_describe(item)}"
             )
-        domains.append(item.strip())
+    try:
+        return normalize_domains(value)
+    except ValueError as exc:
+        raise InvalidParams(f"'domains' item {exc}") from None
+
+
+def normalize_domains(items: list[str]) -> list[str]:
+    """Each item as normalize_domain makes it, duplicates dropped; ValueError names the item."""
+    domains: list[str] = []
+    for item in items:
+        try:
+            domain = normalize_domain(item)
+        except ValueError as exc:
+            raise ValueError(f"{_describe(item)} {exc}") from None
+        if domain not in domains:
+            domains.append(domain)
     return domains
+
+
+def normalize_domain(item: str) -> str:
+    """The host name web_search's filters.allowed_domains expects, from what a person wrote.
+
+    A URL becomes its host, an international name its IDNA (xn--) form, the result lower
+    case. Raises ValueError saying what is wrong, for a message that names the item.
+    """
+    text = item.strip()
+    if not text:
+        raise ValueError("is empty: remove it, or write a domain name like example.com")
+    if "*" in text:
+        raise ValueError(
+            "has a wildcard, which is not supported: write the domain itself "
+            "(example.com covers its subdomains too)"
+        )
+    if "," in text:
+        raise ValueError("has a comma: write each domain as an item of its own")
+    if any(char.isspace() for char in text):
+        raise ValueError("has a space: write each domain as an item of its own")
+    rest = text.split("://", 1)[-1]  # a URL: keep its host
+    host = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0].rpartition("@")[2]
+    if host.count(":") == 1:
+        host = host.partition(":")[0]  # a port
+    host = host.rstrip(".").lower()
+    if not host:
+        raise ValueError("has no host name: write a domain name like example.com")
+    if not host.isascii():
+        try:
+            host = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            raise ValueError("is not a valid international domain name") from None
+    if len(host) > DOMAIN_MAX:
+        raise ValueError(f"is longer than {DOMAIN_MAX} characters")
+    for label in host.split("."):
+        if not label:
+            raise ValueError("has an empty label (two dots in a row)")
+        if len(label) > LABEL_MAX:
+            raise ValueError(f"has a label longer than {LABEL_MAX} characters")
+        if label[0] == "-" or label[-1] == "-":
+            raise ValueError("has a label that starts or ends with '-'")
+    bad = next((c for c in host if not (c.isascii() and c.isalnum()) and c not in "-_."), None)
+    if bad is not None:
+        raise ValueError(f"has {bad!r}, which a domain name cannot contain")
+    return host
 
 
 def validate_arguments(tool: str, arguments) -> dict:
@@ -3562,6 +3747,7 @@ class HttpHandler:
             "version": __version__,
             "in_flight": app.in_flight(),
             "sessions": len(app.sessions.all()),
+            "api_key": bool(api_key(app.dispatcher.config)),
         }
         self._send_json(503 if app.draining else 200, body)
 
@@ -3864,6 +4050,9 @@ def main(argv: list[str] | None = None) -> int:
     log = Log(server["debug"], server["debug_file"], secrets)
     for warning in config.warnings:
         log.say(f"warning: {warning}")
+    problem = api_key_problem(config) if serving else None
+    if problem:
+        log.say(f"warning: {problem}; tool calls fail until then")
     if options.get("show_config") or (server["show_config_on_start"] and serving):
         sys.stderr.write(json.dumps(config.describe(), ensure_ascii=False, indent=2) + "\n")
         sys.stderr.flush()

@@ -29,6 +29,12 @@ Stream layout for ``"stream": true`` (``sequence_number`` counts from 0)::
 
 Each event goes out as ``event: <type>\\ndata: <compact json>\\n\\n`` in its own HTTP/1.1
 chunk, so keep-alive reuse works and stall/drop faults can cut the stream anywhere.
+
+The two 404s the real API sends: a request to any path but ``/v1/responses`` (a base URL
+without ``/v1``) gets ``{"error": {"message": "Invalid URL (POST /responses)", "type":
+"invalid_request_error", "param": null, "code": null}}``, and ``Reply(status=404)`` gets the
+``model_not_found`` error. ``Reply(status=404, body="<html>…")`` is a web server that is not
+the API at all.
 """
 
 from __future__ import annotations

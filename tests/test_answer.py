@@ -276,6 +276,37 @@ def test_call_hints_and_domains_are_sent_as_hints_and_as_the_domain_filter(serve
     ]
 
 
+def test_call_domains_are_normalised_before_they_are_sent(server, fake):
+    domains = ["https://docs.python.org/3/", "bücher.de", "Docs.Python.org", "PEPS.python.org."]
+    answer_of(server.call("answer", {"query": "q", "domains": domains}))
+    (tool,) = fake.requests[0].body["tools"]
+    assert tool["filters"]["allowed_domains"] == [
+        "docs.python.org",
+        "xn--bcher-kva.de",
+        "peps.python.org",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("domain", "why"),
+    [
+        ("*.python.org", "has a wildcard"),
+        ("python.org,pypi.org", "has a comma"),
+        ("python org", "has a space"),
+        ("a" * 64 + ".com", "longer than 63 characters"),
+        (".".join(["abcdefghij"] * 24), "longer than 253 characters"),
+    ],
+    ids=["wildcard", "comma", "space", "long-label", "long-name"],
+)
+def test_bad_domain_is_refused_naming_it_before_any_request(server, fake, domain, why):
+    reply = server.call("answer", {"query": "q", "domains": ["python.org", domain]})
+    error = reply["error"]
+    assert error["code"] == -32602
+    assert error["message"].startswith(f"Invalid params: 'domains' item \"{domain[:10]}")
+    assert why in error["message"]
+    assert fake.requests == []
+
+
 def test_domain_filter_switched_off_sends_domains_only_as_a_hint(spawn, fake):
     server = start(spawn, fake, config="search:\n  domain_filter: false\n")
     answer_of(server.call("answer", {"query": "q", "domains": ["jma.go.jp"]}))
@@ -344,6 +375,54 @@ def test_result_meta_reports_usage_response_id_searches_and_elapsed_time(server,
 
 
 # ============================================================================================
+# Answers cut short (response.incomplete) and sources that are not web pages
+# ============================================================================================
+
+
+@pytest.mark.parametrize("reason", ["max_output_tokens", "content_filter"])
+def test_an_answer_cut_short_is_flagged_in_meta_and_in_its_text(server, fake, reason):
+    fake.enqueue(weather_reply(incomplete=True, incomplete_reason=reason))
+    reply = server.call("answer", {"query": "Tokyo weather"})
+    assert reply["result"]["_meta"]["incomplete"] == {"reason": reason}
+    answer = answer_of(reply)
+    assert answer["answer"].endswith(f"\n\n(answer cut short: {reason})")
+    assert answer["answer"].startswith("Tokyo today: sunny")
+    assert "Sources:" in answer["answer"]
+    assert reply["result"]["structuredContent"] == answer
+
+
+def test_a_complete_answer_is_not_flagged(server, fake):
+    fake.enqueue(weather_reply())
+    reply = server.call("answer", {"query": "Tokyo weather"})
+    assert "incomplete" not in reply["result"]["_meta"]
+    assert "cut short" not in answer_of(reply)["answer"]
+
+
+def test_an_answer_cut_short_before_any_text_is_still_an_error(server, fake):
+    fake.enqueue(Reply(text="", incomplete=True, incomplete_reason="max_output_tokens"))
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert "answer cut short: max_output_tokens" in message
+    assert len(fake.requests) == 1
+
+
+def test_citations_that_are_not_web_urls_never_reach_the_client(server, fake):
+    fake.enqueue(
+        Reply(
+            text="See the page.",
+            searches=[{"query": "q", "sources": [{"type": "url", "url": "data:text/html,x"}]}],
+            citations=[
+                {"url": "javascript:alert(1)", "title": "click"},
+                {"url": JMA, "title": "JMA"},
+            ],
+        )
+    )
+    answer = answer_of(server.call("answer", {"query": "q"}))
+    assert [c["url"] for c in answer["citations"]] == [JMA]
+    assert "javascript:" not in answer["answer"]
+    assert "data:" not in answer["answer"]
+
+
+# ============================================================================================
 # Failures: -32001, `answer failed: `, one line saying what happened and what to do
 # ============================================================================================
 
@@ -365,6 +444,33 @@ def test_missing_api_key_names_the_configured_variable(spawn, fake):
     server = start(spawn, fake, config="openai:\n  api_key_env: TEAM_OPENAI_KEY\n")
     message = failure_of(server.call("answer", {"query": "q"}))
     assert "TEAM_OPENAI_KEY" in message
+    assert fake.requests == []
+
+
+SMART_QUOTED_KEY = "\u201csk-test-0123456789abcdefSECRET\u201d"  # pasted from a word processor
+
+
+def test_non_ascii_api_key_is_named_before_any_request_never_shown(spawn, fake):
+    server = start(spawn, fake, env={"OPENAI_API_KEY": SMART_QUOTED_KEY})
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert message == (
+        "answer failed: OPENAI_API_KEY contains a non-ASCII character (position 1, U+201C); "
+        "re-copy the key"
+    )
+    assert fake.requests == []
+    server.close_stdin()
+    server.wait()
+    warning = next(line for line in server.stderr.splitlines() if "warning" in line)
+    assert "OPENAI_API_KEY contains a non-ASCII character (position 1, U+201C)" in warning
+    raw = bytes(server.reader.raw).decode("utf-8") + server.stderr
+    assert "0123456789abcdef" not in raw
+
+
+def test_non_ascii_api_key_is_named_wherever_it_is(spawn, fake):
+    server = start(spawn, fake, env={"OPENAI_API_KEY": "sk-test-0123\u00a0456789abcdef"})
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert "OPENAI_API_KEY contains a non-ASCII character (position 13, U+00A0)" in message
+    assert "base_url" not in message
     assert fake.requests == []
 
 
@@ -391,6 +497,34 @@ def test_unavailable_model_names_the_model_and_the_setting(server, fake, reply):
     assert str(reply.status) in message
     assert "model_profiles.answer.model" in message
     assert len(fake.requests) == 1
+
+
+def test_model_named_in_a_404_message_without_a_code_is_a_model_problem(server, fake):
+    fake.enqueue(Reply(status=404, error_code="", error_message="Model gpt-5.2 not found"))
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert "model 'gpt-5.2' is not available" in message
+    assert "openai.base_url" not in message
+
+
+def test_base_url_without_v1_is_reported_as_the_wrong_endpoint_not_the_model(spawn, fake):
+    server = start(spawn, fake, env={"OPENAI_BASE_URL": fake.origin})
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert message == (
+        f"answer failed: {fake.origin} returned 404 Invalid URL (POST /responses): check "
+        "openai.base_url (from env OPENAI_BASE_URL); it usually ends in /v1"
+    )
+    (request,) = fake.requests
+    assert request.path == "/responses"
+
+
+def test_404_page_that_is_not_an_api_error_points_at_the_base_url(server, fake):
+    page = "<!DOCTYPE html><html><body><h1>404 Not Found</h1></body></html>"
+    fake.enqueue(Reply(status=404, body=page, content_type="text/html; charset=utf-8"))
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert f"{fake.base_url} returned 404 with no API error in the body" in message
+    assert "check openai.base_url (from env OPENAI_BASE_URL)" in message
+    assert "model" not in message
+    assert "<html>" not in message
 
 
 def test_other_403_says_the_key_was_refused_and_why(server, fake):

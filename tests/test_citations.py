@@ -190,6 +190,30 @@ def test_published_at_is_the_given_date():
     assert all(set(c) <= {"url", "title", "published_at"} for c in citations)
 
 
+UNSAFE_URLS = ["javascript:alert(1)", "data:text/html,<b>x</b>", "file:///etc/passwd",
+               "JAVASCRIPT://%0aalert(1)", "ftp://files.example/x", "https:///no-host"]  # fmt: skip
+
+
+@pytest.mark.parametrize("url", UNSAFE_URLS)
+def test_url_citations_that_are_not_http_or_https_are_dropped(url):
+    resp = response(message("x", cite(url, "evil"), cite("https://a.example/", "A")))
+    assert urls(m.collect_citations(resp, 5, TODAY)) == ["https://a.example/"]
+
+
+@pytest.mark.parametrize("url", UNSAFE_URLS)
+def test_search_sources_that_are_not_http_or_https_are_dropped(url):
+    resp = response(web_search(url_source(url), url_source("HTTPS://b.example/"), WEATHER_API))
+    assert urls(m.collect_citations(resp, 5, TODAY)) == ["HTTPS://b.example/", "oai-weather"]
+
+
+def test_a_dropped_url_never_reaches_the_sources_section():
+    resp = response(web_search(url_source("javascript:alert(1)")), message("x"))
+    shaped = m.shape_answer(resp, 3, TODAY)
+    assert shaped["citations"] == []
+    assert "javascript" not in shaped["answer"]
+    assert shaped["used_search"] is True
+
+
 # ============================================================================================
 # shape_answer: used_search, model, the four keys
 # ============================================================================================
@@ -516,6 +540,112 @@ def test_request_sends_verbosity_and_effort_only_to_models_that_take_them(
 def test_model_family_support(model, verbosity, reasoning):
     assert m.supports_verbosity(model) is verbosity
     assert m.supports_reasoning(model) is reasoning
+
+
+# ============================================================================================
+# Answers cut short: response.incomplete with text
+# ============================================================================================
+
+
+def incomplete(resp: dict, reason: str) -> dict:
+    return {**resp, "status": "incomplete", "incomplete_details": {"reason": reason}}
+
+
+@pytest.mark.parametrize("reason", ["max_output_tokens", "content_filter"])
+def test_an_answer_cut_short_says_so_at_its_end(reason):
+    shaped = m.shape_answer(incomplete(response(message("HTTP 404 means")), reason), 3, TODAY)
+    assert shaped["answer"] == f"HTTP 404 means\n\n(answer cut short: {reason})"
+
+
+def test_the_cut_short_note_follows_the_sources_section_and_is_not_a_source():
+    resp = incomplete(
+        response(web_search(), message("Sunny in", cite("https://a.example/"))), "max_output_tokens"
+    )
+    answer = m.shape_answer(resp, 3, TODAY)["answer"]
+    assert answer == (
+        f"Sunny in\n\nSources:\n- https://a.example/ ({TODAY})"
+        "\n\n(answer cut short: max_output_tokens)"
+    )
+
+
+def test_a_complete_answer_has_no_note_and_no_incomplete_meta():
+    resp = {**response(message("x")), "status": "completed", "incomplete_details": None}
+    assert m.shape_answer(resp, 3, TODAY)["answer"] == "x"
+    assert "incomplete" not in m.usage_meta(resp, 0.0, 1)
+
+
+def test_usage_meta_flags_an_answer_cut_short_with_the_reason():
+    resp = incomplete(response(message("x")), "content_filter")
+    assert m.usage_meta(resp, 0.0, 1)["incomplete"] == {"reason": "content_filter"}
+
+
+@pytest.mark.parametrize("details", [None, {}, "odd"])
+def test_incomplete_without_a_reason_says_unknown(details):
+    resp = {**response(message("x")), "status": "incomplete", "incomplete_details": details}
+    assert m.incomplete_reason(resp) == "unknown"
+
+
+# ============================================================================================
+# classify_failure: what a 404 means
+# ============================================================================================
+
+
+def not_found(body) -> Exception:
+    import openai
+
+    request = httpx2.Request("POST", "https://gw.example/responses")
+    text = body if isinstance(body, str) else None
+    reply = httpx2.Response(404, request=request, text=text, json=None if text else body)
+    return openai.NotFoundError("Error code: 404", response=reply, body=body)
+
+
+def api_error(message: str, code: str | None) -> dict:
+    return {"error": {"message": message, "type": "invalid_request_error", "param": None,
+                      "code": code}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("body", "kind"),
+    [
+        (api_error("The model `gpt-9` does not exist or you do not have access to it.",
+                   "model_not_found"), "model"),
+        (api_error("Model gpt-9 not found", None), "model"),
+        (api_error("Invalid URL (POST /responses)", None), "endpoint"),
+        (api_error("Unknown request URL: POST /v1. Please check the URL for typos", "unknown_url"),
+         "endpoint"),
+        ("<html><body>404 Not Found</body></html>", "endpoint"),
+        ("404 page not found", "endpoint"),
+        (None, "endpoint"),
+        ({"detail": "Not Found"}, "endpoint"),
+        (api_error("No such deployment", None), "rejected"),
+    ],
+    ids=["model_not_found", "names-model", "invalid-url", "unknown-url", "html", "text", "empty",
+         "other-json", "other-message"],
+)  # fmt: skip
+def test_a_404_is_classified_by_its_body(body, kind):
+    failure = m.classify_failure(not_found(body))
+    assert failure.kind == kind
+    assert failure.status == 404
+    assert failure.retryable is False
+
+
+def test_endpoint_message_names_the_base_url_its_source_and_the_v1_hint(tmp_path):
+    config = make_config(tmp_path, OPENAI_BASE_URL="https://gw.example")
+    failure = m.Failure("endpoint", False, status=404, detail="Invalid URL (POST /responses)")
+    text = m.failure_message(failure, tool="answer", model="gpt-5.2", config=config, tries=1)
+    assert text == (
+        "https://gw.example returned 404 Invalid URL (POST /responses): check openai.base_url "
+        "(from env OPENAI_BASE_URL); it usually ends in /v1"
+    )
+
+
+def test_endpoint_message_for_a_v1_url_asks_whether_it_is_a_responses_api(tmp_path):
+    config = make_config(tmp_path, "openai:\n  base_url: https://gw.example/v1\n")
+    failure = m.Failure("endpoint", False, status=404)
+    text = m.failure_message(failure, tool="answer", model="gpt-5.2", config=config, tries=1)
+    assert text.startswith("https://gw.example/v1 returned 404 with no API error in the body")
+    assert f"(from {tmp_path / 'config.yaml'}:2)" in text
+    assert "model" not in text.replace("openai.base_url", "")
 
 
 # ============================================================================================

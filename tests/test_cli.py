@@ -116,6 +116,40 @@ def test_show_config_never_prints_the_api_key(tmp_path):
     assert TEST_KEY not in proc.stderr + proc.stdout
 
 
+def test_show_config_says_whether_the_api_key_is_set_never_what_it_is(tmp_path):
+    shown = show_config(run_cli(tmp_path, "--show-config"))
+    assert shown["api_key"] == "set (OPENAI_API_KEY)"
+    assert TEST_KEY not in json.dumps(shown)
+    unset = show_config(run_cli(tmp_path, "--show-config", env={"OPENAI_API_KEY": ""}))
+    assert unset["api_key"] == "not set (OPENAI_API_KEY)"
+
+
+def test_show_config_names_the_configured_key_variable(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("openai:\n  api_key_env: TEAM_OPENAI_KEY\n", encoding="utf-8")
+    proc = run_cli(tmp_path, "--show-config", "--config", str(path), env={"TEAM_OPENAI_KEY": "k"})
+    assert show_config(proc)["api_key"] == "set (TEAM_OPENAI_KEY)"
+
+
+def test_serving_without_an_api_key_warns_on_stderr_and_keeps_serving(spawn):
+    server = spawn(env={"OPENAI_API_KEY": ""})
+    assert server.initialize()["result"]["serverInfo"]["name"] == APP
+    message = server.call("answer", {"query": "q"})["error"]["message"]
+    assert message.startswith("answer failed: no API key: set OPENAI_API_KEY")
+    server.close_stdin()
+    assert server.wait() == 0
+    (warning,) = [line for line in server.stderr.splitlines() if "warning" in line]
+    assert warning.startswith(f"{APP}: warning: no API key: set OPENAI_API_KEY in the environment")
+
+
+def test_serving_with_an_api_key_gives_no_key_warning(spawn):
+    server = spawn()
+    server.initialize()
+    server.close_stdin()
+    assert server.wait() == 0
+    assert "API key" not in server.stderr
+
+
 def test_show_config_with_stdio_prints_config_then_serves(spawn):
     server = spawn("--show-config", "--stdio")
     reply = server.initialize()

@@ -320,8 +320,19 @@ INVALID_YAML = [
     ('openai: {base_url: ""}', "openai.base_url", "a non-empty string"),
     ("server: {debug: yes}", "server.debug", "true or false"),
     ("search: {domain_filter: 1}", "search.domain_filter", "true or false"),
-    ("search: {defaults: {domains: example.com}}", "search.defaults.domains", "a list of strings"),
-    ("search: {defaults: {domains: [1]}}", "search.defaults.domains", "a list of strings"),
+    ("search: {defaults: {domains: example.com}}", "search.defaults.domains", "a list of domain"),
+    ("search: {defaults: {domains: [1]}}", "search.defaults.domains", "a list of domain names"),
+    ('search: {defaults: {domains: [""]}}', "search.defaults.domains", 'item "" is empty'),
+    ('search: {defaults: {domains: ["*"]}}', "search.defaults.domains", 'item "*" has a wildcard'),
+    (
+        'search: {defaults: {domains: ["a.example, b.example"]}}',
+        "search.defaults.domains",
+        "has a comma",
+    ),
+    ("openai: {base_url: api.openai.com/v1}", "openai.base_url", "an http:// or https:// URL"),
+    ("openai: {base_url: 'ftp://example.com/v1'}", "openai.base_url", "an http:// or https://"),
+    ("openai: {base_url: 'https:///v1'}", "openai.base_url", "an http:// or https:// URL"),
+    ("openai: {base_url: 'http://gw:port/v1'}", "openai.base_url", "an http:// or https:// URL"),
     ("server: {max_message_bytes: 10}", "server.max_message_bytes", "an integer from 1024"),
     ("policy: {timezone: Mars/Olympus_Mons}", "policy.timezone", "IANA time zone"),
 ]
@@ -354,6 +365,7 @@ INVALID_ENV = [
     ("SEARCH_DOMAIN_FILTER", "maybe", "search.domain_filter", "true or false"),
     ("MCP_LINE_MODE", "sometimes", "server.line_mode", "true or false"),
     ("POLICY_TIMEZONE", "Mars/Olympus_Mons", "policy.timezone", "IANA time zone"),
+    ("OPENAI_BASE_URL", "api.openai.com/v1", "openai.base_url", "an http:// or https:// URL"),
 ]
 
 
@@ -430,6 +442,42 @@ def test_cli_exits_2_with_one_line_for_a_bad_timezone(tmp_path):
     assert "policy.timezone" in line
     assert f"{path}:2" in line
     assert proc.stdout == ""
+
+
+def test_cli_exits_2_naming_a_base_url_without_a_scheme_and_its_source(tmp_path):
+    proc = run_cli(tmp_path, "--stdio", env={"OPENAI_BASE_URL": "api.openai.com/v1"}, input="")
+    assert proc.returncode == 2
+    assert one_stderr_line(proc).startswith(
+        'openai-responses-mcp: config error: openai.base_url = "api.openai.com/v1" '
+        "(from env OPENAI_BASE_URL) must be an http:// or https:// URL"
+    )
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:8080/v1", "https://gw.example/openai/v1/", "http://[::1]:9/v1"]
+)
+def test_base_url_accepts_http_and_https_urls_with_a_host(tmp_path, env, url):
+    env["OPENAI_BASE_URL"] = url
+    assert load(tmp_path, env).get("openai", "base_url") == url
+
+
+def test_default_domains_are_normalised_like_a_calls_domains(tmp_path, env):
+    yaml = (
+        "search:\n  defaults:\n    domains:\n"
+        "      - https://docs.python.org/3/\n      - bücher.de\n      - Docs.Python.org\n"
+    )
+    config = load(tmp_path, env, yaml)
+    assert config.get("search", "defaults", "domains") == ["docs.python.org", "xn--bcher-kva.de"]
+
+
+def test_cli_exits_2_naming_an_empty_default_domain_and_its_file_line(tmp_path):
+    path = write(tmp_path, 'search:\n  defaults:\n    domains: ["example.com", ""]\n')
+    proc = run_cli(tmp_path, "--show-config", "--config", str(path))
+    assert proc.returncode == 2
+    line = one_stderr_line(proc)
+    assert f'search.defaults.domains (from {path}:3): item "" is empty' in line
+    assert "a list of strings" not in line
 
 
 def test_cli_exits_2_with_one_line_for_a_bad_bool(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import threading
 
 import pytest
@@ -26,6 +27,8 @@ from openai_responses_mcp import (
     __version__,
     encode_message,
     load_config,
+    normalize_domain,
+    normalize_domains,
 )
 
 LATEST = "2025-11-25"
@@ -531,6 +534,80 @@ def test_valid_arguments_reach_the_engine_cleaned(harness):
     ((tool, args, _call),) = harness.engine.calls
     assert tool == "answer_detailed"
     assert args == {"query": "q", "recency_days": 7, "max_results": 3, "domains": ["a.com"]}
+
+
+@pytest.mark.parametrize(
+    ("written", "sent"),
+    [
+        ("example.com", "example.com"),
+        ("  Example.COM  ", "example.com"),
+        ("https://docs.python.org/3/", "docs.python.org"),
+        ("http://user@docs.python.org:8080/x?y#z", "docs.python.org"),
+        ("docs.python.org/3/library/", "docs.python.org"),
+        ("example.com.", "example.com"),
+        ("bücher.de", "xn--bcher-kva.de"),
+        ("例え.jp", "xn--r8jz45g.jp"),
+    ],
+)
+def test_a_domain_is_normalised_to_the_host_name_the_filter_expects(written, sent):
+    assert normalize_domain(written) == sent
+
+
+@pytest.mark.parametrize(
+    ("written", "why"),
+    [
+        ("", "is empty"),
+        ("   ", "is empty"),
+        ("*", "has a wildcard"),
+        ("*.example.com", "has a wildcard"),
+        ("a.com,b.com", "has a comma"),
+        ("a.com b.com", "has a space"),
+        ("a" * 64 + ".com", "label longer than 63 characters"),
+        (".".join(["a" * 50] * 5) + ".com", "longer than 253 characters"),
+        ("a..com", "empty label"),
+        ("-a.com", "starts or ends with '-'"),
+        ("exa!mple.com", "has '!'"),
+        ("https://", "has no host name"),
+    ],
+)
+def test_a_domain_that_cannot_be_a_host_name_is_refused_saying_why(written, why):
+    with pytest.raises(ValueError, match=re.escape(why)):
+        normalize_domain(written)
+
+
+def test_domains_lose_duplicates_after_normalising_in_first_seen_order():
+    written = ["b.com", "https://A.com/x", "B.COM", "a.com", "c.com"]
+    assert normalize_domains(written) == ["b.com", "a.com", "c.com"]
+
+
+def test_a_refused_domain_is_named_in_the_error():
+    with pytest.raises(ValueError, match=r'^"\*\.x\.com" has a wildcard'):
+        normalize_domains(["ok.com", "*.x.com"])
+
+
+@given(st.text(max_size=300))
+def test_normalize_domain_gives_a_valid_host_name_or_a_reason(text):
+    try:
+        host = normalize_domain(text)
+    except ValueError as exc:
+        assert str(exc)
+        return
+    assert 0 < len(host) <= 253
+    assert host.isascii() and host == host.lower()
+    assert all(0 < len(label) <= 63 for label in host.split("."))
+    assert not set(host) - set("abcdefghijklmnopqrstuvwxyz0123456789-_.")
+
+
+@pytest.mark.parametrize(
+    ("domains", "why"),
+    [(["*"], '"*" has a wildcard'), ([""], '"" is empty'), (["a.com", "a b"], '"a b" has a space')],
+)
+def test_invalid_domains_are_invalid_params_naming_the_item(harness, domains, why):
+    reply = harness.start_call({"query": "q", "domains": domains})
+    error = error_of(reply)
+    assert error["code"] == INVALID_PARAMS
+    assert error["message"].startswith(f"Invalid params: 'domains' item {why}")
+    assert harness.engine.calls == []
 
 
 def test_answer_quick_ignores_properties_it_does_not_declare(harness):

@@ -216,6 +216,15 @@ FAULTS = {
         Reply(stream_error={"code": "server_error"}),
         "the model reported an error after 2 retries: server_error: ",
     ),
+    "404-model-not-found": (
+        Reply(status=404),
+        "model 'gpt-5.2' is not available to this API key (HTTP 404): ",
+    ),
+    "404-from-a-web-server": (
+        Reply(status=404, body="<html><h1>Not Found</h1></html>", content_type="text/html"),
+        "{base} returned 404 with no API error in the body: check openai.base_url "
+        "(from env OPENAI_BASE_URL); is it an OpenAI-compatible Responses API?",
+    ),
 }
 
 

@@ -103,6 +103,15 @@ def test_prints_the_listening_url_and_serves_healthz(serve):
     assert body["version"]
 
 
+@pytest.mark.parametrize(("key", "has_key"), [("sk-test-0123456789abcdef", True), ("", False)])
+def test_healthz_says_whether_an_api_key_is_set_never_what_it_is(serve, key, has_key):
+    server = serve(env={"OPENAI_API_KEY": key})
+    reply = request(server.port, "GET", "/healthz")
+    assert reply.status == 200
+    assert reply.json()["api_key"] is has_key
+    assert (key or "sk-") not in reply.body.decode()
+
+
 def test_stdio_and_http_together_is_a_usage_error(tmp_path):
     result = run_cli(tmp_path, "--stdio", "--http", "0")
     assert result.returncode == 2
