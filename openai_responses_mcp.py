@@ -1082,6 +1082,15 @@ def build_instructions(config: Config) -> str:
     return text
 
 
+def sources_headers(instructions: str) -> tuple[str, ...]:
+    """Extra sources-section headers a policy names, one `<!-- sources-header: NAME -->` each.
+
+    An answer's section under such a header is completed rather than followed by a second one.
+    """
+    found = re.findall(r"(?i)<!--\s*sources-header:\s*(.*?)\s*-->", instructions)
+    return tuple(name.rstrip(":：").strip().lower() for name in found if name.rstrip(":："))
+
+
 def today_in(timezone: str) -> str:
     """Today's date, YYYY-MM-DD, in the configured time zone."""
     import datetime
@@ -1212,39 +1221,215 @@ def collect_citations(response: dict, max_citations: int, today: str) -> list[di
     return [{**c, "published_at": today} for c in chosen]
 
 
-def ensure_sources_section(answer: str, citations: list[dict], today: str) -> str:
-    """Makes the answer end with `Sources:` listing each source with an ISO date.
+# -- The Sources section ---------------------------------------------------------------------------
 
-    A section the model wrote is kept, its lines completed with dates where they lack one and
-    missing citations added, so the header never appears twice.
+# Headers a model writes over its sources, compared case-insensitively, with or without a colon
+# (`:` or `：`), bold or as a Markdown heading. A policy file can add its own (sources_headers).
+SOURCES_HEADERS = ("sources", "source", "references", "出典", "参考文献", "参考資料", "参考")
+_ISO_DATE = r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)"
+_OTHER_DATE = (
+    r"(?<!\d)(\d{4})(?:年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日|[/.-](\d{1,2})[/.-](\d{1,2})(?!\d))"
+)
+_URL = r"https?://[^\s<>\"'\]（）「」『』、。，：]+"
+_LIST_ITEM = r"\s*(?:[-*+•・]|\d{1,3}[.)])\s"
+_FENCE = r"\s*(?:```|~~~)"
+_NO_SOURCE = "- no citable source was returned by the search (accessed {today})"
+
+
+def _urls_in(text: str) -> list[str]:
+    """The URLs in a line, without the punctuation or Markdown that follows them."""
+    found = []
+    for url in re.findall(_URL, text):
+        while url[-1] in ".,;:!?*_" or (url[-1] == ")" and url.count(")") > url.count("(")):
+            url = url[:-1]
+        found.append(url)
+    return found
+
+
+def _mentions(text: str, source: str) -> bool:
+    """Whether the text names this citation: the same URL, or the source id as a whole word."""
+    if source.startswith(("http://", "https://")):
+        return any(url.rstrip("/") == source.rstrip("/") for url in _urls_in(text))
+    return re.search(rf"(?<![\w-]){re.escape(source)}(?![\w-])", text) is not None
+
+
+def _has_iso_date(text: str) -> bool:
+    """An ISO date outside the URLs (a URL's path may hold one)."""
+    return re.search(_ISO_DATE, re.sub(_URL, " ", text)) is not None
+
+
+def _iso_dated(text: str) -> str | None:
+    """The text with its first other-format date (2026年1月5日, 2026/1/5) in ISO form, or None."""
+    import datetime
+
+    for match in re.finditer(_OTHER_DATE, re.sub(_URL, lambda u: "#" * len(u[0]), text)):
+        year, month, day = match[1], match[2] or match[4], match[3] or match[5]
+        try:
+            iso = datetime.date(int(year), int(month), int(day)).isoformat()
+        except ValueError:
+            continue
+        return text[: match.start()] + iso + text[match.end() :]
+    return None
+
+
+def _dated(text: str, citations: list[dict], today: str, entry: str = "") -> str:
+    """One source's text with one ISO date: as written, converted, or its date appended.
+
+    The appended date is its citation's (looked up in the whole entry), else today's.
     """
-    lines = answer.rstrip().split("\n")
-    header = None
-    for index in range(len(lines) - 1, -1, -1):
-        bare = lines[index].strip().strip("*#_ ").rstrip(":").strip("*_ ").lower()
-        if bare == "sources":
-            header = index
+    if _has_iso_date(text):
+        return text
+    converted = _iso_dated(text)
+    if converted is not None:
+        return converted
+    entry = entry or text
+    date = next((c["published_at"] for c in citations if _mentions(entry, c["url"])), today)
+    return f"{text.rstrip()} ({date})"
+
+
+def _sources_header(line: str, names: tuple, citations: list[dict], last: bool) -> str | None:
+    """The sources written on a header's own line ("" for none), or None for no header.
+
+    Text after the header (`Sources: https://a.example/ (2026-01-05)`) counts when it names a
+    URL, a citation or a date, or when it is the answer's last line: `参考: ...` in the middle
+    of an answer is a note, not a sources section.
+    """
+    text = line.strip()
+    heading = text.startswith("#")
+    if heading:
+        text = text.strip("#").strip()
+    text = text.lstrip("*_").lstrip()
+    name = next((n for n in names if text[: len(n)].lower() == n), None)
+    if name is None:
+        return None
+    rest = text[len(name) :].lstrip("*_ \t")
+    colon = rest[:1] in (":", "：")
+    rest = rest[1:].lstrip("*_ \t") if colon else rest
+    if not rest:
+        return ""
+    if not colon or heading:
+        return None
+    named = _urls_in(rest) or any(_mentions(rest, c["url"]) for c in citations)
+    if named or last or re.search(_ISO_DATE, rest) or _iso_dated(rest) is not None:
+        return rest
+    return None
+
+
+def _find_sources_header(lines: list[str], names: tuple, citations: list[dict]):
+    """(index, sources on its line) of the last sources header outside code blocks, or None."""
+    found, fenced = None, False
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    for index, line in enumerate(lines):
+        if re.match(_FENCE, line):
+            fenced = not fenced
+        elif not fenced:
+            rest = _sources_header(line, names, citations, index == last)
+            if rest is not None:
+                found = (index, rest)
+    return found
+
+
+def _is_entry(line: str, citations: list[dict], after_gap: bool) -> bool:
+    """A listed source: a list item, or a line naming a source (after a blank line: opening
+    with one), so that prose after the section is not taken for a source."""
+    if re.match(_LIST_ITEM, line):
+        return True
+    if after_gap:
+        line = line.strip().lstrip("[<")
+        return line.startswith(("http://", "https://")) or any(
+            line.startswith(c["url"]) for c in citations
+        )
+    return bool(_urls_in(line)) or any(_mentions(line, c["url"]) for c in citations)
+
+
+def _section_entries(lines: list[str], start: int, citations: list[dict]) -> list[list[int]]:
+    """The line numbers of each source listed from `start` on, an entry with its continuations.
+
+    The list ends at a heading, a code block, or the first line that is neither a source nor
+    indented under one.
+    """
+    entries: list[list[int]] = []
+    gap = False
+    for index in range(start, len(lines)):
+        line = lines[index]
+        if not line.strip():
+            gap = True
+            continue
+        if line.lstrip().startswith("#") or re.match(_FENCE, line):
             break
-    if header is None:
-        entries = [f"- {c['url']} ({c['published_at']})" for c in citations] or [
-            f"- no citable source was returned by the search (accessed {today})"
+        if _is_entry(line, citations, gap):
+            entries.append([index])
+        elif entries and not gap and line[:1] in " \t":
+            entries[-1].append(index)
+        else:
+            break
+        gap = False
+    return entries
+
+
+def _complete_inline(rest: str, citations: list[dict], today: str, listed: str) -> str:
+    """Sources written after their header, each dated, with the citations listed nowhere added."""
+    ids = "".join(f"|{re.escape(c['url'])}" for c in citations)
+    parts = re.split(rf"(\s*[,、;；]\s*)(?=https?://|\[{ids})", rest)
+    for i in range(0, len(parts), 2):  # odd indexes hold the separators
+        parts[i] = _dated(parts[i], citations, today)
+    added = [
+        f"{c['url']} ({c['published_at']})"
+        for c in citations
+        if not _mentions(rest, c["url"]) and not _mentions(listed, c["url"])
+    ]
+    return ", ".join(["".join(parts), *added])
+
+
+def ensure_sources_section(
+    answer: str, citations: list[dict], today: str, headers: tuple = ()
+) -> str:
+    """The answer with one sources section listing each citation with one ISO date.
+
+    A section the model wrote (the last one, under `Sources:`, `出典:`, `参考:`... or a header
+    the policy names) is completed in place under the model's header: entries get an ISO date
+    where they lack one and missing citations are added. Without one, `Sources:` is appended.
+    """
+    names = tuple(sorted({*SOURCES_HEADERS, *headers}, key=len, reverse=True))
+    lines = answer.rstrip().split("\n")
+    found = _find_sources_header(lines, names, citations)
+    if found is None:
+        entries = [f"- {c['url']} ({c['published_at']})" for c in citations]
+        listing = entries or [_NO_SOURCE.format(today=today)]
+        return "\n".join([answer.rstrip(), "", "Sources:", *listing])
+    header, rest = found
+    entries = _section_entries(lines, header + 1, citations)
+    listed = "\n".join(lines[i] for entry in entries for i in entry)
+    if rest:
+        lines[header] = lines[header].rstrip()[: -len(rest)] + _complete_inline(
+            rest, citations, today, listed
+        )
+    for entry in entries:
+        text = "\n".join(lines[i] for i in entry)
+        if not _has_iso_date(text):
+            lines[entry[0]] = _dated(lines[entry[0]], citations, today, text)
+    missing = (
+        []
+        if rest
+        else [
+            f"- {c['url']} ({c['published_at']})"
+            for c in citations
+            if not _mentions(listed, c["url"])
         ]
-        return answer.rstrip() + "\n\nSources:\n" + "\n".join(entries)
-    iso_date = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
-    section = lines[header + 1 :]
-    completed = []
-    for line in section:
-        if line.strip() and not iso_date.search(line):
-            date = next((c["published_at"] for c in citations if c["url"] in line), today)
-            line = f"{line.rstrip()} ({date})"
-        completed.append(line)
-    body = "\n".join(section)
-    missing = [f"- {c['url']} ({c['published_at']})" for c in citations if c["url"] not in body]
-    return "\n".join(lines[: header + 1] + completed + missing)
+    )
+    if not rest and not entries and not missing:
+        missing = [_NO_SOURCE.format(today=today)]
+    end = entries[-1][-1] + 1 if entries else header + 1
+    return "\n".join(lines[:end] + missing + lines[end:])
 
 
-def shape_answer(response: dict, max_citations: int, today: str) -> dict:
-    """The four-key answer of the output contract, from a completed Responses API object."""
+def shape_answer(
+    response: dict, max_citations: int, today: str, *, model: str = "", headers: tuple = ()
+) -> dict:
+    """The four-key answer of the output contract, from a completed Responses API object.
+
+    `model` stands in when the API reports none; `headers` are the policy's sources headers.
+    """
     text = "".join(part.get("text") or "" for part in _output_text_parts(response)).strip()
     searched = any(item.get("type") == "web_search_call" for item in response.get("output") or ())
     citations = collect_citations(response, max_citations, today)
@@ -1255,12 +1440,12 @@ def shape_answer(response: dict, max_citations: int, today: str) -> dict:
     )
     used_search = searched or cited
     if used_search:
-        text = ensure_sources_section(text, citations, today)
+        text = ensure_sources_section(text, citations, today, headers)
     return {
         "answer": text,
         "used_search": used_search,
         "citations": citations,
-        "model": response.get("model") or "",
+        "model": response.get("model") or model,
     }
 
 
@@ -1739,7 +1924,13 @@ class AnswerEngine:
         for attempt in range(1, max_retries + 2):
             try:
                 response = self._attempt(client, request, call)
-                answer = shape_answer(response, config.get("policy", "max_citations"), today)
+                answer = shape_answer(
+                    response,
+                    config.get("policy", "max_citations"),
+                    today,
+                    model=model,
+                    headers=sources_headers(config.instructions),
+                )
                 meta = usage_meta(response, time.monotonic() - started, attempt)
             except Exception as exc:  # noqa: BLE001 - every failure is classified below
                 if call.cancelled.is_set():
