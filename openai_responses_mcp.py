@@ -958,6 +958,75 @@ def _check_timezone(name: str, where: str) -> None:
         ) from None
 
 
+# -- Shipped examples ----------------------------------------------------------------------------
+
+# config.yaml.example, kept here so an installed copy can print it (--print-example config);
+# tests/test_docs.py checks the two stay identical.
+CONFIG_EXAMPLE = """\
+# openai-responses-mcp configuration (every key is optional; these are the defaults).
+# Copy to ~/.config/openai-responses-mcp/config.yaml, or pass --config PATH
+# (`openai-responses-mcp --print-example config` prints this file).
+# Precedence: defaults < this file < environment variables < command-line flags.
+# The API key never goes here: it is read from the environment variable named below.
+
+openai:
+  api_key_env: OPENAI_API_KEY          # the variable that holds the key
+  base_url: https://api.openai.com/v1  # or an OpenAI-compatible gateway (Azure v1, LiteLLM)
+
+request: { timeout_ms: 300000, max_retries: 3 }   # per attempt; retries after 429, 5xx, drops
+
+model_profiles:
+  answer:                  # required baseline; the other two inherit each absent key from it
+    model: gpt-5.2
+    reasoning_effort: medium   # none | minimal | low | medium | high | xhigh (gpt-5, o-series)
+    verbosity: medium          # low | medium | high (gpt-5 only)
+  answer_detailed:         # slower, more thorough; each null key inherits from `answer`
+    model: null                # for example gpt-5.2
+    reasoning_effort: null     # for example high
+    verbosity: null            # for example high
+  answer_quick:            # fast and short; each null key inherits from `answer`
+    model: null                # for example gpt-5.2-chat-latest
+    reasoning_effort: null     # for example low
+    verbosity: null            # for example low
+
+policy:
+  max_citations: 3         # 1-10
+  timezone: Asia/Tokyo     # "today" and access dates are in this zone
+  system:
+    source: builtin        # builtin | file
+    path: null             # e.g. ~/.config/openai-responses-mcp/policy.md (when source: file;
+                           #   `openai-responses-mcp --print-example policy` prints an example)
+    merge: replace         # replace | prepend | append (the file relative to the built-in policy)
+
+search:
+  defaults: { recency_days: 60, max_results: 5, domains: [] }
+  domain_filter: true      # also send domains as web_search filters.allowed_domains
+
+server:
+  debug: false
+  debug_file: null
+  show_config_on_start: false
+  line_mode: false         # always answer in newline-delimited JSON (MCP_LINE_MODE=1)
+  max_message_bytes: 16777216
+  progress_interval_s: 10  # heartbeat progress notice while a call is quiet this long
+  http:                    # only with --http
+    token: null            # better: MCP_HTTP_TOKEN in the environment (never printed or logged)
+    allow_insecure: false  # true: a non-loopback address without a token (auth proxy in front)
+    stateless: false       # true: no sessions, for several instances behind a load balancer
+    allowed_origins: []    # browser origins besides http(s)://localhost, 127.0.0.1, [::1]
+    allowed_hosts: []      # Host names besides the localhost names and the bound address
+    max_connections: 256   # open connections, each holding a thread
+    max_sessions: 100
+    max_calls: 64          # tool calls in flight on the server
+    max_calls_per_session: 8
+    session_idle_s: 1800
+    header_timeout_s: 10   # to send a request's headers and body
+    keepalive_s: 15        # SSE keep-alive comment when quiet
+    lameduck_s: 5          # after SIGTERM: /healthz says 503 this long
+    drain_s: 30            # then calls in flight get this long to finish
+"""
+
+
 # -- Logging -----------------------------------------------------------------------------------
 
 
@@ -1053,6 +1122,48 @@ Language and form
 on); keep code, identifiers, commands and URLs as they are.
 - Lead with the answer, then supporting detail; use short bullet lists where they help. No \
 filler, no restating the question.
+"""
+
+
+# A worked policy.system file (--print-example policy): rules appended to the built-in policy.
+POLICY_EXAMPLE = """\
+<!--
+openai-responses-mcp policy example: `openai-responses-mcp --print-example policy > policy.md`.
+Turn it on in config.yaml:
+
+  policy:
+    system:
+      source: file
+      path: ~/.config/openai-responses-mcp/policy.md
+      merge: append      # this file follows the built-in policy (prepend: goes before it)
+
+With merge: replace this file is all the model is told: then also say when to search, how to
+write dates, and how to list sources (the built-in policy covers these; start from it).
+The whole file is sent as the request's instructions, this comment too; it is harmless there.
+The server recognises a sources section under Sources:, 出典:, 参考:, 参考文献, References
+(bold or as a heading too); if you ask for another header, name it on a line of its own like
+the one below, so the server completes that section instead of adding a second one.
+-->
+<!-- sources-header: 参考資料 -->
+
+Team rules (they come after the built-in policy and win where they differ)
+
+Who asks
+- The questions come from a team that runs Python 3.12, PostgreSQL 16 and Ubuntu 24.04 LTS.
+  When versions matter, answer for these first, then say what differs in newer releases.
+
+Which sources
+- Prefer primary sources: official documentation, release notes, changelogs, security
+  advisories (CVE, GitHub Security Advisories) and the vendor's own site. Use blogs and Q&A
+  sites only when no primary source covers the point, and say so.
+- For versions and end-of-life dates, give the exact version number and date, and cite the
+  page that states them.
+
+How to answer
+- For a Japanese question, answer in Japanese and end with the header 参考資料: in place of
+  Sources:, one line per source: "- <url> (YYYY-MM-DD)".
+- When a command or configuration is the answer, give it in a code block first and explain
+  after it.
 """
 
 
@@ -3894,6 +4005,7 @@ usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--sh
               [--http-allow-insecure] [--config PATH] [--model ID] [--debug [PATH]]
        {SERVER_NAME} --ask QUERY [--tool NAME] [--config PATH] [--model ID] [--debug [PATH]]
        {SERVER_NAME} --show-config [--config PATH] [--model ID]
+       {SERVER_NAME} --print-example config|policy
        {SERVER_NAME} --help | --version"""
 
 HELP = f"""{USAGE}
@@ -3917,11 +4029,16 @@ options:
   --model ID         model for the answer tool (overrides config and MODEL_ANSWER)
   --debug [PATH]     debug lines on stderr, and appended to PATH if given
   --show-config      print the effective config and where each value came from, to stderr
+  --print-example config|policy
+                     print the shipped config.yaml example, or a policy.system file example
   --version          print the version
   --help             print this help
 
 The API key is read from the environment variable OPENAI_API_KEY (openai.api_key_env).
 """
+
+
+EXAMPLES = {"config": CONFIG_EXAMPLE, "policy": POLICY_EXAMPLE}
 
 
 class UsageError(Exception):
@@ -3938,6 +4055,7 @@ def parse_args(argv: list[str]) -> dict:
         "--tool": "tool",
         "--http": "http",
         "--http-token": "http_token",
+        "--print-example": "print_example",
     }
     setting_flags = {  # flags that set a config key (and show as its source)
         "--stateless": ("server", "http", "stateless"),
@@ -3991,6 +4109,8 @@ def parse_args(argv: list[str]) -> dict:
         raise UsageError(
             f"{options['settings'][next(iter(options['settings']))][1]} goes with --http"
         )
+    if options.get("print_example") and options["print_example"] not in EXAMPLES:
+        raise UsageError(f"--print-example takes {' or '.join(EXAMPLES)}")
     if options.get("tool") and options["tool"] not in TOOL_NAMES:
         raise UsageError(f"--tool must be one of {', '.join(TOOL_NAMES)}")
     if options.get("tool") and not options.get("ask"):
@@ -4036,6 +4156,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if options.get("version"):
         print(f"{SERVER_NAME} {__version__}")
+        return 0
+    if options.get("print_example"):
+        sys.stdout.write(EXAMPLES[options["print_example"]])
         return 0
     serving = options.get("stdio") or options.get("http")
     if not (serving or options.get("ask") or options.get("show_config")):
