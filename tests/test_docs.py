@@ -88,3 +88,11 @@ def test_the_readme_documents_the_policy_example_and_its_sources_header():
     assert "--print-example policy" in README
     assert "<!-- sources-header:" in README
     assert "merge: append" in README and "merge: replace" in README
+
+
+def test_the_package_metadata_names_an_author_and_the_project_urls():
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["authors"] and all(a.get("name") for a in project["authors"])
+    assert {"Homepage", "Repository", "Issues", "Changelog"} <= set(project["urls"])
+    assert all(url.startswith("https://") for url in project["urls"].values())
