@@ -1342,7 +1342,7 @@ _OTHER_DATE = (
     r"(?<!\d)(\d{4})(?:年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日|[/.-](\d{1,2})[/.-](\d{1,2})(?!\d))"
 )
 _URL = r"https?://[^\s<>\"'\]（）「」『』、。，：]+"
-_LIST_ITEM = r"\s*(?:[-*+•・]|\d{1,3}[.)])\s"
+_LIST_ITEM = r"\s*(?:[-*+•・]|\d{1,3}[.)]|\[\d{1,3}\])\s"
 _FENCE = r"\s*(?:```|~~~)"
 _NO_SOURCE = "- no citable source was returned by the search (accessed {today})"
 
@@ -1468,7 +1468,7 @@ def _section_entries(lines: list[str], start: int, citations: list[dict]) -> lis
             continue
         if line.lstrip().startswith("#") or re.match(_FENCE, line):
             break
-        if _is_entry(line, citations, gap):
+        if _is_entry(line, citations, gap and bool(entries)):
             entries.append([index])
         elif entries and not gap and line[:1] in " \t":
             entries[-1].append(index)

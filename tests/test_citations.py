@@ -399,6 +399,14 @@ def test_a_参考_note_in_the_middle_of_an_answer_is_not_a_sources_section():
     assert "詳しくは README を読んでください。\n" in answer  # the note got no date
 
 
+def test_a_blank_line_after_the_header_and_bracketed_numbers_still_make_a_section():
+    text = f"晴れ。\n\n出典:\n\n[1] {JMA}\n\n詳しくは https://www.data.jma.go.jp/ を参照。"
+    assert ensure(text) == (
+        f"晴れ。\n\n出典:\n\n[1] {JMA} (2026-01-13)\n- oai-weather ({TODAY})\n\n"
+        "詳しくは https://www.data.jma.go.jp/ を参照。"
+    )
+
+
 def test_a_header_inside_a_code_block_is_not_a_sources_section():
     text = "例:\n```python\n# Sources\nprint('x')\n```"
     answer = ensure(text)
@@ -464,7 +472,8 @@ SENTENCES = [
 HEADERS = ["Sources:", "sources:", "出典:", "出典：", "参考:", "参考文献", "**Sources**",
            "**Sources:**", "**出典**：", "## Sources", "### 出典", "References:"]  # fmt: skip
 ENTRY_FORMS = ["- {url}", "- {url} ({date})", "- [{title}]({url})", "* {title}: {url}（{jp}）",
-               "1. {url} - {date}", "・{url}", "{url}", "- {title}\n  {url}"]  # fmt: skip
+               "1. {url} - {date}", "・{url}", "{url}", "- {title}\n  {url}",
+               "[1] {url}"]  # fmt: skip
 INLINE_FORMS = ["{url}", "{url} ({date})", "[{title}]({url})", "{url}（{jp}）"]
 
 prose = st.one_of(
@@ -506,7 +515,8 @@ def model_sections(draw, citations):
     entries = [entry(url) for url in listed]
     if inline:
         return f"{header} " + draw(st.sampled_from([", ", "、"])).join(entries)
-    return "\n".join([header, *entries])
+    blank = [""] if draw(st.booleans()) else []  # some models leave a line after the header
+    return "\n".join([header, *blank, *entries])
 
 
 @st.composite
