@@ -96,3 +96,20 @@ def test_the_package_metadata_names_an_author_and_the_project_urls():
     assert project["authors"] and all(a.get("name") for a in project["authors"])
     assert {"Homepage", "Repository", "Issues", "Changelog"} <= set(project["urls"])
     assert all(url.startswith("https://") for url in project["urls"].values())
+
+
+def test_the_readme_says_how_to_verify_pin_and_report_an_installation():
+    verify = README[README.index("## Verify your installation") :]
+    verify = verify[: verify.index("\n## ")]
+    assert "bench/smoke.py" in verify and "OPENAI_API_KEY" in verify
+    assert '--pip-args "-c' in verify and "constraints.txt" in verify
+    assert "--show-config" in verify
+    assert (ROOT / "bench" / "smoke.py").exists()
+
+
+def test_the_readme_says_where_and_why_it_differs_from_the_original():
+    section = README[README.index("## Where this differs from the original") :]
+    section = section[: section.index("\n## ")]
+    for topic in ("Argument validation", "Protocol version", "Message size", "Error messages",
+                  "HTTP", "why"):  # fmt: skip
+        assert topic in section, topic
