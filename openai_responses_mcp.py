@@ -1021,6 +1021,75 @@ def api_key_problem(config: Config) -> str | None:
     return None
 
 
+# -- Shipped examples ----------------------------------------------------------------------------
+
+# config.yaml.example, kept here so an installed copy can print it (--print-example config);
+# tests/test_docs.py checks the two stay identical.
+CONFIG_EXAMPLE = """\
+# openai-responses-mcp configuration (every key is optional; these are the defaults).
+# Copy to ~/.config/openai-responses-mcp/config.yaml, or pass --config PATH
+# (`openai-responses-mcp --print-example config` prints this file).
+# Precedence: defaults < this file < environment variables < command-line flags.
+# The API key never goes here: it is read from the environment variable named below.
+
+openai:
+  api_key_env: OPENAI_API_KEY          # the variable that holds the key
+  base_url: https://api.openai.com/v1  # http(s), usually ending in /v1 (or Azure v1, LiteLLM)
+
+request: { timeout_ms: 300000, max_retries: 3 }   # per attempt; retries after 429, 5xx, drops
+
+model_profiles:
+  answer:                  # required baseline; the other two inherit each absent key from it
+    model: gpt-5.2
+    reasoning_effort: medium   # none | minimal | low | medium | high | xhigh (gpt-5, o-series)
+    verbosity: medium          # low | medium | high (gpt-5 only)
+  answer_detailed:         # slower, more thorough; each null key inherits from `answer`
+    model: null                # for example gpt-5.2
+    reasoning_effort: null     # for example high
+    verbosity: null            # for example high
+  answer_quick:            # fast and short; each null key inherits from `answer`
+    model: null                # for example gpt-5.2-chat-latest
+    reasoning_effort: null     # for example low
+    verbosity: null            # for example low
+
+policy:
+  max_citations: 3         # 1-10
+  timezone: Asia/Tokyo     # "today" and access dates are in this zone
+  system:
+    source: builtin        # builtin | file
+    path: null             # e.g. ~/.config/openai-responses-mcp/policy.md (when source: file;
+                           #   `openai-responses-mcp --print-example policy` prints an example)
+    merge: replace         # replace | prepend | append (the file relative to the built-in policy)
+
+search:
+  defaults: { recency_days: 60, max_results: 5, domains: [] }
+  domain_filter: true      # also send domains as web_search filters.allowed_domains
+
+server:
+  debug: false
+  debug_file: null
+  show_config_on_start: false
+  line_mode: false         # always answer in newline-delimited JSON (MCP_LINE_MODE=1)
+  max_message_bytes: 16777216
+  progress_interval_s: 10  # heartbeat progress notice while a call is quiet this long
+  http:                    # only with --http
+    token: null            # better: MCP_HTTP_TOKEN in the environment (never printed or logged)
+    allow_insecure: false  # true: a non-loopback address without a token (auth proxy in front)
+    stateless: false       # true: no sessions, for several instances behind a load balancer
+    allowed_origins: []    # browser origins besides http(s)://localhost, 127.0.0.1, [::1]
+    allowed_hosts: []      # Host names besides the localhost names and the bound address
+    max_connections: 256   # open connections, each holding a thread
+    max_sessions: 100
+    max_calls: 64          # tool calls in flight on the server
+    max_calls_per_session: 8
+    session_idle_s: 1800
+    header_timeout_s: 10   # to send a request's headers and body
+    keepalive_s: 15        # SSE keep-alive comment when quiet
+    lameduck_s: 5          # after SIGTERM: /healthz says 503 this long
+    drain_s: 30            # then calls in flight get this long to finish
+"""
+
+
 # -- Logging -----------------------------------------------------------------------------------
 
 
@@ -1119,6 +1188,48 @@ filler, no restating the question.
 """
 
 
+# A worked policy.system file (--print-example policy): rules appended to the built-in policy.
+POLICY_EXAMPLE = """\
+<!--
+openai-responses-mcp policy example: `openai-responses-mcp --print-example policy > policy.md`.
+Turn it on in config.yaml:
+
+  policy:
+    system:
+      source: file
+      path: ~/.config/openai-responses-mcp/policy.md
+      merge: append      # this file follows the built-in policy (prepend: goes before it)
+
+With merge: replace this file is all the model is told: then also say when to search, how to
+write dates, and how to list sources (the built-in policy covers these; start from it).
+The whole file is sent as the request's instructions, this comment too; it is harmless there.
+The server recognises a sources section under Sources:, 出典:, 参考:, 参考文献, References
+(bold or as a heading too); if you ask for another header, name it on a line of its own like
+the one below, so the server completes that section instead of adding a second one.
+-->
+<!-- sources-header: 参考資料 -->
+
+Team rules (they come after the built-in policy and win where they differ)
+
+Who asks
+- The questions come from a team that runs Python 3.12, PostgreSQL 16 and Ubuntu 24.04 LTS.
+  When versions matter, answer for these first, then say what differs in newer releases.
+
+Which sources
+- Prefer primary sources: official documentation, release notes, changelogs, security
+  advisories (CVE, GitHub Security Advisories) and the vendor's own site. Use blogs and Q&A
+  sites only when no primary source covers the point, and say so.
+- For versions and end-of-life dates, give the exact version number and date, and cite the
+  page that states them.
+
+How to answer
+- For a Japanese question, answer in Japanese and end with the header 参考資料: in place of
+  Sources:, one line per source: "- <url> (YYYY-MM-DD)".
+- When a command or configuration is the answer, give it in a code block first and explain
+  after it.
+"""
+
+
 def build_instructions(config: Config) -> str:
     """The request's `instructions`: the built-in policy, or a file replacing or joining it."""
     if config.get("policy", "system", "source") != "file":
@@ -1143,6 +1254,15 @@ def build_instructions(config: Config) -> str:
     if merge == "append":
         return SYSTEM_POLICY + "\n" + text + "\n"
     return text
+
+
+def sources_headers(instructions: str) -> tuple[str, ...]:
+    """Extra sources-section headers a policy names, one `<!-- sources-header: NAME -->` each.
+
+    An answer's section under such a header is completed rather than followed by a second one.
+    """
+    found = re.findall(r"(?i)<!--\s*sources-header:\s*(.*?)\s*-->", instructions)
+    return tuple(name.rstrip(":：").strip().lower() for name in found if name.rstrip(":："))
 
 
 def today_in(timezone: str) -> str:
@@ -1288,35 +1408,206 @@ def collect_citations(response: dict, max_citations: int, today: str) -> list[di
     return [{**c, "published_at": today} for c in chosen]
 
 
-def ensure_sources_section(answer: str, citations: list[dict], today: str) -> str:
-    """Makes the answer end with `Sources:` listing each source with an ISO date.
+# -- The Sources section ---------------------------------------------------------------------------
 
-    A section the model wrote is kept, its lines completed with dates where they lack one and
-    missing citations added, so the header never appears twice.
+# Headers a model writes over its sources, compared case-insensitively, with or without a colon
+# (`:` or `：`), bold or as a Markdown heading. A policy file can add its own (sources_headers).
+SOURCES_HEADERS = ("sources", "source", "references", "出典", "参考文献", "参考資料", "参考")
+_ISO_DATE = r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)"
+_OTHER_DATE = (
+    r"(?<!\d)(\d{4})(?:年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日|[/.-](\d{1,2})[/.-](\d{1,2})(?!\d))"
+)
+_URL = r"https?://[^\s<>\"'\]（）「」『』、。，：]+"
+_LIST_ITEM = r"\s*(?:[-*+•・]|\d{1,3}[.)]|\[\d{1,3}\])\s"
+_FENCE = r"\s*(?:```|~~~)"
+_NO_SOURCE = "- no citable source was returned by the search (accessed {today})"
+
+
+def _urls_in(text: str) -> list[str]:
+    """The URLs in a line, without the punctuation or Markdown that follows them."""
+    found = []
+    for url in re.findall(_URL, text):
+        while url[-1] in ".,;:!?*_" or (url[-1] == ")" and url.count(")") > url.count("(")):
+            url = url[:-1]
+        found.append(url)
+    return found
+
+
+def _mentions(text: str, source: str) -> bool:
+    """Whether the text names this citation: the same URL, or the source id as a whole word."""
+    if source.startswith(("http://", "https://")):
+        return any(url.rstrip("/") == source.rstrip("/") for url in _urls_in(text))
+    return re.search(rf"(?<![\w-]){re.escape(source)}(?![\w-])", text) is not None
+
+
+def _has_iso_date(text: str) -> bool:
+    """An ISO date outside the URLs (a URL's path may hold one)."""
+    return re.search(_ISO_DATE, re.sub(_URL, " ", text)) is not None
+
+
+def _iso_dated(text: str) -> str | None:
+    """The text with its first other-format date (2026年1月5日, 2026/1/5) in ISO form, or None."""
+    import datetime
+
+    for match in re.finditer(_OTHER_DATE, re.sub(_URL, lambda u: "#" * len(u[0]), text)):
+        year, month, day = match[1], match[2] or match[4], match[3] or match[5]
+        try:
+            iso = datetime.date(int(year), int(month), int(day)).isoformat()
+        except ValueError:
+            continue
+        return text[: match.start()] + iso + text[match.end() :]
+    return None
+
+
+def _dated(text: str, citations: list[dict], today: str, entry: str = "") -> str:
+    """One source's text with one ISO date: as written, converted, or its date appended.
+
+    The appended date is its citation's (looked up in the whole entry), else today's.
     """
-    lines = answer.rstrip().split("\n")
-    header = None
-    for index in range(len(lines) - 1, -1, -1):
-        bare = lines[index].strip().strip("*#_ ").rstrip(":").strip("*_ ").lower()
-        if bare == "sources":
-            header = index
+    if _has_iso_date(text):
+        return text
+    converted = _iso_dated(text)
+    if converted is not None:
+        return converted
+    entry = entry or text
+    date = next((c["published_at"] for c in citations if _mentions(entry, c["url"])), today)
+    return f"{text.rstrip()} ({date})"
+
+
+def _sources_header(line: str, names: tuple, citations: list[dict], last: bool) -> str | None:
+    """The sources written on a header's own line ("" for none), or None for no header.
+
+    Text after the header (`Sources: https://a.example/ (2026-01-05)`) counts when it names a
+    URL, a citation or a date, or when it is the answer's last line: `参考: ...` in the middle
+    of an answer is a note, not a sources section.
+    """
+    text = line.strip()
+    heading = text.startswith("#")
+    if heading:
+        text = text.strip("#").strip()
+    text = text.lstrip("*_").lstrip()
+    name = next((n for n in names if text[: len(n)].lower() == n), None)
+    if name is None:
+        return None
+    rest = text[len(name) :].lstrip("*_ \t")
+    colon = rest[:1] in (":", "：")
+    rest = rest[1:].lstrip("*_ \t") if colon else rest
+    if not rest:
+        return ""
+    if not colon or heading:
+        return None
+    named = _urls_in(rest) or any(_mentions(rest, c["url"]) for c in citations)
+    if named or last or re.search(_ISO_DATE, rest) or _iso_dated(rest) is not None:
+        return rest
+    return None
+
+
+def _find_sources_header(lines: list[str], names: tuple, citations: list[dict]):
+    """(index, sources on its line) of the last sources header outside code blocks, or None."""
+    found, fenced = None, False
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    for index, line in enumerate(lines):
+        if re.match(_FENCE, line):
+            fenced = not fenced
+        elif not fenced:
+            rest = _sources_header(line, names, citations, index == last)
+            if rest is not None:
+                found = (index, rest)
+    return found
+
+
+def _is_entry(line: str, citations: list[dict], after_gap: bool) -> bool:
+    """A listed source: a list item, or a line naming a source (after a blank line: opening
+    with one), so that prose after the section is not taken for a source."""
+    if re.match(_LIST_ITEM, line):
+        return True
+    if after_gap:
+        line = line.strip().lstrip("[<")
+        return line.startswith(("http://", "https://")) or any(
+            line.startswith(c["url"]) for c in citations
+        )
+    return bool(_urls_in(line)) or any(_mentions(line, c["url"]) for c in citations)
+
+
+def _section_entries(lines: list[str], start: int, citations: list[dict]) -> list[list[int]]:
+    """The line numbers of each source listed from `start` on, an entry with its continuations.
+
+    The list ends at a heading, a code block, or the first line that is neither a source nor
+    indented under one.
+    """
+    entries: list[list[int]] = []
+    gap = False
+    for index in range(start, len(lines)):
+        line = lines[index]
+        if not line.strip():
+            gap = True
+            continue
+        if line.lstrip().startswith("#") or re.match(_FENCE, line):
             break
-    if header is None:
-        entries = [f"- {c['url']} ({c['published_at']})" for c in citations] or [
-            f"- no citable source was returned by the search (accessed {today})"
+        if _is_entry(line, citations, gap and bool(entries)):
+            entries.append([index])
+        elif entries and not gap and line[:1] in " \t":
+            entries[-1].append(index)
+        else:
+            break
+        gap = False
+    return entries
+
+
+def _complete_inline(rest: str, citations: list[dict], today: str, listed: str) -> str:
+    """Sources written after their header, each dated, with the citations listed nowhere added."""
+    ids = "".join(f"|{re.escape(c['url'])}" for c in citations)
+    parts = re.split(rf"(\s*[,、;；]\s*)(?=https?://|\[{ids})", rest)
+    for i in range(0, len(parts), 2):  # odd indexes hold the separators
+        parts[i] = _dated(parts[i], citations, today)
+    added = [
+        f"{c['url']} ({c['published_at']})"
+        for c in citations
+        if not _mentions(rest, c["url"]) and not _mentions(listed, c["url"])
+    ]
+    return ", ".join(["".join(parts), *added])
+
+
+def ensure_sources_section(
+    answer: str, citations: list[dict], today: str, headers: tuple = ()
+) -> str:
+    """The answer with one sources section listing each citation with one ISO date.
+
+    A section the model wrote (the last one, under `Sources:`, `出典:`, `参考:`... or a header
+    the policy names) is completed in place under the model's header: entries get an ISO date
+    where they lack one and missing citations are added. Without one, `Sources:` is appended.
+    """
+    names = tuple(sorted({*SOURCES_HEADERS, *headers}, key=len, reverse=True))
+    lines = answer.rstrip().split("\n")
+    found = _find_sources_header(lines, names, citations)
+    if found is None:
+        entries = [f"- {c['url']} ({c['published_at']})" for c in citations]
+        listing = entries or [_NO_SOURCE.format(today=today)]
+        return "\n".join([answer.rstrip(), "", "Sources:", *listing])
+    header, rest = found
+    entries = _section_entries(lines, header + 1, citations)
+    listed = "\n".join(lines[i] for entry in entries for i in entry)
+    if rest:
+        lines[header] = lines[header].rstrip()[: -len(rest)] + _complete_inline(
+            rest, citations, today, listed
+        )
+    for entry in entries:
+        text = "\n".join(lines[i] for i in entry)
+        if not _has_iso_date(text):
+            lines[entry[0]] = _dated(lines[entry[0]], citations, today, text)
+    missing = (
+        []
+        if rest
+        else [
+            f"- {c['url']} ({c['published_at']})"
+            for c in citations
+            if not _mentions(listed, c["url"])
         ]
-        return answer.rstrip() + "\n\nSources:\n" + "\n".join(entries)
-    iso_date = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
-    section = lines[header + 1 :]
-    completed = []
-    for line in section:
-        if line.strip() and not iso_date.search(line):
-            date = next((c["published_at"] for c in citations if c["url"] in line), today)
-            line = f"{line.rstrip()} ({date})"
-        completed.append(line)
-    body = "\n".join(section)
-    missing = [f"- {c['url']} ({c['published_at']})" for c in citations if c["url"] not in body]
-    return "\n".join(lines[: header + 1] + completed + missing)
+    )
+    if not rest and not entries and not missing:
+        missing = [_NO_SOURCE.format(today=today)]
+    end = entries[-1][-1] + 1 if entries else header + 1
+    return "\n".join(lines[:end] + missing + lines[end:])
 
 
 def incomplete_reason(response: dict) -> str | None:
@@ -1328,8 +1619,13 @@ def incomplete_reason(response: dict) -> str | None:
     return str(reason or "unknown")
 
 
-def shape_answer(response: dict, max_citations: int, today: str) -> dict:
-    """The four-key answer of the output contract, from a completed Responses API object."""
+def shape_answer(
+    response: dict, max_citations: int, today: str, *, model: str = "", headers: tuple = ()
+) -> dict:
+    """The four-key answer of the output contract, from a completed Responses API object.
+
+    `model` stands in when the API reports none; `headers` are the policy's sources headers.
+    """
     text = _answer_text(response)
     searched = any(item.get("type") == "web_search_call" for item in response.get("output") or ())
     citations = collect_citations(response, max_citations, today)
@@ -1340,7 +1636,7 @@ def shape_answer(response: dict, max_citations: int, today: str) -> dict:
     )
     used_search = searched or cited
     if used_search:
-        text = ensure_sources_section(text, citations, today)
+        text = ensure_sources_section(text, citations, today, headers)
     reason = incomplete_reason(response)
     if reason:
         # Last, after any Sources section: never taken for a source line, and where a reader
@@ -1350,7 +1646,7 @@ def shape_answer(response: dict, max_citations: int, today: str) -> dict:
         "answer": text,
         "used_search": used_search,
         "citations": citations,
-        "model": response.get("model") or "",
+        "model": response.get("model") or model,
     }
 
 
@@ -1861,7 +2157,13 @@ class AnswerEngine:
         for attempt in range(1, max_retries + 2):
             try:
                 response = self._attempt(client, request, call)
-                answer = shape_answer(response, config.get("policy", "max_citations"), today)
+                answer = shape_answer(
+                    response,
+                    config.get("policy", "max_citations"),
+                    today,
+                    model=model,
+                    headers=sources_headers(config.instructions),
+                )
                 meta = usage_meta(response, time.monotonic() - started, attempt)
             except Exception as exc:  # noqa: BLE001 - every failure is classified below
                 if call.cancelled.is_set():
@@ -3889,6 +4191,7 @@ usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--sh
               [--http-allow-insecure] [--config PATH] [--model ID] [--debug [PATH]]
        {SERVER_NAME} --ask QUERY [--tool NAME] [--config PATH] [--model ID] [--debug [PATH]]
        {SERVER_NAME} --show-config [--config PATH] [--model ID]
+       {SERVER_NAME} --print-example config|policy
        {SERVER_NAME} --help | --version"""
 
 HELP = f"""{USAGE}
@@ -3912,11 +4215,16 @@ options:
   --model ID         model for the answer tool (overrides config and MODEL_ANSWER)
   --debug [PATH]     debug lines on stderr, and appended to PATH if given
   --show-config      print the effective config and where each value came from, to stderr
+  --print-example config|policy
+                     print the shipped config.yaml example, or a policy.system file example
   --version          print the version
   --help             print this help
 
 The API key is read from the environment variable OPENAI_API_KEY (openai.api_key_env).
 """
+
+
+EXAMPLES = {"config": CONFIG_EXAMPLE, "policy": POLICY_EXAMPLE}
 
 
 class UsageError(Exception):
@@ -3933,6 +4241,7 @@ def parse_args(argv: list[str]) -> dict:
         "--tool": "tool",
         "--http": "http",
         "--http-token": "http_token",
+        "--print-example": "print_example",
     }
     setting_flags = {  # flags that set a config key (and show as its source)
         "--stateless": ("server", "http", "stateless"),
@@ -3986,6 +4295,8 @@ def parse_args(argv: list[str]) -> dict:
         raise UsageError(
             f"{options['settings'][next(iter(options['settings']))][1]} goes with --http"
         )
+    if options.get("print_example") and options["print_example"] not in EXAMPLES:
+        raise UsageError(f"--print-example takes {' or '.join(EXAMPLES)}")
     if options.get("tool") and options["tool"] not in TOOL_NAMES:
         raise UsageError(f"--tool must be one of {', '.join(TOOL_NAMES)}")
     if options.get("tool") and not options.get("ask"):
@@ -4031,6 +4342,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if options.get("version"):
         print(f"{SERVER_NAME} {__version__}")
+        return 0
+    if options.get("print_example"):
+        sys.stdout.write(EXAMPLES[options["print_example"]])
         return 0
     serving = options.get("stdio") or options.get("http")
     if not (serving or options.get("ask") or options.get("show_config")):

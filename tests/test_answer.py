@@ -227,6 +227,33 @@ def test_model_is_the_one_the_api_reports(server, fake):
     assert answer_of(server.call("answer", {"query": "q"}))["model"] == "gpt-5.2-2025-12-11"
 
 
+def test_a_japanese_answers_出典_section_is_completed_not_doubled(server, fake):
+    text = f"本日の東京は晴れ、最高気温12℃です。\n\n出典：\n- 気象庁 {JMA}\n\n※ 予報は変わります。"
+    fake.enqueue(weather_reply(text=text))
+    answer = answer_of(server.call("answer", {"query": "今日の東京の天気は？"}))["answer"]
+    assert "Sources" not in answer
+    assert answer == (
+        f"本日の東京は晴れ、最高気温12℃です。\n\n出典：\n- 気象庁 {JMA} ({tokyo_today()})\n"
+        f"- {TENKI} ({tokyo_today()})\n- oai-weather ({tokyo_today()})\n\n"
+        "※ 予報は変わります。"
+    )
+
+
+def test_a_sources_header_named_in_the_policy_file_is_completed_not_doubled(spawn, fake, tmp_path):
+    policy = tmp_path / "policy.md"
+    policy.write_text(m.POLICY_EXAMPLE, encoding="utf-8")
+    config = f"policy:\n  system: {{source: file, path: '{policy}', merge: append}}\n"
+    server = start(spawn, fake, config=config)
+    fake.enqueue(weather_reply(text=f"晴れです。\n\n参考資料:\n- {JMA}\n- {TENKI}"))
+    answer = answer_of(server.call("answer", {"query": "今日の東京の天気は？"}))["answer"]
+    assert "Sources" not in answer
+    assert sources_section(answer.replace("参考資料:", "Sources:")) == [
+        f"- {JMA} ({tokyo_today()})",
+        f"- {TENKI} ({tokyo_today()})",
+        f"- oai-weather ({tokyo_today()})",
+    ]
+
+
 # ============================================================================================
 # What is sent
 # ============================================================================================

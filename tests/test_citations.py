@@ -13,6 +13,8 @@ import time
 
 import httpx2
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import openai_responses_mcp as m
 
@@ -250,6 +252,12 @@ def test_model_is_the_model_the_api_reports():
     assert shaped["model"] == "o3-2025-04-16"
 
 
+@pytest.mark.parametrize("reported", ["", None])
+def test_model_falls_back_to_the_profiles_model_when_the_api_reports_none(reported):
+    shaped = m.shape_answer(response(message("x"), model=reported), 3, TODAY, model="gpt-5.2")
+    assert shaped["model"] == "gpt-5.2"
+
+
 def test_answer_is_the_output_text_whatever_items_precede_it():
     reasoning = {"id": "rs_1", "type": "reasoning", "summary": []}
     shaped = m.shape_answer(response(reasoning, message("  The answer.  ")), 3, TODAY)
@@ -331,6 +339,269 @@ def test_ensure_sources_section_lists_each_citation_with_its_date():
         "- oai-weather (2026-01-14)",
         "- https://a.example/ (2026-01-02)",
     ]
+
+
+# -- Sources sections the model wrote: Japanese answers, other headers, inline lines -------------
+
+JMA = "https://www.jma.go.jp/bosai/forecast/#area_type=offices&area_code=130000"
+TENKI = "https://tenki.jp/forecast/3/16/4410/13101/"
+WEATHER_CITATIONS = [
+    {"url": JMA, "title": "気象庁", "published_at": "2026-01-13"},
+    {"url": "oai-weather", "title": "api", "published_at": TODAY},
+]
+
+
+def ensure(text: str, citations=WEATHER_CITATIONS, headers: tuple = ()) -> str:
+    return m.ensure_sources_section(text, citations, TODAY, headers)
+
+
+def test_japanese_section_under_出典_is_dated_and_completed_without_a_second_header():
+    text = f"2026-01-14（JST）の東京都は晴れ、最高気温は10℃の見込みです。\n\n出典:\n- {JMA}"
+    assert ensure(text) == (
+        f"2026-01-14（JST）の東京都は晴れ、最高気温は10℃の見込みです。\n\n"
+        f"出典:\n- {JMA} (2026-01-13)\n- oai-weather ({TODAY})"
+    )
+
+
+def test_full_width_colon_header_and_a_japanese_date_become_one_iso_date():
+    text = f"東京は晴れです。\n\n出典：\n- 気象庁 {JMA}（2026年1月13日）\n- oai-weather"
+    assert ensure(text) == (
+        f"東京は晴れです。\n\n出典：\n- 気象庁 {JMA}（2026-01-13）\n- oai-weather ({TODAY})"
+    )
+
+
+def test_bold_参考文献_with_markdown_links_keeps_its_header():
+    text = (
+        "## 概要\nPython 3.14 は 2025-10-07 にリリースされました。\n\n**参考文献**\n"
+        "1. [What's New In Python 3.14](https://docs.python.org/3/whatsnew/3.14.html)\n"
+    )
+    citations = [
+        {"url": "https://docs.python.org/3/whatsnew/3.14.html", "title": "docs",
+         "published_at": "2025-10-07"},
+        {"url": "https://peps.python.org/pep-0745/", "title": "PEP 745", "published_at": TODAY},
+    ]  # fmt: skip
+    answer = ensure(text, citations)
+    assert answer.splitlines()[3:] == [
+        "**参考文献**",
+        "1. [What's New In Python 3.14](https://docs.python.org/3/whatsnew/3.14.html) (2025-10-07)",
+        f"- https://peps.python.org/pep-0745/ ({TODAY})",
+    ]
+
+
+def test_prose_after_the_section_gets_no_date_and_stays_after_it():
+    text = (
+        f"東京は晴れです。\n\n参考:\n- {JMA} (2026-01-13)\n\n"
+        "※ 予報は変わることがあります。最新の情報を確認してください。"
+    )
+    assert ensure(text) == (
+        f"東京は晴れです。\n\n参考:\n- {JMA} (2026-01-13)\n- oai-weather ({TODAY})\n\n"
+        "※ 予報は変わることがあります。最新の情報を確認してください。"
+    )
+
+
+def test_a_heading_after_the_section_ends_it():
+    text = f"晴れ。\n\n### 出典\n- {JMA}\n### 補足\n明日は雨です"
+    assert ensure(text) == (
+        f"晴れ。\n\n### 出典\n- {JMA} (2026-01-13)\n- oai-weather ({TODAY})\n### 補足\n明日は雨です"
+    )
+
+
+def test_inline_sources_line_is_dated_and_completed_on_its_line():
+    text = f"東京は晴れです。\nSources: {JMA}"
+    assert ensure(text) == (f"東京は晴れです。\nSources: {JMA} (2026-01-13), oai-weather ({TODAY})")
+
+
+def test_inline_sources_line_with_its_dates_is_left_as_written():
+    text = f"東京は晴れです。\n出典: {JMA} (2026-01-13)、oai-weather ({TODAY})"
+    assert ensure(text) == text
+
+
+def test_a_参考_note_in_the_middle_of_an_answer_is_not_a_sources_section():
+    text = "設定は config.yaml に書きます。\n参考: 詳しくは README を読んでください。\n以上です。"
+    answer = ensure(text)
+    assert answer.startswith(text + "\n\nSources:\n")
+    assert "詳しくは README を読んでください。\n" in answer  # the note got no date
+
+
+def test_a_blank_line_after_the_header_and_bracketed_numbers_still_make_a_section():
+    text = f"晴れ。\n\n出典:\n\n[1] {JMA}\n\n詳しくは https://www.data.jma.go.jp/ を参照。"
+    assert ensure(text) == (
+        f"晴れ。\n\n出典:\n\n[1] {JMA} (2026-01-13)\n- oai-weather ({TODAY})\n\n"
+        "詳しくは https://www.data.jma.go.jp/ を参照。"
+    )
+
+
+def test_a_header_inside_a_code_block_is_not_a_sources_section():
+    text = "例:\n```python\n# Sources\nprint('x')\n```"
+    answer = ensure(text)
+    assert answer.startswith(text + "\n\nSources:\n")
+
+
+def test_a_date_inside_a_url_does_not_count_as_the_sources_date():
+    url = "https://example.com/news/2025-12-01/release"
+    citations = [{"url": url, "title": "news", "published_at": "2026-01-02"}]
+    assert ensure(f"Body.\n\nSources:\n- {url}", citations).endswith(f"- {url} (2026-01-02)")
+
+
+def test_a_url_that_merely_starts_with_a_citation_does_not_list_it():
+    citations = [{"url": "https://a.example/", "title": "a", "published_at": TODAY}]
+    answer = ensure("Body.\n\nSources:\n- https://a.example/page (2026-01-01)", citations)
+    assert answer.endswith(f"- https://a.example/page (2026-01-01)\n- https://a.example/ ({TODAY})")
+
+
+def test_a_header_the_policy_names_is_completed_rather_than_doubled():
+    policy = "最後に「参考資料:」の見出しで情報源を挙げる。\n<!-- sources-header: 参考資料: -->"
+    headers = m.sources_headers(policy)
+    assert headers == ("参考資料",)
+    assert m.sources_headers("<!-- Sources-Header: Further reading -->") == ("further reading",)
+    text = f"晴れ。\n\n**Further reading:**\n- {JMA}"
+    answer = ensure(text, headers=m.sources_headers("<!-- sources-header: Further reading -->"))
+    assert "Sources" not in answer
+    assert answer.endswith(f"- {JMA} (2026-01-13)\n- oai-weather ({TODAY})")
+
+
+def test_an_empty_section_without_citations_still_carries_a_dated_line():
+    answer = ensure("Nothing found.\n\n出典:", [])
+    assert answer.count("出典") == 1 and "Sources" not in answer
+    assert re.search(r"\(accessed \d{4}-\d{2}-\d{2}\)$", answer)
+
+
+def test_policy_headers_reach_the_answer_through_shape_answer():
+    text = f"晴れ。\n\nFurther reading\n- {JMA}"
+    resp = response(message(text, cite(JMA)))
+    shaped = m.shape_answer(resp, 3, TODAY, headers=("further reading",))
+    assert "Sources" not in shaped["answer"]
+
+
+# -- Property: any answer plus citations gives one section listing every citation once, dated --
+
+HEADER_WORDS = ("source", "reference", "出典", "参考")
+POOL = [
+    "https://www.jma.go.jp/bosai/forecast/",
+    "https://tenki.jp/forecast/3/16/4410/13101/?utm_source=openai",
+    "https://en.wikipedia.org/wiki/Tokyo_(disambiguation)",
+    "https://example.com/news/2025-12-01/release",
+    "https://docs.python.org/3/whatsnew/3.14.html",
+    "oai-weather",
+]
+EXTRA = "https://unrelated.example.org/page"
+SENTENCES = [
+    "東京都の天気は晴れ、最高気温は10℃の見込みです。",
+    "Python 3.14 was released on 2025-10-07.",
+    "結論: 互換性は保たれています。",
+    "Note: the forecast may change.",
+    "詳しくは公式ドキュメントを参照してください。",
+    "The API returns 404 when the model is unknown.",
+]
+HEADERS = ["Sources:", "sources:", "出典:", "出典：", "参考:", "参考文献", "**Sources**",
+           "**Sources:**", "**出典**：", "## Sources", "### 出典", "References:"]  # fmt: skip
+ENTRY_FORMS = ["- {url}", "- {url} ({date})", "- [{title}]({url})", "* {title}: {url}（{jp}）",
+               "1. {url} - {date}", "・{url}", "{url}", "- {title}\n  {url}",
+               "[1] {url}"]  # fmt: skip
+INLINE_FORMS = ["{url}", "{url} ({date})", "[{title}]({url})", "{url}（{jp}）"]
+
+prose = st.one_of(
+    st.sampled_from(SENTENCES),
+    st.text(
+        st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"], exclude_characters="`~"),
+        max_size=60,
+    ).filter(lambda t: not any(w in t.lower() for w in HEADER_WORDS) and "http" not in t),
+)
+block = st.one_of(
+    prose,
+    st.lists(prose.map(lambda t: "- " + t), min_size=1, max_size=3).map("\n".join),
+    st.just("```python\n# Sources of truth\nprint('出典:')\n```"),
+    st.just("## 詳細"),
+)
+dates = st.dates(min_value=__import__("datetime").date(2020, 1, 1)).map(lambda d: d.isoformat())
+
+
+@st.composite
+def citation_lists(draw):
+    chosen = draw(st.lists(st.sampled_from(POOL), unique=True, max_size=4))
+    return [{"url": u, "title": "t", "published_at": draw(dates)} for u in chosen]
+
+
+@st.composite
+def model_sections(draw, citations):
+    """A sources section as a model might write it: some citations, an extra source, forms."""
+    listed = draw(st.lists(st.sampled_from([c["url"] for c in citations] + [EXTRA]), unique=True))
+    header = draw(st.sampled_from(HEADERS))
+
+    inline = bool(listed) and header.endswith((":", "：")) and draw(st.booleans())
+
+    def entry(url):
+        date = draw(dates)
+        jp = f"{int(date[:4])}年{int(date[5:7])}月{int(date[8:])}日"
+        form = draw(st.sampled_from(INLINE_FORMS if inline else ENTRY_FORMS))
+        return form.format(url=url, date=date, jp=jp, title="題")
+
+    entries = [entry(url) for url in listed]
+    if inline:
+        return f"{header} " + draw(st.sampled_from([", ", "、"])).join(entries)
+    blank = [""] if draw(st.booleans()) else []  # some models leave a line after the header
+    return "\n".join([header, *blank, *entries])
+
+
+@st.composite
+def answers(draw):
+    citations = draw(citation_lists())
+    parts = draw(st.lists(block, max_size=4))
+    trailing = None
+    if draw(st.booleans()):
+        parts.append(draw(model_sections(citations)))
+        if draw(st.booleans()):
+            trailing = draw(st.sampled_from(SENTENCES[:2] + SENTENCES[3:]))
+            parts.append(trailing)
+    return "\n\n".join(parts), citations, trailing
+
+
+def header_lines(answer: str) -> list[int]:
+    """Lines outside code blocks that start with a sources header word."""
+    found, fenced = [], False
+    for index, line in enumerate(answer.split("\n")):
+        if line.startswith("```"):
+            fenced = not fenced
+        bare = line.lstrip("#*_ ").lower()
+        if not fenced and bare.startswith(HEADER_WORDS):
+            found.append(index)
+    return found
+
+
+def dates_outside_urls(text: str) -> list[str]:
+    return re.findall(r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)", re.sub(r"https?://[^\s（]+", " ", text))
+
+
+@settings(max_examples=300, deadline=None)
+@given(answers())
+def test_any_answer_gets_one_sources_section_listing_every_citation_with_one_date(case):
+    text, citations, trailing = case
+    answer = m.ensure_sources_section(text, citations, TODAY)
+    headers = header_lines(answer)
+    assert len(headers) == 1, answer
+    section = "\n".join(answer.split("\n")[headers[0] :])
+    items = re.split(r"\n|[,、]\s*(?=https?://|\[|oai-)", section)
+    for citation in citations:
+        url = citation["url"]
+        naming = [i for i in items if re.search(rf"{re.escape(url)}(?![\w/?=.-])", i)]
+        assert len(naming) == 1, (url, answer)
+        item = naming[0]
+        if item.lstrip("*-・1. ") == "題":  # the title line of a two-line entry
+            item = items[items.index(item) + 1]
+        assert len(dates_outside_urls(item)) == 1, (item, answer)
+    if trailing is not None:
+        assert answer.endswith("\n\n" + trailing)
+    assert m.ensure_sources_section(answer, citations, TODAY) == answer
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300), citation_lists())
+def test_any_text_ends_up_with_every_citation_dated(text, citations):
+    answer = m.ensure_sources_section(text, citations, TODAY)
+    assert answer.startswith(text.rstrip())
+    for citation in citations:
+        lines = [line for line in answer.split("\n") if citation["url"] in line]
+        assert lines and all(dates_outside_urls(line) for line in lines), answer
 
 
 # ============================================================================================

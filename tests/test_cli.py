@@ -279,3 +279,39 @@ def test_command_does_not_import_openai(tmp_path, args):
     imported = [line for line in proc.stderr.splitlines() if OPENAI_IMPORT.search(line)]
     assert imported == []
     assert any(line.startswith("import time:") for line in proc.stderr.splitlines())
+
+
+# -- --print-example ----------------------------------------------------------------------------
+
+
+def test_print_example_config_writes_the_shipped_config_example(tmp_path):
+    from conftest import ROOT
+
+    proc = run_cli(tmp_path, "--print-example", "config")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (ROOT / "config.yaml.example").read_text(encoding="utf-8")
+
+
+def test_print_example_policy_is_a_policy_file_that_appends_to_the_builtin_one(tmp_path):
+    proc = run_cli(tmp_path, "--print-example", "policy")
+    assert proc.returncode == 0, proc.stderr
+    (tmp_path / "policy.md").write_text(proc.stdout, encoding="utf-8")
+    policy = tmp_path / "policy.md"
+    config_text = f"policy:\n  system: {{ source: file, path: '{policy}', merge: append }}\n"
+    (tmp_path / "config.yaml").write_text(config_text, encoding="utf-8")
+    config = mcp.load_config({"config": str(tmp_path / "config.yaml")}, base_env(tmp_path))
+    assert config.instructions.startswith(mcp.SYSTEM_POLICY)
+    assert "Team rules" in config.instructions
+    assert mcp.sources_headers(config.instructions) == ("参考資料",)
+
+
+def test_print_example_works_whatever_the_config_file_holds(tmp_path):
+    (tmp_path / "bad.yaml").write_text("policy: [unclosed\n", encoding="utf-8")
+    proc = run_cli(tmp_path, "--print-example", "policy", "--config", str(tmp_path / "bad.yaml"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == mcp.POLICY_EXAMPLE
+
+
+def test_print_example_of_something_unknown_exits_2_naming_the_choices(tmp_path):
+    proc = run_cli(tmp_path, "--print-example", "policy.md")
+    assert_usage_error(proc, "--print-example takes config or policy")

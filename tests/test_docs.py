@@ -56,3 +56,60 @@ def test_ci_runs_the_readme_test_line():
 def test_the_changelog_keeps_an_unreleased_section():
     changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     assert "## [Unreleased]" in changelog
+
+
+def test_the_example_file_is_the_copy_shipped_in_the_module():
+    assert orm.CONFIG_EXAMPLE == EXAMPLE, (
+        "config.yaml.example and CONFIG_EXAMPLE in openai_responses_mcp.py differ; "
+        "edit one and copy it to the other"
+    )
+
+
+def test_the_example_file_tells_the_truth_about_the_defaults():
+    parsed, _ = orm.parse_yaml(EXAMPLE, "config.yaml.example")
+    wrong = {
+        ".".join(path): (value, orm.SETTINGS[path].default)
+        for path, value in orm._flatten(parsed).items()
+        if value != orm.SETTINGS[path].default
+    }
+    assert wrong == {}
+    assert "these are the defaults" in EXAMPLE
+
+
+def test_the_example_profiles_inherit_from_answer_as_the_defaults_do(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(EXAMPLE, encoding="utf-8")
+    shown = orm.load_config({"config": str(path)}, {"HOME": str(tmp_path)}).describe()
+    defaults = orm.load_config({}, {"XDG_CONFIG_HOME": str(tmp_path / "none")}).describe()
+    assert shown["profiles"] == defaults["profiles"]
+
+
+def test_the_readme_documents_the_policy_example_and_its_sources_header():
+    assert "--print-example policy" in README
+    assert "<!-- sources-header:" in README
+    assert "merge: append" in README and "merge: replace" in README
+
+
+def test_the_package_metadata_names_an_author_and_the_project_urls():
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["authors"] and all(a.get("name") for a in project["authors"])
+    assert {"Homepage", "Repository", "Issues", "Changelog"} <= set(project["urls"])
+    assert all(url.startswith("https://") for url in project["urls"].values())
+
+
+def test_the_readme_says_how_to_verify_pin_and_report_an_installation():
+    verify = README[README.index("## Verify your installation") :]
+    verify = verify[: verify.index("\n## ")]
+    assert "bench/smoke.py" in verify and "OPENAI_API_KEY" in verify
+    assert '--pip-args "-c' in verify and "constraints.txt" in verify
+    assert "--show-config" in verify
+    assert (ROOT / "bench" / "smoke.py").exists()
+
+
+def test_the_readme_says_where_and_why_it_differs_from_the_original():
+    section = README[README.index("## Where this differs from the original") :]
+    section = section[: section.index("\n## ")]
+    for topic in ("Argument validation", "Protocol version", "Message size", "Error messages",
+                  "HTTP", "why"):  # fmt: skip
+        assert topic in section, topic

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Live smoke test: checks an installation end to end against the real OpenAI API.
+
+    OPENAI_API_KEY=sk-... python bench/smoke.py [--command CMD] [--query TEXT] [--timeout S]
+
+It starts the server over stdio exactly as an MCP client does (the module next to this script,
+or --command, e.g. `--command openai-responses-mcp` for a pipx install), sends initialize and
+tools/list, then one tools/call each for answer, answer_detailed and answer_quick, all three in
+flight together, and waits for all three answers. For each it prints the model, the number of
+citations, the latency and the cost (`_meta.cost.usd` when the server reports it, else tokens).
+
+It makes three real, billed requests, so it runs only when OPENAI_API_KEY is set; CI never runs
+it. The server reads your usual config file, and OPENAI_BASE_URL like any other setting.
+
+Exit status: 0 all three answered; 1 something failed (the reason is printed);
+2 not run (OPENAI_API_KEY is not set, or bad arguments), so that a script never mistakes a
+skipped check for a passed one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+MODULE = Path(__file__).resolve().parent.parent / "openai_responses_mcp.py"
+TOOLS = ("answer", "answer_detailed", "answer_quick")
+PROTOCOL = "2025-06-18"
+QUERY = "What is the weather forecast for Tokyo today? Cite your sources."
+KEY_ENV = "OPENAI_API_KEY"
+
+
+class Failed(Exception):
+    """The smoke test found a problem; the message says which."""
+
+
+class Server:
+    """The server as a child process speaking newline-delimited JSON-RPC on its stdio."""
+
+    def __init__(self, command: list[str]):
+        self.process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.messages: queue.Queue = queue.Queue()
+        self.stderr: list[str] = []
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+
+    def _read_stdout(self) -> None:
+        for line in self.process.stdout:
+            if line.strip():
+                try:
+                    self.messages.put(json.loads(line))
+                except ValueError:
+                    self.messages.put({"not_json": line[:200].decode("utf-8", "replace")})
+        self.messages.put(None)  # the server closed stdout
+
+    def _read_stderr(self) -> None:
+        for line in self.process.stderr:
+            self.stderr.append(line.decode("utf-8", "replace").rstrip())
+
+    def send(self, message: dict) -> None:
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        self.process.stdin.flush()
+
+    def receive(self, deadline: float) -> dict:
+        """The next message, or Failed when the server exits or the deadline passes."""
+        try:
+            message = self.messages.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise Failed("no answer before the time limit (raise it with --timeout)") from None
+        if message is None:
+            raise Failed(f"the server exited (status {self.process.wait()})")
+        if "not_json" in message:
+            raise Failed(f"the server wrote a line that is not JSON: {message['not_json']!r}")
+        return message
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def request(server: Server, request_id: int, method: str, params: dict, deadline: float):
+    server.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+    while True:
+        message = server.receive(deadline)
+        if message.get("id") == request_id:
+            if "error" in message:
+                raise Failed(f"{method}: {message['error'].get('message')}")
+            return message["result"]
+
+
+def cost_text(meta: dict) -> str:
+    """What the call cost: dollars when the server reports them, else the tokens used."""
+    usd = (meta.get("cost") or {}).get("usd")
+    if isinstance(usd, (int, float)):
+        return f"${usd:.4f}"
+    tokens = (meta.get("usage") or {}).get("total_tokens")
+    return f"{tokens} tokens" if isinstance(tokens, int) else "unknown"
+
+
+def answer_of(tool: str, result: dict) -> dict:
+    """The answer JSON of a tools/call result, or Failed naming what was wrong."""
+    text = (result.get("content") or [{}])[0].get("text", "")
+    if result.get("isError"):
+        raise Failed(f"{tool} failed: {text}")
+    try:
+        answer = result.get("structuredContent") or json.loads(text)
+    except ValueError:
+        raise Failed(f"{tool} returned text that is not the answer JSON: {text[:200]}") from None
+    if not answer.get("answer") or not answer.get("model"):
+        raise Failed(f"{tool} returned an answer without text or model: {text[:200]}")
+    return answer
+
+
+def call_all(server: Server, query: str, deadline: float) -> list[dict]:
+    """Sends the three tools/call requests together and waits for every answer."""
+    started, rows = {}, {}
+    for number, tool in enumerate(TOOLS, start=10):
+        params = {"name": tool, "arguments": {"query": query}}
+        server.send({"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": params})
+        started[number] = time.monotonic()
+    while len(rows) < len(TOOLS):
+        message = server.receive(deadline)
+        number = message.get("id")
+        if number not in started or number in rows:
+            continue  # progress notices and the like
+        tool = TOOLS[number - 10]
+        if "error" in message:
+            raise Failed(f"{tool} failed: {message['error'].get('message')}")
+        answer = answer_of(tool, message["result"])
+        rows[number] = {
+            "tool": tool,
+            "model": answer["model"],
+            "citations": len(answer.get("citations") or ()),
+            "used_search": answer.get("used_search"),
+            "latency_s": time.monotonic() - started[number],
+            "cost": cost_text(message["result"].get("_meta") or {}),
+        }
+    return [rows[number] for number in sorted(rows)]
+
+
+def smoke(command: list[str], query: str, timeout: float) -> list[dict]:
+    server = Server(command)
+    deadline = time.monotonic() + timeout
+    try:
+        init = {
+            "protocolVersion": PROTOCOL,
+            "capabilities": {},
+            "clientInfo": {"name": "openai-responses-mcp-smoke", "version": "1"},
+        }
+        info = request(server, 1, "initialize", init, deadline)
+        server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        name = info.get("serverInfo", {})
+        print(f"initialize: {name.get('name')} {name.get('version')}, {info['protocolVersion']}")
+        listed = [t["name"] for t in request(server, 2, "tools/list", {}, deadline)["tools"]]
+        print(f"tools/list: {', '.join(listed)}")
+        missing = [tool for tool in TOOLS if tool not in listed]
+        if missing:
+            raise Failed(f"tools/list lacks {', '.join(missing)}")
+        return call_all(server, query, deadline)
+    except Failed as exc:
+        if server.stderr:
+            exc.args = (exc.args[0] + "\nserver stderr:\n" + "\n".join(server.stderr[-10:]),)
+        raise
+    finally:
+        server.stop()
+
+
+def print_table(rows: list[dict]) -> None:
+    print(f"{'tool':<16} {'model':<32} {'citations':>9} {'latency':>9}  cost")
+    for row in rows:
+        print(
+            f"{row['tool']:<16} {row['model']:<32} {row['citations']:>9} "
+            f"{row['latency_s']:>8.1f}s  {row['cost']}"
+            + ("" if row["used_search"] else "  (no web search)")
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--command", help="the server command (default: this checkout's module)")
+    parser.add_argument("--query", default=QUERY, help="the question each tool is asked")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds for everything")
+    args = parser.parse_args(argv)
+    if not os.environ.get(KEY_ENV, "").strip():
+        print(f"smoke: not run: {KEY_ENV} is not set (the test makes three billed calls)")
+        return 2
+    command = shlex.split(args.command) if args.command else [sys.executable, str(MODULE)]
+    print(f"smoke: {' '.join(command)} --stdio, three calls in flight; waiting for all three")
+    try:
+        rows = smoke([*command, "--stdio"], args.query, args.timeout)
+    except (Failed, OSError) as exc:
+        print(f"smoke: FAILED: {exc}")
+        return 1
+    print_table(rows)
+    print("smoke: OK, all three tools answered")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
