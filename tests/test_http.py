@@ -645,9 +645,9 @@ def test_too_many_sessions_gets_429_only_while_every_session_is_busy(serve, fake
     stream, _ = open_sse(server.port)  # an open SSE stream is busy too
     reply = post(server.port, rpc("initialize", INIT_PARAMS, id=3))
     assert reply.status == 429
-    assert "server.http.max_sessions), each with a call or stream" in reply.json()["error"][
-        "message"
-    ]
+    assert (
+        "server.http.max_sessions), each with a call or stream" in reply.json()["error"]["message"]
+    )
     stream.close()
     wait_for(lambda: post(server.port, rpc("initialize", INIT_PARAMS)).status == 200)
     assert post(server.port, rpc("ping"), busy).status == 200
