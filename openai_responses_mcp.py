@@ -3020,8 +3020,8 @@ class HttpApp:
         if len(found) > 1:
             self.log.say(
                 f"a cancel for request {_describe(request_id)} matches {len(found)} calls from "
-                "clients that look alike (same credential, address and User-Agent); none "
-                "cancelled"
+                "clients that look alike (same credential, address, X-Forwarded-For and "
+                "User-Agent); none cancelled"
             )
         elif not found:
             self.log.debug("http", f"a cancel for request {_describe(request_id)}: no such call")
@@ -3550,11 +3550,15 @@ class HttpHandler:
 
     def _client_identity(self) -> tuple:
         """Who sent this request, as far as stateless mode can tell: the credential, the peer's
-        address (not its port: a cancel comes on another connection) and the User-Agent."""
+        address (not its port: a cancel comes on another connection), X-Forwarded-For (the
+        client behind a proxy) and the User-Agent. A client can only make itself look like
+        another by sending that one's credential too."""
+        headers = self.headers
         return (
-            self.headers.get("Authorization", ""),
+            headers.get("Authorization", ""),
             self.client_address[0],
-            self.headers.get("User-Agent", ""),
+            headers.get("X-Forwarded-For", ""),
+            headers.get("User-Agent", ""),
         )
 
     def _answer(self, hs: HttpSession, message: dict, json_ok: bool, sse_ok: bool) -> None:
