@@ -3819,13 +3819,11 @@ def _shut_down(app: HttpApp, server, log: Log, hurry: threading.Event, ctrl_c: b
         if hurry.wait(0.05):
             break
     left = app.in_flight()
+    when = "at a second signal" if hurry.is_set() else f"after {drain} s (server.http.drain_s)"
     if left:
-        log.say(f"cancelled {left} call(s) still running after {drain} s (server.http.drain_s)")
+        log.say(f"cancelled {left} call(s) still running {when}")
     ended = app.all_sessions()
-    why = (
-        f"the server is shutting down and cancelled this call after {drain} s "
-        "(server.http.drain_s); retry it"
-    )
+    why = f"the server is shutting down and cancelled this call {when}; retry it"
     for hs in ended:
         app.sessions.end(hs, HTTP_REFUSED, why)
     deadline = time.monotonic() + 2  # let responses and SSE streams write what they hold

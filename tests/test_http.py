@@ -998,7 +998,8 @@ def test_sigint_drains_calls_in_flight_and_a_second_one_stops_now(serve, fake):
     assert server.proc.poll() is None and fake.requests[0].client_disconnected_at is None
     server.proc.send_signal(signal.SIGINT)
     assert server.wait(10) == 0
-    assert "the server is shutting down" in pending().json()["error"]["message"]
+    message = pending().json()["error"]["message"]
+    assert message.startswith("the server is shutting down and cancelled this call at a second")
 
 
 # -- the official MCP Python SDK -----------------------------------------------------------------
