@@ -978,11 +978,16 @@ def test_sigint_with_nothing_in_flight_stops_at_once_and_frees_the_port(serve, s
     server = serve(config=http_config(lameduck_s=60, drain_s=60))
     session = open_session(server.port)
     assert post(server.port, rpc("ping"), session).status == 200
+    kept = raw_connection(server.port)  # the server closes it first: TIME_WAIT on its port
+    kept.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    assert kept.recv(65536).startswith(b"HTTP/1.1 200 ")
     server.proc.send_signal(signal.SIGINT)
     assert server.wait(10) == 0  # not lameduck_s
     assert "/healthz answers 503" not in server.stderr
+    assert read_until_closed(kept, 5) == b""
     again = spawn("--http", f"127.0.0.1:{server.port}", upstream=fake)
     assert wait_listening(again) == server.port, again.stderr
+    kept.close()
 
 
 def test_sigint_drains_calls_in_flight_and_a_second_one_stops_now(serve, fake):
