@@ -2813,6 +2813,7 @@ class HttpSession:
     def __init__(self, session_id: str | None, log: Log, legacy: bool = False):
         self.id = session_id
         self.legacy = legacy
+        self.requests = 0  # requests being handled in it now (SessionTable.get/release)
         self.client = None  # stateless: who sent the POST (HttpHandler._client_identity)
         self.call_id = None  # stateless: the id of the POST's request
         self.stream = Outbox() if legacy else None
@@ -2825,7 +2826,7 @@ class HttpSession:
 
     def busy(self) -> bool:
         waiting = self.router.waiting() if self.router else 0
-        return self.legacy or waiting > 0 or self.session.in_flight() > 0
+        return self.legacy or self.requests > 0 or waiting > 0 or self.session.in_flight() > 0
 
     def end(self, code: int = REQUEST_CANCELLED, message: str = "Request cancelled") -> None:
         """Cancels the session's calls; every response still waiting on one gets this error."""
@@ -2858,6 +2859,7 @@ class SessionTable:
             if len(self._sessions) >= self._limit:
                 self._evict_one()
             hs = HttpSession(secrets.token_urlsafe(32), self._log, legacy)
+            hs.requests = 1  # its initialize (or GET /sse) is being handled
             self._sessions[hs.id] = hs
         return hs
 
@@ -2883,8 +2885,11 @@ class SessionTable:
         )
 
     def get(self, session_id: str, legacy: bool = False) -> HttpSession:
+        """The session, held until release(): it cannot be pushed out while in use."""
         with self._lock:
             hs = self._sessions.get(session_id)
+            if hs is not None and hs.legacy == legacy:
+                hs.requests += 1
         if hs is None or hs.legacy != legacy:
             raise HttpError(
                 404,
@@ -2894,6 +2899,10 @@ class SessionTable:
             )
         hs.touch()
         return hs
+
+    def release(self, hs: HttpSession) -> None:
+        with self._lock:
+            hs.requests -= 1
 
     def end(self, hs: HttpSession, code: int = REQUEST_CANCELLED, message="Request cancelled"):
         with self._lock:
@@ -3028,7 +3037,10 @@ class HttpApp:
         return found[0] if len(found) == 1 else None
 
     def release(self, hs: HttpSession) -> None:
-        if hs.id is None and not hs.busy():
+        """The request using `hs` is done."""
+        if hs.id is not None:
+            self.sessions.release(hs)
+        elif not hs.busy():
             with self._lock:
                 self.loose.discard(hs)
 
@@ -3613,6 +3625,7 @@ class HttpHandler:
     def delete_mcp(self) -> None:
         self._protocol_version()
         hs = self._session_from_header()
+        self.app.release(hs)
         self.app.sessions.end(hs, REQUEST_CANCELLED, "Request cancelled: the session was ended")
         self._send_empty(204)
 
@@ -3629,6 +3642,7 @@ class HttpHandler:
             self._pump(hs.stream, until_reply=False)
         finally:
             app.count_stream(-1)
+            app.release(hs)
             app.sessions.end(hs)  # closing the stream ends the session and cancels its calls
 
     def post_messages(self) -> None:
@@ -3639,6 +3653,12 @@ class HttpHandler:
         if not session_id:
             raise HttpError(400, "missing ?sessionId=: use the URL from the /sse endpoint event")
         hs = self.app.sessions.get(session_id, legacy=True)
+        try:
+            self._post_message(hs)
+        finally:
+            self.app.release(hs)
+
+    def _post_message(self, hs: HttpSession) -> None:
         try:
             message = self._read_message()
         except _Answered:

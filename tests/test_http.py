@@ -655,6 +655,26 @@ def test_too_many_sessions_gets_429_only_while_every_session_is_busy(serve, fake
     pending()
 
 
+def test_a_session_is_not_pushed_out_while_a_request_is_using_it():
+    import openai_responses_mcp as orm
+
+    table = orm.SessionTable(1, 600, orm.Log())
+    first = table.create()  # held: its initialize is still being answered
+    with pytest.raises(orm.HttpError) as refused:
+        table.create()
+    assert refused.value.status == 429
+    table.release(first)
+    assert table.get(first.id) is first  # held again by this request
+    with pytest.raises(orm.HttpError):
+        table.create()
+    table.release(first)
+    second = table.create()
+    assert table.all() == [second]
+    with pytest.raises(orm.HttpError) as gone:
+        table.get(first.id)
+    assert gone.value.status == 404
+
+
 def test_idle_sessions_expire(serve):
     server = serve(config=http_config(session_idle_s=1))
     session = open_session(server.port)
