@@ -618,6 +618,9 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("server", "http", "max_sessions"): Setting(
         100, "int", low=1, high=100_000, doc="most open sessions (initialize or GET /sse)"
     ),
+    ("server", "http", "max_body_bytes"): Setting(
+        MIB, "int", low=1024, high=64 * MIB, doc="largest HTTP request body accepted"
+    ),
     ("server", "http", "max_connections"): Setting(
         256,
         "int",
@@ -632,7 +635,7 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         8, "int", low=1, high=10_000, doc="most tool calls in flight in one session"
     ),
     ("server", "http", "session_idle_s"): Setting(
-        1800, "int", low=1, high=604_800, doc="an idle session ends after this many seconds"
+        600, "int", low=1, high=604_800, doc="an idle session ends after this many seconds"
     ),
     ("server", "http", "header_timeout_s"): Setting(
         10,
@@ -1079,13 +1082,14 @@ server:
     allowed_origins: []    # browser origins besides http(s)://localhost, 127.0.0.1, [::1]
     allowed_hosts: []      # Host names besides the localhost names and the bound address
     max_connections: 256   # open connections, each holding a thread
-    max_sessions: 100
+    max_sessions: 100      # at the cap, a new session ends the least recently used idle one
+    max_body_bytes: 1048576  # largest request body (413 past it, before reading)
     max_calls: 64          # tool calls in flight on the server
     max_calls_per_session: 8
-    session_idle_s: 1800
+    session_idle_s: 600    # an idle session ends after 10 minutes
     header_timeout_s: 10   # to send a request's headers and body
     keepalive_s: 15        # SSE keep-alive comment when quiet
-    lameduck_s: 5          # after SIGTERM: /healthz says 503 this long
+    lameduck_s: 5          # after SIGTERM (not Ctrl-C): /healthz says 503 this long
     drain_s: 30            # then calls in flight get this long to finish
 """
 
@@ -2607,13 +2611,15 @@ class Session:
             call.cancel()
         return call
 
-    def cancel_all(self) -> None:
+    def cancel_all(self) -> list:
+        """Cancels every call in flight; returns their request ids."""
         with self._lock:
             calls = list(self._calls.values())
             for call in calls:
                 call.cancelled.set()
         for call in calls:
             call.cancel()
+        return [call.id for call in calls]
 
     def in_flight(self) -> int:
         with self._lock:
@@ -3182,6 +3188,10 @@ def _handle_frame(frame: Frame, dispatcher, session, writer, log) -> dict | None
 MCP_PATH, SSE_PATH, MESSAGES_PATH, HEALTH_PATH = "/mcp", "/sse", "/messages", "/healthz"
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 HTTP_REFUSED = -32000  # JSON-RPC error code of refusals made by the HTTP layer
+# What a request POST ends with when its call is cancelled: 2025-era Streamable HTTP ends a
+# request's response only with a JSON-RPC response, and the MCP SDKs' servers send this one.
+REQUEST_CANCELLED = -32800
+MAX_JSON_VALUES = 50_000  # commas and brackets in one HTTP body; an MCP message needs far fewer
 DEFAULT_HTTP_VERSION = "2025-03-26"  # what a request without MCP-Protocol-Version speaks
 _END = object()  # an Outbox's "nothing more will come"
 _POLL_S = 0.25  # how often a waiting response looks for a hung-up client
@@ -3249,18 +3259,19 @@ class Router:
             if self._tokens.get(entry[1]) == request_id:
                 del self._tokens[entry[1]]
 
-    def end(self, request_id) -> None:
-        """The call was cancelled: its response ends with nothing more."""
+    def end(self, request_id, code: int, message: str) -> None:
+        """The call was cancelled: its response ends with this error (a request's POST always
+        ends with a JSON-RPC response; if the result came first, the error is never read)."""
         with self._lock:
             entry = self._boxes.get(request_id)
         if entry is not None:
-            entry[0].put(_END)
+            entry[0].put(rpc_error(request_id, code, message))
 
-    def end_all(self) -> None:
+    def end_all(self, code: int, message: str) -> None:
         with self._lock:
-            boxes = [box for box, _ in self._boxes.values()]
-        for box in boxes:
-            box.put(_END)
+            waiting = list(self._boxes)
+        for request_id in waiting:
+            self.end(request_id, code, message)
 
     def waiting(self) -> int:
         with self._lock:
@@ -3290,6 +3301,9 @@ class HttpSession:
     def __init__(self, session_id: str | None, log: Log, legacy: bool = False):
         self.id = session_id
         self.legacy = legacy
+        self.requests = 0  # requests being handled in it now (SessionTable.get/release)
+        self.client = None  # stateless: who sent the POST (HttpHandler._client_identity)
+        self.call_id = None  # stateless: the id of the POST's request
         self.stream = Outbox() if legacy else None
         self.router = None if legacy else Router(log)
         self.session = Session(self.stream.put if legacy else self.router.send)
@@ -3300,19 +3314,26 @@ class HttpSession:
 
     def busy(self) -> bool:
         waiting = self.router.waiting() if self.router else 0
-        return self.legacy or waiting > 0 or self.session.in_flight() > 0
+        return self.legacy or self.requests > 0 or waiting > 0 or self.session.in_flight() > 0
 
-    def end(self) -> None:
-        """Cancels the session's calls and ends every response still waiting on it."""
-        self.session.cancel_all()
+    def end(self, code: int = REQUEST_CANCELLED, message: str = "Request cancelled") -> None:
+        """Cancels the session's calls; every response still waiting on one gets this error."""
+        cancelled = self.session.cancel_all()
         if self.router is not None:
-            self.router.end_all()
+            self.router.end_all(code, message)
         else:
+            for request_id in cancelled:
+                self.stream.put(rpc_error(request_id, code, message))
             self.stream.put(_END)
 
 
 class SessionTable:
-    """Open sessions by id (secrets.token_urlsafe: unguessable), with a cap and idle expiry."""
+    """Open sessions by id (secrets.token_urlsafe: unguessable), with a cap and idle expiry.
+
+    At the cap, a new session pushes out the least recently used idle one: many clients
+    (`claude mcp list`, the Inspector CLI) never send DELETE, and their abandoned sessions
+    must not lock everyone out until they expire.
+    """
 
     def __init__(self, limit: int, idle_s: int, log: Log):
         self._limit, self._idle_s, self._log = limit, idle_s, log
@@ -3324,33 +3345,58 @@ class SessionTable:
 
         with self._lock:
             if len(self._sessions) >= self._limit:
-                raise HttpError(
-                    429,
-                    f"too many open sessions ({self._limit}, server.http.max_sessions); close "
-                    "unused clients, wait for idle ones to expire, or raise the limit",
-                    {"Retry-After": "5"},
-                )
+                self._evict_one()
             hs = HttpSession(secrets.token_urlsafe(32), self._log, legacy)
+            hs.requests = 1  # its initialize (or GET /sse) is being handled
             self._sessions[hs.id] = hs
         return hs
 
+    def _evict_one(self) -> None:
+        """Ends the least recently used idle session (call with the lock held); 429 if every
+        session has a call in flight, a response waiting or an SSE stream open."""
+        idle = [hs for hs in self._sessions.values() if not hs.busy()]
+        if not idle:
+            raise HttpError(
+                429,
+                f"too many open sessions ({self._limit}, server.http.max_sessions), each with "
+                "a call or stream in progress; retry when one finishes, or raise the limit",
+                {"Retry-After": "5"},
+            )
+        oldest = min(idle, key=lambda hs: hs.last_used)
+        del self._sessions[oldest.id]
+        oldest.end()
+        idle_s = round(time.monotonic() - oldest.last_used)
+        self._log.debug(
+            "http",
+            f"session idle for {idle_s} s ended to make room (server.http.max_sessions "
+            f"{self._limit} reached)",
+        )
+
     def get(self, session_id: str, legacy: bool = False) -> HttpSession:
+        """The session, held until release(): it cannot be pushed out while in use."""
         with self._lock:
             hs = self._sessions.get(session_id)
+            if hs is not None and hs.legacy == legacy:
+                hs.requests += 1
         if hs is None or hs.legacy != legacy:
             raise HttpError(
                 404,
-                "session not found: it ended (DELETE, idle for server.http.session_idle_s, or "
-                "a server restart) or never existed; start a new one with initialize",
+                "session not found: it ended (DELETE, idle for server.http.session_idle_s, "
+                "pushed out by newer ones at server.http.max_sessions, or a server restart) or "
+                "never existed; start a new one with initialize",
             )
         hs.touch()
         return hs
 
-    def end(self, hs: HttpSession) -> None:
+    def release(self, hs: HttpSession) -> None:
+        with self._lock:
+            hs.requests -= 1
+
+    def end(self, hs: HttpSession, code: int = REQUEST_CANCELLED, message="Request cancelled"):
         with self._lock:
             if self._sessions.get(hs.id) is hs:
                 del self._sessions[hs.id]
-        hs.end()
+        hs.end(code, message)
 
     def all(self) -> list[HttpSession]:
         with self._lock:
@@ -3392,7 +3438,7 @@ class HttpApp:
         self.dispatcher, self.log, self.settings = dispatcher, log, settings
         self.token = settings["token"]
         self.stateless = settings["stateless"]
-        self.max_body = config.get("server", "max_message_bytes")
+        self.max_body = settings["max_body_bytes"]
         self.header_timeout = settings["header_timeout_s"]
         self.sessions = SessionTable(settings["max_sessions"], settings["session_idle_s"], log)
         self.loose: set[HttpSession] = set()  # stateless sessions whose calls may still run
@@ -3458,8 +3504,31 @@ class HttpApp:
             return hs
         return self.sessions.create(legacy)
 
+    def cancel_target(self, request_id, client: tuple) -> HttpSession | None:
+        """Stateless mode: the POST session whose call a cancel from `client` means.
+
+        Clients number their requests alike, so the id alone could hit another client's
+        call: the cancel is tied to a call only if exactly one call with that id, from the
+        same client (HttpHandler._client_identity), is in flight here; else none is cancelled.
+        """
+        with self._lock:
+            found = [hs for hs in self.loose if hs.call_id == request_id and hs.client == client]
+        found = [hs for hs in found if hs.session.in_flight()]
+        if len(found) > 1:
+            self.log.say(
+                f"a cancel for request {_describe(request_id)} matches {len(found)} calls from "
+                "clients that look alike (same credential, address, X-Forwarded-For and "
+                "User-Agent); none cancelled"
+            )
+        elif not found:
+            self.log.debug("http", f"a cancel for request {_describe(request_id)}: no such call")
+        return found[0] if len(found) == 1 else None
+
     def release(self, hs: HttpSession) -> None:
-        if hs.id is None and not hs.busy():
+        """The request using `hs` is done."""
+        if hs.id is not None:
+            self.sessions.release(hs)
+        elif not hs.busy():
             with self._lock:
                 self.loose.discard(hs)
 
@@ -3536,6 +3605,9 @@ class HttpHandler:
 
     protocol_version = "HTTP/1.1"
     server_version = f"{SERVER_NAME}/{__version__}"
+    # TCP_NODELAY on accepted sockets: with Nagle's algorithm, a kept-alive connection's
+    # small writes wait for the client's delayed ACK (~40 ms a request).
+    disable_nagle_algorithm = True
 
     def version_string(self) -> str:
         return self.server_version  # no Python version in the Server header
@@ -3546,6 +3618,7 @@ class HttpHandler:
         self.app: HttpApp = self.server.app
         self._phase = "idle"  # idle -> request (line read) -> answered
         self._body: bytes | None = None
+        self._framing_ok = False  # Content-Length and Transfer-Encoding were checked
         self._cors: dict = {}
         self.app.watch(self)  # the request line, headers and body must arrive in time
         try:
@@ -3603,21 +3676,27 @@ class HttpHandler:
         self._answering(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        self._end_headers(headers)
-        if self.command != "HEAD":
-            self.wfile.write(data)
+        self._end_headers(headers, b"" if self.command == "HEAD" else data)
 
     def _send_empty(self, status: int, headers: dict | None = None) -> None:
         self._answering(status)
         self.send_header("Content-Length", "0")
         self._end_headers(headers)
 
-    def _end_headers(self, headers: dict | None) -> None:
+    def _end_headers(self, headers: dict | None, body: bytes = b"") -> None:
+        """Ends the headers and sends them with `body` in one write (two small writes would
+        wait for the client's delayed ACK if TCP_NODELAY were ever off)."""
         for name, value in {**self._cors, **(headers or {})}.items():
             self.send_header(name, value)
         if self.close_connection and not (headers or {}).get("Connection"):
             self.send_header("Connection", "close")
-        self.end_headers()
+        if not body:
+            return self.end_headers()
+        if self.request_version == "HTTP/0.9":  # no headers at all
+            self.wfile.write(body)
+            return
+        self._headers_buffer.append(b"\r\n" + body)  # end_headers() appends b"\r\n", flushes
+        self.flush_headers()
 
     # -- SSE ------------------------------------------------------------------------------------
 
@@ -3686,6 +3765,7 @@ class HttpHandler:
     def _serve(self) -> None:
         path = self.path.partition("?")[0]
         try:
+            self._check_framing()
             self._check_host()
             self._check_origin()
             if self.command == "OPTIONS":
@@ -3732,6 +3812,31 @@ class HttpHandler:
         return HttpError(
             405, f"{self.command} {path} is not supported: {hint}use {allowed}", {"Allow": allowed}
         )
+
+    def _check_framing(self) -> None:
+        """Refuses a request whose body length is ambiguous, and closes its connection: where
+        the body ends decides where the next request starts (request smuggling)."""
+        lengths = self.headers.get_all("Content-Length") or []
+        codings = self.headers.get_all("Transfer-Encoding") or []
+        if codings or len(lengths) > 1 or (lengths and not _is_length(lengths[0])):
+            self.close_connection = True
+        if codings and lengths:
+            raise HttpError(
+                400, "Transfer-Encoding and Content-Length together; send Content-Length only"
+            )
+        if codings:
+            raise HttpError(
+                411, f"Transfer-Encoding {codings[0][:40]!r} is not supported; send Content-Length"
+            )
+        if len(lengths) > 1:
+            raise HttpError(
+                400, f"{len(lengths)} Content-Length headers; send exactly one (ASCII digits)"
+            )
+        if lengths and not _is_length(lengths[0]):
+            raise HttpError(
+                400, f"bad Content-Length {lengths[0][:20]!r}; send ASCII digits (0-9) only"
+            )
+        self._framing_ok = True
 
     def _check_host(self) -> None:
         """DNS rebinding protection: the Host must be a name this server is known by."""
@@ -3793,7 +3898,7 @@ class HttpHandler:
 
     def _refuse(self, exc: HttpError) -> None:
         """Answers a refusal: a JSON-RPC error if the body was a request, else {"error": ...}."""
-        request_id = self._request_id() if exc.status != 413 else None
+        request_id = self._request_id() if exc.status != 413 and self._framing_ok else None
         if request_id is None:
             body = {"error": exc.message}
         else:
@@ -3823,20 +3928,15 @@ class HttpHandler:
     # -- reading requests ------------------------------------------------------------------------
 
     def _read_body(self) -> bytes:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            self.close_connection = True
-            raise HttpError(411, "chunked request bodies are not supported; send Content-Length")
-        length = self.headers.get("Content-Length", "0").strip()
-        if not length.isdigit():
-            self.close_connection = True
-            raise HttpError(400, f"bad Content-Length {length[:20]!r}")
-        size, limit = int(length), self.app.max_body
+        """The body, whose Content-Length _check_framing() has checked; 413 past the limit
+        before a byte of it is read."""
+        size, limit = int(self.headers.get("Content-Length", "0")), self.app.max_body
         if size > limit:
             self.close_connection = True
             raise HttpError(
                 413,
                 f"the request body of {size} bytes exceeds the {limit}-byte limit "
-                "(server.max_message_bytes)",
+                "(server.http.max_body_bytes); send a smaller message or raise the limit",
             )
         self._body = self.rfile.read(size)
         self.app.unwatch(self)
@@ -3846,7 +3946,10 @@ class HttpHandler:
 
     def _read_message(self):
         """The body as a JSON value; 400 with a JSON-RPC parse error if it is not JSON."""
-        message, error = decode_message(self._read_body())
+        body = self._read_body()
+        error = _costly_body_error(body)
+        if error is None:
+            message, error = decode_message(body)
         if error is not None:
             self._send_json(400, error)
             raise _Answered()
@@ -3913,6 +4016,8 @@ class HttpHandler:
             hs = self.app.new_session()
             if hs.id is None:
                 hs.session.protocol_version = version or DEFAULT_HTTP_VERSION
+                hs.client = self._client_identity()
+                hs.call_id = message.get("id")
         else:
             hs = self._session_from_header()
         try:
@@ -3926,19 +4031,35 @@ class HttpHandler:
             self.app.release(hs)
 
     def _notify(self, hs: HttpSession, message: dict) -> None:
-        """Handles a notification or response; a cancel also ends the call's waiting POST.
+        """Handles a notification or response; a cancel also ends the call's waiting POST
+        with a "Request cancelled" error.
 
-        With --stateless every POST has a session of its own, so a cancel is looked for in all
-        of this instance's calls with that id (ids from different clients may coincide).
+        With --stateless every POST has a session of its own, so a cancel goes to the one
+        call it can be tied to (HttpApp.cancel_target), or to none.
         """
         params = message.get("params")
         request_id = params.get("requestId") if isinstance(params, dict) else None
         cancel = message.get("method") == "notifications/cancelled" and _valid_id(request_id)
-        targets = self.app.all_sessions() if cancel and self.app.stateless else [hs]
-        for target in targets:
-            self.app.dispatcher.handle(message, target.session)
-            if cancel and target.router is not None:
-                target.router.end(request_id)  # its POST ends with nothing more
+        if cancel and self.app.stateless:
+            hs = self.app.cancel_target(request_id, self._client_identity())
+            if hs is None:
+                return
+        self.app.dispatcher.handle(message, hs.session)
+        if cancel and hs.router is not None:
+            hs.router.end(request_id, REQUEST_CANCELLED, "Request cancelled")
+
+    def _client_identity(self) -> tuple:
+        """Who sent this request, as far as stateless mode can tell: the credential, the peer's
+        address (not its port: a cancel comes on another connection), X-Forwarded-For (the
+        client behind a proxy) and the User-Agent. A client can only make itself look like
+        another by sending that one's credential too."""
+        headers = self.headers
+        return (
+            headers.get("Authorization", ""),
+            self.client_address[0],
+            headers.get("X-Forwarded-For", ""),
+            headers.get("User-Agent", ""),
+        )
 
     def _answer(self, hs: HttpSession, message: dict, json_ok: bool, sse_ok: bool) -> None:
         app, request_id, method = self.app, message["id"], message["method"]
@@ -3986,15 +4107,14 @@ class HttpHandler:
                 if self._peer_gone():
                     self.close_connection = True
                     return
-            elif item is _END:  # cancelled by the client: nothing will follow
-                return self._send_empty(202)
             elif "method" not in item:
                 return self._send_json(200, item)
 
     def delete_mcp(self) -> None:
         self._protocol_version()
         hs = self._session_from_header()
-        self.app.sessions.end(hs)  # cancels its calls
+        self.app.release(hs)
+        self.app.sessions.end(hs, REQUEST_CANCELLED, "Request cancelled: the session was ended")
         self._send_empty(204)
 
     # -- legacy HTTP+SSE (2024-11-05): GET /sse, POST /messages ------------------------------------
@@ -4010,6 +4130,7 @@ class HttpHandler:
             self._pump(hs.stream, until_reply=False)
         finally:
             app.count_stream(-1)
+            app.release(hs)
             app.sessions.end(hs)  # closing the stream ends the session and cancels its calls
 
     def post_messages(self) -> None:
@@ -4020,6 +4141,12 @@ class HttpHandler:
         if not session_id:
             raise HttpError(400, "missing ?sessionId=: use the URL from the /sse endpoint event")
         hs = self.app.sessions.get(session_id, legacy=True)
+        try:
+            self._post_message(hs)
+        finally:
+            self.app.release(hs)
+
+    def _post_message(self, hs: HttpSession) -> None:
         try:
             message = self._read_message()
         except _Answered:
@@ -4052,6 +4179,30 @@ class HttpHandler:
             "api_key": bool(api_key(app.dispatcher.config)),
         }
         self._send_json(503 if app.draining else 200, body)
+
+
+def _is_length(text: str) -> bool:
+    return re.fullmatch(r"[0-9]+", text.strip()) is not None  # str.isdigit() takes "²" too
+
+
+def _costly_body_error(body: bytes) -> dict | None:
+    """A JSON-RPC error for a body whose parse would cost far more memory than its size
+    (each 3-byte `{},` becomes a ~64-byte dict), found without parsing it; else None."""
+    if re.match(rb"\s*\[", body):
+        return rpc_error(
+            None,
+            INVALID_REQUEST,
+            "Invalid Request: batches (JSON arrays) are not supported; send one message at a time",
+        )
+    values = body.count(b",") + body.count(b"{") + body.count(b"[")
+    if values > MAX_JSON_VALUES:
+        return rpc_error(
+            None,
+            INVALID_REQUEST,
+            f"Invalid Request: the message holds {values} commas and brackets, more than the "
+            f"{MAX_JSON_VALUES} any MCP message needs; send one tool call with a plain query",
+        )
+    return None
 
 
 class _Answered(Exception):
@@ -4134,9 +4285,11 @@ def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port
         print(f"{SERVER_NAME}: cannot listen on {host}:{port}: {exc.strerror}", file=sys.stderr)
         return 2
     server.app = app
-    stop, hurry = threading.Event(), threading.Event()
+    stop, hurry, interrupted = threading.Event(), threading.Event(), threading.Event()
 
     def on_signal(signum, frame) -> None:
+        if signum == signal.SIGINT and not stop.is_set():
+            interrupted.set()  # Ctrl-C: a person at a terminal, no load balancer to tell
         (hurry if stop.is_set() else stop).set()  # a second signal skips the waiting
 
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -4148,37 +4301,53 @@ def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port
     log.say(f"serving MCP on http://{shown}:{server.server_port}{MCP_PATH} ({where})")
     while not stop.wait(0.5):
         pass
-    return _shut_down(app, server, log, hurry)
+    return _shut_down(app, server, log, hurry, interrupted.is_set())
 
 
-def _shut_down(app: HttpApp, server, log: Log, hurry: threading.Event) -> int:
-    """Lame duck (healthz 503), stop accepting, let calls finish up to drain_s, then exit."""
+def _shut_down(app: HttpApp, server, log: Log, hurry: threading.Event, ctrl_c: bool) -> int:
+    """Lame duck (healthz 503), stop accepting, let calls finish up to drain_s, then exit.
+
+    Ctrl-C (SIGINT) skips the lame duck: it tells a load balancer nothing when a person
+    stops the server at a terminal, and they expect it gone at once.
+    """
     lameduck, drain = app.settings["lameduck_s"], app.settings["drain_s"]
     app.draining = True
-    log.say(
-        f"stopping: /healthz answers 503 for {lameduck} s, then calls get {drain} s "
-        "(signal again to stop now)"
-    )
-    hurry.wait(lameduck)
-    server.shutdown()
-    server.server_close()
-    app.stopping = True
+    if ctrl_c:
+        _close_listener(app, server)
+        if app.in_flight() or app.waiting():
+            log.say(f"stopping: calls in flight get {drain} s (Ctrl-C again to stop now)")
+    else:
+        log.say(
+            f"stopping: /healthz answers 503 for {lameduck} s, then calls get {drain} s "
+            "(signal again to stop now)"
+        )
+        hurry.wait(lameduck)
+        _close_listener(app, server)
     deadline = time.monotonic() + drain
     while (app.in_flight() or app.waiting()) and time.monotonic() < deadline:
         if hurry.wait(0.05):
             break
     left = app.in_flight()
+    when = "at a second signal" if hurry.is_set() else f"after {drain} s (server.http.drain_s)"
     if left:
-        log.say(f"cancelled {left} call(s) still running after {drain} s (server.http.drain_s)")
+        log.say(f"cancelled {left} call(s) still running {when}")
     ended = app.all_sessions()
+    why = f"the server is shutting down and cancelled this call {when}; retry it"
     for hs in ended:
-        app.sessions.end(hs)
+        app.sessions.end(hs, HTTP_REFUSED, why)
     deadline = time.monotonic() + 2  # let responses and SSE streams write what they hold
     while app.streams or any(hs.router and hs.router.waiting() for hs in ended):
         if time.monotonic() > deadline:
             break
         time.sleep(0.02)
     return 0
+
+
+def _close_listener(app: HttpApp, server) -> None:
+    """Stops accepting: the port is free for a new server at once (SO_REUSEADDR is set)."""
+    server.shutdown()
+    server.server_close()
+    app.stopping = True
 
 
 # ============================================================================================

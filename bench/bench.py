@@ -751,6 +751,72 @@ def bench_throughput(install: Install, results: Results, messages: int, runs: in
         )
 
 
+def bench_keepalive(install: Install, results: Results, runs: int) -> None:
+    """`--http`: a `ping` POSTed on one kept-alive connection (every SDK client reuses its
+    connection), interleaved with the same POST on a new connection each time.
+
+    http.client in this process, one request at a time; the clock runs from the request's
+    first byte to its response's last. Before TCP_NODELAY and one write per response, the
+    kept-alive request waited ~40 ms for a delayed ACK while a new connection did not.
+    """
+    import http.client
+    import re
+
+    stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed below
+    argv = install.entry_argv("--http", "127.0.0.1:0")
+    proc = subprocess.Popen(argv, stderr=stderr, env=install.env(), cwd=str(install.dir))
+    try:
+
+        def listening():
+            stderr.seek(0)
+            return re.search(rb"serving MCP on http://127\.0\.0\.1:(\d+)/mcp", stderr.read())
+
+        if not wait_until(listening, 15):
+            raise TimeoutError("the --http server did not start")
+        port = int(listening().group(1))
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        body = json.dumps(initialize_message()).encode()
+
+        def post(conn, message_body: bytes, extra: dict) -> bytes:
+            conn.request("POST", "/mcp", body=message_body, headers={**headers, **extra})
+            response = conn.getresponse()
+            data = response.read()
+            if response.status != 200:
+                raise RuntimeError(f"HTTP {response.status}: {data[:200]!r}")
+            return response.getheader("Mcp-Session-Id") or data
+
+        kept = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        session = {"Mcp-Session-Id": post(kept, body, {}), "MCP-Protocol-Version": "2025-06-18"}
+        ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+        for _ in range(20):
+            post(kept, ping, session)
+        alive, fresh = [], []
+        for _ in range(runs):
+            started = time.perf_counter()
+            post(kept, ping, session)
+            alive.append(time.perf_counter() - started)
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            started = time.perf_counter()
+            post(conn, ping, session)
+            fresh.append(time.perf_counter() - started)
+            conn.close()
+        kept.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        stderr.close()
+    results.add(
+        "`--http`: `ping` on a kept-alive connection",
+        ms(median(alive)),
+        f"same on a new connection {ms(median(fresh))}",
+        ms(median(alive)),
+        "≤ 1 ms",
+        median(alive) <= 0.001,
+        keepalive=spread(alive),
+        new_connection=spread(fresh),
+    )
+
+
 def bench_memory(install: Install, fake, results: Results, total_calls: int) -> None:
     """VmRSS of the server: idle right after initialize (the background import of `openai`
     starts 0.3 s later; checked by pydantic_core not yet being mapped), idle once `openai` is
@@ -863,7 +929,17 @@ def machine() -> dict:
     }
 
 
-FIGURES = ("startup", "roundtrip", "call", "first", "concurrency", "cancel", "throughput", "memory")
+FIGURES = (
+    "startup",
+    "roundtrip",
+    "call",
+    "first",
+    "concurrency",
+    "cancel",
+    "throughput",
+    "keepalive",
+    "memory",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -906,6 +982,8 @@ def main(argv: list[str] | None = None) -> int:
                 bench_cancel(install, fake, results, 10 if quick else 40)
             if "throughput" in only:
                 bench_throughput(install, results, 20_000 if quick else 100_000, 3 if quick else 5)
+            if "keepalive" in only:
+                bench_keepalive(install, results, 200 if quick else 1000)
             if "memory" in only:
                 bench_memory(install, fake, results, 2000 if quick else 5000)
     finally:

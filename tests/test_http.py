@@ -35,6 +35,7 @@ from http_client import (
 )
 
 TOKEN = "tok-0123456789abcdef-XYZ"
+REQUEST_CANCELLED = -32800  # what the MCP SDKs' servers answer a cancelled request's POST with
 SEARCH = {"query": "http 404", "sources": [{"type": "url", "url": "https://example.com/404"}]}
 
 
@@ -76,6 +77,24 @@ def in_background(fn, *args, **kwargs):
         return box["value"]
 
     return result
+
+
+def cancelled_reply(message: dict, request_id) -> dict:
+    """Checks that `message` is the JSON-RPC error ending a cancelled request; returns it."""
+    from mcp_types.jsonrpc import JSONRPCError
+
+    JSONRPCError.model_validate(message)  # what an SDK client parses it as
+    assert message["id"] == request_id
+    assert message["error"]["code"] == REQUEST_CANCELLED, message
+    return message
+
+
+def healthz_status(port) -> int | None:
+    """GET /healthz's status, or None if the connection was refused or closed unanswered."""
+    try:
+        return request(port, "GET", "/healthz", timeout=5).status
+    except OSError:
+        return None
 
 
 def wait_for(predicate, timeout=5.0, what="condition"):
@@ -190,6 +209,26 @@ def test_a_request_in_a_session_is_answered_with_json(serve):
     ]
 
 
+def test_json_responses_leave_in_one_write_on_a_kept_alive_connection(serve):
+    server = serve()
+    session = open_session(server.port)
+    ping = json.dumps(rpc("ping")).encode()
+    head = (
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Accept: {ACCEPT_BOTH}\r\nMcp-Session-Id: {session}\r\n"
+        f"Content-Length: {len(ping)}\r\n\r\n"
+    ).encode()
+    sock = raw_connection(server.port)
+    for _ in range(10):
+        sock.sendall(head + ping)
+        # Headers and body written apart would arrive apart: the body held back by Nagle's
+        # algorithm until our delayed ACK, ~40 ms later.
+        first = sock.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200 ")
+        assert first.endswith(b'"result":{}}'), first
+    sock.close()
+
+
 def test_json_rpc_errors_for_well_formed_requests_travel_with_200(serve):
     server = serve()
     session = open_session(server.port)
@@ -302,11 +341,61 @@ def test_a_batch_gets_400(serve):
 
 
 def test_a_body_over_the_limit_gets_413(serve):
-    server = serve(config="server:\n  max_message_bytes: 1024\n")
+    server = serve(config=http_config(max_body_bytes=1024))
     big = rpc("ping", {"pad": "x" * 2000})
     reply = post(server.port, big)
     assert reply.status == 413
-    assert "exceeds the 1024-byte limit (server.max_message_bytes)" in reply.json()["error"]
+    assert reply.headers["connection"] == "close"
+    assert "exceeds the 1024-byte limit (server.http.max_body_bytes)" in reply.json()["error"]
+
+
+def test_an_oversized_body_is_refused_before_it_is_read(serve):
+    server = serve(config=http_config(header_timeout_s=30))
+    sock = raw_connection(server.port)
+    sock.sendall(  # 2 MB announced, none sent: the answer must not wait for it
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 2000000\r\n\r\n{"
+    )
+    data = read_until_closed(sock, 10)
+    assert data.startswith(b"HTTP/1.1 413 ")
+    assert b"exceeds the 1048576-byte limit (server.http.max_body_bytes)" in data
+
+
+def test_a_body_costly_to_parse_is_refused_unparsed(serve):
+    server = serve()
+    session = open_session(server.port)
+    padded = rpc("ping", {"pad": [{}] * 60_000}, id=4)  # 360 KB, ~4 MB once parsed
+    reply = post(server.port, padded, session)
+    assert reply.status == 400
+    assert reply.json()["error"]["code"] == -32600
+    assert "more than the 50000 any MCP message needs" in reply.json()["error"]["message"]
+    assert post(server.port, rpc("ping"), session).json()["result"] == {}
+
+
+@pytest.mark.parametrize(
+    "framing",
+    [
+        b"Content-Length: 2\r\nContent-Length: 2\r\n",
+        b"Content-Length: 2\r\nContent-Length: 40\r\n",
+        b"Content-Length: \xb2\r\n",  # "²" in ISO-8859-1, as http.server decodes headers
+        b"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n",
+    ],
+    ids=["duplicate", "differing", "superscript-two", "with-transfer-encoding"],
+)
+def test_an_ambiguous_body_length_gets_400_and_the_connection_closes(serve, framing):
+    server = serve()
+    sock = raw_connection(server.port)
+    # After the first body, a second request hides in what a lenient server would read as
+    # the rest of the body, or as the next request (request smuggling).
+    sock.sendall(
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        + framing
+        + b"\r\n{}GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    )
+    data = read_until_closed(sock, 5)
+    assert data.startswith(b"HTTP/1.1 400 "), data[:200]
+    assert data.count(b"HTTP/1.1 ") == 1, "the connection must close after the 400"
+    assert b"Content-Length" in data.partition(b"\r\n\r\n")[2]
 
 
 def test_a_chunked_body_gets_411(serve):
@@ -388,7 +477,24 @@ def test_notifications_cancelled_cancels_the_call_and_ends_its_post(serve, fake)
     assert post(server.port, cancel, session).status == 202
     fake.wait_for_disconnect(0)
     reply = pending()
-    assert (reply.status, reply.body) == (202, b"")
+    assert reply.status == 200 and reply.headers["content-type"] == "application/json"
+    cancelled_reply(reply.json(), 21)
+
+
+def test_a_cancelled_call_answered_with_events_ends_with_an_error_event(serve, fake):
+    server = serve()
+    fake.enqueue(Reply(stall_after_events=2))
+    session = open_session(server.port)
+    message = rpc("tools/call", call_params(token="c"), id=23)
+    pending = in_background(post, server.port, message, session)
+    fake.wait_for_requests(1)
+    cancel = notification("notifications/cancelled", {"requestId": 23})
+    assert post(server.port, cancel, session).status == 202
+    streamed = pending()
+    assert streamed.headers["content-type"] == "text/event-stream"
+    name, last = streamed.events()[-1]
+    assert name == "message"
+    cancelled_reply(last, 23)
 
 
 def test_stateless_cancel_reaches_the_call_running_in_another_post(serve, fake):
@@ -399,8 +505,42 @@ def test_stateless_cancel_reaches_the_call_running_in_another_post(serve, fake):
     cancel = notification("notifications/cancelled", {"requestId": 31, "reason": "user"})
     assert post(server.port, cancel).status == 202
     fake.wait_for_disconnect(0)
-    reply = pending()
-    assert (reply.status, reply.body) == (202, b"")
+    cancelled_reply(pending().json(), 31)
+
+
+def test_stateless_cancel_reaches_only_the_call_of_the_client_that_sent_it(serve, fake):
+    server = serve("--stateless")
+    fake.enqueue(Reply(stall_after_events=2), Reply(stall_after_events=2))
+    alice, bob = {"User-Agent": "alice/1"}, {"User-Agent": "bob/1"}
+    call = rpc("tools/call", call_params(), id=2)  # SDK clients number their requests alike
+    alices = in_background(post, server.port, call, headers=alice)
+    fake.wait_for_requests(1)
+    bobs = in_background(post, server.port, call, headers=bob)
+    fake.wait_for_requests(2)
+    cancel = notification("notifications/cancelled", {"requestId": 2})
+    assert post(server.port, cancel, headers=bob).status == 202
+    fake.wait_for_disconnect(1)
+    cancelled_reply(bobs().json(), 2)
+    wait_for(lambda: request(server.port, "GET", "/healthz").json()["in_flight"] == 1)
+    assert fake.requests[0].client_disconnected_at is None
+    assert post(server.port, cancel, headers=alice).status == 202
+    cancelled_reply(alices().json(), 2)
+
+
+def test_stateless_cancel_that_matches_two_alike_clients_cancels_neither(serve, fake):
+    server = serve("--stateless")
+    fake.enqueue(Reply(stall_after_events=2), Reply(stall_after_events=2))
+    call = rpc("tools/call", call_params(), id=2)
+    in_background(post, server.port, call)
+    fake.wait_for_requests(1)
+    in_background(post, server.port, call)
+    fake.wait_for_requests(2)
+    cancel = notification("notifications/cancelled", {"requestId": 2})
+    assert post(server.port, cancel).status == 202
+    wait_for(lambda: "none cancelled" in server.stderr, what="the log line")
+    assert "matches 2 calls from clients that look alike" in server.stderr
+    assert request(server.port, "GET", "/healthz").json()["in_flight"] == 2
+    assert all(r.client_disconnected_at is None for r in fake.requests)
 
 
 @pytest.mark.parametrize(
@@ -430,7 +570,7 @@ def test_connections_past_max_connections_are_closed_at_once(serve):
     finally:
         for sock in held:
             sock.close()
-    wait_for(lambda: request(server.port, "GET", "/healthz").status == 200, what="a free slot")
+    wait_for(lambda: healthz_status(server.port) == 200, what="a free slot")
 
 
 def test_delete_cancels_the_sessions_calls(serve, fake):
@@ -446,6 +586,7 @@ def test_delete_cancels_the_sessions_calls(serve, fake):
     streamed = pending()
     assert streamed.headers["content-type"] == "text/event-stream"
     assert all("result" not in message for _, message in streamed.events())
+    cancelled_reply(streamed.events()[-1][1], 22)
 
 
 def test_a_reused_id_of_a_running_call_is_refused(serve, fake):
@@ -458,7 +599,8 @@ def test_a_reused_id_of_a_running_call_is_refused(serve, fake):
     assert reply.status == 200
     assert "already used by a call in progress" in reply.json()["error"]["message"]
     request(server.port, "DELETE", "/mcp", headers={"Mcp-Session-Id": session})
-    assert pending().status == 202
+    ended = cancelled_reply(pending().json(), 30)
+    assert ended["error"]["message"] == "Request cancelled: the session was ended"
 
 
 # -- limits ------------------------------------------------------------------------------------
@@ -491,15 +633,55 @@ def test_too_many_calls_on_the_server_gets_429(serve, fake):
     pending()
 
 
-def test_too_many_sessions_gets_429_until_one_ends(serve):
+def test_at_max_sessions_the_least_recently_used_idle_session_makes_room(serve):
+    server = serve("--debug", config=http_config(max_sessions=2))
+    first, second = open_session(server.port), open_session(server.port)
+    assert post(server.port, rpc("ping"), first).status == 200  # second is now the oldest
+    for _ in range(5):  # health checks that never send DELETE
+        third = open_session(server.port)
+    assert post(server.port, rpc("ping"), second).status == 404
+    assert post(server.port, rpc("ping"), third).status == 200
+    assert request(server.port, "GET", "/healthz").json()["sessions"] == 2
+    assert "ended to make room (server.http.max_sessions 2 reached)" in server.stderr
+
+
+def test_too_many_sessions_gets_429_only_while_every_session_is_busy(serve, fake):
     server = serve(config=http_config(max_sessions=2))
-    first = open_session(server.port)
-    open_session(server.port)
+    fake.enqueue(Reply(stall_after_events=2))
+    busy = open_session(server.port)
+    pending = in_background(post, server.port, rpc("tools/call", call_params()), busy)
+    fake.wait_for_requests(1)
+    stream, _ = open_sse(server.port)  # an open SSE stream is busy too
     reply = post(server.port, rpc("initialize", INIT_PARAMS, id=3))
     assert reply.status == 429
-    assert "server.http.max_sessions" in reply.json()["error"]["message"]
-    request(server.port, "DELETE", "/mcp", headers={"Mcp-Session-Id": first})
-    assert post(server.port, rpc("initialize", INIT_PARAMS)).status == 200
+    assert (
+        "server.http.max_sessions), each with a call or stream" in reply.json()["error"]["message"]
+    )
+    stream.close()
+    wait_for(lambda: post(server.port, rpc("initialize", INIT_PARAMS)).status == 200)
+    assert post(server.port, rpc("ping"), busy).status == 200
+    request(server.port, "DELETE", "/mcp", headers={"Mcp-Session-Id": busy})
+    pending()
+
+
+def test_a_session_is_not_pushed_out_while_a_request_is_using_it():
+    import openai_responses_mcp as orm
+
+    table = orm.SessionTable(1, 600, orm.Log())
+    first = table.create()  # held: its initialize is still being answered
+    with pytest.raises(orm.HttpError) as refused:
+        table.create()
+    assert refused.value.status == 429
+    table.release(first)
+    assert table.get(first.id) is first  # held again by this request
+    with pytest.raises(orm.HttpError):
+        table.create()
+    table.release(first)
+    second = table.create()
+    assert table.all() == [second]
+    with pytest.raises(orm.HttpError) as gone:
+        table.get(first.id)
+    assert gone.value.status == 404
 
 
 def test_idle_sessions_expire(serve):
@@ -797,7 +979,61 @@ def test_sigterm_cancels_calls_still_running_after_drain_s(serve, fake):
     fake.wait_for_disconnect(0, timeout=5)
     assert server.wait(5) == 0
     assert "cancelled 1 call(s) still running after 1 s" in server.stderr
-    assert pending().status == 202
+    reply = pending()
+    assert reply.status == 200
+    assert reply.json()["id"] == 5
+    assert "the server is shutting down" in reply.json()["error"]["message"]
+
+
+def test_sigterm_ends_cut_calls_on_event_streams_with_an_error_event(serve, fake):
+    server = serve(config=http_config(lameduck_s=0, drain_s=1))
+    fake.enqueue(Reply(stall_after_events=2), Reply(stall_after_events=2))
+    session = open_session(server.port)
+    message = rpc("tools/call", call_params(token="t"), id=6)
+    pending = in_background(post, server.port, message, session)
+    stream, endpoint = open_sse(server.port)
+    assert post(server.port, rpc("tools/call", call_params(), id=7), path=endpoint).status == 202
+    fake.wait_for_requests(2)
+    server.proc.send_signal(signal.SIGTERM)
+    legacy = stream.next_message()
+    assert legacy["id"] == 7 and "the server is shutting down" in legacy["error"]["message"]
+    assert stream.next_event() is None
+    _, last = pending().events()[-1]
+    assert last["id"] == 6 and "(server.http.drain_s)" in last["error"]["message"]
+    assert server.wait(5) == 0
+
+
+def test_sigint_with_nothing_in_flight_stops_at_once_and_frees_the_port(serve, spawn, fake):
+    server = serve(config=http_config(lameduck_s=60, drain_s=60))
+    session = open_session(server.port)
+    assert post(server.port, rpc("ping"), session).status == 200
+    kept = raw_connection(server.port)  # the server closes it first: TIME_WAIT on its port
+    kept.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    assert kept.recv(65536).startswith(b"HTTP/1.1 200 ")
+    server.proc.send_signal(signal.SIGINT)
+    assert server.wait(10) == 0  # not lameduck_s
+    assert "/healthz answers 503" not in server.stderr
+    assert read_until_closed(kept, 5) == b""
+    again = spawn("--http", f"127.0.0.1:{server.port}", upstream=fake)
+    assert wait_listening(again) == server.port, again.stderr
+    kept.close()
+
+
+def test_sigint_drains_calls_in_flight_and_a_second_one_stops_now(serve, fake):
+    server = serve(config=http_config(lameduck_s=60, drain_s=60))
+    fake.enqueue(Reply(stall_after_events=2))
+    session = open_session(server.port)
+    pending = in_background(post, server.port, rpc("tools/call", call_params(), id=9), session)
+    fake.wait_for_requests(1)
+    server.proc.send_signal(signal.SIGINT)
+    wait_for(lambda: "calls in flight get 60 s (Ctrl-C again" in server.stderr, what="drain")
+    with pytest.raises(OSError):  # no longer accepting: the port is free already
+        request(server.port, "GET", "/healthz", timeout=2)
+    assert server.proc.poll() is None and fake.requests[0].client_disconnected_at is None
+    server.proc.send_signal(signal.SIGINT)
+    assert server.wait(10) == 0
+    message = pending().json()["error"]["message"]
+    assert message.startswith("the server is shutting down and cancelled this call at a second")
 
 
 # -- the official MCP Python SDK -----------------------------------------------------------------
@@ -867,7 +1103,7 @@ def test_sdk_client_timeout_cancels_the_upstream_request(serve, fake, kind):
     from mcp.shared.exceptions import MCPError
 
     server = serve()
-    fake.enqueue(Reply(), Reply(stall_after_events=2))
+    fake.enqueue(Reply(), Reply(stall_after_events=2), Reply())
 
     async def main():
         base = f"http://127.0.0.1:{server.port}"
@@ -878,12 +1114,17 @@ def test_sdk_client_timeout_cancels_the_upstream_request(serve, fake, kind):
             try:
                 await client.call_tool("answer", {"query": "q"}, read_timeout_seconds=0.5)
             except MCPError as exc:
-                return exc
-            return None
+                error = exc
+            # The cancelled call's POST ends with a "Request cancelled" error, which the
+            # client takes in its stride. (Closing the client while such a late reply is
+            # still on its way makes the SDK client raise BrokenResourceError, with any server.)
+            await anyio.to_thread.run_sync(fake.wait_for_disconnect, 1)
+            after = await client.call_tool("answer", {"query": "after"})
+            return error, after
 
-    error = anyio.run(main)
+    error, after = anyio.run(main)
     assert error is not None and "timed out" in str(error).lower()
-    fake.wait_for_disconnect(1)
+    assert answer_of(after)["answer"]
 
 
 def test_sdk_client_with_a_token(serve, fake):
@@ -944,6 +1185,7 @@ http {{
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_set_header Host localhost;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
             proxy_buffering off;
             proxy_read_timeout 600s;
         }}
