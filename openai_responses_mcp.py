@@ -3925,6 +3925,15 @@ class Doctor:
     def detail(self, text: str) -> None:
         self.line(f"    {text}")
 
+    def finish(self) -> int:
+        """The summary line and the exit status: 1 if any check failed."""
+        self.line("")
+        if self.failures:
+            self.line(f"{self.failures} check(s) failed.")
+            return 1
+        self.line("All checks passed.")
+        return 0
+
 
 def _doctor_versions(doctor: Doctor) -> bool:
     """Python and openai; False when openai cannot be imported (nothing below can run)."""
@@ -4404,10 +4413,10 @@ def run_doctor(options: dict) -> int:
     check failed. Never prints the key or the HTTP token."""
     doctor = Doctor(sys.stdout, (os.environ.get("OPENAI_API_KEY", ""),))
     if not _doctor_versions(doctor):
-        return 1
+        return doctor.finish()
     config = _doctor_config(doctor, options)
     if config is None:
-        return 1
+        return doctor.finish()
     key_env = config.get("openai", "api_key_env")
     doctor.redact = Log(
         secrets=(os.environ.get(key_env, ""), config.get("server", "http", "token") or "")
@@ -4427,12 +4436,7 @@ def run_doctor(options: dict) -> int:
     doctor.line("To add this installation to a client (the key comes from your environment):")
     for row in client_lines(options, config):
         doctor.line(row)
-    doctor.line("")
-    if doctor.failures:
-        doctor.line(f"{doctor.failures} check(s) failed.")
-        return 1
-    doctor.line("All checks passed.")
-    return 0
+    return doctor.finish()
 
 
 def main(argv: list[str] | None = None) -> int:
