@@ -1038,7 +1038,8 @@ class FakeResponsesAPI:
         self._active: set[Any] = set()
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
-        self._wake_r, self._wake_w = -1, -1
+        self._wake_r: socket.socket | None = None
+        self._wake_w: socket.socket | None = None
         self._server: _HTTPServer | None = None
         self._serve_thread: threading.Thread | None = None
         self.base_url = ""
@@ -1053,8 +1054,9 @@ class FakeResponsesAPI:
         if self._tls is not None:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             ctx.load_cert_chain(*self._tls)
-        # Handlers select() on this pipe too, so stop() wakes every stall at once.
-        self._wake_r, self._wake_w = os.pipe()
+        # Handlers select() on this socket pair too, so stop() wakes every stall at once (a
+        # pair of sockets rather than a pipe: Windows select() takes sockets only).
+        self._wake_r, self._wake_w = socket.socketpair()
         self._stopping.clear()
         self._server = _HTTPServer(self, ctx)
         self.port = self._server.server_address[1]
@@ -1074,7 +1076,7 @@ class FakeResponsesAPI:
         if server is None:
             return
         self._stopping.set()
-        os.write(self._wake_w, b"x")
+        self._wake_w.send(b"x")
         server.shutdown()
         with self._lock:
             active = list(self._active)
@@ -1091,8 +1093,8 @@ class FakeResponsesAPI:
         if self._serve_thread is not None:
             self._serve_thread.join(1.0)
         if not any(t.is_alive() for t in threads):
-            os.close(self._wake_r)
-            os.close(self._wake_w)
+            self._wake_r.close()
+            self._wake_w.close()
 
     def __enter__(self) -> FakeResponsesAPI:
         return self.start()
