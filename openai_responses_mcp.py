@@ -4371,9 +4371,14 @@ def command_path() -> list[str]:
     """How an MCP client should start this installation: absolute paths only."""
     import shutil
 
-    script = shutil.which(SERVER_NAME)
-    if script:
-        return [os.path.abspath(script)]
+    name = SERVER_NAME + (".exe" if os.name == "nt" else "")
+    beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), name)
+    on_path = shutil.which(SERVER_NAME)
+    if os.path.isfile(beside):  # this installation's own script (a venv, pipx, uvx)
+        same = on_path and os.path.realpath(on_path) == os.path.realpath(beside)
+        return [os.path.abspath(on_path if same else beside)]
+    if on_path:
+        return [os.path.abspath(on_path)]
     return [os.path.abspath(sys.executable), os.path.abspath(__file__)]
 
 

@@ -434,3 +434,15 @@ def test_the_fake_lists_and_retrieves_models_as_the_sdk_types_them(fake):
         client.models.list()
     assert rejected.value.code == "invalid_api_key"
     assert TEST_KEY not in str(rejected.value)
+
+
+def test_the_command_is_this_installations_script_beside_its_python(monkeypatch, tmp_path):
+    bin_dir = tmp_path / "venv" / ("Scripts" if os.name == "nt" else "bin")
+    bin_dir.mkdir(parents=True)
+    script = bin_dir / ("openai-responses-mcp" + (".exe" if os.name == "nt" else ""))
+    script.write_text("", encoding="utf-8")
+    monkeypatch.setattr(sys, "executable", str(bin_dir / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert mcp.command_path() == [str(script)]
+    script.unlink()
+    assert mcp.command_path() == [str(bin_dir / "python"), os.path.abspath(mcp.__file__)]
