@@ -3883,7 +3883,8 @@ def model_efforts(model: str) -> tuple[str, ...] | None:
 class Doctor:
     """Prints one line per check: ✓ passed, ✗ failed (with its fix), ! worth a look, - skipped.
 
-    Every line passes through Log.redact, so neither the API key nor the HTTP token can appear.
+    Every line passes through Log.redact, so neither the API key nor the HTTP token can appear,
+    and credentials in a URL (`https://user:password@gateway/v1`, a proxy) are masked.
     """
 
     MARKS = ("✓", "✗", "!", "-")
@@ -3900,6 +3901,7 @@ class Doctor:
             self.marks = self.PLAIN
 
     def line(self, text: str) -> None:
+        text = re.sub(r"//[^/@\s]*@", "//***@", text)
         try:
             self.out.write(self.redact(text) + "\n")
             self.out.flush()
@@ -4018,7 +4020,7 @@ def _network_settings() -> str:
         for variant in (name, name.lower()):
             value = os.environ.get(variant)
             if value:
-                shown.append(f"{variant}={re.sub(r'//[^/@]*@', '//***@', value)}")
+                shown.append(f"{variant}={value}")  # Doctor.line masks any password
                 break
     if os.environ.get("SSL_CERT_DIR"):
         shown.append(f"SSL_CERT_DIR={os.environ['SSL_CERT_DIR']}")

@@ -446,3 +446,10 @@ def test_the_command_is_this_installations_script_beside_its_python(monkeypatch,
     assert mcp.command_path() == [str(script)]
     script.unlink()
     assert mcp.command_path() == [str(bin_dir / "python"), os.path.abspath(mcp.__file__)]
+
+
+def test_credentials_in_the_base_url_are_masked_on_every_line(tmp_path, fake):
+    url = fake.base_url.replace("http://", "http://gateway-user:gw-pass-1234@")
+    proc = doctor(tmp_path, env={"OPENAI_BASE_URL": url})
+    assert "gw-pass-1234" not in proc.stdout and "gateway-user" not in proc.stdout
+    assert f"base_url http://***@127.0.0.1:{fake.port}/v1" in proc.stdout
