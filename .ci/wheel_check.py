@@ -3,7 +3,8 @@
 
     python .ci/wheel_check.py [--tools DIR]
 
-1. builds the sdist and, from it, the wheel (`python -m build`, from a copy of the tree);
+1. builds the sdist and, from it, the wheel (`python -m build`, from a copy of the tree), and
+   checks both with `twine check --strict` (what PyPI will render);
 2. installs the wheel into a fresh venv and, through its `openai-responses-mcp` command, runs
    `--version`, `--doctor` against the tests' fake upstream (tests/fake_upstream.py), and an
    `initialize` plus a `tools/call` over stdio answered from the fake;
@@ -98,7 +99,8 @@ def build(work: Path, env: dict) -> Path:
         f"-{mcp.__version__}.tar.gz"
     ):
         raise CheckFailed(f"built {wheel.name} and {sdist.name}, not version {mcp.__version__}")
-    step(f"built {sdist.name} and {wheel.name}")
+    expect(run([sys.executable, "-m", "twine", "check", "--strict", sdist, wheel], env), "twine")
+    step(f"built {sdist.name} and {wheel.name}; twine check passed")
     return wheel
 
 

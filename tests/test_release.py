@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 
@@ -112,3 +113,12 @@ def test_ci_covers_three_systems_and_every_supported_python():
     assert 'python: ["3.10", "3.11", "3.12", "3.13", "3.14"]' in text
     assert "bench/soak.py --quick" in text
     assert "<!-- test-command" in text  # runs the README's line, not a copy of it
+
+
+def test_the_python_classifiers_and_range_are_the_versions_ci_tests():
+    ci = (WORKFLOWS / "ci.yml").read_text(encoding="utf-8")
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    tested = re.search(r"python: \[(.*)\]", ci).group(1).replace('"', "").split(", ")
+    classified = re.findall(r"Programming Language :: Python :: (3\.\d+)", pyproject)
+    assert classified == tested
+    assert f'requires-python = ">={tested[0]}"' in pyproject
