@@ -3895,7 +3895,7 @@ class Doctor:
         self.failures = 0
         self.redact = Log(secrets=secrets).redact
         try:
-            "".join(self.MARKS).encode(getattr(out, "encoding", None) or "ascii")
+            "".join(self.MARKS).encode(getattr(out, "encoding", None) or "utf-8")
             self.marks = self.MARKS
         except (UnicodeEncodeError, LookupError):
             self.marks = self.PLAIN
@@ -4111,7 +4111,7 @@ def _doctor_endpoint(doctor: Doctor, config: Config, client, key: str | None) ->
     doctor.ok(f"base_url {url} (from {where}) is reachable")
     doctor.detail(f"network: {_network_settings()}")
     if key is None:
-        doctor.skip("key not checked (none is set)")
+        doctor.skip("key not checked (no usable key)")
         return False
     doctor.ok(f"the API key is accepted (GET {url.rstrip('/')}/models)")
     return True
@@ -4135,7 +4135,7 @@ def _doctor_status(doctor: Doctor, exc, url: str, where: str, key: str | None) -
     if status == 401:
         doctor.ok(f"base_url {url} (from {where}) is reachable")
         if key is None:
-            doctor.skip("key not checked (none is set)")
+            doctor.skip("key not checked (no usable key)")
         else:
             doctor.fail(
                 f"the API key was rejected (HTTP 401 {_error_code(exc)})".rstrip(),
@@ -4207,18 +4207,17 @@ def _profile_words(profile: dict) -> str:
 
 
 def _profile_problem(tool: str, profile: dict) -> tuple[str, str] | None:
-    """(what, fix) when the profile's effort or verbosity is one its model refuses."""
+    """(what, fix) when the profile's reasoning effort is one its model refuses.
+
+    Verbosity needs no check here: every gpt-5 model accepts low, medium and high (the values
+    the config allows), and other models are not sent it.
+    """
     model, effort = profile["model"], profile["reasoning_effort"]
     accepted = model_efforts(model) if supports_reasoning(model) else None
     if accepted is not None and effort not in accepted:
         return (
             f"{tool}: model {model} does not accept reasoning_effort {effort!r}",
             f"set model_profiles.{tool}.reasoning_effort to one of {', '.join(accepted)}",
-        )
-    if supports_verbosity(model) and profile["verbosity"] not in VERBOSITIES:
-        return (
-            f"{tool}: verbosity {profile['verbosity']!r} is not accepted by {model}",
-            f"set model_profiles.{tool}.verbosity to one of {', '.join(VERBOSITIES)}",
         )
     return None
 
