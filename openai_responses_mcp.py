@@ -4361,6 +4361,7 @@ usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--sh
        {SERVER_NAME} --ask QUERY [--tool NAME] [--config PATH] [--model ID] [--debug [PATH]]
        {SERVER_NAME} --show-config [--config PATH] [--model ID]
        {SERVER_NAME} --print-example config|policy
+       {SERVER_NAME} --doctor [--live] [--http [HOST:]PORT] [--config PATH] [--model ID]
        {SERVER_NAME} --help | --version"""
 
 HELP = f"""{USAGE}
@@ -4386,6 +4387,10 @@ options:
   --show-config      print the effective config and where each value came from, to stderr
   --print-example config|policy
                      print the shipped config.yaml example, or a policy.system file example
+  --doctor           check the installation, config, key, endpoint and models, one line
+                     per check with its fix (exit 1 if any fails), then print the lines that
+                     add this server to Claude Code, Codex CLI and Cursor
+  --live             with --doctor: also make one small real answer and print its cost
   --version          print the version
   --help             print this help
 
@@ -4423,6 +4428,8 @@ def parse_args(argv: list[str]) -> dict:
         "-h": "help",
         "--version": "version",
         "-V": "version",
+        "--doctor": "doctor",
+        "--live": "live",
     }
     args = list(argv)
     while args:
@@ -4472,6 +4479,10 @@ def parse_args(argv: list[str]) -> dict:
         raise UsageError("--tool goes with --ask")
     if options.get("ask") and options.get("stdio"):
         raise UsageError("--ask and --stdio cannot be combined")
+    if options.get("live") and not options.get("doctor"):
+        raise UsageError("--live goes with --doctor")
+    if options.get("doctor") and (options.get("stdio") or options.get("ask")):
+        raise UsageError("--doctor cannot be combined with --stdio or --ask")
     return options
 
 
@@ -4499,6 +4510,607 @@ def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
     return 0
 
 
+# -- --doctor: a self-check for a person setting the server up ---------------------------------
+
+# Path-valued settings the server writes to (a setting that does not exist yet is skipped; the
+# value "off" disables one). The policy file is only read, so it is checked separately.
+WRITTEN_PATHS = (("server", "debug_file"), ("state", "path"))
+DOCTOR_TIMEOUT_S = 15.0
+DOCTOR_QUERY = "Search the web: what is the latest stable Python release? One short sentence."
+
+# Reasoning efforts each model family accepts (the API refuses the others with 400
+# unsupported_value). Longest matching prefix wins; a family not listed is not checked.
+MODEL_EFFORTS = {
+    "gpt-5": ("minimal", "low", "medium", "high"),
+    "gpt-5-pro": ("high",),
+    "gpt-5-codex": ("low", "medium", "high"),
+    "gpt-5.1": ("none", "low", "medium", "high"),
+    "gpt-5.1-codex": ("low", "medium", "high"),
+    "gpt-5.1-codex-max": ("none", "low", "medium", "high", "xhigh"),
+    "gpt-5.2": ("none", "low", "medium", "high", "xhigh"),
+    "gpt-5.2-pro": ("medium", "high", "xhigh"),
+    "o1": ("low", "medium", "high"),
+    "o3": ("low", "medium", "high"),
+    "o4": ("low", "medium", "high"),
+}
+
+
+def model_efforts(model: str) -> tuple[str, ...] | None:
+    """The reasoning efforts `model` accepts, or None when its family is not known here."""
+    best = None
+    for family in MODEL_EFFORTS:
+        if (model == family or model.startswith(family + "-")) and (
+            best is None or len(family) > len(best)
+        ):
+            best = family
+    return MODEL_EFFORTS[best] if best else None
+
+
+class Doctor:
+    """Prints one line per check: ✓ passed, ✗ failed (with its fix), ! worth a look, - skipped.
+
+    Every line passes through Log.redact, so neither the API key nor the HTTP token can appear,
+    and credentials in a URL (`https://user:password@gateway/v1`, a proxy) are masked.
+    """
+
+    MARKS = ("✓", "✗", "!", "-")
+    PLAIN = ("ok", "FAIL", "!", "-")  # for a console that cannot show the marks (cp1252)
+
+    def __init__(self, out, secrets: tuple = ()) -> None:
+        self.out = out
+        self.failures = 0
+        self.redact = Log(secrets=secrets).redact
+        try:
+            "".join(self.MARKS).encode(getattr(out, "encoding", None) or "utf-8")
+            self.marks = self.MARKS
+        except (UnicodeEncodeError, LookupError):
+            self.marks = self.PLAIN
+
+    def line(self, text: str) -> None:
+        text = re.sub(r"//[^/@\s]*@", "//***@", text)
+        try:
+            self.out.write(self.redact(text) + "\n")
+            self.out.flush()
+        except UnicodeEncodeError:
+            self.out.write(self.redact(text).encode("ascii", "replace").decode() + "\n")
+
+    def ok(self, text: str) -> None:
+        self.line(f"{self.marks[0]} {text}")
+
+    def fail(self, text: str, fix: str) -> None:
+        self.failures += 1
+        self.line(f"{self.marks[1]} {text}")
+        self.line(f"    fix: {fix}")
+
+    def warn(self, text: str, fix: str = "") -> None:
+        self.line(f"{self.marks[2]} {text}")
+        if fix:
+            self.line(f"    fix: {fix}")
+
+    def skip(self, text: str) -> None:
+        self.line(f"{self.marks[3]} {text}")
+
+    def detail(self, text: str) -> None:
+        self.line(f"    {text}")
+
+    def finish(self) -> int:
+        """The summary line and the exit status: 1 if any check failed."""
+        self.line("")
+        if self.failures:
+            self.line(f"{self.failures} check(s) failed.")
+            return 1
+        self.line("All checks passed.")
+        return 0
+
+
+def _doctor_versions(doctor: Doctor) -> bool:
+    """Python and openai; False when openai cannot be imported (nothing below can run)."""
+    python = ".".join(map(str, sys.version_info[:3]))
+    where = f"{SERVER_NAME} {__version__}, Python {python} ({sys.executable})"
+    try:
+        import openai
+    except ImportError as exc:
+        doctor.fail(
+            f"{where}; the openai package cannot be imported ({exc})",
+            f'{sys.executable} -m pip install "openai>=3.54,<4"',
+        )
+        return False
+    version = getattr(openai, "__version__", "?")
+    major = version.split(".")[0]
+    if major != "3":
+        doctor.warn(
+            f"{where}, openai {version} (this release is tested with openai>=3.54,<4)",
+            f'{sys.executable} -m pip install "openai>=3.54,<4"',
+        )
+    else:
+        doctor.ok(f"{where}, openai {version}")
+    return True
+
+
+def _doctor_config(doctor: Doctor, options: dict) -> Config | None:
+    try:
+        config = load_config(options)
+    except ConfigError as exc:
+        doctor.fail(f"config: {exc}", "correct the key named above, then run --doctor again")
+        return None
+    if config.path:
+        doctor.ok(f"config file {config.path}")
+    else:
+        wanted = options.get("config") or default_config_path(dict(os.environ))
+        doctor.ok(f"no config file (looked for {wanted}); defaults and environment apply")
+    for warning in config.warnings:
+        doctor.warn(f"config: {warning}")
+    for path, where in sorted(config.sources.items()):
+        if where == "default":
+            continue
+        value = config.get(*path)
+        shown = '"***"' if path[-1] == "token" else json.dumps(value, ensure_ascii=False)
+        doctor.detail(f"{'.'.join(path)} = {shown} (from {where})")
+    doctor.detail("every other value is the default (--show-config prints them all)")
+    return config
+
+
+def _doctor_key(doctor: Doctor, config: Config) -> str | None:
+    """The API key, if usable; never printed, not even in part."""
+    name = config.get("openai", "api_key_env")
+    raw = os.environ.get(name)
+    set_it = (
+        f'$env:{name} = "<your key>" in PowerShell'
+        if os.name == "nt"
+        else f"export {name}=<your key>"
+    )
+    if raw is None or not raw.strip():
+        doctor.fail(
+            f"{name} is not set",
+            f"{set_it}, and pass it in your MCP client's env setting (see the lines below)",
+        )
+        return None
+    key = raw.strip()
+    bad = next((i for i, ch in enumerate(key) if ord(ch) > 126 or ord(ch) < 33), None)
+    if bad is not None:
+        doctor.fail(
+            f"{name} contains a character that cannot be sent (U+{ord(key[bad]):04X} at "
+            f"position {bad + 1}; a smart quote or space from a copy-paste?)",
+            f"copy the key again as plain text: {set_it}",
+        )
+        return None
+    note = " (surrounding whitespace is ignored)" if key != raw else ""
+    doctor.ok(f"{name} is set ({len(key)} characters){note}")
+    return key
+
+
+def _network_settings() -> str:
+    """The proxy and CA variables in effect, with any proxy password hidden."""
+    shown = []
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE"):
+        for variant in (name, name.lower()):
+            value = os.environ.get(variant)
+            if value:
+                shown.append(f"{variant}={value}")  # Doctor.line masks any password
+                break
+    if os.environ.get("SSL_CERT_DIR"):
+        shown.append(f"SSL_CERT_DIR={os.environ['SSL_CERT_DIR']}")
+    return ", ".join(shown) if shown else "no proxy or CA variables set"
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost exception under the SDK's APIConnectionError (httpx, then ssl/socket)."""
+    seen = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        inner = exc.__cause__ or exc.__context__
+        if inner is None:
+            break
+        exc = inner
+    return exc
+
+
+def describe_connection_error(exc: BaseException, url: str) -> tuple[str, str]:
+    """(what happened, what to do) for a failure to reach `url`."""
+    import socket
+    import ssl
+
+    cause = _root_cause(exc)
+    text = " ".join(str(cause).split()) or type(cause).__name__
+    host = url.split("//", 1)[-1].split("/", 1)[0]
+    if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in text:
+        return (
+            f"the TLS certificate of {host} is not trusted ({text})",
+            "behind a TLS-inspecting proxy or private gateway, set SSL_CERT_FILE to a PEM "
+            "bundle holding its CA",
+        )
+    if isinstance(cause, ssl.SSLError):
+        return (
+            f"TLS handshake with {host} failed ({text})",
+            "check that openai.base_url uses https:// only where the server speaks TLS",
+        )
+    if isinstance(cause, socket.gaierror) or "name resolution" in text.lower():
+        return (
+            f"cannot resolve {host} ({text})",
+            "check the host in openai.base_url, your DNS, or set HTTPS_PROXY",
+        )
+    if "proxy" in type(cause).__name__.lower() or "proxy" in text.lower():
+        return (f"the proxy failed ({text})", "check HTTPS_PROXY / HTTP_PROXY and NO_PROXY")
+    if isinstance(cause, ConnectionRefusedError) or "refused" in text.lower():
+        return (
+            f"connection to {host} refused ({text})",
+            "nothing listens there: check the port in openai.base_url, or start the gateway",
+        )
+    if "timeout" in type(cause).__name__.lower() or "timed out" in text.lower():
+        return (
+            f"no answer from {host} within {DOCTOR_TIMEOUT_S:.0f} s ({text})",
+            "a firewall or a needed proxy (HTTPS_PROXY)?",
+        )
+    return (
+        f"cannot connect to {host} ({type(cause).__name__}: {text})",
+        "check openai.base_url, the network, and HTTPS_PROXY / NO_PROXY",
+    )
+
+
+def _doctor_client(config: Config, key: str | None):
+    import openai
+
+    return openai.OpenAI(
+        api_key=key or "no-key-set",  # still shows whether the URL answers at all
+        base_url=config.get("openai", "base_url"),
+        max_retries=0,
+        timeout=DOCTOR_TIMEOUT_S,
+    )
+
+
+def _doctor_endpoint(doctor: Doctor, config: Config, client, key: str | None) -> bool:
+    """base_url reachable, then the key accepted (one GET /models); True if models can be read."""
+    import openai
+
+    url = config.get("openai", "base_url")
+    where = config.sources.get(("openai", "base_url"), "default")
+    try:
+        client.models.list()
+    except openai.APIStatusError as exc:
+        return _doctor_status(doctor, exc, url, where, key)
+    except openai.APIConnectionError as exc:
+        what, fix = describe_connection_error(exc, url)
+        doctor.fail(f"base_url {url} (from {where}) is not reachable: {what}", fix)
+        doctor.detail(f"network: {_network_settings()}")
+        doctor.skip("key and models not checked (the endpoint could not be reached)")
+        return False
+    doctor.ok(f"base_url {url} (from {where}) is reachable")
+    doctor.detail(f"network: {_network_settings()}")
+    if key is None:
+        doctor.skip("key not checked (no usable key)")
+        return False
+    doctor.ok(f"the API key is accepted (GET {url.rstrip('/')}/models)")
+    return True
+
+
+def _error_code(exc) -> str:
+    body = exc.body if isinstance(getattr(exc, "body", None), dict) else {}
+    error = body.get("error") if isinstance(body.get("error"), dict) else body
+    return str(error.get("code") or error.get("type") or "")
+
+
+def _error_text(exc) -> str:
+    body = exc.body if isinstance(getattr(exc, "body", None), dict) else {}
+    error = body.get("error") if isinstance(body.get("error"), dict) else body
+    return _one_line(str(error.get("message") or exc.message), 200)
+
+
+def _doctor_status(doctor: Doctor, exc, url: str, where: str, key: str | None) -> bool:
+    """GET /models answered with an error status: the endpoint is reachable, but…"""
+    status = exc.status_code
+    if status == 401:
+        doctor.ok(f"base_url {url} (from {where}) is reachable")
+        if key is None:
+            doctor.skip("key not checked (no usable key)")
+        else:
+            doctor.fail(
+                f"the API key was rejected (HTTP 401 {_error_code(exc)})".rstrip(),
+                "the key is wrong, revoked or for another endpoint: create one at "
+                "https://platform.openai.com/api-keys",
+            )
+        return False
+    if status == 404:
+        doctor.fail(
+            f"base_url {url} (from {where}) answered HTTP 404 to GET /models: {_error_text(exc)}",
+            "the URL should end with the API's version path, like https://api.openai.com/v1",
+        )
+        return False
+    if status == 403:
+        doctor.ok(f"base_url {url} (from {where}) is reachable")
+        doctor.warn(
+            f"the key may not list models (HTTP 403: {_error_text(exc)}); models not checked",
+            "a restricted key needs read access to Models for this check; answers may work",
+        )
+        return False
+    doctor.fail(
+        f"base_url {url} (from {where}) answered HTTP {status}: {_error_text(exc)}",
+        "check openai.base_url; if it is right, the service may be down: try again later",
+    )
+    return False
+
+
+def _doctor_models(doctor: Doctor, config: Config, client) -> None:
+    """Each profile's model available to the key, with an effort and verbosity it accepts."""
+    import openai
+
+    available: dict[str, bool] = {}
+    for tool in TOOL_NAMES:
+        profile = config.profile(tool)
+        model = profile["model"]
+        source = config.sources.get(("model_profiles", tool, "model")) or "inherited from answer"
+        if model not in available:
+            try:
+                client.models.retrieve(model)
+                available[model] = True
+            except openai.NotFoundError:
+                available[model] = False
+            except (openai.APIStatusError, openai.APIConnectionError) as exc:
+                doctor.warn(
+                    f"{tool}: model {model} could not be checked ({_one_line(str(exc), 160)})"
+                )
+                continue
+        if not available[model]:
+            doctor.fail(
+                f"{tool}: model {model} (from {source}) is not available to this key",
+                f"set model_profiles.{tool}.model (or --model / MODEL_ANSWER for answer) to a "
+                "model your project can use",
+            )
+            continue
+        problem = _profile_problem(tool, profile)
+        if problem:
+            doctor.fail(*problem)
+        else:
+            doctor.ok(f"{tool}: model {model} is available{_profile_words(profile)}")
+
+
+def _profile_words(profile: dict) -> str:
+    model, words = profile["model"], []
+    if supports_reasoning(model):
+        words.append(f"effort {profile['reasoning_effort']}")
+    if supports_verbosity(model):
+        words.append(f"verbosity {profile['verbosity']}")
+    return f" ({', '.join(words)})" if words else ""
+
+
+def _profile_problem(tool: str, profile: dict) -> tuple[str, str] | None:
+    """(what, fix) when the profile's reasoning effort is one its model refuses.
+
+    Verbosity needs no check here: every gpt-5 model accepts low, medium and high (the values
+    the config allows), and other models are not sent it.
+    """
+    model, effort = profile["model"], profile["reasoning_effort"]
+    accepted = model_efforts(model) if supports_reasoning(model) else None
+    if accepted is not None and effort not in accepted:
+        return (
+            f"{tool}: model {model} does not accept reasoning_effort {effort!r}",
+            f"set model_profiles.{tool}.reasoning_effort to one of {', '.join(accepted)}",
+        )
+    return None
+
+
+def writable_problem(path: str) -> str | None:
+    """Why `path` could not be appended to, or None if it can (nothing is left behind)."""
+    import tempfile
+
+    path = os.path.abspath(os.path.expanduser(path))
+    if os.path.isdir(path):
+        return "it is a directory"
+    if os.path.exists(path):
+        try:
+            with open(path, "a", encoding="utf-8"):
+                return None
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    parent = os.path.dirname(path)
+    while parent and not os.path.exists(parent):  # created on first use
+        parent = os.path.dirname(parent) if os.path.dirname(parent) != parent else ""
+    if not parent or not os.path.isdir(parent):
+        return f"{parent or 'its folder'} is not a directory"
+    try:
+        with tempfile.TemporaryFile(dir=parent):
+            return None
+    except OSError as exc:
+        return f"cannot create files in {parent}: {exc.strerror or exc}"
+
+
+def _doctor_paths(doctor: Doctor, config: Config) -> None:
+    for path in WRITTEN_PATHS:
+        if path not in SETTINGS:
+            continue
+        name, value = ".".join(path), config.get(*path)
+        if value is None or (isinstance(value, str) and value.strip().lower() == "off"):
+            doctor.skip(f"{name}: off")
+            continue
+        problem = writable_problem(value)
+        if problem:
+            doctor.fail(
+                f"{name} = {value} (from {config.sources.get(path, 'default')}) is not "
+                f"writable: {problem}",
+                f"point {name} at a file in a folder you can write to, or set it to off",
+            )
+        else:
+            doctor.ok(f"{name} = {value} is writable")
+    system = config.get("policy", "system")
+    if system["source"] == "file":  # already read by load_config, or it would have failed
+        doctor.ok(f"policy.system.path = {system['path']} is readable")
+
+
+def token_weakness(token: str) -> str | None:
+    """Why an HTTP bearer token is weak, or None."""
+    if len(token) < 16:
+        return f"only {len(token)} characters"
+    if len(set(token)) < 8:
+        return f"only {len(set(token))} distinct characters"
+    if len(token) < 32:
+        return f"{len(token)} characters (32 or more recommended)"
+    return None
+
+
+def _doctor_http(doctor: Doctor, config: Config, listen: tuple | None) -> None:
+    settings = config.get("server", "http")
+    token = settings["token"]
+    if token is None and listen is None:
+        doctor.skip("HTTP: not checked (add --http [HOST:]PORT to check an address)")
+        return
+    make = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+    if token is not None:
+        weakness = token_weakness(token)
+        source = config.sources.get(("server", "http", "token"), "default")
+        if weakness and len(token) < 16:
+            doctor.fail(f"server.http.token (from {source}) is weak: {weakness}", make)
+        elif weakness:
+            doctor.warn(f"server.http.token (from {source}): {weakness}", make)
+        else:
+            doctor.ok(f"server.http.token (from {source}) is strong ({len(token)} characters)")
+        if source.startswith("flag"):
+            doctor.warn(
+                "the token was given with --http-token, which other users can see in the "
+                "process list",
+                "set MCP_HTTP_TOKEN in the environment instead",
+            )
+    if listen is not None:
+        _doctor_bind(doctor, config, *listen)
+
+
+def _doctor_bind(doctor: Doctor, config: Config, host: str, port: int) -> None:
+    import socket
+
+    try:
+        app = HttpApp(None, config, Log(), host)  # its start-up refusals, as serving would do
+    except ConfigError as exc:
+        doctor.fail(f"--http {host}:{port}: {exc}", "see the message above")
+        return
+    try:
+        with socket.socket(app.family, socket.SOCK_STREAM) as probe:
+            probe.bind((host, port))
+    except OSError as exc:
+        doctor.fail(
+            f"--http {host}:{port}: cannot listen there ({exc.strerror or exc})",
+            "pick a free port (another server may hold this one), or an address of this machine",
+        )
+        return
+    if app.loopback:
+        doctor.ok(f"--http {host}:{port}: loopback only (reachable from this machine)")
+    elif config.get("server", "http", "token"):
+        doctor.ok(f"--http {host}:{port}: open to the network, every request needs the token")
+    else:
+        doctor.warn(
+            f"--http {host}:{port}: open to the network without a token (--http-allow-insecure)",
+            "only behind a proxy that authenticates every request",
+        )
+
+
+def _doctor_live(doctor: Doctor, config: Config) -> None:
+    """One small real answer with web search, and what it cost."""
+    tool = "answer_quick"
+    args = {"query": DOCTOR_QUERY, "max_results": 1}
+    started = time.monotonic()
+    try:
+        answer, meta = AnswerEngine(config, Log()).answer(tool, args, Call(None, tool, None))
+    except ToolError as exc:
+        doctor.fail(f"live answer ({tool}): {exc.message}", "fix the first failure above")
+        return
+    searched = "with web search" if answer["used_search"] else "WITHOUT a web search"
+    line = (
+        f"live answer ({tool}, {answer['model']}) in {time.monotonic() - started:.1f} s, "
+        f"{searched}, {len(answer['citations'])} citation(s); cost: {_cost_words(meta)}"
+    )
+    if answer["used_search"]:
+        doctor.ok(line)
+    else:
+        doctor.warn(line, "the model chose not to search; web search may be unavailable to it")
+    doctor.detail(_one_line(answer["answer"], 160))
+
+
+def _cost_words(meta: dict) -> str:
+    cost = meta.get("cost") if isinstance(meta.get("cost"), dict) else {}
+    usd = cost.get("usd")
+    if isinstance(usd, (int, float)):
+        return f"${usd:.4f}"
+    usage = meta.get("usage") or {}
+    return (
+        f"{usage.get('input_tokens', 0)} input + {usage.get('output_tokens', 0)} output tokens, "
+        f"{meta.get('web_searches', 0)} search(es)"
+    )
+
+
+def command_path() -> list[str]:
+    """How an MCP client should start this installation: absolute paths only."""
+    import shutil
+
+    name = SERVER_NAME + (".exe" if os.name == "nt" else "")
+    beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), name)
+    on_path = shutil.which(SERVER_NAME)
+    if os.path.isfile(beside):  # this installation's own script (a venv, pipx, uvx)
+        same = on_path and os.path.realpath(on_path) == os.path.realpath(beside)
+        return [os.path.abspath(on_path if same else beside)]
+    if on_path:
+        return [os.path.abspath(on_path)]
+    return [os.path.abspath(sys.executable), os.path.abspath(__file__)]
+
+
+def client_lines(options: dict, config: Config) -> list[str]:
+    """The lines that add this installation to Claude Code, Codex CLI and Cursor."""
+    import shlex
+
+    command = [*command_path(), "--stdio"]
+    if options.get("config"):
+        command += ["--config", os.path.abspath(os.path.expanduser(options["config"]))]
+    key = config.get("openai", "api_key_env")
+    env_ref = f"$env:{key}" if os.name == "nt" else f"${key}"
+    quote = (lambda s: f'"{s}"') if os.name == "nt" else shlex.quote
+    argv = " ".join(quote(part) for part in command)
+    env = f'{key}="{env_ref}"'
+    cursor = {
+        "mcpServers": {
+            SERVER_NAME: {
+                "command": command[0],
+                "args": command[1:],
+                "env": {key: "${env:" + key + "}"},
+            }
+        }
+    }
+    return [
+        "Claude Code:",
+        f"    claude mcp add --transport stdio --scope user --env {env} {SERVER_NAME} -- {argv}",
+        "Codex CLI:",
+        f"    codex mcp add {SERVER_NAME} --env {env} -- {argv}",
+        "Cursor (~/.cursor/mcp.json, merged into mcpServers):",
+        *("    " + row for row in json.dumps(cursor, indent=2).splitlines()),
+    ]
+
+
+def run_doctor(options: dict) -> int:
+    """--doctor: checks the installation, the config, the key and the endpoint; exit 1 if any
+    check failed. Never prints the key or the HTTP token."""
+    doctor = Doctor(sys.stdout, (os.environ.get("OPENAI_API_KEY", ""),))
+    if not _doctor_versions(doctor):
+        return doctor.finish()
+    config = _doctor_config(doctor, options)
+    if config is None:
+        return doctor.finish()
+    key_env = config.get("openai", "api_key_env")
+    doctor.redact = Log(
+        secrets=(os.environ.get(key_env, ""), config.get("server", "http", "token") or "")
+    ).redact
+    key = _doctor_key(doctor, config)
+    client = _doctor_client(config, key)
+    if _doctor_endpoint(doctor, config, client, key):
+        _doctor_models(doctor, config, client)
+    _doctor_paths(doctor, config)
+    _doctor_http(doctor, config, options.get("http"))
+    if options.get("live"):
+        if doctor.failures:
+            doctor.skip("live answer not tried (fix the failures above first)")
+        else:
+            _doctor_live(doctor, config)
+    doctor.line("")
+    doctor.line("To add this installation to a client (the key comes from your environment):")
+    for row in client_lines(options, config):
+        doctor.line(row)
+    return doctor.finish()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -4515,6 +5127,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.get("print_example"):
         sys.stdout.write(EXAMPLES[options["print_example"]])
         return 0
+    if options.get("doctor"):
+        return run_doctor(options)
     serving = options.get("stdio") or options.get("http")
     if not (serving or options.get("ask") or options.get("show_config")):
         print(

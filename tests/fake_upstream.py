@@ -27,6 +27,10 @@ Stream layout for ``"stream": true`` (``sequence_number`` counts from 0)::
                 response.content_part.done, response.output_item.done
     response.completed  (or response.incomplete)
 
+``GET /v1/models`` and ``GET /v1/models/{id}`` answer from ``fake.models`` with the SDK's
+``Model`` shape (an unknown id gets 404 ``model_not_found``). With ``fake.api_keys`` set, a
+request carrying any other bearer key gets 401 ``invalid_api_key``, as the real API does.
+
 Each event goes out as ``event: <type>\\ndata: <compact json>\\n\\n`` in its own HTTP/1.1
 chunk, so keep-alive reuse works and stall/drop faults can cut the stream anywhere.
 
@@ -60,12 +64,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 __all__ = [
+    "DEFAULT_MODELS",
     "FakeResponsesAPI",
     "ForwardProxy",
     "Recorded",
     "Reply",
     "TLSMaterial",
     "make_tls_material",
+    "model_object",
     "openssl_available",
 ]
 
@@ -121,6 +127,39 @@ _QUOTA_ERROR = (
         "https://platform.openai.com/docs/guides/error-codes/api-errors."
     ),
 )
+# GET /v1/models: what a typical project's key lists (``Model``: id, object, created, owned_by).
+DEFAULT_MODELS = (
+    "gpt-5.2",
+    "gpt-5.2-2025-12-11",
+    "gpt-5.2-pro",
+    "gpt-5.1",
+    "gpt-5",
+    "gpt-5-mini",
+    "gpt-5-nano",
+    "gpt-4.1",
+    "gpt-4.1-mini",
+    "o3",
+    "o4-mini",
+)
+_MODEL_CREATED = 1_765_400_000  # a fixed time, like the API's per-model creation stamps
+
+
+def model_object(model_id: str) -> dict:
+    """One ``openai.types.Model``, as ``GET /v1/models/{id}`` returns it."""
+    return {
+        "id": model_id,
+        "object": "model",
+        "created": _MODEL_CREATED,
+        "owned_by": "system" if model_id.startswith(("gpt-", "o")) else "openai",
+    }
+
+
+def _masked_key(authorization: str) -> str:
+    """How the API echoes a rejected key: its start and last four characters only."""
+    key = authorization.removeprefix("Bearer ").strip()
+    return f"{key[:3]}{'*' * 12}{key[-4:]}" if len(key) > 8 else "***"
+
+
 _STREAM_ERROR_MESSAGE = (
     "An error occurred while processing your request. You can retry your request, "
     "or contact us through our help center at help.openai.com if the error persists."
@@ -692,6 +731,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         fake = self.server.fake
         raw = self._read_body()
         headers = {k.lower(): v for k, v in self.headers.items()}
+        authorization = headers.get("authorization", "")
         auth_digest = None
         if "authorization" in headers:
             auth_digest = hashlib.sha256(headers["authorization"].encode()).hexdigest()
@@ -712,7 +752,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.rec = rec
         try:
             path = urlsplit(self.path).path
-            if self.command == "POST" and path == "/v1/responses":
+            if not fake._accepts(authorization):
+                self._send_unauthorized(authorization)
+            elif self.command == "GET" and path.startswith("/v1/models"):
+                self._serve_models(path)
+            elif self.command == "POST" and path == "/v1/responses":
                 reply = fake._next_reply()
                 rec.reply = reply
                 if raw and body is None:
@@ -733,6 +777,44 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         finally:
             rec.finished_at = time.monotonic()
             fake._changed()
+
+    def _send_unauthorized(self, authorization: str) -> None:
+        if authorization:
+            message = (
+                f"Incorrect API key provided: {_masked_key(authorization)}. You can find your "
+                "API key at https://platform.openai.com/account/api-keys."
+            )
+        else:
+            message = (
+                "You didn't provide an API key. You need to provide your API key in an "
+                "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
+            )
+        error = {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "invalid_api_key" if authorization else None,
+        }
+        self._send_body(401, _dump({"error": error}), "application/json", {})
+
+    def _serve_models(self, path: str) -> None:
+        """``GET /v1/models`` (a ``SyncPage[Model]`` list) and ``GET /v1/models/{id}``."""
+        models = self.server.fake.models
+        if path in ("/v1/models", "/v1/models/"):
+            body = {"object": "list", "data": [model_object(m) for m in models]}
+            self._send_body(200, _dump(body), "application/json", {})
+            return
+        model_id = path[len("/v1/models/") :]
+        if model_id in models:
+            self._send_body(200, _dump(model_object(model_id)), "application/json", {})
+            return
+        error = {
+            "message": f"The model '{model_id}' does not exist",
+            "type": "invalid_request_error",
+            "param": "model",
+            "code": "model_not_found",
+        }
+        self._send_body(404, _dump({"error": error}), "application/json", {})
 
     def _send_invalid_json(self) -> None:
         error = {
@@ -949,6 +1031,10 @@ class FakeResponsesAPI:
 
     def __init__(self, tls: tuple[str, str] | None = None) -> None:
         self.default = Reply()
+        # GET /v1/models lists these; GET /v1/models/{id} finds them or answers 404.
+        self.models: list[str] = list(DEFAULT_MODELS)
+        # When set, a request whose bearer key is not in it gets 401 invalid_api_key.
+        self.api_keys: set[str] | None = None
         self._tls = tls
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -958,7 +1044,8 @@ class FakeResponsesAPI:
         self._active: set[Any] = set()
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
-        self._wake_r, self._wake_w = -1, -1
+        self._wake_r: socket.socket | None = None
+        self._wake_w: socket.socket | None = None
         self._server: _HTTPServer | None = None
         self._serve_thread: threading.Thread | None = None
         self.base_url = ""
@@ -973,8 +1060,9 @@ class FakeResponsesAPI:
         if self._tls is not None:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             ctx.load_cert_chain(*self._tls)
-        # Handlers select() on this pipe too, so stop() wakes every stall at once.
-        self._wake_r, self._wake_w = os.pipe()
+        # Handlers select() on this socket pair too, so stop() wakes every stall at once (a
+        # pair of sockets rather than a pipe: Windows select() takes sockets only).
+        self._wake_r, self._wake_w = socket.socketpair()
         self._stopping.clear()
         self._server = _HTTPServer(self, ctx)
         self.port = self._server.server_address[1]
@@ -994,7 +1082,7 @@ class FakeResponsesAPI:
         if server is None:
             return
         self._stopping.set()
-        os.write(self._wake_w, b"x")
+        self._wake_w.send(b"x")
         server.shutdown()
         with self._lock:
             active = list(self._active)
@@ -1011,8 +1099,8 @@ class FakeResponsesAPI:
         if self._serve_thread is not None:
             self._serve_thread.join(1.0)
         if not any(t.is_alive() for t in threads):
-            os.close(self._wake_r)
-            os.close(self._wake_w)
+            self._wake_r.close()
+            self._wake_w.close()
 
     def __enter__(self) -> FakeResponsesAPI:
         return self.start()
@@ -1086,6 +1174,11 @@ class FakeResponsesAPI:
             return self._requests[index]
 
     # -- used by the handler -----------------------------------------------------
+
+    def _accepts(self, authorization: str) -> bool:
+        if self.api_keys is None:
+            return True
+        return authorization.removeprefix("Bearer ") in self.api_keys
 
     def _next_reply(self) -> Reply:
         with self._lock:

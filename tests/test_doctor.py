@@ -1,0 +1,455 @@
+"""--doctor: one line per check with its fix, exit 1 on any failure, never the key.
+
+Each failure mode is produced for real: the program is run against the fake upstream (which
+answers GET /models and GET /models/{id} like the API), a closed port, and a TLS server whose
+certificate is not trusted.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import ssl
+import sys
+
+import openai
+import pytest
+from conftest import TEST_KEY, run_cli
+from fake_upstream import (
+    DEFAULT_MODELS,
+    FakeResponsesAPI,
+    Reply,
+    make_tls_material,
+    openssl_available,
+)
+
+import openai_responses_mcp as mcp
+
+OK, FAIL, WARN, SKIP = "✓", "✗", "!", "-"
+
+
+def doctor(tmp_path, *args: str, env: dict | None = None, config: str | None = None):
+    if config is not None:
+        path = tmp_path / "config.yaml"
+        path.write_text(config, encoding="utf-8")
+        args = (*args, "--config", str(path))
+    proc = run_cli(
+        tmp_path,
+        "--doctor",
+        *args,
+        env={"PYTHONIOENCODING": "utf-8", **(env or {})},
+        encoding="utf-8",
+        timeout=60,
+    )
+    assert TEST_KEY not in proc.stdout + proc.stderr
+    assert TEST_KEY[-8:] not in proc.stdout + proc.stderr
+    return proc
+
+
+def against(fake, **extra: str) -> dict:
+    return {"OPENAI_BASE_URL": fake.base_url, **extra}
+
+
+def line_with(proc, text: str) -> str:
+    """The one output line holding `text` (with the fix line after it, if any)."""
+    lines = proc.stdout.splitlines()
+    for i, line in enumerate(lines):
+        if text in line:
+            after = lines[i + 1] if i + 1 < len(lines) else ""
+            return line + ("\n" + after if after.startswith("    fix: ") else "")
+    raise AssertionError(f"no line with {text!r} in:\n{proc.stdout}")
+
+
+def assert_failed(proc, text: str, fix: str) -> None:
+    found = line_with(proc, text)
+    assert found.startswith(FAIL + " "), found
+    assert "    fix: " in found and fix in found, found
+    assert proc.returncode == 1
+    assert proc.stdout.rstrip().endswith("check(s) failed.")
+
+
+def cursor_entry(proc) -> dict:
+    text = proc.stdout
+    start = text.index("Cursor (")
+    block = text[text.index("{", start) : text.rindex("}") + 1]
+    return json.loads(block)["mcpServers"]["openai-responses-mcp"]
+
+
+# -- everything in order --------------------------------------------------------------------
+
+
+def test_a_healthy_setup_passes_every_check_and_exits_0(tmp_path, fake):
+    proc = doctor(tmp_path, env=against(fake))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stderr == ""
+    assert line_with(proc, f"Python {'.'.join(map(str, sys.version_info[:3]))}").startswith(OK)
+    assert f"openai {openai.__version__}" in proc.stdout
+    assert line_with(proc, "OPENAI_API_KEY is set").startswith(OK)
+    assert line_with(proc, f"base_url {fake.base_url} (from env OPENAI_BASE_URL)").startswith(OK)
+    assert line_with(proc, "the API key is accepted").startswith(OK)
+    for tool in mcp.TOOL_NAMES:
+        assert line_with(proc, f"{tool}: model gpt-5.2 is available").startswith(OK)
+    assert "effort medium, verbosity medium" in proc.stdout
+    assert proc.stdout.rstrip().endswith("All checks passed.")
+    paths = [r.path for r in fake.requests]
+    assert paths == ["/v1/models", "/v1/models/gpt-5.2"]  # one lookup per distinct model
+    assert all(r.authorized_with(TEST_KEY) for r in fake.requests)
+    assert not any(r.method == "POST" for r in fake.requests)  # nothing billed without --live
+
+
+def test_each_value_is_shown_with_where_it_came_from(tmp_path, fake):
+    proc = doctor(
+        tmp_path,
+        env=against(fake, MODEL_QUICK="gpt-5-mini"),
+        config="policy:\n  max_citations: 5\n",
+    )
+    assert proc.returncode == 0, proc.stdout
+    assert line_with(proc, f"config file {tmp_path / 'config.yaml'}").startswith(OK)
+    assert f"policy.max_citations = 5 (from {tmp_path / 'config.yaml'}:2)" in proc.stdout
+    assert 'model_profiles.answer_quick.model = "gpt-5-mini" (from env MODEL_QUICK)' in proc.stdout
+    assert line_with(proc, "answer_quick: model gpt-5-mini is available").startswith(OK)
+
+
+def test_the_client_lines_name_an_absolute_command_and_never_the_key(tmp_path, fake):
+    proc = doctor(tmp_path, env=against(fake))
+    entry = cursor_entry(proc)
+    assert os.path.isabs(entry["command"]) and os.path.exists(entry["command"])
+    assert entry["args"][-1] == "--stdio"
+    assert entry["env"] == {"OPENAI_API_KEY": "${env:OPENAI_API_KEY}"}
+    claude = line_with(proc, "claude mcp add")
+    assert "--transport stdio" in claude and f" -- {entry['command']}" in claude
+    assert 'OPENAI_API_KEY="$OPENAI_API_KEY"' in claude
+    codex = line_with(proc, "codex mcp add openai-responses-mcp")
+    assert codex.rstrip().endswith("--stdio")
+
+
+def test_an_explicit_config_file_is_part_of_the_client_command(tmp_path, fake):
+    proc = doctor(tmp_path, env=against(fake), config="policy:\n  max_citations: 4\n")
+    assert cursor_entry(proc)["args"][-2:] == ["--config", str(tmp_path / "config.yaml")]
+
+
+def test_a_model_from_the_command_line_is_shown_as_its_source(tmp_path, fake):
+    proc = doctor(tmp_path, "--model", "gpt-5.1", env=against(fake))
+    assert proc.returncode == 0, proc.stdout
+    assert 'model_profiles.answer.model = "gpt-5.1" (from flag --model)' in proc.stdout
+
+
+# -- failure modes ----------------------------------------------------------------------------
+
+
+def test_no_key_fails_naming_the_variable_but_still_checks_the_endpoint(tmp_path, fake):
+    proc = doctor(tmp_path, env=against(fake, OPENAI_API_KEY=""))
+    assert_failed(proc, "OPENAI_API_KEY is not set", "export OPENAI_API_KEY=")
+    assert line_with(proc, "is reachable").startswith(OK)
+    assert line_with(proc, "key not checked").startswith(SKIP)
+
+
+def test_a_key_named_by_api_key_env_is_the_one_checked(tmp_path, fake):
+    proc = doctor(
+        tmp_path,
+        env=against(fake, OPENAI_API_KEY="", MY_KEY=TEST_KEY),
+        config="openai:\n  api_key_env: MY_KEY\n",
+    )
+    assert proc.returncode == 0, proc.stdout
+    assert line_with(proc, "MY_KEY is set").startswith(OK)
+    assert cursor_entry(proc)["env"] == {"MY_KEY": "${env:MY_KEY}"}
+
+
+def test_a_key_with_a_smart_quote_is_named_without_showing_it(tmp_path, fake):
+    proc = doctor(tmp_path, env=against(fake, OPENAI_API_KEY=TEST_KEY + "\u201d"))
+    assert_failed(proc, "U+201D at position", "copy the key again")
+    assert TEST_KEY[:12] not in proc.stdout
+
+
+def test_a_wrong_key_is_rejected_with_401_and_nothing_of_it_is_shown(tmp_path, fake):
+    fake.api_keys = {"sk-the-right-key-0123456789"}
+    proc = doctor(tmp_path, env=against(fake))
+    assert line_with(proc, "is reachable").startswith(OK)
+    assert_failed(proc, "the API key was rejected (HTTP 401 invalid_api_key)", "api-keys")
+    assert "Incorrect API key" not in proc.stdout  # the API echoes part of the key there
+    assert "model" not in line_with(proc, "rejected")
+
+
+def test_an_unreachable_url_names_it_and_the_precise_error(tmp_path):
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    proc = doctor(tmp_path, env={"OPENAI_BASE_URL": url})
+    assert_failed(proc, f"base_url {url} (from env OPENAI_BASE_URL) is not reachable", "port")
+    assert "refused" in line_with(proc, "not reachable")
+    assert "    network: " in proc.stdout
+    assert line_with(proc, "key and models not checked").startswith(SKIP)
+
+
+def test_a_proxy_password_is_hidden_in_the_network_line(tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proxy = f"http://user:hunter2secret@127.0.0.1:{port}"
+    env = {"OPENAI_BASE_URL": "http://example.invalid/v1", "NO_PROXY": "", "no_proxy": ""}
+    env.update(HTTP_PROXY=proxy, http_proxy=proxy, ALL_PROXY="", all_proxy="")
+    proc = doctor(tmp_path, env=env)
+    assert proc.returncode == 1
+    assert "hunter2secret" not in proc.stdout
+    assert f"http_proxy=http://***@127.0.0.1:{port}" in proc.stdout.lower()
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory):
+    if not openssl_available():
+        pytest.skip("the openssl command is not installed")
+    return make_tls_material(str(tmp_path_factory.mktemp("tls")))
+
+
+def test_an_untrusted_tls_certificate_is_named_with_ssl_cert_file_as_the_fix(tmp_path, tls):
+    with FakeResponsesAPI(tls=tls.server_pair) as api:
+        proc = doctor(tmp_path, env=against(api))
+        assert_failed(proc, "is not trusted", "SSL_CERT_FILE")
+        assert "CERTIFICATE_VERIFY_FAILED" in line_with(proc, "is not trusted")
+        trusted = doctor(tmp_path, env=against(api, SSL_CERT_FILE=tls.ca_cert))
+    assert trusted.returncode == 0, trusted.stdout
+    assert f"SSL_CERT_FILE={tls.ca_cert}" in trusted.stdout
+
+
+def test_a_base_url_without_the_version_path_is_named(tmp_path, fake):
+    proc = doctor(tmp_path, env={"OPENAI_BASE_URL": fake.origin})
+    assert_failed(proc, "answered HTTP 404 to GET /models", "https://api.openai.com/v1")
+    assert "Invalid URL (GET /models)" in proc.stdout
+
+
+def test_a_model_the_key_cannot_use_fails_naming_the_profile(tmp_path, fake):
+    proc = doctor(tmp_path, env=against(fake, MODEL_DETAILED="gpt-9-imaginary"))
+    assert_failed(
+        proc,
+        "answer_detailed: model gpt-9-imaginary (from env MODEL_DETAILED) is not available",
+        "model_profiles.answer_detailed.model",
+    )
+    assert line_with(proc, "answer: model gpt-5.2 is available").startswith(OK)
+    assert "/v1/models/gpt-9-imaginary" in [r.path for r in fake.requests]
+
+
+@pytest.mark.parametrize(
+    ("model", "effort", "accepted"),
+    [
+        ("gpt-5.2", "minimal", "none, low, medium, high, xhigh"),
+        ("gpt-5", "none", "minimal, low, medium, high"),
+        ("o3", "xhigh", "low, medium, high"),
+    ],
+)
+def test_an_effort_the_model_refuses_fails_with_the_accepted_ones(
+    tmp_path, fake, model, effort, accepted
+):
+    fake.models.append(model)
+    proc = doctor(tmp_path, env=against(fake, MODEL_ANSWER=model, ANSWER_EFFORT=effort))
+    assert_failed(
+        proc,
+        f"answer: model {model} does not accept reasoning_effort '{effort}'",
+        f"model_profiles.answer.reasoning_effort to one of {accepted}",
+    )
+
+
+def test_a_model_without_reasoning_is_not_held_to_an_effort(tmp_path, fake):
+    proc = doctor(tmp_path, env=against(fake, MODEL_ANSWER="gpt-4.1", ANSWER_EFFORT="xhigh"))
+    assert proc.returncode == 0, proc.stdout
+    assert line_with(proc, "answer: model gpt-4.1 is available").rstrip().endswith("available")
+
+
+def test_an_unwritable_debug_file_fails_with_the_reason(tmp_path, fake):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("", encoding="utf-8")
+    target = blocker / "debug.log"  # a file cannot hold files, not even for root
+    proc = doctor(tmp_path, env=against(fake), config=f"server:\n  debug_file: {target}\n")
+    assert_failed(proc, f"server.debug_file = {target}", "a folder you can write to")
+    assert "not a directory" in line_with(proc, "is not writable")
+
+
+def test_a_writable_debug_file_passes_and_is_not_created(tmp_path, fake):
+    target = tmp_path / "logs" / "new" / "debug.log"
+    proc = doctor(tmp_path, env=against(fake), config=f"server:\n  debug_file: {target}\n")
+    assert proc.returncode == 0, proc.stdout
+    assert line_with(proc, f"server.debug_file = {target} is writable").startswith(OK)
+    assert not (tmp_path / "logs").exists()
+
+
+def test_every_written_path_setting_is_checked_and_off_means_disabled(monkeypatch, tmp_path):
+    monkeypatch.setattr(mcp, "WRITTEN_PATHS", (("server", "debug_file"),))
+    config = mcp.load_config({}, {"HOME": str(tmp_path), "DEBUG": "off"})
+    out = io.StringIO()
+    mcp._doctor_paths(mcp.Doctor(out), config)
+    assert out.getvalue().splitlines() == [f"{SKIP} server.debug_file: off"]
+    assert set(mcp.WRITTEN_PATHS) - set(mcp.SETTINGS) <= {("state", "path")}
+
+
+def test_a_config_error_is_one_failed_check(tmp_path, fake):
+    proc = doctor(tmp_path, env=against(fake), config="request:\n  max_retries: 99\n")
+    assert_failed(proc, "request.max_retries = 99", "correct the key")
+
+
+# -- HTTP settings ----------------------------------------------------------------------------
+
+
+def test_a_weak_http_token_fails_and_a_strong_one_passes(tmp_path, fake):
+    weak = doctor(tmp_path, env=against(fake, MCP_HTTP_TOKEN="letmein"))
+    assert_failed(weak, "server.http.token (from env MCP_HTTP_TOKEN) is weak", "token_urlsafe")
+    assert "letmein" not in weak.stdout
+    strong = "Zx8-" + "q7Lk2mN9pR4sT6vW1yB3cD5fG8hJ0kM2"
+    proc = doctor(tmp_path, env=against(fake, MCP_HTTP_TOKEN=strong))
+    assert proc.returncode == 0, proc.stdout
+    assert line_with(proc, "is strong (36 characters)").startswith(OK)
+    assert strong not in proc.stdout
+
+
+def test_an_open_bind_address_without_a_token_fails(tmp_path, fake):
+    proc = doctor(tmp_path, "--http", "0.0.0.0:0", env=against(fake))
+    assert_failed(proc, "--http 0.0.0.0:0: refusing to serve", "see the message above")
+
+
+def test_a_port_in_use_fails_and_loopback_passes(tmp_path, fake):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = doctor(tmp_path, "--http", f"127.0.0.1:{port}", env=against(fake))
+    assert_failed(proc, f"--http 127.0.0.1:{port}: cannot listen there", "pick a free port")
+    free = doctor(tmp_path, "--http", "127.0.0.1:0", env=against(fake))
+    assert line_with(free, "--http 127.0.0.1:0: loopback only").startswith(OK)
+
+
+# -- --live -----------------------------------------------------------------------------------
+
+
+def test_live_makes_one_answer_with_search_and_prints_its_cost_in_tokens(tmp_path, fake):
+    fake.enqueue(
+        Reply(
+            text="Python 3.14.1 is the latest release. https://www.python.org/downloads/",
+            searches=[{"query": "python release", "sources": []}],
+            citations=[{"url": "https://www.python.org/downloads/", "title": "Downloads"}],
+            usage={"input_tokens": 1200, "output_tokens": 80},
+        )
+    )
+    proc = doctor(tmp_path, "--live", env=against(fake))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    live = line_with(proc, "live answer (answer_quick")
+    assert live.startswith(OK) and "with web search, 1 citation(s)" in live
+    assert "cost: 1200 input + 80 output tokens, 1 search(es)" in live
+    (post,) = [r for r in fake.requests if r.method == "POST"]
+    assert post.body["tools"][0]["type"] == "web_search"
+
+
+def test_live_is_skipped_after_a_failure(tmp_path, fake):
+    proc = doctor(tmp_path, "--live", env=against(fake, MODEL_ANSWER="gpt-9-imaginary"))
+    assert proc.returncode == 1
+    assert line_with(proc, "live answer not tried").startswith(SKIP)
+    assert not any(r.method == "POST" for r in fake.requests)
+
+
+def test_live_goes_only_with_doctor(tmp_path):
+    proc = run_cli(tmp_path, "--live")
+    assert proc.returncode == 2 and "--live goes with --doctor" in proc.stderr
+
+
+# -- pure parts -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "efforts"),
+    [
+        ("gpt-5.2", ("none", "low", "medium", "high", "xhigh")),
+        ("gpt-5.2-2025-12-11", ("none", "low", "medium", "high", "xhigh")),
+        ("gpt-5.2-pro", ("medium", "high", "xhigh")),
+        ("gpt-5-mini", ("minimal", "low", "medium", "high")),
+        ("gpt-5-pro", ("high",)),
+        ("gpt-5.1-codex-max", ("none", "low", "medium", "high", "xhigh")),
+        ("o4-mini", ("low", "medium", "high")),
+        ("gpt-7", None),
+        ("my-gateway-model", None),
+    ],
+)
+def test_model_efforts_by_longest_family(model, efforts):
+    assert mcp.model_efforts(model) == efforts
+
+
+@pytest.mark.parametrize(
+    ("token", "weak"),
+    [
+        ("short", True),
+        ("a" * 40, True),
+        ("abcdefgh12345678", True),
+        ("Zx8-q7Lk2mN9pR4sT6vW1yB3cD5fG8hJ0kM2", False),
+    ],
+)
+def test_token_weakness(token, weak):
+    assert (mcp.token_weakness(token) is not None) is weak
+
+
+def test_connection_errors_are_described_with_their_cause():
+    def wrapped(inner: BaseException) -> BaseException:
+        try:
+            try:
+                raise inner
+            except BaseException as exc:
+                raise openai.APIConnectionError(request=None) from exc  # type: ignore[arg-type]
+        except openai.APIConnectionError as outer:
+            return outer
+
+    what, fix = mcp.describe_connection_error(
+        wrapped(socket.gaierror(-2, "Name or service not known")), "https://api.example/v1"
+    )
+    assert what == "cannot resolve api.example ([Errno -2] Name or service not known)"
+    assert "DNS" in fix
+    what, fix = mcp.describe_connection_error(
+        wrapped(ssl.SSLError("wrong version number")), "https://h:1/v1"
+    )
+    assert what.startswith("TLS handshake with h:1 failed")
+
+
+def test_marks_fall_back_to_words_on_a_console_that_cannot_show_them():
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding="cp1252")
+    check = mcp.Doctor(out)
+    check.ok("fine")
+    check.fail("broken", "mend it")
+    out.flush()
+    assert raw.getvalue().decode("cp1252").splitlines() == [
+        "ok fine",
+        "FAIL broken",
+        "    fix: mend it",
+    ]
+
+
+def test_the_fake_lists_and_retrieves_models_as_the_sdk_types_them(fake):
+    client = openai.OpenAI(api_key=TEST_KEY, base_url=fake.base_url, max_retries=0)
+    page = client.models.list()
+    assert [m.id for m in page.data] == list(DEFAULT_MODELS)
+    model = client.models.retrieve("gpt-5.2")
+    assert isinstance(model, openai.types.Model) and model.object == "model"
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.models.retrieve("gpt-nope")
+    assert caught.value.code == "model_not_found"
+    fake.api_keys = {"sk-other-key-000000000"}
+    with pytest.raises(openai.AuthenticationError) as rejected:
+        client.models.list()
+    assert rejected.value.code == "invalid_api_key"
+    assert TEST_KEY not in str(rejected.value)
+
+
+def test_the_command_is_this_installations_script_beside_its_python(monkeypatch, tmp_path):
+    bin_dir = tmp_path / "venv" / ("Scripts" if os.name == "nt" else "bin")
+    bin_dir.mkdir(parents=True)
+    script = bin_dir / ("openai-responses-mcp" + (".exe" if os.name == "nt" else ""))
+    script.write_text("", encoding="utf-8")
+    monkeypatch.setattr(sys, "executable", str(bin_dir / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert mcp.command_path() == [str(script)]
+    script.unlink()
+    assert mcp.command_path() == [str(bin_dir / "python"), os.path.abspath(mcp.__file__)]
+
+
+def test_credentials_in_the_base_url_are_masked_on_every_line(tmp_path, fake):
+    url = fake.base_url.replace("http://", "http://gateway-user:gw-pass-1234@")
+    proc = doctor(tmp_path, env={"OPENAI_BASE_URL": url})
+    assert "gw-pass-1234" not in proc.stdout and "gateway-user" not in proc.stdout
+    assert f"base_url http://***@127.0.0.1:{fake.port}/v1" in proc.stdout
