@@ -1015,11 +1015,13 @@ def api_key_problem(config: Config) -> str | None:
             "(the MCP client's env setting)"
         )
     for position, char in enumerate(key, 1):
-        if not char.isascii():
-            # A smart quote or non-breaking space from a copy-paste; HTTP headers are ASCII.
+        # A smart quote or non-breaking space from a copy-paste: HTTP headers are ASCII, and
+        # a key has no spaces or control characters.
+        if not char.isascii() or not char.isprintable() or char == " ":
+            kind = "a non-ASCII character" if not char.isascii() else "a space or control character"
             return (
-                f"{key_env} contains a non-ASCII character (position {position}, "
-                f"U+{ord(char):04X}); re-copy the key"
+                f"{key_env} contains {kind} (position {position}, U+{ord(char):04X}); "
+                "re-copy the key"
             )
     return None
 
@@ -4653,28 +4655,17 @@ def _doctor_config(doctor: Doctor, options: dict) -> Config | None:
 def _doctor_key(doctor: Doctor, config: Config) -> str | None:
     """The API key, if usable; never printed, not even in part."""
     name = config.get("openai", "api_key_env")
-    raw = os.environ.get(name)
     set_it = (
         f'$env:{name} = "<your key>" in PowerShell'
         if os.name == "nt"
         else f"export {name}=<your key>"
     )
-    if raw is None or not raw.strip():
-        doctor.fail(
-            f"{name} is not set",
-            f"{set_it}, and pass it in your MCP client's env setting (see the lines below)",
-        )
+    problem = api_key_problem(config)
+    if problem:
+        doctor.fail(problem, f"{set_it}, and pass it in your MCP client's env setting (see below)")
         return None
-    key = raw.strip()
-    bad = next((i for i, ch in enumerate(key) if ord(ch) > 126 or ord(ch) < 33), None)
-    if bad is not None:
-        doctor.fail(
-            f"{name} contains a character that cannot be sent (U+{ord(key[bad]):04X} at "
-            f"position {bad + 1}; a smart quote or space from a copy-paste?)",
-            f"copy the key again as plain text: {set_it}",
-        )
-        return None
-    note = " (surrounding whitespace is ignored)" if key != raw else ""
+    key = api_key(config)
+    note = " (surrounding whitespace is ignored)" if key != os.environ.get(name) else ""
     doctor.ok(f"{name} is set ({len(key)} characters){note}")
     return key
 

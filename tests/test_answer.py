@@ -501,6 +501,13 @@ def test_non_ascii_api_key_is_named_wherever_it_is(spawn, fake):
     assert fake.requests == []
 
 
+def test_a_space_or_control_character_in_the_api_key_is_named(spawn, fake):
+    server = start(spawn, fake, env={"OPENAI_API_KEY": "sk-test-0123 456789abcdef\x07"})
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert "OPENAI_API_KEY contains a space or control character (position 13, U+0020)" in message
+    assert fake.requests == []
+
+
 def test_rejected_key_says_to_set_a_valid_key(server, fake):
     fake.enqueue(Reply(status=401))
     message = failure_of(server.call("answer", {"query": "q"}))

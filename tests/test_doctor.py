@@ -141,7 +141,7 @@ def test_a_model_from_the_command_line_is_shown_as_its_source(tmp_path, fake):
 
 def test_no_key_fails_naming_the_variable_but_still_checks_the_endpoint(tmp_path, fake):
     proc = doctor(tmp_path, env=against(fake, OPENAI_API_KEY=""))
-    assert_failed(proc, "OPENAI_API_KEY is not set", "export OPENAI_API_KEY=")
+    assert_failed(proc, "no API key: set OPENAI_API_KEY", "export OPENAI_API_KEY=")
     assert line_with(proc, "is reachable").startswith(OK)
     assert line_with(proc, "key not checked").startswith(SKIP)
 
@@ -159,7 +159,8 @@ def test_a_key_named_by_api_key_env_is_the_one_checked(tmp_path, fake):
 
 def test_a_key_with_a_smart_quote_is_named_without_showing_it(tmp_path, fake):
     proc = doctor(tmp_path, env=against(fake, OPENAI_API_KEY=TEST_KEY + "\u201d"))
-    assert_failed(proc, "U+201D at position", "copy the key again")
+    assert_failed(proc, "OPENAI_API_KEY contains a non-ASCII character", "OPENAI_API_KEY=")
+    assert "U+201D); re-copy the key" in proc.stdout
     assert TEST_KEY[:12] not in proc.stdout
 
 
