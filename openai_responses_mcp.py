@@ -1806,9 +1806,10 @@ class _Leaver:
 class SingleFlight:
     """Identical calls in flight in this process make one upstream request."""
 
-    def __init__(self):
+    def __init__(self, log: Log):
         self._flights: dict = {}
         self._lock = threading.Lock()
+        self._log = log
 
     def run(self, key: str, caller: Call, fetch) -> tuple:
         """(fetch's result, shared): shared is True when another call made the request."""
@@ -1818,7 +1819,9 @@ class SingleFlight:
             if not shared:
                 flight = self._flights[key] = _Flight(caller.tool)
             flight.join(caller)
-        if not shared:
+        if shared:
+            self._log.debug("answer", "joined an identical call in flight (no new request)")
+        else:
             thread = threading.Thread(
                 target=self._fly, args=(key, flight, fetch), name="upstream", daemon=True
             )
@@ -2089,7 +2092,7 @@ class AnswerEngine:
         self.cache = AnswerCache(
             self.state, config.get("cache", "ttl_s"), config.get("cache", "max_entries")
         )
-        self.flights = SingleFlight()
+        self.flights = SingleFlight(log)
 
     def warm_up(self, delay: float = 0.3) -> None:
         """Loads `openai` and builds the client in the background, so the first call is fast.
