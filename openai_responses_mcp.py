@@ -2409,6 +2409,10 @@ CREATE TABLE IF NOT EXISTS usage (
     outcome TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS usage_by_day ON usage (day);
+CREATE TABLE IF NOT EXISTS spend_by_day (
+    day TEXT PRIMARY KEY,
+    usd REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS answers (
     key TEXT PRIMARY KEY,
     stored_at REAL NOT NULL,
@@ -2586,13 +2590,24 @@ class Ledger:
     def record(self, row: UsageRow) -> None:
         values = {**row.values, "day": today_in(self._timezone)}
         params = [values[name] for name in self.COLUMNS]
-        self._state.run("recording usage", lambda c: c.execute(self._insert, params), write=True)
+
+        def write(conn):
+            conn.execute(self._insert, params)
+            if values["usd"]:
+                # A running total per day, so a budget check reads a month in 31 rows at most.
+                conn.execute(
+                    "INSERT INTO spend_by_day (day, usd) VALUES (?, ?) "
+                    "ON CONFLICT (day) DO UPDATE SET usd = usd + excluded.usd",
+                    (values["day"], values["usd"]),
+                )
+
+        self._state.run("recording usage", write, write=True)
 
     def spent_since(self, first_day: str) -> float | None:
         """Dollars spent from first_day (YYYY-MM-DD, in policy.timezone) on; None if unknown."""
 
         def total(conn):
-            row = conn.execute("SELECT SUM(usd) FROM usage WHERE day >= ?", (first_day,))
+            row = conn.execute("SELECT SUM(usd) FROM spend_by_day WHERE day >= ?", (first_day,))
             return row.fetchone()[0] or 0.0
 
         return self._state.run("reading the budget", total)

@@ -162,3 +162,25 @@ def test_the_state_file_is_not_opened_before_the_first_call(spawn, fake, tmp_pat
     server = start(spawn, fake)
     server.request("tools/list")
     assert not (tmp_path / "xdg-state").exists()
+
+
+def test_budget_sums_count_this_month_and_not_the_last(tmp_path):
+    import openai_responses_mcp as m
+
+    state = m.StateFile(str(tmp_path / "state.sqlite3"), m.Log())
+    ledger = m.Ledger(state, "UTC")
+    ledger.record(m.UsageRow("answer", "gpt-5.2", "ok", {"cost": {"usd": 1.25}}))
+    ledger.record(m.UsageRow("answer", "gpt-5.2", "cache", {"cost": {"usd": 0.0}}))
+    today = m.today_in("UTC")
+    first = today[:8] + "01"
+    earlier = [(first, 2.0)] if first != today else []
+    state.run(
+        "seeding",
+        lambda conn: conn.executemany(
+            "INSERT INTO spend_by_day (day, usd) VALUES (?, ?)", [("1999-12-31", 100.0), *earlier]
+        ),
+        write=True,
+    )
+    assert ledger.spent_since(today) == pytest.approx(1.25)
+    assert ledger.spent_since(first) == pytest.approx(1.25 + sum(usd for _, usd in earlier))
+    state.close()
