@@ -12,12 +12,14 @@ The module reads top to bottom in the order data flows through it:
 
 1. Configuration   defaults < YAML < environment < command line, validated once at start-up
 2. Policy          the model's instructions and the text sent as the request's input
-3. Answer engine   the OpenAI call (streaming, retries, cancellation) and the answer's shape
-4. Tools           the three tools' schemas and argument checks
-5. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation
-6. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
+3. Answer engine   the OpenAI call (streaming, retries, cancellation), the answer's shape, its
+                   cost in dollars, and single-flight for identical calls
+4. State on disk   the usage ledger (budgets, --usage) and the answer cache, in SQLite
+5. Tools           the three tools' schemas and argument checks
+6. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation
+7. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
                    (Streamable HTTP at /mcp, legacy SSE at /sse) with --http
-7. CLI             flags, --show-config, --ask, main()
+8. CLI             flags, --show-config, --ask, --usage, main()
 
 Only the standard library is imported at start-up; ``openai`` is imported when the first call
 needs it (or in the background once ``initialize`` has been answered).
@@ -2638,6 +2640,71 @@ class Ledger:
         return self._state.run("reading usage", read)
 
 
+def spend_summary(ledger: Ledger, timezone: str, in_flight: int) -> dict:
+    """What GET /usage shows: today's and this month's spend by model and tool, the cache hit
+    rate, and the calls in flight."""
+    today = today_in(timezone)
+    summary: dict = {"timezone": timezone, "today": today, "in_flight": in_flight}
+    for period, since in (("day", today), ("month", today[:8] + "01")):
+        report = ledger.report(since) or {"by_model": [], "by_tool": [], "total": None}
+        total = report["total"] or _usage_row_empty()
+        calls = total["calls"]
+        summary[period] = {
+            "since": since,
+            "usd": total["usd"],
+            "calls": calls,
+            "cache_hit_rate": round(total["cache_hits"] / calls, 4) if calls else 0.0,
+            "by_model": [_spend(row, "model") for row in report["by_model"]],
+            "by_tool": [_spend(row, "tool") for row in report["by_tool"]],
+        }
+    return summary
+
+
+def _spend(row: dict, key: str) -> dict:
+    return {
+        key: row[key],
+        "usd": row["usd"],
+        "calls": row["calls"],
+        "cache_hits": row["cache_hits"],
+    }
+
+
+def spend_page(summary: dict) -> bytes:
+    """GET /usage as a small HTML page for a browser: no scripts, no external assets."""
+    import html
+
+    def table(title: str, rows: list, key: str) -> str:
+        cells = "".join(
+            f"<tr><td>{html.escape(str(row[key]))}</td><td>{row['calls']}</td>"
+            f"<td>{row['cache_hits']}</td><td>${row['usd']:.4f}</td></tr>"
+            for row in rows
+        )
+        return (
+            f"<table><caption>{title}</caption><tr><th>{key}</th><th>calls</th>"
+            f"<th>cache hits</th><th>USD</th></tr>{cells}</table>"
+        )
+
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>{SERVER_NAME}: spend</title>",
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;"
+        "margin:1em 0}td,th{border:1px solid #999;padding:.2em .6em;text-align:right}"
+        "caption{text-align:left;font-weight:bold}</style></head><body>",
+        f"<h1>Spend</h1><p>{html.escape(summary['today'])} ({html.escape(summary['timezone'])})"
+        f"; calls in flight: <span id='in-flight'>{summary['in_flight']}</span></p>",
+    ]
+    for period, title in (("day", "Today"), ("month", "This month")):
+        data = summary[period]
+        parts.append(
+            f"<h2>{title}: <span id='{period}-usd'>${data['usd']:.4f}</span></h2>"
+            f"<p>{data['calls']} calls, cache hit rate {data['cache_hit_rate'] * 100:.1f}%</p>"
+        )
+        parts.append(table(f"{title} by model", data["by_model"], "model"))
+        parts.append(table(f"{title} by tool", data["by_tool"], "tool"))
+    parts.append("</body></html>")
+    return "".join(parts).encode("utf-8")
+
+
 def _usage_row(cursor, row) -> dict:
     names = [description[0] for description in cursor.description]
     entry = {name: (value or 0) for name, value in zip(names, row, strict=True)}
@@ -3573,6 +3640,7 @@ def _handle_frame(frame: Frame, dispatcher, session, writer, log) -> dict | None
 # http.server and friends are imported only when --http is used.
 
 MCP_PATH, SSE_PATH, MESSAGES_PATH, HEALTH_PATH = "/mcp", "/sse", "/messages", "/healthz"
+USAGE_PATH = "/usage"
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 HTTP_REFUSED = -32000  # JSON-RPC error code of refusals made by the HTTP layer
 DEFAULT_HTTP_VERSION = "2025-03-26"  # what a request without MCP-Protocol-Version speaks
@@ -4445,6 +4513,25 @@ class HttpHandler:
         }
         self._send_json(503 if app.draining else 200, body)
 
+    def get_usage(self) -> None:
+        """Spend from the usage ledger: JSON, or a page when a browser asks for HTML."""
+        engine = self.app.dispatcher.engine
+        ledger = getattr(engine, "ledger", None)
+        if ledger is None or not engine.state.enabled:
+            raise HttpError(404, "no usage ledger: state.path is off")
+        timezone = self.app.dispatcher.config.get("policy", "timezone")
+        summary = spend_summary(ledger, timezone, self.app.in_flight())
+        if "text/html" not in (self.headers.get("Accept") or ""):
+            return self._send_json(200, summary)
+        page = spend_page(summary)
+        self._answering(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(page)))
+        self.send_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+        self._end_headers({"Cache-Control": "no-store"})
+        if self.command != "HEAD":
+            self.wfile.write(page)
+
 
 class _Answered(Exception):
     """The response has been sent already; stop handling."""
@@ -4468,9 +4555,16 @@ _ROUTES = {
     ("GET", SSE_PATH): HttpHandler.get_sse,
     ("POST", MESSAGES_PATH): HttpHandler.post_messages,
     ("GET", HEALTH_PATH): HttpHandler.get_healthz,
+    ("GET", USAGE_PATH): HttpHandler.get_usage,
 }
 _SESSION_ROUTES = {("DELETE", MCP_PATH), ("GET", SSE_PATH), ("POST", MESSAGES_PATH)}
-_ALLOWED = {MCP_PATH: "POST, DELETE", SSE_PATH: "GET", MESSAGES_PATH: "POST", HEALTH_PATH: "GET"}
+_ALLOWED = {
+    MCP_PATH: "POST, DELETE",
+    SSE_PATH: "GET",
+    MESSAGES_PATH: "POST",
+    HEALTH_PATH: "GET",
+    USAGE_PATH: "GET",
+}
 
 
 def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port: int) -> int:
