@@ -2185,7 +2185,8 @@ class AnswerEngine:
             meta["cost"] = {**ZERO_COST, "prices": meta["cost"]["prices"]}
             meta["shared"] = True
             meta["elapsed_ms"] = round((time.monotonic() - started) * 1000)
-            self.ledger.record(UsageRow(tool, request["model"], "shared", meta))
+            model = answer.get("model") or request["model"]
+            self.ledger.record(UsageRow(tool, model, "shared", meta))
         return answer, meta
 
     def _from_cache(self, tool: str, key: str, started: float) -> tuple[dict, dict] | None:
@@ -2223,12 +2224,10 @@ class AnswerEngine:
                 continue
             spent = self.ledger.spent_since(first_day)
             if spent is not None and spent >= limit:
-                error = ToolError(
+                raise ToolError(
                     f"{period} budget of ${limit:.2f} reached (${spent:.2f} spent {spent_when}; "
                     f"resets {resets} {timezone}): raise budget.{period}_usd or wait"
                 )
-                error.kind = "budget"
-                raise error
 
     def _fetch(self, tool: str, request: dict, call: Call, today: str, key: str) -> tuple:
         """The upstream request with retries, its cost, its ledger row, and its cache entry."""
