@@ -12,12 +12,14 @@ The module reads top to bottom in the order data flows through it:
 
 1. Configuration   defaults < YAML < environment < command line, validated once at start-up
 2. Policy          the model's instructions and the text sent as the request's input
-3. Answer engine   the OpenAI call (streaming, retries, cancellation) and the answer's shape
-4. Tools           the three tools' schemas and argument checks
-5. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation
-6. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
+3. Answer engine   the OpenAI call (streaming, retries, cancellation), the answer's shape, its
+                   cost in dollars, and single-flight for identical calls
+4. State on disk   the usage ledger (budgets, --usage) and the answer cache, in SQLite
+5. Tools           the three tools' schemas and argument checks
+6. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation
+7. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
                    (Streamable HTTP at /mcp, legacy SSE at /sse) with --http
-7. CLI             flags, --show-config, --ask, main()
+8. CLI             flags, --show-config, --ask, --usage, main()
 
 Only the standard library is imported at start-up; ``openai`` is imported when the first call
 needs it (or in the background once ``initialize`` has been answered).
@@ -446,6 +448,17 @@ def parse_yaml(
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 VERBOSITIES = ("low", "medium", "high")
 POLICY_MERGES = ("replace", "prepend", "append")
+SERVICE_TIERS = ("auto", "default", "flex", "priority")
+BASICS = ("model", "reasoning_effort", "verbosity")
+PROFILE_KEYS = (
+    "model",
+    "reasoning_effort",
+    "verbosity",
+    "service_tier",
+    "max_output_tokens",
+    "max_tool_calls",
+    "search_context_size",
+)
 MIB = 1024 * 1024
 
 
@@ -472,6 +485,11 @@ class Setting:
             return "a list of domain names like example.com"
         if self.kind == "path":
             return "a file path or null"
+        if self.kind == "number":
+            none = " or null" if self.default is None else ""
+            return f"a number from {self.low} to {self.high}{none}"
+        if self.kind == "prices":
+            return "a mapping of model ids to {input, cached_input, output} (USD per 1M tokens)"
         return "a non-empty string"
 
     def check(self, value):
@@ -485,6 +503,8 @@ class Setting:
             or (kind == "choice" and value in self.choices)
             or (kind in ("str", "path") and isinstance(value, str) and value.strip() != "")
             or (kind in ("strings", "domains") and isinstance(value, list))
+            or (kind == "number" and _is_number(value) and self.low <= value <= self.high)
+            or (kind == "prices" and isinstance(value, dict) and price_table_problem(value) is None)
         )
         if kind == "strings" and ok:
             ok = all(isinstance(item, str) and item.strip() for item in value)
@@ -493,6 +513,28 @@ class Setting:
         if not ok:
             raise ValueError(self.allowed())
         return value
+
+
+def _is_number(value) -> bool:
+    return type(value) in (int, float) and value == value and value not in (float("inf"), -1e999)
+
+
+PRICE_FIELDS = ("input", "cached_input", "output")
+
+
+def price_table_problem(table: dict) -> tuple[str, str] | None:
+    """(model key, what is wrong) for the first bad pricing.models entry, or None."""
+    for model, entry in table.items():
+        if not isinstance(entry, dict):
+            return str(model), "must be a mapping of input, cached_input and output"
+        for name in entry:
+            if name not in PRICE_FIELDS:
+                return str(model), f"has unknown key {name!r} (use input, cached_input, output)"
+        for name in PRICE_FIELDS:
+            value = entry.get(name)
+            if not _is_number(value) or value < 0:
+                return str(model), f"needs {name}: a number >= 0 (USD per million tokens)"
+    return None
 
 
 def _profile_settings(tool: str, default_model: str | None, env_prefix: str | None) -> dict:
@@ -518,6 +560,29 @@ def _profile_settings(tool: str, default_model: str | None, env_prefix: str | No
             choices=VERBOSITIES,
             env=f"{env_prefix}_VERBOSITY" if env_prefix else None,
             doc="answer length (sent only to gpt-5 models)",
+        ),
+        # Cost controls: each is sent only when set (null = the API's default).
+        ("model_profiles", tool, "service_tier"): Setting(
+            None,
+            "choice",
+            choices=SERVICE_TIERS,
+            doc="processing tier; flex costs less (retried once on default when unavailable)",
+        ),
+        ("model_profiles", tool, "max_output_tokens"): Setting(
+            None,
+            "int",
+            low=16,
+            high=1_000_000,
+            doc="cap on output tokens, reasoning included (null = the model's limit)",
+        ),
+        ("model_profiles", tool, "max_tool_calls"): Setting(
+            None, "int", low=1, high=100, doc="cap on web searches in one answer (null = none)"
+        ),
+        ("model_profiles", tool, "search_context_size"): Setting(
+            None,
+            "choice",
+            choices=VERBOSITIES,
+            doc="web_search context size: low, medium or high (null = the API's default)",
         ),
     }
 
@@ -581,6 +646,52 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         "bool",
         env="SEARCH_DOMAIN_FILTER",
         doc="also send domains as web_search filters.allowed_domains",
+    ),
+    ("search", "user_location", "country"): Setting(
+        None, "str", doc="two-letter ISO country the web search assumes, e.g. JP (null = none)"
+    ),
+    ("search", "user_location", "region"): Setting(
+        None, "str", doc="region the web search assumes, e.g. Tokyo (null = none)"
+    ),
+    ("search", "user_location", "city"): Setting(
+        None, "str", doc="city the web search assumes, e.g. Minato (null = none)"
+    ),
+    ("search", "user_location", "timezone"): Setting(
+        None, "str", doc="IANA zone sent with a user_location (null = policy.timezone)"
+    ),
+    # -- Cost: prices, budgets, the state file and the answer cache ---------------------------
+    ("pricing", "models"): Setting(
+        {},
+        "prices",
+        doc="USD per million tokens by model id or prefix: {input, cached_input, output}; "
+        "over the built-in table",
+    ),
+    ("pricing", "web_search_per_1k"): Setting(
+        10.0, "number", low=0, high=1000, doc="USD per thousand web searches"
+    ),
+    ("budget", "daily_usd"): Setting(
+        None, "number", low=0, high=1e9, doc="refuse calls once today's spend reaches this"
+    ),
+    ("budget", "monthly_usd"): Setting(
+        None, "number", low=0, high=1e9, doc="refuse calls once this month's spend reaches this"
+    ),
+    ("state", "path"): Setting(
+        None,
+        "path",
+        env="OPENAI_RESPONSES_MCP_STATE",
+        doc="SQLite file for the usage ledger and answer cache; off disables both "
+        "(null = $XDG_STATE_HOME/openai-responses-mcp/state.sqlite3)",
+    ),
+    ("cache", "ttl_s"): Setting(
+        600,
+        "int",
+        low=0,
+        high=604_800,
+        env="ANSWER_CACHE_TTL_S",
+        doc="seconds an answer is reused; 0 turns the cache off",
+    ),
+    ("cache", "max_entries"): Setting(
+        1000, "int", low=1, high=1_000_000, doc="most answers kept (oldest dropped first)"
     ),
     ("server", "debug"): Setting(False, "bool", doc="debug lines on stderr"),
     ("server", "debug_file"): Setting(None, "path", doc="also append debug lines to this file"),
@@ -659,8 +770,8 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
 def _nested_defaults() -> dict:
     tree: dict = {}
     for path, setting in SETTINGS.items():
-        if setting.default is None and path[0] == "model_profiles" and path[1] != "answer":
-            continue  # absent profile keys inherit from `answer`
+        if setting.default is None and path[0] == "model_profiles":
+            continue  # absent profile keys inherit from `answer`, or are not sent at all
         node = tree
         for key in path[:-1]:
             node = node.setdefault(key, {})
@@ -749,13 +860,14 @@ class Config:
         return node
 
     def profile(self, tool: str) -> dict:
-        """The tool's profile, each absent key inherited from `answer`."""
+        """The tool's profile, each absent key inherited from `answer`; the cost controls only
+        when set."""
         profiles = self.values["model_profiles"]
         base, own = profiles["answer"], profiles.get(tool) or {}
-        return {
-            key: own[key] if own.get(key) is not None else base[key]
-            for key in ("model", "reasoning_effort", "verbosity")
+        merged = {
+            key: own.get(key) if own.get(key) is not None else base.get(key) for key in PROFILE_KEYS
         }
+        return {key: value for key, value in merged.items() if value is not None or key in BASICS}
 
     def describe(self) -> dict:
         """What --show-config prints (the HTTP token masked)."""
@@ -793,6 +905,7 @@ def _yaml_layer(path: str, explicit: bool) -> tuple[dict, dict, list[str]]:
     if not isinstance(tree, dict):
         raise ConfigError(f"{path}:1: the file must be a mapping of keys (like `openai:`)")
     tree = _check_sections(tree, lines, path)
+    _check_price_table(tree, lines, path)
     warnings = []
     for flat_path, value in _flatten(tree).items():
         where = f"{path}:{lines.get(flat_path, 1)}"
@@ -833,6 +946,25 @@ def _check_sections(tree: dict, lines: dict, source: str, prefix: tuple = ()) ->
             value = _check_sections(value, lines, source, path)
         clean[key] = value
     return clean
+
+
+def _check_price_table(tree: dict, lines: dict, source: str) -> None:
+    """pricing.models is a free-form mapping, so its entries are checked here, with file:line."""
+    table = (tree.get("pricing") or {}).get("models")
+    if table is None:
+        return
+    where = f"{source}:{lines.get(('pricing', 'models'), 1)}"
+    if not isinstance(table, dict):
+        raise ConfigError(
+            f"{where}: pricing.models must be a mapping of model ids, like "
+            "`gpt-5.2: {input: 1.75, cached_input: 0.175, output: 14}`"
+        )
+    problem = price_table_problem(table)
+    if problem:
+        model, what = problem
+        key = next(k for k in table if str(k) == model)
+        where = f"{source}:{lines.get(('pricing', 'models', key), 1)}"
+        raise ConfigError(f"{where}: pricing.models.{model} {what}")
 
 
 def _suggest(path: tuple) -> str:
@@ -935,6 +1067,7 @@ def _validate(values: dict, sources: dict) -> None:
     except ValueError as exc:
         where = sources.get(("search", "defaults", "domains"), "default")
         raise ConfigError(f"search.defaults.domains (from {where}): item {exc}") from None
+    _check_budget_has_ledger(values, sources)
 
 
 def _check_base_url(url: str, where: str) -> None:
@@ -957,6 +1090,20 @@ def _check_base_url(url: str, where: str) -> None:
             f"openai.base_url = {json.dumps(url, ensure_ascii=False)} (from {where}) must be "
             "an http:// or https:// URL with a host, like https://api.openai.com/v1"
         )
+
+
+def _check_budget_has_ledger(values: dict, sources: dict) -> None:
+    """Budgets are sums over the usage ledger: without it they could not be kept."""
+    path = values["state"]["path"]
+    if not (path and path.strip().lower() == "off"):
+        return
+    for period in ("daily", "monthly"):
+        if values["budget"][f"{period}_usd"] is not None:
+            where = sources.get(("budget", f"{period}_usd"), "default")
+            raise ConfigError(
+                f"budget.{period}_usd (from {where}) needs the usage ledger, but state.path is "
+                "off: set state.path to a file (or leave it unset), or remove the budget"
+            )
 
 
 _TZ_DIRS = ("/usr/share/zoneinfo", "/usr/lib/zoneinfo", "/usr/share/lib/zoneinfo", "/etc/zoneinfo")
@@ -1048,14 +1195,27 @@ model_profiles:
     model: gpt-5.2
     reasoning_effort: medium   # none | minimal | low | medium | high | xhigh (gpt-5, o-series)
     verbosity: medium          # low | medium | high (gpt-5 only)
+    # Cost controls, each sent only when set (null = the API's default):
+    service_tier: null         # auto | default | flex (half price, slower) | priority
+    max_output_tokens: null    # cap on output tokens, reasoning included
+    max_tool_calls: null       # cap on web searches per answer
+    search_context_size: null  # low | medium | high: text each search brings back
   answer_detailed:         # slower, more thorough; each null key inherits from `answer`
     model: null                # for example gpt-5.2
     reasoning_effort: null     # for example high
     verbosity: null            # for example high
+    service_tier: null
+    max_output_tokens: null
+    max_tool_calls: null
+    search_context_size: null
   answer_quick:            # fast and short; each null key inherits from `answer`
     model: null                # for example gpt-5.2-chat-latest
     reasoning_effort: null     # for example low
     verbosity: null            # for example low
+    service_tier: null
+    max_output_tokens: null
+    max_tool_calls: null
+    search_context_size: null
 
 policy:
   max_citations: 3         # 1-10
@@ -1069,6 +1229,28 @@ policy:
 search:
   defaults: { recency_days: 60, max_results: 5, domains: [] }
   domain_filter: true      # also send domains as web_search filters.allowed_domains
+  user_location:           # where the web search assumes the user is (sent when any is set)
+    country: null          # two-letter ISO code, e.g. JP
+    region: null           # e.g. Tokyo
+    city: null
+    timezone: null         # null = policy.timezone
+
+# -- Cost (see "Cost" in the README) --------------------------------------------------------
+pricing:
+  models: {}               # USD per million tokens, over the built-in table, e.g.
+                           #   gpt-5.2: {input: 1.75, cached_input: 0.175, output: 14}
+  web_search_per_1k: 10    # USD per thousand web searches
+
+budget:                    # refuse calls once spent (all processes on this machine); null = none
+  daily_usd: null
+  monthly_usd: null
+
+state:
+  path: null  # ledger + cache; null = ~/.local/state/openai-responses-mcp/state.sqlite3; off = none
+
+cache:
+  ttl_s: 600               # seconds an answer is reused; 0 = off
+  max_entries: 1000
 
 server:
   debug: false
@@ -1295,6 +1477,8 @@ def build_input(query: str, hints: dict, today: str, timezone: str) -> str:
 class ToolError(Exception):
     """A call that failed, with one line for a person and details for `error.data`."""
 
+    kind = "failed"  # what the usage ledger records as the outcome
+
     def __init__(self, message: str, detail: str = "", **debug):
         super().__init__(message)
         self.message = message
@@ -1304,6 +1488,21 @@ class ToolError(Exception):
 
 class Cancelled(Exception):
     """The client cancelled the call; nothing is sent for it."""
+
+
+def _next_month(today: str) -> str:
+    year, month = int(today[:4]), int(today[5:7])
+    return f"{year + month // 12}-{month % 12 + 1:02d}-01"
+
+
+def _flex_unavailable(request: dict, failure) -> bool:
+    """A flex request refused for lack of capacity (429 resource_unavailable)."""
+    words = f"{failure.code} {failure.type} {failure.detail}".lower().replace(" ", "_")
+    return (
+        request.get("service_tier") == "flex"
+        and failure.status == 429
+        and "resource_unavailable" in words
+    )
 
 
 def supports_verbosity(model: str) -> bool:
@@ -1327,18 +1526,46 @@ def build_request(tool: str, args: dict, config: Config, today: str) -> dict:
     if hints["domains"] and config.get("search", "domain_filter"):
         web_search["filters"] = {"allowed_domains": list(hints["domains"])}
     timezone = config.get("policy", "timezone")
+    if profile.get("search_context_size"):
+        web_search["search_context_size"] = profile["search_context_size"]
+    location = user_location(config)
+    if location:
+        web_search["user_location"] = location
     request = {
         "model": profile["model"],
         "instructions": config.instructions,
         "input": build_input(args["query"], hints, today, timezone),
         "tools": [web_search],
         "include": ["web_search_call.action.sources"],
+        "prompt_cache_key": prompt_cache_key(tool, config.instructions),
     }
+    for name in ("service_tier", "max_output_tokens", "max_tool_calls"):
+        if profile.get(name) is not None:
+            request[name] = profile[name]
     if supports_verbosity(profile["model"]):
         request["text"] = {"verbosity": profile["verbosity"]}
     if supports_reasoning(profile["model"]):
         request["reasoning"] = {"effort": profile["reasoning_effort"]}
     return request
+
+
+def user_location(config: Config) -> dict | None:
+    """web_search's approximate user_location, when any part of search.user_location is set."""
+    where = config.get("search", "user_location")
+    given = {key: where[key] for key in ("country", "region", "city", "timezone") if where[key]}
+    if not given:
+        return None
+    given.setdefault("timezone", config.get("policy", "timezone"))
+    return {"type": "approximate", **given}
+
+
+def prompt_cache_key(tool: str, instructions: str) -> str:
+    """The same key for every request of a profile, so OpenAI routes them to the machines
+    that hold the instructions' prefix in the prompt cache (cheaper cached input)."""
+    import hashlib
+
+    digest = hashlib.sha256(instructions.encode("utf-8")).hexdigest()[:12]
+    return f"{SERVER_NAME}/{tool}/{digest}"
 
 
 # -- Shaping the answer --------------------------------------------------------------------------
@@ -1683,6 +1910,127 @@ def usage_meta(response: dict, elapsed_s: float, attempts: int) -> dict:
     return meta
 
 
+# -- Prices: what an answer cost in dollars --------------------------------------------------------
+
+# USD per million tokens (input, cached input, output) at standard-tier prices, read from
+# OpenAI's pricing pages on PRICES_DATE. pricing.models in the config adds to and overrides it.
+PRICES_DATE = "2026-11-23"
+BUILTIN_PRICES = {
+    "gpt-5.5": (5.00, 0.50, 30.00),
+    "gpt-5.4": (2.50, 0.25, 15.00),
+    "gpt-5.4-mini": (0.75, 0.075, 4.50),
+    "gpt-5.2": (1.75, 0.175, 14.00),
+    "gpt-5.2-pro": (21.00, 21.00, 168.00),
+    "gpt-5.2-chat-latest": (1.75, 0.175, 14.00),
+    "gpt-5.1-chat-latest": (1.25, 0.125, 10.00),
+    "gpt-5-chat-latest": (1.25, 0.125, 10.00),
+    "gpt-5.1": (1.25, 0.125, 10.00),
+    "gpt-5": (1.25, 0.125, 10.00),
+    "gpt-5-mini": (0.25, 0.025, 2.00),
+    "gpt-5-nano": (0.05, 0.005, 0.40),
+    "gpt-5-pro": (15.00, 15.00, 120.00),
+    "gpt-4.1": (2.00, 0.50, 8.00),
+    "gpt-4.1-mini": (0.40, 0.10, 1.60),
+    "gpt-4.1-nano": (0.10, 0.025, 0.40),
+    "gpt-4o": (2.50, 1.25, 10.00),
+    "gpt-4o-mini": (0.15, 0.075, 0.60),
+    "o3": (2.00, 0.50, 8.00),
+    "o4-mini": (1.10, 0.275, 4.40),
+}
+# Flex is billed at Batch rates (half); priority at about twice the standard rate.
+TIER_FACTORS = {"flex": 0.5, "priority": 2.0}
+
+
+class Pricing:
+    """Turns a call's usage into dollars, from the config's price table over the built-in one.
+
+    A model id matches its own entry, or that entry with a date suffix (gpt-5.2-2025-12-11);
+    config keys also match as prefixes, the longest first. A model with no price costs null,
+    with one warning per model naming the key to set.
+    """
+
+    def __init__(self, config: Config, log: Log):
+        self._config = {
+            str(model): tuple(float(entry[name]) for name in PRICE_FIELDS)
+            for model, entry in config.get("pricing", "models").items()
+        }
+        self._search_per_1k = float(config.get("pricing", "web_search_per_1k"))
+        self._log = log
+        self._warned: set = set()
+        self._lock = threading.Lock()
+
+    def prices(self, model: str) -> tuple[tuple, str] | None:
+        """((input, cached_input, output), where from) for the model, or None."""
+        base = _undated(model)
+        for name in (model, base):
+            if name in self._config:
+                return self._config[name], "config"
+        prefixes = [key for key in self._config if model.startswith(key)]
+        if prefixes:
+            return self._config[max(prefixes, key=len)], "config"
+        if base in BUILTIN_PRICES:
+            return BUILTIN_PRICES[base], f"builtin {PRICES_DATE}"
+        return None
+
+    def cost(self, model: str, usage: dict, searches: int, tier: str | None = None) -> dict:
+        """`_meta.cost`: dollars in total and by part. Reasoning tokens are part of
+        output_tokens in the API's usage, so they are billed as output once."""
+        found = self.prices(model)
+        search_usd = searches * self._search_per_1k / 1000
+        if found is None:
+            self._warn(model)
+            return {
+                "usd": None,
+                "input_usd": None,
+                "cached_input_usd": None,
+                "output_usd": None,
+                "web_search_usd": round(search_usd, 8),
+                "prices": None,
+            }
+        (input_rate, cached_rate, output_rate), source = found
+        factor = TIER_FACTORS.get(tier or "", 1.0)
+        cached = usage.get("cached_input_tokens", 0)
+        parts = {
+            "input_usd": (usage.get("input_tokens", 0) - cached) * input_rate * factor / 1e6,
+            "cached_input_usd": cached * cached_rate * factor / 1e6,
+            "output_usd": usage.get("output_tokens", 0) * output_rate * factor / 1e6,
+            "web_search_usd": search_usd,
+        }
+        cost = {"usd": round(sum(parts.values()), 8)}
+        cost.update({name: round(value, 8) for name, value in parts.items()})
+        cost["prices"] = source if factor == 1.0 else f"{source} x{factor:g} ({tier})"
+        return cost
+
+    def _warn(self, model: str) -> None:
+        with self._lock:
+            if model in self._warned:
+                return
+            self._warned.add(model)
+        self._log.say(
+            f"warning: no price known for model {model!r}, so its cost shows as null: set "
+            f"pricing.models.{_undated(model)} to {{input, cached_input, output}} in USD per "
+            "million tokens"
+        )
+
+
+def _undated(model: str) -> str:
+    """gpt-5.2-2025-12-11 -> gpt-5.2"""
+    parts = model.split("-")
+    date = parts[-3:]
+    if len(parts) > 3 and [len(p) for p in date] == [4, 2, 2] and all(p.isdigit() for p in date):
+        return "-".join(parts[:-3])
+    return model
+
+
+ZERO_COST = {
+    "usd": 0.0,
+    "input_usd": 0.0,
+    "cached_input_usd": 0.0,
+    "output_usd": 0.0,
+    "web_search_usd": 0.0,
+}
+
+
 # -- Calls in flight -------------------------------------------------------------------------------
 
 
@@ -1820,6 +2168,121 @@ def track_connections(http_client, local) -> bool:
         if not isinstance(pool._network_backend, _CallBackend):
             pool._network_backend = _CallBackend(pool._network_backend, local)
     return bool(pools)
+
+
+# -- Single flight: identical calls share one request ------------------------------------------
+
+
+class _Flight:
+    """One upstream request and the callers waiting for it.
+
+    The request runs on its own thread with its own Call, so a caller that is cancelled just
+    leaves; the request is cancelled only when the last caller has left.
+    """
+
+    def __init__(self, tool: str):
+        self.upstream = Call(None, tool, self._relay)
+        self.result = None
+        self.error: BaseException | None = None
+        self._callers: dict = {}  # caller Call -> Event set when it may stop waiting
+        self._lock = threading.Lock()
+        self._done = False
+
+    def join(self, caller: Call) -> None:
+        with self._lock:
+            self._callers[caller] = threading.Event()
+        caller.attach(_Leaver(self, caller))  # the caller's cancel() calls _Leaver.abort()
+
+    def leave(self, caller: Call) -> None:
+        with self._lock:
+            woke = self._callers.pop(caller, None)
+            last = not self._callers and not self._done
+        if woke is not None:
+            woke.set()
+        if last:
+            self.upstream.cancel()
+
+    def finish(self) -> None:
+        with self._lock:
+            self._done = True
+            waiting = list(self._callers.values())
+        for woke in waiting:
+            woke.set()
+
+    def wait(self, caller: Call):
+        with self._lock:
+            woke = self._callers.get(caller)
+        if woke is not None:
+            woke.wait()
+        if caller.cancelled.is_set():
+            raise Cancelled()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+    def _relay(self, count: int, message: str) -> None:
+        with self._lock:
+            callers = list(self._callers)
+        for caller in callers:
+            caller.report(message, min_interval=0)
+
+
+class _Leaver:
+    """Stands in a caller's stream list, so cancelling the caller takes it off the flight."""
+
+    def __init__(self, flight: _Flight, caller: Call):
+        self._flight = flight
+        self._caller = caller
+
+    def abort(self) -> None:
+        if self._caller.cancelled.is_set():
+            self._flight.leave(self._caller)
+
+
+class SingleFlight:
+    """Identical calls in flight in this process make one upstream request."""
+
+    def __init__(self, log: Log):
+        self._flights: dict = {}
+        self._lock = threading.Lock()
+        self._log = log
+
+    def run(self, key: str, caller: Call, fetch) -> tuple:
+        """(fetch's result, shared): shared is True when another call made the request."""
+        with self._lock:
+            flight = self._flights.get(key)
+            shared = flight is not None
+            if not shared:
+                flight = self._flights[key] = _Flight(caller.tool)
+            flight.join(caller)
+        if shared:
+            self._log.debug("answer", "joined an identical call in flight (no new request)")
+        else:
+            thread = threading.Thread(
+                target=self._fly, args=(key, flight, fetch), name="upstream", daemon=True
+            )
+            try:
+                thread.start()
+            except RuntimeError:
+                with self._lock:
+                    self._flights.pop(key, None)
+                raise
+        return flight.wait(caller), shared
+
+    def _fly(self, key: str, flight: _Flight, fetch) -> None:
+        try:
+            flight.result = fetch(flight.upstream)
+        except BaseException as exc:  # noqa: BLE001 - handed to every caller
+            flight.error = exc
+        finally:
+            with self._lock:
+                self._flights.pop(key, None)
+            flight.upstream.finish()
+            flight.finish()
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return len(self._flights)
 
 
 # -- Failures and retries ------------------------------------------------------------------------
@@ -2091,6 +2554,13 @@ class AnswerEngine:
         self._client_lock = threading.Lock()
         self._warming = False
         self._local = threading.local()  # the Call a worker thread is serving
+        self.pricing = Pricing(config, log)
+        self.state = StateFile(state_path(config), log)
+        self.ledger = Ledger(self.state, config.get("policy", "timezone"))
+        self.cache = AnswerCache(
+            self.state, config.get("cache", "ttl_s"), config.get("cache", "max_entries")
+        )
+        self.flights = SingleFlight(log)
 
     def warm_up(self, delay: float = 0.3) -> None:
         """Loads `openai` and builds the client in the background, so the first call is fast.
@@ -2151,16 +2621,108 @@ class AnswerEngine:
         )
 
     def answer(self, tool: str, args: dict, call: Call) -> tuple[dict, dict]:
-        """Runs the call with retries; returns (answer, meta) or raises ToolError / Cancelled."""
+        """Answers from the cache, or runs the call (shared with identical calls in flight);
+        returns (answer, meta) or raises ToolError / Cancelled."""
+        started = time.monotonic()
+        today = today_in(self._config.get("policy", "timezone"))
+        request = build_request(tool, args, self._config, today)
+        key = answer_key(tool, args, request, today)
+        if self.cache.enabled and not args.get("fresh"):
+            hit = self._from_cache(tool, key, started)
+            if hit is not None:
+                return hit
+        try:
+            self._check_budget(today)
+        except ToolError:
+            self.ledger.record(UsageRow(tool, request["model"], "refused"))
+            raise
+        result, shared = self.flights.run(
+            key, call, lambda upstream: self._fetch(tool, request, upstream, today, key)
+        )
+        answer, meta = dict(result[0]), dict(result[1])
+        if shared:  # the request's cost is on the row of the call that made it
+            meta["cost"] = {**ZERO_COST, "prices": meta["cost"]["prices"]}
+            meta["shared"] = True
+            meta["elapsed_ms"] = round((time.monotonic() - started) * 1000)
+            model = answer.get("model") or request["model"]
+            self.ledger.record(UsageRow(tool, model, "shared", meta))
+        return answer, meta
+
+    def _from_cache(self, tool: str, key: str, started: float) -> tuple[dict, dict] | None:
+        found = self.cache.get(key)
+        if found is None:
+            return None
+        body, age = found
+        meta = {
+            "response_id": body.get("response_id"),
+            "cache": {"hit": True, "age_s": round(age, 1)},
+            "cost": {**ZERO_COST, "prices": None},
+            "web_searches": 0,
+            "elapsed_ms": round((time.monotonic() - started) * 1000),
+            "attempts": 0,
+        }
+        answer = body["answer"]
+        self.ledger.record(UsageRow(tool, answer.get("model") or "", "cache", meta))
+        return answer, meta
+
+    def _check_budget(self, today: str) -> None:
+        """Refuses the call, before any request, when a budget is spent."""
+        timezone = self._config.get("policy", "timezone")
+        limits = (
+            ("daily", self._config.get("budget", "daily_usd"), today, "today", "at 00:00"),
+            (
+                "monthly",
+                self._config.get("budget", "monthly_usd"),
+                today[:8] + "01",
+                "this month",
+                f"on {_next_month(today)} at 00:00",
+            ),
+        )
+        for period, limit, first_day, spent_when, resets in limits:
+            if limit is None:
+                continue
+            spent = self.ledger.spent_since(first_day)
+            if spent is not None and spent >= limit:
+                raise ToolError(
+                    f"{period} budget of ${limit:.2f} reached (${spent:.2f} spent {spent_when}; "
+                    f"resets {resets} {timezone}): raise budget.{period}_usd or wait"
+                )
+
+    def _fetch(self, tool: str, request: dict, call: Call, today: str, key: str) -> tuple:
+        """The upstream request with retries, its cost, its ledger row, and its cache entry."""
+        started = time.monotonic()
+        try:
+            answer, meta, response = self._request(tool, request, call, today)
+        except ToolError as exc:
+            meta = {"elapsed_ms": round((time.monotonic() - started) * 1000)}
+            self.ledger.record(UsageRow(tool, request["model"], exc.kind, meta))
+            raise
+        except Cancelled:
+            meta = {"elapsed_ms": round((time.monotonic() - started) * 1000)}
+            self.ledger.record(UsageRow(tool, request["model"], "cancelled", meta))
+            raise
+        model = response.get("model") or request["model"]
+        meta["cost"] = self.pricing.cost(
+            model, meta["usage"], meta["web_searches"], response.get("service_tier")
+        )
+        if self.cache.enabled:
+            meta["cache"] = {"hit": False}
+        self.ledger.record(UsageRow(tool, model, "ok", meta))
+        if self.cache.enabled and response.get("status") == "completed":
+            self.cache.put(key, {"answer": answer, "response_id": meta.get("response_id")})
+        return answer, meta
+
+    def _request(self, tool: str, request: dict, call: Call, today: str) -> tuple:
+        """Runs the request with retries; returns (answer, meta, response)."""
         config = self._config
-        today = today_in(config.get("policy", "timezone"))
-        request = build_request(tool, args, config, today)
         model = request["model"]
         self._log_request(tool, request)
         client = self.client()
         started = time.monotonic()
         max_retries = config.get("request", "max_retries")
-        for attempt in range(1, max_retries + 2):
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 response = self._attempt(client, request, call)
                 answer = shape_answer(
@@ -2176,27 +2738,33 @@ class AnswerEngine:
                     raise Cancelled() from None
                 failure = classify_failure(exc)
                 self._log_failure(attempt, failure, exc)
+                if _flex_unavailable(request, failure):
+                    # Flex capacity comes and goes: this one answer is worth the default price.
+                    request = {**request, "service_tier": "default"}
+                    self._log.debug("answer", "flex unavailable; retrying on service_tier=default")
+                    continue
                 if not failure.retryable or attempt > max_retries:
                     message = self._log.redact(
                         failure_message(
                             failure, tool=tool, model=model, config=config, tries=attempt
                         )
                     )
-                    raise ToolError(
+                    error = ToolError(
                         message,
                         _one_line(self._log.redact(failure.detail or message), 400),
                         status=failure.status or failure.code,
                         type=failure.type,
                         name=failure.name,
-                    ) from None
+                    )
+                    error.kind = failure.kind
+                    raise error from None
                 call.report(f"retrying ({attempt}/{max_retries})", min_interval=0)
                 if call.cancelled.wait(backoff_delay(attempt, failure.retry_after)):
                     raise Cancelled() from None
                 continue
             if call.cancelled.is_set():
                 raise Cancelled()
-            return answer, meta
-        raise AssertionError("unreachable")
+            return answer, meta, response
 
     def _attempt(self, client, request: dict, call: Call) -> dict:
         """One streamed request; returns the completed response as a dict."""
@@ -2281,6 +2849,408 @@ class AnswerEngine:
 
 
 # ============================================================================================
+# State on disk: the usage ledger and the answer cache
+# ============================================================================================
+# One SQLite file (WAL mode) shared by every server process of the user. Each finished call
+# adds a row to `usage` (never the query text), budgets are sums over it, and complete answers
+# are kept in `answers` under a hash of everything that shapes them. Trouble with the file
+# (locked, corrupt, unwritable) costs a warning and the feature, never an answer.
+# sqlite3 is imported on first use, which is the first tools/call, not start-up.
+
+STATE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS usage (
+    id INTEGER PRIMARY KEY,
+    at REAL NOT NULL,
+    day TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    model TEXT NOT NULL,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    cached_input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    reasoning_tokens INTEGER NOT NULL DEFAULT 0,
+    web_searches INTEGER NOT NULL DEFAULT 0,
+    usd REAL,
+    cache_hit INTEGER NOT NULL DEFAULT 0,
+    elapsed_ms INTEGER NOT NULL DEFAULT 0,
+    outcome TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS usage_by_day ON usage (day);
+CREATE TABLE IF NOT EXISTS spend_by_day (
+    day TEXT PRIMARY KEY,
+    usd REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS answers (
+    key TEXT PRIMARY KEY,
+    stored_at REAL NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS answers_by_age ON answers (stored_at);
+"""
+_BUSY_TIMEOUT_S = 2.0  # how long a write waits for another process's write before giving up
+_WARN_EVERY_S = 60.0
+
+
+def default_state_path(env: dict) -> str:
+    """$XDG_STATE_HOME/openai-responses-mcp/state.sqlite3, or the platform's equivalent."""
+    if os.name == "nt" and env.get("LOCALAPPDATA"):
+        return os.path.join(env["LOCALAPPDATA"], SERVER_NAME, "state.sqlite3")
+    home = env.get("HOME") or os.path.expanduser("~")
+    base = env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
+    return os.path.join(base, SERVER_NAME, "state.sqlite3")
+
+
+def state_path(config: Config) -> str | None:
+    """The state file's path, or None when state.path is off."""
+    path = config.get("state", "path")
+    if path and path.strip().lower() == "off":
+        return None
+    return os.path.expanduser(path) if path else default_state_path(dict(os.environ))
+
+
+def cache_enabled(config: Config) -> bool:
+    return config.get("cache", "ttl_s") > 0 and state_path(config) is not None
+
+
+class StateFile:
+    """The SQLite file, opened on first use and shared by the process's threads.
+
+    `run` does one piece of work in one transaction; any sqlite3 error is a warning (at most
+    one a minute per kind) and a None result, so callers carry on without the state.
+    """
+
+    def __init__(self, path: str | None, log: Log):
+        self.path = path
+        self._log = log
+        self._conn = None
+        self._lock = threading.Lock()
+        self._warned: dict = {}
+        self._broken_until = 0.0
+
+    @property
+    def enabled(self) -> bool:
+        return self.path is not None
+
+    def run(self, what: str, work, write: bool = False):
+        """work(connection) inside a transaction; its result, or None if the file failed."""
+        if self.path is None:
+            return None
+        import sqlite3
+
+        with self._lock:
+            try:
+                conn = self._connection()
+                if conn is None:
+                    return None
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                try:
+                    result = work(conn)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                return result
+            except sqlite3.Error as exc:
+                self._failed(what, exc)
+                return None
+
+    def _connection(self):
+        if self._conn is not None:
+            return self._conn
+        if time.monotonic() < self._broken_until:
+            return None
+        import sqlite3
+
+        try:
+            directory = os.path.dirname(self.path)
+            if directory:
+                os.makedirs(directory, mode=0o700, exist_ok=True)
+            conn = sqlite3.connect(
+                self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.executescript(STATE_SCHEMA)
+            except BaseException:
+                conn.close()
+                raise
+        except (OSError, sqlite3.Error) as exc:
+            # Retried a minute later: another process may have been migrating or locking it.
+            self._broken_until = time.monotonic() + _WARN_EVERY_S
+            self._failed("opening", exc)
+            return None
+        try:
+            os.chmod(self.path, 0o600)  # answers are private to the user, like the config
+        except OSError:
+            pass
+        self._conn = conn
+        return conn
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        reason = _one_line(str(exc) or type(exc).__name__, 160)
+        now = time.monotonic()
+        if now - self._warned.get(reason, -_WARN_EVERY_S) < _WARN_EVERY_S:
+            return
+        self._warned[reason] = now
+        self._log.say(
+            f"warning: state file {self.path}: {what} failed ({reason}); answers go on without "
+            "it (fix or delete the file, or set state.path: off)"
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+class UsageRow:
+    """One finished call, as the ledger stores it: counts and dollars, never the query."""
+
+    def __init__(self, tool: str, model: str, outcome: str, meta: dict | None = None):
+        meta = meta or {}
+        usage = meta.get("usage") or {}
+        cost = meta.get("cost") or {}
+        self.values = {
+            "at": time.time(),
+            "tool": tool,
+            "model": model,
+            "input_tokens": usage.get("input_tokens", 0),
+            "cached_input_tokens": usage.get("cached_input_tokens", 0),
+            "output_tokens": usage.get("output_tokens", 0),
+            "reasoning_tokens": usage.get("reasoning_tokens", 0),
+            "web_searches": meta.get("web_searches", 0),
+            "usd": cost.get("usd", 0.0),
+            "cache_hit": int(bool((meta.get("cache") or {}).get("hit"))),
+            "elapsed_ms": meta.get("elapsed_ms", 0),
+            "outcome": outcome,
+        }
+
+
+class Ledger:
+    """The usage table: a row per finished call; sums for budgets and --usage."""
+
+    COLUMNS = (
+        "at",
+        "day",
+        "tool",
+        "model",
+        "input_tokens",
+        "cached_input_tokens",
+        "output_tokens",
+        "reasoning_tokens",
+        "web_searches",
+        "usd",
+        "cache_hit",
+        "elapsed_ms",
+        "outcome",
+    )
+
+    def __init__(self, state: StateFile, timezone: str):
+        self._state = state
+        self._timezone = timezone
+        insert_columns = ", ".join(self.COLUMNS)
+        marks = ", ".join("?" for _ in self.COLUMNS)
+        self._insert = f"INSERT INTO usage ({insert_columns}) VALUES ({marks})"
+
+    def record(self, row: UsageRow) -> None:
+        values = {**row.values, "day": today_in(self._timezone)}
+        params = [values[name] for name in self.COLUMNS]
+
+        def write(conn):
+            conn.execute(self._insert, params)
+            if values["usd"]:
+                # A running total per day, so a budget check reads a month in 31 rows at most.
+                conn.execute(
+                    "INSERT INTO spend_by_day (day, usd) VALUES (?, ?) "
+                    "ON CONFLICT (day) DO UPDATE SET usd = usd + excluded.usd",
+                    (values["day"], values["usd"]),
+                )
+
+        self._state.run("recording usage", write, write=True)
+
+    def spent_since(self, first_day: str) -> float | None:
+        """Dollars spent from first_day (YYYY-MM-DD, in policy.timezone) on; None if unknown."""
+
+        def total(conn):
+            row = conn.execute("SELECT SUM(usd) FROM spend_by_day WHERE day >= ?", (first_day,))
+            return row.fetchone()[0] or 0.0
+
+        return self._state.run("reading the budget", total)
+
+    def report(self, since: str | None) -> dict | None:
+        """Spend by day, model and tool, with totals: what --usage prints."""
+        where, params = ("WHERE day >= ?", (since,)) if since else ("", ())
+        sums = (
+            "COUNT(*) AS calls, COALESCE(SUM(usd), 0) AS usd, SUM(cache_hit) AS cache_hits, "
+            "SUM(input_tokens) AS input_tokens, SUM(cached_input_tokens) AS cached_input_tokens, "
+            "SUM(output_tokens) AS output_tokens, SUM(web_searches) AS web_searches, "
+            "SUM(usd IS NULL) AS unpriced"
+        )
+
+        def read(conn):
+            report = {"since": since, "timezone": self._timezone}
+            for name, column in (("by_day", "day"), ("by_model", "model"), ("by_tool", "tool")):
+                cursor = conn.execute(
+                    f"SELECT {column}, {sums} FROM usage {where} GROUP BY {column} "
+                    f"ORDER BY {column}",
+                    params,
+                )
+                report[name] = [_usage_row(cursor, row) for row in cursor.fetchall()]
+            cursor = conn.execute(f"SELECT {sums} FROM usage {where}", params)
+            report["total"] = _usage_row(cursor, cursor.fetchone())
+            return report
+
+        return self._state.run("reading usage", read)
+
+
+def spend_summary(ledger: Ledger, timezone: str, in_flight: int) -> dict:
+    """What GET /usage shows: today's and this month's spend by model and tool, the cache hit
+    rate, and the calls in flight."""
+    today = today_in(timezone)
+    summary: dict = {"timezone": timezone, "today": today, "in_flight": in_flight}
+    for period, since in (("day", today), ("month", today[:8] + "01")):
+        report = ledger.report(since) or {"by_model": [], "by_tool": [], "total": None}
+        total = report["total"] or _usage_row_empty()
+        calls = total["calls"]
+        summary[period] = {
+            "since": since,
+            "usd": total["usd"],
+            "calls": calls,
+            "cache_hit_rate": round(total["cache_hits"] / calls, 4) if calls else 0.0,
+            "by_model": [_spend(row, "model") for row in report["by_model"]],
+            "by_tool": [_spend(row, "tool") for row in report["by_tool"]],
+        }
+    return summary
+
+
+def _spend(row: dict, key: str) -> dict:
+    return {
+        key: row[key],
+        "usd": row["usd"],
+        "calls": row["calls"],
+        "cache_hits": row["cache_hits"],
+    }
+
+
+def spend_page(summary: dict) -> bytes:
+    """GET /usage as a small HTML page for a browser: no scripts, no external assets."""
+    import html
+
+    def table(title: str, rows: list, key: str) -> str:
+        cells = "".join(
+            f"<tr><td>{html.escape(str(row[key]))}</td><td>{row['calls']}</td>"
+            f"<td>{row['cache_hits']}</td><td>${row['usd']:.4f}</td></tr>"
+            for row in rows
+        )
+        return (
+            f"<table><caption>{title}</caption><tr><th>{key}</th><th>calls</th>"
+            f"<th>cache hits</th><th>USD</th></tr>{cells}</table>"
+        )
+
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>{SERVER_NAME}: spend</title>",
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;"
+        "margin:1em 0}td,th{border:1px solid #999;padding:.2em .6em;text-align:right}"
+        "caption{text-align:left;font-weight:bold}</style></head><body>",
+        f"<h1>Spend</h1><p>{html.escape(summary['today'])} ({html.escape(summary['timezone'])})"
+        f"; calls in flight: <span id='in-flight'>{summary['in_flight']}</span></p>",
+    ]
+    for period, title in (("day", "Today"), ("month", "This month")):
+        data = summary[period]
+        parts.append(
+            f"<h2>{title}: <span id='{period}-usd'>${data['usd']:.4f}</span></h2>"
+            f"<p>{data['calls']} calls, cache hit rate {data['cache_hit_rate'] * 100:.1f}%</p>"
+        )
+        parts.append(table(f"{title} by model", data["by_model"], "model"))
+        parts.append(table(f"{title} by tool", data["by_tool"], "tool"))
+    parts.append("</body></html>")
+    return "".join(parts).encode("utf-8")
+
+
+def _usage_row(cursor, row) -> dict:
+    names = [description[0] for description in cursor.description]
+    entry = {name: (value or 0) for name, value in zip(names, row, strict=True)}
+    entry["usd"] = round(entry["usd"], 6)
+    return entry
+
+
+class AnswerCache:
+    """Complete answers by key, for cache.ttl_s seconds, at most cache.max_entries of them."""
+
+    def __init__(self, state: StateFile, ttl_s: int, max_entries: int):
+        self._state = state
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+
+    @property
+    def enabled(self) -> bool:
+        return self._state.enabled and self.ttl_s > 0
+
+    def get(self, key: str) -> tuple[dict, float] | None:
+        """(stored body, age in seconds) of a live entry, or None."""
+
+        def read(conn):
+            return conn.execute(
+                "SELECT stored_at, body FROM answers WHERE key = ? AND stored_at > ?",
+                (key, time.time() - self.ttl_s),
+            ).fetchone()
+
+        found = self._state.run("reading the cache", read)
+        if found is None:
+            return None
+        try:
+            body = json.loads(found[1])
+        except ValueError:
+            return None
+        return body, max(0.0, time.time() - found[0])
+
+    def put(self, key: str, body: dict) -> None:
+        text = json.dumps(body, ensure_ascii=False)
+
+        def write(conn):
+            now = time.time()
+            conn.execute(
+                "INSERT OR REPLACE INTO answers (key, stored_at, body) VALUES (?, ?, ?)",
+                (key, now, text),
+            )
+            conn.execute("DELETE FROM answers WHERE stored_at <= ?", (now - self.ttl_s,))
+            conn.execute(
+                "DELETE FROM answers WHERE key IN (SELECT key FROM answers "
+                "ORDER BY stored_at DESC LIMIT -1 OFFSET ?)",
+                (self.max_entries,),
+            )
+
+        self._state.run("storing in the cache", write, write=True)
+
+
+def answer_key(tool: str, args: dict, request: dict, today: str) -> str:
+    """The cache and single-flight key: a hash of the tool, the normalised query, the hints,
+    today's date, the policy's revision and everything else the request sends. The query
+    itself is never stored."""
+    import hashlib
+
+    shape = {name: value for name, value in request.items() if name != "input"}
+    shape["instructions"] = hashlib.sha256(request["instructions"].encode("utf-8")).hexdigest()
+    hints = {name: args.get(name) for name in ("recency_days", "max_results", "domains")}
+    text = json.dumps(
+        [
+            SYSTEM_POLICY_REV,
+            tool,
+            " ".join(args["query"].split()).casefold(),
+            hints,
+            today,
+            request["input"].rpartition("\n\n[hints]")[2],
+            shape,
+        ],
+        sort_keys=True,
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ============================================================================================
 # Tools
 # ============================================================================================
 
@@ -2319,6 +3289,10 @@ INPUT_PROPERTIES = {
         "items": {"type": "string", "minLength": 1},
         "maxItems": 20,
         "description": 'Restrict the search to these domains, e.g. ["docs.python.org"].',
+    },
+    "fresh": {
+        "type": "boolean",
+        "description": "true: do not reuse a recent identical answer from the cache.",
     },
 }
 
@@ -2383,16 +3357,18 @@ ANNOTATIONS = {
 }
 
 
-def tool_definitions(version: str) -> list[dict]:
-    """tools/list's tools, with only the fields the negotiated protocol version has."""
+def tool_definitions(version: str, cache: bool = False) -> list[dict]:
+    """tools/list's tools, with only the fields the negotiated protocol version has;
+    `fresh` is offered only when the answer cache is on."""
     listed = []
     for tool in TOOLS:
+        names = tool["properties"] + (("fresh",) if cache else ())
         entry = {
             "name": tool["name"],
             "description": tool["description"],
             "inputSchema": {
                 "type": "object",
-                "properties": {name: INPUT_PROPERTIES[name] for name in tool["properties"]},
+                "properties": {name: INPUT_PROPERTIES[name] for name in names},
                 "required": ["query"],
             },
         }
@@ -2531,6 +3507,11 @@ def validate_arguments(tool: str, arguments) -> dict:
             clean[name] = _check_number(name, arguments[name], INPUT_PROPERTIES[name])
     if "domains" in declared and arguments.get("domains") is not None:
         clean["domains"] = _check_domains(arguments["domains"], INPUT_PROPERTIES["domains"])
+    fresh = arguments.get("fresh")
+    if fresh is not None and type(fresh) is not bool:
+        raise InvalidParams(f"'fresh' must be true or false, got {_describe(fresh)}")
+    if fresh:
+        clean["fresh"] = True
     return clean
 
 
@@ -2750,7 +3731,7 @@ class Dispatcher:
         return result
 
     def _tools_list(self, params: dict, session: Session, request_id) -> dict:
-        return {"tools": tool_definitions(session.protocol_version)}
+        return {"tools": tool_definitions(session.protocol_version, cache_enabled(self.config))}
 
     def _tools_call(self, params: dict, session: Session, request_id) -> None:
         name = params.get("name")
@@ -3188,6 +4169,7 @@ def _handle_frame(frame: Frame, dispatcher, session, writer, log) -> dict | None
 # http.server and friends are imported only when --http is used.
 
 MCP_PATH, SSE_PATH, MESSAGES_PATH, HEALTH_PATH = "/mcp", "/sse", "/messages", "/healthz"
+USAGE_PATH = "/usage"
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 HTTP_REFUSED = -32000  # JSON-RPC error code of refusals made by the HTTP layer
 # What a request POST ends with when its call is cancelled: 2025-era Streamable HTTP ends a
@@ -4182,6 +5164,25 @@ class HttpHandler:
         }
         self._send_json(503 if app.draining else 200, body)
 
+    def get_usage(self) -> None:
+        """Spend from the usage ledger: JSON, or a page when a browser asks for HTML."""
+        engine = self.app.dispatcher.engine
+        ledger = getattr(engine, "ledger", None)
+        if ledger is None or not engine.state.enabled:
+            raise HttpError(404, "no usage ledger: state.path is off")
+        timezone = self.app.dispatcher.config.get("policy", "timezone")
+        summary = spend_summary(ledger, timezone, self.app.in_flight())
+        if "text/html" not in (self.headers.get("Accept") or ""):
+            return self._send_json(200, summary)
+        page = spend_page(summary)
+        self._answering(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(page)))
+        self.send_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+        self._end_headers({"Cache-Control": "no-store"})
+        if self.command != "HEAD":
+            self.wfile.write(page)
+
 
 def _is_length(text: str) -> bool:
     return re.fullmatch(r"[0-9]+", text.strip()) is not None  # str.isdigit() takes "²" too
@@ -4229,9 +5230,16 @@ _ROUTES = {
     ("GET", SSE_PATH): HttpHandler.get_sse,
     ("POST", MESSAGES_PATH): HttpHandler.post_messages,
     ("GET", HEALTH_PATH): HttpHandler.get_healthz,
+    ("GET", USAGE_PATH): HttpHandler.get_usage,
 }
 _SESSION_ROUTES = {("DELETE", MCP_PATH), ("GET", SSE_PATH), ("POST", MESSAGES_PATH)}
-_ALLOWED = {MCP_PATH: "POST, DELETE", SSE_PATH: "GET", MESSAGES_PATH: "POST", HEALTH_PATH: "GET"}
+_ALLOWED = {
+    MCP_PATH: "POST, DELETE",
+    SSE_PATH: "GET",
+    MESSAGES_PATH: "POST",
+    HEALTH_PATH: "GET",
+    USAGE_PATH: "GET",
+}
 
 
 def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port: int) -> int:
@@ -4364,6 +5372,7 @@ usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--sh
        {SERVER_NAME} --show-config [--config PATH] [--model ID]
        {SERVER_NAME} --print-example config|policy
        {SERVER_NAME} --doctor [--live] [--http [HOST:]PORT] [--config PATH] [--model ID]
+       {SERVER_NAME} --usage [--since YYYY-MM-DD] [--json] [--config PATH]
        {SERVER_NAME} --help | --version"""
 
 HELP = f"""{USAGE}
@@ -4393,6 +5402,9 @@ options:
                      per check with its fix (exit 1 if any fails), then print the lines that
                      add this server to Claude Code, Codex CLI and Cursor
   --live             with --doctor: also make one small real answer and print its cost
+  --usage            print spend by day, model and tool from the usage ledger (state.path)
+  --since DATE       with --usage: only from this day on (YYYY-MM-DD, in policy.timezone)
+  --json             with --usage: print JSON instead of tables
   --version          print the version
   --help             print this help
 
@@ -4418,6 +5430,7 @@ def parse_args(argv: list[str]) -> dict:
         "--http": "http",
         "--http-token": "http_token",
         "--print-example": "print_example",
+        "--since": "since",
     }
     setting_flags = {  # flags that set a config key (and show as its source)
         "--stateless": ("server", "http", "stateless"),
@@ -4426,6 +5439,8 @@ def parse_args(argv: list[str]) -> dict:
     flags = {
         "--stdio": "stdio",
         "--show-config": "show_config",
+        "--usage": "usage",
+        "--json": "json",
         "--help": "help",
         "-h": "help",
         "--version": "version",
@@ -4485,7 +5500,83 @@ def parse_args(argv: list[str]) -> dict:
         raise UsageError("--live goes with --doctor")
     if options.get("doctor") and (options.get("stdio") or options.get("ask")):
         raise UsageError("--doctor cannot be combined with --stdio or --ask")
+    _check_usage_options(options)
     return options
+
+
+def _check_usage_options(options: dict) -> None:
+    if (options.get("since") or options.get("json")) and not options.get("usage"):
+        raise UsageError(f"{'--since' if options.get('since') else '--json'} goes with --usage")
+    if options.get("usage") and (options.get("stdio") or options.get("ask") or options.get("http")):
+        raise UsageError("--usage cannot be combined with --stdio, --http or --ask")
+    since = options.get("since")
+    if since is not None:
+        import datetime
+
+        try:
+            datetime.date.fromisoformat(since)
+            valid = len(since) == 10
+        except ValueError:
+            valid = False
+        if not valid:
+            raise UsageError(f"--since takes a date like 2026-11-01, got {since!r}")
+
+
+def run_usage(config: Config, log: Log, since: str | None, as_json: bool) -> int:
+    """--usage: the ledger's spend by day, model and tool, with totals, on stdout."""
+    path = state_path(config)
+    if path is None:
+        print(f"{SERVER_NAME}: state.path is off, so no usage is recorded", file=sys.stderr)
+        return 1
+    report = None
+    if os.path.exists(path):
+        state = StateFile(path, log)
+        report = Ledger(state, config.get("policy", "timezone")).report(since)
+        state.close()
+        if report is None:
+            return 1  # the warning said why
+    else:
+        report = {"since": since, "timezone": config.get("policy", "timezone")}
+        report.update(by_day=[], by_model=[], by_tool=[], total=_usage_row_empty())
+    report["state_path"] = path
+    if as_json:
+        sys.stdout.write(json.dumps(report, ensure_ascii=False, indent=2) + "\n")
+        return 0
+    sys.stdout.write(format_usage(report))
+    return 0
+
+
+def _usage_row_empty() -> dict:
+    names = ("calls", "usd", "cache_hits", "input_tokens", "cached_input_tokens")
+    names += ("output_tokens", "web_searches", "unpriced")
+    return {name: 0 for name in names}
+
+
+def format_usage(report: dict) -> str:
+    """The --usage tables, for people."""
+    since = f" since {report['since']}" if report["since"] else ""
+    lines = [f"usage{since} ({report['timezone']}; {report['state_path']})"]
+    for title, name, column in (
+        ("by day", "by_day", "day"),
+        ("by model", "by_model", "model"),
+        ("by tool", "by_tool", "tool"),
+    ):
+        lines += ["", f"{title:<28} {'calls':>7} {'cached':>7} {'searches':>8} {'USD':>12}"]
+        for row in report[name]:
+            lines.append(_usage_line(str(row[column]), row))
+    lines += ["", _usage_line("total", report["total"])]
+    if report["total"]["unpriced"]:
+        lines.append(
+            f"({report['total']['unpriced']} calls had no known price: set pricing.models)"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _usage_line(label: str, row: dict) -> str:
+    return (
+        f"{label[:28]:<28} {row['calls']:>7} {row['cache_hits']:>7} {row['web_searches']:>8} "
+        f"{row['usd']:>12.4f}"
+    )
 
 
 def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
@@ -4516,7 +5607,6 @@ def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
 
 # Path-valued settings the server writes to (a setting that does not exist yet is skipped; the
 # value "off" disables one). The policy file is only read, so it is checked separately.
-WRITTEN_PATHS = (("server", "debug_file"), ("state", "path"))
 DOCTOR_TIMEOUT_S = 15.0
 DOCTOR_QUERY = "Search the web: what is the latest stable Python release? One short sentence."
 
@@ -4904,19 +5994,25 @@ def writable_problem(path: str) -> str | None:
         return f"cannot create files in {parent}: {exc.strerror or exc}"
 
 
+def _written_paths(config: Config) -> list[tuple[str, str | None]]:
+    """(key, file or None when off) for each file the server writes: debug log, state."""
+    debug_file = config.get("server", "debug_file")
+    return [
+        ("server.debug_file", os.path.expanduser(debug_file) if debug_file else None),
+        ("state.path", state_path(config)),
+    ]
+
+
 def _doctor_paths(doctor: Doctor, config: Config) -> None:
-    for path in WRITTEN_PATHS:
-        if path not in SETTINGS:
-            continue
-        name, value = ".".join(path), config.get(*path)
-        if value is None or (isinstance(value, str) and value.strip().lower() == "off"):
+    for name, value in _written_paths(config):
+        if value is None:
             doctor.skip(f"{name}: off")
             continue
         problem = writable_problem(value)
+        source = config.sources.get(tuple(name.split(".")), "default")
         if problem:
             doctor.fail(
-                f"{name} = {value} (from {config.sources.get(path, 'default')}) is not "
-                f"writable: {problem}",
+                f"{name} = {value} (from {source}) is not writable: {problem}",
                 f"point {name} at a file in a folder you can write to, or set it to off",
             )
         else:
@@ -5121,7 +6217,7 @@ def main(argv: list[str] | None = None) -> int:
     if options.get("doctor"):
         return run_doctor(options)
     serving = options.get("stdio") or options.get("http")
-    if not (serving or options.get("ask") or options.get("show_config")):
+    if not (serving or options.get("ask") or options.get("show_config") or options.get("usage")):
         print(
             f"{USAGE}\n{SERVER_NAME}: error: nothing to do: add --stdio or --http PORT",
             file=sys.stderr,
@@ -5146,6 +6242,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
     if options.get("ask"):
         return run_ask(config, log, options["ask"], options.get("tool") or "answer")
+    if options.get("usage"):
+        return run_usage(config, log, options.get("since"), bool(options.get("json")))
     if not serving:
         return 0
     dispatcher = Dispatcher(config, log, AnswerEngine(config, log))

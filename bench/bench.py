@@ -100,6 +100,8 @@ class Install:
             env.pop(name, None)
         env.update(
             XDG_CONFIG_HOME=str(self.dir / "xdg"),
+            XDG_STATE_HOME=str(self.dir / "state"),  # the usage ledger, never the real home's
+            ANSWER_CACHE_TTL_S="0",  # every call goes upstream unless a figure turns it on
             OPENAI_API_KEY=TEST_KEY,
             NO_PROXY="127.0.0.1,localhost",
         )
@@ -903,6 +905,128 @@ def bench_memory(install: Install, fake, results: Results, total_calls: int) -> 
 # ------------------------------------------------------------------------------------------
 
 
+# ------------------------------------------------------------------------------------------
+# Cost: the answer cache and the usage ledger (issue 9)
+# ------------------------------------------------------------------------------------------
+
+
+def bench_cache_hit(install: Install, fake, results: Results, runs: int) -> None:
+    """A repeated question answered from the cache, vs `ping`, interleaved in one session."""
+    fake.default = realistic_reply()
+    env = install.env(OPENAI_BASE_URL=fake.base_url, ANSWER_CACHE_TTL_S="600")
+    with Client(install, env) as client:
+        client.initialize()
+        client.call()  # fills the cache
+        for _ in range(20):
+            client.call()
+        hits, pings = [], []
+        for _ in range(runs):
+            started = time.perf_counter()
+            reply = client.call()
+            hits.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            client.request("ping")
+            pings.append(time.perf_counter() - started)
+        assert reply["result"]["_meta"]["cache"]["hit"] is True
+    results.add(
+        "cache-hit `tools/call` round trip",
+        ms(median(hits)),
+        f"`ping` {ms(median(pings))}",
+        ms(median(hits)),
+        "≤ 2 ms",
+        median(hits) <= 0.002,
+        hit=spread(hits),
+        ping=spread(pings),
+    )
+
+
+def bench_ledger(install: Install, results: Results, runs: int) -> None:
+    """What the ledger adds to a call: one row written, plus the budget's sum when a budget is
+    set, timed in-process against the module's own Ledger on a file holding `runs` rows."""
+    sys.path.insert(0, str(install.dir))
+    import openai_responses_mcp as m
+
+    log = m.Log()
+    state = m.StateFile(str(install.dir / "ledger-bench.sqlite3"), log)
+    ledger = m.Ledger(state, "Asia/Tokyo")
+    meta = {"usage": {"input_tokens": 3000, "output_tokens": 500}, "cost": {"usd": 0.01}}
+    today = m.today_in("Asia/Tokyo")
+    for _ in range(50):
+        ledger.record(m.UsageRow("answer", "gpt-5.2", "ok", meta))
+    writes, sums = [], []
+    for _ in range(runs):
+        started = time.perf_counter()
+        ledger.record(m.UsageRow("answer", "gpt-5.2", "ok", meta))
+        writes.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        ledger.spent_since(today)
+        sums.append(time.perf_counter() - started)
+    state.close()
+    both = median(writes) + median(sums)
+    results.add(
+        "usage ledger per call (row written + budget sum)",
+        f"{median(writes) * 1000:.3f} ms + {median(sums) * 1000:.3f} ms",
+        "no ledger (state.path: off) 0 ms",
+        f"{both * 1000:.3f} ms",
+        "≤ 0.5 ms",
+        both <= 0.0005,
+        write=spread(writes),
+        budget_sum=spread(sums),
+        rows=runs + 50,
+    )
+
+
+def bench_writers(install: Install, fake, results: Results, calls: int) -> None:
+    """8 server processes sharing one state file, each making `calls` calls at once: no lock
+    warnings, and the ledger's totals equal the sum of the answers' costs."""
+    fake.default = realistic_reply()
+    state = install.dir / "writers.sqlite3"
+    env = install.env(OPENAI_BASE_URL=fake.base_url, OPENAI_RESPONSES_MCP_STATE=str(state))
+    clients = [Client(install, env) for _ in range(8)]
+    costs: list[float] = []
+    lock = threading.Lock()
+
+    def run(index: int, client: Client) -> None:
+        client.initialize()
+        for n in range(calls):
+            reply = client.request(
+                "tools/call", client.call_params(f"writer {index} call {n}"), timeout=120
+            )
+            with lock:
+                costs.append(reply["result"]["_meta"]["cost"]["usd"])
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    warnings = sum(c.stderr_text().count("state file") for c in clients)
+    for client in clients:
+        client.close()
+    fake.clear()
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(state)) as conn:
+        rows, usd = conn.execute("SELECT COUNT(*), SUM(usd) FROM usage").fetchone()
+    exact = rows == 8 * calls == len(costs) and abs(usd - sum(costs)) < 1e-9
+    results.add(
+        f"8 processes x {calls} calls writing one ledger at once",
+        f"{rows} rows, ${usd:.6f}; {warnings} lock warnings; {elapsed:.1f} s",
+        f"{len(costs)} answers, ${sum(costs):.6f}",
+        "exact" if exact and not warnings else "MISMATCH",
+        "no lock errors, exact totals",
+        exact and not warnings,
+        rows=rows,
+        usd=usd,
+        answers=len(costs),
+        answers_usd=sum(costs),
+        warnings=warnings,
+        seconds=elapsed,
+    )
+
+
 def machine() -> dict:
     cpu = "unknown"
     with contextlib.suppress(OSError):
@@ -939,6 +1063,9 @@ FIGURES = (
     "throughput",
     "keepalive",
     "memory",
+    "cachehit",
+    "ledger",
+    "writers",
 )
 
 
@@ -986,6 +1113,12 @@ def main(argv: list[str] | None = None) -> int:
                 bench_keepalive(install, results, 200 if quick else 1000)
             if "memory" in only:
                 bench_memory(install, fake, results, 2000 if quick else 5000)
+            if "cachehit" in only:
+                bench_cache_hit(install, fake, results, 200 if quick else 1000)
+            if "ledger" in only:
+                bench_ledger(install, results, 500 if quick else 3000)
+            if "writers" in only:
+                bench_writers(install, fake, results, 50 if quick else 200)
     finally:
         install.cleanup()
     print(f"\n{results.table()}\n")

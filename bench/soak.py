@@ -161,7 +161,11 @@ def main(argv: list[str] | None = None) -> int:
         fake._next_reply = next_reply  # a fault drawn at random for every request
         path = Path(home) / "config.yaml"
         path.write_text(CONFIG, encoding="utf-8")
-        env = {"XDG_CONFIG_HOME": home, "OPENAI_BASE_URL": fake.base_url}
+        env = {
+            "XDG_CONFIG_HOME": home,
+            "OPENAI_BASE_URL": fake.base_url,
+            "OPENAI_RESPONSES_MCP_STATE": str(Path(home) / "state.sqlite3"),  # not the real home
+        }
         config = m.load_config({"config": str(path)}, env)
         log = m.Log()
         dispatcher = m.Dispatcher(config, log, m.AnswerEngine(config, log))

@@ -26,7 +26,10 @@ def base_env(tmp_path: Path, **extra: str) -> dict:
     for name in ("DEBUG", "MODEL_ANSWER", "MODEL_DETAILED", "MODEL_QUICK", "MAX_CITATIONS"):
         env.pop(name, None)
     env.update(
+        # Every call reaches the fake unless a test turns the answer cache on (tests/test_cache.py).
+        ANSWER_CACHE_TTL_S="0",
         XDG_CONFIG_HOME=str(tmp_path / "xdg"),
+        XDG_STATE_HOME=str(tmp_path / "xdg-state"),  # the usage ledger and cache stay in tmp
         OPENAI_API_KEY=TEST_KEY,
         PYTHONUNBUFFERED="1",
         NO_PROXY="127.0.0.1,localhost",

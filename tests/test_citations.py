@@ -763,7 +763,7 @@ def test_request_body_carries_only_responses_api_fields(tmp_path):
     """request.timeout_ms bounds the client; it is not a body field."""
     request = m.build_request("answer", {"query": "q"}, make_config(tmp_path), TODAY)
     assert set(request) <= {"model", "instructions", "input", "tools", "include", "text",
-                            "reasoning"}  # fmt: skip
+                            "reasoning", "prompt_cache_key"}  # fmt: skip
 
 
 @pytest.mark.parametrize(

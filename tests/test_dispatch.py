@@ -115,7 +115,8 @@ class Outbox:
 @pytest.fixture(scope="module")
 def config(tmp_path_factory):
     home = tmp_path_factory.mktemp("xdg")
-    return load_config({}, {"XDG_CONFIG_HOME": str(home)})
+    # The seed's tools: no answer cache, so no `fresh` argument (see tests/test_cache.py).
+    return load_config({}, {"XDG_CONFIG_HOME": str(home), "ANSWER_CACHE_TTL_S": "0"})
 
 
 class Harness:

@@ -275,13 +275,22 @@ def test_a_writable_debug_file_passes_and_is_not_created(tmp_path, fake):
     assert not (tmp_path / "logs").exists()
 
 
-def test_every_written_path_setting_is_checked_and_off_means_disabled(monkeypatch, tmp_path):
-    monkeypatch.setattr(mcp, "WRITTEN_PATHS", (("server", "debug_file"),))
-    config = mcp.load_config({}, {"HOME": str(tmp_path), "DEBUG": "off"})
-    out = io.StringIO()
-    mcp._doctor_paths(mcp.Doctor(out), config)
-    assert out.getvalue().splitlines() == [f"{SKIP} server.debug_file: off"]
-    assert set(mcp.WRITTEN_PATHS) - set(mcp.SETTINGS) <= {("state", "path")}
+def test_the_state_file_is_checked_at_its_default_place(tmp_path, fake):
+    proc = doctor(tmp_path, env=against(fake, XDG_STATE_HOME=str(tmp_path / "state")))
+    expected = tmp_path / "state" / "openai-responses-mcp" / "state.sqlite3"
+    assert line_with(proc, f"state.path = {expected} is writable").startswith(OK)
+    assert not expected.exists()
+
+
+def test_an_unwritable_state_file_fails_and_off_skips_it(tmp_path, fake):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("", encoding="utf-8")
+    target = blocker / "state.sqlite3"
+    proc = doctor(tmp_path, env=against(fake), config=f"state:\n  path: {target}\n")
+    assert_failed(proc, f"state.path = {target}", "or set it to off")
+    proc = doctor(tmp_path, env=against(fake), config="state:\n  path: off\n")
+    assert line_with(proc, "state.path: off").startswith(SKIP)
+    assert line_with(proc, "server.debug_file: off").startswith(SKIP)
 
 
 def test_a_config_error_is_one_failed_check(tmp_path, fake):
@@ -322,7 +331,7 @@ def test_a_port_in_use_fails_and_loopback_passes(tmp_path, fake):
 # -- --live -----------------------------------------------------------------------------------
 
 
-def test_live_makes_one_answer_with_search_and_prints_its_cost_in_tokens(tmp_path, fake):
+def test_live_makes_one_answer_with_search_and_prints_its_cost(tmp_path, fake):
     fake.enqueue(
         Reply(
             text="Python 3.14.1 is the latest release. https://www.python.org/downloads/",
@@ -331,13 +340,27 @@ def test_live_makes_one_answer_with_search_and_prints_its_cost_in_tokens(tmp_pat
             usage={"input_tokens": 1200, "output_tokens": 80},
         )
     )
-    proc = doctor(tmp_path, "--live", env=against(fake))
+    prices = (
+        "pricing:\n  web_search_per_1k: 10\n"
+        "  models:\n    gpt-5.2: {input: 1.0, cached_input: 0.1, output: 10.0}\n"
+    )
+    proc = doctor(tmp_path, "--live", env=against(fake), config=prices)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     live = line_with(proc, "live answer (answer_quick")
     assert live.startswith(OK) and "with web search, 1 citation(s)" in live
-    assert "cost: 1200 input + 80 output tokens, 1 search(es)" in live
+    # 176 input × $1/M + 1,024 cached (the fake's default) × $0.1/M + 80 output × $10/M
+    # + 1 search × $10/1k = $0.0110784
+    assert live.endswith("cost: $0.0111"), live
     (post,) = [r for r in fake.requests if r.method == "POST"]
     assert post.body["tools"][0]["type"] == "web_search"
+
+
+def test_live_prints_tokens_when_the_model_has_no_known_price(tmp_path, fake):
+    fake.models = [*fake.models, "my-gateway-model"]
+    fake.enqueue(Reply(text="Python 3.14.1.", usage={"input_tokens": 1200, "output_tokens": 80}))
+    proc = doctor(tmp_path, "--live", env=against(fake, MODEL_ANSWER="my-gateway-model"))
+    live = line_with(proc, "live answer (answer_quick")
+    assert "cost: 1200 input + 80 output tokens, 0 search(es)" in live.splitlines()[0], live
 
 
 def test_live_is_skipped_after_a_failure(tmp_path, fake):

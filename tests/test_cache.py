@@ -1,0 +1,222 @@
+"""The answer cache (same SQLite file as the ledger) and single-flight: a repeated question
+costs nothing, across processes, until it expires; identical calls in flight share a request."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from conftest import run_cli
+from fake_upstream import Reply
+
+CACHE_ON = {"ANSWER_CACHE_TTL_S": "600"}
+
+
+def start(spawn, fake, config: str | None = None, env: dict | None = None):
+    server = spawn(config=config, env={**CACHE_ON, **(env or {})}, upstream=fake)
+    server.initialize()
+    return server
+
+
+def result_of(reply: dict) -> tuple[dict, dict]:
+    assert "result" in reply, reply
+    result = reply["result"]
+    return json.loads(result["content"][0]["text"]), result["_meta"]
+
+
+def test_a_repeated_question_is_answered_from_the_cache_at_no_cost(spawn, fake):
+    server = start(spawn, fake)
+    first, first_meta = result_of(server.call("answer", {"query": "What is HTTP 404?"}))
+    again, meta = result_of(server.call("answer", {"query": "  what is   http 404? "}))
+    assert again == first
+    assert len(fake.requests) == 1
+    assert first_meta["cache"] == {"hit": False}
+    assert meta["cache"]["hit"] is True and meta["cache"]["age_s"] >= 0
+    assert meta["cost"]["usd"] == 0
+    assert meta["response_id"] == first_meta["response_id"]
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        {"recency_days": 7},
+        {"max_results": 9},
+        {"domains": ["example.com"]},
+        {"query": "What is HTTP 410?"},
+    ],
+)
+def test_different_hints_or_question_miss(spawn, fake, other):
+    server = start(spawn, fake)
+    result_of(server.call("answer", {"query": "What is HTTP 404?"}))
+    result_of(server.call("answer", {"query": "What is HTTP 404?", **other}))
+    assert len(fake.requests) == 2
+
+
+def test_another_tool_misses(spawn, fake):
+    server = start(spawn, fake)
+    result_of(server.call("answer", {"query": "q"}))
+    result_of(server.call("answer_quick", {"query": "q"}))
+    assert len(fake.requests) == 2
+
+
+def test_fresh_bypasses_the_cache_and_refreshes_it(spawn, fake):
+    server = start(spawn, fake)
+    result_of(server.call("answer", {"query": "q"}))
+    fake.enqueue(Reply(text="A newer answer."))
+    newer, meta = result_of(server.call("answer", {"query": "q", "fresh": True}))
+    assert len(fake.requests) == 2 and meta["cache"] == {"hit": False}
+    cached, meta = result_of(server.call("answer", {"query": "q"}))
+    assert meta["cache"]["hit"] is True and cached == newer
+
+
+def test_fresh_must_be_a_boolean(spawn, fake):
+    reply = start(spawn, fake).call("answer", {"query": "q", "fresh": "yes"})
+    assert reply["error"]["code"] == -32602
+    assert "'fresh' must be true or false" in reply["error"]["message"]
+
+
+def test_failures_and_cut_answers_are_not_cached(spawn, fake):
+    server = start(spawn, fake, config="request: {max_retries: 0}\n")
+    fake.enqueue(Reply(status=500), Reply(incomplete=True, text="Half an"))
+    assert "error" in server.call("answer", {"query": "q"})
+    result_of(server.call("answer", {"query": "q"}))  # incomplete, with text: answered
+    result_of(server.call("answer", {"query": "q"}))
+    assert len(fake.requests) == 3
+
+
+def test_a_hit_works_across_processes_sharing_the_state_file(spawn, fake):
+    first, _ = result_of(start(spawn, fake).call("answer", {"query": "q"}))
+    again, meta = result_of(start(spawn, fake).call("answer", {"query": "q"}))
+    assert again == first and meta["cache"]["hit"] is True
+    assert len(fake.requests) == 1
+
+
+def test_entries_expire_after_ttl(spawn, fake):
+    server = start(spawn, fake, env={"ANSWER_CACHE_TTL_S": "1"})
+    result_of(server.call("answer", {"query": "q"}))
+    time.sleep(1.1)  # a lower bound on age, not an assumption about speed
+    _, meta = result_of(server.call("answer", {"query": "q"}))
+    assert meta["cache"] == {"hit": False}
+    assert len(fake.requests) == 2
+
+
+def test_max_entries_drops_the_oldest(spawn, fake):
+    server = start(spawn, fake, config="cache: {max_entries: 2}\n")
+    for query in ("one", "two", "three", "three", "two", "one"):
+        result_of(server.call("answer", {"query": query}))
+    # "one" was dropped when "three" came; "two" and "three" were still there.
+    assert len(fake.requests) == 4
+
+
+def test_the_cache_off_means_no_fresh_argument_and_no_reuse(spawn, fake):
+    server = start(spawn, fake, env={"ANSWER_CACHE_TTL_S": "0"})
+    tools = server.request("tools/list")["result"]["tools"]
+    assert all("fresh" not in tool["inputSchema"]["properties"] for tool in tools)
+    result_of(server.call("answer", {"query": "q"}))
+    _, meta = result_of(server.call("answer", {"query": "q"}))
+    assert "cache" not in meta and len(fake.requests) == 2
+
+
+def test_fresh_is_offered_when_the_cache_is_on(spawn, fake):
+    tools = start(spawn, fake).request("tools/list")["result"]["tools"]
+    for tool in tools:
+        assert tool["inputSchema"]["properties"]["fresh"]["type"] == "boolean"
+
+
+def test_the_state_file_never_holds_the_query(spawn, fake, tmp_path):
+    query = "a very distinctive question about zebras"
+    server = start(spawn, fake)
+    result_of(server.call("answer", {"query": query}))
+    result_of(server.call("answer", {"query": query}))
+    server.close_stdin()
+    server.wait()
+    files = list((tmp_path / "xdg-state").rglob("state.sqlite3*"))
+    assert files
+    for path in files:
+        assert b"zebras" not in path.read_bytes()
+
+
+def test_usage_counts_cache_hits(spawn, fake, tmp_path):
+    server = start(spawn, fake)
+    for _ in range(3):
+        result_of(server.call("answer", {"query": "q"}))
+    report = json.loads(run_cli(tmp_path, "--usage", "--json").stdout)
+    assert report["total"]["calls"] == 3 and report["total"]["cache_hits"] == 2
+
+
+# -- Single flight ------------------------------------------------------------------------------
+
+
+def send_call(server, request_id: str, query: str = "q") -> None:
+    server.send(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": "answer", "arguments": {"query": query}},
+        }
+    )
+
+
+def cancel(server, request_id: str) -> None:
+    server.send(
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": request_id},
+        }
+    )
+
+
+def wait_until(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def two_callers(spawn, fake, reply: Reply):
+    """A server with calls "a" and "b" for the same question, "b" joined to "a"'s request."""
+    server = spawn("--stdio", "--debug", env={"ANSWER_CACHE_TTL_S": "0"}, upstream=fake)
+    server.initialize()
+    fake.enqueue(reply)
+    send_call(server, "a")
+    fake.wait_for_requests(1, timeout=20)
+    send_call(server, "b")
+    wait_until(lambda: "joined an identical call" in server.stderr, 20, "b to join")
+    return server
+
+
+def test_identical_concurrent_calls_make_one_request(spawn, fake):
+    server = two_callers(spawn, fake, Reply(stall_after_events=3, stall_seconds=4))
+    replies = {}
+    while len(replies) < 2:
+        message = server.recv(timeout=30)
+        if message.get("id") in ("a", "b"):
+            replies[message["id"]] = message
+    first, meta_a = result_of(replies["a"])
+    second, meta_b = result_of(replies["b"])
+    assert first == second
+    assert len(fake.requests) == 1
+    assert meta_b["shared"] is True and meta_b["cost"]["usd"] == 0
+    assert meta_a["cost"]["usd"] > 0
+
+
+def test_cancelling_one_caller_leaves_the_other_its_answer(spawn, fake):
+    server = two_callers(spawn, fake, Reply(stall_after_events=3, stall_seconds=4))
+    cancel(server, "a")
+    reply, before = server.recv_until(lambda msg: msg.get("id") == "b", timeout=30)
+    result_of(reply)
+    assert all(msg.get("id") != "a" for msg in before)
+    assert server.nothing_within(0.5)  # nothing ever comes for the cancelled "a"
+    assert len(fake.requests) == 1
+    assert fake.requests[0].client_disconnected_at is None
+
+
+def test_the_request_is_cancelled_when_every_caller_has_gone(spawn, fake):
+    server = two_callers(spawn, fake, Reply(stall_after_events=3))
+    cancel(server, "a")
+    cancel(server, "b")
+    fake.wait_for_disconnect(0, timeout=20)
+    assert server.nothing_within(0.5)

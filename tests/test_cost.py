@@ -1,0 +1,284 @@
+"""Cost you can see and cap: dollars on every answer, budgets, and the Responses API's cost
+controls per profile, against the fake Responses API through the spawned server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import run_cli
+from fake_upstream import Reply
+
+import openai_responses_mcp as m
+
+PRICES = """\
+pricing:
+  models:
+    gpt-5.2: {input: 2, cached_input: 0.5, output: 10}
+  web_search_per_1k: 25
+"""
+USAGE = {
+    "input_tokens": 2000,
+    "input_tokens_details": {"cached_tokens": 1024},
+    "output_tokens": 500,
+    "output_tokens_details": {"reasoning_tokens": 200},
+}
+SEARCHES = [{"query": "a", "sources": []}, {"query": "b", "sources": []}]
+# (2000 - 1024) x $2 + 1024 x $0.50 + 500 x $10 (reasoning is inside output) per million,
+# plus 2 searches x $25 per thousand.
+EXPECTED = {
+    "usd": 0.057464,
+    "input_usd": 0.001952,
+    "cached_input_usd": 0.000512,
+    "output_usd": 0.005,
+    "web_search_usd": 0.05,
+    "prices": "config",
+}
+
+
+def start(spawn, fake, config: str = PRICES, env: dict | None = None):
+    server = spawn(config=config, env=env, upstream=fake)
+    server.initialize()
+    return server
+
+
+def meta_of(reply: dict) -> dict:
+    assert "result" in reply, reply
+    return reply["result"]["_meta"]
+
+
+# -- Dollars on every answer ------------------------------------------------------------------
+
+
+def test_cost_is_exact_arithmetic_over_the_configured_prices(spawn, fake):
+    fake.enqueue(Reply(usage=USAGE, searches=SEARCHES))
+    meta = meta_of(start(spawn, fake).call("answer", {"query": "q"}))
+    assert meta["cost"] == pytest.approx(EXPECTED)
+    assert meta["cost"]["prices"] == "config"
+
+
+def test_builtin_prices_name_their_date(spawn, fake):
+    fake.enqueue(Reply(usage=USAGE, searches=[]))
+    meta = meta_of(start(spawn, fake, config="").call("answer", {"query": "q"}))
+    input_rate, cached_rate, output_rate = m.BUILTIN_PRICES["gpt-5.2"]
+    expected = (976 * input_rate + 1024 * cached_rate + 500 * output_rate) / 1e6
+    assert meta["cost"]["usd"] == pytest.approx(expected)
+    assert meta["cost"]["prices"] == f"builtin {m.PRICES_DATE}"
+
+
+def test_unknown_model_costs_null_with_one_warning_naming_the_key(spawn, fake):
+    server = start(spawn, fake, config="model_profiles: {answer: {model: acme-7}}\n")
+    for _ in range(2):
+        fake.enqueue(Reply(searches=[]))
+        cost = meta_of(server.call("answer", {"query": "q"}))["cost"]
+        assert cost["usd"] is None and cost["prices"] is None
+    server.close_stdin()
+    server.wait()
+    warnings = [line for line in server.stderr.splitlines() if "no price known" in line]
+    assert len(warnings) == 1
+    assert "pricing.models.acme-7" in warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        ("gpt-5.2", ((1.75, 0.175, 14.0), f"builtin {m.PRICES_DATE}")),
+        ("gpt-5.2-2025-12-11", ((1.75, 0.175, 14.0), f"builtin {m.PRICES_DATE}")),
+        ("gpt-5.2-pro", ((21.0, 21.0, 168.0), f"builtin {m.PRICES_DATE}")),
+        ("gpt-5-mini-2025-08-07", ((0.25, 0.025, 2.0), f"builtin {m.PRICES_DATE}")),
+        ("acme-7", None),
+    ],
+)
+def test_model_ids_match_their_entry_with_or_without_a_date(model, expected):
+    pricing = m.Pricing(config_with(""), m.Log())
+    assert pricing.prices(model) == expected
+
+
+def test_config_prices_win_and_match_as_prefixes_longest_first():
+    config = config_with(
+        "pricing:\n  models:\n    acme: {input: 1, cached_input: 1, output: 1}\n"
+        "    acme-7: {input: 7, cached_input: 7, output: 7}\n"
+        "    gpt-5.2: {input: 3, cached_input: 3, output: 3}\n"
+    )
+    pricing = m.Pricing(config, m.Log())
+    assert pricing.prices("acme-7-turbo") == ((7.0, 7.0, 7.0), "config")
+    assert pricing.prices("acme-9") == ((1.0, 1.0, 1.0), "config")
+    assert pricing.prices("gpt-5.2-2025-12-11") == ((3.0, 3.0, 3.0), "config")
+
+
+def test_flex_and_priority_scale_the_token_prices():
+    pricing = m.Pricing(config_with(PRICES), m.Log())
+    usage = {"input_tokens": 1_000_000, "cached_input_tokens": 0, "output_tokens": 0}
+    assert pricing.cost("gpt-5.2", usage, 0, "flex")["usd"] == 1.0
+    assert pricing.cost("gpt-5.2", usage, 0, "priority")["usd"] == 4.0
+    assert pricing.cost("gpt-5.2", usage, 0, "default")["usd"] == 2.0
+
+
+def config_with(text: str):
+    import tempfile
+
+    directory = tempfile.mkdtemp()
+    path = f"{directory}/config.yaml"
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return m.load_config({"config": path}, {"HOME": directory})
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        ("pricing:\n  models:\n    x: {input: 1, output: 2}\n", 3, "needs cached_input"),
+        ("pricing:\n  models:\n    x: 5\n", 3, "must be a mapping"),
+        (
+            "pricing:\n  models:\n    ok: {input: 1, cached_input: 1, output: 1}\n"
+            "    bad: {input: -1, cached_input: 1, output: 1}\n",
+            4,
+            "needs input: a number >= 0",
+        ),
+        (
+            "pricing:\n  models:\n    x: {input: 1, cached_input: 1, output: 1, cost: 2}\n",
+            3,
+            "cost",
+        ),
+        ("pricing:\n  models: [gpt-5.2]\n", 2, "must be a mapping of model ids"),
+    ],
+)
+def test_a_bad_price_table_is_refused_with_file_and_line(tmp_path, text, line, words):
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    result = run_cli(tmp_path, "--show-config", "--config", str(path))
+    assert result.returncode == 2
+    assert f"config.yaml:{line}: pricing.models" in result.stderr
+    assert words in result.stderr
+
+
+# -- Budgets ------------------------------------------------------------------------------------
+
+
+def test_a_spent_daily_budget_refuses_before_any_request(spawn, fake):
+    config = PRICES + "budget: {daily_usd: 0.05}\n"
+    server = start(spawn, fake, config=config)
+    fake.enqueue(Reply(usage=USAGE, searches=SEARCHES))
+    meta_of(server.call("answer", {"query": "first"}))  # $0.057464: over the line
+    reply = server.call("answer", {"query": "second"})
+    assert reply["error"]["message"] == (
+        "answer failed: daily budget of $0.05 reached ($0.06 spent today; resets at 00:00 "
+        "Asia/Tokyo): raise budget.daily_usd or wait"
+    )
+    assert len(fake.requests) == 1
+
+
+def test_the_budget_counts_every_process_sharing_the_ledger(spawn, fake):
+    config = PRICES + "budget: {monthly_usd: 0.05}\n"
+    fake.enqueue(Reply(usage=USAGE, searches=SEARCHES))
+    meta_of(start(spawn, fake, config=config).call("answer", {"query": "first"}))
+    reply = start(spawn, fake, config=config).call("answer", {"query": "second"})
+    message = reply["error"]["message"]
+    assert message.startswith("answer failed: monthly budget of $0.05 reached ($0.06 spent ")
+    assert message.endswith("Asia/Tokyo): raise budget.monthly_usd or wait")
+    assert len(fake.requests) == 1
+
+
+def test_a_budget_without_the_ledger_is_a_config_error(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("state: {path: 'off'}\nbudget: {daily_usd: 5}\n", encoding="utf-8")
+    result = run_cli(tmp_path, "--show-config", "--config", str(path))
+    assert result.returncode == 2
+    assert "budget.daily_usd" in result.stderr and "state.path is off" in result.stderr
+
+
+def test_next_month_rolls_over_the_year():
+    assert m._next_month("2026-12-31") == "2027-01-01"
+    assert m._next_month("2026-11-23") == "2026-12-01"
+
+
+# -- The Responses API's cost controls ------------------------------------------------------
+
+
+CONTROLS = """\
+model_profiles:
+  answer:
+    service_tier: flex
+    max_output_tokens: 2000
+    max_tool_calls: 3
+    search_context_size: low
+  answer_quick:
+    service_tier: priority
+search:
+  user_location: {country: JP, city: Tokyo}
+"""
+
+
+def test_the_profile_controls_are_in_the_upstream_body(spawn, fake):
+    server = start(spawn, fake, config=CONTROLS)
+    meta_of(server.call("answer", {"query": "q"}))
+    meta_of(server.call("answer", {"query": "another"}))
+    meta_of(server.call("answer_quick", {"query": "q"}))
+    first, second, quick = (rec.body for rec in fake.requests)
+    assert first["service_tier"] == "flex"
+    assert first["max_output_tokens"] == 2000
+    assert first["max_tool_calls"] == 3
+    assert first["tools"][0]["search_context_size"] == "low"
+    assert first["tools"][0]["user_location"] == {
+        "type": "approximate",
+        "country": "JP",
+        "city": "Tokyo",
+        "timezone": "Asia/Tokyo",
+    }
+    assert first["prompt_cache_key"] == second["prompt_cache_key"] != quick["prompt_cache_key"]
+    assert quick["service_tier"] == "priority"
+    assert quick["max_output_tokens"] == 2000  # inherited from answer
+
+
+def test_controls_left_unset_are_not_sent(spawn, fake):
+    meta_of(start(spawn, fake, config="").call("answer", {"query": "q"}))
+    body = fake.requests[0].body
+    for name in ("service_tier", "max_output_tokens", "max_tool_calls"):
+        assert name not in body
+    assert body["tools"] == [{"type": "web_search"}]
+    assert body["prompt_cache_key"].startswith("openai-responses-mcp/answer/")
+
+
+def test_the_controls_fit_the_sdk_request_types():
+    import typing
+
+    from openai.types.responses import ServiceTier
+    from openai.types.responses import response_create_params as params
+    from openai.types.responses import web_search_tool_param as web
+
+    fields = params.ResponseCreateParamsBase.__annotations__
+    for name in ("service_tier", "max_output_tokens", "max_tool_calls", "prompt_cache_key"):
+        assert name in fields
+    assert {"search_context_size", "user_location"} <= set(web.WebSearchToolParam.__annotations__)
+    tiers = typing.get_args(typing.get_args(ServiceTier)[0])
+    assert set(m.SERVICE_TIERS) <= set(tiers)
+
+
+def test_flex_without_capacity_is_retried_once_on_default(spawn, fake):
+    fake.enqueue(
+        Reply(status=429, error_code="resource_unavailable", error_message="Resource unavailable")
+    )
+    server = start(spawn, fake, config=CONTROLS)
+    meta_of(server.call("answer", {"query": "q"}))
+    assert [rec.body["service_tier"] for rec in fake.requests] == ["flex", "default"]
+
+
+def test_usage_json_with_no_ledger_yet_is_empty(tmp_path):
+    result = run_cli(tmp_path, "--usage", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["total"]["calls"] == 0 and report["by_day"] == []
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--since", "2026-01-01"], "--since goes with --usage"),
+        (["--usage", "--since", "yesterday"], "--since takes a date"),
+        (["--usage", "--stdio"], "cannot be combined"),
+    ],
+)
+def test_usage_flags_are_checked(tmp_path, args, words):
+    result = run_cli(tmp_path, *args)
+    assert result.returncode == 2
+    assert words in result.stderr
