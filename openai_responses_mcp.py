@@ -589,6 +589,13 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("server", "max_message_bytes"): Setting(
         16 * MIB, "int", low=1024, high=1024 * MIB, doc="largest message accepted"
     ),
+    ("server", "max_calls"): Setting(
+        64,
+        "int",
+        low=1,
+        high=100_000,
+        doc="most tool calls in flight on the server, on any transport; more are refused at once",
+    ),
     ("server", "progress_interval_s"): Setting(
         10, "int", low=1, high=600, doc="heartbeat progress during a long call, in seconds"
     ),
@@ -1879,13 +1886,13 @@ INPUT_PROPERTIES = {
         "description": "The question, in any language; the answer uses the same language.",
     },
     "recency_days": {
-        "type": "number",
+        "type": "integer",
         "minimum": 1,
         "maximum": 36_500,
         "description": "Prefer sources from the last N days (default from config: 60).",
     },
     "max_results": {
-        "type": "number",
+        "type": "integer",
         "minimum": 1,
         "maximum": 50,
         "description": "About how many search results to use (default from config: 5).",
@@ -1993,14 +2000,31 @@ def _describe(value) -> str:
     return text if len(text) <= 40 else text[:39] + "…"
 
 
-def _check_number(name: str, value, schema: dict) -> float | int:
-    if type(value) not in (int, float) or value != value or value in (float("inf"), -float("inf")):
-        raise InvalidParams(f"'{name}' must be a number, got {_describe(value)}")
+def _check_integer(name: str, value, schema: dict) -> int:
+    """An integer in range; 2.0 counts as 2 (JSON does not tell them apart)."""
+    whole = type(value) is int or (type(value) is float and value.is_integer())
+    if not whole:
+        raise InvalidParams(f"'{name}' must be a whole number, got {_describe(value)}")
     if not schema["minimum"] <= value <= schema["maximum"]:
         raise InvalidParams(
             f"'{name}' must be from {schema['minimum']} to {schema['maximum']}, got {value}"
         )
-    return int(value) if float(value).is_integer() else value
+    return int(value)
+
+
+def _check_unicode(name: str, value) -> None:
+    """Refuses a lone UTF-16 surrogate (JSON's "\\ud800"): no valid text holds one."""
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidParams(
+                f"'{name}' holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which is "
+                "not valid Unicode; send the text as valid UTF-8 or as escaped surrogate pairs"
+            ) from None
+    elif isinstance(value, list):
+        for item in value:
+            _check_unicode(name, item)
 
 
 def _check_domains(value, schema: dict) -> list[str]:
@@ -2027,6 +2051,9 @@ def validate_arguments(tool: str, arguments) -> dict:
         arguments = {}
     if not isinstance(arguments, dict):
         raise InvalidParams(f"'arguments' must be an object, got {_describe(arguments)}")
+    declared = TOOLS_BY_NAME[tool]["properties"]
+    for name in declared:
+        _check_unicode(name, arguments.get(name))
     query = arguments.get("query")
     if query is None:
         raise InvalidParams("'query' is required: pass the question as a string")
@@ -2038,10 +2065,9 @@ def validate_arguments(tool: str, arguments) -> dict:
     if len(query) > limit:
         raise InvalidParams(f"'query' is {len(query)} characters; the limit is {limit}")
     clean = {"query": query.strip()}
-    declared = TOOLS_BY_NAME[tool]["properties"]
     for name in ("recency_days", "max_results"):
         if name in declared and arguments.get(name) is not None:
-            clean[name] = _check_number(name, arguments[name], INPUT_PROPERTIES[name])
+            clean[name] = _check_integer(name, arguments[name], INPUT_PROPERTIES[name])
     if "domains" in declared and arguments.get("domains") is not None:
         clean["domains"] = _check_domains(arguments["domains"], INPUT_PROPERTIES["domains"])
     return clean
@@ -2056,6 +2082,7 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+SERVER_BUSY = -32000
 TOOL_FAILED = -32001
 
 
@@ -2187,6 +2214,9 @@ class Dispatcher:
         self.log = log
         self.engine = engine
         self.heartbeat = Heartbeat(config.get("server", "progress_interval_s"))
+        self.max_calls = config.get("server", "max_calls")
+        self._running = 0  # tools/call in flight, across every session
+        self._running_lock = threading.Lock()
         self._methods = {
             "initialize": self._initialize,
             "ping": lambda params, session, request_id: {},
@@ -2279,7 +2309,12 @@ class Dispatcher:
         token = meta.get("progressToken") if isinstance(meta, dict) else None
         progress = self._progress_sender(session, token) if _valid_id(token) else None
         call = Call(request_id, name, progress)
-        session.register(call)
+        self._admit()
+        try:
+            session.register(call)
+        except RpcError:
+            self._release()
+            raise
         keys = sorted(arguments) if isinstance(arguments, dict) else []
         self.log.debug(
             "server", f"tools/call name={name} argsKeys={keys} queryLen={len(args['query'])}"
@@ -2295,7 +2330,23 @@ class Dispatcher:
             self.heartbeat.forget(call)
             session.unregister(call)
             session.done()
+            self._release()
             raise RpcError(INTERNAL_ERROR, "Internal error: cannot start a worker; retry") from None
+
+    def _admit(self) -> None:
+        """Counts a new call in, or refuses it when server.max_calls are already running."""
+        with self._running_lock:
+            if self._running >= self.max_calls:
+                raise RpcError(
+                    SERVER_BUSY,
+                    f"too many calls in flight ({self.max_calls}, server.max_calls); wait for "
+                    "one to finish or raise the limit",
+                )
+            self._running += 1
+
+    def _release(self) -> None:
+        with self._running_lock:
+            self._running -= 1
 
     def _progress_sender(self, session: Session, token):
         with_message = session.protocol_version >= "2025-03-26"
@@ -2331,6 +2382,7 @@ class Dispatcher:
         finally:
             call.finish()
             self.heartbeat.forget(call)
+            self._release()  # before the reply goes out: the client may send the next call
         try:
             if session.unregister(call) and reply is not None:
                 session.send(reply)
