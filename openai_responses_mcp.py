@@ -2107,6 +2107,13 @@ def _valid_id(value) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
+def _valid_token(value) -> bool:
+    """A progressToken: a string or any number (MCP's `string | number`)."""
+    if type(value) is float:
+        return value - value == 0  # finite
+    return _valid_id(value)
+
+
 class Session:
     """One client's conversation: its protocol version, its calls in flight, and its outlet.
 
@@ -2245,8 +2252,11 @@ class Dispatcher:
             return None  # a response (its id may be null, e.g. after a parse error)
         request_id = message["id"]
         if not _valid_id(request_id):
+            got = _describe(request_id)
             return rpc_error(
-                None, INVALID_REQUEST, "Invalid Request: 'id' must be a string or an integer"
+                None,
+                INVALID_REQUEST,
+                f"Invalid Request: 'id' must be a string or an integer, got {got}",
             )
         try:
             if message.get("jsonrpc") != "2.0":
@@ -2307,7 +2317,7 @@ class Dispatcher:
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         meta = params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
-        progress = self._progress_sender(session, token) if _valid_id(token) else None
+        progress = self._progress_sender(session, token) if _valid_token(token) else None
         call = Call(request_id, name, progress)
         self._admit()
         try:
@@ -2493,9 +2503,16 @@ def decode_message(body: bytes):
     try:
         return json.loads(body), None
     except (ValueError, RecursionError) as exc:
-        why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
-        if isinstance(exc, RecursionError):
+        if isinstance(exc, json.JSONDecodeError):
+            why = exc.msg
+        elif isinstance(exc, RecursionError):
             why = "nested too deeply"
+        elif isinstance(exc, UnicodeDecodeError):
+            why = "not UTF-8"
+        else:  # Python's int() limit: a number of thousands of digits is no id anyone means
+            return None, rpc_error(
+                None, PARSE_ERROR, "Parse error: a number in the message has too many digits"
+            )
         return None, rpc_error(None, PARSE_ERROR, f"Parse error: the message is not JSON ({why})")
 
 
