@@ -2107,13 +2107,6 @@ def _valid_id(value) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def _valid_token(value) -> bool:
-    """A progressToken: a string or any number (MCP's `string | number`)."""
-    if type(value) is float:
-        return value - value == 0  # finite
-    return _valid_id(value)
-
-
 class Session:
     """One client's conversation: its protocol version, its calls in flight, and its outlet.
 
@@ -2317,7 +2310,7 @@ class Dispatcher:
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         meta = params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
-        progress = self._progress_sender(session, token) if _valid_token(token) else None
+        progress = self._progress_sender(session, token) if _valid_id(token) else None
         call = Call(request_id, name, progress)
         self._admit()
         try:
