@@ -513,8 +513,10 @@ def test_a_call_over_server_max_calls_is_refused_at_once_naming_the_key(spawn, f
         "too many calls in flight (2, server.max_calls); wait for one to finish or raise the limit"
     )
     assert len(fake.requests) == 2
-    server.send(rpc("notifications/cancelled", params={"requestId": "a"}))
-    fake.wait_for_disconnect(0, timeout=5)
+    for request_id in ("a", "b"):
+        server.send(rpc("notifications/cancelled", params={"requestId": request_id}))
+    fake.wait_for_disconnect(0, timeout=10)
+    fake.wait_for_disconnect(1, timeout=10)
     wait_until(lambda: "result" in server.call("answer", {"query": "room now"}), timeout=20)
 
 
