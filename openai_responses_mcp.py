@@ -2649,7 +2649,7 @@ class FrameReader:
         if newline - pos > self.max_bytes:
             frames.append(Frame("oversized", mode="line", size=newline - pos))
             return newline + 1, True
-        if not _looks_whole(buffer, pos, newline):
+        if buffer[newline - 1] != 0x7D and not _looks_whole(buffer, pos, newline):  # '}'
             header = _find_header(buffer, pos + 1, newline)
             if resyncing:  # the rest of a refused frame, reported already
                 return (header if header >= 0 else newline + 1), True
@@ -2674,7 +2674,11 @@ class FrameReader:
             if not line:
                 break
             name, colon, value = line.partition(b":")
-            if colon and name.rstrip(b" \t").lower() == b"content-length" and name[-1:] in b" \t":
+            if (
+                name.endswith((b" ", b"\t"))
+                and colon
+                and name.rstrip().lower() == b"content-length"
+            ):
                 problem = problem or f"bad header {_quote(line)}: no space before the colon"
             elif not colon or not name or name.translate(None, _TOKEN):
                 if cursor == pos:
@@ -2712,7 +2716,7 @@ class FrameReader:
         after = body_start + length
         if end < after:
             return pos, False
-        if not _looks_whole(buffer, body_start, after):
+        if buffer[after - 1] != 0x7D and not _looks_whole(buffer, body_start, after):  # '}'
             return self._check_length(buffer, body_start, after, end, length, frames)
         frames.append(Frame("message", bytes(buffer[body_start:after]), "framed", length))
         return after, True
@@ -2780,14 +2784,14 @@ class StdioWriter:
         self._closed = False
         self._on_closed = on_closed
         self._log = log
-        self._settled = False  # a message has been understood: its framing is the client's
+        self.settled = False  # a message has been understood: its framing is the client's
 
     def follow(self, mode: str, understood: bool) -> None:
         """Notes the framing of a message just read; a garbled line only counts at first."""
-        if mode == "line" and (understood or not self._settled):
+        if mode == "line" and (understood or not self.settled):
             self.line_mode = True
         if understood:
-            self._settled = True
+            self.settled = True
 
     def frame(self, message: dict) -> bytes:
         body = encode_message(message)
@@ -2924,7 +2928,8 @@ def _handle_frame(frame: Frame, dispatcher, session, writer, log) -> dict | None
             "(server.max_message_bytes); it was skipped",
         )
     message, error = decode_message(frame.body)
-    writer.follow(frame.mode, understood=error is None)
+    if frame.mode == "line" or not writer.settled:
+        writer.follow(frame.mode, error is None)
     if error is not None:
         return error
     if log.debug_enabled and isinstance(message, dict):
