@@ -1033,3 +1033,34 @@ def test_no_progress_is_sent_once_the_call_is_cancelled(harness):
     harness.idle()
     assert harness.outbox.progress() == []
     assert harness.outbox.replies() == []
+
+
+# -- Logging never changes a reply -----------------------------------------------------------------
+
+
+def test_log_escapes_a_lone_surrogate_in_the_debug_file(tmp_path):
+    path = tmp_path / "debug.log"
+    log = Log(debug=True, path=str(path))
+    log.debug("server", "recv method=\ud800")
+    assert "recv method=\\ud800" in path.read_text(encoding="utf-8")
+
+
+def test_log_that_cannot_write_raises_nothing(tmp_path, monkeypatch):
+    log = Log(debug=True, path=str(tmp_path / "debug.log"))
+    log._file.close()  # a debug file that fails (full disk, closed)
+    monkeypatch.setattr("sys.stderr", None)  # and no stderr at all
+    log.debug("server", "a line")
+    log.say("a warning")
+
+
+def test_a_failing_debug_log_does_not_change_the_reply(config, tmp_path):
+    from openai_responses_mcp import FrameReader, StdioWriter, _handle_frames
+
+    log = Log(debug=True, path=str(tmp_path / "debug.log"))
+    log._file.close()
+    dispatcher = Dispatcher(config, log, FakeEngine())
+    writer = StdioWriter(-1, True, lambda: None)
+    frames = FrameReader(4096).feed(b'{"jsonrpc":"2.0","id":5,"method":"\\ud800"}\n')
+    (reply,) = _handle_frames(frames, dispatcher, Session(writer.send), writer, log)
+    assert reply["id"] == 5
+    assert error_of(reply)["code"] == METHOD_NOT_FOUND
