@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import signal
@@ -355,35 +356,33 @@ def test_bad_frame_then_a_frame_sent_after_the_error_is_answered(spawn):
     assert server.reader.framings == ["framed", "framed"]
 
 
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+BAD_INPUTS = st.lists(
+    st.sampled_from(list(BAD_FRAMES.values()))
+    # Garbage never holds a whole header name: bytes that make a valid header ARE a frame.
+    | st.binary(max_size=80).filter(lambda b: b"ength" not in b.lower()).map(lambda b: b + b"\n")
+    | st.sampled_from([b"42\n", b"null\n", b'"hi"\n', b"{not json}\n"]),
+    min_size=1,
+    max_size=3,
 )
-@given(
-    bad=st.lists(
-        st.sampled_from(list(BAD_FRAMES.values()))
-        | st.binary(max_size=80)
-        .filter(lambda b: b"ength" not in b.lower())
-        .map(lambda b: b + b"\n")
-        | st.sampled_from([b"42\n", b"null\n", b'"hi"\n', b"{not json}\n"]),
-        min_size=1,
-        max_size=3,
-    ),
-    framing=st.sampled_from(["line", "framed"]),
-)
-def test_after_any_bad_input_the_next_valid_message_is_answered(spawn, bad, framing):
-    if not hasattr(test_after_any_bad_input_the_next_valid_message_is_answered, "server"):
-        test_after_any_bad_input_the_next_valid_message_is_answered.server = spawn()
-    server = test_after_any_bad_input_the_next_valid_message_is_answered.server
-    if server.proc.poll() is not None:  # a previous test's server: start a new one
-        server = test_after_any_bad_input_the_next_valid_message_is_answered.server = spawn()
-    marker = f"next-{time.monotonic_ns()}"
-    ending = b"\n" if framing == "line" else b""
-    encode = as_line if framing == "line" else as_frame
-    server.write(b"".join(item + ending for item in bad) + encode(rpc("ping", marker)))
-    reply, _ = server.recv_until(lambda m: m.get("id") == marker, timeout=10)
-    assert reply["result"] == {}
+
+
+def test_after_any_bad_input_the_next_valid_message_is_answered(spawn):
+    """One server, many examples: each writes bad input then a ping it must see answered."""
+    server = spawn()
+    markers = itertools.count()
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(bad=BAD_INPUTS, framing=st.sampled_from(["line", "framed"]))
+    def next_message_is_answered(bad, framing):
+        marker = f"next-{next(markers)}"
+        # A line client ends what it writes with a newline; a framed client does not.
+        ending = b"\n" if framing == "line" else b""
+        encode = as_line if framing == "line" else as_frame
+        server.write(b"".join(item + ending for item in bad) + encode(rpc("ping", marker)))
+        reply, _ = server.recv_until(lambda m: m.get("id") == marker, timeout=10)
+        assert reply["result"] == {}
+
+    next_message_is_answered()
     assert "Traceback" not in server.stderr
 
 
