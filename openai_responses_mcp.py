@@ -704,6 +704,13 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("server", "max_message_bytes"): Setting(
         16 * MIB, "int", low=1024, high=1024 * MIB, doc="largest message accepted"
     ),
+    ("server", "max_calls"): Setting(
+        64,
+        "int",
+        low=1,
+        high=100_000,
+        doc="most tool calls in flight on the server, on any transport; more are refused at once",
+    ),
     ("server", "progress_interval_s"): Setting(
         10, "int", low=1, high=600, doc="heartbeat progress during a long call, in seconds"
     ),
@@ -1258,6 +1265,7 @@ server:
   show_config_on_start: false
   line_mode: false         # always answer in newline-delimited JSON (MCP_LINE_MODE=1)
   max_message_bytes: 16777216
+  max_calls: 64            # tool calls in flight on any transport; one more is refused at once
   progress_interval_s: 10  # heartbeat progress notice while a call is quiet this long
   http:                    # only with --http
     token: null            # better: MCP_HTTP_TOKEN in the environment (never printed or logged)
@@ -1307,16 +1315,22 @@ class Log:
         return text
 
     def _write(self, line: str) -> None:
-        line = self.redact(line) + "\n"
+        # A log line never raises: a failure here must not change or drop a reply.
+        try:
+            line = self.redact(line) + "\n"
+            if not line.isascii():  # a lone surrogate (from a client's text) is escaped
+                line = line.encode("utf-8", "backslashreplace").decode("utf-8")
+        except Exception:  # noqa: BLE001
+            return
         with self._lock:
-            try:
-                sys.stderr.write(line)
-                sys.stderr.flush()
-            except (OSError, ValueError):
-                pass
-            if self._file is not None:
-                self._file.write(line)
-                self._file.flush()
+            for stream in (sys.stderr, self._file):
+                if stream is None:
+                    continue
+                try:
+                    stream.write(line)
+                    stream.flush()
+                except Exception:  # noqa: BLE001 - a full disk or closed stderr loses the line
+                    pass
 
     def say(self, text: str) -> None:
         """One line for the person running the server: warnings, `serving on …`, progress."""
@@ -3273,13 +3287,13 @@ INPUT_PROPERTIES = {
         "description": "The question, in any language; the answer uses the same language.",
     },
     "recency_days": {
-        "type": "number",
+        "type": "integer",
         "minimum": 1,
         "maximum": 36_500,
         "description": "Prefer sources from the last N days (default from config: 60).",
     },
     "max_results": {
-        "type": "number",
+        "type": "integer",
         "minimum": 1,
         "maximum": 50,
         "description": "About how many search results to use (default from config: 5).",
@@ -3397,14 +3411,31 @@ def _describe(value) -> str:
     return text if len(text) <= 40 else text[:39] + "…"
 
 
-def _check_number(name: str, value, schema: dict) -> float | int:
-    if type(value) not in (int, float) or value != value or value in (float("inf"), -float("inf")):
-        raise InvalidParams(f"'{name}' must be a number, got {_describe(value)}")
+def _check_integer(name: str, value, schema: dict) -> int:
+    """An integer in range; 2.0 counts as 2 (JSON does not tell them apart)."""
+    whole = type(value) is int or (type(value) is float and value.is_integer())
+    if not whole:
+        raise InvalidParams(f"'{name}' must be a whole number, got {_describe(value)}")
     if not schema["minimum"] <= value <= schema["maximum"]:
         raise InvalidParams(
             f"'{name}' must be from {schema['minimum']} to {schema['maximum']}, got {value}"
         )
-    return int(value) if float(value).is_integer() else value
+    return int(value)
+
+
+def _check_unicode(name: str, value) -> None:
+    """Refuses a lone UTF-16 surrogate (JSON's "\\ud800"): no valid text holds one."""
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidParams(
+                f"'{name}' holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which is "
+                "not valid Unicode; send the text as valid UTF-8 or as escaped surrogate pairs"
+            ) from None
+    elif isinstance(value, list):
+        for item in value:
+            _check_unicode(name, item)
 
 
 def _check_domains(value, schema: dict) -> list[str]:
@@ -3490,6 +3521,9 @@ def validate_arguments(tool: str, arguments) -> dict:
         arguments = {}
     if not isinstance(arguments, dict):
         raise InvalidParams(f"'arguments' must be an object, got {_describe(arguments)}")
+    declared = TOOLS_BY_NAME[tool]["properties"]
+    for name in declared:
+        _check_unicode(name, arguments.get(name))
     query = arguments.get("query")
     if query is None:
         raise InvalidParams("'query' is required: pass the question as a string")
@@ -3501,10 +3535,9 @@ def validate_arguments(tool: str, arguments) -> dict:
     if len(query) > limit:
         raise InvalidParams(f"'query' is {len(query)} characters; the limit is {limit}")
     clean = {"query": query.strip()}
-    declared = TOOLS_BY_NAME[tool]["properties"]
     for name in ("recency_days", "max_results"):
         if name in declared and arguments.get(name) is not None:
-            clean[name] = _check_number(name, arguments[name], INPUT_PROPERTIES[name])
+            clean[name] = _check_integer(name, arguments[name], INPUT_PROPERTIES[name])
     if "domains" in declared and arguments.get("domains") is not None:
         clean["domains"] = _check_domains(arguments["domains"], INPUT_PROPERTIES["domains"])
     fresh = arguments.get("fresh")
@@ -3524,6 +3557,7 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+SERVER_BUSY = -32000
 TOOL_FAILED = -32001
 
 
@@ -3657,6 +3691,9 @@ class Dispatcher:
         self.log = log
         self.engine = engine
         self.heartbeat = Heartbeat(config.get("server", "progress_interval_s"))
+        self.max_calls = config.get("server", "max_calls")
+        self._running = 0  # tools/call in flight, across every session
+        self._running_lock = threading.Lock()
         self._methods = {
             "initialize": self._initialize,
             "ping": lambda params, session, request_id: {},
@@ -3685,8 +3722,11 @@ class Dispatcher:
             return None  # a response (its id may be null, e.g. after a parse error)
         request_id = message["id"]
         if not _valid_id(request_id):
+            got = _describe(request_id)
             return rpc_error(
-                None, INVALID_REQUEST, "Invalid Request: 'id' must be a string or an integer"
+                None,
+                INVALID_REQUEST,
+                f"Invalid Request: 'id' must be a string or an integer, got {got}",
             )
         try:
             if message.get("jsonrpc") != "2.0":
@@ -3749,7 +3789,12 @@ class Dispatcher:
         token = meta.get("progressToken") if isinstance(meta, dict) else None
         progress = self._progress_sender(session, token) if _valid_id(token) else None
         call = Call(request_id, name, progress)
-        session.register(call)
+        self._admit()
+        try:
+            session.register(call)
+        except RpcError:
+            self._release()
+            raise
         keys = sorted(arguments) if isinstance(arguments, dict) else []
         self.log.debug(
             "server", f"tools/call name={name} argsKeys={keys} queryLen={len(args['query'])}"
@@ -3765,7 +3810,23 @@ class Dispatcher:
             self.heartbeat.forget(call)
             session.unregister(call)
             session.done()
+            self._release()
             raise RpcError(INTERNAL_ERROR, "Internal error: cannot start a worker; retry") from None
+
+    def _admit(self) -> None:
+        """Counts a new call in, or refuses it when server.max_calls are already running."""
+        with self._running_lock:
+            if self._running >= self.max_calls:
+                raise RpcError(
+                    SERVER_BUSY,
+                    f"too many calls in flight ({self.max_calls}, server.max_calls); wait for "
+                    "one to finish or raise the limit",
+                )
+            self._running += 1
+
+    def _release(self) -> None:
+        with self._running_lock:
+            self._running -= 1
 
     def _progress_sender(self, session: Session, token):
         with_message = session.protocol_version >= "2025-03-26"
@@ -3801,6 +3862,7 @@ class Dispatcher:
         finally:
             call.finish()
             self.heartbeat.forget(call)
+            self._release()  # before the reply goes out: the client may send the next call
         try:
             if session.unregister(call) and reply is not None:
                 session.send(reply)
@@ -3911,19 +3973,29 @@ def decode_message(body: bytes):
     try:
         return json.loads(body), None
     except (ValueError, RecursionError) as exc:
-        why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
-        if isinstance(exc, RecursionError):
+        if isinstance(exc, json.JSONDecodeError):
+            why = exc.msg
+        elif isinstance(exc, RecursionError):
             why = "nested too deeply"
+        elif isinstance(exc, UnicodeDecodeError):
+            why = "not UTF-8"
+        else:  # Python's int() limit: a number of thousands of digits is no id anyone means
+            return None, rpc_error(
+                None, PARSE_ERROR, "Parse error: a number in the message has too many digits"
+            )
         return None, rpc_error(None, PARSE_ERROR, f"Parse error: the message is not JSON ({why})")
 
 
 class Frame:
-    """One thing the reader found: a message body, an oversized message, or skipped bytes."""
+    """One thing the reader found: a message body, an oversized message, a refused frame
+    (`invalid`, with the reason), or skipped bytes."""
 
-    __slots__ = ("body", "kind", "mode", "size")
+    __slots__ = ("body", "kind", "mode", "reason", "size")
 
-    def __init__(self, kind: str, body: bytes = b"", mode: str = "line", size: int = 0):
-        self.kind, self.body, self.mode, self.size = kind, body, mode, size
+    def __init__(
+        self, kind: str, body: bytes = b"", mode: str = "line", size: int = 0, reason: str = ""
+    ):
+        self.kind, self.body, self.mode, self.size, self.reason = kind, body, mode, size, reason
 
     def __repr__(self) -> str:
         return f"Frame({self.kind!r}, {self.body[:40]!r}, mode={self.mode!r}, size={self.size})"
@@ -3932,6 +4004,44 @@ class Frame:
 BOM = b"\xef\xbb\xbf"
 _HEADER_LIMIT = 8192
 _TOKEN = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_HEADER_NAMES = (b"Content-Length", b"content-length", b"CONTENT-LENGTH")
+_RESYNC_TAIL = 64  # bytes kept while resynchronising: a header name may be cut by the read
+_SCALAR_START = b'-0123456789"ntf'
+
+
+def _find_header(buffer, start: int, end: int) -> int:
+    """Where the first `Content-Length:` header starts in buffer[start:end], or -1.
+
+    Used only to resynchronise after bad input, so it looks for the usual spellings only.
+    """
+    found, end = -1, min(end, len(buffer))
+    for name in _HEADER_NAMES:
+        at = buffer.find(name, start, end)
+        while at >= 0:
+            colon = at + len(name)
+            while colon < end and buffer[colon] in b" \t":
+                colon += 1
+            if colon < end and buffer[colon] == 0x3A:  # ':'
+                break
+            at = buffer.find(name, at + 1, end)
+        if at >= 0 and (found < 0 or at < found):
+            found = at
+    return found
+
+
+def _looks_whole(buffer, start: int, end: int) -> bool:
+    """A JSON object or array ends with `}` or `]`; a cut or overrun body usually does not."""
+    while end > start and buffer[end - 1] in b" \t\r\n":
+        end -= 1
+    return end > start and buffer[end - 1] in b"}]"
+
+
+def _header_next(buffer, pos: int, end: int) -> bool:
+    """Whether buffer[pos:end] starts a `Content-Length:` header (or could, once more arrives)."""
+    if end - pos < 16:
+        head = bytes(buffer[pos:end])
+        return any(name.startswith(head) or head.startswith(name) for name in _HEADER_NAMES)
+    return _find_header(buffer, pos, pos + 32) == pos
 
 
 class FrameReader:
@@ -3940,6 +4050,10 @@ class FrameReader:
     Accepts `Content-Length: N` frames (any header case, other headers ignored, CRLF or LF)
     and newline-delimited JSON, in any mix. A message over `max_bytes` is reported and skipped
     without being held in memory; bytes that are neither are skipped a line at a time.
+
+    A bad frame (a bad or missing Content-Length, a length that is too short or too long) is
+    reported once as `invalid`, and the reader resynchronises on the next `Content-Length:`
+    header or the next line, so that one bad frame never glues later ones together.
     """
 
     def __init__(self, max_bytes: int):
@@ -3947,6 +4061,7 @@ class FrameReader:
         self._buffer = bytearray()
         self._skip_bytes = 0  # body of an oversized frame still to discard
         self._skip_line = False  # rest of an oversized line still to discard
+        self._resync = False  # discarding up to the next header or through the next newline
 
     def feed(self, data: bytes) -> list[Frame]:
         frames: list[Frame] = []
@@ -3979,6 +4094,8 @@ class FrameReader:
                     break  # the rest of a BOM has not arrived yet
             if first in b"{[":
                 pos, done = self._line(buffer, pos, end, frames)
+            elif self._resync:
+                pos, done = self._resynchronise(buffer, pos, end)
             else:
                 pos, done = self._framed(buffer, pos, end, frames)
             if not done:
@@ -3986,23 +4103,43 @@ class FrameReader:
         del buffer[:pos]
         return frames
 
+    def _resynchronise(self, buffer, pos: int, end: int) -> tuple[int, bool]:
+        """Skips the rest of a refused frame: up to the next header, or past the next newline."""
+        header = _find_header(buffer, pos, end)
+        newline = buffer.find(b"\n", pos, header if header >= 0 else end)
+        if newline >= 0:
+            header = newline + 1
+        if header < 0:
+            return max(pos, end - _RESYNC_TAIL), False
+        self._resync = False
+        return header, True
+
     def _line(self, buffer, pos: int, end: int, frames: list) -> tuple[int, bool]:
         newline = buffer.find(b"\n", pos)
         if newline < 0:
             if end - pos > self.max_bytes:
                 frames.append(Frame("oversized", mode="line", size=end - pos))
-                self._skip_line = True
+                self._skip_line, self._resync = True, False
                 return end, True
             return pos, False
+        resyncing, self._resync = self._resync, False
         if newline - pos > self.max_bytes:
             frames.append(Frame("oversized", mode="line", size=newline - pos))
-        else:
-            frames.append(Frame("message", bytes(buffer[pos:newline]), "line"))
+            return newline + 1, True
+        if buffer[newline - 1] != 0x7D and not _looks_whole(buffer, pos, newline):  # '}'
+            header = _find_header(buffer, pos + 1, newline)
+            if resyncing:  # the rest of a refused frame, reported already
+                return (header if header >= 0 else newline + 1), True
+            if header >= 0:  # JSON ran straight into a framed message: keep the frame
+                reason = "a JSON text ran into a Content-Length header"
+                frames.append(Frame("invalid", size=-1, reason=reason))
+                return header, True
+        frames.append(Frame("message", bytes(buffer[pos:newline]), "line"))
         return newline + 1, True
 
     def _framed(self, buffer, pos: int, end: int, frames: list) -> tuple[int, bool]:
         """Header lines, a blank line, then exactly Content-Length bytes of body."""
-        length = None
+        length, problem = None, ""
         cursor = pos
         while True:
             newline = buffer.find(b"\n", cursor, min(end, pos + _HEADER_LIMIT))
@@ -4014,47 +4151,124 @@ class FrameReader:
             if not line:
                 break
             name, colon, value = line.partition(b":")
-            if not colon or not name or name.translate(None, _TOKEN):
+            if (
+                name.endswith((b" ", b"\t"))
+                and colon
+                and name.rstrip().lower() == b"content-length"
+            ):
+                problem = problem or f"bad header {_quote(line)}: no space before the colon"
+            elif not colon or not name or name.translate(None, _TOKEN):
                 if cursor == pos:
                     return self._garbage(buffer, pos, end, frames)
-                frames.append(Frame("garbage", bytes(buffer[pos:cursor])))
+                if length is None and not problem:
+                    frames.append(Frame("garbage", bytes(buffer[pos:cursor])))
+                else:
+                    frames.append(
+                        Frame("invalid", reason="a header block without the blank line after it")
+                    )
                 return cursor, True  # the header block was broken off: look again here
-            if name.lower() == b"content-length":
-                value = value.strip()
-                length = int(value) if value.isdigit() and len(value) < 16 else -1
+            elif name.lower() == b"content-length":
+                value = value.strip(b" \t")
+                if not (value.isdigit() and len(value) < 16):
+                    problem = problem or (
+                        f"bad Content-Length {_quote(value)}: it must be the body's size in "
+                        "bytes, digits only"
+                    )
+                elif length is not None and int(value) != length:
+                    problem = problem or "two different Content-Length headers"
+                else:
+                    length = int(value)
             cursor = newline + 1
         body_start = newline + 1
-        if length is None or length < 0:
-            frames.append(Frame("garbage", bytes(buffer[pos:body_start])))
+        if not problem and length is None:
+            problem = "a header block without a Content-Length header"
+        if problem:
+            frames.append(Frame("invalid", mode="framed", size=-1, reason=problem))
+            self._resync = True  # its body, if any, is skipped
             return body_start, True
         if length > self.max_bytes:
             frames.append(Frame("oversized", mode="framed", size=length))
             self._skip_bytes = length
             return body_start, True
-        if end - body_start < length:
+        after = body_start + length
+        if end < after:
             return pos, False
-        frames.append(Frame("message", bytes(buffer[body_start : body_start + length]), "framed"))
-        return body_start + length, True
+        if buffer[after - 1] != 0x7D and not _looks_whole(buffer, body_start, after):  # '}'
+            return self._check_length(buffer, body_start, after, end, length, frames)
+        frames.append(Frame("message", bytes(buffer[body_start:after]), "framed", length))
+        return after, True
+
+    def _check_length(self, buffer, body_start, after, end, length, frames) -> tuple[int, bool]:
+        """A body that does not end like an object: the length may be wrong; find out which."""
+        body = bytes(buffer[body_start:after])
+        if decode_message(body)[1] is None:  # a JSON scalar, refused later as a message
+            frames.append(Frame("message", body, "framed", length))
+            return after, True
+        header = _find_header(buffer, body_start, after)
+        if header >= 0:
+            reason = f"Content-Length {length} is longer than the message before the next header"
+            frames.append(Frame("invalid", mode="framed", size=length, reason=reason))
+            return header, True
+        if after == end or buffer[after] in b" \t\r\n\xef" or _header_next(buffer, after, end):
+            frames.append(Frame("message", body, "framed", length))  # not JSON: a parse error
+            if after < end:
+                return after, True
+            # Nothing follows yet: if the rest of the body does, it must not glue onto the next
+            # frame, so the body is looked at again (silently) as the rest of a refused frame.
+            self._resync = True
+            return body_start, True
+        reason = f"Content-Length {length} is shorter than the message"
+        frames.append(Frame("invalid", mode="framed", size=length, reason=reason))
+        self._resync = True
+        return body_start, True
 
     def _garbage(self, buffer, pos: int, end: int, frames: list) -> tuple[int, bool]:
-        newline = buffer.find(b"\n", pos)
-        if newline < 0:
+        """Bytes that are neither a header nor a JSON line: up to the next header or line."""
+        header = _find_header(buffer, pos + 1, end)
+        newline = buffer.find(b"\n", pos, header if header >= 0 else end)
+        if newline < 0 and header < 0:
             frames.append(Frame("garbage", bytes(buffer[pos : pos + 200])))
-            self._skip_line = True
-            return end, True
-        frames.append(Frame("garbage", bytes(buffer[pos : min(newline + 1, pos + 200)])))
-        return newline + 1, True
+            self._resync = True
+            return max(pos + 1, end - _RESYNC_TAIL), True
+        stop = header if newline < 0 else newline + 1
+        text = bytes(buffer[pos:stop])
+        if text[:1] in _SCALAR_START and newline >= 0 and _is_json(text):
+            frames.append(Frame("message", text.rstrip(), "line"))  # 42, "hi", null: refused later
+        else:
+            frames.append(Frame("garbage", text[:200]))
+        return stop, True
+
+
+def _quote(value: bytes) -> str:
+    return json.dumps(value[:40].decode("utf-8", "replace"))
+
+
+def _is_json(text: bytes) -> bool:
+    return decode_message(text)[1] is None
 
 
 class StdioWriter:
-    """Owns stdout: whole messages only, written one batch at a time under a lock."""
+    """Owns stdout: whole messages only, written one batch at a time under a lock.
 
-    def __init__(self, fd: int, line_mode: bool, on_closed):
+    Answers in the framing the client uses: newline-delimited JSON once a line message is
+    understood (or when the first thing the client sends is a line), else Content-Length.
+    """
+
+    def __init__(self, fd: int, line_mode: bool, on_closed, log: Log | None = None):
         self.line_mode = line_mode
         self._fd = fd
         self._lock = threading.Lock()
         self._closed = False
         self._on_closed = on_closed
+        self._log = log
+        self.settled = False  # a message has been understood: its framing is the client's
+
+    def follow(self, mode: str, understood: bool) -> None:
+        """Notes the framing of a message just read; a garbled line only counts at first."""
+        if mode == "line" and (understood or not self.settled):
+            self.line_mode = True
+        if understood:
+            self.settled = True
 
     def frame(self, message: dict) -> bytes:
         body = encode_message(message)
@@ -4063,7 +4277,12 @@ class StdioWriter:
         return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
 
     def send(self, *messages: dict) -> None:
-        data = b"".join(self.frame(message) for message in messages)
+        chunks = [self.frame(message) for message in messages]
+        if self._log is not None and self._log.debug_enabled:
+            framing = "line" if self.line_mode else "content-length"
+            for chunk in chunks:
+                self._log.debug("stdio", f"send framing={framing} bytes={len(chunk)}")
+        data = b"".join(chunks)
         with self._lock:
             if self._closed:
                 return
@@ -4075,6 +4294,22 @@ class StdioWriter:
                 self._closed = True
         if self._closed:
             self._on_closed()
+
+
+def reader_gone(fd: int) -> bool:
+    """Whether nobody reads `fd` any more: the other end of its pipe or socket has closed."""
+    try:
+        import select
+
+        poller = select.poll()
+    except (ImportError, AttributeError):  # Windows has no poll(): assume a reader
+        return False
+    poller.register(fd, select.POLLOUT)  # POLLERR and POLLHUP are reported whatever is asked
+    try:
+        events = poller.poll(0)
+    except OSError:
+        return False
+    return any(event & (select.POLLERR | select.POLLHUP) for _, event in events)
 
 
 class _Stop(Exception):
@@ -4100,7 +4335,7 @@ def serve_stdio(dispatcher: Dispatcher, config: Config, log: Log) -> int:
         session.cancel_all()
         os._exit(0)  # the client has gone: nothing left to answer
 
-    writer = StdioWriter(fd_out, config.get("server", "line_mode"), stdout_closed)
+    writer = StdioWriter(fd_out, config.get("server", "line_mode"), stdout_closed, log)
     session = Session(writer.send)
     reader = FrameReader(config.get("server", "max_message_bytes"))
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -4108,6 +4343,8 @@ def serve_stdio(dispatcher: Dispatcher, config: Config, log: Log) -> int:
     try:
         while True:
             data = os.read(fd_in, 1 << 16)
+            if log.debug_enabled:
+                log.debug("stdio", f"stdin bytes={len(data)}")
             # At end of input, a newline completes a last line-mode message written without one.
             replies = _handle_frames(reader.feed(data or b"\n"), dispatcher, session, writer, log)
             if replies:
@@ -4115,7 +4352,12 @@ def serve_stdio(dispatcher: Dispatcher, config: Config, log: Log) -> int:
             if not data:
                 break
         log.debug("server", f"end of input; waiting for {session.in_flight()} call(s)")
-        session.wait_idle()
+        # A client that closed stdout as well has gone: its calls are cancelled, not awaited.
+        while session.in_flight():
+            if reader_gone(fd_out):
+                log.debug("server", "stdout closed too; in-flight calls cancelled")
+                stdout_closed()
+            session.wait_idle(0.25)
         return 0
     except _Stop:
         session.cancel_all()
@@ -4140,12 +4382,21 @@ def _handle_frames(frames: list, dispatcher, session, writer, log) -> list[dict]
 
 
 def _handle_frame(frame: Frame, dispatcher, session, writer, log) -> dict | None:
-    if frame.mode == "line" and frame.kind == "message":
-        writer.line_mode = True
+    if log.debug_enabled and frame.mode == "framed" and frame.size >= 0:
+        log.debug("stdio", f"frame header length={frame.size}")
     if frame.kind == "garbage":
         log.say(f"skipped {len(frame.body)} bytes that are not an MCP message: {frame.body[:60]!r}")
         return None
+    if frame.kind == "invalid":
+        log.say(f"refused a message: {frame.reason}")
+        return rpc_error(
+            None,
+            PARSE_ERROR,
+            f"Parse error: {frame.reason}; that message was skipped, and reading goes on at the "
+            "next one",
+        )
     if frame.kind == "oversized":
+        writer.follow(frame.mode, understood=False)
         limit = dispatcher.config.get("server", "max_message_bytes")
         return rpc_error(
             None,
@@ -4154,6 +4405,8 @@ def _handle_frame(frame: Frame, dispatcher, session, writer, log) -> dict | None
             "(server.max_message_bytes); it was skipped",
         )
     message, error = decode_message(frame.body)
+    if frame.mode == "line" or not writer.settled:
+        writer.follow(frame.mode, error is None)
     if error is not None:
         return error
     if log.debug_enabled and isinstance(message, dict):

@@ -17,6 +17,7 @@ from openai_responses_mcp import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PROTOCOL_VERSIONS,
+    SERVER_BUSY,
     SERVER_NAME,
     TOOL_FAILED,
     Cancelled,
@@ -57,10 +58,12 @@ SEED_TOOLS = {
         "Best for simple lookups or urgent questions."
     ),
 }
+# The seed's types, except that counts say "integer" where it said "number": 1.5 days or
+# 2.7 results mean nothing, and are refused.
 SEED_FULL_PROPERTIES = {
     "query": {"type": "string"},
-    "recency_days": {"type": "number"},
-    "max_results": {"type": "number"},
+    "recency_days": {"type": "integer"},
+    "max_results": {"type": "integer"},
     "domains": {"type": "array", "items": {"type": "string"}},
 }
 SEED_PROPERTIES = {
@@ -501,6 +504,11 @@ def test_missing_tool_name_is_method_not_found(harness):
         ({"query": "q", "recency_days": 0}, "recency_days"),
         ({"query": "q", "recency_days": -3}, "recency_days"),
         ({"query": "q", "recency_days": 36_501}, "recency_days"),
+        ({"query": "q", "recency_days": 1.5}, "recency_days"),
+        ({"query": "q", "max_results": 2.7}, "max_results"),
+        ({"query": "\ud800"}, "query"),
+        ({"query": "ok \udfff too"}, "query"),
+        ({"query": "q", "domains": ["a.com", "b\ud800.com"]}, "domains"),
         ({"query": "q", "max_results": "5"}, "max_results"),
         ({"query": "q", "max_results": 0}, "max_results"),
         ({"query": "q", "max_results": 51}, "max_results"),
@@ -611,6 +619,27 @@ def test_invalid_domains_are_invalid_params_naming_the_item(harness, domains, wh
     assert harness.engine.calls == []
 
 
+def test_fractional_counts_are_refused_as_whole_numbers(harness):
+    reply = harness.start_call({"query": "q", "recency_days": 1.5})
+    assert error_of(reply)["message"] == (
+        "Invalid params: 'recency_days' must be a whole number, got 1.5"
+    )
+
+
+def test_a_lone_surrogate_is_refused_before_any_request_with_a_clear_message(harness):
+    reply = harness.start_call({"query": "what is \ud800?"})
+    message = error_of(reply)["message"]
+    assert "'query' holds a lone surrogate" in message
+    assert "valid UTF-8" in message
+    assert harness.engine.calls == []
+
+
+def test_an_escaped_surrogate_pair_is_valid_text(harness):
+    harness.call({"query": json.loads('"emoji \\ud83d\\ude00"')})
+    ((_, args, _),) = harness.engine.calls
+    assert args["query"] == "emoji 😀"
+
+
 def test_answer_quick_ignores_properties_it_does_not_declare(harness):
     harness.call({"query": "q", "recency_days": "not checked"}, tool="answer_quick")
     ((_, args, _),) = harness.engine.calls
@@ -633,6 +662,46 @@ def test_duplicate_in_flight_id_is_rejected(config):
     h.idle()
     assert len(h.engine.calls) == 1
     assert [m["id"] for m in h.outbox.replies()] == [9]
+
+
+def test_calls_over_server_max_calls_are_refused_at_once_naming_the_key(tmp_path):
+    release = threading.Event()
+
+    def waits_for_release(tool, args, call):
+        release.wait(10)
+        return ANSWER, META
+
+    limited = load_config({}, {"XDG_CONFIG_HOME": str(tmp_path)})
+    limited.values["server"]["max_calls"] = 2
+    engine = FakeEngine(waits_for_release)
+    first, second = Harness(limited, engine), Harness(limited, engine)
+    second.dispatcher = first.dispatcher  # two sessions of one server share the limit
+    assert first.start_call({"query": "one"}, request_id=1) is None
+    assert second.start_call({"query": "two"}, request_id=1) is None
+    reply = second.start_call({"query": "three"}, request_id=2)
+    assert reply["id"] == 2
+    assert error_of(reply) == {
+        "code": SERVER_BUSY,
+        "message": "too many calls in flight (2, server.max_calls); wait for one to finish or "
+        "raise the limit",
+    }
+    release.set()
+    first.idle()
+    second.idle()
+    assert len(engine.calls) == 2
+    assert "result" in first.call({"query": "four"}, request_id=3)
+
+
+def test_a_refused_duplicate_id_does_not_use_up_a_call_slot(tmp_path):
+    limited = load_config({}, {"XDG_CONFIG_HOME": str(tmp_path)})
+    limited.values["server"]["max_calls"] = 2
+    release = threading.Event()
+    h = Harness(limited, FakeEngine(lambda tool, args, call: (release.wait(10), (ANSWER, META))[1]))
+    assert h.start_call({"query": "one"}, request_id=9) is None
+    assert error_of(h.start_call({"query": "two"}, request_id=9))["code"] == INVALID_REQUEST
+    assert h.start_call({"query": "three"}, request_id=10) is None
+    release.set()
+    h.idle()
 
 
 def test_an_id_may_be_reused_once_its_call_finished(harness):
@@ -1042,3 +1111,34 @@ def test_no_progress_is_sent_once_the_call_is_cancelled(harness):
     harness.idle()
     assert harness.outbox.progress() == []
     assert harness.outbox.replies() == []
+
+
+# -- Logging never changes a reply -----------------------------------------------------------------
+
+
+def test_log_escapes_a_lone_surrogate_in_the_debug_file(tmp_path):
+    path = tmp_path / "debug.log"
+    log = Log(debug=True, path=str(path))
+    log.debug("server", "recv method=\ud800")
+    assert "recv method=\\ud800" in path.read_text(encoding="utf-8")
+
+
+def test_log_that_cannot_write_raises_nothing(tmp_path, monkeypatch):
+    log = Log(debug=True, path=str(tmp_path / "debug.log"))
+    log._file.close()  # a debug file that fails (full disk, closed)
+    monkeypatch.setattr("sys.stderr", None)  # and no stderr at all
+    log.debug("server", "a line")
+    log.say("a warning")
+
+
+def test_a_failing_debug_log_does_not_change_the_reply(config, tmp_path):
+    from openai_responses_mcp import FrameReader, StdioWriter, _handle_frames
+
+    log = Log(debug=True, path=str(tmp_path / "debug.log"))
+    log._file.close()
+    dispatcher = Dispatcher(config, log, FakeEngine())
+    writer = StdioWriter(-1, True, lambda: None)
+    frames = FrameReader(4096).feed(b'{"jsonrpc":"2.0","id":5,"method":"\\ud800"}\n')
+    (reply,) = _handle_frames(frames, dispatcher, Session(writer.send), writer, log)
+    assert reply["id"] == 5
+    assert error_of(reply)["code"] == METHOD_NOT_FOUND

@@ -174,24 +174,35 @@ def test_several_garbage_lines_are_skipped_before_a_line_message():
     assert messages(frames) == [PING]
 
 
-def test_header_block_broken_off_by_a_json_line_yields_that_json_line():
+def test_header_block_broken_off_by_a_json_line_is_refused_and_yields_that_json_line():
     data = b"Content-Length: 40\r\n" + line(PING)
     frames = FrameReader(MAX).feed(data)
-    assert kinds(frames) == ["garbage", "message"]
+    assert kinds(frames) == ["invalid", "message"]
+    assert "blank line" in frames[0].reason
     assert messages(frames) == [PING]
 
 
-def test_header_block_without_content_length_is_skipped_as_garbage():
-    frames = FrameReader(MAX).feed(b"Content-Type: application/json\r\n\r\n" + line(PING))
+def test_header_lines_without_content_length_broken_off_are_garbage():
+    frames = FrameReader(MAX).feed(b"Warning: odd\n" + line(PING))
     assert kinds(frames) == ["garbage", "message"]
+
+
+def test_header_block_without_content_length_is_refused_and_its_body_skipped():
+    data = b"Content-Type: application/json\r\n\r\n" + encode_message(PONG) + framed(PING)
+    frames = FrameReader(MAX).feed(data)
+    assert kinds(frames) == ["invalid", "message"]
+    assert "without a Content-Length" in frames[0].reason
     assert messages(frames) == [PING]
 
 
-@pytest.mark.parametrize("value", [b"abc", b"-5", b"+5", b"1e3", b"", b"99999999999999999999"])
-def test_invalid_content_length_is_skipped_as_garbage(value):
+@pytest.mark.parametrize(
+    "value", [b"abc", b"-5", b"+5", b"1e3", b"", b"99999999999999999999", "²".encode()]
+)
+def test_invalid_content_length_is_refused_once_naming_the_value(value):
     data = b"Content-Length: " + value + b"\r\n\r\n" + framed(PING)
     frames = FrameReader(MAX).feed(data)
-    assert frames[0].kind == "garbage"
+    assert kinds(frames) == ["invalid", "message"]
+    assert "bad Content-Length" in frames[0].reason
     assert messages(frames) == [PING]
 
 
@@ -430,6 +441,148 @@ def test_arbitrary_bytes_never_raise_never_hang_and_stay_bounded(chunks):
     assert not worker.is_alive(), "FrameReader.feed did not return"
     if "error" in outcome:
         raise outcome["error"]
-    assert {f.kind for f in outcome["frames"]} <= {"message", "garbage", "oversized"}
+    assert {f.kind for f in outcome["frames"]} <= {"message", "garbage", "oversized", "invalid"}
     assert all(len(f.body) <= limit for f in outcome["frames"])
     assert outcome["peak"] <= limit + _HEADER_LIMIT + 300
+
+
+# -- One bad frame never glues the next ones together ----------------------------------------------
+
+PING_BODY = encode_message(PING)
+BAD_HEADERS = {
+    "negative": b"Content-Length: -2\r\n\r\n",
+    "plus-sign": b"Content-Length: +2\r\n\r\n",
+    "space-before-colon": b"Content-Length : 2\r\n\r\n",
+    "no-content-length": b"Content-Type: application/json\r\n\r\n",
+    "two-lengths": b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("header", BAD_HEADERS.values(), ids=BAD_HEADERS.keys())
+def test_bad_header_is_refused_once_and_its_body_does_not_swallow_later_frames(header):
+    data = header + encode_message(PONG) + framed(PING) + framed(PONG)
+    frames = FrameReader(MAX).feed(data)
+    assert kinds(frames) == ["invalid", "message", "message"]
+    assert frames[0].reason
+    assert messages(frames) == [PING, PONG]
+    assert [f.mode for f in frames[1:]] == ["framed", "framed"]
+
+
+@pytest.mark.parametrize("header", BAD_HEADERS.values(), ids=BAD_HEADERS.keys())
+def test_bad_header_then_frames_arriving_later_resynchronise(header):
+    """A client that waits for the error before it sends its next frame."""
+    reader = FrameReader(MAX)
+    frames = reader.feed(header + encode_message(PONG))
+    assert kinds(frames) == ["invalid"]
+    assert messages(reader.feed(framed(PING)) + reader.feed(framed(PONG))) == [PING, PONG]
+
+
+def test_space_before_the_colon_is_named_in_the_reason():
+    frames = FrameReader(MAX).feed(BAD_HEADERS["space-before-colon"] + framed(PING))
+    assert "no space before the colon" in frames[0].reason
+
+
+@pytest.mark.parametrize("short_by", [1, 5, len(PING_BODY) - 1, len(PING_BODY)])
+def test_too_small_length_is_refused_once_and_the_next_frame_is_returned(short_by):
+    header = b"Content-Length: %d\r\n\r\n" % (len(PING_BODY) - short_by)
+    frames = FrameReader(MAX).feed(header + PING_BODY + framed(PONG) + framed(PING))
+    assert messages(frames) == [PONG, PING]
+    refused = [f for f in frames if f.kind != "message"]
+    assert len(refused) == 1
+    assert refused[0].kind == "invalid"
+    assert "shorter" in refused[0].reason
+
+
+@pytest.mark.parametrize("long_by", [1, 10, 30])
+def test_too_large_length_is_refused_once_and_the_next_frame_is_returned(long_by):
+    header = b"Content-Length: %d\r\n\r\n" % (len(PING_BODY) + long_by)
+    frames = FrameReader(MAX).feed(header + PING_BODY + framed(PONG) + framed(PING))
+    assert kinds(frames) == ["invalid", "message", "message"]
+    assert "Content-Length" in frames[0].reason
+    assert messages(frames) == [PONG, PING]
+
+
+def test_json_running_into_a_header_is_refused_and_the_frame_kept():
+    frames = FrameReader(MAX).feed(b'{"jsonrpc":' + framed(PING))
+    assert kinds(frames) == ["invalid", "message"]
+    assert messages(frames) == [PING]
+
+
+def test_a_json_line_mentioning_content_length_is_one_message():
+    message = {"jsonrpc": "2.0", "id": 1, "method": "x", "params": {"q": "Content-Length: 40"}}
+    frames = FrameReader(MAX).feed(line(message) + line(PING))
+    assert messages(frames) == [message, PING]
+
+
+def test_garbage_running_into_a_header_stops_at_the_header():
+    frames = FrameReader(MAX).feed(b"npm WARN odd" + framed(PING))
+    assert kinds(frames) == ["garbage", "message"]
+    assert messages(frames) == [PING]
+
+
+def test_junk_header_block_then_a_json_line_yields_the_json_line():
+    """An NDJSON client behind a wrapper that printed a header-like line."""
+    frames = FrameReader(MAX).feed(b"Note: starting\n\n" + line(PING))
+    assert kinds(frames) == ["invalid", "message"]
+    assert messages(frames) == [PING]
+
+
+@pytest.mark.parametrize("text", [b"42", b'"hello"', b"null", b"true", b"-1.5"])
+def test_a_json_line_that_is_not_an_object_is_a_message(text):
+    frames = FrameReader(MAX).feed(text + b"\n" + line(PING))
+    assert kinds(frames) == ["message", "message"]
+    assert frames[0].body == text
+    assert frames[0].mode == "line"
+
+
+@pytest.mark.parametrize("text", [b"nope", b"true story", b"42 is the answer", b"-- note"])
+def test_text_that_only_starts_like_json_is_garbage(text):
+    assert kinds(FrameReader(MAX).feed(text + b"\n" + line(PING))) == ["garbage", "message"]
+
+
+def test_framed_message_reports_its_content_length():
+    frames = FrameReader(MAX).feed(framed(PING))
+    assert frames[0].size == len(PING_BODY)
+
+
+# After any garbage or bad frame, the next valid message is read. Garbage never contains a
+# whole `Content-Length` header name: bytes that make a valid header ARE a frame.
+random_garbage = st.binary(max_size=200).filter(lambda b: b"ength" not in b.lower())
+bad_header_frames = st.builds(
+    lambda header, message: header + encode_message(message),
+    st.sampled_from(list(BAD_HEADERS.values())),
+    rpc_messages,
+)
+wrong_length_frames = st.builds(
+    lambda message, delta: (
+        b"Content-Length: %d\r\n\r\n" % max(0, len(encode_message(message)) + delta)
+        + encode_message(message)
+    ),
+    rpc_messages,
+    st.integers(-200, 12).filter(bool),
+)
+scalar_lines = st.sampled_from([b"42\n", b'"hello"\n', b"null\n", b"true\n", b"[]\n"])
+bad_inputs = (
+    st.builds(lambda b: b + b"\n", random_garbage)
+    | bad_header_frames
+    | wrong_length_frames
+    | scalar_lines
+)
+
+
+@PROPERTY
+@given(
+    bad=st.lists(bad_inputs, min_size=1, max_size=3),
+    message=rpc_messages,
+    framing=st.sampled_from(["line", "framed"]),
+    cuts=st.lists(st.integers(0, 10**6), max_size=8),
+)
+def test_after_any_bad_input_the_next_valid_message_is_read(bad, message, framing, cuts):
+    marker = {**message, "id": "next-valid"}
+    valid = line(marker) if framing == "line" else framed(marker)
+    # A line client ends what it writes with a newline; a framed client does not.
+    data = b"".join(item + b"\n" if framing == "line" else item for item in bad) + valid
+    frames = feed_all(FrameReader(1 << 20), *split_at(data, cuts))
+    assert frames[-1].kind == "message"
+    assert json.loads(frames[-1].body) == marker
+    assert frames[-1].mode == framing

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import signal
@@ -12,6 +13,8 @@ import time
 import pytest
 from conftest import SCRIPT, base_env
 from fake_upstream import Reply
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 SMALL_LIMIT = "server:\n  max_message_bytes: 2048\n"
 
@@ -185,7 +188,7 @@ def test_oversized_message_error_names_the_limit_setting(spawn):
 def test_200_concurrent_large_answers_never_interleave(spawn, fake):
     text = ("The quick brown fox jumps over the lazy dog. " * 500)[:20_000]
     fake.default = Reply(text=text)
-    server = spawn(upstream=fake)
+    server = spawn(upstream=fake, config="server:\n  max_calls: 200\n")
     server.initialize()
     server.write(b"".join(as_line(call_message(i)) for i in range(200)))
     replies = [server.recv(timeout=60) for _ in range(200)]
@@ -313,3 +316,267 @@ def test_initialize_tools_list_and_ping_do_not_import_openai(spawn):
     assert any(line.rstrip().endswith("| threading") for line in trace), "no import trace"
     imported = [line.rsplit("|", 1)[1].strip() for line in trace]
     assert [name for name in imported if re.match(r"openai(\.|$)", name)] == []
+
+
+# -- One bad frame never wedges the session (issue 11.2) -------------------------------------------
+
+PING_BODY = json.dumps(rpc("ping", "bad-body")).encode()
+BAD_FRAMES = {
+    "negative-length": b"Content-Length: -2\r\n\r\n" + PING_BODY,
+    "plus-sign": b"Content-Length: +2\r\n\r\n" + PING_BODY,
+    "space-before-colon": b"Content-Length : 2\r\n\r\n" + PING_BODY,
+    "no-content-length": b"Content-Type: application/json\r\n\r\n" + PING_BODY,
+    "too-small": b"Content-Length: 5\r\n\r\n" + PING_BODY,
+    "too-large": b"Content-Length: %d\r\n\r\n" % (len(PING_BODY) + 8) + PING_BODY,
+}
+
+
+@pytest.mark.parametrize("bad", BAD_FRAMES.values(), ids=BAD_FRAMES.keys())
+def test_bad_frame_gets_one_error_and_later_frames_are_answered_framed(spawn, bad):
+    server = spawn()
+    server.initialize(framing="framed")
+    server.write(bad + as_frame(rpc("ping", "after-1")) + as_frame(rpc("ping", "after-2")))
+    error = server.recv()
+    assert error["id"] is None
+    assert error_code(error) == -32700
+    assert "Content-Length" in error["error"]["message"] or "header" in error["error"]["message"]
+    assert server.recv() == {"jsonrpc": "2.0", "id": "after-1", "result": {}}
+    assert server.recv() == {"jsonrpc": "2.0", "id": "after-2", "result": {}}
+    assert server.request("ping", framing="framed")["result"] == {}
+    assert set(server.reader.framings) == {"framed"}
+    assert all(m.get("id") != "bad-body" for m in finish(server))
+
+
+def test_bad_frame_then_a_frame_sent_after_the_error_is_answered(spawn):
+    """A client that waits for the error before it writes again."""
+    server = spawn()
+    server.write(BAD_FRAMES["negative-length"])
+    assert error_code(server.recv()) == -32700
+    assert server.request("ping", framing="framed")["result"] == {}
+    assert server.reader.framings == ["framed", "framed"]
+
+
+BAD_INPUTS = st.lists(
+    st.sampled_from(list(BAD_FRAMES.values()))
+    # Garbage never holds a whole header name: bytes that make a valid header ARE a frame.
+    | st.binary(max_size=80).filter(lambda b: b"ength" not in b.lower()).map(lambda b: b + b"\n")
+    | st.sampled_from([b"42\n", b"null\n", b'"hi"\n', b"{not json}\n"]),
+    min_size=1,
+    max_size=3,
+)
+
+
+def test_after_any_bad_input_the_next_valid_message_is_answered(spawn):
+    """One server, many examples: each writes bad input then a ping it must see answered."""
+    server = spawn()
+    markers = itertools.count()
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(bad=BAD_INPUTS, framing=st.sampled_from(["line", "framed"]))
+    def next_message_is_answered(bad, framing):
+        marker = f"next-{next(markers)}"
+        # A line client ends what it writes with a newline; a framed client does not.
+        ending = b"\n" if framing == "line" else b""
+        encode = as_line if framing == "line" else as_frame
+        server.write(b"".join(item + ending for item in bad) + encode(rpc("ping", marker)))
+        reply, _ = server.recv_until(lambda m: m.get("id") == marker, timeout=10)
+        assert reply["result"] == {}
+
+    next_message_is_answered()
+    assert "Traceback" not in server.stderr
+
+
+# -- Odd stdio inputs (issue 11.19) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", [b"42", b'"hello"', b"null", b"true", b"-1.5"])
+def test_a_json_line_that_is_not_an_object_gets_invalid_request(spawn, text):
+    server = spawn()
+    server.write(text + b"\n")
+    reply = server.recv()
+    assert reply["id"] is None
+    assert error_code(reply) == -32600
+    assert "JSON object" in reply["error"]["message"]
+    assert server.request("ping")["result"] == {}
+    assert "skipped" not in server.stderr
+
+
+def test_an_oversized_first_line_is_answered_in_ndjson(spawn):
+    server = spawn(config=SMALL_LIMIT)
+    server.write(OVERSIZED + b"\n")
+    assert error_code(server.recv()) == -32600
+    assert server.reader.framings == ["line"]
+
+
+def test_a_framed_client_stays_framed_after_a_garbled_line(spawn):
+    server = spawn()
+    server.initialize(framing="framed")
+    server.write(b"{not json}\n")
+    assert error_code(server.recv()) == -32700
+    server.request("ping", framing="framed")
+    assert set(server.reader.framings) == {"framed"}
+
+
+def test_a_huge_integer_id_is_echoed_exactly(spawn):
+    server = spawn()
+    huge = 123456789012345678901234567890
+    server.write(b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % huge)
+    assert server.recv() == {"jsonrpc": "2.0", "id": huge, "result": {}}
+    assert b'"id":123456789012345678901234567890,' in bytes(server.reader.raw)
+
+
+def test_an_id_of_thousands_of_digits_is_refused_as_such(spawn):
+    server = spawn()
+    server.write(b'{"jsonrpc":"2.0","id":' + b"9" * 5000 + b',"method":"ping"}\n')
+    reply = server.recv()
+    assert error_code(reply) == -32700
+    assert reply["error"]["message"] == "Parse error: a number in the message has too many digits"
+
+
+@pytest.mark.parametrize(("raw", "shown"), [(b"1e400", "Infinity"), (b"1.5", "1.5")])
+def test_a_non_integer_numeric_id_is_refused_naming_it(spawn, raw, shown):
+    server = spawn()
+    server.write(b'{"jsonrpc":"2.0","id":' + raw + b',"method":"ping"}\n')
+    reply = server.recv()
+    assert error_code(reply) == -32600
+    assert reply["error"]["message"].endswith(f"must be a string or an integer, got {shown}")
+
+
+@pytest.mark.parametrize("token", [7, 0, 123456789012345678901234567890])
+def test_an_integer_progress_token_gets_progress(spawn, fake, token):
+    """MCP: "Progress tokens MUST be a string or integer value"."""
+    fake.enqueue(Reply(event_delay=0.05))
+    server = spawn(upstream=fake)
+    server.initialize()
+    server.send(call_message("numeric", _meta={"progressToken": token}))
+    reply, before = server.recv_until(lambda m: m.get("id") == "numeric", timeout=20)
+    assert "result" in reply
+    notices = [m for m in before if m.get("method") == "notifications/progress"]
+    assert notices
+    assert all(n["params"]["progressToken"] == token for n in notices)
+
+
+@pytest.mark.parametrize(("name", "value"), [("recency_days", 1.5), ("max_results", 2.7)])
+def test_fractional_counts_are_refused_before_any_request(spawn, fake, name, value):
+    server = spawn(upstream=fake)
+    server.initialize()
+    reply = server.call("answer", {"query": "q", name: value})
+    assert error_code(reply) == -32602
+    assert f"'{name}' must be a whole number" in reply["error"]["message"]
+    assert fake.requests == []
+
+
+# -- Lone surrogates (issue 11.10) and logging that never changes a reply (11.20) ------------------
+
+
+def test_a_lone_surrogate_in_the_query_is_invalid_params_before_any_request(spawn, fake):
+    server = spawn(upstream=fake)
+    server.initialize()
+    server.write(
+        b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"answer",'
+        b'"arguments":{"query":"what is \\ud800?"}}}\n'
+    )
+    reply = server.recv()
+    assert reply["id"] == 3
+    assert error_code(reply) == -32602
+    assert "lone surrogate" in reply["error"]["message"]
+    assert fake.requests == []
+
+
+@pytest.mark.parametrize("to_file", [False, True], ids=["stderr", "debug-file"])
+def test_debug_logging_of_a_lone_surrogate_never_changes_the_reply(spawn, tmp_path, to_file):
+    args = ["--stdio", "--debug"] + ([str(tmp_path / "debug.log")] if to_file else [])
+    server = spawn(*args)
+    server.write(b'{"jsonrpc":"2.0","id":5,"method":"\\ud800"}\n')
+    reply = server.recv()
+    assert reply["id"] == 5
+    assert error_code(reply) == -32601
+    assert server.request("ping")["result"] == {}
+    wait_until(lambda: "recv method=\\ud800" in server.stderr, what="the escaped debug line")
+    if to_file:
+        assert "recv method=\\ud800" in (tmp_path / "debug.log").read_text(encoding="utf-8")
+
+
+# -- A cap on calls in flight (issue 11.14) --------------------------------------------------------
+
+
+def test_a_call_over_server_max_calls_is_refused_at_once_naming_the_key(spawn, fake):
+    fake.enqueue(Reply(stall_after_events=2), Reply(stall_after_events=2))
+    server = spawn(upstream=fake, config="server:\n  max_calls: 2\n")
+    server.initialize()
+    server.write(as_line(call_message("a", "first")) + as_line(call_message("b", "second")))
+    fake.wait_for_requests(2)
+    reply = server.call("answer", {"query": "one too many"}, timeout=5)
+    assert error_code(reply) == -32000
+    assert reply["error"]["message"] == (
+        "too many calls in flight (2, server.max_calls); wait for one to finish or raise the limit"
+    )
+    assert len(fake.requests) == 2
+    for request_id in ("a", "b"):
+        server.send(rpc("notifications/cancelled", params={"requestId": request_id}))
+    fake.wait_for_disconnect(0, timeout=10)
+    fake.wait_for_disconnect(1, timeout=10)
+    wait_until(lambda: "result" in server.call("answer", {"query": "room now"}), timeout=20)
+
+
+# -- A vanished client (issue 11.15) ---------------------------------------------------------------
+
+
+def test_end_of_input_with_stdout_closed_cancels_the_call_and_exits_at_once(tmp_path, fake):
+    fake.enqueue(Reply(stall_after_events=2))
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--stdio"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=base_env(tmp_path, OPENAI_BASE_URL=fake.base_url),
+    )
+    try:
+        proc.stdin.write(as_line(call_message("stalled")))
+        proc.stdin.flush()
+        fake.wait_for_requests(1, timeout=20)
+        proc.stdout.close()
+        proc.stdin.close()
+        assert proc.wait(timeout=10) == 0  # not request.timeout_ms (300 s)
+        fake.wait_for_disconnect(0, timeout=5)
+        assert b"Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        proc.stderr.close()
+
+
+# -- Transport debug lines (issue 13.4) ------------------------------------------------------------
+
+
+def test_debug_shows_transport_sizes_and_never_the_query(spawn, fake):
+    server = spawn("--stdio", "--debug", upstream=fake)
+    server.initialize(framing="framed")
+    secret = "my very private question about zebras"
+    body = json.dumps(call_message("dbg", query=secret)).encode()
+    server.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    server.recv_until(lambda m: m.get("id") == "dbg", timeout=20)
+    finish(server)
+    log = server.stderr
+    assert re.search(r"stdio: stdin bytes=\d+", log)
+    assert f"stdio: frame header length={len(body)}" in log
+    assert re.search(r"stdio: send framing=content-length bytes=\d+", log)
+    assert secret not in log
+    assert "zebras" not in log
+
+
+def test_debug_names_line_framing_for_line_clients(spawn):
+    server = spawn("--stdio", "--debug")
+    server.request("ping")
+    finish(server)
+    assert "stdio: send framing=line bytes=" in server.stderr
+    assert "frame header length=" not in server.stderr
+
+
+def test_no_transport_lines_without_debug(spawn):
+    server = spawn()
+    server.request("ping", framing="framed")
+    finish(server)
+    assert "stdin bytes=" not in server.stderr
+    assert "send framing=" not in server.stderr
