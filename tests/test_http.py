@@ -512,10 +512,13 @@ def test_stateless_cancel_reaches_only_the_call_of_the_client_that_sent_it(serve
     server = serve("--stateless")
     fake.enqueue(Reply(stall_after_events=2), Reply(stall_after_events=2))
     alice, bob = {"User-Agent": "alice/1"}, {"User-Agent": "bob/1"}
-    call = rpc("tools/call", call_params(), id=2)  # SDK clients number their requests alike
-    alices = in_background(post, server.port, call, headers=alice)
+    # SDK clients number their requests alike; the questions differ, so that the two calls do
+    # not share one upstream request (single-flight).
+    alices_call = rpc("tools/call", call_params("Alice asks"), id=2)
+    bobs_call = rpc("tools/call", call_params("Bob asks"), id=2)
+    alices = in_background(post, server.port, alices_call, headers=alice)
     fake.wait_for_requests(1)
-    bobs = in_background(post, server.port, call, headers=bob)
+    bobs = in_background(post, server.port, bobs_call, headers=bob)
     fake.wait_for_requests(2)
     cancel = notification("notifications/cancelled", {"requestId": 2})
     assert post(server.port, cancel, headers=bob).status == 202
@@ -530,10 +533,9 @@ def test_stateless_cancel_reaches_only_the_call_of_the_client_that_sent_it(serve
 def test_stateless_cancel_that_matches_two_alike_clients_cancels_neither(serve, fake):
     server = serve("--stateless")
     fake.enqueue(Reply(stall_after_events=2), Reply(stall_after_events=2))
-    call = rpc("tools/call", call_params(), id=2)
-    in_background(post, server.port, call)
+    in_background(post, server.port, rpc("tools/call", call_params("first"), id=2))
     fake.wait_for_requests(1)
-    in_background(post, server.port, call)
+    in_background(post, server.port, rpc("tools/call", call_params("second"), id=2))
     fake.wait_for_requests(2)
     cancel = notification("notifications/cancelled", {"requestId": 2})
     assert post(server.port, cancel).status == 202
@@ -992,7 +994,8 @@ def test_sigterm_ends_cut_calls_on_event_streams_with_an_error_event(serve, fake
     message = rpc("tools/call", call_params(token="t"), id=6)
     pending = in_background(post, server.port, message, session)
     stream, endpoint = open_sse(server.port)
-    assert post(server.port, rpc("tools/call", call_params(), id=7), path=endpoint).status == 202
+    legacy_call = rpc("tools/call", call_params("another question"), id=7)
+    assert post(server.port, legacy_call, path=endpoint).status == 202
     fake.wait_for_requests(2)
     server.proc.send_signal(signal.SIGTERM)
     legacy = stream.next_message()

@@ -58,7 +58,7 @@ def test_smoke_runs_all_three_tools_and_prints_model_citations_latency_and_cost(
         assert row[1] == "gpt-5.2-2026-01-01"  # the model the upstream reported
         assert row[2] == "1"  # citations
         assert row[3].endswith("s") and float(row[3][:-1]) >= 0  # latency
-        assert row[5] == "tokens" and int(row[4]) > 0  # cost, as tokens without _meta.cost
+        assert row[4].startswith("$") and float(row[4][1:]) > 0  # cost from _meta.cost.usd
     assert proc.stdout.rstrip().endswith("smoke: OK, all three tools answered")
     assert sorted(r.body["model"] for r in fake.requests) == ["gpt-5.2"] * 3
     assert all(r.authorized_with(TEST_KEY) for r in fake.requests)
