@@ -1926,8 +1926,9 @@ def usage_meta(response: dict, elapsed_s: float, attempts: int) -> dict:
 
 # -- Prices: what an answer cost in dollars --------------------------------------------------------
 
-# USD per million tokens (input, cached input, output) at standard-tier prices, read from
-# OpenAI's pricing pages on PRICES_DATE. pricing.models in the config adds to and overrides it.
+# USD per million tokens (input, cached input, output) at standard-tier prices as of PRICES_DATE,
+# gathered from published price lists (OpenAI's own page could not be read from here, so check
+# it: https://openai.com/api/pricing). pricing.models in the config adds to and overrides it.
 PRICES_DATE = "2026-11-23"
 BUILTIN_PRICES = {
     "gpt-5.5": (5.00, 0.50, 30.00),
@@ -5858,8 +5859,6 @@ def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
 
 # -- --doctor: a self-check for a person setting the server up ---------------------------------
 
-# Path-valued settings the server writes to (a setting that does not exist yet is skipped; the
-# value "off" disables one). The policy file is only read, so it is checked separately.
 DOCTOR_TIMEOUT_S = 15.0
 DOCTOR_QUERY = "Search the web: what is the latest stable Python release? One short sentence."
 
