@@ -3271,6 +3271,9 @@ def answer_key(tool: str, args: dict, request: dict, today: str) -> str:
 
 PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST_PROTOCOL = PROTOCOL_VERSIONS[-1]
+# The stateless era: no initialize, every request names its version in params._meta.
+MODERN_VERSIONS = ("2026-07-28",)
+SUPPORTED_VERSIONS = (*MODERN_VERSIONS, *reversed(PROTOCOL_VERSIONS))  # newest first
 
 SERVER_INSTRUCTIONS = (
     "Answers questions with OpenAI's Responses API and live web search, returning JSON "
@@ -3560,6 +3563,17 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 SERVER_BUSY = -32000
 TOOL_FAILED = -32001
+HEADER_MISMATCH = -32020  # 2026-07-28: HTTP headers that disagree with the body
+UNSUPPORTED_VERSION = -32022  # 2026-07-28: a protocol version this server does not speak
+
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
+MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
+# How long a client may reuse server/discover and tools/list: both are fixed for the life of
+# the process, and a restarted server is a new process (stdio) or rarely changes its tools.
+LIST_TTL_MS = 3_600_000
 
 
 class RpcError(Exception):
@@ -3581,6 +3595,59 @@ def rpc_error(request_id, code: int, message: str, data=None) -> dict:
 
 def _valid_id(value) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def is_modern(method: str, params, header_version: str | None = None) -> bool:
+    """Whether a request speaks the stateless 2026-07-28 era rather than the handshake era.
+
+    The spec decides per request: one that names its version or capabilities in
+    params._meta, calls a method only that era has, or (HTTP) carries a modern
+    MCP-Protocol-Version header. Anything else is served as the handshake era always was.
+    """
+    if method in MODERN_ONLY_METHODS or header_version in MODERN_VERSIONS:
+        return True
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and (META_VERSION in meta or META_CAPABILITIES in meta)
+
+
+def modern_version(params) -> str:
+    """The version a stateless request speaks, after checking the _meta it must carry."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(meta, dict):
+        raise RpcError(
+            INVALID_PARAMS,
+            f"Invalid params: a {MODERN_VERSIONS[-1]} request needs params._meta with "
+            f"{META_VERSION} and {META_CAPABILITIES}",
+        )
+    version = meta.get(META_VERSION)
+    if not isinstance(version, str):
+        raise RpcError(INVALID_PARAMS, f"Invalid params: params._meta needs {META_VERSION}")
+    if not isinstance(meta.get(META_CAPABILITIES), dict):
+        raise RpcError(
+            INVALID_PARAMS, f"Invalid params: params._meta needs {META_CAPABILITIES} (an object)"
+        )
+    if version not in MODERN_VERSIONS:
+        raise RpcError(
+            UNSUPPORTED_VERSION,
+            f"Unsupported protocol version: {_describe(version)}; this server speaks "
+            f"{', '.join(SUPPORTED_VERSIONS)}",
+            {"supported": list(SUPPORTED_VERSIONS), "requested": version},
+        )
+    return version
+
+
+def server_info(version: str) -> dict:
+    info = {"name": SERVER_NAME, "version": __version__}
+    if version >= "2025-06-18":
+        info["title"] = "OpenAI Responses (web search)"
+    return info
+
+
+def modern_result(result: dict, version: str) -> dict:
+    """A stateless-era result: marked complete, and saying which server wrote it."""
+    result["resultType"] = "complete"
+    result["_meta"] = {**result.get("_meta", {}), META_SERVER_INFO: server_info(version)}
+    return result
 
 
 class Session:
@@ -3701,9 +3768,19 @@ class Dispatcher:
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
         }
+        # The stateless era has no initialize and no ping; each takes the request's version.
+        self._modern_methods = {
+            "server/discover": self._discover,
+            "tools/list": self._tools_list,
+            "tools/call": self._tools_call,
+            "subscriptions/listen": self._listen,
+        }
 
-    def handle(self, message, session: Session) -> dict | None:
-        """The reply to one message, or None (notifications, responses, calls still running)."""
+    def handle(self, message, session: Session, header_version: str | None = None) -> dict | None:
+        """The reply to one message, or None (notifications, responses, calls still running).
+
+        `header_version` is HTTP's MCP-Protocol-Version header, when there is one.
+        """
         if not isinstance(message, dict):
             why = (
                 "batches (JSON arrays) are not supported; send one message at a time"
@@ -3734,6 +3811,8 @@ class Dispatcher:
                 raise RpcError(INVALID_REQUEST, "Invalid Request: 'jsonrpc' must be \"2.0\"")
             if not isinstance(method, str):
                 raise RpcError(INVALID_REQUEST, "Invalid Request: 'method' must be a string")
+            if is_modern(method, message.get("params"), header_version):
+                return self._modern(method, message.get("params"), session, request_id)
             handler = self._methods.get(method)
             if handler is None:
                 raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
@@ -3747,6 +3826,16 @@ class Dispatcher:
         except RpcError as exc:
             return rpc_error(request_id, exc.code, exc.message, exc.data)
 
+    def _modern(self, method: str, params, session: Session, request_id) -> dict | None:
+        version = modern_version(params)
+        handler = self._modern_methods.get(method)
+        if handler is None:
+            raise RpcError(
+                METHOD_NOT_FOUND, f"Method not found: {method} (not part of protocol {version})"
+            )
+        result = handler(params, session, request_id, version)
+        return None if result is None else rpc_result(request_id, modern_result(result, version))
+
     # -- methods ---------------------------------------------------------------------------------
 
     # Each takes (params, session, request_id) and returns the result, or None when the reply
@@ -3756,13 +3845,10 @@ class Dispatcher:
         asked = params.get("protocolVersion")
         version = asked if asked in PROTOCOL_VERSIONS else LATEST_PROTOCOL
         session.protocol_version = version
-        info = {"name": SERVER_NAME, "version": __version__}
-        if version >= "2025-06-18":
-            info["title"] = "OpenAI Responses (web search)"
         result = {
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": False}},
-            "serverInfo": info,
+            "serverInfo": server_info(version),
         }
         if version >= "2025-03-26":
             result["instructions"] = SERVER_INSTRUCTIONS
@@ -3771,14 +3857,45 @@ class Dispatcher:
             self.engine.warm_up()
         return result
 
-    def _tools_list(self, params: dict, session: Session, request_id) -> dict:
-        return {"tools": tool_definitions(session.protocol_version, cache_enabled(self.config))}
+    def _discover(self, params: dict, session: Session, request_id, version: str) -> dict:
+        if hasattr(self.engine, "warm_up"):
+            self.engine.warm_up()
+        return {
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": {"tools": {"listChanged": False}},
+            "instructions": SERVER_INSTRUCTIONS,
+            "ttlMs": LIST_TTL_MS,
+            "cacheScope": "public",
+        }
 
-    def _tools_call(self, params: dict, session: Session, request_id) -> None:
+    def _listen(self, params: dict, session: Session, request_id, version: str) -> dict:
+        """Nothing here ever changes, so the subscription is acknowledged with an empty filter
+        and closed gracefully at once: no held stream waiting for news that cannot come."""
+        tag = {META_SUBSCRIPTION: request_id}
+        session.send(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/subscriptions/acknowledged",
+                "params": {"_meta": tag, "notifications": {}},
+            }
+        )
+        return {"_meta": tag}
+
+    def _tools_list(self, params: dict, session: Session, request_id, version=None) -> dict:
+        listed = {
+            "tools": tool_definitions(
+                version or session.protocol_version, cache_enabled(self.config)
+            )
+        }
+        if version is not None:  # stateless era: the list is the same for everyone, all day
+            listed.update(ttlMs=LIST_TTL_MS, cacheScope="public")
+        return listed
+
+    def _tools_call(self, params: dict, session: Session, request_id, version=None) -> None:
         name = params.get("name")
         if not isinstance(name, str) or name not in TOOLS_BY_NAME:
             raise RpcError(
-                METHOD_NOT_FOUND,
+                METHOD_NOT_FOUND if version is None else INVALID_PARAMS,  # 2026-07-28: -32602
                 f"Unknown tool: {_describe(name)}; available tools: {', '.join(TOOL_NAMES)}",
             )
         arguments = params.get("arguments")
@@ -3788,7 +3905,8 @@ class Dispatcher:
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         meta = params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
-        progress = self._progress_sender(session, token) if _valid_id(token) else None
+        version = version or session.protocol_version
+        progress = self._progress_sender(session, token, version) if _valid_id(token) else None
         call = Call(request_id, name, progress)
         self._admit()
         try:
@@ -3803,7 +3921,7 @@ class Dispatcher:
         if progress is not None:
             self.heartbeat.watch(call)
         worker = threading.Thread(
-            target=self._run_call, args=(call, args, session), name="call", daemon=True
+            target=self._run_call, args=(call, args, session, version), name="call", daemon=True
         )
         try:
             worker.start()
@@ -3829,8 +3947,8 @@ class Dispatcher:
         with self._running_lock:
             self._running -= 1
 
-    def _progress_sender(self, session: Session, token):
-        with_message = session.protocol_version >= "2025-03-26"
+    def _progress_sender(self, session: Session, token, version: str):
+        with_message = version >= "2025-03-26"
 
         def send(progress: int, message: str) -> None:
             params = {"progressToken": token, "progress": progress}
@@ -3840,11 +3958,11 @@ class Dispatcher:
 
         return send
 
-    def _run_call(self, call: Call, args: dict, session: Session) -> None:
+    def _run_call(self, call: Call, args: dict, session: Session, version: str) -> None:
         reply = None
         try:
             answer, meta = self.engine.answer(call.tool, args, call)
-            reply = rpc_result(call.id, tool_result(answer, meta, session.protocol_version))
+            reply = rpc_result(call.id, tool_result(answer, meta, version))
         except Cancelled:
             pass
         except ToolError as exc:
@@ -3899,7 +4017,7 @@ def tool_result(answer: dict, meta: dict, version: str) -> dict:
         result["structuredContent"] = answer
     if meta:
         result["_meta"] = meta
-    return result
+    return modern_result(result, version) if version in MODERN_VERSIONS else result
 
 
 # ============================================================================================
