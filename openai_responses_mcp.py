@@ -3569,7 +3569,6 @@ UNSUPPORTED_VERSION = -32022  # 2026-07-28: a protocol version this server does 
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
-META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
 MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
 # How long a client may reuse server/discover and tools/list: both are fixed for the life of
 # the process, and a restarted server is a new process (stdio) or rarely changes its tools.
@@ -3769,11 +3768,11 @@ class Dispatcher:
             "tools/call": self._tools_call,
         }
         # The stateless era has no initialize and no ping; each takes the request's version.
+        # Nothing here ever changes, so subscriptions/listen is not offered either (-32601).
         self._modern_methods = {
             "server/discover": self._discover,
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
-            "subscriptions/listen": self._listen,
         }
 
     def handle(self, message, session: Session, header_version: str | None = None) -> dict | None:
@@ -3868,19 +3867,6 @@ class Dispatcher:
             "cacheScope": "public",
         }
 
-    def _listen(self, params: dict, session: Session, request_id, version: str) -> dict:
-        """Nothing here ever changes, so the subscription is acknowledged with an empty filter
-        and closed gracefully at once: no held stream waiting for news that cannot come."""
-        tag = {META_SUBSCRIPTION: request_id}
-        session.send(
-            {
-                "jsonrpc": "2.0",
-                "method": "notifications/subscriptions/acknowledged",
-                "params": {"_meta": tag, "notifications": {}},
-            }
-        )
-        return {"_meta": tag}
-
     def _tools_list(self, params: dict, session: Session, request_id, version=None) -> dict:
         listed = {
             "tools": tool_definitions(
@@ -3902,6 +3888,8 @@ class Dispatcher:
         try:
             args = validate_arguments(name, arguments)
         except InvalidParams as exc:
+            if version is not None:  # 2026-07-28: a tool execution error the model can fix
+                return tool_error(f"Invalid arguments: {exc}")
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         meta = params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
@@ -3966,17 +3954,15 @@ class Dispatcher:
         except Cancelled:
             pass
         except ToolError as exc:
-            reply = rpc_error(
-                call.id, TOOL_FAILED, f"answer failed: {exc.message}", self._data(exc)
-            )
+            reply = failure(call.id, f"answer failed: {exc.message}", self._data(exc), version)
         except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
             self.log.say(f"internal error in {call.tool}: {type(exc).__name__}: {exc}")
-            reply = rpc_error(
+            reply = failure(
                 call.id,
-                TOOL_FAILED,
                 f"answer failed: internal error ({type(exc).__name__}); run with --debug and "
                 "report it",
                 {"message": self.log.redact(_one_line(str(exc), 400))},
+                version,
             )
         finally:
             call.finish()
@@ -4008,6 +3994,25 @@ class Dispatcher:
                 )
         elif method == "notifications/initialized":
             session.initialized = True
+
+
+def failure(request_id, message: str, data: dict, version: str) -> dict:
+    """A failed call's reply: error -32001 in the handshake era; in the stateless era a
+    result with isError, as its spec wants for failures a model can act on."""
+    if version not in MODERN_VERSIONS:
+        return rpc_error(request_id, TOOL_FAILED, message, data)
+    return rpc_result(request_id, modern_result(tool_error(message, data), version))
+
+
+def tool_error(text: str, data: dict | None = None) -> dict:
+    """A CallToolResult reporting a tool execution error; `data` details it in _meta."""
+    detail = (data or {}).get("message")
+    if detail and detail not in text:
+        text = f"{text}: {detail}"
+    result = {"content": [{"type": "text", "text": text}], "isError": True}
+    if data:
+        result["_meta"] = {"error": data}
+    return result
 
 
 def tool_result(answer: dict, meta: dict, version: str) -> dict:
