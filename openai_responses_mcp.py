@@ -3635,6 +3635,59 @@ def modern_version(params) -> str:
     return version
 
 
+# What Streamable HTTP mirrors into Mcp-Name, by method (2026-07-28).
+NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
+def _mirrored(raw: str) -> str | None:
+    """A mirrored header's value: optional whitespace trimmed, the Base64 sentinel decoded;
+    None if it holds characters a header value may not."""
+    import base64
+    import binascii
+
+    value = raw.strip(" \t")
+    if not re.fullmatch(r"[\x20-\x7e]*", value):
+        return None
+    if value.startswith("=?base64?") and value.endswith("?=") and len(value) >= 11:
+        try:
+            return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+    return value
+
+
+def header_mismatch(message: dict, header) -> str | None:
+    """Why a stateless HTTP request's headers disagree with its body (-32020), or None.
+
+    2026-07-28 mirrors MCP-Protocol-Version, Mcp-Method and, for tools/call and the like,
+    Mcp-Name into headers so that proxies can route without reading bodies; a body that says
+    otherwise would run something they did not route. `header(name)` reads one header.
+    A body without a version is left to modern_version(), which words that error (-32602).
+    """
+    method, params = message["method"], message.get("params")
+    params = params if isinstance(params, dict) else {}
+    meta = params.get("_meta")
+    version = meta.get(META_VERSION) if isinstance(meta, dict) else None
+    mirrored = [("MCP-Protocol-Version", version), ("Mcp-Method", method)]
+    if isinstance(params.get(NAME_PARAMS.get(method, "")), str):
+        mirrored.append(("Mcp-Name", params[NAME_PARAMS[method]]))
+    for name, body in mirrored:
+        if not isinstance(body, str):
+            continue
+        raw = header(name)
+        if raw is None:
+            return f"Header mismatch: no {name} header (the body says {body[:60]!r})"
+        value = _mirrored(raw)
+        if value is None:
+            return f"Header mismatch: the {name} header holds characters a header may not"
+        if value != body:
+            return (
+                f"Header mismatch: {name} header value {value[:60]!r} does not match body "
+                f"value {body[:60]!r}"
+            )
+    return None
+
+
 def server_info(version: str) -> dict:
     info = {"name": SERVER_NAME, "version": __version__}
     if version >= "2025-06-18":

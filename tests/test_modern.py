@@ -20,6 +20,7 @@ from openai_responses_mcp import (
     Session,
     ToolError,
     __version__,
+    header_mismatch,
     load_config,
 )
 
@@ -396,3 +397,57 @@ def test_stdio_stateless_call_streams_progress_then_cancels_and_hangs_up(spawn, 
     server.close_stdin()
     assert server.wait() == 0
     assert not [m for m in list(server.reader.messages.queue) if m and m.get("id") == "doomed"]
+
+
+# -- Streamable HTTP's mirrored headers, on their own ----------------------------------------------
+
+
+def headers(**given):
+    table = {name.lower().replace("_", "-"): value for name, value in given.items()}
+    return lambda name: table.get(name.lower())
+
+
+CALL = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "tools/call",
+    "params": modern(name="answer", arguments={"query": "q"}),
+}
+GOOD = {"mcp_protocol_version": MODERN, "mcp_method": "tools/call", "mcp_name": "answer"}
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        GOOD,
+        {**GOOD, "mcp_name": "  answer\t"},  # optional whitespace is not part of the value
+        {**GOOD, "mcp_name": "=?base64?YW5zd2Vy?="},  # "answer", Base64-encoded
+    ],
+)
+def test_headers_that_mirror_the_body_pass(given):
+    assert header_mismatch(CALL, headers(**given)) is None
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        ({**GOOD, "mcp_name": "wrong_tool_name"}, "Mcp-Name"),
+        ({**GOOD, "mcp_name": None}, "Mcp-Name"),
+        ({**GOOD, "mcp_method": "TOOLS/CALL"}, "Mcp-Method"),  # values are case-sensitive
+        ({**GOOD, "mcp_method": "tools/list"}, "Mcp-Method"),
+        ({**GOOD, "mcp_method": None}, "Mcp-Method"),
+        ({**GOOD, "mcp_protocol_version": "2025-11-25"}, "MCP-Protocol-Version"),
+        ({**GOOD, "mcp_protocol_version": None}, "MCP-Protocol-Version"),
+        ({**GOOD, "mcp_name": "=?base64?!!!?="}, "Mcp-Name"),
+        ({**GOOD, "mcp_name": "answ\x01er"}, "Mcp-Name"),
+    ],
+)
+def test_headers_that_disagree_with_the_body_are_named(given, named):
+    given = {k: v for k, v in given.items() if v is not None}
+    why = header_mismatch(CALL, headers(**given))
+    assert why is not None and why.startswith("Header mismatch") and named in why
+
+
+def test_a_body_without_a_version_is_left_to_the_meta_check():
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    assert header_mismatch(message, headers(mcp_method="tools/list")) is None
