@@ -714,6 +714,13 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("server", "progress_interval_s"): Setting(
         10, "int", low=1, high=600, doc="heartbeat progress during a long call, in seconds"
     ),
+    ("server", "protocol_eras"): Setting(
+        "both",
+        "choice",
+        choices=("both", "handshake"),
+        env="MCP_PROTOCOL_ERAS",
+        doc="both: MCP 2026-07-28 (stateless) beside the handshake era; handshake: that era only",
+    ),
     # -- HTTP transport (--http) -------------------------------------------------------------------
     ("server", "http", "token"): Setting(
         None, "str", env="MCP_HTTP_TOKEN", doc="bearer token every HTTP request must carry"
@@ -1267,6 +1274,7 @@ server:
   max_message_bytes: 16777216
   max_calls: 64            # tool calls in flight on any transport; one more is refused at once
   progress_interval_s: 10  # heartbeat progress notice while a call is quiet this long
+  protocol_eras: both      # handshake: no MCP 2026-07-28, for a client whose modern mode misbehaves
   http:                    # only with --http
     token: null            # better: MCP_HTTP_TOKEN in the environment (never printed or logged)
     allow_insecure: false  # true: a non-loopback address without a token (auth proxy in front)
@@ -3812,6 +3820,7 @@ class Dispatcher:
         self.engine = engine
         self.heartbeat = Heartbeat(config.get("server", "progress_interval_s"))
         self.max_calls = config.get("server", "max_calls")
+        self.modern = config.get("server", "protocol_eras") == "both"
         self._running = 0  # tools/call in flight, across every session
         self._running_lock = threading.Lock()
         self._methods = {
@@ -3863,7 +3872,7 @@ class Dispatcher:
                 raise RpcError(INVALID_REQUEST, "Invalid Request: 'jsonrpc' must be \"2.0\"")
             if not isinstance(method, str):
                 raise RpcError(INVALID_REQUEST, "Invalid Request: 'method' must be a string")
-            if is_modern(method, message.get("params"), header_version):
+            if self.modern and is_modern(method, message.get("params"), header_version):
                 return self._modern(method, message.get("params"), session, request_id)
             handler = self._methods.get(method)
             if handler is None:

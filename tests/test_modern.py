@@ -451,3 +451,15 @@ def test_headers_that_disagree_with_the_body_are_named(given, named):
 def test_a_body_without_a_version_is_left_to_the_meta_check():
     message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     assert header_mismatch(message, headers(mcp_method="tools/list")) is None
+
+
+# -- server.protocol_eras: handshake switches the stateless era off --------------------------------
+
+
+def test_with_protocol_eras_handshake_discover_is_unknown_and_meta_is_ignored(tmp_path):
+    config = load_config({}, {"XDG_CONFIG_HOME": str(tmp_path), "MCP_PROTOCOL_ERAS": "handshake"})
+    harness = Harness(config)
+    assert error(harness.request("server/discover", modern()))["code"] == -32601
+    listed = harness.request("tools/list", modern())["result"]
+    assert set(listed) == {"tools"}  # served as the handshake era always was
+    assert harness.request("ping", modern())["result"] == {}
