@@ -10,6 +10,8 @@ import threading
 
 import pytest
 from fake_upstream import Reply
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from openai_responses_mcp import (
     PROTOCOL_VERSIONS,
@@ -463,3 +465,48 @@ def test_with_protocol_eras_handshake_discover_is_unknown_and_meta_is_ignored(tm
     listed = harness.request("tools/list", modern())["result"]
     assert set(listed) == {"tools"}  # served as the handshake era always was
     assert harness.request("ping", modern())["result"] == {}
+
+
+# -- whatever a stateless request says, the reply is a well-formed 2026-07-28 response -------------
+
+junk = st.none() | st.booleans() | st.integers() | st.text(max_size=6) | st.lists(st.integers())
+meta_values = st.fixed_dictionaries(
+    {},
+    optional={
+        "io.modelcontextprotocol/protocolVersion": st.sampled_from([*SUPPORTED, "v9"]) | junk,
+        "io.modelcontextprotocol/clientCapabilities": st.just({}) | junk,
+        "io.modelcontextprotocol/clientInfo": st.just({"name": "x", "version": "1"}) | junk,
+        "progressToken": st.integers() | st.text(max_size=4) | junk,
+    },
+)
+stateless_params = st.fixed_dictionaries(
+    {"_meta": meta_values},
+    optional={
+        "name": st.sampled_from(["answer", "answer_quick", "nope"]) | junk,
+        "arguments": st.fixed_dictionaries({}, optional={"query": st.text(max_size=5) | junk})
+        | junk,
+    },
+)
+methods = st.sampled_from(
+    ["server/discover", "tools/list", "tools/call", "ping", "initialize", "subscriptions/listen"]
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(method=methods, params=stateless_params)
+def test_every_stateless_reply_fits_the_2026_07_28_schema(config, method, params):
+    keys = {"io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities"}
+    # Without either key, only a method the handshake era lacks makes a request stateless.
+    assume(keys & set(params["_meta"]) or method in ("server/discover", "subscriptions/listen"))
+    harness = Harness(config)
+    reply = harness.request(method, params, "r")
+    if reply is None:  # a call started: its reply comes from the worker
+        reply = harness.sent_reply("r")
+    if "error" in reply:
+        wire.JSONRPCErrorResponse.model_validate(reply)
+        assert reply["id"] == "r" and reply["error"]["code"] in (-32601, -32602, -32022)
+    else:
+        wire.JSONRPCResultResponse.model_validate(reply)
+        assert reply["result"]["resultType"] == "complete"
+        server_info_of(reply["result"])
+        check_meta_keys(reply["result"]["_meta"])
