@@ -1926,14 +1926,22 @@ def usage_meta(response: dict, elapsed_s: float, attempts: int) -> dict:
 
 # -- Prices: what an answer cost in dollars --------------------------------------------------------
 
-# USD per million tokens (input, cached input, output) at standard-tier prices as of PRICES_DATE,
-# gathered from published price lists (OpenAI's own page could not be read from here, so check
-# it: https://openai.com/api/pricing). pricing.models in the config adds to and overrides it.
-PRICES_DATE = "2026-11-23"
+# USD per million tokens (input, cached input, output) at standard-tier prices, as copies of
+# OpenAI's price list published up to mid-2026 gave them when this table was last checked
+# (PRICES_DATE); OpenAI's own page could not be read from here, so check it:
+# https://openai.com/api/pricing. pricing.models in the config adds to and overrides it.
+# A model without a cached-input discount (the -pro models) has its input price there.
+PRICES_DATE = "2026-11-24"
 BUILTIN_PRICES = {
+    "gpt-5.6-sol": (5.00, 0.50, 30.00),
+    "gpt-5.6-terra": (2.50, 0.25, 15.00),
+    "gpt-5.6-luna": (1.00, 0.10, 6.00),
     "gpt-5.5": (5.00, 0.50, 30.00),
+    "gpt-5.5-pro": (30.00, 30.00, 180.00),
     "gpt-5.4": (2.50, 0.25, 15.00),
+    "gpt-5.4-pro": (30.00, 30.00, 180.00),
     "gpt-5.4-mini": (0.75, 0.075, 4.50),
+    "gpt-5.4-nano": (0.20, 0.02, 1.25),
     "gpt-5.2": (1.75, 0.175, 14.00),
     "gpt-5.2-pro": (21.00, 21.00, 168.00),
     "gpt-5.2-chat-latest": (1.75, 0.175, 14.00),
@@ -1952,8 +1960,10 @@ BUILTIN_PRICES = {
     "o3": (2.00, 0.50, 8.00),
     "o4-mini": (1.10, 0.275, 4.40),
 }
-# Flex is billed at Batch rates (half); priority at about twice the standard rate.
+# Flex is billed at Batch rates (half); priority at twice the standard rate, or more for some
+# models (PRIORITY_FACTORS, looked up like BUILTIN_PRICES).
 TIER_FACTORS = {"flex": 0.5, "priority": 2.0}
+PRIORITY_FACTORS = {"gpt-5.5": 2.5}
 
 
 class Pricing:
@@ -2004,6 +2014,8 @@ class Pricing:
             }
         (input_rate, cached_rate, output_rate), source = found
         factor = TIER_FACTORS.get(tier or "", 1.0)
+        if tier == "priority":
+            factor = PRIORITY_FACTORS.get(_undated(model), factor)
         cached = usage.get("cached_input_tokens", 0)
         parts = {
             "input_usd": (usage.get("input_tokens", 0) - cached) * input_rate * factor / 1e6,
