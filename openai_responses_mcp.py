@@ -1216,7 +1216,7 @@ model_profiles:
     max_tool_calls: null
     search_context_size: null
   answer_quick:            # fast and short; each null key inherits from `answer`
-    model: null                # for example gpt-5.2-chat-latest
+    model: null                # for example gpt-5.4-mini
     reasoning_effort: null     # for example low
     verbosity: null            # for example low
     service_tier: null
@@ -5883,23 +5883,43 @@ MODEL_EFFORTS = {
     "gpt-5.1": ("none", "low", "medium", "high"),
     "gpt-5.1-codex": ("low", "medium", "high"),
     "gpt-5.1-codex-max": ("none", "low", "medium", "high", "xhigh"),
+    "gpt-5.1-chat-latest": ("medium",),
     "gpt-5.2": ("none", "low", "medium", "high", "xhigh"),
     "gpt-5.2-pro": ("medium", "high", "xhigh"),
+    "gpt-5.2-chat-latest": ("medium",),
+    "gpt-5.4": ("none", "low", "medium", "high", "xhigh"),
+    "gpt-5.4-pro": ("medium", "high", "xhigh"),
+    "gpt-5.5": ("none", "low", "medium", "high", "xhigh"),
+    "gpt-5.5-pro": ("medium", "high", "xhigh"),
     "o1": ("low", "medium", "high"),
     "o3": ("low", "medium", "high"),
     "o4": ("low", "medium", "high"),
 }
 
 
+# Verbosities for the gpt-5 models that do not take all three (400 unsupported_value otherwise).
+MODEL_VERBOSITIES = {"gpt-5-chat-latest": ("medium",)}
+
+
 def model_efforts(model: str) -> tuple[str, ...] | None:
     """The reasoning efforts `model` accepts, or None when its family is not known here."""
+    return _by_family(MODEL_EFFORTS, model)
+
+
+def model_verbosities(model: str) -> tuple[str, ...]:
+    """The verbosities a gpt-5 `model` accepts."""
+    return _by_family(MODEL_VERBOSITIES, model) or VERBOSITIES
+
+
+def _by_family(table: dict, model: str):
+    """table's entry for the longest family `model` belongs to (itself, or family-…), or None."""
     best = None
-    for family in MODEL_EFFORTS:
+    for family in table:
         if (model == family or model.startswith(family + "-")) and (
             best is None or len(family) > len(best)
         ):
             best = family
-    return MODEL_EFFORTS[best] if best else None
+    return table[best] if best else None
 
 
 class Doctor:
@@ -6218,18 +6238,19 @@ def _profile_words(profile: dict) -> str:
 
 
 def _profile_problem(tool: str, profile: dict) -> tuple[str, str] | None:
-    """(what, fix) when the profile's reasoning effort is one its model refuses.
-
-    Verbosity needs no check here: every gpt-5 model accepts low, medium and high (the values
-    the config allows), and other models are not sent it.
-    """
-    model, effort = profile["model"], profile["reasoning_effort"]
-    accepted = model_efforts(model) if supports_reasoning(model) else None
-    if accepted is not None and effort not in accepted:
-        return (
-            f"{tool}: model {model} does not accept reasoning_effort {effort!r}",
-            f"set model_profiles.{tool}.reasoning_effort to one of {', '.join(accepted)}",
-        )
+    """(what, fix) when the profile's reasoning effort or verbosity is one its model refuses
+    (only what the request sends: effort to reasoning models, verbosity to gpt-5 models)."""
+    model = profile["model"]
+    checks = (
+        ("reasoning_effort", model_efforts(model) if supports_reasoning(model) else None),
+        ("verbosity", model_verbosities(model) if supports_verbosity(model) else None),
+    )
+    for key, accepted in checks:
+        if accepted is not None and profile[key] not in accepted:
+            return (
+                f"{tool}: model {model} does not accept {key} {profile[key]!r}",
+                f"set model_profiles.{tool}.{key} to one of {', '.join(accepted)}",
+            )
     return None
 
 

@@ -238,6 +238,7 @@ def test_a_model_the_key_cannot_use_fails_naming_the_profile(tmp_path, fake):
         ("gpt-5.2", "minimal", "none, low, medium, high, xhigh"),
         ("gpt-5", "none", "minimal, low, medium, high"),
         ("o3", "xhigh", "low, medium, high"),
+        ("gpt-5.2-chat-latest", "low", "medium"),
     ],
 )
 def test_an_effort_the_model_refuses_fails_with_the_accepted_ones(
@@ -249,6 +250,16 @@ def test_an_effort_the_model_refuses_fails_with_the_accepted_ones(
         proc,
         f"answer: model {model} does not accept reasoning_effort '{effort}'",
         f"model_profiles.answer.reasoning_effort to one of {accepted}",
+    )
+
+
+def test_a_verbosity_the_model_refuses_fails_with_the_accepted_ones(tmp_path, fake):
+    fake.models.append("gpt-5-chat-latest")
+    env = against(fake, MODEL_ANSWER="gpt-5-chat-latest", ANSWER_VERBOSITY="low")
+    assert_failed(
+        doctor(tmp_path, env=env),
+        "answer: model gpt-5-chat-latest does not accept verbosity 'low'",
+        "model_profiles.answer.verbosity to one of medium",
     )
 
 
@@ -388,12 +399,22 @@ def test_live_goes_only_with_doctor(tmp_path):
         ("gpt-5-pro", ("high",)),
         ("gpt-5.1-codex-max", ("none", "low", "medium", "high", "xhigh")),
         ("o4-mini", ("low", "medium", "high")),
+        ("gpt-5.2-chat-latest", ("medium",)),
+        ("gpt-5.4-mini", ("none", "low", "medium", "high", "xhigh")),
+        ("gpt-5.5-2026-04-23", ("none", "low", "medium", "high", "xhigh")),
+        ("gpt-5.5-pro", ("medium", "high", "xhigh")),
         ("gpt-7", None),
         ("my-gateway-model", None),
     ],
 )
 def test_model_efforts_by_longest_family(model, efforts):
     assert mcp.model_efforts(model) == efforts
+
+
+def test_model_verbosities_are_all_three_unless_listed():
+    assert mcp.model_verbosities("gpt-5-chat-latest") == ("medium",)
+    assert mcp.model_verbosities("gpt-5.2-chat-latest") == ("low", "medium", "high")
+    assert mcp.model_verbosities("gpt-5") == ("low", "medium", "high")
 
 
 @pytest.mark.parametrize(
