@@ -2653,7 +2653,7 @@ class AnswerEngine:
         started = time.monotonic()
         today = today_in(self._config.get("policy", "timezone"))
         request = build_request(tool, args, self._config, today)
-        key = answer_key(tool, args, request, today)
+        key = answer_key(tool, args, request, today, self._config.get("policy", "max_citations"))
         if self.cache.enabled and not args.get("fresh"):
             hit = self._from_cache(tool, key, started)
             if hit is not None:
@@ -3252,10 +3252,10 @@ class AnswerCache:
         self._state.run("storing in the cache", write, write=True)
 
 
-def answer_key(tool: str, args: dict, request: dict, today: str) -> str:
+def answer_key(tool: str, args: dict, request: dict, today: str, max_citations: int) -> str:
     """The cache and single-flight key: a hash of the tool, the normalised query, the hints,
-    today's date, the policy's revision and everything else the request sends. The query
-    itself is never stored."""
+    today's date, the policy's revision, everything else the request sends, and what shapes
+    the answer after it (max_citations). The query itself is never stored."""
     import hashlib
 
     shape = {name: value for name, value in request.items() if name != "input"}
@@ -3270,6 +3270,7 @@ def answer_key(tool: str, args: dict, request: dict, today: str) -> str:
             today,
             request["input"].rpartition("\n\n[hints]")[2],
             shape,
+            max_citations,
         ],
         sort_keys=True,
         ensure_ascii=False,
