@@ -1504,6 +1504,26 @@ class Cancelled(Exception):
     """The client cancelled the call; nothing is sent for it."""
 
 
+def budgets(config: Config, today: str) -> list[tuple]:
+    """(period, limit, first day, "today"/"this month", when it resets) for each budget set."""
+    periods = (
+        ("daily", config.get("budget", "daily_usd"), today, "today", "at 00:00"),
+        (
+            "monthly",
+            config.get("budget", "monthly_usd"),
+            today[:8] + "01",
+            "this month",
+            f"on {_next_month(today)} at 00:00",
+        ),
+    )
+    return [period for period in periods if period[1] is not None]
+
+
+def usd(amount: float) -> str:
+    """$5.03; an amount under a cent keeps two significant digits ($0.0039), not $0.00."""
+    return f"${amount:.2f}" if amount >= 0.01 or amount == 0 else f"${amount:.2g}"
+
+
 def _next_month(today: str) -> str:
     year, month = int(today[:4]), int(today[5:7])
     return f"{year + month // 12}-{month % 12 + 1:02d}-01"
@@ -2034,7 +2054,8 @@ class Pricing:
                 return
             self._warned.add(model)
         self._log.say(
-            f"warning: no price known for model {model!r}, so its cost shows as null: set "
+            f"warning: no price known for model {model!r}, so its cost shows as null and no "
+            "budget counts it: set "
             f"pricing.models.{_undated(model)} to {{input, cached_input, output}} in USD per "
             "million tokens"
         )
@@ -2695,23 +2716,11 @@ class AnswerEngine:
     def _check_budget(self, today: str) -> None:
         """Refuses the call, before any request, when a budget is spent."""
         timezone = self._config.get("policy", "timezone")
-        limits = (
-            ("daily", self._config.get("budget", "daily_usd"), today, "today", "at 00:00"),
-            (
-                "monthly",
-                self._config.get("budget", "monthly_usd"),
-                today[:8] + "01",
-                "this month",
-                f"on {_next_month(today)} at 00:00",
-            ),
-        )
-        for period, limit, first_day, spent_when, resets in limits:
-            if limit is None:
-                continue
+        for period, limit, first_day, spent_when, resets in budgets(self._config, today):
             spent = self.ledger.spent_since(first_day)
             if spent is not None and spent >= limit:
                 raise ToolError(
-                    f"{period} budget of ${limit:.2f} reached (${spent:.2f} spent {spent_when}; "
+                    f"{period} budget of {usd(limit)} reached ({usd(spent)} spent {spent_when}; "
                     f"resets {resets} {timezone}): raise budget.{period}_usd or wait"
                 )
 
@@ -6308,6 +6317,41 @@ def _doctor_paths(doctor: Doctor, config: Config) -> None:
         doctor.ok(f"policy.system.path = {system['path']} is readable")
 
 
+def _doctor_budget(doctor: Doctor, config: Config) -> None:
+    """Each budget with what is spent of it, and the models it cannot count (no price)."""
+    timezone = config.get("policy", "timezone")
+    today = today_in(timezone)
+    periods = budgets(config, today)
+    if not periods:
+        doctor.skip("budget: none (budget.daily_usd and budget.monthly_usd are null)")
+        return
+    pricing = Pricing(config, Log())
+    for model in sorted({config.profile(tool)["model"] for tool in TOOL_NAMES}):
+        if pricing.prices(model) is None:
+            doctor.warn(
+                f"budget: model {model} has no known price, so its calls do not count against it",
+                f"set pricing.models.{_undated(model)} to {{input, cached_input, output}} in USD "
+                "per million tokens",
+            )
+    path = state_path(config)  # never None here: a budget without the ledger is a config error
+    state = StateFile(path, Log()) if os.path.exists(path) else None
+    ledger = Ledger(state, timezone) if state else None
+    for period, limit, first_day, spent_when, resets in periods:
+        spent = ledger.spent_since(first_day) if ledger else 0.0
+        if spent is None:
+            doctor.warn(f"budget.{period}_usd: the usage ledger {path} could not be read")
+        elif spent >= limit:
+            doctor.warn(
+                f"budget.{period}_usd {usd(limit)} is spent ({usd(spent)} {spent_when}): calls "
+                f"are refused until it resets {resets} {timezone}",
+                f"raise budget.{period}_usd, or wait",
+            )
+        else:
+            doctor.ok(f"budget.{period}_usd {usd(limit)}: {usd(spent)} spent {spent_when}")
+    if state:
+        state.close()
+
+
 def token_weakness(token: str) -> str | None:
     """Why an HTTP bearer token is weak, or None."""
     if len(token) < 16:
@@ -6471,6 +6515,7 @@ def run_doctor(options: dict) -> int:
     if _doctor_endpoint(doctor, config, client, key):
         _doctor_models(doctor, config, client)
     _doctor_paths(doctor, config)
+    _doctor_budget(doctor, config)
     _doctor_http(doctor, config, options.get("http"))
     if options.get("live"):
         if doctor.failures:

@@ -201,6 +201,14 @@ def test_a_budget_without_the_ledger_is_a_config_error(tmp_path):
     assert "budget.daily_usd" in result.stderr and "state.path is off" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("amount", "shown"),
+    [(5.03, "$5.03"), (0.057464, "$0.06"), (0.0039, "$0.0039"), (0.001, "$0.001"), (0, "$0.00")],
+)
+def test_dollars_under_a_cent_are_not_shown_as_zero(amount, shown):
+    assert m.usd(amount) == shown
+
+
 def test_next_month_rolls_over_the_year():
     assert m._next_month("2026-12-31") == "2027-01-01"
     assert m._next_month("2026-11-23") == "2026-12-01"

@@ -293,6 +293,36 @@ def test_the_state_file_is_checked_at_its_default_place(tmp_path, fake):
     assert not expected.exists()
 
 
+def test_a_spent_budget_is_a_warning_with_what_is_spent(tmp_path, fake):
+    target = tmp_path / "state.sqlite3"
+    state = mcp.StateFile(str(target), mcp.Log())
+    mcp.Ledger(state, "Asia/Tokyo").record(
+        mcp.UsageRow("answer", "gpt-5.2", "ok", {"cost": {"usd": 1.25}})
+    )
+    state.close()
+    config = f"state: {{path: '{target}'}}\nbudget: {{daily_usd: 1, monthly_usd: 100}}\n"
+    proc = doctor(tmp_path, env=against(fake), config=config)
+    assert proc.returncode == 0, proc.stdout  # worth a look, not a broken installation
+    spent = line_with(proc, "budget.daily_usd $1.00 is spent ($1.25 today)")
+    assert spent.startswith(WARN + " ") and "raise budget.daily_usd" in spent
+    assert line_with(proc, "budget.monthly_usd $100.00: $1.25 spent this month").startswith(OK)
+
+
+def test_a_budget_warns_about_a_model_it_cannot_count(tmp_path, fake):
+    fake.models.append("acme-7")
+    config = "budget: {daily_usd: 5}\nmodel_profiles: {answer_quick: {model: acme-7}}\n"
+    proc = doctor(tmp_path, env=against(fake), config=config)
+    warned = line_with(proc, "budget: model acme-7 has no known price")
+    assert warned.startswith(WARN + " ") and "pricing.models.acme-7" in warned
+    assert line_with(proc, "budget.daily_usd $5.00: $0.00 spent today").startswith(OK)
+    assert not (tmp_path / "xdg-state").exists()  # the check creates no state file
+
+
+def test_no_budget_is_a_skipped_line(tmp_path, fake):
+    proc = doctor(tmp_path, env=against(fake))
+    assert line_with(proc, "budget: none").startswith(SKIP + " ")
+
+
 def test_an_unwritable_state_file_fails_and_off_skips_it(tmp_path, fake):
     blocker = tmp_path / "a-file"
     blocker.write_text("", encoding="utf-8")
