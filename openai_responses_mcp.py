@@ -1075,6 +1075,21 @@ def _validate(values: dict, sources: dict) -> None:
         where = sources.get(("search", "defaults", "domains"), "default")
         raise ConfigError(f"search.defaults.domains (from {where}): item {exc}") from None
     _check_budget_has_ledger(values, sources)
+    _check_user_location(values["search"]["user_location"], sources)
+
+
+def _check_user_location(location: dict, sources: dict) -> None:
+    """What the web search tool would refuse with a 400 on every call, refused at start-up."""
+    country = location["country"]
+    if country is not None and not (len(country) == 2 and country.isascii() and country.isalpha()):
+        where = sources.get(("search", "user_location", "country"), "default")
+        raise ConfigError(
+            f"search.user_location.country = {json.dumps(country, ensure_ascii=False)} (from "
+            f"{where}) must be a two-letter ISO country code, like JP or US"
+        )
+    if location["timezone"] is not None:
+        where = sources.get(("search", "user_location", "timezone"), "default")
+        _check_timezone(location["timezone"], where, "search.user_location.timezone")
 
 
 def _check_base_url(url: str, where: str) -> None:
@@ -1135,7 +1150,7 @@ def _is_system_zone(name: str) -> bool:
     return False
 
 
-def _check_timezone(name: str, where: str) -> None:
+def _check_timezone(name: str, where: str, key: str = "policy.timezone") -> None:
     if _is_system_zone(name):
         return
     try:
@@ -1145,7 +1160,7 @@ def _check_timezone(name: str, where: str) -> None:
     except (ValueError, KeyError, OSError, ImportError):
         hint = " (on Windows, `pip install tzdata`)" if os.name == "nt" else ""
         raise ConfigError(
-            f"policy.timezone = {name!r} (from {where}) is not a known IANA time zone "
+            f"{key} = {name!r} (from {where}) is not a known IANA time zone "
             f"such as Asia/Tokyo or UTC{hint}"
         ) from None
 
