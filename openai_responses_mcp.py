@@ -6502,9 +6502,11 @@ def client_lines(options: dict, config: Config) -> list[str]:
             }
         }
     }
+    # The name goes before --env: Claude Code's --env takes every word up to the next option,
+    # so `--env K=V name --` fails with "Invalid environment variable format: name".
     return [
         "Claude Code:",
-        f"    claude mcp add --transport stdio --scope user --env {env} {SERVER_NAME} -- {argv}",
+        f"    claude mcp add {SERVER_NAME} --transport stdio --scope user --env {env} -- {argv}",
         "Codex CLI:",
         f"    codex mcp add {SERVER_NAME} --env {env} -- {argv}",
         "Cursor (~/.cursor/mcp.json, merged into mcpServers):",

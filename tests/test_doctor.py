@@ -120,7 +120,9 @@ def test_the_client_lines_name_an_absolute_command_and_never_the_key(tmp_path, f
     assert entry["env"] == {"OPENAI_API_KEY": "${env:OPENAI_API_KEY}"}
     claude = line_with(proc, "claude mcp add")
     assert "--transport stdio" in claude and f" -- {entry['command']}" in claude
-    assert 'OPENAI_API_KEY="$OPENAI_API_KEY"' in claude
+    # The name before --env, which would otherwise take it as a second KEY=VALUE.
+    assert claude.strip().startswith("claude mcp add openai-responses-mcp --")
+    assert claude.index('--env OPENAI_API_KEY="$OPENAI_API_KEY" -- ') > 0
     codex = line_with(proc, "codex mcp add openai-responses-mcp")
     assert codex.rstrip().endswith("--stdio")
 
