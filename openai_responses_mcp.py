@@ -3161,7 +3161,10 @@ def spend_summary(ledger: Ledger, timezone: str, in_flight: int) -> dict:
     today = today_in(timezone)
     summary: dict = {"timezone": timezone, "today": today, "in_flight": in_flight}
     for period, since in (("day", today), ("month", today[:8] + "01")):
-        report = ledger.report(since) or {"by_model": [], "by_tool": [], "total": None}
+        report = ledger.report(since)
+        if report is None:  # zeros below, but not passed off as "nothing spent"
+            summary["warning"] = "the usage ledger could not be read; see the server's stderr"
+            report = {"by_model": [], "by_tool": [], "total": None}
         total = report["total"] or _usage_row_empty()
         calls = total["calls"]
         summary[period] = {
@@ -3208,6 +3211,8 @@ def spend_page(summary: dict) -> bytes:
         f"<h1>Spend</h1><p>{html.escape(summary['today'])} ({html.escape(summary['timezone'])})"
         f"; calls in flight: <span id='in-flight'>{summary['in_flight']}</span></p>",
     ]
+    if summary.get("warning"):
+        parts.append(f"<p id='warning'><strong>{html.escape(summary['warning'])}</strong></p>")
     for period, title in (("day", "Today"), ("month", "This month")):
         data = summary[period]
         parts.append(
