@@ -1075,6 +1075,21 @@ def _validate(values: dict, sources: dict) -> None:
         where = sources.get(("search", "defaults", "domains"), "default")
         raise ConfigError(f"search.defaults.domains (from {where}): item {exc}") from None
     _check_budget_has_ledger(values, sources)
+    _check_user_location(values["search"]["user_location"], sources)
+
+
+def _check_user_location(location: dict, sources: dict) -> None:
+    """What the web search tool would refuse with a 400 on every call, refused at start-up."""
+    country = location["country"]
+    if country is not None and not (len(country) == 2 and country.isascii() and country.isalpha()):
+        where = sources.get(("search", "user_location", "country"), "default")
+        raise ConfigError(
+            f"search.user_location.country = {json.dumps(country, ensure_ascii=False)} (from "
+            f"{where}) must be a two-letter ISO country code, like JP or US"
+        )
+    if location["timezone"] is not None:
+        where = sources.get(("search", "user_location", "timezone"), "default")
+        _check_timezone(location["timezone"], where, "search.user_location.timezone")
 
 
 def _check_base_url(url: str, where: str) -> None:
@@ -1135,7 +1150,7 @@ def _is_system_zone(name: str) -> bool:
     return False
 
 
-def _check_timezone(name: str, where: str) -> None:
+def _check_timezone(name: str, where: str, key: str = "policy.timezone") -> None:
     if _is_system_zone(name):
         return
     try:
@@ -1145,7 +1160,7 @@ def _check_timezone(name: str, where: str) -> None:
     except (ValueError, KeyError, OSError, ImportError):
         hint = " (on Windows, `pip install tzdata`)" if os.name == "nt" else ""
         raise ConfigError(
-            f"policy.timezone = {name!r} (from {where}) is not a known IANA time zone "
+            f"{key} = {name!r} (from {where}) is not a known IANA time zone "
             f"such as Asia/Tokyo or UTC{hint}"
         ) from None
 
@@ -1216,7 +1231,7 @@ model_profiles:
     max_tool_calls: null
     search_context_size: null
   answer_quick:            # fast and short; each null key inherits from `answer`
-    model: null                # for example gpt-5.2-chat-latest
+    model: null                # for example gpt-5.4-mini
     reasoning_effort: null     # for example low
     verbosity: null            # for example low
     service_tier: null
@@ -1502,6 +1517,26 @@ class ToolError(Exception):
 
 class Cancelled(Exception):
     """The client cancelled the call; nothing is sent for it."""
+
+
+def budgets(config: Config, today: str) -> list[tuple]:
+    """(period, limit, first day, "today"/"this month", when it resets) for each budget set."""
+    periods = (
+        ("daily", config.get("budget", "daily_usd"), today, "today", "at 00:00"),
+        (
+            "monthly",
+            config.get("budget", "monthly_usd"),
+            today[:8] + "01",
+            "this month",
+            f"on {_next_month(today)} at 00:00",
+        ),
+    )
+    return [period for period in periods if period[1] is not None]
+
+
+def usd(amount: float) -> str:
+    """$5.03; an amount under a cent keeps two significant digits ($0.0039), not $0.00."""
+    return f"${amount:.2f}" if amount >= 0.01 or amount == 0 else f"${amount:.2g}"
 
 
 def _next_month(today: str) -> str:
@@ -1926,14 +1961,22 @@ def usage_meta(response: dict, elapsed_s: float, attempts: int) -> dict:
 
 # -- Prices: what an answer cost in dollars --------------------------------------------------------
 
-# USD per million tokens (input, cached input, output) at standard-tier prices as of PRICES_DATE,
-# gathered from published price lists (OpenAI's own page could not be read from here, so check
-# it: https://openai.com/api/pricing). pricing.models in the config adds to and overrides it.
-PRICES_DATE = "2026-11-23"
+# USD per million tokens (input, cached input, output) at standard-tier prices, as copies of
+# OpenAI's price list published up to mid-2026 gave them when this table was last checked
+# (PRICES_DATE); OpenAI's own page could not be read from here, so check it:
+# https://openai.com/api/pricing. pricing.models in the config adds to and overrides it.
+# A model without a cached-input discount (the -pro models) has its input price there.
+PRICES_DATE = "2026-11-24"
 BUILTIN_PRICES = {
+    "gpt-5.6-sol": (5.00, 0.50, 30.00),
+    "gpt-5.6-terra": (2.50, 0.25, 15.00),
+    "gpt-5.6-luna": (1.00, 0.10, 6.00),
     "gpt-5.5": (5.00, 0.50, 30.00),
+    "gpt-5.5-pro": (30.00, 30.00, 180.00),
     "gpt-5.4": (2.50, 0.25, 15.00),
+    "gpt-5.4-pro": (30.00, 30.00, 180.00),
     "gpt-5.4-mini": (0.75, 0.075, 4.50),
+    "gpt-5.4-nano": (0.20, 0.02, 1.25),
     "gpt-5.2": (1.75, 0.175, 14.00),
     "gpt-5.2-pro": (21.00, 21.00, 168.00),
     "gpt-5.2-chat-latest": (1.75, 0.175, 14.00),
@@ -1952,8 +1995,10 @@ BUILTIN_PRICES = {
     "o3": (2.00, 0.50, 8.00),
     "o4-mini": (1.10, 0.275, 4.40),
 }
-# Flex is billed at Batch rates (half); priority at about twice the standard rate.
+# Flex is billed at Batch rates (half); priority at twice the standard rate, or more for some
+# models (PRIORITY_FACTORS, looked up like BUILTIN_PRICES).
 TIER_FACTORS = {"flex": 0.5, "priority": 2.0}
+PRIORITY_FACTORS = {"gpt-5.5": 2.5}
 
 
 class Pricing:
@@ -2004,6 +2049,8 @@ class Pricing:
             }
         (input_rate, cached_rate, output_rate), source = found
         factor = TIER_FACTORS.get(tier or "", 1.0)
+        if tier == "priority":
+            factor = PRIORITY_FACTORS.get(_undated(model), factor)
         cached = usage.get("cached_input_tokens", 0)
         parts = {
             "input_usd": (usage.get("input_tokens", 0) - cached) * input_rate * factor / 1e6,
@@ -2022,7 +2069,8 @@ class Pricing:
                 return
             self._warned.add(model)
         self._log.say(
-            f"warning: no price known for model {model!r}, so its cost shows as null: set "
+            f"warning: no price known for model {model!r}, so its cost shows as null and no "
+            "budget counts it: set "
             f"pricing.models.{_undated(model)} to {{input, cached_input, output}} in USD per "
             "million tokens"
         )
@@ -2641,7 +2689,7 @@ class AnswerEngine:
         started = time.monotonic()
         today = today_in(self._config.get("policy", "timezone"))
         request = build_request(tool, args, self._config, today)
-        key = answer_key(tool, args, request, today)
+        key = answer_key(tool, args, request, today, self._config.get("policy", "max_citations"))
         if self.cache.enabled and not args.get("fresh"):
             hit = self._from_cache(tool, key, started)
             if hit is not None:
@@ -2683,23 +2731,11 @@ class AnswerEngine:
     def _check_budget(self, today: str) -> None:
         """Refuses the call, before any request, when a budget is spent."""
         timezone = self._config.get("policy", "timezone")
-        limits = (
-            ("daily", self._config.get("budget", "daily_usd"), today, "today", "at 00:00"),
-            (
-                "monthly",
-                self._config.get("budget", "monthly_usd"),
-                today[:8] + "01",
-                "this month",
-                f"on {_next_month(today)} at 00:00",
-            ),
-        )
-        for period, limit, first_day, spent_when, resets in limits:
-            if limit is None:
-                continue
+        for period, limit, first_day, spent_when, resets in budgets(self._config, today):
             spent = self.ledger.spent_since(first_day)
             if spent is not None and spent >= limit:
                 raise ToolError(
-                    f"{period} budget of ${limit:.2f} reached (${spent:.2f} spent {spent_when}; "
+                    f"{period} budget of {usd(limit)} reached ({usd(spent)} spent {spent_when}; "
                     f"resets {resets} {timezone}): raise budget.{period}_usd or wait"
                 )
 
@@ -3125,7 +3161,10 @@ def spend_summary(ledger: Ledger, timezone: str, in_flight: int) -> dict:
     today = today_in(timezone)
     summary: dict = {"timezone": timezone, "today": today, "in_flight": in_flight}
     for period, since in (("day", today), ("month", today[:8] + "01")):
-        report = ledger.report(since) or {"by_model": [], "by_tool": [], "total": None}
+        report = ledger.report(since)
+        if report is None:  # zeros below, but not passed off as "nothing spent"
+            summary["warning"] = "the usage ledger could not be read; see the server's stderr"
+            report = {"by_model": [], "by_tool": [], "total": None}
         total = report["total"] or _usage_row_empty()
         calls = total["calls"]
         summary[period] = {
@@ -3172,6 +3211,8 @@ def spend_page(summary: dict) -> bytes:
         f"<h1>Spend</h1><p>{html.escape(summary['today'])} ({html.escape(summary['timezone'])})"
         f"; calls in flight: <span id='in-flight'>{summary['in_flight']}</span></p>",
     ]
+    if summary.get("warning"):
+        parts.append(f"<p id='warning'><strong>{html.escape(summary['warning'])}</strong></p>")
     for period, title in (("day", "Today"), ("month", "This month")):
         data = summary[period]
         parts.append(
@@ -3240,10 +3281,10 @@ class AnswerCache:
         self._state.run("storing in the cache", write, write=True)
 
 
-def answer_key(tool: str, args: dict, request: dict, today: str) -> str:
+def answer_key(tool: str, args: dict, request: dict, today: str, max_citations: int) -> str:
     """The cache and single-flight key: a hash of the tool, the normalised query, the hints,
-    today's date, the policy's revision and everything else the request sends. The query
-    itself is never stored."""
+    today's date, the policy's revision, everything else the request sends, and what shapes
+    the answer after it (max_citations). The query itself is never stored."""
     import hashlib
 
     shape = {name: value for name, value in request.items() if name != "input"}
@@ -3258,6 +3299,7 @@ def answer_key(tool: str, args: dict, request: dict, today: str) -> str:
             today,
             request["input"].rpartition("\n\n[hints]")[2],
             shape,
+            max_citations,
         ],
         sort_keys=True,
         ensure_ascii=False,
@@ -5871,23 +5913,43 @@ MODEL_EFFORTS = {
     "gpt-5.1": ("none", "low", "medium", "high"),
     "gpt-5.1-codex": ("low", "medium", "high"),
     "gpt-5.1-codex-max": ("none", "low", "medium", "high", "xhigh"),
+    "gpt-5.1-chat-latest": ("medium",),
     "gpt-5.2": ("none", "low", "medium", "high", "xhigh"),
     "gpt-5.2-pro": ("medium", "high", "xhigh"),
+    "gpt-5.2-chat-latest": ("medium",),
+    "gpt-5.4": ("none", "low", "medium", "high", "xhigh"),
+    "gpt-5.4-pro": ("medium", "high", "xhigh"),
+    "gpt-5.5": ("none", "low", "medium", "high", "xhigh"),
+    "gpt-5.5-pro": ("medium", "high", "xhigh"),
     "o1": ("low", "medium", "high"),
     "o3": ("low", "medium", "high"),
     "o4": ("low", "medium", "high"),
 }
 
 
+# Verbosities for the gpt-5 models that do not take all three (400 unsupported_value otherwise).
+MODEL_VERBOSITIES = {"gpt-5-chat-latest": ("medium",)}
+
+
 def model_efforts(model: str) -> tuple[str, ...] | None:
     """The reasoning efforts `model` accepts, or None when its family is not known here."""
+    return _by_family(MODEL_EFFORTS, model)
+
+
+def model_verbosities(model: str) -> tuple[str, ...]:
+    """The verbosities a gpt-5 `model` accepts."""
+    return _by_family(MODEL_VERBOSITIES, model) or VERBOSITIES
+
+
+def _by_family(table: dict, model: str):
+    """table's entry for the longest family `model` belongs to (itself, or family-…), or None."""
     best = None
-    for family in MODEL_EFFORTS:
+    for family in table:
         if (model == family or model.startswith(family + "-")) and (
             best is None or len(family) > len(best)
         ):
             best = family
-    return MODEL_EFFORTS[best] if best else None
+    return table[best] if best else None
 
 
 class Doctor:
@@ -6206,18 +6268,19 @@ def _profile_words(profile: dict) -> str:
 
 
 def _profile_problem(tool: str, profile: dict) -> tuple[str, str] | None:
-    """(what, fix) when the profile's reasoning effort is one its model refuses.
-
-    Verbosity needs no check here: every gpt-5 model accepts low, medium and high (the values
-    the config allows), and other models are not sent it.
-    """
-    model, effort = profile["model"], profile["reasoning_effort"]
-    accepted = model_efforts(model) if supports_reasoning(model) else None
-    if accepted is not None and effort not in accepted:
-        return (
-            f"{tool}: model {model} does not accept reasoning_effort {effort!r}",
-            f"set model_profiles.{tool}.reasoning_effort to one of {', '.join(accepted)}",
-        )
+    """(what, fix) when the profile's reasoning effort or verbosity is one its model refuses
+    (only what the request sends: effort to reasoning models, verbosity to gpt-5 models)."""
+    model = profile["model"]
+    checks = (
+        ("reasoning_effort", model_efforts(model) if supports_reasoning(model) else None),
+        ("verbosity", model_verbosities(model) if supports_verbosity(model) else None),
+    )
+    for key, accepted in checks:
+        if accepted is not None and profile[key] not in accepted:
+            return (
+                f"{tool}: model {model} does not accept {key} {profile[key]!r}",
+                f"set model_profiles.{tool}.{key} to one of {', '.join(accepted)}",
+            )
     return None
 
 
@@ -6272,6 +6335,41 @@ def _doctor_paths(doctor: Doctor, config: Config) -> None:
     system = config.get("policy", "system")
     if system["source"] == "file":  # already read by load_config, or it would have failed
         doctor.ok(f"policy.system.path = {system['path']} is readable")
+
+
+def _doctor_budget(doctor: Doctor, config: Config) -> None:
+    """Each budget with what is spent of it, and the models it cannot count (no price)."""
+    timezone = config.get("policy", "timezone")
+    today = today_in(timezone)
+    periods = budgets(config, today)
+    if not periods:
+        doctor.skip("budget: none (budget.daily_usd and budget.monthly_usd are null)")
+        return
+    pricing = Pricing(config, Log())
+    for model in sorted({config.profile(tool)["model"] for tool in TOOL_NAMES}):
+        if pricing.prices(model) is None:
+            doctor.warn(
+                f"budget: model {model} has no known price, so its calls do not count against it",
+                f"set pricing.models.{_undated(model)} to {{input, cached_input, output}} in USD "
+                "per million tokens",
+            )
+    path = state_path(config)  # never None here: a budget without the ledger is a config error
+    state = StateFile(path, Log()) if os.path.exists(path) else None
+    ledger = Ledger(state, timezone) if state else None
+    for period, limit, first_day, spent_when, resets in periods:
+        spent = ledger.spent_since(first_day) if ledger else 0.0
+        if spent is None:
+            doctor.warn(f"budget.{period}_usd: the usage ledger {path} could not be read")
+        elif spent >= limit:
+            doctor.warn(
+                f"budget.{period}_usd {usd(limit)} is spent ({usd(spent)} {spent_when}): calls "
+                f"are refused until it resets {resets} {timezone}",
+                f"raise budget.{period}_usd, or wait",
+            )
+        else:
+            doctor.ok(f"budget.{period}_usd {usd(limit)}: {usd(spent)} spent {spent_when}")
+    if state:
+        state.close()
 
 
 def token_weakness(token: str) -> str | None:
@@ -6409,9 +6507,11 @@ def client_lines(options: dict, config: Config) -> list[str]:
             }
         }
     }
+    # The name goes before --env: Claude Code's --env takes every word up to the next option,
+    # so `--env K=V name --` fails with "Invalid environment variable format: name".
     return [
         "Claude Code:",
-        f"    claude mcp add --transport stdio --scope user --env {env} {SERVER_NAME} -- {argv}",
+        f"    claude mcp add {SERVER_NAME} --transport stdio --scope user --env {env} -- {argv}",
         "Codex CLI:",
         f"    codex mcp add {SERVER_NAME} --env {env} -- {argv}",
         "Cursor (~/.cursor/mcp.json, merged into mcpServers):",
@@ -6437,6 +6537,7 @@ def run_doctor(options: dict) -> int:
     if _doctor_endpoint(doctor, config, client, key):
         _doctor_models(doctor, config, client)
     _doctor_paths(doctor, config)
+    _doctor_budget(doctor, config)
     _doctor_http(doctor, config, options.get("http"))
     if options.get("live"):
         if doctor.failures:

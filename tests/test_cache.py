@@ -92,6 +92,17 @@ def test_a_hit_works_across_processes_sharing_the_state_file(spawn, fake):
     assert len(fake.requests) == 1
 
 
+def test_another_max_citations_misses(spawn, fake):
+    # The stored answer was cut to the first process's citation count; another count must not
+    # be served it.
+    result_of(start(spawn, fake).call("answer", {"query": "q"}))
+    _, meta = result_of(
+        start(spawn, fake, env={"MAX_CITATIONS": "1"}).call("answer", {"query": "q"})
+    )
+    assert meta["cache"] == {"hit": False}
+    assert len(fake.requests) == 2
+
+
 def test_entries_expire_after_ttl(spawn, fake):
     server = start(spawn, fake, env={"ANSWER_CACHE_TTL_S": "1"})
     result_of(server.call("answer", {"query": "q"}))
