@@ -3583,6 +3583,13 @@ def _valid_id(value) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
+def progress_token(params) -> str | int | None:
+    """The progressToken a request's params carry in _meta, if it is a valid one."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return token if _valid_id(token) else None
+
+
 class Session:
     """One client's conversation: its protocol version, its calls in flight, and its outlet.
 
@@ -3702,8 +3709,31 @@ class Dispatcher:
             "tools/call": self._tools_call,
         }
 
+    @staticmethod
+    def classify(message) -> tuple[str, str | None]:
+        """What a decoded message is, and its method: ("request", method),
+        ("notification", method), ("response", None) or ("invalid", None).
+
+        The one place that tells messages apart; both transports ask it before they decide
+        where a message goes. A request's id is checked later, by handle().
+        """
+        if not isinstance(message, dict):
+            return "invalid", None
+        method = message.get("method")
+        if isinstance(method, str):
+            return ("request" if "id" in message else "notification"), method
+        if method is None and ("result" in message or "error" in message):
+            return "response", None  # this server never sends requests; its id may be null
+        return "invalid", None
+
     def handle(self, message, session: Session) -> dict | None:
         """The reply to one message, or None (notifications, responses, calls still running)."""
+        kind, method = self.classify(message)
+        if kind == "notification":
+            self._notification(method, message.get("params"), session)
+            return None
+        if kind == "response":
+            return None
         if not isinstance(message, dict):
             why = (
                 "batches (JSON arrays) are not supported; send one message at a time"
@@ -3711,16 +3741,10 @@ class Dispatcher:
                 else "a message must be a JSON object"
             )
             return rpc_error(None, INVALID_REQUEST, f"Invalid Request: {why}")
-        method = message.get("method")
         if "id" not in message:
-            if isinstance(method, str):
-                self._notification(method, message.get("params"), session)
-                return None
             if "result" in message or "error" in message:
-                return None  # a response; this server never sends requests
+                return None  # a response with a strange method; answer nothing
             return rpc_error(None, INVALID_REQUEST, "Invalid Request: missing 'method'")
-        if method is None and ("result" in message or "error" in message):
-            return None  # a response (its id may be null, e.g. after a parse error)
         request_id = message["id"]
         if not _valid_id(request_id):
             got = _describe(request_id)
@@ -3786,9 +3810,8 @@ class Dispatcher:
             args = validate_arguments(name, arguments)
         except InvalidParams as exc:
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
-        meta = params.get("_meta")
-        token = meta.get("progressToken") if isinstance(meta, dict) else None
-        progress = self._progress_sender(session, token) if _valid_id(token) else None
+        token = progress_token(params)
+        progress = None if token is None else self._progress_sender(session, token)
         call = Call(request_id, name, progress)
         self._admit()
         try:
@@ -4323,96 +4346,111 @@ def _raise_stop(signum, frame):
 
 def serve_stdio(dispatcher: Dispatcher, config: Config, log: Log) -> int:
     """Serves one client on stdin/stdout until end of input or a signal."""
-    import _signal as signal  # `signal` itself imports enum (~1 ms) for its IntEnums
-
     fd_in, fd_out = sys.stdin.fileno(), sys.stdout.fileno()
     if os.name == "nt":
         import msvcrt
 
         msvcrt.setmode(fd_in, os.O_BINARY)
         msvcrt.setmode(fd_out, os.O_BINARY)
-
-    def stdout_closed() -> None:
-        session.cancel_all()
-        os._exit(0)  # the client has gone: nothing left to answer
-
-    writer = StdioWriter(fd_out, config.get("server", "line_mode"), stdout_closed, log)
-    session = Session(writer.send)
-    reader = FrameReader(config.get("server", "max_message_bytes"))
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _raise_stop)
-    try:
-        while True:
-            data = os.read(fd_in, 1 << 16)
-            if log.debug_enabled:
-                log.debug("stdio", f"stdin bytes={len(data)}")
-            # At end of input, a newline completes a last line-mode message written without one.
-            replies = _handle_frames(reader.feed(data or b"\n"), dispatcher, session, writer, log)
-            if replies:
-                writer.send(*replies)
-            if not data:
-                break
-        log.debug("server", f"end of input; waiting for {session.in_flight()} call(s)")
-        # A client that closed stdout as well has gone: its calls are cancelled, not awaited.
-        while session.in_flight():
-            if reader_gone(fd_out):
-                log.debug("server", "stdout closed too; in-flight calls cancelled")
-                stdout_closed()
-            session.wait_idle(0.25)
-        return 0
-    except _Stop:
-        session.cancel_all()
-        log.debug("server", "stopped by signal; in-flight calls cancelled")
-        return 0
+    return StdioTransport(dispatcher, config, log, fd_in, fd_out).serve()
 
 
-def _handle_frames(frames: list, dispatcher, session, writer, log) -> list[dict]:
-    """The replies to one read's frames; a bug in handling one message never ends the session."""
-    replies = []
-    for frame in frames:
+class StdioTransport:
+    """One client on a pipe: frames in from `fd_in`, whole messages out through a StdioWriter
+    on `fd_out`, one Session for the client's whole life."""
+
+    def __init__(self, dispatcher: Dispatcher, config: Config, log: Log, fd_in: int, fd_out: int):
+        self.dispatcher, self.log = dispatcher, log
+        self.fd_in, self.fd_out = fd_in, fd_out
+        self.max_bytes = config.get("server", "max_message_bytes")
+        self.writer = StdioWriter(fd_out, config.get("server", "line_mode"), self.gone, log)
+        self.session = Session(self.writer.send)
+        self.reader = FrameReader(self.max_bytes)
+
+    def gone(self) -> None:
+        """stdout has closed: the client has gone, so nothing is left to answer."""
+        self.session.cancel_all()
+        os._exit(0)
+
+    def serve(self) -> int:
+        import _signal as signal  # `signal` itself imports enum (~1 ms) for its IntEnums
+
+        log, session, writer = self.log, self.session, self.writer
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, _raise_stop)
         try:
-            reply = _handle_frame(frame, dispatcher, session, writer, log)
-        except Exception as exc:  # noqa: BLE001 - one bad message must not end the session
-            log.say(f"internal error handling a message: {type(exc).__name__}: {exc}")
-            reply = rpc_error(
-                None, INTERNAL_ERROR, "Internal error; run with --debug and report it"
+            while True:
+                data = os.read(self.fd_in, 1 << 16)
+                if log.debug_enabled:
+                    log.debug("stdio", f"stdin bytes={len(data)}")
+                # At end of input, a newline completes a last line-mode message sent without one.
+                replies = self.handle_frames(self.reader.feed(data or b"\n"))
+                if replies:
+                    writer.send(*replies)
+                if not data:
+                    break
+            log.debug("server", f"end of input; waiting for {session.in_flight()} call(s)")
+            # A client that closed stdout as well has gone: its calls are cancelled, not awaited.
+            while session.in_flight():
+                if reader_gone(self.fd_out):
+                    log.debug("server", "stdout closed too; in-flight calls cancelled")
+                    self.gone()
+                session.wait_idle(0.25)
+            return 0
+        except _Stop:
+            session.cancel_all()
+            log.debug("server", "stopped by signal; in-flight calls cancelled")
+            return 0
+
+    def handle_frames(self, frames: list) -> list[dict]:
+        """The replies to one read's frames; a bug in handling one message never ends the
+        session."""
+        replies = []
+        for frame in frames:
+            try:
+                reply = self.handle_frame(frame)
+            except Exception as exc:  # noqa: BLE001 - one bad message must not end the session
+                self.log.say(f"internal error handling a message: {type(exc).__name__}: {exc}")
+                reply = rpc_error(
+                    None, INTERNAL_ERROR, "Internal error; run with --debug and report it"
+                )
+            if reply is not None:
+                replies.append(reply)
+        return replies
+
+    def handle_frame(self, frame: Frame) -> dict | None:
+        log, writer = self.log, self.writer
+        if log.debug_enabled and frame.mode == "framed" and frame.size >= 0:
+            log.debug("stdio", f"frame header length={frame.size}")
+        if frame.kind == "garbage":
+            log.say(
+                f"skipped {len(frame.body)} bytes that are not an MCP message: {frame.body[:60]!r}"
             )
-        if reply is not None:
-            replies.append(reply)
-    return replies
-
-
-def _handle_frame(frame: Frame, dispatcher, session, writer, log) -> dict | None:
-    if log.debug_enabled and frame.mode == "framed" and frame.size >= 0:
-        log.debug("stdio", f"frame header length={frame.size}")
-    if frame.kind == "garbage":
-        log.say(f"skipped {len(frame.body)} bytes that are not an MCP message: {frame.body[:60]!r}")
-        return None
-    if frame.kind == "invalid":
-        log.say(f"refused a message: {frame.reason}")
-        return rpc_error(
-            None,
-            PARSE_ERROR,
-            f"Parse error: {frame.reason}; that message was skipped, and reading goes on at the "
-            "next one",
-        )
-    if frame.kind == "oversized":
-        writer.follow(frame.mode, understood=False)
-        limit = dispatcher.config.get("server", "max_message_bytes")
-        return rpc_error(
-            None,
-            INVALID_REQUEST,
-            f"Invalid Request: a message of {frame.size} bytes exceeds the {limit}-byte limit "
-            "(server.max_message_bytes); it was skipped",
-        )
-    message, error = decode_message(frame.body)
-    if frame.mode == "line" or not writer.settled:
-        writer.follow(frame.mode, error is None)
-    if error is not None:
-        return error
-    if log.debug_enabled and isinstance(message, dict):
-        log.debug("server", f"recv method={message.get('method')} ({frame.mode})")
-    return dispatcher.handle(message, session)
+            return None
+        if frame.kind == "invalid":
+            log.say(f"refused a message: {frame.reason}")
+            return rpc_error(
+                None,
+                PARSE_ERROR,
+                f"Parse error: {frame.reason}; that message was skipped, and reading goes on at "
+                "the next one",
+            )
+        if frame.kind == "oversized":
+            writer.follow(frame.mode, understood=False)
+            return rpc_error(
+                None,
+                INVALID_REQUEST,
+                f"Invalid Request: a message of {frame.size} bytes exceeds the {self.max_bytes}-"
+                "byte limit (server.max_message_bytes); it was skipped",
+            )
+        message, error = decode_message(frame.body)
+        if frame.mode == "line" or not writer.settled:
+            writer.follow(frame.mode, error is None)
+        if error is not None:
+            return error
+        if log.debug_enabled and isinstance(message, dict):
+            log.debug("server", f"recv method={message.get('method')} ({frame.mode})")
+        return self.dispatcher.handle(message, self.session)
 
 
 # -- HTTP: Streamable HTTP, the legacy HTTP+SSE transport, /healthz ----------------------------
@@ -5244,13 +5282,13 @@ class HttpHandler:
         except _Answered:
             return
         version = self._protocol_version()
-        kind = _message_kind(message)
+        kind, method = self.app.dispatcher.classify(message)
         if kind == "invalid":  # the dispatcher words the error
             reply = self.app.dispatcher.handle(message, Session(lambda m: None))
             if reply is None:  # nothing to answer (a malformed response, say)
                 return self._send_empty(202)
             return self._send_json(200 if reply.get("id") is not None else 400, reply)
-        if self.app.stateless or (kind == "request" and message["method"] == "initialize"):
+        if self.app.stateless or (kind == "request" and method == "initialize"):
             hs = self.app.new_session()
             if hs.id is None:
                 hs.session.protocol_version = version or DEFAULT_HTTP_VERSION
@@ -5464,18 +5502,6 @@ def _costly_body_error(body: bytes) -> dict | None:
 
 class _Answered(Exception):
     """The response has been sent already; stop handling."""
-
-
-def _message_kind(message) -> str:
-    if isinstance(message, dict):
-        method = message.get("method")
-        if "id" in message and isinstance(method, str):
-            return "request"
-        if "id" not in message and isinstance(method, str):
-            return "notification"
-        if method is None and ("result" in message or "error" in message):
-            return "response"
-    return "invalid"
 
 
 _ROUTES = {
