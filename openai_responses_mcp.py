@@ -4320,6 +4320,47 @@ class StdioWriter:
             self._on_closed()
 
 
+class EventStream:
+    """Server-sent events on an HTTP response whose headers have gone: chunked on HTTP/1.1,
+    raw until the connection closes on HTTP/1.0."""
+
+    def __init__(self, wfile, chunked: bool):
+        self._wfile, self._chunked = wfile, chunked
+
+    def write(self, data: bytes) -> None:
+        self._wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if self._chunked else data)
+
+    def event(self, name: str, data: bytes) -> None:
+        self.write(b"event: %s\ndata: %s\n\n" % (name.encode(), data))
+
+    def end(self) -> None:
+        if self._chunked:
+            self._wfile.write(b"0\r\n\r\n")
+
+    def pump(self, box, until_reply: bool, keepalive_s: float, peer_gone) -> bool:
+        """Writes what arrives in `box` as events, with keep-alive comments while quiet, until
+        _END or the reply (if until_reply), then ends the stream; False if the client hung up
+        first (the stream is left unended)."""
+        quiet_since = time.monotonic()
+        while True:
+            item = box.get(_POLL_S)
+            if item is None:
+                if peer_gone():
+                    return False
+                if time.monotonic() - quiet_since >= keepalive_s:
+                    self.write(b": keep-alive\n\n")
+                    quiet_since = time.monotonic()
+                continue
+            if item is _END:
+                break
+            self.event("message", encode_message(item))
+            quiet_since = time.monotonic()
+            if until_reply and "method" not in item:
+                break
+        self.end()
+        return True
+
+
 def reader_gone(fd: int) -> bool:
     """Whether nobody reads `fd` any more: the other end of its pipe or socket has closed."""
     try:
@@ -4834,6 +4875,271 @@ class HttpApp:
                 {"Retry-After": "1"},
             )
 
+    def dispatch(self, hs: HttpSession, message, method: str | None) -> dict | None:
+        """Hands a message to the dispatcher; a tools/call is admitted against the HTTP limits
+        first, in one step with its start (calls_lock), so two calls cannot both pass."""
+        if method != "tools/call":
+            return self.dispatcher.handle(message, hs.session)
+        with self.calls_lock:
+            self.admit_call(hs)
+            return self.dispatcher.handle(message, hs.session)
+
+    # -- gates: Host, Origin, token, route ---------------------------------------------------------
+
+    def check_host(self, host: str | None) -> None:
+        """DNS rebinding protection: the Host must be a name this server is known by."""
+        if host is None or self.any_host or _host_name(host) in self.hosts:
+            return
+        raise HttpError(
+            421,
+            f"Host {host!r} is not a name of this server (DNS rebinding protection); add it to "
+            "server.http.allowed_hosts if clients really use it",
+        )
+
+    def cors_headers(self, origin: str | None) -> dict:
+        """The headers an answer to a page from `origin` carries; 403 if it is not allowed."""
+        if origin is None:
+            return {}
+        if not self.origin_allowed(origin):
+            raise HttpError(
+                403,
+                f"Origin {origin!r} is not allowed; add it to server.http.allowed_origins to "
+                "let pages from it use this server",
+            )
+        return {
+            "Access-Control-Allow-Origin": origin,
+            "Access-Control-Expose-Headers": "Mcp-Session-Id, WWW-Authenticate",
+            "Vary": "Origin",
+        }
+
+    def check_token(self, authorization: str) -> None:
+        import hmac
+
+        token = self.token
+        if not token:
+            return
+        scheme, _, given = authorization.partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode("utf-8", "replace"), token.encode()
+        ):
+            return
+        challenge = f'Bearer realm="{SERVER_NAME}"' + (', error="invalid_token"' if given else "")
+        raise HttpError(
+            401,
+            "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
+            "token the server was given (MCP_HTTP_TOKEN / server.http.token)",
+            {"WWW-Authenticate": challenge},
+        )
+
+    def route(self, command: str, path: str, authorization: str):
+        """The HttpHandler method that answers this request, once its token is checked."""
+        if command == "OPTIONS":
+            return HttpHandler.preflight
+        if path != HEALTH_PATH:
+            self.check_token(authorization)
+        route = _ROUTES.get((command, path))
+        if self.stateless and (command, path) in _SESSION_ROUTES:
+            route = None
+        if route is None:
+            raise self.no_route(command, path)
+        return route
+
+    def no_route(self, command: str, path: str) -> HttpError:
+        allowed = _ALLOWED.get(path)
+        if self.stateless and path in (SSE_PATH, MESSAGES_PATH):
+            return HttpError(
+                404, "legacy HTTP+SSE needs sessions and is off with --stateless; use /mcp"
+            )
+        if allowed is None:
+            return HttpError(404, f"no such endpoint; MCP is served at {MCP_PATH}")
+        if self.stateless and path == MCP_PATH:
+            allowed = "POST"
+        why = {
+            (MCP_PATH, "GET"): "this server sends no server-initiated messages, so there is no "
+            "GET stream",
+            (MCP_PATH, "DELETE"): "there are no sessions with --stateless",
+            (SSE_PATH, "POST"): "/sse is the legacy HTTP+SSE stream; Streamable HTTP clients "
+            f"POST to {MCP_PATH}",
+        }.get((path, command), "")
+        hint = f"{why}; " if why else ""
+        return HttpError(
+            405, f"{command} {path} is not supported: {hint}use {allowed}", {"Allow": allowed}
+        )
+
+    @staticmethod
+    def refusal(exc: HttpError, request_id) -> dict:
+        """A refusal's body: a JSON-RPC error if the body was a request, else {"error": ...}."""
+        if request_id is None:
+            return {"error": exc.message}
+        return rpc_error(request_id, HTTP_REFUSED, exc.message)
+
+    # -- Streamable HTTP: what a POST /mcp means and ends with -------------------------------------
+
+    @staticmethod
+    def check_content_type(value: str) -> None:
+        kind = value.partition(";")[0].strip().lower()
+        if kind != "application/json":
+            raise HttpError(415, f"Content-Type must be application/json, not {kind or 'missing'}")
+
+    @staticmethod
+    def accepts(accept: str | None) -> tuple[bool, bool]:
+        """(JSON acceptable, SSE acceptable); a missing Accept and */* are taken as JSON."""
+        if not accept:
+            return True, False
+        kinds = {part.partition(";")[0].strip().lower() for part in accept.split(",")}
+        json_ok = bool(kinds & {"application/json", "application/*", "*/*"})
+        sse_ok = "text/event-stream" in kinds
+        if not (json_ok or sse_ok):
+            raise HttpError(
+                406,
+                "Accept must include application/json and text/event-stream (MCP clients send "
+                f"both), not {accept[:80]!r}",
+            )
+        return json_ok, sse_ok
+
+    @staticmethod
+    def protocol_version(version: str | None) -> str | None:
+        """The MCP-Protocol-Version header's version; 400 for one this server does not speak."""
+        if version is not None and version.strip() not in PROTOCOL_VERSIONS:
+            raise HttpError(
+                400,
+                f"unsupported MCP-Protocol-Version {version[:40]!r}; this server speaks "
+                f"{', '.join(PROTOCOL_VERSIONS)}",
+            )
+        return version and version.strip()
+
+    def session_named(self, session_id: str | None) -> HttpSession:
+        """The session an Mcp-Session-Id header names, held until release()."""
+        if not session_id:
+            raise HttpError(
+                400,
+                "missing Mcp-Session-Id header: send initialize first and repeat the session id "
+                "it returns on every request (or run the server with --stateless)",
+            )
+        return self.sessions.get(session_id.strip())
+
+    def post_session(self, message: dict, kind: str, method, version, session_id, client):
+        """The session a POST's message belongs to: a new one for initialize (and for every
+        POST with --stateless, speaking the header's version), else the one its header names."""
+        if not (self.stateless or (kind == "request" and method == "initialize")):
+            return self.session_named(session_id)
+        hs = self.new_session()
+        if hs.id is None:
+            hs.session.protocol_version = version or DEFAULT_HTTP_VERSION
+            hs.client = client
+            hs.call_id = message.get("id")
+        return hs
+
+    def invalid_reply(self, message) -> dict | None:
+        """The dispatcher's words for a message that is no request, notification or response."""
+        return self.dispatcher.handle(message, Session(lambda m: None))
+
+    @staticmethod
+    def status_of(reply: dict) -> int:
+        """A JSON reply's HTTP status: 400 when the request could not even be identified."""
+        return 200 if reply.get("id") is not None else 400
+
+    def start_request(self, hs: HttpSession, message: dict, method: str):
+        """Hands a request over: (its reply or None if it comes later, the Outbox its later
+        messages arrive in, its progress token). Close the Outbox with hs.router.close."""
+        request_id = message["id"]
+        token = progress_token(message.get("params")) if method == "tools/call" else None
+        box = hs.router.open(request_id, token) if _valid_id(request_id) else None
+        try:
+            return self.dispatch(hs, message, method), box, token
+        except BaseException:
+            if box is not None:
+                hs.router.close(request_id, box)
+            raise
+
+    @staticmethod
+    def as_events(token, json_ok: bool, sse_ok: bool) -> bool:
+        """Whether a call's response is an event stream (progress can go there) or JSON."""
+        return sse_ok and (token is not None or not json_ok)
+
+    def reply_headers(self, hs: HttpSession, method: str, reply: dict) -> dict:
+        """A reply's extra headers: initialize's session id; a failed initialize ends it."""
+        if method != "initialize" or hs.id is None:
+            return {}
+        if "result" in reply:
+            return {"Mcp-Session-Id": hs.id}
+        self.sessions.end(hs)
+        return {}
+
+    def notify(self, hs: HttpSession, message: dict, client) -> None:
+        """Handles a notification or response; a cancel also ends the call's waiting POST
+        with a "Request cancelled" error.
+
+        With --stateless every POST has a session of its own, so a cancel goes to the one
+        call it can be tied to (cancel_target), or to none.
+        """
+        params = message.get("params")
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        cancel = message.get("method") == "notifications/cancelled" and _valid_id(request_id)
+        if cancel and self.stateless:
+            hs = self.cancel_target(request_id, client)
+            if hs is None:
+                return
+        self.dispatcher.handle(message, hs.session)
+        if cancel and hs.router is not None:
+            hs.router.end(request_id, REQUEST_CANCELLED, "Request cancelled")
+
+    def end_session(self, session_id: str | None) -> None:
+        """DELETE /mcp: ends the session, cancelling its calls."""
+        hs = self.session_named(session_id)
+        self.release(hs)
+        self.sessions.end(hs, REQUEST_CANCELLED, "Request cancelled: the session was ended")
+
+    # -- legacy HTTP+SSE (2024-11-05) --------------------------------------------------------------
+
+    def open_sse(self) -> HttpSession:
+        hs = self.new_session(legacy=True)
+        self.count_stream(+1)
+        return hs
+
+    def close_sse(self, hs: HttpSession) -> None:
+        """The GET /sse stream has ended: so has its session, and its calls are cancelled."""
+        self.count_stream(-1)
+        self.release(hs)
+        self.sessions.end(hs)
+
+    def legacy_session(self, session_id: str) -> HttpSession:
+        if not session_id:
+            raise HttpError(400, "missing ?sessionId=: use the URL from the /sse endpoint event")
+        return self.sessions.get(session_id, legacy=True)
+
+    def post_legacy(self, hs: HttpSession, message) -> None:
+        """A POST /messages message: its reply, errors and refusals included, goes down the
+        session's stream (the POST itself always ends 202)."""
+        hs.touch()
+        try:
+            reply = self.dispatch(hs, message, self.dispatcher.classify(message)[1])
+        except HttpError as exc:
+            reply = rpc_error(message.get("id"), HTTP_REFUSED, exc.message)
+        if reply is not None:
+            hs.stream.put(reply)
+
+    # -- health and usage --------------------------------------------------------------------------
+
+    def health(self) -> tuple[int, dict]:
+        body = {
+            "status": "draining" if self.draining else "ok",
+            "version": __version__,
+            "in_flight": self.in_flight(),
+            "sessions": len(self.sessions.all()),
+            "api_key": bool(api_key(self.dispatcher.config)),
+        }
+        return (503 if self.draining else 200), body
+
+    def usage(self) -> dict:
+        """Spend from the usage ledger; 404 when there is none."""
+        engine = self.dispatcher.engine
+        ledger = getattr(engine, "ledger", None)
+        if ledger is None or not engine.state.enabled:
+            raise HttpError(404, "no usage ledger: state.path is off")
+        timezone = self.dispatcher.config.get("policy", "timezone")
+        return spend_summary(ledger, timezone, self.in_flight())
+
     def count_stream(self, change: int) -> None:
         with self._lock:
             self.streams += change
@@ -4877,7 +5183,8 @@ class HttpApp:
 
 
 class HttpHandler:
-    """Request handling, mixed into http.server.BaseHTTPRequestHandler by serve_http()."""
+    """HTTP plumbing, mixed into http.server.BaseHTTPRequestHandler by HttpTransport: reads
+    requests, writes responses. What they mean and what they get is HttpApp's to decide."""
 
     protocol_version = "HTTP/1.1"
     server_version = f"{SERVER_NAME}/{__version__}"
@@ -4888,7 +5195,7 @@ class HttpHandler:
     def version_string(self) -> str:
         return self.server_version  # no Python version in the Server header
 
-    # -- plumbing ----------------------------------------------------------------------------------
+    # -- the connection ----------------------------------------------------------------------------
 
     def handle_one_request(self) -> None:
         self.app: HttpApp = self.server.app
@@ -4925,12 +5232,25 @@ class HttpHandler:
         except OSError:
             pass
 
+    def _peer_gone(self) -> bool:
+        """True once the client has closed its side (a waiting client sends nothing)."""
+        import select
+        import socket
+
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
     def log_request(self, code="-", size="-") -> None:
         path = getattr(self, "path", "").partition("?")[0]  # the query may hold a session id
         self.app.log.debug("http", f"{self.command} {path} -> {code}")
 
     def log_message(self, format, *args) -> None:
         self.app.log.debug("http", format % args)
+
+    # -- writing responses -------------------------------------------------------------------------
 
     def send_error(self, code, message=None, explain=None) -> None:
         """http.server's own refusals (bad request line, headers too large) as JSON."""
@@ -4974,120 +5294,57 @@ class HttpHandler:
         self._headers_buffer.append(b"\r\n" + body)  # end_headers() appends b"\r\n", flushes
         self.flush_headers()
 
-    # -- SSE ------------------------------------------------------------------------------------
-
-    def _start_events(self, headers: dict | None = None) -> None:
-        self._chunked = self.request_version != "HTTP/1.0"
+    def _start_events(self, headers: dict | None = None) -> EventStream:
+        chunked = self.request_version != "HTTP/1.0"
         self._answering(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("X-Accel-Buffering", "no")  # nginx: pass each event on at once
-        if self._chunked:
+        if chunked:
             self.send_header("Transfer-Encoding", "chunked")
         else:
             self.close_connection = True
         self._end_headers(headers)
+        return EventStream(self.wfile, chunked)
 
-    def _write(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if self._chunked else data)
+    def _pump(self, events: EventStream, box: Outbox, until_reply: bool) -> None:
+        if not events.pump(box, until_reply, self.app.settings["keepalive_s"], self._peer_gone):
+            self.close_connection = True
 
-    def _event(self, name: str, data: bytes) -> None:
-        self._write(b"event: %s\ndata: %s\n\n" % (name.encode(), data))
-
-    def _end_events(self) -> None:
-        if self._chunked:
-            self.wfile.write(b"0\r\n\r\n")
-
-    def _pump(self, box: Outbox, until_reply: bool) -> None:
-        """Writes what arrives in `box` as SSE events, with keep-alive comments while quiet,
-        until _END, the reply (if until_reply), or the client hanging up."""
-        quiet_since = time.monotonic()
+    def _await_json(self, box: Outbox) -> None:
+        """Waits for the call's reply and sends it as JSON (progress has nowhere to go)."""
         while True:
             item = box.get(_POLL_S)
             if item is None:
                 if self._peer_gone():
                     self.close_connection = True
                     return
-                if time.monotonic() - quiet_since >= self.app.settings["keepalive_s"]:
-                    self._write(b": keep-alive\n\n")
-                    quiet_since = time.monotonic()
-                continue
-            if item is _END:
-                break
-            self._event("message", encode_message(item))
-            quiet_since = time.monotonic()
-            if until_reply and "method" not in item:
-                break
-        self._end_events()
+            elif "method" not in item:
+                return self._send_json(200, item)
 
-    def _peer_gone(self) -> bool:
-        """True once the client has closed its side (a waiting client sends nothing)."""
-        import select
-        import socket
-
-        try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
-            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
-        except (OSError, ValueError):
-            return True
-
-    # -- routing and checks ----------------------------------------------------------------------
+    # -- reading requests ------------------------------------------------------------------------
 
     def do_GET(self) -> None:
-        self._serve()
-
-    do_POST = do_DELETE = do_OPTIONS = do_PUT = do_PATCH = do_HEAD = do_GET
-
-    def _serve(self) -> None:
         path = self.path.partition("?")[0]
+        headers, app = self.headers, self.app
         try:
             self._check_framing()
-            self._check_host()
-            self._check_origin()
-            if self.command == "OPTIONS":
-                return self._preflight()
-            if path != HEALTH_PATH:
-                self._check_token()
-            route = _ROUTES.get((self.command, path))
-            if self.app.stateless and (self.command, path) in _SESSION_ROUTES:
-                route = None
-            if route is None:
-                raise self._no_route(path)
-            route(self)
+            app.check_host(headers.get("Host"))
+            self._cors = app.cors_headers(headers.get("Origin"))
+            app.route(self.command, path, headers.get("Authorization", ""))(self)
         except HttpError as exc:
-            self._refuse(exc)
+            request_id = self._request_id() if exc.status != 413 and self._framing_ok else None
+            self._send_json(exc.status, app.refusal(exc, request_id), exc.headers)
         except (OSError, ValueError) as exc:  # the client went away while we wrote
-            self.app.log.debug("http", f"connection dropped: {type(exc).__name__}: {exc}")
+            app.log.debug("http", f"connection dropped: {type(exc).__name__}: {exc}")
             self.close_connection = True
         except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
-            self.app.log.say(
-                f"internal error in {self.command} {path}: {type(exc).__name__}: {exc}"
-            )
+            app.log.say(f"internal error in {self.command} {path}: {type(exc).__name__}: {exc}")
             if self._phase != "answered":
                 self.close_connection = True
                 self._send_json(500, {"error": "internal error; run with --debug and report it"})
 
-    def _no_route(self, path: str) -> HttpError:
-        allowed = _ALLOWED.get(path)
-        if self.app.stateless and path in (SSE_PATH, MESSAGES_PATH):
-            return HttpError(
-                404, "legacy HTTP+SSE needs sessions and is off with --stateless; use /mcp"
-            )
-        if allowed is None:
-            return HttpError(404, f"no such endpoint; MCP is served at {MCP_PATH}")
-        if self.app.stateless and path == MCP_PATH:
-            allowed = "POST"
-        why = {
-            (MCP_PATH, "GET"): "this server sends no server-initiated messages, so there is no "
-            "GET stream",
-            (MCP_PATH, "DELETE"): "there are no sessions with --stateless",
-            (SSE_PATH, "POST"): "/sse is the legacy HTTP+SSE stream; Streamable HTTP clients "
-            f"POST to {MCP_PATH}",
-        }.get((path, self.command), "")
-        hint = f"{why}; " if why else ""
-        return HttpError(
-            405, f"{self.command} {path} is not supported: {hint}use {allowed}", {"Allow": allowed}
-        )
+    do_POST = do_DELETE = do_OPTIONS = do_PUT = do_PATCH = do_HEAD = do_GET
 
     def _check_framing(self) -> None:
         """Refuses a request whose body length is ambiguous, and closes its connection: where
@@ -5114,73 +5371,6 @@ class HttpHandler:
             )
         self._framing_ok = True
 
-    def _check_host(self) -> None:
-        """DNS rebinding protection: the Host must be a name this server is known by."""
-        host = self.headers.get("Host")
-        if host is None or self.app.any_host or _host_name(host) in self.app.hosts:
-            return
-        raise HttpError(
-            421,
-            f"Host {host!r} is not a name of this server (DNS rebinding protection); add it to "
-            "server.http.allowed_hosts if clients really use it",
-        )
-
-    def _check_origin(self) -> None:
-        origin = self.headers.get("Origin")
-        if origin is None:
-            return
-        if not self.app.origin_allowed(origin):
-            raise HttpError(
-                403,
-                f"Origin {origin!r} is not allowed; add it to server.http.allowed_origins to "
-                "let pages from it use this server",
-            )
-        self._cors = {
-            "Access-Control-Allow-Origin": origin,
-            "Access-Control-Expose-Headers": "Mcp-Session-Id, WWW-Authenticate",
-            "Vary": "Origin",
-        }
-
-    def _preflight(self) -> None:
-        self._send_empty(
-            204,
-            {
-                "Allow": "GET, POST, DELETE, OPTIONS",
-                "Access-Control-Allow-Methods": "GET, POST, DELETE",
-                "Access-Control-Allow-Headers": "Authorization, Content-Type, Accept, "
-                "Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID",
-                "Access-Control-Max-Age": "600",
-            },
-        )
-
-    def _check_token(self) -> None:
-        import hmac
-
-        token = self.app.token
-        if not token:
-            return
-        scheme, _, given = self.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(
-            given.strip().encode("utf-8", "replace"), token.encode()
-        ):
-            return
-        challenge = f'Bearer realm="{SERVER_NAME}"' + (', error="invalid_token"' if given else "")
-        raise HttpError(
-            401,
-            "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
-            "token the server was given (MCP_HTTP_TOKEN / server.http.token)",
-            {"WWW-Authenticate": challenge},
-        )
-
-    def _refuse(self, exc: HttpError) -> None:
-        """Answers a refusal: a JSON-RPC error if the body was a request, else {"error": ...}."""
-        request_id = self._request_id() if exc.status != 413 and self._framing_ok else None
-        if request_id is None:
-            body = {"error": exc.message}
-        else:
-            body = rpc_error(request_id, HTTP_REFUSED, exc.message)
-        self._send_json(exc.status, body, exc.headers)
-
     def _request_id(self):
         """The id of the JSON-RPC request in the body (read now if small), else None."""
         if self._body is None:
@@ -5200,8 +5390,6 @@ class HttpHandler:
         if isinstance(message, dict) and "method" in message and _valid_id(message.get("id")):
             return message["id"]
         return None
-
-    # -- reading requests ------------------------------------------------------------------------
 
     def _read_body(self) -> bytes:
         """The body, whose Content-Length _check_framing() has checked; 413 past the limit
@@ -5231,99 +5419,6 @@ class HttpHandler:
             raise _Answered()
         return message
 
-    def _check_content_type(self) -> None:
-        kind = self.headers.get("Content-Type", "").partition(";")[0].strip().lower()
-        if kind != "application/json":
-            raise HttpError(415, f"Content-Type must be application/json, not {kind or 'missing'}")
-
-    def _accepts(self) -> tuple[bool, bool]:
-        """(JSON acceptable, SSE acceptable); a missing Accept and */* are taken as JSON."""
-        accept = self.headers.get("Accept")
-        if not accept:
-            return True, False
-        kinds = {part.partition(";")[0].strip().lower() for part in accept.split(",")}
-        json_ok = bool(kinds & {"application/json", "application/*", "*/*"})
-        sse_ok = "text/event-stream" in kinds
-        if not (json_ok or sse_ok):
-            raise HttpError(
-                406,
-                "Accept must include application/json and text/event-stream (MCP clients send "
-                f"both), not {accept[:80]!r}",
-            )
-        return json_ok, sse_ok
-
-    def _protocol_version(self) -> str | None:
-        version = self.headers.get("MCP-Protocol-Version")
-        if version is not None and version.strip() not in PROTOCOL_VERSIONS:
-            raise HttpError(
-                400,
-                f"unsupported MCP-Protocol-Version {version[:40]!r}; this server speaks "
-                f"{', '.join(PROTOCOL_VERSIONS)}",
-            )
-        return version and version.strip()
-
-    def _session_from_header(self) -> HttpSession:
-        session_id = self.headers.get("Mcp-Session-Id")
-        if not session_id:
-            raise HttpError(
-                400,
-                "missing Mcp-Session-Id header: send initialize first and repeat the session id "
-                "it returns on every request (or run the server with --stateless)",
-            )
-        return self.app.sessions.get(session_id.strip())
-
-    # -- Streamable HTTP: POST and DELETE /mcp -----------------------------------------------------
-
-    def post_mcp(self) -> None:
-        self._check_content_type()
-        json_ok, sse_ok = self._accepts()
-        try:
-            message = self._read_message()
-        except _Answered:
-            return
-        version = self._protocol_version()
-        kind, method = self.app.dispatcher.classify(message)
-        if kind == "invalid":  # the dispatcher words the error
-            reply = self.app.dispatcher.handle(message, Session(lambda m: None))
-            if reply is None:  # nothing to answer (a malformed response, say)
-                return self._send_empty(202)
-            return self._send_json(200 if reply.get("id") is not None else 400, reply)
-        if self.app.stateless or (kind == "request" and method == "initialize"):
-            hs = self.app.new_session()
-            if hs.id is None:
-                hs.session.protocol_version = version or DEFAULT_HTTP_VERSION
-                hs.client = self._client_identity()
-                hs.call_id = message.get("id")
-        else:
-            hs = self._session_from_header()
-        try:
-            if kind == "request":
-                self._answer(hs, message, json_ok, sse_ok)
-            else:
-                self._notify(hs, message)
-                self._send_empty(202)
-        finally:
-            hs.touch()
-            self.app.release(hs)
-
-    def _notify(self, hs: HttpSession, message: dict) -> None:
-        """Handles a notification or response; a cancel also ends the call's waiting POST
-        with a "Request cancelled" error.
-
-        With --stateless every POST has a session of its own, so a cancel goes to the one
-        call it can be tied to (HttpApp.cancel_target), or to none.
-        """
-        params = message.get("params")
-        request_id = params.get("requestId") if isinstance(params, dict) else None
-        cancel = message.get("method") == "notifications/cancelled" and _valid_id(request_id)
-        if cancel and self.app.stateless:
-            hs = self.app.cancel_target(request_id, self._client_identity())
-            if hs is None:
-                return
-        self.app.dispatcher.handle(message, hs.session)
-        if cancel and hs.router is not None:
-            hs.router.end(request_id, REQUEST_CANCELLED, "Request cancelled")
-
     def _client_identity(self) -> tuple:
         """Who sent this request, as far as stateless mode can tell: the credential, the peer's
         address (not its port: a cancel comes on another connection), X-Forwarded-For (the
@@ -5337,133 +5432,97 @@ class HttpHandler:
             headers.get("User-Agent", ""),
         )
 
-    def _answer(self, hs: HttpSession, message: dict, json_ok: bool, sse_ok: bool) -> None:
-        app, request_id, method = self.app, message["id"], message["method"]
-        params = message.get("params")
-        meta = params.get("_meta") if method == "tools/call" and isinstance(params, dict) else None
-        token = meta.get("progressToken") if isinstance(meta, dict) else None
-        token = token if _valid_id(token) else None
-        box = hs.router.open(request_id, token) if _valid_id(request_id) else None
+    # -- the routes ------------------------------------------------------------------------------
+
+    def preflight(self) -> None:
+        self._send_empty(204, _PREFLIGHT)
+
+    def post_mcp(self) -> None:
+        app, headers = self.app, self.headers
+        app.check_content_type(headers.get("Content-Type", ""))
+        json_ok, sse_ok = app.accepts(headers.get("Accept"))
         try:
-            if method == "tools/call":
-                with app.calls_lock:
-                    app.admit_call(hs)
-                    reply = app.dispatcher.handle(message, hs.session)
+            message = self._read_message()
+        except _Answered:
+            return
+        version = app.protocol_version(headers.get("MCP-Protocol-Version"))
+        kind, method = app.dispatcher.classify(message)
+        if kind == "invalid":
+            reply = app.invalid_reply(message)
+            if reply is None:  # nothing to answer (a malformed response, say)
+                return self._send_empty(202)
+            return self._send_json(app.status_of(reply), reply)
+        client = self._client_identity() if app.stateless else None
+        session_id = headers.get("Mcp-Session-Id")
+        hs = app.post_session(message, kind, method, version, session_id, client)
+        try:
+            if kind == "request":
+                self._answer(hs, message, method, json_ok, sse_ok)
             else:
-                reply = app.dispatcher.handle(message, hs.session)
+                app.notify(hs, message, client)
+                self._send_empty(202)
+        finally:
+            hs.touch()
+            app.release(hs)
+
+    def _answer(self, hs: HttpSession, message: dict, method: str, json_ok, sse_ok) -> None:
+        reply, box, token = self.app.start_request(hs, message, method)
+        try:
             if reply is not None:
                 return self._reply(hs, method, reply, json_ok)
-            if sse_ok and (token is not None or not json_ok):
-                self._start_events()
-                self._pump(box, until_reply=True)
+            if self.app.as_events(token, json_ok, sse_ok):
+                self._pump(self._start_events(), box, until_reply=True)
             else:
                 self._await_json(box)
         finally:
             if box is not None:
-                hs.router.close(request_id, box)
+                hs.router.close(message["id"], box)
 
     def _reply(self, hs: HttpSession, method: str, reply: dict, json_ok: bool) -> None:
-        headers = {}
-        if method == "initialize" and hs.id is not None:
-            if "result" in reply:
-                headers["Mcp-Session-Id"] = hs.id
-            else:
-                self.app.sessions.end(hs)
+        headers = self.app.reply_headers(hs, method, reply)
         if json_ok:
-            return self._send_json(200 if reply.get("id") is not None else 400, reply, headers)
-        self._start_events(headers)
-        self._event("message", encode_message(reply))
-        self._end_events()
-
-    def _await_json(self, box: Outbox) -> None:
-        """Waits for the call's reply and sends it as JSON (progress has nowhere to go)."""
-        while True:
-            item = box.get(_POLL_S)
-            if item is None:
-                if self._peer_gone():
-                    self.close_connection = True
-                    return
-            elif "method" not in item:
-                return self._send_json(200, item)
+            return self._send_json(self.app.status_of(reply), reply, headers)
+        events = self._start_events(headers)
+        events.event("message", encode_message(reply))
+        events.end()
 
     def delete_mcp(self) -> None:
-        self._protocol_version()
-        hs = self._session_from_header()
-        self.app.release(hs)
-        self.app.sessions.end(hs, REQUEST_CANCELLED, "Request cancelled: the session was ended")
+        self.app.protocol_version(self.headers.get("MCP-Protocol-Version"))
+        self.app.end_session(self.headers.get("Mcp-Session-Id"))
         self._send_empty(204)
 
-    # -- legacy HTTP+SSE (2024-11-05): GET /sse, POST /messages ------------------------------------
-
     def get_sse(self) -> None:
-        app = self.app
-        hs = app.new_session(legacy=True)
-        app.count_stream(+1)
+        hs = self.app.open_sse()
         try:
-            self._start_events()
+            events = self._start_events()
             # Relative, so it resolves against whatever URL (proxy included) reached /sse.
-            self._event("endpoint", f"{MESSAGES_PATH}?sessionId={hs.id}".encode())
-            self._pump(hs.stream, until_reply=False)
+            events.event("endpoint", f"{MESSAGES_PATH}?sessionId={hs.id}".encode())
+            self._pump(events, hs.stream, until_reply=False)
         finally:
-            app.count_stream(-1)
-            app.release(hs)
-            app.sessions.end(hs)  # closing the stream ends the session and cancels its calls
+            self.app.close_sse(hs)
 
     def post_messages(self) -> None:
         import urllib.parse
 
         query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
         session_id = (query.get("sessionId") or query.get("session_id") or [""])[0]
-        if not session_id:
-            raise HttpError(400, "missing ?sessionId=: use the URL from the /sse endpoint event")
-        hs = self.app.sessions.get(session_id, legacy=True)
+        hs = self.app.legacy_session(session_id)
         try:
-            self._post_message(hs)
+            message = self._read_message()
+            # Always 202 for a parseable message (a non-2xx breaks some SSE clients).
+            self._send_empty(202)
+            self.app.post_legacy(hs, message)
+        except _Answered:
+            return
         finally:
             self.app.release(hs)
 
-    def _post_message(self, hs: HttpSession) -> None:
-        try:
-            message = self._read_message()
-        except _Answered:
-            return
-        # Always 202 for a parseable message (a non-2xx breaks some SSE clients); the reply,
-        # errors included, goes down the stream.
-        self._send_empty(202)
-        hs.touch()
-        try:
-            if isinstance(message, dict) and message.get("method") == "tools/call":
-                with self.app.calls_lock:
-                    self.app.admit_call(hs)
-                    reply = self.app.dispatcher.handle(message, hs.session)
-            else:
-                reply = self.app.dispatcher.handle(message, hs.session)
-        except HttpError as exc:
-            reply = rpc_error(message.get("id"), HTTP_REFUSED, exc.message)
-        if reply is not None:
-            hs.stream.put(reply)
-
-    # -- health ----------------------------------------------------------------------------------
-
     def get_healthz(self) -> None:
-        app = self.app
-        body = {
-            "status": "draining" if app.draining else "ok",
-            "version": __version__,
-            "in_flight": app.in_flight(),
-            "sessions": len(app.sessions.all()),
-            "api_key": bool(api_key(app.dispatcher.config)),
-        }
-        self._send_json(503 if app.draining else 200, body)
+        self._send_json(*self.app.health())
 
     def get_usage(self) -> None:
         """Spend from the usage ledger: JSON, or a page when a browser asks for HTML."""
-        engine = self.app.dispatcher.engine
-        ledger = getattr(engine, "ledger", None)
-        if ledger is None or not engine.state.enabled:
-            raise HttpError(404, "no usage ledger: state.path is off")
-        timezone = self.app.dispatcher.config.get("policy", "timezone")
-        summary = spend_summary(ledger, timezone, self.app.in_flight())
+        summary = self.app.usage()
         if "text/html" not in (self.headers.get("Accept") or ""):
             return self._send_json(200, summary)
         page = spend_page(summary)
@@ -5520,124 +5579,155 @@ _ALLOWED = {
     HEALTH_PATH: "GET",
     USAGE_PATH: "GET",
 }
+_PREFLIGHT = {
+    "Allow": "GET, POST, DELETE, OPTIONS",
+    "Access-Control-Allow-Methods": "GET, POST, DELETE",
+    "Access-Control-Allow-Headers": "Authorization, Content-Type, Accept, "
+    "Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID",
+    "Access-Control-Max-Age": "600",
+}
+
+
+class HttpServer:
+    """The listening socket, mixed into http.server.ThreadingHTTPServer by HttpTransport: one
+    thread per connection, at most server.http.max_connections of them."""
+
+    daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(self, app: HttpApp, host: str, port: int, handler):
+        self.app, self.host = app, host
+        self.address_family = app.family
+        # Each connection holds a thread; past the cap, new ones are closed at once.
+        self.slots = threading.BoundedSemaphore(app.settings["max_connections"])
+        super().__init__((host, port), handler)
+
+    def process_request(self, request, client_address) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.app.log.debug("http", "connection refused: server.http.max_connections reached")
+            return self.shutdown_request(request)
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def server_bind(self) -> None:  # HTTPServer's would look the name up in DNS
+        import socketserver
+
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.host, self.server_address[1]
+
+    def handle_error(self, request, client_address) -> None:
+        exc = sys.exc_info()[1]
+        self.app.log.debug("http", f"connection error: {type(exc).__name__}: {exc}")
 
 
 def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port: int) -> int:
     """Serves MCP over HTTP until SIGTERM/SIGINT, then shuts down gracefully (exit 0)."""
-    import http.server
-    import signal
-    import socketserver
-
     try:
         app = HttpApp(dispatcher, config, log, host)
     except ConfigError as exc:
         print(f"{SERVER_NAME}: config error: {exc}", file=sys.stderr)
         return 2
-
-    class Server(http.server.ThreadingHTTPServer):
-        address_family = app.family
-        daemon_threads = True
-        request_queue_size = 128
-        # Each connection holds a thread; past the cap, new ones are closed at once.
-        slots = threading.BoundedSemaphore(app.settings["max_connections"])
-
-        def process_request(self, request, client_address) -> None:
-            if not self.slots.acquire(blocking=False):
-                log.debug("http", "connection refused: server.http.max_connections reached")
-                return self.shutdown_request(request)
-            try:
-                super().process_request(request, client_address)
-            except Exception:
-                self.slots.release()
-                raise
-
-        def process_request_thread(self, request, client_address) -> None:
-            try:
-                super().process_request_thread(request, client_address)
-            finally:
-                self.slots.release()
-
-        def server_bind(self) -> None:  # HTTPServer's would look the name up in DNS
-            socketserver.TCPServer.server_bind(self)
-            self.server_name, self.server_port = host, self.server_address[1]
-
-        def handle_error(self, request, client_address) -> None:
-            exc = sys.exc_info()[1]
-            log.debug("http", f"connection error: {type(exc).__name__}: {exc}")
-
-    handler = type("Handler", (HttpHandler, http.server.BaseHTTPRequestHandler), {})
-    # Bounds each socket read and write (a client that stops reading); the watchdog enforces
-    # header_timeout_s itself, so this must not fire first.
-    handler.timeout = max(30, 2 * app.header_timeout)
-    try:
-        server = Server((host, port), handler)
-    except OSError as exc:
-        print(f"{SERVER_NAME}: cannot listen on {host}:{port}: {exc.strerror}", file=sys.stderr)
-        return 2
-    server.app = app
-    stop, hurry, interrupted = threading.Event(), threading.Event(), threading.Event()
-
-    def on_signal(signum, frame) -> None:
-        if signum == signal.SIGINT and not stop.is_set():
-            interrupted.set()  # Ctrl-C: a person at a terminal, no load balancer to tell
-        (hurry if stop.is_set() else stop).set()  # a second signal skips the waiting
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, on_signal)
-    threading.Thread(target=server.serve_forever, args=(0.2,), daemon=True).start()
-    app.start_watchdog()
-    shown = f"[{host}]" if ":" in host else host
-    where = "stateless" if app.stateless else f"legacy SSE at {SSE_PATH}"
-    log.say(f"serving MCP on http://{shown}:{server.server_port}{MCP_PATH} ({where})")
-    while not stop.wait(0.5):
-        pass
-    return _shut_down(app, server, log, hurry, interrupted.is_set())
+    return HttpTransport(app, host, port).serve()
 
 
-def _shut_down(app: HttpApp, server, log: Log, hurry: threading.Event, ctrl_c: bool) -> int:
-    """Lame duck (healthz 503), stop accepting, let calls finish up to drain_s, then exit.
+class HttpTransport:
+    """Every HTTP client of one listening address: an HttpServer with HttpHandler threads,
+    an HttpApp that decides, and the shutdown sequence."""
 
-    Ctrl-C (SIGINT) skips the lame duck: it tells a load balancer nothing when a person
-    stops the server at a terminal, and they expect it gone at once.
-    """
-    lameduck, drain = app.settings["lameduck_s"], app.settings["drain_s"]
-    app.draining = True
-    if ctrl_c:
-        _close_listener(app, server)
-        if app.in_flight() or app.waiting():
-            log.say(f"stopping: calls in flight get {drain} s (Ctrl-C again to stop now)")
-    else:
-        log.say(
-            f"stopping: /healthz answers 503 for {lameduck} s, then calls get {drain} s "
-            "(signal again to stop now)"
-        )
-        hurry.wait(lameduck)
-        _close_listener(app, server)
-    deadline = time.monotonic() + drain
-    while (app.in_flight() or app.waiting()) and time.monotonic() < deadline:
-        if hurry.wait(0.05):
-            break
-    left = app.in_flight()
-    when = "at a second signal" if hurry.is_set() else f"after {drain} s (server.http.drain_s)"
-    if left:
-        log.say(f"cancelled {left} call(s) still running {when}")
-    ended = app.all_sessions()
-    why = f"the server is shutting down and cancelled this call {when}; retry it"
-    for hs in ended:
-        app.sessions.end(hs, HTTP_REFUSED, why)
-    deadline = time.monotonic() + 2  # let responses and SSE streams write what they hold
-    while app.streams or any(hs.router and hs.router.waiting() for hs in ended):
-        if time.monotonic() > deadline:
-            break
-        time.sleep(0.02)
-    return 0
+    def __init__(self, app: HttpApp, host: str, port: int):
+        self.app, self.log, self.host, self.port = app, app.log, host, port
+        self.hurry = threading.Event()  # a second signal: stop waiting for calls
+        self.server = None
 
+    def serve(self) -> int:
+        import http.server
+        import signal
 
-def _close_listener(app: HttpApp, server) -> None:
-    """Stops accepting: the port is free for a new server at once (SO_REUSEADDR is set)."""
-    server.shutdown()
-    server.server_close()
-    app.stopping = True
+        app, log, host = self.app, self.log, self.host
+        handler = type("Handler", (HttpHandler, http.server.BaseHTTPRequestHandler), {})
+        # Bounds each socket read and write (a client that stops reading); the watchdog
+        # enforces header_timeout_s itself, so this must not fire first.
+        handler.timeout = max(30, 2 * app.header_timeout)
+        server_class = type("Server", (HttpServer, http.server.ThreadingHTTPServer), {})
+        try:
+            self.server = server_class(app, host, self.port, handler)
+        except OSError as exc:
+            print(
+                f"{SERVER_NAME}: cannot listen on {host}:{self.port}: {exc.strerror}",
+                file=sys.stderr,
+            )
+            return 2
+        stop, interrupted = threading.Event(), threading.Event()
+
+        def on_signal(signum, frame) -> None:
+            if signum == signal.SIGINT and not stop.is_set():
+                interrupted.set()  # Ctrl-C: a person at a terminal, no load balancer to tell
+            (self.hurry if stop.is_set() else stop).set()  # a second signal skips the waiting
+
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, on_signal)
+        threading.Thread(target=self.server.serve_forever, args=(0.2,), daemon=True).start()
+        app.start_watchdog()
+        shown = f"[{host}]" if ":" in host else host
+        where = "stateless" if app.stateless else f"legacy SSE at {SSE_PATH}"
+        log.say(f"serving MCP on http://{shown}:{self.server.server_port}{MCP_PATH} ({where})")
+        while not stop.wait(0.5):
+            pass
+        return self.shut_down(interrupted.is_set())
+
+    def shut_down(self, ctrl_c: bool) -> int:
+        """Lame duck (healthz 503), stop accepting, let calls finish up to drain_s, then exit.
+
+        Ctrl-C (SIGINT) skips the lame duck: it tells a load balancer nothing when a person
+        stops the server at a terminal, and they expect it gone at once.
+        """
+        app, log, hurry = self.app, self.log, self.hurry
+        lameduck, drain = app.settings["lameduck_s"], app.settings["drain_s"]
+        app.draining = True
+        if ctrl_c:
+            self.close_listener()
+            if app.in_flight() or app.waiting():
+                log.say(f"stopping: calls in flight get {drain} s (Ctrl-C again to stop now)")
+        else:
+            log.say(
+                f"stopping: /healthz answers 503 for {lameduck} s, then calls get {drain} s "
+                "(signal again to stop now)"
+            )
+            hurry.wait(lameduck)
+            self.close_listener()
+        deadline = time.monotonic() + drain
+        while (app.in_flight() or app.waiting()) and time.monotonic() < deadline:
+            if hurry.wait(0.05):
+                break
+        left = app.in_flight()
+        when = "at a second signal" if hurry.is_set() else f"after {drain} s (server.http.drain_s)"
+        if left:
+            log.say(f"cancelled {left} call(s) still running {when}")
+        ended = app.all_sessions()
+        why = f"the server is shutting down and cancelled this call {when}; retry it"
+        for hs in ended:
+            app.sessions.end(hs, HTTP_REFUSED, why)
+        deadline = time.monotonic() + 2  # let responses and SSE streams write what they hold
+        while app.streams or any(hs.router and hs.router.waiting() for hs in ended):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        return 0
+
+    def close_listener(self) -> None:
+        """Stops accepting: the port is free for a new server at once (SO_REUSEADDR is set)."""
+        self.server.shutdown()
+        self.server.server_close()
+        self.app.stopping = True
 
 
 # ============================================================================================
