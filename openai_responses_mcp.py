@@ -3929,6 +3929,19 @@ def tool_result(answer: dict, meta: dict, version: str) -> dict:
 # Transports
 # ============================================================================================
 
+# The contract every transport (StdioTransport, HttpTransport) honours:
+# - It owns bytes only: it reads whole messages, asks Dispatcher.classify what each is, hands
+#   it to Dispatcher.handle with its client's Session, and writes the reply handle() returns.
+#   Protocol decisions (errors, versions, results) are the dispatcher's, never the socket's.
+# - One Session per client: stdio has one for its whole life, HTTP one per Mcp-Session-Id or
+#   GET /sse stream (one per POST with --stateless).
+# - A Session's `send` is how everything else reaches the client (tool results from worker
+#   threads, progress notices): thread-safe, whole messages, and silent once the client has gone.
+# - Admission: the dispatcher refuses calls past server.max_calls; HTTP first refuses its own
+#   limits (HttpApp.dispatch), in one step with the call's start.
+# - When the client goes, its calls are cancelled (Session.cancel_all); at end of input or a
+#   graceful stop, the transport waits for them (Session.wait_idle) up to its limit.
+
 
 # json.dumps and json.loads build a new encoder or decoder on every call, which costs more than
 # the work on a small message. The transport makes the C encoder and scanner that `json` is
@@ -4271,6 +4284,9 @@ def _is_json(text: bytes) -> bool:
     return decode_message(text)[1] is None
 
 
+# -- Writers: whole messages onto a pipe, or onto an HTTP event stream --------------------------
+
+
 class StdioWriter:
     """Owns stdout: whole messages only, written one batch at a time under a lock.
 
@@ -4359,6 +4375,9 @@ class EventStream:
                 break
         self.end()
         return True
+
+
+# -- stdio: one client on stdin/stdout ----------------------------------------------------------
 
 
 def reader_gone(fd: int) -> bool:
