@@ -59,7 +59,55 @@ re = _Lazy("re")
 
 __version__ = "0.1.0"
 SERVER_NAME = "openai-responses-mcp"
-TOOL_NAMES = ("answer", "answer_detailed", "answer_quick")
+# The tools, one row each. TOOL_NAMES, each tool's model_profiles settings and their env vars
+# (Configuration), tools/list's definitions and argument validation (Tools) all derive from it.
+# `model_env` is the env var of its model; `tuning_env` the prefix of <prefix>_EFFORT and
+# <prefix>_VERBOSITY (None: none); `model`, `effort` and `verbosity` are the profile's defaults.
+TOOL_TABLE = (
+    {
+        "name": "answer",
+        "title": "Answer with web search",
+        "description": (
+            "Search the web when needed and provide balanced, well-sourced answers. "
+            "This is the standard general-purpose tool."
+        ),
+        "properties": ("query", "recency_days", "max_results", "domains"),
+        "model": "gpt-5.2",
+        "model_env": "MODEL_ANSWER",
+        "tuning_env": "ANSWER",
+        "effort": "medium",
+        "verbosity": "medium",
+    },
+    {
+        "name": "answer_detailed",
+        "title": "Detailed research answer",
+        "description": (
+            "Perform comprehensive analysis with thorough research and detailed explanations. "
+            "Best for complex questions requiring deep investigation."
+        ),
+        "properties": ("query", "recency_days", "max_results", "domains"),
+        "model": None,
+        "model_env": "MODEL_DETAILED",
+        "tuning_env": None,
+        "effort": None,
+        "verbosity": None,
+    },
+    {
+        "name": "answer_quick",
+        "title": "Quick answer",
+        "description": (
+            "Provide fast, concise answers optimized for speed. "
+            "Best for simple lookups or urgent questions."
+        ),
+        "properties": ("query",),
+        "model": None,
+        "model_env": "MODEL_QUICK",
+        "tuning_env": None,
+        "effort": None,
+        "verbosity": None,
+    },
+)
+TOOL_NAMES = tuple(tool["name"] for tool in TOOL_TABLE)
 
 
 # ============================================================================================
@@ -537,25 +585,22 @@ def price_table_problem(table: dict) -> tuple[str, str] | None:
     return None
 
 
-def _profile_settings(tool: str, default_model: str | None, env_prefix: str | None) -> dict:
-    model_env = {"answer": "MODEL_ANSWER", "answer_detailed": "MODEL_DETAILED"}.get(
-        tool, "MODEL_QUICK"
-    )
-    effort = "medium" if tool == "answer" else None
-    verbosity = "medium" if tool == "answer" else None
+def _profile_settings(row: dict) -> dict:
+    """A TOOL_TABLE row's model_profiles settings."""
+    tool, env_prefix = row["name"], row["tuning_env"]
     return {
         ("model_profiles", tool, "model"): Setting(
-            default_model, "str", env=model_env, doc=f"model used by the `{tool}` tool"
+            row["model"], "str", env=row["model_env"], doc=f"model used by the `{tool}` tool"
         ),
         ("model_profiles", tool, "reasoning_effort"): Setting(
-            effort,
+            row["effort"],
             "choice",
             choices=EFFORTS,
             env=f"{env_prefix}_EFFORT" if env_prefix else None,
             doc="reasoning effort (sent only to gpt-5 and o-series models)",
         ),
         ("model_profiles", tool, "verbosity"): Setting(
-            verbosity,
+            row["verbosity"],
             "choice",
             choices=VERBOSITIES,
             env=f"{env_prefix}_VERBOSITY" if env_prefix else None,
@@ -608,9 +653,7 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("request", "max_retries"): Setting(
         3, "int", low=0, high=10, env="OPENAI_MAX_RETRIES", doc="retries after 429, 5xx, drops"
     ),
-    **_profile_settings("answer", "gpt-5.2", "ANSWER"),
-    **_profile_settings("answer_detailed", None, None),
-    **_profile_settings("answer_quick", None, None),
+    **{key: setting for row in TOOL_TABLE for key, setting in _profile_settings(row).items()},
     ("policy", "max_citations"): Setting(
         3, "int", low=1, high=10, env="MAX_CITATIONS", doc="most citations in one answer"
     ),
@@ -3333,36 +3376,7 @@ OUTPUT_SCHEMA = {
     "required": ["answer", "used_search", "citations", "model"],
 }
 
-TOOLS = (
-    {
-        "name": "answer",
-        "title": "Answer with web search",
-        "description": (
-            "Search the web when needed and provide balanced, well-sourced answers. "
-            "This is the standard general-purpose tool."
-        ),
-        "properties": ("query", "recency_days", "max_results", "domains"),
-    },
-    {
-        "name": "answer_detailed",
-        "title": "Detailed research answer",
-        "description": (
-            "Perform comprehensive analysis with thorough research and detailed explanations. "
-            "Best for complex questions requiring deep investigation."
-        ),
-        "properties": ("query", "recency_days", "max_results", "domains"),
-    },
-    {
-        "name": "answer_quick",
-        "title": "Quick answer",
-        "description": (
-            "Provide fast, concise answers optimized for speed. "
-            "Best for simple lookups or urgent questions."
-        ),
-        "properties": ("query",),
-    },
-)
-TOOLS_BY_NAME = {tool["name"]: tool for tool in TOOLS}
+TOOLS_BY_NAME = {tool["name"]: tool for tool in TOOL_TABLE}
 
 ANNOTATIONS = {
     "readOnlyHint": True,
@@ -3376,7 +3390,7 @@ def tool_definitions(version: str, cache: bool = False) -> list[dict]:
     """tools/list's tools, with only the fields the negotiated protocol version has;
     `fresh` is offered only when the answer cache is on."""
     listed = []
-    for tool in TOOLS:
+    for tool in TOOL_TABLE:
         names = tool["properties"] + (("fresh",) if cache else ())
         entry = {
             "name": tool["name"],
@@ -3536,8 +3550,8 @@ def validate_arguments(tool: str, arguments) -> dict:
     if len(query) > limit:
         raise InvalidParams(f"'query' is {len(query)} characters; the limit is {limit}")
     clean = {"query": query.strip()}
-    for name in ("recency_days", "max_results"):
-        if name in declared and arguments.get(name) is not None:
+    for name in declared:
+        if INPUT_PROPERTIES[name]["type"] == "integer" and arguments.get(name) is not None:
             clean[name] = _check_integer(name, arguments[name], INPUT_PROPERTIES[name])
     if "domains" in declared and arguments.get("domains") is not None:
         clean["domains"] = _check_domains(arguments["domains"], INPUT_PROPERTIES["domains"])
