@@ -4652,7 +4652,7 @@ class HttpSession:
         self.id = session_id
         self.legacy = legacy
         self.requests = 0  # requests being handled in it now (SessionTable.get/release)
-        self.client = None  # stateless: who sent the POST (HttpHandler._client_identity)
+        self.client = None  # stateless: who sent the POST (HttpApp.client_identity)
         self.call_id = None  # stateless: the id of the POST's request
         self.stream = Outbox() if legacy else None
         self.router = None if legacy else Router(log)
@@ -4859,7 +4859,7 @@ class HttpApp:
 
         Clients number their requests alike, so the id alone could hit another client's
         call: the cancel is tied to a call only if exactly one call with that id, from the
-        same client (HttpHandler._client_identity), is in flight here; else none is cancelled.
+        same client (HttpApp.client_identity), is in flight here; else none is cancelled.
         """
         with self._lock:
             found = [hs for hs in self.loose if hs.call_id == request_id and hs.client == client]
@@ -5000,11 +5000,16 @@ class HttpApp:
         )
 
     @staticmethod
-    def refusal(exc: HttpError, request_id) -> dict:
-        """A refusal's body: a JSON-RPC error if the body was a request, else {"error": ...}."""
-        if request_id is None:
-            return {"error": exc.message}
-        return rpc_error(request_id, HTTP_REFUSED, exc.message)
+    def refusal(exc: HttpError, body: bytes | None) -> dict:
+        """A refusal's body: a JSON-RPC error if the request's body was a JSON-RPC request
+        with an id, else {"error": ...}."""
+        try:
+            message = json.loads(body) if body is not None else None
+        except (ValueError, RecursionError):
+            message = None
+        if isinstance(message, dict) and "method" in message and _valid_id(message.get("id")):
+            return rpc_error(message["id"], HTTP_REFUSED, exc.message)
+        return {"error": exc.message}
 
     # -- Streamable HTTP: what a POST /mcp means and ends with -------------------------------------
 
@@ -5062,6 +5067,19 @@ class HttpApp:
             hs.client = client
             hs.call_id = message.get("id")
         return hs
+
+    @staticmethod
+    def client_identity(headers, address: str) -> tuple:
+        """Who sent a request, as far as stateless mode can tell: the credential, the peer's
+        address (not its port: a cancel comes on another connection), X-Forwarded-For (the
+        client behind a proxy) and the User-Agent. A client can only make itself look like
+        another by sending that one's credential too."""
+        return (
+            headers.get("Authorization", ""),
+            address,
+            headers.get("X-Forwarded-For", ""),
+            headers.get("User-Agent", ""),
+        )
 
     def invalid_reply(self, message) -> dict | None:
         """The dispatcher's words for a message that is no request, notification or response."""
@@ -5301,9 +5319,11 @@ class HttpHandler:
         self.send_response(status)
 
     def _send_json(self, status: int, body: dict, headers: dict | None = None) -> None:
-        data = encode_message(body)
+        self._send(status, "application/json", encode_message(body), headers)
+
+    def _send(self, status: int, kind: str, data: bytes, headers: dict | None = None) -> None:
         self._answering(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(data)))
         self._end_headers(headers, b"" if self.command == "HEAD" else data)
 
@@ -5366,8 +5386,8 @@ class HttpHandler:
             self._cors = app.cors_headers(headers.get("Origin"))
             app.route(self.command, path, headers.get("Authorization", ""))(self)
         except HttpError as exc:
-            request_id = self._request_id() if exc.status != 413 and self._framing_ok else None
-            self._send_json(exc.status, app.refusal(exc, request_id), exc.headers)
+            body = self._small_body() if exc.status != 413 and self._framing_ok else None
+            self._send_json(exc.status, app.refusal(exc, body), exc.headers)
         except (OSError, ValueError) as exc:  # the client went away while we wrote
             app.log.debug("http", f"connection dropped: {type(exc).__name__}: {exc}")
             self.close_connection = True
@@ -5382,30 +5402,17 @@ class HttpHandler:
     def _check_framing(self) -> None:
         """Refuses a request whose body length is ambiguous, and closes its connection: where
         the body ends decides where the next request starts (request smuggling)."""
-        lengths = self.headers.get_all("Content-Length") or []
-        codings = self.headers.get_all("Transfer-Encoding") or []
-        if codings or len(lengths) > 1 or (lengths and not _is_length(lengths[0])):
+        headers = self.headers
+        error = _framing_error(
+            headers.get_all("Content-Length"), headers.get_all("Transfer-Encoding")
+        )
+        if error is not None:
             self.close_connection = True
-        if codings and lengths:
-            raise HttpError(
-                400, "Transfer-Encoding and Content-Length together; send Content-Length only"
-            )
-        if codings:
-            raise HttpError(
-                411, f"Transfer-Encoding {codings[0][:40]!r} is not supported; send Content-Length"
-            )
-        if len(lengths) > 1:
-            raise HttpError(
-                400, f"{len(lengths)} Content-Length headers; send exactly one (ASCII digits)"
-            )
-        if lengths and not _is_length(lengths[0]):
-            raise HttpError(
-                400, f"bad Content-Length {lengths[0][:20]!r}; send ASCII digits (0-9) only"
-            )
+            raise error
         self._framing_ok = True
 
-    def _request_id(self):
-        """The id of the JSON-RPC request in the body (read now if small), else None."""
+    def _small_body(self) -> bytes | None:
+        """The body, read now if it is small and still unread; None if it stays unread."""
         if self._body is None:
             length = self.headers.get("Content-Length", "0").strip()
             if not length.isdigit() or int(length) > 65536:
@@ -5416,13 +5423,7 @@ class HttpHandler:
             except (HttpError, OSError):
                 self.close_connection = True
                 return None
-        try:
-            message = json.loads(self._body)
-        except (ValueError, RecursionError):
-            return None
-        if isinstance(message, dict) and "method" in message and _valid_id(message.get("id")):
-            return message["id"]
-        return None
+        return self._body
 
     def _read_body(self) -> bytes:
         """The body, whose Content-Length _check_framing() has checked; 413 past the limit
@@ -5452,19 +5453,6 @@ class HttpHandler:
             raise _Answered()
         return message
 
-    def _client_identity(self) -> tuple:
-        """Who sent this request, as far as stateless mode can tell: the credential, the peer's
-        address (not its port: a cancel comes on another connection), X-Forwarded-For (the
-        client behind a proxy) and the User-Agent. A client can only make itself look like
-        another by sending that one's credential too."""
-        headers = self.headers
-        return (
-            headers.get("Authorization", ""),
-            self.client_address[0],
-            headers.get("X-Forwarded-For", ""),
-            headers.get("User-Agent", ""),
-        )
-
     # -- the routes ------------------------------------------------------------------------------
 
     def preflight(self) -> None:
@@ -5485,7 +5473,7 @@ class HttpHandler:
             if reply is None:  # nothing to answer (a malformed response, say)
                 return self._send_empty(202)
             return self._send_json(app.status_of(reply), reply)
-        client = self._client_identity() if app.stateless else None
+        client = app.client_identity(headers, self.client_address[0]) if app.stateless else None
         session_id = headers.get("Mcp-Session-Id")
         hs = app.post_session(message, kind, method, version, session_id, client)
         try:
@@ -5558,18 +5546,37 @@ class HttpHandler:
         summary = self.app.usage()
         if "text/html" not in (self.headers.get("Accept") or ""):
             return self._send_json(200, summary)
-        page = spend_page(summary)
-        self._answering(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(page)))
-        self.send_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
-        self._end_headers({"Cache-Control": "no-store"})
-        if self.command != "HEAD":
-            self.wfile.write(page)
+        headers = {
+            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+            "Cache-Control": "no-store",
+        }
+        self._send(200, "text/html; charset=utf-8", spend_page(summary), headers)
 
 
 def _is_length(text: str) -> bool:
     return re.fullmatch(r"[0-9]+", text.strip()) is not None  # str.isdigit() takes "²" too
+
+
+def _framing_error(lengths: list | None, codings: list | None) -> HttpError | None:
+    """The refusal for Content-Length and Transfer-Encoding headers that leave a body's length
+    ambiguous, else None."""
+    if codings and lengths:
+        return HttpError(
+            400, "Transfer-Encoding and Content-Length together; send Content-Length only"
+        )
+    if codings:
+        return HttpError(
+            411, f"Transfer-Encoding {codings[0][:40]!r} is not supported; send Content-Length"
+        )
+    if lengths and len(lengths) > 1:
+        return HttpError(
+            400, f"{len(lengths)} Content-Length headers; send exactly one (ASCII digits)"
+        )
+    if lengths and not _is_length(lengths[0]):
+        return HttpError(
+            400, f"bad Content-Length {lengths[0][:20]!r}; send ASCII digits (0-9) only"
+        )
+    return None
 
 
 def _costly_body_error(body: bytes) -> dict | None:
