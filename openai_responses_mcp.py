@@ -4418,17 +4418,6 @@ def _raise_stop(signum, frame):
     raise _Stop()
 
 
-def serve_stdio(dispatcher: Dispatcher, config: Config, log: Log) -> int:
-    """Serves one client on stdin/stdout until end of input or a signal."""
-    fd_in, fd_out = sys.stdin.fileno(), sys.stdout.fileno()
-    if os.name == "nt":
-        import msvcrt
-
-        msvcrt.setmode(fd_in, os.O_BINARY)
-        msvcrt.setmode(fd_out, os.O_BINARY)
-    return StdioTransport(dispatcher, config, log, fd_in, fd_out).serve()
-
-
 class StdioTransport:
     """One client on a pipe: frames in from `fd_in`, whole messages out through a StdioWriter
     on `fd_out`, one Session for the client's whole life."""
@@ -4525,6 +4514,17 @@ class StdioTransport:
         if log.debug_enabled and isinstance(message, dict):
             log.debug("server", f"recv method={message.get('method')} ({frame.mode})")
         return self.dispatcher.handle(message, self.session)
+
+
+def serve_stdio(dispatcher: Dispatcher, config: Config, log: Log) -> int:
+    """Serves one client on stdin/stdout until end of input or a signal."""
+    fd_in, fd_out = sys.stdin.fileno(), sys.stdout.fileno()
+    if os.name == "nt":
+        import msvcrt
+
+        msvcrt.setmode(fd_in, os.O_BINARY)
+        msvcrt.setmode(fd_out, os.O_BINARY)
+    return StdioTransport(dispatcher, config, log, fd_in, fd_out).serve()
 
 
 # -- HTTP: Streamable HTTP, the legacy HTTP+SSE transport, /healthz ----------------------------
@@ -5669,16 +5669,6 @@ class HttpServer:
         self.app.log.debug("http", f"connection error: {type(exc).__name__}: {exc}")
 
 
-def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port: int) -> int:
-    """Serves MCP over HTTP until SIGTERM/SIGINT, then shuts down gracefully (exit 0)."""
-    try:
-        app = HttpApp(dispatcher, config, log, host)
-    except ConfigError as exc:
-        print(f"{SERVER_NAME}: config error: {exc}", file=sys.stderr)
-        return 2
-    return HttpTransport(app, host, port).serve()
-
-
 class HttpTransport:
     """Every HTTP client of one listening address: an HttpServer with HttpHandler threads,
     an HttpApp that decides, and the shutdown sequence."""
@@ -5768,6 +5758,16 @@ class HttpTransport:
         self.server.shutdown()
         self.server.server_close()
         self.app.stopping = True
+
+
+def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port: int) -> int:
+    """Serves MCP over HTTP until SIGTERM/SIGINT, then shuts down gracefully (exit 0)."""
+    try:
+        app = HttpApp(dispatcher, config, log, host)
+    except ConfigError as exc:
+        print(f"{SERVER_NAME}: config error: {exc}", file=sys.stderr)
+        return 2
+    return HttpTransport(app, host, port).serve()
 
 
 # ============================================================================================
