@@ -403,6 +403,29 @@ def test_id_0_is_echoed_for_a_tool_call(harness):
 
 
 @pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ({"jsonrpc": "2.0", "id": 1, "method": "ping"}, ("request", "ping")),
+        ({"jsonrpc": "2.0", "id": None, "method": "ping"}, ("request", "ping")),
+        (
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            ("notification", "notifications/initialized"),
+        ),
+        ({"jsonrpc": "2.0", "id": 1, "result": {}}, ("response", None)),
+        ({"jsonrpc": "2.0", "id": None, "error": {"code": -32700}}, ("response", None)),
+        ({"jsonrpc": "2.0", "id": 1, "method": 5}, ("invalid", None)),
+        ({"jsonrpc": "2.0", "id": 1}, ("invalid", None)),
+        ({"jsonrpc": "2.0", "method": 5, "result": {}}, ("invalid", None)),
+        ([{"jsonrpc": "2.0", "id": 1, "method": "ping"}], ("invalid", None)),
+        ("ping", ("invalid", None)),
+    ],
+    ids=lambda v: json.dumps(v)[:60],
+)
+def test_classify_tells_requests_notifications_responses_and_invalid_apart(message, expected):
+    assert Dispatcher.classify(message) == expected
+
+
+@pytest.mark.parametrize(
     "message",
     [
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
