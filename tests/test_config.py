@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPT, TEST_KEY, base_env, run_cli
+from conftest import SCRIPT, TEST_KEY, base_env, run_cli, show_config
 from fake_upstream import Reply
 
 import openai_responses_mcp as mcp
@@ -67,12 +67,6 @@ def one_stderr_line(proc) -> str:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     return lines[0]
-
-
-def show_config(proc) -> dict:
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == ""
-    return json.loads(proc.stderr[proc.stderr.index("{") :])
 
 
 # -- precedence: defaults < YAML < ENV < CLI --------------------------------------------------

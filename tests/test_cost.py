@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import json
 
+import conftest
 import pytest
-from conftest import run_cli
+from conftest import PRICES, run_cli
 from fake_upstream import Reply
 
 import openai_responses_mcp as m
 
-PRICES = """\
-pricing:
-  models:
-    gpt-5.2: {input: 2, cached_input: 0.5, output: 10}
-  web_search_per_1k: 25
-"""
+
+def start(spawn, fake, config: str = PRICES, env: dict | None = None):
+    return conftest.start(spawn, fake, config=config, env=env)
+
+
 USAGE = {
     "input_tokens": 2000,
     "input_tokens_details": {"cached_tokens": 1024},
@@ -34,12 +34,6 @@ EXPECTED = {
     "web_search_usd": 0.05,
     "prices": "config",
 }
-
-
-def start(spawn, fake, config: str = PRICES, env: dict | None = None):
-    server = spawn(config=config, env=env, upstream=fake)
-    server.initialize()
-    return server
 
 
 def meta_of(reply: dict) -> dict:
