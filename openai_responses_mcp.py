@@ -59,7 +59,55 @@ re = _Lazy("re")
 
 __version__ = "0.1.0"
 SERVER_NAME = "openai-responses-mcp"
-TOOL_NAMES = ("answer", "answer_detailed", "answer_quick")
+# The tools, one row each. TOOL_NAMES, each tool's model_profiles settings and their env vars
+# (Configuration), tools/list's definitions and argument validation (Tools) all derive from it.
+# `model_env` is the env var of its model; `tuning_env` the prefix of <prefix>_EFFORT and
+# <prefix>_VERBOSITY (None: none); `model`, `effort` and `verbosity` are the profile's defaults.
+TOOL_TABLE = (
+    {
+        "name": "answer",
+        "title": "Answer with web search",
+        "description": (
+            "Search the web when needed and provide balanced, well-sourced answers. "
+            "This is the standard general-purpose tool."
+        ),
+        "properties": ("query", "recency_days", "max_results", "domains"),
+        "model": "gpt-5.2",
+        "model_env": "MODEL_ANSWER",
+        "tuning_env": "ANSWER",
+        "effort": "medium",
+        "verbosity": "medium",
+    },
+    {
+        "name": "answer_detailed",
+        "title": "Detailed research answer",
+        "description": (
+            "Perform comprehensive analysis with thorough research and detailed explanations. "
+            "Best for complex questions requiring deep investigation."
+        ),
+        "properties": ("query", "recency_days", "max_results", "domains"),
+        "model": None,
+        "model_env": "MODEL_DETAILED",
+        "tuning_env": None,
+        "effort": None,
+        "verbosity": None,
+    },
+    {
+        "name": "answer_quick",
+        "title": "Quick answer",
+        "description": (
+            "Provide fast, concise answers optimized for speed. "
+            "Best for simple lookups or urgent questions."
+        ),
+        "properties": ("query",),
+        "model": None,
+        "model_env": "MODEL_QUICK",
+        "tuning_env": None,
+        "effort": None,
+        "verbosity": None,
+    },
+)
+TOOL_NAMES = tuple(tool["name"] for tool in TOOL_TABLE)
 
 
 # ============================================================================================
@@ -537,25 +585,22 @@ def price_table_problem(table: dict) -> tuple[str, str] | None:
     return None
 
 
-def _profile_settings(tool: str, default_model: str | None, env_prefix: str | None) -> dict:
-    model_env = {"answer": "MODEL_ANSWER", "answer_detailed": "MODEL_DETAILED"}.get(
-        tool, "MODEL_QUICK"
-    )
-    effort = "medium" if tool == "answer" else None
-    verbosity = "medium" if tool == "answer" else None
+def _profile_settings(row: dict) -> dict:
+    """A TOOL_TABLE row's model_profiles settings."""
+    tool, env_prefix = row["name"], row["tuning_env"]
     return {
         ("model_profiles", tool, "model"): Setting(
-            default_model, "str", env=model_env, doc=f"model used by the `{tool}` tool"
+            row["model"], "str", env=row["model_env"], doc=f"model used by the `{tool}` tool"
         ),
         ("model_profiles", tool, "reasoning_effort"): Setting(
-            effort,
+            row["effort"],
             "choice",
             choices=EFFORTS,
             env=f"{env_prefix}_EFFORT" if env_prefix else None,
             doc="reasoning effort (sent only to gpt-5 and o-series models)",
         ),
         ("model_profiles", tool, "verbosity"): Setting(
-            verbosity,
+            row["verbosity"],
             "choice",
             choices=VERBOSITIES,
             env=f"{env_prefix}_VERBOSITY" if env_prefix else None,
@@ -608,9 +653,7 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("request", "max_retries"): Setting(
         3, "int", low=0, high=10, env="OPENAI_MAX_RETRIES", doc="retries after 429, 5xx, drops"
     ),
-    **_profile_settings("answer", "gpt-5.2", "ANSWER"),
-    **_profile_settings("answer_detailed", None, None),
-    **_profile_settings("answer_quick", None, None),
+    **{key: setting for row in TOOL_TABLE for key, setting in _profile_settings(row).items()},
     ("policy", "max_citations"): Setting(
         3, "int", low=1, high=10, env="MAX_CITATIONS", doc="most citations in one answer"
     ),
@@ -1082,6 +1125,21 @@ def _validate(values: dict, sources: dict) -> None:
         where = sources.get(("search", "defaults", "domains"), "default")
         raise ConfigError(f"search.defaults.domains (from {where}): item {exc}") from None
     _check_budget_has_ledger(values, sources)
+    _check_user_location(values["search"]["user_location"], sources)
+
+
+def _check_user_location(location: dict, sources: dict) -> None:
+    """What the web search tool would refuse with a 400 on every call, refused at start-up."""
+    country = location["country"]
+    if country is not None and not (len(country) == 2 and country.isascii() and country.isalpha()):
+        where = sources.get(("search", "user_location", "country"), "default")
+        raise ConfigError(
+            f"search.user_location.country = {json.dumps(country, ensure_ascii=False)} (from "
+            f"{where}) must be a two-letter ISO country code, like JP or US"
+        )
+    if location["timezone"] is not None:
+        where = sources.get(("search", "user_location", "timezone"), "default")
+        _check_timezone(location["timezone"], where, "search.user_location.timezone")
 
 
 def _check_base_url(url: str, where: str) -> None:
@@ -1142,7 +1200,7 @@ def _is_system_zone(name: str) -> bool:
     return False
 
 
-def _check_timezone(name: str, where: str) -> None:
+def _check_timezone(name: str, where: str, key: str = "policy.timezone") -> None:
     if _is_system_zone(name):
         return
     try:
@@ -1152,7 +1210,7 @@ def _check_timezone(name: str, where: str) -> None:
     except (ValueError, KeyError, OSError, ImportError):
         hint = " (on Windows, `pip install tzdata`)" if os.name == "nt" else ""
         raise ConfigError(
-            f"policy.timezone = {name!r} (from {where}) is not a known IANA time zone "
+            f"{key} = {name!r} (from {where}) is not a known IANA time zone "
             f"such as Asia/Tokyo or UTC{hint}"
         ) from None
 
@@ -1223,7 +1281,7 @@ model_profiles:
     max_tool_calls: null
     search_context_size: null
   answer_quick:            # fast and short; each null key inherits from `answer`
-    model: null                # for example gpt-5.2-chat-latest
+    model: null                # for example gpt-5.4-mini
     reasoning_effort: null     # for example low
     verbosity: null            # for example low
     service_tier: null
@@ -1510,6 +1568,26 @@ class ToolError(Exception):
 
 class Cancelled(Exception):
     """The client cancelled the call; nothing is sent for it."""
+
+
+def budgets(config: Config, today: str) -> list[tuple]:
+    """(period, limit, first day, "today"/"this month", when it resets) for each budget set."""
+    periods = (
+        ("daily", config.get("budget", "daily_usd"), today, "today", "at 00:00"),
+        (
+            "monthly",
+            config.get("budget", "monthly_usd"),
+            today[:8] + "01",
+            "this month",
+            f"on {_next_month(today)} at 00:00",
+        ),
+    )
+    return [period for period in periods if period[1] is not None]
+
+
+def usd(amount: float) -> str:
+    """$5.03; an amount under a cent keeps two significant digits ($0.0039), not $0.00."""
+    return f"${amount:.2f}" if amount >= 0.01 or amount == 0 else f"${amount:.2g}"
 
 
 def _next_month(today: str) -> str:
@@ -1934,14 +2012,22 @@ def usage_meta(response: dict, elapsed_s: float, attempts: int) -> dict:
 
 # -- Prices: what an answer cost in dollars --------------------------------------------------------
 
-# USD per million tokens (input, cached input, output) at standard-tier prices as of PRICES_DATE,
-# gathered from published price lists (OpenAI's own page could not be read from here, so check
-# it: https://openai.com/api/pricing). pricing.models in the config adds to and overrides it.
-PRICES_DATE = "2026-11-23"
+# USD per million tokens (input, cached input, output) at standard-tier prices, as copies of
+# OpenAI's price list published up to mid-2026 gave them when this table was last checked
+# (PRICES_DATE); OpenAI's own page could not be read from here, so check it:
+# https://openai.com/api/pricing. pricing.models in the config adds to and overrides it.
+# A model without a cached-input discount (the -pro models) has its input price there.
+PRICES_DATE = "2026-11-24"
 BUILTIN_PRICES = {
+    "gpt-5.6-sol": (5.00, 0.50, 30.00),
+    "gpt-5.6-terra": (2.50, 0.25, 15.00),
+    "gpt-5.6-luna": (1.00, 0.10, 6.00),
     "gpt-5.5": (5.00, 0.50, 30.00),
+    "gpt-5.5-pro": (30.00, 30.00, 180.00),
     "gpt-5.4": (2.50, 0.25, 15.00),
+    "gpt-5.4-pro": (30.00, 30.00, 180.00),
     "gpt-5.4-mini": (0.75, 0.075, 4.50),
+    "gpt-5.4-nano": (0.20, 0.02, 1.25),
     "gpt-5.2": (1.75, 0.175, 14.00),
     "gpt-5.2-pro": (21.00, 21.00, 168.00),
     "gpt-5.2-chat-latest": (1.75, 0.175, 14.00),
@@ -1960,8 +2046,10 @@ BUILTIN_PRICES = {
     "o3": (2.00, 0.50, 8.00),
     "o4-mini": (1.10, 0.275, 4.40),
 }
-# Flex is billed at Batch rates (half); priority at about twice the standard rate.
+# Flex is billed at Batch rates (half); priority at twice the standard rate, or more for some
+# models (PRIORITY_FACTORS, looked up like BUILTIN_PRICES).
 TIER_FACTORS = {"flex": 0.5, "priority": 2.0}
+PRIORITY_FACTORS = {"gpt-5.5": 2.5}
 
 
 class Pricing:
@@ -2012,6 +2100,8 @@ class Pricing:
             }
         (input_rate, cached_rate, output_rate), source = found
         factor = TIER_FACTORS.get(tier or "", 1.0)
+        if tier == "priority":
+            factor = PRIORITY_FACTORS.get(_undated(model), factor)
         cached = usage.get("cached_input_tokens", 0)
         parts = {
             "input_usd": (usage.get("input_tokens", 0) - cached) * input_rate * factor / 1e6,
@@ -2030,7 +2120,8 @@ class Pricing:
                 return
             self._warned.add(model)
         self._log.say(
-            f"warning: no price known for model {model!r}, so its cost shows as null: set "
+            f"warning: no price known for model {model!r}, so its cost shows as null and no "
+            "budget counts it: set "
             f"pricing.models.{_undated(model)} to {{input, cached_input, output}} in USD per "
             "million tokens"
         )
@@ -2649,7 +2740,7 @@ class AnswerEngine:
         started = time.monotonic()
         today = today_in(self._config.get("policy", "timezone"))
         request = build_request(tool, args, self._config, today)
-        key = answer_key(tool, args, request, today)
+        key = answer_key(tool, args, request, today, self._config.get("policy", "max_citations"))
         if self.cache.enabled and not args.get("fresh"):
             hit = self._from_cache(tool, key, started)
             if hit is not None:
@@ -2691,23 +2782,11 @@ class AnswerEngine:
     def _check_budget(self, today: str) -> None:
         """Refuses the call, before any request, when a budget is spent."""
         timezone = self._config.get("policy", "timezone")
-        limits = (
-            ("daily", self._config.get("budget", "daily_usd"), today, "today", "at 00:00"),
-            (
-                "monthly",
-                self._config.get("budget", "monthly_usd"),
-                today[:8] + "01",
-                "this month",
-                f"on {_next_month(today)} at 00:00",
-            ),
-        )
-        for period, limit, first_day, spent_when, resets in limits:
-            if limit is None:
-                continue
+        for period, limit, first_day, spent_when, resets in budgets(self._config, today):
             spent = self.ledger.spent_since(first_day)
             if spent is not None and spent >= limit:
                 raise ToolError(
-                    f"{period} budget of ${limit:.2f} reached (${spent:.2f} spent {spent_when}; "
+                    f"{period} budget of {usd(limit)} reached ({usd(spent)} spent {spent_when}; "
                     f"resets {resets} {timezone}): raise budget.{period}_usd or wait"
                 )
 
@@ -3133,7 +3212,10 @@ def spend_summary(ledger: Ledger, timezone: str, in_flight: int) -> dict:
     today = today_in(timezone)
     summary: dict = {"timezone": timezone, "today": today, "in_flight": in_flight}
     for period, since in (("day", today), ("month", today[:8] + "01")):
-        report = ledger.report(since) or {"by_model": [], "by_tool": [], "total": None}
+        report = ledger.report(since)
+        if report is None:  # zeros below, but not passed off as "nothing spent"
+            summary["warning"] = "the usage ledger could not be read; see the server's stderr"
+            report = {"by_model": [], "by_tool": [], "total": None}
         total = report["total"] or _usage_row_empty()
         calls = total["calls"]
         summary[period] = {
@@ -3180,6 +3262,8 @@ def spend_page(summary: dict) -> bytes:
         f"<h1>Spend</h1><p>{html.escape(summary['today'])} ({html.escape(summary['timezone'])})"
         f"; calls in flight: <span id='in-flight'>{summary['in_flight']}</span></p>",
     ]
+    if summary.get("warning"):
+        parts.append(f"<p id='warning'><strong>{html.escape(summary['warning'])}</strong></p>")
     for period, title in (("day", "Today"), ("month", "This month")):
         data = summary[period]
         parts.append(
@@ -3248,10 +3332,10 @@ class AnswerCache:
         self._state.run("storing in the cache", write, write=True)
 
 
-def answer_key(tool: str, args: dict, request: dict, today: str) -> str:
+def answer_key(tool: str, args: dict, request: dict, today: str, max_citations: int) -> str:
     """The cache and single-flight key: a hash of the tool, the normalised query, the hints,
-    today's date, the policy's revision and everything else the request sends. The query
-    itself is never stored."""
+    today's date, the policy's revision, everything else the request sends, and what shapes
+    the answer after it (max_citations). The query itself is never stored."""
     import hashlib
 
     shape = {name: value for name, value in request.items() if name != "input"}
@@ -3266,6 +3350,7 @@ def answer_key(tool: str, args: dict, request: dict, today: str) -> str:
             today,
             request["input"].rpartition("\n\n[hints]")[2],
             shape,
+            max_citations,
         ],
         sort_keys=True,
         ensure_ascii=False,
@@ -3344,36 +3429,7 @@ OUTPUT_SCHEMA = {
     "required": ["answer", "used_search", "citations", "model"],
 }
 
-TOOLS = (
-    {
-        "name": "answer",
-        "title": "Answer with web search",
-        "description": (
-            "Search the web when needed and provide balanced, well-sourced answers. "
-            "This is the standard general-purpose tool."
-        ),
-        "properties": ("query", "recency_days", "max_results", "domains"),
-    },
-    {
-        "name": "answer_detailed",
-        "title": "Detailed research answer",
-        "description": (
-            "Perform comprehensive analysis with thorough research and detailed explanations. "
-            "Best for complex questions requiring deep investigation."
-        ),
-        "properties": ("query", "recency_days", "max_results", "domains"),
-    },
-    {
-        "name": "answer_quick",
-        "title": "Quick answer",
-        "description": (
-            "Provide fast, concise answers optimized for speed. "
-            "Best for simple lookups or urgent questions."
-        ),
-        "properties": ("query",),
-    },
-)
-TOOLS_BY_NAME = {tool["name"]: tool for tool in TOOLS}
+TOOLS_BY_NAME = {tool["name"]: tool for tool in TOOL_TABLE}
 
 ANNOTATIONS = {
     "readOnlyHint": True,
@@ -3387,7 +3443,7 @@ def tool_definitions(version: str, cache: bool = False) -> list[dict]:
     """tools/list's tools, with only the fields the negotiated protocol version has;
     `fresh` is offered only when the answer cache is on."""
     listed = []
-    for tool in TOOLS:
+    for tool in TOOL_TABLE:
         names = tool["properties"] + (("fresh",) if cache else ())
         entry = {
             "name": tool["name"],
@@ -3547,8 +3603,8 @@ def validate_arguments(tool: str, arguments) -> dict:
     if len(query) > limit:
         raise InvalidParams(f"'query' is {len(query)} characters; the limit is {limit}")
     clean = {"query": query.strip()}
-    for name in ("recency_days", "max_results"):
-        if name in declared and arguments.get(name) is not None:
+    for name in declared:
+        if INPUT_PROPERTIES[name]["type"] == "integer" and arguments.get(name) is not None:
             clean[name] = _check_integer(name, arguments[name], INPUT_PROPERTIES[name])
     if "domains" in declared and arguments.get("domains") is not None:
         clean["domains"] = _check_domains(arguments["domains"], INPUT_PROPERTIES["domains"])
@@ -3710,6 +3766,13 @@ def modern_result(result: dict, version: str) -> dict:
     return result
 
 
+def progress_token(params) -> str | int | None:
+    """The progressToken a request's params carry in _meta, if it is a valid one."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return token if _valid_id(token) else None
+
+
 class Session:
     """One client's conversation: its protocol version, its calls in flight, and its outlet.
 
@@ -3837,11 +3900,34 @@ class Dispatcher:
             "tools/call": self._tools_call,
         }
 
+    @staticmethod
+    def classify(message) -> tuple[str, str | None]:
+        """What a decoded message is, and its method: ("request", method),
+        ("notification", method), ("response", None) or ("invalid", None).
+
+        The one place that tells messages apart; both transports ask it before they decide
+        where a message goes. A request's id is checked later, by handle().
+        """
+        if not isinstance(message, dict):
+            return "invalid", None
+        method = message.get("method")
+        if isinstance(method, str):
+            return ("request" if "id" in message else "notification"), method
+        if method is None and ("result" in message or "error" in message):
+            return "response", None  # this server never sends requests; its id may be null
+        return "invalid", None
+
     def handle(self, message, session: Session, header_version: str | None = None) -> dict | None:
         """The reply to one message, or None (notifications, responses, calls still running).
 
         `header_version` is HTTP's MCP-Protocol-Version header, when there is one.
         """
+        kind, method = self.classify(message)
+        if kind == "notification":
+            self._notification(method, message.get("params"), session)
+            return None
+        if kind == "response":
+            return None
         if not isinstance(message, dict):
             why = (
                 "batches (JSON arrays) are not supported; send one message at a time"
@@ -3849,16 +3935,10 @@ class Dispatcher:
                 else "a message must be a JSON object"
             )
             return rpc_error(None, INVALID_REQUEST, f"Invalid Request: {why}")
-        method = message.get("method")
         if "id" not in message:
-            if isinstance(method, str):
-                self._notification(method, message.get("params"), session)
-                return None
             if "result" in message or "error" in message:
-                return None  # a response; this server never sends requests
+                return None  # a response with a strange method; answer nothing
             return rpc_error(None, INVALID_REQUEST, "Invalid Request: missing 'method'")
-        if method is None and ("result" in message or "error" in message):
-            return None  # a response (its id may be null, e.g. after a parse error)
         request_id = message["id"]
         if not _valid_id(request_id):
             got = _describe(request_id)
@@ -3953,10 +4033,9 @@ class Dispatcher:
             if version is not None:  # 2026-07-28: a tool execution error the model can fix
                 return tool_error(f"Invalid arguments: {exc}")
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
-        meta = params.get("_meta")
-        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        token = progress_token(params)
         version = version or session.protocol_version
-        progress = self._progress_sender(session, token, version) if _valid_id(token) else None
+        progress = None if token is None else self._progress_sender(session, token, version)
         call = Call(request_id, name, progress)
         self._admit()
         try:
@@ -4090,6 +4169,19 @@ def tool_result(answer: dict, meta: dict, version: str) -> dict:
 # ============================================================================================
 # Transports
 # ============================================================================================
+
+# The contract every transport (StdioTransport, HttpTransport) honours:
+# - It owns bytes only: it reads whole messages, asks Dispatcher.classify what each is, hands
+#   it to Dispatcher.handle with its client's Session, and writes the reply handle() returns.
+#   Protocol decisions (errors, versions, results) are the dispatcher's, never the socket's.
+# - One Session per client: stdio has one for its whole life, HTTP one per Mcp-Session-Id or
+#   GET /sse stream (one per POST with --stateless).
+# - A Session's `send` is how everything else reaches the client (tool results from worker
+#   threads, progress notices): thread-safe, whole messages, and silent once the client has gone.
+# - Admission: the dispatcher refuses calls past server.max_calls; HTTP first refuses its own
+#   limits (HttpApp.dispatch), in one step with the call's start.
+# - When the client goes, its calls are cancelled (Session.cancel_all); at end of input or a
+#   graceful stop, the transport waits for them (Session.wait_idle) up to its limit.
 
 
 # json.dumps and json.loads build a new encoder or decoder on every call, which costs more than
@@ -4433,6 +4525,9 @@ def _is_json(text: bytes) -> bool:
     return decode_message(text)[1] is None
 
 
+# -- Writers: whole messages onto a pipe, or onto an HTTP event stream --------------------------
+
+
 class StdioWriter:
     """Owns stdout: whole messages only, written one batch at a time under a lock.
 
@@ -4482,6 +4577,50 @@ class StdioWriter:
             self._on_closed()
 
 
+class EventStream:
+    """Server-sent events on an HTTP response whose headers have gone: chunked on HTTP/1.1,
+    raw until the connection closes on HTTP/1.0."""
+
+    def __init__(self, wfile, chunked: bool):
+        self._wfile, self._chunked = wfile, chunked
+
+    def write(self, data: bytes) -> None:
+        self._wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if self._chunked else data)
+
+    def event(self, name: str, data: bytes) -> None:
+        self.write(b"event: %s\ndata: %s\n\n" % (name.encode(), data))
+
+    def end(self) -> None:
+        if self._chunked:
+            self._wfile.write(b"0\r\n\r\n")
+
+    def pump(self, box, until_reply: bool, keepalive_s: float, peer_gone) -> bool:
+        """Writes what arrives in `box` as events, with keep-alive comments while quiet, until
+        _END or the reply (if until_reply), then ends the stream; False if the client hung up
+        first (the stream is left unended)."""
+        quiet_since = time.monotonic()
+        while True:
+            item = box.get(_POLL_S)
+            if item is None:
+                if peer_gone():
+                    return False
+                if time.monotonic() - quiet_since >= keepalive_s:
+                    self.write(b": keep-alive\n\n")
+                    quiet_since = time.monotonic()
+                continue
+            if item is _END:
+                break
+            self.event("message", encode_message(item))
+            quiet_since = time.monotonic()
+            if until_reply and "method" not in item:
+                break
+        self.end()
+        return True
+
+
+# -- stdio: one client on stdin/stdout ----------------------------------------------------------
+
+
 def reader_gone(fd: int) -> bool:
     """Whether nobody reads `fd` any more: the other end of its pipe or socket has closed."""
     try:
@@ -4506,98 +4645,113 @@ def _raise_stop(signum, frame):
     raise _Stop()
 
 
+class StdioTransport:
+    """One client on a pipe: frames in from `fd_in`, whole messages out through a StdioWriter
+    on `fd_out`, one Session for the client's whole life."""
+
+    def __init__(self, dispatcher: Dispatcher, config: Config, log: Log, fd_in: int, fd_out: int):
+        self.dispatcher, self.log = dispatcher, log
+        self.fd_in, self.fd_out = fd_in, fd_out
+        self.max_bytes = config.get("server", "max_message_bytes")
+        self.writer = StdioWriter(fd_out, config.get("server", "line_mode"), self.gone, log)
+        self.session = Session(self.writer.send)
+        self.reader = FrameReader(self.max_bytes)
+
+    def gone(self) -> None:
+        """stdout has closed: the client has gone, so nothing is left to answer."""
+        self.session.cancel_all()
+        os._exit(0)
+
+    def serve(self) -> int:
+        import _signal as signal  # `signal` itself imports enum (~1 ms) for its IntEnums
+
+        log, session, writer = self.log, self.session, self.writer
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, _raise_stop)
+        try:
+            while True:
+                data = os.read(self.fd_in, 1 << 16)
+                if log.debug_enabled:
+                    log.debug("stdio", f"stdin bytes={len(data)}")
+                # At end of input, a newline completes a last line-mode message sent without one.
+                replies = self.handle_frames(self.reader.feed(data or b"\n"))
+                if replies:
+                    writer.send(*replies)
+                if not data:
+                    break
+            log.debug("server", f"end of input; waiting for {session.in_flight()} call(s)")
+            # A client that closed stdout as well has gone: its calls are cancelled, not awaited.
+            while session.in_flight():
+                if reader_gone(self.fd_out):
+                    log.debug("server", "stdout closed too; in-flight calls cancelled")
+                    self.gone()
+                session.wait_idle(0.25)
+            return 0
+        except _Stop:
+            session.cancel_all()
+            log.debug("server", "stopped by signal; in-flight calls cancelled")
+            return 0
+
+    def handle_frames(self, frames: list) -> list[dict]:
+        """The replies to one read's frames; a bug in handling one message never ends the
+        session."""
+        replies = []
+        for frame in frames:
+            try:
+                reply = self.handle_frame(frame)
+            except Exception as exc:  # noqa: BLE001 - one bad message must not end the session
+                self.log.say(f"internal error handling a message: {type(exc).__name__}: {exc}")
+                reply = rpc_error(
+                    None, INTERNAL_ERROR, "Internal error; run with --debug and report it"
+                )
+            if reply is not None:
+                replies.append(reply)
+        return replies
+
+    def handle_frame(self, frame: Frame) -> dict | None:
+        log, writer = self.log, self.writer
+        if log.debug_enabled and frame.mode == "framed" and frame.size >= 0:
+            log.debug("stdio", f"frame header length={frame.size}")
+        if frame.kind == "garbage":
+            log.say(
+                f"skipped {len(frame.body)} bytes that are not an MCP message: {frame.body[:60]!r}"
+            )
+            return None
+        if frame.kind == "invalid":
+            log.say(f"refused a message: {frame.reason}")
+            return rpc_error(
+                None,
+                PARSE_ERROR,
+                f"Parse error: {frame.reason}; that message was skipped, and reading goes on at "
+                "the next one",
+            )
+        if frame.kind == "oversized":
+            writer.follow(frame.mode, understood=False)
+            return rpc_error(
+                None,
+                INVALID_REQUEST,
+                f"Invalid Request: a message of {frame.size} bytes exceeds the {self.max_bytes}-"
+                "byte limit (server.max_message_bytes); it was skipped",
+            )
+        message, error = decode_message(frame.body)
+        if frame.mode == "line" or not writer.settled:
+            writer.follow(frame.mode, error is None)
+        if error is not None:
+            return error
+        if log.debug_enabled and isinstance(message, dict):
+            log.debug("server", f"recv method={message.get('method')} ({frame.mode})")
+        return self.dispatcher.handle(message, self.session)
+
+
 def serve_stdio(dispatcher: Dispatcher, config: Config, log: Log) -> int:
     """Serves one client on stdin/stdout until end of input or a signal."""
-    import _signal as signal  # `signal` itself imports enum (~1 ms) for its IntEnums
-
     fd_in, fd_out = sys.stdin.fileno(), sys.stdout.fileno()
     if os.name == "nt":
         import msvcrt
 
         msvcrt.setmode(fd_in, os.O_BINARY)
         msvcrt.setmode(fd_out, os.O_BINARY)
-
-    def stdout_closed() -> None:
-        session.cancel_all()
-        os._exit(0)  # the client has gone: nothing left to answer
-
-    writer = StdioWriter(fd_out, config.get("server", "line_mode"), stdout_closed, log)
-    session = Session(writer.send)
-    reader = FrameReader(config.get("server", "max_message_bytes"))
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _raise_stop)
-    try:
-        while True:
-            data = os.read(fd_in, 1 << 16)
-            if log.debug_enabled:
-                log.debug("stdio", f"stdin bytes={len(data)}")
-            # At end of input, a newline completes a last line-mode message written without one.
-            replies = _handle_frames(reader.feed(data or b"\n"), dispatcher, session, writer, log)
-            if replies:
-                writer.send(*replies)
-            if not data:
-                break
-        log.debug("server", f"end of input; waiting for {session.in_flight()} call(s)")
-        # A client that closed stdout as well has gone: its calls are cancelled, not awaited.
-        while session.in_flight():
-            if reader_gone(fd_out):
-                log.debug("server", "stdout closed too; in-flight calls cancelled")
-                stdout_closed()
-            session.wait_idle(0.25)
-        return 0
-    except _Stop:
-        session.cancel_all()
-        log.debug("server", "stopped by signal; in-flight calls cancelled")
-        return 0
-
-
-def _handle_frames(frames: list, dispatcher, session, writer, log) -> list[dict]:
-    """The replies to one read's frames; a bug in handling one message never ends the session."""
-    replies = []
-    for frame in frames:
-        try:
-            reply = _handle_frame(frame, dispatcher, session, writer, log)
-        except Exception as exc:  # noqa: BLE001 - one bad message must not end the session
-            log.say(f"internal error handling a message: {type(exc).__name__}: {exc}")
-            reply = rpc_error(
-                None, INTERNAL_ERROR, "Internal error; run with --debug and report it"
-            )
-        if reply is not None:
-            replies.append(reply)
-    return replies
-
-
-def _handle_frame(frame: Frame, dispatcher, session, writer, log) -> dict | None:
-    if log.debug_enabled and frame.mode == "framed" and frame.size >= 0:
-        log.debug("stdio", f"frame header length={frame.size}")
-    if frame.kind == "garbage":
-        log.say(f"skipped {len(frame.body)} bytes that are not an MCP message: {frame.body[:60]!r}")
-        return None
-    if frame.kind == "invalid":
-        log.say(f"refused a message: {frame.reason}")
-        return rpc_error(
-            None,
-            PARSE_ERROR,
-            f"Parse error: {frame.reason}; that message was skipped, and reading goes on at the "
-            "next one",
-        )
-    if frame.kind == "oversized":
-        writer.follow(frame.mode, understood=False)
-        limit = dispatcher.config.get("server", "max_message_bytes")
-        return rpc_error(
-            None,
-            INVALID_REQUEST,
-            f"Invalid Request: a message of {frame.size} bytes exceeds the {limit}-byte limit "
-            "(server.max_message_bytes); it was skipped",
-        )
-    message, error = decode_message(frame.body)
-    if frame.mode == "line" or not writer.settled:
-        writer.follow(frame.mode, error is None)
-    if error is not None:
-        return error
-    if log.debug_enabled and isinstance(message, dict):
-        log.debug("server", f"recv method={message.get('method')} ({frame.mode})")
-    return dispatcher.handle(message, session)
+    return StdioTransport(dispatcher, config, log, fd_in, fd_out).serve()
 
 
 # -- HTTP: Streamable HTTP, the legacy HTTP+SSE transport, /healthz ----------------------------
@@ -4725,7 +4879,7 @@ class HttpSession:
         self.id = session_id
         self.legacy = legacy
         self.requests = 0  # requests being handled in it now (SessionTable.get/release)
-        self.client = None  # stateless: who sent the POST (HttpHandler._client_identity)
+        self.client = None  # stateless: who sent the POST (HttpApp.client_identity)
         self.call_id = None  # stateless: the id of the POST's request
         self.stream = Outbox() if legacy else None
         self.router = None if legacy else Router(log)
@@ -4932,7 +5086,7 @@ class HttpApp:
 
         Clients number their requests alike, so the id alone could hit another client's
         call: the cancel is tied to a call only if exactly one call with that id, from the
-        same client (HttpHandler._client_identity), is in flight here; else none is cancelled.
+        same client (HttpApp.client_identity), is in flight here; else none is cancelled.
         """
         with self._lock:
             found = [hs for hs in self.loose if hs.call_id == request_id and hs.client == client]
@@ -4981,6 +5135,289 @@ class HttpApp:
                 {"Retry-After": "1"},
             )
 
+    def dispatch(self, hs: HttpSession, message, method: str | None) -> dict | None:
+        """Hands a message to the dispatcher; a tools/call is admitted against the HTTP limits
+        first, in one step with its start (calls_lock), so two calls cannot both pass."""
+        if method != "tools/call":
+            return self.dispatcher.handle(message, hs.session)
+        with self.calls_lock:
+            self.admit_call(hs)
+            return self.dispatcher.handle(message, hs.session)
+
+    # -- gates: Host, Origin, token, route ---------------------------------------------------------
+
+    def check_host(self, host: str | None) -> None:
+        """DNS rebinding protection: the Host must be a name this server is known by."""
+        if host is None or self.any_host or _host_name(host) in self.hosts:
+            return
+        raise HttpError(
+            421,
+            f"Host {host!r} is not a name of this server (DNS rebinding protection); add it to "
+            "server.http.allowed_hosts if clients really use it",
+        )
+
+    def cors_headers(self, origin: str | None) -> dict:
+        """The headers an answer to a page from `origin` carries; 403 if it is not allowed."""
+        if origin is None:
+            return {}
+        if not self.origin_allowed(origin):
+            raise HttpError(
+                403,
+                f"Origin {origin!r} is not allowed; add it to server.http.allowed_origins to "
+                "let pages from it use this server",
+            )
+        return {
+            "Access-Control-Allow-Origin": origin,
+            "Access-Control-Expose-Headers": "Mcp-Session-Id, WWW-Authenticate",
+            "Vary": "Origin",
+        }
+
+    def check_token(self, authorization: str) -> None:
+        import hmac
+
+        token = self.token
+        if not token:
+            return
+        scheme, _, given = authorization.partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode("utf-8", "replace"), token.encode()
+        ):
+            return
+        challenge = f'Bearer realm="{SERVER_NAME}"' + (', error="invalid_token"' if given else "")
+        raise HttpError(
+            401,
+            "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
+            "token the server was given (MCP_HTTP_TOKEN / server.http.token)",
+            {"WWW-Authenticate": challenge},
+        )
+
+    def route(self, command: str, path: str, authorization: str):
+        """The HttpHandler method that answers this request, once its token is checked."""
+        if command == "OPTIONS":
+            return HttpHandler.preflight
+        if path != HEALTH_PATH:
+            self.check_token(authorization)
+        route = _ROUTES.get((command, path))
+        if self.stateless and (command, path) in _SESSION_ROUTES:
+            route = None
+        if route is None:
+            raise self.no_route(command, path)
+        return route
+
+    def no_route(self, command: str, path: str) -> HttpError:
+        allowed = _ALLOWED.get(path)
+        if self.stateless and path in (SSE_PATH, MESSAGES_PATH):
+            return HttpError(
+                404, "legacy HTTP+SSE needs sessions and is off with --stateless; use /mcp"
+            )
+        if allowed is None:
+            return HttpError(404, f"no such endpoint; MCP is served at {MCP_PATH}")
+        if self.stateless and path == MCP_PATH:
+            allowed = "POST"
+        why = {
+            (MCP_PATH, "GET"): "this server sends no server-initiated messages, so there is no "
+            "GET stream",
+            (MCP_PATH, "DELETE"): "there are no sessions with --stateless",
+            (SSE_PATH, "POST"): "/sse is the legacy HTTP+SSE stream; Streamable HTTP clients "
+            f"POST to {MCP_PATH}",
+        }.get((path, command), "")
+        hint = f"{why}; " if why else ""
+        return HttpError(
+            405, f"{command} {path} is not supported: {hint}use {allowed}", {"Allow": allowed}
+        )
+
+    @staticmethod
+    def refusal(exc: HttpError, body: bytes | None) -> dict:
+        """A refusal's body: a JSON-RPC error if the request's body was a JSON-RPC request
+        with an id, else {"error": ...}."""
+        try:
+            message = json.loads(body) if body is not None else None
+        except (ValueError, RecursionError):
+            message = None
+        if isinstance(message, dict) and "method" in message and _valid_id(message.get("id")):
+            return rpc_error(message["id"], HTTP_REFUSED, exc.message)
+        return {"error": exc.message}
+
+    # -- Streamable HTTP: what a POST /mcp means and ends with -------------------------------------
+
+    @staticmethod
+    def check_content_type(value: str) -> None:
+        kind = value.partition(";")[0].strip().lower()
+        if kind != "application/json":
+            raise HttpError(415, f"Content-Type must be application/json, not {kind or 'missing'}")
+
+    @staticmethod
+    def accepts(accept: str | None) -> tuple[bool, bool]:
+        """(JSON acceptable, SSE acceptable); a missing Accept and */* are taken as JSON."""
+        if not accept:
+            return True, False
+        kinds = {part.partition(";")[0].strip().lower() for part in accept.split(",")}
+        json_ok = bool(kinds & {"application/json", "application/*", "*/*"})
+        sse_ok = "text/event-stream" in kinds
+        if not (json_ok or sse_ok):
+            raise HttpError(
+                406,
+                "Accept must include application/json and text/event-stream (MCP clients send "
+                f"both), not {accept[:80]!r}",
+            )
+        return json_ok, sse_ok
+
+    @staticmethod
+    def protocol_version(version: str | None) -> str | None:
+        """The MCP-Protocol-Version header's version; 400 for one this server does not speak."""
+        if version is not None and version.strip() not in PROTOCOL_VERSIONS:
+            raise HttpError(
+                400,
+                f"unsupported MCP-Protocol-Version {version[:40]!r}; this server speaks "
+                f"{', '.join(PROTOCOL_VERSIONS)}",
+            )
+        return version and version.strip()
+
+    def session_named(self, session_id: str | None) -> HttpSession:
+        """The session an Mcp-Session-Id header names, held until release()."""
+        if not session_id:
+            raise HttpError(
+                400,
+                "missing Mcp-Session-Id header: send initialize first and repeat the session id "
+                "it returns on every request (or run the server with --stateless)",
+            )
+        return self.sessions.get(session_id.strip())
+
+    def post_session(self, message: dict, kind: str, method, version, session_id, client):
+        """The session a POST's message belongs to: a new one for initialize (and for every
+        POST with --stateless, speaking the header's version), else the one its header names."""
+        if not (self.stateless or (kind == "request" and method == "initialize")):
+            return self.session_named(session_id)
+        hs = self.new_session()
+        if hs.id is None:
+            hs.session.protocol_version = version or DEFAULT_HTTP_VERSION
+            hs.client = client
+            hs.call_id = message.get("id")
+        return hs
+
+    @staticmethod
+    def client_identity(headers, address: str) -> tuple:
+        """Who sent a request, as far as stateless mode can tell: the credential, the peer's
+        address (not its port: a cancel comes on another connection), X-Forwarded-For (the
+        client behind a proxy) and the User-Agent. A client can only make itself look like
+        another by sending that one's credential too."""
+        return (
+            headers.get("Authorization", ""),
+            address,
+            headers.get("X-Forwarded-For", ""),
+            headers.get("User-Agent", ""),
+        )
+
+    def invalid_reply(self, message) -> dict | None:
+        """The dispatcher's words for a message that is no request, notification or response."""
+        return self.dispatcher.handle(message, Session(lambda m: None))
+
+    @staticmethod
+    def status_of(reply: dict) -> int:
+        """A JSON reply's HTTP status: 400 when the request could not even be identified."""
+        return 200 if reply.get("id") is not None else 400
+
+    def start_request(self, hs: HttpSession, message: dict, method: str):
+        """Hands a request over: (its reply or None if it comes later, the Outbox its later
+        messages arrive in, its progress token). Close the Outbox with hs.router.close."""
+        request_id = message["id"]
+        token = progress_token(message.get("params")) if method == "tools/call" else None
+        box = hs.router.open(request_id, token) if _valid_id(request_id) else None
+        try:
+            return self.dispatch(hs, message, method), box, token
+        except BaseException:
+            if box is not None:
+                hs.router.close(request_id, box)
+            raise
+
+    @staticmethod
+    def as_events(token, json_ok: bool, sse_ok: bool) -> bool:
+        """Whether a call's response is an event stream (progress can go there) or JSON."""
+        return sse_ok and (token is not None or not json_ok)
+
+    def reply_headers(self, hs: HttpSession, method: str, reply: dict) -> dict:
+        """A reply's extra headers: initialize's session id; a failed initialize ends it."""
+        if method != "initialize" or hs.id is None:
+            return {}
+        if "result" in reply:
+            return {"Mcp-Session-Id": hs.id}
+        self.sessions.end(hs)
+        return {}
+
+    def notify(self, hs: HttpSession, message: dict, client) -> None:
+        """Handles a notification or response; a cancel also ends the call's waiting POST
+        with a "Request cancelled" error.
+
+        With --stateless every POST has a session of its own, so a cancel goes to the one
+        call it can be tied to (cancel_target), or to none.
+        """
+        params = message.get("params")
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        cancel = message.get("method") == "notifications/cancelled" and _valid_id(request_id)
+        if cancel and self.stateless:
+            hs = self.cancel_target(request_id, client)
+            if hs is None:
+                return
+        self.dispatcher.handle(message, hs.session)
+        if cancel and hs.router is not None:
+            hs.router.end(request_id, REQUEST_CANCELLED, "Request cancelled")
+
+    def end_session(self, session_id: str | None) -> None:
+        """DELETE /mcp: ends the session, cancelling its calls."""
+        hs = self.session_named(session_id)
+        self.release(hs)
+        self.sessions.end(hs, REQUEST_CANCELLED, "Request cancelled: the session was ended")
+
+    # -- legacy HTTP+SSE (2024-11-05) --------------------------------------------------------------
+
+    def open_sse(self) -> HttpSession:
+        hs = self.new_session(legacy=True)
+        self.count_stream(+1)
+        return hs
+
+    def close_sse(self, hs: HttpSession) -> None:
+        """The GET /sse stream has ended: so has its session, and its calls are cancelled."""
+        self.count_stream(-1)
+        self.release(hs)
+        self.sessions.end(hs)
+
+    def legacy_session(self, session_id: str) -> HttpSession:
+        if not session_id:
+            raise HttpError(400, "missing ?sessionId=: use the URL from the /sse endpoint event")
+        return self.sessions.get(session_id, legacy=True)
+
+    def post_legacy(self, hs: HttpSession, message) -> None:
+        """A POST /messages message: its reply, errors and refusals included, goes down the
+        session's stream (the POST itself always ends 202)."""
+        hs.touch()
+        try:
+            reply = self.dispatch(hs, message, self.dispatcher.classify(message)[1])
+        except HttpError as exc:
+            reply = rpc_error(message.get("id"), HTTP_REFUSED, exc.message)
+        if reply is not None:
+            hs.stream.put(reply)
+
+    # -- health and usage --------------------------------------------------------------------------
+
+    def health(self) -> tuple[int, dict]:
+        body = {
+            "status": "draining" if self.draining else "ok",
+            "version": __version__,
+            "in_flight": self.in_flight(),
+            "sessions": len(self.sessions.all()),
+            "api_key": bool(api_key(self.dispatcher.config)),
+        }
+        return (503 if self.draining else 200), body
+
+    def usage(self) -> dict:
+        """Spend from the usage ledger; 404 when there is none."""
+        engine = self.dispatcher.engine
+        ledger = getattr(engine, "ledger", None)
+        if ledger is None or not engine.state.enabled:
+            raise HttpError(404, "no usage ledger: state.path is off")
+        timezone = self.dispatcher.config.get("policy", "timezone")
+        return spend_summary(ledger, timezone, self.in_flight())
+
     def count_stream(self, change: int) -> None:
         with self._lock:
             self.streams += change
@@ -5024,7 +5461,8 @@ class HttpApp:
 
 
 class HttpHandler:
-    """Request handling, mixed into http.server.BaseHTTPRequestHandler by serve_http()."""
+    """HTTP plumbing, mixed into http.server.BaseHTTPRequestHandler by HttpTransport: reads
+    requests, writes responses. What they mean and what they get is HttpApp's to decide."""
 
     protocol_version = "HTTP/1.1"
     server_version = f"{SERVER_NAME}/{__version__}"
@@ -5035,7 +5473,7 @@ class HttpHandler:
     def version_string(self) -> str:
         return self.server_version  # no Python version in the Server header
 
-    # -- plumbing ----------------------------------------------------------------------------------
+    # -- the connection ----------------------------------------------------------------------------
 
     def handle_one_request(self) -> None:
         self.app: HttpApp = self.server.app
@@ -5072,12 +5510,25 @@ class HttpHandler:
         except OSError:
             pass
 
+    def _peer_gone(self) -> bool:
+        """True once the client has closed its side (a waiting client sends nothing)."""
+        import select
+        import socket
+
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
     def log_request(self, code="-", size="-") -> None:
         path = getattr(self, "path", "").partition("?")[0]  # the query may hold a session id
         self.app.log.debug("http", f"{self.command} {path} -> {code}")
 
     def log_message(self, format, *args) -> None:
         self.app.log.debug("http", format % args)
+
+    # -- writing responses -------------------------------------------------------------------------
 
     def send_error(self, code, message=None, explain=None) -> None:
         """http.server's own refusals (bad request line, headers too large) as JSON."""
@@ -5095,9 +5546,11 @@ class HttpHandler:
         self.send_response(status)
 
     def _send_json(self, status: int, body: dict, headers: dict | None = None) -> None:
-        data = encode_message(body)
+        self._send(status, "application/json", encode_message(body), headers)
+
+    def _send(self, status: int, kind: str, data: bytes, headers: dict | None = None) -> None:
         self._answering(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(data)))
         self._end_headers(headers, b"" if self.command == "HEAD" else data)
 
@@ -5121,215 +5574,72 @@ class HttpHandler:
         self._headers_buffer.append(b"\r\n" + body)  # end_headers() appends b"\r\n", flushes
         self.flush_headers()
 
-    # -- SSE ------------------------------------------------------------------------------------
-
-    def _start_events(self, headers: dict | None = None) -> None:
-        self._chunked = self.request_version != "HTTP/1.0"
+    def _start_events(self, headers: dict | None = None) -> EventStream:
+        chunked = self.request_version != "HTTP/1.0"
         self._answering(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("X-Accel-Buffering", "no")  # nginx: pass each event on at once
-        if self._chunked:
+        if chunked:
             self.send_header("Transfer-Encoding", "chunked")
         else:
             self.close_connection = True
         self._end_headers(headers)
+        return EventStream(self.wfile, chunked)
 
-    def _write(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if self._chunked else data)
+    def _pump(self, events: EventStream, box: Outbox, until_reply: bool) -> None:
+        if not events.pump(box, until_reply, self.app.settings["keepalive_s"], self._peer_gone):
+            self.close_connection = True
 
-    def _event(self, name: str, data: bytes) -> None:
-        self._write(b"event: %s\ndata: %s\n\n" % (name.encode(), data))
-
-    def _end_events(self) -> None:
-        if self._chunked:
-            self.wfile.write(b"0\r\n\r\n")
-
-    def _pump(self, box: Outbox, until_reply: bool) -> None:
-        """Writes what arrives in `box` as SSE events, with keep-alive comments while quiet,
-        until _END, the reply (if until_reply), or the client hanging up."""
-        quiet_since = time.monotonic()
+    def _await_json(self, box: Outbox) -> None:
+        """Waits for the call's reply and sends it as JSON (progress has nowhere to go)."""
         while True:
             item = box.get(_POLL_S)
             if item is None:
                 if self._peer_gone():
                     self.close_connection = True
                     return
-                if time.monotonic() - quiet_since >= self.app.settings["keepalive_s"]:
-                    self._write(b": keep-alive\n\n")
-                    quiet_since = time.monotonic()
-                continue
-            if item is _END:
-                break
-            self._event("message", encode_message(item))
-            quiet_since = time.monotonic()
-            if until_reply and "method" not in item:
-                break
-        self._end_events()
+            elif "method" not in item:
+                return self._send_json(200, item)
 
-    def _peer_gone(self) -> bool:
-        """True once the client has closed its side (a waiting client sends nothing)."""
-        import select
-        import socket
-
-        try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
-            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
-        except (OSError, ValueError):
-            return True
-
-    # -- routing and checks ----------------------------------------------------------------------
+    # -- reading requests ------------------------------------------------------------------------
 
     def do_GET(self) -> None:
-        self._serve()
-
-    do_POST = do_DELETE = do_OPTIONS = do_PUT = do_PATCH = do_HEAD = do_GET
-
-    def _serve(self) -> None:
         path = self.path.partition("?")[0]
+        headers, app = self.headers, self.app
         try:
             self._check_framing()
-            self._check_host()
-            self._check_origin()
-            if self.command == "OPTIONS":
-                return self._preflight()
-            if path != HEALTH_PATH:
-                self._check_token()
-            route = _ROUTES.get((self.command, path))
-            if self.app.stateless and (self.command, path) in _SESSION_ROUTES:
-                route = None
-            if route is None:
-                raise self._no_route(path)
-            route(self)
+            app.check_host(headers.get("Host"))
+            self._cors = app.cors_headers(headers.get("Origin"))
+            app.route(self.command, path, headers.get("Authorization", ""))(self)
         except HttpError as exc:
-            self._refuse(exc)
+            body = self._small_body() if exc.status != 413 and self._framing_ok else None
+            self._send_json(exc.status, app.refusal(exc, body), exc.headers)
         except (OSError, ValueError) as exc:  # the client went away while we wrote
-            self.app.log.debug("http", f"connection dropped: {type(exc).__name__}: {exc}")
+            app.log.debug("http", f"connection dropped: {type(exc).__name__}: {exc}")
             self.close_connection = True
         except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
-            self.app.log.say(
-                f"internal error in {self.command} {path}: {type(exc).__name__}: {exc}"
-            )
+            app.log.say(f"internal error in {self.command} {path}: {type(exc).__name__}: {exc}")
             if self._phase != "answered":
                 self.close_connection = True
                 self._send_json(500, {"error": "internal error; run with --debug and report it"})
 
-    def _no_route(self, path: str) -> HttpError:
-        allowed = _ALLOWED.get(path)
-        if self.app.stateless and path in (SSE_PATH, MESSAGES_PATH):
-            return HttpError(
-                404, "legacy HTTP+SSE needs sessions and is off with --stateless; use /mcp"
-            )
-        if allowed is None:
-            return HttpError(404, f"no such endpoint; MCP is served at {MCP_PATH}")
-        if self.app.stateless and path == MCP_PATH:
-            allowed = "POST"
-        why = {
-            (MCP_PATH, "GET"): "this server sends no server-initiated messages, so there is no "
-            "GET stream",
-            (MCP_PATH, "DELETE"): "there are no sessions with --stateless",
-            (SSE_PATH, "POST"): "/sse is the legacy HTTP+SSE stream; Streamable HTTP clients "
-            f"POST to {MCP_PATH}",
-        }.get((path, self.command), "")
-        hint = f"{why}; " if why else ""
-        return HttpError(
-            405, f"{self.command} {path} is not supported: {hint}use {allowed}", {"Allow": allowed}
-        )
+    do_POST = do_DELETE = do_OPTIONS = do_PUT = do_PATCH = do_HEAD = do_GET
 
     def _check_framing(self) -> None:
         """Refuses a request whose body length is ambiguous, and closes its connection: where
         the body ends decides where the next request starts (request smuggling)."""
-        lengths = self.headers.get_all("Content-Length") or []
-        codings = self.headers.get_all("Transfer-Encoding") or []
-        if codings or len(lengths) > 1 or (lengths and not _is_length(lengths[0])):
+        headers = self.headers
+        error = _framing_error(
+            headers.get_all("Content-Length"), headers.get_all("Transfer-Encoding")
+        )
+        if error is not None:
             self.close_connection = True
-        if codings and lengths:
-            raise HttpError(
-                400, "Transfer-Encoding and Content-Length together; send Content-Length only"
-            )
-        if codings:
-            raise HttpError(
-                411, f"Transfer-Encoding {codings[0][:40]!r} is not supported; send Content-Length"
-            )
-        if len(lengths) > 1:
-            raise HttpError(
-                400, f"{len(lengths)} Content-Length headers; send exactly one (ASCII digits)"
-            )
-        if lengths and not _is_length(lengths[0]):
-            raise HttpError(
-                400, f"bad Content-Length {lengths[0][:20]!r}; send ASCII digits (0-9) only"
-            )
+            raise error
         self._framing_ok = True
 
-    def _check_host(self) -> None:
-        """DNS rebinding protection: the Host must be a name this server is known by."""
-        host = self.headers.get("Host")
-        if host is None or self.app.any_host or _host_name(host) in self.app.hosts:
-            return
-        raise HttpError(
-            421,
-            f"Host {host!r} is not a name of this server (DNS rebinding protection); add it to "
-            "server.http.allowed_hosts if clients really use it",
-        )
-
-    def _check_origin(self) -> None:
-        origin = self.headers.get("Origin")
-        if origin is None:
-            return
-        if not self.app.origin_allowed(origin):
-            raise HttpError(
-                403,
-                f"Origin {origin!r} is not allowed; add it to server.http.allowed_origins to "
-                "let pages from it use this server",
-            )
-        self._cors = {
-            "Access-Control-Allow-Origin": origin,
-            "Access-Control-Expose-Headers": "Mcp-Session-Id, WWW-Authenticate",
-            "Vary": "Origin",
-        }
-
-    def _preflight(self) -> None:
-        self._send_empty(
-            204,
-            {
-                "Allow": "GET, POST, DELETE, OPTIONS",
-                "Access-Control-Allow-Methods": "GET, POST, DELETE",
-                "Access-Control-Allow-Headers": "Authorization, Content-Type, Accept, "
-                "Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID",
-                "Access-Control-Max-Age": "600",
-            },
-        )
-
-    def _check_token(self) -> None:
-        import hmac
-
-        token = self.app.token
-        if not token:
-            return
-        scheme, _, given = self.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(
-            given.strip().encode("utf-8", "replace"), token.encode()
-        ):
-            return
-        challenge = f'Bearer realm="{SERVER_NAME}"' + (', error="invalid_token"' if given else "")
-        raise HttpError(
-            401,
-            "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
-            "token the server was given (MCP_HTTP_TOKEN / server.http.token)",
-            {"WWW-Authenticate": challenge},
-        )
-
-    def _refuse(self, exc: HttpError) -> None:
-        """Answers a refusal: a JSON-RPC error if the body was a request, else {"error": ...}."""
-        request_id = self._request_id() if exc.status != 413 and self._framing_ok else None
-        if request_id is None:
-            body = {"error": exc.message}
-        else:
-            body = rpc_error(request_id, HTTP_REFUSED, exc.message)
-        self._send_json(exc.status, body, exc.headers)
-
-    def _request_id(self):
-        """The id of the JSON-RPC request in the body (read now if small), else None."""
+    def _small_body(self) -> bytes | None:
+        """The body, read now if it is small and still unread; None if it stays unread."""
         if self._body is None:
             length = self.headers.get("Content-Length", "0").strip()
             if not length.isdigit() or int(length) > 65536:
@@ -5340,15 +5650,7 @@ class HttpHandler:
             except (HttpError, OSError):
                 self.close_connection = True
                 return None
-        try:
-            message = json.loads(self._body)
-        except (ValueError, RecursionError):
-            return None
-        if isinstance(message, dict) and "method" in message and _valid_id(message.get("id")):
-            return message["id"]
-        return None
-
-    # -- reading requests ------------------------------------------------------------------------
+        return self._body
 
     def _read_body(self) -> bytes:
         """The body, whose Content-Length _check_framing() has checked; 413 past the limit
@@ -5378,253 +5680,130 @@ class HttpHandler:
             raise _Answered()
         return message
 
-    def _check_content_type(self) -> None:
-        kind = self.headers.get("Content-Type", "").partition(";")[0].strip().lower()
-        if kind != "application/json":
-            raise HttpError(415, f"Content-Type must be application/json, not {kind or 'missing'}")
+    # -- the routes ------------------------------------------------------------------------------
 
-    def _accepts(self) -> tuple[bool, bool]:
-        """(JSON acceptable, SSE acceptable); a missing Accept and */* are taken as JSON."""
-        accept = self.headers.get("Accept")
-        if not accept:
-            return True, False
-        kinds = {part.partition(";")[0].strip().lower() for part in accept.split(",")}
-        json_ok = bool(kinds & {"application/json", "application/*", "*/*"})
-        sse_ok = "text/event-stream" in kinds
-        if not (json_ok or sse_ok):
-            raise HttpError(
-                406,
-                "Accept must include application/json and text/event-stream (MCP clients send "
-                f"both), not {accept[:80]!r}",
-            )
-        return json_ok, sse_ok
-
-    def _protocol_version(self) -> str | None:
-        version = self.headers.get("MCP-Protocol-Version")
-        if version is not None and version.strip() not in PROTOCOL_VERSIONS:
-            raise HttpError(
-                400,
-                f"unsupported MCP-Protocol-Version {version[:40]!r}; this server speaks "
-                f"{', '.join(PROTOCOL_VERSIONS)}",
-            )
-        return version and version.strip()
-
-    def _session_from_header(self) -> HttpSession:
-        session_id = self.headers.get("Mcp-Session-Id")
-        if not session_id:
-            raise HttpError(
-                400,
-                "missing Mcp-Session-Id header: send initialize first and repeat the session id "
-                "it returns on every request (or run the server with --stateless)",
-            )
-        return self.app.sessions.get(session_id.strip())
-
-    # -- Streamable HTTP: POST and DELETE /mcp -----------------------------------------------------
+    def preflight(self) -> None:
+        self._send_empty(204, _PREFLIGHT)
 
     def post_mcp(self) -> None:
-        self._check_content_type()
-        json_ok, sse_ok = self._accepts()
+        app, headers = self.app, self.headers
+        app.check_content_type(headers.get("Content-Type", ""))
+        json_ok, sse_ok = app.accepts(headers.get("Accept"))
         try:
             message = self._read_message()
         except _Answered:
             return
-        version = self._protocol_version()
-        kind = _message_kind(message)
-        if kind == "invalid":  # the dispatcher words the error
-            reply = self.app.dispatcher.handle(message, Session(lambda m: None))
+        version = app.protocol_version(headers.get("MCP-Protocol-Version"))
+        kind, method = app.dispatcher.classify(message)
+        if kind == "invalid":
+            reply = app.invalid_reply(message)
             if reply is None:  # nothing to answer (a malformed response, say)
                 return self._send_empty(202)
-            return self._send_json(200 if reply.get("id") is not None else 400, reply)
-        if self.app.stateless or (kind == "request" and message["method"] == "initialize"):
-            hs = self.app.new_session()
-            if hs.id is None:
-                hs.session.protocol_version = version or DEFAULT_HTTP_VERSION
-                hs.client = self._client_identity()
-                hs.call_id = message.get("id")
-        else:
-            hs = self._session_from_header()
+            return self._send_json(app.status_of(reply), reply)
+        client = app.client_identity(headers, self.client_address[0]) if app.stateless else None
+        session_id = headers.get("Mcp-Session-Id")
+        hs = app.post_session(message, kind, method, version, session_id, client)
         try:
             if kind == "request":
-                self._answer(hs, message, json_ok, sse_ok)
+                self._answer(hs, message, method, json_ok, sse_ok)
             else:
-                self._notify(hs, message)
+                app.notify(hs, message, client)
                 self._send_empty(202)
         finally:
             hs.touch()
-            self.app.release(hs)
+            app.release(hs)
 
-    def _notify(self, hs: HttpSession, message: dict) -> None:
-        """Handles a notification or response; a cancel also ends the call's waiting POST
-        with a "Request cancelled" error.
-
-        With --stateless every POST has a session of its own, so a cancel goes to the one
-        call it can be tied to (HttpApp.cancel_target), or to none.
-        """
-        params = message.get("params")
-        request_id = params.get("requestId") if isinstance(params, dict) else None
-        cancel = message.get("method") == "notifications/cancelled" and _valid_id(request_id)
-        if cancel and self.app.stateless:
-            hs = self.app.cancel_target(request_id, self._client_identity())
-            if hs is None:
-                return
-        self.app.dispatcher.handle(message, hs.session)
-        if cancel and hs.router is not None:
-            hs.router.end(request_id, REQUEST_CANCELLED, "Request cancelled")
-
-    def _client_identity(self) -> tuple:
-        """Who sent this request, as far as stateless mode can tell: the credential, the peer's
-        address (not its port: a cancel comes on another connection), X-Forwarded-For (the
-        client behind a proxy) and the User-Agent. A client can only make itself look like
-        another by sending that one's credential too."""
-        headers = self.headers
-        return (
-            headers.get("Authorization", ""),
-            self.client_address[0],
-            headers.get("X-Forwarded-For", ""),
-            headers.get("User-Agent", ""),
-        )
-
-    def _answer(self, hs: HttpSession, message: dict, json_ok: bool, sse_ok: bool) -> None:
-        app, request_id, method = self.app, message["id"], message["method"]
-        params = message.get("params")
-        meta = params.get("_meta") if method == "tools/call" and isinstance(params, dict) else None
-        token = meta.get("progressToken") if isinstance(meta, dict) else None
-        token = token if _valid_id(token) else None
-        box = hs.router.open(request_id, token) if _valid_id(request_id) else None
+    def _answer(self, hs: HttpSession, message: dict, method: str, json_ok, sse_ok) -> None:
+        reply, box, token = self.app.start_request(hs, message, method)
         try:
-            if method == "tools/call":
-                with app.calls_lock:
-                    app.admit_call(hs)
-                    reply = app.dispatcher.handle(message, hs.session)
-            else:
-                reply = app.dispatcher.handle(message, hs.session)
             if reply is not None:
                 return self._reply(hs, method, reply, json_ok)
-            if sse_ok and (token is not None or not json_ok):
-                self._start_events()
-                self._pump(box, until_reply=True)
+            if self.app.as_events(token, json_ok, sse_ok):
+                self._pump(self._start_events(), box, until_reply=True)
             else:
                 self._await_json(box)
         finally:
             if box is not None:
-                hs.router.close(request_id, box)
+                hs.router.close(message["id"], box)
 
     def _reply(self, hs: HttpSession, method: str, reply: dict, json_ok: bool) -> None:
-        headers = {}
-        if method == "initialize" and hs.id is not None:
-            if "result" in reply:
-                headers["Mcp-Session-Id"] = hs.id
-            else:
-                self.app.sessions.end(hs)
+        headers = self.app.reply_headers(hs, method, reply)
         if json_ok:
-            return self._send_json(200 if reply.get("id") is not None else 400, reply, headers)
-        self._start_events(headers)
-        self._event("message", encode_message(reply))
-        self._end_events()
-
-    def _await_json(self, box: Outbox) -> None:
-        """Waits for the call's reply and sends it as JSON (progress has nowhere to go)."""
-        while True:
-            item = box.get(_POLL_S)
-            if item is None:
-                if self._peer_gone():
-                    self.close_connection = True
-                    return
-            elif "method" not in item:
-                return self._send_json(200, item)
+            return self._send_json(self.app.status_of(reply), reply, headers)
+        events = self._start_events(headers)
+        events.event("message", encode_message(reply))
+        events.end()
 
     def delete_mcp(self) -> None:
-        self._protocol_version()
-        hs = self._session_from_header()
-        self.app.release(hs)
-        self.app.sessions.end(hs, REQUEST_CANCELLED, "Request cancelled: the session was ended")
+        self.app.protocol_version(self.headers.get("MCP-Protocol-Version"))
+        self.app.end_session(self.headers.get("Mcp-Session-Id"))
         self._send_empty(204)
 
-    # -- legacy HTTP+SSE (2024-11-05): GET /sse, POST /messages ------------------------------------
-
     def get_sse(self) -> None:
-        app = self.app
-        hs = app.new_session(legacy=True)
-        app.count_stream(+1)
+        hs = self.app.open_sse()
         try:
-            self._start_events()
+            events = self._start_events()
             # Relative, so it resolves against whatever URL (proxy included) reached /sse.
-            self._event("endpoint", f"{MESSAGES_PATH}?sessionId={hs.id}".encode())
-            self._pump(hs.stream, until_reply=False)
+            events.event("endpoint", f"{MESSAGES_PATH}?sessionId={hs.id}".encode())
+            self._pump(events, hs.stream, until_reply=False)
         finally:
-            app.count_stream(-1)
-            app.release(hs)
-            app.sessions.end(hs)  # closing the stream ends the session and cancels its calls
+            self.app.close_sse(hs)
 
     def post_messages(self) -> None:
         import urllib.parse
 
         query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
         session_id = (query.get("sessionId") or query.get("session_id") or [""])[0]
-        if not session_id:
-            raise HttpError(400, "missing ?sessionId=: use the URL from the /sse endpoint event")
-        hs = self.app.sessions.get(session_id, legacy=True)
+        hs = self.app.legacy_session(session_id)
         try:
-            self._post_message(hs)
+            message = self._read_message()
+            # Always 202 for a parseable message (a non-2xx breaks some SSE clients).
+            self._send_empty(202)
+            self.app.post_legacy(hs, message)
+        except _Answered:
+            return
         finally:
             self.app.release(hs)
 
-    def _post_message(self, hs: HttpSession) -> None:
-        try:
-            message = self._read_message()
-        except _Answered:
-            return
-        # Always 202 for a parseable message (a non-2xx breaks some SSE clients); the reply,
-        # errors included, goes down the stream.
-        self._send_empty(202)
-        hs.touch()
-        try:
-            if isinstance(message, dict) and message.get("method") == "tools/call":
-                with self.app.calls_lock:
-                    self.app.admit_call(hs)
-                    reply = self.app.dispatcher.handle(message, hs.session)
-            else:
-                reply = self.app.dispatcher.handle(message, hs.session)
-        except HttpError as exc:
-            reply = rpc_error(message.get("id"), HTTP_REFUSED, exc.message)
-        if reply is not None:
-            hs.stream.put(reply)
-
-    # -- health ----------------------------------------------------------------------------------
-
     def get_healthz(self) -> None:
-        app = self.app
-        body = {
-            "status": "draining" if app.draining else "ok",
-            "version": __version__,
-            "in_flight": app.in_flight(),
-            "sessions": len(app.sessions.all()),
-            "api_key": bool(api_key(app.dispatcher.config)),
-        }
-        self._send_json(503 if app.draining else 200, body)
+        self._send_json(*self.app.health())
 
     def get_usage(self) -> None:
         """Spend from the usage ledger: JSON, or a page when a browser asks for HTML."""
-        engine = self.app.dispatcher.engine
-        ledger = getattr(engine, "ledger", None)
-        if ledger is None or not engine.state.enabled:
-            raise HttpError(404, "no usage ledger: state.path is off")
-        timezone = self.app.dispatcher.config.get("policy", "timezone")
-        summary = spend_summary(ledger, timezone, self.app.in_flight())
+        summary = self.app.usage()
         if "text/html" not in (self.headers.get("Accept") or ""):
             return self._send_json(200, summary)
-        page = spend_page(summary)
-        self._answering(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(page)))
-        self.send_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
-        self._end_headers({"Cache-Control": "no-store"})
-        if self.command != "HEAD":
-            self.wfile.write(page)
+        headers = {
+            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+            "Cache-Control": "no-store",
+        }
+        self._send(200, "text/html; charset=utf-8", spend_page(summary), headers)
 
 
 def _is_length(text: str) -> bool:
     return re.fullmatch(r"[0-9]+", text.strip()) is not None  # str.isdigit() takes "²" too
+
+
+def _framing_error(lengths: list | None, codings: list | None) -> HttpError | None:
+    """The refusal for Content-Length and Transfer-Encoding headers that leave a body's length
+    ambiguous, else None."""
+    if codings and lengths:
+        return HttpError(
+            400, "Transfer-Encoding and Content-Length together; send Content-Length only"
+        )
+    if codings:
+        return HttpError(
+            411, f"Transfer-Encoding {codings[0][:40]!r} is not supported; send Content-Length"
+        )
+    if lengths and len(lengths) > 1:
+        return HttpError(
+            400, f"{len(lengths)} Content-Length headers; send exactly one (ASCII digits)"
+        )
+    if lengths and not _is_length(lengths[0]):
+        return HttpError(
+            400, f"bad Content-Length {lengths[0][:20]!r}; send ASCII digits (0-9) only"
+        )
+    return None
 
 
 def _costly_body_error(body: bytes) -> dict | None:
@@ -5651,18 +5830,6 @@ class _Answered(Exception):
     """The response has been sent already; stop handling."""
 
 
-def _message_kind(message) -> str:
-    if isinstance(message, dict):
-        method = message.get("method")
-        if "id" in message and isinstance(method, str):
-            return "request"
-        if "id" not in message and isinstance(method, str):
-            return "notification"
-        if method is None and ("result" in message or "error" in message):
-            return "response"
-    return "invalid"
-
-
 _ROUTES = {
     ("POST", MCP_PATH): HttpHandler.post_mcp,
     ("DELETE", MCP_PATH): HttpHandler.delete_mcp,
@@ -5679,124 +5846,155 @@ _ALLOWED = {
     HEALTH_PATH: "GET",
     USAGE_PATH: "GET",
 }
+_PREFLIGHT = {
+    "Allow": "GET, POST, DELETE, OPTIONS",
+    "Access-Control-Allow-Methods": "GET, POST, DELETE",
+    "Access-Control-Allow-Headers": "Authorization, Content-Type, Accept, "
+    "Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID",
+    "Access-Control-Max-Age": "600",
+}
+
+
+class HttpServer:
+    """The listening socket, mixed into http.server.ThreadingHTTPServer by HttpTransport: one
+    thread per connection, at most server.http.max_connections of them."""
+
+    daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(self, app: HttpApp, host: str, port: int, handler):
+        self.app, self.host = app, host
+        self.address_family = app.family
+        # Each connection holds a thread; past the cap, new ones are closed at once.
+        self.slots = threading.BoundedSemaphore(app.settings["max_connections"])
+        super().__init__((host, port), handler)
+
+    def process_request(self, request, client_address) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.app.log.debug("http", "connection refused: server.http.max_connections reached")
+            return self.shutdown_request(request)
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def server_bind(self) -> None:  # HTTPServer's would look the name up in DNS
+        import socketserver
+
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.host, self.server_address[1]
+
+    def handle_error(self, request, client_address) -> None:
+        exc = sys.exc_info()[1]
+        self.app.log.debug("http", f"connection error: {type(exc).__name__}: {exc}")
+
+
+class HttpTransport:
+    """Every HTTP client of one listening address: an HttpServer with HttpHandler threads,
+    an HttpApp that decides, and the shutdown sequence."""
+
+    def __init__(self, app: HttpApp, host: str, port: int):
+        self.app, self.log, self.host, self.port = app, app.log, host, port
+        self.hurry = threading.Event()  # a second signal: stop waiting for calls
+        self.server = None
+
+    def serve(self) -> int:
+        import http.server
+        import signal
+
+        app, log, host = self.app, self.log, self.host
+        handler = type("Handler", (HttpHandler, http.server.BaseHTTPRequestHandler), {})
+        # Bounds each socket read and write (a client that stops reading); the watchdog
+        # enforces header_timeout_s itself, so this must not fire first.
+        handler.timeout = max(30, 2 * app.header_timeout)
+        server_class = type("Server", (HttpServer, http.server.ThreadingHTTPServer), {})
+        try:
+            self.server = server_class(app, host, self.port, handler)
+        except OSError as exc:
+            print(
+                f"{SERVER_NAME}: cannot listen on {host}:{self.port}: {exc.strerror}",
+                file=sys.stderr,
+            )
+            return 2
+        stop, interrupted = threading.Event(), threading.Event()
+
+        def on_signal(signum, frame) -> None:
+            if signum == signal.SIGINT and not stop.is_set():
+                interrupted.set()  # Ctrl-C: a person at a terminal, no load balancer to tell
+            (self.hurry if stop.is_set() else stop).set()  # a second signal skips the waiting
+
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, on_signal)
+        threading.Thread(target=self.server.serve_forever, args=(0.2,), daemon=True).start()
+        app.start_watchdog()
+        shown = f"[{host}]" if ":" in host else host
+        where = "stateless" if app.stateless else f"legacy SSE at {SSE_PATH}"
+        log.say(f"serving MCP on http://{shown}:{self.server.server_port}{MCP_PATH} ({where})")
+        while not stop.wait(0.5):
+            pass
+        return self.shut_down(interrupted.is_set())
+
+    def shut_down(self, ctrl_c: bool) -> int:
+        """Lame duck (healthz 503), stop accepting, let calls finish up to drain_s, then exit.
+
+        Ctrl-C (SIGINT) skips the lame duck: it tells a load balancer nothing when a person
+        stops the server at a terminal, and they expect it gone at once.
+        """
+        app, log, hurry = self.app, self.log, self.hurry
+        lameduck, drain = app.settings["lameduck_s"], app.settings["drain_s"]
+        app.draining = True
+        if ctrl_c:
+            self.close_listener()
+            if app.in_flight() or app.waiting():
+                log.say(f"stopping: calls in flight get {drain} s (Ctrl-C again to stop now)")
+        else:
+            log.say(
+                f"stopping: /healthz answers 503 for {lameduck} s, then calls get {drain} s "
+                "(signal again to stop now)"
+            )
+            hurry.wait(lameduck)
+            self.close_listener()
+        deadline = time.monotonic() + drain
+        while (app.in_flight() or app.waiting()) and time.monotonic() < deadline:
+            if hurry.wait(0.05):
+                break
+        left = app.in_flight()
+        when = "at a second signal" if hurry.is_set() else f"after {drain} s (server.http.drain_s)"
+        if left:
+            log.say(f"cancelled {left} call(s) still running {when}")
+        ended = app.all_sessions()
+        why = f"the server is shutting down and cancelled this call {when}; retry it"
+        for hs in ended:
+            app.sessions.end(hs, HTTP_REFUSED, why)
+        deadline = time.monotonic() + 2  # let responses and SSE streams write what they hold
+        while app.streams or any(hs.router and hs.router.waiting() for hs in ended):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        return 0
+
+    def close_listener(self) -> None:
+        """Stops accepting: the port is free for a new server at once (SO_REUSEADDR is set)."""
+        self.server.shutdown()
+        self.server.server_close()
+        self.app.stopping = True
 
 
 def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port: int) -> int:
     """Serves MCP over HTTP until SIGTERM/SIGINT, then shuts down gracefully (exit 0)."""
-    import http.server
-    import signal
-    import socketserver
-
     try:
         app = HttpApp(dispatcher, config, log, host)
     except ConfigError as exc:
         print(f"{SERVER_NAME}: config error: {exc}", file=sys.stderr)
         return 2
-
-    class Server(http.server.ThreadingHTTPServer):
-        address_family = app.family
-        daemon_threads = True
-        request_queue_size = 128
-        # Each connection holds a thread; past the cap, new ones are closed at once.
-        slots = threading.BoundedSemaphore(app.settings["max_connections"])
-
-        def process_request(self, request, client_address) -> None:
-            if not self.slots.acquire(blocking=False):
-                log.debug("http", "connection refused: server.http.max_connections reached")
-                return self.shutdown_request(request)
-            try:
-                super().process_request(request, client_address)
-            except Exception:
-                self.slots.release()
-                raise
-
-        def process_request_thread(self, request, client_address) -> None:
-            try:
-                super().process_request_thread(request, client_address)
-            finally:
-                self.slots.release()
-
-        def server_bind(self) -> None:  # HTTPServer's would look the name up in DNS
-            socketserver.TCPServer.server_bind(self)
-            self.server_name, self.server_port = host, self.server_address[1]
-
-        def handle_error(self, request, client_address) -> None:
-            exc = sys.exc_info()[1]
-            log.debug("http", f"connection error: {type(exc).__name__}: {exc}")
-
-    handler = type("Handler", (HttpHandler, http.server.BaseHTTPRequestHandler), {})
-    # Bounds each socket read and write (a client that stops reading); the watchdog enforces
-    # header_timeout_s itself, so this must not fire first.
-    handler.timeout = max(30, 2 * app.header_timeout)
-    try:
-        server = Server((host, port), handler)
-    except OSError as exc:
-        print(f"{SERVER_NAME}: cannot listen on {host}:{port}: {exc.strerror}", file=sys.stderr)
-        return 2
-    server.app = app
-    stop, hurry, interrupted = threading.Event(), threading.Event(), threading.Event()
-
-    def on_signal(signum, frame) -> None:
-        if signum == signal.SIGINT and not stop.is_set():
-            interrupted.set()  # Ctrl-C: a person at a terminal, no load balancer to tell
-        (hurry if stop.is_set() else stop).set()  # a second signal skips the waiting
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, on_signal)
-    threading.Thread(target=server.serve_forever, args=(0.2,), daemon=True).start()
-    app.start_watchdog()
-    shown = f"[{host}]" if ":" in host else host
-    where = "stateless" if app.stateless else f"legacy SSE at {SSE_PATH}"
-    log.say(f"serving MCP on http://{shown}:{server.server_port}{MCP_PATH} ({where})")
-    while not stop.wait(0.5):
-        pass
-    return _shut_down(app, server, log, hurry, interrupted.is_set())
-
-
-def _shut_down(app: HttpApp, server, log: Log, hurry: threading.Event, ctrl_c: bool) -> int:
-    """Lame duck (healthz 503), stop accepting, let calls finish up to drain_s, then exit.
-
-    Ctrl-C (SIGINT) skips the lame duck: it tells a load balancer nothing when a person
-    stops the server at a terminal, and they expect it gone at once.
-    """
-    lameduck, drain = app.settings["lameduck_s"], app.settings["drain_s"]
-    app.draining = True
-    if ctrl_c:
-        _close_listener(app, server)
-        if app.in_flight() or app.waiting():
-            log.say(f"stopping: calls in flight get {drain} s (Ctrl-C again to stop now)")
-    else:
-        log.say(
-            f"stopping: /healthz answers 503 for {lameduck} s, then calls get {drain} s "
-            "(signal again to stop now)"
-        )
-        hurry.wait(lameduck)
-        _close_listener(app, server)
-    deadline = time.monotonic() + drain
-    while (app.in_flight() or app.waiting()) and time.monotonic() < deadline:
-        if hurry.wait(0.05):
-            break
-    left = app.in_flight()
-    when = "at a second signal" if hurry.is_set() else f"after {drain} s (server.http.drain_s)"
-    if left:
-        log.say(f"cancelled {left} call(s) still running {when}")
-    ended = app.all_sessions()
-    why = f"the server is shutting down and cancelled this call {when}; retry it"
-    for hs in ended:
-        app.sessions.end(hs, HTTP_REFUSED, why)
-    deadline = time.monotonic() + 2  # let responses and SSE streams write what they hold
-    while app.streams or any(hs.router and hs.router.waiting() for hs in ended):
-        if time.monotonic() > deadline:
-            break
-        time.sleep(0.02)
-    return 0
-
-
-def _close_listener(app: HttpApp, server) -> None:
-    """Stops accepting: the port is free for a new server at once (SO_REUSEADDR is set)."""
-    server.shutdown()
-    server.server_close()
-    app.stopping = True
+    return HttpTransport(app, host, port).serve()
 
 
 # ============================================================================================
@@ -6056,23 +6254,43 @@ MODEL_EFFORTS = {
     "gpt-5.1": ("none", "low", "medium", "high"),
     "gpt-5.1-codex": ("low", "medium", "high"),
     "gpt-5.1-codex-max": ("none", "low", "medium", "high", "xhigh"),
+    "gpt-5.1-chat-latest": ("medium",),
     "gpt-5.2": ("none", "low", "medium", "high", "xhigh"),
     "gpt-5.2-pro": ("medium", "high", "xhigh"),
+    "gpt-5.2-chat-latest": ("medium",),
+    "gpt-5.4": ("none", "low", "medium", "high", "xhigh"),
+    "gpt-5.4-pro": ("medium", "high", "xhigh"),
+    "gpt-5.5": ("none", "low", "medium", "high", "xhigh"),
+    "gpt-5.5-pro": ("medium", "high", "xhigh"),
     "o1": ("low", "medium", "high"),
     "o3": ("low", "medium", "high"),
     "o4": ("low", "medium", "high"),
 }
 
 
+# Verbosities for the gpt-5 models that do not take all three (400 unsupported_value otherwise).
+MODEL_VERBOSITIES = {"gpt-5-chat-latest": ("medium",)}
+
+
 def model_efforts(model: str) -> tuple[str, ...] | None:
     """The reasoning efforts `model` accepts, or None when its family is not known here."""
+    return _by_family(MODEL_EFFORTS, model)
+
+
+def model_verbosities(model: str) -> tuple[str, ...]:
+    """The verbosities a gpt-5 `model` accepts."""
+    return _by_family(MODEL_VERBOSITIES, model) or VERBOSITIES
+
+
+def _by_family(table: dict, model: str):
+    """table's entry for the longest family `model` belongs to (itself, or family-…), or None."""
     best = None
-    for family in MODEL_EFFORTS:
+    for family in table:
         if (model == family or model.startswith(family + "-")) and (
             best is None or len(family) > len(best)
         ):
             best = family
-    return MODEL_EFFORTS[best] if best else None
+    return table[best] if best else None
 
 
 class Doctor:
@@ -6391,18 +6609,19 @@ def _profile_words(profile: dict) -> str:
 
 
 def _profile_problem(tool: str, profile: dict) -> tuple[str, str] | None:
-    """(what, fix) when the profile's reasoning effort is one its model refuses.
-
-    Verbosity needs no check here: every gpt-5 model accepts low, medium and high (the values
-    the config allows), and other models are not sent it.
-    """
-    model, effort = profile["model"], profile["reasoning_effort"]
-    accepted = model_efforts(model) if supports_reasoning(model) else None
-    if accepted is not None and effort not in accepted:
-        return (
-            f"{tool}: model {model} does not accept reasoning_effort {effort!r}",
-            f"set model_profiles.{tool}.reasoning_effort to one of {', '.join(accepted)}",
-        )
+    """(what, fix) when the profile's reasoning effort or verbosity is one its model refuses
+    (only what the request sends: effort to reasoning models, verbosity to gpt-5 models)."""
+    model = profile["model"]
+    checks = (
+        ("reasoning_effort", model_efforts(model) if supports_reasoning(model) else None),
+        ("verbosity", model_verbosities(model) if supports_verbosity(model) else None),
+    )
+    for key, accepted in checks:
+        if accepted is not None and profile[key] not in accepted:
+            return (
+                f"{tool}: model {model} does not accept {key} {profile[key]!r}",
+                f"set model_profiles.{tool}.{key} to one of {', '.join(accepted)}",
+            )
     return None
 
 
@@ -6457,6 +6676,41 @@ def _doctor_paths(doctor: Doctor, config: Config) -> None:
     system = config.get("policy", "system")
     if system["source"] == "file":  # already read by load_config, or it would have failed
         doctor.ok(f"policy.system.path = {system['path']} is readable")
+
+
+def _doctor_budget(doctor: Doctor, config: Config) -> None:
+    """Each budget with what is spent of it, and the models it cannot count (no price)."""
+    timezone = config.get("policy", "timezone")
+    today = today_in(timezone)
+    periods = budgets(config, today)
+    if not periods:
+        doctor.skip("budget: none (budget.daily_usd and budget.monthly_usd are null)")
+        return
+    pricing = Pricing(config, Log())
+    for model in sorted({config.profile(tool)["model"] for tool in TOOL_NAMES}):
+        if pricing.prices(model) is None:
+            doctor.warn(
+                f"budget: model {model} has no known price, so its calls do not count against it",
+                f"set pricing.models.{_undated(model)} to {{input, cached_input, output}} in USD "
+                "per million tokens",
+            )
+    path = state_path(config)  # never None here: a budget without the ledger is a config error
+    state = StateFile(path, Log()) if os.path.exists(path) else None
+    ledger = Ledger(state, timezone) if state else None
+    for period, limit, first_day, spent_when, resets in periods:
+        spent = ledger.spent_since(first_day) if ledger else 0.0
+        if spent is None:
+            doctor.warn(f"budget.{period}_usd: the usage ledger {path} could not be read")
+        elif spent >= limit:
+            doctor.warn(
+                f"budget.{period}_usd {usd(limit)} is spent ({usd(spent)} {spent_when}): calls "
+                f"are refused until it resets {resets} {timezone}",
+                f"raise budget.{period}_usd, or wait",
+            )
+        else:
+            doctor.ok(f"budget.{period}_usd {usd(limit)}: {usd(spent)} spent {spent_when}")
+    if state:
+        state.close()
 
 
 def token_weakness(token: str) -> str | None:
@@ -6594,9 +6848,11 @@ def client_lines(options: dict, config: Config) -> list[str]:
             }
         }
     }
+    # The name goes before --env: Claude Code's --env takes every word up to the next option,
+    # so `--env K=V name --` fails with "Invalid environment variable format: name".
     return [
         "Claude Code:",
-        f"    claude mcp add --transport stdio --scope user --env {env} {SERVER_NAME} -- {argv}",
+        f"    claude mcp add {SERVER_NAME} --transport stdio --scope user --env {env} -- {argv}",
         "Codex CLI:",
         f"    codex mcp add {SERVER_NAME} --env {env} -- {argv}",
         "Cursor (~/.cursor/mcp.json, merged into mcpServers):",
@@ -6622,6 +6878,7 @@ def run_doctor(options: dict) -> int:
     if _doctor_endpoint(doctor, config, client, key):
         _doctor_models(doctor, config, client)
     _doctor_paths(doctor, config)
+    _doctor_budget(doctor, config)
     _doctor_http(doctor, config, options.get("http"))
     if options.get("live"):
         if doctor.failures:

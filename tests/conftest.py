@@ -233,3 +233,72 @@ def run_cli(tmp_path: Path, *args: str, env: dict | None = None, timeout: float 
         timeout=timeout,
         **kw,
     )
+
+
+# -- Helpers shared by the test files ---------------------------------------------------------
+
+PRICES = """\
+pricing:
+  models:
+    gpt-5.2: {input: 2, cached_input: 0.5, output: 10}
+  web_search_per_1k: 25
+"""
+
+
+def wait_until(predicate, timeout: float = 5.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(0.01)
+
+
+def start(spawn, fake, *args: str, config: str | None = None, env: dict | None = None):
+    """A server of its own, initialized, for tests that need a config, flags, env or a clean
+    slate."""
+    server = spawn(*args, config=config, env=env, upstream=fake)
+    server.initialize()
+    return server
+
+
+def send_call(server: Server, request_id, query="q", tool="answer", **params) -> None:
+    """Writes a tools/call without waiting for its reply."""
+    server.send(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": {"query": query}, **params},
+        }
+    )
+
+
+def cancel(server: Server, request_id) -> float:
+    """Writes notifications/cancelled; returns time.monotonic() right after the write."""
+    server.send(
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": request_id, "reason": "user hit stop"},
+        }
+    )
+    return time.monotonic()
+
+
+def failure_of(reply: dict) -> str:
+    """The error message, after checking the shape every failure shares."""
+    from openai_responses_mcp import TOOL_FAILED
+
+    assert "error" in reply, reply
+    error = reply["error"]
+    assert error["code"] == TOOL_FAILED
+    assert error["message"].startswith("answer failed: ")
+    assert "\n" not in error["message"]
+    assert error["data"]["message"]
+    return error["message"]
+
+
+def show_config(proc) -> dict:
+    """The JSON --show-config printed on stderr (after any warnings), with nothing on stdout."""
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    return json.loads(proc.stderr[proc.stderr.index("{") :])

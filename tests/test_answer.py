@@ -13,7 +13,17 @@ import time
 import zoneinfo
 
 import pytest
-from conftest import TEST_KEY, Server, base_env, run_cli
+from conftest import (
+    TEST_KEY,
+    Server,
+    base_env,
+    cancel,
+    failure_of,
+    run_cli,
+    send_call,
+    start,
+    wait_until,
+)
 from fake_upstream import (
     FakeResponsesAPI,
     ForwardProxy,
@@ -107,29 +117,11 @@ def server(running):
     return running()
 
 
-def start(spawn, fake, *args: str, config: str | None = None, env: dict | None = None):
-    """A server of its own, for tests that need a config, flags, env or a clean slate."""
-    server = spawn(*args, config=config, env=env, upstream=fake)
-    server.initialize()
-    return server
-
-
 _ids = itertools.count(1)
 
 
 def new_id() -> str:
     return f"t{next(_ids)}"
-
-
-def send_call(server: Server, request_id, query="q", tool="answer", **params) -> None:
-    server.send(
-        {
-            "jsonrpc": "2.0",
-            "id": request_id,
-            "method": "tools/call",
-            "params": {"name": tool, "arguments": {"query": query}, **params},
-        }
-    )
 
 
 def call_collecting(server: Server, query="q", timeout=20.0, **params) -> tuple[dict, list]:
@@ -146,25 +138,6 @@ def sent_reply_for(server: Server, request_id) -> bool:
 def answer_of(reply: dict) -> dict:
     assert "result" in reply, reply
     return json.loads(reply["result"]["content"][0]["text"])
-
-
-def failure_of(reply: dict) -> str:
-    """The error message, after checking the shape every failure shares."""
-    assert "error" in reply, reply
-    error = reply["error"]
-    assert error["code"] == TOOL_FAILED
-    assert error["message"].startswith("answer failed: ")
-    assert "\n" not in error["message"]
-    assert error["data"]["message"]
-    return error["message"]
-
-
-def wait_until(predicate, timeout: float = 5.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not met within {timeout}s")
-        time.sleep(0.005)
 
 
 def closed_port() -> int:
@@ -738,18 +711,6 @@ def test_retry_waits_as_long_as_retry_after_ms_asks(server, fake):
 # ============================================================================================
 # Cancellation
 # ============================================================================================
-
-
-def cancel(server: Server, request_id) -> float:
-    """Writes notifications/cancelled; returns time.monotonic() right after the write."""
-    server.send(
-        {
-            "jsonrpc": "2.0",
-            "method": "notifications/cancelled",
-            "params": {"requestId": request_id, "reason": "user hit stop"},
-        }
-    )
-    return time.monotonic()
 
 
 def stalled_call(server: Server, fake) -> str:

@@ -6,17 +6,16 @@ from __future__ import annotations
 import json
 import time
 
+import conftest
 import pytest
-from conftest import run_cli
+from conftest import cancel, run_cli, send_call, wait_until
 from fake_upstream import Reply
 
 CACHE_ON = {"ANSWER_CACHE_TTL_S": "600"}
 
 
 def start(spawn, fake, config: str | None = None, env: dict | None = None):
-    server = spawn(config=config, env={**CACHE_ON, **(env or {})}, upstream=fake)
-    server.initialize()
-    return server
+    return conftest.start(spawn, fake, config=config, env={**CACHE_ON, **(env or {})})
 
 
 def result_of(reply: dict) -> tuple[dict, dict]:
@@ -92,6 +91,17 @@ def test_a_hit_works_across_processes_sharing_the_state_file(spawn, fake):
     assert len(fake.requests) == 1
 
 
+def test_another_max_citations_misses(spawn, fake):
+    # The stored answer was cut to the first process's citation count; another count must not
+    # be served it.
+    result_of(start(spawn, fake).call("answer", {"query": "q"}))
+    _, meta = result_of(
+        start(spawn, fake, env={"MAX_CITATIONS": "1"}).call("answer", {"query": "q"})
+    )
+    assert meta["cache"] == {"hit": False}
+    assert len(fake.requests) == 2
+
+
 def test_entries_expire_after_ttl(spawn, fake):
     server = start(spawn, fake, env={"ANSWER_CACHE_TTL_S": "1"})
     result_of(server.call("answer", {"query": "q"}))
@@ -146,34 +156,6 @@ def test_usage_counts_cache_hits(spawn, fake, tmp_path):
 
 
 # -- Single flight ------------------------------------------------------------------------------
-
-
-def send_call(server, request_id: str, query: str = "q") -> None:
-    server.send(
-        {
-            "jsonrpc": "2.0",
-            "id": request_id,
-            "method": "tools/call",
-            "params": {"name": "answer", "arguments": {"query": query}},
-        }
-    )
-
-
-def cancel(server, request_id: str) -> None:
-    server.send(
-        {
-            "jsonrpc": "2.0",
-            "method": "notifications/cancelled",
-            "params": {"requestId": request_id},
-        }
-    )
-
-
-def wait_until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def two_callers(spawn, fake, reply: Reply):

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SCRIPT, TEST_KEY, base_env, run_cli
+from conftest import SCRIPT, TEST_KEY, base_env, run_cli, show_config
 from fake_upstream import DEFAULT_TEXT, Reply
 
 import openai_responses_mcp as mcp
@@ -19,12 +19,6 @@ OPENAI_IMPORT = re.compile(r"\|\s*openai(\.|\s*$)")
 
 def ask(tmp_path, fake, *args, env=None):
     return run_cli(tmp_path, "--ask", *args, env={"OPENAI_BASE_URL": fake.base_url, **(env or {})})
-
-
-def show_config(proc) -> dict:
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == ""
-    return json.loads(proc.stderr)
 
 
 def assert_usage_error(proc, *words: str) -> None:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPT, TEST_KEY, base_env, run_cli
+from conftest import SCRIPT, TEST_KEY, base_env, run_cli, show_config
 from fake_upstream import Reply
 
 import openai_responses_mcp as mcp
@@ -67,12 +67,6 @@ def one_stderr_line(proc) -> str:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     return lines[0]
-
-
-def show_config(proc) -> dict:
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == ""
-    return json.loads(proc.stderr[proc.stderr.index("{") :])
 
 
 # -- precedence: defaults < YAML < ENV < CLI --------------------------------------------------
@@ -445,6 +439,29 @@ def test_cli_exits_2_with_one_line_for_a_bad_timezone(tmp_path):
     assert "policy.timezone" in line
     assert f"{path}:2" in line
     assert proc.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("yaml", "words"),
+    [
+        ("country: Japan", 'search.user_location.country = "Japan"'),
+        ("country: J1", "must be a two-letter ISO country code"),
+        ("timezone: Atlantis/Lost_City", "search.user_location.timezone = 'Atlantis/Lost_City'"),
+    ],
+)
+def test_cli_exits_2_for_a_user_location_the_web_search_would_refuse(tmp_path, yaml, words):
+    path = write(tmp_path, f"search:\n  user_location:\n    {yaml}\n")
+    proc = run_cli(tmp_path, "--stdio", "--config", str(path), input="")
+    assert proc.returncode == 2
+    line = one_stderr_line(proc)
+    assert words in line and f"{path}:3" in line
+    assert proc.stdout == ""
+
+
+def test_a_two_letter_country_and_a_known_zone_are_accepted(tmp_path, env):
+    path = write(tmp_path, "search:\n  user_location: {country: jp, timezone: UTC}\n")
+    config = mcp.load_config({"config": str(path)}, env)
+    assert config.get("search", "user_location", "country") == "jp"
 
 
 def test_cli_exits_2_naming_a_base_url_without_a_scheme_and_its_source(tmp_path):

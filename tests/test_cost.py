@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import json
 
+import conftest
 import pytest
-from conftest import run_cli
+from conftest import PRICES, run_cli
 from fake_upstream import Reply
 
 import openai_responses_mcp as m
 
-PRICES = """\
-pricing:
-  models:
-    gpt-5.2: {input: 2, cached_input: 0.5, output: 10}
-  web_search_per_1k: 25
-"""
+
+def start(spawn, fake, config: str = PRICES, env: dict | None = None):
+    return conftest.start(spawn, fake, config=config, env=env)
+
+
 USAGE = {
     "input_tokens": 2000,
     "input_tokens_details": {"cached_tokens": 1024},
@@ -34,12 +34,6 @@ EXPECTED = {
     "web_search_usd": 0.05,
     "prices": "config",
 }
-
-
-def start(spawn, fake, config: str = PRICES, env: dict | None = None):
-    server = spawn(config=config, env=env, upstream=fake)
-    server.initialize()
-    return server
 
 
 def meta_of(reply: dict) -> dict:
@@ -86,6 +80,10 @@ def test_unknown_model_costs_null_with_one_warning_naming_the_key(spawn, fake):
         ("gpt-5.2-2025-12-11", ((1.75, 0.175, 14.0), f"builtin {m.PRICES_DATE}")),
         ("gpt-5.2-pro", ((21.0, 21.0, 168.0), f"builtin {m.PRICES_DATE}")),
         ("gpt-5-mini-2025-08-07", ((0.25, 0.025, 2.0), f"builtin {m.PRICES_DATE}")),
+        ("gpt-5.4-nano", ((0.2, 0.02, 1.25), f"builtin {m.PRICES_DATE}")),
+        ("gpt-5.5-pro", ((30.0, 30.0, 180.0), f"builtin {m.PRICES_DATE}")),
+        ("gpt-5.6-terra", ((2.5, 0.25, 15.0), f"builtin {m.PRICES_DATE}")),
+        ("gpt-5.6-luna-2026-07-01", ((1.0, 0.1, 6.0), f"builtin {m.PRICES_DATE}")),
         ("acme-7", None),
     ],
 )
@@ -112,6 +110,16 @@ def test_flex_and_priority_scale_the_token_prices():
     assert pricing.cost("gpt-5.2", usage, 0, "flex")["usd"] == 1.0
     assert pricing.cost("gpt-5.2", usage, 0, "priority")["usd"] == 4.0
     assert pricing.cost("gpt-5.2", usage, 0, "default")["usd"] == 2.0
+
+
+def test_priority_on_gpt_5_5_costs_two_and_a_half_times_standard():
+    # OpenAI lists gpt-5.5 priority at $12.50 / $1.25 / $75 per million: 2.5x, not 2x.
+    pricing = m.Pricing(config_with(""), m.Log())
+    usage = {"input_tokens": 1_000_000, "cached_input_tokens": 0, "output_tokens": 1_000_000}
+    cost = pricing.cost("gpt-5.5-2026-04-23", usage, 0, "priority")
+    assert cost["input_usd"] == 12.5 and cost["output_usd"] == 75.0
+    assert cost["prices"] == f"builtin {m.PRICES_DATE} x2.5 (priority)"
+    assert pricing.cost("gpt-5.4", usage, 0, "priority")["usd"] == (2.5 + 15.0) * 2
 
 
 def config_with(text: str):
@@ -185,6 +193,14 @@ def test_a_budget_without_the_ledger_is_a_config_error(tmp_path):
     result = run_cli(tmp_path, "--show-config", "--config", str(path))
     assert result.returncode == 2
     assert "budget.daily_usd" in result.stderr and "state.path is off" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("amount", "shown"),
+    [(5.03, "$5.03"), (0.057464, "$0.06"), (0.0039, "$0.0039"), (0.001, "$0.001"), (0, "$0.00")],
+)
+def test_dollars_under_a_cent_are_not_shown_as_zero(amount, shown):
+    assert m.usd(amount) == shown
 
 
 def test_next_month_rolls_over_the_year():

@@ -403,6 +403,29 @@ def test_id_0_is_echoed_for_a_tool_call(harness):
 
 
 @pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ({"jsonrpc": "2.0", "id": 1, "method": "ping"}, ("request", "ping")),
+        ({"jsonrpc": "2.0", "id": None, "method": "ping"}, ("request", "ping")),
+        (
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            ("notification", "notifications/initialized"),
+        ),
+        ({"jsonrpc": "2.0", "id": 1, "result": {}}, ("response", None)),
+        ({"jsonrpc": "2.0", "id": None, "error": {"code": -32700}}, ("response", None)),
+        ({"jsonrpc": "2.0", "id": 1, "method": 5}, ("invalid", None)),
+        ({"jsonrpc": "2.0", "id": 1}, ("invalid", None)),
+        ({"jsonrpc": "2.0", "method": 5, "result": {}}, ("invalid", None)),
+        ([{"jsonrpc": "2.0", "id": 1, "method": "ping"}], ("invalid", None)),
+        ("ping", ("invalid", None)),
+    ],
+    ids=lambda v: json.dumps(v)[:60],
+)
+def test_classify_tells_requests_notifications_responses_and_invalid_apart(message, expected):
+    assert Dispatcher.classify(message) == expected
+
+
+@pytest.mark.parametrize(
     "message",
     [
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
@@ -1132,13 +1155,12 @@ def test_log_that_cannot_write_raises_nothing(tmp_path, monkeypatch):
 
 
 def test_a_failing_debug_log_does_not_change_the_reply(config, tmp_path):
-    from openai_responses_mcp import FrameReader, StdioWriter, _handle_frames
+    from openai_responses_mcp import FrameReader, StdioTransport
 
     log = Log(debug=True, path=str(tmp_path / "debug.log"))
     log._file.close()
-    dispatcher = Dispatcher(config, log, FakeEngine())
-    writer = StdioWriter(-1, True, lambda: None)
+    transport = StdioTransport(Dispatcher(config, log, FakeEngine()), config, log, -1, -1)
     frames = FrameReader(4096).feed(b'{"jsonrpc":"2.0","id":5,"method":"\\ud800"}\n')
-    (reply,) = _handle_frames(frames, dispatcher, Session(writer.send), writer, log)
+    (reply,) = transport.handle_frames(frames)
     assert reply["id"] == 5
     assert error_of(reply)["code"] == METHOD_NOT_FOUND

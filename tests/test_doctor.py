@@ -120,7 +120,9 @@ def test_the_client_lines_name_an_absolute_command_and_never_the_key(tmp_path, f
     assert entry["env"] == {"OPENAI_API_KEY": "${env:OPENAI_API_KEY}"}
     claude = line_with(proc, "claude mcp add")
     assert "--transport stdio" in claude and f" -- {entry['command']}" in claude
-    assert 'OPENAI_API_KEY="$OPENAI_API_KEY"' in claude
+    # The name before --env, which would otherwise take it as a second KEY=VALUE.
+    assert claude.strip().startswith("claude mcp add openai-responses-mcp --")
+    assert claude.index('--env OPENAI_API_KEY="$OPENAI_API_KEY" -- ') > 0
     codex = line_with(proc, "codex mcp add openai-responses-mcp")
     assert codex.rstrip().endswith("--stdio")
 
@@ -238,6 +240,7 @@ def test_a_model_the_key_cannot_use_fails_naming_the_profile(tmp_path, fake):
         ("gpt-5.2", "minimal", "none, low, medium, high, xhigh"),
         ("gpt-5", "none", "minimal, low, medium, high"),
         ("o3", "xhigh", "low, medium, high"),
+        ("gpt-5.2-chat-latest", "low", "medium"),
     ],
 )
 def test_an_effort_the_model_refuses_fails_with_the_accepted_ones(
@@ -249,6 +252,16 @@ def test_an_effort_the_model_refuses_fails_with_the_accepted_ones(
         proc,
         f"answer: model {model} does not accept reasoning_effort '{effort}'",
         f"model_profiles.answer.reasoning_effort to one of {accepted}",
+    )
+
+
+def test_a_verbosity_the_model_refuses_fails_with_the_accepted_ones(tmp_path, fake):
+    fake.models.append("gpt-5-chat-latest")
+    env = against(fake, MODEL_ANSWER="gpt-5-chat-latest", ANSWER_VERBOSITY="low")
+    assert_failed(
+        doctor(tmp_path, env=env),
+        "answer: model gpt-5-chat-latest does not accept verbosity 'low'",
+        "model_profiles.answer.verbosity to one of medium",
     )
 
 
@@ -280,6 +293,36 @@ def test_the_state_file_is_checked_at_its_default_place(tmp_path, fake):
     expected = tmp_path / "state" / "openai-responses-mcp" / "state.sqlite3"
     assert line_with(proc, f"state.path = {expected} is writable").startswith(OK)
     assert not expected.exists()
+
+
+def test_a_spent_budget_is_a_warning_with_what_is_spent(tmp_path, fake):
+    target = tmp_path / "state.sqlite3"
+    state = mcp.StateFile(str(target), mcp.Log())
+    mcp.Ledger(state, "Asia/Tokyo").record(
+        mcp.UsageRow("answer", "gpt-5.2", "ok", {"cost": {"usd": 1.25}})
+    )
+    state.close()
+    config = f"state: {{path: '{target}'}}\nbudget: {{daily_usd: 1, monthly_usd: 100}}\n"
+    proc = doctor(tmp_path, env=against(fake), config=config)
+    assert proc.returncode == 0, proc.stdout  # worth a look, not a broken installation
+    spent = line_with(proc, "budget.daily_usd $1.00 is spent ($1.25 today)")
+    assert spent.startswith(WARN + " ") and "raise budget.daily_usd" in spent
+    assert line_with(proc, "budget.monthly_usd $100.00: $1.25 spent this month").startswith(OK)
+
+
+def test_a_budget_warns_about_a_model_it_cannot_count(tmp_path, fake):
+    fake.models.append("acme-7")
+    config = "budget: {daily_usd: 5}\nmodel_profiles: {answer_quick: {model: acme-7}}\n"
+    proc = doctor(tmp_path, env=against(fake), config=config)
+    warned = line_with(proc, "budget: model acme-7 has no known price")
+    assert warned.startswith(WARN + " ") and "pricing.models.acme-7" in warned
+    assert line_with(proc, "budget.daily_usd $5.00: $0.00 spent today").startswith(OK)
+    assert not (tmp_path / "xdg-state").exists()  # the check creates no state file
+
+
+def test_no_budget_is_a_skipped_line(tmp_path, fake):
+    proc = doctor(tmp_path, env=against(fake))
+    assert line_with(proc, "budget: none").startswith(SKIP + " ")
 
 
 def test_an_unwritable_state_file_fails_and_off_skips_it(tmp_path, fake):
@@ -388,12 +431,22 @@ def test_live_goes_only_with_doctor(tmp_path):
         ("gpt-5-pro", ("high",)),
         ("gpt-5.1-codex-max", ("none", "low", "medium", "high", "xhigh")),
         ("o4-mini", ("low", "medium", "high")),
+        ("gpt-5.2-chat-latest", ("medium",)),
+        ("gpt-5.4-mini", ("none", "low", "medium", "high", "xhigh")),
+        ("gpt-5.5-2026-04-23", ("none", "low", "medium", "high", "xhigh")),
+        ("gpt-5.5-pro", ("medium", "high", "xhigh")),
         ("gpt-7", None),
         ("my-gateway-model", None),
     ],
 )
 def test_model_efforts_by_longest_family(model, efforts):
     assert mcp.model_efforts(model) == efforts
+
+
+def test_model_verbosities_are_all_three_unless_listed():
+    assert mcp.model_verbosities("gpt-5-chat-latest") == ("medium",)
+    assert mcp.model_verbosities("gpt-5.2-chat-latest") == ("low", "medium", "high")
+    assert mcp.model_verbosities("gpt-5") == ("low", "medium", "high")
 
 
 @pytest.mark.parametrize(

@@ -7,23 +7,16 @@ import json
 import sqlite3
 import threading
 
+import conftest
 import pytest
-from conftest import run_cli
+from conftest import PRICES, run_cli
 from fake_upstream import Reply
 
-PRICES = """\
-pricing:
-  models:
-    gpt-5.2: {input: 2, cached_input: 0.5, output: 10}
-  web_search_per_1k: 25
-"""
 CALLS_EACH = 12
 
 
 def start(spawn, fake, config: str = PRICES, env: dict | None = None):
-    server = spawn(config=config, env=env, upstream=fake)
-    server.initialize()
-    return server
+    return conftest.start(spawn, fake, config=config, env=env)
 
 
 def state_file(tmp_path):

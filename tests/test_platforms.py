@@ -45,6 +45,31 @@ def test_without_appdata_windows_falls_back_to_the_home_config_folder(windows):
     assert path == os.path.join("/home/ann", ".config", "openai-responses-mcp", "config.yaml")
 
 
+def test_the_state_file_lives_under_localappdata_on_windows(windows):
+    env = {"LOCALAPPDATA": r"C:\Users\ann\AppData\Local", "XDG_STATE_HOME": "/unused"}
+    assert mcp.default_state_path(env) == os.path.join(
+        env["LOCALAPPDATA"], "openai-responses-mcp", "state.sqlite3"
+    )
+
+
+def test_without_localappdata_windows_falls_back_to_the_home_state_folder(windows):
+    path = mcp.default_state_path({"HOME": "/home/ann"})
+    assert path == os.path.join(
+        "/home/ann", ".local", "state", "openai-responses-mcp", "state.sqlite3"
+    )
+
+
+@pytest.mark.skipif(os.name == "nt", reason="the non-Windows branch")
+def test_elsewhere_the_state_file_follows_xdg_state_home():
+    env = {"LOCALAPPDATA": "/unused", "XDG_STATE_HOME": "/xdg", "HOME": "/home/ann"}
+    assert mcp.default_state_path(env) == os.path.join(
+        "/xdg", "openai-responses-mcp", "state.sqlite3"
+    )
+    assert mcp.default_state_path({"HOME": "/home/ann"}) == os.path.join(
+        "/home/ann", ".local", "state", "openai-responses-mcp", "state.sqlite3"
+    )
+
+
 def test_an_unknown_time_zone_on_windows_suggests_tzdata(windows):
     with pytest.raises(mcp.ConfigError, match=r"on Windows, `pip install tzdata`"):
         mcp._check_timezone("Mars/Olympus_Mons", "env POLICY_TIMEZONE")

@@ -122,3 +122,11 @@ def test_the_python_classifiers_and_range_are_the_versions_ci_tests():
     classified = re.findall(r"Programming Language :: Python :: (3\.\d+)", pyproject)
     assert classified == tested
     assert f'requires-python = ">={tested[0]}"' in pyproject
+
+
+def test_ci_also_tests_the_lowest_openai_the_package_declares():
+    ci = (WORKFLOWS / "ci.yml").read_text(encoding="utf-8")
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    floor = re.search(r'"openai>=([0-9.]+),', pyproject).group(1)
+    assert f"openai=={floor}.*" in ci and "PIP_CONSTRAINT" in ci
+    assert f"startswith('{floor}.')" in ci

@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from conftest import SCRIPT, base_env
+from conftest import SCRIPT, base_env, wait_until
 from fake_upstream import Reply
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -67,13 +67,6 @@ def finish(server) -> list[dict]:
     assert server.wait() == 0, server.stderr
     server.reader.join(5)
     return parse_stdout(bytes(server.reader.raw))
-
-
-def wait_until(predicate, timeout: float = 5.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 def error_code(reply: dict) -> int:

@@ -119,3 +119,18 @@ def test_usage_is_404_when_there_is_no_ledger(spawn, fake):
     server.port = wait_listening(server)
     reply = request(server.port, "GET", "/usage", headers=AUTH)
     assert reply.status == 404
+
+
+def test_an_unreadable_ledger_is_said_not_shown_as_nothing_spent(spawn, fake, tmp_path):
+    state = tmp_path / "xdg-state" / "openai-responses-mcp" / "state.sqlite3"
+    state.parent.mkdir(parents=True)
+    state.write_bytes(b"this is not a database" * 100)
+    server = spawn("--http", "127.0.0.1:0", env={"MCP_HTTP_TOKEN": TOKEN}, upstream=fake)
+    server.port = wait_listening(server)
+    reply = request(server.port, "GET", "/usage", headers=AUTH)
+    assert reply.status == 200
+    summary = reply.json()
+    assert summary["warning"].startswith("the usage ledger could not be read")
+    assert summary["day"]["usd"] == 0
+    page = request(server.port, "GET", "/usage", headers={**AUTH, "Accept": "text/html"})
+    assert "the usage ledger could not be read" in page.body.decode()

@@ -15,7 +15,7 @@ import threading
 import time
 
 import pytest
-from conftest import TEST_KEY, Server, base_env
+from conftest import TEST_KEY, Server, base_env, failure_of, wait_until
 from fake_upstream import Reply
 
 import openai_responses_mcp as m
@@ -108,14 +108,6 @@ def server_threads(baseline: set) -> list[threading.Thread]:
     ]
 
 
-def wait_until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout} s")
-        time.sleep(0.01)
-
-
 def assert_nothing_left(server: InProcess, baseline: set) -> None:
     assert server.session.wait_idle(10), "calls still running"
     assert server.session.in_flight() == 0
@@ -124,15 +116,6 @@ def assert_nothing_left(server: InProcess, baseline: set) -> None:
         10,
         f"no server thread left (left: {[t.name for t in server_threads(baseline)]})",
     )
-
-
-def failure_of(reply: dict) -> str:
-    assert "error" in reply, reply
-    assert reply["error"]["code"] == m.TOOL_FAILED
-    message = reply["error"]["message"]
-    assert message.startswith("answer failed: ")
-    assert "\n" not in message
-    return message
 
 
 OUTCOMES = ("HTTP 429", "HTTP 500", "dropped", "no answer within", "malformed", "model reported")
