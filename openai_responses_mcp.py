@@ -4175,7 +4175,10 @@ def tool_result(answer: dict, meta: dict, version: str) -> dict:
 #   it to Dispatcher.handle with its client's Session, and writes the reply handle() returns.
 #   Protocol decisions (errors, versions, results) are the dispatcher's, never the socket's.
 # - One Session per client: stdio has one for its whole life, HTTP one per Mcp-Session-Id or
-#   GET /sse stream (one per POST with --stateless).
+#   GET /sse stream (one per POST with --stateless, and for every 2026-07-28 request).
+# - The era (MCP 2026-07-28 or the handshake) is decided per request by the dispatcher
+#   (is_modern); HTTP passes its MCP-Protocol-Version header along and checks the headers that
+#   mirror the body (header_mismatch). Both eras share one stdio pipe and one /mcp endpoint.
 # - A Session's `send` is how everything else reaches the client (tool results from worker
 #   threads, progress notices): thread-safe, whole messages, and silent once the client has gone.
 # - Admission: the dispatcher refuses calls past server.max_calls; HTTP first refuses its own
@@ -4881,6 +4884,8 @@ class HttpSession:
         self.requests = 0  # requests being handled in it now (SessionTable.get/release)
         self.client = None  # stateless: who sent the POST (HttpApp.client_identity)
         self.call_id = None  # stateless: the id of the POST's request
+        self.modern = False  # a 2026-07-28 request's own: closing its response cancels its call
+        self.header_version = None  # that request's MCP-Protocol-Version header
         self.stream = Outbox() if legacy else None
         self.router = None if legacy else Router(log)
         self.session = Session(self.stream.put if legacy else self.router.send)
@@ -5139,10 +5144,10 @@ class HttpApp:
         """Hands a message to the dispatcher; a tools/call is admitted against the HTTP limits
         first, in one step with its start (calls_lock), so two calls cannot both pass."""
         if method != "tools/call":
-            return self.dispatcher.handle(message, hs.session)
+            return self.dispatcher.handle(message, hs.session, hs.header_version)
         with self.calls_lock:
             self.admit_call(hs)
-            return self.dispatcher.handle(message, hs.session)
+            return self.dispatcher.handle(message, hs.session, hs.header_version)
 
     # -- gates: Host, Origin, token, route ---------------------------------------------------------
 
@@ -5313,8 +5318,11 @@ class HttpApp:
         return self.dispatcher.handle(message, Session(lambda m: None))
 
     @staticmethod
-    def status_of(reply: dict) -> int:
-        """A JSON reply's HTTP status: 400 when the request could not even be identified."""
+    def status_of(reply: dict, modern: bool = False) -> int:
+        """A JSON reply's HTTP status: 400 when the request could not even be identified; for
+        2026-07-28, 400 for a malformed request and 404 for an unknown method, as it says."""
+        if modern and "error" in reply:
+            return _MODERN_STATUS.get(reply["error"].get("code"), 200)
         return 200 if reply.get("id") is not None else 400
 
     def start_request(self, hs: HttpSession, message: dict, method: str):
@@ -5354,13 +5362,46 @@ class HttpApp:
         params = message.get("params")
         request_id = params.get("requestId") if isinstance(params, dict) else None
         cancel = message.get("method") == "notifications/cancelled" and _valid_id(request_id)
-        if cancel and self.stateless:
+        if cancel and (self.stateless or hs.modern):
             hs = self.cancel_target(request_id, client)
             if hs is None:
                 return
         self.dispatcher.handle(message, hs.session)
         if cancel and hs.router is not None:
             hs.router.end(request_id, REQUEST_CANCELLED, "Request cancelled")
+
+    # -- MCP 2026-07-28: requests that need no session ---------------------------------------------
+
+    def is_modern(self, message: dict, kind: str, method, header_version) -> bool:
+        """Whether a POST speaks 2026-07-28: the dispatcher's rule for a request, the header
+        for anything else (that era has no notifications over HTTP, but a cancel is honoured)."""
+        if not self.dispatcher.modern or kind == "invalid":
+            return False
+        if kind == "request":
+            return is_modern(method, message.get("params"), header_version)
+        return header_version in MODERN_VERSIONS
+
+    def modern_session(self, message: dict, client, header_version) -> HttpSession:
+        """A 2026-07-28 message's own session: no id, no Mcp-Session-Id, gone with its call."""
+        hs = HttpSession(None, self.log)
+        hs.modern, hs.header_version = True, header_version
+        hs.client, hs.call_id = client, message.get("id")
+        with self._lock:
+            self.loose.add(hs)
+        return hs
+
+    @staticmethod
+    def mismatch(message: dict, header) -> dict | None:
+        """The -32020 reply to a request whose headers disagree with its body, else None."""
+        request_id = message.get("id")
+        why = header_mismatch(message, header) if _valid_id(request_id) else None
+        return None if why is None else rpc_error(request_id, HEADER_MISMATCH, why)
+
+    def hung_up(self, hs: HttpSession, request_id) -> None:
+        """A client closed a response before its reply: for 2026-07-28 that cancels the call
+        (the handshake era cancels with notifications/cancelled only)."""
+        if hs.modern and hs.session.cancel(request_id) is not None:
+            self.log.debug("http", f"response closed: cancelled requestId={_describe(request_id)}")
 
     def end_session(self, session_id: str | None) -> None:
         """DELETE /mcp: ends the session, cancelling its calls."""
@@ -5587,20 +5628,25 @@ class HttpHandler:
         self._end_headers(headers)
         return EventStream(self.wfile, chunked)
 
-    def _pump(self, events: EventStream, box: Outbox, until_reply: bool) -> None:
-        if not events.pump(box, until_reply, self.app.settings["keepalive_s"], self._peer_gone):
-            self.close_connection = True
+    def _pump(self, events: EventStream, box: Outbox, until_reply: bool) -> bool:
+        """False if the client hung up first."""
+        if events.pump(box, until_reply, self.app.settings["keepalive_s"], self._peer_gone):
+            return True
+        self.close_connection = True
+        return False
 
-    def _await_json(self, box: Outbox) -> None:
-        """Waits for the call's reply and sends it as JSON (progress has nowhere to go)."""
+    def _await_json(self, box: Outbox) -> bool:
+        """Waits for the call's reply and sends it as JSON (progress has nowhere to go);
+        False if the client hung up first."""
         while True:
             item = box.get(_POLL_S)
             if item is None:
                 if self._peer_gone():
                     self.close_connection = True
-                    return
+                    return False
             elif "method" not in item:
-                return self._send_json(200, item)
+                self._send_json(200, item)
+                return True
 
     # -- reading requests ------------------------------------------------------------------------
 
@@ -5693,8 +5739,11 @@ class HttpHandler:
             message = self._read_message()
         except _Answered:
             return
-        version = app.protocol_version(headers.get("MCP-Protocol-Version"))
         kind, method = app.dispatcher.classify(message)
+        header_version = (headers.get("MCP-Protocol-Version") or "").strip() or None
+        if app.is_modern(message, kind, method, header_version):
+            return self._post_modern(message, kind, method, header_version, json_ok, sse_ok)
+        version = app.protocol_version(headers.get("MCP-Protocol-Version"))
         if kind == "invalid":
             reply = app.invalid_reply(message)
             if reply is None:  # nothing to answer (a malformed response, say)
@@ -5713,23 +5762,41 @@ class HttpHandler:
             hs.touch()
             app.release(hs)
 
+    def _post_modern(self, message, kind: str, method, header_version, json_ok, sse_ok) -> None:
+        app = self.app
+        client = app.client_identity(self.headers, self.client_address[0])
+        refusal = app.mismatch(message, self.headers.get) if kind == "request" else None
+        if refusal is not None:
+            return self._send_json(400, refusal)
+        hs = app.modern_session(message, client, header_version)
+        try:
+            if kind == "request":
+                self._answer(hs, message, method, json_ok, sse_ok)
+            else:
+                app.notify(hs, message, client)
+                self._send_empty(202)
+        finally:
+            app.release(hs)
+
     def _answer(self, hs: HttpSession, message: dict, method: str, json_ok, sse_ok) -> None:
         reply, box, token = self.app.start_request(hs, message, method)
         try:
             if reply is not None:
                 return self._reply(hs, method, reply, json_ok)
             if self.app.as_events(token, json_ok, sse_ok):
-                self._pump(self._start_events(), box, until_reply=True)
+                delivered = self._pump(self._start_events(), box, until_reply=True)
             else:
-                self._await_json(box)
+                delivered = self._await_json(box)
+            if not delivered:
+                self.app.hung_up(hs, message["id"])
         finally:
             if box is not None:
                 hs.router.close(message["id"], box)
 
     def _reply(self, hs: HttpSession, method: str, reply: dict, json_ok: bool) -> None:
         headers = self.app.reply_headers(hs, method, reply)
-        if json_ok:
-            return self._send_json(self.app.status_of(reply), reply, headers)
+        if json_ok or (hs.modern and "error" in reply):  # 2026-07-28: the status tells
+            return self._send_json(self.app.status_of(reply, hs.modern), reply, headers)
         events = self._start_events(headers)
         events.event("message", encode_message(reply))
         events.end()
@@ -5850,8 +5917,16 @@ _PREFLIGHT = {
     "Allow": "GET, POST, DELETE, OPTIONS",
     "Access-Control-Allow-Methods": "GET, POST, DELETE",
     "Access-Control-Allow-Headers": "Authorization, Content-Type, Accept, "
-    "Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID",
+    "Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID",
     "Access-Control-Max-Age": "600",
+}
+# 2026-07-28's HTTP statuses for errors; the others travel with 200.
+_MODERN_STATUS = {
+    INVALID_REQUEST: 400,
+    INVALID_PARAMS: 400,
+    HEADER_MISMATCH: 400,
+    UNSUPPORTED_VERSION: 400,
+    METHOD_NOT_FOUND: 404,
 }
 
 
