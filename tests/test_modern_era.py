@@ -368,6 +368,12 @@ def test_stdio_serves_both_eras_on_one_pipe(spawn, fake):
     listed = server.request("tools/list", modern())
     wire.ListToolsResultResponse.model_validate(listed)
     assert error(server.request("ping", modern()))["code"] == -32601
+    assert error(server.request("server/discover", {}))["code"] == -32602
+    unsupported = server.request(
+        "tools/list", modern(_meta={"io.modelcontextprotocol/protocolVersion": "1900-01-01"})
+    )
+    wire.UnsupportedProtocolVersionError.model_validate(unsupported)
+    assert unsupported["error"]["data"]["requested"] == "1900-01-01"
     reply = server.call("answer", {"query": "q"}, _meta=META)
     wire.CallToolResultResponse.model_validate(reply)
     assert reply["result"]["structuredContent"]["answer"].startswith("Modern answer.")
