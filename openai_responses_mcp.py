@@ -3969,6 +3969,8 @@ class Dispatcher:
 
     def _modern(self, method: str, params, session: Session, request_id) -> dict | None:
         version = modern_version(params)
+        if hasattr(self.engine, "warm_up"):  # no initialize to warm up after: any request will do
+            self.engine.warm_up()
         handler = self._modern_methods.get(method)
         if handler is None:
             raise RpcError(
@@ -3999,8 +4001,6 @@ class Dispatcher:
         return result
 
     def _discover(self, params: dict, session: Session, request_id, version: str) -> dict:
-        if hasattr(self.engine, "warm_up"):
-            self.engine.warm_up()
         return {
             "supportedVersions": list(SUPPORTED_VERSIONS),
             "capabilities": {"tools": {"listChanged": False}},
