@@ -16,13 +16,15 @@ The module reads top to bottom in the order data flows through it:
                    cost in dollars, and single-flight for identical calls
 4. State on disk   the usage ledger (budgets, --usage) and the answer cache, in SQLite
 5. Tools           the three tools' schemas and argument checks
-6. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation
+6. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation; each request in
+                   its era (MCP 2026-07-28, stateless, or the initialize handshake)
 7. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
                    (Streamable HTTP at /mcp, legacy SSE at /sse) with --http
 8. CLI             flags, --show-config, --ask, --usage, main()
 
 Only the standard library is imported at start-up; ``openai`` is imported when the first call
-needs it (or in the background once ``initialize`` has been answered).
+needs it (or in the background once ``initialize``, or any 2026-07-28 request, has been
+answered).
 """
 
 from __future__ import annotations
