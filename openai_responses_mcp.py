@@ -1405,9 +1405,10 @@ Turn it on in config.yaml:
 With merge: replace this file is all the model is told: then also say when to search, how to
 write dates, and how to list sources (the built-in policy covers these; start from it).
 The whole file is sent as the request's instructions, this comment too; it is harmless there.
-The server recognises a sources section under Sources:, 出典:, 参考:, 参考文献, References
-(bold or as a heading too); if you ask for another header, name it on a line of its own like
-the one below, so the server completes that section instead of adding a second one.
+The server recognises a sources section under Sources:, 出典:, 参考:, 参考文献, 参考資料,
+参考リンク, 情報源, References and the like (bold or as a heading too); if you ask for another
+header, name it on a line of its own like the one below, so the server completes that section
+instead of adding a second one.
 -->
 <!-- sources-header: 参考資料 -->
 
@@ -1658,8 +1659,13 @@ def collect_citations(response: dict, max_citations: int, today: str) -> list[di
 # -- The Sources section ---------------------------------------------------------------------------
 
 # Headers a model writes over its sources, compared case-insensitively, with or without a colon
-# (`:` or `：`), bold or as a Markdown heading. A policy file can add its own (sources_headers).
-SOURCES_HEADERS = ("sources", "source", "references", "出典", "参考文献", "参考資料", "参考")
+# (`:` or `：`) or a short aside (`Sources (accessed 2026-01-14):`), bold or as a Markdown
+# heading. A policy file can add its own (sources_headers).
+SOURCES_HEADERS = (
+    "sources", "source", "references", "出典", "参考文献", "参考資料", "参考リンク", "参考url",
+    "参考サイト", "参考", "情報源", "引用元",
+)  # fmt: skip
+_HEADER_ASIDE = r"[(（][^()（）\n]{1,60}[)）]"
 _ISO_DATE = r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)"
 _OTHER_DATE = (
     r"(?<!\d)(\d{4})(?:年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日|[/.-](\d{1,2})[/.-](\d{1,2})(?!\d))"
@@ -1737,6 +1743,9 @@ def _sources_header(line: str, names: tuple, citations: list[dict], last: bool) 
     if name is None:
         return None
     rest = text[len(name) :].lstrip("*_ \t")
+    aside = re.match(_HEADER_ASIDE, rest)
+    if aside:
+        rest = rest[aside.end() :].lstrip("*_ \t")
     colon = rest[:1] in (":", "：")
     rest = rest[1:].lstrip("*_ \t") if colon else rest
     if not rest:
@@ -1804,7 +1813,8 @@ def _section_entries(lines: list[str], start: int, citations: list[dict]) -> lis
 def _complete_inline(rest: str, citations: list[dict], today: str, listed: str) -> str:
     """Sources written after their header, each dated, with the citations listed nowhere added."""
     ids = "".join(f"|{re.escape(c['url'])}" for c in citations)
-    parts = re.split(rf"(\s*[,、;；]\s*)(?=https?://|\[{ids})", rest)
+    # Sources are separated by commas, or (`[1] url [2] url`) by the next bracketed number.
+    parts = re.split(rf"(\s*[,、;；]\s*|\s+(?=\[\d{{1,3}}\]\s))(?=https?://|\[{ids})", rest)
     for i in range(0, len(parts), 2):  # odd indexes hold the separators
         parts[i] = _dated(parts[i], citations, today)
     added = [
