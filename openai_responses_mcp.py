@@ -1433,6 +1433,26 @@ How to answer
 """
 
 
+# A policy.system file for merge: replace (--print-example policy-replace): the built-in policy
+# itself, to edit, since with replace the file is all the model is told.
+POLICY_REPLACE_EXAMPLE = (
+    """\
+<!--
+openai-responses-mcp policy example for merge: replace:
+`openai-responses-mcp --print-example policy-replace > policy.md`, then in config.yaml:
+
+  policy:
+    system: { source: file, path: ~/.config/openai-responses-mcp/policy.md, merge: replace }
+
+This is the built-in policy: edit it. The model is told only this file, so keep what it says
+about when to search, dates and listing sources. If you change the sources header (Sources:),
+name the new one in a sources-header line as `--print-example policy` shows.
+-->
+"""
+    + SYSTEM_POLICY
+)
+
+
 def build_instructions(config: Config) -> str:
     """The request's `instructions`: the built-in policy, or a file replacing or joining it."""
     if config.get("policy", "system", "source") != "file":
@@ -5634,7 +5654,7 @@ usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--sh
               [--http-allow-insecure] [--config PATH] [--model ID] [--debug [PATH]]
        {SERVER_NAME} --ask QUERY [--tool NAME] [--config PATH] [--model ID] [--debug [PATH]]
        {SERVER_NAME} --show-config [--config PATH] [--model ID]
-       {SERVER_NAME} --print-example config|policy
+       {SERVER_NAME} --print-example config|policy|policy-replace
        {SERVER_NAME} --doctor [--live] [--http [HOST:]PORT] [--config PATH] [--model ID]
        {SERVER_NAME} --usage [--since YYYY-MM-DD] [--json] [--config PATH]
        {SERVER_NAME} --help | --version"""
@@ -5660,8 +5680,9 @@ options:
   --model ID         model for the answer tool (overrides config and MODEL_ANSWER)
   --debug [PATH]     debug lines on stderr, and appended to PATH if given
   --show-config      print the effective config and where each value came from, to stderr
-  --print-example config|policy
+  --print-example config|policy|policy-replace
                      print the shipped config.yaml example, or a policy.system file example
+                     (policy: rules to append; policy-replace: the built-in policy to edit)
   --doctor           check the installation, config, key, endpoint and models, one line
                      per check with its fix (exit 1 if any fails), then print the lines that
                      add this server to Claude Code, Codex CLI and Cursor
@@ -5676,7 +5697,11 @@ The API key is read from the environment variable OPENAI_API_KEY (openai.api_key
 """
 
 
-EXAMPLES = {"config": CONFIG_EXAMPLE, "policy": POLICY_EXAMPLE}
+EXAMPLES = {
+    "config": CONFIG_EXAMPLE,
+    "policy": POLICY_EXAMPLE,
+    "policy-replace": POLICY_REPLACE_EXAMPLE,
+}
 
 
 class UsageError(Exception):
@@ -5753,7 +5778,7 @@ def parse_args(argv: list[str]) -> dict:
             f"{options['settings'][next(iter(options['settings']))][1]} goes with --http"
         )
     if options.get("print_example") and options["print_example"] not in EXAMPLES:
-        raise UsageError(f"--print-example takes {' or '.join(EXAMPLES)}")
+        raise UsageError("--print-example takes config, policy or policy-replace")
     if options.get("tool") and options["tool"] not in TOOL_NAMES:
         raise UsageError(f"--tool must be one of {', '.join(TOOL_NAMES)}")
     if options.get("tool") and not options.get("ask"):
