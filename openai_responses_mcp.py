@@ -1463,9 +1463,10 @@ Turn it on in config.yaml:
 With merge: replace this file is all the model is told: then also say when to search, how to
 write dates, and how to list sources (the built-in policy covers these; start from it).
 The whole file is sent as the request's instructions, this comment too; it is harmless there.
-The server recognises a sources section under Sources:, 出典:, 参考:, 参考文献, References
-(bold or as a heading too); if you ask for another header, name it on a line of its own like
-the one below, so the server completes that section instead of adding a second one.
+The server recognises a sources section under Sources:, 出典:, 参考:, 参考文献, 参考資料,
+参考リンク, 情報源, References and the like (bold or as a heading too); if you ask for another
+header, name it on a line of its own like the one below, so the server completes that section
+instead of adding a second one.
 -->
 <!-- sources-header: 参考資料 -->
 
@@ -1488,6 +1489,26 @@ How to answer
 - When a command or configuration is the answer, give it in a code block first and explain
   after it.
 """
+
+
+# A policy.system file for merge: replace (--print-example policy-replace): the built-in policy
+# itself, to edit, since with replace the file is all the model is told.
+POLICY_REPLACE_EXAMPLE = (
+    """\
+<!--
+openai-responses-mcp policy example for merge: replace:
+`openai-responses-mcp --print-example policy-replace > policy.md`, then in config.yaml:
+
+  policy:
+    system: { source: file, path: ~/.config/openai-responses-mcp/policy.md, merge: replace }
+
+This is the built-in policy: edit it. The model is told only this file, so keep what it says
+about when to search, dates and listing sources. If you change the sources header (Sources:),
+name the new one in a sources-header line as `--print-example policy` shows.
+-->
+"""
+    + SYSTEM_POLICY
+)
 
 
 def build_instructions(config: Config) -> str:
@@ -1736,8 +1757,13 @@ def collect_citations(response: dict, max_citations: int, today: str) -> list[di
 # -- The Sources section ---------------------------------------------------------------------------
 
 # Headers a model writes over its sources, compared case-insensitively, with or without a colon
-# (`:` or `：`), bold or as a Markdown heading. A policy file can add its own (sources_headers).
-SOURCES_HEADERS = ("sources", "source", "references", "出典", "参考文献", "参考資料", "参考")
+# (`:` or `：`) or a short aside (`Sources (accessed 2026-01-14):`), bold or as a Markdown
+# heading. A policy file can add its own (sources_headers).
+SOURCES_HEADERS = (
+    "sources", "source", "references", "出典", "参考文献", "参考資料", "参考リンク", "参考url",
+    "参考サイト", "参考", "情報源", "引用元",
+)  # fmt: skip
+_HEADER_ASIDE = r"[(（][^()（）\n]{1,60}[)）]"
 _ISO_DATE = r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)"
 _OTHER_DATE = (
     r"(?<!\d)(\d{4})(?:年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日|[/.-](\d{1,2})[/.-](\d{1,2})(?!\d))"
@@ -1815,6 +1841,9 @@ def _sources_header(line: str, names: tuple, citations: list[dict], last: bool) 
     if name is None:
         return None
     rest = text[len(name) :].lstrip("*_ \t")
+    aside = re.match(_HEADER_ASIDE, rest)
+    if aside:
+        rest = rest[aside.end() :].lstrip("*_ \t")
     colon = rest[:1] in (":", "：")
     rest = rest[1:].lstrip("*_ \t") if colon else rest
     if not rest:
@@ -1882,7 +1911,8 @@ def _section_entries(lines: list[str], start: int, citations: list[dict]) -> lis
 def _complete_inline(rest: str, citations: list[dict], today: str, listed: str) -> str:
     """Sources written after their header, each dated, with the citations listed nowhere added."""
     ids = "".join(f"|{re.escape(c['url'])}" for c in citations)
-    parts = re.split(rf"(\s*[,、;；]\s*)(?=https?://|\[{ids})", rest)
+    # Sources are separated by commas, or (`[1] url [2] url`) by the next bracketed number.
+    parts = re.split(rf"(\s*[,、;；]\s*|\s+(?=\[\d{{1,3}}\]\s))(?=https?://|\[{ids})", rest)
     for i in range(0, len(parts), 2):  # odd indexes hold the separators
         parts[i] = _dated(parts[i], citations, today)
     added = [
@@ -5822,7 +5852,7 @@ usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--sh
               [--http-allow-insecure] [--config PATH] [--model ID] [--debug [PATH]]
        {SERVER_NAME} --ask QUERY [--tool NAME] [--config PATH] [--model ID] [--debug [PATH]]
        {SERVER_NAME} --show-config [--config PATH] [--model ID]
-       {SERVER_NAME} --print-example config|policy
+       {SERVER_NAME} --print-example config|policy|policy-replace
        {SERVER_NAME} --doctor [--live] [--http [HOST:]PORT] [--config PATH] [--model ID]
        {SERVER_NAME} --usage [--since YYYY-MM-DD] [--json] [--config PATH]
        {SERVER_NAME} --help | --version"""
@@ -5848,8 +5878,9 @@ options:
   --model ID         model for the answer tool (overrides config and MODEL_ANSWER)
   --debug [PATH]     debug lines on stderr, and appended to PATH if given
   --show-config      print the effective config and where each value came from, to stderr
-  --print-example config|policy
+  --print-example config|policy|policy-replace
                      print the shipped config.yaml example, or a policy.system file example
+                     (policy: rules to append; policy-replace: the built-in policy to edit)
   --doctor           check the installation, config, key, endpoint and models, one line
                      per check with its fix (exit 1 if any fails), then print the lines that
                      add this server to Claude Code, Codex CLI and Cursor
@@ -5864,7 +5895,11 @@ The API key is read from the environment variable OPENAI_API_KEY (openai.api_key
 """
 
 
-EXAMPLES = {"config": CONFIG_EXAMPLE, "policy": POLICY_EXAMPLE}
+EXAMPLES = {
+    "config": CONFIG_EXAMPLE,
+    "policy": POLICY_EXAMPLE,
+    "policy-replace": POLICY_REPLACE_EXAMPLE,
+}
 
 
 class UsageError(Exception):
@@ -5941,7 +5976,7 @@ def parse_args(argv: list[str]) -> dict:
             f"{options['settings'][next(iter(options['settings']))][1]} goes with --http"
         )
     if options.get("print_example") and options["print_example"] not in EXAMPLES:
-        raise UsageError(f"--print-example takes {' or '.join(EXAMPLES)}")
+        raise UsageError("--print-example takes config, policy or policy-replace")
     if options.get("tool") and options["tool"] not in TOOL_NAMES:
         raise UsageError(f"--tool must be one of {', '.join(TOOL_NAMES)}")
     if options.get("tool") and not options.get("ask"):

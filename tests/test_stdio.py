@@ -540,6 +540,36 @@ def test_end_of_input_with_stdout_closed_cancels_the_call_and_exits_at_once(tmp_
         proc.stderr.close()
 
 
+def test_a_failed_write_to_stdout_cancels_the_call_in_flight_and_exits_at_once(tmp_path, fake):
+    fake.enqueue(Reply(stall_after_events=2))
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--stdio"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=base_env(tmp_path, OPENAI_BASE_URL=fake.base_url),
+    )
+    try:
+        proc.stdin.write(as_line(call_message("stalled")))
+        proc.stdin.flush()
+        fake.wait_for_requests(1, timeout=20)
+        proc.stdout.close()
+        proc.stdin.write(as_line(rpc("ping", 2)))  # its reply cannot be written: the client left
+        proc.stdin.flush()
+        assert proc.wait(timeout=10) == 0  # stdin still open, the call still stalled
+        fake.wait_for_disconnect(0, timeout=5)
+        assert b"Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        for pipe in (proc.stdin, proc.stderr):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+
+
 # -- Transport debug lines (issue 13.4) ------------------------------------------------------------
 
 
