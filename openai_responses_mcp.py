@@ -4080,6 +4080,20 @@ def encode_message(message: dict) -> bytes:
         return json.dumps(message, separators=(",", ":")).encode("ascii")
 
 
+def _json_value_end(data: bytes) -> int:
+    """Where the JSON value at the start of `data` ends, in bytes, or -1 if it is not whole."""
+    text = data.decode("utf-8", "surrogateescape")
+    start = len(text) - len(text.lstrip(_JSON_SPACE))
+    try:
+        if _c_make_scanner is not None:
+            end = _scan(text, start)[1]
+        else:
+            end = json.JSONDecoder().raw_decode(text, start)[1]
+    except (StopIteration, ValueError, RecursionError, SystemError):
+        return -1
+    return len(text[:end].encode("utf-8", "surrogateescape"))
+
+
 def decode_message(body: bytes):
     """(message, None) for a JSON body, or (None, parse-error reply)."""
     if _c_make_scanner is not None:
@@ -4130,6 +4144,7 @@ _TOKEN = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQR
 _HEADER_NAMES = (b"Content-Length", b"content-length", b"CONTENT-LENGTH")
 _RESYNC_TAIL = 64  # bytes kept while resynchronising: a header name may be cut by the read
 _SCALAR_START = b'-0123456789"ntf'
+_PENDING_CHECK = 1 << 14  # how far into a pending body a too-long length is looked for
 
 
 def _find_header(buffer, start: int, end: int) -> int:
@@ -4185,6 +4200,7 @@ class FrameReader:
         self._skip_bytes = 0  # body of an oversized frame still to discard
         self._skip_line = False  # rest of an oversized line still to discard
         self._resync = False  # discarding up to the next header or through the next newline
+        self._looked = 0  # bytes of a pending body already checked for a too-long length
 
     def feed(self, data: bytes) -> list[Frame]:
         frames: list[Frame] = []
@@ -4315,11 +4331,38 @@ class FrameReader:
             return body_start, True
         after = body_start + length
         if end < after:
-            return pos, False
-        if buffer[after - 1] != 0x7D and not _looks_whole(buffer, body_start, after):  # '}'
+            return self._pending(buffer, pos, body_start, end, length, frames)
+        self._looked = 0
+        whole = buffer[after - 1] == 0x7D or _looks_whole(buffer, body_start, after)  # '}'
+        if not whole or buffer.find(b"\n", body_start, after) >= 0:  # compact JSON has none
+            overrun = self._overrun(buffer, body_start, after, length, frames)
+            if overrun:
+                return overrun
+        if not whole:
             return self._check_length(buffer, body_start, after, end, length, frames)
         frames.append(Frame("message", bytes(buffer[body_start:after]), "framed", length))
         return after, True
+
+    def _pending(self, buffer, pos, body_start, end, length, frames) -> tuple[int, bool]:
+        """A body still arriving: refused at once if what has come already overruns a message
+        (_overrun), rather than swallowing later messages until `length` bytes arrive."""
+        reach = min(end, body_start + _PENDING_CHECK)
+        if reach - body_start == self._looked:
+            return pos, False  # nothing new within reach
+        self._looked = reach - body_start
+        return self._overrun(buffer, body_start, reach, length, frames) or (pos, False)
+
+    def _overrun(self, buffer, body_start, stop, length, frames) -> tuple[int, bool] | None:
+        """A whole message followed by more (the next frame or line) within the body: the
+        length is too long. Refuses it and resumes after that message; else None."""
+        head = bytes(buffer[body_start : min(stop, body_start + _PENDING_CHECK)])
+        whole = _json_value_end(head)
+        if whole < 0 or not head[whole:].strip():
+            return None
+        self._looked = 0
+        reason = f"Content-Length {length} is longer than the message it holds"
+        frames.append(Frame("invalid", mode="framed", size=length, reason=reason))
+        return body_start + whole, True
 
     def _check_length(self, buffer, body_start, after, end, length, frames) -> tuple[int, bool]:
         """A body that does not end like an object: the length may be wrong; find out which."""

@@ -321,6 +321,7 @@ BAD_FRAMES = {
     "no-content-length": b"Content-Type: application/json\r\n\r\n" + PING_BODY,
     "too-small": b"Content-Length: 5\r\n\r\n" + PING_BODY,
     "too-large": b"Content-Length: %d\r\n\r\n" % (len(PING_BODY) + 8) + PING_BODY,
+    "too-large-by-far": b"Content-Length: %d\r\n\r\n" % (len(PING_BODY) + 5000) + PING_BODY,
 }
 
 
@@ -338,6 +339,20 @@ def test_bad_frame_gets_one_error_and_later_frames_are_answered_framed(spawn, ba
     assert server.request("ping", framing="framed")["result"] == {}
     assert set(server.reader.framings) == {"framed"}
     assert all(m.get("id") != "bad-body" for m in finish(server))
+
+
+def test_a_length_too_large_by_far_is_refused_when_the_next_frame_arrives(spawn):
+    """A client that waits for each answer: its next frame must not fill the missing bytes."""
+    server = spawn()
+    server.initialize(framing="framed")
+    server.write(BAD_FRAMES["too-large-by-far"])
+    time.sleep(0.2)  # read apart: the server cannot know yet that the length is wrong
+    server.send(rpc("ping", "after"), "framed")
+    reply, before = server.recv_until(lambda m: m.get("id") == "after", timeout=10)
+    assert reply["result"] == {}
+    assert [error_code(m) for m in before] == [-32700]
+    assert f"Content-Length {len(PING_BODY) + 5000} is longer" in before[0]["error"]["message"]
+    assert server.reader.framings == ["framed"] * 3
 
 
 def test_bad_frame_then_a_frame_sent_after_the_error_is_answered(spawn):
