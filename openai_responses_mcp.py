@@ -4526,11 +4526,18 @@ def reader_gone(fd: int) -> bool:
 
 
 class _Stop(Exception):
-    """Raised in the main thread by SIGTERM or SIGINT."""
+    """Raised in the main thread by a stop signal (see stop_signals)."""
 
 
 def _raise_stop(signum, frame):
     raise _Stop()
+
+
+def stop_signals(signal) -> tuple:
+    """The signals that ask a server to stop: SIGTERM and SIGINT, and on Windows SIGBREAK,
+    which a service manager's CTRL_BREAK_EVENT raises (Windows never sends SIGTERM)."""
+    extra = (signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ()
+    return (signal.SIGTERM, signal.SIGINT, *extra)
 
 
 class StdioTransport:
@@ -4554,7 +4561,7 @@ class StdioTransport:
         import _signal as signal  # `signal` itself imports enum (~1 ms) for its IntEnums
 
         log, session, writer = self.log, self.session, self.writer
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in stop_signals(signal):
             signal.signal(signum, _raise_stop)
         try:
             while True:
@@ -5818,7 +5825,7 @@ class HttpTransport:
                 interrupted.set()  # Ctrl-C: a person at a terminal, no load balancer to tell
             (self.hurry if stop.is_set() else stop).set()  # a second signal skips the waiting
 
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in stop_signals(signal):
             signal.signal(signum, on_signal)
         threading.Thread(target=self.server.serve_forever, args=(0.2,), daemon=True).start()
         app.start_watchdog()
