@@ -1473,9 +1473,10 @@ Turn it on in config.yaml:
 With merge: replace this file is all the model is told: then also say when to search, how to
 write dates, and how to list sources (the built-in policy covers these; start from it).
 The whole file is sent as the request's instructions, this comment too; it is harmless there.
-The server recognises a sources section under Sources:, 出典:, 参考:, 参考文献, References
-(bold or as a heading too); if you ask for another header, name it on a line of its own like
-the one below, so the server completes that section instead of adding a second one.
+The server recognises a sources section under Sources:, 出典:, 参考:, 参考文献, 参考資料,
+参考リンク, 情報源, References and the like (bold or as a heading too); if you ask for another
+header, name it on a line of its own like the one below, so the server completes that section
+instead of adding a second one.
 -->
 <!-- sources-header: 参考資料 -->
 
@@ -1498,6 +1499,26 @@ How to answer
 - When a command or configuration is the answer, give it in a code block first and explain
   after it.
 """
+
+
+# A policy.system file for merge: replace (--print-example policy-replace): the built-in policy
+# itself, to edit, since with replace the file is all the model is told.
+POLICY_REPLACE_EXAMPLE = (
+    """\
+<!--
+openai-responses-mcp policy example for merge: replace:
+`openai-responses-mcp --print-example policy-replace > policy.md`, then in config.yaml:
+
+  policy:
+    system: { source: file, path: ~/.config/openai-responses-mcp/policy.md, merge: replace }
+
+This is the built-in policy: edit it. The model is told only this file, so keep what it says
+about when to search, dates and listing sources. If you change the sources header (Sources:),
+name the new one in a sources-header line as `--print-example policy` shows.
+-->
+"""
+    + SYSTEM_POLICY
+)
 
 
 def build_instructions(config: Config) -> str:
@@ -1746,8 +1767,13 @@ def collect_citations(response: dict, max_citations: int, today: str) -> list[di
 # -- The Sources section ---------------------------------------------------------------------------
 
 # Headers a model writes over its sources, compared case-insensitively, with or without a colon
-# (`:` or `：`), bold or as a Markdown heading. A policy file can add its own (sources_headers).
-SOURCES_HEADERS = ("sources", "source", "references", "出典", "参考文献", "参考資料", "参考")
+# (`:` or `：`) or a short aside (`Sources (accessed 2026-01-14):`), bold or as a Markdown
+# heading. A policy file can add its own (sources_headers).
+SOURCES_HEADERS = (
+    "sources", "source", "references", "出典", "参考文献", "参考資料", "参考リンク", "参考url",
+    "参考サイト", "参考", "情報源", "引用元",
+)  # fmt: skip
+_HEADER_ASIDE = r"[(（][^()（）\n]{1,60}[)）]"
 _ISO_DATE = r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)"
 _OTHER_DATE = (
     r"(?<!\d)(\d{4})(?:年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日|[/.-](\d{1,2})[/.-](\d{1,2})(?!\d))"
@@ -1825,6 +1851,9 @@ def _sources_header(line: str, names: tuple, citations: list[dict], last: bool) 
     if name is None:
         return None
     rest = text[len(name) :].lstrip("*_ \t")
+    aside = re.match(_HEADER_ASIDE, rest)
+    if aside:
+        rest = rest[aside.end() :].lstrip("*_ \t")
     colon = rest[:1] in (":", "：")
     rest = rest[1:].lstrip("*_ \t") if colon else rest
     if not rest:
@@ -1892,7 +1921,8 @@ def _section_entries(lines: list[str], start: int, citations: list[dict]) -> lis
 def _complete_inline(rest: str, citations: list[dict], today: str, listed: str) -> str:
     """Sources written after their header, each dated, with the citations listed nowhere added."""
     ids = "".join(f"|{re.escape(c['url'])}" for c in citations)
-    parts = re.split(rf"(\s*[,、;；]\s*)(?=https?://|\[{ids})", rest)
+    # Sources are separated by commas, or (`[1] url [2] url`) by the next bracketed number.
+    parts = re.split(rf"(\s*[,、;；]\s*|\s+(?=\[\d{{1,3}}\]\s))(?=https?://|\[{ids})", rest)
     for i in range(0, len(parts), 2):  # odd indexes hold the separators
         parts[i] = _dated(parts[i], citations, today)
     added = [
@@ -4240,6 +4270,20 @@ def encode_message(message: dict) -> bytes:
         return json.dumps(message, separators=(",", ":")).encode("ascii")
 
 
+def _json_value_end(data: bytes) -> int:
+    """Where the JSON value at the start of `data` ends, in bytes, or -1 if it is not whole."""
+    text = data.decode("utf-8", "surrogateescape")
+    start = len(text) - len(text.lstrip(_JSON_SPACE))
+    try:
+        if _c_make_scanner is not None:
+            end = _scan(text, start)[1]
+        else:
+            end = json.JSONDecoder().raw_decode(text, start)[1]
+    except (StopIteration, ValueError, RecursionError, SystemError):
+        return -1
+    return len(text[:end].encode("utf-8", "surrogateescape"))
+
+
 def decode_message(body: bytes):
     """(message, None) for a JSON body, or (None, parse-error reply)."""
     if _c_make_scanner is not None:
@@ -4290,6 +4334,7 @@ _TOKEN = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQR
 _HEADER_NAMES = (b"Content-Length", b"content-length", b"CONTENT-LENGTH")
 _RESYNC_TAIL = 64  # bytes kept while resynchronising: a header name may be cut by the read
 _SCALAR_START = b'-0123456789"ntf'
+_PENDING_CHECK = 1 << 14  # how far into a pending body a too-long length is looked for
 
 
 def _find_header(buffer, start: int, end: int) -> int:
@@ -4345,6 +4390,7 @@ class FrameReader:
         self._skip_bytes = 0  # body of an oversized frame still to discard
         self._skip_line = False  # rest of an oversized line still to discard
         self._resync = False  # discarding up to the next header or through the next newline
+        self._looked = 0  # bytes of a pending body already checked for a too-long length
 
     def feed(self, data: bytes) -> list[Frame]:
         frames: list[Frame] = []
@@ -4475,11 +4521,38 @@ class FrameReader:
             return body_start, True
         after = body_start + length
         if end < after:
-            return pos, False
-        if buffer[after - 1] != 0x7D and not _looks_whole(buffer, body_start, after):  # '}'
+            return self._pending(buffer, pos, body_start, end, length, frames)
+        self._looked = 0
+        whole = buffer[after - 1] == 0x7D or _looks_whole(buffer, body_start, after)  # '}'
+        if not whole or buffer.find(b"\n", body_start, after) >= 0:  # compact JSON has none
+            overrun = self._overrun(buffer, body_start, after, length, frames)
+            if overrun:
+                return overrun
+        if not whole:
             return self._check_length(buffer, body_start, after, end, length, frames)
         frames.append(Frame("message", bytes(buffer[body_start:after]), "framed", length))
         return after, True
+
+    def _pending(self, buffer, pos, body_start, end, length, frames) -> tuple[int, bool]:
+        """A body still arriving: refused at once if what has come already overruns a message
+        (_overrun), rather than swallowing later messages until `length` bytes arrive."""
+        reach = min(end, body_start + _PENDING_CHECK)
+        if reach - body_start == self._looked:
+            return pos, False  # nothing new within reach
+        self._looked = reach - body_start
+        return self._overrun(buffer, body_start, reach, length, frames) or (pos, False)
+
+    def _overrun(self, buffer, body_start, stop, length, frames) -> tuple[int, bool] | None:
+        """A whole message followed by more (the next frame or line) within the body: the
+        length is too long. Refuses it and resumes after that message; else None."""
+        head = bytes(buffer[body_start : min(stop, body_start + _PENDING_CHECK)])
+        whole = _json_value_end(head)
+        if whole < 0 or not head[whole:].strip():
+            return None
+        self._looked = 0
+        reason = f"Content-Length {length} is longer than the message it holds"
+        frames.append(Frame("invalid", mode="framed", size=length, reason=reason))
+        return body_start + whole, True
 
     def _check_length(self, buffer, body_start, after, end, length, frames) -> tuple[int, bool]:
         """A body that does not end like an object: the length may be wrong; find out which."""
@@ -4643,11 +4716,18 @@ def reader_gone(fd: int) -> bool:
 
 
 class _Stop(Exception):
-    """Raised in the main thread by SIGTERM or SIGINT."""
+    """Raised in the main thread by a stop signal (see stop_signals)."""
 
 
 def _raise_stop(signum, frame):
     raise _Stop()
+
+
+def stop_signals(signal) -> tuple:
+    """The signals that ask a server to stop: SIGTERM and SIGINT, and on Windows SIGBREAK,
+    which a service manager's CTRL_BREAK_EVENT raises (Windows never sends SIGTERM)."""
+    extra = (signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ()
+    return (signal.SIGTERM, signal.SIGINT, *extra)
 
 
 class StdioTransport:
@@ -4671,7 +4751,7 @@ class StdioTransport:
         import _signal as signal  # `signal` itself imports enum (~1 ms) for its IntEnums
 
         log, session, writer = self.log, self.session, self.writer
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in stop_signals(signal):
             signal.signal(signum, _raise_stop)
         try:
             while True:
@@ -6007,7 +6087,7 @@ class HttpTransport:
                 interrupted.set()  # Ctrl-C: a person at a terminal, no load balancer to tell
             (self.hurry if stop.is_set() else stop).set()  # a second signal skips the waiting
 
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in stop_signals(signal):
             signal.signal(signum, on_signal)
         threading.Thread(target=self.server.serve_forever, args=(0.2,), daemon=True).start()
         app.start_watchdog()
@@ -6084,7 +6164,7 @@ usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--sh
               [--http-allow-insecure] [--config PATH] [--model ID] [--debug [PATH]]
        {SERVER_NAME} --ask QUERY [--tool NAME] [--config PATH] [--model ID] [--debug [PATH]]
        {SERVER_NAME} --show-config [--config PATH] [--model ID]
-       {SERVER_NAME} --print-example config|policy
+       {SERVER_NAME} --print-example config|policy|policy-replace
        {SERVER_NAME} --doctor [--live] [--http [HOST:]PORT] [--config PATH] [--model ID]
        {SERVER_NAME} --usage [--since YYYY-MM-DD] [--json] [--config PATH]
        {SERVER_NAME} --help | --version"""
@@ -6110,8 +6190,9 @@ options:
   --model ID         model for the answer tool (overrides config and MODEL_ANSWER)
   --debug [PATH]     debug lines on stderr, and appended to PATH if given
   --show-config      print the effective config and where each value came from, to stderr
-  --print-example config|policy
+  --print-example config|policy|policy-replace
                      print the shipped config.yaml example, or a policy.system file example
+                     (policy: rules to append; policy-replace: the built-in policy to edit)
   --doctor           check the installation, config, key, endpoint and models, one line
                      per check with its fix (exit 1 if any fails), then print the lines that
                      add this server to Claude Code, Codex CLI and Cursor
@@ -6126,7 +6207,11 @@ The API key is read from the environment variable OPENAI_API_KEY (openai.api_key
 """
 
 
-EXAMPLES = {"config": CONFIG_EXAMPLE, "policy": POLICY_EXAMPLE}
+EXAMPLES = {
+    "config": CONFIG_EXAMPLE,
+    "policy": POLICY_EXAMPLE,
+    "policy-replace": POLICY_REPLACE_EXAMPLE,
+}
 
 
 class UsageError(Exception):
@@ -6203,7 +6288,7 @@ def parse_args(argv: list[str]) -> dict:
             f"{options['settings'][next(iter(options['settings']))][1]} goes with --http"
         )
     if options.get("print_example") and options["print_example"] not in EXAMPLES:
-        raise UsageError(f"--print-example takes {' or '.join(EXAMPLES)}")
+        raise UsageError("--print-example takes config, policy or policy-replace")
     if options.get("tool") and options["tool"] not in TOOL_NAMES:
         raise UsageError(f"--tool must be one of {', '.join(TOOL_NAMES)}")
     if options.get("tool") and not options.get("ask"):

@@ -132,7 +132,9 @@ def call_all(server: Server, query: str, deadline: float) -> list[dict]:
     """Sends the three tools/call requests together and waits for every answer."""
     started, rows = {}, {}
     for number, tool in enumerate(TOOLS, start=10):
-        params = {"name": tool, "arguments": {"query": query}}
+        # fresh: a run soon after another must reach the API, not the answer cache (servers
+        # with the cache off ignore the argument).
+        params = {"name": tool, "arguments": {"query": query, "fresh": True}}
         server.send({"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": params})
         started[number] = time.monotonic()
     while len(rows) < len(TOOLS):

@@ -73,6 +73,17 @@ def test_smoke_waits_for_every_answer_however_slow(tmp_path, fake):
     assert all(r.finished_at is not None for r in fake.wait_for_requests(3))
 
 
+def test_smoke_asks_the_api_every_time_even_with_the_answer_cache_on(tmp_path, fake):
+    """A second run within cache.ttl_s must still reach the API, not the answer cache."""
+    fake.default = WEATHER
+    for _ in range(2):
+        proc = run_smoke(tmp_path, fake, env={"ANSWER_CACHE_TTL_S": "600"})
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "$0.0000" not in proc.stdout
+    assert len(fake.requests) == 6
+    assert all(r.body["model"] == "gpt-5.2" for r in fake.requests)
+
+
 def test_smoke_without_a_key_is_not_run_and_says_so(tmp_path, fake):
     proc = run_smoke(tmp_path, fake, env={"OPENAI_API_KEY": ""})
     assert proc.returncode == 2

@@ -308,4 +308,17 @@ def test_print_example_works_whatever_the_config_file_holds(tmp_path):
 
 def test_print_example_of_something_unknown_exits_2_naming_the_choices(tmp_path):
     proc = run_cli(tmp_path, "--print-example", "policy.md")
-    assert_usage_error(proc, "--print-example takes config or policy")
+    assert_usage_error(proc, "--print-example takes config, policy or policy-replace")
+
+
+def test_print_example_policy_replace_is_the_builtin_policy_to_edit(tmp_path):
+    proc = run_cli(tmp_path, "--print-example", "policy-replace")
+    assert proc.returncode == 0, proc.stderr
+    policy = tmp_path / "policy.md"
+    policy.write_text(proc.stdout, encoding="utf-8")
+    config_text = f"policy:\n  system: {{ source: file, path: '{policy}', merge: replace }}\n"
+    (tmp_path / "config.yaml").write_text(config_text, encoding="utf-8")
+    config = mcp.load_config({"config": str(tmp_path / "config.yaml")}, base_env(tmp_path))
+    assert config.instructions.endswith(mcp.SYSTEM_POLICY.strip())  # all of it, to edit
+    assert config.instructions.startswith("<!--") and "merge: replace" in config.instructions
+    assert mcp.sources_headers(config.instructions) == ()

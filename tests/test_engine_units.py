@@ -460,6 +460,30 @@ def test_a_header_the_policy_names_is_completed_rather_than_doubled():
     assert answer.endswith(f"- {JMA} (2026-01-13)\n- oai-weather ({TODAY})")
 
 
+@pytest.mark.parametrize(
+    "header",
+    ["Sources (accessed 2026-01-14):", "**Sources (as of 2026-01-14)**", "出典（2026-01-14 時点）:",
+     "## References (web)", "参考リンク", "### 参考URL", "情報源：", "**引用元**"],
+)  # fmt: skip
+def test_a_header_with_an_aside_or_another_common_name_is_completed_not_doubled(header):
+    answer = ensure(f"晴れ。\n\n{header}\n- {JMA}")
+    assert answer == f"晴れ。\n\n{header}\n- {JMA} (2026-01-13)\n- oai-weather ({TODAY})"
+
+
+def test_inline_sources_numbered_in_brackets_get_a_date_each():
+    text = f"晴れ。\nSources: [1] {JMA} [2] oai-weather"
+    assert ensure(text) == f"晴れ。\nSources: [1] {JMA} (2026-01-13) [2] oai-weather ({TODAY})"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Sources (see below) vary.\nMore.", "参考になれば幸いです。",
+     "情報源によって異なります。\n以上"],
+)  # fmt: skip
+def test_a_header_word_starting_prose_is_not_a_sources_section(text):
+    assert ensure(text).startswith(text + "\n\nSources:\n")
+
+
 def test_an_empty_section_without_citations_still_carries_a_dated_line():
     answer = ensure("Nothing found.\n\n出典:", [])
     assert answer.count("出典") == 1 and "Sources" not in answer
@@ -475,7 +499,7 @@ def test_policy_headers_reach_the_answer_through_shape_answer():
 
 # -- Property: any answer plus citations gives one section listing every citation once, dated --
 
-HEADER_WORDS = ("source", "reference", "出典", "参考")
+HEADER_WORDS = ("source", "reference", "出典", "参考", "情報源", "引用元")
 POOL = [
     "https://www.jma.go.jp/bosai/forecast/",
     "https://tenki.jp/forecast/3/16/4410/13101/?utm_source=openai",
@@ -494,7 +518,9 @@ SENTENCES = [
     "The API returns 404 when the model is unknown.",
 ]
 HEADERS = ["Sources:", "sources:", "出典:", "出典：", "参考:", "参考文献", "**Sources**",
-           "**Sources:**", "**出典**：", "## Sources", "### 出典", "References:"]  # fmt: skip
+           "**Sources:**", "**出典**：", "## Sources", "### 出典", "References:",
+           "Sources (web):", "**Sources (as of 2026-01-14)**", "出典（公式）:", "参考リンク:",
+           "### 参考URL", "情報源：", "**引用元**"]  # fmt: skip
 ENTRY_FORMS = ["- {url}", "- {url} ({date})", "- [{title}]({url})", "* {title}: {url}（{jp}）",
                "1. {url} - {date}", "・{url}", "{url}", "- {title}\n  {url}",
                "[1] {url}"]  # fmt: skip

@@ -502,6 +502,44 @@ def test_too_large_length_is_refused_once_and_the_next_frame_is_returned(long_by
     assert messages(frames) == [PONG, PING]
 
 
+@pytest.mark.parametrize("long_by", [100, 5000, 3_000_000])
+@pytest.mark.parametrize("then", ["framed", "line"])
+def test_a_length_too_large_by_far_is_refused_when_the_next_message_arrives(long_by, then):
+    """The client waits for each answer: the frames after it must not fill the missing bytes."""
+    reader = FrameReader(1 << 22)
+    header = b"Content-Length: %d\r\n\r\n" % (len(PING_BODY) + long_by)
+    ending = b"\n" if then == "line" else b""  # a line client ends what it writes with one
+    assert reader.feed(header + PING_BODY + ending) == []  # the rest of the body may be coming
+    after = reader.feed(framed(PONG) if then == "framed" else line(PONG))
+    assert kinds(after) == ["invalid", "message"]
+    assert f"Content-Length {len(PING_BODY) + long_by} is longer" in after[0].reason
+    assert messages(after) == [PONG] and after[1].mode == then
+    assert messages(reader.feed(framed(PING))) == [PING]
+
+
+@pytest.mark.parametrize("then", ["framed", "line"])
+def test_a_length_that_ends_exactly_at_the_next_messages_end_is_refused(then):
+    """The body then ends with `}` like a message, but holds one message and more."""
+    follow = framed(PONG) if then == "framed" else b"\n" + line(PONG)[:-1]
+    data = b"Content-Length: %d\r\n\r\n" % (len(PING_BODY) + len(follow)) + PING_BODY + follow
+    frames = FrameReader(MAX).feed(data + b"\n" + line(PING))
+    assert kinds(frames) == ["invalid", "message", "message"]
+    assert "is longer than the message it holds" in frames[0].reason
+    assert messages(frames) == [PONG, PING]
+
+
+def test_a_pending_body_holding_content_length_text_is_not_cut():
+    """Only a whole message before the header or line counts, not text inside a string."""
+    inner = {"jsonrpc": "2.0", "id": 3, "method": "x",
+             "params": {"q": '}\nContent-Length: 5\r\n\r\n{}\n{"a": 1}'}}  # fmt: skip
+    pretty = json.dumps(inner, indent=2).encode()  # a body with newlines of its own
+    for body in (encode_message(inner), pretty):
+        data = b"Content-Length: %d\r\n\r\n" % len(body) + body
+        assert messages(feed_all(FrameReader(MAX), *split_at(data, range(0, len(data), 7)))) == [
+            inner
+        ]
+
+
 def test_json_running_into_a_header_is_refused_and_the_frame_kept():
     frames = FrameReader(MAX).feed(b'{"jsonrpc":' + framed(PING))
     assert kinds(frames) == ["invalid", "message"]
@@ -559,7 +597,7 @@ wrong_length_frames = st.builds(
         + encode_message(message)
     ),
     rpc_messages,
-    st.integers(-200, 12).filter(bool),
+    st.integers(-200, 12).filter(bool) | st.integers(13, 100_000),
 )
 scalar_lines = st.sampled_from([b"42\n", b'"hello"\n', b"null\n", b"true\n", b"[]\n"])
 bad_inputs = (

@@ -635,6 +635,21 @@ def test_too_many_calls_on_the_server_gets_429(serve, fake):
     pending()
 
 
+def test_server_max_calls_applies_over_http_too_when_it_is_the_lower_limit(serve, fake):
+    server = serve(config="server:\n  max_calls: 1\n")  # server.http.max_calls stays 64
+    fake.enqueue(Reply(stall_after_events=2))
+    first, second = open_session(server.port), open_session(server.port)
+    pending = in_background(post, server.port, rpc("tools/call", call_params()), first)
+    fake.wait_for_requests(1)
+    reply = post(server.port, rpc("tools/call", call_params(), id=8), second)
+    assert reply.status == 200 and reply.json()["id"] == 8
+    assert reply.json()["error"]["code"] == -32000
+    assert "(1, server.max_calls)" in reply.json()["error"]["message"]
+    assert len(fake.requests) == 1
+    request(server.port, "DELETE", "/mcp", headers={"Mcp-Session-Id": first})
+    pending()
+
+
 def test_at_max_sessions_the_least_recently_used_idle_session_makes_room(serve):
     server = serve("--debug", config=http_config(max_sessions=2))
     first, second = open_session(server.port), open_session(server.port)

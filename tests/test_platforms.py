@@ -121,3 +121,16 @@ def test_doctor_finds_the_exe_script_beside_python_on_windows(windows, monkeypat
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python.exe"))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert mcp.command_path() == [str(script)]
+
+
+def test_ctrl_break_stops_the_server_gracefully_on_windows():
+    # Windows never sends SIGTERM; a service manager stops a console program with
+    # CTRL_BREAK_EVENT, which Python sees as SIGBREAK.
+    windows_signal = types.SimpleNamespace(SIGTERM=15, SIGINT=2, SIGBREAK=21)
+    assert mcp.stop_signals(windows_signal) == (15, 2, 21)
+
+
+def test_posix_stops_on_sigterm_and_sigint_only():
+    posix_signal = types.SimpleNamespace(SIGTERM=signal.SIGTERM, SIGINT=signal.SIGINT)
+    assert mcp.stop_signals(posix_signal) == (signal.SIGTERM, signal.SIGINT)
+    assert mcp.stop_signals(signal)[:2] == (signal.SIGTERM, signal.SIGINT)

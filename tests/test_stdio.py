@@ -321,6 +321,7 @@ BAD_FRAMES = {
     "no-content-length": b"Content-Type: application/json\r\n\r\n" + PING_BODY,
     "too-small": b"Content-Length: 5\r\n\r\n" + PING_BODY,
     "too-large": b"Content-Length: %d\r\n\r\n" % (len(PING_BODY) + 8) + PING_BODY,
+    "too-large-by-far": b"Content-Length: %d\r\n\r\n" % (len(PING_BODY) + 5000) + PING_BODY,
 }
 
 
@@ -338,6 +339,20 @@ def test_bad_frame_gets_one_error_and_later_frames_are_answered_framed(spawn, ba
     assert server.request("ping", framing="framed")["result"] == {}
     assert set(server.reader.framings) == {"framed"}
     assert all(m.get("id") != "bad-body" for m in finish(server))
+
+
+def test_a_length_too_large_by_far_is_refused_when_the_next_frame_arrives(spawn):
+    """A client that waits for each answer: its next frame must not fill the missing bytes."""
+    server = spawn()
+    server.initialize(framing="framed")
+    server.write(BAD_FRAMES["too-large-by-far"])
+    time.sleep(0.2)  # read apart: the server cannot know yet that the length is wrong
+    server.send(rpc("ping", "after"), "framed")
+    reply, before = server.recv_until(lambda m: m.get("id") == "after", timeout=10)
+    assert reply["result"] == {}
+    assert [error_code(m) for m in before] == [-32700]
+    assert f"Content-Length {len(PING_BODY) + 5000} is longer" in before[0]["error"]["message"]
+    assert server.reader.framings == ["framed"] * 3
 
 
 def test_bad_frame_then_a_frame_sent_after_the_error_is_answered(spawn):
@@ -538,6 +553,36 @@ def test_end_of_input_with_stdout_closed_cancels_the_call_and_exits_at_once(tmp_
             proc.kill()
             proc.wait(5)
         proc.stderr.close()
+
+
+def test_a_failed_write_to_stdout_cancels_the_call_in_flight_and_exits_at_once(tmp_path, fake):
+    fake.enqueue(Reply(stall_after_events=2))
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--stdio"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=base_env(tmp_path, OPENAI_BASE_URL=fake.base_url),
+    )
+    try:
+        proc.stdin.write(as_line(call_message("stalled")))
+        proc.stdin.flush()
+        fake.wait_for_requests(1, timeout=20)
+        proc.stdout.close()
+        proc.stdin.write(as_line(rpc("ping", 2)))  # its reply cannot be written: the client left
+        proc.stdin.flush()
+        assert proc.wait(timeout=10) == 0  # stdin still open, the call still stalled
+        fake.wait_for_disconnect(0, timeout=5)
+        assert b"Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        for pipe in (proc.stdin, proc.stderr):
+            try:
+                pipe.close()
+            except OSError:
+                pass
 
 
 # -- Transport debug lines (issue 13.4) ------------------------------------------------------------
