@@ -16,13 +16,15 @@ The module reads top to bottom in the order data flows through it:
                    cost in dollars, and single-flight for identical calls
 4. State on disk   the usage ledger (budgets, --usage) and the answer cache, in SQLite
 5. Tools           the three tools' schemas and argument checks
-6. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation
+6. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation; each request in
+                   its era (MCP 2026-07-28, stateless, or the initialize handshake)
 7. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
                    (Streamable HTTP at /mcp, legacy SSE at /sse) with --http
 8. CLI             flags, --show-config, --ask, --usage, main()
 
 Only the standard library is imported at start-up; ``openai`` is imported when the first call
-needs it (or in the background once ``initialize`` has been answered).
+needs it (or in the background once ``initialize``, or any 2026-07-28 request, has been
+answered).
 """
 
 from __future__ import annotations
@@ -757,6 +759,13 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("server", "progress_interval_s"): Setting(
         10, "int", low=1, high=600, doc="heartbeat progress during a long call, in seconds"
     ),
+    ("server", "protocol_eras"): Setting(
+        "both",
+        "choice",
+        choices=("both", "handshake"),
+        env="MCP_PROTOCOL_ERAS",
+        doc="both: MCP 2026-07-28 (stateless) beside the handshake era; handshake: that era only",
+    ),
     # -- HTTP transport (--http) -------------------------------------------------------------------
     ("server", "http", "token"): Setting(
         None, "str", env="MCP_HTTP_TOKEN", doc="bearer token every HTTP request must carry"
@@ -1325,6 +1334,7 @@ server:
   max_message_bytes: 16777216
   max_calls: 64            # tool calls in flight on any transport; one more is refused at once
   progress_interval_s: 10  # heartbeat progress notice while a call is quiet this long
+  protocol_eras: both      # handshake: no MCP 2026-07-28, for a client whose modern mode misbehaves
   http:                    # only with --http
     token: null            # better: MCP_HTTP_TOKEN in the environment (never printed or logged)
     allow_insecure: false  # true: a non-loopback address without a token (auth proxy in front)
@@ -3386,6 +3396,9 @@ def answer_key(tool: str, args: dict, request: dict, today: str, max_citations: 
 
 PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST_PROTOCOL = PROTOCOL_VERSIONS[-1]
+# The stateless era: no initialize, every request names its version in params._meta.
+MODERN_VERSIONS = ("2026-07-28",)
+SUPPORTED_VERSIONS = (*MODERN_VERSIONS, *reversed(PROTOCOL_VERSIONS))  # newest first
 
 SERVER_INSTRUCTIONS = (
     "Answers questions with OpenAI's Responses API and live web search, returning JSON "
@@ -3646,6 +3659,16 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 SERVER_BUSY = -32000
 TOOL_FAILED = -32001
+HEADER_MISMATCH = -32020  # 2026-07-28: HTTP headers that disagree with the body
+UNSUPPORTED_VERSION = -32022  # 2026-07-28: a protocol version this server does not speak
+
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
+# How long a client may reuse server/discover and tools/list: both are fixed for the life of
+# the process, and a restarted server is a new process (stdio) or rarely changes its tools.
+LIST_TTL_MS = 3_600_000
 
 
 class RpcError(Exception):
@@ -3667,6 +3690,112 @@ def rpc_error(request_id, code: int, message: str, data=None) -> dict:
 
 def _valid_id(value) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def is_modern(method: str, params, header_version: str | None = None) -> bool:
+    """Whether a request speaks the stateless 2026-07-28 era rather than the handshake era.
+
+    The spec decides per request: one that names its version or capabilities in
+    params._meta, calls a method only that era has, or (HTTP) carries a modern
+    MCP-Protocol-Version header. Anything else is served as the handshake era always was.
+    """
+    if method in MODERN_ONLY_METHODS or header_version in MODERN_VERSIONS:
+        return True
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and (META_VERSION in meta or META_CAPABILITIES in meta)
+
+
+def modern_version(params) -> str:
+    """The version a stateless request speaks, after checking the _meta it must carry."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(meta, dict):
+        raise RpcError(
+            INVALID_PARAMS,
+            f"Invalid params: a {MODERN_VERSIONS[-1]} request needs params._meta with "
+            f"{META_VERSION} and {META_CAPABILITIES}",
+        )
+    version = meta.get(META_VERSION)
+    if not isinstance(version, str):
+        raise RpcError(INVALID_PARAMS, f"Invalid params: params._meta needs {META_VERSION}")
+    if not isinstance(meta.get(META_CAPABILITIES), dict):
+        raise RpcError(
+            INVALID_PARAMS, f"Invalid params: params._meta needs {META_CAPABILITIES} (an object)"
+        )
+    if version not in MODERN_VERSIONS:
+        raise RpcError(
+            UNSUPPORTED_VERSION,
+            f"Unsupported protocol version: {_describe(version)}; this server speaks "
+            f"{', '.join(SUPPORTED_VERSIONS)}",
+            {"supported": list(SUPPORTED_VERSIONS), "requested": version},
+        )
+    return version
+
+
+# What Streamable HTTP mirrors into Mcp-Name, by method (2026-07-28).
+NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
+def _mirrored(raw: str) -> str | None:
+    """A mirrored header's value: optional whitespace trimmed, the Base64 sentinel decoded;
+    None if it holds characters a header value may not."""
+    import base64
+    import binascii
+
+    value = raw.strip(" \t")
+    if not re.fullmatch(r"[\x20-\x7e]*", value):
+        return None
+    if value.startswith("=?base64?") and value.endswith("?=") and len(value) >= 11:
+        try:
+            return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+    return value
+
+
+def header_mismatch(message: dict, header) -> str | None:
+    """Why a stateless HTTP request's headers disagree with its body (-32020), or None.
+
+    2026-07-28 mirrors MCP-Protocol-Version, Mcp-Method and, for tools/call and the like,
+    Mcp-Name into headers so that proxies can route without reading bodies; a body that says
+    otherwise would run something they did not route. `header(name)` reads one header.
+    A body without a version is left to modern_version(), which words that error (-32602).
+    """
+    method, params = message["method"], message.get("params")
+    params = params if isinstance(params, dict) else {}
+    meta = params.get("_meta")
+    version = meta.get(META_VERSION) if isinstance(meta, dict) else None
+    mirrored = [("MCP-Protocol-Version", version), ("Mcp-Method", method)]
+    if isinstance(params.get(NAME_PARAMS.get(method, "")), str):
+        mirrored.append(("Mcp-Name", params[NAME_PARAMS[method]]))
+    for name, body in mirrored:
+        if not isinstance(body, str):
+            continue
+        raw = header(name)
+        if raw is None:
+            return f"Header mismatch: no {name} header (the body says {body[:60]!r})"
+        value = _mirrored(raw)
+        if value is None:
+            return f"Header mismatch: the {name} header holds characters a header may not"
+        if value != body:
+            return (
+                f"Header mismatch: {name} header value {value[:60]!r} does not match body "
+                f"value {body[:60]!r}"
+            )
+    return None
+
+
+def server_info(version: str) -> dict:
+    info = {"name": SERVER_NAME, "version": __version__}
+    if version >= "2025-06-18":
+        info["title"] = "OpenAI Responses (web search)"
+    return info
+
+
+def modern_result(result: dict, version: str) -> dict:
+    """A stateless-era result: marked complete, and saying which server wrote it."""
+    result["resultType"] = "complete"
+    result["_meta"] = {**result.get("_meta", {}), META_SERVER_INFO: server_info(version)}
+    return result
 
 
 def progress_token(params) -> str | int | None:
@@ -3786,11 +3915,19 @@ class Dispatcher:
         self.engine = engine
         self.heartbeat = Heartbeat(config.get("server", "progress_interval_s"))
         self.max_calls = config.get("server", "max_calls")
+        self.modern = config.get("server", "protocol_eras") == "both"
         self._running = 0  # tools/call in flight, across every session
         self._running_lock = threading.Lock()
         self._methods = {
             "initialize": self._initialize,
             "ping": lambda params, session, request_id: {},
+            "tools/list": self._tools_list,
+            "tools/call": self._tools_call,
+        }
+        # The stateless era has no initialize and no ping; each takes the request's version.
+        # Nothing here ever changes, so subscriptions/listen is not offered either (-32601).
+        self._modern_methods = {
+            "server/discover": self._discover,
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
         }
@@ -3812,8 +3949,11 @@ class Dispatcher:
             return "response", None  # this server never sends requests; its id may be null
         return "invalid", None
 
-    def handle(self, message, session: Session) -> dict | None:
-        """The reply to one message, or None (notifications, responses, calls still running)."""
+    def handle(self, message, session: Session, header_version: str | None = None) -> dict | None:
+        """The reply to one message, or None (notifications, responses, calls still running).
+
+        `header_version` is HTTP's MCP-Protocol-Version header, when there is one.
+        """
         kind, method = self.classify(message)
         if kind == "notification":
             self._notification(method, message.get("params"), session)
@@ -3844,6 +3984,8 @@ class Dispatcher:
                 raise RpcError(INVALID_REQUEST, "Invalid Request: 'jsonrpc' must be \"2.0\"")
             if not isinstance(method, str):
                 raise RpcError(INVALID_REQUEST, "Invalid Request: 'method' must be a string")
+            if self.modern and is_modern(method, message.get("params"), header_version):
+                return self._modern(method, message.get("params"), session, request_id)
             handler = self._methods.get(method)
             if handler is None:
                 raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
@@ -3857,6 +3999,18 @@ class Dispatcher:
         except RpcError as exc:
             return rpc_error(request_id, exc.code, exc.message, exc.data)
 
+    def _modern(self, method: str, params, session: Session, request_id) -> dict | None:
+        version = modern_version(params)
+        if hasattr(self.engine, "warm_up"):  # no initialize to warm up after: any request will do
+            self.engine.warm_up()
+        handler = self._modern_methods.get(method)
+        if handler is None:
+            raise RpcError(
+                METHOD_NOT_FOUND, f"Method not found: {method} (not part of protocol {version})"
+            )
+        result = handler(params, session, request_id, version)
+        return None if result is None else rpc_result(request_id, modern_result(result, version))
+
     # -- methods ---------------------------------------------------------------------------------
 
     # Each takes (params, session, request_id) and returns the result, or None when the reply
@@ -3866,13 +4020,10 @@ class Dispatcher:
         asked = params.get("protocolVersion")
         version = asked if asked in PROTOCOL_VERSIONS else LATEST_PROTOCOL
         session.protocol_version = version
-        info = {"name": SERVER_NAME, "version": __version__}
-        if version >= "2025-06-18":
-            info["title"] = "OpenAI Responses (web search)"
         result = {
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": False}},
-            "serverInfo": info,
+            "serverInfo": server_info(version),
         }
         if version >= "2025-03-26":
             result["instructions"] = SERVER_INSTRUCTIONS
@@ -3881,23 +4032,42 @@ class Dispatcher:
             self.engine.warm_up()
         return result
 
-    def _tools_list(self, params: dict, session: Session, request_id) -> dict:
-        return {"tools": tool_definitions(session.protocol_version, cache_enabled(self.config))}
+    def _discover(self, params: dict, session: Session, request_id, version: str) -> dict:
+        return {
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": {"tools": {"listChanged": False}},
+            "instructions": SERVER_INSTRUCTIONS,
+            "ttlMs": LIST_TTL_MS,
+            "cacheScope": "public",
+        }
 
-    def _tools_call(self, params: dict, session: Session, request_id) -> None:
+    def _tools_list(self, params: dict, session: Session, request_id, version=None) -> dict:
+        listed = {
+            "tools": tool_definitions(
+                version or session.protocol_version, cache_enabled(self.config)
+            )
+        }
+        if version is not None:  # stateless era: the list is the same for everyone, all day
+            listed.update(ttlMs=LIST_TTL_MS, cacheScope="public")
+        return listed
+
+    def _tools_call(self, params: dict, session: Session, request_id, version=None) -> None:
         name = params.get("name")
         if not isinstance(name, str) or name not in TOOLS_BY_NAME:
             raise RpcError(
-                METHOD_NOT_FOUND,
+                METHOD_NOT_FOUND if version is None else INVALID_PARAMS,  # 2026-07-28: -32602
                 f"Unknown tool: {_describe(name)}; available tools: {', '.join(TOOL_NAMES)}",
             )
         arguments = params.get("arguments")
         try:
             args = validate_arguments(name, arguments)
         except InvalidParams as exc:
+            if version is not None:  # 2026-07-28: a tool execution error the model can fix
+                return tool_error(f"Invalid arguments: {exc}")
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         token = progress_token(params)
-        progress = None if token is None else self._progress_sender(session, token)
+        version = version or session.protocol_version
+        progress = None if token is None else self._progress_sender(session, token, version)
         call = Call(request_id, name, progress)
         self._admit()
         try:
@@ -3912,7 +4082,7 @@ class Dispatcher:
         if progress is not None:
             self.heartbeat.watch(call)
         worker = threading.Thread(
-            target=self._run_call, args=(call, args, session), name="call", daemon=True
+            target=self._run_call, args=(call, args, session, version), name="call", daemon=True
         )
         try:
             worker.start()
@@ -3938,8 +4108,8 @@ class Dispatcher:
         with self._running_lock:
             self._running -= 1
 
-    def _progress_sender(self, session: Session, token):
-        with_message = session.protocol_version >= "2025-03-26"
+    def _progress_sender(self, session: Session, token, version: str):
+        with_message = version >= "2025-03-26"
 
         def send(progress: int, message: str) -> None:
             params = {"progressToken": token, "progress": progress}
@@ -3949,25 +4119,23 @@ class Dispatcher:
 
         return send
 
-    def _run_call(self, call: Call, args: dict, session: Session) -> None:
+    def _run_call(self, call: Call, args: dict, session: Session, version: str) -> None:
         reply = None
         try:
             answer, meta = self.engine.answer(call.tool, args, call)
-            reply = rpc_result(call.id, tool_result(answer, meta, session.protocol_version))
+            reply = rpc_result(call.id, tool_result(answer, meta, version))
         except Cancelled:
             pass
         except ToolError as exc:
-            reply = rpc_error(
-                call.id, TOOL_FAILED, f"answer failed: {exc.message}", self._data(exc)
-            )
+            reply = failure(call.id, f"answer failed: {exc.message}", self._data(exc), version)
         except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
             self.log.say(f"internal error in {call.tool}: {type(exc).__name__}: {exc}")
-            reply = rpc_error(
+            reply = failure(
                 call.id,
-                TOOL_FAILED,
                 f"answer failed: internal error ({type(exc).__name__}); run with --debug and "
                 "report it",
                 {"message": self.log.redact(_one_line(str(exc), 400))},
+                version,
             )
         finally:
             call.finish()
@@ -4001,6 +4169,25 @@ class Dispatcher:
             session.initialized = True
 
 
+def failure(request_id, message: str, data: dict, version: str) -> dict:
+    """A failed call's reply: error -32001 in the handshake era; in the stateless era a
+    result with isError, as its spec wants for failures a model can act on."""
+    if version not in MODERN_VERSIONS:
+        return rpc_error(request_id, TOOL_FAILED, message, data)
+    return rpc_result(request_id, modern_result(tool_error(message, data), version))
+
+
+def tool_error(text: str, data: dict | None = None) -> dict:
+    """A CallToolResult reporting a tool execution error; `data` details it in _meta."""
+    detail = (data or {}).get("message")
+    if detail and detail not in text:
+        text = f"{text}: {detail}"
+    result = {"content": [{"type": "text", "text": text}], "isError": True}
+    if data:
+        result["_meta"] = {"error": data}
+    return result
+
+
 def tool_result(answer: dict, meta: dict, version: str) -> dict:
     """A CallToolResult: the answer as JSON text, and as structuredContent where it exists."""
     result = {"content": [{"type": "text", "text": json.dumps(answer, ensure_ascii=False)}]}
@@ -4008,7 +4195,7 @@ def tool_result(answer: dict, meta: dict, version: str) -> dict:
         result["structuredContent"] = answer
     if meta:
         result["_meta"] = meta
-    return result
+    return modern_result(result, version) if version in MODERN_VERSIONS else result
 
 
 # ============================================================================================
@@ -4020,7 +4207,10 @@ def tool_result(answer: dict, meta: dict, version: str) -> dict:
 #   it to Dispatcher.handle with its client's Session, and writes the reply handle() returns.
 #   Protocol decisions (errors, versions, results) are the dispatcher's, never the socket's.
 # - One Session per client: stdio has one for its whole life, HTTP one per Mcp-Session-Id or
-#   GET /sse stream (one per POST with --stateless).
+#   GET /sse stream (one per POST with --stateless, and for every 2026-07-28 request).
+# - The era (MCP 2026-07-28 or the handshake) is decided per request by the dispatcher
+#   (is_modern); HTTP passes its MCP-Protocol-Version header along and checks the headers that
+#   mirror the body (header_mismatch). Both eras share one stdio pipe and one /mcp endpoint.
 # - A Session's `send` is how everything else reaches the client (tool results from worker
 #   threads, progress notices): thread-safe, whole messages, and silent once the client has gone.
 # - Admission: the dispatcher refuses calls past server.max_calls; HTTP first refuses its own
@@ -4776,6 +4966,8 @@ class HttpSession:
         self.requests = 0  # requests being handled in it now (SessionTable.get/release)
         self.client = None  # stateless: who sent the POST (HttpApp.client_identity)
         self.call_id = None  # stateless: the id of the POST's request
+        self.modern = False  # a 2026-07-28 request's own: closing its response cancels its call
+        self.header_version = None  # that request's MCP-Protocol-Version header
         self.stream = Outbox() if legacy else None
         self.router = None if legacy else Router(log)
         self.session = Session(self.stream.put if legacy else self.router.send)
@@ -5034,10 +5226,10 @@ class HttpApp:
         """Hands a message to the dispatcher; a tools/call is admitted against the HTTP limits
         first, in one step with its start (calls_lock), so two calls cannot both pass."""
         if method != "tools/call":
-            return self.dispatcher.handle(message, hs.session)
+            return self.dispatcher.handle(message, hs.session, hs.header_version)
         with self.calls_lock:
             self.admit_call(hs)
-            return self.dispatcher.handle(message, hs.session)
+            return self.dispatcher.handle(message, hs.session, hs.header_version)
 
     # -- gates: Host, Origin, token, route ---------------------------------------------------------
 
@@ -5208,8 +5400,11 @@ class HttpApp:
         return self.dispatcher.handle(message, Session(lambda m: None))
 
     @staticmethod
-    def status_of(reply: dict) -> int:
-        """A JSON reply's HTTP status: 400 when the request could not even be identified."""
+    def status_of(reply: dict, modern: bool = False) -> int:
+        """A JSON reply's HTTP status: 400 when the request could not even be identified; for
+        2026-07-28, 400 for a malformed request and 404 for an unknown method, as it says."""
+        if modern and "error" in reply:
+            return _MODERN_STATUS.get(reply["error"].get("code"), 200)
         return 200 if reply.get("id") is not None else 400
 
     def start_request(self, hs: HttpSession, message: dict, method: str):
@@ -5249,13 +5444,46 @@ class HttpApp:
         params = message.get("params")
         request_id = params.get("requestId") if isinstance(params, dict) else None
         cancel = message.get("method") == "notifications/cancelled" and _valid_id(request_id)
-        if cancel and self.stateless:
+        if cancel and (self.stateless or hs.modern):
             hs = self.cancel_target(request_id, client)
             if hs is None:
                 return
         self.dispatcher.handle(message, hs.session)
         if cancel and hs.router is not None:
             hs.router.end(request_id, REQUEST_CANCELLED, "Request cancelled")
+
+    # -- MCP 2026-07-28: requests that need no session ---------------------------------------------
+
+    def is_modern(self, message: dict, kind: str, method, header_version) -> bool:
+        """Whether a POST speaks 2026-07-28: the dispatcher's rule for a request, the header
+        for anything else (that era has no notifications over HTTP, but a cancel is honoured)."""
+        if not self.dispatcher.modern or kind == "invalid":
+            return False
+        if kind == "request":
+            return is_modern(method, message.get("params"), header_version)
+        return header_version in MODERN_VERSIONS
+
+    def modern_session(self, message: dict, client, header_version) -> HttpSession:
+        """A 2026-07-28 message's own session: no id, no Mcp-Session-Id, gone with its call."""
+        hs = HttpSession(None, self.log)
+        hs.modern, hs.header_version = True, header_version
+        hs.client, hs.call_id = client, message.get("id")
+        with self._lock:
+            self.loose.add(hs)
+        return hs
+
+    @staticmethod
+    def mismatch(message: dict, header) -> dict | None:
+        """The -32020 reply to a request whose headers disagree with its body, else None."""
+        request_id = message.get("id")
+        why = header_mismatch(message, header) if _valid_id(request_id) else None
+        return None if why is None else rpc_error(request_id, HEADER_MISMATCH, why)
+
+    def hung_up(self, hs: HttpSession, request_id) -> None:
+        """A client closed a response before its reply: for 2026-07-28 that cancels the call
+        (the handshake era cancels with notifications/cancelled only)."""
+        if hs.modern and hs.session.cancel(request_id) is not None:
+            self.log.debug("http", f"response closed: cancelled requestId={_describe(request_id)}")
 
     def end_session(self, session_id: str | None) -> None:
         """DELETE /mcp: ends the session, cancelling its calls."""
@@ -5482,20 +5710,25 @@ class HttpHandler:
         self._end_headers(headers)
         return EventStream(self.wfile, chunked)
 
-    def _pump(self, events: EventStream, box: Outbox, until_reply: bool) -> None:
-        if not events.pump(box, until_reply, self.app.settings["keepalive_s"], self._peer_gone):
-            self.close_connection = True
+    def _pump(self, events: EventStream, box: Outbox, until_reply: bool) -> bool:
+        """False if the client hung up first."""
+        if events.pump(box, until_reply, self.app.settings["keepalive_s"], self._peer_gone):
+            return True
+        self.close_connection = True
+        return False
 
-    def _await_json(self, box: Outbox) -> None:
-        """Waits for the call's reply and sends it as JSON (progress has nowhere to go)."""
+    def _await_json(self, box: Outbox) -> bool:
+        """Waits for the call's reply and sends it as JSON (progress has nowhere to go);
+        False if the client hung up first."""
         while True:
             item = box.get(_POLL_S)
             if item is None:
                 if self._peer_gone():
                     self.close_connection = True
-                    return
+                    return False
             elif "method" not in item:
-                return self._send_json(200, item)
+                self._send_json(200, item)
+                return True
 
     # -- reading requests ------------------------------------------------------------------------
 
@@ -5588,8 +5821,11 @@ class HttpHandler:
             message = self._read_message()
         except _Answered:
             return
-        version = app.protocol_version(headers.get("MCP-Protocol-Version"))
         kind, method = app.dispatcher.classify(message)
+        header_version = (headers.get("MCP-Protocol-Version") or "").strip() or None
+        if app.is_modern(message, kind, method, header_version):
+            return self._post_modern(message, kind, method, header_version, json_ok, sse_ok)
+        version = app.protocol_version(headers.get("MCP-Protocol-Version"))
         if kind == "invalid":
             reply = app.invalid_reply(message)
             if reply is None:  # nothing to answer (a malformed response, say)
@@ -5608,23 +5844,41 @@ class HttpHandler:
             hs.touch()
             app.release(hs)
 
+    def _post_modern(self, message, kind: str, method, header_version, json_ok, sse_ok) -> None:
+        app = self.app
+        client = app.client_identity(self.headers, self.client_address[0])
+        refusal = app.mismatch(message, self.headers.get) if kind == "request" else None
+        if refusal is not None:
+            return self._send_json(400, refusal)
+        hs = app.modern_session(message, client, header_version)
+        try:
+            if kind == "request":
+                self._answer(hs, message, method, json_ok, sse_ok)
+            else:
+                app.notify(hs, message, client)
+                self._send_empty(202)
+        finally:
+            app.release(hs)
+
     def _answer(self, hs: HttpSession, message: dict, method: str, json_ok, sse_ok) -> None:
         reply, box, token = self.app.start_request(hs, message, method)
         try:
             if reply is not None:
                 return self._reply(hs, method, reply, json_ok)
             if self.app.as_events(token, json_ok, sse_ok):
-                self._pump(self._start_events(), box, until_reply=True)
+                delivered = self._pump(self._start_events(), box, until_reply=True)
             else:
-                self._await_json(box)
+                delivered = self._await_json(box)
+            if not delivered:
+                self.app.hung_up(hs, message["id"])
         finally:
             if box is not None:
                 hs.router.close(message["id"], box)
 
     def _reply(self, hs: HttpSession, method: str, reply: dict, json_ok: bool) -> None:
         headers = self.app.reply_headers(hs, method, reply)
-        if json_ok:
-            return self._send_json(self.app.status_of(reply), reply, headers)
+        if json_ok or (hs.modern and "error" in reply):  # 2026-07-28: the status tells
+            return self._send_json(self.app.status_of(reply, hs.modern), reply, headers)
         events = self._start_events(headers)
         events.event("message", encode_message(reply))
         events.end()
@@ -5745,8 +5999,16 @@ _PREFLIGHT = {
     "Allow": "GET, POST, DELETE, OPTIONS",
     "Access-Control-Allow-Methods": "GET, POST, DELETE",
     "Access-Control-Allow-Headers": "Authorization, Content-Type, Accept, "
-    "Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID",
+    "Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID",
     "Access-Control-Max-Age": "600",
+}
+# 2026-07-28's HTTP statuses for errors; the others travel with 200.
+_MODERN_STATUS = {
+    INVALID_REQUEST: 400,
+    INVALID_PARAMS: 400,
+    HEADER_MISMATCH: 400,
+    UNSUPPORTED_VERSION: 400,
+    METHOD_NOT_FOUND: 404,
 }
 
 

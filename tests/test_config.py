@@ -240,6 +240,7 @@ ENV_KEYS = [  # seed 001 §5.4, then the issue's additions, then the module's ow
     ("SEARCH_DOMAIN_FILTER", "false", ("search", "domain_filter"), False),
     ("MCP_HTTP_TOKEN", "tok-0123456789abcdef", ("server", "http", "token"), "tok-0123456789abcdef"),
     ("MCP_HTTP_STATELESS", "1", ("server", "http", "stateless"), True),
+    ("MCP_PROTOCOL_ERAS", "handshake", ("server", "protocol_eras"), "handshake"),
     ("ANSWER_CACHE_TTL_S", "0", ("cache", "ttl_s"), 0),
     ("OPENAI_RESPONSES_MCP_STATE", "off", ("state", "path"), "off"),
 ]

@@ -295,8 +295,8 @@ def test_an_unsupported_protocol_version_header_gets_400(serve):
         assert post(server.port, rpc("ping"), session, headers).status == 200
 
 
-def test_the_2026_discover_probe_is_refused_with_400_so_clients_fall_back(serve):
-    server = serve()
+def test_with_protocol_eras_handshake_the_discover_probe_gets_400_so_clients_fall_back(serve):
+    server = serve(env={"MCP_PROTOCOL_ERAS": "handshake"})
     headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
     reply = post(server.port, rpc("server/discover", {}), headers=headers)
     assert reply.status == 400
@@ -1155,18 +1155,24 @@ def test_sdk_client_with_a_token(serve, fake):
     assert answer_of(anyio.run(main, {"Authorization": f"Bearer {TOKEN}"}))["answer"]
 
 
-def test_sdk_client_in_auto_mode_falls_back_to_initialize_at_once(serve):
+@pytest.mark.parametrize(
+    ("eras", "expected"), [("both", "2026-07-28"), ("handshake", "2025-11-25")]
+)
+def test_sdk_client_in_auto_mode_connects_at_once_in_the_era_the_server_offers(
+    serve, eras, expected
+):
     from mcp import Client
 
-    server = serve()
+    server = serve(env={"MCP_PROTOCOL_ERAS": eras})
 
     async def main():
         started = time.monotonic()
         async with Client(f"http://127.0.0.1:{server.port}/mcp") as client:
             await client.list_tools()
-            return time.monotonic() - started
+            return time.monotonic() - started, client.protocol_version
 
-    assert anyio.run(main) < 1.0
+    elapsed, version = anyio.run(main)
+    assert elapsed < 1.0 and version == expected
 
 
 # -- behind nginx: two stateless instances -----------------------------------------------------

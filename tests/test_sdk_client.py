@@ -138,15 +138,15 @@ def test_sdk_client_progress_callback_receives_messages(params, fake):
     assert all(isinstance(message, str) and message for _, message in seen)
 
 
-def test_sdk_client_default_mode_connects_quickly_after_its_discover_probe(params):
-    """mode="auto" sends server/discover first; -32601 at once makes it fall back."""
+def test_sdk_client_default_mode_connects_quickly_and_stays_on_2026_07_28(params):
+    """mode="auto" sends server/discover first; the answer keeps it on the stateless era."""
 
     async def session(client):
         return client.protocol_version, time.monotonic()
 
     started = time.monotonic()
     version, connected_at = run(session, params, mode="auto")
-    assert version == "2025-11-25"
+    assert version == "2026-07-28"
     assert connected_at - started < 3.0
 
 

@@ -151,7 +151,7 @@ BAD_MESSAGES = {
     "oversized-framed": (b"Content-Length: %d\r\n\r\n" % len(OVERSIZED) + OVERSIZED, -32600),
     "batch": (as_line([rpc("ping", 1), rpc("ping", 2)]), -32600),
     "not-an-object": (b'Content-Length: 6\r\n\r\n"ping"', -32600),
-    "unknown-method": (as_line(rpc("server/discover", 1)), -32601),
+    "unknown-method": (as_line(rpc("resources/list", 1)), -32601),
     "unknown-tool": (as_line(rpc("tools/call", 1, {"name": "nope", "arguments": {}})), -32601),
     "invalid-params": (as_line(call_message(1, query=5)), -32602),
     "params-not-object": (as_line(rpc("ping", 1, [1])), -32602),
