@@ -47,12 +47,15 @@ trap 'stop_server; rm -rf "$work"' EXIT
 start_server() {
   local log="$1"
   shift
+  # No lame duck: SIGTERM then stops it at once (a backgrounded job cannot get SIGINT).
+  printf 'server:\n  http:\n    lameduck_s: 0\n' >"$work/config.yaml"
   env -i PATH="$PATH" HOME="$work" XDG_CONFIG_HOME="$work/config" XDG_STATE_HOME="$work/state" \
     OPENAI_API_KEY=sk-conformance-dummy OPENAI_BASE_URL=http://127.0.0.1:9/v1 \
-    "$python" openai_responses_mcp.py --http 127.0.0.1:0 "$@" 2>"$log" &
+    "$python" openai_responses_mcp.py --config "$work/config.yaml" --http 127.0.0.1:0 "$@" \
+    2>"$log" &
   server_pid=$!
   local port="" _
-  for _ in $(seq 100); do
+  for _ in $(seq 300); do
     port=$(sed -n 's|.*serving MCP on http://127\.0\.0\.1:\([0-9]*\)/mcp.*|\1|p' "$log")
     [ -n "$port" ] && break
     kill -0 "$server_pid" 2>/dev/null || break
