@@ -458,6 +458,7 @@ PROFILE_KEYS = (
     "max_output_tokens",
     "max_tool_calls",
     "search_context_size",
+    "background",
 )
 MIB = 1024 * 1024
 
@@ -543,6 +544,10 @@ def _profile_settings(tool: str, default_model: str | None, env_prefix: str | No
     )
     effort = "medium" if tool == "answer" else None
     verbosity = "medium" if tool == "answer" else None
+    # Only the slow tool runs in background by default: its calls are the ones that outlive
+    # client and proxy timeouts. `answer_quick` inherits `answer`'s false.
+    background = {"answer": False, "answer_detailed": True}.get(tool)
+    background_env = "BACKGROUND_" + model_env.removeprefix("MODEL_")
     return {
         ("model_profiles", tool, "model"): Setting(
             default_model, "str", env=model_env, doc=f"model used by the `{tool}` tool"
@@ -583,6 +588,13 @@ def _profile_settings(tool: str, default_model: str | None, env_prefix: str | No
             "choice",
             choices=VERBOSITIES,
             doc="web_search context size: low, medium or high (null = the API's default)",
+        ),
+        ("model_profiles", tool, "background"): Setting(
+            background,
+            "bool",
+            env=background_env,
+            doc="run the request in OpenAI background mode: a dropped stream resumes instead of "
+            "being paid for twice, and a cancel stops it server-side (not ZDR-compatible)",
         ),
     }
 
@@ -1207,6 +1219,9 @@ model_profiles:
     max_output_tokens: null    # cap on output tokens, reasoning included
     max_tool_calls: null       # cap on web searches per answer
     search_context_size: null  # low | medium | high: text each search brings back
+    # Background mode (see "Background mode" in the README): a dropped stream resumes without
+    # paying twice and a cancel stops the response server-side. Not ZDR-compatible.
+    background: false
   answer_detailed:         # slower, more thorough; each null key inherits from `answer`
     model: null                # for example gpt-5.2
     reasoning_effort: null     # for example high
@@ -1215,6 +1230,7 @@ model_profiles:
     max_output_tokens: null
     max_tool_calls: null
     search_context_size: null
+    background: true           # long calls outlive client timeouts; false for ZDR organizations
   answer_quick:            # fast and short; each null key inherits from `answer`
     model: null                # for example gpt-5.2-chat-latest
     reasoning_effort: null     # for example low
@@ -1223,6 +1239,7 @@ model_profiles:
     max_output_tokens: null
     max_tool_calls: null
     search_context_size: null
+    background: null           # inherits `answer` (false)
 
 policy:
   max_citations: 3         # 1-10
@@ -2053,7 +2070,8 @@ class Call:
     """One tools/call in flight: its cancel flag, the upstream connections it reads, its progress.
 
     cancel() may come from any thread. It shuts the call's sockets down at once, so a worker
-    blocked reading a silent stream wakes immediately instead of at the next event.
+    blocked reading a silent stream wakes immediately instead of at the next event, and runs
+    what was registered with when_cancelled() (a background response's server-side cancel).
     """
 
     def __init__(self, request_id, tool: str, progress=None):
@@ -2067,10 +2085,24 @@ class Call:
         self._progress_count = 0
         self._last_progress = 0.0
         self._done = False
+        self._on_cancel: list = []
+        self.background: BackgroundRun | None = None  # set when the request runs in background
 
     def cancel(self) -> None:
         self.cancelled.set()
         self.abort_streams()
+        with self._lock:
+            actions = list(self._on_cancel)
+        for action in actions:
+            action()
+
+    def when_cancelled(self, action) -> None:
+        """Runs action() when the call is cancelled, at once if it already was. action() must
+        be quick and idempotent (it may run twice when a cancel races this registration)."""
+        with self._lock:
+            self._on_cancel.append(action)
+        if self.cancelled.is_set():
+            action()
 
     def attach(self, stream) -> None:
         """Called from the worker before each read or write on an upstream connection."""
@@ -2110,6 +2142,24 @@ class Call:
     def finish(self) -> None:
         with self._lock:
             self._done = True
+
+
+class BackgroundRun:
+    """A response created with `background: true`: its id and the last event seen.
+
+    The id is what survives a dropped stream (resume with GET /responses/{id}?stream=true&
+    starting_after=last_sequence) and what a cancel stops server-side. A later owner of the
+    call (a task) can keep it and rebuild the answer from it alone.
+    """
+
+    def __init__(self, deadline: float, response_id: str | None = None):
+        self.deadline = deadline  # request.timeout_ms from the call's start, across resumes
+        self.response_id = response_id
+        self.last_sequence: int | None = None
+        self.resumes = 0
+        self.finished = False  # a final event was read: nothing left to cancel
+        self.cancel_sent = False
+        self.lock = threading.Lock()
 
 
 class _CallStream:
@@ -2404,6 +2454,29 @@ def classify_failure(exc: BaseException) -> Failure:
     return Failure("unexpected", False, name=name, detail=str(exc))
 
 
+def background_refused(exc: BaseException) -> bool:
+    """A create refused because of `background: true`, not for anything else in it.
+
+    OpenAI refuses background mode where responses cannot be stored (store=false, and
+    organizations or projects whose data policy forbids it); gateways and other Responses
+    servers refuse the parameter itself. Both answer a 4xx whose error names `background`
+    in `param` or its message.
+    """
+    import openai
+
+    if not isinstance(exc, openai.APIStatusError) or exc.status_code not in (400, 403, 422):
+        return False
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error", body)
+    if not isinstance(error, dict):
+        return False
+    return error.get("param") == "background" or "background" in str(error.get("message")).lower()
+
+
+class StreamEnded(ValueError):
+    """The event stream closed cleanly before its final event (malformed, unless resumable)."""
+
+
 class UpstreamFailure(Exception):
     """A failure the stream itself reported (an `error` or `response.failed` event)."""
 
@@ -2500,6 +2573,7 @@ def backoff_delay(retry: int, retry_after: float | None) -> float:
 # -- The engine ------------------------------------------------------------------------------------
 
 PROGRESS_EVENTS = {
+    "response.queued": "queued",
     "response.in_progress": "thinking",
     "response.web_search_call.searching": "searching the web",
     "response.web_search_call.completed": "search done",
@@ -2533,6 +2607,10 @@ def _refuse_to_send(request) -> None:
     raise _NotSent()
 
 
+# A server-side cancel is best effort: it must not hold up the thread that cancels for long.
+CANCEL_TIMEOUT_S = 5.0
+
+
 def _open_stream(client, request: dict, timeout):
     """POST /responses with `stream: true`; iterating the result yields each event as a dict.
 
@@ -2553,6 +2631,31 @@ def _open_stream(client, request: dict, timeout):
         stream=True,
         stream_cls=openai.Stream[object],
     )
+
+
+def _resume_stream(client, run: BackgroundRun, timeout):
+    """GET /responses/{id}?stream=true&starting_after=N: the events after the last one seen
+    (all of them when none was), framed and raised as _open_stream's are."""
+    import openai
+
+    params: dict = {"stream": "true"}
+    if run.last_sequence is not None:
+        params["starting_after"] = run.last_sequence
+    options: dict = {"params": params}
+    if timeout is not None:
+        options["timeout"] = timeout
+    return client.get(
+        f"/responses/{run.response_id}",
+        cast_to=object,
+        options=options,
+        stream=True,
+        stream_cls=openai.Stream[object],
+    )
+
+
+def _resumable(exc: BaseException, failure: Failure) -> bool:
+    """A background stream that stopped short, or a resume the API could not serve just now."""
+    return isinstance(exc, StreamEnded) or failure.kind in ("dropped", "server", "rate_limit")
 
 
 class AnswerEngine:
@@ -2576,6 +2679,7 @@ class AnswerEngine:
             self.state, config.get("cache", "ttl_s"), config.get("cache", "max_entries")
         )
         self.flights = SingleFlight(log)
+        self._background_off = False  # set for the process when the API refused background mode
 
     def warm_up(self, delay: float = 0.3) -> None:
         """Loads `openai` and builds the client in the background, so the first call is fast.
@@ -2728,18 +2832,23 @@ class AnswerEngine:
         return answer, meta
 
     def _request(self, tool: str, request: dict, call: Call, today: str) -> tuple:
-        """Runs the request with retries; returns (answer, meta, response)."""
+        """Runs the request with retries (resumes, in background); returns (answer, meta,
+        response)."""
         config = self._config
         model = request["model"]
         self._log_request(tool, request)
         client = self.client()
         started = time.monotonic()
         max_retries = config.get("request", "max_retries")
+        run = self._background_run(tool, call, started)
         attempt = 0
+        stalls = 0  # resumes in a row that brought no new event
         while True:
-            attempt += 1
+            if run is None or run.response_id is None:
+                attempt += 1  # a create; a resume is never one
+            seen = run.last_sequence if run is not None else None
             try:
-                response = self._attempt(client, request, call)
+                response = self._attempt(client, request, call, run)
                 answer = shape_answer(
                     response,
                     config.get("policy", "max_citations"),
@@ -2748,31 +2857,32 @@ class AnswerEngine:
                     headers=sources_headers(config.instructions),
                 )
                 meta = usage_meta(response, time.monotonic() - started, attempt)
+                if run is not None:
+                    meta["background"] = True
+                    meta["resumes"] = run.resumes
             except Exception as exc:  # noqa: BLE001 - every failure is classified below
                 if call.cancelled.is_set():
                     raise Cancelled() from None
                 failure = classify_failure(exc)
                 self._log_failure(attempt, failure, exc)
+                if run is not None and run.response_id is None and background_refused(exc):
+                    self._background_refused(tool, failure)
+                    run = call.background = None
+                    continue
+                if run is not None and run.response_id is not None:
+                    stalls = 0 if run.last_sequence != seen else stalls + 1
+                    if time.monotonic() >= run.deadline:  # what the person hears of is the time
+                        failure = Failure("timeout", False, name="deadline")
+                    if not self._resume(run, exc, failure, call, stalls, max_retries):
+                        raise self._tool_error(failure, tool, model, stalls + 1) from None
+                    continue
                 if _flex_unavailable(request, failure):
                     # Flex capacity comes and goes: this one answer is worth the default price.
                     request = {**request, "service_tier": "default"}
                     self._log.debug("answer", "flex unavailable; retrying on service_tier=default")
                     continue
                 if not failure.retryable or attempt > max_retries:
-                    message = self._log.redact(
-                        failure_message(
-                            failure, tool=tool, model=model, config=config, tries=attempt
-                        )
-                    )
-                    error = ToolError(
-                        message,
-                        _one_line(self._log.redact(failure.detail or message), 400),
-                        status=failure.status or failure.code,
-                        type=failure.type,
-                        name=failure.name,
-                    )
-                    error.kind = failure.kind
-                    raise error from None
+                    raise self._tool_error(failure, tool, model, attempt) from None
                 call.report(f"retrying ({attempt}/{max_retries})", min_interval=0)
                 if call.cancelled.wait(backoff_delay(attempt, failure.retry_after)):
                     raise Cancelled() from None
@@ -2781,29 +2891,147 @@ class AnswerEngine:
                 raise Cancelled()
             return answer, meta, response
 
-    def _attempt(self, client, request: dict, call: Call) -> dict:
-        """One streamed request; returns the completed response as a dict."""
+    def _tool_error(self, failure: Failure, tool: str, model: str, tries: int) -> ToolError:
+        message = self._log.redact(
+            failure_message(failure, tool=tool, model=model, config=self._config, tries=tries)
+        )
+        error = ToolError(
+            message,
+            _one_line(self._log.redact(failure.detail or message), 400),
+            status=failure.status or failure.code,
+            type=failure.type,
+            name=failure.name,
+        )
+        error.kind = failure.kind
+        return error
+
+    # -- Background mode ---------------------------------------------------------------------
+
+    def _background_run(self, tool: str, call: Call, started: float) -> BackgroundRun | None:
+        """A BackgroundRun for the call when its profile asks for background mode."""
+        if self._background_off or not self._config.profile(tool).get("background"):
+            return None
+        seconds = self._config.get("request", "timeout_ms") / 1000
+        call.background = BackgroundRun(started + seconds)
+        return call.background
+
+    def _background_refused(self, tool: str, failure: Failure) -> None:
+        """Background mode is off for the rest of the process; the call goes on without it."""
+        with self._client_lock:
+            warned, self._background_off = self._background_off, True
+        if not warned:
+            said = _one_line(self._log.redact(failure.detail), 160) or "no reason given"
+            self._log.say(
+                f"warning: the API refused background mode (HTTP {failure.status}: {said}); "
+                f"calls run without it until restart: set model_profiles.{tool}.background to "
+                "false to stop asking"
+            )
+
+    def _resume(self, run: BackgroundRun, exc, failure: Failure, call: Call, stalls: int, most):
+        """Whether to resume a background response after `exc`; waits first when the last
+        resume brought nothing. False means give up (the response is cancelled upstream)."""
+        if (
+            _resumable(exc, failure)
+            and stalls <= most
+            and time.monotonic() < run.deadline
+            and not run.finished
+        ):
+            run.resumes += 1
+            self._log.debug(
+                "answer",
+                f"resuming background response {run.response_id} after "
+                f"sequence_number={run.last_sequence} ({failure.kind})",
+            )
+            call.report("resuming the answer", min_interval=0)
+            if stalls and call.cancelled.wait(backoff_delay(stalls, failure.retry_after)):
+                raise Cancelled() from None
+            return True
+        if failure.kind != "failed":  # a failed response has stopped already
+            self.cancel_background(run)
+        return False
+
+    def _follow(self, event, run: BackgroundRun, call: Call) -> None:
+        """Keeps the response id (arming the server-side cancel) and the last sequence_number."""
+        if not isinstance(event, dict):
+            return
+        number = event.get("sequence_number")
+        if type(number) is int:
+            run.last_sequence = number
+        if run.response_id is None and event.get("type") in ("response.created", "response.queued"):
+            response = event.get("response")
+            response_id = response.get("id") if isinstance(response, dict) else None
+            if isinstance(response_id, str) and response_id:
+                run.response_id = response_id
+                call.when_cancelled(lambda: self.cancel_background(run))
+
+    def cancel_background(self, run: BackgroundRun) -> None:
+        """POST /responses/{id}/cancel, once, on its own thread: best effort, bounded by
+        CANCEL_TIMEOUT_S. Not a daemon thread, so a process that is exiting sends it first."""
+        with run.lock:
+            if run.cancel_sent or run.finished or not run.response_id:
+                return
+            run.cancel_sent = True
+        thread = threading.Thread(
+            target=self._send_cancel, args=(run.response_id,), name="upstream-cancel"
+        )
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to spare (or the interpreter is exiting)
+            self._send_cancel(run.response_id)
+
+    def _send_cancel(self, response_id: str) -> None:
+        try:
+            self.client().post(
+                f"/responses/{response_id}/cancel",
+                cast_to=object,
+                options={"timeout": CANCEL_TIMEOUT_S},
+            )
+            self._log.debug("answer", f"cancelled background response {response_id} upstream")
+        except Exception as exc:  # noqa: BLE001 - best effort; the response expires anyway
+            failure = classify_failure(exc)
+            said = _one_line(self._log.redact(failure.detail or failure.kind), 160)
+            status = f"HTTP {failure.status}" if failure.status else failure.kind
+            self._log.say(
+                f"warning: could not cancel background response {response_id} upstream "
+                f"({status}: {said}); it runs until it ends and is billed"
+            )
+
+    def _attempt(self, client, request: dict, call: Call, run: BackgroundRun | None = None):
+        """One streamed request (a create, or a background response's resume); returns the
+        completed response as a dict."""
         import openai
 
         seconds = self._config.get("request", "timeout_ms") / 1000
-        timeout = openai.Timeout(seconds, connect=min(seconds, 10.0))
-        deadline = time.monotonic() + seconds
+        deadline = time.monotonic() + seconds if run is None else run.deadline
+        quiet = min(seconds, deadline - time.monotonic())
+        if quiet <= 0:
+            raise UpstreamFailure(Failure("timeout", False, name="deadline"))
+        timeout = openai.Timeout(quiet, connect=min(quiet, 10.0))
         self._local.call = call
         try:
             if call.cancelled.is_set():
                 raise Cancelled()
-            stream = _open_stream(client, request, timeout)
+            if run is None:
+                stream = _open_stream(client, request, timeout)
+            elif run.response_id is None:
+                stream = _open_stream(client, {**request, "background": True}, timeout)
+            else:
+                stream = _resume_stream(client, run, timeout)
             with stream:
                 for event in stream:
+                    if run is not None:
+                        self._follow(event, run, call)
                     final = self._on_event(event, call)
                     if final is not None:
+                        if run is not None:
+                            run.finished = True
                         _drain(stream, call)
                         # Before the connection returns to the pool for another call to use.
                         call.detach_all()
                         return final
                     if time.monotonic() > deadline:
                         raise openai.APITimeoutError(request=stream.response.request)
-            raise ValueError("the event stream ended before response.completed")
+            raise StreamEnded("the event stream ended before response.completed")
         finally:
             self._local.call = None
             call.detach_all()
