@@ -458,7 +458,6 @@ PROFILE_KEYS = (
     "max_output_tokens",
     "max_tool_calls",
     "search_context_size",
-    "background",
 )
 MIB = 1024 * 1024
 
@@ -887,6 +886,13 @@ class Config:
             key: own.get(key) if own.get(key) is not None else base.get(key) for key in PROFILE_KEYS
         }
         return {key: value for key, value in merged.items() if value is not None or key in BASICS}
+
+    def background(self, tool: str) -> bool:
+        """model_profiles.<tool>.background, inherited from `answer` when absent. Not part of
+        profile(): it shapes how the request is sent, not the request (nor its cache key)."""
+        profiles = self.values["model_profiles"]
+        own = (profiles.get(tool) or {}).get("background")
+        return bool(profiles["answer"].get("background") if own is None else own)
 
     def describe(self) -> dict:
         """What --show-config prints (the HTTP token masked)."""
@@ -2909,7 +2915,7 @@ class AnswerEngine:
 
     def _background_run(self, tool: str, call: Call, started: float) -> BackgroundRun | None:
         """A BackgroundRun for the call when its profile asks for background mode."""
-        if self._background_off or not self._config.profile(tool).get("background"):
+        if self._background_off or not self._config.background(tool):
             return None
         seconds = self._config.get("request", "timeout_ms") / 1000
         call.background = BackgroundRun(started + seconds)

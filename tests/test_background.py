@@ -322,12 +322,12 @@ def test_background_defaults_and_inheritance(tmp_path):
         return orm.load_config({"config": str(path)}, base_env(tmp_path, **env))
 
     config = load()
-    assert [config.profile(t)["background"] for t in orm.TOOL_NAMES] == [False, True, False]
+    assert [config.background(t) for t in orm.TOOL_NAMES] == [False, True, False]
     config = load("model_profiles:\n  answer: {background: true}\n")
-    assert [config.profile(t)["background"] for t in orm.TOOL_NAMES] == [True, True, True]
+    assert [config.background(t) for t in orm.TOOL_NAMES] == [True, True, True]
     config = load("model_profiles:\n  answer: {background: true}\n  answer_detailed: {}\n")
-    assert config.profile("answer_detailed")["background"] is True
-    assert load(BACKGROUND_DETAILED="off").profile("answer_detailed")["background"] is False
+    assert config.background("answer_detailed") is True
+    assert load(BACKGROUND_DETAILED="off").background("answer_detailed") is False
     with pytest.raises(orm.ConfigError, match=r"model_profiles\.answer\.background"):
         load("model_profiles:\n  answer: {background: sometimes}\n")
 
