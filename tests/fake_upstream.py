@@ -293,6 +293,8 @@ class Recorded:
     client_disconnected_at: float | None = None
     status_sent: int | None = None
     events_sent: int = 0
+    first_event_at: float | None = None  # when the first SSE event went out
+    dropped_at: float | None = None  # when a drop fault closed the connection
 
     @property
     def has_authorization(self) -> bool:
@@ -952,6 +954,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     return
             ev = job.events[n]
             self._chunk(b"event: %s\ndata: %s\n\n" % (ev["type"].encode(), _dump(ev)))
+            if self.rec.events_sent == 0:
+                self.rec.first_event_at = time.monotonic()
             self.rec.events_sent += 1
         self._chunk(b"")
 
@@ -1095,6 +1099,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 return
             ev = events[n]
             self._chunk(b"event: %s\ndata: %s\n\n" % (ev["type"].encode(), _dump(ev)))
+            if self.rec.events_sent == 0:
+                self.rec.first_event_at = time.monotonic()
             self.rec.events_sent += 1
         self._chunk(b"")  # terminating zero-length chunk
 
@@ -1104,6 +1110,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _drop(self, reply: Reply) -> None:
         """Close the TCP connection mid-response without a terminating chunk."""
         self.close_connection = True
+        self.rec.dropped_at = time.monotonic()
         sock = self.request
         try:
             if reply.drop_with_rst:
