@@ -2093,6 +2093,7 @@ class Call:
         self._done = False
         self._on_cancel: list = []
         self.background: BackgroundRun | None = None  # set when the request runs in background
+        self.upstream: Call | None = None  # the Call that makes the request, when shared
 
     def cancel(self) -> None:
         self.cancelled.set()
@@ -2163,6 +2164,9 @@ class BackgroundRun:
         self.response_id = response_id
         self.last_sequence: int | None = None
         self.resumes = 0
+        self.created = threading.Event()  # set once response_id is known
+        if response_id:
+            self.created.set()
         self.finished = False  # a final event was read: nothing left to cancel
         self.cancel_sent = False
         self.lock = threading.Lock()
@@ -2260,6 +2264,7 @@ class _Flight:
         self._done = False
 
     def join(self, caller: Call) -> None:
+        caller.upstream = self.upstream
         with self._lock:
             self._callers[caller] = threading.Event()
         caller.attach(_Leaver(self, caller))  # the caller's cancel() calls _Leaver.abort()
@@ -2837,16 +2842,27 @@ class AnswerEngine:
             self.cache.put(key, {"answer": answer, "response_id": meta.get("response_id")})
         return answer, meta
 
-    def _request(self, tool: str, request: dict, call: Call, today: str) -> tuple:
+    def collect(self, tool: str, args: dict, response_id: str, call: Call) -> tuple[dict, dict]:
+        """The answer of a background response created earlier, by this process or another,
+        from its id alone: its events are read from the first (GET /responses/{id}?stream=true),
+        resuming after drops as any background call does; a cancel cancels it upstream.
+        Returns (answer, meta) or raises ToolError / Cancelled; no ledger row, no cache entry
+        (the caller decides who accounts for a response it did not create)."""
+        today = today_in(self._config.get("policy", "timezone"))
+        request = build_request(tool, args, self._config, today)
+        answer, meta, _ = self._request(tool, request, call, today, response_id)
+        return answer, meta
+
+    def _request(self, tool: str, request: dict, call: Call, today: str, response_id=None):
         """Runs the request with retries (resumes, in background); returns (answer, meta,
-        response)."""
+        response). With response_id, follows that background response instead of creating."""
         config = self._config
         model = request["model"]
         self._log_request(tool, request)
         client = self.client()
         started = time.monotonic()
         max_retries = config.get("request", "max_retries")
-        run = self._background_run(tool, call, started)
+        run = self._background_run(tool, call, started, response_id)
         attempt = 0
         stalls = 0  # resumes in a row that brought no new event
         while True:
@@ -2913,13 +2929,16 @@ class AnswerEngine:
 
     # -- Background mode ---------------------------------------------------------------------
 
-    def _background_run(self, tool: str, call: Call, started: float) -> BackgroundRun | None:
-        """A BackgroundRun for the call when its profile asks for background mode."""
-        if self._background_off or not self._config.background(tool):
+    def _background_run(self, tool: str, call: Call, started: float, response_id=None):
+        """A BackgroundRun for the call when its profile asks for background mode (or it
+        follows a response that exists already)."""
+        if response_id is None and (self._background_off or not self._config.background(tool)):
             return None
         seconds = self._config.get("request", "timeout_ms") / 1000
-        call.background = BackgroundRun(started + seconds)
-        return call.background
+        run = call.background = BackgroundRun(started + seconds, response_id)
+        if response_id is not None:
+            call.when_cancelled(lambda: self.cancel_background(run))
+        return run
 
     def _background_refused(self, tool: str, failure: Failure) -> None:
         """Background mode is off for the rest of the process; the call goes on without it."""
@@ -2968,6 +2987,7 @@ class AnswerEngine:
             response_id = response.get("id") if isinstance(response, dict) else None
             if isinstance(response_id, str) and response_id:
                 run.response_id = response_id
+                run.created.set()
                 call.when_cancelled(lambda: self.cancel_background(run))
 
     def cancel_background(self, run: BackgroundRun) -> None:

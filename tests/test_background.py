@@ -352,3 +352,69 @@ def test_refusals_are_told_apart_from_other_errors():
     assert orm.background_refused(error(403, said))
     assert not orm.background_refused(error(400, other))
     assert not orm.background_refused(error(500, refused))
+
+
+# -- the engine's hooks for a later owner of the call (tasks) -----------------------------------
+
+
+@pytest.fixture
+def engine(tmp_path, fake, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    env = base_env(tmp_path, OPENAI_BASE_URL=fake.base_url)
+    config = orm.load_config({}, env)
+    config.instructions = orm.build_instructions(config)
+    return orm.AnswerEngine(config, orm.Log())
+
+
+def test_a_call_shows_its_background_response_id_while_it_runs(engine, fake):
+    fake.enqueue(Reply(event_delay=0.05))
+    call = orm.Call(1, "answer_detailed")
+    box = {}
+    worker = threading.Thread(
+        target=lambda: box.update(result=engine.answer("answer_detailed", {"query": "q"}, call))
+    )
+    worker.start()
+    fake.wait_until(lambda: call.upstream is not None and call.upstream.background is not None)
+    run = call.upstream.background
+    assert run.created.wait(5)
+    assert fake.background_ids == [run.response_id]
+    worker.join(10)
+    assert box["result"][1]["response_id"] == run.response_id
+
+
+def test_collect_rebuilds_an_answer_from_the_response_id_alone(engine, fake):
+    fake.enqueue(Reply(event_delay=0.02, drop_after_events=1))
+    client = openai.OpenAI(api_key=TEST_KEY, base_url=fake.base_url, max_retries=0)
+    with pytest.raises(openai.APIConnectionError):
+        for _ in client.responses.create(model="gpt-5.2", input="hi", background=True, stream=True):
+            pass
+    (response_id,) = fake.background_ids
+    answer, meta = engine.collect("answer_detailed", {"query": "q"}, response_id, orm.Call(2, "x"))
+    assert answer["answer"] == DEFAULT_TEXT
+    assert meta["response_id"] == response_id and meta["background"] is True
+    assert len(fake.creates) == 1  # the one made above: collecting never creates
+    (resume,) = fake.requests_to("GET", "/v1/responses/")
+    assert "starting_after" not in resume.path  # from the first event
+
+
+def test_cancelling_a_collecting_call_cancels_the_response_upstream(engine, fake):
+    fake.enqueue(Reply(event_delay=0.5))
+    client = openai.OpenAI(api_key=TEST_KEY, base_url=fake.base_url, max_retries=0)
+    response_id = client.responses.create(model="gpt-5.2", input="hi", background=True).id
+    call = orm.Call(3, "answer_detailed")
+    raised = []
+
+    def collect():
+        try:
+            engine.collect("answer_detailed", {"query": "q"}, response_id, call)
+        except orm.Cancelled as exc:
+            raised.append(exc)
+
+    worker = threading.Thread(target=collect)
+    worker.start()
+    fake.wait_until(lambda: fake.requests_to("GET", "/v1/responses/"))
+    call.cancel()
+    worker.join(10)
+    assert len(raised) == 1
+    fake.wait_until(lambda: fake.cancels)
+    assert fake.background_status(response_id) == "cancelled"
