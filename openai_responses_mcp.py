@@ -2167,6 +2167,9 @@ class BackgroundRun:
         self.created = threading.Event()  # set once response_id is known
         if response_id:
             self.created.set()
+        # Ask GET /responses/{id} for its status before streaming again: when following a
+        # response made elsewhere, and after a resume that brought nothing.
+        self.check_status = bool(response_id)
         self.finished = False  # a final event was read: nothing left to cancel
         self.cancel_sent = False
         self.lock = threading.Lock()
@@ -2550,6 +2553,10 @@ def failure_message(failure: Failure, *, tool: str, model: str, config: Config, 
             "check that openai.base_url is a Responses API endpoint"
         ),
         "failed": f"the model reported an error{after}: {_one_line(failure.detail, 200)}",
+        "cancelled_upstream": (
+            f"the background response was cancelled upstream ({failure.detail}), by another "
+            "client or server instance"
+        ),
     }
     return messages.get(failure.kind, f"unexpected error: {_one_line(failure.detail, 200)}")
 
@@ -2662,6 +2669,15 @@ def _resume_stream(client, run: BackgroundRun, timeout):
         stream=True,
         stream_cls=openai.Stream[object],
     )
+
+
+def _status_of(client, run: BackgroundRun, timeout) -> dict:
+    """GET /responses/{id}: the response object as it is now (status, and output when done)."""
+    options = {} if timeout is None else {"timeout": timeout}
+    response = client.get(f"/responses/{run.response_id}", cast_to=object, options=options)
+    if not isinstance(response, dict):
+        raise ValueError("GET /responses/{id} returned no response object")
+    return response
 
 
 def _resumable(exc: BaseException, failure: Failure) -> bool:
@@ -2962,6 +2978,7 @@ class AnswerEngine:
             and not run.finished
         ):
             run.resumes += 1
+            run.check_status = stalls > 0
             self._log.debug(
                 "answer",
                 f"resuming background response {run.response_id} after "
@@ -3042,6 +3059,9 @@ class AnswerEngine:
             elif run.response_id is None:
                 stream = _open_stream(client, {**request, "background": True}, timeout)
             else:
+                final = self._check_status(client, run, call, timeout)
+                if final is not None:
+                    return final
                 stream = _resume_stream(client, run, timeout)
             with stream:
                 for event in stream:
@@ -3061,6 +3081,26 @@ class AnswerEngine:
         finally:
             self._local.call = None
             call.detach_all()
+
+    def _check_status(self, client, run: BackgroundRun, call: Call, timeout) -> dict | None:
+        """The finished response when GET /responses/{id} says it has ended (raising as its
+        final event would), else None: it is still running, so streaming goes on."""
+        if not run.check_status:
+            return None
+        run.check_status = False
+        response = _status_of(client, run, timeout)
+        status = response.get("status")
+        if status in ("queued", "in_progress"):
+            return None
+        run.finished = True
+        if status == "cancelled":
+            raise UpstreamFailure(
+                Failure("cancelled_upstream", False, name=status, detail=str(run.response_id))
+            )
+        final = self._on_event({"type": f"response.{status}", "response": response}, call)
+        if final is None:
+            raise ValueError(f"GET /responses/{{id}} returned status {status!r}")
+        return final
 
     def _on_event(self, event, call: Call) -> dict | None:
         """Handles one stream event (a dict); returns the response once it is complete."""

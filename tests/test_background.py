@@ -44,8 +44,13 @@ def result_of(reply: dict) -> tuple[dict, dict]:
 
 
 def resumes_sent(fake) -> list[dict]:
-    """The query of each GET /v1/responses/{id} (the resumes)."""
-    return [parse_qs(urlsplit(r.path).query) for r in fake.requests_to("GET", "/v1/responses/")]
+    """The query of each GET /v1/responses/{id}?stream=true (the resumes)."""
+    queries = [parse_qs(urlsplit(r.path).query) for r in fake.requests_to("GET", "/v1/responses/")]
+    return [query for query in queries if query.get("stream") == ["true"]]
+
+
+def status_checks(fake) -> list:
+    return [r for r in fake.requests_to("GET", "/v1/responses/") if "stream=" not in r.path]
 
 
 def start_call(server, tool: str = "answer_detailed", request_id: int = 7) -> None:
@@ -270,13 +275,36 @@ def test_the_timeout_covers_the_whole_call_across_resumes(spawn, fake):
 
 
 def test_resumes_that_bring_nothing_give_up_after_max_retries(spawn, fake):
-    fake.enqueue(Reply(drop_after_events=3, resume_drops=[0] * 10, event_delay=0.01))
+    fake.enqueue(Reply(drop_after_events=3, resume_drops=[0] * 10, event_delay=0.3))
     server = start(spawn, fake, config="request: {max_retries: 2}\n")
     reply = server.call("answer_detailed", {"query": "q"})
     assert "dropped" in reply["error"]["message"]
     assert len(fake.creates) == 1
     assert len(resumes_sent(fake)) == 3  # the first resume, then two that brought nothing
+    assert len(status_checks(fake)) == 2  # before each of those two: still in progress
     fake.wait_until(lambda: fake.cancels)
+
+
+def test_a_resume_that_brings_nothing_finds_the_finished_response_by_its_status(spawn, fake):
+    fake.enqueue(Reply(drop_after_events=3, resume_drops=[0] * 10, event_delay=0.01))
+    server = start(spawn, fake)
+    answer, meta = result_of(server.call("answer_detailed", {"query": "q"}))
+    assert answer["answer"] == DEFAULT_TEXT
+    assert meta["resumes"] == 2 and len(status_checks(fake)) == 1
+    assert len(fake.creates) == 1 and fake.cancels == []
+
+
+def test_a_response_cancelled_by_someone_else_ends_the_call_with_a_clear_error(spawn, fake):
+    fake.enqueue(Reply(event_delay=0.3))
+    server = start(spawn, fake)
+    start_call(server, request_id=9)
+    wait_for_events(fake)
+    client = openai.OpenAI(api_key=TEST_KEY, base_url=fake.base_url, max_retries=0)
+    client.responses.cancel(fake.background_ids[0])  # another instance's tasks/cancel, say
+    reply, _ = server.recv_until(lambda m: m.get("id") == 9)
+    assert reply["error"]["code"] == -32001
+    assert "cancelled upstream" in reply["error"]["message"]
+    assert len(fake.creates) == 1
 
 
 # -- the fake against the SDK's own methods ----------------------------------------------------
@@ -383,7 +411,7 @@ def test_a_call_shows_its_background_response_id_while_it_runs(engine, fake):
 
 
 def test_collect_rebuilds_an_answer_from_the_response_id_alone(engine, fake):
-    fake.enqueue(Reply(event_delay=0.02, drop_after_events=1))
+    fake.enqueue(Reply(event_delay=0.2, drop_after_events=1))
     client = openai.OpenAI(api_key=TEST_KEY, base_url=fake.base_url, max_retries=0)
     with pytest.raises(openai.APIConnectionError):
         for _ in client.responses.create(model="gpt-5.2", input="hi", background=True, stream=True):
@@ -393,8 +421,18 @@ def test_collect_rebuilds_an_answer_from_the_response_id_alone(engine, fake):
     assert answer["answer"] == DEFAULT_TEXT
     assert meta["response_id"] == response_id and meta["background"] is True
     assert len(fake.creates) == 1  # the one made above: collecting never creates
-    (resume,) = fake.requests_to("GET", "/v1/responses/")
-    assert "starting_after" not in resume.path  # from the first event
+    status, resume = fake.requests_to("GET", "/v1/responses/")
+    assert "stream" not in status.path  # its status first: still in progress
+    assert "stream=true" in resume.path and "starting_after" not in resume.path  # from the start
+
+
+def test_collect_takes_a_finished_response_from_its_status_alone(engine, fake):
+    client = openai.OpenAI(api_key=TEST_KEY, base_url=fake.base_url, max_retries=0)
+    response_id = client.responses.create(model="gpt-5.2", input="hi", background=True).id
+    fake.wait_until(lambda: fake.background_status(response_id) == "completed")
+    answer, _ = engine.collect("answer_detailed", {"query": "q"}, response_id, orm.Call(4, "x"))
+    assert answer["answer"] == DEFAULT_TEXT
+    assert len(fake.requests_to("GET", "/v1/responses/")) == 1
 
 
 def test_cancelling_a_collecting_call_cancels_the_response_upstream(engine, fake):
