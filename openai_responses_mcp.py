@@ -2553,6 +2553,10 @@ def failure_message(failure: Failure, *, tool: str, model: str, config: Config, 
             "check that openai.base_url is a Responses API endpoint"
         ),
         "failed": f"the model reported an error{after}: {_one_line(failure.detail, 200)}",
+        "gone": (
+            f"the background response {failure.detail} is no longer known to the API (HTTP 404): "
+            "try again"
+        ),
         "cancelled_upstream": (
             f"the background response was cancelled upstream ({failure.detail}), by another "
             "client or server instance"
@@ -2707,6 +2711,7 @@ class AnswerEngine:
         )
         self.flights = SingleFlight(log)
         self._background_off = False  # set for the process when the API refused background mode
+        self._cancels: set = set()  # server-side cancels still being sent
 
     def warm_up(self, delay: float = 0.3) -> None:
         """Loads `openai` and builds the client in the background, so the first call is fast.
@@ -2911,6 +2916,8 @@ class AnswerEngine:
                     stalls = 0 if run.last_sequence != seen else stalls + 1
                     if time.monotonic() >= run.deadline:  # what the person hears of is the time
                         failure = Failure("timeout", False, name="deadline")
+                    elif failure.status == 404:  # not a wrong base URL: it answered the create
+                        failure = Failure("gone", False, status=404, detail=run.response_id)
                     if not self._resume(run, exc, failure, call, stalls, max_retries):
                         raise self._tool_error(failure, tool, model, stalls + 1) from None
                     continue
@@ -3017,10 +3024,21 @@ class AnswerEngine:
         thread = threading.Thread(
             target=self._send_cancel, args=(run.response_id,), name="upstream-cancel"
         )
+        with self._client_lock:
+            self._cancels.add(thread)
         try:
             thread.start()
         except RuntimeError:  # no thread to spare (or the interpreter is exiting)
             self._send_cancel(run.response_id)
+
+    def wait_for_cancels(self, timeout: float = CANCEL_TIMEOUT_S) -> None:
+        """Waits (up to timeout) for server-side cancels being sent: for a process about to
+        leave with os._exit(), which does not wait for threads."""
+        deadline = time.monotonic() + timeout
+        with self._client_lock:
+            threads = list(self._cancels)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def _send_cancel(self, response_id: str) -> None:
         try:
@@ -3038,6 +3056,9 @@ class AnswerEngine:
                 f"warning: could not cancel background response {response_id} upstream "
                 f"({status}: {said}); it runs until it ends and is billed"
             )
+        finally:
+            with self._client_lock:
+                self._cancels.discard(threading.current_thread())
 
     def _attempt(self, client, request: dict, call: Call, run: BackgroundRun | None = None):
         """One streamed request (a create, or a background response's resume); returns the

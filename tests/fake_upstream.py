@@ -1397,6 +1397,11 @@ class FakeResponsesAPI:
         job = self._job(response_id)
         return job.status() if job is not None else None
 
+    def forget_background(self) -> None:
+        """Forget every background response, as the API does once it expires."""
+        with self._lock:
+            self._jobs.clear()
+
     def _add_job(self, job: _BackgroundJob) -> _BackgroundJob:
         with self._lock:
             self._jobs[job.plan.resp_id] = job

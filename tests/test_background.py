@@ -204,8 +204,7 @@ def test_a_cancel_the_api_refuses_costs_one_warning_line(spawn, fake):
     server = start(spawn, fake)
     start_call(server, request_id=8)
     wait_for_events(fake)
-    with fake._lock:
-        fake._jobs.clear()  # the API no longer knows the response
+    fake.forget_background()  # the API no longer knows the response
     server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 8}})
     fake.wait_until(lambda: fake.cancels and fake.cancels[0].status_sent == 404)
     deadline = time.monotonic() + 5
@@ -292,6 +291,17 @@ def test_a_resume_that_brings_nothing_finds_the_finished_response_by_its_status(
     assert answer["answer"] == DEFAULT_TEXT
     assert meta["resumes"] == 2 and len(status_checks(fake)) == 1
     assert len(fake.creates) == 1 and fake.cancels == []
+
+
+def test_a_response_the_api_no_longer_knows_ends_the_call_with_a_clear_error(spawn, fake):
+    fake.enqueue(Reply(drop_after_events=3, event_delay=0.3))
+    server = start(spawn, fake)
+    start_call(server, request_id=10)
+    wait_for_events(fake, count=2)
+    fake.forget_background()  # expired, or deleted
+    reply, _ = server.recv_until(lambda m: m.get("id") == 10)
+    assert "is no longer known to the API (HTTP 404)" in reply["error"]["message"]
+    assert len(fake.creates) == 1
 
 
 def test_a_response_cancelled_by_someone_else_ends_the_call_with_a_clear_error(spawn, fake):
@@ -456,3 +466,14 @@ def test_cancelling_a_collecting_call_cancels_the_response_upstream(engine, fake
     assert len(raised) == 1
     fake.wait_until(lambda: fake.cancels)
     assert fake.background_status(response_id) == "cancelled"
+
+
+def test_wait_for_cancels_lets_a_leaving_process_send_them_first(engine, fake):
+    fake.enqueue(Reply(event_delay=0.5))
+    client = openai.OpenAI(api_key=TEST_KEY, base_url=fake.base_url, max_retries=0)
+    response_id = client.responses.create(model="gpt-5.2", input="hi", background=True).id
+    engine.client()
+    engine.cancel_background(orm.BackgroundRun(time.monotonic() + 60, response_id))
+    engine.wait_for_cancels(5)
+    assert fake.background_status(response_id) == "cancelled"
+    assert len(fake.cancels) == 1
