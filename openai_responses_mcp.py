@@ -2914,12 +2914,7 @@ class AnswerEngine:
                     continue
                 if run is not None and run.response_id is not None:
                     stalls = 0 if run.last_sequence != seen else stalls + 1
-                    if time.monotonic() >= run.deadline:  # what the person hears of is the time
-                        failure = Failure("timeout", False, name="deadline")
-                    elif failure.status == 404:  # not a wrong base URL: it answered the create
-                        failure = Failure("gone", False, status=404, detail=run.response_id)
-                    if not self._resume(run, exc, failure, call, stalls, max_retries):
-                        raise self._tool_error(failure, tool, model, stalls + 1) from None
+                    self._resume_or_fail(run, exc, failure, call, stalls, tool, model)
                     continue
                 if _flex_unavailable(request, failure):
                     # Flex capacity comes and goes: this one answer is worth the default price.
@@ -2975,29 +2970,29 @@ class AnswerEngine:
                 "false to stop asking"
             )
 
-    def _resume(self, run: BackgroundRun, exc, failure: Failure, call: Call, stalls: int, most):
-        """Whether to resume a background response after `exc`; waits first when the last
-        resume brought nothing. False means give up (the response is cancelled upstream)."""
-        if (
-            _resumable(exc, failure)
-            and stalls <= most
-            and time.monotonic() < run.deadline
-            and not run.finished
-        ):
-            run.resumes += 1
-            run.check_status = stalls > 0
-            self._log.debug(
-                "answer",
-                f"resuming background response {run.response_id} after "
-                f"sequence_number={run.last_sequence} ({failure.kind})",
-            )
-            call.report("resuming the answer", min_interval=0)
-            if stalls and call.cancelled.wait(backoff_delay(stalls, failure.retry_after)):
-                raise Cancelled() from None
-            return True
-        if failure.kind != "failed":  # a failed response has stopped already
-            self.cancel_background(run)
-        return False
+    def _resume_or_fail(self, run: BackgroundRun, exc, failure: Failure, call, stalls, tool, model):
+        """Readies the next resume of a background response after `exc` (waiting first when
+        the last resume brought nothing), or raises the call's ToolError after cancelling the
+        response upstream (unless it has ended by itself)."""
+        if time.monotonic() >= run.deadline:  # what the person hears of is the time
+            failure = Failure("timeout", False, name="deadline")
+        elif failure.status == 404:  # not a wrong base URL: that answered the create
+            failure = Failure("gone", False, status=404, detail=run.response_id)
+        most = self._config.get("request", "max_retries")
+        if not _resumable(exc, failure) or stalls > most or run.finished:
+            if failure.kind not in ("failed", "cancelled_upstream"):
+                self.cancel_background(run)
+            raise self._tool_error(failure, tool, model, stalls + 1) from None
+        run.resumes += 1
+        run.check_status = stalls > 0
+        self._log.debug(
+            "answer",
+            f"resuming background response {run.response_id} after "
+            f"sequence_number={run.last_sequence} ({failure.kind})",
+        )
+        call.report("resuming the answer", min_interval=0)
+        if stalls and call.cancelled.wait(backoff_delay(stalls, failure.retry_after)):
+            raise Cancelled() from None
 
     def _follow(self, event, run: BackgroundRun, call: Call) -> None:
         """Keeps the response id (arming the server-side cancel) and the last sequence_number."""
