@@ -83,6 +83,22 @@ class Reader(threading.Thread):
         self.messages.put(json.loads(body))  # anything that is not JSON fails the test here
 
 
+def _unread_bytes(pipe) -> int:
+    """Bytes waiting in a pipe (0 where the system cannot tell, as on Windows)."""
+    try:
+        import fcntl
+        import termios
+    except ImportError:
+        return 0
+    if pipe.closed:
+        return 0
+    try:
+        buffer = fcntl.ioctl(pipe.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    except OSError:
+        return 0
+    return int.from_bytes(buffer, sys.byteorder)
+
+
 class Server:
     """The real program, spawned with --stdio, spoken to over its pipes."""
 
@@ -103,11 +119,19 @@ class Server:
         self._next_id = 1000
 
     def _drain_stderr(self) -> None:
-        for line in self.proc.stderr:
-            self._stderr += line
+        fd = self.proc.stderr.fileno()
+        while chunk := os.read(fd, 65536):
+            self._stderr += chunk
 
     @property
     def stderr(self) -> str:
+        """What the server wrote to stderr so far, including what it wrote before the reply a
+        test has just read from stdout: each pipe has its own reader thread, so that may still
+        wait in the pipe (on a loaded machine, for a while)."""
+        deadline = time.monotonic() + 5
+        while _unread_bytes(self.proc.stderr) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(0.001)  # the reader thread's last chunk, read but maybe not appended yet
         return self._stderr.decode("utf-8", "replace")
 
     def write(self, data: bytes) -> None:
