@@ -124,7 +124,7 @@ def test_yaml_mappings_deep_merge_with_defaults(tmp_path, env):
         env,
         "request: {timeout_ms: 5000}\nmodel_profiles:\n  answer:\n    verbosity: low\n",
     )
-    assert config.get("request") == {"timeout_ms": 5000, "max_retries": 3}
+    assert config.get("request") == {"timeout_ms": 5000, "max_retries": 3, "handoff_after_s": None}
     assert config.get("model_profiles", "answer") == {
         "model": "gpt-5.2",
         "reasoning_effort": "medium",
@@ -242,6 +242,7 @@ ENV_KEYS = [  # seed 001 §5.4, then the issue's additions, then the module's ow
     ("MCP_HTTP_STATELESS", "1", ("server", "http", "stateless"), True),
     ("ANSWER_CACHE_TTL_S", "0", ("cache", "ttl_s"), 0),
     ("OPENAI_RESPONSES_MCP_STATE", "off", ("state", "path"), "off"),
+    ("MCP_TASK_SECRET", "s" * 32, ("server", "tasks", "secret"), "s" * 32),
 ]
 
 
