@@ -236,13 +236,13 @@ ENV_KEYS = [  # seed 001 §5.4, then the issue's additions, then the module's ow
     ("MODEL_QUICK", "gpt-5-nano", ("model_profiles", "answer_quick", "model"), "gpt-5-nano"),
     ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1", ("openai", "base_url"), "http://127.0.0.1:9/v1"),
     ("MCP_LINE_MODE", "1", ("server", "line_mode"), True),
+    ("MCP_TASK_SECRET", "s" * 32, ("server", "tasks", "secret"), "s" * 32),
     ("POLICY_TIMEZONE", "UTC", ("policy", "timezone"), "UTC"),
     ("SEARCH_DOMAIN_FILTER", "false", ("search", "domain_filter"), False),
     ("MCP_HTTP_TOKEN", "tok-0123456789abcdef", ("server", "http", "token"), "tok-0123456789abcdef"),
     ("MCP_HTTP_STATELESS", "1", ("server", "http", "stateless"), True),
     ("ANSWER_CACHE_TTL_S", "0", ("cache", "ttl_s"), 0),
     ("OPENAI_RESPONSES_MCP_STATE", "off", ("state", "path"), "off"),
-    ("MCP_TASK_SECRET", "s" * 32, ("server", "tasks", "secret"), "s" * 32),
 ]
 
 
