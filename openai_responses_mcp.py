@@ -3802,6 +3802,91 @@ def tasks_off_reason(config: Config, stateless: bool) -> str | None:
     return None
 
 
+# -- Task wire shapes ------------------------------------------------------------------------------
+# Two shapes of the same idea: MCP 2025-11-25's experimental tasks (capabilities.tasks, ttl,
+# pollInterval, tasks/result, tasks/list) and the 2026-07-28 extension (declared per request
+# in _meta, resultType "task", ttlMs, pollIntervalMs, tasks/update, no list).
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+RELATED_TASK = "io.modelcontextprotocol/related-task"  # tasks/result's _meta (2025-11-25)
+MISSING_CAPABILITY = -32021  # 2026-07-28: the request lacks a client capability it needs
+HANDOFF_META = "openai-responses-mcp/handoff"
+# A background response's status (GET /responses/{id}) as a task's; incomplete is an answer
+# cut short, which shape_answer says so in.
+TASK_STATUS = {
+    "queued": "working",
+    "in_progress": "working",
+    "completed": "completed",
+    "incomplete": "completed",
+    "failed": "failed",
+    "cancelled": "cancelled",
+}
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+
+
+def task_view(
+    shape: str,
+    task_id: str,
+    status: str,
+    created_ms: int,
+    updated_ms: int,
+    ttl_ms: int | None,
+    poll_ms: int,
+    message: str | None = None,
+) -> dict:
+    """A task as its client's shape writes it: "extension" (ttlMs, pollIntervalMs) or
+    "2025-11-25" (ttl, pollInterval). The caller adds resultType, result or error."""
+    extension = shape == "extension"
+    view = {
+        "taskId": task_id,
+        "status": status,
+        "createdAt": iso_utc(created_ms),
+        "lastUpdatedAt": iso_utc(updated_ms),
+        "ttlMs" if extension else "ttl": ttl_ms,
+        "pollIntervalMs" if extension else "pollInterval": poll_ms,
+    }
+    if message:
+        view["statusMessage"] = message
+    return view
+
+
+def tasks_extension_declared(params) -> bool:
+    """Whether this request's own _meta declares the tasks extension (2026-07-28): only then
+    may its reply be a task, and only then are tasks/* served to it."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    caps = (
+        meta.get("io.modelcontextprotocol/clientCapabilities") if isinstance(meta, dict) else None
+    )
+    extensions = caps.get("extensions") if isinstance(caps, dict) else None
+    return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
+
+
+def missing_tasks_extension() -> RpcError:
+    """The -32021 error (HTTP 400) for tasks/* from a request that did not declare tasks."""
+    return RpcError(
+        MISSING_CAPABILITY,
+        f"Missing required client capability: the {TASKS_EXTENSION} extension (declare it in "
+        "params._meta clientCapabilities.extensions)",
+        {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+    )
+
+
+def handoff_answer(handoff_id: str, model: str, elapsed_s: int, ttl_ms: int) -> dict:
+    """The answer of a call handed off (or still not ready for answer_result): the output
+    contract's four keys, so the result validates against the tool's outputSchema, and words
+    that tell the model how to collect the answer."""
+    return {
+        "answer": (
+            f"Still researching ({elapsed_s} s so far); the answer is not ready yet. Call the "
+            f'answer_result tool with {{"id": "{handoff_id}", "wait_s": 30}} to collect it; '
+            f"it can be collected for {max(ttl_ms // 60_000, 1)} minutes."
+        ),
+        "used_search": False,
+        "citations": [],
+        "model": model,
+    }
+
+
 # clientInfo.name -> seconds after which a call is handed off, for clients that give up on a
 # tool call sooner than a long answer takes and support no tasks.
 HANDOFF_CLIENTS = {

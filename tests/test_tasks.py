@@ -292,3 +292,122 @@ def test_changing_the_last_signature_character_is_refused_even_when_its_bits_are
 
 def test_the_iso_time_of_task_timestamps():
     assert mcp.iso_utc(NOW) == "2027-01-15T08:00:00Z"
+
+
+# -- the wire shapes, checked against the SDK's models and the extension's schema -------------
+
+# What schema/draft/schema.json of modelcontextprotocol/ext-tasks requires of each result.
+EXT_TASK_REQUIRED = {"taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs"}
+EXT_REQUIRED = {
+    "CreateTaskResult": EXT_TASK_REQUIRED | {"resultType"},
+    "WorkingTask": EXT_TASK_REQUIRED,
+    "CompletedTask": EXT_TASK_REQUIRED | {"result"},
+    "FailedTask": EXT_TASK_REQUIRED | {"error"},
+    "CancelledTask": EXT_TASK_REQUIRED,
+}
+
+
+def check_ext_task(view: dict, kind: str) -> None:
+    assert EXT_REQUIRED[kind] <= set(view)
+    assert view["status"] in ("working", "input_required", "completed", "failed", "cancelled")
+    assert all(isinstance(view[key], str) for key in ("taskId", "createdAt", "lastUpdatedAt"))
+    assert view["ttlMs"] is None or type(view["ttlMs"]) is int
+    assert type(view.get("pollIntervalMs", 0)) is int
+    assert not {"ttl", "pollInterval"} & set(view)
+
+
+def view(shape: str, status: str = "working", message=None) -> dict:
+    return mcp.task_view(shape, mint(), status, NOW, NOW + 2500, 3_600_000, 5000, message)
+
+
+def test_the_extension_shape_of_each_status():
+    created = {"resultType": "task", **view("extension", message="searching the web")}
+    check_ext_task(created, "CreateTaskResult")
+    assert created["statusMessage"] == "searching the web"
+    assert created["createdAt"] == "2027-01-15T08:00:00Z"
+    assert created["lastUpdatedAt"] == "2027-01-15T08:00:02Z"
+    check_ext_task(view("extension"), "WorkingTask")
+    result = {"content": [{"type": "text", "text": "{}"}], "resultType": "complete"}
+    check_ext_task({**view("extension", "completed"), "result": result}, "CompletedTask")
+    error = {"code": -32001, "message": "answer failed: x"}
+    check_ext_task({**view("extension", "failed"), "error": error}, "FailedTask")
+    check_ext_task(view("extension", "cancelled"), "CancelledTask")
+
+
+def test_the_2025_11_25_shape_validates_with_the_sdk_models():
+    v1 = pytest.importorskip("mcp_types._v2025_11_25")
+    working = view("2025-11-25", message="searching the web")
+    task = v1.Task.model_validate(working)
+    assert (task.ttl, task.poll_interval, task.status) == (3_600_000, 5000, "working")
+    assert not {"ttlMs", "pollIntervalMs", "resultType"} & set(working)
+    v1.CreateTaskResult.model_validate({"task": working})
+    v1.GetTaskResult.model_validate(view("2025-11-25", "completed"))
+    v1.CancelTaskResult.model_validate(view("2025-11-25", "cancelled", "cancelled by request"))
+    v1.ListTasksResult.model_validate({"tasks": [working, view("2025-11-25", "failed")]})
+    v1.TaskStatusNotification.model_validate(
+        {"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": working}
+    )
+    v1.RelatedTaskMetadata.model_validate({"taskId": working["taskId"]})
+
+
+def test_an_unlimited_ttl_is_null_in_both_shapes():
+    v1 = pytest.importorskip("mcp_types._v2025_11_25")
+    for shape, key in (("extension", "ttlMs"), ("2025-11-25", "ttl")):
+        written = mcp.task_view(shape, "t", "working", NOW, NOW, None, 5000)
+        assert written[key] is None
+    assert v1.Task.model_validate(written).ttl is None
+
+
+@pytest.mark.parametrize(
+    ("params", "declared"),
+    [
+        ({"_meta": {"io.modelcontextprotocol/clientCapabilities": {"extensions": {
+            "io.modelcontextprotocol/tasks": {}}}}}, True),
+        ({"_meta": {"io.modelcontextprotocol/clientCapabilities": {"extensions": {
+            "io.modelcontextprotocol/tasks": {}, "io.modelcontextprotocol/skills": {}}}}}, True),
+        ({"_meta": {"io.modelcontextprotocol/clientCapabilities": {"extensions": {
+            "io.modelcontextprotocol/tasks": True}}}}, False),
+        ({"_meta": {"io.modelcontextprotocol/clientCapabilities": {"extensions": {}}}}, False),
+        ({"_meta": {"io.modelcontextprotocol/clientCapabilities": {"tasks": {}}}}, False),
+        ({"_meta": {"io.modelcontextprotocol/clientCapabilities": []}}, False),
+        ({"_meta": None}, False),
+        ({"task": {"ttl": 60000}}, False),
+        ({}, False),
+        (None, False),
+    ],
+)  # fmt: skip
+def test_only_a_request_that_declares_the_extension_may_get_a_task(params, declared):
+    assert mcp.tasks_extension_declared(params) is declared
+
+
+def test_the_missing_extension_error_fits_the_2026_schema():
+    v2 = pytest.importorskip("mcp_types._v2026_07_28")
+    error = mcp.missing_tasks_extension()
+    reply = mcp.rpc_error(7, error.code, error.message, error.data)
+    parsed = v2.MissingRequiredClientCapabilityError.model_validate(reply)
+    assert parsed.error.code == -32021
+    assert parsed.error.data.required_capabilities.extensions == {
+        "io.modelcontextprotocol/tasks": {}
+    }
+    assert "io.modelcontextprotocol/tasks" in error.message
+
+
+@pytest.mark.parametrize(
+    ("upstream", "status"),
+    [("queued", "working"), ("in_progress", "working"), ("completed", "completed"),
+     ("incomplete", "completed"), ("failed", "failed"), ("cancelled", "cancelled")],
+)  # fmt: skip
+def test_every_background_response_status_has_a_task_status(upstream, status):
+    assert mcp.TASK_STATUS[upstream] == status
+    assert (status in mcp.TERMINAL) is (upstream not in ("queued", "in_progress"))
+
+
+def test_the_handoff_answer_fits_the_output_schema_and_says_how_to_collect_it():
+    jsonschema = pytest.importorskip("jsonschema")
+    handoff_id = mint(fields={**FIELDS, "k": "h"})
+    answer = mcp.handoff_answer(handoff_id, "gpt-5.2", 50, 3_600_000)
+    jsonschema.validate(answer, mcp.OUTPUT_SCHEMA)
+    assert set(answer) == set(mcp.OUTPUT_SCHEMA["required"])
+    assert f'{{"id": "{handoff_id}", "wait_s": 30}}' in answer["answer"]
+    assert "answer_result" in answer["answer"] and "60 minutes" in answer["answer"]
+    assert answer["model"] == "gpt-5.2" and answer["citations"] == []
