@@ -3900,7 +3900,7 @@ HANDOFF_CLIENTS = {
 }
 
 
-def handoff_after(config: Config, client_name) -> int:
+def handoff_after(config: Config, client_name: str | None) -> int:
     """Seconds after which a call without a task is handed off to answer_result; 0 = never.
 
     request.handoff_after_s decides when set; null leaves it to HANDOFF_CLIENTS."""
