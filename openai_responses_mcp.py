@@ -655,6 +655,14 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("request", "max_retries"): Setting(
         3, "int", low=0, high=10, env="OPENAI_MAX_RETRIES", doc="retries after 429, 5xx, drops"
     ),
+    ("request", "handoff_after_s"): Setting(
+        None,
+        "int",
+        low=0,
+        high=3600,
+        doc="a call without a task still running this long answers with an answer_result id "
+        "(null = by client, see HANDOFF_CLIENTS; 0 = never)",
+    ),
     **{key: setting for row in TOOL_TABLE for key, setting in _profile_settings(row).items()},
     ("policy", "max_citations"): Setting(
         3, "int", low=1, high=10, env="MAX_CITATIONS", doc="most citations in one answer"
@@ -823,6 +831,33 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("server", "http", "drain_s"): Setting(
         30, "int", low=0, high=3600, doc="then in-flight calls get this long to finish"
     ),
+    # -- Tasks (MCP tasks, both shapes) and handoffs ------------------------------------------
+    ("server", "tasks", "immediate_ms"): Setting(
+        2000,
+        "int",
+        low=0,
+        high=600_000,
+        doc="a call done within this answers inline, not as a task",
+    ),
+    ("server", "tasks", "ttl_ms"): Setting(
+        3_600_000,
+        "int",
+        low=60_000,
+        high=86_400_000,
+        doc="a task or handoff can be collected this long after it began (>= request.timeout_ms)",
+    ),
+    ("server", "tasks", "poll_interval_ms"): Setting(
+        5000, "int", low=100, high=600_000, doc="how often clients are asked to poll a task"
+    ),
+    ("server", "tasks", "max_per_client"): Setting(
+        16, "int", low=1, high=10_000, doc="most unexpired tasks and handoffs one client holds"
+    ),
+    ("server", "tasks", "secret"): Setting(
+        None,
+        "str",
+        env="MCP_TASK_SECRET",
+        doc="signs task ids so any instance can serve them; needed for tasks with --stateless",
+    ),
 }
 
 
@@ -935,6 +970,8 @@ class Config:
         values = copy.deepcopy(self.values)
         if values["server"]["http"]["token"]:
             values["server"]["http"]["token"] = "***"
+        if values["server"]["tasks"]["secret"]:
+            values["server"]["tasks"]["secret"] = "***"
         key_env = self.get("openai", "api_key_env")
         return {
             "version": __version__,
@@ -1114,7 +1151,8 @@ def _validate(values: dict, sources: dict) -> None:
             setting.check(value)
         except ValueError:
             where = sources.get(path, "default")
-            shown = '"***"' if path[-1] == "token" else json.dumps(value, ensure_ascii=False)
+            secret = path[-1] in ("token", "secret")
+            shown = '"***"' if secret else json.dumps(value, ensure_ascii=False)
             raise ConfigError(
                 f"{'.'.join(path)} = {shown} (from {where}) must be {setting.allowed()}"
             ) from None
@@ -1128,6 +1166,26 @@ def _validate(values: dict, sources: dict) -> None:
         raise ConfigError(f"search.defaults.domains (from {where}): item {exc}") from None
     _check_budget_has_ledger(values, sources)
     _check_user_location(values["search"]["user_location"], sources)
+    _check_tasks(values, sources)
+
+
+def _check_tasks(values: dict, sources: dict) -> None:
+    """A secret too weak to sign task ids, or tasks that would expire before their calls end."""
+    secret = values["server"]["tasks"]["secret"]
+    if secret is not None and not (len(secret) >= 32 and all("!" <= c <= "~" for c in secret)):
+        where = sources.get(("server", "tasks", "secret"), "default")
+        raise ConfigError(
+            f"server.tasks.secret (from {where}) must be at least 32 printable ASCII "
+            "characters, no spaces; make one with: "
+            "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+        )
+    ttl, timeout = values["server"]["tasks"]["ttl_ms"], values["request"]["timeout_ms"]
+    if ttl < timeout:
+        where = sources.get(("server", "tasks", "ttl_ms"), "default")
+        raise ConfigError(
+            f"server.tasks.ttl_ms = {ttl} (from {where}) must be at least request.timeout_ms "
+            f"({timeout}): a task must outlive its call"
+        )
 
 
 def _check_user_location(location: dict, sources: dict) -> None:
@@ -1262,7 +1320,12 @@ openai:
   api_key_env: OPENAI_API_KEY          # the variable that holds the key
   base_url: https://api.openai.com/v1  # http(s), usually ending in /v1 (or Azure v1, LiteLLM)
 
-request: { timeout_ms: 300000, max_retries: 3 }   # per attempt; retries after 429, 5xx, drops
+request:
+  timeout_ms: 300000       # per attempt, and per silence in its stream
+  max_retries: 3           # retries after 429, 5xx, drops
+  handoff_after_s: null    # a call without a task still running this long answers with an id
+                           #   for the answer_result tool; null = by client (on for Codex CLI,
+                           #   Claude Desktop and Cursor, which give up sooner), 0 = never
 
 model_profiles:
   answer:                  # required baseline; the other two inherit each absent key from it
@@ -1351,6 +1414,13 @@ server:
     keepalive_s: 15        # SSE keep-alive comment when quiet
     lameduck_s: 5          # after SIGTERM (not Ctrl-C): /healthz says 503 this long
     drain_s: 30            # then calls in flight get this long to finish
+  tasks:                   # MCP tasks (2025-11-25 and the 2026 extension) and handoffs
+    immediate_ms: 2000     # a call done within this answers inline, not as a task
+    ttl_ms: 3600000        # a task or handoff can be collected this long (>= request.timeout_ms)
+    poll_interval_ms: 5000 # how often clients are asked to poll
+    max_per_client: 16     # unexpired tasks and handoffs one client holds; one more is refused
+    secret: null           # better: MCP_TASK_SECRET; 32+ characters, the same on every instance;
+                           #   signs task ids so any instance serves them (needed with --stateless)
 """
 
 
@@ -3686,6 +3756,212 @@ def rpc_error(request_id, code: int, message: str, data=None) -> dict:
     if data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+# -- Task ids: self-describing and tamper-proof --------------------------------------------------
+# A task (or handoff) id carries what any instance needs to serve it from OpenAI's stored
+# background response, signed with a secret the instances share: no store of our own.
+# Its payload is readable (base64) but unforgeable; a response id is useless without the API key.
+
+TASK_ID_VERSION = "t1"
+TASK_ID_MAX = 4096  # characters; ours are about 300
+_TASK_ID_CONTEXT = b"openai-responses-mcp task id"  # the secret signs nothing else
+
+
+class TaskIdError(ValueError):
+    """A task id this server will not honour; `reason` is said in the -32602 error."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _task_mac(secret: str, signed: str) -> str:
+    import hashlib
+    import hmac
+
+    key = hmac.new(secret.encode("utf-8"), _TASK_ID_CONTEXT, hashlib.sha256).digest()
+    return _b64(hmac.new(key, signed.encode("ascii"), hashlib.sha256).digest())
+
+
+def mint_task_id(secret: str, fields: dict, ttl_ms: int, now_ms: int | None = None) -> str:
+    """A signed id carrying `fields` (JSON values), plus its creation `c` and expiry `e` in
+    epoch milliseconds and a nonce `n` (two calls may share one response: single flight).
+
+    What a task needs to be served from GET /responses/{id} anywhere: `r` the response id, `t`
+    the tool, `k` the kind (x: extension task, s: 2025-11-25 task, h: handoff), `d` the call's
+    day (access dates), `m` policy.max_citations, `o` the requested model.
+    """
+    now_ms = round(time.time() * 1000) if now_ms is None else now_ms
+    payload = {**fields, "c": now_ms, "e": now_ms + ttl_ms, "n": _b64(os.urandom(8))}
+    body = _b64(json.dumps(payload, separators=(",", ":"), sort_keys=True).encode("utf-8"))
+    signed = f"{TASK_ID_VERSION}.{body}"
+    return f"{signed}.{_task_mac(secret, signed)}"
+
+
+def open_task_id(secret: str, task_id, now_ms: int | None = None) -> dict:
+    """The fields of a task id this server signed and that has not expired; else TaskIdError.
+
+    The signature is compared as text, in constant time, before anything is decoded: bytes
+    would let a changed last base64 character (whose low bits are ignored) pass.
+    """
+    import base64
+    import hmac
+
+    if not (isinstance(task_id, str) and task_id.isascii() and len(task_id) <= TASK_ID_MAX):
+        raise TaskIdError("not a task id of this server")
+    parts = task_id.split(".")
+    if len(parts) != 3 or not parts[0].startswith("t"):
+        raise TaskIdError("not a task id of this server")
+    version, body, mac = parts
+    if version != TASK_ID_VERSION:
+        raise TaskIdError(f"task id version {version!r} is not one this server reads")
+    if not hmac.compare_digest(_task_mac(secret, f"{version}.{body}"), mac):
+        raise TaskIdError("forged or altered: its signature does not match")
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    except ValueError:
+        payload = None
+    if not (isinstance(payload, dict) and type(payload.get("e")) is int):
+        raise TaskIdError("unreadable")
+    now_ms = round(time.time() * 1000) if now_ms is None else now_ms
+    if now_ms >= payload["e"]:
+        raise TaskIdError(f"expired at {iso_utc(payload['e'])}")
+    return payload
+
+
+def iso_utc(epoch_ms: int) -> str:
+    """ISO 8601 in UTC, as tasks' createdAt and lastUpdatedAt are written."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch_ms / 1000))
+
+
+def tasks_off_reason(config: Config, stateless: bool) -> str | None:
+    """Why tasks and handoffs are off, or None when they are on.
+
+    With --stateless the next request may reach another instance, which can serve a task only
+    from a signed id; without a secret nothing is offered and every call answers inline.
+    """
+    if stateless and not config.get("server", "tasks", "secret"):
+        return (
+            "tasks and handoffs are off with --stateless until server.tasks.secret "
+            "(MCP_TASK_SECRET) is set: another instance could not serve them"
+        )
+    return None
+
+
+# -- Task wire shapes ------------------------------------------------------------------------------
+# Two shapes of the same idea: MCP 2025-11-25's experimental tasks (capabilities.tasks, ttl,
+# pollInterval, tasks/result, tasks/list) and the 2026-07-28 extension (declared per request
+# in _meta, resultType "task", ttlMs, pollIntervalMs, tasks/update, no list).
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+RELATED_TASK = "io.modelcontextprotocol/related-task"  # tasks/result's _meta (2025-11-25)
+MISSING_CAPABILITY = -32021  # 2026-07-28: the request lacks a client capability it needs
+HANDOFF_META = "openai-responses-mcp/handoff"
+# A background response's status (GET /responses/{id}) as a task's; incomplete is an answer
+# cut short, which shape_answer says so in.
+TASK_STATUS = {
+    "queued": "working",
+    "in_progress": "working",
+    "completed": "completed",
+    "incomplete": "completed",
+    "failed": "failed",
+    "cancelled": "cancelled",
+}
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+
+
+def task_view(
+    shape: str,
+    task_id: str,
+    status: str,
+    created_ms: int,
+    updated_ms: int,
+    ttl_ms: int | None,
+    poll_ms: int,
+    message: str | None = None,
+) -> dict:
+    """A task as its client's shape writes it: "extension" (ttlMs, pollIntervalMs) or
+    "2025-11-25" (ttl, pollInterval). The caller adds resultType, result or error."""
+    extension = shape == "extension"
+    view = {
+        "taskId": task_id,
+        "status": status,
+        "createdAt": iso_utc(created_ms),
+        "lastUpdatedAt": iso_utc(updated_ms),
+        "ttlMs" if extension else "ttl": ttl_ms,
+        "pollIntervalMs" if extension else "pollInterval": poll_ms,
+    }
+    if message:
+        view["statusMessage"] = message
+    return view
+
+
+def tasks_extension_declared(params) -> bool:
+    """Whether this request's own _meta declares the tasks extension (2026-07-28): only then
+    may its reply be a task, and only then are tasks/* served to it."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    caps = (
+        meta.get("io.modelcontextprotocol/clientCapabilities") if isinstance(meta, dict) else None
+    )
+    extensions = caps.get("extensions") if isinstance(caps, dict) else None
+    return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
+
+
+def missing_tasks_extension() -> RpcError:
+    """The -32021 error (HTTP 400) for tasks/* from a request that did not declare tasks."""
+    return RpcError(
+        MISSING_CAPABILITY,
+        f"Missing required client capability: the {TASKS_EXTENSION} extension (declare it in "
+        "params._meta clientCapabilities.extensions)",
+        {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+    )
+
+
+def handoff_answer(handoff_id: str, model: str, elapsed_s: int, ttl_ms: int) -> dict:
+    """The answer of a call handed off (or still not ready for answer_result): the output
+    contract's four keys, so the result validates against the tool's outputSchema, and words
+    that tell the model how to collect the answer."""
+    return {
+        "answer": (
+            f"Still researching ({elapsed_s} s so far); the answer is not ready yet. Call the "
+            f'answer_result tool with {{"id": "{handoff_id}", "wait_s": 30}} to collect it; '
+            f"it can be collected for {max(ttl_ms // 60_000, 1)} minutes."
+        ),
+        "used_search": False,
+        "citations": [],
+        "model": model,
+    }
+
+
+# clientInfo.name -> seconds after which a call is handed off, for clients that give up on a
+# tool call sooner than a long answer takes and support no tasks.
+HANDOFF_CLIENTS = {
+    # Codex CLI: tool_timeout_sec defaults to 60 s in older releases (openai/codex,
+    # codex-rs/core/src/mcp_connection_manager.rs), 300 s in newer ones.
+    "codex-mcp-client": 50,
+    "codex": 50,  # older Codex CLI builds
+    # Claude Desktop: the TypeScript SDK's 60 s, not configurable (anthropics/claude-code#22542).
+    "claude-ai": 50,
+    "cursor-vscode": 240,  # Cursor cancels a tool call after 5 minutes (cursor/cursor#3510)
+}
+
+
+def handoff_after(config: Config, client_name: str | None) -> int:
+    """Seconds after which a call without a task is handed off to answer_result; 0 = never.
+
+    request.handoff_after_s decides when set; null leaves it to HANDOFF_CLIENTS."""
+    configured = config.get("request", "handoff_after_s")
+    if configured is not None:
+        return configured
+    name = client_name.strip().lower() if isinstance(client_name, str) else ""
+    return HANDOFF_CLIENTS.get(name, 0)
 
 
 def _valid_id(value) -> bool:
@@ -7086,7 +7362,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     server = config.values["server"]
     key_env = config.get("openai", "api_key_env")
-    secrets = (os.environ.get(key_env, ""), server["http"]["token"] or "")
+    secrets = (
+        os.environ.get(key_env, ""),
+        server["http"]["token"] or "",
+        server["tasks"]["secret"] or "",
+    )
     log = Log(server["debug"], server["debug_file"], secrets)
     for warning in config.warnings:
         log.say(f"warning: {warning}")
