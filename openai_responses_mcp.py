@@ -4068,8 +4068,9 @@ def server_info(version: str) -> dict:
 
 
 def modern_result(result: dict, version: str) -> dict:
-    """A stateless-era result: marked complete, and saying which server wrote it."""
-    result["resultType"] = "complete"
+    """A stateless-era result: marked complete (unless it is a task), and saying which server
+    wrote it."""
+    result.setdefault("resultType", "complete")
     result["_meta"] = {**result.get("_meta", {}), META_SERVER_INFO: server_info(version)}
     return result
 
@@ -4403,7 +4404,7 @@ class Dispatcher:
         except Cancelled:
             pass
         except ToolError as exc:
-            reply = failure(call.id, f"answer failed: {exc.message}", self._data(exc), version)
+            reply = failure(call.id, f"answer failed: {exc.message}", self._data(exc))
         except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
             self.log.say(f"internal error in {call.tool}: {type(exc).__name__}: {exc}")
             reply = failure(
@@ -4411,7 +4412,6 @@ class Dispatcher:
                 f"answer failed: internal error ({type(exc).__name__}); run with --debug and "
                 "report it",
                 {"message": self.log.redact(_one_line(str(exc), 400))},
-                version,
             )
         finally:
             call.finish()
@@ -4445,12 +4445,11 @@ class Dispatcher:
             session.initialized = True
 
 
-def failure(request_id, message: str, data: dict, version: str) -> dict:
-    """A failed call's reply: error -32001 in the handshake era; in the stateless era a
-    result with isError, as its spec wants for failures a model can act on."""
-    if version not in MODERN_VERSIONS:
-        return rpc_error(request_id, TOOL_FAILED, message, data)
-    return rpc_result(request_id, modern_result(tool_error(message, data), version))
+def failure(request_id, message: str, data: dict) -> dict:
+    """A failed call's reply, in both eras: error -32001 `answer failed: ...`. (Only arguments
+    that do not fit the schema are an isError result in the stateless era: the model can fix
+    those; and a failed task is `failed` with this same error.)"""
+    return rpc_error(request_id, TOOL_FAILED, message, data)
 
 
 def tool_error(text: str, data: dict | None = None) -> dict:

@@ -267,20 +267,17 @@ def test_bad_arguments_are_a_tool_error_the_model_can_fix(harness, arguments):
     assert "structuredContent" not in result
 
 
-def test_a_failed_call_is_a_tool_error_with_its_detail(config):
+def test_a_failed_call_is_error_32001_as_in_the_handshake_era(config):
     def fail(tool, args, call):
         raise ToolError("authentication", "OpenAI refused the API key (401)")
 
     harness = Harness(config, Engine(fail))
     harness.request("tools/call", modern(name="answer", arguments={"query": "q"}), "f")
     reply = harness.sent_reply("f")
-    wire.CallToolResultResponse.model_validate(reply)
-    result = reply["result"]
-    assert result["isError"] is True
-    assert result["content"][0]["text"].startswith("answer failed: ")
-    assert "401" in result["content"][0]["text"]
-    assert "401" in result["_meta"]["error"]["message"]
-    check_meta_keys(result["_meta"])
+    wire.JSONRPCErrorResponse.model_validate(reply)
+    assert reply["error"]["code"] == -32001
+    assert reply["error"]["message"].startswith("answer failed: ")
+    assert "401" in reply["error"]["data"]["message"]
 
 
 def test_the_same_failure_in_the_handshake_era_is_still_error_32001(config):
