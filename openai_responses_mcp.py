@@ -2268,6 +2268,7 @@ class Call:
         self._progress_count = 0
         self._last_progress = 0.0
         self._done = False
+        self.status_message: str | None = None
 
     def cancel(self) -> None:
         self.cancelled.set()
@@ -2294,6 +2295,7 @@ class Call:
 
     def report(self, message: str, *, min_interval: float = 0.2) -> None:
         """Sends a progress notification, at most one per min_interval, never after finish()."""
+        self.status_message = message  # a task's statusMessage, with or without progress
         if self._progress is None:
             return
         with self._lock:
@@ -3541,9 +3543,36 @@ ANNOTATIONS = {
 }
 
 
-def tool_definitions(version: str, cache: bool = False) -> list[dict]:
+ANSWER_RESULT = "answer_result"  # the fourth tool: collects a handed-off answer
+ANSWER_RESULT_TOOL = {
+    "name": ANSWER_RESULT,
+    "title": "Collect a handed-off answer",
+    "description": (
+        "Collects an answer that answer, answer_detailed or answer_quick handed off because it "
+        "took long. Pass the id they gave; waits up to wait_s seconds for it."
+    ),
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "minLength": 1, "maxLength": 4096},
+            "wait_s": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": 60,
+                "description": "seconds to wait for it (default 30)",
+            },
+        },
+        "required": ["id"],
+    },
+}
+
+
+def tool_definitions(
+    version: str, cache: bool = False, handoff: bool = False, tasks: bool = False
+) -> list[dict]:
     """tools/list's tools, with only the fields the negotiated protocol version has;
-    `fresh` is offered only when the answer cache is on."""
+    `fresh` is offered only when the answer cache is on, answer_result only when calls may be
+    handed off, and execution.taskSupport (2025-11-25) only when tasks are on."""
     listed = []
     for tool in TOOL_TABLE:
         names = tool["properties"] + (("fresh",) if cache else ())
@@ -3560,6 +3589,20 @@ def tool_definitions(version: str, cache: bool = False) -> list[dict]:
             entry["annotations"] = {"title": tool["title"], **ANNOTATIONS}
         if version >= "2025-06-18":
             entry["title"] = tool["title"]
+            entry["outputSchema"] = OUTPUT_SCHEMA
+        if tasks and version == "2025-11-25":
+            entry["execution"] = {"taskSupport": "optional"}
+        listed.append(entry)
+    if handoff:
+        entry = {key: value for key, value in ANSWER_RESULT_TOOL.items() if key != "title"}
+        if version >= "2025-03-26":
+            entry["annotations"] = {
+                "title": ANSWER_RESULT_TOOL["title"],
+                **ANNOTATIONS,
+                "idempotentHint": True,
+            }
+        if version >= "2025-06-18":
+            entry["title"] = ANSWER_RESULT_TOOL["title"]
             entry["outputSchema"] = OUTPUT_SCHEMA
         listed.append(entry)
     return listed
@@ -3735,6 +3778,7 @@ UNSUPPORTED_VERSION = -32022  # 2026-07-28: a protocol version this server does 
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
 # How long a client may reuse server/discover and tools/list: both are fixed for the life of
 # the process, and a restarted server is a new process (stdio) or rarely changes its tools.
@@ -4008,7 +4052,14 @@ def modern_version(params) -> str:
 
 
 # What Streamable HTTP mirrors into Mcp-Name, by method (2026-07-28).
-NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAME_PARAMS = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/cancel": "taskId",
+    "tasks/update": "taskId",
+}
 
 
 def _mirrored(raw: str) -> str | None:
@@ -4093,6 +4144,8 @@ class Session:
         self.send = send
         self.protocol_version = LATEST_PROTOCOL
         self.initialized = False
+        self.client_name = None  # initialize's clientInfo.name: who may need a handoff
+        self.client_key = None  # whose tasks these are (the transport says; None: this session)
         self._calls: dict = {}
         self._running = 0
         self._lock = threading.Condition()
@@ -4195,11 +4248,20 @@ class Dispatcher:
         self.modern = config.get("server", "protocol_eras") == "both"
         self._running = 0  # tools/call in flight, across every session
         self._running_lock = threading.Lock()
+        self.task_settings = config.get("server", "tasks")
+        self.tasks = TaskTable(self.task_settings["max_per_client"], log)
+        # serve_http sets these: with --stateless, tasks need the secret and tasks/list is off.
+        self.tasks_off: str | None = None
+        self.stateless = False
         self._methods = {
             "initialize": self._initialize,
             "ping": lambda params, session, request_id: {},
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
+            "tasks/get": self._tasks_get,
+            "tasks/result": self._tasks_result,
+            "tasks/list": self._tasks_list,
+            "tasks/cancel": self._tasks_cancel,
         }
         # The stateless era has no initialize and no ping; each takes the request's version.
         # Nothing here ever changes, so subscriptions/listen is not offered either (-32601).
@@ -4207,6 +4269,9 @@ class Dispatcher:
             "server/discover": self._discover,
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
+            "tasks/get": self._ext_get,
+            "tasks/cancel": self._ext_cancel,
+            "tasks/update": self._ext_update,
         }
 
     @staticmethod
@@ -4297,11 +4362,18 @@ class Dispatcher:
         asked = params.get("protocolVersion")
         version = asked if asked in PROTOCOL_VERSIONS else LATEST_PROTOCOL
         session.protocol_version = version
+        info = params.get("clientInfo")
+        session.client_name = info.get("name") if isinstance(info, dict) else None
         result = {
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": False}},
             "serverInfo": server_info(version),
         }
+        if version == "2025-11-25" and self.tasks_off is None:
+            tasks = {"cancel": {}, "requests": {"tools": {"call": {}}}}
+            if not self.stateless:  # a task must be listable wherever it can be got
+                tasks["list"] = {}
+            result["capabilities"]["tasks"] = tasks
         if version >= "2025-03-26":
             result["instructions"] = SERVER_INSTRUCTIONS
         self.log.debug("server", f"initialize asked={asked} answered={version}")
@@ -4310,9 +4382,12 @@ class Dispatcher:
         return result
 
     def _discover(self, params: dict, session: Session, request_id, version: str) -> dict:
+        capabilities: dict = {"tools": {"listChanged": False}}
+        if self.tasks_off is None:
+            capabilities["extensions"] = {TASKS_EXTENSION: {}}
         return {
             "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": {"tools": {"listChanged": False}},
+            "capabilities": capabilities,
             "instructions": SERVER_INSTRUCTIONS,
             "ttlMs": LIST_TTL_MS,
             "cacheScope": "public",
@@ -4321,15 +4396,20 @@ class Dispatcher:
     def _tools_list(self, params: dict, session: Session, request_id, version=None) -> dict:
         listed = {
             "tools": tool_definitions(
-                version or session.protocol_version, cache_enabled(self.config)
+                version or session.protocol_version,
+                cache_enabled(self.config),
+                handoff=self._handoff_s(params, session, version) > 0,
+                tasks=self.tasks_off is None,
             )
         }
         if version is not None:  # stateless era: the list is the same for everyone, all day
             listed.update(ttlMs=LIST_TTL_MS, cacheScope="public")
         return listed
 
-    def _tools_call(self, params: dict, session: Session, request_id, version=None) -> None:
+    def _tools_call(self, params: dict, session: Session, request_id, version=None):
         name = params.get("name")
+        if name == ANSWER_RESULT and self._handoff_s(params, session, version) > 0:
+            return self._answer_result(params, session, request_id, version)
         if not isinstance(name, str) or name not in TOOLS_BY_NAME:
             raise RpcError(
                 METHOD_NOT_FOUND if version is None else INVALID_PARAMS,  # 2026-07-28: -32602
@@ -4343,14 +4423,22 @@ class Dispatcher:
                 return tool_error(f"Invalid arguments: {exc}")
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         token = progress_token(params)
+        task = self._new_task(params, session, name, version)
         version = version or session.protocol_version
         progress = None if token is None else self._progress_sender(session, token, version)
         call = Call(request_id, name, progress)
-        self._admit()
+        if task is not None:
+            task.call = call
+        try:
+            self._admit()
+        except RpcError:
+            self._forget(task)
+            raise
         try:
             session.register(call)
         except RpcError:
             self._release()
+            self._forget(task)
             raise
         keys = sorted(arguments) if isinstance(arguments, dict) else []
         self.log.debug(
@@ -4359,7 +4447,10 @@ class Dispatcher:
         if progress is not None:
             self.heartbeat.watch(call)
         worker = threading.Thread(
-            target=self._run_call, args=(call, args, session, version), name="call", daemon=True
+            target=self._run_call,
+            args=(call, args, session, version, task),
+            name="call",
+            daemon=True,
         )
         try:
             worker.start()
@@ -4368,7 +4459,9 @@ class Dispatcher:
             session.unregister(call)
             session.done()
             self._release()
+            self._forget(task)
             raise RpcError(INTERNAL_ERROR, "Internal error: cannot start a worker; retry") from None
+        return None if task is None else self._arm(task, session, request_id, version)
 
     def _admit(self) -> None:
         """Counts a new call in, or refuses it when server.max_calls are already running."""
@@ -4396,7 +4489,7 @@ class Dispatcher:
 
         return send
 
-    def _run_call(self, call: Call, args: dict, session: Session, version: str) -> None:
+    def _run_call(self, call: Call, args: dict, session: Session, version: str, task=None):
         reply = None
         try:
             answer, meta = self.engine.answer(call.tool, args, call)
@@ -4418,11 +4511,15 @@ class Dispatcher:
             self.heartbeat.forget(call)
             self._release()  # before the reply goes out: the client may send the next call
         try:
-            if session.unregister(call) and reply is not None:
+            if task is not None and task.finish(reply):  # the task keeps it
+                self._task_ended(task, session)
+            elif session.unregister(call) and reply is not None:
                 session.send(reply)
             else:  # cancelled: nothing may be sent for it
                 self.log.debug("server", f"cancelled requestId={_describe(call.id)} (no reply)")
         finally:
+            if task is not None and not task.converted:
+                self._forget(task)
             session.done()
 
     def _data(self, exc: ToolError) -> dict:
@@ -4430,6 +4527,242 @@ class Dispatcher:
         if self.log.debug_enabled:
             data.update({k: self.log.redact(str(v)) for k, v in exc.debug.items()})
         return data
+
+    # -- tasks and handoffs ----------------------------------------------------------------------
+
+    def _handoff_s(self, params, session: Session, version=None) -> int:
+        """Seconds after which this client's calls are handed off to answer_result; 0 = never."""
+        if self.tasks_off is not None:
+            return 0
+        name = session.client_name
+        if version is not None:  # 2026-07-28: each request says who sends it
+            meta = params.get("_meta") if isinstance(params, dict) else None
+            info = meta.get(META_CLIENT_INFO) if isinstance(meta, dict) else None
+            name = info.get("name") if isinstance(info, dict) else None
+        return handoff_after(self.config, name)
+
+    def _new_task(self, params: dict, session: Session, tool: str, version) -> Task | None:
+        """The Task a call may become (added to the table, so the client's limit applies before
+        the call starts), or None when it answers inline however long it takes."""
+        if self.tasks_off is not None:
+            return None
+        ttl = self.task_settings["ttl_ms"]
+        if version is not None and tasks_extension_declared(params):
+            kind = "x"
+        elif version is None and session.protocol_version == "2025-11-25" and "task" in params:
+            kind, asked = "s", params["task"]
+            asked = asked.get("ttl") if isinstance(asked, dict) else None
+            if type(asked) is int and asked > 0:  # granted, but never shorter than the call
+                ttl = max(min(asked, ttl), self.config.get("request", "timeout_ms"))
+        elif self._handoff_s(params, session, version) > 0:
+            kind = "h"
+        else:
+            return None
+        handoff_s = self._handoff_s(params, session, version) if kind == "h" else 0
+        import secrets
+
+        key = session.client_key if session.client_key is not None else id(session)
+        model = str(self.config.profile(tool).get("model") or "")
+        task = Task(f"{kind}-{secrets.token_urlsafe(24)}", kind, None, key, ttl, model)
+        task.tool, task.handoff_s = tool, handoff_s
+        self.tasks.add(task)
+        return task
+
+    def _forget(self, task: Task | None) -> None:
+        if task is not None:
+            self.tasks.discard(task)
+
+    def _arm(self, task: Task, session: Session, request_id, version: str):
+        """A 2025-11-25 task is the request's reply at once; an extension task after
+        server.tasks.immediate_ms, a handoff after its seconds, unless the call ends first."""
+        if task.kind == "s":
+            task.convert()
+            session.unregister(task.call)  # the task owns the call now: no request cancels it
+            self.log.debug("server", f"task created ({KINDS[task.kind]}) tool={task.tool}")
+            immediate = "The answer is being researched; it will follow when the task completes."
+            return {
+                "task": task.view("2025-11-25", self.task_settings["poll_interval_ms"]),
+                "_meta": {"io.modelcontextprotocol/model-immediate-response": immediate},
+            }
+        delay = self.task_settings["immediate_ms"] / 1000 if task.kind == "x" else task.handoff_s
+        timer = threading.Timer(delay, self._convert, (task, session, request_id, version))
+        timer.daemon = True
+        timer.start()
+        return None
+
+    def _convert(self, task: Task, session: Session, request_id, version: str) -> None:
+        """The timer fired: unless the call has ended, the request is answered with the task
+        (or the handoff) and the call goes on without it."""
+        if not task.convert():
+            return
+        session.unregister(task.call)
+        self.log.debug("server", f"task created ({KINDS[task.kind]}) tool={task.tool}")
+        if task.kind == "x":
+            view = task.view("extension", self.task_settings["poll_interval_ms"])
+            result = modern_result({**view, "resultType": "task"}, version)
+        else:
+            result = self._still_working(task, version)
+        session.send(rpc_result(request_id, result))
+
+    def _still_working(self, task: Task, version: str) -> dict:
+        """A handoff's result (and answer_result's before the answer is ready): the output
+        contract with words saying how to collect the answer."""
+        elapsed = round((now_ms() - task.created) / 1000)
+        answer = handoff_answer(task.id, task.model, elapsed, task.ttl_ms)
+        return tool_result(answer, {HANDOFF_META: {"id": task.id, "status": "working"}}, version)
+
+    def _task_ended(self, task: Task, session: Session) -> None:
+        """notifications/tasks/status (2025-11-25) where the client can receive one."""
+        if task.kind == "s":
+            view = task.view("2025-11-25", self.task_settings["poll_interval_ms"])
+            session.send({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": view})
+
+    def _task_named(self, params, kind: str) -> Task:
+        """The task a tasks/* request names; -32602 for an unknown, forged or expired id."""
+        task_id = params.get("taskId") if isinstance(params, dict) else None
+        if not isinstance(task_id, str) or not task_id:
+            raise RpcError(INVALID_PARAMS, "Invalid params: taskId must be a non-empty string")
+        task = self.tasks.get(task_id)
+        if task is None or task.kind != kind:
+            raise RpcError(
+                INVALID_PARAMS,
+                "Invalid params: unknown task id (not a task of this server, or it has expired)",
+            )
+        return task
+
+    def _tasks_2025(self, session: Session) -> None:
+        if session.protocol_version != "2025-11-25" or self.tasks_off is not None:
+            raise RpcError(
+                METHOD_NOT_FOUND,
+                "Method not found: tasks are offered in protocol 2025-11-25 (and as the "
+                f"{TASKS_EXTENSION} extension in 2026-07-28)",
+            )
+
+    def _tasks_get(self, params: dict, session: Session, request_id) -> dict:
+        self._tasks_2025(session)
+        return self._task_named(params, "s").view(
+            "2025-11-25", self.task_settings["poll_interval_ms"]
+        )
+
+    def _tasks_list(self, params: dict, session: Session, request_id) -> dict:
+        self._tasks_2025(session)
+        if self.stateless:
+            raise RpcError(METHOD_NOT_FOUND, "Method not found: tasks/list (off with --stateless)")
+        if params.get("cursor") is not None:
+            raise RpcError(INVALID_PARAMS, "Invalid params: this server issued no cursor")
+        key = session.client_key if session.client_key is not None else id(session)
+        poll = self.task_settings["poll_interval_ms"]
+        return {"tasks": [task.view("2025-11-25", poll) for task in self.tasks.of_client(key, "s")]}
+
+    def _tasks_cancel(self, params: dict, session: Session, request_id) -> dict:
+        self._tasks_2025(session)
+        task = self._task_named(params, "s")
+        terminal = task.cancel()
+        if terminal is not None:
+            raise RpcError(
+                INVALID_PARAMS, f"Cannot cancel task: already in terminal status '{terminal}'"
+            )
+        self.log.debug("server", f"task cancelled tool={task.tool}")
+        return task.view("2025-11-25", self.task_settings["poll_interval_ms"])
+
+    def _tasks_result(self, params: dict, session: Session, request_id) -> None:
+        """Blocks (on a thread of its own) until the task ends, then answers exactly what the
+        tools/call would have, with the related-task _meta."""
+        self._tasks_2025(session)
+        task = self._task_named(params, "s")
+
+        def wait() -> None:
+            task.done.wait(max(0.0, (task.expires - now_ms()) / 1000))
+            session.send(self._task_reply(task, request_id))
+
+        threading.Thread(target=wait, name="tasks-result", daemon=True).start()
+
+    def _task_reply(self, task: Task, request_id) -> dict:
+        with task.lock:
+            status, reply = task.status, task.reply
+            if task.done.is_set():
+                task.collected = True
+        if status == "cancelled":
+            return rpc_error(request_id, INVALID_PARAMS, "Invalid params: task was cancelled")
+        if reply is None:
+            return rpc_error(request_id, INVALID_PARAMS, "Invalid params: task has expired")
+        if "error" in reply:
+            return {**reply, "id": request_id}
+        result = dict(reply["result"])
+        result["_meta"] = {**result.get("_meta", {}), RELATED_TASK: {"taskId": task.id}}
+        return rpc_result(request_id, result)
+
+    def _ext_task(self, params, version: str) -> Task:
+        if not tasks_extension_declared(params):
+            raise missing_tasks_extension()
+        return self._task_named(params, "x")
+
+    def _ext_get(self, params: dict, session: Session, request_id, version: str) -> dict:
+        task = self._ext_task(params, version)
+        result = task.view("extension", self.task_settings["poll_interval_ms"])
+        with task.lock:
+            if task.status == "completed":
+                result["result"], task.collected = task.reply["result"], True
+            elif task.status == "failed":
+                result["error"], task.collected = task.reply["error"], True
+        return result
+
+    def _ext_cancel(self, params: dict, session: Session, request_id, version: str) -> dict:
+        task = self._ext_task(params, version)
+        if task.cancel() is None:  # finished already: still an ack (cooperative cancel)
+            self.log.debug("server", f"task cancelled tool={task.tool}")
+        return {}
+
+    def _ext_update(self, params: dict, session: Session, request_id, version: str) -> dict:
+        task = self._ext_task(params, version)
+        raise RpcError(
+            INVALID_PARAMS,
+            f"Invalid params: task {task.id} has no outstanding input requests (this server "
+            "never asks for input)",
+        )
+
+    def _answer_result(self, params: dict, session: Session, request_id, version) -> None:
+        """answer_result: the handed-off answer once ready (waiting up to wait_s, within the
+        client's own timeout), else another "still working" result; on a thread of its own."""
+        arguments = params.get("arguments")
+        arguments = arguments if isinstance(arguments, dict) else {}
+        handoff_id, wait_s = arguments.get("id"), arguments.get("wait_s", 30)
+        task = self.tasks.get(handoff_id)
+        why = None
+        if not isinstance(handoff_id, str) or not handoff_id:
+            why = "id must be the non-empty string a handed-off answer gave"
+        elif type(wait_s) is not int or not 0 <= wait_s <= 60:
+            why = "wait_s must be an integer from 0 to 60"
+        elif task is None or task.kind != "h":
+            why = "unknown id (not a handed-off answer of this server, or it has expired)"
+        if why is not None:
+            if version is not None:  # 2026-07-28: a tool execution error the model can fix
+                return tool_error(f"Invalid arguments: {why}")
+            raise RpcError(INVALID_PARAMS, f"Invalid params: {why}")
+        era = version or session.protocol_version
+        wait = min(wait_s, self._handoff_s(params, session, version))
+
+        def collect() -> None:
+            if not task.done.wait(wait):
+                session.send(rpc_result(request_id, self._still_working(task, era)))
+                return
+            reply = self._task_reply(task, request_id)
+            if "result" in reply:
+                meta = {**reply["result"].get("_meta", {}), HANDOFF_META: None}
+                meta.pop(RELATED_TASK, None)
+                meta[HANDOFF_META] = {"id": task.id, "status": "completed"}
+                reply["result"]["_meta"] = meta
+            elif task.status == "cancelled":
+                reply = failure(
+                    request_id,
+                    "answer failed: the handed-off call was cancelled (it expired or the "
+                    "server stopped); ask again",
+                    {"message": "cancelled"},
+                )
+            session.send(reply)
+
+        threading.Thread(target=collect, name="answer-result", daemon=True).start()
+        return None
 
     def _notification(self, method: str, params, session: Session) -> None:
         params = params if isinstance(params, dict) else {}
@@ -4471,6 +4804,147 @@ def tool_result(answer: dict, meta: dict, version: str) -> dict:
     if meta:
         result["_meta"] = meta
     return modern_result(result, version) if version in MODERN_VERSIONS else result
+
+
+# -- Tasks -----------------------------------------------------------------------------------------
+# A call that outlives its request: a task (2026-07-28 extension or 2025-11-25 shape) or a
+# handoff. The call keeps running, owned by the TaskTable instead of the request; its reply
+# (the JSON-RPC result or error the call would have sent) waits here until its TTL runs out.
+
+TOO_MANY_TASKS = {"limit": "server.tasks.max_per_client"}  # the -32000 refusal's data: HTTP 429
+KINDS = {"x": "extension", "s": "2025-11-25", "h": "handoff"}
+
+
+def now_ms() -> int:
+    return round(time.time() * 1000)
+
+
+class Task:
+    """One task or handoff: its call (None when served from a signed id alone), its status and,
+    once the call has ended, the reply it produced.
+
+    `converted` says the request was answered with the task rather than the answer; finish()
+    and convert() race under `lock`, so exactly one of the two reaches the request.
+    """
+
+    def __init__(self, task_id: str, kind: str, call, client_key, ttl_ms: int, model: str):
+        self.id, self.kind, self.call, self.client_key = task_id, kind, call, client_key
+        self.tool = call.tool if call is not None else None
+        self.model = model
+        self.created = self.updated = now_ms()
+        self.ttl_ms = ttl_ms
+        self.expires = self.created + ttl_ms
+        self.status, self.message = "working", None
+        self.handoff_s = 0  # a handoff: seconds after which the request got its id
+        self.reply: dict | None = None
+        self.converted = self.collected = False
+        self.done = threading.Event()
+        self.lock = threading.Lock()
+
+    def convert(self) -> bool:
+        """The request gets the task now, unless the call has ended (or was cancelled) first."""
+        with self.lock:
+            if self.done.is_set() or (self.call is not None and self.call.cancelled.is_set()):
+                return False
+            self.converted = True
+            return True
+
+    def finish(self, reply: dict | None) -> bool:
+        """Records the call's reply (None: cancelled); True if the task keeps it, False if it
+        goes to the request inline (the task was never converted)."""
+        with self.lock:
+            self.reply = reply
+            if self.status == "working":
+                self.status, self.message = self._outcome(reply)
+                self.updated = now_ms()
+            self.done.set()
+            return self.converted
+
+    def _outcome(self, reply: dict | None) -> tuple[str, str | None]:
+        if reply is None:
+            return "cancelled", "cancelled"
+        if "error" in reply:
+            return "failed", reply["error"].get("message")
+        if reply["result"].get("isError") and self.kind == "s":  # 2025-11-25: isError fails
+            return "failed", _one_line(reply["result"]["content"][0].get("text", ""), 400)
+        return "completed", "done"
+
+    def cancel(self) -> str | None:
+        """Moves a working task to cancelled and cancels its call; the terminal status it had
+        instead, if any."""
+        with self.lock:
+            if self.status != "working":
+                return self.status
+            self.status, self.message, self.updated = "cancelled", "cancelled by request", now_ms()
+            self.collected = True
+        if self.call is not None:
+            self.call.cancel()
+        return None
+
+    def view(self, shape: str, poll_ms: int) -> dict:
+        with self.lock:
+            status, message, updated = self.status, self.message, self.updated
+        if status == "working" and self.call is not None and self.call.status_message:
+            message = self.call.status_message
+        return task_view(
+            shape, self.id, status, self.created, updated, self.ttl_ms, poll_ms, message
+        )
+
+
+class TaskTable:
+    """This process's tasks by id, with the per-client limit and expiry after their TTL."""
+
+    def __init__(self, max_per_client: int, log: Log):
+        self._max, self._log = max_per_client, log
+        self._tasks: dict[str, Task] = {}
+        self._lock = threading.Lock()
+
+    def add(self, task: Task) -> None:
+        """Adds a task; -32000 (HTTP 429) when its client has max_per_client open already:
+        working, or ended but not yet collected."""
+        self.sweep()
+        with self._lock:
+            mine = [t for t in self._tasks.values() if t.client_key == task.client_key]
+            if sum(not t.collected for t in mine) >= self._max:
+                raise RpcError(
+                    SERVER_BUSY,
+                    f"too many open tasks ({self._max}, server.tasks.max_per_client); collect "
+                    "or cancel one first",
+                    TOO_MANY_TASKS,
+                )
+            self._tasks[task.id] = task
+
+    def get(self, task_id) -> Task | None:
+        self.sweep()
+        with self._lock:
+            return self._tasks.get(task_id) if isinstance(task_id, str) else None
+
+    def discard(self, task: Task) -> None:
+        with self._lock:
+            if self._tasks.get(task.id) is task:
+                del self._tasks[task.id]
+
+    def of_client(self, client_key, kind: str) -> list[Task]:
+        self.sweep()
+        with self._lock:
+            return [
+                t for t in self._tasks.values() if t.client_key == client_key and t.kind == kind
+            ]
+
+    def sweep(self) -> None:
+        """Drops expired tasks; one still working is cancelled first (upstream too)."""
+        now = now_ms()
+        with self._lock:
+            expired = [t for t in self._tasks.values() if t.expires <= now]
+            for task in expired:
+                del self._tasks[task.id]
+        for task in expired:
+            if task.cancel() is None:
+                self._log.debug("server", f"task expired while working: {task.id[:12]}...")
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._tasks)
 
 
 # ============================================================================================
@@ -5246,6 +5720,7 @@ class HttpSession:
         self.stream = Outbox() if legacy else None
         self.router = None if legacy else Router(log)
         self.session = Session(self.stream.put if legacy else self.router.send)
+        self.session.client_key = session_id  # stateless: the client's identity, set later
         self.last_used = time.monotonic()
 
     def touch(self) -> None:
@@ -5653,7 +6128,7 @@ class HttpApp:
         hs = self.new_session()
         if hs.id is None:
             hs.session.protocol_version = version or DEFAULT_HTTP_VERSION
-            hs.client = client
+            hs.client = hs.session.client_key = client
             hs.call_id = message.get("id")
         return hs
 
@@ -5678,6 +6153,8 @@ class HttpApp:
     def status_of(reply: dict, modern: bool = False) -> int:
         """A JSON reply's HTTP status: 400 when the request could not even be identified; for
         2026-07-28, 400 for a malformed request and 404 for an unknown method, as it says."""
+        if "error" in reply and reply["error"].get("data") == TOO_MANY_TASKS:
+            return 429
         if modern and "error" in reply:
             return _MODERN_STATUS.get(reply["error"].get("code"), 200)
         return 200 if reply.get("id") is not None else 400
@@ -5696,9 +6173,10 @@ class HttpApp:
             raise
 
     @staticmethod
-    def as_events(token, json_ok: bool, sse_ok: bool) -> bool:
-        """Whether a call's response is an event stream (progress can go there) or JSON."""
-        return sse_ok and (token is not None or not json_ok)
+    def as_events(token, json_ok: bool, sse_ok: bool, method: str | None = None) -> bool:
+        """Whether a call's response is an event stream (progress can go there; keep-alive
+        comments hold proxies while tasks/result waits) or JSON."""
+        return sse_ok and (token is not None or not json_ok or method == "tasks/result")
 
     def reply_headers(self, hs: HttpSession, method: str, reply: dict) -> dict:
         """A reply's extra headers: initialize's session id; a failed initialize ends it."""
@@ -5743,6 +6221,7 @@ class HttpApp:
         hs = HttpSession(None, self.log)
         hs.modern, hs.header_version = True, header_version
         hs.client, hs.call_id = client, message.get("id")
+        hs.session.client_key = client
         with self._lock:
             self.loose.add(hs)
         return hs
@@ -6140,7 +6619,7 @@ class HttpHandler:
         try:
             if reply is not None:
                 return self._reply(hs, method, reply, json_ok)
-            if self.app.as_events(token, json_ok, sse_ok):
+            if self.app.as_events(token, json_ok, sse_ok, method):
                 delivered = self._pump(self._start_events(), box, until_reply=True)
             else:
                 delivered = self._await_json(box)
@@ -6283,6 +6762,7 @@ _MODERN_STATUS = {
     INVALID_PARAMS: 400,
     HEADER_MISMATCH: 400,
     UNSUPPORTED_VERSION: 400,
+    MISSING_CAPABILITY: 400,
     METHOD_NOT_FOUND: 404,
 }
 
@@ -6426,6 +6906,10 @@ def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port
     except ConfigError as exc:
         print(f"{SERVER_NAME}: config error: {exc}", file=sys.stderr)
         return 2
+    dispatcher.stateless = app.stateless
+    dispatcher.tasks_off = tasks_off_reason(config, app.stateless)
+    if dispatcher.tasks_off is not None:
+        log.say(dispatcher.tasks_off)
     return HttpTransport(app, host, port).serve()
 
 

@@ -139,7 +139,10 @@ def test_discover_names_every_version_tools_identity_and_cache_hints(harness):
     assert result["resultType"] == "complete"
     assert result["supportedVersions"] == SUPPORTED
     assert set(SUPPORTED) == {MODERN, *PROTOCOL_VERSIONS}
-    assert result["capabilities"] == {"tools": {"listChanged": False}}
+    assert result["capabilities"] == {
+        "tools": {"listChanged": False},
+        "extensions": {"io.modelcontextprotocol/tasks": {}},
+    }
     assert "answer_quick" in result["instructions"]
     assert result["ttlMs"] > 0 and result["cacheScope"] == "public"
     info = server_info_of(result)
@@ -234,7 +237,10 @@ def test_tools_list_is_complete_cacheable_public_and_the_same_tools_as_2025_11_2
     harness.request(
         "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {}}
     )
-    assert harness.request("tools/list")["result"]["tools"] == result["tools"]
+    handshake = harness.request("tools/list")["result"]["tools"]
+    for tool in handshake:  # 2025-11-25 adds its tasks' execution.taskSupport
+        assert tool.pop("execution") == {"taskSupport": "optional"}
+    assert handshake == result["tools"]
 
 
 def test_a_call_answers_with_the_same_content_plus_result_type_and_server_info(harness):
