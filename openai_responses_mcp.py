@@ -4495,7 +4495,12 @@ class Dispatcher:
             answer, meta = self.engine.answer(call.tool, args, call)
             reply = rpc_result(call.id, tool_result(answer, meta, version))
         except Cancelled:
-            pass
+            if not call.cancelled.is_set():  # the identical call it joined was cancelled
+                reply = failure(
+                    call.id,
+                    "answer failed: the identical call this one joined was cancelled; retry",
+                    {"message": "cancelled by another caller"},
+                )
         except ToolError as exc:
             reply = failure(call.id, f"answer failed: {exc.message}", self._data(exc))
         except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
