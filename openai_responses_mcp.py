@@ -79,6 +79,8 @@ TOOL_TABLE = (
         "tuning_env": "ANSWER",
         "effort": "medium",
         "verbosity": "medium",
+        "background": False,
+        "background_env": "BACKGROUND_ANSWER",
     },
     {
         "name": "answer_detailed",
@@ -93,6 +95,10 @@ TOOL_TABLE = (
         "tuning_env": None,
         "effort": None,
         "verbosity": None,
+        # Only the slow tool runs in background by default: its calls are the ones that outlive
+        # client and proxy timeouts.
+        "background": True,
+        "background_env": "BACKGROUND_DETAILED",
     },
     {
         "name": "answer_quick",
@@ -107,6 +113,8 @@ TOOL_TABLE = (
         "tuning_env": None,
         "effort": None,
         "verbosity": None,
+        "background": None,  # inherits `answer`'s false
+        "background_env": "BACKGROUND_QUICK",
     },
 )
 TOOL_NAMES = tuple(tool["name"] for tool in TOOL_TABLE)
@@ -631,6 +639,13 @@ def _profile_settings(row: dict) -> dict:
             choices=VERBOSITIES,
             doc="web_search context size: low, medium or high (null = the API's default)",
         ),
+        ("model_profiles", tool, "background"): Setting(
+            row["background"],
+            "bool",
+            env=row["background_env"],
+            doc="run the request in OpenAI background mode: a dropped stream resumes instead of "
+            "being paid for twice, and a cancel stops it server-side (not ZDR-compatible)",
+        ),
     }
 
 
@@ -962,6 +977,13 @@ class Config:
             key: own.get(key) if own.get(key) is not None else base.get(key) for key in PROFILE_KEYS
         }
         return {key: value for key, value in merged.items() if value is not None or key in BASICS}
+
+    def background(self, tool: str) -> bool:
+        """model_profiles.<tool>.background, inherited from `answer` when absent. Not part of
+        profile(): it shapes how the request is sent, not the request (nor its cache key)."""
+        profiles = self.values["model_profiles"]
+        own = (profiles.get(tool) or {}).get("background")
+        return bool(profiles["answer"].get("background") if own is None else own)
 
     def describe(self) -> dict:
         """What --show-config prints (the HTTP token masked)."""
@@ -1337,6 +1359,9 @@ model_profiles:
     max_output_tokens: null    # cap on output tokens, reasoning included
     max_tool_calls: null       # cap on web searches per answer
     search_context_size: null  # low | medium | high: text each search brings back
+    # Background mode (see "Background mode" in the README): a dropped stream resumes without
+    # paying twice and a cancel stops the response server-side. Not ZDR-compatible.
+    background: false
   answer_detailed:         # slower, more thorough; each null key inherits from `answer`
     model: null                # for example gpt-5.2
     reasoning_effort: null     # for example high
@@ -1345,6 +1370,7 @@ model_profiles:
     max_output_tokens: null
     max_tool_calls: null
     search_context_size: null
+    background: true           # long calls outlive client timeouts; false for ZDR organizations
   answer_quick:            # fast and short; each null key inherits from `answer`
     model: null                # for example gpt-5.4-mini
     reasoning_effort: null     # for example low
@@ -1353,6 +1379,7 @@ model_profiles:
     max_output_tokens: null
     max_tool_calls: null
     search_context_size: null
+    background: null           # inherits `answer` (false)
 
 policy:
   max_citations: 3         # 1-10
@@ -2254,7 +2281,8 @@ class Call:
     """One tools/call in flight: its cancel flag, the upstream connections it reads, its progress.
 
     cancel() may come from any thread. It shuts the call's sockets down at once, so a worker
-    blocked reading a silent stream wakes immediately instead of at the next event.
+    blocked reading a silent stream wakes immediately instead of at the next event, and runs
+    what was registered with when_cancelled() (a background response's server-side cancel).
     """
 
     def __init__(self, request_id, tool: str, progress=None):
@@ -2269,10 +2297,25 @@ class Call:
         self._last_progress = 0.0
         self._done = False
         self.status_message: str | None = None
+        self._on_cancel: list = []
+        self.background: BackgroundRun | None = None  # set when the request runs in background
+        self.upstream: Call | None = None  # the Call that makes the request, when shared
 
     def cancel(self) -> None:
         self.cancelled.set()
         self.abort_streams()
+        with self._lock:
+            actions = list(self._on_cancel)
+        for action in actions:
+            action()
+
+    def when_cancelled(self, action) -> None:
+        """Runs action() when the call is cancelled, at once if it already was. action() must
+        be quick and idempotent (it may run twice when a cancel races this registration)."""
+        with self._lock:
+            self._on_cancel.append(action)
+        if self.cancelled.is_set():
+            action()
 
     def attach(self, stream) -> None:
         """Called from the worker before each read or write on an upstream connection."""
@@ -2313,6 +2356,30 @@ class Call:
     def finish(self) -> None:
         with self._lock:
             self._done = True
+
+
+class BackgroundRun:
+    """A response created with `background: true`: its id and the last event seen.
+
+    The id is what survives a dropped stream (resume with GET /responses/{id}?stream=true&
+    starting_after=last_sequence) and what a cancel stops server-side. A later owner of the
+    call (a task) can keep it and rebuild the answer from it alone.
+    """
+
+    def __init__(self, deadline: float, response_id: str | None = None):
+        self.deadline = deadline  # request.timeout_ms from the call's start, across resumes
+        self.response_id = response_id
+        self.last_sequence: int | None = None
+        self.resumes = 0
+        self.created = threading.Event()  # set once response_id is known
+        if response_id:
+            self.created.set()
+        # Ask GET /responses/{id} for its status before streaming again: when following a
+        # response made elsewhere, and after a resume that brought nothing.
+        self.check_status = bool(response_id)
+        self.finished = False  # a final event was read: nothing left to cancel
+        self.cancel_sent = False
+        self.lock = threading.Lock()
 
 
 class _CallStream:
@@ -2407,6 +2474,7 @@ class _Flight:
         self._done = False
 
     def join(self, caller: Call) -> None:
+        caller.upstream = self.upstream
         with self._lock:
             self._callers[caller] = threading.Event()
         caller.attach(_Leaver(self, caller))  # the caller's cancel() calls _Leaver.abort()
@@ -2607,6 +2675,29 @@ def classify_failure(exc: BaseException) -> Failure:
     return Failure("unexpected", False, name=name, detail=str(exc))
 
 
+def background_refused(exc: BaseException) -> bool:
+    """A create refused because of `background: true`, not for anything else in it.
+
+    OpenAI refuses background mode where responses cannot be stored (store=false, and
+    organizations or projects whose data policy forbids it); gateways and other Responses
+    servers refuse the parameter itself. Both answer a 4xx whose error names `background`
+    in `param` or its message.
+    """
+    import openai
+
+    if not isinstance(exc, openai.APIStatusError) or exc.status_code not in (400, 403, 422):
+        return False
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error", body)
+    if not isinstance(error, dict):
+        return False
+    return error.get("param") == "background" or "background" in str(error.get("message")).lower()
+
+
+class StreamEnded(ValueError):
+    """The event stream closed cleanly before its final event (malformed, unless resumable)."""
+
+
 class UpstreamFailure(Exception):
     """A failure the stream itself reported (an `error` or `response.failed` event)."""
 
@@ -2669,6 +2760,14 @@ def failure_message(failure: Failure, *, tool: str, model: str, config: Config, 
             "check that openai.base_url is a Responses API endpoint"
         ),
         "failed": f"the model reported an error{after}: {_one_line(failure.detail, 200)}",
+        "gone": (
+            f"the background response {failure.detail} is no longer known to the API (HTTP 404): "
+            "try again"
+        ),
+        "cancelled_upstream": (
+            f"the background response was cancelled upstream ({failure.detail}), by another "
+            "client or server instance"
+        ),
     }
     return messages.get(failure.kind, f"unexpected error: {_one_line(failure.detail, 200)}")
 
@@ -2703,6 +2802,7 @@ def backoff_delay(retry: int, retry_after: float | None) -> float:
 # -- The engine ------------------------------------------------------------------------------------
 
 PROGRESS_EVENTS = {
+    "response.queued": "queued",
     "response.in_progress": "thinking",
     "response.web_search_call.searching": "searching the web",
     "response.web_search_call.completed": "search done",
@@ -2736,6 +2836,10 @@ def _refuse_to_send(request) -> None:
     raise _NotSent()
 
 
+# A server-side cancel is best effort: it must not hold up the thread that cancels for long.
+CANCEL_TIMEOUT_S = 5.0
+
+
 def _open_stream(client, request: dict, timeout):
     """POST /responses with `stream: true`; iterating the result yields each event as a dict.
 
@@ -2756,6 +2860,40 @@ def _open_stream(client, request: dict, timeout):
         stream=True,
         stream_cls=openai.Stream[object],
     )
+
+
+def _resume_stream(client, run: BackgroundRun, timeout):
+    """GET /responses/{id}?stream=true&starting_after=N: the events after the last one seen
+    (all of them when none was), framed and raised as _open_stream's are."""
+    import openai
+
+    params: dict = {"stream": "true"}
+    if run.last_sequence is not None:
+        params["starting_after"] = run.last_sequence
+    options: dict = {"params": params}
+    if timeout is not None:
+        options["timeout"] = timeout
+    return client.get(
+        f"/responses/{run.response_id}",
+        cast_to=object,
+        options=options,
+        stream=True,
+        stream_cls=openai.Stream[object],
+    )
+
+
+def _status_of(client, run: BackgroundRun, timeout) -> dict:
+    """GET /responses/{id}: the response object as it is now (status, and output when done)."""
+    options = {} if timeout is None else {"timeout": timeout}
+    response = client.get(f"/responses/{run.response_id}", cast_to=object, options=options)
+    if not isinstance(response, dict):
+        raise ValueError("GET /responses/{id} returned no response object")
+    return response
+
+
+def _resumable(exc: BaseException, failure: Failure) -> bool:
+    """A background stream that stopped short, or a resume the API could not serve just now."""
+    return isinstance(exc, StreamEnded) or failure.kind in ("dropped", "server", "rate_limit")
 
 
 class AnswerEngine:
@@ -2779,6 +2917,8 @@ class AnswerEngine:
             self.state, config.get("cache", "ttl_s"), config.get("cache", "max_entries")
         )
         self.flights = SingleFlight(log)
+        self._background_off = False  # set for the process when the API refused background mode
+        self._cancels: set = set()  # server-side cancels still being sent
 
     def warm_up(self, delay: float = 0.3) -> None:
         """Loads `openai` and builds the client in the background, so the first call is fast.
@@ -2918,19 +3058,35 @@ class AnswerEngine:
             self.cache.put(key, {"answer": answer, "response_id": meta.get("response_id")})
         return answer, meta
 
-    def _request(self, tool: str, request: dict, call: Call, today: str) -> tuple:
-        """Runs the request with retries; returns (answer, meta, response)."""
+    def collect(self, tool: str, args: dict, response_id: str, call: Call) -> tuple[dict, dict]:
+        """The answer of a background response created earlier, by this process or another,
+        from its id alone: its events are read from the first (GET /responses/{id}?stream=true),
+        resuming after drops as any background call does; a cancel cancels it upstream.
+        Returns (answer, meta) or raises ToolError / Cancelled; no ledger row, no cache entry
+        (the caller decides who accounts for a response it did not create)."""
+        today = today_in(self._config.get("policy", "timezone"))
+        request = build_request(tool, args, self._config, today)
+        answer, meta, _ = self._request(tool, request, call, today, response_id)
+        return answer, meta
+
+    def _request(self, tool: str, request: dict, call: Call, today: str, response_id=None):
+        """Runs the request with retries (resumes, in background); returns (answer, meta,
+        response). With response_id, follows that background response instead of creating."""
         config = self._config
         model = request["model"]
         self._log_request(tool, request)
         client = self.client()
         started = time.monotonic()
         max_retries = config.get("request", "max_retries")
+        run = self._background_run(tool, call, started, response_id)
         attempt = 0
+        stalls = 0  # resumes in a row that brought no new event
         while True:
-            attempt += 1
+            if run is None or run.response_id is None:
+                attempt += 1  # a create; a resume is never one
+            seen = run.last_sequence if run is not None else None
             try:
-                response = self._attempt(client, request, call)
+                response = self._attempt(client, request, call, run)
                 answer = shape_answer(
                     response,
                     config.get("policy", "max_citations"),
@@ -2939,31 +3095,29 @@ class AnswerEngine:
                     headers=sources_headers(config.instructions),
                 )
                 meta = usage_meta(response, time.monotonic() - started, attempt)
+                if run is not None:
+                    meta["background"] = True
+                    meta["resumes"] = run.resumes
             except Exception as exc:  # noqa: BLE001 - every failure is classified below
                 if call.cancelled.is_set():
                     raise Cancelled() from None
                 failure = classify_failure(exc)
                 self._log_failure(attempt, failure, exc)
+                if run is not None and run.response_id is None and background_refused(exc):
+                    self._background_refused(tool, failure)
+                    run = call.background = None
+                    continue
+                if run is not None and run.response_id is not None:
+                    stalls = 0 if run.last_sequence != seen else stalls + 1
+                    self._resume_or_fail(run, exc, failure, call, stalls, tool, model)
+                    continue
                 if _flex_unavailable(request, failure):
                     # Flex capacity comes and goes: this one answer is worth the default price.
                     request = {**request, "service_tier": "default"}
                     self._log.debug("answer", "flex unavailable; retrying on service_tier=default")
                     continue
                 if not failure.retryable or attempt > max_retries:
-                    message = self._log.redact(
-                        failure_message(
-                            failure, tool=tool, model=model, config=config, tries=attempt
-                        )
-                    )
-                    error = ToolError(
-                        message,
-                        _one_line(self._log.redact(failure.detail or message), 400),
-                        status=failure.status or failure.code,
-                        type=failure.type,
-                        name=failure.name,
-                    )
-                    error.kind = failure.kind
-                    raise error from None
+                    raise self._tool_error(failure, tool, model, attempt) from None
                 call.report(f"retrying ({attempt}/{max_retries})", min_interval=0)
                 if call.cancelled.wait(backoff_delay(attempt, failure.retry_after)):
                     raise Cancelled() from None
@@ -2972,32 +3126,192 @@ class AnswerEngine:
                 raise Cancelled()
             return answer, meta, response
 
-    def _attempt(self, client, request: dict, call: Call) -> dict:
-        """One streamed request; returns the completed response as a dict."""
+    def _tool_error(self, failure: Failure, tool: str, model: str, tries: int) -> ToolError:
+        message = self._log.redact(
+            failure_message(failure, tool=tool, model=model, config=self._config, tries=tries)
+        )
+        error = ToolError(
+            message,
+            _one_line(self._log.redact(failure.detail or message), 400),
+            status=failure.status or failure.code,
+            type=failure.type,
+            name=failure.name,
+        )
+        error.kind = failure.kind
+        return error
+
+    # -- Background mode ---------------------------------------------------------------------
+
+    def _background_run(self, tool: str, call: Call, started: float, response_id=None):
+        """A BackgroundRun for the call when its profile asks for background mode (or it
+        follows a response that exists already)."""
+        if response_id is None and (self._background_off or not self._config.background(tool)):
+            return None
+        seconds = self._config.get("request", "timeout_ms") / 1000
+        run = call.background = BackgroundRun(started + seconds, response_id)
+        if response_id is not None:
+            call.when_cancelled(lambda: self.cancel_background(run))
+        return run
+
+    def _background_refused(self, tool: str, failure: Failure) -> None:
+        """Background mode is off for the rest of the process; the call goes on without it."""
+        with self._client_lock:
+            warned, self._background_off = self._background_off, True
+        if not warned:
+            said = _one_line(self._log.redact(failure.detail), 160) or "no reason given"
+            self._log.say(
+                f"warning: the API refused background mode (HTTP {failure.status}: {said}); "
+                f"calls run without it until restart: set model_profiles.{tool}.background to "
+                "false to stop asking"
+            )
+
+    def _resume_or_fail(self, run: BackgroundRun, exc, failure: Failure, call, stalls, tool, model):
+        """Readies the next resume of a background response after `exc` (waiting first when
+        the last resume brought nothing), or raises the call's ToolError after cancelling the
+        response upstream (unless it has ended by itself)."""
+        if time.monotonic() >= run.deadline:  # what the person hears of is the time
+            failure = Failure("timeout", False, name="deadline")
+        elif failure.status == 404:  # not a wrong base URL: that answered the create
+            failure = Failure("gone", False, status=404, detail=run.response_id)
+        most = self._config.get("request", "max_retries")
+        if not _resumable(exc, failure) or stalls > most or run.finished:
+            if failure.kind not in ("failed", "cancelled_upstream"):
+                self.cancel_background(run)
+            raise self._tool_error(failure, tool, model, stalls + 1) from None
+        run.resumes += 1
+        run.check_status = stalls > 0
+        self._log.debug(
+            "answer",
+            f"resuming background response {run.response_id} after "
+            f"sequence_number={run.last_sequence} ({failure.kind})",
+        )
+        call.report("resuming the answer", min_interval=0)
+        if stalls and call.cancelled.wait(backoff_delay(stalls, failure.retry_after)):
+            raise Cancelled() from None
+
+    def _follow(self, event, run: BackgroundRun, call: Call) -> None:
+        """Keeps the response id (arming the server-side cancel) and the last sequence_number."""
+        if not isinstance(event, dict):
+            return
+        number = event.get("sequence_number")
+        if type(number) is int:
+            run.last_sequence = number
+        if run.response_id is None and event.get("type") in ("response.created", "response.queued"):
+            response = event.get("response")
+            response_id = response.get("id") if isinstance(response, dict) else None
+            if isinstance(response_id, str) and response_id:
+                run.response_id = response_id
+                run.created.set()
+                call.when_cancelled(lambda: self.cancel_background(run))
+
+    def cancel_background(self, run: BackgroundRun) -> None:
+        """POST /responses/{id}/cancel, once, on its own thread: best effort, bounded by
+        CANCEL_TIMEOUT_S. Not a daemon thread, so a process that is exiting sends it first."""
+        with run.lock:
+            if run.cancel_sent or run.finished or not run.response_id:
+                return
+            run.cancel_sent = True
+        thread = threading.Thread(
+            target=self._send_cancel, args=(run.response_id,), name="upstream-cancel"
+        )
+        with self._client_lock:
+            self._cancels.add(thread)
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to spare (or the interpreter is exiting)
+            self._send_cancel(run.response_id)
+
+    def wait_for_cancels(self, timeout: float = CANCEL_TIMEOUT_S) -> None:
+        """Waits (up to timeout) for server-side cancels being sent: for a process about to
+        leave with os._exit(), which does not wait for threads."""
+        deadline = time.monotonic() + timeout
+        with self._client_lock:
+            threads = list(self._cancels)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _send_cancel(self, response_id: str) -> None:
+        try:
+            self.client().post(
+                f"/responses/{response_id}/cancel",
+                cast_to=object,
+                options={"timeout": CANCEL_TIMEOUT_S},
+            )
+            self._log.debug("answer", f"cancelled background response {response_id} upstream")
+        except Exception as exc:  # noqa: BLE001 - best effort; the response expires anyway
+            failure = classify_failure(exc)
+            said = _one_line(self._log.redact(failure.detail or failure.kind), 160)
+            status = f"HTTP {failure.status}" if failure.status else failure.kind
+            self._log.say(
+                f"warning: could not cancel background response {response_id} upstream "
+                f"({status}: {said}); it runs until it ends and is billed"
+            )
+        finally:
+            with self._client_lock:
+                self._cancels.discard(threading.current_thread())
+
+    def _attempt(self, client, request: dict, call: Call, run: BackgroundRun | None = None):
+        """One streamed request (a create, or a background response's resume); returns the
+        completed response as a dict."""
         import openai
 
         seconds = self._config.get("request", "timeout_ms") / 1000
-        timeout = openai.Timeout(seconds, connect=min(seconds, 10.0))
-        deadline = time.monotonic() + seconds
+        deadline = time.monotonic() + seconds if run is None else run.deadline
+        quiet = min(seconds, deadline - time.monotonic())
+        if quiet <= 0:
+            raise UpstreamFailure(Failure("timeout", False, name="deadline"))
+        timeout = openai.Timeout(quiet, connect=min(quiet, 10.0))
         self._local.call = call
         try:
             if call.cancelled.is_set():
                 raise Cancelled()
-            stream = _open_stream(client, request, timeout)
+            if run is None:
+                stream = _open_stream(client, request, timeout)
+            elif run.response_id is None:
+                stream = _open_stream(client, {**request, "background": True}, timeout)
+            else:
+                final = self._check_status(client, run, call, timeout)
+                if final is not None:
+                    return final
+                stream = _resume_stream(client, run, timeout)
             with stream:
                 for event in stream:
+                    if run is not None:
+                        self._follow(event, run, call)
                     final = self._on_event(event, call)
                     if final is not None:
+                        if run is not None:
+                            run.finished = True
                         _drain(stream, call)
                         # Before the connection returns to the pool for another call to use.
                         call.detach_all()
                         return final
                     if time.monotonic() > deadline:
                         raise openai.APITimeoutError(request=stream.response.request)
-            raise ValueError("the event stream ended before response.completed")
+            raise StreamEnded("the event stream ended before response.completed")
         finally:
             self._local.call = None
             call.detach_all()
+
+    def _check_status(self, client, run: BackgroundRun, call: Call, timeout) -> dict | None:
+        """The finished response when GET /responses/{id} says it has ended (raising as its
+        final event would), else None: it is still running, so streaming goes on."""
+        if not run.check_status:
+            return None
+        run.check_status = False
+        response = _status_of(client, run, timeout)
+        status = response.get("status")
+        if status in ("queued", "in_progress"):
+            return None
+        run.finished = True
+        if status == "cancelled":
+            raise UpstreamFailure(
+                Failure("cancelled_upstream", False, name=status, detail=str(run.response_id))
+            )
+        final = self._on_event({"type": f"response.{status}", "response": response}, call)
+        if final is None:
+            raise ValueError(f"GET /responses/{{id}} returned status {status!r}")
+        return final
 
     def _on_event(self, event, call: Call) -> dict | None:
         """Handles one stream event (a dict); returns the response once it is complete."""
@@ -5499,6 +5813,7 @@ class StdioTransport:
     def gone(self) -> None:
         """stdout has closed: the client has gone, so nothing is left to answer."""
         self.session.cancel_all()
+        self.dispatcher.engine.wait_for_cancels()  # os._exit() would drop server-side cancels
         os._exit(0)
 
     def serve(self) -> int:

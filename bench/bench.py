@@ -700,6 +700,45 @@ def bench_cancel(install: Install, fake, results: Results, runs: int) -> None:
     )
 
 
+def bench_resume(install: Install, fake, results: Results, runs: int) -> None:
+    """Upstream stream dropped mid-answer -> the first event after it reaches the server.
+
+    In background mode (`answer_detailed`) the server resumes the same response with
+    GET /responses/{id}?stream=true&starting_after=N; the baseline, in the same run, is a call
+    without background mode (`answer`), which sends the whole request again after its retry
+    backoff (and is billed twice). Both clocks are the fake's, in this process: the moment its
+    drop fault closed the connection, and the moment the next stream's first event went out.
+    """
+    env = install.env(OPENAI_BASE_URL=fake.base_url)
+    resumed, resent = [], []
+    with Client(install, env) as client:
+        client.initialize()
+        wait_warm(client)
+        client.call()
+        for run in range(runs):
+            for tool, samples in (("answer_detailed", resumed), ("answer", resent)):
+                fake.clear()
+                fake.enqueue(realistic_reply(drop_after_events=6), realistic_reply())
+                params = {"name": tool, "arguments": {"query": f"{QUERY} ({run})"}}
+                reply = client.request("tools/call", params)
+                if "result" not in reply:
+                    raise RuntimeError(f"tools/call failed: {reply}")
+                first, second = fake.wait_for_requests(2, timeout=10)[:2]
+                if tool == "answer_detailed" and (second.method != "GET" or len(fake.creates) != 1):
+                    raise RuntimeError("the background call did not resume")
+                samples.append(second.first_event_at - first.dropped_at)
+    results.add(
+        "upstream stream dropped → first resumed event (background mode)",
+        ms(median(resumed)),
+        f"re-sent request: {ms(median(resent))}",
+        ms(median(resumed)),
+        "≤ 20 ms, one create",
+        median(resumed) <= 0.020,
+        resumed=spread(resumed),
+        resent=spread(resent),
+    )
+
+
 def bench_throughput(install: Install, results: Results, messages: int, runs: int) -> None:
     """Pipelined ping: all requests written by one thread while this one counts replies.
 
@@ -1060,6 +1099,7 @@ FIGURES = (
     "first",
     "concurrency",
     "cancel",
+    "resume",
     "throughput",
     "keepalive",
     "memory",
@@ -1107,6 +1147,8 @@ def main(argv: list[str] | None = None) -> int:
                 bench_concurrency(install, fake, results, 3 if quick else 6)
             if "cancel" in only:
                 bench_cancel(install, fake, results, 10 if quick else 40)
+            if "resume" in only:
+                bench_resume(install, fake, results, 5 if quick else 20)
             if "throughput" in only:
                 bench_throughput(install, results, 20_000 if quick else 100_000, 3 if quick else 5)
             if "keepalive" in only:

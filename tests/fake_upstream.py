@@ -34,6 +34,23 @@ request carrying any other bearer key gets 401 ``invalid_api_key``, as the real 
 Each event goes out as ``event: <type>\\ndata: <compact json>\\n\\n`` in its own HTTP/1.1
 chunk, so keep-alive reuse works and stall/drop faults can cut the stream anywhere.
 
+Background mode (``"background": true``): the response lives on in the fake whether or not
+a client is connected. Its events become available over time (``Reply.event_delay`` apart,
+from the create), its status goes ``queued`` -> ``in_progress`` -> ``completed`` (or
+``incomplete``/``failed``, or ``cancelled``), and:
+
+* ``GET /v1/responses/{id}`` returns the ``Response`` object as it is now;
+* ``GET /v1/responses/{id}?stream=true&starting_after=N`` streams the events after
+  sequence number N (all of them without it), waiting for the ones not yet available;
+* ``POST /v1/responses/{id}/cancel`` stops it and returns the ``Response`` with status
+  ``cancelled`` (a finished one is returned as it is: cancelling is idempotent); a stream
+  following it ends without a final event;
+* an unknown id gets 404 ``Response with id '…' not found.``
+The create's stream honours the Reply's faults; ``Reply.resume_drops`` drops the i-th
+resume stream after that many events. ``fake.refuse_background`` (True, or a dict with
+``status``/``message``/``code``/``type``) answers every background create with the 4xx a
+refused parameter gets (``param: "background"``) and consumes no Reply.
+
 The two 404s the real API sends: a request to any path but ``/v1/responses`` (a base URL
 without ``/v1``) gets ``{"error": {"message": "Invalid URL (POST /responses)", "type":
 "invalid_request_error", "param": null, "code": null}}``, and ``Reply(status=404)`` gets the
@@ -220,6 +237,8 @@ class Reply:
         ``ResponseErrorEvent`` shape, which the SDK yields as an event instead);
         ``code``/``message``/``type``/``param``.
       close_connection: answer with ``Connection: close`` and close afterwards.
+      resume_drops: background only: resume stream i (0-based) drops after
+        ``resume_drops[i]`` events (the response itself goes on).
     """
 
     text: str = DEFAULT_TEXT
@@ -248,6 +267,7 @@ class Reply:
     reasoning: bool | None = None
     text_chunks: int = 4
     close_connection: bool = False
+    resume_drops: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -273,6 +293,8 @@ class Recorded:
     client_disconnected_at: float | None = None
     status_sent: int | None = None
     events_sent: int = 0
+    first_event_at: float | None = None  # when the first SSE event went out
+    dropped_at: float | None = None  # when a drop fault closed the connection
 
     @property
     def has_authorization(self) -> bool:
@@ -659,6 +681,73 @@ class _Plan:
         return [*kept, error_event]
 
 
+_TERMINAL_EVENTS = {
+    "response.completed": "completed",
+    "response.incomplete": "incomplete",
+    "response.failed": "failed",
+}
+_BACKGROUND_REFUSAL = (
+    400,
+    "invalid_request_error",
+    "unsupported_parameter",
+    "Background mode is not available for this organization.",
+)
+
+
+class _BackgroundJob:
+    """One background response: its events become available over time, client or not."""
+
+    def __init__(self, plan: _Plan, reply: Reply) -> None:
+        self.plan = plan
+        self.reply = reply
+        self.started = time.monotonic()
+        self.events = plan.events()
+        for event in self.events[:1]:
+            event["response"]["status"] = "queued"
+        self.cancelled_at: float | None = None
+        self.resumes = 0
+
+    def ready_at(self, n: int) -> float:
+        return self.started + n * self.reply.event_delay
+
+    def available(self, now: float | None = None) -> int:
+        """How many events exist by ``now`` (a cancel stops the count)."""
+        now = time.monotonic() if now is None else now
+        if self.cancelled_at is not None:
+            now = min(now, self.cancelled_at)
+        count = 0
+        while count < len(self.events) and self.ready_at(count) <= now:
+            count += 1
+        return count
+
+    def terminal(self) -> str | None:
+        if self.available() == len(self.events):
+            return _TERMINAL_EVENTS.get(self.events[-1]["type"], "failed")
+        return "cancelled" if self.cancelled_at is not None else None
+
+    def status(self) -> str:
+        done = self.terminal()
+        if done:
+            return done
+        return "in_progress" if self.available() > 1 else "queued"
+
+    def response(self) -> dict:
+        status = self.status()
+        last = self.events[self.available() - 1] if self.available() else None
+        if status in ("completed", "incomplete", "failed") and last and "response" in last:
+            return copy.deepcopy(last["response"])
+        return self.plan.response(status, [], final=False)
+
+    def cancel(self) -> dict:
+        if self.terminal() is None:
+            self.cancelled_at = time.monotonic()
+        return self.response()
+
+
+def _wants_background(body: Any) -> bool:
+    return isinstance(body, dict) and body.get("background") is True
+
+
 def _error_body(reply: Reply, model: str) -> dict:
     err_type, code, message = _ERROR_DEFAULTS.get(
         reply.status,
@@ -756,6 +845,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self._send_unauthorized(authorization)
             elif self.command == "GET" and path.startswith("/v1/models"):
                 self._serve_models(path)
+            elif self.command == "POST" and path == "/v1/responses" and _wants_background(body):
+                self._create_background(body, rec)
+            elif path.startswith("/v1/responses/") and self.command in ("GET", "POST"):
+                self._serve_stored(path, urlsplit(self.path).query)
             elif self.command == "POST" and path == "/v1/responses":
                 reply = fake._next_reply()
                 rec.reply = reply
@@ -777,6 +870,94 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         finally:
             rec.finished_at = time.monotonic()
             fake._changed()
+
+    # -- background mode -----------------------------------------------------------
+
+    def _create_background(self, body: dict, rec: Recorded) -> None:
+        fake = self.server.fake
+        refusal = fake.refuse_background
+        if refusal:
+            spec = refusal if isinstance(refusal, dict) else {}
+            status, err_type, code, message = _BACKGROUND_REFUSAL
+            error = {
+                "message": spec.get("message", message),
+                "type": spec.get("type", err_type),
+                "param": "background",
+                "code": spec.get("code", code),
+            }
+            self._send_body(
+                spec.get("status", status), _dump({"error": error}), "application/json", {}
+            )
+            return
+        reply = fake._next_reply()
+        rec.reply = reply
+        if reply.status != 200 or reply.body is not None:
+            self._serve_responses(body, reply)  # refused before anything was created
+            return
+        job = fake._add_job(_BackgroundJob(_Plan(body, reply), reply))
+        if body.get("stream") is not True:
+            data = _dump(job.response())
+            self._send_body(200, data, "application/json", self._common_headers(reply))
+            return
+        self._stream_job(job, 0, reply.drop_after_events, reply.stall_after_events)
+
+    def _serve_stored(self, path: str, query: str) -> None:
+        """GET /v1/responses/{id} (JSON or stream) and POST /v1/responses/{id}/cancel."""
+        fake = self.server.fake
+        rest = path[len("/v1/responses/") :]
+        response_id, _, action = rest.partition("/")
+        job = fake._job(response_id)
+        if job is None or action not in ("", "cancel") or (action == "") != (self.command == "GET"):
+            found = job is not None
+            error = {
+                "message": f"Response with id '{response_id}' not found."
+                if not found
+                else f"Invalid URL ({self.command} {path})",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": None,
+            }
+            self._send_body(404, _dump({"error": error}), "application/json", {})
+            return
+        if action == "cancel":
+            self._send_body(200, _dump(job.cancel()), "application/json", {})
+            return
+        params = dict(pair.partition("=")[::2] for pair in query.split("&") if pair)
+        if params.get("stream") != "true":
+            self._send_body(200, _dump(job.response()), "application/json", {})
+            return
+        after = int(params["starting_after"]) if params.get("starting_after") else -1
+        drops = job.reply.resume_drops
+        drop = drops[job.resumes] if job.resumes < len(drops) else None
+        job.resumes += 1
+        self._stream_job(job, after + 1, drop, None)
+
+    def _stream_job(self, job: _BackgroundJob, first: int, drop: int | None, stall) -> None:
+        """Streams a background response's events from ``first`` as they become available."""
+        headers = {
+            "content-type": "text/event-stream; charset=utf-8",
+            **self._common_headers(None),
+            "transfer-encoding": "chunked",
+        }
+        self._send_head(200, headers)
+        for sent, n in enumerate(range(first, len(job.events))):
+            if drop == sent:
+                self._drop(job.reply)
+                return
+            if stall == sent and self._wait(job.reply.stall_seconds):
+                return
+            while job.available() <= n:
+                if job.cancelled_at is not None:
+                    self._chunk(b"")
+                    return
+                if self._wait(max(0.0, min(0.05, job.ready_at(n) - time.monotonic()))):
+                    return
+            ev = job.events[n]
+            self._chunk(b"event: %s\ndata: %s\n\n" % (ev["type"].encode(), _dump(ev)))
+            if self.rec.events_sent == 0:
+                self.rec.first_event_at = time.monotonic()
+            self.rec.events_sent += 1
+        self._chunk(b"")
 
     def _send_unauthorized(self, authorization: str) -> None:
         if authorization:
@@ -918,6 +1099,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 return
             ev = events[n]
             self._chunk(b"event: %s\ndata: %s\n\n" % (ev["type"].encode(), _dump(ev)))
+            if self.rec.events_sent == 0:
+                self.rec.first_event_at = time.monotonic()
             self.rec.events_sent += 1
         self._chunk(b"")  # terminating zero-length chunk
 
@@ -927,6 +1110,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _drop(self, reply: Reply) -> None:
         """Close the TCP connection mid-response without a terminating chunk."""
         self.close_connection = True
+        self.rec.dropped_at = time.monotonic()
         sock = self.request
         try:
             if reply.drop_with_rst:
@@ -1035,6 +1219,9 @@ class FakeResponsesAPI:
         self.models: list[str] = list(DEFAULT_MODELS)
         # When set, a request whose bearer key is not in it gets 401 invalid_api_key.
         self.api_keys: set[str] | None = None
+        # When set, every background create is refused (see the module docstring).
+        self.refuse_background: bool | dict = False
+        self._jobs: dict[str, _BackgroundJob] = {}
         self._tls = tls
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -1174,6 +1361,55 @@ class FakeResponsesAPI:
             return self._requests[index]
 
     # -- used by the handler -----------------------------------------------------
+
+    def requests_to(self, method: str, path: str) -> list[Recorded]:
+        """The recorded requests with this method whose path (query aside) starts with path."""
+        return [
+            r
+            for r in self.requests
+            if r.method == method and urlsplit(r.path).path.startswith(path)
+        ]
+
+    @property
+    def creates(self) -> list[Recorded]:
+        """Every ``POST /v1/responses``: what is billed."""
+        return [r for r in self.requests_to("POST", "/v1/responses") if r.path == "/v1/responses"]
+
+    @property
+    def cancels(self) -> list[Recorded]:
+        return [r for r in self.requests_to("POST", "/v1/responses/") if r.path.endswith("/cancel")]
+
+    def wait_until(self, predicate, timeout: float = 5.0) -> None:
+        """Wait until ``predicate()`` is true (polled: it may read ``requests`` and the like)."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"condition not met within {timeout}s")
+            time.sleep(0.01)
+
+    @property
+    def background_ids(self) -> list[str]:
+        """The ids of the background responses created, oldest first."""
+        with self._lock:
+            return list(self._jobs)
+
+    def background_status(self, response_id: str) -> str | None:
+        job = self._job(response_id)
+        return job.status() if job is not None else None
+
+    def forget_background(self) -> None:
+        """Forget every background response, as the API does once it expires."""
+        with self._lock:
+            self._jobs.clear()
+
+    def _add_job(self, job: _BackgroundJob) -> _BackgroundJob:
+        with self._lock:
+            self._jobs[job.plan.resp_id] = job
+        return job
+
+    def _job(self, response_id: str) -> _BackgroundJob | None:
+        with self._lock:
+            return self._jobs.get(response_id)
 
     def _accepts(self, authorization: str) -> bool:
         if self.api_keys is None:
