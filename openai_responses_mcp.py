@@ -2918,6 +2918,9 @@ class AnswerEngine:
         )
         self.flights = SingleFlight(log)
         self._background_off = False  # set for the process when the API refused background mode
+        # Tasks across --stateless instances: every call runs in background, so that its task
+        # can be served by any instance from OpenAI's stored response.
+        self.force_background = False
         self._cancels: set = set()  # server-side cancels still being sent
 
     def warm_up(self, delay: float = 0.3) -> None:
@@ -3145,7 +3148,8 @@ class AnswerEngine:
     def _background_run(self, tool: str, call: Call, started: float, response_id=None):
         """A BackgroundRun for the call when its profile asks for background mode (or it
         follows a response that exists already)."""
-        if response_id is None and (self._background_off or not self._config.background(tool)):
+        wanted = self.force_background or self._config.background(tool)
+        if response_id is None and (self._background_off or not wanted):
             return None
         seconds = self._config.get("request", "timeout_ms") / 1000
         run = call.background = BackgroundRun(started + seconds, response_id)
@@ -4804,9 +4808,30 @@ class Dispatcher:
         return send
 
     def _run_call(self, call: Call, args: dict, session: Session, version: str, task=None):
+        try:
+            reply = self._reply_of(call, version, lambda: self.engine.answer(call.tool, args, call))
+        finally:
+            call.finish()
+            self.heartbeat.forget(call)
+            self._release()  # before the reply goes out: the client may send the next call
+        try:
+            if task is not None and task.finish(reply):  # the task keeps it
+                self._task_ended(task, session)
+            elif session.unregister(call) and reply is not None:
+                session.send(reply)
+            else:  # cancelled: nothing may be sent for it
+                self.log.debug("server", f"cancelled requestId={_describe(call.id)} (no reply)")
+        finally:
+            if task is not None and not task.converted:
+                self._forget(task)
+            session.done()
+
+    def _reply_of(self, call: Call, version: str, work) -> dict | None:
+        """What a call answers: work()'s (answer, meta) as a result, or its failure as the
+        -32001 error; None when it was cancelled."""
         reply = None
         try:
-            answer, meta = self.engine.answer(call.tool, args, call)
+            answer, meta = work()
             reply = rpc_result(call.id, tool_result(answer, meta, version))
         except Cancelled:
             if not call.cancelled.is_set():  # the identical call it joined was cancelled
@@ -4825,21 +4850,7 @@ class Dispatcher:
                 "report it",
                 {"message": self.log.redact(_one_line(str(exc), 400))},
             )
-        finally:
-            call.finish()
-            self.heartbeat.forget(call)
-            self._release()  # before the reply goes out: the client may send the next call
-        try:
-            if task is not None and task.finish(reply):  # the task keeps it
-                self._task_ended(task, session)
-            elif session.unregister(call) and reply is not None:
-                session.send(reply)
-            else:  # cancelled: nothing may be sent for it
-                self.log.debug("server", f"cancelled requestId={_describe(call.id)} (no reply)")
-        finally:
-            if task is not None and not task.converted:
-                self._forget(task)
-            session.done()
+        return reply
 
     def _data(self, exc: ToolError) -> dict:
         data = {"message": self.log.redact(_one_line(exc.detail, 400))}
@@ -4895,6 +4906,8 @@ class Dispatcher:
         """A 2025-11-25 task is the request's reply at once; an extension task after
         server.tasks.immediate_ms, a handoff after its seconds, unless the call ends first."""
         if task.kind == "s":
+            if self.signing and not self._sign(task):
+                self.log.debug("server", "task without a response id: served by this instance only")
             task.convert()
             session.unregister(task.call)  # the task owns the call now: no request cancels it
             self.log.debug("server", f"task created ({KINDS[task.kind]}) tool={task.tool}")
@@ -4912,6 +4925,8 @@ class Dispatcher:
     def _convert(self, task: Task, session: Session, request_id, version: str) -> None:
         """The timer fired: unless the call has ended, the request is answered with the task
         (or the handoff) and the call goes on without it."""
+        if self.signing and not self._sign(task):
+            return  # the call ended before OpenAI named its response: it answers inline
         if not task.convert():
             return
         session.unregister(task.call)
@@ -4930,24 +4945,90 @@ class Dispatcher:
         answer = handoff_answer(task.id, task.model, elapsed, task.ttl_ms)
         return tool_result(answer, {HANDOFF_META: {"id": task.id, "status": "working"}}, version)
 
+    @property
+    def signing(self) -> bool:
+        """Whether task ids are signed for any instance to serve (--stateless with a secret)."""
+        return self.stateless and self.tasks_off is None
+
+    def _sign(self, task: Task) -> bool:
+        """Gives the task a signed id carrying its background response's id, once OpenAI has
+        named it; False if the call ended first (or runs without background mode)."""
+        deadline = time.monotonic() + self.config.get("request", "timeout_ms") / 1000
+        response_id = None
+        while response_id is None and not task.done.is_set() and time.monotonic() < deadline:
+            upstream = task.call.upstream or task.call
+            run = upstream.background
+            if run is not None and run.created.wait(0.05):
+                response_id = run.response_id
+            elif run is None:
+                time.sleep(0.05)
+        if response_id is None:
+            return False
+        fields = {"r": response_id, "t": task.tool, "k": task.kind, "o": task.model}
+        secret = self.task_settings["secret"]
+        self.tasks.rename(task, mint_task_id(secret, fields, task.ttl_ms, task.created))
+        return True
+
+    def _remote(self, task_id: str, kind: str, session: Session) -> Task:
+        """A task another instance created, from its signed id: followed here from OpenAI's
+        stored background response (GET /responses/{id}); TaskIdError if it is not ours."""
+        secret = self.task_settings["secret"]
+        if not secret:
+            raise TaskIdError("not a task of this server, or it has expired")
+        fields = open_task_id(secret, task_id)
+        tool, response_id = fields.get("t"), fields.get("r")
+        if fields.get("k") != kind or tool not in TOOLS_BY_NAME or not isinstance(response_id, str):
+            raise TaskIdError("not a task of this kind")
+        call = Call(None, tool)
+        key = session.client_key if session.client_key is not None else id(session)
+        task = Task(task_id, kind, call, key, fields["e"] - fields["c"], str(fields.get("o", "")))
+        task.created, task.expires, task.converted = fields["c"], fields["e"], True
+        found = self.tasks.put(task)
+        if found is task:
+            threading.Thread(
+                target=self._follow, args=(task, response_id), name="task-follow", daemon=True
+            ).start()
+        return found
+
+    def _follow(self, task: Task, response_id: str) -> None:
+        """Reads a remote task's response to its end (no ledger row: its creator writes it)."""
+        version = MODERN_VERSIONS[-1] if task.kind == "x" else "2025-11-25"
+        call = task.call
+
+        def work() -> tuple[dict, dict]:
+            return self.engine.collect(task.tool, {"query": "-"}, response_id, call)
+
+        try:
+            reply = self._reply_of(call, version, work)
+        finally:
+            call.finish()
+        task.finish(reply)
+
     def _task_ended(self, task: Task, session: Session) -> None:
         """notifications/tasks/status (2025-11-25) where the client can receive one."""
         if task.kind == "s":
             view = task.view("2025-11-25", self.task_settings["poll_interval_ms"])
             session.send({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": view})
 
-    def _task_named(self, params, kind: str) -> Task:
+    def _task_named(self, params, kind: str, session: Session) -> Task:
         """The task a tasks/* request names; -32602 for an unknown, forged or expired id."""
         task_id = params.get("taskId") if isinstance(params, dict) else None
         if not isinstance(task_id, str) or not task_id:
             raise RpcError(INVALID_PARAMS, "Invalid params: taskId must be a non-empty string")
+        try:
+            return self._find_task(task_id, kind, session)
+        except TaskIdError as exc:
+            why = f"Invalid params: unknown task id ({exc.reason})"
+            raise RpcError(INVALID_PARAMS, why) from None
+
+    def _find_task(self, task_id, kind: str, session: Session) -> Task:
+        """This instance's task, or another instance's from its signed id; else TaskIdError."""
         task = self.tasks.get(task_id)
-        if task is None or task.kind != kind:
-            raise RpcError(
-                INVALID_PARAMS,
-                "Invalid params: unknown task id (not a task of this server, or it has expired)",
-            )
-        return task
+        if task is not None and task.kind == kind:
+            return task
+        if task is not None or not isinstance(task_id, str) or self.tasks_off is not None:
+            raise TaskIdError("not a task of this server, or it has expired")
+        return self._remote(task_id, kind, session)
 
     def _tasks_2025(self, session: Session) -> None:
         if session.protocol_version != "2025-11-25" or self.tasks_off is not None:
@@ -4959,7 +5040,7 @@ class Dispatcher:
 
     def _tasks_get(self, params: dict, session: Session, request_id) -> dict:
         self._tasks_2025(session)
-        return self._task_named(params, "s").view(
+        return self._task_named(params, "s", session).view(
             "2025-11-25", self.task_settings["poll_interval_ms"]
         )
 
@@ -4975,7 +5056,7 @@ class Dispatcher:
 
     def _tasks_cancel(self, params: dict, session: Session, request_id) -> dict:
         self._tasks_2025(session)
-        task = self._task_named(params, "s")
+        task = self._task_named(params, "s", session)
         terminal = task.cancel()
         if terminal is not None:
             raise RpcError(
@@ -4988,7 +5069,7 @@ class Dispatcher:
         """Blocks (on a thread of its own) until the task ends, then answers exactly what the
         tools/call would have, with the related-task _meta."""
         self._tasks_2025(session)
-        task = self._task_named(params, "s")
+        task = self._task_named(params, "s", session)
 
         def wait() -> None:
             task.done.wait(max(0.0, (task.expires - now_ms()) / 1000))
@@ -5011,13 +5092,13 @@ class Dispatcher:
         result["_meta"] = {**result.get("_meta", {}), RELATED_TASK: {"taskId": task.id}}
         return rpc_result(request_id, result)
 
-    def _ext_task(self, params, version: str) -> Task:
+    def _ext_task(self, params, session: Session) -> Task:
         if not tasks_extension_declared(params):
             raise missing_tasks_extension()
-        return self._task_named(params, "x")
+        return self._task_named(params, "x", session)
 
     def _ext_get(self, params: dict, session: Session, request_id, version: str) -> dict:
-        task = self._ext_task(params, version)
+        task = self._ext_task(params, session)
         result = task.view("extension", self.task_settings["poll_interval_ms"])
         with task.lock:
             if task.status == "completed":
@@ -5027,13 +5108,13 @@ class Dispatcher:
         return result
 
     def _ext_cancel(self, params: dict, session: Session, request_id, version: str) -> dict:
-        task = self._ext_task(params, version)
+        task = self._ext_task(params, session)
         if task.cancel() is None:  # finished already: still an ack (cooperative cancel)
             self.log.debug("server", f"task cancelled tool={task.tool}")
         return {}
 
     def _ext_update(self, params: dict, session: Session, request_id, version: str) -> dict:
-        task = self._ext_task(params, version)
+        task = self._ext_task(params, session)
         raise RpcError(
             INVALID_PARAMS,
             f"Invalid params: task {task.id} has no outstanding input requests (this server "
@@ -5046,14 +5127,16 @@ class Dispatcher:
         arguments = params.get("arguments")
         arguments = arguments if isinstance(arguments, dict) else {}
         handoff_id, wait_s = arguments.get("id"), arguments.get("wait_s", 30)
-        task = self.tasks.get(handoff_id)
-        why = None
+        why = task = None
         if not isinstance(handoff_id, str) or not handoff_id:
             why = "id must be the non-empty string a handed-off answer gave"
         elif type(wait_s) is not int or not 0 <= wait_s <= 60:
             why = "wait_s must be an integer from 0 to 60"
-        elif task is None or task.kind != "h":
-            why = "unknown id (not a handed-off answer of this server, or it has expired)"
+        else:
+            try:
+                task = self._find_task(handoff_id, "h", session)
+            except TaskIdError as exc:
+                why = f"unknown id: {exc.reason}"
         if why is not None:
             if version is not None:  # 2026-07-28: a tool execution error the model can fix
                 return tool_error(f"Invalid arguments: {why}")
@@ -5071,6 +5154,8 @@ class Dispatcher:
                 meta.pop(RELATED_TASK, None)
                 meta[HANDOFF_META] = {"id": task.id, "status": "completed"}
                 reply["result"]["_meta"] = meta
+                if era in MODERN_VERSIONS:
+                    modern_result(reply["result"], era)
             elif task.status == "cancelled":
                 reply = failure(
                     request_id,
@@ -5242,6 +5327,20 @@ class TaskTable:
         with self._lock:
             if self._tasks.get(task.id) is task:
                 del self._tasks[task.id]
+
+    def rename(self, task: Task, task_id: str) -> None:
+        """The task's signed id, once OpenAI has named its response."""
+        with self._lock:
+            if self._tasks.get(task.id) is task:
+                del self._tasks[task.id]
+            task.id = task_id
+            self._tasks[task_id] = task
+
+    def put(self, task: Task) -> Task:
+        """Adds a task another instance created (no limit: its creator counted it); returns the
+        one already here if another request got there first."""
+        with self._lock:
+            return self._tasks.setdefault(task.id, task)
 
     def of_client(self, client_key, kind: str) -> list[Task]:
         self.sweep()
@@ -7230,6 +7329,8 @@ def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port
     dispatcher.tasks_off = tasks_off_reason(config, app.stateless)
     if dispatcher.tasks_off is not None:
         log.say(dispatcher.tasks_off)
+    elif dispatcher.signing and hasattr(dispatcher.engine, "force_background"):
+        dispatcher.engine.force_background = True  # any instance serves a task from OpenAI
     return HttpTransport(app, host, port).serve()
 
 
