@@ -128,3 +128,25 @@ def test_inspector_calls_answer(tmp_path, target, fake, era):
     assert called["structuredContent"]["citations"][0]["url"] == "https://www.python.org/downloads/"
     (request,) = fake.requests
     assert "When was Python 3.14 released?" in request.body["input"]
+
+
+def test_inspector_modern_era_completes_a_slow_call_as_a_task(tmp_path, target, fake):
+    """The Inspector declares the tasks extension in the modern era: a call slower than
+    server.tasks.immediate_ms (2 s) comes back as a task, which it polls to the answer."""
+    fake.enqueue(Reply(text=SEARCHED.text, delay_before_headers=4))
+    called = inspect(
+        tmp_path,
+        target,
+        "--protocol-era",
+        "modern",
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "answer",
+        "--tool-args-json",
+        json.dumps({"query": "a slow question"}),
+    )["result"]
+    assert not called.get("isError")
+    assert json.loads(called["content"][0]["text"]) == called["structuredContent"]
+    assert called["structuredContent"]["answer"].startswith("Python 3.14.0")
+    assert len(fake.requests) == 1
