@@ -865,7 +865,11 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         5000, "int", low=100, high=600_000, doc="how often clients are asked to poll a task"
     ),
     ("server", "tasks", "max_per_client"): Setting(
-        16, "int", low=1, high=10_000, doc="most unexpired tasks and handoffs one client holds"
+        16,
+        "int",
+        low=1,
+        high=10_000,
+        doc="most open tasks and handoffs one client holds (running, or done and not collected)",
     ),
     ("server", "tasks", "secret"): Setting(
         None,
@@ -1445,7 +1449,8 @@ server:
     immediate_ms: 2000     # a call done within this answers inline, not as a task
     ttl_ms: 3600000        # a task or handoff can be collected this long (>= request.timeout_ms)
     poll_interval_ms: 5000 # how often clients are asked to poll
-    max_per_client: 16     # unexpired tasks and handoffs one client holds; one more is refused
+    max_per_client: 16     # open tasks and handoffs per client (running, or done and not
+                           #   yet collected); one more is refused
     secret: null           # better: MCP_TASK_SECRET; 32+ characters, the same on every instance;
                            #   signs task ids so any instance serves them (needed with --stateless)
 """
@@ -4779,7 +4784,7 @@ class Dispatcher:
             self._release()
             self._forget(task)
             raise RpcError(INTERNAL_ERROR, "Internal error: cannot start a worker; retry") from None
-        return None if task is None else self._arm(task, session, request_id, version)
+        return None if task is None else self._arm(task, call, session, request_id, version)
 
     def _admit(self) -> None:
         """Counts a new call in, or refuses it when server.max_calls are already running."""
@@ -4902,14 +4907,14 @@ class Dispatcher:
         if task is not None:
             self.tasks.discard(task)
 
-    def _arm(self, task: Task, session: Session, request_id, version: str):
+    def _arm(self, task: Task, call: Call, session: Session, request_id, version: str):
         """A 2025-11-25 task is the request's reply at once; an extension task after
         server.tasks.immediate_ms, a handoff after its seconds, unless the call ends first."""
         if task.kind == "s":
-            if self.signing and not self._sign(task):
+            if self.signing and not self._sign(task, call):
                 self.log.debug("server", "task without a response id: served by this instance only")
             task.convert()
-            session.unregister(task.call)  # the task owns the call now: no request cancels it
+            session.unregister(call)  # the task owns the call now: no request cancels it
             self.log.debug("server", f"task created ({KINDS[task.kind]}) tool={task.tool}")
             immediate = "The answer is being researched; it will follow when the task completes."
             return {
@@ -4917,19 +4922,19 @@ class Dispatcher:
                 "_meta": {"io.modelcontextprotocol/model-immediate-response": immediate},
             }
         delay = self.task_settings["immediate_ms"] / 1000 if task.kind == "x" else task.handoff_s
-        timer = threading.Timer(delay, self._convert, (task, session, request_id, version))
+        timer = threading.Timer(delay, self._convert, (task, call, session, request_id, version))
         timer.daemon = True
         timer.start()
         return None
 
-    def _convert(self, task: Task, session: Session, request_id, version: str) -> None:
+    def _convert(self, task: Task, call: Call, session: Session, request_id, version: str):
         """The timer fired: unless the call has ended, the request is answered with the task
         (or the handoff) and the call goes on without it."""
-        if self.signing and not self._sign(task):
+        if self.signing and not self._sign(task, call):
             return  # the call ended before OpenAI named its response: it answers inline
         if not task.convert():
             return
-        session.unregister(task.call)
+        session.unregister(call)
         self.log.debug("server", f"task created ({KINDS[task.kind]}) tool={task.tool}")
         if task.kind == "x":
             view = task.view("extension", self.task_settings["poll_interval_ms"])
@@ -4950,13 +4955,13 @@ class Dispatcher:
         """Whether task ids are signed for any instance to serve (--stateless with a secret)."""
         return self.stateless and self.tasks_off is None
 
-    def _sign(self, task: Task) -> bool:
+    def _sign(self, task: Task, call: Call) -> bool:
         """Gives the task a signed id carrying its background response's id, once OpenAI has
         named it; False if the call ended first (or runs without background mode)."""
         deadline = time.monotonic() + self.config.get("request", "timeout_ms") / 1000
         response_id = None
         while response_id is None and not task.done.is_set() and time.monotonic() < deadline:
-            upstream = task.call.upstream or task.call
+            upstream = call.upstream or call
             run = upstream.background
             if run is not None and run.created.wait(0.05):
                 response_id = run.response_id
@@ -5262,6 +5267,7 @@ class Task:
                 self.status, self.message = self._outcome(reply)
                 self.updated = now_ms()
             self.done.set()
+            self.call = None  # nothing left to cancel; its memory can go
             return self.converted
 
     def _outcome(self, reply: dict | None) -> tuple[str, str | None]:
@@ -5281,15 +5287,16 @@ class Task:
                 return self.status
             self.status, self.message, self.updated = "cancelled", "cancelled by request", now_ms()
             self.collected = True
-        if self.call is not None:
-            self.call.cancel()
+            call = self.call
+        if call is not None:
+            call.cancel()
         return None
 
     def view(self, shape: str, poll_ms: int) -> dict:
         with self.lock:
-            status, message, updated = self.status, self.message, self.updated
-        if status == "working" and self.call is not None and self.call.status_message:
-            message = self.call.status_message
+            status, message, updated, call = self.status, self.message, self.updated, self.call
+        if status == "working" and call is not None and call.status_message:
+            message = call.status_message
         return task_view(
             shape, self.id, status, self.created, updated, self.ttl_ms, poll_ms, message
         )
@@ -5317,6 +5324,11 @@ class TaskTable:
                     TOO_MANY_TASKS,
                 )
             self._tasks[task.id] = task
+            # A collected task stays readable a while, but only the client's latest few: the
+            # client has its answer, and memory must not grow with calls times the TTL.
+            collected = [t for t in mine if t.collected]
+            for old in collected[: max(0, len(collected) - self._max)]:
+                del self._tasks[old.id]
 
     def get(self, task_id) -> Task | None:
         self.sweep()
