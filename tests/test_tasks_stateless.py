@@ -23,6 +23,8 @@ v2 = pytest.importorskip("mcp_types._v2026_07_28")
 SECRET = "s3cret-" + "0123456789abcdefghijklmnopqrstuvwxyz"
 MODERN = "2026-07-28"
 SLOW = Reply(event_delay=0.25)  # a background response whose events take a few seconds
+# A call becomes a task after 500 ms; a client without tasks is handed off after 1 s.
+CONFIG = "server:\n  tasks:\n    immediate_ms: 500\nrequest:\n  handoff_after_s: 1\n"
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +45,7 @@ def pair(upstream, tmp_path_factory):
     started = []
     for name in ("a", "b"):
         home = tmp_path_factory.mktemp(name)
-        (home / "config.yaml").write_text("server:\n  tasks:\n    immediate_ms: 500\n")
+        (home / "config.yaml").write_text(CONFIG)
         env = base_env(home, OPENAI_BASE_URL=upstream.base_url, MCP_TASK_SECRET=SECRET)
         args = ["--config", str(home / "config.yaml"), "--http", "127.0.0.1:0", "--stateless"]
         server = Server(args, env, home)
@@ -203,3 +205,27 @@ def test_behind_nginx_a_task_is_created_and_served_by_either_instance(pair, fake
     finally:
         nginx.terminate()
         nginx.wait(5)
+
+
+def test_a_handoff_made_on_a_is_collected_on_b(pair, fake):
+    a, b = pair
+    fake.enqueue(SLOW)
+    _, first = modern(a.port, "tools/call", call(_meta=meta(tasks=False)))
+    handoff = first["result"]["_meta"]["openai-responses-mcp/handoff"]
+    assert handoff["status"] == "working" and handoff["id"].startswith("t1.")
+    assert set(first["result"]["structuredContent"]) == ANSWER_KEYS
+    for _ in range(30):
+        arguments = {"id": handoff["id"], "wait_s": 5}
+        _, reply = modern(
+            b.port,
+            "tools/call",
+            call(tool="answer_result", _meta=meta(False)) | {"arguments": arguments},
+        )
+        status = reply["result"]["_meta"]["openai-responses-mcp/handoff"]["status"]
+        if status == "completed":
+            break
+    assert status == "completed"
+    v2.CallToolResult.model_validate(reply["result"])
+    assert reply["result"]["resultType"] == "complete"
+    assert reply["result"]["structuredContent"]["answer"].startswith("HTTP 404")
+    assert len(creates(fake)) == 1

@@ -419,3 +419,58 @@ def test_a_collected_task_frees_its_place(client, fake):
     for _ in range(4):
         created = start_ext_task(client, fake, Reply(delay_before_headers=1.6))
         assert ext_wait(client, created["taskId"])["status"] == "completed"
+
+
+def test_a_2025_task_expires_after_its_ttl(tmp_path, upstream):
+    """The ttl a client asks for is granted down to request.timeout_ms; then the task is gone."""
+    upstream.clear()
+    (tmp_path / "c.yaml").write_text("request:\n  timeout_ms: 1000\n")
+    env = base_env(tmp_path, OPENAI_BASE_URL=upstream.base_url)
+    server = Server(["--stdio", "--config", str(tmp_path / "c.yaml")], env, tmp_path)
+    try:
+        server.initialize("2025-11-25")
+        created = server.request("tools/call", call(task={"ttl": 1}))["result"]["task"]
+        assert created["ttl"] == 1000
+        reply = server.request("tasks/result", {"taskId": created["taskId"]})
+        assert "result" in reply
+        time.sleep(1.2)
+        gone = server.request("tasks/get", {"taskId": created["taskId"]})
+        assert gone["error"]["code"] == -32602 and "unknown task id" in gone["error"]["message"]
+        assert server.request("tasks/list", {})["result"]["tasks"] == []
+    finally:
+        server.stop()
+
+
+def test_a_task_still_working_at_its_expiry_is_cancelled_and_forgotten(monkeypatch):
+    import openai_responses_mcp as mcp
+
+    clock = [1_000_000]
+    monkeypatch.setattr(mcp, "now_ms", lambda: clock[0])
+    table = mcp.TaskTable(2, mcp.Log())
+    call = mcp.Call(1, "answer")
+    task = mcp.Task("s-1", "s", call, "client", 60_000, "gpt-5.2")
+    table.add(task)
+    clock[0] += 59_999
+    assert table.get("s-1") is task and not call.cancelled.is_set()
+    clock[0] += 1
+    assert table.get("s-1") is None
+    assert call.cancelled.is_set() and task.status == "cancelled"
+    assert len(table) == 0
+
+
+def test_only_a_clients_latest_collected_tasks_are_kept(monkeypatch):
+    import openai_responses_mcp as mcp
+
+    table = mcp.TaskTable(2, mcp.Log())
+    tasks = []
+    for n in range(5):
+        task = mcp.Task(f"s-{n}", "s", mcp.Call(n, "answer"), "client", 60_000, "m")
+        table.add(task)
+        task.finish({"jsonrpc": "2.0", "id": n, "result": {"content": []}})
+        task.collected = True
+        tasks.append(task)
+    other = mcp.Task("s-other", "s", mcp.Call(9, "answer"), "someone else", 60_000, "m")
+    table.add(other)
+    assert table.get("s-other") is other
+    kept = [t.id for t in tasks if table.get(t.id) is not None]
+    assert kept == ["s-2", "s-3", "s-4"]  # two collected ones plus the newest
