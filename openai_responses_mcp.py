@@ -2305,6 +2305,7 @@ class Call:
         self._on_cancel: list = []
         self.background: BackgroundRun | None = None  # set when the request runs in background
         self.upstream: Call | None = None  # the Call that makes the request, when shared
+        self.cancelled_upstream = False  # its background response was cancelled elsewhere
 
     def cancel(self) -> None:
         self.cancelled.set()
@@ -4847,6 +4848,7 @@ class Dispatcher:
                 )
         except ToolError as exc:
             reply = failure(call.id, f"answer failed: {exc.message}", self._data(exc))
+            call.cancelled_upstream = getattr(exc, "kind", None) == "cancelled_upstream"
         except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
             self.log.say(f"internal error in {call.tool}: {type(exc).__name__}: {exc}")
             reply = failure(
@@ -5265,6 +5267,9 @@ class Task:
             self.reply = reply
             if self.status == "working":
                 self.status, self.message = self._outcome(reply)
+                if self.call is not None and self.call.cancelled_upstream:
+                    # tasks/cancel on another instance: a cancelled task there, here too
+                    self.status, self.message = "cancelled", "cancelled upstream"
                 self.updated = now_ms()
             self.done.set()
             self.call = None  # nothing left to cancel; its memory can go
