@@ -3067,6 +3067,11 @@ class AnswerEngine:
             self.cache.put(key, {"answer": answer, "response_id": meta.get("response_id")})
         return answer, meta
 
+    @property
+    def background_off(self) -> bool:
+        """Whether the API refused background mode, so no call of this process uses it."""
+        return self._background_off
+
     def collect(self, tool: str, args: dict, response_id: str, call: Call) -> tuple[dict, dict]:
         """The answer of a background response created earlier, by this process or another,
         from its id alone: its events are read from the first (GET /responses/{id}?stream=true),
@@ -4902,6 +4907,9 @@ class Dispatcher:
         model = str(self.config.profile(tool).get("model") or "")
         task = Task(f"{kind}-{secrets.token_urlsafe(24)}", kind, None, key, ttl, model)
         task.tool, task.handoff_s = tool, handoff_s
+        # A 2025-11-25 task is the reply whatever happens: even an answer from the cache,
+        # ready before the reply is written, goes to the task, never inline as well.
+        task.converted = kind == "s"
         self.tasks.add(task)
         return task
 
@@ -4915,7 +4923,6 @@ class Dispatcher:
         if task.kind == "s":
             if self.signing and not self._sign(task, call):
                 self.log.debug("server", "task without a response id: served by this instance only")
-            task.convert()
             session.unregister(call)  # the task owns the call now: no request cancels it
             self.log.debug("server", f"task created ({KINDS[task.kind]}) tool={task.tool}")
             immediate = "The answer is being researched; it will follow when the task completes."
@@ -4967,6 +4974,8 @@ class Dispatcher:
             run = upstream.background
             if run is not None and run.created.wait(0.05):
                 response_id = run.response_id
+            elif run is None and getattr(self.engine, "background_off", False):
+                break  # refused: there will be no response id to sign
             elif run is None:
                 time.sleep(0.05)
         if response_id is None:

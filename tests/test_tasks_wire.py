@@ -474,3 +474,24 @@ def test_only_a_clients_latest_collected_tasks_are_kept(monkeypatch):
     assert table.get("s-other") is other
     kept = [t.id for t in tasks if table.get(t.id) is not None]
     assert kept == ["s-2", "s-3", "s-4"]  # two collected ones plus the newest
+
+
+def test_a_2025_task_can_be_answered_from_the_cache(tmp_path, upstream):
+    upstream.clear()
+    env = base_env(tmp_path, OPENAI_BASE_URL=upstream.base_url, ANSWER_CACHE_TTL_S="600")
+    server = Server(["--stdio"], env, tmp_path)
+    try:
+        server.initialize("2025-11-25")
+        server.request("tools/call", call("cached question"))  # fills the cache
+        created = server.request("tools/call", call("cached question", task={"ttl": 60_000}))
+        task = v1.CreateTaskResult.model_validate(created["result"]).task
+        reply = server.request("tasks/result", {"taskId": task.task_id})
+        assert set(reply["result"]["structuredContent"]) == ANSWER_KEYS
+        assert reply["result"]["_meta"]["cache"]["hit"] is True
+        rest = []
+        while not server.nothing_within(0.3):
+            rest.append(server.recv(0.1))
+        assert [m for m in rest if m.get("id") == created["id"]] == []  # no inline reply too
+        assert len([r for r in upstream.requests if r.path == "/v1/responses"]) == 1
+    finally:
+        server.stop()
