@@ -15,9 +15,10 @@ The module reads top to bottom in the order data flows through it:
 3. Answer engine   the OpenAI call (streaming, retries, cancellation), the answer's shape, its
                    cost in dollars, and single-flight for identical calls
 4. State on disk   the usage ledger (budgets, --usage) and the answer cache, in SQLite
-5. Tools           the three tools' schemas and argument checks
+5. Tools           the three tools' schemas and argument checks (and answer_result's)
 6. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation; each request in
-                   its era (MCP 2026-07-28, stateless, or the initialize handshake)
+                   its era (MCP 2026-07-28, stateless, or the initialize handshake); tasks
+                   (both shapes) and handoffs, with ids any instance can serve
 7. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
                    (Streamable HTTP at /mcp, legacy SSE at /sse) with --http
 8. CLI             flags, --show-config, --ask, --usage, main()

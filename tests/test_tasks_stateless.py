@@ -229,3 +229,20 @@ def test_a_handoff_made_on_a_is_collected_on_b(pair, fake):
     assert reply["result"]["resultType"] == "complete"
     assert reply["result"]["structuredContent"]["answer"].startswith("HTTP 404")
     assert len(creates(fake)) == 1
+
+
+def test_stateless_without_a_secret_offers_no_tasks_and_says_why(upstream, tmp_path):
+    env = base_env(tmp_path, OPENAI_BASE_URL=upstream.base_url)
+    server = Server(["--http", "127.0.0.1:0", "--stateless"], env, tmp_path)
+    try:
+        port = wait_listening(server)
+        assert "tasks and handoffs are off with --stateless" in server.stderr
+        _, reply = modern(port, "server/discover", {"_meta": meta()})
+        assert "extensions" not in reply["result"]["capabilities"]
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t"}}
+        assert "tasks" not in classic(port, "initialize", init)["result"]["capabilities"]
+        upstream.enqueue(Reply(delay_before_headers=2.5))
+        _, answered = modern(port, "tools/call", call(_meta=meta()))
+        assert answered["result"]["resultType"] == "complete"  # inline, however long
+    finally:
+        server.stop()
