@@ -4836,6 +4836,8 @@ class Dispatcher:
         finally:
             if task is not None and not task.converted:
                 self._forget(task)
+                if task.timer is not None:  # answered inline: nothing left to convert
+                    task.timer.cancel()
             session.done()
 
     def _reply_of(self, call: Call, version: str, work) -> dict | None:
@@ -4934,6 +4936,7 @@ class Dispatcher:
         delay = self.task_settings["immediate_ms"] / 1000 if task.kind == "x" else task.handoff_s
         timer = threading.Timer(delay, self._convert, (task, call, session, request_id, version))
         timer.daemon = True
+        task.timer = timer
         timer.start()
         return None
 
@@ -5257,6 +5260,7 @@ class Task:
         self.expires = self.created + ttl_ms
         self.status, self.message = "working", None
         self.handoff_s = 0  # a handoff: seconds after which the request got its id
+        self.timer: threading.Timer | None = None  # converts the request when it fires
         self.reply: dict | None = None
         self.converted = self.collected = False
         self.done = threading.Event()
