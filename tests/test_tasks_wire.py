@@ -26,11 +26,11 @@ ANSWER_KEYS = {"answer", "used_search", "citations", "model"}
 CONFIG = """\
 server:
   tasks:
-    immediate_ms: 1000
+    immediate_ms: 2000
     poll_interval_ms: 100
     max_per_client: 3
 """
-SLOW = 2.5  # seconds before the fake's headers: slower than immediate_ms
+SLOW = 4.0  # seconds before the fake's headers: well past immediate_ms, even under load
 
 
 def meta(tasks: bool = True) -> dict:
@@ -149,6 +149,7 @@ def servers(upstream, tmp_path_factory):
                 started[kind] = (server, Http(server))
             else:
                 server.initialize("2025-11-25")
+                server.call("answer", {"query": "warm up"})  # openai loaded: calls are quick
                 started[kind] = (server, Stdio(server))
         return started[kind][1]
 
@@ -309,7 +310,7 @@ def test_2025_tools_support_tasks_optionally(client):
 
 
 def start_2025_task(client, fake, reply: Reply | None = None, ttl=60_000) -> dict:
-    fake.enqueue(reply or Reply(delay_before_headers=SLOW))
+    fake.enqueue(reply or Reply(delay_before_headers=1.5))  # a task at once however quick
     created = client.classic("tools/call", call(task={"ttl": ttl}))
     result = v1.CreateTaskResult.model_validate(created["result"])
     assert result.task.status == "working"
@@ -417,23 +418,24 @@ def test_the_per_client_limit_refuses_with_a_clear_message(client, fake):
 def test_a_collected_task_frees_its_place(client, fake):
     collect_all(client)
     for _ in range(4):
-        created = start_ext_task(client, fake, Reply(delay_before_headers=1.6))
+        created = start_ext_task(client, fake, Reply(delay_before_headers=SLOW))
         assert ext_wait(client, created["taskId"])["status"] == "completed"
 
 
 def test_a_2025_task_expires_after_its_ttl(tmp_path, upstream):
     """The ttl a client asks for is granted down to request.timeout_ms; then the task is gone."""
     upstream.clear()
-    (tmp_path / "c.yaml").write_text("request:\n  timeout_ms: 1000\n")
+    (tmp_path / "c.yaml").write_text("request:\n  timeout_ms: 5000\n")
     env = base_env(tmp_path, OPENAI_BASE_URL=upstream.base_url)
     server = Server(["--stdio", "--config", str(tmp_path / "c.yaml")], env, tmp_path)
     try:
         server.initialize("2025-11-25")
+        started = time.monotonic()
         created = server.request("tools/call", call(task={"ttl": 1}))["result"]["task"]
-        assert created["ttl"] == 1000
+        assert created["ttl"] == 5000
         reply = server.request("tasks/result", {"taskId": created["taskId"]})
         assert "result" in reply
-        time.sleep(1.2)
+        time.sleep(max(0.0, 5.2 - (time.monotonic() - started)))
         gone = server.request("tasks/get", {"taskId": created["taskId"]})
         assert gone["error"]["code"] == -32602 and "unknown task id" in gone["error"]["message"]
         assert server.request("tasks/list", {})["result"]["tasks"] == []
