@@ -4281,9 +4281,7 @@ def tasks_extension_declared(params) -> bool:
     """Whether this request's own _meta declares the tasks extension (2026-07-28): only then
     may its reply be a task, and only then are tasks/* served to it."""
     meta = params.get("_meta") if isinstance(params, dict) else None
-    caps = (
-        meta.get("io.modelcontextprotocol/clientCapabilities") if isinstance(meta, dict) else None
-    )
+    caps = meta.get(META_CAPABILITIES) if isinstance(meta, dict) else None
     extensions = caps.get("extensions") if isinstance(caps, dict) else None
     return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
 
