@@ -15,9 +15,10 @@ The module reads top to bottom in the order data flows through it:
 3. Answer engine   the OpenAI call (streaming, retries, cancellation), the answer's shape, its
                    cost in dollars, and single-flight for identical calls
 4. State on disk   the usage ledger (budgets, --usage) and the answer cache, in SQLite
-5. Tools           the three tools' schemas and argument checks
+5. Tools           the three tools' schemas and argument checks (and answer_result's)
 6. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation; each request in
-                   its era (MCP 2026-07-28, stateless, or the initialize handshake)
+                   its era (MCP 2026-07-28, stateless, or the initialize handshake); tasks
+                   (both shapes) and handoffs, with ids any instance can serve
 7. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
                    (Streamable HTTP at /mcp, legacy SSE at /sse) with --http
 8. CLI             flags, --show-config, --ask, --usage, main()
@@ -670,6 +671,14 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("request", "max_retries"): Setting(
         3, "int", low=0, high=10, env="OPENAI_MAX_RETRIES", doc="retries after 429, 5xx, drops"
     ),
+    ("request", "handoff_after_s"): Setting(
+        None,
+        "int",
+        low=0,
+        high=3600,
+        doc="a call without a task still running this long answers with an answer_result id "
+        "(null = by client, see HANDOFF_CLIENTS; 0 = never)",
+    ),
     **{key: setting for row in TOOL_TABLE for key, setting in _profile_settings(row).items()},
     ("policy", "max_citations"): Setting(
         3, "int", low=1, high=10, env="MAX_CITATIONS", doc="most citations in one answer"
@@ -838,6 +847,37 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("server", "http", "drain_s"): Setting(
         30, "int", low=0, high=3600, doc="then in-flight calls get this long to finish"
     ),
+    # -- Tasks (MCP tasks, both shapes) and handoffs ------------------------------------------
+    ("server", "tasks", "immediate_ms"): Setting(
+        2000,
+        "int",
+        low=0,
+        high=600_000,
+        doc="a call done within this answers inline, not as a task",
+    ),
+    ("server", "tasks", "ttl_ms"): Setting(
+        3_600_000,
+        "int",
+        low=60_000,
+        high=86_400_000,
+        doc="a task or handoff can be collected this long after it began (>= request.timeout_ms)",
+    ),
+    ("server", "tasks", "poll_interval_ms"): Setting(
+        5000, "int", low=100, high=600_000, doc="how often clients are asked to poll a task"
+    ),
+    ("server", "tasks", "max_per_client"): Setting(
+        16,
+        "int",
+        low=1,
+        high=10_000,
+        doc="most open tasks and handoffs one client holds (running, or done and not collected)",
+    ),
+    ("server", "tasks", "secret"): Setting(
+        None,
+        "str",
+        env="MCP_TASK_SECRET",
+        doc="signs task ids so any instance can serve them; needed for tasks with --stateless",
+    ),
 }
 
 
@@ -957,6 +997,8 @@ class Config:
         values = copy.deepcopy(self.values)
         if values["server"]["http"]["token"]:
             values["server"]["http"]["token"] = "***"
+        if values["server"]["tasks"]["secret"]:
+            values["server"]["tasks"]["secret"] = "***"
         key_env = self.get("openai", "api_key_env")
         return {
             "version": __version__,
@@ -1136,7 +1178,8 @@ def _validate(values: dict, sources: dict) -> None:
             setting.check(value)
         except ValueError:
             where = sources.get(path, "default")
-            shown = '"***"' if path[-1] == "token" else json.dumps(value, ensure_ascii=False)
+            secret = path[-1] in ("token", "secret")
+            shown = '"***"' if secret else json.dumps(value, ensure_ascii=False)
             raise ConfigError(
                 f"{'.'.join(path)} = {shown} (from {where}) must be {setting.allowed()}"
             ) from None
@@ -1150,6 +1193,26 @@ def _validate(values: dict, sources: dict) -> None:
         raise ConfigError(f"search.defaults.domains (from {where}): item {exc}") from None
     _check_budget_has_ledger(values, sources)
     _check_user_location(values["search"]["user_location"], sources)
+    _check_tasks(values, sources)
+
+
+def _check_tasks(values: dict, sources: dict) -> None:
+    """A secret too weak to sign task ids, or tasks that would expire before their calls end."""
+    secret = values["server"]["tasks"]["secret"]
+    if secret is not None and not (len(secret) >= 32 and all("!" <= c <= "~" for c in secret)):
+        where = sources.get(("server", "tasks", "secret"), "default")
+        raise ConfigError(
+            f"server.tasks.secret (from {where}) must be at least 32 printable ASCII "
+            "characters, no spaces; make one with: "
+            "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+        )
+    ttl, timeout = values["server"]["tasks"]["ttl_ms"], values["request"]["timeout_ms"]
+    if ttl < timeout:
+        where = sources.get(("server", "tasks", "ttl_ms"), "default")
+        raise ConfigError(
+            f"server.tasks.ttl_ms = {ttl} (from {where}) must be at least request.timeout_ms "
+            f"({timeout}): a task must outlive its call"
+        )
 
 
 def _check_user_location(location: dict, sources: dict) -> None:
@@ -1284,7 +1347,12 @@ openai:
   api_key_env: OPENAI_API_KEY          # the variable that holds the key
   base_url: https://api.openai.com/v1  # http(s), usually ending in /v1 (or Azure v1, LiteLLM)
 
-request: { timeout_ms: 300000, max_retries: 3 }   # per attempt; retries after 429, 5xx, drops
+request:
+  timeout_ms: 300000       # per attempt, and per silence in its stream
+  max_retries: 3           # retries after 429, 5xx, drops
+  handoff_after_s: null    # a call without a task still running this long answers with an id
+                           #   for the answer_result tool; null = by client (on for Codex CLI,
+                           #   Claude Desktop and Cursor, which give up sooner), 0 = never
 
 model_profiles:
   answer:                  # required baseline; the other two inherit each absent key from it
@@ -1378,6 +1446,14 @@ server:
     keepalive_s: 15        # SSE keep-alive comment when quiet
     lameduck_s: 5          # after SIGTERM (not Ctrl-C): /healthz says 503 this long
     drain_s: 30            # then calls in flight get this long to finish
+  tasks:                   # MCP tasks (2025-11-25 and the 2026 extension) and handoffs
+    immediate_ms: 2000     # a call done within this answers inline, not as a task
+    ttl_ms: 3600000        # a task or handoff can be collected this long (>= request.timeout_ms)
+    poll_interval_ms: 5000 # how often clients are asked to poll
+    max_per_client: 16     # open tasks and handoffs per client (running, or done and not
+                           #   yet collected); one more is refused
+    secret: null           # better: MCP_TASK_SECRET; 32+ characters, the same on every instance;
+                           #   signs task ids so any instance serves them (needed with --stateless)
 """
 
 
@@ -2226,9 +2302,11 @@ class Call:
         self._progress_count = 0
         self._last_progress = 0.0
         self._done = False
+        self.status_message: str | None = None
         self._on_cancel: list = []
         self.background: BackgroundRun | None = None  # set when the request runs in background
         self.upstream: Call | None = None  # the Call that makes the request, when shared
+        self.cancelled_upstream = False  # its background response was cancelled elsewhere
 
     def cancel(self) -> None:
         self.cancelled.set()
@@ -2267,6 +2345,7 @@ class Call:
 
     def report(self, message: str, *, min_interval: float = 0.2) -> None:
         """Sends a progress notification, at most one per min_interval, never after finish()."""
+        self.status_message = message  # a task's statusMessage, with or without progress
         if self._progress is None:
             return
         with self._lock:
@@ -2846,6 +2925,9 @@ class AnswerEngine:
         )
         self.flights = SingleFlight(log)
         self._background_off = False  # set for the process when the API refused background mode
+        # Tasks across --stateless instances: every call runs in background, so that its task
+        # can be served by any instance from OpenAI's stored response.
+        self.force_background = False
         self._cancels: set = set()  # server-side cancels still being sent
 
     def warm_up(self, delay: float = 0.3) -> None:
@@ -2986,6 +3068,11 @@ class AnswerEngine:
             self.cache.put(key, {"answer": answer, "response_id": meta.get("response_id")})
         return answer, meta
 
+    @property
+    def background_off(self) -> bool:
+        """Whether the API refused background mode, so no call of this process uses it."""
+        return self._background_off
+
     def collect(self, tool: str, args: dict, response_id: str, call: Call) -> tuple[dict, dict]:
         """The answer of a background response created earlier, by this process or another,
         from its id alone: its events are read from the first (GET /responses/{id}?stream=true),
@@ -3073,7 +3160,8 @@ class AnswerEngine:
     def _background_run(self, tool: str, call: Call, started: float, response_id=None):
         """A BackgroundRun for the call when its profile asks for background mode (or it
         follows a response that exists already)."""
-        if response_id is None and (self._background_off or not self._config.background(tool)):
+        wanted = self.force_background or self._config.background(tool)
+        if response_id is None and (self._background_off or not wanted):
             return None
         seconds = self._config.get("request", "timeout_ms") / 1000
         run = call.background = BackgroundRun(started + seconds, response_id)
@@ -3785,9 +3873,36 @@ ANNOTATIONS = {
 }
 
 
-def tool_definitions(version: str, cache: bool = False) -> list[dict]:
+ANSWER_RESULT = "answer_result"  # the fourth tool: collects a handed-off answer
+ANSWER_RESULT_TOOL = {
+    "name": ANSWER_RESULT,
+    "title": "Collect a handed-off answer",
+    "description": (
+        "Collects an answer that answer, answer_detailed or answer_quick handed off because it "
+        "took long. Pass the id they gave; waits up to wait_s seconds for it."
+    ),
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "minLength": 1, "maxLength": 4096},
+            "wait_s": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": 60,
+                "description": "seconds to wait for it (default 30)",
+            },
+        },
+        "required": ["id"],
+    },
+}
+
+
+def tool_definitions(
+    version: str, cache: bool = False, handoff: bool = False, tasks: bool = False
+) -> list[dict]:
     """tools/list's tools, with only the fields the negotiated protocol version has;
-    `fresh` is offered only when the answer cache is on."""
+    `fresh` is offered only when the answer cache is on, answer_result only when calls may be
+    handed off, and execution.taskSupport (2025-11-25) only when tasks are on."""
     listed = []
     for tool in TOOL_TABLE:
         names = tool["properties"] + (("fresh",) if cache else ())
@@ -3804,6 +3919,20 @@ def tool_definitions(version: str, cache: bool = False) -> list[dict]:
             entry["annotations"] = {"title": tool["title"], **ANNOTATIONS}
         if version >= "2025-06-18":
             entry["title"] = tool["title"]
+            entry["outputSchema"] = OUTPUT_SCHEMA
+        if tasks and version == "2025-11-25":
+            entry["execution"] = {"taskSupport": "optional"}
+        listed.append(entry)
+    if handoff:
+        entry = {key: value for key, value in ANSWER_RESULT_TOOL.items() if key != "title"}
+        if version >= "2025-03-26":
+            entry["annotations"] = {
+                "title": ANSWER_RESULT_TOOL["title"],
+                **ANNOTATIONS,
+                "idempotentHint": True,
+            }
+        if version >= "2025-06-18":
+            entry["title"] = ANSWER_RESULT_TOOL["title"]
             entry["outputSchema"] = OUTPUT_SCHEMA
         listed.append(entry)
     return listed
@@ -3979,6 +4108,7 @@ UNSUPPORTED_VERSION = -32022  # 2026-07-28: a protocol version this server does 
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
 # How long a client may reuse server/discover and tools/list: both are fixed for the life of
 # the process, and a restarted server is a new process (stdio) or rarely changes its tools.
@@ -4000,6 +4130,210 @@ def rpc_error(request_id, code: int, message: str, data=None) -> dict:
     if data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+# -- Task ids: self-describing and tamper-proof --------------------------------------------------
+# A task (or handoff) id carries what any instance needs to serve it from OpenAI's stored
+# background response, signed with a secret the instances share: no store of our own.
+# Its payload is readable (base64) but unforgeable; a response id is useless without the API key.
+
+TASK_ID_VERSION = "t1"
+TASK_ID_MAX = 4096  # characters; ours are about 300
+_TASK_ID_CONTEXT = b"openai-responses-mcp task id"  # the secret signs nothing else
+
+
+class TaskIdError(ValueError):
+    """A task id this server will not honour; `reason` is said in the -32602 error."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _task_mac(secret: str, signed: str) -> str:
+    import hashlib
+    import hmac
+
+    key = hmac.new(secret.encode("utf-8"), _TASK_ID_CONTEXT, hashlib.sha256).digest()
+    return _b64(hmac.new(key, signed.encode("ascii"), hashlib.sha256).digest())
+
+
+def mint_task_id(secret: str, fields: dict, ttl_ms: int, now_ms: int | None = None) -> str:
+    """A signed id carrying `fields` (JSON values), plus its creation `c` and expiry `e` in
+    epoch milliseconds and a nonce `n` (two calls may share one response: single flight).
+
+    What a task needs to be served from GET /responses/{id} anywhere: `r` the response id, `t`
+    the tool, `k` the kind (x: extension task, s: 2025-11-25 task, h: handoff), `d` the call's
+    day (access dates), `m` policy.max_citations, `o` the requested model.
+    """
+    now_ms = round(time.time() * 1000) if now_ms is None else now_ms
+    payload = {**fields, "c": now_ms, "e": now_ms + ttl_ms, "n": _b64(os.urandom(8))}
+    body = _b64(json.dumps(payload, separators=(",", ":"), sort_keys=True).encode("utf-8"))
+    signed = f"{TASK_ID_VERSION}.{body}"
+    return f"{signed}.{_task_mac(secret, signed)}"
+
+
+def open_task_id(secret: str, task_id, now_ms: int | None = None) -> dict:
+    """The fields of a task id this server signed and that has not expired; else TaskIdError.
+
+    The signature is compared as text, in constant time, before anything is decoded: bytes
+    would let a changed last base64 character (whose low bits are ignored) pass.
+    """
+    import base64
+    import hmac
+
+    if not (isinstance(task_id, str) and task_id.isascii() and len(task_id) <= TASK_ID_MAX):
+        raise TaskIdError("not a task id of this server")
+    parts = task_id.split(".")
+    if len(parts) != 3 or not parts[0].startswith("t"):
+        raise TaskIdError("not a task id of this server")
+    version, body, mac = parts
+    if version != TASK_ID_VERSION:
+        raise TaskIdError(f"task id version {version!r} is not one this server reads")
+    if not hmac.compare_digest(_task_mac(secret, f"{version}.{body}"), mac):
+        raise TaskIdError("forged or altered: its signature does not match")
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    except ValueError:
+        payload = None
+    if not (isinstance(payload, dict) and type(payload.get("e")) is int):
+        raise TaskIdError("unreadable")
+    now_ms = round(time.time() * 1000) if now_ms is None else now_ms
+    if now_ms >= payload["e"]:
+        raise TaskIdError(f"expired at {iso_utc(payload['e'])}")
+    return payload
+
+
+def iso_utc(epoch_ms: int) -> str:
+    """ISO 8601 in UTC, as tasks' createdAt and lastUpdatedAt are written."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch_ms / 1000))
+
+
+def tasks_off_reason(config: Config, stateless: bool) -> str | None:
+    """Why tasks and handoffs are off, or None when they are on.
+
+    With --stateless the next request may reach another instance, which can serve a task only
+    from a signed id; without a secret nothing is offered and every call answers inline.
+    """
+    if stateless and not config.get("server", "tasks", "secret"):
+        return (
+            "tasks and handoffs are off with --stateless until server.tasks.secret "
+            "(MCP_TASK_SECRET) is set: another instance could not serve them"
+        )
+    return None
+
+
+# -- Task wire shapes ------------------------------------------------------------------------------
+# Two shapes of the same idea: MCP 2025-11-25's experimental tasks (capabilities.tasks, ttl,
+# pollInterval, tasks/result, tasks/list) and the 2026-07-28 extension (declared per request
+# in _meta, resultType "task", ttlMs, pollIntervalMs, tasks/update, no list).
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+RELATED_TASK = "io.modelcontextprotocol/related-task"  # tasks/result's _meta (2025-11-25)
+MISSING_CAPABILITY = -32021  # 2026-07-28: the request lacks a client capability it needs
+HANDOFF_META = "openai-responses-mcp/handoff"
+# A background response's status (GET /responses/{id}) as a task's; incomplete is an answer
+# cut short, which shape_answer says so in.
+TASK_STATUS = {
+    "queued": "working",
+    "in_progress": "working",
+    "completed": "completed",
+    "incomplete": "completed",
+    "failed": "failed",
+    "cancelled": "cancelled",
+}
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+
+
+def task_view(
+    shape: str,
+    task_id: str,
+    status: str,
+    created_ms: int,
+    updated_ms: int,
+    ttl_ms: int | None,
+    poll_ms: int,
+    message: str | None = None,
+) -> dict:
+    """A task as its client's shape writes it: "extension" (ttlMs, pollIntervalMs) or
+    "2025-11-25" (ttl, pollInterval). The caller adds resultType, result or error."""
+    extension = shape == "extension"
+    view = {
+        "taskId": task_id,
+        "status": status,
+        "createdAt": iso_utc(created_ms),
+        "lastUpdatedAt": iso_utc(updated_ms),
+        "ttlMs" if extension else "ttl": ttl_ms,
+        "pollIntervalMs" if extension else "pollInterval": poll_ms,
+    }
+    if message:
+        view["statusMessage"] = message
+    return view
+
+
+def tasks_extension_declared(params) -> bool:
+    """Whether this request's own _meta declares the tasks extension (2026-07-28): only then
+    may its reply be a task, and only then are tasks/* served to it."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    caps = meta.get(META_CAPABILITIES) if isinstance(meta, dict) else None
+    extensions = caps.get("extensions") if isinstance(caps, dict) else None
+    return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
+
+
+def missing_tasks_extension() -> RpcError:
+    """The -32021 error (HTTP 400) for tasks/* from a request that did not declare tasks."""
+    return RpcError(
+        MISSING_CAPABILITY,
+        f"Missing required client capability: the {TASKS_EXTENSION} extension (declare it in "
+        "params._meta clientCapabilities.extensions)",
+        {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+    )
+
+
+def handoff_answer(handoff_id: str, model: str, elapsed_s: int, ttl_ms: int) -> dict:
+    """The answer of a call handed off (or still not ready for answer_result): the output
+    contract's four keys, so the result validates against the tool's outputSchema, and words
+    that tell the model how to collect the answer."""
+    return {
+        "answer": (
+            f"Still researching ({elapsed_s} s so far); the answer is not ready yet. Call the "
+            f'answer_result tool with {{"id": "{handoff_id}", "wait_s": 30}} to collect it; '
+            f"it can be collected for {max(ttl_ms // 60_000, 1)} minutes."
+        ),
+        "used_search": False,
+        "citations": [],
+        "model": model,
+    }
+
+
+# clientInfo.name -> seconds after which a call is handed off, for clients that give up on a
+# tool call sooner than a long answer takes and support no tasks.
+HANDOFF_CLIENTS = {
+    # Codex CLI: tool_timeout_sec defaults to 60 s in older releases (openai/codex,
+    # codex-rs/core/src/mcp_connection_manager.rs), 300 s in newer ones.
+    "codex-mcp-client": 50,
+    "codex": 50,  # older Codex CLI builds
+    # Claude Desktop: the TypeScript SDK's 60 s, not configurable (anthropics/claude-code#22542).
+    "claude-ai": 50,
+    "cursor-vscode": 240,  # Cursor cancels a tool call after 5 minutes (cursor/cursor#3510)
+}
+
+
+def handoff_after(config: Config, client_name: str | None) -> int:
+    """Seconds after which a call without a task is handed off to answer_result; 0 = never.
+
+    request.handoff_after_s decides when set; null leaves it to HANDOFF_CLIENTS."""
+    configured = config.get("request", "handoff_after_s")
+    if configured is not None:
+        return configured
+    name = client_name.strip().lower() if isinstance(client_name, str) else ""
+    return HANDOFF_CLIENTS.get(name, 0)
 
 
 def _valid_id(value) -> bool:
@@ -4046,7 +4380,14 @@ def modern_version(params) -> str:
 
 
 # What Streamable HTTP mirrors into Mcp-Name, by method (2026-07-28).
-NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAME_PARAMS = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/cancel": "taskId",
+    "tasks/update": "taskId",
+}
 
 
 def _mirrored(raw: str) -> str | None:
@@ -4106,8 +4447,9 @@ def server_info(version: str) -> dict:
 
 
 def modern_result(result: dict, version: str) -> dict:
-    """A stateless-era result: marked complete, and saying which server wrote it."""
-    result["resultType"] = "complete"
+    """A stateless-era result: marked complete (unless it is a task), and saying which server
+    wrote it."""
+    result.setdefault("resultType", "complete")
     result["_meta"] = {**result.get("_meta", {}), META_SERVER_INFO: server_info(version)}
     return result
 
@@ -4130,6 +4472,8 @@ class Session:
         self.send = send
         self.protocol_version = LATEST_PROTOCOL
         self.initialized = False
+        self.client_name = None  # initialize's clientInfo.name: who may need a handoff
+        self.client_key = None  # whose tasks these are (the transport says; None: this session)
         self._calls: dict = {}
         self._running = 0
         self._lock = threading.Condition()
@@ -4232,11 +4576,20 @@ class Dispatcher:
         self.modern = config.get("server", "protocol_eras") == "both"
         self._running = 0  # tools/call in flight, across every session
         self._running_lock = threading.Lock()
+        self.task_settings = config.get("server", "tasks")
+        self.tasks = TaskTable(self.task_settings["max_per_client"], log)
+        # serve_http sets these: with --stateless, tasks need the secret and tasks/list is off.
+        self.tasks_off: str | None = None
+        self.stateless = False
         self._methods = {
             "initialize": self._initialize,
             "ping": lambda params, session, request_id: {},
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
+            "tasks/get": self._tasks_get,
+            "tasks/result": self._tasks_result,
+            "tasks/list": self._tasks_list,
+            "tasks/cancel": self._tasks_cancel,
         }
         # The stateless era has no initialize and no ping; each takes the request's version.
         # Nothing here ever changes, so subscriptions/listen is not offered either (-32601).
@@ -4244,6 +4597,9 @@ class Dispatcher:
             "server/discover": self._discover,
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
+            "tasks/get": self._ext_get,
+            "tasks/cancel": self._ext_cancel,
+            "tasks/update": self._ext_update,
         }
 
     @staticmethod
@@ -4334,11 +4690,18 @@ class Dispatcher:
         asked = params.get("protocolVersion")
         version = asked if asked in PROTOCOL_VERSIONS else LATEST_PROTOCOL
         session.protocol_version = version
+        info = params.get("clientInfo")
+        session.client_name = info.get("name") if isinstance(info, dict) else None
         result = {
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": False}},
             "serverInfo": server_info(version),
         }
+        if version == "2025-11-25" and self.tasks_off is None:
+            tasks = {"cancel": {}, "requests": {"tools": {"call": {}}}}
+            if not self.stateless:  # a task must be listable wherever it can be got
+                tasks["list"] = {}
+            result["capabilities"]["tasks"] = tasks
         if version >= "2025-03-26":
             result["instructions"] = SERVER_INSTRUCTIONS
         self.log.debug("server", f"initialize asked={asked} answered={version}")
@@ -4347,9 +4710,12 @@ class Dispatcher:
         return result
 
     def _discover(self, params: dict, session: Session, request_id, version: str) -> dict:
+        capabilities: dict = {"tools": {"listChanged": False}}
+        if self.tasks_off is None:
+            capabilities["extensions"] = {TASKS_EXTENSION: {}}
         return {
             "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": {"tools": {"listChanged": False}},
+            "capabilities": capabilities,
             "instructions": SERVER_INSTRUCTIONS,
             "ttlMs": LIST_TTL_MS,
             "cacheScope": "public",
@@ -4358,15 +4724,20 @@ class Dispatcher:
     def _tools_list(self, params: dict, session: Session, request_id, version=None) -> dict:
         listed = {
             "tools": tool_definitions(
-                version or session.protocol_version, cache_enabled(self.config)
+                version or session.protocol_version,
+                cache_enabled(self.config),
+                handoff=self._handoff_s(params, session, version) > 0,
+                tasks=self.tasks_off is None,
             )
         }
         if version is not None:  # stateless era: the list is the same for everyone, all day
             listed.update(ttlMs=LIST_TTL_MS, cacheScope="public")
         return listed
 
-    def _tools_call(self, params: dict, session: Session, request_id, version=None) -> None:
+    def _tools_call(self, params: dict, session: Session, request_id, version=None):
         name = params.get("name")
+        if name == ANSWER_RESULT and self._handoff_s(params, session, version) > 0:
+            return self._answer_result(params, session, request_id, version)
         if not isinstance(name, str) or name not in TOOLS_BY_NAME:
             raise RpcError(
                 METHOD_NOT_FOUND if version is None else INVALID_PARAMS,  # 2026-07-28: -32602
@@ -4380,14 +4751,22 @@ class Dispatcher:
                 return tool_error(f"Invalid arguments: {exc}")
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         token = progress_token(params)
+        task = self._new_task(params, session, name, version)
         version = version or session.protocol_version
         progress = None if token is None else self._progress_sender(session, token, version)
         call = Call(request_id, name, progress)
-        self._admit()
+        if task is not None:
+            task.call = call
+        try:
+            self._admit()
+        except RpcError:
+            self._forget(task)
+            raise
         try:
             session.register(call)
         except RpcError:
             self._release()
+            self._forget(task)
             raise
         keys = sorted(arguments) if isinstance(arguments, dict) else []
         self.log.debug(
@@ -4396,7 +4775,10 @@ class Dispatcher:
         if progress is not None:
             self.heartbeat.watch(call)
         worker = threading.Thread(
-            target=self._run_call, args=(call, args, session, version), name="call", daemon=True
+            target=self._run_call,
+            args=(call, args, session, version, task),
+            name="call",
+            daemon=True,
         )
         try:
             worker.start()
@@ -4405,7 +4787,9 @@ class Dispatcher:
             session.unregister(call)
             session.done()
             self._release()
+            self._forget(task)
             raise RpcError(INTERNAL_ERROR, "Internal error: cannot start a worker; retry") from None
+        return None if task is None else self._arm(task, call, session, request_id, version)
 
     def _admit(self) -> None:
         """Counts a new call in, or refuses it when server.max_calls are already running."""
@@ -4433,15 +4817,44 @@ class Dispatcher:
 
         return send
 
-    def _run_call(self, call: Call, args: dict, session: Session, version: str) -> None:
+    def _run_call(self, call: Call, args: dict, session: Session, version: str, task=None):
+        try:
+            reply = self._reply_of(call, version, lambda: self.engine.answer(call.tool, args, call))
+        finally:
+            call.finish()
+            self.heartbeat.forget(call)
+            self._release()  # before the reply goes out: the client may send the next call
+        try:
+            if task is not None and task.finish(reply):  # the task keeps it
+                self._task_ended(task, session)
+            elif session.unregister(call) and reply is not None:
+                session.send(reply)
+            else:  # cancelled: nothing may be sent for it
+                self.log.debug("server", f"cancelled requestId={_describe(call.id)} (no reply)")
+        finally:
+            if task is not None and not task.converted:
+                self._forget(task)
+                if task.timer is not None:  # answered inline: nothing left to convert
+                    task.timer.cancel()
+            session.done()
+
+    def _reply_of(self, call: Call, version: str, work) -> dict | None:
+        """What a call answers: work()'s (answer, meta) as a result, or its failure as the
+        -32001 error; None when it was cancelled."""
         reply = None
         try:
-            answer, meta = self.engine.answer(call.tool, args, call)
+            answer, meta = work()
             reply = rpc_result(call.id, tool_result(answer, meta, version))
         except Cancelled:
-            pass
+            if not call.cancelled.is_set():  # the identical call it joined was cancelled
+                reply = failure(
+                    call.id,
+                    "answer failed: the identical call this one joined was cancelled; retry",
+                    {"message": "cancelled by another caller"},
+                )
         except ToolError as exc:
-            reply = failure(call.id, f"answer failed: {exc.message}", self._data(exc), version)
+            reply = failure(call.id, f"answer failed: {exc.message}", self._data(exc))
+            call.cancelled_upstream = getattr(exc, "kind", None) == "cancelled_upstream"
         except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
             self.log.say(f"internal error in {call.tool}: {type(exc).__name__}: {exc}")
             reply = failure(
@@ -4449,25 +4862,329 @@ class Dispatcher:
                 f"answer failed: internal error ({type(exc).__name__}); run with --debug and "
                 "report it",
                 {"message": self.log.redact(_one_line(str(exc), 400))},
-                version,
             )
-        finally:
-            call.finish()
-            self.heartbeat.forget(call)
-            self._release()  # before the reply goes out: the client may send the next call
-        try:
-            if session.unregister(call) and reply is not None:
-                session.send(reply)
-            else:  # cancelled: nothing may be sent for it
-                self.log.debug("server", f"cancelled requestId={_describe(call.id)} (no reply)")
-        finally:
-            session.done()
+        return reply
 
     def _data(self, exc: ToolError) -> dict:
         data = {"message": self.log.redact(_one_line(exc.detail, 400))}
         if self.log.debug_enabled:
             data.update({k: self.log.redact(str(v)) for k, v in exc.debug.items()})
         return data
+
+    # -- tasks and handoffs ----------------------------------------------------------------------
+
+    def _handoff_s(self, params, session: Session, version=None) -> int:
+        """Seconds after which this client's calls are handed off to answer_result; 0 = never."""
+        if self.tasks_off is not None:
+            return 0
+        name = session.client_name
+        if version is not None:  # 2026-07-28: each request says who sends it
+            meta = params.get("_meta") if isinstance(params, dict) else None
+            info = meta.get(META_CLIENT_INFO) if isinstance(meta, dict) else None
+            name = info.get("name") if isinstance(info, dict) else None
+        return handoff_after(self.config, name)
+
+    def _new_task(self, params: dict, session: Session, tool: str, version) -> Task | None:
+        """The Task a call may become (added to the table, so the client's limit applies before
+        the call starts), or None when it answers inline however long it takes."""
+        if self.tasks_off is not None:
+            return None
+        ttl = self.task_settings["ttl_ms"]
+        if version is not None and tasks_extension_declared(params):
+            kind = "x"
+        elif version is None and session.protocol_version == "2025-11-25" and "task" in params:
+            kind, asked = "s", params["task"]
+            asked = asked.get("ttl") if isinstance(asked, dict) else None
+            if type(asked) is int and asked > 0:  # granted, but never shorter than the call
+                ttl = max(min(asked, ttl), self.config.get("request", "timeout_ms"))
+        elif self._handoff_s(params, session, version) > 0:
+            kind = "h"
+        else:
+            return None
+        handoff_s = self._handoff_s(params, session, version) if kind == "h" else 0
+        import secrets
+
+        key = session.client_key if session.client_key is not None else id(session)
+        model = str(self.config.profile(tool).get("model") or "")
+        task = Task(f"{kind}-{secrets.token_urlsafe(24)}", kind, None, key, ttl, model)
+        task.tool, task.handoff_s = tool, handoff_s
+        # A 2025-11-25 task is the reply whatever happens: even an answer from the cache,
+        # ready before the reply is written, goes to the task, never inline as well.
+        task.converted = kind == "s"
+        self.tasks.add(task)
+        return task
+
+    def _forget(self, task: Task | None) -> None:
+        if task is not None:
+            self.tasks.discard(task)
+
+    def _arm(self, task: Task, call: Call, session: Session, request_id, version: str):
+        """A 2025-11-25 task is the request's reply at once; an extension task after
+        server.tasks.immediate_ms, a handoff after its seconds, unless the call ends first."""
+        if task.kind == "s":
+            if self.signing and not self._sign(task, call):
+                self.log.debug("server", "task without a response id: served by this instance only")
+            session.unregister(call)  # the task owns the call now: no request cancels it
+            self.log.debug("server", f"task created ({KINDS[task.kind]}) tool={task.tool}")
+            immediate = "The answer is being researched; it will follow when the task completes."
+            return {
+                "task": task.view("2025-11-25", self.task_settings["poll_interval_ms"]),
+                "_meta": {"io.modelcontextprotocol/model-immediate-response": immediate},
+            }
+        delay = self.task_settings["immediate_ms"] / 1000 if task.kind == "x" else task.handoff_s
+        timer = threading.Timer(delay, self._convert, (task, call, session, request_id, version))
+        timer.daemon = True
+        task.timer = timer
+        timer.start()
+        return None
+
+    def _convert(self, task: Task, call: Call, session: Session, request_id, version: str):
+        """The timer fired: unless the call has ended, the request is answered with the task
+        (or the handoff) and the call goes on without it."""
+        if self.signing and not self._sign(task, call):
+            return  # the call ended before OpenAI named its response: it answers inline
+        if not task.convert():
+            return
+        session.unregister(call)
+        self.log.debug("server", f"task created ({KINDS[task.kind]}) tool={task.tool}")
+        if task.kind == "x":
+            view = task.view("extension", self.task_settings["poll_interval_ms"])
+            result = modern_result({**view, "resultType": "task"}, version)
+        else:
+            result = self._still_working(task, version)
+        session.send(rpc_result(request_id, result))
+
+    def _still_working(self, task: Task, version: str) -> dict:
+        """A handoff's result (and answer_result's before the answer is ready): the output
+        contract with words saying how to collect the answer."""
+        elapsed = round((now_ms() - task.created) / 1000)
+        answer = handoff_answer(task.id, task.model, elapsed, task.ttl_ms)
+        return tool_result(answer, {HANDOFF_META: {"id": task.id, "status": "working"}}, version)
+
+    @property
+    def signing(self) -> bool:
+        """Whether task ids are signed for any instance to serve (--stateless with a secret)."""
+        return self.stateless and self.tasks_off is None
+
+    def _sign(self, task: Task, call: Call) -> bool:
+        """Gives the task a signed id carrying its background response's id, once OpenAI has
+        named it; False if the call ended first (or runs without background mode)."""
+        deadline = time.monotonic() + self.config.get("request", "timeout_ms") / 1000
+        response_id = None
+        while response_id is None and not task.done.is_set() and time.monotonic() < deadline:
+            upstream = call.upstream or call
+            run = upstream.background
+            if run is not None and run.created.wait(0.05):
+                response_id = run.response_id
+            elif run is None and getattr(self.engine, "background_off", False):
+                break  # refused: there will be no response id to sign
+            elif run is None:
+                time.sleep(0.05)
+        if response_id is None:
+            return False
+        fields = {"r": response_id, "t": task.tool, "k": task.kind, "o": task.model}
+        secret = self.task_settings["secret"]
+        self.tasks.rename(task, mint_task_id(secret, fields, task.ttl_ms, task.created))
+        return True
+
+    def _remote(self, task_id: str, kind: str, session: Session) -> Task:
+        """A task another instance created, from its signed id: followed here from OpenAI's
+        stored background response (GET /responses/{id}); TaskIdError if it is not ours."""
+        secret = self.task_settings["secret"]
+        if not secret:
+            raise TaskIdError("not a task of this server, or it has expired")
+        fields = open_task_id(secret, task_id)
+        tool, response_id = fields.get("t"), fields.get("r")
+        if fields.get("k") != kind or tool not in TOOLS_BY_NAME or not isinstance(response_id, str):
+            raise TaskIdError("not a task of this kind")
+        call = Call(None, tool)
+        key = session.client_key if session.client_key is not None else id(session)
+        task = Task(task_id, kind, call, key, fields["e"] - fields["c"], str(fields.get("o", "")))
+        task.created, task.expires, task.converted = fields["c"], fields["e"], True
+        found = self.tasks.put(task)
+        if found is task:
+            threading.Thread(
+                target=self._follow, args=(task, response_id), name="task-follow", daemon=True
+            ).start()
+        return found
+
+    def _follow(self, task: Task, response_id: str) -> None:
+        """Reads a remote task's response to its end (no ledger row: its creator writes it)."""
+        version = MODERN_VERSIONS[-1] if task.kind == "x" else "2025-11-25"
+        call = task.call
+
+        def work() -> tuple[dict, dict]:
+            return self.engine.collect(task.tool, {"query": "-"}, response_id, call)
+
+        try:
+            reply = self._reply_of(call, version, work)
+        finally:
+            call.finish()
+        task.finish(reply)
+
+    def _task_ended(self, task: Task, session: Session) -> None:
+        """notifications/tasks/status (2025-11-25) where the client can receive one."""
+        if task.kind == "s":
+            view = task.view("2025-11-25", self.task_settings["poll_interval_ms"])
+            session.send({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": view})
+
+    def _task_named(self, params, kind: str, session: Session) -> Task:
+        """The task a tasks/* request names; -32602 for an unknown, forged or expired id."""
+        task_id = params.get("taskId") if isinstance(params, dict) else None
+        if not isinstance(task_id, str) or not task_id:
+            raise RpcError(INVALID_PARAMS, "Invalid params: taskId must be a non-empty string")
+        try:
+            return self._find_task(task_id, kind, session)
+        except TaskIdError as exc:
+            why = f"Invalid params: unknown task id ({exc.reason})"
+            raise RpcError(INVALID_PARAMS, why) from None
+
+    def _find_task(self, task_id, kind: str, session: Session) -> Task:
+        """This instance's task, or another instance's from its signed id; else TaskIdError."""
+        task = self.tasks.get(task_id)
+        if task is not None and task.kind == kind:
+            return task
+        if task is not None or not isinstance(task_id, str) or self.tasks_off is not None:
+            raise TaskIdError("not a task of this server, or it has expired")
+        return self._remote(task_id, kind, session)
+
+    def _tasks_2025(self, session: Session) -> None:
+        if session.protocol_version != "2025-11-25" or self.tasks_off is not None:
+            raise RpcError(
+                METHOD_NOT_FOUND,
+                "Method not found: tasks are offered in protocol 2025-11-25 (and as the "
+                f"{TASKS_EXTENSION} extension in 2026-07-28)",
+            )
+
+    def _tasks_get(self, params: dict, session: Session, request_id) -> dict:
+        self._tasks_2025(session)
+        return self._task_named(params, "s", session).view(
+            "2025-11-25", self.task_settings["poll_interval_ms"]
+        )
+
+    def _tasks_list(self, params: dict, session: Session, request_id) -> dict:
+        self._tasks_2025(session)
+        if self.stateless:
+            raise RpcError(METHOD_NOT_FOUND, "Method not found: tasks/list (off with --stateless)")
+        if params.get("cursor") is not None:
+            raise RpcError(INVALID_PARAMS, "Invalid params: this server issued no cursor")
+        key = session.client_key if session.client_key is not None else id(session)
+        poll = self.task_settings["poll_interval_ms"]
+        return {"tasks": [task.view("2025-11-25", poll) for task in self.tasks.of_client(key, "s")]}
+
+    def _tasks_cancel(self, params: dict, session: Session, request_id) -> dict:
+        self._tasks_2025(session)
+        task = self._task_named(params, "s", session)
+        terminal = task.cancel()
+        if terminal is not None:
+            raise RpcError(
+                INVALID_PARAMS, f"Cannot cancel task: already in terminal status '{terminal}'"
+            )
+        self.log.debug("server", f"task cancelled tool={task.tool}")
+        return task.view("2025-11-25", self.task_settings["poll_interval_ms"])
+
+    def _tasks_result(self, params: dict, session: Session, request_id) -> None:
+        """Blocks (on a thread of its own) until the task ends, then answers exactly what the
+        tools/call would have, with the related-task _meta."""
+        self._tasks_2025(session)
+        task = self._task_named(params, "s", session)
+
+        def wait() -> None:
+            task.done.wait(max(0.0, (task.expires - now_ms()) / 1000))
+            session.send(self._task_reply(task, request_id))
+
+        threading.Thread(target=wait, name="tasks-result", daemon=True).start()
+
+    def _task_reply(self, task: Task, request_id) -> dict:
+        with task.lock:
+            status, reply = task.status, task.reply
+            if task.done.is_set():
+                task.collected = True
+        if status == "cancelled":
+            return rpc_error(request_id, INVALID_PARAMS, "Invalid params: task was cancelled")
+        if reply is None:
+            return rpc_error(request_id, INVALID_PARAMS, "Invalid params: task has expired")
+        if "error" in reply:
+            return {**reply, "id": request_id}
+        result = dict(reply["result"])
+        result["_meta"] = {**result.get("_meta", {}), RELATED_TASK: {"taskId": task.id}}
+        return rpc_result(request_id, result)
+
+    def _ext_task(self, params, session: Session) -> Task:
+        if not tasks_extension_declared(params):
+            raise missing_tasks_extension()
+        return self._task_named(params, "x", session)
+
+    def _ext_get(self, params: dict, session: Session, request_id, version: str) -> dict:
+        task = self._ext_task(params, session)
+        result = task.view("extension", self.task_settings["poll_interval_ms"])
+        with task.lock:
+            if task.status == "completed":
+                result["result"], task.collected = task.reply["result"], True
+            elif task.status == "failed":
+                result["error"], task.collected = task.reply["error"], True
+        return result
+
+    def _ext_cancel(self, params: dict, session: Session, request_id, version: str) -> dict:
+        task = self._ext_task(params, session)
+        if task.cancel() is None:  # finished already: still an ack (cooperative cancel)
+            self.log.debug("server", f"task cancelled tool={task.tool}")
+        return {}
+
+    def _ext_update(self, params: dict, session: Session, request_id, version: str) -> dict:
+        task = self._ext_task(params, session)
+        raise RpcError(
+            INVALID_PARAMS,
+            f"Invalid params: task {task.id} has no outstanding input requests (this server "
+            "never asks for input)",
+        )
+
+    def _answer_result(self, params: dict, session: Session, request_id, version) -> None:
+        """answer_result: the handed-off answer once ready (waiting up to wait_s, within the
+        client's own timeout), else another "still working" result; on a thread of its own."""
+        arguments = params.get("arguments")
+        arguments = arguments if isinstance(arguments, dict) else {}
+        handoff_id, wait_s = arguments.get("id"), arguments.get("wait_s", 30)
+        why = task = None
+        if not isinstance(handoff_id, str) or not handoff_id:
+            why = "id must be the non-empty string a handed-off answer gave"
+        elif type(wait_s) is not int or not 0 <= wait_s <= 60:
+            why = "wait_s must be an integer from 0 to 60"
+        else:
+            try:
+                task = self._find_task(handoff_id, "h", session)
+            except TaskIdError as exc:
+                why = f"unknown id: {exc.reason}"
+        if why is not None:
+            if version is not None:  # 2026-07-28: a tool execution error the model can fix
+                return tool_error(f"Invalid arguments: {why}")
+            raise RpcError(INVALID_PARAMS, f"Invalid params: {why}")
+        era = version or session.protocol_version
+        wait = min(wait_s, self._handoff_s(params, session, version))
+
+        def collect() -> None:
+            if not task.done.wait(wait):
+                session.send(rpc_result(request_id, self._still_working(task, era)))
+                return
+            reply = self._task_reply(task, request_id)
+            if "result" in reply:
+                meta = {**reply["result"].get("_meta", {}), HANDOFF_META: None}
+                meta.pop(RELATED_TASK, None)
+                meta[HANDOFF_META] = {"id": task.id, "status": "completed"}
+                reply["result"]["_meta"] = meta
+                if era in MODERN_VERSIONS:
+                    modern_result(reply["result"], era)
+            elif task.status == "cancelled":
+                reply = failure(
+                    request_id,
+                    "answer failed: the handed-off call was cancelled (it expired or the "
+                    "server stopped); ask again",
+                    {"message": "cancelled"},
+                )
+            session.send(reply)
+
+        threading.Thread(target=collect, name="answer-result", daemon=True).start()
+        return None
 
     def _notification(self, method: str, params, session: Session) -> None:
         params = params if isinstance(params, dict) else {}
@@ -4483,12 +5200,11 @@ class Dispatcher:
             session.initialized = True
 
 
-def failure(request_id, message: str, data: dict, version: str) -> dict:
-    """A failed call's reply: error -32001 in the handshake era; in the stateless era a
-    result with isError, as its spec wants for failures a model can act on."""
-    if version not in MODERN_VERSIONS:
-        return rpc_error(request_id, TOOL_FAILED, message, data)
-    return rpc_result(request_id, modern_result(tool_error(message, data), version))
+def failure(request_id, message: str, data: dict) -> dict:
+    """A failed call's reply, in both eras: error -32001 `answer failed: ...`. (Only arguments
+    that do not fit the schema are an isError result in the stateless era: the model can fix
+    those; and a failed task is `failed` with this same error.)"""
+    return rpc_error(request_id, TOOL_FAILED, message, data)
 
 
 def tool_error(text: str, data: dict | None = None) -> dict:
@@ -4510,6 +5226,172 @@ def tool_result(answer: dict, meta: dict, version: str) -> dict:
     if meta:
         result["_meta"] = meta
     return modern_result(result, version) if version in MODERN_VERSIONS else result
+
+
+# -- Tasks -----------------------------------------------------------------------------------------
+# A call that outlives its request: a task (2026-07-28 extension or 2025-11-25 shape) or a
+# handoff. The call keeps running, owned by the TaskTable instead of the request; its reply
+# (the JSON-RPC result or error the call would have sent) waits here until its TTL runs out.
+
+TOO_MANY_TASKS = {"limit": "server.tasks.max_per_client"}  # the -32000 refusal's data: HTTP 429
+KINDS = {"x": "extension", "s": "2025-11-25", "h": "handoff"}
+
+
+def now_ms() -> int:
+    return round(time.time() * 1000)
+
+
+class Task:
+    """One task or handoff: its call (None when served from a signed id alone), its status and,
+    once the call has ended, the reply it produced.
+
+    `converted` says the request was answered with the task rather than the answer; finish()
+    and convert() race under `lock`, so exactly one of the two reaches the request.
+    """
+
+    def __init__(self, task_id: str, kind: str, call, client_key, ttl_ms: int, model: str):
+        self.id, self.kind, self.call, self.client_key = task_id, kind, call, client_key
+        self.tool = call.tool if call is not None else None
+        self.model = model
+        self.created = self.updated = now_ms()
+        self.ttl_ms = ttl_ms
+        self.expires = self.created + ttl_ms
+        self.status, self.message = "working", None
+        self.handoff_s = 0  # a handoff: seconds after which the request got its id
+        self.timer: threading.Timer | None = None  # converts the request when it fires
+        self.reply: dict | None = None
+        self.converted = self.collected = False
+        self.done = threading.Event()
+        self.lock = threading.Lock()
+
+    def convert(self) -> bool:
+        """The request gets the task now, unless the call has ended (or was cancelled) first."""
+        with self.lock:
+            if self.done.is_set() or (self.call is not None and self.call.cancelled.is_set()):
+                return False
+            self.converted = True
+            return True
+
+    def finish(self, reply: dict | None) -> bool:
+        """Records the call's reply (None: cancelled); True if the task keeps it, False if it
+        goes to the request inline (the task was never converted)."""
+        with self.lock:
+            self.reply = reply
+            if self.status == "working":
+                self.status, self.message = self._outcome(reply)
+                if self.call is not None and self.call.cancelled_upstream:
+                    # tasks/cancel on another instance: a cancelled task there, here too
+                    self.status, self.message = "cancelled", "cancelled upstream"
+                self.updated = now_ms()
+            self.done.set()
+            self.call = None  # nothing left to cancel; its memory can go
+            return self.converted
+
+    def _outcome(self, reply: dict | None) -> tuple[str, str | None]:
+        if reply is None:
+            return "cancelled", "cancelled"
+        if "error" in reply:
+            return "failed", reply["error"].get("message")
+        if reply["result"].get("isError") and self.kind == "s":  # 2025-11-25: isError fails
+            return "failed", _one_line(reply["result"]["content"][0].get("text", ""), 400)
+        return "completed", "done"
+
+    def cancel(self) -> str | None:
+        """Moves a working task to cancelled and cancels its call; the terminal status it had
+        instead, if any."""
+        with self.lock:
+            if self.status != "working":
+                return self.status
+            self.status, self.message, self.updated = "cancelled", "cancelled by request", now_ms()
+            self.collected = True
+            call = self.call
+        if call is not None:
+            call.cancel()
+        return None
+
+    def view(self, shape: str, poll_ms: int) -> dict:
+        with self.lock:
+            status, message, updated, call = self.status, self.message, self.updated, self.call
+        if status == "working" and call is not None and call.status_message:
+            message = call.status_message
+        return task_view(
+            shape, self.id, status, self.created, updated, self.ttl_ms, poll_ms, message
+        )
+
+
+class TaskTable:
+    """This process's tasks by id, with the per-client limit and expiry after their TTL."""
+
+    def __init__(self, max_per_client: int, log: Log):
+        self._max, self._log = max_per_client, log
+        self._tasks: dict[str, Task] = {}
+        self._lock = threading.Lock()
+
+    def add(self, task: Task) -> None:
+        """Adds a task; -32000 (HTTP 429) when its client has max_per_client open already:
+        working, or ended but not yet collected."""
+        self.sweep()
+        with self._lock:
+            mine = [t for t in self._tasks.values() if t.client_key == task.client_key]
+            if sum(not t.collected for t in mine) >= self._max:
+                raise RpcError(
+                    SERVER_BUSY,
+                    f"too many open tasks ({self._max}, server.tasks.max_per_client); collect "
+                    "or cancel one first",
+                    TOO_MANY_TASKS,
+                )
+            self._tasks[task.id] = task
+            # A collected task stays readable a while, but only the client's latest few: the
+            # client has its answer, and memory must not grow with calls times the TTL.
+            collected = [t for t in mine if t.collected]
+            for old in collected[: max(0, len(collected) - self._max)]:
+                del self._tasks[old.id]
+
+    def get(self, task_id) -> Task | None:
+        self.sweep()
+        with self._lock:
+            return self._tasks.get(task_id) if isinstance(task_id, str) else None
+
+    def discard(self, task: Task) -> None:
+        with self._lock:
+            if self._tasks.get(task.id) is task:
+                del self._tasks[task.id]
+
+    def rename(self, task: Task, task_id: str) -> None:
+        """The task's signed id, once OpenAI has named its response."""
+        with self._lock:
+            if self._tasks.get(task.id) is task:
+                del self._tasks[task.id]
+            task.id = task_id
+            self._tasks[task_id] = task
+
+    def put(self, task: Task) -> Task:
+        """Adds a task another instance created (no limit: its creator counted it); returns the
+        one already here if another request got there first."""
+        with self._lock:
+            return self._tasks.setdefault(task.id, task)
+
+    def of_client(self, client_key, kind: str) -> list[Task]:
+        self.sweep()
+        with self._lock:
+            return [
+                t for t in self._tasks.values() if t.client_key == client_key and t.kind == kind
+            ]
+
+    def sweep(self) -> None:
+        """Drops expired tasks; one still working is cancelled first (upstream too)."""
+        now = now_ms()
+        with self._lock:
+            expired = [t for t in self._tasks.values() if t.expires <= now]
+            for task in expired:
+                del self._tasks[task.id]
+        for task in expired:
+            if task.cancel() is None:
+                self._log.debug("server", f"task expired while working: {task.id[:12]}...")
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._tasks)
 
 
 # ============================================================================================
@@ -5286,6 +6168,7 @@ class HttpSession:
         self.stream = Outbox() if legacy else None
         self.router = None if legacy else Router(log)
         self.session = Session(self.stream.put if legacy else self.router.send)
+        self.session.client_key = session_id  # stateless: the client's identity, set later
         self.last_used = time.monotonic()
 
     def touch(self) -> None:
@@ -5693,7 +6576,7 @@ class HttpApp:
         hs = self.new_session()
         if hs.id is None:
             hs.session.protocol_version = version or DEFAULT_HTTP_VERSION
-            hs.client = client
+            hs.client = hs.session.client_key = client
             hs.call_id = message.get("id")
         return hs
 
@@ -5718,6 +6601,8 @@ class HttpApp:
     def status_of(reply: dict, modern: bool = False) -> int:
         """A JSON reply's HTTP status: 400 when the request could not even be identified; for
         2026-07-28, 400 for a malformed request and 404 for an unknown method, as it says."""
+        if "error" in reply and reply["error"].get("data") == TOO_MANY_TASKS:
+            return 429
         if modern and "error" in reply:
             return _MODERN_STATUS.get(reply["error"].get("code"), 200)
         return 200 if reply.get("id") is not None else 400
@@ -5736,9 +6621,10 @@ class HttpApp:
             raise
 
     @staticmethod
-    def as_events(token, json_ok: bool, sse_ok: bool) -> bool:
-        """Whether a call's response is an event stream (progress can go there) or JSON."""
-        return sse_ok and (token is not None or not json_ok)
+    def as_events(token, json_ok: bool, sse_ok: bool, method: str | None = None) -> bool:
+        """Whether a call's response is an event stream (progress can go there; keep-alive
+        comments hold proxies while tasks/result waits) or JSON."""
+        return sse_ok and (token is not None or not json_ok or method == "tasks/result")
 
     def reply_headers(self, hs: HttpSession, method: str, reply: dict) -> dict:
         """A reply's extra headers: initialize's session id; a failed initialize ends it."""
@@ -5783,6 +6669,7 @@ class HttpApp:
         hs = HttpSession(None, self.log)
         hs.modern, hs.header_version = True, header_version
         hs.client, hs.call_id = client, message.get("id")
+        hs.session.client_key = client
         with self._lock:
             self.loose.add(hs)
         return hs
@@ -6180,7 +7067,7 @@ class HttpHandler:
         try:
             if reply is not None:
                 return self._reply(hs, method, reply, json_ok)
-            if self.app.as_events(token, json_ok, sse_ok):
+            if self.app.as_events(token, json_ok, sse_ok, method):
                 delivered = self._pump(self._start_events(), box, until_reply=True)
             else:
                 delivered = self._await_json(box)
@@ -6323,6 +7210,7 @@ _MODERN_STATUS = {
     INVALID_PARAMS: 400,
     HEADER_MISMATCH: 400,
     UNSUPPORTED_VERSION: 400,
+    MISSING_CAPABILITY: 400,
     METHOD_NOT_FOUND: 404,
 }
 
@@ -6466,6 +7354,12 @@ def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port
     except ConfigError as exc:
         print(f"{SERVER_NAME}: config error: {exc}", file=sys.stderr)
         return 2
+    dispatcher.stateless = app.stateless
+    dispatcher.tasks_off = tasks_off_reason(config, app.stateless)
+    if dispatcher.tasks_off is not None:
+        log.say(dispatcher.tasks_off)
+    elif dispatcher.signing and hasattr(dispatcher.engine, "force_background"):
+        dispatcher.engine.force_background = True  # any instance serves a task from OpenAI
     return HttpTransport(app, host, port).serve()
 
 
@@ -7401,7 +8295,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     server = config.values["server"]
     key_env = config.get("openai", "api_key_env")
-    secrets = (os.environ.get(key_env, ""), server["http"]["token"] or "")
+    secrets = (
+        os.environ.get(key_env, ""),
+        server["http"]["token"] or "",
+        server["tasks"]["secret"] or "",
+    )
     log = Log(server["debug"], server["debug_file"], secrets)
     for warning in config.warnings:
         log.say(f"warning: {warning}")

@@ -739,6 +739,46 @@ def bench_resume(install: Install, fake, results: Results, runs: int) -> None:
     )
 
 
+def bench_task_create(install: Install, fake, results: Results, runs: int) -> None:
+    """tools/call with params.task (MCP 2025-11-25) -> its CreateTaskResult read: how long a
+    client waits before it holds a task id. The baseline, in the same process, is a ping's round
+    trip. Each call's upstream is stalled, so every task is still working when created; each is
+    cancelled with tasks/cancel before the next (the per-client limit stays clear).
+    """
+    env = install.env(OPENAI_BASE_URL=fake.base_url)
+    created, pings = [], []
+    with Client(install, env) as client:
+        init = initialize_message()
+        init["params"]["protocolVersion"] = "2025-11-25"
+        client.send(init)
+        client.recv()
+        wait_warm(client)
+        client.call()
+        for run in range(runs):
+            fake.clear()
+            fake.enqueue(realistic_reply(stall_after_events=3, stall_seconds=30))
+            params = {**client.call_params(f"{QUERY} ({run})"), "task": {"ttl": 600_000}}
+            started = time.perf_counter()
+            reply = client.request("tools/call", params)
+            created.append(time.perf_counter() - started)
+            if "task" not in reply.get("result", {}):
+                raise RuntimeError(f"no CreateTaskResult: {reply}")
+            started = time.perf_counter()
+            client.request("ping")
+            pings.append(time.perf_counter() - started)
+            client.request("tasks/cancel", {"taskId": reply["result"]["task"]["taskId"]})
+    results.add(
+        "`tools/call` with `params.task` → `CreateTaskResult` (2025-11-25)",
+        ms(median(created)),
+        f"ping: {ms(median(pings))}",
+        ms(median(created)),
+        "≤ 5 ms",
+        median(created) <= 0.005,
+        created=spread(created),
+        ping=spread(pings),
+    )
+
+
 def bench_throughput(install: Install, results: Results, messages: int, runs: int) -> None:
     """Pipelined ping: all requests written by one thread while this one counts replies.
 
@@ -1100,6 +1140,7 @@ FIGURES = (
     "concurrency",
     "cancel",
     "resume",
+    "task",
     "throughput",
     "keepalive",
     "memory",
@@ -1149,6 +1190,8 @@ def main(argv: list[str] | None = None) -> int:
                 bench_cancel(install, fake, results, 10 if quick else 40)
             if "resume" in only:
                 bench_resume(install, fake, results, 5 if quick else 20)
+            if "task" in only:
+                bench_task_create(install, fake, results, 20 if quick else 100)
             if "throughput" in only:
                 bench_throughput(install, results, 20_000 if quick else 100_000, 3 if quick else 5)
             if "keepalive" in only:

@@ -10,15 +10,17 @@ transport is left out, so that calls in flight and threads can be counted exactl
 the tests' fake Responses API on 127.0.0.1, which answers each request with a fault drawn at
 random: 429 with retry-after-ms, 500, a reset before or in the stream (FIN or RST), a stall
 past the 1 s timeout, a malformed event, an error event, a slow trickle, or a good answer.
-About one call in eight is cancelled at a random moment.
+About one call in eight is cancelled at a random moment. One call in four asks for an MCP
+2025-11-25 task (`params.task`): its CreateTaskResult comes at once, `tasks/result` collects
+it, and its cancel is `tasks/cancel`.
 
 It stops after N calls or S seconds, whichever comes first, then checks and prints:
-every call that was not cancelled got exactly one reply, a result or one of the known
-`answer failed: ...` messages; a cancelled call got none (or its one reply, when the answer
-won the race); no call is left in flight; no thread of the server is left; and the process's
-resident memory stayed flat over the second half of the run (within 4 MiB or 5 %). Memory is
-that of this whole process, the fake included, so it can only over-report. Exit status 1 if
-any check fails.
+every call that was not cancelled got exactly one reply (a task's: from tasks/result), a
+result or one of the known `answer failed: ...` messages; a cancelled call got none (or its
+one reply, when the answer won the race); no call is left in flight; no thread of the server
+is left; and the process's resident memory stayed flat over the second half of the run
+(within 4 MiB or 5 %). Memory is that of this whole process, the fake included, so it can
+only over-report. Exit status 1 if any check fails.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ import fake_upstream  # noqa: E402
 
 Reply = fake_upstream.Reply
 
-CONFIG = "request: {max_retries: 2, timeout_ms: 1000}\n"
+CONFIG = "request: {max_retries: 2, timeout_ms: 1000}\nserver: {tasks: {max_per_client: 64}}\n"
 FAST = {"retry-after-ms": "5"}
 # (weight, reply): what the fake does for one request.
 FAULTS = [
@@ -128,6 +130,18 @@ def classify(reply: dict) -> str:
 KINDS = {"answered"} | {known.strip() for known in KNOWN_FAILURES}
 
 
+def cancel(dispatcher, session, request_id: int, task_id: str | None) -> None:
+    """notifications/cancelled for a call, tasks/cancel for a task (a task that has ended
+    already gets -32602, which is fine: its answer won the race)."""
+    if task_id is None:
+        note = {"requestId": request_id, "reason": "soak"}
+        message = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": note}
+    else:
+        message = {"jsonrpc": "2.0", "id": "c", "method": "tasks/cancel"}
+        message["params"] = {"taskId": task_id}
+    dispatcher.handle(message, session)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, help="calls to make (default 3000, quick 600)")
@@ -171,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         dispatcher = m.Dispatcher(config, log, m.AnswerEngine(config, log))
         outbox = Outbox()
         session = m.Session(outbox.send)
-        init = {"protocolVersion": "2025-06-18", "capabilities": {}}
+        init = {"protocolVersion": "2025-11-25", "capabilities": {"tasks": {}}}
         reply = dispatcher.handle(
             {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}, session
         )
@@ -181,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         upstream_requests = 0
         started: list[int] = []
         cancelled: set[int] = set()
+        tasks: dict[int, str] = {}  # request id -> its task's id
         cancels: list[tuple[float, int]] = []
         samples: list[tuple[int, float, int]] = []
         begin = time.monotonic()
@@ -189,15 +204,14 @@ def main(argv: list[str] | None = None) -> int:
             now = time.monotonic()
             while cancels and cancels[0][0] <= now:
                 _, request_id = heapq.heappop(cancels)
+                cancel(dispatcher, session, request_id, tasks.get(request_id))
                 cancelled.add(request_id)
-                note = {"requestId": request_id, "reason": "soak"}
-                dispatcher.handle(
-                    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": note}, session
-                )
             while session.in_flight() < options.concurrency and len(started) < options.calls:
                 request_id = next(ids)
                 started.append(request_id)
                 params = {"name": "answer", "arguments": {"query": f"soak question {request_id}"}}
+                if rng.random() < 0.25:
+                    params["task"] = {"ttl": 60_000}
                 message = {
                     "jsonrpc": "2.0",
                     "id": request_id,
@@ -205,7 +219,13 @@ def main(argv: list[str] | None = None) -> int:
                     "params": params,
                 }
                 answer = dispatcher.handle(message, session)
-                if answer is not None:
+                if "task" in params and answer is not None and "task" in answer.get("result", {}):
+                    tasks[request_id] = answer["result"]["task"]["taskId"]
+                    wait = {"taskId": tasks[request_id]}
+                    collect = {"jsonrpc": "2.0", "id": f"r{request_id}", "method": "tasks/result"}
+                    if dispatcher.handle({**collect, "params": wait}, session) is not None:
+                        problems.append(f"tasks/result {request_id} answered at once")
+                elif answer is not None:
                     problems.append(f"tools/call {request_id} answered at once: {answer}")
                 if rng.random() < 0.125:
                     heapq.heappush(cancels, (now + rng.uniform(0, 0.06), request_id))
@@ -216,11 +236,8 @@ def main(argv: list[str] | None = None) -> int:
             with outbox.cond:
                 outbox.cond.wait(0.005)
         for _, request_id in cancels:  # cancels still pending when the run ended
+            cancel(dispatcher, session, request_id, tasks.get(request_id))
             cancelled.add(request_id)
-            note = {"requestId": request_id, "reason": "soak"}
-            dispatcher.handle(
-                {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": note}, session
-            )
         if not session.wait_idle(30):
             problems.append(f"{session.in_flight()} call(s) still running 30 s after the end")
         elapsed = time.monotonic() - begin
@@ -237,11 +254,14 @@ def main(argv: list[str] | None = None) -> int:
 
     outcomes: collections.Counter = collections.Counter()
     for request_id in started:
-        replies = outbox.replies.get(request_id, [])
+        replies = outbox.replies.get(f"r{request_id}" if request_id in tasks else request_id, [])
         if request_id in cancelled:
             if len(replies) > 1:
                 problems.append(f"cancelled call {request_id} got {len(replies)} replies")
-            outcomes["cancelled: no reply" if not replies else "cancelled: answered first"] += 1
+            if request_id in tasks:  # tasks/result says "task was cancelled", or the answer
+                outcomes["task cancelled (tasks/cancel)"] += 1
+            else:
+                outcomes["cancelled: no reply" if not replies else "cancelled: answered first"] += 1
             continue
         if len(replies) != 1:
             problems.append(f"call {request_id} got {len(replies)} replies")

@@ -124,7 +124,7 @@ def test_yaml_mappings_deep_merge_with_defaults(tmp_path, env):
         env,
         "request: {timeout_ms: 5000}\nmodel_profiles:\n  answer:\n    verbosity: low\n",
     )
-    assert config.get("request") == {"timeout_ms": 5000, "max_retries": 3}
+    assert config.get("request") == {"timeout_ms": 5000, "max_retries": 3, "handoff_after_s": None}
     assert config.get("model_profiles", "answer") == {
         "model": "gpt-5.2",
         "reasoning_effort": "medium",
@@ -237,6 +237,7 @@ ENV_KEYS = [  # seed 001 §5.4, then the issue's additions, then the module's ow
     ("MODEL_QUICK", "gpt-5-nano", ("model_profiles", "answer_quick", "model"), "gpt-5-nano"),
     ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1", ("openai", "base_url"), "http://127.0.0.1:9/v1"),
     ("MCP_LINE_MODE", "1", ("server", "line_mode"), True),
+    ("MCP_TASK_SECRET", "s" * 32, ("server", "tasks", "secret"), "s" * 32),
     ("POLICY_TIMEZONE", "UTC", ("policy", "timezone"), "UTC"),
     ("SEARCH_DOMAIN_FILTER", "false", ("search", "domain_filter"), False),
     ("MCP_HTTP_TOKEN", "tok-0123456789abcdef", ("server", "http", "token"), "tok-0123456789abcdef"),

@@ -212,7 +212,13 @@ def test_initialize_reports_server_info_and_tools_capability(harness):
     result = harness.initialize()["result"]
     assert result["serverInfo"]["name"] == SERVER_NAME
     assert result["serverInfo"]["version"] == __version__
-    assert result["capabilities"] == {"tools": {"listChanged": False}}
+    # 2025-11-25 also has the experimental tasks; older versions only the tools
+    assert result["capabilities"] == {
+        "tools": {"listChanged": False},
+        "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
+    }
+    older = harness.request("initialize", {"protocolVersion": "2025-06-18"})["result"]
+    assert older["capabilities"] == {"tools": {"listChanged": False}}
 
 
 def test_instructions_name_all_three_tools(harness):
@@ -251,6 +257,7 @@ def test_2025_06_18_on_adds_titles_and_output_schema(harness, version):
             "inputSchema",
             "annotations",
             "outputSchema",
+            *(("execution",) if version == "2025-11-25" else ()),  # taskSupport: tasks
         }
         assert tool["title"]
 

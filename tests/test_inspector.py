@@ -128,3 +128,34 @@ def test_inspector_calls_answer(tmp_path, target, fake, era):
     assert called["structuredContent"]["citations"][0]["url"] == "https://www.python.org/downloads/"
     (request,) = fake.requests
     assert "When was Python 3.14 released?" in request.body["input"]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_inspector_modern_era_completes_a_slow_call_as_a_task(tmp_path, fake, spawn, transport):
+    """The Inspector declares the tasks extension in the modern era: a call slower than
+    server.tasks.immediate_ms (2 s) comes back as a task, which it polls to the answer (the
+    server's debug log, written to a file, shows the task)."""
+    log = tmp_path / "debug.log"
+    if transport == "stdio":
+        target = [*stdio_target(tmp_path, fake), "--debug", str(log)]
+    else:
+        server = spawn("--http", "127.0.0.1:0", "--debug", str(log), upstream=fake)
+        target = [f"http://127.0.0.1:{wait_listening(server)}/mcp"]
+    fake.enqueue(Reply(text=SEARCHED.text, delay_before_headers=4))
+    called = inspect(
+        tmp_path,
+        target,
+        "--protocol-era",
+        "modern",
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "answer",
+        "--tool-args-json",
+        json.dumps({"query": "a slow question"}),
+    )["result"]
+    assert not called.get("isError")
+    assert json.loads(called["content"][0]["text"]) == called["structuredContent"]
+    assert called["structuredContent"]["answer"].startswith("Python 3.14.0")
+    assert len(fake.requests) == 1
+    assert "task created (extension) tool=answer" in log.read_text()

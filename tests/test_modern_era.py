@@ -139,7 +139,10 @@ def test_discover_names_every_version_tools_identity_and_cache_hints(harness):
     assert result["resultType"] == "complete"
     assert result["supportedVersions"] == SUPPORTED
     assert set(SUPPORTED) == {MODERN, *PROTOCOL_VERSIONS}
-    assert result["capabilities"] == {"tools": {"listChanged": False}}
+    assert result["capabilities"] == {
+        "tools": {"listChanged": False},
+        "extensions": {"io.modelcontextprotocol/tasks": {}},
+    }
     assert "answer_quick" in result["instructions"]
     assert result["ttlMs"] > 0 and result["cacheScope"] == "public"
     info = server_info_of(result)
@@ -234,7 +237,10 @@ def test_tools_list_is_complete_cacheable_public_and_the_same_tools_as_2025_11_2
     harness.request(
         "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {}}
     )
-    assert harness.request("tools/list")["result"]["tools"] == result["tools"]
+    handshake = harness.request("tools/list")["result"]["tools"]
+    for tool in handshake:  # 2025-11-25 adds its tasks' execution.taskSupport
+        assert tool.pop("execution") == {"taskSupport": "optional"}
+    assert handshake == result["tools"]
 
 
 def test_a_call_answers_with_the_same_content_plus_result_type_and_server_info(harness):
@@ -267,20 +273,17 @@ def test_bad_arguments_are_a_tool_error_the_model_can_fix(harness, arguments):
     assert "structuredContent" not in result
 
 
-def test_a_failed_call_is_a_tool_error_with_its_detail(config):
+def test_a_failed_call_is_error_32001_as_in_the_handshake_era(config):
     def fail(tool, args, call):
         raise ToolError("authentication", "OpenAI refused the API key (401)")
 
     harness = Harness(config, Engine(fail))
     harness.request("tools/call", modern(name="answer", arguments={"query": "q"}), "f")
     reply = harness.sent_reply("f")
-    wire.CallToolResultResponse.model_validate(reply)
-    result = reply["result"]
-    assert result["isError"] is True
-    assert result["content"][0]["text"].startswith("answer failed: ")
-    assert "401" in result["content"][0]["text"]
-    assert "401" in result["_meta"]["error"]["message"]
-    check_meta_keys(result["_meta"])
+    wire.JSONRPCErrorResponse.model_validate(reply)
+    assert reply["error"]["code"] == -32001
+    assert reply["error"]["message"].startswith("answer failed: ")
+    assert "401" in reply["error"]["data"]["message"]
 
 
 def test_the_same_failure_in_the_handshake_era_is_still_error_32001(config):

@@ -1,0 +1,160 @@
+"""The handoff for clients without tasks: a call still running after request.handoff_after_s
+answers with an id, and the fourth tool answer_result collects the answer. Checked with the
+official SDK client (which rejects structuredContent that does not fit the outputSchema) in
+both eras, and raw over stdio; the client table decides when the key is unset."""
+
+from __future__ import annotations
+
+import sys
+
+import anyio
+import pytest
+from conftest import SCRIPT, Server, base_env
+from fake_upstream import FakeResponsesAPI, Reply
+
+mcp = pytest.importorskip("mcp")
+from mcp import Client, MCPError, StdioServerParameters  # noqa: E402
+
+HANDOFF = "openai-responses-mcp/handoff"
+ANSWER_KEYS = {"answer", "used_search", "citations", "model"}
+CONFIG = "request:\n  handoff_after_s: 1\n"
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    with FakeResponsesAPI() as api:
+        yield api
+
+
+@pytest.fixture
+def fake(upstream):
+    upstream.clear()
+    return upstream
+
+
+@pytest.fixture
+def params(tmp_path, fake):
+    (tmp_path / "config.yaml").write_text(CONFIG)
+    return StdioServerParameters(
+        command=sys.executable,
+        args=[str(SCRIPT), "--stdio", "--config", str(tmp_path / "config.yaml")],
+        env={**base_env(tmp_path), "OPENAI_BASE_URL": fake.base_url},
+        cwd=str(tmp_path),
+    )
+
+
+def run(session, params, mode: str):
+    outcome = {}
+
+    async def main():
+        with anyio.fail_after(40):
+            async with Client(params, mode=mode, read_timeout_seconds=30) as client:
+                outcome["value"] = await session(client)
+
+    anyio.run(main)
+    return outcome["value"]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_the_sdk_client_gets_a_handoff_then_collects_the_answer(params, fake, mode):
+    fake.enqueue(Reply(delay_before_headers=3))
+
+    async def session(client):
+        tools = [tool.name for tool in (await client.list_tools()).tools]
+        first = await client.call_tool("answer", {"query": "a long question"})
+        handoff_id = first.meta[HANDOFF]["id"]
+        results = []
+        for _ in range(20):
+            result = await client.call_tool("answer_result", {"id": handoff_id, "wait_s": 5})
+            results.append(result)
+            if result.meta[HANDOFF]["status"] == "completed":
+                break
+        return tools, first, results
+
+    tools, first, results = run(session, params, mode)
+    assert tools == ["answer", "answer_detailed", "answer_quick", "answer_result"]
+    assert first.is_error is False
+    assert first.meta[HANDOFF]["status"] == "working"
+    assert set(first.structured_content) == ANSWER_KEYS  # the SDK checked it against the schema
+    assert "answer_result" in first.structured_content["answer"]
+    assert first.meta[HANDOFF]["id"] in first.structured_content["answer"]
+    final = results[-1]
+    assert final.meta[HANDOFF] == {"id": first.meta[HANDOFF]["id"], "status": "completed"}
+    assert final.structured_content["answer"].startswith("HTTP 404")
+    assert final.meta["usage"]["total_tokens"] > 0
+    assert len([r for r in fake.requests if r.path == "/v1/responses"]) == 1
+
+
+def test_a_quick_call_is_never_handed_off(params, fake):
+    async def session(client):
+        return await client.call_tool("answer", {"query": "quick"})
+
+    result = run(session, params, "legacy")
+    assert HANDOFF not in (result.meta or {})
+    assert result.structured_content["answer"].startswith("HTTP 404")
+
+
+def test_a_handed_off_call_that_fails_fails_answer_result_with_32001(params, fake):
+    fake.enqueue(Reply(status=401, delay_before_headers=2))
+
+    async def session(client):
+        first = await client.call_tool("answer", {"query": "will fail"})
+        try:
+            for _ in range(10):
+                await client.call_tool(
+                    "answer_result", {"id": first.meta[HANDOFF]["id"], "wait_s": 5}
+                )
+        except MCPError as exc:
+            return exc
+        raise AssertionError("answer_result never failed")
+
+    error = run(session, params, "legacy")
+    assert error.code == -32001 and error.message.startswith("answer failed: ")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_an_unknown_handoff_id_is_a_clear_error(params, mode):
+    async def session(client):
+        try:
+            return await client.call_tool("answer_result", {"id": "h-nope"})
+        except MCPError as exc:
+            return exc
+
+    outcome = run(session, params, mode)
+    if mode == "legacy":
+        assert outcome.code == -32602 and "unknown id" in outcome.message
+    else:  # 2026-07-28: a tool execution error the model can act on
+        assert outcome.is_error is True
+        assert "unknown id" in outcome.content[0].text
+
+
+# -- when the handoff applies: the client table ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, listed",
+    [("codex-mcp-client", True), ("claude-ai", True), ("claude-code", False), ("pytest", False)],
+)
+def test_answer_result_is_listed_only_for_clients_that_need_the_handoff(tmp_path, name, listed):
+    server = Server(["--stdio"], base_env(tmp_path), tmp_path)
+    try:
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": name}}
+        server.request("initialize", init)
+        tools = [tool["name"] for tool in server.request("tools/list")["result"]["tools"]]
+        assert ("answer_result" in tools) is listed
+        assert tools[:3] == ["answer", "answer_detailed", "answer_quick"]
+    finally:
+        server.stop()
+
+
+def test_zero_turns_the_handoff_off_for_every_client(tmp_path):
+    (tmp_path / "c.yaml").write_text("request:\n  handoff_after_s: 0\n")
+    server = Server(["--stdio", "--config", str(tmp_path / "c.yaml")], base_env(tmp_path), tmp_path)
+    try:
+        init = {"protocolVersion": "2025-06-18", "clientInfo": {"name": "codex-mcp-client"}}
+        server.request("initialize", init)
+        assert len(server.request("tools/list")["result"]["tools"]) == 3
+        reply = server.request("tools/call", {"name": "answer_result", "arguments": {"id": "x"}})
+        assert reply["error"]["code"] == -32601  # no such tool for this client
+    finally:
+        server.stop()
