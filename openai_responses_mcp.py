@@ -4238,17 +4238,6 @@ TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED_TASK = "io.modelcontextprotocol/related-task"  # tasks/result's _meta (2025-11-25)
 MISSING_CAPABILITY = -32021  # 2026-07-28: the request lacks a client capability it needs
 HANDOFF_META = "openai-responses-mcp/handoff"
-# A background response's status (GET /responses/{id}) as a task's; incomplete is an answer
-# cut short, which shape_answer says so in.
-TASK_STATUS = {
-    "queued": "working",
-    "in_progress": "working",
-    "completed": "completed",
-    "incomplete": "completed",
-    "failed": "failed",
-    "cancelled": "cancelled",
-}
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 
 def task_view(

@@ -392,16 +392,6 @@ def test_the_missing_extension_error_fits_the_2026_schema():
     assert "io.modelcontextprotocol/tasks" in error.message
 
 
-@pytest.mark.parametrize(
-    ("upstream", "status"),
-    [("queued", "working"), ("in_progress", "working"), ("completed", "completed"),
-     ("incomplete", "completed"), ("failed", "failed"), ("cancelled", "cancelled")],
-)  # fmt: skip
-def test_every_background_response_status_has_a_task_status(upstream, status):
-    assert mcp.TASK_STATUS[upstream] == status
-    assert (status in mcp.TERMINAL) is (upstream not in ("queued", "in_progress"))
-
-
 def test_the_handoff_answer_fits_the_output_schema_and_says_how_to_collect_it():
     jsonschema = pytest.importorskip("jsonschema")
     handoff_id = mint(fields={**FIELDS, "k": "h"})
