@@ -4036,10 +4036,17 @@ def modern_version(params) -> str:
             INVALID_PARAMS, f"Invalid params: params._meta needs {META_CAPABILITIES} (an object)"
         )
     if version not in MODERN_VERSIONS:
+        # A handshake version is spoken here, but only after initialize: say so, or the
+        # message would list the very version it refuses.
+        speaks = (
+            f"{version} needs the initialize handshake; without it this server speaks "
+            f"{', '.join(MODERN_VERSIONS)}"
+            if version in PROTOCOL_VERSIONS
+            else f"this server speaks {', '.join(SUPPORTED_VERSIONS)}"
+        )
         raise RpcError(
             UNSUPPORTED_VERSION,
-            f"Unsupported protocol version: {_describe(version)}; this server speaks "
-            f"{', '.join(SUPPORTED_VERSIONS)}",
+            f"Unsupported protocol version: {_describe(version)}; {speaks}",
             {"supported": list(SUPPORTED_VERSIONS), "requested": version},
         )
     return version
@@ -4320,7 +4327,7 @@ class Dispatcher:
         handler = self._modern_methods.get(method)
         if handler is None:
             raise RpcError(
-                METHOD_NOT_FOUND, f"Method not found: {method} (not part of protocol {version})"
+                METHOD_NOT_FOUND, f"Method not found: {method} (not served in protocol {version})"
             )
         result = handler(params, session, request_id, version)
         return None if result is None else rpc_result(request_id, modern_result(result, version))
