@@ -4524,9 +4524,11 @@ def tool_result(answer: dict, meta: dict, version: str) -> dict:
 # ============================================================================================
 
 # The contract every transport (StdioTransport, HttpTransport) honours:
-# - It owns bytes only: it reads whole messages, asks Dispatcher.classify what each is, hands
-#   it to Dispatcher.handle with its client's Session, and writes the reply handle() returns.
-#   Protocol decisions (errors, versions, results) are the dispatcher's, never the socket's.
+# - It owns bytes only: it reads whole messages, hands each to Dispatcher.handle with its
+#   client's Session, and writes the reply handle() returns. HTTP, which must pick a session
+#   and a response shape first, asks Dispatcher.classify what a message is (stdio need not).
+#   Protocol decisions (errors, versions, results) are the dispatcher's, never the socket's;
+#   a transport words only its own refusals (a frame it cannot read, an HTTP limit).
 # - One Session per client: stdio has one for its whole life, HTTP one per Mcp-Session-Id or
 #   GET /sse stream (one per POST with --stateless, and for every 2026-07-28 request).
 # - The era (MCP 2026-07-28 or the handshake) is decided per request by the dispatcher
