@@ -4359,10 +4359,17 @@ def modern_version(params) -> str:
             INVALID_PARAMS, f"Invalid params: params._meta needs {META_CAPABILITIES} (an object)"
         )
     if version not in MODERN_VERSIONS:
+        # A handshake version is spoken here, but only after initialize: say so, or the
+        # message would list the very version it refuses.
+        speaks = (
+            f"{version} needs the initialize handshake; without it this server speaks "
+            f"{', '.join(MODERN_VERSIONS)}"
+            if version in PROTOCOL_VERSIONS
+            else f"this server speaks {', '.join(SUPPORTED_VERSIONS)}"
+        )
         raise RpcError(
             UNSUPPORTED_VERSION,
-            f"Unsupported protocol version: {_describe(version)}; this server speaks "
-            f"{', '.join(SUPPORTED_VERSIONS)}",
+            f"Unsupported protocol version: {_describe(version)}; {speaks}",
             {"supported": list(SUPPORTED_VERSIONS), "requested": version},
         )
     return version
@@ -4665,7 +4672,7 @@ class Dispatcher:
         handler = self._modern_methods.get(method)
         if handler is None:
             raise RpcError(
-                METHOD_NOT_FOUND, f"Method not found: {method} (not part of protocol {version})"
+                METHOD_NOT_FOUND, f"Method not found: {method} (not served in protocol {version})"
             )
         result = handler(params, session, request_id, version)
         return None if result is None else rpc_result(request_id, modern_result(result, version))
@@ -5388,9 +5395,11 @@ class TaskTable:
 # ============================================================================================
 
 # The contract every transport (StdioTransport, HttpTransport) honours:
-# - It owns bytes only: it reads whole messages, asks Dispatcher.classify what each is, hands
-#   it to Dispatcher.handle with its client's Session, and writes the reply handle() returns.
-#   Protocol decisions (errors, versions, results) are the dispatcher's, never the socket's.
+# - It owns bytes only: it reads whole messages, hands each to Dispatcher.handle with its
+#   client's Session, and writes the reply handle() returns. HTTP, which must pick a session
+#   and a response shape first, asks Dispatcher.classify what a message is (stdio need not).
+#   Protocol decisions (errors, versions, results) are the dispatcher's, never the socket's;
+#   a transport words only its own refusals (a frame it cannot read, an HTTP limit).
 # - One Session per client: stdio has one for its whole life, HTTP one per Mcp-Session-Id or
 #   GET /sse stream (one per POST with --stateless, and for every 2026-07-28 request).
 # - The era (MCP 2026-07-28 or the handshake) is decided per request by the dispatcher

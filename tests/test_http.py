@@ -431,6 +431,7 @@ def test_a_call_with_progress_token_streams_progress_then_the_result(serve, fake
     reply = post(server.port, rpc("tools/call", call_params(token="p1"), id=12), session)
     assert reply.status == 200
     assert reply.headers["content-type"] == "text/event-stream"
+    assert reply.headers["x-accel-buffering"] == "no"  # nginx passes each event on at once
     events = reply.events()
     *progress, (name, last) = events
     assert name == "message" and last["id"] == 12 and "result" in last
@@ -841,6 +842,7 @@ def test_sse_announces_a_relative_messages_endpoint_and_answers_on_the_stream(se
     server = serve()
     stream, endpoint = open_sse(server.port)
     assert stream.header("Content-Type") == "text/event-stream"
+    assert stream.header("X-Accel-Buffering") == "no"
     assert endpoint.startswith("/messages?sessionId=")
     reply = post(
         server.port, rpc("initialize", INIT_PARAMS, id=1), path=endpoint, headers={"Accept": "*/*"}

@@ -198,6 +198,11 @@ def test_a_version_we_do_not_speak_statelessly_is_32022_with_what_we_do(harness,
     assert reply["error"]["data"] == {"supported": SUPPORTED, "requested": asked}
     discovered = harness.request("server/discover", modern())["result"]["supportedVersions"]
     assert set(reply["error"]["data"]["supported"]) <= set(discovered)
+    said = reply["error"]["message"]
+    if asked in discovered:  # a handshake version: the message must not list it as spoken
+        assert "needs the initialize handshake" in said and f"speaks {MODERN}" in said
+    else:
+        assert said.endswith(", ".join(SUPPORTED))
 
 
 @pytest.mark.parametrize(
