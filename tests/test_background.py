@@ -292,11 +292,9 @@ def test_the_timeout_covers_the_whole_call_across_resumes(spawn, fake):
     # total time (1.5 s, while the response takes ~4 s) can end it.
     fake.enqueue(Reply(drop_after_events=2, resume_drops=[2] * 50, event_delay=0.3))
     server = start(spawn, fake, config="request: {timeout_ms: 1500, max_retries: 1}\n")
-    began = time.monotonic()
     reply = server.call("answer_detailed", {"query": "q"})
-    took = time.monotonic() - began
+    # Had a resume restarted the clock, the answer (~4 s of events) would have come through.
     assert reply["error"]["message"].startswith("answer failed: no answer within 1500 ms")
-    assert took < 3.5, took
     assert len(fake.creates) == 1
     assert len(resumes_sent(fake)) >= 2
     fake.wait_until(lambda: fake.cancels)  # giving up stops the bill too

@@ -1174,7 +1174,8 @@ def test_sdk_client_in_auto_mode_connects_at_once_in_the_era_the_server_offers(
             return time.monotonic() - started, client.protocol_version
 
     elapsed, version = anyio.run(main)
-    assert elapsed < 1.0 and version == expected
+    assert version == expected
+    assert elapsed < 10, elapsed  # no probe left to time out first (a bound, not a speed figure)
 
 
 # -- behind nginx: two stateless instances -----------------------------------------------------
