@@ -10,8 +10,8 @@ import subprocess
 import time
 
 import pytest
-from conftest import Server, base_env, wait_until
-from fake_upstream import FakeResponsesAPI, Reply
+from conftest import MODERN, Server, base_env, wait_until
+from fake_upstream import Reply
 from http_client import post, rpc, wait_listening
 from test_http import NGINX_CONF, _connectable, free_port
 from test_tasks import check_ext_task
@@ -21,16 +21,9 @@ v1 = pytest.importorskip("mcp_types._v2025_11_25")
 v2 = pytest.importorskip("mcp_types._v2026_07_28")
 
 SECRET = "s3cret-" + "0123456789abcdefghijklmnopqrstuvwxyz"
-MODERN = "2026-07-28"
 SLOW = Reply(event_delay=0.25)  # a background response whose events take a few seconds
 # A call becomes a task after 500 ms; a client without tasks is handed off after 1 s.
 CONFIG = "server:\n  tasks:\n    immediate_ms: 500\nrequest:\n  handoff_after_s: 1\n"
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    with FakeResponsesAPI() as api:
-        yield api
 
 
 @pytest.fixture
