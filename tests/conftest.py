@@ -3,6 +3,7 @@ an in-process Dispatcher harness with a fake engine."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -254,6 +255,31 @@ def spawn(tmp_path):
     yield start
     for server in started:
         server.stop()
+
+
+@contextlib.contextmanager
+def bare_stdio(tmp_path: Path, stderr=subprocess.PIPE, **env: str):
+    """The server on pipes the test works itself (to close stdout under it, say); killed at the
+    end if it is still running."""
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--stdio"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        env=base_env(tmp_path, **env),
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                if pipe is not None:
+                    pipe.close()
+            except OSError:
+                pass
 
 
 def run_cli(tmp_path: Path, *args: str, env: dict | None = None, timeout: float = 30.0, **kw):
