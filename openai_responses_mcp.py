@@ -7046,15 +7046,7 @@ class HttpHandler:
         client = app.client_identity(headers, self.client_address[0]) if app.stateless else None
         session_id = headers.get("Mcp-Session-Id")
         hs = app.post_session(message, kind, method, version, session_id, client)
-        try:
-            if kind == "request":
-                self._answer(hs, message, method, json_ok, sse_ok)
-            else:
-                app.notify(hs, message, client)
-                self._send_empty(202)
-        finally:
-            hs.touch()
-            app.release(hs)
+        self._handle(hs, message, kind, method, client, json_ok, sse_ok)
 
     def _post_modern(self, message, kind: str, method, header_version, json_ok, sse_ok) -> None:
         app = self.app
@@ -7063,14 +7055,19 @@ class HttpHandler:
         if refusal is not None:
             return self._send_json(app.status_of(refusal, modern=True), refusal)
         hs = app.modern_session(message, client, header_version)
+        self._handle(hs, message, kind, method, client, json_ok, sse_ok)
+
+    def _handle(self, hs: HttpSession, message, kind: str, method, client, json_ok, sse_ok):
+        """A request is answered; anything else is handed over and gets 202, no body."""
         try:
             if kind == "request":
                 self._answer(hs, message, method, json_ok, sse_ok)
             else:
-                app.notify(hs, message, client)
+                self.app.notify(hs, message, client)
                 self._send_empty(202)
         finally:
-            app.release(hs)
+            hs.touch()
+            self.app.release(hs)
 
     def _answer(self, hs: HttpSession, message: dict, method: str, json_ok, sse_ok) -> None:
         reply, box, token = self.app.start_request(hs, message, method)
