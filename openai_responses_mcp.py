@@ -4132,6 +4132,12 @@ def rpc_error(request_id, code: int, message: str, data=None) -> dict:
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
+def is_reply(message: dict) -> bool:
+    """Whether a message going to the client ends a request (its result or error), rather than
+    a notification on the way (progress): a transport's response is complete after it."""
+    return "method" not in message
+
+
 # -- Task ids: self-describing and tamper-proof --------------------------------------------------
 # A task (or handoff) id carries what any instance needs to serve it from OpenAI's stored
 # background response, signed with a secret the instances share: no store of our own.
@@ -5884,7 +5890,7 @@ class EventStream:
                 break
             self.event("message", encode_message(item))
             quiet_since = time.monotonic()
-            if until_reply and "method" not in item:
+            if until_reply and is_reply(item):
                 break
         self.end()
         return True
@@ -6136,7 +6142,7 @@ class Router:
 
     def send(self, message: dict) -> None:
         with self._lock:
-            if "method" in message:
+            if not is_reply(message):
                 token = (message.get("params") or {}).get("progressToken")
                 request_id = self._tokens.get(token)
             else:
@@ -6624,6 +6630,12 @@ class HttpApp:
         comments hold proxies while tasks/result waits) or JSON."""
         return sse_ok and (token is not None or not json_ok or method == "tasks/result")
 
+    @staticmethod
+    def reply_as_json(hs: HttpSession, reply: dict, json_ok: bool) -> bool:
+        """Whether a reply ready at once goes out as JSON rather than as one event: when the
+        client takes JSON, and a 2026-07-28 error always (its HTTP status tells what failed)."""
+        return json_ok or (hs.modern and "error" in reply)
+
     def reply_headers(self, hs: HttpSession, method: str, reply: dict) -> dict:
         """A reply's extra headers: initialize's session id; a failed initialize ends it."""
         if method != "initialize" or hs.id is None:
@@ -6926,7 +6938,7 @@ class HttpHandler:
                 if self._peer_gone():
                     self.close_connection = True
                     return False
-            elif "method" not in item:
+            elif is_reply(item):
                 self._send_json(200, item)
                 return True
 
@@ -7034,31 +7046,28 @@ class HttpHandler:
         client = app.client_identity(headers, self.client_address[0]) if app.stateless else None
         session_id = headers.get("Mcp-Session-Id")
         hs = app.post_session(message, kind, method, version, session_id, client)
-        try:
-            if kind == "request":
-                self._answer(hs, message, method, json_ok, sse_ok)
-            else:
-                app.notify(hs, message, client)
-                self._send_empty(202)
-        finally:
-            hs.touch()
-            app.release(hs)
+        self._handle(hs, message, kind, method, client, json_ok, sse_ok)
 
     def _post_modern(self, message, kind: str, method, header_version, json_ok, sse_ok) -> None:
         app = self.app
         client = app.client_identity(self.headers, self.client_address[0])
         refusal = app.mismatch(message, self.headers.get) if kind == "request" else None
         if refusal is not None:
-            return self._send_json(400, refusal)
+            return self._send_json(app.status_of(refusal, modern=True), refusal)
         hs = app.modern_session(message, client, header_version)
+        self._handle(hs, message, kind, method, client, json_ok, sse_ok)
+
+    def _handle(self, hs: HttpSession, message, kind: str, method, client, json_ok, sse_ok):
+        """A request is answered; anything else is handed over and gets 202, no body."""
         try:
             if kind == "request":
                 self._answer(hs, message, method, json_ok, sse_ok)
             else:
-                app.notify(hs, message, client)
+                self.app.notify(hs, message, client)
                 self._send_empty(202)
         finally:
-            app.release(hs)
+            hs.touch()
+            self.app.release(hs)
 
     def _answer(self, hs: HttpSession, message: dict, method: str, json_ok, sse_ok) -> None:
         reply, box, token = self.app.start_request(hs, message, method)
@@ -7077,7 +7086,7 @@ class HttpHandler:
 
     def _reply(self, hs: HttpSession, method: str, reply: dict, json_ok: bool) -> None:
         headers = self.app.reply_headers(hs, method, reply)
-        if json_ok or (hs.modern and "error" in reply):  # 2026-07-28: the status tells
+        if self.app.reply_as_json(hs, reply, json_ok):
             return self._send_json(self.app.status_of(reply, hs.modern), reply, headers)
         events = self._start_events(headers)
         events.event("message", encode_message(reply))

@@ -1,7 +1,9 @@
-"""Shared fixtures: the real server spawned over pipes, and the fake Responses API upstream."""
+"""Shared fixtures: the real server spawned over pipes, the fake Responses API upstream, and
+an in-process Dispatcher harness with a fake engine."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -223,6 +225,15 @@ def fake():
         yield api
 
 
+@pytest.fixture(scope="module")
+def upstream():
+    """One fake Responses API for a whole test module (a file's `fake` fixture resets it)."""
+    from fake_upstream import FakeResponsesAPI
+
+    with FakeResponsesAPI() as api:
+        yield api
+
+
 @pytest.fixture
 def spawn(tmp_path):
     """Starts the server: spawn(*args, config=YAML text, env={...}, upstream=fake)."""
@@ -244,6 +255,31 @@ def spawn(tmp_path):
     yield start
     for server in started:
         server.stop()
+
+
+@contextlib.contextmanager
+def bare_stdio(tmp_path: Path, stderr=subprocess.PIPE, **env: str):
+    """The server on pipes the test works itself (to close stdout under it, say); killed at the
+    end if it is still running."""
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--stdio"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        env=base_env(tmp_path, **env),
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                if pipe is not None:
+                    pipe.close()
+            except OSError:
+                pass
 
 
 def run_cli(tmp_path: Path, *args: str, env: dict | None = None, timeout: float = 30.0, **kw):
@@ -326,3 +362,142 @@ def show_config(proc) -> dict:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
     return json.loads(proc.stderr[proc.stderr.index("{") :])
+
+
+# -- In process: Dispatcher.handle with a fake engine, no pipes --------------------------------
+
+ANSWER = {
+    "answer": "Python 3.14 came out on 2025-10-07.\n\nSources:\n- https://python.org (2025-10-07)",
+    "used_search": True,
+    "citations": [
+        {"url": "https://python.org", "title": "python.org", "published_at": "2025-10-07"}
+    ],
+    "model": "gpt-5.2-2026-01-01",
+}
+ANSWER_META = {"response_id": "resp_1", "usage": {"total_tokens": 10}, "attempts": 1}
+
+# MCP 2026-07-28: the revision, every version we speak, and a request's _meta.
+MODERN = "2026-07-28"
+SUPPORTED = [MODERN, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
+META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientInfo": {"name": "pytest", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+class FakeEngine:
+    """Stands in for AnswerEngine: `behaviour(tool, args, call)` decides what answer() does;
+    by default it answers ANSWER with `meta`."""
+
+    def __init__(self, behaviour=None, meta: dict = ANSWER_META):
+        self.behaviour = behaviour or (lambda tool, args, call: (dict(ANSWER), dict(meta)))
+        self.calls: list = []
+        self.started = threading.Event()
+
+    def answer(self, tool, args, call):
+        self.calls.append((tool, args, call))
+        self.started.set()
+        return self.behaviour(tool, args, call)
+
+
+class Outbox:
+    """What the session sent (tool replies, progress), in order, thread-safe."""
+
+    def __init__(self):
+        self.messages: list = []
+        self._cond = threading.Condition()
+
+    def __call__(self, message):
+        with self._cond:
+            self.messages.append(message)
+            self._cond.notify_all()
+
+    def wait_for(self, predicate, timeout: float = 5.0):
+        with self._cond:
+            assert self._cond.wait_for(lambda: any(map(predicate, self.messages)), timeout), (
+                f"no matching message within {timeout}s; got {self.messages}"
+            )
+            return next(m for m in self.messages if predicate(m))
+
+    def replies(self) -> list:
+        with self._cond:
+            return [m for m in self.messages if "method" not in m]
+
+    def progress(self) -> list:
+        with self._cond:
+            return [m for m in self.messages if m.get("method") == "notifications/progress"]
+
+
+class Harness:
+    """A Dispatcher and one client Session, driven by hand."""
+
+    def __init__(self, config, engine=None, debug=False):
+        from openai_responses_mcp import Dispatcher, Log, Session
+
+        self.engine = engine or FakeEngine()
+        self.dispatcher = Dispatcher(config, Log(debug=debug), self.engine)
+        self.outbox = Outbox()
+        self.session = Session(self.outbox)
+        self._next_id = 0
+
+    def handle(self, message):
+        return self.dispatcher.handle(message, self.session)
+
+    def request(self, method, params=None, request_id=None):
+        if request_id is None:
+            self._next_id += 1
+            request_id = self._next_id
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        return self.handle(message)
+
+    def initialize(self, version="2025-11-25"):
+        reply = self.request(
+            "initialize",
+            {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t"}},
+        )
+        assert self.handle({"jsonrpc": "2.0", "method": "notifications/initialized"}) is None
+        return reply
+
+    def start_call(self, arguments, tool="answer", request_id="call-1", **params):
+        """Sends tools/call; returns what handle() returned (None when the call started)."""
+        return self.request(
+            "tools/call", {"name": tool, "arguments": arguments, **params}, request_id
+        )
+
+    def call(self, arguments, tool="answer", request_id="call-1", **params):
+        """Sends tools/call and returns the reply the worker sends."""
+        assert self.start_call(arguments, tool, request_id, **params) is None
+        return self.sent_reply(request_id)
+
+    def sent_reply(self, request_id, timeout: float = 5.0) -> dict:
+        """The reply to `request_id` the session sent (a worker's), waiting for it."""
+        return self.outbox.wait_for(
+            lambda m: m.get("id") == request_id and "method" not in m, timeout
+        )
+
+    def cancel(self, request_id, **extra):
+        params = {"requestId": request_id, **extra}
+        return self.handle(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
+        )
+
+    def idle(self, timeout: float = 5.0) -> None:
+        assert self.session.wait_idle(timeout), "calls still running"
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory):
+    """The default configuration, for a Harness."""
+    from openai_responses_mcp import load_config
+
+    home = tmp_path_factory.mktemp("xdg")
+    # The seed's tools: no answer cache, so no `fresh` argument (see tests/test_cache.py).
+    return load_config({}, {"XDG_CONFIG_HOME": str(home), "ANSWER_CACHE_TTL_S": "0"})
+
+
+@pytest.fixture
+def harness(config):
+    return Harness(config)

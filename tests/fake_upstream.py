@@ -270,6 +270,20 @@ class Reply:
     resume_drops: list[int] = field(default_factory=list)
 
 
+# An answer found with one web search and cited: what the reference clients' tests
+# (tests/test_sdk_client*.py, tests/test_inspector.py) ask the fake for.
+SEARCHED = Reply(
+    text="Python 3.14.0 was released on 2025-10-07 (https://www.python.org/downloads/).",
+    searches=[
+        {
+            "query": "python 3.14 release date",
+            "sources": [{"type": "url", "url": "https://www.python.org/downloads/"}],
+        }
+    ],
+    citations=[{"url": "https://www.python.org/downloads/", "title": "Download Python"}],
+)
+
+
 @dataclass
 class Recorded:
     """One request as the fake saw it.

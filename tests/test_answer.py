@@ -62,22 +62,16 @@ def tokyo_today() -> str:
     return datetime.datetime.now(zoneinfo.ZoneInfo("Asia/Tokyo")).date().isoformat()
 
 
-@pytest.fixture(scope="module")
-def shared_fake():
-    with FakeResponsesAPI() as api:
-        yield api
-
-
 @pytest.fixture
-def fake(shared_fake):
+def fake(upstream):
     """One fake for the whole module (the shared server is bound to its port), emptied per test."""
-    shared_fake.clear()
-    yield shared_fake
-    shared_fake.clear()
+    upstream.clear()
+    yield upstream
+    upstream.clear()
 
 
 @pytest.fixture(scope="module")
-def _running_servers(shared_fake, tmp_path_factory):
+def _running_servers(upstream, tmp_path_factory):
     servers: dict = {}
 
     def get(*args: str, config: str | None = None) -> Server:
@@ -88,7 +82,7 @@ def _running_servers(shared_fake, tmp_path_factory):
             if config is not None:
                 (home / "config.yaml").write_text(config, encoding="utf-8")
                 argv += ["--config", str(home / "config.yaml")]
-            env = base_env(home, OPENAI_BASE_URL=shared_fake.base_url)
+            env = base_env(home, OPENAI_BASE_URL=upstream.base_url)
             servers[key] = Server(argv, env, home)
             servers[key].initialize()
         server = servers[key]

@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import threading
 import time
 from urllib.parse import parse_qs, urlsplit
 
 import openai
 import pytest
-from conftest import SCRIPT, TEST_KEY, base_env
+from conftest import TEST_KEY, bare_stdio, base_env
 from fake_upstream import DEFAULT_TEXT, Reply
 from http_client import (
     call_params,
@@ -162,14 +161,7 @@ def test_a_vanished_client_still_gets_the_response_cancelled_upstream(tmp_path, 
     # stdout closed and stdin at its end: the process leaves with os._exit(), which would drop
     # the cancel's own thread if it did not wait for it.
     fake.enqueue(Reply(event_delay=0.5))
-    proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), "--stdio"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=base_env(tmp_path, OPENAI_BASE_URL=fake.base_url),
-    )
-    try:
+    with bare_stdio(tmp_path, subprocess.DEVNULL, OPENAI_BASE_URL=fake.base_url) as proc:
         message = rpc("tools/call", {**call_params(), "name": "answer_detailed"}, id=7)
         proc.stdin.write(json.dumps(message).encode() + b"\n")
         proc.stdin.flush()
@@ -179,10 +171,6 @@ def test_a_vanished_client_still_gets_the_response_cancelled_upstream(tmp_path, 
         assert proc.wait(timeout=10) == 0
         (cancel,) = fake.cancels
         assert fake.background_status(cancel.path.split("/")[-2]) == "cancelled"
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
 
 
 def http_server(spawn, fake, **http):

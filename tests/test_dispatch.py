@@ -8,6 +8,7 @@ import re
 import threading
 
 import pytest
+from conftest import ANSWER, ANSWER_META, FakeEngine, Harness
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +24,6 @@ from openai_responses_mcp import (
     Cancelled,
     Dispatcher,
     Log,
-    Session,
     ToolError,
     __version__,
     encode_message,
@@ -33,15 +33,6 @@ from openai_responses_mcp import (
 )
 
 LATEST = "2025-11-25"
-ANSWER = {
-    "answer": "Python 3.14 came out on 2025-10-07.\n\nSources:\n- https://python.org (2025-10-07)",
-    "used_search": True,
-    "citations": [
-        {"url": "https://python.org", "title": "python.org", "published_at": "2025-10-07"}
-    ],
-    "model": "gpt-5.2-2026-01-01",
-}
-META = {"response_id": "resp_1", "usage": {"total_tokens": 10}, "attempts": 1}
 
 # Seed 001 §3.1, verbatim.
 SEED_TOOLS = {
@@ -71,109 +62,6 @@ SEED_PROPERTIES = {
     "answer_detailed": SEED_FULL_PROPERTIES,
     "answer_quick": {"query": {"type": "string"}},
 }
-
-
-class FakeEngine:
-    """Stands in for AnswerEngine: `behaviour(tool, args, call)` decides what answer() does."""
-
-    def __init__(self, behaviour=None):
-        self.behaviour = behaviour or (lambda tool, args, call: (dict(ANSWER), dict(META)))
-        self.calls: list = []
-        self.started = threading.Event()
-
-    def answer(self, tool, args, call):
-        self.calls.append((tool, args, call))
-        self.started.set()
-        return self.behaviour(tool, args, call)
-
-
-class Outbox:
-    """What the session sent (tool replies, progress), in order, thread-safe."""
-
-    def __init__(self):
-        self.messages: list = []
-        self._cond = threading.Condition()
-
-    def __call__(self, message):
-        with self._cond:
-            self.messages.append(message)
-            self._cond.notify_all()
-
-    def wait_for(self, predicate, timeout: float = 5.0):
-        with self._cond:
-            assert self._cond.wait_for(lambda: any(map(predicate, self.messages)), timeout), (
-                f"no matching message within {timeout}s; got {self.messages}"
-            )
-            return next(m for m in self.messages if predicate(m))
-
-    def replies(self) -> list:
-        with self._cond:
-            return [m for m in self.messages if "method" not in m]
-
-    def progress(self) -> list:
-        with self._cond:
-            return [m for m in self.messages if m.get("method") == "notifications/progress"]
-
-
-@pytest.fixture(scope="module")
-def config(tmp_path_factory):
-    home = tmp_path_factory.mktemp("xdg")
-    # The seed's tools: no answer cache, so no `fresh` argument (see tests/test_cache.py).
-    return load_config({}, {"XDG_CONFIG_HOME": str(home), "ANSWER_CACHE_TTL_S": "0"})
-
-
-class Harness:
-    def __init__(self, config, engine=None, debug=False):
-        self.engine = engine or FakeEngine()
-        self.dispatcher = Dispatcher(config, Log(debug=debug), self.engine)
-        self.outbox = Outbox()
-        self.session = Session(self.outbox)
-        self._next_id = 0
-
-    def handle(self, message):
-        return self.dispatcher.handle(message, self.session)
-
-    def request(self, method, params=None, request_id=None):
-        if request_id is None:
-            self._next_id += 1
-            request_id = self._next_id
-        message = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        return self.handle(message)
-
-    def initialize(self, version=LATEST):
-        reply = self.request(
-            "initialize",
-            {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t"}},
-        )
-        assert self.handle({"jsonrpc": "2.0", "method": "notifications/initialized"}) is None
-        return reply
-
-    def start_call(self, arguments, tool="answer", request_id="call-1", **params):
-        """Sends tools/call; returns what handle() returned (None when the call started)."""
-        return self.request(
-            "tools/call", {"name": tool, "arguments": arguments, **params}, request_id
-        )
-
-    def call(self, arguments, tool="answer", request_id="call-1", **params):
-        """Sends tools/call and returns the reply the worker sends."""
-        assert self.start_call(arguments, tool, request_id, **params) is None
-        return self.outbox.wait_for(lambda m: m.get("id") == request_id and "method" not in m)
-
-    def cancel(self, request_id, **extra):
-        params = {"requestId": request_id, **extra}
-        return self.handle(
-            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
-        )
-
-    def idle(self, timeout: float = 5.0) -> None:
-        assert self.session.wait_idle(timeout), "calls still running"
-
-
-@pytest.fixture
-def harness(config):
-    return Harness(config)
 
 
 def error_of(reply) -> dict:
@@ -681,7 +569,7 @@ def test_duplicate_in_flight_id_is_rejected(config):
 
     def waits_for_release(tool, args, call):
         release.wait(5)
-        return ANSWER, META
+        return ANSWER, ANSWER_META
 
     h = Harness(config, FakeEngine(waits_for_release))
     assert h.start_call({"query": "one"}, request_id=9) is None
@@ -699,7 +587,7 @@ def test_calls_over_server_max_calls_are_refused_at_once_naming_the_key(tmp_path
 
     def waits_for_release(tool, args, call):
         release.wait(10)
-        return ANSWER, META
+        return ANSWER, ANSWER_META
 
     limited = load_config({}, {"XDG_CONFIG_HOME": str(tmp_path)})
     limited.values["server"]["max_calls"] = 2
@@ -726,7 +614,9 @@ def test_a_refused_duplicate_id_does_not_use_up_a_call_slot(tmp_path):
     limited = load_config({}, {"XDG_CONFIG_HOME": str(tmp_path)})
     limited.values["server"]["max_calls"] = 2
     release = threading.Event()
-    h = Harness(limited, FakeEngine(lambda tool, args, call: (release.wait(10), (ANSWER, META))[1]))
+    h = Harness(
+        limited, FakeEngine(lambda tool, args, call: (release.wait(10), (ANSWER, ANSWER_META))[1])
+    )
     assert h.start_call({"query": "one"}, request_id=9) is None
     assert error_of(h.start_call({"query": "two"}, request_id=9))["code"] == INVALID_REQUEST
     assert h.start_call({"query": "three"}, request_id=10) is None
@@ -750,7 +640,7 @@ def test_result_holds_the_answer_json_text_structured_content_and_meta(harness):
     assert result["content"][0]["type"] == "text"
     assert json.loads(result["content"][0]["text"]) == ANSWER
     assert result["structuredContent"] == ANSWER
-    assert result["_meta"] == META
+    assert result["_meta"] == ANSWER_META
     assert "isError" not in result or result["isError"] is False
 
 
@@ -764,7 +654,7 @@ def test_result_has_no_structured_content_before_2025_06_18(harness, version):
 
 def test_result_text_keeps_non_ascii_readable(config):
     answer = {**ANSWER, "answer": "東京の天気は晴れです"}
-    h = Harness(config, FakeEngine(lambda t, a, c: (answer, META)))
+    h = Harness(config, FakeEngine(lambda t, a, c: (answer, ANSWER_META)))
     text = h.call({"query": "天気"})["result"]["content"][0]["text"]
     assert "東京の天気は晴れです" in text
 
@@ -823,7 +713,7 @@ def test_crashing_engine_is_an_internal_error_and_the_dispatcher_keeps_working(c
     def crashes_once(tool, args, call):
         if call.id == "first":
             raise KeyError("boom")
-        return ANSWER, META
+        return ANSWER, ANSWER_META
 
     h = Harness(config, FakeEngine(crashes_once))
     error = error_of(h.call({"query": "q"}, request_id="first"))
@@ -846,7 +736,7 @@ def blocks_until_cancelled(tool, args, call):
 def ignores_the_cancel(tool, args, call):
     if not call.cancelled.wait(5):
         raise AssertionError("never cancelled")
-    return ANSWER, META
+    return ANSWER, ANSWER_META
 
 
 @pytest.mark.parametrize("behaviour", [blocks_until_cancelled, ignores_the_cancel])
@@ -905,7 +795,7 @@ def reports(*messages):
     def behaviour(tool, args, call):
         for message in messages:
             call.report(message, min_interval=0)
-        return ANSWER, META
+        return ANSWER, ANSWER_META
 
     return behaviour
 

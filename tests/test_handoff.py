@@ -10,7 +10,7 @@ import sys
 import anyio
 import pytest
 from conftest import SCRIPT, Server, base_env
-from fake_upstream import FakeResponsesAPI, Reply
+from fake_upstream import Reply
 
 mcp = pytest.importorskip("mcp")
 from mcp import Client, MCPError, StdioServerParameters  # noqa: E402
@@ -18,12 +18,6 @@ from mcp import Client, MCPError, StdioServerParameters  # noqa: E402
 HANDOFF = "openai-responses-mcp/handoff"
 ANSWER_KEYS = {"answer", "used_search", "citations", "model"}
 CONFIG = "request:\n  handoff_after_s: 1\n"
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    with FakeResponsesAPI() as api:
-        yield api
 
 
 @pytest.fixture

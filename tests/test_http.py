@@ -6,6 +6,7 @@ http.client (tests/http_client.py), and the official MCP Python SDK's clients.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import signal
@@ -1227,16 +1228,7 @@ http {{
 def test_two_stateless_instances_behind_nginx_serve_one_sdk_session(serve, fake, tmp_path):
     first, second = serve("--stateless", "--debug"), serve("--stateless", "--debug")
     fake.enqueue(Reply(searches=[SEARCH], event_delay=0.02))
-    port = free_port()
-    conf = tmp_path / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(dir=tmp_path, a=first.port, b=second.port, port=port))
-    nginx = subprocess.Popen(
-        ["nginx", "-c", str(conf), "-p", str(tmp_path), "-e", str(tmp_path / "error.log")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        wait_for(lambda: _connectable(port), 5, "nginx listening")
+    with behind_nginx(tmp_path, first.port, second.port) as port:
         progress = []
 
         async def on_progress(value, total, message):
@@ -1255,9 +1247,6 @@ def test_two_stateless_instances_behind_nginx_serve_one_sdk_session(serve, fake,
         assert answer_of(result)["used_search"] is True and progress
         for instance in (first, second):  # round robin: both answered part of the session
             assert "POST /mcp -> 200" in instance.stderr
-    finally:
-        nginx.terminate()
-        nginx.wait(5)
 
 
 def _connectable(port: int) -> bool:
@@ -1266,6 +1255,25 @@ def _connectable(port: int) -> bool:
         return True
     except OSError:
         return False
+
+
+@contextlib.contextmanager
+def behind_nginx(tmp_path, a_port: int, b_port: int):
+    """nginx spreading requests over two instances (NGINX_CONF); yields the port it listens on."""
+    port = free_port()
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(dir=tmp_path, a=a_port, b=b_port, port=port))
+    nginx = subprocess.Popen(
+        ["nginx", "-c", str(conf), "-p", str(tmp_path), "-e", str(tmp_path / "error.log")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for(lambda: _connectable(port), 5, "nginx listening")
+        yield port
+    finally:
+        nginx.terminate()
+        nginx.wait(5)
 
 
 # -- the dispatcher is shared: the same behaviour over stdio and HTTP ----------------------------

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, SCRIPT, base_env
-from fake_upstream import Reply
+from fake_upstream import SEARCHED, Reply
 from http_client import wait_listening
 
 LAUNCHER = "@modelcontextprotocol/inspector/clients/launcher/build/index.js"
@@ -24,16 +24,6 @@ ERAS = [
     pytest.param([], id="default-era"),
     pytest.param(["--protocol-era", "modern"], id="modern-era"),
 ]
-SEARCHED = Reply(
-    text="Python 3.14.0 was released on 2025-10-07 (https://www.python.org/downloads/).",
-    searches=[
-        {
-            "query": "python 3.14 release date",
-            "sources": [{"type": "url", "url": "https://www.python.org/downloads/"}],
-        }
-    ],
-    citations=[{"url": "https://www.python.org/downloads/", "title": "Download Python"}],
-)
 
 
 def _node_major(node: str) -> int:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 
 import pytest
+from conftest import ANSWER, META, MODERN, SUPPORTED, FakeEngine, Harness
 from fake_upstream import Reply
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -17,9 +17,6 @@ from openai_responses_mcp import (
     PROTOCOL_VERSIONS,
     SERVER_NAME,
     Cancelled,
-    Dispatcher,
-    Log,
-    Session,
     ToolError,
     __version__,
     header_mismatch,
@@ -29,21 +26,6 @@ from openai_responses_mcp import (
 wire = pytest.importorskip("mcp_types._v2026_07_28")
 handshake_wire = pytest.importorskip("mcp_types._v2025_11_25")
 
-MODERN = "2026-07-28"
-SUPPORTED = [MODERN, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
-META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientInfo": {"name": "pytest", "version": "0"},
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
-ANSWER = {
-    "answer": "Python 3.14 came out on 2025-10-07.\n\nSources:\n- https://python.org (2025-10-07)",
-    "used_search": True,
-    "citations": [
-        {"url": "https://python.org", "title": "python.org", "published_at": "2025-10-07"}
-    ],
-    "model": "gpt-5.2-2026-01-01",
-}
 ENGINE_META = {"usage": {"total_tokens": 10}, "web_searches": 1, "cost": {"usd": 0.01}}
 # The _meta key grammar of 2026-07-28 basic/index: an optional dotted prefix and a name.
 LABEL = r"[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
@@ -57,56 +39,9 @@ def modern(**params) -> dict:
     return {**params, "_meta": {**META, **params.pop("_meta", {})}}
 
 
-class Engine:
-    def __init__(self, behaviour=None):
-        self.behaviour = behaviour or (lambda tool, args, call: (dict(ANSWER), dict(ENGINE_META)))
-        self.started = threading.Event()
-
-    def answer(self, tool, args, call):
-        self.started.set()
-        return self.behaviour(tool, args, call)
-
-
-class Harness:
-    def __init__(self, config, engine=None):
-        self.dispatcher = Dispatcher(config, Log(), engine or Engine())
-        self.sent: list = []
-        self._cond = threading.Condition()
-        self.session = Session(self._send)
-        self._next_id = 0
-
-    def _send(self, message) -> None:
-        with self._cond:
-            self.sent.append(message)
-            self._cond.notify_all()
-
-    def request(self, method, params=None, request_id=None):
-        if request_id is None:
-            self._next_id += 1
-            request_id = self._next_id
-        message = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        return self.dispatcher.handle(message, self.session)
-
-    def sent_reply(self, request_id, timeout=5.0) -> dict:
-        def found():
-            return [m for m in self.sent if m.get("id") == request_id and "method" not in m]
-
-        with self._cond:
-            assert self._cond.wait_for(found, timeout), f"no reply to {request_id}: {self.sent}"
-            return found()[0]
-
-
-@pytest.fixture(scope="module")
-def config(tmp_path_factory):
-    home = tmp_path_factory.mktemp("xdg")
-    return load_config({}, {"XDG_CONFIG_HOME": str(home), "ANSWER_CACHE_TTL_S": "0"})
-
-
 @pytest.fixture
 def harness(config):
-    return Harness(config)
+    return Harness(config, FakeEngine(meta=ENGINE_META))
 
 
 def error(reply) -> dict:
@@ -282,7 +217,7 @@ def test_a_failed_call_is_error_32001_as_in_the_handshake_era(config):
     def fail(tool, args, call):
         raise ToolError("authentication", "OpenAI refused the API key (401)")
 
-    harness = Harness(config, Engine(fail))
+    harness = Harness(config, FakeEngine(fail))
     harness.request("tools/call", modern(name="answer", arguments={"query": "q"}), "f")
     reply = harness.sent_reply("f")
     wire.JSONRPCErrorResponse.model_validate(reply)
@@ -295,7 +230,7 @@ def test_the_same_failure_in_the_handshake_era_is_still_error_32001(config):
     def fail(tool, args, call):
         raise ToolError("authentication", "OpenAI refused the API key (401)")
 
-    harness = Harness(config, Engine(fail))
+    harness = Harness(config, FakeEngine(fail))
     harness.request("tools/call", {"name": "answer", "arguments": {"query": "q"}}, "f")
     assert harness.sent_reply("f")["error"]["code"] == -32001
 
@@ -306,11 +241,11 @@ def test_progress_for_a_stateless_call_carries_messages(config):
         call.report("writing the answer", min_interval=0)
         return dict(ANSWER), dict(ENGINE_META)
 
-    harness = Harness(config, Engine(report))
+    harness = Harness(config, FakeEngine(report))
     params = modern(name="answer", arguments={"query": "q"}, _meta={"progressToken": "p"})
     harness.request("tools/call", params, 6)
     harness.sent_reply(6)
-    progress = [m for m in harness.sent if m.get("method") == "notifications/progress"]
+    progress = [m for m in harness.outbox.messages if m.get("method") == "notifications/progress"]
     assert len(progress) >= 2
     for note in progress:
         wire.ProgressNotification.model_validate(note)
@@ -322,14 +257,14 @@ def test_a_cancelled_stateless_call_is_never_answered(config):
         call.cancelled.wait(5)
         raise Cancelled()
 
-    engine = Engine(wait)
+    engine = FakeEngine(wait)
     harness = Harness(config, engine)
     harness.request("tools/call", modern(name="answer", arguments={"query": "q"}), "c")
     assert engine.started.wait(5)
     note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "c"}}
     assert harness.dispatcher.handle(note, harness.session) is None
     assert harness.session.wait_idle(5)
-    assert not [m for m in harness.sent if m.get("id") == "c"]
+    assert not [m for m in harness.outbox.messages if m.get("id") == "c"]
 
 
 # -- the two eras side by side ---------------------------------------------------------------------
@@ -474,7 +409,7 @@ def test_a_body_without_a_version_is_left_to_the_meta_check():
 
 def test_with_protocol_eras_handshake_discover_is_unknown_and_meta_is_ignored(tmp_path):
     config = load_config({}, {"XDG_CONFIG_HOME": str(tmp_path), "MCP_PROTOCOL_ERAS": "handshake"})
-    harness = Harness(config)
+    harness = Harness(config, FakeEngine(meta=ENGINE_META))
     assert error(harness.request("server/discover", modern()))["code"] == -32601
     listed = harness.request("tools/list", modern())["result"]
     assert set(listed) == {"tools"}  # served as the handshake era always was
@@ -512,7 +447,7 @@ def test_every_stateless_reply_fits_the_2026_07_28_schema(config, method, params
     keys = {"io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities"}
     # Without either key, only a method the handshake era lacks makes a request stateless.
     assume(keys & set(params["_meta"]) or method in ("server/discover", "subscriptions/listen"))
-    harness = Harness(config)
+    harness = Harness(config, FakeEngine(meta=ENGINE_META))
     reply = harness.request(method, params, "r")
     if reply is None:  # a call started: its reply comes from the worker
         reply = harness.sent_reply("r")

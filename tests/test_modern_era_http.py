@@ -10,8 +10,8 @@ import time
 
 import anyio
 import pytest
-from conftest import Server, base_env
-from fake_upstream import FakeResponsesAPI, Reply
+from conftest import META, MODERN, SUPPORTED, Server, base_env
+from fake_upstream import Reply
 from http_client import (
     open_session,
     post,
@@ -23,22 +23,9 @@ from http_client import (
 
 wire = pytest.importorskip("mcp_types._v2026_07_28")
 
-MODERN = "2026-07-28"
-SUPPORTED = [MODERN, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
-META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientInfo": {"name": "pytest", "version": "0"},
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
 TOKEN = "tok-0123456789abcdef-XYZ"
 SEARCH = {"query": "http 404", "sources": [{"type": "url", "url": "https://example.com/404"}]}
 MODES = ["stateful", "stateless"]
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    with FakeResponsesAPI() as api:
-        yield api
 
 
 @pytest.fixture(scope="module")

@@ -9,21 +9,10 @@ import time
 import anyio
 import pytest
 from conftest import SCRIPT, base_env
-from fake_upstream import Reply
+from fake_upstream import SEARCHED, Reply
 
 mcp = pytest.importorskip("mcp")
 from mcp import Client, MCPError, StdioServerParameters  # noqa: E402
-
-SEARCHED = Reply(
-    text="Python 3.14.0 was released on 2025-10-07 (https://www.python.org/downloads/).",
-    searches=[
-        {
-            "query": "python 3.14 release date",
-            "sources": [{"type": "url", "url": "https://www.python.org/downloads/"}],
-        }
-    ],
-    citations=[{"url": "https://www.python.org/downloads/", "title": "Download Python"}],
-)
 
 
 @pytest.fixture

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 
 import anyio
+import fake_upstream
 import pytest
 from conftest import SCRIPT, base_env
 from fake_upstream import Reply
@@ -15,17 +17,7 @@ mcp = pytest.importorskip("mcp")
 from mcp import Client, StdioServerParameters  # noqa: E402
 
 MODES = ["2026-07-28", "auto"]
-SEARCHED = Reply(
-    text="Python 3.14.0 was released on 2025-10-07 (https://www.python.org/downloads/).",
-    searches=[
-        {
-            "query": "python 3.14 release date",
-            "sources": [{"type": "url", "url": "https://www.python.org/downloads/"}],
-        }
-    ],
-    citations=[{"url": "https://www.python.org/downloads/", "title": "Download Python"}],
-    event_delay=0.03,
-)
+SEARCHED = replace(fake_upstream.SEARCHED, event_delay=0.03)
 
 
 def stdio_params(tmp_path, fake) -> StdioServerParameters:

@@ -6,12 +6,10 @@ import itertools
 import json
 import re
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
-from conftest import SCRIPT, base_env, wait_until
+from conftest import bare_stdio, wait_until
 from fake_upstream import Reply
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -271,28 +269,12 @@ def test_signal_with_a_call_in_flight_exits_within_1s_and_hangs_up(spawn, fake, 
 
 
 def test_closed_stdout_ends_the_process_quietly(tmp_path):
-    proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), "--stdio"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=base_env(tmp_path),
-    )
-    try:
+    with bare_stdio(tmp_path) as proc:
         proc.stdout.close()
         proc.stdin.write(as_line(rpc("ping", 1)))
         proc.stdin.flush()
         assert proc.wait(timeout=5) == 0
         assert b"Traceback" not in proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
-        for pipe in (proc.stdin, proc.stderr):
-            try:
-                pipe.close()
-            except OSError:
-                pass
 
 
 def test_initialize_tools_list_and_ping_do_not_import_openai(spawn):
@@ -532,14 +514,7 @@ def test_a_call_over_server_max_calls_is_refused_at_once_naming_the_key(spawn, f
 
 def test_end_of_input_with_stdout_closed_cancels_the_call_and_exits_at_once(tmp_path, fake):
     fake.enqueue(Reply(stall_after_events=2))
-    proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), "--stdio"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=base_env(tmp_path, OPENAI_BASE_URL=fake.base_url),
-    )
-    try:
+    with bare_stdio(tmp_path, OPENAI_BASE_URL=fake.base_url) as proc:
         proc.stdin.write(as_line(call_message("stalled")))
         proc.stdin.flush()
         fake.wait_for_requests(1, timeout=20)
@@ -548,23 +523,11 @@ def test_end_of_input_with_stdout_closed_cancels_the_call_and_exits_at_once(tmp_
         assert proc.wait(timeout=10) == 0  # not request.timeout_ms (300 s)
         fake.wait_for_disconnect(0, timeout=5)
         assert b"Traceback" not in proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
-        proc.stderr.close()
 
 
 def test_a_failed_write_to_stdout_cancels_the_call_in_flight_and_exits_at_once(tmp_path, fake):
     fake.enqueue(Reply(stall_after_events=2))
-    proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), "--stdio"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=base_env(tmp_path, OPENAI_BASE_URL=fake.base_url),
-    )
-    try:
+    with bare_stdio(tmp_path, OPENAI_BASE_URL=fake.base_url) as proc:
         proc.stdin.write(as_line(call_message("stalled")))
         proc.stdin.flush()
         fake.wait_for_requests(1, timeout=20)
@@ -574,15 +537,6 @@ def test_a_failed_write_to_stdout_cancels_the_call_in_flight_and_exits_at_once(t
         assert proc.wait(timeout=10) == 0  # stdin still open, the call still stalled
         fake.wait_for_disconnect(0, timeout=5)
         assert b"Traceback" not in proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
-        for pipe in (proc.stdin, proc.stderr):
-            try:
-                pipe.close()
-            except OSError:
-                pass
 
 
 # -- Transport debug lines (issue 13.4) ------------------------------------------------------------

@@ -6,14 +6,13 @@ refused; and the same behind nginx, which spreads one client's requests over bot
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
 
 import pytest
-from conftest import Server, base_env, wait_until
-from fake_upstream import FakeResponsesAPI, Reply
+from conftest import MODERN, Server, base_env, wait_until
+from fake_upstream import Reply
 from http_client import post, rpc, wait_listening
-from test_http import NGINX_CONF, _connectable, free_port
+from test_http import behind_nginx
 from test_tasks import check_ext_task
 from test_tasks_wire import ANSWER_KEYS, call, meta
 
@@ -21,16 +20,9 @@ v1 = pytest.importorskip("mcp_types._v2025_11_25")
 v2 = pytest.importorskip("mcp_types._v2026_07_28")
 
 SECRET = "s3cret-" + "0123456789abcdefghijklmnopqrstuvwxyz"
-MODERN = "2026-07-28"
 SLOW = Reply(event_delay=0.25)  # a background response whose events take a few seconds
 # A call becomes a task after 500 ms; a client without tasks is handed off after 1 s.
 CONFIG = "server:\n  tasks:\n    immediate_ms: 500\nrequest:\n  handoff_after_s: 1\n"
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    with FakeResponsesAPI() as api:
-        yield api
 
 
 @pytest.fixture
@@ -186,25 +178,13 @@ def test_initialize_under_stateless_offers_no_tasks_list(pair):
 @pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed")
 def test_behind_nginx_a_task_is_created_and_served_by_either_instance(pair, fake, tmp_path):
     a, b = pair
-    port = free_port()
-    conf = tmp_path / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(dir=tmp_path, a=a.port, b=b.port, port=port))
-    nginx = subprocess.Popen(
-        ["nginx", "-c", str(conf), "-p", str(tmp_path), "-e", str(tmp_path / "error.log")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        wait_until(lambda: _connectable(port), 5, "nginx listening")
+    with behind_nginx(tmp_path, a.port, b.port) as port:
         fake.enqueue(SLOW)
         _, created = modern(port, "tools/call", call(_meta=meta()))
         done = get_until_done(port, created["result"]["taskId"])
         assert done["status"] == "completed"
         assert set(done["result"]["structuredContent"]) == ANSWER_KEYS
         assert len(creates(fake)) == 1
-    finally:
-        nginx.terminate()
-        nginx.wait(5)
 
 
 def test_a_handoff_made_on_a_is_collected_on_b(pair, fake):

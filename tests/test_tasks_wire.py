@@ -11,15 +11,14 @@ import json
 import time
 
 import pytest
-from conftest import Server, base_env, wait_until
-from fake_upstream import FakeResponsesAPI, Reply
+from conftest import META, MODERN, Server, base_env, wait_until
+from fake_upstream import Reply
 from http_client import post, rpc, wait_listening
 from test_tasks import check_ext_task
 
 v1 = pytest.importorskip("mcp_types._v2025_11_25")
 v2 = pytest.importorskip("mcp_types._v2026_07_28")
 
-MODERN = "2026-07-28"
 EXT = "io.modelcontextprotocol/tasks"
 RELATED = "io.modelcontextprotocol/related-task"
 ANSWER_KEYS = {"answer", "used_search", "citations", "model"}
@@ -35,11 +34,7 @@ SLOW = 4.0  # seconds before the fake's headers: well past immediate_ms, even un
 
 def meta(tasks: bool = True) -> dict:
     caps = {"extensions": {EXT: {}}} if tasks else {}
-    return {
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientInfo": {"name": "pytest", "version": "0"},
-        "io.modelcontextprotocol/clientCapabilities": caps,
-    }
+    return {**META, "io.modelcontextprotocol/clientCapabilities": caps}
 
 
 QUERIES = itertools.count()
@@ -118,12 +113,6 @@ class Http:
             replies = [data for _, data in response.events() if "method" not in data]
             return replies[-1]
         return response.json()
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    with FakeResponsesAPI() as api:
-        yield api
 
 
 @pytest.fixture
