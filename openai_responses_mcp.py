@@ -7059,6 +7059,7 @@ class HttpHandler:
 
     def _handle(self, hs: HttpSession, message, kind: str, method, client, json_ok, sse_ok):
         """A request is answered; anything else is handed over and gets 202, no body."""
+        self._held = hs
         try:
             if kind == "request":
                 self._answer(hs, message, method, json_ok, sse_ok)
@@ -7066,6 +7067,12 @@ class HttpHandler:
                 self.app.notify(hs, message, client)
                 self._send_empty(202)
         finally:
+            self._let_go()
+
+    def _let_go(self) -> None:
+        """Releases the session this request holds, once."""
+        hs, self._held = self._held, None
+        if hs is not None:
             hs.touch()
             self.app.release(hs)
 
@@ -7073,6 +7080,9 @@ class HttpHandler:
         reply, box, token = self.app.start_request(hs, message, method)
         try:
             if reply is not None:
+                # Released before the write: a client may send its next request (at
+                # max_sessions, a new session) the moment it reads this reply.
+                self._let_go()
                 return self._reply(hs, method, reply, json_ok)
             if self.app.as_events(token, json_ok, sse_ok, method):
                 delivered = self._pump(self._start_events(), box, until_reply=True)
