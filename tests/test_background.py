@@ -70,6 +70,13 @@ def wait_for_events(fake, index: int = 0, count: int = 2) -> None:
     )
 
 
+def cancelled_upstream(fake) -> None:
+    """The one POST /responses/{id}/cancel the server sent; the response it names is cancelled."""
+    fake.wait_until(lambda: fake.cancels)
+    (cancel,) = fake.cancels
+    assert fake.background_status(cancel.path.split("/")[-2]) == "cancelled"
+
+
 # -- resume ----------------------------------------------------------------------------------
 
 
@@ -153,8 +160,7 @@ def test_sigterm_on_stdio_cancels_the_response_upstream_before_exiting(spawn, fa
     wait_for_events(fake)
     server.proc.send_signal(signal.SIGTERM)
     assert server.wait(10) == 0
-    (cancel,) = fake.cancels
-    assert fake.background_status(cancel.path.split("/")[-2]) == "cancelled"
+    cancelled_upstream(fake)
 
 
 def test_a_vanished_client_still_gets_the_response_cancelled_upstream(tmp_path, fake):
@@ -169,8 +175,7 @@ def test_a_vanished_client_still_gets_the_response_cancelled_upstream(tmp_path, 
         proc.stdout.close()
         proc.stdin.close()
         assert proc.wait(timeout=10) == 0
-        (cancel,) = fake.cancels
-        assert fake.background_status(cancel.path.split("/")[-2]) == "cancelled"
+        cancelled_upstream(fake)
 
 
 def http_server(spawn, fake, **http):
@@ -197,8 +202,7 @@ def test_sigterm_past_the_drain_cancels_the_response_upstream(spawn, fake):
     wait_for_events(fake)
     server.proc.send_signal(signal.SIGTERM)
     assert server.wait(15) == 0
-    (cancel,) = fake.cancels
-    assert fake.background_status(cancel.path.split("/")[-2]) == "cancelled"
+    cancelled_upstream(fake)
 
 
 def test_deleting_the_session_cancels_the_response_upstream(spawn, fake):
@@ -211,8 +215,7 @@ def test_deleting_the_session_cancels_the_response_upstream(spawn, fake):
         200,
         204,
     )
-    fake.wait_until(lambda: fake.cancels)
-    assert fake.background_status(fake.cancels[0].path.split("/")[-2]) == "cancelled"
+    cancelled_upstream(fake)
 
 
 def test_a_cancel_the_api_refuses_costs_one_warning_line(spawn, fake):
