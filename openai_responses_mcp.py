@@ -915,6 +915,15 @@ def default_config_path(env: dict) -> str:
     return os.path.join(base, SERVER_NAME, "config.yaml")
 
 
+def default_state_path(env: dict) -> str:
+    """$XDG_STATE_HOME/openai-responses-mcp/state.sqlite3, or the platform's equivalent."""
+    if os.name == "nt" and env.get("LOCALAPPDATA"):
+        return os.path.join(env["LOCALAPPDATA"], SERVER_NAME, "state.sqlite3")
+    home = env.get("HOME") or os.path.expanduser("~")
+    base = env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
+    return os.path.join(base, SERVER_NAME, "state.sqlite3")
+
+
 def _env_value(text: str):
     """An environment variable's text as the YAML scalar it would be."""
     lowered = text.strip().lower()
@@ -966,6 +975,7 @@ class Config:
         self.path = path
         self.warnings = warnings
         self.instructions = ""
+        self.default_state_path = ""  # where state lives when state.path is null
 
     def get(self, *path: str):
         node = self.values
@@ -1145,6 +1155,9 @@ def load_config(cli: dict, env: dict | None = None) -> Config:
     _validate(values, sources)
     config = Config(values, sources, path if os.path.exists(path) else None, warnings)
     config.instructions = build_instructions(config)
+    # Resolved from the same environment as every other value, so a caller's env (a test's,
+    # a doctor's) decides it, not whatever this process happens to run under.
+    config.default_state_path = default_state_path(env)
     return config
 
 
@@ -3426,21 +3439,12 @@ _BUSY_TIMEOUT_S = 2.0  # how long a write waits for another process's write befo
 _WARN_EVERY_S = 60.0
 
 
-def default_state_path(env: dict) -> str:
-    """$XDG_STATE_HOME/openai-responses-mcp/state.sqlite3, or the platform's equivalent."""
-    if os.name == "nt" and env.get("LOCALAPPDATA"):
-        return os.path.join(env["LOCALAPPDATA"], SERVER_NAME, "state.sqlite3")
-    home = env.get("HOME") or os.path.expanduser("~")
-    base = env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
-    return os.path.join(base, SERVER_NAME, "state.sqlite3")
-
-
 def state_path(config: Config) -> str | None:
     """The state file's path, or None when state.path is off."""
     path = config.get("state", "path")
     if path and path.strip().lower() == "off":
         return None
-    return os.path.expanduser(path) if path else default_state_path(dict(os.environ))
+    return os.path.expanduser(path) if path else config.default_state_path
 
 
 def cache_enabled(config: Config) -> bool:

@@ -80,6 +80,9 @@ def environment(work: Path, fake: FakeResponsesAPI) -> dict:
         OPENAI_API_KEY=KEY,
         OPENAI_BASE_URL=fake.base_url,
         XDG_CONFIG_HOME=str(work / "xdg"),
+        # A stranger's first run: no usage ledger and no answer cache from an earlier run (the
+        # cache would answer tools/call without reaching the fake).
+        OPENAI_RESPONSES_MCP_STATE=str(work / "state.sqlite3"),
         NO_PROXY="127.0.0.1,localhost",
         no_proxy="127.0.0.1,localhost",
         PYTHONIOENCODING="utf-8",

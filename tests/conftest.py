@@ -495,7 +495,10 @@ def config(tmp_path_factory):
 
     home = tmp_path_factory.mktemp("xdg")
     # The seed's tools: no answer cache, so no `fresh` argument (see tests/test_cache.py).
-    return load_config({}, {"XDG_CONFIG_HOME": str(home), "ANSWER_CACHE_TTL_S": "0"})
+    return load_config(
+        {},
+        {"XDG_CONFIG_HOME": str(home), "XDG_STATE_HOME": str(home), "ANSWER_CACHE_TTL_S": "0"},
+    )
 
 
 @pytest.fixture

@@ -589,7 +589,7 @@ def test_calls_over_server_max_calls_are_refused_at_once_naming_the_key(tmp_path
         release.wait(10)
         return ANSWER, ANSWER_META
 
-    limited = load_config({}, {"XDG_CONFIG_HOME": str(tmp_path)})
+    limited = load_config({}, {"XDG_CONFIG_HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path)})
     limited.values["server"]["max_calls"] = 2
     engine = FakeEngine(waits_for_release)
     first, second = Harness(limited, engine), Harness(limited, engine)
@@ -611,7 +611,7 @@ def test_calls_over_server_max_calls_are_refused_at_once_naming_the_key(tmp_path
 
 
 def test_a_refused_duplicate_id_does_not_use_up_a_call_slot(tmp_path):
-    limited = load_config({}, {"XDG_CONFIG_HOME": str(tmp_path)})
+    limited = load_config({}, {"XDG_CONFIG_HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path)})
     limited.values["server"]["max_calls"] = 2
     release = threading.Event()
     h = Harness(

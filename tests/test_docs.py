@@ -80,7 +80,9 @@ def test_the_example_profiles_inherit_from_answer_as_the_defaults_do(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text(EXAMPLE, encoding="utf-8")
     shown = orm.load_config({"config": str(path)}, {"HOME": str(tmp_path)}).describe()
-    defaults = orm.load_config({}, {"XDG_CONFIG_HOME": str(tmp_path / "none")}).describe()
+    defaults = orm.load_config(
+        {}, {"XDG_CONFIG_HOME": str(tmp_path / "none"), "HOME": str(tmp_path)}
+    ).describe()
     assert shown["profiles"] == defaults["profiles"]
 
 

@@ -78,7 +78,9 @@ def make_config(tmp_path, yaml_text: str | None = None, **env: str) -> m.Config:
         path = tmp_path / "config.yaml"
         path.write_text(yaml_text, encoding="utf-8")
         cli["config"] = str(path)
-    return m.load_config(cli, {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), **env})
+    return m.load_config(
+        cli, {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "XDG_STATE_HOME": str(tmp_path), **env}
+    )
 
 
 # ============================================================================================

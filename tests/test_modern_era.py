@@ -408,7 +408,14 @@ def test_a_body_without_a_version_is_left_to_the_meta_check():
 
 
 def test_with_protocol_eras_handshake_discover_is_unknown_and_meta_is_ignored(tmp_path):
-    config = load_config({}, {"XDG_CONFIG_HOME": str(tmp_path), "MCP_PROTOCOL_ERAS": "handshake"})
+    config = load_config(
+        {},
+        {
+            "XDG_CONFIG_HOME": str(tmp_path),
+            "XDG_STATE_HOME": str(tmp_path),
+            "MCP_PROTOCOL_ERAS": "handshake",
+        },
+    )
     harness = Harness(config, FakeEngine(meta=ENGINE_META))
     assert error(harness.request("server/discover", modern()))["code"] == -32601
     listed = harness.request("tools/list", modern())["result"]

@@ -70,6 +70,16 @@ def test_elsewhere_the_state_file_follows_xdg_state_home():
     )
 
 
+def test_the_state_file_follows_the_environment_the_config_was_loaded_from(monkeypatch):
+    """The environment handed to load_config decides the default state file, as it decides
+    the config file: the process's own variables must not send it to the real home."""
+    monkeypatch.setenv("XDG_STATE_HOME", "/process-state")
+    monkeypatch.setenv("LOCALAPPDATA", "/process-state")
+    env = {"XDG_STATE_HOME": "/given", "LOCALAPPDATA": "/given", "XDG_CONFIG_HOME": "/none"}
+    config = mcp.load_config({}, env)
+    assert mcp.state_path(config) == os.path.join("/given", "openai-responses-mcp", "state.sqlite3")
+
+
 def test_an_unknown_time_zone_on_windows_suggests_tzdata(windows):
     with pytest.raises(mcp.ConfigError, match=r"on Windows, `pip install tzdata`"):
         mcp._check_timezone("Mars/Olympus_Mons", "env POLICY_TIMEZONE")

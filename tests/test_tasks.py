@@ -31,7 +31,10 @@ def load(tmp_path, env: dict | None = None, yaml: str | None = None) -> mcp.Conf
         path = tmp_path / "config.yaml"
         path.write_text(yaml, encoding="utf-8")
         cli["config"] = str(path)
-    return load_config(cli, {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), **(env or {})})
+    return load_config(
+        cli,
+        {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "XDG_STATE_HOME": str(tmp_path), **(env or {})},
+    )
 
 
 def config_error(tmp_path, yaml: str, env: dict | None = None) -> str:
