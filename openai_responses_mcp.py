@@ -2302,6 +2302,9 @@ class Call:
     cancel() may come from any thread. It shuts the call's sockets down at once, so a worker
     blocked reading a silent stream wakes immediately instead of at the next event, and runs
     what was registered with when_cancelled() (a background response's server-side cancel).
+    The one exception is a background create whose reply has not yet named its response: its
+    stream stays open until it does (see AnswerEngine.cancel_background), since the name is
+    what a server-side cancel needs.
     """
 
     def __init__(self, request_id, tool: str, progress=None):
@@ -2317,13 +2320,21 @@ class Call:
         self._done = False
         self.status_message: str | None = None
         self._on_cancel: list = []
+        self._reading = False  # the current request went out; its reply is being read
+        self._held = False  # a cancel keeps the streams open until the response is named
         self.background: BackgroundRun | None = None  # set when the request runs in background
         self.upstream: Call | None = None  # the Call that makes the request, when shared
         self.cancelled_upstream = False  # its background response was cancelled elsewhere
 
     def cancel(self) -> None:
-        self.cancelled.set()
-        self.abort_streams()
+        run = self.background
+        with self._lock:
+            self._held = (
+                run is not None and run.response_id is None and not run.finished and self._reading
+            )
+            self.cancelled.set()
+        if not self._held:
+            self.abort_streams()
         with self._lock:
             actions = list(self._on_cancel)
         for action in actions:
@@ -2337,13 +2348,26 @@ class Call:
         if self.cancelled.is_set():
             action()
 
-    def attach(self, stream) -> None:
+    @property
+    def held(self) -> bool:
+        """Cancelled while an unnamed background response was being read, and not let go."""
+        return self._held
+
+    def attach(self, stream, reading: bool = False) -> None:
         """Called from the worker before each read or write on an upstream connection."""
         with self._lock:
             if stream not in self._streams:
                 self._streams.append(stream)
-        if self.cancelled.is_set():
+            self._reading = self._reading or reading
+            abort = self.cancelled.is_set() and not self._held
+        if abort:
             stream.abort()
+
+    def let_go(self) -> None:
+        """Ends the hold a cancel put on the streams, and shuts them down."""
+        with self._lock:
+            self._held = False
+        self.abort_streams()
 
     def abort_streams(self) -> None:
         """Shuts the call's connections down without cancelling the call."""
@@ -2355,6 +2379,7 @@ class Call:
     def detach_all(self) -> None:
         with self._lock:
             self._streams.clear()
+            self._reading = False
 
     def report(self, message: str, *, min_interval: float = 0.2) -> None:
         """Sends a progress notification, at most one per min_interval, never after finish()."""
@@ -2409,13 +2434,13 @@ class _CallStream:
         self._inner = inner
         self._local = local
 
-    def _mark(self) -> None:
+    def _mark(self, reading: bool = False) -> None:
         call = getattr(self._local, "call", None)
         if call is not None:
-            call.attach(self)
+            call.attach(self, reading)
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        self._mark()
+        self._mark(reading=True)  # httpcore reads only once the whole request is written
         return self._inner.read(max_bytes, timeout)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
@@ -2858,6 +2883,9 @@ def _refuse_to_send(request) -> None:
 
 # A server-side cancel is best effort: it must not hold up the thread that cancels for long.
 CANCEL_TIMEOUT_S = 5.0
+# How long a cancelled background create may keep reading for response.created, its first event
+# (normally well under a second), to learn the id that cancels it server-side.
+NAMING_WAIT_S = 3.0
 
 
 def _open_stream(client, request: dict, timeout):
@@ -3178,8 +3206,7 @@ class AnswerEngine:
             return None
         seconds = self._config.get("request", "timeout_ms") / 1000
         run = call.background = BackgroundRun(started + seconds, response_id)
-        if response_id is not None:
-            call.when_cancelled(lambda: self.cancel_background(run))
+        call.when_cancelled(lambda: self.cancel_background(run, call))
         return run
 
     def _background_refused(self, tool: str, failure: Failure) -> None:
@@ -3231,24 +3258,30 @@ class AnswerEngine:
             if isinstance(response_id, str) and response_id:
                 run.response_id = response_id
                 run.created.set()
-                call.when_cancelled(lambda: self.cancel_background(run))
 
-    def cancel_background(self, run: BackgroundRun) -> None:
+    def cancel_background(self, run: BackgroundRun, call: Call | None = None) -> None:
         """POST /responses/{id}/cancel, once, on its own thread: best effort, bounded by
-        CANCEL_TIMEOUT_S. Not a daemon thread, so a process that is exiting sends it first."""
+        CANCEL_TIMEOUT_S. Not a daemon thread, so a process that is exiting sends it first.
+
+        A call cancelled while its create's reply is read but has not named the response yet
+        (call.held) would leave that response running, and billed, if it just hung up: the
+        thread first waits for the name, then lets the call's streams go."""
+        held = call if call is not None and call.held else None
         with run.lock:
-            if run.cancel_sent or run.finished or not run.response_id:
+            if run.cancel_sent or run.finished or not (run.response_id or held):
+                if held is not None:
+                    held.let_go()
                 return
             run.cancel_sent = True
         thread = threading.Thread(
-            target=self._send_cancel, args=(run.response_id,), name="upstream-cancel"
+            target=self._send_cancel, args=(run, held), name="upstream-cancel"
         )
         with self._client_lock:
             self._cancels.add(thread)
         try:
             thread.start()
         except RuntimeError:  # no thread to spare (or the interpreter is exiting)
-            self._send_cancel(run.response_id)
+            self._send_cancel(run, held)
 
     def wait_for_cancels(self, timeout: float = CANCEL_TIMEOUT_S) -> None:
         """Waits (up to timeout) for server-side cancels being sent: for a process about to
@@ -3259,8 +3292,13 @@ class AnswerEngine:
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
 
-    def _send_cancel(self, response_id: str) -> None:
+    def _send_cancel(self, run: BackgroundRun, held: Call | None) -> None:
+        response_id = run.response_id
         try:
+            if held is not None:
+                if not self._await_name(run, held):
+                    return
+                response_id = run.response_id
             self.client().post(
                 f"/responses/{response_id}/cancel",
                 cast_to=object,
@@ -3278,6 +3316,19 @@ class AnswerEngine:
         finally:
             with self._client_lock:
                 self._cancels.discard(threading.current_thread())
+
+    def _await_name(self, run: BackgroundRun, call: Call) -> bool:
+        """Waits (at most NAMING_WAIT_S) for the held call's stream to name its response, then
+        lets the stream go; False when there is nothing left to cancel."""
+        named = run.created.wait(NAMING_WAIT_S)
+        call.let_go()
+        if not named:
+            self._log.say(
+                "warning: a call was cancelled before OpenAI named its background response "
+                f"(no response.created within {NAMING_WAIT_S:g} s), so it could not be cancelled "
+                "upstream; if it was created, it runs until it ends and is billed"
+            )
+        return named and not run.finished
 
     def _attempt(self, client, request: dict, call: Call, run: BackgroundRun | None = None):
         """One streamed request (a create, or a background response's resume); returns the
@@ -3307,6 +3358,8 @@ class AnswerEngine:
                 for event in stream:
                     if run is not None:
                         self._follow(event, run, call)
+                        if call.cancelled.is_set():  # read on only to learn the response's id
+                            raise Cancelled()
                     final = self._on_event(event, call)
                     if final is not None:
                         if run is not None:

@@ -153,6 +153,35 @@ def test_notifications_cancelled_cancels_the_response_upstream(spawn, fake):
     assert TEST_KEY not in server.stderr
 
 
+def test_a_cancel_before_the_response_is_named_reads_on_until_it_is_then_cancels_it(spawn, fake):
+    """The create went out but response.created has not come back: hanging up would leave the
+    response running (and billed) with no id to cancel it by, so the stream is read until the
+    id comes, and then the response is cancelled upstream."""
+    fake.enqueue(Reply(stall_after_events=0, stall_seconds=0.5, event_delay=0.5))
+    server = start(spawn, fake)
+    start_call(server, request_id=7)
+    fake.wait_until(lambda: fake.requests and fake.requests[0].status_sent == 200)
+    server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})
+    cancelled_upstream(fake)
+    fake.wait_for_disconnect(0)
+    assert fake.requests[0].events_sent >= 1  # response.created was read, nothing after it needed
+    assert server.nothing_within(0.3)  # no reply for a cancelled call
+    assert "could not be cancelled upstream" not in server.stderr
+
+
+def test_a_cancel_whose_response_is_never_named_lets_go_with_one_warning(spawn, fake):
+    fake.enqueue(Reply(stall_after_events=0))  # headers, then silence
+    server = start(spawn, fake)
+    start_call(server, request_id=7)
+    fake.wait_until(lambda: fake.requests and fake.requests[0].status_sent == 200)
+    server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})
+    gone = fake.wait_for_disconnect(0, timeout=orm.NAMING_WAIT_S + 5)
+    assert gone - fake.requests[0].received_at >= orm.NAMING_WAIT_S - 0.5  # it waited for the name
+    assert fake.cancels == []
+    assert server.stderr.count("could not be cancelled upstream") == 1
+    assert result_of(server.call("answer", {"query": "next"}))[0]["answer"] == DEFAULT_TEXT
+
+
 def test_sigterm_on_stdio_cancels_the_response_upstream_before_exiting(spawn, fake):
     fake.enqueue(Reply(event_delay=0.5))
     server = start(spawn, fake)
