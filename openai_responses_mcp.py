@@ -2578,14 +2578,23 @@ class SingleFlight:
         self._lock = threading.Lock()
         self._log = log
 
-    def run(self, key: str, caller: Call, fetch) -> tuple:
-        """(fetch's result, shared): shared is True when another call made the request."""
-        with self._lock:
-            flight = self._flights.get(key)
-            shared = flight is not None
-            if not shared:
-                flight = self._flights[key] = _Flight(caller.tool)
-            flight.join(caller)
+    def run(self, key: str, caller: Call, fetch, admit=None) -> tuple:
+        """(fetch's result, shared): shared is True when another call made the request.
+
+        admit() (a budget, say) is asked only by a call that would make a new request, and
+        refuses it by raising; joining a request already in flight costs nothing."""
+        admitted = admit is None
+        while True:
+            with self._lock:
+                flight = self._flights.get(key)
+                shared = flight is not None
+                if shared or admitted:
+                    if not shared:
+                        flight = self._flights[key] = _Flight(caller.tool)
+                    flight.join(caller)
+                    break
+            admit()  # outside the lock: it may read the ledger
+            admitted = True
         if shared:
             self._log.debug("answer", "joined an identical call in flight (no new request)")
         else:
@@ -3040,13 +3049,11 @@ class AnswerEngine:
             hit = self._from_cache(tool, key, started)
             if hit is not None:
                 return hit
-        try:
-            self._check_budget(today)
-        except ToolError:
-            self.ledger.record(UsageRow(tool, request["model"], "refused"))
-            raise
         result, shared = self.flights.run(
-            key, call, lambda upstream: self._fetch(tool, request, upstream, today, key)
+            key,
+            call,
+            lambda upstream: self._fetch(tool, request, upstream, today, key),
+            admit=lambda: self._admit(tool, request["model"], today),
         )
         answer, meta = dict(result[0]), dict(result[1])
         if shared:  # the request's cost is on the row of the call that made it
@@ -3073,6 +3080,14 @@ class AnswerEngine:
         answer = body["answer"]
         self.ledger.record(UsageRow(tool, answer.get("model") or "", "cache", meta))
         return answer, meta
+
+    def _admit(self, tool: str, model: str, today: str) -> None:
+        """Lets a call make a new request, or refuses it (a ledger row says so) by raising."""
+        try:
+            self._check_budget(today)
+        except ToolError:
+            self.ledger.record(UsageRow(tool, model, "refused"))
+            raise
 
     def _check_budget(self, today: str) -> None:
         """Refuses the call, before any request, when a budget is spent."""

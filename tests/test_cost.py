@@ -7,7 +7,7 @@ import json
 
 import conftest
 import pytest
-from conftest import PRICES, run_cli
+from conftest import PRICES, run_cli, send_call, wait_until
 from fake_upstream import Reply
 
 import openai_responses_mcp as m
@@ -185,6 +185,30 @@ def test_the_budget_counts_every_process_sharing_the_ledger(spawn, fake):
     assert message.startswith("answer failed: monthly budget of $0.05 reached ($0.06 spent ")
     assert message.endswith("Asia/Tokyo): raise budget.monthly_usd or wait")
     assert len(fake.requests) == 1
+
+
+def test_a_spent_budget_still_lets_a_call_join_an_identical_one_in_flight(spawn, fake):
+    """Joining a request already made costs nothing, so the budget does not refuse it; only a
+    call that would make a new request is refused."""
+    config = PRICES + "budget: {daily_usd: 0.05}\n"
+    server = start(spawn, fake, config=config, env={"DEBUG": "1"})  # the join is a debug line
+    fake.enqueue(
+        Reply(stall_after_events=3, stall_seconds=3), Reply(usage=USAGE, searches=SEARCHES)
+    )
+    send_call(server, "slow", "slow question")
+    fake.wait_for_requests(1, timeout=20)
+    meta_of(server.call("answer", {"query": "spend"}))  # $0.057464: over the line
+    send_call(server, "again", "slow question")
+    wait_until(lambda: "joined an identical call" in server.stderr, 20, "the join")
+    assert "budget" in server.call("answer", {"query": "new"})["error"]["message"]
+    replies = {}
+    while len(replies) < 2:
+        message = server.recv(timeout=30)
+        if message.get("id") in ("slow", "again"):
+            replies[message["id"]] = message
+    assert meta_of(replies["again"])["shared"] is True
+    assert meta_of(replies["slow"])["cost"]["usd"] > 0
+    assert len(fake.creates) == 2
 
 
 def test_a_budget_without_the_ledger_is_a_config_error(tmp_path):
