@@ -7658,7 +7658,7 @@ def format_usage(report: dict) -> str:
         ("by model", "by_model", "model"),
         ("by tool", "by_tool", "tool"),
     ):
-        lines += ["", f"{title:<28} {'calls':>7} {'cached':>7} {'searches':>8} {'USD':>12}"]
+        lines += ["", f"{title:<28} {'calls':>7} {'from cache':>10} {'searches':>8} {'USD':>12}"]
         for row in report[name]:
             lines.append(_usage_line(str(row[column]), row))
     lines += ["", _usage_line("total", report["total"])]
@@ -7671,7 +7671,7 @@ def format_usage(report: dict) -> str:
 
 def _usage_line(label: str, row: dict) -> str:
     return (
-        f"{label[:28]:<28} {row['calls']:>7} {row['cache_hits']:>7} {row['web_searches']:>8} "
+        f"{label[:28]:<28} {row['calls']:>7} {row['cache_hits']:>10} {row['web_searches']:>8} "
         f"{row['usd']:>12.4f}"
     )
 

@@ -12,6 +12,8 @@ import pytest
 from conftest import PRICES, run_cli
 from fake_upstream import Reply
 
+import openai_responses_mcp as m
+
 CALLS_EACH = 12
 
 
@@ -99,6 +101,17 @@ def test_usage_prints_tables_by_day_model_and_tool(spawn, fake, tmp_path):
     for header in ("by day", "by model", "by tool", "total"):
         assert header in out
     assert "answer_quick" in out and "gpt-5.2-2026-01-01" in out
+
+
+def test_usage_columns_say_what_they_count():
+    """ "from cache" counts answers served from the answer cache, not cached input tokens."""
+    row = {**m._usage_row_empty(), "calls": 3, "cache_hits": 2, "web_searches": 4, "usd": 0.5}
+    report = {"since": None, "timezone": "UTC", "state_path": "/s", "total": row}
+    report |= {"by_day": [{**row, "day": "2026-11-24"}], "by_model": [], "by_tool": []}
+    lines = m.format_usage(report).splitlines()
+    assert lines[2].split() == ["by", "day", "calls", "from", "cache", "searches", "USD"]
+    assert lines[3].split() == ["2026-11-24", "3", "2", "4", "0.5000"]
+    assert lines[-1].split() == ["total", "3", "2", "4", "0.5000"]
 
 
 def test_since_leaves_out_earlier_days(spawn, fake, tmp_path):
