@@ -87,16 +87,17 @@ def test_unknown_model_costs_null_with_one_warning_naming_the_key(spawn, fake):
         ("acme-7", None),
     ],
 )
-def test_model_ids_match_their_entry_with_or_without_a_date(model, expected):
-    pricing = m.Pricing(config_with(""), m.Log())
+def test_model_ids_match_their_entry_with_or_without_a_date(tmp_path, model, expected):
+    pricing = m.Pricing(config_with(tmp_path, ""), m.Log())
     assert pricing.prices(model) == expected
 
 
-def test_config_prices_win_and_match_as_prefixes_longest_first():
+def test_config_prices_win_and_match_as_prefixes_longest_first(tmp_path):
     config = config_with(
+        tmp_path,
         "pricing:\n  models:\n    acme: {input: 1, cached_input: 1, output: 1}\n"
         "    acme-7: {input: 7, cached_input: 7, output: 7}\n"
-        "    gpt-5.2: {input: 3, cached_input: 3, output: 3}\n"
+        "    gpt-5.2: {input: 3, cached_input: 3, output: 3}\n",
     )
     pricing = m.Pricing(config, m.Log())
     assert pricing.prices("acme-7-turbo") == ((7.0, 7.0, 7.0), "config")
@@ -104,17 +105,17 @@ def test_config_prices_win_and_match_as_prefixes_longest_first():
     assert pricing.prices("gpt-5.2-2025-12-11") == ((3.0, 3.0, 3.0), "config")
 
 
-def test_flex_and_priority_scale_the_token_prices():
-    pricing = m.Pricing(config_with(PRICES), m.Log())
+def test_flex_and_priority_scale_the_token_prices(tmp_path):
+    pricing = m.Pricing(config_with(tmp_path, PRICES), m.Log())
     usage = {"input_tokens": 1_000_000, "cached_input_tokens": 0, "output_tokens": 0}
     assert pricing.cost("gpt-5.2", usage, 0, "flex")["usd"] == 1.0
     assert pricing.cost("gpt-5.2", usage, 0, "priority")["usd"] == 4.0
     assert pricing.cost("gpt-5.2", usage, 0, "default")["usd"] == 2.0
 
 
-def test_priority_on_gpt_5_5_costs_two_and_a_half_times_standard():
+def test_priority_on_gpt_5_5_costs_two_and_a_half_times_standard(tmp_path):
     # OpenAI lists gpt-5.5 priority at $12.50 / $1.25 / $75 per million: 2.5x, not 2x.
-    pricing = m.Pricing(config_with(""), m.Log())
+    pricing = m.Pricing(config_with(tmp_path, ""), m.Log())
     usage = {"input_tokens": 1_000_000, "cached_input_tokens": 0, "output_tokens": 1_000_000}
     cost = pricing.cost("gpt-5.5-2026-04-23", usage, 0, "priority")
     assert cost["input_usd"] == 12.5 and cost["output_usd"] == 75.0
@@ -122,14 +123,10 @@ def test_priority_on_gpt_5_5_costs_two_and_a_half_times_standard():
     assert pricing.cost("gpt-5.4", usage, 0, "priority")["usd"] == (2.5 + 15.0) * 2
 
 
-def config_with(text: str):
-    import tempfile
-
-    directory = tempfile.mkdtemp()
-    path = f"{directory}/config.yaml"
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    return m.load_config({"config": path}, {"HOME": directory})
+def config_with(tmp_path, text: str):
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    return m.load_config({"config": str(path)}, {"HOME": str(tmp_path)})
 
 
 @pytest.mark.parametrize(
