@@ -153,15 +153,22 @@ def test_notifications_cancelled_cancels_the_response_upstream(spawn, fake):
     assert TEST_KEY not in server.stderr
 
 
-def test_a_cancel_before_the_response_is_named_reads_on_until_it_is_then_cancels_it(spawn, fake):
-    """The create went out but response.created has not come back: hanging up would leave the
-    response running (and billed) with no id to cancel it by, so the stream is read until the
-    id comes, and then the response is cancelled upstream."""
-    fake.enqueue(Reply(stall_after_events=0, stall_seconds=0.5, event_delay=0.5))
+def cancelled_before_named(spawn, fake, **reply):
+    """A server whose background call 7 is cancelled once the create's reply has begun (its
+    headers) but before any event: before response.created names the response."""
+    fake.enqueue(Reply(stall_after_events=0, **reply))
     server = start(spawn, fake)
     start_call(server, request_id=7)
     fake.wait_until(lambda: fake.requests and fake.requests[0].status_sent == 200)
     server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})
+    return server
+
+
+def test_a_cancel_before_the_response_is_named_reads_on_until_it_is_then_cancels_it(spawn, fake):
+    """The create went out but response.created has not come back: hanging up would leave the
+    response running (and billed) with no id to cancel it by, so the stream is read until the
+    id comes, and then the response is cancelled upstream."""
+    server = cancelled_before_named(spawn, fake, stall_seconds=0.5, event_delay=0.5)
     cancelled_upstream(fake)
     fake.wait_for_disconnect(0)
     assert fake.requests[0].events_sent >= 1  # response.created was read, nothing after it needed
@@ -170,11 +177,7 @@ def test_a_cancel_before_the_response_is_named_reads_on_until_it_is_then_cancels
 
 
 def test_a_cancel_whose_response_is_never_named_lets_go_with_one_warning(spawn, fake):
-    fake.enqueue(Reply(stall_after_events=0))  # headers, then silence
-    server = start(spawn, fake)
-    start_call(server, request_id=7)
-    fake.wait_until(lambda: fake.requests and fake.requests[0].status_sent == 200)
-    server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})
+    server = cancelled_before_named(spawn, fake)  # headers, then silence
     gone = fake.wait_for_disconnect(0, timeout=orm.NAMING_WAIT_S + 5)
     assert gone - fake.requests[0].received_at >= orm.NAMING_WAIT_S - 0.5  # it waited for the name
     assert fake.cancels == []
