@@ -2353,6 +2353,11 @@ class Call:
         """Cancelled while an unnamed background response was being read, and not let go."""
         return self._held
 
+    @property
+    def reading(self) -> bool:
+        """The current request went out and its reply is being read."""
+        return self._reading
+
     def attach(self, stream, reading: bool = False) -> None:
         """Called from the worker before each read or write on an upstream connection."""
         with self._lock:
@@ -3334,16 +3339,22 @@ class AnswerEngine:
 
     def _await_name(self, run: BackgroundRun, call: Call) -> bool:
         """Waits (at most NAMING_WAIT_S) for the held call's stream to name its response, then
-        lets the stream go; False when there is nothing left to cancel."""
-        named = run.created.wait(NAMING_WAIT_S)
+        lets the stream go; False when there is nothing left to cancel. A reply that ended
+        unnamed (an HTTP error, say) made no response, so only the time running out is
+        worth a warning."""
+        deadline = time.monotonic() + NAMING_WAIT_S
+        while call.reading and time.monotonic() < deadline:
+            if run.created.wait(0.05):
+                break
+        timed_out = call.reading and not run.created.is_set()
         call.let_go()
-        if not named:
+        if timed_out:
             self._log.say(
                 "warning: a call was cancelled before OpenAI named its background response "
                 f"(no response.created within {NAMING_WAIT_S:g} s), so it could not be cancelled "
                 "upstream; if it was created, it runs until it ends and is billed"
             )
-        return named and not run.finished
+        return run.created.is_set() and not run.finished
 
     def _attempt(self, client, request: dict, call: Call, run: BackgroundRun | None = None):
         """One streamed request (a create, or a background response's resume); returns the
@@ -3373,7 +3384,7 @@ class AnswerEngine:
                 for event in stream:
                     if run is not None:
                         self._follow(event, run, call)
-                        if call.cancelled.is_set():  # read on only to learn the response's id
+                        if call.cancelled.is_set() and run.response_id:  # what it read on for
                             raise Cancelled()
                     final = self._on_event(event, call)
                     if final is not None:

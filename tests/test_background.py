@@ -154,12 +154,14 @@ def test_notifications_cancelled_cancels_the_response_upstream(spawn, fake):
 
 
 def cancelled_before_named(spawn, fake, **reply):
-    """A server whose background call 7 is cancelled once the create's reply has begun (its
-    headers) but before any event: before response.created names the response."""
+    """A server whose background call 7 is cancelled while the create's reply is read (after
+    its headers, unless they are delayed) but before response.created names the response."""
     fake.enqueue(Reply(stall_after_events=0, **reply))
     server = start(spawn, fake)
     start_call(server, request_id=7)
-    fake.wait_until(lambda: fake.requests and fake.requests[0].status_sent == 200)
+    fake.wait_until(lambda: fake.requests)
+    if not reply.get("delay_before_headers"):
+        fake.wait_until(lambda: fake.requests[0].status_sent == 200)
     server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})
     return server
 
@@ -183,6 +185,17 @@ def test_a_cancel_whose_response_is_never_named_lets_go_with_one_warning(spawn, 
     assert fake.cancels == []
     assert server.stderr.count("could not be cancelled upstream") == 1
     assert result_of(server.call("answer", {"query": "next"}))[0]["answer"] == DEFAULT_TEXT
+
+
+def test_a_cancel_whose_create_is_refused_ends_with_the_refusal_and_no_warning(spawn, fake):
+    """An error reply names no response because none was made: nothing to cancel, nothing to
+    warn about, and the call does not wait out the naming time."""
+    server = cancelled_before_named(spawn, fake, status=500, delay_before_headers=0.5)
+    fake.wait_until(lambda: fake.requests[0].finished_at is not None)
+    assert result_of(server.call("answer", {"query": "next"}))[0]["answer"] == DEFAULT_TEXT
+    time.sleep(orm.NAMING_WAIT_S)
+    assert "could not be cancelled upstream" not in server.stderr
+    assert fake.cancels == [] and len(fake.creates) == 2
 
 
 def test_sigterm_on_stdio_cancels_the_response_upstream_before_exiting(spawn, fake):
