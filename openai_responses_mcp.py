@@ -2321,14 +2321,19 @@ class Call:
         self.status_message: str | None = None
         self._on_cancel: list = []
         self._reading = False  # the current request went out; its reply is being read
+        self._cancel_ran = False
         self._held = False  # a cancel keeps the streams open until the response is named
         self.background: BackgroundRun | None = None  # set when the request runs in background
         self.upstream: Call | None = None  # the Call that makes the request, when shared
         self.cancelled_upstream = False  # its background response was cancelled elsewhere
 
     def cancel(self) -> None:
+        """Cancels the call; a second cancel changes nothing (above all, not a hold)."""
         run = self.background
         with self._lock:
+            if self._cancel_ran:
+                return
+            self._cancel_ran = True
             self._held = (
                 run is not None and run.response_id is None and not run.finished and self._reading
             )
@@ -2355,16 +2360,19 @@ class Call:
 
     @property
     def reading(self) -> bool:
-        """The current request went out and its reply is being read."""
+        """The last request written went out whole and its reply is being read."""
         return self._reading
 
     def attach(self, stream, reading: bool = False) -> None:
-        """Called from the worker before each read or write on an upstream connection."""
+        """Called from the worker before each read (reading=True) or write on an upstream
+        connection. httpcore reads a reply only once its whole request is written, so the
+        first read after writes means the request went out (a proxy's CONNECT is a request
+        too: the write of the real one that follows resets the mark)."""
         with self._lock:
             if stream not in self._streams:
                 self._streams.append(stream)
-            self._reading = self._reading or reading
-            abort = self.cancelled.is_set() and not self._held
+            self._reading = reading
+            abort = self._cancel_ran and not self._held
         if abort:
             stream.abort()
 
@@ -2445,7 +2453,7 @@ class _CallStream:
             call.attach(self, reading)
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        self._mark(reading=True)  # httpcore reads only once the whole request is written
+        self._mark(reading=True)
         return self._inner.read(max_bytes, timeout)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
@@ -3288,11 +3296,14 @@ class AnswerEngine:
         thread first waits for the name, then lets the call's streams go."""
         held = call if call is not None and call.held else None
         with run.lock:
-            if run.cancel_sent or run.finished or not (run.response_id or held):
-                if held is not None:
-                    held.let_go()
+            if run.cancel_sent:  # sent, or waiting for the name, already
                 return
-            run.cancel_sent = True
+            nothing = run.finished or not (run.response_id or held)
+            run.cancel_sent = not nothing
+        if nothing:
+            if held is not None:
+                held.let_go()
+            return
         thread = threading.Thread(
             target=self._send_cancel, args=(run, held), name="upstream-cancel"
         )
@@ -3301,9 +3312,11 @@ class AnswerEngine:
         try:
             thread.start()
         except RuntimeError:  # no thread to spare (or the interpreter is exiting)
+            with self._client_lock:
+                self._cancels.discard(thread)  # join() refuses a thread never started
             self._send_cancel(run, held)
 
-    def wait_for_cancels(self, timeout: float = CANCEL_TIMEOUT_S) -> None:
+    def wait_for_cancels(self, timeout: float = NAMING_WAIT_S + CANCEL_TIMEOUT_S) -> None:
         """Waits (up to timeout) for server-side cancels being sent: for a process about to
         leave with os._exit(), which does not wait for threads."""
         deadline = time.monotonic() + timeout
@@ -3346,14 +3359,13 @@ class AnswerEngine:
         while call.reading and time.monotonic() < deadline:
             if run.created.wait(0.05):
                 break
-        timed_out = call.reading and not run.created.is_set()
-        call.let_go()
-        if timed_out:
+        if call.reading and not run.created.is_set():  # said before the hang-up it explains
             self._log.say(
                 "warning: a call was cancelled before OpenAI named its background response "
                 f"(no response.created within {NAMING_WAIT_S:g} s), so it could not be cancelled "
                 "upstream; if it was created, it runs until it ends and is billed"
             )
+        call.let_go()
         return run.created.is_set() and not run.finished
 
     def _attempt(self, client, request: dict, call: Call, run: BackgroundRun | None = None):

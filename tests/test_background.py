@@ -20,6 +20,7 @@ from conftest import TEST_KEY, bare_stdio, base_env
 from fake_upstream import DEFAULT_TEXT, Reply
 from http_client import (
     call_params,
+    notification,
     open_session,
     post,
     request,
@@ -153,7 +154,7 @@ def test_notifications_cancelled_cancels_the_response_upstream(spawn, fake):
     assert TEST_KEY not in server.stderr
 
 
-def cancelled_before_named(spawn, fake, **reply):
+def cancelled_before_named(spawn, fake, cancels: int = 1, **reply):
     """A server whose background call 7 is cancelled while the create's reply is read (after
     its headers, unless they are delayed) but before response.created names the response."""
     fake.enqueue(Reply(stall_after_events=0, **reply))
@@ -162,7 +163,8 @@ def cancelled_before_named(spawn, fake, **reply):
     fake.wait_until(lambda: fake.requests)
     if not reply.get("delay_before_headers"):
         fake.wait_until(lambda: fake.requests[0].status_sent == 200)
-    server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})
+    for _ in range(cancels):
+        server.send(notification("notifications/cancelled", {"requestId": 7}))
     return server
 
 
@@ -170,12 +172,18 @@ def test_a_cancel_before_the_response_is_named_reads_on_until_it_is_then_cancels
     """The create went out but response.created has not come back: hanging up would leave the
     response running (and billed) with no id to cancel it by, so the stream is read until the
     id comes, and then the response is cancelled upstream."""
-    server = cancelled_before_named(spawn, fake, stall_seconds=0.5, event_delay=0.5)
+    server = cancelled_before_named(spawn, fake, stall_seconds=1, event_delay=0.5)
     cancelled_upstream(fake)
     fake.wait_for_disconnect(0)
     assert fake.requests[0].events_sent >= 1  # response.created was read, nothing after it needed
     assert server.nothing_within(0.3)  # no reply for a cancelled call
     assert "could not be cancelled upstream" not in server.stderr
+
+
+def test_a_second_cancel_does_not_undo_the_wait_for_the_name(spawn, fake):
+    cancelled_before_named(spawn, fake, cancels=2, stall_seconds=1, event_delay=0.5)
+    cancelled_upstream(fake)
+    fake.wait_for_disconnect(0)
 
 
 def test_a_cancel_whose_response_is_never_named_lets_go_with_one_warning(spawn, fake):
@@ -190,7 +198,7 @@ def test_a_cancel_whose_response_is_never_named_lets_go_with_one_warning(spawn, 
 def test_a_cancel_whose_create_is_refused_ends_with_the_refusal_and_no_warning(spawn, fake):
     """An error reply names no response because none was made: nothing to cancel, nothing to
     warn about, and the call does not wait out the naming time."""
-    server = cancelled_before_named(spawn, fake, status=500, delay_before_headers=0.5)
+    server = cancelled_before_named(spawn, fake, status=500, delay_before_headers=1)
     fake.wait_until(lambda: fake.requests[0].finished_at is not None)
     assert result_of(server.call("answer", {"query": "next"}))[0]["answer"] == DEFAULT_TEXT
     time.sleep(orm.NAMING_WAIT_S)

@@ -190,7 +190,7 @@ def test_a_spent_budget_still_lets_a_call_join_an_identical_one_in_flight(spawn,
     config = PRICES + "budget: {daily_usd: 0.05}\n"
     server = start(spawn, fake, config=config, env={"DEBUG": "1"})  # the join is a debug line
     fake.enqueue(
-        Reply(stall_after_events=3, stall_seconds=3), Reply(usage=USAGE, searches=SEARCHES)
+        Reply(stall_after_events=3, stall_seconds=5), Reply(usage=USAGE, searches=SEARCHES)
     )
     send_call(server, "slow", "slow question")
     fake.wait_for_requests(1, timeout=20)
