@@ -1156,7 +1156,7 @@ def load_config(cli: dict, env: dict | None = None) -> Config:
     config = Config(values, sources, path if os.path.exists(path) else None, warnings)
     config.instructions = build_instructions(config)
     # Resolved from the same environment as every other value, so a caller's env (a test's,
-    # a doctor's) decides it, not whatever this process happens to run under.
+    # say) decides it, not whatever this process happens to run under.
     config.default_state_path = default_state_path(env)
     return config
 
@@ -2321,7 +2321,7 @@ class Call:
         self.status_message: str | None = None
         self._on_cancel: list = []
         self._reading = False  # the current request went out; its reply is being read
-        self._cancel_ran = False
+        self._cancel_ran = False  # cancel() has run (Session sets `cancelled` just before)
         self._held = False  # a cancel keeps the streams open until the response is named
         self.background: BackgroundRun | None = None  # set when the request runs in background
         self.upstream: Call | None = None  # the Call that makes the request, when shared
@@ -3326,12 +3326,10 @@ class AnswerEngine:
             thread.join(max(0.0, deadline - time.monotonic()))
 
     def _send_cancel(self, run: BackgroundRun, held: Call | None) -> None:
-        response_id = run.response_id
         try:
-            if held is not None:
-                if not self._await_name(run, held):
-                    return
-                response_id = run.response_id
+            if held is not None and not self._await_name(run, held):
+                return
+            response_id = run.response_id
             self.client().post(
                 f"/responses/{response_id}/cancel",
                 cast_to=object,
@@ -3343,7 +3341,7 @@ class AnswerEngine:
             said = _one_line(self._log.redact(failure.detail or failure.kind), 160)
             status = f"HTTP {failure.status}" if failure.status else failure.kind
             self._log.say(
-                f"warning: could not cancel background response {response_id} upstream "
+                f"warning: could not cancel background response {run.response_id} upstream "
                 f"({status}: {said}); it runs until it ends and is billed"
             )
         finally:
