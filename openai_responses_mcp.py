@@ -3860,9 +3860,13 @@ class AnswerCache:
 
 
 def answer_key(tool: str, args: dict, request: dict, today: str, max_citations: int) -> str:
-    """The cache and single-flight key: a hash of the tool, the normalised query, the hints,
-    today's date, the policy's revision, everything else the request sends, and what shapes
-    the answer after it (max_citations). The query itself is never stored."""
+    """The cache and single-flight key: a hash of the tool, the query, the hints, today's date,
+    the policy's revision, everything else the request sends, and what shapes the answer after
+    it (max_citations). The query itself is never stored.
+
+    The query is taken exactly, trimmed only at its ends: to a coding agent case and inner
+    whitespace are meaning (`grep -i` is not `grep -I`, `None` is not `none`, and indentation is
+    Python's syntax), so folding them would answer one question with another's answer."""
     import hashlib
 
     shape = {name: value for name, value in request.items() if name != "input"}
@@ -3872,7 +3876,7 @@ def answer_key(tool: str, args: dict, request: dict, today: str, max_citations: 
         [
             SYSTEM_POLICY_REV,
             tool,
-            " ".join(args["query"].split()).casefold(),
+            args["query"].strip(),
             hints,
             today,
             request["input"].rpartition("\n\n[hints]")[2],

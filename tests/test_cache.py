@@ -27,7 +27,7 @@ def result_of(reply: dict) -> tuple[dict, dict]:
 def test_a_repeated_question_is_answered_from_the_cache_at_no_cost(spawn, fake):
     server = start(spawn, fake)
     first, first_meta = result_of(server.call("answer", {"query": "What is HTTP 404?"}))
-    again, meta = result_of(server.call("answer", {"query": "  what is   http 404? "}))
+    again, meta = result_of(server.call("answer", {"query": "\n  What is HTTP 404?\t "}))
     assert again == first
     assert len(fake.requests) == 1
     assert first_meta["cache"] == {"hit": False}
@@ -50,6 +50,32 @@ def test_different_hints_or_question_miss(spawn, fake, other):
     result_of(server.call("answer", {"query": "What is HTTP 404?"}))
     result_of(server.call("answer", {"query": "What is HTTP 404?", **other}))
     assert len(fake.requests) == 2
+
+
+# Questions a coding agent asks that differ only in case or inner whitespace, which are meaning.
+DIFFERENT_QUESTIONS = [
+    ("What does grep -i do?", "What does grep -I do?"),
+    ("Why is `x == None` false here?", "Why is `x == none` false here?"),
+    ("Is this valid?\nif x:\n    y()\n  z()", "Is this valid?\nif x:\n    y()\n    z()"),
+    ("What is  a  b?", "What is a b?"),
+]
+
+
+def test_questions_differing_in_case_or_inner_whitespace_each_get_their_own_answer(spawn, fake):
+    server = start(spawn, fake)
+    for number, pair in enumerate(DIFFERENT_QUESTIONS):
+        for side, query in enumerate(pair):
+            fake.enqueue(Reply(text=f"Answer {number}.{side}."))
+            answer, meta = result_of(server.call("answer", {"query": query}))
+            assert answer["answer"] == f"Answer {number}.{side}.", query
+            assert meta["cache"] == {"hit": False}, query
+    assert len(fake.requests) == 2 * len(DIFFERENT_QUESTIONS)
+    # Each is still a hit for itself.
+    for pair in DIFFERENT_QUESTIONS:
+        for query in pair:
+            _, meta = result_of(server.call("answer", {"query": query}))
+            assert meta["cache"]["hit"] is True, query
+    assert len(fake.requests) == 2 * len(DIFFERENT_QUESTIONS)
 
 
 def test_another_tool_misses(spawn, fake):
@@ -202,3 +228,24 @@ def test_the_request_is_cancelled_when_every_caller_has_gone(spawn, fake):
     cancel(server, "b")
     fake.wait_for_disconnect(0, timeout=20)
     assert server.nothing_within(0.5)
+
+
+def test_calls_differing_only_in_case_in_flight_at_once_make_their_own_requests(spawn, fake):
+    server = spawn("--stdio", "--debug", env={"ANSWER_CACHE_TTL_S": "0"}, upstream=fake)
+    server.initialize()
+    fake.enqueue(
+        Reply(text="About -i.", stall_after_events=3, stall_seconds=2), Reply(text="About -I.")
+    )
+    send_call(server, "a", query="What does grep -i do?")
+    fake.wait_for_requests(1, timeout=20)
+    send_call(server, "b", query="What does grep -I do?")
+    fake.wait_for_requests(2, timeout=20)  # "a" is still stalled: "b" did not join it
+    replies = {}
+    while len(replies) < 2:
+        message = server.recv(timeout=30)
+        if message.get("id") in ("a", "b"):
+            replies[message["id"]] = result_of(message)
+    assert replies["a"][0]["answer"] == "About -i."
+    assert replies["b"][0]["answer"] == "About -I."
+    assert "shared" not in replies["b"][1]
+    assert "joined an identical call" not in server.stderr
