@@ -1831,7 +1831,7 @@ def _search_sources(response: dict) -> list[dict]:
         for source in (item.get("action") or {}).get("sources") or ():
             if source.get("url"):
                 if is_web_url(source["url"]):
-                    found.append({"url": source["url"], "title": None})
+                    found.append({"url": without_tracking(source["url"]), "title": None})
             else:
                 name = source.get("name") or source.get("id") or source.get("source")
                 if name:
@@ -1845,6 +1845,29 @@ def is_web_url(url) -> bool:
         return False
     scheme, sep, rest = url.partition("://")
     return bool(sep) and scheme.lower() in ("http", "https") and rest[:1] not in ("", "/")
+
+
+# OpenAI's web search tags the URLs it hands the model with this query parameter. It is dropped
+# everywhere: the agent repeats the URLs to its user, and a page with and without it is one
+# source (else the model's own Sources line, written without it, gets the URL a second time).
+_TRACKING = r"([?&])utm_source=openai(?![\w~%+-]|\.[\w~%+-])(&?)"  # not openai.com, openai2
+
+
+def without_tracking(text: str) -> str:
+    """`text` (a URL, or an answer holding URLs) without `utm_source=openai` in any URL's
+    query; every other parameter, their order and the fragment are kept as written."""
+    if "utm_source=openai" not in text:
+        return text
+    if is_web_url(text) and not re.search(r"\s", text):  # one URL: all of it, [::1] hosts too
+        return _untracked(text)
+    return re.sub(_URL, lambda url: _untracked(url[0]), text)
+
+
+def _untracked(url: str) -> str:
+    before = ""
+    while url != before:  # `?utm_source=openai&utm_source=openai` takes two passes
+        before, url = url, re.sub(_TRACKING, lambda m: m[1] if m[2] else "", url)
+    return url
 
 
 def _host(url: str) -> str:
@@ -1861,6 +1884,7 @@ def collect_citations(response: dict, max_citations: int, today: str) -> list[di
     for part in _output_text_parts(response):
         for note in part.get("annotations") or ():
             url = note.get("url")
+            url = without_tracking(url) if isinstance(url, str) else url
             if note.get("type") == "url_citation" and is_web_url(url) and url not in seen:
                 seen.add(url)
                 cited.append({"url": url, "title": note.get("title") or _host(url)})
@@ -2107,7 +2131,7 @@ def shape_answer(
 
     `model` stands in when the API reports none; `headers` are the policy's sources headers.
     """
-    text = _answer_text(response)
+    text = without_tracking(_answer_text(response))
     searched = any(item.get("type") == "web_search_call" for item in response.get("output") or ())
     citations = collect_citations(response, max_citations, today)
     cited = any(

@@ -416,6 +416,45 @@ def test_citations_that_are_not_web_urls_never_reach_the_client(server, fake):
     assert "data:" not in answer["answer"]
 
 
+def test_openais_tracking_parameter_never_reaches_the_client(server, fake):
+    # What the real web search hands back: every URL tagged; the model's own Sources line
+    # written with one form, the annotations carrying the other.
+    page = "https://docs.python.org/3.14/whatsnew/3.14.html?highlight=pep#summary"
+    tagged = (
+        "https://docs.python.org/3.14/whatsnew/3.14.html?highlight=pep&utm_source=openai#summary"
+    )
+    release = "https://www.python.org/downloads/release/python-3140/"
+    fake.enqueue(
+        Reply(
+            text=(
+                "Python 3.14 came out on 2025-10-07 "
+                f"([python.org]({release}?utm_source=openai)).\n\n"
+                f"Sources: {release} (2025-10-07), {tagged} (2025-10-07)"
+            ),
+            searches=[
+                {
+                    "query": "python 3.14 release",
+                    "sources": [
+                        {"type": "url", "url": f"{release}?utm_source=openai"},
+                        {"type": "url", "url": tagged},
+                    ],
+                }
+            ],
+            citations=[
+                {"url": f"{release}?utm_source=openai", "title": "Python 3.14.0"},
+                {"url": release, "title": "Python 3.14.0 again"},
+                {"url": tagged, "title": "What's new"},
+            ],
+        )
+    )
+    reply = server.call("answer", {"query": "When did Python 3.14 come out?"})
+    answer = answer_of(reply)
+    assert "utm_source" not in json.dumps(reply["result"])
+    assert [c["url"] for c in answer["citations"]] == [release, page]
+    assert answer["answer"].endswith(f"Sources: {release} (2025-10-07), {page} (2025-10-07)")
+    assert answer["answer"].count(release) == 2  # the inline link and the one Sources entry
+
+
 # ============================================================================================
 # Failures: -32001, `answer failed: `, one line saying what happened and what to do
 # ============================================================================================

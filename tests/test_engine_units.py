@@ -218,6 +218,131 @@ def test_a_dropped_url_never_reaches_the_sources_section():
     assert shaped["used_search"] is True
 
 
+# -- OpenAI's tracking parameter ---------------------------------------------------------------
+
+TRACKED = "utm_source=openai"
+
+
+@pytest.mark.parametrize(
+    ("url", "clean"),
+    [
+        ("https://a.example/x?utm_source=openai", "https://a.example/x"),
+        ("https://a.example/x?utm_source=openai#part", "https://a.example/x#part"),
+        ("https://a.example/x?a=1&utm_source=openai&b=2#f", "https://a.example/x?a=1&b=2#f"),
+        ("https://a.example/x?utm_source=openai&b=%20", "https://a.example/x?b=%20"),
+        ("https://a.example/?q=1&utm_source=openai", "https://a.example/?q=1"),
+        ("https://a.example/?utm_source=openai&utm_source=openai", "https://a.example/"),
+        # Other sources, other values and look-alike keys are the page's own: kept.
+        ("https://a.example/?utm_source=twitter", "https://a.example/?utm_source=twitter"),
+        ("https://a.example/?utm_source=openai.com", "https://a.example/?utm_source=openai.com"),
+        ("https://a.example/?xutm_source=openai", "https://a.example/?xutm_source=openai"),
+        ("https://a.example/utm_source=openai", "https://a.example/utm_source=openai"),
+    ],
+)
+def test_the_tracking_parameter_is_dropped_and_everything_else_kept(url, clean):
+    assert m.without_tracking(url) == clean
+
+
+def test_the_tracking_parameter_is_dropped_from_urls_in_text_and_nothing_else():
+    text = (
+        "See [the docs](https://a.example/p?utm_source=openai) and "
+        "(https://b.example/?id=7&utm_source=openai). The tag utm_source=openai alone stays."
+    )
+    assert m.without_tracking(text) == (
+        "See [the docs](https://a.example/p) and (https://b.example/?id=7). "
+        "The tag utm_source=openai alone stays."
+    )
+
+
+params = st.lists(
+    st.tuples(
+        st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12),
+        st.text("abcXYZ0123456789-._~%+", max_size=10),
+    ),
+    max_size=4,
+).filter(lambda pairs: all(f"{k}={v}" != TRACKED for k, v in pairs))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    host=st.sampled_from(["a.example", "docs.python.org", "例え.jp", "[::1]:8080"]),
+    path=st.text("abc/-._~%0123456789", max_size=20),
+    pairs=params,
+    spots=st.lists(st.integers(0, 4), max_size=3),
+    fragment=st.one_of(st.none(), st.text("abc-_0123456789", max_size=8)),
+    punctuation=st.sampled_from(["", ".", ")", ",", " (2026-01-14)"]),
+)
+def test_any_url_loses_only_the_tracking_parameter(host, path, pairs, spots, fragment, punctuation):
+    def build(items):
+        query = "&".join(items)
+        return (
+            f"https://{host}/{path}"
+            + (f"?{query}" if query else "")
+            + ("" if fragment is None else f"#{fragment}")
+        )
+
+    own = [f"{k}={v}" for k, v in pairs]
+    tracked = list(own)
+    for spot in sorted(spots, reverse=True):
+        tracked.insert(min(spot, len(tracked)), TRACKED)
+    clean = build(own)
+    assert m.without_tracking(build(tracked)) == clean
+    assert m.without_tracking(clean) == clean
+    if "[" not in host:  # a URL in text ends at "]" (Markdown), so an IPv6 host is cut there
+        assert m.without_tracking(f"- {build(tracked)}{punctuation}") == f"- {clean}{punctuation}"
+
+
+def test_citations_that_differ_only_by_the_tracking_parameter_are_one_source():
+    resp = response(
+        message(
+            "text",
+            cite("https://a.example/p?utm_source=openai", "A"),
+            cite("https://a.example/p", "A again"),
+            cite("https://b.example/?x=1&utm_source=openai", "B"),
+        )
+    )
+    citations = m.collect_citations(resp, 10, TODAY)
+    assert urls(citations) == ["https://a.example/p", "https://b.example/?x=1"]
+    assert citations[0]["title"] == "A"
+
+
+def test_search_sources_lose_the_tracking_parameter_and_their_duplicates():
+    resp = response(
+        web_search(url_source("https://c.example/?utm_source=openai")),
+        web_search(url_source("https://c.example/"), url_source("https://d.example/#top")),
+        message("text"),
+    )
+    assert urls(m.collect_citations(resp, 10, TODAY)) == [
+        "https://c.example/",
+        "https://d.example/#top",
+    ]
+
+
+def test_the_models_inline_sources_line_is_not_doubled_by_the_tracking_parameter():
+    # The model wrote its own Sources line without the parameter; the citation carries it.
+    text = "Python 3.14 is out.\n\nSources: https://www.python.org/downloads/ (2025-10-07)"
+    resp = response(
+        message(text, cite("https://www.python.org/downloads/?utm_source=openai", "Python"))
+    )
+    shaped = m.shape_answer(resp, 3, TODAY)
+    assert shaped["answer"] == text
+    assert shaped["citations"][0]["url"] == "https://www.python.org/downloads/"
+
+
+def test_the_answer_text_loses_the_tracking_parameter_everywhere():
+    text = (
+        "Released ([python.org](https://www.python.org/downloads/?utm_source=openai)).\n\n"
+        "Sources:\n- https://www.python.org/downloads/?utm_source=openai (2025-10-07)"
+    )
+    resp = response(
+        message(text, cite("https://www.python.org/downloads/?utm_source=openai", "Python"))
+    )
+    shaped = m.shape_answer(resp, 3, TODAY)
+    assert TRACKED not in shaped["answer"]
+    assert shaped["answer"].count("https://www.python.org/downloads/") == 2
+    assert shaped["answer"].endswith("Sources:\n- https://www.python.org/downloads/ (2025-10-07)")
+
+
 # ============================================================================================
 # shape_answer: used_search, model, the four keys
 # ============================================================================================
