@@ -65,14 +65,18 @@ SERVER_NAME = "openai-responses-mcp"
 # The tools, one row each. TOOL_NAMES, each tool's model_profiles settings and their env vars
 # (Configuration), tools/list's definitions and argument validation (Tools) all derive from it.
 # `model_env` is the env var of its model; `tuning_env` the prefix of <prefix>_EFFORT and
-# <prefix>_VERBOSITY (None: none); `model`, `effort` and `verbosity` are the profile's defaults.
+# <prefix>_VERBOSITY (None: none); `model`, `effort`, `verbosity` and `search_context_size`
+# (absent: None) are the profile's defaults, None meaning "inherit from `answer`" (or, for the
+# search context, the API's default, medium). The three differ on purpose: an agent that picks
+# the quick tool must get a quicker, cheaper answer, and the detailed one more thinking.
 TOOL_TABLE = (
     {
         "name": "answer",
         "title": "Answer with web search",
         "description": (
             "Search the web when needed and provide balanced, well-sourced answers. "
-            "This is the standard general-purpose tool."
+            "This is the standard general-purpose tool. Default: reasoning effort medium and "
+            "verbosity medium, the balance of depth, speed and cost that suits most questions."
         ),
         "properties": ("query", "recency_days", "max_results", "domains"),
         "model": "gpt-5.2",
@@ -88,13 +92,15 @@ TOOL_TABLE = (
         "title": "Detailed research answer",
         "description": (
             "Perform comprehensive analysis with thorough research and detailed explanations. "
-            "Best for complex questions requiring deep investigation."
+            "Best for complex questions requiring deep investigation. Default: reasoning effort "
+            "high (more thinking than answer, so slower and dearer), run in background mode so "
+            "a call of several minutes survives client timeouts."
         ),
         "properties": ("query", "recency_days", "max_results", "domains"),
         "model": None,
         "model_env": "MODEL_DETAILED",
         "tuning_env": None,
-        "effort": None,
+        "effort": "high",
         "verbosity": None,
         # Only the slow tool runs in background by default: its calls are the ones that outlive
         # client and proxy timeouts.
@@ -106,14 +112,17 @@ TOOL_TABLE = (
         "title": "Quick answer",
         "description": (
             "Provide fast, concise answers optimized for speed. "
-            "Best for simple lookups or urgent questions."
+            "Best for simple lookups or urgent questions. Default: reasoning effort low, "
+            "verbosity low and a low search context size: quicker and cheaper than answer, "
+            "for a question one search settles."
         ),
         "properties": ("query",),
         "model": None,
         "model_env": "MODEL_QUICK",
         "tuning_env": None,
-        "effort": None,
-        "verbosity": None,
+        "effort": "low",  # not minimal: the API refuses web_search with reasoning effort minimal
+        "verbosity": "low",
+        "search_context_size": "low",
         "background": None,  # inherits `answer`'s false
         "background_env": "BACKGROUND_QUICK",
     },
@@ -524,18 +533,21 @@ MIB = 1024 * 1024
 class Setting:
     """One configurable key: its default, what values it accepts, and its environment variable."""
 
-    __slots__ = ("choices", "default", "doc", "env", "high", "kind", "low")
+    __slots__ = ("choices", "default", "doc", "env", "high", "kind", "low", "nullable")
 
-    def __init__(self, default, kind, *, low=None, high=None, choices=(), env=None, doc=""):
+    def __init__(
+        self, default, kind, *, low=None, high=None, choices=(), env=None, doc="", nullable=False
+    ):
         self.default, self.kind, self.env, self.doc = default, kind, env, doc
         self.low, self.high, self.choices = low, high, choices
+        self.nullable = nullable  # null accepted whatever the default (a profile's "inherit")
 
     def allowed(self) -> str:
         """What values this key accepts, as words for an error message or the README."""
         if self.kind == "int":
             return f"an integer from {self.low} to {self.high}"
         if self.kind == "choice":
-            return "one of " + ", ".join(self.choices)
+            return "one of " + ", ".join(self.choices) + (" or null" if self.nullable else "")
         if self.kind == "bool":
             return "true or false"
         if self.kind == "strings":
@@ -553,7 +565,7 @@ class Setting:
 
     def check(self, value):
         """Returns the value if acceptable, else raises ValueError."""
-        if value is None and (self.default is None or self.kind == "path"):
+        if value is None and (self.default is None or self.kind == "path" or self.nullable):
             return None
         kind = self.kind
         ok = (
@@ -599,6 +611,7 @@ def price_table_problem(table: dict) -> tuple[str, str] | None:
 def _profile_settings(row: dict) -> dict:
     """A TOOL_TABLE row's model_profiles settings."""
     tool, env_prefix = row["name"], row["tuning_env"]
+    inherits = tool != "answer"  # null in another profile: take `answer`'s value
     return {
         ("model_profiles", tool, "model"): Setting(
             row["model"], "str", env=row["model_env"], doc=f"model used by the `{tool}` tool"
@@ -609,6 +622,7 @@ def _profile_settings(row: dict) -> dict:
             choices=EFFORTS,
             env=f"{env_prefix}_EFFORT" if env_prefix else None,
             doc="reasoning effort (sent only to gpt-5 and o-series models)",
+            nullable=inherits,
         ),
         ("model_profiles", tool, "verbosity"): Setting(
             row["verbosity"],
@@ -616,6 +630,7 @@ def _profile_settings(row: dict) -> dict:
             choices=VERBOSITIES,
             env=f"{env_prefix}_VERBOSITY" if env_prefix else None,
             doc="answer length (sent only to gpt-5 models)",
+            nullable=inherits,
         ),
         # Cost controls: each is sent only when set (null = the API's default).
         ("model_profiles", tool, "service_tier"): Setting(
@@ -635,10 +650,11 @@ def _profile_settings(row: dict) -> dict:
             None, "int", low=1, high=100, doc="cap on web searches in one answer (null = none)"
         ),
         ("model_profiles", tool, "search_context_size"): Setting(
-            None,
+            row.get("search_context_size"),
             "choice",
             choices=VERBOSITIES,
             doc="web_search context size: low, medium or high (null = the API's default)",
+            nullable=True,
         ),
         ("model_profiles", tool, "background"): Setting(
             row["background"],
@@ -1368,35 +1384,40 @@ request:
                            #   Claude Desktop and Cursor, which give up sooner), 0 = never
 
 model_profiles:
-  answer:                  # required baseline; the other two inherit each absent key from it
+  # The three tools differ by default, so that picking one means something: answer_quick is
+  # quicker and cheaper than answer, answer_detailed thinks more. In the other two profiles
+  # null means "take answer's value" (an absent key takes the default shown here).
+  answer:                  # balanced: most questions
     model: gpt-5.2
-    reasoning_effort: medium   # none | minimal | low | medium | high | xhigh (gpt-5, o-series)
+    reasoning_effort: medium   # none | minimal | low | medium | high | xhigh (gpt-5, o-series;
+                               #   not minimal: web search refuses it)
     verbosity: medium          # low | medium | high (gpt-5 only)
     # Cost controls, each sent only when set (null = the API's default):
     service_tier: null         # auto | default | flex (half price, slower) | priority
     max_output_tokens: null    # cap on output tokens, reasoning included
     max_tool_calls: null       # cap on web searches per answer
-    search_context_size: null  # low | medium | high: text each search brings back
+    search_context_size: null  # low | medium | high: text each search brings back (API: medium)
     # Background mode (see "Background mode" in the README): a dropped stream resumes without
     # paying twice and a cancel stops the response server-side. Not ZDR-compatible.
     background: false
-  answer_detailed:         # slower, more thorough; each null key inherits from `answer`
-    model: null                # for example gpt-5.2
-    reasoning_effort: null     # for example high
-    verbosity: null            # for example high
+  answer_detailed:         # thorough: more reasoning, slower and dearer than answer
+    model: null                # null = answer's model; for example gpt-5.2-pro
+    reasoning_effort: high     # more thinking than answer's medium
+    verbosity: null            # answer's (medium): a longer answer may not fit a client whole
     service_tier: null
     max_output_tokens: null
     max_tool_calls: null
     search_context_size: null
     background: true           # long calls outlive client timeouts; false for ZDR organizations
-  answer_quick:            # fast and short; each null key inherits from `answer`
-    model: null                # for example gpt-5.4-mini
-    reasoning_effort: null     # for example low
-    verbosity: null            # for example low
+  answer_quick:            # fast and short: a simple lookup
+    model: null                # null = answer's model; for example gpt-5.4-mini
+    reasoning_effort: low      # less thinking than answer (the -chat-latest models take only
+                               #   medium; minimal is refused with web search)
+    verbosity: low             # a short answer
     service_tier: null
     max_output_tokens: null
     max_tool_calls: null
-    search_context_size: null
+    search_context_size: low   # each search brings back less text: fewer input tokens
     background: null           # inherits `answer` (false)
 
 policy:

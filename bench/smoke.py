@@ -6,8 +6,12 @@
 It starts the server over stdio exactly as an MCP client does (the module next to this script,
 or --command, e.g. `--command openai-responses-mcp` for a pipx install), sends initialize and
 tools/list, then one tools/call each for answer, answer_detailed and answer_quick, all three in
-flight together, and waits for all three answers. For each it prints the model, the number of
-citations, the latency and the cost (`_meta.cost.usd` when the server reports it, else tokens).
+flight together, and waits for all three answers. For each it prints, side by side, the
+model, the number of citations, the latency, the cost (`_meta.cost.usd` when the server
+reports it, else tokens), the web searches and the output tokens (reasoning included), then
+how answer_quick and answer_detailed compare with answer: the three profiles differ on purpose
+(quick: effort, verbosity and search context low; detailed: effort high), and this shows what
+that is worth on your own account.
 
 It makes three real, billed requests, so it runs only when OPENAI_API_KEY is set; CI never runs
 it. The server reads your usual config file, and OPENAI_BASE_URL like any other setting.
@@ -146,13 +150,18 @@ def call_all(server: Server, query: str, deadline: float) -> list[dict]:
         if "error" in message:
             raise Failed(f"{tool} failed: {message['error'].get('message')}")
         answer = answer_of(tool, message["result"])
+        meta = message["result"].get("_meta") or {}
+        usd = (meta.get("cost") or {}).get("usd")
         rows[number] = {
             "tool": tool,
             "model": answer["model"],
             "citations": len(answer.get("citations") or ()),
             "used_search": answer.get("used_search"),
             "latency_s": time.monotonic() - started[number],
-            "cost": cost_text(message["result"].get("_meta") or {}),
+            "cost": cost_text(meta),
+            "usd": usd if isinstance(usd, (int, float)) else None,
+            "searches": meta.get("web_searches", 0),
+            "output_tokens": (meta.get("usage") or {}).get("output_tokens", 0),
         }
     return [rows[number] for number in sorted(rows)]
 
@@ -185,13 +194,38 @@ def smoke(command: list[str], query: str, timeout: float) -> list[dict]:
 
 
 def print_table(rows: list[dict]) -> None:
-    print(f"{'tool':<16} {'model':<32} {'citations':>9} {'latency':>9}  cost")
+    print(
+        f"{'tool':<16} {'model':<32} {'citations':>9} {'latency':>9}  {'cost':<10} "
+        f"{'searches':>8} {'out tokens':>10}"
+    )
     for row in rows:
         print(
             f"{row['tool']:<16} {row['model']:<32} {row['citations']:>9} "
-            f"{row['latency_s']:>8.1f}s  {row['cost']}"
-            + ("" if row["used_search"] else "  (no web search)")
+            f"{row['latency_s']:>8.1f}s  {row['cost']:<10} {row['searches']:>8} "
+            f"{row['output_tokens']:>10}" + ("" if row["used_search"] else "  (no web search)")
         )
+    for line in comparisons(rows):
+        print(line)
+
+
+def comparisons(rows: list[dict]) -> list[str]:
+    """How each other tool's latency and cost compare with answer's, as ratios."""
+    base = next((row for row in rows if row["tool"] == "answer"), None)
+    if base is None:
+        return []
+    lines = []
+    for row in rows:
+        if row is base:
+            continue
+        parts = [f"{ratio(row['latency_s'], base['latency_s'])} the latency"]
+        if row["usd"] is not None and base["usd"] is not None:
+            parts.append(f"{ratio(row['usd'], base['usd'])} the cost")
+        lines.append(f"{row['tool']} vs answer: {', '.join(parts)}")
+    return lines
+
+
+def ratio(value: float, base: float) -> str:
+    return f"{value / base:.2f}x" if base > 0 else "n/a"
 
 
 def main(argv: list[str] | None = None) -> int:

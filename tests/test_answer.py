@@ -336,6 +336,26 @@ def test_each_tool_sends_its_profiles_model_effort_and_verbosity(spawn, fake):
     }
 
 
+def test_by_default_quick_is_lighter_and_detailed_thinks_more_than_answer(server, fake):
+    for tool in ("answer", "answer_quick", "answer_detailed"):
+        answer_of(server.call(tool, {"query": tool}))
+    sent = {
+        rec.body["input"].split("\n")[0]: (
+            rec.body["reasoning"],
+            rec.body["text"],
+            rec.body["tools"][0].get("search_context_size"),
+            rec.body.get("background", False),
+        )
+        for rec in fake.creates
+    }
+    assert sent == {
+        "answer": ({"effort": "medium"}, {"verbosity": "medium"}, None, False),
+        "answer_quick": ({"effort": "low"}, {"verbosity": "low"}, "low", False),
+        "answer_detailed": ({"effort": "high"}, {"verbosity": "medium"}, None, True),
+    }
+    assert {rec.body["model"] for rec in fake.creates} == {"gpt-5.2"}
+
+
 def test_tools_without_a_profile_use_the_answer_profile(spawn, fake):
     server = start(spawn, fake, config="model_profiles:\n  answer: {model: gpt-5-mini}\n")
     answer_of(server.call("answer_quick", {"query": "q"}))

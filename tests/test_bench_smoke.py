@@ -7,6 +7,7 @@ tests run the script itself, as a user would, with OPENAI_BASE_URL pointing at t
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 
@@ -60,7 +61,13 @@ def test_smoke_runs_all_three_tools_and_prints_model_citations_latency_and_cost(
         assert row[3].endswith("s") and float(row[3][:-1]) >= 0  # latency
         assert row[4].startswith("$") and float(row[4][1:]) > 0  # cost from _meta.cost.usd
     assert proc.stdout.rstrip().endswith("smoke: OK, all three tools answered")
-    assert sorted(r.body["model"] for r in fake.requests) == ["gpt-5.2"] * 3
+    for row in rows.values():
+        assert row[5] == "1" and int(row[6]) > 0  # searches, output tokens
+    # Side by side with answer, as ratios.
+    for tool in ("answer_detailed", "answer_quick"):
+        line = next(x for x in proc.stdout.splitlines() if x.startswith(f"{tool} vs answer: "))
+        assert re.search(r"\d+\.\d\dx the latency, \d+\.\d\dx the cost$", line), line
+    assert sorted(r.body["model"] for r in fake.creates) == ["gpt-5.2"] * 3
     assert all(r.authorized_with(TEST_KEY) for r in fake.requests)
     assert TEST_KEY not in proc.stdout + proc.stderr
 
@@ -110,3 +117,16 @@ def test_smoke_cost_is_dollars_when_the_server_reports_them_else_tokens():
     assert smoke.cost_text({"cost": {"usd": 0.01234}, "usage": {"total_tokens": 9}}) == "$0.0123"
     assert smoke.cost_text({"usage": {"total_tokens": 1234}}) == "1234 tokens"
     assert smoke.cost_text({}) == "unknown"
+
+
+def test_smoke_compares_each_tool_with_answer_by_ratio():
+    smoke = load_smoke()
+    rows = [
+        {"tool": "answer", "latency_s": 4.0, "usd": 0.02},
+        {"tool": "answer_detailed", "latency_s": 10.0, "usd": 0.05},
+        {"tool": "answer_quick", "latency_s": 2.0, "usd": None},
+    ]
+    assert smoke.comparisons(rows) == [
+        "answer_detailed vs answer: 2.50x the latency, 2.50x the cost",
+        "answer_quick vs answer: 0.50x the latency",
+    ]

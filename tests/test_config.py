@@ -412,7 +412,7 @@ def test_empty_section_counts_as_absent(tmp_path, env, yaml):
     assert config.get("server", "debug") is False
     assert config.get("request", "timeout_ms") == 300_000
     assert config.get("policy", "system", "source") == "builtin"
-    assert config.profile("answer_quick") == config.profile("answer")
+    assert config.profile("answer_quick") == {"model": "gpt-5.2", **QUICK}
     assert config.warnings == []
 
 
@@ -549,14 +549,59 @@ def test_verbosity_accepts(tmp_path, env, verbosity):
 # -- profiles ---------------------------------------------------------------------------------
 
 ANSWER = "model_profiles:\n  answer: {model: gpt-5-mini, reasoning_effort: high, verbosity: low}\n"
+# answer_quick's own defaults: lighter than answer's in every respect.
+QUICK = {"reasoning_effort": "low", "verbosity": "low", "search_context_size": "low"}
 
 
-def test_absent_profiles_inherit_every_key_from_answer(tmp_path, env):
+def test_absent_profiles_keep_their_own_defaults_and_inherit_the_rest_from_answer(tmp_path, env):
     config = load(tmp_path, env, ANSWER)
+    assert config.profile("answer") == {
+        "model": "gpt-5-mini",
+        "reasoning_effort": "high",
+        "verbosity": "low",
+    }
+    # answer_detailed's own default is effort high; its verbosity is answer's.
+    assert config.profile("answer_detailed") == {
+        "model": "gpt-5-mini",
+        "reasoning_effort": "high",
+        "verbosity": "low",
+    }
+    assert config.profile("answer_quick") == {"model": "gpt-5-mini", **QUICK}
+
+
+def test_the_three_profiles_differ_by_default(tmp_path, env):
+    config = load(tmp_path, env, "")
+    assert config.profile("answer") == {
+        "model": "gpt-5.2",
+        "reasoning_effort": "medium",
+        "verbosity": "medium",
+    }
+    assert config.profile("answer_quick") == {"model": "gpt-5.2", **QUICK}
+    assert config.profile("answer_detailed") == {
+        "model": "gpt-5.2",
+        "reasoning_effort": "high",
+        "verbosity": "medium",
+    }
+    assert config.background("answer_detailed") is True
+    assert config.background("answer") is config.background("answer_quick") is False
+
+
+def test_null_in_another_profile_takes_answers_value(tmp_path, env):
+    config = load(
+        tmp_path,
+        env,
+        ANSWER
+        + "  answer_quick: {reasoning_effort: null, verbosity: null, search_context_size: null}\n"
+        + "  answer_detailed: {reasoning_effort: null}\n",
+    )
     expected = {"model": "gpt-5-mini", "reasoning_effort": "high", "verbosity": "low"}
-    assert config.profile("answer") == expected
-    assert config.profile("answer_detailed") == expected
     assert config.profile("answer_quick") == expected
+    assert config.profile("answer_detailed") == expected
+
+
+def test_null_has_nothing_to_inherit_in_answer_itself(tmp_path, env):
+    message = config_error(tmp_path, env, "model_profiles:\n  answer: {reasoning_effort: null}\n")
+    assert "model_profiles.answer.reasoning_effort" in message
 
 
 def test_partial_profile_inherits_the_keys_it_lacks(tmp_path, env):
@@ -570,16 +615,12 @@ def test_partial_profile_inherits_the_keys_it_lacks(tmp_path, env):
         "reasoning_effort": "high",
         "verbosity": "low",
     }
-    assert config.profile("answer_quick") == {
-        "model": "gpt-5-mini",
-        "reasoning_effort": "high",
-        "verbosity": "high",
-    }
+    assert config.profile("answer_quick") == {"model": "gpt-5-mini", **QUICK, "verbosity": "high"}
 
 
-def test_empty_profile_mapping_inherits_everything(tmp_path, env):
+def test_empty_profile_mapping_keeps_the_defaults(tmp_path, env):
     config = load(tmp_path, env, ANSWER + "  answer_quick: {}\n")
-    assert config.profile("answer_quick") == config.profile("answer")
+    assert config.profile("answer_quick") == {"model": "gpt-5-mini", **QUICK}
 
 
 def test_model_flag_reaches_inheriting_profiles_but_not_a_profile_with_its_own_model(tmp_path, env):
@@ -594,11 +635,7 @@ def test_model_flag_reaches_inheriting_profiles_but_not_a_profile_with_its_own_m
 def test_profile_env_var_sets_only_its_model(tmp_path, env):
     env["MODEL_QUICK"] = "gpt-5-nano"
     config = load(tmp_path, env, ANSWER)
-    assert config.profile("answer_quick") == {
-        "model": "gpt-5-nano",
-        "reasoning_effort": "high",
-        "verbosity": "low",
-    }
+    assert config.profile("answer_quick") == {"model": "gpt-5-nano", **QUICK}
     assert config.profile("answer_detailed")["model"] == "gpt-5-mini"
 
 

@@ -168,10 +168,24 @@ def schema_types(schema: dict) -> dict:
     return out
 
 
+# What each description adds to the seed's: the tool's defaults and why (issue 20).
+DEFAULTS_SAID = {
+    "answer": ("reasoning effort medium", "verbosity medium"),
+    "answer_detailed": ("reasoning effort high", "background mode"),
+    "answer_quick": ("reasoning effort low", "verbosity low", "low search context size",
+                     "quicker and cheaper than answer"),
+}  # fmt: skip
+
+
 def test_tools_list_has_the_seed_names_and_descriptions_in_order(harness):
     harness.initialize()
     tools = harness.request("tools/list")["result"]["tools"]
-    assert [(t["name"], t["description"]) for t in tools] == list(SEED_TOOLS.items())
+    assert [t["name"] for t in tools] == list(SEED_TOOLS)
+    for tool in tools:
+        seed, _, defaults = tool["description"].partition(" Default: ")
+        assert seed == SEED_TOOLS[tool["name"]]
+        for words in DEFAULTS_SAID[tool["name"]]:
+            assert words in defaults, (tool["name"], words)
 
 
 @pytest.mark.parametrize("version", PROTOCOL_VERSIONS)
