@@ -2698,6 +2698,7 @@ class Failure:
         self.name = facts.get("name")
         self.detail = facts.get("detail") or ""
         self.retry_after = facts.get("retry_after")
+        self.param = facts.get("param")  # the request field a 400 names, e.g. reasoning.effort
 
 
 def _retry_after(headers) -> float | None:
@@ -2757,6 +2758,9 @@ def classify_failure(exc: BaseException) -> Failure:
         status = exc.status_code
         code, kind_type, message = _api_error_fields(exc.body)
         facts = dict(status=status, code=code, type=kind_type, name=name, detail=message)
+        error = exc.body.get("error", exc.body) if isinstance(exc.body, dict) else None
+        if isinstance(error, dict) and isinstance(error.get("param"), str):
+            facts["param"] = error["param"]
         retry_after = _retry_after(getattr(exc.response, "headers", None))
         if status == 429 and (code == "insufficient_quota" or kind_type == "insufficient_quota"):
             return Failure("quota", False, **facts)
@@ -2833,6 +2837,10 @@ def failure_message(failure: Failure, *, tool: str, model: str, config: Config, 
     retries = tries - 1
     after = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
     timeout_ms = config.get("request", "timeout_ms")
+    if failure.kind == "rejected":
+        refused = refused_setting(failure, tool, config)
+        if refused:
+            return f"{refused[0]}: {refused[1]}"
     messages = {
         "auth": f"the API key in {key_env} was rejected (HTTP 401): set a valid key",
         "model": (
@@ -2882,6 +2890,98 @@ def failure_message(failure: Failure, *, tool: str, model: str, config: Config, 
         ),
     }
     return messages.get(failure.kind, f"unexpected error: {_one_line(failure.detail, 200)}")
+
+
+# -- A profile setting the API refuses for its model ------------------------------------------
+
+# The request fields a 400 names (`param`) for the profile keys that set them.
+PROFILE_PARAMS = {
+    "reasoning.effort": "reasoning_effort",
+    "reasoning_effort": "reasoning_effort",
+    "text.verbosity": "verbosity",
+    "verbosity": "verbosity",
+}
+
+
+def refused_setting(failure: Failure, tool: str, config: Config) -> tuple[str, str] | None:
+    """(what was refused, the fix) for a 400 that refuses one of the profile's settings for its
+    model (an effort, a verbosity, web search with effort minimal): the fix names the key to
+    change and what the model accepts. None for any other refusal."""
+    if failure.status != 400 or not failure.param:
+        return None
+    profile = config.profile(tool)
+    model, param = profile["model"], failure.param
+    key = PROFILE_PARAMS.get(param)
+    search = False
+    if key is None and param.startswith("tools"):
+        words = f"{param} {failure.detail}"
+        if profile.get("reasoning_effort") == "minimal" and "minimal" in words:
+            key, search = "reasoning_effort", True  # web_search cannot run with minimal
+        elif "search_context_size" in words:
+            key = "search_context_size"
+        else:
+            return (
+                f"the API refused the web_search tool for {model} (HTTP 400: "
+                f"{_one_line(failure.detail, 160) or 'no reason given'})",
+                f"set {setting_name(config, tool, 'model')} to a model that can search the web",
+            )
+    if key is None or key not in profile:
+        return None
+    if failure.code == "unsupported_parameter":  # no value of it would do: the model's choice
+        return (
+            f"the API refused {param} for {model}, which takes no {key} (HTTP 400)",
+            f"set {setting_name(config, tool, 'model')} to another model",
+        )
+    accepted = _supported_values(failure.detail) or accepted_values(model, key, search)
+    if not accepted:
+        return None
+    what = "web search with reasoning_effort" if search else key
+    fix = setting_fix(config, tool, key, profile[key], model, accepted, search)
+    return f"the API refused {what} {profile[key]!r} for {model} (HTTP 400)", fix
+
+
+def _supported_values(message: str) -> tuple[str, ...]:
+    """The values an `unsupported_value` message lists: "Supported values are: 'a', and 'b'."."""
+    found = re.search(r"[Ss]upported values are:?\s*(.*)", message or "")
+    return tuple(re.findall(r"'([^']+)'", found[1])) if found else ()
+
+
+def accepted_values(model: str, key: str, search: bool = False) -> tuple[str, ...]:
+    """What `model` takes for the profile `key`, as far as this module knows (() = unknown);
+    with web search, reasoning effort minimal is never among them."""
+    if key == "reasoning_effort":
+        efforts = model_efforts(model) or (EFFORTS if search else ())
+        return tuple(e for e in efforts if not (search and e == "minimal"))
+    if key == "verbosity":
+        return model_verbosities(model)
+    return VERBOSITIES if key == "search_context_size" else ()
+
+
+def setting_fix(config: Config, tool: str, key: str, value, model: str, accepted, search=False):
+    """`set model_profiles.<tool>.<key> to <the accepted value nearest the refused one>
+    (<model> accepts only X)`: the fix in the words a person acts on."""
+    order = EFFORTS if key == "reasoning_effort" else VERBOSITIES
+    if key == "reasoning_effort" and "minimal" in accepted and len(accepted) > 1:
+        accepted, search = [a for a in accepted if a != "minimal"], True  # every call searches
+    rank = {name: i for i, name in enumerate(order)}
+    here = rank.get(value, len(order) // 2)
+    best = min(accepted, key=lambda a: (abs(rank.get(a, here) - here), -rank.get(a, 0)))
+    only = "only " if len(accepted) == 1 else ""
+    with_search = " with web search" if search else ""
+    return (
+        f"set {setting_name(config, tool, key)} to {best} "
+        f"({model} accepts {only}{', '.join(accepted)}{with_search})"
+    )
+
+
+def setting_name(config: Config, tool: str, key: str) -> str:
+    """The setting a person changes: model_profiles.<tool>.<key>, or the environment variable
+    or flag that sets it now (which a config file would not override)."""
+    path = ("model_profiles", tool, key)
+    where = config.sources.get(path, "")
+    if where.startswith(("env ", "flag ")):
+        return f"{where.split(' ', 1)[1]} (model_profiles.{tool}.{key})"
+    return ".".join(path)
 
 
 def _endpoint_message(failure: Failure, base_url: str, sources: dict) -> str:
@@ -8122,7 +8222,7 @@ def _doctor_models(doctor: Doctor, config: Config, client) -> None:
                 "model your project can use",
             )
             continue
-        problem = _profile_problem(tool, profile)
+        problem = _profile_problem(config, tool, profile)
         if problem:
             doctor.fail(*problem)
         else:
@@ -8138,9 +8238,11 @@ def _profile_words(profile: dict) -> str:
     return f" ({', '.join(words)})" if words else ""
 
 
-def _profile_problem(tool: str, profile: dict) -> tuple[str, str] | None:
+def _profile_problem(config: Config, tool: str, profile: dict) -> tuple[str, str] | None:
     """(what, fix) when the profile's reasoning effort or verbosity is one its model refuses
-    (only what the request sends: effort to reasoning models, verbosity to gpt-5 models)."""
+    (only what the request sends: effort to reasoning models, verbosity to gpt-5 models), or
+    its effort is minimal, with which web search cannot run. The fix is the one a refused call
+    names (setting_fix)."""
     model = profile["model"]
     checks = (
         ("reasoning_effort", model_efforts(model) if supports_reasoning(model) else None),
@@ -8150,8 +8252,15 @@ def _profile_problem(tool: str, profile: dict) -> tuple[str, str] | None:
         if accepted is not None and profile[key] not in accepted:
             return (
                 f"{tool}: model {model} does not accept {key} {profile[key]!r}",
-                f"set model_profiles.{tool}.{key} to one of {', '.join(accepted)}",
+                setting_fix(config, tool, key, profile[key], model, accepted),
             )
+    effort = profile.get("reasoning_effort")
+    if supports_reasoning(model) and effort == "minimal":
+        accepted = accepted_values(model, "reasoning_effort", search=True)
+        return (
+            f"{tool}: web search cannot run with reasoning_effort 'minimal' (the API refuses it)",
+            setting_fix(config, tool, "reasoning_effort", effort, model, accepted, True),
+        )
     return None
 
 
@@ -8308,6 +8417,58 @@ def _doctor_bind(doctor: Doctor, config: Config, host: str, port: int) -> None:
         )
 
 
+# --doctor --live tries each profile's settings with a request as cheap as one gets.
+TRIAL_INPUT = "Reply with the word OK."
+
+
+def trial_request(tool: str, config: Config, today: str) -> dict:
+    """The tool's request with every setting of its profile (model, effort, verbosity, the
+    web_search tool and its options, the cost controls), made as cheap as a request gets: a
+    one-line input, no instructions, at most 16 output tokens, the tool offered but not used
+    (tool_choice none), not stored."""
+    request = build_request(tool, {"query": TRIAL_INPUT}, config, today)
+    for name in ("instructions", "include", "prompt_cache_key"):
+        request.pop(name, None)
+    request.update(input=TRIAL_INPUT, max_output_tokens=16, tool_choice="none", store=False)
+    return request
+
+
+def _try_request(client, request: dict) -> Failure | None:
+    try:
+        client.responses.create(**request)
+    except Exception as exc:  # noqa: BLE001 - every failure is classified
+        return classify_failure(exc)
+    return None
+
+
+def _doctor_try_profiles(doctor: Doctor, config: Config, client) -> None:
+    """Each profile's settings sent to the API for real: a setting its model refuses that the
+    tables above do not know fails with the same fix a refused call names."""
+    today = today_in(config.get("policy", "timezone"))
+    tried: dict = {}
+    for tool in TOOL_NAMES:
+        request = trial_request(tool, config, today)
+        same = json.dumps(request, sort_keys=True)
+        if same not in tried:
+            tried[same] = _try_request(client, request)
+        failure = tried[same]
+        if failure is None:
+            words = _profile_words(config.profile(tool))
+            doctor.ok(f"{tool}: the API accepts its settings{words}")
+            continue
+        refused = refused_setting(failure, tool, config) if failure.kind == "rejected" else None
+        if refused:
+            doctor.fail(f"{tool}: {refused[0]}", refused[1])
+            continue
+        said = failure_message(failure, tool=tool, model=request["model"], config=config, tries=1)
+        if failure.kind in ("rejected", "model"):
+            doctor.fail(
+                f"{tool}: the API refused its settings: {said}", f"check model_profiles.{tool}"
+            )
+        else:
+            doctor.warn(f"{tool}: its settings could not be tried: {said}")
+
+
 def _doctor_live(doctor: Doctor, config: Config) -> None:
     """One small real answer with web search, and what it cost."""
     tool = "answer_quick"
@@ -8411,6 +8572,8 @@ def run_doctor(options: dict) -> int:
     _doctor_budget(doctor, config)
     _doctor_http(doctor, config, options.get("http"))
     if options.get("live"):
+        if not doctor.failures:
+            _doctor_try_profiles(doctor, config, client)
         if doctor.failures:
             doctor.skip("live answer not tried (fix the failures above first)")
         else:

@@ -51,6 +51,11 @@ resume stream after that many events. ``fake.refuse_background`` (True, or a dic
 ``status``/``message``/``code``/``type``) answers every background create with the 4xx a
 refused parameter gets (``param: "background"``) and consumes no Reply.
 
+A create whose settings the model refuses gets the real API's 400 and consumes no Reply (see
+``refused_setting``): a ``-chat-latest`` gpt-5.x model with reasoning effort other than
+``medium``, gpt-5-chat-latest with verbosity other than ``medium``, and web_search with effort
+``minimal``.
+
 The two 404s the real API sends: a request to any path but ``/v1/responses`` (a base URL
 without ``/v1``) gets ``{"error": {"message": "Invalid URL (POST /responses)", "type":
 "invalid_request_error", "param": null, "code": null}}``, and ``Reply(status=404)`` gets the
@@ -90,6 +95,7 @@ __all__ = [
     "make_tls_material",
     "model_object",
     "openssl_available",
+    "refused_setting",
 ]
 
 DEFAULT_TEXT = "HTTP 404 means the server could not find the requested resource."
@@ -758,6 +764,67 @@ class _BackgroundJob:
         return self.response()
 
 
+# Settings the real API refuses for a model, before anything is created or billed (HTTP 400,
+# ``invalid_request_error``; messages as the API words them):
+# * a ``-chat-latest`` gpt-5.x model (or its dated snapshot) takes reasoning effort ``medium``
+#   only: ``Unsupported value: 'low' is not supported with the 'gpt-5.2-chat-latest' model.
+#   Supported values are: 'medium'.``, param ``reasoning.effort``, code ``unsupported_value``;
+# * gpt-5-chat-latest takes verbosity ``medium`` only (param ``text.verbosity``, same wording);
+# * web_search cannot run with effort ``minimal``: ``The following tools cannot be used with
+#   reasoning.effort 'minimal': web_search.``, param ``tools``, code null.
+_CHAT_LATEST = re.compile(r"^gpt-5\.\d+-chat(-latest|-\d{4}-\d{2}-\d{2})$")
+_ONLY_MEDIUM_VERBOSITY = re.compile(r"^gpt-5-chat(-latest|-\d{4}-\d{2}-\d{2})$")
+
+
+def _quoted_list(values: list[str]) -> str:
+    """'a', 'b', and 'c' as the API lists supported values."""
+    quoted = [f"'{value}'" for value in values]
+    if len(quoted) < 3:
+        return " and ".join(quoted)
+    return ", ".join(quoted[:-1]) + ", and " + quoted[-1]
+
+
+def _unsupported_value(value: str, model: str, supported: list[str], param: str) -> dict:
+    return {
+        "message": (
+            f"Unsupported value: '{value}' is not supported with the '{model}' model. "
+            f"Supported values are: {_quoted_list(supported)}."
+        ),
+        "type": "invalid_request_error",
+        "param": param,
+        "code": "unsupported_value",
+    }
+
+
+def refused_setting(body: Any) -> dict | None:
+    """The API's ``error`` object for a create whose settings the model refuses, else None."""
+    if not isinstance(body, dict):
+        return None
+    model = str(body.get("model") or "")
+    effort = (body.get("reasoning") or {}).get("effort")
+    verbosity = (body.get("text") or {}).get("verbosity")
+    if effort is not None and effort != "medium" and _CHAT_LATEST.match(model):
+        return _unsupported_value(effort, model, ["medium"], "reasoning.effort")
+    if verbosity is not None and verbosity != "medium" and _ONLY_MEDIUM_VERBOSITY.match(model):
+        return _unsupported_value(verbosity, model, ["medium"], "text.verbosity")
+    searching = [
+        tool.get("type")
+        for tool in body.get("tools") or ()
+        if isinstance(tool, dict) and str(tool.get("type", "")).startswith("web_search")
+    ]
+    if effort == "minimal" and searching:
+        return {
+            "message": (
+                "The following tools cannot be used with reasoning.effort 'minimal': "
+                f"{', '.join(searching)}."
+            ),
+            "type": "invalid_request_error",
+            "param": "tools",
+            "code": None,
+        }
+    return None
+
+
 def _wants_background(body: Any) -> bool:
     return isinstance(body, dict) and body.get("background") is True
 
@@ -859,6 +926,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self._send_unauthorized(authorization)
             elif self.command == "GET" and path.startswith("/v1/models"):
                 self._serve_models(path)
+            elif self.command == "POST" and path == "/v1/responses" and refused_setting(body):
+                # Refused before anything is created: no Reply is consumed.
+                error = refused_setting(body)
+                self._send_body(400, _dump({"error": error}), "application/json", {})
             elif self.command == "POST" and path == "/v1/responses" and _wants_background(body):
                 self._create_background(body, rec)
             elif path.startswith("/v1/responses/") and self.command in ("GET", "POST"):

@@ -566,6 +566,112 @@ def test_model_named_in_a_404_message_without_a_code_is_a_model_problem(server, 
     assert "openai.base_url" not in message
 
 
+# -- A setting the API refuses for the profile's model names the key to change ---------------
+
+# Seed 001's example config, as the seed wrote it.
+SEED_PROFILES = """\
+model_profiles:
+  answer: {model: gpt-5.2, reasoning_effort: medium, verbosity: medium}
+  answer_detailed: {model: gpt-5.1-codex, reasoning_effort: high, verbosity: high}
+  answer_quick: {model: gpt-5.2-chat-latest, reasoning_effort: low, verbosity: low}
+"""
+
+
+def test_the_seeds_quick_profile_fails_naming_the_key_and_what_the_model_accepts(running, fake):
+    message = failure_of(running(config=SEED_PROFILES).call("answer_quick", {"query": "q"}))
+    assert message == (
+        "answer failed: the API refused reasoning_effort 'low' for gpt-5.2-chat-latest "
+        "(HTTP 400): set model_profiles.answer_quick.reasoning_effort to medium "
+        "(gpt-5.2-chat-latest accepts only medium)"
+    )
+    (create,) = fake.creates  # a 400 is not retried
+    assert create.status_sent == 400
+
+
+def test_the_chat_latest_default_effort_of_answer_quick_is_refused_by_name(running, fake):
+    # Only the model set, as most people would: answer_quick's own default effort is low.
+    server = running(config="model_profiles:\n  answer_quick: {model: gpt-5.1-chat-latest}\n")
+    message = failure_of(server.call("answer_quick", {"query": "q"}))
+    assert message.endswith(
+        "set model_profiles.answer_quick.reasoning_effort to medium "
+        "(gpt-5.1-chat-latest accepts only medium)"
+    )
+
+
+def test_a_refused_verbosity_names_the_environment_variable_that_set_it(spawn, fake):
+    server = start(
+        spawn, fake, env={"MODEL_ANSWER": "gpt-5-chat-latest", "ANSWER_VERBOSITY": "high"}
+    )
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert message == (
+        "answer failed: the API refused verbosity 'high' for gpt-5-chat-latest (HTTP 400): "
+        "set ANSWER_VERBOSITY (model_profiles.answer.verbosity) to medium "
+        "(gpt-5-chat-latest accepts only medium)"
+    )
+
+
+def test_effort_minimal_with_web_search_is_refused_naming_the_effort(running, fake):
+    server = running(
+        config="model_profiles:\n  answer: {model: gpt-5, reasoning_effort: minimal}\n"
+    )
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert message == (
+        "answer failed: the API refused web search with reasoning_effort 'minimal' for gpt-5 "
+        "(HTTP 400): set model_profiles.answer.reasoning_effort to low "
+        "(gpt-5 accepts low, medium, high with web search)"
+    )
+
+
+def test_the_accepted_values_come_from_the_apis_own_message(running, fake):
+    # A model this module knows nothing of: the API's list is the one to believe.
+    server = running(config="model_profiles:\n  answer: {model: gpt-7, reasoning_effort: xhigh}\n")
+    fake.enqueue(
+        Reply(
+            status=400,
+            error_code="unsupported_value",
+            error_param="reasoning.effort",
+            error_message=(
+                "Unsupported value: 'xhigh' is not supported with the 'gpt-7-2027-01-01' model. "
+                "Supported values are: 'low', 'medium', and 'high'."
+            ),
+        )
+    )
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert message.endswith(
+        "set model_profiles.answer.reasoning_effort to high (gpt-7 accepts low, medium, high)"
+    )
+
+
+def test_another_400_is_still_the_apis_own_words(server, fake):
+    fake.enqueue(Reply(status=400, error_param="input", error_message="Input is too long."))
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert message == "answer failed: the API rejected the request (HTTP 400): Input is too long."
+
+
+def test_the_fakes_refusal_is_the_real_apis_error_as_the_sdk_raises_it(fake):
+    import openai
+
+    client = openai.OpenAI(api_key=TEST_KEY, base_url=fake.base_url, max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(
+            model="gpt-5.2-chat-latest",
+            input="hi",
+            reasoning={"effort": "low"},
+            tools=[{"type": "web_search"}],
+        )
+    assert caught.value.status_code == 400
+    assert caught.value.body == {
+        "message": (
+            "Unsupported value: 'low' is not supported with the 'gpt-5.2-chat-latest' model. "
+            "Supported values are: 'medium'."
+        ),
+        "type": "invalid_request_error",
+        "param": "reasoning.effort",
+        "code": "unsupported_value",
+    }
+    assert (caught.value.code, caught.value.param) == ("unsupported_value", "reasoning.effort")
+
+
 def test_base_url_without_v1_is_reported_as_the_wrong_endpoint_not_the_model(spawn, fake):
     server = start(spawn, fake, env={"OPENAI_BASE_URL": fake.origin})
     message = failure_of(server.call("answer", {"query": "q"}))

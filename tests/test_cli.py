@@ -202,14 +202,14 @@ def test_ask_with_tool_answer_quick_uses_the_quick_profile(tmp_path, fake):
     config.write_text(
         "model_profiles:\n"
         "  answer: {model: gpt-5.2, reasoning_effort: high, verbosity: high}\n"
-        "  answer_quick: {model: gpt-5-mini, reasoning_effort: minimal, verbosity: low}\n",
+        "  answer_quick: {model: gpt-5-mini, reasoning_effort: medium, verbosity: low}\n",
         encoding="utf-8",
     )
     proc = ask(tmp_path, fake, "hi", "--tool", "answer_quick", "--config", str(config))
     assert proc.returncode == 0, proc.stderr
     body = fake.requests[0].body
     assert body["model"] == "gpt-5-mini"
-    assert body["reasoning"] == {"effort": "minimal"}
+    assert body["reasoning"] == {"effort": "medium"}
     assert body["text"] == {"verbosity": "low"}
 
 

@@ -235,23 +235,50 @@ def test_a_model_the_key_cannot_use_fails_naming_the_profile(tmp_path, fake):
 
 
 @pytest.mark.parametrize(
-    ("model", "effort", "accepted"),
+    ("model", "effort", "fix"),
     [
-        ("gpt-5.2", "minimal", "none, low, medium, high, xhigh"),
-        ("gpt-5", "none", "minimal, low, medium, high"),
-        ("o3", "xhigh", "low, medium, high"),
-        ("gpt-5.2-chat-latest", "low", "medium"),
+        ("gpt-5.2", "minimal", "to low (gpt-5.2 accepts none, low, medium, high, xhigh)"),
+        ("gpt-5", "none", "to low (gpt-5 accepts low, medium, high with web search)"),
+        ("o3", "xhigh", "to high (o3 accepts low, medium, high)"),
+        ("gpt-5.2-chat-latest", "low", "to medium (gpt-5.2-chat-latest accepts only medium)"),
     ],
 )
 def test_an_effort_the_model_refuses_fails_with_the_accepted_ones(
-    tmp_path, fake, model, effort, accepted
+    tmp_path, fake, model, effort, fix
 ):
     fake.models.append(model)
     proc = doctor(tmp_path, env=against(fake, MODEL_ANSWER=model, ANSWER_EFFORT=effort))
     assert_failed(
         proc,
         f"answer: model {model} does not accept reasoning_effort '{effort}'",
-        f"model_profiles.answer.reasoning_effort to one of {accepted}",
+        f"fix: set ANSWER_EFFORT (model_profiles.answer.reasoning_effort) {fix}",
+    )
+
+
+def test_the_seeds_quick_model_fails_naming_the_quick_profiles_effort(tmp_path, fake):
+    # Seed 001's example config: answer_quick on gpt-5.2-chat-latest (with effort low).
+    fake.models.append("gpt-5.2-chat-latest")
+    proc = doctor(
+        tmp_path,
+        env=against(fake),
+        config="model_profiles:\n  answer_quick:\n    model: gpt-5.2-chat-latest\n",
+    )
+    assert_failed(
+        proc,
+        "answer_quick: model gpt-5.2-chat-latest does not accept reasoning_effort 'low'",
+        "fix: set model_profiles.answer_quick.reasoning_effort to medium "
+        "(gpt-5.2-chat-latest accepts only medium)",
+    )
+    assert line_with(proc, "answer: model gpt-5.2 is available").startswith(OK)
+
+
+def test_effort_minimal_fails_because_web_search_cannot_run_with_it(tmp_path, fake):
+    config = "model_profiles:\n  answer_quick: {model: gpt-5, reasoning_effort: minimal}\n"
+    assert_failed(
+        doctor(tmp_path, env=against(fake), config=config),
+        "answer_quick: web search cannot run with reasoning_effort 'minimal'",
+        "fix: set model_profiles.answer_quick.reasoning_effort to low "
+        "(gpt-5 accepts low, medium, high with web search)",
     )
 
 
@@ -261,7 +288,8 @@ def test_a_verbosity_the_model_refuses_fails_with_the_accepted_ones(tmp_path, fa
     assert_failed(
         doctor(tmp_path, env=env),
         "answer: model gpt-5-chat-latest does not accept verbosity 'low'",
-        "model_profiles.answer.verbosity to one of medium",
+        "fix: set ANSWER_VERBOSITY (model_profiles.answer.verbosity) to medium "
+        "(gpt-5-chat-latest accepts only medium)",
     )
 
 
@@ -375,14 +403,12 @@ def test_a_port_in_use_fails_and_loopback_passes(tmp_path, fake):
 
 
 def test_live_makes_one_answer_with_search_and_prints_its_cost(tmp_path, fake):
-    fake.enqueue(
-        Reply(
-            text="Python 3.14.1 is the latest release. https://www.python.org/downloads/",
-            searches=[{"query": "python release", "sources": []}],
-            citations=[{"url": "https://www.python.org/downloads/", "title": "Downloads"}],
-            usage={"input_tokens": 1200, "output_tokens": 80},
-        )
-    )
+    fake.default = Reply(
+        text="Python 3.14.1 is the latest release. https://www.python.org/downloads/",
+        searches=[{"query": "python release", "sources": []}],
+        citations=[{"url": "https://www.python.org/downloads/", "title": "Downloads"}],
+        usage={"input_tokens": 1200, "output_tokens": 80},
+    )  # for the profiles' trials too
     prices = (
         "pricing:\n  web_search_per_1k: 10\n"
         "  models:\n    gpt-5.2: {input: 1.0, cached_input: 0.1, output: 10.0}\n"
@@ -394,13 +420,49 @@ def test_live_makes_one_answer_with_search_and_prints_its_cost(tmp_path, fake):
     # 176 input × $1/M + 1,024 cached (the fake's default) × $0.1/M + 80 output × $10/M
     # + 1 search × $10/1k = $0.0110784
     assert live.endswith("cost: $0.0111"), live
-    (post,) = [r for r in fake.requests if r.method == "POST"]
+    (post,) = [r for r in fake.creates if r.body.get("stream")]
     assert post.body["tools"][0]["type"] == "web_search"
+
+
+def test_live_first_tries_each_profiles_settings_as_cheaply_as_a_request_gets(tmp_path, fake):
+    proc = doctor(tmp_path, "--live", env=against(fake))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for tool, words in (
+        ("answer", "effort medium, verbosity medium"),
+        ("answer_detailed", "effort high, verbosity medium"),
+        ("answer_quick", "effort low, verbosity low"),
+    ):
+        assert line_with(proc, f"{tool}: the API accepts its settings ({words})").startswith(OK)
+    trials = [r.body for r in fake.creates if not r.body.get("stream")]
+    assert [t["reasoning"]["effort"] for t in trials] == ["medium", "high", "low"]
+    for trial in trials:
+        assert trial["input"] == mcp.TRIAL_INPUT and "instructions" not in trial
+        cheap = {k: trial[k] for k in ("max_output_tokens", "tool_choice", "store")}
+        assert cheap == {"max_output_tokens": 16, "tool_choice": "none", "store": False}
+        assert trial["tools"][0]["type"] == "web_search"
+    assert trials[2]["tools"][0]["search_context_size"] == "low"
+    assert "live answer (answer_quick" in proc.stdout  # then the one real answer
+
+
+def test_live_names_the_key_for_a_setting_only_the_api_knows_it_refuses(tmp_path, fake):
+    # A -chat-latest model newer than the built-in table: only the API's 400 tells.
+    fake.models.append("gpt-5.9-chat-latest")
+    proc = doctor(tmp_path, "--live", env=against(fake, MODEL_QUICK="gpt-5.9-chat-latest"))
+    assert line_with(proc, "answer_quick: model gpt-5.9-chat-latest is available").startswith(OK)
+    assert_failed(
+        proc,
+        "answer_quick: the API refused reasoning_effort 'low' for gpt-5.9-chat-latest (HTTP 400)",
+        "fix: set model_profiles.answer_quick.reasoning_effort to medium "
+        "(gpt-5.9-chat-latest accepts only medium)",
+    )
+    assert line_with(proc, "answer: the API accepts its settings").startswith(OK)
+    assert line_with(proc, "live answer not tried").startswith(SKIP)
+    assert not any(r.body.get("stream") for r in fake.creates)
 
 
 def test_live_prints_tokens_when_the_model_has_no_known_price(tmp_path, fake):
     fake.models = [*fake.models, "my-gateway-model"]
-    fake.enqueue(Reply(text="Python 3.14.1.", usage={"input_tokens": 1200, "output_tokens": 80}))
+    fake.default = Reply(text="Python 3.14.1.", usage={"input_tokens": 1200, "output_tokens": 80})
     proc = doctor(tmp_path, "--live", env=against(fake, MODEL_ANSWER="my-gateway-model"))
     live = line_with(proc, "live answer (answer_quick")
     assert "cost: 1200 input + 80 output tokens, 0 search(es)" in live.splitlines()[0], live

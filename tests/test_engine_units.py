@@ -1189,6 +1189,87 @@ def test_failure_message_names_the_tools_own_profile(tmp_path):
     assert "model_profiles.answer_quick.model" in text
 
 
+# -- refused_setting: a 400 on a profile setting names the key and what the model accepts --
+
+
+@pytest.mark.parametrize(
+    ("message", "values"),
+    [
+        ("Unsupported value: 'low' is not supported with the 'gpt-5.2-chat-latest' model. "
+         "Supported values are: 'medium'.", ("medium",)),
+        ("Unsupported value: 'minimal' is not supported with the 'gpt-5.1' model. Supported "
+         "values are: 'none', 'low', 'medium', and 'high'.", ("none", "low", "medium", "high")),
+        ("Unsupported value: 'reasoning_effort' does not support 'high' with this model. "
+         "Supported values are: 'medium'.", ("medium",)),
+        ("Unsupported parameter: 'reasoning.effort' is not supported with this model.", ()),
+    ],
+)  # fmt: skip
+def test_the_values_an_unsupported_value_message_lists(message, values):
+    assert m._supported_values(message) == values
+
+
+def refusal(param, detail="", code="unsupported_value", status=400):
+    return m.Failure("rejected", False, status=status, param=param, detail=detail, code=code)
+
+
+def test_a_refused_setting_without_a_list_falls_back_on_the_models_known_values(tmp_path):
+    config = make_config(
+        tmp_path, "model_profiles:\n  answer: {model: o3, reasoning_effort: xhigh}\n"
+    )
+    what, fix = m.refused_setting(refusal("reasoning.effort"), "answer", config)
+    assert what == "the API refused reasoning_effort 'xhigh' for o3 (HTTP 400)"
+    assert (
+        fix == "set model_profiles.answer.reasoning_effort to high (o3 accepts low, medium, high)"
+    )
+
+
+def test_a_refused_parameter_no_value_of_which_would_do_names_the_model(tmp_path):
+    config = make_config(tmp_path, "model_profiles:\n  answer_quick: {model: gpt-5-chat-latest}\n")
+    what, fix = m.refused_setting(
+        refusal("reasoning.effort", code="unsupported_parameter"), "answer_quick", config
+    )
+    assert "takes no reasoning_effort" in what
+    assert fix == "set model_profiles.answer_quick.model to another model"
+
+
+def test_a_refused_web_search_tool_names_the_model(tmp_path):
+    config = make_config(tmp_path, "model_profiles:\n  answer: {model: gpt-4.1-nano}\n")
+    what, fix = m.refused_setting(
+        refusal("tools", "Hosted tool 'web_search' is not supported with gpt-4.1-nano.", None),
+        "answer",
+        config,
+    )
+    assert "web_search tool for gpt-4.1-nano" in what
+    assert fix == "set model_profiles.answer.model to a model that can search the web"
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [refusal("input", "Input is too long."), refusal(None, "Invalid request."),
+     refusal("reasoning.effort", status=422)],
+)  # fmt: skip
+def test_other_refusals_are_not_taken_for_a_refused_setting(tmp_path, failure):
+    assert m.refused_setting(failure, "answer", make_config(tmp_path)) is None
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "accepted", "best"),
+    [
+        ("reasoning_effort", "low", ["medium"], "medium"),
+        ("reasoning_effort", "xhigh", ["low", "medium", "high"], "high"),
+        ("reasoning_effort", "none", ["minimal", "low", "medium"], "low"),  # never minimal
+        ("reasoning_effort", "minimal", ["none", "low", "medium"], "low"),
+        ("verbosity", "high", ["medium"], "medium"),
+        ("search_context_size", "high", ["low", "medium"], "medium"),
+    ],
+)
+def test_the_fix_suggests_the_accepted_value_nearest_the_refused_one(
+    tmp_path, key, value, accepted, best
+):
+    fix = m.setting_fix(make_config(tmp_path), "answer_quick", key, value, "x", accepted)
+    assert fix.startswith(f"set model_profiles.answer_quick.{key} to {best} (x accepts ")
+
+
 def test_failure_message_names_the_configured_timeout(tmp_path):
     config = make_config(tmp_path, "request: {timeout_ms: 1000}\n")
     text = m.failure_message(
