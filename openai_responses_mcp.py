@@ -1000,8 +1000,8 @@ class Config:
         return node
 
     def profile(self, tool: str) -> dict:
-        """The tool's profile, each absent key inherited from `answer`; the cost controls only
-        when set."""
+        """The tool's profile, each key without a value (null, or a default of null) taken
+        from `answer`; the cost controls only when set."""
         profiles = self.values["model_profiles"]
         base, own = profiles["answer"], profiles.get(tool) or {}
         merged = {
