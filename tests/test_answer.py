@@ -652,6 +652,7 @@ def test_the_fakes_refusal_is_the_real_apis_error_as_the_sdk_raises_it(fake):
     import openai
 
     client = openai.OpenAI(api_key=TEST_KEY, base_url=fake.base_url, max_retries=0)
+    fake.enqueue(Reply(text="For the next request."))
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(
             model="gpt-5.2-chat-latest",
@@ -670,6 +671,9 @@ def test_the_fakes_refusal_is_the_real_apis_error_as_the_sdk_raises_it(fake):
         "code": "unsupported_value",
     }
     assert (caught.value.code, caught.value.param) == ("unsupported_value", "reasoning.effort")
+    # Refused before anything was created: the queued reply is the next request's.
+    accepted = client.responses.create(model="gpt-5.2-chat-latest", input="hi")
+    assert accepted.output_text == "For the next request."
 
 
 def test_base_url_without_v1_is_reported_as_the_wrong_endpoint_not_the_model(spawn, fake):
