@@ -8445,28 +8445,30 @@ def _doctor_try_profiles(doctor: Doctor, config: Config, client) -> None:
     """Each profile's settings sent to the API for real: a setting its model refuses that the
     tables above do not know fails with the same fix a refused call names."""
     today = today_in(config.get("policy", "timezone"))
-    tried: dict = {}
+    tried: dict = {}  # profiles that send the same request are tried once
     for tool in TOOL_NAMES:
         request = trial_request(tool, config, today)
         same = json.dumps(request, sort_keys=True)
         if same not in tried:
             tried[same] = _try_request(client, request)
-        failure = tried[same]
-        if failure is None:
-            words = _profile_words(config.profile(tool))
-            doctor.ok(f"{tool}: the API accepts its settings{words}")
-            continue
-        refused = refused_setting(failure, tool, config) if failure.kind == "rejected" else None
-        if refused:
-            doctor.fail(f"{tool}: {refused[0]}", refused[1])
-            continue
-        said = failure_message(failure, tool=tool, model=request["model"], config=config, tries=1)
-        if failure.kind in ("rejected", "model"):
-            doctor.fail(
-                f"{tool}: the API refused its settings: {said}", f"check model_profiles.{tool}"
-            )
-        else:
-            doctor.warn(f"{tool}: its settings could not be tried: {said}")
+        _report_trial(doctor, config, tool, request["model"], tried[same])
+
+
+def _report_trial(doctor: Doctor, config: Config, tool: str, model: str, failure) -> None:
+    if failure is None:
+        doctor.ok(f"{tool}: the API accepts its settings{_profile_words(config.profile(tool))}")
+        return
+    refused = refused_setting(failure, tool, config) if failure.kind == "rejected" else None
+    if refused:
+        doctor.fail(f"{tool}: {refused[0]}", refused[1])
+        return
+    said = failure_message(failure, tool=tool, model=model, config=config, tries=1)
+    # A refusal of what only the trial sends (a gateway's, say) says nothing of the profile.
+    ours = failure.param in ("input", "store", "tool_choice", "max_output_tokens")
+    if failure.kind in ("rejected", "model") and not ours:
+        doctor.fail(f"{tool}: the API refused its settings: {said}", f"check model_profiles.{tool}")
+    else:
+        doctor.warn(f"{tool}: its settings could not be tried: {said}")
 
 
 def _doctor_live(doctor: Doctor, config: Config) -> None:

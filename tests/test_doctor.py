@@ -460,6 +460,21 @@ def test_live_names_the_key_for_a_setting_only_the_api_knows_it_refuses(tmp_path
     assert not any(r.body.get("stream") for r in fake.creates)
 
 
+def test_live_only_warns_when_a_gateway_refuses_what_only_the_trial_sends(tmp_path, fake):
+    store = Reply(
+        status=400,
+        error_param="store",
+        error_code="unsupported_parameter",
+        error_message="Unsupported parameter: 'store'.",
+    )
+    fake.enqueue(store, store, store)  # the three profiles' trials; the live answer is served
+    proc = doctor(tmp_path, "--live", env=against(fake))
+    assert proc.returncode == 0, proc.stdout
+    for tool in mcp.TOOL_NAMES:
+        assert line_with(proc, f"{tool}: its settings could not be tried").startswith(WARN)
+    assert "live answer (answer_quick" in proc.stdout
+
+
 def test_live_prints_tokens_when_the_model_has_no_known_price(tmp_path, fake):
     fake.models = [*fake.models, "my-gateway-model"]
     fake.default = Reply(text="Python 3.14.1.", usage={"input_tokens": 1200, "output_tokens": 80})
