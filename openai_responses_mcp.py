@@ -74,7 +74,7 @@ TOOL_TABLE = (
             "Search the web when needed and provide balanced, well-sourced answers. "
             "This is the standard general-purpose tool."
         ),
-        "properties": ("query", "recency_days", "max_results", "domains"),
+        "properties": ("query", "recency_days", "max_results", "domains", "previous_response_id"),
         "model": "gpt-5.2",
         "model_env": "MODEL_ANSWER",
         "tuning_env": "ANSWER",
@@ -90,7 +90,7 @@ TOOL_TABLE = (
             "Perform comprehensive analysis with thorough research and detailed explanations. "
             "Best for complex questions requiring deep investigation."
         ),
-        "properties": ("query", "recency_days", "max_results", "domains"),
+        "properties": ("query", "recency_days", "max_results", "domains", "previous_response_id"),
         "model": None,
         "model_env": "MODEL_DETAILED",
         "tuning_env": None,
@@ -108,7 +108,7 @@ TOOL_TABLE = (
             "Provide fast, concise answers optimized for speed. "
             "Best for simple lookups or urgent questions."
         ),
-        "properties": ("query",),
+        "properties": ("query", "previous_response_id"),
         "model": None,
         "model_env": "MODEL_QUICK",
         "tuning_env": None,
@@ -1778,6 +1778,10 @@ def build_request(tool: str, args: dict, config: Config, today: str) -> dict:
         "include": ["web_search_call.action.sources"],
         "prompt_cache_key": prompt_cache_key(tool, config.instructions),
     }
+    if args.get("previous_response_id"):
+        # A follow-up: the API reads the earlier turns from its stored response (billed again
+        # as input); the instructions are not carried over, so they are sent again above.
+        request["previous_response_id"] = args["previous_response_id"]
     for name in ("service_tier", "max_output_tokens", "max_tool_calls"):
         if profile.get(name) is not None:
             request[name] = profile[name]
@@ -2683,6 +2687,21 @@ def _api_error_fields(body) -> tuple:
     return error.get("code"), error.get("type"), str(error.get("message") or "")
 
 
+def _previous_response_refused(status: int, body) -> bool:
+    """The API does not know the previous_response_id a follow-up named: 400
+    previous_response_not_found ("Previous response with id '…' not found."; a gateway may
+    say 404), or a 400 naming the parameter (an id of the wrong shape)."""
+    error = body.get("error", body) if isinstance(body, dict) else None
+    if status not in (400, 404) or not isinstance(error, dict):
+        return False
+    message = str(error.get("message") or "").lower()
+    return (
+        error.get("code") == "previous_response_not_found"
+        or error.get("param") == "previous_response_id"
+        or ("previous response" in message and "not found" in message)
+    )
+
+
 def _kind_of_404(body) -> str:
     """A 404 is a model the key cannot use, or a base URL that is not the API's.
 
@@ -2719,6 +2738,8 @@ def classify_failure(exc: BaseException) -> Failure:
             return Failure("rate_limit", True, retry_after=retry_after, **facts)
         if status >= 500:
             return Failure("server", True, retry_after=retry_after, **facts)
+        if _previous_response_refused(status, exc.body):
+            return Failure("previous_response", False, **facts)
         kind = {401: "auth", 403: "forbidden", 404: _kind_of_404(exc.body)}.get(status, "rejected")
         if status == 403 and "model" in f"{code} {message}".lower():
             kind = "model"
@@ -2830,6 +2851,12 @@ def failure_message(failure: Failure, *, tool: str, model: str, config: Config, 
         "gone": (
             f"the background response {failure.detail} is no longer known to the API (HTTP 404): "
             "try again"
+        ),
+        "previous_response": (
+            f"previous_response_id is not known to the API (HTTP {failure.status}: "
+            f"{_one_line(failure.detail, 160) or 'not found'}): a response is kept 30 days, "
+            "only by the project that made it, and only when stored; ask again without "
+            "previous_response_id, or pass the response_id of a recent answer"
         ),
         "cancelled_upstream": (
             f"the background response was cancelled upstream ({failure.detail}), by another "
@@ -3090,7 +3117,9 @@ class AnswerEngine:
             "elapsed_ms": round((time.monotonic() - started) * 1000),
             "attempts": 0,
         }
-        answer = body["answer"]
+        # An entry stored before answers carried their response_id gets it from the body.
+        answer = dict(body["answer"])
+        answer.setdefault("response_id", body.get("response_id"))
         self.ledger.record(UsageRow(tool, answer.get("model") or "", "cache", meta))
         return answer, meta
 
@@ -3178,6 +3207,9 @@ class AnswerEngine:
                     model=model,
                     headers=sources_headers(config.instructions),
                 )
+                # In the answer itself, not only in _meta (which the model does not see): the
+                # id a follow-up passes as previous_response_id.
+                answer["response_id"] = response.get("id")
                 meta = usage_meta(response, time.monotonic() - started, attempt)
                 if run is not None:
                     meta["background"] = True
@@ -3897,12 +3929,15 @@ SUPPORTED_VERSIONS = (*MODERN_VERSIONS, *reversed(PROTOCOL_VERSIONS))  # newest 
 
 SERVER_INSTRUCTIONS = (
     "Answers questions with OpenAI's Responses API and live web search, returning JSON "
-    "{answer, used_search, citations, model}. Use `answer` for most questions, especially "
-    "anything current (versions, releases, prices, news, dates); `answer_detailed` for complex "
-    "research, comparisons or analysis worth a slower, thorough answer; `answer_quick` for "
-    "simple lookups where speed matters. Quote the citations' URLs when you relay an answer."
+    "{answer, used_search, citations, model, response_id}. Use `answer` for most questions, "
+    "especially anything current (versions, releases, prices, news, dates); `answer_detailed` "
+    "for complex research, comparisons or analysis worth a slower, thorough answer; "
+    "`answer_quick` for "
+    "simple lookups where speed matters. Quote the citations' URLs when you relay an answer. "
+    "To ask a follow-up about an answer, pass its response_id as previous_response_id."
 )
 
+RESPONSE_ID_MAX = 256  # characters in a previous_response_id (OpenAI's are about 50)
 INPUT_PROPERTIES = {
     "query": {
         "type": "string",
@@ -3932,6 +3967,17 @@ INPUT_PROPERTIES = {
         "type": "boolean",
         "description": "true: do not reuse a recent identical answer from the cache.",
     },
+    "previous_response_id": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": RESPONSE_ID_MAX,
+        "pattern": "^[A-Za-z0-9_-]+$",
+        "description": (
+            "A follow-up: the response_id of an earlier answer (within 30 days) to continue "
+            "from, so the model knows that conversation and need not search for it again. "
+            "The earlier turns are billed again as input."
+        ),
+    },
 }
 
 OUTPUT_SCHEMA = {
@@ -3952,6 +3998,10 @@ OUTPUT_SCHEMA = {
             },
         },
         "model": {"type": "string"},
+        "response_id": {
+            "type": ["string", "null"],
+            "description": "pass as previous_response_id to ask a follow-up",
+        },
     },
     "required": ["answer", "used_search", "citations", "model"],
 }
@@ -4181,7 +4231,26 @@ def validate_arguments(tool: str, arguments) -> dict:
         raise InvalidParams(f"'fresh' must be true or false, got {_describe(fresh)}")
     if fresh:
         clean["fresh"] = True
+    previous = arguments.get("previous_response_id")
+    if "previous_response_id" in declared and previous is not None:
+        clean["previous_response_id"] = _check_response_id(previous)
     return clean
+
+
+def _check_response_id(value) -> str:
+    """A previous_response_id the API could know: letters, digits, '_' and '-' only."""
+    name = "previous_response_id"
+    if not isinstance(value, str):
+        raise InvalidParams(f"'{name}' must be a string (a response_id), got {_describe(value)}")
+    value = value.strip()
+    if not value or len(value) > RESPONSE_ID_MAX:
+        raise InvalidParams(f"'{name}' must be 1 to {RESPONSE_ID_MAX} characters")
+    if not all(char.isascii() and (char.isalnum() or char in "_-") for char in value):
+        raise InvalidParams(
+            f"'{name}' must be the response_id an earlier answer gave (like resp_abc123), "
+            f"got {_describe(value)}"
+        )
+    return value
 
 
 # ============================================================================================
@@ -4397,6 +4466,7 @@ def handoff_answer(handoff_id: str, model: str, elapsed_s: int, ttl_ms: int) -> 
         "used_search": False,
         "citations": [],
         "model": model,
+        "response_id": None,  # not answered yet: answer_result's answer will carry it
     }
 
 

@@ -51,6 +51,13 @@ resume stream after that many events. ``fake.refuse_background`` (True, or a dic
 ``status``/``message``/``code``/``type``) answers every background create with the 4xx a
 refused parameter gets (``param: "background"``) and consumes no Reply.
 
+Stored responses and follow-ups: every response created without ``"store": false`` is kept
+in ``fake.stored`` (id -> the tokens its conversation holds so far). A create whose
+``previous_response_id`` is not there gets the real API's 400 (``code:
+previous_response_not_found``, ``param: previous_response_id``, "Previous response with id
+'…' not found.") and consumes no Reply; one that is there is billed the earlier turns again as
+input tokens. ``fake.stored.pop(id)`` makes a response expire.
+
 The two 404s the real API sends: a request to any path but ``/v1/responses`` (a base URL
 without ``/v1``) gets ``{"error": {"message": "Invalid URL (POST /responses)", "type":
 "invalid_request_error", "param": null, "code": null}}``, and ``Reply(status=404)`` gets the
@@ -427,6 +434,7 @@ class _Plan:
         self.msg_id = _rand_id("msg")
         self.rs_id = _rand_id("rs")
         self.ws_ids = [_rand_id("ws") for _ in reply.searches]
+        self.prior_tokens = 0  # a follow-up's earlier turns, billed again as input
 
     # -- objects ---------------------------------------------------------------
 
@@ -481,7 +489,7 @@ class _Plan:
 
     def usage(self) -> dict:
         prompt = json.dumps(self.req.get("input", "")) + str(self.req.get("instructions") or "")
-        input_tokens = 900 + len(prompt) // 4 + 350 * len(self.reply.searches)
+        input_tokens = 900 + len(prompt) // 4 + 350 * len(self.reply.searches) + self.prior_tokens
         reasoning_tokens = 192 if self.with_reasoning else 0
         output_tokens = max(1, len(self.reply.text) // 4) + reasoning_tokens
         default = {
@@ -859,6 +867,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self._send_unauthorized(authorization)
             elif self.command == "GET" and path.startswith("/v1/models"):
                 self._serve_models(path)
+            elif self.command == "POST" and path == "/v1/responses" and fake.unknown_previous(body):
+                self._send_previous_not_found(body["previous_response_id"])
             elif self.command == "POST" and path == "/v1/responses" and _wants_background(body):
                 self._create_background(body, rec)
             elif path.startswith("/v1/responses/") and self.command in ("GET", "POST"):
@@ -908,7 +918,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if reply.status != 200 or reply.body is not None:
             self._serve_responses(body, reply)  # refused before anything was created
             return
-        job = fake._add_job(_BackgroundJob(_Plan(body, reply), reply))
+        job = fake._add_job(_BackgroundJob(fake._plan(body, reply), reply))
         if body.get("stream") is not True:
             data = _dump(job.response())
             self._send_body(200, data, "application/json", self._common_headers(reply))
@@ -972,6 +982,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.rec.first_event_at = time.monotonic()
             self.rec.events_sent += 1
         self._chunk(b"")
+
+    def _send_previous_not_found(self, response_id: Any) -> None:
+        error = {
+            "message": f"Previous response with id '{response_id}' not found.",
+            "type": "invalid_request_error",
+            "param": "previous_response_id",
+            "code": "previous_response_not_found",
+        }
+        self._send_body(400, _dump({"error": error}), "application/json", {})
 
     def _send_unauthorized(self, authorization: str) -> None:
         if authorization:
@@ -1053,7 +1072,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _serve_responses(self, req: dict, reply: Reply) -> None:
-        plan = _Plan(req, reply)
+        ok = reply.status == 200 and reply.body is None
+        plan = self.server.fake._plan(req, reply) if ok else _Plan(req, reply)
         streaming = req.get("stream") is True
         if reply.delay_before_headers > 0 and self._wait(reply.delay_before_headers):
             return
@@ -1236,6 +1256,8 @@ class FakeResponsesAPI:
         # When set, every background create is refused (see the module docstring).
         self.refuse_background: bool | dict = False
         self._jobs: dict[str, _BackgroundJob] = {}
+        # Responses the API keeps for follow-ups: id -> tokens of the conversation so far.
+        self.stored: dict[str, int] = {}
         self._tls = tls
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -1420,6 +1442,23 @@ class FakeResponsesAPI:
         with self._lock:
             self._jobs[job.plan.resp_id] = job
         return job
+
+    def _plan(self, req: dict, reply: Reply) -> _Plan:
+        """The plan of a response the API creates: stored (unless ``store: false``) for
+        follow-ups, and billed its previous response's turns."""
+        plan = _Plan(req, reply)
+        with self._lock:
+            plan.prior_tokens = self.stored.get(req.get("previous_response_id"), 0)
+        usage = plan.usage()
+        if req.get("store") is not False:
+            with self._lock:
+                self.stored[plan.resp_id] = usage["input_tokens"] + usage["output_tokens"]
+        return plan
+
+    def unknown_previous(self, body: Any) -> bool:
+        previous = body.get("previous_response_id") if isinstance(body, dict) else None
+        with self._lock:
+            return previous is not None and previous not in self.stored
 
     def _job(self, response_id: str) -> _BackgroundJob | None:
         with self._lock:

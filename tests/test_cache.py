@@ -202,3 +202,14 @@ def test_the_request_is_cancelled_when_every_caller_has_gone(spawn, fake):
     cancel(server, "b")
     fake.wait_for_disconnect(0, timeout=20)
     assert server.nothing_within(0.5)
+
+
+def test_a_follow_up_is_never_answered_from_the_cache_of_the_same_question_asked_alone(spawn, fake):
+    server = start(spawn, fake)
+    alone, _ = result_of(server.call("answer", {"query": "And 410?"}))
+    follow = {"query": "And 410?", "previous_response_id": alone["response_id"]}
+    continued, meta = result_of(server.call("answer", follow))
+    assert meta["cache"] == {"hit": False} and len(fake.creates) == 2
+    assert fake.creates[1].body["previous_response_id"] == alone["response_id"]
+    again, meta = result_of(server.call("answer", follow))  # the same follow-up: that one's
+    assert meta["cache"]["hit"] is True and again == continued

@@ -723,6 +723,26 @@ def test_request_effort_and_verbosity_come_from_the_profile(tmp_path):
     assert detailed["reasoning"] == {"effort": "high"}
 
 
+def test_a_follow_up_request_names_its_previous_response_and_keys_apart(tmp_path):
+    config = make_config(tmp_path)
+    alone = m.build_request("answer", {"query": "q"}, config, TODAY)
+    follow_args = {"query": "q", "previous_response_id": "resp_1"}
+    follow = m.build_request("answer", follow_args, config, TODAY)
+    assert "previous_response_id" not in alone
+    assert follow["previous_response_id"] == "resp_1"
+    keys = {
+        m.answer_key("answer", args, request, TODAY, 3)
+        for args, request in [
+            ({"query": "q"}, alone),
+            (follow_args, follow),
+            ({"query": "q", "previous_response_id": "resp_2"},
+             m.build_request("answer", {"query": "q", "previous_response_id": "resp_2"}, config,
+                             TODAY)),
+        ]
+    }  # fmt: skip
+    assert len(keys) == 3  # the cache and single-flight never mix a follow-up with another
+
+
 def test_request_instructions_are_the_builtin_policy(tmp_path):
     request = m.build_request("answer", {"query": "q"}, make_config(tmp_path), TODAY)
     assert request["instructions"] == m.SYSTEM_POLICY
@@ -926,6 +946,24 @@ def test_a_404_is_classified_by_its_body(body, kind):
     assert failure.kind == kind
     assert failure.status == 404
     assert failure.retryable is False
+
+
+@pytest.mark.parametrize("status", [400, 404])
+def test_a_previous_response_the_api_does_not_know_is_its_own_failure(status, tmp_path):
+    import openai
+
+    body = {"error": {"message": "Previous response with id 'resp_x' not found.",
+                      "type": "invalid_request_error", "param": "previous_response_id",
+                      "code": "previous_response_not_found"}}  # fmt: skip
+    request = httpx2.Request("POST", "https://api.example/v1/responses")
+    reply = httpx2.Response(status, request=request, json=body)
+    failure = m.classify_failure(openai.APIStatusError("refused", response=reply, body=body))
+    assert (failure.kind, failure.retryable) == ("previous_response", False)
+    text = m.failure_message(
+        failure, tool="answer", model="gpt-5.2", config=make_config(tmp_path), tries=1
+    )
+    assert text.startswith(f"previous_response_id is not known to the API (HTTP {status}: ")
+    assert "resp_x" in text
 
 
 def test_endpoint_message_names_the_base_url_its_source_and_the_v1_hint(tmp_path):
