@@ -549,6 +549,8 @@ class Setting:
             return f"a number from {self.low} to {self.high}{none}"
         if self.kind == "prices":
             return "a mapping of model ids to {input, cached_input, output} (USD per 1M tokens)"
+        if self.kind == "sizes":
+            return f"a mapping of clientInfo names to integers from {self.low} to {self.high}"
         return "a non-empty string"
 
     def check(self, value):
@@ -564,6 +566,7 @@ class Setting:
             or (kind in ("strings", "domains") and isinstance(value, list))
             or (kind == "number" and _is_number(value) and self.low <= value <= self.high)
             or (kind == "prices" and isinstance(value, dict) and price_table_problem(value) is None)
+            or (kind == "sizes" and isinstance(value, dict) and self._sizes_ok(value))
         )
         if kind == "strings" and ok:
             ok = all(isinstance(item, str) and item.strip() for item in value)
@@ -572,6 +575,12 @@ class Setting:
         if not ok:
             raise ValueError(self.allowed())
         return value
+
+    def _sizes_ok(self, table: dict) -> bool:
+        return all(
+            isinstance(name, str) and type(size) is int and self.low <= size <= self.high
+            for name, size in table.items()
+        )
 
 
 def _is_number(value) -> bool:
@@ -779,6 +788,24 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         low=1,
         high=100_000,
         doc="most tool calls in flight on the server, on any transport; more are refused at once",
+    ),
+    ("server", "result_max_chars"): Setting(
+        50_000,
+        "int",
+        low=2_000,
+        high=10_000_000,
+        env="MCP_RESULT_MAX_CHARS",
+        doc="longest tool result text, in UTF-8 bytes (a Japanese character counts 3); a longer "
+        "answer is shortened at a section boundary. Caps every client; a client known to show "
+        "less gets less (see RESULT_CHARS_CLIENTS)",
+    ),
+    ("server", "result_max_chars_by_client"): Setting(
+        {},
+        "sizes",
+        low=2_000,
+        high=10_000_000,
+        doc="result_max_chars for clients by clientInfo.name, e.g. {codex-mcp-client: 12000}; "
+        "over the built-in sizes and server.result_max_chars",
     ),
     ("server", "progress_interval_s"): Setting(
         10, "int", low=1, high=600, doc="heartbeat progress during a long call, in seconds"
@@ -1442,6 +1469,10 @@ server:
   max_message_bytes: 16777216
   max_calls: 64            # tool calls in flight on any transport; one more is refused at once
   progress_interval_s: 10  # heartbeat progress notice while a call is quiet this long
+  result_max_chars: 50000  # longest result text in UTF-8 bytes (a Japanese character is 3); a
+                           #   longer answer is shortened at a section boundary (Claude Code's size)
+  result_max_chars_by_client: {}  # by clientInfo.name, e.g. {codex-mcp-client: 20000};
+                           #   built in: codex-mcp-client 12000 (what Codex shows whole)
   protocol_eras: both      # handshake: no MCP 2026-07-28, for a client whose modern mode misbehaves
   http:                    # only with --http
     token: null            # better: MCP_HTTP_TOKEN in the environment (never printed or logged)
@@ -2135,6 +2166,134 @@ def shape_answer(
     }
 
 
+# -- Results every client shows whole ----------------------------------------------------------
+# A client passes a tool result to its model whole only up to a size (Claude Code about 50,000
+# characters, then a 2 KB preview of a file; Codex about 12,000, then it cuts the middle out
+# silently): a longer answer is shortened here, at a section boundary, keeping its start and its
+# sources section, and saying so. Sizes count UTF-8 bytes, a conservative bound for dense text:
+# a Japanese character is three, so 50,000 is about 16,700 of them, well under the 25,000 tokens
+# older Claude Code refused.
+
+
+def result_size(answer: dict) -> int:
+    """The size of the text a client shows its model: the answer as JSON, in UTF-8 bytes."""
+    return len(json.dumps(answer, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _cut_points(text: str) -> tuple[list[int], list[int]]:
+    """Where a shortened answer may end, outside code blocks: (before each heading, at each
+    blank line), as offsets into text."""
+    sections, paragraphs, fenced, offset = [], [], False, 0
+    for line in text.split("\n"):
+        if re.match(_FENCE, line):
+            fenced = not fenced
+        elif not fenced and offset:
+            if line.lstrip().startswith("#"):
+                sections.append(offset)
+            elif not line.strip():
+                paragraphs.append(offset)
+        offset += len(line) + 1
+    return sections, paragraphs
+
+
+def _heading_at(text: str, offset: int) -> str | None:
+    """The heading that starts at or after offset (the first section left out), if any."""
+    for line in text[offset:].split("\n"):
+        if line.lstrip().startswith("#"):
+            return _one_line(line.strip().lstrip("#").strip(), 80) or None
+        if line.strip():
+            return None
+    return None
+
+
+def _shortened_note(total: int, kept: int, section: str | None, rest: dict) -> str:
+    """What the model reads where the answer was cut, and how to get the rest."""
+    where = f', from the section "{section}" on' if section else ""
+    if rest.get("response_id"):
+        ask = f"from the section '{section}'" if section else "from where it was shortened"
+        how = (
+            f'call {rest["tool"]} with previous_response_id "{rest["response_id"]}" and a query '
+            f'such as "Continue your previous answer {ask}"'
+        )
+    else:
+        how = "ask again with a narrower question"
+    return (
+        f"[Shortened by the server so that your MCP client shows this result whole: "
+        f"{total - kept:,} of {total:,} characters left out here{where}. The sources section "
+        f"is kept. For the rest, {how}.]"
+    )
+
+
+def _fit_sources(tail: str, budget: int) -> str:
+    """The sources section, its last entries dropped (and counted) if it alone is too long."""
+    if _utf8_len(tail) <= budget:
+        return tail
+    lines, kept, size = tail.split("\n"), [], 0
+    for line in lines:
+        if size + _utf8_len(line) + 1 > budget and kept:
+            break
+        kept.append(line)
+        size += _utf8_len(line) + 1
+    left = len(lines) - len(kept)
+    return "\n".join([*kept, f"- … {left} more lines of sources left out (see citations)"])
+
+
+def fit_answer(answer: dict, limit: int, rest: dict, headers: tuple = ()) -> tuple[dict, dict]:
+    """(answer, what was done): the answer as is when its JSON fits `limit` bytes, else its
+    text shortened at the last section boundary (a heading; else a paragraph, else a line)
+    that fits, its sources section kept, and a note saying how to get the rest.
+
+    `rest` holds what that note offers: {"tool", "response_id"}; `headers`, the policy's
+    sources headers."""
+    if result_size(answer) <= limit:
+        return answer, {}
+    text = answer.get("answer") or ""
+    names = tuple(sorted({*SOURCES_HEADERS, *headers}, key=len, reverse=True))
+    lines = text.split("\n")
+    found = _find_sources_header(lines, names, answer.get("citations") or [])
+    split = len("\n".join(lines[: found[0]])) + 1 if found else len(text)
+    head, tail = text[:split].rstrip(), text[split:].strip("\n")
+    fixed = result_size({**answer, "answer": ""}) + 400  # the other keys, the note, escapes
+    tail = _fit_sources(tail, max(0, limit - fixed) // 2) if tail else tail
+
+    def shortened(end: int) -> dict:
+        note = _shortened_note(len(head), end, _heading_at(head, end), rest)
+        parts = [head[:end].rstrip(), note, tail]
+        return {**answer, "answer": "\n\n".join(part for part in parts if part)}
+
+    end = _longest_fit(head, limit, shortened)
+    fitted = shortened(end)
+    return fitted, {"chars": len(text), "shown_chars": len(fitted["answer"]), "limit": limit}
+
+
+def _longest_fit(head: str, limit: int, shortened) -> int:
+    """The end of the longest start of head that fits: at a heading when that keeps at least
+    half of what a paragraph boundary would, else at a paragraph, a line, or a character."""
+    sections, paragraphs = _cut_points(head)
+    lines = [i + 1 for i, char in enumerate(head) if char == "\n"]
+
+    def best(points: list[int]) -> int:
+        low, high, found = 0, len(points) - 1, 0
+        while low <= high:  # points ascend, and so does the size of what they keep
+            middle = (low + high) // 2
+            if result_size(shortened(points[middle])) <= limit:
+                found, low = points[middle], middle + 1
+            else:
+                high = middle - 1
+        return found
+
+    by_section, by_paragraph = best(sections), best(paragraphs)
+    if by_section and by_section * 2 >= by_paragraph:
+        return by_section
+    if by_paragraph:
+        return by_paragraph
+    return best(lines) or best(list(range(1, len(head) + 1, 100)))
+
+
 def usage_meta(response: dict, elapsed_s: float, attempts: int) -> dict:
     """What a call cost, for the tool result's `_meta`."""
     usage = response.get("usage") or {}
@@ -2330,6 +2489,7 @@ class Call:
         self.background: BackgroundRun | None = None  # set when the request runs in background
         self.upstream: Call | None = None  # the Call that makes the request, when shared
         self.cancelled_upstream = False  # its background response was cancelled elsewhere
+        self.result_chars: int | None = None  # its client's result size (None: the default)
 
     def cancel(self) -> None:
         """Cancels the call; a second cancel changes nothing (above all, not a hold)."""
@@ -4483,6 +4643,33 @@ HANDOFF_CLIENTS = {
 }
 
 
+# clientInfo.name -> the longest tool result text (UTF-8 bytes) the client passes its model whole,
+# for clients known to show less than server.result_max_chars (default 50,000: Claude Code's).
+RESULT_CHARS_CLIENTS = {
+    # Codex 0.169.0 cuts the middle out of a longer result, silently.
+    "codex-mcp-client": 12_000,
+    "codex": 12_000,
+    # Claude Code 2.1 shows about 50,000 characters, then saves the result to a file and shows
+    # its model a 2 KB preview; older versions refused results over 25,000 tokens.
+    "claude-code": 50_000,
+}
+
+
+def result_chars(config: Config, client_name: str | None) -> int:
+    """The longest result text for this client: server.result_max_chars_by_client when it
+    names the client, else the smaller of RESULT_CHARS_CLIENTS's size and
+    server.result_max_chars."""
+    name = client_name.strip().lower() if isinstance(client_name, str) else ""
+    configured = {
+        str(key).strip().lower(): size
+        for key, size in config.get("server", "result_max_chars_by_client").items()
+    }
+    if name in configured:
+        return configured[name]
+    default = config.get("server", "result_max_chars")
+    return min(default, RESULT_CHARS_CLIENTS.get(name, default))
+
+
 def handoff_after(config: Config, client_name: str | None) -> int:
     """Seconds after which a call without a task is handed off to answer_result; 0 = never.
 
@@ -4917,9 +5104,11 @@ class Dispatcher:
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         token = progress_token(params)
         task = self._new_task(params, session, name, version)
+        client = self._client_name(params, session, version)  # before the era becomes a version
         version = version or session.protocol_version
         progress = None if token is None else self._progress_sender(session, token, version)
         call = Call(request_id, name, progress)
+        call.result_chars = result_chars(self.config, client)
         if task is not None:
             task.call = call
         try:
@@ -5008,7 +5197,7 @@ class Dispatcher:
         -32001 error; None when it was cancelled."""
         reply = None
         try:
-            answer, meta = work()
+            answer, meta = self._fit(call, *work())
             reply = rpc_result(call.id, tool_result(answer, meta, version))
         except Cancelled:
             if not call.cancelled.is_set():  # the identical call it joined was cancelled
@@ -5029,6 +5218,27 @@ class Dispatcher:
                 {"message": self.log.redact(_one_line(str(exc), 400))},
             )
         return reply
+
+    def _fit(self, call: Call, answer: dict, meta: dict) -> tuple[dict, dict]:
+        """The answer shortened to what the call's client shows its model whole; meta says so.
+        structuredContent gets the same shortened answer: some clients show it instead of the
+        text, and the rest is one follow-up away."""
+        limit = call.result_chars or self.config.get("server", "result_max_chars")
+        rest = {"tool": call.tool, "response_id": answer.get("response_id")}
+        headers = sources_headers(self.config.instructions)
+        answer, shortened = fit_answer(answer, limit, rest, headers)
+        if shortened:
+            meta = {**meta, "shortened": shortened}
+            self.log.debug("server", f"result shortened to {limit} bytes: {shortened}")
+        return answer, meta
+
+    def _client_name(self, params, session: Session, version=None) -> str | None:
+        """initialize's clientInfo.name, or (2026-07-28) the one the request's _meta names."""
+        if version is None:
+            return session.client_name
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        info = meta.get(META_CLIENT_INFO) if isinstance(meta, dict) else None
+        return info.get("name") if isinstance(info, dict) else None
 
     def _data(self, exc: ToolError) -> dict:
         data = {"message": self.log.redact(_one_line(exc.detail, 400))}

@@ -391,6 +391,55 @@ def test_a_malformed_previous_response_id_is_refused_before_any_request(server, 
 
 
 # ============================================================================================
+# Results every client shows whole
+# ============================================================================================
+
+LONG_REPORT = "Summary first.\n\n" + "\n\n".join(
+    f"## Finding {i}\n\n" + "A sentence of the report that goes on. " * 60 for i in range(30)
+)  # about 72,000 characters
+
+
+def initialized_as(spawn, fake, client: str, config: str | None = None) -> Server:
+    server = spawn(config=config, upstream=fake)
+    params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": client}}
+    assert "result" in server.request("initialize", params)
+    server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return server
+
+
+@pytest.mark.parametrize(
+    ("client", "config", "size"),
+    [
+        ("codex-mcp-client", None, 12_000),
+        ("claude-code", None, 50_000),
+        ("claude-code", "server: {result_max_chars_by_client: {claude-code: 20000}}\n", 20_000),
+    ],
+)
+def test_a_long_answer_is_shortened_to_what_its_client_shows_whole(
+    spawn, fake, client, config, size
+):
+    fake.enqueue(weather_reply(text=LONG_REPORT))
+    reply = initialized_as(spawn, fake, client, config).call("answer", {"query": "report"})
+    result = reply["result"]
+    text = result["content"][0]["text"]
+    assert size - 2_000 < len(text.encode("utf-8")) <= size
+    answer = json.loads(text)  # still the answer's JSON, whole
+    assert result["structuredContent"] == answer
+    assert answer["answer"].startswith("Summary first.\n\n## Finding 0\n")
+    assert answer["answer"].count("Sources:") == 1 and JMA in answer["answer"]
+    assert f'previous_response_id "{answer["response_id"]}"' in answer["answer"]
+    assert result["_meta"]["shortened"]["limit"] == size
+    assert result["_meta"]["shortened"]["chars"] > len(LONG_REPORT)
+
+
+def test_an_answer_within_the_clients_size_is_whole(spawn, fake):
+    fake.enqueue(weather_reply(text=LONG_REPORT[:11_000]))
+    reply = initialized_as(spawn, fake, "codex-mcp-client").call("answer", {"query": "report"})
+    assert answer_of(reply)["answer"].startswith(LONG_REPORT[:11_000].rstrip())
+    assert "shortened" not in reply["result"]["_meta"]
+
+
+# ============================================================================================
 # What a call cost: _meta
 # ============================================================================================
 
