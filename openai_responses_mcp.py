@@ -117,8 +117,32 @@ TOOL_TABLE = (
         "background": None,  # inherits `answer`'s false
         "background_env": "BACKGROUND_QUICK",
     },
+    {
+        # Opt-in (tools.answer_deep): one call can cost dollars. Its profile stands alone (it
+        # inherits nothing from `answer`: a deep research model takes other settings), and it
+        # always runs in background mode: a run takes minutes, often 5-30.
+        "name": "answer_deep",
+        "title": "Deep research report",
+        "description": (
+            "Deep research: an OpenAI deep research model plans, runs many web searches and "
+            "writes a long, cited report. Takes minutes (often 5-30) and can cost dollars per "
+            "call: use it only when the user asks for thorough research, and answer or "
+            "answer_detailed otherwise. Returns as a task, or an id for answer_result."
+        ),
+        "properties": ("query", "recency_days", "max_results", "domains", "previous_response_id"),
+        "model": "o4-mini-deep-research",
+        "model_env": "MODEL_DEEP",
+        "tuning_env": None,
+        "effort": "medium",  # the only effort deep research models accept
+        "verbosity": None,  # never sent to them
+        "background": True,
+        "background_env": None,
+        "max_tool_calls": 50,  # at $10 per 1,000 searches, at most $0.50 of searches a run
+        "opt_in": True,
+    },
 )
 TOOL_NAMES = tuple(tool["name"] for tool in TOOL_TABLE)
+DEEP_TOOL = "answer_deep"
 
 
 # ============================================================================================
@@ -608,7 +632,7 @@ def price_table_problem(table: dict) -> tuple[str, str] | None:
 def _profile_settings(row: dict) -> dict:
     """A TOOL_TABLE row's model_profiles settings."""
     tool, env_prefix = row["name"], row["tuning_env"]
-    return {
+    settings = {
         ("model_profiles", tool, "model"): Setting(
             row["model"], "str", env=row["model_env"], doc=f"model used by the `{tool}` tool"
         ),
@@ -641,7 +665,11 @@ def _profile_settings(row: dict) -> dict:
             doc="cap on output tokens, reasoning included (null = the model's limit)",
         ),
         ("model_profiles", tool, "max_tool_calls"): Setting(
-            None, "int", low=1, high=100, doc="cap on web searches in one answer (null = none)"
+            row.get("max_tool_calls"),
+            "int",
+            low=1,
+            high=1000,
+            doc="cap on web searches in one answer (null = none)",
         ),
         ("model_profiles", tool, "search_context_size"): Setting(
             None,
@@ -657,6 +685,12 @@ def _profile_settings(row: dict) -> dict:
             "being paid for twice, and a cancel stops it server-side (not ZDR-compatible)",
         ),
     }
+    if row.get("opt_in"):
+        # answer_deep always runs in background mode, and what its model never takes
+        # (verbosity, web_search's context size) is no setting of its own.
+        for key in ("background", "verbosity", "search_context_size"):
+            del settings[("model_profiles", tool, key)]
+    return settings
 
 
 SETTINGS: dict[tuple[str, ...], Setting] = {
@@ -680,6 +714,13 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("request", "max_retries"): Setting(
         3, "int", low=0, high=10, env="OPENAI_MAX_RETRIES", doc="retries after 429, 5xx, drops"
     ),
+    ("request", "deep_timeout_ms"): Setting(
+        3_600_000,
+        "int",
+        low=60_000,
+        high=86_400_000,
+        doc="time allowed for an answer_deep run, from its start across resumes",
+    ),
     ("request", "handoff_after_s"): Setting(
         None,
         "int",
@@ -689,6 +730,12 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         "(null = by client, see HANDOFF_CLIENTS; 0 = never)",
     ),
     **{key: setting for row in TOOL_TABLE for key, setting in _profile_settings(row).items()},
+    ("tools", "answer_deep"): Setting(
+        False,
+        "bool",
+        env="MCP_ANSWER_DEEP",
+        doc="list the answer_deep tool (deep research: minutes and dollars per call)",
+    ),
     ("policy", "max_citations"): Setting(
         3, "int", low=1, high=10, env="MAX_CITATIONS", doc="most citations in one answer"
     ),
@@ -1014,7 +1061,8 @@ class Config:
         """The tool's profile, each absent key inherited from `answer`; the cost controls only
         when set."""
         profiles = self.values["model_profiles"]
-        base, own = profiles["answer"], profiles.get(tool) or {}
+        own = profiles.get(tool) or {}
+        base = {} if _row(tool).get("opt_in") else profiles["answer"]
         merged = {
             key: own.get(key) if own.get(key) is not None else base.get(key) for key in PROFILE_KEYS
         }
@@ -1023,6 +1071,8 @@ class Config:
     def background(self, tool: str) -> bool:
         """model_profiles.<tool>.background, inherited from `answer` when absent. Not part of
         profile(): it shapes how the request is sent, not the request (nor its cache key)."""
+        if _row(tool).get("opt_in"):
+            return True
         profiles = self.values["model_profiles"]
         own = (profiles.get(tool) or {}).get("background")
         return bool(profiles["answer"].get("background") if own is None else own)
@@ -1043,9 +1093,28 @@ class Config:
             "api_key": f"{'set' if api_key(self) else 'not set'} ({key_env})",
             "config_file": self.path,
             "config": values,
-            "profiles": {tool: self.profile(tool) for tool in TOOL_NAMES},
+            "profiles": {tool: self.profile(tool) for tool in enabled_tools(self)},
             "sources": {".".join(path): where for path, where in sorted(self.sources.items())},
         }
+
+
+def _row(tool: str) -> dict:
+    """The tool's TOOL_TABLE row ({} for a name that is not a tool)."""
+    return next((row for row in TOOL_TABLE if row["name"] == tool), {})
+
+
+def enabled_tools(config: Config) -> tuple[str, ...]:
+    """The answering tools this configuration lists: answer_deep only when turned on."""
+    return tuple(
+        row["name"]
+        for row in TOOL_TABLE
+        if not row.get("opt_in") or config.get("tools", row["name"])
+    )
+
+
+def is_deep_research(model: str) -> bool:
+    """o3-deep-research, o4-mini-deep-research and their dated snapshots."""
+    return "deep-research" in model
 
 
 def _yaml_layer(path: str, explicit: bool) -> tuple[dict, dict, list[str]]:
@@ -1181,6 +1250,7 @@ def load_config(cli: dict, env: dict | None = None) -> Config:
     _decide_debug(values, sources, cli, env)
     _validate(values, sources)
     config = Config(values, sources, path if os.path.exists(path) else None, warnings)
+    _check_deep_research(config)
     config.instructions = build_instructions(config)
     # Resolved from the same environment as every other value, so a caller's env (a test's,
     # say) decides it, not whatever this process happens to run under.
@@ -1252,6 +1322,29 @@ def _check_tasks(values: dict, sources: dict) -> None:
         raise ConfigError(
             f"server.tasks.ttl_ms = {ttl} (from {where}) must be at least request.timeout_ms "
             f"({timeout}): a task must outlive its call"
+        )
+
+
+def _check_deep_research(config: Config) -> None:
+    """What a deep research model would refuse with a 400 on every call, refused at start-up:
+    a reasoning effort but medium; and an answer_deep run that would outlive its task."""
+    for tool in enabled_tools(config):
+        profile = config.profile(tool)
+        effort = profile["reasoning_effort"]
+        if is_deep_research(profile["model"]) and effort != "medium":
+            key = ("model_profiles", tool, "reasoning_effort")
+            where = config.sources.get(key) or "inherited from answer"
+            raise ConfigError(
+                f"model_profiles.{tool}.reasoning_effort = {effort} (from {where}) must be "
+                f"medium: {profile['model']} accepts only medium"
+            )
+    ttl, deep = config.get("server", "tasks", "ttl_ms"), config.get("request", "deep_timeout_ms")
+    if DEEP_TOOL in enabled_tools(config) and ttl < deep:
+        where = config.sources.get(("server", "tasks", "ttl_ms"), "default")
+        raise ConfigError(
+            f"server.tasks.ttl_ms = {ttl} (from {where}) must be at least "
+            f"request.deep_timeout_ms ({deep}) while answer_deep is on: a task must outlive "
+            "its call"
         )
 
 
@@ -1390,6 +1483,7 @@ openai:
 request:
   timeout_ms: 300000       # per attempt, and per silence in its stream
   max_retries: 3           # retries after 429, 5xx, drops
+  deep_timeout_ms: 3600000 # an answer_deep run, in all (at most server.tasks.ttl_ms)
   handoff_after_s: null    # a call without a task still running this long answers with an id
                            #   for the answer_result tool; null = by client (on for Codex CLI,
                            #   Claude Desktop and Cursor, which give up sooner), 0 = never
@@ -1425,6 +1519,15 @@ model_profiles:
     max_tool_calls: null
     search_context_size: null
     background: null           # inherits `answer` (false)
+  answer_deep:             # deep research (when tools.answer_deep is on); inherits nothing
+    model: o4-mini-deep-research  # or o3-deep-research: deeper, five times the price
+    reasoning_effort: medium   # the only effort deep research models accept
+    service_tier: null
+    max_output_tokens: null
+    max_tool_calls: 50         # searches per run, at $10 per thousand; null = no cap
+
+tools:
+  answer_deep: false       # list answer_deep: minutes and dollars per call (MCP_ANSWER_DEEP=1)
 
 policy:
   max_citations: 3         # 1-10
@@ -1809,6 +1912,12 @@ def build_request(tool: str, args: dict, config: Config, today: str) -> dict:
         "include": ["web_search_call.action.sources"],
         "prompt_cache_key": prompt_cache_key(tool, config.instructions),
     }
+    if is_deep_research(profile["model"]):
+        # Deep research models take web_search_preview only (a web_search tool is a 400), so
+        # no filters.allowed_domains: the domains stay a hint in the input. Nothing else of
+        # web_search's is sent to them, nor the sources include made for it.
+        request["tools"] = [{"type": "web_search_preview"}]
+        del request["include"]
     if args.get("previous_response_id"):
         # A follow-up: the API reads the earlier turns from its stored response (billed again
         # as input); the instructions are not carried over, so they are sent again above.
@@ -2356,6 +2465,9 @@ BUILTIN_PRICES = {
     "gpt-4o-mini": (0.15, 0.075, 0.60),
     "o3": (2.00, 0.50, 8.00),
     "o4-mini": (1.10, 0.275, 4.40),
+    # Deep research (answer_deep); their web searches cost pricing.web_search_per_1k on top.
+    "o3-deep-research": (10.00, 2.50, 40.00),
+    "o4-mini-deep-research": (2.00, 0.50, 8.00),
 }
 # Flex is billed at Batch rates (half); priority at twice the standard rate, or more for some
 # models (PRIORITY_FACTORS, looked up like BUILTIN_PRICES).
@@ -2490,6 +2602,7 @@ class Call:
         self.upstream: Call | None = None  # the Call that makes the request, when shared
         self.cancelled_upstream = False  # its background response was cancelled elsewhere
         self.result_chars: int | None = None  # its client's result size (None: the default)
+        self.searches = 0  # web searches done so far (the upstream Call counts them)
 
     def cancel(self) -> None:
         """Cancels the call; a second cancel changes nothing (above all, not a hold)."""
@@ -2993,6 +3106,10 @@ def failure_message(failure: Failure, *, tool: str, model: str, config: Config, 
         "timeout": (
             f"no answer within {timeout_ms} ms (request.timeout_ms): "
             "raise request.timeout_ms or use answer_quick"
+            if tool != DEEP_TOOL or failure.name != "deadline"
+            else f"the deep research run did not finish within {run_timeout_ms(config, tool)} "
+            "ms (request.deep_timeout_ms): raise it, or lower "
+            "model_profiles.answer_deep.max_tool_calls"
         ),
         "connect": (
             f"cannot connect to {base_url}: check openai.base_url, the network and any "
@@ -3088,6 +3205,19 @@ class _NotSent(Exception):
 
 def _refuse_to_send(request) -> None:
     raise _NotSent()
+
+
+DEEP_NEEDS_BACKGROUND = (
+    "answer_deep runs only in background mode, which the API refused for this key (a Zero Data "
+    "Retention organization or project cannot store responses): use answer_detailed instead"
+)
+
+
+def run_timeout_ms(config: Config, tool: str) -> int:
+    """The time a call may take in all: request.deep_timeout_ms for answer_deep (a deep
+    research run takes minutes), request.timeout_ms for the others."""
+    key = "deep_timeout_ms" if tool == DEEP_TOOL else "timeout_ms"
+    return config.get("request", key)
 
 
 # A server-side cancel is best effort: it must not hold up the thread that cancels for long.
@@ -3381,6 +3511,8 @@ class AnswerEngine:
                 self._log_failure(attempt, failure, exc)
                 if run is not None and run.response_id is None and background_refused(exc):
                     self._background_refused(tool, failure)
+                    if tool == DEEP_TOOL:  # half an hour on one open stream is no fallback
+                        raise ToolError(DEEP_NEEDS_BACKGROUND, failure.detail) from None
                     run = call.background = None
                     continue
                 if run is not None and run.response_id is not None:
@@ -3422,9 +3554,11 @@ class AnswerEngine:
         """A BackgroundRun for the call when its profile asks for background mode (or it
         follows a response that exists already)."""
         wanted = self.force_background or self._config.background(tool)
+        if response_id is None and self._background_off and tool == DEEP_TOOL:
+            raise ToolError(DEEP_NEEDS_BACKGROUND)
         if response_id is None and (self._background_off or not wanted):
             return None
-        seconds = self._config.get("request", "timeout_ms") / 1000
+        seconds = run_timeout_ms(self._config, tool) / 1000
         run = call.background = BackgroundRun(started + seconds, response_id)
         call.when_cancelled(lambda: self.cancel_background(run, call))
         return run
@@ -3642,7 +3776,12 @@ class AnswerEngine:
             raise _stream_failure(error, kind)
         if kind == "error":
             raise _stream_failure(event, kind)
+        if kind == "response.web_search_call.completed":
+            call.searches += 1
         message = PROGRESS_EVENTS.get(kind)
+        if message and call.tool == DEEP_TOOL:  # minutes long: say how far the research is
+            elapsed = round(time.monotonic() - call.started)
+            message = f"researching: {message} ({call.searches} searches so far, {elapsed} s)"
         if message:
             call.report(message)
         return None
@@ -4201,13 +4340,20 @@ ANSWER_RESULT_TOOL = {
 
 
 def tool_definitions(
-    version: str, cache: bool = False, handoff: bool = False, tasks: bool = False
+    version: str,
+    cache: bool = False,
+    handoff: bool = False,
+    tasks: bool = False,
+    deep: bool = False,
 ) -> list[dict]:
     """tools/list's tools, with only the fields the negotiated protocol version has;
     `fresh` is offered only when the answer cache is on, answer_result only when calls may be
-    handed off, and execution.taskSupport (2025-11-25) only when tasks are on."""
+    handed off, execution.taskSupport (2025-11-25) only when tasks are on, and answer_deep
+    only when turned on (tools.answer_deep)."""
     listed = []
     for tool in TOOL_TABLE:
+        if tool.get("opt_in") and not deep:
+            continue
         names = tool["properties"] + (("fresh",) if cache else ())
         entry = {
             "name": tool["name"],
@@ -4909,7 +5055,9 @@ class Heartbeat:
             for call in calls:
                 if call.quiet_for() >= self._interval:
                     elapsed = round(time.monotonic() - call.started)
-                    call.report(f"still working ({elapsed} s)", min_interval=0)
+                    searches = (call.upstream or call).searches
+                    done = f", {searches} searches so far" if searches else ""
+                    call.report(f"still working ({elapsed} s{done})", min_interval=0)
 
 
 class Dispatcher:
@@ -5080,6 +5228,7 @@ class Dispatcher:
                 cache_enabled(self.config),
                 handoff=self._handoff_s(params, session, version) > 0,
                 tasks=self.tasks_off is None,
+                deep=DEEP_TOOL in enabled_tools(self.config),
             )
         }
         if version is not None:  # stateless era: the list is the same for everyone, all day
@@ -5090,10 +5239,16 @@ class Dispatcher:
         name = params.get("name")
         if name == ANSWER_RESULT and self._handoff_s(params, session, version) > 0:
             return self._answer_result(params, session, request_id, version)
-        if not isinstance(name, str) or name not in TOOLS_BY_NAME:
+        tools = enabled_tools(self.config)
+        if not isinstance(name, str) or name not in tools:
+            off = (
+                " (it is off: set tools.answer_deep: true or MCP_ANSWER_DEEP=1 to list it)"
+                if name == DEEP_TOOL
+                else ""
+            )
             raise RpcError(
                 METHOD_NOT_FOUND if version is None else INVALID_PARAMS,  # 2026-07-28: -32602
-                f"Unknown tool: {_describe(name)}; available tools: {', '.join(TOOL_NAMES)}",
+                f"Unknown tool: {_describe(name)}{off}; available tools: {', '.join(tools)}",
             )
         arguments = params.get("arguments")
         try:
@@ -8026,6 +8181,8 @@ MODEL_EFFORTS = {
     "o1": ("low", "medium", "high"),
     "o3": ("low", "medium", "high"),
     "o4": ("low", "medium", "high"),
+    "o3-deep-research": ("medium",),
+    "o4-mini-deep-research": ("medium",),
 }
 
 
@@ -8331,7 +8488,7 @@ def _doctor_models(doctor: Doctor, config: Config, client) -> None:
     import openai
 
     available: dict[str, bool] = {}
-    for tool in TOOL_NAMES:
+    for tool in enabled_tools(config):
         profile = config.profile(tool)
         model = profile["model"]
         source = config.sources.get(("model_profiles", tool, "model")) or "inherited from answer"
@@ -8448,7 +8605,7 @@ def _doctor_budget(doctor: Doctor, config: Config) -> None:
         doctor.skip("budget: none (budget.daily_usd and budget.monthly_usd are null)")
         return
     pricing = Pricing(config, Log())
-    for model in sorted({config.profile(tool)["model"] for tool in TOOL_NAMES}):
+    for model in sorted({config.profile(tool)["model"] for tool in enabled_tools(config)}):
         if pricing.prices(model) is None:
             doctor.warn(
                 f"budget: model {model} has no known price, so its calls do not count against it",

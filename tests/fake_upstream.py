@@ -58,6 +58,15 @@ previous_response_not_found``, ``param: previous_response_id``, "Previous respon
 '…' not found.") and consumes no Reply; one that is there is billed the earlier turns again as
 input tokens. ``fake.stored.pop(id)`` makes a response expire.
 
+Deep research models (``o3-deep-research``, ``o4-mini-deep-research``, dated or not) get the
+real API's 400s, consuming no Reply: a tool other than ``web_search_preview``, ``mcp``,
+``file_search`` or ``code_interpreter`` ("Deep research models only support the
+'web_search_preview', 'code_interpreter', 'mcp', and 'file_search' tools.", ``param: tools``),
+none of ``web_search_preview``/``mcp`` ("Deep research models require at least one of
+'web_search_preview' or 'mcp' tools."), and a ``reasoning.effort`` other than ``medium``
+(``unsupported_value``). :func:`deep_research_reply` is a run like theirs: many searches, a
+long report with headings and cited sources, events spread over time.
+
 The two 404s the real API sends: a request to any path but ``/v1/responses`` (a base URL
 without ``/v1``) gets ``{"error": {"message": "Invalid URL (POST /responses)", "type":
 "invalid_request_error", "param": null, "code": null}}``, and ``Reply(status=404)`` gets the
@@ -94,6 +103,8 @@ __all__ = [
     "Recorded",
     "Reply",
     "TLSMaterial",
+    "deep_research_refusal",
+    "deep_research_reply",
     "make_tls_material",
     "model_object",
     "openssl_available",
@@ -164,6 +175,8 @@ DEFAULT_MODELS = (
     "gpt-4.1-mini",
     "o3",
     "o4-mini",
+    "o3-deep-research",
+    "o4-mini-deep-research",
 )
 _MODEL_CREATED = 1_765_400_000  # a fixed time, like the API's per-model creation stamps
 
@@ -275,6 +288,67 @@ class Reply:
     text_chunks: int = 4
     close_connection: bool = False
     resume_drops: list[int] = field(default_factory=list)
+
+
+def deep_research_reply(searches: int = 12, sections: int = 6, **overrides: Any) -> Reply:
+    """A deep-research-like run: ``searches`` web searches (a few open a page rather than
+    search), then a long report in Markdown sections citing several sources."""
+    urls = [f"https://research{i}.example.org/report-{i}" for i in range(max(1, searches))]
+    calls = []
+    for i, url in enumerate(urls[:searches]):
+        if i % 4 == 3:  # deep research also opens the pages it found
+            calls.append({"action": {"type": "open_page", "url": url}})
+        else:
+            calls.append(
+                {"query": f"research question part {i}", "sources": [{"type": "url", "url": url}]}
+            )
+    body = "\n\n".join(
+        f"## Finding {i + 1}\n\nWhat the sources say about part {i + 1}, with figures "
+        f"and dates ([source]({urls[i % len(urls)]})). " + "Detail that goes on. " * 40
+        for i in range(sections)
+    )
+    fields: dict[str, Any] = dict(
+        text=f"# Research report\n\nSummary: the short answer.\n\n{body}",
+        searches=calls,
+        citations=[{"url": url, "title": f"Report {i}"} for i, url in enumerate(urls[:3])],
+        usage={"input_tokens": 60_000, "output_tokens": 9_000,
+               "output_tokens_details": {"reasoning_tokens": 4_000}},
+        event_delay=0.01,
+        text_chunks=20,
+    )  # fmt: skip
+    fields.update(overrides)
+    return Reply(**fields)
+
+
+_DEEP_TOOLS = ("web_search_preview", "mcp", "file_search", "code_interpreter")
+
+
+def deep_research_refusal(body: Any) -> dict | None:
+    """The 400 error a deep research model gives the request, or None if it takes it."""
+    if not isinstance(body, dict) or "deep-research" not in str(body.get("model") or ""):
+        return None
+    kinds = [t.get("type") for t in body.get("tools") or [] if isinstance(t, dict)]
+    error = {"type": "invalid_request_error", "param": "tools", "code": None}
+    if any(kind not in _DEEP_TOOLS for kind in kinds):
+        message = (
+            "Deep research models only support the 'web_search_preview', "
+            "'code_interpreter', 'mcp', and 'file_search' tools."
+        )
+        return {"error": {"message": message, **error}}
+    if not {"web_search_preview", "mcp"} & set(kinds):
+        message = (
+            "Deep research models require at least one of 'web_search_preview' or 'mcp' tools."
+        )
+        return {"error": {"message": message, **error}}
+    effort = (body.get("reasoning") or {}).get("effort")
+    if effort not in (None, "medium"):
+        message = (
+            f"Unsupported value: 'reasoning.effort' does not support '{effort}' with this "
+            "model. Supported values are: 'medium'."
+        )
+        return {"error": {"message": message, "type": "invalid_request_error",
+                          "param": "reasoning.effort", "code": "unsupported_value"}}  # fmt: skip
+    return None
 
 
 # An answer found with one web search and cited: what the reference clients' tests
@@ -869,6 +943,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self._serve_models(path)
             elif self.command == "POST" and path == "/v1/responses" and fake.unknown_previous(body):
                 self._send_previous_not_found(body["previous_response_id"])
+            elif self.command == "POST" and path == "/v1/responses" and deep_research_refusal(body):
+                self._send_body(400, _dump(deep_research_refusal(body)), "application/json", {})
             elif self.command == "POST" and path == "/v1/responses" and _wants_background(body):
                 self._create_background(body, rec)
             elif path.startswith("/v1/responses/") and self.command in ("GET", "POST"):

@@ -819,13 +819,16 @@ model_profiles:
 
 def test_request_model_follows_the_tools_profile(tmp_path):
     config = make_config(tmp_path, PROFILES)
-    models = {t: m.build_request(t, {"query": "q"}, config, TODAY)["model"] for t in m.TOOL_NAMES}
+    models = {
+        t: m.build_request(t, {"query": "q"}, config, TODAY)["model"]
+        for t in m.enabled_tools(config)
+    }
     assert models == {"answer": "gpt-5.2", "answer_detailed": "o3", "answer_quick": "gpt-4.1-mini"}
 
 
 def test_request_profiles_without_a_model_inherit_the_answer_model(tmp_path):
     config = make_config(tmp_path, "model_profiles:\n  answer: {model: gpt-5-mini}\n")
-    for tool in m.TOOL_NAMES:
+    for tool in m.enabled_tools(config):
         assert m.build_request(tool, {"query": "q"}, config, TODAY)["model"] == "gpt-5-mini"
 
 
