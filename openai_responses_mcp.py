@@ -5379,7 +5379,10 @@ class Dispatcher:
         structuredContent gets the same shortened answer: some clients show it instead of the
         text, and the rest is one follow-up away."""
         limit = call.result_chars or self.config.get("server", "result_max_chars")
-        rest = {"tool": call.tool, "response_id": answer.get("response_id")}
+        # The rest of a deep research report is asked of `answer`: answer_deep would research
+        # it all over again, at dollars a run.
+        tool = "answer" if call.tool == DEEP_TOOL else call.tool
+        rest = {"tool": tool, "response_id": answer.get("response_id")}
         headers = sources_headers(self.config.instructions)
         answer, shortened = fit_answer(answer, limit, rest, headers)
         if shortened:
@@ -5426,7 +5429,7 @@ class Dispatcher:
             kind, asked = "s", params["task"]
             asked = asked.get("ttl") if isinstance(asked, dict) else None
             if type(asked) is int and asked > 0:  # granted, but never shorter than the call
-                ttl = max(min(asked, ttl), self.config.get("request", "timeout_ms"))
+                ttl = max(min(asked, ttl), run_timeout_ms(self.config, tool))
         elif self._handoff_s(params, session, version) > 0:
             kind = "h"
         else:

@@ -10,7 +10,7 @@ import json
 
 import openai
 import pytest
-from conftest import TEST_KEY, Harness, failure_of, send_call
+from conftest import ANSWER, TEST_KEY, FakeEngine, Harness, failure_of, send_call
 from fake_upstream import Reply, deep_research_reply
 
 import openai_responses_mcp as m
@@ -183,3 +183,16 @@ def test_tasks_that_would_expire_before_a_run_ends_are_refused_while_it_is_on(tm
     with pytest.raises(m.ConfigError, match=r"at least request\.deep_timeout_ms \(3600000\)"):
         load(tmp_path, yaml_text)
     load(tmp_path, yaml_text + "request: {deep_timeout_ms: 600000}\n")
+
+
+def test_a_shortened_report_points_at_answer_for_the_rest_not_at_another_run(tmp_path):
+    long = "Start.\n\n" + "## Part\n\nwords\n\n" * 4000
+    report = {**ANSWER, "answer": long, "response_id": "r_1"}
+    engine = FakeEngine(lambda tool, args, call: (dict(report), {}))
+    harness = Harness(load(tmp_path, **DEEP_ON), engine)
+    harness.request(
+        "initialize",
+        {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "codex"}},
+    )
+    text = harness.call({"query": "q"}, tool="answer_deep")["result"]["content"][0]["text"]
+    assert 'call answer with previous_response_id "r_1"' in json.loads(text)["answer"]
