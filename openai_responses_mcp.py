@@ -4320,8 +4320,8 @@ ANSWER_RESULT_TOOL = {
     "name": ANSWER_RESULT,
     "title": "Collect a handed-off answer",
     "description": (
-        "Collects an answer that answer, answer_detailed or answer_quick handed off because it "
-        "took long. Pass the id they gave; waits up to wait_s seconds for it."
+        "Collects an answer that answer, answer_detailed, answer_quick or answer_deep handed off "
+        "because it took long. Pass the id they gave; waits up to wait_s seconds for it."
     ),
     "inputSchema": {
         "type": "object",
@@ -8137,6 +8137,12 @@ def _usage_line(label: str, row: dict) -> str:
 
 def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
     """The one-shot command: prints the answer JSON (exit 0) or the error to stderr (exit 1)."""
+    if tool not in enabled_tools(config):  # answer_deep costs dollars: on only when asked for
+        print(
+            f"{SERVER_NAME}: --tool {tool} is off: set tools.{tool}: true or MCP_ANSWER_DEEP=1",
+            file=sys.stderr,
+        )
+        return 2
     try:
         args = validate_arguments(tool, {"query": query})
     except InvalidParams as exc:

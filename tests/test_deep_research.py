@@ -10,7 +10,7 @@ import json
 
 import openai
 import pytest
-from conftest import ANSWER, TEST_KEY, FakeEngine, Harness, failure_of, send_call
+from conftest import ANSWER, TEST_KEY, FakeEngine, Harness, failure_of, run_cli, send_call
 from fake_upstream import Reply, deep_research_reply
 
 import openai_responses_mcp as m
@@ -196,3 +196,16 @@ def test_a_shortened_report_points_at_answer_for_the_rest_not_at_another_run(tmp
     )
     text = harness.call({"query": "q"}, tool="answer_deep")["result"]["content"][0]["text"]
     assert 'call answer with previous_response_id "r_1"' in json.loads(text)["answer"]
+
+
+def test_ask_with_answer_deep_needs_it_turned_on(tmp_path, fake):
+    env = {"OPENAI_BASE_URL": fake.base_url}
+    proc = run_cli(tmp_path, "--ask", "q", "--tool", "answer_deep", env=env)
+    assert (
+        proc.returncode == 2 and "set tools.answer_deep: true or MCP_ANSWER_DEEP=1" in proc.stderr
+    )
+    assert fake.creates == []
+    fake.enqueue(deep_research_reply(searches=1, sections=1))
+    proc = run_cli(tmp_path, "--ask", "q", "--tool", "answer_deep", env={**env, **DEEP_ON})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["answer"].startswith("# Research report")
