@@ -2319,9 +2319,9 @@ def _heading_at(text: str, offset: int) -> str | None:
     return None
 
 
-def _shortened_note(total: int, kept: int, section: str | None, rest: dict) -> str:
+def _shortened_note(total: int, kept: int, section: str | None, rest: dict, sources: bool) -> str:
     """What the model reads where the answer was cut, and how to get the rest."""
-    where = f', from the section "{section}" on' if section else ""
+    where = f", from the section '{section}' on" if section else ""
     if rest.get("response_id"):
         ask = f"from the section '{section}'" if section else "from where it was shortened"
         how = (
@@ -2332,8 +2332,8 @@ def _shortened_note(total: int, kept: int, section: str | None, rest: dict) -> s
         how = "ask again with a narrower question"
     return (
         f"[Shortened by the server so that your MCP client shows this result whole: "
-        f"{total - kept:,} of {total:,} characters left out here{where}. The sources section "
-        f"is kept. For the rest, {how}.]"
+        f"{total - kept:,} of {total:,} characters left out here{where}."
+        f"{' The sources section is kept.' if sources else ''} For the rest, {how}.]"
     )
 
 
@@ -2370,7 +2370,7 @@ def fit_answer(answer: dict, limit: int, rest: dict, headers: tuple = ()) -> tup
     tail = _fit_sources(tail, max(0, limit - fixed) // 2) if tail else tail
 
     def shortened(end: int) -> dict:
-        note = _shortened_note(len(head), end, _heading_at(head, end), rest)
+        note = _shortened_note(len(head), end, _heading_at(head, end), rest, bool(tail))
         parts = [head[:end].rstrip(), note, tail]
         return {**answer, "answer": "\n\n".join(part for part in parts if part)}
 
@@ -4231,8 +4231,8 @@ SERVER_INSTRUCTIONS = (
     "{answer, used_search, citations, model, response_id}. Use `answer` for most questions, "
     "especially anything current (versions, releases, prices, news, dates); `answer_detailed` "
     "for complex research, comparisons or analysis worth a slower, thorough answer; "
-    "`answer_quick` for "
-    "simple lookups where speed matters. Quote the citations' URLs when you relay an answer. "
+    "`answer_quick` for simple lookups where speed matters. Quote the citations' URLs when you "
+    "relay an answer. "
     "To ask a follow-up about an answer, pass its response_id as previous_response_id."
 )
 

@@ -746,6 +746,14 @@ def test_without_headings_the_cut_is_at_a_paragraph_and_without_an_id_it_says_as
     assert "ask again with a narrower question" in text and text.endswith(SOURCES_TAIL)
 
 
+def test_an_answer_without_sources_is_not_said_to_keep_them():
+    answer = report(60, tail="")
+    fitted, _ = m.fit_answer(answer, 12_000, REST)
+    assert "[Shortened by the server" in fitted["answer"]
+    assert "sources section" not in fitted["answer"]
+    assert fitted["answer"].endswith('".]')  # the note ends the answer: nothing follows it
+
+
 def test_dense_japanese_text_counts_three_bytes_a_character():
     paragraph = "東京の天気は晴れです。" * 100  # 1,100 characters, 3,300 bytes
     answer = report(30, paragraph=paragraph, tail="出典:\n- https://a.example/ (2026-01-01)")
