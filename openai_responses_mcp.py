@@ -844,7 +844,7 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         env="MCP_RESULT_MAX_CHARS",
         doc="longest tool result text, in UTF-8 bytes (a Japanese character counts 3); a longer "
         "answer is shortened at a section boundary. Caps every client; a client known to show "
-        "less gets less (see RESULT_CHARS_CLIENTS)",
+        "less gets less (see HANDOFF_CLIENTS)",
     ),
     ("server", "result_max_chars_by_client"): Setting(
         {},
@@ -4776,34 +4776,30 @@ def handoff_answer(handoff_id: str, model: str, elapsed_s: int, ttl_ms: int) -> 
     }
 
 
-# clientInfo.name -> seconds after which a call is handed off, for clients that give up on a
-# tool call sooner than a long answer takes and support no tasks.
+# What a client needs of this server, by clientInfo.name: `handoff_s`, seconds after which a
+# call is handed off, for clients that give up on a tool call sooner than a long answer takes
+# and support no tasks; `result_chars`, the longest tool result text (UTF-8 bytes) the client
+# passes its model whole, for clients known to show less than server.result_max_chars
+# (default 50,000: Claude Code's).
 HANDOFF_CLIENTS = {
     # Codex CLI: tool_timeout_sec defaults to 60 s in older releases (openai/codex,
-    # codex-rs/core/src/mcp_connection_manager.rs), 300 s in newer ones.
-    "codex-mcp-client": 50,
-    "codex": 50,  # older Codex CLI builds
+    # codex-rs/core/src/mcp_connection_manager.rs), 300 s in newer ones. Codex 0.169.0 cuts the
+    # middle out of a result longer than about 12,000 characters, silently.
+    "codex-mcp-client": {"handoff_s": 50, "result_chars": 12_000},
+    "codex": {"handoff_s": 50, "result_chars": 12_000},  # older Codex CLI builds
     # Claude Desktop: the TypeScript SDK's 60 s, not configurable (anthropics/claude-code#22542).
-    "claude-ai": 50,
-    "cursor-vscode": 240,  # Cursor cancels a tool call after 5 minutes (cursor/cursor#3510)
-}
-
-
-# clientInfo.name -> the longest tool result text (UTF-8 bytes) the client passes its model whole,
-# for clients known to show less than server.result_max_chars (default 50,000: Claude Code's).
-RESULT_CHARS_CLIENTS = {
-    # Codex 0.169.0 cuts the middle out of a longer result, silently.
-    "codex-mcp-client": 12_000,
-    "codex": 12_000,
+    "claude-ai": {"handoff_s": 50},
+    # Cursor cancels a tool call after 5 minutes (cursor/cursor#3510).
+    "cursor-vscode": {"handoff_s": 240},
     # Claude Code 2.1 shows about 50,000 characters, then saves the result to a file and shows
     # its model a 2 KB preview; older versions refused results over 25,000 tokens.
-    "claude-code": 50_000,
+    "claude-code": {"result_chars": 50_000},
 }
 
 
 def result_chars(config: Config, client_name: str | None) -> int:
     """The longest result text for this client: server.result_max_chars_by_client when it
-    names the client, else the smaller of RESULT_CHARS_CLIENTS's size and
+    names the client, else the smaller of its HANDOFF_CLIENTS size and
     server.result_max_chars."""
     name = client_name.strip().lower() if isinstance(client_name, str) else ""
     configured = {
@@ -4813,7 +4809,7 @@ def result_chars(config: Config, client_name: str | None) -> int:
     if name in configured:
         return configured[name]
     default = config.get("server", "result_max_chars")
-    return min(default, RESULT_CHARS_CLIENTS.get(name, default))
+    return min(default, HANDOFF_CLIENTS.get(name, {}).get("result_chars", default))
 
 
 def handoff_after(config: Config, client_name: str | None) -> int:
@@ -4824,7 +4820,7 @@ def handoff_after(config: Config, client_name: str | None) -> int:
     if configured is not None:
         return configured
     name = client_name.strip().lower() if isinstance(client_name, str) else ""
-    return HANDOFF_CLIENTS.get(name, 0)
+    return HANDOFF_CLIENTS.get(name, {}).get("handoff_s", 0)
 
 
 def _valid_id(value) -> bool:
