@@ -78,7 +78,7 @@ TOOL_TABLE = (
             "This is the standard general-purpose tool. Default: reasoning effort medium and "
             "verbosity medium, the balance of depth, speed and cost that suits most questions."
         ),
-        "properties": ("query", "recency_days", "max_results", "domains"),
+        "properties": ("query", "recency_days", "max_results", "domains", "previous_response_id"),
         "model": "gpt-5.2",
         "model_env": "MODEL_ANSWER",
         "tuning_env": "ANSWER",
@@ -96,7 +96,7 @@ TOOL_TABLE = (
             "high (more thinking than answer, so slower and dearer), run in background mode so "
             "a call of several minutes survives client timeouts."
         ),
-        "properties": ("query", "recency_days", "max_results", "domains"),
+        "properties": ("query", "recency_days", "max_results", "domains", "previous_response_id"),
         "model": None,
         "model_env": "MODEL_DETAILED",
         "tuning_env": None,
@@ -116,7 +116,7 @@ TOOL_TABLE = (
             "verbosity low and a low search context size: quicker and cheaper than answer, "
             "for a question one search settles."
         ),
-        "properties": ("query",),
+        "properties": ("query", "previous_response_id"),
         "model": None,
         "model_env": "MODEL_QUICK",
         "tuning_env": None,
@@ -126,8 +126,32 @@ TOOL_TABLE = (
         "background": None,  # inherits `answer`'s false
         "background_env": "BACKGROUND_QUICK",
     },
+    {
+        # Opt-in (tools.answer_deep): one call can cost dollars. Its profile stands alone (it
+        # inherits nothing from `answer`: a deep research model takes other settings), and it
+        # always runs in background mode: a run takes minutes, often 5-30.
+        "name": "answer_deep",
+        "title": "Deep research report",
+        "description": (
+            "Deep research: an OpenAI deep research model plans, runs many web searches and "
+            "writes a long, cited report. Takes minutes (often 5-30) and can cost dollars per "
+            "call: use it only when the user asks for thorough research, and answer or "
+            "answer_detailed otherwise. Returns as a task, or an id for answer_result."
+        ),
+        "properties": ("query", "recency_days", "max_results", "domains", "previous_response_id"),
+        "model": "o4-mini-deep-research",
+        "model_env": "MODEL_DEEP",
+        "tuning_env": None,
+        "effort": "medium",  # the only effort deep research models accept
+        "verbosity": None,  # never sent to them
+        "background": True,
+        "background_env": None,
+        "max_tool_calls": 50,  # at $10 per 1,000 searches, at most $0.50 of searches a run
+        "opt_in": True,
+    },
 )
 TOOL_NAMES = tuple(tool["name"] for tool in TOOL_TABLE)
+DEEP_TOOL = "answer_deep"
 
 
 # ============================================================================================
@@ -561,6 +585,8 @@ class Setting:
             return f"a number from {self.low} to {self.high}{none}"
         if self.kind == "prices":
             return "a mapping of model ids to {input, cached_input, output} (USD per 1M tokens)"
+        if self.kind == "sizes":
+            return f"a mapping of clientInfo names to integers from {self.low} to {self.high}"
         return "a non-empty string"
 
     def check(self, value):
@@ -576,6 +602,7 @@ class Setting:
             or (kind in ("strings", "domains") and isinstance(value, list))
             or (kind == "number" and _is_number(value) and self.low <= value <= self.high)
             or (kind == "prices" and isinstance(value, dict) and price_table_problem(value) is None)
+            or (kind == "sizes" and isinstance(value, dict) and self._sizes_ok(value))
         )
         if kind == "strings" and ok:
             ok = all(isinstance(item, str) and item.strip() for item in value)
@@ -584,6 +611,12 @@ class Setting:
         if not ok:
             raise ValueError(self.allowed())
         return value
+
+    def _sizes_ok(self, table: dict) -> bool:
+        return all(
+            isinstance(name, str) and type(size) is int and self.low <= size <= self.high
+            for name, size in table.items()
+        )
 
 
 def _is_number(value) -> bool:
@@ -611,8 +644,8 @@ def price_table_problem(table: dict) -> tuple[str, str] | None:
 def _profile_settings(row: dict) -> dict:
     """A TOOL_TABLE row's model_profiles settings."""
     tool, env_prefix = row["name"], row["tuning_env"]
-    inherits = tool != "answer"  # null in another profile: take `answer`'s value
-    return {
+    inherits = tool != "answer" and not row.get("opt_in")  # null: take `answer`'s value
+    settings = {
         ("model_profiles", tool, "model"): Setting(
             row["model"], "str", env=row["model_env"], doc=f"model used by the `{tool}` tool"
         ),
@@ -647,7 +680,11 @@ def _profile_settings(row: dict) -> dict:
             doc="cap on output tokens, reasoning included (null = the model's limit)",
         ),
         ("model_profiles", tool, "max_tool_calls"): Setting(
-            None, "int", low=1, high=100, doc="cap on web searches in one answer (null = none)"
+            row.get("max_tool_calls"),
+            "int",
+            low=1,
+            high=1000,
+            doc="cap on web searches in one answer (null = none)",
         ),
         ("model_profiles", tool, "search_context_size"): Setting(
             row.get("search_context_size"),
@@ -664,6 +701,12 @@ def _profile_settings(row: dict) -> dict:
             "being paid for twice, and a cancel stops it server-side (not ZDR-compatible)",
         ),
     }
+    if row.get("opt_in"):
+        # answer_deep always runs in background mode, and what its model never takes
+        # (verbosity, web_search's context size) is no setting of its own.
+        for key in ("background", "verbosity", "search_context_size"):
+            del settings[("model_profiles", tool, key)]
+    return settings
 
 
 SETTINGS: dict[tuple[str, ...], Setting] = {
@@ -687,6 +730,13 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("request", "max_retries"): Setting(
         3, "int", low=0, high=10, env="OPENAI_MAX_RETRIES", doc="retries after 429, 5xx, drops"
     ),
+    ("request", "deep_timeout_ms"): Setting(
+        3_600_000,
+        "int",
+        low=60_000,
+        high=86_400_000,
+        doc="time allowed for an answer_deep run, from its start across resumes",
+    ),
     ("request", "handoff_after_s"): Setting(
         None,
         "int",
@@ -696,6 +746,12 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         "(null = by client, see HANDOFF_CLIENTS; 0 = never)",
     ),
     **{key: setting for row in TOOL_TABLE for key, setting in _profile_settings(row).items()},
+    ("tools", "answer_deep"): Setting(
+        False,
+        "bool",
+        env="MCP_ANSWER_DEEP",
+        doc="list the answer_deep tool (deep research: minutes and dollars per call)",
+    ),
     ("policy", "max_citations"): Setting(
         3, "int", low=1, high=10, env="MAX_CITATIONS", doc="most citations in one answer"
     ),
@@ -795,6 +851,24 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         low=1,
         high=100_000,
         doc="most tool calls in flight on the server, on any transport; more are refused at once",
+    ),
+    ("server", "result_max_chars"): Setting(
+        50_000,
+        "int",
+        low=2_000,
+        high=10_000_000,
+        env="MCP_RESULT_MAX_CHARS",
+        doc="longest tool result text, in UTF-8 bytes (a Japanese character counts 3); a longer "
+        "answer is shortened at a section boundary. Caps every client; a client known to show "
+        "less gets less (see HANDOFF_CLIENTS)",
+    ),
+    ("server", "result_max_chars_by_client"): Setting(
+        {},
+        "sizes",
+        low=2_000,
+        high=10_000_000,
+        doc="result_max_chars for clients by clientInfo.name, e.g. {codex-mcp-client: 12000}; "
+        "over the built-in sizes and server.result_max_chars",
     ),
     ("server", "progress_interval_s"): Setting(
         10, "int", low=1, high=600, doc="heartbeat progress during a long call, in seconds"
@@ -1003,7 +1077,8 @@ class Config:
         """The tool's profile, each key without a value (null, or a default of null) taken
         from `answer`; the cost controls only when set."""
         profiles = self.values["model_profiles"]
-        base, own = profiles["answer"], profiles.get(tool) or {}
+        own = profiles.get(tool) or {}
+        base = {} if _row(tool).get("opt_in") else profiles["answer"]
         merged = {
             key: own.get(key) if own.get(key) is not None else base.get(key) for key in PROFILE_KEYS
         }
@@ -1012,6 +1087,8 @@ class Config:
     def background(self, tool: str) -> bool:
         """model_profiles.<tool>.background, inherited from `answer` when absent. Not part of
         profile(): it shapes how the request is sent, not the request (nor its cache key)."""
+        if _row(tool).get("opt_in"):
+            return True
         profiles = self.values["model_profiles"]
         own = (profiles.get(tool) or {}).get("background")
         return bool(profiles["answer"].get("background") if own is None else own)
@@ -1032,9 +1109,28 @@ class Config:
             "api_key": f"{'set' if api_key(self) else 'not set'} ({key_env})",
             "config_file": self.path,
             "config": values,
-            "profiles": {tool: self.profile(tool) for tool in TOOL_NAMES},
+            "profiles": {tool: self.profile(tool) for tool in enabled_tools(self)},
             "sources": {".".join(path): where for path, where in sorted(self.sources.items())},
         }
+
+
+def _row(tool: str) -> dict:
+    """The tool's TOOL_TABLE row ({} for a name that is not a tool)."""
+    return next((row for row in TOOL_TABLE if row["name"] == tool), {})
+
+
+def enabled_tools(config: Config) -> tuple[str, ...]:
+    """The answering tools this configuration lists: answer_deep only when turned on."""
+    return tuple(
+        row["name"]
+        for row in TOOL_TABLE
+        if not row.get("opt_in") or config.get("tools", row["name"])
+    )
+
+
+def is_deep_research(model: str) -> bool:
+    """o3-deep-research, o4-mini-deep-research and their dated snapshots."""
+    return "deep-research" in model
 
 
 def _yaml_layer(path: str, explicit: bool) -> tuple[dict, dict, list[str]]:
@@ -1170,6 +1266,7 @@ def load_config(cli: dict, env: dict | None = None) -> Config:
     _decide_debug(values, sources, cli, env)
     _validate(values, sources)
     config = Config(values, sources, path if os.path.exists(path) else None, warnings)
+    _check_deep_research(config)
     config.instructions = build_instructions(config)
     # Resolved from the same environment as every other value, so a caller's env (a test's,
     # say) decides it, not whatever this process happens to run under.
@@ -1241,6 +1338,29 @@ def _check_tasks(values: dict, sources: dict) -> None:
         raise ConfigError(
             f"server.tasks.ttl_ms = {ttl} (from {where}) must be at least request.timeout_ms "
             f"({timeout}): a task must outlive its call"
+        )
+
+
+def _check_deep_research(config: Config) -> None:
+    """What a deep research model would refuse with a 400 on every call, refused at start-up:
+    a reasoning effort but medium; and an answer_deep run that would outlive its task."""
+    for tool in enabled_tools(config):
+        profile = config.profile(tool)
+        effort = profile["reasoning_effort"]
+        if is_deep_research(profile["model"]) and effort != "medium":
+            key = ("model_profiles", tool, "reasoning_effort")
+            where = config.sources.get(key) or "inherited from answer"
+            raise ConfigError(
+                f"model_profiles.{tool}.reasoning_effort = {effort} (from {where}) must be "
+                f"medium: {profile['model']} accepts only medium"
+            )
+    ttl, deep = config.get("server", "tasks", "ttl_ms"), config.get("request", "deep_timeout_ms")
+    if DEEP_TOOL in enabled_tools(config) and ttl < deep:
+        where = config.sources.get(("server", "tasks", "ttl_ms"), "default")
+        raise ConfigError(
+            f"server.tasks.ttl_ms = {ttl} (from {where}) must be at least "
+            f"request.deep_timeout_ms ({deep}) while answer_deep is on: a task must outlive "
+            "its call"
         )
 
 
@@ -1379,6 +1499,7 @@ openai:
 request:
   timeout_ms: 300000       # per attempt, and per silence in its stream
   max_retries: 3           # retries after 429, 5xx, drops
+  deep_timeout_ms: 3600000 # an answer_deep run, in all (at most server.tasks.ttl_ms)
   handoff_after_s: null    # a call without a task still running this long answers with an id
                            #   for the answer_result tool; null = by client (on for Codex CLI,
                            #   Claude Desktop and Cursor, which give up sooner), 0 = never
@@ -1419,6 +1540,15 @@ model_profiles:
     max_tool_calls: null
     search_context_size: low   # each search brings back less text: fewer input tokens
     background: null           # inherits `answer` (false)
+  answer_deep:             # deep research (when tools.answer_deep is on); inherits nothing
+    model: o4-mini-deep-research  # or o3-deep-research: deeper, five times the price
+    reasoning_effort: medium   # the only effort deep research models accept
+    service_tier: null
+    max_output_tokens: null
+    max_tool_calls: 50         # searches per run, at $10 per thousand; null = no cap
+
+tools:
+  answer_deep: false       # list answer_deep: minutes and dollars per call (MCP_ANSWER_DEEP=1)
 
 policy:
   max_citations: 3         # 1-10
@@ -1463,6 +1593,10 @@ server:
   max_message_bytes: 16777216
   max_calls: 64            # tool calls in flight on any transport; one more is refused at once
   progress_interval_s: 10  # heartbeat progress notice while a call is quiet this long
+  result_max_chars: 50000  # longest result text in UTF-8 bytes (a Japanese character is 3); a
+                           #   longer answer is shortened at a section boundary (Claude Code's size)
+  result_max_chars_by_client: {}  # by clientInfo.name, e.g. {codex-mcp-client: 20000};
+                           #   built in: codex-mcp-client 12000 (what Codex shows whole)
   protocol_eras: both      # handshake: no MCP 2026-07-28, for a client whose modern mode misbehaves
   http:                    # only with --http
     token: null            # better: MCP_HTTP_TOKEN in the environment (never printed or logged)
@@ -1799,6 +1933,16 @@ def build_request(tool: str, args: dict, config: Config, today: str) -> dict:
         "include": ["web_search_call.action.sources"],
         "prompt_cache_key": prompt_cache_key(tool, config.instructions),
     }
+    if is_deep_research(profile["model"]):
+        # Deep research models take web_search_preview only (a web_search tool is a 400), so
+        # no filters.allowed_domains: the domains stay a hint in the input. Nothing else of
+        # web_search's is sent to them, nor the sources include made for it.
+        request["tools"] = [{"type": "web_search_preview"}]
+        del request["include"]
+    if args.get("previous_response_id"):
+        # A follow-up: the API reads the earlier turns from its stored response (billed again
+        # as input); the instructions are not carried over, so they are sent again above.
+        request["previous_response_id"] = args["previous_response_id"]
     for name in ("service_tier", "max_output_tokens", "max_tool_calls"):
         if profile.get(name) is not None:
             request[name] = profile[name]
@@ -2176,6 +2320,134 @@ def shape_answer(
     }
 
 
+# -- Results every client shows whole ----------------------------------------------------------
+# A client passes a tool result to its model whole only up to a size (Claude Code about 50,000
+# characters, then a 2 KB preview of a file; Codex about 12,000, then it cuts the middle out
+# silently): a longer answer is shortened here, at a section boundary, keeping its start and its
+# sources section, and saying so. Sizes count UTF-8 bytes, a conservative bound for dense text:
+# a Japanese character is three, so 50,000 is about 16,700 of them, well under the 25,000 tokens
+# older Claude Code refused.
+
+
+def result_size(answer: dict) -> int:
+    """The size of the text a client shows its model: the answer as JSON, in UTF-8 bytes."""
+    return len(json.dumps(answer, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _cut_points(text: str) -> tuple[list[int], list[int]]:
+    """Where a shortened answer may end, outside code blocks: (before each heading, at each
+    blank line), as offsets into text."""
+    sections, paragraphs, fenced, offset = [], [], False, 0
+    for line in text.split("\n"):
+        if re.match(_FENCE, line):
+            fenced = not fenced
+        elif not fenced and offset:
+            if line.lstrip().startswith("#"):
+                sections.append(offset)
+            elif not line.strip():
+                paragraphs.append(offset)
+        offset += len(line) + 1
+    return sections, paragraphs
+
+
+def _heading_at(text: str, offset: int) -> str | None:
+    """The heading that starts at or after offset (the first section left out), if any."""
+    for line in text[offset:].split("\n"):
+        if line.lstrip().startswith("#"):
+            return _one_line(line.strip().lstrip("#").strip(), 80) or None
+        if line.strip():
+            return None
+    return None
+
+
+def _shortened_note(total: int, kept: int, section: str | None, rest: dict, sources: bool) -> str:
+    """What the model reads where the answer was cut, and how to get the rest."""
+    where = f", from the section '{section}' on" if section else ""
+    if rest.get("response_id"):
+        ask = f"from the section '{section}'" if section else "from where it was shortened"
+        how = (
+            f'call {rest["tool"]} with previous_response_id "{rest["response_id"]}" and a query '
+            f'such as "Continue your previous answer {ask}"'
+        )
+    else:
+        how = "ask again with a narrower question"
+    return (
+        f"[Shortened by the server so that your MCP client shows this result whole: "
+        f"{total - kept:,} of {total:,} characters left out here{where}."
+        f"{' The sources section is kept.' if sources else ''} For the rest, {how}.]"
+    )
+
+
+def _fit_sources(tail: str, budget: int) -> str:
+    """The sources section, its last entries dropped (and counted) if it alone is too long."""
+    if _utf8_len(tail) <= budget:
+        return tail
+    lines, kept, size = tail.split("\n"), [], 0
+    for line in lines:
+        if size + _utf8_len(line) + 1 > budget and kept:
+            break
+        kept.append(line)
+        size += _utf8_len(line) + 1
+    left = len(lines) - len(kept)
+    return "\n".join([*kept, f"- … {left} more lines of sources left out (see citations)"])
+
+
+def fit_answer(answer: dict, limit: int, rest: dict, headers: tuple = ()) -> tuple[dict, dict]:
+    """(answer, what was done): the answer as is when its JSON fits `limit` bytes, else its
+    text shortened at the last section boundary (a heading; else a paragraph, else a line)
+    that fits, its sources section kept, and a note saying how to get the rest.
+
+    `rest` holds what that note offers: {"tool", "response_id"}; `headers`, the policy's
+    sources headers."""
+    if result_size(answer) <= limit:
+        return answer, {}
+    text = answer.get("answer") or ""
+    names = tuple(sorted({*SOURCES_HEADERS, *headers}, key=len, reverse=True))
+    lines = text.split("\n")
+    found = _find_sources_header(lines, names, answer.get("citations") or [])
+    split = len("\n".join(lines[: found[0]])) + 1 if found else len(text)
+    head, tail = text[:split].rstrip(), text[split:].strip("\n")
+    fixed = result_size({**answer, "answer": ""}) + 400  # the other keys, the note, escapes
+    tail = _fit_sources(tail, max(0, limit - fixed) // 2) if tail else tail
+
+    def shortened(end: int) -> dict:
+        note = _shortened_note(len(head), end, _heading_at(head, end), rest, bool(tail))
+        parts = [head[:end].rstrip(), note, tail]
+        return {**answer, "answer": "\n\n".join(part for part in parts if part)}
+
+    end = _longest_fit(head, limit, shortened)
+    fitted = shortened(end)
+    return fitted, {"chars": len(text), "shown_chars": len(fitted["answer"]), "limit": limit}
+
+
+def _longest_fit(head: str, limit: int, shortened) -> int:
+    """The end of the longest start of head that fits: at a heading when that keeps at least
+    half of what a paragraph boundary would, else at a paragraph, a line, or a character."""
+    sections, paragraphs = _cut_points(head)
+    lines = [i + 1 for i, char in enumerate(head) if char == "\n"]
+
+    def best(points: list[int]) -> int:
+        low, high, found = 0, len(points) - 1, 0
+        while low <= high:  # points ascend, and so does the size of what they keep
+            middle = (low + high) // 2
+            if result_size(shortened(points[middle])) <= limit:
+                found, low = points[middle], middle + 1
+            else:
+                high = middle - 1
+        return found
+
+    by_section, by_paragraph = best(sections), best(paragraphs)
+    if by_section and by_section * 2 >= by_paragraph:
+        return by_section
+    if by_paragraph:
+        return by_paragraph
+    return best(lines) or best(list(range(1, len(head) + 1, 100)))
+
+
 def usage_meta(response: dict, elapsed_s: float, attempts: int) -> dict:
     """What a call cost, for the tool result's `_meta`."""
     usage = response.get("usage") or {}
@@ -2238,6 +2510,9 @@ BUILTIN_PRICES = {
     "gpt-4o-mini": (0.15, 0.075, 0.60),
     "o3": (2.00, 0.50, 8.00),
     "o4-mini": (1.10, 0.275, 4.40),
+    # Deep research (answer_deep); their web searches cost pricing.web_search_per_1k on top.
+    "o3-deep-research": (10.00, 2.50, 40.00),
+    "o4-mini-deep-research": (2.00, 0.50, 8.00),
 }
 # Flex is billed at Batch rates (half); priority at twice the standard rate, or more for some
 # models (PRIORITY_FACTORS, looked up like BUILTIN_PRICES).
@@ -2371,6 +2646,8 @@ class Call:
         self.background: BackgroundRun | None = None  # set when the request runs in background
         self.upstream: Call | None = None  # the Call that makes the request, when shared
         self.cancelled_upstream = False  # its background response was cancelled elsewhere
+        self.result_chars: int | None = None  # its client's result size (None: the default)
+        self.searches = 0  # web searches done so far (the upstream Call counts them)
 
     def cancel(self) -> None:
         """Cancels the call; a second cancel changes nothing (above all, not a hold)."""
@@ -2729,6 +3006,21 @@ def _api_error_fields(body) -> tuple:
     return error.get("code"), error.get("type"), str(error.get("message") or "")
 
 
+def _previous_response_refused(status: int, body) -> bool:
+    """The API does not know the previous_response_id a follow-up named: 400
+    previous_response_not_found ("Previous response with id '…' not found."; a gateway may
+    say 404), or a 400 naming the parameter (an id of the wrong shape)."""
+    error = body.get("error", body) if isinstance(body, dict) else None
+    if status not in (400, 404) or not isinstance(error, dict):
+        return False
+    message = str(error.get("message") or "").lower()
+    return (
+        error.get("code") == "previous_response_not_found"
+        or error.get("param") == "previous_response_id"
+        or ("previous response" in message and "not found" in message)
+    )
+
+
 def _kind_of_404(body) -> str:
     """A 404 is a model the key cannot use, or a base URL that is not the API's.
 
@@ -2768,6 +3060,8 @@ def classify_failure(exc: BaseException) -> Failure:
             return Failure("rate_limit", True, retry_after=retry_after, **facts)
         if status >= 500:
             return Failure("server", True, retry_after=retry_after, **facts)
+        if _previous_response_refused(status, exc.body):
+            return Failure("previous_response", False, **facts)
         kind = {401: "auth", 403: "forbidden", 404: _kind_of_404(exc.body)}.get(status, "rejected")
         if status == 403 and "model" in f"{code} {message}".lower():
             kind = "model"
@@ -2865,6 +3159,10 @@ def failure_message(failure: Failure, *, tool: str, model: str, config: Config, 
         "timeout": (
             f"no answer within {timeout_ms} ms (request.timeout_ms): "
             "raise request.timeout_ms or use answer_quick"
+            if tool != DEEP_TOOL or failure.name != "deadline"
+            else f"the deep research run did not finish within {run_timeout_ms(config, tool)} "
+            "ms (request.deep_timeout_ms): raise it, or lower "
+            "model_profiles.answer_deep.max_tool_calls"
         ),
         "connect": (
             f"cannot connect to {base_url}: check openai.base_url, the network and any "
@@ -2883,6 +3181,12 @@ def failure_message(failure: Failure, *, tool: str, model: str, config: Config, 
         "gone": (
             f"the background response {failure.detail} is no longer known to the API (HTTP 404): "
             "try again"
+        ),
+        "previous_response": (
+            f"previous_response_id is not known to the API (HTTP {failure.status}: "
+            f"{_one_line(failure.detail, 160) or 'not found'}): a response is kept 30 days, "
+            "only by the project that made it, and only when stored; ask again without "
+            "previous_response_id, or pass the response_id of a recent answer"
         ),
         "cancelled_upstream": (
             f"the background response was cancelled upstream ({failure.detail}), by another "
@@ -3046,6 +3350,19 @@ class _NotSent(Exception):
 
 def _refuse_to_send(request) -> None:
     raise _NotSent()
+
+
+DEEP_NEEDS_BACKGROUND = (
+    "answer_deep runs only in background mode, which the API refused for this key (a Zero Data "
+    "Retention organization or project cannot store responses): use answer_detailed instead"
+)
+
+
+def run_timeout_ms(config: Config, tool: str) -> int:
+    """The time a call may take in all: request.deep_timeout_ms for answer_deep (a deep
+    research run takes minutes), request.timeout_ms for the others."""
+    key = "deep_timeout_ms" if tool == DEEP_TOOL else "timeout_ms"
+    return config.get("request", key)
 
 
 # A server-side cancel is best effort: it must not hold up the thread that cancels for long.
@@ -3235,7 +3552,9 @@ class AnswerEngine:
             "elapsed_ms": round((time.monotonic() - started) * 1000),
             "attempts": 0,
         }
-        answer = body["answer"]
+        # An entry stored before answers carried their response_id gets it from the body.
+        answer = dict(body["answer"])
+        answer.setdefault("response_id", body.get("response_id"))
         self.ledger.record(UsageRow(tool, answer.get("model") or "", "cache", meta))
         return answer, meta
 
@@ -3323,6 +3642,9 @@ class AnswerEngine:
                     model=model,
                     headers=sources_headers(config.instructions),
                 )
+                # In the answer itself, not only in _meta (which the model does not see): the
+                # id a follow-up passes as previous_response_id.
+                answer["response_id"] = response.get("id")
                 meta = usage_meta(response, time.monotonic() - started, attempt)
                 if run is not None:
                     meta["background"] = True
@@ -3334,6 +3656,8 @@ class AnswerEngine:
                 self._log_failure(attempt, failure, exc)
                 if run is not None and run.response_id is None and background_refused(exc):
                     self._background_refused(tool, failure)
+                    if tool == DEEP_TOOL:  # half an hour on one open stream is no fallback
+                        raise ToolError(DEEP_NEEDS_BACKGROUND, failure.detail) from None
                     run = call.background = None
                     continue
                 if run is not None and run.response_id is not None:
@@ -3375,9 +3699,11 @@ class AnswerEngine:
         """A BackgroundRun for the call when its profile asks for background mode (or it
         follows a response that exists already)."""
         wanted = self.force_background or self._config.background(tool)
+        if response_id is None and self._background_off and tool == DEEP_TOOL:
+            raise ToolError(DEEP_NEEDS_BACKGROUND)
         if response_id is None and (self._background_off or not wanted):
             return None
-        seconds = self._config.get("request", "timeout_ms") / 1000
+        seconds = run_timeout_ms(self._config, tool) / 1000
         run = call.background = BackgroundRun(started + seconds, response_id)
         call.when_cancelled(lambda: self.cancel_background(run, call))
         return run
@@ -3595,7 +3921,12 @@ class AnswerEngine:
             raise _stream_failure(error, kind)
         if kind == "error":
             raise _stream_failure(event, kind)
+        if kind == "response.web_search_call.completed":
+            call.searches += 1
         message = PROGRESS_EVENTS.get(kind)
+        if message and call.tool == DEEP_TOOL:  # minutes long: say how far the research is
+            elapsed = round(time.monotonic() - call.started)
+            message = f"researching: {message} ({call.searches} searches so far, {elapsed} s)"
         if message:
             call.report(message)
         return None
@@ -4046,12 +4377,15 @@ SUPPORTED_VERSIONS = (*MODERN_VERSIONS, *reversed(PROTOCOL_VERSIONS))  # newest 
 
 SERVER_INSTRUCTIONS = (
     "Answers questions with OpenAI's Responses API and live web search, returning JSON "
-    "{answer, used_search, citations, model}. Use `answer` for most questions, especially "
-    "anything current (versions, releases, prices, news, dates); `answer_detailed` for complex "
-    "research, comparisons or analysis worth a slower, thorough answer; `answer_quick` for "
-    "simple lookups where speed matters. Quote the citations' URLs when you relay an answer."
+    "{answer, used_search, citations, model, response_id}. Use `answer` for most questions, "
+    "especially anything current (versions, releases, prices, news, dates); `answer_detailed` "
+    "for complex research, comparisons or analysis worth a slower, thorough answer; "
+    "`answer_quick` for simple lookups where speed matters. Quote the citations' URLs when you "
+    "relay an answer. "
+    "To ask a follow-up about an answer, pass its response_id as previous_response_id."
 )
 
+RESPONSE_ID_MAX = 256  # characters in a previous_response_id (OpenAI's are about 50)
 INPUT_PROPERTIES = {
     "query": {
         "type": "string",
@@ -4081,6 +4415,17 @@ INPUT_PROPERTIES = {
         "type": "boolean",
         "description": "true: do not reuse a recent identical answer from the cache.",
     },
+    "previous_response_id": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": RESPONSE_ID_MAX,
+        "pattern": "^[A-Za-z0-9_-]+$",
+        "description": (
+            "A follow-up: the response_id of an earlier answer (within 30 days) to continue "
+            "from, so the model knows that conversation and need not search for it again. "
+            "The earlier turns are billed again as input."
+        ),
+    },
 }
 
 OUTPUT_SCHEMA = {
@@ -4101,6 +4446,10 @@ OUTPUT_SCHEMA = {
             },
         },
         "model": {"type": "string"},
+        "response_id": {
+            "type": ["string", "null"],
+            "description": "pass as previous_response_id to ask a follow-up",
+        },
     },
     "required": ["answer", "used_search", "citations", "model"],
 }
@@ -4120,8 +4469,8 @@ ANSWER_RESULT_TOOL = {
     "name": ANSWER_RESULT,
     "title": "Collect a handed-off answer",
     "description": (
-        "Collects an answer that answer, answer_detailed or answer_quick handed off because it "
-        "took long. Pass the id they gave; waits up to wait_s seconds for it."
+        "Collects an answer that answer, answer_detailed, answer_quick or answer_deep handed off "
+        "because it took long. Pass the id they gave; waits up to wait_s seconds for it."
     ),
     "inputSchema": {
         "type": "object",
@@ -4140,13 +4489,20 @@ ANSWER_RESULT_TOOL = {
 
 
 def tool_definitions(
-    version: str, cache: bool = False, handoff: bool = False, tasks: bool = False
+    version: str,
+    cache: bool = False,
+    handoff: bool = False,
+    tasks: bool = False,
+    deep: bool = False,
 ) -> list[dict]:
     """tools/list's tools, with only the fields the negotiated protocol version has;
     `fresh` is offered only when the answer cache is on, answer_result only when calls may be
-    handed off, and execution.taskSupport (2025-11-25) only when tasks are on."""
+    handed off, execution.taskSupport (2025-11-25) only when tasks are on, and answer_deep
+    only when turned on (tools.answer_deep)."""
     listed = []
     for tool in TOOL_TABLE:
+        if tool.get("opt_in") and not deep:
+            continue
         names = tool["properties"] + (("fresh",) if cache else ())
         entry = {
             "name": tool["name"],
@@ -4330,7 +4686,26 @@ def validate_arguments(tool: str, arguments) -> dict:
         raise InvalidParams(f"'fresh' must be true or false, got {_describe(fresh)}")
     if fresh:
         clean["fresh"] = True
+    previous = arguments.get("previous_response_id")
+    if "previous_response_id" in declared and previous is not None:
+        clean["previous_response_id"] = _check_response_id(previous)
     return clean
+
+
+def _check_response_id(value) -> str:
+    """A previous_response_id the API could know: letters, digits, '_' and '-' only."""
+    name = "previous_response_id"
+    if not isinstance(value, str):
+        raise InvalidParams(f"'{name}' must be a string (a response_id), got {_describe(value)}")
+    value = value.strip()
+    if not value or len(value) > RESPONSE_ID_MAX:
+        raise InvalidParams(f"'{name}' must be 1 to {RESPONSE_ID_MAX} characters")
+    if not all(char.isascii() and (char.isalnum() or char in "_-") for char in value):
+        raise InvalidParams(
+            f"'{name}' must be the response_id an earlier answer gave (like resp_abc123), "
+            f"got {_describe(value)}"
+        )
+    return value
 
 
 # ============================================================================================
@@ -4546,20 +4921,44 @@ def handoff_answer(handoff_id: str, model: str, elapsed_s: int, ttl_ms: int) -> 
         "used_search": False,
         "citations": [],
         "model": model,
+        "response_id": None,  # not answered yet: answer_result's answer will carry it
     }
 
 
-# clientInfo.name -> seconds after which a call is handed off, for clients that give up on a
-# tool call sooner than a long answer takes and support no tasks.
+# What a client needs of this server, by clientInfo.name: `handoff_s`, seconds after which a
+# call is handed off, for clients that give up on a tool call sooner than a long answer takes
+# and support no tasks; `result_chars`, the longest tool result text (UTF-8 bytes) the client
+# passes its model whole, for clients known to show less than server.result_max_chars
+# (default 50,000: Claude Code's).
 HANDOFF_CLIENTS = {
     # Codex CLI: tool_timeout_sec defaults to 60 s in older releases (openai/codex,
-    # codex-rs/core/src/mcp_connection_manager.rs), 300 s in newer ones.
-    "codex-mcp-client": 50,
-    "codex": 50,  # older Codex CLI builds
+    # codex-rs/core/src/mcp_connection_manager.rs), 300 s in newer ones. Codex 0.169.0 cuts the
+    # middle out of a result longer than about 12,000 characters, silently.
+    "codex-mcp-client": {"handoff_s": 50, "result_chars": 12_000},
+    "codex": {"handoff_s": 50, "result_chars": 12_000},  # older Codex CLI builds
     # Claude Desktop: the TypeScript SDK's 60 s, not configurable (anthropics/claude-code#22542).
-    "claude-ai": 50,
-    "cursor-vscode": 240,  # Cursor cancels a tool call after 5 minutes (cursor/cursor#3510)
+    "claude-ai": {"handoff_s": 50},
+    # Cursor cancels a tool call after 5 minutes (cursor/cursor#3510).
+    "cursor-vscode": {"handoff_s": 240},
+    # Claude Code 2.1 shows about 50,000 characters, then saves the result to a file and shows
+    # its model a 2 KB preview; older versions refused results over 25,000 tokens.
+    "claude-code": {"result_chars": 50_000},
 }
+
+
+def result_chars(config: Config, client_name: str | None) -> int:
+    """The longest result text for this client: server.result_max_chars_by_client when it
+    names the client, else the smaller of its HANDOFF_CLIENTS size and
+    server.result_max_chars."""
+    name = client_name.strip().lower() if isinstance(client_name, str) else ""
+    configured = {
+        str(key).strip().lower(): size
+        for key, size in config.get("server", "result_max_chars_by_client").items()
+    }
+    if name in configured:
+        return configured[name]
+    default = config.get("server", "result_max_chars")
+    return min(default, HANDOFF_CLIENTS.get(name, {}).get("result_chars", default))
 
 
 def handoff_after(config: Config, client_name: str | None) -> int:
@@ -4570,7 +4969,7 @@ def handoff_after(config: Config, client_name: str | None) -> int:
     if configured is not None:
         return configured
     name = client_name.strip().lower() if isinstance(client_name, str) else ""
-    return HANDOFF_CLIENTS.get(name, 0)
+    return HANDOFF_CLIENTS.get(name, {}).get("handoff_s", 0)
 
 
 def _valid_id(value) -> bool:
@@ -4801,7 +5200,9 @@ class Heartbeat:
             for call in calls:
                 if call.quiet_for() >= self._interval:
                     elapsed = round(time.monotonic() - call.started)
-                    call.report(f"still working ({elapsed} s)", min_interval=0)
+                    searches = (call.upstream or call).searches
+                    done = f", {searches} searches so far" if searches else ""
+                    call.report(f"still working ({elapsed} s{done})", min_interval=0)
 
 
 class Dispatcher:
@@ -4972,6 +5373,7 @@ class Dispatcher:
                 cache_enabled(self.config),
                 handoff=self._handoff_s(params, session, version) > 0,
                 tasks=self.tasks_off is None,
+                deep=DEEP_TOOL in enabled_tools(self.config),
             )
         }
         if version is not None:  # stateless era: the list is the same for everyone, all day
@@ -4982,10 +5384,16 @@ class Dispatcher:
         name = params.get("name")
         if name == ANSWER_RESULT and self._handoff_s(params, session, version) > 0:
             return self._answer_result(params, session, request_id, version)
-        if not isinstance(name, str) or name not in TOOLS_BY_NAME:
+        tools = enabled_tools(self.config)
+        if not isinstance(name, str) or name not in tools:
+            off = (
+                " (it is off: set tools.answer_deep: true or MCP_ANSWER_DEEP=1 to list it)"
+                if name == DEEP_TOOL
+                else ""
+            )
             raise RpcError(
                 METHOD_NOT_FOUND if version is None else INVALID_PARAMS,  # 2026-07-28: -32602
-                f"Unknown tool: {_describe(name)}; available tools: {', '.join(TOOL_NAMES)}",
+                f"Unknown tool: {_describe(name)}{off}; available tools: {', '.join(tools)}",
             )
         arguments = params.get("arguments")
         try:
@@ -4996,9 +5404,11 @@ class Dispatcher:
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         token = progress_token(params)
         task = self._new_task(params, session, name, version)
+        client = self._client_name(params, session, version)  # before the era becomes a version
         version = version or session.protocol_version
         progress = None if token is None else self._progress_sender(session, token, version)
         call = Call(request_id, name, progress)
+        call.result_chars = result_chars(self.config, client)
         if task is not None:
             task.call = call
         try:
@@ -5087,7 +5497,7 @@ class Dispatcher:
         -32001 error; None when it was cancelled."""
         reply = None
         try:
-            answer, meta = work()
+            answer, meta = self._fit(call, *work())
             reply = rpc_result(call.id, tool_result(answer, meta, version))
         except Cancelled:
             if not call.cancelled.is_set():  # the identical call it joined was cancelled
@@ -5108,6 +5518,30 @@ class Dispatcher:
                 {"message": self.log.redact(_one_line(str(exc), 400))},
             )
         return reply
+
+    def _fit(self, call: Call, answer: dict, meta: dict) -> tuple[dict, dict]:
+        """The answer shortened to what the call's client shows its model whole; meta says so.
+        structuredContent gets the same shortened answer: some clients show it instead of the
+        text, and the rest is one follow-up away."""
+        limit = call.result_chars or self.config.get("server", "result_max_chars")
+        # The rest of a deep research report is asked of `answer`: answer_deep would research
+        # it all over again, at dollars a run.
+        tool = "answer" if call.tool == DEEP_TOOL else call.tool
+        rest = {"tool": tool, "response_id": answer.get("response_id")}
+        headers = sources_headers(self.config.instructions)
+        answer, shortened = fit_answer(answer, limit, rest, headers)
+        if shortened:
+            meta = {**meta, "shortened": shortened}
+            self.log.debug("server", f"result shortened to {limit} bytes: {shortened}")
+        return answer, meta
+
+    def _client_name(self, params, session: Session, version=None) -> str | None:
+        """initialize's clientInfo.name, or (2026-07-28) the one the request's _meta names."""
+        if version is None:
+            return session.client_name
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        info = meta.get(META_CLIENT_INFO) if isinstance(meta, dict) else None
+        return info.get("name") if isinstance(info, dict) else None
 
     def _data(self, exc: ToolError) -> dict:
         data = {"message": self.log.redact(_one_line(exc.detail, 400))}
@@ -5140,7 +5574,7 @@ class Dispatcher:
             kind, asked = "s", params["task"]
             asked = asked.get("ttl") if isinstance(asked, dict) else None
             if type(asked) is int and asked > 0:  # granted, but never shorter than the call
-                ttl = max(min(asked, ttl), self.config.get("request", "timeout_ms"))
+                ttl = max(min(asked, ttl), run_timeout_ms(self.config, tool))
         elif self._handoff_s(params, session, version) > 0:
             kind = "h"
         else:
@@ -7848,6 +8282,12 @@ def _usage_line(label: str, row: dict) -> str:
 
 def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
     """The one-shot command: prints the answer JSON (exit 0) or the error to stderr (exit 1)."""
+    if tool not in enabled_tools(config):  # answer_deep costs dollars: on only when asked for
+        print(
+            f"{SERVER_NAME}: --tool {tool} is off: set tools.{tool}: true or MCP_ANSWER_DEEP=1",
+            file=sys.stderr,
+        )
+        return 2
     try:
         args = validate_arguments(tool, {"query": query})
     except InvalidParams as exc:
@@ -7895,6 +8335,8 @@ MODEL_EFFORTS = {
     "o1": ("low", "medium", "high"),
     "o3": ("low", "medium", "high"),
     "o4": ("low", "medium", "high"),
+    "o3-deep-research": ("medium",),
+    "o4-mini-deep-research": ("medium",),
 }
 
 
@@ -8200,7 +8642,7 @@ def _doctor_models(doctor: Doctor, config: Config, client) -> None:
     import openai
 
     available: dict[str, bool] = {}
-    for tool in TOOL_NAMES:
+    for tool in enabled_tools(config):
         profile = config.profile(tool)
         model = profile["model"]
         source = config.sources.get(("model_profiles", tool, "model")) or "inherited from answer"
@@ -8326,7 +8768,7 @@ def _doctor_budget(doctor: Doctor, config: Config) -> None:
         doctor.skip("budget: none (budget.daily_usd and budget.monthly_usd are null)")
         return
     pricing = Pricing(config, Log())
-    for model in sorted({config.profile(tool)["model"] for tool in TOOL_NAMES}):
+    for model in sorted({config.profile(tool)["model"] for tool in enabled_tools(config)}):
         if pricing.prices(model) is None:
             doctor.warn(
                 f"budget: model {model} has no known price, so its calls do not count against it",
@@ -8446,7 +8888,11 @@ def _doctor_try_profiles(doctor: Doctor, config: Config, client) -> None:
     tables above do not know fails with the same fix a refused call names."""
     today = today_in(config.get("policy", "timezone"))
     tried: dict = {}  # profiles that send the same request are tried once
-    for tool in TOOL_NAMES:
+    for tool in enabled_tools(config):
+        if _row(tool).get("opt_in"):
+            # A deep research run is billed by the searches it decides to make: not a trial.
+            doctor.detail(f"{tool}: not tried (its settings are checked at start-up)")
+            continue
         request = trial_request(tool, config, today)
         same = json.dumps(request, sort_keys=True)
         if same not in tried:

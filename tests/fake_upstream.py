@@ -56,6 +56,22 @@ A create whose settings the model refuses gets the real API's 400 and consumes n
 ``medium``, gpt-5-chat-latest with verbosity other than ``medium``, and web_search with effort
 ``minimal``.
 
+Stored responses and follow-ups: every response created without ``"store": false`` is kept
+in ``fake.stored`` (id -> the tokens its conversation holds so far). A create whose
+``previous_response_id`` is not there gets the real API's 400 (``code:
+previous_response_not_found``, ``param: previous_response_id``, "Previous response with id
+'…' not found.") and consumes no Reply; one that is there is billed the earlier turns again as
+input tokens. ``fake.stored.pop(id)`` makes a response expire.
+
+Deep research models (``o3-deep-research``, ``o4-mini-deep-research``, dated or not) get the
+real API's 400s, consuming no Reply: a tool other than ``web_search_preview``, ``mcp``,
+``file_search`` or ``code_interpreter`` ("Deep research models only support the
+'web_search_preview', 'code_interpreter', 'mcp', and 'file_search' tools.", ``param: tools``),
+none of ``web_search_preview``/``mcp`` ("Deep research models require at least one of
+'web_search_preview' or 'mcp' tools."), and a ``reasoning.effort`` other than ``medium``
+(``unsupported_value``). :func:`deep_research_reply` is a run like theirs: many searches, a
+long report with headings and cited sources, events spread over time.
+
 The two 404s the real API sends: a request to any path but ``/v1/responses`` (a base URL
 without ``/v1``) gets ``{"error": {"message": "Invalid URL (POST /responses)", "type":
 "invalid_request_error", "param": null, "code": null}}``, and ``Reply(status=404)`` gets the
@@ -92,6 +108,8 @@ __all__ = [
     "Recorded",
     "Reply",
     "TLSMaterial",
+    "deep_research_refusal",
+    "deep_research_reply",
     "make_tls_material",
     "model_object",
     "openssl_available",
@@ -163,6 +181,8 @@ DEFAULT_MODELS = (
     "gpt-4.1-mini",
     "o3",
     "o4-mini",
+    "o3-deep-research",
+    "o4-mini-deep-research",
 )
 _MODEL_CREATED = 1_765_400_000  # a fixed time, like the API's per-model creation stamps
 
@@ -274,6 +294,67 @@ class Reply:
     text_chunks: int = 4
     close_connection: bool = False
     resume_drops: list[int] = field(default_factory=list)
+
+
+def deep_research_reply(searches: int = 12, sections: int = 6, **overrides: Any) -> Reply:
+    """A deep-research-like run: ``searches`` web searches (a few open a page rather than
+    search), then a long report in Markdown sections citing several sources."""
+    urls = [f"https://research{i}.example.org/report-{i}" for i in range(max(1, searches))]
+    calls = []
+    for i, url in enumerate(urls[:searches]):
+        if i % 4 == 3:  # deep research also opens the pages it found
+            calls.append({"action": {"type": "open_page", "url": url}})
+        else:
+            calls.append(
+                {"query": f"research question part {i}", "sources": [{"type": "url", "url": url}]}
+            )
+    body = "\n\n".join(
+        f"## Finding {i + 1}\n\nWhat the sources say about part {i + 1}, with figures "
+        f"and dates ([source]({urls[i % len(urls)]})). " + "Detail that goes on. " * 40
+        for i in range(sections)
+    )
+    fields: dict[str, Any] = dict(
+        text=f"# Research report\n\nSummary: the short answer.\n\n{body}",
+        searches=calls,
+        citations=[{"url": url, "title": f"Report {i}"} for i, url in enumerate(urls[:3])],
+        usage={"input_tokens": 60_000, "output_tokens": 9_000,
+               "output_tokens_details": {"reasoning_tokens": 4_000}},
+        event_delay=0.01,
+        text_chunks=20,
+    )  # fmt: skip
+    fields.update(overrides)
+    return Reply(**fields)
+
+
+_DEEP_TOOLS = ("web_search_preview", "mcp", "file_search", "code_interpreter")
+
+
+def deep_research_refusal(body: Any) -> dict | None:
+    """The 400 error a deep research model gives the request, or None if it takes it."""
+    if not isinstance(body, dict) or "deep-research" not in str(body.get("model") or ""):
+        return None
+    kinds = [t.get("type") for t in body.get("tools") or [] if isinstance(t, dict)]
+    error = {"type": "invalid_request_error", "param": "tools", "code": None}
+    if any(kind not in _DEEP_TOOLS for kind in kinds):
+        message = (
+            "Deep research models only support the 'web_search_preview', "
+            "'code_interpreter', 'mcp', and 'file_search' tools."
+        )
+        return {"error": {"message": message, **error}}
+    if not {"web_search_preview", "mcp"} & set(kinds):
+        message = (
+            "Deep research models require at least one of 'web_search_preview' or 'mcp' tools."
+        )
+        return {"error": {"message": message, **error}}
+    effort = (body.get("reasoning") or {}).get("effort")
+    if effort not in (None, "medium"):
+        message = (
+            f"Unsupported value: 'reasoning.effort' does not support '{effort}' with this "
+            "model. Supported values are: 'medium'."
+        )
+        return {"error": {"message": message, "type": "invalid_request_error",
+                          "param": "reasoning.effort", "code": "unsupported_value"}}  # fmt: skip
+    return None
 
 
 # An answer found with one web search and cited: what the reference clients' tests
@@ -433,6 +514,7 @@ class _Plan:
         self.msg_id = _rand_id("msg")
         self.rs_id = _rand_id("rs")
         self.ws_ids = [_rand_id("ws") for _ in reply.searches]
+        self.prior_tokens = 0  # a follow-up's earlier turns, billed again as input
 
     # -- objects ---------------------------------------------------------------
 
@@ -487,7 +569,7 @@ class _Plan:
 
     def usage(self) -> dict:
         prompt = json.dumps(self.req.get("input", "")) + str(self.req.get("instructions") or "")
-        input_tokens = 900 + len(prompt) // 4 + 350 * len(self.reply.searches)
+        input_tokens = 900 + len(prompt) // 4 + 350 * len(self.reply.searches) + self.prior_tokens
         reasoning_tokens = 192 if self.with_reasoning else 0
         output_tokens = max(1, len(self.reply.text) // 4) + reasoning_tokens
         default = {
@@ -930,6 +1012,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 # Refused before anything is created: no Reply is consumed.
                 error = refused_setting(body)
                 self._send_body(400, _dump({"error": error}), "application/json", {})
+            elif self.command == "POST" and path == "/v1/responses" and fake.unknown_previous(body):
+                self._send_previous_not_found(body["previous_response_id"])
+            elif self.command == "POST" and path == "/v1/responses" and deep_research_refusal(body):
+                self._send_body(400, _dump(deep_research_refusal(body)), "application/json", {})
             elif self.command == "POST" and path == "/v1/responses" and _wants_background(body):
                 self._create_background(body, rec)
             elif path.startswith("/v1/responses/") and self.command in ("GET", "POST"):
@@ -979,7 +1065,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if reply.status != 200 or reply.body is not None:
             self._serve_responses(body, reply)  # refused before anything was created
             return
-        job = fake._add_job(_BackgroundJob(_Plan(body, reply), reply))
+        job = fake._add_job(_BackgroundJob(fake._plan(body, reply), reply))
         if body.get("stream") is not True:
             data = _dump(job.response())
             self._send_body(200, data, "application/json", self._common_headers(reply))
@@ -1043,6 +1129,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.rec.first_event_at = time.monotonic()
             self.rec.events_sent += 1
         self._chunk(b"")
+
+    def _send_previous_not_found(self, response_id: Any) -> None:
+        error = {
+            "message": f"Previous response with id '{response_id}' not found.",
+            "type": "invalid_request_error",
+            "param": "previous_response_id",
+            "code": "previous_response_not_found",
+        }
+        self._send_body(400, _dump({"error": error}), "application/json", {})
 
     def _send_unauthorized(self, authorization: str) -> None:
         if authorization:
@@ -1124,7 +1219,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _serve_responses(self, req: dict, reply: Reply) -> None:
-        plan = _Plan(req, reply)
+        ok = reply.status == 200 and reply.body is None
+        plan = self.server.fake._plan(req, reply) if ok else _Plan(req, reply)
         streaming = req.get("stream") is True
         if reply.delay_before_headers > 0 and self._wait(reply.delay_before_headers):
             return
@@ -1307,6 +1403,8 @@ class FakeResponsesAPI:
         # When set, every background create is refused (see the module docstring).
         self.refuse_background: bool | dict = False
         self._jobs: dict[str, _BackgroundJob] = {}
+        # Responses the API keeps for follow-ups: id -> tokens of the conversation so far.
+        self.stored: dict[str, int] = {}
         self._tls = tls
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -1491,6 +1589,23 @@ class FakeResponsesAPI:
         with self._lock:
             self._jobs[job.plan.resp_id] = job
         return job
+
+    def _plan(self, req: dict, reply: Reply) -> _Plan:
+        """The plan of a response the API creates: stored (unless ``store: false``) for
+        follow-ups, and billed its previous response's turns."""
+        plan = _Plan(req, reply)
+        with self._lock:
+            plan.prior_tokens = self.stored.get(req.get("previous_response_id"), 0)
+        usage = plan.usage()
+        if req.get("store") is not False:
+            with self._lock:
+                self.stored[plan.resp_id] = usage["input_tokens"] + usage["output_tokens"]
+        return plan
+
+    def unknown_previous(self, body: Any) -> bool:
+        previous = body.get("previous_response_id") if isinstance(body, dict) else None
+        with self._lock:
+            return previous is not None and previous not in self.stored
 
     def _job(self, response_id: str) -> _BackgroundJob | None:
         with self._lock:

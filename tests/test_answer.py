@@ -181,12 +181,15 @@ def test_current_question_is_answered_with_citations_and_dated_sources(server, f
     assert result["answer"].count("Sources:") == 1
 
 
-def test_answer_is_also_structured_content_with_exactly_the_four_keys(server, fake):
+def test_answer_is_also_structured_content_with_the_four_keys_and_its_response_id(server, fake):
     fake.enqueue(weather_reply())
     reply = server.call("answer", {"query": "Tokyo weather"})
     result = answer_of(reply)
-    assert set(result) == {"answer", "used_search", "citations", "model"}
+    assert set(result) == {"answer", "used_search", "citations", "model", "response_id"}
     assert reply["result"]["structuredContent"] == result
+    # The id is in what the model reads, not only in _meta (which Claude Code and Codex hide).
+    assert result["response_id"] == reply["result"]["_meta"]["response_id"]
+    assert result["response_id"] in fake.stored
 
 
 def test_model_is_the_one_the_api_reports(server, fake):
@@ -360,6 +363,100 @@ def test_tools_without_a_profile_use_the_answer_profile(spawn, fake):
     server = start(spawn, fake, config="model_profiles:\n  answer: {model: gpt-5-mini}\n")
     answer_of(server.call("answer_quick", {"query": "q"}))
     assert fake.requests[0].body["model"] == "gpt-5-mini"
+
+
+# ============================================================================================
+# Follow-ups: previous_response_id
+# ============================================================================================
+
+
+def test_a_follow_up_continues_from_the_earlier_answer_and_pays_for_its_turns(server, fake):
+    first = server.call("answer", {"query": "What is HTTP 404?"})
+    earlier = answer_of(first)["response_id"]
+    follow = {"query": "And 410?", "previous_response_id": earlier}
+    reply = server.call("answer_quick", follow)
+    later = answer_of(reply)
+    sent = fake.creates[1].body
+    assert sent["previous_response_id"] == earlier
+    assert sent["instructions"] == m.SYSTEM_POLICY  # not carried over by the API: sent again
+    assert sent["input"].startswith("And 410?\n\n[hints]")
+    assert later["response_id"] not in (None, earlier)
+    first_usage = first["result"]["_meta"]["usage"]
+    earlier_turns = first_usage["input_tokens"] + first_usage["output_tokens"]
+    assert reply["result"]["_meta"]["usage"]["input_tokens"] > earlier_turns
+
+
+def test_an_unknown_or_expired_previous_response_id_fails_once_naming_it(server, fake):
+    reply = server.call("answer", {"query": "q", "previous_response_id": "resp_gone"})
+    message = failure_of(reply)
+    assert "previous_response_id is not known to the API (HTTP 400" in message
+    assert "resp_gone" in message and "without previous_response_id" in message
+    assert len(fake.creates) == 1  # not retried: the same id would fail the same way
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        (42, "must be a string"),
+        ("", "1 to 256 characters"),
+        ("resp_abc; DROP", "the response_id an earlier answer gave"),
+    ],
+)
+def test_a_malformed_previous_response_id_is_refused_before_any_request(server, fake, value, why):
+    reply = server.call("answer_detailed", {"query": "q", "previous_response_id": value})
+    assert reply["error"]["code"] == -32602
+    message = reply["error"]["message"]
+    assert "'previous_response_id'" in message and why in message
+    assert fake.creates == []
+
+
+# ============================================================================================
+# Results every client shows whole
+# ============================================================================================
+
+LONG_REPORT = "Summary first.\n\n" + "\n\n".join(
+    f"## Finding {i}\n\n" + "A sentence of the report that goes on. " * 60 for i in range(30)
+)  # about 72,000 characters
+
+
+def initialized_as(spawn, fake, client: str, config: str | None = None) -> Server:
+    server = spawn(config=config, upstream=fake)
+    params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": client}}
+    assert "result" in server.request("initialize", params)
+    server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return server
+
+
+@pytest.mark.parametrize(
+    ("client", "config", "size"),
+    [
+        ("codex-mcp-client", None, 12_000),
+        ("claude-code", None, 50_000),
+        ("claude-code", "server: {result_max_chars_by_client: {claude-code: 20000}}\n", 20_000),
+    ],
+)
+def test_a_long_answer_is_shortened_to_what_its_client_shows_whole(
+    spawn, fake, client, config, size
+):
+    fake.enqueue(weather_reply(text=LONG_REPORT))
+    reply = initialized_as(spawn, fake, client, config).call("answer", {"query": "report"})
+    result = reply["result"]
+    text = result["content"][0]["text"]
+    assert size - 2_000 < len(text.encode("utf-8")) <= size
+    answer = json.loads(text)  # still the answer's JSON, whole
+    assert result["structuredContent"] == answer
+    assert answer["answer"].startswith("Summary first.\n\n## Finding 0\n")
+    assert answer["answer"].count("Sources:") == 1 and JMA in answer["answer"]
+    assert f'previous_response_id "{answer["response_id"]}"' in answer["answer"]
+    assert result["_meta"]["shortened"]["limit"] == size
+    assert result["_meta"]["shortened"]["chars"] > len(LONG_REPORT)
+
+
+def test_an_answer_within_the_clients_size_is_whole(spawn, fake):
+    fake.enqueue(weather_reply(text=LONG_REPORT[:11_000]))
+    reply = initialized_as(spawn, fake, "codex-mcp-client").call("answer", {"query": "report"})
+    assert answer_of(reply)["answer"].startswith(LONG_REPORT[:11_000].rstrip())
+    assert "shortened" not in reply["result"]["_meta"]
 
 
 # ============================================================================================

@@ -431,9 +431,11 @@ def test_background_defaults_and_inheritance(tmp_path):
         return orm.load_config({"config": str(path)}, base_env(tmp_path, **env))
 
     config = load()
-    assert [config.background(t) for t in orm.TOOL_NAMES] == [False, True, False]
+    assert [config.background(t) for t in orm.TOOL_NAMES] == [False, True, False, True]
+    config = load("model_profiles:\n  answer: {background: false}\n")
+    assert config.background("answer_deep") is True  # always: a run takes minutes
     config = load("model_profiles:\n  answer: {background: true}\n")
-    assert [config.background(t) for t in orm.TOOL_NAMES] == [True, True, True]
+    assert [config.background(t) for t in orm.TOOL_NAMES] == [True, True, True, True]
     config = load("model_profiles:\n  answer: {background: true}\n  answer_detailed: {}\n")
     assert config.background("answer_detailed") is True
     assert load(BACKGROUND_DETAILED="off").background("answer_detailed") is False

@@ -249,3 +249,14 @@ def test_calls_differing_only_in_case_in_flight_at_once_make_their_own_requests(
     assert replies["b"][0]["answer"] == "About -I."
     assert "shared" not in replies["b"][1]
     assert "joined an identical call" not in server.stderr
+
+
+def test_a_follow_up_is_never_answered_from_the_cache_of_the_same_question_asked_alone(spawn, fake):
+    server = start(spawn, fake)
+    alone, _ = result_of(server.call("answer", {"query": "And 410?"}))
+    follow = {"query": "And 410?", "previous_response_id": alone["response_id"]}
+    continued, meta = result_of(server.call("answer", follow))
+    assert meta["cache"] == {"hit": False} and len(fake.creates) == 2
+    assert fake.creates[1].body["previous_response_id"] == alone["response_id"]
+    again, meta = result_of(server.call("answer", follow))  # the same follow-up: that one's
+    assert meta["cache"]["hit"] is True and again == continued

@@ -124,7 +124,12 @@ def test_yaml_mappings_deep_merge_with_defaults(tmp_path, env):
         env,
         "request: {timeout_ms: 5000}\nmodel_profiles:\n  answer:\n    verbosity: low\n",
     )
-    assert config.get("request") == {"timeout_ms": 5000, "max_retries": 3, "handoff_after_s": None}
+    assert config.get("request") == {
+        "timeout_ms": 5000,
+        "max_retries": 3,
+        "deep_timeout_ms": 3_600_000,
+        "handoff_after_s": None,
+    }
     assert config.get("model_profiles", "answer") == {
         "model": "gpt-5.2",
         "reasoning_effort": "medium",
@@ -248,6 +253,14 @@ ENV_KEYS = [  # seed 001 §5.4, then the issue's additions, then the module's ow
     ("BACKGROUND_ANSWER", "true", ("model_profiles", "answer", "background"), True),
     ("BACKGROUND_DETAILED", "off", ("model_profiles", "answer_detailed", "background"), False),
     ("BACKGROUND_QUICK", "1", ("model_profiles", "answer_quick", "background"), True),
+    ("MCP_RESULT_MAX_CHARS", "20000", ("server", "result_max_chars"), 20000),
+    ("MCP_ANSWER_DEEP", "1", ("tools", "answer_deep"), True),
+    (
+        "MODEL_DEEP",
+        "o3-deep-research",
+        ("model_profiles", "answer_deep", "model"),
+        "o3-deep-research",
+    ),
 ]
 
 

@@ -56,11 +56,12 @@ SEED_FULL_PROPERTIES = {
     "recency_days": {"type": "integer"},
     "max_results": {"type": "integer"},
     "domains": {"type": "array", "items": {"type": "string"}},
+    "previous_response_id": {"type": "string"},  # issue 20: follow-ups
 }
 SEED_PROPERTIES = {
     "answer": SEED_FULL_PROPERTIES,
     "answer_detailed": SEED_FULL_PROPERTIES,
-    "answer_quick": {"query": {"type": "string"}},
+    "answer_quick": {"query": {"type": "string"}, "previous_response_id": {"type": "string"}},
 }
 
 
@@ -198,9 +199,10 @@ def test_tools_list_input_schemas_have_the_seed_types(harness, version):
         assert schema_types(schema) == SEED_PROPERTIES[tool["name"]], tool["name"]
 
 
-def test_answer_quick_takes_only_query(harness):
+def test_answer_quick_takes_only_query_and_a_previous_response_id(harness):
     tools = {t["name"]: t for t in harness.request("tools/list")["result"]["tools"]}
-    assert list(tools["answer_quick"]["inputSchema"]["properties"]) == ["query"]
+    properties = tools["answer_quick"]["inputSchema"]["properties"]
+    assert list(properties) == ["query", "previous_response_id"]
 
 
 def test_tool_annotations_say_read_only_open_world_not_destructive_not_idempotent(harness):
@@ -225,6 +227,7 @@ def test_output_schema_describes_the_answer_contract(harness):
         assert props["answer"]["type"] == "string"
         assert props["used_search"]["type"] == "boolean"
         assert props["model"]["type"] == "string"
+        assert props["response_id"]["type"] == ["string", "null"]  # null: a handoff's
         citation = props["citations"]["items"]["properties"]
         assert set(citation) == {"url", "title", "published_at"}
 

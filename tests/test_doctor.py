@@ -89,8 +89,9 @@ def test_a_healthy_setup_passes_every_check_and_exits_0(tmp_path, fake):
     assert line_with(proc, "OPENAI_API_KEY is set").startswith(OK)
     assert line_with(proc, f"base_url {fake.base_url} (from env OPENAI_BASE_URL)").startswith(OK)
     assert line_with(proc, "the API key is accepted").startswith(OK)
-    for tool in mcp.TOOL_NAMES:
+    for tool in ("answer", "answer_detailed", "answer_quick"):  # answer_deep is off
         assert line_with(proc, f"{tool}: model gpt-5.2 is available").startswith(OK)
+    assert "answer_deep" not in proc.stdout
     assert "effort medium, verbosity medium" in proc.stdout
     assert proc.stdout.rstrip().endswith("All checks passed.")
     paths = [r.path for r in fake.requests]
@@ -470,7 +471,7 @@ def test_live_only_warns_when_a_gateway_refuses_what_only_the_trial_sends(tmp_pa
     fake.enqueue(store, store, store)  # the three profiles' trials; the live answer is served
     proc = doctor(tmp_path, "--live", env=against(fake))
     assert proc.returncode == 0, proc.stdout
-    for tool in mcp.TOOL_NAMES:
+    for tool in ("answer", "answer_detailed", "answer_quick"):  # answer_deep is off
         assert line_with(proc, f"{tool}: its settings could not be tried").startswith(WARN)
     assert "live answer (answer_quick" in proc.stdout
 

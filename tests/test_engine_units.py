@@ -7,6 +7,7 @@ Responses are plain dicts in the shape ``Response.to_dict()`` gives (see the SDK
 from __future__ import annotations
 
 import email.utils
+import json
 import re
 import statistics
 import time
@@ -816,6 +817,128 @@ def test_input_names_the_domains_when_given():
 
 
 # ============================================================================================
+# fit_answer: results every client shows whole
+# ============================================================================================
+
+SOURCES_TAIL = "Sources:\n- https://a.example/ (2026-01-01)\n- https://b.example/ (2026-01-02)"
+LOREM = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 30
+
+
+def report(sections: int, paragraph: str = LOREM, tail: str = SOURCES_TAIL) -> dict:
+    body = "\n\n".join(f"## Part {i}\n\n{paragraph}" for i in range(sections))
+    return {
+        "answer": f"The short answer first.\n\n{body}\n\n{tail}",
+        "used_search": True,
+        "citations": [{"url": "https://a.example/", "title": None, "published_at": "2026-01-01"}],
+        "model": "gpt-5.2",
+        "response_id": "resp_abc",
+    }
+
+
+REST = {"tool": "answer_detailed", "response_id": "resp_abc"}
+
+
+def test_an_answer_that_fits_is_returned_untouched():
+    answer = report(3)
+    assert m.fit_answer(answer, 50_000, REST) == (answer, {})
+
+
+def test_a_long_answer_keeps_its_start_and_sources_and_says_how_to_get_the_rest():
+    answer = report(60)
+    fitted, shortened = m.fit_answer(answer, 12_000, REST)
+    text = fitted["answer"]
+    assert m.result_size(fitted) <= 12_000
+    assert json.loads(json.dumps(fitted, ensure_ascii=False)) == fitted
+    assert text.startswith("The short answer first.\n\n## Part 0\n\n")
+    assert text.endswith(SOURCES_TAIL)
+    before_note = text[: text.index("[Shortened")].rstrip()
+    assert before_note.endswith(LOREM.strip())  # whole sections only: cut before a heading
+    next_part = before_note.count("## Part ")
+    assert f"from the section 'Part {next_part}'" in text
+    assert 'call answer_detailed with previous_response_id "resp_abc"' in text
+    assert {k: v for k, v in fitted.items() if k != "answer"} == {
+        k: v for k, v in answer.items() if k != "answer"
+    }
+    assert shortened == {"chars": len(answer["answer"]), "shown_chars": len(text), "limit": 12_000}
+
+
+def test_without_headings_the_cut_is_at_a_paragraph_and_without_an_id_it_says_ask_again():
+    answer = report(1, paragraph="\n\n".join([LOREM] * 40))
+    fitted, _ = m.fit_answer(answer, 12_000, {"tool": "answer", "response_id": None})
+    text = fitted["answer"]
+    assert m.result_size(fitted) <= 12_000
+    assert text[: text.index("\n\n[Shortened")].endswith(LOREM.strip())
+    assert "ask again with a narrower question" in text and text.endswith(SOURCES_TAIL)
+
+
+def test_an_answer_without_sources_is_not_said_to_keep_them():
+    answer = report(60, tail="")
+    fitted, _ = m.fit_answer(answer, 12_000, REST)
+    assert "[Shortened by the server" in fitted["answer"]
+    assert "sources section" not in fitted["answer"]
+    assert fitted["answer"].endswith('".]')  # the note ends the answer: nothing follows it
+
+
+def test_dense_japanese_text_counts_three_bytes_a_character():
+    paragraph = "東京の天気は晴れです。" * 100  # 1,100 characters, 3,300 bytes
+    answer = report(30, paragraph=paragraph, tail="出典:\n- https://a.example/ (2026-01-01)")
+    assert len(json.dumps(answer, ensure_ascii=False)) < 50_000 < m.result_size(answer)
+    fitted, shortened = m.fit_answer(answer, 50_000, REST)
+    assert shortened and m.result_size(fitted) <= 50_000
+    assert fitted["answer"].endswith("出典:\n- https://a.example/ (2026-01-01)")
+
+
+def test_a_sources_section_too_long_for_half_the_room_keeps_its_first_entries():
+    many = "Sources:\n" + "\n".join(f"- https://s{i}.example/page (2026-01-01)" for i in range(900))
+    fitted, _ = m.fit_answer(report(20, tail=many), 12_000, REST)
+    text = fitted["answer"]
+    assert m.result_size(fitted) <= 12_000
+    assert "- https://s0.example/page (2026-01-01)" in text
+    assert "more lines of sources left out" in text
+
+
+def test_one_paragraph_longer_than_the_room_is_cut_at_a_line_or_a_character():
+    fitted, _ = m.fit_answer(report(1, paragraph="x" * 40_000), 12_000, REST)
+    assert m.result_size(fitted) <= 12_000
+    assert fitted["answer"].startswith("The short answer first.")
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "client", "size"),
+    [
+        (None, "codex-mcp-client", 12_000),
+        (None, "Claude-Code", 50_000),
+        (None, "some-editor", 50_000),
+        (None, None, 50_000),
+        ("server: {result_max_chars: 30000}\n", "claude-code", 30_000),  # the default caps all
+        ("server: {result_max_chars: 30000}\n", "codex-mcp-client", 12_000),
+        ("server: {result_max_chars_by_client: {codex-mcp-client: 20000}}\n",
+         "codex-mcp-client", 20_000),
+    ],
+)  # fmt: skip
+def test_result_size_by_client(tmp_path, yaml_text, client, size):
+    assert m.result_chars(make_config(tmp_path, yaml_text), client) == size
+
+
+def test_result_size_default_from_the_environment(tmp_path):
+    config = make_config(tmp_path, MCP_RESULT_MAX_CHARS="8000")
+    assert m.result_chars(config, "claude-code") == 8000
+
+
+@pytest.mark.parametrize(
+    "yaml_text",
+    [
+        "server: {result_max_chars_by_client: {codex: 10}}\n",
+        "server: {result_max_chars_by_client: {codex: many}}\n",
+        "server: {result_max_chars_by_client: [codex]}\n",
+    ],
+)
+def test_a_bad_result_size_table_is_refused_at_start_up(tmp_path, yaml_text):
+    with pytest.raises(m.ConfigError, match=r"result_max_chars_by_client .* must be a mapping"):
+        make_config(tmp_path, yaml_text)
+
+
+# ============================================================================================
 # build_request
 # ============================================================================================
 
@@ -829,13 +952,16 @@ model_profiles:
 
 def test_request_model_follows_the_tools_profile(tmp_path):
     config = make_config(tmp_path, PROFILES)
-    models = {t: m.build_request(t, {"query": "q"}, config, TODAY)["model"] for t in m.TOOL_NAMES}
+    models = {
+        t: m.build_request(t, {"query": "q"}, config, TODAY)["model"]
+        for t in m.enabled_tools(config)
+    }
     assert models == {"answer": "gpt-5.2", "answer_detailed": "o3", "answer_quick": "gpt-4.1-mini"}
 
 
 def test_request_profiles_without_a_model_inherit_the_answer_model(tmp_path):
     config = make_config(tmp_path, "model_profiles:\n  answer: {model: gpt-5-mini}\n")
-    for tool in m.TOOL_NAMES:
+    for tool in m.enabled_tools(config):
         assert m.build_request(tool, {"query": "q"}, config, TODAY)["model"] == "gpt-5-mini"
 
 
@@ -846,6 +972,26 @@ def test_request_effort_and_verbosity_come_from_the_profile(tmp_path):
     assert answer["reasoning"] == {"effort": "low"}
     assert answer["text"] == {"verbosity": "high"}
     assert detailed["reasoning"] == {"effort": "high"}
+
+
+def test_a_follow_up_request_names_its_previous_response_and_keys_apart(tmp_path):
+    config = make_config(tmp_path)
+    alone = m.build_request("answer", {"query": "q"}, config, TODAY)
+    follow_args = {"query": "q", "previous_response_id": "resp_1"}
+    follow = m.build_request("answer", follow_args, config, TODAY)
+    assert "previous_response_id" not in alone
+    assert follow["previous_response_id"] == "resp_1"
+    keys = {
+        m.answer_key("answer", args, request, TODAY, 3)
+        for args, request in [
+            ({"query": "q"}, alone),
+            (follow_args, follow),
+            ({"query": "q", "previous_response_id": "resp_2"},
+             m.build_request("answer", {"query": "q", "previous_response_id": "resp_2"}, config,
+                             TODAY)),
+        ]
+    }  # fmt: skip
+    assert len(keys) == 3  # the cache and single-flight never mix a follow-up with another
 
 
 def test_request_instructions_are_the_builtin_policy(tmp_path):
@@ -1051,6 +1197,24 @@ def test_a_404_is_classified_by_its_body(body, kind):
     assert failure.kind == kind
     assert failure.status == 404
     assert failure.retryable is False
+
+
+@pytest.mark.parametrize("status", [400, 404])
+def test_a_previous_response_the_api_does_not_know_is_its_own_failure(status, tmp_path):
+    import openai
+
+    body = {"error": {"message": "Previous response with id 'resp_x' not found.",
+                      "type": "invalid_request_error", "param": "previous_response_id",
+                      "code": "previous_response_not_found"}}  # fmt: skip
+    request = httpx2.Request("POST", "https://api.example/v1/responses")
+    reply = httpx2.Response(status, request=request, json=body)
+    failure = m.classify_failure(openai.APIStatusError("refused", response=reply, body=body))
+    assert (failure.kind, failure.retryable) == ("previous_response", False)
+    text = m.failure_message(
+        failure, tool="answer", model="gpt-5.2", config=make_config(tmp_path), tries=1
+    )
+    assert text.startswith(f"previous_response_id is not known to the API (HTTP {status}: ")
+    assert "resp_x" in text
 
 
 def test_endpoint_message_names_the_base_url_its_source_and_the_v1_hint(tmp_path):

@@ -16,7 +16,7 @@ mcp = pytest.importorskip("mcp")
 from mcp import Client, MCPError, StdioServerParameters  # noqa: E402
 
 HANDOFF = "openai-responses-mcp/handoff"
-ANSWER_KEYS = {"answer", "used_search", "citations", "model"}
+ANSWER_KEYS = {"answer", "used_search", "citations", "model", "response_id"}
 CONFIG = "request:\n  handoff_after_s: 1\n"
 
 

@@ -197,6 +197,20 @@ def test_a_call_answers_with_the_same_content_plus_result_type_and_server_info(h
     check_meta_keys(result["_meta"])
 
 
+def test_a_long_answer_is_shortened_for_the_client_each_request_names(config):
+    long = {**ANSWER, "answer": "Start.\n\n" + "\n\n".join(["word " * 400] * 20)}
+    harness = Harness(config, FakeEngine(lambda tool, args, call: (dict(long), dict(ENGINE_META))))
+    codex = {"io.modelcontextprotocol/clientInfo": {"name": "codex-mcp-client", "version": "0"}}
+    for request_id, meta, size in ((6, codex, 12_000), (7, {}, 50_000)):
+        params = modern(name="answer", arguments={"query": "q"}, _meta=meta)
+        assert harness.request("tools/call", params, request_id) is None
+        result = harness.sent_reply(request_id)["result"]
+        text = result["content"][0]["text"]
+        assert len(text.encode("utf-8")) <= size
+        assert ("Shortened by the server" in text) == (size == 12_000)
+        assert json.loads(text) == result["structuredContent"]
+
+
 def test_an_unknown_tool_is_invalid_params(harness):
     reply = harness.request("tools/call", modern(name="nope", arguments={"query": "q"}), 3)
     assert error(reply)["code"] == -32602

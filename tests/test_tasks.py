@@ -400,7 +400,8 @@ def test_the_handoff_answer_fits_the_output_schema_and_says_how_to_collect_it():
     handoff_id = mint(fields={**FIELDS, "k": "h"})
     answer = mcp.handoff_answer(handoff_id, "gpt-5.2", 50, 3_600_000)
     jsonschema.validate(answer, mcp.OUTPUT_SCHEMA)
-    assert set(answer) == set(mcp.OUTPUT_SCHEMA["required"])
+    assert set(answer) == {*mcp.OUTPUT_SCHEMA["required"], "response_id"}
+    assert answer["response_id"] is None  # nothing to follow up yet
     assert f'{{"id": "{handoff_id}", "wait_s": 30}}' in answer["answer"]
     assert "answer_result" in answer["answer"] and "60 minutes" in answer["answer"]
     assert answer["model"] == "gpt-5.2" and answer["citations"] == []

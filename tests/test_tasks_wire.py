@@ -21,7 +21,7 @@ v2 = pytest.importorskip("mcp_types._v2026_07_28")
 
 EXT = "io.modelcontextprotocol/tasks"
 RELATED = "io.modelcontextprotocol/related-task"
-ANSWER_KEYS = {"answer", "used_search", "citations", "model"}
+ANSWER_KEYS = {"answer", "used_search", "citations", "model", "response_id"}
 CONFIG = """\
 server:
   tasks:
