@@ -841,6 +841,20 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("server", "http", "keepalive_s"): Setting(
         15, "int", low=1, high=600, doc="SSE keep-alive comment after this many quiet seconds"
     ),
+    ("server", "http", "sse_outbox_bytes"): Setting(
+        MIB,
+        "int",
+        low=64 * 1024,
+        high=256 * MIB,
+        doc="bytes an unread /sse stream may hold; past them its POSTs get 429",
+    ),
+    ("server", "http", "sse_stall_s"): Setting(
+        30,
+        "int",
+        low=1,
+        high=3600,
+        doc="an /sse stream full and unread this long is closed and its session ended",
+    ),
     ("server", "http", "lameduck_s"): Setting(
         5, "int", low=0, high=600, doc="after SIGTERM, /healthz answers 503 this long first"
     ),
@@ -1457,6 +1471,8 @@ server:
     session_idle_s: 600    # an idle session ends after 10 minutes
     header_timeout_s: 10   # to send a request's headers and body
     keepalive_s: 15        # SSE keep-alive comment when quiet
+    sse_outbox_bytes: 1048576  # what an unread /sse stream may hold (then POSTs get 429)
+    sse_stall_s: 30        # a full /sse stream unread this long is closed, its session ended
     lameduck_s: 5          # after SIGTERM (not Ctrl-C): /healthz says 503 this long
     drain_s: 30            # then calls in flight get this long to finish
   tasks:                   # MCP tasks (2025-11-25 and the 2026 extension) and handoffs
@@ -5981,7 +5997,7 @@ class EventStream:
                 continue
             if item is _END:
                 break
-            self.event("message", encode_message(item))
+            self.event("message", item if isinstance(item, bytes) else encode_message(item))
             quiet_since = time.monotonic()
             if until_reply and is_reply(item):
                 break
@@ -6165,7 +6181,9 @@ class Outbox:
     """The messages one open response still has to write, in order; _END closes it."""
 
     def __init__(self):
-        self._items: list = []
+        from collections import deque  # threading has imported it: free
+
+        self._items = deque()  # popleft is O(1); a list's pop(0) moves everything behind it
         self._ready = threading.Condition()
 
     def put(self, item) -> None:
@@ -6178,7 +6196,52 @@ class Outbox:
         with self._ready:
             if not self._ready.wait_for(lambda: self._items, timeout):
                 return None
-            return self._items.pop(0)
+            return self._taken(self._items.popleft())
+
+    def _taken(self, item):
+        return item
+
+
+class StreamOutbox(Outbox):
+    """A legacy /sse stream's outbox: everything its session sends, stored encoded so its size
+    is known, up to `limit` bytes (server.http.sse_outbox_bytes).
+
+    A client that opens /sse and never reads it must not make the server queue without end:
+    past the limit its POSTs are refused (HttpApp.legacy_session) and progress notices are
+    dropped (they are lossy by nature); replies of calls already admitted still queue, as
+    max_calls_per_session bounds them. `stalled` tells the watchdog when to give up on it.
+    """
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit, self.bytes = limit, 0
+        self._moved = time.monotonic()  # when the reader last took something, or work arrived
+
+    def send(self, message: dict) -> None:
+        """A Session's outlet: queues the message as an event's data."""
+        data = encode_message(message)
+        with self._ready:
+            if self.bytes >= self.limit and not is_reply(message):
+                return
+            if not self._items:
+                self._moved = time.monotonic()
+            self._items.append(data)
+            self.bytes += len(data)
+            self._ready.notify()
+
+    def _taken(self, item):
+        if isinstance(item, bytes):
+            self.bytes -= len(item)
+        self._moved = time.monotonic()
+        return item
+
+    def full(self) -> bool:
+        return self.bytes >= self.limit
+
+    def stalled(self, after_s: float) -> bool:
+        """Full, and nothing taken for `after_s` seconds: its client has stopped reading."""
+        with self._ready:
+            return self.full() and time.monotonic() - self._moved > after_s
 
 
 class Router:
@@ -6254,7 +6317,9 @@ class HttpSession:
     its one GET /sse stream. Stateless mode makes a throwaway one per POST (id None).
     """
 
-    def __init__(self, session_id: str | None, log: Log, legacy: bool = False):
+    def __init__(
+        self, session_id: str | None, log: Log, legacy: bool = False, outbox_bytes: int = MIB
+    ):
         self.id = session_id
         self.legacy = legacy
         self.requests = 0  # requests being handled in it now (SessionTable.get/release)
@@ -6262,9 +6327,10 @@ class HttpSession:
         self.call_id = None  # stateless: the id of the POST's request
         self.modern = False  # a 2026-07-28 request's own: closing its response cancels its call
         self.header_version = None  # that request's MCP-Protocol-Version header
-        self.stream = Outbox() if legacy else None
+        self.stream = StreamOutbox(outbox_bytes) if legacy else None
         self.router = None if legacy else Router(log)
-        self.session = Session(self.stream.put if legacy else self.router.send)
+        self.session = Session(self.stream.send if legacy else self.router.send)
+        self.hang_up = None  # legacy: closes the /sse stream's connection (HttpHandler.get_sse)
         self.session.client_key = session_id  # stateless: the client's identity, set later
         self.last_used = time.monotonic()
 
@@ -6272,8 +6338,11 @@ class HttpSession:
         self.last_used = time.monotonic()
 
     def busy(self) -> bool:
+        """Whether the session is in use: a request or call in flight, a response waiting, or
+        an /sse stream open and read (one whose outbox is full is not: it can be pushed out)."""
         waiting = self.router.waiting() if self.router else 0
-        return self.legacy or self.requests > 0 or waiting > 0 or self.session.in_flight() > 0
+        streaming = self.legacy and not self.stream.full()
+        return streaming or self.requests > 0 or waiting > 0 or self.session.in_flight() > 0
 
     def end(self, code: int = REQUEST_CANCELLED, message: str = "Request cancelled") -> None:
         """Cancels the session's calls; every response still waiting on one gets this error."""
@@ -6282,7 +6351,7 @@ class HttpSession:
             self.router.end_all(code, message)
         else:
             for request_id in cancelled:
-                self.stream.put(rpc_error(request_id, code, message))
+                self.stream.send(rpc_error(request_id, code, message))
             self.stream.put(_END)
 
 
@@ -6294,8 +6363,9 @@ class SessionTable:
     must not lock everyone out until they expire.
     """
 
-    def __init__(self, limit: int, idle_s: int, log: Log):
+    def __init__(self, limit: int, idle_s: int, log: Log, outbox: tuple[int, int] = (MIB, 30)):
         self._limit, self._idle_s, self._log = limit, idle_s, log
+        self._outbox_bytes, self._stall_s = outbox  # server.http.sse_outbox_bytes, sse_stall_s
         self._sessions: dict[str, HttpSession] = {}
         self._lock = threading.Lock()
 
@@ -6305,7 +6375,7 @@ class SessionTable:
         with self._lock:
             if len(self._sessions) >= self._limit:
                 self._evict_one()
-            hs = HttpSession(secrets.token_urlsafe(32), self._log, legacy)
+            hs = HttpSession(secrets.token_urlsafe(32), self._log, legacy, self._outbox_bytes)
             hs.requests = 1  # its initialize (or GET /sse) is being handled
             self._sessions[hs.id] = hs
         return hs
@@ -6364,9 +6434,23 @@ class SessionTable:
     def expire_idle(self) -> None:
         now = time.monotonic()
         for hs in self.all():
-            if not hs.busy() and now - hs.last_used > self._idle_s:
+            if hs.legacy and hs.stream.stalled(self._stall_s):
+                self.end_stalled(hs)
+            elif not hs.busy() and now - hs.last_used > self._idle_s:
                 self._log.debug("http", f"session idle for {self._idle_s} s: ended")
                 self.end(hs)
+
+    def end_stalled(self, hs: HttpSession) -> None:
+        """An /sse stream unread with its outbox full: the session ends and the stream's
+        connection is closed (a writer blocked on it would otherwise wait for the socket's
+        timeout, holding the outbox)."""
+        self._log.say(
+            f"a /sse stream went unread for {self._stall_s} s with {hs.stream.bytes} bytes "
+            "waiting (server.http.sse_outbox_bytes, sse_stall_s): its session was ended"
+        )
+        self.end(hs)
+        if hs.hang_up is not None:
+            hs.hang_up()
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -6399,7 +6483,10 @@ class HttpApp:
         self.stateless = settings["stateless"]
         self.max_body = settings["max_body_bytes"]
         self.header_timeout = settings["header_timeout_s"]
-        self.sessions = SessionTable(settings["max_sessions"], settings["session_idle_s"], log)
+        outbox = settings["sse_outbox_bytes"], settings["sse_stall_s"]
+        self.sessions = SessionTable(
+            settings["max_sessions"], settings["session_idle_s"], log, outbox
+        )
         self.loose: set[HttpSession] = set()  # stateless sessions whose calls may still run
         self.calls_lock = threading.Lock()  # makes "under the limit? then start" one step
         self.draining = False  # SIGTERM: /healthz says 503
@@ -6810,9 +6897,21 @@ class HttpApp:
         self.sessions.end(hs)
 
     def legacy_session(self, session_id: str) -> HttpSession:
+        """The session a POST /messages names, held until release(); 429 while its stream's
+        outbox is full (the client is not reading what it asked for)."""
         if not session_id:
             raise HttpError(400, "missing ?sessionId=: use the URL from the /sse endpoint event")
-        return self.sessions.get(session_id, legacy=True)
+        hs = self.sessions.get(session_id, legacy=True)
+        if hs.stream.full():
+            self.release(hs)
+            raise HttpError(
+                429,
+                f"this session's /sse stream is not being read: {hs.stream.bytes} bytes of "
+                f"messages wait for it, past server.http.sse_outbox_bytes ({hs.stream.limit}); "
+                "read the stream before sending more",
+                {"Retry-After": "1"},
+            )
+        return hs
 
     def post_legacy(self, hs: HttpSession, message) -> None:
         """A POST /messages message: its reply, errors and refusals included, goes down the
@@ -6823,7 +6922,7 @@ class HttpApp:
         except HttpError as exc:
             reply = rpc_error(message.get("id"), HTTP_REFUSED, exc.message)
         if reply is not None:
-            hs.stream.put(reply)
+            hs.stream.send(reply)
 
     # -- health and usage --------------------------------------------------------------------------
 
@@ -6933,6 +7032,15 @@ class HttpHandler:
                 self.connection.sendall(head.encode() + body)
             except OSError:
                 pass
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _hang_up(self) -> None:
+        """Closes the connection under whatever this handler's thread is doing with it."""
+        import socket
+
         try:
             self.connection.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -7202,6 +7310,7 @@ class HttpHandler:
 
     def get_sse(self) -> None:
         hs = self.app.open_sse()
+        hs.hang_up = self._hang_up
         try:
             events = self._start_events()
             # Relative, so it resolves against whatever URL (proxy included) reached /sse.

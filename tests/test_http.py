@@ -7,6 +7,7 @@ http.client (tests/http_client.py), and the official MCP Python SDK's clients.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import shutil
 import signal
@@ -28,10 +29,12 @@ from http_client import (
     open_sse,
     open_stream,
     post,
+    proc_status,
     raw_connection,
     read_until_closed,
     request,
     rpc,
+    unread_sse,
     wait_listening,
 )
 
@@ -931,6 +934,65 @@ def test_sse_over_the_call_limit_answers_with_an_error_event(serve, fake):
     refused = stream.next_message()
     assert refused["id"] == 2 and "max_calls_per_session" in refused["error"]["message"]
     stream.close()
+
+
+def test_an_sse_outbox_counts_its_bytes_drops_progress_when_full_but_never_a_reply():
+    import openai_responses_mcp as orm
+
+    box = orm.StreamOutbox(100)
+    reply = {"jsonrpc": "2.0", "id": 1, "result": {"text": "x" * 120}}
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}}
+    box.send(progress)
+    size = box.bytes
+    assert size == len(orm.encode_message(progress)) and not box.full()
+    box.send(reply)
+    assert box.full() and box.bytes > 100
+    box.send(progress)  # dropped: the stream is not being read
+    box.send({**reply, "id": 2})  # kept: a reply is owed
+    assert not box.stalled(60)  # full, but only just
+    assert box.stalled(-1)
+    taken = [box.get(0) for _ in range(3)]
+    assert [orm.decode_message(item)[0].get("id") for item in taken] == [None, 1, 2]
+    assert box.bytes == 0 and box.get(0) is None and not box.full()
+
+
+def test_an_unread_sse_stream_holds_at_most_sse_outbox_bytes_then_its_posts_get_429(serve):
+    # Issue 18: 8,000 posts to a stream nobody reads queued every reply (~7 MB/s) and the
+    # session never expired. 6,000 tools/list replies are ~12 MB when queued without a limit.
+    limit = 65536
+    server = serve(config=http_config(sse_outbox_bytes=limit, sse_stall_s=2))
+    sock, endpoint = unread_sse(server.port)
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+
+    def send(message) -> tuple[int, bytes]:
+        conn.request("POST", endpoint, json.dumps(message), {"Content-Type": "application/json"})
+        reply = conn.getresponse()
+        return reply.status, reply.read()
+
+    assert send(rpc("initialize", INIT_PARAMS, id=0))[0] == 202
+    assert send(notification("notifications/initialized"))[0] == 202
+    time.sleep(3)  # initialize imports openai in the background (~30 MB): not this test's
+    before = proc_status(server.proc.pid)
+    replies = [send(rpc("tools/list", id=n)) for n in range(1, 6001)]
+    after = proc_status(server.proc.pid)
+    statuses = [status for status, _ in replies]
+    refused = [body for status, body in replies if status == 429]
+    # Accepted while the outbox has room (the kernel's socket buffers take some replies too),
+    # else refused; on a slow machine the stall may end the session before the last (404).
+    assert set(statuses) <= {202, 429, 404} and len(refused) >= 1000
+    assert statuses.index(429) < statuses.index(404) if 404 in statuses else True
+    error = json.loads(refused[0])["error"]["message"]
+    assert "not being read" in error and "server.http.sse_outbox_bytes (65536)" in error
+    # The outbox's limit plus allocator slack: nothing grows with the number of posts.
+    assert after["VmRSS"] - before["VmRSS"] < 4096 + 4 * limit // 1024, (before, after)
+    assert after["Threads"] <= before["Threads"] + 1  # no thread per post
+    # Full and unread for sse_stall_s: the stream is closed and the session ended.
+    wait_for(lambda: send(rpc("ping", id=9))[0] == 404, 15, "the stalled session's end")
+    assert "a /sse stream went unread for 2 s" in server.stderr
+    read_until_closed(sock, 10)
+    wait_for(lambda: proc_status(server.proc.pid)["Threads"] < before["Threads"], 10, "exit")
+    conn.close()
+    sock.close()
 
 
 # -- stateless mode ----------------------------------------------------------------------------
