@@ -820,7 +820,7 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         "int",
         low=1,
         high=10_000,
-        doc="most open connections (each holds a thread); more are closed at once",
+        doc="most open connections; at the cap a new one closes the longest idle one",
     ),
     ("server", "http", "max_calls"): Setting(
         64, "int", low=1, high=100_000, doc="most tool calls in flight on the server"
@@ -836,7 +836,22 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         "int",
         low=1,
         high=600,
-        doc="seconds to send a request's headers and body; idle keep-alive connections close too",
+        doc="seconds to send a request's headers and body, from its first byte",
+    ),
+    ("server", "http", "request_line_timeout_s"): Setting(
+        2,
+        "int",
+        low=1,
+        high=60,
+        doc="seconds a new connection has to send its request line (a kept-alive one: from its "
+        "first byte)",
+    ),
+    ("server", "http", "idle_timeout_s"): Setting(
+        60,
+        "int",
+        low=1,
+        high=3600,
+        doc="a kept-alive connection waiting for its next request closes after this long",
     ),
     ("server", "http", "keepalive_s"): Setting(
         15, "int", low=1, high=600, doc="SSE keep-alive comment after this many quiet seconds"
@@ -1463,13 +1478,15 @@ server:
     stateless: false       # true: no sessions, for several instances behind a load balancer
     allowed_origins: []    # browser origins besides http(s)://localhost, 127.0.0.1, [::1]
     allowed_hosts: []      # Host names besides the localhost names and the bound address
-    max_connections: 256   # open connections, each holding a thread
+    max_connections: 256   # open connections; at the cap a new one closes the longest idle
     max_sessions: 100      # at the cap, a new session ends the least recently used idle one
     max_body_bytes: 1048576  # largest request body (413 past it, before reading)
     max_calls: 64          # tool calls in flight on the server
     max_calls_per_session: 8
     session_idle_s: 600    # an idle session ends after 10 minutes
     header_timeout_s: 10   # to send a request's headers and body
+    request_line_timeout_s: 2  # for a new connection to send its request line
+    idle_timeout_s: 60     # a kept-alive connection waiting for its next request (no thread)
     keepalive_s: 15        # SSE keep-alive comment when quiet
     sse_outbox_bytes: 1048576  # what an unread /sse stream may hold (then POSTs get 429)
     sse_stall_s: 30        # a full /sse stream unread this long is closed, its session ended
@@ -6150,10 +6167,12 @@ def serve_stdio(dispatcher: Dispatcher, config: Config, log: Log) -> int:
 
 
 # -- HTTP: Streamable HTTP, the legacy HTTP+SSE transport, /healthz ----------------------------
-# `--http` serves the same Dispatcher from one http.server.ThreadingHTTPServer (one thread per
-# connection). Streamable HTTP (MCP 2025-03-26 and later) is POST/DELETE on /mcp; the
-# 2024-11-05 transport is GET /sse plus POST /messages. Results and progress leave worker
-# threads through Session.send; a Router hands each to the response waiting for that request.
+# `--http` serves the same Dispatcher from one http.server.HTTPServer: a connection waits for
+# its request in the Lobby (one selector thread for all of them) and gets a thread of its own
+# while it has a request to read or answer (HttpServer). Streamable HTTP (MCP 2025-03-26 and
+# later) is POST/DELETE on /mcp; the 2024-11-05 transport is GET /sse plus POST /messages.
+# Results and progress leave worker threads through Session.send; a Router hands each to the
+# response waiting for that request.
 # http.server and friends are imported only when --http is used.
 
 MCP_PATH, SSE_PATH, MESSAGES_PATH, HEALTH_PATH = "/mcp", "/sse", "/messages", "/healthz"
@@ -6962,9 +6981,22 @@ class HttpApp:
 
     # -- the watchdog: slow clients, idle sessions -------------------------------------------------
 
-    def watch(self, handler) -> None:
+    def watch(self, handler, deadline: float) -> None:
         with self._lock:
-            self._deadlines[handler] = time.monotonic() + self.header_timeout
+            self._deadlines[handler] = deadline
+
+    def evict_reader(self) -> bool:
+        """Closes the connection that has waited longest for its request line to complete,
+        if any (HttpServer.admit, at max_connections); its slot passes to a new connection."""
+        with self._lock:
+            readers = [(when, h) for h, when in self._deadlines.items() if h.awaits_line()]
+            if not readers:
+                return False
+            handler = min(readers, key=lambda entry: entry[0])[1]
+            del self._deadlines[handler]
+            handler.evicted = True
+        handler.too_slow()
+        return True
 
     def unwatch(self, handler) -> None:
         with self._lock:
@@ -7002,27 +7034,57 @@ class HttpHandler:
 
     # -- the connection ----------------------------------------------------------------------------
 
+    def serve(self, line_deadline: float) -> bool:
+        """Answers the requests this connection has bytes for; True if it stays open and
+        should wait for its next request holding no thread (HttpServer's Lobby), False if it
+        closes. The request line must arrive by `line_deadline`."""
+        self.evicted = False  # HttpApp.evict_reader closed it to make room
+        self.close_connection = True
+        while True:
+            self._line_deadline = line_deadline
+            self.handle_one_request()
+            if self.close_connection:
+                return False
+            if not self._has_buffered():
+                return True
+            line_deadline = time.monotonic() + self.app.settings["request_line_timeout_s"]
+
+    def _has_buffered(self) -> bool:
+        """Whether the next request's bytes are here already (pipelined, or read with the
+        last one), looked at without waiting."""
+        self.connection.settimeout(0)
+        try:
+            return bool(self.rfile.peek(0))
+        except OSError:
+            return True  # the next read ends the connection with its error
+        finally:
+            self.connection.settimeout(self.timeout)
+
     def handle_one_request(self) -> None:
         self.app: HttpApp = self.server.app
         self._phase = "idle"  # idle -> request (line read) -> answered
         self._body: bytes | None = None
         self._framing_ok = False  # Content-Length and Transfer-Encoding were checked
         self._cors: dict = {}
-        self.app.watch(self)  # the request line, headers and body must arrive in time
+        self._started = time.monotonic()
+        self.app.watch(self, self._line_deadline)  # the request line must arrive in time
         try:
             super().handle_one_request()
         finally:
             self.app.unwatch(self)
 
     def parse_request(self) -> bool:
-        self._phase = "request"
+        self._phase = "request"  # then the headers and body, within header_timeout_s
+        self.app.watch(self, self._started + self.app.header_timeout)
         return super().parse_request()
+
+    def awaits_line(self) -> bool:
+        """Whether this connection has not yet sent a whole request line."""
+        return self._phase == "idle"
 
     def too_slow(self) -> None:
         """Called by the watchdog: the request did not arrive in time, so drop the connection
         (with a 408 if it had started; an idle keep-alive connection just closes)."""
-        import socket
-
         if self._phase == "request":
             why = f"the request did not arrive within {self.app.header_timeout} s"
             body = encode_message({"error": f"{why} (server.http.header_timeout_s)"})
@@ -7032,10 +7094,7 @@ class HttpHandler:
                 self.connection.sendall(head.encode() + body)
             except OSError:
                 pass
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        self._hang_up()
 
     def _hang_up(self) -> None:
         """Closes the connection under whatever this handler's thread is doing with it."""
@@ -7434,35 +7493,191 @@ _MODERN_STATUS = {
 }
 
 
-class HttpServer:
-    """The listening socket, mixed into http.server.ThreadingHTTPServer by HttpTransport: one
-    thread per connection, at most server.http.max_connections of them."""
+class Lobby:
+    """Connections waiting for a request, held by no thread: one selector thread watches them
+    and hands each to `on_ready` (a worker thread) once it has bytes to read.
 
-    daemon_threads = True
+    A connection that sends nothing costs a file descriptor, not a thread. Each waits until its
+    deadline (a new one: server.http.request_line_timeout_s; a kept-alive one:
+    idle_timeout_s) and is then closed. Only the lobby's thread touches its selector; others
+    hand it work through `_incoming` and `_doomed` and wake it through a socket pair.
+    """
+
+    def __init__(self, on_ready, on_closed):
+        import selectors
+        import socket
+        from collections import OrderedDict
+
+        self._on_ready, self._on_closed = on_ready, on_closed
+        self._selector = selectors.DefaultSelector()
+        self._waiting: OrderedDict = OrderedDict()  # socket -> (address, handler, deadline)
+        self._incoming: list = []  # sockets to register
+        self._doomed: list = []  # sockets evicted: to close, their slots already passed on
+        self._lock = threading.Lock()
+        self._wake_in, self._wake_out = socket.socketpair()
+        self._wake_out.setblocking(False)
+        self._selector.register(self._wake_in, selectors.EVENT_READ)
+        self.closed = False
+
+    def wait(self, conn, address, handler, deadline: float) -> None:
+        """Parks `conn` (with its handler, None before its first request) until it has bytes
+        to read or its deadline passes."""
+        with self._lock:
+            if not self.closed:
+                self._waiting[conn] = (address, handler, deadline)
+                self._incoming.append(conn)
+        if self.closed:
+            return self._on_closed(conn, handler)
+        self._wake()
+
+    def evict_oldest(self) -> bool:
+        """Closes the connection that has waited longest, if any; its slot is the caller's."""
+        with self._lock:
+            if not self._waiting:
+                return False
+            conn, _ = self._waiting.popitem(last=False)
+            self._doomed.append(conn)
+        self._wake()
+        return True
+
+    def waiting(self) -> int:
+        with self._lock:
+            return len(self._waiting)
+
+    def close(self) -> None:
+        """Stops: every waiting connection is closed, and any parked later too."""
+        with self._lock:
+            self.closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        try:
+            self._wake_out.send(b"\0")
+        except OSError:  # its buffer is full: the lobby is being woken already
+            pass
+
+    def run(self) -> None:
+        import selectors
+
+        while not self._turn(selectors.EVENT_READ):
+            pass
+
+    def _turn(self, readable: int) -> bool:
+        """One look at the connections; True once closed and emptied."""
+        for key, _ in self._selector.select(_POLL_S):
+            if key.fileobj is self._wake_in:
+                self._wake_in.recv(4096)
+                continue
+            self._selector.unregister(key.fileobj)
+            with self._lock:
+                entry = self._waiting.pop(key.fileobj, None)
+            if entry is not None:
+                self._on_ready(key.fileobj, *entry)
+        with self._lock:
+            incoming, self._incoming = self._incoming, []
+            doomed, self._doomed = self._doomed, []
+            now = time.monotonic()
+            late = [c for c, (_, _, when) in self._waiting.items() if when <= now or self.closed]
+            ended = [(conn, self._waiting.pop(conn)[1]) for conn in late]
+        for conn in incoming:
+            if conn not in doomed and not any(conn is c for c, _ in ended):
+                self._selector.register(conn, readable)
+        for conn in doomed:
+            self._forget(conn)
+            conn.close()
+        for conn, handler in ended:
+            self._forget(conn)
+            self._on_closed(conn, handler)
+        return self.closed
+
+    def _forget(self, conn) -> None:
+        try:
+            self._selector.unregister(conn)
+        except (KeyError, ValueError):  # never registered (or already closed)
+            pass
+
+
+class HttpServer:
+    """The listening socket, mixed into http.server.HTTPServer by HttpTransport.
+
+    A connection holds a worker thread only while it has a request to read or answer; between
+    requests (and before its first) it waits in the Lobby. At most server.http.max_connections
+    are open: at the cap a new connection closes the one idle longest, and is itself closed at
+    once only when every open connection is busy with a request.
+    """
+
     request_queue_size = 128
 
     def __init__(self, app: HttpApp, host: str, port: int, handler):
         self.app, self.host = app, host
         self.address_family = app.family
-        # Each connection holds a thread; past the cap, new ones are closed at once.
-        self.slots = threading.BoundedSemaphore(app.settings["max_connections"])
+        self.limit = app.settings["max_connections"]
+        self.open = 0  # connections accepted and not yet closed
+        self._count = threading.Lock()
+        self.lobby = Lobby(self._ready, self._close)
         super().__init__((host, port), handler)
 
-    def process_request(self, request, client_address) -> None:
-        if not self.slots.acquire(blocking=False):
-            self.app.log.debug("http", "connection refused: server.http.max_connections reached")
-            return self.shutdown_request(request)
-        try:
-            super().process_request(request, client_address)
-        except Exception:
-            self.slots.release()
-            raise
+    def admit(self) -> bool:
+        """Whether a new connection may open: under the cap, or by closing an idle one."""
+        with self._count:
+            if self.open < self.limit:
+                self.open += 1
+                return True
+        if self.lobby.evict_oldest() or self.app.evict_reader():
+            self.app.log.debug("http", "closed the longest idle connection to make room")
+            return True
+        return False
 
-    def process_request_thread(self, request, client_address) -> None:
+    def process_request(self, request, client_address) -> None:
+        if not self.admit():
+            self.app.log.debug(
+                "http", "connection refused: server.http.max_connections, all of them busy"
+            )
+            return self.shutdown_request(request)
+        deadline = time.monotonic() + self.app.settings["request_line_timeout_s"]
+        self.lobby.wait(request, client_address, None, deadline)
+
+    def _ready(self, conn, address, handler, deadline: float) -> None:
+        """The lobby's hand-over: `conn` has bytes to read; a worker thread serves them."""
+        if handler is not None:  # kept alive: its request line is due soon after its first byte
+            deadline = time.monotonic() + self.app.settings["request_line_timeout_s"]
+        worker = threading.Thread(
+            target=self._serve, args=(conn, address, handler, deadline), daemon=True
+        )
         try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
+            worker.start()
+        except RuntimeError:  # no thread to be had (a pids limit): this connection closes
+            self._close(conn, handler)
+
+    def _serve(self, conn, address, handler, deadline: float) -> None:
+        parked = False
+        try:
+            if handler is None:
+                handler = self.RequestHandlerClass.__new__(self.RequestHandlerClass)
+                handler.request, handler.client_address, handler.server = conn, address, self
+                handler.setup()
+            parked = handler.serve(deadline)
+        except Exception:  # noqa: BLE001 - one connection's failure is only its own
+            self.handle_error(conn, address)
+        if parked and not handler.evicted:
+            self.lobby.wait(conn, address, handler, time.monotonic() + self.idle_s())
+        else:
+            self._close(conn, handler)
+
+    def idle_s(self) -> int:
+        return self.app.settings["idle_timeout_s"]
+
+    def _close(self, conn, handler) -> None:
+        """Closes a connection and frees its slot (unless an eviction passed it on)."""
+        if handler is not None:
+            try:
+                handler.finish()
+            except OSError:
+                pass
+        self.shutdown_request(conn)
+        if handler is None or not getattr(handler, "evicted", False):
+            with self._count:
+                self.open -= 1
 
     def server_bind(self) -> None:  # HTTPServer's would look the name up in DNS
         import socketserver
@@ -7476,8 +7691,8 @@ class HttpServer:
 
 
 class HttpTransport:
-    """Every HTTP client of one listening address: an HttpServer with HttpHandler threads,
-    an HttpApp that decides, and the shutdown sequence."""
+    """Every HTTP client of one listening address: an HttpServer with its Lobby and
+    HttpHandler threads, an HttpApp that decides, and the shutdown sequence."""
 
     def __init__(self, app: HttpApp, host: str, port: int):
         self.app, self.log, self.host, self.port = app, app.log, host, port
@@ -7493,7 +7708,7 @@ class HttpTransport:
         # Bounds each socket read and write (a client that stops reading); the watchdog
         # enforces header_timeout_s itself, so this must not fire first.
         handler.timeout = max(30, 2 * app.header_timeout)
-        server_class = type("Server", (HttpServer, http.server.ThreadingHTTPServer), {})
+        server_class = type("Server", (HttpServer, http.server.HTTPServer), {})
         try:
             self.server = server_class(app, host, self.port, handler)
         except OSError as exc:
@@ -7512,6 +7727,7 @@ class HttpTransport:
         for signum in stop_signals(signal):
             signal.signal(signum, on_signal)
         threading.Thread(target=self.server.serve_forever, args=(0.2,), daemon=True).start()
+        threading.Thread(target=self.server.lobby.run, name="http-lobby", daemon=True).start()
         app.start_watchdog()
         shown = f"[{host}]" if ":" in host else host
         where = "stateless" if app.stateless else f"legacy SSE at {SSE_PATH}"
@@ -7563,6 +7779,7 @@ class HttpTransport:
         """Stops accepting: the port is free for a new server at once (SO_REUSEADDR is set)."""
         self.server.shutdown()
         self.server.server_close()
+        self.server.lobby.close()  # idle connections: nothing to finish
         self.app.stopping = True
 
 
