@@ -1505,6 +1505,36 @@ server:
 
 # -- Logging -----------------------------------------------------------------------------------
 
+# What a terminal acts on instead of showing: C0 controls (ESC starts the sequences that clear
+# the screen or retitle the window), DEL, C1 controls (U+009B is a one-character CSI to some
+# terminals), the line and paragraph separators, and the bidirectional overrides and isolates
+# that make text read other than it is stored.
+_CONTROLS = "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]"
+_JSON_CONTROLS = "[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]"  # C0: json's
+
+
+def inert(text: str, json_text: bool = False) -> str:
+    """`text` safe to show a person: control characters written as escapes (ESC as \\x1b,
+    U+202E as \\u202e), everything else as it is. For every human-facing output that may hold
+    text from upstream, a client or a config file: log lines, --usage, --doctor. With
+    `json_text`, for JSON printed to a terminal: every escape is \\uXXXX, so the JSON stays
+    valid and decodes to the same strings (json.dumps has escaped C0 in strings already; those
+    outside, its indentation, stay)."""
+    if text.isprintable():  # the usual case, checked in C
+        return text
+    if json_text:
+        return re.sub(_JSON_CONTROLS, _json_escaped, text)
+    return re.sub(_CONTROLS, _escaped, text)
+
+
+def _escaped(match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _json_escaped(match) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
 
 class Log:
     """stderr lines for people. Debug lines only when debug was decided on at start-up.
@@ -1534,7 +1564,7 @@ class Log:
     def _write(self, line: str) -> None:
         # A log line never raises: a failure here must not change or drop a reply.
         try:
-            line = self.redact(line) + "\n"
+            line = inert(self.redact(line)) + "\n"  # one line, whatever it quotes
             if not line.isascii():  # a lone surrogate (from a client's text) is escaped
                 line = line.encode("utf-8", "backslashreplace").decode("utf-8")
         except Exception:  # noqa: BLE001
@@ -7788,7 +7818,7 @@ def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port
     try:
         app = HttpApp(dispatcher, config, log, host)
     except ConfigError as exc:
-        print(f"{SERVER_NAME}: config error: {exc}", file=sys.stderr)
+        print(f"{SERVER_NAME}: config error: {inert(str(exc))}", file=sys.stderr)
         return 2
     dispatcher.stateless = app.stateless
     dispatcher.tasks_off = tasks_off_reason(config, app.stateless)
@@ -7984,7 +8014,8 @@ def run_usage(config: Config, log: Log, since: str | None, as_json: bool) -> int
         report.update(by_day=[], by_model=[], by_tool=[], total=_usage_row_empty())
     report["state_path"] = path
     if as_json:
-        sys.stdout.write(json.dumps(report, ensure_ascii=False, indent=2) + "\n")
+        shown = json.dumps(report, ensure_ascii=False, indent=2)
+        sys.stdout.write(inert(shown, json_text=True) + "\n")
         return 0
     sys.stdout.write(format_usage(report))
     return 0
@@ -7996,19 +8027,25 @@ def _usage_row_empty() -> dict:
     return {name: 0 for name in names}
 
 
+_USAGE_TABLES = (("by day", "by_day", "day"), ("by model", "by_model", "model"))
+_USAGE_TABLES += (("by tool", "by_tool", "tool"),)
+
+
 def format_usage(report: dict) -> str:
-    """The --usage tables, for people."""
+    """The --usage tables, for people. Model names come from the API (or a gateway): they are
+    shown inert, whole, and the first column is as wide as the widest of them."""
     since = f" since {report['since']}" if report["since"] else ""
-    lines = [f"usage{since} ({report['timezone']}; {report['state_path']})"]
-    for title, name, column in (
-        ("by day", "by_day", "day"),
-        ("by model", "by_model", "model"),
-        ("by tool", "by_tool", "tool"),
-    ):
-        lines += ["", f"{title:<28} {'calls':>7} {'from cache':>10} {'searches':>8} {'USD':>12}"]
-        for row in report[name]:
-            lines.append(_usage_line(str(row[column]), row))
-    lines += ["", _usage_line("total", report["total"])]
+    lines = [inert(f"usage{since} ({report['timezone']}; {report['state_path']})")]
+    labels = {
+        name: [inert(str(row[column])) for row in report[name]] for _, name, column in _USAGE_TABLES
+    }
+    width = max([28] + [_shown_width(label) for names in labels.values() for label in names])
+    for title, name, _ in _USAGE_TABLES:
+        head = f"{_pad(title, width)} {'calls':>7} {'from cache':>10} {'searches':>8} {'USD':>12}"
+        lines += ["", head]
+        for label, row in zip(labels[name], report[name], strict=True):
+            lines.append(_usage_line(label, row, width))
+    lines += ["", _usage_line("total", report["total"], width)]
     if report["total"]["unpriced"]:
         lines.append(
             f"({report['total']['unpriced']} calls had no known price: set pricing.models)"
@@ -8016,11 +8053,27 @@ def format_usage(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _usage_line(label: str, row: dict) -> str:
+def _usage_line(label: str, row: dict, width: int = 28) -> str:
     return (
-        f"{label[:28]:<28} {row['calls']:>7} {row['cache_hits']:>10} {row['web_searches']:>8} "
-        f"{row['usd']:>12.4f}"
+        f"{_pad(label, width)} {row['calls']:>7} {row['cache_hits']:>10} "
+        f"{row['web_searches']:>8} {row['usd']:>12.4f}"
     )
+
+
+def _shown_width(text: str) -> int:
+    """Terminal columns `text` takes: wide (CJK) characters take two, combining marks none."""
+    import unicodedata
+
+    if text.isascii():
+        return len(text)
+    return sum(
+        0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+        for c in text
+    )
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * (width - _shown_width(text))
 
 
 def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
@@ -8028,7 +8081,7 @@ def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
     try:
         args = validate_arguments(tool, {"query": query})
     except InvalidParams as exc:
-        print(f"{SERVER_NAME}: {exc}", file=sys.stderr)
+        print(f"{SERVER_NAME}: {inert(str(exc))}", file=sys.stderr)
         return 2
 
     def progress(count: int, message: str) -> None:
@@ -8038,12 +8091,13 @@ def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
     try:
         answer, meta = AnswerEngine(config, log).answer(tool, args, call)
     except ToolError as exc:
-        print(f"answer failed: {exc.message}", file=sys.stderr)
+        print(f"answer failed: {inert(exc.message)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         call.cancel()
         return 130
-    sys.stdout.write(json.dumps({**answer, "_meta": meta}, ensure_ascii=False, indent=2) + "\n")
+    shown = json.dumps({**answer, "_meta": meta}, ensure_ascii=False, indent=2)
+    sys.stdout.write(inert(shown, json_text=True) + "\n")
     return 0
 
 
@@ -8121,7 +8175,7 @@ class Doctor:
             self.marks = self.PLAIN
 
     def line(self, text: str) -> None:
-        text = re.sub(r"//[^/@\s]*@", "//***@", text)
+        text = inert(re.sub(r"//[^/@\s]*@", "//***@", text))
         try:
             self.out.write(self.redact(text) + "\n")
             self.out.flush()
@@ -8704,7 +8758,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         options = parse_args(argv)
     except UsageError as exc:
-        print(f"{USAGE}\n{SERVER_NAME}: error: {exc}", file=sys.stderr)
+        print(f"{USAGE}\n{SERVER_NAME}: error: {inert(str(exc))}", file=sys.stderr)
         return 2
     if options.get("help") or not argv:
         sys.stdout.write(HELP)
@@ -8727,7 +8781,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(options)
     except ConfigError as exc:
-        print(f"{SERVER_NAME}: config error: {exc}", file=sys.stderr)
+        print(f"{SERVER_NAME}: config error: {inert(str(exc))}", file=sys.stderr)
         return 2
     server = config.values["server"]
     key_env = config.get("openai", "api_key_env")
@@ -8743,7 +8797,8 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         log.say(f"warning: {problem}; tool calls fail until then")
     if options.get("show_config") or (server["show_config_on_start"] and serving):
-        sys.stderr.write(json.dumps(config.describe(), ensure_ascii=False, indent=2) + "\n")
+        shown = json.dumps(config.describe(), ensure_ascii=False, indent=2)
+        sys.stderr.write(inert(shown, json_text=True) + "\n")
         sys.stderr.flush()
     if options.get("ask"):
         return run_ask(config, log, options["ask"], options.get("tool") or "answer")
