@@ -566,15 +566,19 @@ def test_odd_responses_posted_are_accepted_without_an_answer(serve, message):
     assert post(server.port, rpc("ping"), session).json()["result"] == {}
 
 
-def test_at_max_connections_a_new_connection_closes_the_longest_idle_one(serve):
+@pytest.mark.parametrize("sent", [b"", b"GE"], ids=["nothing", "part-of-a-request-line"])
+def test_at_max_connections_a_new_connection_closes_the_longest_idle_one(serve, sent):
     server = serve(config=http_config(max_connections=2, request_line_timeout_s=30))
     oldest = raw_connection(server.port)
+    oldest.sendall(sent)
     time.sleep(0.3)  # "longest idle" must be unambiguous
     newer = raw_connection(server.port)
+    newer.sendall(sent)
     time.sleep(0.3)  # both are waiting in the server before the next one comes
     assert request(server.port, "GET", "/healthz").status == 200
     assert read_until_closed(oldest, timeout=5.0) == b""
-    newer.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    rest = b"T /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    newer.sendall(rest if sent else b"GE" + rest)
     assert read_until_closed(newer, timeout=5.0).startswith(b"HTTP/1.1 200 ")
 
 
