@@ -5573,6 +5573,9 @@ class TaskTable:
 #   limits (HttpApp.dispatch), in one step with the call's start.
 # - When the client goes, its calls are cancelled (Session.cancel_all); at end of input or a
 #   graceful stop, the transport waits for them (Session.wait_idle) up to its limit.
+# - A client that sends nothing or reads nothing costs a bounded amount: HTTP keeps connections
+#   waiting for a request in its Lobby (no thread each) and what a /sse stream has not taken in
+#   a StreamOutbox of server.http.sse_outbox_bytes.
 
 
 # json.dumps and json.loads build a new encoder or decoder on every call, which costs more than
@@ -7416,7 +7419,8 @@ class HttpHandler:
         hs = self.app.legacy_session(session_id)
         try:
             message = self._read_message()
-            # Always 202 for a parseable message (a non-2xx breaks some SSE clients).
+            # Always 202 for a parseable message (a non-2xx breaks some SSE clients); only a
+            # client that does not read its stream got 429 already (HttpApp.legacy_session).
             self._send_empty(202)
             self.app.post_legacy(hs, message)
         except _Answered:
