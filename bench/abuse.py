@@ -179,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle", type=int, default=300)
     parser.add_argument("--requests", type=int, default=40)
     args = parser.parse_args(argv)
+    if not os.path.isdir("/proc/self"):
+        print("abuse: skipped: it reads /proc/<pid>/status (Linux)")
+        return 0
     with tempfile.TemporaryDirectory(prefix="abuse-") as workdir:
         proc, port = start(workdir)
         try:
