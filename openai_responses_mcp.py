@@ -7537,12 +7537,12 @@ class Lobby:
     hand it work through `_incoming` and `_doomed` and wake it through a socket pair.
     """
 
-    def __init__(self, on_ready, on_closed):
+    def __init__(self, on_ready, on_closed, log: Log):
         import selectors
         import socket
         from collections import OrderedDict
 
-        self._on_ready, self._on_closed = on_ready, on_closed
+        self._on_ready, self._on_closed, self._log = on_ready, on_closed, log
         self._selector = selectors.DefaultSelector()
         self._waiting: OrderedDict = OrderedDict()  # socket -> (address, handler, deadline)
         self._incoming: list = []  # sockets to register
@@ -7593,8 +7593,13 @@ class Lobby:
     def run(self) -> None:
         import selectors
 
-        while not self._turn(selectors.EVENT_READ):
-            pass
+        while True:
+            try:
+                if self._turn(selectors.EVENT_READ):
+                    return
+            except Exception as exc:  # noqa: BLE001 - a bug must not stop every connection
+                self._log.say(f"internal error in the HTTP lobby: {type(exc).__name__}: {exc}")
+                time.sleep(_POLL_S)
 
     def _turn(self, readable: int) -> bool:
         """One look at the connections; True once closed and emptied."""
@@ -7646,9 +7651,11 @@ class HttpServer:
         self.app, self.host = app, host
         self.address_family = app.family
         self.limit = app.settings["max_connections"]
+        if os.name == "nt":  # select(), Windows' only selector, watches at most 512 sockets
+            self.limit = min(self.limit, 500)
         self.open = 0  # connections accepted and not yet closed
         self._count = threading.Lock()
-        self.lobby = Lobby(self._ready, self._close)
+        self.lobby = Lobby(self._ready, self._close, app.log)
         super().__init__((host, port), handler)
 
     def admit(self) -> bool:
