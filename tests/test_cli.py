@@ -380,3 +380,14 @@ def test_a_hostile_model_name_from_upstream_reaches_the_terminal_escaped(tmp_pat
     assert json.loads(usage_json.stdout)["by_model"][0]["model"] == EVIL_MODEL
     for output in (asked.stderr, asked.stdout, usage.stdout, usage.stderr, usage_json.stdout):
         assert not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202e]", output), output
+
+
+def test_log_and_doctor_lines_are_inert(capsys):
+    import io
+
+    mcp.Log().say(f"warning: no price known for model {EVIL_MODEL}")
+    out = io.StringIO()
+    mcp.Doctor(out).warn(f"budget: model {EVIL_MODEL} has no known price", "set it")
+    for text in (capsys.readouterr().err, out.getvalue()):
+        assert mcp.inert(EVIL_MODEL) in text
+        assert all(line.isprintable() for line in text.splitlines())
