@@ -7713,7 +7713,7 @@ class HttpServer:
         if handler is not None:
             try:
                 handler.finish()
-            except OSError:
+            except Exception:  # noqa: BLE001 - a handler whose setup failed has no files
                 pass
         self.shutdown_request(conn)
         if handler is None or not getattr(handler, "evicted", False):
