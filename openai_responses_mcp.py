@@ -7546,7 +7546,7 @@ class Lobby:
         self._selector = selectors.DefaultSelector()
         self._waiting: OrderedDict = OrderedDict()  # socket -> (address, handler, deadline)
         self._incoming: list = []  # sockets to register
-        self._doomed: list = []  # sockets evicted: to close, their slots already passed on
+        self._doomed: list = []  # (socket, handler) evicted: to close, slots passed on already
         self._lock = threading.Lock()
         self._wake_in, self._wake_out = socket.socketpair()
         self._wake_out.setblocking(False)
@@ -7569,8 +7569,8 @@ class Lobby:
         with self._lock:
             if not self._waiting:
                 return False
-            conn, _ = self._waiting.popitem(last=False)
-            self._doomed.append(conn)
+            conn, (_, handler, _) = self._waiting.popitem(last=False)
+            self._doomed.append((conn, handler))
         self._wake()
         return True
 
@@ -7618,12 +7618,13 @@ class Lobby:
             now = time.monotonic()
             late = [c for c, (_, _, when) in self._waiting.items() if when <= now or self.closed]
             ended = [(conn, self._waiting.pop(conn)[1]) for conn in late]
+        gone = {id(conn) for conn, _ in doomed + ended}
         for conn in incoming:
-            if conn not in doomed and not any(conn is c for c, _ in ended):
+            if id(conn) not in gone:
                 self._selector.register(conn, readable)
-        for conn in doomed:
+        for conn, handler in doomed:
             self._forget(conn)
-            conn.close()
+            self._on_closed(conn, handler, release=False)
         for conn, handler in ended:
             self._forget(conn)
             self._on_closed(conn, handler)
@@ -7708,7 +7709,7 @@ class HttpServer:
     def idle_s(self) -> int:
         return self.app.settings["idle_timeout_s"]
 
-    def _close(self, conn, handler) -> None:
+    def _close(self, conn, handler, release: bool = True) -> None:
         """Closes a connection and frees its slot (unless an eviction passed it on)."""
         if handler is not None:
             try:
@@ -7716,7 +7717,7 @@ class HttpServer:
             except Exception:  # noqa: BLE001 - a handler whose setup failed has no files
                 pass
         self.shutdown_request(conn)
-        if handler is None or not getattr(handler, "evicted", False):
+        if release and not getattr(handler, "evicted", False):
             with self._count:
                 self.open -= 1
 
