@@ -10,8 +10,9 @@ Spawns the real server (`--http 127.0.0.1:0` with a token, no upstream needed) a
   stream's limit (server.http.sse_outbox_bytes) plus 8 MiB of allocator slack, the posts past
   the limit get 429, and the stream, left full, is closed after server.http.sse_stall_s.
 - idle: N (300) connections are opened and send nothing, past server.http.max_connections
-  (256); meanwhile M (40) authenticated requests come from four clients at once. Every one must
-  be served, and the idle connections must hold no thread (Threads within 2 of the baseline).
+  (256); then M (40) authenticated requests come from four clients at once while the attacker
+  keeps opening more idle connections (up to 1,000). Every request must be served, and the idle
+  connections must hold no thread (Threads within 2 of the baseline).
 
 Prints one line of figures per scenario; exit status 1 if a bound is passed. About 10 s.
 """
@@ -154,15 +155,31 @@ def idle(proc: subprocess.Popen, port: int, connections: int, requests: int) -> 
     held = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(connections)]
     time.sleep(0.5)
     during = status_of(proc.pid)
+    done = threading.Event()
+
+    def churn() -> None:  # the attacker goes on opening connections that send nothing
+        for _ in range(1000):
+            if done.is_set():
+                return
+            try:
+                held.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+            except OSError:
+                time.sleep(0.01)
+
+    attacker = threading.Thread(target=churn, daemon=True)
     started = time.monotonic()
+    attacker.start()
     with ThreadPoolExecutor(4) as pool:
         statuses = list(pool.map(ask, range(requests)))
     took = time.monotonic() - started
+    done.set()
+    attacker.join(10)
     for sock in held:
         sock.close()
     served = sum(status == 200 for status in statuses)
     print(
-        f"idle: {connections} idle connections held; {served}/{requests} authenticated "
+        f"idle: {connections} idle connections held, {len(held) - connections} more opened "
+        f"meanwhile; {served}/{requests} authenticated "
         f"requests served in {took:.1f} s; threads {before['threads']} -> {during['threads']}"
     )
     failures = []
