@@ -50,6 +50,24 @@ def status_of(pid: int) -> dict:
     return {"rss_kib": int(fields["VmRSS"].split()[0]), "threads": int(fields["Threads"])}
 
 
+def settled(pid: int) -> dict:
+    """The figures once openai's background import is over: pydantic is mapped and VmRSS has
+    stopped moving."""
+    deadline = time.monotonic() + 60
+    while "pydantic_core" not in Path(f"/proc/{pid}/maps").read_text():
+        if time.monotonic() > deadline:
+            raise SystemExit("abuse: openai was not imported within 60 s")
+        time.sleep(0.1)
+    last = status_of(pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = status_of(pid)
+        if abs(now["rss_kib"] - last["rss_kib"]) < 256:
+            return now
+        last = now
+    raise SystemExit(f"abuse: VmRSS never settled: {last}")
+
+
 def start(workdir: str) -> tuple[subprocess.Popen, int]:
     config = Path(workdir, "config.yaml")
     config.write_text(
@@ -108,8 +126,7 @@ def sse(proc: subprocess.Popen, port: int, posts: int) -> list[str]:
 
     send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT})
     send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    time.sleep(3)  # initialize imports openai in the background: not what is measured
-    before = status_of(proc.pid)
+    before = settled(proc.pid)  # initialize imports openai in the background: not measured
     started = time.monotonic()
     statuses = [send({"jsonrpc": "2.0", "id": n, "method": "tools/list"}) for n in range(posts)]
     after = status_of(proc.pid)

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import anyio
 import pytest
@@ -1031,6 +1032,21 @@ def test_an_sse_outbox_counts_its_bytes_drops_progress_when_full_but_never_a_rep
     assert box.bytes == 0 and box.get(0) is None and not box.full()
 
 
+def settled(pid: int) -> dict:
+    """The server's figures once openai's background import is over: pydantic (which openai
+    imports) is mapped and VmRSS has stopped moving."""
+    maps = Path(f"/proc/{pid}/maps")
+    wait_for(lambda: "pydantic_core" in maps.read_text(), 60, "openai loaded")
+    last = proc_status(pid)
+    for _ in range(60):
+        time.sleep(0.5)
+        now = proc_status(pid)
+        if abs(now["VmRSS"] - last["VmRSS"]) < 256:
+            return now
+        last = now
+    raise AssertionError(f"VmRSS never settled: {last}")
+
+
 @NEEDS_PROC
 def test_an_unread_sse_stream_holds_at_most_sse_outbox_bytes_then_its_posts_get_429(serve):
     # Issue 18: 8,000 posts to a stream nobody reads queued every reply (~7 MB/s) and the
@@ -1047,8 +1063,7 @@ def test_an_unread_sse_stream_holds_at_most_sse_outbox_bytes_then_its_posts_get_
 
     assert send(rpc("initialize", INIT_PARAMS, id=0))[0] == 202
     assert send(notification("notifications/initialized"))[0] == 202
-    time.sleep(3)  # initialize imports openai in the background (~30 MB): not this test's
-    before = proc_status(server.proc.pid)
+    before = settled(server.proc.pid)  # initialize imports openai in the background (~30 MB)
     replies = [send(rpc("tools/list", id=n)) for n in range(1, 6001)]
     after = proc_status(server.proc.pid)
     statuses = [status for status, _ in replies]
