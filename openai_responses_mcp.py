@@ -910,7 +910,7 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         "int",
         low=1,
         high=10_000,
-        doc="most open connections (each holds a thread); more are closed at once",
+        doc="most open connections; at the cap a new one closes the longest idle one",
     ),
     ("server", "http", "max_calls"): Setting(
         64, "int", low=1, high=100_000, doc="most tool calls in flight on the server"
@@ -926,10 +926,39 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         "int",
         low=1,
         high=600,
-        doc="seconds to send a request's headers and body; idle keep-alive connections close too",
+        doc="seconds to send a request's headers and body, from its first byte",
+    ),
+    ("server", "http", "request_line_timeout_s"): Setting(
+        2,
+        "int",
+        low=1,
+        high=60,
+        doc="seconds a new connection has to send its request line (a kept-alive one: from its "
+        "first byte)",
+    ),
+    ("server", "http", "idle_timeout_s"): Setting(
+        60,
+        "int",
+        low=1,
+        high=3600,
+        doc="a kept-alive connection waiting for its next request closes after this long",
     ),
     ("server", "http", "keepalive_s"): Setting(
         15, "int", low=1, high=600, doc="SSE keep-alive comment after this many quiet seconds"
+    ),
+    ("server", "http", "sse_outbox_bytes"): Setting(
+        MIB,
+        "int",
+        low=64 * 1024,
+        high=256 * MIB,
+        doc="bytes an unread /sse stream may hold; past them its POSTs get 429",
+    ),
+    ("server", "http", "sse_stall_s"): Setting(
+        30,
+        "int",
+        low=1,
+        high=3600,
+        doc="an /sse stream full and unread this long is closed and its session ended",
     ),
     ("server", "http", "lameduck_s"): Setting(
         5, "int", low=0, high=600, doc="after SIGTERM, /healthz answers 503 this long first"
@@ -1604,14 +1633,18 @@ server:
     stateless: false       # true: no sessions, for several instances behind a load balancer
     allowed_origins: []    # browser origins besides http(s)://localhost, 127.0.0.1, [::1]
     allowed_hosts: []      # Host names besides the localhost names and the bound address
-    max_connections: 256   # open connections, each holding a thread
+    max_connections: 256   # open connections; at the cap a new one closes the longest idle
     max_sessions: 100      # at the cap, a new session ends the least recently used idle one
     max_body_bytes: 1048576  # largest request body (413 past it, before reading)
     max_calls: 64          # tool calls in flight on the server
     max_calls_per_session: 8
     session_idle_s: 600    # an idle session ends after 10 minutes
     header_timeout_s: 10   # to send a request's headers and body
+    request_line_timeout_s: 2  # for a new connection to send its request line
+    idle_timeout_s: 60     # a kept-alive connection waiting for its next request (no thread)
     keepalive_s: 15        # SSE keep-alive comment when quiet
+    sse_outbox_bytes: 1048576  # what an unread /sse stream may hold (then POSTs get 429)
+    sse_stall_s: 30        # a full /sse stream unread this long is closed, its session ended
     lameduck_s: 5          # after SIGTERM (not Ctrl-C): /healthz says 503 this long
     drain_s: 30            # then calls in flight get this long to finish
   tasks:                   # MCP tasks (2025-11-25 and the 2026 extension) and handoffs
@@ -1626,6 +1659,36 @@ server:
 
 
 # -- Logging -----------------------------------------------------------------------------------
+
+# What a terminal acts on instead of showing: C0 controls (ESC starts the sequences that clear
+# the screen or retitle the window), DEL, C1 controls (U+009B is a one-character CSI to some
+# terminals), the line and paragraph separators, and the bidirectional overrides and isolates
+# that make text read other than it is stored.
+_CONTROLS = "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]"
+_JSON_CONTROLS = "[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]"  # C0: json's
+
+
+def inert(text: str, json_text: bool = False) -> str:
+    """`text` safe to show a person: control characters written as escapes (ESC as \\x1b,
+    U+202E as \\u202e), everything else as it is. For every human-facing output that may hold
+    text from upstream, a client or a config file: log lines, --usage, --doctor. With
+    `json_text`, for JSON printed to a terminal: every escape is \\uXXXX, so the JSON stays
+    valid and decodes to the same strings (json.dumps has escaped C0 in strings already; those
+    outside, its indentation, stay)."""
+    if text.isprintable():  # the usual case, checked in C
+        return text
+    if json_text:
+        return re.sub(_JSON_CONTROLS, _json_escaped, text)
+    return re.sub(_CONTROLS, _escaped, text)
+
+
+def _escaped(match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _json_escaped(match) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 class Log:
@@ -1656,7 +1719,7 @@ class Log:
     def _write(self, line: str) -> None:
         # A log line never raises: a failure here must not change or drop a reply.
         try:
-            line = self.redact(line) + "\n"
+            line = inert(self.redact(line)) + "\n"  # one line, whatever it quotes
             if not line.isascii():  # a lone surrogate (from a client's text) is escaped
                 line = line.encode("utf-8", "backslashreplace").decode("utf-8")
         except Exception:  # noqa: BLE001
@@ -6093,6 +6156,9 @@ class TaskTable:
 #   limits (HttpApp.dispatch), in one step with the call's start.
 # - When the client goes, its calls are cancelled (Session.cancel_all); at end of input or a
 #   graceful stop, the transport waits for them (Session.wait_idle) up to its limit.
+# - A client that sends nothing or reads nothing costs a bounded amount: HTTP keeps connections
+#   waiting for a request in its Lobby (no thread each) and what a /sse stream has not taken in
+#   a StreamOutbox of server.http.sse_outbox_bytes.
 
 
 # json.dumps and json.loads build a new encoder or decoder on every call, which costs more than
@@ -6564,7 +6630,7 @@ class EventStream:
                 continue
             if item is _END:
                 break
-            self.event("message", encode_message(item))
+            self.event("message", item if isinstance(item, bytes) else encode_message(item))
             quiet_since = time.monotonic()
             if until_reply and is_reply(item):
                 break
@@ -6717,10 +6783,12 @@ def serve_stdio(dispatcher: Dispatcher, config: Config, log: Log) -> int:
 
 
 # -- HTTP: Streamable HTTP, the legacy HTTP+SSE transport, /healthz ----------------------------
-# `--http` serves the same Dispatcher from one http.server.ThreadingHTTPServer (one thread per
-# connection). Streamable HTTP (MCP 2025-03-26 and later) is POST/DELETE on /mcp; the
-# 2024-11-05 transport is GET /sse plus POST /messages. Results and progress leave worker
-# threads through Session.send; a Router hands each to the response waiting for that request.
+# `--http` serves the same Dispatcher from one http.server.HTTPServer: a connection waits for
+# its request in the Lobby (one selector thread for all of them) and gets a thread of its own
+# while it has a request to read or answer (HttpServer). Streamable HTTP (MCP 2025-03-26 and
+# later) is POST/DELETE on /mcp; the 2024-11-05 transport is GET /sse plus POST /messages.
+# Results and progress leave worker threads through Session.send; a Router hands each to the
+# response waiting for that request.
 # http.server and friends are imported only when --http is used.
 
 MCP_PATH, SSE_PATH, MESSAGES_PATH, HEALTH_PATH = "/mcp", "/sse", "/messages", "/healthz"
@@ -6748,7 +6816,9 @@ class Outbox:
     """The messages one open response still has to write, in order; _END closes it."""
 
     def __init__(self):
-        self._items: list = []
+        from collections import deque  # threading has imported it: free
+
+        self._items = deque()  # popleft is O(1); a list's pop(0) moves everything behind it
         self._ready = threading.Condition()
 
     def put(self, item) -> None:
@@ -6761,7 +6831,52 @@ class Outbox:
         with self._ready:
             if not self._ready.wait_for(lambda: self._items, timeout):
                 return None
-            return self._items.pop(0)
+            return self._taken(self._items.popleft())
+
+    def _taken(self, item):
+        return item
+
+
+class StreamOutbox(Outbox):
+    """A legacy /sse stream's outbox: everything its session sends, stored encoded so its size
+    is known, up to `limit` bytes (server.http.sse_outbox_bytes).
+
+    A client that opens /sse and never reads it must not make the server queue without end:
+    past the limit its POSTs are refused (HttpApp.legacy_session) and progress notices are
+    dropped (they are lossy by nature); replies of calls already admitted still queue, as
+    max_calls_per_session bounds them. `stalled` tells the watchdog when to give up on it.
+    """
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit, self.bytes = limit, 0
+        self._moved = time.monotonic()  # when the reader last took something, or work arrived
+
+    def send(self, message: dict) -> None:
+        """A Session's outlet: queues the message as an event's data."""
+        data = encode_message(message)
+        with self._ready:
+            if self.bytes >= self.limit and not is_reply(message):
+                return
+            if not self._items:
+                self._moved = time.monotonic()
+            self._items.append(data)
+            self.bytes += len(data)
+            self._ready.notify()
+
+    def _taken(self, item):
+        if isinstance(item, bytes):
+            self.bytes -= len(item)
+        self._moved = time.monotonic()
+        return item
+
+    def full(self) -> bool:
+        return self.bytes >= self.limit
+
+    def stalled(self, after_s: float) -> bool:
+        """Full, and nothing taken for `after_s` seconds: its client has stopped reading."""
+        with self._ready:
+            return self.full() and time.monotonic() - self._moved > after_s
 
 
 class Router:
@@ -6837,7 +6952,9 @@ class HttpSession:
     its one GET /sse stream. Stateless mode makes a throwaway one per POST (id None).
     """
 
-    def __init__(self, session_id: str | None, log: Log, legacy: bool = False):
+    def __init__(
+        self, session_id: str | None, log: Log, legacy: bool = False, outbox_bytes: int = MIB
+    ):
         self.id = session_id
         self.legacy = legacy
         self.requests = 0  # requests being handled in it now (SessionTable.get/release)
@@ -6845,9 +6962,10 @@ class HttpSession:
         self.call_id = None  # stateless: the id of the POST's request
         self.modern = False  # a 2026-07-28 request's own: closing its response cancels its call
         self.header_version = None  # that request's MCP-Protocol-Version header
-        self.stream = Outbox() if legacy else None
+        self.stream = StreamOutbox(outbox_bytes) if legacy else None
         self.router = None if legacy else Router(log)
-        self.session = Session(self.stream.put if legacy else self.router.send)
+        self.session = Session(self.stream.send if legacy else self.router.send)
+        self.hang_up = None  # legacy: closes the /sse stream's connection (HttpHandler.get_sse)
         self.session.client_key = session_id  # stateless: the client's identity, set later
         self.last_used = time.monotonic()
 
@@ -6855,8 +6973,11 @@ class HttpSession:
         self.last_used = time.monotonic()
 
     def busy(self) -> bool:
+        """Whether the session is in use: a request or call in flight, a response waiting, or
+        an /sse stream open and read (one whose outbox is full is not: it can be pushed out)."""
         waiting = self.router.waiting() if self.router else 0
-        return self.legacy or self.requests > 0 or waiting > 0 or self.session.in_flight() > 0
+        streaming = self.legacy and not self.stream.full()
+        return streaming or self.requests > 0 or waiting > 0 or self.session.in_flight() > 0
 
     def end(self, code: int = REQUEST_CANCELLED, message: str = "Request cancelled") -> None:
         """Cancels the session's calls; every response still waiting on one gets this error."""
@@ -6865,7 +6986,7 @@ class HttpSession:
             self.router.end_all(code, message)
         else:
             for request_id in cancelled:
-                self.stream.put(rpc_error(request_id, code, message))
+                self.stream.send(rpc_error(request_id, code, message))
             self.stream.put(_END)
 
 
@@ -6877,8 +6998,9 @@ class SessionTable:
     must not lock everyone out until they expire.
     """
 
-    def __init__(self, limit: int, idle_s: int, log: Log):
+    def __init__(self, limit: int, idle_s: int, log: Log, outbox: tuple[int, int] = (MIB, 30)):
         self._limit, self._idle_s, self._log = limit, idle_s, log
+        self._outbox_bytes, self._stall_s = outbox  # server.http.sse_outbox_bytes, sse_stall_s
         self._sessions: dict[str, HttpSession] = {}
         self._lock = threading.Lock()
 
@@ -6888,7 +7010,7 @@ class SessionTable:
         with self._lock:
             if len(self._sessions) >= self._limit:
                 self._evict_one()
-            hs = HttpSession(secrets.token_urlsafe(32), self._log, legacy)
+            hs = HttpSession(secrets.token_urlsafe(32), self._log, legacy, self._outbox_bytes)
             hs.requests = 1  # its initialize (or GET /sse) is being handled
             self._sessions[hs.id] = hs
         return hs
@@ -6947,9 +7069,23 @@ class SessionTable:
     def expire_idle(self) -> None:
         now = time.monotonic()
         for hs in self.all():
-            if not hs.busy() and now - hs.last_used > self._idle_s:
+            if hs.legacy and hs.stream.stalled(self._stall_s):
+                self.end_stalled(hs)
+            elif not hs.busy() and now - hs.last_used > self._idle_s:
                 self._log.debug("http", f"session idle for {self._idle_s} s: ended")
                 self.end(hs)
+
+    def end_stalled(self, hs: HttpSession) -> None:
+        """An /sse stream unread with its outbox full: the session ends and the stream's
+        connection is closed (a writer blocked on it would otherwise wait for the socket's
+        timeout, holding the outbox)."""
+        self._log.say(
+            f"a /sse stream went unread for {self._stall_s} s with {hs.stream.bytes} bytes "
+            "waiting (server.http.sse_outbox_bytes, sse_stall_s): its session was ended"
+        )
+        self.end(hs)
+        if hs.hang_up is not None:
+            hs.hang_up()
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -6982,7 +7118,10 @@ class HttpApp:
         self.stateless = settings["stateless"]
         self.max_body = settings["max_body_bytes"]
         self.header_timeout = settings["header_timeout_s"]
-        self.sessions = SessionTable(settings["max_sessions"], settings["session_idle_s"], log)
+        outbox = settings["sse_outbox_bytes"], settings["sse_stall_s"]
+        self.sessions = SessionTable(
+            settings["max_sessions"], settings["session_idle_s"], log, outbox
+        )
         self.loose: set[HttpSession] = set()  # stateless sessions whose calls may still run
         self.calls_lock = threading.Lock()  # makes "under the limit? then start" one step
         self.draining = False  # SIGTERM: /healthz says 503
@@ -7393,9 +7532,21 @@ class HttpApp:
         self.sessions.end(hs)
 
     def legacy_session(self, session_id: str) -> HttpSession:
+        """The session a POST /messages names, held until release(); 429 while its stream's
+        outbox is full (the client is not reading what it asked for)."""
         if not session_id:
             raise HttpError(400, "missing ?sessionId=: use the URL from the /sse endpoint event")
-        return self.sessions.get(session_id, legacy=True)
+        hs = self.sessions.get(session_id, legacy=True)
+        if hs.stream.full():
+            self.release(hs)
+            raise HttpError(
+                429,
+                f"this session's /sse stream is not being read: {hs.stream.bytes} bytes of "
+                f"messages wait for it, past server.http.sse_outbox_bytes ({hs.stream.limit}); "
+                "read the stream before sending more",
+                {"Retry-After": "1"},
+            )
+        return hs
 
     def post_legacy(self, hs: HttpSession, message) -> None:
         """A POST /messages message: its reply, errors and refusals included, goes down the
@@ -7406,7 +7557,7 @@ class HttpApp:
         except HttpError as exc:
             reply = rpc_error(message.get("id"), HTTP_REFUSED, exc.message)
         if reply is not None:
-            hs.stream.put(reply)
+            hs.stream.send(reply)
 
     # -- health and usage --------------------------------------------------------------------------
 
@@ -7446,9 +7597,22 @@ class HttpApp:
 
     # -- the watchdog: slow clients, idle sessions -------------------------------------------------
 
-    def watch(self, handler) -> None:
+    def watch(self, handler, deadline: float) -> None:
         with self._lock:
-            self._deadlines[handler] = time.monotonic() + self.header_timeout
+            self._deadlines[handler] = deadline
+
+    def evict_reader(self) -> bool:
+        """Closes the connection that has waited longest for its request line to complete,
+        if any (HttpServer.admit, at max_connections); its slot passes to a new connection."""
+        with self._lock:
+            readers = [(when, h) for h, when in self._deadlines.items() if h.awaits_line()]
+            if not readers:
+                return False
+            handler = min(readers, key=lambda entry: entry[0])[1]
+            del self._deadlines[handler]
+            handler.evicted = True
+        handler.too_slow()
+        return True
 
     def unwatch(self, handler) -> None:
         with self._lock:
@@ -7486,27 +7650,57 @@ class HttpHandler:
 
     # -- the connection ----------------------------------------------------------------------------
 
+    def serve(self, line_deadline: float) -> bool:
+        """Answers the requests this connection has bytes for; True if it stays open and
+        should wait for its next request holding no thread (HttpServer's Lobby), False if it
+        closes. The request line must arrive by `line_deadline`."""
+        self.evicted = False  # HttpApp.evict_reader closed it to make room
+        self.close_connection = True
+        while True:
+            self._line_deadline = line_deadline
+            self.handle_one_request()
+            if self.close_connection:
+                return False
+            if not self._has_buffered():
+                return True
+            line_deadline = time.monotonic() + self.app.settings["request_line_timeout_s"]
+
+    def _has_buffered(self) -> bool:
+        """Whether the next request's bytes are here already (pipelined, or read with the
+        last one), looked at without waiting."""
+        self.connection.settimeout(0)
+        try:
+            return bool(self.rfile.peek(0))
+        except OSError:
+            return True  # the next read ends the connection with its error
+        finally:
+            self.connection.settimeout(self.timeout)
+
     def handle_one_request(self) -> None:
         self.app: HttpApp = self.server.app
         self._phase = "idle"  # idle -> request (line read) -> answered
         self._body: bytes | None = None
         self._framing_ok = False  # Content-Length and Transfer-Encoding were checked
         self._cors: dict = {}
-        self.app.watch(self)  # the request line, headers and body must arrive in time
+        self._started = time.monotonic()
+        self.app.watch(self, self._line_deadline)  # the request line must arrive in time
         try:
             super().handle_one_request()
         finally:
             self.app.unwatch(self)
 
     def parse_request(self) -> bool:
-        self._phase = "request"
+        self._phase = "request"  # then the headers and body, within header_timeout_s
+        self.app.watch(self, self._started + self.app.header_timeout)
         return super().parse_request()
+
+    def awaits_line(self) -> bool:
+        """Whether this connection has not yet sent a whole request line."""
+        return self._phase == "idle"
 
     def too_slow(self) -> None:
         """Called by the watchdog: the request did not arrive in time, so drop the connection
         (with a 408 if it had started; an idle keep-alive connection just closes)."""
-        import socket
-
         if self._phase == "request":
             why = f"the request did not arrive within {self.app.header_timeout} s"
             body = encode_message({"error": f"{why} (server.http.header_timeout_s)"})
@@ -7516,6 +7710,12 @@ class HttpHandler:
                 self.connection.sendall(head.encode() + body)
             except OSError:
                 pass
+        self._hang_up()
+
+    def _hang_up(self) -> None:
+        """Closes the connection under whatever this handler's thread is doing with it."""
+        import socket
+
         try:
             self.connection.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -7785,6 +7985,7 @@ class HttpHandler:
 
     def get_sse(self) -> None:
         hs = self.app.open_sse()
+        hs.hang_up = self._hang_up
         try:
             events = self._start_events()
             # Relative, so it resolves against whatever URL (proxy included) reached /sse.
@@ -7801,7 +8002,8 @@ class HttpHandler:
         hs = self.app.legacy_session(session_id)
         try:
             message = self._read_message()
-            # Always 202 for a parseable message (a non-2xx breaks some SSE clients).
+            # Always 202 for a parseable message (a non-2xx breaks some SSE clients); only a
+            # client that does not read its stream got 429 already (HttpApp.legacy_session).
             self._send_empty(202)
             self.app.post_legacy(hs, message)
         except _Answered:
@@ -7908,35 +8110,199 @@ _MODERN_STATUS = {
 }
 
 
-class HttpServer:
-    """The listening socket, mixed into http.server.ThreadingHTTPServer by HttpTransport: one
-    thread per connection, at most server.http.max_connections of them."""
+class Lobby:
+    """Connections waiting for a request, held by no thread: one selector thread watches them
+    and hands each to `on_ready` (a worker thread) once it has bytes to read.
 
-    daemon_threads = True
+    A connection that sends nothing costs a file descriptor, not a thread. Each waits until its
+    deadline (a new one: server.http.request_line_timeout_s; a kept-alive one:
+    idle_timeout_s) and is then closed. Only the lobby's thread touches its selector; others
+    hand it work through `_incoming` and `_doomed` and wake it through a socket pair.
+    """
+
+    def __init__(self, on_ready, on_closed, log: Log):
+        import selectors
+        import socket
+        from collections import OrderedDict
+
+        self._on_ready, self._on_closed, self._log = on_ready, on_closed, log
+        self._selector = selectors.DefaultSelector()
+        self._waiting: OrderedDict = OrderedDict()  # socket -> (address, handler, deadline)
+        self._incoming: list = []  # sockets to register
+        self._doomed: list = []  # (socket, handler) evicted: to close, slots passed on already
+        self._lock = threading.Lock()
+        self._wake_in, self._wake_out = socket.socketpair()
+        self._wake_out.setblocking(False)
+        self._selector.register(self._wake_in, selectors.EVENT_READ)
+        self.closed = False
+
+    def wait(self, conn, address, handler, deadline: float) -> None:
+        """Parks `conn` (with its handler, None before its first request) until it has bytes
+        to read or its deadline passes."""
+        with self._lock:
+            if not self.closed:
+                self._waiting[conn] = (address, handler, deadline)
+                self._incoming.append(conn)
+        if self.closed:
+            return self._on_closed(conn, handler)
+        self._wake()
+
+    def evict_oldest(self) -> bool:
+        """Closes the connection that has waited longest, if any; its slot is the caller's."""
+        with self._lock:
+            if not self._waiting:
+                return False
+            conn, (_, handler, _) = self._waiting.popitem(last=False)
+            self._doomed.append((conn, handler))
+        self._wake()
+        return True
+
+    def waiting(self) -> int:
+        with self._lock:
+            return len(self._waiting)
+
+    def close(self) -> None:
+        """Stops: every waiting connection is closed, and any parked later too."""
+        with self._lock:
+            self.closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        try:
+            self._wake_out.send(b"\0")
+        except OSError:  # its buffer is full: the lobby is being woken already
+            pass
+
+    def run(self) -> None:
+        import selectors
+
+        while True:
+            try:
+                if self._turn(selectors.EVENT_READ):
+                    return
+            except Exception as exc:  # noqa: BLE001 - a bug must not stop every connection
+                self._log.say(f"internal error in the HTTP lobby: {type(exc).__name__}: {exc}")
+                time.sleep(_POLL_S)
+
+    def _turn(self, readable: int) -> bool:
+        """One look at the connections; True once closed and emptied."""
+        for key, _ in self._selector.select(_POLL_S):
+            if key.fileobj is self._wake_in:
+                self._wake_in.recv(4096)
+                continue
+            self._selector.unregister(key.fileobj)
+            with self._lock:
+                entry = self._waiting.pop(key.fileobj, None)
+            if entry is not None:
+                self._on_ready(key.fileobj, *entry)
+        with self._lock:
+            incoming, self._incoming = self._incoming, []
+            doomed, self._doomed = self._doomed, []
+            now = time.monotonic()
+            late = [c for c, (_, _, when) in self._waiting.items() if when <= now or self.closed]
+            ended = [(conn, self._waiting.pop(conn)[1]) for conn in late]
+        gone = {id(conn) for conn, _ in doomed + ended}
+        for conn in incoming:
+            if id(conn) not in gone:
+                self._selector.register(conn, readable)
+        for conn, handler in doomed:
+            self._forget(conn)
+            self._on_closed(conn, handler, release=False)
+        for conn, handler in ended:
+            self._forget(conn)
+            self._on_closed(conn, handler)
+        return self.closed
+
+    def _forget(self, conn) -> None:
+        try:
+            self._selector.unregister(conn)
+        except (KeyError, ValueError):  # never registered (or already closed)
+            pass
+
+
+class HttpServer:
+    """The listening socket, mixed into http.server.HTTPServer by HttpTransport.
+
+    A connection holds a worker thread only while it has a request to read or answer; between
+    requests (and before its first) it waits in the Lobby. At most server.http.max_connections
+    are open: at the cap a new connection closes the one idle longest, and is itself closed at
+    once only when every open connection is busy with a request.
+    """
+
     request_queue_size = 128
 
     def __init__(self, app: HttpApp, host: str, port: int, handler):
         self.app, self.host = app, host
         self.address_family = app.family
-        # Each connection holds a thread; past the cap, new ones are closed at once.
-        self.slots = threading.BoundedSemaphore(app.settings["max_connections"])
+        self.limit = app.settings["max_connections"]
+        if os.name == "nt":  # select(), Windows' only selector, watches at most 512 sockets
+            self.limit = min(self.limit, 500)
+        self.open = 0  # connections accepted and not yet closed
+        self._count = threading.Lock()
+        self.lobby = Lobby(self._ready, self._close, app.log)
         super().__init__((host, port), handler)
 
-    def process_request(self, request, client_address) -> None:
-        if not self.slots.acquire(blocking=False):
-            self.app.log.debug("http", "connection refused: server.http.max_connections reached")
-            return self.shutdown_request(request)
-        try:
-            super().process_request(request, client_address)
-        except Exception:
-            self.slots.release()
-            raise
+    def admit(self) -> bool:
+        """Whether a new connection may open: under the cap, or by closing an idle one."""
+        with self._count:
+            if self.open < self.limit:
+                self.open += 1
+                return True
+        if self.lobby.evict_oldest() or self.app.evict_reader():
+            self.app.log.debug("http", "closed the longest idle connection to make room")
+            return True
+        return False
 
-    def process_request_thread(self, request, client_address) -> None:
+    def process_request(self, request, client_address) -> None:
+        if not self.admit():
+            self.app.log.debug(
+                "http", "connection refused: server.http.max_connections, all of them busy"
+            )
+            return self.shutdown_request(request)
+        deadline = time.monotonic() + self.app.settings["request_line_timeout_s"]
+        self.lobby.wait(request, client_address, None, deadline)
+
+    def _ready(self, conn, address, handler, deadline: float) -> None:
+        """The lobby's hand-over: `conn` has bytes to read; a worker thread serves them."""
+        if handler is not None:  # kept alive: its request line is due soon after its first byte
+            deadline = time.monotonic() + self.app.settings["request_line_timeout_s"]
+        worker = threading.Thread(
+            target=self._serve, args=(conn, address, handler, deadline), daemon=True
+        )
         try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
+            worker.start()
+        except RuntimeError:  # no thread to be had (a pids limit): this connection closes
+            self._close(conn, handler)
+
+    def _serve(self, conn, address, handler, deadline: float) -> None:
+        parked = False
+        try:
+            if handler is None:
+                handler = self.RequestHandlerClass.__new__(self.RequestHandlerClass)
+                handler.request, handler.client_address, handler.server = conn, address, self
+                handler.setup()
+            parked = handler.serve(deadline)
+        except Exception:  # noqa: BLE001 - one connection's failure is only its own
+            self.handle_error(conn, address)
+        if parked and not handler.evicted:
+            self.lobby.wait(conn, address, handler, time.monotonic() + self.idle_s())
+        else:
+            self._close(conn, handler)
+
+    def idle_s(self) -> int:
+        return self.app.settings["idle_timeout_s"]
+
+    def _close(self, conn, handler, release: bool = True) -> None:
+        """Closes a connection and frees its slot (unless an eviction passed it on)."""
+        if handler is not None:
+            try:
+                handler.finish()
+            except Exception:  # noqa: BLE001 - a handler whose setup failed has no files
+                pass
+        self.shutdown_request(conn)
+        if release and not getattr(handler, "evicted", False):
+            with self._count:
+                self.open -= 1
 
     def server_bind(self) -> None:  # HTTPServer's would look the name up in DNS
         import socketserver
@@ -7950,8 +8316,8 @@ class HttpServer:
 
 
 class HttpTransport:
-    """Every HTTP client of one listening address: an HttpServer with HttpHandler threads,
-    an HttpApp that decides, and the shutdown sequence."""
+    """Every HTTP client of one listening address: an HttpServer with its Lobby and
+    HttpHandler threads, an HttpApp that decides, and the shutdown sequence."""
 
     def __init__(self, app: HttpApp, host: str, port: int):
         self.app, self.log, self.host, self.port = app, app.log, host, port
@@ -7967,7 +8333,7 @@ class HttpTransport:
         # Bounds each socket read and write (a client that stops reading); the watchdog
         # enforces header_timeout_s itself, so this must not fire first.
         handler.timeout = max(30, 2 * app.header_timeout)
-        server_class = type("Server", (HttpServer, http.server.ThreadingHTTPServer), {})
+        server_class = type("Server", (HttpServer, http.server.HTTPServer), {})
         try:
             self.server = server_class(app, host, self.port, handler)
         except OSError as exc:
@@ -7986,6 +8352,7 @@ class HttpTransport:
         for signum in stop_signals(signal):
             signal.signal(signum, on_signal)
         threading.Thread(target=self.server.serve_forever, args=(0.2,), daemon=True).start()
+        threading.Thread(target=self.server.lobby.run, name="http-lobby", daemon=True).start()
         app.start_watchdog()
         shown = f"[{host}]" if ":" in host else host
         where = "stateless" if app.stateless else f"legacy SSE at {SSE_PATH}"
@@ -8037,6 +8404,7 @@ class HttpTransport:
         """Stops accepting: the port is free for a new server at once (SO_REUSEADDR is set)."""
         self.server.shutdown()
         self.server.server_close()
+        self.server.lobby.close()  # idle connections: nothing to finish
         self.app.stopping = True
 
 
@@ -8045,7 +8413,7 @@ def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port
     try:
         app = HttpApp(dispatcher, config, log, host)
     except ConfigError as exc:
-        print(f"{SERVER_NAME}: config error: {exc}", file=sys.stderr)
+        print(f"{SERVER_NAME}: config error: {inert(str(exc))}", file=sys.stderr)
         return 2
     dispatcher.stateless = app.stateless
     dispatcher.tasks_off = tasks_off_reason(config, app.stateless)
@@ -8241,7 +8609,8 @@ def run_usage(config: Config, log: Log, since: str | None, as_json: bool) -> int
         report.update(by_day=[], by_model=[], by_tool=[], total=_usage_row_empty())
     report["state_path"] = path
     if as_json:
-        sys.stdout.write(json.dumps(report, ensure_ascii=False, indent=2) + "\n")
+        shown = json.dumps(report, ensure_ascii=False, indent=2)
+        sys.stdout.write(inert(shown, json_text=True) + "\n")
         return 0
     sys.stdout.write(format_usage(report))
     return 0
@@ -8253,19 +8622,25 @@ def _usage_row_empty() -> dict:
     return {name: 0 for name in names}
 
 
+_USAGE_TABLES = (("by day", "by_day", "day"), ("by model", "by_model", "model"))
+_USAGE_TABLES += (("by tool", "by_tool", "tool"),)
+
+
 def format_usage(report: dict) -> str:
-    """The --usage tables, for people."""
+    """The --usage tables, for people. Model names come from the API (or a gateway): they are
+    shown inert, whole, and the first column is as wide as the widest of them."""
     since = f" since {report['since']}" if report["since"] else ""
-    lines = [f"usage{since} ({report['timezone']}; {report['state_path']})"]
-    for title, name, column in (
-        ("by day", "by_day", "day"),
-        ("by model", "by_model", "model"),
-        ("by tool", "by_tool", "tool"),
-    ):
-        lines += ["", f"{title:<28} {'calls':>7} {'from cache':>10} {'searches':>8} {'USD':>12}"]
-        for row in report[name]:
-            lines.append(_usage_line(str(row[column]), row))
-    lines += ["", _usage_line("total", report["total"])]
+    lines = [inert(f"usage{since} ({report['timezone']}; {report['state_path']})")]
+    labels = {
+        name: [inert(str(row[column])) for row in report[name]] for _, name, column in _USAGE_TABLES
+    }
+    width = max([28] + [_shown_width(label) for names in labels.values() for label in names])
+    for title, name, _ in _USAGE_TABLES:
+        head = f"{_pad(title, width)} {'calls':>7} {'from cache':>10} {'searches':>8} {'USD':>12}"
+        lines += ["", head]
+        for label, row in zip(labels[name], report[name], strict=True):
+            lines.append(_usage_line(label, row, width))
+    lines += ["", _usage_line("total", report["total"], width)]
     if report["total"]["unpriced"]:
         lines.append(
             f"({report['total']['unpriced']} calls had no known price: set pricing.models)"
@@ -8273,11 +8648,27 @@ def format_usage(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _usage_line(label: str, row: dict) -> str:
+def _usage_line(label: str, row: dict, width: int = 28) -> str:
     return (
-        f"{label[:28]:<28} {row['calls']:>7} {row['cache_hits']:>10} {row['web_searches']:>8} "
-        f"{row['usd']:>12.4f}"
+        f"{_pad(label, width)} {row['calls']:>7} {row['cache_hits']:>10} "
+        f"{row['web_searches']:>8} {row['usd']:>12.4f}"
     )
+
+
+def _shown_width(text: str) -> int:
+    """Terminal columns `text` takes: wide (CJK) characters take two, combining marks none."""
+    import unicodedata
+
+    if text.isascii():
+        return len(text)
+    return sum(
+        0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+        for c in text
+    )
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * (width - _shown_width(text))
 
 
 def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
@@ -8291,7 +8682,7 @@ def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
     try:
         args = validate_arguments(tool, {"query": query})
     except InvalidParams as exc:
-        print(f"{SERVER_NAME}: {exc}", file=sys.stderr)
+        print(f"{SERVER_NAME}: {inert(str(exc))}", file=sys.stderr)
         return 2
 
     def progress(count: int, message: str) -> None:
@@ -8301,12 +8692,13 @@ def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
     try:
         answer, meta = AnswerEngine(config, log).answer(tool, args, call)
     except ToolError as exc:
-        print(f"answer failed: {exc.message}", file=sys.stderr)
+        print(f"answer failed: {inert(exc.message)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         call.cancel()
         return 130
-    sys.stdout.write(json.dumps({**answer, "_meta": meta}, ensure_ascii=False, indent=2) + "\n")
+    shown = json.dumps({**answer, "_meta": meta}, ensure_ascii=False, indent=2)
+    sys.stdout.write(inert(shown, json_text=True) + "\n")
     return 0
 
 
@@ -8386,7 +8778,7 @@ class Doctor:
             self.marks = self.PLAIN
 
     def line(self, text: str) -> None:
-        text = re.sub(r"//[^/@\s]*@", "//***@", text)
+        text = inert(re.sub(r"//[^/@\s]*@", "//***@", text))
         try:
             self.out.write(self.redact(text) + "\n")
             self.out.flush()
@@ -9038,7 +9430,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         options = parse_args(argv)
     except UsageError as exc:
-        print(f"{USAGE}\n{SERVER_NAME}: error: {exc}", file=sys.stderr)
+        print(f"{USAGE}\n{SERVER_NAME}: error: {inert(str(exc))}", file=sys.stderr)
         return 2
     if options.get("help") or not argv:
         sys.stdout.write(HELP)
@@ -9061,7 +9453,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(options)
     except ConfigError as exc:
-        print(f"{SERVER_NAME}: config error: {exc}", file=sys.stderr)
+        print(f"{SERVER_NAME}: config error: {inert(str(exc))}", file=sys.stderr)
         return 2
     server = config.values["server"]
     key_env = config.get("openai", "api_key_env")
@@ -9077,7 +9469,8 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         log.say(f"warning: {problem}; tool calls fail until then")
     if options.get("show_config") or (server["show_config_on_start"] and serving):
-        sys.stderr.write(json.dumps(config.describe(), ensure_ascii=False, indent=2) + "\n")
+        shown = json.dumps(config.describe(), ensure_ascii=False, indent=2)
+        sys.stderr.write(inert(shown, json_text=True) + "\n")
         sys.stderr.flush()
     if options.get("ask"):
         return run_ask(config, log, options["ask"], options.get("tool") or "answer")

@@ -192,3 +192,26 @@ def read_until_closed(sock: socket.socket, timeout: float) -> bytes:
             break
         data += chunk
     return data
+
+
+def proc_status(pid: int) -> dict:
+    """Figures of a running process from /proc/<pid>/status: VmRSS (kB) and Threads."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        fields = dict(line.split(":", 1) for line in status if ":" in line)
+    return {"VmRSS": int(fields["VmRSS"].split()[0]), "Threads": int(fields["Threads"])}
+
+
+def unread_sse(port) -> tuple[socket.socket, str]:
+    """GET /sse on a socket with a small receive buffer that reads only up to the endpoint
+    event, then nothing: a client that never reads its stream. Returns it and the endpoint."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: the window
+    sock.settimeout(10)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(b"GET /sse HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n")
+    data = b""
+    while not re.search(rb"sessionId=[\w-]+\r?\n", data):
+        chunk = sock.recv(4096)
+        assert chunk, data
+        data += chunk
+    return sock, "/messages?sessionId=" + re.search(rb"sessionId=([\w-]+)", data)[1].decode()

@@ -322,3 +322,72 @@ def test_print_example_policy_replace_is_the_builtin_policy_to_edit(tmp_path):
     assert config.instructions.endswith(mcp.SYSTEM_POLICY.strip())  # all of it, to edit
     assert config.instructions.startswith("<!--") and "merge: replace" in config.instructions
     assert mcp.sources_headers(config.instructions) == ()
+
+
+# -- inert text: what upstream, clients and config files say reaches a terminal escaped --------
+
+EVIL_MODEL = "gpt-x\x1b[2J\x1b]0;pwned\x07\u202eevil\x9b"  # clear screen, retitle, bidi, C1 CSI
+
+
+def test_inert_json_text_stays_json_that_decodes_to_the_same_strings():
+    text = json.dumps({"model": EVIL_MODEL, "answer": "é 中"}, ensure_ascii=False)
+    shown = mcp.inert(text, json_text=True)
+    assert json.loads(shown) == {"model": EVIL_MODEL, "answer": "é 中"}
+    assert shown.isprintable() and "é 中" in shown
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("gpt-5.2", "gpt-5.2"),
+        ("é 中 C:\\state \u00a0", "é 中 C:\\state \u00a0"),  # printable text stays as it is
+        ("a\x1b[2Jb", "a\\x1b[2Jb"),
+        ("a\nb\tc\rd\x00\x7f", "a\\x0ab\\x09c\\x0dd\\x00\\x7f"),
+        ("\x9b31m", "\\x9b31m"),
+        ("abc\u202edef\u2066\u2028", "abc\\u202edef\\u2066\\u2028"),
+    ],
+)
+def test_inert_escapes_control_characters_and_nothing_else(text, shown):
+    assert mcp.inert(text) == shown
+
+
+def test_usage_shows_long_and_hostile_model_names_whole_escaped_and_aligned():
+    row = {**mcp._usage_row_empty(), "calls": 3, "cache_hits": 1, "web_searches": 4, "usd": 0.5}
+    long_name = "vendor/an-extremely-long-model-name-from-a-gateway-2026-01-01"
+    report = {"since": None, "timezone": "UTC", "state_path": "/s", "total": row}
+    report |= {"by_day": [{**row, "day": "2026-11-24"}], "by_tool": [{**row, "tool": "answer"}]}
+    report["by_model"] = [{**row, "model": long_name}, {**row, "model": EVIL_MODEL}]
+    text = mcp.format_usage(report)
+    assert "\x1b" not in text and "\u202e" not in text and "\x9b" not in text
+    assert long_name in text and mcp.inert(EVIL_MODEL) in text
+    rows = [line for line in text.splitlines() if line.rstrip().endswith("0.5000")]
+    assert len(rows) == 5  # a day, two models, a tool and the total
+    assert len({line.index(" 3 ") for line in rows}) == 1  # the columns line up
+    assert len({len(line) for line in rows}) == 1
+
+
+def test_a_hostile_model_name_from_upstream_reaches_the_terminal_escaped(tmp_path, fake):
+    fake.enqueue(Reply(model=EVIL_MODEL))
+    asked = ask(tmp_path, fake, "q")
+    assert asked.returncode == 0, asked.stderr
+    warning = [line for line in asked.stderr.splitlines() if "no price known" in line]
+    assert len(warning) == 1 and "pricing.models.gpt-x\\x1b[2J\\x1b]0;pwned\\x07" in warning[0]
+    assert json.loads(asked.stdout)["model"] == EVIL_MODEL  # escaped as JSON, not altered
+    usage = run_cli(tmp_path, "--usage")
+    assert usage.returncode == 0, usage.stderr
+    assert mcp.inert(EVIL_MODEL) in usage.stdout
+    usage_json = run_cli(tmp_path, "--usage", "--json")
+    assert json.loads(usage_json.stdout)["by_model"][0]["model"] == EVIL_MODEL
+    for output in (asked.stderr, asked.stdout, usage.stdout, usage.stderr, usage_json.stdout):
+        assert not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202e]", output), output
+
+
+def test_log_and_doctor_lines_are_inert(capsys):
+    import io
+
+    mcp.Log().say(f"warning: no price known for model {EVIL_MODEL}")
+    out = io.StringIO()
+    mcp.Doctor(out).warn(f"budget: model {EVIL_MODEL} has no known price", "set it")
+    for text in (capsys.readouterr().err, out.getvalue()):
+        assert mcp.inert(EVIL_MODEL) in text
+        assert all(line.isprintable() for line in text.splitlines())
