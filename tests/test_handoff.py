@@ -9,7 +9,7 @@ import sys
 
 import anyio
 import pytest
-from conftest import SCRIPT, Server, base_env
+from conftest import SCRIPT, Server, base_env, run_cli, show_config
 from fake_upstream import Reply
 
 mcp = pytest.importorskip("mcp")
@@ -152,3 +152,19 @@ def test_zero_turns_the_handoff_off_for_every_client(tmp_path):
         assert reply["error"]["code"] == -32601  # no such tool for this client
     finally:
         server.stop()
+
+
+def test_the_environment_sets_the_handoff_for_every_client(tmp_path):
+    """MCP_HANDOFF_AFTER_S: how an agent's MCP config (e.g. Codex's [mcp_servers.NAME.env])
+    pairs the handoff with a lowered tool timeout."""
+    server = Server(["--stdio"], base_env(tmp_path, MCP_HANDOFF_AFTER_S="5"), tmp_path)
+    try:
+        init = {"protocolVersion": "2025-06-18", "clientInfo": {"name": "pytest"}}
+        server.request("initialize", init)
+        tools = [tool["name"] for tool in server.request("tools/list")["result"]["tools"]]
+        assert "answer_result" in tools
+    finally:
+        server.stop()
+    shown = show_config(run_cli(tmp_path, "--show-config", env={"MCP_HANDOFF_AFTER_S": "5"}))
+    assert shown["config"]["request"]["handoff_after_s"] == 5
+    assert shown["sources"]["request.handoff_after_s"] == "env MCP_HANDOFF_AFTER_S"
