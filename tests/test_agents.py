@@ -220,11 +220,21 @@ def claude_stdio(tmp_path, fake, **env) -> dict:
     return {"command": command[0], "args": args, "env": server_env(tmp_path, fake, **env)}
 
 
-def run_codex(codex, models, tmp_path, prompt, fake, timeout=120.0, tool_timeout_s=None, **env):
-    """`codex exec PROMPT` with CODEX_HOME's config.toml naming the scripted API and our server."""
+def codex_stdio(tmp_path, fake, **env) -> dict:
+    command = recorded_command(tmp_path)
+    args = [*command[1:], str(SCRIPT), "--stdio"]
+    # Without `required`, `codex exec` starts the turn without the tools of a server that is
+    # still starting (seen here under load: the model found no tool).
+    server = {"command": command[0], "args": args, "required": True}
+    return {**server, "env": server_env(tmp_path, fake, **env)}
+
+
+def run_codex(codex, models, tmp_path, prompt, server: dict, timeout=120.0, **env) -> Run:
+    """`codex exec PROMPT` with CODEX_HOME's config.toml naming the scripted API and, as
+    [mcp_servers.NAME], `server` (its "env" becomes the [mcp_servers.NAME.env] table)."""
     codex_home = tmp_path / "codex-home"
     codex_home.mkdir()
-    command = recorded_command(tmp_path)
+    settings = {k: v for k, v in server.items() if k != "env"}
     lines = [
         'model = "gpt-5.2-codex"',
         'model_provider = "scripted"',
@@ -236,20 +246,13 @@ def run_codex(codex, models, tmp_path, prompt, fake, timeout=120.0, tool_timeout
         'wire_api = "responses"',
         'env_key = "SCRIPTED_KEY"',
         f"[mcp_servers.{NAME}]",
-        f"command = {json.dumps(command[0])}",
-        f"args = {json.dumps([*command[1:], str(SCRIPT), '--stdio'])}",
-        # Without it, `codex exec` starts the turn without the tools of a server that is still
-        # starting (seen here under load: the model found no tool).
-        "required = true",
+        *(f"{key} = {json.dumps(value)}" for key, value in settings.items()),  # TOML-compatible
     ]
-    if tool_timeout_s is not None:
-        lines.append(f"tool_timeout_sec = {tool_timeout_s}")
-    lines.append(f"[mcp_servers.{NAME}.env]")
-    lines += [
-        f"{key} = {json.dumps(value)}" for key, value in server_env(tmp_path, fake, **env).items()
-    ]
+    if "env" in server:  # stdio only: Codex refuses an env table for a URL
+        lines.append(f"[mcp_servers.{NAME}.env]")
+        lines += [f"{key} = {json.dumps(value)}" for key, value in server["env"].items()]
     (codex_home / "config.toml").write_text("\n".join(lines) + "\n")
-    environment = agent_env(tmp_path, CODEX_HOME=str(codex_home), SCRIPTED_KEY="sk-scripted")
+    environment = agent_env(tmp_path, CODEX_HOME=str(codex_home), SCRIPTED_KEY="sk-scripted", **env)
     command = [codex, "exec", "--skip-git-repo-check", prompt]
     return run_agent(command, tmp_path, environment, timeout)
 
@@ -320,8 +323,8 @@ def slow(seconds: float) -> Reply:
 
 
 # -- Long answers ----------------------------------------------------------------------------------
-# First in the file: with `-n 4 --maxschedchunk 1` each starts at once on a worker of its own,
-# and the short tests share the last worker.
+# First in the file: `-n 4 --dist loadgroup` hands each worker one test in file order before
+# any worker gets a second, so these start at once, on workers of their own.
 
 
 def test_claude_code_waits_70_s_for_answer_detailed_with_progress(claude, models, fake, tmp_path):
@@ -331,6 +334,8 @@ def test_claude_code_waits_70_s_for_answer_detailed_with_progress(claude, models
     run = run_claude(claude, models, tmp_path, prompt, claude_stdio(tmp_path, fake), timeout=300)
     got = answer_reached_the_model(models, run, tag, "answer_detailed")
     assert [g.tool for g in got if g.tool != "ToolSearch"] == [f"mcp__{NAME}__answer_detailed"]
+    (call,) = [m for m in run.sent() if m.get("method") == "tools/call"]
+    assert "progressToken" in call["params"]["_meta"]
     progress = [m for m in run.replies() if m.get("method") == "notifications/progress"]
     assert len(progress) >= 3, progress  # it was told, while it waited, that work goes on
     assert run.seconds >= SLOW_S
@@ -341,7 +346,8 @@ def test_claude_code_waits_70_s_for_answer_detailed_with_progress(claude, models
 def test_codex_collects_a_70_s_answer_detailed_through_the_handoff(codex, models, fake, tmp_path):
     fake.enqueue(slow(SLOW_S))
     tag = tag_for("codex-slow")
-    run = run_codex(codex, models, tmp_path, ask("answer_detailed", f"Compare {tag}"), fake, 300)
+    prompt = ask("answer_detailed", f"Compare {tag}")
+    run = run_codex(codex, models, tmp_path, prompt, codex_stdio(tmp_path, fake), timeout=300)
     got = answer_reached_the_model(models, run, tag, "answer_detailed")
     # Default tool_timeout_sec (60 s): handed off at 50 s, then collected with answer_result.
     assert HANDOFF_ID.search(got[0].text), got[0].text
@@ -356,8 +362,8 @@ def test_codex_with_a_lowered_tool_timeout_and_the_paired_handoff(codex, models,
     fake.enqueue(slow(20))
     tag = tag_for("codex-lowered")
     prompt = ask("answer", f"When was 3.14? {tag}")
-    env = {"MCP_HANDOFF_AFTER_S": "5"}
-    run = run_codex(codex, models, tmp_path, prompt, fake, 180, tool_timeout_s=8, **env)
+    server = codex_stdio(tmp_path, fake, MCP_HANDOFF_AFTER_S="5")
+    run = run_codex(codex, models, tmp_path, prompt, {**server, "tool_timeout_sec": 8})
     got = answer_reached_the_model(models, run, tag, "answer")
     assert HANDOFF_ID.search(got[0].text), got[0].text
     assert all(is_tool(g.tool, "answer_result") for g in got[1:]), got
@@ -372,7 +378,8 @@ def test_codex_with_a_lowered_tool_timeout_alone_loses_the_answer(codex, models,
     fake.enqueue(slow(20))
     tag = tag_for("codex-unpaired")
     prompt = ask("answer", f"When was 3.14? {tag}")
-    run = run_codex(codex, models, tmp_path, prompt, fake, 120, tool_timeout_s=8)
+    server = codex_stdio(tmp_path, fake)
+    run = run_codex(codex, models, tmp_path, prompt, {**server, "tool_timeout_sec": 8})
     got = models.received(tag)
     assert len(got) == 1 and "timed out awaiting tools/call" in got[0].text, got
     assert ANSWER.text not in run.output
@@ -400,7 +407,8 @@ def test_claude_code_over_stdio_gives_its_model_our_cited_answer(claude, models,
 def test_codex_over_stdio_gives_its_model_our_cited_answer(codex, models, fake, tmp_path):
     fake.enqueue(ANSWER)
     tag = tag_for("codex-stdio")
-    run = run_codex(codex, models, tmp_path, ask("answer", f"When was 3.14? {tag}"), fake)
+    server = codex_stdio(tmp_path, fake)
+    run = run_codex(codex, models, tmp_path, ask("answer", f"When was 3.14? {tag}"), server)
     answer_reached_the_model(models, run, tag, "answer")
     assert upstream_requests(fake) == 1
     stdio_was_clean(run)
@@ -426,3 +434,22 @@ def test_claude_code_over_http_with_a_bearer_token(claude, models, fake, spawn, 
     assert upstream_requests(fake) == 1
     assert "server/discover era=2026-07-28" in server.stderr
     assert "-> 401" not in server.stderr  # every request carried the token
+
+
+def test_codex_over_http_with_a_bearer_token(codex, models, fake, spawn, tmp_path):
+    fake.enqueue(ANSWER)
+    env = {"MCP_HTTP_TOKEN": TOKEN, "DEBUG": "1"}
+    server = spawn("--http", "127.0.0.1:0", env=env, upstream=fake)
+    remote = {
+        "url": f"http://127.0.0.1:{wait_listening(server)}/mcp",
+        "bearer_token_env_var": "MCP_HTTP_TOKEN",  # the README's setup
+        "required": True,
+    }
+    tag = tag_for("codex-http")
+    prompt = ask("answer", f"When was 3.14? {tag}")
+    run = run_codex(codex, models, tmp_path, prompt, remote, MCP_HTTP_TOKEN=TOKEN)
+    answer_reached_the_model(models, run, tag, "answer")
+    assert upstream_requests(fake) == 1
+    assert "initialize asked=2025-06-18 answered=2025-06-18" in server.stderr
+    assert "client name=codex-mcp-client handoff_after_s=50" in server.stderr
+    assert "-> 401" not in server.stderr
