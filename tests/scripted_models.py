@@ -21,7 +21,8 @@ of agents at once, and a turn can be replayed):
 
 Requests with no tools (Claude Code's titles and other side requests) get a short text. Every
 tool result the model receives is recorded: ``received(tag)`` lists them for the runs whose
-question contains ``tag``, in order, as ``Received(tool, text)``.
+question contains ``tag``, in order, as ``Received(tool, text)``; ``seen(tag)`` gives those
+runs' requests whole, as JSON text.
 
 Anthropic shapes: ``POST /v1/messages`` (JSON, or SSE with ``"stream": true``: message_start,
 content_block_start/delta/stop, message_delta, message_stop) and ``POST
@@ -302,6 +303,7 @@ class ScriptedModels:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._received: list[tuple[str, Received]] = []  # (the run's prompt, what it got)
+        self._seen: list[tuple[str, str]] = []  # (the run's prompt, a request as JSON text)
         self.requests: list[tuple[str, dict]] = []  # (path, body) of every POST
         models = self
 
@@ -379,7 +381,9 @@ class ScriptedModels:
         self._server.server_close()
 
     def _record(self, turn: Turn) -> None:
-        """Notes the newest tool result of this turn, once per result."""
+        """Notes the request, and the newest tool result of this turn (once per result)."""
+        with self._lock:
+            self._seen.append((turn.prompt, turn.everything))
         if not turn.calls or turn.calls[-1][2] is None:
             return
         name, _, text = turn.calls[-1]
@@ -387,6 +391,11 @@ class ScriptedModels:
         with self._lock:
             if entry not in self._received:
                 self._received.append(entry)
+
+    def seen(self, tag: str) -> list[str]:
+        """Every request (JSON text) the model got in the runs whose prompt contains `tag`."""
+        with self._lock:
+            return [everything for prompt, everything in self._seen if tag in prompt]
 
     def received(self, tag: str) -> list[Received]:
         """The tool results the model was given in the runs whose prompt contains `tag`."""

@@ -38,17 +38,14 @@ RECORDER = HERE / "mcp_recorder.py"
 NAME = "responses"  # the MCP server's name in each agent's config
 TOKEN = "agent-token-0123456789abcdef"
 SLOW_S = 70  # a long answer_detailed: longer than either agent's default patience allows inline
+# The cited page is named only by the citation, not in the answer's text: the URL reaches the
+# model only if the citations do.
+CITED = "https://www.python.org/downloads/release/python-3140/"
 ANSWER = Reply(
-    text="Python 3.14.0 was released on 2025-10-07 (https://www.python.org/downloads/).",
-    searches=[
-        {
-            "query": "python 3.14 release date",
-            "sources": [{"type": "url", "url": "https://www.python.org/downloads/"}],
-        }
-    ],
-    citations=[{"url": "https://www.python.org/downloads/", "title": "Download Python"}],
+    text="Python 3.14.0 was released on 2025-10-07.",
+    searches=[{"query": "python 3.14 release date", "sources": [{"type": "url", "url": CITED}]}],
+    citations=[{"url": CITED, "title": "Python Release Python 3.14.0"}],
 )
-CITED = "https://www.python.org/downloads/"
 
 
 # -- The pinned agents, installed on first use -----------------------------------------------------
@@ -308,6 +305,13 @@ def answer_reached_the_model(models, run: Run, tag: str, tool: str) -> list[Rece
     return got
 
 
+def saw_our_instructions(models, tag: str) -> bool:
+    """Whether the server's instructions reached the model (Claude Code: a system reminder;
+    Codex: the description of our tools' namespace)."""
+    needle = json.dumps(orm.SERVER_INSTRUCTIONS[:100])[1:-1]  # as JSON text escapes it
+    return any(needle in request for request in models.seen(tag))
+
+
 def upstream_requests(fake) -> int:
     return len([r for r in fake.requests if r.path == "/v1/responses"])
 
@@ -395,6 +399,7 @@ def test_claude_code_over_stdio_gives_its_model_our_cited_answer(claude, models,
     server = claude_stdio(tmp_path, fake)
     run = run_claude(claude, models, tmp_path, ask("answer", f"When was 3.14? {tag}"), server)
     answer_reached_the_model(models, run, tag, "answer")
+    assert saw_our_instructions(models, tag)
     assert upstream_requests(fake) == 1
     stdio_was_clean(run)
     # It speaks 2026-07-28 from its first message, and waits for long calls itself: the
@@ -410,6 +415,7 @@ def test_codex_over_stdio_gives_its_model_our_cited_answer(codex, models, fake, 
     server = codex_stdio(tmp_path, fake)
     run = run_codex(codex, models, tmp_path, ask("answer", f"When was 3.14? {tag}"), server)
     answer_reached_the_model(models, run, tag, "answer")
+    assert saw_our_instructions(models, tag)
     assert upstream_requests(fake) == 1
     stdio_was_clean(run)
     # The name Codex sends is the one the client table hands off after 50 s.
