@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -87,7 +88,8 @@ def installed(agent: Pinned) -> Path:
 
     with open(root / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not executable.exists():
+        if version_of(executable) != agent.version:
+            shutil.rmtree(prefix, ignore_errors=True)  # absent, or an install cut short
             spec = f"{agent.package}@{agent.version}"
             command = [npm, "install", "--prefix", str(prefix), "--no-save", "--no-audit"]
             done = subprocess.run(
@@ -97,9 +99,20 @@ def installed(agent: Pinned) -> Path:
                 timeout=900,
             )
             assert done.returncode == 0, f"npm install {spec} failed:\n{done.stderr[-2000:]}"
-    version = subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=60)
-    assert agent.version in version.stdout, (agent, version.stdout, version.stderr)
+    assert version_of(executable) == agent.version, f"{executable} is not {agent.version}"
     return executable
+
+
+def version_of(executable: Path) -> str | None:
+    """What `--version` says (`2.1.328 (Claude Code)`, `codex-cli 0.169.0`), or None."""
+    if not executable.exists():
+        return None
+    try:
+        said = subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = re.search(r"\b(\d+\.\d+\.\d+)\b", said.stdout)
+    return found.group(1) if found else None
 
 
 @pytest.fixture(scope="session")
@@ -439,6 +452,7 @@ def test_claude_code_over_http_with_a_bearer_token(claude, models, fake, spawn, 
     answer_reached_the_model(models, run, tag, "answer")
     assert upstream_requests(fake) == 1
     assert "server/discover era=2026-07-28" in server.stderr
+    assert "client name=claude-code handoff_after_s=0" in server.stderr
     assert "-> 401" not in server.stderr  # every request carried the token
 
 

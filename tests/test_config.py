@@ -248,6 +248,7 @@ ENV_KEYS = [  # seed 001 §5.4, then the issue's additions, then the module's ow
     ("BACKGROUND_ANSWER", "true", ("model_profiles", "answer", "background"), True),
     ("BACKGROUND_DETAILED", "off", ("model_profiles", "answer_detailed", "background"), False),
     ("BACKGROUND_QUICK", "1", ("model_profiles", "answer_quick", "background"), True),
+    ("MCP_HANDOFF_AFTER_S", "5", ("request", "handoff_after_s"), 5),
 ]
 
 
