@@ -387,6 +387,7 @@ def test_codex_with_a_lowered_tool_timeout_and_the_paired_handoff(codex, models,
     assert not any("timed out" in g.text for g in got), got
     assert upstream_requests(fake) == 1
     assert "client name=codex-mcp-client handoff_after_s=5" in debug_log(tmp_path)
+    stdio_was_clean(run)
 
 
 def test_codex_with_a_lowered_tool_timeout_alone_loses_the_answer(codex, models, fake, tmp_path):
