@@ -474,3 +474,47 @@ def test_codex_over_http_with_a_bearer_token(codex, models, fake, spawn, tmp_pat
     assert "initialize asked=2025-06-18 answered=2025-06-18" in server.stderr
     assert "client name=codex-mcp-client handoff_after_s=50" in server.stderr
     assert "-> 401" not in server.stderr
+
+
+# -- What of a tool result reaches the model ----------------------------------------------------
+# A stand-in MCP server whose result says one thing in content[0].text and another in
+# structuredContent: which one the agent hands its model decides where an answer must be whole.
+
+STANDIN = """
+import json, sys
+TOOL = {"name": "answer", "description": "d", "annotations": {"readOnlyHint": True},
+        "inputSchema": {"type": "object", "properties": {"query": {"type": "string"}}},
+        "outputSchema": {"type": "object", "properties": {"x": {"type": "string"}}}}
+RESULT = {"content": [{"type": "text", "text": "FROM-CONTENT-TEXT"}],
+          "structuredContent": {"x": "FROM-STRUCTURED-CONTENT"}}
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    method, result = message.get("method"), None
+    if method == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"],
+                  "capabilities": {"tools": {}}, "serverInfo": {"name": "s", "version": "1"}}
+    result = {"tools/list": {"tools": [TOOL]}, "tools/call": RESULT}.get(method, result)
+    reply = {"result": result} if result else {"error": {"code": -32601, "message": method}}
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], **reply}), flush=True)
+"""
+
+
+def test_claude_code_gives_its_model_structured_content_not_the_text(claude, models, tmp_path):
+    tag = tag_for("claude-structured")
+    server = {"command": sys.executable, "args": ["-c", STANDIN]}
+    run_claude(claude, models, tmp_path, ask("answer", f"Q {tag}"), server)
+    got = models.received(tag)[-1]
+    assert json.loads(got.text) == {"x": "FROM-STRUCTURED-CONTENT"}, got
+    assert "FROM-CONTENT-TEXT" not in got.text
+
+
+def test_codex_gives_its_model_structured_content_not_the_text(codex, models, tmp_path):
+    tag = tag_for("codex-structured")
+    server = {"command": sys.executable, "args": ["-c", STANDIN], "required": True}
+    run_codex(codex, models, tmp_path, ask("answer", f"Q {tag}"), server)
+    got = models.received(tag)[-1]
+    assert got.text.startswith("Wall time: "), got  # Codex's own line first
+    assert json.loads(got.text.split("Output:", 1)[1]) == {"x": "FROM-STRUCTURED-CONTENT"}, got
+    assert "FROM-CONTENT-TEXT" not in got.text
