@@ -742,6 +742,7 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         "int",
         low=0,
         high=3600,
+        env="MCP_HANDOFF_AFTER_S",
         doc="a call without a task still running this long answers with an answer_result id "
         "(null = by client, see HANDOFF_CLIENTS; 0 = never)",
     ),
@@ -5413,11 +5414,14 @@ class Dispatcher:
         if version >= "2025-03-26":
             result["instructions"] = SERVER_INSTRUCTIONS
         self.log.debug("server", f"initialize asked={asked} answered={version}")
+        self._log_client(params, session)
         if hasattr(self.engine, "warm_up"):
             self.engine.warm_up()
         return result
 
     def _discover(self, params: dict, session: Session, request_id, version: str) -> dict:
+        self.log.debug("server", f"server/discover era={version}")
+        self._log_client(params, session, version)
         capabilities: dict = {"tools": {"listChanged": False}}
         if self.tasks_off is None:
             capabilities["extensions"] = {TASKS_EXTENSION: {}}
@@ -5618,12 +5622,24 @@ class Dispatcher:
         """Seconds after which this client's calls are handed off to answer_result; 0 = never."""
         if self.tasks_off is not None:
             return 0
-        name = session.client_name
-        if version is not None:  # 2026-07-28: each request says who sends it
-            meta = params.get("_meta") if isinstance(params, dict) else None
-            info = meta.get(META_CLIENT_INFO) if isinstance(meta, dict) else None
-            name = info.get("name") if isinstance(info, dict) else None
-        return handoff_after(self.config, name)
+        return handoff_after(self.config, self._client_name(params, session, version))
+
+    @staticmethod
+    def _client_name(params, session: Session, version=None):
+        """clientInfo.name: initialize's, or in 2026-07-28 the request's own _meta."""
+        if version is None:
+            return session.client_name
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        info = meta.get(META_CLIENT_INFO) if isinstance(meta, dict) else None
+        return info.get("name") if isinstance(info, dict) else None
+
+    def _log_client(self, params, session: Session, version=None) -> None:
+        """Who the client says it is and what the client table makes of it (debug only): how
+        the agent tests see that the pinned agents' names are the ones HANDOFF_CLIENTS uses."""
+        if self.log.debug_enabled:
+            name = _one_line(str(self._client_name(params, session, version)), 80)
+            handoff = self._handoff_s(params, session, version)
+            self.log.debug("server", f"client name={name} handoff_after_s={handoff}")
 
     def _new_task(self, params: dict, session: Session, tool: str, version) -> Task | None:
         """The Task a call may become (added to the table, so the client's limit applies before

@@ -246,6 +246,10 @@ class Reply:
     Timing / faults (``N`` counts SSE events already sent; 0 = right after headers):
       delay_before_headers: wait before the status line (ends early on hang-up/stop).
       event_delay: sleep between SSE events (slow trickle).
+      work_seconds: a long answer: after ``response.created`` and ``response.in_progress``
+        nothing comes for this long, then the rest (a background response stays
+        ``in_progress`` meanwhile, whether or not anyone is connected; a non-streaming
+        request waits before the headers).
       stall_after_events / stall_seconds: after N events stop sending but keep the
         socket open; ends on client hang-up (recorded), server stop, or after
         ``stall_seconds`` (then the stream resumes).  Non-streaming requests stall
@@ -281,6 +285,7 @@ class Reply:
     headers: dict = field(default_factory=dict)
     delay_before_headers: float = 0.0
     event_delay: float = 0.0
+    work_seconds: float = 0.0
     stall_after_events: int | None = None
     stall_seconds: float = 3600.0
     drop_after_events: int | None = None
@@ -796,6 +801,9 @@ _BACKGROUND_REFUSAL = (
 )
 
 
+_WORK_AFTER = 2  # Reply.work_seconds falls after response.created and response.in_progress
+
+
 class _BackgroundJob:
     """One background response: its events become available over time, client or not."""
 
@@ -810,7 +818,8 @@ class _BackgroundJob:
         self.resumes = 0
 
     def ready_at(self, n: int) -> float:
-        return self.started + n * self.reply.event_delay
+        working = self.reply.work_seconds if n >= _WORK_AFTER else 0.0
+        return self.started + n * self.reply.event_delay + working
 
     def available(self, now: float | None = None) -> int:
         """How many events exist by ``now`` (a cancel stops the count)."""
@@ -1224,6 +1233,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         streaming = req.get("stream") is True
         if reply.delay_before_headers > 0 and self._wait(reply.delay_before_headers):
             return
+        if not streaming and reply.work_seconds > 0 and self._wait(reply.work_seconds):
+            return
         stall = not streaming and reply.stall_after_events is not None
         if stall and self._wait(reply.stall_seconds):
             return
@@ -1273,6 +1284,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 break
             if n == len(events):
                 break
+            if n == _WORK_AFTER and reply.work_seconds > 0 and self._wait(reply.work_seconds):
+                return
             if n and reply.event_delay > 0:
                 if self._wait(reply.event_delay):
                     return

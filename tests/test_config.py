@@ -261,6 +261,7 @@ ENV_KEYS = [  # seed 001 §5.4, then the issue's additions, then the module's ow
         ("model_profiles", "answer_deep", "model"),
         "o3-deep-research",
     ),
+    ("MCP_HANDOFF_AFTER_S", "5", ("request", "handoff_after_s"), 5),
 ]
 
 

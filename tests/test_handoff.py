@@ -79,7 +79,10 @@ def test_the_sdk_client_gets_a_handoff_then_collects_the_answer(params, fake, mo
     assert len([r for r in fake.requests if r.path == "/v1/responses"]) == 1
 
 
-def test_a_quick_call_is_never_handed_off(params, fake):
+def test_a_quick_call_is_never_handed_off(params, fake, tmp_path):
+    # 5 s, not 1: on a loaded machine the first call, which imports openai, can outlast 1 s.
+    (tmp_path / "config.yaml").write_text("request:\n  handoff_after_s: 5\n")
+
     async def session(client):
         return await client.call_tool("answer", {"query": "quick"})
 
@@ -150,5 +153,18 @@ def test_zero_turns_the_handoff_off_for_every_client(tmp_path):
         assert len(server.request("tools/list")["result"]["tools"]) == 3
         reply = server.request("tools/call", {"name": "answer_result", "arguments": {"id": "x"}})
         assert reply["error"]["code"] == -32601  # no such tool for this client
+    finally:
+        server.stop()
+
+
+def test_the_environment_sets_the_handoff_for_every_client(tmp_path):
+    """MCP_HANDOFF_AFTER_S: how an agent's MCP config (e.g. Codex's [mcp_servers.NAME.env])
+    pairs the handoff with a lowered tool timeout."""
+    server = Server(["--stdio"], base_env(tmp_path, MCP_HANDOFF_AFTER_S="5"), tmp_path)
+    try:
+        init = {"protocolVersion": "2025-06-18", "clientInfo": {"name": "pytest"}}
+        server.request("initialize", init)
+        tools = [tool["name"] for tool in server.request("tools/list")["result"]["tools"]]
+        assert "answer_result" in tools
     finally:
         server.stop()
