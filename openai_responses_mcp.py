@@ -5639,7 +5639,10 @@ class Dispatcher:
         if self.log.debug_enabled:
             name = _one_line(str(self._client_name(params, session, version)), 80)
             handoff = self._handoff_s(params, session, version)
-            self.log.debug("server", f"client name={name} handoff_after_s={handoff}")
+            size = result_chars(self.config, self._client_name(params, session, version))
+            self.log.debug(
+                "server", f"client name={name} handoff_after_s={handoff} result_chars={size}"
+            )
 
     def _new_task(self, params: dict, session: Session, tool: str, version) -> Task | None:
         """The Task a call may become (added to the table, so the client's limit applies before

@@ -420,7 +420,7 @@ def test_claude_code_over_stdio_gives_its_model_our_cited_answer(claude, models,
     # client table gives it no handoff.
     log = debug_log(tmp_path)
     assert "server/discover era=2026-07-28" in log
-    assert "client name=claude-code handoff_after_s=0" in log
+    assert "client name=claude-code handoff_after_s=0 result_chars=50000" in log
 
 
 def test_codex_over_stdio_gives_its_model_our_cited_answer(codex, models, fake, tmp_path):
@@ -435,8 +435,8 @@ def test_codex_over_stdio_gives_its_model_our_cited_answer(codex, models, fake, 
     # The name Codex sends is the one the client table hands off after 50 s.
     log = debug_log(tmp_path)
     assert "initialize asked=2025-06-18 answered=2025-06-18" in log
-    assert "client name=codex-mcp-client handoff_after_s=50" in log
-    assert orm.HANDOFF_CLIENTS["codex-mcp-client"] == 50
+    assert "client name=codex-mcp-client handoff_after_s=50 result_chars=12000" in log
+    assert orm.HANDOFF_CLIENTS["codex-mcp-client"] == {"handoff_s": 50, "result_chars": 12_000}
 
 
 def test_claude_code_over_http_with_a_bearer_token(claude, models, fake, spawn, tmp_path):
