@@ -5200,7 +5200,7 @@ class Dispatcher:
         # A 2025-11-25 task is the reply whatever happens: even an answer from the cache,
         # ready before the reply is written, goes to the task, never inline as well.
         task.converted = kind == "s"
-        if kind != "h":  # a handoff counts only once it is handed off (_convert)
+        if kind == "s":  # the others count only once the call becomes a task (_convert)
             self.tasks.add(task)
         return task
 
@@ -5246,7 +5246,7 @@ class Dispatcher:
         (or the handoff) and the call goes on without it."""
         if self.signing and not self._sign(task, call):
             return  # the call ended before OpenAI named its response: it answers inline
-        if task.kind == "h" and not self._hold(task, session, request_id):
+        if not self._hold(task, request_id):
             return  # at a limit: it answers inline, however long it takes
         if not task.convert():
             self._forget(task)
@@ -5260,13 +5260,14 @@ class Dispatcher:
             result = self._still_working(task, version)
         session.send(rpc_result(request_id, result))
 
-    def _hold(self, task: Task, session: Session, request_id) -> bool:
-        """A handoff is counted against the limits only now that it is handed off; at
-        max_per_client its client's oldest handoff that has ended uncollected makes room.
-        False at a limit: the call goes on answering inline, so that no client is locked out."""
+    def _hold(self, task: Task, request_id) -> bool:
+        """A handoff or extension task is counted against the limits only now that the call
+        becomes one (an answer from the cache never does); at max_per_client a handoff's
+        client's oldest handoff that has ended uncollected makes room. False at a limit: the
+        call goes on and answers inline, so that no client is locked out."""
         task.request_id = request_id
         try:
-            self.tasks.add(task, make_room=True)
+            self.tasks.add(task, make_room=task.kind == "h")
         except RpcError as exc:
             self.log.debug("server", f"not handed off, answering inline: {exc.message}")
             return False
