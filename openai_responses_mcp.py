@@ -6985,16 +6985,22 @@ class HttpApp:
                 {"Retry-After": "1"},
             )
         limit = self.settings["max_calls_per_session"]
-        busy = hs.session.in_flight() + hs.session.waiting()  # calls and tasks/result
-        if hs.id is not None and busy >= limit:
+        if method == "tasks/result":  # each waits as long as a call: as many as calls
+            if hs.id is not None and hs.session.waiting() >= limit:
+                raise HttpError(
+                    429,
+                    f"too many tasks/result waiting in this session ({limit}, "
+                    "server.http.max_calls_per_session); wait for one to finish",
+                    {"Retry-After": "1"},
+                )
+            return
+        if hs.id is not None and hs.session.in_flight() >= limit:
             raise HttpError(
                 429,
                 f"too many calls in flight in this session ({limit}, "
                 "server.http.max_calls_per_session); wait for one to finish",
                 {"Retry-After": "1"},
             )
-        if method != "tools/call":
-            return
         limit = self.settings["max_calls"]
         if self.in_flight() >= limit:
             raise HttpError(

@@ -278,10 +278,10 @@ def test_abandoned_tasks_result_requests_are_dropped_and_count_against_the_sessi
     body = json.dumps(rpc("tasks/result", {"taskId": task_id}, 100)).encode()
     headers = {"Content-Type": "application/json", "Accept": ACCEPT_BOTH, **H2025}
     held = []
-    for n in range(3):  # the call plus three waiting: the session's 4 places
+    for n in range(4):  # as many waiting as the session may have calls in flight
         body = json.dumps(rpc("tasks/result", {"taskId": task_id}, 100 + n)).encode()
         held.append(open_stream(port, "POST", "/mcp", body, {**headers, "Mcp-Session-Id": session}))
-    assert [stream.status for stream in held] == [200, 200, 200]
+    assert [stream.status for stream in held] == [200] * 4
     refused = post(port, rpc("tasks/result", {"taskId": task_id}, 199), session, H2025)
     assert refused.status == 429 and "max_calls_per_session" in refused.json()["error"]["message"]
     for stream in held:
