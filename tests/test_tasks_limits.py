@@ -9,10 +9,11 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import socket
+import threading
 import time
 
 import pytest
-from conftest import ANSWER, wait_until
+from conftest import ANSWER, FakeEngine, Harness, wait_until
 from fake_upstream import Reply
 from http_client import ACCEPT_BOTH, open_stream, post, request, rpc, wait_listening
 
@@ -130,6 +131,47 @@ def test_a_handoff_at_the_limit_replaces_the_oldest_ended_uncollected_one():
     assert table.get("h-1") is None and table.get("h-3") is third
     with pytest.raises(mcp.RpcError):  # both running: no room, the call answers inline
         table.add(mcp.Task("h-4", "h", mcp.Call(4, "answer"), "client", 60_000, "m"), True)
+
+
+def test_a_session_that_ends_drops_its_waiting_requests_and_its_tasks(config):
+    release = threading.Event()
+    engine = FakeEngine(lambda tool, args, call: (release.wait(10), (dict(ANSWER), {}))[1])
+    harness = Harness(config, engine)
+    harness.initialize("2025-11-25")
+    params = {"name": "answer", "arguments": {"query": "q"}, "task": {"ttl": 600_000}}
+    task_id = harness.request("tools/call", params)["result"]["task"]["taskId"]
+    task = harness.dispatcher.tasks.get(task_id)
+    for n in range(3):
+        assert harness.request("tasks/result", {"taskId": task_id}, f"wait-{n}") is None
+    assert harness.session.waiting() == 3 and len(task._waiters) == 3
+    harness.session.close()  # HTTP: DELETE, idle expiry, pushed out
+    assert harness.session.waiting() == 0 and task._waiters == {}
+    assert len(harness.dispatcher.tasks) == 0 and len(harness.dispatcher.deadlines) == 0
+    assert task.status == "cancelled"
+    release.set()
+    harness.idle()
+    assert [m for m in harness.outbox.replies() if str(m.get("id")).startswith("wait-")] == []
+
+
+def test_the_session_limit_on_waiting_requests_is_a_clear_refusal(config):
+    release = threading.Event()
+    engine = FakeEngine(lambda tool, args, call: (release.wait(10), (dict(ANSWER), {}))[1])
+    harness = Harness(config, engine)
+    harness.initialize("2025-11-25")
+    params = {"name": "answer", "arguments": {"query": "q"}, "task": {"ttl": 600_000}}
+    task_id = harness.request("tools/call", params)["result"]["task"]["taskId"]
+    for n in range(16):  # server.tasks.max_per_client
+        assert harness.request("tasks/result", {"taskId": task_id}, f"wait-{n}") is None
+    refused = harness.request("tasks/result", {"taskId": task_id}, "one-more")
+    assert refused["error"]["code"] == -32000
+    assert "too many requests waiting for tasks in this session (16" in refused["error"]["message"]
+    harness.cancel("wait-0")  # a cancelled one is dropped: its place is free
+    assert harness.request("tasks/result", {"taskId": task_id}, "one-more") is None
+    release.set()
+    harness.outbox.wait_for(lambda m: m.get("id") == "one-more")
+    harness.idle()
+    waited = {m["id"] for m in harness.outbox.replies() if "result" in m}
+    assert waited == {f"wait-{n}" for n in range(1, 16)} | {"one-more"}
 
 
 # -- the spawned server --------------------------------------------------------------------------
