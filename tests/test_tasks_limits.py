@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import os
 import socket
 import threading
 import time
@@ -20,6 +21,7 @@ from http_client import ACCEPT_BOTH, open_stream, post, request, rpc, wait_liste
 import openai_responses_mcp as mcp
 
 MIB = 1024 * 1024
+needs_proc = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
 H2025 = {"MCP-Protocol-Version": "2025-11-25"}
 INIT = {
     "protocolVersion": "2025-11-25",
@@ -215,6 +217,7 @@ def task_call(query: str, request_id) -> dict:
     return rpc("tools/call", params, request_id)
 
 
+@needs_proc
 def test_150_sessions_leaving_16_tasks_each_stay_within_the_memory_bound(spawn, fake):
     """The review's script: many sessions each start 16 tasks answered from the cache and
     never collect them. Before: every task held its reply twice until its TTL (+67 MB here
@@ -271,6 +274,7 @@ def test_ending_a_session_drops_its_tasks(spawn, fake):
     wait_until(lambda: "session ended: 1 of its tasks dropped" in server.stderr, 10, "expiry")
 
 
+@needs_proc
 def test_requests_waiting_for_a_task_hold_no_thread_each(spawn, fake):
     """The review's script on stdio: many tasks/result for one task. Before: a thread each.
     Now: callbacks on the task; cancelled ones are dropped and get nothing."""
@@ -321,6 +325,7 @@ def abandon(port: int, session: str, body: dict) -> None:
         sock.sendall(head.encode() + data)
 
 
+@needs_proc
 def test_abandoned_tasks_result_requests_are_dropped_and_count_against_the_session(spawn, fake):
     """Over HTTP: a tasks/result whose client hangs up stops waiting (its thread, the
     connection's, ends); waiting ones count against server.http.max_calls_per_session."""
