@@ -992,6 +992,20 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         high=10_000,
         doc="most open tasks and handoffs one client holds (running, or done and not collected)",
     ),
+    ("server", "tasks", "max_open"): Setting(
+        1000,
+        "int",
+        low=1,
+        high=1_000_000,
+        doc="most tasks and handoffs held on the server, every client together",
+    ),
+    ("server", "tasks", "max_reply_bytes"): Setting(
+        64 * MIB,
+        "int",
+        low=MIB,
+        high=4096 * MIB,
+        doc="most bytes of finished tasks' replies held on the server, every client together",
+    ),
     ("server", "tasks", "secret"): Setting(
         None,
         "str",
@@ -1653,7 +1667,9 @@ server:
     ttl_ms: 3600000        # a task or handoff can be collected this long (>= request.timeout_ms)
     poll_interval_ms: 5000 # how often clients are asked to poll
     max_per_client: 16     # open tasks and handoffs per client (running, or done and not
-                           #   yet collected); one more is refused
+                           #   yet collected); one more task is refused, a handoff answers inline
+    max_open: 1000         # tasks and handoffs on the server, every client together
+    max_reply_bytes: 67108864  # bytes of their stored replies (64 MiB), every client together
     secret: null           # better: MCP_TASK_SECRET; 32+ characters, the same on every instance;
                            #   signs task ids so any instance serves them (needed with --stateless)
 """
@@ -4546,6 +4562,10 @@ ANSWER_RESULT_TOOL = {
                 "maximum": 60,
                 "description": "seconds to wait for it (default 30)",
             },
+            "cancel": {
+                "type": "boolean",
+                "description": "true: stop the research and drop the answer instead",
+            },
         },
         "required": ["id"],
     },
@@ -5183,6 +5203,8 @@ class Session:
         self.client_key = None  # whose tasks these are (the transport says; None: this session)
         self._calls: dict = {}
         self._running = 0
+        self._waiters: dict = {}  # request id -> Waiter (tasks/result, answer_result)
+        self._closing: list = []  # what close() runs: the dispatcher's dropping of its tasks
         self._lock = threading.Condition()
 
     def register(self, call: Call) -> None:
@@ -5230,6 +5252,58 @@ class Session:
         with self._lock:
             return self._running
 
+    def add_waiter(self, request_id, waiter, limit: int) -> None:
+        """Holds a request that waits for a task; -32000 (HTTP 429) past `limit` of them."""
+        with self._lock:
+            if request_id in self._waiters or request_id in self._calls:
+                raise RpcError(
+                    INVALID_REQUEST,
+                    f"Invalid Request: id {json.dumps(request_id)} is already used by a request "
+                    "in progress; use a new id",
+                )
+            if len(self._waiters) >= limit:
+                raise RpcError(
+                    SERVER_BUSY,
+                    f"too many requests waiting for tasks in this session ({limit}, "
+                    "server.tasks.max_per_client); wait for one to finish",
+                    TOO_MANY_WAITING,
+                )
+            self._waiters[request_id] = waiter
+
+    def remove_waiter(self, request_id, waiter) -> None:
+        with self._lock:
+            if self._waiters.get(request_id) is waiter:
+                del self._waiters[request_id]
+
+    def waiter(self, request_id):
+        with self._lock:
+            return self._waiters.get(request_id)
+
+    def waiting(self) -> int:
+        """Requests waiting for a task's end (they count against the per-session limits)."""
+        with self._lock:
+            return len(self._waiters)
+
+    def on_close(self, action) -> None:
+        """Runs action(session) when the session ends (once, however often it is asked)."""
+        with self._lock:
+            if action not in self._closing:
+                self._closing.append(action)
+
+    def close(self) -> list:
+        """The session has ended (HTTP: DELETE, idle expiry, pushed out, its SSE stream closed):
+        cancels its calls, drops its waiting requests and its tasks; returns the request ids
+        of the calls cancelled."""
+        cancelled = self.cancel_all()
+        with self._lock:
+            waiters, self._waiters = list(self._waiters.values()), {}
+            actions, self._closing = self._closing, []
+        for waiter in waiters:
+            waiter.drop()
+        for action in actions:
+            action(self)
+        return cancelled
+
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Waits until every call has finished and its answer has been sent."""
         with self._lock:
@@ -5269,6 +5343,120 @@ class Heartbeat:
                     call.report(f"still working ({elapsed} s{done})", min_interval=0)
 
 
+class Deadlines:
+    """Runs short callbacks when their time comes, all on one thread started on first use: a
+    request waiting for a task costs an entry here, never a thread of its own."""
+
+    def __init__(self, log: Log):
+        self._log = log
+        self._heap: list = []  # [when (monotonic), sequence, callback or None once cancelled]
+        self._sequence = 0
+        self._cancelled = 0
+        self._cond = threading.Condition()
+        self._thread = None
+
+    def after(self, seconds: float, callback) -> list:
+        """Schedules callback(); the entry returned is what cancel() takes."""
+        import heapq
+
+        with self._cond:
+            self._sequence += 1
+            entry = [time.monotonic() + seconds, self._sequence, callback]
+            heapq.heappush(self._heap, entry)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="deadlines", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        return entry
+
+    def cancel(self, entry: list) -> None:
+        import heapq
+
+        with self._cond:
+            if entry[2] is None:
+                return
+            entry[2] = None
+            self._cancelled += 1
+            if self._cancelled > 64 and 2 * self._cancelled > len(self._heap):  # mostly stale
+                self._heap = [e for e in self._heap if e[2] is not None]
+                heapq.heapify(self._heap)
+                self._cancelled = 0
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._heap) - self._cancelled
+
+    def _next(self):
+        import heapq
+
+        with self._cond:
+            while True:
+                while self._heap and self._heap[0][2] is None:
+                    heapq.heappop(self._heap)
+                    self._cancelled -= 1
+                wait = self._heap[0][0] - time.monotonic() if self._heap else None
+                if wait is not None and wait <= 0:
+                    entry = heapq.heappop(self._heap)
+                    callback, entry[2] = entry[2], None
+                    return callback
+                self._cond.wait(wait)
+
+    def _run(self) -> None:
+        while True:
+            callback = self._next()
+            try:
+                callback()
+            except Exception as exc:  # noqa: BLE001 - one failure must not stop the others
+                self._log.say(f"internal error in a deadline: {type(exc).__name__}: {exc}")
+
+
+class Waiter:
+    """One request waiting for a task's end (tasks/result, answer_result) without a thread:
+    served once, by the task's end (serve(False)) or its deadline (serve(True)), unless dropped
+    first, when its client hung up, cancelled it, or its session ended."""
+
+    def __init__(self, task, session: Session, request_id, serve, deadlines: Deadlines):
+        self.task, self.session, self.request_id = task, session, request_id
+        self._serve, self._deadlines = serve, deadlines
+        self._entry = None
+        self._over = False
+        self._lock = threading.Lock()
+
+    def start(self, timeout_s: float) -> None:
+        """Waits (the session has counted it in): at once if the task has ended already."""
+        if not self.task.when_done(self.ended):
+            return self.ended()
+        entry = self._deadlines.after(max(0.0, timeout_s), self.timed_out)
+        with self._lock:
+            self._entry = entry
+            over = self._over
+        if over:  # served meanwhile
+            self._deadlines.cancel(entry)
+
+    def ended(self) -> None:
+        if self._finish():
+            self._serve(False)
+
+    def timed_out(self) -> None:
+        if self._finish():
+            self._serve(True)
+
+    def drop(self) -> None:
+        self._finish()
+
+    def _finish(self) -> bool:
+        """True the first time only: whoever gets here first serves (or drops) it."""
+        with self._lock:
+            if self._over:
+                return False
+            self._over, entry = True, self._entry
+        self.task.unwait(self.ended)
+        if entry is not None:
+            self._deadlines.cancel(entry)
+        self.session.remove_waiter(self.request_id, self)
+        return True
+
+
 class Dispatcher:
     """MCP over JSON-RPC: takes decoded messages, returns replies. Knows nothing about bytes.
 
@@ -5286,7 +5474,13 @@ class Dispatcher:
         self._running = 0  # tools/call in flight, across every session
         self._running_lock = threading.Lock()
         self.task_settings = config.get("server", "tasks")
-        self.tasks = TaskTable(self.task_settings["max_per_client"], log)
+        self.tasks = TaskTable(
+            self.task_settings["max_per_client"],
+            log,
+            self.task_settings["max_open"],
+            self.task_settings["max_reply_bytes"],
+        )
+        self.deadlines = Deadlines(log)  # answer_result's wait_s, tasks/result's expiry
         # serve_http sets these: with --stateless, tasks need the secret and tasks/list is off.
         self.tasks_off: str | None = None
         self.stateless = False
@@ -5664,15 +5858,29 @@ class Dispatcher:
         handoff_s = self._handoff_s(params, session, version) if kind == "h" else 0
         import secrets
 
-        key = session.client_key if session.client_key is not None else id(session)
+        key = self._owner(session)
         model = str(self.config.profile(tool).get("model") or "")
         task = Task(f"{kind}-{secrets.token_urlsafe(24)}", kind, None, key, ttl, model)
         task.tool, task.handoff_s = tool, handoff_s
         # A 2025-11-25 task is the reply whatever happens: even an answer from the cache,
         # ready before the reply is written, goes to the task, never inline as well.
         task.converted = kind == "s"
-        self.tasks.add(task)
+        if kind == "s":  # the others count only once the call becomes a task (_convert)
+            self.tasks.add(task)
         return task
+
+    def _owner(self, session: Session):
+        """Whose tasks a session's are; when the session ends, they are dropped. (Only an HTTP
+        session with an id ever ends: a stateless request's throwaway session is left to
+        expire, its tasks belonging to the client, which may come back.)"""
+        session.on_close(self._session_ended)
+        return session.client_key if session.client_key is not None else id(session)
+
+    def _session_ended(self, session: Session) -> None:
+        key = session.client_key if session.client_key is not None else id(session)
+        dropped = self.tasks.drop_client(key)
+        if dropped:
+            self.log.debug("server", f"session ended: {dropped} of its tasks dropped")
 
     def _forget(self, task: Task | None) -> None:
         if task is not None:
@@ -5703,7 +5911,10 @@ class Dispatcher:
         (or the handoff) and the call goes on without it."""
         if self.signing and not self._sign(task, call):
             return  # the call ended before OpenAI named its response: it answers inline
+        if not self._hold(task, request_id):
+            return  # at a limit: it answers inline, however long it takes
         if not task.convert():
+            self._forget(task)
             return
         session.unregister(call)
         self.log.debug("server", f"task created ({KINDS[task.kind]}) tool={task.tool}")
@@ -5713,6 +5924,19 @@ class Dispatcher:
         else:
             result = self._still_working(task, version)
         session.send(rpc_result(request_id, result))
+
+    def _hold(self, task: Task, request_id) -> bool:
+        """A handoff or extension task is counted against the limits only now that the call
+        becomes one (an answer from the cache never does); at max_per_client a handoff's
+        client's oldest handoff that has ended uncollected makes room. False at a limit: the
+        call goes on and answers inline, so that no client is locked out."""
+        task.request_id = request_id
+        try:
+            self.tasks.add(task, make_room=task.kind == "h")
+        except RpcError as exc:
+            self.log.debug("server", f"not handed off, answering inline: {exc.message}")
+            return False
+        return True
 
     def _still_working(self, task: Task, version: str) -> dict:
         """A handoff's result (and answer_result's before the answer is ready): the output
@@ -5758,7 +5982,7 @@ class Dispatcher:
         if fields.get("k") != kind or tool not in TOOLS_BY_NAME or not isinstance(response_id, str):
             raise TaskIdError("not a task of this kind")
         call = Call(None, tool)
-        key = session.client_key if session.client_key is not None else id(session)
+        key = self._owner(session)
         task = Task(task_id, kind, call, key, fields["e"] - fields["c"], str(fields.get("o", "")))
         task.created, task.expires, task.converted = fields["c"], fields["e"], True
         found = self.tasks.put(task)
@@ -5828,7 +6052,7 @@ class Dispatcher:
             raise RpcError(METHOD_NOT_FOUND, "Method not found: tasks/list (off with --stateless)")
         if params.get("cursor") is not None:
             raise RpcError(INVALID_PARAMS, "Invalid params: this server issued no cursor")
-        key = session.client_key if session.client_key is not None else id(session)
+        key = self._owner(session)
         poll = self.task_settings["poll_interval_ms"]
         return {"tasks": [task.view("2025-11-25", poll) for task in self.tasks.of_client(key, "s")]}
 
@@ -5843,23 +6067,44 @@ class Dispatcher:
         self.log.debug("server", f"task cancelled tool={task.tool}")
         return task.view("2025-11-25", self.task_settings["poll_interval_ms"])
 
-    def _tasks_result(self, params: dict, session: Session, request_id) -> None:
-        """Blocks (on a thread of its own) until the task ends, then answers exactly what the
-        tools/call would have, with the related-task _meta."""
+    def _tasks_result(self, params: dict, session: Session, request_id) -> dict | None:
+        """Waits until the task ends, then answers exactly what the tools/call would have, with
+        the related-task _meta: at once if it has ended, else from the task's end (a Waiter,
+        no thread), or when it expires."""
         self._tasks_2025(session)
         task = self._task_named(params, "s", session)
+        if task.done.is_set():
+            reply = self._task_reply(task, request_id)
+            if "error" in reply:
+                error = reply["error"]
+                raise RpcError(error["code"], error["message"], error.get("data"))
+            return reply["result"]
 
-        def wait() -> None:
-            task.done.wait(max(0.0, (task.expires - now_ms()) / 1000))
+        def serve(expired: bool) -> None:
             session.send(self._task_reply(task, request_id))
 
-        threading.Thread(target=wait, name="tasks-result", daemon=True).start()
+        self._wait(task, session, request_id, (task.expires - now_ms()) / 1000, serve)
+        return None
+
+    def _wait(self, task: Task, session: Session, request_id, timeout_s: float, serve) -> None:
+        """serve(timed_out) once the task ends or timeout_s pass, whichever comes first; the
+        request counts against the session's limits meanwhile (-32000 past them)."""
+        waiter = Waiter(task, session, request_id, serve, self.deadlines)
+        session.add_waiter(request_id, waiter, self.task_settings["max_per_client"])
+        waiter.start(timeout_s)
+
+    def abandoned(self, session: Session, request_id) -> None:
+        """The transport says nobody reads this request's reply any more (its client hung up):
+        a request waiting for a task stops waiting. (A call goes on: see HttpApp.hung_up.)"""
+        waiter = session.waiter(request_id)
+        if waiter is not None:
+            waiter.drop()
 
     def _task_reply(self, task: Task, request_id) -> dict:
         with task.lock:
             status, reply = task.status, task.reply
-            if task.done.is_set():
-                task.collected = True
+        if task.done.is_set():
+            task.mark_collected()
         if status == "cancelled":
             return rpc_error(request_id, INVALID_PARAMS, "Invalid params: task was cancelled")
         if reply is None:
@@ -5879,10 +6124,13 @@ class Dispatcher:
         task = self._ext_task(params, session)
         result = task.view("extension", self.task_settings["poll_interval_ms"])
         with task.lock:
-            if task.status == "completed":
-                result["result"], task.collected = task.reply["result"], True
-            elif task.status == "failed":
-                result["error"], task.collected = task.reply["error"], True
+            status, reply = task.status, task.reply
+        if status == "completed":
+            result["result"] = reply["result"]
+        elif status == "failed":
+            result["error"] = reply["error"]
+        if status in ("completed", "failed"):
+            task.mark_collected()
         return result
 
     def _ext_cancel(self, params: dict, session: Session, request_id, version: str) -> dict:
@@ -5901,7 +6149,8 @@ class Dispatcher:
 
     def _answer_result(self, params: dict, session: Session, request_id, version) -> None:
         """answer_result: the handed-off answer once ready (waiting up to wait_s, within the
-        client's own timeout), else another "still working" result; on a thread of its own."""
+        client's own timeout), else another "still working" result; with cancel: true, the
+        handoff is cancelled instead. A wait holds no thread (a Waiter)."""
         arguments = params.get("arguments")
         arguments = arguments if isinstance(arguments, dict) else {}
         handoff_id, wait_s = arguments.get("id"), arguments.get("wait_s", 30)
@@ -5910,6 +6159,8 @@ class Dispatcher:
             why = "id must be the non-empty string a handed-off answer gave"
         elif type(wait_s) is not int or not 0 <= wait_s <= 60:
             why = "wait_s must be an integer from 0 to 60"
+        elif type(arguments.get("cancel", False)) is not bool:
+            why = "cancel must be true or false"
         else:
             try:
                 task = self._find_task(handoff_id, "h", session)
@@ -5920,10 +6171,13 @@ class Dispatcher:
                 return tool_error(f"Invalid arguments: {why}")
             raise RpcError(INVALID_PARAMS, f"Invalid params: {why}")
         era = version or session.protocol_version
+        if arguments.get("cancel") is True:
+            session.send(rpc_result(request_id, self._cancel_handoff(task, era)))
+            return None
         wait = min(wait_s, self._handoff_s(params, session, version))
 
-        def collect() -> None:
-            if not task.done.wait(wait):
+        def collect(timed_out: bool) -> None:
+            if timed_out:
                 session.send(rpc_result(request_id, self._still_working(task, era)))
                 return
             reply = self._task_reply(task, request_id)
@@ -5937,20 +6191,35 @@ class Dispatcher:
             elif task.status == "cancelled":
                 reply = failure(
                     request_id,
-                    "answer failed: the handed-off call was cancelled (it expired or the "
-                    "server stopped); ask again",
+                    "answer failed: the handed-off call was cancelled (on request, at its "
+                    "expiry, or as the server stopped); ask again",
                     {"message": "cancelled"},
                 )
             session.send(reply)
 
-        threading.Thread(target=collect, name="answer-result", daemon=True).start()
+        self._wait(task, session, request_id, wait, collect)
         return None
+
+    def _cancel_handoff(self, task: Task, version: str) -> dict:
+        """answer_result with cancel: true: the call stops (upstream too) and the handoff no
+        longer counts against the client's limit; a result in the output contract says so."""
+        terminal = task.cancel()
+        task.mark_collected()
+        self.log.debug("server", f"handoff cancelled tool={task.tool}")
+        answer = handoff_answer(task.id, task.model, 0, task.ttl_ms)
+        answer["answer"] = (
+            "Cancelled: the research for this id was stopped; nothing more will come of it."
+            if terminal is None
+            else f"Dropped: the research for this id had already ended ({terminal}); its "
+            "answer is no longer kept here."
+        )
+        return tool_result(answer, {HANDOFF_META: {"id": task.id, "status": "cancelled"}}, version)
 
     def _notification(self, method: str, params, session: Session) -> None:
         params = params if isinstance(params, dict) else {}
         if method == "notifications/cancelled":
             request_id = params.get("requestId")
-            if _valid_id(request_id) and session.cancel(request_id) is not None:
+            if _valid_id(request_id) and self._cancel(session, request_id):
                 reason = _one_line(str(params.get("reason", "")), 80)
                 self.log.debug(
                     "server",
@@ -5958,6 +6227,23 @@ class Dispatcher:
                 )
         elif method == "notifications/initialized":
             session.initialized = True
+
+    def _cancel(self, session: Session, request_id) -> bool:
+        """notifications/cancelled: the call in flight with that id; else the request waiting
+        for a task; else the handoff of the call that had that id. False if none is found."""
+        if session.cancel(request_id) is not None:
+            return True
+        waiter = session.waiter(request_id)
+        if waiter is not None:
+            waiter.drop()
+            return True
+        key = session.client_key if session.client_key is not None else id(session)
+        task = self.tasks.handoff_of(key, request_id)
+        if task is None:
+            return False
+        task.cancel()
+        task.mark_collected()
+        return True
 
 
 def failure(request_id, message: str, data: dict) -> dict:
@@ -5994,11 +6280,29 @@ def tool_result(answer: dict, meta: dict, version: str) -> dict:
 # (the JSON-RPC result or error the call would have sent) waits here until its TTL runs out.
 
 TOO_MANY_TASKS = {"limit": "server.tasks.max_per_client"}  # the -32000 refusal's data: HTTP 429
+TASKS_FULL = {"limit": "server.tasks.max_open"}
+REPLIES_FULL = {"limit": "server.tasks.max_reply_bytes"}
+TOO_MANY_WAITING = {"limit": "server.tasks.max_per_client", "waiting": True}
+TASK_LIMITS = (TOO_MANY_TASKS, TASKS_FULL, REPLIES_FULL, TOO_MANY_WAITING)  # each: HTTP 429
 KINDS = {"x": "extension", "s": "2025-11-25", "h": "handoff"}
 
 
 def now_ms() -> int:
     return round(time.time() * 1000)
+
+
+def _pack(reply: dict | None) -> tuple[dict | None, bool]:
+    """A reply as a task stores it: a result's text content is dropped when it is only the JSON
+    of its structuredContent (tool_result writes both), so the answer is held once, not twice;
+    True says so, and Task.reply writes the text again."""
+    result = reply.get("result") if isinstance(reply, dict) else None
+    if not isinstance(result, dict) or "structuredContent" not in result:
+        return reply, False
+    content = result.get("content")
+    text = json.dumps(result["structuredContent"], ensure_ascii=False)
+    if content != [{"type": "text", "text": text}]:
+        return reply, False
+    return {**reply, "result": {k: v for k, v in result.items() if k != "content"}}, True
 
 
 class Task:
@@ -6007,6 +6311,8 @@ class Task:
 
     `converted` says the request was answered with the task rather than the answer; finish()
     and convert() race under `lock`, so exactly one of the two reaches the request.
+    Requests waiting for its end (tasks/result, answer_result) are callbacks in `_waiters`,
+    called once when it ends: no thread waits for a task.
     """
 
     def __init__(self, task_id: str, kind: str, call, client_key, ttl_ms: int, model: str):
@@ -6018,11 +6324,27 @@ class Task:
         self.expires = self.created + ttl_ms
         self.status, self.message = "working", None
         self.handoff_s = 0  # a handoff: seconds after which the request got its id
+        self.request_id = None  # a handoff: the tools/call it answered (whose cancel cancels it)
         self.timer: threading.Timer | None = None  # converts the request when it fires
-        self.reply: dict | None = None
+        self._reply: dict | None = None
+        self._text_dropped = False  # see _pack
+        self.size = 0  # bytes of the stored reply
+        self.counted = 0  # of which its TaskTable counts (the table's lock guards it)
+        self.table = None  # the TaskTable holding it, told when its reply is stored or collected
         self.converted = self.collected = False
         self.done = threading.Event()
         self.lock = threading.Lock()
+        self._waiters: dict | None = {}  # callback -> None; None once the task has ended
+
+    @property
+    def reply(self) -> dict | None:
+        """The JSON-RPC result or error the call produced (None: cancelled, or still running)."""
+        reply = self._reply
+        if reply is None or not self._text_dropped:
+            return reply
+        result = reply["result"]
+        text = json.dumps(result["structuredContent"], ensure_ascii=False)
+        return {**reply, "result": {"content": [{"type": "text", "text": text}], **result}}
 
     def convert(self) -> bool:
         """The request gets the task now, unless the call has ended (or was cancelled) first."""
@@ -6033,10 +6355,15 @@ class Task:
             return True
 
     def finish(self, reply: dict | None) -> bool:
-        """Records the call's reply (None: cancelled); True if the task keeps it, False if it
-        goes to the request inline (the task was never converted)."""
+        """Records the call's reply (None: cancelled) and serves the requests waiting for it;
+        True if the task keeps it, False if it goes to the request inline (the task was never
+        converted)."""
         with self.lock:
-            self.reply = reply
+            if self.converted:  # kept: stored once, and counted against max_reply_bytes
+                self._reply, self._text_dropped = _pack(reply)
+                self.size = len(json.dumps(self._reply)) if reply is not None else 0
+            else:
+                self._reply = reply
             if self.status == "working":
                 self.status, self.message = self._outcome(reply)
                 if self.call is not None and self.call.cancelled_upstream:
@@ -6045,7 +6372,36 @@ class Task:
                 self.updated = now_ms()
             self.done.set()
             self.call = None  # nothing left to cancel; its memory can go
-            return self.converted
+            waiters, self._waiters = self._waiters or {}, None
+            converted = self.converted
+        if converted and self.table is not None:
+            self.table.stored(self)
+        for serve in waiters:
+            serve()
+        return converted
+
+    def when_done(self, serve) -> bool:
+        """Calls serve() once the task ends; False (and no call) if it has ended already."""
+        with self.lock:
+            if self._waiters is None:
+                return False
+            self._waiters[serve] = None
+            return True
+
+    def unwait(self, serve) -> None:
+        with self.lock:
+            if self._waiters is not None:
+                self._waiters.pop(serve, None)
+
+    def mark_collected(self) -> None:
+        """Its client has its outcome: it no longer counts against max_per_client, and is the
+        first to go when the server is at a limit."""
+        with self.lock:
+            if self.collected:
+                return
+            self.collected = True
+        if self.table is not None:
+            self.table.collected(self)
 
     def _outcome(self, reply: dict | None) -> tuple[str, str | None]:
         if reply is None:
@@ -6063,8 +6419,8 @@ class Task:
             if self.status != "working":
                 return self.status
             self.status, self.message, self.updated = "cancelled", "cancelled by request", now_ms()
-            self.collected = True
             call = self.call
+        self.mark_collected()
         if call is not None:
             call.cancel()
         return None
@@ -6080,32 +6436,123 @@ class Task:
 
 
 class TaskTable:
-    """This process's tasks by id, with the per-client limit and expiry after their TTL."""
+    """This process's tasks: by id, by client and by expiry, so that nothing scans the whole
+    table; with the per-client limit, the server-wide limits on tasks and on the bytes of their
+    stored replies, and expiry after their TTL.
 
-    def __init__(self, max_per_client: int, log: Log):
+    Locking: a Task's lock may be held while this table's is taken, never the reverse.
+    """
+
+    def __init__(
+        self, max_per_client: int, log: Log, max_open: int = 1000, max_bytes: int = 64 * MIB
+    ):
         self._max, self._log = max_per_client, log
+        self._max_open, self._max_bytes = max_open, max_bytes
         self._tasks: dict[str, Task] = {}
+        self._clients: dict = {}  # client key -> {task id: Task}, oldest first
+        self._collected: dict = {}  # Task -> None, in the order collected: dropped first
+        self._expiry: list = []  # heap of (expires, sequence, task id); stale ones are skipped
+        self._sequence = 0
+        self._bytes = 0  # of the stored replies of the tasks here
         self._lock = threading.Lock()
 
-    def add(self, task: Task) -> None:
-        """Adds a task; -32000 (HTTP 429) when its client has max_per_client open already:
-        working, or ended but not yet collected."""
+    def add(self, task: Task, make_room: bool = False) -> None:
+        """Adds a task; -32000 (HTTP 429) when its client has max_per_client open already
+        (working, or ended but not yet collected), or the server is at max_open tasks or
+        max_reply_bytes (after dropping collected tasks, oldest first). With `make_room` (a
+        handoff), the client's oldest handoff that has ended uncollected is dropped to make
+        room: its answer is in the cache, if the cache is on."""
         self.sweep()
         with self._lock:
-            mine = [t for t in self._tasks.values() if t.client_key == task.client_key]
-            if sum(not t.collected for t in mine) >= self._max:
+            mine = list(self._clients.get(task.client_key, {}).values())
+            uncollected = [t for t in mine if not t.collected]
+            if len(uncollected) >= self._max and make_room:
+                spare = next((t for t in uncollected if t.kind == "h" and t.done.is_set()), None)
+                if spare is not None:
+                    self._remove(spare)
+                    uncollected.remove(spare)
+                    self._log.debug("server", "an uncollected handoff dropped to make room")
+            if len(uncollected) >= self._max:
                 raise RpcError(
                     SERVER_BUSY,
                     f"too many open tasks ({self._max}, server.tasks.max_per_client); collect "
                     "or cancel one first",
                     TOO_MANY_TASKS,
                 )
-            self._tasks[task.id] = task
             # A collected task stays readable a while, but only the client's latest few: the
             # client has its answer, and memory must not grow with calls times the TTL.
             collected = [t for t in mine if t.collected]
             for old in collected[: max(0, len(collected) - self._max)]:
-                del self._tasks[old.id]
+                self._remove(old)
+            self._check_room()
+            self._insert(task)
+
+    def _check_room(self) -> None:
+        """Drops collected tasks, oldest first, while the server is at a limit; then refuses
+        (lock held)."""
+        while self._collected and (
+            len(self._tasks) >= self._max_open or self._bytes >= self._max_bytes
+        ):
+            self._remove(next(iter(self._collected)))
+        if len(self._tasks) >= self._max_open:
+            raise RpcError(
+                SERVER_BUSY,
+                f"too many tasks on this server ({self._max_open}, server.tasks.max_open); "
+                "retry when some have been collected or expired, or raise the limit",
+                TASKS_FULL,
+            )
+        if self._bytes >= self._max_bytes:
+            raise RpcError(
+                SERVER_BUSY,
+                f"the stored replies of tasks fill server.tasks.max_reply_bytes "
+                f"({self._max_bytes}); retry when some have been collected or expired",
+                REPLIES_FULL,
+            )
+
+    def _insert(self, task: Task) -> None:
+        import heapq
+
+        task.table = self
+        self._tasks[task.id] = task
+        self._clients.setdefault(task.client_key, {})[task.id] = task
+        if task.collected:
+            self._collected[task] = None
+        self._sequence += 1
+        heapq.heappush(self._expiry, (task.expires, self._sequence, task.id))
+        if len(self._expiry) > 2 * len(self._tasks) + 64:  # mostly stale: rebuild it
+            self._expiry = [e for e in self._expiry if e[2] in self._tasks]
+            heapq.heapify(self._expiry)
+
+    def _remove(self, task: Task) -> None:
+        """Forgets a task (lock held); its reply's bytes are no longer counted."""
+        if self._tasks.get(task.id) is not task:
+            return
+        del self._tasks[task.id]
+        mine = self._clients.get(task.client_key)
+        if mine is not None:
+            mine.pop(task.id, None)
+            if not mine:
+                del self._clients[task.client_key]
+        self._collected.pop(task, None)
+        self._bytes -= task.counted
+        task.table, task.counted = None, 0
+
+    def stored(self, task: Task) -> None:
+        """A task's reply is stored: counted, and collected tasks dropped (oldest first) while
+        the replies exceed max_reply_bytes."""
+        with self._lock:
+            if self._tasks.get(task.id) is not task:
+                task.table = None
+                return
+            self._bytes += task.size - task.counted
+            task.counted = task.size
+            while self._bytes > self._max_bytes and self._collected:
+                self._remove(next(iter(self._collected)))
+
+    def collected(self, task: Task) -> None:
+        with self._lock:
+            if self._tasks.get(task.id) is task:
+                self._collected[task] = None
 
     def get(self, task_id) -> Task | None:
         self.sweep()
@@ -6114,40 +6561,75 @@ class TaskTable:
 
     def discard(self, task: Task) -> None:
         with self._lock:
-            if self._tasks.get(task.id) is task:
-                del self._tasks[task.id]
+            self._remove(task)
 
     def rename(self, task: Task, task_id: str) -> None:
-        """The task's signed id, once OpenAI has named its response."""
+        """The task's signed id, once OpenAI has named its response (a handoff not yet in the
+        table is only renamed)."""
         with self._lock:
-            if self._tasks.get(task.id) is task:
-                del self._tasks[task.id]
+            if self._tasks.get(task.id) is not task:
+                task.id = task_id
+                return
+            counted = task.counted
+            self._remove(task)
             task.id = task_id
-            self._tasks[task_id] = task
+            self._insert(task)
+            task.counted = counted
+            self._bytes += counted
 
     def put(self, task: Task) -> Task:
         """Adds a task another instance created (no limit: its creator counted it); returns the
         one already here if another request got there first."""
         with self._lock:
-            return self._tasks.setdefault(task.id, task)
+            found = self._tasks.get(task.id)
+            if found is None:
+                self._insert(task)
+            return found or task
 
     def of_client(self, client_key, kind: str) -> list[Task]:
         self.sweep()
         with self._lock:
-            return [
-                t for t in self._tasks.values() if t.client_key == client_key and t.kind == kind
-            ]
+            return [t for t in self._clients.get(client_key, {}).values() if t.kind == kind]
+
+    def handoff_of(self, client_key, request_id) -> Task | None:
+        """The client's newest handoff of the tools/call with this request id."""
+        with self._lock:
+            mine = list(self._clients.get(client_key, {}).values())
+        for task in reversed(mine):
+            if task.kind == "h" and task.request_id == request_id:
+                return task
+        return None
+
+    def drop_client(self, client_key) -> int:
+        """Forgets a client's tasks (its session has ended), cancelling those still working;
+        how many there were."""
+        with self._lock:
+            mine = list(self._clients.get(client_key, {}).values())
+            for task in mine:
+                self._remove(task)
+        for task in mine:
+            task.cancel()
+        return len(mine)
 
     def sweep(self) -> None:
         """Drops expired tasks; one still working is cancelled first (upstream too)."""
+        import heapq
+
         now = now_ms()
+        expired = []
         with self._lock:
-            expired = [t for t in self._tasks.values() if t.expires <= now]
-            for task in expired:
-                del self._tasks[task.id]
+            while self._expiry and self._expiry[0][0] <= now:
+                task = self._tasks.get(heapq.heappop(self._expiry)[2])
+                if task is not None and task.expires <= now:
+                    self._remove(task)
+                    expired.append(task)
         for task in expired:
             if task.cancel() is None:
                 self._log.debug("server", f"task expired while working: {task.id[:12]}...")
+
+    def stored_bytes(self) -> int:
+        with self._lock:
+            return self._bytes
 
     def __len__(self) -> int:
         with self._lock:
@@ -6999,8 +7481,9 @@ class HttpSession:
         return streaming or self.requests > 0 or waiting > 0 or self.session.in_flight() > 0
 
     def end(self, code: int = REQUEST_CANCELLED, message: str = "Request cancelled") -> None:
-        """Cancels the session's calls; every response still waiting on one gets this error."""
-        cancelled = self.session.cancel_all()
+        """Cancels the session's calls and drops its tasks; every response still waiting on one
+        gets this error."""
+        cancelled = self.session.close()
         if self.router is not None:
             self.router.end_all(code, message)
         else:
@@ -7232,8 +7715,9 @@ class HttpApp:
             with self._lock:
                 self.loose.discard(hs)
 
-    def admit_call(self, hs: HttpSession) -> None:
-        """Refuses a new tools/call that would pass a limit (call with calls_lock held)."""
+    def admit_call(self, hs: HttpSession, method: str = "tools/call") -> None:
+        """Refuses a new tools/call that would pass a limit, or a tasks/result past the
+        per-session one (call with calls_lock held)."""
         if self.stopping:
             raise HttpError(
                 503,
@@ -7242,6 +7726,15 @@ class HttpApp:
                 {"Retry-After": "1"},
             )
         limit = self.settings["max_calls_per_session"]
+        if method == "tasks/result":  # each waits as long as a call: as many as calls
+            if hs.id is not None and hs.session.waiting() >= limit:
+                raise HttpError(
+                    429,
+                    f"too many tasks/result waiting in this session ({limit}, "
+                    "server.http.max_calls_per_session); wait for one to finish",
+                    {"Retry-After": "1"},
+                )
+            return
         if hs.id is not None and hs.session.in_flight() >= limit:
             raise HttpError(
                 429,
@@ -7261,10 +7754,10 @@ class HttpApp:
     def dispatch(self, hs: HttpSession, message, method: str | None) -> dict | None:
         """Hands a message to the dispatcher; a tools/call is admitted against the HTTP limits
         first, in one step with its start (calls_lock), so two calls cannot both pass."""
-        if method != "tools/call":
+        if method not in ("tools/call", "tasks/result"):
             return self.dispatcher.handle(message, hs.session, hs.header_version)
         with self.calls_lock:
-            self.admit_call(hs)
+            self.admit_call(hs, method)
             return self.dispatcher.handle(message, hs.session, hs.header_version)
 
     # -- gates: Host, Origin, token, route ---------------------------------------------------------
@@ -7439,7 +7932,7 @@ class HttpApp:
     def status_of(reply: dict, modern: bool = False) -> int:
         """A JSON reply's HTTP status: 400 when the request could not even be identified; for
         2026-07-28, 400 for a malformed request and 404 for an unknown method, as it says."""
-        if "error" in reply and reply["error"].get("data") == TOO_MANY_TASKS:
+        if "error" in reply and reply["error"].get("data") in TASK_LIMITS:
             return 429
         if modern and "error" in reply:
             return _MODERN_STATUS.get(reply["error"].get("code"), 200)
@@ -7530,6 +8023,7 @@ class HttpApp:
         (the handshake era cancels with notifications/cancelled only)."""
         if hs.modern and hs.session.cancel(request_id) is not None:
             self.log.debug("http", f"response closed: cancelled requestId={_describe(request_id)}")
+        self.dispatcher.abandoned(hs.session, request_id)  # a tasks/result stops waiting
 
     def end_session(self, session_id: str | None) -> None:
         """DELETE /mcp: ends the session, cancelling its calls."""

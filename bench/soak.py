@@ -2,6 +2,7 @@
 """Soak: thousands of calls against a faulty upstream, with random cancellations.
 
     python bench/soak.py [--quick] [--calls N] [--seconds S] [--concurrency K] [--seed N]
+                          [--no-abuse]
 
 --quick is the size CI runs: 600 calls within 40 s (--calls and --seconds still win).
 
@@ -20,7 +21,15 @@ result or one of the known `answer failed: ...` messages; a cancelled call got n
 one reply, when the answer won the race); no call is left in flight; no thread of the server
 is left; and the process's resident memory stayed flat over the second half of the run
 (within 4 MiB or 5 %). Memory is that of this whole process, the fake included, so it can
-only over-report. Exit status 1 if any check fails.
+only over-report.
+
+Then clients that leave tasks and handoffs uncollected (issue 18), against a Dispatcher of
+their own (handoff after 1 s, the answer cache on, 20 KB answers): one starts max_per_client + 8
+long calls and collects none, then a quick call must answer; 150 sessions each leave 16 tasks
+uncollected (half end, half are abandoned), and the task table must stay within
+server.tasks.max_open and max_reply_bytes and memory within the README's bound; 1,500
+tasks/result for one long task are abandoned by their clients, and must leave no thread and
+nothing waiting. About 15 s more; --no-abuse skips it. Exit status 1 if any check fails.
 """
 
 from __future__ import annotations
@@ -114,6 +123,7 @@ def server_threads(baseline: set) -> list[str]:
         and thread.is_alive()
         and "process_request_thread" not in thread.name
         and thread.name != "fake-responses-api"
+        and thread.name != "deadlines"  # the dispatcher's one timer thread, for its lifetime
     ]
 
 
@@ -149,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=16, help="calls in flight (16)")
     parser.add_argument("--seed", type=int, default=4, help="random seed (4)")
     parser.add_argument("--quick", action="store_true", help="the CI size: 600 calls, 40 s")
+    parser.add_argument(
+        "--no-abuse", action="store_true", help="skip the uncollected tasks and handoffs"
+    )
     options = parser.parse_args(argv)
     if options.calls is None:
         options.calls = 600 if options.quick else 3000
@@ -251,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         in_flight = session.in_flight()
         upstream_requests += len(fake.requests)
         samples.append((len(started), rss_mib(), len(leftover)))
+        abuse_lines, abuse_problems = ([], []) if options.no_abuse else abuse(home)
 
     outcomes: collections.Counter = collections.Counter()
     for request_id in started:
@@ -298,10 +312,179 @@ def main(argv: list[str] | None = None) -> int:
         f"  second-half memory growth: {growth:+.1f} MiB; calls in flight at the end: {in_flight}; "
         f"server threads left: {len(leftover)}"
     )
+    if abuse_lines:
+        print("clients that leave tasks and handoffs uncollected:")
+    for line in abuse_lines:
+        print(line)
+    problems += abuse_problems
     for problem in problems[:20]:
         print(f"  PROBLEM: {problem}")
     print("soak: OK" if not problems else f"soak: FAILED ({len(problems)} problem(s))")
     return 0 if not problems else 1
+
+
+# -- Clients that leave tasks and handoffs uncollected (issue 18) ---------------------------------
+
+ABUSE_CONFIG = (
+    "request: {handoff_after_s: 1, max_retries: 0}\ncache: {ttl_s: 600}\nserver: {max_calls: 256}\n"
+)
+LONG = 20_000  # characters in the abuse phase's answers: the size that made memory grow
+
+
+def threads_now() -> int:
+    return threading.active_count()
+
+
+def settle(predicate, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def abuse(home: str) -> tuple[list[str], list[str]]:
+    """The review's three scripts against one Dispatcher: 16+ uncollected handoffs then a
+    quick call; 150 sessions x 16 uncollected tasks; 1,500 abandoned tasks/result. Returns
+    (lines to print, problems)."""
+    lines: list[str] = []
+    problems: list[str] = []
+    with fake_upstream.FakeResponsesAPI() as fake:
+        fake.default = Reply(text="All about HTTP 404. " * (LONG // 20))
+        path = Path(home) / "abuse.yaml"
+        path.write_text(ABUSE_CONFIG, encoding="utf-8")
+        env = {
+            "XDG_CONFIG_HOME": home,
+            "OPENAI_BASE_URL": fake.base_url,
+            "OPENAI_RESPONSES_MCP_STATE": str(Path(home) / "abuse.sqlite3"),
+        }
+        config = m.load_config({"config": str(path)}, env)
+        log = m.Log()
+        dispatcher = m.Dispatcher(config, log, m.AnswerEngine(config, log))
+        limits = config.get("server", "tasks")
+        begin = time.monotonic()
+        handoffs(dispatcher, fake, lines, problems)
+        sessions(dispatcher, limits, lines, problems)
+        waiters(dispatcher, fake, lines, problems)
+        lines.append(f"  ({time.monotonic() - begin:.1f} s)")
+    return lines, problems
+
+
+def client(dispatcher, key: str, version: str, name: str = "soak") -> tuple:
+    outbox = Outbox()
+    session = m.Session(outbox.send)
+    session.client_key = key
+    init = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": name}}
+    reply = dispatcher.handle(
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}, session
+    )
+    assert "result" in reply, reply
+    return session, outbox
+
+
+def tools_call(request_id, query: str, **params) -> dict:
+    arguments = {"name": "answer", "arguments": {"query": query}, **params}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": arguments}
+
+
+def handoffs(dispatcher, fake, lines: list, problems: list) -> None:
+    """A Codex-like client starts more long calls than max_per_client and collects none: a
+    quick call still answers, and a long one is handed off in place of an ended one."""
+    session, outbox = client(dispatcher, "codex", "2025-06-18", "codex-mcp-client")
+    cap = dispatcher.task_settings["max_per_client"]
+    fake.default = Reply(text="All about HTTP 404. " * (LONG // 20), delay_before_headers=1.5)
+    for n in range(cap + 8):
+        dispatcher.handle(tools_call(f"long-{n}", f"long question {n}"), session)
+    if not session.wait_idle(30):
+        problems.append("handoffs: long calls still running after 30 s")
+    fake.default = Reply(text="All about HTTP 404. " * (LONG // 20))
+    dispatcher.handle(tools_call("quick", "a one-second question"), session)
+    session.wait_idle(10)
+    if outbox.replies.get("quick") != ["answered"]:
+        got = outbox.replies.get("quick")
+        problems.append(f"handoffs: a quick call after {cap} uncollected handoffs got {got}")
+    held = len(dispatcher.tasks.of_client("codex", "h"))
+    lines.append(
+        f"  handoffs: {cap + 8} long calls left uncollected ({held} handed off, at most "
+        f"{cap}), then a quick call: {outbox.replies.get('quick')}"
+    )
+    if held > cap:
+        problems.append(f"handoffs: {held} held for one client, past {cap}")
+
+
+def sessions(dispatcher, limits: dict, lines: list, problems: list) -> None:
+    """150 sessions each leave 16 tasks (one cached question) uncollected; half end (DELETE),
+    half are abandoned. The table stays within max_open and max_reply_bytes, memory within
+    the README's bound, and ending the rest empties it."""
+    first, _ = client(dispatcher, "warm", "2025-11-25")
+    dispatcher.handle(tools_call(1, "one cached question"), first)
+    first.wait_idle(10)
+    before = rss_mib()
+    refused: collections.Counter = collections.Counter()
+    open_sessions = []
+    for n in range(150):
+        session, _ = client(dispatcher, f"session-{n}", "2025-11-25")
+        for k in range(16):
+            reply = dispatcher.handle(
+                tools_call(k + 1, "one cached question", task={"ttl": 3_600_000}), session
+            )
+            if reply is not None and "error" in reply:
+                refused[reply["error"].get("data", {}).get("limit", reply["error"]["message"])] += 1
+        session.wait_idle(10)
+        if n % 2:
+            session.close()  # DELETE, idle expiry or pushed out
+        else:
+            open_sessions.append(session)
+    grown = rss_mib() - before
+    held, stored = len(dispatcher.tasks), dispatcher.tasks.stored_bytes()
+    bound = limits["max_reply_bytes"] / 2**20 + limits["max_open"] * 8 / 1024
+    lines.append(
+        f"  sessions: 150 x 16 uncollected tasks: {held} held (max_open {limits['max_open']}), "
+        f"{stored / 2**20:.1f} MiB of replies; refused {dict(refused)}; memory {grown:+.1f} MiB "
+        f"(bound {bound:.0f} MiB)"
+    )
+    if held > limits["max_open"] or stored > limits["max_reply_bytes"] + 2 * LONG:
+        problems.append(f"sessions: {held} tasks / {stored} bytes past the limits")
+    if grown > bound:
+        problems.append(f"sessions: memory grew {grown:.1f} MiB, past the bound {bound:.0f}")
+    if set(refused) - {"server.tasks.max_open", "server.tasks.max_reply_bytes"}:
+        problems.append(f"sessions: unexpected refusals {dict(refused)}")
+    for session in open_sessions:
+        session.close()
+    first.close()
+    left = len(dispatcher.tasks) - len(dispatcher.tasks.of_client("codex", "h"))
+    if left:
+        problems.append(f"sessions: {left} tasks left after every session ended")
+
+
+def waiters(dispatcher, fake, lines: list, problems: list) -> None:
+    """1,500 tasks/result for one long task, from 100 sessions, each abandoned by its client
+    (HttpApp.hung_up): no thread each, and nothing left waiting."""
+    owner, _ = client(dispatcher, "owner", "2025-11-25")
+    fake.default = Reply(text="All about HTTP 404. " * (LONG // 20), delay_before_headers=5)
+    reply = dispatcher.handle(tools_call(1, "a long question", task={"ttl": 3_600_000}), owner)
+    task_id = reply["result"]["task"]["taskId"]
+    task = dispatcher.tasks.get(task_id)
+    before = threads_now()
+    peak = 0
+    clients = [client(dispatcher, f"waiter-{n}", "2025-11-25")[0] for n in range(100)]
+    for n in range(1500):
+        session = clients[n % 100]
+        wait = {"jsonrpc": "2.0", "id": f"w{n}", "method": "tasks/result"}
+        dispatcher.handle({**wait, "params": {"taskId": task_id}}, session)
+        peak = max(peak, threads_now() - before)
+        dispatcher.abandoned(session, f"w{n}")
+    left = len(task._waiters or {})
+    deadlines = len(dispatcher.deadlines)
+    lines.append(
+        f"  waiters: 1,500 abandoned tasks/result: {peak} more threads at most, "
+        f"{left} left waiting, {deadlines} deadlines pending"
+    )
+    if peak > 10 or left or deadlines:
+        problems.append(f"waiters: {peak} threads, {left} waiting, {deadlines} deadlines")
+    owner.close()
+    owner.wait_idle(10)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,11 @@ both eras, and raw over stdio; the client table decides when the key is unset.""
 from __future__ import annotations
 
 import sys
+import time
 
 import anyio
 import pytest
-from conftest import SCRIPT, Server, base_env
+from conftest import SCRIPT, Server, base_env, cancel, send_call
 from fake_upstream import Reply
 
 mcp = pytest.importorskip("mcp")
@@ -23,6 +24,7 @@ CONFIG = "request:\n  handoff_after_s: 1\n"
 @pytest.fixture
 def fake(upstream):
     upstream.clear()
+    upstream.default = Reply()
     return upstream
 
 
@@ -168,3 +170,82 @@ def test_the_environment_sets_the_handoff_for_every_client(tmp_path):
         assert "answer_result" in tools
     finally:
         server.stop()
+
+
+# -- no lockout: a handoff counts only once handed off, and can be cancelled ----------------------
+
+
+def replies_to(server: Server, ids: set, timeout: float = 20.0) -> dict:
+    """The replies to these request ids, by id (other messages are skipped)."""
+    got: dict = {}
+    deadline = time.monotonic() + timeout
+    while set(got) != ids:
+        message = server.recv(max(0.01, deadline - time.monotonic()))
+        if message.get("id") in ids and "method" not in message:
+            got[message["id"]] = message
+    return got
+
+
+def handoff_id(reply: dict) -> str | None:
+    meta = reply["result"].get("_meta") or {}
+    return meta.get(HANDOFF, {}).get("id")
+
+
+def test_uncollected_handoffs_never_lock_a_client_out(spawn, fake):
+    """The review's script: a Codex-like client leaves 16 handoffs (server.tasks.max_per_client)
+    uncollected. A quick call still answers; a 17th long call answers inline; once handoffs
+    have ended uncollected, a new long call is handed off in place of the oldest."""
+    server = spawn("--stdio", config=CONFIG, upstream=fake)
+    server.initialize()
+    fake.default = Reply(delay_before_headers=2)
+    for n in range(17):
+        send_call(server, f"long-{n}", query=f"long question {n}")
+    first = replies_to(server, {f"long-{n}" for n in range(17)})
+    handed = [r for r in first.values() if handoff_id(r)]
+    inline = [r for r in first.values() if not handoff_id(r)]
+    assert len(handed) == 16  # the cap counts handoffs only
+    assert len(inline) == 1 and inline[0]["result"]["structuredContent"]["answer"]
+
+    fake.default = Reply()
+    quick = server.call("answer_quick", {"query": "a one-second question"})
+    assert "result" in quick, quick  # before: -32000 too many open tasks
+    assert handoff_id(quick) is None
+
+    time.sleep(1.5)  # every handoff has ended by now, none collected
+    fake.default = Reply(delay_before_headers=3)
+    late = server.call("answer", {"query": "one more long question"})
+    assert handoff_id(late) is not None  # the oldest uncollected handoff made room
+    # All ended: each is collected now, except the one dropped to make room.
+    gone = [server.call("answer_result", {"id": handoff_id(r), "wait_s": 0}) for r in handed]
+    unknown = [r for r in gone if "error" in r]
+    assert len(unknown) == 1 and "unknown id" in unknown[0]["error"]["message"]
+
+
+def test_answer_result_with_cancel_stops_a_handoff(spawn, fake):
+    server = spawn("--stdio", config=CONFIG, upstream=fake)
+    server.initialize()
+    fake.enqueue(Reply(delay_before_headers=30))
+    first = server.call("answer", {"query": "a question to give up on"})
+    the_id = handoff_id(first)
+    assert the_id is not None
+    fake.wait_for_requests(1, timeout=10)
+    cancelled = server.call("answer_result", {"id": the_id, "cancel": True})
+    assert cancelled["result"]["_meta"][HANDOFF] == {"id": the_id, "status": "cancelled"}
+    assert set(cancelled["result"]["structuredContent"]) == ANSWER_KEYS
+    assert cancelled["result"]["structuredContent"]["answer"].startswith("Cancelled")
+    after = server.call("answer_result", {"id": the_id, "wait_s": 5})
+    assert after["error"]["code"] == -32001 and "cancelled" in after["error"]["message"]
+    fake.wait_for_disconnect(0, timeout=10)  # the upstream request too
+
+
+def test_the_protocols_cancel_of_a_handed_off_call_stops_its_handoff(spawn, fake):
+    server = spawn("--stdio", config=CONFIG, upstream=fake)
+    server.initialize()
+    fake.enqueue(Reply(delay_before_headers=30))
+    send_call(server, "started", query="a question the user interrupts")
+    first = replies_to(server, {"started"})["started"]
+    the_id = handoff_id(first)
+    assert the_id is not None
+    cancel(server, "started")  # notifications/cancelled for the call that started it
+    after = server.call("answer_result", {"id": the_id, "wait_s": 5})
+    assert after["error"]["code"] == -32001 and "cancelled" in after["error"]["message"]

@@ -55,6 +55,8 @@ def test_the_task_settings_and_their_defaults(tmp_path):
         "ttl_ms": 3_600_000,
         "poll_interval_ms": 5000,
         "max_per_client": 16,
+        "max_open": 1000,
+        "max_reply_bytes": 64 * 1024 * 1024,
         "secret": None,
     }
     assert config.get("request", "handoff_after_s") is None

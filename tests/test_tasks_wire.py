@@ -385,22 +385,41 @@ def test_a_handshake_client_that_does_not_ask_for_a_task_answers_inline(client, 
 
 
 def collect_all(client) -> None:
-    """Collects what earlier tests left uncollected (ended 2025-11-25 tasks), which counts
-    against the limit until its TTL."""
+    """Collects what earlier tests left uncollected (2025-11-25 tasks, once the short ones
+    still running have ended), which counts against the limit until its TTL."""
+
+    def ended() -> bool:
+        return all(
+            t["status"] != "working" for t in client.classic("tasks/list", {})["result"]["tasks"]
+        )
+
+    wait_until(ended, 15, "earlier tests' tasks to end")
     for task in client.classic("tasks/list", {})["result"]["tasks"]:
-        if task["status"] != "working":
-            client.classic("tasks/result", {"taskId": task["taskId"]})
+        client.classic("tasks/result", {"taskId": task["taskId"]})
 
 
-def test_the_per_client_limit_refuses_with_a_clear_message(client, fake):
+def test_the_per_client_limit_refuses_a_2025_task_with_a_clear_message(client, fake):
     collect_all(client)
-    tasks = [start_ext_task(client, fake, Reply(delay_before_headers=30)) for _ in range(3)]
-    fake.enqueue(Reply(delay_before_headers=30))
-    reply = client.modern("tools/call", call(_meta=meta()))
+    tasks = [start_2025_task(client, fake, Reply(delay_before_headers=30)) for _ in range(3)]
+    reply = client.classic("tools/call", call(task={"ttl": 60_000}))  # refused before upstream
     assert reply["error"]["code"] == -32000
     assert "too many open tasks (3, server.tasks.max_per_client)" in reply["error"]["message"]
     if client.name == "http":
         assert client.last.status == 429
+    for task in tasks:
+        client.classic("tasks/cancel", {"taskId": task["taskId"]})
+    assert "result" in client.classic("tools/call", call("another", task={"ttl": 60_000}))
+
+
+def test_an_extension_call_at_the_per_client_limit_answers_inline(client, fake):
+    """A call counts against the limit only once it becomes a task (issue 18): at the limit it
+    is not refused, it answers inline, however long it takes."""
+    collect_all(client)
+    tasks = [start_ext_task(client, fake, Reply(delay_before_headers=30)) for _ in range(3)]
+    fake.enqueue(Reply(delay_before_headers=SLOW))
+    reply = client.modern("tools/call", call(_meta=meta()))
+    assert reply["result"]["resultType"] == "complete", reply
+    assert set(reply["result"]["structuredContent"]) == ANSWER_KEYS
     for task in tasks:
         client.modern("tasks/cancel", {"taskId": task["taskId"], "_meta": meta()})
     assert "result" in client.modern("tools/call", call("another", _meta=meta()))  # room again
