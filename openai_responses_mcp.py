@@ -2448,10 +2448,26 @@ def _longest_fit(head: str, limit: int, shortened) -> int:
     return best(lines) or best(list(range(1, len(head) + 1, 100)))
 
 
+def is_billed_search(item) -> bool:
+    """An output item OpenAI bills as a web search call: a web_search_call whose action is a
+    search. OpenAI's web search guide: "Search actions incur a tool call cost"; the page opens
+    and finds within a page that reasoning and deep research models also make (action.type
+    open_page, find_in_page) do not. An action of no known type counts, erring on the high
+    side rather than missing spend."""
+    if not isinstance(item, dict) or item.get("type") != "web_search_call":
+        return False
+    action = item.get("action")
+    kind = action.get("type") if isinstance(action, dict) else None
+    return kind not in UNBILLED_WEB_ACTIONS
+
+
+UNBILLED_WEB_ACTIONS = ("open_page", "find_in_page", "find")
+
+
 def usage_meta(response: dict, elapsed_s: float, attempts: int) -> dict:
     """What a call cost, for the tool result's `_meta`."""
     usage = response.get("usage") or {}
-    searches = sum(1 for i in response.get("output") or () if i.get("type") == "web_search_call")
+    searches = sum(1 for item in response.get("output") or () if is_billed_search(item))
     meta = {
         "response_id": response.get("id"),
         "usage": {
@@ -3326,6 +3342,20 @@ PROGRESS_EVENTS = {
 }
 
 
+def _deep_progress(kind: str, event: dict, message: str | None) -> str | None:
+    """A deep research run's progress words: what each web action did, said when it ends
+    (its action is known only then), instead of a "search done" for page opens too."""
+    if kind == "response.web_search_call.completed":
+        return None
+    item = event.get("item") if kind == "response.output_item.done" else None
+    if not isinstance(item, dict) or item.get("type") != "web_search_call":
+        return message
+    action = item.get("action") if isinstance(item.get("action"), dict) else {}
+    return {"open_page": "read a page", "find_in_page": "looked within a page"}.get(
+        action.get("type"), "search done"
+    )
+
+
 def _drain(stream, call: Call, limit: float = 1.0) -> None:
     """Reads what follows response.completed, so HTTP/1.1 can reuse the connection.
 
@@ -3921,9 +3951,11 @@ class AnswerEngine:
             raise _stream_failure(error, kind)
         if kind == "error":
             raise _stream_failure(event, kind)
-        if kind == "response.web_search_call.completed":
-            call.searches += 1
+        if kind == "response.output_item.done" and is_billed_search(event.get("item")):
+            call.searches += 1  # at the item's end: only then does it say what it did
         message = PROGRESS_EVENTS.get(kind)
+        if call.tool == DEEP_TOOL:
+            message = _deep_progress(kind, event, message)
         if message and call.tool == DEEP_TOOL:  # minutes long: say how far the research is
             elapsed = round(time.monotonic() - call.started)
             message = f"researching: {message} ({call.searches} searches so far, {elapsed} s)"
@@ -4382,8 +4414,22 @@ SERVER_INSTRUCTIONS = (
     "for complex research, comparisons or analysis worth a slower, thorough answer; "
     "`answer_quick` for simple lookups where speed matters. Quote the citations' URLs when you "
     "relay an answer. "
-    "To ask a follow-up about an answer, pass its response_id as previous_response_id."
+    "To ask more about an answer (a detail, a next step, the rest of a shortened answer), pass "
+    "its response_id as previous_response_id: the model keeps what it found, so it need not "
+    "search again; a new topic is a new question without it."
 )
+# Added only while answer_deep is listed: an agent must not learn of a tool it cannot call.
+DEEP_INSTRUCTIONS = (
+    " Use `answer_deep` only when the user asks for thorough research: it writes a long cited "
+    "report, takes minutes and costs dollars per call. Ask about its report with `answer` and "
+    "the report's response_id, not with another answer_deep."
+)
+
+
+def server_instructions(deep: bool) -> str:
+    """What initialize (and server/discover) tells the client's model about these tools."""
+    return SERVER_INSTRUCTIONS + (DEEP_INSTRUCTIONS if deep else "")
+
 
 RESPONSE_ID_MAX = 256  # characters in a previous_response_id (OpenAI's are about 50)
 INPUT_PROPERTIES = {
@@ -5348,7 +5394,7 @@ class Dispatcher:
                 tasks["list"] = {}
             result["capabilities"]["tasks"] = tasks
         if version >= "2025-03-26":
-            result["instructions"] = SERVER_INSTRUCTIONS
+            result["instructions"] = server_instructions(DEEP_TOOL in enabled_tools(self.config))
         self.log.debug("server", f"initialize asked={asked} answered={version}")
         if hasattr(self.engine, "warm_up"):
             self.engine.warm_up()
@@ -5361,7 +5407,7 @@ class Dispatcher:
         return {
             "supportedVersions": list(SUPPORTED_VERSIONS),
             "capabilities": capabilities,
-            "instructions": SERVER_INSTRUCTIONS,
+            "instructions": server_instructions(DEEP_TOOL in enabled_tools(self.config)),
             "ttlMs": LIST_TTL_MS,
             "cacheScope": "public",
         }

@@ -787,6 +787,14 @@ def test_usage_meta_reports_tokens_response_id_searches_elapsed_and_attempts():
     }
 
 
+def test_only_search_actions_count_as_billed_searches():
+    opened = {**web_search(), "action": {"type": "open_page", "url": "https://a.example/"}}
+    found = {**web_search(), "action": {"type": "find_in_page", "url": "https://a.example/"}}
+    bare = {"type": "web_search_call", "id": "ws_1", "status": "completed"}  # no action given
+    meta = m.usage_meta(response(web_search(), opened, found, bare, message("x")), 1.0, 1)
+    assert meta["web_searches"] == 2  # the search, and the call of unknown action (errs high)
+
+
 def test_usage_meta_without_usage_reports_zero_tokens():
     meta = m.usage_meta(response(message("x")), 0.0, 1)
     assert set(meta["usage"].values()) == {0}
