@@ -2416,7 +2416,7 @@ def fit_answer(answer: dict, limit: int, rest: dict, headers: tuple = ()) -> tup
 
     def shortened(end: int) -> dict:
         note = _shortened_note(len(head), end, _heading_at(head, end), rest, bool(tail))
-        parts = [head[:end].rstrip(), note, tail]
+        parts = [_closed(head[:end].rstrip()), note, tail]
         return {**answer, "answer": "\n\n".join(part for part in parts if part)}
 
     end = _longest_fit(head, limit, shortened)
@@ -2424,9 +2424,17 @@ def fit_answer(answer: dict, limit: int, rest: dict, headers: tuple = ()) -> tup
     return fitted, {"chars": len(text), "shown_chars": len(fitted["answer"]), "limit": limit}
 
 
+def _closed(kept: str) -> str:
+    """The kept start, its code block closed when the cut fell inside one (a giant JSON or code
+    answer has no other place to cut), so the note and sources are not read as code."""
+    fences = [line.strip()[:3] for line in kept.split("\n") if re.match(_FENCE, line)]
+    return f"{kept}\n{fences[-1]}" if len(fences) % 2 else kept
+
+
 def _longest_fit(head: str, limit: int, shortened) -> int:
-    """The end of the longest start of head that fits: at a heading when that keeps at least
-    half of what a paragraph boundary would, else at a paragraph, a line, or a character."""
+    """The end of the longest start of head that fits: at a heading, else at a paragraph, when
+    that keeps at least half of what a line boundary would (not so inside one long code block),
+    else at a line, or a character for one giant line."""
     sections, paragraphs = _cut_points(head)
     lines = [i + 1 for i, char in enumerate(head) if char == "\n"]
 
@@ -2440,12 +2448,11 @@ def _longest_fit(head: str, limit: int, shortened) -> int:
                 high = middle - 1
         return found
 
-    by_section, by_paragraph = best(sections), best(paragraphs)
-    if by_section and by_section * 2 >= by_paragraph:
-        return by_section
-    if by_paragraph:
-        return by_paragraph
-    return best(lines) or best(list(range(1, len(head) + 1, 100)))
+    by_line = best(lines) or best(list(range(1, len(head) + 1, 100)))
+    for end in (best(sections), best(paragraphs)):
+        if end and end * 2 >= by_line:  # a cleaner cut, unless it throws away most of the room
+            return end
+    return by_line
 
 
 def is_billed_search(item) -> bool:
@@ -4839,7 +4846,8 @@ def mint_task_id(secret: str, fields: dict, ttl_ms: int, now_ms: int | None = No
 
     What a task needs to be served from GET /responses/{id} anywhere: `r` the response id, `t`
     the tool, `k` the kind (x: extension task, s: 2025-11-25 task, h: handoff), `d` the call's
-    day (access dates), `m` policy.max_citations, `o` the requested model.
+    day (access dates), `m` policy.max_citations, `o` the requested model, `z` the client's
+    result size (server.result_max_chars for it).
     """
     now_ms = round(time.time() * 1000) if now_ms is None else now_ms
     payload = {**fields, "c": now_ms, "e": now_ms + ttl_ms, "n": _b64(os.urandom(8))}
@@ -5707,6 +5715,8 @@ class Dispatcher:
         if response_id is None:
             return False
         fields = {"r": response_id, "t": task.tool, "k": task.kind, "o": task.model}
+        if call.result_chars is not None:  # the instance that serves it shortens it the same
+            fields["z"] = call.result_chars
         secret = self.task_settings["secret"]
         self.tasks.rename(task, mint_task_id(secret, fields, task.ttl_ms, task.created))
         return True
@@ -5722,6 +5732,8 @@ class Dispatcher:
         if fields.get("k") != kind or tool not in TOOLS_BY_NAME or not isinstance(response_id, str):
             raise TaskIdError("not a task of this kind")
         call = Call(None, tool)
+        size = fields.get("z")  # the creating client's result size, signed with the rest
+        call.result_chars = size if type(size) is int and size > 0 else None
         key = session.client_key if session.client_key is not None else id(session)
         task = Task(task_id, kind, call, key, fields["e"] - fields["c"], str(fields.get("o", "")))
         task.created, task.expires, task.converted = fields["c"], fields["e"], True

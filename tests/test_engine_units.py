@@ -911,6 +911,16 @@ def test_one_paragraph_longer_than_the_room_is_cut_at_a_line_or_a_character():
     assert fitted["answer"].startswith("The short answer first.")
 
 
+def test_a_cut_inside_a_code_block_closes_it_before_the_note():
+    code = "```json\n" + "\n".join(f'  "key{i}": "value {i}",' for i in range(3000)) + "\n```"
+    fitted, _ = m.fit_answer(report(1, paragraph=code), 12_000, REST)
+    text = fitted["answer"]
+    assert m.result_size(fitted) <= 12_000
+    kept = text[: text.index("\n\n[Shortened")]
+    assert kept.count("```") == 2 and kept.endswith("\n```")  # the note is not read as code
+    assert text.endswith(SOURCES_TAIL)
+
+
 @pytest.mark.parametrize(
     ("yaml_text", "client", "size"),
     [
