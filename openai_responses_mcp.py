@@ -1266,6 +1266,7 @@ def load_config(cli: dict, env: dict | None = None) -> Config:
     _decide_debug(values, sources, cli, env)
     _validate(values, sources)
     config = Config(values, sources, path if os.path.exists(path) else None, warnings)
+    _fit_defaults_to_models(config)
     _check_deep_research(config)
     config.instructions = build_instructions(config)
     # Resolved from the same environment as every other value, so a caller's env (a test's,
@@ -1339,6 +1340,44 @@ def _check_tasks(values: dict, sources: dict) -> None:
             f"server.tasks.ttl_ms = {ttl} (from {where}) must be at least request.timeout_ms "
             f"({timeout}): a task must outlive its call"
         )
+
+
+def _fit_defaults_to_models(config: Config) -> None:
+    """A profile's built-in effort or verbosity that its model is known to refuse becomes the
+    nearest value it accepts, with a warning: answer_quick's low and answer_detailed's high must
+    not break those tools for a user who only set answer's model to, say, gpt-5.2-chat-latest
+    (which takes only medium). A value the user set is left for the API's 400 and --doctor,
+    which name its key."""
+    for row in TOOL_TABLE:
+        if row.get("opt_in"):
+            continue
+        tool = row["name"]
+        profile = config.profile(tool)
+        model = profile["model"]
+        for key, accepted in _known_values(model):
+            value = profile[key]
+            own = config.values["model_profiles"][tool].get(key)
+            source = ("model_profiles", tool if own is not None else "answer", key)
+            if accepted is None or value in accepted or config.sources.get(source) != "default":
+                continue
+            choices = [a for a in accepted if a != "minimal"] or list(accepted)  # web search
+            best = nearest_value(key, value, choices)
+            path = ("model_profiles", tool, key)
+            config.values["model_profiles"][tool][key] = best
+            config.sources[path] = f"default {value}, adapted to {model}"
+            only = "only " if len(accepted) == 1 else ""
+            config.warnings.append(
+                f"{'.'.join(path)}: {model} does not take the default {value}, so {best} is "
+                f"used (it accepts {only}{', '.join(accepted)}); set the key to silence this"
+            )
+
+
+def _known_values(model: str) -> tuple:
+    """(profile key, the values `model` accepts, or None when unknown or not sent to it)."""
+    return (
+        ("reasoning_effort", model_efforts(model) if supports_reasoning(model) else None),
+        ("verbosity", model_verbosities(model) if supports_verbosity(model) else None),
+    )
 
 
 def _check_deep_research(config: Config) -> None:
@@ -3287,18 +3326,23 @@ def accepted_values(model: str, key: str, search: bool = False) -> tuple[str, ..
 def setting_fix(config: Config, tool: str, key: str, value, model: str, accepted, search=False):
     """`set model_profiles.<tool>.<key> to <the accepted value nearest the refused one>
     (<model> accepts only X)`: the fix in the words a person acts on."""
-    order = EFFORTS if key == "reasoning_effort" else VERBOSITIES
     if key == "reasoning_effort" and "minimal" in accepted and len(accepted) > 1:
         accepted, search = [a for a in accepted if a != "minimal"], True  # every call searches
-    rank = {name: i for i, name in enumerate(order)}
-    here = rank.get(value, len(order) // 2)
-    best = min(accepted, key=lambda a: (abs(rank.get(a, here) - here), -rank.get(a, 0)))
+    best = nearest_value(key, value, accepted)
     only = "only " if len(accepted) == 1 else ""
     with_search = " with web search" if search else ""
     return (
         f"set {setting_name(config, tool, key)} to {best} "
         f"({model} accepts {only}{', '.join(accepted)}{with_search})"
     )
+
+
+def nearest_value(key: str, value, accepted) -> str:
+    """The accepted effort or verbosity nearest `value` (the higher of two as near)."""
+    order = EFFORTS if key == "reasoning_effort" else VERBOSITIES
+    rank = {name: i for i, name in enumerate(order)}
+    here = rank.get(value, len(order) // 2)
+    return min(accepted, key=lambda a: (abs(rank.get(a, here) - here), -rank.get(a, 0)))
 
 
 def setting_name(config: Config, tool: str, key: str) -> str:
@@ -8744,11 +8788,7 @@ def _profile_problem(config: Config, tool: str, profile: dict) -> tuple[str, str
     its effort is minimal, with which web search cannot run. The fix is the one a refused call
     names (setting_fix)."""
     model = profile["model"]
-    checks = (
-        ("reasoning_effort", model_efforts(model) if supports_reasoning(model) else None),
-        ("verbosity", model_verbosities(model) if supports_verbosity(model) else None),
-    )
-    for key, accepted in checks:
+    for key, accepted in _known_values(model):
         if accepted is not None and profile[key] not in accepted:
             return (
                 f"{tool}: model {model} does not accept {key} {profile[key]!r}",
