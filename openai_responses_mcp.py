@@ -1985,7 +1985,7 @@ def build_request(tool: str, args: dict, config: Config, today: str) -> dict:
     for name in ("service_tier", "max_output_tokens", "max_tool_calls"):
         if profile.get(name) is not None:
             request[name] = profile[name]
-    if supports_verbosity(profile["model"]):
+    if supports_verbosity(profile["model"]) and profile.get("verbosity"):  # answer_deep: none
         request["text"] = {"verbosity": profile["verbosity"]}
     if supports_reasoning(profile["model"]):
         request["reasoning"] = {"effort": profile["reasoning_effort"]}

@@ -85,6 +85,13 @@ def test_its_profile_stands_alone_and_o3_deep_research_is_a_model_away(tmp_path)
     assert config.background("answer_deep") is True
 
 
+def test_with_a_model_that_is_not_deep_research_it_sends_no_null_verbosity(tmp_path):
+    config = load(tmp_path, "model_profiles:\n  answer_deep: {model: gpt-5.2}\n", **DEEP_ON)
+    request = m.build_request("answer_deep", {"query": "q"}, config, "2026-01-01")
+    assert request["tools"] == [{"type": "web_search"}] and "text" not in request
+    assert request["reasoning"] == {"effort": "medium"} and request["max_tool_calls"] == 50
+
+
 def test_an_effort_deep_research_refuses_is_refused_at_start_up_naming_the_key(tmp_path):
     yaml_text = "model_profiles:\n  answer_deep: {reasoning_effort: high}\n"
     with pytest.raises(m.ConfigError) as caught:
