@@ -136,7 +136,9 @@ TOOL_TABLE = (
             "Deep research: an OpenAI deep research model plans, runs many web searches and "
             "writes a long, cited report. Takes minutes (often 5-30) and can cost dollars per "
             "call: use it only when the user asks for thorough research, and answer or "
-            "answer_detailed otherwise. Returns as a task, or an id for answer_result."
+            "answer_detailed otherwise. The report comes back when done (as a task, or as an "
+            "id to pass to answer_result where the client would give up sooner); ask about it "
+            "with answer and its response_id."
         ),
         "properties": ("query", "recency_days", "max_results", "domains", "previous_response_id"),
         "model": "o4-mini-deep-research",
