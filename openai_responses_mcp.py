@@ -136,7 +136,9 @@ TOOL_TABLE = (
             "Deep research: an OpenAI deep research model plans, runs many web searches and "
             "writes a long, cited report. Takes minutes (often 5-30) and can cost dollars per "
             "call: use it only when the user asks for thorough research, and answer or "
-            "answer_detailed otherwise. Returns as a task, or an id for answer_result."
+            "answer_detailed otherwise. The report comes back when done (as a task, or as an "
+            "id to pass to answer_result where the client would give up sooner); ask about it "
+            "with answer and its response_id."
         ),
         "properties": ("query", "recency_days", "max_results", "domains", "previous_response_id"),
         "model": "o4-mini-deep-research",
@@ -1310,6 +1312,7 @@ def load_config(cli: dict, env: dict | None = None) -> Config:
     _decide_debug(values, sources, cli, env)
     _validate(values, sources)
     config = Config(values, sources, path if os.path.exists(path) else None, warnings)
+    _fit_defaults_to_models(config)
     _check_deep_research(config)
     config.instructions = build_instructions(config)
     # Resolved from the same environment as every other value, so a caller's env (a test's,
@@ -1383,6 +1386,44 @@ def _check_tasks(values: dict, sources: dict) -> None:
             f"server.tasks.ttl_ms = {ttl} (from {where}) must be at least request.timeout_ms "
             f"({timeout}): a task must outlive its call"
         )
+
+
+def _fit_defaults_to_models(config: Config) -> None:
+    """A profile's built-in effort or verbosity that its model is known to refuse becomes the
+    nearest value it accepts, with a warning: answer_quick's low and answer_detailed's high must
+    not break those tools for a user who only set answer's model to, say, gpt-5.2-chat-latest
+    (which takes only medium). A value the user set is left for the API's 400 and --doctor,
+    which name its key."""
+    for row in TOOL_TABLE:
+        if row.get("opt_in"):
+            continue
+        tool = row["name"]
+        profile = config.profile(tool)
+        model = profile["model"]
+        for key, accepted in _known_values(model):
+            value = profile[key]
+            own = config.values["model_profiles"][tool].get(key)
+            source = ("model_profiles", tool if own is not None else "answer", key)
+            if accepted is None or value in accepted or config.sources.get(source) != "default":
+                continue
+            choices = [a for a in accepted if a != "minimal"] or list(accepted)  # web search
+            best = nearest_value(key, value, choices)
+            path = ("model_profiles", tool, key)
+            config.values["model_profiles"][tool][key] = best
+            config.sources[path] = f"default {value}, adapted to {model}"
+            only = "only " if len(accepted) == 1 else ""
+            config.warnings.append(
+                f"{'.'.join(path)}: {model} does not take the default {value}, so {best} is "
+                f"used (it accepts {only}{', '.join(accepted)}); set the key to silence this"
+            )
+
+
+def _known_values(model: str) -> tuple:
+    """(profile key, the values `model` accepts, or None when unknown or not sent to it)."""
+    return (
+        ("reasoning_effort", model_efforts(model) if supports_reasoning(model) else None),
+        ("verbosity", model_verbosities(model) if supports_verbosity(model) else None),
+    )
 
 
 def _check_deep_research(config: Config) -> None:
@@ -2026,7 +2067,7 @@ def build_request(tool: str, args: dict, config: Config, today: str) -> dict:
     for name in ("service_tier", "max_output_tokens", "max_tool_calls"):
         if profile.get(name) is not None:
             request[name] = profile[name]
-    if supports_verbosity(profile["model"]):
+    if supports_verbosity(profile["model"]) and profile.get("verbosity"):  # answer_deep: none
         request["text"] = {"verbosity": profile["verbosity"]}
     if supports_reasoning(profile["model"]):
         request["reasoning"] = {"effort": profile["reasoning_effort"]}
@@ -2496,7 +2537,7 @@ def fit_answer(answer: dict, limit: int, rest: dict, headers: tuple = ()) -> tup
 
     def shortened(end: int) -> dict:
         note = _shortened_note(len(head), end, _heading_at(head, end), rest, bool(tail))
-        parts = [head[:end].rstrip(), note, tail]
+        parts = [_closed(head[:end].rstrip()), note, tail]
         return {**answer, "answer": "\n\n".join(part for part in parts if part)}
 
     end = _longest_fit(head, limit, shortened)
@@ -2504,9 +2545,17 @@ def fit_answer(answer: dict, limit: int, rest: dict, headers: tuple = ()) -> tup
     return fitted, {"chars": len(text), "shown_chars": len(fitted["answer"]), "limit": limit}
 
 
+def _closed(kept: str) -> str:
+    """The kept start, its code block closed when the cut fell inside one (a giant JSON or code
+    answer has no other place to cut), so the note and sources are not read as code."""
+    fences = [line.strip()[:3] for line in kept.split("\n") if re.match(_FENCE, line)]
+    return f"{kept}\n{fences[-1]}" if len(fences) % 2 else kept
+
+
 def _longest_fit(head: str, limit: int, shortened) -> int:
-    """The end of the longest start of head that fits: at a heading when that keeps at least
-    half of what a paragraph boundary would, else at a paragraph, a line, or a character."""
+    """The end of the longest start of head that fits: at a heading, else at a paragraph, when
+    that keeps at least half of what a line boundary would (not so inside one long code block),
+    else at a line, or a character for one giant line."""
     sections, paragraphs = _cut_points(head)
     lines = [i + 1 for i, char in enumerate(head) if char == "\n"]
 
@@ -2520,18 +2569,33 @@ def _longest_fit(head: str, limit: int, shortened) -> int:
                 high = middle - 1
         return found
 
-    by_section, by_paragraph = best(sections), best(paragraphs)
-    if by_section and by_section * 2 >= by_paragraph:
-        return by_section
-    if by_paragraph:
-        return by_paragraph
-    return best(lines) or best(list(range(1, len(head) + 1, 100)))
+    by_line = best(lines) or best(list(range(1, len(head) + 1, 100)))
+    for end in (best(sections), best(paragraphs)):
+        if end and end * 2 >= by_line:  # a cleaner cut, unless it throws away most of the room
+            return end
+    return by_line
+
+
+def is_billed_search(item) -> bool:
+    """An output item OpenAI bills as a web search call: a web_search_call whose action is a
+    search. OpenAI's web search guide: "Search actions incur a tool call cost"; the page opens
+    and finds within a page that reasoning and deep research models also make (action.type
+    open_page, find_in_page) do not. An action of no known type counts, erring on the high
+    side rather than missing spend."""
+    if not isinstance(item, dict) or item.get("type") != "web_search_call":
+        return False
+    action = item.get("action")
+    kind = action.get("type") if isinstance(action, dict) else None
+    return kind not in UNBILLED_WEB_ACTIONS
+
+
+UNBILLED_WEB_ACTIONS = ("open_page", "find_in_page", "find")
 
 
 def usage_meta(response: dict, elapsed_s: float, attempts: int) -> dict:
     """What a call cost, for the tool result's `_meta`."""
     usage = response.get("usage") or {}
-    searches = sum(1 for i in response.get("output") or () if i.get("type") == "web_search_call")
+    searches = sum(1 for item in response.get("output") or () if is_billed_search(item))
     meta = {
         "response_id": response.get("id"),
         "usage": {
@@ -3344,18 +3408,23 @@ def accepted_values(model: str, key: str, search: bool = False) -> tuple[str, ..
 def setting_fix(config: Config, tool: str, key: str, value, model: str, accepted, search=False):
     """`set model_profiles.<tool>.<key> to <the accepted value nearest the refused one>
     (<model> accepts only X)`: the fix in the words a person acts on."""
-    order = EFFORTS if key == "reasoning_effort" else VERBOSITIES
     if key == "reasoning_effort" and "minimal" in accepted and len(accepted) > 1:
         accepted, search = [a for a in accepted if a != "minimal"], True  # every call searches
-    rank = {name: i for i, name in enumerate(order)}
-    here = rank.get(value, len(order) // 2)
-    best = min(accepted, key=lambda a: (abs(rank.get(a, here) - here), -rank.get(a, 0)))
+    best = nearest_value(key, value, accepted)
     only = "only " if len(accepted) == 1 else ""
     with_search = " with web search" if search else ""
     return (
         f"set {setting_name(config, tool, key)} to {best} "
         f"({model} accepts {only}{', '.join(accepted)}{with_search})"
     )
+
+
+def nearest_value(key: str, value, accepted) -> str:
+    """The accepted effort or verbosity nearest `value` (the higher of two as near)."""
+    order = EFFORTS if key == "reasoning_effort" else VERBOSITIES
+    rank = {name: i for i, name in enumerate(order)}
+    here = rank.get(value, len(order) // 2)
+    return min(accepted, key=lambda a: (abs(rank.get(a, here) - here), -rank.get(a, 0)))
 
 
 def setting_name(config: Config, tool: str, key: str) -> str:
@@ -3404,6 +3473,20 @@ PROGRESS_EVENTS = {
     "response.web_search_call.completed": "search done",
     "response.output_text.delta": "writing the answer",
 }
+
+
+def _deep_progress(kind: str, event: dict, message: str | None) -> str | None:
+    """A deep research run's progress words: what each web action did, said when it ends
+    (its action is known only then), instead of a "search done" for page opens too."""
+    if kind == "response.web_search_call.completed":
+        return None
+    item = event.get("item") if kind == "response.output_item.done" else None
+    if not isinstance(item, dict) or item.get("type") != "web_search_call":
+        return message
+    action = item.get("action") if isinstance(item.get("action"), dict) else {}
+    return {"open_page": "read a page", "find_in_page": "looked within a page"}.get(
+        action.get("type"), "search done"
+    )
 
 
 def _drain(stream, call: Call, limit: float = 1.0) -> None:
@@ -4001,9 +4084,11 @@ class AnswerEngine:
             raise _stream_failure(error, kind)
         if kind == "error":
             raise _stream_failure(event, kind)
-        if kind == "response.web_search_call.completed":
-            call.searches += 1
+        if kind == "response.output_item.done" and is_billed_search(event.get("item")):
+            call.searches += 1  # at the item's end: only then does it say what it did
         message = PROGRESS_EVENTS.get(kind)
+        if call.tool == DEEP_TOOL:
+            message = _deep_progress(kind, event, message)
         if message and call.tool == DEEP_TOOL:  # minutes long: say how far the research is
             elapsed = round(time.monotonic() - call.started)
             message = f"researching: {message} ({call.searches} searches so far, {elapsed} s)"
@@ -4462,8 +4547,22 @@ SERVER_INSTRUCTIONS = (
     "for complex research, comparisons or analysis worth a slower, thorough answer; "
     "`answer_quick` for simple lookups where speed matters. Quote the citations' URLs when you "
     "relay an answer. "
-    "To ask a follow-up about an answer, pass its response_id as previous_response_id."
+    "To ask more about an answer (a detail, a next step, the rest of a shortened answer), pass "
+    "its response_id as previous_response_id: the model keeps what it found, so it need not "
+    "search again; a new topic is a new question without it."
 )
+# Added only while answer_deep is listed: an agent must not learn of a tool it cannot call.
+DEEP_INSTRUCTIONS = (
+    " Use `answer_deep` only when the user asks for thorough research: it writes a long cited "
+    "report, takes minutes and costs dollars per call. Ask about its report with `answer` and "
+    "the report's response_id, not with another answer_deep."
+)
+
+
+def server_instructions(deep: bool) -> str:
+    """What initialize (and server/discover) tells the client's model about these tools."""
+    return SERVER_INSTRUCTIONS + (DEEP_INSTRUCTIONS if deep else "")
+
 
 RESPONSE_ID_MAX = 256  # characters in a previous_response_id (OpenAI's are about 50)
 INPUT_PROPERTIES = {
@@ -4877,7 +4976,8 @@ def mint_task_id(secret: str, fields: dict, ttl_ms: int, now_ms: int | None = No
 
     What a task needs to be served from GET /responses/{id} anywhere: `r` the response id, `t`
     the tool, `k` the kind (x: extension task, s: 2025-11-25 task, h: handoff), `d` the call's
-    day (access dates), `m` policy.max_citations, `o` the requested model.
+    day (access dates), `m` policy.max_citations, `o` the requested model, `z` the client's
+    result size (server.result_max_chars for it).
     """
     now_ms = round(time.time() * 1000) if now_ms is None else now_ms
     payload = {**fields, "c": now_ms, "e": now_ms + ttl_ms, "n": _b64(os.urandom(8))}
@@ -5606,7 +5706,7 @@ class Dispatcher:
                 tasks["list"] = {}
             result["capabilities"]["tasks"] = tasks
         if version >= "2025-03-26":
-            result["instructions"] = SERVER_INSTRUCTIONS
+            result["instructions"] = server_instructions(DEEP_TOOL in enabled_tools(self.config))
         self.log.debug("server", f"initialize asked={asked} answered={version}")
         self._log_client(params, session)
         if hasattr(self.engine, "warm_up"):
@@ -5622,7 +5722,7 @@ class Dispatcher:
         return {
             "supportedVersions": list(SUPPORTED_VERSIONS),
             "capabilities": capabilities,
-            "instructions": SERVER_INSTRUCTIONS,
+            "instructions": server_instructions(DEEP_TOOL in enabled_tools(self.config)),
             "ttlMs": LIST_TTL_MS,
             "cacheScope": "public",
         }
@@ -5967,6 +6067,8 @@ class Dispatcher:
         if response_id is None:
             return False
         fields = {"r": response_id, "t": task.tool, "k": task.kind, "o": task.model}
+        if call.result_chars is not None:  # the instance that serves it shortens it the same
+            fields["z"] = call.result_chars
         secret = self.task_settings["secret"]
         self.tasks.rename(task, mint_task_id(secret, fields, task.ttl_ms, task.created))
         return True
@@ -5982,6 +6084,8 @@ class Dispatcher:
         if fields.get("k") != kind or tool not in TOOLS_BY_NAME or not isinstance(response_id, str):
             raise TaskIdError("not a task of this kind")
         call = Call(None, tool)
+        size = fields.get("z")  # the creating client's result size, signed with the rest
+        call.result_chars = size if type(size) is int and size > 0 else None
         key = self._owner(session)
         task = Task(task_id, kind, call, key, fields["e"] - fields["c"], str(fields.get("o", "")))
         task.created, task.expires, task.converted = fields["c"], fields["e"], True
@@ -9591,11 +9695,7 @@ def _profile_problem(config: Config, tool: str, profile: dict) -> tuple[str, str
     its effort is minimal, with which web search cannot run. The fix is the one a refused call
     names (setting_fix)."""
     model = profile["model"]
-    checks = (
-        ("reasoning_effort", model_efforts(model) if supports_reasoning(model) else None),
-        ("verbosity", model_verbosities(model) if supports_verbosity(model) else None),
-    )
-    for key, accepted in checks:
+    for key, accepted in _known_values(model):
         if accepted is not None and profile[key] not in accepted:
             return (
                 f"{tool}: model {model} does not accept {key} {profile[key]!r}",

@@ -5,18 +5,20 @@
 
 It starts the server over stdio exactly as an MCP client does (the module next to this script,
 or --command, e.g. `--command openai-responses-mcp` for a pipx install), sends initialize and
-tools/list, then one tools/call each for answer, answer_detailed and answer_quick, all three in
-flight together, and waits for all three answers. For each it prints, side by side, the
+tools/list, then one tools/call each for answer, answer_detailed and answer_quick (and
+answer_deep when the server lists it: tools.answer_deep or MCP_ANSWER_DEEP=1), all in flight
+together, and waits for every answer. For each it prints, side by side, the
 model, the number of citations, the latency, the cost (`_meta.cost.usd` when the server
 reports it, else tokens), the web searches and the output tokens (reasoning included), then
 how answer_quick and answer_detailed compare with answer: the three profiles differ on purpose
 (quick: effort, verbosity and search context low; detailed: effort high), and this shows what
-that is worth on your own account.
+that is worth on your own account. A deep research run takes minutes and can cost dollars, so
+it is made only when you turned answer_deep on, and the time limit is then an hour.
 
-It makes three real, billed requests, so it runs only when OPENAI_API_KEY is set; CI never runs
-it. The server reads your usual config file, and OPENAI_BASE_URL like any other setting.
+It makes three (or four) real, billed requests, so it runs only when OPENAI_API_KEY is set; CI
+never runs it. The server reads your usual config file, and OPENAI_BASE_URL like any other setting.
 
-Exit status: 0 all three answered; 1 something failed (the reason is printed);
+Exit status: 0 all answered; 1 something failed (the reason is printed);
 2 not run (OPENAI_API_KEY is not set, or bad arguments), so that a script never mistakes a
 skipped check for a passed one.
 """
@@ -36,6 +38,8 @@ from pathlib import Path
 
 MODULE = Path(__file__).resolve().parent.parent / "openai_responses_mcp.py"
 TOOLS = ("answer", "answer_detailed", "answer_quick")
+DEEP = "answer_deep"  # called too when the server lists it (turned on)
+DEEP_TIMEOUT_S = 3600.0  # request.deep_timeout_ms's default: a run takes minutes
 PROTOCOL = "2025-06-18"
 QUERY = "What is the weather forecast for Tokyo today? Cite your sources."
 KEY_ENV = "OPENAI_API_KEY"
@@ -132,21 +136,21 @@ def answer_of(tool: str, result: dict) -> dict:
     return answer
 
 
-def call_all(server: Server, query: str, deadline: float) -> list[dict]:
-    """Sends the three tools/call requests together and waits for every answer."""
+def call_all(server: Server, query: str, deadline: float, tools=TOOLS) -> list[dict]:
+    """Sends the tools/call requests together and waits for every answer."""
     started, rows = {}, {}
-    for number, tool in enumerate(TOOLS, start=10):
+    for number, tool in enumerate(tools, start=10):
         # fresh: a run soon after another must reach the API, not the answer cache (servers
         # with the cache off ignore the argument).
         params = {"name": tool, "arguments": {"query": query, "fresh": True}}
         server.send({"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": params})
         started[number] = time.monotonic()
-    while len(rows) < len(TOOLS):
+    while len(rows) < len(tools):
         message = server.receive(deadline)
         number = message.get("id")
         if number not in started or number in rows:
             continue  # progress notices and the like
-        tool = TOOLS[number - 10]
+        tool = tools[number - 10]
         if "error" in message:
             raise Failed(f"{tool} failed: {message['error'].get('message')}")
         answer = answer_of(tool, message["result"])
@@ -166,9 +170,10 @@ def call_all(server: Server, query: str, deadline: float) -> list[dict]:
     return [rows[number] for number in sorted(rows)]
 
 
-def smoke(command: list[str], query: str, timeout: float) -> list[dict]:
+def smoke(command: list[str], query: str, timeout: float | None) -> list[dict]:
     server = Server(command)
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = started + (timeout or 600.0)
     try:
         init = {
             "protocolVersion": PROTOCOL,
@@ -184,7 +189,12 @@ def smoke(command: list[str], query: str, timeout: float) -> list[dict]:
         missing = [tool for tool in TOOLS if tool not in listed]
         if missing:
             raise Failed(f"tools/list lacks {', '.join(missing)}")
-        return call_all(server, query, deadline)
+        tools = TOOLS
+        if DEEP in listed:
+            tools += (DEEP,)
+            deadline = started + (timeout or DEEP_TIMEOUT_S)
+            print(f"{DEEP} is on: called too (minutes, and it can cost dollars)")
+        return call_all(server, query, deadline, tools)
     except Failed as exc:
         if server.stderr:
             exc.args = (exc.args[0] + "\nserver stderr:\n" + "\n".join(server.stderr[-10:]),)
@@ -232,20 +242,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--command", help="the server command (default: this checkout's module)")
     parser.add_argument("--query", default=QUERY, help="the question each tool is asked")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds for everything")
+    parser.add_argument(
+        "--timeout", type=float, help="seconds for everything (600; 3600 with answer_deep)"
+    )
     args = parser.parse_args(argv)
     if not os.environ.get(KEY_ENV, "").strip():
-        print(f"smoke: not run: {KEY_ENV} is not set (the test makes three billed calls)")
+        print(f"smoke: not run: {KEY_ENV} is not set (the test makes billed calls)")
         return 2
     command = shlex.split(args.command) if args.command else [sys.executable, str(MODULE)]
-    print(f"smoke: {' '.join(command)} --stdio, three calls in flight; waiting for all three")
+    print(f"smoke: {' '.join(command)} --stdio, the calls in flight; waiting for every answer")
     try:
         rows = smoke([*command, "--stdio"], args.query, args.timeout)
     except (Failed, OSError) as exc:
         print(f"smoke: FAILED: {exc}")
         return 1
     print_table(rows)
-    print("smoke: OK, all three tools answered")
+    count = {3: "three", 4: "four"}.get(len(rows), str(len(rows)))
+    print(f"smoke: OK, all {count} tools answered")
     return 0
 
 

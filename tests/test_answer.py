@@ -685,14 +685,14 @@ def test_the_seeds_quick_profile_fails_naming_the_key_and_what_the_model_accepts
     assert create.status_sent == 400
 
 
-def test_the_chat_latest_default_effort_of_answer_quick_is_refused_by_name(running, fake):
-    # Only the model set, as most people would: answer_quick's own default effort is low.
-    server = running(config="model_profiles:\n  answer_quick: {model: gpt-5.1-chat-latest}\n")
-    message = failure_of(server.call("answer_quick", {"query": "q"}))
-    assert message.endswith(
-        "set model_profiles.answer_quick.reasoning_effort to medium "
-        "(gpt-5.1-chat-latest accepts only medium)"
-    )
+@pytest.mark.parametrize("tool", ["answer_quick", "answer_detailed"])
+def test_a_built_in_effort_a_chat_latest_model_refuses_becomes_one_it_takes(running, fake, tool):
+    # Only answer's model set, as most people would: the quick (low) and detailed (high)
+    # defaults would be refused on every call, so they take the model's one effort, medium.
+    fake.enqueue(weather_reply())
+    server = running(config="model_profiles:\n  answer: {model: gpt-5.1-chat-latest}\n")
+    assert "result" in server.call(tool, {"query": "q"})
+    assert fake.creates[-1].body["reasoning"] == {"effort": "medium"}
 
 
 def test_a_refused_verbosity_names_the_environment_variable_that_set_it(spawn, fake):

@@ -72,6 +72,21 @@ def test_smoke_runs_all_three_tools_and_prints_model_citations_latency_and_cost(
     assert TEST_KEY not in proc.stdout + proc.stderr
 
 
+def test_smoke_adds_answer_deep_side_by_side_only_when_it_is_turned_on(tmp_path, fake):
+    fake.default = WEATHER
+    proc = run_smoke(tmp_path, fake, env={"MCP_ANSWER_DEEP": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "answer_deep is on: called too" in proc.stdout
+    lines = proc.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("tool "))
+    deep = lines[start + 4].split()
+    assert deep[0] == "answer_deep" and deep[4].startswith("$")  # its latency and cost too
+    assert re.search(r"^answer_deep vs answer: \d+\.\d\dx the latency", proc.stdout, re.M)
+    assert proc.stdout.rstrip().endswith("smoke: OK, all four tools answered")
+    models = sorted(r.body["model"] for r in fake.creates)
+    assert models == ["gpt-5.2"] * 3 + ["o4-mini-deep-research"]
+
+
 def test_smoke_waits_for_every_answer_however_slow(tmp_path, fake):
     fake.enqueue(WEATHER, Reply(text="Slow.", event_delay=0.5), WEATHER)
     proc = run_smoke(tmp_path, fake)

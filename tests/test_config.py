@@ -600,6 +600,27 @@ def test_the_three_profiles_differ_by_default(tmp_path, env):
     assert config.background("answer") is config.background("answer_quick") is False
 
 
+def test_a_built_in_setting_the_model_refuses_takes_the_nearest_it_accepts(tmp_path, env):
+    yaml_text = "model_profiles:\n  answer: {model: gpt-5.2-pro}\n"
+    config = load(tmp_path, env, yaml_text)  # gpt-5.2-pro: medium, high, xhigh
+    assert config.profile("answer_quick")["reasoning_effort"] == "medium"  # low: refused
+    assert config.profile("answer_detailed")["reasoning_effort"] == "high"  # taken as is
+    (warning,) = config.warnings
+    assert warning.startswith("model_profiles.answer_quick.reasoning_effort: gpt-5.2-pro")
+    source = config.sources[("model_profiles", "answer_quick", "reasoning_effort")]
+    assert source == "default low, adapted to gpt-5.2-pro"
+    assert load(tmp_path, env, "").warnings == []  # the defaults suit gpt-5.2
+
+
+def test_a_setting_the_user_chose_is_never_adapted(tmp_path, env):
+    yaml_text = (
+        "model_profiles:\n  answer: {model: gpt-5.2-pro}\n  answer_quick: {reasoning_effort: low}\n"
+    )
+    config = load(tmp_path, env, yaml_text)
+    assert config.profile("answer_quick")["reasoning_effort"] == "low"  # the 400 names its key
+    assert config.warnings == []
+
+
 def test_null_in_another_profile_takes_answers_value(tmp_path, env):
     config = load(
         tmp_path,

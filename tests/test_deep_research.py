@@ -64,6 +64,14 @@ def test_answer_deep_is_listed_when_turned_on(tmp_path, yaml_text, env):
     }
 
 
+def test_the_instructions_say_when_to_use_it_and_how_to_ask_about_its_report(tmp_path):
+    harness = Harness(load(tmp_path, **DEEP_ON))
+    instructions = harness.initialize()["result"]["instructions"]
+    assert "Use `answer_deep` only when the user asks for thorough research" in instructions
+    assert "with `answer` and the report's response_id" in instructions
+    assert len(instructions) < 1200
+
+
 def test_its_profile_stands_alone_and_o3_deep_research_is_a_model_away(tmp_path):
     config = load(
         tmp_path,
@@ -75,6 +83,13 @@ def test_its_profile_stands_alone_and_o3_deep_research_is_a_model_away(tmp_path)
     assert profile["model"] == "o3-deep-research" and profile["max_tool_calls"] == 200
     assert "service_tier" not in profile  # nothing inherited from answer
     assert config.background("answer_deep") is True
+
+
+def test_with_a_model_that_is_not_deep_research_it_sends_no_null_verbosity(tmp_path):
+    config = load(tmp_path, "model_profiles:\n  answer_deep: {model: gpt-5.2}\n", **DEEP_ON)
+    request = m.build_request("answer_deep", {"query": "q"}, config, "2026-01-01")
+    assert request["tools"] == [{"type": "web_search"}] and "text" not in request
+    assert request["reasoning"] == {"effort": "medium"} and request["max_tool_calls"] == 50
 
 
 def test_an_effort_deep_research_refuses_is_refused_at_start_up_naming_the_key(tmp_path):
@@ -106,14 +121,29 @@ def test_a_deep_research_run_sends_what_the_model_accepts_and_reports_its_cost(s
     assert answer["answer"].startswith("# Research report\n\nSummary: the short answer.")
     assert answer["used_search"] is True and answer["response_id"] in fake.stored
     meta = result["_meta"]
-    assert meta["background"] is True and meta["web_searches"] == 8
+    # 8 web_search_calls, 2 of them page opens: OpenAI bills only the 6 search actions
+    assert meta["background"] is True and meta["web_searches"] == 6
     usage = meta["usage"]
     fresh = usage["input_tokens"] - usage["cached_input_tokens"]
     expected = (fresh * 2 + usage["cached_input_tokens"] * 0.5 + usage["output_tokens"] * 8) / 1e6
-    assert meta["cost"]["usd"] == pytest.approx(expected + 8 * 10 / 1000)
+    assert meta["cost"]["usd"] == pytest.approx(expected + 6 * 10 / 1000)
     assert meta["cost"]["prices"].startswith("builtin")
     notices = [msg["params"]["message"] for msg in before if msg.get("method")]
-    assert any("searches so far" in notice for notice in notices), notices
+    counts = [int(n.split("(")[1].split()[0]) for n in notices if "searches so far" in n]
+    assert counts and counts == sorted(counts) and counts[-1] <= 6, notices  # page opens not
+
+
+def test_deep_progress_says_what_each_web_action_did():
+    done = "response.output_item.done"
+
+    def item(action_type):
+        return {"item": {"type": "web_search_call", "action": {"type": action_type}}}
+
+    assert m._deep_progress(done, item("search"), None) == "search done"
+    assert m._deep_progress(done, item("open_page"), None) == "read a page"
+    assert m._deep_progress(done, item("find_in_page"), None) == "looked within a page"
+    assert m._deep_progress("response.web_search_call.completed", {}, "search done") is None
+    assert m._deep_progress("response.in_progress", {}, "thinking") == "thinking"
 
 
 def test_domains_are_a_hint_in_the_input_not_a_filter(spawn, fake):

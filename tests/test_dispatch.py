@@ -110,10 +110,12 @@ def test_initialize_reports_server_info_and_tools_capability(harness):
     assert older["capabilities"] == {"tools": {"listChanged": False}}
 
 
-def test_instructions_name_all_three_tools(harness):
+def test_instructions_name_all_three_tools_and_how_to_follow_up(harness):
     instructions = harness.initialize()["result"]["instructions"]
     for name in ("`answer`", "`answer_detailed`", "`answer_quick`"):
         assert name in instructions
+    assert "pass its response_id as previous_response_id" in instructions
+    assert "answer_deep" not in instructions  # off by default: not a tool the model can call
     assert len(instructions) < 1000
 
 

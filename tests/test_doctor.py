@@ -257,13 +257,12 @@ def test_an_effort_the_model_refuses_fails_with_the_accepted_ones(
 
 
 def test_the_seeds_quick_model_fails_naming_the_quick_profiles_effort(tmp_path, fake):
-    # Seed 001's example config: answer_quick on gpt-5.2-chat-latest (with effort low).
+    # Seed 001's example config: answer_quick on gpt-5.2-chat-latest with effort low.
     fake.models.append("gpt-5.2-chat-latest")
-    proc = doctor(
-        tmp_path,
-        env=against(fake),
-        config="model_profiles:\n  answer_quick:\n    model: gpt-5.2-chat-latest\n",
+    config = (
+        "model_profiles:\n  answer_quick: {model: gpt-5.2-chat-latest, reasoning_effort: low}\n"
     )
+    proc = doctor(tmp_path, env=against(fake), config=config)
     assert_failed(
         proc,
         "answer_quick: model gpt-5.2-chat-latest does not accept reasoning_effort 'low'",
@@ -271,6 +270,19 @@ def test_the_seeds_quick_model_fails_naming_the_quick_profiles_effort(tmp_path, 
         "(gpt-5.2-chat-latest accepts only medium)",
     )
     assert line_with(proc, "answer: model gpt-5.2 is available").startswith(OK)
+
+
+def test_a_built_in_effort_the_model_refuses_is_adapted_with_a_warning(tmp_path, fake):
+    # Only the model set: answer_quick's built-in effort low becomes medium, and doctor says so.
+    fake.models.append("gpt-5.2-chat-latest")
+    config = "model_profiles:\n  answer_quick: {model: gpt-5.2-chat-latest}\n"
+    proc = doctor(tmp_path, env=against(fake), config=config)
+    assert proc.returncode == 0, proc.stdout
+    warned = line_with(proc, "model_profiles.answer_quick.reasoning_effort: gpt-5.2-chat-latest")
+    assert warned.startswith(WARN) and "so medium is used (it accepts only medium)" in warned
+    assert "(from default low, adapted to gpt-5.2-chat-latest)" in proc.stdout
+    available = line_with(proc, "answer_quick: model gpt-5.2-chat-latest is available")
+    assert available.startswith(OK) and "(effort medium, verbosity low)" in available
 
 
 def test_effort_minimal_fails_because_web_search_cannot_run_with_it(tmp_path, fake):

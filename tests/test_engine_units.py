@@ -787,6 +787,14 @@ def test_usage_meta_reports_tokens_response_id_searches_elapsed_and_attempts():
     }
 
 
+def test_only_search_actions_count_as_billed_searches():
+    opened = {**web_search(), "action": {"type": "open_page", "url": "https://a.example/"}}
+    found = {**web_search(), "action": {"type": "find_in_page", "url": "https://a.example/"}}
+    bare = {"type": "web_search_call", "id": "ws_1", "status": "completed"}  # no action given
+    meta = m.usage_meta(response(web_search(), opened, found, bare, message("x")), 1.0, 1)
+    assert meta["web_searches"] == 2  # the search, and the call of unknown action (errs high)
+
+
 def test_usage_meta_without_usage_reports_zero_tokens():
     meta = m.usage_meta(response(message("x")), 0.0, 1)
     assert set(meta["usage"].values()) == {0}
@@ -901,6 +909,16 @@ def test_one_paragraph_longer_than_the_room_is_cut_at_a_line_or_a_character():
     fitted, _ = m.fit_answer(report(1, paragraph="x" * 40_000), 12_000, REST)
     assert m.result_size(fitted) <= 12_000
     assert fitted["answer"].startswith("The short answer first.")
+
+
+def test_a_cut_inside_a_code_block_closes_it_before_the_note():
+    code = "```json\n" + "\n".join(f'  "key{i}": "value {i}",' for i in range(3000)) + "\n```"
+    fitted, _ = m.fit_answer(report(1, paragraph=code), 12_000, REST)
+    text = fitted["answer"]
+    assert m.result_size(fitted) <= 12_000
+    kept = text[: text.index("\n\n[Shortened")]
+    assert kept.count("```") == 2 and kept.endswith("\n```")  # the note is not read as code
+    assert text.endswith(SOURCES_TAIL)
 
 
 @pytest.mark.parametrize(

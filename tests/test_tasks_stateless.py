@@ -211,6 +211,24 @@ def test_a_handoff_made_on_a_is_collected_on_b(pair, fake):
     assert len(creates(fake)) == 1
 
 
+def test_a_handoff_collected_on_b_is_shortened_to_the_size_of_the_client_that_made_it(pair, fake):
+    a, b = pair
+    report = "Summary.\n\n" + "\n\n".join(f"## Part {i}\n\n" + "Words. " * 300 for i in range(20))
+    fake.enqueue(Reply(text=report, event_delay=0.25))
+    codex = {**meta(False), "io.modelcontextprotocol/clientInfo": {"name": "codex-mcp-client"}}
+    _, first = modern(a.port, "tools/call", call(_meta=codex))
+    handoff = first["result"]["_meta"]["openai-responses-mcp/handoff"]
+    for _ in range(30):
+        params = call(tool="answer_result", _meta=codex) | {"arguments": {"id": handoff["id"]}}
+        _, reply = modern(b.port, "tools/call", params)
+        if reply["result"]["_meta"]["openai-responses-mcp/handoff"]["status"] == "completed":
+            break
+    text = reply["result"]["content"][0]["text"]
+    assert len(text.encode("utf-8")) <= 12_000 < len(report)  # Codex's size, not B's default
+    assert "[Shortened by the server" in reply["result"]["structuredContent"]["answer"]
+    assert reply["result"]["_meta"]["shortened"]["limit"] == 12_000
+
+
 def test_stateless_without_a_secret_offers_no_tasks_and_says_why(upstream, tmp_path):
     env = base_env(tmp_path, OPENAI_BASE_URL=upstream.base_url)
     server = Server(["--http", "127.0.0.1:0", "--stateless"], env, tmp_path)
