@@ -1020,13 +1020,14 @@ def bench_cache_hit(install: Install, fake, results: Results, runs: int) -> None
 
 
 def bench_ledger(install: Install, results: Results, runs: int) -> None:
-    """What the ledger adds to a call: one row written, plus the budget's sum when a budget is
-    set, timed in-process against the module's own Ledger on a file holding `runs` rows."""
+    """What the ledger adds to a call: one row queued for the writer thread, plus the budget's
+    sum when a budget is set, timed in-process against the module's own Ledger on a file
+    holding `runs` rows."""
     sys.path.insert(0, str(install.dir))
     import openai_responses_mcp as m
 
     log = m.Log()
-    state = m.StateFile(str(install.dir / "ledger-bench.sqlite3"), log)
+    state = m.StateStore(m._SqliteBackend(str(install.dir / "ledger-bench.sqlite3")), log)
     ledger = m.Ledger(state, "Asia/Tokyo")
     meta = {"usage": {"input_tokens": 3000, "output_tokens": 500}, "cost": {"usd": 0.01}}
     today = m.today_in("Asia/Tokyo")
