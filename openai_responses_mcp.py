@@ -4234,7 +4234,10 @@ class StateStore:
         self._warned: dict = {}
         self._warn_lock = threading.Lock()
         self.budgeted = False  # whether a budget is set: failures refuse calls, not just warn
+        # The cache's reads and the budget's checks each have a connection: a slow cache read
+        # (a miss after _CACHE_READ_S) puts no budget check at rest.
         self._reads = _Channel(backend, self.failed) if backend else None
+        self._cache_reads = _Channel(backend, self.failed) if backend else None
         self._writer = StateWriter(self) if backend else None
 
     @property
@@ -4245,11 +4248,12 @@ class StateStore:
     def label(self) -> str:
         return self.backend.label if self.backend else "off"
 
-    def read(self, what: str, work, **options):
-        """work(q) in a transaction on the answer path's connection; raises StateUnavailable."""
+    def read(self, what: str, work, cache: bool = False, **options):
+        """work(q) in a transaction on the answer path's connection (the cache's own with
+        cache=True); raises StateUnavailable."""
         if self.backend is None:
             raise StateUnavailable("state is off")
-        return self._reads.run(what, work, **options)
+        return (self._cache_reads if cache else self._reads).run(what, work, **options)
 
     def write_later(self, write) -> None:
         if self._writer is not None:
@@ -4302,6 +4306,7 @@ class StateStore:
         if left:
             self.say(f"{left} usage row(s) could not be written before exit")
         self._reads.close()
+        self._cache_reads.close()
 
 
 class UsageRow:
@@ -4530,7 +4535,7 @@ class AnswerCache:
 
         try:
             found = self._state.read(
-                "reading the cache", read, timeout_s=_CACHE_READ_S, wait_s=_CACHE_READ_S
+                "reading the cache", read, cache=True, timeout_s=_CACHE_READ_S, wait_s=_CACHE_READ_S
             )
         except StateUnavailable:
             return None
