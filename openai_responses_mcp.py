@@ -4521,9 +4521,12 @@ class AnswerCache:
         """(stored body, age in seconds) of a live entry of the right shape, or None: a slow
         or failing store, like a damaged row, is a miss."""
         now = time.time()
-        for write in reversed(self._state.unwritten()):
-            if isinstance(write, _CacheWrite) and write.key == key:
+        unwritten = [w for w in self._state.unwritten() if isinstance(w, _CacheWrite)]
+        for write in reversed(unwritten):
+            if write.key == key:
                 if write.text is None or write.stored_at <= now - self.ttl_s:
+                    return None
+                if self._pushed_out(unwritten, key, write.stored_at):
                     return None
                 return json.loads(write.text), max(0.0, now - write.stored_at)
 
@@ -4545,7 +4548,14 @@ class AnswerCache:
         if body is None:
             self._state.write_later(_CacheWrite(key, None))
             return None
+        if self._pushed_out(unwritten, key, float(found[0])):
+            return None
         return body, max(0.0, now - float(found[0]))
+
+    def _pushed_out(self, unwritten: list, key: str, stored_at: float) -> bool:
+        """Whether entries stored after this one and not written yet will evict it."""
+        newer = {w.key for w in unwritten if w.text and w.key != key and w.stored_at > stored_at}
+        return len(newer) >= self.max_entries
 
     def put(self, key: str, answer: dict, response_id: str | None) -> None:
         body = {"format": ANSWER_FORMAT, "answer": answer, "response_id": response_id}

@@ -308,3 +308,22 @@ def test_cached_body_accepts_only_this_versions_shape():
     assert m.cached_body(json.dumps({**good, "answer": answer})) is None  # no model
     assert m.cached_body(json.dumps([good])) is None
     assert m.cached_body(None) is None
+
+
+def test_entries_not_written_yet_are_hit_and_evicted_as_stored_ones(tmp_path):
+    import openai_responses_mcp as m
+
+    state = m.StateStore(m._SqliteBackend(str(tmp_path / "s.db")), m.Log())
+    cache = m.AnswerCache(state, 600, 2)
+    answer = {"answer": "a", "citations": [], "used_search": False, "model": "m"}
+    state._writer._channel._lock.acquire()  # the writer is stuck: nothing is stored yet
+    try:
+        for key in ("one", "two", "three"):
+            cache.put(key, answer, None)
+            time.sleep(0.002)  # distinct store times
+        assert cache.get("one") is None  # two newer entries push it out, as stored ones would
+        assert cache.get("three")[0]["answer"] == answer
+    finally:
+        state._writer._channel._lock.release()
+    state.close()
+    assert cache.get("one") is None and cache.get("two")[0]["answer"] == answer
