@@ -3918,7 +3918,7 @@ def _ensure_schema(backend, conn) -> None:
         row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
         if row[0] == STATE_SCHEMA_VERSION:
             return
-    backend.set_timeout(conn, 30.0)  # another instance may be creating them right now
+    backend.set_timeout(conn, _BUSY_TIMEOUT_S)  # another instance may be making them now
     backend.begin(conn, write=True)
     try:
         backend.take_turns(conn, _LOCK_SCHEMA)
@@ -8893,12 +8893,19 @@ def _written_paths(config: Config) -> list[tuple[str, str | None]]:
     return paths
 
 
+class _QuietLog(Log):
+    """A Log that says nothing: the doctor reports the state's trouble in its own lines."""
+
+    def say(self, text: str) -> None:
+        pass
+
+
 def _doctor_state_url(doctor: Doctor, config: Config) -> None:
     """With state.url: whether the database answers, with its tables made if need be."""
     if not config.get("state", "url"):
         return
     backend = state_backend(config)
-    state = StateStore(backend, Log())
+    state = StateStore(backend, _QuietLog())
     try:
         state.read("connecting", lambda q: q("SELECT 1").fetchone())
     except StateUnavailable as exc:
@@ -8947,7 +8954,7 @@ def _doctor_budget(doctor: Doctor, config: Config) -> None:
     # Never off here: a budget without the ledger is a config error.
     path, backend = state_path(config), state_backend(config)
     exists = backend.postgres or os.path.exists(path)
-    state = StateStore(backend, Log(), timezone) if exists else None
+    state = StateStore(backend, _QuietLog(), timezone) if exists else None
     ledger = Ledger(state, timezone) if state else None
     for period, limit, first_day, spent_when, resets in periods:
         try:

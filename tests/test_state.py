@@ -281,3 +281,15 @@ def test_state_url_without_the_driver_exits_2_naming_the_extra(tmp_path):
     assert result.returncode == 2
     assert 'pip install "openai-responses-mcp[postgres]"' in result.stderr
     assert "state.url" in result.stderr and PG_PASSWORD not in result.stderr
+
+
+def test_doctor_says_whether_the_database_answers(tmp_path, fake, postgres):
+    url = postgres.fresh_database()
+    env = {"OPENAI_RESPONSES_MCP_STATE_URL": url, "OPENAI_BASE_URL": fake.base_url}
+    result = run_cli(tmp_path, "--doctor", env=env, timeout=60)
+    host = url.rpartition("@")[2]
+    assert f"✓ state.url: state database postgresql://***@{host} answers" in result.stdout
+    assert PG_PASSWORD not in result.stdout + result.stderr
+    down = run_cli(tmp_path, "--doctor", env={**env, "OPENAI_RESPONSES_MCP_STATE_URL": url + "x"})
+    assert f"✗ state.url: state database postgresql://***@{host}x is unavailable (" in down.stdout
+    assert down.returncode == 1 and PG_PASSWORD not in down.stdout + down.stderr
