@@ -4531,10 +4531,14 @@ class AnswerCache:
                 return json.loads(write.text), max(0.0, now - write.stored_at)
 
         def read(q):
-            return q(
+            found = q(
                 "SELECT stored_at, body FROM answers WHERE key = ? AND stored_at > ?",
                 (key, now - self.ttl_s),
             ).fetchone()
+            if found is None:
+                return None
+            newer = q("SELECT COUNT(*) FROM answers WHERE stored_at > ?", (found[0],))
+            return found[0], found[1], newer.fetchone()[0]
 
         try:
             found = self._state.read(
@@ -4548,14 +4552,15 @@ class AnswerCache:
         if body is None:
             self._state.write_later(_CacheWrite(key, None))
             return None
-        if self._pushed_out(unwritten, key, float(found[0])):
+        if self._pushed_out(unwritten, key, float(found[0]), found[2]):
             return None
         return body, max(0.0, now - float(found[0]))
 
-    def _pushed_out(self, unwritten: list, key: str, stored_at: float) -> bool:
-        """Whether entries stored after this one and not written yet will evict it."""
+    def _pushed_out(self, unwritten: list, key: str, stored_at: float, stored: int = 0) -> bool:
+        """Whether the entries stored after this one (`stored` of them in the store, the rest
+        not written yet) evict it, as they will once written."""
         newer = {w.key for w in unwritten if w.text and w.key != key and w.stored_at > stored_at}
-        return len(newer) >= self.max_entries
+        return stored + len(newer) >= self.max_entries
 
     def put(self, key: str, answer: dict, response_id: str | None) -> None:
         body = {"format": ANSWER_FORMAT, "answer": answer, "response_id": response_id}

@@ -327,3 +327,23 @@ def test_entries_not_written_yet_are_hit_and_evicted_as_stored_ones(tmp_path):
         state._writer._channel._lock.release()
     state.close()
     assert cache.get("one") is None and cache.get("two")[0]["answer"] == answer
+
+
+def test_a_stored_entry_is_evicted_by_newer_ones_stored_or_not(tmp_path):
+    import openai_responses_mcp as m
+
+    state = m.StateStore(m._SqliteBackend(str(tmp_path / "s.db")), m.Log())
+    cache = m.AnswerCache(state, 600, 2)
+    answer = {"answer": "a", "citations": [], "used_search": False, "model": "m"}
+    for key in ("one", "two"):
+        cache.put(key, answer, None)
+        time.sleep(0.002)
+    wait_until(lambda: not state.unwritten(), 10, "the writer")
+    state._writer._channel._lock.acquire()  # "three" waits in memory
+    try:
+        cache.put("three", answer, None)
+        assert cache.get("one") is None  # "two" (stored) and "three" (not yet) push it out
+        assert cache.get("two")[0]["answer"] == answer
+    finally:
+        state._writer._channel._lock.release()
+    state.close()
