@@ -3256,7 +3256,7 @@ class AnswerEngine:
                     f"{period} budget of {usd(limit)} reached ({usd(spent)} spent {spent_when}; "
                     f"resets {resets} {timezone}): raise budget.{period}_usd or wait"
                 )
-            if spent + reserved + estimate > limit:
+            if spent + reserved + estimate > limit + 1e-9:
                 raise ToolError(
                     f"{period} budget of {usd(limit)} has no room for this call ({usd(spent)} "
                     f"spent {spent_when}, {usd(reserved)} held by calls in flight, about "
@@ -3679,6 +3679,7 @@ STATE_SCHEMA_VERSION = 2  # 1: usage, spend_by_day and answers, without a versio
 ANSWER_FORMAT = 2  # the shape of a cached body; a row of another shape is a miss, and dropped
 _BUSY_TIMEOUT_S = 2.0  # how long a write (or a budget check) waits for another's lock
 _CACHE_READ_S = 0.25  # a cache read that takes longer is a miss
+_BUDGET_WAIT_S = 10.0  # how long a budget check waits for this process's other checks
 _BACKOFF_S = 3.0  # after a failure, a connection is not tried again for this long
 _CONNECT_TIMEOUT_S = 2  # PostgreSQL: how long a connection may take (libpq's least is 2)
 _WARN_EVERY_S = 60.0
@@ -4385,7 +4386,7 @@ class Ledger:
                 spent = float(row.fetchone()[0] or 0.0) + _unwritten_spend(unwritten, first_day)
                 sums.append((spent, reserved))
             pairs = zip(sums, limits, strict=True)
-            room = all(s + r + estimate <= limit for (s, r), (_, limit) in pairs)
+            room = all(s + r + estimate <= limit + 1e-9 for (s, r), (_, limit) in pairs)
             reservation = None
             if room:
                 reservation = os.urandom(12).hex()
@@ -4395,8 +4396,10 @@ class Ledger:
                 )
             return reservation, estimate, sums
 
+        # wait_s: this process's other calls checking their budget first (each a few ms,
+        # unless the store is slow: then each gives up after _BUSY_TIMEOUT_S).
         return self._state.read(
-            "checking the budget", work, write=True, turns=_LOCK_BUDGET, wait_s=_BUSY_TIMEOUT_S
+            "checking the budget", work, write=True, turns=_LOCK_BUDGET, wait_s=_BUDGET_WAIT_S
         )
 
     def report(self, since: str | None) -> dict:
