@@ -3688,6 +3688,7 @@ _MAX_PENDING_CACHE = 200  # cache entries waiting to be written; older ones are 
 _BATCH = 500  # writes per transaction of the writer
 _RECENT_CALLS = 20  # a call's expected cost: the mean of its tool's last N priced calls
 _PRUNE_EVERY_S = 3600.0
+_WRITER_IDLE_S = 1.0  # the writer thread ends after this long with nothing to write
 _LOCK_BUDGET, _LOCK_SCHEMA = 0x6F726D01, 0x6F726D02  # PostgreSQL advisory lock keys
 _UMASK_LOCK = threading.Lock()
 
@@ -4126,7 +4127,9 @@ class _Prune:
 
 
 class StateWriter:
-    """Writes ledger rows, settlements and cache entries in one thread, off the answer path.
+    """Writes ledger rows, settlements and cache entries in one thread, off the answer path;
+    the thread ends when it has had nothing to write for a second, so an idle server keeps
+    no thread for it.
 
     submit() never waits. What cannot be written yet stays queued in memory (ledger rows up to
     _MAX_PENDING_ROWS, the oldest dropped past that with a warning) and is written once the
@@ -4174,9 +4177,11 @@ class StateWriter:
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._closing:
-                    self._cond.wait()
+                if not self._queue and not self._closing:
+                    self._cond.wait(_WRITER_IDLE_S)
                 if not self._queue:
+                    if not self._closing:
+                        self._thread = None  # idle: the next submit() starts another
                     return
                 self._writing, self._queue = self._queue[:_BATCH], self._queue[_BATCH:]
                 batch = list(self._writing)
