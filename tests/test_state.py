@@ -230,7 +230,41 @@ def test_a_damaged_cache_row_is_a_miss_and_is_replaced(spawn, fake, tmp_path, st
     assert len(fake.requests) == 2
 
 
+def test_get_usage_reads_the_shared_ledger(spawn, fake, tmp_path, state):
+    from http_client import open_session, post, request, rpc, wait_listening
+
+    result_of(server(spawn, fake, tmp_path, state, "stdio").call("answer", {"query": "q"}))
+    env = {**state.env, "XDG_STATE_HOME": str(tmp_path / "http")}
+    http = spawn("--http", "127.0.0.1:0", config=PRICES, env=env, upstream=fake)
+    port = wait_listening(http)
+    params = {"name": "answer_quick", "arguments": {"query": "other"}}
+    assert post(port, rpc("tools/call", params), open_session(port)).status == 200
+
+    def day() -> dict:
+        return request(port, "GET", "/usage").json()["day"]
+
+    wait_until(lambda: day()["calls"] == 2, 20, "both processes' rows")
+    assert [row["tool"] for row in day()["by_tool"]] == ["answer", "answer_quick"]
+    page = request(port, "GET", "/usage", headers={"Accept": "text/html"}).body.decode()
+    assert PG_PASSWORD not in page
+
+
 # -- PostgreSQL only ---------------------------------------------------------------------------
+
+
+def test_a_slow_cache_read_is_a_miss_not_a_stall(spawn, fake, tmp_path, postgres):
+    import psycopg
+
+    state = PostgresState(postgres, postgres.fresh_database())
+    process = server(spawn, fake, tmp_path, state, "one")
+    result_of(process.call("answer", {"query": "first"}))  # makes the tables
+    wait_until(lambda: count(state, "answers") == 1, 20, "the cache entry")
+    with psycopg.connect(state.url) as holder:  # a transaction holding the table
+        holder.execute("LOCK TABLE answers IN ACCESS EXCLUSIVE MODE")
+        meta = result_of(process.call("answer", {"query": "first"}, timeout=10))
+        assert meta["cache"] == {"hit": False}  # the read gave up; the question went upstream
+    assert len(fake.requests) == 2
+    wait_until(lambda: count(state, "usage") == 2, 20, "the row written after the lock")
 
 
 def test_show_config_and_usage_never_print_the_password(tmp_path, postgres):
