@@ -4205,18 +4205,21 @@ class StateWriter:
                 self._writing = []
                 if not written:
                     if self._closing:
-                        return  # close() tried once more; what is left is reported
-                    self._cond.wait(_BACKOFF_S)  # only close() wakes this early
+                        return  # the try after close() failed too; close() reports the rest
+                    # Rest (new rows do not cut it short; close() does), then try again.
+                    deadline = time.monotonic() + _BACKOFF_S
+                    while not self._closing and time.monotonic() < deadline:
+                        self._cond.wait(deadline - time.monotonic())
 
     def close(self, wait_s: float) -> int:
         """Writes what is queued, trying once more at once if the store was resting, for up
         to wait_s; how many ledger rows are left unwritten."""
+        self._channel.wake()
         with self._cond:
             self._closing = True
             self._cond.notify_all()
             thread = self._thread
         if thread is not None:
-            self._channel.wake()
             thread.join(wait_s)
         self._channel.close()
         with self._cond:

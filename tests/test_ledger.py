@@ -367,3 +367,22 @@ CREATE INDEX usage_by_day ON usage (day);
 CREATE TABLE spend_by_day (day TEXT PRIMARY KEY, usd REAL NOT NULL);
 CREATE TABLE answers (key TEXT PRIMARY KEY, stored_at REAL NOT NULL, body TEXT NOT NULL);
 """
+
+
+def test_rows_kept_through_an_outage_are_written_at_close(tmp_path):
+    path = tmp_path / "s.db"
+    state = m.StateStore(m._SqliteBackend(str(path)), m.Log(), "UTC")
+    ledger = m.Ledger(state, "UTC")
+    ledger.record(m.UsageRow("answer", "gpt-5.2", "ok", {"cost": {"usd": 1.0}}))
+    conftest.wait_until(lambda: not state.unwritten(), 10, "the first row")
+    holder = hold_lock(path)
+    try:
+        ledger.record(m.UsageRow("answer", "gpt-5.2", "ok", {"cost": {"usd": 2.0}}))
+        conftest.wait_until(lambda: state._writer._channel._resting_until > 0, 20, "a failure")
+        assert len(state.unwritten()) == 1  # kept, not lost
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+    state.close(wait_s=10)  # tries at once, without waiting out the rest
+    assert ledger.spent_since("2000-01-01") == pytest.approx(3.0)
+    assert state.unwritten() == []
