@@ -826,6 +826,21 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         doc="SQLite file for the usage ledger and answer cache; off disables both "
         "(null = $XDG_STATE_HOME/openai-responses-mcp/state.sqlite3)",
     ),
+    ("state", "url"): Setting(
+        None,
+        "str",
+        env="OPENAI_RESPONSES_MCP_STATE_URL",
+        doc="postgresql://user:password@host/db: keep the state in PostgreSQL, shared by every "
+        'host (needs pip install "openai-responses-mcp[postgres]"); state.path is then unused',
+    ),
+    ("state", "retention_days"): Setting(
+        90,
+        "int",
+        low=1,
+        high=36_500,
+        doc="days the ledger's raw rows are kept; the per-day totals that --usage, GET /usage "
+        "and the budgets read are kept for good",
+    ),
     ("cache", "ttl_s"): Setting(
         600,
         "int",
@@ -1148,12 +1163,15 @@ class Config:
             values["server"]["http"]["token"] = "***"
         if values["server"]["tasks"]["secret"]:
             values["server"]["tasks"]["secret"] = "***"
+        if values["state"]["url"]:
+            values["state"]["url"] = redact_url(values["state"]["url"])
         key_env = self.get("openai", "api_key_env")
         return {
             "version": __version__,
             "system_policy_rev": SYSTEM_POLICY_REV,
             "api_key": f"{'set' if api_key(self) else 'not set'} ({key_env})",
             "config_file": self.path,
+            "state": state_label(self),
             "config": values,
             "profiles": {tool: self.profile(tool) for tool in enabled_tools(self)},
             "sources": {".".join(path): where for path, where in sorted(self.sources.items())},
@@ -1311,6 +1329,7 @@ def load_config(cli: dict, env: dict | None = None) -> Config:
     sources.update(cli_sources)
     _decide_debug(values, sources, cli, env)
     _validate(values, sources)
+    _resolve_state_path(values, sources, path)
     config = Config(values, sources, path if os.path.exists(path) else None, warnings)
     _fit_defaults_to_models(config)
     _check_deep_research(config)
@@ -1353,6 +1372,8 @@ def _validate(values: dict, sources: dict) -> None:
             where = sources.get(path, "default")
             secret = path[-1] in ("token", "secret")
             shown = '"***"' if secret else json.dumps(value, ensure_ascii=False)
+            if path == ("state", "url") and isinstance(value, str):
+                shown = json.dumps(redact_url(value), ensure_ascii=False)
             raise ConfigError(
                 f"{'.'.join(path)} = {shown} (from {where}) must be {setting.allowed()}"
             ) from None
@@ -1364,6 +1385,7 @@ def _validate(values: dict, sources: dict) -> None:
     except ValueError as exc:
         where = sources.get(("search", "defaults", "domains"), "default")
         raise ConfigError(f"search.defaults.domains (from {where}): item {exc}") from None
+    _check_state_url(values, sources)
     _check_budget_has_ledger(values, sources)
     _check_user_location(values["search"]["user_location"], sources)
     _check_tasks(values, sources)
@@ -1485,10 +1507,74 @@ def _check_base_url(url: str, where: str) -> None:
         )
 
 
+POSTGRES_EXTRA = 'pip install "openai-responses-mcp[postgres]"'
+
+
+def redact_url(url: str) -> str:
+    """A database URL without its password (user@host kept), for every output."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority, slash, tail = rest.partition("/")
+    userinfo, at, hostport = authority.rpartition("@")
+    if at and ":" in userinfo:
+        authority = f"{userinfo.split(':', 1)[0]}:***@{hostport}"
+    # A password can also ride in the query string (?password=...).
+    tail = re.sub(r"(?i)(password=)[^&]*", r"\1***", tail)
+    return f"{scheme}{sep}{authority}{slash}{tail}"
+
+
+def url_password(url: str) -> str:
+    """The password in a database URL, or "" (so the log can redact it wherever it appears)."""
+    from urllib.parse import unquote
+
+    authority = url.partition("://")[2].partition("/")[0]
+    userinfo = authority.rpartition("@")[0]
+    return unquote(userinfo.partition(":")[2]) if ":" in userinfo else ""
+
+
+def _check_state_url(values: dict, sources: dict) -> None:
+    """state.url is a PostgreSQL URL, and the driver for it is installed (not imported)."""
+    url = values["state"]["url"]
+    if url is None:
+        return
+    where = sources.get(("state", "url"), "default")
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(
+            f"state.url = {json.dumps(redact_url(url))} (from {where}) must be a PostgreSQL URL "
+            "like postgresql://user@host/db"
+        )
+    import importlib.util
+
+    if importlib.util.find_spec("psycopg") is None:
+        raise ConfigError(
+            f"state.url (from {where}) needs the PostgreSQL driver, which is not installed: "
+            f"{POSTGRES_EXTRA}"
+        )
+
+
+def _resolve_state_path(values: dict, sources: dict, config_path: str) -> None:
+    """A relative state.path from the config file is taken from the file's folder, not from
+    wherever a client happened to start the server; from anywhere else it is refused."""
+    path = values["state"]["path"]
+    if not path or path.strip().lower() == "off":
+        return
+    path = os.path.expanduser(path)
+    if not os.path.isabs(path):
+        where = sources.get(("state", "path"), "default")
+        if where.startswith(("env ", "flag ")):
+            raise ConfigError(
+                f"state.path = {json.dumps(path)} (from {where}) is relative: give an absolute "
+                "path, since a client may start the server in any folder"
+            )
+        path = os.path.join(os.path.dirname(os.path.abspath(config_path)), path)
+    values["state"]["path"] = os.path.normpath(path)
+
+
 def _check_budget_has_ledger(values: dict, sources: dict) -> None:
     """Budgets are sums over the usage ledger: without it they could not be kept."""
     path = values["state"]["path"]
-    if not (path and path.strip().lower() == "off"):
+    if values["state"]["url"] or not (path and path.strip().lower() == "off"):
         return
     for period in ("daily", "monthly"):
         if values["budget"][f"{period}_usd"] is not None:
@@ -1665,6 +1751,10 @@ budget:                    # refuse calls once spent (all processes on this mach
 
 state:
   path: null  # ledger + cache; null = ~/.local/state/openai-responses-mcp/state.sqlite3; off = none
+              # a relative path is taken from this file's folder
+  url: null   # postgresql://user@host/db: one state for several hosts (password: use the env
+              # var OPENAI_RESPONSES_MCP_STATE_URL); needs the [postgres] extra
+  retention_days: 90  # raw ledger rows kept this long; per-day totals are kept for good
 
 cache:
   ttl_s: 600               # seconds an answer is reused; 0 = off
@@ -3591,6 +3681,23 @@ def _resumable(exc: BaseException, failure: Failure) -> bool:
     return isinstance(exc, StreamEnded) or failure.kind in ("dropped", "server", "rate_limit")
 
 
+class _Hold:
+    """A call's budget reservation, taken once: by the request that spends it, or given back."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._reservation: str | None = None
+
+    def put(self, reservation: str | None) -> None:
+        with self._lock:
+            self._reservation = reservation
+
+    def take(self) -> str | None:
+        with self._lock:
+            reservation, self._reservation = self._reservation, None
+            return reservation
+
+
 class AnswerEngine:
     """Turns a tool call into one Responses API request and the answer of the output contract.
 
@@ -3606,8 +3713,12 @@ class AnswerEngine:
         self._warming = False
         self._local = threading.local()  # the Call a worker thread is serving
         self.pricing = Pricing(config, log)
-        self.state = StateFile(state_path(config), log)
-        self.ledger = Ledger(self.state, config.get("policy", "timezone"))
+        timezone = config.get("policy", "timezone")
+        self.state = StateStore(
+            state_backend(config), log, timezone, config.get("state", "retention_days")
+        )
+        self.state.budgeted = bool(budgets(config, today_in(timezone)))
+        self.ledger = Ledger(self.state, timezone)
         self.cache = AnswerCache(
             self.state, config.get("cache", "ttl_s"), config.get("cache", "max_entries")
         )
@@ -3682,17 +3793,31 @@ class AnswerEngine:
         started = time.monotonic()
         today = today_in(self._config.get("policy", "timezone"))
         request = build_request(tool, args, self._config, today)
-        key = answer_key(tool, args, request, today, self._config.get("policy", "max_citations"))
+        key = answer_key(
+            tool,
+            args,
+            request,
+            today,
+            self._config.get("policy", "max_citations"),
+            self._config.get("openai", "base_url"),
+            account_id(api_key(self._config)),
+        )
         if self.cache.enabled and not args.get("fresh"):
             hit = self._from_cache(tool, key, started)
             if hit is not None:
                 return hit
-        result, shared = self.flights.run(
-            key,
-            call,
-            lambda upstream: self._fetch(tool, request, upstream, today, key),
-            admit=lambda: self._admit(tool, request["model"], today),
-        )
+        hold = _Hold()
+        try:
+            result, shared = self.flights.run(
+                key,
+                call,
+                lambda upstream: self._fetch(tool, request, upstream, today, key, hold.take()),
+                admit=lambda: self._admit(tool, request["model"], today, hold),
+            )
+        finally:
+            unused = hold.take()  # admitted, then joined an identical call, or never flew
+            if unused is not None:
+                self.ledger.release(unused)
         answer, meta = dict(result[0]), dict(result[1])
         if shared:  # the request's cost is on the row of the call that made it
             meta["cost"] = {**ZERO_COST, "prices": meta["cost"]["prices"]}
@@ -3721,37 +3846,80 @@ class AnswerEngine:
         self.ledger.record(UsageRow(tool, answer.get("model") or "", "cache", meta))
         return answer, meta
 
-    def _admit(self, tool: str, model: str, today: str) -> None:
-        """Lets a call make a new request, or refuses it (a ledger row says so) by raising."""
+    def _admit(self, tool: str, model: str, today: str, hold: _Hold) -> None:
+        """Lets a call make a new request, its expected cost reserved against each budget, or
+        refuses it (a ledger row says so) by raising."""
         try:
-            self._check_budget(today)
+            hold.put(self._reserve(tool, today))
         except ToolError:
             self.ledger.record(UsageRow(tool, model, "refused"))
             raise
 
-    def _check_budget(self, today: str) -> None:
-        """Refuses the call, before any request, when a budget is spent."""
+    def _reserve(self, tool: str, today: str) -> str | None:
+        """The call's reservation (None: no budget is set), or ToolError when a budget has no
+        room for it or cannot be checked."""
+        periods = budgets(self._config, today)
+        if not periods:
+            return None
+        floor = self._config.get("pricing", "web_search_per_1k") / 1000  # one web search
+        limits = [(first_day, limit) for _, limit, first_day, _, _ in periods]
+        try:
+            reservation, estimate, sums = self.ledger.reserve(
+                tool, limits, floor, self._reservation_ttl()
+            )
+        except StateUnavailable as exc:
+            raise ToolError(
+                f"budget cannot be checked: {self.state.label} is unavailable ({exc.reason}): "
+                f"calls that would spend are refused while budget.{periods[0][0]}_usd is set; "
+                "fix it, or unset the budget"
+            ) from None
+        if reservation is not None:
+            return reservation
         timezone = self._config.get("policy", "timezone")
-        for period, limit, first_day, spent_when, resets in budgets(self._config, today):
-            spent = self.ledger.spent_since(first_day)
-            if spent is not None and spent >= limit:
+        for period_sums in zip(periods, sums, strict=True):
+            (period, limit, _, spent_when, resets), (spent, reserved) = period_sums
+            if spent >= limit:
                 raise ToolError(
                     f"{period} budget of {usd(limit)} reached ({usd(spent)} spent {spent_when}; "
                     f"resets {resets} {timezone}): raise budget.{period}_usd or wait"
                 )
+            if spent + reserved + estimate > limit + 1e-9:
+                raise ToolError(
+                    f"{period} budget of {usd(limit)} has no room for this call ({usd(spent)} "
+                    f"spent {spent_when}, {usd(reserved)} held by calls in flight, about "
+                    f"{usd(estimate)} expected for this one; resets {resets} {timezone}): "
+                    f"raise budget.{period}_usd or wait"
+                )
+        raise ToolError("budget cannot be checked: no room reported")  # not reached
 
-    def _fetch(self, tool: str, request: dict, call: Call, today: str, key: str) -> tuple:
-        """The upstream request with retries, its cost, its ledger row, and its cache entry."""
+    def _reservation_ttl(self) -> float:
+        """How long a reservation counts if its process dies before settling it: longer than
+        any call (every attempt, in full), and at least an hour."""
+        config = self._config
+        longest = (
+            config.get("request", "timeout_ms") / 1000 * (config.get("request", "max_retries") + 1)
+        )
+        return max(3600.0, longest + 60)
+
+    def _fetch(
+        self, tool: str, request: dict, call: Call, today: str, key: str, reservation=None
+    ) -> tuple:
+        """The upstream request with retries, its cost, its ledger row (which settles the
+        call's reservation), and its cache entry."""
         started = time.monotonic()
         try:
             answer, meta, response = self._request(tool, request, call, today)
         except ToolError as exc:
             meta = {"elapsed_ms": round((time.monotonic() - started) * 1000)}
-            self.ledger.record(UsageRow(tool, request["model"], exc.kind, meta))
+            self.ledger.record(UsageRow(tool, request["model"], exc.kind, meta), reservation)
             raise
         except Cancelled:
             meta = {"elapsed_ms": round((time.monotonic() - started) * 1000)}
-            self.ledger.record(UsageRow(tool, request["model"], "cancelled", meta))
+            self.ledger.record(UsageRow(tool, request["model"], "cancelled", meta), reservation)
+            raise
+        except BaseException:
+            if reservation is not None:
+                self.ledger.release(reservation)
             raise
         model = response.get("model") or request["model"]
         meta["cost"] = self.pricing.cost(
@@ -3759,10 +3927,14 @@ class AnswerEngine:
         )
         if self.cache.enabled:
             meta["cache"] = {"hit": False}
-        self.ledger.record(UsageRow(tool, model, "ok", meta))
+        self.ledger.record(UsageRow(tool, model, "ok", meta), reservation)
         if self.cache.enabled and response.get("status") == "completed":
-            self.cache.put(key, {"answer": answer, "response_id": meta.get("response_id")})
+            self.cache.put(key, answer, meta.get("response_id"))
         return answer, meta
+
+    def close(self, wait_s: float = 5.0) -> None:
+        """Writes the ledger rows still queued (up to wait_s), for a process about to exit."""
+        self.state.close(wait_s)
 
     @property
     def background_off(self) -> bool:
@@ -4128,150 +4300,663 @@ class AnswerEngine:
 
 
 # ============================================================================================
-# State on disk: the usage ledger and the answer cache
+# State: the usage ledger, budgets and the answer cache (SQLite, or PostgreSQL for a team)
 # ============================================================================================
-# One SQLite file (WAL mode) shared by every server process of the user. Each finished call
-# adds a row to `usage` (never the query text), budgets are sums over it, and complete answers
-# are kept in `answers` under a hash of everything that shapes them. Trouble with the file
-# (locked, corrupt, unwritable) costs a warning and the feature, never an answer.
-# sqlite3 is imported on first use, which is the first tools/call, not start-up.
+# One store shared by every server process of the user (a SQLite file in WAL mode, the
+# default) or of a team (a PostgreSQL database, state.url). Each finished call adds a row to
+# `usage` (never the query text) and to the per-day totals that budgets and reports read;
+# complete answers are kept in `answers` under a hash of everything that shapes them.
+#
+# The answer path never waits on the store for long: ledger rows and cache entries go to one
+# writer thread through a bounded queue (rows it cannot write yet wait in memory and are
+# written when the store is back, so an outage loses no spend); a cache read gives up after
+# a fraction of a second; after a failure a connection rests a few seconds. The one wait a
+# call may make is its budget: with a budget set, a call reserves its expected cost in one
+# transaction before it starts (a lock in the database, so it holds across processes and
+# hosts), and settles at its real cost when it ends; when the store cannot be reached, calls
+# that would spend are refused. sqlite3 (psycopg for state.url) is imported on first use.
 
-STATE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS usage (
-    id INTEGER PRIMARY KEY,
-    at REAL NOT NULL,
-    day TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    model TEXT NOT NULL,
-    input_tokens INTEGER NOT NULL DEFAULT 0,
-    cached_input_tokens INTEGER NOT NULL DEFAULT 0,
-    output_tokens INTEGER NOT NULL DEFAULT 0,
-    reasoning_tokens INTEGER NOT NULL DEFAULT 0,
-    web_searches INTEGER NOT NULL DEFAULT 0,
-    usd REAL,
-    cache_hit INTEGER NOT NULL DEFAULT 0,
-    elapsed_ms INTEGER NOT NULL DEFAULT 0,
-    outcome TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS usage_by_day ON usage (day);
-CREATE TABLE IF NOT EXISTS spend_by_day (
-    day TEXT PRIMARY KEY,
-    usd REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS answers (
-    key TEXT PRIMARY KEY,
-    stored_at REAL NOT NULL,
-    body TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS answers_by_age ON answers (stored_at);
-"""
-_BUSY_TIMEOUT_S = 2.0  # how long a write waits for another process's write before giving up
+STATE_SCHEMA_VERSION = 2  # 1: usage, spend_by_day and answers, without a version table
+ANSWER_FORMAT = 2  # the shape of a cached body; a row of another shape is a miss, and dropped
+_BUSY_TIMEOUT_S = 2.0  # how long a write (or a budget check) waits for another's lock
+_CACHE_READ_S = 0.25  # a cache read that takes longer is a miss
+_BUDGET_WAIT_S = 10.0  # how long a budget check waits for this process's other checks
+_BACKOFF_S = 3.0  # after a failure, a connection is not tried again for this long
+_CONNECT_TIMEOUT_S = 2  # PostgreSQL: how long a connection may take (libpq's least is 2)
 _WARN_EVERY_S = 60.0
+_MAX_PENDING_ROWS = 10_000  # ledger rows kept in memory while the store cannot be written
+_MAX_PENDING_CACHE = 200  # cache entries waiting to be written; older ones are dropped
+_BATCH = 500  # writes per transaction of the writer
+_RECENT_CALLS = 20  # a call's expected cost: the mean of its tool's last N priced calls
+_PRUNE_EVERY_S = 3600.0
+_WRITER_IDLE_S = 1.0  # the writer thread ends after this long with nothing to write
+_LOCK_BUDGET, _LOCK_SCHEMA = 0x6F726D01, 0x6F726D02  # PostgreSQL advisory lock keys
+_UMASK_LOCK = threading.Lock()
+
+_USAGE_COLUMNS = (
+    "at",
+    "day",
+    "tool",
+    "model",
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "web_searches",
+    "usd",
+    "cache_hit",
+    "elapsed_ms",
+    "outcome",
+)
+_DAILY_SUMS = (
+    "calls",
+    "usd",
+    "cache_hits",
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "web_searches",
+    "unpriced",
+)
+
+
+def _schema(postgres: bool) -> list[str]:
+    """The tables, for either database (CREATE ... IF NOT EXISTS: a no-op where they are)."""
+    ident = "BIGSERIAL PRIMARY KEY" if postgres else "INTEGER PRIMARY KEY"
+    real = "DOUBLE PRECISION" if postgres else "REAL"
+    count = "BIGINT NOT NULL DEFAULT 0" if postgres else "INTEGER NOT NULL DEFAULT 0"
+    counts = ", ".join(f"{name} {count}" for name in _DAILY_SUMS if name != "usd")
+    tokens = ", ".join(
+        f"{name} {count}"
+        for name in ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
+    )
+    return [
+        f"CREATE TABLE IF NOT EXISTS usage (id {ident}, at {real} NOT NULL, day TEXT NOT NULL, "
+        f"tool TEXT NOT NULL, model TEXT NOT NULL, {tokens}, web_searches {count}, usd {real}, "
+        f"cache_hit {count}, elapsed_ms {count}, outcome TEXT NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS usage_by_day ON usage (day)",
+        "CREATE INDEX IF NOT EXISTS usage_by_tool ON usage (tool, outcome, id)",
+        f"CREATE TABLE IF NOT EXISTS spend_by_day (day TEXT PRIMARY KEY, usd {real} NOT NULL)",
+        f"CREATE TABLE IF NOT EXISTS usage_daily (day TEXT NOT NULL, tool TEXT NOT NULL, "
+        f"model TEXT NOT NULL, usd {real} NOT NULL DEFAULT 0, {counts}, "
+        "PRIMARY KEY (day, tool, model))",
+        f"CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, stored_at {real} NOT NULL, "
+        "body TEXT NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS answers_by_age ON answers (stored_at)",
+        f"CREATE TABLE IF NOT EXISTS reservations (id TEXT PRIMARY KEY, at {real} NOT NULL, "
+        f"expires_at {real} NOT NULL, usd {real} NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
+    ]
+
+
+# Version 1 files had raw rows only: their per-day totals are summed once, on upgrade.
+_BACKFILL_DAILY = (
+    "INSERT INTO usage_daily (day, tool, model, usd, calls, cache_hits, input_tokens, "
+    "cached_input_tokens, output_tokens, web_searches, unpriced) "
+    "SELECT day, tool, model, COALESCE(SUM(usd), 0), COUNT(*), SUM(cache_hit), "
+    "SUM(input_tokens), SUM(cached_input_tokens), SUM(output_tokens), SUM(web_searches), "
+    "SUM(CASE WHEN usd IS NULL THEN 1 ELSE 0 END) FROM usage GROUP BY day, tool, model"
+)
 
 
 def state_path(config: Config) -> str | None:
-    """The state file's path, or None when state.path is off."""
+    """The SQLite file's absolute path, or None when state.path is off or state.url is set."""
+    if config.get("state", "url"):
+        return None
     path = config.get("state", "path")
     if path and path.strip().lower() == "off":
         return None
     return os.path.expanduser(path) if path else config.default_state_path
 
 
+def state_enabled(config: Config) -> bool:
+    return bool(config.get("state", "url")) or state_path(config) is not None
+
+
+def state_label(config: Config) -> str:
+    """Where the state is, for people: never with the database password."""
+    url = config.get("state", "url")
+    if url:
+        return f"state database {redact_url(url)}"
+    path = state_path(config)
+    return f"state file {path}" if path else "off (state.path: off)"
+
+
 def cache_enabled(config: Config) -> bool:
-    return config.get("cache", "ttl_s") > 0 and state_path(config) is not None
+    return config.get("cache", "ttl_s") > 0 and state_enabled(config)
 
 
-class StateFile:
-    """The SQLite file, opened on first use and shared by the process's threads.
+class StateUnavailable(Exception):
+    """The store could not be reached or used; `reason` says why, in a few words."""
 
-    `run` does one piece of work in one transaction; any sqlite3 error is a warning (at most
-    one a minute per kind) and a None result, so callers carry on without the state.
-    """
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
 
-    def __init__(self, path: str | None, log: Log):
+
+class _SqliteBackend:
+    """A SQLite file in WAL mode, private to the user (with its -wal and -shm) from creation."""
+
+    postgres = False
+
+    def __init__(self, path: str):
         self.path = path
-        self._log = log
+        self.label = f"state file {path}"
+        self.hint = "fix or delete the file, or set state.path: off"
+        self.password = ""
+
+    def errors(self) -> tuple:
+        import sqlite3
+
+        return (sqlite3.Error, OSError)
+
+    def connect(self):
+        import sqlite3
+
+        directory = os.path.dirname(self.path)
+        # SQLite gives the -wal and -shm files the mode of the database file, which the umask
+        # makes 0600 from its first byte (a chmod afterwards would leave them 0644).
+        with _UMASK_LOCK:
+            previous = os.umask(0o077)
+            try:
+                if directory:
+                    os.makedirs(directory, mode=0o700, exist_ok=True)
+                conn = sqlite3.connect(
+                    self.path,
+                    timeout=_BUSY_TIMEOUT_S,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+                try:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    conn.execute("PRAGMA synchronous=NORMAL")
+                except BaseException:
+                    conn.close()
+                    raise
+            finally:
+                os.umask(previous)
+        for suffix in ("", "-wal", "-shm"):  # files left by an older version
+            try:
+                os.chmod(self.path + suffix, 0o600)
+            except OSError:
+                pass
+        return conn
+
+    def set_timeout(self, conn, seconds: float) -> None:
+        conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+
+    def begin(self, conn, write: bool) -> None:
+        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    def take_turns(self, conn, key: int) -> None:
+        """Serialises this transaction with every other that takes turns: BEGIN IMMEDIATE
+        already holds the file's one write lock."""
+
+    def has_table(self, conn, name: str) -> bool:
+        found = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+        )
+        return found.fetchone() is not None
+
+    def sql(self, text: str) -> str:
+        return text
+
+
+class _PostgresBackend:
+    """A PostgreSQL database (psycopg 3), shared by every host that has its URL."""
+
+    postgres = True
+
+    def __init__(self, url: str):
+        self.url = url
+        self.label = f"state database {redact_url(url)}"
+        self.hint = "check the database and state.url, or unset state.url"
+        self.password = url_password(url)
+
+    def errors(self) -> tuple:
+        import psycopg
+
+        return (psycopg.Error, OSError)
+
+    def connect(self):
+        import psycopg
+
+        return psycopg.connect(
+            self.url,
+            autocommit=True,  # transactions are explicit BEGIN ... COMMIT, as with SQLite
+            connect_timeout=_CONNECT_TIMEOUT_S,
+            application_name=SERVER_NAME,
+        )
+
+    def set_timeout(self, conn, seconds: float) -> None:
+        conn.execute(f"SET statement_timeout = {int(seconds * 1000)}")
+
+    def begin(self, conn, write: bool) -> None:
+        conn.execute("BEGIN")
+
+    def take_turns(self, conn, key: int) -> None:
+        """Serialises this transaction with every other that takes turns with `key`, on any
+        host: an advisory lock held until COMMIT."""
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+
+    def has_table(self, conn, name: str) -> bool:
+        return conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None
+
+    def sql(self, text: str) -> str:
+        return text.replace("?", "%s")
+
+
+def state_backend(config: Config):
+    """The backend state.url or state.path names, or None when the state is off."""
+    url = config.get("state", "url")
+    if url:
+        return _PostgresBackend(url)
+    path = state_path(config)
+    return _SqliteBackend(path) if path else None
+
+
+def _ensure_schema(backend, conn) -> None:
+    """Creates or upgrades the tables, once, even when several instances start at once."""
+    if backend.has_table(conn, "schema_version"):
+        row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+        if row[0] == STATE_SCHEMA_VERSION:
+            return
+    backend.set_timeout(conn, _BUSY_TIMEOUT_S)  # another instance may be making them now
+    backend.begin(conn, write=True)
+    try:
+        backend.take_turns(conn, _LOCK_SCHEMA)
+        version = None
+        if backend.has_table(conn, "schema_version"):
+            version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+        if version is not None and version > STATE_SCHEMA_VERSION:
+            raise StateUnavailable(
+                f"it was made by a newer {SERVER_NAME} (schema {version}, this one reads "
+                f"{STATE_SCHEMA_VERSION})"
+            )
+        if version != STATE_SCHEMA_VERSION:
+            had_usage = backend.has_table(conn, "usage")
+            for statement in _schema(backend.postgres):
+                conn.execute(statement)
+            if had_usage and version is None:
+                conn.execute(_BACKFILL_DAILY)
+            conn.execute("DELETE FROM schema_version")
+            conn.execute(backend.sql("INSERT INTO schema_version (version) VALUES (?)"), (2,))
+        conn.execute("COMMIT")
+    except BaseException:
+        _rollback(conn)
+        raise
+
+
+def _rollback(conn) -> None:
+    try:
+        conn.execute("ROLLBACK")
+    except Exception:  # noqa: BLE001 - no transaction open, or the connection is gone
+        pass
+
+
+def _state_reason(exc: BaseException, password: str) -> str:
+    """A failure in a few words, on one line, without the database password."""
+    if isinstance(exc, StateUnavailable):
+        return exc.reason
+    text = str(exc).strip().splitlines()
+    reason = text[0] if text else type(exc).__name__
+    if password:
+        reason = reason.replace(password, "***")
+    return _one_line(reason, 160)
+
+
+class _Channel:
+    """One connection to the store for one role (the answer path, the writer, a report), with
+    its own lock and rest after a failure: trouble there holds up no other role."""
+
+    def __init__(self, backend, on_failure):
+        self._backend = backend
+        self._on_failure = on_failure  # (what, reason): the store's warning
         self._conn = None
         self._lock = threading.Lock()
-        self._warned: dict = {}
-        self._broken_until = 0.0
+        self._timeout = None
+        self._resting_until = 0.0
+        self._reason = ""
 
-    @property
-    def enabled(self) -> bool:
-        return self.path is not None
-
-    def run(self, what: str, work, write: bool = False):
-        """work(connection) inside a transaction; its result, or None if the file failed."""
-        if self.path is None:
-            return None
-        import sqlite3
-
-        with self._lock:
-            try:
-                conn = self._connection()
-                if conn is None:
-                    return None
-                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                try:
-                    result = work(conn)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                return result
-            except sqlite3.Error as exc:
-                self._failed(what, exc)
-                return None
-
-    def _connection(self):
-        if self._conn is not None:
-            return self._conn
-        if time.monotonic() < self._broken_until:
-            return None
-        import sqlite3
-
+    def run(self, what: str, work, *, write=False, timeout_s=_BUSY_TIMEOUT_S, wait_s=None, turns=0):
+        """work(q) in one transaction, where q(sql, params) runs a statement ("?" marks);
+        its result. Raises StateUnavailable when the store fails, or is resting after a
+        failure, or when this role's connection stays busy past wait_s."""
+        if not self._lock.acquire(timeout=-1 if wait_s is None else wait_s):
+            raise StateUnavailable("busy")
         try:
-            directory = os.path.dirname(self.path)
-            if directory:
-                os.makedirs(directory, mode=0o700, exist_ok=True)
-            conn = sqlite3.connect(
-                self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-            )
+            if time.monotonic() < self._resting_until:
+                raise StateUnavailable(self._reason)
             try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.executescript(STATE_SCHEMA)
+                return self._transaction(work, write, timeout_s, turns)
+            except (StateUnavailable, *self._backend.errors()) as exc:
+                self._close()
+                self._reason = _state_reason(exc, self._backend.password)
+                self._resting_until = time.monotonic() + _BACKOFF_S
+                self._on_failure(what, self._reason)
+                raise StateUnavailable(self._reason) from None
+        finally:
+            self._lock.release()
+
+    def _transaction(self, work, write: bool, timeout_s: float, turns: int):
+        backend = self._backend
+        if self._conn is None:
+            conn = backend.connect()
+            try:
+                _ensure_schema(backend, conn)
             except BaseException:
                 conn.close()
                 raise
-        except (OSError, sqlite3.Error) as exc:
-            # Retried a minute later: another process may have been migrating or locking it.
-            self._broken_until = time.monotonic() + _WARN_EVERY_S
-            self._failed("opening", exc)
-            return None
+            self._conn, self._timeout = conn, None
+        conn = self._conn
+        if self._timeout != timeout_s:
+            backend.set_timeout(conn, timeout_s)
+            self._timeout = timeout_s
+        backend.begin(conn, write)
         try:
-            os.chmod(self.path, 0o600)  # answers are private to the user, like the config
-        except OSError:
-            pass
-        self._conn = conn
-        return conn
+            if turns:
+                backend.take_turns(conn, turns)
+            result = work(lambda text, params=(): conn.execute(backend.sql(text), params))
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+        return result
 
-    def _failed(self, what: str, exc: Exception) -> None:
-        reason = _one_line(str(exc) or type(exc).__name__, 160)
-        now = time.monotonic()
-        if now - self._warned.get(reason, -_WARN_EVERY_S) < _WARN_EVERY_S:
-            return
-        self._warned[reason] = now
-        self._log.say(
-            f"warning: state file {self.path}: {what} failed ({reason}); answers go on without "
-            "it (fix or delete the file, or set state.path: off)"
-        )
+    def wake(self) -> None:
+        """Ends a rest after a failure: the next run tries the store again."""
+        self._resting_until = 0.0
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:  # noqa: BLE001 - a connection already gone
+                pass
+            self._conn = None
 
     def close(self) -> None:
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            self._close()
+
+
+class _UsageWrite:
+    """A ledger row (values None: none) and the reservation it settles (None: none)."""
+
+    __slots__ = ("day", "reservation", "usd", "values")
+
+    def __init__(self, values: dict | None, reservation: str | None):
+        self.values, self.reservation = values, reservation
+        self.day = values["day"] if values else ""
+        self.usd = (values["usd"] or 0.0) if values else 0.0
+
+    def apply(self, q) -> None:
+        if self.reservation:
+            q("DELETE FROM reservations WHERE id = ?", (self.reservation,))
+        if self.values is None:
+            return
+        values = self.values
+        marks = ", ".join("?" for _ in _USAGE_COLUMNS)
+        q(
+            f"INSERT INTO usage ({', '.join(_USAGE_COLUMNS)}) VALUES ({marks})",
+            [values[name] for name in _USAGE_COLUMNS],
+        )
+        sums = {
+            "usd": self.usd,
+            "calls": 1,
+            "cache_hits": values["cache_hit"],
+            "input_tokens": values["input_tokens"],
+            "cached_input_tokens": values["cached_input_tokens"],
+            "output_tokens": values["output_tokens"],
+            "web_searches": values["web_searches"],
+            "unpriced": int(values["usd"] is None),
+        }
+        names = ", ".join(sums)
+        adds = ", ".join(f"{name} = usage_daily.{name} + excluded.{name}" for name in sums)
+        q(
+            f"INSERT INTO usage_daily (day, tool, model, {names}) VALUES (?, ?, ?, "
+            f"{', '.join('?' for _ in sums)}) ON CONFLICT (day, tool, model) DO UPDATE SET {adds}",
+            [values["day"], values["tool"], values["model"], *sums.values()],
+        )
+        if self.usd:
+            # A running total per day, so a budget check reads a month in 31 rows at most.
+            q(
+                "INSERT INTO spend_by_day (day, usd) VALUES (?, ?) ON CONFLICT (day) "
+                "DO UPDATE SET usd = spend_by_day.usd + excluded.usd",
+                (self.day, self.usd),
+            )
+
+
+class _CacheWrite:
+    """An answer to keep (text None: the entry to drop, a row of the wrong shape)."""
+
+    __slots__ = ("key", "max_entries", "stored_at", "text", "ttl_s")
+
+    def __init__(self, key: str, text: str | None, ttl_s: int = 0, max_entries: int = 0):
+        self.key, self.text, self.ttl_s, self.max_entries = key, text, ttl_s, max_entries
+        self.stored_at = time.time()
+
+    def apply(self, q) -> None:
+        if self.text is None:
+            q("DELETE FROM answers WHERE key = ?", (self.key,))
+            return
+        q(
+            "INSERT INTO answers (key, stored_at, body) VALUES (?, ?, ?) ON CONFLICT (key) "
+            "DO UPDATE SET stored_at = excluded.stored_at, body = excluded.body",
+            (self.key, self.stored_at, self.text),
+        )
+        q("DELETE FROM answers WHERE stored_at <= ?", (time.time() - self.ttl_s,))
+        q(
+            "DELETE FROM answers WHERE stored_at < (SELECT stored_at FROM answers "
+            "ORDER BY stored_at DESC LIMIT 1 OFFSET ?)",
+            (self.max_entries - 1,),
+        )
+
+
+class _Prune:
+    """Drops raw ledger rows older than the retention (the per-day totals stay) and
+    reservations whose process never settled them."""
+
+    __slots__ = ("first_kept_day",)
+
+    def __init__(self, first_kept_day: str):
+        self.first_kept_day = first_kept_day
+
+    def apply(self, q) -> None:
+        q("DELETE FROM usage WHERE day < ?", (self.first_kept_day,))
+        q("DELETE FROM reservations WHERE expires_at <= ?", (time.time(),))
+
+
+class StateWriter:
+    """Writes ledger rows, settlements and cache entries in one thread, off the answer path;
+    the thread ends when it has had nothing to write for a second, so an idle server keeps
+    no thread for it.
+
+    submit() never waits. What cannot be written yet stays queued in memory (ledger rows up to
+    _MAX_PENDING_ROWS, the oldest dropped past that with a warning) and is written once the
+    store is back; the writer rests _BACKOFF_S between tries."""
+
+    def __init__(self, store: StateStore):
+        self._store = store
+        self._channel = _Channel(store.backend, store.failed)
+        self._cond = threading.Condition()
+        self._queue: list = []
+        self._writing: list = []  # the batch in its transaction now
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self._next_prune = 0.0
+
+    def submit(self, write) -> None:
+        with self._cond:
+            self._queue.append(write)
+            self._trim()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="state-writer")
+                self._thread.daemon = True
+                self._thread.start()
+            self._cond.notify_all()
+
+    def unwritten(self) -> list:
+        """What was submitted and is not in the store yet, oldest first."""
+        with self._cond:
+            return [*self._writing, *self._queue]
+
+    def _trim(self) -> None:
+        caches = [w for w in self._queue if isinstance(w, _CacheWrite)]
+        for write in caches[: max(0, len(caches) - _MAX_PENDING_CACHE)]:
+            self._queue.remove(write)
+        rows = [w for w in self._queue if isinstance(w, _UsageWrite)]
+        extra = len(rows) - _MAX_PENDING_ROWS
+        if extra > 0:
+            for write in rows[:extra]:
+                self._queue.remove(write)
+            self._store.say(
+                f"{extra} usage row(s) dropped: more than {_MAX_PENDING_ROWS} waited in memory "
+                "for the state to come back"
+            )
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                if not self._queue and not self._closing:
+                    self._cond.wait(_WRITER_IDLE_S)
+                if not self._queue:
+                    if not self._closing:
+                        self._thread = None  # idle: the next submit() starts another
+                    return
+                self._writing, self._queue = self._queue[:_BATCH], self._queue[_BATCH:]
+                batch = list(self._writing)
+            if time.monotonic() >= self._next_prune:
+                batch.append(_Prune(self._store.first_kept_day()))
+            try:
+                self._channel.run("writing the ledger", _apply_all(batch))
+                written = True
+            except StateUnavailable:
+                written = False
+            except Exception as exc:  # noqa: BLE001 - a bug must not stop the writer
+                self._store.say(f"writing state failed ({type(exc).__name__}); batch dropped")
+                written = True
+            with self._cond:
+                if written:
+                    if isinstance(batch[-1], _Prune):
+                        self._next_prune = time.monotonic() + _PRUNE_EVERY_S
+                else:
+                    self._queue[:0] = self._writing
+                    self._trim()
+                self._writing = []
+                if not written:
+                    if self._closing:
+                        return  # the try after close() failed too; close() reports the rest
+                    # Rest (new rows do not cut it short; close() does), then try again.
+                    deadline = time.monotonic() + _BACKOFF_S
+                    while not self._closing and time.monotonic() < deadline:
+                        self._cond.wait(deadline - time.monotonic())
+
+    def close(self, wait_s: float) -> int:
+        """Writes what is queued, trying once more at once if the store was resting, for up
+        to wait_s; how many ledger rows are left unwritten."""
+        self._channel.wake()
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(wait_s)
+        self._channel.close()
+        with self._cond:
+            return sum(1 for w in [*self._writing, *self._queue] if isinstance(w, _UsageWrite))
+
+
+def _apply_all(writes: list):
+    return lambda q: [write.apply(q) for write in writes]
+
+
+class StateStore:
+    """The one interface to the state, whichever database holds it: reads on the answer path
+    (short, on their own connection), writes through the StateWriter, reports on a
+    connection of their own. Failures are warnings (at most one a minute per reason)."""
+
+    def __init__(self, backend, log: Log, timezone: str = "UTC", retention_days: int = 90):
+        self.backend = backend
+        self._log = log
+        self._timezone = timezone
+        self._retention_days = retention_days
+        self._warned: dict = {}
+        self._warn_lock = threading.Lock()
+        self.budgeted = False  # whether a budget is set: failures refuse calls, not just warn
+        # The cache's reads and the budget's checks each have a connection: a slow cache read
+        # (a miss after _CACHE_READ_S) puts no budget check at rest.
+        self._reads = _Channel(backend, self.failed) if backend else None
+        self._cache_reads = _Channel(backend, self.failed) if backend else None
+        self._writer = StateWriter(self) if backend else None
+
+    @property
+    def enabled(self) -> bool:
+        return self.backend is not None
+
+    @property
+    def label(self) -> str:
+        return self.backend.label if self.backend else "off"
+
+    def read(self, what: str, work, cache: bool = False, **options):
+        """work(q) in a transaction on the answer path's connection (the cache's own with
+        cache=True); raises StateUnavailable."""
+        if self.backend is None:
+            raise StateUnavailable("state is off")
+        return (self._cache_reads if cache else self._reads).run(what, work, **options)
+
+    def write_later(self, write) -> None:
+        if self._writer is not None:
+            self._writer.submit(write)
+
+    def unwritten(self) -> list:
+        return self._writer.unwritten() if self._writer else []
+
+    def report(self, what: str, work):
+        """work(q) on a connection of its own, opened and closed here: a long report holds up
+        no call. Raises StateUnavailable."""
+        if self.backend is None:
+            raise StateUnavailable("state is off")
+        channel = _Channel(self.backend, self.failed)
+        try:
+            return channel.run(what, work, timeout_s=30.0)
+        finally:
+            channel.close()
+
+    def first_kept_day(self) -> str:
+        import datetime
+
+        today = datetime.date.fromisoformat(today_in(self._timezone))
+        return (today - datetime.timedelta(days=self._retention_days)).isoformat()
+
+    def failed(self, what: str, reason: str) -> None:
+        now = time.monotonic()
+        with self._warn_lock:
+            if now - self._warned.get(reason, -_WARN_EVERY_S) < _WARN_EVERY_S:
+                return
+            self._warned[reason] = now
+        outcome = (
+            "calls that would spend are refused while a budget is set"
+            if self.budgeted
+            else "answers go on without it"
+        )
+        self._log.say(
+            f"warning: {self.label}: {what} failed ({reason}); {outcome}, and spend is kept in "
+            f"memory until it is back ({self.backend.hint})"
+        )
+
+    def say(self, text: str) -> None:
+        self._log.say(f"warning: {self.label}: {text}")
+
+    def close(self, wait_s: float = 5.0) -> None:
+        """Writes what is queued (waiting up to wait_s), then closes the connections."""
+        if self.backend is None:
+            return
+        left = self._writer.close(wait_s)
+        if left:
+            self.say(f"{left} usage row(s) could not be written before exit")
+        self._reads.close()
+        self._cache_reads.close()
 
 
 class UsageRow:
@@ -4298,80 +4983,98 @@ class UsageRow:
 
 
 class Ledger:
-    """The usage table: a row per finished call; sums for budgets and --usage."""
+    """The usage rows, budgets' reservations, and the per-day sums --usage and budgets read."""
 
-    COLUMNS = (
-        "at",
-        "day",
-        "tool",
-        "model",
-        "input_tokens",
-        "cached_input_tokens",
-        "output_tokens",
-        "reasoning_tokens",
-        "web_searches",
-        "usd",
-        "cache_hit",
-        "elapsed_ms",
-        "outcome",
-    )
-
-    def __init__(self, state: StateFile, timezone: str):
+    def __init__(self, state: StateStore, timezone: str):
         self._state = state
         self._timezone = timezone
-        insert_columns = ", ".join(self.COLUMNS)
-        marks = ", ".join("?" for _ in self.COLUMNS)
-        self._insert = f"INSERT INTO usage ({insert_columns}) VALUES ({marks})"
 
-    def record(self, row: UsageRow) -> None:
+    def record(self, row: UsageRow, reservation: str | None = None) -> None:
+        """Queues the row (and settles the call's reservation with it); never waits."""
         values = {**row.values, "day": today_in(self._timezone)}
-        params = [values[name] for name in self.COLUMNS]
+        self._state.write_later(_UsageWrite(values, reservation))
 
-        def write(conn):
-            conn.execute(self._insert, params)
-            if values["usd"]:
-                # A running total per day, so a budget check reads a month in 31 rows at most.
-                conn.execute(
-                    "INSERT INTO spend_by_day (day, usd) VALUES (?, ?) "
-                    "ON CONFLICT (day) DO UPDATE SET usd = usd + excluded.usd",
-                    (values["day"], values["usd"]),
+    def release(self, reservation: str) -> None:
+        """Gives a reservation back unused (its call made no request of its own)."""
+        self._state.write_later(_UsageWrite(None, reservation))
+
+    def spent_since(self, first_day: str) -> float:
+        """Dollars spent from first_day (YYYY-MM-DD, in policy.timezone) on, rows not yet
+        written included. Raises StateUnavailable."""
+        unwritten = self._state.unwritten()
+
+        def total(q):
+            row = q("SELECT SUM(usd) FROM spend_by_day WHERE day >= ?", (first_day,)).fetchone()
+            return float(row[0] or 0.0)
+
+        spent = self._state.read("reading the budget", total)
+        return spent + _unwritten_spend(unwritten, first_day)
+
+    def reserve(self, tool: str, limits: list, floor: float, ttl_s: float) -> tuple:
+        """Reserves a call's expected cost if every (first day, limit) has room for it, all in
+        one transaction that takes turns with every other process's: (reservation id or None,
+        the estimate, [(spent, reserved by calls in flight)] per limit). Raises
+        StateUnavailable."""
+        unwritten = self._state.unwritten()
+        settling = {w.reservation for w in unwritten if isinstance(w, _UsageWrite)}
+
+        def work(q):
+            now = time.time()
+            recent = q(
+                "SELECT usd FROM usage WHERE tool = ? AND outcome = 'ok' AND usd IS NOT NULL "
+                "ORDER BY id DESC LIMIT ?",
+                (tool, _RECENT_CALLS),
+            ).fetchall()
+            mean = sum(float(row[0]) for row in recent) / len(recent) if recent else 0.0
+            estimate = max(floor, mean)
+            live = q("SELECT id, usd FROM reservations WHERE expires_at > ?", (now,)).fetchall()
+            reserved = sum(float(usd) for rid, usd in live if rid not in settling)
+            sums = []
+            for first_day, _limit in limits:
+                row = q("SELECT SUM(usd) FROM spend_by_day WHERE day >= ?", (first_day,))
+                spent = float(row.fetchone()[0] or 0.0) + _unwritten_spend(unwritten, first_day)
+                sums.append((spent, reserved))
+            pairs = zip(sums, limits, strict=True)
+            room = all(s + r + estimate <= limit + 1e-9 for (s, r), (_, limit) in pairs)
+            reservation = None
+            if room:
+                reservation = os.urandom(12).hex()
+                q(
+                    "INSERT INTO reservations (id, at, expires_at, usd) VALUES (?, ?, ?, ?)",
+                    (reservation, now, now + ttl_s, estimate),
                 )
+            return reservation, estimate, sums
 
-        self._state.run("recording usage", write, write=True)
-
-    def spent_since(self, first_day: str) -> float | None:
-        """Dollars spent from first_day (YYYY-MM-DD, in policy.timezone) on; None if unknown."""
-
-        def total(conn):
-            row = conn.execute("SELECT SUM(usd) FROM spend_by_day WHERE day >= ?", (first_day,))
-            return row.fetchone()[0] or 0.0
-
-        return self._state.run("reading the budget", total)
-
-    def report(self, since: str | None) -> dict | None:
-        """Spend by day, model and tool, with totals: what --usage prints."""
-        where, params = ("WHERE day >= ?", (since,)) if since else ("", ())
-        sums = (
-            "COUNT(*) AS calls, COALESCE(SUM(usd), 0) AS usd, SUM(cache_hit) AS cache_hits, "
-            "SUM(input_tokens) AS input_tokens, SUM(cached_input_tokens) AS cached_input_tokens, "
-            "SUM(output_tokens) AS output_tokens, SUM(web_searches) AS web_searches, "
-            "SUM(usd IS NULL) AS unpriced"
+        # wait_s: this process's other calls checking their budget first (each a few ms,
+        # unless the store is slow: then each gives up after _BUSY_TIMEOUT_S).
+        return self._state.read(
+            "checking the budget", work, write=True, turns=_LOCK_BUDGET, wait_s=_BUDGET_WAIT_S
         )
 
-        def read(conn):
+    def report(self, since: str | None) -> dict:
+        """Spend by day, model and tool, with totals, from the per-day sums: what --usage
+        prints. Raises StateUnavailable."""
+        where, params = ("WHERE day >= ?", (since,)) if since else ("", ())
+        sums = ", ".join(f"COALESCE(SUM({name}), 0) AS {name}" for name in _DAILY_SUMS)
+
+        def read(q):
             report = {"since": since, "timezone": self._timezone}
             for name, column in (("by_day", "day"), ("by_model", "model"), ("by_tool", "tool")):
-                cursor = conn.execute(
-                    f"SELECT {column}, {sums} FROM usage {where} GROUP BY {column} "
+                cursor = q(
+                    f"SELECT {column}, {sums} FROM usage_daily {where} GROUP BY {column} "
                     f"ORDER BY {column}",
                     params,
                 )
                 report[name] = [_usage_row(cursor, row) for row in cursor.fetchall()]
-            cursor = conn.execute(f"SELECT {sums} FROM usage {where}", params)
+            cursor = q(f"SELECT {sums} FROM usage_daily {where}", params)
             report["total"] = _usage_row(cursor, cursor.fetchone())
             return report
 
-        return self._state.run("reading usage", read)
+        return self._state.report("reading usage", read)
+
+
+def _unwritten_spend(unwritten: list, first_day: str) -> float:
+    return sum(w.usd for w in unwritten if isinstance(w, _UsageWrite) and w.day >= first_day)
 
 
 def spend_summary(ledger: Ledger, timezone: str, in_flight: int) -> dict:
@@ -4380,8 +5083,9 @@ def spend_summary(ledger: Ledger, timezone: str, in_flight: int) -> dict:
     today = today_in(timezone)
     summary: dict = {"timezone": timezone, "today": today, "in_flight": in_flight}
     for period, since in (("day", today), ("month", today[:8] + "01")):
-        report = ledger.report(since)
-        if report is None:  # zeros below, but not passed off as "nothing spent"
+        try:
+            report = ledger.report(since)
+        except StateUnavailable:  # zeros below, but not passed off as "nothing spent"
             summary["warning"] = "the usage ledger could not be read; see the server's stderr"
             report = {"by_model": [], "by_tool": [], "total": None}
         total = report["total"] or _usage_row_empty()
@@ -4445,16 +5149,18 @@ def spend_page(summary: dict) -> bytes:
 
 
 def _usage_row(cursor, row) -> dict:
-    names = [description[0] for description in cursor.description]
+    names = [getattr(column, "name", None) or column[0] for column in cursor.description]
     entry = {name: (value or 0) for name, value in zip(names, row, strict=True)}
-    entry["usd"] = round(entry["usd"], 6)
+    for name in _DAILY_SUMS:  # PostgreSQL sums integers as Decimal
+        entry[name] = round(float(entry[name]), 6) if name == "usd" else int(entry[name])
     return entry
 
 
 class AnswerCache:
-    """Complete answers by key, for cache.ttl_s seconds, at most cache.max_entries of them."""
+    """Complete answers by key, for cache.ttl_s seconds, at most cache.max_entries of them.
+    A process sees its own entries at once, before the writer has stored them."""
 
-    def __init__(self, state: StateFile, ttl_s: int, max_entries: int):
+    def __init__(self, state: StateStore, ttl_s: int, max_entries: int):
         self._state = state
         self.ttl_s = ttl_s
         self.max_entries = max_entries
@@ -4464,46 +5170,98 @@ class AnswerCache:
         return self._state.enabled and self.ttl_s > 0
 
     def get(self, key: str) -> tuple[dict, float] | None:
-        """(stored body, age in seconds) of a live entry, or None."""
+        """(stored body, age in seconds) of a live entry of the right shape, or None: a slow
+        or failing store, like a damaged row, is a miss."""
+        now = time.time()
+        unwritten = [w for w in self._state.unwritten() if isinstance(w, _CacheWrite)]
+        for write in reversed(unwritten):
+            if write.key == key:
+                if write.text is None or write.stored_at <= now - self.ttl_s:
+                    return None
+                if self._pushed_out(unwritten, key, write.stored_at):
+                    return None
+                return json.loads(write.text), max(0.0, now - write.stored_at)
 
-        def read(conn):
-            return conn.execute(
+        def read(q):
+            found = q(
                 "SELECT stored_at, body FROM answers WHERE key = ? AND stored_at > ?",
-                (key, time.time() - self.ttl_s),
+                (key, now - self.ttl_s),
             ).fetchone()
+            if found is None:
+                return None
+            newer = q("SELECT COUNT(*) FROM answers WHERE stored_at > ?", (found[0],))
+            return found[0], found[1], newer.fetchone()[0]
 
-        found = self._state.run("reading the cache", read)
+        try:
+            found = self._state.read(
+                "reading the cache", read, cache=True, timeout_s=_CACHE_READ_S, wait_s=_CACHE_READ_S
+            )
+        except StateUnavailable:
+            return None
         if found is None:
             return None
-        try:
-            body = json.loads(found[1])
-        except ValueError:
+        body = cached_body(found[1])
+        if body is None:
+            self._state.write_later(_CacheWrite(key, None))
             return None
-        return body, max(0.0, time.time() - found[0])
+        if self._pushed_out(unwritten, key, float(found[0]), found[2]):
+            return None
+        return body, max(0.0, now - float(found[0]))
 
-    def put(self, key: str, body: dict) -> None:
+    def _pushed_out(self, unwritten: list, key: str, stored_at: float, stored: int = 0) -> bool:
+        """Whether the entries stored after this one (`stored` of them in the store, the rest
+        not written yet) evict it, as they will once written."""
+        newer = {w.key for w in unwritten if w.text and w.key != key and w.stored_at > stored_at}
+        return stored + len(newer) >= self.max_entries
+
+    def put(self, key: str, answer: dict, response_id: str | None) -> None:
+        body = {"format": ANSWER_FORMAT, "answer": answer, "response_id": response_id}
         text = json.dumps(body, ensure_ascii=False)
-
-        def write(conn):
-            now = time.time()
-            conn.execute(
-                "INSERT OR REPLACE INTO answers (key, stored_at, body) VALUES (?, ?, ?)",
-                (key, now, text),
-            )
-            conn.execute("DELETE FROM answers WHERE stored_at <= ?", (now - self.ttl_s,))
-            conn.execute(
-                "DELETE FROM answers WHERE key IN (SELECT key FROM answers "
-                "ORDER BY stored_at DESC LIMIT -1 OFFSET ?)",
-                (self.max_entries,),
-            )
-
-        self._state.run("storing in the cache", write, write=True)
+        self._state.write_later(_CacheWrite(key, text, self.ttl_s, self.max_entries))
 
 
-def answer_key(tool: str, args: dict, request: dict, today: str, max_citations: int) -> str:
+def cached_body(text) -> dict | None:
+    """A stored answer's body if it has this version's shape, else None (another version of
+    the server wrote it, or the row is damaged)."""
+    try:
+        body = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(body, dict) or body.get("format") != ANSWER_FORMAT:
+        return None
+    answer, response_id = body.get("answer"), body.get("response_id")
+    shaped = (
+        isinstance(answer, dict)
+        and isinstance(answer.get("answer"), str)
+        and isinstance(answer.get("citations"), list)
+        and all(isinstance(c, dict) and isinstance(c.get("url"), str) for c in answer["citations"])
+        and isinstance(answer.get("used_search"), bool)
+        and isinstance(answer.get("model"), str)
+        and (response_id is None or isinstance(response_id, str))
+    )
+    return body if shaped else None
+
+
+def account_id(key: str) -> str:
+    """Which account an API key is, for the cache key: a hash, never the key."""
+    import hashlib
+
+    return hashlib.sha256(f"{SERVER_NAME} account\0{key}".encode()).hexdigest()[:32]
+
+
+def answer_key(
+    tool: str,
+    args: dict,
+    request: dict,
+    today: str,
+    max_citations: int,
+    endpoint: str = "",
+    account: str = "",
+) -> str:
     """The cache and single-flight key: a hash of the tool, the query, the hints, today's date,
-    the policy's revision, everything else the request sends, and what shapes the answer after
-    it (max_citations). The query itself is never stored.
+    the policy's revision, everything else the request sends, what shapes the answer after it
+    (max_citations), and who answers it: the endpoint (openai.base_url) and the account
+    (account_id of the key). The query itself is never stored.
 
     The query is taken exactly, trimmed only at its ends: to a coding agent case and inner
     whitespace are meaning (`grep -i` is not `grep -I`, `None` is not `none`, and indentation is
@@ -4523,6 +5281,8 @@ def answer_key(tool: str, args: dict, request: dict, today: str, max_citations: 
             request["input"].rpartition("\n\n[hints]")[2],
             shape,
             max_citations,
+            endpoint,
+            account,
         ],
         sort_keys=True,
         ensure_ascii=False,
@@ -7292,7 +8052,10 @@ class StdioTransport:
     def gone(self) -> None:
         """stdout has closed: the client has gone, so nothing is left to answer."""
         self.session.cancel_all()
-        self.dispatcher.engine.wait_for_cancels()  # os._exit() would drop server-side cancels
+        engine = self.dispatcher.engine
+        engine.wait_for_cancels()  # os._exit() would drop server-side cancels
+        if hasattr(engine, "close"):
+            engine.close()  # ... and the ledger rows still queued
         os._exit(0)
 
     def serve(self) -> int:
@@ -8193,7 +8956,7 @@ class HttpApp:
         engine = self.dispatcher.engine
         ledger = getattr(engine, "ledger", None)
         if ledger is None or not engine.state.enabled:
-            raise HttpError(404, "no usage ledger: state.path is off")
+            raise HttpError(404, "no usage ledger: state.path is off and state.url unset")
         timezone = self.dispatcher.config.get("policy", "timezone")
         return spend_summary(ledger, timezone, self.in_flight())
 
@@ -9211,20 +9974,23 @@ def _check_usage_options(options: dict) -> None:
 def run_usage(config: Config, log: Log, since: str | None, as_json: bool) -> int:
     """--usage: the ledger's spend by day, model and tool, with totals, on stdout."""
     path = state_path(config)
-    if path is None:
+    if not state_enabled(config):
         print(f"{SERVER_NAME}: state.path is off, so no usage is recorded", file=sys.stderr)
         return 1
-    report = None
-    if os.path.exists(path):
-        state = StateFile(path, log)
-        report = Ledger(state, config.get("policy", "timezone")).report(since)
-        state.close()
-        if report is None:
+    timezone = config.get("policy", "timezone")
+    backend = state_backend(config)
+    if backend.postgres or os.path.exists(path):
+        state = StateStore(backend, log, timezone)
+        try:
+            report = Ledger(state, timezone).report(since)
+        except StateUnavailable:
             return 1  # the warning said why
+        finally:
+            state.close()
     else:
-        report = {"since": since, "timezone": config.get("policy", "timezone")}
+        report = {"since": since, "timezone": timezone}
         report.update(by_day=[], by_model=[], by_tool=[], total=_usage_row_empty())
-    report["state_path"] = path
+    report["state_path"] = path if path else redact_url(config.get("state", "url"))
     if as_json:
         shown = json.dumps(report, ensure_ascii=False, indent=2)
         sys.stdout.write(inert(shown, json_text=True) + "\n")
@@ -9306,14 +10072,17 @@ def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
         log.say(f"{message}…")
 
     call = Call(None, tool, progress if sys.stderr.isatty() else None)
+    engine = AnswerEngine(config, log)
     try:
-        answer, meta = AnswerEngine(config, log).answer(tool, args, call)
+        answer, meta = engine.answer(tool, args, call)
     except ToolError as exc:
         print(f"answer failed: {inert(exc.message)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         call.cancel()
         return 130
+    finally:
+        engine.close()
     shown = json.dumps({**answer, "_meta": meta}, ensure_ascii=False, indent=2)
     sys.stdout.write(inert(shown, json_text=True) + "\n")
     return 0
@@ -9739,10 +10508,33 @@ def writable_problem(path: str) -> str | None:
 def _written_paths(config: Config) -> list[tuple[str, str | None]]:
     """(key, file or None when off) for each file the server writes: debug log, state."""
     debug_file = config.get("server", "debug_file")
-    return [
-        ("server.debug_file", os.path.expanduser(debug_file) if debug_file else None),
-        ("state.path", state_path(config)),
-    ]
+    paths = [("server.debug_file", os.path.expanduser(debug_file) if debug_file else None)]
+    if not config.get("state", "url"):  # else _doctor_state_url checks the database
+        paths.append(("state.path", state_path(config)))
+    return paths
+
+
+class _QuietLog(Log):
+    """A Log that says nothing: the doctor reports the state's trouble in its own lines."""
+
+    def say(self, text: str) -> None:
+        pass
+
+
+def _doctor_state_url(doctor: Doctor, config: Config) -> None:
+    """With state.url: whether the database answers, with its tables made if need be."""
+    if not config.get("state", "url"):
+        return
+    backend = state_backend(config)
+    state = StateStore(backend, _QuietLog())
+    try:
+        state.read("connecting", lambda q: q("SELECT 1").fetchone())
+    except StateUnavailable as exc:
+        doctor.fail(f"state.url: {backend.label} is unavailable ({exc.reason})", backend.hint)
+    else:
+        doctor.ok(f"state.url: {backend.label} answers")
+    finally:
+        state.close()
 
 
 def _doctor_paths(doctor: Doctor, config: Config) -> None:
@@ -9780,14 +10572,22 @@ def _doctor_budget(doctor: Doctor, config: Config) -> None:
                 f"set pricing.models.{_undated(model)} to {{input, cached_input, output}} in USD "
                 "per million tokens",
             )
-    path = state_path(config)  # never None here: a budget without the ledger is a config error
-    state = StateFile(path, Log()) if os.path.exists(path) else None
+    # Never off here: a budget without the ledger is a config error.
+    path, backend = state_path(config), state_backend(config)
+    exists = backend.postgres or os.path.exists(path)
+    state = StateStore(backend, _QuietLog(), timezone) if exists else None
     ledger = Ledger(state, timezone) if state else None
     for period, limit, first_day, spent_when, resets in periods:
-        spent = ledger.spent_since(first_day) if ledger else 0.0
-        if spent is None:
-            doctor.warn(f"budget.{period}_usd: the usage ledger {path} could not be read")
-        elif spent >= limit:
+        try:
+            spent = ledger.spent_since(first_day) if ledger else 0.0
+        except StateUnavailable as exc:
+            doctor.fail(
+                f"budget.{period}_usd: the usage ledger ({backend.label}) could not be read "
+                f"({exc.reason}): calls that would spend are refused",
+                backend.hint,
+            )
+            continue
+        if spent >= limit:
             doctor.warn(
                 f"budget.{period}_usd {usd(limit)} is spent ({usd(spent)} {spent_when}): calls "
                 f"are refused until it resets {resets} {timezone}",
@@ -9927,11 +10727,14 @@ def _doctor_live(doctor: Doctor, config: Config) -> None:
     tool = "answer_quick"
     args = {"query": DOCTOR_QUERY, "max_results": 1}
     started = time.monotonic()
+    engine = AnswerEngine(config, Log())
     try:
-        answer, meta = AnswerEngine(config, Log()).answer(tool, args, Call(None, tool, None))
+        answer, meta = engine.answer(tool, args, Call(None, tool, None))
     except ToolError as exc:
         doctor.fail(f"live answer ({tool}): {exc.message}", "fix the first failure above")
         return
+    finally:
+        engine.close()
     searched = "with web search" if answer["used_search"] else "WITHOUT a web search"
     line = (
         f"live answer ({tool}, {answer['model']}) in {time.monotonic() - started:.1f} s, "
@@ -10022,6 +10825,7 @@ def run_doctor(options: dict) -> int:
     if _doctor_endpoint(doctor, config, client, key):
         _doctor_models(doctor, config, client)
     _doctor_paths(doctor, config)
+    _doctor_state_url(doctor, config)
     _doctor_budget(doctor, config)
     _doctor_http(doctor, config, options.get("http"))
     if options.get("live"):
@@ -10074,6 +10878,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.get(key_env, ""),
         server["http"]["token"] or "",
         server["tasks"]["secret"] or "",
+        url_password(config.get("state", "url") or ""),
     )
     log = Log(server["debug"], server["debug_file"], secrets)
     for warning in config.warnings:
@@ -10091,11 +10896,15 @@ def main(argv: list[str] | None = None) -> int:
         return run_usage(config, log, options.get("since"), bool(options.get("json")))
     if not serving:
         return 0
-    dispatcher = Dispatcher(config, log, AnswerEngine(config, log))
-    if options.get("http"):
-        return serve_http(dispatcher, config, log, *options["http"])
-    log.debug("server", f"{SERVER_NAME} {__version__} serving stdio (pid {os.getpid()})")
-    return serve_stdio(dispatcher, config, log)
+    engine = AnswerEngine(config, log)
+    dispatcher = Dispatcher(config, log, engine)
+    try:
+        if options.get("http"):
+            return serve_http(dispatcher, config, log, *options["http"])
+        log.debug("server", f"{SERVER_NAME} {__version__} serving stdio (pid {os.getpid()})")
+        return serve_stdio(dispatcher, config, log)
+    finally:
+        engine.close()  # the ledger rows still queued
 
 
 if __name__ == "__main__":

@@ -1020,13 +1020,14 @@ def bench_cache_hit(install: Install, fake, results: Results, runs: int) -> None
 
 
 def bench_ledger(install: Install, results: Results, runs: int) -> None:
-    """What the ledger adds to a call: one row written, plus the budget's sum when a budget is
-    set, timed in-process against the module's own Ledger on a file holding `runs` rows."""
+    """What the ledger adds to a call: one row queued for the writer thread, plus the budget's
+    sum when a budget is set, timed in-process against the module's own Ledger on a file
+    holding `runs` rows."""
     sys.path.insert(0, str(install.dir))
     import openai_responses_mcp as m
 
     log = m.Log()
-    state = m.StateFile(str(install.dir / "ledger-bench.sqlite3"), log)
+    state = m.StateStore(m._SqliteBackend(str(install.dir / "ledger-bench.sqlite3")), log)
     ledger = m.Ledger(state, "Asia/Tokyo")
     meta = {"usage": {"input_tokens": 3000, "output_tokens": 500}, "cost": {"usd": 0.01}}
     today = m.today_in("Asia/Tokyo")
@@ -1106,6 +1107,78 @@ def bench_writers(install: Install, fake, results: Results, calls: int) -> None:
     )
 
 
+def bench_backends(install: Install, fake, results: Results, runs: int) -> None:
+    """What each state backend adds to a call, beside a server with no state, in one run.
+
+    Calls alternate one by one between a server with state off, one on a SQLite file and one
+    on PostgreSQL (a throwaway cluster, started as the tests start theirs; left out where
+    PostgreSQL or psycopg is not installed). Both backends have a daily budget, so each call
+    also reserves its cost before it starts and settles it after: the one transaction on the
+    answer path. The ledger row and the settlement go to the writer thread.
+    """
+    fake.default = realistic_reply()
+    config = install.dir / "budget.yaml"
+    config.write_text("budget: {daily_usd: 1000000}\n", encoding="utf-8")
+    budgeted = install.entry_argv("--stdio", "--config", str(config))
+    cluster = None
+    try:
+        sys.path.insert(0, str(ROOT / "tests"))
+        import conftest
+
+        if conftest.postgres_bin() is not None and importlib.util.find_spec("psycopg"):
+            cluster = conftest.PostgresCluster(conftest.postgres_bin())
+    except Exception as exc:  # noqa: BLE001 - the figure says why PostgreSQL is left out
+        print(f"  PostgreSQL left out: {exc}", file=sys.stderr)
+    base = {"OPENAI_BASE_URL": fake.base_url}
+    servers = {
+        "off": Client(install, install.env(**base, OPENAI_RESPONSES_MCP_STATE="off")),
+        "SQLite": Client(
+            install,
+            install.env(**base, OPENAI_RESPONSES_MCP_STATE=str(install.dir / "backends.db")),
+            budgeted,
+        ),
+    }
+    if cluster is not None:
+        url = cluster.fresh_database()
+        env = install.env(**base, OPENAI_RESPONSES_MCP_STATE_URL=url)
+        servers["PostgreSQL"] = Client(install, env, budgeted)
+    samples: dict = {name: [] for name in servers}
+    try:
+        for client in servers.values():
+            client.initialize()
+            for _ in range(20):
+                client.call()
+        for i in range(runs):
+            for name, client in servers.items():
+                started = time.perf_counter()
+                client.call()
+                samples[name].append(time.perf_counter() - started)
+            if i % 100 == 99:
+                fake.clear()
+    finally:
+        for client in servers.values():
+            client.close()
+        if cluster is not None:
+            cluster.remove()
+    off = median(samples["off"])
+    for name, target in (("SQLite", 0.002), ("PostgreSQL", 0.003)):
+        if name not in samples:
+            results.add(f"{name} state per call", "not installed", "", "-", "-", None)
+            continue
+        taken = median(samples[name])
+        results.add(
+            f"{name} state per call (budget reserved and settled, ledger row, over no state)",
+            ms(taken),
+            f"state off {ms(off)}",
+            f"{(taken - off) * 1000:+.2f} ms (x{taken / off:.2f})",
+            f"≤ {target * 1000:.0f} ms",
+            taken - off <= target,
+            backend=spread(samples[name]),
+            off=spread(samples["off"]),
+            ratio=taken / off,
+        )
+
+
 def machine() -> dict:
     cpu = "unknown"
     with contextlib.suppress(OSError):
@@ -1147,6 +1220,7 @@ FIGURES = (
     "cachehit",
     "ledger",
     "writers",
+    "backends",
 )
 
 
@@ -1204,6 +1278,8 @@ def main(argv: list[str] | None = None) -> int:
                 bench_ledger(install, results, 500 if quick else 3000)
             if "writers" in only:
                 bench_writers(install, fake, results, 50 if quick else 200)
+            if "backends" in only:
+                bench_backends(install, fake, results, 100 if quick else 400)
     finally:
         install.cleanup()
     print(f"\n{results.table()}\n")

@@ -504,3 +504,133 @@ def config(tmp_path_factory):
 @pytest.fixture
 def harness(config):
     return Harness(config)
+
+
+# -- A throwaway PostgreSQL cluster (the state.url backend) -----------------------------------
+
+PG_PASSWORD = "pg-Secret-0123456789"  # the tests check it is never printed
+
+
+def postgres_bin() -> Path | None:
+    """The folder of Debian's initdb and postgres (not on PATH there), or None."""
+    import glob
+    import shutil
+
+    found = shutil.which("initdb")
+    if found and shutil.which("postgres"):
+        return Path(os.path.realpath(found)).parent
+    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=len)
+    return Path(versions[-1]).parent if versions else None
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class PostgresCluster:
+    """initdb + postgres in a temporary folder on a free port, run as the `postgres` user when
+    the tests run as root (postgres refuses root); stop() and start() keep its data."""
+
+    def __init__(self, bin_dir: Path):
+        import shutil
+        import tempfile
+
+        self.bin = bin_dir
+        self.dir = Path(tempfile.mkdtemp(prefix="orm-pg-"))
+        self.data = self.dir / "data"
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        # As root, initdb and postgres run as the `postgres` user (Popen drops to it itself, so
+        # that signals reach postgres, not a wrapper).
+        self._as_user: dict = {}
+        if os.geteuid() == 0:
+            self._as_user = {"user": "postgres", "group": "postgres", "extra_groups": []}
+            shutil.chown(self.dir, "postgres")
+        password = self.dir / "pw"
+        password.write_text(PG_PASSWORD, encoding="utf-8")
+        if self._as_user:
+            shutil.chown(password, "postgres")
+        subprocess.run(
+            [
+                *(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres"),
+                *("--pwfile", str(password), "--auth-host=scram-sha-256", "--auth-local=trust"),
+                *("-E", "UTF8", "--no-sync"),
+            ],
+            check=True,
+            capture_output=True,
+            cwd=str(self.dir),
+            **self._as_user,
+        )
+        self.start()
+
+    def url(self, database: str = "postgres", password: str = PG_PASSWORD) -> str:
+        return f"postgresql://postgres:{password}@127.0.0.1:{self.port}/{database}"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                *(str(self.bin / "postgres"), "-D", str(self.data), "-p", str(self.port)),
+                *("-k", str(self.dir), "-c", "listen_addresses=127.0.0.1"),
+                *("-c", "fsync=off", "-c", "max_connections=200"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd=str(self.dir),
+            **self._as_user,
+        )
+        import psycopg
+
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                psycopg.connect(self.url(), connect_timeout=2).close()
+                return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        import signal
+
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # fast shutdown: ends every session
+            self.proc.wait(30)
+        self.proc = None
+
+    def fresh_database(self) -> str:
+        """A new empty database; its URL."""
+        import psycopg
+
+        name = f"t{os.getpid()}_{time.monotonic_ns()}"
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return self.url(name)
+
+    def remove(self) -> None:
+        import shutil
+
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """One PostgreSQL cluster for the session's state tests; skipped, with the reason, where
+    PostgreSQL or psycopg is not installed (.ci/run installs both)."""
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql; .ci/run does)")
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip('psycopg is not installed (pip install -e ".[test]" has it)')
+    cluster = PostgresCluster(bin_dir)
+    try:
+        yield cluster
+    finally:
+        cluster.remove()

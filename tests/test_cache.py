@@ -4,6 +4,7 @@ costs nothing, across processes, until it expires; identical calls in flight sha
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 
 import conftest
@@ -110,8 +111,9 @@ def test_failures_and_cut_answers_are_not_cached(spawn, fake):
     assert len(fake.requests) == 3
 
 
-def test_a_hit_works_across_processes_sharing_the_state_file(spawn, fake):
+def test_a_hit_works_across_processes_sharing_the_state_file(spawn, fake, tmp_path):
     first, _ = result_of(start(spawn, fake).call("answer", {"query": "q"}))
+    wait_for_entry(tmp_path)
     again, meta = result_of(start(spawn, fake).call("answer", {"query": "q"}))
     assert again == first and meta["cache"]["hit"] is True
     assert len(fake.requests) == 1
@@ -260,3 +262,146 @@ def test_a_follow_up_is_never_answered_from_the_cache_of_the_same_question_asked
     assert fake.creates[1].body["previous_response_id"] == alone["response_id"]
     again, meta = result_of(server.call("answer", follow))  # the same follow-up: that one's
     assert meta["cache"]["hit"] is True and again == continued
+
+
+# -- Whose answer: endpoint and account ---------------------------------------------------------
+
+
+def test_another_api_key_misses(spawn, fake, tmp_path):
+    result_of(start(spawn, fake).call("answer", {"query": "q"}))
+    wait_for_entry(tmp_path)
+    other = start(spawn, fake, env={"OPENAI_API_KEY": "sk-another-account-0123456789"})
+    _, meta = result_of(other.call("answer", {"query": "q"}))
+    assert meta["cache"] == {"hit": False}
+    assert len(fake.requests) == 2
+
+
+def test_another_endpoint_misses(spawn, fake, tmp_path):
+    result_of(start(spawn, fake).call("answer", {"query": "q"}))
+    wait_for_entry(tmp_path)
+    # The same fake by another name: another endpoint as far as the cache can tell.
+    elsewhere = fake.base_url.replace("127.0.0.1", "localhost")
+    _, meta = result_of(
+        start(spawn, fake, env={"OPENAI_BASE_URL": elsewhere}).call("answer", {"query": "q"})
+    )
+    assert meta["cache"] == {"hit": False}
+    assert len(fake.requests) == 2
+
+
+def test_the_key_itself_is_never_in_the_state_file(spawn, fake, tmp_path):
+    server = start(spawn, fake)
+    result_of(server.call("answer", {"query": "q"}))
+    server.close_stdin()
+    server.wait()
+    for path in (tmp_path / "xdg-state").rglob("state.sqlite3*"):
+        assert conftest.TEST_KEY.encode() not in path.read_bytes()
+
+
+# -- Damaged or foreign rows ------------------------------------------------------------------
+
+
+def state_file(tmp_path):
+    return tmp_path / "xdg-state" / "openai-responses-mcp" / "state.sqlite3"
+
+
+def wait_for_entry(tmp_path) -> None:
+    """The writer thread stores an answer a moment after its reply."""
+    wait_until(lambda: rows(state_file(tmp_path), "answers") > 0, 10, "the cache entry")
+
+
+def damage_rows(tmp_path, body: str) -> None:
+    wait_for_entry(tmp_path)
+    with sqlite3.connect(state_file(tmp_path)) as conn:
+        conn.execute("UPDATE answers SET body = ?", (body,))
+
+
+def rows(path, table: str) -> int:
+    try:
+        with sqlite3.connect(path) as conn:
+            return conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"answer": 1}',
+        "not json",
+        # what the previous version stored: no format
+        '{"answer": {"answer": "a", "citations": [], "used_search": true, "model": "m"}}',
+        '{"format": 2, "answer": {"answer": "a", "citations": [7], "used_search": true, '
+        '"model": "m"}, "response_id": null}',
+    ],
+)
+def test_a_row_of_another_shape_is_a_miss_and_is_replaced(spawn, fake, tmp_path, body):
+    result_of(start(spawn, fake).call("answer", {"query": "q"}))
+    damage_rows(tmp_path, body)
+    server = start(spawn, fake)
+    _, meta = result_of(server.call("answer", {"query": "q"}))
+    assert meta["cache"] == {"hit": False}
+    _, meta = result_of(server.call("answer", {"query": "q"}))
+    assert meta["cache"]["hit"] is True  # the good answer took the damaged row's place
+    assert len(fake.requests) == 2
+
+
+def test_ask_with_a_damaged_row_answers_without_a_traceback(spawn, fake, tmp_path):
+    result_of(start(spawn, fake).call("answer", {"query": "q"}))
+    damage_rows(tmp_path, '{"answer": 1}')
+    env = {**CACHE_ON, "OPENAI_BASE_URL": fake.base_url}
+    result = run_cli(tmp_path, "--ask", "q", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert json.loads(result.stdout)["_meta"]["cache"] == {"hit": False}
+
+
+def test_cached_body_accepts_only_this_versions_shape():
+    import openai_responses_mcp as m
+
+    answer = {"answer": "a", "citations": [{"url": "https://x.org"}], "used_search": True}
+    good = {"format": m.ANSWER_FORMAT, "answer": {**answer, "model": "m"}, "response_id": "r"}
+    assert m.cached_body(json.dumps(good)) == good
+    assert m.cached_body(json.dumps({**good, "format": m.ANSWER_FORMAT + 1})) is None
+    assert m.cached_body(json.dumps({**good, "response_id": 5})) is None
+    assert m.cached_body(json.dumps({**good, "answer": answer})) is None  # no model
+    assert m.cached_body(json.dumps([good])) is None
+    assert m.cached_body(None) is None
+
+
+def test_entries_not_written_yet_are_hit_and_evicted_as_stored_ones(tmp_path):
+    import openai_responses_mcp as m
+
+    state = m.StateStore(m._SqliteBackend(str(tmp_path / "s.db")), m.Log())
+    cache = m.AnswerCache(state, 600, 2)
+    answer = {"answer": "a", "citations": [], "used_search": False, "model": "m"}
+    state._writer._channel._lock.acquire()  # the writer is stuck: nothing is stored yet
+    try:
+        for key in ("one", "two", "three"):
+            cache.put(key, answer, None)
+            time.sleep(0.002)  # distinct store times
+        assert cache.get("one") is None  # two newer entries push it out, as stored ones would
+        assert cache.get("three")[0]["answer"] == answer
+    finally:
+        state._writer._channel._lock.release()
+    state.close()
+    assert cache.get("one") is None and cache.get("two")[0]["answer"] == answer
+
+
+def test_a_stored_entry_is_evicted_by_newer_ones_stored_or_not(tmp_path):
+    import openai_responses_mcp as m
+
+    state = m.StateStore(m._SqliteBackend(str(tmp_path / "s.db")), m.Log())
+    cache = m.AnswerCache(state, 600, 2)
+    answer = {"answer": "a", "citations": [], "used_search": False, "model": "m"}
+    for key in ("one", "two"):
+        cache.put(key, answer, None)
+        time.sleep(0.002)
+    wait_until(lambda: not state.unwritten(), 10, "the writer")
+    state._writer._channel._lock.acquire()  # "three" waits in memory
+    try:
+        cache.put("three", answer, None)
+        assert cache.get("one") is None  # "two" (stored) and "three" (not yet) push it out
+        assert cache.get("two")[0]["answer"] == answer
+    finally:
+        state._writer._channel._lock.release()
+    state.close()

@@ -250,6 +250,12 @@ ENV_KEYS = [  # seed 001 §5.4, then the issue's additions, then the module's ow
     ("MCP_PROTOCOL_ERAS", "handshake", ("server", "protocol_eras"), "handshake"),
     ("ANSWER_CACHE_TTL_S", "0", ("cache", "ttl_s"), 0),
     ("OPENAI_RESPONSES_MCP_STATE", "off", ("state", "path"), "off"),
+    (
+        "OPENAI_RESPONSES_MCP_STATE_URL",
+        "postgresql://u@h/db",
+        ("state", "url"),
+        "postgresql://u@h/db",
+    ),
     ("BACKGROUND_ANSWER", "true", ("model_profiles", "answer", "background"), True),
     ("BACKGROUND_DETAILED", "off", ("model_profiles", "answer_detailed", "background"), False),
     ("BACKGROUND_QUICK", "1", ("model_profiles", "answer_quick", "background"), True),

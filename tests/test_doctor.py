@@ -336,9 +336,14 @@ def test_the_state_file_is_checked_at_its_default_place(tmp_path, fake):
     assert not expected.exists()
 
 
+def test_a_relative_state_path_is_shown_absolute(tmp_path, fake):
+    proc = doctor(tmp_path, env=against(fake), config="state: {path: 'here.db'}\n")
+    assert line_with(proc, f"state.path = {tmp_path / 'here.db'} is writable").startswith(OK)
+
+
 def test_a_spent_budget_is_a_warning_with_what_is_spent(tmp_path, fake):
     target = tmp_path / "state.sqlite3"
-    state = mcp.StateFile(str(target), mcp.Log())
+    state = mcp.StateStore(mcp._SqliteBackend(str(target)), mcp.Log())
     mcp.Ledger(state, "Asia/Tokyo").record(
         mcp.UsageRow("answer", "gpt-5.2", "ok", {"cost": {"usd": 1.25}})
     )

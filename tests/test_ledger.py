@@ -4,8 +4,13 @@ back by --usage; a locked or corrupt file costs a warning, never an answer."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import stat
+import subprocess
+import sys
 import threading
+import time
 
 import conftest
 import pytest
@@ -23,6 +28,21 @@ def start(spawn, fake, config: str = PRICES, env: dict | None = None):
 
 def state_file(tmp_path):
     return tmp_path / "xdg-state" / "openai-responses-mcp" / "state.sqlite3"
+
+
+def rows_in(tmp_path, where: str = "1 = 1") -> int:
+    """Ledger rows in the state file so far (the writer thread adds them a moment after the
+    reply)."""
+    try:
+        with sqlite3.connect(state_file(tmp_path)) as conn:
+            return conn.execute(f"SELECT COUNT(*) FROM usage WHERE {where}").fetchone()[0]
+    except sqlite3.OperationalError:  # no file or no table yet
+        return 0
+
+
+def wait_for_rows(tmp_path, count: int, where: str = "1 = 1", timeout: float = 20) -> None:
+    conftest.wait_until(lambda: rows_in(tmp_path, where) >= count, timeout, f"{count} rows")
+    assert rows_in(tmp_path, where) == count
 
 
 def usage_json(tmp_path, *args: str) -> dict:
@@ -49,6 +69,7 @@ def test_two_processes_at_once_give_exact_totals_and_usage_agrees(spawn, fake, t
     for thread in threads:
         thread.join(120)
     assert len(costs) == 2 * CALLS_EACH
+    wait_for_rows(tmp_path, 2 * CALLS_EACH)
     report = usage_json(tmp_path)
     assert report["total"]["calls"] == 2 * CALLS_EACH
     assert report["total"]["usd"] == pytest.approx(sum(costs), abs=1e-6)
@@ -69,6 +90,7 @@ def test_each_row_has_the_calls_counts_and_outcome(spawn, fake, tmp_path):
     server = start(spawn, fake)
     server.call("answer", {"query": "q"})
     assert "error" in server.call("answer_quick", {"query": "q"})
+    wait_for_rows(tmp_path, 2)
     with sqlite3.connect(state_file(tmp_path)) as conn:
         conn.row_factory = sqlite3.Row
         ok, failed = conn.execute("SELECT * FROM usage ORDER BY id").fetchall()
@@ -120,35 +142,85 @@ def test_since_leaves_out_earlier_days(spawn, fake, tmp_path):
     assert usage_json(tmp_path, "--since", "2999-01-01")["total"]["calls"] == 0
 
 
-def test_a_locked_state_file_costs_a_warning_not_the_answer(spawn, fake, tmp_path):
+def hold_lock(path, mode: str = "EXCLUSIVE") -> subprocess.Popen:
+    """Another process holding a write lock on the state file (as the sqlite3 shell does in
+    an open transaction) until its stdin is closed."""
+    code = (
+        "import sqlite3, sys\n"
+        f"conn = sqlite3.connect({str(path)!r}, isolation_level=None)\n"
+        f"conn.execute('BEGIN {mode}')\n"
+        "print('locked', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout.readline() == "locked\n"
+    return holder
+
+
+def test_a_lock_held_elsewhere_delays_no_call_and_loses_no_spend(spawn, fake, tmp_path):
     server = start(spawn, fake)
     server.call("answer", {"query": "first"})  # creates the file
-    holder = sqlite3.connect(state_file(tmp_path), isolation_level=None)
-    holder.execute("BEGIN EXCLUSIVE")
+    wait_for_rows(tmp_path, 1)
+    holder = hold_lock(state_file(tmp_path))
     try:
-        reply = server.call("answer", {"query": "second"}, timeout=60)
+        began = time.monotonic()
+        for n in range(20):
+            conftest.send_call(server, f"call-{n}", f"question {n}")
+        replies = {}
+        while len(replies) < 20:
+            message = server.recv(timeout=60)
+            replies[message["id"]] = message
+        took = time.monotonic() - began
+        # Before, each call waited for the lock in turn (2 s each, 40 s for 20): now none does.
+        assert took < 10, took
+        conftest.wait_until(lambda: "database is locked" in server.stderr, 20, "the warning")
+        assert rows_in(tmp_path) == 1  # the 20 rows wait in memory, not lost
     finally:
-        holder.execute("ROLLBACK")
-        holder.close()
-    assert "result" in reply, reply
-    # The warning goes to stderr before the reply to stdout, but each pipe has its own reader.
-    conftest.wait_until(lambda: "answers go on without it" in server.stderr, what="the warning")
-    assert "database is locked" in server.stderr
+        holder.stdin.close()
+        holder.wait(10)
+    costs = [reply["result"]["_meta"]["cost"]["usd"] for reply in replies.values()]
+    wait_for_rows(tmp_path, 21)
+    assert "answers go on without it" in server.stderr
+    report = usage_json(tmp_path)
+    first = report["total"]["usd"] - sum(costs)
+    assert report["total"]["calls"] == 21 and 0 < first < 0.1
 
 
 def test_a_corrupt_state_file_costs_a_warning_not_the_answer(spawn, fake, tmp_path):
     path = state_file(tmp_path)
     path.parent.mkdir(parents=True)
     path.write_bytes(b"this is not a database" * 100)
-    server = start(spawn, fake, config=PRICES + "budget: {daily_usd: 5}\n")
+    server = start(spawn, fake, config=PRICES)
     for query in ("one", "two"):
         reply = server.call("answer", {"query": query})
         assert "result" in reply, reply
     server.close_stdin()
     server.wait()
-    warnings = [line for line in server.stderr.splitlines() if "state file" in line]
+    lines = server.stderr.splitlines()
+    warnings = [line for line in lines if "state file" in line and "failed (" in line]
     assert len(warnings) == 1, server.stderr  # once, not once per call
-    assert "not a database" in warnings[0]
+    assert "not a database" in warnings[0] and "answers go on without it" in warnings[0]
+    assert any("2 usage row(s) could not be written before exit" in line for line in lines)
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "directory"])
+def test_a_budget_that_cannot_be_checked_refuses_the_call(spawn, fake, tmp_path, damage):
+    path = state_file(tmp_path)
+    path.parent.mkdir(parents=True)
+    if damage == "corrupt":
+        path.write_bytes(b"this is not a database" * 100)
+    else:
+        path.mkdir()
+    server = start(spawn, fake, config=PRICES + "budget: {daily_usd: 5}\n")
+    message = conftest.failure_of(server.call("answer", {"query": "q"}))
+    reason = "file is not a database" if damage == "corrupt" else "unable to open database file"
+    assert message.startswith(
+        f"answer failed: budget cannot be checked: state file {path} is unavailable ({reason}): "
+    )
+    assert "budget.daily_usd" in message
+    assert fake.requests == []
 
 
 def test_state_path_off_writes_nothing(spawn, fake, tmp_path):
@@ -161,7 +233,7 @@ def test_state_path_names_the_file(spawn, fake, tmp_path):
     target = tmp_path / "elsewhere" / "ledger.db"
     server = start(spawn, fake, config=PRICES + f"state: {{path: '{target}'}}\n")
     server.call("answer", {"query": "q"})
-    assert target.exists()
+    conftest.wait_until(target.exists, 10, "the state file")
     assert not (tmp_path / "xdg-state").exists()
 
 
@@ -172,22 +244,145 @@ def test_the_state_file_is_not_opened_before_the_first_call(spawn, fake, tmp_pat
 
 
 def test_budget_sums_count_this_month_and_not_the_last(tmp_path):
-    import openai_responses_mcp as m
-
-    state = m.StateFile(str(tmp_path / "state.sqlite3"), m.Log())
+    state = m.StateStore(m._SqliteBackend(str(tmp_path / "state.sqlite3")), m.Log())
     ledger = m.Ledger(state, "UTC")
     ledger.record(m.UsageRow("answer", "gpt-5.2", "ok", {"cost": {"usd": 1.25}}))
     ledger.record(m.UsageRow("answer", "gpt-5.2", "cache", {"cost": {"usd": 0.0}}))
     today = m.today_in("UTC")
     first = today[:8] + "01"
     earlier = [(first, 2.0)] if first != today else []
-    state.run(
+    state.read(
         "seeding",
-        lambda conn: conn.executemany(
-            "INSERT INTO spend_by_day (day, usd) VALUES (?, ?)", [("1999-12-31", 100.0), *earlier]
-        ),
+        lambda q: [
+            q("INSERT INTO spend_by_day (day, usd) VALUES (?, ?)", row)
+            for row in [("1999-12-31", 100.0), *earlier]
+        ],
         write=True,
     )
+    # Counted whether or not the writer has stored the rows yet.
     assert ledger.spent_since(today) == pytest.approx(1.25)
     assert ledger.spent_since(first) == pytest.approx(1.25 + sum(usd for _, usd in earlier))
     state.close()
+    assert ledger.spent_since(today) == pytest.approx(1.25)
+
+
+# -- The files: private, where the config says ---------------------------------------------------
+
+
+@pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX")
+def test_every_state_file_is_private_from_its_creation(spawn, fake, tmp_path):
+    server = start(spawn, fake)
+    server.call("answer", {"query": "q"})
+    wait_for_rows(tmp_path, 1)
+    files = sorted(state_file(tmp_path).parent.iterdir())
+    assert [path.name for path in files] == [
+        "state.sqlite3",
+        "state.sqlite3-shm",
+        "state.sqlite3-wal",
+    ]
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    assert stat.S_IMODE(state_file(tmp_path).parent.stat().st_mode) == 0o700
+
+
+def test_a_relative_state_path_is_taken_from_the_config_files_folder(spawn, fake, tmp_path):
+    folder = tmp_path / "conf"
+    folder.mkdir()
+    config = folder / "config.yaml"
+    config.write_text(PRICES + "state: {path: 'ledger/state.db'}\n", encoding="utf-8")
+    expected = folder / "ledger" / "state.db"
+    shown = conftest.show_config(run_cli(tmp_path, "--show-config", "--config", str(config)))
+    assert shown["config"]["state"]["path"] == str(expected)
+    assert shown["state"] == f"state file {expected}"
+    server = spawn("--stdio", "--config", str(config), upstream=fake)  # started in tmp_path
+    server.initialize()
+    server.call("answer", {"query": "q"})
+    conftest.wait_until(expected.exists, 10, "the state file")
+    assert not (tmp_path / "ledger").exists()
+
+
+def test_a_relative_state_path_from_the_environment_is_refused(tmp_path):
+    result = run_cli(tmp_path, "--show-config", env={"OPENAI_RESPONSES_MCP_STATE": "rel.db"})
+    assert result.returncode == 2
+    assert "state.path" in result.stderr and "env OPENAI_RESPONSES_MCP_STATE" in result.stderr
+    assert "absolute" in result.stderr
+
+
+# -- Reports, retention, upgrades --------------------------------------------------------------
+
+
+def test_reports_read_per_day_totals_and_old_raw_rows_are_pruned(tmp_path):
+    state = m.StateStore(m._SqliteBackend(str(tmp_path / "s.db")), m.Log(), "UTC", 30)
+    ledger = m.Ledger(state, "UTC")
+    old = m.UsageRow("answer", "gpt-5.2", "ok", {"cost": {"usd": 2.0}}).values
+    state.read("seeding", lambda q: m._UsageWrite({**old, "day": "2001-01-01"}, None).apply(q))
+    ledger.record(m.UsageRow("answer", "gpt-5.2", "ok", {"cost": {"usd": 1.0}}))
+    state.close()  # the writer's first batch also prunes
+    raw = state.read("count", lambda q: q("SELECT day FROM usage").fetchall())
+    assert [day for (day,) in raw] == [m.today_in("UTC")]
+    report = ledger.report(None)
+    assert report["total"]["calls"] == 2 and report["total"]["usd"] == pytest.approx(3.0)
+    assert [row["day"] for row in report["by_day"]] == ["2001-01-01", m.today_in("UTC")]
+    state.close()
+
+
+def test_a_report_does_not_wait_for_the_answer_paths_connection(tmp_path):
+    state = m.StateStore(m._SqliteBackend(str(tmp_path / "s.db")), m.Log(), "UTC")
+    ledger = m.Ledger(state, "UTC")
+    ledger.record(m.UsageRow("answer", "gpt-5.2", "ok", {"cost": {"usd": 1.0}}))
+    state.close()
+    state._reads._lock.acquire()  # a call holding the answer path's connection
+    try:
+        assert ledger.report(None)["total"]["calls"] == 1
+    finally:
+        state._reads._lock.release()
+    state.close()
+
+
+def test_a_file_of_the_previous_version_is_upgraded_with_its_totals(tmp_path, fake):
+    path = tmp_path / "old.sqlite3"
+    with sqlite3.connect(path) as conn:  # version 1: raw rows, no totals, no version table
+        conn.executescript(V1_SCHEMA)
+        conn.execute(
+            "INSERT INTO usage (at, day, tool, model, usd, outcome) VALUES "
+            "(0, '2026-01-02', 'answer', 'gpt-5.2', 0.5, 'ok')"
+        )
+    config = tmp_path / "config.yaml"
+    config.write_text(f"state: {{path: '{path}'}}\n", encoding="utf-8")
+    report = json.loads(run_cli(tmp_path, "--usage", "--json", "--config", str(config)).stdout)
+    assert report["total"]["calls"] == 1 and report["total"]["usd"] == 0.5
+    assert report["by_day"][0]["day"] == "2026-01-02"
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
+
+
+V1_SCHEMA = """
+CREATE TABLE usage (id INTEGER PRIMARY KEY, at REAL NOT NULL, day TEXT NOT NULL,
+    tool TEXT NOT NULL, model TEXT NOT NULL, input_tokens INTEGER NOT NULL DEFAULT 0,
+    cached_input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
+    reasoning_tokens INTEGER NOT NULL DEFAULT 0, web_searches INTEGER NOT NULL DEFAULT 0,
+    usd REAL, cache_hit INTEGER NOT NULL DEFAULT 0, elapsed_ms INTEGER NOT NULL DEFAULT 0,
+    outcome TEXT NOT NULL);
+CREATE INDEX usage_by_day ON usage (day);
+CREATE TABLE spend_by_day (day TEXT PRIMARY KEY, usd REAL NOT NULL);
+CREATE TABLE answers (key TEXT PRIMARY KEY, stored_at REAL NOT NULL, body TEXT NOT NULL);
+"""
+
+
+def test_rows_kept_through_an_outage_are_written_at_close(tmp_path):
+    path = tmp_path / "s.db"
+    state = m.StateStore(m._SqliteBackend(str(path)), m.Log(), "UTC")
+    ledger = m.Ledger(state, "UTC")
+    ledger.record(m.UsageRow("answer", "gpt-5.2", "ok", {"cost": {"usd": 1.0}}))
+    conftest.wait_until(lambda: not state.unwritten(), 10, "the first row")
+    holder = hold_lock(path)
+    try:
+        ledger.record(m.UsageRow("answer", "gpt-5.2", "ok", {"cost": {"usd": 2.0}}))
+        conftest.wait_until(lambda: state._writer._channel._resting_until > 0, 20, "a failure")
+        assert len(state.unwritten()) == 1  # kept, not lost
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+    state.close(wait_s=10)  # tries at once, without waiting out the rest
+    assert ledger.spent_since("2000-01-01") == pytest.approx(3.0)
+    assert state.unwritten() == []

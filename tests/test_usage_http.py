@@ -7,6 +7,7 @@ import shutil
 import subprocess
 
 import pytest
+from conftest import wait_until
 from http_client import open_session, post, request, rpc, wait_listening
 
 TOKEN = "tok-0123456789abcdef-XYZ"
@@ -33,6 +34,11 @@ def served(spawn, fake):
         params = {"name": "answer", "arguments": {"query": query}}
         reply = post(server.port, rpc("tools/call", params, id=query), session, AUTH)
         assert reply.status == 200, reply
+
+    def recorded() -> bool:  # the writer thread adds each row a moment after its reply
+        return request(server.port, "GET", "/usage", headers=AUTH).json()["day"]["calls"] == 3
+
+    wait_until(recorded, 20, "the ledger rows")
     return server
 
 
@@ -81,6 +87,8 @@ def test_the_page_renders_in_headless_chromium(spawn, fake, tmp_path):
     for query in ("one", "two", "one"):  # the second "one" is a cache hit
         params = {"name": "answer", "arguments": {"query": query}}
         assert post(server.port, rpc("tools/call", params, id=query), session).status == 200
+    summary = lambda: request(server.port, "GET", "/usage").json()  # noqa: E731
+    wait_until(lambda: summary()["day"]["calls"] == 3, 20, "the ledger rows")
     result = subprocess.run(
         [
             chromium(),

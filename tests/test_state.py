@@ -1,0 +1,329 @@
+"""State shared by several server processes, on either backend: a SQLite file (the default)
+and a PostgreSQL database (state.url; a real server from Debian's packages, started for the
+session by conftest's `postgres` fixture) pass the same tests: one ledger, one budget and one
+cache for processes that share no file, budgets that hold under fan-out, and outages that
+delay no answer and lose no spend."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+
+import pytest
+from conftest import PG_PASSWORD, PRICES, SCRIPT, base_env, failure_of, run_cli, wait_until
+from fake_upstream import Reply
+
+CACHE_ON = {"ANSWER_CACHE_TTL_S": "600"}
+BUDGET = 0.1  # four calls' reservations: each is at least one web search, $0.025 here
+
+
+class SqliteState:
+    """state.path: one file every process on the machine shares."""
+
+    name = "sqlite"
+
+    def __init__(self, path):
+        self.path = path
+        self.env = {"OPENAI_RESPONSES_MCP_STATE": str(path)}
+
+    def query(self, sql: str, params=()) -> list:
+        try:
+            with sqlite3.connect(self.path) as conn:
+                return conn.execute(sql, params).fetchall()
+        except sqlite3.OperationalError:  # not made yet
+            return []
+
+
+class PostgresState:
+    """state.url: one database every host reaches; its password only in the environment."""
+
+    name = "postgres"
+
+    def __init__(self, cluster, url: str):
+        self.cluster, self.url = cluster, url
+        self.env = {"OPENAI_RESPONSES_MCP_STATE_URL": url}
+
+    def query(self, sql: str, params=()) -> list:
+        import psycopg
+
+        try:
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                return conn.execute(sql.replace("?", "%s"), params).fetchall()
+        except psycopg.errors.UndefinedTable:
+            return []
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def state(request, tmp_path):
+    if request.param == "sqlite":
+        return SqliteState(tmp_path / "shared" / "state.sqlite3")
+    cluster = request.getfixturevalue("postgres")
+    return PostgresState(cluster, cluster.fresh_database())
+
+
+def count(state, table: str, where: str = "1 = 1") -> int:
+    rows = state.query(f"SELECT COUNT(*) FROM {table} WHERE {where}")
+    return rows[0][0] if rows else 0
+
+
+def server(spawn, fake, tmp_path, state, name: str, config: str = PRICES, env=None):
+    """A server process with a home of its own: it shares nothing with another but `state`."""
+    home = tmp_path / name
+    env = {**state.env, **CACHE_ON, "XDG_STATE_HOME": str(home), **(env or {})}
+    process = spawn("--stdio", config=config, env=env, upstream=fake)
+    process.initialize()
+    return process
+
+
+def usage(tmp_path, state) -> dict:
+    result = run_cli(tmp_path, "--usage", "--json", env=state.env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def result_of(reply: dict) -> dict:
+    assert "result" in reply, reply
+    return reply["result"]["_meta"]
+
+
+def test_two_processes_share_one_ledger_and_one_cache(spawn, fake, tmp_path, state):
+    one = server(spawn, fake, tmp_path, state, "one")
+    two = server(spawn, fake, tmp_path, state, "two")
+    first = result_of(one.call("answer", {"query": "q"}))
+    wait_until(lambda: count(state, "answers") == 1, 20, "the cache entry")
+    again = result_of(two.call("answer", {"query": "q"}))
+    assert first["cache"] == {"hit": False} and again["cache"]["hit"] is True
+    assert len(fake.requests) == 1
+    result_of(two.call("answer_quick", {"query": "other"}))
+    wait_until(lambda: count(state, "usage") == 3, 20, "three ledger rows")
+    report = usage(tmp_path, state)
+    assert report["total"]["calls"] == 3 and report["total"]["cache_hits"] == 1
+    assert [row["tool"] for row in report["by_tool"]] == ["answer", "answer_quick"]
+    assert PG_PASSWORD not in json.dumps(report)
+
+
+def test_ten_simultaneous_calls_from_two_processes_hold_a_small_budget(
+    spawn, fake, tmp_path, state
+):
+    config = PRICES + f"budget: {{daily_usd: {BUDGET}}}\n"
+    servers = [server(spawn, fake, tmp_path, state, name, config) for name in ("one", "two")]
+    fake.enqueue(*[Reply(stall_after_events=3, stall_seconds=3) for _ in range(10)])
+    replies: list = []
+    lock = threading.Lock()
+
+    def ask(process, name: str) -> None:
+        for n in range(5):
+            process.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": f"{name}-{n}",
+                    "method": "tools/call",
+                    "params": {"name": "answer", "arguments": {"query": f"{name} {n}"}},
+                }
+            )
+        for _ in range(5):
+            message = process.recv(timeout=60)
+            with lock:
+                replies.append(message)
+
+    threads = [
+        threading.Thread(target=ask, args=(process, name))
+        for process, name in zip(servers, ("one", "two"), strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    answered = [reply for reply in replies if "result" in reply]
+    refused = [failure_of(reply) for reply in replies if "error" in reply]
+    # All ten were in flight at once, so only the reservations decide: four fit in $0.10.
+    assert len(answered) == 4 and len(refused) == 6, refused
+    for message in refused:
+        assert message.startswith(f"answer failed: daily budget of ${BUDGET:.2f} has no room")
+    spent = sum(result_of(reply)["cost"]["usd"] for reply in answered)
+    assert spent <= BUDGET
+    wait_until(lambda: count(state, "reservations") == 0, 20, "every reservation settled")
+    wait_until(lambda: count(state, "usage", "outcome = 'ok'") == 4, 20, "four rows")
+    assert count(state, "usage", "outcome = 'refused'") == 6
+
+
+def test_a_budget_refuses_when_its_state_cannot_be_reached(spawn, fake, tmp_path, state):
+    if state.name == "sqlite":
+        state.path.mkdir(parents=True)  # a folder where the file should be
+        reason = "unable to open database file"
+        where = f"state file {state.path}"
+    else:
+        state.cluster.stop()
+        reason = "connection"
+        where = f"state database {state.url.replace(PG_PASSWORD, '***')}"
+    try:
+        process = server(spawn, fake, tmp_path, state, "one", PRICES + "budget: {daily_usd: 5}\n")
+        message = failure_of(process.call("answer", {"query": "q"}))
+    finally:
+        if state.name == "postgres":
+            state.cluster.start()
+    assert message.startswith(f"answer failed: budget cannot be checked: {where} is unavailable (")
+    assert reason in message and "budget.daily_usd" in message
+    assert fake.requests == []
+    assert PG_PASSWORD not in message and PG_PASSWORD not in process.stderr
+
+
+def test_without_a_budget_an_outage_delays_no_answer_and_loses_no_spend(
+    spawn, fake, tmp_path, state
+):
+    """SQLite: another process holds the file's write lock; PostgreSQL: the database is
+    stopped and started again while the server runs."""
+    process = server(spawn, fake, tmp_path, state, "one")
+    result_of(process.call("answer", {"query": "first"}))
+    wait_until(lambda: count(state, "usage") == 1, 20, "the first row")
+    holder = None
+    if state.name == "sqlite":
+        code = (
+            "import sqlite3, sys\n"
+            f"conn = sqlite3.connect({str(state.path)!r}, isolation_level=None)\n"
+            "conn.execute('BEGIN EXCLUSIVE')\nprint('locked', flush=True)\nsys.stdin.read()\n"
+        )
+        holder = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert holder.stdout.readline() == "locked\n"
+    else:
+        state.cluster.stop()
+    try:
+        costs = [
+            result_of(process.call("answer", {"query": f"during {n}"}, timeout=30))["cost"]["usd"]
+            for n in range(5)
+        ]
+        wait_until(lambda: "answers go on without it" in process.stderr, 20, "the warning")
+    finally:
+        if holder is not None:
+            holder.stdin.close()
+            holder.wait(10)
+        else:
+            state.cluster.start()
+    wait_until(lambda: count(state, "usage") == 6, 30, "the rows kept in memory")
+    report = usage(tmp_path, state)
+    assert report["total"]["calls"] == 6
+    assert report["total"]["usd"] >= sum(costs)
+    assert PG_PASSWORD not in process.stderr
+
+
+@pytest.mark.parametrize("body", ['{"answer": 1}', "{"])
+def test_a_damaged_cache_row_is_a_miss_and_is_replaced(spawn, fake, tmp_path, state, body):
+    process = server(spawn, fake, tmp_path, state, "one")
+    result_of(process.call("answer", {"query": "q"}))
+    wait_until(lambda: count(state, "answers") == 1, 20, "the cache entry")
+    if state.name == "sqlite":
+        with sqlite3.connect(state.path) as conn:
+            conn.execute("UPDATE answers SET body = ?", (body,))
+    else:
+        import psycopg
+
+        with psycopg.connect(state.url, autocommit=True) as conn:
+            conn.execute("UPDATE answers SET body = %s", (body,))
+    other = server(spawn, fake, tmp_path, state, "two")
+    assert result_of(other.call("answer", {"query": "q"}))["cache"] == {"hit": False}
+    assert result_of(other.call("answer", {"query": "q"}))["cache"]["hit"] is True
+    assert len(fake.requests) == 2
+
+
+def test_get_usage_reads_the_shared_ledger(spawn, fake, tmp_path, state):
+    from http_client import open_session, post, request, rpc, wait_listening
+
+    result_of(server(spawn, fake, tmp_path, state, "stdio").call("answer", {"query": "q"}))
+    env = {**state.env, "XDG_STATE_HOME": str(tmp_path / "http")}
+    http = spawn("--http", "127.0.0.1:0", config=PRICES, env=env, upstream=fake)
+    port = wait_listening(http)
+    params = {"name": "answer_quick", "arguments": {"query": "other"}}
+    assert post(port, rpc("tools/call", params), open_session(port)).status == 200
+
+    def day() -> dict:
+        return request(port, "GET", "/usage").json()["day"]
+
+    wait_until(lambda: day()["calls"] == 2, 20, "both processes' rows")
+    assert [row["tool"] for row in day()["by_tool"]] == ["answer", "answer_quick"]
+    page = request(port, "GET", "/usage", headers={"Accept": "text/html"}).body.decode()
+    assert PG_PASSWORD not in page
+
+
+# -- PostgreSQL only ---------------------------------------------------------------------------
+
+
+def test_a_slow_cache_read_is_a_miss_not_a_stall(spawn, fake, tmp_path, postgres):
+    import psycopg
+
+    state = PostgresState(postgres, postgres.fresh_database())
+    process = server(spawn, fake, tmp_path, state, "one")
+    result_of(process.call("answer", {"query": "first"}))  # makes the tables
+    wait_until(lambda: count(state, "answers") == 1, 20, "the cache entry")
+    with psycopg.connect(state.url) as holder:  # a transaction holding the table
+        holder.execute("LOCK TABLE answers IN ACCESS EXCLUSIVE MODE")
+        meta = result_of(process.call("answer", {"query": "first"}, timeout=10))
+        assert meta["cache"] == {"hit": False}  # the read gave up; the question went upstream
+    assert len(fake.requests) == 2
+    wait_until(lambda: count(state, "usage") == 2, 20, "the row written after the lock")
+
+
+def test_show_config_and_usage_never_print_the_password(tmp_path, postgres):
+    url = postgres.fresh_database()
+    env = {"OPENAI_RESPONSES_MCP_STATE_URL": url}
+    shown = run_cli(tmp_path, "--show-config", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert PG_PASSWORD not in shown.stderr + shown.stdout
+    described = json.loads(shown.stderr[shown.stderr.index("{") :])
+    assert described["state"] == f"state database {url.replace(PG_PASSWORD, '***')}"
+    assert described["config"]["state"]["url"] == url.replace(PG_PASSWORD, "***")
+    report = run_cli(tmp_path, "--usage", env=env)
+    assert report.returncode == 0, report.stderr
+    assert PG_PASSWORD not in report.stdout + report.stderr
+    wrong = run_cli(tmp_path, "--usage", env={"OPENAI_RESPONSES_MCP_STATE_URL": url + "x"})
+    assert wrong.returncode == 1 and PG_PASSWORD not in wrong.stdout + wrong.stderr
+
+
+def test_several_instances_starting_at_once_make_the_tables_once(tmp_path, postgres):
+    url = postgres.fresh_database()
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import openai_responses_mcp as m\n"
+        "s = m.StateStore(m._PostgresBackend(sys.argv[2]), m.Log())\n"
+        "s.read('x', lambda q: q('SELECT 1').fetchone()); s.close()\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(SCRIPT.parent), url], stderr=subprocess.PIPE
+        )
+        for _ in range(6)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and b"warning" not in err, err
+    state = PostgresState(postgres, url)
+    assert state.query("SELECT version FROM schema_version") == [(2,)]
+
+
+def test_state_url_without_the_driver_exits_2_naming_the_extra(tmp_path):
+    # -S: no site-packages, so no psycopg (the config is read before `openai` is needed).
+    result = subprocess.run(
+        [sys.executable, "-S", str(SCRIPT), "--show-config"],
+        capture_output=True,
+        text=True,
+        env=base_env(tmp_path, OPENAI_RESPONSES_MCP_STATE_URL=f"postgresql://u:{PG_PASSWORD}@h/d"),
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert 'pip install "openai-responses-mcp[postgres]"' in result.stderr
+    assert "state.url" in result.stderr and PG_PASSWORD not in result.stderr
+
+
+def test_doctor_says_whether_the_database_answers(tmp_path, fake, postgres):
+    url = postgres.fresh_database()
+    env = {"OPENAI_RESPONSES_MCP_STATE_URL": url, "OPENAI_BASE_URL": fake.base_url}
+    result = run_cli(tmp_path, "--doctor", env=env, timeout=60)
+    host = url.rpartition("@")[2]
+    assert f"✓ state.url: state database postgresql://***@{host} answers" in result.stdout
+    assert PG_PASSWORD not in result.stdout + result.stderr
+    down = run_cli(tmp_path, "--doctor", env={**env, "OPENAI_RESPONSES_MCP_STATE_URL": url + "x"})
+    assert f"✗ state.url: state database postgresql://***@{host}x is unavailable (" in down.stdout
+    assert down.returncode == 1 and PG_PASSWORD not in down.stdout + down.stderr
