@@ -180,11 +180,12 @@ def test_deadlines_run_on_one_thread_in_time_order_and_a_cancelled_one_never_run
     deadlines = mcp.Deadlines(mcp.Log())
     ran: list = []
     before = threading.active_count()
-    entries = [deadlines.after(0.05 * (n % 5), lambda n=n: ran.append(n)) for n in range(200)]
+    # 1 s ahead: every cancel below comes before any deadline, however loaded the machine.
+    entries = [deadlines.after(1 + 0.05 * (n % 5), lambda n=n: ran.append(n)) for n in range(200)]
     for entry in entries[::2]:
         deadlines.cancel(entry)
     assert threading.active_count() <= before + 1  # one thread for all of them
-    wait_until(lambda: len(ran) == 100, 5, "the deadlines")
+    wait_until(lambda: len(ran) >= 100, 10, "the deadlines")
     assert sorted(ran) == list(range(1, 200, 2))
     assert [n % 5 for n in ran] == sorted(n % 5 for n in ran)  # earliest first
     assert len(deadlines) == 0
