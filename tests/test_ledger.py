@@ -266,6 +266,38 @@ def test_budget_sums_count_this_month_and_not_the_last(tmp_path):
     assert ledger.spent_since(today) == pytest.approx(1.25)
 
 
+@pytest.mark.parametrize(
+    ("tool", "ttl_s", "floor"),
+    # answer: an hour (its 4 attempts of 300 s are less); answer_deep: its 2 h run and a minute,
+    # and 50 searches at $10 per 1,000.
+    [("answer", 3600, 0.01), ("answer_deep", 7260, 0.5)],
+)
+def test_a_reservation_outlasts_its_call_and_a_deep_run_reserves_its_searches(
+    tmp_path, tool, ttl_s, floor
+):
+    """A reservation counts until its call can no longer be running (an answer_deep run may
+    take request.deep_timeout_ms), and a first deep run, with no history to take a mean of,
+    reserves the searches its max_tool_calls allows rather than one."""
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "budget: {daily_usd: 5}\nrequest: {deep_timeout_ms: 7200000}\n", encoding="utf-8"
+    )
+    config = m.load_config({"config": str(path)}, {"XDG_STATE_HOME": str(tmp_path)})
+    engine = m.AnswerEngine(config, m.Log())
+    try:
+        reservation = engine._reserve(tool, m.today_in(config.get("policy", "timezone")))
+        at, expires_at, usd = engine.state.read(
+            "test",
+            lambda q: q(
+                "SELECT at, expires_at, usd FROM reservations WHERE id = ?", (reservation,)
+            ).fetchone(),
+        )
+    finally:
+        engine.close()
+    assert expires_at - at == pytest.approx(ttl_s)
+    assert usd == pytest.approx(floor)
+
+
 # -- The files: private, where the config says ---------------------------------------------------
 
 

@@ -16,6 +16,8 @@ import pytest
 from conftest import PG_PASSWORD, PRICES, SCRIPT, base_env, failure_of, run_cli, wait_until
 from fake_upstream import Reply
 
+import openai_responses_mcp as m
+
 CACHE_ON = {"ANSWER_CACHE_TTL_S": "600"}
 BUDGET = 0.1  # four calls' reservations: each is at least one web search, $0.025 here
 
@@ -281,6 +283,29 @@ def test_show_config_and_usage_never_print_the_password(tmp_path, postgres):
     assert PG_PASSWORD not in report.stdout + report.stderr
     wrong = run_cli(tmp_path, "--usage", env={"OPENAI_RESPONSES_MCP_STATE_URL": url + "x"})
     assert wrong.returncode == 1 and PG_PASSWORD not in wrong.stdout + wrong.stderr
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://mcp:p%40ss%2Fw0rd@[::1/db",  # the driver quotes the URL as written
+        "postgresql://mcp@[::1/db?password=p%40ss%2Fw0rd",
+        "postgresql://mcp@127.0.0.1:notaport?sslmode=bogus&password=p%40ss%2Fw0rd",
+    ],
+)
+def test_a_password_percent_encoded_or_in_the_query_is_never_printed(tmp_path, url):
+    pytest.importorskip("psycopg")
+    result = run_cli(tmp_path, "--usage", env={"OPENAI_RESPONSES_MCP_STATE_URL": url})
+    assert result.returncode == 1 and "state database postgresql://mcp" in result.stderr
+    for form in ("p%40ss%2Fw0rd", "p@ss/w0rd"):
+        assert form not in result.stdout + result.stderr
+
+
+def test_url_secrets_are_every_form_of_the_password():
+    url = "postgresql://u:a%2Bb@h/db?sslmode=require&password=c+d"
+    assert set(m.url_secrets(url)) == {"a%2Bb", "a+b", "c+d", "c d"}
+    assert m.url_secrets("postgresql://u@h/db") == ()
+    assert m.redact_url("postgresql://u:pw@h?password=pw") == "postgresql://u:***@h?password=***"
 
 
 def test_several_instances_starting_at_once_make_the_tables_once(tmp_path, postgres):
