@@ -223,6 +223,39 @@ def test_a_budget_that_cannot_be_checked_refuses_the_call(spawn, fake, tmp_path,
     assert fake.requests == []
 
 
+@pytest.mark.skipif(os.name != "posix", reason="RLIMIT_FSIZE is POSIX")
+@pytest.mark.parametrize("budget", [True, False])
+def test_a_full_disk_refuses_with_a_budget_and_warns_without_one(fake, tmp_path, budget):
+    import resource
+
+    path = state_file(tmp_path)
+    path.parent.mkdir(parents=True)
+    made = m.StateStore(m._SqliteBackend(str(path)), m.Log())
+    made.read("making the tables", lambda q: None)
+    made.close()
+    config = tmp_path / "config.yaml"
+    config.write_text(PRICES + ("budget: {daily_usd: 5}\n" if budget else ""), encoding="utf-8")
+
+    def full_disk() -> None:  # no file of the process grows past 4 KiB: every state write fails
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    result = run_cli(
+        tmp_path,
+        *("--ask", "q", "--config", str(config)),
+        env={"OPENAI_BASE_URL": fake.base_url},
+        preexec_fn=full_disk,
+    )
+    assert "Traceback" not in result.stderr
+    if budget:
+        assert result.returncode != 0
+        assert f"budget cannot be checked: state file {path} is unavailable (" in result.stderr
+        assert fake.requests == []
+    else:
+        assert result.returncode == 0, result.stderr
+        assert "failed (" in result.stderr and "answers go on without it" in result.stderr
+        assert "1 usage row(s) could not be written before exit" in result.stderr
+
+
 def test_state_path_off_writes_nothing(spawn, fake, tmp_path):
     server = start(spawn, fake, config=PRICES + "state: {path: 'off'}\n")
     assert "result" in server.call("answer", {"query": "q"})
