@@ -188,6 +188,36 @@ def test_a_lock_held_elsewhere_delays_no_call_and_loses_no_spend(spawn, fake, tm
     assert report["total"]["calls"] == 21 and 0 < first < 0.1
 
 
+@pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
+@pytest.mark.parametrize(("signame", "released"), [("SIGTERM", True), ("SIGINT", False)])
+def test_a_stop_signal_writes_the_queued_rows_or_says_how_many_are_lost(
+    spawn, fake, tmp_path, signame, released
+):
+    import signal
+
+    server = start(spawn, fake)
+    server.call("answer", {"query": "first"})
+    wait_for_rows(tmp_path, 1)
+    holder = hold_lock(state_file(tmp_path))
+    try:
+        for query in ("two", "three"):
+            assert "result" in server.call("answer", {"query": query})
+        conftest.wait_until(lambda: "database is locked" in server.stderr, 20, "the warning")
+        if released:  # the writer is resting after its failure: the stop must not wait it out
+            holder.stdin.close()
+            holder.wait(10)
+        server.proc.send_signal(getattr(signal, signame))
+        server.wait(30)
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+    lost = "2 usage row(s) could not be written before exit"
+    if released:
+        assert rows_in(tmp_path) == 3 and lost not in server.stderr
+    else:
+        assert rows_in(tmp_path) == 1 and lost in server.stderr
+
+
 def test_a_corrupt_state_file_costs_a_warning_not_the_answer(spawn, fake, tmp_path):
     path = state_file(tmp_path)
     path.parent.mkdir(parents=True)
