@@ -188,6 +188,31 @@ def test_a_lock_held_elsewhere_delays_no_call_and_loses_no_spend(spawn, fake, tm
     assert report["total"]["calls"] == 21 and 0 < first < 0.1
 
 
+def test_a_lock_held_elsewhere_refuses_budgeted_calls_at_once_not_one_by_one(spawn, fake, tmp_path):
+    """With a budget, a locked file fails closed: the first check waits out the 2 s busy
+    timeout, the calls queued behind it are refused at once (before, each waited twice)."""
+    server = start(spawn, fake, config=PRICES + "budget: {daily_usd: 5}\n")
+    server.call("answer", {"query": "first"})
+    wait_for_rows(tmp_path, 1)
+    holder = hold_lock(state_file(tmp_path))
+    try:
+        began = time.monotonic()
+        for n in range(10):
+            conftest.send_call(server, f"call-{n}", f"question {n}")
+        failures = [conftest.failure_of(server.recv(timeout=60)) for _ in range(10)]
+        took = time.monotonic() - began
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+    where = f"state file {state_file(tmp_path)}"
+    for message in failures:
+        assert message.startswith(
+            f"answer failed: budget cannot be checked: {where} is unavailable (database is locked)"
+        ), message
+    assert len(fake.requests) == 1
+    assert took < 15, took  # one-by-one, the ten would take 20 s at least
+
+
 @pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
 @pytest.mark.parametrize(("signame", "released"), [("SIGTERM", True), ("SIGINT", False)])
 def test_a_stop_signal_writes_the_queued_rows_or_says_how_many_are_lost(
