@@ -4596,7 +4596,10 @@ def _ensure_schema(backend, conn) -> None:
             if had_usage and version is None:
                 conn.execute(_BACKFILL_DAILY)
             conn.execute("DELETE FROM schema_version")
-            conn.execute(backend.sql("INSERT INTO schema_version (version) VALUES (?)"), (2,))
+            conn.execute(
+                backend.sql("INSERT INTO schema_version (version) VALUES (?)"),
+                (STATE_SCHEMA_VERSION,),
+            )
         conn.execute("COMMIT")
     except BaseException:
         _rollback(conn)

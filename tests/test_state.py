@@ -152,6 +152,35 @@ def test_ten_simultaneous_calls_from_two_processes_hold_a_small_budget(
     assert count(state, "usage", "outcome = 'refused'") == 6
 
 
+def test_a_reservation_its_process_never_settled_counts_until_it_expires(state):
+    """A server killed mid-call leaves its reservation: it holds its room until its expiry (the
+    call's longest time), then neither counts nor stays (the writer prunes it)."""
+    if state.name == "sqlite":
+        backend = m._SqliteBackend(str(state.path))
+    else:
+        backend = m._PostgresBackend(state.url)
+    store = m.StateStore(backend, m.Log(), "UTC")
+    ledger = m.Ledger(store, "UTC")
+    limits = [(m.today_in("UTC"), 0.05)]
+    try:
+        dead, estimate, _ = ledger.reserve("answer", limits, 0.03, ttl_s=3600)
+        assert dead is not None and estimate == 0.03
+        refused, _, sums = ledger.reserve("answer", limits, 0.03, ttl_s=3600)
+        assert refused is None and sums == [(0.0, 0.03)]
+        store.read(
+            "an hour later",
+            lambda q: q("UPDATE reservations SET expires_at = ? WHERE id = ?", (0.0, dead)),
+            write=True,
+        )
+        live, _, sums = ledger.reserve("answer", limits, 0.03, ttl_s=3600)
+        assert live is not None and sums == [(0.0, 0.0)]
+        store.write_later(m._Prune(store.first_kept_day()))
+        wait_until(lambda: not store.unwritten(), 20, "the prune")
+        assert [row[0] for row in state.query("SELECT id FROM reservations")] == [live]
+    finally:
+        store.close()
+
+
 def test_a_budget_refuses_when_its_state_cannot_be_reached(spawn, fake, tmp_path, state):
     if state.name == "sqlite":
         state.path.mkdir(parents=True)  # a folder where the file should be
