@@ -243,10 +243,14 @@ def test_a_stop_signal_writes_the_queued_rows_or_says_how_many_are_lost(
         assert rows_in(tmp_path) == 1 and lost in server.stderr
 
 
-def test_a_corrupt_state_file_costs_a_warning_not_the_answer(spawn, fake, tmp_path):
+@pytest.mark.parametrize("damage", ["corrupt", "directory"])
+def test_a_damaged_state_file_costs_a_warning_not_the_answer(spawn, fake, tmp_path, damage):
     path = state_file(tmp_path)
     path.parent.mkdir(parents=True)
-    path.write_bytes(b"this is not a database" * 100)
+    if damage == "corrupt":
+        path.write_bytes(b"this is not a database" * 100)
+    else:
+        path.mkdir()  # a folder where the file should be
     server = start(spawn, fake, config=PRICES)
     for query in ("one", "two"):
         reply = server.call("answer", {"query": query})
@@ -256,7 +260,8 @@ def test_a_corrupt_state_file_costs_a_warning_not_the_answer(spawn, fake, tmp_pa
     lines = server.stderr.splitlines()
     warnings = [line for line in lines if "state file" in line and "failed (" in line]
     assert len(warnings) == 1, server.stderr  # once, not once per call
-    assert "not a database" in warnings[0] and "answers go on without it" in warnings[0]
+    reason = "file is not a database" if damage == "corrupt" else "unable to open database file"
+    assert f"({reason})" in warnings[0] and "answers go on without it" in warnings[0]
     assert any("2 usage row(s) could not be written before exit" in line for line in lines)
 
 
