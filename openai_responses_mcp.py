@@ -4639,18 +4639,34 @@ class _Channel:
         self._timeout = None
         self._resting_until = 0.0
         self._reason = ""
+        self._opening = None  # (thread, box): a connection being opened aside, see _open_aside
 
-    def run(self, what: str, work, *, write=False, timeout_s=_BUSY_TIMEOUT_S, wait_s=None, turns=0):
+    def run(
+        self,
+        what: str,
+        work,
+        *,
+        write=False,
+        timeout_s=_BUSY_TIMEOUT_S,
+        wait_s=None,
+        turns=0,
+        connect_wait=None,
+    ):
         """work(q) in one transaction, where q(sql, params) runs a statement ("?" marks);
         its result. Raises StateUnavailable when the store fails, or is resting after a
-        failure, or when this role's connection stays busy past wait_s."""
+        failure, or when this role's connection stays busy past wait_s, or (with
+        connect_wait) when opening the connection takes longer than that."""
         if not self._lock.acquire(timeout=-1 if wait_s is None else wait_s):
             raise StateUnavailable("busy")
         try:
             if time.monotonic() < self._resting_until:
                 raise StateUnavailable(self._reason)
             try:
+                if connect_wait is not None and self._conn is None:
+                    self._open_aside(connect_wait)
                 return self._transaction(work, write, timeout_s, turns)
+            except _StillOpening:
+                raise StateUnavailable("connecting") from None
             except (StateUnavailable, *self._backend.errors()) as exc:
                 self._close()
                 self._reason = _state_reason(exc, self._backend.url, self._backend.secrets)
@@ -4660,16 +4676,45 @@ class _Channel:
         finally:
             self._lock.release()
 
+    def _open(self):
+        conn = self._backend.connect()
+        try:
+            _ensure_schema(self._backend, conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open_aside(self, wait_s: float) -> None:
+        """Opens the connection on a thread of its own, waiting for it up to wait_s: a store
+        that does not answer (a connect may take _CONNECT_TIMEOUT_S) costs the caller a miss,
+        not a stall. Raises _StillOpening meanwhile, or what opening raised."""
+        if self._opening is None:
+            box: dict = {}
+            thread = threading.Thread(
+                target=self._open_into, args=(box,), name="state-connect", daemon=True
+            )
+            thread.start()
+            self._opening = (thread, box)
+        thread, box = self._opening
+        thread.join(wait_s)
+        if thread.is_alive():
+            raise _StillOpening()
+        self._opening = None
+        if "error" in box:
+            raise box["error"]
+        self._conn, self._timeout = box["conn"], None
+
+    def _open_into(self, box: dict) -> None:
+        try:
+            box["conn"] = self._open()
+        except BaseException as exc:  # noqa: BLE001 - raised by the next run()
+            box["error"] = exc
+
     def _transaction(self, work, write: bool, timeout_s: float, turns: int):
         backend = self._backend
         if self._conn is None:
-            conn = backend.connect()
-            try:
-                _ensure_schema(backend, conn)
-            except BaseException:
-                conn.close()
-                raise
-            self._conn, self._timeout = conn, None
+            self._conn, self._timeout = self._open(), None
         conn = self._conn
         if self._timeout != timeout_s:
             backend.set_timeout(conn, timeout_s)
@@ -4700,6 +4745,14 @@ class _Channel:
     def close(self) -> None:
         with self._lock:
             self._close()
+            opening, self._opening = self._opening, None
+        # One still opening ends within the connect timeout; its connection is dropped unused.
+        if opening is not None and "conn" in opening[1]:
+            opening[1]["conn"].close()
+
+
+class _StillOpening(Exception):
+    """A channel's connection is still being opened aside (see _Channel._open_aside)."""
 
 
 class _UsageWrite:
@@ -5216,7 +5269,12 @@ class AnswerCache:
 
         try:
             found = self._state.read(
-                "reading the cache", read, cache=True, timeout_s=_CACHE_READ_S, wait_s=_CACHE_READ_S
+                "reading the cache",
+                read,
+                cache=True,
+                timeout_s=_CACHE_READ_S,
+                wait_s=_CACHE_READ_S,
+                connect_wait=_CACHE_READ_S,
             )
         except StateUnavailable:
             return None

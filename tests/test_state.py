@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from conftest import PG_PASSWORD, PRICES, SCRIPT, base_env, failure_of, run_cli, wait_until
@@ -296,6 +297,31 @@ def test_a_slow_cache_read_is_a_miss_not_a_stall(spawn, fake, tmp_path, postgres
         assert meta["cache"] == {"hit": False}  # the read gave up; the question went upstream
     assert len(fake.requests) == 2
     wait_until(lambda: count(state, "usage") == 2, 20, "the row written after the lock")
+
+
+def test_a_database_that_never_answers_stalls_no_answer(spawn, fake, tmp_path):
+    """A host that takes the connection and says nothing (a dropped route, a hung server):
+    the cache read's connect goes on aside, so each call loses at most the read's 0.25 s,
+    never libpq's 2 s connect timeout."""
+    pytest.importorskip("psycopg")
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)  # never accepted: the kernel completes the handshake, nobody answers
+        port = silent.getsockname()[1]
+        url = f"postgresql://mcp:{PG_PASSWORD}@127.0.0.1:{port}/mcp"
+        env = {**CACHE_ON, "OPENAI_RESPONSES_MCP_STATE_URL": url}
+        process = spawn("--stdio", config=PRICES, env=env, upstream=fake)
+        process.initialize()
+        elapsed = []
+        for n in range(3):
+            began = time.monotonic()
+            result_of(process.call("answer", {"query": f"q{n}"}, timeout=30))
+            elapsed.append(round((time.monotonic() - began) * 1000))
+        wait_until(lambda: "answers go on without it" in process.stderr, 20, "the warning")
+    assert max(elapsed) < 1500, elapsed  # a connect in the answer path takes 2,000 at least
+    assert PG_PASSWORD not in process.stderr
 
 
 def test_show_config_and_usage_never_print_the_password(tmp_path, postgres):
