@@ -1519,18 +1519,22 @@ def redact_url(url: str) -> str:
     userinfo, at, hostport = authority.rpartition("@")
     if at and ":" in userinfo:
         authority = f"{userinfo.split(':', 1)[0]}:***@{hostport}"
-    # A password can also ride in the query string (?password=...).
-    tail = re.sub(r"(?i)(password=)[^&]*", r"\1***", tail)
-    return f"{scheme}{sep}{authority}{slash}{tail}"
+    # A password can also ride in the query string (?password=...), with or without a path.
+    return re.sub(r"(?i)([?&]password=)[^&]*", r"\1***", f"{scheme}{sep}{authority}{slash}{tail}")
 
 
-def url_password(url: str) -> str:
-    """The password in a database URL, or "" (so the log can redact it wherever it appears)."""
-    from urllib.parse import unquote
+def url_secrets(url: str) -> tuple:
+    """Every form of a database URL's password, to hide wherever it appears: in the user part
+    or a ?password= parameter, as written (percent-encoded) and decoded; longest first, so a
+    password that holds another is hidden whole. The driver's errors quote the URL as written."""
+    from urllib.parse import unquote, unquote_plus
 
-    authority = url.partition("://")[2].partition("/")[0]
+    authority = url.partition("://")[2].partition("/")[0].partition("?")[0]
     userinfo = authority.rpartition("@")[0]
-    return unquote(userinfo.partition(":")[2]) if ":" in userinfo else ""
+    written = [userinfo.partition(":")[2]] if ":" in userinfo else []
+    written += re.findall(r"(?i)[?&]password=([^&]*)", url)
+    forms = {form for raw in written for form in (raw, unquote(raw), unquote_plus(raw)) if form}
+    return tuple(sorted(forms, key=len, reverse=True))
 
 
 def _check_state_url(values: dict, sources: dict) -> None:
@@ -3681,6 +3685,16 @@ def _resumable(exc: BaseException, failure: Failure) -> bool:
     return isinstance(exc, StreamEnded) or failure.kind in ("dropped", "server", "rate_limit")
 
 
+def reservation_floor(config: Config, tool: str) -> float:
+    """The least a call of `tool` reserves against a budget: one web search; for answer_deep,
+    whose runs search dozens of times, the searches its max_tool_calls allows (its first runs
+    have no history for a mean, and would otherwise reserve a cent for a run of dollars)."""
+    search = config.get("pricing", "web_search_per_1k") / 1000
+    if tool != DEEP_TOOL:
+        return search
+    return search * max(1, config.profile(tool).get("max_tool_calls") or 1)
+
+
 class _Hold:
     """A call's budget reservation, taken once: by the request that spends it, or given back."""
 
@@ -3861,11 +3875,10 @@ class AnswerEngine:
         periods = budgets(self._config, today)
         if not periods:
             return None
-        floor = self._config.get("pricing", "web_search_per_1k") / 1000  # one web search
         limits = [(first_day, limit) for _, limit, first_day, _, _ in periods]
         try:
             reservation, estimate, sums = self.ledger.reserve(
-                tool, limits, floor, self._reservation_ttl()
+                tool, limits, reservation_floor(self._config, tool), self._reservation_ttl(tool)
             )
         except StateUnavailable as exc:
             raise ToolError(
@@ -3892,13 +3905,16 @@ class AnswerEngine:
                 )
         raise ToolError("budget cannot be checked: no room reported")  # not reached
 
-    def _reservation_ttl(self) -> float:
+    def _reservation_ttl(self, tool: str) -> float:
         """How long a reservation counts if its process dies before settling it: longer than
-        any call (every attempt, in full), and at least an hour."""
+        any call of the tool (every attempt in full; an answer_deep run's
+        request.deep_timeout_ms, up to a day), and at least an hour."""
         config = self._config
         longest = (
             config.get("request", "timeout_ms") / 1000 * (config.get("request", "max_retries") + 1)
         )
+        if tool == DEEP_TOOL:
+            longest = max(longest, config.get("request", "deep_timeout_ms") / 1000)
         return max(3600.0, longest + 60)
 
     def _fetch(
@@ -4443,7 +4459,7 @@ class _SqliteBackend:
         self.path = path
         self.label = f"state file {path}"
         self.hint = "fix or delete the file, or set state.path: off"
-        self.password = ""
+        self.url, self.secrets = "", ()
 
     def errors(self) -> tuple:
         import sqlite3
@@ -4511,7 +4527,7 @@ class _PostgresBackend:
         self.url = url
         self.label = f"state database {redact_url(url)}"
         self.hint = "check the database and state.url, or unset state.url"
-        self.password = url_password(url)
+        self.secrets = url_secrets(url)
 
     def errors(self) -> tuple:
         import psycopg
@@ -4580,7 +4596,10 @@ def _ensure_schema(backend, conn) -> None:
             if had_usage and version is None:
                 conn.execute(_BACKFILL_DAILY)
             conn.execute("DELETE FROM schema_version")
-            conn.execute(backend.sql("INSERT INTO schema_version (version) VALUES (?)"), (2,))
+            conn.execute(
+                backend.sql("INSERT INTO schema_version (version) VALUES (?)"),
+                (STATE_SCHEMA_VERSION,),
+            )
         conn.execute("COMMIT")
     except BaseException:
         _rollback(conn)
@@ -4594,14 +4613,17 @@ def _rollback(conn) -> None:
         pass
 
 
-def _state_reason(exc: BaseException, password: str) -> str:
-    """A failure in a few words, on one line, without the database password."""
+def _state_reason(exc: BaseException, url: str = "", secrets: tuple = ()) -> str:
+    """A failure in a few words, on one line, without the database password (psycopg's errors
+    can quote the whole URL, percent-encoding and all)."""
     if isinstance(exc, StateUnavailable):
         return exc.reason
     text = str(exc).strip().splitlines()
     reason = text[0] if text else type(exc).__name__
-    if password:
-        reason = reason.replace(password, "***")
+    if url:
+        reason = reason.replace(url, redact_url(url))
+    for secret in secrets:
+        reason = reason.replace(secret, "***")
     return _one_line(reason, 160)
 
 
@@ -4617,37 +4639,82 @@ class _Channel:
         self._timeout = None
         self._resting_until = 0.0
         self._reason = ""
+        self._opening = None  # (thread, box): a connection being opened aside, see _open_aside
 
-    def run(self, what: str, work, *, write=False, timeout_s=_BUSY_TIMEOUT_S, wait_s=None, turns=0):
+    def run(
+        self,
+        what: str,
+        work,
+        *,
+        write=False,
+        timeout_s=_BUSY_TIMEOUT_S,
+        wait_s=None,
+        turns=0,
+        connect_wait=None,
+    ):
         """work(q) in one transaction, where q(sql, params) runs a statement ("?" marks);
         its result. Raises StateUnavailable when the store fails, or is resting after a
-        failure, or when this role's connection stays busy past wait_s."""
+        failure, or when this role's connection stays busy past wait_s, or (with
+        connect_wait) when opening the connection takes longer than that."""
         if not self._lock.acquire(timeout=-1 if wait_s is None else wait_s):
             raise StateUnavailable("busy")
         try:
             if time.monotonic() < self._resting_until:
                 raise StateUnavailable(self._reason)
             try:
+                if connect_wait is not None and self._conn is None:
+                    self._open_aside(connect_wait)
                 return self._transaction(work, write, timeout_s, turns)
+            except _StillOpening:
+                raise StateUnavailable("connecting") from None
             except (StateUnavailable, *self._backend.errors()) as exc:
                 self._close()
-                self._reason = _state_reason(exc, self._backend.password)
+                self._reason = _state_reason(exc, self._backend.url, self._backend.secrets)
                 self._resting_until = time.monotonic() + _BACKOFF_S
                 self._on_failure(what, self._reason)
                 raise StateUnavailable(self._reason) from None
         finally:
             self._lock.release()
 
+    def _open(self):
+        conn = self._backend.connect()
+        try:
+            _ensure_schema(self._backend, conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open_aside(self, wait_s: float) -> None:
+        """Opens the connection on a thread of its own, waiting for it up to wait_s: a store
+        that does not answer (a connect may take _CONNECT_TIMEOUT_S) costs the caller a miss,
+        not a stall. Raises _StillOpening meanwhile, or what opening raised."""
+        if self._opening is None:
+            box: dict = {}
+            thread = threading.Thread(
+                target=self._open_into, args=(box,), name="state-connect", daemon=True
+            )
+            thread.start()
+            self._opening = (thread, box)
+        thread, box = self._opening
+        thread.join(wait_s)
+        if thread.is_alive():
+            raise _StillOpening()
+        self._opening = None
+        if "error" in box:
+            raise box["error"]
+        self._conn, self._timeout = box["conn"], None
+
+    def _open_into(self, box: dict) -> None:
+        try:
+            box["conn"] = self._open()
+        except BaseException as exc:  # noqa: BLE001 - raised by the next run()
+            box["error"] = exc
+
     def _transaction(self, work, write: bool, timeout_s: float, turns: int):
         backend = self._backend
         if self._conn is None:
-            conn = backend.connect()
-            try:
-                _ensure_schema(backend, conn)
-            except BaseException:
-                conn.close()
-                raise
-            self._conn, self._timeout = conn, None
+            self._conn, self._timeout = self._open(), None
         conn = self._conn
         if self._timeout != timeout_s:
             backend.set_timeout(conn, timeout_s)
@@ -4678,6 +4745,14 @@ class _Channel:
     def close(self) -> None:
         with self._lock:
             self._close()
+            opening, self._opening = self._opening, None
+        # One still opening ends within the connect timeout; its connection is dropped unused.
+        if opening is not None and "conn" in opening[1]:
+            opening[1]["conn"].close()
+
+
+class _StillOpening(Exception):
+    """A channel's connection is still being opened aside (see _Channel._open_aside)."""
 
 
 class _UsageWrite:
@@ -5194,7 +5269,12 @@ class AnswerCache:
 
         try:
             found = self._state.read(
-                "reading the cache", read, cache=True, timeout_s=_CACHE_READ_S, wait_s=_CACHE_READ_S
+                "reading the cache",
+                read,
+                cache=True,
+                timeout_s=_CACHE_READ_S,
+                wait_s=_CACHE_READ_S,
+                connect_wait=_CACHE_READ_S,
             )
         except StateUnavailable:
             return None
@@ -10878,7 +10958,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.get(key_env, ""),
         server["http"]["token"] or "",
         server["tasks"]["secret"] or "",
-        url_password(config.get("state", "url") or ""),
+        *url_secrets(config.get("state", "url") or ""),
     )
     log = Log(server["debug"], server["debug_file"], secrets)
     for warning in config.warnings:

@@ -208,6 +208,18 @@ def test_a_spent_budget_still_lets_a_call_join_an_identical_one_in_flight(spawn,
     assert len(fake.creates) == 2
 
 
+def test_a_spent_budget_still_answers_from_the_cache(spawn, fake):
+    """A cached answer costs nothing, so it reserves nothing and no budget refuses it."""
+    config = PRICES + "budget: {daily_usd: 0.05}\n"
+    server = start(spawn, fake, config=config, env={"ANSWER_CACHE_TTL_S": "600"})
+    fake.enqueue(Reply(usage=USAGE, searches=SEARCHES))
+    meta_of(server.call("answer", {"query": "spend"}))  # $0.057464: over the line
+    again = meta_of(server.call("answer", {"query": "spend"}))
+    assert again["cache"]["hit"] is True and again["cost"]["usd"] == 0
+    assert "budget" in server.call("answer", {"query": "new"})["error"]["message"]
+    assert len(fake.requests) == 1
+
+
 def test_a_budget_without_the_ledger_is_a_config_error(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text("state: {path: 'off'}\nbudget: {daily_usd: 5}\n", encoding="utf-8")

@@ -188,10 +188,69 @@ def test_a_lock_held_elsewhere_delays_no_call_and_loses_no_spend(spawn, fake, tm
     assert report["total"]["calls"] == 21 and 0 < first < 0.1
 
 
-def test_a_corrupt_state_file_costs_a_warning_not_the_answer(spawn, fake, tmp_path):
+def test_a_lock_held_elsewhere_refuses_budgeted_calls_at_once_not_one_by_one(spawn, fake, tmp_path):
+    """With a budget, a locked file fails closed: the first check waits out the 2 s busy
+    timeout, the calls queued behind it are refused at once (before, each waited twice)."""
+    server = start(spawn, fake, config=PRICES + "budget: {daily_usd: 5}\n")
+    server.call("answer", {"query": "first"})
+    wait_for_rows(tmp_path, 1)
+    holder = hold_lock(state_file(tmp_path))
+    try:
+        began = time.monotonic()
+        for n in range(10):
+            conftest.send_call(server, f"call-{n}", f"question {n}")
+        failures = [conftest.failure_of(server.recv(timeout=60)) for _ in range(10)]
+        took = time.monotonic() - began
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+    where = f"state file {state_file(tmp_path)}"
+    for message in failures:
+        assert message.startswith(
+            f"answer failed: budget cannot be checked: {where} is unavailable (database is locked)"
+        ), message
+    assert len(fake.requests) == 1
+    assert took < 15, took  # one-by-one, the ten would take 20 s at least
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
+@pytest.mark.parametrize(("signame", "released"), [("SIGTERM", True), ("SIGINT", False)])
+def test_a_stop_signal_writes_the_queued_rows_or_says_how_many_are_lost(
+    spawn, fake, tmp_path, signame, released
+):
+    import signal
+
+    server = start(spawn, fake)
+    server.call("answer", {"query": "first"})
+    wait_for_rows(tmp_path, 1)
+    holder = hold_lock(state_file(tmp_path))
+    try:
+        for query in ("two", "three"):
+            assert "result" in server.call("answer", {"query": query})
+        conftest.wait_until(lambda: "database is locked" in server.stderr, 20, "the warning")
+        if released:  # the writer is resting after its failure: the stop must not wait it out
+            holder.stdin.close()
+            holder.wait(10)
+        server.proc.send_signal(getattr(signal, signame))
+        server.wait(30)
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+    lost = "2 usage row(s) could not be written before exit"
+    if released:
+        assert rows_in(tmp_path) == 3 and lost not in server.stderr
+    else:
+        assert rows_in(tmp_path) == 1 and lost in server.stderr
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "directory"])
+def test_a_damaged_state_file_costs_a_warning_not_the_answer(spawn, fake, tmp_path, damage):
     path = state_file(tmp_path)
     path.parent.mkdir(parents=True)
-    path.write_bytes(b"this is not a database" * 100)
+    if damage == "corrupt":
+        path.write_bytes(b"this is not a database" * 100)
+    else:
+        path.mkdir()  # a folder where the file should be
     server = start(spawn, fake, config=PRICES)
     for query in ("one", "two"):
         reply = server.call("answer", {"query": query})
@@ -201,7 +260,8 @@ def test_a_corrupt_state_file_costs_a_warning_not_the_answer(spawn, fake, tmp_pa
     lines = server.stderr.splitlines()
     warnings = [line for line in lines if "state file" in line and "failed (" in line]
     assert len(warnings) == 1, server.stderr  # once, not once per call
-    assert "not a database" in warnings[0] and "answers go on without it" in warnings[0]
+    reason = "file is not a database" if damage == "corrupt" else "unable to open database file"
+    assert f"({reason})" in warnings[0] and "answers go on without it" in warnings[0]
     assert any("2 usage row(s) could not be written before exit" in line for line in lines)
 
 
@@ -221,6 +281,39 @@ def test_a_budget_that_cannot_be_checked_refuses_the_call(spawn, fake, tmp_path,
     )
     assert "budget.daily_usd" in message
     assert fake.requests == []
+
+
+@pytest.mark.skipif(os.name != "posix", reason="RLIMIT_FSIZE is POSIX")
+@pytest.mark.parametrize("budget", [True, False])
+def test_a_full_disk_refuses_with_a_budget_and_warns_without_one(fake, tmp_path, budget):
+    import resource
+
+    path = state_file(tmp_path)
+    path.parent.mkdir(parents=True)
+    made = m.StateStore(m._SqliteBackend(str(path)), m.Log())
+    made.read("making the tables", lambda q: None)
+    made.close()
+    config = tmp_path / "config.yaml"
+    config.write_text(PRICES + ("budget: {daily_usd: 5}\n" if budget else ""), encoding="utf-8")
+
+    def full_disk() -> None:  # no file of the process grows past 4 KiB: every state write fails
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    result = run_cli(
+        tmp_path,
+        *("--ask", "q", "--config", str(config)),
+        env={"OPENAI_BASE_URL": fake.base_url},
+        preexec_fn=full_disk,
+    )
+    assert "Traceback" not in result.stderr
+    if budget:
+        assert result.returncode != 0
+        assert f"budget cannot be checked: state file {path} is unavailable (" in result.stderr
+        assert fake.requests == []
+    else:
+        assert result.returncode == 0, result.stderr
+        assert "failed (" in result.stderr and "answers go on without it" in result.stderr
+        assert "1 usage row(s) could not be written before exit" in result.stderr
 
 
 def test_state_path_off_writes_nothing(spawn, fake, tmp_path):
@@ -264,6 +357,38 @@ def test_budget_sums_count_this_month_and_not_the_last(tmp_path):
     assert ledger.spent_since(first) == pytest.approx(1.25 + sum(usd for _, usd in earlier))
     state.close()
     assert ledger.spent_since(today) == pytest.approx(1.25)
+
+
+@pytest.mark.parametrize(
+    ("tool", "ttl_s", "floor"),
+    # answer: an hour (its 4 attempts of 300 s are less); answer_deep: its 2 h run and a minute,
+    # and 50 searches at $10 per 1,000.
+    [("answer", 3600, 0.01), ("answer_deep", 7260, 0.5)],
+)
+def test_a_reservation_outlasts_its_call_and_a_deep_run_reserves_its_searches(
+    tmp_path, tool, ttl_s, floor
+):
+    """A reservation counts until its call can no longer be running (an answer_deep run may
+    take request.deep_timeout_ms), and a first deep run, with no history to take a mean of,
+    reserves the searches its max_tool_calls allows rather than one."""
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "budget: {daily_usd: 5}\nrequest: {deep_timeout_ms: 7200000}\n", encoding="utf-8"
+    )
+    config = m.load_config({"config": str(path)}, {"XDG_STATE_HOME": str(tmp_path)})
+    engine = m.AnswerEngine(config, m.Log())
+    try:
+        reservation = engine._reserve(tool, m.today_in(config.get("policy", "timezone")))
+        at, expires_at, usd = engine.state.read(
+            "test",
+            lambda q: q(
+                "SELECT at, expires_at, usd FROM reservations WHERE id = ?", (reservation,)
+            ).fetchone(),
+        )
+    finally:
+        engine.close()
+    assert expires_at - at == pytest.approx(ttl_s)
+    assert usd == pytest.approx(floor)
 
 
 # -- The files: private, where the config says ---------------------------------------------------

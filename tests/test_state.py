@@ -11,10 +11,13 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from conftest import PG_PASSWORD, PRICES, SCRIPT, base_env, failure_of, run_cli, wait_until
 from fake_upstream import Reply
+
+import openai_responses_mcp as m
 
 CACHE_ON = {"ANSWER_CACHE_TTL_S": "600"}
 BUDGET = 0.1  # four calls' reservations: each is at least one web search, $0.025 here
@@ -150,6 +153,35 @@ def test_ten_simultaneous_calls_from_two_processes_hold_a_small_budget(
     assert count(state, "usage", "outcome = 'refused'") == 6
 
 
+def test_a_reservation_its_process_never_settled_counts_until_it_expires(state):
+    """A server killed mid-call leaves its reservation: it holds its room until its expiry (the
+    call's longest time), then neither counts nor stays (the writer prunes it)."""
+    if state.name == "sqlite":
+        backend = m._SqliteBackend(str(state.path))
+    else:
+        backend = m._PostgresBackend(state.url)
+    store = m.StateStore(backend, m.Log(), "UTC")
+    ledger = m.Ledger(store, "UTC")
+    limits = [(m.today_in("UTC"), 0.05)]
+    try:
+        dead, estimate, _ = ledger.reserve("answer", limits, 0.03, ttl_s=3600)
+        assert dead is not None and estimate == 0.03
+        refused, _, sums = ledger.reserve("answer", limits, 0.03, ttl_s=3600)
+        assert refused is None and sums == [(0.0, 0.03)]
+        store.read(
+            "an hour later",
+            lambda q: q("UPDATE reservations SET expires_at = ? WHERE id = ?", (0.0, dead)),
+            write=True,
+        )
+        live, _, sums = ledger.reserve("answer", limits, 0.03, ttl_s=3600)
+        assert live is not None and sums == [(0.0, 0.0)]
+        store.write_later(m._Prune(store.first_kept_day()))
+        wait_until(lambda: not store.unwritten(), 20, "the prune")
+        assert [row[0] for row in state.query("SELECT id FROM reservations")] == [live]
+    finally:
+        store.close()
+
+
 def test_a_budget_refuses_when_its_state_cannot_be_reached(spawn, fake, tmp_path, state):
     if state.name == "sqlite":
         state.path.mkdir(parents=True)  # a folder where the file should be
@@ -267,6 +299,31 @@ def test_a_slow_cache_read_is_a_miss_not_a_stall(spawn, fake, tmp_path, postgres
     wait_until(lambda: count(state, "usage") == 2, 20, "the row written after the lock")
 
 
+def test_a_database_that_never_answers_stalls_no_answer(spawn, fake, tmp_path):
+    """A host that takes the connection and says nothing (a dropped route, a hung server):
+    the cache read's connect goes on aside, so each call loses at most the read's 0.25 s,
+    never libpq's 2 s connect timeout."""
+    pytest.importorskip("psycopg")
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)  # never accepted: the kernel completes the handshake, nobody answers
+        port = silent.getsockname()[1]
+        url = f"postgresql://mcp:{PG_PASSWORD}@127.0.0.1:{port}/mcp"
+        env = {**CACHE_ON, "OPENAI_RESPONSES_MCP_STATE_URL": url}
+        process = spawn("--stdio", config=PRICES, env=env, upstream=fake)
+        process.initialize()
+        elapsed = []
+        for n in range(3):
+            began = time.monotonic()
+            result_of(process.call("answer", {"query": f"q{n}"}, timeout=30))
+            elapsed.append(round((time.monotonic() - began) * 1000))
+        wait_until(lambda: "answers go on without it" in process.stderr, 20, "the warning")
+    assert max(elapsed) < 1500, elapsed  # a connect in the answer path takes 2,000 at least
+    assert PG_PASSWORD not in process.stderr
+
+
 def test_show_config_and_usage_never_print_the_password(tmp_path, postgres):
     url = postgres.fresh_database()
     env = {"OPENAI_RESPONSES_MCP_STATE_URL": url}
@@ -281,6 +338,29 @@ def test_show_config_and_usage_never_print_the_password(tmp_path, postgres):
     assert PG_PASSWORD not in report.stdout + report.stderr
     wrong = run_cli(tmp_path, "--usage", env={"OPENAI_RESPONSES_MCP_STATE_URL": url + "x"})
     assert wrong.returncode == 1 and PG_PASSWORD not in wrong.stdout + wrong.stderr
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://mcp:p%40ss%2Fw0rd@[::1/db",  # the driver quotes the URL as written
+        "postgresql://mcp@[::1/db?password=p%40ss%2Fw0rd",
+        "postgresql://mcp@127.0.0.1:notaport?sslmode=bogus&password=p%40ss%2Fw0rd",
+    ],
+)
+def test_a_password_percent_encoded_or_in_the_query_is_never_printed(tmp_path, url):
+    pytest.importorskip("psycopg")
+    result = run_cli(tmp_path, "--usage", env={"OPENAI_RESPONSES_MCP_STATE_URL": url})
+    assert result.returncode == 1 and "state database postgresql://mcp" in result.stderr
+    for form in ("p%40ss%2Fw0rd", "p@ss/w0rd"):
+        assert form not in result.stdout + result.stderr
+
+
+def test_url_secrets_are_every_form_of_the_password():
+    url = "postgresql://u:a%2Bb@h/db?sslmode=require&password=c+d"
+    assert set(m.url_secrets(url)) == {"a%2Bb", "a+b", "c+d", "c d"}
+    assert m.url_secrets("postgresql://u@h/db") == ()
+    assert m.redact_url("postgresql://u:pw@h?password=pw") == "postgresql://u:***@h?password=***"
 
 
 def test_several_instances_starting_at_once_make_the_tables_once(tmp_path, postgres):
