@@ -6065,10 +6065,18 @@ class Session:
         self._running = 0
         self._waiters: dict = {}  # request id -> Waiter (tasks/result, answer_result)
         self._closing: list = []  # what close() runs: the dispatcher's dropping of its tasks
+        self.closed = False
         self._lock = threading.Condition()
+
+    def _check_open(self) -> None:
+        """A request that raced its session's end (HTTP: DELETE, expiry, pushed out) starts
+        nothing: what it started now would outlive the session, which has dropped its own."""
+        if self.closed:
+            raise RpcError(REQUEST_CANCELLED, "Request cancelled: the session has ended")
 
     def register(self, call: Call) -> None:
         with self._lock:
+            self._check_open()
             if call.id in self._calls:
                 raise RpcError(
                     INVALID_REQUEST,
@@ -6115,6 +6123,7 @@ class Session:
     def add_waiter(self, request_id, waiter, limit: int) -> None:
         """Holds a request that waits for a task; -32000 (HTTP 429) past `limit` of them."""
         with self._lock:
+            self._check_open()
             if request_id in self._waiters or request_id in self._calls:
                 raise RpcError(
                     INVALID_REQUEST,
@@ -6154,6 +6163,8 @@ class Session:
         """The session has ended (HTTP: DELETE, idle expiry, pushed out, its SSE stream closed):
         cancels its calls, drops its waiting requests and its tasks; returns the request ids
         of the calls cancelled."""
+        with self._lock:
+            self.closed = True  # no call or waiter joins from now on
         cancelled = self.cancel_all()
         with self._lock:
             waiters, self._waiters = list(self._waiters.values()), {}
@@ -8377,16 +8388,20 @@ class SessionTable:
         import secrets
 
         with self._lock:
-            if len(self._sessions) >= self._limit:
-                self._evict_one()
+            evicted = self._evict_one() if len(self._sessions) >= self._limit else None
             hs = HttpSession(secrets.token_urlsafe(32), self._log, legacy, self._outbox_bytes)
             hs.requests = 1  # its initialize (or GET /sse) is being handled
             self._sessions[hs.id] = hs
+        if evicted is not None:  # ended outside the lock: its calls are cancelled upstream
+            evicted.end()
+            if evicted.hang_up is not None:  # a full, unread /sse stream: its connection too
+                evicted.hang_up()
         return hs
 
-    def _evict_one(self) -> None:
-        """Ends the least recently used idle session (call with the lock held); 429 if every
-        session has a call in flight, a response waiting or an SSE stream open."""
+    def _evict_one(self) -> HttpSession:
+        """Takes out the least recently used idle session, for the caller to end (call with the
+        lock held); 429 if every session has a call in flight, a response waiting or an SSE
+        stream open and read."""
         idle = [hs for hs in self._sessions.values() if not hs.busy()]
         if not idle:
             raise HttpError(
@@ -8397,13 +8412,13 @@ class SessionTable:
             )
         oldest = min(idle, key=lambda hs: hs.last_used)
         del self._sessions[oldest.id]
-        oldest.end()
         idle_s = round(time.monotonic() - oldest.last_used)
         self._log.debug(
             "http",
             f"session idle for {idle_s} s ended to make room (server.http.max_sessions "
             f"{self._limit} reached)",
         )
+        return oldest
 
     def get(self, session_id: str, legacy: bool = False) -> HttpSession:
         """The session, held until release(): it cannot be pushed out while in use."""
