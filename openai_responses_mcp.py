@@ -7080,6 +7080,8 @@ class Dispatcher:
         longer counts against the client's limit; a result in the output contract says so."""
         terminal = task.cancel()
         task.mark_collected()
+        if terminal is not None:  # it had ended: its answer goes now, as the result says
+            self.tasks.discard(task)
         self.log.debug("server", f"handoff cancelled tool={task.tool}")
         answer = handoff_answer(task.id, task.model, 0, task.ttl_ms)
         answer["answer"] = (

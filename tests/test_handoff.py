@@ -238,6 +238,23 @@ def test_answer_result_with_cancel_stops_a_handoff(spawn, fake):
     fake.wait_for_disconnect(0, timeout=10)  # the upstream request too
 
 
+def test_answer_result_with_cancel_drops_a_handoff_that_has_ended(spawn, fake):
+    server = spawn("--stdio", config=CONFIG, upstream=fake)
+    server.initialize()
+    fake.enqueue(Reply(delay_before_headers=2))
+    the_id = handoff_id(server.call("answer", {"query": "a question answered meanwhile"}))
+    assert the_id is not None
+    for _ in range(30):  # collected once it has ended (each waits up to handoff_after_s)
+        answer = server.call("answer_result", {"id": the_id, "wait_s": 30})
+        if answer["result"]["_meta"][HANDOFF]["status"] == "completed":
+            break
+    assert answer["result"]["_meta"][HANDOFF]["status"] == "completed", answer
+    dropped = server.call("answer_result", {"id": the_id, "cancel": True})
+    assert dropped["result"]["structuredContent"]["answer"].startswith("Dropped")
+    gone = server.call("answer_result", {"id": the_id, "wait_s": 0})
+    assert "unknown id" in gone["error"]["message"]  # as the result said: not kept
+
+
 def test_the_protocols_cancel_of_a_handed_off_call_stops_its_handoff(spawn, fake):
     server = spawn("--stdio", config=CONFIG, upstream=fake)
     server.initialize()
