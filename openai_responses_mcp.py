@@ -9514,6 +9514,23 @@ _MODERN_STATUS = {
 }
 
 
+def _unread(conn) -> bool:
+    """Whether a connection has nothing waiting to be read (closed by its client counts: nothing
+    will come)."""
+    import socket
+
+    try:
+        if hasattr(socket, "MSG_DONTWAIT"):
+            return not conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        import select  # Windows: its select() has no limit on descriptor numbers
+
+        return not select.select([conn], [], [], 0)[0]
+    except (BlockingIOError, InterruptedError):
+        return True
+    except (OSError, ValueError):  # gone already: nothing will be read from it
+        return True
+
+
 class Lobby:
     """Connections waiting for a request, held by no thread: one selector thread watches them
     and hands each to `on_ready` (a worker thread) once it has bytes to read.
@@ -9552,11 +9569,14 @@ class Lobby:
         self._wake()
 
     def evict_oldest(self) -> bool:
-        """Closes the connection that has waited longest, if any; its slot is the caller's."""
+        """Closes the connection that has waited longest with nothing to read, if any; its slot
+        is the caller's. One whose request has arrived but not yet been seen (the lobby is busy
+        when an attacker opens connections fast) is passed over: it is not idle."""
         with self._lock:
-            if not self._waiting:
+            conn = next((c for n, c in enumerate(self._waiting) if n >= 64 or _unread(c)), None)
+            if conn is None:
                 return False
-            conn, (_, handler, _) = self._waiting.popitem(last=False)
+            handler = self._waiting.pop(conn)[1]
             self._doomed.append((conn, handler))
         self._wake()
         return True

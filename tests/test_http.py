@@ -606,6 +606,29 @@ def test_a_connection_sending_its_headers_a_byte_at_a_time_makes_room_like_an_id
             sock.close()
 
 
+def test_making_room_passes_over_a_parked_connection_whose_request_has_arrived():
+    # Issue 18 audit: an attacker opening connections fast keeps the lobby's thread busy, and a
+    # token holder's connection, its request sent but not yet seen, was closed as the oldest.
+    from openai_responses_mcp import Lobby, Log
+
+    lobby = Lobby(on_ready=None, on_closed=None, log=Log())  # its thread never runs here
+    pairs = [socket.socketpair() for _ in range(3)]
+    try:
+        sent, idle, newer = (server_end for server_end, _ in pairs)
+        pairs[0][1].sendall(b"GET /usage HTTP/1.1\r\n")  # the oldest: a request on its way
+        for conn in (sent, idle, newer):
+            lobby.wait(conn, ("127.0.0.1", 0), None, time.monotonic() + 60)
+        assert lobby.evict_oldest() and lobby._doomed == [(idle, None)]
+        assert lobby.evict_oldest() and lobby._doomed[-1] == (newer, None)
+        assert not lobby.evict_oldest()  # only a connection with a request left: no room
+    finally:
+        for pair in pairs:
+            for sock in pair:
+                sock.close()
+        lobby._wake_in.close()
+        lobby._wake_out.close()
+
+
 def test_connections_past_max_connections_are_closed_at_once_while_all_are_busy(serve):
     server = serve(config=http_config(max_connections=2, header_timeout_s=30))
     held = [raw_connection(server.port), raw_connection(server.port)]
