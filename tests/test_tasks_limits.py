@@ -319,7 +319,12 @@ def test_a_session_pushed_out_or_whose_sse_stream_closes_drops_its_tasks_once(sp
     session = open_session(port)
     created = post(port, task_call("a quick question", 1), session, H2025).json()
     task_id = created["result"]["task"]["taskId"]
-    wait_until(lambda: len(fake.creates) == 1, 30, "the task's call")
+
+    def status() -> str:
+        reply = post(port, rpc("tasks/get", {"taskId": task_id}, "get"), session, H2025)
+        return reply.json()["result"]["status"]
+
+    wait_until(lambda: status() == "completed", 30, "the task's end")  # idle only then
     open_session(port)  # pushes the first one out
     wait_until(lambda: "session ended: 1 of its tasks dropped" in server.stderr, 10, "the drop")
     gone = post(port, rpc("tasks/get", {"taskId": task_id}), session, H2025)
