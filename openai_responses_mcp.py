@@ -6145,10 +6145,18 @@ class Session:
         self._running = 0
         self._waiters: dict = {}  # request id -> Waiter (tasks/result, answer_result)
         self._closing: list = []  # what close() runs: the dispatcher's dropping of its tasks
+        self.closed = False
         self._lock = threading.Condition()
+
+    def _check_open(self) -> None:
+        """A request that raced its session's end (HTTP: DELETE, expiry, pushed out) starts
+        nothing: what it started now would outlive the session, which has dropped its own."""
+        if self.closed:
+            raise RpcError(REQUEST_CANCELLED, "Request cancelled: the session has ended")
 
     def register(self, call: Call) -> None:
         with self._lock:
+            self._check_open()
             if call.id in self._calls:
                 raise RpcError(
                     INVALID_REQUEST,
@@ -6195,6 +6203,7 @@ class Session:
     def add_waiter(self, request_id, waiter, limit: int) -> None:
         """Holds a request that waits for a task; -32000 (HTTP 429) past `limit` of them."""
         with self._lock:
+            self._check_open()
             if request_id in self._waiters or request_id in self._calls:
                 raise RpcError(
                     INVALID_REQUEST,
@@ -6234,6 +6243,8 @@ class Session:
         """The session has ended (HTTP: DELETE, idle expiry, pushed out, its SSE stream closed):
         cancels its calls, drops its waiting requests and its tasks; returns the request ids
         of the calls cancelled."""
+        with self._lock:
+            self.closed = True  # no call or waiter joins from now on
         cancelled = self.cancel_all()
         with self._lock:
             waiters, self._waiters = list(self._waiters.values()), {}
@@ -7149,6 +7160,8 @@ class Dispatcher:
         longer counts against the client's limit; a result in the output contract says so."""
         terminal = task.cancel()
         task.mark_collected()
+        if terminal is not None:  # it had ended: its answer goes now, as the result says
+            self.tasks.discard(task)
         self.log.debug("server", f"handoff cancelled tool={task.tool}")
         answer = handoff_answer(task.id, task.model, 0, task.ttl_ms)
         answer["answer"] = (
@@ -8457,16 +8470,20 @@ class SessionTable:
         import secrets
 
         with self._lock:
-            if len(self._sessions) >= self._limit:
-                self._evict_one()
+            evicted = self._evict_one() if len(self._sessions) >= self._limit else None
             hs = HttpSession(secrets.token_urlsafe(32), self._log, legacy, self._outbox_bytes)
             hs.requests = 1  # its initialize (or GET /sse) is being handled
             self._sessions[hs.id] = hs
+        if evicted is not None:  # ended outside the lock: its calls are cancelled upstream
+            evicted.end()
+            if evicted.hang_up is not None:  # a full, unread /sse stream: its connection too
+                evicted.hang_up()
         return hs
 
-    def _evict_one(self) -> None:
-        """Ends the least recently used idle session (call with the lock held); 429 if every
-        session has a call in flight, a response waiting or an SSE stream open."""
+    def _evict_one(self) -> HttpSession:
+        """Takes out the least recently used idle session, for the caller to end (call with the
+        lock held); 429 if every session has a call in flight, a response waiting or an SSE
+        stream open and read."""
         idle = [hs for hs in self._sessions.values() if not hs.busy()]
         if not idle:
             raise HttpError(
@@ -8477,13 +8494,13 @@ class SessionTable:
             )
         oldest = min(idle, key=lambda hs: hs.last_used)
         del self._sessions[oldest.id]
-        oldest.end()
         idle_s = round(time.monotonic() - oldest.last_used)
         self._log.debug(
             "http",
             f"session idle for {idle_s} s ended to make room (server.http.max_sessions "
             f"{self._limit} reached)",
         )
+        return oldest
 
     def get(self, session_id: str, legacy: bool = False) -> HttpSession:
         """The session, held until release(): it cannot be pushed out while in use."""
@@ -9062,10 +9079,11 @@ class HttpApp:
             self._deadlines[handler] = deadline
 
     def evict_reader(self) -> bool:
-        """Closes the connection that has waited longest for its request line to complete,
-        if any (HttpServer.admit, at max_connections); its slot passes to a new connection."""
+        """Closes the connection nearest its deadline among those still sending their request
+        line or headers, if any (HttpServer.admit, at max_connections); its slot passes to a
+        new connection."""
         with self._lock:
-            readers = [(when, h) for h, when in self._deadlines.items() if h.awaits_line()]
+            readers = [(when, h) for h, when in self._deadlines.items() if h.awaits_request()]
             if not readers:
                 return False
             handler = min(readers, key=lambda entry: entry[0])[1]
@@ -9138,7 +9156,7 @@ class HttpHandler:
 
     def handle_one_request(self) -> None:
         self.app: HttpApp = self.server.app
-        self._phase = "idle"  # idle -> request (line read) -> answered
+        self._phase = "idle"  # idle -> headers (line read) -> request (headers read) -> answered
         self._body: bytes | None = None
         self._framing_ok = False  # Content-Length and Transfer-Encoding were checked
         self._cors: dict = {}
@@ -9150,18 +9168,24 @@ class HttpHandler:
             self.app.unwatch(self)
 
     def parse_request(self) -> bool:
-        self._phase = "request"  # then the headers and body, within header_timeout_s
+        self._phase = "headers"  # then the body, within header_timeout_s in all
         self.app.watch(self, self._started + self.app.header_timeout)
-        return super().parse_request()
+        parsed = super().parse_request()
+        if parsed:  # else send_error() has answered it already
+            self._phase = "request"
+        return parsed
 
-    def awaits_line(self) -> bool:
-        """Whether this connection has not yet sent a whole request line."""
-        return self._phase == "idle"
+    def awaits_request(self) -> bool:
+        """Whether this connection has not yet sent its request line and headers (so not its
+        token either): one that sends them a byte at a time is as idle as one that sends
+        nothing, and makes room at max_connections like it."""
+        return self._phase in ("idle", "headers")
 
     def too_slow(self) -> None:
         """Called by the watchdog: the request did not arrive in time, so drop the connection
-        (with a 408 if it had started; an idle keep-alive connection just closes)."""
-        if self._phase == "request":
+        (with a 408 if it had started; an idle keep-alive connection, or one closed to make
+        room, just closes)."""
+        if self._phase in ("headers", "request") and not self.evicted:
             why = f"the request did not arrive within {self.app.header_timeout} s"
             body = encode_message({"error": f"{why} (server.http.header_timeout_s)"})
             head = "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
@@ -9570,6 +9594,23 @@ _MODERN_STATUS = {
 }
 
 
+def _unread(conn) -> bool:
+    """Whether a connection has nothing waiting to be read (closed by its client counts: nothing
+    will come)."""
+    import socket
+
+    try:
+        if hasattr(socket, "MSG_DONTWAIT"):
+            return not conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        import select  # Windows: its select() has no limit on descriptor numbers
+
+        return not select.select([conn], [], [], 0)[0]
+    except (BlockingIOError, InterruptedError):
+        return True
+    except (OSError, ValueError):  # gone already: nothing will be read from it
+        return True
+
+
 class Lobby:
     """Connections waiting for a request, held by no thread: one selector thread watches them
     and hands each to `on_ready` (a worker thread) once it has bytes to read.
@@ -9608,11 +9649,14 @@ class Lobby:
         self._wake()
 
     def evict_oldest(self) -> bool:
-        """Closes the connection that has waited longest, if any; its slot is the caller's."""
+        """Closes the connection that has waited longest with nothing to read, if any; its slot
+        is the caller's. One whose request has arrived but not yet been seen (the lobby is busy
+        when an attacker opens connections fast) is passed over: it is not idle."""
         with self._lock:
-            if not self._waiting:
+            conn = next((c for n, c in enumerate(self._waiting) if n >= 64 or _unread(c)), None)
+            if conn is None:
                 return False
-            conn, (_, handler, _) = self._waiting.popitem(last=False)
+            handler = self._waiting.pop(conn)[1]
             self._doomed.append((conn, handler))
         self._wake()
         return True

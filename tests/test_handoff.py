@@ -10,7 +10,7 @@ import time
 
 import anyio
 import pytest
-from conftest import SCRIPT, Server, base_env, cancel, send_call
+from conftest import META, MODERN, SCRIPT, Server, base_env, cancel, send_call
 from fake_upstream import Reply
 
 mcp = pytest.importorskip("mcp")
@@ -238,6 +238,23 @@ def test_answer_result_with_cancel_stops_a_handoff(spawn, fake):
     fake.wait_for_disconnect(0, timeout=10)  # the upstream request too
 
 
+def test_answer_result_with_cancel_drops_a_handoff_that_has_ended(spawn, fake):
+    server = spawn("--stdio", config=CONFIG, upstream=fake)
+    server.initialize()
+    fake.enqueue(Reply(delay_before_headers=2))
+    the_id = handoff_id(server.call("answer", {"query": "a question answered meanwhile"}))
+    assert the_id is not None
+    for _ in range(30):  # collected once it has ended (each waits up to handoff_after_s)
+        answer = server.call("answer_result", {"id": the_id, "wait_s": 30})
+        if answer["result"]["_meta"][HANDOFF]["status"] == "completed":
+            break
+    assert answer["result"]["_meta"][HANDOFF]["status"] == "completed", answer
+    dropped = server.call("answer_result", {"id": the_id, "cancel": True})
+    assert dropped["result"]["structuredContent"]["answer"].startswith("Dropped")
+    gone = server.call("answer_result", {"id": the_id, "wait_s": 0})
+    assert "unknown id" in gone["error"]["message"]  # as the result said: not kept
+
+
 def test_the_protocols_cancel_of_a_handed_off_call_stops_its_handoff(spawn, fake):
     server = spawn("--stdio", config=CONFIG, upstream=fake)
     server.initialize()
@@ -249,3 +266,96 @@ def test_the_protocols_cancel_of_a_handed_off_call_stops_its_handoff(spawn, fake
     cancel(server, "started")  # notifications/cancelled for the call that started it
     after = server.call("answer_result", {"id": the_id, "wait_s": 5})
     assert after["error"]["code"] == -32001 and "cancelled" in after["error"]["message"]
+
+
+# -- the handoff's cancel over HTTP, in every era -----------------------------------------------
+
+HTTP_ERAS = {
+    "session": ([], {"MCP-Protocol-Version": "2025-06-18"}),
+    "stateless": (["--stateless"], {"MCP-Protocol-Version": "2025-06-18"}),
+    "2026-07-28": ([], {"MCP-Protocol-Version": MODERN}),
+}
+
+
+def http_era(spawn, fake, era: str):
+    """A server over HTTP and a function posting a message in `era` (its session, if any)."""
+    from http_client import open_session, post, wait_listening
+
+    flags, headers = HTTP_ERAS[era]
+    env = {"MCP_TASK_SECRET": "s3cret-" + "0123456789abcdefghijklmnopqrstuvwxyz"}
+    server = spawn("--http", "127.0.0.1:0", *flags, config=CONFIG, env=env, upstream=fake)
+    server.port = wait_listening(server)
+    session = open_session(server.port) if era == "session" else None
+
+    def send(message: dict):
+        sent = dict(headers)
+        if era == "2026-07-28":
+            sent["Mcp-Method"] = message["method"]
+            if "id" in message:
+                message["params"]["_meta"] = META
+            if message["method"] == "tools/call":
+                sent["Mcp-Name"] = message["params"]["name"]
+        return post(server.port, message, session, sent, timeout=30)
+
+    send.server = server
+    return send
+
+
+def slow(era: str) -> Reply:
+    """A long call: under --stateless one OpenAI names at once (a handoff's id is signed with
+    its response's), else one whose stream closing the fake sees at once."""
+    return Reply(event_delay=1.0) if era == "stateless" else Reply(delay_before_headers=30)
+
+
+def stopped_upstream(fake, era: str) -> None:
+    """The call stopped upstream: its stream closed, or (--stateless runs it in background
+    mode, for any instance to follow) POST /responses/{id}/cancel."""
+    if era != "stateless":
+        return fake.wait_for_disconnect(0, timeout=10)
+    deadline = time.monotonic() + 10
+    while not any(r.path.endswith("/cancel") for r in fake.requests):
+        assert time.monotonic() < deadline, "no cancel upstream"
+        time.sleep(0.05)
+
+
+def http_call(send, request_id, tool: str, arguments: dict) -> dict:
+    reply = send(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments},
+        }
+    )
+    assert reply.status == 200, send.server.stderr
+    return reply.json() if reply.body.startswith(b"{") else reply.events()[-1][1]
+
+
+@pytest.mark.parametrize("era", list(HTTP_ERAS))
+def test_over_http_the_protocols_cancel_of_a_handed_off_call_stops_its_handoff(spawn, fake, era):
+    """notifications/cancelled for the tools/call that was handed off: with its session, tied
+    to its client under --stateless, and in 2026-07-28, whose POSTs carry no session."""
+    send = http_era(spawn, fake, era)
+    fake.enqueue(slow(era))
+    first = http_call(send, "started", "answer", {"query": "a question the user interrupts"})
+    the_id = handoff_id(first)
+    assert the_id is not None, first
+    fake.wait_for_requests(1, timeout=30)  # a loaded machine's first call may hand off sooner
+    cancelled = {"jsonrpc": "2.0", "method": "notifications/cancelled"}
+    assert send({**cancelled, "params": {"requestId": "started"}}).status == 202
+    stopped_upstream(fake, era)
+    after = http_call(send, "after", "answer_result", {"id": the_id, "wait_s": 5})
+    assert after["error"]["code"] == -32001 and "cancelled" in after["error"]["message"]
+
+
+@pytest.mark.parametrize("era", list(HTTP_ERAS))
+def test_over_http_answer_result_with_cancel_stops_a_handoff(spawn, fake, era):
+    send = http_era(spawn, fake, era)
+    fake.enqueue(slow(era))
+    first = http_call(send, 1, "answer", {"query": "a question to give up on"})
+    the_id = handoff_id(first)
+    assert the_id is not None, first
+    fake.wait_for_requests(1, timeout=30)
+    cancelled = http_call(send, 2, "answer_result", {"id": the_id, "cancel": True})
+    assert cancelled["result"]["_meta"][HANDOFF] == {"id": the_id, "status": "cancelled"}
+    stopped_upstream(fake, era)

@@ -586,11 +586,57 @@ def test_at_max_connections_a_new_connection_closes_the_longest_idle_one(serve, 
     assert read_until_closed(newer, timeout=5.0).startswith(b"HTTP/1.1 200 ")
 
 
+def test_a_connection_sending_its_headers_a_byte_at_a_time_makes_room_like_an_idle_one(serve):
+    # Issue 18 audit: a slow client (or an attacker without the token, which is in the headers)
+    # that trickles its request line and headers held its slot and a thread for
+    # header_timeout_s, and at max_connections every new connection was closed meanwhile.
+    server = serve(config=http_config(max_connections=2, header_timeout_s=60))
+    slow = [raw_connection(server.port), raw_connection(server.port)]
+    for sock in slow:
+        for byte in b"POST /mcp HTTP/1.1\r\nHost: 1":
+            sock.sendall(bytes([byte]))
+    time.sleep(0.3)  # both are reading their headers in the server
+    try:
+        assert request(server.port, "GET", "/healthz").status == 200
+        assert request(server.port, "GET", "/healthz").status == 200
+        for sock in slow:  # closed to make room, without a 408: it was not late
+            assert read_until_closed(sock, timeout=5.0) == b""
+    finally:
+        for sock in slow:
+            sock.close()
+
+
+def test_making_room_passes_over_a_parked_connection_whose_request_has_arrived():
+    # Issue 18 audit: an attacker opening connections fast keeps the lobby's thread busy, and a
+    # token holder's connection, its request sent but not yet seen, was closed as the oldest.
+    from openai_responses_mcp import Lobby, Log
+
+    lobby = Lobby(on_ready=None, on_closed=None, log=Log())  # its thread never runs here
+    pairs = [socket.socketpair() for _ in range(3)]
+    try:
+        sent, idle, newer = (server_end for server_end, _ in pairs)
+        pairs[0][1].sendall(b"GET /usage HTTP/1.1\r\n")  # the oldest: a request on its way
+        for conn in (sent, idle, newer):
+            lobby.wait(conn, ("127.0.0.1", 0), None, time.monotonic() + 60)
+        assert lobby.evict_oldest() and lobby._doomed == [(idle, None)]
+        assert lobby.evict_oldest() and lobby._doomed[-1] == (newer, None)
+        assert not lobby.evict_oldest()  # only a connection with a request left: no room
+    finally:
+        for pair in pairs:
+            for sock in pair:
+                sock.close()
+        lobby._wake_in.close()
+        lobby._wake_out.close()
+
+
 def test_connections_past_max_connections_are_closed_at_once_while_all_are_busy(serve):
     server = serve(config=http_config(max_connections=2, header_timeout_s=30))
     held = [raw_connection(server.port), raw_connection(server.port)]
-    for sock in held:  # a request under way: not idle
-        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    for sock in held:  # a request under way (its headers in, its body awaited): not idle
+        sock.sendall(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 50\r\n\r\n"
+        )
     time.sleep(0.3)
     try:
         extra = raw_connection(server.port)

@@ -16,7 +16,7 @@ import time
 import pytest
 from conftest import ANSWER, FakeEngine, Harness, wait_until
 from fake_upstream import Reply
-from http_client import ACCEPT_BOTH, open_stream, post, request, rpc, wait_listening
+from http_client import ACCEPT_BOTH, open_sse, open_stream, post, request, rpc, wait_listening
 
 import openai_responses_mcp as mcp
 
@@ -155,6 +155,30 @@ def test_a_session_that_ends_drops_its_waiting_requests_and_its_tasks(config):
     assert [m for m in harness.outbox.replies() if str(m.get("id")).startswith("wait-")] == []
 
 
+def test_an_ended_session_drops_its_tasks_once_and_starts_nothing_more(config):
+    """Ending races the requests in flight (a DELETE while a tools/call is being handled): a
+    session ends once however many paths end it, and a request that comes after starts no
+    call and waits for no task, which would outlive it."""
+    release = threading.Event()
+    engine = FakeEngine(lambda tool, args, call: (release.wait(10), (dict(ANSWER), {}))[1])
+    harness = Harness(config, engine)
+    harness.initialize("2025-11-25")
+    params = {"name": "answer", "arguments": {"query": "q"}, "task": {"ttl": 600_000}}
+    task_id = harness.request("tools/call", params)["result"]["task"]["taskId"]
+    ended_calls = []
+    harness.session.on_close(lambda session: ended_calls.append(session))
+    harness.session.close()  # DELETE ...
+    harness.session.close()  # ... and then its /sse stream closing, or the idle watchdog
+    assert len(ended_calls) == 1 and len(harness.dispatcher.tasks) == 0
+    late = harness.request("tools/call", {**params, "task": {"ttl": 600_000}}, "late")
+    assert late["error"]["code"] == -32800 and "session has ended" in late["error"]["message"]
+    waiting = harness.request("tasks/result", {"taskId": task_id}, "late-wait")
+    assert "error" in waiting and harness.session.waiting() == 0
+    assert len(harness.dispatcher.tasks) == 0 and len(engine.calls) == 1
+    release.set()
+    harness.idle()
+
+
 def test_the_session_limit_on_waiting_requests_is_a_clear_refusal(config):
     release = threading.Event()
     engine = FakeEngine(lambda tool, args, call: (release.wait(10), (dict(ANSWER), {}))[1])
@@ -180,12 +204,12 @@ def test_deadlines_run_on_one_thread_in_time_order_and_a_cancelled_one_never_run
     deadlines = mcp.Deadlines(mcp.Log())
     ran: list = []
     before = threading.active_count()
-    # 1 s ahead: every cancel below comes before any deadline, however loaded the machine.
-    entries = [deadlines.after(1 + 0.05 * (n % 5), lambda n=n: ran.append(n)) for n in range(200)]
-    for entry in entries[::2]:
+    # Not due before the cancels below, however loaded the machine (a due one may run first).
+    due = [deadlines.after(1 + 0.05 * (n % 5), lambda n=n: ran.append(n)) for n in range(200)]
+    for entry in due[::2]:
         deadlines.cancel(entry)
     assert threading.active_count() <= before + 1  # one thread for all of them
-    wait_until(lambda: len(ran) >= 100, 10, "the deadlines")
+    wait_until(lambda: len(ran) >= 100, 15, "the deadlines")
     assert sorted(ran) == list(range(1, 200, 2))
     assert [n % 5 for n in ran] == sorted(n % 5 for n in ran)  # earliest first
     assert len(deadlines) == 0
@@ -223,14 +247,24 @@ def test_150_sessions_leaving_16_tasks_each_stay_within_the_memory_bound(spawn, 
     """The review's script: many sessions each start 16 tasks answered from the cache and
     never collect them. Before: every task held its reply twice until its TTL (+67 MB here
     for 20 KB answers). Now: at most max_reply_bytes of replies (4 MiB here) plus about 8 KB
-    a task (README: Server-wide bounds), and a clear 429 at the limit."""
+    a task (README: Server-wide bounds), and a clear 429 at the limit.
+
+    Robust on a loaded machine: the baseline is taken once the first task has ended (the SDK's
+    lazy imports and its first response's parsing are in it, not in the growth); the session's
+    call limits are above 16, so the only refusals are the task limits under test; and a cache
+    read held up past 0.25 s is a miss by design (issue 19), so a few calls may go upstream
+    (they store the same 20 KB reply)."""
     fake.default = Reply(text="All about HTTP 404. " * 1000)  # a 20 KB answer
-    config = "server:\n  tasks:\n    max_reply_bytes: 4194304\n"
+    config = (
+        "server:\n  tasks:\n    max_reply_bytes: 4194304\n  http:\n    max_calls_per_session: 16\n"
+    )
     server = http_server(spawn, fake, config, env={"ANSWER_CACHE_TTL_S": "600"})
     port = server.port
     session = open_session(port)
-    post(port, task_call("one cached question", 1), session, H2025)  # fills the cache
-    wait_until(lambda: len(fake.creates) == 1, 10, "the first call")
+    created = post(port, task_call("one cached question", 1), session, H2025)  # fills the cache
+    first = {"taskId": created.json()["result"]["task"]["taskId"]}
+    first_ended = post(port, rpc("tasks/result", first, "first"), session, H2025, timeout=60)
+    assert first_ended.status == 200 and len(fake.creates) == 1, first_ended
     before = proc_status(server.proc.pid)["rss"]
     refusals: list = []
 
@@ -250,7 +284,7 @@ def test_150_sessions_leaving_16_tasks_each_stay_within_the_memory_bound(spawn, 
     assert set(statuses) <= {200, 429} and statuses.count(200) > 16 * 20
     assert refusals and all("server.tasks.max_" in message for message in refusals)
     assert grown < 4 * MIB + 1000 * 8 * 1024 + 16 * MIB, f"grew {grown / MIB:.1f} MiB"
-    assert len(fake.creates) == 1  # every task answered from the cache
+    assert len(fake.creates) < 100  # the tasks answered from the cache (all but a few misses)
 
 
 def test_ending_a_session_drops_its_tasks(spawn, fake):
@@ -273,6 +307,43 @@ def test_ending_a_session_drops_its_tasks(spawn, fake):
     session = open_session(port)
     assert post(port, task_call("a quick question", 9), session, H2025).status == 200
     wait_until(lambda: "session ended: 1 of its tasks dropped" in server.stderr, 10, "expiry")
+
+
+def test_a_session_pushed_out_or_whose_sse_stream_closes_drops_its_tasks_once(spawn, fake):
+    """The other ways an HTTP session ends: pushed out at max_sessions (its ended task goes),
+    and a /sse stream closed (its client's handoff is cancelled, upstream too). Each session's
+    tasks are dropped once, however many paths then end it again."""
+    config = "server:\n  http:\n    max_sessions: 1\nrequest:\n  handoff_after_s: 1\n"
+    server = http_server(spawn, fake, config, "--debug")
+    port = server.port
+    session = open_session(port)
+    created = post(port, task_call("a quick question", 1), session, H2025).json()
+    task_id = created["result"]["task"]["taskId"]
+
+    def status() -> str:
+        reply = post(port, rpc("tasks/get", {"taskId": task_id}, "get"), session, H2025)
+        return reply.json()["result"]["status"]
+
+    wait_until(lambda: status() == "completed", 30, "the task's end")  # idle only then
+    open_session(port)  # pushes the first one out
+    wait_until(lambda: "session ended: 1 of its tasks dropped" in server.stderr, 10, "the drop")
+    gone = post(port, rpc("tasks/get", {"taskId": task_id}), session, H2025)
+    assert gone.status == 404  # the session, and with it the task
+
+    fake.default = Reply(delay_before_headers=30)
+    stream, endpoint = open_sse(port)  # pushes the second one out (no task: nothing said)
+    legacy = {"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": INIT["clientInfo"]}
+    assert post(port, rpc("initialize", legacy, 0), path=endpoint).status == 202
+    assert stream.next_message()["id"] == 0
+    call = rpc("tools/call", {"name": "answer", "arguments": {"query": "a long one"}}, 1)
+    assert post(port, call, path=endpoint).status == 202
+    handed = stream.next_message(timeout=30)
+    assert handed["result"]["_meta"]["openai-responses-mcp/handoff"]["id"], handed
+    stream.close()
+    fake.wait_for_disconnect(1, timeout=10)  # the handed-off call is cancelled upstream
+    wait_until(lambda: server.stderr.count("session ended: 1 of its tasks dropped") == 2, 10, "")
+    time.sleep(1)  # a second end (the stream's own close after the watchdog's) says nothing
+    assert server.stderr.count("session ended:") == 2
 
 
 @needs_proc
