@@ -9320,6 +9320,10 @@ class HttpHandler:
             self.close_connection = True
         except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
             app.log.say(f"internal error in {self.command} {path}: {type(exc).__name__}: {exc}")
+            if app.log.debug_enabled:  # where it happened, for the report the 500 asks for
+                import traceback
+
+                app.log.debug("http", "".join(traceback.format_exception(exc)).rstrip())
             if self._phase != "answered":
                 self.close_connection = True
                 self._send_json(500, {"error": "internal error; run with --debug and report it"})
