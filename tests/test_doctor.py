@@ -625,3 +625,12 @@ def test_credentials_in_the_base_url_are_masked_on_every_line(tmp_path, fake):
     proc = doctor(tmp_path, env={"OPENAI_BASE_URL": url})
     assert "gw-pass-1234" not in proc.stdout and "gateway-user" not in proc.stdout
     assert f"base_url http://***@127.0.0.1:{fake.port}/v1" in proc.stdout
+
+
+def test_live_tries_no_deep_research_run_even_when_answer_deep_is_on(tmp_path, fake):
+    # A deep research run is billed by the searches it decides to make: no trial of it.
+    proc = doctor(tmp_path, "--live", env=against(fake, MCP_ANSWER_DEEP="1"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "answer_deep: not tried (its settings are checked at start-up)" in proc.stdout
+    assert line_with(proc, "answer_quick: the API accepts its settings").startswith(OK)
+    assert not any("deep-research" in r.body.get("model", "") for r in fake.creates)
