@@ -135,13 +135,20 @@ def test_a_handoff_at_the_limit_replaces_the_oldest_ended_uncollected_one():
         table.add(mcp.Task("h-4", "h", mcp.Call(4, "answer"), "client", 60_000, "m"), True)
 
 
-def test_a_session_that_ends_drops_its_waiting_requests_and_its_tasks(config):
+def held_task(config):
+    """A 2025-11-25 Harness with one task whose answer waits for `release`: (harness, engine,
+    release, the task's params, its id)."""
     release = threading.Event()
     engine = FakeEngine(lambda tool, args, call: (release.wait(10), (dict(ANSWER), {}))[1])
     harness = Harness(config, engine)
     harness.initialize("2025-11-25")
     params = {"name": "answer", "arguments": {"query": "q"}, "task": {"ttl": 600_000}}
     task_id = harness.request("tools/call", params)["result"]["task"]["taskId"]
+    return harness, engine, release, params, task_id
+
+
+def test_a_session_that_ends_drops_its_waiting_requests_and_its_tasks(config):
+    harness, _, release, _, task_id = held_task(config)
     task = harness.dispatcher.tasks.get(task_id)
     for n in range(3):
         assert harness.request("tasks/result", {"taskId": task_id}, f"wait-{n}") is None
@@ -159,12 +166,7 @@ def test_an_ended_session_drops_its_tasks_once_and_starts_nothing_more(config):
     """Ending races the requests in flight (a DELETE while a tools/call is being handled): a
     session ends once however many paths end it, and a request that comes after starts no
     call and waits for no task, which would outlive it."""
-    release = threading.Event()
-    engine = FakeEngine(lambda tool, args, call: (release.wait(10), (dict(ANSWER), {}))[1])
-    harness = Harness(config, engine)
-    harness.initialize("2025-11-25")
-    params = {"name": "answer", "arguments": {"query": "q"}, "task": {"ttl": 600_000}}
-    task_id = harness.request("tools/call", params)["result"]["task"]["taskId"]
+    harness, engine, release, params, task_id = held_task(config)
     ended_calls = []
     harness.session.on_close(lambda session: ended_calls.append(session))
     harness.session.close()  # DELETE ...
@@ -180,12 +182,7 @@ def test_an_ended_session_drops_its_tasks_once_and_starts_nothing_more(config):
 
 
 def test_the_session_limit_on_waiting_requests_is_a_clear_refusal(config):
-    release = threading.Event()
-    engine = FakeEngine(lambda tool, args, call: (release.wait(10), (dict(ANSWER), {}))[1])
-    harness = Harness(config, engine)
-    harness.initialize("2025-11-25")
-    params = {"name": "answer", "arguments": {"query": "q"}, "task": {"ttl": 600_000}}
-    task_id = harness.request("tools/call", params)["result"]["task"]["taskId"]
+    harness, _, release, _, task_id = held_task(config)
     for n in range(16):  # server.tasks.max_per_client
         assert harness.request("tasks/result", {"taskId": task_id}, f"wait-{n}") is None
     refused = harness.request("tasks/result", {"taskId": task_id}, "one-more")
