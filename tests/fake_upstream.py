@@ -1523,6 +1523,12 @@ class FakeResponsesAPI:
             self._requests.clear()
             self._connections_opened = 0
 
+    @property
+    def queued(self) -> int:
+        """How many enqueued replies no request has taken yet."""
+        with self._lock:
+            return len(self._queue)
+
     def wait_for_requests(self, n: int, timeout: float = 5.0) -> list[Recorded]:
         with self._cond:
             if not self._cond.wait_for(lambda: len(self._requests) >= n, timeout):
