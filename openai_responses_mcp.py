@@ -4346,6 +4346,7 @@ _BATCH = 500  # writes per transaction of the writer
 _RECENT_CALLS = 20  # a call's expected cost: the mean of its tool's last N priced calls
 _PRUNE_EVERY_S = 3600.0
 _WRITER_IDLE_S = 1.0  # the writer thread ends after this long with nothing to write
+_WRITER_MARK_KEEP_S = 7 * 86400.0  # a writer's mark (see StateWriter) outlives its process
 _LOCK_BUDGET, _LOCK_SCHEMA = 0x6F726D01, 0x6F726D02  # PostgreSQL advisory lock keys
 _UMASK_LOCK = threading.Lock()
 
@@ -4401,6 +4402,9 @@ def _schema(postgres: bool) -> list[str]:
         "CREATE INDEX IF NOT EXISTS answers_by_age ON answers (stored_at)",
         f"CREATE TABLE IF NOT EXISTS reservations (id TEXT PRIMARY KEY, at {real} NOT NULL, "
         f"expires_at {real} NOT NULL, usd {real} NOT NULL)",
+        # Each process's writer's mark: the last ledger row it has written (see StateWriter).
+        f"CREATE TABLE IF NOT EXISTS writers (id TEXT PRIMARY KEY, seq {count}, "
+        f"at {real} NOT NULL)",
         "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
     ]
 
@@ -4758,10 +4762,11 @@ class _StillOpening(Exception):
 class _UsageWrite:
     """A ledger row (values None: none) and the reservation it settles (None: none)."""
 
-    __slots__ = ("day", "reservation", "usd", "values")
+    __slots__ = ("day", "reservation", "seq", "usd", "values")
 
     def __init__(self, values: dict | None, reservation: str | None):
         self.values, self.reservation = values, reservation
+        self.seq = 0  # its place in its writer's order, set by StateWriter.submit()
         self.day = values["day"] if values else ""
         self.usd = (values["usd"] or 0.0) if values else 0.0
 
@@ -4840,6 +4845,7 @@ class _Prune:
     def apply(self, q) -> None:
         q("DELETE FROM usage WHERE day < ?", (self.first_kept_day,))
         q("DELETE FROM reservations WHERE expires_at <= ?", (time.time(),))
+        q("DELETE FROM writers WHERE at < ?", (time.time() - _WRITER_MARK_KEEP_S,))
 
 
 class StateWriter:
@@ -4849,10 +4855,18 @@ class StateWriter:
 
     submit() never waits. What cannot be written yet stays queued in memory (ledger rows up to
     _MAX_PENDING_ROWS, the oldest dropped past that with a warning) and is written once the
-    store is back; the writer rests _BACKOFF_S between tries."""
+    store is back; the writer rests _BACKOFF_S between tries.
+
+    Each ledger row gets a sequence number, and each transaction records the last one it wrote
+    (the writer's mark, in the writers table). A reader of the totals reads the mark with them,
+    so it adds exactly the unwritten rows the totals do not hold yet, even in the moment between
+    a commit and the rows leaving unwritten(); and a batch whose commit went through but whose
+    acknowledgement was lost is not written twice when it is tried again."""
 
     def __init__(self, store: StateStore):
         self._store = store
+        self.id = os.urandom(12).hex()
+        self._seq = 0
         self._channel = _Channel(store.backend, store.failed)
         self._cond = threading.Condition()
         self._queue: list = []
@@ -4863,6 +4877,9 @@ class StateWriter:
 
     def submit(self, write) -> None:
         with self._cond:
+            if isinstance(write, _UsageWrite):
+                self._seq += 1
+                write.seq = self._seq
             self._queue.append(write)
             self._trim()
             if self._thread is None:
@@ -4904,7 +4921,7 @@ class StateWriter:
             if time.monotonic() >= self._next_prune:
                 batch.append(_Prune(self._store.first_kept_day()))
             try:
-                self._channel.run("writing the ledger", _apply_all(batch))
+                self._channel.run("writing the ledger", _write_batch(self.id, batch))
                 written = True
             except StateUnavailable:
                 written = False
@@ -4942,8 +4959,28 @@ class StateWriter:
             return sum(1 for w in [*self._writing, *self._queue] if isinstance(w, _UsageWrite))
 
 
-def _apply_all(writes: list):
-    return lambda q: [write.apply(q) for write in writes]
+def _write_batch(writer: str, writes: list):
+    """The batch's transaction: it skips the rows the writer's mark says are in already, and
+    moves the mark past the rows it writes."""
+
+    def work(q) -> None:
+        row = q("SELECT seq FROM writers WHERE id = ?", (writer,)).fetchone()
+        mark = int(row[0]) if row else 0
+        last = mark
+        for write in writes:
+            seq = getattr(write, "seq", 0)
+            if seq and seq <= mark:
+                continue
+            write.apply(q)
+            last = max(last, seq)
+        if last > mark:
+            q(
+                "INSERT INTO writers (id, seq, at) VALUES (?, ?, ?) ON CONFLICT (id) "
+                "DO UPDATE SET seq = excluded.seq, at = excluded.at",
+                (writer, last, time.time()),
+            )
+
+    return work
 
 
 class StateStore:
@@ -4986,6 +5023,11 @@ class StateStore:
 
     def unwritten(self) -> list:
         return self._writer.unwritten() if self._writer else []
+
+    @property
+    def writer_id(self) -> str:
+        """The key of this process's writer's mark in the writers table."""
+        return self._writer.id if self._writer else ""
 
     def report(self, what: str, work):
         """work(q) on a connection of its own, opened and closed here: a long report holds up
@@ -5077,13 +5119,9 @@ class Ledger:
         """Dollars spent from first_day (YYYY-MM-DD, in policy.timezone) on, rows not yet
         written included. Raises StateUnavailable."""
         unwritten = self._state.unwritten()
-
-        def total(q):
-            row = q("SELECT SUM(usd) FROM spend_by_day WHERE day >= ?", (first_day,)).fetchone()
-            return float(row[0] or 0.0)
-
-        spent = self._state.read("reading the budget", total)
-        return spent + _unwritten_spend(unwritten, first_day)
+        writer = self._state.writer_id
+        sums = self._state.read("reading the budget", lambda q: _spent(q, [first_day], writer))
+        return sums[0] + _unwritten_spend(unwritten, first_day, sums[-1])
 
     def reserve(self, tool: str, limits: list, floor: float, ttl_s: float) -> tuple:
         """Reserves a call's expected cost if every (first day, limit) has room for it, all in
@@ -5091,6 +5129,7 @@ class Ledger:
         the estimate, [(spent, reserved by calls in flight)] per limit). Raises
         StateUnavailable."""
         unwritten = self._state.unwritten()
+        writer = self._state.writer_id
         settling = {w.reservation for w in unwritten if isinstance(w, _UsageWrite)}
 
         def work(q):
@@ -5104,11 +5143,11 @@ class Ledger:
             estimate = max(floor, mean)
             live = q("SELECT id, usd FROM reservations WHERE expires_at > ?", (now,)).fetchall()
             reserved = sum(float(usd) for rid, usd in live if rid not in settling)
-            sums = []
-            for first_day, _limit in limits:
-                row = q("SELECT SUM(usd) FROM spend_by_day WHERE day >= ?", (first_day,))
-                spent = float(row.fetchone()[0] or 0.0) + _unwritten_spend(unwritten, first_day)
-                sums.append((spent, reserved))
+            *totals, mark = _spent(q, [day for day, _ in limits], writer)
+            sums = [
+                (total + _unwritten_spend(unwritten, day, mark), reserved)
+                for total, (day, _limit) in zip(totals, limits, strict=True)
+            ]
             pairs = zip(sums, limits, strict=True)
             room = all(s + r + estimate <= limit + 1e-9 for (s, r), (_, limit) in pairs)
             reservation = None
@@ -5148,8 +5187,23 @@ class Ledger:
         return self._state.report("reading usage", read)
 
 
-def _unwritten_spend(unwritten: list, first_day: str) -> float:
-    return sum(w.usd for w in unwritten if isinstance(w, _UsageWrite) and w.day >= first_day)
+def _spent(q, first_days: list, writer: str) -> list:
+    """The spend from each first day on, then this process's writer's mark, in one statement:
+    one snapshot of the store, even where each statement sees the latest commit."""
+    totals = ", ".join("(SELECT SUM(usd) FROM spend_by_day WHERE day >= ?)" for _ in first_days)
+    row = q(
+        f"SELECT {totals}, (SELECT seq FROM writers WHERE id = ?)", (*first_days, writer)
+    ).fetchone()
+    return [float(value or 0.0) for value in row[:-1]] + [int(row[-1] or 0)]
+
+
+def _unwritten_spend(unwritten: list, first_day: str, mark: int) -> float:
+    """What the rows not in the totals yet add: those past the writer's mark."""
+    return sum(
+        w.usd
+        for w in unwritten
+        if isinstance(w, _UsageWrite) and w.seq > mark and w.day >= first_day
+    )
 
 
 def spend_summary(ledger: Ledger, timezone: str, in_flight: int) -> dict:

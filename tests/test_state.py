@@ -153,15 +153,84 @@ def test_ten_simultaneous_calls_from_two_processes_hold_a_small_budget(
     assert count(state, "usage", "outcome = 'refused'") == 6
 
 
-def test_a_reservation_its_process_never_settled_counts_until_it_expires(state):
-    """A server killed mid-call leaves its reservation: it holds its room until its expiry (the
-    call's longest time), then neither counts nor stays (the writer prunes it)."""
+def store_for(state) -> tuple:
+    """A StateStore and its Ledger in this process, on the test's backend."""
     if state.name == "sqlite":
         backend = m._SqliteBackend(str(state.path))
     else:
         backend = m._PostgresBackend(state.url)
     store = m.StateStore(backend, m.Log(), "UTC")
-    ledger = m.Ledger(store, "UTC")
+    return store, m.Ledger(store, "UTC")
+
+
+def a_row(usd: float) -> m.UsageRow:
+    return m.UsageRow("answer", "gpt-5", "ok", {"cost": {"usd": usd}})
+
+
+def test_a_row_just_written_is_counted_once_before_it_leaves_memory(state, monkeypatch):
+    """Between the writer's commit and the row leaving its unwritten list, the row is in both:
+    the budget still counts it once (the writer's mark, read with the totals, says so)."""
+    store, ledger = store_for(state)
+    committed, release = threading.Event(), threading.Event()
+    channel = store._writer._channel
+    run = channel.run
+
+    def commit_then_hold(*args, **kwargs):
+        result = run(*args, **kwargs)
+        committed.set()
+        release.wait(30)
+        return result
+
+    monkeypatch.setattr(channel, "run", commit_then_hold)
+    today = m.today_in("UTC")
+    try:
+        ledger.record(a_row(0.04))
+        assert committed.wait(20)
+        assert len(store.unwritten()) == 1  # committed, and still in memory
+        assert state.query("SELECT usd FROM spend_by_day") == [(0.04,)]
+        assert ledger.spent_since(today) == pytest.approx(0.04)
+        _, _, sums = ledger.reserve("answer", [(today, 1.0)], 0.01, ttl_s=60)
+        assert sums[0][0] == pytest.approx(0.04)
+        release.set()
+        wait_until(lambda: not store.unwritten(), 20, "the row to leave memory")
+        assert ledger.spent_since(today) == pytest.approx(0.04)
+    finally:
+        release.set()
+        store.close()
+
+
+def test_a_batch_whose_commit_was_not_acknowledged_is_not_written_twice(state, monkeypatch):
+    """The commit went through but the connection dropped before saying so: the writer tries
+    the batch again, and the rows its mark says are in are skipped."""
+    store, ledger = store_for(state)
+    channel = store._writer._channel
+    run = channel.run
+    lost = []
+
+    def lose_the_first_acknowledgement(*args, **kwargs):
+        result = run(*args, **kwargs)
+        if not lost:
+            lost.append(True)
+            raise m.StateUnavailable("connection lost")
+        return result
+
+    monkeypatch.setattr(channel, "run", lose_the_first_acknowledgement)
+    try:
+        ledger.record(a_row(0.04))
+        ledger.record(a_row(0.02))
+        wait_until(lambda: lost and not store.unwritten(), 30, "the retried batch")
+        ledger.record(a_row(0.01))  # a later row is still written
+        wait_until(lambda: not store.unwritten(), 30, "the third row")
+        assert sorted(row[0] for row in state.query("SELECT usd FROM usage")) == [0.01, 0.02, 0.04]
+        assert ledger.spent_since(m.today_in("UTC")) == pytest.approx(0.07)
+    finally:
+        store.close()
+
+
+def test_a_reservation_its_process_never_settled_counts_until_it_expires(state):
+    """A server killed mid-call leaves its reservation: it holds its room until its expiry (the
+    call's longest time), then neither counts nor stays (the writer prunes it)."""
+    store, ledger = store_for(state)
     limits = [(m.today_in("UTC"), 0.05)]
     try:
         dead, estimate, _ = ledger.reserve("answer", limits, 0.03, ttl_s=3600)
