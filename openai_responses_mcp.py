@@ -3449,8 +3449,11 @@ def refused_setting(failure: Failure, tool: str, config: Config) -> tuple[str, s
     """(what was refused, the fix) for a 400 that refuses one of the profile's settings for its
     model (an effort, a verbosity, web search with effort minimal): the fix names the key to
     change and what the model accepts. None for any other refusal."""
-    if failure.status != 400 or not failure.param:
+    if failure.status != 400:
         return None
+    cost = refused_cost_control(failure, tool, config)
+    if cost or not failure.param:
+        return cost
     profile = config.profile(tool)
     model, param = profile["model"], failure.param
     key = PROFILE_PARAMS.get(param)
@@ -3480,6 +3483,51 @@ def refused_setting(failure: Failure, tool: str, config: Config) -> tuple[str, s
     what = "web search with reasoning_effort" if search else key
     fix = setting_fix(config, tool, key, profile[key], model, accepted, search)
     return f"the API refused {what} {profile[key]!r} for {model} (HTTP 400)", fix
+
+
+# The cost controls a 400 may refuse: sent only when set, so a refusal names the key that set
+# them (the tool's own, or `answer`'s that it inherits) rather than "the API rejected".
+COST_CONTROLS = ("service_tier", "max_tool_calls")
+
+
+def refused_cost_control(failure: Failure, tool: str, config: Config) -> tuple[str, str] | None:
+    """(what was refused, the fix) for a 400 refusing the profile's service_tier or
+    max_tool_calls: by `param`, or, as the API words a tier a model lacks ("Flex is not
+    available for this model.", no param), by the tier named in the message. None otherwise."""
+    profile = config.profile(tool)
+    key = failure.param if failure.param in COST_CONTROLS else None
+    tier = profile.get("service_tier")
+    if key is None and not failure.param and tier is not None:
+        words = f"{failure.detail}".lower().replace("service tier", "service_tier")
+        if "service_tier" in words or f"{tier} is not" in words:
+            key = "service_tier"
+    if key is None or profile.get(key) is None:
+        return None
+    model, value = profile["model"], profile[key]
+    name = setting_name(config, _profile_holder(config, tool, key), key)
+    if failure.code == "unsupported_parameter":  # no value would do: leave it unset
+        return (
+            f"the API refused {key} for {model}, which takes no {key} (HTTP 400)",
+            f"set {name} to null",
+        )
+    said = f"the API refused {key} {value!r} for {model} (HTTP 400"
+    if key == "service_tier":
+        accepted = [v for v in _supported_values(failure.detail) if v in SERVICE_TIERS]
+        if accepted:
+            best = next((v for v in ("default", "auto") if v in accepted), accepted[0])
+            return f"{said})", f"set {name} to {best} ({model} accepts {', '.join(accepted)})"
+        return f"{said}: {_one_line(failure.detail, 120)})", f"set {name} to default or null"
+    bound = re.search(r"[Ee]xpected a value ([<>])= ?(\d+)", failure.detail or "")
+    if bound:
+        most = "at most" if bound[1] == "<" else "at least"
+        return f"{said})", f"set {name} to {bound[2]} ({model} accepts {most} {bound[2]})"
+    return f"{said}: {_one_line(failure.detail, 120)})", f"set {name} to another value or null"
+
+
+def _profile_holder(config: Config, tool: str, key: str) -> str:
+    """The profile whose `key` the tool uses: its own when set there, else `answer`'s."""
+    own = (config.values["model_profiles"].get(tool) or {}).get(key)
+    return tool if own is not None or _row(tool).get("opt_in") else "answer"
 
 
 def _supported_values(message: str) -> tuple[str, ...]:

@@ -53,8 +53,10 @@ refused parameter gets (``param: "background"``) and consumes no Reply.
 
 A create whose settings the model refuses gets the real API's 400 and consumes no Reply (see
 ``refused_setting``): a ``-chat-latest`` gpt-5.x model with reasoning effort other than
-``medium``, gpt-5-chat-latest with verbosity other than ``medium``, and web_search with effort
-``minimal``.
+``medium``, gpt-5-chat-latest with verbosity other than ``medium``, web_search with effort
+``minimal``, service_tier ``flex`` on a model without a flex tier, and a service_tier or
+max_tool_calls out of the API's range. :func:`unsupported_parameter` is the 400 for a parameter
+a model (or a gateway) takes no value of.
 
 Stored responses and follow-ups: every response created without ``"store": false`` is kept
 in ``fake.stored`` (id -> the tokens its conversation holds so far). A create whose
@@ -114,6 +116,7 @@ __all__ = [
     "model_object",
     "openssl_available",
     "refused_setting",
+    "unsupported_parameter",
 ]
 
 DEFAULT_TEXT = "HTTP 404 means the server could not find the requested resource."
@@ -862,7 +865,16 @@ class _BackgroundJob:
 #   Supported values are: 'medium'.``, param ``reasoning.effort``, code ``unsupported_value``;
 # * gpt-5-chat-latest takes verbosity ``medium`` only (param ``text.verbosity``, same wording);
 # * web_search cannot run with effort ``minimal``: ``The following tools cannot be used with
-#   reasoning.effort 'minimal': web_search.``, param ``tools``, code null.
+#   reasoning.effort 'minimal': web_search.``, param ``tools``, code null;
+# * service_tier ``flex`` on a model without a flex tier (the gpt-4o and gpt-4.1 families, o1,
+#   o3-mini, gpt-5-pro): ``Flex is not available for this model.``, param and code null (the
+#   bodies reported from the API carry only message and type);
+# * a service_tier the API does not know: ``Invalid value: 'x'. Supported values are: 'auto',
+#   'default', 'fast', 'flex', and 'priority'.``, param ``service_tier``, code ``invalid_value``;
+# * max_tool_calls below 1: ``Invalid 'max_tool_calls': integer below minimum value. Expected a
+#   value >= 1, but got 0 instead.``, param ``max_tool_calls``, code ``integer_below_min_value``.
+# A gateway or other Responses server that lacks a parameter answers as the API does for a
+# model that takes no such parameter: :func:`unsupported_parameter`.
 _CHAT_LATEST = re.compile(r"^gpt-5\.\d+-chat(-latest|-\d{4}-\d{2}-\d{2})$")
 _ONLY_MEDIUM_VERBOSITY = re.compile(r"^gpt-5-chat(-latest|-\d{4}-\d{2}-\d{2})$")
 
@@ -887,11 +899,58 @@ def _unsupported_value(value: str, model: str, supported: list[str], param: str)
     }
 
 
+_NO_FLEX = re.compile(r"^(gpt-4o|gpt-4\.1|o1|o3-mini|gpt-5-pro)(-|$)")
+_SERVICE_TIERS = ["auto", "default", "fast", "flex", "priority"]
+
+
+def unsupported_parameter(param: str) -> Reply:
+    """The 400 the API sends for a parameter the model takes no value of (``Unsupported
+    parameter: 'x' is not supported with this model.``, code ``unsupported_parameter``)."""
+    return Reply(
+        status=400,
+        error_type="invalid_request_error",
+        error_param=param,
+        error_code="unsupported_parameter",
+        error_message=f"Unsupported parameter: '{param}' is not supported with this model.",
+    )
+
+
+def _refused_cost_control(body: dict, model: str) -> dict | None:
+    tier, calls = body.get("service_tier"), body.get("max_tool_calls")
+    if tier is not None and tier not in _SERVICE_TIERS:
+        return {
+            "message": f"Invalid value: '{tier}'. Supported values are: "
+            f"{_quoted_list(_SERVICE_TIERS)}.",
+            "type": "invalid_request_error",
+            "param": "service_tier",
+            "code": "invalid_value",
+        }
+    if tier == "flex" and _NO_FLEX.match(model):
+        return {
+            "message": "Flex is not available for this model.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": None,
+        }
+    if type(calls) is int and calls < 1:
+        return {
+            "message": "Invalid 'max_tool_calls': integer below minimum value. "
+            f"Expected a value >= 1, but got {calls} instead.",
+            "type": "invalid_request_error",
+            "param": "max_tool_calls",
+            "code": "integer_below_min_value",
+        }
+    return None
+
+
 def refused_setting(body: Any) -> dict | None:
     """The API's ``error`` object for a create whose settings the model refuses, else None."""
     if not isinstance(body, dict):
         return None
     model = str(body.get("model") or "")
+    refused = _refused_cost_control(body, model)
+    if refused:
+        return refused
     effort = (body.get("reasoning") or {}).get("effort")
     verbosity = (body.get("text") or {}).get("verbosity")
     if effort is not None and effort != "medium" and _CHAT_LATEST.match(model):

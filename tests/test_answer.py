@@ -30,6 +30,7 @@ from fake_upstream import (
     Reply,
     make_tls_material,
     openssl_available,
+    unsupported_parameter,
 )
 
 import openai_responses_mcp as m
@@ -743,6 +744,95 @@ def test_another_400_is_still_the_apis_own_words(server, fake):
     fake.enqueue(Reply(status=400, error_param="input", error_message="Input is too long."))
     message = failure_of(server.call("answer", {"query": "q"}))
     assert message == "answer failed: the API rejected the request (HTTP 400): Input is too long."
+
+
+def test_flex_on_a_model_without_it_names_the_service_tier_key(running, fake):
+    server = running(config="model_profiles:\n  answer: {model: gpt-4o, service_tier: flex}\n")
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert message == (
+        "answer failed: the API refused service_tier 'flex' for gpt-4o (HTTP 400: Flex is not "
+        "available for this model.): set model_profiles.answer.service_tier to default or null"
+    )
+    (create,) = fake.creates  # a 400 is not retried, flex or not
+    assert (create.status_sent, create.body["service_tier"]) == (400, "flex")
+
+
+def test_an_inherited_service_tier_names_the_answer_profile_that_set_it(running, fake):
+    config = (
+        "model_profiles:\n  answer: {service_tier: flex}\n  answer_quick: {model: gpt-4.1-mini}\n"
+    )
+    message = failure_of(running(config=config).call("answer_quick", {"query": "q"}))
+    assert message.endswith(": set model_profiles.answer.service_tier to default or null")
+    assert "service_tier 'flex' for gpt-4.1-mini" in message
+
+
+def test_a_service_tier_outside_the_apis_list_names_the_key_and_the_values(running, fake):
+    # A Responses server with fewer tiers than the config allows lists the ones it takes.
+    server = running(config="model_profiles:\n  answer: {service_tier: priority}\n")
+    fake.enqueue(
+        Reply(
+            status=400,
+            error_param="service_tier",
+            error_code="invalid_value",
+            error_message=(
+                "Invalid value: 'priority'. Supported values are: 'auto', 'default', and 'flex'."
+            ),
+        )
+    )
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert message == (
+        "answer failed: the API refused service_tier 'priority' for gpt-5.2 (HTTP 400): set "
+        "model_profiles.answer.service_tier to default (gpt-5.2 accepts auto, default, flex)"
+    )
+
+
+def test_max_tool_calls_a_server_does_not_take_names_the_key_to_unset(running, fake):
+    server = running(config="model_profiles:\n  answer: {max_tool_calls: 8}\n")
+    fake.enqueue(unsupported_parameter("max_tool_calls"))
+    message = failure_of(server.call("answer", {"query": "q"}))
+    assert message == (
+        "answer failed: the API refused max_tool_calls for gpt-5.2, which takes no "
+        "max_tool_calls (HTTP 400): set model_profiles.answer.max_tool_calls to null"
+    )
+    assert fake.creates[0].body["max_tool_calls"] == 8
+
+
+def test_max_tool_calls_above_a_servers_limit_names_the_key_and_the_limit(running, fake):
+    server = running(config="model_profiles:\n  answer_detailed: {max_tool_calls: 50}\n")
+    fake.enqueue(
+        Reply(
+            status=400,
+            error_param="max_tool_calls",
+            error_code="integer_above_max_value",
+            error_message=(
+                "Invalid 'max_tool_calls': integer above maximum value. Expected a value <= 20, "
+                "but got 50 instead."
+            ),
+        )
+    )
+    message = failure_of(server.call("answer_detailed", {"query": "q"}))
+    assert message.endswith(
+        "the API refused max_tool_calls 50 for gpt-5.2 (HTTP 400): set "
+        "model_profiles.answer_detailed.max_tool_calls to 20 (gpt-5.2 accepts at most 20)"
+    )
+
+
+def test_the_fakes_flex_refusal_is_the_real_apis_error_as_the_sdk_raises_it(fake):
+    import openai
+
+    client = openai.OpenAI(api_key=TEST_KEY, base_url=fake.base_url, max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="gpt-4o", input="hi", service_tier="flex")
+    assert caught.value.body == {
+        "message": "Flex is not available for this model.",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": None,
+    }
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="gpt-5", input="hi", max_tool_calls=0)
+    assert (caught.value.code, caught.value.param) == ("integer_below_min_value", "max_tool_calls")
+    assert [c.status_sent for c in fake.creates] == [400, 400]  # nothing created
 
 
 def test_the_fakes_refusal_is_the_real_apis_error_as_the_sdk_raises_it(fake):
