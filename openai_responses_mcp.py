@@ -10471,7 +10471,9 @@ def _doctor_config(doctor: Doctor, options: dict) -> Config | None:
         if where == "default":
             continue
         value = config.get(*path)
-        shown = '"***"' if path[-1] == "token" else json.dumps(value, ensure_ascii=False)
+        shown = (
+            '"***"' if path[-1] in ("token", "secret") else json.dumps(value, ensure_ascii=False)
+        )
         doctor.detail(f"{'.'.join(path)} = {shown} (from {where})")
     doctor.detail("every other value is the default (--show-config prints them all)")
     return config
@@ -11004,24 +11006,68 @@ def command_path() -> list[str]:
     return [os.path.abspath(sys.executable), os.path.abspath(__file__)]
 
 
+# Variables outside SETTINGS that change what the server does: debug, and the HTTP client's
+# proxy and CA settings (a client that starts the server without them cannot reach the API).
+CARRIED_ENV = (
+    "DEBUG",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+)
+SECRET_ENV = ("MCP_HTTP_TOKEN", "MCP_TASK_SECRET")
+
+
+def client_env(config: Config, env: dict | None = None) -> list[tuple[str, str | None]]:
+    """(name, value) for each variable set now that changes what the server does, for the
+    client setup --doctor prints: the MCP client starts the server with its own environment,
+    so what is set only in this shell would be lost. The API key comes first and, like a
+    token, a secret or a value with a password in it, as None: a reference to the client's
+    own environment, never the value."""
+    env = dict(os.environ) if env is None else env
+    key = config.get("openai", "api_key_env")
+    names = [s.env for s in SETTINGS.values() if s.env] + list(CARRIED_ENV)
+    carried: list[tuple[str, str | None]] = [(key, None)]
+    for name in sorted(set(names) - {key}):
+        spellings = (name, name.lower()) if name.endswith("_PROXY") else (name,)
+        variant = next((v for v in spellings if (env.get(v) or "").strip()), None)
+        if variant is None:
+            continue
+        value = env[variant]
+        secret = name in SECRET_ENV or redact_url(value) != value
+        carried.append((variant, None if secret else value))
+    return carried
+
+
 def client_lines(options: dict, config: Config) -> list[str]:
-    """The lines that add this installation to Claude Code, Codex CLI and Cursor."""
+    """The lines that add this installation to Claude Code, Codex CLI and Cursor, with the
+    environment the server runs with here (see client_env)."""
     import shlex
 
     command = [*command_path(), "--stdio"]
     if options.get("config"):
         command += ["--config", os.path.abspath(os.path.expanduser(options["config"]))]
-    key = config.get("openai", "api_key_env")
-    env_ref = f"$env:{key}" if os.name == "nt" else f"${key}"
     quote = (lambda s: f'"{s}"') if os.name == "nt" else shlex.quote
     argv = " ".join(quote(part) for part in command)
-    env = f'{key}="{env_ref}"'
+    carried = client_env(config)
+
+    def shell(name: str, value: str | None) -> str:
+        if value is None:
+            return f'{name}="{f"$env:{name}" if os.name == "nt" else f"${name}"}"'
+        return quote(f"{name}={value}")
+
+    env = " ".join(f"--env {shell(name, value)}" for name, value in carried)
     cursor = {
         "mcpServers": {
             SERVER_NAME: {
                 "command": command[0],
                 "args": command[1:],
-                "env": {key: "${env:" + key + "}"},
+                "env": {
+                    name: "${env:" + name + "}" if value is None else value
+                    for name, value in carried
+                },
             }
         }
     }
@@ -11029,9 +11075,9 @@ def client_lines(options: dict, config: Config) -> list[str]:
     # so `--env K=V name --` fails with "Invalid environment variable format: name".
     return [
         "Claude Code:",
-        f"    claude mcp add {SERVER_NAME} --transport stdio --scope user --env {env} -- {argv}",
+        f"    claude mcp add {SERVER_NAME} --transport stdio --scope user {env} -- {argv}",
         "Codex CLI:",
-        f"    codex mcp add {SERVER_NAME} --env {env} -- {argv}",
+        f"    codex mcp add {SERVER_NAME} {env} -- {argv}",
         "Cursor (~/.cursor/mcp.json, merged into mcpServers):",
         *("    " + row for row in json.dumps(cursor, indent=2).splitlines()),
     ]
@@ -11066,7 +11112,10 @@ def run_doctor(options: dict) -> int:
         else:
             _doctor_live(doctor, config)
     doctor.line("")
-    doctor.line("To add this installation to a client (the key comes from your environment):")
+    doctor.line(
+        "To add this installation to a client (the key comes from your environment; "
+        "the other variables are the ones set here):"
+    )
     for row in client_lines(options, config):
         doctor.line(row)
     return doctor.finish()

@@ -118,14 +118,51 @@ def test_the_client_lines_name_an_absolute_command_and_never_the_key(tmp_path, f
     entry = cursor_entry(proc)
     assert os.path.isabs(entry["command"]) and os.path.exists(entry["command"])
     assert entry["args"][-1] == "--stdio"
-    assert entry["env"] == {"OPENAI_API_KEY": "${env:OPENAI_API_KEY}"}
+    # The key first, as a reference to the client's environment; then what is set here.
+    assert next(iter(entry["env"].items())) == ("OPENAI_API_KEY", "${env:OPENAI_API_KEY}")
+    assert entry["env"]["OPENAI_BASE_URL"] == fake.base_url
     claude = line_with(proc, "claude mcp add")
     assert "--transport stdio" in claude and f" -- {entry['command']}" in claude
     # The name before --env, which would otherwise take it as a second KEY=VALUE.
     assert claude.strip().startswith("claude mcp add openai-responses-mcp --")
-    assert claude.index('--env OPENAI_API_KEY="$OPENAI_API_KEY" -- ') > 0
+    assert claude.index('--env OPENAI_API_KEY="$OPENAI_API_KEY" --env ') > 0
     codex = line_with(proc, "codex mcp add openai-responses-mcp")
     assert codex.rstrip().endswith("--stdio")
+
+
+def test_the_client_setup_carries_the_variables_set_here_and_no_secret(tmp_path, fake):
+    # What is set only in this shell (answer_deep on, debug, a model) would be lost when the
+    # client starts the server with its own environment; a secret stays a reference.
+    secret = "s" * 40
+    proxy = "http://ann:hunter2@127.0.0.1:9"
+    env = against(
+        fake,
+        MCP_ANSWER_DEEP="1",
+        DEBUG="1",
+        MODEL_QUICK="gpt-5-mini",
+        MCP_TASK_SECRET=secret,
+        HTTPS_PROXY=proxy,
+        MAX_CITATIONS=" ",  # blank: not set
+    )
+    proc = doctor(tmp_path, env=env)
+    entry = cursor_entry(proc)["env"]
+    assert next(iter(entry)) == "OPENAI_API_KEY"
+    assert entry["OPENAI_API_KEY"] == "${env:OPENAI_API_KEY}"
+    assert (entry["MCP_ANSWER_DEEP"], entry["DEBUG"], entry["MODEL_QUICK"]) == (
+        "1",
+        "1",
+        "gpt-5-mini",
+    )
+    assert entry["MCP_TASK_SECRET"] == "${env:MCP_TASK_SECRET}"
+    assert entry["HTTPS_PROXY"] == "${env:HTTPS_PROXY}"
+    assert not {"MAX_CITATIONS", "HOME", "PATH", "XDG_CONFIG_HOME"} & set(entry)
+    assert secret not in proc.stdout and "hunter2" not in proc.stdout
+    for client in ("claude mcp add", "codex mcp add"):
+        line = line_with(proc, client)
+        assert '--env OPENAI_API_KEY="$OPENAI_API_KEY" --env ' in line
+        assert " --env MCP_ANSWER_DEEP=1 " in line and " --env DEBUG=1 " in line
+        assert ' --env MCP_TASK_SECRET="$MCP_TASK_SECRET" ' in line
+        assert " --env MAX_CITATIONS" not in line
 
 
 def test_an_explicit_config_file_is_part_of_the_client_command(tmp_path, fake):
@@ -157,7 +194,9 @@ def test_a_key_named_by_api_key_env_is_the_one_checked(tmp_path, fake):
     )
     assert proc.returncode == 0, proc.stdout
     assert line_with(proc, "MY_KEY is set").startswith(OK)
-    assert cursor_entry(proc)["env"] == {"MY_KEY": "${env:MY_KEY}"}
+    env = cursor_entry(proc)["env"]
+    assert next(iter(env.items())) == ("MY_KEY", "${env:MY_KEY}")
+    assert "OPENAI_API_KEY" not in env
 
 
 def test_a_key_with_a_smart_quote_is_named_without_showing_it(tmp_path, fake):
