@@ -6398,7 +6398,8 @@ class Heartbeat:
 
 class Deadlines:
     """Runs short callbacks when their time comes, all on one thread started on first use: a
-    request waiting for a task costs an entry here, never a thread of its own."""
+    request waiting for a task, or a call waiting for its handoff point, costs an entry here,
+    never a thread of its own. A callback must not block (it would hold up every other)."""
 
     def __init__(self, log: Log):
         self._log = log
@@ -6533,7 +6534,8 @@ class Dispatcher:
             self.task_settings["max_open"],
             self.task_settings["max_reply_bytes"],
         )
-        self.deadlines = Deadlines(log)  # answer_result's wait_s, tasks/result's expiry
+        # answer_result's wait_s, tasks/result's expiry, and each call's handoff point
+        self.deadlines = Deadlines(log)
         # serve_http sets these: with --stateless, tasks need the secret and tasks/list is off.
         self.tasks_off: str | None = None
         self.stateless = False
@@ -6803,7 +6805,7 @@ class Dispatcher:
             if task is not None and not task.converted:
                 self._forget(task)
                 if task.timer is not None:  # answered inline: nothing left to convert
-                    task.timer.cancel()
+                    self.deadlines.cancel(task.timer)
             session.done()
 
     def _reply_of(self, call: Call, version: str, work) -> dict | None:
@@ -6953,15 +6955,39 @@ class Dispatcher:
                 "_meta": {"io.modelcontextprotocol/model-immediate-response": immediate},
             }
         delay = self.task_settings["immediate_ms"] / 1000 if task.kind == "x" else task.handoff_s
-        timer = threading.Timer(delay, self._convert, (task, call, session, request_id, version))
-        timer.daemon = True
-        task.timer = timer
-        timer.start()
+        # An entry on the shared deadlines thread, not a timer thread per call: a hundred calls
+        # waiting for their handoff point cost a hundred heap entries.
+        task.timer = self.deadlines.after(
+            delay, lambda: self._due(task, call, session, request_id, version)
+        )
+        if task.done.is_set():  # ended before its entry was made: nothing to convert
+            self.deadlines.cancel(task.timer)
         return None
 
+    def _due(self, task: Task, call: Call, session: Session, request_id, version: str) -> None:
+        """The handoff point, run on the shared deadlines thread, which must never block: it
+        also times out every waiting tasks/result and answer_result. Converting can block:
+        with signed ids, _sign waits (up to request.timeout_ms) for OpenAI to name the
+        background response, and the reply is written to the client (a stdio pipe blocks while
+        the client does not read). So a call that has ended is left alone here, and the rest
+        runs on a thread of its own that lives only while it converts. (Not on the call's
+        worker: that one is busy reading the answer's stream.)"""
+        if task.done.is_set() or call.cancelled.is_set():
+            return
+        converter = threading.Thread(
+            target=self._convert,
+            args=(task, call, session, request_id, version),
+            name="handoff",
+            daemon=True,
+        )
+        try:
+            converter.start()
+        except RuntimeError:  # out of threads: the call answers inline, however long it takes
+            self.log.say("cannot start a thread to hand a call off; it answers inline")
+
     def _convert(self, task: Task, call: Call, session: Session, request_id, version: str):
-        """The timer fired: unless the call has ended, the request is answered with the task
-        (or the handoff) and the call goes on without it."""
+        """The handoff point has come: unless the call has ended, the request is answered with
+        the task (or the handoff) and the call goes on without it."""
         if self.signing and not self._sign(task, call):
             return  # the call ended before OpenAI named its response: it answers inline
         if not self._hold(task, request_id):
@@ -7384,7 +7410,7 @@ class Task:
         self.status, self.message = "working", None
         self.handoff_s = 0  # a handoff: seconds after which the request got its id
         self.request_id = None  # a handoff: the tools/call it answered (whose cancel cancels it)
-        self.timer: threading.Timer | None = None  # converts the request when it fires
+        self.timer: list | None = None  # its Deadlines entry: converts the request when due
         self._reply: dict | None = None
         self._text_dropped = False  # see _pack
         self.size = 0  # bytes of the stored reply

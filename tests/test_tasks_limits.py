@@ -212,6 +212,38 @@ def test_deadlines_run_on_one_thread_in_time_order_and_a_cancelled_one_never_run
     assert len(deadlines) == 0
 
 
+def test_calls_waiting_for_their_handoff_point_cost_no_thread_each(tmp_path):
+    """README (Waiting requests): a call's handoff point is an entry on the one deadlines
+    thread, not a timer thread per call; N held calls cost their N workers and nothing more."""
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path)}
+    config = mcp.load_config({}, {**env, "ANSWER_CACHE_TTL_S": "0", "MCP_HANDOFF_AFTER_S": "600"})
+    release, started = threading.Event(), threading.Semaphore(0)
+
+    def held(tool, args, call):
+        started.release()
+        release.wait(10)
+        return dict(ANSWER), {}
+
+    harness = Harness(config, FakeEngine(held))
+    harness.initialize("2025-11-25")
+    calls = 24
+    before = threading.active_count()
+    try:
+        for n in range(calls):
+            assert harness.start_call({"query": f"q{n}"}, request_id=f"call-{n}") is None
+        for _ in range(calls):
+            assert started.acquire(timeout=10)
+        assert len(harness.dispatcher.deadlines) == calls  # each waits for its handoff point
+        # Its worker each, and the deadlines thread started on first use.
+        assert threading.active_count() <= before + calls + 1
+    finally:
+        release.set()
+    harness.idle()
+    answered = {m["id"] for m in harness.outbox.replies() if "result" in m}
+    assert answered == {f"call-{n}" for n in range(calls)}  # inline: none reached its point
+    assert len(harness.dispatcher.deadlines) == 0  # answering inline cancelled each entry
+
+
 # -- the spawned server --------------------------------------------------------------------------
 
 
