@@ -4560,7 +4560,15 @@ class _PostgresBackend:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
 
     def has_table(self, conn, name: str) -> bool:
-        return conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None
+        # A read of pg_class, not to_regclass(): that answers from the session's catalog cache,
+        # which a transaction that waited for the schema lock has not refreshed, so a table made
+        # meanwhile was still missing (and a version 2 database taken for version 1).
+        found = conn.execute(
+            "SELECT 1 FROM pg_catalog.pg_class WHERE relname = %s "
+            "AND pg_catalog.pg_table_is_visible(oid)",
+            (name,),
+        )
+        return found.fetchone() is not None
 
     def sql(self, text: str) -> str:
         return text.replace("?", "%s")

@@ -452,6 +452,50 @@ def test_several_instances_starting_at_once_make_the_tables_once(tmp_path, postg
     assert state.query("SELECT version FROM schema_version") == [(2,)]
 
 
+def test_a_connection_that_waited_for_the_schema_lock_sees_the_tables_made_meanwhile(postgres):
+    """CI's flaky test_ten_simultaneous_calls_from_two_processes_hold_a_small_budget[postgres]:
+    a connection that looked for the tables while another made them, then waited for the
+    schema lock, still saw no schema_version (PostgreSQL's cached "no such table", kept while
+    the transaction waited), took the database for version 1 and summed the ledger into
+    usage_daily again: a duplicate key, and budgeted calls refused."""
+    import psycopg
+
+    state = PostgresState(postgres, postgres.fresh_database())
+    backend = m._PostgresBackend(state.url)
+    maker, late = backend.connect(), backend.connect()
+    try:
+        assert not backend.has_table(late, "schema_version")  # it looks before they exist
+        maker.execute("BEGIN")
+        backend.take_turns(maker, m._LOCK_SCHEMA)
+        for statement in m._schema(postgres=True):
+            maker.execute(statement)
+        maker.execute("INSERT INTO schema_version (version) VALUES (%s)", (m.STATE_SCHEMA_VERSION,))
+        m._UsageWrite({**a_row(0.04).values, "day": "2026-01-01"}, None).apply(
+            lambda text, params=(): maker.execute(backend.sql(text), params)
+        )
+        outcome: dict = {}
+
+        def ensure() -> None:
+            try:
+                m._ensure_schema(backend, late)
+            except psycopg.Error as exc:
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=ensure)
+        thread.start()
+        pid = late.info.backend_pid
+        waiting = "SELECT wait_event_type FROM pg_stat_activity WHERE pid = ?"
+        wait_until(lambda: state.query(waiting, (pid,)) == [("Lock",)], 20, "the lock wait")
+        maker.execute("COMMIT")
+        thread.join(30)
+        assert outcome == {}
+        assert state.query("SELECT calls, usd FROM usage_daily") == [(1, 0.04)]
+        assert state.query("SELECT version FROM schema_version") == [(m.STATE_SCHEMA_VERSION,)]
+    finally:
+        maker.close()
+        late.close()
+
+
 def test_state_url_without_the_driver_exits_2_naming_the_extra(tmp_path):
     # -S: no site-packages, so no psycopg (the config is read before `openai` is needed).
     result = subprocess.run(
