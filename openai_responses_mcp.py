@@ -8350,6 +8350,7 @@ class Outbox:
 
         self._items = deque()  # popleft is O(1); a list's pop(0) moves everything behind it
         self._ready = threading.Condition()
+        self.replied = False  # a reply (result or error) was taken, to be written now
 
     def put(self, item) -> None:
         with self._ready:
@@ -8361,7 +8362,10 @@ class Outbox:
         with self._ready:
             if not self._ready.wait_for(lambda: self._items, timeout):
                 return None
-            return self._taken(self._items.popleft())
+            item = self._items.popleft()
+            if isinstance(item, dict) and is_reply(item):
+                self.replied = True
+            return self._taken(item)
 
     def _taken(self, item):
         return item
@@ -8424,10 +8428,18 @@ class Router:
         self._lock = threading.Lock()
 
     def open(self, request_id, token) -> Outbox | None:
-        """A new Outbox for this request, or None if the id is already waited for."""
+        """A new Outbox for this request, or None if the id is already waited for.
+
+        An id whose reply has been taken is free again: the client may read that reply and
+        send its next request with the same id before the POST that wrote it closes its box
+        (that close then leaves the new one alone)."""
         with self._lock:
-            if request_id in self._boxes:
-                return None
+            entry = self._boxes.get(request_id)
+            if entry is not None:
+                if not entry[0].replied:
+                    return None
+                if self._tokens.get(entry[1]) == request_id:
+                    del self._tokens[entry[1]]
             box = Outbox()
             self._boxes[request_id] = (box, token)
             if token is not None:
@@ -9514,8 +9526,11 @@ class HttpHandler:
         try:
             if reply is not None:
                 # Released before the write: a client may send its next request (at
-                # max_sessions, a new session) the moment it reads this reply.
+                # max_sessions, a new session, and maybe with the same id) the moment it
+                # reads this reply.
                 self._let_go()
+                if box is not None:
+                    hs.router.close(message["id"], box)
                 return self._reply(hs, method, reply, json_ok)
             if self.app.as_events(token, json_ok, sse_ok, method):
                 delivered = self._pump(self._start_events(), box, until_reply=True)

@@ -726,6 +726,28 @@ def test_delete_cancels_the_sessions_calls(serve, fake):
     cancelled_reply(streamed.events()[-1][1], 22)
 
 
+def test_an_id_is_free_for_the_next_request_once_its_reply_is_taken():
+    """CI's intermittent 500 (AttributeError) in test_handoff's HTTP tests: the client read
+    initialize's reply (id 1) and sent tools/call with id 1 before the POST that wrote the
+    reply had closed its box, so the call found its id taken and had no box to wait in."""
+    from openai_responses_mcp import Log, Router
+
+    router = Router(Log())
+    first = router.open(1, "t")
+    assert router.open(1, None) is None  # waited for: not free
+    router.send({"jsonrpc": "2.0", "id": 1, "result": {"n": 1}})
+    assert first.get(0)["result"] == {"n": 1}  # taken by its POST, being written
+    again = router.open(1, None)
+    assert again is not None and again is not first
+    router.close(1, first)  # the first POST's late close leaves the new box alone
+    router.send(
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t"}}
+    )
+    router.send({"jsonrpc": "2.0", "id": 1, "result": {"n": 2}})
+    assert again.get(0)["result"] == {"n": 2}  # the old token no longer routes here
+    assert first.get(0) is None
+
+
 def test_a_reused_id_of_a_running_call_is_refused(serve, fake):
     server = serve()
     fake.enqueue(Reply(stall_after_events=2))
