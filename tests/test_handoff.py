@@ -228,7 +228,7 @@ def test_answer_result_with_cancel_stops_a_handoff(spawn, fake):
     first = server.call("answer", {"query": "a question to give up on"})
     the_id = handoff_id(first)
     assert the_id is not None
-    fake.wait_for_requests(1, timeout=10)
+    fake.wait_for_requests(1)
     cancelled = server.call("answer_result", {"id": the_id, "cancel": True})
     assert cancelled["result"]["_meta"][HANDOFF] == {"id": the_id, "status": "cancelled"}
     assert set(cancelled["result"]["structuredContent"]) == ANSWER_KEYS
