@@ -5326,7 +5326,17 @@ class AnswerCache:
             ).fetchone()
             if found is None:
                 return None
-            newer = q("SELECT COUNT(*) FROM answers WHERE stored_at > ?", (found[0],))
+            # The newer entries in the store, less those still in `unwritten` too (committed
+            # since it was taken): _pushed_out() counts those, and each must count once.
+            pending = sorted(
+                {w.key for w in unwritten if w.text and w.key != key and w.stored_at > found[0]}
+            )
+            marks = ", ".join("?" for _ in pending) or "NULL"
+            newer = q(
+                f"SELECT COUNT(*) - COUNT(CASE WHEN key IN ({marks}) THEN 1 END) FROM answers "
+                "WHERE stored_at > ?",
+                (*pending, found[0]),
+            )
             return found[0], found[1], newer.fetchone()[0]
 
         try:

@@ -210,6 +210,39 @@ def test_a_row_just_written_is_counted_once_before_it_leaves_memory(state, monke
         store.close()
 
 
+def test_a_cache_entry_just_written_pushes_an_older_one_out_once_not_twice(state, monkeypatch):
+    """CI's intermittent test_max_entries_drops_the_oldest (a fifth request for four): an entry
+    the writer had committed but not yet let go of was counted in the store and in memory, so
+    a read took an older entry for evicted while the cache still had room for it."""
+    store, _ = store_for(state)
+    cache = m.AnswerCache(store, 600, 2)
+    answer = {"answer": "a", "citations": [], "used_search": True, "model": "gpt-5"}
+    committed, release = threading.Event(), threading.Event()
+    try:
+        cache.put("two", answer, None)
+        wait_until(lambda: not store.unwritten(), 20, "the first entry written")
+        # The first read opens the cache's connection, and misses if that takes over 0.25 s.
+        wait_until(lambda: cache.get("two") is not None, 20, "a hit on the first entry")
+        channel = store._writer._channel
+        run = channel.run
+
+        def commit_then_hold(*args, **kwargs):
+            result = run(*args, **kwargs)
+            committed.set()
+            release.wait(30)
+            return result
+
+        monkeypatch.setattr(channel, "run", commit_then_hold)
+        cache.put("three", answer, None)
+        assert committed.wait(20)
+        assert len(store.unwritten()) == 1 and count(state, "answers") == 2  # in both
+        assert cache.get("two") is not None  # two entries of at most two: both still in
+        assert cache.get("three") is not None
+    finally:
+        release.set()
+        store.close()
+
+
 def test_a_batch_whose_commit_was_not_acknowledged_is_not_written_twice(state, monkeypatch):
     """The commit went through but the connection dropped before saying so: the writer tries
     the batch again, and the rows its mark says are in are skipped."""
