@@ -8195,6 +8195,17 @@ def _raise_stop(signum, frame):
     raise _Stop()
 
 
+def leave(engine) -> NoReturn:
+    """Exits 0 once the server-side cancels are sent and the ledger rows written, without the
+    interpreter's teardown: with the SDK loaded, that took over a second of a busy machine's
+    time, past the second the README promises after a stop signal, and past the 2 s an SDK
+    client waits after closing stdin before it sends SIGTERM."""
+    engine.wait_for_cancels()  # os._exit() would drop server-side cancels
+    if hasattr(engine, "close"):
+        engine.close()  # ... and the ledger rows still queued
+    os._exit(0)
+
+
 def stop_signals(signal) -> tuple:
     """The signals that ask a server to stop: SIGTERM and SIGINT, and on Windows SIGBREAK,
     which a service manager's CTRL_BREAK_EVENT raises (Windows never sends SIGTERM)."""
@@ -8217,17 +8228,7 @@ class StdioTransport:
     def gone(self) -> None:
         """stdout has closed: the client has gone, so nothing is left to answer."""
         self.session.cancel_all()
-        self.leave()
-
-    def leave(self) -> None:
-        """Exits 0 once the server-side cancels are sent and the ledger rows written, without
-        the interpreter's teardown: with the SDK loaded that took over a second of a busy
-        machine's time after a stop signal, past the second the README promises."""
-        engine = self.dispatcher.engine
-        engine.wait_for_cancels()  # os._exit() would drop server-side cancels
-        if hasattr(engine, "close"):
-            engine.close()  # ... and the ledger rows still queued
-        os._exit(0)
+        leave(self.dispatcher.engine)
 
     def serve(self) -> int:
         import _signal as signal  # `signal` itself imports enum (~1 ms) for its IntEnums
@@ -8257,8 +8258,7 @@ class StdioTransport:
         except _Stop:
             session.cancel_all()
             log.debug("server", "stopped by signal; in-flight calls cancelled")
-            self.leave()
-            return 0  # not reached
+            return 0
 
     def handle_frames(self, frames: list) -> list[dict]:
         """The replies to one read's frames; a bug in handling one message never ends the
@@ -11120,13 +11120,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     engine = AnswerEngine(config, log)
     dispatcher = Dispatcher(config, log, engine)
-    try:
-        if options.get("http"):
+    if options.get("http"):
+        try:
             return serve_http(dispatcher, config, log, *options["http"])
-        log.debug("server", f"{SERVER_NAME} {__version__} serving stdio (pid {os.getpid()})")
-        return serve_stdio(dispatcher, config, log)
-    finally:
-        engine.close()  # the ledger rows still queued
+        finally:
+            engine.close()  # the ledger rows still queued
+    log.debug("server", f"{SERVER_NAME} {__version__} serving stdio (pid {os.getpid()})")
+    try:
+        serve_stdio(dispatcher, config, log)  # its calls answered, or cancelled by a signal
+    except BaseException:
+        engine.close()
+        raise
+    leave(engine)
 
 
 if __name__ == "__main__":
