@@ -3090,17 +3090,24 @@ class _Flight:
         self._callers: dict = {}  # caller Call -> Event set when it may stop waiting
         self._lock = threading.Lock()
         self._done = False
+        self._abandoned = False  # its last caller left: the request is being cancelled
 
-    def join(self, caller: Call) -> None:
-        caller.upstream = self.upstream
+    def join(self, caller: Call) -> bool:
+        """Adds the caller; False (nothing done) when the flight is abandoned, for a caller
+        would only get its cancellation: the caller makes a request of its own."""
         with self._lock:
+            if self._abandoned:
+                return False
             self._callers[caller] = threading.Event()
+        caller.upstream = self.upstream
         caller.attach(_Leaver(self, caller))  # the caller's cancel() calls _Leaver.abort()
+        return True
 
     def leave(self, caller: Call) -> None:
         with self._lock:
             woke = self._callers.pop(caller, None)
             last = not self._callers and not self._done
+            self._abandoned = self._abandoned or last
         if woke is not None:
             woke.set()
         if last:
@@ -3160,11 +3167,11 @@ class SingleFlight:
         while True:
             with self._lock:
                 flight = self._flights.get(key)
-                shared = flight is not None
+                shared = flight is not None and flight.join(caller)
                 if shared or admitted:
-                    if not shared:
+                    if not shared:  # none, or one abandoned (it leaves the table when it ends)
                         flight = self._flights[key] = _Flight(caller.tool)
-                    flight.join(caller)
+                        flight.join(caller)
                     break
             admit()  # outside the lock: it may read the ledger
             admitted = True
@@ -3177,10 +3184,15 @@ class SingleFlight:
             try:
                 thread.start()
             except RuntimeError:
-                with self._lock:
-                    self._flights.pop(key, None)
+                self._forget(key, flight)
                 raise
         return flight.wait(caller), shared
+
+    def _forget(self, key: str, flight: _Flight) -> None:
+        """Takes the flight out of the table, unless a newer one has taken its place."""
+        with self._lock:
+            if self._flights.get(key) is flight:
+                del self._flights[key]
 
     def _fly(self, key: str, flight: _Flight, fetch) -> None:
         try:
@@ -3188,8 +3200,7 @@ class SingleFlight:
         except BaseException as exc:  # noqa: BLE001 - handed to every caller
             flight.error = exc
         finally:
-            with self._lock:
-                self._flights.pop(key, None)
+            self._forget(key, flight)
             flight.upstream.finish()
             flight.finish()
 
