@@ -211,7 +211,10 @@ def test_uncollected_handoffs_never_lock_a_client_out(spawn, fake):
     assert "result" in quick, quick  # before: -32000 too many open tasks
     assert handoff_id(quick) is None
 
-    time.sleep(1.5)  # every handoff has ended by now, none collected
+    # Every handoff has ended by now, none collected: the fake has sent each reply in full,
+    # and the server has had a lower bound of 1.5 s to read their ends.
+    fake.wait_until(lambda: all(r.finished_at is not None for r in fake.requests), 30)
+    time.sleep(1.5)
     fake.default = Reply(delay_before_headers=3)
     late = server.call("answer", {"query": "one more long question"})
     assert handoff_id(late) is not None  # the oldest uncollected handoff made room
