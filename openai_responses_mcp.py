@@ -3090,17 +3090,24 @@ class _Flight:
         self._callers: dict = {}  # caller Call -> Event set when it may stop waiting
         self._lock = threading.Lock()
         self._done = False
+        self._abandoned = False  # its last caller left: the request is being cancelled
 
-    def join(self, caller: Call) -> None:
-        caller.upstream = self.upstream
+    def join(self, caller: Call) -> bool:
+        """Adds the caller; False (nothing done) when the flight is abandoned, for a caller
+        would only get its cancellation: the caller makes a request of its own."""
         with self._lock:
+            if self._abandoned:
+                return False
             self._callers[caller] = threading.Event()
+        caller.upstream = self.upstream
         caller.attach(_Leaver(self, caller))  # the caller's cancel() calls _Leaver.abort()
+        return True
 
     def leave(self, caller: Call) -> None:
         with self._lock:
             woke = self._callers.pop(caller, None)
             last = not self._callers and not self._done
+            self._abandoned = self._abandoned or last
         if woke is not None:
             woke.set()
         if last:
@@ -3160,11 +3167,11 @@ class SingleFlight:
         while True:
             with self._lock:
                 flight = self._flights.get(key)
-                shared = flight is not None
+                shared = flight is not None and flight.join(caller)
                 if shared or admitted:
-                    if not shared:
+                    if not shared:  # none, or one abandoned (it leaves the table when it ends)
                         flight = self._flights[key] = _Flight(caller.tool)
-                    flight.join(caller)
+                        flight.join(caller)
                     break
             admit()  # outside the lock: it may read the ledger
             admitted = True
@@ -3177,10 +3184,15 @@ class SingleFlight:
             try:
                 thread.start()
             except RuntimeError:
-                with self._lock:
-                    self._flights.pop(key, None)
+                self._forget(key, flight)
                 raise
         return flight.wait(caller), shared
+
+    def _forget(self, key: str, flight: _Flight) -> None:
+        """Takes the flight out of the table, unless a newer one has taken its place."""
+        with self._lock:
+            if self._flights.get(key) is flight:
+                del self._flights[key]
 
     def _fly(self, key: str, flight: _Flight, fetch) -> None:
         try:
@@ -3188,8 +3200,7 @@ class SingleFlight:
         except BaseException as exc:  # noqa: BLE001 - handed to every caller
             flight.error = exc
         finally:
-            with self._lock:
-                self._flights.pop(key, None)
+            self._forget(key, flight)
             flight.upstream.finish()
             flight.finish()
 
@@ -4608,7 +4619,15 @@ class _PostgresBackend:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
 
     def has_table(self, conn, name: str) -> bool:
-        return conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None
+        # A read of pg_class, not to_regclass(): that answers from the session's catalog cache,
+        # which a transaction that waited for the schema lock has not refreshed, so a table made
+        # meanwhile was still missing (and a version 2 database taken for version 1).
+        found = conn.execute(
+            "SELECT 1 FROM pg_catalog.pg_class WHERE relname = %s "
+            "AND pg_catalog.pg_table_is_visible(oid)",
+            (name,),
+        )
+        return found.fetchone() is not None
 
     def sql(self, text: str) -> str:
         return text.replace("?", "%s")
@@ -5366,7 +5385,17 @@ class AnswerCache:
             ).fetchone()
             if found is None:
                 return None
-            newer = q("SELECT COUNT(*) FROM answers WHERE stored_at > ?", (found[0],))
+            # The newer entries in the store, less those still in `unwritten` too (committed
+            # since it was taken): _pushed_out() counts those, and each must count once.
+            pending = sorted(
+                {w.key for w in unwritten if w.text and w.key != key and w.stored_at > found[0]}
+            )
+            marks = ", ".join("?" for _ in pending) or "NULL"
+            newer = q(
+                f"SELECT COUNT(*) - COUNT(CASE WHEN key IN ({marks}) THEN 1 END) FROM answers "
+                "WHERE stored_at > ?",
+                (*pending, found[0]),
+            )
             return found[0], found[1], newer.fetchone()[0]
 
         try:
@@ -8251,6 +8280,17 @@ def _raise_stop(signum, frame):
     raise _Stop()
 
 
+def leave(engine) -> NoReturn:
+    """Exits 0 once the server-side cancels are sent and the ledger rows written, without the
+    interpreter's teardown: with the SDK loaded, that took over a second of a busy machine's
+    time, past the second the README promises after a stop signal, and past the 2 s an SDK
+    client waits after closing stdin before it sends SIGTERM."""
+    engine.wait_for_cancels()  # os._exit() would drop server-side cancels
+    if hasattr(engine, "close"):
+        engine.close()  # ... and the ledger rows still queued
+    os._exit(0)
+
+
 def stop_signals(signal) -> tuple:
     """The signals that ask a server to stop: SIGTERM and SIGINT, and on Windows SIGBREAK,
     which a service manager's CTRL_BREAK_EVENT raises (Windows never sends SIGTERM)."""
@@ -8273,11 +8313,7 @@ class StdioTransport:
     def gone(self) -> None:
         """stdout has closed: the client has gone, so nothing is left to answer."""
         self.session.cancel_all()
-        engine = self.dispatcher.engine
-        engine.wait_for_cancels()  # os._exit() would drop server-side cancels
-        if hasattr(engine, "close"):
-            engine.close()  # ... and the ledger rows still queued
-        os._exit(0)
+        leave(self.dispatcher.engine)
 
     def serve(self) -> int:
         import _signal as signal  # `signal` itself imports enum (~1 ms) for its IntEnums
@@ -8409,6 +8445,7 @@ class Outbox:
 
         self._items = deque()  # popleft is O(1); a list's pop(0) moves everything behind it
         self._ready = threading.Condition()
+        self.replied = False  # a reply (result or error) was taken, to be written now
 
     def put(self, item) -> None:
         with self._ready:
@@ -8420,7 +8457,10 @@ class Outbox:
         with self._ready:
             if not self._ready.wait_for(lambda: self._items, timeout):
                 return None
-            return self._taken(self._items.popleft())
+            item = self._items.popleft()
+            if isinstance(item, dict) and is_reply(item):
+                self.replied = True
+            return self._taken(item)
 
     def _taken(self, item):
         return item
@@ -8483,10 +8523,18 @@ class Router:
         self._lock = threading.Lock()
 
     def open(self, request_id, token) -> Outbox | None:
-        """A new Outbox for this request, or None if the id is already waited for."""
+        """A new Outbox for this request, or None if the id is already waited for.
+
+        An id whose reply has been taken is free again: the client may read that reply and
+        send its next request with the same id before the POST that wrote it closes its box
+        (that close then leaves the new one alone)."""
         with self._lock:
-            if request_id in self._boxes:
-                return None
+            entry = self._boxes.get(request_id)
+            if entry is not None:
+                if not entry[0].replied:
+                    return None
+                if self._tokens.get(entry[1]) == request_id:
+                    del self._tokens[entry[1]]
             box = Outbox()
             self._boxes[request_id] = (box, token)
             if token is not None:
@@ -9573,8 +9621,11 @@ class HttpHandler:
         try:
             if reply is not None:
                 # Released before the write: a client may send its next request (at
-                # max_sessions, a new session) the moment it reads this reply.
+                # max_sessions, a new session, and maybe with the same id) the moment it
+                # reads this reply.
                 self._let_go()
+                if box is not None:
+                    hs.router.close(message["id"], box)
                 return self._reply(hs, method, reply, json_ok)
             if self.app.as_events(token, json_ok, sse_ok, method):
                 delivered = self._pump(self._start_events(), box, until_reply=True)
@@ -11203,13 +11254,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     engine = AnswerEngine(config, log)
     dispatcher = Dispatcher(config, log, engine)
-    try:
-        if options.get("http"):
+    if options.get("http"):
+        try:
             return serve_http(dispatcher, config, log, *options["http"])
-        log.debug("server", f"{SERVER_NAME} {__version__} serving stdio (pid {os.getpid()})")
-        return serve_stdio(dispatcher, config, log)
-    finally:
-        engine.close()  # the ledger rows still queued
+        finally:
+            engine.close()  # the ledger rows still queued
+    log.debug("server", f"{SERVER_NAME} {__version__} serving stdio (pid {os.getpid()})")
+    try:
+        serve_stdio(dispatcher, config, log)  # its calls answered, or cancelled by a signal
+    except BaseException:
+        engine.close()
+        raise
+    leave(engine)
 
 
 if __name__ == "__main__":

@@ -1588,7 +1588,9 @@ class FakeResponsesAPI:
         with self._lock:
             return len(self._queue)
 
-    def wait_for_requests(self, n: int, timeout: float = 5.0) -> list[Recorded]:
+    def wait_for_requests(self, n: int, timeout: float = 30.0) -> list[Recorded]:
+        """Waits until n requests have come; returns them all. The timeout is a liveness bound
+        only: a server's first request waits for the SDK's import, seconds on a busy machine."""
         with self._cond:
             if not self._cond.wait_for(lambda: len(self._requests) >= n, timeout):
                 raise TimeoutError(

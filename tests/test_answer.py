@@ -1079,7 +1079,9 @@ def test_cancel_closes_the_upstream_connection_at_once(server, fake):
     written = cancel(server, request_id)
     closed = fake.wait_for_disconnect(0, timeout=2)
     print(f"upstream closed {(closed - written) * 1000:.2f} ms after the cancel was written")
-    assert closed - written < 0.05
+    # Sooner than the product's shortest poll (_POLL_S): the cancel itself shut the stream,
+    # nothing that looks for it now and then did. The latency is bench.py's "cancel" figure.
+    assert closed - written < m._POLL_S
 
 
 def test_cancelled_call_gets_no_reply_and_is_not_retried(server, fake):

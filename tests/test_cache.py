@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 
 import conftest
 import pytest
 from conftest import cancel, run_cli, send_call, wait_until
 from fake_upstream import Reply
+
+import openai_responses_mcp as m
 
 CACHE_ON = {"ANSWER_CACHE_TTL_S": "600"}
 
@@ -230,6 +233,53 @@ def test_the_request_is_cancelled_when_every_caller_has_gone(spawn, fake):
     cancel(server, "b")
     fake.wait_for_disconnect(0, timeout=20)
     assert server.nothing_within(0.5)
+
+
+def test_a_call_does_not_join_a_request_whose_every_caller_has_gone(tmp_path):
+    """The request of a cancelled call winds down for a moment after its last caller left; an
+    identical call that came then joined it and failed with "the identical call this one
+    joined was cancelled; retry" (seen when a test asked the question a cancelled one had)."""
+    flights = m.SingleFlight(m.Log())
+    upstreams, wound_down = [], threading.Event()
+
+    def cancelled_slowly(upstream):
+        upstreams.append(upstream)
+        upstream.cancelled.wait(30)
+        wound_down.wait(30)
+        raise m.Cancelled()
+
+    first = m.Call("a", "answer")
+    ended = []
+
+    def ask_first() -> None:
+        with pytest.raises(m.Cancelled):
+            flights.run("k", first, cancelled_slowly)
+        ended.append(True)
+
+    old = threading.Thread(target=ask_first)
+    old.start()
+    wait_until(lambda: upstreams, 10, "the first request")
+    first.cancel()  # its only caller: the request is cancelled, and is still winding down
+    assert upstreams[0].cancelled.is_set()
+    threading.Timer(2, wound_down.set).start()  # before the fix, "b" waited for this, then failed
+    in_flight, go = threading.Event(), threading.Event()
+
+    def answered(upstream):
+        in_flight.set()
+        go.wait(30)
+        return "an answer"
+
+    second = m.Call("b", "answer")
+    got = []
+    new = threading.Thread(target=lambda: got.append(flights.run("k", second, answered)))
+    new.start()
+    assert in_flight.wait(10)  # a request of its own (before: none, and Cancelled at 2 s)
+    wound_down.set()
+    old.join(10)
+    assert ended and flights.in_flight() == 1  # the old one's end left the new one listed
+    go.set()
+    new.join(10)
+    assert got == [("an answer", False)]
 
 
 def test_calls_differing_only_in_case_in_flight_at_once_make_their_own_requests(spawn, fake):

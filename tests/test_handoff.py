@@ -211,7 +211,10 @@ def test_uncollected_handoffs_never_lock_a_client_out(spawn, fake):
     assert "result" in quick, quick  # before: -32000 too many open tasks
     assert handoff_id(quick) is None
 
-    time.sleep(1.5)  # every handoff has ended by now, none collected
+    # Every handoff has ended by now, none collected: the fake has sent each reply in full,
+    # and the server has had a lower bound of 1.5 s to read their ends.
+    fake.wait_until(lambda: all(r.finished_at is not None for r in fake.requests), 30)
+    time.sleep(1.5)
     fake.default = Reply(delay_before_headers=3)
     late = server.call("answer", {"query": "one more long question"})
     assert handoff_id(late) is not None  # the oldest uncollected handoff made room
@@ -228,7 +231,7 @@ def test_answer_result_with_cancel_stops_a_handoff(spawn, fake):
     first = server.call("answer", {"query": "a question to give up on"})
     the_id = handoff_id(first)
     assert the_id is not None
-    fake.wait_for_requests(1, timeout=10)
+    fake.wait_for_requests(1)
     cancelled = server.call("answer_result", {"id": the_id, "cancel": True})
     assert cancelled["result"]["_meta"][HANDOFF] == {"id": the_id, "status": "cancelled"}
     assert set(cancelled["result"]["structuredContent"]) == ANSWER_KEYS

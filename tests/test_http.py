@@ -642,7 +642,7 @@ def test_connections_past_max_connections_are_closed_at_once_while_all_are_busy(
         extra = raw_connection(server.port)
         started = time.monotonic()
         assert read_until_closed(extra, timeout=5.0) == b""
-        assert time.monotonic() - started < 2.0
+        assert time.monotonic() - started < 10  # far below header_timeout_s: not a speed figure
     finally:
         for sock in held:
             sock.close()
@@ -724,6 +724,28 @@ def test_delete_cancels_the_sessions_calls(serve, fake):
     assert streamed.headers["content-type"] == "text/event-stream"
     assert all("result" not in message for _, message in streamed.events())
     cancelled_reply(streamed.events()[-1][1], 22)
+
+
+def test_an_id_is_free_for_the_next_request_once_its_reply_is_taken():
+    """CI's intermittent 500 (AttributeError) in test_handoff's HTTP tests: the client read
+    initialize's reply (id 1) and sent tools/call with id 1 before the POST that wrote the
+    reply had closed its box, so the call found its id taken and had no box to wait in."""
+    from openai_responses_mcp import Log, Router
+
+    router = Router(Log())
+    first = router.open(1, "t")
+    assert router.open(1, None) is None  # waited for: not free
+    router.send({"jsonrpc": "2.0", "id": 1, "result": {"n": 1}})
+    assert first.get(0)["result"] == {"n": 1}  # taken by its POST, being written
+    again = router.open(1, None)
+    assert again is not None and again is not first
+    router.close(1, first)  # the first POST's late close leaves the new box alone
+    router.send(
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t"}}
+    )
+    router.send({"jsonrpc": "2.0", "id": 1, "result": {"n": 2}})
+    assert again.get(0)["result"] == {"n": 2}  # the old token no longer routes here
+    assert first.get(0) is None
 
 
 def test_a_reused_id_of_a_running_call_is_refused(serve, fake):
@@ -852,8 +874,8 @@ def test_a_slow_client_is_cut_off_with_408(serve):
     sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n")
     started = time.monotonic()
     assert request(server.port, "GET", "/healthz").status == 200  # others are still served
-    data = read_until_closed(sock, 5)
-    assert 0.5 < time.monotonic() - started < 3
+    data = read_until_closed(sock, 10)
+    assert 0.5 < time.monotonic() - started < 8
     assert data.startswith(b"HTTP/1.1 408 ")
     assert b"server.http.header_timeout_s" in data
 

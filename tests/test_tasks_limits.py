@@ -325,7 +325,7 @@ def test_ending_a_session_drops_its_tasks(spawn, fake):
     fake.default = Reply(delay_before_headers=30)
     for n in range(3):
         assert post(port, task_call(f"slow question {n}", n), session, H2025).status == 200
-    fake.wait_for_requests(3, timeout=15)
+    fake.wait_for_requests(3)
     deleted = request(port, "DELETE", "/mcp", headers={"Mcp-Session-Id": session, **H2025})
     assert deleted.status == 204
     for n in range(3):
@@ -384,7 +384,7 @@ def test_requests_waiting_for_a_task_hold_no_thread_each(spawn, fake):
     fake.enqueue(Reply(delay_before_headers=4))
     created = server.request("tools/call", task_call("a slow question", 0)["params"])
     task_id = created["result"]["task"]["taskId"]
-    fake.wait_for_requests(1, timeout=10)
+    fake.wait_for_requests(1)
     for n in range(150):
         server.send(rpc("tasks/result", {"taskId": task_id}, f"wait-{n}"))
     server.send(rpc("ping", None, "after"))  # answered once every request before it is handled

@@ -448,8 +448,8 @@ def test_a_2025_task_expires_after_its_ttl(tmp_path, upstream):
     server = Server(["--stdio", "--config", str(tmp_path / "c.yaml")], env, tmp_path)
     try:
         server.initialize("2025-11-25")
-        started = time.monotonic()
         created = server.request("tools/call", call(task={"ttl": 1}))["result"]["task"]
+        started = time.monotonic()  # after the task was made: a lower bound on its age
         assert created["ttl"] == 5000
         reply = server.request("tasks/result", {"taskId": created["taskId"]})
         assert "result" in reply

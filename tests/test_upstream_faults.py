@@ -302,7 +302,7 @@ def test_cancelled_call_in_a_fault_ends_at_once_without_a_reply(in_process, fake
     fake.default = reply
     server = in_process("request: {max_retries: 2, timeout_ms: 60000}\n")
     request_id = server.start_call()
-    fake.wait_for_requests(1, timeout=5)
+    fake.wait_for_requests(1)
     time.sleep(0.05)  # the worker is now blocked in the stream, the headers or the backoff
     started = time.monotonic()
     server.cancel(request_id)
@@ -316,7 +316,7 @@ def test_many_cancellations_under_faults_leave_nothing_behind(in_process, fake):
     fake.default = Reply(stall_after_events=2, stall_seconds=30)
     server = in_process("request: {max_retries: 2, timeout_ms: 60000}\n")
     ids = [server.start_call(f"q{i}") for i in range(15)]
-    fake.wait_for_requests(15, timeout=10)
+    fake.wait_for_requests(15)
     for request_id in ids:
         server.cancel(request_id)
     assert server.session.wait_idle(5)
