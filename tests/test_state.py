@@ -178,11 +178,9 @@ def a_row(usd: float) -> m.UsageRow:
     return m.UsageRow("answer", "gpt-5", "ok", {"cost": {"usd": usd}})
 
 
-def test_a_row_just_written_is_counted_once_before_it_leaves_memory(state, monkeypatch):
-    """Between the writer's commit and the row leaving its unwritten list, the row is in both:
-    the budget still counts it once (the writer's mark, read with the totals, says so)."""
-    store, ledger = store_for(state)
-    committed, release = threading.Event(), threading.Event()
+def hold_after_commit(store, monkeypatch, committed, release) -> None:
+    """From now on the store's writer sets `committed` after each commit, then waits for
+    `release` before it lets its batch go: the moment a write is in the store and in memory."""
     channel = store._writer._channel
     run = channel.run
 
@@ -193,6 +191,14 @@ def test_a_row_just_written_is_counted_once_before_it_leaves_memory(state, monke
         return result
 
     monkeypatch.setattr(channel, "run", commit_then_hold)
+
+
+def test_a_row_just_written_is_counted_once_before_it_leaves_memory(state, monkeypatch):
+    """Between the writer's commit and the row leaving its unwritten list, the row is in both:
+    the budget still counts it once (the writer's mark, read with the totals, says so)."""
+    store, ledger = store_for(state)
+    committed, release = threading.Event(), threading.Event()
+    hold_after_commit(store, monkeypatch, committed, release)
     today = m.today_in("UTC")
     try:
         ledger.record(a_row(0.04))
@@ -223,16 +229,7 @@ def test_a_cache_entry_just_written_pushes_an_older_one_out_once_not_twice(state
         wait_until(lambda: not store.unwritten(), 20, "the first entry written")
         # The first read opens the cache's connection, and misses if that takes over 0.25 s.
         wait_until(lambda: cache.get("two") is not None, 20, "a hit on the first entry")
-        channel = store._writer._channel
-        run = channel.run
-
-        def commit_then_hold(*args, **kwargs):
-            result = run(*args, **kwargs)
-            committed.set()
-            release.wait(30)
-            return result
-
-        monkeypatch.setattr(channel, "run", commit_then_hold)
+        hold_after_commit(store, monkeypatch, committed, release)
         cache.put("three", answer, None)
         assert committed.wait(20)
         assert len(store.unwritten()) == 1 and count(state, "answers") == 2  # in both
