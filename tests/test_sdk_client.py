@@ -13,6 +13,7 @@ from fake_upstream import SEARCHED, Reply
 
 mcp = pytest.importorskip("mcp")
 from mcp import Client, MCPError, StdioServerParameters  # noqa: E402
+from mcp.client import session as mcp_session  # noqa: E402
 
 
 @pytest.fixture
@@ -136,7 +137,9 @@ def test_sdk_client_default_mode_connects_quickly_and_stays_on_2026_07_28(params
     started = time.monotonic()
     version, connected_at = run(session, params, mode="auto")
     assert version == "2026-07-28"
-    assert connected_at - started < 3.0
+    # Below the SDK's 10 s discover timeout: the probe was answered, not waited out (starting
+    # the server is inside this figure, so a busy machine needs the room).
+    assert connected_at - started < mcp_session.DISCOVER_TIMEOUT_SECONDS - 2
 
 
 def test_sdk_client_closes_without_waiting_for_its_kill_timeout(params):
