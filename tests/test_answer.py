@@ -943,7 +943,8 @@ def test_stall_longer_than_timeout_ms_fails_the_call_without_retry(running, fake
     print(f"timeout reported after {elapsed:.3f} s")
     assert "1000 ms" in message
     assert "request.timeout_ms" in message
-    assert 0.9 <= elapsed < 5
+    # Far below the fake's 30 s stall (the server's first call also pays for importing the SDK).
+    assert 0.9 <= elapsed < 15
     assert len(fake.requests) == 1
 
 
