@@ -234,8 +234,10 @@ def test_calls_waiting_for_their_handoff_point_cost_no_thread_each(tmp_path):
         for _ in range(calls):
             assert started.acquire(timeout=10)
         assert len(harness.dispatcher.deadlines) == calls  # each waits for its handoff point
-        # Its worker each, and the deadlines thread started on first use.
-        assert threading.active_count() <= before + calls + 1
+        # Its worker each, and the deadlines thread started on first use (a timer each would be
+        # 24 more; the slack is for threads of this test process that are not the harness's,
+        # such as the shared fake upstream's, serving a previous test's late request).
+        assert threading.active_count() <= before + calls + 6
     finally:
         release.set()
     harness.idle()
@@ -453,8 +455,22 @@ def test_abandoned_tasks_result_requests_are_dropped_and_count_against_the_sessi
     wait_until(
         lambda: proc_status(server.proc.pid)["threads"] <= baseline + 2, 10, "threads to end"
     )
-    # Nothing left waiting: the session's places are free again, and a reader gets the result.
-    reply = post(port, rpc("tasks/result", {"taskId": task_id}, 999), session, H2025, timeout=20)
+    # Nothing left waiting once each hang-up is noticed (each waiting connection polls for it,
+    # which a busy machine may delay past the thread count above: that count's baseline can
+    # hold threads that ended since): the session's places are free again, and a reader gets
+    # the result.
+    replies = []
+
+    def read_result() -> bool:
+        message = rpc("tasks/result", {"taskId": task_id}, 999)
+        replies.append(post(port, message, session, H2025, timeout=20))
+        if replies[-1].status != 429:
+            return True
+        time.sleep(0.1)  # refused at once: a waiter is still there; ask again shortly
+        return False
+
+    wait_until(read_result, 20, "the abandoned requests to be dropped")
+    reply = replies[-1]
     assert reply.status == 200
     result = [data for _, data in reply.events() if data.get("id") == 999]
     assert result and "result" in result[0], reply.body[:300]
