@@ -9149,6 +9149,8 @@ class HttpApp:
         self.hosts = LOOPBACK_NAMES | set(hosts) | ({host.lower(), address} - {"0.0.0.0", "::"})
         self.any_host = "*" in hosts or (wildcard and not hosts)
         self.origins = {o.lower().rstrip("/") for o in settings["allowed_origins"]}
+        if self.public_url:  # the name a proxy in front passes on
+            self.hosts |= {_host_name(self.public_url.partition("://")[2].partition("/")[0])}
         self._check(host)
         if self.oauth is not None and wildcard and not self.public_url:
             raise ConfigError(
