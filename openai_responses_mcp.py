@@ -1009,6 +1009,23 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("server", "auth", "user_claim"): Setting(
         "sub", "str", doc="the token claim that names the user"
     ),
+    ("server", "auth", "introspection_url"): Setting(
+        None,
+        "str",
+        doc="RFC 7662 introspection endpoint for opaque (non-JWT) access tokens; off if unset",
+    ),
+    ("server", "auth", "client_id"): Setting(
+        None,
+        "str",
+        env="MCP_AUTH_CLIENT_ID",
+        doc="this server's client id at the issuer, for introspection",
+    ),
+    ("server", "auth", "client_secret"): Setting(
+        None,
+        "str",
+        env="MCP_AUTH_CLIENT_SECRET",
+        doc="its client secret (better in the environment; never printed or logged)",
+    ),
     # -- Tasks (MCP tasks, both shapes) and handoffs ------------------------------------------
     ("server", "tasks", "immediate_ms"): Setting(
         2000,
@@ -1188,6 +1205,8 @@ class Config:
             values["server"]["http"]["token"] = "***"
         if values["server"]["tasks"]["secret"]:
             values["server"]["tasks"]["secret"] = "***"
+        if values["server"]["auth"]["client_secret"]:
+            values["server"]["auth"]["client_secret"] = "***"
         if values["state"]["url"]:
             values["state"]["url"] = redact_url(values["state"]["url"])
         key_env = self.get("openai", "api_key_env")
@@ -1395,7 +1414,7 @@ def _validate(values: dict, sources: dict) -> None:
             setting.check(value)
         except ValueError:
             where = sources.get(path, "default")
-            secret = path[-1] in ("token", "secret")
+            secret = path[-1] in ("token", "secret", "client_secret")
             shown = '"***"' if secret else json.dumps(value, ensure_ascii=False)
             if path == ("state", "url") and isinstance(value, str):
                 shown = json.dumps(redact_url(value), ensure_ascii=False)
@@ -1457,6 +1476,16 @@ def _check_auth(values: dict, sources: dict) -> None:
         return
     where = sources.get(("server", "auth", "issuer"), "default")
     _check_url("server.auth.issuer", issuer, where, loopback_http=True)
+    introspection = auth["introspection_url"]
+    if introspection is not None:
+        key = ("server", "auth", "introspection_url")
+        _check_url(".".join(key), introspection, sources.get(key, "default"), loopback_http=True)
+        if not (auth["client_id"] and auth["client_secret"]):
+            raise ConfigError(
+                f"server.auth.introspection_url (from {sources.get(key, 'default')}) needs "
+                "this server's client credentials at the issuer: set MCP_AUTH_CLIENT_ID and "
+                "MCP_AUTH_CLIENT_SECRET (server.auth.client_id, server.auth.client_secret)"
+            )
     import importlib.util
 
     if importlib.util.find_spec("jwt") is None or importlib.util.find_spec("cryptography") is None:
@@ -8842,6 +8871,8 @@ JWKS_REFETCH_S = 10  # an unknown kid fetches the keys again at most this often
 ISSUER_RETRY_MAX_S = 10  # an unreachable issuer is tried again at most this far apart
 FETCH_TIMEOUT_S = 5
 FETCH_MAX_BYTES = 1024 * 1024
+INTROSPECTION_CACHE_S = 60  # an active opaque token is asked about again after this long
+INTROSPECTION_CACHE_SIZE = 10_000
 
 
 class TokenRefused(HttpError):
@@ -8977,6 +9008,63 @@ class IssuerKeys:
         return same[0] if len(same) == 1 else None
 
 
+class Introspection:
+    """RFC 7662: asks the issuer whether an opaque access token is active, as this server's
+    own client; an active answer is kept for up to INTROSPECTION_CACHE_S (keyed by the token's
+    hash, never the token), so a session's every request is not a round trip."""
+
+    def __init__(self, url: str, client_id: str, secret: str):
+        import base64
+        from urllib.parse import quote
+
+        self.url = url
+        pair = f"{quote(client_id, safe='')}:{quote(secret, safe='')}"  # RFC 6749 2.3.1
+        self._basic = "Basic " + base64.b64encode(pair.encode()).decode()
+        self._cache: dict[str, tuple[dict, float]] = {}
+        self._lock = threading.Lock()
+
+    def claims(self, token: str) -> dict:
+        """The introspection answer; OSError or ValueError if the endpoint fails."""
+        import hashlib
+
+        digest = hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+        now = time.monotonic()
+        with self._lock:
+            cached = self._cache.get(digest)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        answer = self._ask(token)
+        if answer.get("active") is True:
+            left = answer.get("exp", time.time() + INTROSPECTION_CACHE_S) - time.time()
+            with self._lock:
+                if len(self._cache) >= INTROSPECTION_CACHE_SIZE:
+                    self._cache = {k: v for k, v in self._cache.items() if v[1] > now}
+                if len(self._cache) < INTROSPECTION_CACHE_SIZE and _is_number(left):
+                    self._cache[digest] = answer, now + min(INTROSPECTION_CACHE_S, left)
+        return answer
+
+    def _ask(self, token: str) -> dict:
+        import urllib.parse
+        import urllib.request
+
+        body = urllib.parse.urlencode({"token": token, "token_type_hint": "access_token"})
+        request = urllib.request.Request(
+            self.url,
+            data=body.encode(),
+            headers={
+                "Authorization": self._basic,
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Accept": "application/json",
+            },
+        )
+        with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S) as response:
+            data = response.read(FETCH_MAX_BYTES + 1)
+        answer = json.loads(data) if len(data) <= FETCH_MAX_BYTES else None
+        if not isinstance(answer, dict):
+            raise ValueError("not a JSON object")
+        return answer
+
+
 class OAuthVerifier:
     """Checks bearer tokens for one resource: verify(token) -> the user, or TokenRefused."""
 
@@ -8987,6 +9075,10 @@ class OAuthVerifier:
         self.audience: str | None = auth["audience"]
         self.resource = ""  # set by set_resource() once the URL clients use is known
         self.keys = IssuerKeys(self.issuer, log)
+        self.introspection = None
+        if auth["introspection_url"]:
+            url, client_id = auth["introspection_url"], auth["client_id"]
+            self.introspection = Introspection(url, client_id, auth["client_secret"])
 
     def set_resource(self, public_url: str) -> None:
         self.resource = public_url.rstrip("/") + MCP_PATH
@@ -9038,8 +9130,47 @@ class OAuthVerifier:
         )
 
     def verify(self, token: str) -> str:
-        """The user a JWT access token names, if its signature, issuer, times, audience and
-        scopes are right."""
+        """The user an access token names, if its signature (or the issuer's introspection),
+        issuer, times, audience and scopes are right."""
+        if self.introspection is not None and token.count(".") != 2:
+            claims = self._introspected(token)
+        else:
+            claims = self._jwt_claims(token)
+        self._check_scopes(claims)
+        user = claims.get(self.user_claim)
+        if isinstance(user, int) and not isinstance(user, bool):
+            user = str(user)
+        if not isinstance(user, str) or not user.strip():
+            raise self.refuse(f"the token has no {self.user_claim} claim naming the user")
+        return user
+
+    def _introspected(self, token: str) -> dict:
+        """An opaque token's claims from the issuer's introspection endpoint (RFC 7662)."""
+        try:
+            claims = self.introspection.claims(token)
+        except (OSError, ValueError) as exc:
+            problem = f"{type(exc).__name__}: {str(exc)[:120]}"
+            self.log.say(f"oauth: the introspection endpoint failed ({problem})")
+            why = "the issuer's introspection endpoint failed; retry shortly"
+            raise self.refuse(why, 503) from None
+        if claims.get("active") is not True:
+            raise self.refuse("the issuer says the token is not active")
+        if "iss" in claims and str(claims["iss"]).rstrip("/") != self.issuer.rstrip("/"):
+            raise self.refuse(f"the token was not issued by {self.issuer}")
+        audience = claims.get("aud")
+        audience = [audience] if isinstance(audience, str) else audience
+        if not isinstance(audience, list) or not set(audience) & set(self.audiences()):
+            raise self.refuse(
+                f"the token is for another audience, not {self.audiences()[0]} "
+                "(server.auth.audience)"
+            )
+        expires = claims.get("exp")
+        if _is_number(expires) and expires < time.time() - JWT_LEEWAY_S:
+            raise self.refuse("the token has expired; sign in again")
+        return claims
+
+    def _jwt_claims(self, token: str) -> dict:
+        """A JWT access token's claims, if its signature, issuer, times and audience hold."""
         import jwt
 
         try:
@@ -9055,14 +9186,7 @@ class OAuthVerifier:
         jwk = self.keys.key_for(kid if isinstance(kid, str) else None, family)
         if jwk is None or jwk.get("alg", algorithm) != algorithm:
             raise self.refuse("signed with a key the issuer does not publish")
-        claims = self._decode(jwt, token, jwk, algorithm)
-        self._check_scopes(claims)
-        user = claims.get(self.user_claim)
-        if isinstance(user, int) and not isinstance(user, bool):
-            user = str(user)
-        if not isinstance(user, str) or not user.strip():
-            raise self.refuse(f"the token has no {self.user_claim} claim naming the user")
-        return user
+        return self._decode(jwt, token, jwk, algorithm)
 
     def audiences(self) -> list[str]:
         base = (self.audience or self.resource).rstrip("/")
@@ -10950,7 +11074,9 @@ def _doctor_config(doctor: Doctor, options: dict) -> Config | None:
             continue
         value = config.get(*path)
         shown = (
-            '"***"' if path[-1] in ("token", "secret") else json.dumps(value, ensure_ascii=False)
+            '"***"'
+            if path[-1] in ("token", "secret", "client_secret")
+            else json.dumps(value, ensure_ascii=False)
         )
         doctor.detail(f"{'.'.join(path)} = {shown} (from {where})")
     doctor.detail("every other value is the default (--show-config prints them all)")
@@ -11495,7 +11621,7 @@ CARRIED_ENV = (
     "SSL_CERT_FILE",
     "SSL_CERT_DIR",
 )
-SECRET_ENV = ("MCP_HTTP_TOKEN", "MCP_TASK_SECRET")
+SECRET_ENV = ("MCP_HTTP_TOKEN", "MCP_TASK_SECRET", "MCP_AUTH_CLIENT_SECRET")
 
 
 def client_env(config: Config, env: dict | None = None) -> list[tuple[str, str | None]]:

@@ -3,6 +3,8 @@
 // (RFC 8707) are on; a token for a resource is a JWT (RFC 9068) whose audience is that resource.
 // Sign-in is headless: every interaction logs in $OIDC_ACCOUNT (default alice) and consents to
 // whatever was asked, so a client following the redirects gets its code without a person.
+// With OIDC_TOKEN_FORMAT=opaque, access tokens are opaque instead, for RFC 7662 introspection by
+// the client "mcp-server" (secret $OIDC_INTROSPECTION_SECRET).
 // Prints "ready <issuer>" on stdout once listening.
 import { generateKeyPairSync } from "node:crypto";
 import http from "node:http";
@@ -18,6 +20,14 @@ const port = Number(process.env.PORT);
 const issuer = `http://127.0.0.1:${port}`;
 const account = process.env.OIDC_ACCOUNT || "alice";
 const scope = "mcp:tools";
+const format = process.env.OIDC_TOKEN_FORMAT || "jwt";
+const introspector = {
+  client_id: "mcp-server",
+  client_secret: process.env.OIDC_INTROSPECTION_SECRET || "mcp-server-introspection-secret",
+  grant_types: [],
+  response_types: [],
+  redirect_uris: [],
+};
 
 function signingKey(type, options, alg, kid) {
   const { privateKey } = generateKeyPairSync(type, options);
@@ -25,7 +35,7 @@ function signingKey(type, options, alg, kid) {
 }
 
 const provider = new Provider(issuer, {
-  clients: [],
+  clients: [introspector],
   scopes: ["openid", "offline_access", scope],
   jwks: {
     keys: [
@@ -36,6 +46,7 @@ const provider = new Provider(issuer, {
   features: {
     devInteractions: { enabled: false },
     registration: { enabled: true },
+    introspection: { enabled: true },
     resourceIndicators: {
       enabled: true,
       defaultResource: (ctx, client, oneOf) => oneOf,
@@ -44,7 +55,7 @@ const provider = new Provider(issuer, {
         scope,
         audience: resource,
         accessTokenTTL: 600,
-        accessTokenFormat: "jwt",
+        accessTokenFormat: format,
         jwt: { sign: { alg: "ES256" } },
       }),
     },

@@ -507,14 +507,19 @@ NEEDS_OIDC = pytest.mark.skipif(
 )
 
 
-@pytest.fixture
-def oidc_provider():
-    """oidc-provider on 127.0.0.1, running tests/oidc_server.mjs; yields its issuer URL."""
+INTROSPECTION_SECRET = "introspection-secret-0123456789"
+
+
+@pytest.fixture(params=["jwt"])
+def oidc_provider(request):
+    """oidc-provider on 127.0.0.1, running tests/oidc_server.mjs, issuing access tokens in
+    the format the param names (jwt, or opaque for introspection); yields its issuer URL."""
     node, modules = node_and_provider()
     port = free_port()
+    env = {"PORT": str(port), "MCP_OIDC_PROVIDER": modules, "OIDC_TOKEN_FORMAT": request.param}
     proc = subprocess.Popen(
         [node, str(ROOT / "tests/oidc_server.mjs")],
-        env={**os.environ, "PORT": str(port), "MCP_OIDC_PROVIDER": modules},
+        env={**os.environ, **env, "OIDC_INTROSPECTION_SECRET": INTROSPECTION_SECRET},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -652,3 +657,49 @@ def test_the_sdk_signs_in_through_oidc_provider_and_calls_a_tool(oidc_provider, 
     tools, second, _ = sdk_session(server.resource, again, storage)
     assert [tool.name for tool in tools][:1] == ["answer"]
     assert second.visited == []
+
+
+@NEEDS_OIDC
+@pytest.mark.parametrize("oidc_provider", ["opaque"], indirect=True)
+def test_opaque_tokens_are_checked_by_introspection(oidc_provider, spawn, fake):
+    """RFC 7662: the SDK signs in as before; its token is opaque, so the server asks the
+    issuer about it, as its own client with credentials from the environment."""
+    config = auth_config(oidc_provider, introspection_url=f"{oidc_provider}/token/introspection")
+    env = {"MCP_AUTH_CLIENT_ID": "mcp-server", "MCP_AUTH_CLIENT_SECRET": INTROSPECTION_SECRET}
+    server = spawn("--http", "127.0.0.1:0", "--debug", config=config, env=env, upstream=fake)
+    server.port = wait_listening(server)
+    url = f"http://127.0.0.1:{server.port}/mcp"
+    fake.enqueue(SEARCHED)
+
+    async def work(client):
+        return await client.call_tool("answer", {"query": "When was Python 3.14 released?"})
+
+    result, _, storage = sdk_session(url, work)
+    assert result.is_error is False
+    access = storage.tokens.access_token
+    assert access.count(".") != 2  # opaque: only the issuer can say what it is
+    assert initialize(server.port, access + "x").status == 401  # not active
+    assert initialize(server.port, access).status == 200
+    assert access not in server.stderr
+    assert INTROSPECTION_SECRET not in server.stderr
+
+
+def test_introspection_needs_client_credentials(tmp_path):
+    config = auth_config(
+        "https://login.example.com", introspection_url="https://login.example.com/i"
+    )
+    done = run_config(tmp_path, config, "--http", "127.0.0.1:0")
+    assert done.returncode == 2, done.stderr
+    assert "MCP_AUTH_CLIENT_SECRET" in done.stderr
+
+
+def test_show_config_masks_the_introspection_secret(tmp_path):
+    done = run_config(
+        tmp_path,
+        auth_config("https://login.example.com", introspection_url="https://login.example.com/i"),
+        "--show-config",
+        env={"MCP_AUTH_CLIENT_ID": "mcp-server", "MCP_AUTH_CLIENT_SECRET": INTROSPECTION_SECRET},
+    )
+    assert done.returncode == 0, done.stderr
+    assert INTROSPECTION_SECRET not in done.stdout + done.stderr
+    assert '"client_secret": "***"' in done.stdout + done.stderr
