@@ -173,9 +173,8 @@ def test_every_relative_link_and_anchor_in_the_docs_resolves(page):
         file = (ROOT / page).parent / path if path else ROOT / page
         if not file.resolve().exists():
             broken.append(f"{target} (no file {path})")
-        elif anchor and file.suffix == ".md":
-            if anchor not in github_slugs(file.read_text(encoding="utf-8")):
-                broken.append(f"{target} (no heading with anchor #{anchor})")
+        elif anchor and file.suffix == ".md" and anchor not in github_slugs(file.read_text()):
+            broken.append(f"{target} (no heading with anchor #{anchor})")
     assert not broken, f"{page}: " + "; ".join(broken)
 
 
