@@ -163,6 +163,10 @@ def _links(text):
     return re.findall(r"\]\(([^)\s]+)\)", text)
 
 
+def _anchors(file):
+    return github_slugs(file.read_text(encoding="utf-8"))  # utf-8 on Windows too
+
+
 @pytest.mark.parametrize("page", sorted(PAGES))
 def test_every_relative_link_and_anchor_in_the_docs_resolves(page):
     broken = []
@@ -173,7 +177,7 @@ def test_every_relative_link_and_anchor_in_the_docs_resolves(page):
         file = (ROOT / page).parent / path if path else ROOT / page
         if not file.resolve().exists():
             broken.append(f"{target} (no file {path})")
-        elif anchor and file.suffix == ".md" and anchor not in github_slugs(file.read_text()):
+        elif anchor and file.suffix == ".md" and anchor not in _anchors(file):
             broken.append(f"{target} (no heading with anchor #{anchor})")
     assert not broken, f"{page}: " + "; ".join(broken)
 
