@@ -1912,6 +1912,17 @@ server:
     sse_stall_s: 30        # a full /sse stream unread this long is closed, its session ended
     lameduck_s: 5          # after SIGTERM (not Ctrl-C): /healthz says 503 this long
     drain_s: 30            # then calls in flight get this long to finish
+  public_url: null         # the URL clients use, without /mcp (behind a proxy: its URL); default
+                           #   http://HOST:PORT of --http. OAuth's resource is <public_url>/mcp
+  auth:                    # OAuth 2.1 sign-in on --http (docs/teams.md, "Team sign-in")
+    issuer: null           # the identity provider's issuer URL; set = on (pip install
+                           #   'openai-responses-mcp[oauth]')
+    audience: null         # the token audience accepted; default <public_url>/mcp
+    scopes: []             # scopes every token must carry (else 403 insufficient_scope)
+    user_claim: sub        # the claim that names the user (Entra ID: oid; Okta: uid)
+    introspection_url: null  # RFC 7662 endpoint, for opaque (non-JWT) access tokens
+    client_id: null        # for introspection; better: MCP_AUTH_CLIENT_ID
+    client_secret: null    # better: MCP_AUTH_CLIENT_SECRET (never printed or logged)
   tasks:                   # MCP tasks (2025-11-25 and the 2026 extension) and handoffs
     immediate_ms: 2000     # a call done within this answers inline, not as a task
     ttl_ms: 3600000        # a task or handoff can be collected this long (>= request.timeout_ms)
