@@ -85,6 +85,17 @@ async function interact(req, res) {
   });
 }
 
+// OIDC_DEBUG=1: a line per request with the resource and scope asked for (what a client sent).
+if (process.env.OIDC_DEBUG) {
+  provider.use(async (ctx, next) => {
+    await next();
+    const params = ctx.oidc?.params;
+    if (params) {
+      const { resource, scope } = params;
+      console.log("DEBUG", ctx.path, JSON.stringify({ resource, scope, status: ctx.status }));
+    }
+  });
+}
 const callback = provider.callback();
 const server = http.createServer((req, res) => {
   if (req.url.startsWith("/interaction/")) {

@@ -18,11 +18,13 @@ import hmac
 import http.server
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -703,3 +705,96 @@ def test_show_config_masks_the_introspection_secret(tmp_path):
     assert done.returncode == 0, done.stderr
     assert INTROSPECTION_SECRET not in done.stdout + done.stderr
     assert '"client_secret": "***"' in done.stdout + done.stderr
+
+
+# -- the pinned Claude Code signs in headless (pytest -m agents) ---------------------------------
+
+
+class Terminal:
+    """A program on a pseudo-terminal: `claude mcp login` insists on one to read the pasted
+    redirect URL. Reads what it shows with the terminal's escape sequences dropped."""
+
+    def __init__(self, command: list, env: dict, cwd: Path):
+        import pty
+
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen(
+            command, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd, close_fds=True
+        )
+        os.close(slave)
+        self.shown = ""
+
+    def wait_for(self, pattern: str, timeout: float = 60.0) -> re.Match:
+        import select
+
+        deadline = time.monotonic() + timeout
+        while (found := re.search(pattern, self.text())) is None:
+            assert time.monotonic() < deadline, f"no {pattern!r} in:\n{self.text()}"
+            if select.select([self.master], [], [], 0.2)[0]:
+                try:
+                    self.shown += os.read(self.master, 65536).decode(errors="replace")
+                except OSError:  # the program ended
+                    assert re.search(pattern, self.text()), self.text()
+        return found
+
+    def text(self) -> str:
+        return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r", "", self.shown)
+
+    def type(self, line: str) -> None:
+        os.write(self.master, (line + "\r").encode())
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        os.close(self.master)
+
+
+def follow_to(url: str, redirect_uri: str) -> str:
+    """A browser without a person: follows the sign-in redirects (oidc_server.mjs logs in and
+    consents at once) until they reach `redirect_uri`; returns that URL, code and all."""
+    import urllib.parse
+
+    import httpx2
+
+    with httpx2.Client(follow_redirects=False, timeout=30) as browser:
+        for _ in range(20):
+            if url.startswith(redirect_uri):
+                return url
+            response = browser.get(url)
+            assert response.status_code in (302, 303), (response.status_code, response.text)
+            url = urllib.parse.urljoin(url, response.headers["location"])
+    raise AssertionError(f"no redirect to {redirect_uri}")
+
+
+@pytest.mark.agents
+@NEEDS_OIDC
+def test_claude_code_signs_in_headless_and_connects(oidc_provider, protected, tmp_path):
+    """`claude mcp login NAME --no-browser` prints the authorization URL and reads the redirect
+    URL back; in between, this test is the browser. Then `claude mcp list` connects with the
+    token it got: discovery, registration, PKCE and the resource, all by Claude Code."""
+    from test_agents import CLAUDE_CODE, agent_env, installed
+
+    claude = str(installed(CLAUDE_CODE))
+    server = protected(oidc_provider, "--debug")
+    env = agent_env(tmp_path, DISABLE_AUTOUPDATER="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+    env["TERM"] = "xterm"  # the login prompt needs a terminal
+    home = Path(env["HOME"])
+    add = [claude, "mcp", "add", "--transport", "http", "responses", server.resource]
+    done = subprocess.run(add, env=env, cwd=home, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    login = Terminal([claude, "mcp", "login", "responses", "--no-browser"], env, home)
+    try:
+        url = login.wait_for(re.escape(oidc_provider) + r"/auth\?[^\s\x1b]+").group(0)
+        assert "resource=" + urllib.parse.quote(server.resource, safe="") in url
+        redirect_uri = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["redirect_uri"][0]
+        login.wait_for("paste the redirect URL")
+        login.type(follow_to(url, redirect_uri))
+        login.wait_for('Authenticated with "responses"')
+    finally:
+        login.close()
+    listed = subprocess.run(
+        [claude, "mcp", "list"], env=env, cwd=home, capture_output=True, text=True, timeout=120
+    )
+    assert re.search(r"responses: .*Connected", listed.stdout), listed.stdout + listed.stderr
+    assert "POST /mcp -> 200" in server.stderr  # with the token it signed in for
