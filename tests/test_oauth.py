@@ -798,3 +798,34 @@ def test_claude_code_signs_in_headless_and_connects(oidc_provider, protected, tm
     )
     assert re.search(r"responses: .*Connected", listed.stdout), listed.stdout + listed.stderr
     assert "POST /mcp -> 200" in server.stderr  # with the token it signed in for
+
+
+@pytest.mark.agents
+@NEEDS_OIDC
+def test_codex_signs_in_headless_and_its_token_is_accepted(oidc_provider, protected, tmp_path):
+    """`codex mcp login NAME --no-browser` prints the authorization URL and reads the callback
+    URL back; the access token it then stores (CODEX_HOME/.credentials.json) opens /mcp."""
+    from test_agents import CODEX, agent_env, installed
+
+    codex = str(installed(CODEX))
+    server = protected(oidc_provider)
+    env = agent_env(tmp_path)
+    home = Path(env["HOME"])
+    env.update(CODEX_HOME=str(home), TERM="xterm")
+    (home / "config.toml").write_text(f'[mcp_servers.responses]\nurl = "{server.resource}"\n')
+    login = Terminal([codex, "mcp", "login", "responses", "--no-browser"], env, home)
+    try:
+        url = login.wait_for(re.escape(oidc_provider) + r"/auth\?[^\s\x1b]+").group(0)
+        assert "resource=" + urllib.parse.quote(server.resource, safe="") in url
+        redirect_uri = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["redirect_uri"][0]
+        login.wait_for("Callback URL")
+        login.type(follow_to(url, redirect_uri))
+        login.wait_for("Successfully logged in to MCP server 'responses'")
+    finally:
+        login.close()
+    stored = json.loads((home / ".credentials.json").read_text())
+    (entry,) = [e for e in stored.values() if e.get("server_name") == "responses"]
+    claims = jwt.decode(entry["access_token"], options={"verify_signature": False})
+    assert claims["aud"] == server.resource and claims["sub"] == "alice"
+    response = initialize(server.port, entry["access_token"])
+    assert response.status == 200, response.body
