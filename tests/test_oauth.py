@@ -56,9 +56,17 @@ def b64(data: bytes) -> str:
 class Issuer:
     """RFC 8414 metadata and a JWKS on 127.0.0.1, from keys this test holds and can rotate."""
 
-    def __init__(self, port: int | None = None):
+    def __init__(self, port: int | None = None, path: str = "", oidc_only: bool = False):
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.origin = f"http://127.0.0.1:{self.port}"
+        self.url = self.origin + path  # with a path, like Keycloak's /realms/NAME
+        # oidc_only: only OpenID Connect discovery (issuer + /.well-known/openid-configuration),
+        # as Entra ID and Keycloak serve it; else only RFC 8414's form
+        self.metadata_path = (
+            f"{path}/.well-known/openid-configuration"
+            if oidc_only
+            else f"/.well-known/oauth-authorization-server{path}"
+        )
         self.keys: dict[str, object] = {}  # kid -> private key
         self.jwks_fetches = 0
         self.add_key("k1")
@@ -87,8 +95,8 @@ class Issuer:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
-                if self.path == "/.well-known/oauth-authorization-server":
-                    body = {"issuer": issuer.url, "jwks_uri": f"{issuer.url}/jwks"}
+                if self.path == issuer.metadata_path:
+                    body = {"issuer": issuer.url, "jwks_uri": f"{issuer.origin}/jwks"}
                 elif self.path == "/jwks":
                     issuer.jwks_fetches += 1
                     body = issuer.jwks()
@@ -274,6 +282,17 @@ def test_a_bad_token_gets_401_invalid_token(issuer, protected, claims, reason):
     assert challenge.startswith('Bearer resource_metadata="http://127.0.0.1:')
     assert 'error="invalid_token"' in challenge
     assert reason in why(response)
+
+
+def test_an_issuer_with_a_path_and_only_openid_discovery_is_found(protected):
+    """Keycloak's and Entra ID's shape: https://host/realms/team, and the keys found through
+    /realms/team/.well-known/openid-configuration (no RFC 8414 document)."""
+    issuer = Issuer(path="/realms/team", oidc_only=True).start()
+    try:
+        server = protected(issuer.url)
+        assert wait_ready(server, issuer.token(server.resource)).status == 200
+    finally:
+        issuer.stop()
 
 
 def test_a_token_for_another_audience_is_refused(issuer, protected):
