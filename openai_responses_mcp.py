@@ -11393,6 +11393,24 @@ def _doctor_state_url(doctor: Doctor, config: Config) -> None:
         state.close()
 
 
+def _doctor_oauth(doctor: Doctor, config: Config) -> None:
+    """With server.auth.issuer: whether its metadata and signing keys can be fetched from here,
+    as the server will at start (it refuses every token until they are)."""
+    issuer = config.get("server", "auth", "issuer")
+    if not issuer:
+        return
+    keys = IssuerKeys(issuer, _QuietLog())
+    problem = keys.refresh()
+    if problem is not None:
+        doctor.fail(
+            f"server.auth.issuer: cannot get the signing keys of {issuer} ({problem})",
+            "check the URL (as the provider's metadata writes `issuer`) and that this host "
+            "reaches it; until it does, the server refuses every token",
+        )
+    else:
+        doctor.ok(f"server.auth.issuer: {len(keys.keys)} signing key(s) from {keys.jwks_uri}")
+
+
 def _doctor_paths(doctor: Doctor, config: Config) -> None:
     for name, value in _written_paths(config):
         if value is None:
@@ -11726,6 +11744,7 @@ def run_doctor(options: dict) -> int:
         _doctor_models(doctor, config, client)
     _doctor_paths(doctor, config)
     _doctor_state_url(doctor, config)
+    _doctor_oauth(doctor, config)
     _doctor_budget(doctor, config)
     _doctor_http(doctor, config, options.get("http"))
     if options.get("live"):

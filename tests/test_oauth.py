@@ -848,3 +848,15 @@ def test_codex_signs_in_headless_and_its_token_is_accepted(oidc_provider, protec
     assert claims["aud"] == server.resource and claims["sub"] == "alice"
     response = initialize(server.port, entry["access_token"])
     assert response.status == 200, response.body
+
+
+# -- --doctor ------------------------------------------------------------------------------------
+
+
+def test_doctor_says_whether_the_issuers_keys_can_be_fetched(tmp_path, issuer):
+    done = run_config(tmp_path, auth_config(issuer.url), "--doctor")
+    assert f"server.auth.issuer: 1 signing key(s) from {issuer.url}/jwks" in done.stdout
+    down = Issuer()  # never started
+    done = run_config(tmp_path, auth_config(down.url), "--doctor")
+    assert done.returncode == 1
+    assert f"server.auth.issuer: cannot get the signing keys of {down.url}" in done.stdout
