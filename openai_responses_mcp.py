@@ -8945,8 +8945,8 @@ class IssuerKeys:
     def __init__(self, issuer: str, log: Log):
         self.issuer, self.log = issuer, log
         self.jwks_uri: str | None = None
-        self.keys: dict | None = None  # kid -> JWK (dict); None until first fetched
-        self._fetched = 0.0  # monotonic time of the last JWKS fetch attempt
+        self.keys: list | None = None  # the JWKS's signing keys (dicts); None until fetched
+        self._fetched = -1e9  # monotonic time of the last JWKS fetch attempt
         self._lock = threading.Lock()
         self.ready = threading.Event()
 
@@ -8972,19 +8972,24 @@ class IssuerKeys:
             time.sleep(delay)
             delay = min(delay * 2, ISSUER_RETRY_MAX_S)
 
-    def refresh(self) -> str | None:
-        """Fetches the metadata (once) and the JWKS; None, or what went wrong."""
+    def refresh(self, min_age: float = 0.0) -> str | None:
+        """Fetches the metadata (once) and the JWKS, unless they were fetched less than
+        `min_age` seconds ago; None, or what went wrong."""
         with self._lock:
+            if time.monotonic() - self._fetched < min_age:
+                return "fetched moments ago"
             self._fetched = time.monotonic()
             try:
                 if self.jwks_uri is None:
                     self.jwks_uri = self._discover()
-                document = fetch_json(self.jwks_uri)
-                keys = {
-                    key.get("kid"): key
-                    for key in document.get("keys") or []
+                listed = fetch_json(self.jwks_uri).get("keys")
+                if not isinstance(listed, list):
+                    raise ValueError(f"{self.jwks_uri} holds no list of keys")
+                keys = [
+                    key
+                    for key in listed
                     if isinstance(key, dict) and key.get("use", "sig") == "sig"
-                }
+                ]
             except (OSError, ValueError) as exc:
                 return f"{type(exc).__name__}: {str(exc)[:200]}"
             self.keys = keys
@@ -9012,19 +9017,14 @@ class IssuerKeys:
         """The JWK for a token's kid (without kid: the issuer's only key of that family);
         an unknown kid fetches the JWKS again, rate-limited."""
         found = self._lookup(kid, family)
-        if found is None and self.keys is not None:
-            with self._lock:
-                due = time.monotonic() - self._fetched >= JWKS_REFETCH_S
-            if due and self.refresh() is None:
-                found = self._lookup(kid, family)
+        if found is None and self.keys is not None and self.refresh(JWKS_REFETCH_S) is None:
+            found = self._lookup(kid, family)
         return found
 
     def _lookup(self, kid: str | None, family: str) -> dict | None:
-        keys = self.keys or {}
+        same = [key for key in self.keys or () if key.get("kty") == family]
         if kid is not None:
-            key = keys.get(kid)
-            return key if key is not None and key.get("kty") == family else None
-        same = [key for key in keys.values() if key.get("kty") == family]
+            return next((key for key in same if key.get("kid") == kid), None)
         return same[0] if len(same) == 1 else None
 
 
