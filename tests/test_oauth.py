@@ -393,9 +393,11 @@ def test_an_unknown_kid_fetches_the_keys_again_so_the_issuer_can_rotate(issuer, 
     stranger = Issuer()
     stranger.url = issuer.url
     stranger.keys["k9"] = stranger.keys.pop("k1")
+    started = time.monotonic()
     for _ in range(20):
         assert initialize(server.port, stranger.token(server.resource, kid="k9")).status == 401
-    assert issuer.jwks_fetches <= fetches + 1
+    allowed = 1 + int((time.monotonic() - started) // 10)  # one per 10 s, however slow we are
+    assert issuer.jwks_fetches - fetches <= allowed < 20
 
 
 def test_an_unreachable_issuer_fails_closed_then_recovers(protected):
