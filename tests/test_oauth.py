@@ -368,6 +368,21 @@ def test_a_token_without_the_scope_gets_403_insufficient_scope(issuer, protected
     assert initialize(server.port, scp).status == 200
 
 
+def test_the_shared_token_keeps_working_beside_oauth(issuer, spawn, fake):
+    """MCP_HTTP_TOKEN (automation, one shared identity) is accepted as before; anything else
+    must be the issuer's token."""
+    shared = "shared-token-0123456789abcdef"
+    env = {"MCP_HTTP_TOKEN": shared}
+    server = spawn("--http", "127.0.0.1:0", config=auth_config(issuer.url), env=env, upstream=fake)
+    server.port = wait_listening(server)
+    assert initialize(server.port, shared).status == 200
+    response = initialize(server.port, shared + "x")
+    assert response.status == 401
+    assert 'error="invalid_token"' in response.headers["www-authenticate"]
+    resource = f"http://127.0.0.1:{server.port}/mcp"
+    assert wait_ready(server, issuer.token(resource)).status == 200
+
+
 def test_user_claim_names_the_user(issuer, protected):
     server = protected(issuer.url, user_claim="email")
     assert wait_ready(server, issuer.token(server.resource, email="a@example.com")).status == 200
