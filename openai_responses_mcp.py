@@ -3941,7 +3941,8 @@ class AnswerEngine:
             )
         except StateUnavailable as exc:
             raise ToolError(
-                f"budget cannot be checked: {self.state.label} is unavailable ({exc.reason}): "
+                # Never the store's address: the client may be anyone; the log names it.
+                f"budget cannot be checked: {self.state.kind} is unavailable ({exc.public}): "
                 f"calls that would spend are refused while budget.{periods[0][0]}_usd is set; "
                 "fix it, or unset the budget"
             ) from None
@@ -4398,6 +4399,18 @@ _CACHE_READ_S = 0.25  # a cache read that takes longer is a miss
 _BUDGET_WAIT_S = 10.0  # how long a budget check waits for this process's other checks
 _BACKOFF_S = 3.0  # after a failure, a connection is not tried again for this long
 _CONNECT_TIMEOUT_S = 2  # PostgreSQL: how long a connection may take (libpq's least is 2)
+# PostgreSQL bounds of our own: a transaction that has not come back within twice its statement
+# timeout plus this grace is abandoned (see _Watchdog); a session of ours left idle inside a
+# transaction (its instance cut off mid-check) is ended by the server after
+# _IDLE_IN_TRANSACTION_S, which frees the budget's lock for every other instance.
+_WATCHDOG_GRACE_S = 1.0
+_IDLE_IN_TRANSACTION_S = 5
+_KEEPALIVE = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
 _WARN_EVERY_S = 60.0
 _MAX_PENDING_ROWS = 10_000  # ledger rows kept in memory while the store cannot be written
 _MAX_PENDING_CACHE = 200  # cache entries waiting to be written; older ones are dropped
@@ -4506,11 +4519,93 @@ def cache_enabled(config: Config) -> bool:
 
 
 class StateUnavailable(Exception):
-    """The store could not be reached or used; `reason` says why, in a few words."""
+    """The store could not be reached or used; `reason` says why, in a few words (for the
+    server's log: it may name the store), `public` the same without the store's address (for
+    MCP clients)."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, public: str | None = None):
         super().__init__(reason)
         self.reason = reason
+        self.public = public or reason
+
+
+class _Watchdog:
+    """Abandons a PostgreSQL connection whose work has not come back by its deadline. The
+    server enforces statement_timeout and lock_timeout only on statements it received: on a
+    link gone silent (a partition, a frozen VM) the driver would wait for ever, holding the
+    channel, the budget checks queued behind it, and the process's exit. Shutting the socket
+    down wakes the waiting driver at once with an error. One thread, started on first use."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._armed: dict = {}  # id -> [deadline, connection, fired]
+        self._thread: threading.Thread | None = None
+
+    def guard(self, conn, seconds: float):
+        import contextlib
+
+        @contextlib.contextmanager
+        def guarded():
+            entry = [time.monotonic() + seconds, conn, False]
+            with self._cond:
+                self._armed[id(entry)] = entry
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._loop, name="state-watchdog", daemon=True
+                    )
+                    self._thread.start()
+                self._cond.notify()
+            try:
+                yield
+            except BaseException:
+                if entry[2]:
+                    raise _Abandoned(seconds) from None
+                raise
+            finally:
+                with self._cond:
+                    self._armed.pop(id(entry), None)
+            if entry[2]:  # fired as the work ended: the connection is gone all the same
+                raise _Abandoned(seconds)
+
+        return guarded()
+
+    def _loop(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                for entry in self._armed.values():
+                    if not entry[2] and entry[0] <= now:
+                        entry[2] = True
+                        _shut_down(entry[1])
+                waiting = [entry[0] for entry in self._armed.values() if not entry[2]]
+                self._cond.wait(max(0.0, min(waiting) - now) if waiting else None)
+
+
+class _Abandoned(Exception):
+    """The watchdog shut a connection down: it did not answer in time."""
+
+    def __init__(self, seconds: float):
+        super().__init__(f"no answer within {seconds:g} s")
+
+
+def _shut_down(conn) -> None:
+    """Ends a connection's link from any thread, without its lock: whoever waits on the socket
+    wakes to an error."""
+    import socket
+
+    try:
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+    except (OSError, ValueError, Exception):  # noqa: BLE001 - closed, or never opened
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
+_WATCHDOG = _Watchdog()
 
 
 class _SqliteBackend:
@@ -4564,6 +4659,21 @@ class _SqliteBackend:
     def set_timeout(self, conn, seconds: float) -> None:
         conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
 
+    def guard(self, conn, seconds: float):
+        """A local file: SQLite's busy timeout bounds every wait already."""
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def lost(self, conn) -> bool:
+        return False
+
+    def abandon(self, conn) -> None:
+        """Nothing to cut: a SQLite wait ends at its busy timeout."""
+
+    def public_reason(self, exc: BaseException, reason: str) -> str:
+        return reason  # SQLite's messages name no file
+
     def begin(self, conn, write: bool) -> None:
         conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
 
@@ -4600,15 +4710,55 @@ class _PostgresBackend:
     def connect(self):
         import psycopg
 
-        return psycopg.connect(
+        conn = psycopg.connect(
             self.url,
             autocommit=True,  # transactions are explicit BEGIN ... COMMIT, as with SQLite
             connect_timeout=_CONNECT_TIMEOUT_S,
             application_name=SERVER_NAME,
+            **_KEEPALIVE,  # a dead peer is noticed by the kernel too, not just the watchdog
         )
+        try:
+            # The server's own bounds on our sessions: one left idle inside a transaction (its
+            # instance cut off mid-check) is ended, which frees the budget's lock; and no lock
+            # is waited for longer than a budget check may take.
+            with self.guard(conn, _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
+                conn.execute(
+                    f"SET idle_in_transaction_session_timeout = {_IDLE_IN_TRANSACTION_S * 1000}"
+                )
+                conn.execute(f"SET lock_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def set_timeout(self, conn, seconds: float) -> None:
         conn.execute(f"SET statement_timeout = {int(seconds * 1000)}")
+
+    def guard(self, conn, seconds: float):
+        """A bound on our side for what happens within it (see _Watchdog)."""
+        return _WATCHDOG.guard(conn, seconds)
+
+    def lost(self, conn) -> bool:
+        """Whether the connection broke (the server restarted, or the link went)."""
+        return bool(getattr(conn, "broken", False) or getattr(conn, "closed", False))
+
+    def abandon(self, conn) -> None:
+        _shut_down(conn)
+
+    def public_reason(self, exc: BaseException, reason: str) -> str:
+        """The failure without the database's address (psycopg's messages quote the host,
+        port, user and database): its kind only."""
+        if isinstance(exc, (_Abandoned, StateUnavailable)):
+            return reason if isinstance(exc, _Abandoned) else exc.public
+        import psycopg
+
+        if isinstance(exc, psycopg.errors.QueryCanceled):
+            return "timed out"
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
+            return "lock not available in time"
+        if isinstance(exc, (psycopg.OperationalError, OSError)):
+            return "connection failed"
+        return f"database error {getattr(exc, 'sqlstate', None) or type(exc).__name__}"
 
     def begin(self, conn, write: bool) -> None:
         conn.execute("BEGIN")
@@ -4709,7 +4859,7 @@ class _Channel:
         self._lock = threading.Lock()
         self._timeout = None
         self._resting_until = 0.0
-        self._reason = ""
+        self._reason = self._public = ""
         self._opening = None  # (thread, box): a connection being opened aside, see _open_aside
 
     def run(
@@ -4731,26 +4881,44 @@ class _Channel:
             raise StateUnavailable("busy")
         try:
             if time.monotonic() < self._resting_until:
-                raise StateUnavailable(self._reason)
-            try:
-                if connect_wait is not None and self._conn is None:
-                    self._open_aside(connect_wait)
-                return self._transaction(work, write, timeout_s, turns)
-            except _StillOpening:
-                raise StateUnavailable("connecting") from None
-            except (StateUnavailable, *self._backend.errors()) as exc:
-                self._close()
-                self._reason = _state_reason(exc, self._backend.url, self._backend.secrets)
-                self._resting_until = time.monotonic() + _BACKOFF_S
-                self._on_failure(what, self._reason)
-                raise StateUnavailable(self._reason) from None
+                raise StateUnavailable(self._reason, self._public)
+            # A connection that broke while idle (the database restarted) fails its next use:
+            # that use is tried once more at once on a new connection, not after a rest.
+            for retry in (True, False):
+                reused = self._conn is not None
+                try:
+                    if connect_wait is not None and self._conn is None:
+                        self._open_aside(connect_wait)
+                    return self._transaction(work, write, timeout_s, turns)
+                except _StillOpening:
+                    raise StateUnavailable("connecting") from None
+                except (StateUnavailable, _Abandoned, *self._backend.errors()) as exc:
+                    lost = reused and not isinstance(exc, _Abandoned) and self._lost()
+                    self._close()
+                    if retry and lost:
+                        continue
+                    self._fail(what, exc)
         finally:
             self._lock.release()
+
+    def _lost(self) -> bool:
+        return self._conn is not None and self._backend.lost(self._conn)
+
+    def _fail(self, what: str, exc: BaseException):
+        """Rests the channel after a failure, warns, and raises StateUnavailable."""
+        backend = self._backend
+        self._reason = _state_reason(exc, backend.url, backend.secrets)
+        self._public = backend.public_reason(exc, self._reason)
+        self._resting_until = time.monotonic() + _BACKOFF_S
+        self._on_failure(what, self._reason)
+        raise StateUnavailable(self._reason, self._public) from None
 
     def _open(self):
         conn = self._backend.connect()
         try:
-            _ensure_schema(self._backend, conn)
+            # Making or checking the tables waits on the schema lock, bounded by its timeout.
+            with self._backend.guard(conn, 2 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
+                _ensure_schema(self._backend, conn)
         except BaseException:
             conn.close()
             raise
@@ -4787,18 +4955,22 @@ class _Channel:
         if self._conn is None:
             self._conn, self._timeout = self._open(), None
         conn = self._conn
-        if self._timeout != timeout_s:
-            backend.set_timeout(conn, timeout_s)
-            self._timeout = timeout_s
-        backend.begin(conn, write)
-        try:
-            if turns:
-                backend.take_turns(conn, turns)
-            result = work(lambda text, params=(): conn.execute(backend.sql(text), params))
-            conn.execute("COMMIT")
-        except BaseException:
-            _rollback(conn)
-            raise
+        # The server's statement timeout bounds each statement it received; the guard bounds
+        # the whole transaction on our side, however the link behaves.
+        with backend.guard(conn, 2 * timeout_s + _WATCHDOG_GRACE_S):
+            if self._timeout != timeout_s:
+                backend.set_timeout(conn, timeout_s)
+                self._timeout = timeout_s
+            backend.begin(conn, write)
+            try:
+                if turns:
+                    backend.take_turns(conn, turns)
+                result = work(lambda text, params=(): conn.execute(backend.sql(text), params))
+                conn.execute("COMMIT")
+            except BaseException:
+                if not backend.lost(conn):
+                    _rollback(conn)
+                raise
         return result
 
     def wake(self) -> None:
@@ -4814,9 +4986,17 @@ class _Channel:
             self._conn = None
 
     def close(self) -> None:
-        with self._lock:
+        # A transaction still running is bounded by the watchdog; close() waits no longer than
+        # that, then cuts the connection under it.
+        if not self._lock.acquire(timeout=4 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
+            if self._conn is not None:
+                self._backend.abandon(self._conn)
+            return
+        try:
             self._close()
             opening, self._opening = self._opening, None
+        finally:
+            self._lock.release()
         # One still opening ends within the connect timeout; its connection is dropped unused.
         if opening is not None and "conn" in opening[1]:
             opening[1]["conn"].close()
@@ -5076,6 +5256,13 @@ class StateStore:
     @property
     def label(self) -> str:
         return self.backend.label if self.backend else "off"
+
+    @property
+    def kind(self) -> str:
+        """Which store, without where: for what MCP clients see."""
+        if self.backend is None:
+            return "the state"
+        return "the state database" if self.backend.postgres else "the state file"
 
     def read(self, what: str, work, cache: bool = False, **options):
         """work(q) in a transaction on the answer path's connection (the cache's own with
