@@ -4885,7 +4885,6 @@ class _Channel:
             # A connection that broke while idle (the database restarted) fails its next use:
             # that use is tried once more at once on a new connection, not after a rest.
             for retry in (True, False):
-                reused = self._conn is not None
                 try:
                     if connect_wait is not None and self._conn is None:
                         self._open_aside(connect_wait)
@@ -4893,7 +4892,7 @@ class _Channel:
                 except _StillOpening:
                     raise StateUnavailable("connecting") from None
                 except (StateUnavailable, _Abandoned, *self._backend.errors()) as exc:
-                    lost = reused and not isinstance(exc, _Abandoned) and self._lost()
+                    lost = not isinstance(exc, _Abandoned) and self._lost()
                     self._close()
                     if retry and lost:
                         continue

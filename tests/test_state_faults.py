@@ -110,3 +110,17 @@ def test_an_instance_cut_off_inside_a_budget_check_does_not_lock_out_the_others(
     # checks meanwhile give up after their lock_timeout and rest a few seconds.
     wait_until(another_call_answers, 30, "a call on the other instance")
     assert direct.query(holding)[0][0] == 0
+
+
+def test_spending_calls_go_on_at_once_after_the_database_restarts(spawn, fake, tmp_path, postgres):
+    """The connection that broke while idle fails its next use; that use is tried again on a
+    new connection at once, not refused for the rest after a failure."""
+    direct = PostgresState(postgres, postgres.fresh_database())
+    process = server(spawn, fake, tmp_path, direct, "one", BUDGET)
+    result_of(process.call("answer", {"query": "first"}, timeout=30))
+    wait_until(lambda: count(direct, "usage") == 1, 20, "the first row")
+    postgres.stop()
+    postgres.start()
+    result_of(process.call("answer", {"query": "after the restart"}, timeout=30))
+    wait_until(lambda: count(direct, "usage") == 2, 20, "the second row")
+    assert "budget" not in process.stderr, process.stderr
