@@ -1510,31 +1510,156 @@ def _check_base_url(url: str, where: str) -> None:
 POSTGRES_EXTRA = 'pip install "openai-responses-mcp[postgres]"'
 
 
+_PG_SCHEMES = ("postgresql://", "postgres://")
+_PG_SECRETS = ("password", "sslpassword")  # libpq's parameters that hold a secret
+
+
+def pg_params(url: str) -> dict | None:
+    """A PostgreSQL URL's parameters as libpq reads them (psycopg's conninfo_to_dict, or our
+    reading of the same rules without psycopg), or None when libpq would not take it: it
+    cannot be parsed, or it parses into something no one meant, a raw "@" in the database or
+    host (a password with a raw "/" ends the host early: "u:ab/cd@h" is host "u", port "ab")."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        params = _pg_url_params(url)
+    else:
+        try:
+            params = {name: str(value) for name, value in conninfo_to_dict(url).items()}
+        except Exception:  # noqa: BLE001 - psycopg.ProgrammingError, and whatever else
+            params = None
+    if params is None or "@" in params.get("host", "") + params.get("dbname", ""):
+        return None
+    if not all(port.isascii() and port.isdigit() for port in _pg_ports(params)):
+        return None
+    return params
+
+
+def _pg_ports(params: dict) -> list:
+    return [port for port in params.get("port", "").split(",") if port]
+
+
+def _pg_url_params(url: str) -> dict | None:
+    """libpq's URI rules (postgresql://[user[:password]@][host[:port],...][/dbname][?k=v&...]),
+    for when psycopg is not installed: the user part ends at the first "@" before any "/"."""
+    from urllib.parse import unquote
+
+    def decoded(text: str) -> str:
+        if re.search(r"%(?![0-9A-Fa-f]{2})", text):
+            raise ValueError("bad percent-escape")
+        return unquote(text, errors="strict")
+
+    if not url.startswith(_PG_SCHEMES):
+        return None
+    rest = url.partition("://")[2]
+    try:
+        rest, _, query = rest.partition("?")
+        authority, slash, dbname = rest.partition("/")
+        userinfo, at, hosts = authority.rpartition("@")
+        if not at:
+            userinfo, hosts = "", authority
+        params = {}
+        if userinfo:
+            user, colon, password = userinfo.partition(":")
+            params["user"] = decoded(user)
+            if colon:
+                params["password"] = decoded(password)
+        host_list, port_list = [], []
+        for item in hosts.split(",") if hosts else []:
+            if item.startswith("["):
+                host, close, port = item[1:].partition("]")
+                if not close or (port and not port.startswith(":")):
+                    return None
+                port = port[1:]
+            else:
+                host, _, port = item.partition(":")
+            host_list.append(decoded(host))
+            port_list.append(decoded(port))
+        if any(host_list):
+            params["host"] = ",".join(host_list)
+        if any(port_list):
+            params["port"] = ",".join(port_list)
+        if slash and dbname:
+            params["dbname"] = decoded(dbname)
+        for pair in query.split("&") if query else []:
+            name, equals, value = pair.partition("=")
+            if not equals:
+                return None
+            params[decoded(name)] = decoded(value)
+    except ValueError:  # UnicodeDecodeError included
+        return None
+    return params
+
+
 def redact_url(url: str) -> str:
-    """A database URL without its password (user@host kept), for every output."""
+    """A URL without its secrets, for every output. A PostgreSQL URL is shown as libpq reads
+    it (user, host, port, database and parameters kept, password and sslpassword masked),
+    or as just its scheme when libpq would not take it; any other URL (a proxy's) without
+    what comes before an "@"."""
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url
-    authority, slash, tail = rest.partition("/")
-    userinfo, at, hostport = authority.rpartition("@")
-    if at and ":" in userinfo:
-        authority = f"{userinfo.split(':', 1)[0]}:***@{hostport}"
-    # A password can also ride in the query string (?password=...), with or without a path.
-    return re.sub(r"(?i)([?&]password=)[^&]*", r"\1***", f"{scheme}{sep}{authority}{slash}{tail}")
+    if not url.startswith(_PG_SCHEMES):
+        if "@" not in rest.partition("?")[0]:
+            return url
+        return f"{scheme}://***@{rest.partition('?')[0].rpartition('@')[2]}"
+    params = pg_params(url)
+    if params is None:
+        return f"{scheme}://***"
+    return _pg_url_shown(scheme, params)
+
+
+def _pg_url_shown(scheme: str, params: dict) -> str:
+    from urllib.parse import quote
+
+    params = dict(params)
+    user = quote(params.pop("user", ""), safe="")
+    userinfo = (f"{user}:***@" if params.pop("password", None) is not None else f"{user}@") * bool(
+        user or "password" in params
+    )
+    hosts = params.get("host", "").split(",") if params.get("host") else []
+    ports = params.get("port", "").split(",") if params.get("port") else []
+    netloc = ""
+    if hosts and not any(h.startswith("/") for h in hosts) and len(ports) in (0, len(hosts)):
+        params.pop("host"), params.pop("port", None)
+        ports = ports or [""] * len(hosts)
+        netloc = ",".join(
+            (f"[{h}]" if ":" in h else quote(h, safe="")) + (f":{p}" if p else "")
+            for h, p in zip(hosts, ports, strict=True)
+        )
+    dbname = params.pop("dbname", None)
+    path = f"/{quote(dbname, safe='')}" if dbname else ""
+    query = "&".join(
+        f"{quote(k, safe='')}={'***' if k in _PG_SECRETS else quote(v, safe='/,:')}"
+        for k, v in sorted(params.items())
+    )
+    return f"{scheme}://{userinfo}{netloc}{path}{'?' + query if query else ''}"
+
+
+def url_has_secret(url: str) -> bool:
+    """Whether a value shown in full would show a secret (an unreadable PostgreSQL URL counts)."""
+    if url.startswith(_PG_SCHEMES):
+        params = pg_params(url)
+        return params is None or any(name in params for name in _PG_SECRETS)
+    return redact_url(url) != url
 
 
 def url_secrets(url: str) -> tuple:
-    """Every form of a database URL's password, to hide wherever it appears: in the user part
-    or a ?password= parameter, as written (percent-encoded) and decoded; longest first, so a
-    password that holds another is hidden whole. The driver's errors quote the URL as written."""
-    from urllib.parse import unquote, unquote_plus
+    """Every form of a database URL's secrets (password, sslpassword), to hide wherever they
+    appear: as libpq read them, and as written (percent-encoded, "+" for a space or not);
+    longest first, so a secret that holds another is hidden whole. The driver's errors quote
+    the URL as written."""
+    from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
-    authority = url.partition("://")[2].partition("/")[0].partition("?")[0]
-    userinfo = authority.rpartition("@")[0]
+    params = pg_params(url) or {}
+    found = [params[name] for name in _PG_SECRETS if params.get(name)]
+    # As written too: a password in the user part that a ?password= overrides, say.
+    userinfo = url.partition("://")[2].partition("/")[0].rpartition("@")[0]
     written = [userinfo.partition(":")[2]] if ":" in userinfo else []
-    written += re.findall(r"(?i)[?&]password=([^&]*)", url)
-    forms = {form for raw in written for form in (raw, unquote(raw), unquote_plus(raw)) if form}
-    return tuple(sorted(forms, key=len, reverse=True))
+    written += re.findall(r"(?i)[?&](?:ssl)?password=([^&]*)", url)
+    forms = {form for raw in found for form in (raw, quote(raw, safe=""), quote_plus(raw))}
+    forms |= {form for raw in written for form in (raw, unquote(raw), unquote_plus(raw))}
+    return tuple(sorted((form for form in forms if form), key=len, reverse=True))
 
 
 def _check_state_url(values: dict, sources: dict) -> None:
@@ -1543,7 +1668,7 @@ def _check_state_url(values: dict, sources: dict) -> None:
     if url is None:
         return
     where = sources.get(("state", "url"), "default")
-    if not url.startswith(("postgresql://", "postgres://")):
+    if not url.startswith(_PG_SCHEMES):
         raise ConfigError(
             f"state.url = {json.dumps(redact_url(url))} (from {where}) must be a PostgreSQL URL "
             "like postgresql://user@host/db"
@@ -1554,6 +1679,12 @@ def _check_state_url(values: dict, sources: dict) -> None:
         raise ConfigError(
             f"state.url (from {where}) needs the PostgreSQL driver, which is not installed: "
             f"{POSTGRES_EXTRA}"
+        )
+    if pg_params(url) is None:  # the driver's own message would quote the password
+        raise ConfigError(
+            f"state.url = {json.dumps(redact_url(url))} (from {where}) cannot be read as a "
+            "PostgreSQL URL: percent-encode the characters / ? @ # % : [ ] in the user and "
+            "password (like %2F for /), and give the port as a number"
         )
 
 
@@ -10734,6 +10865,8 @@ def _doctor_config(doctor: Doctor, options: dict) -> Config | None:
         if where == "default":
             continue
         value = config.get(*path)
+        if path == ("state", "url"):
+            value = redact_url(value)
         shown = (
             '"***"' if path[-1] in ("token", "secret") else json.dumps(value, ensure_ascii=False)
         )
@@ -11299,7 +11432,7 @@ def client_env(config: Config, env: dict | None = None) -> list[tuple[str, str |
         if variant is None:
             continue
         value = env[variant]
-        secret = name in SECRET_ENV or redact_url(value) != value
+        secret = name in SECRET_ENV or url_has_secret(value)
         carried.append((variant, None if secret else value))
     return carried
 

@@ -296,11 +296,11 @@ def test_a_budget_refuses_when_its_state_cannot_be_reached(spawn, fake, tmp_path
     if state.name == "sqlite":
         state.path.mkdir(parents=True)  # a folder where the file should be
         reason = "unable to open database file"
-        where = f"state file {state.path}"
+        where, address = "the state file", str(state.path)
     else:
         state.cluster.stop()
-        reason = "connection"
-        where = f"state database {state.url.replace(PG_PASSWORD, '***')}"
+        reason = "connection failed"
+        where, address = "the state database", f":{state.cluster.port}"
     try:
         process = server(spawn, fake, tmp_path, state, "one", PRICES + "budget: {daily_usd: 5}\n")
         message = failure_of(process.call("answer", {"query": "q"}))
@@ -309,6 +309,8 @@ def test_a_budget_refuses_when_its_state_cannot_be_reached(spawn, fake, tmp_path
             state.cluster.start()
     assert message.startswith(f"answer failed: budget cannot be checked: {where} is unavailable (")
     assert reason in message and "budget.daily_usd" in message
+    assert address not in message  # the client is told what failed, not where the store is
+    assert address in process.stderr  # the server's log says where
     assert fake.requests == []
     assert PG_PASSWORD not in message and PG_PASSWORD not in process.stderr
 
@@ -457,27 +459,96 @@ def test_show_config_and_usage_never_print_the_password(tmp_path, postgres):
     assert wrong.returncode == 1 and PG_PASSWORD not in wrong.stdout + wrong.stderr
 
 
+SECRET = "b64/Pass+word="  # a base64 password: a raw "/" in it
+
+
 @pytest.mark.parametrize(
     "url",
     [
         "postgresql://mcp:p%40ss%2Fw0rd@[::1/db",  # the driver quotes the URL as written
         "postgresql://mcp@[::1/db?password=p%40ss%2Fw0rd",
         "postgresql://mcp@127.0.0.1:notaport?sslmode=bogus&password=p%40ss%2Fw0rd",
+        # A raw "/" ends libpq's host early: host "mcp", port "b64", database "Pass+...".
+        f"postgresql://mcp:{SECRET}@db.example:5432/mcp",
+        "postgresql://mcp:p?ss%zz@db.example/mcp",  # a "?" and a bad %-escape
+        f"postgresql://mcp:{SECRET}@db.example?sslpassword=p%40ss%2Fw0rd",
     ],
 )
-def test_a_password_percent_encoded_or_in_the_query_is_never_printed(tmp_path, url):
+def test_a_url_libpq_would_not_take_is_refused_showing_only_its_scheme(tmp_path, url):
     pytest.importorskip("psycopg")
-    result = run_cli(tmp_path, "--usage", env={"OPENAI_RESPONSES_MCP_STATE_URL": url})
-    assert result.returncode == 1 and "state database postgresql://mcp" in result.stderr
-    for form in ("p%40ss%2Fw0rd", "p@ss/w0rd"):
-        assert form not in result.stdout + result.stderr
+    env = {"OPENAI_RESPONSES_MCP_STATE_URL": url}
+    for flag in ("--usage", "--show-config", "--doctor"):
+        result = run_cli(tmp_path, flag, env=env)
+        assert result.returncode == (1 if flag == "--doctor" else 2), (flag, result.stderr)
+        said = result.stdout if flag == "--doctor" else result.stderr
+        assert 'state.url = "postgresql://***" (from env ' in said
+        for form in ("p%40ss%2Fw0rd", "p@ss/w0rd", "p?ss%zz", "b64", "Pass+word", "word="):
+            assert form not in result.stdout + result.stderr, (flag, form)
+
+
+def test_a_password_and_an_sslpassword_are_never_printed(spawn, fake, tmp_path, postgres):
+    """--show-config, --doctor (its client lines too), the server's warnings and the tool
+    error of a budget that cannot be checked (which does not even name the store)."""
+    ssl_secret = "ssl-Secret-9876543210"
+    url = postgres.fresh_database() + f"?sslpassword={ssl_secret}"
+    secrets = (PG_PASSWORD, ssl_secret)
+    env = {"OPENAI_RESPONSES_MCP_STATE_URL": url, "OPENAI_BASE_URL": fake.base_url}
+    shown = run_cli(tmp_path, "--show-config", env=env)
+    assert shown.returncode == 0, shown.stderr
+    described = json.loads(shown.stderr[shown.stderr.index("{") :])
+    masked = url.replace(PG_PASSWORD, "***").replace(ssl_secret, "***")
+    assert described["config"]["state"]["url"] == masked
+    doctor = run_cli(tmp_path, "--doctor", env=env, timeout=60)
+    assert "answers" in doctor.stdout and "OPENAI_RESPONSES_MCP_STATE_URL" in doctor.stdout
+    wrong = {**env, "OPENAI_RESPONSES_MCP_STATE_URL": url.replace("?", "x?")}
+    process = server(
+        spawn,
+        fake,
+        tmp_path,
+        PostgresState(postgres, wrong["OPENAI_RESPONSES_MCP_STATE_URL"]),
+        "one",
+        PRICES + "budget: {daily_usd: 5}\n",
+    )
+    message = failure_of(process.call("answer", {"query": "q"}, timeout=30))
+    assert "budget cannot be checked: the state database is unavailable (" in message
+    assert "127.0.0.1" not in message and str(postgres.port) not in message
+    wait_until(lambda: "warning: state database postgresql://" in process.stderr, 20, "warning")
+    for secret in secrets:
+        for text in (shown.stdout, shown.stderr, doctor.stdout, doctor.stderr, message):
+            assert secret not in text
+        assert secret not in process.stderr
 
 
 def test_url_secrets_are_every_form_of_the_password():
     url = "postgresql://u:a%2Bb@h/db?sslmode=require&password=c+d"
-    assert set(m.url_secrets(url)) == {"a%2Bb", "a+b", "c+d", "c d"}
+    assert {"a%2Bb", "a+b", "c+d", "c d"} <= set(m.url_secrets(url))
     assert m.url_secrets("postgresql://u@h/db") == ()
-    assert m.redact_url("postgresql://u:pw@h?password=pw") == "postgresql://u:***@h?password=***"
+    assert m.redact_url("postgresql://u:pw@h?password=pw") == "postgresql://u:***@h"
+    shown = m.redact_url("postgresql://u:p@h1:5,h2:6/db?sslpassword=s&sslmode=require")
+    assert shown == "postgresql://u:***@h1:5,h2:6/db?sslmode=require&sslpassword=***"
+    assert m.redact_url(f"postgresql://u:{SECRET}@h/db") == "postgresql://***"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u:p%2Fw@h:5,[::1]:6/db?sslpassword=s&sslmode=require",
+        f"postgresql://u:{SECRET}@h/db",
+        "postgresql://u:p?ss%zz@h/db",
+        "postgresql://h/db?password=a%2",
+        "postgresql:///db?host=/run/pg&user=u",
+    ],
+)
+def test_our_url_reading_is_libpqs(url):
+    """Without psycopg (the config check needs it, but redaction does not), the URL is read
+    by our own rules, which must be libpq's."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        theirs = {name: str(value) for name, value in conninfo_to_dict(url).items()}
+    except Exception:  # noqa: BLE001
+        theirs = None
+    assert m._pg_url_params(url) == theirs
 
 
 def test_several_instances_starting_at_once_make_the_tables_once(tmp_path, postgres):
