@@ -4805,6 +4805,12 @@ class _SqliteBackend:
     def public_reason(self, exc: BaseException, reason: str) -> str:
         return reason  # SQLite's messages name no file
 
+    def refused_value(self, exc: BaseException) -> bool:
+        """Whether the failure is the row's (a value SQLite cannot take), not the file's."""
+        import sqlite3
+
+        return not isinstance(exc, (sqlite3.OperationalError, OSError, MemoryError))
+
     def begin(self, conn, write: bool) -> None:
         conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
 
@@ -4875,6 +4881,14 @@ class _PostgresBackend:
 
     def abandon(self, conn) -> None:
         _shut_down(conn)
+
+    def refused_value(self, exc: BaseException) -> bool:
+        """Whether the failure is the row's (a value the database or the driver refused), not
+        the connection's or the server's."""
+        import psycopg
+
+        refused = (psycopg.DataError, psycopg.IntegrityError, ValueError, TypeError)
+        return isinstance(exc, (*refused, OverflowError))
 
     def public_reason(self, exc: BaseException, reason: str) -> str:
         """The failure without the database's address (psycopg's messages quote the host,
@@ -5136,20 +5150,79 @@ class _StillOpening(Exception):
     """A channel's connection is still being opened aside (see _Channel._open_aside)."""
 
 
+_MAX_TEXT = 200  # characters of a model name (or any text) in a ledger row
+_MAX_COUNT = 10**12  # a token or search count past this is not real; the sums stay in BIGINT
+_MAX_USD = 1e6  # dollars one call can be recorded as
+_COUNT_COLUMNS = (
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "web_searches",
+    "cache_hit",
+    "elapsed_ms",
+)
+
+
+def bounded_row(values: dict) -> dict:
+    """A ledger row every database takes, whatever the API reported: text without NUL or
+    lone surrogates and at most _MAX_TEXT characters; counts whole, in [0, _MAX_COUNT];
+    dollars finite in [0, _MAX_USD], or None (unpriced) when they are not a number."""
+    import math
+
+    row = dict(values)
+    for name in ("day", "tool", "model", "outcome"):
+        text = "" if row.get(name) is None else str(row[name])
+        text = text.encode("utf-8", "replace").decode("utf-8").replace("\0", "")
+        row[name] = text[:_MAX_TEXT]
+    for name in _COUNT_COLUMNS:
+        row[name] = _bounded_count(row.get(name))
+    at = row.get("at")
+    row["at"] = float(at) if isinstance(at, (int, float)) and math.isfinite(at) else time.time()
+    usd = row.get("usd")
+    if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd):
+        row["usd"] = None
+    else:
+        row["usd"] = min(max(float(usd), 0.0), _MAX_USD)
+    return row
+
+
+def _bounded_count(value) -> int:
+    try:
+        count = int(value) if isinstance(value, (int, float, str)) else 0
+    except (ValueError, OverflowError):  # "x", nan, inf
+        count = 0
+    return min(max(count, 0), _MAX_COUNT)
+
+
 class _UsageWrite:
     """A ledger row (values None: none) and the reservation it settles (None: none)."""
 
     __slots__ = ("day", "reservation", "seq", "usd", "values")
 
     def __init__(self, values: dict | None, reservation: str | None):
+        values = bounded_row(values) if values else None
         self.values, self.reservation = values, reservation
         self.seq = 0  # its place in its writer's order, set by StateWriter.submit()
         self.day = values["day"] if values else ""
         self.usd = (values["usd"] or 0.0) if values else 0.0
 
-    def apply(self, q) -> None:
+    def plainer(self):
+        """The row with only its day, tool, outcome and dollars: what is left to write when
+        the whole row could not be (the spend is kept; the rest is lost, and said so)."""
+        if self.values is None:
+            return None
+        values = {**self.values, "model": "?", **dict.fromkeys(_COUNT_COLUMNS, 0)}
+        plain = _UsageWrite(values, self.reservation)
+        plain.seq = self.seq
+        return plain
+
+    def settle_only(self, q) -> None:
         if self.reservation:
             q("DELETE FROM reservations WHERE id = ?", (self.reservation,))
+
+    def apply(self, q) -> None:
+        self.settle_only(q)
         if self.values is None:
             return
         values = self.values
@@ -5193,6 +5266,12 @@ class _CacheWrite:
         self.key, self.text, self.ttl_s, self.max_entries = key, text, ttl_s, max_entries
         self.stored_at = time.time()
 
+    def plainer(self):
+        return None  # an answer that cannot be kept is just not cached
+
+    def settle_only(self, q) -> None:
+        pass
+
     def apply(self, q) -> None:
         if self.text is None:
             q("DELETE FROM answers WHERE key = ?", (self.key,))
@@ -5218,6 +5297,12 @@ class _Prune:
 
     def __init__(self, first_kept_day: str):
         self.first_kept_day = first_kept_day
+
+    def plainer(self):
+        return None
+
+    def settle_only(self, q) -> None:
+        pass
 
     def apply(self, q) -> None:
         q("DELETE FROM usage WHERE day < ?", (self.first_kept_day,))
@@ -5251,6 +5336,7 @@ class StateWriter:
         self._thread: threading.Thread | None = None
         self._closing = False
         self._next_prune = 0.0
+        self._set_aside_said: set = set()
 
     def submit(self, write) -> None:
         with self._cond:
@@ -5298,7 +5384,8 @@ class StateWriter:
             if time.monotonic() >= self._next_prune:
                 batch.append(_Prune(self._store.first_kept_day()))
             try:
-                self._channel.run("writing the ledger", _write_batch(self.id, batch))
+                work = _write_batch(self.id, batch, self._store.backend, self._set_aside)
+                self._channel.run("writing the ledger", work)
                 written = True
             except StateUnavailable:
                 written = False
@@ -5321,6 +5408,19 @@ class StateWriter:
                     while not self._closing and time.monotonic() < deadline:
                         self._cond.wait(deadline - time.monotonic())
 
+    def _set_aside(self, write, exc: BaseException, kept: bool) -> None:
+        """Says (once per kind of failure) that a write could not be stored as it was."""
+        reason = f"{type(write).__name__.strip('_')}: {type(exc).__name__}"
+        if reason in self._set_aside_said:
+            return
+        self._set_aside_said.add(reason)
+        what = (
+            "a ledger row was written with its spend only (model and counts left out)"
+            if kept
+            else "a write was set aside"
+        )
+        self._store.say(f"{what}: the database refused a value ({reason}); the rest go on")
+
     def close(self, wait_s: float) -> int:
         """Writes what is queued, trying once more at once if the store was resting, for up
         to wait_s; how many ledger rows are left unwritten."""
@@ -5336,9 +5436,12 @@ class StateWriter:
             return sum(1 for w in [*self._writing, *self._queue] if isinstance(w, _UsageWrite))
 
 
-def _write_batch(writer: str, writes: list):
+def _write_batch(writer: str, writes: list, backend, set_aside):
     """The batch's transaction: it skips the rows the writer's mark says are in already, and
-    moves the mark past the rows it writes."""
+    moves the mark past the rows it writes. Each write has a savepoint: one the database
+    refuses for a value in it is written plainer (a ledger row with its spend only), or set
+    aside, its reservation settled all the same; the batch goes on (a refused value must not
+    hold every later row back, nor leave its batch's reservations holding budget)."""
 
     def work(q) -> None:
         row = q("SELECT seq FROM writers WHERE id = ?", (writer,)).fetchone()
@@ -5348,7 +5451,7 @@ def _write_batch(writer: str, writes: list):
             seq = getattr(write, "seq", 0)
             if seq and seq <= mark:
                 continue
-            write.apply(q)
+            _apply_or_set_aside(q, write, backend, set_aside)
             last = max(last, seq)
         if last > mark:
             q(
@@ -5358,6 +5461,37 @@ def _write_batch(writer: str, writes: list):
             )
 
     return work
+
+
+def _apply_or_set_aside(q, write, backend, set_aside) -> None:
+    plain = write.plainer()
+    steps = [write.apply, *([plain.apply] if plain else []), write.settle_only]
+    refused = None
+    for step in steps:
+        q("SAVEPOINT one_write")
+        try:
+            step(q)
+        except Exception as exc:
+            if not backend.refused_value(exc):
+                raise  # the store's trouble, not the row's: the batch is tried again later
+            q("ROLLBACK TO SAVEPOINT one_write")
+            q("RELEASE SAVEPOINT one_write")
+            refused = exc
+            continue
+        q("RELEASE SAVEPOINT one_write")
+        break
+    if refused is not None:
+        set_aside(write, refused, kept=step is not steps[-1])
+
+
+# What a failure means, by what failed: only a failed budget check refuses a call (a writer
+# that fails retries, a cache read that fails is a miss), and only that one says so.
+_FAILURE_OUTCOMES = {
+    "checking the budget": "calls that would spend are refused while a budget is set, and ",
+    "reading the budget": "calls that would spend are refused while a budget is set, and ",
+    "writing the ledger": "answers go on without it, and ",
+    "reading the cache": "answers go on without it (no cache hits), and ",
+}
 
 
 class StateStore:
@@ -5436,14 +5570,9 @@ class StateStore:
             if now - self._warned.get(reason, -_WARN_EVERY_S) < _WARN_EVERY_S:
                 return
             self._warned[reason] = now
-        outcome = (
-            "calls that would spend are refused while a budget is set"
-            if self.budgeted
-            else "answers go on without it"
-        )
         self._log.say(
-            f"warning: {self.label}: {what} failed ({reason}); {outcome}, and spend is kept in "
-            f"memory until it is back ({self.backend.hint})"
+            f"warning: {self.label}: {what} failed ({reason}); {_FAILURE_OUTCOMES.get(what, '')}"
+            f"spend is kept in memory until it is back ({self.backend.hint})"
         )
 
     def say(self, text: str) -> None:
