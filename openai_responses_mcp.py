@@ -5874,6 +5874,11 @@ class AnswerCache:
     def put(self, key: str, answer: dict, response_id: str | None) -> None:
         body = {"format": ANSWER_FORMAT, "answer": answer, "response_id": response_id}
         text = json.dumps(body, ensure_ascii=False)
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate from the API: kept, as an escape
+                text = json.dumps(body)
         self._state.write_later(_CacheWrite(key, text, self.ttl_s, self.max_entries))
 
 

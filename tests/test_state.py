@@ -14,7 +14,16 @@ import threading
 import time
 
 import pytest
-from conftest import PG_PASSWORD, PRICES, SCRIPT, base_env, failure_of, run_cli, wait_until
+from conftest import (
+    PG_PASSWORD,
+    PRICES,
+    SCRIPT,
+    base_env,
+    failure_of,
+    run_cli,
+    send_call,
+    wait_until,
+)
 from fake_upstream import Reply
 
 import openai_responses_mcp as m
@@ -639,3 +648,85 @@ def test_doctor_says_whether_the_database_answers(tmp_path, fake, postgres):
     down = run_cli(tmp_path, "--doctor", env={**env, "OPENAI_RESPONSES_MCP_STATE_URL": url + "x"})
     assert f"✗ state.url: state database postgresql://***@{host}x is unavailable (" in down.stdout
     assert down.returncode == 1 and PG_PASSWORD not in down.stdout + down.stderr
+
+
+# -- Odd values and bursts -----------------------------------------------------------------------
+
+ROOMY = PRICES + "budget: {daily_usd: 100000}\n"
+
+
+def test_odd_values_from_the_api_are_bounded_and_lose_no_row(spawn, fake, tmp_path, state):
+    """A NUL or a lone surrogate in the model's name, a count past 2^63: each row is written
+    (cleaned and bounded), no batch is lost, and no reservation is left holding budget."""
+    odd = [
+        Reply(model="gpt-5\x00nul"),
+        Reply(model="gpt-5-\ud800"),
+        Reply(usage={"input_tokens": 2**63, "output_tokens": 2**64}),
+        Reply(usage={"output_tokens_details": {"reasoning_tokens": 10**30}}),
+    ]
+    fake.enqueue(*odd, *[Reply() for _ in range(6)])
+    process = server(spawn, fake, tmp_path, state, "one", ROOMY)
+    for n in range(10):
+        send_call(process, f"c{n}", f"question {n}")
+    replies = [process.recv(timeout=60) for _ in range(10)]
+    assert all("result" in reply for reply in replies), replies
+    wait_until(lambda: count(state, "usage") == 10, 30, "ten ledger rows")
+    wait_until(lambda: count(state, "reservations") == 0, 30, "every reservation settled")
+    report = usage(tmp_path, state)
+    assert report["total"]["calls"] == 10
+    models = {row["model"] for row in report["by_model"]}
+    assert "gpt-5nul" in models and "gpt-5-?" in models
+    assert max(row[0] for row in state.query("SELECT input_tokens FROM usage")) == m._MAX_COUNT
+    assert "set aside" not in process.stderr and "Traceback" not in process.stderr
+
+
+def test_a_write_the_database_refuses_is_set_aside_without_its_batch(state):
+    """What cleaning cannot catch (here an answer the driver cannot encode) is set aside,
+    said once; the rest of its batch is written and its reservations settled."""
+    store, ledger = store_for(state)
+    try:
+        cache = m.AnswerCache(store, 600, 100)
+        reservation = ledger.reserve("answer", [("2000-01-01", 1000.0)], 0.5, 3600)[0]
+        store.write_later(m._CacheWrite("k", '{"answer": "\ud800"}', 600, 100))
+        ledger.record(a_row(0.25), reservation)
+        store.write_later(m._CacheWrite("k2", '{"answer": "\ud801"}', 600, 100))
+        ledger.record(a_row(0.5))
+        wait_until(lambda: count(state, "usage") == 2, 20, "both rows")
+        assert count(state, "reservations") == 0
+        assert ledger.spent_since("2000-01-01") == pytest.approx(0.75)
+        assert cache.get("k") is None
+    finally:
+        store.close()
+
+
+def test_a_burst_over_three_processes_on_one_file_refuses_nothing(spawn, fake, tmp_path):
+    """60 calls at once over 3 processes sharing one SQLite file, with a budget: every call
+    is answered, and no warning says calls are refused."""
+    state = SqliteState(tmp_path / "shared" / "state.sqlite3")
+    fake.enqueue(*[Reply(event_delay=0.01) for _ in range(60)])
+    processes = [server(spawn, fake, tmp_path, state, f"p{n}", ROOMY) for n in range(3)]
+    for process in processes:
+        for n in range(20):
+            send_call(process, f"c{n}", f"question {id(process)} {n}")
+    for process in processes:
+        replies = [process.recv(timeout=120) for _ in range(20)]
+        assert all("result" in reply for reply in replies), [
+            failure_of(r) for r in replies if "error" in r
+        ]
+    wait_until(lambda: count(state, "usage") == 60, 60, "sixty ledger rows")
+    for process in processes:
+        assert "refused" not in process.stderr, process.stderr
+
+
+def test_only_a_failed_budget_check_says_calls_are_refused(tmp_path, capsys):
+    """With a budget set, a writer that fails retries and a cache read that fails is a miss:
+    their warnings must not say calls are refused (a burst over processes sharing a file can
+    make the writer wait past its busy timeout while every call is answered)."""
+    store = m.StateStore(m._SqliteBackend(str(tmp_path / "s.sqlite3")), m.Log(), "UTC")
+    store.budgeted = True
+    for what in ("writing the ledger", "reading the cache", "checking the budget"):
+        store.failed(what, f"{what}: database is locked")
+    warnings = capsys.readouterr().err.splitlines()
+    assert len(warnings) == 3, warnings
+    assert ["refused" in line for line in warnings] == [False, False, True], warnings
+    assert all("answers go on without it" in line for line in warnings[:2]), warnings
