@@ -4523,7 +4523,11 @@ class AnswerEngine:
 # hosts), and settles at its real cost when it ends; when the store cannot be reached, calls
 # that would spend are refused. sqlite3 (psycopg for state.url) is imported on first use.
 
-STATE_SCHEMA_VERSION = 2  # 1: usage, spend_by_day and answers, without a version table
+# The schema's version; every change to a table or a column raises it, with one step in
+# _MIGRATIONS. 1: usage, spend_by_day and answers, without a version table (SQLite only).
+# 2: usage_daily, reservations and schema_version (a later commit added writers, without a
+# new version: a version 2 store may lack it). 3: writers; usage.writer_schema.
+STATE_SCHEMA_VERSION = 3
 ANSWER_FORMAT = 2  # the shape of a cached body; a row of another shape is a miss, and dropped
 _BUSY_TIMEOUT_S = 2.0  # how long a write (or a budget check) waits for another's lock
 _CACHE_READ_S = 0.25  # a cache read that takes longer is a miss
@@ -4567,6 +4571,7 @@ _USAGE_COLUMNS = (
     "cache_hit",
     "elapsed_ms",
     "outcome",
+    "writer_schema",  # the schema version of the server that wrote the row (NULL: before 3)
 )
 _DAILY_SUMS = (
     "calls",
@@ -4580,36 +4585,76 @@ _DAILY_SUMS = (
 )
 
 
-def _schema(postgres: bool) -> list[str]:
-    """The tables, for either database (CREATE ... IF NOT EXISTS: a no-op where they are)."""
-    ident = "BIGSERIAL PRIMARY KEY" if postgres else "INTEGER PRIMARY KEY"
+def _tables(postgres: bool) -> dict:
+    """Every table, with its columns as (name, type) in this version's schema; a column named
+    "" is a table constraint."""
     real = "DOUBLE PRECISION" if postgres else "REAL"
     count = "BIGINT NOT NULL DEFAULT 0" if postgres else "INTEGER NOT NULL DEFAULT 0"
-    counts = ", ".join(f"{name} {count}" for name in _DAILY_SUMS if name != "usd")
-    tokens = ", ".join(
-        f"{name} {count}"
-        for name in ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
-    )
-    return [
-        f"CREATE TABLE IF NOT EXISTS usage (id {ident}, at {real} NOT NULL, day TEXT NOT NULL, "
-        f"tool TEXT NOT NULL, model TEXT NOT NULL, {tokens}, web_searches {count}, usd {real}, "
-        f"cache_hit {count}, elapsed_ms {count}, outcome TEXT NOT NULL)",
-        "CREATE INDEX IF NOT EXISTS usage_by_day ON usage (day)",
-        "CREATE INDEX IF NOT EXISTS usage_by_tool ON usage (tool, outcome, id)",
-        f"CREATE TABLE IF NOT EXISTS spend_by_day (day TEXT PRIMARY KEY, usd {real} NOT NULL)",
-        f"CREATE TABLE IF NOT EXISTS usage_daily (day TEXT NOT NULL, tool TEXT NOT NULL, "
-        f"model TEXT NOT NULL, usd {real} NOT NULL DEFAULT 0, {counts}, "
-        "PRIMARY KEY (day, tool, model))",
-        f"CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, stored_at {real} NOT NULL, "
-        "body TEXT NOT NULL)",
-        "CREATE INDEX IF NOT EXISTS answers_by_age ON answers (stored_at)",
-        f"CREATE TABLE IF NOT EXISTS reservations (id TEXT PRIMARY KEY, at {real} NOT NULL, "
-        f"expires_at {real} NOT NULL, usd {real} NOT NULL)",
+    tokens = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
+    return {
+        "usage": [
+            ("id", "BIGSERIAL PRIMARY KEY" if postgres else "INTEGER PRIMARY KEY"),
+            ("at", f"{real} NOT NULL"),
+            ("day", "TEXT NOT NULL"),
+            ("tool", "TEXT NOT NULL"),
+            ("model", "TEXT NOT NULL"),
+            *((name, count) for name in tokens),
+            ("web_searches", count),
+            ("usd", real),
+            ("cache_hit", count),
+            ("elapsed_ms", count),
+            ("outcome", "TEXT NOT NULL"),
+            ("writer_schema", "INTEGER"),
+        ],
+        "spend_by_day": [("day", "TEXT PRIMARY KEY"), ("usd", f"{real} NOT NULL")],
+        "usage_daily": [
+            ("day", "TEXT NOT NULL"),
+            ("tool", "TEXT NOT NULL"),
+            ("model", "TEXT NOT NULL"),
+            ("usd", f"{real} NOT NULL DEFAULT 0"),
+            *((name, count) for name in _DAILY_SUMS if name != "usd"),
+            ("", "PRIMARY KEY (day, tool, model)"),
+        ],
+        "answers": [
+            ("key", "TEXT PRIMARY KEY"),
+            ("stored_at", f"{real} NOT NULL"),
+            ("body", "TEXT NOT NULL"),
+        ],
+        "reservations": [
+            ("id", "TEXT PRIMARY KEY"),
+            ("at", f"{real} NOT NULL"),
+            ("expires_at", f"{real} NOT NULL"),
+            ("usd", f"{real} NOT NULL"),
+        ],
         # Each process's writer's mark: the last ledger row it has written (see StateWriter).
-        f"CREATE TABLE IF NOT EXISTS writers (id TEXT PRIMARY KEY, seq {count}, "
-        f"at {real} NOT NULL)",
-        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
-    ]
+        "writers": [("id", "TEXT PRIMARY KEY"), ("seq", count), ("at", f"{real} NOT NULL")],
+        "schema_version": [("version", "INTEGER NOT NULL")],
+    }
+
+
+_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS usage_by_day ON usage (day)",
+    "CREATE INDEX IF NOT EXISTS usage_by_tool ON usage (tool, outcome, id)",
+    "CREATE INDEX IF NOT EXISTS answers_by_age ON answers (stored_at)",
+)
+
+
+def _schema(postgres: bool) -> list[str]:
+    """The tables, for either database (CREATE ... IF NOT EXISTS: a no-op where they are)."""
+    statements = []
+    for table, columns in _tables(postgres).items():
+        listed = ", ".join(f"{name} {kind}".strip() for name, kind in columns)
+        statements.append(f"CREATE TABLE IF NOT EXISTS {table} ({listed})")
+    return [*statements, *_INDEXES]
+
+
+def _added_column(kind: str) -> str:
+    """A column's type as ALTER TABLE ... ADD COLUMN takes it: a NOT NULL one needs a default
+    for the rows already there."""
+    kind = kind.replace(" PRIMARY KEY", "")
+    if "NOT NULL" in kind and "DEFAULT" not in kind:
+        kind += " DEFAULT ''" if kind.startswith("TEXT") else " DEFAULT 0"
+    return kind
 
 
 # Version 1 files had raw rows only: their per-day totals are summed once, on upgrade.
@@ -4620,6 +4665,41 @@ _BACKFILL_DAILY = (
     "SUM(input_tokens), SUM(cached_input_tokens), SUM(output_tokens), SUM(web_searches), "
     "SUM(CASE WHEN usd IS NULL THEN 1 ELSE 0 END) FROM usage GROUP BY day, tool, model"
 )
+# A version 1 server still running on an upgraded file writes usage and spend_by_day, never
+# the per-day totals reports read: its rows (no writer_schema) are folded into them here.
+_FOLD_OLD_ROWS = (
+    "CREATE TRIGGER IF NOT EXISTS usage_from_version_1 AFTER INSERT ON usage "
+    "WHEN NEW.writer_schema IS NULL BEGIN "
+    "INSERT INTO usage_daily (day, tool, model, usd, calls, cache_hits, input_tokens, "
+    "cached_input_tokens, output_tokens, web_searches, unpriced) VALUES (NEW.day, NEW.tool, "
+    "NEW.model, COALESCE(NEW.usd, 0), 1, NEW.cache_hit, NEW.input_tokens, "
+    "NEW.cached_input_tokens, NEW.output_tokens, NEW.web_searches, NEW.usd IS NULL) "
+    "ON CONFLICT (day, tool, model) DO UPDATE SET usd = usage_daily.usd + excluded.usd, "
+    "calls = usage_daily.calls + 1, cache_hits = usage_daily.cache_hits + excluded.cache_hits, "
+    "input_tokens = usage_daily.input_tokens + excluded.input_tokens, "
+    "cached_input_tokens = usage_daily.cached_input_tokens + excluded.cached_input_tokens, "
+    "output_tokens = usage_daily.output_tokens + excluded.output_tokens, "
+    "web_searches = usage_daily.web_searches + excluded.web_searches, "
+    "unpriced = usage_daily.unpriced + excluded.unpriced; END"
+)
+
+
+def _from_version_1(backend, conn) -> None:
+    """1 -> 2: the per-day totals, from the raw rows; and (SQLite: version 1 knew no other)
+    the rows an old server may still add, folded in as they come."""
+    conn.execute(_BACKFILL_DAILY)
+    if not backend.postgres:
+        conn.execute(_FOLD_OLD_ROWS)
+
+
+def _from_version_2(backend, conn) -> None:
+    """2 -> 3: the writers table and usage.writer_schema, which the check of every table and
+    column has added; nothing to move."""
+
+
+# The steps, by the version each one reaches; each runs once, in order, after the tables
+# and columns this version expects have been made. A new schema version adds one step.
+_MIGRATIONS = {2: _from_version_1, 3: _from_version_2}
 
 
 def state_path(config: Config) -> str | None:
@@ -4824,6 +4904,15 @@ class _SqliteBackend:
         )
         return found.fetchone() is not None
 
+    def columns(self, conn, tables: list) -> dict:
+        """{table: {column, ...}} for those of `tables` that exist."""
+        found = {}
+        for table in tables:
+            names = {row[1] for row in conn.execute(f"PRAGMA table_info({table})").fetchall()}
+            if names:
+                found[table] = names
+        return found
+
     def sql(self, text: str) -> str:
         return text
 
@@ -4924,6 +5013,21 @@ class _PostgresBackend:
         )
         return found.fetchone() is not None
 
+    def columns(self, conn, tables: list) -> dict:
+        """{table: {column, ...}} for those of `tables` that exist (pg_catalog, read afresh:
+        see has_table)."""
+        rows = conn.execute(
+            "SELECT c.relname, a.attname FROM pg_catalog.pg_attribute a "
+            "JOIN pg_catalog.pg_class c ON a.attrelid = c.oid WHERE c.relkind = 'r' "
+            "AND pg_catalog.pg_table_is_visible(c.oid) AND a.attnum > 0 AND NOT a.attisdropped "
+            "AND c.relname = ANY(%s)",
+            (tables,),
+        ).fetchall()
+        found: dict = {}
+        for table, column in rows:
+            found.setdefault(table, set()).add(column)
+        return found
+
     def sql(self, text: str) -> str:
         return text.replace("?", "%s")
 
@@ -4938,38 +5042,63 @@ def state_backend(config: Config):
 
 
 def _ensure_schema(backend, conn) -> None:
-    """Creates or upgrades the tables, once, even when several instances start at once."""
-    if backend.has_table(conn, "schema_version"):
-        row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
-        if row[0] == STATE_SCHEMA_VERSION:
-            return
+    """Creates or upgrades the tables, once, even when several instances start at once: every
+    table and column this version expects is checked (and made where missing, whatever the
+    version says), then each migration step past the store's version runs."""
+    if _stored_version(backend, conn) == STATE_SCHEMA_VERSION and not _missing(backend, conn):
+        return
     backend.set_timeout(conn, _BUSY_TIMEOUT_S)  # another instance may be making them now
     backend.begin(conn, write=True)
     try:
         backend.take_turns(conn, _LOCK_SCHEMA)
-        version = None
-        if backend.has_table(conn, "schema_version"):
-            version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+        version = _stored_version(backend, conn)
         if version is not None and version > STATE_SCHEMA_VERSION:
             raise StateUnavailable(
                 f"it was made by a newer {SERVER_NAME} (schema {version}, this one reads "
                 f"{STATE_SCHEMA_VERSION})"
             )
-        if version != STATE_SCHEMA_VERSION:
-            had_usage = backend.has_table(conn, "usage")
-            for statement in _schema(backend.postgres):
-                conn.execute(statement)
-            if had_usage and version is None:
-                conn.execute(_BACKFILL_DAILY)
-            conn.execute("DELETE FROM schema_version")
-            conn.execute(
-                backend.sql("INSERT INTO schema_version (version) VALUES (?)"),
-                (STATE_SCHEMA_VERSION,),
-            )
+        if version is None and backend.has_table(conn, "usage"):
+            version = 1  # version 1 had no version table
+        for statement in _missing(backend, conn):
+            conn.execute(statement)
+        for step in range(STATE_SCHEMA_VERSION + 1):
+            if version is not None and step > version and step in _MIGRATIONS:
+                _MIGRATIONS[step](backend, conn)
+        conn.execute("DELETE FROM schema_version")
+        conn.execute(
+            backend.sql("INSERT INTO schema_version (version) VALUES (?)"),
+            (STATE_SCHEMA_VERSION,),
+        )
         conn.execute("COMMIT")
     except BaseException:
         _rollback(conn)
         raise
+
+
+def _stored_version(backend, conn) -> int | None:
+    if not backend.has_table(conn, "schema_version"):
+        return None
+    return conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+
+
+def _missing(backend, conn) -> list:
+    """The statements that make what this version expects and the store lacks: whole tables
+    (with their indexes), and columns added to tables made by an earlier version."""
+    tables = _tables(backend.postgres)
+    found = backend.columns(conn, list(tables))
+    statements = []
+    for table, columns in tables.items():
+        if table not in found:
+            statements.append(next(s for s in _schema(backend.postgres) if f" {table} (" in s))
+            continue
+        statements += [
+            f"ALTER TABLE {table} ADD COLUMN {name} {_added_column(kind)}"
+            for name, kind in columns
+            if name and name not in found[table]
+        ]
+    if statements:
+        statements += _INDEXES
+    return statements
 
 
 def _rollback(conn) -> None:
@@ -5201,7 +5330,7 @@ class _UsageWrite:
     __slots__ = ("day", "reservation", "seq", "usd", "values")
 
     def __init__(self, values: dict | None, reservation: str | None):
-        values = bounded_row(values) if values else None
+        values = {**bounded_row(values), "writer_schema": STATE_SCHEMA_VERSION} if values else None
         self.values, self.reservation = values, reservation
         self.seq = 0  # its place in its writer's order, set by StateWriter.submit()
         self.day = values["day"] if values else ""
