@@ -4526,11 +4526,13 @@ class AnswerEngine:
 # The answer path never waits on the store for long: ledger rows and cache entries go to one
 # writer thread through a bounded queue (rows it cannot write yet wait in memory and are
 # written when the store is back, so an outage loses no spend); a cache read gives up after
-# a fraction of a second; after a failure a connection rests a few seconds. The one wait a
-# call may make is its budget: with a budget set, a call reserves its expected cost in one
-# transaction before it starts (a lock in the database, so it holds across processes and
-# hosts), and settles at its real cost when it ends; when the store cannot be reached, calls
-# that would spend are refused. sqlite3 (psycopg for state.url) is imported on first use.
+# a fraction of a second; after a failure a connection rests a few seconds; every wait on
+# PostgreSQL also has a bound of our own (see _Watchdog), as a silent link never times out
+# on the server's side. The one wait a call may make is its budget: with a budget set, a
+# call reserves its expected cost in one transaction before it starts (a lock in the
+# database, so it holds across processes and hosts), and settles at its real cost when it
+# ends; when the store cannot be reached, calls that would spend are refused. sqlite3
+# (psycopg for state.url) is imported on first use.
 
 # The schema's version; every change to a table or a column raises it, with one step in
 # _MIGRATIONS. 1: usage, spend_by_day and answers, without a version table (SQLite only).
