@@ -4894,7 +4894,10 @@ class _SqliteBackend:
         """Nothing to cut: a SQLite wait ends at its busy timeout."""
 
     def public_reason(self, exc: BaseException, reason: str) -> str:
-        return reason  # SQLite's messages name no file
+        """SQLite's own messages name no file; an OSError's does."""
+        if isinstance(exc, OSError):
+            return exc.strerror or type(exc).__name__
+        return reason
 
     def refused_value(self, exc: BaseException) -> bool:
         """Whether the failure is the row's (a value SQLite cannot take), not the file's."""

@@ -846,3 +846,16 @@ def test_a_missing_table_or_column_is_made_whatever_the_version_says(state):
         assert ledger.spent_since("2000-01-01") == pytest.approx(0.3)
     finally:
         store.close()
+
+
+def test_a_budget_refusal_names_no_path_even_when_the_folder_cannot_be_made(spawn, fake, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    state = SqliteState(blocker / "state" / "state.sqlite3")
+    process = server(spawn, fake, tmp_path, state, "one", PRICES + "budget: {daily_usd: 5}\n")
+    message = failure_of(process.call("answer", {"query": "q"}))
+    assert message.startswith("answer failed: budget cannot be checked: the state file is "), (
+        message
+    )
+    assert "Not a directory" in message and str(blocker) not in message
+    assert str(blocker) in process.stderr
