@@ -96,7 +96,6 @@ def test_an_instance_cut_off_inside_a_budget_check_does_not_lock_out_the_others(
     failure_of(cut.call("answer", {"query": "second"}, timeout=60))
     assert proxy.cuts == 1
     holding = "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
-    assert direct.query(holding)[0][0] == 1  # the cut session still holds it
     other = server(spawn, fake, tmp_path, direct, "other", BUDGET)
     answered = []
 
