@@ -62,6 +62,9 @@ re = _Lazy("re")
 
 __version__ = "0.1.0"
 SERVER_NAME = "openai-responses-mcp"
+# Who is asking when no named user is (see Identity, in Transports):
+LOCAL_USER = "local"  # stdio, and HTTP when nothing asks for a token (loopback, no users)
+SHARED_USER = "shared"  # whoever holds MCP_HTTP_TOKEN (server.http.token)
 # The tools, one row each. TOOL_NAMES, each tool's model_profiles settings and their env vars
 # (Configuration), tools/list's definitions and argument validation (Tools) all derive from it.
 # `model_env` is the env var of its model; `tuning_env` the prefix of <prefix>_EFFORT and
@@ -2886,6 +2889,7 @@ class Call:
         self.cancelled_upstream = False  # its background response was cancelled elsewhere
         self.result_chars: int | None = None  # its client's result size (None: the default)
         self.searches = 0  # web searches done so far (the upstream Call counts them)
+        self.user = LOCAL_USER  # whose call it is: its ledger row, budget, cache key, ids
 
     def cancel(self) -> None:
         """Cancels the call; a second cancel changes nothing (above all, not a hold)."""
@@ -3795,6 +3799,10 @@ class AnswerEngine:
         self.cache = AnswerCache(
             self.state, config.get("cache", "ttl_s"), config.get("cache", "max_entries")
         )
+        self.users = UserDirectory(self.state)
+        # Whether calls can come from several people (HttpApp sets Authenticator.multi_user):
+        # then response ids are checked against their owners, and the cache is per user.
+        self.multi_user = lambda: False
         self.flights = SingleFlight(log)
         self._background_off = False  # set for the process when the API refused background mode
         # Tasks across --stateless instances: every call runs in background, so that its task
@@ -4391,7 +4399,8 @@ class AnswerEngine:
 # hosts), and settles at its real cost when it ends; when the store cannot be reached, calls
 # that would spend are refused. sqlite3 (psycopg for state.url) is imported on first use.
 
-STATE_SCHEMA_VERSION = 2  # 1: usage, spend_by_day and answers, without a version table
+STATE_SCHEMA_VERSION = 4  # 1: usage, spend_by_day and answers, without a version table;
+# 4: users, ledger rows and reservations by user (usage.user_name), usage_by_user, owners
 ANSWER_FORMAT = 2  # the shape of a cached body; a row of another shape is a miss, and dropped
 _BUSY_TIMEOUT_S = 2.0  # how long a write (or a budget check) waits for another's lock
 _CACHE_READ_S = 0.25  # a cache read that takes longer is a miss
@@ -4408,6 +4417,7 @@ _WRITER_IDLE_S = 1.0  # the writer thread ends after this long with nothing to w
 _WRITER_MARK_KEEP_S = 7 * 86400.0  # a writer's mark (see StateWriter) outlives its process
 _LOCK_BUDGET, _LOCK_SCHEMA = 0x6F726D01, 0x6F726D02  # PostgreSQL advisory lock keys
 _UMASK_LOCK = threading.Lock()
+_USERS_CACHE_S = 2.0  # named tokens are read again after this long: a revoked one is refused
 
 _USAGE_COLUMNS = (
     "at",
@@ -4423,6 +4433,7 @@ _USAGE_COLUMNS = (
     "cache_hit",
     "elapsed_ms",
     "outcome",
+    "user_name",
 )
 _DAILY_SUMS = (
     "calls",
@@ -4449,7 +4460,8 @@ def _schema(postgres: bool) -> list[str]:
     return [
         f"CREATE TABLE IF NOT EXISTS usage (id {ident}, at {real} NOT NULL, day TEXT NOT NULL, "
         f"tool TEXT NOT NULL, model TEXT NOT NULL, {tokens}, web_searches {count}, usd {real}, "
-        f"cache_hit {count}, elapsed_ms {count}, outcome TEXT NOT NULL)",
+        f"cache_hit {count}, elapsed_ms {count}, outcome TEXT NOT NULL, "
+        "user_name TEXT NOT NULL DEFAULT '')",
         "CREATE INDEX IF NOT EXISTS usage_by_day ON usage (day)",
         "CREATE INDEX IF NOT EXISTS usage_by_tool ON usage (tool, outcome, id)",
         f"CREATE TABLE IF NOT EXISTS spend_by_day (day TEXT PRIMARY KEY, usd {real} NOT NULL)",
@@ -4460,7 +4472,17 @@ def _schema(postgres: bool) -> list[str]:
         "body TEXT NOT NULL)",
         "CREATE INDEX IF NOT EXISTS answers_by_age ON answers (stored_at)",
         f"CREATE TABLE IF NOT EXISTS reservations (id TEXT PRIMARY KEY, at {real} NOT NULL, "
-        f"expires_at {real} NOT NULL, usd {real} NOT NULL)",
+        f"expires_at {real} NOT NULL, usd {real} NOT NULL, user_name TEXT NOT NULL DEFAULT '')",
+        # Named users (--user): only a hash of each token, never the token.
+        f"CREATE TABLE IF NOT EXISTS users (name TEXT PRIMARY KEY, token_sha256 TEXT NOT NULL, "
+        f"created_at {real} NOT NULL, revoked_at {real}, daily_usd {real}, monthly_usd {real})",
+        # Calls and dollars per user and day: --usage's by_user and the per-user budgets.
+        f"CREATE TABLE IF NOT EXISTS usage_by_user (day TEXT NOT NULL, user_name TEXT NOT NULL, "
+        f"calls {count}, usd {real} NOT NULL DEFAULT 0, PRIMARY KEY (day, user_name))",
+        # Who may follow up a response (previous_response_id): its creator, and whoever was
+        # given it from the cache or an identical call in flight.
+        f"CREATE TABLE IF NOT EXISTS response_owners (response_id TEXT NOT NULL, "
+        f"user_name TEXT NOT NULL, at {real} NOT NULL, PRIMARY KEY (response_id, user_name))",
         # Each process's writer's mark: the last ledger row it has written (see StateWriter).
         f"CREATE TABLE IF NOT EXISTS writers (id TEXT PRIMARY KEY, seq {count}, "
         f"at {real} NOT NULL)",
@@ -4577,6 +4599,9 @@ class _SqliteBackend:
         )
         return found.fetchone() is not None
 
+    def has_column(self, conn, table: str, column: str) -> bool:
+        return any(row[1] == column for row in conn.execute(f"PRAGMA table_info({table})"))
+
     def sql(self, text: str) -> str:
         return text
 
@@ -4629,6 +4654,14 @@ class _PostgresBackend:
         )
         return found.fetchone() is not None
 
+    def has_column(self, conn, table: str, column: str) -> bool:
+        found = conn.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_name = %s AND column_name = %s "
+            "AND table_schema = ANY (current_schemas(false))",
+            (table, column),
+        )
+        return found.fetchone() is not None
+
     def sql(self, text: str) -> str:
         return text.replace("?", "%s")
 
@@ -4666,6 +4699,8 @@ def _ensure_schema(backend, conn) -> None:
                 conn.execute(statement)
             if had_usage and version is None:
                 conn.execute(_BACKFILL_DAILY)
+            if had_usage and (version or 1) < 4:
+                _migrate_4(backend, conn)
             conn.execute("DELETE FROM schema_version")
             conn.execute(
                 backend.sql("INSERT INTO schema_version (version) VALUES (?)"),
@@ -4675,6 +4710,13 @@ def _ensure_schema(backend, conn) -> None:
     except BaseException:
         _rollback(conn)
         raise
+
+
+def _migrate_4(backend, conn) -> None:
+    """Version 4: ledger rows and reservations name their user (rows from before: '')."""
+    for table in ("usage", "reservations"):
+        if not backend.has_column(conn, table, "user_name"):
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN user_name TEXT NOT NULL DEFAULT ''")
 
 
 def _rollback(conn) -> None:
@@ -5146,7 +5188,9 @@ class StateStore:
 class UsageRow:
     """One finished call, as the ledger stores it: counts and dollars, never the query."""
 
-    def __init__(self, tool: str, model: str, outcome: str, meta: dict | None = None):
+    def __init__(
+        self, tool: str, model: str, outcome: str, meta: dict | None = None, user: str = LOCAL_USER
+    ):
         meta = meta or {}
         usage = meta.get("usage") or {}
         cost = meta.get("cost") or {}
@@ -5163,6 +5207,7 @@ class UsageRow:
             "cache_hit": int(bool((meta.get("cache") or {}).get("hit"))),
             "elapsed_ms": meta.get("elapsed_ms", 0),
             "outcome": outcome,
+            "user_name": user,
         }
 
 
@@ -5350,6 +5395,127 @@ def _usage_row(cursor, row) -> dict:
     for name in _DAILY_SUMS:  # PostgreSQL sums integers as Decimal
         entry[name] = round(float(entry[name]), 6) if name == "usd" else int(entry[name])
     return entry
+
+
+def token_sha256(token: str) -> str:
+    """What the state keeps of a named user's token."""
+    import hashlib
+
+    return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+
+
+USER_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}"
+
+
+def user_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a user's name, or None."""
+    if not re.fullmatch(USER_NAME_PATTERN, name):
+        return (
+            f"{name[:80]!r} is not a user name: 1-64 letters, digits and . _ @ + -, starting "
+            "with a letter or digit"
+        )
+    if name in (LOCAL_USER, SHARED_USER):
+        return f"{name!r} is reserved (the {name} identity); pick another name"
+    return None
+
+
+class UserDirectory:
+    """Named users (--user add/list/revoke) in the state, so every host sharing it knows them.
+
+    Servers keep the active users' token hashes for _USERS_CACHE_S, so a revoked token is
+    refused within seconds; each user's own allowance (--daily-usd, --monthly-usd) comes with
+    them."""
+
+    def __init__(self, state: StateStore):
+        self._state = state
+        self._lock = threading.Lock()
+        self._active: dict | None = None  # token hash -> (name, daily_usd, monthly_usd)
+        self._read_at = -_USERS_CACHE_S
+        self._known = False  # whether any user existed at the last successful read
+
+    def _snapshot(self) -> dict:
+        """The active users by token hash, read again once _USERS_CACHE_S old; raises
+        StateUnavailable (the state is off: no users)."""
+        if not self._state.enabled:
+            return {}
+        with self._lock:
+            if self._active is not None and time.monotonic() - self._read_at < _USERS_CACHE_S:
+                return self._active
+            rows = self._state.read(
+                "reading users",
+                lambda q: q(
+                    "SELECT token_sha256, name, daily_usd, monthly_usd FROM users "
+                    "WHERE revoked_at IS NULL"
+                ).fetchall(),
+            )
+            self._active = {row[0]: (row[1], row[2], row[3]) for row in rows}
+            self._read_at = time.monotonic()
+            self._known = bool(self._active)
+            return self._active
+
+    def exist(self) -> bool:
+        """Whether any active user exists; when the state cannot be read, what the last read
+        said."""
+        try:
+            return bool(self._snapshot())
+        except StateUnavailable:
+            return self._known
+
+    def user_of(self, token: str) -> str | None:
+        """The active user whose token this is, or None; raises StateUnavailable."""
+        found = self._snapshot().get(token_sha256(token))
+        return found[0] if found else None
+
+    def allowance(self, name: str) -> tuple:
+        """(daily_usd, monthly_usd) set for this user (None: the per-user default); raises
+        StateUnavailable."""
+        for user, daily, monthly in self._snapshot().values():
+            if user == name:
+                return daily, monthly
+        return None, None
+
+    # -- the --user commands: on a connection of their own ----------------------------------------
+
+    def add(self, name: str, token: str, daily: float | None, monthly: float | None) -> None:
+        """Adds a user (or gives a revoked one a new token); ValueError if it is active."""
+
+        def work(q):
+            row = q("SELECT revoked_at FROM users WHERE name = ?", (name,)).fetchone()
+            if row is not None and row[0] is None:
+                raise ValueError(f"user {name!r} exists; revoke it first to give a new token")
+            q("DELETE FROM users WHERE name = ?", (name,))
+            q(
+                "INSERT INTO users (name, token_sha256, created_at, revoked_at, daily_usd, "
+                "monthly_usd) VALUES (?, ?, ?, NULL, ?, ?)",
+                (name, token_sha256(token), time.time(), daily, monthly),
+            )
+
+        self._state.report("adding a user", work)
+
+    def revoke(self, name: str) -> None:
+        """Revokes a user's token; ValueError if there is no such active user."""
+
+        def work(q):
+            row = q("SELECT revoked_at FROM users WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                raise ValueError(f"no user named {name!r} (see --user list)")
+            if row[0] is not None:
+                raise ValueError(f"user {name!r} is revoked already")
+            q("UPDATE users SET revoked_at = ? WHERE name = ?", (time.time(), name))
+
+        self._state.report("revoking a user", work)
+
+    def listing(self) -> list[dict]:
+        """Every user, active or revoked, without any token or hash."""
+
+        def work(q):
+            return q(
+                "SELECT name, created_at, revoked_at, daily_usd, monthly_usd FROM users "
+                "ORDER BY name"
+            ).fetchall()
+
+        names = ("name", "created_at", "revoked_at", "daily_usd", "monthly_usd")
+        return [dict(zip(names, row, strict=True)) for row in self._state.report("users", work)]
 
 
 class AnswerCache:
@@ -6272,6 +6438,7 @@ class Session:
         self.initialized = False
         self.client_name = None  # initialize's clientInfo.name: who may need a handoff
         self.client_key = None  # whose tasks these are (the transport says; None: this session)
+        self.user = LOCAL_USER  # who is asking (HTTP: Authenticator.authenticate); see Identity
         self._calls: dict = {}
         self._running = 0
         self._waiters: dict = {}  # request id -> Waiter (tasks/result, answer_result)
@@ -6753,6 +6920,7 @@ class Dispatcher:
         version = version or session.protocol_version
         progress = None if token is None else self._progress_sender(session, token, version)
         call = Call(request_id, name, progress)
+        call.user = session.user
         call.result_chars = result_chars(self.config, client)
         if task is not None:
             task.call = call
@@ -6945,7 +7113,7 @@ class Dispatcher:
         key = self._owner(session)
         model = str(self.config.profile(tool).get("model") or "")
         task = Task(f"{kind}-{secrets.token_urlsafe(24)}", kind, None, key, ttl, model)
-        task.tool, task.handoff_s = tool, handoff_s
+        task.tool, task.handoff_s, task.user = tool, handoff_s, session.user
         # A 2025-11-25 task is the reply whatever happens: even an answer from the cache,
         # ready before the reply is written, goes to the task, never inline as well.
         task.converted = kind == "s"
@@ -7074,7 +7242,8 @@ class Dispatcher:
                 time.sleep(0.05)
         if response_id is None:
             return False
-        fields = {"r": response_id, "t": task.tool, "k": task.kind, "o": task.model}
+        # The user is signed with the rest: another user's request finds no such task.
+        fields = {"r": response_id, "t": task.tool, "k": task.kind, "o": task.model, "u": task.user}
         if call.result_chars is not None:  # the instance that serves it shortens it the same
             fields["z"] = call.result_chars
         secret = self.task_settings["secret"]
@@ -7091,12 +7260,16 @@ class Dispatcher:
         tool, response_id = fields.get("t"), fields.get("r")
         if fields.get("k") != kind or tool not in TOOLS_BY_NAME or not isinstance(response_id, str):
             raise TaskIdError("not a task of this kind")
+        if fields.get("u") != session.user:  # told apart from an unknown id by nothing
+            raise TaskIdError("not a task of this server, or it has expired")
         call = Call(None, tool)
+        call.user = session.user
         size = fields.get("z")  # the creating client's result size, signed with the rest
         call.result_chars = size if type(size) is int and size > 0 else None
         key = self._owner(session)
         task = Task(task_id, kind, call, key, fields["e"] - fields["c"], str(fields.get("o", "")))
         task.created, task.expires, task.converted = fields["c"], fields["e"], True
+        task.user = session.user
         found = self.tasks.put(task)
         if found is task:
             threading.Thread(
@@ -7138,6 +7311,8 @@ class Dispatcher:
     def _find_task(self, task_id, kind: str, session: Session) -> Task:
         """This instance's task, or another instance's from its signed id; else TaskIdError."""
         task = self.tasks.get(task_id)
+        if task is not None and task.user != session.user:  # another user's: not found
+            raise TaskIdError("not a task of this server, or it has expired")
         if task is not None and task.kind == kind:
             return task
         if task is not None or not isinstance(task_id, str) or self.tasks_off is not None:
@@ -7449,6 +7624,7 @@ class Task:
         self.done = threading.Event()
         self.lock = threading.Lock()
         self._waiters: dict | None = {}  # callback -> None; None once the task has ended
+        self.user = LOCAL_USER  # whose it is: another user's request finds no such task
 
     @property
     def reply(self) -> dict | None:
@@ -8685,14 +8861,18 @@ class SessionTable:
             if hs is not None and hs.legacy == legacy:
                 hs.requests += 1
         if hs is None or hs.legacy != legacy:
-            raise HttpError(
-                404,
-                "session not found: it ended (DELETE, idle for server.http.session_idle_s, "
-                "pushed out by newer ones at server.http.max_sessions, or a server restart) or "
-                "never existed; start a new one with initialize",
-            )
+            raise self.not_found()
         hs.touch()
         return hs
+
+    @staticmethod
+    def not_found() -> HttpError:
+        return HttpError(
+            404,
+            "session not found: it ended (DELETE, idle for server.http.session_idle_s, "
+            "pushed out by newer ones at server.http.max_sessions, or a server restart) or "
+            "never existed; start a new one with initialize",
+        )
 
     def release(self, hs: HttpSession) -> None:
         with self._lock:
@@ -8747,6 +8927,91 @@ def _host_name(value: str) -> str:
     return value.rpartition(":")[0] if value.count(":") == 1 else value
 
 
+# -- Identity: who is asking -------------------------------------------------------------------
+# Every request over HTTP is someone's: Authenticator.authenticate turns its Authorization
+# header into a user name, which HttpApp puts on the request's Session (Session.user); the
+# Dispatcher copies it onto each Call (Call.user) and Task (Task.user), and the answer engine
+# keys the ledger row, the budget, the cache and response ids by it. stdio is LOCAL_USER.
+
+
+class Authenticator:
+    """Who a request's bearer token is: the shared token (SHARED_USER), then a named user's
+    token (--user add; UserDirectory, read again every few seconds so a revoked token is
+    refused within seconds), then an OAuth access token (the `oauth` hook).
+
+    The OAuth hook, when set, is an object with
+      verify(token: str) -> str | None: the token's user, or None if it is not one of the
+          issuer's valid tokens; it may raise HttpError itself (403 insufficient_scope);
+      challenge(error: str | None) -> str: the WWW-Authenticate value of a 401 (error is
+          "invalid_token" when a token was sent, else None).
+    """
+
+    def __init__(self, token: str | None, users=None):
+        self.token = token
+        self.users = users  # UserDirectory, or None when the state is off
+        self.oauth = None  # the OAuth 2.1 resource server's verifier (server.auth.issuer)
+
+    def required(self) -> bool:
+        """Whether every request must carry a valid token: a shared token, OAuth, or any
+        named user in the state (even on 127.0.0.1)."""
+        if self.token or self.oauth is not None:
+            return True
+        return self.users is not None and self.users.exist()
+
+    def multi_user(self) -> bool:
+        """Whether requests can come from more than one person: then ids, the cache and
+        budgets are kept apart per user."""
+        return self.oauth is not None or (self.users is not None and self.users.exist())
+
+    def authenticate(self, authorization: str) -> str:
+        """The user a request's Authorization header names; HttpError 401 (503 when named
+        tokens cannot be checked) otherwise. The token itself is never logged or shown."""
+        import hmac
+
+        if not self.required():
+            return LOCAL_USER
+        scheme, _, given = authorization.partition(" ")
+        given = given.strip() if scheme.lower() == "bearer" else ""
+        unavailable = None
+        if given:
+            if self.token and hmac.compare_digest(
+                given.encode("utf-8", "replace"), self.token.encode()
+            ):
+                return SHARED_USER
+            if self.users is not None:
+                try:
+                    user = self.users.user_of(given)
+                except StateUnavailable as exc:
+                    user, unavailable = None, exc.reason
+                if user is not None:
+                    return user
+            if self.oauth is not None:  # the OAuth verifier's turn (server.auth.issuer)
+                user = self.oauth.verify(given)
+                if user is not None:
+                    return user
+        if unavailable is not None:
+            raise HttpError(
+                503,
+                f"cannot check the token now: the state is unavailable ({unavailable}); "
+                "retry shortly",
+                {"Retry-After": "2"},
+            )
+        raise self.refusal(bool(given))
+
+    def refusal(self, given: bool) -> HttpError:
+        error = "invalid_token" if given else None
+        if self.oauth is not None:
+            challenge = self.oauth.challenge(error)
+        else:
+            challenge = f'Bearer realm="{SERVER_NAME}"' + (f', error="{error}"' if error else "")
+        return HttpError(
+            401,
+            "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
+            "shared token (MCP_HTTP_TOKEN / server.http.token) or your own (--user add)",
+            {"WWW-Authenticate": challenge},
+        )
+
+
 class HttpApp:
     """What every request needs: settings, the dispatcher, sessions, limits, the lifecycle."""
 
@@ -8757,6 +9022,10 @@ class HttpApp:
         settings = config.get("server", "http")
         self.dispatcher, self.log, self.settings = dispatcher, log, settings
         self.token = settings["token"]
+        engine = dispatcher.engine
+        self.auth = Authenticator(self.token, getattr(engine, "users", None))
+        if hasattr(engine, "multi_user"):  # the engine keeps users apart once there are several
+            engine.multi_user = self.auth.multi_user
         self.stateless = settings["stateless"]
         self.max_body = settings["max_body_bytes"]
         self.header_timeout = settings["header_timeout_s"]
@@ -8793,7 +9062,7 @@ class HttpApp:
                 "server.http.token must be at least 16 printable ASCII characters, no spaces; "
                 "make one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
             )
-        if not self.loopback and not token and not self.settings["allow_insecure"]:
+        if not self.loopback and not self.auth.required() and not self.settings["allow_insecure"]:
             raise ConfigError(
                 f"refusing to serve on {host} without a token: anyone who can reach it could "
                 "spend your OpenAI credit. Set MCP_HTTP_TOKEN (or server.http.token), or pass "
@@ -8815,17 +9084,20 @@ class HttpApp:
         scheme, sep, authority = origin.partition("://")
         return bool(sep) and scheme in ("http", "https") and _host_name(authority) in LOOPBACK_NAMES
 
-    def new_session(self, legacy: bool = False) -> HttpSession:
+    def new_session(self, user: str, legacy: bool = False) -> HttpSession:
         if self.stopping:
             raise HttpError(
                 503, "the server is shutting down; connect again (another instance will answer)"
             )
         if self.stateless:
             hs = HttpSession(None, self.log)
+            hs.session.user = user
             with self._lock:
                 self.loose.add(hs)
             return hs
-        return self.sessions.create(legacy)
+        hs = self.sessions.create(legacy)
+        hs.session.user = user
+        return hs
 
     def cancel_target(self, request_id, client: tuple) -> HttpSession | None:
         """Stateless mode: the POST session whose call a cancel from `client` means.
@@ -8928,37 +9200,18 @@ class HttpApp:
             "Vary": "Origin",
         }
 
-    def check_token(self, authorization: str) -> None:
-        import hmac
-
-        token = self.token
-        if not token:
-            return
-        scheme, _, given = authorization.partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(
-            given.strip().encode("utf-8", "replace"), token.encode()
-        ):
-            return
-        challenge = f'Bearer realm="{SERVER_NAME}"' + (', error="invalid_token"' if given else "")
-        raise HttpError(
-            401,
-            "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
-            "token the server was given (MCP_HTTP_TOKEN / server.http.token)",
-            {"WWW-Authenticate": challenge},
-        )
-
-    def route(self, command: str, path: str, authorization: str):
-        """The HttpHandler method that answers this request, once its token is checked."""
+    def route(self, command: str, path: str, authorization: str) -> tuple:
+        """(the HttpHandler method that answers this request, the user asking), once its
+        token is checked (Authenticator.authenticate)."""
         if command == "OPTIONS":
-            return HttpHandler.preflight
-        if path != HEALTH_PATH:
-            self.check_token(authorization)
+            return HttpHandler.preflight, None
+        user = self.auth.authenticate(authorization) if path != HEALTH_PATH else None
         route = _ROUTES.get((command, path))
         if self.stateless and (command, path) in _SESSION_ROUTES:
             route = None
         if route is None:
             raise self.no_route(command, path)
-        return route
+        return route, user
 
     def no_route(self, command: str, path: str) -> HttpError:
         allowed = _ALLOWED.get(path)
@@ -9029,22 +9282,30 @@ class HttpApp:
             )
         return version and version.strip()
 
-    def session_named(self, session_id: str | None) -> HttpSession:
-        """The session an Mcp-Session-Id header names, held until release()."""
+    def session_named(self, session_id: str | None, user: str) -> HttpSession:
+        """The session an Mcp-Session-Id header names, held until release(); another user's
+        is not found."""
         if not session_id:
             raise HttpError(
                 400,
                 "missing Mcp-Session-Id header: send initialize first and repeat the session id "
                 "it returns on every request (or run the server with --stateless)",
             )
-        return self.sessions.get(session_id.strip())
+        return self.own(self.sessions.get(session_id.strip()), user)
 
-    def post_session(self, message: dict, kind: str, method, version, session_id, client):
+    def own(self, hs: HttpSession, user: str) -> HttpSession:
+        """`hs` if it is `user`'s; else it is let go and 404, as for a session that never was."""
+        if hs.session.user == user:
+            return hs
+        self.release(hs)
+        raise SessionTable.not_found()
+
+    def post_session(self, message: dict, kind: str, method, version, session_id, client, user):
         """The session a POST's message belongs to: a new one for initialize (and for every
         POST with --stateless, speaking the header's version), else the one its header names."""
         if not (self.stateless or (kind == "request" and method == "initialize")):
-            return self.session_named(session_id)
-        hs = self.new_session()
+            return self.session_named(session_id, user)
+        hs = self.new_session(user)
         if hs.id is None:
             hs.session.protocol_version = version or DEFAULT_HTTP_VERSION
             hs.client = hs.session.client_key = client
@@ -9141,9 +9402,10 @@ class HttpApp:
             return is_modern(method, message.get("params"), header_version)
         return header_version in MODERN_VERSIONS
 
-    def modern_session(self, message: dict, client, header_version) -> HttpSession:
+    def modern_session(self, message: dict, client, header_version, user) -> HttpSession:
         """A 2026-07-28 message's own session: no id, no Mcp-Session-Id, gone with its call."""
         hs = HttpSession(None, self.log)
+        hs.session.user = user
         hs.modern, hs.header_version = True, header_version
         hs.client, hs.call_id = client, message.get("id")
         hs.session.client_key = client
@@ -9165,16 +9427,16 @@ class HttpApp:
             self.log.debug("http", f"response closed: cancelled requestId={_describe(request_id)}")
         self.dispatcher.abandoned(hs.session, request_id)  # a tasks/result stops waiting
 
-    def end_session(self, session_id: str | None) -> None:
+    def end_session(self, session_id: str | None, user: str) -> None:
         """DELETE /mcp: ends the session, cancelling its calls."""
-        hs = self.session_named(session_id)
+        hs = self.session_named(session_id, user)
         self.release(hs)
         self.sessions.end(hs, REQUEST_CANCELLED, "Request cancelled: the session was ended")
 
     # -- legacy HTTP+SSE (2024-11-05) --------------------------------------------------------------
 
-    def open_sse(self) -> HttpSession:
-        hs = self.new_session(legacy=True)
+    def open_sse(self, user: str) -> HttpSession:
+        hs = self.new_session(user, legacy=True)
         self.count_stream(+1)
         return hs
 
@@ -9184,12 +9446,12 @@ class HttpApp:
         self.release(hs)
         self.sessions.end(hs)
 
-    def legacy_session(self, session_id: str) -> HttpSession:
+    def legacy_session(self, session_id: str, user: str) -> HttpSession:
         """The session a POST /messages names, held until release(); 429 while its stream's
         outbox is full (the client is not reading what it asked for)."""
         if not session_id:
             raise HttpError(400, "missing ?sessionId=: use the URL from the /sse endpoint event")
-        hs = self.sessions.get(session_id, legacy=True)
+        hs = self.own(self.sessions.get(session_id, legacy=True), user)
         if hs.stream.full():
             self.release(hs)
             raise HttpError(
@@ -9336,6 +9598,7 @@ class HttpHandler:
         self._body: bytes | None = None
         self._framing_ok = False  # Content-Length and Transfer-Encoding were checked
         self._cors: dict = {}
+        self.user: str | None = None  # who is asking, once route() has checked the token
         self._started = time.monotonic()
         self.app.watch(self, self._line_deadline)  # the request line must arrive in time
         try:
@@ -9487,7 +9750,8 @@ class HttpHandler:
             self._check_framing()
             app.check_host(headers.get("Host"))
             self._cors = app.cors_headers(headers.get("Origin"))
-            app.route(self.command, path, headers.get("Authorization", ""))(self)
+            route, self.user = app.route(self.command, path, headers.get("Authorization", ""))
+            route(self)
         except HttpError as exc:
             body = self._small_body() if exc.status != 413 and self._framing_ok else None
             self._send_json(exc.status, app.refusal(exc, body), exc.headers)
@@ -9585,7 +9849,7 @@ class HttpHandler:
             return self._send_json(app.status_of(reply), reply)
         client = app.client_identity(headers, self.client_address[0]) if app.stateless else None
         session_id = headers.get("Mcp-Session-Id")
-        hs = app.post_session(message, kind, method, version, session_id, client)
+        hs = app.post_session(message, kind, method, version, session_id, client, self.user)
         self._handle(hs, message, kind, method, client, json_ok, sse_ok)
 
     def _post_modern(self, message, kind: str, method, header_version, json_ok, sse_ok) -> None:
@@ -9594,7 +9858,7 @@ class HttpHandler:
         refusal = app.mismatch(message, self.headers.get) if kind == "request" else None
         if refusal is not None:
             return self._send_json(app.status_of(refusal, modern=True), refusal)
-        hs = app.modern_session(message, client, header_version)
+        hs = app.modern_session(message, client, header_version, self.user)
         self._handle(hs, message, kind, method, client, json_ok, sse_ok)
 
     def _handle(self, hs: HttpSession, message, kind: str, method, client, json_ok, sse_ok):
@@ -9647,11 +9911,11 @@ class HttpHandler:
 
     def delete_mcp(self) -> None:
         self.app.protocol_version(self.headers.get("MCP-Protocol-Version"))
-        self.app.end_session(self.headers.get("Mcp-Session-Id"))
+        self.app.end_session(self.headers.get("Mcp-Session-Id"), self.user)
         self._send_empty(204)
 
     def get_sse(self) -> None:
-        hs = self.app.open_sse()
+        hs = self.app.open_sse(self.user)
         hs.hang_up = self._hang_up
         try:
             events = self._start_events()
@@ -9666,7 +9930,7 @@ class HttpHandler:
 
         query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
         session_id = (query.get("sessionId") or query.get("session_id") or [""])[0]
-        hs = self.app.legacy_session(session_id)
+        hs = self.app.legacy_session(session_id, self.user)
         try:
             message = self._read_message()
             # Always 202 for a parseable message (a non-2xx breaks some SSE clients); only a
