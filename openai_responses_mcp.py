@@ -822,6 +822,21 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("budget", "monthly_usd"): Setting(
         None, "number", low=0, high=1e9, doc="refuse calls once this month's spend reaches this"
     ),
+    ("budget", "per_user_daily_usd"): Setting(
+        None,
+        "number",
+        low=0,
+        high=1e9,
+        doc="each user's daily allowance: refuse a user's calls once their spend today reaches "
+        "this (--user add NAME --daily-usd X sets one user's own)",
+    ),
+    ("budget", "per_user_monthly_usd"): Setting(
+        None,
+        "number",
+        low=0,
+        high=1e9,
+        doc="each user's monthly allowance (--user add NAME --monthly-usd Y sets one user's own)",
+    ),
     ("state", "path"): Setting(
         None,
         "path",
@@ -854,6 +869,12 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ),
     ("cache", "max_entries"): Setting(
         1000, "int", low=1, high=1_000_000, doc="most answers kept (oldest dropped first)"
+    ),
+    ("cache", "share_across_users"): Setting(
+        False,
+        "bool",
+        doc="with named users or OAuth on --http, one user's cached answer also serves another "
+        "(false: each user has their own cache entries)",
     ),
     ("server", "debug"): Setting(False, "bool", doc="debug lines on stderr"),
     ("server", "debug_file"): Setting(None, "path", doc="also append debug lines to this file"),
@@ -904,6 +925,11 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     # -- HTTP transport (--http) -------------------------------------------------------------------
     ("server", "http", "token"): Setting(
         None, "str", env="MCP_HTTP_TOKEN", doc="bearer token every HTTP request must carry"
+    ),
+    ("server", "auth", "admins"): Setting(
+        [],
+        "strings",
+        doc="user names who see every user's spend on /usage (others see their own row)",
     ),
     ("server", "http", "allow_insecure"): Setting(
         False, "bool", doc="allow a non-loopback address without a token (behind an auth proxy)"
@@ -1583,7 +1609,7 @@ def _check_budget_has_ledger(values: dict, sources: dict) -> None:
     path = values["state"]["path"]
     if values["state"]["url"] or not (path and path.strip().lower() == "off"):
         return
-    for period in ("daily", "monthly"):
+    for period in ("daily", "monthly", "per_user_daily", "per_user_monthly"):
         if values["budget"][f"{period}_usd"] is not None:
             where = sources.get(("budget", f"{period}_usd"), "default")
             raise ConfigError(
@@ -2084,17 +2110,29 @@ class Cancelled(Exception):
 
 def budgets(config: Config, today: str) -> list[tuple]:
     """(period, limit, first day, "today"/"this month", when it resets) for each budget set."""
+    get = config.get if isinstance(config, Config) else lambda *path: config[path[0]][path[1]]
     periods = (
-        ("daily", config.get("budget", "daily_usd"), today, "today", "at 00:00"),
+        ("daily", get("budget", "daily_usd"), today, "today", "at 00:00"),
         (
             "monthly",
-            config.get("budget", "monthly_usd"),
+            get("budget", "monthly_usd"),
             today[:8] + "01",
             "this month",
             f"on {_next_month(today)} at 00:00",
         ),
     )
     return [period for period in periods if period[1] is not None]
+
+
+def user_budgets(config: Config, today: str, user: str, own: tuple = (None, None)) -> list:
+    """Like budgets(), for one user's allowance: their own (--user add --daily-usd/--monthly-usd,
+    `own`), else budget.per_user_daily_usd / per_user_monthly_usd."""
+    limits = (
+        own[0] if own[0] is not None else config.get("budget", "per_user_daily_usd"),
+        own[1] if own[1] is not None else config.get("budget", "per_user_monthly_usd"),
+    )
+    team = budgets({"budget": {"daily_usd": limits[0], "monthly_usd": limits[1]}}, today)
+    return [(f"per_user_{period}", *rest) for period, *rest in team]
 
 
 def usd(amount: float) -> str:
@@ -3794,12 +3832,15 @@ class AnswerEngine:
         self.state = StateStore(
             state_backend(config), log, timezone, config.get("state", "retention_days")
         )
-        self.state.budgeted = bool(budgets(config, today_in(timezone)))
+        self.state.budgeted = bool(
+            budgets(config, today_in(timezone)) or user_budgets(config, "2000-01-01", LOCAL_USER)
+        )
         self.ledger = Ledger(self.state, timezone)
         self.cache = AnswerCache(
             self.state, config.get("cache", "ttl_s"), config.get("cache", "max_entries")
         )
         self.users = UserDirectory(self.state)
+        self.owners = ResponseOwners(self.state)
         # Whether calls can come from several people (HttpApp sets Authenticator.multi_user):
         # then response ids are checked against their owners, and the cache is per user.
         self.multi_user = lambda: False
@@ -3874,6 +3915,9 @@ class AnswerEngine:
         started = time.monotonic()
         today = today_in(self._config.get("policy", "timezone"))
         request = build_request(tool, args, self._config, today)
+        user = call.user
+        if args.get("previous_response_id"):  # another user's is not found; nothing is sent
+            self._check_owner(tool, request, args["previous_response_id"], user)
         key = answer_key(
             tool,
             args,
@@ -3882,10 +3926,12 @@ class AnswerEngine:
             self._config.get("policy", "max_citations"),
             self._config.get("openai", "base_url"),
             account_id(api_key(self._config)),
+            self._cache_user(user),
         )
         if self.cache.enabled and not args.get("fresh"):
-            hit = self._from_cache(tool, key, started)
+            hit = self._from_cache(tool, key, started, user)
             if hit is not None:
+                self.owners.add(hit[0].get("response_id"), user)
                 return hit
         hold = _Hold()
         try:
@@ -3893,7 +3939,7 @@ class AnswerEngine:
                 key,
                 call,
                 lambda upstream: self._fetch(tool, request, upstream, today, key, hold.take()),
-                admit=lambda: self._admit(tool, request["model"], today, hold),
+                admit=lambda: self._admit(tool, request["model"], today, hold, user),
             )
         finally:
             unused = hold.take()  # admitted, then joined an identical call, or never flew
@@ -3905,10 +3951,39 @@ class AnswerEngine:
             meta["shared"] = True
             meta["elapsed_ms"] = round((time.monotonic() - started) * 1000)
             model = answer.get("model") or request["model"]
-            self.ledger.record(UsageRow(tool, model, "shared", meta))
+            self.ledger.record(UsageRow(tool, model, "shared", meta, user))
+        self.owners.add(answer.get("response_id"), user)
         return answer, meta
 
-    def _from_cache(self, tool: str, key: str, started: float) -> tuple[dict, dict] | None:
+    def _cache_user(self, user: str) -> str:
+        """Whose cache entries a call reads and writes: its user's own while several people use
+        the server, unless cache.share_across_users; everyone's ('') otherwise."""
+        if self._config.get("cache", "share_across_users") or not self.multi_user():
+            return ""
+        return user
+
+    def _check_owner(self, tool: str, request: dict, response_id: str, user: str) -> None:
+        """A follow-up must name a response its user was given: else, while several people use
+        the server, it is "not known", as the API would say, and nothing is sent."""
+        if not self.multi_user():
+            return
+        try:
+            owned = self.owners.owned(response_id, user)
+        except StateUnavailable as exc:
+            self.ledger.record(UsageRow(tool, request["model"], "refused", user=user))
+            raise ToolError(
+                f"previous_response_id cannot be checked: {self.state.label} is unavailable "
+                f"({exc.reason}); retry shortly"
+            ) from None
+        if not owned:
+            self.ledger.record(UsageRow(tool, request["model"], "refused", user=user))
+            raise ToolError(
+                "previous_response_id not found: no answer with that id was given to you; "
+                "ask without previous_response_id, or pass the response_id of one of your "
+                "recent answers"
+            )
+
+    def _from_cache(self, tool: str, key: str, started: float, user: str) -> tuple | None:
         found = self.cache.get(key)
         if found is None:
             return None
@@ -3924,28 +3999,44 @@ class AnswerEngine:
         # An entry stored before answers carried their response_id gets it from the body.
         answer = dict(body["answer"])
         answer.setdefault("response_id", body.get("response_id"))
-        self.ledger.record(UsageRow(tool, answer.get("model") or "", "cache", meta))
+        self.ledger.record(UsageRow(tool, answer.get("model") or "", "cache", meta, user))
         return answer, meta
 
-    def _admit(self, tool: str, model: str, today: str, hold: _Hold) -> None:
-        """Lets a call make a new request, its expected cost reserved against each budget, or
-        refuses it (a ledger row says so) by raising."""
+    def _admit(self, tool: str, model: str, today: str, hold: _Hold, user: str) -> None:
+        """Lets a call make a new request, its expected cost reserved against each budget (the
+        team's and its user's), or refuses it (a ledger row says so) by raising."""
         try:
-            hold.put(self._reserve(tool, today))
+            hold.put(self._reserve(tool, today, user))
         except ToolError:
-            self.ledger.record(UsageRow(tool, model, "refused"))
+            self.ledger.record(UsageRow(tool, model, "refused", user=user))
             raise
 
-    def _reserve(self, tool: str, today: str) -> str | None:
+    def _budgets_of(self, today: str, user: str) -> list:
+        """[(period, limit, first day, spent_when, resets, user or None for the team's)]."""
+        periods = [(*period, None) for period in budgets(self._config, today)]
+        try:
+            own = self.users.allowance(user) if self.multi_user() else (None, None)
+        except StateUnavailable as exc:
+            raise ToolError(
+                f"budget cannot be checked: {self.state.label} is unavailable ({exc.reason}): "
+                "calls that would spend are refused while users have allowances; retry shortly"
+            ) from None
+        return periods + [(*p, user) for p in user_budgets(self._config, today, user, own)]
+
+    def _reserve(self, tool: str, today: str, user: str = LOCAL_USER) -> str | None:
         """The call's reservation (None: no budget is set), or ToolError when a budget has no
         room for it or cannot be checked."""
-        periods = budgets(self._config, today)
+        periods = self._budgets_of(today, user)
         if not periods:
             return None
-        limits = [(first_day, limit) for _, limit, first_day, _, _ in periods]
+        limits = [(first_day, limit, who) for _, limit, first_day, _, _, who in periods]
         try:
             reservation, estimate, sums = self.ledger.reserve(
-                tool, limits, reservation_floor(self._config, tool), self._reservation_ttl(tool)
+                tool,
+                limits,
+                reservation_floor(self._config, tool),
+                self._reservation_ttl(tool),
+                user,
             )
         except StateUnavailable as exc:
             raise ToolError(
@@ -3957,18 +4048,24 @@ class AnswerEngine:
             return reservation
         timezone = self._config.get("policy", "timezone")
         for period_sums in zip(periods, sums, strict=True):
-            (period, limit, _, spent_when, resets), (spent, reserved) = period_sums
+            (period, limit, _, spent_when, resets, who), (spent, reserved) = period_sums
+            name = f"{period} budget" if who is None else f"{user}'s {period[9:]} allowance"
+            fix = f"raise budget.{period}_usd" + (
+                f" (or {user}'s own: --user add {user} --{period[9:]}-usd X, after revoke)"
+                if who is not None
+                else ""
+            )
             if spent >= limit:
                 raise ToolError(
-                    f"{period} budget of {usd(limit)} reached ({usd(spent)} spent {spent_when}; "
-                    f"resets {resets} {timezone}): raise budget.{period}_usd or wait"
+                    f"{name} of {usd(limit)} reached ({usd(spent)} spent {spent_when}; "
+                    f"resets {resets} {timezone}): {fix} or wait"
                 )
             if spent + reserved + estimate > limit + 1e-9:
                 raise ToolError(
-                    f"{period} budget of {usd(limit)} has no room for this call ({usd(spent)} "
+                    f"{name} of {usd(limit)} has no room for this call ({usd(spent)} "
                     f"spent {spent_when}, {usd(reserved)} held by calls in flight, about "
                     f"{usd(estimate)} expected for this one; resets {resets} {timezone}): "
-                    f"raise budget.{period}_usd or wait"
+                    f"{fix} or wait"
                 )
         raise ToolError("budget cannot be checked: no room reported")  # not reached
 
@@ -3994,11 +4091,13 @@ class AnswerEngine:
             answer, meta, response = self._request(tool, request, call, today)
         except ToolError as exc:
             meta = {"elapsed_ms": round((time.monotonic() - started) * 1000)}
-            self.ledger.record(UsageRow(tool, request["model"], exc.kind, meta), reservation)
+            row = UsageRow(tool, request["model"], exc.kind, meta, call.user)
+            self.ledger.record(row, reservation)
             raise
         except Cancelled:
             meta = {"elapsed_ms": round((time.monotonic() - started) * 1000)}
-            self.ledger.record(UsageRow(tool, request["model"], "cancelled", meta), reservation)
+            row = UsageRow(tool, request["model"], "cancelled", meta, call.user)
+            self.ledger.record(row, reservation)
             raise
         except BaseException:
             if reservation is not None:
@@ -4010,7 +4109,7 @@ class AnswerEngine:
         )
         if self.cache.enabled:
             meta["cache"] = {"hit": False}
-        self.ledger.record(UsageRow(tool, model, "ok", meta), reservation)
+        self.ledger.record(UsageRow(tool, model, "ok", meta, call.user), reservation)
         if self.cache.enabled and response.get("status") == "completed":
             self.cache.put(key, answer, meta.get("response_id"))
         return answer, meta
@@ -4907,6 +5006,12 @@ class _UsageWrite:
             f"{', '.join('?' for _ in sums)}) ON CONFLICT (day, tool, model) DO UPDATE SET {adds}",
             [values["day"], values["tool"], values["model"], *sums.values()],
         )
+        q(
+            "INSERT INTO usage_by_user (day, user_name, calls, usd) VALUES (?, ?, 1, ?) "
+            "ON CONFLICT (day, user_name) DO UPDATE SET calls = usage_by_user.calls + 1, "
+            "usd = usage_by_user.usd + excluded.usd",
+            (values["day"], values["user_name"], self.usd),
+        )
         if self.usd:
             # A running total per day, so a budget check reads a month in 31 rows at most.
             q(
@@ -4942,6 +5047,25 @@ class _CacheWrite:
         )
 
 
+class _OwnerWrite:
+    """A user was given a response id (ResponseOwners)."""
+
+    __slots__ = ("at", "response_id", "user")
+
+    def __init__(self, response_id: str, user: str):
+        self.response_id, self.user, self.at = response_id, user, time.time()
+
+    def apply(self, q) -> None:
+        q(
+            "INSERT INTO response_owners (response_id, user_name, at) VALUES (?, ?, ?) "
+            "ON CONFLICT (response_id, user_name) DO NOTHING",
+            (self.response_id, self.user, self.at),
+        )
+
+
+_OWNERS_KEEP_S = 31 * 86400.0  # OpenAI keeps a stored response 30 days
+
+
 class _Prune:
     """Drops raw ledger rows older than the retention (the per-day totals stay) and
     reservations whose process never settled them."""
@@ -4955,6 +5079,7 @@ class _Prune:
         q("DELETE FROM usage WHERE day < ?", (self.first_kept_day,))
         q("DELETE FROM reservations WHERE expires_at <= ?", (time.time(),))
         q("DELETE FROM writers WHERE at < ?", (time.time() - _WRITER_MARK_KEEP_S,))
+        q("DELETE FROM response_owners WHERE at < ?", (time.time() - _OWNERS_KEEP_S,))
 
 
 class StateWriter:
@@ -5006,6 +5131,9 @@ class StateWriter:
         caches = [w for w in self._queue if isinstance(w, _CacheWrite)]
         for write in caches[: max(0, len(caches) - _MAX_PENDING_CACHE)]:
             self._queue.remove(write)
+        owners = [w for w in self._queue if isinstance(w, _OwnerWrite)]
+        for write in owners[: max(0, len(owners) - _MAX_PENDING_ROWS)]:
+            self._queue.remove(write)  # ResponseOwners keeps the newest in memory too
         rows = [w for w in self._queue if isinstance(w, _UsageWrite)]
         extra = len(rows) - _MAX_PENDING_ROWS
         if extra > 0:
@@ -5232,17 +5360,22 @@ class Ledger:
         written included. Raises StateUnavailable."""
         unwritten = self._state.unwritten()
         writer = self._state.writer_id
-        sums = self._state.read("reading the budget", lambda q: _spent(q, [first_day], writer))
+        sums = self._state.read(
+            "reading the budget", lambda q: _spent(q, [(first_day, None)], writer)
+        )
         return sums[0] + _unwritten_spend(unwritten, first_day, sums[-1])
 
-    def reserve(self, tool: str, limits: list, floor: float, ttl_s: float) -> tuple:
-        """Reserves a call's expected cost if every (first day, limit) has room for it, all in
-        one transaction that takes turns with every other process's: (reservation id or None,
-        the estimate, [(spent, reserved by calls in flight)] per limit). Raises
-        StateUnavailable."""
+    def reserve(
+        self, tool: str, limits: list, floor: float, ttl_s: float, user: str = LOCAL_USER
+    ) -> tuple:
+        """Reserves a call's expected cost if every (first day, limit, user) has room for it
+        (user None: the team's spend; else that user's), all in one transaction that takes
+        turns with every other process's: (reservation id or None, the estimate, [(spent,
+        reserved by calls in flight)] per limit). Raises StateUnavailable."""
         unwritten = self._state.unwritten()
         writer = self._state.writer_id
         settling = {w.reservation for w in unwritten if isinstance(w, _UsageWrite)}
+        bounds = [(*limit, None)[:3] for limit in limits]  # (first day, limit): the team's
 
         def work(q):
             now = time.time()
@@ -5253,21 +5386,27 @@ class Ledger:
             ).fetchall()
             mean = sum(float(row[0]) for row in recent) / len(recent) if recent else 0.0
             estimate = max(floor, mean)
-            live = q("SELECT id, usd FROM reservations WHERE expires_at > ?", (now,)).fetchall()
-            reserved = sum(float(usd) for rid, usd in live if rid not in settling)
-            *totals, mark = _spent(q, [day for day, _ in limits], writer)
+            live = q(
+                "SELECT id, usd, user_name FROM reservations WHERE expires_at > ?", (now,)
+            ).fetchall()
+            live = [(float(usd), who) for rid, usd, who in live if rid not in settling]
+            *totals, mark = _spent(q, [(day, who) for day, _, who in bounds], writer)
             sums = [
-                (total + _unwritten_spend(unwritten, day, mark), reserved)
-                for total, (day, _limit) in zip(totals, limits, strict=True)
+                (
+                    total + _unwritten_spend(unwritten, day, mark, who),
+                    sum(usd for usd, holder in live if who is None or holder == who),
+                )
+                for total, (day, _limit, who) in zip(totals, bounds, strict=True)
             ]
-            pairs = zip(sums, limits, strict=True)
-            room = all(s + r + estimate <= limit + 1e-9 for (s, r), (_, limit) in pairs)
+            pairs = zip(sums, bounds, strict=True)
+            room = all(s + r + estimate <= limit + 1e-9 for (s, r), (_, limit, _) in pairs)
             reservation = None
             if room:
                 reservation = os.urandom(12).hex()
                 q(
-                    "INSERT INTO reservations (id, at, expires_at, usd) VALUES (?, ?, ?, ?)",
-                    (reservation, now, now + ttl_s, estimate),
+                    "INSERT INTO reservations (id, at, expires_at, usd, user_name) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (reservation, now, now + ttl_s, estimate, user),
                 )
             return reservation, estimate, sums
 
@@ -5294,33 +5433,54 @@ class Ledger:
                 report[name] = [_usage_row(cursor, row) for row in cursor.fetchall()]
             cursor = q(f"SELECT {sums} FROM usage_daily {where}", params)
             report["total"] = _usage_row(cursor, cursor.fetchone())
+            rows = q(
+                f"SELECT user_name, SUM(calls), COALESCE(SUM(usd), 0) FROM usage_by_user {where} "
+                "GROUP BY user_name ORDER BY user_name",
+                params,
+            ).fetchall()
+            report["by_user"] = [
+                {"user": name or "(before users)", "calls": int(calls), "usd": round(float(d), 6)}
+                for name, calls, d in rows
+            ]
             return report
 
         return self._state.report("reading usage", read)
 
 
-def _spent(q, first_days: list, writer: str) -> list:
-    """The spend from each first day on, then this process's writer's mark, in one statement:
-    one snapshot of the store, even where each statement sees the latest commit."""
-    totals = ", ".join("(SELECT SUM(usd) FROM spend_by_day WHERE day >= ?)" for _ in first_days)
+def _spent(q, since: list, writer: str) -> list:
+    """The spend from each (first day, user) on (user None: everyone's), then this process's
+    writer's mark, in one statement: one snapshot of the store, even where each statement
+    sees the latest commit."""
+    parts, params = [], []
+    for first_day, user in since:
+        if user is None:
+            parts.append("(SELECT SUM(usd) FROM spend_by_day WHERE day >= ?)")
+            params.append(first_day)
+        else:
+            parts.append("(SELECT SUM(usd) FROM usage_by_user WHERE day >= ? AND user_name = ?)")
+            params += [first_day, user]
     row = q(
-        f"SELECT {totals}, (SELECT seq FROM writers WHERE id = ?)", (*first_days, writer)
+        f"SELECT {', '.join(parts)}, (SELECT seq FROM writers WHERE id = ?)", (*params, writer)
     ).fetchone()
     return [float(value or 0.0) for value in row[:-1]] + [int(row[-1] or 0)]
 
 
-def _unwritten_spend(unwritten: list, first_day: str, mark: int) -> float:
-    """What the rows not in the totals yet add: those past the writer's mark."""
+def _unwritten_spend(unwritten: list, first_day: str, mark: int, user=None) -> float:
+    """What the rows not in the totals yet add: those past the writer's mark (the user's
+    only, when one is named)."""
     return sum(
         w.usd
         for w in unwritten
-        if isinstance(w, _UsageWrite) and w.seq > mark and w.day >= first_day
+        if isinstance(w, _UsageWrite)
+        and w.seq > mark
+        and w.day >= first_day
+        and (user is None or w.values["user_name"] == user)
     )
 
 
-def spend_summary(ledger: Ledger, timezone: str, in_flight: int) -> dict:
-    """What GET /usage shows: today's and this month's spend by model and tool, the cache hit
-    rate, and the calls in flight."""
+def spend_summary(ledger: Ledger, timezone: str, in_flight: int, users=None) -> dict:
+    """What GET /usage shows: today's and this month's spend by model, tool and user (`users`:
+    only these users' rows; None: everyone's), the cache hit rate, and the calls in flight."""
     today = today_in(timezone)
     summary: dict = {"timezone": timezone, "today": today, "in_flight": in_flight}
     for period, since in (("day", today), ("month", today[:8] + "01")):
@@ -5328,8 +5488,9 @@ def spend_summary(ledger: Ledger, timezone: str, in_flight: int) -> dict:
             report = ledger.report(since)
         except StateUnavailable:  # zeros below, but not passed off as "nothing spent"
             summary["warning"] = "the usage ledger could not be read; see the server's stderr"
-            report = {"by_model": [], "by_tool": [], "total": None}
+            report = {"by_model": [], "by_tool": [], "by_user": [], "total": None}
         total = report["total"] or _usage_row_empty()
+        by_user = [row for row in report["by_user"] if users is None or row["user"] in users]
         calls = total["calls"]
         summary[period] = {
             "since": since,
@@ -5338,6 +5499,7 @@ def spend_summary(ledger: Ledger, timezone: str, in_flight: int) -> dict:
             "cache_hit_rate": round(total["cache_hits"] / calls, 4) if calls else 0.0,
             "by_model": [_spend(row, "model") for row in report["by_model"]],
             "by_tool": [_spend(row, "tool") for row in report["by_tool"]],
+            "by_user": by_user,
         }
     return summary
 
@@ -5356,14 +5518,17 @@ def spend_page(summary: dict) -> bytes:
     import html
 
     def table(title: str, rows: list, key: str) -> str:
+        hits = key != "user"  # by user: calls and dollars only
         cells = "".join(
             f"<tr><td>{html.escape(str(row[key]))}</td><td>{row['calls']}</td>"
-            f"<td>{row['cache_hits']}</td><td>${row['usd']:.4f}</td></tr>"
+            + (f"<td>{row['cache_hits']}</td>" if hits else "")
+            + f"<td>${row['usd']:.4f}</td></tr>"
             for row in rows
         )
         return (
             f"<table><caption>{title}</caption><tr><th>{key}</th><th>calls</th>"
-            f"<th>cache hits</th><th>USD</th></tr>{cells}</table>"
+            + ("<th>cache hits</th>" if hits else "")
+            + f"<th>USD</th></tr>{cells}</table>"
         )
 
     parts = [
@@ -5385,6 +5550,7 @@ def spend_page(summary: dict) -> bytes:
         )
         parts.append(table(f"{title} by model", data["by_model"], "model"))
         parts.append(table(f"{title} by tool", data["by_tool"], "tool"))
+        parts.append(table(f"{title} by user", data["by_user"], "user"))
     parts.append("</body></html>")
     return "".join(parts).encode("utf-8")
 
@@ -5518,6 +5684,45 @@ class UserDirectory:
         return [dict(zip(names, row, strict=True)) for row in self._state.report("users", work)]
 
 
+class ResponseOwners:
+    """Who was given each response id: its creator, and whoever got it from the cache or an
+    identical call. A follow-up (previous_response_id) must name one of its user's own while
+    several people use the server. This process's recent ones are in memory; all of them in
+    the state, so any instance can tell."""
+
+    _MEMORY = 10_000
+
+    def __init__(self, state: StateStore):
+        self._state = state
+        self._recent: dict = {}  # (response id, user) -> None, oldest first
+        self._lock = threading.Lock()
+
+    def add(self, response_id: str | None, user: str) -> None:
+        if not response_id:
+            return
+        with self._lock:
+            self._recent[(response_id, user)] = None
+            if len(self._recent) > self._MEMORY:
+                del self._recent[next(iter(self._recent))]
+        self._state.write_later(_OwnerWrite(response_id, user))
+
+    def owned(self, response_id: str, user: str) -> bool:
+        """Whether `user` was given this response id; raises StateUnavailable."""
+        with self._lock:
+            if (response_id, user) in self._recent:
+                return True
+        if not self._state.enabled:
+            return False
+        found = self._state.read(
+            "checking a response's owner",
+            lambda q: q(
+                "SELECT 1 FROM response_owners WHERE response_id = ? AND user_name = ?",
+                (response_id, user),
+            ).fetchone(),
+        )
+        return found is not None
+
+
 class AnswerCache:
     """Complete answers by key, for cache.ttl_s seconds, at most cache.max_entries of them.
     A process sees its own entries at once, before the writer has stored them."""
@@ -5634,11 +5839,13 @@ def answer_key(
     max_citations: int,
     endpoint: str = "",
     account: str = "",
+    user: str = "",
 ) -> str:
     """The cache and single-flight key: a hash of the tool, the query, the hints, today's date,
     the policy's revision, everything else the request sends, what shapes the answer after it
     (max_citations), and who answers it: the endpoint (openai.base_url) and the account
-    (account_id of the key). The query itself is never stored.
+    (account_id of the key); and whose it is (the user, while several people use the server
+    and cache.share_across_users is false; '' otherwise). The query itself is never stored.
 
     The query is taken exactly, trimmed only at its ends: to a coding agent case and inner
     whitespace are meaning (`grep -i` is not `grep -I`, `None` is not `none`, and indentation is
@@ -5660,6 +5867,7 @@ def answer_key(
             max_citations,
             endpoint,
             account,
+            *([user] if user else []),  # '': the key of a server without users, as before
         ],
         sort_keys=True,
         ensure_ascii=False,
@@ -9486,14 +9694,18 @@ class HttpApp:
         }
         return (503 if self.draining else 200), body
 
-    def usage(self) -> dict:
-        """Spend from the usage ledger; 404 when there is none."""
+    def usage(self, user: str | None) -> dict:
+        """Spend from the usage ledger; 404 when there is none. While several people use the
+        server, each sees their own row by user; server.auth.admins see everyone's."""
         engine = self.dispatcher.engine
         ledger = getattr(engine, "ledger", None)
         if ledger is None or not engine.state.enabled:
             raise HttpError(404, "no usage ledger: state.path is off and state.url unset")
-        timezone = self.dispatcher.config.get("policy", "timezone")
-        return spend_summary(ledger, timezone, self.in_flight())
+        config = self.dispatcher.config
+        admins = config.get("server", "auth", "admins")
+        everyone = user in admins or not self.auth.multi_user()
+        timezone = config.get("policy", "timezone")
+        return spend_summary(ledger, timezone, self.in_flight(), None if everyone else {user})
 
     def count_stream(self, change: int) -> None:
         with self._lock:
@@ -9947,7 +10159,7 @@ class HttpHandler:
 
     def get_usage(self) -> None:
         """Spend from the usage ledger: JSON, or a page when a browser asks for HTML."""
-        summary = self.app.usage()
+        summary = self.app.usage(self.user)
         if "text/html" not in (self.headers.get("Accept") or ""):
             return self._send_json(200, summary)
         headers = {
@@ -10388,6 +10600,7 @@ usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--sh
        {SERVER_NAME} --print-example config|policy|policy-replace
        {SERVER_NAME} --doctor [--live] [--http [HOST:]PORT] [--config PATH] [--model ID]
        {SERVER_NAME} --usage [--since YYYY-MM-DD] [--json] [--config PATH]
+       {SERVER_NAME} --user add NAME [--daily-usd X] [--monthly-usd Y] | list | revoke NAME
        {SERVER_NAME} --help | --version"""
 
 HELP = f"""{USAGE}
@@ -10420,7 +10633,16 @@ options:
   --live             with --doctor: also make one small real answer and print its cost
   --usage            print spend by day, model and tool from the usage ledger (state.path)
   --since DATE       with --usage: only from this day on (YYYY-MM-DD, in policy.timezone)
-  --json             with --usage: print JSON instead of tables
+  --json             with --usage or --user list: print JSON instead of tables
+  --user add NAME    add a named user for --http: prints its new token once, alone on the
+                     last line (only a hash is kept in the state); every --http server on the
+                     same state then requires a token, even on 127.0.0.1
+  --user list        list the users (never a token), with their allowances
+  --user revoke NAME revoke a user's token: running servers refuse it within seconds
+  --daily-usd X      with --user add: this user's daily allowance in USD (over
+                     budget.per_user_daily_usd)
+  --monthly-usd Y    with --user add: this user's monthly allowance in USD (over
+                     budget.per_user_monthly_usd)
   --version          print the version
   --help             print this help
 
@@ -10451,6 +10673,9 @@ def parse_args(argv: list[str]) -> dict:
         "--http-token": "http_token",
         "--print-example": "print_example",
         "--since": "since",
+        "--user": "user",
+        "--daily-usd": "daily_usd",
+        "--monthly-usd": "monthly_usd",
     }
     setting_flags = {  # flags that set a config key (and show as its source)
         "--stateless": ("server", "http", "stateless"),
@@ -10482,6 +10707,10 @@ def parse_args(argv: list[str]) -> dict:
             if not value.strip():
                 raise UsageError(f"{name} needs a non-empty value")
             options[takes_value[name]] = value
+            if name == "--user" and value in ("add", "revoke"):
+                if not args or args[0].startswith("-"):
+                    raise UsageError(f"--user {value} needs a user name")
+                options["user_name"] = args.pop(0)
         elif name == "--debug":
             if equals:
                 options["debug"] = inline or True
@@ -10521,12 +10750,38 @@ def parse_args(argv: list[str]) -> dict:
     if options.get("doctor") and (options.get("stdio") or options.get("ask")):
         raise UsageError("--doctor cannot be combined with --stdio or --ask")
     _check_usage_options(options)
+    _check_user_options(options)
     return options
 
 
+def _check_user_options(options: dict) -> None:
+    """--user ACTION [NAME] [--daily-usd X] [--monthly-usd Y]: the allowances as numbers."""
+    action = options.get("user")
+    for flag, key in (("--daily-usd", "daily_usd"), ("--monthly-usd", "monthly_usd")):
+        if options.get(key) is None:
+            continue
+        if action != "add":
+            raise UsageError(f"{flag} goes with --user add NAME")
+        try:
+            amount = float(options[key])
+        except ValueError:
+            amount = -1.0
+        if not (0 <= amount <= 1_000_000) or amount != amount:
+            raise UsageError(f"{flag} takes dollars from 0 to 1000000, got {options[key]!r}")
+        options[key] = amount
+    if action is None:
+        return
+    if action not in ("add", "list", "revoke"):
+        raise UsageError(f"--user takes add NAME, list or revoke NAME, not {action!r}")
+    if options.get("stdio") or options.get("http") or options.get("ask") or options.get("usage"):
+        raise UsageError("--user cannot be combined with --stdio, --http, --ask or --usage")
+
+
 def _check_usage_options(options: dict) -> None:
-    if (options.get("since") or options.get("json")) and not options.get("usage"):
-        raise UsageError(f"{'--since' if options.get('since') else '--json'} goes with --usage")
+    if options.get("since") and not options.get("usage"):
+        raise UsageError("--since goes with --usage")
+    if options.get("json") and not (options.get("usage") or options.get("user") == "list"):
+        raise UsageError("--json goes with --usage or --user list")
     if options.get("usage") and (options.get("stdio") or options.get("ask") or options.get("http")):
         raise UsageError("--usage cannot be combined with --stdio, --http or --ask")
     since = options.get("since")
@@ -10560,13 +10815,86 @@ def run_usage(config: Config, log: Log, since: str | None, as_json: bool) -> int
             state.close()
     else:
         report = {"since": since, "timezone": timezone}
-        report.update(by_day=[], by_model=[], by_tool=[], total=_usage_row_empty())
+        report.update(by_day=[], by_model=[], by_tool=[], by_user=[], total=_usage_row_empty())
     report["state_path"] = path if path else redact_url(config.get("state", "url"))
     if as_json:
         shown = json.dumps(report, ensure_ascii=False, indent=2)
         sys.stdout.write(inert(shown, json_text=True) + "\n")
         return 0
     sys.stdout.write(format_usage(report))
+    return 0
+
+
+def run_user(config: Config, log: Log, options: dict) -> int:
+    """--user add|list|revoke: the named users in the state (exit 2 for a bad name or an
+    unknown user, 1 when the state cannot be reached)."""
+    action, name = options["user"], options.get("user_name", "")
+    if not state_enabled(config):
+        print(f"{SERVER_NAME}: --user needs the state (state.path is off)", file=sys.stderr)
+        return 2
+    problem = user_name_problem(name) if action == "add" else None
+    if problem:
+        print(f"{SERVER_NAME}: error: {inert(problem)}", file=sys.stderr)
+        return 2
+    state = StateStore(state_backend(config), log, config.get("policy", "timezone"))
+    users = UserDirectory(state)
+    try:
+        if action == "list":
+            return _print_users(users.listing(), bool(options.get("json")))
+        if action == "revoke":
+            users.revoke(name)
+            print(f"user {name} revoked: running servers refuse its token within seconds")
+            return 0
+        import secrets
+
+        token = secrets.token_urlsafe(32)
+        users.add(name, token, options.get("daily_usd"), options.get("monthly_usd"))
+        print(f"user {name} added; its token follows, shown once (only a hash is kept):")
+        print(token)
+        return 0
+    except ValueError as exc:
+        print(f"{SERVER_NAME}: error: {inert(str(exc))}", file=sys.stderr)
+        return 2
+    except StateUnavailable:
+        return 1  # the warning said why
+    finally:
+        state.close()
+
+
+def _print_users(rows: list, as_json: bool) -> int:
+    import datetime
+
+    def when(epoch) -> str | None:
+        if epoch is None:
+            return None
+        moment = datetime.datetime.fromtimestamp(float(epoch), datetime.timezone.utc)
+        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    shown = [
+        {
+            "name": row["name"],
+            "created_at": when(row["created_at"]),
+            "revoked_at": when(row["revoked_at"]),
+            "daily_usd": row["daily_usd"],
+            "monthly_usd": row["monthly_usd"],
+        }
+        for row in rows
+    ]
+    if as_json:
+        sys.stdout.write(inert(json.dumps({"users": shown}, indent=2), json_text=True) + "\n")
+        return 0
+    if not shown:
+        print("no users (add one with --user add NAME)")
+    for row in shown:
+        status = f"revoked {row['revoked_at']}" if row["revoked_at"] else "active"
+        daily, monthly = row["daily_usd"], row["monthly_usd"]
+        allowance = ", ".join(
+            f"{label} {usd(amount)}"
+            for label, amount in (("daily", daily), ("monthly", monthly))
+            if amount is not None
+        )
+        line = f"{row['name']}  created {row['created_at']}  {status}"
+        print(inert(line + (f"  allowance: {allowance}" if allowance else "")))
     return 0
 
 
@@ -10594,6 +10922,10 @@ def format_usage(report: dict) -> str:
         lines += ["", head]
         for label, row in zip(labels[name], report[name], strict=True):
             lines.append(_usage_line(label, row, width))
+    if report.get("by_user"):
+        lines += ["", f"{_pad('by user', width)} {'calls':>7} {'USD':>33}"]
+        for row in report["by_user"]:
+            lines.append(f"{_pad(inert(row['user']), width)} {row['calls']:>7} {row['usd']:>33.4f}")
     lines += ["", _usage_line("total", report["total"], width)]
     if report["total"]["unpriced"]:
         lines.append(
@@ -11481,7 +11813,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.get("doctor"):
         return run_doctor(options)
     serving = options.get("stdio") or options.get("http")
-    if not (serving or options.get("ask") or options.get("show_config") or options.get("usage")):
+    doing = options.get("ask") or options.get("show_config") or options.get("usage")
+    if not (serving or doing or options.get("user")):
         print(
             f"{USAGE}\n{SERVER_NAME}: error: nothing to do: add --stdio or --http PORT",
             file=sys.stderr,
@@ -11514,6 +11847,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_ask(config, log, options["ask"], options.get("tool") or "answer")
     if options.get("usage"):
         return run_usage(config, log, options.get("since"), bool(options.get("json")))
+    if options.get("user"):
+        return run_user(config, log, options)
     if not serving:
         return 0
     engine = AnswerEngine(config, log)

@@ -109,6 +109,7 @@ def test_each_row_has_the_calls_counts_and_outcome(spawn, fake, tmp_path):
         "cache_hit": 0,
         "elapsed_ms": 0,
         "outcome": "ok",
+        "user_name": "local",  # stdio: the local user
     }
     assert (failed["tool"], failed["outcome"], failed["usd"]) == ("answer_quick", "auth", 0)
 
@@ -478,7 +479,9 @@ def test_a_file_of_the_previous_version_is_upgraded_with_its_totals(tmp_path, fa
     assert report["total"]["calls"] == 1 and report["total"]["usd"] == 0.5
     assert report["by_day"][0]["day"] == "2026-01-02"
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [
+            (m.STATE_SCHEMA_VERSION,)
+        ]
 
 
 V1_SCHEMA = """
