@@ -3938,7 +3938,9 @@ class AnswerEngine:
             result, shared = self.flights.run(
                 key,
                 call,
-                lambda upstream: self._fetch(tool, request, upstream, today, key, hold.take()),
+                lambda upstream: self._fetch(
+                    tool, request, upstream, today, key, hold.take(), user
+                ),
                 admit=lambda: self._admit(tool, request["model"], today, hold, user),
             )
         finally:
@@ -4082,21 +4084,28 @@ class AnswerEngine:
         return max(3600.0, longest + 60)
 
     def _fetch(
-        self, tool: str, request: dict, call: Call, today: str, key: str, reservation=None
+        self,
+        tool: str,
+        request: dict,
+        call: Call,
+        today: str,
+        key: str,
+        reservation=None,
+        user: str = LOCAL_USER,
     ) -> tuple:
-        """The upstream request with retries, its cost, its ledger row (which settles the
-        call's reservation), and its cache entry."""
+        """The upstream request with retries, its cost, its ledger row (`user`'s, which settles
+        the call's reservation), and its cache entry."""
         started = time.monotonic()
         try:
             answer, meta, response = self._request(tool, request, call, today)
         except ToolError as exc:
             meta = {"elapsed_ms": round((time.monotonic() - started) * 1000)}
-            row = UsageRow(tool, request["model"], exc.kind, meta, call.user)
+            row = UsageRow(tool, request["model"], exc.kind, meta, user)
             self.ledger.record(row, reservation)
             raise
         except Cancelled:
             meta = {"elapsed_ms": round((time.monotonic() - started) * 1000)}
-            row = UsageRow(tool, request["model"], "cancelled", meta, call.user)
+            row = UsageRow(tool, request["model"], "cancelled", meta, user)
             self.ledger.record(row, reservation)
             raise
         except BaseException:
@@ -4109,7 +4118,7 @@ class AnswerEngine:
         )
         if self.cache.enabled:
             meta["cache"] = {"hit": False}
-        self.ledger.record(UsageRow(tool, model, "ok", meta, call.user), reservation)
+        self.ledger.record(UsageRow(tool, model, "ok", meta, user), reservation)
         if self.cache.enabled and response.get("status") == "completed":
             self.cache.put(key, answer, meta.get("response_id"))
         return answer, meta
@@ -10707,6 +10716,8 @@ def parse_args(argv: list[str]) -> dict:
             if not value.strip():
                 raise UsageError(f"{name} needs a non-empty value")
             options[takes_value[name]] = value
+            if name == "--user" and value not in ("add", "list", "revoke"):
+                raise UsageError(f"--user takes add NAME, list or revoke NAME, not {value!r}")
             if name == "--user" and value in ("add", "revoke"):
                 if not args or args[0].startswith("-"):
                     raise UsageError(f"--user {value} needs a user name")
@@ -10771,8 +10782,6 @@ def _check_user_options(options: dict) -> None:
         options[key] = amount
     if action is None:
         return
-    if action not in ("add", "list", "revoke"):
-        raise UsageError(f"--user takes add NAME, list or revoke NAME, not {action!r}")
     if options.get("stdio") or options.get("http") or options.get("ask") or options.get("usage"):
         raise UsageError("--user cannot be combined with --stdio, --http, --ask or --usage")
 
