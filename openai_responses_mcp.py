@@ -1781,6 +1781,8 @@ pricing:
 budget:                    # refuse calls once spent (all processes on this machine); null = none
   daily_usd: null
   monthly_usd: null
+  per_user_daily_usd: null    # each user's allowance (--http with users); --user add NAME
+  per_user_monthly_usd: null  #   --daily-usd X --monthly-usd Y sets one user's own
 
 state:
   path: null  # ledger + cache; null = ~/.local/state/openai-responses-mcp/state.sqlite3; off = none
@@ -1792,6 +1794,7 @@ state:
 cache:
   ttl_s: 600               # seconds an answer is reused; 0 = off
   max_entries: 1000
+  share_across_users: false  # true: one user's cached answer serves another (--http, users)
 
 server:
   debug: false
@@ -1806,6 +1809,8 @@ server:
   result_max_chars_by_client: {}  # by clientInfo.name, e.g. {codex-mcp-client: 20000};
                            #   built in: codex-mcp-client 12000 (what Codex shows whole)
   protocol_eras: both      # handshake: no MCP 2026-07-28, for a client whose modern mode misbehaves
+  auth:
+    admins: []             # users (--user add, OAuth) who see everyone's spend on GET /usage
   http:                    # only with --http
     token: null            # better: MCP_HTTP_TOKEN in the environment (never printed or logged)
     allow_insecure: false  # true: a non-loopback address without a token (auth proxy in front)
