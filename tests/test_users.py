@@ -377,24 +377,36 @@ V2_USAGE = (
 )
 
 
-def test_a_version_2_file_gets_users_and_a_user_on_each_row(tmp_path):
-    path = tmp_path / "v2.sqlite3"
-    with sqlite3.connect(path) as conn:
-        conn.execute(V2_USAGE)
-        conn.execute(
-            "CREATE TABLE reservations (id TEXT PRIMARY KEY, at REAL NOT NULL, "
-            "expires_at REAL NOT NULL, usd REAL NOT NULL)"
-        )
-        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
-        conn.execute("INSERT INTO schema_version VALUES (2)")
-        conn.execute(
-            "INSERT INTO usage (at, day, tool, model, usd, outcome) "
-            "VALUES (0, 'd', 'a', 'm', 1, 'ok')"
-        )
-    env = {"OPENAI_RESPONSES_MCP_STATE": str(path)}
-    assert run_cli(tmp_path, "--user", "add", "alice", env=env).returncode == 0
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(4,)]
-        assert conn.execute("SELECT user_name FROM usage").fetchall() == [("",)]
-        columns = [row[1] for row in conn.execute("PRAGMA table_info(reservations)")]
-        assert "user_name" in columns
+def execute(state, *statements: str) -> None:
+    """Runs statements that return no rows, on either backend."""
+    if state.name == "sqlite":
+        state.path.parent.mkdir(parents=True, exist_ok=True)
+        with sqlite3.connect(state.path) as conn:
+            for statement in statements:
+                conn.execute(statement)
+        return
+    import psycopg
+
+    with psycopg.connect(state.url, autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+def test_a_version_2_state_gets_users_and_a_user_on_each_row(tmp_path, state):
+    execute(
+        state,
+        V2_USAGE.replace("INTEGER PRIMARY KEY", "SERIAL PRIMARY KEY")
+        if state.name == "postgres"
+        else V2_USAGE,
+        "CREATE TABLE reservations (id TEXT PRIMARY KEY, at REAL NOT NULL, "
+        "expires_at REAL NOT NULL, usd REAL NOT NULL)",
+        "CREATE TABLE schema_version (version INTEGER NOT NULL)",
+        "INSERT INTO schema_version VALUES (2)",
+        "INSERT INTO usage (at, day, tool, model, usd, outcome) VALUES (0, 'd', 'a', 'm', 1, 'ok')",
+    )
+    assert run_cli(tmp_path, "--user", "add", "alice", env=state.env).returncode == 0
+    assert state.query("SELECT version FROM schema_version") == [(4,)]
+    assert state.query("SELECT user_name FROM usage") == [("",)]
+    assert state.query("SELECT COUNT(user_name) FROM reservations") == [(0,)]
+    report = json.loads(run_cli(tmp_path, "--usage", "--json", env=state.env).stdout)
+    assert report["by_user"] == []  # no spend was by anyone known
