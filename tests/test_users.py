@@ -299,12 +299,12 @@ def test_another_users_task_is_not_found(spawn, fake, tmp_path, sqlite_state):
     assert "result" in send(alice, mine, "tasks/result", {"taskId": task_id}, 5)
 
 
-def test_a_signed_task_id_of_another_user_is_not_found_on_another_instance(
+def test_signed_task_and_handoff_ids_of_another_user_are_not_found_on_another_instance(
     spawn, fake, tmp_path, sqlite_state
 ):
     secret = "s3cret-" + "0123456789abcdefghijklmnopqrstuvwxyz"
     alice, bob = add_user(tmp_path, sqlite_state, "alice"), add_user(tmp_path, sqlite_state, "bob")
-    config = "server:\n  tasks:\n    immediate_ms: 500\n"
+    config = "server:\n  tasks:\n    immediate_ms: 500\nrequest:\n  handoff_after_s: 1\n"
     env = {**sqlite_state.env, "MCP_TASK_SECRET": secret, "OPENAI_BASE_URL": fake.base_url}
     servers = []
     for name in ("a", "b"):
@@ -317,13 +317,12 @@ def test_a_signed_task_id_of_another_user_is_not_found_on_another_instance(
         a, b = (wait_listening(server) for server in servers)
         fake.enqueue(Reply(event_delay=0.25))
 
-        def modern(port, token, method, params) -> dict:
+        def modern(port, token, method, params, tasks=True) -> dict:
             headers = {**bearer(token), "MCP-Protocol-Version": MODERN, "Mcp-Method": method}
             name = params.get("taskId") or params.get("name")
             headers["Mcp-Name"] = name
-            reply = post(
-                port, rpc(method, {**params, "_meta": meta()}), headers=headers, timeout=30
-            )
+            params = {**params, "_meta": meta(tasks)}
+            reply = post(port, rpc(method, params), headers=headers, timeout=30)
             if reply.headers.get("content-type", "").startswith("text/event-stream"):
                 return [d for _, d in reply.events() if "method" not in d][-1]
             return reply.json()
@@ -342,6 +341,20 @@ def test_a_signed_task_id_of_another_user_is_not_found_on_another_instance(
             30,
             "alice's task, on the other instance",
         )
+        # A handoff (a client without tasks, still waiting after handoff_after_s) likewise.
+        fake.enqueue(Reply(event_delay=0.25))
+        first = modern(
+            a, alice, "tools/call", {"name": "answer", "arguments": {"query": "h"}}, False
+        )
+        handoff = first["result"]["_meta"]["openai-responses-mcp/handoff"]["id"]
+        collect = {"name": "answer_result", "arguments": {"id": handoff, "wait_s": 5}}
+        theirs = modern(b, bob, "tools/call", collect, False)["result"]
+        assert theirs["isError"] is True and "unknown id" in theirs["content"][0]["text"]
+        for _ in range(30):
+            mine = modern(b, alice, "tools/call", collect, False)["result"]
+            if mine["_meta"]["openai-responses-mcp/handoff"]["status"] == "completed":
+                break
+        assert mine["structuredContent"]["answer"]
     finally:
         for server in servers:
             server.stop()
