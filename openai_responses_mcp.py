@@ -9253,7 +9253,7 @@ class HttpApp:
         settings = config.get("server", "http")
         self.dispatcher, self.log, self.settings = dispatcher, log, settings
         self.token = settings["token"]
-        engine = dispatcher.engine
+        engine = getattr(dispatcher, "engine", None)  # None: --doctor's trial of the address
         self.auth = Authenticator(self.token, getattr(engine, "users", None))
         if hasattr(engine, "multi_user"):  # the engine keeps users apart once there are several
             engine.multi_user = self.auth.multi_user
