@@ -9246,7 +9246,7 @@ class Authenticator:
 class HttpApp:
     """What every request needs: settings, the dispatcher, sessions, limits, the lifecycle."""
 
-    def __init__(self, dispatcher: Dispatcher, config: Config, log: Log, host: str):
+    def __init__(self, dispatcher: Dispatcher, config: Config, log: Log, host: str, users=None):
         import ipaddress
         import socket
 
@@ -9254,7 +9254,7 @@ class HttpApp:
         self.dispatcher, self.log, self.settings = dispatcher, log, settings
         self.token = settings["token"]
         engine = getattr(dispatcher, "engine", None)  # None: --doctor's trial of the address
-        self.auth = Authenticator(self.token, getattr(engine, "users", None))
+        self.auth = Authenticator(self.token, users or getattr(engine, "users", None))
         if hasattr(engine, "multi_user"):  # the engine keeps users apart once there are several
             engine.multi_user = self.auth.multi_user
         self.stateless = settings["stateless"]
@@ -11567,11 +11567,19 @@ def _doctor_http(doctor: Doctor, config: Config, listen: tuple | None) -> None:
 def _doctor_bind(doctor: Doctor, config: Config, host: str, port: int) -> None:
     import socket
 
-    try:
-        app = HttpApp(None, config, Log(), host)  # its start-up refusals, as serving would do
+    path, backend = state_path(config), state_backend(config)
+    state = None
+    if backend is not None and (backend.postgres or os.path.exists(path)):
+        state = StateStore(backend, _QuietLog(), config.get("policy", "timezone"))
+    try:  # its start-up refusals, as serving would do (named users count as tokens)
+        app = HttpApp(None, config, Log(), host, UserDirectory(state) if state else None)
+        required = app.auth.required()
     except ConfigError as exc:
         doctor.fail(f"--http {host}:{port}: {exc}", "see the message above")
         return
+    finally:
+        if state is not None:
+            state.close()
     try:
         with socket.socket(app.family, socket.SOCK_STREAM) as probe:
             probe.bind((host, port))
@@ -11583,8 +11591,8 @@ def _doctor_bind(doctor: Doctor, config: Config, host: str, port: int) -> None:
         return
     if app.loopback:
         doctor.ok(f"--http {host}:{port}: loopback only (reachable from this machine)")
-    elif config.get("server", "http", "token"):
-        doctor.ok(f"--http {host}:{port}: open to the network, every request needs the token")
+    elif required:
+        doctor.ok(f"--http {host}:{port}: open to the network, every request needs a token")
     else:
         doctor.warn(
             f"--http {host}:{port}: open to the network without a token (--http-allow-insecure)",

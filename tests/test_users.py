@@ -423,3 +423,12 @@ def test_a_version_2_state_gets_users_and_a_user_on_each_row(tmp_path, state):
     assert state.query("SELECT COUNT(user_name) FROM reservations") == [(0,)]
     report = json.loads(run_cli(tmp_path, "--usage", "--json", env=state.env).stdout)
     assert report["by_user"] == []  # no spend was by anyone known
+
+
+def test_doctor_takes_named_users_as_the_token_an_open_address_needs(tmp_path, sqlite_state):
+    before = run_cli(tmp_path, "--doctor", "--http", "0.0.0.0:0", env=sqlite_state.env)
+    assert "refusing to serve" in before.stdout
+    add_user(tmp_path, sqlite_state, "alice")
+    after = run_cli(tmp_path, "--doctor", "--http", "0.0.0.0:0", env=sqlite_state.env)
+    assert "refusing to serve" not in after.stdout
+    assert "open to the network, every request needs a token" in after.stdout
