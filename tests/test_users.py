@@ -432,3 +432,15 @@ def test_doctor_takes_named_users_as_the_token_an_open_address_needs(tmp_path, s
     after = run_cli(tmp_path, "--doctor", "--http", "0.0.0.0:0", env=sqlite_state.env)
     assert "refusing to serve" not in after.stdout
     assert "open to the network, every request needs a token" in after.stdout
+
+
+def test_a_team_database_never_read_asks_for_a_token_even_on_loopback(spawn, fake):
+    """Fail closed: users may be in a database that cannot be reached yet."""
+    pytest.importorskip("psycopg")
+    url = "postgresql://mcp:pw@127.0.0.1:1/mcp"  # nothing listens on port 1
+    server = spawn(
+        "--http", "127.0.0.1:0", env={"OPENAI_RESPONSES_MCP_STATE_URL": url}, upstream=fake
+    )
+    port = wait_listening(server)
+    assert request(port, "POST", "/mcp", rpc("ping")).status == 401
+    assert request(port, "GET", "/healthz").status == 200
