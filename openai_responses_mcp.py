@@ -5620,7 +5620,7 @@ class UserDirectory:
         self._lock = threading.Lock()
         self._active: dict | None = None  # token hash -> (name, daily_usd, monthly_usd)
         self._read_at = -_USERS_CACHE_S
-        self._known = False  # whether any user existed at the last successful read
+        self._known = None  # whether any user existed at the last successful read (None: none)
 
     def _snapshot(self) -> dict:
         """The active users by token hash, read again once _USERS_CACHE_S old; raises
@@ -5644,11 +5644,12 @@ class UserDirectory:
 
     def exist(self) -> bool:
         """Whether any active user exists; when the state cannot be read, what the last read
-        said."""
+        said. A team's database never read yet counts as having users (fail closed: its users
+        may be there); a local SQLite file that cannot be read, as having none."""
         try:
             return bool(self._snapshot())
         except StateUnavailable:
-            return self._known
+            return self._state.backend.postgres if self._known is None else self._known
 
     def user_of(self, token: str) -> str | None:
         """The active user whose token this is, or None; raises StateUnavailable."""
