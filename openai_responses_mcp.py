@@ -71,6 +71,9 @@ re = _Lazy("re")
 
 __version__ = "0.1.0"
 SERVER_NAME = "openai-responses-mcp"
+# Who is asking when no named user is (see Identity, in Transports):
+LOCAL_USER = "local"  # stdio, and HTTP when nothing asks for a token (loopback, no users)
+SHARED_USER = "shared"  # whoever holds MCP_HTTP_TOKEN (server.http.token)
 # The tools, one row each. TOOL_NAMES, each tool's model_profiles settings and their env vars
 # (Configuration), tools/list's definitions and argument validation (Tools) all derive from it.
 # `model_env` is the env var of its model; `tuning_env` the prefix of <prefix>_EFFORT and
@@ -828,6 +831,21 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("budget", "monthly_usd"): Setting(
         None, "number", low=0, high=1e9, doc="refuse calls once this month's spend reaches this"
     ),
+    ("budget", "per_user_daily_usd"): Setting(
+        None,
+        "number",
+        low=0,
+        high=1e9,
+        doc="each user's daily allowance: refuse a user's calls once their spend today reaches "
+        "this (--user add NAME --daily-usd X sets one user's own)",
+    ),
+    ("budget", "per_user_monthly_usd"): Setting(
+        None,
+        "number",
+        low=0,
+        high=1e9,
+        doc="each user's monthly allowance (--user add NAME --monthly-usd Y sets one user's own)",
+    ),
     ("state", "path"): Setting(
         None,
         "path",
@@ -860,6 +878,12 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ),
     ("cache", "max_entries"): Setting(
         1000, "int", low=1, high=1_000_000, doc="most answers kept (oldest dropped first)"
+    ),
+    ("cache", "share_across_users"): Setting(
+        False,
+        "bool",
+        doc="with named users or OAuth on --http, one user's cached answer also serves another "
+        "(false: each user has their own cache entries)",
     ),
     ("server", "debug"): Setting(False, "bool", doc="debug lines on stderr"),
     ("server", "debug_file"): Setting(None, "path", doc="also append debug lines to this file"),
@@ -910,6 +934,11 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     # -- HTTP transport (--http) -------------------------------------------------------------------
     ("server", "http", "token"): Setting(
         None, "str", env="MCP_HTTP_TOKEN", doc="bearer token every HTTP request must carry"
+    ),
+    ("server", "auth", "admins"): Setting(
+        [],
+        "strings",
+        doc="user names who see every user's spend on /usage (others see their own row)",
     ),
     ("server", "http", "allow_insecure"): Setting(
         False, "bool", doc="allow a non-loopback address without a token (behind an auth proxy)"
@@ -1826,7 +1855,7 @@ def _check_budget_has_ledger(values: dict, sources: dict) -> None:
     path = values["state"]["path"]
     if values["state"]["url"] or not (path and path.strip().lower() == "off"):
         return
-    for period in ("daily", "monthly"):
+    for period in ("daily", "monthly", "per_user_daily", "per_user_monthly"):
         if values["budget"][f"{period}_usd"] is not None:
             where = sources.get(("budget", f"{period}_usd"), "default")
             raise ConfigError(
@@ -1998,6 +2027,8 @@ pricing:
 budget:                    # refuse calls once spent (all processes on this machine); null = none
   daily_usd: null
   monthly_usd: null
+  per_user_daily_usd: null    # each user's allowance (--http with users); --user add NAME
+  per_user_monthly_usd: null  #   --daily-usd X --monthly-usd Y sets one user's own
 
 state:
   path: null  # ledger + cache; null = ~/.local/state/openai-responses-mcp/state.sqlite3; off = none
@@ -2009,6 +2040,7 @@ state:
 cache:
   ttl_s: 600               # seconds an answer is reused; 0 = off
   max_entries: 1000
+  share_across_users: false  # true: one user's cached answer serves another (--http, users)
 
 server:
   debug: false
@@ -2054,6 +2086,7 @@ server:
     introspection_url: null  # RFC 7662 endpoint, for opaque (non-JWT) access tokens
     client_id: null        # for introspection; better: MCP_AUTH_CLIENT_ID
     client_secret: null    # better: MCP_AUTH_CLIENT_SECRET (never printed or logged)
+    admins: []             # users (--user add, OAuth) who see everyone's spend on GET /usage
   tasks:                   # MCP tasks (2025-11-25 and the 2026 extension) and handoffs
     immediate_ms: 2000     # a call done within this answers inline, not as a task
     ttl_ms: 3600000        # a task or handoff can be collected this long (>= request.timeout_ms)
@@ -2338,17 +2371,29 @@ class Cancelled(Exception):
 
 def budgets(config: Config, today: str) -> list[tuple]:
     """(period, limit, first day, "today"/"this month", when it resets) for each budget set."""
+    get = config.get if isinstance(config, Config) else lambda *path: config[path[0]][path[1]]
     periods = (
-        ("daily", config.get("budget", "daily_usd"), today, "today", "at 00:00"),
+        ("daily", get("budget", "daily_usd"), today, "today", "at 00:00"),
         (
             "monthly",
-            config.get("budget", "monthly_usd"),
+            get("budget", "monthly_usd"),
             today[:8] + "01",
             "this month",
             f"on {_next_month(today)} at 00:00",
         ),
     )
     return [period for period in periods if period[1] is not None]
+
+
+def user_budgets(config: Config, today: str, user: str, own: tuple = (None, None)) -> list:
+    """Like budgets(), for one user's allowance: their own (--user add --daily-usd/--monthly-usd,
+    `own`), else budget.per_user_daily_usd / per_user_monthly_usd."""
+    limits = (
+        own[0] if own[0] is not None else config.get("budget", "per_user_daily_usd"),
+        own[1] if own[1] is not None else config.get("budget", "per_user_monthly_usd"),
+    )
+    team = budgets({"budget": {"daily_usd": limits[0], "monthly_usd": limits[1]}}, today)
+    return [(f"per_user_{period}", *rest) for period, *rest in team]
 
 
 def usd(amount: float) -> str:
@@ -3143,6 +3188,7 @@ class Call:
         self.cancelled_upstream = False  # its background response was cancelled elsewhere
         self.result_chars: int | None = None  # its client's result size (None: the default)
         self.searches = 0  # web searches done so far (the upstream Call counts them)
+        self.user = LOCAL_USER  # whose call it is: its ledger row, budget, cache key, ids
 
     def cancel(self) -> None:
         """Cancels the call; a second cancel changes nothing (above all, not a hold)."""
@@ -4047,11 +4093,18 @@ class AnswerEngine:
         self.state = StateStore(
             state_backend(config), log, timezone, config.get("state", "retention_days")
         )
-        self.state.budgeted = bool(budgets(config, today_in(timezone)))
+        self.state.budgeted = bool(
+            budgets(config, today_in(timezone)) or user_budgets(config, "2000-01-01", LOCAL_USER)
+        )
         self.ledger = Ledger(self.state, timezone)
         self.cache = AnswerCache(
             self.state, config.get("cache", "ttl_s"), config.get("cache", "max_entries")
         )
+        self.users = UserDirectory(self.state)
+        self.owners = ResponseOwners(self.state)
+        # Whether calls can come from several people (HttpApp sets Authenticator.multi_user):
+        # then response ids are checked against their owners, and the cache is per user.
+        self.multi_user = lambda: False
         self.flights = SingleFlight(log)
         self._background_off = False  # set for the process when the API refused background mode
         # Tasks across --stateless instances: every call runs in background, so that its task
@@ -4123,6 +4176,9 @@ class AnswerEngine:
         started = time.monotonic()
         today = today_in(self._config.get("policy", "timezone"))
         request = build_request(tool, args, self._config, today)
+        user = call.user
+        if args.get("previous_response_id"):  # another user's is not found; nothing is sent
+            self._check_owner(tool, request, args["previous_response_id"], user)
         key = answer_key(
             tool,
             args,
@@ -4131,18 +4187,22 @@ class AnswerEngine:
             self._config.get("policy", "max_citations"),
             self._config.get("openai", "base_url"),
             account_id(api_key(self._config)),
+            self._cache_user(user),
         )
         if self.cache.enabled and not args.get("fresh"):
-            hit = self._from_cache(tool, key, started)
+            hit = self._from_cache(tool, key, started, user)
             if hit is not None:
+                self.owners.add(hit[0].get("response_id"), user)
                 return hit
         hold = _Hold()
         try:
             result, shared = self.flights.run(
                 key,
                 call,
-                lambda upstream: self._fetch(tool, request, upstream, today, key, hold.take()),
-                admit=lambda: self._admit(tool, request["model"], today, hold),
+                lambda upstream: self._fetch(
+                    tool, request, upstream, today, key, hold.take(), user
+                ),
+                admit=lambda: self._admit(tool, request["model"], today, hold, user),
             )
         finally:
             unused = hold.take()  # admitted, then joined an identical call, or never flew
@@ -4154,10 +4214,39 @@ class AnswerEngine:
             meta["shared"] = True
             meta["elapsed_ms"] = round((time.monotonic() - started) * 1000)
             model = answer.get("model") or request["model"]
-            self.ledger.record(UsageRow(tool, model, "shared", meta))
+            self.ledger.record(UsageRow(tool, model, "shared", meta, user))
+        self.owners.add(answer.get("response_id"), user)
         return answer, meta
 
-    def _from_cache(self, tool: str, key: str, started: float) -> tuple[dict, dict] | None:
+    def _cache_user(self, user: str) -> str:
+        """Whose cache entries a call reads and writes: its user's own while several people use
+        the server, unless cache.share_across_users; everyone's ('') otherwise."""
+        if self._config.get("cache", "share_across_users") or not self.multi_user():
+            return ""
+        return user
+
+    def _check_owner(self, tool: str, request: dict, response_id: str, user: str) -> None:
+        """A follow-up must name a response its user was given: else, while several people use
+        the server, it is "not known", as the API would say, and nothing is sent."""
+        if not self.multi_user():
+            return
+        try:
+            owned = self.owners.owned(response_id, user)
+        except StateUnavailable as exc:
+            self.ledger.record(UsageRow(tool, request["model"], "refused", user=user))
+            raise ToolError(
+                f"previous_response_id cannot be checked: {self.state.label} is unavailable "
+                f"({exc.reason}); retry shortly"
+            ) from None
+        if not owned:
+            self.ledger.record(UsageRow(tool, request["model"], "refused", user=user))
+            raise ToolError(
+                "previous_response_id not found: no answer with that id was given to you; "
+                "ask without previous_response_id, or pass the response_id of one of your "
+                "recent answers"
+            )
+
+    def _from_cache(self, tool: str, key: str, started: float, user: str) -> tuple | None:
         found = self.cache.get(key)
         if found is None:
             return None
@@ -4173,28 +4262,44 @@ class AnswerEngine:
         # An entry stored before answers carried their response_id gets it from the body.
         answer = dict(body["answer"])
         answer.setdefault("response_id", body.get("response_id"))
-        self.ledger.record(UsageRow(tool, answer.get("model") or "", "cache", meta))
+        self.ledger.record(UsageRow(tool, answer.get("model") or "", "cache", meta, user))
         return answer, meta
 
-    def _admit(self, tool: str, model: str, today: str, hold: _Hold) -> None:
-        """Lets a call make a new request, its expected cost reserved against each budget, or
-        refuses it (a ledger row says so) by raising."""
+    def _admit(self, tool: str, model: str, today: str, hold: _Hold, user: str) -> None:
+        """Lets a call make a new request, its expected cost reserved against each budget (the
+        team's and its user's), or refuses it (a ledger row says so) by raising."""
         try:
-            hold.put(self._reserve(tool, today))
+            hold.put(self._reserve(tool, today, user))
         except ToolError:
-            self.ledger.record(UsageRow(tool, model, "refused"))
+            self.ledger.record(UsageRow(tool, model, "refused", user=user))
             raise
 
-    def _reserve(self, tool: str, today: str) -> str | None:
+    def _budgets_of(self, today: str, user: str) -> list:
+        """[(period, limit, first day, spent_when, resets, user or None for the team's)]."""
+        periods = [(*period, None) for period in budgets(self._config, today)]
+        try:
+            own = self.users.allowance(user) if self.multi_user() else (None, None)
+        except StateUnavailable as exc:
+            raise ToolError(
+                f"budget cannot be checked: {self.state.label} is unavailable ({exc.reason}): "
+                "calls that would spend are refused while users have allowances; retry shortly"
+            ) from None
+        return periods + [(*p, user) for p in user_budgets(self._config, today, user, own)]
+
+    def _reserve(self, tool: str, today: str, user: str = LOCAL_USER) -> str | None:
         """The call's reservation (None: no budget is set), or ToolError when a budget has no
         room for it or cannot be checked."""
-        periods = budgets(self._config, today)
+        periods = self._budgets_of(today, user)
         if not periods:
             return None
-        limits = [(first_day, limit) for _, limit, first_day, _, _ in periods]
+        limits = [(first_day, limit, who) for _, limit, first_day, _, _, who in periods]
         try:
             reservation, estimate, sums = self.ledger.reserve(
-                tool, limits, reservation_floor(self._config, tool), self._reservation_ttl(tool)
+                tool,
+                limits,
+                reservation_floor(self._config, tool),
+                self._reservation_ttl(tool),
+                user,
             )
         except StateUnavailable as exc:
             raise ToolError(
@@ -4207,18 +4312,24 @@ class AnswerEngine:
             return reservation
         timezone = self._config.get("policy", "timezone")
         for period_sums in zip(periods, sums, strict=True):
-            (period, limit, _, spent_when, resets), (spent, reserved) = period_sums
+            (period, limit, _, spent_when, resets, who), (spent, reserved) = period_sums
+            name = f"{period} budget" if who is None else f"{user}'s {period[9:]} allowance"
+            fix = f"raise budget.{period}_usd" + (
+                f" (or {user}'s own: --user add {user} --{period[9:]}-usd X, after revoke)"
+                if who is not None
+                else ""
+            )
             if spent >= limit:
                 raise ToolError(
-                    f"{period} budget of {usd(limit)} reached ({usd(spent)} spent {spent_when}; "
-                    f"resets {resets} {timezone}): raise budget.{period}_usd or wait"
+                    f"{name} of {usd(limit)} reached ({usd(spent)} spent {spent_when}; "
+                    f"resets {resets} {timezone}): {fix} or wait"
                 )
             if spent + reserved + estimate > limit + 1e-9:
                 raise ToolError(
-                    f"{period} budget of {usd(limit)} has no room for this call ({usd(spent)} "
+                    f"{name} of {usd(limit)} has no room for this call ({usd(spent)} "
                     f"spent {spent_when}, {usd(reserved)} held by calls in flight, about "
                     f"{usd(estimate)} expected for this one; resets {resets} {timezone}): "
-                    f"raise budget.{period}_usd or wait"
+                    f"{fix} or wait"
                 )
         raise ToolError("budget cannot be checked: no room reported")  # not reached
 
@@ -4235,20 +4346,29 @@ class AnswerEngine:
         return max(3600.0, longest + 60)
 
     def _fetch(
-        self, tool: str, request: dict, call: Call, today: str, key: str, reservation=None
+        self,
+        tool: str,
+        request: dict,
+        call: Call,
+        today: str,
+        key: str,
+        reservation=None,
+        user: str = LOCAL_USER,
     ) -> tuple:
-        """The upstream request with retries, its cost, its ledger row (which settles the
-        call's reservation), and its cache entry."""
+        """The upstream request with retries, its cost, its ledger row (`user`'s, which settles
+        the call's reservation), and its cache entry."""
         started = time.monotonic()
         try:
             answer, meta, response = self._request(tool, request, call, today)
         except ToolError as exc:
             meta = {"elapsed_ms": round((time.monotonic() - started) * 1000)}
-            self.ledger.record(UsageRow(tool, request["model"], exc.kind, meta), reservation)
+            row = UsageRow(tool, request["model"], exc.kind, meta, user)
+            self.ledger.record(row, reservation)
             raise
         except Cancelled:
             meta = {"elapsed_ms": round((time.monotonic() - started) * 1000)}
-            self.ledger.record(UsageRow(tool, request["model"], "cancelled", meta), reservation)
+            row = UsageRow(tool, request["model"], "cancelled", meta, user)
+            self.ledger.record(row, reservation)
             raise
         except BaseException:
             if reservation is not None:
@@ -4260,7 +4380,7 @@ class AnswerEngine:
         )
         if self.cache.enabled:
             meta["cache"] = {"hit": False}
-        self.ledger.record(UsageRow(tool, model, "ok", meta), reservation)
+        self.ledger.record(UsageRow(tool, model, "ok", meta, user), reservation)
         if self.cache.enabled and response.get("status") == "completed":
             self.cache.put(key, answer, meta.get("response_id"))
         return answer, meta
@@ -4654,8 +4774,9 @@ class AnswerEngine:
 # The schema's version; every change to a table or a column raises it, with one step in
 # _MIGRATIONS. 1: usage, spend_by_day and answers, without a version table (SQLite only).
 # 2: usage_daily, reservations and schema_version (a later commit added writers, without a
-# new version: a version 2 store may lack it). 3: writers; usage.writer_schema.
-STATE_SCHEMA_VERSION = 3
+# new version: a version 2 store may lack it). 3: writers; usage.writer_schema. 4: users,
+# ledger rows and reservations by user (usage.user_name), usage_by_user, response_owners.
+STATE_SCHEMA_VERSION = 4
 ANSWER_FORMAT = 2  # the shape of a cached body; a row of another shape is a miss, and dropped
 _BUSY_TIMEOUT_S = 2.0  # how long a write (or a budget check) waits for another's lock
 _CACHE_READ_S = 0.25  # a cache read that takes longer is a miss
@@ -4684,6 +4805,7 @@ _WRITER_IDLE_S = 1.0  # the writer thread ends after this long with nothing to w
 _WRITER_MARK_KEEP_S = 7 * 86400.0  # a writer's mark (see StateWriter) outlives its process
 _LOCK_BUDGET, _LOCK_SCHEMA = 0x6F726D01, 0x6F726D02  # PostgreSQL advisory lock keys
 _UMASK_LOCK = threading.Lock()
+_USERS_CACHE_S = 2.0  # named tokens are read again after this long: a revoked one is refused
 
 _USAGE_COLUMNS = (
     "at",
@@ -4700,6 +4822,7 @@ _USAGE_COLUMNS = (
     "elapsed_ms",
     "outcome",
     "writer_schema",  # the schema version of the server that wrote the row (NULL: before 3)
+    "user_name",  # who asked ('' before version 4)
 )
 _DAILY_SUMS = (
     "calls",
@@ -4733,6 +4856,7 @@ def _tables(postgres: bool) -> dict:
             ("elapsed_ms", count),
             ("outcome", "TEXT NOT NULL"),
             ("writer_schema", "INTEGER"),
+            ("user_name", "TEXT NOT NULL DEFAULT ''"),
         ],
         "spend_by_day": [("day", "TEXT PRIMARY KEY"), ("usd", f"{real} NOT NULL")],
         "usage_daily": [
@@ -4753,6 +4877,32 @@ def _tables(postgres: bool) -> dict:
             ("at", f"{real} NOT NULL"),
             ("expires_at", f"{real} NOT NULL"),
             ("usd", f"{real} NOT NULL"),
+            ("user_name", "TEXT NOT NULL DEFAULT ''"),
+        ],
+        # Named users (--user): only a hash of each token, never the token.
+        "users": [
+            ("name", "TEXT PRIMARY KEY"),
+            ("token_sha256", "TEXT NOT NULL"),
+            ("created_at", f"{real} NOT NULL"),
+            ("revoked_at", real),
+            ("daily_usd", real),
+            ("monthly_usd", real),
+        ],
+        # Calls and dollars per user and day: --usage's by_user and the per-user budgets.
+        "usage_by_user": [
+            ("day", "TEXT NOT NULL"),
+            ("user_name", "TEXT NOT NULL"),
+            ("calls", count),
+            ("usd", f"{real} NOT NULL DEFAULT 0"),
+            ("", "PRIMARY KEY (day, user_name)"),
+        ],
+        # Who may follow up a response (previous_response_id): its creator, and whoever was
+        # given it from the cache or an identical call in flight.
+        "response_owners": [
+            ("response_id", "TEXT NOT NULL"),
+            ("user_name", "TEXT NOT NULL"),
+            ("at", f"{real} NOT NULL"),
+            ("", "PRIMARY KEY (response_id, user_name)"),
         ],
         # Each process's writer's mark: the last ledger row it has written (see StateWriter).
         "writers": [("id", "TEXT PRIMARY KEY"), ("seq", count), ("at", f"{real} NOT NULL")],
@@ -5431,10 +5581,8 @@ def bounded_row(values: dict) -> dict:
     import math
 
     row = dict(values)
-    for name in ("day", "tool", "model", "outcome"):
-        text = "" if row.get(name) is None else str(row[name])
-        text = text.encode("utf-8", "replace").decode("utf-8").replace("\0", "")
-        row[name] = text[:_MAX_TEXT]
+    for name in ("day", "tool", "model", "outcome", "user_name"):
+        row[name] = _clean_text(row.get(name))
     for name in _COUNT_COLUMNS:
         row[name] = _bounded_count(row.get(name))
     at = row.get("at")
@@ -5445,6 +5593,12 @@ def bounded_row(values: dict) -> dict:
     else:
         row["usd"] = min(max(float(usd), 0.0), _MAX_USD)
     return row
+
+
+def _clean_text(value) -> str:
+    """Text every database takes: no NUL, no lone surrogate, at most _MAX_TEXT characters."""
+    text = "" if value is None else str(value)
+    return text.encode("utf-8", "replace").decode("utf-8").replace("\0", "")[:_MAX_TEXT]
 
 
 def _bounded_count(value) -> int:
@@ -5508,6 +5662,12 @@ class _UsageWrite:
             f"{', '.join('?' for _ in sums)}) ON CONFLICT (day, tool, model) DO UPDATE SET {adds}",
             [values["day"], values["tool"], values["model"], *sums.values()],
         )
+        q(
+            "INSERT INTO usage_by_user (day, user_name, calls, usd) VALUES (?, ?, 1, ?) "
+            "ON CONFLICT (day, user_name) DO UPDATE SET calls = usage_by_user.calls + 1, "
+            "usd = usage_by_user.usd + excluded.usd",
+            (values["day"], values["user_name"], self.usd),
+        )
         if self.usd:
             # A running total per day, so a budget check reads a month in 31 rows at most.
             q(
@@ -5549,6 +5709,35 @@ class _CacheWrite:
         )
 
 
+class _OwnerWrite:
+    """A user was given a response id (ResponseOwners)."""
+
+    __slots__ = ("at", "response_id", "user")
+
+    def __init__(self, response_id: str, user: str):
+        self.response_id, self.user, self.at = (
+            _clean_text(response_id),
+            _clean_text(user),
+            time.time(),
+        )
+
+    def plainer(self):
+        return None  # nothing smaller to keep: a row refused is set aside
+
+    def settle_only(self, q) -> None:
+        """Settles nothing: no reservation waits on it."""
+
+    def apply(self, q) -> None:
+        q(
+            "INSERT INTO response_owners (response_id, user_name, at) VALUES (?, ?, ?) "
+            "ON CONFLICT (response_id, user_name) DO NOTHING",
+            (self.response_id, self.user, self.at),
+        )
+
+
+_OWNERS_KEEP_S = 31 * 86400.0  # OpenAI keeps a stored response 30 days
+
+
 class _Prune:
     """Drops raw ledger rows older than the retention (the per-day totals stay) and
     reservations whose process never settled them."""
@@ -5568,6 +5757,7 @@ class _Prune:
         q("DELETE FROM usage WHERE day < ?", (self.first_kept_day,))
         q("DELETE FROM reservations WHERE expires_at <= ?", (time.time(),))
         q("DELETE FROM writers WHERE at < ?", (time.time() - _WRITER_MARK_KEEP_S,))
+        q("DELETE FROM response_owners WHERE at < ?", (time.time() - _OWNERS_KEEP_S,))
 
 
 class StateWriter:
@@ -5620,6 +5810,9 @@ class StateWriter:
         caches = [w for w in self._queue if isinstance(w, _CacheWrite)]
         for write in caches[: max(0, len(caches) - _MAX_PENDING_CACHE)]:
             self._queue.remove(write)
+        owners = [w for w in self._queue if isinstance(w, _OwnerWrite)]
+        for write in owners[: max(0, len(owners) - _MAX_PENDING_ROWS)]:
+            self._queue.remove(write)  # ResponseOwners keeps the newest in memory too
         rows = [w for w in self._queue if isinstance(w, _UsageWrite)]
         extra = len(rows) - _MAX_PENDING_ROWS
         if extra > 0:
@@ -5852,7 +6045,9 @@ class StateStore:
 class UsageRow:
     """One finished call, as the ledger stores it: counts and dollars, never the query."""
 
-    def __init__(self, tool: str, model: str, outcome: str, meta: dict | None = None):
+    def __init__(
+        self, tool: str, model: str, outcome: str, meta: dict | None = None, user: str = LOCAL_USER
+    ):
         meta = meta or {}
         usage = meta.get("usage") or {}
         cost = meta.get("cost") or {}
@@ -5869,6 +6064,7 @@ class UsageRow:
             "cache_hit": int(bool((meta.get("cache") or {}).get("hit"))),
             "elapsed_ms": meta.get("elapsed_ms", 0),
             "outcome": outcome,
+            "user_name": user,
         }
 
 
@@ -5893,17 +6089,22 @@ class Ledger:
         written included. Raises StateUnavailable."""
         unwritten = self._state.unwritten()
         writer = self._state.writer_id
-        sums = self._state.read("reading the budget", lambda q: _spent(q, [first_day], writer))
+        sums = self._state.read(
+            "reading the budget", lambda q: _spent(q, [(first_day, None)], writer)
+        )
         return sums[0] + _unwritten_spend(unwritten, first_day, sums[-1])
 
-    def reserve(self, tool: str, limits: list, floor: float, ttl_s: float) -> tuple:
-        """Reserves a call's expected cost if every (first day, limit) has room for it, all in
-        one transaction that takes turns with every other process's: (reservation id or None,
-        the estimate, [(spent, reserved by calls in flight)] per limit). Raises
-        StateUnavailable."""
+    def reserve(
+        self, tool: str, limits: list, floor: float, ttl_s: float, user: str = LOCAL_USER
+    ) -> tuple:
+        """Reserves a call's expected cost if every (first day, limit, user) has room for it
+        (user None: the team's spend; else that user's), all in one transaction that takes
+        turns with every other process's: (reservation id or None, the estimate, [(spent,
+        reserved by calls in flight)] per limit). Raises StateUnavailable."""
         unwritten = self._state.unwritten()
         writer = self._state.writer_id
         settling = {w.reservation for w in unwritten if isinstance(w, _UsageWrite)}
+        bounds = [(*limit, None)[:3] for limit in limits]  # (first day, limit): the team's
 
         def work(q):
             now = time.time()
@@ -5914,21 +6115,27 @@ class Ledger:
             ).fetchall()
             mean = sum(float(row[0]) for row in recent) / len(recent) if recent else 0.0
             estimate = max(floor, mean)
-            live = q("SELECT id, usd FROM reservations WHERE expires_at > ?", (now,)).fetchall()
-            reserved = sum(float(usd) for rid, usd in live if rid not in settling)
-            *totals, mark = _spent(q, [day for day, _ in limits], writer)
+            live = q(
+                "SELECT id, usd, user_name FROM reservations WHERE expires_at > ?", (now,)
+            ).fetchall()
+            live = [(float(usd), who) for rid, usd, who in live if rid not in settling]
+            *totals, mark = _spent(q, [(day, who) for day, _, who in bounds], writer)
             sums = [
-                (total + _unwritten_spend(unwritten, day, mark), reserved)
-                for total, (day, _limit) in zip(totals, limits, strict=True)
+                (
+                    total + _unwritten_spend(unwritten, day, mark, who),
+                    sum(usd for usd, holder in live if who is None or holder == who),
+                )
+                for total, (day, _limit, who) in zip(totals, bounds, strict=True)
             ]
-            pairs = zip(sums, limits, strict=True)
-            room = all(s + r + estimate <= limit + 1e-9 for (s, r), (_, limit) in pairs)
+            pairs = zip(sums, bounds, strict=True)
+            room = all(s + r + estimate <= limit + 1e-9 for (s, r), (_, limit, _) in pairs)
             reservation = None
             if room:
                 reservation = os.urandom(12).hex()
                 q(
-                    "INSERT INTO reservations (id, at, expires_at, usd) VALUES (?, ?, ?, ?)",
-                    (reservation, now, now + ttl_s, estimate),
+                    "INSERT INTO reservations (id, at, expires_at, usd, user_name) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (reservation, now, now + ttl_s, estimate, user),
                 )
             return reservation, estimate, sums
 
@@ -5955,33 +6162,54 @@ class Ledger:
                 report[name] = [_usage_row(cursor, row) for row in cursor.fetchall()]
             cursor = q(f"SELECT {sums} FROM usage_daily {where}", params)
             report["total"] = _usage_row(cursor, cursor.fetchone())
+            rows = q(
+                f"SELECT user_name, SUM(calls), COALESCE(SUM(usd), 0) FROM usage_by_user {where} "
+                "GROUP BY user_name ORDER BY user_name",
+                params,
+            ).fetchall()
+            report["by_user"] = [
+                {"user": name or "(before users)", "calls": int(calls), "usd": round(float(d), 6)}
+                for name, calls, d in rows
+            ]
             return report
 
         return self._state.report("reading usage", read)
 
 
-def _spent(q, first_days: list, writer: str) -> list:
-    """The spend from each first day on, then this process's writer's mark, in one statement:
-    one snapshot of the store, even where each statement sees the latest commit."""
-    totals = ", ".join("(SELECT SUM(usd) FROM spend_by_day WHERE day >= ?)" for _ in first_days)
+def _spent(q, since: list, writer: str) -> list:
+    """The spend from each (first day, user) on (user None: everyone's), then this process's
+    writer's mark, in one statement: one snapshot of the store, even where each statement
+    sees the latest commit."""
+    parts, params = [], []
+    for first_day, user in since:
+        if user is None:
+            parts.append("(SELECT SUM(usd) FROM spend_by_day WHERE day >= ?)")
+            params.append(first_day)
+        else:
+            parts.append("(SELECT SUM(usd) FROM usage_by_user WHERE day >= ? AND user_name = ?)")
+            params += [first_day, user]
     row = q(
-        f"SELECT {totals}, (SELECT seq FROM writers WHERE id = ?)", (*first_days, writer)
+        f"SELECT {', '.join(parts)}, (SELECT seq FROM writers WHERE id = ?)", (*params, writer)
     ).fetchone()
     return [float(value or 0.0) for value in row[:-1]] + [int(row[-1] or 0)]
 
 
-def _unwritten_spend(unwritten: list, first_day: str, mark: int) -> float:
-    """What the rows not in the totals yet add: those past the writer's mark."""
+def _unwritten_spend(unwritten: list, first_day: str, mark: int, user=None) -> float:
+    """What the rows not in the totals yet add: those past the writer's mark (the user's
+    only, when one is named)."""
     return sum(
         w.usd
         for w in unwritten
-        if isinstance(w, _UsageWrite) and w.seq > mark and w.day >= first_day
+        if isinstance(w, _UsageWrite)
+        and w.seq > mark
+        and w.day >= first_day
+        and (user is None or w.values["user_name"] == user)
     )
 
 
-def spend_summary(ledger: Ledger, timezone: str, in_flight: int) -> dict:
-    """What GET /usage shows: today's and this month's spend by model and tool, the cache hit
-    rate, and the calls in flight."""
+def spend_summary(ledger: Ledger, timezone: str, in_flight: int, users=None) -> dict:
+    """What GET /usage shows: today's and this month's spend by model, tool and user (`users`:
+    only these users' rows; None: everyone's), the cache hit rate, and the calls in flight."""
     today = today_in(timezone)
     summary: dict = {"timezone": timezone, "today": today, "in_flight": in_flight}
     for period, since in (("day", today), ("month", today[:8] + "01")):
@@ -5989,8 +6217,9 @@ def spend_summary(ledger: Ledger, timezone: str, in_flight: int) -> dict:
             report = ledger.report(since)
         except StateUnavailable:  # zeros below, but not passed off as "nothing spent"
             summary["warning"] = "the usage ledger could not be read; see the server's stderr"
-            report = {"by_model": [], "by_tool": [], "total": None}
+            report = {"by_model": [], "by_tool": [], "by_user": [], "total": None}
         total = report["total"] or _usage_row_empty()
+        by_user = [row for row in report["by_user"] if users is None or row["user"] in users]
         calls = total["calls"]
         summary[period] = {
             "since": since,
@@ -5999,6 +6228,7 @@ def spend_summary(ledger: Ledger, timezone: str, in_flight: int) -> dict:
             "cache_hit_rate": round(total["cache_hits"] / calls, 4) if calls else 0.0,
             "by_model": [_spend(row, "model") for row in report["by_model"]],
             "by_tool": [_spend(row, "tool") for row in report["by_tool"]],
+            "by_user": by_user,
         }
     return summary
 
@@ -6017,14 +6247,17 @@ def spend_page(summary: dict) -> bytes:
     import html
 
     def table(title: str, rows: list, key: str) -> str:
+        hits = key != "user"  # by user: calls and dollars only
         cells = "".join(
             f"<tr><td>{html.escape(str(row[key]))}</td><td>{row['calls']}</td>"
-            f"<td>{row['cache_hits']}</td><td>${row['usd']:.4f}</td></tr>"
+            + (f"<td>{row['cache_hits']}</td>" if hits else "")
+            + f"<td>${row['usd']:.4f}</td></tr>"
             for row in rows
         )
         return (
             f"<table><caption>{title}</caption><tr><th>{key}</th><th>calls</th>"
-            f"<th>cache hits</th><th>USD</th></tr>{cells}</table>"
+            + ("<th>cache hits</th>" if hits else "")
+            + f"<th>USD</th></tr>{cells}</table>"
         )
 
     parts = [
@@ -6046,6 +6279,7 @@ def spend_page(summary: dict) -> bytes:
         )
         parts.append(table(f"{title} by model", data["by_model"], "model"))
         parts.append(table(f"{title} by tool", data["by_tool"], "tool"))
+        parts.append(table(f"{title} by user", data["by_user"], "user"))
     parts.append("</body></html>")
     return "".join(parts).encode("utf-8")
 
@@ -6056,6 +6290,167 @@ def _usage_row(cursor, row) -> dict:
     for name in _DAILY_SUMS:  # PostgreSQL sums integers as Decimal
         entry[name] = round(float(entry[name]), 6) if name == "usd" else int(entry[name])
     return entry
+
+
+def token_sha256(token: str) -> str:
+    """What the state keeps of a named user's token."""
+    import hashlib
+
+    return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+
+
+USER_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}"
+
+
+def user_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a user's name, or None."""
+    if not re.fullmatch(USER_NAME_PATTERN, name):
+        return (
+            f"{name[:80]!r} is not a user name: 1-64 letters, digits and . _ @ + -, starting "
+            "with a letter or digit"
+        )
+    if name in (LOCAL_USER, SHARED_USER):
+        return f"{name!r} is reserved (the {name} identity); pick another name"
+    return None
+
+
+class UserDirectory:
+    """Named users (--user add/list/revoke) in the state, so every host sharing it knows them.
+
+    Servers keep the active users' token hashes for _USERS_CACHE_S, so a revoked token is
+    refused within seconds; each user's own allowance (--daily-usd, --monthly-usd) comes with
+    them."""
+
+    def __init__(self, state: StateStore):
+        self._state = state
+        self._lock = threading.Lock()
+        self._active: dict | None = None  # token hash -> (name, daily_usd, monthly_usd)
+        self._read_at = -_USERS_CACHE_S
+        self._known = None  # whether any user existed at the last successful read (None: none)
+
+    def _snapshot(self) -> dict:
+        """The active users by token hash, read again once _USERS_CACHE_S old; raises
+        StateUnavailable (the state is off: no users)."""
+        if not self._state.enabled:
+            return {}
+        with self._lock:
+            if self._active is not None and time.monotonic() - self._read_at < _USERS_CACHE_S:
+                return self._active
+            rows = self._state.read(
+                "reading users",
+                lambda q: q(
+                    "SELECT token_sha256, name, daily_usd, monthly_usd FROM users "
+                    "WHERE revoked_at IS NULL"
+                ).fetchall(),
+            )
+            self._active = {row[0]: (row[1], row[2], row[3]) for row in rows}
+            self._read_at = time.monotonic()
+            self._known = bool(self._active)
+            return self._active
+
+    def exist(self) -> bool:
+        """Whether any active user exists; when the state cannot be read, what the last read
+        said. A team's database never read yet counts as having users (fail closed: its users
+        may be there); a local SQLite file that cannot be read, as having none."""
+        try:
+            return bool(self._snapshot())
+        except StateUnavailable:
+            return self._state.backend.postgres if self._known is None else self._known
+
+    def user_of(self, token: str) -> str | None:
+        """The active user whose token this is, or None; raises StateUnavailable."""
+        found = self._snapshot().get(token_sha256(token))
+        return found[0] if found else None
+
+    def allowance(self, name: str) -> tuple:
+        """(daily_usd, monthly_usd) set for this user (None: the per-user default); raises
+        StateUnavailable."""
+        for user, daily, monthly in self._snapshot().values():
+            if user == name:
+                return daily, monthly
+        return None, None
+
+    # -- the --user commands: on a connection of their own ----------------------------------------
+
+    def add(self, name: str, token: str, daily: float | None, monthly: float | None) -> None:
+        """Adds a user (or gives a revoked one a new token); ValueError if it is active."""
+
+        def work(q):
+            row = q("SELECT revoked_at FROM users WHERE name = ?", (name,)).fetchone()
+            if row is not None and row[0] is None:
+                raise ValueError(f"user {name!r} exists; revoke it first to give a new token")
+            q("DELETE FROM users WHERE name = ?", (name,))
+            q(
+                "INSERT INTO users (name, token_sha256, created_at, revoked_at, daily_usd, "
+                "monthly_usd) VALUES (?, ?, ?, NULL, ?, ?)",
+                (name, token_sha256(token), time.time(), daily, monthly),
+            )
+
+        self._state.report("adding a user", work)
+
+    def revoke(self, name: str) -> None:
+        """Revokes a user's token; ValueError if there is no such active user."""
+
+        def work(q):
+            row = q("SELECT revoked_at FROM users WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                raise ValueError(f"no user named {name!r} (see --user list)")
+            if row[0] is not None:
+                raise ValueError(f"user {name!r} is revoked already")
+            q("UPDATE users SET revoked_at = ? WHERE name = ?", (time.time(), name))
+
+        self._state.report("revoking a user", work)
+
+    def listing(self) -> list[dict]:
+        """Every user, active or revoked, without any token or hash."""
+
+        def work(q):
+            return q(
+                "SELECT name, created_at, revoked_at, daily_usd, monthly_usd FROM users "
+                "ORDER BY name"
+            ).fetchall()
+
+        names = ("name", "created_at", "revoked_at", "daily_usd", "monthly_usd")
+        return [dict(zip(names, row, strict=True)) for row in self._state.report("users", work)]
+
+
+class ResponseOwners:
+    """Who was given each response id: its creator, and whoever got it from the cache or an
+    identical call. A follow-up (previous_response_id) must name one of its user's own while
+    several people use the server. This process's recent ones are in memory; all of them in
+    the state, so any instance can tell."""
+
+    _MEMORY = 10_000
+
+    def __init__(self, state: StateStore):
+        self._state = state
+        self._recent: dict = {}  # (response id, user) -> None, oldest first
+        self._lock = threading.Lock()
+
+    def add(self, response_id: str | None, user: str) -> None:
+        if not response_id:
+            return
+        with self._lock:
+            self._recent[(response_id, user)] = None
+            if len(self._recent) > self._MEMORY:
+                del self._recent[next(iter(self._recent))]
+        self._state.write_later(_OwnerWrite(response_id, user))
+
+    def owned(self, response_id: str, user: str) -> bool:
+        """Whether `user` was given this response id; raises StateUnavailable."""
+        with self._lock:
+            if (response_id, user) in self._recent:
+                return True
+        if not self._state.enabled:
+            return False
+        found = self._state.read(
+            "checking a response's owner",
+            lambda q: q(
+                "SELECT 1 FROM response_owners WHERE response_id = ? AND user_name = ?",
+                (response_id, user),
+            ).fetchone(),
+        )
+        return found is not None
 
 
 class AnswerCache:
@@ -6179,11 +6574,13 @@ def answer_key(
     max_citations: int,
     endpoint: str = "",
     account: str = "",
+    user: str = "",
 ) -> str:
     """The cache and single-flight key: a hash of the tool, the query, the hints, today's date,
     the policy's revision, everything else the request sends, what shapes the answer after it
     (max_citations), and who answers it: the endpoint (openai.base_url) and the account
-    (account_id of the key). The query itself is never stored.
+    (account_id of the key); and whose it is (the user, while several people use the server
+    and cache.share_across_users is false; '' otherwise). The query itself is never stored.
 
     The query is taken exactly, trimmed only at its ends: to a coding agent case and inner
     whitespace are meaning (`grep -i` is not `grep -I`, `None` is not `none`, and indentation is
@@ -6205,6 +6602,7 @@ def answer_key(
             max_citations,
             endpoint,
             account,
+            *([user] if user else []),  # '': the key of a server without users, as before
         ],
         sort_keys=True,
         ensure_ascii=False,
@@ -6983,6 +7381,7 @@ class Session:
         self.initialized = False
         self.client_name = None  # initialize's clientInfo.name: who may need a handoff
         self.client_key = None  # whose tasks these are (the transport says; None: this session)
+        self.user = LOCAL_USER  # who is asking (HTTP: Authenticator.authenticate); see Identity
         self._calls: dict = {}
         self._running = 0
         self._waiters: dict = {}  # request id -> Waiter (tasks/result, answer_result)
@@ -7464,6 +7863,7 @@ class Dispatcher:
         version = version or session.protocol_version
         progress = None if token is None else self._progress_sender(session, token, version)
         call = Call(request_id, name, progress)
+        call.user = session.user
         call.result_chars = result_chars(self.config, client)
         if task is not None:
             task.call = call
@@ -7656,7 +8056,7 @@ class Dispatcher:
         key = self._owner(session)
         model = str(self.config.profile(tool).get("model") or "")
         task = Task(f"{kind}-{secrets.token_urlsafe(24)}", kind, None, key, ttl, model)
-        task.tool, task.handoff_s = tool, handoff_s
+        task.tool, task.handoff_s, task.user = tool, handoff_s, session.user
         # A 2025-11-25 task is the reply whatever happens: even an answer from the cache,
         # ready before the reply is written, goes to the task, never inline as well.
         task.converted = kind == "s"
@@ -7785,7 +8185,8 @@ class Dispatcher:
                 time.sleep(0.05)
         if response_id is None:
             return False
-        fields = {"r": response_id, "t": task.tool, "k": task.kind, "o": task.model}
+        # The user is signed with the rest: another user's request finds no such task.
+        fields = {"r": response_id, "t": task.tool, "k": task.kind, "o": task.model, "u": task.user}
         if call.result_chars is not None:  # the instance that serves it shortens it the same
             fields["z"] = call.result_chars
         secret = self.task_settings["secret"]
@@ -7802,12 +8203,16 @@ class Dispatcher:
         tool, response_id = fields.get("t"), fields.get("r")
         if fields.get("k") != kind or tool not in TOOLS_BY_NAME or not isinstance(response_id, str):
             raise TaskIdError("not a task of this kind")
+        if fields.get("u") != session.user:  # told apart from an unknown id by nothing
+            raise TaskIdError("not a task of this server, or it has expired")
         call = Call(None, tool)
+        call.user = session.user
         size = fields.get("z")  # the creating client's result size, signed with the rest
         call.result_chars = size if type(size) is int and size > 0 else None
         key = self._owner(session)
         task = Task(task_id, kind, call, key, fields["e"] - fields["c"], str(fields.get("o", "")))
         task.created, task.expires, task.converted = fields["c"], fields["e"], True
+        task.user = session.user
         found = self.tasks.put(task)
         if found is task:
             threading.Thread(
@@ -7849,6 +8254,8 @@ class Dispatcher:
     def _find_task(self, task_id, kind: str, session: Session) -> Task:
         """This instance's task, or another instance's from its signed id; else TaskIdError."""
         task = self.tasks.get(task_id)
+        if task is not None and task.user != session.user:  # another user's: not found
+            raise TaskIdError("not a task of this server, or it has expired")
         if task is not None and task.kind == kind:
             return task
         if task is not None or not isinstance(task_id, str) or self.tasks_off is not None:
@@ -8160,6 +8567,7 @@ class Task:
         self.done = threading.Event()
         self.lock = threading.Lock()
         self._waiters: dict | None = {}  # callback -> None; None once the task has ended
+        self.user = LOCAL_USER  # whose it is: another user's request finds no such task
 
     @property
     def reply(self) -> dict | None:
@@ -9396,14 +9804,18 @@ class SessionTable:
             if hs is not None and hs.legacy == legacy:
                 hs.requests += 1
         if hs is None or hs.legacy != legacy:
-            raise HttpError(
-                404,
-                "session not found: it ended (DELETE, idle for server.http.session_idle_s, "
-                "pushed out by newer ones at server.http.max_sessions, or a server restart) or "
-                "never existed; start a new one with initialize",
-            )
+            raise self.not_found()
         hs.touch()
         return hs
+
+    @staticmethod
+    def not_found() -> HttpError:
+        return HttpError(
+            404,
+            "session not found: it ended (DELETE, idle for server.http.session_idle_s, "
+            "pushed out by newer ones at server.http.max_sessions, or a server restart) or "
+            "never existed; start a new one with initialize",
+        )
 
     def release(self, hs: HttpSession) -> None:
         with self._lock:
@@ -9839,10 +10251,97 @@ class OAuthVerifier:
             raise self.refuse(why, 403, "insufficient_scope")
 
 
+# -- Identity: who is asking -------------------------------------------------------------------
+# Every request over HTTP is someone's: Authenticator.authenticate turns its Authorization
+# header into a user name, which HttpApp puts on the request's Session (Session.user); the
+# Dispatcher copies it onto each Call (Call.user) and Task (Task.user), and the answer engine
+# keys the ledger row, the budget, the cache and response ids by it. stdio is LOCAL_USER.
+
+
+class Authenticator:
+    """Who a request's bearer token is: the shared token (SHARED_USER), then a named user's
+    token (--user add; UserDirectory, read again every few seconds so a revoked token is
+    refused within seconds), then an OAuth access token (the `oauth` hook).
+
+    The OAuth hook, when set, is an object with
+      verify(token: str) -> str | None: the token's user, or None if it is not one of the
+          issuer's valid tokens; it may raise HttpError itself (403 insufficient_scope);
+      challenge(error: str | None) -> str: the WWW-Authenticate value of a 401 (error is
+          "invalid_token" when a token was sent, else None).
+    """
+
+    def __init__(self, token: str | None, users=None):
+        self.token = token
+        self.users = users  # UserDirectory, or None when the state is off
+        self.oauth = None  # the OAuth 2.1 resource server's verifier (server.auth.issuer)
+
+    def required(self) -> bool:
+        """Whether every request must carry a valid token: a shared token, OAuth, or any
+        named user in the state (even on 127.0.0.1)."""
+        if self.token or self.oauth is not None:
+            return True
+        return self.users is not None and self.users.exist()
+
+    def multi_user(self) -> bool:
+        """Whether requests can come from more than one person: then ids, the cache and
+        budgets are kept apart per user."""
+        return self.oauth is not None or (self.users is not None and self.users.exist())
+
+    def authenticate(self, authorization: str) -> str:
+        """The user a request's Authorization header names; HttpError 401 (503 when named
+        tokens cannot be checked) otherwise. The token itself is never logged or shown."""
+        import hmac
+
+        if not self.required():
+            return LOCAL_USER
+        scheme, _, given = authorization.partition(" ")
+        given = given.strip() if scheme.lower() == "bearer" else ""
+        unavailable = None
+        if given:
+            if self.token and hmac.compare_digest(
+                given.encode("utf-8", "replace"), self.token.encode()
+            ):
+                return SHARED_USER
+            if self.users is not None:
+                try:
+                    user = self.users.user_of(given)
+                except StateUnavailable as exc:
+                    user, unavailable = None, exc.reason
+                if user is not None:
+                    return user
+            if self.oauth is not None:  # the OAuth verifier's turn (server.auth.issuer)
+                user = self.oauth.verify(given)
+                if user is not None:
+                    return user
+        if unavailable is not None:
+            raise HttpError(
+                503,
+                f"cannot check the token now: the state is unavailable ({unavailable}); "
+                "retry shortly",
+                {"Retry-After": "2"},
+            )
+        raise self.refusal(bool(given))
+
+    def refusal(self, given: bool) -> HttpError:
+        error = "invalid_token" if given else None
+        if self.oauth is not None and not given:
+            return self.oauth.missing()  # points the client at signing in
+        if self.oauth is not None:
+            challenge = self.oauth.challenge(error)
+        else:
+            challenge = f'Bearer realm="{SERVER_NAME}"' + (f', error="{error}"' if error else "")
+        return HttpError(
+            401,
+            "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
+            "shared token (MCP_HTTP_TOKEN / server.http.token) or your own (--user add)",
+            {"WWW-Authenticate": challenge},
+        )
+
+
 class HttpApp:
     """What every request needs: settings, the dispatcher, sessions, limits, the lifecycle."""
 
-    def __init__(self, dispatcher: Dispatcher, config: Config, log: Log, host: str):
+    def __init__(self, dispatcher: Dispatcher, config: Config, log: Log, host: str, users=None):
         import ipaddress
         import socket
 
@@ -9852,6 +10351,11 @@ class HttpApp:
         auth = config.get("server", "auth")
         self.oauth = OAuthVerifier(auth, log) if auth["issuer"] else None
         self.public_url = config.get("server", "public_url")
+        engine = getattr(dispatcher, "engine", None)  # None: --doctor's trial of the address
+        self.auth = Authenticator(self.token, users or getattr(engine, "users", None))
+        self.auth.oauth = self.oauth
+        if hasattr(engine, "multi_user"):  # the engine keeps users apart once there are several
+            engine.multi_user = self.auth.multi_user
         self.stateless = settings["stateless"]
         self.max_body = settings["max_body_bytes"]
         self.header_timeout = settings["header_timeout_s"]
@@ -9907,7 +10411,7 @@ class HttpApp:
                 "server.http.token must be at least 16 printable ASCII characters, no spaces; "
                 "make one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
             )
-        if not (self.loopback or token or self.oauth or self.settings["allow_insecure"]):
+        if not self.loopback and not self.auth.required() and not self.settings["allow_insecure"]:
             raise ConfigError(
                 f"refusing to serve on {host} without a token: anyone who can reach it could "
                 "spend your OpenAI credit. Set MCP_HTTP_TOKEN (or server.http.token), or pass "
@@ -9929,17 +10433,20 @@ class HttpApp:
         scheme, sep, authority = origin.partition("://")
         return bool(sep) and scheme in ("http", "https") and _host_name(authority) in LOOPBACK_NAMES
 
-    def new_session(self, legacy: bool = False) -> HttpSession:
+    def new_session(self, user: str, legacy: bool = False) -> HttpSession:
         if self.stopping:
             raise HttpError(
                 503, "the server is shutting down; connect again (another instance will answer)"
             )
         if self.stateless:
             hs = HttpSession(None, self.log)
+            hs.session.user = user
             with self._lock:
                 self.loose.add(hs)
             return hs
-        return self.sessions.create(legacy)
+        hs = self.sessions.create(legacy)
+        hs.session.user = user
+        return hs
 
     def cancel_target(self, request_id, client: tuple) -> HttpSession | None:
         """Stateless mode: the POST session whose call a cancel from `client` means.
@@ -10042,44 +10549,21 @@ class HttpApp:
             "Vary": "Origin",
         }
 
-    def check_token(self, authorization: str) -> str | None:
-        """The user a request's bearer token names (None: the shared MCP_HTTP_TOKEN, or no
-        token needed); HttpError 401/403/503 if it is refused."""
-        import hmac
-
-        token = self.token
-        scheme, _, given = authorization.partition(" ")
-        bearer = given.strip() if scheme.lower() == "bearer" else ""
-        if token and hmac.compare_digest(bearer.encode("utf-8", "replace"), token.encode()):
-            return None
-        if self.oauth is not None:
-            if not bearer:
-                raise self.oauth.missing()
-            return self.oauth.verify(bearer)
-        if not token:
-            return None
-        challenge = f'Bearer realm="{SERVER_NAME}"' + (', error="invalid_token"' if given else "")
-        raise HttpError(
-            401,
-            "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
-            "token the server was given (MCP_HTTP_TOKEN / server.http.token)",
-            {"WWW-Authenticate": challenge},
-        )
-
-    def route(self, command: str, path: str, authorization: str):
-        """The HttpHandler method that answers this request, once its token is checked."""
+    def route(self, command: str, path: str, authorization: str) -> tuple:
+        """(the HttpHandler method that answers this request, the user asking), once its
+        token is checked (Authenticator.authenticate)."""
         if command == "OPTIONS":
-            return HttpHandler.preflight
+            return HttpHandler.preflight, None
         if path.startswith(WELL_KNOWN_RESOURCE):  # public; any resource path under it
             path = WELL_KNOWN_RESOURCE
-        elif path != HEALTH_PATH:
-            self.check_token(authorization)
+        public = path in (HEALTH_PATH, WELL_KNOWN_RESOURCE)
+        user = None if public else self.auth.authenticate(authorization)
         route = _ROUTES.get((command, path))
         if self.stateless and (command, path) in _SESSION_ROUTES:
             route = None
         if route is None:
             raise self.no_route(command, path)
-        return route
+        return route, user
 
     def no_route(self, command: str, path: str) -> HttpError:
         allowed = _ALLOWED.get(path)
@@ -10150,22 +10634,30 @@ class HttpApp:
             )
         return version and version.strip()
 
-    def session_named(self, session_id: str | None) -> HttpSession:
-        """The session an Mcp-Session-Id header names, held until release()."""
+    def session_named(self, session_id: str | None, user: str) -> HttpSession:
+        """The session an Mcp-Session-Id header names, held until release(); another user's
+        is not found."""
         if not session_id:
             raise HttpError(
                 400,
                 "missing Mcp-Session-Id header: send initialize first and repeat the session id "
                 "it returns on every request (or run the server with --stateless)",
             )
-        return self.sessions.get(session_id.strip())
+        return self.own(self.sessions.get(session_id.strip()), user)
 
-    def post_session(self, message: dict, kind: str, method, version, session_id, client):
+    def own(self, hs: HttpSession, user: str) -> HttpSession:
+        """`hs` if it is `user`'s; else it is let go and 404, as for a session that never was."""
+        if hs.session.user == user:
+            return hs
+        self.release(hs)
+        raise SessionTable.not_found()
+
+    def post_session(self, message: dict, kind: str, method, version, session_id, client, user):
         """The session a POST's message belongs to: a new one for initialize (and for every
         POST with --stateless, speaking the header's version), else the one its header names."""
         if not (self.stateless or (kind == "request" and method == "initialize")):
-            return self.session_named(session_id)
-        hs = self.new_session()
+            return self.session_named(session_id, user)
+        hs = self.new_session(user)
         if hs.id is None:
             hs.session.protocol_version = version or DEFAULT_HTTP_VERSION
             hs.client = hs.session.client_key = client
@@ -10262,9 +10754,10 @@ class HttpApp:
             return is_modern(method, message.get("params"), header_version)
         return header_version in MODERN_VERSIONS
 
-    def modern_session(self, message: dict, client, header_version) -> HttpSession:
+    def modern_session(self, message: dict, client, header_version, user) -> HttpSession:
         """A 2026-07-28 message's own session: no id, no Mcp-Session-Id, gone with its call."""
         hs = HttpSession(None, self.log)
+        hs.session.user = user
         hs.modern, hs.header_version = True, header_version
         hs.client, hs.call_id = client, message.get("id")
         hs.session.client_key = client
@@ -10286,16 +10779,16 @@ class HttpApp:
             self.log.debug("http", f"response closed: cancelled requestId={_describe(request_id)}")
         self.dispatcher.abandoned(hs.session, request_id)  # a tasks/result stops waiting
 
-    def end_session(self, session_id: str | None) -> None:
+    def end_session(self, session_id: str | None, user: str) -> None:
         """DELETE /mcp: ends the session, cancelling its calls."""
-        hs = self.session_named(session_id)
+        hs = self.session_named(session_id, user)
         self.release(hs)
         self.sessions.end(hs, REQUEST_CANCELLED, "Request cancelled: the session was ended")
 
     # -- legacy HTTP+SSE (2024-11-05) --------------------------------------------------------------
 
-    def open_sse(self) -> HttpSession:
-        hs = self.new_session(legacy=True)
+    def open_sse(self, user: str) -> HttpSession:
+        hs = self.new_session(user, legacy=True)
         self.count_stream(+1)
         return hs
 
@@ -10305,12 +10798,12 @@ class HttpApp:
         self.release(hs)
         self.sessions.end(hs)
 
-    def legacy_session(self, session_id: str) -> HttpSession:
+    def legacy_session(self, session_id: str, user: str) -> HttpSession:
         """The session a POST /messages names, held until release(); 429 while its stream's
         outbox is full (the client is not reading what it asked for)."""
         if not session_id:
             raise HttpError(400, "missing ?sessionId=: use the URL from the /sse endpoint event")
-        hs = self.sessions.get(session_id, legacy=True)
+        hs = self.own(self.sessions.get(session_id, legacy=True), user)
         if hs.stream.full():
             self.release(hs)
             raise HttpError(
@@ -10345,14 +10838,18 @@ class HttpApp:
         }
         return (503 if self.draining else 200), body
 
-    def usage(self) -> dict:
-        """Spend from the usage ledger; 404 when there is none."""
+    def usage(self, user: str | None) -> dict:
+        """Spend from the usage ledger; 404 when there is none. While several people use the
+        server, each sees their own row by user; server.auth.admins see everyone's."""
         engine = self.dispatcher.engine
         ledger = getattr(engine, "ledger", None)
         if ledger is None or not engine.state.enabled:
             raise HttpError(404, "no usage ledger: state.path is off and state.url unset")
-        timezone = self.dispatcher.config.get("policy", "timezone")
-        return spend_summary(ledger, timezone, self.in_flight())
+        config = self.dispatcher.config
+        admins = config.get("server", "auth", "admins")
+        everyone = user in admins or not self.auth.multi_user()
+        timezone = config.get("policy", "timezone")
+        return spend_summary(ledger, timezone, self.in_flight(), None if everyone else {user})
 
     def count_stream(self, change: int) -> None:
         with self._lock:
@@ -10457,6 +10954,7 @@ class HttpHandler:
         self._body: bytes | None = None
         self._framing_ok = False  # Content-Length and Transfer-Encoding were checked
         self._cors: dict = {}
+        self.user: str | None = None  # who is asking, once route() has checked the token
         self._started = time.monotonic()
         self.app.watch(self, self._line_deadline)  # the request line must arrive in time
         try:
@@ -10608,7 +11106,8 @@ class HttpHandler:
             self._check_framing()
             app.check_host(headers.get("Host"))
             self._cors = app.cors_headers(headers.get("Origin"))
-            app.route(self.command, path, headers.get("Authorization", ""))(self)
+            route, self.user = app.route(self.command, path, headers.get("Authorization", ""))
+            route(self)
         except HttpError as exc:
             body = self._small_body() if exc.status != 413 and self._framing_ok else None
             self._send_json(exc.status, app.refusal(exc, body), exc.headers)
@@ -10706,7 +11205,7 @@ class HttpHandler:
             return self._send_json(app.status_of(reply), reply)
         client = app.client_identity(headers, self.client_address[0]) if app.stateless else None
         session_id = headers.get("Mcp-Session-Id")
-        hs = app.post_session(message, kind, method, version, session_id, client)
+        hs = app.post_session(message, kind, method, version, session_id, client, self.user)
         self._handle(hs, message, kind, method, client, json_ok, sse_ok)
 
     def _post_modern(self, message, kind: str, method, header_version, json_ok, sse_ok) -> None:
@@ -10715,7 +11214,7 @@ class HttpHandler:
         refusal = app.mismatch(message, self.headers.get) if kind == "request" else None
         if refusal is not None:
             return self._send_json(app.status_of(refusal, modern=True), refusal)
-        hs = app.modern_session(message, client, header_version)
+        hs = app.modern_session(message, client, header_version, self.user)
         self._handle(hs, message, kind, method, client, json_ok, sse_ok)
 
     def _handle(self, hs: HttpSession, message, kind: str, method, client, json_ok, sse_ok):
@@ -10768,11 +11267,11 @@ class HttpHandler:
 
     def delete_mcp(self) -> None:
         self.app.protocol_version(self.headers.get("MCP-Protocol-Version"))
-        self.app.end_session(self.headers.get("Mcp-Session-Id"))
+        self.app.end_session(self.headers.get("Mcp-Session-Id"), self.user)
         self._send_empty(204)
 
     def get_sse(self) -> None:
-        hs = self.app.open_sse()
+        hs = self.app.open_sse(self.user)
         hs.hang_up = self._hang_up
         try:
             events = self._start_events()
@@ -10787,7 +11286,7 @@ class HttpHandler:
 
         query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
         session_id = (query.get("sessionId") or query.get("session_id") or [""])[0]
-        hs = self.app.legacy_session(session_id)
+        hs = self.app.legacy_session(session_id, self.user)
         try:
             message = self._read_message()
             # Always 202 for a parseable message (a non-2xx breaks some SSE clients); only a
@@ -10810,7 +11309,7 @@ class HttpHandler:
 
     def get_usage(self) -> None:
         """Spend from the usage ledger: JSON, or a page when a browser asks for HTML."""
-        summary = self.app.usage()
+        summary = self.app.usage(self.user)
         if "text/html" not in (self.headers.get("Accept") or ""):
             return self._send_json(200, summary)
         headers = {
@@ -11254,6 +11753,7 @@ usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--sh
        {SERVER_NAME} --print-example config|policy|policy-replace
        {SERVER_NAME} --doctor [--live] [--http [HOST:]PORT] [--config PATH] [--model ID]
        {SERVER_NAME} --usage [--since YYYY-MM-DD] [--json] [--config PATH]
+       {SERVER_NAME} --user add NAME [--daily-usd X] [--monthly-usd Y] | list | revoke NAME
        {SERVER_NAME} --help | --version"""
 
 HELP = f"""{USAGE}
@@ -11286,7 +11786,16 @@ options:
   --live             with --doctor: also make one small real answer and print its cost
   --usage            print spend by day, model and tool from the usage ledger (state.path)
   --since DATE       with --usage: only from this day on (YYYY-MM-DD, in policy.timezone)
-  --json             with --usage: print JSON instead of tables
+  --json             with --usage or --user list: print JSON instead of tables
+  --user add NAME    add a named user for --http: prints its new token once, alone on the
+                     last line (only a hash is kept in the state); every --http server on the
+                     same state then requires a token, even on 127.0.0.1
+  --user list        list the users (never a token), with their allowances
+  --user revoke NAME revoke a user's token: running servers refuse it within seconds
+  --daily-usd X      with --user add: this user's daily allowance in USD (over
+                     budget.per_user_daily_usd)
+  --monthly-usd Y    with --user add: this user's monthly allowance in USD (over
+                     budget.per_user_monthly_usd)
   --version          print the version
   --help             print this help
 
@@ -11317,6 +11826,9 @@ def parse_args(argv: list[str]) -> dict:
         "--http-token": "http_token",
         "--print-example": "print_example",
         "--since": "since",
+        "--user": "user",
+        "--daily-usd": "daily_usd",
+        "--monthly-usd": "monthly_usd",
     }
     setting_flags = {  # flags that set a config key (and show as its source)
         "--stateless": ("server", "http", "stateless"),
@@ -11348,6 +11860,12 @@ def parse_args(argv: list[str]) -> dict:
             if not value.strip():
                 raise UsageError(f"{name} needs a non-empty value")
             options[takes_value[name]] = value
+            if name == "--user" and value not in ("add", "list", "revoke"):
+                raise UsageError(f"--user takes add NAME, list or revoke NAME, not {value!r}")
+            if name == "--user" and value in ("add", "revoke"):
+                if not args or args[0].startswith("-"):
+                    raise UsageError(f"--user {value} needs a user name")
+                options["user_name"] = args.pop(0)
         elif name == "--debug":
             if equals:
                 options["debug"] = inline or True
@@ -11387,12 +11905,36 @@ def parse_args(argv: list[str]) -> dict:
     if options.get("doctor") and (options.get("stdio") or options.get("ask")):
         raise UsageError("--doctor cannot be combined with --stdio or --ask")
     _check_usage_options(options)
+    _check_user_options(options)
     return options
 
 
+def _check_user_options(options: dict) -> None:
+    """--user ACTION [NAME] [--daily-usd X] [--monthly-usd Y]: the allowances as numbers."""
+    action = options.get("user")
+    for flag, key in (("--daily-usd", "daily_usd"), ("--monthly-usd", "monthly_usd")):
+        if options.get(key) is None:
+            continue
+        if action != "add":
+            raise UsageError(f"{flag} goes with --user add NAME")
+        try:
+            amount = float(options[key])
+        except ValueError:
+            amount = -1.0
+        if not (0 <= amount <= 1_000_000) or amount != amount:
+            raise UsageError(f"{flag} takes dollars from 0 to 1000000, got {options[key]!r}")
+        options[key] = amount
+    if action is None:
+        return
+    if options.get("stdio") or options.get("http") or options.get("ask") or options.get("usage"):
+        raise UsageError("--user cannot be combined with --stdio, --http, --ask or --usage")
+
+
 def _check_usage_options(options: dict) -> None:
-    if (options.get("since") or options.get("json")) and not options.get("usage"):
-        raise UsageError(f"{'--since' if options.get('since') else '--json'} goes with --usage")
+    if options.get("since") and not options.get("usage"):
+        raise UsageError("--since goes with --usage")
+    if options.get("json") and not (options.get("usage") or options.get("user") == "list"):
+        raise UsageError("--json goes with --usage or --user list")
     if options.get("usage") and (options.get("stdio") or options.get("ask") or options.get("http")):
         raise UsageError("--usage cannot be combined with --stdio, --http or --ask")
     since = options.get("since")
@@ -11426,13 +11968,86 @@ def run_usage(config: Config, log: Log, since: str | None, as_json: bool) -> int
             state.close()
     else:
         report = {"since": since, "timezone": timezone}
-        report.update(by_day=[], by_model=[], by_tool=[], total=_usage_row_empty())
+        report.update(by_day=[], by_model=[], by_tool=[], by_user=[], total=_usage_row_empty())
     report["state_path"] = path if path else redact_url(config.get("state", "url"))
     if as_json:
         shown = json.dumps(report, ensure_ascii=False, indent=2)
         sys.stdout.write(inert(shown, json_text=True) + "\n")
         return 0
     sys.stdout.write(format_usage(report))
+    return 0
+
+
+def run_user(config: Config, log: Log, options: dict) -> int:
+    """--user add|list|revoke: the named users in the state (exit 2 for a bad name or an
+    unknown user, 1 when the state cannot be reached)."""
+    action, name = options["user"], options.get("user_name", "")
+    if not state_enabled(config):
+        print(f"{SERVER_NAME}: --user needs the state (state.path is off)", file=sys.stderr)
+        return 2
+    problem = user_name_problem(name) if action == "add" else None
+    if problem:
+        print(f"{SERVER_NAME}: error: {inert(problem)}", file=sys.stderr)
+        return 2
+    state = StateStore(state_backend(config), log, config.get("policy", "timezone"))
+    users = UserDirectory(state)
+    try:
+        if action == "list":
+            return _print_users(users.listing(), bool(options.get("json")))
+        if action == "revoke":
+            users.revoke(name)
+            print(f"user {name} revoked: running servers refuse its token within seconds")
+            return 0
+        import secrets
+
+        token = secrets.token_urlsafe(32)
+        users.add(name, token, options.get("daily_usd"), options.get("monthly_usd"))
+        print(f"user {name} added; its token follows, shown once (only a hash is kept):")
+        print(token)
+        return 0
+    except ValueError as exc:
+        print(f"{SERVER_NAME}: error: {inert(str(exc))}", file=sys.stderr)
+        return 2
+    except StateUnavailable:
+        return 1  # the warning said why
+    finally:
+        state.close()
+
+
+def _print_users(rows: list, as_json: bool) -> int:
+    import datetime
+
+    def when(epoch) -> str | None:
+        if epoch is None:
+            return None
+        moment = datetime.datetime.fromtimestamp(float(epoch), datetime.timezone.utc)
+        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    shown = [
+        {
+            "name": row["name"],
+            "created_at": when(row["created_at"]),
+            "revoked_at": when(row["revoked_at"]),
+            "daily_usd": row["daily_usd"],
+            "monthly_usd": row["monthly_usd"],
+        }
+        for row in rows
+    ]
+    if as_json:
+        sys.stdout.write(inert(json.dumps({"users": shown}, indent=2), json_text=True) + "\n")
+        return 0
+    if not shown:
+        print("no users (add one with --user add NAME)")
+    for row in shown:
+        status = f"revoked {row['revoked_at']}" if row["revoked_at"] else "active"
+        daily, monthly = row["daily_usd"], row["monthly_usd"]
+        allowance = ", ".join(
+            f"{label} {usd(amount)}"
+            for label, amount in (("daily", daily), ("monthly", monthly))
+            if amount is not None
+        )
+        line = f"{row['name']}  created {row['created_at']}  {status}"
+        print(inert(line + (f"  allowance: {allowance}" if allowance else "")))
     return 0
 
 
@@ -11460,6 +12075,10 @@ def format_usage(report: dict) -> str:
         lines += ["", head]
         for label, row in zip(labels[name], report[name], strict=True):
             lines.append(_usage_line(label, row, width))
+    if report.get("by_user"):
+        lines += ["", f"{_pad('by user', width)} {'calls':>7} {'USD':>33}"]
+        for row in report["by_user"]:
+            lines.append(f"{_pad(inert(row['user']), width)} {row['calls']:>7} {row['usd']:>33.4f}")
     lines += ["", _usage_line("total", report["total"], width)]
     if report["total"]["unpriced"]:
         lines.append(
@@ -12100,11 +12719,19 @@ def _doctor_http(doctor: Doctor, config: Config, listen: tuple | None) -> None:
 def _doctor_bind(doctor: Doctor, config: Config, host: str, port: int) -> None:
     import socket
 
-    try:
-        app = HttpApp(None, config, Log(), host)  # its start-up refusals, as serving would do
+    path, backend = state_path(config), state_backend(config)
+    state = None
+    if backend is not None and (backend.postgres or os.path.exists(path)):
+        state = StateStore(backend, _QuietLog(), config.get("policy", "timezone"))
+    try:  # its start-up refusals, as serving would do (named users count as tokens)
+        app = HttpApp(None, config, Log(), host, UserDirectory(state) if state else None)
+        required = app.auth.required()
     except ConfigError as exc:
         doctor.fail(f"--http {host}:{port}: {exc}", "see the message above")
         return
+    finally:
+        if state is not None:
+            state.close()
     try:
         with socket.socket(app.family, socket.SOCK_STREAM) as probe:
             probe.bind((host, port))
@@ -12116,8 +12743,8 @@ def _doctor_bind(doctor: Doctor, config: Config, host: str, port: int) -> None:
         return
     if app.loopback:
         doctor.ok(f"--http {host}:{port}: loopback only (reachable from this machine)")
-    elif config.get("server", "http", "token"):
-        doctor.ok(f"--http {host}:{port}: open to the network, every request needs the token")
+    elif required:
+        doctor.ok(f"--http {host}:{port}: open to the network, every request needs a token")
     else:
         doctor.warn(
             f"--http {host}:{port}: open to the network without a token (--http-allow-insecure)",
@@ -12370,7 +12997,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.get("doctor"):
         return run_doctor(options)
     serving = options.get("stdio") or options.get("http")
-    if not (serving or options.get("ask") or options.get("show_config") or options.get("usage")):
+    doing = options.get("ask") or options.get("show_config") or options.get("usage")
+    if not (serving or doing or options.get("user")):
         print(
             f"{USAGE}\n{SERVER_NAME}: error: nothing to do: add --stdio or --http PORT",
             file=sys.stderr,
@@ -12403,6 +13031,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_ask(config, log, options["ask"], options.get("tool") or "answer")
     if options.get("usage"):
         return run_usage(config, log, options.get("since"), bool(options.get("json")))
+    if options.get("user"):
+        return run_user(config, log, options)
     if not serving:
         return 0
     engine = AnswerEngine(config, log)

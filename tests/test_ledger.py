@@ -110,6 +110,7 @@ def test_each_row_has_the_calls_counts_and_outcome(spawn, fake, tmp_path):
         "elapsed_ms": 0,
         "outcome": "ok",
         "writer_schema": m.STATE_SCHEMA_VERSION,
+        "user_name": "local",  # stdio: the local user
     }
     assert (failed["tool"], failed["outcome"], failed["usd"]) == ("answer_quick", "auth", 0)
 

@@ -1,0 +1,446 @@
+"""Named users on the shared HTTP server (--user add/list/revoke): who is asking, and what
+that person may see and spend. Real servers (--http) on a state the tests share, on SQLite
+and on PostgreSQL; calls go to the fake Responses API."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+
+import pytest
+from conftest import MODERN, PRICES, Server, base_env, run_cli, wait_until
+from fake_upstream import Reply
+from http_client import open_session, post, request, rpc, wait_listening
+from test_state import PostgresState, SqliteState
+from test_tasks_wire import meta
+
+SHARED = "shared-0123456789abcdef-XYZ"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def state(request, tmp_path):
+    if request.param == "sqlite":
+        return SqliteState(tmp_path / "shared" / "state.sqlite3")
+    cluster = request.getfixturevalue("postgres")
+    return PostgresState(cluster, cluster.fresh_database())
+
+
+@pytest.fixture
+def sqlite_state(tmp_path):
+    return SqliteState(tmp_path / "shared" / "state.sqlite3")
+
+
+def add_user(tmp_path, state, name: str, *flags: str) -> str:
+    result = run_cli(tmp_path, "--user", "add", name, *flags, env=state.env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()[-1]
+
+
+def serve(spawn, fake, state, config: str = PRICES, env=None, *flags: str):
+    server = spawn(
+        "--http",
+        "127.0.0.1:0",
+        *flags,
+        config=config,
+        env={**state.env, **(env or {})},
+        upstream=fake,
+    )
+    server.port = wait_listening(server)
+    return server
+
+
+def bearer(token: str) -> dict:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def ask(port: int, auth: dict, session: str, arguments: dict, request_id=1) -> dict:
+    params = {"name": "answer", "arguments": arguments}
+    reply = post(port, rpc("tools/call", params, id=request_id), session, auth, timeout=60)
+    assert reply.status == 200, reply
+    return reply.json()
+
+
+def failure(reply: dict) -> str:
+    assert "error" in reply, reply
+    return reply["error"]["message"]
+
+
+def creates(fake) -> list:
+    return [r for r in fake.requests if r.method == "POST" and r.path == "/v1/responses"]
+
+
+# -- --user add / list / revoke ---------------------------------------------------------------
+
+
+def test_user_add_prints_a_token_once_and_the_state_keeps_only_its_hash(tmp_path, state):
+    result = run_cli(tmp_path, "--user", "add", "alice", "--daily-usd", "2", env=state.env)
+    assert result.returncode == 0, result.stderr
+    token = result.stdout.splitlines()[-1]
+    assert len(token) >= 32 and " " not in token
+    assert result.stdout.count(token) == 1 and token not in result.stderr
+    stored = state.query("SELECT name, token_sha256, daily_usd FROM users")
+    assert stored == [("alice", hashlib.sha256(token.encode()).hexdigest(), 2.0)]
+    listed = run_cli(tmp_path, "--user", "list", "--json", env=state.env)
+    assert listed.returncode == 0 and token not in listed.stdout
+    user = json.loads(listed.stdout)["users"][0]
+    assert (user["name"], user["revoked_at"], user["daily_usd"]) == ("alice", None, 2.0)
+    text = run_cli(tmp_path, "--user", "list", env=state.env)
+    assert "alice" in text.stdout and "active" in text.stdout and token not in text.stdout
+    again = run_cli(tmp_path, "--user", "add", "alice", env=state.env)
+    assert again.returncode == 2 and "exists" in again.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--user", "add", "no spaces"), "is not a user name"),
+        (("--user", "add", "shared"), "is reserved"),
+        (("--user", "revoke", "nobody"), "no user named 'nobody'"),
+        (("--user", "add"), "--user add needs a user name"),
+        (("--user", "remove", "x"), "--user takes add NAME, list or revoke NAME"),
+        (("--user", "add", "bob", "--daily-usd", "lots"), "--daily-usd takes dollars"),
+        (("--user", "list", "--monthly-usd", "3"), "--monthly-usd goes with --user add"),
+    ],
+)
+def test_bad_user_commands_exit_2_with_a_clear_error(tmp_path, args, words):
+    result = run_cli(tmp_path, *args)
+    assert result.returncode == 2 and words in result.stderr, result.stderr
+    assert result.stdout == ""
+
+
+def test_user_needs_the_state(tmp_path):
+    result = run_cli(tmp_path, "--user", "list", env={"OPENAI_RESPONSES_MCP_STATE": "off"})
+    assert result.returncode == 2 and "needs the state" in result.stderr
+
+
+# -- who is asking -------------------------------------------------------------------------------
+
+
+def test_once_a_user_exists_loopback_needs_a_token_and_each_token_is_someone(
+    spawn, fake, tmp_path, state
+):
+    server = serve(spawn, fake, state, env={"MCP_HTTP_TOKEN": SHARED})
+    open_session(server.port, bearer(SHARED))  # the shared token is one identity
+    server_open = serve(spawn, fake, state)  # no token at all: open on 127.0.0.1 ...
+    assert request(server_open.port, "GET", "/usage").status == 200
+    alice = add_user(tmp_path, state, "alice")
+    # ... until a user exists, which it sees within seconds, without a restart.
+    wait_until(
+        lambda: request(server_open.port, "GET", "/usage").status == 401, 20, "a token required"
+    )
+    refused = request(server_open.port, "POST", "/mcp", rpc("ping"), bearer("wrong" * 5))
+    assert refused.status == 401 and 'error="invalid_token"' in refused.headers["www-authenticate"]
+    session = open_session(server_open.port, bearer(alice))
+    assert post(server_open.port, rpc("ping"), session, bearer(alice)).status == 200
+    # Both kinds of token work on the server that has the shared one.
+    mine = open_session(server.port, bearer(alice))
+    assert post(server.port, rpc("ping"), mine, bearer(SHARED)).status == 404  # not its session
+    assert post(server.port, rpc("ping"), mine, bearer(alice)).status == 200
+
+
+def test_a_revoked_token_is_refused_within_seconds(spawn, fake, tmp_path, state):
+    alice = add_user(tmp_path, state, "alice")
+    bob = add_user(tmp_path, state, "bob")
+    server = serve(spawn, fake, state)
+    session = open_session(server.port, bearer(alice))
+    assert post(server.port, rpc("ping"), session, bearer(alice)).status == 200
+    result = run_cli(tmp_path, "--user", "revoke", "alice", env=state.env)
+    assert result.returncode == 0, result.stderr
+    wait_until(
+        lambda: post(server.port, rpc("ping"), session, bearer(alice)).status == 401,
+        10,
+        "the revoked token refused",
+    )
+    assert open_session(server.port, bearer(bob))  # the others go on
+    listed = json.loads(run_cli(tmp_path, "--user", "list", "--json", env=state.env).stdout)
+    assert [u["revoked_at"] is not None for u in listed["users"]] == [True, False]
+
+
+def test_tokens_never_appear_in_the_logs_or_usage(spawn, fake, tmp_path, sqlite_state):
+    alice = add_user(tmp_path, sqlite_state, "alice")
+    server = serve(spawn, fake, sqlite_state, PRICES + "server: {debug: true}\n")
+    session = open_session(server.port, bearer(alice))
+    ask(server.port, bearer(alice), session, {"query": "q"})
+    post(server.port, rpc("ping"), session, bearer(alice + "x"))
+    post(server.port, rpc("ping"), session, {"Authorization": alice})  # no scheme
+    page = request(server.port, "GET", "/usage", headers={**bearer(alice), "Accept": "text/html"})
+    assert page.status == 200 and alice not in page.body.decode()
+    report = run_cli(tmp_path, "--usage", env=sqlite_state.env)
+    server.stop()
+    assert "[debug]" in server.stderr or "http" in server.stderr
+    assert alice not in server.stderr and alice not in report.stdout + report.stderr
+
+
+# -- per person: ledger, usage, budgets ------------------------------------------------------------
+
+
+def test_each_row_records_its_user_and_usage_shows_each_their_own(spawn, fake, tmp_path, state):
+    alice, bob = add_user(tmp_path, state, "alice"), add_user(tmp_path, state, "boss")
+    config = PRICES + "server: {auth: {admins: [boss]}}\n"
+    server = serve(spawn, fake, state, config, {"MCP_HTTP_TOKEN": SHARED})
+    for token, queries in ((alice, ("a1", "a2")), (bob, ("b1",)), (SHARED, ("s1",))):
+        session = open_session(server.port, bearer(token))
+        for n, query in enumerate(queries):
+            assert "result" in ask(server.port, bearer(token), session, {"query": query}, n)
+    wait_until(lambda: len(state.query("SELECT id FROM usage")) == 4, 20, "four rows")
+    rows = state.query("SELECT user_name, COUNT(*) FROM usage GROUP BY user_name ORDER BY 1")
+    assert rows == [("alice", 2), ("boss", 1), ("shared", 1)]
+    report = json.loads(run_cli(tmp_path, "--usage", "--json", env=state.env).stdout)
+    assert [(r["user"], r["calls"]) for r in report["by_user"]] == rows
+    assert sum(r["usd"] for r in report["by_user"]) == pytest.approx(report["total"]["usd"])
+    text = run_cli(tmp_path, "--usage", env=state.env).stdout
+    assert "by user" in text and "alice" in text and "boss" in text
+
+    def users_seen(token: str) -> list:
+        day = request(server.port, "GET", "/usage", headers=bearer(token)).json()["day"]
+        return [row["user"] for row in day["by_user"]]
+
+    assert users_seen(alice) == ["alice"]  # each sees their own row ...
+    assert users_seen(SHARED) == ["shared"]
+    assert users_seen(bob) == ["alice", "boss", "shared"]  # ... an admin everyone's
+    page = request(server.port, "GET", "/usage", headers={**bearer(alice), "Accept": "text/html"})
+    assert "by user" in page.body.decode() and "boss" not in page.body.decode()
+
+
+def test_twenty_simultaneous_calls_hold_a_per_user_allowance_of_five(spawn, fake, tmp_path, state):
+    """Fan-out cannot beat a per-user allowance: each call reserves its cost first (one web
+    search, $0.025 here), so of twenty in flight at once only five fit in $0.125."""
+    alice, bob = add_user(tmp_path, state, "alice"), add_user(tmp_path, state, "bob")
+    config = PRICES + "budget: {per_user_daily_usd: 0.125}\n"
+    config += "server: {http: {max_calls_per_session: 32}}\n"
+    server = serve(spawn, fake, state, config)
+    fake.enqueue(*[Reply(stall_after_events=3, stall_seconds=3) for _ in range(20)])
+    session = open_session(server.port, bearer(alice))
+    replies: list = []
+
+    def one(n: int) -> None:
+        replies.append(ask(server.port, bearer(alice), session, {"query": f"q{n}"}, n))
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    answered = [r for r in replies if "result" in r]
+    refused = [failure(r) for r in replies if "error" in r]
+    assert len(answered) == 5 and len(refused) == 15, refused
+    for message in refused:
+        assert message.startswith("answer failed: alice's daily allowance of $0.12")
+        assert "budget.per_user_daily_usd" in message
+    # The allowance is alice's, not the team's: bob still gets answers.
+    bob_session = open_session(server.port, bearer(bob))
+    assert "result" in ask(server.port, bearer(bob), bob_session, {"query": "bob"})
+    wait_until(lambda: not state.query("SELECT id FROM reservations"), 20, "settled")
+
+
+def test_a_users_own_allowance_overrides_the_default(spawn, fake, tmp_path, sqlite_state):
+    carol = add_user(tmp_path, sqlite_state, "carol", "--monthly-usd", "0.03")
+    dave = add_user(tmp_path, sqlite_state, "dave")
+    server = serve(spawn, fake, sqlite_state, PRICES + "budget: {per_user_monthly_usd: 1}\n")
+    session = open_session(server.port, bearer(carol))
+    fake.enqueue(Reply(searches=[{"query": "a", "sources": []}]))  # $0.025 and its tokens
+    assert "result" in ask(server.port, bearer(carol), session, {"query": "one"}, 1)
+    message = failure(ask(server.port, bearer(carol), session, {"query": "two"}, 2))
+    assert "carol's monthly allowance of $0.03 has no room" in message
+    others = open_session(server.port, bearer(dave))
+    for n in range(2):  # dave has the default dollar
+        assert "result" in ask(server.port, bearer(dave), others, {"query": f"d{n}"}, n)
+    assert len(creates(fake)) == 3
+
+
+# -- per person: follow-ups, tasks, the cache --------------------------------------------------
+
+
+def test_another_users_response_id_is_not_found_and_nothing_is_sent(spawn, fake, tmp_path, state):
+    alice, bob = add_user(tmp_path, state, "alice"), add_user(tmp_path, state, "bob")
+    server = serve(spawn, fake, state)
+    mine, theirs = open_session(server.port, bearer(alice)), open_session(server.port, bearer(bob))
+    first = ask(server.port, bearer(alice), mine, {"query": "q"})
+    response_id = first["result"]["structuredContent"]["response_id"]
+    assert response_id and len(creates(fake)) == 1
+    follow = {"query": "and then?", "previous_response_id": response_id}
+    message = failure(ask(server.port, bearer(bob), theirs, follow, 2))
+    assert "previous_response_id not found" in message
+    assert len(creates(fake)) == 1  # nothing went upstream for bob
+    assert "result" in ask(server.port, bearer(alice), mine, follow, 3)
+    assert creates(fake)[-1].body["previous_response_id"] == response_id
+
+
+def test_another_users_task_is_not_found(spawn, fake, tmp_path, sqlite_state):
+    alice, bob = add_user(tmp_path, sqlite_state, "alice"), add_user(tmp_path, sqlite_state, "bob")
+    server = serve(spawn, fake, sqlite_state)
+    fake.enqueue(Reply(event_delay=0.2))
+    headers = {"MCP-Protocol-Version": "2025-11-25"}
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}}
+    init["clientInfo"] = {"name": "pytest", "version": "0"}
+
+    def session_of(token: str) -> str:
+        reply = post(server.port, rpc("initialize", init), headers={**bearer(token), **headers})
+        assert reply.status == 200, reply
+        return reply.headers["mcp-session-id"]
+
+    def send(token, session, method, params, request_id=1) -> dict:
+        hdrs = {**bearer(token), **headers}
+        reply = post(server.port, rpc(method, params, request_id), session, hdrs, timeout=30)
+        if reply.headers.get("content-type", "").startswith("text/event-stream"):
+            return [d for _, d in reply.events() if "method" not in d][-1]
+        return reply.json()
+
+    mine, theirs = session_of(alice), session_of(bob)
+    call = {"name": "answer", "arguments": {"query": "q"}, "task": {"ttl": 60000}}
+    task_id = send(alice, mine, "tools/call", call)["result"]["task"]["taskId"]
+    got = send(bob, theirs, "tasks/get", {"taskId": task_id}, 2)
+    assert got["error"]["code"] == -32602 and "unknown task id" in got["error"]["message"]
+    cancel = send(bob, theirs, "tasks/cancel", {"taskId": task_id}, 3)
+    assert "error" in cancel
+    assert send(alice, mine, "tasks/get", {"taskId": task_id}, 4)["result"]["taskId"] == task_id
+    assert "result" in send(alice, mine, "tasks/result", {"taskId": task_id}, 5)
+
+
+def test_signed_task_and_handoff_ids_of_another_user_are_not_found_on_another_instance(
+    spawn, fake, tmp_path, sqlite_state
+):
+    secret = "s3cret-" + "0123456789abcdefghijklmnopqrstuvwxyz"
+    alice, bob = add_user(tmp_path, sqlite_state, "alice"), add_user(tmp_path, sqlite_state, "bob")
+    config = "server:\n  tasks:\n    immediate_ms: 500\nrequest:\n  handoff_after_s: 1\n"
+    env = {**sqlite_state.env, "MCP_TASK_SECRET": secret, "OPENAI_BASE_URL": fake.base_url}
+    servers = []
+    for name in ("a", "b"):
+        home = tmp_path / name
+        home.mkdir()
+        (home / "config.yaml").write_text(config)
+        args = ["--config", str(home / "config.yaml"), "--http", "127.0.0.1:0", "--stateless"]
+        servers.append(Server(args, base_env(home, **env), home))
+    try:
+        a, b = (wait_listening(server) for server in servers)
+        fake.enqueue(Reply(event_delay=0.25))
+
+        def modern(port, token, method, params, tasks=True) -> dict:
+            headers = {**bearer(token), "MCP-Protocol-Version": MODERN, "Mcp-Method": method}
+            name = params.get("taskId") or params.get("name")
+            headers["Mcp-Name"] = name
+            params = {**params, "_meta": meta(tasks)}
+            reply = post(port, rpc(method, params), headers=headers, timeout=30)
+            if reply.headers.get("content-type", "").startswith("text/event-stream"):
+                return [d for _, d in reply.events() if "method" not in d][-1]
+            return reply.json()
+
+        created = modern(a, alice, "tools/call", {"name": "answer", "arguments": {"query": "q"}})
+        task_id = created["result"]["taskId"]
+        refused = modern(b, bob, "tasks/get", {"taskId": task_id})
+        assert "error" in refused and "unknown task id" in refused["error"]["message"], refused
+        gets = [r for r in fake.requests if r.method == "GET"]
+        assert not gets  # nothing was read upstream for bob
+        wait_until(
+            lambda: (
+                modern(b, alice, "tasks/get", {"taskId": task_id})["result"]["status"]
+                == "completed"
+            ),
+            30,
+            "alice's task, on the other instance",
+        )
+        # A handoff (a client without tasks, still waiting after handoff_after_s) likewise.
+        fake.enqueue(Reply(event_delay=0.25))
+        first = modern(
+            a, alice, "tools/call", {"name": "answer", "arguments": {"query": "h"}}, False
+        )
+        handoff = first["result"]["_meta"]["openai-responses-mcp/handoff"]["id"]
+        collect = {"name": "answer_result", "arguments": {"id": handoff, "wait_s": 5}}
+        theirs = modern(b, bob, "tools/call", collect, False)["result"]
+        assert theirs["isError"] is True and "unknown id" in theirs["content"][0]["text"]
+        for _ in range(30):
+            mine = modern(b, alice, "tools/call", collect, False)["result"]
+            if mine["_meta"]["openai-responses-mcp/handoff"]["status"] == "completed":
+                break
+        assert mine["structuredContent"]["answer"]
+    finally:
+        for server in servers:
+            server.stop()
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_the_cache_is_per_user_unless_shared(spawn, fake, tmp_path, sqlite_state, share):
+    alice, bob = add_user(tmp_path, sqlite_state, "alice"), add_user(tmp_path, sqlite_state, "bob")
+    config = PRICES + f"cache: {{share_across_users: {str(share).lower()}}}\n"
+    server = serve(spawn, fake, sqlite_state, config, {"ANSWER_CACHE_TTL_S": "600"})
+    mine, theirs = open_session(server.port, bearer(alice)), open_session(server.port, bearer(bob))
+    first = ask(server.port, bearer(alice), mine, {"query": "same"})
+    again = ask(server.port, bearer(alice), mine, {"query": "same"}, 2)
+    assert again["result"]["_meta"]["cache"]["hit"] is True
+    other = ask(server.port, bearer(bob), theirs, {"query": "same"}, 3)
+    assert other["result"]["_meta"]["cache"]["hit"] is share
+    assert len(creates(fake)) == (1 if share else 2)
+    if share:  # given from the cache, the response is bob's to follow up too
+        response_id = first["result"]["structuredContent"]["response_id"]
+        follow = {"query": "more", "previous_response_id": response_id}
+        assert "result" in ask(server.port, bearer(bob), theirs, follow, 4)
+
+
+# -- the state's schema --------------------------------------------------------------------------
+
+V2_USAGE = (
+    "CREATE TABLE usage (id INTEGER PRIMARY KEY, at REAL NOT NULL, day TEXT NOT NULL, "
+    "tool TEXT NOT NULL, model TEXT NOT NULL, input_tokens INTEGER NOT NULL DEFAULT 0, "
+    "cached_input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0, "
+    "reasoning_tokens INTEGER NOT NULL DEFAULT 0, web_searches INTEGER NOT NULL DEFAULT 0, "
+    "usd REAL, cache_hit INTEGER NOT NULL DEFAULT 0, elapsed_ms INTEGER NOT NULL DEFAULT 0, "
+    "outcome TEXT NOT NULL)"
+)
+
+
+def execute(state, *statements: str) -> None:
+    """Runs statements that return no rows, on either backend."""
+    if state.name == "sqlite":
+        state.path.parent.mkdir(parents=True, exist_ok=True)
+        with sqlite3.connect(state.path) as conn:
+            for statement in statements:
+                conn.execute(statement)
+        return
+    import psycopg
+
+    with psycopg.connect(state.url, autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+def test_a_version_2_state_gets_users_and_a_user_on_each_row(tmp_path, state):
+    execute(
+        state,
+        V2_USAGE.replace("INTEGER PRIMARY KEY", "SERIAL PRIMARY KEY")
+        if state.name == "postgres"
+        else V2_USAGE,
+        "CREATE TABLE reservations (id TEXT PRIMARY KEY, at REAL NOT NULL, "
+        "expires_at REAL NOT NULL, usd REAL NOT NULL)",
+        "CREATE TABLE schema_version (version INTEGER NOT NULL)",
+        "INSERT INTO schema_version VALUES (2)",
+        "INSERT INTO usage (at, day, tool, model, usd, outcome) VALUES (0, 'd', 'a', 'm', 1, 'ok')",
+    )
+    assert run_cli(tmp_path, "--user", "add", "alice", env=state.env).returncode == 0
+    assert state.query("SELECT version FROM schema_version") == [(4,)]
+    assert state.query("SELECT user_name FROM usage") == [("",)]
+    assert state.query("SELECT COUNT(user_name) FROM reservations") == [(0,)]
+    report = json.loads(run_cli(tmp_path, "--usage", "--json", env=state.env).stdout)
+    assert report["by_user"] == []  # no spend was by anyone known
+
+
+def test_doctor_takes_named_users_as_the_token_an_open_address_needs(tmp_path, sqlite_state):
+    before = run_cli(tmp_path, "--doctor", "--http", "0.0.0.0:0", env=sqlite_state.env)
+    assert "refusing to serve" in before.stdout
+    add_user(tmp_path, sqlite_state, "alice")
+    after = run_cli(tmp_path, "--doctor", "--http", "0.0.0.0:0", env=sqlite_state.env)
+    assert "refusing to serve" not in after.stdout
+    assert "open to the network, every request needs a token" in after.stdout
+
+
+def test_a_team_database_never_read_asks_for_a_token_even_on_loopback(spawn, fake):
+    """Fail closed: users may be in a database that cannot be reached yet."""
+    pytest.importorskip("psycopg")
+    url = "postgresql://mcp:pw@127.0.0.1:1/mcp"  # nothing listens on port 1
+    server = spawn(
+        "--http", "127.0.0.1:0", env={"OPENAI_RESPONSES_MCP_STATE_URL": url}, upstream=fake
+    )
+    port = wait_listening(server)
+    assert request(port, "POST", "/mcp", rpc("ping")).status == 401
+    assert request(port, "GET", "/healthz").status == 200
