@@ -5824,8 +5824,11 @@ def validate_arguments(tool: str, arguments) -> dict:
         raise InvalidParams("'query' is required: pass the question as a string")
     if not isinstance(query, str):
         raise InvalidParams(f"'query' must be a string, got {_describe(query)}")
-    if not query.strip():
-        raise InvalidParams("'query' must not be empty")
+    if _is_blank(query):
+        raise InvalidParams(
+            "'query' must not be empty: it holds only whitespace or invisible characters "
+            "(NUL, zero-width space...); pass the question as text"
+        )
     limit = INPUT_PROPERTIES["query"]["maxLength"]
     if len(query) > limit:
         raise InvalidParams(f"'query' is {len(query)} characters; the limit is {limit}")
@@ -5844,6 +5847,28 @@ def validate_arguments(tool: str, arguments) -> dict:
     if "previous_response_id" in declared and previous is not None:
         clean["previous_response_id"] = _check_response_id(previous)
     return clean
+
+
+# Characters no one sees that Python's str.isspace() does not count: fillers (Hangul, braille
+# blank), variation selectors and the combining grapheme joiner. Categories Cc (NUL, controls),
+# Cf (zero-width space, joiners, BOM, bidi marks) and Z* are tested by category.
+_INVISIBLE = frozenset("\u034f\u115f\u1160\u2800\u3164\uffa0") | frozenset(
+    map(chr, [*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)])
+)
+
+
+def _is_blank(text: str) -> bool:
+    """Whether text shows nothing: a query of a NUL or a zero-width space asks no question, and
+    would be billed like one."""
+    import unicodedata
+
+    return all(
+        char.isspace() or char in _INVISIBLE or unicodedata.category(char) in _BLANK_CATEGORIES
+        for char in text
+    )
+
+
+_BLANK_CATEGORIES = ("Cc", "Cf", "Zs", "Zl", "Zp")
 
 
 def _check_response_id(value) -> str:

@@ -411,6 +411,15 @@ def test_a_malformed_previous_response_id_is_refused_before_any_request(server, 
     assert fake.creates == []
 
 
+@pytest.mark.parametrize("query", ["\x00", "\u200b", " \u200b\ufeff\u2060 \n"])
+def test_a_query_of_only_invisible_characters_is_refused_before_any_request(server, fake, query):
+    reply = server.call("answer", {"query": query})
+    assert reply["error"]["code"] == -32602
+    assert "'query' must not be empty" in reply["error"]["message"]
+    assert fake.creates == [] and fake.requests == []  # nothing sent, nothing billed
+    assert "result" in server.call("answer", {"query": "q \u200b"})  # a question still is one
+
+
 # ============================================================================================
 # Results every client shows whole
 # ============================================================================================

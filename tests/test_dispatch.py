@@ -431,6 +431,9 @@ def test_missing_tool_name_is_method_not_found(harness):
         ({"query": None}, "query"),
         ({"query": ""}, "query"),
         ({"query": "  \n\t "}, "query"),
+        ({"query": "\x00"}, "query"),  # shows nothing, asks nothing, and would be billed
+        ({"query": "\u200b"}, "query"),
+        ({"query": " \ufeff\u2060\u200d\u3164\ufe0f\x7f "}, "query"),
         ({"query": 5}, "query"),
         ({"query": ["q"]}, "query"),
         ({"query": {"text": "q"}}, "query"),
