@@ -687,6 +687,7 @@ def _profile_settings(row: dict) -> dict:
             low=1,
             high=1000,
             doc="cap on web searches in one answer (null = none)",
+            nullable=True,  # answer_deep's default is 50; null there means no cap
         ),
         ("model_profiles", tool, "search_context_size"): Setting(
             row.get("search_context_size"),
@@ -3674,6 +3675,19 @@ DEEP_NEEDS_BACKGROUND = (
 )
 
 
+def _stop_asking(config: Config) -> str:
+    """How to stop asking for background mode, naming only keys that exist: answer_deep has
+    no background key (it runs only in background mode), so it is turned off instead."""
+    keys = [
+        f"model_profiles.{tool}.background to false"
+        for tool in TOOL_NAMES
+        if tool != DEEP_TOOL and config.background(tool)
+    ]
+    if DEEP_TOOL in enabled_tools(config):
+        keys.append(f"tools.{DEEP_TOOL} to false ({DEEP_TOOL} runs only in background mode)")
+    return f"to stop asking, set {' and '.join(keys)}" if keys else "nothing asks for it again"
+
+
 def run_timeout_ms(config: Config, tool: str) -> int:
     """The time a call may take in all: request.deep_timeout_ms for answer_deep (a deep
     research run takes minutes), request.timeout_ms for the others."""
@@ -3747,11 +3761,13 @@ def _resumable(exc: BaseException, failure: Failure) -> bool:
 def reservation_floor(config: Config, tool: str) -> float:
     """The least a call of `tool` reserves against a budget: one web search; for answer_deep,
     whose runs search dozens of times, the searches its max_tool_calls allows (its first runs
-    have no history for a mean, and would otherwise reserve a cent for a run of dollars)."""
+    have no history for a mean, and would otherwise reserve a cent for a run of dollars).
+    Without a cap (null) a run may search more, never less: the default cap's searches."""
     search = config.get("pricing", "web_search_per_1k") / 1000
     if tool != DEEP_TOOL:
         return search
-    return search * max(1, config.profile(tool).get("max_tool_calls") or 1)
+    cap = config.profile(tool).get("max_tool_calls") or _row(tool)["max_tool_calls"]
+    return search * max(1, cap)
 
 
 class _Hold:
@@ -4126,8 +4142,7 @@ class AnswerEngine:
             said = _one_line(self._log.redact(failure.detail), 160) or "no reason given"
             self._log.say(
                 f"warning: the API refused background mode (HTTP {failure.status}: {said}); "
-                f"calls run without it until restart: set model_profiles.{tool}.background to "
-                "false to stop asking"
+                f"calls run without it until restart: {_stop_asking(self._config)}"
             )
 
     def _resume_or_fail(self, run: BackgroundRun, exc, failure: Failure, call, stalls, tool, model):
