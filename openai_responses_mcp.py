@@ -2301,8 +2301,28 @@ _OTHER_DATE = (
 )
 _URL = r"https?://[^\s<>\"'\]（）「」『』、。，：]+"
 _LIST_ITEM = r"\s*(?:[-*+•・]|\d{1,3}[.)]|\[\d{1,3}\])\s"
-_FENCE = r"\s*(?:```|~~~)"
+# A code fence as CommonMark reads it: three or more backticks or tildes; a block ends at a
+# fence of the same character at least as long, with nothing after it (```` holds ``` lines).
+_FENCE_LINE = r"[ \t]*(`{3,}|~{3,})(.*)"
 _NO_SOURCE = "- no citable source was returned by the search (accessed {today})"
+
+
+def _fences(lines: list[str]) -> tuple[list[bool], str | None]:
+    """(for each line, whether it is part of a code block, its fences included; the fence of
+    the block still open after the last line, or None)."""
+    inside, fence = [], None
+    for line in lines:
+        match = re.match(_FENCE_LINE, line)
+        if fence is None:
+            opens = match is not None and not (match[1][0] == "`" and "`" in match[2])
+            fence = match[1] if opens else None
+            inside.append(opens)
+            continue
+        inside.append(True)
+        same = match and match[1][0] == fence[0] and len(match[1]) >= len(fence)
+        if same and not match[2].strip():
+            fence = None
+    return inside, fence
 
 
 def _urls_in(text: str) -> list[str]:
@@ -2389,12 +2409,10 @@ def _sources_header(line: str, names: tuple, citations: list[dict], last: bool) 
 
 def _find_sources_header(lines: list[str], names: tuple, citations: list[dict]):
     """(index, sources on its line) of the last sources header outside code blocks, or None."""
-    found, fenced = None, False
+    found, (fenced, _) = None, _fences(lines)
     last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
     for index, line in enumerate(lines):
-        if re.match(_FENCE, line):
-            fenced = not fenced
-        elif not fenced:
+        if not fenced[index]:
             rest = _sources_header(line, names, citations, index == last)
             if rest is not None:
                 found = (index, rest)
@@ -2427,7 +2445,7 @@ def _section_entries(lines: list[str], start: int, citations: list[dict]) -> lis
         if not line.strip():
             gap = True
             continue
-        if line.lstrip().startswith("#") or re.match(_FENCE, line):
+        if line.lstrip().startswith("#") or re.match(_FENCE_LINE, line):
             break
         if _is_entry(line, citations, gap and bool(entries)):
             entries.append([index])
@@ -2557,11 +2575,10 @@ def _utf8_len(text: str) -> int:
 def _cut_points(text: str) -> tuple[list[int], list[int]]:
     """Where a shortened answer may end, outside code blocks: (before each heading, at each
     blank line), as offsets into text."""
-    sections, paragraphs, fenced, offset = [], [], False, 0
-    for line in text.split("\n"):
-        if re.match(_FENCE, line):
-            fenced = not fenced
-        elif not fenced and offset:
+    sections, paragraphs, offset = [], [], 0
+    lines = text.split("\n")
+    for line, fenced in zip(lines, _fences(lines)[0], strict=True):
+        if not fenced and offset:
             if line.lstrip().startswith("#"):
                 sections.append(offset)
             elif not line.strip():
@@ -2598,18 +2615,44 @@ def _shortened_note(total: int, kept: int, section: str | None, rest: dict, sour
     )
 
 
+_MORE_SOURCES = "- … {} more lines of sources left out (see citations)"
+_CUT_SOURCES = "- … (the line above is shortened: see citations)"
+
+
 def _fit_sources(tail: str, budget: int) -> str:
-    """The sources section, its last entries dropped (and counted) if it alone is too long."""
-    if _utf8_len(tail) <= budget:
+    """The sources section in `budget` bytes of JSON: its last lines dropped (and counted) if
+    it is too long, and a line too long on its own (`Sources: url, url, …` on one line) cut,
+    so the body keeps its room."""
+    if _json_len(tail) <= budget:
         return tail
     lines, kept, size = tail.split("\n"), [], 0
+    room = max(0, budget - _json_len(_MORE_SOURCES.format(len(lines))) - 2)
     for line in lines:
-        if size + _utf8_len(line) + 1 > budget and kept:
+        need = _json_len(line) + 2  # and its newline, escaped
+        if size + need > room:
+            if not kept:
+                kept.append(_cut_to(line, max(0, room - 3)) + "…")
             break
         kept.append(line)
-        size += _utf8_len(line) + 1
+        size += need
     left = len(lines) - len(kept)
-    return "\n".join([*kept, f"- … {left} more lines of sources left out (see citations)"])
+    return "\n".join([*kept, _MORE_SOURCES.format(left) if left else _CUT_SOURCES])
+
+
+def _split_sources(text: str, citations: list[dict], headers: tuple) -> tuple[str, str]:
+    """(the body, its sources section). What follows the section (prose, a cut-short note) is
+    body: shortened, and counted as left out, like the rest of it."""
+    names = tuple(sorted({*SOURCES_HEADERS, *headers}, key=len, reverse=True))
+    lines = text.split("\n")
+    found = _find_sources_header(lines, names, citations)
+    if found is None:
+        return text.rstrip(), ""
+    entries = _section_entries(lines, found[0] + 1, citations)
+    end = entries[-1][-1] + 1 if entries else found[0] + 1
+    before = "\n".join(lines[: found[0]]).rstrip()
+    after = "\n".join(lines[end:]).strip()
+    body = "\n\n".join(part for part in (before, after) if part)
+    return body, "\n".join(lines[found[0] : end]).strip("\n")
 
 
 def fit_answer(answer: dict, limit: int, rest: dict, headers: tuple = ()) -> tuple[dict, dict]:
@@ -2622,17 +2665,14 @@ def fit_answer(answer: dict, limit: int, rest: dict, headers: tuple = ()) -> tup
     if result_size(answer) <= limit:
         return answer, {}
     text = answer.get("answer") or ""
-    names = tuple(sorted({*SOURCES_HEADERS, *headers}, key=len, reverse=True))
-    lines = text.split("\n")
-    found = _find_sources_header(lines, names, answer.get("citations") or [])
-    split = len("\n".join(lines[: found[0]])) + 1 if found else len(text)
-    head, tail = text[:split].rstrip(), text[split:].strip("\n")
+    head, tail = _split_sources(text, answer.get("citations") or [], headers)
     fixed = result_size({**answer, "answer": ""}) + 400  # the other keys, the note, escapes
     tail = _fit_sources(tail, max(0, limit - fixed) // 2) if tail else tail
 
     def shortened(end: int) -> dict:
-        note = _shortened_note(len(head), end, _heading_at(head, end), rest, bool(tail))
-        parts = [_closed(head[:end].rstrip()), note, tail]
+        kept = head[:end].rstrip()
+        note = _shortened_note(len(head), len(kept), _heading_at(head, end), rest, bool(tail))
+        parts = [_closed(kept), note, tail]
         return {**answer, "answer": "\n\n".join(part for part in parts if part)}
 
     end = _longest_fit(head, limit, shortened)
@@ -2643,8 +2683,8 @@ def fit_answer(answer: dict, limit: int, rest: dict, headers: tuple = ()) -> tup
 def _closed(kept: str) -> str:
     """The kept start, its code block closed when the cut fell inside one (a giant JSON or code
     answer has no other place to cut), so the note and sources are not read as code."""
-    fences = [line.strip()[:3] for line in kept.split("\n") if re.match(_FENCE, line)]
-    return f"{kept}\n{fences[-1]}" if len(fences) % 2 else kept
+    fence = _fences(kept.split("\n"))[1]
+    return f"{kept}\n{fence}" if fence else kept
 
 
 def _longest_fit(head: str, limit: int, shortened) -> int:
@@ -2664,11 +2704,67 @@ def _longest_fit(head: str, limit: int, shortened) -> int:
                 high = middle - 1
         return found
 
-    by_line = best(lines) or best(list(range(1, len(head) + 1, 100)))
+    by_line = best(lines) or best([_grapheme_safe(head, i) for i in range(1, len(head) + 1, 100)])
     for end in (best(sections), best(paragraphs)):
         if end and end * 2 >= by_line:  # a cleaner cut, unless it throws away most of the room
             return end
     return by_line
+
+
+def _json_len(text: str) -> int:
+    """The UTF-8 bytes text takes inside a JSON string: escapes (\\n, \\", \\u0000) count."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")) - 2
+
+
+def _cut_to(text: str, budget: int) -> str:
+    """The longest start of text that takes at most `budget` bytes of JSON and splits no
+    character a reader sees as one."""
+    low, high = 0, len(text)
+    while low < high:  # the longest prefix that fits
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if _json_len(text[:middle]) <= budget else (low, middle - 1)
+    return text[: _grapheme_safe(text, low)]
+
+
+# A cut between two characters a reader sees as one (a grapheme cluster) leaves half a flag, a
+# joined emoji in pieces or a letter without its accent. The standard library has no UAX #29,
+# so this is the conservative part of it that matters here: no cut before a combining mark
+# (accents, variation selectors, Indic vowel signs), an emoji skin-tone modifier, a tag
+# character (subdivision flags), a Hangul vowel or final jamo, before or after a zero-width
+# joiner, inside CR LF, or between the two regional indicators of a flag.
+_ZWJ = "\u200d"
+
+
+def _grapheme_safe(text: str, end: int) -> int:
+    """end, or the nearest offset before it where a cut splits no grapheme cluster."""
+    import unicodedata
+
+    while 0 < end < len(text) and _joined(text, end, unicodedata):
+        end -= 1
+    return end
+
+
+def _joined(text: str, index: int, unicodedata) -> bool:
+    """Whether text[index - 1] and text[index] belong to one grapheme cluster."""
+    before, after = text[index - 1], text[index]
+    if _ZWJ in (before, after) or (before, after) == ("\r", "\n"):
+        return True
+    if unicodedata.category(after)[0] == "M" or "\U0001f3fb" <= after <= "\U0001f3ff":
+        return True
+    if "\U000e0020" <= after <= "\U000e007f" or "\u1160" <= after <= "\u11ff":
+        return True
+    if "\ud7b0" <= after <= "\ud7ff":
+        return True
+    if _is_regional(before) and _is_regional(after):
+        run = index - 1
+        while run > 0 and _is_regional(text[run - 1]):
+            run -= 1
+        return (index - run) % 2 == 1  # an odd run before: `after` ends its pair
+    return False
+
+
+def _is_regional(char: str) -> bool:
+    return "\U0001f1e6" <= char <= "\U0001f1ff"
 
 
 def is_billed_search(item) -> bool:

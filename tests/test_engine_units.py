@@ -14,7 +14,7 @@ import time
 
 import httpx2
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import openai_responses_mcp as m
@@ -919,6 +919,181 @@ def test_a_cut_inside_a_code_block_closes_it_before_the_note():
     kept = text[: text.index("\n\n[Shortened")]
     assert kept.count("```") == 2 and kept.endswith("\n```")  # the note is not read as code
     assert text.endswith(SOURCES_TAIL)
+
+
+def kept_body(text: str) -> str:
+    """What a shortened answer kept of its body: everything before the server's note."""
+    return text[: text.index("\n\n[Shortened")]
+
+
+def left_out(text: str) -> tuple[int, int]:
+    """(characters left out, of how many), as the server's note says."""
+    found = re.search(r"([\d,]+) of ([\d,]+) characters left out", text)
+    return int(found[1].replace(",", "")), int(found[2].replace(",", ""))
+
+
+def test_prose_after_the_sources_section_is_body_counted_as_left_out_not_sources():
+    after = "\n\n".join(f"## Afterword {i}\n\n{LOREM}" for i in range(40))  # ~70,000 chars
+    answer = {**report(0), "answer": f"The short answer first.\n\n{SOURCES_TAIL}\n\n{after}"}
+    fitted, _ = m.fit_answer(answer, 12_000, REST)
+    text = fitted["answer"]
+    assert m.result_size(fitted) <= 12_000 and text.endswith(SOURCES_TAIL)
+    assert "more lines of sources" not in text  # the prose is not taken for sources
+    gone, total = left_out(text)
+    assert total == len("The short answer first.\n\n") + len(after.rstrip())
+    assert gone == total - len(kept_body(text))  # the cut as it is, not a seventh of it
+    assert kept_body(text).startswith("The short answer first.\n\n## Afterword 0\n\n")
+
+
+@pytest.mark.parametrize("fence", ["````", "~~~", "~~~~~", "```"])
+def test_a_cut_inside_a_code_block_closes_it_with_its_own_fence(fence):
+    inner = "```python\nprint(1)\n```\n" if fence != "```" else ""  # a shorter fence is code
+    lines = "\n".join(f'  "key{i}": "value {i}",' for i in range(3000))
+    code = f"{fence}markdown\n{inner}{lines}\n{fence}"
+    fitted, _ = m.fit_answer(report(1, paragraph=code), 12_000, REST)
+    text = fitted["answer"]
+    assert m.result_size(fitted) <= 12_000 and text.endswith(SOURCES_TAIL)
+    kept = kept_body(text)
+    assert kept.endswith(f"\n{fence}")
+    assert m._fences(kept.split("\n"))[1] is None  # the note after it is not read as code
+
+
+def test_a_tilde_fence_is_not_closed_by_backticks_nor_a_longer_fence_by_a_shorter_one():
+    assert m._fences(["~~~", "```", "x"])[1] == "~~~"
+    assert m._fences(["````", "```", "x"])[1] == "````"
+    assert m._fences(["````", "`````"])[1] is None
+    assert m._fences(["```", "~~~"])[1] == "```"
+    assert m._fences(["``` not a fence ` info"])[1] is None  # backticks in its info string
+
+
+def test_a_sources_section_on_one_long_line_is_cut_and_the_body_keeps_its_room():
+    inline = "Sources: " + ", ".join(f"https://s{i}.example/page (2026-01-01)" for i in range(2500))
+    fitted, _ = m.fit_answer(report(20, tail=inline), 12_000, REST)
+    text = fitted["answer"]
+    assert m.result_size(fitted) <= 12_000
+    assert text.startswith("The short answer first.\n\n## Part 0\n\n" + LOREM.strip())
+    assert "Sources: https://s0.example/page (2026-01-01)" in text
+    assert text.endswith(m._CUT_SOURCES)
+
+
+def test_one_long_source_line_after_its_header_is_dropped_and_counted():
+    tail = "Sources:\n- https://a.example/ " + "(a long description) " * 3000
+    fitted, _ = m.fit_answer(report(20, tail=tail), 12_000, REST)
+    text = fitted["answer"]
+    assert m.result_size(fitted) <= 12_000 and "## Part 0" in text
+    assert text.endswith("Sources:\n- … 1 more lines of sources left out (see citations)")
+
+
+# Units a reader sees as one character: a flag, a joined family, a skin tone, a subdivision
+# flag (tags), an accented letter (e + combining acute), a Hangul syllable in jamo, a keycap.
+ENGLAND = "🏴\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f"
+CLUSTERS = ["🇯🇵", "👨\u200d👩\u200d👧", "👍🏽", ENGLAND, "e\u0301", "\u1100\u1161\u11a8",
+            "1\ufe0f\u20e3", "a", "日"]  # fmt: skip
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS[:7])
+def test_a_giant_line_is_cut_between_whole_characters(cluster):
+    line = cluster * (60_000 // len(cluster.encode()))
+    answer = {**report(0), "answer": f"{line}\n\n{SOURCES_TAIL}"}
+    fitted, _ = m.fit_answer(answer, 12_000, REST)
+    kept = kept_body(fitted["answer"])
+    assert m.result_size(fitted) <= 12_000
+    assert kept and kept == cluster * (len(kept) // len(cluster))  # whole units only
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(CLUSTERS), min_size=1, max_size=40), st.data())
+def test_a_grapheme_safe_offset_is_always_between_whole_units(units, data):
+    text = "".join(units)
+    bounds = {0, *(len("".join(units[: i + 1])) for i in range(len(units)))}
+    offset = data.draw(st.integers(0, len(text)))
+    safe = m._grapheme_safe(text, offset)
+    assert safe <= offset and safe in bounds
+    assert safe == max(b for b in bounds if b <= offset) or units[0] == "🇯🇵"
+
+
+# -- Any answer, any client size: never over it ------------------------------------------------
+
+WORDS = ["Lorem", "ipsum", "東京の天気", "\"quoted\"", "back\\slash", "tab\there", "\x01", "é",
+         "https://x.example/?a=1", "`code`", "**bold**", "#tag"]  # fmt: skip
+FENCES = ["```", "````", "~~~", "~~~~"]
+
+
+def giant_line(draw) -> str:
+    unit = draw(st.sampled_from(CLUSTERS))
+    return unit * draw(st.integers(1, 20_000 // len(unit.encode())))
+
+
+@st.composite
+def body_blocks(draw):
+    kind = draw(st.sampled_from(["heading", "paragraph", "code", "giant", "long"]))
+    if kind == "heading":
+        return "## " + " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=4)))
+    if kind == "paragraph":
+        return " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=60)))
+    if kind == "giant":
+        return giant_line(draw)
+    if kind == "long":
+        return "\n\n".join([LOREM] * draw(st.integers(1, 30)))
+    fence = draw(st.sampled_from(FENCES))
+    inner = "```\nnested\n```\n" if fence != "```" else "~~~\n"
+    lines = "\n".join(f"line {i} {draw(st.sampled_from(WORDS))}" for i in range(300))
+    lines = "\n".join([lines] * draw(st.integers(1, 4)))
+    return f"{fence}text\n{inner}{lines}" + (f"\n{fence}" if draw(st.booleans()) else "")
+
+
+@st.composite
+def sources_tails(draw):
+    count = draw(st.integers(1, 3000))
+    kind = draw(st.sampled_from(["none", "list", "inline", "giant entry"]))
+    if kind == "none":
+        return ""
+    if kind == "list":
+        entries = (f"- https://s{i}.example/p (2026-01-01)" for i in range(count))
+        return "Sources:\n" + "\n".join(entries)
+    if kind == "inline":
+        return "Sources: " + ", ".join(f"https://s{i}.example/p (2026-01-01)" for i in range(count))
+    return "Sources:\n- https://a.example/ " + giant_line(draw)
+
+
+@st.composite
+def long_answers(draw):
+    blocks = draw(st.lists(body_blocks(), min_size=1, max_size=6))
+    tail = draw(sources_tails())
+    after = draw(st.lists(body_blocks(), max_size=2)) if tail else []
+    after = ["## Afterword", *after] if after else []  # a heading ends the sources section
+    text = "\n\n".join([*blocks, tail, *after] if tail else blocks)
+    body = "\n\n".join(p for p in ("\n\n".join(blocks).rstrip(), "\n\n".join(after).strip()) if p)
+    if m._fences("\n\n".join(blocks).split("\n"))[1] and tail:  # an open block: all is code
+        body = text.rstrip()
+    return {**report(0), "answer": text}, body, draw(st.integers(2_000, 30_000))
+
+
+# Shrinking examples this big takes minutes: a failure is reported as found.
+@settings(
+    max_examples=1200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
+@given(long_answers())
+def test_any_answer_fits_its_clients_size_with_whole_characters_and_closed_code(case):
+    answer, body, limit = case
+    fitted, shortened = m.fit_answer(answer, limit, REST)
+    assert m.result_size(fitted) <= limit
+    if not shortened:
+        assert fitted == answer
+        return
+    text = fitted["answer"]
+    kept = text[: text.index("[Shortened")].rstrip()
+    assert m._fences(kept.split("\n"))[1] is None  # the note is never read as code
+    fence = m._fences(kept.split("\n")[:-1])[1]
+    added = fence and kept.endswith("\n" + fence)  # a closing fence: the server's, or the body's
+    start = kept[: -len(fence) - 1] if added else kept
+    assert body.startswith(start)
+    assert m._grapheme_safe(body, len(start)) == len(start)
+    gone, total = left_out(text)
+    assert total == len(body) and gone in (total - len(start), total - len(kept))
 
 
 @pytest.mark.parametrize(
