@@ -2215,9 +2215,14 @@ def _search_sources(response: dict) -> list[dict]:
                     found.append({"url": without_tracking(source["url"]), "title": None})
             else:
                 name = source.get("name") or source.get("id") or source.get("source")
-                if name:
-                    found.append({"url": str(name), "title": "api", "is_id": True})
+                if isinstance(name, str) and re.fullmatch(_SOURCE_ID, name):
+                    found.append({"url": name, "title": "api", "is_id": True})
     return found
+
+
+# A source id such as oai-weather: a name, never a URL (`javascript:...` has a colon) nor text
+# that could break out of its line in the Sources section.
+_SOURCE_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 
 
 def is_web_url(url) -> bool:
@@ -2231,24 +2236,122 @@ def is_web_url(url) -> bool:
 # OpenAI's web search tags the URLs it hands the model with this query parameter. It is dropped
 # everywhere: the agent repeats the URLs to its user, and a page with and without it is one
 # source (else the model's own Sources line, written without it, gets the URL a second time).
-_TRACKING = r"([?&])utm_source=openai(?![\w~%+-]|\.[\w~%+-])(&?)"  # not openai.com, openai2
 
 
 def without_tracking(text: str) -> str:
-    """`text` (a URL, or an answer holding URLs) without `utm_source=openai` in any URL's
-    query; every other parameter, their order and the fragment are kept as written."""
-    if "utm_source=openai" not in text:
+    """`text` (a URL, or an answer holding URLs) without the exact query parameter
+    `utm_source=openai` in any URL's query; every other parameter, their order and the
+    fragment are kept as written, and so is code (a code span or block shows what it shows)."""
+    if _TRACKED not in text:
         return text
     if is_web_url(text) and not re.search(r"\s", text):  # one URL: all of it, [::1] hosts too
         return _untracked(text)
-    return re.sub(_URL, lambda url: _untracked(url[0]), text)
+    return outside_code(text, lambda part: re.sub(_URL, _untracked_in_text, part))
+
+
+_TRACKED = "utm_source=openai"
+
+
+def _untracked_in_text(url) -> str:
+    """A URL found in text, the punctuation after it (a sentence's `.`, a Markdown link's `)`)
+    kept out of its query."""
+    core = url[0]
+    while core[-1] in ".,;:!?*_" or (core[-1] == ")" and core.count(")") > core.count("(")):
+        core = core[:-1]
+    return _untracked(core) + url[0][len(core) :]
 
 
 def _untracked(url: str) -> str:
-    before = ""
-    while url != before:  # `?utm_source=openai&utm_source=openai` takes two passes
-        before, url = url, re.sub(_TRACKING, lambda m: m[1] if m[2] else "", url)
-    return url
+    """The URL without `utm_source=openai` among its `&`-separated query parameters (as
+    browsers split a query: `?utm_source=openai;id=42` holds one parameter, not this one)."""
+    base, hash_mark, fragment = url.partition("#")
+    path, question, query = base.partition("?")
+    params = query.split("&")
+    kept = [param for param in params if param != _TRACKED]
+    if not question or len(kept) == len(params):
+        return url
+    query = "&".join(kept)
+    return path + (f"?{query}" if query.strip("&") else "") + hash_mark + fragment
+
+
+# -- Links an MCP client must never make clickable ---------------------------------------------
+
+# An inline Markdown link or image: [text](destination "title"), the text with one level of
+# nested brackets, the destination in <...> or with balanced parentheses.
+_MD_LINK = (
+    r"(!?)\[((?:[^\[\]\\]|\\.|\[(?:[^\[\]\\]|\\.)*\])*)\]"
+    r"\(\s*(<[^<>\n]*>|(?:[^\s()\\]|\\.|\((?:[^\s()\\]|\\.)*\))+)"
+    r"(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?\s*\)"
+)
+_AUTOLINK = r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*)>"
+_LINK_DEFINITION = r"(?m)^ {0,3}\[[^\]\n]+\]:[ \t]*(<[^<>\n]*>|\S+).*$"
+
+
+def defused_links(text: str) -> str:
+    """The answer with every link whose target is not http(s) (`javascript:`, `data:`,
+    `file:`...) turned into its plain text: a client renders the answer as Markdown, and a
+    click there must never run script or open a local file. Code is left as written."""
+    return outside_code(text, _defuse)
+
+
+def _defuse(text: str) -> str:
+    text = re.sub(_MD_LINK, lambda link: link[2] if _unsafe_target(link[3]) else link[0], text)
+    text = re.sub(_AUTOLINK, lambda link: link[1] if _unsafe_target(link[1]) else link[0], text)
+    return re.sub(_LINK_DEFINITION, lambda d: "" if _unsafe_target(d[1]) else d[0], text)
+
+
+def _unsafe_target(destination: str) -> bool:
+    """Whether a link destination names a scheme other than http(s), read as a browser reads
+    it: Markdown escapes and HTML entities decoded, tabs, newlines and controls dropped."""
+    import html
+
+    target = html.unescape(re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", destination.strip("<>")))
+    target = "".join(char for char in target if char > " " and char != "\x7f")
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", target)
+    return scheme is not None and scheme[1].lower() not in ("http", "https")
+
+
+def outside_code(text: str, change) -> str:
+    """text with `change` applied to what lies outside code blocks and code spans.
+
+    Code is read strictly (a fence indented at most three spaces, a span within one line):
+    what a renderer shows as text is never taken for code, so a link there is never left
+    clickable by mistake; a rare code span over two lines is treated as text."""
+    import itertools
+
+    lines = text.split("\n")
+    fenced, chunks = _fences(lines, strict=True)[0], []
+    for code, group in itertools.groupby(zip(lines, fenced, strict=True), lambda pair: pair[1]):
+        chunk = "\n".join(line for line, _ in group)
+        if not code:
+            chunk = "\n".join(_outside_spans(line, change) for line in chunk.split("\n"))
+        chunks.append(chunk)
+    return "\n".join(chunks)
+
+
+def _outside_spans(text: str, change) -> str:
+    """`change` applied around the code spans of one line: a run of backticks up to the
+    next run as long (CommonMark), found in one pass; an escaped backtick opens none."""
+    if "`" not in text:
+        return change(text)
+    runs = [(m.start(), m.end()) for m in re.finditer(r"`+", text)]
+    runs = [(a + 1, b) if a and text[a - 1] == "\\" else (a, b) for a, b in runs]
+    later: dict[int, list[int]] = {}  # run length -> indexes of runs of that length, reversed
+    for index in range(len(runs) - 1, -1, -1):
+        later.setdefault(runs[index][1] - runs[index][0], []).append(index)
+    parts, end, index = [], 0, 0
+    while index < len(runs):
+        start, stop = runs[index]
+        length, closer = stop - start, None
+        queue = later.get(length, [])
+        while queue and queue[-1] <= index:
+            queue.pop()
+        if length and queue:
+            closer = queue.pop()
+            parts += [change(text[end:start]), text[start : runs[closer][1]]]
+            end, index = runs[closer][1], closer
+        index += 1
+    return "".join([*parts, change(text[end:])])
 
 
 def _host(url: str) -> str:
@@ -2307,12 +2410,15 @@ _FENCE_LINE = r"[ \t]*(`{3,}|~{3,})(.*)"
 _NO_SOURCE = "- no citable source was returned by the search (accessed {today})"
 
 
-def _fences(lines: list[str]) -> tuple[list[bool], str | None]:
+def _fences(lines: list[str], strict: bool = False) -> tuple[list[bool], str | None]:
     """(for each line, whether it is part of a code block, its fences included; the fence of
-    the block still open after the last line, or None)."""
+    the block still open after the last line, or None). `strict`: a fence is indented at most
+    three spaces, as CommonMark has it outside lists (else any indent: a list item's block)."""
     inside, fence = [], None
     for line in lines:
         match = re.match(_FENCE_LINE, line)
+        if strict and match and len(line) - len(line.lstrip(" ")) > 3:
+            match = None
         if fence is None:
             opens = match is not None and not (match[1][0] == "`" and "`" in match[2])
             fence = match[1] if opens else None
@@ -2530,7 +2636,7 @@ def shape_answer(
 
     `model` stands in when the API reports none; `headers` are the policy's sources headers.
     """
-    text = without_tracking(_answer_text(response))
+    text = defused_links(without_tracking(_answer_text(response)))
     searched = any(item.get("type") == "web_search_call" for item in response.get("output") or ())
     citations = collect_citations(response, max_citations, today)
     cited = any(

@@ -411,6 +411,22 @@ def test_a_malformed_previous_response_id_is_refused_before_any_request(server, 
     assert fake.creates == []
 
 
+def test_unsafe_links_and_the_tracking_parameter_are_cleaned_and_code_is_left_alone(server, fake):
+    code = "```sh\ncurl 'https://a.example/?utm_source=openai'\n```"
+    text = (
+        f"Click [here](javascript:alert(1)) or ![x](data:image/png;base64,AAAA). "
+        f"See {TENKI}?utm_source=openai and `https://b.example/?utm_source=openai`.\n\n{code}"
+    )
+    sources = [{"type": "api", "name": "javascript:alert(1)"}, {"type": "url", "url": JMA}]
+    fake.enqueue(weather_reply(text=text, searches=[{"query": "q", "sources": sources}]))
+    answer = answer_of(server.call("answer", {"query": "Tokyo weather"}))
+    shown = answer["answer"]
+    assert shown.startswith(f"Click here or x. See {TENKI} and ")
+    assert "`https://b.example/?utm_source=openai`" in shown and code in shown  # code as written
+    assert "javascript" not in shown and "data:" not in shown
+    assert all(c["url"].startswith("https://") for c in answer["citations"])
+
+
 @pytest.mark.parametrize("query", ["\x00", "\u200b", " \u200b\ufeff\u2060 \n"])
 def test_a_query_of_only_invisible_characters_is_refused_before_any_request(server, fake, query):
     reply = server.call("answer", {"query": query})

@@ -238,6 +238,17 @@ TRACKED = "utm_source=openai"
         ("https://a.example/?utm_source=openai.com", "https://a.example/?utm_source=openai.com"),
         ("https://a.example/?xutm_source=openai", "https://a.example/?xutm_source=openai"),
         ("https://a.example/utm_source=openai", "https://a.example/utm_source=openai"),
+        # A query is split at `&` only: these hold one other parameter each, not this one.
+        (
+            "https://a.example/page?utm_source=openai;id=42",
+            "https://a.example/page?utm_source=openai;id=42",
+        ),
+        ("https://a.example/?utm_source=openai/", "https://a.example/?utm_source=openai/"),
+        (
+            "https://a.example/?id=1&utm_source=openai;x",
+            "https://a.example/?id=1&utm_source=openai;x",
+        ),
+        ("https://a.example/?&utm_source=openai", "https://a.example/"),
     ],
 )
 def test_the_tracking_parameter_is_dropped_and_everything_else_kept(url, clean):
@@ -291,6 +302,86 @@ def test_any_url_loses_only_the_tracking_parameter(host, path, pairs, spots, fra
     assert m.without_tracking(clean) == clean
     if "[" not in host:  # a URL in text ends at "]" (Markdown), so an IPv6 host is cut there
         assert m.without_tracking(f"- {build(tracked)}{punctuation}") == f"- {clean}{punctuation}"
+
+
+def test_the_tracking_parameter_in_text_is_removed_only_as_a_whole_query_parameter():
+    text = (
+        "A https://a.example/page?utm_source=openai;id=42 B https://b.example/?utm_source=openai/ "
+        "C https://c.example/x?utm_source=openai; D (https://d.example/?utm_source=openai)."
+    )
+    assert m.without_tracking(text) == (
+        "A https://a.example/page?utm_source=openai;id=42 B https://b.example/?utm_source=openai/ "
+        "C https://c.example/x; D (https://d.example/)."
+    )
+
+
+def test_the_tracking_parameter_is_left_in_code():
+    span = "`curl https://a.example/?utm_source=openai`"
+    block = "```sh\ncurl 'https://a.example/?utm_source=openai'\n```"
+    tildes = "~~~\nhttps://a.example/?utm_source=openai\n~~~"
+    text = f"See https://a.example/?utm_source=openai and {span}.\n\n{block}\n\n{tildes}\n"
+    assert m.without_tracking(text) == text.replace("/?utm_source=openai and", "/ and", 1)
+    # a lone backtick opens no span: the URL after it is text
+    assert m.without_tracking("a ` b https://a.example/?utm_source=openai") == (
+        "a ` b https://a.example/"
+    )
+    # nor does a span reach over a paragraph break
+    assert m.without_tracking("`a\n\nhttps://a.example/?utm_source=openai `") == (
+        "`a\n\nhttps://a.example/ `"
+    )
+
+
+@pytest.mark.parametrize(
+    ("written", "shown"),
+    [
+        ("[click](javascript:alert(1))", "click"),
+        ("![chart](data:image/svg+xml;base64,PHN2Zz4=)", "chart"),
+        ("[x](JAVASCRIPT:alert(1) 'title')", "x"),
+        ("[x](<javascript:alert(1)>)", "x"),
+        ("[x](javascript&#58;alert(1))", "x"),  # an entity a renderer decodes
+        ("[x](javascript\\:alert(1))", "x"),  # a Markdown escape it removes
+        ("[see [1]](file:///etc/passwd)", "see [1]"),
+        ("<javascript:alert(1)>", "javascript:alert(1)"),
+        ("[x](mailto:a@b.example)", "x"),
+        ("[x][1]\n\n[1]: javascript:alert(1)", "[x][1]\n\n"),
+        # http(s) and relative links are links
+        ("[docs](https://docs.python.org/3/)", "[docs](https://docs.python.org/3/)"),
+        ("[part 2](#part-2)", "[part 2](#part-2)"),
+        ("<https://a.example/>", "<https://a.example/>"),
+        # code shows what it shows
+        ("`[x](javascript:alert(1))`", "`[x](javascript:alert(1))`"),
+        ("```js\n[x](javascript:void(0))\n```", "```js\n[x](javascript:void(0))\n```"),
+    ],
+)
+def test_links_that_are_not_http_keep_their_text_and_lose_their_target(written, shown):
+    assert m.defused_links(written) == shown
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "     ```\n[x](javascript:alert(1))\n     ```",  # indented: no fence, and no span
+        "text\n\n    ```\n[x](javascript:alert(1))",
+        "a ` b [x](javascript:alert(1))",  # a lone backtick opens no span
+        "\\`[x](javascript:alert(1))`",  # nor does an escaped one
+    ],
+)
+def test_what_a_renderer_shows_as_text_is_never_taken_for_code(text):
+    assert "javascript" not in m.defused_links(text)
+
+
+@pytest.mark.parametrize("name", ["javascript:alert(1)", "data:text/html,x", "oai weather\n- x",
+                                  "https://a.example/", "", "x" * 65])  # fmt: skip
+def test_a_search_source_name_that_is_not_an_id_is_dropped(name):
+    resp = response(web_search({"type": "api", "name": name}, WEATHER_API), message("x"))
+    shaped = m.shape_answer(resp, 3, TODAY)
+    assert urls(shaped["citations"]) == ["oai-weather"]
+    assert (name or "\x00") not in shaped["answer"]
+
+
+def test_the_answer_text_keeps_the_text_of_a_javascript_link():
+    resp = response(message("Run [this](javascript:alert(document.cookie)) now."))
+    assert m.shape_answer(resp, 3, TODAY)["answer"] == "Run this now."
 
 
 def test_citations_that_differ_only_by_the_tracking_parameter_are_one_source():
