@@ -6001,14 +6001,13 @@ def normalize_domain(item: str) -> str:
     host = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0].rpartition("@")[2]
     if host.count(":") == 1:
         host = host.partition(":")[0]  # a port
-    host = host.rstrip(".").lower()
+    host = host.rstrip(".")
+    if host.isascii():
+        host = host.lower()
+    else:
+        host = ".".join(_a_label(label) for label in _uts46_mapped(host).split("."))
     if not host:
         raise ValueError("has no host name: write a domain name like example.com")
-    if not host.isascii():
-        try:
-            host = host.encode("idna").decode("ascii")
-        except UnicodeError:
-            raise ValueError("is not a valid international domain name") from None
     if len(host) > DOMAIN_MAX:
         raise ValueError(f"is longer than {DOMAIN_MAX} characters")
     for label in host.split("."):
@@ -6022,6 +6021,46 @@ def normalize_domain(item: str) -> str:
     if bad is not None:
         raise ValueError(f"has {bad!r}, which a domain name cannot contain")
     return host
+
+
+# International names as IDNA 2008 with UTS #46 nontransitional processing, as browsers and
+# registries read them today (Python's "idna" codec is IDNA 2003, which turns faß.de into
+# fass.de, another domain). What the standard library allows: compatibility forms and case
+# mapped (NFKC, then lower case, which keeps ß and ς), every label checked, then Punycode.
+_IDEOGRAPHIC_STOPS = str.maketrans({"\u3002": ".", "\uff61": ".", "\uff0e": "."})
+_CAPITAL_SIGMA = str.maketrans({"\u03a3": "\u03c3"})  # σ always (lower() ends a word in ς)
+_JOINERS = ("\u200c", "\u200d")  # ZWNJ, ZWJ: kept, and valid only after a virama
+
+
+def _uts46_mapped(host: str) -> str:
+    import unicodedata
+
+    mapped = unicodedata.normalize("NFKC", host.translate(_IDEOGRAPHIC_STOPS))
+    mapped = mapped.translate(_CAPITAL_SIGMA).lower()
+    return unicodedata.normalize("NFC", mapped.translate(_IDEOGRAPHIC_STOPS)).rstrip(".")
+
+
+def _a_label(label: str) -> str:
+    """The label in the form DNS carries (xn--...), or ValueError saying what is wrong."""
+    import unicodedata
+
+    if label.isascii():
+        return label
+    bad = "is not a valid international domain name: the label"
+    if label[0] == "-" or label[-1] == "-":
+        raise ValueError(f"{bad} {label!r} starts or ends with '-'")
+    if label[2:4] == "--":
+        raise ValueError(f"{bad} {label!r} has '--' in its third and fourth places")
+    if unicodedata.category(label[0])[0] == "M":
+        raise ValueError(f"{bad} {label!r} starts with a combining mark")
+    for index, char in enumerate(label):
+        if char in _JOINERS:
+            if index and unicodedata.combining(label[index - 1]) == 9:
+                continue  # a joiner after a virama shapes a script (CONTEXTJ)
+            raise ValueError(f"{bad} {label!r} has a zero-width joiner that follows no virama")
+        if not (unicodedata.category(char)[0] in "LM" or char.isdecimal() or char in "-_"):
+            raise ValueError(f"{bad} {label!r} has {char!r}, which IDNA 2008 does not allow")
+    return "xn--" + label.encode("punycode").decode("ascii")
 
 
 def validate_arguments(tool: str, arguments) -> dict:

@@ -285,6 +285,19 @@ def test_call_domains_are_normalised_before_they_are_sent(server, fake):
     ]
 
 
+def test_an_international_domain_is_sent_as_idna_2008_and_a_bad_one_refused(server, fake):
+    answer_of(server.call("answer", {"query": "q", "domains": ["faß.de", "ΣΑΣ.gr"]}))
+    (tool,) = fake.requests[0].body["tools"]
+    assert tool["filters"]["allowed_domains"] == ["xn--fa-hia.de", "xn--mxa9ab.gr"]  # not fass.de
+    fake.clear()
+    reply = server.call("answer", {"query": "q", "domains": ["☃.net"]})
+    assert reply["error"]["code"] == -32602
+    assert reply["error"]["message"].startswith(
+        "'domains' item '☃.net' is not a valid international"
+    )
+    assert fake.requests == []
+
+
 @pytest.mark.parametrize(
     ("domain", "why"),
     [
