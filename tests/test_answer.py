@@ -489,6 +489,22 @@ def test_a_long_answer_is_shortened_to_what_its_client_shows_whole(
     assert result["_meta"]["shortened"]["chars"] > len(LONG_REPORT)
 
 
+def test_a_code_block_and_a_one_line_sources_section_are_cut_to_the_clients_size(spawn, fake):
+    lines = "\n".join(f"print({i})  # 🇯🇵 e\u0301" for i in range(3000))
+    sources = "Sources: " + ", ".join(f"https://s{i}.example/ (2026-01-01)" for i in range(900))
+    text = f"Summary first.\n\n````markdown\n```python\n{lines}\n```\n````\n\n{sources}"
+    fake.enqueue(weather_reply(text=text))
+    reply = initialized_as(spawn, fake, "codex-mcp-client").call("answer", {"query": "code"})
+    wire = reply["result"]["content"][0]["text"]
+    assert len(wire.encode("utf-8")) <= 12_000
+    shown = json.loads(wire)["answer"]
+    kept = shown[: shown.index("\n\n[Shortened")]
+    assert kept.startswith("Summary first.\n\n````markdown\n```python\nprint(0)")
+    assert kept.endswith("\n````")  # closed by its own fence: the note is not read as code
+    assert shown.count("````") == 2 and "Sources: https://s0.example/ (2026-01-01)" in shown
+    assert shown.endswith("(the line above is shortened: see citations)")
+
+
 def test_an_answer_within_the_clients_size_is_whole(spawn, fake):
     fake.enqueue(weather_reply(text=LONG_REPORT[:11_000]))
     reply = initialized_as(spawn, fake, "codex-mcp-client").call("answer", {"query": "report"})
