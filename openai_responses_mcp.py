@@ -2255,19 +2255,19 @@ def without_tracking(text: str) -> str:
         return text
     if is_web_url(text) and not re.search(r"\s", text):  # one URL: all of it, [::1] hosts too
         return _untracked(text)
-    return outside_code(text, lambda part: re.sub(_URL, _untracked_in_text, part))
+    return sub_outside_code(_URL, lambda group: _untracked_in_text(group()), text)
 
 
 _TRACKED = "utm_source=openai"
 
 
-def _untracked_in_text(url) -> str:
+def _untracked_in_text(url: str) -> str:
     """A URL found in text, the punctuation after it (a sentence's `.`, a Markdown link's `)`)
     kept out of its query."""
-    core = url[0]
+    core = url
     while core[-1] in ".,;:!?*_" or (core[-1] == ")" and core.count(")") > core.count("(")):
         core = core[:-1]
-    return _untracked(core) + url[0][len(core) :]
+    return _untracked(core) + url[len(core) :]
 
 
 def _untracked(url: str) -> str:
@@ -2300,13 +2300,9 @@ def defused_links(text: str) -> str:
     """The answer with every link whose target is not http(s) (`javascript:`, `data:`,
     `file:`...) turned into its plain text: a client renders the answer as Markdown, and a
     click there must never run script or open a local file. Code is left as written."""
-    return outside_code(text, _defuse)
-
-
-def _defuse(text: str) -> str:
-    text = re.sub(_MD_LINK, lambda link: link[2] if _unsafe_target(link[3]) else link[0], text)
-    text = re.sub(_AUTOLINK, lambda link: link[1] if _unsafe_target(link[1]) else link[0], text)
-    return re.sub(_LINK_DEFINITION, lambda d: "" if _unsafe_target(d[1]) else d[0], text)
+    text = sub_outside_code(_MD_LINK, lambda g: g(2) if _unsafe_target(g(3)) else g(), text)
+    text = sub_outside_code(_AUTOLINK, lambda g: g(1) if _unsafe_target(g(1)) else g(), text)
+    return sub_outside_code(_LINK_DEFINITION, lambda g: "" if _unsafe_target(g(1)) else g(), text)
 
 
 def _unsafe_target(destination: str) -> bool:
@@ -2320,47 +2316,59 @@ def _unsafe_target(destination: str) -> bool:
     return scheme is not None and scheme[1].lower() not in ("http", "https")
 
 
-def outside_code(text: str, change) -> str:
-    """text with `change` applied to what lies outside code blocks and code spans.
+def sub_outside_code(pattern: str, replace, text: str) -> str:
+    """re.sub of `pattern` where it matches outside code spans and code blocks: code is
+    masked with spaces first, so a match never reaches into it (as a code span binds before a
+    link does in CommonMark), and `replace(group)` builds the replacement from the text as
+    written, `group(n)` being the n-th group's original text ("" when it did not match).
 
     Code is read strictly (a fence indented at most three spaces, a span within one line):
     what a renderer shows as text is never taken for code, so a link there is never left
     clickable by mistake; a rare code span over two lines is treated as text."""
-    import itertools
+    masked = _code_masked(text)
+    parts, end = [], 0
+    for match in re.finditer(pattern, masked):
 
+        def group(n: int = 0, match=match) -> str:
+            return text[match.start(n) : match.end(n)] if match.start(n) >= 0 else ""
+
+        parts += [text[end : match.start()], replace(group)]
+        end = match.end()
+    return "".join([*parts, text[end:]])
+
+
+def _code_masked(text: str) -> str:
+    """text with every character of its code blocks and code spans (newlines kept) a space."""
     lines = text.split("\n")
-    fenced, chunks = _fences(lines, strict=True)[0], []
-    for code, group in itertools.groupby(zip(lines, fenced, strict=True), lambda pair: pair[1]):
-        chunk = "\n".join(line for line, _ in group)
-        if not code:
-            chunk = "\n".join(_outside_spans(line, change) for line in chunk.split("\n"))
-        chunks.append(chunk)
-    return "\n".join(chunks)
+    fenced = _fences(lines, strict=True)[0]
+    return "\n".join(
+        " " * len(line) if code else _spans_masked(line)
+        for line, code in zip(lines, fenced, strict=True)
+    )
 
 
-def _outside_spans(text: str, change) -> str:
-    """`change` applied around the code spans of one line: a run of backticks up to the
-    next run as long (CommonMark), found in one pass; an escaped backtick opens none."""
-    if "`" not in text:
-        return change(text)
-    runs = [(m.start(), m.end()) for m in re.finditer(r"`+", text)]
-    runs = [(a + 1, b) if a and text[a - 1] == "\\" else (a, b) for a, b in runs]
+def _spans_masked(line: str) -> str:
+    """The line with its code spans as spaces: a run of backticks up to the next run as long
+    (CommonMark), found in one pass; an escaped backtick opens none."""
+    if "`" not in line:
+        return line
+    runs = [(m.start(), m.end()) for m in re.finditer(r"`+", line)]
+    runs = [(a + 1, b) if a and line[a - 1] == "\\" else (a, b) for a, b in runs]
     later: dict[int, list[int]] = {}  # run length -> indexes of runs of that length, reversed
     for index in range(len(runs) - 1, -1, -1):
         later.setdefault(runs[index][1] - runs[index][0], []).append(index)
     parts, end, index = [], 0, 0
     while index < len(runs):
         start, stop = runs[index]
-        length, closer = stop - start, None
-        queue = later.get(length, [])
+        queue = later.get(stop - start, [])
         while queue and queue[-1] <= index:
             queue.pop()
-        if length and queue:
+        if stop > start and queue:
             closer = queue.pop()
-            parts += [change(text[end:start]), text[start : runs[closer][1]]]
+            parts += [line[end:start], " " * (runs[closer][1] - start)]
             end, index = runs[closer][1], closer
         index += 1
-    return "".join([*parts, change(text[end:])])
+    return "".join([*parts, line[end:]])
 
 
 def _host(url: str) -> str:

@@ -351,6 +351,8 @@ def test_the_tracking_parameter_is_left_in_code():
         # code shows what it shows
         ("`[x](javascript:alert(1))`", "`[x](javascript:alert(1))`"),
         ("```js\n[x](javascript:void(0))\n```", "```js\n[x](javascript:void(0))\n```"),
+        ("[x](`javascript:alert(1)`)", "[x](`javascript:alert(1)`)"),  # the span wins: no link
+        ("[`run`](javascript:x()) and `[y](data:z)`", "`run` and `[y](data:z)`"),
     ],
 )
 def test_links_that_are_not_http_keep_their_text_and_lose_their_target(written, shown):
@@ -364,6 +366,9 @@ def test_links_that_are_not_http_keep_their_text_and_lose_their_target(written, 
         "text\n\n    ```\n[x](javascript:alert(1))",
         "a ` b [x](javascript:alert(1))",  # a lone backtick opens no span
         "\\`[x](javascript:alert(1))`",  # nor does an escaped one
+        "[click\nhere](javascript:alert(1))",  # a link's text may run over lines
+        "[`code`](javascript:alert(1))",  # and hold a code span
+        "`a` [x](javascript:alert(1)) `b`",
     ],
 )
 def test_what_a_renderer_shows_as_text_is_never_taken_for_code(text):
