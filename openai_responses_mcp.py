@@ -994,6 +994,48 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("server", "http", "drain_s"): Setting(
         30, "int", low=0, high=3600, doc="then in-flight calls get this long to finish"
     ),
+    ("server", "public_url"): Setting(
+        None,
+        "str",
+        doc="the URL clients reach this server by, without /mcp (behind a proxy: its URL); "
+        "default: http://HOST:PORT of --http. OAuth's resource is <public_url>/mcp",
+    ),
+    # -- OAuth 2.1 resource server (--http) --------------------------------------------------------
+    ("server", "auth", "issuer"): Setting(
+        None,
+        "str",
+        doc="OAuth authorization server (issuer URL) whose JWT access tokens --http accepts; "
+        "turns OAuth on (needs the [oauth] extra)",
+    ),
+    ("server", "auth", "audience"): Setting(
+        None,
+        "str",
+        doc="the audience tokens must carry; default: the resource URL <public_url>/mcp "
+        "(with or without a trailing slash)",
+    ),
+    ("server", "auth", "scopes"): Setting(
+        [], "strings", doc="scopes every token must carry (missing: 403 insufficient_scope)"
+    ),
+    ("server", "auth", "user_claim"): Setting(
+        "sub", "str", doc="the token claim that names the user"
+    ),
+    ("server", "auth", "introspection_url"): Setting(
+        None,
+        "str",
+        doc="RFC 7662 introspection endpoint for opaque (non-JWT) access tokens; off if unset",
+    ),
+    ("server", "auth", "client_id"): Setting(
+        None,
+        "str",
+        env="MCP_AUTH_CLIENT_ID",
+        doc="this server's client id at the issuer, for introspection",
+    ),
+    ("server", "auth", "client_secret"): Setting(
+        None,
+        "str",
+        env="MCP_AUTH_CLIENT_SECRET",
+        doc="its client secret (better in the environment; never printed or logged)",
+    ),
     # -- Tasks (MCP tasks, both shapes) and handoffs ------------------------------------------
     ("server", "tasks", "immediate_ms"): Setting(
         2000,
@@ -1173,6 +1215,8 @@ class Config:
             values["server"]["http"]["token"] = "***"
         if values["server"]["tasks"]["secret"]:
             values["server"]["tasks"]["secret"] = "***"
+        if values["server"]["auth"]["client_secret"]:
+            values["server"]["auth"]["client_secret"] = "***"
         if values["state"]["url"]:
             values["state"]["url"] = redact_url(values["state"]["url"])
         key_env = self.get("openai", "api_key_env")
@@ -1380,7 +1424,7 @@ def _validate(values: dict, sources: dict) -> None:
             setting.check(value)
         except ValueError:
             where = sources.get(path, "default")
-            secret = path[-1] in ("token", "secret")
+            secret = path[-1] in ("token", "secret", "client_secret")
             shown = '"***"' if secret else json.dumps(value, ensure_ascii=False)
             if path == ("state", "url") and isinstance(value, str):
                 shown = json.dumps(redact_url(value), ensure_ascii=False)
@@ -1399,6 +1443,66 @@ def _validate(values: dict, sources: dict) -> None:
     _check_budget_has_ledger(values, sources)
     _check_user_location(values["search"]["user_location"], sources)
     _check_tasks(values, sources)
+    _check_auth(values, sources)
+
+
+OAUTH_EXTRA = "pip install 'openai-responses-mcp[oauth]'"
+
+
+def _check_url(key: str, url: str, where: str, loopback_http: bool = False) -> None:
+    """An http(s) URL with a host and no query or fragment (https only, unless
+    `loopback_http` lets http through for 127.0.0.1, ::1 and localhost)."""
+    _check_base_url(url, where, key, "https://login.example.com/realms/team")
+    scheme, _, rest = url.partition("://")
+    host = _host_name(rest.split("/", 1)[0].rpartition("@")[2])
+    if "?" in url or "#" in url:
+        raise ConfigError(
+            f"{key} = {json.dumps(url)} (from {where}) must have no query (?) or fragment (#)"
+        )
+    if loopback_http and scheme.lower() == "http" and host not in LOOPBACK_NAMES:
+        raise ConfigError(
+            f"{key} = {json.dumps(url)} (from {where}) must be https:// (OAuth sends tokens "
+            "only over TLS; http:// is accepted for 127.0.0.1 and localhost alone)"
+        )
+
+
+def _check_auth(values: dict, sources: dict) -> None:
+    """server.auth.* and server.public_url: URLs that are URLs, scopes without spaces, and the
+    [oauth] extra installed (found, not imported) when OAuth is on."""
+    public = values["server"]["public_url"]
+    if public is not None:
+        _check_url("server.public_url", public, sources.get(("server", "public_url"), "default"))
+        values["server"]["public_url"] = public.rstrip("/")
+    auth = values["server"]["auth"]
+    for scope in auth["scopes"]:
+        if any(char.isspace() or char in '"\\' for char in scope):
+            where = sources.get(("server", "auth", "scopes"), "default")
+            raise ConfigError(
+                f"server.auth.scopes (from {where}): {json.dumps(scope)} is not a scope (no "
+                "spaces, quotes or backslashes)"
+            )
+    issuer = auth["issuer"]
+    if issuer is None:
+        return
+    where = sources.get(("server", "auth", "issuer"), "default")
+    _check_url("server.auth.issuer", issuer, where, loopback_http=True)
+    introspection = auth["introspection_url"]
+    if introspection is not None:
+        key = ("server", "auth", "introspection_url")
+        _check_url(".".join(key), introspection, sources.get(key, "default"), loopback_http=True)
+        if not (auth["client_id"] and auth["client_secret"]):
+            raise ConfigError(
+                f"server.auth.introspection_url (from {sources.get(key, 'default')}) needs "
+                "this server's client credentials at the issuer: set MCP_AUTH_CLIENT_ID and "
+                "MCP_AUTH_CLIENT_SECRET (server.auth.client_id, server.auth.client_secret)"
+            )
+    import importlib.util
+
+    if importlib.util.find_spec("jwt") is None or importlib.util.find_spec("cryptography") is None:
+        raise ConfigError(
+            f"server.auth.issuer (from {where}) needs PyJWT and cryptography, which are not "
+            f"installed: {OAUTH_EXTRA}"
+        )
 
 
 def _check_tasks(values: dict, sources: dict) -> None:
@@ -1495,7 +1599,9 @@ def _check_user_location(location: dict, sources: dict) -> None:
         _check_timezone(location["timezone"], where, "search.user_location.timezone")
 
 
-def _check_base_url(url: str, where: str) -> None:
+def _check_base_url(
+    url: str, where: str, key: str = "openai.base_url", like: str = "https://api.openai.com/v1"
+) -> None:
     """An http(s) URL with a host (and a numeric port if any), checked without urllib.parse,
     which would cost start-up the import of `re` and `ipaddress`."""
     scheme, sep, rest = url.partition("://")
@@ -1512,8 +1618,8 @@ def _check_base_url(url: str, where: str) -> None:
     )
     if not ok:
         raise ConfigError(
-            f"openai.base_url = {json.dumps(url, ensure_ascii=False)} (from {where}) must be "
-            "an http:// or https:// URL with a host, like https://api.openai.com/v1"
+            f"{key} = {json.dumps(url, ensure_ascii=False)} (from {where}) must be "
+            f"an http:// or https:// URL with a host, like {like}"
         )
 
 
@@ -1807,6 +1913,17 @@ server:
     sse_stall_s: 30        # a full /sse stream unread this long is closed, its session ended
     lameduck_s: 5          # after SIGTERM (not Ctrl-C): /healthz says 503 this long
     drain_s: 30            # then calls in flight get this long to finish
+  public_url: null         # the URL clients use, without /mcp (behind a proxy: its URL); default
+                           #   http://HOST:PORT of --http. OAuth's resource is <public_url>/mcp
+  auth:                    # OAuth 2.1 sign-in on --http (docs/teams.md, "Team sign-in")
+    issuer: null           # the identity provider's issuer URL; set = on (pip install
+                           #   'openai-responses-mcp[oauth]')
+    audience: null         # the token audience accepted; default <public_url>/mcp
+    scopes: []             # scopes every token must carry (else 403 insufficient_scope)
+    user_claim: sub        # the claim that names the user (Entra ID: oid; Okta: uid)
+    introspection_url: null  # RFC 7662 endpoint, for opaque (non-JWT) access tokens
+    client_id: null        # for introspection; better: MCP_AUTH_CLIENT_ID
+    client_secret: null    # better: MCP_AUTH_CLIENT_SECRET (never printed or logged)
   tasks:                   # MCP tasks (2025-11-25 and the 2026 extension) and handoffs
     immediate_ms: 2000     # a call done within this answers inline, not as a task
     ttl_ms: 3600000        # a task or handoff can be collected this long (>= request.timeout_ms)
@@ -9045,6 +9162,387 @@ def _host_name(value: str) -> str:
     return value.rpartition(":")[0] if value.count(":") == 1 else value
 
 
+# -- OAuth 2.1 resource server (server.auth.issuer) ----------------------------------------------
+# MCP's authorization spec makes a remote server an OAuth 2.1 resource server: it publishes
+# RFC 9728 metadata naming its authorization server, answers 401 with a pointer to it, and checks
+# the JWT access tokens that server issues against the keys it publishes (JWKS). PyJWT (the
+# [oauth] extra) does the cryptography; this code decides which keys and claims count.
+
+WELL_KNOWN_RESOURCE = "/.well-known/oauth-protected-resource"
+# Asymmetric signatures only: `none` proves nothing, and an HMAC "signed" with the issuer's
+# public key (which anyone can fetch) is the classic forgery.
+JWT_ALGORITHMS = {
+    "RS256": "RSA", "RS384": "RSA", "RS512": "RSA", "PS256": "RSA", "PS384": "RSA",
+    "PS512": "RSA", "ES256": "EC", "ES384": "EC", "ES512": "EC", "EdDSA": "OKP",
+}  # fmt: skip
+JWT_LEEWAY_S = 60  # clock skew allowed on exp, nbf and iat
+JWKS_REFETCH_S = 10  # an unknown kid fetches the keys again at most this often
+ISSUER_RETRY_MAX_S = 10  # an unreachable issuer is tried again at most this far apart
+FETCH_TIMEOUT_S = 5
+FETCH_MAX_BYTES = 1024 * 1024
+INTROSPECTION_CACHE_S = 60  # an active opaque token is asked about again after this long
+INTROSPECTION_CACHE_SIZE = 10_000
+
+
+class TokenRefused(HttpError):
+    """A bearer token the resource server does not accept: 401 (invalid_token), 403
+    (insufficient_scope) or 503 (the issuer's keys are not known yet), with the
+    WWW-Authenticate challenge that tells the client what to do. Never holds the token."""
+
+    def __init__(self, status: int, message: str, challenge: str, retry: bool = False):
+        headers = {"WWW-Authenticate": challenge, **({"Retry-After": "5"} if retry else {})}
+        super().__init__(status, message, headers)
+        self.challenge = challenge
+
+
+def fetch_json(url: str) -> dict:
+    """GET a JSON object over http(s) with a timeout and a size bound; OSError or ValueError."""
+    import urllib.request
+
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S) as response:
+        body = response.read(FETCH_MAX_BYTES + 1)
+    if len(body) > FETCH_MAX_BYTES:
+        raise ValueError(f"more than {FETCH_MAX_BYTES} bytes")
+    document = json.loads(body)
+    if not isinstance(document, dict):
+        raise ValueError("not a JSON object")
+    return document
+
+
+def issuer_metadata_urls(issuer: str) -> list[str]:
+    """Where an issuer's metadata may be: RFC 8414 (the well-known name inserted before the
+    issuer's path), then OpenID Connect discovery (appended), then OIDC's form of RFC 8414."""
+    scheme, _, rest = issuer.rstrip("/").partition("://")
+    authority, _, path = rest.partition("/")
+    path = f"/{path}" if path else ""
+    origin = f"{scheme}://{authority}"
+    return [
+        f"{origin}/.well-known/oauth-authorization-server{path}",
+        f"{origin}{path}/.well-known/openid-configuration",
+        f"{origin}/.well-known/openid-configuration{path}",
+    ]
+
+
+class IssuerKeys:
+    """The issuer's signing keys (JWKS), found through its metadata and cached by kid.
+
+    Fetched in the background from start-up until they are known (an issuer that is down
+    is retried; meanwhile every token is refused); an unknown kid fetches them again, at most
+    every JWKS_REFETCH_S, so the issuer can rotate keys without a restart."""
+
+    def __init__(self, issuer: str, log: Log):
+        self.issuer, self.log = issuer, log
+        self.jwks_uri: str | None = None
+        self.keys: list | None = None  # the JWKS's signing keys (dicts); None until fetched
+        self._fetched = -1e9  # monotonic time of the last JWKS fetch attempt
+        self._lock = threading.Lock()
+        self.ready = threading.Event()
+
+    def start(self) -> None:
+        threading.Thread(target=self._until_known, name="oauth-keys", daemon=True).start()
+
+    def _until_known(self) -> None:
+        delay, warned = 1.0, False
+        while True:
+            problem = self.refresh()
+            if problem is None:
+                if warned:
+                    self.log.say(f"oauth: the issuer's keys are known now ({self.issuer})")
+                return
+            if not warned:
+                self.log.say(
+                    f"warning: oauth: cannot get the signing keys of {self.issuer} ({problem}); "
+                    "every token is refused until they are known, retrying in the background"
+                )
+                warned = True
+            else:
+                self.log.debug("oauth", f"issuer still unreachable: {problem}")
+            time.sleep(delay)
+            delay = min(delay * 2, ISSUER_RETRY_MAX_S)
+
+    def refresh(self, min_age: float = 0.0) -> str | None:
+        """Fetches the metadata (once) and the JWKS, unless they were fetched less than
+        `min_age` seconds ago; None, or what went wrong."""
+        with self._lock:
+            if time.monotonic() - self._fetched < min_age:
+                return "fetched moments ago"
+            self._fetched = time.monotonic()
+            try:
+                if self.jwks_uri is None:
+                    self.jwks_uri = self._discover()
+                listed = fetch_json(self.jwks_uri).get("keys")
+                if not isinstance(listed, list):
+                    raise ValueError(f"{self.jwks_uri} holds no list of keys")
+                keys = [
+                    key
+                    for key in listed
+                    if isinstance(key, dict) and key.get("use", "sig") == "sig"
+                ]
+            except (OSError, ValueError) as exc:
+                return f"{type(exc).__name__}: {str(exc)[:200]}"
+            self.keys = keys
+            self.ready.set()
+            self.log.debug("oauth", f"{len(keys)} signing key(s) from {self.jwks_uri}")
+            return None
+
+    def _discover(self) -> str:
+        problems = []
+        for url in issuer_metadata_urls(self.issuer):
+            try:
+                metadata = fetch_json(url)
+            except (OSError, ValueError) as exc:
+                problems.append(f"{url}: {type(exc).__name__}")
+                continue
+            if str(metadata.get("issuer", "")).rstrip("/") != self.issuer.rstrip("/"):
+                raise ValueError(f"{url} names another issuer, {metadata.get('issuer')!r}")
+            jwks_uri = metadata.get("jwks_uri")
+            if not isinstance(jwks_uri, str) or not jwks_uri.startswith(("https://", "http://")):
+                raise ValueError(f"{url} has no jwks_uri")
+            return jwks_uri
+        raise OSError("no authorization server metadata: " + "; ".join(problems))
+
+    def key_for(self, kid: str | None, family: str) -> dict | None:
+        """The JWK for a token's kid (without kid: the issuer's only key of that family);
+        an unknown kid fetches the JWKS again, rate-limited."""
+        found = self._lookup(kid, family)
+        if found is None and self.keys is not None and self.refresh(JWKS_REFETCH_S) is None:
+            found = self._lookup(kid, family)
+        return found
+
+    def _lookup(self, kid: str | None, family: str) -> dict | None:
+        same = [key for key in self.keys or () if key.get("kty") == family]
+        if kid is not None:
+            return next((key for key in same if key.get("kid") == kid), None)
+        return same[0] if len(same) == 1 else None
+
+
+class Introspection:
+    """RFC 7662: asks the issuer whether an opaque access token is active, as this server's
+    own client; an active answer is kept for up to INTROSPECTION_CACHE_S (keyed by the token's
+    hash, never the token), so a session's every request is not a round trip."""
+
+    def __init__(self, url: str, client_id: str, secret: str):
+        import base64
+        from urllib.parse import quote
+
+        self.url = url
+        pair = f"{quote(client_id, safe='')}:{quote(secret, safe='')}"  # RFC 6749 2.3.1
+        self._basic = "Basic " + base64.b64encode(pair.encode()).decode()
+        self._cache: dict[str, tuple[dict, float]] = {}
+        self._lock = threading.Lock()
+
+    def claims(self, token: str) -> dict:
+        """The introspection answer; OSError or ValueError if the endpoint fails."""
+        import hashlib
+
+        digest = hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+        now = time.monotonic()
+        with self._lock:
+            cached = self._cache.get(digest)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        answer = self._ask(token)
+        if answer.get("active") is True:
+            left = answer.get("exp", time.time() + INTROSPECTION_CACHE_S) - time.time()
+            with self._lock:
+                if len(self._cache) >= INTROSPECTION_CACHE_SIZE:
+                    self._cache = {k: v for k, v in self._cache.items() if v[1] > now}
+                if len(self._cache) < INTROSPECTION_CACHE_SIZE and _is_number(left):
+                    self._cache[digest] = answer, now + min(INTROSPECTION_CACHE_S, left)
+        return answer
+
+    def _ask(self, token: str) -> dict:
+        import urllib.parse
+        import urllib.request
+
+        body = urllib.parse.urlencode({"token": token, "token_type_hint": "access_token"})
+        request = urllib.request.Request(
+            self.url,
+            data=body.encode(),
+            headers={
+                "Authorization": self._basic,
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Accept": "application/json",
+            },
+        )
+        with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S) as response:
+            data = response.read(FETCH_MAX_BYTES + 1)
+        answer = json.loads(data) if len(data) <= FETCH_MAX_BYTES else None
+        if not isinstance(answer, dict):
+            raise ValueError("not a JSON object")
+        return answer
+
+
+class OAuthVerifier:
+    """Checks bearer tokens for one resource: verify(token) -> the user, or TokenRefused."""
+
+    def __init__(self, auth: dict, log: Log):
+        self.issuer, self.log = auth["issuer"], log
+        self.scopes: list[str] = list(auth["scopes"])
+        self.user_claim: str = auth["user_claim"]
+        self.audience: str | None = auth["audience"]
+        self.resource = ""  # set by set_resource() once the URL clients use is known
+        self.keys = IssuerKeys(self.issuer, log)
+        self.introspection = None
+        if auth["introspection_url"]:
+            url, client_id = auth["introspection_url"], auth["client_id"]
+            self.introspection = Introspection(url, client_id, auth["client_secret"])
+
+    def set_resource(self, public_url: str) -> None:
+        self.resource = public_url.rstrip("/") + MCP_PATH
+
+    def metadata_url(self) -> str:
+        """RFC 9728: the well-known name inserted between the resource's origin and path."""
+        scheme, _, rest = self.resource.partition("://")
+        authority, _, path = rest.partition("/")
+        return f"{scheme}://{authority}{WELL_KNOWN_RESOURCE}/{path}"
+
+    def metadata(self) -> dict:
+        """The RFC 9728 protected resource metadata document."""
+        document = {
+            "resource": self.resource,
+            "authorization_servers": [self.issuer],
+            "bearer_methods_supported": ["header"],
+            "resource_name": SERVER_NAME,
+        }
+        if self.scopes:
+            document["scopes_supported"] = self.scopes
+        return document
+
+    def challenge(self, error: str | None = None, description: str = "") -> str:
+        """The WWW-Authenticate value (ASCII, no quotes inside its quoted strings)."""
+        parts = [f'resource_metadata="{self.metadata_url()}"']
+        if self.scopes:
+            parts.append(f'scope="{" ".join(self.scopes)}"')
+        if error:
+            parts.append(f'error="{error}"')
+            if description:
+                plain = description.encode("ascii", "replace").decode().replace('"', "'")
+                parts.append(f'error_description="{plain.replace(chr(92), "/")}"')
+        return "Bearer " + ", ".join(parts)
+
+    def refuse(self, why: str, status: int = 401, error: str = "invalid_token") -> TokenRefused:
+        self.log.debug("oauth", f"token refused ({status}): {why}")
+        message = f"bearer token refused: {why}"
+        if status == 503:
+            return TokenRefused(503, message, self.challenge(), retry=True)
+        return TokenRefused(status, message, self.challenge(error, why))
+
+    def missing(self) -> TokenRefused:
+        """No bearer token at all: the plain challenge that starts a client's sign-in."""
+        return TokenRefused(
+            401,
+            "this server needs an OAuth access token: sign in with your MCP client (it finds "
+            f"the authorization server through {self.metadata_url()})",
+            self.challenge(),
+        )
+
+    def verify(self, token: str) -> str:
+        """The user an access token names, if its signature (or the issuer's introspection),
+        issuer, times, audience and scopes are right."""
+        if self.introspection is not None and token.count(".") != 2:
+            claims = self._introspected(token)
+        else:
+            claims = self._jwt_claims(token)
+        self._check_scopes(claims)
+        user = claims.get(self.user_claim)
+        if isinstance(user, int) and not isinstance(user, bool):
+            user = str(user)
+        if not isinstance(user, str) or not user.strip():
+            raise self.refuse(f"the token has no {self.user_claim} claim naming the user")
+        return user
+
+    def _introspected(self, token: str) -> dict:
+        """An opaque token's claims from the issuer's introspection endpoint (RFC 7662)."""
+        try:
+            claims = self.introspection.claims(token)
+        except (OSError, ValueError) as exc:
+            problem = f"{type(exc).__name__}: {str(exc)[:120]}"
+            self.log.say(f"oauth: the introspection endpoint failed ({problem})")
+            why = "the issuer's introspection endpoint failed; retry shortly"
+            raise self.refuse(why, 503) from None
+        if claims.get("active") is not True:
+            raise self.refuse("the issuer says the token is not active")
+        if "iss" in claims and str(claims["iss"]).rstrip("/") != self.issuer.rstrip("/"):
+            raise self.refuse(f"the token was not issued by {self.issuer}")
+        audience = claims.get("aud")
+        audience = [audience] if isinstance(audience, str) else audience
+        if not isinstance(audience, list) or not set(audience) & set(self.audiences()):
+            raise self.refuse(
+                f"the token is for another audience, not {self.audiences()[0]} "
+                "(server.auth.audience)"
+            )
+        expires = claims.get("exp")
+        if _is_number(expires) and expires < time.time() - JWT_LEEWAY_S:
+            raise self.refuse("the token has expired; sign in again")
+        return claims
+
+    def _jwt_claims(self, token: str) -> dict:
+        """A JWT access token's claims, if its signature, issuer, times and audience hold."""
+        import jwt
+
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            raise self.refuse("not a JWT access token") from None
+        algorithm, kid = header.get("alg"), header.get("kid")
+        family = JWT_ALGORITHMS.get(algorithm) if isinstance(algorithm, str) else None
+        if family is None:
+            raise self.refuse(f"signature algorithm {str(algorithm)[:20]!r} is not accepted")
+        if not self.keys.ready.is_set():
+            raise self.refuse("the issuer's signing keys are not known yet; retry shortly", 503)
+        jwk = self.keys.key_for(kid if isinstance(kid, str) else None, family)
+        if jwk is None or jwk.get("alg", algorithm) != algorithm:
+            raise self.refuse("signed with a key the issuer does not publish")
+        return self._decode(jwt, token, jwk, algorithm)
+
+    def audiences(self) -> list[str]:
+        base = (self.audience or self.resource).rstrip("/")
+        return [base, base + "/"] if base else [self.audience or ""]
+
+    def _decode(self, jwt, token: str, jwk: dict, algorithm: str) -> dict:
+        issuers = [self.issuer.rstrip("/"), self.issuer.rstrip("/") + "/"]
+        try:
+            key = jwt.PyJWK(jwk, algorithm).key
+            return jwt.decode(
+                token,
+                key,
+                algorithms=[algorithm],
+                audience=self.audiences(),
+                issuer=issuers,
+                leeway=JWT_LEEWAY_S,
+                options={"require": ["exp", "iss", "aud"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise self.refuse("the token has expired; sign in again") from None
+        except jwt.ImmatureSignatureError:
+            raise self.refuse("the token is not valid yet (nbf/iat in the future)") from None
+        except jwt.InvalidAudienceError:
+            raise self.refuse(
+                f"the token is for another audience, not {self.audiences()[0]} "
+                "(server.auth.audience)"
+            ) from None
+        except jwt.InvalidIssuerError:
+            raise self.refuse(f"the token was not issued by {self.issuer}") from None
+        except jwt.MissingRequiredClaimError as exc:
+            raise self.refuse(f"the token has no {exc.claim} claim") from None
+        except jwt.InvalidSignatureError:
+            raise self.refuse("the token's signature does not verify") from None
+        except (jwt.PyJWTError, ValueError, TypeError) as exc:
+            raise self.refuse(f"the token is malformed ({type(exc).__name__})") from None
+
+    def _check_scopes(self, claims: dict) -> None:
+        granted = claims.get("scope", claims.get("scp", ""))
+        if isinstance(granted, str):
+            granted = granted.split()
+        granted = set(granted) if isinstance(granted, list) else set()
+        lacking = [scope for scope in self.scopes if scope not in granted]
+        if lacking:
+            why = f"the token lacks the scope {' '.join(lacking)}"
+            raise self.refuse(why, 403, "insufficient_scope")
+
+
 class HttpApp:
     """What every request needs: settings, the dispatcher, sessions, limits, the lifecycle."""
 
@@ -9055,6 +9553,9 @@ class HttpApp:
         settings = config.get("server", "http")
         self.dispatcher, self.log, self.settings = dispatcher, log, settings
         self.token = settings["token"]
+        auth = config.get("server", "auth")
+        self.oauth = OAuthVerifier(auth, log) if auth["issuer"] else None
+        self.public_url = config.get("server", "public_url")
         self.stateless = settings["stateless"]
         self.max_body = settings["max_body_bytes"]
         self.header_timeout = settings["header_timeout_s"]
@@ -9081,7 +9582,26 @@ class HttpApp:
         self.hosts = LOOPBACK_NAMES | set(hosts) | ({host.lower(), address} - {"0.0.0.0", "::"})
         self.any_host = "*" in hosts or (wildcard and not hosts)
         self.origins = {o.lower().rstrip("/") for o in settings["allowed_origins"]}
+        if self.public_url:  # the name a proxy in front passes on
+            self.hosts |= {_host_name(self.public_url.partition("://")[2].partition("/")[0])}
         self._check(host)
+        if self.oauth is not None and wildcard and not self.public_url:
+            raise ConfigError(
+                f"server.public_url must be set with server.auth.issuer when --http listens on "
+                f"{host} (every address): OAuth tokens name the URL clients use, like "
+                "https://mcp.example.com"
+            )
+
+    def listening(self, host: str, port: int) -> None:
+        """The server is bound: OAuth's resource URL is known, its keys are fetched."""
+        if self.oauth is None:
+            return
+        shown = f"[{host}]" if ":" in host else host
+        self.oauth.set_resource(self.public_url or f"http://{shown}:{port}")
+        self.oauth.keys.start()
+        self.log.say(
+            f"OAuth: accepting access tokens from {self.oauth.issuer} for {self.oauth.resource}"
+        )
 
     def _check(self, host: str) -> None:
         """Start-up refusals (exit 2): an open address without a token, a weak token."""
@@ -9091,7 +9611,7 @@ class HttpApp:
                 "server.http.token must be at least 16 printable ASCII characters, no spaces; "
                 "make one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
             )
-        if not self.loopback and not token and not self.settings["allow_insecure"]:
+        if not (self.loopback or token or self.oauth or self.settings["allow_insecure"]):
             raise ConfigError(
                 f"refusing to serve on {host} without a token: anyone who can reach it could "
                 "spend your OpenAI credit. Set MCP_HTTP_TOKEN (or server.http.token), or pass "
@@ -9226,17 +9746,22 @@ class HttpApp:
             "Vary": "Origin",
         }
 
-    def check_token(self, authorization: str) -> None:
+    def check_token(self, authorization: str) -> str | None:
+        """The user a request's bearer token names (None: the shared MCP_HTTP_TOKEN, or no
+        token needed); HttpError 401/403/503 if it is refused."""
         import hmac
 
         token = self.token
-        if not token:
-            return
         scheme, _, given = authorization.partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(
-            given.strip().encode("utf-8", "replace"), token.encode()
-        ):
-            return
+        bearer = given.strip() if scheme.lower() == "bearer" else ""
+        if token and hmac.compare_digest(bearer.encode("utf-8", "replace"), token.encode()):
+            return None
+        if self.oauth is not None:
+            if not bearer:
+                raise self.oauth.missing()
+            return self.oauth.verify(bearer)
+        if not token:
+            return None
         challenge = f'Bearer realm="{SERVER_NAME}"' + (', error="invalid_token"' if given else "")
         raise HttpError(
             401,
@@ -9249,7 +9774,9 @@ class HttpApp:
         """The HttpHandler method that answers this request, once its token is checked."""
         if command == "OPTIONS":
             return HttpHandler.preflight
-        if path != HEALTH_PATH:
+        if path.startswith(WELL_KNOWN_RESOURCE):  # public; any resource path under it
+            path = WELL_KNOWN_RESOURCE
+        elif path != HEALTH_PATH:
             self.check_token(authorization)
         route = _ROUTES.get((command, path))
         if self.stateless and (command, path) in _SESSION_ROUTES:
@@ -9979,6 +10506,12 @@ class HttpHandler:
     def get_healthz(self) -> None:
         self._send_json(*self.app.health())
 
+    def get_resource_metadata(self) -> None:
+        """RFC 9728 protected resource metadata: where clients get tokens for /mcp."""
+        if self.app.oauth is None:
+            raise HttpError(404, "OAuth is off on this server (server.auth.issuer is not set)")
+        self._send_json(200, self.app.oauth.metadata(), {"Cache-Control": "max-age=300"})
+
     def get_usage(self) -> None:
         """Spend from the usage ledger: JSON, or a page when a browser asks for HTML."""
         summary = self.app.usage()
@@ -10048,6 +10581,7 @@ _ROUTES = {
     ("POST", MESSAGES_PATH): HttpHandler.post_messages,
     ("GET", HEALTH_PATH): HttpHandler.get_healthz,
     ("GET", USAGE_PATH): HttpHandler.get_usage,
+    ("GET", WELL_KNOWN_RESOURCE): HttpHandler.get_resource_metadata,
 }
 _SESSION_ROUTES = {("DELETE", MCP_PATH), ("GET", SSE_PATH), ("POST", MESSAGES_PATH)}
 _ALLOWED = {
@@ -10056,6 +10590,7 @@ _ALLOWED = {
     MESSAGES_PATH: "POST",
     HEALTH_PATH: "GET",
     USAGE_PATH: "GET",
+    WELL_KNOWN_RESOURCE: "GET",
 }
 _PREFLIGHT = {
     "Allow": "GET, POST, DELETE, OPTIONS",
@@ -10327,6 +10862,7 @@ class HttpTransport:
                 file=sys.stderr,
             )
             return 2
+        app.listening(host, self.server.server_port)
         stop, interrupted = threading.Event(), threading.Event()
 
         def on_signal(signum, frame) -> None:
@@ -10847,7 +11383,9 @@ def _doctor_config(doctor: Doctor, options: dict) -> Config | None:
             continue
         value = config.get(*path)
         shown = (
-            '"***"' if path[-1] in ("token", "secret") else json.dumps(value, ensure_ascii=False)
+            '"***"'
+            if path[-1] in ("token", "secret", "client_secret")
+            else json.dumps(value, ensure_ascii=False)
         )
         doctor.detail(f"{'.'.join(path)} = {shown} (from {where})")
     doctor.detail("every other value is the default (--show-config prints them all)")
@@ -11144,6 +11682,24 @@ def _doctor_state_url(doctor: Doctor, config: Config) -> None:
         state.close()
 
 
+def _doctor_oauth(doctor: Doctor, config: Config) -> None:
+    """With server.auth.issuer: whether its metadata and signing keys can be fetched from here,
+    as the server will at start (it refuses every token until they are)."""
+    issuer = config.get("server", "auth", "issuer")
+    if not issuer:
+        return
+    keys = IssuerKeys(issuer, _QuietLog())
+    problem = keys.refresh()
+    if problem is not None:
+        doctor.fail(
+            f"server.auth.issuer: cannot get the signing keys of {issuer} ({problem})",
+            "check the URL (as the provider's metadata writes `issuer`) and that this host "
+            "reaches it; until it does, the server refuses every token",
+        )
+    else:
+        doctor.ok(f"server.auth.issuer: {len(keys.keys)} signing key(s) from {keys.jwks_uri}")
+
+
 def _doctor_paths(doctor: Doctor, config: Config) -> None:
     for name, value in _written_paths(config):
         if value is None:
@@ -11392,7 +11948,7 @@ CARRIED_ENV = (
     "SSL_CERT_FILE",
     "SSL_CERT_DIR",
 )
-SECRET_ENV = ("MCP_HTTP_TOKEN", "MCP_TASK_SECRET")
+SECRET_ENV = ("MCP_HTTP_TOKEN", "MCP_TASK_SECRET", "MCP_AUTH_CLIENT_SECRET")
 
 
 def client_env(config: Config, env: dict | None = None) -> list[tuple[str, str | None]]:
@@ -11477,6 +12033,7 @@ def run_doctor(options: dict) -> int:
         _doctor_models(doctor, config, client)
     _doctor_paths(doctor, config)
     _doctor_state_url(doctor, config)
+    _doctor_oauth(doctor, config)
     _doctor_budget(doctor, config)
     _doctor_http(doctor, config, options.get("http"))
     if options.get("live"):
