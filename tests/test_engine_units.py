@@ -266,13 +266,19 @@ def test_the_tracking_parameter_is_dropped_from_urls_in_text_and_nothing_else():
     )
 
 
+# Other parameters, `utm_source` with other values among them: `openai;id=42` and `openai/`
+# are not the tracking parameter (a query splits at `&`). In text a URL's last `;` or `.` is
+# the sentence's, so `utm_source=openai;` there is left out as ambiguous.
 params = st.lists(
     st.tuples(
-        st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12),
-        st.text("abcXYZ0123456789-._~%+", max_size=10),
+        st.one_of(st.just("utm_source"), st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1)),
+        st.one_of(
+            st.text("abcXYZ0123456789-._~%+;/", max_size=10),
+            st.text(";/=a1", min_size=1, max_size=4).map(lambda tail: f"openai{tail}"),
+        ),
     ),
     max_size=4,
-).filter(lambda pairs: all(f"{k}={v}" != TRACKED for k, v in pairs))
+).filter(lambda pairs: all(f"{k}={v}".rstrip(".,;:!?*_") != TRACKED for k, v in pairs))
 
 
 @settings(max_examples=300, deadline=None)
