@@ -2944,7 +2944,10 @@ def _longest_fit(head: str, limit: int, shortened) -> int:
                 high = middle - 1
         return found
 
-    by_line = best(lines) or best([_grapheme_safe(head, i) for i in range(1, len(head) + 1, 100)])
+    room = min(len(head), limit)  # a longer start takes more than `limit` bytes
+    safe = _safe_offsets(head[: room + 1])
+    chars = sorted({safe[i] for i in range(1, room + 1, 100)} - {0})
+    by_line = best(lines) or best(chars)
     for end in (best(sections), best(paragraphs)):
         if end and end * 2 >= by_line:  # a cleaner cut, unless it throws away most of the room
             return end
@@ -2977,16 +2980,28 @@ _ZWJ = "\u200d"
 
 def _grapheme_safe(text: str, end: int) -> int:
     """end, or the nearest offset before it where a cut splits no grapheme cluster."""
+    return _safe_offsets(text[: end + 1])[end]
+
+
+def _safe_offsets(text: str) -> list[int]:
+    """For each offset 0..len(text), the nearest one at or before it where a cut splits no
+    grapheme cluster: one pass, so a line of 100,000 accents or flags costs no more than
+    one of letters."""
     import unicodedata
 
-    while 0 < end < len(text) and _joined(text, end, unicodedata):
-        end -= 1
-    return end
+    safe, last, regional = [0], 0, 0
+    for index in range(1, len(text) + 1):
+        before = text[index - 1]
+        regional = regional + 1 if _is_regional(before) else 0
+        if index == len(text) or not _joined(before, text[index], regional, unicodedata):
+            last = index
+        safe.append(last)
+    return safe
 
 
-def _joined(text: str, index: int, unicodedata) -> bool:
-    """Whether text[index - 1] and text[index] belong to one grapheme cluster."""
-    before, after = text[index - 1], text[index]
+def _joined(before: str, after: str, regional: int, unicodedata) -> bool:
+    """Whether `before` and `after` belong to one grapheme cluster; `regional` is the number
+    of regional indicators that end at `before`."""
     if _ZWJ in (before, after) or (before, after) == ("\r", "\n"):
         return True
     if unicodedata.category(after)[0] == "M" or "\U0001f3fb" <= after <= "\U0001f3ff":
@@ -2995,12 +3010,7 @@ def _joined(text: str, index: int, unicodedata) -> bool:
         return True
     if "\ud7b0" <= after <= "\ud7ff":
         return True
-    if _is_regional(before) and _is_regional(after):
-        run = index - 1
-        while run > 0 and _is_regional(text[run - 1]):
-            run -= 1
-        return (index - run) % 2 == 1  # an odd run before: `after` ends its pair
-    return False
+    return _is_regional(after) and regional % 2 == 1  # `after` ends a flag's pair
 
 
 def _is_regional(char: str) -> bool:

@@ -1103,6 +1103,14 @@ def test_a_giant_line_is_cut_between_whole_characters(cluster):
     assert kept and kept == cluster * (len(kept) // len(cluster))  # whole units only
 
 
+@pytest.mark.parametrize("line", ["a" + "\u0301" * 100_000, "🇯🇵" * 50_000, "x\u200d" * 60_000])
+def test_a_giant_line_of_one_cluster_is_shortened_in_one_pass(line):
+    started = time.monotonic()
+    fitted, _ = m.fit_answer({**report(0), "answer": line}, 12_000, REST)
+    assert m.result_size(fitted) <= 12_000
+    assert time.monotonic() - started < 10  # a walk back per cut point took 25-50 s
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(CLUSTERS), min_size=1, max_size=40), st.data())
 def test_a_grapheme_safe_offset_is_always_between_whole_units(units, data):
