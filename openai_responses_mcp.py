@@ -699,6 +699,7 @@ def _profile_settings(row: dict) -> dict:
             low=1,
             high=1000,
             doc="cap on web searches in one answer (null = none)",
+            nullable=True,  # answer_deep's default is 50; null there means no cap
         ),
         ("model_profiles", tool, "search_context_size"): Setting(
             row.get("search_context_size"),
@@ -2516,9 +2517,14 @@ def _search_sources(response: dict) -> list[dict]:
                     found.append({"url": without_tracking(source["url"]), "title": None})
             else:
                 name = source.get("name") or source.get("id") or source.get("source")
-                if name:
-                    found.append({"url": str(name), "title": "api", "is_id": True})
+                if isinstance(name, str) and re.fullmatch(_SOURCE_ID, name):
+                    found.append({"url": name, "title": "api", "is_id": True})
     return found
+
+
+# A source id such as oai-weather: a name, never a URL (`javascript:...` has a colon) nor text
+# that could break out of its line in the Sources section.
+_SOURCE_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 
 
 def is_web_url(url) -> bool:
@@ -2532,24 +2538,130 @@ def is_web_url(url) -> bool:
 # OpenAI's web search tags the URLs it hands the model with this query parameter. It is dropped
 # everywhere: the agent repeats the URLs to its user, and a page with and without it is one
 # source (else the model's own Sources line, written without it, gets the URL a second time).
-_TRACKING = r"([?&])utm_source=openai(?![\w~%+-]|\.[\w~%+-])(&?)"  # not openai.com, openai2
 
 
 def without_tracking(text: str) -> str:
-    """`text` (a URL, or an answer holding URLs) without `utm_source=openai` in any URL's
-    query; every other parameter, their order and the fragment are kept as written."""
-    if "utm_source=openai" not in text:
+    """`text` (a URL, or an answer holding URLs) without the exact query parameter
+    `utm_source=openai` in any URL's query; every other parameter, their order and the
+    fragment are kept as written, and so is code (a code span or block shows what it shows)."""
+    if _TRACKED not in text:
         return text
     if is_web_url(text) and not re.search(r"\s", text):  # one URL: all of it, [::1] hosts too
         return _untracked(text)
-    return re.sub(_URL, lambda url: _untracked(url[0]), text)
+    return sub_outside_code(_URL, lambda group: _untracked_in_text(group()), text)
+
+
+_TRACKED = "utm_source=openai"
+
+
+def _untracked_in_text(url: str) -> str:
+    """A URL found in text, the punctuation after it (a sentence's `.`, a Markdown link's `)`)
+    kept out of its query."""
+    core = url
+    while core[-1] in ".,;:!?*_" or (core[-1] == ")" and core.count(")") > core.count("(")):
+        core = core[:-1]
+    return _untracked(core) + url[len(core) :]
 
 
 def _untracked(url: str) -> str:
-    before = ""
-    while url != before:  # `?utm_source=openai&utm_source=openai` takes two passes
-        before, url = url, re.sub(_TRACKING, lambda m: m[1] if m[2] else "", url)
-    return url
+    """The URL without `utm_source=openai` among its `&`-separated query parameters (as
+    browsers split a query: `?utm_source=openai;id=42` holds one parameter, not this one)."""
+    base, hash_mark, fragment = url.partition("#")
+    path, question, query = base.partition("?")
+    params = query.split("&")
+    kept = [param for param in params if param != _TRACKED]
+    if not question or len(kept) == len(params):
+        return url
+    query = "&".join(kept)
+    return path + (f"?{query}" if query.strip("&") else "") + hash_mark + fragment
+
+
+# -- Links an MCP client must never make clickable ---------------------------------------------
+
+# An inline Markdown link or image: [text](destination "title"), the text with one level of
+# nested brackets, the destination in <...> or with balanced parentheses.
+_MD_LINK = (
+    r"(!?)\[((?:[^\[\]\\]|\\.|\[(?:[^\[\]\\]|\\.)*\])*)\]"
+    r"\(\s*(<[^<>\n]*>|(?:[^\s()\\]|\\.|\((?:[^\s()\\]|\\.)*\))+)"
+    r"(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?\s*\)"
+)
+_AUTOLINK = r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*)>"
+_LINK_DEFINITION = r"(?m)^ {0,3}\[[^\]\n]+\]:[ \t]*(<[^<>\n]*>|\S+).*$"
+
+
+def defused_links(text: str) -> str:
+    """The answer with every link whose target is not http(s) (`javascript:`, `data:`,
+    `file:`...) turned into its plain text: a client renders the answer as Markdown, and a
+    click there must never run script or open a local file. Code is left as written."""
+    text = sub_outside_code(_MD_LINK, lambda g: g(2) if _unsafe_target(g(3)) else g(), text)
+    text = sub_outside_code(_AUTOLINK, lambda g: g(1) if _unsafe_target(g(1)) else g(), text)
+    return sub_outside_code(_LINK_DEFINITION, lambda g: "" if _unsafe_target(g(1)) else g(), text)
+
+
+def _unsafe_target(destination: str) -> bool:
+    """Whether a link destination names a scheme other than http(s), read as a browser reads
+    it: Markdown escapes and HTML entities decoded, tabs, newlines and controls dropped."""
+    import html
+
+    target = html.unescape(re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", destination.strip("<>")))
+    target = "".join(char for char in target if char > " " and char != "\x7f")
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", target)
+    return scheme is not None and scheme[1].lower() not in ("http", "https")
+
+
+def sub_outside_code(pattern: str, replace, text: str) -> str:
+    """re.sub of `pattern` where it matches outside code spans and code blocks: code is
+    masked with spaces first, so a match never reaches into it (as a code span binds before a
+    link does in CommonMark), and `replace(group)` builds the replacement from the text as
+    written, `group(n)` being the n-th group's original text ("" when it did not match).
+
+    Code is read strictly (a fence indented at most three spaces, a span within one line):
+    what a renderer shows as text is never taken for code, so a link there is never left
+    clickable by mistake; a rare code span over two lines is treated as text."""
+    masked = _code_masked(text)
+    parts, end = [], 0
+    for match in re.finditer(pattern, masked):
+
+        def group(n: int = 0, match=match) -> str:
+            return text[match.start(n) : match.end(n)] if match.start(n) >= 0 else ""
+
+        parts += [text[end : match.start()], replace(group)]
+        end = match.end()
+    return "".join([*parts, text[end:]])
+
+
+def _code_masked(text: str) -> str:
+    """text with every character of its code blocks and code spans (newlines kept) a space."""
+    lines = text.split("\n")
+    fenced = _fences(lines, strict=True)[0]
+    return "\n".join(
+        " " * len(line) if code else _spans_masked(line)
+        for line, code in zip(lines, fenced, strict=True)
+    )
+
+
+def _spans_masked(line: str) -> str:
+    """The line with its code spans as spaces: a run of backticks up to the next run as long
+    (CommonMark), found in one pass; an escaped backtick opens none."""
+    if "`" not in line:
+        return line
+    runs = [(m.start(), m.end()) for m in re.finditer(r"`+", line)]
+    runs = [(a + 1, b) if a and line[a - 1] == "\\" else (a, b) for a, b in runs]
+    later: dict[int, list[int]] = {}  # run length -> indexes of runs of that length, reversed
+    for index in range(len(runs) - 1, -1, -1):
+        later.setdefault(runs[index][1] - runs[index][0], []).append(index)
+    parts, end, index = [], 0, 0
+    while index < len(runs):
+        start, stop = runs[index]
+        queue = later.get(stop - start, [])
+        while queue and queue[-1] <= index:
+            queue.pop()
+        if stop > start and queue:
+            closer = queue.pop()
+            parts += [line[end:start], " " * (runs[closer][1] - start)]
+            end, index = runs[closer][1], closer
+        index += 1
+    return "".join([*parts, line[end:]])
 
 
 def _host(url: str) -> str:
@@ -2602,8 +2714,31 @@ _OTHER_DATE = (
 )
 _URL = r"https?://[^\s<>\"'\]（）「」『』、。，：]+"
 _LIST_ITEM = r"\s*(?:[-*+•・]|\d{1,3}[.)]|\[\d{1,3}\])\s"
-_FENCE = r"\s*(?:```|~~~)"
+# A code fence as CommonMark reads it: three or more backticks or tildes; a block ends at a
+# fence of the same character at least as long, with nothing after it (```` holds ``` lines).
+_FENCE_LINE = r"[ \t]*(`{3,}|~{3,})(.*)"
 _NO_SOURCE = "- no citable source was returned by the search (accessed {today})"
+
+
+def _fences(lines: list[str], strict: bool = False) -> tuple[list[bool], str | None]:
+    """(for each line, whether it is part of a code block, its fences included; the fence of
+    the block still open after the last line, or None). `strict`: a fence is indented at most
+    three spaces, as CommonMark has it outside lists (else any indent: a list item's block)."""
+    inside, fence = [], None
+    for line in lines:
+        match = re.match(_FENCE_LINE, line)
+        if strict and match and len(line) - len(line.lstrip(" ")) > 3:
+            match = None
+        if fence is None:
+            opens = match is not None and not (match[1][0] == "`" and "`" in match[2])
+            fence = match[1] if opens else None
+            inside.append(opens)
+            continue
+        inside.append(True)
+        same = match and match[1][0] == fence[0] and len(match[1]) >= len(fence)
+        if same and not match[2].strip():
+            fence = None
+    return inside, fence
 
 
 def _urls_in(text: str) -> list[str]:
@@ -2690,12 +2825,10 @@ def _sources_header(line: str, names: tuple, citations: list[dict], last: bool) 
 
 def _find_sources_header(lines: list[str], names: tuple, citations: list[dict]):
     """(index, sources on its line) of the last sources header outside code blocks, or None."""
-    found, fenced = None, False
+    found, (fenced, _) = None, _fences(lines)
     last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
     for index, line in enumerate(lines):
-        if re.match(_FENCE, line):
-            fenced = not fenced
-        elif not fenced:
+        if not fenced[index]:
             rest = _sources_header(line, names, citations, index == last)
             if rest is not None:
                 found = (index, rest)
@@ -2728,7 +2861,7 @@ def _section_entries(lines: list[str], start: int, citations: list[dict]) -> lis
         if not line.strip():
             gap = True
             continue
-        if line.lstrip().startswith("#") or re.match(_FENCE, line):
+        if line.lstrip().startswith("#") or re.match(_FENCE_LINE, line):
             break
         if _is_entry(line, citations, gap and bool(entries)):
             entries.append([index])
@@ -2813,7 +2946,7 @@ def shape_answer(
 
     `model` stands in when the API reports none; `headers` are the policy's sources headers.
     """
-    text = without_tracking(_answer_text(response))
+    text = defused_links(without_tracking(_answer_text(response)))
     searched = any(item.get("type") == "web_search_call" for item in response.get("output") or ())
     citations = collect_citations(response, max_citations, today)
     cited = any(
@@ -2858,11 +2991,10 @@ def _utf8_len(text: str) -> int:
 def _cut_points(text: str) -> tuple[list[int], list[int]]:
     """Where a shortened answer may end, outside code blocks: (before each heading, at each
     blank line), as offsets into text."""
-    sections, paragraphs, fenced, offset = [], [], False, 0
-    for line in text.split("\n"):
-        if re.match(_FENCE, line):
-            fenced = not fenced
-        elif not fenced and offset:
+    sections, paragraphs, offset = [], [], 0
+    lines = text.split("\n")
+    for line, fenced in zip(lines, _fences(lines)[0], strict=True):
+        if not fenced and offset:
             if line.lstrip().startswith("#"):
                 sections.append(offset)
             elif not line.strip():
@@ -2899,18 +3031,44 @@ def _shortened_note(total: int, kept: int, section: str | None, rest: dict, sour
     )
 
 
+_MORE_SOURCES = "- … {} more lines of sources left out (see citations)"
+_CUT_SOURCES = "- … (the line above is shortened: see citations)"
+
+
 def _fit_sources(tail: str, budget: int) -> str:
-    """The sources section, its last entries dropped (and counted) if it alone is too long."""
-    if _utf8_len(tail) <= budget:
+    """The sources section in `budget` bytes of JSON: its last lines dropped (and counted) if
+    it is too long, and a line too long on its own (`Sources: url, url, …` on one line) cut,
+    so the body keeps its room."""
+    if _json_len(tail) <= budget:
         return tail
     lines, kept, size = tail.split("\n"), [], 0
+    room = max(0, budget - _json_len(_MORE_SOURCES.format(len(lines))) - 2)
     for line in lines:
-        if size + _utf8_len(line) + 1 > budget and kept:
+        need = _json_len(line) + 2  # and its newline, escaped
+        if size + need > room:
+            if not kept:
+                kept.append(_cut_to(line, max(0, room - 3)) + "…")
             break
         kept.append(line)
-        size += _utf8_len(line) + 1
+        size += need
     left = len(lines) - len(kept)
-    return "\n".join([*kept, f"- … {left} more lines of sources left out (see citations)"])
+    return "\n".join([*kept, _MORE_SOURCES.format(left) if left else _CUT_SOURCES])
+
+
+def _split_sources(text: str, citations: list[dict], headers: tuple) -> tuple[str, str]:
+    """(the body, its sources section). What follows the section (prose, a cut-short note) is
+    body: shortened, and counted as left out, like the rest of it."""
+    names = tuple(sorted({*SOURCES_HEADERS, *headers}, key=len, reverse=True))
+    lines = text.split("\n")
+    found = _find_sources_header(lines, names, citations)
+    if found is None:
+        return text.rstrip(), ""
+    entries = _section_entries(lines, found[0] + 1, citations)
+    end = entries[-1][-1] + 1 if entries else found[0] + 1
+    before = "\n".join(lines[: found[0]]).rstrip()
+    after = "\n".join(lines[end:]).strip()
+    body = "\n\n".join(part for part in (before, after) if part)
+    return body, "\n".join(lines[found[0] : end]).strip("\n")
 
 
 def fit_answer(answer: dict, limit: int, rest: dict, headers: tuple = ()) -> tuple[dict, dict]:
@@ -2923,17 +3081,14 @@ def fit_answer(answer: dict, limit: int, rest: dict, headers: tuple = ()) -> tup
     if result_size(answer) <= limit:
         return answer, {}
     text = answer.get("answer") or ""
-    names = tuple(sorted({*SOURCES_HEADERS, *headers}, key=len, reverse=True))
-    lines = text.split("\n")
-    found = _find_sources_header(lines, names, answer.get("citations") or [])
-    split = len("\n".join(lines[: found[0]])) + 1 if found else len(text)
-    head, tail = text[:split].rstrip(), text[split:].strip("\n")
+    head, tail = _split_sources(text, answer.get("citations") or [], headers)
     fixed = result_size({**answer, "answer": ""}) + 400  # the other keys, the note, escapes
     tail = _fit_sources(tail, max(0, limit - fixed) // 2) if tail else tail
 
     def shortened(end: int) -> dict:
-        note = _shortened_note(len(head), end, _heading_at(head, end), rest, bool(tail))
-        parts = [_closed(head[:end].rstrip()), note, tail]
+        kept = head[:end].rstrip()
+        note = _shortened_note(len(head), len(kept), _heading_at(head, end), rest, bool(tail))
+        parts = [_closed(kept), note, tail]
         return {**answer, "answer": "\n\n".join(part for part in parts if part)}
 
     end = _longest_fit(head, limit, shortened)
@@ -2944,8 +3099,8 @@ def fit_answer(answer: dict, limit: int, rest: dict, headers: tuple = ()) -> tup
 def _closed(kept: str) -> str:
     """The kept start, its code block closed when the cut fell inside one (a giant JSON or code
     answer has no other place to cut), so the note and sources are not read as code."""
-    fences = [line.strip()[:3] for line in kept.split("\n") if re.match(_FENCE, line)]
-    return f"{kept}\n{fences[-1]}" if len(fences) % 2 else kept
+    fence = _fences(kept.split("\n"))[1]
+    return f"{kept}\n{fence}" if fence else kept
 
 
 def _longest_fit(head: str, limit: int, shortened) -> int:
@@ -2965,11 +3120,77 @@ def _longest_fit(head: str, limit: int, shortened) -> int:
                 high = middle - 1
         return found
 
-    by_line = best(lines) or best(list(range(1, len(head) + 1, 100)))
+    room = min(len(head), limit)  # a longer start takes more than `limit` bytes
+    safe = _safe_offsets(head[: room + 1])
+    chars = sorted({safe[i] for i in range(1, room + 1, 100)} - {0})
+    by_line = best(lines) or best(chars)
     for end in (best(sections), best(paragraphs)):
         if end and end * 2 >= by_line:  # a cleaner cut, unless it throws away most of the room
             return end
     return by_line
+
+
+def _json_len(text: str) -> int:
+    """The UTF-8 bytes text takes inside a JSON string: escapes (\\n, \\", \\u0000) count."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")) - 2
+
+
+def _cut_to(text: str, budget: int) -> str:
+    """The longest start of text that takes at most `budget` bytes of JSON and splits no
+    character a reader sees as one."""
+    low, high = 0, len(text)
+    while low < high:  # the longest prefix that fits
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if _json_len(text[:middle]) <= budget else (low, middle - 1)
+    return text[: _grapheme_safe(text, low)]
+
+
+# A cut between two characters a reader sees as one (a grapheme cluster) leaves half a flag, a
+# joined emoji in pieces or a letter without its accent. The standard library has no UAX #29,
+# so this is the conservative part of it that matters here: no cut before a combining mark
+# (accents, variation selectors, Indic vowel signs), an emoji skin-tone modifier, a tag
+# character (subdivision flags), a Hangul vowel or final jamo, before or after a zero-width
+# joiner, inside CR LF, or between the two regional indicators of a flag.
+_ZWJ = "\u200d"
+
+
+def _grapheme_safe(text: str, end: int) -> int:
+    """end, or the nearest offset before it where a cut splits no grapheme cluster."""
+    return _safe_offsets(text[: end + 1])[end]
+
+
+def _safe_offsets(text: str) -> list[int]:
+    """For each offset 0..len(text), the nearest one at or before it where a cut splits no
+    grapheme cluster: one pass, so a line of 100,000 accents or flags costs no more than
+    one of letters."""
+    import unicodedata
+
+    safe, last, regional = [0], 0, 0
+    for index in range(1, len(text) + 1):
+        before = text[index - 1]
+        regional = regional + 1 if _is_regional(before) else 0
+        if index == len(text) or not _joined(before, text[index], regional, unicodedata):
+            last = index
+        safe.append(last)
+    return safe
+
+
+def _joined(before: str, after: str, regional: int, unicodedata) -> bool:
+    """Whether `before` and `after` belong to one grapheme cluster; `regional` is the number
+    of regional indicators that end at `before`."""
+    if _ZWJ in (before, after) or (before, after) == ("\r", "\n"):
+        return True
+    if unicodedata.category(after)[0] == "M" or "\U0001f3fb" <= after <= "\U0001f3ff":
+        return True
+    if "\U000e0020" <= after <= "\U000e007f" or "\u1160" <= after <= "\u11ff":
+        return True
+    if "\ud7b0" <= after <= "\ud7ff":
+        return True
+    return _is_regional(after) and regional % 2 == 1  # `after` ends a flag's pair
+
+
+def _is_regional(char: str) -> bool:
+    return "\U0001f1e6" <= char <= "\U0001f1ff"
 
 
 def is_billed_search(item) -> bool:
@@ -3977,6 +4198,19 @@ DEEP_NEEDS_BACKGROUND = (
 )
 
 
+def _stop_asking(config: Config) -> str:
+    """How to stop asking for background mode, naming only keys that exist: answer_deep has
+    no background key (it runs only in background mode), so it is turned off instead."""
+    keys = [
+        f"model_profiles.{tool}.background to false"
+        for tool in TOOL_NAMES
+        if tool != DEEP_TOOL and config.background(tool)
+    ]
+    if DEEP_TOOL in enabled_tools(config):
+        keys.append(f"tools.{DEEP_TOOL} to false ({DEEP_TOOL} runs only in background mode)")
+    return f"to stop asking, set {' and '.join(keys)}" if keys else "nothing asks for it again"
+
+
 def run_timeout_ms(config: Config, tool: str) -> int:
     """The time a call may take in all: request.deep_timeout_ms for answer_deep (a deep
     research run takes minutes), request.timeout_ms for the others."""
@@ -4050,11 +4284,13 @@ def _resumable(exc: BaseException, failure: Failure) -> bool:
 def reservation_floor(config: Config, tool: str) -> float:
     """The least a call of `tool` reserves against a budget: one web search; for answer_deep,
     whose runs search dozens of times, the searches its max_tool_calls allows (its first runs
-    have no history for a mean, and would otherwise reserve a cent for a run of dollars)."""
+    have no history for a mean, and would otherwise reserve a cent for a run of dollars).
+    Without a cap (null) a run may search more, never less: the default cap's searches."""
     search = config.get("pricing", "web_search_per_1k") / 1000
     if tool != DEEP_TOOL:
         return search
-    return search * max(1, config.profile(tool).get("max_tool_calls") or 1)
+    cap = config.profile(tool).get("max_tool_calls") or _row(tool)["max_tool_calls"]
+    return search * max(1, cap)
 
 
 class _Hold:
@@ -4504,8 +4740,7 @@ class AnswerEngine:
             said = _one_line(self._log.redact(failure.detail), 160) or "no reason given"
             self._log.say(
                 f"warning: the API refused background mode (HTTP {failure.status}: {said}); "
-                f"calls run without it until restart: set model_profiles.{tool}.background to "
-                "false to stop asking"
+                f"calls run without it until restart: {_stop_asking(self._config)}"
             )
 
     def _resume_or_fail(self, run: BackgroundRun, exc, failure: Failure, call, stalls, tool, model):
@@ -6893,14 +7128,13 @@ def normalize_domain(item: str) -> str:
     host = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0].rpartition("@")[2]
     if host.count(":") == 1:
         host = host.partition(":")[0]  # a port
-    host = host.rstrip(".").lower()
+    host = host.rstrip(".")
+    if host.isascii():
+        host = host.lower()
+    else:
+        host = ".".join(_a_label(label) for label in _uts46_mapped(host).split("."))
     if not host:
         raise ValueError("has no host name: write a domain name like example.com")
-    if not host.isascii():
-        try:
-            host = host.encode("idna").decode("ascii")
-        except UnicodeError:
-            raise ValueError("is not a valid international domain name") from None
     if len(host) > DOMAIN_MAX:
         raise ValueError(f"is longer than {DOMAIN_MAX} characters")
     for label in host.split("."):
@@ -6914,6 +7148,46 @@ def normalize_domain(item: str) -> str:
     if bad is not None:
         raise ValueError(f"has {bad!r}, which a domain name cannot contain")
     return host
+
+
+# International names as IDNA 2008 with UTS #46 nontransitional processing, as browsers and
+# registries read them today (Python's "idna" codec is IDNA 2003, which turns faß.de into
+# fass.de, another domain). What the standard library allows: compatibility forms and case
+# mapped (NFKC, then lower case, which keeps ß and ς), every label checked, then Punycode.
+_IDEOGRAPHIC_STOPS = str.maketrans({"\u3002": ".", "\uff61": ".", "\uff0e": "."})
+_CAPITAL_SIGMA = str.maketrans({"\u03a3": "\u03c3"})  # σ always (lower() ends a word in ς)
+_JOINERS = ("\u200c", "\u200d")  # ZWNJ, ZWJ: kept, and valid only after a virama
+
+
+def _uts46_mapped(host: str) -> str:
+    import unicodedata
+
+    mapped = unicodedata.normalize("NFKC", host.translate(_IDEOGRAPHIC_STOPS))
+    mapped = mapped.translate(_CAPITAL_SIGMA).lower()
+    return unicodedata.normalize("NFC", mapped.translate(_IDEOGRAPHIC_STOPS)).rstrip(".")
+
+
+def _a_label(label: str) -> str:
+    """The label in the form DNS carries (xn--...), or ValueError saying what is wrong."""
+    import unicodedata
+
+    if label.isascii():
+        return label
+    bad = "is not a valid international domain name: the label"
+    if label[0] == "-" or label[-1] == "-":
+        raise ValueError(f"{bad} {label!r} starts or ends with '-'")
+    if label[2:4] == "--":
+        raise ValueError(f"{bad} {label!r} has '--' in its third and fourth places")
+    if unicodedata.category(label[0])[0] == "M":
+        raise ValueError(f"{bad} {label!r} starts with a combining mark")
+    for index, char in enumerate(label):
+        if char in _JOINERS:
+            if index and unicodedata.combining(label[index - 1]) == 9:
+                continue  # a joiner after a virama shapes a script (CONTEXTJ)
+            raise ValueError(f"{bad} {label!r} has a zero-width joiner that follows no virama")
+        if not (unicodedata.category(char)[0] in "LM" or char.isdecimal() or char in "-_"):
+            raise ValueError(f"{bad} {label!r} has {char!r}, which IDNA 2008 does not allow")
+    return "xn--" + label.encode("punycode").decode("ascii")
 
 
 def validate_arguments(tool: str, arguments) -> dict:
@@ -6933,8 +7207,11 @@ def validate_arguments(tool: str, arguments) -> dict:
         raise InvalidParams("'query' is required: pass the question as a string")
     if not isinstance(query, str):
         raise InvalidParams(f"'query' must be a string, got {_describe(query)}")
-    if not query.strip():
-        raise InvalidParams("'query' must not be empty")
+    if _is_blank(query):
+        raise InvalidParams(
+            "'query' must not be empty: it holds only whitespace or invisible characters "
+            "(NUL, zero-width space...); pass the question as text"
+        )
     limit = INPUT_PROPERTIES["query"]["maxLength"]
     if len(query) > limit:
         raise InvalidParams(f"'query' is {len(query)} characters; the limit is {limit}")
@@ -6953,6 +7230,28 @@ def validate_arguments(tool: str, arguments) -> dict:
     if "previous_response_id" in declared and previous is not None:
         clean["previous_response_id"] = _check_response_id(previous)
     return clean
+
+
+# Characters no one sees that Python's str.isspace() does not count: fillers (Hangul, braille
+# blank), variation selectors and the combining grapheme joiner. Categories Cc (NUL, controls),
+# Cf (zero-width space, joiners, BOM, bidi marks) and Z* are tested by category.
+_INVISIBLE = frozenset("\u034f\u115f\u1160\u2800\u3164\uffa0") | frozenset(
+    map(chr, [*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)])
+)
+
+
+def _is_blank(text: str) -> bool:
+    """Whether text shows nothing: a query of a NUL or a zero-width space asks no question, and
+    would be billed like one."""
+    import unicodedata
+
+    return all(
+        char.isspace() or char in _INVISIBLE or unicodedata.category(char) in _BLANK_CATEGORIES
+        for char in text
+    )
+
+
+_BLANK_CATEGORIES = ("Cc", "Cf", "Zs", "Zl", "Zp")
 
 
 def _check_response_id(value) -> str:

@@ -285,6 +285,17 @@ def test_call_domains_are_normalised_before_they_are_sent(server, fake):
     ]
 
 
+def test_an_international_domain_is_sent_as_idna_2008_and_a_bad_one_refused(server, fake):
+    answer_of(server.call("answer", {"query": "q", "domains": ["faß.de", "ΣΑΣ.gr"]}))
+    (tool,) = fake.requests[0].body["tools"]
+    assert tool["filters"]["allowed_domains"] == ["xn--fa-hia.de", "xn--mxa9ab.gr"]  # not fass.de
+    fake.clear()
+    reply = server.call("answer", {"query": "q", "domains": ["☃.net"]})
+    assert reply["error"]["code"] == -32602
+    assert "'domains' item \"☃.net\" is not a valid international" in reply["error"]["message"]
+    assert fake.requests == []
+
+
 @pytest.mark.parametrize(
     ("domain", "why"),
     [
@@ -411,6 +422,31 @@ def test_a_malformed_previous_response_id_is_refused_before_any_request(server, 
     assert fake.creates == []
 
 
+def test_unsafe_links_and_the_tracking_parameter_are_cleaned_and_code_is_left_alone(server, fake):
+    code = "```sh\ncurl 'https://a.example/?utm_source=openai'\n```"
+    text = (
+        f"Click [here](javascript:alert(1)) or ![x](data:image/png;base64,AAAA). "
+        f"See {TENKI}?utm_source=openai and `https://b.example/?utm_source=openai`.\n\n{code}"
+    )
+    sources = [{"type": "api", "name": "javascript:alert(1)"}, {"type": "url", "url": JMA}]
+    fake.enqueue(weather_reply(text=text, searches=[{"query": "q", "sources": sources}]))
+    answer = answer_of(server.call("answer", {"query": "Tokyo weather"}))
+    shown = answer["answer"]
+    assert shown.startswith(f"Click here or x. See {TENKI} and ")
+    assert "`https://b.example/?utm_source=openai`" in shown and code in shown  # code as written
+    assert "javascript" not in shown and "data:" not in shown
+    assert all(c["url"].startswith("https://") for c in answer["citations"])
+
+
+@pytest.mark.parametrize("query", ["\x00", "\u200b", " \u200b\ufeff\u2060 \n"])
+def test_a_query_of_only_invisible_characters_is_refused_before_any_request(server, fake, query):
+    reply = server.call("answer", {"query": query})
+    assert reply["error"]["code"] == -32602
+    assert "'query' must not be empty" in reply["error"]["message"]
+    assert fake.creates == [] and fake.requests == []  # nothing sent, nothing billed
+    assert "result" in server.call("answer", {"query": "q \u200b"})  # a question still is one
+
+
 # ============================================================================================
 # Results every client shows whole
 # ============================================================================================
@@ -451,6 +487,22 @@ def test_a_long_answer_is_shortened_to_what_its_client_shows_whole(
     assert f'previous_response_id "{answer["response_id"]}"' in answer["answer"]
     assert result["_meta"]["shortened"]["limit"] == size
     assert result["_meta"]["shortened"]["chars"] > len(LONG_REPORT)
+
+
+def test_a_code_block_and_a_one_line_sources_section_are_cut_to_the_clients_size(spawn, fake):
+    lines = "\n".join(f"print({i})  # 🇯🇵 e\u0301" for i in range(3000))
+    sources = "Sources: " + ", ".join(f"https://s{i}.example/ (2026-01-01)" for i in range(900))
+    text = f"Summary first.\n\n````markdown\n```python\n{lines}\n```\n````\n\n{sources}"
+    fake.enqueue(weather_reply(text=text))
+    reply = initialized_as(spawn, fake, "codex-mcp-client").call("answer", {"query": "code"})
+    wire = reply["result"]["content"][0]["text"]
+    assert len(wire.encode("utf-8")) <= 12_000
+    shown = json.loads(wire)["answer"]
+    kept = shown[: shown.index("\n\n[Shortened")]
+    assert kept.startswith("Summary first.\n\n````markdown\n```python\nprint(0)")
+    assert kept.endswith("\n````")  # closed by its own fence: the note is not read as code
+    assert shown.count("````") == 2 and "Sources: https://s0.example/ (2026-01-01)" in shown
+    assert shown.endswith("(the line above is shortened: see citations)")
 
 
 def test_an_answer_within_the_clients_size_is_whole(spawn, fake):

@@ -7,6 +7,7 @@ API refuses for these models (tests/fake_upstream.py: deep_research_refusal)."""
 from __future__ import annotations
 
 import json
+import re
 
 import openai
 import pytest
@@ -85,6 +86,17 @@ def test_its_profile_stands_alone_and_o3_deep_research_is_a_model_away(tmp_path)
     assert config.background("answer_deep") is True
 
 
+def test_max_tool_calls_null_means_no_cap_as_documented_and_reserves_the_default_cap(tmp_path):
+    config = load(tmp_path, "model_profiles:\n  answer_deep: {max_tool_calls: null}\n", **DEEP_ON)
+    assert "max_tool_calls" not in config.profile("answer_deep")
+    assert "max_tool_calls" not in m.build_request("answer_deep", {"query": "q"}, config, "x")
+    search = config.get("pricing", "web_search_per_1k") / 1000
+    # uncapped, a run searches at least as much as the default cap allows: never a cent
+    assert m.reservation_floor(config, "answer_deep") == pytest.approx(50 * search)
+    capped = load(tmp_path, "model_profiles:\n  answer_deep: {max_tool_calls: 7}\n", **DEEP_ON)
+    assert m.reservation_floor(capped, "answer_deep") == pytest.approx(7 * search)
+
+
 def test_with_a_model_that_is_not_deep_research_it_sends_no_null_verbosity(tmp_path):
     config = load(tmp_path, "model_profiles:\n  answer_deep: {model: gpt-5.2}\n", **DEEP_ON)
     request = m.build_request("answer_deep", {"query": "q"}, config, "2026-01-01")
@@ -133,6 +145,15 @@ def test_a_deep_research_run_sends_what_the_model_accepts_and_reports_its_cost(s
     assert counts and counts == sorted(counts) and counts[-1] <= 6, notices  # page opens not
 
 
+def test_an_uncapped_run_sends_no_max_tool_calls(spawn, fake):
+    fake.enqueue(deep_research_reply(searches=2, sections=1))
+    config = "tools: {answer_deep: true}\nmodel_profiles:\n  answer_deep: {max_tool_calls: null}\n"
+    server = spawn(config=config, upstream=fake)
+    server.initialize()
+    assert "result" in server.call("answer_deep", {"query": "q"}, timeout=30)
+    assert "max_tool_calls" not in fake.creates[0].body
+
+
 def test_deep_progress_says_what_each_web_action_did():
     done = "response.output_item.done"
 
@@ -164,6 +185,10 @@ def test_a_refused_background_mode_fails_answer_deep_instead_of_streaming_for_mi
     message = failure_of(server.call("answer_deep", {"query": "q"}))
     assert "answer_deep runs only in background mode" in message
     assert "use answer_detailed instead" in message
+    (warning,) = [line for line in server.stderr.splitlines() if "refused background" in line]
+    named = re.findall(r"(?:model_profiles|tools)\.[\w.]+\b", warning)
+    assert named == ["model_profiles.answer_detailed.background", "tools.answer_deep"], warning
+    assert all(tuple(key.split(".")) in m.SETTINGS for key in named)  # every key it names exists
 
 
 def test_a_long_run_is_handed_off_and_collected_with_answer_result(spawn, fake):

@@ -431,6 +431,9 @@ def test_missing_tool_name_is_method_not_found(harness):
         ({"query": None}, "query"),
         ({"query": ""}, "query"),
         ({"query": "  \n\t "}, "query"),
+        ({"query": "\x00"}, "query"),  # shows nothing, asks nothing, and would be billed
+        ({"query": "\u200b"}, "query"),
+        ({"query": " \ufeff\u2060\u200d\u3164\ufe0f\x7f "}, "query"),
         ({"query": 5}, "query"),
         ({"query": ["q"]}, "query"),
         ({"query": {"text": "q"}}, "query"),
@@ -493,6 +496,15 @@ def test_valid_arguments_reach_the_engine_cleaned(harness):
         ("example.com.", "example.com"),
         ("bücher.de", "xn--bcher-kva.de"),
         ("例え.jp", "xn--r8jz45g.jp"),
+        # IDNA 2008 / UTS #46 (nontransitional): ß, ς and a joiner after a virama are their
+        # own letters, not ss, σ or nothing as IDNA 2003 had them (fass.de is another domain)
+        ("faß.de", "xn--fa-hia.de"),
+        ("FASS.de", "fass.de"),
+        ("ΣΑΣ.gr", "xn--mxa9ab.gr"),  # σασ: capital sigma is σ, wherever it stands
+        ("τελος.gr", "xn--qxammmg.gr"),  # IDNA 2003: xn--qxammqb, τελοσ
+        ("क्\u200dष.in", "xn--11b2ezcw70k.in"),
+        ("ＢＵＣＨ．ｄｅ", "buch.de"),  # full-width forms and stop
+        ("例え。jp", "xn--r8jz45g.jp"),
     ],
 )
 def test_a_domain_is_normalised_to_the_host_name_the_filter_expects(written, sent):
@@ -514,6 +526,11 @@ def test_a_domain_is_normalised_to_the_host_name_the_filter_expects(written, sen
         ("-a.com", "starts or ends with '-'"),
         ("exa!mple.com", "has '!'"),
         ("https://", "has no host name"),
+        ("☃.net", "'☃', which IDNA 2008 does not allow"),
+        ("a\u200db.de", "zero-width joiner that follows no virama"),
+        ("\u0301a.de", "starts with a combining mark"),
+        ("ab--ü.de", "'--' in its third and fourth places"),
+        ("-ü.de", "starts or ends with '-'"),
     ],
 )
 def test_a_domain_that_cannot_be_a_host_name_is_refused_saying_why(written, why):

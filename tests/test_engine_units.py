@@ -14,7 +14,7 @@ import time
 
 import httpx2
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import openai_responses_mcp as m
@@ -238,6 +238,17 @@ TRACKED = "utm_source=openai"
         ("https://a.example/?utm_source=openai.com", "https://a.example/?utm_source=openai.com"),
         ("https://a.example/?xutm_source=openai", "https://a.example/?xutm_source=openai"),
         ("https://a.example/utm_source=openai", "https://a.example/utm_source=openai"),
+        # A query is split at `&` only: these hold one other parameter each, not this one.
+        (
+            "https://a.example/page?utm_source=openai;id=42",
+            "https://a.example/page?utm_source=openai;id=42",
+        ),
+        ("https://a.example/?utm_source=openai/", "https://a.example/?utm_source=openai/"),
+        (
+            "https://a.example/?id=1&utm_source=openai;x",
+            "https://a.example/?id=1&utm_source=openai;x",
+        ),
+        ("https://a.example/?&utm_source=openai", "https://a.example/"),
     ],
 )
 def test_the_tracking_parameter_is_dropped_and_everything_else_kept(url, clean):
@@ -255,13 +266,19 @@ def test_the_tracking_parameter_is_dropped_from_urls_in_text_and_nothing_else():
     )
 
 
+# Other parameters, `utm_source` with other values among them: `openai;id=42` and `openai/`
+# are not the tracking parameter (a query splits at `&`). In text a URL's last `;` or `.` is
+# the sentence's, so `utm_source=openai;` there is left out as ambiguous.
 params = st.lists(
     st.tuples(
-        st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12),
-        st.text("abcXYZ0123456789-._~%+", max_size=10),
+        st.one_of(st.just("utm_source"), st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1)),
+        st.one_of(
+            st.text("abcXYZ0123456789-._~%+;/", max_size=10),
+            st.text(";/=a1", min_size=1, max_size=4).map(lambda tail: f"openai{tail}"),
+        ),
     ),
     max_size=4,
-).filter(lambda pairs: all(f"{k}={v}" != TRACKED for k, v in pairs))
+).filter(lambda pairs: all(f"{k}={v}".rstrip(".,;:!?*_") != TRACKED for k, v in pairs))
 
 
 @settings(max_examples=300, deadline=None)
@@ -291,6 +308,91 @@ def test_any_url_loses_only_the_tracking_parameter(host, path, pairs, spots, fra
     assert m.without_tracking(clean) == clean
     if "[" not in host:  # a URL in text ends at "]" (Markdown), so an IPv6 host is cut there
         assert m.without_tracking(f"- {build(tracked)}{punctuation}") == f"- {clean}{punctuation}"
+
+
+def test_the_tracking_parameter_in_text_is_removed_only_as_a_whole_query_parameter():
+    text = (
+        "A https://a.example/page?utm_source=openai;id=42 B https://b.example/?utm_source=openai/ "
+        "C https://c.example/x?utm_source=openai; D (https://d.example/?utm_source=openai)."
+    )
+    assert m.without_tracking(text) == (
+        "A https://a.example/page?utm_source=openai;id=42 B https://b.example/?utm_source=openai/ "
+        "C https://c.example/x; D (https://d.example/)."
+    )
+
+
+def test_the_tracking_parameter_is_left_in_code():
+    span = "`curl https://a.example/?utm_source=openai`"
+    block = "```sh\ncurl 'https://a.example/?utm_source=openai'\n```"
+    tildes = "~~~\nhttps://a.example/?utm_source=openai\n~~~"
+    text = f"See https://a.example/?utm_source=openai and {span}.\n\n{block}\n\n{tildes}\n"
+    assert m.without_tracking(text) == text.replace("/?utm_source=openai and", "/ and", 1)
+    # a lone backtick opens no span: the URL after it is text
+    assert m.without_tracking("a ` b https://a.example/?utm_source=openai") == (
+        "a ` b https://a.example/"
+    )
+    # nor does a span reach over a paragraph break
+    assert m.without_tracking("`a\n\nhttps://a.example/?utm_source=openai `") == (
+        "`a\n\nhttps://a.example/ `"
+    )
+
+
+@pytest.mark.parametrize(
+    ("written", "shown"),
+    [
+        ("[click](javascript:alert(1))", "click"),
+        ("![chart](data:image/svg+xml;base64,PHN2Zz4=)", "chart"),
+        ("[x](JAVASCRIPT:alert(1) 'title')", "x"),
+        ("[x](<javascript:alert(1)>)", "x"),
+        ("[x](javascript&#58;alert(1))", "x"),  # an entity a renderer decodes
+        ("[x](javascript\\:alert(1))", "x"),  # a Markdown escape it removes
+        ("[see [1]](file:///etc/passwd)", "see [1]"),
+        ("<javascript:alert(1)>", "javascript:alert(1)"),
+        ("[x](mailto:a@b.example)", "x"),
+        ("[x][1]\n\n[1]: javascript:alert(1)", "[x][1]\n\n"),
+        # http(s) and relative links are links
+        ("[docs](https://docs.python.org/3/)", "[docs](https://docs.python.org/3/)"),
+        ("[part 2](#part-2)", "[part 2](#part-2)"),
+        ("<https://a.example/>", "<https://a.example/>"),
+        # code shows what it shows
+        ("`[x](javascript:alert(1))`", "`[x](javascript:alert(1))`"),
+        ("```js\n[x](javascript:void(0))\n```", "```js\n[x](javascript:void(0))\n```"),
+        ("[x](`javascript:alert(1)`)", "[x](`javascript:alert(1)`)"),  # the span wins: no link
+        ("[`run`](javascript:x()) and `[y](data:z)`", "`run` and `[y](data:z)`"),
+    ],
+)
+def test_links_that_are_not_http_keep_their_text_and_lose_their_target(written, shown):
+    assert m.defused_links(written) == shown
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "     ```\n[x](javascript:alert(1))\n     ```",  # indented: no fence, and no span
+        "text\n\n    ```\n[x](javascript:alert(1))",
+        "a ` b [x](javascript:alert(1))",  # a lone backtick opens no span
+        "\\`[x](javascript:alert(1))`",  # nor does an escaped one
+        "[click\nhere](javascript:alert(1))",  # a link's text may run over lines
+        "[`code`](javascript:alert(1))",  # and hold a code span
+        "`a` [x](javascript:alert(1)) `b`",
+    ],
+)
+def test_what_a_renderer_shows_as_text_is_never_taken_for_code(text):
+    assert "javascript" not in m.defused_links(text)
+
+
+@pytest.mark.parametrize("name", ["javascript:alert(1)", "data:text/html,x", "oai weather\n- x",
+                                  "https://a.example/", "", "x" * 65])  # fmt: skip
+def test_a_search_source_name_that_is_not_an_id_is_dropped(name):
+    resp = response(web_search({"type": "api", "name": name}, WEATHER_API), message("x"))
+    shaped = m.shape_answer(resp, 3, TODAY)
+    assert urls(shaped["citations"]) == ["oai-weather"]
+    assert (name or "\x00") not in shaped["answer"]
+
+
+def test_the_answer_text_keeps_the_text_of_a_javascript_link():
+    resp = response(message("Run [this](javascript:alert(document.cookie)) now."))
+    assert m.shape_answer(resp, 3, TODAY)["answer"] == "Run this now."
 
 
 def test_citations_that_differ_only_by_the_tracking_parameter_are_one_source():
@@ -919,6 +1021,189 @@ def test_a_cut_inside_a_code_block_closes_it_before_the_note():
     kept = text[: text.index("\n\n[Shortened")]
     assert kept.count("```") == 2 and kept.endswith("\n```")  # the note is not read as code
     assert text.endswith(SOURCES_TAIL)
+
+
+def kept_body(text: str) -> str:
+    """What a shortened answer kept of its body: everything before the server's note."""
+    return text[: text.index("\n\n[Shortened")]
+
+
+def left_out(text: str) -> tuple[int, int]:
+    """(characters left out, of how many), as the server's note says."""
+    found = re.search(r"([\d,]+) of ([\d,]+) characters left out", text)
+    return int(found[1].replace(",", "")), int(found[2].replace(",", ""))
+
+
+def test_prose_after_the_sources_section_is_body_counted_as_left_out_not_sources():
+    after = "\n\n".join(f"## Afterword {i}\n\n{LOREM}" for i in range(40))  # ~70,000 chars
+    answer = {**report(0), "answer": f"The short answer first.\n\n{SOURCES_TAIL}\n\n{after}"}
+    fitted, _ = m.fit_answer(answer, 12_000, REST)
+    text = fitted["answer"]
+    assert m.result_size(fitted) <= 12_000 and text.endswith(SOURCES_TAIL)
+    assert "more lines of sources" not in text  # the prose is not taken for sources
+    gone, total = left_out(text)
+    assert total == len("The short answer first.\n\n") + len(after.rstrip())
+    assert gone == total - len(kept_body(text))  # the cut as it is, not a seventh of it
+    assert kept_body(text).startswith("The short answer first.\n\n## Afterword 0\n\n")
+
+
+@pytest.mark.parametrize("fence", ["````", "~~~", "~~~~~", "```"])
+def test_a_cut_inside_a_code_block_closes_it_with_its_own_fence(fence):
+    inner = "```python\nprint(1)\n```\n" if fence != "```" else ""  # a shorter fence is code
+    lines = "\n".join(f'  "key{i}": "value {i}",' for i in range(3000))
+    code = f"{fence}markdown\n{inner}{lines}\n{fence}"
+    fitted, _ = m.fit_answer(report(1, paragraph=code), 12_000, REST)
+    text = fitted["answer"]
+    assert m.result_size(fitted) <= 12_000 and text.endswith(SOURCES_TAIL)
+    kept = kept_body(text)
+    assert kept.endswith(f"\n{fence}")
+    assert m._fences(kept.split("\n"))[1] is None  # the note after it is not read as code
+
+
+def test_a_tilde_fence_is_not_closed_by_backticks_nor_a_longer_fence_by_a_shorter_one():
+    assert m._fences(["~~~", "```", "x"])[1] == "~~~"
+    assert m._fences(["````", "```", "x"])[1] == "````"
+    assert m._fences(["````", "`````"])[1] is None
+    assert m._fences(["```", "~~~"])[1] == "```"
+    assert m._fences(["``` not a fence ` info"])[1] is None  # backticks in its info string
+
+
+def test_a_sources_section_on_one_long_line_is_cut_and_the_body_keeps_its_room():
+    inline = "Sources: " + ", ".join(f"https://s{i}.example/page (2026-01-01)" for i in range(2500))
+    fitted, _ = m.fit_answer(report(20, tail=inline), 12_000, REST)
+    text = fitted["answer"]
+    assert m.result_size(fitted) <= 12_000
+    assert text.startswith("The short answer first.\n\n## Part 0\n\n" + LOREM.strip())
+    assert "Sources: https://s0.example/page (2026-01-01)" in text
+    assert text.endswith(m._CUT_SOURCES)
+
+
+def test_one_long_source_line_after_its_header_is_dropped_and_counted():
+    tail = "Sources:\n- https://a.example/ " + "(a long description) " * 3000
+    fitted, _ = m.fit_answer(report(20, tail=tail), 12_000, REST)
+    text = fitted["answer"]
+    assert m.result_size(fitted) <= 12_000 and "## Part 0" in text
+    assert text.endswith("Sources:\n- … 1 more lines of sources left out (see citations)")
+
+
+# Units a reader sees as one character: a flag, a joined family, a skin tone, a subdivision
+# flag (tags), an accented letter (e + combining acute), a Hangul syllable in jamo, a keycap.
+ENGLAND = "🏴\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f"
+CLUSTERS = ["🇯🇵", "👨\u200d👩\u200d👧", "👍🏽", ENGLAND, "e\u0301", "\u1100\u1161\u11a8",
+            "1\ufe0f\u20e3", "a", "日"]  # fmt: skip
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS[:7])
+def test_a_giant_line_is_cut_between_whole_characters(cluster):
+    line = cluster * (60_000 // len(cluster.encode()))
+    answer = {**report(0), "answer": f"{line}\n\n{SOURCES_TAIL}"}
+    fitted, _ = m.fit_answer(answer, 12_000, REST)
+    kept = kept_body(fitted["answer"])
+    assert m.result_size(fitted) <= 12_000
+    assert kept and kept == cluster * (len(kept) // len(cluster))  # whole units only
+
+
+@pytest.mark.parametrize("line", ["a" + "\u0301" * 100_000, "🇯🇵" * 50_000, "x\u200d" * 60_000])
+def test_a_giant_line_of_one_cluster_is_shortened_in_one_pass(line):
+    started = time.monotonic()
+    fitted, _ = m.fit_answer({**report(0), "answer": line}, 12_000, REST)
+    assert m.result_size(fitted) <= 12_000
+    assert time.monotonic() - started < 10  # a walk back per cut point took 25-50 s
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(CLUSTERS), min_size=1, max_size=40), st.data())
+def test_a_grapheme_safe_offset_is_always_between_whole_units(units, data):
+    text = "".join(units)
+    bounds = {0, *(len("".join(units[: i + 1])) for i in range(len(units)))}
+    offset = data.draw(st.integers(0, len(text)))
+    safe = m._grapheme_safe(text, offset)
+    assert safe <= offset and safe in bounds
+    assert safe == max(b for b in bounds if b <= offset) or units[0] == "🇯🇵"
+
+
+# -- Any answer, any client size: never over it ------------------------------------------------
+
+WORDS = ["Lorem", "ipsum", "東京の天気", "\"quoted\"", "back\\slash", "tab\there", "\x01", "é",
+         "https://x.example/?a=1", "`code`", "**bold**", "#tag"]  # fmt: skip
+FENCES = ["```", "````", "~~~", "~~~~"]
+
+
+def giant_line(draw) -> str:
+    unit = draw(st.sampled_from(CLUSTERS))
+    return unit * draw(st.integers(1, 20_000 // len(unit.encode())))
+
+
+@st.composite
+def body_blocks(draw):
+    kind = draw(st.sampled_from(["heading", "paragraph", "code", "giant", "long"]))
+    if kind == "heading":
+        return "## " + " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=4)))
+    if kind == "paragraph":
+        return " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=60)))
+    if kind == "giant":
+        return giant_line(draw)
+    if kind == "long":
+        return "\n\n".join([LOREM] * draw(st.integers(1, 30)))
+    fence = draw(st.sampled_from(FENCES))
+    inner = "```\nnested\n```\n" if fence != "```" else "~~~\n"
+    lines = "\n".join(f"line {i} {draw(st.sampled_from(WORDS))}" for i in range(300))
+    lines = "\n".join([lines] * draw(st.integers(1, 4)))
+    return f"{fence}text\n{inner}{lines}" + (f"\n{fence}" if draw(st.booleans()) else "")
+
+
+@st.composite
+def sources_tails(draw):
+    count = draw(st.integers(1, 3000))
+    kind = draw(st.sampled_from(["none", "list", "inline", "giant entry"]))
+    if kind == "none":
+        return ""
+    if kind == "list":
+        entries = (f"- https://s{i}.example/p (2026-01-01)" for i in range(count))
+        return "Sources:\n" + "\n".join(entries)
+    if kind == "inline":
+        return "Sources: " + ", ".join(f"https://s{i}.example/p (2026-01-01)" for i in range(count))
+    return "Sources:\n- https://a.example/ " + giant_line(draw)
+
+
+@st.composite
+def long_answers(draw):
+    blocks = draw(st.lists(body_blocks(), min_size=1, max_size=6))
+    tail = draw(sources_tails())
+    after = draw(st.lists(body_blocks(), max_size=2)) if tail else []
+    after = ["## Afterword", *after] if after else []  # a heading ends the sources section
+    text = "\n\n".join([*blocks, tail, *after] if tail else blocks)
+    body = "\n\n".join(p for p in ("\n\n".join(blocks).rstrip(), "\n\n".join(after).strip()) if p)
+    if m._fences("\n\n".join(blocks).split("\n"))[1] and tail:  # an open block: all is code
+        body = text.rstrip()
+    return {**report(0), "answer": text}, body, draw(st.integers(2_000, 30_000))
+
+
+# Shrinking examples this big takes minutes: a failure is reported as found.
+@settings(
+    max_examples=1200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
+@given(long_answers())
+def test_any_answer_fits_its_clients_size_with_whole_characters_and_closed_code(case):
+    answer, body, limit = case
+    fitted, shortened = m.fit_answer(answer, limit, REST)
+    assert m.result_size(fitted) <= limit
+    if not shortened:
+        assert fitted == answer
+        return
+    text = fitted["answer"]
+    kept = text[: text.index("[Shortened")].rstrip()
+    assert m._fences(kept.split("\n"))[1] is None  # the note is never read as code
+    fence = m._fences(kept.split("\n")[:-1])[1]
+    added = fence and kept.endswith("\n" + fence)  # a closing fence: the server's, or the body's
+    start = kept[: -len(fence) - 1] if added else kept
+    assert body.startswith(start)
+    assert m._grapheme_safe(body, len(start)) == len(start)
+    gone, total = left_out(text)
+    assert total == len(body) and gone in (total - len(start), total - len(kept))
 
 
 @pytest.mark.parametrize(
