@@ -4114,7 +4114,7 @@ class AnswerEngine:
         raise ToolError(
             f"no price known for model {model!r}, so budget.{periods[0][0]}_usd cannot count "
             f"its calls: set pricing.models.{_undated(model)} to {{input, cached_input, "
-            "output}} in USD per million tokens (see --doctor), or use a model with a price"
+            "output} in USD per million tokens (see --doctor), or use a model with a price"
         )
 
     def _reserve(self, tool: str, today: str) -> str | None:
