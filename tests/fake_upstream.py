@@ -28,8 +28,13 @@ Stream layout for ``"stream": true`` (``sequence_number`` counts from 0)::
     response.completed  (or response.incomplete)
 
 ``GET /v1/models`` and ``GET /v1/models/{id}`` answer from ``fake.models`` with the SDK's
-``Model`` shape (an unknown id gets 404 ``model_not_found``). With ``fake.api_keys`` set, a
-request carrying any other bearer key gets 401 ``invalid_api_key``, as the real API does.
+``Model`` shape (an unknown id gets 404 ``model_not_found``), each with its ``shutdown_date``
+from ``fake.shutdown_dates`` (the deprecations page's dates by default, null when none). A model
+whose date has come (UTC) has shut down: it is not listed, and a create naming it gets 404
+``model_not_found`` and consumes no Reply. Usage reports ``cache_write_tokens`` with
+``cache_write_tokens_details`` (``ttl_30m_tokens``, ``ttl_12h_tokens``), zero by default.
+With ``fake.api_keys`` set, a request carrying any other bearer key gets 401
+``invalid_api_key``, as the real API does.
 
 Each event goes out as ``event: <type>\\ndata: <compact json>\\n\\n`` in its own HTTP/1.1
 chunk, so keep-alive reuse works and stall/drop faults can cut the stream anywhere.
@@ -53,7 +58,9 @@ refused parameter gets (``param: "background"``) and consumes no Reply.
 
 A create whose settings the model refuses gets the real API's 400 and consumes no Reply (see
 ``refused_setting``): a ``-chat-latest`` gpt-5.x model with reasoning effort other than
-``medium``, gpt-5-chat-latest with verbosity other than ``medium``, web_search with effort
+``medium``, gpt-5-chat-latest with verbosity other than ``medium``, a GPT-6 model with effort
+``minimal`` (or ``none``, but for gpt-6-sol, gpt-6-luna and gpt-6.1-terra), any reasoning for
+gpt-4.1 and gpt-4o (``unsupported_parameter``), web_search with effort
 ``minimal``, service_tier ``flex`` on a model without a flex tier, and a service_tier or
 max_tool_calls out of the API's range. :func:`unsupported_parameter` is the 400 for a parameter
 a model (or a gateway) takes no value of.
