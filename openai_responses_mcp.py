@@ -1691,6 +1691,8 @@ CONFIG_EXAMPLE = """\
 openai:
   api_key_env: OPENAI_API_KEY          # the variable that holds the key
   base_url: https://api.openai.com/v1  # http(s), usually ending in /v1 (or Azure v1, LiteLLM)
+  check_retirements: true  # once a day, warn on stderr about a tool's model with an announced
+                           #   shutdown date (GET /v1/models); false for gateways without it
 
 request:
   timeout_ms: 300000       # per attempt, and per silence in its stream
@@ -1702,15 +1704,21 @@ request:
 
 model_profiles:
   # The three tools differ by default, so that picking one means something: answer_quick is
-  # quicker and cheaper than answer, answer_detailed thinks more. In the other two profiles
-  # null means "take answer's value" (an absent key takes the default shown here).
+  # quicker and cheaper than answer, answer_detailed thinks more. Each has a model of its own
+  # from OpenAI's GPT-6 lineup (setting answer's model changes only answer). In the other two
+  # profiles null means "take answer's value" (an absent key takes the default shown here).
+  # Effort and verbosity are sent to every model but gpt-4.1/gpt-4o (no reasoning) and the
+  # o-series and deep research models (no verbosity); a model that refuses a built-in value
+  # gets one it takes, with a warning naming the key; a value you set is never changed.
   answer:                  # balanced: most questions
-    model: gpt-5.2
-    reasoning_effort: medium   # none | minimal | low | medium | high | xhigh (gpt-5, o-series;
-                               #   not minimal: web search refuses it)
-    verbosity: medium          # low | medium | high (gpt-5 only)
+    model: gpt-6.1-terra       # $1 / $5 per million tokens in / out
+    reasoning_effort: medium   # none | minimal | low | medium | high | xhigh | max (GPT-6:
+                               #   low to max, none only on gpt-6-luna, gpt-6-sol and
+                               #   gpt-6.1-terra; never minimal: web search refuses it)
+    verbosity: medium          # low | medium | high
     # Cost controls, each sent only when set (null = the API's default):
-    service_tier: null         # auto | default | flex (half price, slower) | priority
+    service_tier: null         # auto | default | flex (half price, slower) | priority | fast
+                               #   (fast mode, the new name of priority: twice the price)
     max_output_tokens: null    # cap on output tokens, reasoning included
     max_tool_calls: null       # cap on web searches per answer
     search_context_size: null  # low | medium | high: text each search brings back (API: medium)
@@ -1718,7 +1726,7 @@ model_profiles:
     # paying twice and a cancel stops the response server-side. Not ZDR-compatible.
     background: false
   answer_detailed:         # thorough: more reasoning, slower and dearer than answer
-    model: null                # null = answer's model; for example gpt-5.2-pro
+    model: gpt-6.2-sol         # the strongest everyday model ($2 / $10); or gpt-6-astra
     reasoning_effort: high     # more thinking than answer's medium
     verbosity: null            # answer's (medium): a longer answer may not fit a client whole
     service_tier: null
@@ -1727,7 +1735,7 @@ model_profiles:
     search_context_size: null
     background: true           # long calls outlive client timeouts; false for ZDR organizations
   answer_quick:            # fast and short: a simple lookup
-    model: null                # null = answer's model; for example gpt-5.4-mini
+    model: gpt-6-luna          # the cheapest current model ($0.10 / $0.50)
     reasoning_effort: low      # less thinking than answer (the -chat-latest models take only
                                #   medium; minimal is refused with web search)
     verbosity: low             # a short answer
@@ -1767,10 +1775,11 @@ search:
 # -- Cost (see docs/cost.md) ----------------------------------------------------------------
 pricing:
   models: {}               # USD per million tokens, over the built-in table, e.g.
-                           #   gpt-5.2: {input: 1.75, cached_input: 0.175, output: 14}
+                           #   gpt-6.1-terra: {input: 1, cached_input: 0.05, output: 5}
   web_search_per_1k: 10    # USD per thousand web searches
 
 budget:                    # refuse calls once spent (all processes on this machine); null = none
+                           #   (under a budget, a model with no known price is refused)
   daily_usd: null
   monthly_usd: null
 
