@@ -111,3 +111,30 @@ def test_a_call_to_a_retired_model_fails_once_naming_the_key(spawn, fake):
     )
     assert len(fake.creates) == 1  # no retries
     assert fake.queued == 1
+
+
+def test_a_version_2_state_file_gains_the_checks_table_and_claims_once_a_day(tmp_path):
+    import sqlite3
+
+    import openai_responses_mcp as m
+
+    path = tmp_path / "state.sqlite3"
+    with sqlite3.connect(path) as conn:  # the file as version 2 made it: no checks table
+        for statement in m._schema(postgres=False):
+            if "checks" not in statement:
+                conn.execute(statement)
+        conn.execute("INSERT INTO schema_version (version) VALUES (2)")
+    state = m.StateStore(m._SqliteBackend(str(path)), m.Log())
+    try:
+        assert m.claim_daily(state, "retirements", "2026-11-26") is True
+        assert m.claim_daily(state, "retirements", "2026-11-26") is False  # same day
+        assert m.claim_daily(state, "retirements", "2026-11-27") is True  # the next day
+    finally:
+        state.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(5,)]
+        assert conn.execute("SELECT name, day FROM checks").fetchall() == [
+            ("retirements", "2026-11-27")
+        ]
+    # With the state off, every process checks (once per start).
+    assert m.claim_daily(m.StateStore(None, m.Log()), "retirements", "2026-11-26") is True
