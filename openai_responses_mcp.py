@@ -4015,21 +4015,25 @@ class AnswerEngine:
         processes that share the state. Any failure is a debug line: calls go on."""
         config = self._config
         if not config.get("openai", "check_retirements"):
+            self._log.debug("retirements", "not checked: openai.check_retirements is false")
             return
         today = today_in(config.get("policy", "timezone"))
         try:
             if not claim_daily(self.state, "retirements", today):
+                self._log.debug("retirements", "not checked: checked today already")
                 return
             dates = shutdown_dates(self.client())
         except Exception as exc:  # noqa: BLE001 - a warning not given is no failure
             self._log.debug("retirements", f"not checked: {type(exc).__name__}: {exc}")
             return
-        for tool, model, key in model_settings(config, enabled_tools(config)):
+        settings = model_settings(config, enabled_tools(config))
+        for tool, model, key in settings:
             date = shutdown_date_of(dates, model)
             if date:
                 level, what, fix = retirement_words(model, str(date), today, key)
                 done = "calls to it fail" if level == "retired" else "calls to it will fail then"
                 self._log.say(f"warning: {tool}: {what} ({done}): {fix}")
+        self._log.debug("retirements", f"checked the shutdown dates of {len(settings)} model(s)")
 
     def client(self):
         with self._client_lock:

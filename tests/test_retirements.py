@@ -87,15 +87,18 @@ def test_a_running_server_warns_once_a_day_across_processes(spawn, fake):
     )
     assert len(fake.requests_to("GET", "/v1/models")) == 1
     # A second process on the same state, the same day: no second look.
-    second = conftest.start(spawn, fake, config=config, env=env)
-    assert second.nothing_within(1.5)
+    second = conftest.start(spawn, fake, "--stdio", "--debug", config=config, env=env)
+    wait_until(lambda: "retirements: " in second.stderr, 30, "the second process's decision")
+    assert "retirements: not checked: checked today already" in second.stderr
     assert "shuts down" not in second.stderr
     assert len(fake.requests_to("GET", "/v1/models")) == 1
 
 
 def test_a_server_with_the_check_off_never_lists_models(spawn, fake):
-    server = conftest.start(spawn, fake, config="model_profiles:\n  answer: {model: gpt-5}\n")
-    assert server.nothing_within(1.5)
+    config = "model_profiles:\n  answer: {model: gpt-5}\n"
+    server = conftest.start(spawn, fake, "--stdio", "--debug", config=config)
+    wait_until(lambda: "retirements: " in server.stderr, 30, "the check's decision")
+    assert "retirements: not checked: openai.check_retirements is false" in server.stderr
     assert fake.requests_to("GET", "/v1/models") == []
     assert "shuts down" not in server.stderr
 
