@@ -116,17 +116,17 @@ def test_a_call_to_a_retired_model_fails_once_naming_the_key(spawn, fake):
     assert fake.queued == 1
 
 
-def test_a_version_2_state_file_gains_the_checks_table_and_claims_once_a_day(tmp_path):
+def test_a_version_3_state_file_gains_the_checks_table_and_claims_once_a_day(tmp_path):
     import sqlite3
 
     import openai_responses_mcp as m
 
     path = tmp_path / "state.sqlite3"
-    with sqlite3.connect(path) as conn:  # the file as version 2 made it: no checks table
+    with sqlite3.connect(path) as conn:  # the file as version 3 made it: no checks table
         for statement in m._schema(postgres=False):
             if "checks" not in statement:
                 conn.execute(statement)
-        conn.execute("INSERT INTO schema_version (version) VALUES (2)")
+        conn.execute("INSERT INTO schema_version (version) VALUES (3)")
     state = m.StateStore(m._SqliteBackend(str(path)), m.Log())
     try:
         assert m.claim_daily(state, "retirements", "2026-11-26") is True
