@@ -80,18 +80,22 @@ SHARED_USER = "shared"  # whoever holds MCP_HTTP_TOKEN (server.http.token)
 # <prefix>_VERBOSITY (None: none); `model`, `effort`, `verbosity` and `search_context_size`
 # (absent: None) are the profile's defaults, None meaning "inherit from `answer`" (or, for the
 # search context, the API's default, medium). The three differ on purpose: an agent that picks
-# the quick tool must get a quicker, cheaper answer, and the detailed one more thinking.
+# the quick tool must get a quicker, cheaper answer, and the detailed one more thinking. Each
+# has a model of its own from OpenAI's current lineup (the cheapest, the balanced one, the
+# strongest everyday one: developers.openai.com/api/docs/guides/latest-model); setting
+# `answer`'s model changes only `answer`.
 TOOL_TABLE = (
     {
         "name": "answer",
         "title": "Answer with web search",
         "description": (
             "Search the web when needed and provide balanced, well-sourced answers. "
-            "This is the standard general-purpose tool. Default: reasoning effort medium and "
-            "verbosity medium, the balance of depth, speed and cost that suits most questions."
+            "This is the standard general-purpose tool. Default: gpt-6.1-terra, OpenAI's "
+            "balanced model, with reasoning effort medium and verbosity medium, the balance of "
+            "depth, speed and cost that suits most questions."
         ),
         "properties": ("query", "recency_days", "max_results", "domains", "previous_response_id"),
-        "model": "gpt-5.2",
+        "model": "gpt-6.1-terra",
         "model_env": "MODEL_ANSWER",
         "tuning_env": "ANSWER",
         "effort": "medium",
@@ -104,12 +108,13 @@ TOOL_TABLE = (
         "title": "Detailed research answer",
         "description": (
             "Perform comprehensive analysis with thorough research and detailed explanations. "
-            "Best for complex questions requiring deep investigation. Default: reasoning effort "
-            "high (more thinking than answer, so slower and dearer), run in background mode so "
-            "a call of several minutes survives client timeouts."
+            "Best for complex questions requiring deep investigation. Default: gpt-6.2-sol, "
+            "OpenAI's strongest everyday model, with reasoning effort high (more thinking than "
+            "answer, so slower and dearer), run in background mode so a call of several minutes "
+            "survives client timeouts."
         ),
         "properties": ("query", "recency_days", "max_results", "domains", "previous_response_id"),
-        "model": None,
+        "model": "gpt-6.2-sol",
         "model_env": "MODEL_DETAILED",
         "tuning_env": None,
         "effort": "high",
@@ -124,12 +129,12 @@ TOOL_TABLE = (
         "title": "Quick answer",
         "description": (
             "Provide fast, concise answers optimized for speed. "
-            "Best for simple lookups or urgent questions. Default: reasoning effort low, "
-            "verbosity low and a low search context size: quicker and cheaper than answer, "
-            "for a question one search settles."
+            "Best for simple lookups or urgent questions. Default: gpt-6-luna, OpenAI's "
+            "cheapest current model, with reasoning effort low, verbosity low and a low search "
+            "context size: quicker and cheaper than answer, for a question one search settles."
         ),
         "properties": ("query", "previous_response_id"),
-        "model": None,
+        "model": "gpt-6-luna",
         "model_env": "MODEL_QUICK",
         "tuning_env": None,
         "effort": "low",  # not minimal: the API refuses web_search with reasoning effort minimal
@@ -551,10 +556,10 @@ def parse_yaml(
 
 # -- Settings ----------------------------------------------------------------------------------
 
-EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 VERBOSITIES = ("low", "medium", "high")
 POLICY_MERGES = ("replace", "prepend", "append")
-SERVICE_TIERS = ("auto", "default", "flex", "priority")
+SERVICE_TIERS = ("auto", "default", "flex", "priority", "fast")
 BASICS = ("model", "reasoning_effort", "verbosity")
 PROFILE_KEYS = (
     "model",
@@ -668,7 +673,7 @@ def _profile_settings(row: dict) -> dict:
             "choice",
             choices=EFFORTS,
             env=f"{env_prefix}_EFFORT" if env_prefix else None,
-            doc="reasoning effort (sent only to gpt-5 and o-series models)",
+            doc="reasoning effort (sent to every model but those known to take none)",
             nullable=inherits,
         ),
         ("model_profiles", tool, "verbosity"): Setting(
@@ -676,7 +681,7 @@ def _profile_settings(row: dict) -> dict:
             "choice",
             choices=VERBOSITIES,
             env=f"{env_prefix}_VERBOSITY" if env_prefix else None,
-            doc="answer length (sent only to gpt-5 models)",
+            doc="answer length (sent to every model but those known to take none)",
             nullable=inherits,
         ),
         # Cost controls: each is sent only when set (null = the API's default).
@@ -733,6 +738,13 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         "str",
         env="OPENAI_BASE_URL",
         doc="Responses API base URL (an OpenAI-compatible gateway works too)",
+    ),
+    ("openai", "check_retirements"): Setting(
+        True,
+        "bool",
+        env="OPENAI_CHECK_RETIREMENTS",
+        doc="once a day, look up the shutdown date of each tool's model (GET /v1/models) "
+        "and warn on stderr about an announced one",
     ),
     ("request", "timeout_ms"): Setting(
         300_000,
@@ -1946,6 +1958,8 @@ CONFIG_EXAMPLE = """\
 openai:
   api_key_env: OPENAI_API_KEY          # the variable that holds the key
   base_url: https://api.openai.com/v1  # http(s), usually ending in /v1 (or Azure v1, LiteLLM)
+  check_retirements: true  # once a day, warn on stderr about a tool's model with an announced
+                           #   shutdown date (GET /v1/models); false for gateways without it
 
 request:
   timeout_ms: 300000       # per attempt, and per silence in its stream
@@ -1957,15 +1971,21 @@ request:
 
 model_profiles:
   # The three tools differ by default, so that picking one means something: answer_quick is
-  # quicker and cheaper than answer, answer_detailed thinks more. In the other two profiles
-  # null means "take answer's value" (an absent key takes the default shown here).
+  # quicker and cheaper than answer, answer_detailed thinks more. Each has a model of its own
+  # from OpenAI's GPT-6 lineup (setting answer's model changes only answer). In the other two
+  # profiles null means "take answer's value" (an absent key takes the default shown here).
+  # Effort and verbosity are sent to every model but gpt-4.1/gpt-4o (no reasoning) and the
+  # o-series and deep research models (no verbosity); a model that refuses a built-in value
+  # gets one it takes, with a warning naming the key; a value you set is never changed.
   answer:                  # balanced: most questions
-    model: gpt-5.2
-    reasoning_effort: medium   # none | minimal | low | medium | high | xhigh (gpt-5, o-series;
-                               #   not minimal: web search refuses it)
-    verbosity: medium          # low | medium | high (gpt-5 only)
+    model: gpt-6.1-terra       # $1 / $5 per million tokens in / out
+    reasoning_effort: medium   # none | minimal | low | medium | high | xhigh | max (GPT-6:
+                               #   low to max, none only on gpt-6-luna, gpt-6-sol and
+                               #   gpt-6.1-terra; never minimal: web search refuses it)
+    verbosity: medium          # low | medium | high
     # Cost controls, each sent only when set (null = the API's default):
-    service_tier: null         # auto | default | flex (half price, slower) | priority
+    service_tier: null         # auto | default | flex (half price, slower) | priority | fast
+                               #   (fast mode, the new name of priority: twice the price)
     max_output_tokens: null    # cap on output tokens, reasoning included
     max_tool_calls: null       # cap on web searches per answer
     search_context_size: null  # low | medium | high: text each search brings back (API: medium)
@@ -1973,7 +1993,7 @@ model_profiles:
     # paying twice and a cancel stops the response server-side. Not ZDR-compatible.
     background: false
   answer_detailed:         # thorough: more reasoning, slower and dearer than answer
-    model: null                # null = answer's model; for example gpt-5.2-pro
+    model: gpt-6.2-sol         # the strongest everyday model ($2 / $10); or gpt-6-astra
     reasoning_effort: high     # more thinking than answer's medium
     verbosity: null            # answer's (medium): a longer answer may not fit a client whole
     service_tier: null
@@ -1982,7 +2002,7 @@ model_profiles:
     search_context_size: null
     background: true           # long calls outlive client timeouts; false for ZDR organizations
   answer_quick:            # fast and short: a simple lookup
-    model: null                # null = answer's model; for example gpt-5.4-mini
+    model: gpt-6-luna          # the cheapest current model ($0.10 / $0.50)
     reasoning_effort: low      # less thinking than answer (the -chat-latest models take only
                                #   medium; minimal is refused with web search)
     verbosity: low             # a short answer
@@ -2022,10 +2042,11 @@ search:
 # -- Cost (see docs/cost.md) ----------------------------------------------------------------
 pricing:
   models: {}               # USD per million tokens, over the built-in table, e.g.
-                           #   gpt-5.2: {input: 1.75, cached_input: 0.175, output: 14}
+                           #   gpt-6.1-terra: {input: 1, cached_input: 0.05, output: 5}
   web_search_per_1k: 10    # USD per thousand web searches
 
 budget:                    # refuse calls once spent (all processes on this machine); null = none
+                           #   (under a budget, a model with no known price is refused)
   daily_usd: null
   monthly_usd: null
   per_user_daily_usd: null    # each user's allowance (--http with users); --user add NAME
@@ -2417,12 +2438,26 @@ def _flex_unavailable(request: dict, failure) -> bool:
     )
 
 
+# Model families known to take no reasoning effort or no verbosity: the setting is not sent to
+# them. Any other model, above all one newer than this table, gets every setting of its profile;
+# a refusal is handled where it comes back (AnswerEngine._adapt), never guessed from the name.
+TAKES_NO_REASONING = ("gpt-4.1", "gpt-4o")
+TAKES_NO_VERBOSITY = ("gpt-4.1", "gpt-4o", "o1", "o3", "o4")
+
+
 def supports_verbosity(model: str) -> bool:
-    return model.startswith("gpt-5")
+    """False only for a model known to take no verbosity (deep research models take none)."""
+    return not is_deep_research(model) and not _in_family(TAKES_NO_VERBOSITY, model)
 
 
 def supports_reasoning(model: str) -> bool:
-    return model.startswith("gpt-5") or (len(model) > 1 and model[0] == "o" and model[1].isdigit())
+    """False only for a model known to take no reasoning effort (gpt-4.1, gpt-4o)."""
+    return not _in_family(TAKES_NO_REASONING, model)
+
+
+def _in_family(families, model: str) -> bool:
+    """Whether `model` is one of `families` or a member of one (family-…: gpt-4o-mini)."""
+    return any(model == family or model.startswith(family + "-") for family in families)
 
 
 def build_request(tool: str, args: dict, config: Config, today: str) -> dict:
@@ -3220,6 +3255,7 @@ def usage_meta(response: dict, elapsed_s: float, attempts: int) -> dict:
             "cached_input_tokens": (usage.get("input_tokens_details") or {}).get(
                 "cached_tokens", 0
             ),
+            **_cache_writes(usage),
             "output_tokens": usage.get("output_tokens", 0),
             "reasoning_tokens": (usage.get("output_tokens_details") or {}).get(
                 "reasoning_tokens", 0
@@ -3236,18 +3272,37 @@ def usage_meta(response: dict, elapsed_s: float, attempts: int) -> dict:
     return meta
 
 
+def _cache_writes(usage: dict) -> dict:
+    """The input tokens written to the prompt cache (billed above the input rate, GPT-5.6 and
+    later): input_tokens_details.cache_write_tokens, split by retention in
+    cache_write_tokens_details (ttl_30m_tokens, ttl_12h_tokens). Without the split, all of them
+    count as 30-minute writes, the default retention."""
+    details = usage.get("input_tokens_details") or {}
+    written = details.get("cache_write_tokens") or 0
+    split = details.get("cache_write_tokens_details") or {}
+    long = min(written, split.get("ttl_12h_tokens") or 0)
+    return {"cache_write_tokens": written, "cache_write_12h_tokens": long}
+
+
 # -- Prices: what an answer cost in dollars --------------------------------------------------------
 
-# USD per million tokens (input, cached input, output) at standard-tier prices, as copies of
-# OpenAI's price list published up to mid-2026 gave them when this table was last checked
-# (PRICES_DATE); OpenAI's own page could not be read from here, so check it:
-# https://openai.com/api/pricing. pricing.models in the config adds to and overrides it.
-# A model without a cached-input discount (the -pro models) has its input price there.
-PRICES_DATE = "2026-11-24"
+# USD per million tokens (input, cached input, output) at Standard prices for requests of up to
+# 272K input tokens, as each model's page on developers.openai.com/api/docs/models/<model> gives
+# them on PRICES_DATE (GPT-6, GPT-5.6 and the GPT-5 models; the older ones from the pricing page,
+# developers.openai.com/api/docs/pricing). pricing.models in the config adds to and overrides it.
+# A model without a cached-input discount (the -pro models) has its input price there. Models
+# that have shut down keep their price: the ledger may still name them.
+PRICES_DATE = "2026-11-26"
 BUILTIN_PRICES = {
+    "gpt-6.2-sol": (2.00, 0.10, 10.00),
+    "gpt-6.1-sol": (2.00, 0.10, 10.00),
+    "gpt-6.1-terra": (1.00, 0.05, 5.00),
+    "gpt-6-astra": (10.00, 1.00, 50.00),
+    "gpt-6-sol": (2.00, 0.20, 10.00),
+    "gpt-6-luna": (0.10, 0.01, 0.50),
     "gpt-5.6-sol": (5.00, 0.50, 30.00),
-    "gpt-5.6-terra": (2.50, 0.25, 15.00),
-    "gpt-5.6-luna": (1.00, 0.10, 6.00),
+    "gpt-5.6-terra": (2.00, 0.20, 12.00),  # lowered on 2026-07-30 (was 2.50 / 15)
+    "gpt-5.6-luna": (0.20, 0.02, 1.20),  # lowered on 2026-07-30 (was 1.00 / 6)
     "gpt-5.5": (5.00, 0.50, 30.00),
     "gpt-5.5-pro": (30.00, 30.00, 180.00),
     "gpt-5.4": (2.50, 0.25, 15.00),
@@ -3256,7 +3311,7 @@ BUILTIN_PRICES = {
     "gpt-5.4-nano": (0.20, 0.02, 1.25),
     "gpt-5.2": (1.75, 0.175, 14.00),
     "gpt-5.2-pro": (21.00, 21.00, 168.00),
-    "gpt-5.2-chat-latest": (1.75, 0.175, 14.00),
+    "gpt-5.2-chat-latest": (1.75, 0.175, 14.00),  # shut down 2026-08-10
     "gpt-5.1-chat-latest": (1.25, 0.125, 10.00),
     "gpt-5-chat-latest": (1.25, 0.125, 10.00),
     "gpt-5.1": (1.25, 0.125, 10.00),
@@ -3266,18 +3321,31 @@ BUILTIN_PRICES = {
     "gpt-5-pro": (15.00, 15.00, 120.00),
     "gpt-4.1": (2.00, 0.50, 8.00),
     "gpt-4.1-mini": (0.40, 0.10, 1.60),
-    "gpt-4.1-nano": (0.10, 0.025, 0.40),
+    "gpt-4.1-nano": (0.10, 0.025, 0.40),  # shut down 2026-10-23
     "gpt-4o": (2.50, 1.25, 10.00),
     "gpt-4o-mini": (0.15, 0.075, 0.60),
     "o3": (2.00, 0.50, 8.00),
-    "o4-mini": (1.10, 0.275, 4.40),
+    "o4-mini": (1.10, 0.275, 4.40),  # shut down 2026-10-23
     # Deep research (answer_deep); their web searches cost pricing.web_search_per_1k on top.
     "o3-deep-research": (10.00, 2.50, 40.00),
     "o4-mini-deep-research": (2.00, 0.50, 8.00),
 }
-# Flex is billed at Batch rates (half); priority at twice the standard rate, or more for some
-# models (PRIORITY_FACTORS, looked up like BUILTIN_PRICES).
-TIER_FACTORS = {"flex": 0.5, "priority": 2.0}
+# Prompt-cache writes, as multiples of the model's (uncached) input price: "cache writes are
+# billed at 1.25x the uncached input token rate" for the default 30-minute retention, and a
+# 12-hour write at twice that (gpt-6.2-sol: $2.50 and $5 for $2 input; gpt-6.1-terra: $1.25
+# and $2.50 for $1).
+CACHE_WRITE_FACTORS = {"30m": 1.25, "12h": 2.5}
+# Long context: a request of more than 272K input tokens is billed, in full, at twice the input
+# rates (cached input and cache writes included) and 1.5 times the output rate, on the models
+# whose pages say so (GPT-5.4 and later; the older ones take no such prompt).
+LONG_CONTEXT_TOKENS = 272_000
+LONG_CONTEXT_FACTORS = (2.0, 1.5)  # input, output
+LONG_CONTEXT_FAMILIES = ("gpt-5.4", "gpt-5.5", "gpt-5.6", "gpt-6")
+# Processing tiers (the response's service_tier): Flex (and Batch) at half the Standard rate;
+# Fast mode, which the API still reports as priority, at twice the Standard rate, or more for
+# some models (PRIORITY_FACTORS, looked up like BUILTIN_PRICES); Ultrafast at three times
+# (until 2027-02-28; six from 2027-03-01).
+TIER_FACTORS = {"flex": 0.5, "priority": 2.0, "fast": 2.0, "ultrafast": 3.0}
 PRIORITY_FACTORS = {"gpt-5.5": 2.5}
 
 
@@ -3323,24 +3391,35 @@ class Pricing:
                 "usd": None,
                 "input_usd": None,
                 "cached_input_usd": None,
+                "cache_write_usd": None,
                 "output_usd": None,
                 "web_search_usd": round(search_usd, 8),
                 "prices": None,
             }
         (input_rate, cached_rate, output_rate), source = found
         factor = TIER_FACTORS.get(tier or "", 1.0)
-        if tier == "priority":
+        if tier in ("priority", "fast"):
             factor = PRIORITY_FACTORS.get(_undated(model), factor)
+        long_in, long_out = _long_context(model, usage.get("input_tokens", 0))
         cached = usage.get("cached_input_tokens", 0)
+        written = usage.get("cache_write_tokens", 0)
+        written_12h = usage.get("cache_write_12h_tokens", 0)
+        uncached = max(0, usage.get("input_tokens", 0) - cached - written)
+        writes = (written - written_12h) * CACHE_WRITE_FACTORS["30m"] + written_12h * (
+            CACHE_WRITE_FACTORS["12h"]
+        )
         parts = {
-            "input_usd": (usage.get("input_tokens", 0) - cached) * input_rate * factor / 1e6,
-            "cached_input_usd": cached * cached_rate * factor / 1e6,
-            "output_usd": usage.get("output_tokens", 0) * output_rate * factor / 1e6,
+            "input_usd": uncached * input_rate * factor * long_in / 1e6,
+            "cached_input_usd": cached * cached_rate * factor * long_in / 1e6,
+            "cache_write_usd": writes * input_rate * factor * long_in / 1e6,
+            "output_usd": usage.get("output_tokens", 0) * output_rate * factor * long_out / 1e6,
             "web_search_usd": search_usd,
         }
         cost = {"usd": round(sum(parts.values()), 8)}
         cost.update({name: round(value, 8) for name, value in parts.items()})
         cost["prices"] = source if factor == 1.0 else f"{source} x{factor:g} ({tier})"
+        if long_in != 1.0:
+            cost["prices"] += f", long context (over {LONG_CONTEXT_TOKENS:,} input tokens)"
         return cost
 
     def _warn(self, model: str) -> None:
@@ -3365,13 +3444,84 @@ def _undated(model: str) -> str:
     return model
 
 
+def _long_context(model: str, input_tokens: int) -> tuple[float, float]:
+    """(input factor, output factor) of a request's rates: the long-context ones over
+    LONG_CONTEXT_TOKENS input tokens on the models billed so, else (1, 1)."""
+    base = _undated(model)
+    families = LONG_CONTEXT_FAMILIES
+    if input_tokens > LONG_CONTEXT_TOKENS and any(base.startswith(f) for f in families):
+        return LONG_CONTEXT_FACTORS
+    return 1.0, 1.0
+
+
 ZERO_COST = {
     "usd": 0.0,
     "input_usd": 0.0,
     "cached_input_usd": 0.0,
+    "cache_write_usd": 0.0,
     "output_usd": 0.0,
     "web_search_usd": 0.0,
 }
+
+
+# -- Retirements: a configured model's shutdown date ------------------------------------------
+# GET /v1/models reports each model's shutdown_date (YYYY-MM-DD, or null when none is
+# announced). --doctor lists them for every profile; a running server looks once a day (the
+# state says when it last did, across processes) and warns on stderr. A call to a model that
+# has shut down gets the API's 404 model_not_found, which is not retried.
+
+DEPRECATIONS_URL = "https://developers.openai.com/api/docs/deprecations"
+RETIREMENT_WARN_DAYS = 90
+# The replacement OpenAI's deprecations page recommends for each model it retires.
+REPLACEMENTS = {
+    "gpt-5": "gpt-6.1-sol",
+    "gpt-5-pro": "gpt-6.1-sol",
+    "o3": "gpt-6.1-sol",
+    "gpt-5-mini": "gpt-6.1-terra",
+    "gpt-5-nano": "gpt-6-luna",
+    "gpt-4o": "gpt-6-luna",
+    "gpt-4o-mini": "gpt-6-luna",
+    "gpt-4.1": "gpt-6-luna",
+    "gpt-4.1-mini": "gpt-6-luna",
+    "o4-mini": "gpt-5.6-terra",
+}
+
+
+def model_settings(config: Config, tools=None) -> list[tuple[str, str, str]]:
+    """(tool, model, the key that sets it) for each profile (all of them by default)."""
+    rows = []
+    for tool in tools or TOOL_NAMES:
+        holder = _profile_holder(config, tool, "model")
+        rows.append((tool, config.profile(tool)["model"], setting_name(config, holder, "model")))
+    return rows
+
+
+def shutdown_dates(client) -> dict:
+    """model id -> its shutdown_date (None: none announced), from GET /v1/models."""
+    return {model.id: getattr(model, "shutdown_date", None) for model in client.models.list()}
+
+
+def shutdown_date_of(dates: dict, model: str):
+    """The model's date in `dates`, a dated snapshot taking its alias's when not listed."""
+    return dates.get(model) or dates.get(_undated(model))
+
+
+def retirement_words(model: str, date: str, today: str, key: str) -> tuple[str, str, str]:
+    """(level, what, fix) for a model with a shutdown date: level is "retired" once the date
+    has come, "soon" within RETIREMENT_WARN_DAYS, else "announced"."""
+    import datetime
+
+    days = (datetime.date.fromisoformat(date) - datetime.date.fromisoformat(today)).days
+    replacement = REPLACEMENTS.get(_undated(model))
+    fix = (
+        f"set {key} to {replacement} (the replacement OpenAI's deprecations page gives)"
+        if replacement
+        else f"set {key} to a current model (see {DEPRECATIONS_URL})"
+    )
+    if days <= 0:
+        return "retired", f"{model} shut down on {date}", fix
+    level = "soon" if days <= RETIREMENT_WARN_DAYS else "announced"
+    return level, f"{model} shuts down on {date}, in {days} day{'s' if days != 1 else ''}", fix
 
 
 # -- Calls in flight -------------------------------------------------------------------------------
@@ -3911,8 +4061,10 @@ def failure_message(failure: Failure, *, tool: str, model: str, config: Config, 
     messages = {
         "auth": f"the API key in {key_env} was rejected (HTTP 401): set a valid key",
         "model": (
-            f"model {model!r} is not available to this API key (HTTP {failure.status}): "
-            f"set model_profiles.{tool}.model to a model your key can use"
+            f"model {model!r} is not available to this API key (HTTP {failure.status}; it may "
+            f"have shut down: {DEPRECATIONS_URL}): set "
+            f"{setting_name(config, _profile_holder(config, tool, 'model'), 'model')} to "
+            f"{REPLACEMENTS.get(_undated(model)) or 'a model your key can use'}"
         ),
         "endpoint": _endpoint_message(failure, base_url, config.sources),
         "forbidden": (
@@ -3973,6 +4125,7 @@ def failure_message(failure: Failure, *, tool: str, model: str, config: Config, 
 
 # The request fields a 400 names (`param`) for the profile keys that set them.
 PROFILE_PARAMS = {
+    "reasoning": "reasoning_effort",
     "reasoning.effort": "reasoning_effort",
     "reasoning_effort": "reasoning_effort",
     "text.verbosity": "verbosity",
@@ -4057,6 +4210,12 @@ def refused_cost_control(failure: Failure, tool: str, config: Config) -> tuple[s
         most = "at most" if bound[1] == "<" else "at least"
         return f"{said})", f"set {name} to {bound[2]} ({model} accepts {most} {bound[2]})"
     return f"{said}: {_one_line(failure.detail, 120)})", f"set {name} to another value or null"
+
+
+def _is_default_setting(config: Config, tool: str, key: str) -> bool:
+    """Whether the tool's `key` is a built-in default (its own, or `answer`'s it inherits)."""
+    where = config.sources.get(("model_profiles", _profile_holder(config, tool, key), key))
+    return where is None or where == "default" or where.startswith("default ")
 
 
 def _profile_holder(config: Config, tool: str, key: str) -> str:
@@ -4347,6 +4506,9 @@ class AnswerEngine:
         # can be served by any instance from OpenAI's stored response.
         self.force_background = False
         self._cancels: set = set()  # server-side cancels still being sent
+        # What a model refused of a profile's default settings, for every later request:
+        # (model, key) -> the value sent instead (None: the key is not sent).
+        self._refused: dict = {}
 
     def warm_up(self, delay: float = 0.3) -> None:
         """Loads `openai` and builds the client in the background, so the first call is fast.
@@ -4382,6 +4544,33 @@ class AnswerEngine:
                 refuse.close()
         except Exception:  # noqa: BLE001 - the first call reports whatever this hit
             pass
+        self.check_retirements()
+
+    def check_retirements(self) -> None:
+        """Warns on stderr about each enabled tool's model with an announced shutdown date:
+        once per start, after the client has its answer, and at most once a day across the
+        processes that share the state. Any failure is a debug line: calls go on."""
+        config = self._config
+        if not config.get("openai", "check_retirements"):
+            self._log.debug("retirements", "not checked: openai.check_retirements is false")
+            return
+        today = today_in(config.get("policy", "timezone"))
+        try:
+            if not claim_daily(self.state, "retirements", today):
+                self._log.debug("retirements", "not checked: checked today already")
+                return
+            dates = shutdown_dates(self.client())
+        except Exception as exc:  # noqa: BLE001 - a warning not given is no failure
+            self._log.debug("retirements", f"not checked: {type(exc).__name__}: {exc}")
+            return
+        settings = model_settings(config, enabled_tools(config))
+        for tool, model, key in settings:
+            date = shutdown_date_of(dates, model)
+            if date:
+                level, what, fix = retirement_words(model, str(date), today, key)
+                done = "calls to it fail" if level == "retired" else "calls to it will fail then"
+                self._log.say(f"warning: {tool}: {what} ({done}): {fix}")
+        self._log.debug("retirements", f"checked the shutdown dates of {len(settings)} model(s)")
 
     def client(self):
         with self._client_lock:
@@ -4411,7 +4600,7 @@ class AnswerEngine:
         returns (answer, meta) or raises ToolError / Cancelled."""
         started = time.monotonic()
         today = today_in(self._config.get("policy", "timezone"))
-        request = build_request(tool, args, self._config, today)
+        request = self.fit_request(build_request(tool, args, self._config, today))
         user = call.user
         if args.get("previous_response_id"):  # another user's is not found; nothing is sent
             self._check_owner(tool, request, args["previous_response_id"], user)
@@ -4505,10 +4694,23 @@ class AnswerEngine:
         """Lets a call make a new request, its expected cost reserved against each budget (the
         team's and its user's), or refuses it (a ledger row says so) by raising."""
         try:
+            self._check_priced(model, today, user)
             hold.put(self._reserve(tool, today, user))
         except ToolError:
             self.ledger.record(UsageRow(tool, model, "refused", user=user))
             raise
+
+    def _check_priced(self, model: str, today: str, user: str) -> None:
+        """Under a budget, a model with no known price is refused before any request: its
+        calls could not be counted against the budget (fail closed, as for a broken ledger)."""
+        periods = self._budgets_of(today, user)
+        if not periods or self.pricing.prices(model) is not None:
+            return
+        raise ToolError(
+            f"no price known for model {model!r}, so budget.{periods[0][0]}_usd cannot count "
+            f"its calls: set pricing.models.{_undated(model)} to {{input, cached_input, "
+            "output} in USD per million tokens (see --doctor), or use a model with a price"
+        )
 
     def _budgets_of(self, today: str, user: str) -> list:
         """[(period, limit, first day, spent_when, resets, user or None for the team's)]."""
@@ -4637,7 +4839,7 @@ class AnswerEngine:
         Returns (answer, meta) or raises ToolError / Cancelled; no ledger row, no cache entry
         (the caller decides who accounts for a response it did not create)."""
         today = today_in(self._config.get("policy", "timezone"))
-        request = build_request(tool, args, self._config, today)
+        request = self.fit_request(build_request(tool, args, self._config, today))
         answer, meta, _ = self._request(tool, request, call, today, response_id)
         return answer, meta
 
@@ -4684,6 +4886,10 @@ class AnswerEngine:
                         raise ToolError(DEEP_NEEDS_BACKGROUND, failure.detail) from None
                     run = call.background = None
                     continue
+                adapted = self._adapt(tool, request, failure)
+                if adapted is not None and (run is None or run.response_id is None):
+                    request = adapted
+                    continue
                 if run is not None and run.response_id is not None:
                     stalls = 0 if run.last_sequence != seen else stalls + 1
                     self._resume_or_fail(run, exc, failure, call, stalls, tool, model)
@@ -4702,6 +4908,50 @@ class AnswerEngine:
             if call.cancelled.is_set():
                 raise Cancelled()
             return answer, meta, response
+
+    # -- A default setting the model refuses -----------------------------------------------
+
+    def fit_request(self, request: dict) -> dict:
+        """The request with what its model refused before left out or changed (see _adapt)."""
+        model = request["model"]
+        fitted = dict(request)
+        for (refused_model, key), value in list(self._refused.items()):
+            if refused_model != model:
+                continue
+            field, inner = (
+                ("reasoning", "effort") if key == "reasoning_effort" else ("text", "verbosity")
+            )
+            if value is None:
+                fitted.pop(field, None)
+            else:
+                fitted[field] = {inner: value}
+        return fitted
+
+    def _adapt(self, tool: str, request: dict, failure: Failure) -> dict | None:
+        """The request again without (or with an accepted value of) a reasoning effort or
+        verbosity its model refused (HTTP 400), when the profile's value is the built-in
+        default: remembered for the model, with one stderr warning naming the key. A value
+        the user set is theirs to change: None, and the call fails naming the key."""
+        key = PROFILE_PARAMS.get(failure.param or "")
+        if failure.status != 400 or key is None or not _is_default_setting(self._config, tool, key):
+            return None
+        model, value = request["model"], self._config.profile(tool).get(key)
+        instead = None
+        if failure.code != "unsupported_parameter":
+            accepted = [v for v in _supported_values(failure.detail) if v != "minimal"]
+            if not accepted or value is None:
+                return None
+            instead = nearest_value(key, value, accepted)
+        if self._refused.get((model, key), "unset") == instead:
+            return None  # already sent that way: nothing left to adapt
+        self._refused[(model, key)] = instead
+        what = f"sends {instead} instead" if instead else f"no longer sends {key} to it"
+        self._log.say(
+            f"warning: {model} refused {key} {value!r} (HTTP 400, "
+            f"{setting_name(self._config, _profile_holder(self._config, tool, key), key)}), "
+            f"so this server {what}; set the key to a value {model} takes to silence this"
+        )
+        return self.fit_request(request)
 
     def _tool_error(self, failure: Failure, tool: str, model: str, tries: int) -> ToolError:
         message = self._log.redact(
@@ -5011,7 +5261,8 @@ class AnswerEngine:
 # 2: usage_daily, reservations and schema_version (a later commit added writers, without a
 # new version: a version 2 store may lack it). 3: writers; usage.writer_schema. 4: users,
 # ledger rows and reservations by user (usage.user_name), usage_by_user, response_owners.
-STATE_SCHEMA_VERSION = 4
+# 5: checks (the day each once-a-day check last ran: the model retirements); no rows move.
+STATE_SCHEMA_VERSION = 5
 ANSWER_FORMAT = 2  # the shape of a cached body; a row of another shape is a miss, and dropped
 _BUSY_TIMEOUT_S = 2.0  # how long a write (or a budget check) waits for another's lock
 _CACHE_READ_S = 0.25  # a cache read that takes longer is a miss
@@ -5142,6 +5393,8 @@ def _tables(postgres: bool) -> dict:
         # Each process's writer's mark: the last ledger row it has written (see StateWriter).
         "writers": [("id", "TEXT PRIMARY KEY"), ("seq", count), ("at", f"{real} NOT NULL")],
         "schema_version": [("version", "INTEGER NOT NULL")],
+        # Version 5: the day each once-a-day check last ran, whichever process ran it.
+        "checks": [("name", "TEXT PRIMARY KEY"), ("day", "TEXT NOT NULL")],
     }
 
 
@@ -6275,6 +6528,29 @@ class StateStore:
             self.say(f"{left} usage row(s) could not be written before exit")
         self._reads.close()
         self._cache_reads.close()
+
+
+def claim_daily(state: StateStore, name: str, today: str) -> bool:
+    """Whether this process is the first to run the check `name` today (and now has): with
+    the state off, every process is; with the state unavailable, none is."""
+    if not state.enabled:
+        return True
+
+    def claim(q) -> bool:
+        row = q("SELECT day FROM checks WHERE name = ?", (name,)).fetchone()
+        if row is not None and row[0] >= today:
+            return False
+        q(
+            "INSERT INTO checks (name, day) VALUES (?, ?) ON CONFLICT (name) "
+            "DO UPDATE SET day = excluded.day",
+            (name, today),
+        )
+        return True
+
+    try:
+        return state.read(f"claiming today's {name} check", claim, write=True)
+    except StateUnavailable:
+        return False
 
 
 class UsageRow:
@@ -12450,6 +12726,8 @@ DOCTOR_QUERY = "Search the web: what is the latest stable Python release? One sh
 
 # Reasoning efforts each model family accepts (the API refuses the others with 400
 # unsupported_value). Longest matching prefix wins; a family not listed is not checked.
+GPT6_EFFORTS = ("low", "medium", "high", "xhigh", "max")
+GPT6_EFFORTS_WITH_NONE = ("none", *GPT6_EFFORTS)
 MODEL_EFFORTS = {
     "gpt-5": ("minimal", "low", "medium", "high"),
     "gpt-5-pro": ("high",),
@@ -12465,6 +12743,18 @@ MODEL_EFFORTS = {
     "gpt-5.4-pro": ("medium", "high", "xhigh"),
     "gpt-5.5": ("none", "low", "medium", "high", "xhigh"),
     "gpt-5.5-pro": ("medium", "high", "xhigh"),
+    # GPT-5.6 and GPT-6 (their model pages): low to max for all; none only for the models
+    # below that list it; minimal for none of them.
+    "gpt-5.6-sol": GPT6_EFFORTS_WITH_NONE,
+    "gpt-5.6-terra": GPT6_EFFORTS_WITH_NONE,
+    "gpt-5.6-luna": GPT6_EFFORTS_WITH_NONE,
+    "gpt-6-sol": GPT6_EFFORTS_WITH_NONE,
+    "gpt-6-luna": GPT6_EFFORTS_WITH_NONE,
+    "gpt-6.1-terra": GPT6_EFFORTS_WITH_NONE,
+    "gpt-6-astra": GPT6_EFFORTS,
+    "gpt-6.1-sol": GPT6_EFFORTS,
+    "gpt-6.2-sol": GPT6_EFFORTS,
+    "gpt-6.2-astra": GPT6_EFFORTS,
     "o1": ("low", "medium", "high"),
     "o3": ("low", "medium", "high"),
     "o4": ("low", "medium", "high"),
@@ -12810,6 +13100,39 @@ def _doctor_models(doctor: Doctor, config: Config, client) -> None:
             doctor.ok(f"{tool}: model {model} is available{_profile_words(profile)}")
 
 
+def _doctor_retirements(doctor: Doctor, config: Config, client) -> None:
+    """Every profile's model (answer_deep's too) with its shutdown date: a warning within
+    RETIREMENT_WARN_DAYS of it, a failure once it has come."""
+    import openai
+
+    try:
+        dates = shutdown_dates(client)
+    except (openai.APIStatusError, openai.APIConnectionError) as exc:
+        doctor.warn(f"model shutdown dates could not be read ({_one_line(str(exc), 160)})")
+        return
+    today = today_in(config.get("policy", "timezone"))
+    for tool, model, key in model_settings(config):
+        date = shutdown_date_of(dates, model)
+        listed = model in dates or _undated(model) in dates
+        if not listed:
+            doctor.warn(
+                f"{tool}: {model} is not listed by GET /v1/models (shut down, or not "
+                f"available to this key)",
+                retirement_words(model, today, today, key)[2],
+            )
+        elif not date:
+            doctor.ok(f"{tool}: {model} has no shutdown date announced")
+        else:
+            level, what, fix = retirement_words(model, str(date), today, key)
+            if level == "retired":
+                doctor.fail(f"{tool}: {what}: calls to it fail", fix)
+            elif level == "soon":
+                doctor.warn(f"{tool}: {what}", fix)
+            else:
+                doctor.ok(f"{tool}: {what}")
+                doctor.detail(f"then: {fix}")
+
+
 def _profile_words(profile: dict) -> str:
     model, words = profile["model"], []
     if supports_reasoning(model):
@@ -12946,8 +13269,9 @@ def _doctor_budget(doctor: Doctor, config: Config) -> None:
     pricing = Pricing(config, Log())
     for model in sorted({config.profile(tool)["model"] for tool in enabled_tools(config)}):
         if pricing.prices(model) is None:
-            doctor.warn(
-                f"budget: model {model} has no known price, so its calls do not count against it",
+            doctor.fail(
+                f"budget: model {model} has no known price, so its calls are refused while a "
+                "budget is set",
                 f"set pricing.models.{_undated(model)} to {{input, cached_input, output}} in USD "
                 "per million tokens",
             )
@@ -13255,6 +13579,7 @@ def run_doctor(options: dict) -> int:
     client = _doctor_client(config, key)
     if _doctor_endpoint(doctor, config, client, key):
         _doctor_models(doctor, config, client)
+        _doctor_retirements(doctor, config, client)
     _doctor_paths(doctor, config)
     _doctor_state_url(doctor, config)
     _doctor_oauth(doctor, config)

@@ -11,9 +11,10 @@ together, and waits for every answer. For each it prints, side by side, the
 model, the number of citations, the latency, the cost (`_meta.cost.usd` when the server
 reports it, else tokens), the web searches and the output tokens (reasoning included), then
 how answer_quick and answer_detailed compare with answer: the three profiles differ on purpose
-(quick: effort, verbosity and search context low; detailed: effort high), and this shows what
-that is worth on your own account. A deep research run takes minutes and can cost dollars, so
-it is made only when you turned answer_deep on, and the time limit is then an hour.
+(quick: gpt-6-luna, effort, verbosity and search context low; answer: gpt-6.1-terra; detailed:
+gpt-6.2-sol, effort high), and this shows what that is worth on your own account. A deep
+research run takes minutes and can cost dollars, so it is made only when you turned answer_deep
+on, and the time limit is then an hour.
 
 It makes three (or four) real, billed requests, so it runs only when OPENAI_API_KEY is set; CI
 never runs it. The server reads your usual config file, and OPENAI_BASE_URL like any other setting.

@@ -30,6 +30,8 @@ def base_env(tmp_path: Path, **extra: str) -> dict:
     env.update(
         # Every call reaches the fake unless a test turns the answer cache on (tests/test_cache.py).
         ANSWER_CACHE_TTL_S="0",
+        # No GET /v1/models after initialize unless a test asks (tests/test_retirements.py).
+        OPENAI_CHECK_RETIREMENTS="false",
         XDG_CONFIG_HOME=str(tmp_path / "xdg"),
         XDG_STATE_HOME=str(tmp_path / "xdg-state"),  # the usage ledger and cache stay in tmp
         OPENAI_API_KEY=TEST_KEY,
@@ -300,7 +302,7 @@ def run_cli(tmp_path: Path, *args: str, env: dict | None = None, timeout: float 
 PRICES = """\
 pricing:
   models:
-    gpt-5.2: {input: 2, cached_input: 0.5, output: 10}
+    gpt-6.1-terra: {input: 2, cached_input: 0.5, output: 10}
   web_search_per_1k: 25
 """
 

@@ -28,8 +28,13 @@ Stream layout for ``"stream": true`` (``sequence_number`` counts from 0)::
     response.completed  (or response.incomplete)
 
 ``GET /v1/models`` and ``GET /v1/models/{id}`` answer from ``fake.models`` with the SDK's
-``Model`` shape (an unknown id gets 404 ``model_not_found``). With ``fake.api_keys`` set, a
-request carrying any other bearer key gets 401 ``invalid_api_key``, as the real API does.
+``Model`` shape (an unknown id gets 404 ``model_not_found``), each with its ``shutdown_date``
+from ``fake.shutdown_dates`` (the deprecations page's dates by default, null when none). A model
+whose date has come (UTC) has shut down: it is not listed, and a create naming it gets 404
+``model_not_found`` and consumes no Reply. Usage reports ``cache_write_tokens`` with
+``cache_write_tokens_details`` (``ttl_30m_tokens``, ``ttl_12h_tokens``), zero by default.
+With ``fake.api_keys`` set, a request carrying any other bearer key gets 401
+``invalid_api_key``, as the real API does.
 
 Each event goes out as ``event: <type>\\ndata: <compact json>\\n\\n`` in its own HTTP/1.1
 chunk, so keep-alive reuse works and stall/drop faults can cut the stream anywhere.
@@ -53,7 +58,9 @@ refused parameter gets (``param: "background"``) and consumes no Reply.
 
 A create whose settings the model refuses gets the real API's 400 and consumes no Reply (see
 ``refused_setting``): a ``-chat-latest`` gpt-5.x model with reasoning effort other than
-``medium``, gpt-5-chat-latest with verbosity other than ``medium``, web_search with effort
+``medium``, gpt-5-chat-latest with verbosity other than ``medium``, a GPT-6 model with effort
+``minimal`` (or ``none``, but for gpt-6-sol, gpt-6-luna and gpt-6.1-terra), any reasoning for
+gpt-4.1 and gpt-4o (``unsupported_parameter``), web_search with effort
 ``minimal``, service_tier ``flex`` on a model without a flex tier, and a service_tier or
 max_tool_calls out of the API's range. :func:`unsupported_parameter` is the 400 for a parameter
 a model (or a gateway) takes no value of.
@@ -105,6 +112,7 @@ from urllib.parse import urlsplit
 
 __all__ = [
     "DEFAULT_MODELS",
+    "SHUTDOWN_DATES",
     "FakeResponsesAPI",
     "ForwardProxy",
     "Recorded",
@@ -121,7 +129,7 @@ __all__ = [
 
 DEFAULT_TEXT = "HTTP 404 means the server could not find the requested resource."
 SOURCES_INCLUDE = "web_search_call.action.sources"
-_REASONING_MODEL = re.compile(r"^(gpt-5|o\d)")
+_REASONING_MODEL = re.compile(r"^(gpt-5|gpt-6|o\d)")
 _DATED_SUFFIX = re.compile(r"-\d{4}-\d{2}-\d{2}$")
 
 # (type, code, message) the real API sends per status; ``{model}`` is filled in.
@@ -173,6 +181,15 @@ _QUOTA_ERROR = (
 )
 # GET /v1/models: what a typical project's key lists (``Model``: id, object, created, owned_by).
 DEFAULT_MODELS = (
+    "gpt-6-luna",
+    "gpt-6.1-terra",
+    "gpt-6.2-sol",
+    "gpt-6.1-sol",
+    "gpt-6-sol",
+    "gpt-6-astra",
+    "gpt-5.6-sol",
+    "gpt-5.6-terra",
+    "gpt-5.6-luna",
     "gpt-5.2",
     "gpt-5.2-2025-12-11",
     "gpt-5.2-pro",
@@ -183,20 +200,39 @@ DEFAULT_MODELS = (
     "gpt-4.1",
     "gpt-4.1-mini",
     "o3",
-    "o4-mini",
     "o3-deep-research",
     "o4-mini-deep-research",
 )
+# Each model's ``shutdown_date`` (YYYY-MM-DD) as GET /v1/models reports it, from OpenAI's
+# deprecations page (developers.openai.com/api/docs/deprecations); a model not listed has
+# null. A model whose date has passed (UTC) is gone: not listed, 404 ``model_not_found`` on
+# GET /v1/models/{id} and on a create (which consumes no Reply).
+SHUTDOWN_DATES = {
+    "gpt-5": "2026-12-11",
+    "gpt-5-mini": "2026-12-11",
+    "gpt-5-nano": "2026-12-11",
+    "gpt-5-pro": "2026-12-11",
+    "o3": "2026-12-11",
+    "gpt-4.1": "2027-01-14",
+    "gpt-4.1-mini": "2027-01-14",
+    "gpt-4o": "2027-01-14",
+    "gpt-4o-mini": "2027-01-14",
+    "o4-mini": "2026-10-23",
+    "gpt-4.1-nano": "2026-10-23",
+    "gpt-5.2-chat-latest": "2026-08-10",
+    "gpt-5.1-codex": "2026-07-23",
+}
 _MODEL_CREATED = 1_765_400_000  # a fixed time, like the API's per-model creation stamps
 
 
-def model_object(model_id: str) -> dict:
+def model_object(model_id: str, shutdown_date: str | None = None) -> dict:
     """One ``openai.types.Model``, as ``GET /v1/models/{id}`` returns it."""
     return {
         "id": model_id,
         "object": "model",
         "created": _MODEL_CREATED,
         "owned_by": "system" if model_id.startswith(("gpt-", "o")) else "openai",
+        "shutdown_date": shutdown_date,
     }
 
 
@@ -590,6 +626,8 @@ class _Plan:
                 # Prompt caching works in 128-token increments past the first 1024.
                 "cached_tokens": 1024 if input_tokens >= 1152 else 0,
                 "cache_write_tokens": 0,
+                # Writes by retention; their sum is cache_write_tokens (GPT-5.6 and later).
+                "cache_write_tokens_details": {"ttl_30m_tokens": 0, "ttl_12h_tokens": 0},
             },
             "output_tokens": output_tokens,
             "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
@@ -879,7 +917,16 @@ class _BackgroundJob:
 #   value >= 1, but got 0 instead.``, param ``max_tool_calls``, code ``integer_below_min_value``.
 # A gateway or other Responses server that lacks a parameter answers as the API does for a
 # model that takes no such parameter: :func:`unsupported_parameter`.
+# * GPT-6 models take reasoning effort ``low`` to ``max``, and ``none`` only gpt-6-sol,
+#   gpt-6-luna and gpt-6.1-terra; never ``minimal`` (their model pages): the others get
+#   ``unsupported_value`` listing what the model takes, param ``reasoning.effort``;
+# * gpt-4.1 and gpt-4o take no reasoning at all: ``Unsupported parameter: 'reasoning.effort'
+#   is not supported with this model.``, code ``unsupported_parameter``.
 _CHAT_LATEST = re.compile(r"^gpt-5\.\d+-chat(-latest|-\d{4}-\d{2}-\d{2})$")
+_GPT6 = re.compile(r"^gpt-6(\.\d+)?-[a-z]+$")
+_GPT6_WITH_NONE = ("gpt-6-sol", "gpt-6-luna", "gpt-6.1-terra")
+_GPT6_EFFORTS = ["low", "medium", "high", "xhigh", "max"]
+_NO_REASONING = re.compile(r"^(gpt-4\.1|gpt-4o)(-|$)")
 _ONLY_MEDIUM_VERBOSITY = re.compile(r"^gpt-5-chat(-latest|-\d{4}-\d{2}-\d{2})$")
 
 
@@ -959,6 +1006,18 @@ def refused_setting(body: Any) -> dict | None:
     verbosity = (body.get("text") or {}).get("verbosity")
     if effort is not None and effort != "medium" and _CHAT_LATEST.match(model):
         return _unsupported_value(effort, model, ["medium"], "reasoning.effort")
+    if effort is not None and _GPT6.match(model):
+        efforts = (["none"] if model in _GPT6_WITH_NONE else []) + _GPT6_EFFORTS
+        if effort not in efforts:
+            return _unsupported_value(effort, model, efforts, "reasoning.effort")
+    if "reasoning" in body and _NO_REASONING.match(model):
+        return {
+            "message": "Unsupported parameter: 'reasoning.effort' is not supported with this "
+            "model.",
+            "type": "invalid_request_error",
+            "param": "reasoning.effort",
+            "code": "unsupported_parameter",
+        }
     if verbosity is not None and verbosity != "medium" and _ONLY_MEDIUM_VERBOSITY.match(model):
         return _unsupported_value(verbosity, model, ["medium"], "text.verbosity")
     searching = [
@@ -1080,6 +1139,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self._send_unauthorized(authorization)
             elif self.command == "GET" and path.startswith("/v1/models"):
                 self._serve_models(path)
+            elif self.command == "POST" and path == "/v1/responses" and fake.retired_in(body):
+                self._send_model_gone(str(body["model"]))
             elif self.command == "POST" and path == "/v1/responses" and refused_setting(body):
                 # Refused before anything is created: no Reply is consumed.
                 error = refused_setting(body)
@@ -1232,19 +1293,34 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _serve_models(self, path: str) -> None:
         """``GET /v1/models`` (a ``SyncPage[Model]`` list) and ``GET /v1/models/{id}``."""
-        models = self.server.fake.models
+        fake = self.server.fake
+        models = [m for m in fake.models if not fake.retired(m)]
+        dates = fake.shutdown_dates
         if path in ("/v1/models", "/v1/models/"):
-            body = {"object": "list", "data": [model_object(m) for m in models]}
+            data = [model_object(m, dates.get(m)) for m in models]
+            body = {"object": "list", "data": data}
             self._send_body(200, _dump(body), "application/json", {})
             return
         model_id = path[len("/v1/models/") :]
         if model_id in models:
-            self._send_body(200, _dump(model_object(model_id)), "application/json", {})
+            body = model_object(model_id, dates.get(model_id))
+            self._send_body(200, _dump(body), "application/json", {})
             return
         error = {
             "message": f"The model '{model_id}' does not exist",
             "type": "invalid_request_error",
             "param": "model",
+            "code": "model_not_found",
+        }
+        self._send_body(404, _dump({"error": error}), "application/json", {})
+
+    def _send_model_gone(self, model: str) -> None:
+        """A create naming a model that has shut down: 404 model_not_found, as for a model the
+        key cannot use."""
+        error = {
+            "message": f"The model `{model}` does not exist or you do not have access to it.",
+            "type": "invalid_request_error",
+            "param": None,
             "code": "model_not_found",
         }
         self._send_body(404, _dump({"error": error}), "application/json", {})
@@ -1474,6 +1550,8 @@ class FakeResponsesAPI:
         self.default = Reply()
         # GET /v1/models lists these; GET /v1/models/{id} finds them or answers 404.
         self.models: list[str] = list(DEFAULT_MODELS)
+        # Each model's shutdown_date (see SHUTDOWN_DATES); one in the past retires the model.
+        self.shutdown_dates: dict[str, str] = dict(SHUTDOWN_DATES)
         # When set, a request whose bearer key is not in it gets 401 invalid_api_key.
         self.api_keys: set[str] | None = None
         # When set, every background create is refused (see the module docstring).
@@ -1685,6 +1763,16 @@ class FakeResponsesAPI:
             with self._lock:
                 self.stored[plan.resp_id] = usage["input_tokens"] + usage["output_tokens"]
         return plan
+
+    def retired(self, model: str) -> bool:
+        """Whether the model's shutdown_date has passed (UTC), dated snapshots with it."""
+        base = _DATED_SUFFIX.sub("", model)
+        date = self.shutdown_dates.get(model) or self.shutdown_dates.get(base)
+        return bool(date) and date <= time.strftime("%Y-%m-%d", time.gmtime())
+
+    def retired_in(self, body: Any) -> bool:
+        """Whether a create names a model that has shut down."""
+        return isinstance(body, dict) and self.retired(str(body.get("model") or ""))
 
     def unknown_previous(self, body: Any) -> bool:
         previous = body.get("previous_response_id") if isinstance(body, dict) else None

@@ -237,7 +237,7 @@ def test_request_is_one_streamed_call_with_web_search_and_the_builtin_policy(ser
     assert rec.authorized_with(TEST_KEY)
     body = rec.body
     assert body["stream"] is True
-    assert body["model"] == "gpt-5.2"
+    assert body["model"] == "gpt-6.1-terra"
     assert body["instructions"] == m.SYSTEM_POLICY
     assert body["tools"] == [{"type": "web_search"}]
     assert body["include"] == ["web_search_call.action.sources"]
@@ -368,13 +368,21 @@ def test_by_default_quick_is_lighter_and_detailed_thinks_more_than_answer(server
         "answer_quick": ({"effort": "low"}, {"verbosity": "low"}, "low", False),
         "answer_detailed": ({"effort": "high"}, {"verbosity": "medium"}, None, True),
     }
-    assert {rec.body["model"] for rec in fake.creates} == {"gpt-5.2"}
+    models = {rec.body["input"].split("\n")[0]: rec.body["model"] for rec in fake.creates}
+    # Each a model of its own: the cheapest, the balanced and the strongest everyday one.
+    assert models == {
+        "answer": "gpt-6.1-terra",
+        "answer_quick": "gpt-6-luna",
+        "answer_detailed": "gpt-6.2-sol",
+    }
 
 
-def test_tools_without_a_profile_use_the_answer_profile(spawn, fake):
-    server = start(spawn, fake, config="model_profiles:\n  answer: {model: gpt-5-mini}\n")
-    answer_of(server.call("answer_quick", {"query": "q"}))
-    assert fake.requests[0].body["model"] == "gpt-5-mini"
+def test_tools_without_a_profile_use_the_answer_profile_but_their_own_model(spawn, fake):
+    config = "model_profiles:\n  answer: {model: gpt-5-mini, verbosity: high}\n"
+    server = start(spawn, fake, config=config)
+    answer_of(server.call("answer_detailed", {"query": "q"}))
+    assert fake.requests[0].body["model"] == "gpt-6.2-sol"
+    assert fake.requests[0].body["text"] == {"verbosity": "high"}
 
 
 # ============================================================================================
@@ -703,36 +711,37 @@ def test_rejected_key_says_to_set_a_valid_key(server, fake):
 def test_unavailable_model_names_the_model_and_the_setting(server, fake, reply):
     fake.enqueue(reply)
     message = failure_of(server.call("answer", {"query": "q"}))
-    assert "'gpt-5.2'" in message
+    assert "'gpt-6.1-terra'" in message
     assert str(reply.status) in message
     assert "model_profiles.answer.model" in message
     assert len(fake.requests) == 1
 
 
 def test_model_named_in_a_404_message_without_a_code_is_a_model_problem(server, fake):
-    fake.enqueue(Reply(status=404, error_code="", error_message="Model gpt-5.2 not found"))
+    fake.enqueue(Reply(status=404, error_code="", error_message="Model gpt-6.1-terra not found"))
     message = failure_of(server.call("answer", {"query": "q"}))
-    assert "model 'gpt-5.2' is not available" in message
+    assert "model 'gpt-6.1-terra' is not available" in message
     assert "openai.base_url" not in message
 
 
 # -- A setting the API refuses for the profile's model names the key to change ---------------
 
-# Seed 001's example config, as the seed wrote it.
+# Seed 001's example config, with its two models that have since shut down (gpt-5.1-codex on
+# 2026-07-23, gpt-5.2-chat-latest on 2026-08-10) replaced by ones that behave alike.
 SEED_PROFILES = """\
 model_profiles:
   answer: {model: gpt-5.2, reasoning_effort: medium, verbosity: medium}
-  answer_detailed: {model: gpt-5.1-codex, reasoning_effort: high, verbosity: high}
-  answer_quick: {model: gpt-5.2-chat-latest, reasoning_effort: low, verbosity: low}
+  answer_detailed: {model: gpt-5.2, reasoning_effort: high, verbosity: high}
+  answer_quick: {model: gpt-5.1-chat-latest, reasoning_effort: low, verbosity: low}
 """
 
 
 def test_the_seeds_quick_profile_fails_naming_the_key_and_what_the_model_accepts(running, fake):
     message = failure_of(running(config=SEED_PROFILES).call("answer_quick", {"query": "q"}))
     assert message == (
-        "answer failed: the API refused reasoning_effort 'low' for gpt-5.2-chat-latest "
+        "answer failed: the API refused reasoning_effort 'low' for gpt-5.1-chat-latest "
         "(HTTP 400): set model_profiles.answer_quick.reasoning_effort to medium "
-        "(gpt-5.2-chat-latest accepts only medium)"
+        "(gpt-5.1-chat-latest accepts only medium)"
     )
     (create,) = fake.creates  # a 400 is not retried
     assert create.status_sent == 400
@@ -740,10 +749,10 @@ def test_the_seeds_quick_profile_fails_naming_the_key_and_what_the_model_accepts
 
 @pytest.mark.parametrize("tool", ["answer_quick", "answer_detailed"])
 def test_a_built_in_effort_a_chat_latest_model_refuses_becomes_one_it_takes(running, fake, tool):
-    # Only answer's model set, as most people would: the quick (low) and detailed (high)
-    # defaults would be refused on every call, so they take the model's one effort, medium.
+    # Only the tool's model set: its built-in effort (quick: low, detailed: high) would be
+    # refused on every call, so it takes the model's one effort, medium.
     fake.enqueue(weather_reply())
-    server = running(config="model_profiles:\n  answer: {model: gpt-5.1-chat-latest}\n")
+    server = running(config=f"model_profiles:\n  {tool}: {{model: gpt-5.1-chat-latest}}\n")
     assert "result" in server.call(tool, {"query": "q"})
     assert fake.creates[-1].body["reasoning"] == {"effort": "medium"}
 
@@ -833,8 +842,9 @@ def test_a_service_tier_outside_the_apis_list_names_the_key_and_the_values(runni
     )
     message = failure_of(server.call("answer", {"query": "q"}))
     assert message == (
-        "answer failed: the API refused service_tier 'priority' for gpt-5.2 (HTTP 400): set "
-        "model_profiles.answer.service_tier to default (gpt-5.2 accepts auto, default, flex)"
+        "answer failed: the API refused service_tier 'priority' for gpt-6.1-terra (HTTP 400): "
+        "set model_profiles.answer.service_tier to default (gpt-6.1-terra accepts auto, default, "
+        "flex)"
     )
 
 
@@ -843,7 +853,7 @@ def test_max_tool_calls_a_server_does_not_take_names_the_key_to_unset(running, f
     fake.enqueue(unsupported_parameter("max_tool_calls"))
     message = failure_of(server.call("answer", {"query": "q"}))
     assert message == (
-        "answer failed: the API refused max_tool_calls for gpt-5.2, which takes no "
+        "answer failed: the API refused max_tool_calls for gpt-6.1-terra, which takes no "
         "max_tool_calls (HTTP 400): set model_profiles.answer.max_tool_calls to null"
     )
     assert fake.creates[0].body["max_tool_calls"] == 8
@@ -864,8 +874,8 @@ def test_max_tool_calls_above_a_servers_limit_names_the_key_and_the_limit(runnin
     )
     message = failure_of(server.call("answer_detailed", {"query": "q"}))
     assert message.endswith(
-        "the API refused max_tool_calls 50 for gpt-5.2 (HTTP 400): set "
-        "model_profiles.answer_detailed.max_tool_calls to 20 (gpt-5.2 accepts at most 20)"
+        "the API refused max_tool_calls 50 for gpt-6.2-sol (HTTP 400): set "
+        "model_profiles.answer_detailed.max_tool_calls to 20 (gpt-6.2-sol accepts at most 20)"
     )
 
 
@@ -894,7 +904,7 @@ def test_the_fakes_refusal_is_the_real_apis_error_as_the_sdk_raises_it(fake):
     fake.enqueue(Reply(text="For the next request."))
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(
-            model="gpt-5.2-chat-latest",
+            model="gpt-5.1-chat-latest",
             input="hi",
             reasoning={"effort": "low"},
             tools=[{"type": "web_search"}],
@@ -902,7 +912,7 @@ def test_the_fakes_refusal_is_the_real_apis_error_as_the_sdk_raises_it(fake):
     assert caught.value.status_code == 400
     assert caught.value.body == {
         "message": (
-            "Unsupported value: 'low' is not supported with the 'gpt-5.2-chat-latest' model. "
+            "Unsupported value: 'low' is not supported with the 'gpt-5.1-chat-latest' model. "
             "Supported values are: 'medium'."
         ),
         "type": "invalid_request_error",
@@ -911,7 +921,7 @@ def test_the_fakes_refusal_is_the_real_apis_error_as_the_sdk_raises_it(fake):
     }
     assert (caught.value.code, caught.value.param) == ("unsupported_value", "reasoning.effort")
     # Refused before anything was created: the queued reply is the next request's.
-    accepted = client.responses.create(model="gpt-5.2-chat-latest", input="hi")
+    accepted = client.responses.create(model="gpt-5.1-chat-latest", input="hi")
     assert accepted.output_text == "For the next request."
 
 
@@ -1091,7 +1101,7 @@ def test_debug_log_has_the_request_summary_but_never_the_query(running, fake):
     server = running("--stdio", "--debug")
     answer_of(server.call("answer", {"query": "a particular question about zebra crossings"}))
     wait_until(lambda: "queryLen=43" in server.stderr, what="debug line for the call")
-    assert "profile=answer model=gpt-5.2" in server.stderr
+    assert "profile=answer model=gpt-6.1-terra" in server.stderr
     assert "request summary" in server.stderr
     assert "zebra" not in server.stderr
 

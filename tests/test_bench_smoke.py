@@ -55,8 +55,10 @@ def test_smoke_runs_all_three_tools_and_prints_model_citations_latency_and_cost(
     assert "tools/list: answer, answer_detailed, answer_quick" in proc.stdout
     rows = table_rows(proc.stdout)
     assert list(rows) == ["answer", "answer_detailed", "answer_quick"]
-    for row in rows.values():
-        assert row[1] == "gpt-5.2-2026-01-01"  # the model the upstream reported
+    models = {"answer": "gpt-6.1-terra", "answer_detailed": "gpt-6.2-sol"}
+    models["answer_quick"] = "gpt-6-luna"
+    for tool, row in rows.items():
+        assert row[1] == f"{models[tool]}-2026-01-01"  # the model the upstream reported
         assert row[2] == "1"  # citations
         assert row[3].endswith("s") and float(row[3][:-1]) >= 0  # latency
         assert row[4].startswith("$") and float(row[4][1:]) > 0  # cost from _meta.cost.usd
@@ -67,7 +69,7 @@ def test_smoke_runs_all_three_tools_and_prints_model_citations_latency_and_cost(
     for tool in ("answer_detailed", "answer_quick"):
         line = next(x for x in proc.stdout.splitlines() if x.startswith(f"{tool} vs answer: "))
         assert re.search(r"\d+\.\d\dx the latency, \d+\.\d\dx the cost$", line), line
-    assert sorted(r.body["model"] for r in fake.creates) == ["gpt-5.2"] * 3
+    assert sorted(r.body["model"] for r in fake.creates) == sorted(models.values())
     assert all(r.authorized_with(TEST_KEY) for r in fake.requests)
     assert TEST_KEY not in proc.stdout + proc.stderr
 
@@ -84,7 +86,7 @@ def test_smoke_adds_answer_deep_side_by_side_only_when_it_is_turned_on(tmp_path,
     assert re.search(r"^answer_deep vs answer: \d+\.\d\dx the latency", proc.stdout, re.M)
     assert proc.stdout.rstrip().endswith("smoke: OK, all four tools answered")
     models = sorted(r.body["model"] for r in fake.creates)
-    assert models == ["gpt-5.2"] * 3 + ["o4-mini-deep-research"]
+    assert models == ["gpt-6-luna", "gpt-6.1-terra", "gpt-6.2-sol", "o4-mini-deep-research"]
 
 
 def test_smoke_waits_for_every_answer_however_slow(tmp_path, fake):
@@ -103,7 +105,11 @@ def test_smoke_asks_the_api_every_time_even_with_the_answer_cache_on(tmp_path, f
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "$0.0000" not in proc.stdout
     assert len(fake.requests) == 6
-    assert all(r.body["model"] == "gpt-5.2" for r in fake.requests)
+    assert {r.body["model"] for r in fake.requests} == {
+        "gpt-6-luna",
+        "gpt-6.1-terra",
+        "gpt-6.2-sol",
+    }
 
 
 def test_smoke_without_a_key_is_not_run_and_says_so(tmp_path, fake):

@@ -97,10 +97,9 @@ def test_show_config_prints_json_to_stderr_and_nothing_to_stdout(tmp_path):
     assert shown["system_policy_rev"] == mcp.SYSTEM_POLICY_REV
     assert shown["config"]["request"]["timeout_ms"] == 300_000
     assert set(shown["profiles"]) == {"answer", "answer_detailed", "answer_quick"}
-    assert (
-        shown["profiles"]["answer_quick"]["model"]
-        == shown["config"]["model_profiles"]["answer"]["model"]
-    )
+    # Each tool has a model of its own.
+    assert shown["profiles"]["answer_quick"]["model"] == "gpt-6-luna"
+    assert shown["config"]["model_profiles"]["answer"]["model"] == "gpt-6.1-terra"
     assert shown["sources"]["request.timeout_ms"] == "default"
 
 
@@ -185,7 +184,7 @@ def test_ask_prints_the_answer_json_on_stdout_and_exits_0(tmp_path, fake):
     assert result["answer"].startswith(DEFAULT_TEXT)
     assert result["used_search"] is False
     assert result["citations"] == []
-    assert result["model"].startswith("gpt-5.2")
+    assert result["model"].startswith("gpt-6.1-terra")
     (request,) = fake.requests
     assert request.body["input"].startswith("What does HTTP 404 mean?")
     assert request.authorized_with(TEST_KEY)

@@ -76,7 +76,7 @@ def test_defaults_apply_when_nothing_is_set(tmp_path, env):
     config = load(tmp_path, env)
     assert config.get("request", "timeout_ms") == 300_000
     assert config.get("request", "max_retries") == 3
-    assert config.get("model_profiles", "answer", "model") == "gpt-5.2"
+    assert config.get("model_profiles", "answer", "model") == "gpt-6.1-terra"
     assert config.get("policy", "max_citations") == 3
     assert config.get("search", "defaults") == {"recency_days": 60, "max_results": 5, "domains": []}
     assert config.get("server", "debug") is False
@@ -131,7 +131,7 @@ def test_yaml_mappings_deep_merge_with_defaults(tmp_path, env):
         "handoff_after_s": None,
     }
     assert config.get("model_profiles", "answer") == {
-        "model": "gpt-5.2",
+        "model": "gpt-6.1-terra",
         "reasoning_effort": "medium",
         "verbosity": "low",
         "background": False,
@@ -230,6 +230,7 @@ def test_cli_exits_2_with_one_line_when_explicit_config_file_is_missing(tmp_path
 # OPENAI_API_KEY (via openai.api_key_env) and DEBUG are tested further down.
 
 ENV_KEYS = [  # seed 001 §5.4, then the issue's additions, then the module's own
+    ("OPENAI_CHECK_RETIREMENTS", "false", ("openai", "check_retirements"), False),
     ("OPENAI_API_TIMEOUT", "45000", ("request", "timeout_ms"), 45000),
     ("OPENAI_MAX_RETRIES", "7", ("request", "max_retries"), 7),
     ("SEARCH_RECENCY_DAYS", "30", ("search", "defaults", "recency_days"), 30),
@@ -293,7 +294,7 @@ def test_empty_env_values_are_ignored(tmp_path, env, blank):
     env.update(dict.fromkeys(names, blank))
     config = load(tmp_path, env, "request: {timeout_ms: 5000}\n")
     assert config.get("request", "timeout_ms") == 5000
-    assert config.get("model_profiles", "answer", "model") == "gpt-5.2"
+    assert config.get("model_profiles", "answer", "model") == "gpt-6.1-terra"
     assert config.get("server", "debug") is False
     assert not any(where.startswith("env ") for where in config.sources.values())
 
@@ -381,9 +382,9 @@ INVALID_ENV = [
     ("SEARCH_MAX_RESULTS", "lots", "search.defaults.max_results", "an integer from 1 to 50"),
     (
         "ANSWER_EFFORT",
-        "max",
+        "maximum",
         "model_profiles.answer.reasoning_effort",
-        "one of none, minimal, low, medium, high, xhigh",
+        "one of none, minimal, low, medium, high, xhigh, max",
     ),
     ("ANSWER_VERBOSITY", "verbose", "model_profiles.answer.verbosity", "one of low, medium, high"),
     ("SEARCH_DOMAIN_FILTER", "maybe", "search.domain_filter", "true or false"),
@@ -434,7 +435,7 @@ def test_empty_section_counts_as_absent(tmp_path, env, yaml):
     assert config.get("server", "debug") is False
     assert config.get("request", "timeout_ms") == 300_000
     assert config.get("policy", "system", "source") == "builtin"
-    assert config.profile("answer_quick") == {"model": "gpt-5.2", **QUICK}
+    assert config.profile("answer_quick") == {"model": "gpt-6-luna", **QUICK}
     assert config.warnings == []
 
 
@@ -582,25 +583,26 @@ def test_absent_profiles_keep_their_own_defaults_and_inherit_the_rest_from_answe
         "reasoning_effort": "high",
         "verbosity": "low",
     }
-    # answer_detailed's own default is effort high; its verbosity is answer's.
+    # answer_detailed's own defaults are its model and effort high; its verbosity is answer's.
+    # Each tool has a model of its own: answer's does not reach the others.
     assert config.profile("answer_detailed") == {
-        "model": "gpt-5-mini",
+        "model": "gpt-6.2-sol",
         "reasoning_effort": "high",
         "verbosity": "low",
     }
-    assert config.profile("answer_quick") == {"model": "gpt-5-mini", **QUICK}
+    assert config.profile("answer_quick") == {"model": "gpt-6-luna", **QUICK}
 
 
 def test_the_three_profiles_differ_by_default(tmp_path, env):
     config = load(tmp_path, env, "")
     assert config.profile("answer") == {
-        "model": "gpt-5.2",
+        "model": "gpt-6.1-terra",
         "reasoning_effort": "medium",
         "verbosity": "medium",
     }
-    assert config.profile("answer_quick") == {"model": "gpt-5.2", **QUICK}
+    assert config.profile("answer_quick") == {"model": "gpt-6-luna", **QUICK}
     assert config.profile("answer_detailed") == {
-        "model": "gpt-5.2",
+        "model": "gpt-6.2-sol",
         "reasoning_effort": "high",
         "verbosity": "medium",
     }
@@ -609,7 +611,10 @@ def test_the_three_profiles_differ_by_default(tmp_path, env):
 
 
 def test_a_built_in_setting_the_model_refuses_takes_the_nearest_it_accepts(tmp_path, env):
-    yaml_text = "model_profiles:\n  answer: {model: gpt-5.2-pro}\n"
+    yaml_text = (
+        "model_profiles:\n  answer_quick: {model: gpt-5.2-pro}\n"
+        "  answer_detailed: {model: gpt-5.2-pro}\n"
+    )
     config = load(tmp_path, env, yaml_text)  # gpt-5.2-pro: medium, high, xhigh
     assert config.profile("answer_quick")["reasoning_effort"] == "medium"  # low: refused
     assert config.profile("answer_detailed")["reasoning_effort"] == "high"  # taken as is
@@ -617,13 +622,11 @@ def test_a_built_in_setting_the_model_refuses_takes_the_nearest_it_accepts(tmp_p
     assert warning.startswith("model_profiles.answer_quick.reasoning_effort: gpt-5.2-pro")
     source = config.sources[("model_profiles", "answer_quick", "reasoning_effort")]
     assert source == "default low, adapted to gpt-5.2-pro"
-    assert load(tmp_path, env, "").warnings == []  # the defaults suit gpt-5.2
+    assert load(tmp_path, env, "").warnings == []  # the defaults suit their own models
 
 
 def test_a_setting_the_user_chose_is_never_adapted(tmp_path, env):
-    yaml_text = (
-        "model_profiles:\n  answer: {model: gpt-5.2-pro}\n  answer_quick: {reasoning_effort: low}\n"
-    )
+    yaml_text = "model_profiles:\n  answer_quick: {model: gpt-5.2-pro, reasoning_effort: low}\n"
     config = load(tmp_path, env, yaml_text)
     assert config.profile("answer_quick")["reasoning_effort"] == "low"  # the 400 names its key
     assert config.warnings == []
@@ -637,9 +640,9 @@ def test_null_in_another_profile_takes_answers_value(tmp_path, env):
         + "  answer_quick: {reasoning_effort: null, verbosity: null, search_context_size: null}\n"
         + "  answer_detailed: {reasoning_effort: null}\n",
     )
-    expected = {"model": "gpt-5-mini", "reasoning_effort": "high", "verbosity": "low"}
-    assert config.profile("answer_quick") == expected
-    assert config.profile("answer_detailed") == expected
+    expected = {"reasoning_effort": "high", "verbosity": "low"}
+    assert config.profile("answer_quick") == {"model": "gpt-6-luna", **expected}
+    assert config.profile("answer_detailed") == {"model": "gpt-6.2-sol", **expected}
 
 
 def test_null_has_nothing_to_inherit_in_answer_itself(tmp_path, env):
@@ -658,20 +661,22 @@ def test_partial_profile_inherits_the_keys_it_lacks(tmp_path, env):
         "reasoning_effort": "high",
         "verbosity": "low",
     }
-    assert config.profile("answer_quick") == {"model": "gpt-5-mini", **QUICK, "verbosity": "high"}
+    assert config.profile("answer_quick") == {"model": "gpt-6-luna", **QUICK, "verbosity": "high"}
 
 
 def test_empty_profile_mapping_keeps_the_defaults(tmp_path, env):
     config = load(tmp_path, env, ANSWER + "  answer_quick: {}\n")
-    assert config.profile("answer_quick") == {"model": "gpt-5-mini", **QUICK}
+    assert config.profile("answer_quick") == {"model": "gpt-6-luna", **QUICK}
 
 
-def test_model_flag_reaches_inheriting_profiles_but_not_a_profile_with_its_own_model(tmp_path, env):
+def test_model_flag_sets_answers_model_only(tmp_path, env):
+    """Each tool has a model of its own (cheapest, balanced, strongest): --model, like
+    MODEL_ANSWER, is answer's, so the three tools do not collapse into one."""
     config = load(
         tmp_path, env, "model_profiles:\n  answer_detailed: {model: o3}\n", model="m-flag"
     )
     assert config.profile("answer")["model"] == "m-flag"
-    assert config.profile("answer_quick")["model"] == "m-flag"
+    assert config.profile("answer_quick")["model"] == "gpt-6-luna"
     assert config.profile("answer_detailed")["model"] == "o3"
 
 
@@ -679,7 +684,7 @@ def test_profile_env_var_sets_only_its_model(tmp_path, env):
     env["MODEL_QUICK"] = "gpt-5-nano"
     config = load(tmp_path, env, ANSWER)
     assert config.profile("answer_quick") == {"model": "gpt-5-nano", **QUICK}
-    assert config.profile("answer_detailed")["model"] == "gpt-5-mini"
+    assert config.profile("answer_detailed")["model"] == "gpt-6.2-sol"
 
 
 # -- the API key never comes from YAML --------------------------------------------------------

@@ -30,6 +30,7 @@ EXPECTED = {
     "usd": 0.057464,
     "input_usd": 0.001952,
     "cached_input_usd": 0.000512,
+    "cache_write_usd": 0.0,
     "output_usd": 0.005,
     "web_search_usd": 0.05,
     "prices": "config",
@@ -54,7 +55,7 @@ def test_cost_is_exact_arithmetic_over_the_configured_prices(spawn, fake):
 def test_builtin_prices_name_their_date(spawn, fake):
     fake.enqueue(Reply(usage=USAGE, searches=[]))
     meta = meta_of(start(spawn, fake, config="").call("answer", {"query": "q"}))
-    input_rate, cached_rate, output_rate = m.BUILTIN_PRICES["gpt-5.2"]
+    input_rate, cached_rate, output_rate = m.BUILTIN_PRICES["gpt-6.1-terra"]  # answer's default
     expected = (976 * input_rate + 1024 * cached_rate + 500 * output_rate) / 1e6
     assert meta["cost"]["usd"] == pytest.approx(expected)
     assert meta["cost"]["prices"] == f"builtin {m.PRICES_DATE}"
@@ -82,8 +83,16 @@ def test_unknown_model_costs_null_with_one_warning_naming_the_key(spawn, fake):
         ("gpt-5-mini-2025-08-07", ((0.25, 0.025, 2.0), f"builtin {m.PRICES_DATE}")),
         ("gpt-5.4-nano", ((0.2, 0.02, 1.25), f"builtin {m.PRICES_DATE}")),
         ("gpt-5.5-pro", ((30.0, 30.0, 180.0), f"builtin {m.PRICES_DATE}")),
-        ("gpt-5.6-terra", ((2.5, 0.25, 15.0), f"builtin {m.PRICES_DATE}")),
-        ("gpt-5.6-luna-2026-07-01", ((1.0, 0.1, 6.0), f"builtin {m.PRICES_DATE}")),
+        # Lowered on 2026-07-30 (their model pages): $2 / $12 and $0.20 / $1.20.
+        ("gpt-5.6-terra", ((2.0, 0.2, 12.0), f"builtin {m.PRICES_DATE}")),
+        ("gpt-5.6-luna-2026-07-01", ((0.2, 0.02, 1.2), f"builtin {m.PRICES_DATE}")),
+        # Today's lineup, from each model page.
+        ("gpt-6-luna", ((0.1, 0.01, 0.5), f"builtin {m.PRICES_DATE}")),
+        ("gpt-6.1-terra", ((1.0, 0.05, 5.0), f"builtin {m.PRICES_DATE}")),
+        ("gpt-6.1-sol", ((2.0, 0.1, 10.0), f"builtin {m.PRICES_DATE}")),
+        ("gpt-6.2-sol", ((2.0, 0.1, 10.0), f"builtin {m.PRICES_DATE}")),
+        ("gpt-6-sol", ((2.0, 0.2, 10.0), f"builtin {m.PRICES_DATE}")),
+        ("gpt-6-astra", ((10.0, 1.0, 50.0), f"builtin {m.PRICES_DATE}")),
         ("acme-7", None),
     ],
 )
@@ -107,20 +116,92 @@ def test_config_prices_win_and_match_as_prefixes_longest_first(tmp_path):
 
 def test_flex_and_priority_scale_the_token_prices(tmp_path):
     pricing = m.Pricing(config_with(tmp_path, PRICES), m.Log())
-    usage = {"input_tokens": 1_000_000, "cached_input_tokens": 0, "output_tokens": 0}
-    assert pricing.cost("gpt-5.2", usage, 0, "flex")["usd"] == 1.0
-    assert pricing.cost("gpt-5.2", usage, 0, "priority")["usd"] == 4.0
-    assert pricing.cost("gpt-5.2", usage, 0, "default")["usd"] == 2.0
+    usage = {"input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 1_000_000}
+    assert pricing.cost("gpt-6.1-terra", usage, 0, "flex")["usd"] == 5.0
+    assert pricing.cost("gpt-6.1-terra", usage, 0, "priority")["usd"] == 20.0
+    assert pricing.cost("gpt-6.1-terra", usage, 0, "default")["usd"] == 10.0
 
 
 def test_priority_on_gpt_5_5_costs_two_and_a_half_times_standard(tmp_path):
     # OpenAI lists gpt-5.5 priority at $12.50 / $1.25 / $75 per million: 2.5x, not 2x.
     pricing = m.Pricing(config_with(tmp_path, ""), m.Log())
-    usage = {"input_tokens": 1_000_000, "cached_input_tokens": 0, "output_tokens": 1_000_000}
+    # (200K input tokens: under the long-context line of 272K.)
+    usage = {"input_tokens": 200_000, "cached_input_tokens": 0, "output_tokens": 1_000_000}
     cost = pricing.cost("gpt-5.5-2026-04-23", usage, 0, "priority")
-    assert cost["input_usd"] == 12.5 and cost["output_usd"] == 75.0
+    assert cost["input_usd"] == 12.5 / 5 and cost["output_usd"] == 75.0
     assert cost["prices"] == f"builtin {m.PRICES_DATE} x2.5 (priority)"
-    assert pricing.cost("gpt-5.4", usage, 0, "priority")["usd"] == (2.5 + 15.0) * 2
+    assert pricing.cost("gpt-5.4", usage, 0, "priority")["usd"] == (2.5 / 5 + 15.0) * 2
+
+
+def test_fast_mode_is_billed_as_priority(tmp_path):
+    pricing = m.Pricing(config_with(tmp_path, ""), m.Log())
+    usage = {"input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 1_000_000}
+    assert pricing.cost("gpt-6.2-sol", usage, 0, "fast")["usd"] == 10.0 * 2
+    assert pricing.cost("gpt-6.2-sol", usage, 0, "priority")["usd"] == 10.0 * 2
+    assert pricing.cost("gpt-6.2-sol", usage, 0, "ultrafast")["usd"] == 10.0 * 3
+
+
+def test_cache_writes_are_billed_by_retention_over_the_input_rate(tmp_path):
+    # gpt-6.2-sol's page: cache writes $2.50 for 30 minutes, $5 for 12 hours ($2 input).
+    pricing = m.Pricing(config_with(tmp_path, ""), m.Log())
+    usage = {
+        "input_tokens": 200_000,
+        "cached_input_tokens": 50_000,
+        "cache_write_tokens": 100_000,
+        "cache_write_12h_tokens": 50_000,
+        "output_tokens": 0,
+    }
+    cost = pricing.cost("gpt-6.2-sol", usage, 0)
+    assert cost["input_usd"] == pytest.approx(0.1)  # the 50K neither read nor written
+    assert cost["cached_input_usd"] == pytest.approx(0.005)
+    assert cost["cache_write_usd"] == pytest.approx(0.05 * 2.5 + 0.05 * 5.0)
+    assert cost["usd"] == pytest.approx(0.48)
+
+
+def test_usage_meta_reads_cache_writes_in_the_apis_shape():
+    response = {
+        "usage": {
+            "input_tokens": 5000,
+            "input_tokens_details": {
+                "cached_tokens": 1000,
+                "cache_write_tokens": 3000,
+                "cache_write_tokens_details": {"ttl_30m_tokens": 1000, "ttl_12h_tokens": 2000},
+            },
+            "output_tokens": 10,
+        }
+    }
+    usage = m.usage_meta(response, 1.0, 1)["usage"]
+    assert (usage["cache_write_tokens"], usage["cache_write_12h_tokens"]) == (3000, 2000)
+    # Without the split, every write is a 30-minute one (the default retention).
+    del response["usage"]["input_tokens_details"]["cache_write_tokens_details"]
+    usage = m.usage_meta(response, 1.0, 1)["usage"]
+    assert (usage["cache_write_tokens"], usage["cache_write_12h_tokens"]) == (3000, 0)
+
+
+def test_long_prompts_are_billed_at_the_long_context_rate(tmp_path):
+    # Over 272K input tokens: input and cache rates x2, output x1.5, for the whole request.
+    pricing = m.Pricing(config_with(tmp_path, ""), m.Log())
+    usage = {"input_tokens": 272_001, "cached_input_tokens": 0, "output_tokens": 1_000_000}
+    cost = pricing.cost("gpt-6.1-terra", usage, 0)
+    assert cost["input_usd"] == pytest.approx(272_001 * 1.0 * 2 / 1e6)
+    assert cost["output_usd"] == 5.0 * 1.5
+    assert "long context" in cost["prices"]
+    usage["input_tokens"] = 272_000  # at the line: the short-context rate
+    assert pricing.cost("gpt-6.1-terra", usage, 0)["output_usd"] == 5.0
+    # A model whose page has no long-context rate keeps its one price.
+    usage["input_tokens"] = 300_000
+    assert pricing.cost("gpt-4.1", usage, 0)["output_usd"] == 8.0
+
+
+def test_cache_writes_reach_the_answers_cost_through_the_server(spawn, fake):
+    written = {"cached_tokens": 0, "cache_write_tokens": 1000}
+    written["cache_write_tokens_details"] = {"ttl_30m_tokens": 0, "ttl_12h_tokens": 1000}
+    usage = {"input_tokens": 2000, "input_tokens_details": written, "output_tokens": 0}
+    fake.enqueue(Reply(usage=usage, searches=[]))
+    meta = meta_of(start(spawn, fake).call("answer", {"query": "q"}))  # terra at $2 input
+    assert meta["usage"]["cache_write_tokens"] == 1000
+    assert meta["cost"]["cache_write_usd"] == pytest.approx(1000 * 2 * 2.5 / 1e6)
+    assert meta["cost"]["input_usd"] == pytest.approx(1000 * 2 / 1e6)
 
 
 def config_with(tmp_path, text: str):
@@ -171,6 +252,24 @@ def test_a_spent_daily_budget_refuses_before_any_request(spawn, fake):
         "Asia/Tokyo): raise budget.daily_usd or wait"
     )
     assert len(fake.requests) == 1
+
+
+def test_under_a_budget_a_model_without_a_price_is_refused_before_any_request(spawn, fake):
+    config = "budget: {daily_usd: 5}\nmodel_profiles: {answer: {model: acme-7}}\n"
+    server = start(spawn, fake, config=config)
+    fake.enqueue(Reply(text="never served"))
+    message = conftest.failure_of(server.call("answer", {"query": "q"}))
+    assert message == (
+        "answer failed: no price known for model 'acme-7', so budget.daily_usd cannot count "
+        "its calls: set pricing.models.acme-7 to {input, cached_input, output} in USD per "
+        "million tokens (see --doctor), or use a model with a price"
+    )
+    assert fake.requests == []
+    # A model with a price is let through under the same budget.
+    fake.clear()
+    priced = start(spawn, fake, config="budget: {daily_usd: 5}\n")
+    fake.enqueue(Reply(text="counted"))
+    assert meta_of(priced.call("answer", {"query": "q"}))["cost"]["usd"] is not None
 
 
 def test_the_budget_counts_every_process_sharing_the_ledger(spawn, fake):

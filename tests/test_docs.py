@@ -47,7 +47,7 @@ def test_the_example_file_is_a_valid_config(tmp_path):
     path.write_text(EXAMPLE, encoding="utf-8")
     config = orm.load_config({"config": str(path)}, {"HOME": str(tmp_path)})
     assert not config.warnings
-    assert config.profile("answer")["model"] == "gpt-5.2"
+    assert config.profile("answer")["model"] == "gpt-6.1-terra"
 
 
 def test_ci_runs_the_readme_test_line():

@@ -89,13 +89,19 @@ def test_a_healthy_setup_passes_every_check_and_exits_0(tmp_path, fake):
     assert line_with(proc, "OPENAI_API_KEY is set").startswith(OK)
     assert line_with(proc, f"base_url {fake.base_url} (from env OPENAI_BASE_URL)").startswith(OK)
     assert line_with(proc, "the API key is accepted").startswith(OK)
-    for tool in ("answer", "answer_detailed", "answer_quick"):  # answer_deep is off
-        assert line_with(proc, f"{tool}: model gpt-5.2 is available").startswith(OK)
-    assert "answer_deep" not in proc.stdout
+    models = {"answer": "gpt-6.1-terra", "answer_detailed": "gpt-6.2-sol"}
+    models["answer_quick"] = "gpt-6-luna"
+    for tool, model in models.items():  # answer_deep is off
+        assert line_with(proc, f"{tool}: model {model} is available").startswith(OK)
+    assert "answer_deep: model" not in proc.stdout
+    # The retirement check lists answer_deep's model too: it is configured, if off.
+    assert line_with(proc, "answer_deep: o4-mini-deep-research has no shutdown date").startswith(OK)
     assert "effort medium, verbosity medium" in proc.stdout
     assert proc.stdout.rstrip().endswith("All checks passed.")
     paths = [r.path for r in fake.requests]
-    assert paths == ["/v1/models", "/v1/models/gpt-5.2"]  # one lookup per distinct model
+    # One lookup per distinct model, then the list again for the shutdown dates.
+    lookups = [f"/v1/models/{model}" for model in models.values()]
+    assert paths == ["/v1/models", *lookups, "/v1/models"]
     assert all(r.authorized_with(TEST_KEY) for r in fake.requests)
     assert not any(r.method == "POST" for r in fake.requests)  # nothing billed without --live
 
@@ -270,7 +276,7 @@ def test_a_model_the_key_cannot_use_fails_naming_the_profile(tmp_path, fake):
         "answer_detailed: model gpt-9-imaginary (from env MODEL_DETAILED) is not available",
         "model_profiles.answer_detailed.model",
     )
-    assert line_with(proc, "answer: model gpt-5.2 is available").startswith(OK)
+    assert line_with(proc, "answer: model gpt-6.1-terra is available").startswith(OK)
     assert "/v1/models/gpt-9-imaginary" in [r.path for r in fake.requests]
 
 
@@ -280,7 +286,8 @@ def test_a_model_the_key_cannot_use_fails_naming_the_profile(tmp_path, fake):
         ("gpt-5.2", "minimal", "to low (gpt-5.2 accepts none, low, medium, high, xhigh)"),
         ("gpt-5", "none", "to low (gpt-5 accepts low, medium, high with web search)"),
         ("o3", "xhigh", "to high (o3 accepts low, medium, high)"),
-        ("gpt-5.2-chat-latest", "low", "to medium (gpt-5.2-chat-latest accepts only medium)"),
+        ("gpt-5.1-chat-latest", "low", "to medium (gpt-5.1-chat-latest accepts only medium)"),
+        ("gpt-6.2-sol", "none", "to low (gpt-6.2-sol accepts low, medium, high, xhigh, max)"),
     ],
 )
 def test_an_effort_the_model_refuses_fails_with_the_accepted_ones(
@@ -296,31 +303,32 @@ def test_an_effort_the_model_refuses_fails_with_the_accepted_ones(
 
 
 def test_the_seeds_quick_model_fails_naming_the_quick_profiles_effort(tmp_path, fake):
-    # Seed 001's example config: answer_quick on gpt-5.2-chat-latest with effort low.
-    fake.models.append("gpt-5.2-chat-latest")
+    # Seed 001's example config: answer_quick on a chat model with effort low (the seed's
+    # gpt-5.1-chat-latest has shut down; gpt-5.1-chat-latest takes only medium as well).
+    fake.models.append("gpt-5.1-chat-latest")
     config = (
-        "model_profiles:\n  answer_quick: {model: gpt-5.2-chat-latest, reasoning_effort: low}\n"
+        "model_profiles:\n  answer_quick: {model: gpt-5.1-chat-latest, reasoning_effort: low}\n"
     )
     proc = doctor(tmp_path, env=against(fake), config=config)
     assert_failed(
         proc,
-        "answer_quick: model gpt-5.2-chat-latest does not accept reasoning_effort 'low'",
+        "answer_quick: model gpt-5.1-chat-latest does not accept reasoning_effort 'low'",
         "fix: set model_profiles.answer_quick.reasoning_effort to medium "
-        "(gpt-5.2-chat-latest accepts only medium)",
+        "(gpt-5.1-chat-latest accepts only medium)",
     )
-    assert line_with(proc, "answer: model gpt-5.2 is available").startswith(OK)
+    assert line_with(proc, "answer: model gpt-6.1-terra is available").startswith(OK)
 
 
 def test_a_built_in_effort_the_model_refuses_is_adapted_with_a_warning(tmp_path, fake):
     # Only the model set: answer_quick's built-in effort low becomes medium, and doctor says so.
-    fake.models.append("gpt-5.2-chat-latest")
-    config = "model_profiles:\n  answer_quick: {model: gpt-5.2-chat-latest}\n"
+    fake.models.append("gpt-5.1-chat-latest")
+    config = "model_profiles:\n  answer_quick: {model: gpt-5.1-chat-latest}\n"
     proc = doctor(tmp_path, env=against(fake), config=config)
     assert proc.returncode == 0, proc.stdout
-    warned = line_with(proc, "model_profiles.answer_quick.reasoning_effort: gpt-5.2-chat-latest")
+    warned = line_with(proc, "model_profiles.answer_quick.reasoning_effort: gpt-5.1-chat-latest")
     assert warned.startswith(WARN) and "so medium is used (it accepts only medium)" in warned
-    assert "(from default low, adapted to gpt-5.2-chat-latest)" in proc.stdout
-    available = line_with(proc, "answer_quick: model gpt-5.2-chat-latest is available")
+    assert "(from default low, adapted to gpt-5.1-chat-latest)" in proc.stdout
+    available = line_with(proc, "answer_quick: model gpt-5.1-chat-latest is available")
     assert available.startswith(OK) and "(effort medium, verbosity low)" in available
 
 
@@ -395,12 +403,15 @@ def test_a_spent_budget_is_a_warning_with_what_is_spent(tmp_path, fake):
     assert line_with(proc, "budget.monthly_usd $100.00: $1.25 spent this month").startswith(OK)
 
 
-def test_a_budget_warns_about_a_model_it_cannot_count(tmp_path, fake):
+def test_a_budget_fails_a_model_it_cannot_count(tmp_path, fake):
+    # Its calls are refused under a budget (fail closed), so the doctor fails it.
     fake.models.append("acme-7")
     config = "budget: {daily_usd: 5}\nmodel_profiles: {answer_quick: {model: acme-7}}\n"
     proc = doctor(tmp_path, env=against(fake), config=config)
-    warned = line_with(proc, "budget: model acme-7 has no known price")
-    assert warned.startswith(WARN + " ") and "pricing.models.acme-7" in warned
+    failed = line_with(proc, "budget: model acme-7 has no known price")
+    assert failed.startswith(FAIL + " ") and "calls are refused while a budget is set" in failed
+    assert "fix: set pricing.models.acme-7 to" in proc.stdout
+    assert proc.returncode == 1
     assert line_with(proc, "budget.daily_usd $5.00: $0.00 spent today").startswith(OK)
     assert not (tmp_path / "xdg-state").exists()  # the check creates no state file
 
@@ -468,7 +479,7 @@ def test_live_makes_one_answer_with_search_and_prints_its_cost(tmp_path, fake):
     )  # for the profiles' trials too
     prices = (
         "pricing:\n  web_search_per_1k: 10\n"
-        "  models:\n    gpt-5.2: {input: 1.0, cached_input: 0.1, output: 10.0}\n"
+        "  models:\n    gpt-6-luna: {input: 1.0, cached_input: 0.1, output: 10.0}\n"
     )
     proc = doctor(tmp_path, "--live", env=against(fake), config=prices)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -535,7 +546,7 @@ def test_live_only_warns_when_a_gateway_refuses_what_only_the_trial_sends(tmp_pa
 def test_live_prints_tokens_when_the_model_has_no_known_price(tmp_path, fake):
     fake.models = [*fake.models, "my-gateway-model"]
     fake.default = Reply(text="Python 3.14.1.", usage={"input_tokens": 1200, "output_tokens": 80})
-    proc = doctor(tmp_path, "--live", env=against(fake, MODEL_ANSWER="my-gateway-model"))
+    proc = doctor(tmp_path, "--live", env=against(fake, MODEL_QUICK="my-gateway-model"))
     live = line_with(proc, "live answer (answer_quick")
     assert "cost: 1200 input + 80 output tokens, 0 search(es)" in live.splitlines()[0], live
 
@@ -565,7 +576,7 @@ def test_live_goes_only_with_doctor(tmp_path):
         ("gpt-5-pro", ("high",)),
         ("gpt-5.1-codex-max", ("none", "low", "medium", "high", "xhigh")),
         ("o4-mini", ("low", "medium", "high")),
-        ("gpt-5.2-chat-latest", ("medium",)),
+        ("gpt-5.1-chat-latest", ("medium",)),
         ("gpt-5.4-mini", ("none", "low", "medium", "high", "xhigh")),
         ("gpt-5.5-2026-04-23", ("none", "low", "medium", "high", "xhigh")),
         ("gpt-5.5-pro", ("medium", "high", "xhigh")),
@@ -579,7 +590,7 @@ def test_model_efforts_by_longest_family(model, efforts):
 
 def test_model_verbosities_are_all_three_unless_listed():
     assert mcp.model_verbosities("gpt-5-chat-latest") == ("medium",)
-    assert mcp.model_verbosities("gpt-5.2-chat-latest") == ("low", "medium", "high")
+    assert mcp.model_verbosities("gpt-5.1-chat-latest") == ("low", "medium", "high")
     assert mcp.model_verbosities("gpt-5") == ("low", "medium", "high")
 
 

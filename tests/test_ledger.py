@@ -74,7 +74,7 @@ def test_two_processes_at_once_give_exact_totals_and_usage_agrees(spawn, fake, t
     assert report["total"]["calls"] == 2 * CALLS_EACH
     assert report["total"]["usd"] == pytest.approx(sum(costs), abs=1e-6)
     assert [row["tool"] for row in report["by_tool"]] == ["answer"]
-    assert report["by_model"][0]["model"] == "gpt-5.2-2026-01-01"
+    assert report["by_model"][0]["model"] == "gpt-6.1-terra-2026-01-01"
     with sqlite3.connect(state_file(tmp_path)) as conn:
         (rows,) = conn.execute("SELECT COUNT(*) FROM usage WHERE outcome = 'ok'").fetchone()
         assert rows == 2 * CALLS_EACH
@@ -99,7 +99,7 @@ def test_each_row_has_the_calls_counts_and_outcome(spawn, fake, tmp_path):
         "at": 0,
         "day": "",
         "tool": "answer",
-        "model": "gpt-5.2-2026-01-01",
+        "model": "gpt-6.1-terra-2026-01-01",
         "input_tokens": 2000,
         "cached_input_tokens": 1024,
         "output_tokens": 500,
@@ -124,7 +124,7 @@ def test_usage_prints_tables_by_day_model_and_tool(spawn, fake, tmp_path):
     out = result.stdout
     for header in ("by day", "by model", "by tool", "total"):
         assert header in out
-    assert "answer_quick" in out and "gpt-5.2-2026-01-01" in out
+    assert "answer_quick" in out and "gpt-6-luna-2026-01-01" in out
 
 
 def test_usage_columns_say_what_they_count():

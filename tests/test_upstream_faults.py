@@ -201,7 +201,8 @@ FAULTS = {
     ),
     "404-model-not-found": (
         Reply(status=404),
-        "model 'gpt-5.2' is not available to this API key (HTTP 404): ",
+        "model 'gpt-6.1-terra' is not available to this API key (HTTP 404; it may have shut "
+        "down: https://developers.openai.com/api/docs/deprecations): ",
     ),
     "404-from-a-web-server": (
         Reply(status=404, body="<html><h1>Not Found</h1></html>", content_type="text/html"),

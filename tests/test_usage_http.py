@@ -15,7 +15,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 PRICES = """\
 pricing:
   models:
-    gpt-5.2: {input: 2, cached_input: 0.5, output: 10}
+    gpt-6.1-terra: {input: 2, cached_input: 0.5, output: 10}
 """
 
 
@@ -56,7 +56,7 @@ def test_usage_answers_json_with_spend_by_model_and_tool(served):
     assert day["cache_hit_rate"] == pytest.approx(1 / 3, abs=1e-4)
     assert day["usd"] > 0
     assert [row["tool"] for row in day["by_tool"]] == ["answer"]
-    assert day["by_model"][0]["model"] == "gpt-5.2-2026-01-01"
+    assert day["by_model"][0]["model"] == "gpt-6.1-terra-2026-01-01"
     assert summary["month"]["usd"] == pytest.approx(day["usd"])
     assert summary["in_flight"] == 0
 
@@ -68,7 +68,7 @@ def test_usage_answers_a_page_without_scripts_to_a_browser(served):
     page = reply.body.decode()
     assert "<script" not in page and "http://" not in page and "https://" not in page
     assert "default-src 'none'" in reply.headers["content-security-policy"]
-    assert "gpt-5.2-2026-01-01" in page
+    assert "gpt-6.1-terra-2026-01-01" in page
 
 
 def chromium() -> str | None:
@@ -111,7 +111,7 @@ def test_the_page_renders_in_headless_chromium(spawn, fake, tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     dom = result.stdout
     assert "<h1>Spend</h1>" in dom
-    assert "gpt-5.2-2026-01-01" in dom
+    assert "gpt-6.1-terra-2026-01-01" in dom
     assert "Today by tool" in dom and "This month by model" in dom
     assert "cache hit rate 33.3%" in dom
 

@@ -1,0 +1,143 @@
+"""Retirements seen before they break anyone: --doctor lists every profile's model with its
+shutdown date from GET /v1/models, a running server warns once a day (across processes,
+through the state), and a call to a model that has shut down fails once, naming the key."""
+
+from __future__ import annotations
+
+import datetime
+
+import conftest
+from conftest import run_cli, wait_until
+from fake_upstream import Reply
+
+
+def day(offset: int) -> str:
+    today = datetime.datetime.now(datetime.timezone.utc).date()
+    return (today + datetime.timedelta(offset)).isoformat()
+
+
+def line_with(text: str, needle: str) -> str:
+    found = [line for line in text.splitlines() if needle in line]
+    assert found, f"no line with {needle!r} in:\n{text}"
+    return found[0]
+
+
+def doctor(tmp_path, fake, config: str):
+    path = tmp_path / "config.yaml"
+    path.write_text(config, encoding="utf-8")
+    env = {"OPENAI_BASE_URL": fake.base_url}
+    return run_cli(tmp_path, "--doctor", "--config", str(path), env=env)
+
+
+def test_doctor_lists_every_profiles_model_with_its_shutdown_date(tmp_path, fake):
+    fake.shutdown_dates["gpt-6.2-sol"] = day(200)  # announced, far off
+    config = "model_profiles:\n  answer: {model: gpt-5-mini}\n"
+    proc = doctor(tmp_path, fake, config)
+    out = proc.stdout
+    # answer: the deprecations page's date (2026-12-11), within 90 days: a warning that names
+    # the key and the replacement the page gives.
+    soon = line_with(out, "answer: gpt-5-mini shuts down on 2026-12-11")
+    assert soon.startswith("!")
+    fix = out.splitlines()[out.splitlines().index(soon) + 1]
+    assert "fix: set model_profiles.answer.model to gpt-6.1-terra" in fix
+    assert line_with(out, "answer_quick: gpt-6-luna has no shutdown date announced").startswith("✓")
+    far = line_with(out, f"answer_detailed: gpt-6.2-sol shuts down on {day(200)}, in 200 days")
+    assert far.startswith("✓")
+    # answer_deep is listed even though it is off.
+    assert "answer_deep: o4-mini-deep-research has no shutdown date announced" in out
+    assert proc.returncode == 0, out
+
+
+def test_doctor_fails_a_model_whose_shutdown_date_has_come(tmp_path, fake):
+    fake.models.append("gpt-5.2-going")
+    fake.shutdown_dates["gpt-5.2-going"] = day(-1)
+    fake.retired = lambda model: False  # the API still lists it (a gateway's stale list, say)
+    config = "model_profiles:\n  answer_quick: {model: gpt-5.2-going}\n"
+    proc = doctor(tmp_path, fake, config)
+    failed = line_with(proc.stdout, f"answer_quick: gpt-5.2-going shut down on {day(-1)}")
+    assert failed.startswith("✗") and "calls to it fail" in failed
+    assert "fix: set model_profiles.answer_quick.model to a current model" in proc.stdout
+    assert proc.returncode == 1
+
+
+def test_doctor_names_the_key_of_a_model_no_longer_listed(tmp_path, fake):
+    config = "model_profiles:\n  answer: {model: o4-mini}\n"  # shut down 2026-10-23
+    proc = doctor(tmp_path, fake, config)
+    assert "answer: o4-mini is not listed by GET /v1/models" in proc.stdout
+    assert "set model_profiles.answer.model to gpt-5.6-terra" in proc.stdout
+    assert proc.returncode == 1  # the model check fails it: calls to it cannot work
+
+
+def test_a_running_server_warns_once_a_day_across_processes(spawn, fake):
+    env = {"OPENAI_CHECK_RETIREMENTS": "true"}
+    config = "model_profiles:\n  answer: {model: gpt-5}\n"
+    first = conftest.start(spawn, fake, config=config, env=env)
+    wait_until(
+        lambda: "answer: gpt-5 shuts down on 2026-12-11" in first.stderr,
+        30,
+        "the retirement warning",
+    )
+    warning = line_with(first.stderr, "answer: gpt-5 shuts down")
+    assert warning.startswith(
+        "openai-responses-mcp: warning: answer: gpt-5 shuts down on 2026-12-11, in "
+    )
+    assert warning.endswith(
+        "set model_profiles.answer.model to gpt-6.1-sol (the replacement "
+        "OpenAI's deprecations page gives)"
+    )
+    assert len(fake.requests_to("GET", "/v1/models")) == 1
+    # A second process on the same state, the same day: no second look.
+    second = conftest.start(spawn, fake, "--stdio", "--debug", config=config, env=env)
+    wait_until(lambda: "retirements: " in second.stderr, 30, "the second process's decision")
+    assert "retirements: not checked: checked today already" in second.stderr
+    assert "shuts down" not in second.stderr
+    assert len(fake.requests_to("GET", "/v1/models")) == 1
+
+
+def test_a_server_with_the_check_off_never_lists_models(spawn, fake):
+    config = "model_profiles:\n  answer: {model: gpt-5}\n"
+    server = conftest.start(spawn, fake, "--stdio", "--debug", config=config)
+    wait_until(lambda: "retirements: " in server.stderr, 30, "the check's decision")
+    assert "retirements: not checked: openai.check_retirements is false" in server.stderr
+    assert fake.requests_to("GET", "/v1/models") == []
+    assert "shuts down" not in server.stderr
+
+
+def test_a_call_to_a_retired_model_fails_once_naming_the_key(spawn, fake):
+    fake.enqueue(Reply(text="never served"))
+    server = conftest.start(spawn, fake, config="model_profiles:\n  answer: {model: o4-mini}\n")
+    message = conftest.failure_of(server.call("answer", {"query": "q"}))
+    assert message == (
+        "answer failed: model 'o4-mini' is not available to this API key (HTTP 404; it may "
+        "have shut down: https://developers.openai.com/api/docs/deprecations): set "
+        "model_profiles.answer.model to gpt-5.6-terra"
+    )
+    assert len(fake.creates) == 1  # no retries
+    assert fake.queued == 1
+
+
+def test_a_version_3_state_file_gains_the_checks_table_and_claims_once_a_day(tmp_path):
+    import sqlite3
+
+    import openai_responses_mcp as m
+
+    path = tmp_path / "state.sqlite3"
+    with sqlite3.connect(path) as conn:  # the file as version 3 made it: no checks table
+        for statement in m._schema(postgres=False):
+            if "checks" not in statement:
+                conn.execute(statement)
+        conn.execute("INSERT INTO schema_version (version) VALUES (3)")
+    state = m.StateStore(m._SqliteBackend(str(path)), m.Log())
+    try:
+        assert m.claim_daily(state, "retirements", "2026-11-26") is True
+        assert m.claim_daily(state, "retirements", "2026-11-26") is False  # same day
+        assert m.claim_daily(state, "retirements", "2026-11-27") is True  # the next day
+    finally:
+        state.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(5,)]
+        assert conn.execute("SELECT name, day FROM checks").fetchall() == [
+            ("retirements", "2026-11-27")
+        ]
+    # With the state off, every process checks (once per start).
+    assert m.claim_daily(m.StateStore(None, m.Log()), "retirements", "2026-11-26") is True
