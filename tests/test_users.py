@@ -16,6 +16,8 @@ from http_client import open_session, post, request, rpc, wait_listening
 from test_state import PostgresState, SqliteState
 from test_tasks_wire import meta
 
+import openai_responses_mcp as m
+
 SHARED = "shared-0123456789abcdef-XYZ"
 
 
@@ -418,7 +420,7 @@ def test_a_version_2_state_gets_users_and_a_user_on_each_row(tmp_path, state):
         "INSERT INTO usage (at, day, tool, model, usd, outcome) VALUES (0, 'd', 'a', 'm', 1, 'ok')",
     )
     assert run_cli(tmp_path, "--user", "add", "alice", env=state.env).returncode == 0
-    assert state.query("SELECT version FROM schema_version") == [(4,)]
+    assert state.query("SELECT version FROM schema_version") == [(m.STATE_SCHEMA_VERSION,)]
     assert state.query("SELECT user_name FROM usage") == [("",)]
     assert state.query("SELECT COUNT(user_name) FROM reservations") == [(0,)]
     report = json.loads(run_cli(tmp_path, "--usage", "--json", env=state.env).stdout)
