@@ -6880,7 +6880,8 @@ class Dispatcher:
             self.log.debug("server", f"result shortened to {limit} bytes: {shortened}")
         return answer, meta
 
-    def _client_name(self, params, session: Session, version=None) -> str | None:
+    @staticmethod
+    def _client_name(params, session: Session, version=None) -> str | None:
         """initialize's clientInfo.name, or (2026-07-28) the one the request's _meta names."""
         if version is None:
             return session.client_name
@@ -6901,15 +6902,6 @@ class Dispatcher:
         if self.tasks_off is not None:
             return 0
         return handoff_after(self.config, self._client_name(params, session, version))
-
-    @staticmethod
-    def _client_name(params, session: Session, version=None):
-        """clientInfo.name: initialize's, or in 2026-07-28 the request's own _meta."""
-        if version is None:
-            return session.client_name
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        info = meta.get(META_CLIENT_INFO) if isinstance(meta, dict) else None
-        return info.get("name") if isinstance(info, dict) else None
 
     def _log_client(self, params, session: Session, version=None) -> None:
         """Who the client says it is and what the client table makes of it (debug only): how
@@ -7097,6 +7089,7 @@ class Dispatcher:
         key = self._owner(session)
         task = Task(task_id, kind, call, key, fields["e"] - fields["c"], str(fields.get("o", "")))
         task.created, task.expires, task.converted = fields["c"], fields["e"], True
+        task.signed = True
         found = self.tasks.put(task)
         if found is task:
             threading.Thread(
@@ -7446,6 +7439,7 @@ class Task:
         self.counted = 0  # of which its TaskTable counts (the table's lock guards it)
         self.table = None  # the TaskTable holding it, told when its reply is stored or collected
         self.converted = self.collected = False
+        self.signed = False  # its id is signed: any instance serves it from OpenAI
         self.done = threading.Event()
         self.lock = threading.Lock()
         self._waiters: dict | None = {}  # callback -> None; None once the task has ended
@@ -7565,6 +7559,10 @@ class TaskTable:
         self._tasks: dict[str, Task] = {}
         self._clients: dict = {}  # client key -> {task id: Task}, oldest first
         self._collected: dict = {}  # Task -> None, in the order collected: dropped first
+        # Task -> None: signed tasks that ended uncollected, in the order they ended: dropped
+        # next (any instance still serves them from OpenAI); an unsigned one's reply is
+        # nowhere else, so it holds its room until collected or expired.
+        self._ended: dict = {}
         self._expiry: list = []  # heap of (expires, sequence, task id); stale ones are skipped
         self._sequence = 0
         self._bytes = 0  # of the stored replies of the tasks here
@@ -7602,12 +7600,13 @@ class TaskTable:
             self._insert(task)
 
     def _check_room(self) -> None:
-        """Drops collected tasks, oldest first, while the server is at a limit; then refuses
-        (lock held)."""
-        while self._collected and (
-            len(self._tasks) >= self._max_open or self._bytes >= self._max_bytes
-        ):
-            self._remove(next(iter(self._collected)))
+        """Drops collected tasks, oldest first, then ended ones nobody has collected, oldest
+        ended first, while the server is at a limit; then refuses (lock held). Only working
+        and unsigned tasks hold room for good: else one client could fill the server with
+        answers it never collects."""
+        while len(self._tasks) >= self._max_open or self._bytes >= self._max_bytes:
+            if not self._drop_spare():
+                break
         if len(self._tasks) >= self._max_open:
             raise RpcError(
                 SERVER_BUSY,
@@ -7623,6 +7622,17 @@ class TaskTable:
                 REPLIES_FULL,
             )
 
+    def _drop_spare(self, keep: Task | None = None) -> bool:
+        """Drops the task that is least missed (lock held): the oldest collected, else the
+        one that ended uncollected first (never `keep`); False when there is none."""
+        spare = next(iter(self._collected or self._ended), None)
+        if spare is None or spare is keep:
+            return False
+        if spare in self._ended and spare not in self._collected:
+            self._log.debug("server", "an ended, uncollected task dropped to make room")
+        self._remove(spare)
+        return True
+
     def _insert(self, task: Task) -> None:
         import heapq
 
@@ -7631,6 +7641,8 @@ class TaskTable:
         self._clients.setdefault(task.client_key, {})[task.id] = task
         if task.collected:
             self._collected[task] = None
+        elif task.signed and task.done.is_set():
+            self._ended[task] = None
         self._sequence += 1
         heapq.heappush(self._expiry, (task.expires, self._sequence, task.id))
         if len(self._expiry) > 2 * len(self._tasks) + 64:  # mostly stale: rebuild it
@@ -7648,6 +7660,7 @@ class TaskTable:
             if not mine:
                 del self._clients[task.client_key]
         self._collected.pop(task, None)
+        self._ended.pop(task, None)
         self._bytes -= task.counted
         task.table, task.counted = None, 0
 
@@ -7660,13 +7673,16 @@ class TaskTable:
                 return
             self._bytes += task.size - task.counted
             task.counted = task.size
-            while self._bytes > self._max_bytes and self._collected:
-                self._remove(next(iter(self._collected)))
+            if task.signed and not task.collected:
+                self._ended[task] = None
+            while self._bytes > self._max_bytes and self._drop_spare(keep=task):
+                pass
 
     def collected(self, task: Task) -> None:
         with self._lock:
             if self._tasks.get(task.id) is task:
                 self._collected[task] = None
+                self._ended.pop(task, None)
 
     def get(self, task_id) -> Task | None:
         self.sweep()
@@ -7682,11 +7698,11 @@ class TaskTable:
         table is only renamed)."""
         with self._lock:
             if self._tasks.get(task.id) is not task:
-                task.id = task_id
+                task.id, task.signed = task_id, True
                 return
             counted = task.counted
             self._remove(task)
-            task.id = task_id
+            task.id, task.signed = task_id, True
             self._insert(task)
             task.counted = counted
             self._bytes += counted
@@ -8582,6 +8598,13 @@ class Router:
         entry[0].put(message)
 
 
+def task_owner(client: tuple) -> tuple:
+    """Whose tasks a stateless request's are (their per-client limit): its client identity
+    without the User-Agent, which a client may change at will to get a fresh quota. (The
+    User-Agent still tells apart the calls a cancel could mean: HttpApp.cancel_target.)"""
+    return client[:3]
+
+
 class HttpSession:
     """One client over HTTP: the dispatcher's Session and where its messages go.
 
@@ -9047,7 +9070,7 @@ class HttpApp:
         hs = self.new_session()
         if hs.id is None:
             hs.session.protocol_version = version or DEFAULT_HTTP_VERSION
-            hs.client = hs.session.client_key = client
+            hs.client, hs.session.client_key = client, task_owner(client)
             hs.call_id = message.get("id")
         return hs
 
@@ -9146,7 +9169,7 @@ class HttpApp:
         hs = HttpSession(None, self.log)
         hs.modern, hs.header_version = True, header_version
         hs.client, hs.call_id = client, message.get("id")
-        hs.session.client_key = client
+        hs.session.client_key = task_owner(client)
         with self._lock:
             self.loose.add(hs)
         return hs

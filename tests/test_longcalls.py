@@ -1,0 +1,104 @@
+"""Long calls that outlive their client or their instance (issue 24): a stdio client that
+leaves, a rolling restart of --stateless instances, the task limits under --stateless, a
+handshake-era client's identity across stateless requests, and /healthz's own room."""
+
+from __future__ import annotations
+
+import ast
+
+from conftest import SCRIPT, wait_until
+from fake_upstream import Reply
+
+SECRET = "s3cret-" + "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+# -- the module itself ---------------------------------------------------------------------
+
+
+def test_no_class_defines_a_method_twice():
+    """A second `def` of the same name in a class silently replaces the first (issue 25:
+    Dispatcher._client_name)."""
+    tree = ast.parse(SCRIPT.read_text(encoding="utf-8"))
+    twice = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            names = [
+                item.name
+                for item in node.body
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+            ]
+            twice += [f"{node.name}.{name}" for name in set(names) if names.count(name) > 1]
+    assert twice == []
+
+
+# -- task limits under --stateless -------------------------------------------------------------
+
+
+def stateless(spawn, fake, config: str = "", env: dict | None = None):
+    from http_client import wait_listening
+
+    env = {"MCP_TASK_SECRET": SECRET, **(env or {})}
+    server = spawn("--http", "127.0.0.1:0", "--stateless", config=config, env=env, upstream=fake)
+    server.port = wait_listening(server)
+    return server
+
+
+def classic(port: int, method: str, params: dict, headers: dict | None = None, request_id=1):
+    """A 2025-11-25 request under --stateless: (HTTP status, its JSON-RPC reply)."""
+    from http_client import post, rpc
+
+    sent = {"MCP-Protocol-Version": "2025-11-25", **(headers or {})}
+    response = post(port, rpc(method, params, request_id), headers=sent, timeout=30)
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        return response.status, [d for _, d in response.events() if "method" not in d][-1]
+    return response.status, response.json()
+
+
+def task_call(port: int, query: str, headers: dict | None = None):
+    params = {"name": "answer", "arguments": {"query": query}, "task": {"ttl": 600_000}}
+    return classic(port, "tools/call", params, headers)
+
+
+def test_a_new_user_agent_is_not_a_fresh_task_quota(spawn, fake):
+    """The per-client limit keys on the credential and address, not the User-Agent, which a
+    client may change at will."""
+    server = stateless(spawn, fake, "server:\n  tasks:\n    max_per_client: 2\n")
+    fake.default = Reply(event_delay=0.5)
+    replies = [task_call(server.port, f"question {n}", {"User-Agent": f"ua-{n}"}) for n in range(3)]
+    assert [status for status, _ in replies[:2]] == [200, 200], replies
+    assert "task" in replies[0][1]["result"] and "task" in replies[1][1]["result"]
+    status, refused = replies[2]
+    assert status == 429, refused
+    assert refused["error"]["data"] == {"limit": "server.tasks.max_per_client"}
+
+
+def test_ended_uncollected_tasks_make_room_oldest_first(spawn, fake):
+    """At server.tasks.max_open, tasks that have ended and were never collected are dropped,
+    the oldest ended first, before anyone is refused; a dropped task's signed id still
+    serves its answer (from OpenAI's stored response)."""
+    server = stateless(spawn, fake, "server:\n  tasks:\n    max_open: 3\n")
+    fake.default = Reply()
+    ids = []
+    for n in range(3):  # three clients (each behind its own address), none collects
+        status, reply = task_call(server.port, f"question {n}", {"X-Forwarded-For": f"10.0.0.{n}"})
+        assert status == 200, reply
+        task_id = reply["result"]["task"]["taskId"]
+        ids.append(task_id)
+
+        def ended(task_id=task_id, n=n) -> bool:
+            headers = {"X-Forwarded-For": f"10.0.0.{n}"}
+            _, got = classic(server.port, "tasks/get", {"taskId": task_id}, headers)
+            return got["result"]["status"] == "completed"
+
+        wait_until(ended, 20, f"task {n} completed")
+    status, reply = task_call(
+        server.port, "another client's question", {"X-Forwarded-For": "10.9.9.9"}
+    )
+    assert status == 200, reply  # before: 429, server.tasks.max_open, until the TTL
+    assert "task" in reply["result"]
+    # The oldest was dropped here; its signed id still brings its answer.
+    _, result = classic(
+        server.port, "tasks/result", {"taskId": ids[0]}, {"X-Forwarded-For": "10.0.0.0"}
+    )
+    assert "result" in result, result
+    assert result["result"]["structuredContent"]["answer"]
