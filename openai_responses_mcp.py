@@ -6277,6 +6277,7 @@ class Session:
         self._waiters: dict = {}  # request id -> Waiter (tasks/result, answer_result)
         self._closing: list = []  # what close() runs: the dispatcher's dropping of its tasks
         self.closed = False
+        self.tasks_closed = False  # its client can collect nothing more: no call becomes a task
         self._lock = threading.Condition()
 
     def _check_open(self) -> None:
@@ -6386,10 +6387,21 @@ class Session:
             action(self)
         return cancelled
 
-    def wait_idle(self, timeout: float | None = None) -> bool:
-        """Waits until every call has finished and its answer has been sent."""
+    def stop_tasks(self) -> None:
+        """Its client can collect no task or handoff any more (stdio: end of input): none is
+        made from now on, and those it has are dropped (cancelled upstream if working); its
+        calls answering inline go on."""
         with self._lock:
-            return self._lock.wait_for(lambda: self._running == 0, timeout)
+            self.tasks_closed = True
+            actions, self._closing = self._closing, []
+        for action in actions:
+            action(self)
+
+    def wait_idle(self, timeout: float | None = None, spare: int = 0) -> bool:
+        """Waits until every call has finished and its answer has been sent (all but `spare`:
+        a call's own worker waiting does not wait for itself)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._running <= spare, timeout)
 
 
 class Heartbeat:
@@ -6538,6 +6550,10 @@ class Waiter:
             self._deadlines.cancel(entry)
         self.session.remove_waiter(self.request_id, self)
         return True
+
+
+# The session whose call the current thread works on (Dispatcher._run_call), if any.
+_WORKER = threading.local()
 
 
 class Dispatcher:
@@ -6817,6 +6833,7 @@ class Dispatcher:
         return send
 
     def _run_call(self, call: Call, args: dict, session: Session, version: str, task=None):
+        _WORKER.session = session  # see StdioTransport.end_calls
         try:
             reply = self._reply_of(call, version, lambda: self.engine.answer(call.tool, args, call))
         finally:
@@ -7011,8 +7028,8 @@ class Dispatcher:
         the task (or the handoff) and the call goes on without it."""
         if self.signing and not self._sign(task, call):
             return  # the call ended before OpenAI named its response: it answers inline
-        if not self._hold(task, request_id):
-            return  # at a limit: it answers inline, however long it takes
+        if not self._hold(task, session, request_id):
+            return  # at a limit, or its client has gone: it answers inline
         if not task.convert():
             self._forget(task)
             return
@@ -7025,16 +7042,23 @@ class Dispatcher:
             result = self._still_working(task, version)
         session.send(rpc_result(request_id, result))
 
-    def _hold(self, task: Task, request_id) -> bool:
+    def _hold(self, task: Task, session: Session, request_id) -> bool:
         """A handoff or extension task is counted against the limits only now that the call
         becomes one (an answer from the cache never does); at max_per_client a handoff's
         client's oldest handoff that has ended uncollected makes room. False at a limit: the
-        call goes on and answers inline, so that no client is locked out."""
+        call goes on and answers inline, so that no client is locked out. False too once the
+        client can collect nothing (Session.stop_tasks), checked again after the add: a stop
+        that raced it dropped the task, or this check sees the stop."""
         task.request_id = request_id
+        if session.tasks_closed:
+            return False
         try:
             self.tasks.add(task, make_room=task.kind == "h")
         except RpcError as exc:
             self.log.debug("server", f"not handed off, answering inline: {exc.message}")
+            return False
+        if session.tasks_closed:
+            self.tasks.discard(task)
             return False
         return True
 
@@ -8328,8 +8352,20 @@ class StdioTransport:
 
     def gone(self) -> None:
         """stdout has closed: the client has gone, so nothing is left to answer."""
-        self.session.cancel_all()
+        self.end_calls()
         leave(self.dispatcher.engine)
+
+    def end_calls(self) -> None:
+        """The process leaves next: cancels the client's calls, and its tasks and handoffs,
+        which no request holds (upstream too), then waits a moment for their workers to queue
+        their ledger rows, as a call cancelled inline does. A cancel that waits for OpenAI to
+        name its response (NAMING_WAIT_S) bounds the wait; a second signal cuts it short."""
+        self.session.close()
+        spare = 1 if getattr(_WORKER, "session", None) is self.session else 0
+        try:
+            self.session.wait_idle(NAMING_WAIT_S + 1, spare)
+        except _Stop:
+            pass
 
     def serve(self) -> int:
         import _signal as signal  # `signal` itself imports enum (~1 ms) for its IntEnums
@@ -8348,6 +8384,8 @@ class StdioTransport:
                     writer.send(*replies)
                 if not data:
                     break
+            # Nobody can collect a task or a handoff now: they are cancelled, not awaited.
+            session.stop_tasks()
             log.debug("server", f"end of input; waiting for {session.in_flight()} call(s)")
             # A client that closed stdout as well has gone: its calls are cancelled, not awaited.
             while session.in_flight():
@@ -8357,9 +8395,14 @@ class StdioTransport:
                 session.wait_idle(0.25)
             return 0
         except _Stop:
-            session.cancel_all()
-            log.debug("server", "stopped by signal; in-flight calls cancelled")
+            self.end_calls()
+            log.debug("server", "stopped by signal; in-flight calls, tasks and handoffs cancelled")
             return 0
+        finally:
+            # The process leaves next (leave()): a stop signal now, as an SDK client sends 2 s
+            # after closing stdin, must not cut short the cancels and rows being written.
+            for signum in stop_signals(signal):
+                signal.signal(signum, signal.SIG_IGN)
 
     def handle_frames(self, frames: list) -> list[dict]:
         """The replies to one read's frames; a bug in handling one message never ends the

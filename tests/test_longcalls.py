@@ -5,7 +5,11 @@ handshake-era client's identity across stateless requests, and /healthz's own ro
 from __future__ import annotations
 
 import ast
+import signal
+import sqlite3
+import time
 
+import pytest
 from conftest import SCRIPT, wait_until
 from fake_upstream import Reply
 
@@ -102,3 +106,76 @@ def test_ended_uncollected_tasks_make_room_oldest_first(spawn, fake):
     )
     assert "result" in result, result
     assert result["result"]["structuredContent"]["answer"]
+
+
+# -- a stdio client that leaves --------------------------------------------------------------
+
+HANDOFF_CONFIG = "request:\n  handoff_after_s: 1\n"
+TASK_INIT = {
+    "protocolVersion": "2025-11-25",
+    "capabilities": {"tasks": {}},
+    "clientInfo": {"name": "pytest", "version": "0"},
+}
+
+
+def ledger_rows(tmp_path, outcome: str) -> int:
+    path = tmp_path / "xdg-state" / "openai-responses-mcp" / "state.sqlite3"
+    try:
+        with sqlite3.connect(path) as conn:
+            query = "SELECT COUNT(*) FROM usage WHERE outcome = ?"
+            return conn.execute(query, (outcome,)).fetchone()[0]
+    except sqlite3.OperationalError:  # no file or no table yet
+        return 0
+
+
+def long_call_left_running(spawn, fake, kind: str):
+    """A stdio server with one answer_detailed call (background mode: a cancel is a POST
+    upstream) that became a handoff or a 2025-11-25 task and is still running."""
+    fake.default = Reply(event_delay=1.0)  # about 20 s of events
+    server = spawn("--stdio", config=HANDOFF_CONFIG, upstream=fake)
+    if kind == "handoff":
+        server.initialize()
+        reply = server.call("answer_detailed", {"query": "a long question"})
+        assert reply["result"]["_meta"]["openai-responses-mcp/handoff"]["status"] == "working"
+    else:
+        server.request("initialize", TASK_INIT)
+        server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        reply = server.call("answer_detailed", {"query": "a long question"}, task={"ttl": 60_000})
+        assert reply["result"]["task"]["status"] == "working", reply
+    fake.wait_until(lambda: fake.requests and fake.requests[0].events_sent >= 2, 30)
+    return server
+
+
+def assert_cancelled_and_recorded(fake, tmp_path) -> None:
+    wait_until(lambda: fake.cancels, 10, "POST /responses/{id}/cancel")
+    (cancel,) = fake.cancels
+    assert fake.background_status(cancel.path.split("/")[-2]) == "cancelled"
+    assert ledger_rows(tmp_path, "cancelled") == 1  # written before the process left
+    assert ledger_rows(tmp_path, "ok") == 0
+
+
+@pytest.mark.parametrize("kind", ["handoff", "task"])
+@pytest.mark.parametrize("how", ["pipes closed", "stdin closed, then SIGTERM"])
+def test_a_client_that_leaves_cancels_and_records_its_tasks_and_handoffs(
+    spawn, fake, tmp_path, kind, how
+):
+    server = long_call_left_running(spawn, fake, kind)
+    server.close_stdin()
+    if how == "pipes closed":
+        server.proc.stdout.close()
+    else:
+        server.proc.send_signal(signal.SIGTERM)
+    assert server.wait(15) == 0, server.stderr
+    assert_cancelled_and_recorded(fake, tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["handoff", "task"])
+def test_at_end_of_input_tasks_and_handoffs_are_cancelled_not_awaited(spawn, fake, tmp_path, kind):
+    """Nobody can collect them once stdin has closed: the server does not wait the 20 s the
+    answer takes, and leaves once they are cancelled and recorded."""
+    server = long_call_left_running(spawn, fake, kind)
+    began = time.monotonic()
+    server.close_stdin()
+    assert server.wait(15) == 0, server.stderr
+    assert time.monotonic() - began < 10
+    assert_cancelled_and_recorded(fake, tmp_path)
