@@ -6063,6 +6063,19 @@ def missing_tasks_extension() -> RpcError:
     )
 
 
+def answered_response_id(reply: dict | None) -> str | None:
+    """The response id a tool result's answer carries (None: an error, or none given)."""
+    result = reply.get("result") if isinstance(reply, dict) else None
+    answer = result.get("structuredContent") if isinstance(result, dict) else None
+    if answer is None and isinstance(result, dict) and result.get("content"):
+        try:
+            answer = json.loads(result["content"][0].get("text", ""))
+        except (ValueError, AttributeError, TypeError):
+            answer = None
+    response_id = answer.get("response_id") if isinstance(answer, dict) else None
+    return response_id if isinstance(response_id, str) and response_id else None
+
+
 def handoff_answer(handoff_id: str, model: str, elapsed_s: int, ttl_ms: int) -> dict:
     """The answer of a call handed off (or still not ready for answer_result): the output
     contract's four keys, so the result validates against the tool's outputSchema, and words
@@ -7076,18 +7089,12 @@ class Dispatcher:
 
     def _sign(self, task: Task, call: Call) -> bool:
         """Gives the task a signed id carrying its background response's id, once OpenAI has
-        named it; False if the call ended first (or runs without background mode)."""
-        deadline = time.monotonic() + self.config.get("request", "timeout_ms") / 1000
-        response_id = None
-        while response_id is None and not task.done.is_set() and time.monotonic() < deadline:
-            upstream = call.upstream or call
-            run = upstream.background
-            if run is not None and run.created.wait(0.05):
-                response_id = run.response_id
-            elif run is None and getattr(self.engine, "background_off", False):
-                break  # refused: there will be no response id to sign
-            elif run is None:
-                time.sleep(0.05)
+        named it; False if there is none (no background mode, or the call failed first)."""
+        response_id = self._response_named(task, call)
+        if response_id is None and task.done.is_set():
+            # Ended first (an answer from the cache, or quicker than the wait): its answer
+            # names the response any instance reads it from.
+            response_id = answered_response_id(task.reply)
         if response_id is None:
             return False
         fields = {"r": response_id, "t": task.tool, "k": task.kind, "o": task.model}
@@ -7096,6 +7103,21 @@ class Dispatcher:
         secret = self.task_settings["secret"]
         self.tasks.rename(task, mint_task_id(secret, fields, task.ttl_ms, task.created))
         return True
+
+    def _response_named(self, task: Task, call: Call) -> str | None:
+        """The id OpenAI gives the call's background response, waited for (up to
+        request.timeout_ms) while the task is working; None if it ends first unnamed."""
+        deadline = time.monotonic() + self.config.get("request", "timeout_ms") / 1000
+        while not task.done.is_set() and time.monotonic() < deadline:
+            run = (call.upstream or call).background
+            if run is not None and run.created.wait(0.05):
+                return run.response_id
+            if run is None and getattr(self.engine, "background_off", False):
+                return None  # refused: there will be no response id to sign
+            if run is None:
+                time.sleep(0.05)
+        run = (call.upstream or call).background
+        return run.response_id if run is not None else None
 
     def _remote(self, task_id: str, kind: str, session: Session) -> Task:
         """A task another instance created, from its signed id: followed here from OpenAI's

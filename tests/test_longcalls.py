@@ -179,3 +179,27 @@ def test_at_end_of_input_tasks_and_handoffs_are_cancelled_not_awaited(spawn, fak
     assert server.wait(15) == 0, server.stderr
     assert time.monotonic() - began < 10
     assert_cancelled_and_recorded(fake, tmp_path)
+
+
+def test_a_task_answered_from_the_cache_is_served_by_another_instance(spawn, fake):
+    """Its id is signed like any other: before, it was this instance's own, and another
+    instance said "unknown task id"."""
+    env = {"ANSWER_CACHE_TTL_S": "600"}  # both instances share the state file, and its cache
+    a, b = stateless(spawn, fake, env=env), stateless(spawn, fake, env=env)
+    fake.default = Reply()
+    ids = []
+    for _ in range(2):  # the second is answered from the cache
+        status, created = task_call(a.port, "one cached question")
+        assert status == 200, created
+        ids.append(created["result"]["task"]["taskId"])
+        _, done = classic(a.port, "tasks/result", {"taskId": ids[-1]})
+        assert done["result"]["structuredContent"]["answer"], done
+    assert len(fake.creates) == 1
+    assert done["result"]["_meta"]["cache"]["hit"] is True
+    assert ids[1].startswith("t1."), ids[1]
+    _, elsewhere = classic(b.port, "tasks/result", {"taskId": ids[1]})
+    assert "result" in elsewhere, elsewhere
+    assert (
+        elsewhere["result"]["structuredContent"]["answer"]
+        == (done["result"]["structuredContent"]["answer"])
+    )
