@@ -9995,6 +9995,29 @@ class Lobby:
             pass
 
 
+def read_request_head(conn, wait_s: float) -> tuple[str, str, str | None]:
+    """The method, target and Host of the request on `conn`, read within wait_s (8 KiB at
+    most); ("", "", None) when none came whole."""
+    deadline = time.monotonic() + wait_s
+    head = b""
+    while b"\r\n\r\n" not in head and len(head) < 8192:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "", "", None
+        conn.settimeout(left)
+        chunk = conn.recv(8192 - len(head))
+        if not chunk:
+            return "", "", None
+        head += chunk
+    lines = head.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3:
+        return "", "", None
+    hosts = [line[5:].strip() for line in lines[1:] if line.lower().startswith("host:")]
+    host = hosts[0] if len(hosts) == 1 else ("" if hosts else None)  # two: none of ours
+    return parts[0], parts[1], host
+
+
 class HttpServer:
     """The listening socket, mixed into http.server.HTTPServer by HttpTransport.
 
@@ -10005,6 +10028,10 @@ class HttpServer:
     """
 
     request_queue_size = 128
+    # Connections past the cap that may ask for /healthz (and nothing else) while every other
+    # is busy: a load balancer must not see an instance full of long calls as dead. How long
+    # one may take to send its request, in seconds.
+    health_room, health_wait_s = 4, 2.0
 
     def __init__(self, app: HttpApp, host: str, port: int, handler):
         self.app, self.host = app, host
@@ -10013,6 +10040,7 @@ class HttpServer:
         if os.name == "nt":  # select(), Windows' only selector, watches at most 512 sockets
             self.limit = min(self.limit, 500)
         self.open = 0  # connections accepted and not yet closed
+        self.probes = 0  # connections past the cap, in the health room
         self._count = threading.Lock()
         self.lobby = Lobby(self._ready, self._close, app.log)
         super().__init__((host, port), handler)
@@ -10030,12 +10058,50 @@ class HttpServer:
 
     def process_request(self, request, client_address) -> None:
         if not self.admit():
+            if self._probe_admitted(request):
+                return
             self.app.log.debug(
                 "http", "connection refused: server.http.max_connections, all of them busy"
             )
             return self.shutdown_request(request)
         deadline = time.monotonic() + self.app.settings["request_line_timeout_s"]
         self.lobby.wait(request, client_address, None, deadline)
+
+    def _probe_admitted(self, conn) -> bool:
+        """Takes a connection past the cap into the health room, if there is room there."""
+        with self._count:
+            if self.probes >= self.health_room:
+                return False
+            self.probes += 1
+        try:
+            threading.Thread(target=self._probe, args=(conn,), daemon=True).start()
+        except RuntimeError:  # no thread to be had: refused like the rest
+            with self._count:
+                self.probes -= 1
+            return False
+        return True
+
+    def _probe(self, conn) -> None:
+        """Answers GET (or HEAD) /healthz on a connection in the health room, then closes it;
+        any other request is closed unanswered, as past the cap it would have been."""
+        try:
+            method, path, host = read_request_head(conn, self.health_wait_s)
+            if method in ("GET", "HEAD") and path.split("?", 1)[0] == HEALTH_PATH:
+                self.app.check_host(host)
+                status, body = self.app.health()
+                data = encode_message(body)
+                reason = "OK" if status == 200 else "Service Unavailable"
+                head = (
+                    f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+                )
+                conn.sendall(head.encode("ascii") + (data if method == "GET" else b""))
+        except (OSError, HttpError, ValueError):
+            pass  # a probe that fails is a failed health check: nothing else to do
+        finally:
+            self.shutdown_request(conn)
+            with self._count:
+                self.probes -= 1
 
     def _ready(self, conn, address, handler, deadline: float) -> None:
         """The lobby's hand-over: `conn` has bytes to read; a worker thread serves them."""
