@@ -8506,6 +8506,9 @@ HTTP_REFUSED = -32000  # JSON-RPC error code of refusals made by the HTTP layer
 REQUEST_CANCELLED = -32800
 MAX_JSON_VALUES = 50_000  # commas and brackets in one HTTP body; an MCP message needs far fewer
 DEFAULT_HTTP_VERSION = "2025-03-26"  # what a request without MCP-Protocol-Version speaks
+# --stateless: initialize's Mcp-Session-Id is a signed record of the client (HttpApp.identity_id):
+# its kind is none of a task's, so it can never pass for a task id, and a record lasts 30 days.
+IDENTITY_KIND, IDENTITY_TTL_MS = "c", 30 * 86_400_000
 _END = object()  # an Outbox's "nothing more will come"
 _POLL_S = 0.25  # how often a waiting response looks for a hung-up client
 
@@ -9117,6 +9120,39 @@ class HttpApp:
             )
         return version and version.strip()
 
+    def identity_id(self, session: Session) -> str | None:
+        """Under --stateless with server.tasks.secret: initialize's Mcp-Session-Id, a signed
+        record of the client's clientInfo.name and the version agreed, which the client sends
+        back on every later request. No instance keeps a session, so this is how any of them
+        knows a handshake-era client (Codex: its result size and its handoff). None without
+        a secret, or outside --stateless."""
+        secret = self.dispatcher.task_settings["secret"]
+        if not (self.stateless and secret):
+            return None
+        name = session.client_name if isinstance(session.client_name, str) else None
+        fields = {"k": IDENTITY_KIND, "v": session.protocol_version, "w": name and name[:100]}
+        return mint_task_id(secret, fields, IDENTITY_TTL_MS)
+
+    def restore_identity(self, session: Session, session_id: str | None, version) -> None:
+        """A stateless request's client, from the signed Mcp-Session-Id initialize gave it:
+        its name, and its version unless the MCP-Protocol-Version header says one. An id that
+        is not such a record (altered, expired, another secret's) is ignored: the request is
+        served as from an unknown client."""
+        secret = self.dispatcher.task_settings["secret"]
+        if not (secret and session_id):
+            return
+        try:
+            fields = open_task_id(secret, session_id.strip())
+        except TaskIdError as exc:
+            self.log.debug("http", f"Mcp-Session-Id ignored: {exc.reason}")
+            return
+        if fields.get("k") != IDENTITY_KIND:
+            return
+        if isinstance(fields.get("w"), str):
+            session.client_name = fields["w"]
+        if version is None and fields.get("v") in PROTOCOL_VERSIONS:
+            session.protocol_version = fields["v"]
+
     def session_named(self, session_id: str | None) -> HttpSession:
         """The session an Mcp-Session-Id header names, held until release()."""
         if not session_id:
@@ -9137,6 +9173,7 @@ class HttpApp:
             hs.session.protocol_version = version or DEFAULT_HTTP_VERSION
             hs.client, hs.session.client_key = client, task_owner(client)
             hs.call_id = message.get("id")
+            self.restore_identity(hs.session, session_id, version)
         return hs
 
     @staticmethod
@@ -9192,7 +9229,11 @@ class HttpApp:
         return json_ok or (hs.modern and "error" in reply)
 
     def reply_headers(self, hs: HttpSession, method: str, reply: dict) -> dict:
-        """A reply's extra headers: initialize's session id; a failed initialize ends it."""
+        """A reply's extra headers: initialize's session id; a failed initialize ends it.
+        With --stateless, the session id is the client's signed identity (or none)."""
+        if method == "initialize" and hs.id is None and "result" in reply:
+            identity = self.identity_id(hs.session)
+            return {"Mcp-Session-Id": identity} if identity else {}
         if method != "initialize" or hs.id is None:
             return {}
         if "result" in reply:

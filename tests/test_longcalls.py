@@ -235,3 +235,34 @@ def test_healthz_answers_while_every_connection_is_busy(spawn, fake):
     finally:
         for sock in held:
             sock.close()
+
+
+# -- a handshake-era client's identity under --stateless ----------------------------------------
+
+
+def test_codex_keeps_its_result_size_and_handoff_under_stateless(spawn, fake):
+    """clientInfo comes only with initialize, which later stateless requests (perhaps on
+    another instance) do not see: initialize's signed Mcp-Session-Id carries it to them."""
+    from http_client import post, rpc
+
+    a, b = stateless(spawn, fake), stateless(spawn, fake)
+    init = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "codex-mcp-client", "version": "0.169.0"},
+    }
+    initialized = post(a.port, rpc("initialize", init))
+    assert initialized.status == 200, initialized.body
+    session_id = initialized.headers.get("mcp-session-id")
+    assert session_id, initialized.headers
+    headers = {"Mcp-Session-Id": session_id}  # as the client sends it from now on
+    listed = post(b.port, rpc("tools/list", {}, 2), headers=headers).json()
+    assert "answer_result" in [tool["name"] for tool in listed["result"]["tools"]]
+    fake.default = Reply(text="All about HTTP 404. " * 1500)  # 30,000 bytes
+    params = {"name": "answer", "arguments": {"query": "a long answer"}}
+    reply = post(b.port, rpc("tools/call", params, 3), headers=headers, timeout=30)
+    body = reply.json() if reply.body.startswith(b"{") else reply.events()[-1][1]
+    text = body["result"]["content"][0]["text"]
+    assert len(text.encode()) <= 12_000 and body["result"]["_meta"]["shortened"], len(text)
+    forged = post(b.port, rpc("tools/list", {}, 4), headers={"Mcp-Session-Id": session_id + "x"})
+    assert "answer_result" not in [t["name"] for t in forged.json()["result"]["tools"]]
