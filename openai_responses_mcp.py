@@ -2886,6 +2886,22 @@ class Call:
         self.cancelled_upstream = False  # its background response was cancelled elsewhere
         self.result_chars: int | None = None  # its client's result size (None: the default)
         self.searches = 0  # web searches done so far (the upstream Call counts them)
+        self.reservation: str | None = None  # its budget reservation, while it makes a request
+        self._recorded = self._handed_over = False  # see record_here / hand_over
+
+    def record_here(self) -> bool:
+        """Whether this process writes the call's ledger row: yes, unless the call was
+        handed over first to whichever instance serves its task (Dispatcher.hand_over)."""
+        with self._lock:
+            self._recorded = not self._handed_over
+            return self._recorded
+
+    def hand_over(self) -> bool:
+        """Leaves the call's ledger row to another instance; False if it is written already
+        (or being written): then this process has recorded it."""
+        with self._lock:
+            self._handed_over = not self._recorded
+            return self._handed_over
 
     def cancel(self) -> None:
         """Cancels the call; a second cancel changes nothing (above all, not a hold)."""
@@ -3982,15 +3998,16 @@ class AnswerEngine:
         """The upstream request with retries, its cost, its ledger row (which settles the
         call's reservation), and its cache entry."""
         started = time.monotonic()
+        call.reservation = reservation  # a handover passes it on (Dispatcher.hand_over)
         try:
             answer, meta, response = self._request(tool, request, call, today)
         except ToolError as exc:
             meta = {"elapsed_ms": round((time.monotonic() - started) * 1000)}
-            self.ledger.record(UsageRow(tool, request["model"], exc.kind, meta), reservation)
+            self._record(call, UsageRow(tool, request["model"], exc.kind, meta), reservation)
             raise
         except Cancelled:
             meta = {"elapsed_ms": round((time.monotonic() - started) * 1000)}
-            self.ledger.record(UsageRow(tool, request["model"], "cancelled", meta), reservation)
+            self._record(call, UsageRow(tool, request["model"], "cancelled", meta), reservation)
             raise
         except BaseException:
             if reservation is not None:
@@ -4002,10 +4019,31 @@ class AnswerEngine:
         )
         if self.cache.enabled:
             meta["cache"] = {"hit": False}
-        self.ledger.record(UsageRow(tool, model, "ok", meta), reservation)
+        self._record(call, UsageRow(tool, model, "ok", meta), reservation)
         if self.cache.enabled and response.get("status") == "completed":
             self.cache.put(key, answer, meta.get("response_id"))
         return answer, meta
+
+    def _record(self, call: Call, row: UsageRow, reservation: str | None) -> None:
+        """The call's ledger row, unless its call was handed over to another instance."""
+        if call.record_here():
+            self.ledger.record(row, reservation)
+
+    def hand_over(self, call: Call, response_id: str, expires_ms: int) -> bool:
+        """Leaves a running call's ledger row to the instance that serves its task (this
+        process is stopping); False if this process has recorded it already."""
+        upstream = call.upstream or call
+        if not upstream.hand_over():
+            return False
+        self.ledger.hand_over(upstream.reservation, response_id, expires_ms / 1000)
+        return True
+
+    def settle_followed(self, tool: str, meta: dict, response_id: str, model: str) -> None:
+        """The ledger row of a response another instance created and this one read to its
+        end: written if that instance handed it over, else its creator writes it."""
+        cost = self.pricing.cost(model, meta.get("usage") or {}, meta.get("web_searches", 0))
+        row = UsageRow(tool, model, "ok", {**meta, "cost": cost})
+        self.ledger.settle_handover(row, response_id)
 
     def close(self, wait_s: float = 5.0) -> None:
         """Writes the ledger rows still queued (up to wait_s), for a process about to exit."""
@@ -4829,17 +4867,21 @@ class _StillOpening(Exception):
 class _UsageWrite:
     """A ledger row (values None: none) and the reservation it settles (None: none)."""
 
-    __slots__ = ("day", "reservation", "seq", "usd", "values")
+    __slots__ = ("day", "only_if_held", "reservation", "seq", "usd", "values")
 
-    def __init__(self, values: dict | None, reservation: str | None):
+    def __init__(self, values: dict | None, reservation: str | None, only_if_held=False):
         self.values, self.reservation = values, reservation
+        # A handed-over call's row: written only by whoever settles its reservation first.
+        self.only_if_held = only_if_held
         self.seq = 0  # its place in its writer's order, set by StateWriter.submit()
         self.day = values["day"] if values else ""
         self.usd = (values["usd"] or 0.0) if values else 0.0
 
     def apply(self, q) -> None:
         if self.reservation:
-            q("DELETE FROM reservations WHERE id = ?", (self.reservation,))
+            settled = q("DELETE FROM reservations WHERE id = ?", (self.reservation,)).rowcount
+            if self.only_if_held and settled == 0:
+                return  # its creator wrote it, or another instance did
         if self.values is None:
             return
         values = self.values
@@ -4872,6 +4914,34 @@ class _UsageWrite:
                 "DO UPDATE SET usd = spend_by_day.usd + excluded.usd",
                 (self.day, self.usd),
             )
+
+
+class _HandoverWrite:
+    """A call whose process stops while it runs on upstream (a signed task at a rolling
+    restart): its reservation becomes the handover's, which the instance that reads the
+    response to its end settles with the ledger row (_UsageWrite.only_if_held). The held
+    estimate keeps counting against the budgets meanwhile (usd 0 without a budget)."""
+
+    __slots__ = ("expires_at", "handover", "reservation")
+
+    def __init__(self, reservation: str | None, handover: str, expires_at: float):
+        self.reservation, self.handover, self.expires_at = reservation, handover, expires_at
+
+    def apply(self, q) -> None:
+        held = None
+        if self.reservation:
+            held = q("SELECT usd FROM reservations WHERE id = ?", (self.reservation,)).fetchone()
+            q("DELETE FROM reservations WHERE id = ?", (self.reservation,))
+        q(
+            "INSERT INTO reservations (id, at, expires_at, usd) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (id) DO NOTHING",
+            (self.handover, time.time(), self.expires_at, float(held[0]) if held else 0.0),
+        )
+
+
+def handover_reservation(response_id: str) -> str:
+    """The reservation id a handed-over call's response is settled by."""
+    return f"handover:{response_id}"
 
 
 class _CacheWrite:
@@ -5181,6 +5251,18 @@ class Ledger:
     def release(self, reservation: str) -> None:
         """Gives a reservation back unused (its call made no request of its own)."""
         self._state.write_later(_UsageWrite(None, reservation))
+
+    def hand_over(self, reservation: str | None, response_id: str, expires_at: float) -> None:
+        """Leaves a running call's row to the instance that reads its response to the end."""
+        handover = handover_reservation(response_id)
+        self._state.write_later(_HandoverWrite(reservation, handover, expires_at))
+
+    def settle_handover(self, row: UsageRow, response_id: str) -> None:
+        """The row of a response read to its end here: written only if its creator handed it
+        over (and no other instance has written it first)."""
+        values = {**row.values, "day": today_in(self._timezone)}
+        reservation = handover_reservation(response_id)
+        self._state.write_later(_UsageWrite(values, reservation, only_if_held=True))
 
     def spent_since(self, first_day: str) -> float:
         """Dollars spent from first_day (YYYY-MM-DD, in policy.timezone) on, rows not yet
@@ -7135,7 +7217,7 @@ class Dispatcher:
         key = self._owner(session)
         task = Task(task_id, kind, call, key, fields["e"] - fields["c"], str(fields.get("o", "")))
         task.created, task.expires, task.converted = fields["c"], fields["e"], True
-        task.signed = True
+        task.signed = task.followed = True
         found = self.tasks.put(task)
         if found is task:
             threading.Thread(
@@ -7144,18 +7226,43 @@ class Dispatcher:
         return found
 
     def _follow(self, task: Task, response_id: str) -> None:
-        """Reads a remote task's response to its end (no ledger row: its creator writes it)."""
+        """Reads a remote task's response to its end. Its ledger row is its creator's, unless
+        the creator stopped and handed it over (hand_over): then the first instance to read
+        it to the end writes it (AnswerEngine.settle_followed)."""
         version = MODERN_VERSIONS[-1] if task.kind == "x" else "2025-11-25"
         call = task.call
+        read: list = []
 
         def work() -> tuple[dict, dict]:
-            return self.engine.collect(task.tool, {"query": "-"}, response_id, call)
+            answer, meta = self.engine.collect(task.tool, {"query": "-"}, response_id, call)
+            read.append((answer.get("model") or task.model, meta))
+            return answer, meta
 
         try:
             reply = self._reply_of(call, version, work)
         finally:
             call.finish()
+        if read and hasattr(self.engine, "settle_followed"):
+            self.engine.settle_followed(task.tool, read[0][1], response_id, read[0][0])
         task.finish(reply)
+
+    def hand_over(self) -> int:
+        """This instance is stopping (--stateless, signed ids): the working tasks it created
+        run on upstream instead of being cancelled, since any instance serves them from their
+        signed ids; their ledger rows are left to the instance that reads them to the end.
+        How many were handed over."""
+        if not (self.signing and hasattr(self.engine, "hand_over")):
+            return 0
+        handed = 0
+        for task in self.tasks.working_signed():
+            call = task.call
+            run = (call.upstream or call).background if call is not None else None
+            if task.followed or run is None or not run.response_id:
+                continue
+            if self.engine.hand_over(call, run.response_id, task.expires):
+                self.tasks.discard(task)  # nothing here cancels it now
+                handed += 1
+        return handed
 
     def _task_ended(self, task: Task, session: Session) -> None:
         """notifications/tasks/status (2025-11-25) where the client can receive one."""
@@ -7486,6 +7593,7 @@ class Task:
         self.table = None  # the TaskTable holding it, told when its reply is stored or collected
         self.converted = self.collected = False
         self.signed = False  # its id is signed: any instance serves it from OpenAI
+        self.followed = False  # created by another instance, followed here from its id
         self.done = threading.Event()
         self.lock = threading.Lock()
         self._waiters: dict | None = {}  # callback -> None; None once the task has ended
@@ -7802,6 +7910,11 @@ class TaskTable:
         for task in expired:
             if task.cancel() is None:
                 self._log.debug("server", f"task expired while working: {task.id[:12]}...")
+
+    def working_signed(self) -> list[Task]:
+        """The tasks still working whose ids any instance can serve."""
+        with self._lock:
+            return [t for t in self._tasks.values() if t.signed and not t.done.is_set()]
 
     def stored_bytes(self) -> int:
         with self._lock:
@@ -10267,9 +10380,15 @@ class HttpTransport:
         while (app.in_flight() or app.waiting()) and time.monotonic() < deadline:
             if hurry.wait(0.05):
                 break
-        left = app.in_flight()
+        handed = app.dispatcher.hand_over()
+        if handed:
+            log.say(
+                f"left {handed} task(s) running upstream for another instance to serve "
+                "(signed ids); their usage is recorded by the instance that serves them"
+            )
+        left = app.in_flight() - handed
         when = "at a second signal" if hurry.is_set() else f"after {drain} s (server.http.drain_s)"
-        if left:
+        if left > 0:
             log.say(f"cancelled {left} call(s) still running {when}")
         ended = app.all_sessions()
         why = f"the server is shutting down and cancelled this call {when}; retry it"

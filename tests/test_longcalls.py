@@ -266,3 +266,52 @@ def test_codex_keeps_its_result_size_and_handoff_under_stateless(spawn, fake):
     assert len(text.encode()) <= 12_000 and body["result"]["_meta"]["shortened"], len(text)
     forged = post(b.port, rpc("tools/list", {}, 4), headers={"Mcp-Session-Id": session_id + "x"})
     assert "answer_result" not in [t["name"] for t in forged.json()["result"]["tools"]]
+
+
+# -- a rolling restart of --stateless instances ---------------------------------------------------
+
+
+def test_a_rolling_restart_leaves_a_task_running_for_the_other_instance(spawn, fake, tmp_path):
+    """SIGTERM on the instance that created a task: past drain_s it is not cancelled upstream
+    (the other instance serves it from its signed id), and its usage is recorded once, with
+    its cost, by the instance that read it to the end."""
+    from conftest import PRICES
+
+    config = PRICES + "server:\n  http:\n    lameduck_s: 0\n    drain_s: 1\n"
+    a, b = stateless(spawn, fake, config), stateless(spawn, fake, config)
+    fake.default = Reply(event_delay=0.4)  # about 8 s of events
+    status, created = task_call(a.port, "a long question")
+    assert status == 200, created
+    task_id = created["result"]["task"]["taskId"]
+    assert task_id.startswith("t1.")
+    a.proc.send_signal(signal.SIGTERM)
+    assert a.wait(30) == 0, a.stderr
+    _, result = classic(b.port, "tasks/result", {"taskId": task_id})
+    assert "result" in result, result
+    assert result["result"]["structuredContent"]["answer"]
+    assert fake.cancels == []
+    wait_until(lambda: ledger_rows(tmp_path, "ok") == 1, 20, "the row")
+    time.sleep(1)  # nothing more comes
+    assert ledger_rows(tmp_path, "ok") == 1 and ledger_rows(tmp_path, "cancelled") == 0
+    path = tmp_path / "xdg-state" / "openai-responses-mcp" / "state.sqlite3"
+    with sqlite3.connect(path) as conn:
+        (usd,) = conn.execute("SELECT usd FROM usage").fetchone()
+        (held,) = conn.execute("SELECT COUNT(*) FROM reservations").fetchone()
+    assert usd > 0 and held == 0
+    assert "left 1 task(s) running upstream" in a.stderr
+
+
+def test_without_a_restart_the_creator_alone_records_a_task_another_instance_served(
+    spawn, fake, tmp_path
+):
+    from conftest import PRICES
+
+    a, b = stateless(spawn, fake, PRICES), stateless(spawn, fake, PRICES)
+    fake.default = Reply(event_delay=0.2)
+    _, created = task_call(a.port, "a question")
+    task_id = created["result"]["task"]["taskId"]
+    _, result = classic(b.port, "tasks/result", {"taskId": task_id})
+    assert "result" in result, result
+    wait_until(lambda: ledger_rows(tmp_path, "ok") >= 1, 20, "the row")
+    time.sleep(2)  # B's read ended too: it writes nothing
+    assert ledger_rows(tmp_path, "ok") == 1
