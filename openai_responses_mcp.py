@@ -6,22 +6,31 @@
 """openai-responses-mcp: an MCP server that answers questions with the OpenAI Responses API.
 
 Every ``tools/call`` becomes one Responses API request with the built-in ``web_search`` tool
-allowed, and comes back as ``{answer, used_search, citations[{url, title, published_at}], model}``.
+allowed, and comes back as ``{answer, used_search, citations[{url, title, published_at}], model,
+response_id}``.
 
-The module reads top to bottom in the order data flows through it:
+The module reads top to bottom in the order data flows through it. Each section opens with a
+``# ====`` banner that names it; inside one, ``# -- Topic ----`` lines mark its concerns.
+TOOL_TABLE, above the first banner, lists the tools (CONTRIBUTING.md: where new code goes).
 
 1. Configuration   defaults < YAML < environment < command line, validated once at start-up
+                   (SETTINGS: one row per key); the API key, shipped examples, price settings,
+                   logging
 2. Policy          the model's instructions and the text sent as the request's input
-3. Answer engine   the OpenAI call (streaming, retries, cancellation), the answer's shape, its
-                   cost in dollars, and single-flight for identical calls
-4. State on disk   the usage ledger (budgets, --usage) and the answer cache, in SQLite
-5. Tools           the three tools' schemas and argument checks (and answer_result's)
+3. Answer engine   the OpenAI call (streaming, background mode, retries, cancellation), the
+                   answer's shape and sources section, results sized per client, its cost in
+                   dollars, single-flight for identical calls, and refused profile settings
+4. State           the usage ledger (budgets, --usage) and the answer cache, behind one
+                   backend interface: SQLite by default (state.path), PostgreSQL (state.url)
+                   for several hosts
+5. Tools           the tools' instructions, schemas and argument checks (answer,
+                   answer_detailed, answer_quick, opt-in answer_deep, and answer_result)
 6. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation; each request in
                    its era (MCP 2026-07-28, stateless, or the initialize handshake); tasks
                    (both shapes) and handoffs, with ids any instance can serve
 7. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
                    (Streamable HTTP at /mcp, legacy SSE at /sse) with --http
-8. CLI             flags, --show-config, --ask, --usage, main()
+8. CLI             flags, --show-config, --ask, --usage, --doctor, main()
 
 Only the standard library is imported at start-up; ``openai`` is imported when the first call
 needs it (or in the background once ``initialize``, or any 2026-07-28 request, has been
@@ -1693,7 +1702,7 @@ model_profiles:
     max_output_tokens: null    # cap on output tokens, reasoning included
     max_tool_calls: null       # cap on web searches per answer
     search_context_size: null  # low | medium | high: text each search brings back (API: medium)
-    # Background mode (see "Background mode" in the README): a dropped stream resumes without
+    # Background mode (see docs/long-calls.md): a dropped stream resumes without
     # paying twice and a cancel stops the response server-side. Not ZDR-compatible.
     background: false
   answer_detailed:         # thorough: more reasoning, slower and dearer than answer
@@ -1743,7 +1752,7 @@ search:
     city: null
     timezone: null         # null = policy.timezone
 
-# -- Cost (see "Cost" in the README) --------------------------------------------------------
+# -- Cost (see docs/cost.md) ----------------------------------------------------------------
 pricing:
   models: {}               # USD per million tokens, over the built-in table, e.g.
                            #   gpt-5.2: {input: 1.75, cached_input: 0.175, output: 14}

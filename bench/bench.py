@@ -11,8 +11,8 @@ Every figure is a median over repeated runs, and every figure that has a baselin
 in the same run, interleaved with it, because shared machines are noisy. The table goes to
 stdout; --json writes every figure, its samples' spread and the machine it ran on.
 
-How each figure is taken is written beside its function below; the README's benchmark
-section shows the latest table.
+How each figure is taken is written beside its function below; docs/performance.md
+shows the latest table.
 """
 
 from __future__ import annotations

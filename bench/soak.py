@@ -27,7 +27,7 @@ Then clients that leave tasks and handoffs uncollected (issue 18), against a Dis
 their own (handoff after 1 s, the answer cache on, 20 KB answers): one starts max_per_client + 8
 long calls and collects none, then a quick call must answer; 150 sessions each leave 16 tasks
 uncollected (half end, half are abandoned), and the task table must stay within
-server.tasks.max_open and max_reply_bytes and memory within the README's bound; 1,500
+server.tasks.max_open and max_reply_bytes and memory within the bound in docs/long-calls.md; 1,500
 tasks/result for one long task are abandoned by their clients, and must leave no thread and
 nothing waiting. About 15 s more; --no-abuse skips it. Exit status 1 if any check fails.
 """
@@ -416,7 +416,7 @@ def handoffs(dispatcher, fake, lines: list, problems: list) -> None:
 def sessions(dispatcher, limits: dict, lines: list, problems: list) -> None:
     """150 sessions each leave 16 tasks (one cached question) uncollected; half end (DELETE),
     half are abandoned. The table stays within max_open and max_reply_bytes, memory within
-    the README's bound, and ending the rest empties it."""
+    the bound in docs/long-calls.md, and ending the rest empties it."""
     first, _ = client(dispatcher, "warm", "2025-11-25")
     dispatcher.handle(tools_call(1, "one cached question"), first)
     first.wait_idle(10)

@@ -374,7 +374,7 @@ def test_codex_collects_a_70_s_answer_detailed_through_the_handoff(codex, models
 
 
 def test_codex_with_a_lowered_tool_timeout_and_the_paired_handoff(codex, models, fake, tmp_path):
-    """tool_timeout_sec = 8 with MCP_HANDOFF_AFTER_S = 5 (the README's pairing): a 20 s
+    """tool_timeout_sec = 8 with MCP_HANDOFF_AFTER_S = 5 (docs/clients.md's pairing): a 20 s
     answer is handed off before Codex gives up, and each answer_result returns in time too."""
     fake.enqueue(slow(20))
     tag = tag_for("codex-lowered")
@@ -391,7 +391,7 @@ def test_codex_with_a_lowered_tool_timeout_and_the_paired_handoff(codex, models,
 
 
 def test_codex_with_a_lowered_tool_timeout_alone_loses_the_answer(codex, models, fake, tmp_path):
-    """Why the README pairs them: without the handoff setting, the model hears only that the
+    """Why docs/clients.md pairs them: without the handoff setting, the model hears only that the
     call timed out."""
     fake.enqueue(slow(20))
     tag = tag_for("codex-unpaired")
@@ -463,7 +463,7 @@ def test_codex_over_http_with_a_bearer_token(codex, models, fake, spawn, tmp_pat
     server = spawn("--http", "127.0.0.1:0", env=env, upstream=fake)
     remote = {
         "url": f"http://127.0.0.1:{wait_listening(server)}/mcp",
-        "bearer_token_env_var": "MCP_HTTP_TOKEN",  # the README's setup
+        "bearer_token_env_var": "MCP_HTTP_TOKEN",  # docs/http.md's setup
         "required": True,
     }
     tag = tag_for("codex-http")

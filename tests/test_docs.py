@@ -1,4 +1,5 @@
-"""Every knob is documented: each config key, environment variable and flag is in the README."""
+"""Every knob is documented: each config key, environment variable and flag is in the README or
+the reference in docs/, and every relative link and anchor in them resolves."""
 
 import re
 
@@ -8,26 +9,30 @@ from conftest import ROOT
 import openai_responses_mcp as orm
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+PAGES = {"README.md": README} | {
+    f"docs/{p.name}": p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md"))
+}
+DOCS = "\n".join(PAGES.values())  # the README and the reference together
 EXAMPLE = (ROOT / "config.yaml.example").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("path", [".".join(p) for p in orm.SETTINGS], ids=str)
 def test_every_config_key_is_in_the_readme_reference(path):
-    assert f"`{path}`" in README
+    assert f"`{path}`" in DOCS
 
 
 @pytest.mark.parametrize(
     "env", sorted({s.env for s in orm.SETTINGS.values() if s.env} | {"DEBUG", "OPENAI_API_KEY"})
 )
 def test_every_environment_variable_is_in_the_readme(env):
-    assert f"`{env}" in README
+    assert f"`{env}" in DOCS
 
 
 def test_every_command_line_flag_is_in_the_readme():
     flags = set(re.findall(r"(--[a-z][a-z-]+)", orm.USAGE))
     assert flags, "the usage text lists the flags"
     for flag in flags:
-        assert f"`{flag}" in README, flag
+        assert f"`{flag}" in DOCS, flag
 
 
 def test_every_config_key_appears_in_the_example_file():
@@ -87,9 +92,9 @@ def test_the_example_profiles_inherit_from_answer_as_the_defaults_do(tmp_path):
 
 
 def test_the_readme_documents_the_policy_example_and_its_sources_header():
-    assert "--print-example policy" in README
-    assert "<!-- sources-header:" in README
-    assert "merge: append" in README and "merge: replace" in README
+    assert "--print-example policy" in DOCS
+    assert "<!-- sources-header:" in DOCS
+    assert "merge: append" in DOCS and "merge: replace" in DOCS
 
 
 def test_the_package_metadata_names_an_author_and_the_project_urls():
@@ -101,8 +106,7 @@ def test_the_package_metadata_names_an_author_and_the_project_urls():
 
 
 def test_the_readme_says_how_to_verify_pin_and_report_an_installation():
-    verify = README[README.index("## Verify your installation") :]
-    verify = verify[: verify.index("\n## ")]
+    verify = section("Verify your installation")
     assert "bench/smoke.py" in verify and "OPENAI_API_KEY" in verify
     assert '--pip-args "-c' in verify and "constraints.txt" in verify
     assert "--show-config" in verify
@@ -110,8 +114,91 @@ def test_the_readme_says_how_to_verify_pin_and_report_an_installation():
 
 
 def test_the_readme_says_where_and_why_it_differs_from_the_original():
-    section = README[README.index("## Where this differs from the original") :]
-    section = section[: section.index("\n## ")]
+    text = section("Where this differs from the original specification")
     for topic in ("Argument validation", "Protocol version", "Message size", "Error messages",
                   "HTTP", "why"):  # fmt: skip
-        assert topic in section, topic
+        assert topic in text, topic
+
+
+def _headings(text):
+    """The Markdown headings of a page, outside code blocks, as (line number, level, text)."""
+    found, fence = [], False
+    for number, line in enumerate(text.splitlines()):
+        if line.startswith("```"):
+            fence = not fence
+        elif not fence and (m := re.match(r"(#{1,6}) (.+)", line)):
+            found.append((number, len(m.group(1)), m.group(2).strip()))
+    return found
+
+
+def section(title):
+    """The text under the heading `title` in whichever page holds it, to the next heading of
+    the same level or higher (a page's title: the whole page)."""
+    for text in PAGES.values():
+        lines, headings = text.splitlines(), _headings(text)
+        for k, (start, level, found) in enumerate(headings):
+            if found == title:
+                ends = [n for n, lv, _ in headings[k + 1 :] if lv <= level]
+                return "\n".join(lines[start : ends[0] if ends else len(lines)])
+    raise AssertionError(f"no heading {title!r} in README.md or docs/")
+
+
+def github_slugs(text):
+    """The anchors GitHub gives a page's headings: lower case, punctuation other than hyphens
+    and spaces dropped, spaces to hyphens, and -1, -2 … after a repeated one."""
+    slugs, seen = set(), {}
+    for _, _, title in _headings(text):
+        title = re.sub(r"`|\*\*|\[([^\]]*)\]\([^)]*\)", r"\1", title)  # markup, not words
+        base = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        slugs.add(base if n == 0 else f"{base}-{n}")
+    return slugs
+
+
+def _links(text):
+    """Markdown link targets outside code blocks and inline code."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    return re.findall(r"\]\(([^)\s]+)\)", text)
+
+
+def _anchors(file):
+    return github_slugs(file.read_text(encoding="utf-8"))  # utf-8 on Windows too
+
+
+@pytest.mark.parametrize("page", [*sorted(PAGES), "CONTRIBUTING.md"])
+def test_every_relative_link_and_anchor_in_the_docs_resolves(page):
+    broken = []
+    for target in _links((ROOT / page).read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", target):  # https:, mailto: — not ours to check
+            continue
+        path, _, anchor = target.partition("#")
+        file = (ROOT / page).parent / path if path else ROOT / page
+        if not file.resolve().exists():
+            broken.append(f"{target} (no file {path})")
+        elif anchor and file.suffix == ".md" and anchor not in _anchors(file):
+            broken.append(f"{target} (no heading with anchor #{anchor})")
+    assert not broken, f"{page}: " + "; ".join(broken)
+
+
+def test_the_link_check_itself_sees_a_broken_anchor_and_a_repeated_heading():
+    slugs = github_slugs("# Long calls: progress, tasks and the `handoff`\n## Notes\n## Notes\n")
+    assert slugs == {"long-calls-progress-tasks-and-the-handoff", "notes", "notes-1"}
+    assert _links("[a](x.md#y) `[b](z.md)` [c](https://e.com)") == ["x.md#y", "https://e.com"]
+
+
+def test_the_readme_is_a_front_door_that_links_every_reference_page():
+    assert len(README.splitlines()) <= 300
+    pages = {name for name in PAGES if name.startswith("docs/")}
+    assert pages and all(f"]({name})" in README for name in pages), "a docs page the README misses"
+
+
+def test_the_module_docstring_maps_its_sections_in_the_order_of_their_banners():
+    source = (ROOT / "openai_responses_mcp.py").read_text(encoding="utf-8").splitlines()
+    rule = [line.startswith("# ====") for line in source] + [False, False]
+    banners = [source[i + 1][2:] for i in range(len(source) - 2) if rule[i] and rule[i + 2]]
+    mapped = re.findall(r"^\d\. (\S+(?: \S+)?)   ", orm.__doc__, flags=re.M)
+    assert len(mapped) == len(banners), (mapped, banners)
+    for name, banner in zip(mapped, banners, strict=True):
+        assert name.strip().lower() in banner.lower(), (name, banner)

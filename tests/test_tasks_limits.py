@@ -1,7 +1,7 @@
 """Tasks nobody collects stay bounded (issue 18): the table's server-wide limits, a reply held
 once, ending a session dropping its tasks, and requests that wait for a task without a thread
 each. The spawned server is measured from /proc/<pid>/status (resident memory, threads) against
-the bounds the README documents, with room to spare so that a loaded machine cannot flake
+the bounds docs/long-calls.md documents, with room to spare so that a loaded machine cannot flake
 them; the full-size reproductions run in bench/soak.py."""
 
 from __future__ import annotations
@@ -213,8 +213,9 @@ def test_deadlines_run_on_one_thread_in_time_order_and_a_cancelled_one_never_run
 
 
 def test_calls_waiting_for_their_handoff_point_cost_no_thread_each(tmp_path):
-    """README (Waiting requests): a call's handoff point is an entry on the one deadlines
-    thread, not a timer thread per call; N held calls cost their N workers and nothing more."""
+    """docs/long-calls.md (Waiting requests): a call's handoff point is an entry on the one
+    deadlines thread, not a timer thread per call; N held calls cost their N workers and nothing
+    more."""
     env = {"XDG_CONFIG_HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path)}
     config = mcp.load_config({}, {**env, "ANSWER_CACHE_TTL_S": "0", "MCP_HANDOFF_AFTER_S": "600"})
     release, started = threading.Event(), threading.Semaphore(0)
@@ -278,7 +279,7 @@ def test_150_sessions_leaving_16_tasks_each_stay_within_the_memory_bound(spawn, 
     """The review's script: many sessions each start 16 tasks answered from the cache and
     never collect them. Before: every task held its reply twice until its TTL (+67 MB here
     for 20 KB answers). Now: at most max_reply_bytes of replies (4 MiB here) plus about 8 KB
-    a task (README: Server-wide bounds), and a clear 429 at the limit.
+    a task (docs/long-calls.md: Server-wide bounds), and a clear 429 at the limit.
 
     Robust on a loaded machine: the baseline is taken once the first task has ended (the SDK's
     lazy imports and its first response's parsing are in it, not in the growth); the session's
