@@ -4033,6 +4033,14 @@ class AnswerEngine:
             self.cache.put(key, answer, meta.get("response_id"))
         return answer, meta
 
+    def wait_for_flights(self, timeout: float) -> None:
+        """Waits (up to timeout) for the requests in flight to end: a cancelled call's
+        request ends on its own thread, which writes its ledger row a moment after the call
+        has given up on it; a process about to leave waits for that row."""
+        deadline = time.monotonic() + timeout
+        while self.flights.in_flight() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
     def _record(self, call: Call, row: UsageRow, reservation: str | None) -> None:
         """The call's ledger row, unless its call was handed over to another instance."""
         if call.record_here():
@@ -4248,10 +4256,15 @@ class AnswerEngine:
         """Waits (up to timeout) for server-side cancels being sent: for a process about to
         leave with os._exit(), which does not wait for threads."""
         deadline = time.monotonic() + timeout
-        with self._client_lock:
-            threads = list(self._cancels)
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        while time.monotonic() < deadline:  # a cancel started meanwhile is waited for too
+            with self._client_lock:
+                threads = list(self._cancels)  # each leaves the set when it has sent its cancel
+            if not threads:
+                return
+            try:
+                threads[0].join(max(0.0, deadline - time.monotonic()))
+            except RuntimeError:  # in the set, not started yet (cancel_background)
+                time.sleep(0.01)
 
     def _send_cancel(self, run: BackgroundRun, held: Call | None) -> None:
         try:
@@ -6494,10 +6507,11 @@ class Session:
     def stop_tasks(self) -> None:
         """Its client can collect no task or handoff any more (stdio: end of input): none is
         made from now on, and those it has are dropped (cancelled upstream if working); its
-        calls answering inline go on."""
+        calls answering inline go on. The actions stay for close() to run again (dropping is
+        idempotent): a stop signal may interrupt this one."""
         with self._lock:
             self.tasks_closed = True
-            actions, self._closing = self._closing, []
+            actions = list(self._closing)
         for action in actions:
             action(self)
 
@@ -7895,13 +7909,15 @@ class TaskTable:
 
     def drop_client(self, client_key) -> int:
         """Forgets a client's tasks (its session has ended), cancelling those still working;
-        how many there were."""
+        how many there were. Cancelled before they are forgotten: a stop signal that cuts
+        this short leaves the rest here for the next drop (Session.stop_tasks, then close)."""
         with self._lock:
             mine = list(self._clients.get(client_key, {}).values())
-            for task in mine:
-                self._remove(task)
         for task in mine:
             task.cancel()
+        with self._lock:
+            for task in mine:
+                self._remove(task)
         return len(mine)
 
     def sweep(self) -> None:
@@ -8470,6 +8486,8 @@ def leave(engine) -> NoReturn:
     time, past the second the README promises after a stop signal, and past the 2 s an SDK
     client waits after closing stdin before it sends SIGTERM."""
     engine.wait_for_cancels()  # os._exit() would drop server-side cancels
+    if hasattr(engine, "wait_for_flights"):  # ... and the rows of requests still ending
+        engine.wait_for_flights(NAMING_WAIT_S + 1)
     if hasattr(engine, "close"):
         engine.close()  # ... and the ledger rows still queued
     os._exit(0)
