@@ -993,6 +993,48 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("server", "http", "drain_s"): Setting(
         30, "int", low=0, high=3600, doc="then in-flight calls get this long to finish"
     ),
+    ("server", "public_url"): Setting(
+        None,
+        "str",
+        doc="the URL clients reach this server by, without /mcp (behind a proxy: its URL); "
+        "default: http://HOST:PORT of --http. OAuth's resource is <public_url>/mcp",
+    ),
+    # -- OAuth 2.1 resource server (--http) --------------------------------------------------------
+    ("server", "auth", "issuer"): Setting(
+        None,
+        "str",
+        doc="OAuth authorization server (issuer URL) whose JWT access tokens --http accepts; "
+        "turns OAuth on (needs the [oauth] extra)",
+    ),
+    ("server", "auth", "audience"): Setting(
+        None,
+        "str",
+        doc="the audience tokens must carry; default: the resource URL <public_url>/mcp "
+        "(with or without a trailing slash)",
+    ),
+    ("server", "auth", "scopes"): Setting(
+        [], "strings", doc="scopes every token must carry (missing: 403 insufficient_scope)"
+    ),
+    ("server", "auth", "user_claim"): Setting(
+        "sub", "str", doc="the token claim that names the user"
+    ),
+    ("server", "auth", "introspection_url"): Setting(
+        None,
+        "str",
+        doc="RFC 7662 introspection endpoint for opaque (non-JWT) access tokens; off if unset",
+    ),
+    ("server", "auth", "client_id"): Setting(
+        None,
+        "str",
+        env="MCP_AUTH_CLIENT_ID",
+        doc="this server's client id at the issuer, for introspection",
+    ),
+    ("server", "auth", "client_secret"): Setting(
+        None,
+        "str",
+        env="MCP_AUTH_CLIENT_SECRET",
+        doc="its client secret (better in the environment; never printed or logged)",
+    ),
     # -- Tasks (MCP tasks, both shapes) and handoffs ------------------------------------------
     ("server", "tasks", "immediate_ms"): Setting(
         2000,
@@ -1172,6 +1214,8 @@ class Config:
             values["server"]["http"]["token"] = "***"
         if values["server"]["tasks"]["secret"]:
             values["server"]["tasks"]["secret"] = "***"
+        if values["server"]["auth"]["client_secret"]:
+            values["server"]["auth"]["client_secret"] = "***"
         if values["state"]["url"]:
             values["state"]["url"] = redact_url(values["state"]["url"])
         key_env = self.get("openai", "api_key_env")
@@ -1379,7 +1423,7 @@ def _validate(values: dict, sources: dict) -> None:
             setting.check(value)
         except ValueError:
             where = sources.get(path, "default")
-            secret = path[-1] in ("token", "secret")
+            secret = path[-1] in ("token", "secret", "client_secret")
             shown = '"***"' if secret else json.dumps(value, ensure_ascii=False)
             if path == ("state", "url") and isinstance(value, str):
                 shown = json.dumps(redact_url(value), ensure_ascii=False)
@@ -1398,6 +1442,66 @@ def _validate(values: dict, sources: dict) -> None:
     _check_budget_has_ledger(values, sources)
     _check_user_location(values["search"]["user_location"], sources)
     _check_tasks(values, sources)
+    _check_auth(values, sources)
+
+
+OAUTH_EXTRA = "pip install 'openai-responses-mcp[oauth]'"
+
+
+def _check_url(key: str, url: str, where: str, loopback_http: bool = False) -> None:
+    """An http(s) URL with a host and no query or fragment (https only, unless
+    `loopback_http` lets http through for 127.0.0.1, ::1 and localhost)."""
+    _check_base_url(url, where, key, "https://login.example.com/realms/team")
+    scheme, _, rest = url.partition("://")
+    host = _host_name(rest.split("/", 1)[0].rpartition("@")[2])
+    if "?" in url or "#" in url:
+        raise ConfigError(
+            f"{key} = {json.dumps(url)} (from {where}) must have no query (?) or fragment (#)"
+        )
+    if loopback_http and scheme.lower() == "http" and host not in LOOPBACK_NAMES:
+        raise ConfigError(
+            f"{key} = {json.dumps(url)} (from {where}) must be https:// (OAuth sends tokens "
+            "only over TLS; http:// is accepted for 127.0.0.1 and localhost alone)"
+        )
+
+
+def _check_auth(values: dict, sources: dict) -> None:
+    """server.auth.* and server.public_url: URLs that are URLs, scopes without spaces, and the
+    [oauth] extra installed (found, not imported) when OAuth is on."""
+    public = values["server"]["public_url"]
+    if public is not None:
+        _check_url("server.public_url", public, sources.get(("server", "public_url"), "default"))
+        values["server"]["public_url"] = public.rstrip("/")
+    auth = values["server"]["auth"]
+    for scope in auth["scopes"]:
+        if any(char.isspace() or char in '"\\' for char in scope):
+            where = sources.get(("server", "auth", "scopes"), "default")
+            raise ConfigError(
+                f"server.auth.scopes (from {where}): {json.dumps(scope)} is not a scope (no "
+                "spaces, quotes or backslashes)"
+            )
+    issuer = auth["issuer"]
+    if issuer is None:
+        return
+    where = sources.get(("server", "auth", "issuer"), "default")
+    _check_url("server.auth.issuer", issuer, where, loopback_http=True)
+    introspection = auth["introspection_url"]
+    if introspection is not None:
+        key = ("server", "auth", "introspection_url")
+        _check_url(".".join(key), introspection, sources.get(key, "default"), loopback_http=True)
+        if not (auth["client_id"] and auth["client_secret"]):
+            raise ConfigError(
+                f"server.auth.introspection_url (from {sources.get(key, 'default')}) needs "
+                "this server's client credentials at the issuer: set MCP_AUTH_CLIENT_ID and "
+                "MCP_AUTH_CLIENT_SECRET (server.auth.client_id, server.auth.client_secret)"
+            )
+    import importlib.util
+
+    if importlib.util.find_spec("jwt") is None or importlib.util.find_spec("cryptography") is None:
+        raise ConfigError(
+            f"server.auth.issuer (from {where}) needs PyJWT and cryptography, which are not "
+            f"installed: {OAUTH_EXTRA}"
+        )
 
 
 def _check_tasks(values: dict, sources: dict) -> None:
@@ -1494,7 +1598,9 @@ def _check_user_location(location: dict, sources: dict) -> None:
         _check_timezone(location["timezone"], where, "search.user_location.timezone")
 
 
-def _check_base_url(url: str, where: str) -> None:
+def _check_base_url(
+    url: str, where: str, key: str = "openai.base_url", like: str = "https://api.openai.com/v1"
+) -> None:
     """An http(s) URL with a host (and a numeric port if any), checked without urllib.parse,
     which would cost start-up the import of `re` and `ipaddress`."""
     scheme, sep, rest = url.partition("://")
@@ -1511,39 +1617,164 @@ def _check_base_url(url: str, where: str) -> None:
     )
     if not ok:
         raise ConfigError(
-            f"openai.base_url = {json.dumps(url, ensure_ascii=False)} (from {where}) must be "
-            "an http:// or https:// URL with a host, like https://api.openai.com/v1"
+            f"{key} = {json.dumps(url, ensure_ascii=False)} (from {where}) must be "
+            f"an http:// or https:// URL with a host, like {like}"
         )
 
 
 POSTGRES_EXTRA = 'pip install "openai-responses-mcp[postgres]"'
 
 
+_PG_SCHEMES = ("postgresql://", "postgres://")
+_PG_SECRETS = ("password", "sslpassword")  # libpq's parameters that hold a secret
+
+
+def pg_params(url: str) -> dict | None:
+    """A PostgreSQL URL's parameters as libpq reads them (psycopg's conninfo_to_dict, or our
+    reading of the same rules without psycopg), or None when libpq would not take it: it
+    cannot be parsed, or it parses into something no one meant, a raw "@" in the database or
+    host (a password with a raw "/" ends the host early: "u:ab/cd@h" is host "u", port "ab")."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        params = _pg_url_params(url)
+    else:
+        try:
+            params = {name: str(value) for name, value in conninfo_to_dict(url).items()}
+        except Exception:  # noqa: BLE001 - psycopg.ProgrammingError, and whatever else
+            params = None
+    if params is None or "@" in params.get("host", "") + params.get("dbname", ""):
+        return None
+    if not all(port.isascii() and port.isdigit() for port in _pg_ports(params)):
+        return None
+    return params
+
+
+def _pg_ports(params: dict) -> list:
+    return [port for port in params.get("port", "").split(",") if port]
+
+
+def _pg_url_params(url: str) -> dict | None:
+    """libpq's URI rules (postgresql://[user[:password]@][host[:port],...][/dbname][?k=v&...]),
+    for when psycopg is not installed: the user part ends at the first "@" before any "/"."""
+    from urllib.parse import unquote
+
+    def decoded(text: str) -> str:
+        if re.search(r"%(?![0-9A-Fa-f]{2})", text):
+            raise ValueError("bad percent-escape")
+        return unquote(text, errors="strict")
+
+    if not url.startswith(_PG_SCHEMES):
+        return None
+    rest = url.partition("://")[2]
+    try:
+        rest, _, query = rest.partition("?")
+        authority, slash, dbname = rest.partition("/")
+        userinfo, at, hosts = authority.rpartition("@")
+        if not at:
+            userinfo, hosts = "", authority
+        params = {}
+        if userinfo:
+            user, colon, password = userinfo.partition(":")
+            params["user"] = decoded(user)
+            if colon:
+                params["password"] = decoded(password)
+        host_list, port_list = [], []
+        for item in hosts.split(",") if hosts else []:
+            if item.startswith("["):
+                host, close, port = item[1:].partition("]")
+                if not close or (port and not port.startswith(":")):
+                    return None
+                port = port[1:]
+            else:
+                host, _, port = item.partition(":")
+            host_list.append(decoded(host))
+            port_list.append(decoded(port))
+        if any(host_list):
+            params["host"] = ",".join(host_list)
+        if any(port_list):
+            params["port"] = ",".join(port_list)
+        if slash and dbname:
+            params["dbname"] = decoded(dbname)
+        for pair in query.split("&") if query else []:
+            name, equals, value = pair.partition("=")
+            if not equals:
+                return None
+            params[decoded(name)] = decoded(value)
+    except ValueError:  # UnicodeDecodeError included
+        return None
+    return params
+
+
 def redact_url(url: str) -> str:
-    """A database URL without its password (user@host kept), for every output."""
+    """A URL without its secrets, for every output. A PostgreSQL URL is shown as libpq reads
+    it (user, host, port, database and parameters kept, password and sslpassword masked),
+    or as just its scheme when libpq would not take it; any other URL (a proxy's) without
+    what comes before an "@"."""
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url
-    authority, slash, tail = rest.partition("/")
-    userinfo, at, hostport = authority.rpartition("@")
-    if at and ":" in userinfo:
-        authority = f"{userinfo.split(':', 1)[0]}:***@{hostport}"
-    # A password can also ride in the query string (?password=...), with or without a path.
-    return re.sub(r"(?i)([?&]password=)[^&]*", r"\1***", f"{scheme}{sep}{authority}{slash}{tail}")
+    if not url.startswith(_PG_SCHEMES):
+        if "@" not in rest.partition("?")[0]:
+            return url
+        return f"{scheme}://***@{rest.partition('?')[0].rpartition('@')[2]}"
+    params = pg_params(url)
+    if params is None:
+        return f"{scheme}://***"
+    return _pg_url_shown(scheme, params)
+
+
+def _pg_url_shown(scheme: str, params: dict) -> str:
+    from urllib.parse import quote
+
+    params = dict(params)
+    user = quote(params.pop("user", ""), safe="")
+    userinfo = (f"{user}:***@" if params.pop("password", None) is not None else f"{user}@") * bool(
+        user or "password" in params
+    )
+    hosts = params.get("host", "").split(",") if params.get("host") else []
+    ports = params.get("port", "").split(",") if params.get("port") else []
+    netloc = ""
+    if hosts and not any(h.startswith("/") for h in hosts) and len(ports) in (0, len(hosts)):
+        params.pop("host"), params.pop("port", None)
+        ports = ports or [""] * len(hosts)
+        netloc = ",".join(
+            (f"[{h}]" if ":" in h else quote(h, safe="")) + (f":{p}" if p else "")
+            for h, p in zip(hosts, ports, strict=True)
+        )
+    dbname = params.pop("dbname", None)
+    path = f"/{quote(dbname, safe='')}" if dbname else ""
+    query = "&".join(
+        f"{quote(k, safe='')}={'***' if k in _PG_SECRETS else quote(v, safe='/,:')}"
+        for k, v in sorted(params.items())
+    )
+    return f"{scheme}://{userinfo}{netloc}{path}{'?' + query if query else ''}"
+
+
+def url_has_secret(url: str) -> bool:
+    """Whether a value shown in full would show a secret (an unreadable PostgreSQL URL counts)."""
+    if url.startswith(_PG_SCHEMES):
+        params = pg_params(url)
+        return params is None or any(name in params for name in _PG_SECRETS)
+    return redact_url(url) != url
 
 
 def url_secrets(url: str) -> tuple:
-    """Every form of a database URL's password, to hide wherever it appears: in the user part
-    or a ?password= parameter, as written (percent-encoded) and decoded; longest first, so a
-    password that holds another is hidden whole. The driver's errors quote the URL as written."""
-    from urllib.parse import unquote, unquote_plus
+    """Every form of a database URL's secrets (password, sslpassword), to hide wherever they
+    appear: as libpq read them, and as written (percent-encoded, "+" for a space or not);
+    longest first, so a secret that holds another is hidden whole. The driver's errors quote
+    the URL as written."""
+    from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
-    authority = url.partition("://")[2].partition("/")[0].partition("?")[0]
-    userinfo = authority.rpartition("@")[0]
+    params = pg_params(url) or {}
+    found = [params[name] for name in _PG_SECRETS if params.get(name)]
+    # As written too: a password in the user part that a ?password= overrides, say.
+    userinfo = url.partition("://")[2].partition("/")[0].rpartition("@")[0]
     written = [userinfo.partition(":")[2]] if ":" in userinfo else []
-    written += re.findall(r"(?i)[?&]password=([^&]*)", url)
-    forms = {form for raw in written for form in (raw, unquote(raw), unquote_plus(raw)) if form}
-    return tuple(sorted(forms, key=len, reverse=True))
+    written += re.findall(r"(?i)[?&](?:ssl)?password=([^&]*)", url)
+    forms = {form for raw in found for form in (raw, quote(raw, safe=""), quote_plus(raw))}
+    forms |= {form for raw in written for form in (raw, unquote(raw), unquote_plus(raw))}
+    return tuple(sorted((form for form in forms if form), key=len, reverse=True))
 
 
 def _check_state_url(values: dict, sources: dict) -> None:
@@ -1552,7 +1783,7 @@ def _check_state_url(values: dict, sources: dict) -> None:
     if url is None:
         return
     where = sources.get(("state", "url"), "default")
-    if not url.startswith(("postgresql://", "postgres://")):
+    if not url.startswith(_PG_SCHEMES):
         raise ConfigError(
             f"state.url = {json.dumps(redact_url(url))} (from {where}) must be a PostgreSQL URL "
             "like postgresql://user@host/db"
@@ -1563,6 +1794,12 @@ def _check_state_url(values: dict, sources: dict) -> None:
         raise ConfigError(
             f"state.url (from {where}) needs the PostgreSQL driver, which is not installed: "
             f"{POSTGRES_EXTRA}"
+        )
+    if pg_params(url) is None:  # the driver's own message would quote the password
+        raise ConfigError(
+            f"state.url = {json.dumps(redact_url(url))} (from {where}) cannot be read as a "
+            "PostgreSQL URL: percent-encode the characters / ? @ # % : [ ] in the user and "
+            "password (like %2F for /), and give the port as a number"
         )
 
 
@@ -1806,6 +2043,17 @@ server:
     sse_stall_s: 30        # a full /sse stream unread this long is closed, its session ended
     lameduck_s: 5          # after SIGTERM (not Ctrl-C): /healthz says 503 this long
     drain_s: 30            # then calls in flight get this long to finish
+  public_url: null         # the URL clients use, without /mcp (behind a proxy: its URL); default
+                           #   http://HOST:PORT of --http. OAuth's resource is <public_url>/mcp
+  auth:                    # OAuth 2.1 sign-in on --http (docs/teams.md, "Team sign-in")
+    issuer: null           # the identity provider's issuer URL; set = on (pip install
+                           #   'openai-responses-mcp[oauth]')
+    audience: null         # the token audience accepted; default <public_url>/mcp
+    scopes: []             # scopes every token must carry (else 403 insufficient_scope)
+    user_claim: sub        # the claim that names the user (Entra ID: oid; Okta: uid)
+    introspection_url: null  # RFC 7662 endpoint, for opaque (non-JWT) access tokens
+    client_id: null        # for introspection; better: MCP_AUTH_CLIENT_ID
+    client_secret: null    # better: MCP_AUTH_CLIENT_SECRET (never printed or logged)
   tasks:                   # MCP tasks (2025-11-25 and the 2026 extension) and handoffs
     immediate_ms: 2000     # a call done within this answers inline, not as a task
     ttl_ms: 3600000        # a task or handoff can be collected this long (>= request.timeout_ms)
@@ -3966,7 +4214,8 @@ class AnswerEngine:
             )
         except StateUnavailable as exc:
             raise ToolError(
-                f"budget cannot be checked: {self.state.label} is unavailable ({exc.reason}): "
+                # Never the store's address: the client may be anyone; the log names it.
+                f"budget cannot be checked: {self.state.kind} is unavailable ({exc.public}): "
                 f"calls that would spend are refused while budget.{periods[0][0]}_usd is set; "
                 "fix it, or unset the budget"
             ) from None
@@ -4445,19 +4694,37 @@ class AnswerEngine:
 # The answer path never waits on the store for long: ledger rows and cache entries go to one
 # writer thread through a bounded queue (rows it cannot write yet wait in memory and are
 # written when the store is back, so an outage loses no spend); a cache read gives up after
-# a fraction of a second; after a failure a connection rests a few seconds. The one wait a
-# call may make is its budget: with a budget set, a call reserves its expected cost in one
-# transaction before it starts (a lock in the database, so it holds across processes and
-# hosts), and settles at its real cost when it ends; when the store cannot be reached, calls
-# that would spend are refused. sqlite3 (psycopg for state.url) is imported on first use.
+# a fraction of a second; after a failure a connection rests a few seconds; every wait on
+# PostgreSQL also has a bound of our own (see _Watchdog), as a silent link never times out
+# on the server's side. The one wait a call may make is its budget: with a budget set, a
+# call reserves its expected cost in one transaction before it starts (a lock in the
+# database, so it holds across processes and hosts), and settles at its real cost when it
+# ends; when the store cannot be reached, calls that would spend are refused. sqlite3
+# (psycopg for state.url) is imported on first use.
 
-STATE_SCHEMA_VERSION = 2  # 1: usage, spend_by_day and answers, without a version table
+# The schema's version; every change to a table or a column raises it, with one step in
+# _MIGRATIONS. 1: usage, spend_by_day and answers, without a version table (SQLite only).
+# 2: usage_daily, reservations and schema_version (a later commit added writers, without a
+# new version: a version 2 store may lack it). 3: writers; usage.writer_schema.
+STATE_SCHEMA_VERSION = 3
 ANSWER_FORMAT = 2  # the shape of a cached body; a row of another shape is a miss, and dropped
 _BUSY_TIMEOUT_S = 2.0  # how long a write (or a budget check) waits for another's lock
 _CACHE_READ_S = 0.25  # a cache read that takes longer is a miss
 _BUDGET_WAIT_S = 10.0  # how long a budget check waits for this process's other checks
 _BACKOFF_S = 3.0  # after a failure, a connection is not tried again for this long
 _CONNECT_TIMEOUT_S = 2  # PostgreSQL: how long a connection may take (libpq's least is 2)
+# PostgreSQL bounds of our own: a transaction that has not come back within twice its statement
+# timeout plus this grace is abandoned (see _Watchdog); a session of ours left idle inside a
+# transaction (its instance cut off mid-check) is ended by the server after
+# _IDLE_IN_TRANSACTION_S, which frees the budget's lock for every other instance.
+_WATCHDOG_GRACE_S = 1.0
+_IDLE_IN_TRANSACTION_S = 5
+_KEEPALIVE = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
 _WARN_EVERY_S = 60.0
 _MAX_PENDING_ROWS = 10_000  # ledger rows kept in memory while the store cannot be written
 _MAX_PENDING_CACHE = 200  # cache entries waiting to be written; older ones are dropped
@@ -4483,6 +4750,7 @@ _USAGE_COLUMNS = (
     "cache_hit",
     "elapsed_ms",
     "outcome",
+    "writer_schema",  # the schema version of the server that wrote the row (NULL: before 3)
 )
 _DAILY_SUMS = (
     "calls",
@@ -4496,36 +4764,76 @@ _DAILY_SUMS = (
 )
 
 
-def _schema(postgres: bool) -> list[str]:
-    """The tables, for either database (CREATE ... IF NOT EXISTS: a no-op where they are)."""
-    ident = "BIGSERIAL PRIMARY KEY" if postgres else "INTEGER PRIMARY KEY"
+def _tables(postgres: bool) -> dict:
+    """Every table, with its columns as (name, type) in this version's schema; a column named
+    "" is a table constraint."""
     real = "DOUBLE PRECISION" if postgres else "REAL"
     count = "BIGINT NOT NULL DEFAULT 0" if postgres else "INTEGER NOT NULL DEFAULT 0"
-    counts = ", ".join(f"{name} {count}" for name in _DAILY_SUMS if name != "usd")
-    tokens = ", ".join(
-        f"{name} {count}"
-        for name in ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
-    )
-    return [
-        f"CREATE TABLE IF NOT EXISTS usage (id {ident}, at {real} NOT NULL, day TEXT NOT NULL, "
-        f"tool TEXT NOT NULL, model TEXT NOT NULL, {tokens}, web_searches {count}, usd {real}, "
-        f"cache_hit {count}, elapsed_ms {count}, outcome TEXT NOT NULL)",
-        "CREATE INDEX IF NOT EXISTS usage_by_day ON usage (day)",
-        "CREATE INDEX IF NOT EXISTS usage_by_tool ON usage (tool, outcome, id)",
-        f"CREATE TABLE IF NOT EXISTS spend_by_day (day TEXT PRIMARY KEY, usd {real} NOT NULL)",
-        f"CREATE TABLE IF NOT EXISTS usage_daily (day TEXT NOT NULL, tool TEXT NOT NULL, "
-        f"model TEXT NOT NULL, usd {real} NOT NULL DEFAULT 0, {counts}, "
-        "PRIMARY KEY (day, tool, model))",
-        f"CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, stored_at {real} NOT NULL, "
-        "body TEXT NOT NULL)",
-        "CREATE INDEX IF NOT EXISTS answers_by_age ON answers (stored_at)",
-        f"CREATE TABLE IF NOT EXISTS reservations (id TEXT PRIMARY KEY, at {real} NOT NULL, "
-        f"expires_at {real} NOT NULL, usd {real} NOT NULL)",
+    tokens = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
+    return {
+        "usage": [
+            ("id", "BIGSERIAL PRIMARY KEY" if postgres else "INTEGER PRIMARY KEY"),
+            ("at", f"{real} NOT NULL"),
+            ("day", "TEXT NOT NULL"),
+            ("tool", "TEXT NOT NULL"),
+            ("model", "TEXT NOT NULL"),
+            *((name, count) for name in tokens),
+            ("web_searches", count),
+            ("usd", real),
+            ("cache_hit", count),
+            ("elapsed_ms", count),
+            ("outcome", "TEXT NOT NULL"),
+            ("writer_schema", "INTEGER"),
+        ],
+        "spend_by_day": [("day", "TEXT PRIMARY KEY"), ("usd", f"{real} NOT NULL")],
+        "usage_daily": [
+            ("day", "TEXT NOT NULL"),
+            ("tool", "TEXT NOT NULL"),
+            ("model", "TEXT NOT NULL"),
+            ("usd", f"{real} NOT NULL DEFAULT 0"),
+            *((name, count) for name in _DAILY_SUMS if name != "usd"),
+            ("", "PRIMARY KEY (day, tool, model)"),
+        ],
+        "answers": [
+            ("key", "TEXT PRIMARY KEY"),
+            ("stored_at", f"{real} NOT NULL"),
+            ("body", "TEXT NOT NULL"),
+        ],
+        "reservations": [
+            ("id", "TEXT PRIMARY KEY"),
+            ("at", f"{real} NOT NULL"),
+            ("expires_at", f"{real} NOT NULL"),
+            ("usd", f"{real} NOT NULL"),
+        ],
         # Each process's writer's mark: the last ledger row it has written (see StateWriter).
-        f"CREATE TABLE IF NOT EXISTS writers (id TEXT PRIMARY KEY, seq {count}, "
-        f"at {real} NOT NULL)",
-        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
-    ]
+        "writers": [("id", "TEXT PRIMARY KEY"), ("seq", count), ("at", f"{real} NOT NULL")],
+        "schema_version": [("version", "INTEGER NOT NULL")],
+    }
+
+
+_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS usage_by_day ON usage (day)",
+    "CREATE INDEX IF NOT EXISTS usage_by_tool ON usage (tool, outcome, id)",
+    "CREATE INDEX IF NOT EXISTS answers_by_age ON answers (stored_at)",
+)
+
+
+def _schema(postgres: bool) -> list[str]:
+    """The tables, for either database (CREATE ... IF NOT EXISTS: a no-op where they are)."""
+    statements = []
+    for table, columns in _tables(postgres).items():
+        listed = ", ".join(f"{name} {kind}".strip() for name, kind in columns)
+        statements.append(f"CREATE TABLE IF NOT EXISTS {table} ({listed})")
+    return [*statements, *_INDEXES]
+
+
+def _added_column(kind: str) -> str:
+    """A column's type as ALTER TABLE ... ADD COLUMN takes it: a NOT NULL one needs a default
+    for the rows already there."""
+    kind = kind.replace(" PRIMARY KEY", "")
+    if "NOT NULL" in kind and "DEFAULT" not in kind:
+        kind += " DEFAULT ''" if kind.startswith("TEXT") else " DEFAULT 0"
+    return kind
 
 
 # Version 1 files had raw rows only: their per-day totals are summed once, on upgrade.
@@ -4536,6 +4844,41 @@ _BACKFILL_DAILY = (
     "SUM(input_tokens), SUM(cached_input_tokens), SUM(output_tokens), SUM(web_searches), "
     "SUM(CASE WHEN usd IS NULL THEN 1 ELSE 0 END) FROM usage GROUP BY day, tool, model"
 )
+# A version 1 server still running on an upgraded file writes usage and spend_by_day, never
+# the per-day totals reports read: its rows (no writer_schema) are folded into them here.
+_FOLD_OLD_ROWS = (
+    "CREATE TRIGGER IF NOT EXISTS usage_from_version_1 AFTER INSERT ON usage "
+    "WHEN NEW.writer_schema IS NULL BEGIN "
+    "INSERT INTO usage_daily (day, tool, model, usd, calls, cache_hits, input_tokens, "
+    "cached_input_tokens, output_tokens, web_searches, unpriced) VALUES (NEW.day, NEW.tool, "
+    "NEW.model, COALESCE(NEW.usd, 0), 1, NEW.cache_hit, NEW.input_tokens, "
+    "NEW.cached_input_tokens, NEW.output_tokens, NEW.web_searches, NEW.usd IS NULL) "
+    "ON CONFLICT (day, tool, model) DO UPDATE SET usd = usage_daily.usd + excluded.usd, "
+    "calls = usage_daily.calls + 1, cache_hits = usage_daily.cache_hits + excluded.cache_hits, "
+    "input_tokens = usage_daily.input_tokens + excluded.input_tokens, "
+    "cached_input_tokens = usage_daily.cached_input_tokens + excluded.cached_input_tokens, "
+    "output_tokens = usage_daily.output_tokens + excluded.output_tokens, "
+    "web_searches = usage_daily.web_searches + excluded.web_searches, "
+    "unpriced = usage_daily.unpriced + excluded.unpriced; END"
+)
+
+
+def _from_version_1(backend, conn) -> None:
+    """1 -> 2: the per-day totals, from the raw rows; and (SQLite: version 1 knew no other)
+    the rows an old server may still add, folded in as they come."""
+    conn.execute(_BACKFILL_DAILY)
+    if not backend.postgres:
+        conn.execute(_FOLD_OLD_ROWS)
+
+
+def _from_version_2(backend, conn) -> None:
+    """2 -> 3: the writers table and usage.writer_schema, which the check of every table and
+    column has added; nothing to move."""
+
+
+# The steps, by the version each one reaches; each runs once, in order, after the tables
+# and columns this version expects have been made. A new schema version adds one step.
+_MIGRATIONS = {2: _from_version_1, 3: _from_version_2}
 
 
 def state_path(config: Config) -> str | None:
@@ -4566,11 +4909,93 @@ def cache_enabled(config: Config) -> bool:
 
 
 class StateUnavailable(Exception):
-    """The store could not be reached or used; `reason` says why, in a few words."""
+    """The store could not be reached or used; `reason` says why, in a few words (for the
+    server's log: it may name the store), `public` the same without the store's address (for
+    MCP clients)."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, public: str | None = None):
         super().__init__(reason)
         self.reason = reason
+        self.public = public or reason
+
+
+class _Watchdog:
+    """Abandons a PostgreSQL connection whose work has not come back by its deadline. The
+    server enforces statement_timeout and lock_timeout only on statements it received: on a
+    link gone silent (a partition, a frozen VM) the driver would wait for ever, holding the
+    channel, the budget checks queued behind it, and the process's exit. Shutting the socket
+    down wakes the waiting driver at once with an error. One thread, started on first use."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._armed: dict = {}  # id -> [deadline, connection, fired]
+        self._thread: threading.Thread | None = None
+
+    def guard(self, conn, seconds: float):
+        import contextlib
+
+        @contextlib.contextmanager
+        def guarded():
+            entry = [time.monotonic() + seconds, conn, False]
+            with self._cond:
+                self._armed[id(entry)] = entry
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._loop, name="state-watchdog", daemon=True
+                    )
+                    self._thread.start()
+                self._cond.notify()
+            try:
+                yield
+            except BaseException:
+                if entry[2]:
+                    raise _Abandoned(seconds) from None
+                raise
+            finally:
+                with self._cond:
+                    self._armed.pop(id(entry), None)
+            if entry[2]:  # fired as the work ended: the connection is gone all the same
+                raise _Abandoned(seconds)
+
+        return guarded()
+
+    def _loop(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                for entry in self._armed.values():
+                    if not entry[2] and entry[0] <= now:
+                        entry[2] = True
+                        _shut_down(entry[1])
+                waiting = [entry[0] for entry in self._armed.values() if not entry[2]]
+                self._cond.wait(max(0.0, min(waiting) - now) if waiting else None)
+
+
+class _Abandoned(Exception):
+    """The watchdog shut a connection down: it did not answer in time."""
+
+    def __init__(self, seconds: float):
+        super().__init__(f"no answer within {seconds:g} s")
+
+
+def _shut_down(conn) -> None:
+    """Ends a connection's link from any thread, without its lock: whoever waits on the socket
+    wakes to an error."""
+    import socket
+
+    try:
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+    except (OSError, ValueError, Exception):  # noqa: BLE001 - closed, or never opened
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
+_WATCHDOG = _Watchdog()
 
 
 class _SqliteBackend:
@@ -4624,6 +5049,30 @@ class _SqliteBackend:
     def set_timeout(self, conn, seconds: float) -> None:
         conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
 
+    def guard(self, conn, seconds: float):
+        """A local file: SQLite's busy timeout bounds every wait already."""
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def lost(self, conn) -> bool:
+        return False
+
+    def abandon(self, conn) -> None:
+        """Nothing to cut: a SQLite wait ends at its busy timeout."""
+
+    def public_reason(self, exc: BaseException, reason: str) -> str:
+        """SQLite's own messages name no file; an OSError's does."""
+        if isinstance(exc, OSError):
+            return exc.strerror or type(exc).__name__
+        return reason
+
+    def refused_value(self, exc: BaseException) -> bool:
+        """Whether the failure is the row's (a value SQLite cannot take), not the file's."""
+        import sqlite3
+
+        return not isinstance(exc, (sqlite3.OperationalError, OSError, MemoryError))
+
     def begin(self, conn, write: bool) -> None:
         conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
 
@@ -4636,6 +5085,15 @@ class _SqliteBackend:
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
         )
         return found.fetchone() is not None
+
+    def columns(self, conn, tables: list) -> dict:
+        """{table: {column, ...}} for those of `tables` that exist."""
+        found = {}
+        for table in tables:
+            names = {row[1] for row in conn.execute(f"PRAGMA table_info({table})").fetchall()}
+            if names:
+                found[table] = names
+        return found
 
     def sql(self, text: str) -> str:
         return text
@@ -4660,15 +5118,63 @@ class _PostgresBackend:
     def connect(self):
         import psycopg
 
-        return psycopg.connect(
+        conn = psycopg.connect(
             self.url,
             autocommit=True,  # transactions are explicit BEGIN ... COMMIT, as with SQLite
             connect_timeout=_CONNECT_TIMEOUT_S,
             application_name=SERVER_NAME,
+            **_KEEPALIVE,  # a dead peer is noticed by the kernel too, not just the watchdog
         )
+        try:
+            # The server's own bounds on our sessions: one left idle inside a transaction (its
+            # instance cut off mid-check) is ended, which frees the budget's lock; and no lock
+            # is waited for longer than a budget check may take.
+            with self.guard(conn, _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
+                conn.execute(
+                    f"SET idle_in_transaction_session_timeout = {_IDLE_IN_TRANSACTION_S * 1000}"
+                )
+                conn.execute(f"SET lock_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def set_timeout(self, conn, seconds: float) -> None:
         conn.execute(f"SET statement_timeout = {int(seconds * 1000)}")
+
+    def guard(self, conn, seconds: float):
+        """A bound on our side for what happens within it (see _Watchdog)."""
+        return _WATCHDOG.guard(conn, seconds)
+
+    def lost(self, conn) -> bool:
+        """Whether the connection broke (the server restarted, or the link went)."""
+        return bool(getattr(conn, "broken", False) or getattr(conn, "closed", False))
+
+    def abandon(self, conn) -> None:
+        _shut_down(conn)
+
+    def refused_value(self, exc: BaseException) -> bool:
+        """Whether the failure is the row's (a value the database or the driver refused), not
+        the connection's or the server's."""
+        import psycopg
+
+        refused = (psycopg.DataError, psycopg.IntegrityError, ValueError, TypeError)
+        return isinstance(exc, (*refused, OverflowError))
+
+    def public_reason(self, exc: BaseException, reason: str) -> str:
+        """The failure without the database's address (psycopg's messages quote the host,
+        port, user and database): its kind only."""
+        if isinstance(exc, (_Abandoned, StateUnavailable)):
+            return reason if isinstance(exc, _Abandoned) else exc.public
+        import psycopg
+
+        if isinstance(exc, psycopg.errors.QueryCanceled):
+            return "timed out"
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
+            return "lock not available in time"
+        if isinstance(exc, (psycopg.OperationalError, OSError)):
+            return "connection failed"
+        return f"database error {getattr(exc, 'sqlstate', None) or type(exc).__name__}"
 
     def begin(self, conn, write: bool) -> None:
         conn.execute("BEGIN")
@@ -4689,6 +5195,21 @@ class _PostgresBackend:
         )
         return found.fetchone() is not None
 
+    def columns(self, conn, tables: list) -> dict:
+        """{table: {column, ...}} for those of `tables` that exist (pg_catalog, read afresh:
+        see has_table)."""
+        rows = conn.execute(
+            "SELECT c.relname, a.attname FROM pg_catalog.pg_attribute a "
+            "JOIN pg_catalog.pg_class c ON a.attrelid = c.oid WHERE c.relkind = 'r' "
+            "AND pg_catalog.pg_table_is_visible(c.oid) AND a.attnum > 0 AND NOT a.attisdropped "
+            "AND c.relname = ANY(%s)",
+            (tables,),
+        ).fetchall()
+        found: dict = {}
+        for table, column in rows:
+            found.setdefault(table, set()).add(column)
+        return found
+
     def sql(self, text: str) -> str:
         return text.replace("?", "%s")
 
@@ -4703,38 +5224,63 @@ def state_backend(config: Config):
 
 
 def _ensure_schema(backend, conn) -> None:
-    """Creates or upgrades the tables, once, even when several instances start at once."""
-    if backend.has_table(conn, "schema_version"):
-        row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
-        if row[0] == STATE_SCHEMA_VERSION:
-            return
+    """Creates or upgrades the tables, once, even when several instances start at once: every
+    table and column this version expects is checked (and made where missing, whatever the
+    version says), then each migration step past the store's version runs."""
+    if _stored_version(backend, conn) == STATE_SCHEMA_VERSION and not _missing(backend, conn):
+        return
     backend.set_timeout(conn, _BUSY_TIMEOUT_S)  # another instance may be making them now
     backend.begin(conn, write=True)
     try:
         backend.take_turns(conn, _LOCK_SCHEMA)
-        version = None
-        if backend.has_table(conn, "schema_version"):
-            version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+        version = _stored_version(backend, conn)
         if version is not None and version > STATE_SCHEMA_VERSION:
             raise StateUnavailable(
                 f"it was made by a newer {SERVER_NAME} (schema {version}, this one reads "
                 f"{STATE_SCHEMA_VERSION})"
             )
-        if version != STATE_SCHEMA_VERSION:
-            had_usage = backend.has_table(conn, "usage")
-            for statement in _schema(backend.postgres):
-                conn.execute(statement)
-            if had_usage and version is None:
-                conn.execute(_BACKFILL_DAILY)
-            conn.execute("DELETE FROM schema_version")
-            conn.execute(
-                backend.sql("INSERT INTO schema_version (version) VALUES (?)"),
-                (STATE_SCHEMA_VERSION,),
-            )
+        if version is None and backend.has_table(conn, "usage"):
+            version = 1  # version 1 had no version table
+        for statement in _missing(backend, conn):
+            conn.execute(statement)
+        for step in range(STATE_SCHEMA_VERSION + 1):
+            if version is not None and step > version and step in _MIGRATIONS:
+                _MIGRATIONS[step](backend, conn)
+        conn.execute("DELETE FROM schema_version")
+        conn.execute(
+            backend.sql("INSERT INTO schema_version (version) VALUES (?)"),
+            (STATE_SCHEMA_VERSION,),
+        )
         conn.execute("COMMIT")
     except BaseException:
         _rollback(conn)
         raise
+
+
+def _stored_version(backend, conn) -> int | None:
+    if not backend.has_table(conn, "schema_version"):
+        return None
+    return conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+
+
+def _missing(backend, conn) -> list:
+    """The statements that make what this version expects and the store lacks: whole tables
+    (with their indexes), and columns added to tables made by an earlier version."""
+    tables = _tables(backend.postgres)
+    found = backend.columns(conn, list(tables))
+    statements = []
+    for table, columns in tables.items():
+        if table not in found:
+            statements.append(next(s for s in _schema(backend.postgres) if f" {table} (" in s))
+            continue
+        statements += [
+            f"ALTER TABLE {table} ADD COLUMN {name} {_added_column(kind)}"
+            for name, kind in columns
+            if name and name not in found[table]
+        ]
+    if statements:
+        statements += _INDEXES
+    return statements
 
 
 def _rollback(conn) -> None:
@@ -4769,7 +5315,7 @@ class _Channel:
         self._lock = threading.Lock()
         self._timeout = None
         self._resting_until = 0.0
-        self._reason = ""
+        self._reason = self._public = ""
         self._opening = None  # (thread, box): a connection being opened aside, see _open_aside
 
     def run(
@@ -4791,26 +5337,43 @@ class _Channel:
             raise StateUnavailable("busy")
         try:
             if time.monotonic() < self._resting_until:
-                raise StateUnavailable(self._reason)
-            try:
-                if connect_wait is not None and self._conn is None:
-                    self._open_aside(connect_wait)
-                return self._transaction(work, write, timeout_s, turns)
-            except _StillOpening:
-                raise StateUnavailable("connecting") from None
-            except (StateUnavailable, *self._backend.errors()) as exc:
-                self._close()
-                self._reason = _state_reason(exc, self._backend.url, self._backend.secrets)
-                self._resting_until = time.monotonic() + _BACKOFF_S
-                self._on_failure(what, self._reason)
-                raise StateUnavailable(self._reason) from None
+                raise StateUnavailable(self._reason, self._public)
+            # A connection that broke while idle (the database restarted) fails its next use:
+            # that use is tried once more at once on a new connection, not after a rest.
+            for retry in (True, False):
+                try:
+                    if connect_wait is not None and self._conn is None:
+                        self._open_aside(connect_wait)
+                    return self._transaction(work, write, timeout_s, turns)
+                except _StillOpening:
+                    raise StateUnavailable("connecting") from None
+                except (StateUnavailable, _Abandoned, *self._backend.errors()) as exc:
+                    lost = not isinstance(exc, _Abandoned) and self._lost()
+                    self._close()
+                    if retry and lost:
+                        continue
+                    self._fail(what, exc)
         finally:
             self._lock.release()
+
+    def _lost(self) -> bool:
+        return self._conn is not None and self._backend.lost(self._conn)
+
+    def _fail(self, what: str, exc: BaseException):
+        """Rests the channel after a failure, warns, and raises StateUnavailable."""
+        backend = self._backend
+        self._reason = _state_reason(exc, backend.url, backend.secrets)
+        self._public = backend.public_reason(exc, self._reason)
+        self._resting_until = time.monotonic() + _BACKOFF_S
+        self._on_failure(what, self._reason)
+        raise StateUnavailable(self._reason, self._public) from None
 
     def _open(self):
         conn = self._backend.connect()
         try:
-            _ensure_schema(self._backend, conn)
+            # Making or checking the tables waits on the schema lock, bounded by its timeout.
+            with self._backend.guard(conn, 2 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
+                _ensure_schema(self._backend, conn)
         except BaseException:
             conn.close()
             raise
@@ -4847,18 +5410,22 @@ class _Channel:
         if self._conn is None:
             self._conn, self._timeout = self._open(), None
         conn = self._conn
-        if self._timeout != timeout_s:
-            backend.set_timeout(conn, timeout_s)
-            self._timeout = timeout_s
-        backend.begin(conn, write)
-        try:
-            if turns:
-                backend.take_turns(conn, turns)
-            result = work(lambda text, params=(): conn.execute(backend.sql(text), params))
-            conn.execute("COMMIT")
-        except BaseException:
-            _rollback(conn)
-            raise
+        # The server's statement timeout bounds each statement it received; the guard bounds
+        # the whole transaction on our side, however the link behaves.
+        with backend.guard(conn, 2 * timeout_s + _WATCHDOG_GRACE_S):
+            if self._timeout != timeout_s:
+                backend.set_timeout(conn, timeout_s)
+                self._timeout = timeout_s
+            backend.begin(conn, write)
+            try:
+                if turns:
+                    backend.take_turns(conn, turns)
+                result = work(lambda text, params=(): conn.execute(backend.sql(text), params))
+                conn.execute("COMMIT")
+            except BaseException:
+                if not backend.lost(conn):
+                    _rollback(conn)
+                raise
         return result
 
     def wake(self) -> None:
@@ -4874,9 +5441,17 @@ class _Channel:
             self._conn = None
 
     def close(self) -> None:
-        with self._lock:
+        # A transaction still running is bounded by the watchdog; close() waits no longer than
+        # that, then cuts the connection under it.
+        if not self._lock.acquire(timeout=4 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
+            if self._conn is not None:
+                self._backend.abandon(self._conn)
+            return
+        try:
             self._close()
             opening, self._opening = self._opening, None
+        finally:
+            self._lock.release()
         # One still opening ends within the connect timeout; its connection is dropped unused.
         if opening is not None and "conn" in opening[1]:
             opening[1]["conn"].close()
@@ -4886,12 +5461,58 @@ class _StillOpening(Exception):
     """A channel's connection is still being opened aside (see _Channel._open_aside)."""
 
 
+_MAX_TEXT = 200  # characters of a model name (or any text) in a ledger row
+_MAX_COUNT = 10**12  # a token or search count past this is not real; the sums stay in BIGINT
+_MAX_USD = 1e6  # dollars one call can be recorded as
+_COUNT_COLUMNS = (
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "web_searches",
+    "cache_hit",
+    "elapsed_ms",
+)
+
+
+def bounded_row(values: dict) -> dict:
+    """A ledger row every database takes, whatever the API reported: text without NUL or
+    lone surrogates and at most _MAX_TEXT characters; counts whole, in [0, _MAX_COUNT];
+    dollars finite in [0, _MAX_USD], or None (unpriced) when they are not a number."""
+    import math
+
+    row = dict(values)
+    for name in ("day", "tool", "model", "outcome"):
+        text = "" if row.get(name) is None else str(row[name])
+        text = text.encode("utf-8", "replace").decode("utf-8").replace("\0", "")
+        row[name] = text[:_MAX_TEXT]
+    for name in _COUNT_COLUMNS:
+        row[name] = _bounded_count(row.get(name))
+    at = row.get("at")
+    row["at"] = float(at) if isinstance(at, (int, float)) and math.isfinite(at) else time.time()
+    usd = row.get("usd")
+    if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd):
+        row["usd"] = None
+    else:
+        row["usd"] = min(max(float(usd), 0.0), _MAX_USD)
+    return row
+
+
+def _bounded_count(value) -> int:
+    try:
+        count = int(value) if isinstance(value, (int, float, str)) else 0
+    except (ValueError, OverflowError):  # "x", nan, inf
+        count = 0
+    return min(max(count, 0), _MAX_COUNT)
+
+
 class _UsageWrite:
     """A ledger row (values None: none) and the reservation it settles (None: none)."""
 
     __slots__ = ("day", "only_if_held", "reservation", "seq", "usd", "values")
 
     def __init__(self, values: dict | None, reservation: str | None, only_if_held=False):
+        values = {**bounded_row(values), "writer_schema": STATE_SCHEMA_VERSION} if values else None
         self.values, self.reservation = values, reservation
         # A handed-over call's row: written only by whoever settles its reservation first.
         self.only_if_held = only_if_held
@@ -4899,11 +5520,27 @@ class _UsageWrite:
         self.day = values["day"] if values else ""
         self.usd = (values["usd"] or 0.0) if values else 0.0
 
-    def apply(self, q) -> None:
+    def plainer(self):
+        """The row with only its day, tool, outcome and dollars: what is left to write when
+        the whole row could not be (the spend is kept; the rest is lost, and said so)."""
+        if self.values is None:
+            return None
+        values = {**self.values, "model": "?", **dict.fromkeys(_COUNT_COLUMNS, 0)}
+        plain = _UsageWrite(values, self.reservation, self.only_if_held)
+        plain.seq = self.seq
+        return plain
+
+    def settle_only(self, q) -> None:
         if self.reservation:
+            q("DELETE FROM reservations WHERE id = ?", (self.reservation,))
+
+    def apply(self, q) -> None:
+        if self.only_if_held and self.reservation:
             settled = q("DELETE FROM reservations WHERE id = ?", (self.reservation,)).rowcount
-            if self.only_if_held and settled == 0:
+            if settled == 0:
                 return  # its creator wrote it, or another instance did
+        else:
+            self.settle_only(q)
         if self.values is None:
             return
         values = self.values
@@ -4949,6 +5586,12 @@ class _HandoverWrite:
     def __init__(self, reservation: str | None, handover: str, expires_at: float):
         self.reservation, self.handover, self.expires_at = reservation, handover, expires_at
 
+    def plainer(self):
+        return None  # nothing plainer to write
+
+    def settle_only(self, q) -> None:
+        pass  # a handover that cannot be written leaves the reservation as it was
+
     def apply(self, q) -> None:
         held = None
         if self.reservation:
@@ -4975,6 +5618,12 @@ class _CacheWrite:
         self.key, self.text, self.ttl_s, self.max_entries = key, text, ttl_s, max_entries
         self.stored_at = time.time()
 
+    def plainer(self):
+        return None  # an answer that cannot be kept is just not cached
+
+    def settle_only(self, q) -> None:
+        pass
+
     def apply(self, q) -> None:
         if self.text is None:
             q("DELETE FROM answers WHERE key = ?", (self.key,))
@@ -5000,6 +5649,12 @@ class _Prune:
 
     def __init__(self, first_kept_day: str):
         self.first_kept_day = first_kept_day
+
+    def plainer(self):
+        return None
+
+    def settle_only(self, q) -> None:
+        pass
 
     def apply(self, q) -> None:
         q("DELETE FROM usage WHERE day < ?", (self.first_kept_day,))
@@ -5033,6 +5688,7 @@ class StateWriter:
         self._thread: threading.Thread | None = None
         self._closing = False
         self._next_prune = 0.0
+        self._set_aside_said: set = set()
 
     def submit(self, write) -> None:
         with self._cond:
@@ -5080,7 +5736,8 @@ class StateWriter:
             if time.monotonic() >= self._next_prune:
                 batch.append(_Prune(self._store.first_kept_day()))
             try:
-                self._channel.run("writing the ledger", _write_batch(self.id, batch))
+                work = _write_batch(self.id, batch, self._store.backend, self._set_aside)
+                self._channel.run("writing the ledger", work)
                 written = True
             except StateUnavailable:
                 written = False
@@ -5103,6 +5760,19 @@ class StateWriter:
                     while not self._closing and time.monotonic() < deadline:
                         self._cond.wait(deadline - time.monotonic())
 
+    def _set_aside(self, write, exc: BaseException, kept: bool) -> None:
+        """Says (once per kind of failure) that a write could not be stored as it was."""
+        reason = f"{type(write).__name__.strip('_')}: {type(exc).__name__}"
+        if reason in self._set_aside_said:
+            return
+        self._set_aside_said.add(reason)
+        what = (
+            "a ledger row was written with its spend only (model and counts left out)"
+            if kept
+            else "a write was set aside"
+        )
+        self._store.say(f"{what}: the database refused a value ({reason}); the rest go on")
+
     def close(self, wait_s: float) -> int:
         """Writes what is queued, trying once more at once if the store was resting, for up
         to wait_s; how many ledger rows are left unwritten."""
@@ -5118,9 +5788,12 @@ class StateWriter:
             return sum(1 for w in [*self._writing, *self._queue] if isinstance(w, _UsageWrite))
 
 
-def _write_batch(writer: str, writes: list):
+def _write_batch(writer: str, writes: list, backend, set_aside):
     """The batch's transaction: it skips the rows the writer's mark says are in already, and
-    moves the mark past the rows it writes."""
+    moves the mark past the rows it writes. Each write has a savepoint: one the database
+    refuses for a value in it is written plainer (a ledger row with its spend only), or set
+    aside, its reservation settled all the same; the batch goes on (a refused value must not
+    hold every later row back, nor leave its batch's reservations holding budget)."""
 
     def work(q) -> None:
         row = q("SELECT seq FROM writers WHERE id = ?", (writer,)).fetchone()
@@ -5130,7 +5803,7 @@ def _write_batch(writer: str, writes: list):
             seq = getattr(write, "seq", 0)
             if seq and seq <= mark:
                 continue
-            write.apply(q)
+            _apply_or_set_aside(q, write, backend, set_aside)
             last = max(last, seq)
         if last > mark:
             q(
@@ -5140,6 +5813,37 @@ def _write_batch(writer: str, writes: list):
             )
 
     return work
+
+
+def _apply_or_set_aside(q, write, backend, set_aside) -> None:
+    plain = write.plainer()
+    steps = [write.apply, *([plain.apply] if plain else []), write.settle_only]
+    refused = None
+    for step in steps:
+        q("SAVEPOINT one_write")
+        try:
+            step(q)
+        except Exception as exc:
+            if not backend.refused_value(exc):
+                raise  # the store's trouble, not the row's: the batch is tried again later
+            q("ROLLBACK TO SAVEPOINT one_write")
+            q("RELEASE SAVEPOINT one_write")
+            refused = exc
+            continue
+        q("RELEASE SAVEPOINT one_write")
+        break
+    if refused is not None:
+        set_aside(write, refused, kept=step is not steps[-1])
+
+
+# What a failure means, by what failed: only a failed budget check refuses a call (a writer
+# that fails retries, a cache read that fails is a miss), and only that one says so.
+_FAILURE_OUTCOMES = {
+    "checking the budget": "calls that would spend are refused while a budget is set, and ",
+    "reading the budget": "calls that would spend are refused while a budget is set, and ",
+    "writing the ledger": "answers go on without it, and ",
+    "reading the cache": "answers go on without it (no cache hits), and ",
+}
 
 
 class StateStore:
@@ -5168,6 +5872,13 @@ class StateStore:
     @property
     def label(self) -> str:
         return self.backend.label if self.backend else "off"
+
+    @property
+    def kind(self) -> str:
+        """Which store, without where: for what MCP clients see."""
+        if self.backend is None:
+            return "the state"
+        return "the state database" if self.backend.postgres else "the state file"
 
     def read(self, what: str, work, cache: bool = False, **options):
         """work(q) in a transaction on the answer path's connection (the cache's own with
@@ -5211,14 +5922,9 @@ class StateStore:
             if now - self._warned.get(reason, -_WARN_EVERY_S) < _WARN_EVERY_S:
                 return
             self._warned[reason] = now
-        outcome = (
-            "calls that would spend are refused while a budget is set"
-            if self.budgeted
-            else "answers go on without it"
-        )
         self._log.say(
-            f"warning: {self.label}: {what} failed ({reason}); {outcome}, and spend is kept in "
-            f"memory until it is back ({self.backend.hint})"
+            f"warning: {self.label}: {what} failed ({reason}); {_FAILURE_OUTCOMES.get(what, '')}"
+            f"spend is kept in memory until it is back ({self.backend.hint})"
         )
 
     def say(self, text: str) -> None:
@@ -5532,6 +6238,11 @@ class AnswerCache:
     def put(self, key: str, answer: dict, response_id: str | None) -> None:
         body = {"format": ANSWER_FORMAT, "answer": answer, "response_id": response_id}
         text = json.dumps(body, ensure_ascii=False)
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate from the API: kept, as an escape
+                text = json.dumps(body)
         self._state.write_later(_CacheWrite(key, text, self.ttl_s, self.max_entries))
 
 
@@ -8978,6 +9689,387 @@ def _host_name(value: str) -> str:
     return value.rpartition(":")[0] if value.count(":") == 1 else value
 
 
+# -- OAuth 2.1 resource server (server.auth.issuer) ----------------------------------------------
+# MCP's authorization spec makes a remote server an OAuth 2.1 resource server: it publishes
+# RFC 9728 metadata naming its authorization server, answers 401 with a pointer to it, and checks
+# the JWT access tokens that server issues against the keys it publishes (JWKS). PyJWT (the
+# [oauth] extra) does the cryptography; this code decides which keys and claims count.
+
+WELL_KNOWN_RESOURCE = "/.well-known/oauth-protected-resource"
+# Asymmetric signatures only: `none` proves nothing, and an HMAC "signed" with the issuer's
+# public key (which anyone can fetch) is the classic forgery.
+JWT_ALGORITHMS = {
+    "RS256": "RSA", "RS384": "RSA", "RS512": "RSA", "PS256": "RSA", "PS384": "RSA",
+    "PS512": "RSA", "ES256": "EC", "ES384": "EC", "ES512": "EC", "EdDSA": "OKP",
+}  # fmt: skip
+JWT_LEEWAY_S = 60  # clock skew allowed on exp, nbf and iat
+JWKS_REFETCH_S = 10  # an unknown kid fetches the keys again at most this often
+ISSUER_RETRY_MAX_S = 10  # an unreachable issuer is tried again at most this far apart
+FETCH_TIMEOUT_S = 5
+FETCH_MAX_BYTES = 1024 * 1024
+INTROSPECTION_CACHE_S = 60  # an active opaque token is asked about again after this long
+INTROSPECTION_CACHE_SIZE = 10_000
+
+
+class TokenRefused(HttpError):
+    """A bearer token the resource server does not accept: 401 (invalid_token), 403
+    (insufficient_scope) or 503 (the issuer's keys are not known yet), with the
+    WWW-Authenticate challenge that tells the client what to do. Never holds the token."""
+
+    def __init__(self, status: int, message: str, challenge: str, retry: bool = False):
+        headers = {"WWW-Authenticate": challenge, **({"Retry-After": "5"} if retry else {})}
+        super().__init__(status, message, headers)
+        self.challenge = challenge
+
+
+def fetch_json(url: str) -> dict:
+    """GET a JSON object over http(s) with a timeout and a size bound; OSError or ValueError."""
+    import urllib.request
+
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S) as response:
+        body = response.read(FETCH_MAX_BYTES + 1)
+    if len(body) > FETCH_MAX_BYTES:
+        raise ValueError(f"more than {FETCH_MAX_BYTES} bytes")
+    document = json.loads(body)
+    if not isinstance(document, dict):
+        raise ValueError("not a JSON object")
+    return document
+
+
+def issuer_metadata_urls(issuer: str) -> list[str]:
+    """Where an issuer's metadata may be: RFC 8414 (the well-known name inserted before the
+    issuer's path), then OpenID Connect discovery (appended), then OIDC's form of RFC 8414."""
+    scheme, _, rest = issuer.rstrip("/").partition("://")
+    authority, _, path = rest.partition("/")
+    path = f"/{path}" if path else ""
+    origin = f"{scheme}://{authority}"
+    return [
+        f"{origin}/.well-known/oauth-authorization-server{path}",
+        f"{origin}{path}/.well-known/openid-configuration",
+        f"{origin}/.well-known/openid-configuration{path}",
+    ]
+
+
+class IssuerKeys:
+    """The issuer's signing keys (JWKS), found through its metadata and cached by kid.
+
+    Fetched in the background from start-up until they are known (an issuer that is down
+    is retried; meanwhile every token is refused); an unknown kid fetches them again, at most
+    every JWKS_REFETCH_S, so the issuer can rotate keys without a restart."""
+
+    def __init__(self, issuer: str, log: Log):
+        self.issuer, self.log = issuer, log
+        self.jwks_uri: str | None = None
+        self.keys: list | None = None  # the JWKS's signing keys (dicts); None until fetched
+        self._fetched = -1e9  # monotonic time of the last JWKS fetch attempt
+        self._lock = threading.Lock()
+        self.ready = threading.Event()
+
+    def start(self) -> None:
+        threading.Thread(target=self._until_known, name="oauth-keys", daemon=True).start()
+
+    def _until_known(self) -> None:
+        delay, warned = 1.0, False
+        while True:
+            problem = self.refresh()
+            if problem is None:
+                if warned:
+                    self.log.say(f"oauth: the issuer's keys are known now ({self.issuer})")
+                return
+            if not warned:
+                self.log.say(
+                    f"warning: oauth: cannot get the signing keys of {self.issuer} ({problem}); "
+                    "every token is refused until they are known, retrying in the background"
+                )
+                warned = True
+            else:
+                self.log.debug("oauth", f"issuer still unreachable: {problem}")
+            time.sleep(delay)
+            delay = min(delay * 2, ISSUER_RETRY_MAX_S)
+
+    def refresh(self, min_age: float = 0.0) -> str | None:
+        """Fetches the metadata (once) and the JWKS, unless they were fetched less than
+        `min_age` seconds ago; None, or what went wrong."""
+        with self._lock:
+            if time.monotonic() - self._fetched < min_age:
+                return "fetched moments ago"
+            self._fetched = time.monotonic()
+            try:
+                if self.jwks_uri is None:
+                    self.jwks_uri = self._discover()
+                listed = fetch_json(self.jwks_uri).get("keys")
+                if not isinstance(listed, list):
+                    raise ValueError(f"{self.jwks_uri} holds no list of keys")
+                keys = [
+                    key
+                    for key in listed
+                    if isinstance(key, dict) and key.get("use", "sig") == "sig"
+                ]
+            except (OSError, ValueError) as exc:
+                return f"{type(exc).__name__}: {str(exc)[:200]}"
+            self.keys = keys
+            self.ready.set()
+            self.log.debug("oauth", f"{len(keys)} signing key(s) from {self.jwks_uri}")
+            return None
+
+    def _discover(self) -> str:
+        problems = []
+        for url in issuer_metadata_urls(self.issuer):
+            try:
+                metadata = fetch_json(url)
+            except (OSError, ValueError) as exc:
+                problems.append(f"{url}: {type(exc).__name__}")
+                continue
+            if str(metadata.get("issuer", "")).rstrip("/") != self.issuer.rstrip("/"):
+                raise ValueError(f"{url} names another issuer, {metadata.get('issuer')!r}")
+            jwks_uri = metadata.get("jwks_uri")
+            if not isinstance(jwks_uri, str) or not jwks_uri.startswith(("https://", "http://")):
+                raise ValueError(f"{url} has no jwks_uri")
+            return jwks_uri
+        raise OSError("no authorization server metadata: " + "; ".join(problems))
+
+    def key_for(self, kid: str | None, family: str) -> dict | None:
+        """The JWK for a token's kid (without kid: the issuer's only key of that family);
+        an unknown kid fetches the JWKS again, rate-limited."""
+        found = self._lookup(kid, family)
+        if found is None and self.keys is not None and self.refresh(JWKS_REFETCH_S) is None:
+            found = self._lookup(kid, family)
+        return found
+
+    def _lookup(self, kid: str | None, family: str) -> dict | None:
+        same = [key for key in self.keys or () if key.get("kty") == family]
+        if kid is not None:
+            return next((key for key in same if key.get("kid") == kid), None)
+        return same[0] if len(same) == 1 else None
+
+
+class Introspection:
+    """RFC 7662: asks the issuer whether an opaque access token is active, as this server's
+    own client; an active answer is kept for up to INTROSPECTION_CACHE_S (keyed by the token's
+    hash, never the token), so a session's every request is not a round trip."""
+
+    def __init__(self, url: str, client_id: str, secret: str):
+        import base64
+        from urllib.parse import quote
+
+        self.url = url
+        pair = f"{quote(client_id, safe='')}:{quote(secret, safe='')}"  # RFC 6749 2.3.1
+        self._basic = "Basic " + base64.b64encode(pair.encode()).decode()
+        self._cache: dict[str, tuple[dict, float]] = {}
+        self._lock = threading.Lock()
+
+    def claims(self, token: str) -> dict:
+        """The introspection answer; OSError or ValueError if the endpoint fails."""
+        import hashlib
+
+        digest = hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+        now = time.monotonic()
+        with self._lock:
+            cached = self._cache.get(digest)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        answer = self._ask(token)
+        if answer.get("active") is True:
+            left = answer.get("exp", time.time() + INTROSPECTION_CACHE_S) - time.time()
+            with self._lock:
+                if len(self._cache) >= INTROSPECTION_CACHE_SIZE:
+                    self._cache = {k: v for k, v in self._cache.items() if v[1] > now}
+                if len(self._cache) < INTROSPECTION_CACHE_SIZE and _is_number(left):
+                    self._cache[digest] = answer, now + min(INTROSPECTION_CACHE_S, left)
+        return answer
+
+    def _ask(self, token: str) -> dict:
+        import urllib.parse
+        import urllib.request
+
+        body = urllib.parse.urlencode({"token": token, "token_type_hint": "access_token"})
+        request = urllib.request.Request(
+            self.url,
+            data=body.encode(),
+            headers={
+                "Authorization": self._basic,
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Accept": "application/json",
+            },
+        )
+        with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S) as response:
+            data = response.read(FETCH_MAX_BYTES + 1)
+        answer = json.loads(data) if len(data) <= FETCH_MAX_BYTES else None
+        if not isinstance(answer, dict):
+            raise ValueError("not a JSON object")
+        return answer
+
+
+class OAuthVerifier:
+    """Checks bearer tokens for one resource: verify(token) -> the user, or TokenRefused."""
+
+    def __init__(self, auth: dict, log: Log):
+        self.issuer, self.log = auth["issuer"], log
+        self.scopes: list[str] = list(auth["scopes"])
+        self.user_claim: str = auth["user_claim"]
+        self.audience: str | None = auth["audience"]
+        self.resource = ""  # set by set_resource() once the URL clients use is known
+        self.keys = IssuerKeys(self.issuer, log)
+        self.introspection = None
+        if auth["introspection_url"]:
+            url, client_id = auth["introspection_url"], auth["client_id"]
+            self.introspection = Introspection(url, client_id, auth["client_secret"])
+
+    def set_resource(self, public_url: str) -> None:
+        self.resource = public_url.rstrip("/") + MCP_PATH
+
+    def metadata_url(self) -> str:
+        """RFC 9728: the well-known name inserted between the resource's origin and path."""
+        scheme, _, rest = self.resource.partition("://")
+        authority, _, path = rest.partition("/")
+        return f"{scheme}://{authority}{WELL_KNOWN_RESOURCE}/{path}"
+
+    def metadata(self) -> dict:
+        """The RFC 9728 protected resource metadata document."""
+        document = {
+            "resource": self.resource,
+            "authorization_servers": [self.issuer],
+            "bearer_methods_supported": ["header"],
+            "resource_name": SERVER_NAME,
+        }
+        if self.scopes:
+            document["scopes_supported"] = self.scopes
+        return document
+
+    def challenge(self, error: str | None = None, description: str = "") -> str:
+        """The WWW-Authenticate value (ASCII, no quotes inside its quoted strings)."""
+        parts = [f'resource_metadata="{self.metadata_url()}"']
+        if self.scopes:
+            parts.append(f'scope="{" ".join(self.scopes)}"')
+        if error:
+            parts.append(f'error="{error}"')
+            if description:
+                plain = description.encode("ascii", "replace").decode().replace('"', "'")
+                parts.append(f'error_description="{plain.replace(chr(92), "/")}"')
+        return "Bearer " + ", ".join(parts)
+
+    def refuse(self, why: str, status: int = 401, error: str = "invalid_token") -> TokenRefused:
+        self.log.debug("oauth", f"token refused ({status}): {why}")
+        message = f"bearer token refused: {why}"
+        if status == 503:
+            return TokenRefused(503, message, self.challenge(), retry=True)
+        return TokenRefused(status, message, self.challenge(error, why))
+
+    def missing(self) -> TokenRefused:
+        """No bearer token at all: the plain challenge that starts a client's sign-in."""
+        return TokenRefused(
+            401,
+            "this server needs an OAuth access token: sign in with your MCP client (it finds "
+            f"the authorization server through {self.metadata_url()})",
+            self.challenge(),
+        )
+
+    def verify(self, token: str) -> str:
+        """The user an access token names, if its signature (or the issuer's introspection),
+        issuer, times, audience and scopes are right."""
+        if self.introspection is not None and token.count(".") != 2:
+            claims = self._introspected(token)
+        else:
+            claims = self._jwt_claims(token)
+        self._check_scopes(claims)
+        user = claims.get(self.user_claim)
+        if isinstance(user, int) and not isinstance(user, bool):
+            user = str(user)
+        if not isinstance(user, str) or not user.strip():
+            raise self.refuse(f"the token has no {self.user_claim} claim naming the user")
+        return user
+
+    def _introspected(self, token: str) -> dict:
+        """An opaque token's claims from the issuer's introspection endpoint (RFC 7662)."""
+        try:
+            claims = self.introspection.claims(token)
+        except (OSError, ValueError) as exc:
+            problem = f"{type(exc).__name__}: {str(exc)[:120]}"
+            self.log.say(f"oauth: the introspection endpoint failed ({problem})")
+            why = "the issuer's introspection endpoint failed; retry shortly"
+            raise self.refuse(why, 503) from None
+        if claims.get("active") is not True:
+            raise self.refuse("the issuer says the token is not active")
+        if "iss" in claims and str(claims["iss"]).rstrip("/") != self.issuer.rstrip("/"):
+            raise self.refuse(f"the token was not issued by {self.issuer}")
+        audience = claims.get("aud")
+        audience = [audience] if isinstance(audience, str) else audience
+        if not isinstance(audience, list) or not set(audience) & set(self.audiences()):
+            raise self.refuse(
+                f"the token is for another audience, not {self.audiences()[0]} "
+                "(server.auth.audience)"
+            )
+        expires = claims.get("exp")
+        if _is_number(expires) and expires < time.time() - JWT_LEEWAY_S:
+            raise self.refuse("the token has expired; sign in again")
+        return claims
+
+    def _jwt_claims(self, token: str) -> dict:
+        """A JWT access token's claims, if its signature, issuer, times and audience hold."""
+        import jwt
+
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            raise self.refuse("not a JWT access token") from None
+        algorithm, kid = header.get("alg"), header.get("kid")
+        family = JWT_ALGORITHMS.get(algorithm) if isinstance(algorithm, str) else None
+        if family is None:
+            raise self.refuse(f"signature algorithm {str(algorithm)[:20]!r} is not accepted")
+        if not self.keys.ready.is_set():
+            raise self.refuse("the issuer's signing keys are not known yet; retry shortly", 503)
+        jwk = self.keys.key_for(kid if isinstance(kid, str) else None, family)
+        if jwk is None or jwk.get("alg", algorithm) != algorithm:
+            raise self.refuse("signed with a key the issuer does not publish")
+        return self._decode(jwt, token, jwk, algorithm)
+
+    def audiences(self) -> list[str]:
+        base = (self.audience or self.resource).rstrip("/")
+        return [base, base + "/"] if base else [self.audience or ""]
+
+    def _decode(self, jwt, token: str, jwk: dict, algorithm: str) -> dict:
+        issuers = [self.issuer.rstrip("/"), self.issuer.rstrip("/") + "/"]
+        try:
+            key = jwt.PyJWK(jwk, algorithm).key
+            return jwt.decode(
+                token,
+                key,
+                algorithms=[algorithm],
+                audience=self.audiences(),
+                issuer=issuers,
+                leeway=JWT_LEEWAY_S,
+                options={"require": ["exp", "iss", "aud"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise self.refuse("the token has expired; sign in again") from None
+        except jwt.ImmatureSignatureError:
+            raise self.refuse("the token is not valid yet (nbf/iat in the future)") from None
+        except jwt.InvalidAudienceError:
+            raise self.refuse(
+                f"the token is for another audience, not {self.audiences()[0]} "
+                "(server.auth.audience)"
+            ) from None
+        except jwt.InvalidIssuerError:
+            raise self.refuse(f"the token was not issued by {self.issuer}") from None
+        except jwt.MissingRequiredClaimError as exc:
+            raise self.refuse(f"the token has no {exc.claim} claim") from None
+        except jwt.InvalidSignatureError:
+            raise self.refuse("the token's signature does not verify") from None
+        except (jwt.PyJWTError, ValueError, TypeError) as exc:
+            raise self.refuse(f"the token is malformed ({type(exc).__name__})") from None
+
+    def _check_scopes(self, claims: dict) -> None:
+        granted = claims.get("scope", claims.get("scp", ""))
+        if isinstance(granted, str):
+            granted = granted.split()
+        granted = set(granted) if isinstance(granted, list) else set()
+        lacking = [scope for scope in self.scopes if scope not in granted]
+        if lacking:
+            why = f"the token lacks the scope {' '.join(lacking)}"
+            raise self.refuse(why, 403, "insufficient_scope")
+
+
 class HttpApp:
     """What every request needs: settings, the dispatcher, sessions, limits, the lifecycle."""
 
@@ -8988,6 +10080,9 @@ class HttpApp:
         settings = config.get("server", "http")
         self.dispatcher, self.log, self.settings = dispatcher, log, settings
         self.token = settings["token"]
+        auth = config.get("server", "auth")
+        self.oauth = OAuthVerifier(auth, log) if auth["issuer"] else None
+        self.public_url = config.get("server", "public_url")
         self.stateless = settings["stateless"]
         self.max_body = settings["max_body_bytes"]
         self.header_timeout = settings["header_timeout_s"]
@@ -9014,7 +10109,26 @@ class HttpApp:
         self.hosts = LOOPBACK_NAMES | set(hosts) | ({host.lower(), address} - {"0.0.0.0", "::"})
         self.any_host = "*" in hosts or (wildcard and not hosts)
         self.origins = {o.lower().rstrip("/") for o in settings["allowed_origins"]}
+        if self.public_url:  # the name a proxy in front passes on
+            self.hosts |= {_host_name(self.public_url.partition("://")[2].partition("/")[0])}
         self._check(host)
+        if self.oauth is not None and wildcard and not self.public_url:
+            raise ConfigError(
+                f"server.public_url must be set with server.auth.issuer when --http listens on "
+                f"{host} (every address): OAuth tokens name the URL clients use, like "
+                "https://mcp.example.com"
+            )
+
+    def listening(self, host: str, port: int) -> None:
+        """The server is bound: OAuth's resource URL is known, its keys are fetched."""
+        if self.oauth is None:
+            return
+        shown = f"[{host}]" if ":" in host else host
+        self.oauth.set_resource(self.public_url or f"http://{shown}:{port}")
+        self.oauth.keys.start()
+        self.log.say(
+            f"OAuth: accepting access tokens from {self.oauth.issuer} for {self.oauth.resource}"
+        )
 
     def _check(self, host: str) -> None:
         """Start-up refusals (exit 2): an open address without a token, a weak token."""
@@ -9024,7 +10138,7 @@ class HttpApp:
                 "server.http.token must be at least 16 printable ASCII characters, no spaces; "
                 "make one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
             )
-        if not self.loopback and not token and not self.settings["allow_insecure"]:
+        if not (self.loopback or token or self.oauth or self.settings["allow_insecure"]):
             raise ConfigError(
                 f"refusing to serve on {host} without a token: anyone who can reach it could "
                 "spend your OpenAI credit. Set MCP_HTTP_TOKEN (or server.http.token), or pass "
@@ -9159,17 +10273,22 @@ class HttpApp:
             "Vary": "Origin",
         }
 
-    def check_token(self, authorization: str) -> None:
+    def check_token(self, authorization: str) -> str | None:
+        """The user a request's bearer token names (None: the shared MCP_HTTP_TOKEN, or no
+        token needed); HttpError 401/403/503 if it is refused."""
         import hmac
 
         token = self.token
-        if not token:
-            return
         scheme, _, given = authorization.partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(
-            given.strip().encode("utf-8", "replace"), token.encode()
-        ):
-            return
+        bearer = given.strip() if scheme.lower() == "bearer" else ""
+        if token and hmac.compare_digest(bearer.encode("utf-8", "replace"), token.encode()):
+            return None
+        if self.oauth is not None:
+            if not bearer:
+                raise self.oauth.missing()
+            return self.oauth.verify(bearer)
+        if not token:
+            return None
         challenge = f'Bearer realm="{SERVER_NAME}"' + (', error="invalid_token"' if given else "")
         raise HttpError(
             401,
@@ -9182,7 +10301,9 @@ class HttpApp:
         """The HttpHandler method that answers this request, once its token is checked."""
         if command == "OPTIONS":
             return HttpHandler.preflight
-        if path != HEALTH_PATH:
+        if path.startswith(WELL_KNOWN_RESOURCE):  # public; any resource path under it
+            path = WELL_KNOWN_RESOURCE
+        elif path != HEALTH_PATH:
             self.check_token(authorization)
         route = _ROUTES.get((command, path))
         if self.stateless and (command, path) in _SESSION_ROUTES:
@@ -9950,6 +11071,12 @@ class HttpHandler:
     def get_healthz(self) -> None:
         self._send_json(*self.app.health())
 
+    def get_resource_metadata(self) -> None:
+        """RFC 9728 protected resource metadata: where clients get tokens for /mcp."""
+        if self.app.oauth is None:
+            raise HttpError(404, "OAuth is off on this server (server.auth.issuer is not set)")
+        self._send_json(200, self.app.oauth.metadata(), {"Cache-Control": "max-age=300"})
+
     def get_usage(self) -> None:
         """Spend from the usage ledger: JSON, or a page when a browser asks for HTML."""
         summary = self.app.usage()
@@ -10019,6 +11146,7 @@ _ROUTES = {
     ("POST", MESSAGES_PATH): HttpHandler.post_messages,
     ("GET", HEALTH_PATH): HttpHandler.get_healthz,
     ("GET", USAGE_PATH): HttpHandler.get_usage,
+    ("GET", WELL_KNOWN_RESOURCE): HttpHandler.get_resource_metadata,
 }
 _SESSION_ROUTES = {("DELETE", MCP_PATH), ("GET", SSE_PATH), ("POST", MESSAGES_PATH)}
 _ALLOWED = {
@@ -10027,6 +11155,7 @@ _ALLOWED = {
     MESSAGES_PATH: "POST",
     HEALTH_PATH: "GET",
     USAGE_PATH: "GET",
+    WELL_KNOWN_RESOURCE: "GET",
 }
 _PREFLIGHT = {
     "Allow": "GET, POST, DELETE, OPTIONS",
@@ -10364,6 +11493,7 @@ class HttpTransport:
                 file=sys.stderr,
             )
             return 2
+        app.listening(host, self.server.server_port)
         stop, interrupted = threading.Event(), threading.Event()
 
         def on_signal(signum, frame) -> None:
@@ -10889,8 +12019,12 @@ def _doctor_config(doctor: Doctor, options: dict) -> Config | None:
         if where == "default":
             continue
         value = config.get(*path)
+        if path == ("state", "url"):
+            value = redact_url(value)
         shown = (
-            '"***"' if path[-1] in ("token", "secret") else json.dumps(value, ensure_ascii=False)
+            '"***"'
+            if path[-1] in ("token", "secret", "client_secret")
+            else json.dumps(value, ensure_ascii=False)
         )
         doctor.detail(f"{'.'.join(path)} = {shown} (from {where})")
     doctor.detail("every other value is the default (--show-config prints them all)")
@@ -11187,6 +12321,24 @@ def _doctor_state_url(doctor: Doctor, config: Config) -> None:
         state.close()
 
 
+def _doctor_oauth(doctor: Doctor, config: Config) -> None:
+    """With server.auth.issuer: whether its metadata and signing keys can be fetched from here,
+    as the server will at start (it refuses every token until they are)."""
+    issuer = config.get("server", "auth", "issuer")
+    if not issuer:
+        return
+    keys = IssuerKeys(issuer, _QuietLog())
+    problem = keys.refresh()
+    if problem is not None:
+        doctor.fail(
+            f"server.auth.issuer: cannot get the signing keys of {issuer} ({problem})",
+            "check the URL (as the provider's metadata writes `issuer`) and that this host "
+            "reaches it; until it does, the server refuses every token",
+        )
+    else:
+        doctor.ok(f"server.auth.issuer: {len(keys.keys)} signing key(s) from {keys.jwks_uri}")
+
+
 def _doctor_paths(doctor: Doctor, config: Config) -> None:
     for name, value in _written_paths(config):
         if value is None:
@@ -11435,7 +12587,7 @@ CARRIED_ENV = (
     "SSL_CERT_FILE",
     "SSL_CERT_DIR",
 )
-SECRET_ENV = ("MCP_HTTP_TOKEN", "MCP_TASK_SECRET")
+SECRET_ENV = ("MCP_HTTP_TOKEN", "MCP_TASK_SECRET", "MCP_AUTH_CLIENT_SECRET")
 
 
 def client_env(config: Config, env: dict | None = None) -> list[tuple[str, str | None]]:
@@ -11454,7 +12606,7 @@ def client_env(config: Config, env: dict | None = None) -> list[tuple[str, str |
         if variant is None:
             continue
         value = env[variant]
-        secret = name in SECRET_ENV or redact_url(value) != value
+        secret = name in SECRET_ENV or url_has_secret(value)
         carried.append((variant, None if secret else value))
     return carried
 
@@ -11520,6 +12672,7 @@ def run_doctor(options: dict) -> int:
         _doctor_models(doctor, config, client)
     _doctor_paths(doctor, config)
     _doctor_state_url(doctor, config)
+    _doctor_oauth(doctor, config)
     _doctor_budget(doctor, config)
     _doctor_http(doctor, config, options.get("http"))
     if options.get("live"):

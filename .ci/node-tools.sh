@@ -7,6 +7,8 @@
 
 MCP_CONFORMANCE_VERSION=0.2.0-alpha.12
 MCP_INSPECTOR_VERSION=2.12.0  # has --cli --protocol-era modern (2026-07-28)
+# The real OAuth 2.1 authorization server of tests/test_oauth.py (tests/oidc_server.mjs).
+OIDC_PROVIDER_VERSION=9.13.3
 
 _node_major() { "$1" --version 2>/dev/null | sed -n 's/^v\([0-9]*\)\..*/\1/p'; }
 _pkg_version() { sed -n 's/^  "version": "\(.*\)",$/\1/p' "$1/package.json" 2>/dev/null; }
@@ -51,8 +53,15 @@ node_tools_install() {
       "@modelcontextprotocol/inspector@$MCP_INSPECTOR_VERSION" \
       || echo "ci: the MCP conformance suite / Inspector could not be installed"
   fi
+  local oidc_dir="$root/.venv/oidc-provider"
+  if [ "$(_pkg_version "$oidc_dir/node_modules/oidc-provider")" != "$OIDC_PROVIDER_VERSION" ]; then
+    PATH="$(dirname "$MCP_NODE"):$PATH" npm install --prefix "$oidc_dir" --no-save --no-audit \
+      --no-fund --silent "oidc-provider@$OIDC_PROVIDER_VERSION" \
+      || echo "ci: oidc-provider could not be installed; the OAuth end-to-end tests are skipped"
+  fi
   export MCP_NODE
   export MCP_NODE_TOOLS="$tools_dir/node_modules"
+  export MCP_OIDC_PROVIDER="$oidc_dir/node_modules"
   echo "ci: node $("$MCP_NODE" --version) at $MCP_NODE; MCP tools in $MCP_NODE_TOOLS"
 }
 

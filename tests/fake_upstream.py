@@ -420,7 +420,11 @@ def _rand_id(prefix: str) -> str:
 
 
 def _dump(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate: sent as the API would, a \ud800 escape
+        return json.dumps(obj, separators=(",", ":")).encode()
 
 
 def _deep_merge(base: dict, override: dict) -> dict:

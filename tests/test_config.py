@@ -268,6 +268,8 @@ ENV_KEYS = [  # seed 001 §5.4, then the issue's additions, then the module's ow
         "o3-deep-research",
     ),
     ("MCP_HANDOFF_AFTER_S", "5", ("request", "handoff_after_s"), 5),
+    ("MCP_AUTH_CLIENT_ID", "mcp-server", ("server", "auth", "client_id"), "mcp-server"),
+    ("MCP_AUTH_CLIENT_SECRET", "s3cr3t", ("server", "auth", "client_secret"), "s3cr3t"),
 ]
 
 

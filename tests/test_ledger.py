@@ -109,6 +109,7 @@ def test_each_row_has_the_calls_counts_and_outcome(spawn, fake, tmp_path):
         "cache_hit": 0,
         "elapsed_ms": 0,
         "outcome": "ok",
+        "writer_schema": m.STATE_SCHEMA_VERSION,
     }
     assert (failed["tool"], failed["outcome"], failed["usd"]) == ("answer_quick", "auth", 0)
 
@@ -204,10 +205,10 @@ def test_a_lock_held_elsewhere_refuses_budgeted_calls_at_once_not_one_by_one(spa
     finally:
         holder.stdin.close()
         holder.wait(10)
-    where = f"state file {state_file(tmp_path)}"
     for message in failures:
         assert message.startswith(
-            f"answer failed: budget cannot be checked: {where} is unavailable (database is locked)"
+            "answer failed: budget cannot be checked: the state file is unavailable "
+            "(database is locked)"
         ), message
     assert len(fake.requests) == 1
     assert took < 15, took  # one-by-one, the ten would take 20 s at least
@@ -277,8 +278,9 @@ def test_a_budget_that_cannot_be_checked_refuses_the_call(spawn, fake, tmp_path,
     message = conftest.failure_of(server.call("answer", {"query": "q"}))
     reason = "file is not a database" if damage == "corrupt" else "unable to open database file"
     assert message.startswith(
-        f"answer failed: budget cannot be checked: state file {path} is unavailable ({reason}): "
+        f"answer failed: budget cannot be checked: the state file is unavailable ({reason}): "
     )
+    assert str(path) not in message  # the server's log names the file; the client is not told
     assert "budget.daily_usd" in message
     assert fake.requests == []
 
@@ -308,7 +310,8 @@ def test_a_full_disk_refuses_with_a_budget_and_warns_without_one(fake, tmp_path,
     assert "Traceback" not in result.stderr
     if budget:
         assert result.returncode != 0
-        assert f"budget cannot be checked: state file {path} is unavailable (" in result.stderr
+        assert "budget cannot be checked: the state file is unavailable (" in result.stderr
+        assert f"state file {path}: checking the budget failed (" in result.stderr
         assert fake.requests == []
     else:
         assert result.returncode == 0, result.stderr
@@ -478,7 +481,8 @@ def test_a_file_of_the_previous_version_is_upgraded_with_its_totals(tmp_path, fa
     assert report["total"]["calls"] == 1 and report["total"]["usd"] == 0.5
     assert report["by_day"][0]["day"] == "2026-01-02"
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
+        version = conn.execute("SELECT version FROM schema_version").fetchall()
+        assert version == [(m.STATE_SCHEMA_VERSION,)]
 
 
 V1_SCHEMA = """

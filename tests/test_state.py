@@ -6,6 +6,7 @@ delay no answer and lose no spend."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import sqlite3
 import subprocess
@@ -14,7 +15,16 @@ import threading
 import time
 
 import pytest
-from conftest import PG_PASSWORD, PRICES, SCRIPT, base_env, failure_of, run_cli, wait_until
+from conftest import (
+    PG_PASSWORD,
+    PRICES,
+    SCRIPT,
+    base_env,
+    failure_of,
+    run_cli,
+    send_call,
+    wait_until,
+)
 from fake_upstream import Reply
 
 import openai_responses_mcp as m
@@ -296,11 +306,11 @@ def test_a_budget_refuses_when_its_state_cannot_be_reached(spawn, fake, tmp_path
     if state.name == "sqlite":
         state.path.mkdir(parents=True)  # a folder where the file should be
         reason = "unable to open database file"
-        where = f"state file {state.path}"
+        where, address = "the state file", str(state.path)
     else:
         state.cluster.stop()
-        reason = "connection"
-        where = f"state database {state.url.replace(PG_PASSWORD, '***')}"
+        reason = "connection failed"
+        where, address = "the state database", f":{state.cluster.port}"
     try:
         process = server(spawn, fake, tmp_path, state, "one", PRICES + "budget: {daily_usd: 5}\n")
         message = failure_of(process.call("answer", {"query": "q"}))
@@ -309,6 +319,8 @@ def test_a_budget_refuses_when_its_state_cannot_be_reached(spawn, fake, tmp_path
             state.cluster.start()
     assert message.startswith(f"answer failed: budget cannot be checked: {where} is unavailable (")
     assert reason in message and "budget.daily_usd" in message
+    assert address not in message  # the client is told what failed, not where the store is
+    assert address in process.stderr  # the server's log says where
     assert fake.requests == []
     assert PG_PASSWORD not in message and PG_PASSWORD not in process.stderr
 
@@ -457,27 +469,96 @@ def test_show_config_and_usage_never_print_the_password(tmp_path, postgres):
     assert wrong.returncode == 1 and PG_PASSWORD not in wrong.stdout + wrong.stderr
 
 
+SECRET = "b64/Pass+word="  # a base64 password: a raw "/" in it
+
+
 @pytest.mark.parametrize(
     "url",
     [
         "postgresql://mcp:p%40ss%2Fw0rd@[::1/db",  # the driver quotes the URL as written
         "postgresql://mcp@[::1/db?password=p%40ss%2Fw0rd",
         "postgresql://mcp@127.0.0.1:notaport?sslmode=bogus&password=p%40ss%2Fw0rd",
+        # A raw "/" ends libpq's host early: host "mcp", port "b64", database "Pass+...".
+        f"postgresql://mcp:{SECRET}@db.example:5432/mcp",
+        "postgresql://mcp:p?ss%zz@db.example/mcp",  # a "?" and a bad %-escape
+        f"postgresql://mcp:{SECRET}@db.example?sslpassword=p%40ss%2Fw0rd",
     ],
 )
-def test_a_password_percent_encoded_or_in_the_query_is_never_printed(tmp_path, url):
+def test_a_url_libpq_would_not_take_is_refused_showing_only_its_scheme(tmp_path, url):
     pytest.importorskip("psycopg")
-    result = run_cli(tmp_path, "--usage", env={"OPENAI_RESPONSES_MCP_STATE_URL": url})
-    assert result.returncode == 1 and "state database postgresql://mcp" in result.stderr
-    for form in ("p%40ss%2Fw0rd", "p@ss/w0rd"):
-        assert form not in result.stdout + result.stderr
+    env = {"OPENAI_RESPONSES_MCP_STATE_URL": url}
+    for flag in ("--usage", "--show-config", "--doctor"):
+        result = run_cli(tmp_path, flag, env=env)
+        assert result.returncode == (1 if flag == "--doctor" else 2), (flag, result.stderr)
+        said = result.stdout if flag == "--doctor" else result.stderr
+        assert 'state.url = "postgresql://***" (from env ' in said
+        for form in ("p%40ss%2Fw0rd", "p@ss/w0rd", "p?ss%zz", "b64", "Pass+word", "word="):
+            assert form not in result.stdout + result.stderr, (flag, form)
+
+
+def test_a_password_and_an_sslpassword_are_never_printed(spawn, fake, tmp_path, postgres):
+    """--show-config, --doctor (its client lines too), the server's warnings and the tool
+    error of a budget that cannot be checked (which does not even name the store)."""
+    ssl_secret = "ssl-Secret-9876543210"
+    url = postgres.fresh_database() + f"?sslpassword={ssl_secret}"
+    secrets = (PG_PASSWORD, ssl_secret)
+    env = {"OPENAI_RESPONSES_MCP_STATE_URL": url, "OPENAI_BASE_URL": fake.base_url}
+    shown = run_cli(tmp_path, "--show-config", env=env)
+    assert shown.returncode == 0, shown.stderr
+    described = json.loads(shown.stderr[shown.stderr.index("{") :])
+    masked = url.replace(PG_PASSWORD, "***").replace(ssl_secret, "***")
+    assert described["config"]["state"]["url"] == masked
+    doctor = run_cli(tmp_path, "--doctor", env=env, timeout=60)
+    assert "answers" in doctor.stdout and "OPENAI_RESPONSES_MCP_STATE_URL" in doctor.stdout
+    wrong = {**env, "OPENAI_RESPONSES_MCP_STATE_URL": url.replace("?", "x?")}
+    process = server(
+        spawn,
+        fake,
+        tmp_path,
+        PostgresState(postgres, wrong["OPENAI_RESPONSES_MCP_STATE_URL"]),
+        "one",
+        PRICES + "budget: {daily_usd: 5}\n",
+    )
+    message = failure_of(process.call("answer", {"query": "q"}, timeout=30))
+    assert "budget cannot be checked: the state database is unavailable (" in message
+    assert "127.0.0.1" not in message and str(postgres.port) not in message
+    wait_until(lambda: "warning: state database postgresql://" in process.stderr, 20, "warning")
+    for secret in secrets:
+        for text in (shown.stdout, shown.stderr, doctor.stdout, doctor.stderr, message):
+            assert secret not in text
+        assert secret not in process.stderr
 
 
 def test_url_secrets_are_every_form_of_the_password():
     url = "postgresql://u:a%2Bb@h/db?sslmode=require&password=c+d"
-    assert set(m.url_secrets(url)) == {"a%2Bb", "a+b", "c+d", "c d"}
+    assert {"a%2Bb", "a+b", "c+d", "c d"} <= set(m.url_secrets(url))
     assert m.url_secrets("postgresql://u@h/db") == ()
-    assert m.redact_url("postgresql://u:pw@h?password=pw") == "postgresql://u:***@h?password=***"
+    assert m.redact_url("postgresql://u:pw@h?password=pw") == "postgresql://u:***@h"
+    shown = m.redact_url("postgresql://u:p@h1:5,h2:6/db?sslpassword=s&sslmode=require")
+    assert shown == "postgresql://u:***@h1:5,h2:6/db?sslmode=require&sslpassword=***"
+    assert m.redact_url(f"postgresql://u:{SECRET}@h/db") == "postgresql://***"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u:p%2Fw@h:5,[::1]:6/db?sslpassword=s&sslmode=require",
+        f"postgresql://u:{SECRET}@h/db",
+        "postgresql://u:p?ss%zz@h/db",
+        "postgresql://h/db?password=a%2",
+        "postgresql:///db?host=/run/pg&user=u",
+    ],
+)
+def test_our_url_reading_is_libpqs(url):
+    """Without psycopg (the config check needs it, but redaction does not), the URL is read
+    by our own rules, which must be libpq's."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        theirs = {name: str(value) for name, value in conninfo_to_dict(url).items()}
+    except Exception:  # noqa: BLE001
+        theirs = None
+    assert m._pg_url_params(url) == theirs
 
 
 def test_several_instances_starting_at_once_make_the_tables_once(tmp_path, postgres):
@@ -497,7 +578,7 @@ def test_several_instances_starting_at_once_make_the_tables_once(tmp_path, postg
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0 and b"warning" not in err, err
     state = PostgresState(postgres, url)
-    assert state.query("SELECT version FROM schema_version") == [(2,)]
+    assert state.query("SELECT version FROM schema_version") == [(m.STATE_SCHEMA_VERSION,)]
 
 
 def test_a_connection_that_waited_for_the_schema_lock_sees_the_tables_made_meanwhile(postgres):
@@ -568,3 +649,213 @@ def test_doctor_says_whether_the_database_answers(tmp_path, fake, postgres):
     down = run_cli(tmp_path, "--doctor", env={**env, "OPENAI_RESPONSES_MCP_STATE_URL": url + "x"})
     assert f"✗ state.url: state database postgresql://***@{host}x is unavailable (" in down.stdout
     assert down.returncode == 1 and PG_PASSWORD not in down.stdout + down.stderr
+
+
+# -- Odd values and bursts -----------------------------------------------------------------------
+
+ROOMY = PRICES + "budget: {daily_usd: 100000}\n"
+
+
+def test_odd_values_from_the_api_are_bounded_and_lose_no_row(spawn, fake, tmp_path, state):
+    """A NUL or a lone surrogate in the model's name, a count past 2^63: each row is written
+    (cleaned and bounded), no batch is lost, and no reservation is left holding budget."""
+    odd = [
+        Reply(model="gpt-5\x00nul"),
+        Reply(model="gpt-5-\ud800"),
+        Reply(usage={"input_tokens": 2**63, "output_tokens": 2**64}),
+        Reply(usage={"output_tokens_details": {"reasoning_tokens": 10**30}}),
+    ]
+    fake.enqueue(*odd, *[Reply() for _ in range(6)])
+    process = server(spawn, fake, tmp_path, state, "one", ROOMY)
+    for n in range(10):
+        send_call(process, f"c{n}", f"question {n}")
+    replies = [process.recv(timeout=60) for _ in range(10)]
+    assert all("result" in reply for reply in replies), replies
+    wait_until(lambda: count(state, "usage") == 10, 30, "ten ledger rows")
+    wait_until(lambda: count(state, "reservations") == 0, 30, "every reservation settled")
+    report = usage(tmp_path, state)
+    assert report["total"]["calls"] == 10
+    models = {row["model"] for row in report["by_model"]}
+    assert "gpt-5nul" in models and "gpt-5-?" in models
+    assert max(row[0] for row in state.query("SELECT input_tokens FROM usage")) == m._MAX_COUNT
+    assert "set aside" not in process.stderr and "Traceback" not in process.stderr
+
+
+def test_a_write_the_database_refuses_is_set_aside_without_its_batch(state):
+    """What cleaning cannot catch (here an answer the driver cannot encode) is set aside,
+    said once; the rest of its batch is written and its reservations settled."""
+    store, ledger = store_for(state)
+    try:
+        cache = m.AnswerCache(store, 600, 100)
+        reservation = ledger.reserve("answer", [("2000-01-01", 1000.0)], 0.5, 3600)[0]
+        store.write_later(m._CacheWrite("k", '{"answer": "\ud800"}', 600, 100))
+        ledger.record(a_row(0.25), reservation)
+        store.write_later(m._CacheWrite("k2", '{"answer": "\ud801"}', 600, 100))
+        ledger.record(a_row(0.5))
+        wait_until(lambda: count(state, "usage") == 2, 20, "both rows")
+        assert count(state, "reservations") == 0
+        assert ledger.spent_since("2000-01-01") == pytest.approx(0.75)
+        assert cache.get("k") is None
+    finally:
+        store.close()
+
+
+def test_a_burst_over_three_processes_on_one_file_refuses_nothing(spawn, fake, tmp_path):
+    """60 calls at once over 3 processes sharing one SQLite file, with a budget: every call
+    is answered, and no warning says calls are refused."""
+    state = SqliteState(tmp_path / "shared" / "state.sqlite3")
+    fake.enqueue(*[Reply(event_delay=0.01) for _ in range(60)])
+    processes = [server(spawn, fake, tmp_path, state, f"p{n}", ROOMY) for n in range(3)]
+    for process in processes:
+        for n in range(20):
+            send_call(process, f"c{n}", f"question {id(process)} {n}")
+    for process in processes:
+        replies = [process.recv(timeout=120) for _ in range(20)]
+        assert all("result" in reply for reply in replies), [
+            failure_of(r) for r in replies if "error" in r
+        ]
+    wait_until(lambda: count(state, "usage") == 60, 60, "sixty ledger rows")
+    for process in processes:
+        assert "refused" not in process.stderr, process.stderr
+
+
+def test_only_a_failed_budget_check_says_calls_are_refused(tmp_path, capsys):
+    """With a budget set, a writer that fails retries and a cache read that fails is a miss:
+    their warnings must not say calls are refused (a burst over processes sharing a file can
+    make the writer wait past its busy timeout while every call is answered)."""
+    store = m.StateStore(m._SqliteBackend(str(tmp_path / "s.sqlite3")), m.Log(), "UTC")
+    store.budgeted = True
+    for what in ("writing the ledger", "reading the cache", "checking the budget"):
+        store.failed(what, f"{what}: database is locked")
+    warnings = capsys.readouterr().err.splitlines()
+    assert len(warnings) == 3, warnings
+    assert ["refused" in line for line in warnings] == [False, False, True], warnings
+    assert all("answers go on without it" in line for line in warnings[:2]), warnings
+
+
+# -- Upgrades from every earlier schema ----------------------------------------------------------
+
+# The old rows' day: not today (outside the daily budget), within the raw rows' retention.
+OLD_DAY = (datetime.date.today() - datetime.timedelta(days=10)).isoformat()
+
+
+def old_store(state, version: str) -> None:
+    """A store as an earlier main commit left it, with one priced call in it: "1" (no version
+    table, no per-day totals), "2-without-writers" (version 2 as first released) and
+    "2-with-writers" (the writers table added later under the same version)."""
+    tables = m._tables(state.name == "postgres")
+    tables["usage"] = [c for c in tables["usage"] if c[0] != "writer_schema"]
+    if version == "1":
+        tables = {name: tables[name] for name in ("usage", "spend_by_day", "answers")}
+    elif version == "2-without-writers":
+        del tables["writers"]
+    statements = [
+        f"CREATE TABLE {table} ({', '.join(f'{n} {k}'.strip() for n, k in columns)})"
+        for table, columns in tables.items()
+    ]
+    columns = [c for c in m._USAGE_COLUMNS if c != "writer_schema"]
+    values = {"at": 946684800.0, "day": OLD_DAY, "tool": "answer", "model": "gpt-5", "usd": 0.5}
+    values.update({"outcome": "ok", "web_searches": 1})
+    row = [values.get(name, 0) for name in columns]
+    statements.append(
+        (
+            f"INSERT INTO usage ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})",
+            row,
+        )
+    )
+    statements.append(("INSERT INTO spend_by_day (day, usd) VALUES (?, ?)", (OLD_DAY, 0.5)))
+    if version != "1":
+        statements.append(
+            "INSERT INTO usage_daily (day, tool, model, usd, calls, web_searches) "
+            f"VALUES ('{OLD_DAY}', 'answer', 'gpt-5', 0.5, 1, 1)"
+        )
+        statements.append("INSERT INTO schema_version (version) VALUES (2)")
+    execute(state, statements)
+
+
+def execute(state, statements: list) -> None:
+    items = [s if isinstance(s, tuple) else (s, ()) for s in statements]
+    if state.name == "sqlite":
+        state.path.parent.mkdir(parents=True, exist_ok=True)
+        with sqlite3.connect(state.path) as conn:
+            for sql, params in items:
+                conn.execute(sql, params)
+    else:
+        import psycopg
+
+        with psycopg.connect(state.url, autocommit=True) as conn:
+            for sql, params in items:
+                conn.execute(sql.replace("?", "%s"), params)
+
+
+@pytest.mark.parametrize("version", ["1", "2-without-writers", "2-with-writers"])
+def test_a_store_made_by_an_earlier_schema_is_upgraded(spawn, fake, tmp_path, state, version):
+    old_store(state, version)
+    process = server(spawn, fake, tmp_path, state, "one", PRICES + "budget: {daily_usd: 5}\n")
+    result_of(process.call("answer", {"query": "q"}, timeout=30))
+    wait_until(lambda: count(state, "usage") == 2, 20, "the new row")
+    assert state.query("SELECT version FROM schema_version") == [(m.STATE_SCHEMA_VERSION,)]
+    assert count(state, "writers") == 1
+    report = usage(tmp_path, state)
+    assert report["total"]["calls"] == 2
+    assert report["by_day"][0]["day"] == OLD_DAY
+    assert report["by_day"][0]["usd"] == 0.5 and report["by_day"][0]["calls"] == 1
+    assert "warning" not in process.stderr, process.stderr
+    if version == "1" and state.name == "sqlite":
+        # A version 1 server still running on the file writes as it always did: its row is
+        # folded into the totals the reports read.
+        columns = [c for c in m._USAGE_COLUMNS if c != "writer_schema"]
+        values = {"at": 946684900.0, "day": OLD_DAY, "tool": "answer", "model": "gpt-5"}
+        values.update({"usd": 0.25, "outcome": "ok"})
+        marks = ", ".join("?" for _ in columns)
+        execute(
+            state,
+            [
+                (
+                    f"INSERT INTO usage ({', '.join(columns)}) VALUES ({marks})",
+                    [values.get(name, 0) for name in columns],
+                ),
+                (
+                    "INSERT INTO spend_by_day (day, usd) VALUES (?, ?) ON CONFLICT (day) "
+                    "DO UPDATE SET usd = usd + excluded.usd",
+                    (OLD_DAY, 0.25),
+                ),
+            ],
+        )
+        old_day = usage(tmp_path, state)["by_day"][0]
+        assert (old_day["calls"], old_day["usd"]) == (2, 0.75)
+
+
+def test_a_missing_table_or_column_is_made_whatever_the_version_says(state):
+    """A store that says it is this version but lacks a table and a column (made by hand, or
+    by a commit that forgot to raise the version) is repaired on connect."""
+    store, ledger = store_for(state)
+    store.close()
+    store, ledger = store_for(state)
+    try:
+        ledger.record(a_row(0.1))
+        wait_until(lambda: count(state, "usage") == 1, 20, "the first row")
+    finally:
+        store.close()
+    execute(state, ["DROP TABLE writers", "ALTER TABLE usage DROP COLUMN writer_schema"])
+    store, ledger = store_for(state)
+    try:
+        ledger.record(a_row(0.2))
+        wait_until(lambda: count(state, "usage") == 2, 20, "the row after the repair")
+        assert count(state, "writers") == 1
+        assert ledger.spent_since("2000-01-01") == pytest.approx(0.3)
+    finally:
+        store.close()
+
+
+def test_a_budget_refusal_names_no_path_even_when_the_folder_cannot_be_made(spawn, fake, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    state = SqliteState(blocker / "state" / "state.sqlite3")
+    process = server(spawn, fake, tmp_path, state, "one", PRICES + "budget: {daily_usd: 5}\n")
+    message = failure_of(process.call("answer", {"query": "q"}))
+    assert message.startswith("answer failed: budget cannot be checked: the state file is "), (
+        message
+    )
+    assert "Not a directory" in message and str(blocker) not in message
+    assert str(blocker) in process.stderr
