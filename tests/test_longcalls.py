@@ -317,14 +317,19 @@ def test_without_a_restart_the_creator_alone_records_a_task_another_instance_ser
     assert ledger_rows(tmp_path, "ok") == 1
 
 
-def test_a_handed_over_row_is_written_once_and_only_when_handed_over(tmp_path):
-    """The ledger side of a rolling restart, on the state file itself: the handover keeps the
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_handed_over_row_is_written_once_and_only_when_handed_over(tmp_path, request, backend):
+    """The ledger side of a rolling restart, on the store itself: the handover keeps the
     call's reserved estimate; the first settle writes the row and frees it, a second writes
     nothing; a response never handed over gets no row from a follower."""
     import openai_responses_mcp as m
 
     path = tmp_path / "state.sqlite3"
-    state = m.StateStore(m._SqliteBackend(str(path)), m.Log())
+    if backend == "postgres":
+        url = request.getfixturevalue("postgres").fresh_database()
+        state = m.StateStore(m._PostgresBackend(url), m.Log())
+    else:
+        state = m.StateStore(m._SqliteBackend(str(path)), m.Log())
     ledger = m.Ledger(state, "UTC")
     reservation, _, _ = ledger.reserve("answer", [("2020-01-01", 100.0)], 0.5, 3600)
     ledger.hand_over(reservation, "resp_1", time.time() + 600)
@@ -332,10 +337,19 @@ def test_a_handed_over_row_is_written_once_and_only_when_handed_over(tmp_path):
     for response_id in ("resp_1", "resp_1", "resp_2"):
         ledger.settle_handover(row, response_id)
     state.close(10)
-    with sqlite3.connect(path) as conn:
-        rows = conn.execute("SELECT usd FROM usage").fetchall()
-        held = conn.execute("SELECT COUNT(*) FROM reservations").fetchone()[0]
-    assert rows == [(0.25,)] and held == 0
+    reopened = m.StateStore(m._PostgresBackend(url), m.Log()) if backend == "postgres" else None
+
+    def read(q):
+        rows = [float(usd) for (usd,) in q("SELECT usd FROM usage").fetchall()]
+        return rows, q("SELECT COUNT(*) FROM reservations").fetchone()[0]
+
+    if reopened is not None:
+        rows, held = reopened.read("checking", read)
+        reopened.close(5)
+    else:
+        with sqlite3.connect(path) as conn:
+            rows, held = read(conn.execute)
+    assert rows == [0.25] and held == 0
 
 
 def test_a_handover_keeps_the_estimate_held_until_settled(tmp_path):
