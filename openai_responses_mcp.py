@@ -3560,6 +3560,22 @@ class Call:
         self.result_chars: int | None = None  # its client's result size (None: the default)
         self.searches = 0  # web searches done so far (the upstream Call counts them)
         self.user = LOCAL_USER  # whose call it is: its ledger row, budget, cache key, ids
+        self.reservation: str | None = None  # its budget reservation, while it makes a request
+        self._recorded = self._handed_over = False  # see record_here / hand_over
+
+    def record_here(self) -> bool:
+        """Whether this process writes the call's ledger row: yes, unless the call was
+        handed over first to whichever instance serves its task (Dispatcher.hand_over)."""
+        with self._lock:
+            self._recorded = not self._handed_over
+            return self._recorded
+
+    def hand_over(self) -> bool:
+        """Leaves the call's ledger row to another instance; False if it is written already
+        (or being written): then this process has recorded it."""
+        with self._lock:
+            self._handed_over = not self._recorded
+            return self._handed_over
 
     def cancel(self) -> None:
         """Cancels the call; a second cancel changes nothing (above all, not a hold)."""
@@ -4796,17 +4812,18 @@ class AnswerEngine:
         """The upstream request with retries, its cost, its ledger row (`user`'s, which settles
         the call's reservation), and its cache entry."""
         started = time.monotonic()
+        call.reservation = reservation  # a handover passes it on (Dispatcher.hand_over)
         try:
             answer, meta, response = self._request(tool, request, call, today)
         except ToolError as exc:
             meta = {"elapsed_ms": round((time.monotonic() - started) * 1000)}
-            row = UsageRow(tool, request["model"], exc.kind, meta, user)
-            self.ledger.record(row, reservation)
+            self._record(call, UsageRow(tool, request["model"], exc.kind, meta, user), reservation)
             raise
         except Cancelled:
             meta = {"elapsed_ms": round((time.monotonic() - started) * 1000)}
-            row = UsageRow(tool, request["model"], "cancelled", meta, user)
-            self.ledger.record(row, reservation)
+            self._record(
+                call, UsageRow(tool, request["model"], "cancelled", meta, user), reservation
+            )
             raise
         except BaseException:
             if reservation is not None:
@@ -4818,10 +4835,39 @@ class AnswerEngine:
         )
         if self.cache.enabled:
             meta["cache"] = {"hit": False}
-        self.ledger.record(UsageRow(tool, model, "ok", meta, user), reservation)
+        self._record(call, UsageRow(tool, model, "ok", meta, user), reservation)
         if self.cache.enabled and response.get("status") == "completed":
             self.cache.put(key, answer, meta.get("response_id"))
         return answer, meta
+
+    def wait_for_flights(self, timeout: float) -> None:
+        """Waits (up to timeout) for the requests in flight to end: a cancelled call's
+        request ends on its own thread, which writes its ledger row a moment after the call
+        has given up on it; a process about to leave waits for that row."""
+        deadline = time.monotonic() + timeout
+        while self.flights.in_flight() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def _record(self, call: Call, row: UsageRow, reservation: str | None) -> None:
+        """The call's ledger row, unless its call was handed over to another instance."""
+        if call.record_here():
+            self.ledger.record(row, reservation)
+
+    def hand_over(self, call: Call, response_id: str, expires_ms: int) -> bool:
+        """Leaves a running call's ledger row to the instance that serves its task (this
+        process is stopping); False if this process has recorded it already."""
+        upstream = call.upstream or call
+        if not upstream.hand_over():
+            return False
+        self.ledger.hand_over(upstream.reservation, response_id, expires_ms / 1000)
+        return True
+
+    def settle_followed(self, tool: str, meta: dict, response_id: str, model: str) -> None:
+        """The ledger row of a response another instance created and this one read to its
+        end: written if that instance handed it over, else its creator writes it."""
+        cost = self.pricing.cost(model, meta.get("usage") or {}, meta.get("web_searches", 0))
+        row = UsageRow(tool, model, "ok", {**meta, "cost": cost})
+        self.ledger.settle_handover(row, response_id)
 
     def close(self, wait_s: float = 5.0) -> None:
         """Writes the ledger rows still queued (up to wait_s), for a process about to exit."""
@@ -5064,10 +5110,15 @@ class AnswerEngine:
         """Waits (up to timeout) for server-side cancels being sent: for a process about to
         leave with os._exit(), which does not wait for threads."""
         deadline = time.monotonic() + timeout
-        with self._client_lock:
-            threads = list(self._cancels)
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        while time.monotonic() < deadline:  # a cancel started meanwhile is waited for too
+            with self._client_lock:
+                threads = list(self._cancels)  # each leaves the set when it has sent its cancel
+            if not threads:
+                return
+            try:
+                threads[0].join(max(0.0, deadline - time.monotonic()))
+            except RuntimeError:  # in the set, not started yet (cancel_background)
+                time.sleep(0.01)
 
     def _send_cancel(self, run: BackgroundRun, held: Call | None) -> None:
         try:
@@ -6100,11 +6151,13 @@ def _bounded_count(value) -> int:
 class _UsageWrite:
     """A ledger row (values None: none) and the reservation it settles (None: none)."""
 
-    __slots__ = ("day", "reservation", "seq", "usd", "values")
+    __slots__ = ("day", "only_if_held", "reservation", "seq", "usd", "values")
 
-    def __init__(self, values: dict | None, reservation: str | None):
+    def __init__(self, values: dict | None, reservation: str | None, only_if_held=False):
         values = {**bounded_row(values), "writer_schema": STATE_SCHEMA_VERSION} if values else None
         self.values, self.reservation = values, reservation
+        # A handed-over call's row: written only by whoever settles its reservation first.
+        self.only_if_held = only_if_held
         self.seq = 0  # its place in its writer's order, set by StateWriter.submit()
         self.day = values["day"] if values else ""
         self.usd = (values["usd"] or 0.0) if values else 0.0
@@ -6115,7 +6168,7 @@ class _UsageWrite:
         if self.values is None:
             return None
         values = {**self.values, "model": "?", **dict.fromkeys(_COUNT_COLUMNS, 0)}
-        plain = _UsageWrite(values, self.reservation)
+        plain = _UsageWrite(values, self.reservation, self.only_if_held)
         plain.seq = self.seq
         return plain
 
@@ -6124,7 +6177,12 @@ class _UsageWrite:
             q("DELETE FROM reservations WHERE id = ?", (self.reservation,))
 
     def apply(self, q) -> None:
-        self.settle_only(q)
+        if self.only_if_held and self.reservation:
+            settled = q("DELETE FROM reservations WHERE id = ?", (self.reservation,)).rowcount
+            if settled == 0:
+                return  # its creator wrote it, or another instance did
+        else:
+            self.settle_only(q)
         if self.values is None:
             return
         values = self.values
@@ -6163,6 +6221,40 @@ class _UsageWrite:
                 "DO UPDATE SET usd = spend_by_day.usd + excluded.usd",
                 (self.day, self.usd),
             )
+
+
+class _HandoverWrite:
+    """A call whose process stops while it runs on upstream (a signed task at a rolling
+    restart): its reservation becomes the handover's, which the instance that reads the
+    response to its end settles with the ledger row (_UsageWrite.only_if_held). The held
+    estimate keeps counting against the budgets meanwhile (usd 0 without a budget)."""
+
+    __slots__ = ("expires_at", "handover", "reservation")
+
+    def __init__(self, reservation: str | None, handover: str, expires_at: float):
+        self.reservation, self.handover, self.expires_at = reservation, handover, expires_at
+
+    def plainer(self):
+        return None  # nothing plainer to write
+
+    def settle_only(self, q) -> None:
+        pass  # a handover that cannot be written leaves the reservation as it was
+
+    def apply(self, q) -> None:
+        held = None
+        if self.reservation:
+            held = q("SELECT usd FROM reservations WHERE id = ?", (self.reservation,)).fetchone()
+            q("DELETE FROM reservations WHERE id = ?", (self.reservation,))
+        q(
+            "INSERT INTO reservations (id, at, expires_at, usd) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (id) DO NOTHING",
+            (self.handover, time.time(), self.expires_at, float(held[0]) if held else 0.0),
+        )
+
+
+def handover_reservation(response_id: str) -> str:
+    """The reservation id a handed-over call's response is settled by."""
+    return f"handover:{response_id}"
 
 
 class _CacheWrite:
@@ -6594,6 +6686,18 @@ class Ledger:
     def release(self, reservation: str) -> None:
         """Gives a reservation back unused (its call made no request of its own)."""
         self._state.write_later(_UsageWrite(None, reservation))
+
+    def hand_over(self, reservation: str | None, response_id: str, expires_at: float) -> None:
+        """Leaves a running call's row to the instance that reads its response to the end."""
+        handover = handover_reservation(response_id)
+        self._state.write_later(_HandoverWrite(reservation, handover, expires_at))
+
+    def settle_handover(self, row: UsageRow, response_id: str) -> None:
+        """The row of a response read to its end here: written only if its creator handed it
+        over (and no other instance has written it first)."""
+        values = {**row.values, "day": today_in(self._timezone)}
+        reservation = handover_reservation(response_id)
+        self._state.write_later(_UsageWrite(values, reservation, only_if_held=True))
 
     def spent_since(self, first_day: str) -> float:
         """Dollars spent from first_day (YYYY-MM-DD, in policy.timezone) on, rows not yet
@@ -7747,6 +7851,19 @@ def missing_tasks_extension() -> RpcError:
     )
 
 
+def answered_response_id(reply: dict | None) -> str | None:
+    """The response id a tool result's answer carries (None: an error, or none given)."""
+    result = reply.get("result") if isinstance(reply, dict) else None
+    answer = result.get("structuredContent") if isinstance(result, dict) else None
+    if answer is None and isinstance(result, dict) and result.get("content"):
+        try:
+            answer = json.loads(result["content"][0].get("text", ""))
+        except (ValueError, AttributeError, TypeError):
+            answer = None
+    response_id = answer.get("response_id") if isinstance(answer, dict) else None
+    return response_id if isinstance(response_id, str) and response_id else None
+
+
 def handoff_answer(handoff_id: str, model: str, elapsed_s: int, ttl_ms: int) -> dict:
     """The answer of a call handed off (or still not ready for answer_result): the output
     contract's four keys, so the result validates against the tool's outputSchema, and words
@@ -7962,6 +8079,7 @@ class Session:
         self._waiters: dict = {}  # request id -> Waiter (tasks/result, answer_result)
         self._closing: list = []  # what close() runs: the dispatcher's dropping of its tasks
         self.closed = False
+        self.tasks_closed = False  # its client can collect nothing more: no call becomes a task
         self._lock = threading.Condition()
 
     def _check_open(self) -> None:
@@ -8071,10 +8189,22 @@ class Session:
             action(self)
         return cancelled
 
-    def wait_idle(self, timeout: float | None = None) -> bool:
-        """Waits until every call has finished and its answer has been sent."""
+    def stop_tasks(self) -> None:
+        """Its client can collect no task or handoff any more (stdio: end of input): none is
+        made from now on, and those it has are dropped (cancelled upstream if working); its
+        calls answering inline go on. The actions stay for close() to run again (dropping is
+        idempotent): a stop signal may interrupt this one."""
         with self._lock:
-            return self._lock.wait_for(lambda: self._running == 0, timeout)
+            self.tasks_closed = True
+            actions = list(self._closing)
+        for action in actions:
+            action(self)
+
+    def wait_idle(self, timeout: float | None = None, spare: int = 0) -> bool:
+        """Waits until every call has finished and its answer has been sent (all but `spare`:
+        a call's own worker waiting does not wait for itself)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._running <= spare, timeout)
 
 
 class Heartbeat:
@@ -8223,6 +8353,10 @@ class Waiter:
             self._deadlines.cancel(entry)
         self.session.remove_waiter(self.request_id, self)
         return True
+
+
+# The session whose call the current thread works on (Dispatcher._run_call), if any.
+_WORKER = threading.local()
 
 
 class Dispatcher:
@@ -8503,6 +8637,7 @@ class Dispatcher:
         return send
 
     def _run_call(self, call: Call, args: dict, session: Session, version: str, task=None):
+        _WORKER.session = session  # see StdioTransport.end_calls
         try:
             reply = self._reply_of(call, version, lambda: self.engine.answer(call.tool, args, call))
         finally:
@@ -8566,7 +8701,8 @@ class Dispatcher:
             self.log.debug("server", f"result shortened to {limit} bytes: {shortened}")
         return answer, meta
 
-    def _client_name(self, params, session: Session, version=None) -> str | None:
+    @staticmethod
+    def _client_name(params, session: Session, version=None) -> str | None:
         """initialize's clientInfo.name, or (2026-07-28) the one the request's _meta names."""
         if version is None:
             return session.client_name
@@ -8587,15 +8723,6 @@ class Dispatcher:
         if self.tasks_off is not None:
             return 0
         return handoff_after(self.config, self._client_name(params, session, version))
-
-    @staticmethod
-    def _client_name(params, session: Session, version=None):
-        """clientInfo.name: initialize's, or in 2026-07-28 the request's own _meta."""
-        if version is None:
-            return session.client_name
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        info = meta.get(META_CLIENT_INFO) if isinstance(meta, dict) else None
-        return info.get("name") if isinstance(info, dict) else None
 
     def _log_client(self, params, session: Session, version=None) -> None:
         """Who the client says it is and what the client table makes of it (debug only): how
@@ -8705,8 +8832,8 @@ class Dispatcher:
         the task (or the handoff) and the call goes on without it."""
         if self.signing and not self._sign(task, call):
             return  # the call ended before OpenAI named its response: it answers inline
-        if not self._hold(task, request_id):
-            return  # at a limit: it answers inline, however long it takes
+        if not self._hold(task, session, request_id):
+            return  # at a limit, or its client has gone: it answers inline
         if not task.convert():
             self._forget(task)
             return
@@ -8719,16 +8846,23 @@ class Dispatcher:
             result = self._still_working(task, version)
         session.send(rpc_result(request_id, result))
 
-    def _hold(self, task: Task, request_id) -> bool:
+    def _hold(self, task: Task, session: Session, request_id) -> bool:
         """A handoff or extension task is counted against the limits only now that the call
         becomes one (an answer from the cache never does); at max_per_client a handoff's
         client's oldest handoff that has ended uncollected makes room. False at a limit: the
-        call goes on and answers inline, so that no client is locked out."""
+        call goes on and answers inline, so that no client is locked out. False too once the
+        client can collect nothing (Session.stop_tasks), checked again after the add: a stop
+        that raced it dropped the task, or this check sees the stop."""
         task.request_id = request_id
+        if session.tasks_closed:
+            return False
         try:
             self.tasks.add(task, make_room=task.kind == "h")
         except RpcError as exc:
             self.log.debug("server", f"not handed off, answering inline: {exc.message}")
+            return False
+        if session.tasks_closed:
+            self.tasks.discard(task)
             return False
         return True
 
@@ -8746,18 +8880,12 @@ class Dispatcher:
 
     def _sign(self, task: Task, call: Call) -> bool:
         """Gives the task a signed id carrying its background response's id, once OpenAI has
-        named it; False if the call ended first (or runs without background mode)."""
-        deadline = time.monotonic() + self.config.get("request", "timeout_ms") / 1000
-        response_id = None
-        while response_id is None and not task.done.is_set() and time.monotonic() < deadline:
-            upstream = call.upstream or call
-            run = upstream.background
-            if run is not None and run.created.wait(0.05):
-                response_id = run.response_id
-            elif run is None and getattr(self.engine, "background_off", False):
-                break  # refused: there will be no response id to sign
-            elif run is None:
-                time.sleep(0.05)
+        named it; False if there is none (no background mode, or the call failed first)."""
+        response_id = self._response_named(task, call)
+        if response_id is None and task.done.is_set():
+            # Ended first (an answer from the cache, or quicker than the wait): its answer
+            # names the response any instance reads it from.
+            response_id = answered_response_id(task.reply)
         if response_id is None:
             return False
         # The user is signed with the rest: another user's request finds no such task.
@@ -8767,6 +8895,21 @@ class Dispatcher:
         secret = self.task_settings["secret"]
         self.tasks.rename(task, mint_task_id(secret, fields, task.ttl_ms, task.created))
         return True
+
+    def _response_named(self, task: Task, call: Call) -> str | None:
+        """The id OpenAI gives the call's background response, waited for (up to
+        request.timeout_ms) while the task is working; None if it ends first unnamed."""
+        deadline = time.monotonic() + self.config.get("request", "timeout_ms") / 1000
+        while not task.done.is_set() and time.monotonic() < deadline:
+            run = (call.upstream or call).background
+            if run is not None and run.created.wait(0.05):
+                return run.response_id
+            if run is None and getattr(self.engine, "background_off", False):
+                return None  # refused: there will be no response id to sign
+            if run is None:
+                time.sleep(0.05)
+        run = (call.upstream or call).background
+        return run.response_id if run is not None else None
 
     def _remote(self, task_id: str, kind: str, session: Session) -> Task:
         """A task another instance created, from its signed id: followed here from OpenAI's
@@ -8788,6 +8931,7 @@ class Dispatcher:
         task = Task(task_id, kind, call, key, fields["e"] - fields["c"], str(fields.get("o", "")))
         task.created, task.expires, task.converted = fields["c"], fields["e"], True
         task.user = session.user
+        task.signed = task.followed = True
         found = self.tasks.put(task)
         if found is task:
             threading.Thread(
@@ -8796,18 +8940,43 @@ class Dispatcher:
         return found
 
     def _follow(self, task: Task, response_id: str) -> None:
-        """Reads a remote task's response to its end (no ledger row: its creator writes it)."""
+        """Reads a remote task's response to its end. Its ledger row is its creator's, unless
+        the creator stopped and handed it over (hand_over): then the first instance to read
+        it to the end writes it (AnswerEngine.settle_followed)."""
         version = MODERN_VERSIONS[-1] if task.kind == "x" else "2025-11-25"
         call = task.call
+        read: list = []
 
         def work() -> tuple[dict, dict]:
-            return self.engine.collect(task.tool, {"query": "-"}, response_id, call)
+            answer, meta = self.engine.collect(task.tool, {"query": "-"}, response_id, call)
+            read.append((answer.get("model") or task.model, meta))
+            return answer, meta
 
         try:
             reply = self._reply_of(call, version, work)
         finally:
             call.finish()
+        if read and hasattr(self.engine, "settle_followed"):
+            self.engine.settle_followed(task.tool, read[0][1], response_id, read[0][0])
         task.finish(reply)
+
+    def hand_over(self) -> int:
+        """This instance is stopping (--stateless, signed ids): the working tasks it created
+        run on upstream instead of being cancelled, since any instance serves them from their
+        signed ids; their ledger rows are left to the instance that reads them to the end.
+        How many were handed over."""
+        if not (self.signing and hasattr(self.engine, "hand_over")):
+            return 0
+        handed = 0
+        for task in self.tasks.working_signed():
+            call = task.call
+            run = (call.upstream or call).background if call is not None else None
+            if task.followed or run is None or not run.response_id:
+                continue
+            if self.engine.hand_over(call, run.response_id, task.expires):
+                self.tasks.discard(task)  # nothing here cancels it now
+                handed += 1
+        return handed
 
     def _task_ended(self, task: Task, session: Session) -> None:
         """notifications/tasks/status (2025-11-25) where the client can receive one."""
@@ -9139,6 +9308,8 @@ class Task:
         self.counted = 0  # of which its TaskTable counts (the table's lock guards it)
         self.table = None  # the TaskTable holding it, told when its reply is stored or collected
         self.converted = self.collected = False
+        self.signed = False  # its id is signed: any instance serves it from OpenAI
+        self.followed = False  # created by another instance, followed here from its id
         self.done = threading.Event()
         self.lock = threading.Lock()
         self._waiters: dict | None = {}  # callback -> None; None once the task has ended
@@ -9259,6 +9430,10 @@ class TaskTable:
         self._tasks: dict[str, Task] = {}
         self._clients: dict = {}  # client key -> {task id: Task}, oldest first
         self._collected: dict = {}  # Task -> None, in the order collected: dropped first
+        # Task -> None: signed tasks that ended uncollected, in the order they ended: dropped
+        # next (any instance still serves them from OpenAI); an unsigned one's reply is
+        # nowhere else, so it holds its room until collected or expired.
+        self._ended: dict = {}
         self._expiry: list = []  # heap of (expires, sequence, task id); stale ones are skipped
         self._sequence = 0
         self._bytes = 0  # of the stored replies of the tasks here
@@ -9296,12 +9471,13 @@ class TaskTable:
             self._insert(task)
 
     def _check_room(self) -> None:
-        """Drops collected tasks, oldest first, while the server is at a limit; then refuses
-        (lock held)."""
-        while self._collected and (
-            len(self._tasks) >= self._max_open or self._bytes >= self._max_bytes
-        ):
-            self._remove(next(iter(self._collected)))
+        """Drops collected tasks, oldest first, then ended ones nobody has collected, oldest
+        ended first, while the server is at a limit; then refuses (lock held). Only working
+        and unsigned tasks hold room for good: else one client could fill the server with
+        answers it never collects."""
+        while len(self._tasks) >= self._max_open or self._bytes >= self._max_bytes:
+            if not self._drop_spare():
+                break
         if len(self._tasks) >= self._max_open:
             raise RpcError(
                 SERVER_BUSY,
@@ -9317,6 +9493,17 @@ class TaskTable:
                 REPLIES_FULL,
             )
 
+    def _drop_spare(self, keep: Task | None = None) -> bool:
+        """Drops the task that is least missed (lock held): the oldest collected, else the
+        one that ended uncollected first (never `keep`); False when there is none."""
+        spare = next(iter(self._collected or self._ended), None)
+        if spare is None or spare is keep:
+            return False
+        if spare in self._ended and spare not in self._collected:
+            self._log.debug("server", "an ended, uncollected task dropped to make room")
+        self._remove(spare)
+        return True
+
     def _insert(self, task: Task) -> None:
         import heapq
 
@@ -9325,6 +9512,8 @@ class TaskTable:
         self._clients.setdefault(task.client_key, {})[task.id] = task
         if task.collected:
             self._collected[task] = None
+        elif task.signed and task.done.is_set():
+            self._ended[task] = None
         self._sequence += 1
         heapq.heappush(self._expiry, (task.expires, self._sequence, task.id))
         if len(self._expiry) > 2 * len(self._tasks) + 64:  # mostly stale: rebuild it
@@ -9342,6 +9531,7 @@ class TaskTable:
             if not mine:
                 del self._clients[task.client_key]
         self._collected.pop(task, None)
+        self._ended.pop(task, None)
         self._bytes -= task.counted
         task.table, task.counted = None, 0
 
@@ -9354,13 +9544,16 @@ class TaskTable:
                 return
             self._bytes += task.size - task.counted
             task.counted = task.size
-            while self._bytes > self._max_bytes and self._collected:
-                self._remove(next(iter(self._collected)))
+            if task.signed and not task.collected:
+                self._ended[task] = None
+            while self._bytes > self._max_bytes and self._drop_spare(keep=task):
+                pass
 
     def collected(self, task: Task) -> None:
         with self._lock:
             if self._tasks.get(task.id) is task:
                 self._collected[task] = None
+                self._ended.pop(task, None)
 
     def get(self, task_id) -> Task | None:
         self.sweep()
@@ -9376,11 +9569,11 @@ class TaskTable:
         table is only renamed)."""
         with self._lock:
             if self._tasks.get(task.id) is not task:
-                task.id = task_id
+                task.id, task.signed = task_id, True
                 return
             counted = task.counted
             self._remove(task)
-            task.id = task_id
+            task.id, task.signed = task_id, True
             self._insert(task)
             task.counted = counted
             self._bytes += counted
@@ -9410,13 +9603,15 @@ class TaskTable:
 
     def drop_client(self, client_key) -> int:
         """Forgets a client's tasks (its session has ended), cancelling those still working;
-        how many there were."""
+        how many there were. Cancelled before they are forgotten: a stop signal that cuts
+        this short leaves the rest here for the next drop (Session.stop_tasks, then close)."""
         with self._lock:
             mine = list(self._clients.get(client_key, {}).values())
-            for task in mine:
-                self._remove(task)
         for task in mine:
             task.cancel()
+        with self._lock:
+            for task in mine:
+                self._remove(task)
         return len(mine)
 
     def sweep(self) -> None:
@@ -9434,6 +9629,11 @@ class TaskTable:
         for task in expired:
             if task.cancel() is None:
                 self._log.debug("server", f"task expired while working: {task.id[:12]}...")
+
+    def working_signed(self) -> list[Task]:
+        """The tasks still working whose ids any instance can serve."""
+        with self._lock:
+            return [t for t in self._tasks.values() if t.signed and not t.done.is_set()]
 
     def stored_bytes(self) -> int:
         with self._lock:
@@ -9980,6 +10180,8 @@ def leave(engine) -> NoReturn:
     time, past the second the README promises after a stop signal, and past the 2 s an SDK
     client waits after closing stdin before it sends SIGTERM."""
     engine.wait_for_cancels()  # os._exit() would drop server-side cancels
+    if hasattr(engine, "wait_for_flights"):  # ... and the rows of requests still ending
+        engine.wait_for_flights(NAMING_WAIT_S + 1)
     if hasattr(engine, "close"):
         engine.close()  # ... and the ledger rows still queued
     os._exit(0)
@@ -10006,8 +10208,20 @@ class StdioTransport:
 
     def gone(self) -> None:
         """stdout has closed: the client has gone, so nothing is left to answer."""
-        self.session.cancel_all()
+        self.end_calls()
         leave(self.dispatcher.engine)
+
+    def end_calls(self) -> None:
+        """The process leaves next: cancels the client's calls, and its tasks and handoffs,
+        which no request holds (upstream too), then waits a moment for their workers to queue
+        their ledger rows, as a call cancelled inline does. A cancel that waits for OpenAI to
+        name its response (NAMING_WAIT_S) bounds the wait; a second signal cuts it short."""
+        self.session.close()
+        spare = 1 if getattr(_WORKER, "session", None) is self.session else 0
+        try:
+            self.session.wait_idle(NAMING_WAIT_S + 1, spare)
+        except _Stop:
+            pass
 
     def serve(self) -> int:
         import _signal as signal  # `signal` itself imports enum (~1 ms) for its IntEnums
@@ -10026,6 +10240,8 @@ class StdioTransport:
                     writer.send(*replies)
                 if not data:
                     break
+            # Nobody can collect a task or a handoff now: they are cancelled, not awaited.
+            session.stop_tasks()
             log.debug("server", f"end of input; waiting for {session.in_flight()} call(s)")
             # A client that closed stdout as well has gone: its calls are cancelled, not awaited.
             while session.in_flight():
@@ -10035,9 +10251,14 @@ class StdioTransport:
                 session.wait_idle(0.25)
             return 0
         except _Stop:
-            session.cancel_all()
-            log.debug("server", "stopped by signal; in-flight calls cancelled")
+            self.end_calls()
+            log.debug("server", "stopped by signal; in-flight calls, tasks and handoffs cancelled")
             return 0
+        finally:
+            # The process leaves next (leave()): a stop signal now, as an SDK client sends 2 s
+            # after closing stdin, must not cut short the cancels and rows being written.
+            for signum in stop_signals(signal):
+                signal.signal(signum, signal.SIG_IGN)
 
     def handle_frames(self, frames: list) -> list[dict]:
         """The replies to one read's frames; a bug in handling one message never ends the
@@ -10119,6 +10340,9 @@ HTTP_REFUSED = -32000  # JSON-RPC error code of refusals made by the HTTP layer
 REQUEST_CANCELLED = -32800
 MAX_JSON_VALUES = 50_000  # commas and brackets in one HTTP body; an MCP message needs far fewer
 DEFAULT_HTTP_VERSION = "2025-03-26"  # what a request without MCP-Protocol-Version speaks
+# --stateless: initialize's Mcp-Session-Id is a signed record of the client (HttpApp.identity_id):
+# its kind is none of a task's, so it can never pass for a task id, and a record lasts 30 days.
+IDENTITY_KIND, IDENTITY_TTL_MS = "c", 30 * 86_400_000
 _END = object()  # an Outbox's "nothing more will come"
 _POLL_S = 0.25  # how often a waiting response looks for a hung-up client
 
@@ -10274,6 +10498,13 @@ class Router:
             self._log.debug("http", f"dropped a message for {_describe(request_id)}: client gone")
             return
         entry[0].put(message)
+
+
+def task_owner(client: tuple) -> tuple:
+    """Whose tasks a stateless request's are (their per-client limit): its client identity
+    without the User-Agent, which a client may change at will to get a fresh quota. (The
+    User-Agent still tells apart the calls a cancel could mean: HttpApp.cancel_target.)"""
+    return client[:3]
 
 
 class HttpSession:
@@ -11209,6 +11440,39 @@ class HttpApp:
             )
         return version and version.strip()
 
+    def identity_id(self, session: Session) -> str | None:
+        """Under --stateless with server.tasks.secret: initialize's Mcp-Session-Id, a signed
+        record of the client's clientInfo.name and the version agreed, which the client sends
+        back on every later request. No instance keeps a session, so this is how any of them
+        knows a handshake-era client (Codex: its result size and its handoff). None without
+        a secret, or outside --stateless."""
+        secret = self.dispatcher.task_settings["secret"]
+        if not (self.stateless and secret):
+            return None
+        name = session.client_name if isinstance(session.client_name, str) else None
+        fields = {"k": IDENTITY_KIND, "v": session.protocol_version, "w": name and name[:100]}
+        return mint_task_id(secret, fields, IDENTITY_TTL_MS)
+
+    def restore_identity(self, session: Session, session_id: str | None, version) -> None:
+        """A stateless request's client, from the signed Mcp-Session-Id initialize gave it:
+        its name, and its version unless the MCP-Protocol-Version header says one. An id that
+        is not such a record (altered, expired, another secret's) is ignored: the request is
+        served as from an unknown client."""
+        secret = self.dispatcher.task_settings["secret"]
+        if not (secret and session_id):
+            return
+        try:
+            fields = open_task_id(secret, session_id.strip())
+        except TaskIdError as exc:
+            self.log.debug("http", f"Mcp-Session-Id ignored: {exc.reason}")
+            return
+        if fields.get("k") != IDENTITY_KIND:
+            return
+        if isinstance(fields.get("w"), str):
+            session.client_name = fields["w"]
+        if version is None and fields.get("v") in PROTOCOL_VERSIONS:
+            session.protocol_version = fields["v"]
+
     def session_named(self, session_id: str | None, user: str) -> HttpSession:
         """The session an Mcp-Session-Id header names, held until release(); another user's
         is not found."""
@@ -11235,8 +11499,9 @@ class HttpApp:
         hs = self.new_session(user)
         if hs.id is None:
             hs.session.protocol_version = version or DEFAULT_HTTP_VERSION
-            hs.client = hs.session.client_key = client
+            hs.client, hs.session.client_key = client, task_owner(client)
             hs.call_id = message.get("id")
+            self.restore_identity(hs.session, session_id, version)
         return hs
 
     @staticmethod
@@ -11292,7 +11557,11 @@ class HttpApp:
         return json_ok or (hs.modern and "error" in reply)
 
     def reply_headers(self, hs: HttpSession, method: str, reply: dict) -> dict:
-        """A reply's extra headers: initialize's session id; a failed initialize ends it."""
+        """A reply's extra headers: initialize's session id; a failed initialize ends it.
+        With --stateless, the session id is the client's signed identity (or none)."""
+        if method == "initialize" and hs.id is None and "result" in reply:
+            identity = self.identity_id(hs.session)
+            return {"Mcp-Session-Id": identity} if identity else {}
         if method != "initialize" or hs.id is None:
             return {}
         if "result" in reply:
@@ -11335,7 +11604,7 @@ class HttpApp:
         hs.session.user = user
         hs.modern, hs.header_version = True, header_version
         hs.client, hs.call_id = client, message.get("id")
-        hs.session.client_key = client
+        hs.session.client_key = task_owner(client)
         with self._lock:
             self.loose.add(hs)
         return hs
@@ -12110,6 +12379,29 @@ class Lobby:
             pass
 
 
+def read_request_head(conn, wait_s: float) -> tuple[str, str, str | None]:
+    """The method, target and Host of the request on `conn`, read within wait_s (8 KiB at
+    most); ("", "", None) when none came whole."""
+    deadline = time.monotonic() + wait_s
+    head = b""
+    while b"\r\n\r\n" not in head and len(head) < 8192:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "", "", None
+        conn.settimeout(left)
+        chunk = conn.recv(8192 - len(head))
+        if not chunk:
+            return "", "", None
+        head += chunk
+    lines = head.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3:
+        return "", "", None
+    hosts = [line[5:].strip() for line in lines[1:] if line.lower().startswith("host:")]
+    host = hosts[0] if len(hosts) == 1 else ("" if hosts else None)  # two: none of ours
+    return parts[0], parts[1], host
+
+
 class HttpServer:
     """The listening socket, mixed into http.server.HTTPServer by HttpTransport.
 
@@ -12120,6 +12412,10 @@ class HttpServer:
     """
 
     request_queue_size = 128
+    # Connections past the cap that may ask for /healthz (and nothing else) while every other
+    # is busy: a load balancer must not see an instance full of long calls as dead. How long
+    # one may take to send its request, in seconds.
+    health_room, health_wait_s = 4, 2.0
 
     def __init__(self, app: HttpApp, host: str, port: int, handler):
         self.app, self.host = app, host
@@ -12128,6 +12424,7 @@ class HttpServer:
         if os.name == "nt":  # select(), Windows' only selector, watches at most 512 sockets
             self.limit = min(self.limit, 500)
         self.open = 0  # connections accepted and not yet closed
+        self.probes = 0  # connections past the cap, in the health room
         self._count = threading.Lock()
         self.lobby = Lobby(self._ready, self._close, app.log)
         super().__init__((host, port), handler)
@@ -12145,12 +12442,50 @@ class HttpServer:
 
     def process_request(self, request, client_address) -> None:
         if not self.admit():
+            if self._probe_admitted(request):
+                return
             self.app.log.debug(
                 "http", "connection refused: server.http.max_connections, all of them busy"
             )
             return self.shutdown_request(request)
         deadline = time.monotonic() + self.app.settings["request_line_timeout_s"]
         self.lobby.wait(request, client_address, None, deadline)
+
+    def _probe_admitted(self, conn) -> bool:
+        """Takes a connection past the cap into the health room, if there is room there."""
+        with self._count:
+            if self.probes >= self.health_room:
+                return False
+            self.probes += 1
+        try:
+            threading.Thread(target=self._probe, args=(conn,), daemon=True).start()
+        except RuntimeError:  # no thread to be had: refused like the rest
+            with self._count:
+                self.probes -= 1
+            return False
+        return True
+
+    def _probe(self, conn) -> None:
+        """Answers GET (or HEAD) /healthz on a connection in the health room, then closes it;
+        any other request is closed unanswered, as past the cap it would have been."""
+        try:
+            method, path, host = read_request_head(conn, self.health_wait_s)
+            if method in ("GET", "HEAD") and path.split("?", 1)[0] == HEALTH_PATH:
+                self.app.check_host(host)
+                status, body = self.app.health()
+                data = encode_message(body)
+                reason = "OK" if status == 200 else "Service Unavailable"
+                head = (
+                    f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+                )
+                conn.sendall(head.encode("ascii") + (data if method == "GET" else b""))
+        except (OSError, HttpError, ValueError):
+            pass  # a probe that fails is a failed health check: nothing else to do
+        finally:
+            self.shutdown_request(conn)
+            with self._count:
+                self.probes -= 1
 
     def _ready(self, conn, address, handler, deadline: float) -> None:
         """The lobby's hand-over: `conn` has bytes to read; a worker thread serves them."""
@@ -12276,9 +12611,15 @@ class HttpTransport:
         while (app.in_flight() or app.waiting()) and time.monotonic() < deadline:
             if hurry.wait(0.05):
                 break
-        left = app.in_flight()
+        handed = app.dispatcher.hand_over()
+        if handed:
+            log.say(
+                f"left {handed} task(s) running upstream for another instance to serve "
+                "(signed ids); their usage is recorded by the instance that serves them"
+            )
+        left = app.in_flight() - handed
         when = "at a second signal" if hurry.is_set() else f"after {drain} s (server.http.drain_s)"
-        if left:
+        if left > 0:
             log.say(f"cancelled {left} call(s) still running {when}")
         ended = app.all_sessions()
         why = f"the server is shutting down and cancelled this call {when}; retry it"
