@@ -74,7 +74,7 @@ def inspect(tmp_path: Path, target: list[str], *args: str) -> dict:
 def stdio_target(tmp_path: Path, fake) -> list[str]:
     """The server as the Inspector launches it; it passes the environment on only through -e."""
     env = base_env(tmp_path, OPENAI_BASE_URL=fake.base_url)
-    wanted = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANSWER_CACHE_TTL_S", "NO_PROXY", "XDG_")
+    wanted = ("OPENAI_", "ANSWER_CACHE_TTL_S", "NO_PROXY", "XDG_")  # OPENAI_CHECK_RETIREMENTS too
     flags = [f"{k}={v}" for k, v in env.items() if k.startswith(wanted)]
     return [*(x for flag in flags for x in ("-e", flag)), sys.executable, str(SCRIPT), "--stdio"]
 
