@@ -55,7 +55,10 @@ class Reader(threading.Thread):
     def run(self) -> None:
         buffer = b""
         while True:
-            chunk = self.stream.read1(65536)
+            try:
+                chunk = self.stream.read1(65536)
+            except (ValueError, OSError):  # a test closed the pipe on purpose (a client leaving)
+                break
             if not chunk:
                 break
             self.raw += chunk
