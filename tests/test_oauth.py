@@ -803,6 +803,22 @@ def follow_to(url: str, redirect_uri: str) -> str:
     raise AssertionError(f"no redirect to {redirect_uri}")
 
 
+def sign_in(command: list, env: dict, home, issuer: str, resource: str, prompt: str, done: str):
+    """An agent's `mcp login --no-browser` on a terminal, the test playing the browser: the
+    authorization URL it prints (asking for our resource) is followed to its redirect, which
+    is typed back where the agent asks for it."""
+    login = Terminal(command, env, home)
+    try:
+        url = login.wait_for(re.escape(issuer) + r"/auth\?[^\s\x1b]+").group(0)
+        assert "resource=" + urllib.parse.quote(resource, safe="") in url
+        redirect_uri = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["redirect_uri"][0]
+        login.wait_for(prompt)
+        login.type(follow_to(url, redirect_uri))
+        login.wait_for(done)
+    finally:
+        login.close()
+
+
 @pytest.mark.agents
 @NEEDS_OIDC
 def test_claude_code_signs_in_headless_and_connects(oidc_provider, protected, tmp_path):
@@ -819,16 +835,16 @@ def test_claude_code_signs_in_headless_and_connects(oidc_provider, protected, tm
     add = [claude, "mcp", "add", "--transport", "http", "responses", server.resource]
     done = subprocess.run(add, env=env, cwd=home, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    login = Terminal([claude, "mcp", "login", "responses", "--no-browser"], env, home)
-    try:
-        url = login.wait_for(re.escape(oidc_provider) + r"/auth\?[^\s\x1b]+").group(0)
-        assert "resource=" + urllib.parse.quote(server.resource, safe="") in url
-        redirect_uri = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["redirect_uri"][0]
-        login.wait_for("paste the redirect URL")
-        login.type(follow_to(url, redirect_uri))
-        login.wait_for('Authenticated with "responses"')
-    finally:
-        login.close()
+    login = [claude, "mcp", "login", "responses", "--no-browser"]
+    sign_in(
+        login,
+        env,
+        home,
+        oidc_provider,
+        server.resource,
+        "paste the redirect URL",
+        'Authenticated with "responses"',
+    )
     listed = subprocess.run(
         [claude, "mcp", "list"], env=env, cwd=home, capture_output=True, text=True, timeout=120
     )
@@ -849,16 +865,16 @@ def test_codex_signs_in_headless_and_its_token_is_accepted(oidc_provider, protec
     home = Path(env["HOME"])
     env.update(CODEX_HOME=str(home), TERM="xterm")
     (home / "config.toml").write_text(f'[mcp_servers.responses]\nurl = "{server.resource}"\n')
-    login = Terminal([codex, "mcp", "login", "responses", "--no-browser"], env, home)
-    try:
-        url = login.wait_for(re.escape(oidc_provider) + r"/auth\?[^\s\x1b]+").group(0)
-        assert "resource=" + urllib.parse.quote(server.resource, safe="") in url
-        redirect_uri = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["redirect_uri"][0]
-        login.wait_for("Callback URL")
-        login.type(follow_to(url, redirect_uri))
-        login.wait_for("Successfully logged in to MCP server 'responses'")
-    finally:
-        login.close()
+    login = [codex, "mcp", "login", "responses", "--no-browser"]
+    sign_in(
+        login,
+        env,
+        home,
+        oidc_provider,
+        server.resource,
+        "Callback URL",
+        "Successfully logged in to MCP server 'responses'",
+    )
     stored = json.loads((home / ".credentials.json").read_text())
     (entry,) = [e for e in stored.values() if e.get("server_name") == "responses"]
     claims = jwt.decode(entry["access_token"], options={"verify_signature": False})
