@@ -17,17 +17,19 @@ TOOL_TABLE, above the first banner, lists the tools (CONTRIBUTING.md: where new 
                    (SETTINGS: one row per key); the API key, shipped examples, price settings,
                    logging
 2. Policy          the model's instructions and the text sent as the request's input
-3. Answer engine   the OpenAI call (streaming, background mode, retries, cancellation), the
-                   answer's shape and sources section, results sized per client, its cost in
-                   dollars, single-flight for identical calls, and refused profile settings
+3. Answer engine   the OpenAI call (AnswerEngine: streaming, retries, cancellation; its
+                   BackgroundMode), the answer's shape and sources section, results sized per
+                   client, its cost in dollars, single-flight for identical calls, and refused
+                   profile settings (Refusals)
 4. State           the usage ledger (budgets, --usage) and the answer cache, behind one
                    backend interface: SQLite by default (state.path), PostgreSQL (state.url)
                    for several hosts
 5. Tools           the tools' instructions, schemas and argument checks (answer,
                    answer_detailed, answer_quick, opt-in answer_deep, and answer_result)
-6. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation; each request in
-                   its era (MCP 2026-07-28, stateless, or the initialize handshake); tasks
-                   (both shapes) and handoffs, with ids any instance can serve
+6. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation (Dispatcher); each
+                   request in its era (MCP 2026-07-28, stateless, or the initialize
+                   handshake); tasks (both shapes) and handoffs, with ids any instance can
+                   serve (LongCalls, which the Dispatcher hands them to)
 7. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
                    (Streamable HTTP at /mcp, legacy SSE at /sse) with --http
 8. CLI             flags, --show-config, --ask, --usage, --doctor, main()
@@ -2440,7 +2442,7 @@ def _flex_unavailable(request: dict, failure) -> bool:
 
 # Model families known to take no reasoning effort or no verbosity: the setting is not sent to
 # them. Any other model, above all one newer than this table, gets every setting of its profile;
-# a refusal is handled where it comes back (AnswerEngine._adapt), never guessed from the name.
+# a refusal is handled where it comes back (Refusals.adapt), never guessed from the name.
 TAKES_NO_REASONING = ("gpt-4.1", "gpt-4o")
 TAKES_NO_VERBOSITY = ("gpt-4.1", "gpt-4o", "o1", "o3", "o4")
 
@@ -3534,7 +3536,7 @@ class Call:
     blocked reading a silent stream wakes immediately instead of at the next event, and runs
     what was registered with when_cancelled() (a background response's server-side cancel).
     The one exception is a background create whose reply has not yet named its response: its
-    stream stays open until it does (see AnswerEngine.cancel_background), since the name is
+    stream stays open until it does (see BackgroundMode.cancel), since the name is
     what a server-side cancel needs.
     """
 
@@ -4316,6 +4318,58 @@ def backoff_delay(retry: int, retry_after: float | None) -> float:
     return min(8.0, 0.5 * 2 ** (retry - 1)) * random.uniform(0.5, 1.0)
 
 
+class Refusals:
+    """What models refused of a profile's default settings (a reasoning effort or verbosity),
+    remembered for every later request of the process."""
+
+    def __init__(self, config: Config, log: Log):
+        self._config, self._log = config, log
+        # (model, key) -> the value sent instead (None: the key is not sent)
+        self._refused: dict = {}
+
+    def fit(self, request: dict) -> dict:
+        """The request with what its model refused before left out or changed (see adapt)."""
+        model = request["model"]
+        fitted = dict(request)
+        for (refused_model, key), value in list(self._refused.items()):
+            if refused_model != model:
+                continue
+            field, inner = (
+                ("reasoning", "effort") if key == "reasoning_effort" else ("text", "verbosity")
+            )
+            if value is None:
+                fitted.pop(field, None)
+            else:
+                fitted[field] = {inner: value}
+        return fitted
+
+    def adapt(self, tool: str, request: dict, failure: Failure) -> dict | None:
+        """The request again without (or with an accepted value of) a reasoning effort or
+        verbosity its model refused (HTTP 400), when the profile's value is the built-in
+        default: remembered for the model, with one stderr warning naming the key. A value
+        the user set is theirs to change: None, and the call fails naming the key."""
+        key = PROFILE_PARAMS.get(failure.param or "")
+        if failure.status != 400 or key is None or not _is_default_setting(self._config, tool, key):
+            return None
+        model, value = request["model"], self._config.profile(tool).get(key)
+        instead = None
+        if failure.code != "unsupported_parameter":
+            accepted = [v for v in _supported_values(failure.detail) if v != "minimal"]
+            if not accepted or value is None:
+                return None
+            instead = nearest_value(key, value, accepted)
+        if self._refused.get((model, key), "unset") == instead:
+            return None  # already sent that way: nothing left to adapt
+        self._refused[(model, key)] = instead
+        what = f"sends {instead} instead" if instead else f"no longer sends {key} to it"
+        self._log.say(
+            f"warning: {model} refused {key} {value!r} (HTTP 400, "
+            f"{setting_name(self._config, _profile_holder(self._config, tool, key), key)}), "
+            f"so this server {what}; set the key to a value {model} takes to silence this"
+        )
+        return self.fit(request)
+
+
 # -- The engine ------------------------------------------------------------------------------------
 
 PROGRESS_EVENTS = {
@@ -4468,6 +4522,38 @@ def reservation_floor(config: Config, tool: str) -> float:
     return search * max(1, cap)
 
 
+def _log_request(log: Log, tool: str, request: dict) -> None:
+    if not log.debug_enabled:
+        return
+    model = request["model"]
+    log.debug(
+        "answer",
+        f"profile={tool} model={model} supports={{verbosity:"
+        f"{str(supports_verbosity(model)).lower()}, reasoning:"
+        f"{str(supports_reasoning(model)).lower()}}}",
+    )
+    filters = "on" if "filters" in request["tools"][0] else "off"
+    log.debug(
+        "answer",
+        f"request summary tools=web_search(on) domain_filter={filters} "
+        f"reasoning={'on' if 'reasoning' in request else 'off'} "
+        f"text.verbosity={'on' if 'text' in request else 'off'}",
+    )
+
+
+def _log_failure(log: Log, attempt: int, failure: Failure, exc: BaseException) -> None:
+    if not log.debug_enabled:
+        return
+    body = getattr(exc, "body", None)
+    excerpt = json.dumps(body, ensure_ascii=False)[:300] if body is not None else ""
+    log.debug(
+        "openai(client)",
+        f"error attempt={attempt} status={failure.status} name={failure.name} "
+        f"code={failure.code} msg={json.dumps(_one_line(failure.detail, 200))} "
+        f"body={json.dumps(excerpt, ensure_ascii=False)}",
+    )
+
+
 class _Hold:
     """A call's budget reservation, taken once: by the request that spends it, or given back."""
 
@@ -4517,14 +4603,8 @@ class AnswerEngine:
         # then response ids are checked against their owners, and the cache is per user.
         self.multi_user = lambda: False
         self.flights = SingleFlight(log)
-        self._background_off = False  # set for the process when the API refused background mode
-        # Tasks across --stateless instances: every call runs in background, so that its task
-        # can be served by any instance from OpenAI's stored response.
-        self.force_background = False
-        self._cancels: set = set()  # server-side cancels still being sent
-        # What a model refused of a profile's default settings, for every later request:
-        # (model, key) -> the value sent instead (None: the key is not sent).
-        self._refused: dict = {}
+        self.background = BackgroundMode(config, log, self.client, self._tool_error)
+        self.refusals = Refusals(config, log)  # what models refused of the default settings
 
     def warm_up(self, delay: float = 0.3) -> None:
         """Loads `openai` and builds the client in the background, so the first call is fast.
@@ -4616,7 +4696,7 @@ class AnswerEngine:
         returns (answer, meta) or raises ToolError / Cancelled."""
         started = time.monotonic()
         today = today_in(self._config.get("policy", "timezone"))
-        request = self.fit_request(build_request(tool, args, self._config, today))
+        request = self.refusals.fit(build_request(tool, args, self._config, today))
         user = call.user
         if args.get("previous_response_id"):  # another user's is not found; nothing is sent
             self._check_owner(tool, request, args["previous_response_id"], user)
@@ -4876,7 +4956,7 @@ class AnswerEngine:
     @property
     def background_off(self) -> bool:
         """Whether the API refused background mode, so no call of this process uses it."""
-        return self._background_off
+        return self.background.off
 
     def collect(self, tool: str, args: dict, response_id: str, call: Call) -> tuple[dict, dict]:
         """The answer of a background response created earlier, by this process or another,
@@ -4885,7 +4965,7 @@ class AnswerEngine:
         Returns (answer, meta) or raises ToolError / Cancelled; no ledger row, no cache entry
         (the caller decides who accounts for a response it did not create)."""
         today = today_in(self._config.get("policy", "timezone"))
-        request = self.fit_request(build_request(tool, args, self._config, today))
+        request = self.refusals.fit(build_request(tool, args, self._config, today))
         answer, meta, _ = self._request(tool, request, call, today, response_id)
         return answer, meta
 
@@ -4894,11 +4974,11 @@ class AnswerEngine:
         response). With response_id, follows that background response instead of creating."""
         config = self._config
         model = request["model"]
-        self._log_request(tool, request)
+        _log_request(self._log, tool, request)
         client = self.client()
         started = time.monotonic()
         max_retries = config.get("request", "max_retries")
-        run = self._background_run(tool, call, started, response_id)
+        run = self.background.run(tool, call, started, response_id)
         attempt = 0
         stalls = 0  # resumes in a row that brought no new event
         while True:
@@ -4925,20 +5005,20 @@ class AnswerEngine:
                 if call.cancelled.is_set():
                     raise Cancelled() from None
                 failure = classify_failure(exc)
-                self._log_failure(attempt, failure, exc)
+                _log_failure(self._log, attempt, failure, exc)
                 if run is not None and run.response_id is None and background_refused(exc):
-                    self._background_refused(tool, failure)
+                    self.background.refused(tool, failure)
                     if tool == DEEP_TOOL:  # half an hour on one open stream is no fallback
                         raise ToolError(DEEP_NEEDS_BACKGROUND, failure.detail) from None
                     run = call.background = None
                     continue
-                adapted = self._adapt(tool, request, failure)
+                adapted = self.refusals.adapt(tool, request, failure)
                 if adapted is not None and (run is None or run.response_id is None):
                     request = adapted
                     continue
                 if run is not None and run.response_id is not None:
                     stalls = 0 if run.last_sequence != seen else stalls + 1
-                    self._resume_or_fail(run, exc, failure, call, stalls, tool, model)
+                    self.background.resume_or_fail(run, exc, failure, call, stalls, tool, model)
                     continue
                 if _flex_unavailable(request, failure):
                     # Flex capacity comes and goes: this one answer is worth the default price.
@@ -4955,50 +5035,6 @@ class AnswerEngine:
                 raise Cancelled()
             return answer, meta, response
 
-    # -- A default setting the model refuses -----------------------------------------------
-
-    def fit_request(self, request: dict) -> dict:
-        """The request with what its model refused before left out or changed (see _adapt)."""
-        model = request["model"]
-        fitted = dict(request)
-        for (refused_model, key), value in list(self._refused.items()):
-            if refused_model != model:
-                continue
-            field, inner = (
-                ("reasoning", "effort") if key == "reasoning_effort" else ("text", "verbosity")
-            )
-            if value is None:
-                fitted.pop(field, None)
-            else:
-                fitted[field] = {inner: value}
-        return fitted
-
-    def _adapt(self, tool: str, request: dict, failure: Failure) -> dict | None:
-        """The request again without (or with an accepted value of) a reasoning effort or
-        verbosity its model refused (HTTP 400), when the profile's value is the built-in
-        default: remembered for the model, with one stderr warning naming the key. A value
-        the user set is theirs to change: None, and the call fails naming the key."""
-        key = PROFILE_PARAMS.get(failure.param or "")
-        if failure.status != 400 or key is None or not _is_default_setting(self._config, tool, key):
-            return None
-        model, value = request["model"], self._config.profile(tool).get(key)
-        instead = None
-        if failure.code != "unsupported_parameter":
-            accepted = [v for v in _supported_values(failure.detail) if v != "minimal"]
-            if not accepted or value is None:
-                return None
-            instead = nearest_value(key, value, accepted)
-        if self._refused.get((model, key), "unset") == instead:
-            return None  # already sent that way: nothing left to adapt
-        self._refused[(model, key)] = instead
-        what = f"sends {instead} instead" if instead else f"no longer sends {key} to it"
-        self._log.say(
-            f"warning: {model} refused {key} {value!r} (HTTP 400, "
-            f"{setting_name(self._config, _profile_holder(self._config, tool, key), key)}), "
-            f"so this server {what}; set the key to a value {model} takes to silence this"
-        )
-        return self.fit_request(request)
-
     def _tool_error(self, failure: Failure, tool: str, model: str, tries: int) -> ToolError:
         message = self._log.redact(
             failure_message(failure, tool=tool, model=model, config=self._config, tries=tries)
@@ -5012,154 +5048,6 @@ class AnswerEngine:
         )
         error.kind = failure.kind
         return error
-
-    # -- Background mode ---------------------------------------------------------------------
-
-    def _background_run(self, tool: str, call: Call, started: float, response_id=None):
-        """A BackgroundRun for the call when its profile asks for background mode (or it
-        follows a response that exists already)."""
-        wanted = self.force_background or self._config.background(tool)
-        if response_id is None and self._background_off and tool == DEEP_TOOL:
-            raise ToolError(DEEP_NEEDS_BACKGROUND)
-        if response_id is None and (self._background_off or not wanted):
-            return None
-        seconds = run_timeout_ms(self._config, tool) / 1000
-        run = call.background = BackgroundRun(started + seconds, response_id)
-        call.when_cancelled(lambda: self.cancel_background(run, call))
-        return run
-
-    def _background_refused(self, tool: str, failure: Failure) -> None:
-        """Background mode is off for the rest of the process; the call goes on without it."""
-        with self._client_lock:
-            warned, self._background_off = self._background_off, True
-        if not warned:
-            said = _one_line(self._log.redact(failure.detail), 160) or "no reason given"
-            self._log.say(
-                f"warning: the API refused background mode (HTTP {failure.status}: {said}); "
-                f"calls run without it until restart: {_stop_asking(self._config)}"
-            )
-
-    def _resume_or_fail(self, run: BackgroundRun, exc, failure: Failure, call, stalls, tool, model):
-        """Readies the next resume of a background response after `exc` (waiting first when
-        the last resume brought nothing), or raises the call's ToolError after cancelling the
-        response upstream (unless it has ended by itself)."""
-        if time.monotonic() >= run.deadline:  # what the person hears of is the time
-            failure = Failure("timeout", False, name="deadline")
-        elif failure.status == 404:  # not a wrong base URL: that answered the create
-            failure = Failure("gone", False, status=404, detail=run.response_id)
-        most = self._config.get("request", "max_retries")
-        if not _resumable(exc, failure) or stalls > most or run.finished:
-            if failure.kind not in ("failed", "cancelled_upstream"):
-                self.cancel_background(run)
-            raise self._tool_error(failure, tool, model, stalls + 1) from None
-        run.resumes += 1
-        run.check_status = stalls > 0
-        self._log.debug(
-            "answer",
-            f"resuming background response {run.response_id} after "
-            f"sequence_number={run.last_sequence} ({failure.kind})",
-        )
-        call.report("resuming the answer", min_interval=0)
-        if stalls and call.cancelled.wait(backoff_delay(stalls, failure.retry_after)):
-            raise Cancelled() from None
-
-    def _follow(self, event, run: BackgroundRun, call: Call) -> None:
-        """Keeps the response id (arming the server-side cancel) and the last sequence_number."""
-        if not isinstance(event, dict):
-            return
-        number = event.get("sequence_number")
-        if type(number) is int:
-            run.last_sequence = number
-        if run.response_id is None and event.get("type") in ("response.created", "response.queued"):
-            response = event.get("response")
-            response_id = response.get("id") if isinstance(response, dict) else None
-            if isinstance(response_id, str) and response_id:
-                run.response_id = response_id
-                run.created.set()
-
-    def cancel_background(self, run: BackgroundRun, call: Call | None = None) -> None:
-        """POST /responses/{id}/cancel, once, on its own thread: best effort, bounded by
-        CANCEL_TIMEOUT_S. Not a daemon thread, so a process that is exiting sends it first.
-
-        A call cancelled while its create's reply is read but has not named the response yet
-        (call.held) would leave that response running, and billed, if it just hung up: the
-        thread first waits for the name, then lets the call's streams go."""
-        held = call if call is not None and call.held else None
-        with run.lock:
-            if run.cancel_sent:  # sent, or waiting for the name, already
-                return
-            nothing = run.finished or not (run.response_id or held)
-            run.cancel_sent = not nothing
-        if nothing:
-            if held is not None:
-                held.let_go()
-            return
-        thread = threading.Thread(
-            target=self._send_cancel, args=(run, held), name="upstream-cancel"
-        )
-        with self._client_lock:
-            self._cancels.add(thread)
-        try:
-            thread.start()
-        except RuntimeError:  # no thread to spare (or the interpreter is exiting)
-            with self._client_lock:
-                self._cancels.discard(thread)  # join() refuses a thread never started
-            self._send_cancel(run, held)
-
-    def wait_for_cancels(self, timeout: float = NAMING_WAIT_S + CANCEL_TIMEOUT_S) -> None:
-        """Waits (up to timeout) for server-side cancels being sent: for a process about to
-        leave with os._exit(), which does not wait for threads."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:  # a cancel started meanwhile is waited for too
-            with self._client_lock:
-                threads = list(self._cancels)  # each leaves the set when it has sent its cancel
-            if not threads:
-                return
-            try:
-                threads[0].join(max(0.0, deadline - time.monotonic()))
-            except RuntimeError:  # in the set, not started yet (cancel_background)
-                time.sleep(0.01)
-
-    def _send_cancel(self, run: BackgroundRun, held: Call | None) -> None:
-        try:
-            if held is not None and not self._await_name(run, held):
-                return
-            response_id = run.response_id
-            self.client().post(
-                f"/responses/{response_id}/cancel",
-                cast_to=object,
-                options={"timeout": CANCEL_TIMEOUT_S},
-            )
-            self._log.debug("answer", f"cancelled background response {response_id} upstream")
-        except Exception as exc:  # noqa: BLE001 - best effort; the response expires anyway
-            failure = classify_failure(exc)
-            said = _one_line(self._log.redact(failure.detail or failure.kind), 160)
-            status = f"HTTP {failure.status}" if failure.status else failure.kind
-            self._log.say(
-                f"warning: could not cancel background response {run.response_id} upstream "
-                f"({status}: {said}); it runs until it ends and is billed"
-            )
-        finally:
-            with self._client_lock:
-                self._cancels.discard(threading.current_thread())
-
-    def _await_name(self, run: BackgroundRun, call: Call) -> bool:
-        """Waits (at most NAMING_WAIT_S) for the held call's stream to name its response, then
-        lets the stream go; False when there is nothing left to cancel. A reply that ended
-        unnamed (an HTTP error, say) made no response, so only the time running out is
-        worth a warning."""
-        deadline = time.monotonic() + NAMING_WAIT_S
-        while call.reading and time.monotonic() < deadline:
-            if run.created.wait(0.05):
-                break
-        if call.reading and not run.created.is_set():  # said before the hang-up it explains
-            self._log.say(
-                "warning: a call was cancelled before OpenAI named its background response "
-                f"(no response.created within {NAMING_WAIT_S:g} s), so it could not be cancelled "
-                "upstream; if it was created, it runs until it ends and is billed"
-            )
-        call.let_go()
-        return run.created.is_set() and not run.finished
 
     def _attempt(self, client, request: dict, call: Call, run: BackgroundRun | None = None):
         """One streamed request (a create, or a background response's resume); returns the
@@ -5188,7 +5076,7 @@ class AnswerEngine:
             with stream:
                 for event in stream:
                     if run is not None:
-                        self._follow(event, run, call)
+                        self.background.follow(event, run, call)
                         if call.cancelled.is_set() and run.response_id:  # what it read on for
                             raise Cancelled()
                     final = self._on_event(event, call)
@@ -5257,35 +5145,171 @@ class AnswerEngine:
             call.report(message)
         return None
 
-    def _log_request(self, tool: str, request: dict) -> None:
-        if not self._log.debug_enabled:
-            return
-        model = request["model"]
-        self._log.debug(
-            "answer",
-            f"profile={tool} model={model} supports={{verbosity:"
-            f"{str(supports_verbosity(model)).lower()}, reasoning:"
-            f"{str(supports_reasoning(model)).lower()}}}",
-        )
-        filters = "on" if "filters" in request["tools"][0] else "off"
-        self._log.debug(
-            "answer",
-            f"request summary tools=web_search(on) domain_filter={filters} "
-            f"reasoning={'on' if 'reasoning' in request else 'off'} "
-            f"text.verbosity={'on' if 'text' in request else 'off'}",
-        )
 
-    def _log_failure(self, attempt: int, failure: Failure, exc: BaseException) -> None:
-        if not self._log.debug_enabled:
-            return
-        body = getattr(exc, "body", None)
-        excerpt = json.dumps(body, ensure_ascii=False)[:300] if body is not None else ""
+# -- Background mode -------------------------------------------------------------------------------
+
+
+class BackgroundMode:
+    """The engine's background responses: whether a call asks for one, what happens when the
+    API refuses them, resuming a dropped stream, and the server-side cancel (sent on a thread
+    of its own, which a leaving process waits for)."""
+
+    def __init__(self, config: Config, log: Log, client, tool_error):
+        self._config, self._log = config, log
+        self._client = client  # AnswerEngine.client: the process's one OpenAI client
+        self._tool_error = tool_error  # AnswerEngine._tool_error: a failure as the call's error
+        self._lock = threading.Lock()
+        self.off = False  # set for the process when the API refused background mode
+        # Tasks across --stateless instances: every call runs in background, so that its task
+        # can be served by any instance from OpenAI's stored response.
+        self.force = False
+        self._cancels: set = set()  # server-side cancels still being sent
+
+    def run(self, tool: str, call: Call, started: float, response_id=None):
+        """A BackgroundRun for the call when its profile asks for background mode (or it
+        follows a response that exists already)."""
+        wanted = self.force or self._config.background(tool)
+        if response_id is None and self.off and tool == DEEP_TOOL:
+            raise ToolError(DEEP_NEEDS_BACKGROUND)
+        if response_id is None and (self.off or not wanted):
+            return None
+        seconds = run_timeout_ms(self._config, tool) / 1000
+        run = call.background = BackgroundRun(started + seconds, response_id)
+        call.when_cancelled(lambda: self.cancel(run, call))
+        return run
+
+    def refused(self, tool: str, failure: Failure) -> None:
+        """Background mode is off for the rest of the process; the call goes on without it."""
+        with self._lock:
+            warned, self.off = self.off, True
+        if not warned:
+            said = _one_line(self._log.redact(failure.detail), 160) or "no reason given"
+            self._log.say(
+                f"warning: the API refused background mode (HTTP {failure.status}: {said}); "
+                f"calls run without it until restart: {_stop_asking(self._config)}"
+            )
+
+    def resume_or_fail(self, run: BackgroundRun, exc, failure: Failure, call, stalls, tool, model):
+        """Readies the next resume of a background response after `exc` (waiting first when
+        the last resume brought nothing), or raises the call's ToolError after cancelling the
+        response upstream (unless it has ended by itself)."""
+        if time.monotonic() >= run.deadline:  # what the person hears of is the time
+            failure = Failure("timeout", False, name="deadline")
+        elif failure.status == 404:  # not a wrong base URL: that answered the create
+            failure = Failure("gone", False, status=404, detail=run.response_id)
+        most = self._config.get("request", "max_retries")
+        if not _resumable(exc, failure) or stalls > most or run.finished:
+            if failure.kind not in ("failed", "cancelled_upstream"):
+                self.cancel(run)
+            raise self._tool_error(failure, tool, model, stalls + 1) from None
+        run.resumes += 1
+        run.check_status = stalls > 0
         self._log.debug(
-            "openai(client)",
-            f"error attempt={attempt} status={failure.status} name={failure.name} "
-            f"code={failure.code} msg={json.dumps(_one_line(failure.detail, 200))} "
-            f"body={json.dumps(excerpt, ensure_ascii=False)}",
+            "answer",
+            f"resuming background response {run.response_id} after "
+            f"sequence_number={run.last_sequence} ({failure.kind})",
         )
+        call.report("resuming the answer", min_interval=0)
+        if stalls and call.cancelled.wait(backoff_delay(stalls, failure.retry_after)):
+            raise Cancelled() from None
+
+    def follow(self, event, run: BackgroundRun, call: Call) -> None:
+        """Keeps the response id (arming the server-side cancel) and the last sequence_number."""
+        if not isinstance(event, dict):
+            return
+        number = event.get("sequence_number")
+        if type(number) is int:
+            run.last_sequence = number
+        if run.response_id is None and event.get("type") in ("response.created", "response.queued"):
+            response = event.get("response")
+            response_id = response.get("id") if isinstance(response, dict) else None
+            if isinstance(response_id, str) and response_id:
+                run.response_id = response_id
+                run.created.set()
+
+    def cancel(self, run: BackgroundRun, call: Call | None = None) -> None:
+        """POST /responses/{id}/cancel, once, on its own thread: best effort, bounded by
+        CANCEL_TIMEOUT_S. Not a daemon thread, so a process that is exiting sends it first.
+
+        A call cancelled while its create's reply is read but has not named the response yet
+        (call.held) would leave that response running, and billed, if it just hung up: the
+        thread first waits for the name, then lets the call's streams go."""
+        held = call if call is not None and call.held else None
+        with run.lock:
+            if run.cancel_sent:  # sent, or waiting for the name, already
+                return
+            nothing = run.finished or not (run.response_id or held)
+            run.cancel_sent = not nothing
+        if nothing:
+            if held is not None:
+                held.let_go()
+            return
+        thread = threading.Thread(
+            target=self._send_cancel, args=(run, held), name="upstream-cancel"
+        )
+        with self._lock:
+            self._cancels.add(thread)
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to spare (or the interpreter is exiting)
+            with self._lock:
+                self._cancels.discard(thread)  # join() refuses a thread never started
+            self._send_cancel(run, held)
+
+    def wait_for_cancels(self, timeout: float = NAMING_WAIT_S + CANCEL_TIMEOUT_S) -> None:
+        """Waits (up to timeout) for server-side cancels being sent: for a process about to
+        leave with os._exit(), which does not wait for threads."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:  # a cancel started meanwhile is waited for too
+            with self._lock:
+                threads = list(self._cancels)  # each leaves the set when it has sent its cancel
+            if not threads:
+                return
+            try:
+                threads[0].join(max(0.0, deadline - time.monotonic()))
+            except RuntimeError:  # in the set, not started yet (cancel_background)
+                time.sleep(0.01)
+
+    def _send_cancel(self, run: BackgroundRun, held: Call | None) -> None:
+        try:
+            if held is not None and not self._await_name(run, held):
+                return
+            response_id = run.response_id
+            self._client().post(
+                f"/responses/{response_id}/cancel",
+                cast_to=object,
+                options={"timeout": CANCEL_TIMEOUT_S},
+            )
+            self._log.debug("answer", f"cancelled background response {response_id} upstream")
+        except Exception as exc:  # noqa: BLE001 - best effort; the response expires anyway
+            failure = classify_failure(exc)
+            said = _one_line(self._log.redact(failure.detail or failure.kind), 160)
+            status = f"HTTP {failure.status}" if failure.status else failure.kind
+            self._log.say(
+                f"warning: could not cancel background response {run.response_id} upstream "
+                f"({status}: {said}); it runs until it ends and is billed"
+            )
+        finally:
+            with self._lock:
+                self._cancels.discard(threading.current_thread())
+
+    def _await_name(self, run: BackgroundRun, call: Call) -> bool:
+        """Waits (at most NAMING_WAIT_S) for the held call's stream to name its response, then
+        lets the stream go; False when there is nothing left to cancel. A reply that ended
+        unnamed (an HTTP error, say) made no response, so only the time running out is
+        worth a warning."""
+        deadline = time.monotonic() + NAMING_WAIT_S
+        while call.reading and time.monotonic() < deadline:
+            if run.created.wait(0.05):
+                break
+        if call.reading and not run.created.is_set():  # said before the hang-up it explains
+            self._log.say(
+                "warning: a call was cancelled before OpenAI named its background response "
+                f"(no response.created within {NAMING_WAIT_S:g} s), so it could not be cancelled "
+                "upstream; if it was created, it runs until it ends and is billed"
+            )
+        call.let_go()
+        return run.created.is_set() and not run.finished
 
 
 # ============================================================================================
@@ -10219,7 +10243,7 @@ def leave(engine) -> NoReturn:
     interpreter's teardown: with the SDK loaded, that took over a second of a busy machine's
     time, past the second the README promises after a stop signal, and past the 2 s an SDK
     client waits after closing stdin before it sends SIGTERM."""
-    engine.wait_for_cancels()  # os._exit() would drop server-side cancels
+    engine.background.wait_for_cancels()  # os._exit() would drop server-side cancels
     if hasattr(engine, "wait_for_flights"):  # ... and the rows of requests still ending
         engine.wait_for_flights(NAMING_WAIT_S + 1)
     if hasattr(engine, "close"):
@@ -10380,7 +10404,7 @@ HTTP_REFUSED = -32000  # JSON-RPC error code of refusals made by the HTTP layer
 REQUEST_CANCELLED = -32800
 MAX_JSON_VALUES = 50_000  # commas and brackets in one HTTP body; an MCP message needs far fewer
 DEFAULT_HTTP_VERSION = "2025-03-26"  # what a request without MCP-Protocol-Version speaks
-# --stateless: initialize's Mcp-Session-Id is a signed record of the client (HttpApp.identity_id):
+# --stateless: initialize's Mcp-Session-Id is a signed record of the client (identity_id):
 # its kind is none of a task's, so it can never pass for a task id, and a record lasts 30 days.
 IDENTITY_KIND, IDENTITY_TTL_MS = "c", 30 * 86_400_000
 _END = object()  # an Outbox's "nothing more will come"
@@ -11184,6 +11208,39 @@ class Authenticator:
         )
 
 
+def identity_id(secret: str | None, session: Session) -> str | None:
+    """Under --stateless with server.tasks.secret: initialize's Mcp-Session-Id, a signed
+    record of the client's clientInfo.name and the version agreed, which the client sends
+    back on every later request. No instance keeps a session, so this is how any of them
+    knows a handshake-era client (Codex: its result size and its handoff). None without
+    a secret (HttpApp passes none outside --stateless)."""
+    if not secret:
+        return None
+    name = session.client_name if isinstance(session.client_name, str) else None
+    fields = {"k": IDENTITY_KIND, "v": session.protocol_version, "w": name and name[:100]}
+    return mint_task_id(secret, fields, IDENTITY_TTL_MS)
+
+
+def restore_identity(secret, session: Session, session_id: str | None, version, log: Log) -> None:
+    """A stateless request's client, from the signed Mcp-Session-Id initialize gave it:
+    its name, and its version unless the MCP-Protocol-Version header says one. An id that
+    is not such a record (altered, expired, another secret's) is ignored: the request is
+    served as from an unknown client."""
+    if not (secret and session_id):
+        return
+    try:
+        fields = open_task_id(secret, session_id.strip())
+    except TaskIdError as exc:
+        log.debug("http", f"Mcp-Session-Id ignored: {exc.reason}")
+        return
+    if fields.get("k") != IDENTITY_KIND:
+        return
+    if isinstance(fields.get("w"), str):
+        session.client_name = fields["w"]
+    if version is None and fields.get("v") in PROTOCOL_VERSIONS:
+        session.protocol_version = fields["v"]
+
+
 class HttpApp:
     """What every request needs: settings, the dispatcher, sessions, limits, the lifecycle."""
 
@@ -11203,6 +11260,7 @@ class HttpApp:
         if hasattr(engine, "multi_user"):  # the engine keeps users apart once there are several
             engine.multi_user = self.auth.multi_user
         self.stateless = settings["stateless"]
+        self.secret = config.get("server", "tasks")["secret"]  # signs a client's identity
         self.max_body = settings["max_body_bytes"]
         self.header_timeout = settings["header_timeout_s"]
         outbox = settings["sse_outbox_bytes"], settings["sse_stall_s"]
@@ -11480,39 +11538,6 @@ class HttpApp:
             )
         return version and version.strip()
 
-    def identity_id(self, session: Session) -> str | None:
-        """Under --stateless with server.tasks.secret: initialize's Mcp-Session-Id, a signed
-        record of the client's clientInfo.name and the version agreed, which the client sends
-        back on every later request. No instance keeps a session, so this is how any of them
-        knows a handshake-era client (Codex: its result size and its handoff). None without
-        a secret, or outside --stateless."""
-        secret = self.dispatcher.long_calls.settings["secret"]
-        if not (self.stateless and secret):
-            return None
-        name = session.client_name if isinstance(session.client_name, str) else None
-        fields = {"k": IDENTITY_KIND, "v": session.protocol_version, "w": name and name[:100]}
-        return mint_task_id(secret, fields, IDENTITY_TTL_MS)
-
-    def restore_identity(self, session: Session, session_id: str | None, version) -> None:
-        """A stateless request's client, from the signed Mcp-Session-Id initialize gave it:
-        its name, and its version unless the MCP-Protocol-Version header says one. An id that
-        is not such a record (altered, expired, another secret's) is ignored: the request is
-        served as from an unknown client."""
-        secret = self.dispatcher.long_calls.settings["secret"]
-        if not (secret and session_id):
-            return
-        try:
-            fields = open_task_id(secret, session_id.strip())
-        except TaskIdError as exc:
-            self.log.debug("http", f"Mcp-Session-Id ignored: {exc.reason}")
-            return
-        if fields.get("k") != IDENTITY_KIND:
-            return
-        if isinstance(fields.get("w"), str):
-            session.client_name = fields["w"]
-        if version is None and fields.get("v") in PROTOCOL_VERSIONS:
-            session.protocol_version = fields["v"]
-
     def session_named(self, session_id: str | None, user: str) -> HttpSession:
         """The session an Mcp-Session-Id header names, held until release(); another user's
         is not found."""
@@ -11541,7 +11566,7 @@ class HttpApp:
             hs.session.protocol_version = version or DEFAULT_HTTP_VERSION
             hs.client, hs.session.client_key = client, task_owner(client)
             hs.call_id = message.get("id")
-            self.restore_identity(hs.session, session_id, version)
+            restore_identity(self.secret, hs.session, session_id, version, self.log)
         return hs
 
     @staticmethod
@@ -11600,7 +11625,7 @@ class HttpApp:
         """A reply's extra headers: initialize's session id; a failed initialize ends it.
         With --stateless, the session id is the client's signed identity (or none)."""
         if method == "initialize" and hs.id is None and "result" in reply:
-            identity = self.identity_id(hs.session)
+            identity = identity_id(self.secret if self.stateless else None, hs.session)
             return {"Mcp-Session-Id": identity} if identity else {}
         if method != "initialize" or hs.id is None:
             return {}
@@ -12692,8 +12717,8 @@ def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port
     long_calls.tasks_off = tasks_off_reason(config, app.stateless)
     if long_calls.tasks_off is not None:
         log.say(long_calls.tasks_off)
-    elif long_calls.signing and hasattr(dispatcher.engine, "force_background"):
-        dispatcher.engine.force_background = True  # any instance serves a task from OpenAI
+    elif long_calls.signing and hasattr(dispatcher.engine, "background"):
+        dispatcher.engine.background.force = True  # any instance serves a task from OpenAI
     return HttpTransport(app, host, port).serve()
 
 
