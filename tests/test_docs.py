@@ -211,5 +211,5 @@ def test_no_class_in_the_module_is_over_600_lines():
 
     tree = ast.parse((ROOT / "openai_responses_mcp.py").read_text(encoding="utf-8"))
     sizes = {n.name: n.end_lineno - n.lineno + 1 for n in tree.body if isinstance(n, ast.ClassDef)}
-    assert {"Dispatcher", "LongCalls", "AnswerEngine"} <= set(sizes)
     assert {name: size for name, size in sizes.items() if size > 600} == {}
+    assert {"Dispatcher", "LongCalls", "AnswerEngine"} <= set(sizes)  # the ones it was about
