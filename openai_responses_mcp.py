@@ -17,17 +17,19 @@ TOOL_TABLE, above the first banner, lists the tools (CONTRIBUTING.md: where new 
                    (SETTINGS: one row per key); the API key, shipped examples, price settings,
                    logging
 2. Policy          the model's instructions and the text sent as the request's input
-3. Answer engine   the OpenAI call (streaming, background mode, retries, cancellation), the
-                   answer's shape and sources section, results sized per client, its cost in
-                   dollars, single-flight for identical calls, and refused profile settings
+3. Answer engine   the OpenAI call (AnswerEngine: streaming, retries, cancellation; its
+                   BackgroundMode), the answer's shape and sources section, results sized per
+                   client, its cost in dollars, single-flight for identical calls, and refused
+                   profile settings (Refusals)
 4. State           the usage ledger (budgets, --usage) and the answer cache, behind one
                    backend interface: SQLite by default (state.path), PostgreSQL (state.url)
                    for several hosts
 5. Tools           the tools' instructions, schemas and argument checks (answer,
                    answer_detailed, answer_quick, opt-in answer_deep, and answer_result)
-6. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation; each request in
-                   its era (MCP 2026-07-28, stateless, or the initialize handshake); tasks
-                   (both shapes) and handoffs, with ids any instance can serve
+6. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation (Dispatcher); each
+                   request in its era (MCP 2026-07-28, stateless, or the initialize
+                   handshake); tasks (both shapes) and handoffs, with ids any instance can
+                   serve (LongCalls, which the Dispatcher hands them to)
 7. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
                    (Streamable HTTP at /mcp, legacy SSE at /sse) with --http
 8. CLI             flags, --show-config, --ask, --usage, --doctor, main()
@@ -2440,7 +2442,7 @@ def _flex_unavailable(request: dict, failure) -> bool:
 
 # Model families known to take no reasoning effort or no verbosity: the setting is not sent to
 # them. Any other model, above all one newer than this table, gets every setting of its profile;
-# a refusal is handled where it comes back (AnswerEngine._adapt), never guessed from the name.
+# a refusal is handled where it comes back (Refusals.adapt), never guessed from the name.
 TAKES_NO_REASONING = ("gpt-4.1", "gpt-4o")
 TAKES_NO_VERBOSITY = ("gpt-4.1", "gpt-4o", "o1", "o3", "o4")
 
@@ -3534,7 +3536,7 @@ class Call:
     blocked reading a silent stream wakes immediately instead of at the next event, and runs
     what was registered with when_cancelled() (a background response's server-side cancel).
     The one exception is a background create whose reply has not yet named its response: its
-    stream stays open until it does (see AnswerEngine.cancel_background), since the name is
+    stream stays open until it does (see BackgroundMode.cancel), since the name is
     what a server-side cancel needs.
     """
 
@@ -4316,6 +4318,58 @@ def backoff_delay(retry: int, retry_after: float | None) -> float:
     return min(8.0, 0.5 * 2 ** (retry - 1)) * random.uniform(0.5, 1.0)
 
 
+class Refusals:
+    """What models refused of a profile's default settings (a reasoning effort or verbosity),
+    remembered for every later request of the process."""
+
+    def __init__(self, config: Config, log: Log):
+        self._config, self._log = config, log
+        # (model, key) -> the value sent instead (None: the key is not sent)
+        self._refused: dict = {}
+
+    def fit(self, request: dict) -> dict:
+        """The request with what its model refused before left out or changed (see adapt)."""
+        model = request["model"]
+        fitted = dict(request)
+        for (refused_model, key), value in list(self._refused.items()):
+            if refused_model != model:
+                continue
+            field, inner = (
+                ("reasoning", "effort") if key == "reasoning_effort" else ("text", "verbosity")
+            )
+            if value is None:
+                fitted.pop(field, None)
+            else:
+                fitted[field] = {inner: value}
+        return fitted
+
+    def adapt(self, tool: str, request: dict, failure: Failure) -> dict | None:
+        """The request again without (or with an accepted value of) a reasoning effort or
+        verbosity its model refused (HTTP 400), when the profile's value is the built-in
+        default: remembered for the model, with one stderr warning naming the key. A value
+        the user set is theirs to change: None, and the call fails naming the key."""
+        key = PROFILE_PARAMS.get(failure.param or "")
+        if failure.status != 400 or key is None or not _is_default_setting(self._config, tool, key):
+            return None
+        model, value = request["model"], self._config.profile(tool).get(key)
+        instead = None
+        if failure.code != "unsupported_parameter":
+            accepted = [v for v in _supported_values(failure.detail) if v != "minimal"]
+            if not accepted or value is None:
+                return None
+            instead = nearest_value(key, value, accepted)
+        if self._refused.get((model, key), "unset") == instead:
+            return None  # already sent that way: nothing left to adapt
+        self._refused[(model, key)] = instead
+        what = f"sends {instead} instead" if instead else f"no longer sends {key} to it"
+        self._log.say(
+            f"warning: {model} refused {key} {value!r} (HTTP 400, "
+            f"{setting_name(self._config, _profile_holder(self._config, tool, key), key)}), "
+            f"so this server {what}; set the key to a value {model} takes to silence this"
+        )
+        return self.fit(request)
+
+
 # -- The engine ------------------------------------------------------------------------------------
 
 PROGRESS_EVENTS = {
@@ -4468,6 +4522,38 @@ def reservation_floor(config: Config, tool: str) -> float:
     return search * max(1, cap)
 
 
+def _log_request(log: Log, tool: str, request: dict) -> None:
+    if not log.debug_enabled:
+        return
+    model = request["model"]
+    log.debug(
+        "answer",
+        f"profile={tool} model={model} supports={{verbosity:"
+        f"{str(supports_verbosity(model)).lower()}, reasoning:"
+        f"{str(supports_reasoning(model)).lower()}}}",
+    )
+    filters = "on" if "filters" in request["tools"][0] else "off"
+    log.debug(
+        "answer",
+        f"request summary tools=web_search(on) domain_filter={filters} "
+        f"reasoning={'on' if 'reasoning' in request else 'off'} "
+        f"text.verbosity={'on' if 'text' in request else 'off'}",
+    )
+
+
+def _log_failure(log: Log, attempt: int, failure: Failure, exc: BaseException) -> None:
+    if not log.debug_enabled:
+        return
+    body = getattr(exc, "body", None)
+    excerpt = json.dumps(body, ensure_ascii=False)[:300] if body is not None else ""
+    log.debug(
+        "openai(client)",
+        f"error attempt={attempt} status={failure.status} name={failure.name} "
+        f"code={failure.code} msg={json.dumps(_one_line(failure.detail, 200))} "
+        f"body={json.dumps(excerpt, ensure_ascii=False)}",
+    )
+
+
 class _Hold:
     """A call's budget reservation, taken once: by the request that spends it, or given back."""
 
@@ -4517,14 +4603,8 @@ class AnswerEngine:
         # then response ids are checked against their owners, and the cache is per user.
         self.multi_user = lambda: False
         self.flights = SingleFlight(log)
-        self._background_off = False  # set for the process when the API refused background mode
-        # Tasks across --stateless instances: every call runs in background, so that its task
-        # can be served by any instance from OpenAI's stored response.
-        self.force_background = False
-        self._cancels: set = set()  # server-side cancels still being sent
-        # What a model refused of a profile's default settings, for every later request:
-        # (model, key) -> the value sent instead (None: the key is not sent).
-        self._refused: dict = {}
+        self.background = BackgroundMode(config, log, self.client, self._tool_error)
+        self.refusals = Refusals(config, log)  # what models refused of the default settings
 
     def warm_up(self, delay: float = 0.3) -> None:
         """Loads `openai` and builds the client in the background, so the first call is fast.
@@ -4616,7 +4696,7 @@ class AnswerEngine:
         returns (answer, meta) or raises ToolError / Cancelled."""
         started = time.monotonic()
         today = today_in(self._config.get("policy", "timezone"))
-        request = self.fit_request(build_request(tool, args, self._config, today))
+        request = self.refusals.fit(build_request(tool, args, self._config, today))
         user = call.user
         if args.get("previous_response_id"):  # another user's is not found; nothing is sent
             self._check_owner(tool, request, args["previous_response_id"], user)
@@ -4876,7 +4956,7 @@ class AnswerEngine:
     @property
     def background_off(self) -> bool:
         """Whether the API refused background mode, so no call of this process uses it."""
-        return self._background_off
+        return self.background.off
 
     def collect(self, tool: str, args: dict, response_id: str, call: Call) -> tuple[dict, dict]:
         """The answer of a background response created earlier, by this process or another,
@@ -4885,7 +4965,7 @@ class AnswerEngine:
         Returns (answer, meta) or raises ToolError / Cancelled; no ledger row, no cache entry
         (the caller decides who accounts for a response it did not create)."""
         today = today_in(self._config.get("policy", "timezone"))
-        request = self.fit_request(build_request(tool, args, self._config, today))
+        request = self.refusals.fit(build_request(tool, args, self._config, today))
         answer, meta, _ = self._request(tool, request, call, today, response_id)
         return answer, meta
 
@@ -4894,11 +4974,11 @@ class AnswerEngine:
         response). With response_id, follows that background response instead of creating."""
         config = self._config
         model = request["model"]
-        self._log_request(tool, request)
+        _log_request(self._log, tool, request)
         client = self.client()
         started = time.monotonic()
         max_retries = config.get("request", "max_retries")
-        run = self._background_run(tool, call, started, response_id)
+        run = self.background.run(tool, call, started, response_id)
         attempt = 0
         stalls = 0  # resumes in a row that brought no new event
         while True:
@@ -4925,20 +5005,20 @@ class AnswerEngine:
                 if call.cancelled.is_set():
                     raise Cancelled() from None
                 failure = classify_failure(exc)
-                self._log_failure(attempt, failure, exc)
+                _log_failure(self._log, attempt, failure, exc)
                 if run is not None and run.response_id is None and background_refused(exc):
-                    self._background_refused(tool, failure)
+                    self.background.refused(tool, failure)
                     if tool == DEEP_TOOL:  # half an hour on one open stream is no fallback
                         raise ToolError(DEEP_NEEDS_BACKGROUND, failure.detail) from None
                     run = call.background = None
                     continue
-                adapted = self._adapt(tool, request, failure)
+                adapted = self.refusals.adapt(tool, request, failure)
                 if adapted is not None and (run is None or run.response_id is None):
                     request = adapted
                     continue
                 if run is not None and run.response_id is not None:
                     stalls = 0 if run.last_sequence != seen else stalls + 1
-                    self._resume_or_fail(run, exc, failure, call, stalls, tool, model)
+                    self.background.resume_or_fail(run, exc, failure, call, stalls, tool, model)
                     continue
                 if _flex_unavailable(request, failure):
                     # Flex capacity comes and goes: this one answer is worth the default price.
@@ -4955,50 +5035,6 @@ class AnswerEngine:
                 raise Cancelled()
             return answer, meta, response
 
-    # -- A default setting the model refuses -----------------------------------------------
-
-    def fit_request(self, request: dict) -> dict:
-        """The request with what its model refused before left out or changed (see _adapt)."""
-        model = request["model"]
-        fitted = dict(request)
-        for (refused_model, key), value in list(self._refused.items()):
-            if refused_model != model:
-                continue
-            field, inner = (
-                ("reasoning", "effort") if key == "reasoning_effort" else ("text", "verbosity")
-            )
-            if value is None:
-                fitted.pop(field, None)
-            else:
-                fitted[field] = {inner: value}
-        return fitted
-
-    def _adapt(self, tool: str, request: dict, failure: Failure) -> dict | None:
-        """The request again without (or with an accepted value of) a reasoning effort or
-        verbosity its model refused (HTTP 400), when the profile's value is the built-in
-        default: remembered for the model, with one stderr warning naming the key. A value
-        the user set is theirs to change: None, and the call fails naming the key."""
-        key = PROFILE_PARAMS.get(failure.param or "")
-        if failure.status != 400 or key is None or not _is_default_setting(self._config, tool, key):
-            return None
-        model, value = request["model"], self._config.profile(tool).get(key)
-        instead = None
-        if failure.code != "unsupported_parameter":
-            accepted = [v for v in _supported_values(failure.detail) if v != "minimal"]
-            if not accepted or value is None:
-                return None
-            instead = nearest_value(key, value, accepted)
-        if self._refused.get((model, key), "unset") == instead:
-            return None  # already sent that way: nothing left to adapt
-        self._refused[(model, key)] = instead
-        what = f"sends {instead} instead" if instead else f"no longer sends {key} to it"
-        self._log.say(
-            f"warning: {model} refused {key} {value!r} (HTTP 400, "
-            f"{setting_name(self._config, _profile_holder(self._config, tool, key), key)}), "
-            f"so this server {what}; set the key to a value {model} takes to silence this"
-        )
-        return self.fit_request(request)
-
     def _tool_error(self, failure: Failure, tool: str, model: str, tries: int) -> ToolError:
         message = self._log.redact(
             failure_message(failure, tool=tool, model=model, config=self._config, tries=tries)
@@ -5012,154 +5048,6 @@ class AnswerEngine:
         )
         error.kind = failure.kind
         return error
-
-    # -- Background mode ---------------------------------------------------------------------
-
-    def _background_run(self, tool: str, call: Call, started: float, response_id=None):
-        """A BackgroundRun for the call when its profile asks for background mode (or it
-        follows a response that exists already)."""
-        wanted = self.force_background or self._config.background(tool)
-        if response_id is None and self._background_off and tool == DEEP_TOOL:
-            raise ToolError(DEEP_NEEDS_BACKGROUND)
-        if response_id is None and (self._background_off or not wanted):
-            return None
-        seconds = run_timeout_ms(self._config, tool) / 1000
-        run = call.background = BackgroundRun(started + seconds, response_id)
-        call.when_cancelled(lambda: self.cancel_background(run, call))
-        return run
-
-    def _background_refused(self, tool: str, failure: Failure) -> None:
-        """Background mode is off for the rest of the process; the call goes on without it."""
-        with self._client_lock:
-            warned, self._background_off = self._background_off, True
-        if not warned:
-            said = _one_line(self._log.redact(failure.detail), 160) or "no reason given"
-            self._log.say(
-                f"warning: the API refused background mode (HTTP {failure.status}: {said}); "
-                f"calls run without it until restart: {_stop_asking(self._config)}"
-            )
-
-    def _resume_or_fail(self, run: BackgroundRun, exc, failure: Failure, call, stalls, tool, model):
-        """Readies the next resume of a background response after `exc` (waiting first when
-        the last resume brought nothing), or raises the call's ToolError after cancelling the
-        response upstream (unless it has ended by itself)."""
-        if time.monotonic() >= run.deadline:  # what the person hears of is the time
-            failure = Failure("timeout", False, name="deadline")
-        elif failure.status == 404:  # not a wrong base URL: that answered the create
-            failure = Failure("gone", False, status=404, detail=run.response_id)
-        most = self._config.get("request", "max_retries")
-        if not _resumable(exc, failure) or stalls > most or run.finished:
-            if failure.kind not in ("failed", "cancelled_upstream"):
-                self.cancel_background(run)
-            raise self._tool_error(failure, tool, model, stalls + 1) from None
-        run.resumes += 1
-        run.check_status = stalls > 0
-        self._log.debug(
-            "answer",
-            f"resuming background response {run.response_id} after "
-            f"sequence_number={run.last_sequence} ({failure.kind})",
-        )
-        call.report("resuming the answer", min_interval=0)
-        if stalls and call.cancelled.wait(backoff_delay(stalls, failure.retry_after)):
-            raise Cancelled() from None
-
-    def _follow(self, event, run: BackgroundRun, call: Call) -> None:
-        """Keeps the response id (arming the server-side cancel) and the last sequence_number."""
-        if not isinstance(event, dict):
-            return
-        number = event.get("sequence_number")
-        if type(number) is int:
-            run.last_sequence = number
-        if run.response_id is None and event.get("type") in ("response.created", "response.queued"):
-            response = event.get("response")
-            response_id = response.get("id") if isinstance(response, dict) else None
-            if isinstance(response_id, str) and response_id:
-                run.response_id = response_id
-                run.created.set()
-
-    def cancel_background(self, run: BackgroundRun, call: Call | None = None) -> None:
-        """POST /responses/{id}/cancel, once, on its own thread: best effort, bounded by
-        CANCEL_TIMEOUT_S. Not a daemon thread, so a process that is exiting sends it first.
-
-        A call cancelled while its create's reply is read but has not named the response yet
-        (call.held) would leave that response running, and billed, if it just hung up: the
-        thread first waits for the name, then lets the call's streams go."""
-        held = call if call is not None and call.held else None
-        with run.lock:
-            if run.cancel_sent:  # sent, or waiting for the name, already
-                return
-            nothing = run.finished or not (run.response_id or held)
-            run.cancel_sent = not nothing
-        if nothing:
-            if held is not None:
-                held.let_go()
-            return
-        thread = threading.Thread(
-            target=self._send_cancel, args=(run, held), name="upstream-cancel"
-        )
-        with self._client_lock:
-            self._cancels.add(thread)
-        try:
-            thread.start()
-        except RuntimeError:  # no thread to spare (or the interpreter is exiting)
-            with self._client_lock:
-                self._cancels.discard(thread)  # join() refuses a thread never started
-            self._send_cancel(run, held)
-
-    def wait_for_cancels(self, timeout: float = NAMING_WAIT_S + CANCEL_TIMEOUT_S) -> None:
-        """Waits (up to timeout) for server-side cancels being sent: for a process about to
-        leave with os._exit(), which does not wait for threads."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:  # a cancel started meanwhile is waited for too
-            with self._client_lock:
-                threads = list(self._cancels)  # each leaves the set when it has sent its cancel
-            if not threads:
-                return
-            try:
-                threads[0].join(max(0.0, deadline - time.monotonic()))
-            except RuntimeError:  # in the set, not started yet (cancel_background)
-                time.sleep(0.01)
-
-    def _send_cancel(self, run: BackgroundRun, held: Call | None) -> None:
-        try:
-            if held is not None and not self._await_name(run, held):
-                return
-            response_id = run.response_id
-            self.client().post(
-                f"/responses/{response_id}/cancel",
-                cast_to=object,
-                options={"timeout": CANCEL_TIMEOUT_S},
-            )
-            self._log.debug("answer", f"cancelled background response {response_id} upstream")
-        except Exception as exc:  # noqa: BLE001 - best effort; the response expires anyway
-            failure = classify_failure(exc)
-            said = _one_line(self._log.redact(failure.detail or failure.kind), 160)
-            status = f"HTTP {failure.status}" if failure.status else failure.kind
-            self._log.say(
-                f"warning: could not cancel background response {run.response_id} upstream "
-                f"({status}: {said}); it runs until it ends and is billed"
-            )
-        finally:
-            with self._client_lock:
-                self._cancels.discard(threading.current_thread())
-
-    def _await_name(self, run: BackgroundRun, call: Call) -> bool:
-        """Waits (at most NAMING_WAIT_S) for the held call's stream to name its response, then
-        lets the stream go; False when there is nothing left to cancel. A reply that ended
-        unnamed (an HTTP error, say) made no response, so only the time running out is
-        worth a warning."""
-        deadline = time.monotonic() + NAMING_WAIT_S
-        while call.reading and time.monotonic() < deadline:
-            if run.created.wait(0.05):
-                break
-        if call.reading and not run.created.is_set():  # said before the hang-up it explains
-            self._log.say(
-                "warning: a call was cancelled before OpenAI named its background response "
-                f"(no response.created within {NAMING_WAIT_S:g} s), so it could not be cancelled "
-                "upstream; if it was created, it runs until it ends and is billed"
-            )
-        call.let_go()
-        return run.created.is_set() and not run.finished
 
     def _attempt(self, client, request: dict, call: Call, run: BackgroundRun | None = None):
         """One streamed request (a create, or a background response's resume); returns the
@@ -5188,7 +5076,7 @@ class AnswerEngine:
             with stream:
                 for event in stream:
                     if run is not None:
-                        self._follow(event, run, call)
+                        self.background.follow(event, run, call)
                         if call.cancelled.is_set() and run.response_id:  # what it read on for
                             raise Cancelled()
                     final = self._on_event(event, call)
@@ -5257,35 +5145,171 @@ class AnswerEngine:
             call.report(message)
         return None
 
-    def _log_request(self, tool: str, request: dict) -> None:
-        if not self._log.debug_enabled:
-            return
-        model = request["model"]
-        self._log.debug(
-            "answer",
-            f"profile={tool} model={model} supports={{verbosity:"
-            f"{str(supports_verbosity(model)).lower()}, reasoning:"
-            f"{str(supports_reasoning(model)).lower()}}}",
-        )
-        filters = "on" if "filters" in request["tools"][0] else "off"
-        self._log.debug(
-            "answer",
-            f"request summary tools=web_search(on) domain_filter={filters} "
-            f"reasoning={'on' if 'reasoning' in request else 'off'} "
-            f"text.verbosity={'on' if 'text' in request else 'off'}",
-        )
 
-    def _log_failure(self, attempt: int, failure: Failure, exc: BaseException) -> None:
-        if not self._log.debug_enabled:
-            return
-        body = getattr(exc, "body", None)
-        excerpt = json.dumps(body, ensure_ascii=False)[:300] if body is not None else ""
+# -- Background mode -------------------------------------------------------------------------------
+
+
+class BackgroundMode:
+    """The engine's background responses: whether a call asks for one, what happens when the
+    API refuses them, resuming a dropped stream, and the server-side cancel (sent on a thread
+    of its own, which a leaving process waits for)."""
+
+    def __init__(self, config: Config, log: Log, client, tool_error):
+        self._config, self._log = config, log
+        self._client = client  # AnswerEngine.client: the process's one OpenAI client
+        self._tool_error = tool_error  # AnswerEngine._tool_error: a failure as the call's error
+        self._lock = threading.Lock()
+        self.off = False  # set for the process when the API refused background mode
+        # Tasks across --stateless instances: every call runs in background, so that its task
+        # can be served by any instance from OpenAI's stored response.
+        self.force = False
+        self._cancels: set = set()  # server-side cancels still being sent
+
+    def run(self, tool: str, call: Call, started: float, response_id=None):
+        """A BackgroundRun for the call when its profile asks for background mode (or it
+        follows a response that exists already)."""
+        wanted = self.force or self._config.background(tool)
+        if response_id is None and self.off and tool == DEEP_TOOL:
+            raise ToolError(DEEP_NEEDS_BACKGROUND)
+        if response_id is None and (self.off or not wanted):
+            return None
+        seconds = run_timeout_ms(self._config, tool) / 1000
+        run = call.background = BackgroundRun(started + seconds, response_id)
+        call.when_cancelled(lambda: self.cancel(run, call))
+        return run
+
+    def refused(self, tool: str, failure: Failure) -> None:
+        """Background mode is off for the rest of the process; the call goes on without it."""
+        with self._lock:
+            warned, self.off = self.off, True
+        if not warned:
+            said = _one_line(self._log.redact(failure.detail), 160) or "no reason given"
+            self._log.say(
+                f"warning: the API refused background mode (HTTP {failure.status}: {said}); "
+                f"calls run without it until restart: {_stop_asking(self._config)}"
+            )
+
+    def resume_or_fail(self, run: BackgroundRun, exc, failure: Failure, call, stalls, tool, model):
+        """Readies the next resume of a background response after `exc` (waiting first when
+        the last resume brought nothing), or raises the call's ToolError after cancelling the
+        response upstream (unless it has ended by itself)."""
+        if time.monotonic() >= run.deadline:  # what the person hears of is the time
+            failure = Failure("timeout", False, name="deadline")
+        elif failure.status == 404:  # not a wrong base URL: that answered the create
+            failure = Failure("gone", False, status=404, detail=run.response_id)
+        most = self._config.get("request", "max_retries")
+        if not _resumable(exc, failure) or stalls > most or run.finished:
+            if failure.kind not in ("failed", "cancelled_upstream"):
+                self.cancel(run)
+            raise self._tool_error(failure, tool, model, stalls + 1) from None
+        run.resumes += 1
+        run.check_status = stalls > 0
         self._log.debug(
-            "openai(client)",
-            f"error attempt={attempt} status={failure.status} name={failure.name} "
-            f"code={failure.code} msg={json.dumps(_one_line(failure.detail, 200))} "
-            f"body={json.dumps(excerpt, ensure_ascii=False)}",
+            "answer",
+            f"resuming background response {run.response_id} after "
+            f"sequence_number={run.last_sequence} ({failure.kind})",
         )
+        call.report("resuming the answer", min_interval=0)
+        if stalls and call.cancelled.wait(backoff_delay(stalls, failure.retry_after)):
+            raise Cancelled() from None
+
+    def follow(self, event, run: BackgroundRun, call: Call) -> None:
+        """Keeps the response id (arming the server-side cancel) and the last sequence_number."""
+        if not isinstance(event, dict):
+            return
+        number = event.get("sequence_number")
+        if type(number) is int:
+            run.last_sequence = number
+        if run.response_id is None and event.get("type") in ("response.created", "response.queued"):
+            response = event.get("response")
+            response_id = response.get("id") if isinstance(response, dict) else None
+            if isinstance(response_id, str) and response_id:
+                run.response_id = response_id
+                run.created.set()
+
+    def cancel(self, run: BackgroundRun, call: Call | None = None) -> None:
+        """POST /responses/{id}/cancel, once, on its own thread: best effort, bounded by
+        CANCEL_TIMEOUT_S. Not a daemon thread, so a process that is exiting sends it first.
+
+        A call cancelled while its create's reply is read but has not named the response yet
+        (call.held) would leave that response running, and billed, if it just hung up: the
+        thread first waits for the name, then lets the call's streams go."""
+        held = call if call is not None and call.held else None
+        with run.lock:
+            if run.cancel_sent:  # sent, or waiting for the name, already
+                return
+            nothing = run.finished or not (run.response_id or held)
+            run.cancel_sent = not nothing
+        if nothing:
+            if held is not None:
+                held.let_go()
+            return
+        thread = threading.Thread(
+            target=self._send_cancel, args=(run, held), name="upstream-cancel"
+        )
+        with self._lock:
+            self._cancels.add(thread)
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to spare (or the interpreter is exiting)
+            with self._lock:
+                self._cancels.discard(thread)  # join() refuses a thread never started
+            self._send_cancel(run, held)
+
+    def wait_for_cancels(self, timeout: float = NAMING_WAIT_S + CANCEL_TIMEOUT_S) -> None:
+        """Waits (up to timeout) for server-side cancels being sent: for a process about to
+        leave with os._exit(), which does not wait for threads."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:  # a cancel started meanwhile is waited for too
+            with self._lock:
+                threads = list(self._cancels)  # each leaves the set when it has sent its cancel
+            if not threads:
+                return
+            try:
+                threads[0].join(max(0.0, deadline - time.monotonic()))
+            except RuntimeError:  # in the set, not started yet (cancel_background)
+                time.sleep(0.01)
+
+    def _send_cancel(self, run: BackgroundRun, held: Call | None) -> None:
+        try:
+            if held is not None and not self._await_name(run, held):
+                return
+            response_id = run.response_id
+            self._client().post(
+                f"/responses/{response_id}/cancel",
+                cast_to=object,
+                options={"timeout": CANCEL_TIMEOUT_S},
+            )
+            self._log.debug("answer", f"cancelled background response {response_id} upstream")
+        except Exception as exc:  # noqa: BLE001 - best effort; the response expires anyway
+            failure = classify_failure(exc)
+            said = _one_line(self._log.redact(failure.detail or failure.kind), 160)
+            status = f"HTTP {failure.status}" if failure.status else failure.kind
+            self._log.say(
+                f"warning: could not cancel background response {run.response_id} upstream "
+                f"({status}: {said}); it runs until it ends and is billed"
+            )
+        finally:
+            with self._lock:
+                self._cancels.discard(threading.current_thread())
+
+    def _await_name(self, run: BackgroundRun, call: Call) -> bool:
+        """Waits (at most NAMING_WAIT_S) for the held call's stream to name its response, then
+        lets the stream go; False when there is nothing left to cancel. A reply that ended
+        unnamed (an HTTP error, say) made no response, so only the time running out is
+        worth a warning."""
+        deadline = time.monotonic() + NAMING_WAIT_S
+        while call.reading and time.monotonic() < deadline:
+            if run.created.wait(0.05):
+                break
+        if call.reading and not run.created.is_set():  # said before the hang-up it explains
+            self._log.say(
+                "warning: a call was cancelled before OpenAI named its background response "
+                f"(no response.created within {NAMING_WAIT_S:g} s), so it could not be cancelled "
+                "upstream; if it was created, it runs until it ends and is billed"
+            )
+        call.let_go()
+        return run.created.is_set() and not run.finished
 
 
 # ============================================================================================
@@ -7902,6 +7926,15 @@ HANDOFF_CLIENTS = {
 }
 
 
+def client_name_of(params, session: Session, version=None) -> str | None:
+    """initialize's clientInfo.name, or (2026-07-28) the one the request's _meta names."""
+    if version is None:
+        return session.client_name
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    info = meta.get(META_CLIENT_INFO) if isinstance(meta, dict) else None
+    return info.get("name") if isinstance(info, dict) else None
+
+
 def result_chars(config: Config, client_name: str | None) -> int:
     """The longest result text for this client: server.result_max_chars_by_client when it
     names the client, else the smaller of its HANDOFF_CLIENTS size and
@@ -8375,27 +8408,17 @@ class Dispatcher:
         self.modern = config.get("server", "protocol_eras") == "both"
         self._running = 0  # tools/call in flight, across every session
         self._running_lock = threading.Lock()
-        self.task_settings = config.get("server", "tasks")
-        self.tasks = TaskTable(
-            self.task_settings["max_per_client"],
-            log,
-            self.task_settings["max_open"],
-            self.task_settings["max_reply_bytes"],
-        )
-        # answer_result's wait_s, tasks/result's expiry, and each call's handoff point
-        self.deadlines = Deadlines(log)
-        # serve_http sets these: with --stateless, tasks need the secret and tasks/list is off.
-        self.tasks_off: str | None = None
-        self.stateless = False
+        # Tasks and handoffs: calls that outlive their request, and the requests about them.
+        self.long_calls = LongCalls(config, log, engine, self._reply_of)
         self._methods = {
             "initialize": self._initialize,
             "ping": lambda params, session, request_id: {},
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
-            "tasks/get": self._tasks_get,
-            "tasks/result": self._tasks_result,
-            "tasks/list": self._tasks_list,
-            "tasks/cancel": self._tasks_cancel,
+            "tasks/get": self.long_calls.tasks_get,
+            "tasks/result": self.long_calls.tasks_result,
+            "tasks/list": self.long_calls.tasks_list,
+            "tasks/cancel": self.long_calls.tasks_cancel,
         }
         # The stateless era has no initialize and no ping; each takes the request's version.
         # Nothing here ever changes, so subscriptions/listen is not offered either (-32601).
@@ -8403,9 +8426,9 @@ class Dispatcher:
             "server/discover": self._discover,
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
-            "tasks/get": self._ext_get,
-            "tasks/cancel": self._ext_cancel,
-            "tasks/update": self._ext_update,
+            "tasks/get": self.long_calls.ext_get,
+            "tasks/cancel": self.long_calls.ext_cancel,
+            "tasks/update": self.long_calls.ext_update,
         }
 
     @staticmethod
@@ -8503,9 +8526,9 @@ class Dispatcher:
             "capabilities": {"tools": {"listChanged": False}},
             "serverInfo": server_info(version),
         }
-        if version == "2025-11-25" and self.tasks_off is None:
+        if version == "2025-11-25" and self.long_calls.tasks_off is None:
             tasks = {"cancel": {}, "requests": {"tools": {"call": {}}}}
-            if not self.stateless:  # a task must be listable wherever it can be got
+            if not self.long_calls.stateless:  # a task must be listable wherever it can be got
                 tasks["list"] = {}
             result["capabilities"]["tasks"] = tasks
         if version >= "2025-03-26":
@@ -8520,7 +8543,7 @@ class Dispatcher:
         self.log.debug("server", f"server/discover era={version}")
         self._log_client(params, session, version)
         capabilities: dict = {"tools": {"listChanged": False}}
-        if self.tasks_off is None:
+        if self.long_calls.tasks_off is None:
             capabilities["extensions"] = {TASKS_EXTENSION: {}}
         return {
             "supportedVersions": list(SUPPORTED_VERSIONS),
@@ -8535,8 +8558,8 @@ class Dispatcher:
             "tools": tool_definitions(
                 version or session.protocol_version,
                 cache_enabled(self.config),
-                handoff=self._handoff_s(params, session, version) > 0,
-                tasks=self.tasks_off is None,
+                handoff=self.long_calls.handoff_s(params, session, version) > 0,
+                tasks=self.long_calls.tasks_off is None,
                 deep=DEEP_TOOL in enabled_tools(self.config),
             )
         }
@@ -8546,8 +8569,8 @@ class Dispatcher:
 
     def _tools_call(self, params: dict, session: Session, request_id, version=None):
         name = params.get("name")
-        if name == ANSWER_RESULT and self._handoff_s(params, session, version) > 0:
-            return self._answer_result(params, session, request_id, version)
+        if name == ANSWER_RESULT and self.long_calls.handoff_s(params, session, version) > 0:
+            return self.long_calls.answer_result(params, session, request_id, version)
         tools = enabled_tools(self.config)
         if not isinstance(name, str) or name not in tools:
             off = (
@@ -8567,8 +8590,8 @@ class Dispatcher:
                 return tool_error(f"Invalid arguments: {exc}")
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         token = progress_token(params)
-        task = self._new_task(params, session, name, version)
-        client = self._client_name(params, session, version)  # before the era becomes a version
+        task = self.long_calls.new_task(params, session, name, version)
+        client = client_name_of(params, session, version)  # before the era becomes a version
         version = version or session.protocol_version
         progress = None if token is None else self._progress_sender(session, token, version)
         call = Call(request_id, name, progress)
@@ -8579,13 +8602,13 @@ class Dispatcher:
         try:
             self._admit()
         except RpcError:
-            self._forget(task)
+            self.long_calls.forget(task)
             raise
         try:
             session.register(call)
         except RpcError:
             self._release()
-            self._forget(task)
+            self.long_calls.forget(task)
             raise
         keys = sorted(arguments) if isinstance(arguments, dict) else []
         self.log.debug(
@@ -8606,9 +8629,11 @@ class Dispatcher:
             session.unregister(call)
             session.done()
             self._release()
-            self._forget(task)
+            self.long_calls.forget(task)
             raise RpcError(INTERNAL_ERROR, "Internal error: cannot start a worker; retry") from None
-        return None if task is None else self._arm(task, call, session, request_id, version)
+        return (
+            None if task is None else self.long_calls.arm(task, call, session, request_id, version)
+        )
 
     def _admit(self) -> None:
         """Counts a new call in, or refuses it when server.max_calls are already running."""
@@ -8645,17 +8670,14 @@ class Dispatcher:
             self.heartbeat.forget(call)
             self._release()  # before the reply goes out: the client may send the next call
         try:
-            if task is not None and task.finish(reply):  # the task keeps it
-                self._task_ended(task, session)
-            elif session.unregister(call) and reply is not None:
+            kept = task is not None and self.long_calls.call_ended(task, reply, session)
+            if not kept and session.unregister(call) and reply is not None:
                 session.send(reply)
-            else:  # cancelled: nothing may be sent for it
+            elif not kept:  # cancelled: nothing may be sent for it
                 self.log.debug("server", f"cancelled requestId={_describe(call.id)} (no reply)")
         finally:
-            if task is not None and not task.converted:
-                self._forget(task)
-                if task.timer is not None:  # answered inline: nothing left to convert
-                    self.deadlines.cancel(task.timer)
+            if task is not None:
+                self.long_calls.settle(task)
             session.done()
 
     def _reply_of(self, call: Call, version: str, work) -> dict | None:
@@ -8701,371 +8723,22 @@ class Dispatcher:
             self.log.debug("server", f"result shortened to {limit} bytes: {shortened}")
         return answer, meta
 
-    @staticmethod
-    def _client_name(params, session: Session, version=None) -> str | None:
-        """initialize's clientInfo.name, or (2026-07-28) the one the request's _meta names."""
-        if version is None:
-            return session.client_name
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        info = meta.get(META_CLIENT_INFO) if isinstance(meta, dict) else None
-        return info.get("name") if isinstance(info, dict) else None
-
     def _data(self, exc: ToolError) -> dict:
         data = {"message": self.log.redact(_one_line(exc.detail, 400))}
         if self.log.debug_enabled:
             data.update({k: self.log.redact(str(v)) for k, v in exc.debug.items()})
         return data
 
-    # -- tasks and handoffs ----------------------------------------------------------------------
-
-    def _handoff_s(self, params, session: Session, version=None) -> int:
-        """Seconds after which this client's calls are handed off to answer_result; 0 = never."""
-        if self.tasks_off is not None:
-            return 0
-        return handoff_after(self.config, self._client_name(params, session, version))
-
     def _log_client(self, params, session: Session, version=None) -> None:
         """Who the client says it is and what the client table makes of it (debug only): how
         the agent tests see that the pinned agents' names are the ones HANDOFF_CLIENTS uses."""
         if self.log.debug_enabled:
-            name = _one_line(str(self._client_name(params, session, version)), 80)
-            handoff = self._handoff_s(params, session, version)
-            size = result_chars(self.config, self._client_name(params, session, version))
+            name = _one_line(str(client_name_of(params, session, version)), 80)
+            handoff = self.long_calls.handoff_s(params, session, version)
+            size = result_chars(self.config, client_name_of(params, session, version))
             self.log.debug(
                 "server", f"client name={name} handoff_after_s={handoff} result_chars={size}"
             )
-
-    def _new_task(self, params: dict, session: Session, tool: str, version) -> Task | None:
-        """The Task a call may become (added to the table, so the client's limit applies before
-        the call starts), or None when it answers inline however long it takes."""
-        if self.tasks_off is not None:
-            return None
-        ttl = self.task_settings["ttl_ms"]
-        if version is not None and tasks_extension_declared(params):
-            kind = "x"
-        elif version is None and session.protocol_version == "2025-11-25" and "task" in params:
-            kind, asked = "s", params["task"]
-            asked = asked.get("ttl") if isinstance(asked, dict) else None
-            if type(asked) is int and asked > 0:  # granted, but never shorter than the call
-                ttl = max(min(asked, ttl), run_timeout_ms(self.config, tool))
-        elif self._handoff_s(params, session, version) > 0:
-            kind = "h"
-        else:
-            return None
-        handoff_s = self._handoff_s(params, session, version) if kind == "h" else 0
-        import secrets
-
-        key = self._owner(session)
-        model = str(self.config.profile(tool).get("model") or "")
-        task = Task(f"{kind}-{secrets.token_urlsafe(24)}", kind, None, key, ttl, model)
-        task.tool, task.handoff_s, task.user = tool, handoff_s, session.user
-        # A 2025-11-25 task is the reply whatever happens: even an answer from the cache,
-        # ready before the reply is written, goes to the task, never inline as well.
-        task.converted = kind == "s"
-        if kind == "s":  # the others count only once the call becomes a task (_convert)
-            self.tasks.add(task)
-        return task
-
-    def _owner(self, session: Session):
-        """Whose tasks a session's are; when the session ends, they are dropped. (Only an HTTP
-        session with an id ever ends: a stateless request's throwaway session is left to
-        expire, its tasks belonging to the client, which may come back.)"""
-        session.on_close(self._session_ended)
-        return session.client_key if session.client_key is not None else id(session)
-
-    def _session_ended(self, session: Session) -> None:
-        key = session.client_key if session.client_key is not None else id(session)
-        dropped = self.tasks.drop_client(key)
-        if dropped:
-            self.log.debug("server", f"session ended: {dropped} of its tasks dropped")
-
-    def _forget(self, task: Task | None) -> None:
-        if task is not None:
-            self.tasks.discard(task)
-
-    def _arm(self, task: Task, call: Call, session: Session, request_id, version: str):
-        """A 2025-11-25 task is the request's reply at once; an extension task after
-        server.tasks.immediate_ms, a handoff after its seconds, unless the call ends first."""
-        if task.kind == "s":
-            if self.signing and not self._sign(task, call):
-                self.log.debug("server", "task without a response id: served by this instance only")
-            session.unregister(call)  # the task owns the call now: no request cancels it
-            self.log.debug("server", f"task created ({KINDS[task.kind]}) tool={task.tool}")
-            immediate = "The answer is being researched; it will follow when the task completes."
-            return {
-                "task": task.view("2025-11-25", self.task_settings["poll_interval_ms"]),
-                "_meta": {"io.modelcontextprotocol/model-immediate-response": immediate},
-            }
-        delay = self.task_settings["immediate_ms"] / 1000 if task.kind == "x" else task.handoff_s
-        # An entry on the shared deadlines thread, not a timer thread per call: a hundred calls
-        # waiting for their handoff point cost a hundred heap entries.
-        task.timer = self.deadlines.after(
-            delay, lambda: self._due(task, call, session, request_id, version)
-        )
-        if task.done.is_set():  # ended before its entry was made: nothing to convert
-            self.deadlines.cancel(task.timer)
-        return None
-
-    def _due(self, task: Task, call: Call, session: Session, request_id, version: str) -> None:
-        """The handoff point, run on the shared deadlines thread, which must never block: it
-        also times out every waiting tasks/result and answer_result. Converting can block:
-        with signed ids, _sign waits (up to request.timeout_ms) for OpenAI to name the
-        background response, and the reply is written to the client (a stdio pipe blocks while
-        the client does not read). So a call that has ended is left alone here, and the rest
-        runs on a thread of its own that lives only while it converts. (Not on the call's
-        worker: that one is busy reading the answer's stream.)"""
-        if task.done.is_set() or call.cancelled.is_set():
-            return
-        converter = threading.Thread(
-            target=self._convert,
-            args=(task, call, session, request_id, version),
-            name="handoff",
-            daemon=True,
-        )
-        try:
-            converter.start()
-        except RuntimeError:  # out of threads: the call answers inline, however long it takes
-            self.log.say("cannot start a thread to hand a call off; it answers inline")
-
-    def _convert(self, task: Task, call: Call, session: Session, request_id, version: str):
-        """The handoff point has come: unless the call has ended, the request is answered with
-        the task (or the handoff) and the call goes on without it."""
-        if self.signing and not self._sign(task, call):
-            return  # the call ended before OpenAI named its response: it answers inline
-        if not self._hold(task, session, request_id):
-            return  # at a limit, or its client has gone: it answers inline
-        if not task.convert():
-            self._forget(task)
-            return
-        session.unregister(call)
-        self.log.debug("server", f"task created ({KINDS[task.kind]}) tool={task.tool}")
-        if task.kind == "x":
-            view = task.view("extension", self.task_settings["poll_interval_ms"])
-            result = modern_result({**view, "resultType": "task"}, version)
-        else:
-            result = self._still_working(task, version)
-        session.send(rpc_result(request_id, result))
-
-    def _hold(self, task: Task, session: Session, request_id) -> bool:
-        """A handoff or extension task is counted against the limits only now that the call
-        becomes one (an answer from the cache never does); at max_per_client a handoff's
-        client's oldest handoff that has ended uncollected makes room. False at a limit: the
-        call goes on and answers inline, so that no client is locked out. False too once the
-        client can collect nothing (Session.stop_tasks), checked again after the add: a stop
-        that raced it dropped the task, or this check sees the stop."""
-        task.request_id = request_id
-        if session.tasks_closed:
-            return False
-        try:
-            self.tasks.add(task, make_room=task.kind == "h")
-        except RpcError as exc:
-            self.log.debug("server", f"not handed off, answering inline: {exc.message}")
-            return False
-        if session.tasks_closed:
-            self.tasks.discard(task)
-            return False
-        return True
-
-    def _still_working(self, task: Task, version: str) -> dict:
-        """A handoff's result (and answer_result's before the answer is ready): the output
-        contract with words saying how to collect the answer."""
-        elapsed = round((now_ms() - task.created) / 1000)
-        answer = handoff_answer(task.id, task.model, elapsed, task.ttl_ms)
-        return tool_result(answer, {HANDOFF_META: {"id": task.id, "status": "working"}}, version)
-
-    @property
-    def signing(self) -> bool:
-        """Whether task ids are signed for any instance to serve (--stateless with a secret)."""
-        return self.stateless and self.tasks_off is None
-
-    def _sign(self, task: Task, call: Call) -> bool:
-        """Gives the task a signed id carrying its background response's id, once OpenAI has
-        named it; False if there is none (no background mode, or the call failed first)."""
-        response_id = self._response_named(task, call)
-        if response_id is None and task.done.is_set():
-            # Ended first (an answer from the cache, or quicker than the wait): its answer
-            # names the response any instance reads it from.
-            response_id = answered_response_id(task.reply)
-        if response_id is None:
-            return False
-        # The user is signed with the rest: another user's request finds no such task.
-        fields = {"r": response_id, "t": task.tool, "k": task.kind, "o": task.model, "u": task.user}
-        if call.result_chars is not None:  # the instance that serves it shortens it the same
-            fields["z"] = call.result_chars
-        secret = self.task_settings["secret"]
-        self.tasks.rename(task, mint_task_id(secret, fields, task.ttl_ms, task.created))
-        return True
-
-    def _response_named(self, task: Task, call: Call) -> str | None:
-        """The id OpenAI gives the call's background response, waited for (up to
-        request.timeout_ms) while the task is working; None if it ends first unnamed."""
-        deadline = time.monotonic() + self.config.get("request", "timeout_ms") / 1000
-        while not task.done.is_set() and time.monotonic() < deadline:
-            run = (call.upstream or call).background
-            if run is not None and run.created.wait(0.05):
-                return run.response_id
-            if run is None and getattr(self.engine, "background_off", False):
-                return None  # refused: there will be no response id to sign
-            if run is None:
-                time.sleep(0.05)
-        run = (call.upstream or call).background
-        return run.response_id if run is not None else None
-
-    def _remote(self, task_id: str, kind: str, session: Session) -> Task:
-        """A task another instance created, from its signed id: followed here from OpenAI's
-        stored background response (GET /responses/{id}); TaskIdError if it is not ours."""
-        secret = self.task_settings["secret"]
-        if not secret:
-            raise TaskIdError("not a task of this server, or it has expired")
-        fields = open_task_id(secret, task_id)
-        tool, response_id = fields.get("t"), fields.get("r")
-        if fields.get("k") != kind or tool not in TOOLS_BY_NAME or not isinstance(response_id, str):
-            raise TaskIdError("not a task of this kind")
-        if fields.get("u") != session.user:  # told apart from an unknown id by nothing
-            raise TaskIdError("not a task of this server, or it has expired")
-        call = Call(None, tool)
-        call.user = session.user
-        size = fields.get("z")  # the creating client's result size, signed with the rest
-        call.result_chars = size if type(size) is int and size > 0 else None
-        key = self._owner(session)
-        task = Task(task_id, kind, call, key, fields["e"] - fields["c"], str(fields.get("o", "")))
-        task.created, task.expires, task.converted = fields["c"], fields["e"], True
-        task.user = session.user
-        task.signed = task.followed = True
-        found = self.tasks.put(task)
-        if found is task:
-            threading.Thread(
-                target=self._follow, args=(task, response_id), name="task-follow", daemon=True
-            ).start()
-        return found
-
-    def _follow(self, task: Task, response_id: str) -> None:
-        """Reads a remote task's response to its end. Its ledger row is its creator's, unless
-        the creator stopped and handed it over (hand_over): then the first instance to read
-        it to the end writes it (AnswerEngine.settle_followed)."""
-        version = MODERN_VERSIONS[-1] if task.kind == "x" else "2025-11-25"
-        call = task.call
-        read: list = []
-
-        def work() -> tuple[dict, dict]:
-            answer, meta = self.engine.collect(task.tool, {"query": "-"}, response_id, call)
-            read.append((answer.get("model") or task.model, meta))
-            return answer, meta
-
-        try:
-            reply = self._reply_of(call, version, work)
-        finally:
-            call.finish()
-        if read and hasattr(self.engine, "settle_followed"):
-            self.engine.settle_followed(task.tool, read[0][1], response_id, read[0][0])
-        task.finish(reply)
-
-    def hand_over(self) -> int:
-        """This instance is stopping (--stateless, signed ids): the working tasks it created
-        run on upstream instead of being cancelled, since any instance serves them from their
-        signed ids; their ledger rows are left to the instance that reads them to the end.
-        How many were handed over."""
-        if not (self.signing and hasattr(self.engine, "hand_over")):
-            return 0
-        handed = 0
-        for task in self.tasks.working_signed():
-            call = task.call
-            run = (call.upstream or call).background if call is not None else None
-            if task.followed or run is None or not run.response_id:
-                continue
-            if self.engine.hand_over(call, run.response_id, task.expires):
-                self.tasks.discard(task)  # nothing here cancels it now
-                handed += 1
-        return handed
-
-    def _task_ended(self, task: Task, session: Session) -> None:
-        """notifications/tasks/status (2025-11-25) where the client can receive one."""
-        if task.kind == "s":
-            view = task.view("2025-11-25", self.task_settings["poll_interval_ms"])
-            session.send({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": view})
-
-    def _task_named(self, params, kind: str, session: Session) -> Task:
-        """The task a tasks/* request names; -32602 for an unknown, forged or expired id."""
-        task_id = params.get("taskId") if isinstance(params, dict) else None
-        if not isinstance(task_id, str) or not task_id:
-            raise RpcError(INVALID_PARAMS, "Invalid params: taskId must be a non-empty string")
-        try:
-            return self._find_task(task_id, kind, session)
-        except TaskIdError as exc:
-            why = f"Invalid params: unknown task id ({exc.reason})"
-            raise RpcError(INVALID_PARAMS, why) from None
-
-    def _find_task(self, task_id, kind: str, session: Session) -> Task:
-        """This instance's task, or another instance's from its signed id; else TaskIdError."""
-        task = self.tasks.get(task_id)
-        if task is not None and task.user != session.user:  # another user's: not found
-            raise TaskIdError("not a task of this server, or it has expired")
-        if task is not None and task.kind == kind:
-            return task
-        if task is not None or not isinstance(task_id, str) or self.tasks_off is not None:
-            raise TaskIdError("not a task of this server, or it has expired")
-        return self._remote(task_id, kind, session)
-
-    def _tasks_2025(self, session: Session) -> None:
-        if session.protocol_version != "2025-11-25" or self.tasks_off is not None:
-            raise RpcError(
-                METHOD_NOT_FOUND,
-                "Method not found: tasks are offered in protocol 2025-11-25 (and as the "
-                f"{TASKS_EXTENSION} extension in 2026-07-28)",
-            )
-
-    def _tasks_get(self, params: dict, session: Session, request_id) -> dict:
-        self._tasks_2025(session)
-        return self._task_named(params, "s", session).view(
-            "2025-11-25", self.task_settings["poll_interval_ms"]
-        )
-
-    def _tasks_list(self, params: dict, session: Session, request_id) -> dict:
-        self._tasks_2025(session)
-        if self.stateless:
-            raise RpcError(METHOD_NOT_FOUND, "Method not found: tasks/list (off with --stateless)")
-        if params.get("cursor") is not None:
-            raise RpcError(INVALID_PARAMS, "Invalid params: this server issued no cursor")
-        key = self._owner(session)
-        poll = self.task_settings["poll_interval_ms"]
-        return {"tasks": [task.view("2025-11-25", poll) for task in self.tasks.of_client(key, "s")]}
-
-    def _tasks_cancel(self, params: dict, session: Session, request_id) -> dict:
-        self._tasks_2025(session)
-        task = self._task_named(params, "s", session)
-        terminal = task.cancel()
-        if terminal is not None:
-            raise RpcError(
-                INVALID_PARAMS, f"Cannot cancel task: already in terminal status '{terminal}'"
-            )
-        self.log.debug("server", f"task cancelled tool={task.tool}")
-        return task.view("2025-11-25", self.task_settings["poll_interval_ms"])
-
-    def _tasks_result(self, params: dict, session: Session, request_id) -> dict | None:
-        """Waits until the task ends, then answers exactly what the tools/call would have, with
-        the related-task _meta: at once if it has ended, else from the task's end (a Waiter,
-        no thread), or when it expires."""
-        self._tasks_2025(session)
-        task = self._task_named(params, "s", session)
-        if task.done.is_set():
-            reply = self._task_reply(task, request_id)
-            if "error" in reply:
-                error = reply["error"]
-                raise RpcError(error["code"], error["message"], error.get("data"))
-            return reply["result"]
-
-        def serve(expired: bool) -> None:
-            session.send(self._task_reply(task, request_id))
-
-        self._wait(task, session, request_id, (task.expires - now_ms()) / 1000, serve)
-        return None
-
-    def _wait(self, task: Task, session: Session, request_id, timeout_s: float, serve) -> None:
-        """serve(timed_out) once the task ends or timeout_s pass, whichever comes first; the
-        request counts against the session's limits meanwhile (-32000 past them)."""
-        waiter = Waiter(task, session, request_id, serve, self.deadlines)
-        session.add_waiter(request_id, waiter, self.task_settings["max_per_client"])
-        waiter.start(timeout_s)
 
     def abandoned(self, session: Session, request_id) -> None:
         """The transport says nobody reads this request's reply any more (its client hung up):
@@ -9073,123 +8746,6 @@ class Dispatcher:
         waiter = session.waiter(request_id)
         if waiter is not None:
             waiter.drop()
-
-    def _task_reply(self, task: Task, request_id) -> dict:
-        with task.lock:
-            status, reply = task.status, task.reply
-        if task.done.is_set():
-            task.mark_collected()
-        if status == "cancelled":
-            return rpc_error(request_id, INVALID_PARAMS, "Invalid params: task was cancelled")
-        if reply is None:
-            return rpc_error(request_id, INVALID_PARAMS, "Invalid params: task has expired")
-        if "error" in reply:
-            return {**reply, "id": request_id}
-        result = dict(reply["result"])
-        result["_meta"] = {**result.get("_meta", {}), RELATED_TASK: {"taskId": task.id}}
-        return rpc_result(request_id, result)
-
-    def _ext_task(self, params, session: Session) -> Task:
-        if not tasks_extension_declared(params):
-            raise missing_tasks_extension()
-        return self._task_named(params, "x", session)
-
-    def _ext_get(self, params: dict, session: Session, request_id, version: str) -> dict:
-        task = self._ext_task(params, session)
-        result = task.view("extension", self.task_settings["poll_interval_ms"])
-        with task.lock:
-            status, reply = task.status, task.reply
-        if status == "completed":
-            result["result"] = reply["result"]
-        elif status == "failed":
-            result["error"] = reply["error"]
-        if status in ("completed", "failed"):
-            task.mark_collected()
-        return result
-
-    def _ext_cancel(self, params: dict, session: Session, request_id, version: str) -> dict:
-        task = self._ext_task(params, session)
-        if task.cancel() is None:  # finished already: still an ack (cooperative cancel)
-            self.log.debug("server", f"task cancelled tool={task.tool}")
-        return {}
-
-    def _ext_update(self, params: dict, session: Session, request_id, version: str) -> dict:
-        task = self._ext_task(params, session)
-        raise RpcError(
-            INVALID_PARAMS,
-            f"Invalid params: task {task.id} has no outstanding input requests (this server "
-            "never asks for input)",
-        )
-
-    def _answer_result(self, params: dict, session: Session, request_id, version) -> None:
-        """answer_result: the handed-off answer once ready (waiting up to wait_s, within the
-        client's own timeout), else another "still working" result; with cancel: true, the
-        handoff is cancelled instead. A wait holds no thread (a Waiter)."""
-        arguments = params.get("arguments")
-        arguments = arguments if isinstance(arguments, dict) else {}
-        handoff_id, wait_s = arguments.get("id"), arguments.get("wait_s", 30)
-        why = task = None
-        if not isinstance(handoff_id, str) or not handoff_id:
-            why = "id must be the non-empty string a handed-off answer gave"
-        elif type(wait_s) is not int or not 0 <= wait_s <= 60:
-            why = "wait_s must be an integer from 0 to 60"
-        elif type(arguments.get("cancel", False)) is not bool:
-            why = "cancel must be true or false"
-        else:
-            try:
-                task = self._find_task(handoff_id, "h", session)
-            except TaskIdError as exc:
-                why = f"unknown id: {exc.reason}"
-        if why is not None:
-            if version is not None:  # 2026-07-28: a tool execution error the model can fix
-                return tool_error(f"Invalid arguments: {why}")
-            raise RpcError(INVALID_PARAMS, f"Invalid params: {why}")
-        era = version or session.protocol_version
-        if arguments.get("cancel") is True:
-            session.send(rpc_result(request_id, self._cancel_handoff(task, era)))
-            return None
-        wait = min(wait_s, self._handoff_s(params, session, version))
-
-        def collect(timed_out: bool) -> None:
-            if timed_out:
-                session.send(rpc_result(request_id, self._still_working(task, era)))
-                return
-            reply = self._task_reply(task, request_id)
-            if "result" in reply:
-                meta = {**reply["result"].get("_meta", {}), HANDOFF_META: None}
-                meta.pop(RELATED_TASK, None)
-                meta[HANDOFF_META] = {"id": task.id, "status": "completed"}
-                reply["result"]["_meta"] = meta
-                if era in MODERN_VERSIONS:
-                    modern_result(reply["result"], era)
-            elif task.status == "cancelled":
-                reply = failure(
-                    request_id,
-                    "answer failed: the handed-off call was cancelled (on request, at its "
-                    "expiry, or as the server stopped); ask again",
-                    {"message": "cancelled"},
-                )
-            session.send(reply)
-
-        self._wait(task, session, request_id, wait, collect)
-        return None
-
-    def _cancel_handoff(self, task: Task, version: str) -> dict:
-        """answer_result with cancel: true: the call stops (upstream too) and the handoff no
-        longer counts against the client's limit; a result in the output contract says so."""
-        terminal = task.cancel()
-        task.mark_collected()
-        if terminal is not None:  # it had ended: its answer goes now, as the result says
-            self.tasks.discard(task)
-        self.log.debug("server", f"handoff cancelled tool={task.tool}")
-        answer = handoff_answer(task.id, task.model, 0, task.ttl_ms)
-        answer["answer"] = (
-            "Cancelled: the research for this id was stopped; nothing more will come of it."
-            if terminal is None
-            else f"Dropped: the research for this id had already ended ({terminal}); its "
-            "answer is no longer kept here."
-        )
-        return tool_result(answer, {HANDOFF_META: {"id": task.id, "status": "cancelled"}}, version)
 
     def _notification(self, method: str, params, session: Session) -> None:
         params = params if isinstance(params, dict) else {}
@@ -9213,13 +8769,7 @@ class Dispatcher:
         if waiter is not None:
             waiter.drop()
             return True
-        key = session.client_key if session.client_key is not None else id(session)
-        task = self.tasks.handoff_of(key, request_id)
-        if task is None:
-            return False
-        task.cancel()
-        task.mark_collected()
-        return True
+        return self.long_calls.cancel_handoff_of(session, request_id)
 
 
 def failure(request_id, message: str, data: dict) -> dict:
@@ -9642,6 +9192,520 @@ class TaskTable:
     def __len__(self) -> int:
         with self._lock:
             return len(self._tasks)
+
+
+# -- Long calls: tasks and handoffs ----------------------------------------------------------------
+# What the dispatcher hands a call that may outlive its request, and the requests about such
+# calls: tasks/* in both shapes, answer_result, notifications/cancelled of a handoff.
+
+
+class LongCalls:
+    """Tasks and handoffs for the Dispatcher: which call becomes one and when, the TaskTable
+    that holds them, signed ids any instance can serve, and the tasks/* and answer_result
+    requests. The Dispatcher routes those methods here and tells it of each call's end.
+    """
+
+    def __init__(self, config: Config, log: Log, engine, reply_of):
+        self.config, self.log, self.engine = config, log, engine
+        self._reply_of = reply_of  # Dispatcher._reply_of: a remote task's answer, as a call's
+        self.settings = config.get("server", "tasks")
+        self.tasks = TaskTable(
+            self.settings["max_per_client"],
+            log,
+            self.settings["max_open"],
+            self.settings["max_reply_bytes"],
+        )
+        # answer_result's wait_s, tasks/result's expiry, and each call's handoff point
+        self.deadlines = Deadlines(log)
+        # serve_http sets these: with --stateless, tasks need the secret and tasks/list is off.
+        self.tasks_off: str | None = None
+        self.stateless = False
+
+    # -- A call becoming a task or a handoff -----------------------------------------------------
+
+    def handoff_s(self, params, session: Session, version=None) -> int:
+        """Seconds after which this client's calls are handed off to answer_result; 0 = never."""
+        if self.tasks_off is not None:
+            return 0
+        return handoff_after(self.config, client_name_of(params, session, version))
+
+    def new_task(self, params: dict, session: Session, tool: str, version) -> Task | None:
+        """The Task a call may become (added to the table, so the client's limit applies before
+        the call starts), or None when it answers inline however long it takes."""
+        if self.tasks_off is not None:
+            return None
+        ttl = self.settings["ttl_ms"]
+        if version is not None and tasks_extension_declared(params):
+            kind = "x"
+        elif version is None and session.protocol_version == "2025-11-25" and "task" in params:
+            kind, asked = "s", params["task"]
+            asked = asked.get("ttl") if isinstance(asked, dict) else None
+            if type(asked) is int and asked > 0:  # granted, but never shorter than the call
+                ttl = max(min(asked, ttl), run_timeout_ms(self.config, tool))
+        elif self.handoff_s(params, session, version) > 0:
+            kind = "h"
+        else:
+            return None
+        handoff_s = self.handoff_s(params, session, version) if kind == "h" else 0
+        import secrets
+
+        key = self._owner(session)
+        model = str(self.config.profile(tool).get("model") or "")
+        task = Task(f"{kind}-{secrets.token_urlsafe(24)}", kind, None, key, ttl, model)
+        task.tool, task.handoff_s, task.user = tool, handoff_s, session.user
+        # A 2025-11-25 task is the reply whatever happens: even an answer from the cache,
+        # ready before the reply is written, goes to the task, never inline as well.
+        task.converted = kind == "s"
+        if kind == "s":  # the others count only once the call becomes a task (_convert)
+            self.tasks.add(task)
+        return task
+
+    def _owner(self, session: Session):
+        """Whose tasks a session's are; when the session ends, they are dropped. (Only an HTTP
+        session with an id ever ends: a stateless request's throwaway session is left to
+        expire, its tasks belonging to the client, which may come back.)"""
+        session.on_close(self._session_ended)
+        return session.client_key if session.client_key is not None else id(session)
+
+    def _session_ended(self, session: Session) -> None:
+        key = session.client_key if session.client_key is not None else id(session)
+        dropped = self.tasks.drop_client(key)
+        if dropped:
+            self.log.debug("server", f"session ended: {dropped} of its tasks dropped")
+
+    def forget(self, task: Task | None) -> None:
+        if task is not None:
+            self.tasks.discard(task)
+
+    def arm(self, task: Task, call: Call, session: Session, request_id, version: str):
+        """A 2025-11-25 task is the request's reply at once; an extension task after
+        server.tasks.immediate_ms, a handoff after its seconds, unless the call ends first."""
+        if task.kind == "s":
+            if self.signing and not self._sign(task, call):
+                self.log.debug("server", "task without a response id: served by this instance only")
+            session.unregister(call)  # the task owns the call now: no request cancels it
+            self.log.debug("server", f"task created ({KINDS[task.kind]}) tool={task.tool}")
+            immediate = "The answer is being researched; it will follow when the task completes."
+            return {
+                "task": task.view("2025-11-25", self.settings["poll_interval_ms"]),
+                "_meta": {"io.modelcontextprotocol/model-immediate-response": immediate},
+            }
+        delay = self.settings["immediate_ms"] / 1000 if task.kind == "x" else task.handoff_s
+        # An entry on the shared deadlines thread, not a timer thread per call: a hundred calls
+        # waiting for their handoff point cost a hundred heap entries.
+        task.timer = self.deadlines.after(
+            delay, lambda: self._due(task, call, session, request_id, version)
+        )
+        if task.done.is_set():  # ended before its entry was made: nothing to convert
+            self.deadlines.cancel(task.timer)
+        return None
+
+    def _due(self, task: Task, call: Call, session: Session, request_id, version: str) -> None:
+        """The handoff point, run on the shared deadlines thread, which must never block: it
+        also times out every waiting tasks/result and answer_result. Converting can block:
+        with signed ids, _sign waits (up to request.timeout_ms) for OpenAI to name the
+        background response, and the reply is written to the client (a stdio pipe blocks while
+        the client does not read). So a call that has ended is left alone here, and the rest
+        runs on a thread of its own that lives only while it converts. (Not on the call's
+        worker: that one is busy reading the answer's stream.)"""
+        if task.done.is_set() or call.cancelled.is_set():
+            return
+        converter = threading.Thread(
+            target=self._convert,
+            args=(task, call, session, request_id, version),
+            name="handoff",
+            daemon=True,
+        )
+        try:
+            converter.start()
+        except RuntimeError:  # out of threads: the call answers inline, however long it takes
+            self.log.say("cannot start a thread to hand a call off; it answers inline")
+
+    def _convert(self, task: Task, call: Call, session: Session, request_id, version: str):
+        """The handoff point has come: unless the call has ended, the request is answered with
+        the task (or the handoff) and the call goes on without it."""
+        if self.signing and not self._sign(task, call):
+            return  # the call ended before OpenAI named its response: it answers inline
+        if not self._hold(task, session, request_id):
+            return  # at a limit, or its client has gone: it answers inline
+        if not task.convert():
+            self.forget(task)
+            return
+        session.unregister(call)
+        self.log.debug("server", f"task created ({KINDS[task.kind]}) tool={task.tool}")
+        if task.kind == "x":
+            view = task.view("extension", self.settings["poll_interval_ms"])
+            result = modern_result({**view, "resultType": "task"}, version)
+        else:
+            result = self._still_working(task, version)
+        session.send(rpc_result(request_id, result))
+
+    def _hold(self, task: Task, session: Session, request_id) -> bool:
+        """A handoff or extension task is counted against the limits only now that the call
+        becomes one (an answer from the cache never does); at max_per_client a handoff's
+        client's oldest handoff that has ended uncollected makes room. False at a limit: the
+        call goes on and answers inline, so that no client is locked out. False too once the
+        client can collect nothing (Session.stop_tasks), checked again after the add: a stop
+        that raced it dropped the task, or this check sees the stop."""
+        task.request_id = request_id
+        if session.tasks_closed:
+            return False
+        try:
+            self.tasks.add(task, make_room=task.kind == "h")
+        except RpcError as exc:
+            self.log.debug("server", f"not handed off, answering inline: {exc.message}")
+            return False
+        if session.tasks_closed:
+            self.tasks.discard(task)
+            return False
+        return True
+
+    def _still_working(self, task: Task, version: str) -> dict:
+        """A handoff's result (and answer_result's before the answer is ready): the output
+        contract with words saying how to collect the answer."""
+        elapsed = round((now_ms() - task.created) / 1000)
+        answer = handoff_answer(task.id, task.model, elapsed, task.ttl_ms)
+        return tool_result(answer, {HANDOFF_META: {"id": task.id, "status": "working"}}, version)
+
+    @property
+    def signing(self) -> bool:
+        """Whether task ids are signed for any instance to serve (--stateless with a secret)."""
+        return self.stateless and self.tasks_off is None
+
+    def _sign(self, task: Task, call: Call) -> bool:
+        """Gives the task a signed id carrying its background response's id, once OpenAI has
+        named it; False if there is none (no background mode, or the call failed first)."""
+        response_id = self._response_named(task, call)
+        if response_id is None and task.done.is_set():
+            # Ended first (an answer from the cache, or quicker than the wait): its answer
+            # names the response any instance reads it from.
+            response_id = answered_response_id(task.reply)
+        if response_id is None:
+            return False
+        # The user is signed with the rest: another user's request finds no such task.
+        fields = {"r": response_id, "t": task.tool, "k": task.kind, "o": task.model, "u": task.user}
+        if call.result_chars is not None:  # the instance that serves it shortens it the same
+            fields["z"] = call.result_chars
+        secret = self.settings["secret"]
+        self.tasks.rename(task, mint_task_id(secret, fields, task.ttl_ms, task.created))
+        return True
+
+    def _response_named(self, task: Task, call: Call) -> str | None:
+        """The id OpenAI gives the call's background response, waited for (up to
+        request.timeout_ms) while the task is working; None if it ends first unnamed."""
+        deadline = time.monotonic() + self.config.get("request", "timeout_ms") / 1000
+        while not task.done.is_set() and time.monotonic() < deadline:
+            run = (call.upstream or call).background
+            if run is not None and run.created.wait(0.05):
+                return run.response_id
+            if run is None and getattr(self.engine, "background_off", False):
+                return None  # refused: there will be no response id to sign
+            if run is None:
+                time.sleep(0.05)
+        run = (call.upstream or call).background
+        return run.response_id if run is not None else None
+
+    def call_ended(self, task: Task, reply: dict | None, session: Session) -> bool:
+        """A call with a task has ended: True if the task keeps its reply (the client collects
+        it later), False if the reply goes to the request inline."""
+        if not task.finish(reply):
+            return False
+        self._task_ended(task, session)
+        return True
+
+    def _task_ended(self, task: Task, session: Session) -> None:
+        """notifications/tasks/status (2025-11-25) where the client can receive one."""
+        if task.kind == "s":
+            view = task.view("2025-11-25", self.settings["poll_interval_ms"])
+            session.send({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": view})
+
+    def settle(self, task: Task) -> None:
+        """After a call's end: a task it never became is forgotten, and its handoff point, if
+        any, cancelled (answered inline: nothing left to convert)."""
+        if not task.converted:
+            self.forget(task)
+            if task.timer is not None:
+                self.deadlines.cancel(task.timer)
+
+    # -- Requests about tasks: tasks/* (both shapes) and answer_result ---------------------------
+
+    def _task_named(self, params, kind: str, session: Session) -> Task:
+        """The task a tasks/* request names; -32602 for an unknown, forged or expired id."""
+        task_id = params.get("taskId") if isinstance(params, dict) else None
+        if not isinstance(task_id, str) or not task_id:
+            raise RpcError(INVALID_PARAMS, "Invalid params: taskId must be a non-empty string")
+        try:
+            return self._find_task(task_id, kind, session)
+        except TaskIdError as exc:
+            why = f"Invalid params: unknown task id ({exc.reason})"
+            raise RpcError(INVALID_PARAMS, why) from None
+
+    def _find_task(self, task_id, kind: str, session: Session) -> Task:
+        """This instance's task, or another instance's from its signed id; else TaskIdError."""
+        task = self.tasks.get(task_id)
+        if task is not None and task.user != session.user:  # another user's: not found
+            raise TaskIdError("not a task of this server, or it has expired")
+        if task is not None and task.kind == kind:
+            return task
+        if task is not None or not isinstance(task_id, str) or self.tasks_off is not None:
+            raise TaskIdError("not a task of this server, or it has expired")
+        return self._remote(task_id, kind, session)
+
+    def _remote(self, task_id: str, kind: str, session: Session) -> Task:
+        """A task another instance created, from its signed id: followed here from OpenAI's
+        stored background response (GET /responses/{id}); TaskIdError if it is not ours."""
+        secret = self.settings["secret"]
+        if not secret:
+            raise TaskIdError("not a task of this server, or it has expired")
+        fields = open_task_id(secret, task_id)
+        tool, response_id = fields.get("t"), fields.get("r")
+        if fields.get("k") != kind or tool not in TOOLS_BY_NAME or not isinstance(response_id, str):
+            raise TaskIdError("not a task of this kind")
+        if fields.get("u") != session.user:  # told apart from an unknown id by nothing
+            raise TaskIdError("not a task of this server, or it has expired")
+        call = Call(None, tool)
+        call.user = session.user
+        size = fields.get("z")  # the creating client's result size, signed with the rest
+        call.result_chars = size if type(size) is int and size > 0 else None
+        key = self._owner(session)
+        task = Task(task_id, kind, call, key, fields["e"] - fields["c"], str(fields.get("o", "")))
+        task.created, task.expires, task.converted = fields["c"], fields["e"], True
+        task.user = session.user
+        task.signed = task.followed = True
+        found = self.tasks.put(task)
+        if found is task:
+            threading.Thread(
+                target=self._follow, args=(task, response_id), name="task-follow", daemon=True
+            ).start()
+        return found
+
+    def _follow(self, task: Task, response_id: str) -> None:
+        """Reads a remote task's response to its end. Its ledger row is its creator's, unless
+        the creator stopped and handed it over (hand_over): then the first instance to read
+        it to the end writes it (AnswerEngine.settle_followed)."""
+        version = MODERN_VERSIONS[-1] if task.kind == "x" else "2025-11-25"
+        call = task.call
+        read: list = []
+
+        def work() -> tuple[dict, dict]:
+            answer, meta = self.engine.collect(task.tool, {"query": "-"}, response_id, call)
+            read.append((answer.get("model") or task.model, meta))
+            return answer, meta
+
+        try:
+            reply = self._reply_of(call, version, work)
+        finally:
+            call.finish()
+        if read and hasattr(self.engine, "settle_followed"):
+            self.engine.settle_followed(task.tool, read[0][1], response_id, read[0][0])
+        task.finish(reply)
+
+    def hand_over(self) -> int:
+        """This instance is stopping (--stateless, signed ids): the working tasks it created
+        run on upstream instead of being cancelled, since any instance serves them from their
+        signed ids; their ledger rows are left to the instance that reads them to the end.
+        How many were handed over."""
+        if not (self.signing and hasattr(self.engine, "hand_over")):
+            return 0
+        handed = 0
+        for task in self.tasks.working_signed():
+            call = task.call
+            run = (call.upstream or call).background if call is not None else None
+            if task.followed or run is None or not run.response_id:
+                continue
+            if self.engine.hand_over(call, run.response_id, task.expires):
+                self.tasks.discard(task)  # nothing here cancels it now
+                handed += 1
+        return handed
+
+    def _tasks_2025(self, session: Session) -> None:
+        if session.protocol_version != "2025-11-25" or self.tasks_off is not None:
+            raise RpcError(
+                METHOD_NOT_FOUND,
+                "Method not found: tasks are offered in protocol 2025-11-25 (and as the "
+                f"{TASKS_EXTENSION} extension in 2026-07-28)",
+            )
+
+    def tasks_get(self, params: dict, session: Session, request_id) -> dict:
+        self._tasks_2025(session)
+        return self._task_named(params, "s", session).view(
+            "2025-11-25", self.settings["poll_interval_ms"]
+        )
+
+    def tasks_list(self, params: dict, session: Session, request_id) -> dict:
+        self._tasks_2025(session)
+        if self.stateless:
+            raise RpcError(METHOD_NOT_FOUND, "Method not found: tasks/list (off with --stateless)")
+        if params.get("cursor") is not None:
+            raise RpcError(INVALID_PARAMS, "Invalid params: this server issued no cursor")
+        key = self._owner(session)
+        poll = self.settings["poll_interval_ms"]
+        return {"tasks": [task.view("2025-11-25", poll) for task in self.tasks.of_client(key, "s")]}
+
+    def tasks_cancel(self, params: dict, session: Session, request_id) -> dict:
+        self._tasks_2025(session)
+        task = self._task_named(params, "s", session)
+        terminal = task.cancel()
+        if terminal is not None:
+            raise RpcError(
+                INVALID_PARAMS, f"Cannot cancel task: already in terminal status '{terminal}'"
+            )
+        self.log.debug("server", f"task cancelled tool={task.tool}")
+        return task.view("2025-11-25", self.settings["poll_interval_ms"])
+
+    def tasks_result(self, params: dict, session: Session, request_id) -> dict | None:
+        """Waits until the task ends, then answers exactly what the tools/call would have, with
+        the related-task _meta: at once if it has ended, else from the task's end (a Waiter,
+        no thread), or when it expires."""
+        self._tasks_2025(session)
+        task = self._task_named(params, "s", session)
+        if task.done.is_set():
+            reply = self._task_reply(task, request_id)
+            if "error" in reply:
+                error = reply["error"]
+                raise RpcError(error["code"], error["message"], error.get("data"))
+            return reply["result"]
+
+        def serve(expired: bool) -> None:
+            session.send(self._task_reply(task, request_id))
+
+        self._wait(task, session, request_id, (task.expires - now_ms()) / 1000, serve)
+        return None
+
+    def _wait(self, task: Task, session: Session, request_id, timeout_s: float, serve) -> None:
+        """serve(timed_out) once the task ends or timeout_s pass, whichever comes first; the
+        request counts against the session's limits meanwhile (-32000 past them)."""
+        waiter = Waiter(task, session, request_id, serve, self.deadlines)
+        session.add_waiter(request_id, waiter, self.settings["max_per_client"])
+        waiter.start(timeout_s)
+
+    def _task_reply(self, task: Task, request_id) -> dict:
+        with task.lock:
+            status, reply = task.status, task.reply
+        if task.done.is_set():
+            task.mark_collected()
+        if status == "cancelled":
+            return rpc_error(request_id, INVALID_PARAMS, "Invalid params: task was cancelled")
+        if reply is None:
+            return rpc_error(request_id, INVALID_PARAMS, "Invalid params: task has expired")
+        if "error" in reply:
+            return {**reply, "id": request_id}
+        result = dict(reply["result"])
+        result["_meta"] = {**result.get("_meta", {}), RELATED_TASK: {"taskId": task.id}}
+        return rpc_result(request_id, result)
+
+    def _ext_task(self, params, session: Session) -> Task:
+        if not tasks_extension_declared(params):
+            raise missing_tasks_extension()
+        return self._task_named(params, "x", session)
+
+    def ext_get(self, params: dict, session: Session, request_id, version: str) -> dict:
+        task = self._ext_task(params, session)
+        result = task.view("extension", self.settings["poll_interval_ms"])
+        with task.lock:
+            status, reply = task.status, task.reply
+        if status == "completed":
+            result["result"] = reply["result"]
+        elif status == "failed":
+            result["error"] = reply["error"]
+        if status in ("completed", "failed"):
+            task.mark_collected()
+        return result
+
+    def ext_cancel(self, params: dict, session: Session, request_id, version: str) -> dict:
+        task = self._ext_task(params, session)
+        if task.cancel() is None:  # finished already: still an ack (cooperative cancel)
+            self.log.debug("server", f"task cancelled tool={task.tool}")
+        return {}
+
+    def ext_update(self, params: dict, session: Session, request_id, version: str) -> dict:
+        task = self._ext_task(params, session)
+        raise RpcError(
+            INVALID_PARAMS,
+            f"Invalid params: task {task.id} has no outstanding input requests (this server "
+            "never asks for input)",
+        )
+
+    def answer_result(self, params: dict, session: Session, request_id, version) -> None:
+        """answer_result: the handed-off answer once ready (waiting up to wait_s, within the
+        client's own timeout), else another "still working" result; with cancel: true, the
+        handoff is cancelled instead. A wait holds no thread (a Waiter)."""
+        arguments = params.get("arguments")
+        arguments = arguments if isinstance(arguments, dict) else {}
+        handoff_id, wait_s = arguments.get("id"), arguments.get("wait_s", 30)
+        why = task = None
+        if not isinstance(handoff_id, str) or not handoff_id:
+            why = "id must be the non-empty string a handed-off answer gave"
+        elif type(wait_s) is not int or not 0 <= wait_s <= 60:
+            why = "wait_s must be an integer from 0 to 60"
+        elif type(arguments.get("cancel", False)) is not bool:
+            why = "cancel must be true or false"
+        else:
+            try:
+                task = self._find_task(handoff_id, "h", session)
+            except TaskIdError as exc:
+                why = f"unknown id: {exc.reason}"
+        if why is not None:
+            if version is not None:  # 2026-07-28: a tool execution error the model can fix
+                return tool_error(f"Invalid arguments: {why}")
+            raise RpcError(INVALID_PARAMS, f"Invalid params: {why}")
+        era = version or session.protocol_version
+        if arguments.get("cancel") is True:
+            session.send(rpc_result(request_id, self._cancel_handoff(task, era)))
+            return None
+        wait = min(wait_s, self.handoff_s(params, session, version))
+
+        def collect(timed_out: bool) -> None:
+            if timed_out:
+                session.send(rpc_result(request_id, self._still_working(task, era)))
+                return
+            reply = self._task_reply(task, request_id)
+            if "result" in reply:
+                meta = {**reply["result"].get("_meta", {}), HANDOFF_META: None}
+                meta.pop(RELATED_TASK, None)
+                meta[HANDOFF_META] = {"id": task.id, "status": "completed"}
+                reply["result"]["_meta"] = meta
+                if era in MODERN_VERSIONS:
+                    modern_result(reply["result"], era)
+            elif task.status == "cancelled":
+                reply = failure(
+                    request_id,
+                    "answer failed: the handed-off call was cancelled (on request, at its "
+                    "expiry, or as the server stopped); ask again",
+                    {"message": "cancelled"},
+                )
+            session.send(reply)
+
+        self._wait(task, session, request_id, wait, collect)
+        return None
+
+    def _cancel_handoff(self, task: Task, version: str) -> dict:
+        """answer_result with cancel: true: the call stops (upstream too) and the handoff no
+        longer counts against the client's limit; a result in the output contract says so."""
+        terminal = task.cancel()
+        task.mark_collected()
+        if terminal is not None:  # it had ended: its answer goes now, as the result says
+            self.tasks.discard(task)
+        self.log.debug("server", f"handoff cancelled tool={task.tool}")
+        answer = handoff_answer(task.id, task.model, 0, task.ttl_ms)
+        answer["answer"] = (
+            "Cancelled: the research for this id was stopped; nothing more will come of it."
+            if terminal is None
+            else f"Dropped: the research for this id had already ended ({terminal}); its "
+            "answer is no longer kept here."
+        )
+        return tool_result(answer, {HANDOFF_META: {"id": task.id, "status": "cancelled"}}, version)
+
+    def cancel_handoff_of(self, session: Session, request_id) -> bool:
+        """notifications/cancelled naming a tools/call that was handed off: the handoff is
+        cancelled. False if there is none."""
+        key = session.client_key if session.client_key is not None else id(session)
+        task = self.tasks.handoff_of(key, request_id)
+        if task is None:
+            return False
+        task.cancel()
+        task.mark_collected()
+        return True
 
 
 # ============================================================================================
@@ -10179,7 +10243,7 @@ def leave(engine) -> NoReturn:
     interpreter's teardown: with the SDK loaded, that took over a second of a busy machine's
     time, past the second the README promises after a stop signal, and past the 2 s an SDK
     client waits after closing stdin before it sends SIGTERM."""
-    engine.wait_for_cancels()  # os._exit() would drop server-side cancels
+    engine.background.wait_for_cancels()  # os._exit() would drop server-side cancels
     if hasattr(engine, "wait_for_flights"):  # ... and the rows of requests still ending
         engine.wait_for_flights(NAMING_WAIT_S + 1)
     if hasattr(engine, "close"):
@@ -10340,7 +10404,7 @@ HTTP_REFUSED = -32000  # JSON-RPC error code of refusals made by the HTTP layer
 REQUEST_CANCELLED = -32800
 MAX_JSON_VALUES = 50_000  # commas and brackets in one HTTP body; an MCP message needs far fewer
 DEFAULT_HTTP_VERSION = "2025-03-26"  # what a request without MCP-Protocol-Version speaks
-# --stateless: initialize's Mcp-Session-Id is a signed record of the client (HttpApp.identity_id):
+# --stateless: initialize's Mcp-Session-Id is a signed record of the client (identity_id):
 # its kind is none of a task's, so it can never pass for a task id, and a record lasts 30 days.
 IDENTITY_KIND, IDENTITY_TTL_MS = "c", 30 * 86_400_000
 _END = object()  # an Outbox's "nothing more will come"
@@ -11144,6 +11208,39 @@ class Authenticator:
         )
 
 
+def identity_id(secret: str | None, session: Session) -> str | None:
+    """Under --stateless with server.tasks.secret: initialize's Mcp-Session-Id, a signed
+    record of the client's clientInfo.name and the version agreed, which the client sends
+    back on every later request. No instance keeps a session, so this is how any of them
+    knows a handshake-era client (Codex: its result size and its handoff). None without
+    a secret (HttpApp passes none outside --stateless)."""
+    if not secret:
+        return None
+    name = session.client_name if isinstance(session.client_name, str) else None
+    fields = {"k": IDENTITY_KIND, "v": session.protocol_version, "w": name and name[:100]}
+    return mint_task_id(secret, fields, IDENTITY_TTL_MS)
+
+
+def restore_identity(secret, session: Session, session_id: str | None, version, log: Log) -> None:
+    """A stateless request's client, from the signed Mcp-Session-Id initialize gave it:
+    its name, and its version unless the MCP-Protocol-Version header says one. An id that
+    is not such a record (altered, expired, another secret's) is ignored: the request is
+    served as from an unknown client."""
+    if not (secret and session_id):
+        return
+    try:
+        fields = open_task_id(secret, session_id.strip())
+    except TaskIdError as exc:
+        log.debug("http", f"Mcp-Session-Id ignored: {exc.reason}")
+        return
+    if fields.get("k") != IDENTITY_KIND:
+        return
+    if isinstance(fields.get("w"), str):
+        session.client_name = fields["w"]
+    if version is None and fields.get("v") in PROTOCOL_VERSIONS:
+        session.protocol_version = fields["v"]
+
+
 class HttpApp:
     """What every request needs: settings, the dispatcher, sessions, limits, the lifecycle."""
 
@@ -11163,6 +11260,7 @@ class HttpApp:
         if hasattr(engine, "multi_user"):  # the engine keeps users apart once there are several
             engine.multi_user = self.auth.multi_user
         self.stateless = settings["stateless"]
+        self.secret = config.get("server", "tasks")["secret"]  # signs a client's identity
         self.max_body = settings["max_body_bytes"]
         self.header_timeout = settings["header_timeout_s"]
         outbox = settings["sse_outbox_bytes"], settings["sse_stall_s"]
@@ -11440,39 +11538,6 @@ class HttpApp:
             )
         return version and version.strip()
 
-    def identity_id(self, session: Session) -> str | None:
-        """Under --stateless with server.tasks.secret: initialize's Mcp-Session-Id, a signed
-        record of the client's clientInfo.name and the version agreed, which the client sends
-        back on every later request. No instance keeps a session, so this is how any of them
-        knows a handshake-era client (Codex: its result size and its handoff). None without
-        a secret, or outside --stateless."""
-        secret = self.dispatcher.task_settings["secret"]
-        if not (self.stateless and secret):
-            return None
-        name = session.client_name if isinstance(session.client_name, str) else None
-        fields = {"k": IDENTITY_KIND, "v": session.protocol_version, "w": name and name[:100]}
-        return mint_task_id(secret, fields, IDENTITY_TTL_MS)
-
-    def restore_identity(self, session: Session, session_id: str | None, version) -> None:
-        """A stateless request's client, from the signed Mcp-Session-Id initialize gave it:
-        its name, and its version unless the MCP-Protocol-Version header says one. An id that
-        is not such a record (altered, expired, another secret's) is ignored: the request is
-        served as from an unknown client."""
-        secret = self.dispatcher.task_settings["secret"]
-        if not (secret and session_id):
-            return
-        try:
-            fields = open_task_id(secret, session_id.strip())
-        except TaskIdError as exc:
-            self.log.debug("http", f"Mcp-Session-Id ignored: {exc.reason}")
-            return
-        if fields.get("k") != IDENTITY_KIND:
-            return
-        if isinstance(fields.get("w"), str):
-            session.client_name = fields["w"]
-        if version is None and fields.get("v") in PROTOCOL_VERSIONS:
-            session.protocol_version = fields["v"]
-
     def session_named(self, session_id: str | None, user: str) -> HttpSession:
         """The session an Mcp-Session-Id header names, held until release(); another user's
         is not found."""
@@ -11501,7 +11566,7 @@ class HttpApp:
             hs.session.protocol_version = version or DEFAULT_HTTP_VERSION
             hs.client, hs.session.client_key = client, task_owner(client)
             hs.call_id = message.get("id")
-            self.restore_identity(hs.session, session_id, version)
+            restore_identity(self.secret, hs.session, session_id, version, self.log)
         return hs
 
     @staticmethod
@@ -11560,7 +11625,7 @@ class HttpApp:
         """A reply's extra headers: initialize's session id; a failed initialize ends it.
         With --stateless, the session id is the client's signed identity (or none)."""
         if method == "initialize" and hs.id is None and "result" in reply:
-            identity = self.identity_id(hs.session)
+            identity = identity_id(self.secret if self.stateless else None, hs.session)
             return {"Mcp-Session-Id": identity} if identity else {}
         if method != "initialize" or hs.id is None:
             return {}
@@ -12611,7 +12676,7 @@ class HttpTransport:
         while (app.in_flight() or app.waiting()) and time.monotonic() < deadline:
             if hurry.wait(0.05):
                 break
-        handed = app.dispatcher.hand_over()
+        handed = app.dispatcher.long_calls.hand_over()
         if handed:
             log.say(
                 f"left {handed} task(s) running upstream for another instance to serve "
@@ -12647,12 +12712,13 @@ def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port
     except ConfigError as exc:
         print(f"{SERVER_NAME}: config error: {inert(str(exc))}", file=sys.stderr)
         return 2
-    dispatcher.stateless = app.stateless
-    dispatcher.tasks_off = tasks_off_reason(config, app.stateless)
-    if dispatcher.tasks_off is not None:
-        log.say(dispatcher.tasks_off)
-    elif dispatcher.signing and hasattr(dispatcher.engine, "force_background"):
-        dispatcher.engine.force_background = True  # any instance serves a task from OpenAI
+    long_calls = dispatcher.long_calls
+    long_calls.stateless = app.stateless
+    long_calls.tasks_off = tasks_off_reason(config, app.stateless)
+    if long_calls.tasks_off is not None:
+        log.say(long_calls.tasks_off)
+    elif long_calls.signing and hasattr(dispatcher.engine, "background"):
+        dispatcher.engine.background.force = True  # any instance serves a task from OpenAI
     return HttpTransport(app, host, port).serve()
 
 

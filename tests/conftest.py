@@ -442,6 +442,7 @@ class Harness:
 
         self.engine = engine or FakeEngine()
         self.dispatcher = Dispatcher(config, Log(debug=debug), self.engine)
+        self.long_calls = self.dispatcher.long_calls  # tasks and handoffs
         self.outbox = Outbox()
         self.session = Session(self.outbox)
         self._next_id = 0

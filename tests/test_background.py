@@ -546,7 +546,7 @@ def test_wait_for_cancels_lets_a_leaving_process_send_them_first(engine, fake):
     client = openai.OpenAI(api_key=TEST_KEY, base_url=fake.base_url, max_retries=0)
     response_id = client.responses.create(model="gpt-5.2", input="hi", background=True).id
     engine.client()
-    engine.cancel_background(orm.BackgroundRun(time.monotonic() + 60, response_id))
-    engine.wait_for_cancels(5)
+    engine.background.cancel(orm.BackgroundRun(time.monotonic() + 60, response_id))
+    engine.background.wait_for_cancels(5)
     assert fake.background_status(response_id) == "cancelled"
     assert len(fake.cancels) == 1

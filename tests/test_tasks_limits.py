@@ -149,13 +149,13 @@ def held_task(config):
 
 def test_a_session_that_ends_drops_its_waiting_requests_and_its_tasks(config):
     harness, _, release, _, task_id = held_task(config)
-    task = harness.dispatcher.tasks.get(task_id)
+    task = harness.long_calls.tasks.get(task_id)
     for n in range(3):
         assert harness.request("tasks/result", {"taskId": task_id}, f"wait-{n}") is None
     assert harness.session.waiting() == 3 and len(task._waiters) == 3
     harness.session.close()  # HTTP: DELETE, idle expiry, pushed out
     assert harness.session.waiting() == 0 and task._waiters == {}
-    assert len(harness.dispatcher.tasks) == 0 and len(harness.dispatcher.deadlines) == 0
+    assert len(harness.long_calls.tasks) == 0 and len(harness.long_calls.deadlines) == 0
     assert task.status == "cancelled"
     release.set()
     harness.idle()
@@ -171,12 +171,12 @@ def test_an_ended_session_drops_its_tasks_once_and_starts_nothing_more(config):
     harness.session.on_close(lambda session: ended_calls.append(session))
     harness.session.close()  # DELETE ...
     harness.session.close()  # ... and then its /sse stream closing, or the idle watchdog
-    assert len(ended_calls) == 1 and len(harness.dispatcher.tasks) == 0
+    assert len(ended_calls) == 1 and len(harness.long_calls.tasks) == 0
     late = harness.request("tools/call", {**params, "task": {"ttl": 600_000}}, "late")
     assert late["error"]["code"] == -32800 and "session has ended" in late["error"]["message"]
     waiting = harness.request("tasks/result", {"taskId": task_id}, "late-wait")
     assert "error" in waiting and harness.session.waiting() == 0
-    assert len(harness.dispatcher.tasks) == 0 and len(engine.calls) == 1
+    assert len(harness.long_calls.tasks) == 0 and len(engine.calls) == 1
     release.set()
     harness.idle()
 
@@ -234,7 +234,7 @@ def test_calls_waiting_for_their_handoff_point_cost_no_thread_each(tmp_path):
             assert harness.start_call({"query": f"q{n}"}, request_id=f"call-{n}") is None
         for _ in range(calls):
             assert started.acquire(timeout=10)
-        assert len(harness.dispatcher.deadlines) == calls  # each waits for its handoff point
+        assert len(harness.long_calls.deadlines) == calls  # each waits for its handoff point
         # Its worker each, and the deadlines thread started on first use (a timer each would be
         # 24 more; the slack is for threads of this test process that are not the harness's,
         # such as the shared fake upstream's, serving a previous test's late request).
@@ -244,7 +244,7 @@ def test_calls_waiting_for_their_handoff_point_cost_no_thread_each(tmp_path):
     harness.idle()
     answered = {m["id"] for m in harness.outbox.replies() if "result" in m}
     assert answered == {f"call-{n}" for n in range(calls)}  # inline: none reached its point
-    assert len(harness.dispatcher.deadlines) == 0  # answering inline cancelled each entry
+    assert len(harness.long_calls.deadlines) == 0  # answering inline cancelled each entry
 
 
 # -- the spawned server --------------------------------------------------------------------------
