@@ -392,7 +392,7 @@ def handoffs(dispatcher, fake, lines: list, problems: list) -> None:
     """A Codex-like client starts more long calls than max_per_client and collects none: a
     quick call still answers, and a long one is handed off in place of an ended one."""
     session, outbox = client(dispatcher, "codex", "2025-06-18", "codex-mcp-client")
-    cap = dispatcher.task_settings["max_per_client"]
+    cap = dispatcher.long_calls.settings["max_per_client"]
     fake.default = Reply(text="All about HTTP 404. " * (LONG // 20), delay_before_headers=1.5)
     for n in range(cap + 8):
         dispatcher.handle(tools_call(f"long-{n}", f"long question {n}"), session)
@@ -404,7 +404,7 @@ def handoffs(dispatcher, fake, lines: list, problems: list) -> None:
     if outbox.replies.get("quick") != ["answered"]:
         got = outbox.replies.get("quick")
         problems.append(f"handoffs: a quick call after {cap} uncollected handoffs got {got}")
-    held = len(dispatcher.tasks.of_client("codex", "h"))
+    held = len(dispatcher.long_calls.tasks.of_client("codex", "h"))
     lines.append(
         f"  handoffs: {cap + 8} long calls left uncollected ({held} handed off, at most "
         f"{cap}), then a quick call: {outbox.replies.get('quick')}"
@@ -437,7 +437,7 @@ def sessions(dispatcher, limits: dict, lines: list, problems: list) -> None:
         else:
             open_sessions.append(session)
     grown = rss_mib() - before
-    held, stored = len(dispatcher.tasks), dispatcher.tasks.stored_bytes()
+    held, stored = len(dispatcher.long_calls.tasks), dispatcher.long_calls.tasks.stored_bytes()
     bound = limits["max_reply_bytes"] / 2**20 + limits["max_open"] * 8 / 1024
     lines.append(
         f"  sessions: 150 x 16 uncollected tasks: {held} held (max_open {limits['max_open']}), "
@@ -453,7 +453,9 @@ def sessions(dispatcher, limits: dict, lines: list, problems: list) -> None:
     for session in open_sessions:
         session.close()
     first.close()
-    left = len(dispatcher.tasks) - len(dispatcher.tasks.of_client("codex", "h"))
+    left = len(dispatcher.long_calls.tasks) - len(
+        dispatcher.long_calls.tasks.of_client("codex", "h")
+    )
     if left:
         problems.append(f"sessions: {left} tasks left after every session ended")
 
@@ -465,7 +467,7 @@ def waiters(dispatcher, fake, lines: list, problems: list) -> None:
     fake.default = Reply(text="All about HTTP 404. " * (LONG // 20), delay_before_headers=5)
     reply = dispatcher.handle(tools_call(1, "a long question", task={"ttl": 3_600_000}), owner)
     task_id = reply["result"]["task"]["taskId"]
-    task = dispatcher.tasks.get(task_id)
+    task = dispatcher.long_calls.tasks.get(task_id)
     before = threads_now()
     peak = 0
     clients = [client(dispatcher, f"waiter-{n}", "2025-11-25")[0] for n in range(100)]
@@ -476,7 +478,7 @@ def waiters(dispatcher, fake, lines: list, problems: list) -> None:
         peak = max(peak, threads_now() - before)
         dispatcher.abandoned(session, f"w{n}")
     left = len(task._waiters or {})
-    deadlines = len(dispatcher.deadlines)
+    deadlines = len(dispatcher.long_calls.deadlines)
     lines.append(
         f"  waiters: 1,500 abandoned tasks/result: {peak} more threads at most, "
         f"{left} left waiting, {deadlines} deadlines pending"
