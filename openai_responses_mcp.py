@@ -8226,7 +8226,7 @@ class Session:
         """Its client can collect no task or handoff any more (stdio: end of input): none is
         made from now on, and those it has are dropped (cancelled upstream if working); its
         calls answering inline go on. The actions stay for close() to run again (dropping is
-        idempotent): a stop signal may interrupt this one."""
+        idempotent); stdio holds stop signals while this runs (StdioTransport._uninterrupted)."""
         with self._lock:
             self.tasks_closed = True
             actions = list(self._closing)
@@ -10234,10 +10234,6 @@ class _Stop(Exception):
     """Raised in the main thread by a stop signal (see stop_signals)."""
 
 
-def _raise_stop(signum, frame):
-    raise _Stop()
-
-
 def leave(engine) -> NoReturn:
     """Exits 0 once the server-side cancels are sent and the ledger rows written, without the
     interpreter's teardown: with the SDK loaded, that took over a second of a busy machine's
@@ -10269,6 +10265,7 @@ class StdioTransport:
         self.writer = StdioWriter(fd_out, config.get("server", "line_mode"), self.gone, log)
         self.session = Session(self.writer.send)
         self.reader = FrameReader(self.max_bytes)
+        self._holding_stops = self._stop_pending = False  # see _uninterrupted
 
     def gone(self) -> None:
         """stdout has closed: the client has gone, so nothing is left to answer."""
@@ -10280,19 +10277,38 @@ class StdioTransport:
         which no request holds (upstream too), then waits a moment for their workers to queue
         their ledger rows, as a call cancelled inline does. A cancel that waits for OpenAI to
         name its response (NAMING_WAIT_S) bounds the wait; a second signal cuts it short."""
-        self.session.close()
+        if self._uninterrupted(self.session.close):
+            return  # a second signal came meanwhile: it cuts the wait short
         spare = 1 if getattr(_WORKER, "session", None) is self.session else 0
         try:
             self.session.wait_idle(NAMING_WAIT_S + 1, spare)
         except _Stop:
             pass
 
+    def _on_stop(self, signum, frame) -> None:
+        """A stop signal: _Stop in the main thread, or, inside _uninterrupted, a note of it."""
+        if self._holding_stops:
+            self._stop_pending = True
+            return
+        raise _Stop()
+
+    def _uninterrupted(self, action) -> bool:
+        """Runs action with stop signals held until it ends; whether one came meanwhile. A
+        drop of tasks cut in half would be lost: a task marked cancelled whose call was not
+        yet told is skipped by the next drop, so its response ran on upstream, unrecorded."""
+        self._holding_stops, self._stop_pending = True, False
+        try:
+            action()
+        finally:
+            self._holding_stops = False
+        return self._stop_pending
+
     def serve(self) -> int:
         import _signal as signal  # `signal` itself imports enum (~1 ms) for its IntEnums
 
         log, session, writer = self.log, self.session, self.writer
         for signum in stop_signals(signal):
-            signal.signal(signum, _raise_stop)
+            signal.signal(signum, self._on_stop)
         try:
             while True:
                 data = os.read(self.fd_in, 1 << 16)
@@ -10305,7 +10321,8 @@ class StdioTransport:
                 if not data:
                     break
             # Nobody can collect a task or a handoff now: they are cancelled, not awaited.
-            session.stop_tasks()
+            if self._uninterrupted(session.stop_tasks):
+                raise _Stop()
             log.debug("server", f"end of input; waiting for {session.in_flight()} call(s)")
             # A client that closed stdout as well has gone: its calls are cancelled, not awaited.
             while session.in_flight():
