@@ -1097,3 +1097,30 @@ def test_a_failing_debug_log_does_not_change_the_reply(config, tmp_path):
     (reply,) = transport.handle_frames(frames)
     assert reply["id"] == 5
     assert error_of(reply)["code"] == METHOD_NOT_FOUND
+
+
+def test_a_stop_signal_during_a_drop_of_tasks_waits_until_the_drop_has_ended(config):
+    """stdio holds a stop signal while the client's tasks and handoffs are dropped: a drop cut
+    in half left a task marked cancelled whose call was never told, and the next drop skipped
+    it (its response ran on upstream, unrecorded). The signal is kept and reported after."""
+    import os
+    import signal
+
+    from openai_responses_mcp import StdioTransport
+
+    log = Log()
+    transport = StdioTransport(Dispatcher(config, log, FakeEngine()), config, log, -1, -1)
+    finished = []
+
+    def drop() -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # lands mid-drop, as an SDK client's SIGTERM can
+        for _ in range(1000):  # the handler runs between bytecodes of this loop
+            pass
+        finished.append(True)
+
+    before = signal.signal(signal.SIGTERM, transport._on_stop)
+    try:
+        assert transport._uninterrupted(drop) is True  # the signal came, and was kept
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert finished == [True]  # ... and did not cut the drop short
