@@ -163,6 +163,9 @@ def cancelled_before_named(spawn, fake, cancels: int = 1, **reply):
     fake.wait_until(lambda: fake.requests)
     if not reply.get("delay_before_headers"):
         fake.wait_until(lambda: fake.requests[0].status_sent == 200)
+        # The server reads the stream once its SDK has taken the headers, which the fake
+        # cannot see: a cancel before that hangs up at once (a call still connecting).
+        time.sleep(0.5)
     for _ in range(cancels):
         server.send(notification("notifications/cancelled", {"requestId": 7}))
     return server
