@@ -7,12 +7,16 @@ from __future__ import annotations
 import datetime
 
 import conftest
+import openai_responses_mcp as m
 from conftest import run_cli, wait_until
 from fake_upstream import Reply
 
 
 def day(offset: int) -> str:
-    today = datetime.datetime.now(datetime.timezone.utc).date()
+    """A date `offset` days from today, where today is what the server counts from: the same
+    clock and time zone (policy.timezone, Asia/Tokyo by default), never the machine's date,
+    which differs from Tokyo's from 15:00 to 24:00 UTC."""
+    today = datetime.date.fromisoformat(m.today_in(m.SETTINGS[("policy", "timezone")].default))
     return (today + datetime.timedelta(offset)).isoformat()
 
 
@@ -31,12 +35,15 @@ def doctor(tmp_path, fake, config: str):
 
 def test_doctor_lists_every_profiles_model_with_its_shutdown_date(tmp_path, fake):
     fake.shutdown_dates["gpt-6.2-sol"] = day(200)  # announced, far off
+    # Within 90 days (the deprecations page says 2026-12-11; a date relative to today keeps
+    # the test's meaning on any day).
+    fake.shutdown_dates["gpt-5-mini"] = day(14)
     config = "model_profiles:\n  answer: {model: gpt-5-mini}\n"
     proc = doctor(tmp_path, fake, config)
     out = proc.stdout
-    # answer: the deprecations page's date (2026-12-11), within 90 days: a warning that names
-    # the key and the replacement the page gives.
-    soon = line_with(out, "answer: gpt-5-mini shuts down on 2026-12-11")
+    # answer: a date within 90 days: a warning that names the key and the replacement the
+    # deprecations page gives.
+    soon = line_with(out, f"answer: gpt-5-mini shuts down on {day(14)}, in 14 days")
     assert soon.startswith("!")
     fix = out.splitlines()[out.splitlines().index(soon) + 1]
     assert "fix: set model_profiles.answer.model to gpt-6.1-terra" in fix
