@@ -1677,7 +1677,11 @@ def pg_params(url: str) -> dict | None:
     """A PostgreSQL URL's parameters as libpq reads them (psycopg's conninfo_to_dict, or our
     reading of the same rules without psycopg), or None when libpq would not take it: it
     cannot be parsed, or it parses into something no one meant, a raw "@" in the database or
-    host (a password with a raw "/" ends the host early: "u:ab/cd@h" is host "u", port "ab")."""
+    host (a password with a raw "/" ends the host early: "u:ab/cd@h" is host "u", port "ab").
+    Anything else (an empty value, a proxy's URL) is None before the driver is imported: the
+    log's secret masker asks about every start's state.url, and psycopg costs 100 ms."""
+    if not url.startswith(_PG_SCHEMES):
+        return None
     try:
         from psycopg.conninfo import conninfo_to_dict
     except ImportError:
@@ -4631,7 +4635,11 @@ class AnswerEngine:
             client = self.client()
             today = today_in(self._config.get("policy", "timezone"))
             request = build_request(TOOL_NAMES[0], {"query": "warm-up"}, self._config, today)
-            refuse = openai.DefaultHttpxClient(event_hooks={"request": [_refuse_to_send]})
+            # verify=False: no certificate store loaded a second time (about 1 MiB held for
+            # the life of the process) for a client whose hook stops every request unsent.
+            refuse = openai.DefaultHttpxClient(
+                event_hooks={"request": [_refuse_to_send]}, verify=False
+            )
             try:
                 _open_stream(client.with_options(http_client=refuse), request, None)
             except _NotSent:

@@ -274,6 +274,122 @@ def test_command_does_not_import_openai(tmp_path, args):
     assert any(line.startswith("import time:") for line in proc.stderr.splitlines())
 
 
+# -- what loads before the first answer (issue 34) --------------------------------------------
+
+# Every optional dependency: the extras' drivers and `openai` itself. The test venv has them all
+# installed (the "test" extra), so a start that imports one shows here.
+OPTIONAL_MODULES = ("psycopg", "psycopg_binary", "psycopg_c", "jwt", "cryptography", "openai")
+
+# Runs the server as the installed entry point does, and writes a marker on stderr right after
+# the first bytes reach stdout (the answer to initialize): -X importtime lines before it are
+# what the first answer paid for, in order, whatever the machine's load.
+MARKED_ENTRY = """\
+import os, sys
+sys.path.insert(0, {root!r})
+write = os.write
+def marked(fd, data):
+    done = write(fd, data)
+    if fd == 1 and not getattr(marked, "seen", False):
+        marked.seen = True
+        write(2, b"-- initialize answered --\\n")
+    return done
+os.write = marked
+from openai_responses_mcp import main
+raise SystemExit(main())
+"""
+
+
+def imports_before_initialize(tmp_path, *args, **env) -> list[str]:
+    """The top-level modules imported before initialize was answered, by -X importtime."""
+    from conftest import ROOT
+
+    entry = tmp_path / "entry.py"
+    entry.write_text(MARKED_ENTRY.format(root=str(ROOT)), encoding="utf-8")
+    message = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}},
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-X", "importtime", str(entry), "--stdio", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=base_env(tmp_path, **env),
+        cwd=str(tmp_path),
+    )
+    try:
+        proc.stdin.write((json.dumps(message) + "\n").encode())
+        proc.stdin.flush()
+        reply = json.loads(proc.stdout.readline())
+        assert reply["result"]["serverInfo"]["name"] == "openai-responses-mcp"
+        proc.stdin.close()
+        stderr = proc.stderr.read().decode()
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    before, marker, _ = stderr.partition("-- initialize answered --")
+    assert marker, stderr[-2000:]
+    names = [line.rpartition("|")[2].strip() for line in before.splitlines()]
+    assert "openai_responses_mcp" in names  # importtime was on: the list is real
+    return [name for name in names if name.split(".")[0] in OPTIONAL_MODULES]
+
+
+def test_the_test_environment_has_every_extra_installed():
+    import importlib.util
+
+    missing = [
+        n for n in ("psycopg", "jwt", "cryptography", "openai") if not importlib.util.find_spec(n)
+    ]
+    assert missing == [], 'install the test extra: pip install -e ".[test]"'
+
+
+def test_nothing_optional_loads_before_initialize_is_answered(tmp_path):
+    assert imports_before_initialize(tmp_path) == []
+
+
+def test_nothing_optional_loads_before_initialize_with_a_proxy_url_with_a_password(tmp_path):
+    # The secret masker reads every URL it is given; only a PostgreSQL one is a driver's business.
+    proxy = "http://user:pass@127.0.0.1:9"
+    assert imports_before_initialize(tmp_path, HTTPS_PROXY=proxy, NO_PROXY="*") == []
+
+
+def test_a_postgresql_state_url_is_the_one_start_that_loads_psycopg(tmp_path):
+    # The control: the check above sees a driver when one is loaded (state.url is read and
+    # checked at start, so a PostgreSQL URL pays for psycopg; nothing else does).
+    (tmp_path / "config.yaml").write_text(
+        "state:\n  url: postgresql://u:secret@127.0.0.1:9/db\n", encoding="utf-8"
+    )
+    loaded = imports_before_initialize(tmp_path, "--config", str(tmp_path / "config.yaml"))
+    assert "psycopg.conninfo" in loaded
+    assert not [name for name in loaded if name.split(".")[0] in ("jwt", "cryptography", "openai")]
+
+
+def test_masking_a_value_that_is_no_postgresql_url_loads_no_driver(tmp_path):
+    code = (
+        "import sys, openai_responses_mcp as m\n"
+        "assert m.url_secrets('') == ()\n"
+        "assert m.pg_params('') is None and m.pg_params('http://u:p@h/') is None\n"
+        "assert m.redact_url('http://u:p@proxy:3128') == 'http://***@proxy:3128'\n"
+        "assert m.url_has_secret('http://u:p@proxy:3128')\n"
+        "assert m.url_secrets('http://u:p@proxy:3128') == ('p',)\n"
+        "print(sorted(n for n in sys.modules if n.startswith('psycopg')))\n"
+    )
+    from conftest import ROOT
+
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=base_env(tmp_path, PYTHONPATH=str(ROOT)),
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
 # -- --print-example ----------------------------------------------------------------------------
 
 
