@@ -10758,11 +10758,22 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 def _host_name(value: str) -> str:
-    """The name in a Host header or an origin's authority, lower-cased, without the port."""
+    """The name in a Host header or an origin's authority, lower-cased, without the port.
+    Anything else after the name ("[::1].evil.com", "localhost:evil") keeps the value whole,
+    which matches no name: the gates compare whole names, never a prefix."""
     value = value.strip().lower()
     if value.startswith("["):
-        return value[1:].partition("]")[0]
-    return value.rpartition(":")[0] if value.count(":") == 1 else value
+        name, close, port = value[1:].partition("]")
+        return name if close and _is_port(port) else value
+    if value.count(":") == 1:
+        name, colon, port = value.partition(":")
+        return name if _is_port(colon + port) else value
+    return value
+
+
+def _is_port(text: str) -> bool:
+    """Nothing, or ":" and a number."""
+    return text == "" or (text[0] == ":" and text[1:].isascii() and text[1:].isdigit())
 
 
 # -- OAuth 2.1 resource server (server.auth.issuer) ----------------------------------------------
@@ -11193,6 +11204,9 @@ class Authenticator:
         given = given.strip() if scheme.lower() == "bearer" else ""
         unavailable = None
         if given:
+            # Timing-safe on purpose, though no test can see it: `==` stops at the first byte
+            # that differs, so how long a refusal takes tells a caller (on a LAN, or through a
+            # proxy, over many tries) how much of its guess is right, a byte at a time.
             if self.token and hmac.compare_digest(
                 given.encode("utf-8", "replace"), self.token.encode()
             ):
