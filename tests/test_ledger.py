@@ -395,6 +395,69 @@ def test_a_reservation_outlasts_its_call_and_a_deep_run_reserves_its_searches(
     assert usd == pytest.approx(floor)
 
 
+def test_a_call_admitted_then_joining_an_identical_call_gives_its_reservation_back(
+    tmp_path, monkeypatch
+):
+    """Agents send identical calls together: a call can be admitted (its cost reserved) and
+    then find an identical call's request in flight, and join it. It made no request, so its
+    reservation is given back at once; kept, it would refuse later calls for an hour."""
+    path = tmp_path / "config.yaml"
+    path.write_text("budget: {daily_usd: 5}\n", encoding="utf-8")
+    config = m.load_config({"config": str(path)}, {"XDG_STATE_HOME": str(tmp_path)})
+    monkeypatch.setenv("OPENAI_API_KEY", conftest.TEST_KEY)
+    engine = m.AnswerEngine(config, m.Log())
+    go_on, settled, results = threading.Event(), [], {}
+
+    def fetch(tool, request, call, today, key, reservation=None, user=m.LOCAL_USER):
+        go_on.wait(10)  # the request in flight, until the joiner has joined it
+        meta = {"cost": {**m.ZERO_COST, "prices": None}, "elapsed_ms": 1}
+        engine._record(call, m.UsageRow(tool, request["model"], "ok", meta, user), reservation)
+        settled.append(reservation)
+        return {"answer": "a", "model": request["model"]}, meta
+
+    def ask(name):
+        results[name] = engine.answer("answer", QUERY, m.Call(name, "answer"))
+
+    flier = threading.Thread(target=ask, args=("flier",))
+    admit = engine._admit
+
+    def admitted_while_an_identical_call_starts(*args):
+        admit(*args)  # the joiner's cost is reserved; then the identical call takes off
+        if not flier.is_alive() and "flier" not in results:
+            flier.start()
+            conftest.wait_until(lambda: engine.flights.in_flight() == 1, 10, "the flight")
+
+    def callers() -> int:
+        flights = list(engine.flights._flights.values())
+        return len(flights[0]._callers) if flights else 0
+
+    monkeypatch.setattr(engine, "_fetch", fetch)
+    monkeypatch.setattr(engine, "_admit", admitted_while_an_identical_call_starts)
+    joiner = threading.Thread(target=ask, args=("joiner",))
+    try:
+        joiner.start()
+        conftest.wait_until(lambda: callers() == 2, 10, "the joiner to join the flight")
+        go_on.set()
+        joiner.join(10)
+        flier.join(10)
+        assert results["joiner"][1]["shared"] is True  # no request of its own
+        assert len(settled) == 1 and settled[0] is not None  # the flier's, settled by its row
+    finally:
+        go_on.set()
+        engine.close()
+    live = sqlite3.connect(state_file_in(tmp_path)).execute(
+        "SELECT COUNT(*) FROM reservations WHERE expires_at > ?", (time.time(),)
+    )
+    assert live.fetchone()[0] == 0
+
+
+QUERY = {"query": "the same question, asked twice at once"}
+
+
+def state_file_in(state_home) -> str:
+    return str(state_home / "openai-responses-mcp" / "state.sqlite3")
+
+
 # -- The files: private, where the config says ---------------------------------------------------
 
 

@@ -540,6 +540,59 @@ def test_url_secrets_are_every_form_of_the_password():
 
 
 @pytest.mark.parametrize(
+    ("url", "forms"),
+    [
+        # The driver reads "p@ss w+rd"; its errors may quote the URL as written, or either
+        # encoding of what it read ("+" or %20 for the space).
+        (
+            "postgresql://u:p%40ss%20w%2Brd@h/db",
+            ["p@ss w+rd", "p%40ss%20w%2Brd", "p%40ss+w%2Brd"],
+        ),
+        # "+" in a query is a "+" to libpq, but the writer may have meant a space.
+        (
+            "postgresql://u@h/db?password=p%40ss+w%2Brd",
+            ["p@ss+w+rd", "p%40ss+w%2Brd", "p@ss w+rd", "p%40ss%2Bw%2Brd"],
+        ),
+        (
+            "postgresql://u:ignored-one@h/db?sslmode=require&sslpassword=s%2Fx+y&password=pw-two",
+            ["s/x+y", "s%2Fx+y", "s/x y", "s%2Fx%2By", "pw-two", "ignored-one"],
+        ),
+    ],
+)
+def test_every_written_form_of_a_password_is_masked_in_state_errors(url, forms):
+    secrets = m._PostgresBackend(url).secrets
+    for form in forms:
+        error = RuntimeError(f'connection to server failed: password "{form}" refused')
+        reason = m._state_reason(error, url, secrets)
+        assert form not in reason, form
+        assert reason == 'connection to server failed: password "***" refused'
+    assert m._state_reason(RuntimeError(f"bad URL {url}"), url, secrets) == (
+        f"bad URL {m.redact_url(url)}"
+    )
+
+
+def test_a_postgresql_session_waits_for_no_lock_longer_than_a_budget_check(postgres):
+    """The server bounds our sessions itself: a lock is waited for at most as long as a budget
+    check may take (lock_timeout), and a transaction left open by an instance cut off mid-check
+    is ended (idle_in_transaction_session_timeout), freeing the budget's lock."""
+    backend = m._PostgresBackend(postgres.fresh_database())
+    conn = backend.connect()
+    try:
+        settings = dict(
+            conn.execute(
+                "SELECT name, setting FROM pg_settings WHERE name IN "
+                "('lock_timeout', 'idle_in_transaction_session_timeout')"
+            ).fetchall()
+        )
+    finally:
+        conn.close()
+    assert settings == {
+        "lock_timeout": str(int(m._BUSY_TIMEOUT_S * 1000)),
+        "idle_in_transaction_session_timeout": str(int(m._IDLE_IN_TRANSACTION_S * 1000)),
+    }
+
+
+@pytest.mark.parametrize(
     "url",
     [
         "postgresql://u:p%2Fw@h:5,[::1]:6/db?sslpassword=s&sslmode=require",
