@@ -920,6 +920,18 @@ def test_no_debug_lines_without_debug(spawn, fake):
     assert "[debug" not in server.stderr
 
 
+def test_the_log_masks_every_secret_it_was_given_whatever_its_shape(tmp_path, capsys):
+    """Not only what looks like an OpenAI key: the HTTP token, the tasks secret and every form
+    of the database password (main() hands them over), on stderr and in the debug file."""
+    token, password = "tok-0123456789abcdef-XYZ", "p/ss w0rd-long"
+    log = mcp.Log(True, str(tmp_path / "debug.log"), (token, password))
+    log.say(f"refused {token!r}; state: password {password} rejected")
+    log.debug("state", f"connect with {password}")
+    written = capsys.readouterr().err + (tmp_path / "debug.log").read_text(encoding="utf-8")
+    assert token not in written and password not in written
+    assert written.count("[redacted]") == 6  # three each, on stderr and in the file
+
+
 def test_debug_session_never_shows_the_api_key_the_query_or_the_instructions(spawn, fake, tmp_path):
     """A whole session with debug on: a good call and a 401 whose body echoes the key."""
     log = tmp_path / "debug.log"

@@ -131,6 +131,8 @@ def test_priority_on_gpt_5_5_costs_two_and_a_half_times_standard(tmp_path):
     assert cost["input_usd"] == 12.5 / 5 and cost["output_usd"] == 75.0
     assert cost["prices"] == f"builtin {m.PRICES_DATE} x2.5 (priority)"
     assert pricing.cost("gpt-5.4", usage, 0, "priority")["usd"] == (2.5 / 5 + 15.0) * 2
+    # Fast mode is billed as priority, at the model's own priority rate.
+    assert pricing.cost("gpt-5.5-2026-04-23", usage, 0, "fast")["usd"] == cost["usd"]
 
 
 def test_fast_mode_is_billed_as_priority(tmp_path):
@@ -333,6 +335,15 @@ def test_a_budget_without_the_ledger_is_a_config_error(tmp_path):
 )
 def test_dollars_under_a_cent_are_not_shown_as_zero(amount, shown):
     assert m.usd(amount) == shown
+
+
+def test_a_daily_budget_counts_today_and_a_monthly_one_from_the_first_of_the_month(tmp_path):
+    config = config_with(tmp_path, "budget: {daily_usd: 5, monthly_usd: 50}\n")
+    assert m.budgets(config, "2027-02-28") == [
+        ("daily", 5, "2027-02-28", "today", "at 00:00"),
+        ("monthly", 50, "2027-02-01", "this month", "on 2027-03-01 at 00:00"),
+    ]
+    assert m.budgets(config_with(tmp_path, ""), "2027-02-28") == []
 
 
 def test_next_month_rolls_over_the_year():

@@ -548,6 +548,11 @@ def test_url_secrets_are_every_form_of_the_password():
             "postgresql://u:p%40ss%20w%2Brd@h/db",
             ["p@ss w+rd", "p%40ss%20w%2Brd", "p%40ss+w%2Brd"],
         ),
+        # Written in lower-case hex, quoted back by the driver in upper case.
+        (
+            "postgresql://u:p%2fss%20w@h/db",
+            ["p/ss w", "p%2fss%20w", "p%2Fss%20w", "p%2Fss+w"],
+        ),
         # "+" in a query is a "+" to libpq, but the writer may have meant a space.
         (
             "postgresql://u@h/db?password=p%40ss+w%2Brd",
