@@ -388,6 +388,16 @@ MUTANTS = [
     ),
     # -- Start-up (issue 34) --------------------------------------------------------------------
     mutant(
+        "start-openai-before-initialize",
+        "start",
+        '        self._log_client(params, session)\n        if hasattr(self.engine, "warm_up"):',
+        '        self._log_client(params, session)\n        __import__("openai")\n'
+        '        if hasattr(self.engine, "warm_up"):',
+        "tests/test_cli.py",
+        "-k",
+        "nothing_optional_loads_before_initialize_is_answered",
+    ),
+    mutant(
         "start-masker-loads-psycopg",
         "start",
         "    if not url.startswith(_PG_SCHEMES):\n        return None\n    try:\n"
@@ -430,10 +440,10 @@ IGNORED = shutil.ignore_patterns(
 )  # fmt: skip
 
 
-def copy_tree(into: Path) -> Path:
+def copy_tree(into: Path, source: Path = ROOT) -> Path:
     """The repository (sources, tests, docs) as a folder of its own under `into`."""
     tree = into / "repo"
-    shutil.copytree(ROOT, tree, ignore=IGNORED, symlinks=True)
+    shutil.copytree(source, tree, ignore=IGNORED, symlinks=True)
     return tree
 
 
@@ -466,11 +476,11 @@ def apply(tree: Path, m: Mutant) -> None:
     path.write_text(text.replace(m.original, m.replacement), encoding="utf-8")
 
 
-def check_one(m: Mutant | None, tests: tuple, scratch: Path) -> tuple:
+def check_one(m: Mutant | None, tests: tuple, scratch: Path, snapshot: Path) -> tuple:
     """('killed' | 'survived' | 'error', seconds, detail) for a mutant, or for the unchanged
     copy when m is None ('passed' | 'error')."""
     with tempfile.TemporaryDirectory(prefix="mutant-", dir=scratch) as folder:
-        tree = copy_tree(Path(folder))
+        tree = copy_tree(Path(folder), snapshot)
         if m is not None:
             try:
                 apply(tree, m)
@@ -528,9 +538,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix="orm-mutants-"))
     try:
+        # One snapshot of the tree, so that an edit made while the check runs reaches none of
+        # the copies (and all of them see the same code).
+        snapshot = copy_tree(scratch)
         with concurrent.futures.ThreadPoolExecutor(max(1, options.jobs)) as pool:
-            base = {t: pool.submit(check_one, None, t, scratch) for t in baselines}
-            runs = {m.id: pool.submit(check_one, m, m.tests, scratch) for m in runnable}
+            base = {t: pool.submit(check_one, None, t, scratch, snapshot) for t in baselines}
+            runs = {m.id: pool.submit(check_one, m, m.tests, scratch, snapshot) for m in runnable}
             base = {t: f.result() for t, f in base.items()}
             runs = {i: f.result() for i, f in runs.items()}
     finally:
