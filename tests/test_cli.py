@@ -311,25 +311,17 @@ def imports_before_initialize(tmp_path, *args, **env) -> list[str]:
         "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}},
     }
-    proc = subprocess.Popen(
+    proc = subprocess.run(  # both pipes read at once: importtime fills stderr fast
         [sys.executable, "-X", "importtime", str(entry), "--stdio", *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        input=(json.dumps(message) + "\n").encode(),
+        capture_output=True,
         env=base_env(tmp_path, **env),
         cwd=str(tmp_path),
+        timeout=60,
     )
-    try:
-        proc.stdin.write((json.dumps(message) + "\n").encode())
-        proc.stdin.flush()
-        reply = json.loads(proc.stdout.readline())
-        assert reply["result"]["serverInfo"]["name"] == "openai-responses-mcp"
-        proc.stdin.close()
-        stderr = proc.stderr.read().decode()
-        proc.wait(timeout=30)
-    finally:
-        proc.kill()
-        proc.wait()
+    reply = json.loads(proc.stdout.splitlines()[0])
+    assert reply["result"]["serverInfo"]["name"] == "openai-responses-mcp"
+    stderr = proc.stderr.decode()
     before, marker, _ = stderr.partition("-- initialize answered --")
     assert marker, stderr[-2000:]
     names = [line.rpartition("|")[2].strip() for line in before.splitlines()]
