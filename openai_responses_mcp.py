@@ -2467,6 +2467,8 @@ OTHER_KINDS = (
     (b"\x1f\x8b", "gzip data"),
     (b"SQLite format 3\x00", "an SQLite database"),
 )
+# C0 controls no text file holds (tab, newlines, form feed and ESC, for colored logs, it may).
+_TEXT_CONTROLS = bytes(c for c in range(32) if c not in b"\t\n\r\f\x1b") + b"\x7f"
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".webp")
 ROOTS_TIMEOUT_S = 5.0  # how long a call waits for the client's roots/list answer
 # Budget estimates (docs/files.md): images by OpenAI's tile formula, PDFs by pages (each page
@@ -2544,7 +2546,9 @@ def _kind_of(data: bytes) -> tuple[str, str] | None:
     for magic, offset, kind, mime in MAGIC:
         if data[offset : offset + len(magic)] == magic and (kind != "webp" or data[:4] == b"RIFF"):
             return kind, mime
-    if b"\x00" in data:
+    if any(data.startswith(magic) for magic, _ in OTHER_KINDS):
+        return None
+    if data.translate(None, _TEXT_CONTROLS) != data:  # NUL and the like: binary, not text
         return None
     try:
         data.decode("utf-8")
@@ -2589,7 +2593,7 @@ def image_size(data: bytes, kind: str) -> tuple[int, int] | None:
                 return w & 0x3FFF, h & 0x3FFF
         if kind == "jpeg":
             at = 2
-            while at + 9 < len(data):
+            while at + 9 <= len(data):
                 marker, length = data[at + 1], struct.unpack(">H", data[at + 2 : at + 4])[0]
                 if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
                     h, w = struct.unpack(">HH", data[at + 5 : at + 9])
@@ -2829,6 +2833,9 @@ class FileReader:
         return FileInput(given, kind, data, part, image_tokens(image_size(data, kind), self.detail))
 
 
+_OPENS_BENEATH = os.open in os.supports_dir_fd  # openat(2): every POSIX system
+
+
 def _open_beneath(root: str, parts: list) -> int:
     """An fd of root/parts..., each component opened from its parent's fd with O_NOFOLLOW; the
     last with O_NONBLOCK too (a FIFO opens without waiting for a writer, and is refused)."""
@@ -2836,7 +2843,7 @@ def _open_beneath(root: str, parts: list) -> int:
     last = flags | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     if not parts:
         raise IsADirectoryError(root)
-    if os.open not in os.supports_dir_fd:  # Windows: by path, then checked by _fd_path
+    if not _OPENS_BENEATH:  # Windows: by path, then checked by _fd_path
         return os.open(os.path.join(root, *parts), last | getattr(os, "O_BINARY", 0))
     directory = getattr(os, "O_DIRECTORY", 0)
     fd = os.open(root, flags | directory)
