@@ -2445,10 +2445,13 @@ def build_input(query: str, hints: dict, today: str, timezone: str) -> str:
 # folded, against every component of the path as given and as resolved.
 SECRET_NAMES = (
     ".env*", "*.pem", "*.key", "*.p12", "*.pfx", "id_*", ".netrc", ".npmrc", ".pypirc",
-    ".git-credentials", "credentials*", ".pgpass", ".*_history",
+    ".git-credentials", "credentials*", ".pgpass", ".*_history", "*.kdbx", ".htpasswd",
 )  # fmt: skip
 # Directories nothing is read from, wherever they are (matched as consecutive components).
-SECRET_DIRS = (".ssh", ".aws", ".gnupg", ".kube", ".docker", ".config/gcloud")
+SECRET_DIRS = (
+    ".ssh", ".aws", ".gnupg", ".kube", ".docker", ".config/gcloud",
+    ".azure", ".config/gh", ".terraform.d", ".password-store", ".local/share/keyrings",
+)  # fmt: skip
 # Pseudo-file systems: never files, whatever files.allowed_dirs says.
 SYSTEM_DIRS = ("/proc", "/sys", "/dev")
 # The kinds a file may be, from its first bytes: (magic, offset, kind, MIME type).

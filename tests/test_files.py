@@ -17,7 +17,7 @@ import threading
 import time
 
 import pytest
-from conftest import Harness, Server, failure_of, start, wait_until
+from conftest import TEST_KEY, Harness, Server, failure_of, start, wait_until
 from fake_upstream import Reply
 from hypothesis import HealthCheck, settings
 from hypothesis import given as drawn
@@ -188,6 +188,9 @@ def test_image_tokens_follow_openais_worked_examples(size, detail, tokens):
         "sub/.git-credentials",
         ".bash_history",
         "cert.p12",
+        ".config/gh/hosts.yml",
+        ".azure/accessTokens.json",
+        "vault.KDBX",
     ],
 )
 def test_a_secret_by_name_is_refused_before_anything_is_opened(
@@ -683,3 +686,50 @@ def test_a_client_that_never_lists_its_roots_gets_a_bounded_refusal(spawn, fake,
     assert time.monotonic() - started < m.ROOTS_TIMEOUT_S + 5
     assert fake.requests == []
     assert server.request("ping")["result"] == {}  # and the server keeps serving
+
+
+def test_over_http_with_local_paths_only_files_allowed_dirs_are_read(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    png_in(shared)
+    png_in(tmp_path, "cwd.png")
+    text = f"files: {{local_paths: true, allowed_dirs: ['{shared}']}}\n"
+    harness = Harness(config_of(tmp_path, text))
+    harness.initialize()
+    assert "result" in harness.call({"query": "q", "files": [str(shared / "shot.png")]})
+    reply = harness.call({"query": "q", "files": [str(tmp_path / "cwd.png")]}, request_id="c2")
+    assert "outside the allowed directories" in reply["error"]["message"]
+
+
+# -- attacked: a prompt-injected agent after the keys --------------------------------------------
+
+
+def test_a_prompt_injected_agent_gets_no_key_out(spawn, fake, tmp_path):
+    """The server runs in the user's home (a client started there): every route to the SSH key,
+    the process environment (which holds the API key) and /etc/passwd is refused, and nothing
+    is sent upstream."""
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "id_rsa").write_bytes(KEY_BLOCK)
+    (tmp_path / "notes.md").symlink_to("/proc/self/environ")
+    (tmp_path / "keys").symlink_to(tmp_path / ".ssh")
+    (tmp_path / "copy.txt").write_bytes(KEY_BLOCK)
+    server = start(spawn, fake, env={"HOME": str(tmp_path)})
+    attempts = [
+        "~/.ssh/id_rsa",
+        str(tmp_path / ".ssh" / "id_rsa"),
+        "keys/id_rsa",
+        ".SSH/ID_RSA",
+        "/proc/self/environ",
+        "/proc/self/cwd/.ssh/id_rsa",
+        "notes.md",
+        "/etc/passwd",
+        "../../../../../../etc/passwd",
+        "file:///etc/passwd",
+        "copy.txt",
+        "/dev/zero",
+    ]
+    for path in attempts:
+        reply = server.call("answer", {"query": "summarise", "files": [path]}, timeout=30)
+        assert "refused" in failure_of(reply), (path, reply)
+    assert fake.requests == []
+    assert TEST_KEY not in server.stderr
