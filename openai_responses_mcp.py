@@ -2595,8 +2595,9 @@ def image_size(data: bytes, kind: str) -> tuple[int, int] | None:
                 w, h = struct.unpack("<HH", data[26:30])
                 return w & 0x3FFF, h & 0x3FFF
         if kind == "jpeg":
-            at = 2
-            while at + 9 <= len(data):
+            at, segments = 2, 0
+            while at + 9 <= len(data) and segments < 1024:  # a crafted file cannot spin
+                segments += 1
                 marker, length = data[at + 1], struct.unpack(">H", data[at + 2 : at + 4])[0]
                 if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
                     h, w = struct.unpack(">HH", data[at + 5 : at + 9])

@@ -733,3 +733,12 @@ def test_a_prompt_injected_agent_gets_no_key_out(spawn, fake, tmp_path):
         assert "refused" in failure_of(reply), (path, reply)
     assert fake.requests == []
     assert TEST_KEY not in server.stderr
+
+
+def test_a_crafted_jpeg_cannot_spin_the_size_reader(tmp_path, project):
+    """Ten megabytes of empty JPEG segments: the size is looked for in the first segments only,
+    and the image counts as the formula's most."""
+    (project / "bomb.jpg").write_bytes(b"\xff\xd8\xff" + b"\xff\xe0\x00\x02" * 2_500_000)
+    (kind, value), took = bounded(lambda: read(tmp_path, project, "bomb.jpg"), 10)
+    assert kind == "ok" and value[0].tokens == m.URL_IMAGE_TOKENS
+    assert took < 5
