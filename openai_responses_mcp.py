@@ -8734,9 +8734,13 @@ class Session:
         return response["result"]
 
     def answered(self, message: dict) -> bool:
-        """A response from the client: to the request of ask() waiting for it, if any."""
+        """A response from the client: to the request of ask() waiting for it, if any (ask's
+        ids are strings: any other id, a list or an object included, is no answer of ours)."""
+        request_id = message.get("id")
+        if not isinstance(request_id, str):
+            return False
         with self._lock:
-            slot = self._asks.get(message.get("id"))
+            slot = self._asks.get(request_id)
         if slot is None:
             return False
         slot[1] = message
