@@ -17,22 +17,25 @@ TOOL_TABLE, above the first banner, lists the tools (CONTRIBUTING.md: where new 
                    (SETTINGS: one row per key); the API key, shipped examples, price settings,
                    logging
 2. Policy          the model's instructions and the text sent as the request's input
-3. Answer engine   the OpenAI call (AnswerEngine: streaming, retries, cancellation; its
+3. Files           what a call attaches (screenshots, PDFs, logs, source): local paths
+                   read only inside the allowed directories, never a secret, kind from
+                   the bytes; https:// and data: URLs, which the server never fetches
+4. Answer engine   the OpenAI call (AnswerEngine: streaming, retries, cancellation; its
                    BackgroundMode), the answer's shape and sources section, results sized per
                    client, its cost in dollars, single-flight for identical calls, and refused
                    profile settings (Refusals)
-4. State           the usage ledger (budgets, --usage) and the answer cache, behind one
+5. State           the usage ledger (budgets, --usage) and the answer cache, behind one
                    backend interface: SQLite by default (state.path), PostgreSQL (state.url)
                    for several hosts
-5. Tools           the tools' instructions, schemas and argument checks (answer,
+6. Tools           the tools' instructions, schemas and argument checks (answer,
                    answer_detailed, answer_quick, opt-in answer_deep, and answer_result)
-6. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation (Dispatcher); each
+7. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation (Dispatcher); each
                    request in its era (MCP 2026-07-28, stateless, or the initialize
                    handshake); tasks (both shapes) and handoffs, with ids any instance can
                    serve (LongCalls, which the Dispatcher hands them to)
-7. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
+8. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
                    (Streamable HTTP at /mcp, legacy SSE at /sse) with --http
-8. CLI             flags, --show-config, --ask, --usage, --doctor, main()
+9. CLI             flags, --show-config, --ask, --usage, --doctor, main()
 
 Only the standard library is imported at start-up; ``openai`` is imported when the first call
 needs it (or in the background once ``initialize``, or any 2026-07-28 request, has been
@@ -96,7 +99,14 @@ TOOL_TABLE = (
             "balanced model, with reasoning effort medium and verbosity medium, the balance of "
             "depth, speed and cost that suits most questions."
         ),
-        "properties": ("query", "recency_days", "max_results", "domains", "previous_response_id"),
+        "properties": (
+            "query",
+            "recency_days",
+            "max_results",
+            "domains",
+            "previous_response_id",
+            "files",
+        ),
         "model": "gpt-6.1-terra",
         "model_env": "MODEL_ANSWER",
         "tuning_env": "ANSWER",
@@ -115,7 +125,14 @@ TOOL_TABLE = (
             "answer, so slower and dearer), run in background mode so a call of several minutes "
             "survives client timeouts."
         ),
-        "properties": ("query", "recency_days", "max_results", "domains", "previous_response_id"),
+        "properties": (
+            "query",
+            "recency_days",
+            "max_results",
+            "domains",
+            "previous_response_id",
+            "files",
+        ),
         "model": "gpt-6.2-sol",
         "model_env": "MODEL_DETAILED",
         "tuning_env": None,
@@ -135,7 +152,7 @@ TOOL_TABLE = (
             "cheapest current model, with reasoning effort low, verbosity low and a low search "
             "context size: quicker and cheaper than answer, for a question one search settles."
         ),
-        "properties": ("query", "previous_response_id"),
+        "properties": ("query", "previous_response_id", "files"),
         "model": "gpt-6-luna",
         "model_env": "MODEL_QUICK",
         "tuning_env": None,
@@ -159,7 +176,14 @@ TOOL_TABLE = (
             "id to pass to answer_result where the client would give up sooner); ask about it "
             "with answer and its response_id."
         ),
-        "properties": ("query", "recency_days", "max_results", "domains", "previous_response_id"),
+        "properties": (
+            "query",
+            "recency_days",
+            "max_results",
+            "domains",
+            "previous_response_id",
+            "files",
+        ),
         "model": "o4-mini-deep-research",
         "model_env": "MODEL_DEEP",
         "tuning_env": None,
@@ -899,6 +923,33 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         "bool",
         doc="with named users or OAuth on --http, one user's cached answer also serves another "
         "(false: each user has their own cache entries)",
+    ),
+    ("files", "local_paths"): Setting(
+        False,
+        "bool",
+        doc="over --http, also take local paths in `files` (they name the server's disk, inside "
+        "files.allowed_dirs only); stdio always takes them",
+    ),
+    ("files", "allowed_dirs"): Setting(
+        [], "strings", doc="directories local paths may also name, beside the client's roots"
+    ),
+    ("files", "deny"): Setting(
+        [], "strings", doc="glob patterns of file names never sent, beside the built-in secrets"
+    ),
+    ("files", "max_files"): Setting(
+        10, "int", low=0, high=100, doc="most files a call attaches (0: `files` is refused)"
+    ),
+    ("files", "max_file_bytes"): Setting(
+        10 * MIB, "int", low=1024, high=50 * MIB, doc="largest file a call attaches"
+    ),
+    ("files", "max_total_bytes"): Setting(
+        20 * MIB, "int", low=1024, high=50 * MIB, doc="most bytes of files in one call"
+    ),
+    ("files", "image_detail"): Setting(
+        "auto",
+        "choice",
+        choices=("low", "high", "auto", "original"),
+        doc="the detail images are sent with (low: 85 tokens each)",
     ),
     ("server", "debug"): Setting(False, "bool", doc="debug lines on stderr"),
     ("server", "debug_file"): Setting(None, "path", doc="also append debug lines to this file"),
@@ -2070,6 +2121,15 @@ cache:
   max_entries: 1000
   share_across_users: false  # true: one user's cached answer serves another (--http, users)
 
+files:                     # what `files` may attach (docs/files.md)
+  local_paths: false       # over --http, take local paths too (stdio always does)
+  allowed_dirs: []         # directories paths may name, beside the client's roots / cwd
+  deny: []                 # more file-name globs never sent (secrets are refused built in)
+  max_files: 10            # 0: `files` is refused
+  max_file_bytes: 10485760 # 10 MiB (OpenAI: 50 MB a request)
+  max_total_bytes: 20971520
+  image_detail: auto       # low (85 tokens an image), high, auto or original
+
 server:
   debug: false
   debug_file: null
@@ -2377,6 +2437,484 @@ def build_input(query: str, hints: dict, today: str, timezone: str) -> str:
 
 
 # ============================================================================================
+# Files: screenshots, PDFs, logs and source a call attaches, read safely
+# ============================================================================================
+# A call's `files` are local paths, https:// URLs or data: URLs. What leaves is only what the
+# caller named, and never a secret: a local path is read only inside the allowed directories
+# (the client's MCP roots, else the working directory, plus files.allowed_dirs), never under a
+# secret's name, only as a regular file, and within a size bound; its kind comes from its bytes.
+# The server never fetches a URL: OpenAI does. If any file is refused, nothing is sent.
+
+# Names no file is read under, whatever the directory (files.deny adds more); matched, case
+# folded, against every component of the path as given and as resolved.
+SECRET_NAMES = (
+    ".env*", "*.pem", "*.key", "*.p12", "*.pfx", "id_*", ".netrc", ".npmrc", ".pypirc",
+    ".git-credentials", "credentials*", ".pgpass", ".*_history", "*.kdbx", ".htpasswd",
+)  # fmt: skip
+# Directories nothing is read from, wherever they are (matched as consecutive components).
+SECRET_DIRS = (
+    ".ssh", ".aws", ".gnupg", ".kube", ".docker", ".config/gcloud",
+    ".azure", ".config/gh", ".terraform.d", ".password-store", ".local/share/keyrings",
+)  # fmt: skip
+# Pseudo-file systems: never files, whatever files.allowed_dirs says.
+SYSTEM_DIRS = ("/proc", "/sys", "/dev")
+# The kinds a file may be, from its first bytes: (magic, offset, kind, MIME type).
+MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", 0, "png", "image/png"),
+    (b"\xff\xd8\xff", 0, "jpeg", "image/jpeg"),
+    (b"GIF87a", 0, "gif", "image/gif"),
+    (b"GIF89a", 0, "gif", "image/gif"),
+    (b"WEBP", 8, "webp", "image/webp"),  # after RIFF and the size
+    (b"%PDF-", 0, "pdf", "application/pdf"),
+)
+# What a refused binary is, for the message (never sent): first bytes -> its kind.
+OTHER_KINDS = (
+    (b"PK\x03\x04", "a ZIP archive"),
+    (b"\x7fELF", "an ELF executable"),
+    (b"\x1f\x8b", "gzip data"),
+    (b"SQLite format 3\x00", "an SQLite database"),
+)
+# C0 controls no text file holds (tab, newlines, form feed and ESC, for colored logs, it may).
+_TEXT_CONTROLS = bytes(c for c in range(32) if c not in b"\t\n\r\f\x1b") + b"\x7f"
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".webp")
+ROOTS_TIMEOUT_S = 5.0  # how long a call waits for the client's roots/list answer
+# Budget estimates (docs/files.md): images by OpenAI's tile formula, PDFs by pages (each page
+# is sent as text and as an image), text by bytes; a URL's size is unknown, so it counts as
+# its worst case.
+PDF_PAGE_TOKENS = 1_500  # a page image (765 at high detail) plus its extracted text
+TEXT_BYTES_PER_TOKEN = 3  # code and logs run 3-4 bytes a token; the lower is the safer guess
+URL_IMAGE_TOKENS = 1_105  # the tile formula's most for a high-detail image (768 x 1536)
+URL_FILE_PAGES = 50  # a URL's document counts as 50 pages
+
+
+class FileInput:
+    """One file as it is sent: `part` is its input_image, input_file or input_text part."""
+
+    __slots__ = ("bytes", "given", "kind", "part", "sha256", "tokens")
+
+    def __init__(self, given: str, kind: str, data: bytes | None, part: dict, tokens: int):
+        import hashlib
+
+        self.given, self.kind, self.part, self.tokens = given, kind, part, tokens
+        self.bytes = len(data or b"")
+        # A URL's content is OpenAI's to fetch: its key is the URL itself.
+        self.sha256 = hashlib.sha256(data if data is not None else given.encode()).hexdigest()
+
+    def summary(self) -> dict:
+        """What `_meta.files` says of it: never its content."""
+        name = self.given if not self.given.startswith("data:") else _data_label(self.given)
+        return {"name": name, "kind": self.kind, "bytes": self.bytes, "sha256": self.sha256[:12]}
+
+
+class FileRefused(Exception):
+    """A file that cannot be sent; the message names it, says why and which key changes it."""
+
+
+def _data_label(given: str) -> str:
+    return given.partition(",")[0][:60] + ",…"
+
+
+def _named(given: str) -> str:
+    """The file as the caller gave it, fit for one line of an error."""
+    if given.startswith("data:"):
+        return _data_label(given)
+    shown = "".join(c if c.isprintable() else "?" for c in given)
+    return shown if len(shown) <= 160 else shown[:159] + "…"
+
+
+def files_denied(path: str, patterns) -> bool:
+    """Whether `path` names a secret: its file name matches a pattern (one with a / matches
+    the whole path), or a directory on its way is a secret directory; case folded, as a
+    case-insensitive disk would read it."""
+    import fnmatch
+
+    folded = path.replace("\\", "/").casefold()
+    parts = [p for p in folded.split("/") if p not in ("", ".")]
+    name = parts[-1] if parts else ""
+    for pattern in patterns:
+        pattern = pattern.casefold()
+        if fnmatch.fnmatchcase(folded if "/" in pattern else name, pattern):
+            return True
+    directories = parts[:-1]
+    for secret in SECRET_DIRS:
+        names = secret.split("/")
+        for index in range(len(directories) - len(names) + 1):
+            if directories[index : index + len(names)] == names:
+                return True
+    return False
+
+
+def _inside(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def _kind_of(data: bytes) -> tuple[str, str] | None:
+    """(kind, MIME type) from the first bytes: an image, a PDF, or UTF-8 text; else None."""
+    for magic, offset, kind, mime in MAGIC:
+        if data[offset : offset + len(magic)] == magic and (kind != "webp" or data[:4] == b"RIFF"):
+            return kind, mime
+    if any(data.startswith(magic) for magic, _ in OTHER_KINDS):
+        return None
+    if data.translate(None, _TEXT_CONTROLS) != data:  # NUL and the like: binary, not text
+        return None
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return "text", "text/plain"
+
+
+def _other_kind(data: bytes) -> str:
+    named = next((name for magic, name in OTHER_KINDS if data.startswith(magic)), None)
+    return named or ("empty" if not data else "binary data that is not UTF-8 text")
+
+
+def _looks_secret(data: bytes, key: str) -> bool:
+    """Text that holds a private key block or the server's own API key is a secret whatever
+    its name (a key copied to notes.txt, a hard link to ~/.ssh/id_rsa)."""
+    if b"PRIVATE KEY-----" in data and b"-----BEGIN" in data:
+        return True
+    return bool(key) and key.encode() in data
+
+
+def image_size(data: bytes, kind: str) -> tuple[int, int] | None:
+    """(width, height) from an image's header, or None when it cannot be told."""
+    import struct
+
+    try:
+        if kind == "png":
+            return struct.unpack(">II", data[16:24])
+        if kind == "gif":
+            return struct.unpack("<HH", data[6:10])
+        if kind == "webp":
+            chunk = data[12:16]
+            if chunk == b"VP8X":
+                return 1 + int.from_bytes(data[24:27], "little"), 1 + int.from_bytes(
+                    data[27:30], "little"
+                )
+            if chunk == b"VP8L":
+                bits = int.from_bytes(data[21:25], "little")
+                return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+            if chunk == b"VP8 ":
+                w, h = struct.unpack("<HH", data[26:30])
+                return w & 0x3FFF, h & 0x3FFF
+        if kind == "jpeg":
+            at, segments = 2, 0
+            while at + 9 <= len(data) and segments < 1024:  # a crafted file cannot spin
+                segments += 1
+                marker, length = data[at + 1], struct.unpack(">H", data[at + 2 : at + 4])[0]
+                if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                    h, w = struct.unpack(">HH", data[at + 5 : at + 9])
+                    return w, h
+                at += 2 + length
+    except struct.error:
+        return None
+    return None
+
+
+def image_tokens(size: tuple[int, int] | None, detail: str) -> int:
+    """OpenAI's tile formula: low is 85 tokens; otherwise the image is fit in 2048 x 2048, its
+    short side scaled to 768, and each 512-px tile costs 170 on top of 85. Unknown sizes (and
+    `original`) count as the formula's most."""
+    import math
+
+    if detail == "low":
+        return 85
+    if size is None or detail == "original" or min(size) <= 0:
+        return URL_IMAGE_TOKENS
+    width, height = size
+    scale = min(1.0, 2048 / max(width, height))
+    width, height = width * scale, height * scale
+    scale = min(1.0, 768 / min(width, height))
+    width, height = width * scale, height * scale
+    return 85 + 170 * math.ceil(width / 512) * math.ceil(height / 512)
+
+
+def pdf_pages(data: bytes) -> int:
+    """A PDF's page count, as its page objects tell it (at least 1)."""
+    return max(1, len(re.findall(rb"/Type\s*/Page(?![A-Za-z])", data)))
+
+
+def files_usd(files, prices) -> float:
+    """What a call's files add to its input, in dollars at the model's input price."""
+    if not files or prices is None:
+        return 0.0
+    return sum(f.tokens for f in files) * prices[0][0] / 1e6
+
+
+def request_text(request: dict) -> str:
+    """The text of a request's `input`: the string itself, or its first part with files."""
+    given = request["input"]
+    return given if isinstance(given, str) else given[0]["content"][0]["text"]
+
+
+def files_text(query_input: str, files) -> list:
+    """The request's `input` with files: one user message, the question then each file."""
+    content = [{"type": "input_text", "text": query_input}, *(f.part for f in files)]
+    return [{"role": "user", "content": content}]
+
+
+class FileReader:
+    """Turns a call's `files` into FileInputs, or FileRefused naming the first that cannot go."""
+
+    def __init__(self, config: Config):
+        self._config = config
+        get = lambda key: config.get("files", key)  # noqa: E731
+        self.max_files, self.max_file = get("max_files"), get("max_file_bytes")
+        self.max_total, self.detail = get("max_total_bytes"), get("image_detail")
+        self.patterns = (*SECRET_NAMES, *get("deny"))
+        # The server's own config and state files: they may hold tokens.
+        own = (config.path, state_path(config))
+        self._own = {os.path.realpath(p) for p in own if p}
+
+    def read(self, given: list, allowed: list | None) -> list:
+        """`allowed`: the directories local paths may name (resolved), None: no local paths."""
+        if len(given) > self.max_files:
+            raise FileRefused(
+                f"{len(given)} files: at most {self.max_files} a call (files.max_files)"
+            )
+        files, total = [], 0
+        for item in given:
+            found = self._one(item, allowed)
+            total += found.bytes
+            if total > self.max_total:
+                raise FileRefused(
+                    f"{_named(item)}: refused, the files come to more than {self.max_total} "
+                    "bytes in all (files.max_total_bytes)"
+                )
+            files.append(found)
+        return files
+
+    def _one(self, given: str, allowed: list | None) -> FileInput:
+        scheme = given.partition(":")[0].lower() if re.match(r"[A-Za-z][\w+.-]*:", given) else ""
+        if scheme == "https":
+            return self._url(given)
+        if scheme == "data":
+            return self._data_url(given)
+        if scheme and len(scheme) > 1:  # C:\... is a Windows path, not a scheme
+            raise FileRefused(
+                f"{_named(given)}: refused, only https:// and data: URLs are sent ({scheme}: "
+                "is not; the server never fetches a URL itself)"
+            )
+        if allowed is None:
+            raise FileRefused(
+                f"{_named(given)}: refused, local paths name the server's disk and are off over "
+                "HTTP (files.local_paths); send a data: or https:// URL"
+            )
+        return self._local(given, allowed)
+
+    def _url(self, given: str) -> FileInput:
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(given)
+            parts.port  # noqa: B018 - raises ValueError for a bad port
+        except ValueError:
+            parts = None
+        bad = any(c.isspace() or not c.isprintable() for c in given) or len(given) > 8192
+        if parts is None or not parts.hostname or bad or "@" in parts.netloc:
+            raise FileRefused(
+                f"{_named(given)}: refused, not a valid https:// URL (a host, no user:password@, "
+                "no spaces, at most 8192 characters)"
+            )
+        if parts.path.lower().endswith(IMAGE_EXTENSIONS):
+            part = {"type": "input_image", "image_url": given, "detail": self.detail}
+            return FileInput(given, "image_url", None, part, image_tokens(None, self.detail))
+        part = {"type": "input_file", "file_url": given}
+        return FileInput(given, "file_url", None, part, URL_FILE_PAGES * PDF_PAGE_TOKENS)
+
+    def _data_url(self, given: str) -> FileInput:
+        import base64
+        import binascii
+
+        head, comma, body = given.partition(",")
+        if not comma or not head.lower().endswith(";base64"):
+            raise FileRefused(
+                f"{_named(given)}: refused, a data: URL must be base64 (data:<type>;base64,...)"
+            )
+        if len(body) > (self.max_file + 2) // 3 * 4 + 4:
+            raise FileRefused(self._too_big(given, len(body) * 3 // 4))
+        try:
+            data = base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            raise FileRefused(f"{_named(given)}: refused, its base64 is not valid") from None
+        return self._input(given, data)
+
+    def _too_big(self, given: str, size: int) -> str:
+        return (
+            f"{_named(given)}: refused, {size} bytes is over the {self.max_file}-byte limit "
+            "(files.max_file_bytes)"
+        )
+
+    def _local(self, given: str, allowed: list) -> FileInput:
+        if "\x00" in given:
+            raise FileRefused(f"{_named(given)}: refused, a path cannot hold a NUL character")
+        path = os.path.expanduser(given)
+        if not os.path.isabs(path):
+            if not allowed:
+                raise FileRefused(self._outside(given))
+            path = os.path.join(allowed[0], path)
+        real = os.path.realpath(path)  # as the OS resolves it: symlinks and .. (need not exist)
+        if files_denied(given, self.patterns) or files_denied(real, self.patterns):
+            raise FileRefused(f"{_named(given)}: refused, a secret by name (files.deny)")
+        root = next((d for d in allowed if _inside(real, d)), None)
+        if root is None or any(_inside(real, d) for d in SYSTEM_DIRS) or real in self._own:
+            raise FileRefused(self._outside(given))
+        data = self._read_inside(given, root, real)
+        return self._input(given, data)
+
+    def _outside(self, given: str) -> str:
+        return (
+            f"{_named(given)}: refused, outside the allowed directories (the client's roots or "
+            "the working directory, and files.allowed_dirs)"
+        )
+
+    def _read_inside(self, given: str, root: str, real: str) -> bytes:
+        """The file's bytes, opened one component at a time from `root` without following a
+        symlink (a directory swapped for one since `real` was resolved fails here), as a
+        regular file only, and read within files.max_file_bytes: nothing can hang it."""
+        parts = [p for p in os.path.relpath(real, root).split(os.sep) if p != "."]
+        try:
+            fd = _open_beneath(root, parts)
+        except FileNotFoundError:
+            raise FileRefused(f"{_named(given)}: refused, no such file") from None
+        except IsADirectoryError:
+            raise FileRefused(f"{_named(given)}: refused, a directory, not a file") from None
+        except OSError as exc:
+            raise FileRefused(
+                f"{_named(given)}: refused, it cannot be opened as a file inside the allowed "
+                f"directories ({exc.strerror or type(exc).__name__}; a symlink that changed?)"
+            ) from None
+        try:
+            return self._read_fd(given, fd, root)
+        finally:
+            os.close(fd)
+
+    def _read_fd(self, given: str, fd: int, root: str) -> bytes:
+        import stat
+
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            what = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise FileRefused(f"{_named(given)}: refused, {what} (a FIFO, device or socket?)")
+        where = _fd_path(fd)
+        if where is not None and (not _inside(where, root) or files_denied(where, self.patterns)):
+            raise FileRefused(self._outside(given))
+        if info.st_size > self.max_file:
+            raise FileRefused(self._too_big(given, info.st_size))
+        chunks, size = [], 0
+        while size <= self.max_file:
+            chunk = os.read(fd, min(1 << 20, self.max_file + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > self.max_file:
+            raise FileRefused(self._too_big(given, size))
+        return b"".join(chunks)
+
+    def _input(self, given: str, data: bytes) -> FileInput:
+        import base64
+
+        if len(data) > self.max_file:
+            raise FileRefused(self._too_big(given, len(data)))
+        found = _kind_of(data)
+        if found is None or not data:
+            raise FileRefused(
+                f"{_named(given)}: refused, {_other_kind(data)}: only PNG, JPEG, WebP, GIF, PDF "
+                "and UTF-8 text are sent"
+            )
+        if _looks_secret(data, api_key(self._config)):
+            raise FileRefused(f"{_named(given)}: refused, it holds a private key or API key")
+        kind, mime = found
+        encoded = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+        name = "file" if given.startswith("data:") else os.path.basename(given) or "file"
+        if kind == "pdf":
+            part = {"type": "input_file", "filename": name, "file_data": encoded}
+            return FileInput(given, kind, data, part, pdf_pages(data) * PDF_PAGE_TOKENS)
+        if kind == "text":
+            text = data.decode("utf-8").removeprefix("\ufeff")
+            part = {"type": "input_text", "text": f"[file] {name}\n{text}"}
+            tokens = len(data) // TEXT_BYTES_PER_TOKEN + 1
+            return FileInput(given, kind, data, part, tokens)
+        part = {"type": "input_image", "image_url": encoded, "detail": self.detail}
+        return FileInput(given, kind, data, part, image_tokens(image_size(data, kind), self.detail))
+
+
+_OPENS_BENEATH = os.open in os.supports_dir_fd  # openat(2): every POSIX system
+
+
+def _open_beneath(root: str, parts: list) -> int:
+    """An fd of root/parts..., each component opened from its parent's fd with O_NOFOLLOW; the
+    last with O_NONBLOCK too (a FIFO opens without waiting for a writer, and is refused)."""
+    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    last = flags | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    if not parts:
+        raise IsADirectoryError(root)
+    if not _OPENS_BENEATH:  # Windows: by path, then checked by _fd_path
+        return os.open(os.path.join(root, *parts), last | getattr(os, "O_BINARY", 0))
+    directory = getattr(os, "O_DIRECTORY", 0)
+    fd = os.open(root, flags | directory)
+    try:
+        for part in parts[:-1]:
+            step = os.open(part, flags | directory, dir_fd=fd)
+            os.close(fd)
+            fd = step
+        return os.open(parts[-1], last, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _fd_path(fd: int) -> str | None:
+    """Where an open file is, as the kernel says (Linux: /proc/self/fd; macOS: F_GETPATH)."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        pass
+    try:
+        import fcntl
+
+        if hasattr(fcntl, "F_GETPATH"):
+            return fcntl.fcntl(fd, fcntl.F_GETPATH, b"\0" * 1024).rstrip(b"\0").decode()
+    except OSError:
+        pass
+    return None
+
+
+def allowed_dirs(config: Config, roots: list | None) -> list:
+    """The directories local paths may name, resolved: the client's roots (None: it lists
+    none, so the working directory), then files.allowed_dirs. The file system's root is never
+    one: a client started in / would otherwise open the whole disk."""
+    base = roots if roots is not None else [os.getcwd()]
+    dirs = [*base, *(os.path.expanduser(d) for d in config.get("files", "allowed_dirs"))]
+    found = []
+    for directory in dirs:
+        real = os.path.realpath(directory)
+        if os.path.dirname(real) != real and os.path.isdir(real) and real not in found:
+            found.append(real)
+    return found
+
+
+def roots_from(result) -> list:
+    """The local directories of a roots/list result (file:// URIs only)."""
+    from urllib.parse import unquote, urlsplit
+
+    found = []
+    roots = result.get("roots") if isinstance(result, dict) else None
+    for root in roots if isinstance(roots, list) else ():
+        uri = root.get("uri") if isinstance(root, dict) else None
+        if not isinstance(uri, str):
+            continue
+        parts = urlsplit(uri)
+        if parts.scheme == "file" and parts.netloc in ("", "localhost"):
+            path = unquote(parts.path)
+            if os.name == "nt" and re.match(r"/[A-Za-z]:", path):
+                path = path[1:]
+            found.append(path)
+    return found
+
+
+# ============================================================================================
 # Answer engine: the OpenAI call and the answer's shape
 # ============================================================================================
 
@@ -2502,6 +3040,8 @@ def build_request(tool: str, args: dict, config: Config, today: str) -> dict:
         # A follow-up: the API reads the earlier turns from its stored response (billed again
         # as input); the instructions are not carried over, so they are sent again above.
         request["previous_response_id"] = args["previous_response_id"]
+    if args.get("files"):  # FileInputs (FileReader): the question, then each file
+        request["input"] = files_text(request["input"], args["files"])
     for name in ("service_tier", "max_output_tokens", "max_tool_calls"):
         if profile.get(name) is not None:
             request[name] = profile[name]
@@ -4729,9 +5269,9 @@ class AnswerEngine:
                 key,
                 call,
                 lambda upstream: self._fetch(
-                    tool, request, upstream, today, key, hold.take(), user
+                    tool, request, upstream, today, key, hold.take(), user, args.get("files")
                 ),
-                admit=lambda: self._admit(tool, request["model"], today, hold, user),
+                admit=lambda: self._admit(tool, request["model"], today, hold, user, args),
             )
         finally:
             unused = hold.take()  # admitted, then joined an identical call, or never flew
@@ -4794,12 +5334,13 @@ class AnswerEngine:
         self.ledger.record(UsageRow(tool, answer.get("model") or "", "cache", meta, user))
         return answer, meta
 
-    def _admit(self, tool: str, model: str, today: str, hold: _Hold, user: str) -> None:
-        """Lets a call make a new request, its expected cost reserved against each budget (the
-        team's and its user's), or refuses it (a ledger row says so) by raising."""
+    def _admit(self, tool: str, model: str, today: str, hold: _Hold, user: str, args) -> None:
+        """Lets a call make a new request, its expected cost (its files' too) reserved against
+        each budget (the team's and its user's), or refuses it (a ledger row says so)."""
         try:
             self._check_priced(model, today, user)
-            hold.put(self._reserve(tool, today, user))
+            files = files_usd(args.get("files"), self.pricing.prices(model))
+            hold.put(self._reserve(tool, today, user, files))
         except ToolError:
             self.ledger.record(UsageRow(tool, model, "refused", user=user))
             raise
@@ -4828,7 +5369,7 @@ class AnswerEngine:
             ) from None
         return periods + [(*p, user) for p in user_budgets(self._config, today, user, own)]
 
-    def _reserve(self, tool: str, today: str, user: str = LOCAL_USER) -> str | None:
+    def _reserve(self, tool: str, today: str, user: str = LOCAL_USER, extra=0.0) -> str | None:
         """The call's reservation (None: no budget is set), or ToolError when a budget has no
         room for it or cannot be checked."""
         periods = self._budgets_of(today, user)
@@ -4842,6 +5383,7 @@ class AnswerEngine:
                 reservation_floor(self._config, tool),
                 self._reservation_ttl(tool),
                 user,
+                extra,
             )
         except StateUnavailable as exc:
             raise ToolError(
@@ -4896,19 +5438,21 @@ class AnswerEngine:
         key: str,
         reservation=None,
         user: str = LOCAL_USER,
+        files=None,
     ) -> tuple:
         """The upstream request with retries, its cost, its ledger row (`user`'s, which settles
-        the call's reservation), and its cache entry."""
+        the call's reservation; with the count and bytes of its files), and its cache entry."""
         started = time.monotonic()
+        sent = {"files": [f.summary() for f in files]} if files else {}
         call.reservation = reservation  # a handover passes it on (Dispatcher.hand_over)
         try:
             answer, meta, response = self._request(tool, request, call, today)
         except ToolError as exc:
-            meta = {"elapsed_ms": round((time.monotonic() - started) * 1000)}
+            meta = {"elapsed_ms": round((time.monotonic() - started) * 1000), **sent}
             self._record(call, UsageRow(tool, request["model"], exc.kind, meta, user), reservation)
             raise
         except Cancelled:
-            meta = {"elapsed_ms": round((time.monotonic() - started) * 1000)}
+            meta = {"elapsed_ms": round((time.monotonic() - started) * 1000), **sent}
             self._record(
                 call, UsageRow(tool, request["model"], "cancelled", meta, user), reservation
             )
@@ -4918,6 +5462,7 @@ class AnswerEngine:
                 self.ledger.release(reservation)
             raise
         model = response.get("model") or request["model"]
+        meta.update(sent)
         meta["cost"] = self.pricing.cost(
             model, meta["usage"], meta["web_searches"], response.get("service_tier")
         )
@@ -5345,7 +5890,8 @@ class BackgroundMode:
 # new version: a version 2 store may lack it). 3: writers; usage.writer_schema. 4: users,
 # ledger rows and reservations by user (usage.user_name), usage_by_user, response_owners.
 # 5: checks (the day each once-a-day check last ran: the model retirements); no rows move.
-STATE_SCHEMA_VERSION = 5
+# 6: usage.files and usage.file_bytes (what a call attached: counts only); no rows move.
+STATE_SCHEMA_VERSION = 6
 ANSWER_FORMAT = 2  # the shape of a cached body; a row of another shape is a miss, and dropped
 _BUSY_TIMEOUT_S = 2.0  # how long a write (or a budget check) waits for another's lock
 _CACHE_READ_S = 0.25  # a cache read that takes longer is a miss
@@ -5392,6 +5938,8 @@ _USAGE_COLUMNS = (
     "outcome",
     "writer_schema",  # the schema version of the server that wrote the row (NULL: before 3)
     "user_name",  # who asked ('' before version 4)
+    "files",  # how many files the call sent (0 before version 6)
+    "file_bytes",  # their bytes in all
 )
 _DAILY_SUMS = (
     "calls",
@@ -5426,6 +5974,8 @@ def _tables(postgres: bool) -> dict:
             ("outcome", "TEXT NOT NULL"),
             ("writer_schema", "INTEGER"),
             ("user_name", "TEXT NOT NULL DEFAULT ''"),
+            ("files", count),
+            ("file_bytes", count),
         ],
         "spend_by_day": [("day", "TEXT PRIMARY KEY"), ("usd", f"{real} NOT NULL")],
         "usage_daily": [
@@ -6700,6 +7250,9 @@ class UsageRow:
             "elapsed_ms": meta.get("elapsed_ms", 0),
             "outcome": outcome,
             "user_name": user,
+            # How many files the call sent, and their bytes: never their names or content.
+            "files": len(meta.get("files") or ()),
+            "file_bytes": sum(f["bytes"] for f in meta.get("files") or ()),
         }
 
 
@@ -6742,12 +7295,19 @@ class Ledger:
         return sums[0] + _unwritten_spend(unwritten, first_day, sums[-1])
 
     def reserve(
-        self, tool: str, limits: list, floor: float, ttl_s: float, user: str = LOCAL_USER
+        self,
+        tool: str,
+        limits: list,
+        floor: float,
+        ttl_s: float,
+        user: str = LOCAL_USER,
+        extra: float = 0.0,
     ) -> tuple:
-        """Reserves a call's expected cost if every (first day, limit, user) has room for it
-        (user None: the team's spend; else that user's), all in one transaction that takes
-        turns with every other process's: (reservation id or None, the estimate, [(spent,
-        reserved by calls in flight)] per limit). Raises StateUnavailable."""
+        """Reserves a call's expected cost (`extra`, its files' estimate, on top) if every
+        (first day, limit, user) has room for it (user None: the team's spend; else that
+        user's), all in one transaction that takes turns with every other process's:
+        (reservation id or None, the estimate, [(spent, reserved by calls in flight)] per
+        limit). Raises StateUnavailable."""
         unwritten = self._state.unwritten()
         writer = self._state.writer_id
         settling = {w.reservation for w in unwritten if isinstance(w, _UsageWrite)}
@@ -6761,7 +7321,7 @@ class Ledger:
                 (tool, _RECENT_CALLS),
             ).fetchall()
             mean = sum(float(row[0]) for row in recent) / len(recent) if recent else 0.0
-            estimate = max(floor, mean)
+            estimate = max(floor, mean) + extra
             live = q(
                 "SELECT id, usd, user_name FROM reservations WHERE expires_at > ?", (now,)
             ).fetchall()
@@ -7244,7 +7804,10 @@ def answer_key(
             args["query"].strip(),
             hints,
             today,
-            request["input"].rpartition("\n\n[hints]")[2],
+            request_text(request).rpartition("\n\n[hints]")[2],
+            # Each file by its content (a URL by itself), never its path: a changed file is
+            # asked again, an unchanged one under another name is not.
+            *([[(f.kind, f.sha256) for f in args["files"]]] if args.get("files") else []),
             shape,
             max_citations,
             endpoint,
@@ -7332,6 +7895,19 @@ INPUT_PROPERTIES = {
             "The earlier turns are billed again as input."
         ),
     },
+}
+
+FILES_MAX_ITEMS = 100  # the schema's bound; files.max_files is the one a call meets
+INPUT_PROPERTIES["files"] = {
+    "type": "array",
+    "items": {"type": "string", "minLength": 1},
+    "maxItems": FILES_MAX_ITEMS,
+    "description": (
+        "Screenshots, PDFs, logs or source files the question is about, sent to the model with "
+        "it: each a local path (inside the project), an https:// URL or a data: URL (base64). "
+        "PNG, JPEG, WebP, GIF, PDF and UTF-8 text; secrets (.env, keys, ~/.ssh) are refused. "
+        "A follow-up (previous_response_id) need not send them again."
+    ),
 }
 
 OUTPUT_SCHEMA = {
@@ -7641,7 +8217,21 @@ def validate_arguments(tool: str, arguments) -> dict:
     previous = arguments.get("previous_response_id")
     if "previous_response_id" in declared and previous is not None:
         clean["previous_response_id"] = _check_response_id(previous)
+    if "files" in declared and arguments.get("files") is not None:
+        clean["files"] = _check_files(arguments["files"])
     return clean
+
+
+def _check_files(value) -> list[str]:
+    """A list of non-empty strings: what each one is, and whether it may be sent, is the
+    FileReader's to say (on the call's worker, with the client's roots)."""
+    if not isinstance(value, list) or not all(isinstance(i, str) and i.strip() for i in value):
+        raise InvalidParams(
+            f"'files' must be an array of paths or URLs (non-empty strings), got {_describe(value)}"
+        )
+    if len(value) > FILES_MAX_ITEMS:
+        raise InvalidParams(f"'files' may list at most {FILES_MAX_ITEMS} files")
+    return [item.strip() for item in value]
 
 
 # Characters no one sees that Python's str.isspace() does not count: fillers (Hangul, braille
@@ -8122,6 +8712,48 @@ class Session:
         self.closed = False
         self.tasks_closed = False  # its client can collect nothing more: no call becomes a task
         self._lock = threading.Condition()
+        # Files (see Files): stdio's paths are the client's own disk; its roots, once asked.
+        self.local = False
+        self.roots_capable = False  # initialize declared capabilities.roots
+        self.roots: list | None = None  # the roots it listed (None: not asked since a change)
+        self.roots_generation = 0  # counts notifications/roots/list_changed
+        self._asks: dict = {}  # request id -> [Event, its response]: requests to the client
+        self._ask_seq = 0
+
+    def ask(self, method: str, params: dict, timeout: float):
+        """Sends the client a request and waits up to `timeout` for its result; TimeoutError
+        when none comes (or the session ends), ValueError when it answers with an error."""
+        with self._lock:
+            self._check_open()
+            self._ask_seq += 1
+            request_id = f"{SERVER_NAME}-{self._ask_seq}"
+            slot = self._asks[request_id] = [threading.Event(), None]
+        try:
+            self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            slot[0].wait(timeout)
+        finally:
+            with self._lock:
+                self._asks.pop(request_id, None)
+        response = slot[1]
+        if not isinstance(response, dict):
+            raise TimeoutError(method)
+        if "error" in response or not isinstance(response.get("result"), dict):
+            raise ValueError(_one_line(str(response.get("error")), 200))
+        return response["result"]
+
+    def answered(self, message: dict) -> bool:
+        """A response from the client: to the request of ask() waiting for it, if any (ask's
+        ids are strings: any other id, a list or an object included, is no answer of ours)."""
+        request_id = message.get("id")
+        if not isinstance(request_id, str):
+            return False
+        with self._lock:
+            slot = self._asks.get(request_id)
+        if slot is None:
+            return False
+        slot[1] = message
+        slot[0].set()
+        return True
 
     def _check_open(self) -> None:
         """A request that raced its session's end (HTTP: DELETE, expiry, pushed out) starts
@@ -8220,6 +8852,9 @@ class Session:
         of the calls cancelled."""
         with self._lock:
             self.closed = True  # no call or waiter joins from now on
+            asks = list(self._asks.values())
+        for slot in asks:  # a call waiting for the client's answer stops waiting
+            slot[0].set()
         cancelled = self.cancel_all()
         with self._lock:
             waiters, self._waiters = list(self._waiters.values()), {}
@@ -8453,7 +9088,7 @@ class Dispatcher:
         if isinstance(method, str):
             return ("request" if "id" in message else "notification"), method
         if method is None and ("result" in message or "error" in message):
-            return "response", None  # this server never sends requests; its id may be null
+            return "response", None  # to Session.ask (roots/list); its id may be null
         return "invalid", None
 
     def handle(self, message, session: Session, header_version: str | None = None) -> dict | None:
@@ -8466,6 +9101,7 @@ class Dispatcher:
             self._notification(method, message.get("params"), session)
             return None
         if kind == "response":
+            session.answered(message)  # an answer to one of ask()'s requests, or nothing
             return None
         if not isinstance(message, dict):
             why = (
@@ -8529,6 +9165,10 @@ class Dispatcher:
         session.protocol_version = version
         info = params.get("clientInfo")
         session.client_name = info.get("name") if isinstance(info, dict) else None
+        capabilities = params.get("capabilities")
+        session.roots_capable = isinstance(capabilities, dict) and isinstance(
+            capabilities.get("roots"), dict
+        )
         result = {
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": False}},
@@ -8672,7 +9312,7 @@ class Dispatcher:
     def _run_call(self, call: Call, args: dict, session: Session, version: str, task=None):
         _WORKER.session = session  # see StdioTransport.end_calls
         try:
-            reply = self._reply_of(call, version, lambda: self.engine.answer(call.tool, args, call))
+            reply = self._reply_of(call, version, lambda: self._answer(call, args, session))
         finally:
             call.finish()
             self.heartbeat.forget(call)
@@ -8687,6 +9327,45 @@ class Dispatcher:
             if task is not None:
                 self.long_calls.settle(task)
             session.done()
+
+    def _answer(self, call: Call, args: dict, session: Session) -> tuple[dict, dict]:
+        """The engine's answer, its `files` read first (all, or none: FileRefused is the
+        call's error, and nothing is sent); `_meta.files` lists what went with it."""
+        if not args.get("files"):
+            return self.engine.answer(call.tool, args, call)
+        allowed = None  # HTTP: paths name the server's disk, so only files.allowed_dirs
+        if session.local:
+            allowed = allowed_dirs(self.config, self._roots(session))
+        elif self.config.get("files", "local_paths"):
+            allowed = allowed_dirs(self.config, [])
+        try:
+            files = FileReader(self.config).read(args["files"], allowed)
+        except FileRefused as exc:
+            raise ToolError(str(exc)) from None
+        answer, meta = self.engine.answer(call.tool, {**args, "files": files}, call)
+        return answer, {**meta, "files": [f.summary() for f in files]}
+
+    def _roots(self, session: Session) -> list | None:
+        """The client's roots (None: it declared none, so the working directory serves):
+        asked once, then kept until notifications/roots/list_changed."""
+        if not session.roots_capable:
+            return None
+        with session._lock:
+            cached, generation = session.roots, session.roots_generation
+        if cached is not None:
+            return cached
+        try:
+            roots = roots_from(session.ask("roots/list", {}, ROOTS_TIMEOUT_S))
+        except (TimeoutError, ValueError, RpcError) as exc:
+            what = "did not answer" if isinstance(exc, TimeoutError) else "refused"
+            raise ToolError(
+                f"the client {what} roots/list (within {ROOTS_TIMEOUT_S:g} s), so no local path "
+                "can be checked against its roots; retry, or send the file as a data: URL"
+            ) from None
+        with session._lock:
+            if session.roots_generation == generation:  # no change came while it was asked
+                session.roots = roots
+        return roots
 
     def _reply_of(self, call: Call, version: str, work) -> dict | None:
         """What a call answers: work()'s (answer, meta) as a result, or its failure as the
@@ -8767,6 +9446,9 @@ class Dispatcher:
                 )
         elif method == "notifications/initialized":
             session.initialized = True
+        elif method == "notifications/roots/list_changed":
+            with session._lock:
+                session.roots, session.roots_generation = None, session.roots_generation + 1
 
     def _cancel(self, session: Session, request_id) -> bool:
         """notifications/cancelled: the call in flight with that id; else the request waiting
@@ -10272,6 +10954,7 @@ class StdioTransport:
         self.max_bytes = config.get("server", "max_message_bytes")
         self.writer = StdioWriter(fd_out, config.get("server", "line_mode"), self.gone, log)
         self.session = Session(self.writer.send)
+        self.session.local = True  # a path names the client's own disk (see Files)
         self.reader = FrameReader(self.max_bytes)
         self._holding_stops = self._stop_pending = False  # see _uninterrupted
 

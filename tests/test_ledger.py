@@ -111,6 +111,8 @@ def test_each_row_has_the_calls_counts_and_outcome(spawn, fake, tmp_path):
         "outcome": "ok",
         "writer_schema": m.STATE_SCHEMA_VERSION,
         "user_name": "local",  # stdio: the local user
+        "files": 0,  # none attached (issue 32): counts only, never names
+        "file_bytes": 0,
     }
     assert (failed["tool"], failed["outcome"], failed["usd"]) == ("answer_quick", "auth", 0)
 

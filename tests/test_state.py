@@ -884,6 +884,28 @@ def test_a_store_made_by_an_earlier_schema_is_upgraded(spawn, fake, tmp_path, st
         assert (old_day["calls"], old_day["usd"]) == (2, 0.75)
 
 
+def test_a_version_5_store_gains_the_file_counts(spawn, fake, tmp_path, state):
+    """Schema 6 (issue 32): usage.files and usage.file_bytes are added where missing; the rows
+    already there count no files."""
+    tables = m._tables(state.name == "postgres")
+    tables["usage"] = [c for c in tables["usage"] if c[0] not in ("files", "file_bytes")]
+    statements = [
+        f"CREATE TABLE {table} ({', '.join(f'{n} {k}'.strip() for n, k in columns)})"
+        for table, columns in tables.items()
+    ]
+    statements.append("INSERT INTO schema_version (version) VALUES (5)")
+    statements.append(
+        "INSERT INTO usage (at, day, tool, model, outcome) "
+        f"VALUES (946684800.0, '{OLD_DAY}', 'answer', 'gpt-5', 'ok')"
+    )
+    execute(state, statements)
+    process = server(spawn, fake, tmp_path, state, "one")
+    result_of(process.call("answer", {"query": "q"}, timeout=30))
+    wait_until(lambda: count(state, "usage") == 2, 20, "the new row")
+    assert state.query("SELECT version FROM schema_version") == [(m.STATE_SCHEMA_VERSION,)]
+    assert state.query("SELECT files, file_bytes FROM usage") == [(0, 0), (0, 0)]
+
+
 def test_a_missing_table_or_column_is_made_whatever_the_version_says(state):
     """A store that says it is this version but lacks a table and a column (made by hand, or
     by a commit that forgot to raise the version) is repaired on connect."""
