@@ -11993,7 +11993,7 @@ class HttpApp:
         """Reads the users every few seconds even while no request comes, so a revoke that
         leaves no valid token is said on stderr the moment it happens."""
         while True:
-            self.auth.required()
+            self.auth.users.active()  # a read, when the last is old enough: see users_read
             time.sleep(_USERS_CACHE_S)
 
     def users_read(self, active: int) -> None:

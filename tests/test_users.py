@@ -160,6 +160,46 @@ def test_a_revoked_token_is_refused_within_seconds(spawn, fake, tmp_path, state)
     assert [u["revoked_at"] is not None for u in listed["users"]] == [True, False]
 
 
+LOCKED_OUT = "no valid token: every named user is revoked"
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])
+def test_revoking_the_last_user_never_opens_the_server(spawn, fake, tmp_path, sqlite_state, host):
+    """Issue 31: a server that may serve without MCP_HTTP_TOKEN because named users exist
+    keeps asking for a token once the last is revoked; it refuses everything, and says so on
+    stderr without waiting for a request. The documented rotation (revoke, then add) never
+    opens it in between. Only 127.0.0.1 is ever sent to."""
+    alice = add_user(tmp_path, sqlite_state, "alice")
+    server = spawn("--http", f"{host}:0", env=sqlite_state.env, upstream=fake)
+    port = wait_listening(server)
+    session = open_session(port, bearer(alice))
+    assert run_cli(tmp_path, "--user", "revoke", "alice", env=sqlite_state.env).returncode == 0
+    wait_until(lambda: LOCKED_OUT in server.stderr, 10, "the warning on stderr")
+    for headers in ({}, bearer(alice), bearer("x" * 43)):
+        for method, path in (("POST", "/mcp"), ("GET", "/usage"), ("GET", "/sse")):
+            body = rpc("ping") if method == "POST" else None
+            refused = request(port, method, path, body, headers)
+            assert refused.status == 401, (headers, path, refused)
+            assert LOCKED_OUT in refused.body.decode()
+    assert post(port, rpc("ping"), session, bearer(alice)).status == 401
+    assert post(port, rpc("ping"), session).status == 401
+    # A restart does not open it either: the state has had a user.
+    again = spawn("--http", f"{host}:0", env=sqlite_state.env, upstream=fake)
+    again_port = wait_listening(again)
+    wait_until(lambda: LOCKED_OUT in again.stderr, 10, "the warning at start")
+    assert request(again_port, "POST", "/mcp", rpc("ping")).status == 401
+    assert request(again_port, "GET", "/usage").status == 401
+    # The rotation's second half: the new token works, the old one and none stay refused.
+    fresh = add_user(tmp_path, sqlite_state, "alice")
+    assert fresh.startswith(m.NAMED_TOKEN_PREFIX) and fresh != alice
+    wait_until(lambda: request(port, "GET", "/usage", headers=bearer(fresh)).status == 200, 10)
+    assert request(port, "GET", "/usage", headers=bearer(alice)).status == 401
+    assert request(port, "GET", "/usage").status == 401
+    listed = json.loads(run_cli(tmp_path, "--user", "list", "--json", env=sqlite_state.env).stdout)
+    assert [u["name"] for u in listed["users"]] == ["alice"]
+    assert alice not in server.stderr + again.stderr and fresh not in server.stderr
+
+
 def test_tokens_never_appear_in_the_logs_or_usage(spawn, fake, tmp_path, sqlite_state):
     alice = add_user(tmp_path, sqlite_state, "alice")
     server = serve(spawn, fake, sqlite_state, PRICES + "server: {debug: true}\n")
