@@ -246,6 +246,62 @@ def test_each_row_records_its_user_and_usage_shows_each_their_own(spawn, fake, t
     assert "by user" in page.body.decode() and "boss" not in page.body.decode()
 
 
+def test_a_non_admin_sees_only_their_own_spend_in_every_figure(spawn, fake, tmp_path, sqlite_state):
+    """Issue 31: from the team's totals, by_model and by_tool alice could work out what bob
+    spent. Each figure of her /usage (JSON and page) is hers; the admin sees the team."""
+    state = sqlite_state
+    alice, bob = add_user(tmp_path, state, "alice"), add_user(tmp_path, state, "bob")
+    boss = add_user(tmp_path, state, "boss")
+    server = serve(spawn, fake, state, PRICES + "server: {auth: {admins: [boss]}}\n")
+    for token, tool, n in ((alice, "answer", 2), (bob, "answer_quick", 1)):
+        session = open_session(server.port, bearer(token))
+        for i in range(n):
+            params = {"name": tool, "arguments": {"query": f"q{i}"}}
+            reply = post(server.port, rpc("tools/call", params, id=i), session, bearer(token))
+            assert "result" in reply.json(), reply
+    wait_until(lambda: len(state.query("SELECT id FROM usage")) == 3, 20, "three rows")
+    (mine,) = state.query("SELECT SUM(usd) FROM usage WHERE user_name = 'alice'")
+    (team,) = state.query("SELECT SUM(usd) FROM usage")
+    # bob's call in flight: alice does not see it, the admin does
+    fake.enqueue(Reply(delay_before_headers=30))
+    bob_session = open_session(server.port, bearer(bob))
+    params = {"name": "answer", "arguments": {"query": "slow"}}
+
+    def slow_call() -> None:
+        try:
+            post(server.port, rpc("tools/call", params, id=9), bob_session, bearer(bob), timeout=60)
+        except OSError:  # the server stops at the test's end, the call unanswered
+            pass
+
+    held = threading.Thread(target=slow_call, daemon=True)
+    held.start()
+    wait_until(lambda: len(creates(fake)) == 4, 20, "bob's call upstream")
+
+    def usage(token: str) -> dict:
+        return request(server.port, "GET", "/usage", headers=bearer(token)).json()
+
+    seen = usage(alice)
+    assert seen["in_flight"] == 0
+    for period in ("day", "month"):
+        data = seen[period]
+        assert data["usd"] == pytest.approx(mine[0], abs=1e-5) and data["calls"] == 2
+        assert [row["tool"] for row in data["by_tool"]] == ["answer"]
+        assert sum(row["calls"] for row in data["by_model"]) == 2
+        assert sum(row["usd"] for row in data["by_model"]) == pytest.approx(mine[0], abs=1e-5)
+        assert [row["user"] for row in data["by_user"]] == ["alice"]
+    page = request(server.port, "GET", "/usage", headers={**bearer(alice), "Accept": "text/html"})
+    text = page.body.decode()
+    assert "answer_quick" not in text and "bob" not in text
+    assert f"${mine[0]:.4f}" in text and f"${team[0]:.4f}" not in text
+    everyone = usage(boss)
+    assert everyone["in_flight"] == 1
+    assert (
+        everyone["day"]["usd"] == pytest.approx(team[0], abs=1e-5) and everyone["day"]["calls"] == 3
+    )
+    assert {row["tool"] for row in everyone["day"]["by_tool"]} == {"answer", "answer_quick"}
+    assert usage(bob)["in_flight"] == 1 and usage(bob)["day"]["calls"] == 1
+
+
 def test_twenty_simultaneous_calls_hold_a_per_user_allowance_of_five(spawn, fake, tmp_path, state):
     """Fan-out cannot beat a per-user allowance: each call reserves its cost first (one web
     search, $0.025 here), so of twenty in flight at once only five fit in $0.125."""
