@@ -174,7 +174,13 @@ def test_revoking_the_last_user_never_opens_the_server(spawn, fake, tmp_path, sq
     port = wait_listening(server)
     session = open_session(port, bearer(alice))
     assert run_cli(tmp_path, "--user", "revoke", "alice", env=sqlite_state.env).returncode == 0
-    wait_until(lambda: LOCKED_OUT in server.stderr, 10, "the warning on stderr")
+    wait_until(
+        lambda: request(port, "GET", "/usage", headers=bearer(alice)).status != 200,
+        10,
+        "the revoked token refused (before issue 31 the revoke opened the server instead)",
+    )
+    assert request(port, "POST", "/mcp", rpc("ping")).status == 401
+    wait_until(lambda: LOCKED_OUT in server.stderr, 10, "the warning")
     for headers in ({}, bearer(alice), bearer("x" * 43)):
         for method, path in (("POST", "/mcp"), ("GET", "/usage"), ("GET", "/sse")):
             body = rpc("ping") if method == "POST" else None
