@@ -7037,16 +7037,20 @@ class UserDirectory:
 
     def exist(self) -> bool:
         """Whether the state has had any user, active or revoked (a revoke never opens a
-        server); when the state cannot be read, what the last read said. A team's database
-        never read yet counts as having users (fail closed: its users may be there); a local
-        SQLite file that cannot be read, as having none."""
+        server); when the state cannot be read, what the last read said. A state never read
+        yet counts as having users (fail closed: its users may be there, in a team's database
+        or a local file that cannot be read now)."""
         if not self._state.enabled:
             return False
         try:
             self._snapshot()
         except StateUnavailable:
             pass
-        return self._state.backend.postgres if self._had is None else self._had
+        return True if self._had is None else self._had
+
+    def had(self) -> bool:
+        """Whether a read of the state has ever found a user (not a guess: see exist())."""
+        return bool(self._had)
 
     def active(self) -> int | None:
         """How many users have a valid token; None when the state cannot be read."""
@@ -11073,6 +11077,9 @@ class Introspection:
         return answer
 
 
+INACTIVE = "the token is not active (not the issuer's, or revoked or expired there)"
+
+
 class OAuthVerifier:
     """Checks bearer tokens for one resource: verify(token) -> the user, or TokenRefused."""
 
@@ -11137,10 +11144,14 @@ class OAuthVerifier:
             self.challenge(),
         )
 
-    def verify(self, token: str) -> str:
+    def verify(self, token: str, introspect: bool = True) -> str:
         """The user an access token names, if its signature (or the issuer's introspection),
-        issuer, times, audience and scopes are right."""
+        issuer, times, audience and scopes are right. `introspect` False: an opaque token is
+        one of this server's own (Authenticator.ours), never sent to the issuer, refused as
+        an inactive one is."""
         if self.introspection is not None and token.count(".") != 2:
+            if not introspect:
+                raise self.refuse(INACTIVE)
             claims = self._introspected(token)
         else:
             claims = self._jwt_claims(token)
@@ -11164,7 +11175,7 @@ class OAuthVerifier:
             why = "the issuer's introspection endpoint failed; retry shortly"
             raise self.refuse(why, 503) from None
         if claims.get("active") is not True:
-            raise self.refuse("the issuer says the token is not active")
+            raise self.refuse(INACTIVE)
         if "iss" in claims and str(claims["iss"]).rstrip("/") != self.issuer.rstrip("/"):
             raise self.refuse(f"the token was not issued by {self.issuer}")
         audience = claims.get("aud")
@@ -11251,20 +11262,17 @@ class OAuthVerifier:
 # keys the ledger row, the budget, the cache and response ids by it. stdio is LOCAL_USER.
 
 
-def near_token(given: str, token: str, edits: int = 3) -> bool:
+def near_token(given: str, token: str, edits: int = 2) -> bool:
     """Whether `given` is `token` mistyped: within `edits` insertions, deletions or changes,
-    or one holding the other. Its time depends on the lengths only, never on where they
-    differ."""
+    or holding it whole. Its time depends on the lengths only, never on where they differ."""
     if abs(len(given) - len(token)) > edits or len(token) > 96:  # a bound on the work
-        return token in given or (len(given) >= 16 and given in token)
+        return token in given
     row = list(range(len(token) + 1))
     for i in range(1, len(given) + 1):
         last, row[0] = row[0], i
         for j in range(1, len(token) + 1):
-            last, row[j] = (
-                row[j],
-                min(row[j] + 1, row[j - 1] + 1, last + (given[i - 1] != token[j - 1])),
-            )
+            here = min(row[j] + 1, row[j - 1] + 1, last + (given[i - 1] != token[j - 1]))
+            last, row[j] = row[j], here
     return row[len(token)] <= edits
 
 
@@ -11295,9 +11303,10 @@ class Authenticator:
         true, true for the life of the process."""
         if self.token or self.oauth is not None or self._latched:
             return True
-        if self.users is not None and self.users.exist():
-            self._latched = True
-        return self._latched
+        if self.users is None or not self.users.exist():
+            return False
+        self._latched = self.users.had()  # a state never read is not latched on a guess
+        return True
 
     def multi_user(self) -> bool:
         """Whether requests can come from more than one person: then ids, the cache and
@@ -11341,7 +11350,7 @@ class Authenticator:
                 if user is not None:
                     return user
             if self.oauth is not None and self._for_oauth(given, unavailable is not None):
-                user = self.oauth.verify(given)
+                user = self.oauth.verify(given, introspect=not self.ours(given))
                 if user is not None:
                     return user
         if unavailable is not None:
@@ -11354,13 +11363,14 @@ class Authenticator:
         raise self.refusal(bool(given))
 
     def _for_oauth(self, given: str, unavailable: bool) -> bool:
-        """Whether the OAuth verifier may see this token: never one of ours; while the state
-        cannot be read, only a JWT or (with introspection) an opaque token of the issuer's
-        shape, so a named token gets 503, not the 401 that tells a client to sign in again."""
-        if self.ours(given):
-            return False
-        jwt_shaped = given.count(".") == 2
-        return jwt_shaped or not unavailable or self.oauth.introspection is not None
+        """Whether the OAuth verifier may check this token: while the state cannot be read,
+        only a JWT or (with introspection) an opaque token not of our shape, so a named
+        token gets 503, not the 401 that tells a client to sign in again. (Ours are checked
+        without introspection, and refused just as the issuer's inactive ones are: the
+        answer tells a guesser nothing about the shared token.)"""
+        if not unavailable or given.count(".") == 2:
+            return True
+        return self.oauth.introspection is not None and not self.ours(given)
 
     def refusal(self, given: bool) -> HttpError:
         error = "invalid_token" if given else None

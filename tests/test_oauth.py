@@ -991,6 +991,13 @@ def test_our_tokens_are_never_introspected_and_a_refusal_is_asked_about_once(
     for _ in range(5):
         assert initialize(server.port, "an-opaque-token-of-the-issuers").status == 401
     assert introspector.calls == 1  # the refusal is kept (by hash)
+    # A near miss of the shared token is refused in the same words as the issuer's refusal:
+    # the answer tells a guesser nothing about how near they came.
+    near, far = initialize(server.port, shared[:-1]), initialize(server.port, "far-" + shared[5:])
+    assert (
+        why(near) == why(far)
+        and near.headers["www-authenticate"] == far.headers["www-authenticate"]
+    )
     for secret in (shared, alice, bob, "an-opaque-token-of-the-issuers"):
         assert secret not in server.stderr
 
