@@ -206,6 +206,21 @@ def test_revoking_the_last_user_never_opens_the_server(spawn, fake, tmp_path, sq
     assert alice not in server.stderr + again.stderr and fresh not in server.stderr
 
 
+def test_a_restart_while_the_state_file_cannot_be_read_does_not_open_the_server(
+    spawn, fake, tmp_path, sqlite_state
+):
+    """Fail closed: a local state file that cannot be read may hold users (it had alice)."""
+    alice = add_user(tmp_path, sqlite_state, "alice")
+    sqlite_state.path.rename(tmp_path / "elsewhere")
+    sqlite_state.path.mkdir()  # a folder where the file should be
+    server = serve(spawn, fake, sqlite_state)
+    assert request(server.port, "GET", "/usage").status == 401  # 200 before issue 31
+    assert request(server.port, "POST", "/mcp", rpc("ping")).status == 401
+    refused = request(server.port, "POST", "/mcp", rpc("ping"), bearer(alice))
+    assert refused.status == 503 and refused.headers["retry-after"]
+    assert request(server.port, "GET", "/healthz").status == 200
+
+
 def test_tokens_never_appear_in_the_logs_or_usage(spawn, fake, tmp_path, sqlite_state):
     alice = add_user(tmp_path, sqlite_state, "alice")
     server = serve(spawn, fake, sqlite_state, PRICES + "server: {debug: true}\n")
