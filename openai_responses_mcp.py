@@ -12003,7 +12003,10 @@ class HttpApp:
         """Reads the users every few seconds even while no request comes, so a revoke that
         leaves no valid token is said on stderr the moment it happens."""
         while True:
-            self.auth.users.active()  # a read, when the last is old enough: see users_read
+            try:
+                self.auth.users.active()  # a read, when the last is old enough: see users_read
+            except Exception as exc:  # noqa: BLE001 - the watch must outlive any one read
+                self.log.debug("http", f"reading the users failed: {type(exc).__name__}")
             time.sleep(_USERS_CACHE_S)
 
     def users_read(self, active: int) -> None:
