@@ -5921,6 +5921,10 @@ _WRITER_MARK_KEEP_S = 7 * 86400.0  # a writer's mark (see StateWriter) outlives 
 _LOCK_BUDGET, _LOCK_SCHEMA = 0x6F726D01, 0x6F726D02  # PostgreSQL advisory lock keys
 _UMASK_LOCK = threading.Lock()
 _USERS_CACHE_S = 2.0  # named tokens are read again after this long: a revoked one is refused
+_USERS_HASHES_KEPT = 100_000  # named tokens' hashes remembered (never sent to introspection)
+# What --user add's tokens start with, so a server knows one of its own even when it cannot
+# read the state (issue 31): such a token is never sent to an OAuth issuer.
+NAMED_TOKEN_PREFIX = "ormcp_u_"
 
 _USAGE_COLUMNS = (
     "at",
@@ -7382,6 +7386,40 @@ class Ledger:
 
         return self._state.report("reading usage", read)
 
+    def user_report(self, since: str, user: str) -> dict:
+        """report() for one user's spend only (what a non-admin's GET /usage shows): totals
+        and calls from the per-user sums, by model and by tool from that user's raw rows
+        (kept state.retention_days). Raises StateUnavailable."""
+        sums = (
+            "COUNT(*) AS calls, COALESCE(SUM(usd), 0) AS usd, SUM(cache_hit) AS cache_hits, "
+            "SUM(input_tokens) AS input_tokens, SUM(cached_input_tokens) AS "
+            "cached_input_tokens, SUM(output_tokens) AS output_tokens, SUM(web_searches) AS "
+            "web_searches, SUM(CASE WHEN usd IS NULL THEN 1 ELSE 0 END) AS unpriced"
+        )
+        mine = "WHERE day >= ? AND user_name = ?"
+
+        def read(q):
+            report = {"since": since, "timezone": self._timezone}
+            for name, column in (("by_model", "model"), ("by_tool", "tool")):
+                cursor = q(
+                    f"SELECT {column}, {sums} FROM usage {mine} GROUP BY {column} "
+                    f"ORDER BY {column}",
+                    (since, user),
+                )
+                report[name] = [_usage_row(cursor, row) for row in cursor.fetchall()]
+            cursor = q(f"SELECT {sums} FROM usage {mine}", (since, user))
+            total = _usage_row(cursor, cursor.fetchone())
+            calls, usd = q(
+                f"SELECT COALESCE(SUM(calls), 0), COALESCE(SUM(usd), 0) FROM usage_by_user {mine}",
+                (since, user),
+            ).fetchone()
+            total.update(calls=int(calls), usd=round(float(usd), 6))
+            report["total"] = total
+            report["by_user"] = [{"user": user, "calls": total["calls"], "usd": total["usd"]}]
+            return report
+
+        return self._state.report("reading usage", read)
+
 
 def _spent(q, since: list, writer: str) -> list:
     """The spend from each (first day, user) on (user None: everyone's), then this process's
@@ -7414,19 +7452,20 @@ def _unwritten_spend(unwritten: list, first_day: str, mark: int, user=None) -> f
     )
 
 
-def spend_summary(ledger: Ledger, timezone: str, in_flight: int, users=None) -> dict:
-    """What GET /usage shows: today's and this month's spend by model, tool and user (`users`:
-    only these users' rows; None: everyone's), the cache hit rate, and the calls in flight."""
+def spend_summary(ledger: Ledger, timezone: str, in_flight: int, user=None) -> dict:
+    """What GET /usage shows: today's and this month's spend by model, tool and user (`user`:
+    that user's spend only, every figure of it; None: the team's), the cache hit rate, and
+    the calls in flight (the caller counts them for the same people)."""
     today = today_in(timezone)
     summary: dict = {"timezone": timezone, "today": today, "in_flight": in_flight}
     for period, since in (("day", today), ("month", today[:8] + "01")):
         try:
-            report = ledger.report(since)
+            report = ledger.report(since) if user is None else ledger.user_report(since, user)
         except StateUnavailable:  # zeros below, but not passed off as "nothing spent"
             summary["warning"] = "the usage ledger could not be read; see the server's stderr"
             report = {"by_model": [], "by_tool": [], "by_user": [], "total": None}
         total = report["total"] or _usage_row_empty()
-        by_user = [row for row in report["by_user"] if users is None or row["user"] in users]
+        by_user = report["by_user"]
         calls = total["calls"]
         summary[period] = {
             "since": since,
@@ -7524,16 +7563,21 @@ def user_name_problem(name: str) -> str | None:
 class UserDirectory:
     """Named users (--user add/list/revoke) in the state, so every host sharing it knows them.
 
-    Servers keep the active users' token hashes for _USERS_CACHE_S, so a revoked token is
-    refused within seconds; each user's own allowance (--daily-usd, --monthly-usd) comes with
-    them."""
+    Servers keep the users' token hashes for _USERS_CACHE_S, so a revoked token is refused
+    within seconds; each user's own allowance (--daily-usd, --monthly-usd) comes with them.
+    Once the state has had a user, active or revoked, it has had one for good (issue 31): a
+    revoke never turns a server back into one that asks for no token."""
 
     def __init__(self, state: StateStore):
         self._state = state
         self._lock = threading.Lock()
         self._active: dict | None = None  # token hash -> (name, daily_usd, monthly_usd)
+        self._hashes: set = set()  # every named token's hash seen, revoked ones too
         self._read_at = -_USERS_CACHE_S
-        self._known = None  # whether any user existed at the last successful read (None: none)
+        self._had = None  # whether the state has had any user (None: never read)
+        # Called with the number of active users after each read (HttpApp: says on stderr
+        # the moment none is left).
+        self.on_read = None
 
     def _snapshot(self) -> dict:
         """The active users by token hash, read again once _USERS_CACHE_S old; raises
@@ -7546,23 +7590,47 @@ class UserDirectory:
             rows = self._state.read(
                 "reading users",
                 lambda q: q(
-                    "SELECT token_sha256, name, daily_usd, monthly_usd FROM users "
-                    "WHERE revoked_at IS NULL"
+                    "SELECT token_sha256, name, daily_usd, monthly_usd, revoked_at FROM users"
                 ).fetchall(),
             )
-            self._active = {row[0]: (row[1], row[2], row[3]) for row in rows}
+            self._active = {row[0]: (row[1], row[2], row[3]) for row in rows if row[4] is None}
+            if len(self._hashes) < _USERS_HASHES_KEPT:
+                self._hashes.update(row[0] for row in rows)
             self._read_at = time.monotonic()
-            self._known = bool(self._active)
-            return self._active
+            self._had = bool(self._had) or bool(rows)
+            active, hook = self._active, self.on_read
+        if hook is not None:
+            hook(len(active))
+        return active
 
     def exist(self) -> bool:
-        """Whether any active user exists; when the state cannot be read, what the last read
-        said. A team's database never read yet counts as having users (fail closed: its users
-        may be there); a local SQLite file that cannot be read, as having none."""
+        """Whether the state has had any user, active or revoked (a revoke never opens a
+        server); when the state cannot be read, what the last read said. A state never read
+        yet counts as having users (fail closed: its users may be there, in a team's database
+        or a local file that cannot be read now)."""
+        if not self._state.enabled:
+            return False
         try:
-            return bool(self._snapshot())
+            self._snapshot()
         except StateUnavailable:
-            return self._state.backend.postgres if self._known is None else self._known
+            pass
+        return True if self._had is None else self._had
+
+    def had(self) -> bool:
+        """Whether a read of the state has ever found a user (not a guess: see exist())."""
+        return bool(self._had)
+
+    def active(self) -> int | None:
+        """How many users have a valid token; None when the state cannot be read."""
+        try:
+            return len(self._snapshot())
+        except StateUnavailable:
+            return None
+
+    def named_shaped(self, token: str) -> bool:
+        """Whether a token is one of ours (a named token's prefix, or the hash of a named
+        token seen, revoked ones too): never sent to an OAuth issuer's introspection."""
+        return token.startswith(NAMED_TOKEN_PREFIX) or token_sha256(token) in self._hashes
 
     def user_of(self, token: str) -> str | None:
         """The active user whose token this is, or None; raises StateUnavailable."""
@@ -11479,6 +11547,10 @@ FETCH_TIMEOUT_S = 5
 FETCH_MAX_BYTES = 1024 * 1024
 INTROSPECTION_CACHE_S = 60  # an active opaque token is asked about again after this long
 INTROSPECTION_CACHE_SIZE = 10_000
+INTROSPECTION_REFUSED_S = 30  # a token the issuer called inactive is not asked about again
+INTROSPECTION_CONCURRENCY = 4  # introspection calls at once, at most
+INTROSPECTION_BURST = 20  # introspection calls in a row, at most, then ...
+INTROSPECTION_PER_S = 5.0  # ... this many a second
 
 
 class TokenRefused(HttpError):
@@ -11614,10 +11686,17 @@ class IssuerKeys:
         return same[0] if len(same) == 1 else None
 
 
+class IntrospectionBusy(Exception):
+    """Too many introspection calls at once or in a short while: the request gets 503."""
+
+
 class Introspection:
     """RFC 7662: asks the issuer whether an opaque access token is active, as this server's
-    own client; an active answer is kept for up to INTROSPECTION_CACHE_S (keyed by the token's
-    hash, never the token), so a session's every request is not a round trip."""
+    own client. Answers are kept by the token's hash, never the token: an active one for up
+    to INTROSPECTION_CACHE_S, so a session's every request is not a round trip; a refusal for
+    INTROSPECTION_REFUSED_S, so a client retrying a bad token does not ask again each time.
+    At most INTROSPECTION_CONCURRENCY calls run at once and INTROSPECTION_BURST in a row
+    (then INTROSPECTION_PER_S a second): a flood of junk tokens cannot flood the issuer."""
 
     def __init__(self, url: str, client_id: str, secret: str):
         import base64
@@ -11628,26 +11707,55 @@ class Introspection:
         self._basic = "Basic " + base64.b64encode(pair.encode()).decode()
         self._cache: dict[str, tuple[dict, float]] = {}
         self._lock = threading.Lock()
+        self._running = threading.BoundedSemaphore(INTROSPECTION_CONCURRENCY)
+        self._allowance, self._filled = float(INTROSPECTION_BURST), time.monotonic()
 
     def claims(self, token: str) -> dict:
-        """The introspection answer; OSError or ValueError if the endpoint fails."""
-        import hashlib
-
-        digest = hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
-        now = time.monotonic()
+        """The introspection answer; OSError or ValueError if the endpoint fails,
+        IntrospectionBusy past the bounds."""
+        digest = token_sha256(token)
         with self._lock:
             cached = self._cache.get(digest)
-        if cached is not None and cached[1] > now:
+        if cached is not None and cached[1] > time.monotonic():
             return cached[0]
-        answer = self._ask(token)
+        if not self._running.acquire(timeout=FETCH_TIMEOUT_S):
+            raise IntrospectionBusy("too many introspection calls at once")
+        try:
+            with self._lock:  # another request may have asked about it while this one waited
+                cached = self._cache.get(digest)
+            if cached is not None and cached[1] > time.monotonic():
+                return cached[0]
+            self._spend_allowance()
+            answer = self._ask(token)
+        finally:
+            self._running.release()
+        self._keep(digest, answer)
+        return answer
+
+    def _spend_allowance(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            refill = (now - self._filled) * INTROSPECTION_PER_S
+            self._allowance = min(float(INTROSPECTION_BURST), self._allowance + refill)
+            self._filled = now
+            if self._allowance < 1:
+                raise IntrospectionBusy("too many introspection calls in a short while")
+            self._allowance -= 1
+
+    def _keep(self, digest: str, answer: dict) -> None:
+        now = time.monotonic()
         if answer.get("active") is True:
             left = answer.get("exp", time.time() + INTROSPECTION_CACHE_S) - time.time()
-            with self._lock:
-                if len(self._cache) >= INTROSPECTION_CACHE_SIZE:
-                    self._cache = {k: v for k, v in self._cache.items() if v[1] > now}
-                if len(self._cache) < INTROSPECTION_CACHE_SIZE and _is_number(left):
-                    self._cache[digest] = answer, now + min(INTROSPECTION_CACHE_S, left)
-        return answer
+            if not _is_number(left):
+                return
+            until = now + min(INTROSPECTION_CACHE_S, left)
+        else:
+            until = now + INTROSPECTION_REFUSED_S
+        with self._lock:
+            if len(self._cache) >= INTROSPECTION_CACHE_SIZE:
+                self._cache = {k: v for k, v in self._cache.items() if v[1] > now}
+            if len(self._cache) < INTROSPECTION_CACHE_SIZE:
+                self._cache[digest] = answer, until
 
     def _ask(self, token: str) -> dict:
         import urllib.parse
@@ -11669,6 +11777,9 @@ class Introspection:
         if not isinstance(answer, dict):
             raise ValueError("not a JSON object")
         return answer
+
+
+INACTIVE = "the token is not active (not the issuer's, or revoked or expired there)"
 
 
 class OAuthVerifier:
@@ -11735,10 +11846,14 @@ class OAuthVerifier:
             self.challenge(),
         )
 
-    def verify(self, token: str) -> str:
+    def verify(self, token: str, introspect: bool = True) -> str:
         """The user an access token names, if its signature (or the issuer's introspection),
-        issuer, times, audience and scopes are right."""
+        issuer, times, audience and scopes are right. `introspect` False: an opaque token is
+        one of this server's own (Authenticator.ours), never sent to the issuer, refused as
+        an inactive one is."""
         if self.introspection is not None and token.count(".") != 2:
+            if not introspect:
+                raise self.refuse(INACTIVE)
             claims = self._introspected(token)
         else:
             claims = self._jwt_claims(token)
@@ -11754,13 +11869,15 @@ class OAuthVerifier:
         """An opaque token's claims from the issuer's introspection endpoint (RFC 7662)."""
         try:
             claims = self.introspection.claims(token)
+        except IntrospectionBusy as exc:
+            raise self.refuse(f"{exc}; retry shortly", 503) from None
         except (OSError, ValueError) as exc:
             problem = f"{type(exc).__name__}: {str(exc)[:120]}"
             self.log.say(f"oauth: the introspection endpoint failed ({problem})")
             why = "the issuer's introspection endpoint failed; retry shortly"
             raise self.refuse(why, 503) from None
         if claims.get("active") is not True:
-            raise self.refuse("the issuer says the token is not active")
+            raise self.refuse(INACTIVE)
         if "iss" in claims and str(claims["iss"]).rstrip("/") != self.issuer.rstrip("/"):
             raise self.refuse(f"the token was not issued by {self.issuer}")
         audience = claims.get("aud")
@@ -11847,10 +11964,27 @@ class OAuthVerifier:
 # keys the ledger row, the budget, the cache and response ids by it. stdio is LOCAL_USER.
 
 
+def near_token(given: str, token: str, edits: int = 2) -> bool:
+    """Whether `given` is `token` mistyped: within `edits` insertions, deletions or changes,
+    or holding it whole. Its time depends on the lengths only, never on where they differ."""
+    if abs(len(given) - len(token)) > edits or len(token) > 96:  # a bound on the work
+        return token in given
+    row = list(range(len(token) + 1))
+    for i in range(1, len(given) + 1):
+        last, row[0] = row[0], i
+        for j in range(1, len(token) + 1):
+            here = min(row[j] + 1, row[j - 1] + 1, last + (given[i - 1] != token[j - 1]))
+            last, row[j] = row[j], here
+    return row[len(token)] <= edits
+
+
 class Authenticator:
     """Who a request's bearer token is: the shared token (SHARED_USER), then a named user's
     token (--user add; UserDirectory, read again every few seconds so a revoked token is
     refused within seconds), then an OAuth access token (the `oauth` hook).
+
+    A token of ours (a named token's shape, or the shared token mistyped) never goes to the
+    OAuth hook, so never to an issuer's introspection endpoint (issue 31).
 
     The OAuth hook, when set, is an object with
       verify(token: str) -> str | None: the token's user, or None if it is not one of the
@@ -11863,18 +11997,37 @@ class Authenticator:
         self.token = token
         self.users = users  # UserDirectory, or None when the state is off
         self.oauth = None  # the OAuth 2.1 resource server's verifier (server.auth.issuer)
+        self._latched = False  # once a token is required, it always is (issue 31)
 
     def required(self) -> bool:
-        """Whether every request must carry a valid token: a shared token, OAuth, or any
-        named user in the state (even on 127.0.0.1)."""
-        if self.token or self.oauth is not None:
+        """Whether every request must carry a valid token: a shared token, OAuth, or a state
+        that has had a named user (even on 127.0.0.1, even once every one is revoked). Once
+        true, true for the life of the process."""
+        if self.token or self.oauth is not None or self._latched:
             return True
-        return self.users is not None and self.users.exist()
+        if self.users is None or not self.users.exist():
+            return False
+        self._latched = self.users.had()  # a state never read is not latched on a guess
+        return True
 
     def multi_user(self) -> bool:
         """Whether requests can come from more than one person: then ids, the cache and
         budgets are kept apart per user."""
         return self.oauth is not None or (self.users is not None and self.users.exist())
+
+    def locked_out(self) -> bool:
+        """Whether no credential can be valid: a token is required, yet there is no shared
+        token, no OAuth, and every named user is revoked. Every request is then refused."""
+        if self.token or self.oauth is not None or self.users is None:
+            return False
+        return self.required() and self.users.active() == 0
+
+    def ours(self, given: str) -> bool:
+        """Whether a token is shaped like one of ours: a named token's, or the shared token
+        mistyped. Such a token is only ever checked here."""
+        if self.users is not None and self.users.named_shaped(given):
+            return True
+        return bool(self.token) and near_token(given, self.token)
 
     def authenticate(self, authorization: str) -> str:
         """The user a request's Authorization header names; HttpError 401 (503 when named
@@ -11901,8 +12054,8 @@ class Authenticator:
                     user, unavailable = None, exc.reason
                 if user is not None:
                     return user
-            if self.oauth is not None:  # the OAuth verifier's turn (server.auth.issuer)
-                user = self.oauth.verify(given)
+            if self.oauth is not None and self._for_oauth(given, unavailable is not None):
+                user = self.oauth.verify(given, introspect=not self.ours(given))
                 if user is not None:
                     return user
         if unavailable is not None:
@@ -11914,6 +12067,16 @@ class Authenticator:
             )
         raise self.refusal(bool(given))
 
+    def _for_oauth(self, given: str, unavailable: bool) -> bool:
+        """Whether the OAuth verifier may check this token: while the state cannot be read,
+        only a JWT or (with introspection) an opaque token not of our shape, so a named
+        token gets 503, not the 401 that tells a client to sign in again. (Ours are checked
+        without introspection, and refused just as the issuer's inactive ones are: the
+        answer tells a guesser nothing about the shared token.)"""
+        if not unavailable or given.count(".") == 2:
+            return True
+        return self.oauth.introspection is not None and not self.ours(given)
+
     def refusal(self, given: bool) -> HttpError:
         error = "invalid_token" if given else None
         if self.oauth is not None and not given:
@@ -11922,12 +12085,21 @@ class Authenticator:
             challenge = self.oauth.challenge(error)
         else:
             challenge = f'Bearer realm="{SERVER_NAME}"' + (f', error="{error}"' if error else "")
+        if self.locked_out():
+            return HttpError(401, LOCKED_OUT, {"WWW-Authenticate": challenge})
         return HttpError(
             401,
             "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
             "shared token (MCP_HTTP_TOKEN / server.http.token) or your own (--user add)",
             {"WWW-Authenticate": challenge},
         )
+
+
+LOCKED_OUT = (
+    "this server has no valid token: every named user is revoked and it has no shared token "
+    "(MCP_HTTP_TOKEN) or OAuth issuer, so it refuses every request; its operator adds a user "
+    "with --user add NAME"
+)
 
 
 def identity_id(secret: str | None, session: Session) -> str | None:
@@ -11981,6 +12153,9 @@ class HttpApp:
         self.auth.oauth = self.oauth
         if hasattr(engine, "multi_user"):  # the engine keeps users apart once there are several
             engine.multi_user = self.auth.multi_user
+        self._active_users = None  # at the last read of the users (None: not read yet)
+        if self.auth.users is not None and not self.token and self.oauth is None:
+            self.auth.users.on_read = self.users_read  # says so the moment none is left
         self.stateless = settings["stateless"]
         self.secret = config.get("server", "tasks")["secret"]  # signs a client's identity
         self.max_body = settings["max_body_bytes"]
@@ -12471,16 +12646,19 @@ class HttpApp:
 
     def usage(self, user: str | None) -> dict:
         """Spend from the usage ledger; 404 when there is none. While several people use the
-        server, each sees their own row by user; server.auth.admins see everyone's."""
+        server, each sees only their own spend (every figure: totals, by model, by tool, in
+        flight); server.auth.admins see the team's (issue 31)."""
         engine = self.dispatcher.engine
         ledger = getattr(engine, "ledger", None)
         if ledger is None or not engine.state.enabled:
             raise HttpError(404, "no usage ledger: state.path is off and state.url unset")
         config = self.dispatcher.config
         admins = config.get("server", "auth", "admins")
-        everyone = user in admins or not self.auth.multi_user()
         timezone = config.get("policy", "timezone")
-        return spend_summary(ledger, timezone, self.in_flight(), None if everyone else {user})
+        if user in admins or not self.auth.multi_user():
+            return spend_summary(ledger, timezone, self.in_flight())
+        mine = sum(hs.session.in_flight() for hs in self.all_sessions() if hs.session.user == user)
+        return spend_summary(ledger, timezone, mine, user)
 
     def count_stream(self, change: int) -> None:
         with self._lock:
@@ -12523,6 +12701,24 @@ class HttpApp:
 
     def start_watchdog(self) -> None:
         threading.Thread(target=self._watchdog, name="http-watchdog", daemon=True).start()
+        if self.auth.users is not None and self.auth.users.on_read is not None:
+            threading.Thread(target=self._watch_users, name="http-users", daemon=True).start()
+
+    def _watch_users(self) -> None:
+        """Reads the users every few seconds even while no request comes, so a revoke that
+        leaves no valid token is said on stderr the moment it happens."""
+        while True:
+            try:
+                self.auth.users.active()  # a read, when the last is old enough: see users_read
+            except Exception as exc:  # noqa: BLE001 - the watch must outlive any one read
+                self.log.debug("http", f"reading the users failed: {type(exc).__name__}")
+            time.sleep(_USERS_CACHE_S)
+
+    def users_read(self, active: int) -> None:
+        """After each read of the users: a warning when none has a valid token any more."""
+        before, self._active_users = self._active_users, active
+        if active == 0 and before != 0 and self.auth.required():
+            self.log.say(f"warning: {LOCKED_OUT}")
 
     def _watchdog(self) -> None:
         while True:
@@ -13704,7 +13900,7 @@ def run_user(config: Config, log: Log, options: dict) -> int:
             return 0
         import secrets
 
-        token = secrets.token_urlsafe(32)
+        token = NAMED_TOKEN_PREFIX + secrets.token_urlsafe(32)
         users.add(name, token, options.get("daily_usd"), options.get("monthly_usd"))
         print(f"user {name} added; its token follows, shown once (only a hash is kept):")
         print(token)

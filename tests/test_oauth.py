@@ -893,3 +893,164 @@ def test_doctor_says_whether_the_issuers_keys_can_be_fetched(tmp_path, issuer):
     done = run_config(tmp_path, auth_config(down.url), "--doctor")
     assert done.returncode == 1
     assert f"server.auth.issuer: cannot get the signing keys of {down.url}" in done.stdout
+
+
+# -- our own tokens stay home; introspection is bounded (issue 31) -------------------------------
+
+
+class Introspector:
+    """An RFC 7662 endpoint on 127.0.0.1 that calls every token inactive after `delay`
+    seconds, and records what it was sent: how many calls, the most at once, and each
+    token's hash (this test's own fake, so it may keep them)."""
+
+    def __init__(self, delay: float = 0.2):
+        self.delay, self.calls, self.most, self._now = delay, 0, 0, 0
+        self.hashes: list[str] = []
+        self._lock = threading.Lock()
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"])).decode()
+                token = urllib.parse.parse_qs(body)["token"][0]
+                with owner._lock:
+                    owner.calls += 1
+                    owner._now += 1
+                    owner.most = max(owner.most, owner._now)
+                    owner.hashes.append(hashlib.sha256(token.encode()).hexdigest())
+                time.sleep(owner.delay)
+                with owner._lock:
+                    owner._now -= 1
+                data = b'{"active": false}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/introspect"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def sent(self, token: str) -> bool:
+        return hashlib.sha256(token.encode()).hexdigest() in self.hashes
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def introspector():
+    own = Introspector()
+    yield own
+    own.stop()
+
+
+def add_user(tmp_path, env: dict, name: str) -> str:
+    from conftest import run_cli
+
+    done = run_cli(tmp_path, "--user", "add", name, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()[-1]
+
+
+def introspecting(spawn, fake, issuer, introspector, state_env: dict, shared: str):
+    config = auth_config(issuer.url, introspection_url=introspector.url)
+    env = {
+        **state_env,
+        "MCP_HTTP_TOKEN": shared,
+        "MCP_AUTH_CLIENT_ID": "mcp-server",
+        "MCP_AUTH_CLIENT_SECRET": INTROSPECTION_SECRET,
+    }
+    server = spawn("--http", "127.0.0.1:0", config=config, env=env, upstream=fake)
+    server.port = wait_listening(server)
+    return server
+
+
+def test_our_tokens_are_never_introspected_and_a_refusal_is_asked_about_once(
+    issuer, introspector, spawn, fake, tmp_path
+):
+    """A mistyped shared token and a revoked named token are refused here, never posted to
+    the issuer; an opaque token the issuer refused is not asked about again at once."""
+    state = {"OPENAI_RESPONSES_MCP_STATE": str(tmp_path / "state.sqlite3")}
+    shared = "shared-token-0123456789abcdef"
+    alice, bob = add_user(tmp_path, state, "alice"), add_user(tmp_path, state, "bob")
+    from conftest import run_cli
+
+    assert run_cli(tmp_path, "--user", "revoke", "bob", env=state).returncode == 0
+    server = introspecting(spawn, fake, issuer, introspector, state, shared)
+    assert initialize(server.port, alice).status == 200
+    for ours in (shared[:-1] + "X", shared[:-1], "x" + shared, bob, bob + "x", alice[:-2]):
+        assert initialize(server.port, ours).status == 401
+        assert not introspector.sent(ours)
+    assert introspector.calls == 0
+    for _ in range(5):
+        assert initialize(server.port, "an-opaque-token-of-the-issuers").status == 401
+    assert introspector.calls == 1  # the refusal is kept (by hash)
+    # A near miss of the shared token is refused in the same words as the issuer's refusal:
+    # the answer tells a guesser nothing about how near they came.
+    near, far = initialize(server.port, shared[:-1]), initialize(server.port, "far-" + shared[5:])
+    assert (
+        why(near) == why(far)
+        and near.headers["www-authenticate"] == far.headers["www-authenticate"]
+    )
+    for secret in (shared, alice, bob, "an-opaque-token-of-the-issuers"):
+        assert secret not in server.stderr
+
+
+def test_a_flood_of_junk_tokens_makes_few_introspection_calls_few_at_once(
+    issuer, introspector, spawn, fake, tmp_path
+):
+    state = {"OPENAI_RESPONSES_MCP_STATE": str(tmp_path / "state.sqlite3")}
+    server = introspecting(
+        spawn, fake, issuer, introspector, state, "shared-token-0123456789abcdef"
+    )
+    statuses, lock = [], threading.Lock()
+
+    def junk(n: int) -> None:
+        response = initialize(server.port, f"junk-{n}-{os.urandom(8).hex()}")
+        with lock:
+            statuses.append((response.status, response.headers.get("retry-after")))
+
+    threads = [threading.Thread(target=junk, args=(n,)) for n in range(60)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(statuses) == 60
+    assert {status for status, _ in statuses} <= {401, 503}
+    assert all(retry for status, retry in statuses if status == 503)
+    # 60 before (53 at once); at most the burst, plus what refills during the flood
+    assert introspector.calls <= 30, introspector.calls
+    assert introspector.most <= 4, introspector.most
+
+
+@pytest.mark.parametrize("introspection", [False, True])
+def test_a_named_token_during_a_state_outage_gets_503_with_oauth_too(
+    issuer, introspector, spawn, fake, tmp_path, introspection
+):
+    """Not 401 invalid_token (which tells a client to throw its credential away), and never
+    sent to the issuer: the state cannot say whose it is yet."""
+    folder = tmp_path / "state.sqlite3"
+    folder.mkdir()  # a folder where the file should be: the state cannot be read
+    named = "ormcp_u_" + "N" * 43
+    auth = {"introspection_url": introspector.url} if introspection else {}
+    env = {
+        "OPENAI_RESPONSES_MCP_STATE": str(folder),
+        "MCP_AUTH_CLIENT_ID": "mcp-server",
+        "MCP_AUTH_CLIENT_SECRET": INTROSPECTION_SECRET,
+    }
+    server = spawn(
+        "--http", "127.0.0.1:0", config=auth_config(issuer.url, **auth), env=env, upstream=fake
+    )
+    server.port = wait_listening(server)
+    response = initialize(server.port, named)
+    assert response.status == 503, response
+    assert response.headers["retry-after"]
+    assert "state is unavailable" in why(response)
+    assert introspector.calls == 0
+    assert wait_ready(server, issuer.token(f"http://127.0.0.1:{server.port}/mcp")).status == 200

@@ -160,6 +160,67 @@ def test_a_revoked_token_is_refused_within_seconds(spawn, fake, tmp_path, state)
     assert [u["revoked_at"] is not None for u in listed["users"]] == [True, False]
 
 
+LOCKED_OUT = "no valid token: every named user is revoked"
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])
+def test_revoking_the_last_user_never_opens_the_server(spawn, fake, tmp_path, sqlite_state, host):
+    """Issue 31: a server that may serve without MCP_HTTP_TOKEN because named users exist
+    keeps asking for a token once the last is revoked; it refuses everything, and says so on
+    stderr without waiting for a request. The documented rotation (revoke, then add) never
+    opens it in between. Only 127.0.0.1 is ever sent to."""
+    alice = add_user(tmp_path, sqlite_state, "alice")
+    server = spawn("--http", f"{host}:0", env=sqlite_state.env, upstream=fake)
+    port = wait_listening(server)
+    session = open_session(port, bearer(alice))
+    assert run_cli(tmp_path, "--user", "revoke", "alice", env=sqlite_state.env).returncode == 0
+    wait_until(
+        lambda: request(port, "GET", "/usage", headers=bearer(alice)).status != 200,
+        10,
+        "the revoked token refused (before issue 31 the revoke opened the server instead)",
+    )
+    assert request(port, "POST", "/mcp", rpc("ping")).status == 401
+    wait_until(lambda: LOCKED_OUT in server.stderr, 10, "the warning")
+    for headers in ({}, bearer(alice), bearer("x" * 43)):
+        for method, path in (("POST", "/mcp"), ("GET", "/usage"), ("GET", "/sse")):
+            body = rpc("ping") if method == "POST" else None
+            refused = request(port, method, path, body, headers)
+            assert refused.status == 401, (headers, path, refused)
+            assert LOCKED_OUT in refused.body.decode()
+    assert post(port, rpc("ping"), session, bearer(alice)).status == 401
+    assert post(port, rpc("ping"), session).status == 401
+    # A restart does not open it either: the state has had a user.
+    again = spawn("--http", f"{host}:0", env=sqlite_state.env, upstream=fake)
+    again_port = wait_listening(again)
+    wait_until(lambda: LOCKED_OUT in again.stderr, 10, "the warning at start")
+    assert request(again_port, "POST", "/mcp", rpc("ping")).status == 401
+    assert request(again_port, "GET", "/usage").status == 401
+    # The rotation's second half: the new token works, the old one and none stay refused.
+    fresh = add_user(tmp_path, sqlite_state, "alice")
+    assert fresh.startswith(m.NAMED_TOKEN_PREFIX) and fresh != alice
+    wait_until(lambda: request(port, "GET", "/usage", headers=bearer(fresh)).status == 200, 10)
+    assert request(port, "GET", "/usage", headers=bearer(alice)).status == 401
+    assert request(port, "GET", "/usage").status == 401
+    listed = json.loads(run_cli(tmp_path, "--user", "list", "--json", env=sqlite_state.env).stdout)
+    assert [u["name"] for u in listed["users"]] == ["alice"]
+    assert alice not in server.stderr + again.stderr and fresh not in server.stderr
+
+
+def test_a_restart_while_the_state_file_cannot_be_read_does_not_open_the_server(
+    spawn, fake, tmp_path, sqlite_state
+):
+    """Fail closed: a local state file that cannot be read may hold users (it had alice)."""
+    alice = add_user(tmp_path, sqlite_state, "alice")
+    sqlite_state.path.rename(tmp_path / "elsewhere")
+    sqlite_state.path.mkdir()  # a folder where the file should be
+    server = serve(spawn, fake, sqlite_state)
+    assert request(server.port, "GET", "/usage").status == 401  # 200 before issue 31
+    assert request(server.port, "POST", "/mcp", rpc("ping")).status == 401
+    refused = request(server.port, "POST", "/mcp", rpc("ping"), bearer(alice))
+    assert refused.status == 503 and refused.headers["retry-after"]
+    assert request(server.port, "GET", "/healthz").status == 200
+
+
 def test_tokens_never_appear_in_the_logs_or_usage(spawn, fake, tmp_path, sqlite_state):
     alice = add_user(tmp_path, sqlite_state, "alice")
     server = serve(spawn, fake, sqlite_state, PRICES + "server: {debug: true}\n")
@@ -204,6 +265,62 @@ def test_each_row_records_its_user_and_usage_shows_each_their_own(spawn, fake, t
     assert users_seen(bob) == ["alice", "boss", "shared"]  # ... an admin everyone's
     page = request(server.port, "GET", "/usage", headers={**bearer(alice), "Accept": "text/html"})
     assert "by user" in page.body.decode() and "boss" not in page.body.decode()
+
+
+def test_a_non_admin_sees_only_their_own_spend_in_every_figure(spawn, fake, tmp_path, sqlite_state):
+    """Issue 31: from the team's totals, by_model and by_tool alice could work out what bob
+    spent. Each figure of her /usage (JSON and page) is hers; the admin sees the team."""
+    state = sqlite_state
+    alice, bob = add_user(tmp_path, state, "alice"), add_user(tmp_path, state, "bob")
+    boss = add_user(tmp_path, state, "boss")
+    server = serve(spawn, fake, state, PRICES + "server: {auth: {admins: [boss]}}\n")
+    for token, tool, n in ((alice, "answer", 2), (bob, "answer_quick", 1)):
+        session = open_session(server.port, bearer(token))
+        for i in range(n):
+            params = {"name": tool, "arguments": {"query": f"q{i}"}}
+            reply = post(server.port, rpc("tools/call", params, id=i), session, bearer(token))
+            assert "result" in reply.json(), reply
+    wait_until(lambda: len(state.query("SELECT id FROM usage")) == 3, 20, "three rows")
+    (mine,) = state.query("SELECT SUM(usd) FROM usage WHERE user_name = 'alice'")
+    (team,) = state.query("SELECT SUM(usd) FROM usage")
+    # bob's call in flight: alice does not see it, the admin does
+    fake.enqueue(Reply(delay_before_headers=30))
+    bob_session = open_session(server.port, bearer(bob))
+    params = {"name": "answer", "arguments": {"query": "slow"}}
+
+    def slow_call() -> None:
+        try:
+            post(server.port, rpc("tools/call", params, id=9), bob_session, bearer(bob), timeout=60)
+        except OSError:  # the server stops at the test's end, the call unanswered
+            pass
+
+    held = threading.Thread(target=slow_call, daemon=True)
+    held.start()
+    wait_until(lambda: len(creates(fake)) == 4, 20, "bob's call upstream")
+
+    def usage(token: str) -> dict:
+        return request(server.port, "GET", "/usage", headers=bearer(token)).json()
+
+    seen = usage(alice)
+    assert seen["in_flight"] == 0
+    for period in ("day", "month"):
+        data = seen[period]
+        assert data["usd"] == pytest.approx(mine[0], abs=1e-5) and data["calls"] == 2
+        assert [row["tool"] for row in data["by_tool"]] == ["answer"]
+        assert sum(row["calls"] for row in data["by_model"]) == 2
+        assert sum(row["usd"] for row in data["by_model"]) == pytest.approx(mine[0], abs=1e-5)
+        assert [row["user"] for row in data["by_user"]] == ["alice"]
+    page = request(server.port, "GET", "/usage", headers={**bearer(alice), "Accept": "text/html"})
+    text = page.body.decode()
+    assert "answer_quick" not in text and "bob" not in text
+    assert f"${mine[0]:.4f}" in text and f"${team[0]:.4f}" not in text
+    everyone = usage(boss)
+    assert everyone["in_flight"] == 1
+    assert (
+        everyone["day"]["usd"] == pytest.approx(team[0], abs=1e-5) and everyone["day"]["calls"] == 3
+    )
+    assert {row["tool"] for row in everyone["day"]["by_tool"]} == {"answer", "answer_quick"}
+    assert usage(bob)["in_flight"] == 1 and usage(bob)["day"]["calls"] == 1
 
 
 def test_twenty_simultaneous_calls_hold_a_per_user_allowance_of_five(spawn, fake, tmp_path, state):
