@@ -3247,23 +3247,12 @@ UNBILLED_WEB_ACTIONS = ("open_page", "find_in_page", "find")
 
 
 def usage_meta(response: dict, elapsed_s: float, attempts: int) -> dict:
-    """What a call cost, for the tool result's `_meta`."""
-    usage = response.get("usage") or {}
-    searches = sum(1 for item in response.get("output") or () if is_billed_search(item))
+    """What a call cost, for the tool result's `_meta`. The counts are read defensively
+    (usage_counts): a gateway's null, string or negative count never fails a paid answer."""
+    searches = sum(1 for item in _items(response.get("output")) if is_billed_search(item))
     meta = {
         "response_id": response.get("id"),
-        "usage": {
-            "input_tokens": usage.get("input_tokens", 0),
-            "cached_input_tokens": (usage.get("input_tokens_details") or {}).get(
-                "cached_tokens", 0
-            ),
-            **_cache_writes(usage),
-            "output_tokens": usage.get("output_tokens", 0),
-            "reasoning_tokens": (usage.get("output_tokens_details") or {}).get(
-                "reasoning_tokens", 0
-            ),
-            "total_tokens": usage.get("total_tokens", 0),
-        },
+        "usage": usage_counts(response.get("usage")),
         "web_searches": searches,
         "elapsed_ms": round(elapsed_s * 1000),
         "attempts": attempts,
@@ -3274,16 +3263,61 @@ def usage_meta(response: dict, elapsed_s: float, attempts: int) -> dict:
     return meta
 
 
-def _cache_writes(usage: dict) -> dict:
-    """The input tokens written to the prompt cache (billed above the input rate, GPT-5.6 and
-    later): input_tokens_details.cache_write_tokens, split by retention in
-    cache_write_tokens_details (ttl_30m_tokens, ttl_12h_tokens). Without the split, all of them
-    count as 30-minute writes, the default retention."""
-    details = usage.get("input_tokens_details") or {}
-    written = details.get("cache_write_tokens") or 0
-    split = details.get("cache_write_tokens_details") or {}
-    long = min(written, split.get("ttl_12h_tokens") or 0)
-    return {"cache_write_tokens": written, "cache_write_12h_tokens": long}
+def _items(value) -> list:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _mapping(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def usage_counts(usage) -> dict:
+    """The API's `usage` object (ResponseUsage: input_tokens, input_tokens_details.
+    {cached_tokens, cache_write_tokens, cache_write_tokens_details.ttl_12h_tokens},
+    output_tokens, output_tokens_details.reasoning_tokens, total_tokens) as whole counts in
+    [0, USAGE_MAX_TOKENS]. OpenAI-compatible gateways send null, strings, negatives and
+    fractions: a count that is not a number is 0, a negative one 0 (it never lowers a cost),
+    a fraction is rounded up. A cache write of 12 hours counts within the writes."""
+    usage = _mapping(usage)
+    details = _mapping(usage.get("input_tokens_details"))
+    written = token_count(details.get("cache_write_tokens"))
+    split = _mapping(details.get("cache_write_tokens_details"))
+    counts = {
+        "input_tokens": token_count(usage.get("input_tokens")),
+        "cached_input_tokens": token_count(details.get("cached_tokens")),
+        "cache_write_tokens": written,
+        "cache_write_12h_tokens": min(written, token_count(split.get("ttl_12h_tokens"))),
+        "output_tokens": token_count(usage.get("output_tokens")),
+        "reasoning_tokens": token_count(
+            _mapping(usage.get("output_tokens_details")).get("reasoning_tokens")
+        ),
+    }
+    total = token_count(usage.get("total_tokens"))
+    counts["total_tokens"] = max(total, counts["input_tokens"] + counts["output_tokens"])
+    return counts
+
+
+USAGE_MAX_TOKENS = 10**12  # a count past this is no real request's; kept finite in dollars
+
+
+def token_count(value) -> int:
+    """A token count as a whole number in [0, USAGE_MAX_TOKENS]: a fraction rounded up and an
+    infinite or huge one capped (count more, never less); a negative one, and anything that
+    is no number ("n/a", null, nan, true), 0."""
+    import math
+
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return USAGE_MAX_TOKENS if value > 0 else 0
+        value = math.ceil(value) if value < USAGE_MAX_TOKENS else USAGE_MAX_TOKENS
+    return min(max(int(value), 0), USAGE_MAX_TOKENS)
 
 
 # -- Prices: what an answer cost in dollars --------------------------------------------------------
@@ -3354,9 +3388,11 @@ PRIORITY_FACTORS = {"gpt-5.5": 2.5}
 class Pricing:
     """Turns a call's usage into dollars, from the config's price table over the built-in one.
 
-    A model id matches its own entry, or that entry with a date suffix (gpt-5.2-2025-12-11);
-    config keys also match as prefixes, the longest first. A model with no price costs null,
-    with one warning per model naming the key to set.
+    The most specific price wins (price_of): the model's exact id in pricing.models, then in
+    the built-in table; then, for a dated snapshot (gpt-5.2-2025-12-11), its alias's id the same
+    way; then the longest pricing.models key ending in `*` that the id starts with (`acme-*`,
+    or `*` for any model). A model with no price costs null, with one warning per model naming
+    the key to set.
     """
 
     def __init__(self, config: Config, log: Log):
@@ -3371,22 +3407,13 @@ class Pricing:
 
     def prices(self, model: str) -> tuple[tuple, str] | None:
         """((input, cached_input, output), where from) for the model, or None."""
-        base = _undated(model)
-        for name in (model, base):
-            if name in self._config:
-                return self._config[name], "config"
-        prefixes = [key for key in self._config if model.startswith(key)]
-        if prefixes:
-            return self._config[max(prefixes, key=len)], "config"
-        if base in BUILTIN_PRICES:
-            return BUILTIN_PRICES[base], f"builtin {PRICES_DATE}"
-        return None
+        return price_of(self._config, model)
 
     def cost(self, model: str, usage: dict, searches: int, tier: str | None = None) -> dict:
         """`_meta.cost`: dollars in total and by part. Reasoning tokens are part of
         output_tokens in the API's usage, so they are billed as output once."""
         found = self.prices(model)
-        search_usd = searches * self._search_per_1k / 1000
+        search_usd = round(token_count(searches) * self._search_per_1k / 1000, 8)
         if found is None:
             self._warn(model)
             return {
@@ -3395,18 +3422,21 @@ class Pricing:
                 "cached_input_usd": None,
                 "cache_write_usd": None,
                 "output_usd": None,
-                "web_search_usd": round(search_usd, 8),
+                "web_search_usd": search_usd,
                 "prices": None,
             }
+        return self._priced(model, found, _counts(usage), search_usd, tier)
+
+    def _priced(self, model: str, found: tuple, usage: dict, search_usd: float, tier) -> dict:
         (input_rate, cached_rate, output_rate), source = found
-        factor = TIER_FACTORS.get(tier or "", 1.0)
+        factor = TIER_FACTORS.get(tier or "", 1.0) if isinstance(tier, str) else 1.0
         if tier in ("priority", "fast"):
             factor = PRIORITY_FACTORS.get(_undated(model), factor)
-        long_in, long_out = _long_context(model, usage.get("input_tokens", 0))
-        cached = usage.get("cached_input_tokens", 0)
-        written = usage.get("cache_write_tokens", 0)
-        written_12h = usage.get("cache_write_12h_tokens", 0)
-        uncached = max(0, usage.get("input_tokens", 0) - cached - written)
+        long_in, long_out = _long_context(model, usage["input_tokens"])
+        cached = usage["cached_input_tokens"]
+        written = usage["cache_write_tokens"]
+        written_12h = min(written, usage["cache_write_12h_tokens"])
+        uncached = max(0, usage["input_tokens"] - cached - written)
         writes = (written - written_12h) * CACHE_WRITE_FACTORS["30m"] + written_12h * (
             CACHE_WRITE_FACTORS["12h"]
         )
@@ -3414,15 +3444,30 @@ class Pricing:
             "input_usd": uncached * input_rate * factor * long_in / 1e6,
             "cached_input_usd": cached * cached_rate * factor * long_in / 1e6,
             "cache_write_usd": writes * input_rate * factor * long_in / 1e6,
-            "output_usd": usage.get("output_tokens", 0) * output_rate * factor * long_out / 1e6,
-            "web_search_usd": search_usd,
+            "output_usd": usage["output_tokens"] * output_rate * factor * long_out / 1e6,
         }
-        cost = {"usd": round(sum(parts.values()), 8)}
-        cost.update({name: round(value, 8) for name, value in parts.items()})
+        parts = {name: round(value, 8) for name, value in parts.items()}
+        parts["web_search_usd"] = search_usd
+        # The total is the sum of the parts as shown, so they always add up.
+        cost = {"usd": round(sum(parts.values()), 8), **parts}
         cost["prices"] = source if factor == 1.0 else f"{source} x{factor:g} ({tier})"
         if long_in != 1.0:
             cost["prices"] += f", long context (over {LONG_CONTEXT_TOKENS:,} input tokens)"
         return cost
+
+    def booked(self, model: str, requested: str, usage: dict, searches: int, tier=None) -> dict:
+        """The cost of a response naming `model`, made for a request of `requested`: never
+        less than the requested model's price (the one admission reserved against), so a
+        response naming a model with no price (a gateway's `openai/gpt-6.1-terra`) or a cheaper
+        one is not booked at less than the call was let through for."""
+        cost = self.cost(model, usage, searches, tier)
+        if requested == model or self.prices(requested) is None:
+            return cost
+        floor = self.cost(requested, usage, searches, tier)
+        if cost["usd"] is not None and cost["usd"] >= floor["usd"]:
+            return cost
+        floor["prices"] = f"{floor['prices']}, as {requested} (the model requested)"
+        return floor
 
     def _warn(self, model: str) -> None:
         with self._lock:
@@ -3430,11 +3475,46 @@ class Pricing:
                 return
             self._warned.add(model)
         self._log.say(
-            f"warning: no price known for model {model!r}, so its cost shows as null and no "
-            "budget counts it: set "
+            f"warning: no price known for model {model!r}, so it is priced as the model "
+            "requested, or shows as null when that has none either: set "
             f"pricing.models.{_undated(model)} to {{input, cached_input, output}} in USD per "
             "million tokens"
         )
+
+
+def price_of(table: dict, model: str) -> tuple[tuple, str] | None:
+    """((input, cached_input, output), where from) for `model`, the most specific price
+    first: its exact id in `table` (pricing.models), then in BUILTIN_PRICES; the same for its
+    alias when it is a dated snapshot; then the longest `table` key ending in `*` that it
+    starts with. A key without `*` matches its own id (and its snapshots) only."""
+    base = _undated(model)
+    for name in dict.fromkeys((model, base)):
+        if name in table:
+            return table[name], "config"
+        if name in BUILTIN_PRICES:
+            return BUILTIN_PRICES[name], f"builtin {PRICES_DATE}"
+    wild = [key for key in table if key.endswith("*") and model.startswith(key[:-1])]
+    if wild:
+        key = max(wild, key=len)
+        return table[key], f"config {key}"
+    return None
+
+
+def _counts(usage) -> dict:
+    """`_meta.usage` (usage_counts' keys) with every count whole and in range, whatever it
+    holds: the cost is finite and never negative."""
+    usage = _mapping(usage)
+    names = ("input_tokens", "cached_input_tokens", "cache_write_tokens")
+    counts = {name: token_count(usage.get(name)) for name in names}
+    counts["cache_write_12h_tokens"] = token_count(usage.get("cache_write_12h_tokens"))
+    counts["output_tokens"] = token_count(usage.get("output_tokens"))
+    return counts
+
+
+def _model_named(response: dict, requested: str) -> str:
+    """The model the response names (text), else the one requested."""
+    named = response.get("model")
+    return named if isinstance(named, str) and named.strip() else requested
 
 
 def _undated(model: str) -> str:
@@ -4909,9 +4989,13 @@ class AnswerEngine:
             if reservation is not None:
                 self.ledger.release(reservation)
             raise
-        model = response.get("model") or request["model"]
-        meta["cost"] = self.pricing.cost(
-            model, meta["usage"], meta["web_searches"], response.get("service_tier")
+        model = _model_named(response, request["model"])
+        meta["cost"] = self.pricing.booked(
+            model,
+            request["model"],
+            meta["usage"],
+            meta["web_searches"],
+            response.get("service_tier"),
         )
         if self.cache.enabled:
             meta["cache"] = {"hit": False}
@@ -4942,11 +5026,16 @@ class AnswerEngine:
         self.ledger.hand_over(upstream.reservation, response_id, expires_ms / 1000)
         return True
 
-    def settle_followed(self, tool: str, meta: dict, response_id: str, model: str) -> None:
+    def settle_followed(
+        self, tool: str, meta: dict, response_id: str, model: str, user: str = LOCAL_USER
+    ) -> None:
         """The ledger row of a response another instance created and this one read to its
-        end: written if that instance handed it over, else its creator writes it."""
-        cost = self.pricing.cost(model, meta.get("usage") or {}, meta.get("web_searches", 0))
-        row = UsageRow(tool, model, "ok", {**meta, "cost": cost})
+        end, `user`'s (the task's): written if that instance handed it over, else its creator
+        writes it. Its cost is collect()'s, tier and all."""
+        cost = meta.get("cost") or self.pricing.cost(
+            model, meta.get("usage") or {}, meta.get("web_searches", 0)
+        )
+        row = UsageRow(tool, model, "ok", {**meta, "cost": cost}, user)
         self.ledger.settle_handover(row, response_id)
 
     def close(self, wait_s: float = 5.0) -> None:
@@ -4963,10 +5052,18 @@ class AnswerEngine:
         from its id alone: its events are read from the first (GET /responses/{id}?stream=true),
         resuming after drops as any background call does; a cancel cancels it upstream.
         Returns (answer, meta) or raises ToolError / Cancelled; no ledger row, no cache entry
-        (the caller decides who accounts for a response it did not create)."""
+        (the caller decides who accounts for a response it did not create); its _meta.cost is
+        the response's, priced with its service tier."""
         today = today_in(self._config.get("policy", "timezone"))
         request = self.refusals.fit(build_request(tool, args, self._config, today))
-        answer, meta, _ = self._request(tool, request, call, today, response_id)
+        answer, meta, response = self._request(tool, request, call, today, response_id)
+        meta["cost"] = self.pricing.booked(
+            _model_named(response, request["model"]),
+            request["model"],
+            meta["usage"],
+            meta["web_searches"],
+            response.get("service_tier"),
+        )
         return answer, meta
 
     def _request(self, tool: str, request: dict, call: Call, today: str, response_id=None):
@@ -6267,12 +6364,21 @@ class _HandoverWrite:
     def apply(self, q) -> None:
         held = None
         if self.reservation:
-            held = q("SELECT usd FROM reservations WHERE id = ?", (self.reservation,)).fetchone()
+            held = q(
+                "SELECT usd, user_name FROM reservations WHERE id = ?", (self.reservation,)
+            ).fetchone()
             q("DELETE FROM reservations WHERE id = ?", (self.reservation,))
+        # The hold stays its user's: it keeps counting against their allowance meanwhile.
         q(
-            "INSERT INTO reservations (id, at, expires_at, usd) VALUES (?, ?, ?, ?) "
+            "INSERT INTO reservations (id, at, expires_at, usd, user_name) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (id) DO NOTHING",
-            (self.handover, time.time(), self.expires_at, float(held[0]) if held else 0.0),
+            (
+                self.handover,
+                time.time(),
+                self.expires_at,
+                float(held[0]) if held else 0.0,
+                held[1] if held else LOCAL_USER,
+            ),
         )
 
 
@@ -9497,7 +9603,9 @@ class LongCalls:
         finally:
             call.finish()
         if read and hasattr(self.engine, "settle_followed"):
-            self.engine.settle_followed(task.tool, read[0][1], response_id, read[0][0])
+            self.engine.settle_followed(
+                task.tool, read[0][1], response_id, read[0][0], task.user or LOCAL_USER
+            )
         task.finish(reply)
 
     def hand_over(self) -> int:

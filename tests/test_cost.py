@@ -101,17 +101,57 @@ def test_model_ids_match_their_entry_with_or_without_a_date(tmp_path, model, exp
     assert pricing.prices(model) == expected
 
 
-def test_config_prices_win_and_match_as_prefixes_longest_first(tmp_path):
+def test_config_prices_win_and_match_as_prefixes_only_with_a_trailing_star(tmp_path):
     config = config_with(
         tmp_path,
-        "pricing:\n  models:\n    acme: {input: 1, cached_input: 1, output: 1}\n"
-        "    acme-7: {input: 7, cached_input: 7, output: 7}\n"
+        "pricing:\n  models:\n    acme*: {input: 1, cached_input: 1, output: 1}\n"
+        "    acme-7*: {input: 7, cached_input: 7, output: 7}\n"
+        "    acme-8: {input: 8, cached_input: 8, output: 8}\n"
         "    gpt-5.2: {input: 3, cached_input: 3, output: 3}\n",
     )
     pricing = m.Pricing(config, m.Log())
-    assert pricing.prices("acme-7-turbo") == ((7.0, 7.0, 7.0), "config")
-    assert pricing.prices("acme-9") == ((1.0, 1.0, 1.0), "config")
+    assert pricing.prices("acme-7-turbo") == ((7.0, 7.0, 7.0), "config acme-7*")
+    assert pricing.prices("acme-9") == ((1.0, 1.0, 1.0), "config acme*")
+    assert pricing.prices("acme-8") == ((8.0, 8.0, 8.0), "config")
+    # A key without `*` is its own id (and its snapshots') only.
+    assert pricing.prices("acme-8-mini") == ((1.0, 1.0, 1.0), "config acme*")
     assert pricing.prices("gpt-5.2-2025-12-11") == ((3.0, 3.0, 3.0), "config")
+    assert pricing.prices("gpt-5.2") == ((3.0, 3.0, 3.0), "config")
+
+
+@pytest.mark.parametrize(
+    ("key", "model", "builtin", "own"),
+    [
+        # Review 4, M2: a config key restating gpt-5's own price repriced every gpt-5.x...
+        ("gpt-5", "gpt-5.6-sol", (5.0, 0.5, 30.0), "config"),
+        ("gpt-5", "gpt-5-pro", (15.0, 15.0, 120.0), "config"),
+        # ... and o3 repriced o3-deep-research from $1.40 to $0.28 a run.
+        ("o3", "o3-deep-research", (10.0, 2.5, 40.0), "config"),
+        # Even a key with `*` loses to the built-in exact id: the most specific price wins.
+        # (and gpt-5 itself keeps its built-in price: `gpt-5*` names no id of its own).
+        ("gpt-5*", "gpt-5.6-sol", (5.0, 0.5, 30.0), f"builtin {m.PRICES_DATE}"),
+    ],
+)
+def test_a_config_key_is_no_prefix_of_a_builtin_model(tmp_path, key, model, builtin, own):
+    config = config_with(
+        tmp_path,
+        f"pricing:\n  models:\n    {key}: {{input: 1.25, cached_input: 0.125, output: 10}}\n",
+    )
+    pricing = m.Pricing(config, m.Log())
+    assert pricing.prices(model) == (builtin, f"builtin {m.PRICES_DATE}")
+    assert pricing.prices(key.rstrip("*")) == ((1.25, 0.125, 10.0), own)
+
+
+def test_a_star_alone_prices_any_model_without_a_price(tmp_path):
+    config = config_with(
+        tmp_path, "pricing:\n  models:\n    '*': {input: 4, cached_input: 4, output: 4}\n"
+    )
+    pricing = m.Pricing(config, m.Log())
+    assert pricing.prices("openai/gpt-6.1-terra") == ((4.0, 4.0, 4.0), "config *")
+    assert pricing.prices("gpt-6.1-terra") == (
+        m.BUILTIN_PRICES["gpt-6.1-terra"],
+        f"builtin {m.PRICES_DATE}",
+    )
 
 
 def test_flex_and_priority_scale_the_token_prices(tmp_path):
