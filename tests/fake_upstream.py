@@ -268,7 +268,7 @@ class Reply:
       reasoning: emit a reasoning item first.  ``None`` = auto: yes for ``gpt-5*`` and
         ``o<digit>*`` models unless the request sets ``reasoning.effort == "none"``.
       usage: deep-merged over a realistic default (``total_tokens`` recomputed unless
-        given).
+        given); sent as given, nulls, strings and negatives too (as gateways send them).
       incomplete / incomplete_reason: finish as ``response.incomplete`` with
         ``incomplete_details.reason`` (message item status ``incomplete``).
       text_chunks: how many ``response.output_text.delta`` events to split text into.
@@ -463,6 +463,11 @@ def _dump(obj: Any) -> bytes:
         return json.dumps(obj, separators=(",", ":")).encode()
 
 
+def _whole(value: Any) -> int:
+    """A count as a gateway may send it (null, a string, negative) as the fake's own int."""
+    return value if type(value) is int and value > 0 else 0
+
+
 def _deep_merge(base: dict, override: dict) -> dict:
     out = copy.deepcopy(base)
     for key, value in override.items():
@@ -637,7 +642,9 @@ class _Plan:
             return default
         merged = _deep_merge(default, self.reply.usage)
         if "total_tokens" not in self.reply.usage:
-            merged["total_tokens"] = merged["input_tokens"] + merged["output_tokens"]
+            merged["total_tokens"] = _whole(merged["input_tokens"]) + _whole(
+                merged["output_tokens"]
+            )
         return merged
 
     def reasoning_item(self, *, done: bool) -> dict:
@@ -1761,7 +1768,9 @@ class FakeResponsesAPI:
         usage = plan.usage()
         if req.get("store") is not False:
             with self._lock:
-                self.stored[plan.resp_id] = usage["input_tokens"] + usage["output_tokens"]
+                self.stored[plan.resp_id] = _whole(usage["input_tokens"]) + _whole(
+                    usage["output_tokens"]
+                )
         return plan
 
     def retired(self, model: str) -> bool:

@@ -218,6 +218,139 @@ def test_usage_meta_reads_cache_writes_in_the_apis_shape():
     assert (usage["cache_write_tokens"], usage["cache_write_12h_tokens"]) == (3000, 0)
 
 
+# -- Odd numbers from the API (review 4, M1 and m6) ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "count"),
+    [
+        (None, 0),  # OpenAI-compatible gateways send null...
+        ("500", 500),  # ... strings,
+        (" 12.5 ", 13),  # fractions, rounded up (count more, never less),
+        (2.0000001, 3),
+        (-500, 0),  # negatives, which must never lower a cost,
+        ("-3", 0),
+        ("n/a", 0),
+        (True, 0),
+        (float("nan"), 0),
+        ([1], 0),
+        (10**30, m.USAGE_MAX_TOKENS),  # and counts no request has: capped, finite
+        (float("inf"), m.USAGE_MAX_TOKENS),
+        ("1e400", m.USAGE_MAX_TOKENS),
+    ],
+)
+def test_a_token_count_is_read_as_a_whole_number_in_range(value, count):
+    assert m.token_count(value) == count
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        None,
+        "garbage",
+        [],
+        {"input_tokens": None, "output_tokens": None},
+        {"input_tokens_details": None, "output_tokens_details": "x"},
+        {"input_tokens_details": {"cache_write_tokens_details": []}},
+    ],
+)
+def test_usage_of_any_shape_reads_as_counts(usage):
+    counts = m.usage_meta({"usage": usage, "output": "not a list"}, 1.0, 1)["usage"]
+    assert set(counts) == {
+        "input_tokens",
+        "cached_input_tokens",
+        "cache_write_tokens",
+        "cache_write_12h_tokens",
+        "output_tokens",
+        "reasoning_tokens",
+        "total_tokens",
+    }
+    assert all(type(value) is int and value >= 0 for value in counts.values())
+
+
+def test_negative_counts_never_lower_a_cost(tmp_path):
+    pricing = m.Pricing(config_with(tmp_path, PRICES), m.Log())
+    honest = {"input_tokens": 2000, "cached_input_tokens": 0, "output_tokens": 0}
+    cost = pricing.cost("gpt-6.1-terra", honest, 0)["usd"]
+    for lie in (
+        {"output_tokens": -1_000_000},
+        {"cached_input_tokens": -5000},
+        {"cache_write_tokens": -3000},
+        {"cache_write_12h_tokens": -3000, "cache_write_tokens": 0},
+    ):
+        odd = pricing.cost("gpt-6.1-terra", {**honest, **lie}, -4)
+        assert odd["usd"] >= cost, lie
+        assert all(odd[part] >= 0 for part in odd if part.endswith("_usd")), lie
+
+
+ODD_USAGE = {
+    "input_tokens": None,
+    "input_tokens_details": {"cached_tokens": None, "cache_write_tokens": "0"},
+    "output_tokens": "500",
+    "output_tokens_details": {"reasoning_tokens": -7},
+    "total_tokens": None,
+}
+
+
+def test_a_paid_answer_with_null_and_string_counts_is_answered_booked_and_released(
+    spawn, fake, tmp_path
+):
+    """M1: a gateway's null or string count made a billed answer fail with "internal error
+    (TypeError)", wrote no ledger row and kept the call's hold, so later calls were refused."""
+    server = start(spawn, fake, config=PRICES + "budget: {daily_usd: 1}\n")
+    fake.enqueue(Reply(usage=ODD_USAGE, searches=SEARCHES[:1]))
+    meta = meta_of(server.call("answer", {"query": "q"}))
+    assert meta["usage"]["output_tokens"] == 500 and meta["usage"]["input_tokens"] == 0
+    # 500 output tokens at $10 a million, and one search at $25 a thousand.
+    assert meta["cost"]["usd"] == pytest.approx(0.005 + 0.025)
+    wait_until(lambda: rows_of(tmp_path, "outcome = 'ok'") == 1, 10, "the ledger row")
+    assert rows_of(tmp_path, "usd > 0.0299 AND usd < 0.0301") == 1
+    assert rows_of(tmp_path, "1 = 1", table="reservations") == 0  # the hold is given back
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        "openai/gpt-6.1-terra",  # a gateway's name for it: no price of its own
+        "gpt-6-luna",  # a cheaper model than the one admission reserved for
+    ],
+)
+def test_a_response_naming_another_model_is_booked_at_the_requested_models_price(
+    spawn, fake, tmp_path, named
+):
+    """M3: admission priced the requested model, the cost the model the response named: a
+    response naming `openai/gpt-6.1-terra` was booked at $0, and four $0.70 calls passed a $1
+    cap."""
+    server = start(spawn, fake, config=PRICES + "budget: {daily_usd: 0.1}\n")
+    usage = {"input_tokens": 0, "input_tokens_details": {"cached_tokens": 0}}
+    usage |= {"output_tokens": 4000, "output_tokens_details": {"reasoning_tokens": 0}}
+    costs = []
+    for n in range(3):
+        fake.enqueue(Reply(model=named, usage=usage, searches=[]))
+        reply = server.call("answer", {"query": f"q{n}"})
+        if "error" in reply:
+            break
+        costs.append(meta_of(reply)["cost"])
+    # 4000 output tokens at gpt-6.1-terra's $10 a million (PRICES): $0.04 a call, so the third
+    # has no room under $0.10.
+    assert [cost["usd"] for cost in costs] == [pytest.approx(0.04)] * 2
+    assert costs[0]["prices"] == "config, as gpt-6.1-terra (the model requested)"
+    assert "budget of $0.10 has no room" in reply["error"]["message"]
+    booked = f"model = '{named}' AND usd > 0.0399"
+    wait_until(lambda: rows_of(tmp_path, booked) == 2, 10, "the two rows")
+
+
+def rows_of(tmp_path, where: str, table: str = "usage") -> int:
+    import sqlite3
+
+    path = tmp_path / "xdg-state" / "openai-responses-mcp" / "state.sqlite3"
+    try:
+        with sqlite3.connect(path) as conn:
+            return conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {where}").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
 def test_long_prompts_are_billed_at_the_long_context_rate(tmp_path):
     # Over 272K input tokens: input and cache rates x2, output x1.5, for the whole request.
     pricing = m.Pricing(config_with(tmp_path, ""), m.Log())
