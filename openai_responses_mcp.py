@@ -3578,9 +3578,37 @@ def model_settings(config: Config, tools=None) -> list[tuple[str, str, str]]:
     return rows
 
 
-def shutdown_dates(client) -> dict:
-    """model id -> its shutdown_date (None: none announced), from GET /v1/models."""
-    return {model.id: getattr(model, "shutdown_date", None) for model in client.models.list()}
+def list_models(client):
+    """GET /v1/models as the JSON it is (any shape: shutdown_dates reads it defensively).
+    Raises what the SDK raises for a status or a connection error."""
+    return client.get("/models", cast_to=object)
+
+
+def shutdown_dates(listing, debug=lambda text: None) -> dict:
+    """model id -> its shutdown_date (None: none announced), from GET /v1/models's JSON. An
+    entry that is not an object with an id, or whose shutdown_date is no YYYY-MM-DD date, is
+    skipped (a debug line each): a gateway's odd list never stops the check."""
+    import datetime
+
+    data = listing.get("data") if isinstance(listing, dict) else None
+    if not isinstance(data, list):
+        debug(f"GET /v1/models: no list of models ({type(data).__name__} for data); none read")
+        return {}
+    dates: dict = {}
+    for n, entry in enumerate(data):
+        model = entry.get("id") if isinstance(entry, dict) else None
+        if not isinstance(model, str) or not model:
+            debug(f"GET /v1/models: entry {n} skipped: not a model object with an id")
+            continue
+        date = entry.get("shutdown_date")
+        if date is not None:
+            try:
+                date = datetime.date.fromisoformat(date).isoformat()
+            except (TypeError, ValueError):
+                debug(f"GET /v1/models: {model[:80]!r}: shutdown_date is no YYYY-MM-DD; skipped")
+                continue
+        dates[model] = date
+    return dates
 
 
 def shutdown_date_of(dates: dict, model: str):
@@ -4634,6 +4662,77 @@ def _log_failure(log: Log, attempt: int, failure: Failure, exc: BaseException) -
     )
 
 
+# A failed look at the shutdown dates is tried again after each of these (seconds), then left
+# to the next start or the next day.
+RETIREMENT_RETRY_S = (60.0, 600.0)
+
+
+class RetirementCheck:
+    """A running server's look at its models' shutdown dates: once per start, after the
+    client has its answer, at most once a day across the processes that share the state.
+    The day is marked checked only once GET /v1/models has answered: a failure gives the
+    day back (another process, or a later start, looks again), is said once on stderr, and
+    is tried again after each of RETIREMENT_RETRY_S. Calls go on whatever happens here."""
+
+    def __init__(self, config: Config, log: Log, state, client):
+        self._config, self._log, self._state, self._client = config, log, state, client
+        self._failures = 0
+
+    def run(self) -> None:
+        config, log = self._config, self._log
+        if not config.get("openai", "check_retirements"):
+            log.debug("retirements", "not checked: openai.check_retirements is false")
+            return
+        today = today_in(config.get("policy", "timezone"))
+        if not claim_daily(self._state, "retirements", today):
+            log.debug("retirements", "not checked: checked today already")
+            return
+        try:
+            listing = list_models(self._client())
+        except Exception as exc:  # noqa: BLE001 - a warning not given is no failure
+            release_daily(self._state, "retirements", today)
+            self._failed(exc)
+            return
+        try:
+            self._warn(shutdown_dates(listing, lambda text: log.debug("retirements", text)), today)
+        except Exception as exc:  # noqa: BLE001 - a shape no one foresaw: said, never raised
+            log.debug("retirements", f"dates not read: {type(exc).__name__}")
+
+    def _warn(self, dates: dict, today: str) -> None:
+        settings = model_settings(self._config, enabled_tools(self._config))
+        for tool, model, key in settings:
+            date = shutdown_date_of(dates, model)
+            if date:
+                level, what, fix = retirement_words(model, str(date), today, key)
+                done = "calls to it fail" if level == "retired" else "calls to it will fail then"
+                self._log.say(f"warning: {tool}: {what} ({done}): {fix}")
+        self._log.debug("retirements", f"checked the shutdown dates of {len(settings)} model(s)")
+
+    def _failed(self, exc: BaseException) -> None:
+        """Says the first failure on stderr (later ones are debug lines), and tries again."""
+        why = _one_line(self._log.redact(f"{type(exc).__name__}: {exc}"), 200)
+        retry = (
+            RETIREMENT_RETRY_S[self._failures] if self._failures < len(RETIREMENT_RETRY_S) else None
+        )
+        self._failures += 1
+        then = (
+            f"trying again in {retry:g} s"
+            if retry is not None
+            else "not tried again until the next start"
+        )
+        if self._failures == 1:
+            self._log.say(
+                f"warning: the models' shutdown dates could not be read ({why}); {then} "
+                "(openai.check_retirements: false turns the check off)"
+            )
+        else:
+            self._log.debug("retirements", f"not checked: {why}; {then}")
+        if retry is not None:
+            timer = threading.Timer(retry, self.run)
+            timer.daemon = True
+            timer.start()
+
+
 class _Hold:
     """A call's budget reservation, taken once: by the request that spends it, or given back."""
 
@@ -4685,6 +4784,7 @@ class AnswerEngine:
         self.flights = SingleFlight(log)
         self.background = BackgroundMode(config, log, self.client, self._tool_error)
         self.refusals = Refusals(config, log)  # what models refused of the default settings
+        self.retirements = RetirementCheck(config, log, self.state, self.client)
 
     def warm_up(self, delay: float = 0.3) -> None:
         """Loads `openai` and builds the client in the background, so the first call is fast.
@@ -4723,30 +4823,9 @@ class AnswerEngine:
         self.check_retirements()
 
     def check_retirements(self) -> None:
-        """Warns on stderr about each enabled tool's model with an announced shutdown date:
-        once per start, after the client has its answer, and at most once a day across the
-        processes that share the state. Any failure is a debug line: calls go on."""
-        config = self._config
-        if not config.get("openai", "check_retirements"):
-            self._log.debug("retirements", "not checked: openai.check_retirements is false")
-            return
-        today = today_in(config.get("policy", "timezone"))
-        try:
-            if not claim_daily(self.state, "retirements", today):
-                self._log.debug("retirements", "not checked: checked today already")
-                return
-            dates = shutdown_dates(self.client())
-        except Exception as exc:  # noqa: BLE001 - a warning not given is no failure
-            self._log.debug("retirements", f"not checked: {type(exc).__name__}: {exc}")
-            return
-        settings = model_settings(config, enabled_tools(config))
-        for tool, model, key in settings:
-            date = shutdown_date_of(dates, model)
-            if date:
-                level, what, fix = retirement_words(model, str(date), today, key)
-                done = "calls to it fail" if level == "retired" else "calls to it will fail then"
-                self._log.say(f"warning: {tool}: {what} ({done}): {fix}")
-        self._log.debug("retirements", f"checked the shutdown dates of {len(settings)} model(s)")
+        """Warns on stderr about each enabled tool's model with an announced shutdown date
+        (RetirementCheck)."""
+        self.retirements.run()
 
     def client(self):
         with self._client_lock:
@@ -6773,6 +6852,21 @@ def claim_daily(state: StateStore, name: str, today: str) -> bool:
         return state.read(f"claiming today's {name} check", claim, write=True)
     except StateUnavailable:
         return False
+
+
+def release_daily(state: StateStore, name: str, today: str) -> None:
+    """Gives back today's claim of the check `name` (its look failed): the next process, or
+    this one's next try, runs it."""
+    if not state.enabled:
+        return
+    try:
+        state.read(
+            f"giving back today's {name} check",
+            lambda q: q("DELETE FROM checks WHERE name = ? AND day = ?", (name, today)),
+            write=True,
+        )
+    except StateUnavailable:
+        pass
 
 
 class UsageRow:
@@ -13527,29 +13621,31 @@ def _doctor_client(config: Config, key: str | None):
     )
 
 
-def _doctor_endpoint(doctor: Doctor, config: Config, client, key: str | None) -> bool:
-    """base_url reachable, then the key accepted (one GET /models); True if models can be read."""
+def _doctor_endpoint(doctor: Doctor, config: Config, client, key: str | None):
+    """base_url reachable, then the key accepted (one GET /models, the only one --doctor
+    asks): its JSON when models can be read (the shutdown dates are read from it), else None."""
     import openai
 
     url = config.get("openai", "base_url")
     where = config.sources.get(("openai", "base_url"), "default")
     try:
-        client.models.list()
+        listing = list_models(client)
     except openai.APIStatusError as exc:
-        return _doctor_status(doctor, exc, url, where, key)
+        _doctor_status(doctor, exc, url, where, key)
+        return None
     except openai.APIConnectionError as exc:
         what, fix = describe_connection_error(exc, url)
         doctor.fail(f"base_url {url} (from {where}) is not reachable: {what}", fix)
         doctor.detail(f"network: {_network_settings()}")
         doctor.skip("key and models not checked (the endpoint could not be reached)")
-        return False
+        return None
     doctor.ok(f"base_url {url} (from {where}) is reachable")
     doctor.detail(f"network: {_network_settings()}")
     if key is None:
         doctor.skip("key not checked (no usable key)")
-        return False
+        return None
     doctor.ok(f"the API key is accepted (GET {url.rstrip('/')}/models)")
-    return True
+    return listing if listing is not None else {}
 
 
 def _error_code(exc) -> str:
@@ -13632,16 +13728,11 @@ def _doctor_models(doctor: Doctor, config: Config, client) -> None:
             doctor.ok(f"{tool}: model {model} is available{_profile_words(profile)}")
 
 
-def _doctor_retirements(doctor: Doctor, config: Config, client) -> None:
-    """Every profile's model (answer_deep's too) with its shutdown date: a warning within
-    RETIREMENT_WARN_DAYS of it, a failure once it has come."""
-    import openai
-
-    try:
-        dates = shutdown_dates(client)
-    except (openai.APIStatusError, openai.APIConnectionError) as exc:
-        doctor.warn(f"model shutdown dates could not be read ({_one_line(str(exc), 160)})")
-        return
+def _doctor_retirements(doctor: Doctor, config: Config, listing, log: Log) -> None:
+    """Every profile's model (answer_deep's too) with its shutdown date, from GET /models's
+    `listing`: a warning within RETIREMENT_WARN_DAYS of it, a failure once it has come. Odd
+    entries are skipped, a --debug line each."""
+    dates = shutdown_dates(listing, lambda text: log.debug("doctor", text))
     today = today_in(config.get("policy", "timezone"))
     for tool, model, key in model_settings(config):
         date = shutdown_date_of(dates, model)
@@ -13791,26 +13882,31 @@ def _doctor_paths(doctor: Doctor, config: Config) -> None:
 
 
 def _doctor_budget(doctor: Doctor, config: Config) -> None:
-    """Each budget with what is spent of it, and the models it cannot count (no price)."""
+    """Each budget with what is spent of it, and the models no budget can count (no price):
+    under any budget, the team's or a user's, the server refuses their calls."""
     timezone = config.get("policy", "timezone")
     today = today_in(timezone)
     periods = budgets(config, today)
-    if not periods:
-        doctor.skip("budget: none (budget.daily_usd and budget.monthly_usd are null)")
+    path, backend = state_path(config), state_backend(config)
+    exists = backend is not None and (backend.postgres or os.path.exists(path))
+    state = StateStore(backend, _QuietLog(), timezone) if exists else None
+    keys = _budget_keys(config, today, state)
+    if not keys:
+        doctor.skip(
+            "budget: none (budget.daily_usd, budget.monthly_usd and the per-user ones are null)"
+        )
+        if state:
+            state.close()
         return
     pricing = Pricing(config, Log())
     for model in sorted({config.profile(tool)["model"] for tool in enabled_tools(config)}):
         if pricing.prices(model) is None:
             doctor.fail(
-                f"budget: model {model} has no known price, so its calls are refused while a "
-                "budget is set",
+                f"budget: model {model} has no known price, so its calls are refused while "
+                f"{keys[0]} is set",
                 f"set pricing.models.{_undated(model)} to {{input, cached_input, output}} in USD "
                 "per million tokens",
             )
-    # Never off here: a budget without the ledger is a config error.
-    path, backend = state_path(config), state_backend(config)
-    exists = backend.postgres or os.path.exists(path)
-    state = StateStore(backend, _QuietLog(), timezone) if exists else None
     ledger = Ledger(state, timezone) if state else None
     for period, limit, first_day, spent_when, resets in periods:
         try:
@@ -13832,6 +13928,24 @@ def _doctor_budget(doctor: Doctor, config: Config) -> None:
             doctor.ok(f"budget.{period}_usd {usd(limit)}: {usd(spent)} spent {spent_when}")
     if state:
         state.close()
+
+
+def _budget_keys(config: Config, today: str, state) -> list[str]:
+    """What sets a budget: the team's keys, the per-user ones, and each user's own allowance
+    (--user add --daily-usd / --monthly-usd) in the state."""
+    keys = [f"budget.{period[0]}_usd" for period in budgets(config, today)]
+    keys += [f"budget.{period[0]}_usd" for period in user_budgets(config, today, LOCAL_USER)]
+    if state is not None:
+        try:
+            users = UserDirectory(state)._snapshot().values()
+        except StateUnavailable:
+            users = ()
+        keys += [
+            f"{name}'s own allowance (--user add {name})"
+            for name, daily, monthly in users
+            if daily is not None or monthly is not None
+        ]
+    return keys
 
 
 def token_weakness(token: str) -> str | None:
@@ -14109,9 +14223,11 @@ def run_doctor(options: dict) -> int:
     ).redact
     key = _doctor_key(doctor, config)
     client = _doctor_client(config, key)
-    if _doctor_endpoint(doctor, config, client, key):
+    listing = _doctor_endpoint(doctor, config, client, key)
+    if listing is not None:
         _doctor_models(doctor, config, client)
-        _doctor_retirements(doctor, config, client)
+        log = Log(config.get("server", "debug"), secrets=(os.environ.get(key_env, ""),))
+        _doctor_retirements(doctor, config, listing, log)
     _doctor_paths(doctor, config)
     _doctor_state_url(doctor, config)
     _doctor_oauth(doctor, config)

@@ -1303,6 +1303,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         fake = self.server.fake
         models = [m for m in fake.models if not fake.retired(m)]
         dates = fake.shutdown_dates
+        if path in ("/v1/models", "/v1/models/") and fake.models_answers:
+            status, body = fake.models_answers.pop(0)
+            self._send_body(status, _dump(body), "application/json", {})
+            return
         if path in ("/v1/models", "/v1/models/"):
             data = [model_object(m, dates.get(m)) for m in models]
             body = {"object": "list", "data": data}
@@ -1559,6 +1563,9 @@ class FakeResponsesAPI:
         self.models: list[str] = list(DEFAULT_MODELS)
         # Each model's shutdown_date (see SHUTDOWN_DATES); one in the past retires the model.
         self.shutdown_dates: dict[str, str] = dict(SHUTDOWN_DATES)
+        # (status, JSON body) GET /v1/models answers with first, one each, before its list: a
+        # 500, or a gateway's odd list (entries that are no Model, dates in other shapes).
+        self.models_answers: list[tuple[int, Any]] = []
         # When set, a request whose bearer key is not in it gets 401 invalid_api_key.
         self.api_keys: set[str] | None = None
         # When set, every background create is refused (see the module docstring).
