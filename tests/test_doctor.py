@@ -99,9 +99,9 @@ def test_a_healthy_setup_passes_every_check_and_exits_0(tmp_path, fake):
     assert "effort medium, verbosity medium" in proc.stdout
     assert proc.stdout.rstrip().endswith("All checks passed.")
     paths = [r.path for r in fake.requests]
-    # One lookup per distinct model, then the list again for the shutdown dates.
+    # The list once (the key check and the shutdown dates), one lookup per distinct model.
     lookups = [f"/v1/models/{model}" for model in models.values()]
-    assert paths == ["/v1/models", *lookups, "/v1/models"]
+    assert paths == ["/v1/models", *lookups]
     assert all(r.authorized_with(TEST_KEY) for r in fake.requests)
     assert not any(r.method == "POST" for r in fake.requests)  # nothing billed without --live
 
