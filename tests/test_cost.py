@@ -603,3 +603,49 @@ def test_usage_flags_are_checked(tmp_path, args, words):
     result = run_cli(tmp_path, *args)
     assert result.returncode == 2
     assert words in result.stderr
+
+
+# -- docs/cost.md's examples, computed from the built-in prices (review 4, m7) ----------------
+
+COST_MD = conftest.SCRIPT.parent / "docs" / "cost.md"
+
+
+def _builtin_usd(model: str, tokens_in: int, cached: int, out: int, searches: int) -> float:
+    rates = m.BUILTIN_PRICES[model]
+    search = m.SETTINGS[("pricing", "web_search_per_1k")].default / 1000
+    return ((tokens_in - cached) * rates[0] + cached * rates[1] + out * rates[2]) / 1e6 + (
+        searches * search
+    )
+
+
+def test_the_typical_answers_table_is_what_the_builtin_prices_give():
+    import re
+
+    text = COST_MD.read_text(encoding="utf-8")
+    rows = re.findall(
+        r"^\| `(\w+)` \(([\w.-]+),[^|]*\| ([\d,]+) \(([\d,]+)\) / ([\d,]+), (\d+) searche?s? "
+        r"\| \$([\d.]+) \|$",
+        text,
+        re.M,
+    )
+    assert [row[0] for row in rows] == ["answer_quick", "answer", "answer_detailed"]
+    for tool, model, tokens_in, cached, out, searches, shown in rows:
+        assert model == m.SETTINGS[("model_profiles", tool, "model")].default
+        counts = [int(value.replace(",", "")) for value in (tokens_in, cached, out, searches)]
+        assert f"{_builtin_usd(model, *counts):.2f}" == shown, tool
+
+
+def test_the_deep_research_example_is_what_the_builtin_prices_give():
+    import re
+
+    text = " ".join(COST_MD.read_text(encoding="utf-8").split())
+    found = re.search(
+        r"A run of ([\d,]+) tokens in, ([\d,]+) out and (\d+) searches is about \$([\d.]+) with "
+        r"([\w-]+) and \$([\d.]+) with ([\w-]+);",
+        text,
+    )
+    assert found, "the deep research example is gone from docs/cost.md"
+    tokens_in, out, searches = (int(found[n].replace(",", "")) for n in (1, 2, 3))
+    for shown, model in ((found[4], found[5]), (found[6], found[7])):
+        usd = _builtin_usd(model, tokens_in, 0, out, searches)
+        assert f"{usd:.{len(shown.split('.')[1])}f}" == shown, model
