@@ -3293,7 +3293,9 @@ def usage_counts(usage) -> dict:
         ),
     }
     total = token_count(usage.get("total_tokens"))
-    counts["total_tokens"] = max(total, counts["input_tokens"] + counts["output_tokens"])
+    counts["total_tokens"] = min(
+        max(total, counts["input_tokens"] + counts["output_tokens"]), USAGE_MAX_TOKENS
+    )
     return counts
 
 
@@ -6301,7 +6303,10 @@ class _StillOpening(Exception):
 
 _MAX_TEXT = 200  # characters of a model name (or any text) in a ledger row
 _MAX_COUNT = 10**12  # a token or search count past this is not real; the sums stay in BIGINT
-_MAX_USD = 1e6  # dollars one call can be recorded as
+# Dollars one call can be recorded as: above any cost of counts capped at USAGE_MAX_TOKENS
+# (10^12 tokens at $180 a million x 4.5, or 10^12 searches at $10 a thousand), so the row
+# holds what the client was shown, never less.
+_MAX_USD = 1e13
 _COUNT_COLUMNS = (
     "input_tokens",
     "cached_input_tokens",
