@@ -3791,23 +3791,12 @@ UNBILLED_WEB_ACTIONS = ("open_page", "find_in_page", "find")
 
 
 def usage_meta(response: dict, elapsed_s: float, attempts: int) -> dict:
-    """What a call cost, for the tool result's `_meta`."""
-    usage = response.get("usage") or {}
-    searches = sum(1 for item in response.get("output") or () if is_billed_search(item))
+    """What a call cost, for the tool result's `_meta`. The counts are read defensively
+    (usage_counts): a gateway's null, string or negative count never fails a paid answer."""
+    searches = sum(1 for item in _items(response.get("output")) if is_billed_search(item))
     meta = {
         "response_id": response.get("id"),
-        "usage": {
-            "input_tokens": usage.get("input_tokens", 0),
-            "cached_input_tokens": (usage.get("input_tokens_details") or {}).get(
-                "cached_tokens", 0
-            ),
-            **_cache_writes(usage),
-            "output_tokens": usage.get("output_tokens", 0),
-            "reasoning_tokens": (usage.get("output_tokens_details") or {}).get(
-                "reasoning_tokens", 0
-            ),
-            "total_tokens": usage.get("total_tokens", 0),
-        },
+        "usage": usage_counts(response.get("usage")),
         "web_searches": searches,
         "elapsed_ms": round(elapsed_s * 1000),
         "attempts": attempts,
@@ -3818,16 +3807,63 @@ def usage_meta(response: dict, elapsed_s: float, attempts: int) -> dict:
     return meta
 
 
-def _cache_writes(usage: dict) -> dict:
-    """The input tokens written to the prompt cache (billed above the input rate, GPT-5.6 and
-    later): input_tokens_details.cache_write_tokens, split by retention in
-    cache_write_tokens_details (ttl_30m_tokens, ttl_12h_tokens). Without the split, all of them
-    count as 30-minute writes, the default retention."""
-    details = usage.get("input_tokens_details") or {}
-    written = details.get("cache_write_tokens") or 0
-    split = details.get("cache_write_tokens_details") or {}
-    long = min(written, split.get("ttl_12h_tokens") or 0)
-    return {"cache_write_tokens": written, "cache_write_12h_tokens": long}
+def _items(value) -> list:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _mapping(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def usage_counts(usage) -> dict:
+    """The API's `usage` object (ResponseUsage: input_tokens, input_tokens_details.
+    {cached_tokens, cache_write_tokens, cache_write_tokens_details.ttl_12h_tokens},
+    output_tokens, output_tokens_details.reasoning_tokens, total_tokens) as whole counts in
+    [0, USAGE_MAX_TOKENS]. OpenAI-compatible gateways send null, strings, negatives and
+    fractions: a count that is not a number is 0, a negative one 0 (it never lowers a cost),
+    a fraction is rounded up. A cache write of 12 hours counts within the writes."""
+    usage = _mapping(usage)
+    details = _mapping(usage.get("input_tokens_details"))
+    written = token_count(details.get("cache_write_tokens"))
+    split = _mapping(details.get("cache_write_tokens_details"))
+    counts = {
+        "input_tokens": token_count(usage.get("input_tokens")),
+        "cached_input_tokens": token_count(details.get("cached_tokens")),
+        "cache_write_tokens": written,
+        "cache_write_12h_tokens": min(written, token_count(split.get("ttl_12h_tokens"))),
+        "output_tokens": token_count(usage.get("output_tokens")),
+        "reasoning_tokens": token_count(
+            _mapping(usage.get("output_tokens_details")).get("reasoning_tokens")
+        ),
+    }
+    total = token_count(usage.get("total_tokens"))
+    counts["total_tokens"] = min(
+        max(total, counts["input_tokens"] + counts["output_tokens"]), USAGE_MAX_TOKENS
+    )
+    return counts
+
+
+USAGE_MAX_TOKENS = 10**12  # a count past this is no real request's; kept finite in dollars
+
+
+def token_count(value) -> int:
+    """A token count as a whole number in [0, USAGE_MAX_TOKENS]: a fraction rounded up and an
+    infinite or huge one capped (count more, never less); a negative one, and anything that
+    is no number ("n/a", null, nan, true), 0."""
+    import math
+
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return USAGE_MAX_TOKENS if value > 0 else 0
+        value = math.ceil(value) if value < USAGE_MAX_TOKENS else USAGE_MAX_TOKENS
+    return min(max(int(value), 0), USAGE_MAX_TOKENS)
 
 
 # -- Prices: what an answer cost in dollars --------------------------------------------------------
@@ -3898,9 +3934,11 @@ PRIORITY_FACTORS = {"gpt-5.5": 2.5}
 class Pricing:
     """Turns a call's usage into dollars, from the config's price table over the built-in one.
 
-    A model id matches its own entry, or that entry with a date suffix (gpt-5.2-2025-12-11);
-    config keys also match as prefixes, the longest first. A model with no price costs null,
-    with one warning per model naming the key to set.
+    The most specific price wins (price_of): the model's exact id in pricing.models, then in
+    the built-in table; then, for a dated snapshot (gpt-5.2-2025-12-11), its alias's id the same
+    way; then the longest pricing.models key ending in `*` that the id starts with (`acme-*`,
+    or `*` for any model). A model with no price costs null, with one warning per model naming
+    the key to set.
     """
 
     def __init__(self, config: Config, log: Log):
@@ -3915,22 +3953,13 @@ class Pricing:
 
     def prices(self, model: str) -> tuple[tuple, str] | None:
         """((input, cached_input, output), where from) for the model, or None."""
-        base = _undated(model)
-        for name in (model, base):
-            if name in self._config:
-                return self._config[name], "config"
-        prefixes = [key for key in self._config if model.startswith(key)]
-        if prefixes:
-            return self._config[max(prefixes, key=len)], "config"
-        if base in BUILTIN_PRICES:
-            return BUILTIN_PRICES[base], f"builtin {PRICES_DATE}"
-        return None
+        return price_of(self._config, model)
 
     def cost(self, model: str, usage: dict, searches: int, tier: str | None = None) -> dict:
         """`_meta.cost`: dollars in total and by part. Reasoning tokens are part of
         output_tokens in the API's usage, so they are billed as output once."""
         found = self.prices(model)
-        search_usd = searches * self._search_per_1k / 1000
+        search_usd = round(token_count(searches) * self._search_per_1k / 1000, 8)
         if found is None:
             self._warn(model)
             return {
@@ -3939,18 +3968,21 @@ class Pricing:
                 "cached_input_usd": None,
                 "cache_write_usd": None,
                 "output_usd": None,
-                "web_search_usd": round(search_usd, 8),
+                "web_search_usd": search_usd,
                 "prices": None,
             }
+        return self._priced(model, found, _counts(usage), search_usd, tier)
+
+    def _priced(self, model: str, found: tuple, usage: dict, search_usd: float, tier) -> dict:
         (input_rate, cached_rate, output_rate), source = found
-        factor = TIER_FACTORS.get(tier or "", 1.0)
+        factor = TIER_FACTORS.get(tier or "", 1.0) if isinstance(tier, str) else 1.0
         if tier in ("priority", "fast"):
             factor = PRIORITY_FACTORS.get(_undated(model), factor)
-        long_in, long_out = _long_context(model, usage.get("input_tokens", 0))
-        cached = usage.get("cached_input_tokens", 0)
-        written = usage.get("cache_write_tokens", 0)
-        written_12h = usage.get("cache_write_12h_tokens", 0)
-        uncached = max(0, usage.get("input_tokens", 0) - cached - written)
+        long_in, long_out = _long_context(model, usage["input_tokens"])
+        cached = usage["cached_input_tokens"]
+        written = usage["cache_write_tokens"]
+        written_12h = min(written, usage["cache_write_12h_tokens"])
+        uncached = max(0, usage["input_tokens"] - cached - written)
         writes = (written - written_12h) * CACHE_WRITE_FACTORS["30m"] + written_12h * (
             CACHE_WRITE_FACTORS["12h"]
         )
@@ -3958,15 +3990,30 @@ class Pricing:
             "input_usd": uncached * input_rate * factor * long_in / 1e6,
             "cached_input_usd": cached * cached_rate * factor * long_in / 1e6,
             "cache_write_usd": writes * input_rate * factor * long_in / 1e6,
-            "output_usd": usage.get("output_tokens", 0) * output_rate * factor * long_out / 1e6,
-            "web_search_usd": search_usd,
+            "output_usd": usage["output_tokens"] * output_rate * factor * long_out / 1e6,
         }
-        cost = {"usd": round(sum(parts.values()), 8)}
-        cost.update({name: round(value, 8) for name, value in parts.items()})
+        parts = {name: round(value, 8) for name, value in parts.items()}
+        parts["web_search_usd"] = search_usd
+        # The total is the sum of the parts as shown, so they always add up.
+        cost = {"usd": round(sum(parts.values()), 8), **parts}
         cost["prices"] = source if factor == 1.0 else f"{source} x{factor:g} ({tier})"
         if long_in != 1.0:
             cost["prices"] += f", long context (over {LONG_CONTEXT_TOKENS:,} input tokens)"
         return cost
+
+    def booked(self, model: str, requested: str, usage: dict, searches: int, tier=None) -> dict:
+        """The cost of a response naming `model`, made for a request of `requested`: never
+        less than the requested model's price (the one admission reserved against), so a
+        response naming a model with no price (a gateway's `openai/gpt-6.1-terra`) or a cheaper
+        one is not booked at less than the call was let through for."""
+        cost = self.cost(model, usage, searches, tier)
+        if requested == model or self.prices(requested) is None:
+            return cost
+        floor = self.cost(requested, usage, searches, tier)
+        if cost["usd"] is not None and cost["usd"] >= floor["usd"]:
+            return cost
+        floor["prices"] = f"{floor['prices']}, as {requested} (the model requested)"
+        return floor
 
     def _warn(self, model: str) -> None:
         with self._lock:
@@ -3974,11 +4021,46 @@ class Pricing:
                 return
             self._warned.add(model)
         self._log.say(
-            f"warning: no price known for model {model!r}, so its cost shows as null and no "
-            "budget counts it: set "
+            f"warning: no price known for model {model!r}, so it is priced as the model "
+            "requested, or shows as null when that has none either: set "
             f"pricing.models.{_undated(model)} to {{input, cached_input, output}} in USD per "
             "million tokens"
         )
+
+
+def price_of(table: dict, model: str) -> tuple[tuple, str] | None:
+    """((input, cached_input, output), where from) for `model`, the most specific price
+    first: its exact id in `table` (pricing.models), then in BUILTIN_PRICES; the same for its
+    alias when it is a dated snapshot; then the longest `table` key ending in `*` that it
+    starts with. A key without `*` matches its own id (and its snapshots) only."""
+    base = _undated(model)
+    for name in dict.fromkeys((model, base)):
+        if name in table:
+            return table[name], "config"
+        if name in BUILTIN_PRICES:
+            return BUILTIN_PRICES[name], f"builtin {PRICES_DATE}"
+    wild = [key for key in table if key.endswith("*") and model.startswith(key[:-1])]
+    if wild:
+        key = max(wild, key=len)
+        return table[key], f"config {key}"
+    return None
+
+
+def _counts(usage) -> dict:
+    """`_meta.usage` (usage_counts' keys) with every count whole and in range, whatever it
+    holds: the cost is finite and never negative."""
+    usage = _mapping(usage)
+    names = ("input_tokens", "cached_input_tokens", "cache_write_tokens")
+    counts = {name: token_count(usage.get(name)) for name in names}
+    counts["cache_write_12h_tokens"] = token_count(usage.get("cache_write_12h_tokens"))
+    counts["output_tokens"] = token_count(usage.get("output_tokens"))
+    return counts
+
+
+def _model_named(response: dict, requested: str) -> str:
+    """The model the response names (text), else the one requested."""
+    named = response.get("model")
+    return named if isinstance(named, str) and named.strip() else requested
 
 
 def _undated(model: str) -> str:
@@ -4042,9 +4124,37 @@ def model_settings(config: Config, tools=None) -> list[tuple[str, str, str]]:
     return rows
 
 
-def shutdown_dates(client) -> dict:
-    """model id -> its shutdown_date (None: none announced), from GET /v1/models."""
-    return {model.id: getattr(model, "shutdown_date", None) for model in client.models.list()}
+def list_models(client):
+    """GET /v1/models as the JSON it is (any shape: shutdown_dates reads it defensively).
+    Raises what the SDK raises for a status or a connection error."""
+    return client.get("/models", cast_to=object)
+
+
+def shutdown_dates(listing, debug=lambda text: None) -> dict:
+    """model id -> its shutdown_date (None: none announced), from GET /v1/models's JSON. An
+    entry that is not an object with an id, or whose shutdown_date is no YYYY-MM-DD date, is
+    skipped (a debug line each): a gateway's odd list never stops the check."""
+    import datetime
+
+    data = listing.get("data") if isinstance(listing, dict) else None
+    if not isinstance(data, list):
+        debug(f"GET /v1/models: no list of models ({type(data).__name__} for data); none read")
+        return {}
+    dates: dict = {}
+    for n, entry in enumerate(data):
+        model = entry.get("id") if isinstance(entry, dict) else None
+        if not isinstance(model, str) or not model:
+            debug(f"GET /v1/models: entry {n} skipped: not a model object with an id")
+            continue
+        date = entry.get("shutdown_date")
+        if date is not None:
+            try:
+                date = datetime.date.fromisoformat(date).isoformat()
+            except (TypeError, ValueError):
+                debug(f"GET /v1/models: {model[:80]!r}: shutdown_date is no YYYY-MM-DD; skipped")
+                continue
+        dates[model] = date
+    return dates
 
 
 def shutdown_date_of(dates: dict, model: str):
@@ -5098,6 +5208,77 @@ def _log_failure(log: Log, attempt: int, failure: Failure, exc: BaseException) -
     )
 
 
+# A failed look at the shutdown dates is tried again after each of these (seconds), then left
+# to the next start or the next day.
+RETIREMENT_RETRY_S = (60.0, 600.0)
+
+
+class RetirementCheck:
+    """A running server's look at its models' shutdown dates: once per start, after the
+    client has its answer, at most once a day across the processes that share the state.
+    The day is marked checked only once GET /v1/models has answered: a failure gives the
+    day back (another process, or a later start, looks again), is said once on stderr, and
+    is tried again after each of RETIREMENT_RETRY_S. Calls go on whatever happens here."""
+
+    def __init__(self, config: Config, log: Log, state, client):
+        self._config, self._log, self._state, self._client = config, log, state, client
+        self._failures = 0
+
+    def run(self) -> None:
+        config, log = self._config, self._log
+        if not config.get("openai", "check_retirements"):
+            log.debug("retirements", "not checked: openai.check_retirements is false")
+            return
+        today = today_in(config.get("policy", "timezone"))
+        if not claim_daily(self._state, "retirements", today):
+            log.debug("retirements", "not checked: checked today already")
+            return
+        try:
+            listing = list_models(self._client())
+        except Exception as exc:  # noqa: BLE001 - a warning not given is no failure
+            release_daily(self._state, "retirements", today)
+            self._failed(exc)
+            return
+        try:
+            self._warn(shutdown_dates(listing, lambda text: log.debug("retirements", text)), today)
+        except Exception as exc:  # noqa: BLE001 - a shape no one foresaw: said, never raised
+            log.debug("retirements", f"dates not read: {type(exc).__name__}")
+
+    def _warn(self, dates: dict, today: str) -> None:
+        settings = model_settings(self._config, enabled_tools(self._config))
+        for tool, model, key in settings:
+            date = shutdown_date_of(dates, model)
+            if date:
+                level, what, fix = retirement_words(model, str(date), today, key)
+                done = "calls to it fail" if level == "retired" else "calls to it will fail then"
+                self._log.say(f"warning: {tool}: {what} ({done}): {fix}")
+        self._log.debug("retirements", f"checked the shutdown dates of {len(settings)} model(s)")
+
+    def _failed(self, exc: BaseException) -> None:
+        """Says the first failure on stderr (later ones are debug lines), and tries again."""
+        why = _one_line(self._log.redact(f"{type(exc).__name__}: {exc}"), 200)
+        retry = (
+            RETIREMENT_RETRY_S[self._failures] if self._failures < len(RETIREMENT_RETRY_S) else None
+        )
+        self._failures += 1
+        then = (
+            f"trying again in {retry:g} s"
+            if retry is not None
+            else "not tried again until the next start"
+        )
+        if self._failures == 1:
+            self._log.say(
+                f"warning: the models' shutdown dates could not be read ({why}); {then} "
+                "(openai.check_retirements: false turns the check off)"
+            )
+        else:
+            self._log.debug("retirements", f"not checked: {why}; {then}")
+        if retry is not None:
+            timer = threading.Timer(retry, self.run)
+            timer.daemon = True
+            timer.start()
+
+
 class _Hold:
     """A call's budget reservation, taken once: by the request that spends it, or given back."""
 
@@ -5149,6 +5330,7 @@ class AnswerEngine:
         self.flights = SingleFlight(log)
         self.background = BackgroundMode(config, log, self.client, self._tool_error)
         self.refusals = Refusals(config, log)  # what models refused of the default settings
+        self.retirements = RetirementCheck(config, log, self.state, self.client)
 
     def warm_up(self, delay: float = 0.3) -> None:
         """Loads `openai` and builds the client in the background, so the first call is fast.
@@ -5191,30 +5373,9 @@ class AnswerEngine:
         self.check_retirements()
 
     def check_retirements(self) -> None:
-        """Warns on stderr about each enabled tool's model with an announced shutdown date:
-        once per start, after the client has its answer, and at most once a day across the
-        processes that share the state. Any failure is a debug line: calls go on."""
-        config = self._config
-        if not config.get("openai", "check_retirements"):
-            self._log.debug("retirements", "not checked: openai.check_retirements is false")
-            return
-        today = today_in(config.get("policy", "timezone"))
-        try:
-            if not claim_daily(self.state, "retirements", today):
-                self._log.debug("retirements", "not checked: checked today already")
-                return
-            dates = shutdown_dates(self.client())
-        except Exception as exc:  # noqa: BLE001 - a warning not given is no failure
-            self._log.debug("retirements", f"not checked: {type(exc).__name__}: {exc}")
-            return
-        settings = model_settings(config, enabled_tools(config))
-        for tool, model, key in settings:
-            date = shutdown_date_of(dates, model)
-            if date:
-                level, what, fix = retirement_words(model, str(date), today, key)
-                done = "calls to it fail" if level == "retired" else "calls to it will fail then"
-                self._log.say(f"warning: {tool}: {what} ({done}): {fix}")
-        self._log.debug("retirements", f"checked the shutdown dates of {len(settings)} model(s)")
+        """Warns on stderr about each enabled tool's model with an announced shutdown date
+        (RetirementCheck)."""
+        self.retirements.run()
 
     def client(self):
         with self._client_lock:
@@ -5461,10 +5622,14 @@ class AnswerEngine:
             if reservation is not None:
                 self.ledger.release(reservation)
             raise
-        model = response.get("model") or request["model"]
+        model = _model_named(response, request["model"])
         meta.update(sent)
-        meta["cost"] = self.pricing.cost(
-            model, meta["usage"], meta["web_searches"], response.get("service_tier")
+        meta["cost"] = self.pricing.booked(
+            model,
+            request["model"],
+            meta["usage"],
+            meta["web_searches"],
+            response.get("service_tier"),
         )
         if self.cache.enabled:
             meta["cache"] = {"hit": False}
@@ -5495,11 +5660,16 @@ class AnswerEngine:
         self.ledger.hand_over(upstream.reservation, response_id, expires_ms / 1000)
         return True
 
-    def settle_followed(self, tool: str, meta: dict, response_id: str, model: str) -> None:
+    def settle_followed(
+        self, tool: str, meta: dict, response_id: str, model: str, user: str = LOCAL_USER
+    ) -> None:
         """The ledger row of a response another instance created and this one read to its
-        end: written if that instance handed it over, else its creator writes it."""
-        cost = self.pricing.cost(model, meta.get("usage") or {}, meta.get("web_searches", 0))
-        row = UsageRow(tool, model, "ok", {**meta, "cost": cost})
+        end, `user`'s (the task's): written if that instance handed it over, else its creator
+        writes it. Its cost is collect()'s, tier and all."""
+        cost = meta.get("cost") or self.pricing.cost(
+            model, meta.get("usage") or {}, meta.get("web_searches", 0)
+        )
+        row = UsageRow(tool, model, "ok", {**meta, "cost": cost}, user)
         self.ledger.settle_handover(row, response_id)
 
     def close(self, wait_s: float = 5.0) -> None:
@@ -5516,10 +5686,18 @@ class AnswerEngine:
         from its id alone: its events are read from the first (GET /responses/{id}?stream=true),
         resuming after drops as any background call does; a cancel cancels it upstream.
         Returns (answer, meta) or raises ToolError / Cancelled; no ledger row, no cache entry
-        (the caller decides who accounts for a response it did not create)."""
+        (the caller decides who accounts for a response it did not create); its _meta.cost is
+        the response's, priced with its service tier."""
         today = today_in(self._config.get("policy", "timezone"))
         request = self.refusals.fit(build_request(tool, args, self._config, today))
-        answer, meta, _ = self._request(tool, request, call, today, response_id)
+        answer, meta, response = self._request(tool, request, call, today, response_id)
+        meta["cost"] = self.pricing.booked(
+            _model_named(response, request["model"]),
+            request["model"],
+            meta["usage"],
+            meta["web_searches"],
+            response.get("service_tier"),
+        )
         return answer, meta
 
     def _request(self, tool: str, request: dict, call: Call, today: str, response_id=None):
@@ -6687,7 +6865,10 @@ class _StillOpening(Exception):
 
 _MAX_TEXT = 200  # characters of a model name (or any text) in a ledger row
 _MAX_COUNT = 10**12  # a token or search count past this is not real; the sums stay in BIGINT
-_MAX_USD = 1e6  # dollars one call can be recorded as
+# Dollars one call can be recorded as: above any cost of counts capped at USAGE_MAX_TOKENS
+# (10^12 tokens at $180 a million x 4.5, or 10^12 searches at $10 a thousand), so the row
+# holds what the client was shown, never less.
+_MAX_USD = 1e13
 _COUNT_COLUMNS = (
     "input_tokens",
     "cached_input_tokens",
@@ -6829,12 +7010,21 @@ class _HandoverWrite:
     def apply(self, q) -> None:
         held = None
         if self.reservation:
-            held = q("SELECT usd FROM reservations WHERE id = ?", (self.reservation,)).fetchone()
+            held = q(
+                "SELECT usd, user_name FROM reservations WHERE id = ?", (self.reservation,)
+            ).fetchone()
             q("DELETE FROM reservations WHERE id = ?", (self.reservation,))
+        # The hold stays its user's: it keeps counting against their allowance meanwhile.
         q(
-            "INSERT INTO reservations (id, at, expires_at, usd) VALUES (?, ?, ?, ?) "
+            "INSERT INTO reservations (id, at, expires_at, usd, user_name) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (id) DO NOTHING",
-            (self.handover, time.time(), self.expires_at, float(held[0]) if held else 0.0),
+            (
+                self.handover,
+                time.time(),
+                self.expires_at,
+                float(held[0]) if held else 0.0,
+                held[1] if held else LOCAL_USER,
+            ),
         )
 
 
@@ -7229,6 +7419,21 @@ def claim_daily(state: StateStore, name: str, today: str) -> bool:
         return state.read(f"claiming today's {name} check", claim, write=True)
     except StateUnavailable:
         return False
+
+
+def release_daily(state: StateStore, name: str, today: str) -> None:
+    """Gives back today's claim of the check `name` (its look failed): the next process, or
+    this one's next try, runs it."""
+    if not state.enabled:
+        return
+    try:
+        state.read(
+            f"giving back today's {name} check",
+            lambda q: q("DELETE FROM checks WHERE name = ? AND day = ?", (name, today)),
+            write=True,
+        )
+    except StateUnavailable:
+        pass
 
 
 class UsageRow:
@@ -10255,7 +10460,9 @@ class LongCalls:
         finally:
             call.finish()
         if read and hasattr(self.engine, "settle_followed"):
-            self.engine.settle_followed(task.tool, read[0][1], response_id, read[0][0])
+            self.engine.settle_followed(
+                task.tool, read[0][1], response_id, read[0][0], task.user or LOCAL_USER
+            )
         task.finish(reply)
 
     def hand_over(self) -> int:
@@ -14320,29 +14527,31 @@ def _doctor_client(config: Config, key: str | None):
     )
 
 
-def _doctor_endpoint(doctor: Doctor, config: Config, client, key: str | None) -> bool:
-    """base_url reachable, then the key accepted (one GET /models); True if models can be read."""
+def _doctor_endpoint(doctor: Doctor, config: Config, client, key: str | None):
+    """base_url reachable, then the key accepted (one GET /models, the only one --doctor
+    asks): its JSON when models can be read (the shutdown dates are read from it), else None."""
     import openai
 
     url = config.get("openai", "base_url")
     where = config.sources.get(("openai", "base_url"), "default")
     try:
-        client.models.list()
+        listing = list_models(client)
     except openai.APIStatusError as exc:
-        return _doctor_status(doctor, exc, url, where, key)
+        _doctor_status(doctor, exc, url, where, key)
+        return None
     except openai.APIConnectionError as exc:
         what, fix = describe_connection_error(exc, url)
         doctor.fail(f"base_url {url} (from {where}) is not reachable: {what}", fix)
         doctor.detail(f"network: {_network_settings()}")
         doctor.skip("key and models not checked (the endpoint could not be reached)")
-        return False
+        return None
     doctor.ok(f"base_url {url} (from {where}) is reachable")
     doctor.detail(f"network: {_network_settings()}")
     if key is None:
         doctor.skip("key not checked (no usable key)")
-        return False
+        return None
     doctor.ok(f"the API key is accepted (GET {url.rstrip('/')}/models)")
-    return True
+    return listing if listing is not None else {}
 
 
 def _error_code(exc) -> str:
@@ -14425,16 +14634,11 @@ def _doctor_models(doctor: Doctor, config: Config, client) -> None:
             doctor.ok(f"{tool}: model {model} is available{_profile_words(profile)}")
 
 
-def _doctor_retirements(doctor: Doctor, config: Config, client) -> None:
-    """Every profile's model (answer_deep's too) with its shutdown date: a warning within
-    RETIREMENT_WARN_DAYS of it, a failure once it has come."""
-    import openai
-
-    try:
-        dates = shutdown_dates(client)
-    except (openai.APIStatusError, openai.APIConnectionError) as exc:
-        doctor.warn(f"model shutdown dates could not be read ({_one_line(str(exc), 160)})")
-        return
+def _doctor_retirements(doctor: Doctor, config: Config, listing, log: Log) -> None:
+    """Every profile's model (answer_deep's too) with its shutdown date, from GET /models's
+    `listing`: a warning within RETIREMENT_WARN_DAYS of it, a failure once it has come. Odd
+    entries are skipped, a --debug line each."""
+    dates = shutdown_dates(listing, lambda text: log.debug("doctor", text))
     today = today_in(config.get("policy", "timezone"))
     for tool, model, key in model_settings(config):
         date = shutdown_date_of(dates, model)
@@ -14584,26 +14788,31 @@ def _doctor_paths(doctor: Doctor, config: Config) -> None:
 
 
 def _doctor_budget(doctor: Doctor, config: Config) -> None:
-    """Each budget with what is spent of it, and the models it cannot count (no price)."""
+    """Each budget with what is spent of it, and the models no budget can count (no price):
+    under any budget, the team's or a user's, the server refuses their calls."""
     timezone = config.get("policy", "timezone")
     today = today_in(timezone)
     periods = budgets(config, today)
-    if not periods:
-        doctor.skip("budget: none (budget.daily_usd and budget.monthly_usd are null)")
+    path, backend = state_path(config), state_backend(config)
+    exists = backend is not None and (backend.postgres or os.path.exists(path))
+    state = StateStore(backend, _QuietLog(), timezone) if exists else None
+    keys = _budget_keys(config, today, state)
+    if not keys:
+        doctor.skip(
+            "budget: none (budget.daily_usd, budget.monthly_usd and the per-user ones are null)"
+        )
+        if state:
+            state.close()
         return
     pricing = Pricing(config, Log())
     for model in sorted({config.profile(tool)["model"] for tool in enabled_tools(config)}):
         if pricing.prices(model) is None:
             doctor.fail(
-                f"budget: model {model} has no known price, so its calls are refused while a "
-                "budget is set",
+                f"budget: model {model} has no known price, so its calls are refused while "
+                f"{keys[0]} is set",
                 f"set pricing.models.{_undated(model)} to {{input, cached_input, output}} in USD "
                 "per million tokens",
             )
-    # Never off here: a budget without the ledger is a config error.
-    path, backend = state_path(config), state_backend(config)
-    exists = backend.postgres or os.path.exists(path)
-    state = StateStore(backend, _QuietLog(), timezone) if exists else None
     ledger = Ledger(state, timezone) if state else None
     for period, limit, first_day, spent_when, resets in periods:
         try:
@@ -14625,6 +14834,24 @@ def _doctor_budget(doctor: Doctor, config: Config) -> None:
             doctor.ok(f"budget.{period}_usd {usd(limit)}: {usd(spent)} spent {spent_when}")
     if state:
         state.close()
+
+
+def _budget_keys(config: Config, today: str, state) -> list[str]:
+    """What sets a budget: the team's keys, the per-user ones, and each user's own allowance
+    (--user add --daily-usd / --monthly-usd) in the state."""
+    keys = [f"budget.{period[0]}_usd" for period in budgets(config, today)]
+    keys += [f"budget.{period[0]}_usd" for period in user_budgets(config, today, LOCAL_USER)]
+    if state is not None:
+        try:
+            users = UserDirectory(state)._snapshot().values()
+        except StateUnavailable:
+            users = ()
+        keys += [
+            f"{name}'s own allowance (--user add {name})"
+            for name, daily, monthly in users
+            if daily is not None or monthly is not None
+        ]
+    return keys
 
 
 def token_weakness(token: str) -> str | None:
@@ -14902,9 +15129,11 @@ def run_doctor(options: dict) -> int:
     ).redact
     key = _doctor_key(doctor, config)
     client = _doctor_client(config, key)
-    if _doctor_endpoint(doctor, config, client, key):
+    listing = _doctor_endpoint(doctor, config, client, key)
+    if listing is not None:
         _doctor_models(doctor, config, client)
-        _doctor_retirements(doctor, config, client)
+        log = Log(config.get("server", "debug"), secrets=(os.environ.get(key_env, ""),))
+        _doctor_retirements(doctor, config, listing, log)
     _doctor_paths(doctor, config)
     _doctor_state_url(doctor, config)
     _doctor_oauth(doctor, config)

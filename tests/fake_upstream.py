@@ -270,7 +270,7 @@ class Reply:
       reasoning: emit a reasoning item first.  ``None`` = auto: yes for ``gpt-5*`` and
         ``o<digit>*`` models unless the request sets ``reasoning.effort == "none"``.
       usage: deep-merged over a realistic default (``total_tokens`` recomputed unless
-        given).
+        given); sent as given, nulls, strings and negatives too (as gateways send them).
       incomplete / incomplete_reason: finish as ``response.incomplete`` with
         ``incomplete_details.reason`` (message item status ``incomplete``).
       text_chunks: how many ``response.output_text.delta`` events to split text into.
@@ -465,6 +465,11 @@ def _dump(obj: Any) -> bytes:
         return json.dumps(obj, separators=(",", ":")).encode()
 
 
+def _whole(value: Any) -> int:
+    """A count as a gateway may send it (null, a string, negative) as the fake's own int."""
+    return value if type(value) is int and value > 0 else 0
+
+
 def _deep_merge(base: dict, override: dict) -> dict:
     out = copy.deepcopy(base)
     for key, value in override.items():
@@ -643,7 +648,9 @@ class _Plan:
             return default
         merged = _deep_merge(default, self.reply.usage)
         if "total_tokens" not in self.reply.usage:
-            merged["total_tokens"] = merged["input_tokens"] + merged["output_tokens"]
+            merged["total_tokens"] = _whole(merged["input_tokens"]) + _whole(
+                merged["output_tokens"]
+            )
         return merged
 
     def reasoning_item(self, *, done: bool) -> dict:
@@ -1482,6 +1489,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         fake = self.server.fake
         models = [m for m in fake.models if not fake.retired(m)]
         dates = fake.shutdown_dates
+        if path in ("/v1/models", "/v1/models/") and fake.models_answers:
+            status, body = fake.models_answers.pop(0)
+            self._send_body(status, _dump(body), "application/json", {})
+            return
         if path in ("/v1/models", "/v1/models/"):
             data = [model_object(m, dates.get(m)) for m in models]
             body = {"object": "list", "data": data}
@@ -1738,6 +1749,9 @@ class FakeResponsesAPI:
         self.models: list[str] = list(DEFAULT_MODELS)
         # Each model's shutdown_date (see SHUTDOWN_DATES); one in the past retires the model.
         self.shutdown_dates: dict[str, str] = dict(SHUTDOWN_DATES)
+        # (status, JSON body) GET /v1/models answers with first, one each, before its list: a
+        # 500, or a gateway's odd list (entries that are no Model, dates in other shapes).
+        self.models_answers: list[tuple[int, Any]] = []
         # When set, a request whose bearer key is not in it gets 401 invalid_api_key.
         self.api_keys: set[str] | None = None
         # When set, every background create is refused (see the module docstring).
@@ -1947,7 +1961,9 @@ class FakeResponsesAPI:
         usage = plan.usage()
         if req.get("store") is not False:
             with self._lock:
-                self.stored[plan.resp_id] = usage["input_tokens"] + usage["output_tokens"]
+                self.stored[plan.resp_id] = _whole(usage["input_tokens"]) + _whole(
+                    usage["output_tokens"]
+                )
         return plan
 
     def retired(self, model: str) -> bool:

@@ -99,9 +99,9 @@ def test_a_healthy_setup_passes_every_check_and_exits_0(tmp_path, fake):
     assert "effort medium, verbosity medium" in proc.stdout
     assert proc.stdout.rstrip().endswith("All checks passed.")
     paths = [r.path for r in fake.requests]
-    # One lookup per distinct model, then the list again for the shutdown dates.
+    # The list once (the key check and the shutdown dates), one lookup per distinct model.
     lookups = [f"/v1/models/{model}" for model in models.values()]
-    assert paths == ["/v1/models", *lookups, "/v1/models"]
+    assert paths == ["/v1/models", *lookups]
     assert all(r.authorized_with(TEST_KEY) for r in fake.requests)
     assert not any(r.method == "POST" for r in fake.requests)  # nothing billed without --live
 
@@ -409,11 +409,35 @@ def test_a_budget_fails_a_model_it_cannot_count(tmp_path, fake):
     config = "budget: {daily_usd: 5}\nmodel_profiles: {answer_quick: {model: acme-7}}\n"
     proc = doctor(tmp_path, env=against(fake), config=config)
     failed = line_with(proc, "budget: model acme-7 has no known price")
-    assert failed.startswith(FAIL + " ") and "calls are refused while a budget is set" in failed
+    assert failed.startswith(FAIL + " ")
+    assert "calls are refused while budget.daily_usd is set" in failed
     assert "fix: set pricing.models.acme-7 to" in proc.stdout
     assert proc.returncode == 1
     assert line_with(proc, "budget.daily_usd $5.00: $0.00 spent today").startswith(OK)
     assert not (tmp_path / "xdg-state").exists()  # the check creates no state file
+
+
+def test_a_per_user_budget_fails_a_model_it_cannot_count(tmp_path, fake):
+    """Review 4, m2: "All checks passed" with an unpriced model under a per-user budget,
+    while the server refused every call."""
+    fake.models.append("acme-7")
+    config = "budget: {per_user_daily_usd: 2}\nmodel_profiles: {answer_quick: {model: acme-7}}\n"
+    proc = doctor(tmp_path, env=against(fake), config=config)
+    failed = line_with(proc, "budget: model acme-7 has no known price")
+    assert failed.startswith(FAIL + " ")
+    assert "refused while budget.per_user_daily_usd is set" in failed
+    assert proc.returncode == 1
+
+
+def test_a_users_own_allowance_fails_a_model_it_cannot_count(tmp_path, fake):
+    fake.models.append("acme-7")
+    added = run_cli(tmp_path, "--user", "add", "ada", "--monthly-usd", "3")
+    assert added.returncode == 0, added.stderr
+    config = "model_profiles: {answer_quick: {model: acme-7}}\n"
+    proc = doctor(tmp_path, env=against(fake), config=config)
+    failed = line_with(proc, "budget: model acme-7 has no known price")
+    assert "refused while ada's own allowance (--user add ada) is set" in failed
+    assert proc.returncode == 1
 
 
 def test_no_budget_is_a_skipped_line(tmp_path, fake):

@@ -301,6 +301,36 @@ def test_a_rolling_restart_leaves_a_task_running_for_the_other_instance(spawn, f
     assert "left 1 task(s) running upstream" in a.stderr
 
 
+def test_a_handed_over_call_is_booked_with_its_tier_and_to_its_user(spawn, fake, tmp_path):
+    """Review 4, m5: the instance that read a handed-over call to its end booked it without
+    its service tier and under user `local` ($0.30 booked as $0.15, outside the user's
+    allowance). Its row is the user's, at the tier's price, and what the client was shown."""
+    from conftest import PRICES, run_cli
+
+    added = run_cli(tmp_path, "--user", "add", "ada")
+    assert added.returncode == 0, added.stderr
+    auth = {"Authorization": f"Bearer {added.stdout.splitlines()[-1]}"}
+    config = PRICES + "model_profiles: {answer: {service_tier: priority}}\n"
+    config += "server:\n  http:\n    lameduck_s: 0\n    drain_s: 1\n"
+    a, b = stateless(spawn, fake, config), stateless(spawn, fake, config)
+    fake.default = Reply(event_delay=0.3)
+    status, created = task_call(a.port, "a long question", auth)
+    assert status == 200, created
+    a.proc.send_signal(signal.SIGTERM)
+    assert a.wait(30) == 0, a.stderr
+    _, result = classic(
+        b.port, "tasks/result", {"taskId": created["result"]["task"]["taskId"]}, auth
+    )
+    cost = result["result"]["_meta"]["cost"]
+    assert cost["prices"] == "config x2 (priority)"
+    wait_until(lambda: ledger_rows(tmp_path, "ok") == 1, 20, "the row")
+    path = tmp_path / "xdg-state" / "openai-responses-mcp" / "state.sqlite3"
+    with sqlite3.connect(path) as conn:
+        user, usd = conn.execute("SELECT user_name, usd FROM usage").fetchone()
+    assert user == "ada"
+    assert usd == pytest.approx(cost["usd"])
+
+
 def test_without_a_restart_the_creator_alone_records_a_task_another_instance_served(
     spawn, fake, tmp_path
 ):
