@@ -73,6 +73,9 @@ re = _Lazy("re")
 
 __version__ = "0.1.0"
 SERVER_NAME = "openai-responses-mcp"
+# The name a client knows the server by (`claude mcp add NAME`, Codex's [mcp_servers.NAME]): one
+# name in the README, the docs and --doctor's lines, the one users' configs already have.
+CLIENT_NAME = "openai-responses"
 # Who is asking when no named user is (see Identity, in Transports):
 LOCAL_USER = "local"  # stdio, and HTTP when nothing asks for a token (loopback, no users)
 SHARED_USER = "shared"  # whoever holds MCP_HTTP_TOKEN (server.http.token)
@@ -13964,7 +13967,7 @@ def client_lines(options: dict, config: Config) -> list[str]:
     env = " ".join(f"--env {shell(name, value)}" for name, value in carried)
     cursor = {
         "mcpServers": {
-            SERVER_NAME: {
+            CLIENT_NAME: {
                 "command": command[0],
                 "args": command[1:],
                 "env": {
@@ -13978,9 +13981,11 @@ def client_lines(options: dict, config: Config) -> list[str]:
     # so `--env K=V name --` fails with "Invalid environment variable format: name".
     return [
         "Claude Code:",
-        f"    claude mcp add {SERVER_NAME} --transport stdio --scope user {env} -- {argv}",
+        f"    claude mcp add {CLIENT_NAME} --transport stdio --scope user {env} -- {argv}",
         "Codex CLI:",
-        f"    codex mcp add {SERVER_NAME} {env} -- {argv}",
+        f"    codex mcp add {CLIENT_NAME} {env} -- {argv}",
+        # codex mcp add cannot set it; without it `codex exec` may start without the tools.
+        f"    then add `required = true` under [mcp_servers.{CLIENT_NAME}] in ~/.codex/config.toml",
         "Cursor (~/.cursor/mcp.json, merged into mcpServers):",
         *("    " + row for row in json.dumps(cursor, indent=2).splitlines()),
     ]

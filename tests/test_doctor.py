@@ -74,7 +74,7 @@ def cursor_entry(proc) -> dict:
     text = proc.stdout
     start = text.index("Cursor (")
     block = text[text.index("{", start) : text.rindex("}") + 1]
-    return json.loads(block)["mcpServers"]["openai-responses-mcp"]
+    return json.loads(block)["mcpServers"][mcp.CLIENT_NAME]
 
 
 # -- everything in order --------------------------------------------------------------------
@@ -130,10 +130,13 @@ def test_the_client_lines_name_an_absolute_command_and_never_the_key(tmp_path, f
     claude = line_with(proc, "claude mcp add")
     assert "--transport stdio" in claude and f" -- {entry['command']}" in claude
     # The name before --env, which would otherwise take it as a second KEY=VALUE.
-    assert claude.strip().startswith("claude mcp add openai-responses-mcp --")
+    assert claude.strip().startswith("claude mcp add openai-responses --")
     assert claude.index('--env OPENAI_API_KEY="$OPENAI_API_KEY" --env ') > 0
-    codex = line_with(proc, "codex mcp add openai-responses-mcp")
+    codex = line_with(proc, "codex mcp add openai-responses ")
     assert codex.rstrip().endswith("--stdio")
+    # Codex's `required = true`, which `codex mcp add` cannot set, under the same name.
+    required = line_with(proc, "required = true")
+    assert "[mcp_servers.openai-responses]" in required and "~/.codex/config.toml" in required
 
 
 def test_the_client_setup_carries_the_variables_set_here_and_no_secret(tmp_path, fake):
