@@ -1492,9 +1492,6 @@ def _validate(values: dict, sources: dict) -> None:
     _check_auth(values, sources)
 
 
-OAUTH_EXTRA = "pip install 'openai-responses-mcp[oauth]'"
-
-
 def _check_url(key: str, url: str, where: str, loopback_http: bool = False) -> None:
     """An http(s) URL with a host and no query or fragment (https only, unless
     `loopback_http` lets http through for 127.0.0.1, ::1 and localhost)."""
@@ -1547,7 +1544,7 @@ def _check_auth(values: dict, sources: dict) -> None:
     if importlib.util.find_spec("jwt") is None or importlib.util.find_spec("cryptography") is None:
         raise ConfigError(
             f"server.auth.issuer (from {where}) needs PyJWT and cryptography, which are not "
-            f"installed: {OAUTH_EXTRA}"
+            f"installed: {extra_command('oauth')}"
         )
 
 
@@ -1667,9 +1664,6 @@ def _check_base_url(
             f"{key} = {json.dumps(url, ensure_ascii=False)} (from {where}) must be "
             f"an http:// or https:// URL with a host, like {like}"
         )
-
-
-POSTGRES_EXTRA = 'pip install "openai-responses-mcp[postgres]"'
 
 
 _PG_SCHEMES = ("postgresql://", "postgres://")
@@ -1840,7 +1834,7 @@ def _check_state_url(values: dict, sources: dict) -> None:
     if importlib.util.find_spec("psycopg") is None:
         raise ConfigError(
             f"state.url (from {where}) needs the PostgreSQL driver, which is not installed: "
-            f"{POSTGRES_EXTRA}"
+            f"{extra_command('postgres')}"
         )
     if pg_params(url) is None:  # the driver's own message would quote the password
         raise ConfigError(
@@ -1917,6 +1911,72 @@ def _check_timezone(name: str, where: str, key: str = "policy.timezone") -> None
             f"{key} = {name!r} (from {where}) is not a known IANA time zone "
             f"such as Asia/Tokyo or UTC{hint}"
         ) from None
+
+
+# -- This installation: what installed it, and what starts it ----------------------------------
+# uvx runs from uv's cache (gone after `uv cache clean`), pipx and `uv tool install` keep a venv
+# of their own, pip a venv or the system's Python, and a copied file runs under any Python: the
+# lines --doctor prints and every "install the extra" command must fit the installer in use,
+# since `pip install` does nothing for a pipx or uv installation (issue 33).
+
+_UV_CACHE_BUCKET = r"(archive|builds|environments)-v\d+"  # uv's cache: <cache>/archive-v0/<id>
+EXTRA_PACKAGES = {"postgres": ("psycopg[binary]",), "oauth": ("PyJWT", "cryptography")}
+
+
+def install_kind(
+    executable: str, prefix: str, base_prefix: str, script: str, argv0: str, exists=None
+) -> str:
+    """How this copy was installed, from its interpreter's paths: "uvx" (an environment in
+    uv's cache), "uv-run" (a file `uv run` runs, also from the cache), "file" (a file run by
+    Python), "uv-tool" (`uv tool install`), "pipx", "venv" or "pip" (the system's Python)."""
+    exists = os.path.exists if exists is None else exists
+    parts = {part for path in (executable, prefix) for part in re.split(r"[\\/]", path)}
+    in_uv_cache = any(re.fullmatch(_UV_CACHE_BUCKET, part) for part in parts)
+    ran_as_file = bool(argv0) and os.path.realpath(argv0) == os.path.realpath(script)
+    if in_uv_cache:
+        return "uv-run" if ran_as_file else "uvx"
+    if ran_as_file:
+        return "file"
+    if exists(os.path.join(prefix, "uv-receipt.toml")):
+        return "uv-tool"
+    if exists(os.path.join(prefix, "pipx_metadata.json")):
+        return "pipx"
+    return "venv" if prefix != base_prefix else "pip"
+
+
+def this_installation() -> str:
+    argv0 = sys.argv[0] if sys.argv else ""
+    return install_kind(sys.executable, sys.prefix, sys.base_prefix, __file__, argv0)
+
+
+def shell_quote(text: str, windows: bool | None = None) -> str:
+    """`text` as one word for the user's shell (POSIX sh, or Windows' double quotes)."""
+    if os.name == "nt" if windows is None else windows:
+        return text if re.fullmatch(r"[\w.:\\/-]+", text) else f'"{text}"'
+    import shlex
+
+    return shlex.quote(text)
+
+
+def extra_command(extra: str, kind: str | None = None, python: str | None = None) -> str:
+    """The command that adds an extra ("postgres", "oauth") to this installation, made by the
+    installer that made it."""
+    kind = this_installation() if kind is None else kind
+    python = shell_quote(sys.executable if python is None else python)
+    packages = EXTRA_PACKAGES[extra]
+    words = " ".join(shell_quote(package) for package in packages)
+    withs = " ".join(f"--with {shell_quote(package)}" for package in packages)
+    if kind == "pipx":
+        return f"pipx inject {SERVER_NAME} {words}"
+    if kind == "uvx":
+        return f"uvx {withs} {SERVER_NAME}"
+    if kind == "uv-tool":
+        return f"uv tool install {withs} {SERVER_NAME}"
+    if kind == "uv-run":
+        return f"uv run {withs} {shell_quote(os.path.abspath(__file__))}"
+    if kind == "file":
+        return f"{python} -m pip install {words}"
+    return f"{python} -m pip install {shell_quote(f'{SERVER_NAME}[{extra}]')}"
 
 
 # -- The API key -------------------------------------------------------------------------------
@@ -13897,19 +13957,41 @@ def _cost_words(meta: dict) -> str:
     )
 
 
-def command_path() -> list[str]:
-    """How an MCP client should start this installation: absolute paths only."""
+def command_path(config: Config | None = None) -> list[str]:
+    """How an MCP client should start this installation: absolute paths, and nothing that a
+    cache clean removes (see install_kind)."""
     import shutil
 
+    kind = this_installation()
+    if kind in ("uvx", "uv-run"):  # uv's cache: name the package or file, not the cache's copy
+        uv = "uvx" if kind == "uvx" else "uv"
+        uv = os.path.abspath(shutil.which(uv)) if shutil.which(uv) else uv
+        if kind == "uv-run":
+            return [uv, "run", os.path.abspath(__file__)]
+        withs = [word for extra in _extras_in_use(config) for package in EXTRA_PACKAGES[extra]
+                 for word in ("--with", package)]  # fmt: skip
+        return [uv, *withs, SERVER_NAME]
+    if kind == "file":  # a copied file: the Python that runs it now
+        return [os.path.abspath(sys.executable), os.path.abspath(__file__)]
     name = SERVER_NAME + (".exe" if os.name == "nt" else "")
     beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), name)
     on_path = shutil.which(SERVER_NAME)
-    if os.path.isfile(beside):  # this installation's own script (a venv, pipx, uvx)
+    if os.path.isfile(beside):  # this installation's own script (a venv, pipx, uv tool)
         same = on_path and os.path.realpath(on_path) == os.path.realpath(beside)
         return [os.path.abspath(on_path if same else beside)]
     if on_path:
         return [os.path.abspath(on_path)]
     return [os.path.abspath(sys.executable), os.path.abspath(__file__)]
+
+
+def _extras_in_use(config: Config | None) -> list[str]:
+    if config is None:
+        return []
+    used = [
+        ("postgres", config.get("state", "url")),
+        ("oauth", config.get("server", "auth", "issuer")),
+    ]
+    return [extra for extra, value in used if value]
 
 
 # Variables outside SETTINGS that change what the server does: debug, and the HTTP client's
@@ -13952,7 +14034,7 @@ def client_lines(options: dict, config: Config) -> list[str]:
     environment the server runs with here (see client_env)."""
     import shlex
 
-    command = [*command_path(), "--stdio"]
+    command = [*command_path(config), "--stdio"]
     if options.get("config"):
         command += ["--config", os.path.abspath(os.path.expanduser(options["config"]))]
     quote = (lambda s: f'"{s}"') if os.name == "nt" else shlex.quote

@@ -635,7 +635,8 @@ def test_state_url_without_the_driver_exits_2_naming_the_extra(tmp_path):
         timeout=30,
     )
     assert result.returncode == 2
-    assert 'pip install "openai-responses-mcp[postgres]"' in result.stderr
+    # A file run by Python: the driver goes into that Python (issue 33).
+    assert f"{sys.executable} -m pip install 'psycopg[binary]'" in result.stderr
     assert "state.url" in result.stderr and PG_PASSWORD not in result.stderr
 
 
