@@ -1297,17 +1297,66 @@ def is_deep_research(model: str) -> bool:
     return "deep-research" in model
 
 
+CONFIG_FIFO_WAIT_S = 3.0  # a config "file" that is a FIFO: how long to wait for its writer
+
+
+def _read_config_text(path: str) -> str:
+    """The config file's text. A directory is refused in words; a FIFO (`--config <(…)`) is
+    read once a writer has written, and refused after CONFIG_FIFO_WAIT_S rather than waiting
+    forever for a writer that never comes."""
+    import errno
+    import stat
+
+    mode = os.stat(path).st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+    if not stat.S_ISFIFO(mode) or os.name == "nt":
+        with open(path, encoding="utf-8-sig") as handle:
+            return handle.read()
+    import select
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # opening does not wait for a writer
+    with open(fd, "rb") as handle:
+        if not select.select([fd], [], [], CONFIG_FIFO_WAIT_S)[0]:
+            raise ConfigError(
+                f"config file {path} is a FIFO that nothing wrote to in {CONFIG_FIFO_WAIT_S:g} s:"
+                " point --config at a YAML file"
+            )
+        os.set_blocking(fd, True)
+        return handle.read().decode("utf-8-sig")
+
+
+def os_error_words(exc: OSError) -> str:
+    """An OS error said in words, for a person (not `[Errno 21] Is a directory: '/tmp'`)."""
+    import errno
+
+    words = {
+        errno.ENOENT: "it does not exist",
+        errno.EISDIR: "it is a directory, not a file",
+        errno.ENOTDIR: "a part of its path is a file, not a directory",
+        errno.EACCES: "permission denied (check its mode and owner)",
+        errno.EPERM: "permission denied (check its mode and owner)",
+        errno.ELOOP: "its symbolic links loop",
+        errno.ENAMETOOLONG: "its name is too long",
+        errno.ENOSPC: "the disk is full",
+        errno.EROFS: "it is on a read-only file system",
+    }
+    return words.get(exc.errno) or (exc.strerror or type(exc).__name__).lower()
+
+
 def _yaml_layer(path: str, explicit: bool) -> tuple[dict, dict, list[str]]:
     """Reads the YAML file: (values, sources, warnings). A missing default file is no error."""
     try:
-        with open(path, encoding="utf-8-sig") as handle:
-            text = handle.read()
+        text = _read_config_text(path)
     except FileNotFoundError:
         if explicit:
             raise ConfigError(f"config file not found: {path} (check --config)") from None
         return {}, {}, []
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {path} is not UTF-8 text: save it as UTF-8") from None
+    except OSError as exc:
+        fix = "point --config at a YAML file" if explicit else "remove it or make it a YAML file"
+        raise ConfigError(f"cannot read config file {path}: {os_error_words(exc)}; {fix}") from None
     tree, lines = parse_yaml(text, path)
     if tree is None:
         tree = {}
@@ -1455,6 +1504,13 @@ def _decide_debug(values: dict, sources: dict, cli: dict, env: dict) -> None:
     if text is None or text.strip() == "":
         return
     word = _is_truthy_word(text)
+    # Any other word was taken for a file name, so DEBUG=maybe wrote debug lines to ./maybe: a
+    # path must look like one (issue 33).
+    if word is None and not any(mark in text for mark in ("/", os.sep, ".", "~")):
+        raise ConfigError(
+            f"DEBUG = {json.dumps(text.strip())} must be 1, true, yes or on; 0, false, no or off;"
+            " or a file path for the debug lines, like ./debug.log or /tmp/debug.log"
+        )
     server["debug"] = True if word is None else word
     sources[("server", "debug")] = "env DEBUG"
     if word is None:
@@ -2235,7 +2291,10 @@ class Log:
             try:
                 self._file = open(os.path.expanduser(path), "a", encoding="utf-8")  # noqa: SIM115
             except OSError as exc:
-                self.say(f"cannot open debug file {path}: {exc}; debug goes to stderr only")
+                self.say(
+                    f"cannot open debug file {path}: {os_error_words(exc)}; debug goes to "
+                    "stderr only"
+                )
 
     def redact(self, text: str) -> str:
         """Removes the API key, and anything shaped like an OpenAI key (even masked ones)."""
@@ -12810,7 +12869,8 @@ USAGE = f"""\
 usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--show-config]
        {SERVER_NAME} --http [HOST:]PORT [--stateless] [--http-token TOKEN]
               [--http-allow-insecure] [--config PATH] [--model ID] [--debug [PATH]]
-       {SERVER_NAME} --ask QUERY [--tool NAME] [--config PATH] [--model ID] [--debug [PATH]]
+       {SERVER_NAME} --ask QUERY [--tool NAME] [--json] [--config PATH] [--model ID]
+              [--debug [PATH]]
        {SERVER_NAME} --show-config [--config PATH] [--model ID]
        {SERVER_NAME} --print-example config|policy|policy-replace
        {SERVER_NAME} --doctor [--live] [--http [HOST:]PORT] [--config PATH] [--model ID]
@@ -12833,7 +12893,8 @@ options:
                      environment variable MCP_HTTP_TOKEN, which other users cannot see)
   --http-allow-insecure  with --http: allow a non-loopback HOST without a token (only behind
                      a proxy that authenticates)
-  --ask QUERY        answer one question and print the result JSON (checks key, model, config)
+  --ask QUERY        answer one question: the answer, its sources and cost on a terminal, the
+                     result JSON when piped or with --json (checks key, model, config)
   --tool NAME        tool for --ask: answer (default), answer_detailed or answer_quick
   --config PATH      YAML config file (default: {default_config_path(dict(os.environ))})
   --model ID         model for the answer tool (overrides config and MODEL_ANSWER)
@@ -12848,7 +12909,8 @@ options:
   --live             with --doctor: also make one small real answer and print its cost
   --usage            print spend by day, model and tool from the usage ledger (state.path)
   --since DATE       with --usage: only from this day on (YYYY-MM-DD, in policy.timezone)
-  --json             with --usage or --user list: print JSON instead of tables
+  --json             with --ask, --usage or --user list: print JSON instead of text (--ask
+                     prints JSON anyway when its output is not a terminal)
   --user add NAME    add a named user for --http: prints its new token once, alone on the
                      last line (only a hash is kept in the state); every --http server on the
                      same state then requires a token, even on 127.0.0.1
@@ -12870,6 +12932,15 @@ EXAMPLES = {
     "policy": POLICY_EXAMPLE,
     "policy-replace": POLICY_REPLACE_EXAMPLE,
 }
+
+
+STDIO_ON_A_TERMINAL = f"""\
+{SERVER_NAME}: waiting for an MCP client on stdin: --stdio is what a client (Claude Code,
+Codex, Cursor) starts, not a prompt for people. Instead:
+  {SERVER_NAME} --ask "your question"   answer one question here
+  {SERVER_NAME} --doctor                check the setup and print the lines that add it
+Ctrl-D or Ctrl-C ends.
+"""
 
 
 class UsageError(Exception):
@@ -12940,7 +13011,9 @@ def parse_args(argv: list[str]) -> dict:
         elif arg in setting_flags:
             options["settings"][setting_flags[arg]] = (True, arg)
         else:
-            raise UsageError(f"unknown option {arg!r}")
+            known = [*takes_value, *flags, *setting_flags, "--debug"]
+            asked = bool(options.get("ask"))
+            raise UsageError(f"unknown option {arg!r}{_did_you_mean(name, known, asked)}")
     if options.get("http_token"):
         options["settings"][("server", "http", "token")] = (options["http_token"], "--http-token")
     if options.get("http") is not None:
@@ -12971,6 +13044,21 @@ def parse_args(argv: list[str]) -> dict:
     return options
 
 
+def _did_you_mean(word: str, known: list[str], asked: bool = False) -> str:
+    """ "; did you mean --doctor?" for a mistyped flag; for a stray word after --ask, the
+    quotes its question lacked."""
+    import difflib
+
+    if not word.startswith("-"):
+        if asked:
+            return ' (a question with spaces goes in quotes: --ask "...")'
+        return "; --help lists the options"
+    candidates = [flag for flag in known if flag.startswith("--")]
+    typed = word if word.startswith("--") else "-" + word
+    close = difflib.get_close_matches(typed, candidates, 1, 0.6)
+    return f"; did you mean {close[0]}?" if close else "; --help lists the options"
+
+
 def _check_user_options(options: dict) -> None:
     """--user ACTION [NAME] [--daily-usd X] [--monthly-usd Y]: the allowances as numbers."""
     action = options.get("user")
@@ -12995,8 +13083,10 @@ def _check_user_options(options: dict) -> None:
 def _check_usage_options(options: dict) -> None:
     if options.get("since") and not options.get("usage"):
         raise UsageError("--since goes with --usage")
-    if options.get("json") and not (options.get("usage") or options.get("user") == "list"):
-        raise UsageError("--json goes with --usage or --user list")
+    if options.get("json") and not (
+        options.get("usage") or options.get("user") == "list" or options.get("ask")
+    ):
+        raise UsageError("--json goes with --ask, --usage or --user list")
     if options.get("usage") and (options.get("stdio") or options.get("ask") or options.get("http")):
         raise UsageError("--usage cannot be combined with --stdio, --http or --ask")
     since = options.get("since")
@@ -13172,8 +13262,9 @@ def _pad(text: str, width: int) -> str:
     return text + " " * (width - _shown_width(text))
 
 
-def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
-    """The one-shot command: prints the answer JSON (exit 0) or the error to stderr (exit 1)."""
+def run_ask(config: Config, log: Log, query: str, tool: str, as_json: bool = True) -> int:
+    """The one-shot command: prints the answer (exit 0), as JSON for a program or as text for
+    a person on a terminal, or the error to stderr (exit 1)."""
     if tool not in enabled_tools(config):  # answer_deep costs dollars: on only when asked for
         print(
             f"{SERVER_NAME}: --tool {tool} is off: set tools.{tool}: true or MCP_ANSWER_DEEP=1",
@@ -13201,9 +13292,22 @@ def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
         return 130
     finally:
         engine.close()
+    if not as_json:
+        sys.stdout.write(format_answer(answer, meta))
+        return 0
     shown = json.dumps({**answer, "_meta": meta}, ensure_ascii=False, indent=2)
     sys.stdout.write(inert(shown, json_text=True) + "\n")
     return 0
+
+
+def format_answer(answer: dict, meta: dict) -> str:
+    """--ask on a terminal: the answer with its Sources section, then one line of what it
+    cost; text from the API is shown inert (no terminal escapes)."""
+    searched = "web search" if answer["used_search"] else "no web search"
+    cited = len(answer["citations"])
+    tail = f"{answer['model']}, {searched}, {cited} citation(s); cost: {_cost_words(meta)}"
+    lines = [inert(line) for line in answer["answer"].rstrip().split("\n")]
+    return "\n".join([*lines, "", f"-- {inert(tail)}"]) + "\n"
 
 
 # -- --doctor: a self-check for a person setting the server up ---------------------------------
@@ -14163,7 +14267,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(inert(shown, json_text=True) + "\n")
         sys.stderr.flush()
     if options.get("ask"):
-        return run_ask(config, log, options["ask"], options.get("tool") or "answer")
+        as_json = bool(options.get("json")) or not sys.stdout.isatty()
+        return run_ask(config, log, options["ask"], options.get("tool") or "answer", as_json)
     if options.get("usage"):
         return run_usage(config, log, options.get("since"), bool(options.get("json")))
     if options.get("user"):
@@ -14178,6 +14283,9 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             engine.close()  # the ledger rows still queued
     log.debug("server", f"{SERVER_NAME} {__version__} serving stdio (pid {os.getpid()})")
+    if os.isatty(0):  # a person, not a client: say what this waits for (stdout stays MCP's)
+        sys.stderr.write(STDIO_ON_A_TERMINAL)
+        sys.stderr.flush()
     try:
         serve_stdio(dispatcher, config, log)  # its calls answered, or cancelled by a signal
     except BaseException:
