@@ -3143,10 +3143,6 @@ def result_size(answer: dict) -> int:
     return len(json.dumps(answer, ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
-def _utf8_len(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
 def _cut_points(text: str) -> tuple[list[int], list[int]]:
     """Where a shortened answer may end, outside code blocks: (before each heading, at each
     blank line), as offsets into text."""
@@ -4711,9 +4707,6 @@ class AnswerEngine:
         timezone = config.get("policy", "timezone")
         self.state = StateStore(
             state_backend(config), log, timezone, config.get("state", "retention_days")
-        )
-        self.state.budgeted = bool(
-            budgets(config, today_in(timezone)) or user_budgets(config, "2000-01-01", LOCAL_USER)
         )
         self.ledger = Ledger(self.state, timezone)
         self.cache = AnswerCache(
@@ -6685,7 +6678,6 @@ class StateStore:
         self._retention_days = retention_days
         self._warned: dict = {}
         self._warn_lock = threading.Lock()
-        self.budgeted = False  # whether a budget is set: failures refuse calls, not just warn
         # The cache's reads and the budget's checks each have a connection: a slow cache read
         # (a miss after _CACHE_READ_S) puts no budget check at rest.
         self._reads = _Channel(backend, self.failed) if backend else None
@@ -8225,7 +8217,6 @@ class Session:
     def __init__(self, send):
         self.send = send
         self.protocol_version = LATEST_PROTOCOL
-        self.initialized = False
         self.client_name = None  # initialize's clientInfo.name: who may need a handoff
         self.client_key = None  # whose tasks these are (the transport says; None: this session)
         self.user = LOCAL_USER  # who is asking (HTTP: Authenticator.authenticate); see Identity
@@ -8879,8 +8870,7 @@ class Dispatcher:
                     "server",
                     f"cancelled requestId={_describe(request_id)} reason={json.dumps(reason)}",
                 )
-        elif method == "notifications/initialized":
-            session.initialized = True
+        # notifications/initialized: nothing to do (a request before it is served all the same)
 
     def _cancel(self, session: Session, request_id) -> bool:
         """notifications/cancelled: the call in flight with that id; else the request waiting

@@ -725,7 +725,6 @@ def test_only_a_failed_budget_check_says_calls_are_refused(tmp_path, capsys):
     their warnings must not say calls are refused (a burst over processes sharing a file can
     make the writer wait past its busy timeout while every call is answered)."""
     store = m.StateStore(m._SqliteBackend(str(tmp_path / "s.sqlite3")), m.Log(), "UTC")
-    store.budgeted = True
     for what in ("writing the ledger", "reading the cache", "checking the budget"):
         store.failed(what, f"{what}: database is locked")
     warnings = capsys.readouterr().err.splitlines()
