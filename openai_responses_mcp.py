@@ -1507,8 +1507,10 @@ def _decide_debug(values: dict, sources: dict, cli: dict, env: dict) -> None:
     # Any other word was taken for a file name, so DEBUG=maybe wrote debug lines to ./maybe: a
     # path must look like one (issue 33).
     if word is None and not any(mark in text for mark in ("/", os.sep, ".", "~")):
+        word = text.strip()  # shown only when short and no key (a key pasted in the wrong place)
+        shown = json.dumps(word) if len(word) <= 16 and not word.startswith("sk-") else "(hidden)"
         raise ConfigError(
-            f"DEBUG = {json.dumps(text.strip())} must be 1, true, yes or on; 0, false, no or off;"
+            f"DEBUG = {shown} must be 1, true, yes or on; 0, false, no or off;"
             " or a file path for the debug lines, like ./debug.log or /tmp/debug.log"
         )
     server["debug"] = True if word is None else word
@@ -13003,7 +13005,8 @@ def parse_args(argv: list[str]) -> dict:
         else:
             known = [*takes_value, *flags, *setting_flags, "--debug"]
             asked = bool(options.get("ask"))
-            raise UsageError(f"unknown option {arg!r}{_did_you_mean(name, known, asked)}")
+            # The name only: what follows "=" may be a token typed into a mistyped flag.
+            raise UsageError(f"unknown option {name!r}{_did_you_mean(name, known, asked)}")
     if options.get("http_token"):
         options["settings"][("server", "http", "token")] = (options["http_token"], "--http-token")
     if options.get("http") is not None:
@@ -14257,7 +14260,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(inert(shown, json_text=True) + "\n")
         sys.stderr.flush()
     if options.get("ask"):
-        as_json = bool(options.get("json")) or not sys.stdout.isatty()
+        terminal = sys.stdout is not None and sys.stdout.isatty()
+        as_json = bool(options.get("json")) or not terminal
         return run_ask(config, log, options["ask"], options.get("tool") or "answer", as_json)
     if options.get("usage"):
         return run_usage(config, log, options.get("since"), bool(options.get("json")))

@@ -547,3 +547,12 @@ def test_a_debug_variable_that_is_a_path_still_names_the_debug_file(tmp_path):
     proc = run_cli(tmp_path, "--show-config", env={"DEBUG": "debug.log"})
     assert proc.returncode == 0, proc.stderr
     assert '"debug_file": "debug.log"' in proc.stderr
+
+
+def test_neither_a_mistyped_flags_value_nor_a_key_in_debug_is_echoed(tmp_path):
+    proc = run_cli(tmp_path, "--http-tokn=hunter2-secret-token")
+    assert_usage_error(proc, "unknown option '--http-tokn'; did you mean --http-token?")
+    assert "hunter2" not in proc.stderr
+    proc = run_cli(tmp_path, "--show-config", env={"DEBUG": "sk-" + "x" * 40})
+    assert proc.returncode == 2 and "DEBUG = (hidden) must be" in proc.stderr
+    assert "xxxx" not in proc.stderr
