@@ -76,6 +76,9 @@ re = _Lazy("re")
 
 __version__ = "0.1.0"
 SERVER_NAME = "openai-responses-mcp"
+# The name a client knows the server by (`claude mcp add NAME`, Codex's [mcp_servers.NAME]): one
+# name in the README, the docs and --doctor's lines, the one users' configs already have.
+CLIENT_NAME = "openai-responses"
 # Who is asking when no named user is (see Identity, in Transports):
 LOCAL_USER = "local"  # stdio, and HTTP when nothing asks for a token (loopback, no users)
 SHARED_USER = "shared"  # whoever holds MCP_HTTP_TOKEN (server.http.token)
@@ -1345,17 +1348,66 @@ def is_deep_research(model: str) -> bool:
     return "deep-research" in model
 
 
+CONFIG_FIFO_WAIT_S = 3.0  # a config "file" that is a FIFO: how long to wait for its writer
+
+
+def _read_config_text(path: str) -> str:
+    """The config file's text. A directory is refused in words; a FIFO (`--config <(…)`) is
+    read once a writer has written, and refused after CONFIG_FIFO_WAIT_S rather than waiting
+    forever for a writer that never comes."""
+    import errno
+    import stat
+
+    mode = os.stat(path).st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+    if not stat.S_ISFIFO(mode) or os.name == "nt":
+        with open(path, encoding="utf-8-sig") as handle:
+            return handle.read()
+    import select
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # opening does not wait for a writer
+    with open(fd, "rb") as handle:
+        if not select.select([fd], [], [], CONFIG_FIFO_WAIT_S)[0]:
+            raise ConfigError(
+                f"config file {path} is a FIFO that nothing wrote to in {CONFIG_FIFO_WAIT_S:g} s:"
+                " point --config at a YAML file"
+            )
+        os.set_blocking(fd, True)
+        return handle.read().decode("utf-8-sig")
+
+
+def os_error_words(exc: OSError) -> str:
+    """An OS error said in words, for a person (not `[Errno 21] Is a directory: '/tmp'`)."""
+    import errno
+
+    words = {
+        errno.ENOENT: "it does not exist",
+        errno.EISDIR: "it is a directory, not a file",
+        errno.ENOTDIR: "a part of its path is a file, not a directory",
+        errno.EACCES: "permission denied (check its mode and owner)",
+        errno.EPERM: "permission denied (check its mode and owner)",
+        errno.ELOOP: "its symbolic links loop",
+        errno.ENAMETOOLONG: "its name is too long",
+        errno.ENOSPC: "the disk is full",
+        errno.EROFS: "it is on a read-only file system",
+    }
+    return words.get(exc.errno) or (exc.strerror or type(exc).__name__).lower()
+
+
 def _yaml_layer(path: str, explicit: bool) -> tuple[dict, dict, list[str]]:
     """Reads the YAML file: (values, sources, warnings). A missing default file is no error."""
     try:
-        with open(path, encoding="utf-8-sig") as handle:
-            text = handle.read()
+        text = _read_config_text(path)
     except FileNotFoundError:
         if explicit:
             raise ConfigError(f"config file not found: {path} (check --config)") from None
         return {}, {}, []
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {path} is not UTF-8 text: save it as UTF-8") from None
+    except OSError as exc:
+        fix = "point --config at a YAML file" if explicit else "remove it or make it a YAML file"
+        raise ConfigError(f"cannot read config file {path}: {os_error_words(exc)}; {fix}") from None
     tree, lines = parse_yaml(text, path)
     if tree is None:
         tree = {}
@@ -1503,6 +1555,15 @@ def _decide_debug(values: dict, sources: dict, cli: dict, env: dict) -> None:
     if text is None or text.strip() == "":
         return
     word = _is_truthy_word(text)
+    # Any other word was taken for a file name, so DEBUG=maybe wrote debug lines to ./maybe: a
+    # path must look like one (issue 33).
+    if word is None and not any(mark in text for mark in ("/", os.sep, ".", "~")):
+        word = text.strip()  # shown only when short and no key (a key pasted in the wrong place)
+        shown = json.dumps(word) if len(word) <= 16 and not word.startswith("sk-") else "(hidden)"
+        raise ConfigError(
+            f"DEBUG = {shown} must be 1, true, yes or on; 0, false, no or off;"
+            " or a file path for the debug lines, like ./debug.log or /tmp/debug.log"
+        )
     server["debug"] = True if word is None else word
     sources[("server", "debug")] = "env DEBUG"
     if word is None:
@@ -1538,9 +1599,6 @@ def _validate(values: dict, sources: dict) -> None:
     _check_user_location(values["search"]["user_location"], sources)
     _check_tasks(values, sources)
     _check_auth(values, sources)
-
-
-OAUTH_EXTRA = "pip install 'openai-responses-mcp[oauth]'"
 
 
 def _check_url(key: str, url: str, where: str, loopback_http: bool = False) -> None:
@@ -1595,7 +1653,7 @@ def _check_auth(values: dict, sources: dict) -> None:
     if importlib.util.find_spec("jwt") is None or importlib.util.find_spec("cryptography") is None:
         raise ConfigError(
             f"server.auth.issuer (from {where}) needs PyJWT and cryptography, which are not "
-            f"installed: {OAUTH_EXTRA}"
+            f"installed: {extra_command('oauth')}"
         )
 
 
@@ -1715,9 +1773,6 @@ def _check_base_url(
             f"{key} = {json.dumps(url, ensure_ascii=False)} (from {where}) must be "
             f"an http:// or https:// URL with a host, like {like}"
         )
-
-
-POSTGRES_EXTRA = 'pip install "openai-responses-mcp[postgres]"'
 
 
 _PG_SCHEMES = ("postgresql://", "postgres://")
@@ -1892,7 +1947,7 @@ def _check_state_url(values: dict, sources: dict) -> None:
     if importlib.util.find_spec("psycopg") is None:
         raise ConfigError(
             f"state.url (from {where}) needs the PostgreSQL driver, which is not installed: "
-            f"{POSTGRES_EXTRA}"
+            f"{extra_command('postgres')}"
         )
     if pg_params(url) is None:  # the driver's own message would quote the password
         raise ConfigError(
@@ -1969,6 +2024,72 @@ def _check_timezone(name: str, where: str, key: str = "policy.timezone") -> None
             f"{key} = {name!r} (from {where}) is not a known IANA time zone "
             f"such as Asia/Tokyo or UTC{hint}"
         ) from None
+
+
+# -- This installation: what installed it, and what starts it ----------------------------------
+# uvx runs from uv's cache (gone after `uv cache clean`), pipx and `uv tool install` keep a venv
+# of their own, pip a venv or the system's Python, and a copied file runs under any Python: the
+# lines --doctor prints and every "install the extra" command must fit the installer in use,
+# since `pip install` does nothing for a pipx or uv installation (issue 33).
+
+_UV_CACHE_BUCKET = r"(archive|builds|environments)-v\d+"  # uv's cache: <cache>/archive-v0/<id>
+EXTRA_PACKAGES = {"postgres": ("psycopg[binary]",), "oauth": ("PyJWT", "cryptography")}
+
+
+def install_kind(
+    executable: str, prefix: str, base_prefix: str, script: str, argv0: str, exists=None
+) -> str:
+    """How this copy was installed, from its interpreter's paths: "uvx" (an environment in
+    uv's cache), "uv-run" (a file `uv run` runs, also from the cache), "file" (a file run by
+    Python), "uv-tool" (`uv tool install`), "pipx", "venv" or "pip" (the system's Python)."""
+    exists = os.path.exists if exists is None else exists
+    parts = {part for path in (executable, prefix) for part in re.split(r"[\\/]", path)}
+    in_uv_cache = any(re.fullmatch(_UV_CACHE_BUCKET, part) for part in parts)
+    ran_as_file = bool(argv0) and os.path.realpath(argv0) == os.path.realpath(script)
+    if in_uv_cache:
+        return "uv-run" if ran_as_file else "uvx"
+    if ran_as_file:
+        return "file"
+    if exists(os.path.join(prefix, "uv-receipt.toml")):
+        return "uv-tool"
+    if exists(os.path.join(prefix, "pipx_metadata.json")):
+        return "pipx"
+    return "venv" if prefix != base_prefix else "pip"
+
+
+def this_installation() -> str:
+    argv0 = sys.argv[0] if sys.argv else ""
+    return install_kind(sys.executable, sys.prefix, sys.base_prefix, __file__, argv0)
+
+
+def shell_quote(text: str, windows: bool | None = None) -> str:
+    """`text` as one word for the user's shell (POSIX sh, or Windows' double quotes)."""
+    if os.name == "nt" if windows is None else windows:
+        return text if re.fullmatch(r"[\w.:\\/-]+", text) else f'"{text}"'
+    import shlex
+
+    return shlex.quote(text)
+
+
+def extra_command(extra: str, kind: str | None = None, python: str | None = None) -> str:
+    """The command that adds an extra ("postgres", "oauth") to this installation, made by the
+    installer that made it."""
+    kind = this_installation() if kind is None else kind
+    python = shell_quote(sys.executable if python is None else python)
+    packages = EXTRA_PACKAGES[extra]
+    words = " ".join(shell_quote(package) for package in packages)
+    withs = " ".join(f"--with {shell_quote(package)}" for package in packages)
+    if kind == "pipx":
+        return f"pipx inject {SERVER_NAME} {words}"
+    if kind == "uvx":
+        return f"uvx {withs} {SERVER_NAME}"
+    if kind == "uv-tool":
+        return f"uv tool install {withs} {SERVER_NAME}"
+    if kind == "uv-run":
+        return f"uv run {withs} {shell_quote(os.path.abspath(__file__))}"
+    if kind == "file":
+        return f"{python} -m pip install {words}"
+    return f"{python} -m pip install {shell_quote(f'{SERVER_NAME}[{extra}]')}"
 
 
 # -- The API key -------------------------------------------------------------------------------
@@ -2236,7 +2357,10 @@ class Log:
             try:
                 self._file = open(os.path.expanduser(path), "a", encoding="utf-8")  # noqa: SIM115
             except OSError as exc:
-                self.say(f"cannot open debug file {path}: {exc}; debug goes to stderr only")
+                self.say(
+                    f"cannot open debug file {path}: {os_error_words(exc)}; debug goes to "
+                    "stderr only"
+                )
 
     def redact(self, text: str) -> str:
         """Removes the API key, and anything shaped like an OpenAI key (even masked ones)."""
@@ -3563,10 +3687,6 @@ def shape_answer(
 def result_size(answer: dict) -> int:
     """The size of the text a client shows its model: the answer as JSON, in UTF-8 bytes."""
     return len(json.dumps(answer, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-
-
-def _utf8_len(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _cut_points(text: str) -> tuple[list[int], list[int]]:
@@ -5314,9 +5434,6 @@ class AnswerEngine:
         timezone = config.get("policy", "timezone")
         self.state = StateStore(
             state_backend(config), log, timezone, config.get("state", "retention_days")
-        )
-        self.state.budgeted = bool(
-            budgets(config, today_in(timezone)) or user_budgets(config, "2000-01-01", LOCAL_USER)
         )
         self.ledger = Ledger(self.state, timezone)
         self.cache = AnswerCache(
@@ -7315,7 +7432,6 @@ class StateStore:
         self._retention_days = retention_days
         self._warned: dict = {}
         self._warn_lock = threading.Lock()
-        self.budgeted = False  # whether a budget is set: failures refuse calls, not just warn
         # The cache's reads and the budget's checks each have a connection: a slow cache read
         # (a miss after _CACHE_READ_S) puts no budget check at rest.
         self._reads = _Channel(backend, self.failed) if backend else None
@@ -8974,7 +9090,6 @@ class Session:
     def __init__(self, send):
         self.send = send
         self.protocol_version = LATEST_PROTOCOL
-        self.initialized = False
         self.client_name = None  # initialize's clientInfo.name: who may need a handoff
         self.client_key = None  # whose tasks these are (the transport says; None: this session)
         self.user = LOCAL_USER  # who is asking (HTTP: Authenticator.authenticate); see Identity
@@ -9717,11 +9832,10 @@ class Dispatcher:
                     "server",
                     f"cancelled requestId={_describe(request_id)} reason={json.dumps(reason)}",
                 )
-        elif method == "notifications/initialized":
-            session.initialized = True
         elif method == "notifications/roots/list_changed":
             with session._lock:
                 session.roots, session.roots_generation = None, session.roots_generation + 1
+        # notifications/initialized: nothing to do (a request before it is served all the same)
 
     def _cancel(self, session: Session, request_id) -> bool:
         """notifications/cancelled: the call in flight with that id; else the request waiting
@@ -13855,7 +13969,8 @@ USAGE = f"""\
 usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--show-config]
        {SERVER_NAME} --http [HOST:]PORT [--stateless] [--http-token TOKEN]
               [--http-allow-insecure] [--config PATH] [--model ID] [--debug [PATH]]
-       {SERVER_NAME} --ask QUERY [--tool NAME] [--config PATH] [--model ID] [--debug [PATH]]
+       {SERVER_NAME} --ask QUERY [--tool NAME] [--json] [--config PATH] [--model ID]
+              [--debug [PATH]]
        {SERVER_NAME} --show-config [--config PATH] [--model ID]
        {SERVER_NAME} --print-example config|policy|policy-replace
        {SERVER_NAME} --doctor [--live] [--http [HOST:]PORT] [--config PATH] [--model ID]
@@ -13878,7 +13993,8 @@ options:
                      environment variable MCP_HTTP_TOKEN, which other users cannot see)
   --http-allow-insecure  with --http: allow a non-loopback HOST without a token (only behind
                      a proxy that authenticates)
-  --ask QUERY        answer one question and print the result JSON (checks key, model, config)
+  --ask QUERY        answer one question: the answer, its sources and cost on a terminal, the
+                     result JSON when piped or with --json (checks key, model, config)
   --tool NAME        tool for --ask: answer (default), answer_detailed or answer_quick
   --config PATH      YAML config file (default: {default_config_path(dict(os.environ))})
   --model ID         model for the answer tool (overrides config and MODEL_ANSWER)
@@ -13893,7 +14009,8 @@ options:
   --live             with --doctor: also make one small real answer and print its cost
   --usage            print spend by day, model and tool from the usage ledger (state.path)
   --since DATE       with --usage: only from this day on (YYYY-MM-DD, in policy.timezone)
-  --json             with --usage or --user list: print JSON instead of tables
+  --json             with --ask, --usage or --user list: print JSON instead of text (--ask
+                     prints JSON anyway when its output is not a terminal)
   --user add NAME    add a named user for --http: prints its new token once, alone on the
                      last line (only a hash is kept in the state); every --http server on the
                      same state then requires a token, even on 127.0.0.1
@@ -13915,6 +14032,15 @@ EXAMPLES = {
     "policy": POLICY_EXAMPLE,
     "policy-replace": POLICY_REPLACE_EXAMPLE,
 }
+
+
+STDIO_ON_A_TERMINAL = f"""\
+{SERVER_NAME}: waiting for an MCP client on stdin: --stdio is what a client (Claude Code,
+Codex, Cursor) starts, not a prompt for people. Instead:
+  {SERVER_NAME} --ask "your question"   answer one question here
+  {SERVER_NAME} --doctor                check the setup and print the lines that add it
+Ctrl-D or Ctrl-C ends.
+"""
 
 
 class UsageError(Exception):
@@ -13985,7 +14111,10 @@ def parse_args(argv: list[str]) -> dict:
         elif arg in setting_flags:
             options["settings"][setting_flags[arg]] = (True, arg)
         else:
-            raise UsageError(f"unknown option {arg!r}")
+            known = [*takes_value, *flags, *setting_flags, "--debug"]
+            asked = bool(options.get("ask"))
+            # The name only: what follows "=" may be a token typed into a mistyped flag.
+            raise UsageError(f"unknown option {name!r}{_did_you_mean(name, known, asked)}")
     if options.get("http_token"):
         options["settings"][("server", "http", "token")] = (options["http_token"], "--http-token")
     if options.get("http") is not None:
@@ -14016,6 +14145,21 @@ def parse_args(argv: list[str]) -> dict:
     return options
 
 
+def _did_you_mean(word: str, known: list[str], asked: bool = False) -> str:
+    """ "; did you mean --doctor?" for a mistyped flag; for a stray word after --ask, the
+    quotes its question lacked."""
+    import difflib
+
+    if not word.startswith("-"):
+        if asked:
+            return ' (a question with spaces goes in quotes: --ask "...")'
+        return "; --help lists the options"
+    candidates = [flag for flag in known if flag.startswith("--")]
+    typed = word if word.startswith("--") else "-" + word
+    close = difflib.get_close_matches(typed, candidates, 1, 0.6)
+    return f"; did you mean {close[0]}?" if close else "; --help lists the options"
+
+
 def _check_user_options(options: dict) -> None:
     """--user ACTION [NAME] [--daily-usd X] [--monthly-usd Y]: the allowances as numbers."""
     action = options.get("user")
@@ -14040,8 +14184,10 @@ def _check_user_options(options: dict) -> None:
 def _check_usage_options(options: dict) -> None:
     if options.get("since") and not options.get("usage"):
         raise UsageError("--since goes with --usage")
-    if options.get("json") and not (options.get("usage") or options.get("user") == "list"):
-        raise UsageError("--json goes with --usage or --user list")
+    if options.get("json") and not (
+        options.get("usage") or options.get("user") == "list" or options.get("ask")
+    ):
+        raise UsageError("--json goes with --ask, --usage or --user list")
     if options.get("usage") and (options.get("stdio") or options.get("ask") or options.get("http")):
         raise UsageError("--usage cannot be combined with --stdio, --http or --ask")
     since = options.get("since")
@@ -14217,8 +14363,9 @@ def _pad(text: str, width: int) -> str:
     return text + " " * (width - _shown_width(text))
 
 
-def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
-    """The one-shot command: prints the answer JSON (exit 0) or the error to stderr (exit 1)."""
+def run_ask(config: Config, log: Log, query: str, tool: str, as_json: bool = True) -> int:
+    """The one-shot command: prints the answer (exit 0), as JSON for a program or as text for
+    a person on a terminal, or the error to stderr (exit 1)."""
     if tool not in enabled_tools(config):  # answer_deep costs dollars: on only when asked for
         print(
             f"{SERVER_NAME}: --tool {tool} is off: set tools.{tool}: true or MCP_ANSWER_DEEP=1",
@@ -14246,9 +14393,22 @@ def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
         return 130
     finally:
         engine.close()
+    if not as_json:
+        sys.stdout.write(format_answer(answer, meta))
+        return 0
     shown = json.dumps({**answer, "_meta": meta}, ensure_ascii=False, indent=2)
     sys.stdout.write(inert(shown, json_text=True) + "\n")
     return 0
+
+
+def format_answer(answer: dict, meta: dict) -> str:
+    """--ask on a terminal: the answer with its Sources section, then one line of what it
+    cost; text from the API is shown inert (no terminal escapes)."""
+    searched = "web search" if answer["used_search"] else "no web search"
+    cited = len(answer["citations"])
+    tail = f"{answer['model']}, {searched}, {cited} citation(s); cost: {_cost_words(meta)}"
+    lines = [inert(line) for line in answer["answer"].rstrip().split("\n")]
+    return "\n".join([*lines, "", f"-- {inert(tail)}"]) + "\n"
 
 
 # -- --doctor: a self-check for a person setting the server up ---------------------------------
@@ -15022,19 +15182,41 @@ def _cost_words(meta: dict) -> str:
     )
 
 
-def command_path() -> list[str]:
-    """How an MCP client should start this installation: absolute paths only."""
+def command_path(config: Config | None = None) -> list[str]:
+    """How an MCP client should start this installation: absolute paths, and nothing that a
+    cache clean removes (see install_kind)."""
     import shutil
 
+    kind = this_installation()
+    if kind in ("uvx", "uv-run"):  # uv's cache: name the package or file, not the cache's copy
+        uv = "uvx" if kind == "uvx" else "uv"
+        uv = os.path.abspath(shutil.which(uv)) if shutil.which(uv) else uv
+        if kind == "uv-run":
+            return [uv, "run", os.path.abspath(__file__)]
+        withs = [word for extra in _extras_in_use(config) for package in EXTRA_PACKAGES[extra]
+                 for word in ("--with", package)]  # fmt: skip
+        return [uv, *withs, SERVER_NAME]
+    if kind == "file":  # a copied file: the Python that runs it now
+        return [os.path.abspath(sys.executable), os.path.abspath(__file__)]
     name = SERVER_NAME + (".exe" if os.name == "nt" else "")
     beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), name)
     on_path = shutil.which(SERVER_NAME)
-    if os.path.isfile(beside):  # this installation's own script (a venv, pipx, uvx)
+    if os.path.isfile(beside):  # this installation's own script (a venv, pipx, uv tool)
         same = on_path and os.path.realpath(on_path) == os.path.realpath(beside)
         return [os.path.abspath(on_path if same else beside)]
     if on_path:
         return [os.path.abspath(on_path)]
     return [os.path.abspath(sys.executable), os.path.abspath(__file__)]
+
+
+def _extras_in_use(config: Config | None) -> list[str]:
+    if config is None:
+        return []
+    used = [
+        ("postgres", config.get("state", "url")),
+        ("oauth", config.get("server", "auth", "issuer")),
+    ]
+    return [extra for extra, value in used if value]
 
 
 # Variables outside SETTINGS that change what the server does: debug, and the HTTP client's
@@ -15077,7 +15259,7 @@ def client_lines(options: dict, config: Config) -> list[str]:
     environment the server runs with here (see client_env)."""
     import shlex
 
-    command = [*command_path(), "--stdio"]
+    command = [*command_path(config), "--stdio"]
     if options.get("config"):
         command += ["--config", os.path.abspath(os.path.expanduser(options["config"]))]
     quote = (lambda s: f'"{s}"') if os.name == "nt" else shlex.quote
@@ -15092,7 +15274,7 @@ def client_lines(options: dict, config: Config) -> list[str]:
     env = " ".join(f"--env {shell(name, value)}" for name, value in carried)
     cursor = {
         "mcpServers": {
-            SERVER_NAME: {
+            CLIENT_NAME: {
                 "command": command[0],
                 "args": command[1:],
                 "env": {
@@ -15106,9 +15288,11 @@ def client_lines(options: dict, config: Config) -> list[str]:
     # so `--env K=V name --` fails with "Invalid environment variable format: name".
     return [
         "Claude Code:",
-        f"    claude mcp add {SERVER_NAME} --transport stdio --scope user {env} -- {argv}",
+        f"    claude mcp add {CLIENT_NAME} --transport stdio --scope user {env} -- {argv}",
         "Codex CLI:",
-        f"    codex mcp add {SERVER_NAME} {env} -- {argv}",
+        f"    codex mcp add {CLIENT_NAME} {env} -- {argv}",
+        # codex mcp add cannot set it; without it `codex exec` may start without the tools.
+        f"    then add `required = true` under [mcp_servers.{CLIENT_NAME}] in ~/.codex/config.toml",
         "Cursor (~/.cursor/mcp.json, merged into mcpServers):",
         *("    " + row for row in json.dumps(cursor, indent=2).splitlines()),
     ]
@@ -15206,7 +15390,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(inert(shown, json_text=True) + "\n")
         sys.stderr.flush()
     if options.get("ask"):
-        return run_ask(config, log, options["ask"], options.get("tool") or "answer")
+        terminal = sys.stdout is not None and sys.stdout.isatty()
+        as_json = bool(options.get("json")) or not terminal
+        return run_ask(config, log, options["ask"], options.get("tool") or "answer", as_json)
     if options.get("usage"):
         return run_usage(config, log, options.get("since"), bool(options.get("json")))
     if options.get("user"):
@@ -15221,6 +15407,9 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             engine.close()  # the ledger rows still queued
     log.debug("server", f"{SERVER_NAME} {__version__} serving stdio (pid {os.getpid()})")
+    if os.isatty(0):  # a person, not a client: say what this waits for (stdout stays MCP's)
+        sys.stderr.write(STDIO_ON_A_TERMINAL)
+        sys.stderr.flush()
     try:
         serve_stdio(dispatcher, config, log)  # its calls answered, or cancelled by a signal
     except BaseException:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import select
 import subprocess
 import sys
+import time
 
 import pytest
 from conftest import SCRIPT, TEST_KEY, base_env, run_cli, show_config
@@ -498,3 +501,166 @@ def test_log_and_doctor_lines_are_inert(capsys):
     for text in (capsys.readouterr().err, out.getvalue()):
         assert mcp.inert(EVIL_MODEL) in text
         assert all(line.isprintable() for line in text.splitlines())
+
+
+# -- a terminal that talks back (issue 33): real pseudo-terminals -------------------------------
+
+needs_pty = pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+DOCS_URL = "https://docs.python.org/3/whatsnew/"
+
+
+def read_until(fd: int, want: bytes, timeout: float = 20.0) -> bytes:
+    """Bytes from `fd` until `want` is among them, the end, or the timeout."""
+    got = b""
+    deadline = time.monotonic() + timeout
+    while want not in got and time.monotonic() < deadline:
+        if not select.select([fd], [], [], 0.1)[0]:
+            continue
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: the terminal's last holder has gone
+            break
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
+@needs_pty
+def test_stdio_on_a_terminal_says_at_once_on_stderr_what_it_waits_for(tmp_path):
+    master, slave = os.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--stdio"],
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=base_env(tmp_path, TERM="dumb", NO_COLOR="1"),
+        cwd=str(tmp_path),
+    )
+    os.close(slave)
+    try:
+        said = read_until(proc.stderr.fileno(), b"Ctrl-D", timeout=10).decode()
+        assert "waiting for an MCP client" in said, said
+        assert f"{APP} --ask" in said and f"{APP} --doctor" in said
+        os.write(master, b"\x04")  # Ctrl-D: end of input, and the server ends
+        out, _ = proc.communicate(timeout=20)
+    finally:
+        proc.kill() if proc.poll() is None else None
+        os.close(master)
+    assert out == b"" and proc.returncode == 0
+
+
+def test_stdio_from_a_pipe_says_nothing_of_terminals(tmp_path):
+    proc = run_cli(tmp_path, "--stdio", input="")
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert "waiting for an MCP client" not in proc.stderr
+
+
+def ask_on_a_terminal(tmp_path, fake, *args: str) -> str:
+    """--ask with stdout on a real terminal: what the terminal shows."""
+    master, slave = os.openpty()
+    env = base_env(tmp_path, OPENAI_BASE_URL=fake.base_url, TERM="xterm-256color")
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--ask", "What changed in Python?", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=str(tmp_path),
+    )
+    os.close(slave)
+    try:
+        shown = read_until(master, b"\x00never", timeout=30)
+        assert proc.wait(timeout=20) == 0, proc.stderr.read()
+    finally:
+        proc.kill() if proc.poll() is None else None
+        os.close(master)
+    return shown.decode().replace("\r\n", "\n")
+
+
+@needs_pty
+def test_ask_on_a_terminal_prints_the_answer_its_sources_and_a_cost_line(tmp_path, fake):
+    citation = {"url": DOCS_URL, "title": "What's New"}
+    text = f"Python 3.15 is out.\x1b[31m See {DOCS_URL}."
+    fake.enqueue(Reply(text=text, searches=[{"query": "python"}], citations=[citation]))
+    shown = ask_on_a_terminal(tmp_path, fake)
+    assert shown.startswith("Python 3.15 is out."), shown
+    assert "\nSources:\n" in shown and DOCS_URL in shown
+    assert "\x1b" not in shown  # text from upstream cannot drive the terminal
+    last = shown.rstrip("\n").splitlines()[-1]
+    assert last.startswith("-- gpt-6.1-terra") and "web search, 1 citation(s); cost: $" in last
+    assert not shown.lstrip().startswith("{")
+
+
+@needs_pty
+def test_ask_with_json_prints_json_even_on_a_terminal(tmp_path, fake):
+    shown = ask_on_a_terminal(tmp_path, fake, "--json")
+    assert json.loads(shown)["answer"].startswith(DEFAULT_TEXT)
+
+
+def test_json_with_ask_when_piped_is_the_same_json(tmp_path, fake):
+    proc = ask(tmp_path, fake, "What does HTTP 404 mean?", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["answer"].startswith(DEFAULT_TEXT)
+
+
+# -- words for people: a mistyped flag, an OS error, a bad DEBUG (issue 33) --------------------
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"), [("--doctr", "--doctor"), ("--stdoi", "--stdio"), ("-stdio", "--stdio")]
+)
+def test_a_mistyped_flag_gets_did_you_mean(tmp_path, typed, meant):
+    assert_usage_error(run_cli(tmp_path, typed), f"unknown option '{typed}'; did you mean {meant}?")
+
+
+def test_an_unquoted_question_after_ask_is_told_to_use_quotes(tmp_path):
+    proc = run_cli(tmp_path, "--ask", "what", "is", "new")
+    assert_usage_error(proc, "unknown option 'is'", 'goes in quotes: --ask "..."')
+
+
+def test_a_config_path_that_is_a_directory_is_said_in_words(tmp_path):
+    proc = run_cli(tmp_path, "--show-config", "--config", str(tmp_path))
+    assert proc.returncode == 2
+    assert "it is a directory, not a file; point --config at a YAML file" in proc.stderr
+    assert "Errno" not in proc.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_config_fifo_nobody_writes_to_is_refused_not_waited_on_forever(tmp_path):
+    fifo = tmp_path / "config.yaml"
+    os.mkfifo(fifo)
+    proc = run_cli(tmp_path, "--show-config", "--config", str(fifo), timeout=20)
+    assert proc.returncode == 2
+    assert f"config file {fifo} is a FIFO that nothing wrote to" in proc.stderr
+
+
+def test_os_errors_are_said_in_words():
+    import errno
+
+    said = mcp.os_error_words(PermissionError(errno.EACCES, "Permission denied", "/etc/x"))
+    assert said == "permission denied (check its mode and owner)"
+    assert mcp.os_error_words(OSError(errno.EIO, "Input/output error")) == "input/output error"
+
+
+@pytest.mark.parametrize("word", ["maybe", "enabled", "y"])
+def test_a_debug_variable_that_is_neither_a_switch_nor_a_path_is_an_error(tmp_path, word):
+    proc = run_cli(tmp_path, "--show-config", env={"DEBUG": word})
+    assert proc.returncode == 2
+    assert f'DEBUG = "{word}" must be 1, true, yes or on' in proc.stderr
+    assert not (tmp_path / word).exists()
+
+
+def test_a_debug_variable_that_is_a_path_still_names_the_debug_file(tmp_path):
+    proc = run_cli(tmp_path, "--show-config", env={"DEBUG": "debug.log"})
+    assert proc.returncode == 0, proc.stderr
+    assert '"debug_file": "debug.log"' in proc.stderr
+
+
+def test_neither_a_mistyped_flags_value_nor_a_key_in_debug_is_echoed(tmp_path):
+    proc = run_cli(tmp_path, "--http-tokn=hunter2-secret-token")
+    assert_usage_error(proc, "unknown option '--http-tokn'; did you mean --http-token?")
+    assert "hunter2" not in proc.stderr
+    proc = run_cli(tmp_path, "--show-config", env={"DEBUG": "sk-" + "x" * 40})
+    assert proc.returncode == 2 and "DEBUG = (hidden) must be" in proc.stderr
+    assert "xxxx" not in proc.stderr

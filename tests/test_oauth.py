@@ -37,7 +37,7 @@ from cryptography.hazmat.primitives import serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec, rsa  # noqa: E402
 
 SCOPE = "mcp:tools"
-OAUTH_EXTRA = "pip install 'openai-responses-mcp[oauth]'"
+OAUTH_EXTRA = f"{sys.executable} -m pip install PyJWT cryptography"  # a file run by Python
 
 
 def free_port() -> int:
