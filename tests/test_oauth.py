@@ -21,7 +21,6 @@ import os
 import re
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.parse
@@ -460,12 +459,12 @@ def test_tokens_never_appear_in_logs_even_with_debug(issuer, protected):
 
 
 def run_config(tmp_path, config: str, *args, env=None):
-    from conftest import base_env
+    from conftest import PROGRAM, base_env
 
     path = tmp_path / "c.yaml"
     path.write_text(config, encoding="utf-8")
     return subprocess.run(
-        [sys.executable, str(ROOT / "openai_responses_mcp.py"), "--config", str(path), *args],
+        [*PROGRAM, "--config", str(path), *args],
         env={**base_env(tmp_path), **(env or {})},
         capture_output=True,
         text=True,
