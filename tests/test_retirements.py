@@ -252,7 +252,7 @@ def test_a_version_3_state_file_gains_the_checks_table_and_claims_once_a_day(tmp
     finally:
         state.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(5,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(m.STATE_SCHEMA_VERSION,)]
         assert conn.execute("SELECT name, day FROM checks").fetchall() == [
             ("retirements", "2026-11-27")
         ]
