@@ -2356,12 +2356,17 @@ def sources_headers(instructions: str) -> tuple[str, ...]:
     return tuple(name.rstrip(":：").strip().lower() for name in found if name.rstrip(":："))
 
 
+# The one clock every "today" is read from (the request's date, the ledger's and the budgets'
+# day, the retirement check): a seam a unit test pins to an instant, never the host's local date.
+clock = time.time
+
+
 def today_in(timezone: str) -> str:
-    """Today's date, YYYY-MM-DD, in the configured time zone."""
+    """Today's date, YYYY-MM-DD, in the configured time zone (policy.timezone), by `clock`."""
     import datetime
     import zoneinfo
 
-    return datetime.datetime.now(zoneinfo.ZoneInfo(timezone)).date().isoformat()
+    return datetime.datetime.fromtimestamp(clock(), zoneinfo.ZoneInfo(timezone)).date().isoformat()
 
 
 def build_input(query: str, hints: dict, today: str, timezone: str) -> str:
