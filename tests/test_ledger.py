@@ -545,6 +545,7 @@ def test_today_the_ledgers_day_and_the_budgets_day_follow_policy_timezone(tmp_pa
     assert tokyo.spent_since("2026-11-28") == pytest.approx(0.5)
     state.close()
     again = m.StateStore(m._SqliteBackend(path), m.Log())
-    by_day = {row["day"]: row["usd"] for row in m.Ledger(again, zone).report("2026-11-01")["by_day"]}
+    report = m.Ledger(again, zone).report("2026-11-01")
+    by_day = {row["day"]: row["usd"] for row in report["by_day"]}
     assert by_day == {"2026-11-27": pytest.approx(0.25), "2026-11-28": pytest.approx(0.5)}
     again.close()

@@ -7,9 +7,10 @@ from __future__ import annotations
 import datetime
 
 import conftest
-import openai_responses_mcp as m
 from conftest import run_cli, wait_until
 from fake_upstream import Reply
+
+import openai_responses_mcp as m
 
 
 def day(offset: int) -> str:
