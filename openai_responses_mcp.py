@@ -4908,6 +4908,7 @@ class AnswerEngine:
         try:
             self._check_priced(model, today, user)
             hold.put(self._reserve(tool, today, user))
+            self.state.prepare()  # the call's row is written at its end, even a stop signal's
         except ToolError:
             self.ledger.record(UsageRow(tool, model, "refused", user=user))
             raise
@@ -6522,6 +6523,10 @@ class StateWriter:
                 self._thread.start()
             self._cond.notify_all()
 
+    def open(self) -> None:
+        """Opens the connection the writes go through, if it is not open yet."""
+        self._channel.run("opening the state", lambda q: None)
+
     def unwritten(self) -> list:
         """What was submitted and is not in the store yet, oldest first."""
         with self._cond:
@@ -6681,6 +6686,7 @@ class StateStore:
         self._warned: dict = {}
         self._warn_lock = threading.Lock()
         self.budgeted = False  # whether a budget is set: failures refuse calls, not just warn
+        self._prepared = False  # see prepare()
         # The cache's reads and the budget's checks each have a connection: a slow cache read
         # (a miss after _CACHE_READ_S) puts no budget check at rest.
         self._reads = _Channel(backend, self.failed) if backend else None
@@ -6712,6 +6718,23 @@ class StateStore:
     def write_later(self, write) -> None:
         if self._writer is not None:
             self._writer.submit(write)
+
+    def prepare(self) -> None:
+        """Opens the writer's connection (imports the driver, makes or checks the tables) in a
+        thread of its own, once, while a call is in flight: else a stop signal during a first
+        call left all of that to the second the process has to write the call's row and exit
+        (over a second on a busy machine, with the cache off and no budget to open it first)."""
+        if self._writer is None or self._prepared:
+            return
+        self._prepared = True
+
+        def open_it() -> None:
+            try:
+                self._writer.open()
+            except StateUnavailable:
+                pass  # warned already; the row's write tries again
+
+        threading.Thread(target=open_it, name="state-open", daemon=True).start()
 
     def unwritten(self) -> list:
         return self._writer.unwritten() if self._writer else []
