@@ -375,12 +375,15 @@ def test_by_default_quick_is_lighter_and_detailed_thinks_more_than_answer(server
     }
 
 
-def test_tools_without_a_profile_use_the_answer_profile_but_their_own_model(spawn, fake):
+def test_tools_without_a_profile_use_the_answer_profile_model_included(spawn, fake):
+    """Seed 001: an omitted answer_detailed runs with answer's settings (issue 30)."""
     config = "model_profiles:\n  answer: {model: gpt-5-mini, verbosity: high}\n"
     server = start(spawn, fake, config=config)
     answer_of(server.call("answer_detailed", {"query": "q"}))
-    assert fake.requests[0].body["model"] == "gpt-6.2-sol"
+    assert fake.requests[0].body["model"] == "gpt-5-mini"
     assert fake.requests[0].body["text"] == {"verbosity": "high"}
+    assert fake.requests[0].body["reasoning"] == {"effort": "medium"}
+    assert not fake.requests[0].body.get("background")
 
 
 # ============================================================================================
