@@ -1294,6 +1294,20 @@ class Config:
         }
         return {key: value for key, value in merged.items() if value is not None or key in BASICS}
 
+    def profile_sources(self, tool: str) -> dict:
+        """Where each of profile(tool)'s values (and background) came from: default, a file's
+        line, env X, flag --x, or `inherited from answer (<where answer's came from>)`."""
+        own = self.values["model_profiles"].get(tool) or {}
+        shown = {}
+        for key in (*self.profile(tool), "background"):
+            path = ("model_profiles", tool, key)
+            if own.get(key) is None and not _row(tool).get("opt_in") and tool != "answer":
+                answer = self.sources.get(("model_profiles", "answer", key), "default")
+                shown[key] = f"{INHERITED} ({answer})"
+            else:
+                shown[key] = self.sources.get(path, "default")
+        return shown
+
     def background(self, tool: str) -> bool:
         """model_profiles.<tool>.background, inherited from `answer` when absent. Not part of
         profile(): it shapes how the request is sent, not the request (nor its cache key)."""
@@ -1325,6 +1339,7 @@ class Config:
             "state": state_label(self),
             "config": values,
             "profiles": {tool: self.profile(tool) for tool in enabled_tools(self)},
+            "profile_sources": {tool: self.profile_sources(tool) for tool in enabled_tools(self)},
             "sources": {".".join(path): where for path, where in sorted(self.sources.items())},
         }
 
@@ -1530,6 +1545,7 @@ def load_config(cli: dict, env: dict | None = None) -> Config:
     _decide_debug(values, sources, cli, env)
     _validate(values, sources)
     _resolve_state_path(values, sources, path)
+    _inherit_answer(values, sources)
     config = Config(values, sources, path if os.path.exists(path) else None, warnings)
     _fit_defaults_to_models(config)
     _check_deep_research(config)
@@ -1538,6 +1554,29 @@ def load_config(cli: dict, env: dict | None = None) -> Config:
     # say) decides it, not whatever this process happens to run under.
     config.default_state_path = default_state_path(env)
     return config
+
+
+INHERITED = "inherited from answer"
+
+
+def _inherit_answer(values: dict, sources: dict) -> None:
+    """Seed 001's profile rule: once the user sets `answer`'s model (file, environment or
+    --model), every key of answer_detailed and answer_quick they did not set themselves is
+    `answer`'s (model, effort, verbosity, search context, background, cost controls), so a
+    config of `answer` alone runs every tool on the model the user chose. The per-tool built-in
+    defaults (gpt-6.2-sol, gpt-6-luna, effort high or low ...) apply only when the user set no
+    `answer` model either. answer_deep stands alone: a deep research model takes other settings."""
+    if sources.get(("model_profiles", "answer", "model"), "default") == "default":
+        return
+    for row in TOOL_TABLE:
+        tool = row["name"]
+        if tool == "answer" or row.get("opt_in"):
+            continue
+        for key in (*PROFILE_KEYS, "background"):
+            path = ("model_profiles", tool, key)
+            if path in SETTINGS and sources.get(path, "default") == "default":
+                values["model_profiles"][tool][key] = None  # null: answer's, as profile() reads
+                sources[path] = INHERITED
 
 
 def _decide_debug(values: dict, sources: dict, cli: dict, env: dict) -> None:
@@ -2544,12 +2583,17 @@ def sources_headers(instructions: str) -> tuple[str, ...]:
     return tuple(name.rstrip(":：").strip().lower() for name in found if name.rstrip(":："))
 
 
+# The one clock every "today" is read from (the request's date, the ledger's and the budgets'
+# day, the retirement check): a seam a unit test pins to an instant, never the host's local date.
+clock = time.time
+
+
 def today_in(timezone: str) -> str:
-    """Today's date, YYYY-MM-DD, in the configured time zone."""
+    """Today's date, YYYY-MM-DD, in the configured time zone (policy.timezone), by `clock`."""
     import datetime
     import zoneinfo
 
-    return datetime.datetime.now(zoneinfo.ZoneInfo(timezone)).date().isoformat()
+    return datetime.datetime.fromtimestamp(clock(), zoneinfo.ZoneInfo(timezone)).date().isoformat()
 
 
 def build_input(query: str, hints: dict, today: str, timezone: str) -> str:
@@ -4952,10 +4996,14 @@ def refused_setting(failure: Failure, tool: str, config: Config) -> tuple[str, s
             )
     if key is None or key not in profile:
         return None
-    if failure.code == "unsupported_parameter":  # no value of it would do: the model's choice
+    if failure.code == "unsupported_parameter":
+        # Left out and retried (Refusals) unless the tables know the model takes the value:
+        # then the endpoint is at odds with OpenAI's models, which no profile key can fix.
         return (
-            f"the API refused {param} for {model}, which takes no {key} (HTTP 400)",
-            f"set {setting_name(config, tool, 'model')} to another model",
+            f"the API refused {param} for {model}, which is known to take {key} "
+            f"{profile[key]!r} (HTTP 400, unsupported_parameter)",
+            "try again; if every call fails so, the endpoint (openai.base_url) does not serve "
+            f"{model} as OpenAI does",
         )
     accepted = _supported_values(failure.detail) or accepted_values(model, key, search)
     if not accepted:
@@ -5033,6 +5081,16 @@ def accepted_values(model: str, key: str, search: bool = False) -> tuple[str, ..
     return VERBOSITIES if key == "search_context_size" else ()
 
 
+def known_to_take(model: str, key: str, value) -> bool:
+    """Whether the tables know `model` (a model of a family they list) takes `value` for the
+    profile `key`; False for a model they do not know (a gateway's alias, a fine-tune)."""
+    efforts = model_efforts(model)
+    if key == "reasoning_effort":
+        return value in (efforts or ())
+    listed = _by_family(MODEL_VERBOSITIES, model) or (efforts and supports_verbosity(model))
+    return key == "verbosity" and bool(listed) and value in model_verbosities(model)
+
+
 def setting_fix(config: Config, tool: str, key: str, value, model: str, accepted, search=False):
     """`set model_profiles.<tool>.<key> to <the accepted value nearest the refused one>
     (<model> accepts only X)`: the fix in the words a person acts on."""
@@ -5092,56 +5150,114 @@ def backoff_delay(retry: int, retry_after: float | None) -> float:
     return min(8.0, 0.5 * 2 ** (retry - 1)) * random.uniform(0.5, 1.0)
 
 
+# Where each adaptable profile key goes in a request: (field, inner key).
+PROFILE_FIELDS = {"reasoning_effort": ("reasoning", "effort"), "verbosity": ("text", "verbosity")}
+
+
+def _sent(request: dict, key: str):
+    field, inner = PROFILE_FIELDS[key]
+    part = request.get(field)
+    return part.get(inner) if isinstance(part, dict) else None
+
+
+def _refused_key(failure: Failure) -> str | None:
+    """The profile key a 400 refuses, by its `param`, else (a gateway that sends none) by the
+    parameter its message names: "Unsupported parameter: 'reasoning.effort' ..."."""
+    if failure.param:
+        return PROFILE_PARAMS.get(failure.param)
+    named = re.match(r"Unsupported (?:parameter|value): '([^']+)'", failure.detail or "")
+    return PROFILE_PARAMS.get(named[1]) if named else None
+
+
+# Creates one call may make while adapting to refusals (both keys, a value changed at most
+# twice each), so an API that refuses every value it lists cannot loop a call forever.
+MAX_ADAPTED_TRIES = 5
+
+
 class Refusals:
-    """What models refused of a profile's default settings (a reasoning effort or verbosity),
-    remembered for every later request of the process."""
+    """What models refused of a profile's reasoning effort or verbosity, remembered for the
+    process: a parameter a model takes none of (HTTP 400 unsupported_parameter: a gateway
+    alias, a fine-tune, an older model) is left out for that model whoever set it; a built-in
+    default value it refuses (unsupported_value) becomes the nearest value it lists, for the
+    tools whose value is that default only. A value the user set is never changed, and a value
+    the module's tables know the model takes is never dropped on a 400."""
 
     def __init__(self, config: Config, log: Log):
         self._config, self._log = config, log
-        # (model, key) -> the value sent instead (None: the key is not sent)
-        self._refused: dict = {}
+        self._dropped: set = set()  # (model, key): the model takes no such parameter
+        self._instead: dict = {}  # (model, key, refused default) -> the value sent instead
+        self._warned: set = set()  # (model, setting name): said once each
+        self._lock = threading.Lock()
 
-    def fit(self, request: dict) -> dict:
+    def fit(self, tool: str, request: dict) -> dict:
         """The request with what its model refused before left out or changed (see adapt)."""
-        model = request["model"]
-        fitted = dict(request)
-        for (refused_model, key), value in list(self._refused.items()):
-            if refused_model != model:
+        model, fitted = request["model"], dict(request)
+        for key, (field, inner) in PROFILE_FIELDS.items():
+            sent = _sent(fitted, key)
+            if sent is None:
                 continue
-            field, inner = (
-                ("reasoning", "effort") if key == "reasoning_effort" else ("text", "verbosity")
-            )
-            if value is None:
-                fitted.pop(field, None)
-            else:
-                fitted[field] = {inner: value}
+            with self._lock:
+                dropped = (model, key) in self._dropped
+                instead = self._instead.get((model, key, sent))
+            if dropped:
+                rest = {k: v for k, v in fitted[field].items() if k != inner}
+                fitted.pop(field)
+                if rest:
+                    fitted[field] = rest
+                self._say(tool, model, key, sent, None)
+            elif instead is not None and _is_default_setting(self._config, tool, key):
+                fitted[field] = {**fitted[field], inner: instead}
+                self._say(tool, model, key, sent, instead)
         return fitted
 
     def adapt(self, tool: str, request: dict, failure: Failure) -> dict | None:
-        """The request again without (or with an accepted value of) a reasoning effort or
-        verbosity its model refused (HTTP 400), when the profile's value is the built-in
-        default: remembered for the model, with one stderr warning naming the key. A value
-        the user set is theirs to change: None, and the call fails naming the key."""
-        key = PROFILE_PARAMS.get(failure.param or "")
-        if failure.status != 400 or key is None or not _is_default_setting(self._config, tool, key):
+        """The request again without (or with an accepted value of) the reasoning effort or
+        verbosity its model refused (HTTP 400), remembered (see the class); None when the call
+        must fail instead, naming the key: a value the user set that the model refuses, or one
+        the tables say the model takes."""
+        key = _refused_key(failure)
+        if failure.status != 400 or key is None:
             return None
-        model, value = request["model"], self._config.profile(tool).get(key)
-        instead = None
-        if failure.code != "unsupported_parameter":
-            accepted = [v for v in _supported_values(failure.detail) if v != "minimal"]
-            if not accepted or value is None:
-                return None
-            instead = nearest_value(key, value, accepted)
-        if self._refused.get((model, key), "unset") == instead:
-            return None  # already sent that way: nothing left to adapt
-        self._refused[(model, key)] = instead
-        what = f"sends {instead} instead" if instead else f"no longer sends {key} to it"
-        self._log.say(
-            f"warning: {model} refused {key} {value!r} (HTTP 400, "
-            f"{setting_name(self._config, _profile_holder(self._config, tool, key), key)}), "
-            f"so this server {what}; set the key to a value {model} takes to silence this"
-        )
-        return self.fit(request)
+        model, sent = request["model"], _sent(request, key)
+        if sent is None or known_to_take(model, key, sent):
+            return None  # not sent, or known to be taken: one 400 does not undo the tables
+        if failure.code == "unsupported_parameter":
+            with self._lock:
+                self._dropped.add((model, key))  # another call may have learnt it first
+            return self._refit(tool, request)
+        if not _is_default_setting(self._config, tool, key):
+            return None  # the user's value: theirs to change
+        accepted = [v for v in _supported_values(failure.detail) if v != "minimal"]
+        if not accepted:
+            return None
+        instead = nearest_value(key, sent, accepted)
+        if instead == sent:
+            return None  # the API lists the value it refused: nothing left to adapt
+        with self._lock:
+            self._instead[(model, key, sent)] = instead
+        return self._refit(tool, request)
+
+    def _refit(self, tool: str, request: dict) -> dict | None:
+        fitted = self.fit(tool, request)
+        return None if fitted == request else fitted
+
+    def _say(self, tool: str, model: str, key: str, value, instead) -> None:
+        """One stderr warning per model and setting, naming the key that set the value."""
+        name = setting_name(self._config, _profile_holder(self._config, tool, key), key)
+        with self._lock:
+            if (model, name) in self._warned:
+                return
+            self._warned.add((model, name))
+        if instead is None:
+            self._log.say(
+                f"warning: {model} takes no {key} (HTTP 400, unsupported_parameter), so this "
+                f"server leaves {name} ({value!r}) out of its requests to {model}"
+            )
+        else:
+            self._log.say(
+                f"warning: {model} refused {key} {value!r} (HTTP 400, {name}), so this server "
+                f"sends {instead} instead; set the key to a value {model} takes to silence this"
+            )
 
 
 # -- The engine ------------------------------------------------------------------------------------
@@ -5522,7 +5638,7 @@ class AnswerEngine:
         returns (answer, meta) or raises ToolError / Cancelled."""
         started = time.monotonic()
         today = today_in(self._config.get("policy", "timezone"))
-        request = self.refusals.fit(build_request(tool, args, self._config, today))
+        request = self.refusals.fit(tool, build_request(tool, args, self._config, today))
         user = call.user
         if args.get("previous_response_id"):  # another user's is not found; nothing is sent
             self._check_owner(tool, request, args["previous_response_id"], user)
@@ -5619,6 +5735,7 @@ class AnswerEngine:
             self._check_priced(model, today, user)
             files = files_usd(args.get("files"), self.pricing.prices(model))
             hold.put(self._reserve(tool, today, user, files))
+            self.state.prepare()  # the call's row is written at its end, even a stop signal's
         except ToolError:
             self.ledger.record(UsageRow(tool, model, "refused", user=user))
             raise
@@ -5806,7 +5923,7 @@ class AnswerEngine:
         (the caller decides who accounts for a response it did not create); its _meta.cost is
         the response's, priced with its service tier."""
         today = today_in(self._config.get("policy", "timezone"))
-        request = self.refusals.fit(build_request(tool, args, self._config, today))
+        request = self.refusals.fit(tool, build_request(tool, args, self._config, today))
         answer, meta, response = self._request(tool, request, call, today, response_id)
         meta["cost"] = self.pricing.booked(
             _model_named(response, request["model"]),
@@ -5861,7 +5978,8 @@ class AnswerEngine:
                     run = call.background = None
                     continue
                 adapted = self.refusals.adapt(tool, request, failure)
-                if adapted is not None and (run is None or run.response_id is None):
+                adapting = run is None or run.response_id is None
+                if adapted is not None and adapting and attempt <= MAX_ADAPTED_TRIES:
                     request = adapted
                     continue
                 if run is not None and run.response_id is not None:
@@ -7274,6 +7392,10 @@ class StateWriter:
                 self._thread.start()
             self._cond.notify_all()
 
+    def open(self) -> None:
+        """Opens the connection the writes go through, if it is not open yet."""
+        self._channel.run("opening the state", lambda q: None)
+
     def unwritten(self) -> list:
         """What was submitted and is not in the store yet, oldest first."""
         with self._cond:
@@ -7432,6 +7554,7 @@ class StateStore:
         self._retention_days = retention_days
         self._warned: dict = {}
         self._warn_lock = threading.Lock()
+        self._prepared = False  # see prepare()
         # The cache's reads and the budget's checks each have a connection: a slow cache read
         # (a miss after _CACHE_READ_S) puts no budget check at rest.
         self._reads = _Channel(backend, self.failed) if backend else None
@@ -7463,6 +7586,23 @@ class StateStore:
     def write_later(self, write) -> None:
         if self._writer is not None:
             self._writer.submit(write)
+
+    def prepare(self) -> None:
+        """Opens the writer's connection (imports the driver, makes or checks the tables) in a
+        thread of its own, once, while a call is in flight: else a stop signal during a first
+        call left all of that to the second the process has to write the call's row and exit
+        (over a second on a busy machine, with the cache off and no budget to open it first)."""
+        if self._writer is None or self._prepared:
+            return
+        self._prepared = True
+
+        def open_it() -> None:
+            try:
+                self._writer.open()
+            except StateUnavailable:
+                pass  # warned already; the row's write tries again
+
+        threading.Thread(target=open_it, name="state-open", daemon=True).start()
 
     def unwritten(self) -> list:
         return self._writer.unwritten() if self._writer else []

@@ -1181,16 +1181,26 @@ def test_request_model_follows_the_tools_profile(tmp_path):
 
 
 def test_each_profile_has_a_model_of_its_own(tmp_path):
-    config = make_config(tmp_path, "model_profiles:\n  answer: {model: gpt-5-mini}\n")
+    config = make_config(tmp_path, "model_profiles:\n  answer: {reasoning_effort: high}\n")
     models = {
         tool: m.build_request(tool, {"query": "q"}, config, TODAY)["model"]
         for tool in m.enabled_tools(config)
     }
     assert models == {
-        "answer": "gpt-5-mini",
+        "answer": "gpt-6.1-terra",
         "answer_detailed": "gpt-6.2-sol",
         "answer_quick": "gpt-6-luna",
     }
+
+
+def test_answers_model_alone_is_every_tools_model(tmp_path):
+    """Seed 001's minimal configuration: the tools the user did not set run on answer's."""
+    config = make_config(tmp_path, "model_profiles:\n  answer: {model: gpt-5-mini}\n")
+    models = {
+        tool: m.build_request(tool, {"query": "q"}, config, TODAY)["model"]
+        for tool in m.enabled_tools(config)
+    }
+    assert set(models.values()) == {"gpt-5-mini"}
 
 
 def test_request_effort_and_verbosity_come_from_the_profile(tmp_path):
@@ -1619,13 +1629,15 @@ def test_a_refused_setting_without_a_list_falls_back_on_the_models_known_values(
     )
 
 
-def test_a_refused_parameter_no_value_of_which_would_do_names_the_model(tmp_path):
-    config = make_config(tmp_path, "model_profiles:\n  answer_quick: {model: gpt-5-chat-latest}\n")
+def test_a_refused_parameter_the_model_is_known_to_take_never_names_the_model(tmp_path):
+    """Only a parameter the tables know the model takes is left to fail (any other is left out
+    and retried); its fix is never "change the model", which a gateway's user cannot do."""
+    config = make_config(tmp_path, "model_profiles:\n  answer_quick: {model: gpt-6.1-terra}\n")
     what, fix = m.refused_setting(
         refusal("reasoning.effort", code="unsupported_parameter"), "answer_quick", config
     )
-    assert "takes no reasoning_effort" in what
-    assert fix == "set model_profiles.answer_quick.model to another model"
+    assert "known to take reasoning_effort 'low'" in what
+    assert ".model" not in fix and "openai.base_url" in fix
 
 
 def test_a_refused_web_search_tool_names_the_model(tmp_path):

@@ -9,7 +9,7 @@ import datetime
 import openai
 import pytest
 from conftest import TEST_KEY
-from fake_upstream import Reply
+from fake_upstream import SHUTDOWN_DATES, Reply
 
 
 def client_for(fake):
@@ -94,7 +94,12 @@ def test_models_carry_their_shutdown_date(fake):
     fake.shutdown_dates["gpt-5.2"] = day(30)
     listed = {model.id: model.shutdown_date for model in client.models.list()}
     assert listed["gpt-5.2"] == day(30)
-    assert listed["gpt-5"] == "2026-12-11"  # the deprecations page's date
+    # The deprecations page's dates, for each of its models not shut down yet (by the fake's
+    # clock, UTC, OpenAI's), on any day this runs.
+    for model, date in SHUTDOWN_DATES.items():
+        assert listed.get(model, date) == date
+        if model in fake.models:
+            assert (model in listed) == (date > day(0)), model
     assert listed["gpt-6.1-terra"] is None  # none announced
     assert client.models.retrieve("gpt-5.2").shutdown_date == day(30)
     assert client.models.retrieve("gpt-6-luna").shutdown_date is None

@@ -581,3 +581,36 @@ def test_rows_kept_through_an_outage_are_written_at_close(tmp_path):
     state.close(wait_s=10)  # tries at once, without waiting out the rest
     assert ledger.spent_since("2000-01-01") == pytest.approx(3.0)
     assert state.unwritten() == []
+
+
+def test_today_the_ledgers_day_and_the_budgets_day_follow_policy_timezone(tmp_path, monkeypatch):
+    """Issue 35's rule on a pinned clock: at 16:30 UTC on 2026-11-27 it is already 2026-11-28
+    in Tokyo, so with the default policy.timezone every "today" (the date a request carries,
+    the day a ledger row is booked under, the day a daily budget counts) is the 28th; the host's
+    clock and zone play no part."""
+    import datetime
+
+    instant = datetime.datetime(2026, 11, 27, 16, 30, tzinfo=datetime.timezone.utc)
+    monkeypatch.setattr(m, "clock", instant.timestamp)
+    zone = m.SETTINGS[("policy", "timezone")].default
+    assert zone == "Asia/Tokyo"
+    assert m.today_in(zone) == "2026-11-28"
+    assert m.today_in("UTC") == "2026-11-27"
+    config = m.load_config({}, {"XDG_CONFIG_HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path)})
+    today = m.today_in(config.get("policy", "timezone"))
+    request = m.build_request("answer", {"query": "q"}, config, today)
+    assert request["input"].endswith(f"[today] 2026-11-28 ({zone})")
+    config.values["budget"]["daily_usd"] = 1.0
+    assert [period[2] for period in m.budgets(config, today)] == ["2026-11-28"]
+    path = str(tmp_path / "state.sqlite3")
+    state = m.StateStore(m._SqliteBackend(path), m.Log())
+    tokyo, utc = m.Ledger(state, zone), m.Ledger(state, "UTC")
+    tokyo.record(m.UsageRow("answer", "gpt-6.1-terra", "ok", {"cost": {"usd": 0.5}}))
+    utc.record(m.UsageRow("answer", "gpt-6.1-terra", "ok", {"cost": {"usd": 0.25}}))
+    assert tokyo.spent_since("2026-11-28") == pytest.approx(0.5)
+    state.close()
+    again = m.StateStore(m._SqliteBackend(path), m.Log())
+    report = m.Ledger(again, zone).report("2026-11-01")
+    by_day = {row["day"]: row["usd"] for row in report["by_day"]}
+    assert by_day == {"2026-11-27": pytest.approx(0.25), "2026-11-28": pytest.approx(0.5)}
+    again.close()

@@ -40,7 +40,10 @@ def test_doctor_lists_every_profiles_model_with_its_shutdown_date(tmp_path, fake
     # Within 90 days (the deprecations page says 2026-12-11; a date relative to today keeps
     # the test's meaning on any day).
     fake.shutdown_dates["gpt-5-mini"] = day(14)
-    config = "model_profiles:\n  answer: {model: gpt-5-mini}\n"
+    config = (
+        "model_profiles:\n  answer: {model: gpt-5-mini}\n"
+        "  answer_quick: {model: gpt-6-luna}\n  answer_detailed: {model: gpt-6.2-sol}\n"
+    )
     proc = doctor(tmp_path, fake, config)
     out = proc.stdout
     # answer: a date within 90 days: a warning that names the key and the replacement the
@@ -252,7 +255,9 @@ def test_a_version_3_state_file_gains_the_checks_table_and_claims_once_a_day(tmp
     finally:
         state.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(m.STATE_SCHEMA_VERSION,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [
+            (m.STATE_SCHEMA_VERSION,)
+        ]
         assert conn.execute("SELECT name, day FROM checks").fetchall() == [
             ("retirements", "2026-11-27")
         ]

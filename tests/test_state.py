@@ -794,7 +794,10 @@ def test_only_a_failed_budget_check_says_calls_are_refused(tmp_path, capsys):
 # -- Upgrades from every earlier schema ----------------------------------------------------------
 
 # The old rows' day: not today (outside the daily budget), within the raw rows' retention.
-OLD_DAY = (datetime.date.today() - datetime.timedelta(days=10)).isoformat()
+OLD_DAY = (
+    datetime.date.fromisoformat(m.today_in(m.SETTINGS[("policy", "timezone")].default))
+    - datetime.timedelta(days=10)
+).isoformat()
 
 
 def old_store(state, version: str) -> None:
