@@ -10978,14 +10978,43 @@ class OAuthVerifier:
         self.user_claim: str = auth["user_claim"]
         self.audience: str | None = auth["audience"]
         self.resource = ""  # set by set_resource() once the URL clients use is known
+        # Without server.public_url on a loopback address: each loopback Host a client may
+        # use (lower-cased, with the port) -> the resource named to it (see for_host).
+        self.loopback_resources: dict[str, str] = {}
         self.keys = IssuerKeys(self.issuer, log)
         self.introspection = None
         if auth["introspection_url"]:
             url, client_id = auth["introspection_url"], auth["client_id"]
             self.introspection = Introspection(url, client_id, auth["client_secret"])
 
-    def set_resource(self, public_url: str) -> None:
+    def set_resource(self, public_url: str, loopback_port: int | None = None) -> None:
+        """The resource clients are told of; with `loopback_port` (no server.public_url, a
+        loopback address) also the one each loopback name reaches it by: a client that
+        connected as localhost must be told http://localhost:PORT/mcp, or the MCP SDK
+        refuses to sign in (the resource must match the URL it used)."""
         self.resource = public_url.rstrip("/") + MCP_PATH
+        if loopback_port is None:
+            return
+        for name in ("localhost", "127.0.0.1", "[::1]"):
+            url = f"http://{name}:{loopback_port}"
+            self.loopback_resources[f"{name}:{loopback_port}"] = url + MCP_PATH
+            if loopback_port == 80:  # the port a client leaves out of its Host
+                self.loopback_resources[name] = url + MCP_PATH
+
+    def for_host(self, host: str | None) -> OAuthVerifier:
+        """This verifier as seen by a request with that Host header: its resource (in the
+        metadata, the challenge, the audience a token must name) is the URL the client used
+        when that is one of this server's loopback names and port, else the default. Any
+        other Host, a lying one included, gets the default: a Host header never puts a name
+        of its own choosing into the metadata."""
+        resource = self.loopback_resources.get((host or "").strip().lower())
+        if resource is None or resource == self.resource:
+            return self
+        import copy
+
+        view = copy.copy(self)  # shares the keys, the introspection cache and the log
+        view.resource = resource
+        return view
 
     def metadata_url(self) -> str:
         """RFC 9728: the well-known name inserted between the resource's origin and path."""
@@ -11174,11 +11203,13 @@ class Authenticator:
         budgets are kept apart per user."""
         return self.oauth is not None or (self.users is not None and self.users.exist())
 
-    def authenticate(self, authorization: str) -> str:
+    def authenticate(self, authorization: str, host: str | None = None) -> str:
         """The user a request's Authorization header names; HttpError 401 (503 when named
-        tokens cannot be checked) otherwise. The token itself is never logged or shown."""
+        tokens cannot be checked) otherwise. The token itself is never logged or shown.
+        `host` (the Host header) picks the OAuth resource the request is for."""
         import hmac
 
+        oauth = self.oauth.for_host(host) if self.oauth is not None else None
         if not self.required():
             return LOCAL_USER
         scheme, _, given = authorization.partition(" ")
@@ -11196,8 +11227,8 @@ class Authenticator:
                     user, unavailable = None, exc.reason
                 if user is not None:
                     return user
-            if self.oauth is not None:  # the OAuth verifier's turn (server.auth.issuer)
-                user = self.oauth.verify(given)
+            if oauth is not None:  # the OAuth verifier's turn (server.auth.issuer)
+                user = oauth.verify(given)
                 if user is not None:
                     return user
         if unavailable is not None:
@@ -11207,14 +11238,15 @@ class Authenticator:
                 "retry shortly",
                 {"Retry-After": "2"},
             )
-        raise self.refusal(bool(given))
+        raise self.refusal(bool(given), oauth)
 
-    def refusal(self, given: bool) -> HttpError:
+    def refusal(self, given: bool, oauth=None) -> HttpError:
         error = "invalid_token" if given else None
-        if self.oauth is not None and not given:
-            return self.oauth.missing()  # points the client at signing in
-        if self.oauth is not None:
-            challenge = self.oauth.challenge(error)
+        oauth = oauth or self.oauth
+        if oauth is not None and not given:
+            return oauth.missing()  # points the client at signing in
+        if oauth is not None:
+            challenge = oauth.challenge(error)
         else:
             challenge = f'Bearer realm="{SERVER_NAME}"' + (f', error="{error}"' if error else "")
         return HttpError(
@@ -11306,11 +11338,12 @@ class HttpApp:
         if self.public_url:  # the name a proxy in front passes on
             self.hosts |= {_host_name(self.public_url.partition("://")[2].partition("/")[0])}
         self._check(host)
-        if self.oauth is not None and wildcard and not self.public_url:
+        if self.oauth is not None and not self.loopback and not self.public_url:
+            where = " (every address)" if wildcard else ""
             raise ConfigError(
                 f"server.public_url must be set with server.auth.issuer when --http listens on "
-                f"{host} (every address): OAuth tokens name the URL clients use, like "
-                "https://mcp.example.com"
+                f"{host}{where}, not a loopback address: OAuth tokens name the URL clients "
+                "use, like https://mcp.example.com"
             )
 
     def listening(self, host: str, port: int) -> None:
@@ -11318,7 +11351,10 @@ class HttpApp:
         if self.oauth is None:
             return
         shown = f"[{host}]" if ":" in host else host
-        self.oauth.set_resource(self.public_url or f"http://{shown}:{port}")
+        if self.public_url:
+            self.oauth.set_resource(self.public_url)
+        else:  # only loopback: elsewhere public_url is required (see __init__)
+            self.oauth.set_resource(f"http://{shown}:{port}", loopback_port=port)
         self.oauth.keys.start()
         self.log.say(
             f"OAuth: accepting access tokens from {self.oauth.issuer} for {self.oauth.resource}"
@@ -11470,15 +11506,15 @@ class HttpApp:
             "Vary": "Origin",
         }
 
-    def route(self, command: str, path: str, authorization: str) -> tuple:
+    def route(self, command: str, path: str, authorization: str, host: str | None = None) -> tuple:
         """(the HttpHandler method that answers this request, the user asking), once its
-        token is checked (Authenticator.authenticate)."""
+        token is checked (Authenticator.authenticate; `host` is its Host header)."""
         if command == "OPTIONS":
             return HttpHandler.preflight, None
         if path.startswith(WELL_KNOWN_RESOURCE):  # public; any resource path under it
             path = WELL_KNOWN_RESOURCE
         public = path in (HEALTH_PATH, WELL_KNOWN_RESOURCE)
-        user = None if public else self.auth.authenticate(authorization)
+        user = None if public else self.auth.authenticate(authorization, host)
         route = _ROUTES.get((command, path))
         if self.stateless and (command, path) in _SESSION_ROUTES:
             route = None
@@ -12032,7 +12068,8 @@ class HttpHandler:
             self._check_framing()
             app.check_host(headers.get("Host"))
             self._cors = app.cors_headers(headers.get("Origin"))
-            route, self.user = app.route(self.command, path, headers.get("Authorization", ""))
+            authorization = headers.get("Authorization", "")
+            route, self.user = app.route(self.command, path, authorization, headers.get("Host"))
             route(self)
         except HttpError as exc:
             body = self._small_body() if exc.status != 413 and self._framing_ok else None
@@ -12231,7 +12268,9 @@ class HttpHandler:
         """RFC 9728 protected resource metadata: where clients get tokens for /mcp."""
         if self.app.oauth is None:
             raise HttpError(404, "OAuth is off on this server (server.auth.issuer is not set)")
-        self._send_json(200, self.app.oauth.metadata(), {"Cache-Control": "max-age=300"})
+        document = self.app.oauth.for_host(self.headers.get("Host")).metadata()
+        # It names the URL the client used (a loopback name): caches must keep them apart.
+        self._send_json(200, document, {"Cache-Control": "max-age=300", "Vary": "Host"})
 
     def get_usage(self) -> None:
         """Spend from the usage ledger: JSON, or a page when a browser asks for HTML."""

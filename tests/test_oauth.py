@@ -253,6 +253,58 @@ def test_public_url_names_the_resource_clients_use(issuer, protected):
     assert initialize(server.port, issuer.token(server.resource)).status == 401
 
 
+@pytest.mark.parametrize("name", ["localhost", "LocalHost", "[::1]", "127.0.0.1"])
+def test_without_public_url_the_resource_is_the_loopback_url_the_client_used(
+    issuer, protected, name
+):
+    """Issue 31: a client that connected as localhost is told http://localhost:PORT/mcp (the
+    MCP SDK refuses a resource that is not the URL it used), in the metadata and the 401, and
+    a token for that resource is what opens /mcp through that name."""
+    server = protected(issuer.url)
+    host = f"{name}:{server.port}"
+    resource = f"http://{name.lower()}:{server.port}/mcp"
+    headers = {"Host": host}
+    for path in (
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ):
+        response = request(server.port, "GET", path, headers=headers)
+        assert response.status == 200, response.body
+        assert response.json()["resource"] == resource
+        assert "Host" in response.headers["vary"]
+    response = initialize(server.port, None, host=host)
+    metadata = resource.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
+    assert response.headers["www-authenticate"].startswith(f'Bearer resource_metadata="{metadata}"')
+    assert wait_ready(server, issuer.token(server.resource)).status == 200  # keys known
+    assert initialize(server.port, issuer.token(resource), host=host).status == 200
+    if name != "127.0.0.1":  # a token is for the URL it names, not for its loopback aliases
+        refused = initialize(server.port, issuer.token(server.resource), host=host)
+        assert refused.status == 401
+        assert f"not {resource}" in why(refused)
+        assert initialize(server.port, issuer.token(resource)).status == 401
+
+
+@pytest.mark.parametrize(
+    "host", ["localhost:1", "localhost", "localhost.:{port}", "127.0.0.2:{port}"]
+)
+def test_a_host_that_is_not_a_loopback_name_and_port_gets_the_default_resource(
+    issuer, protected, host
+):
+    """A Host header that lies (another port, no port, a trailing dot, another loopback
+    address) never puts a name of its choosing into the metadata: it is refused as a name of
+    this server (421) or told the default resource."""
+    server = protected(issuer.url)
+    response = request(
+        server.port,
+        "GET",
+        "/.well-known/oauth-protected-resource/mcp",
+        headers={"Host": host.format(port=server.port)},
+    )
+    assert response.status in (200, 421), response.body
+    if response.status == 200:
+        assert response.json()["resource"] == server.resource
+
+
 def test_a_valid_token_is_served_and_the_user_is_its_subject(issuer, protected):
     server = protected(issuer.url)
     response = wait_ready(server, issuer.token(server.resource))
@@ -508,10 +560,20 @@ def test_a_missing_oauth_extra_exits_2_with_the_install_command(tmp_path):
     assert OAUTH_EXTRA in done.stderr
 
 
-def test_a_wildcard_address_with_oauth_needs_public_url(tmp_path):
-    done = run_config(tmp_path, auth_config("https://login.example.com"), "--http", "0.0.0.0:0")
+@pytest.mark.parametrize("address", ["0.0.0.0:0", "[::]:0", "192.0.2.7:8080"])
+def test_a_non_loopback_address_with_oauth_needs_public_url(tmp_path, address):
+    """Issue 31: only a loopback address can name its resource from the client's Host."""
+    done = run_config(tmp_path, auth_config("https://login.example.com"), "--http", address)
     assert done.returncode == 2, done.stderr
-    assert "server.public_url" in done.stderr
+    assert "server.public_url must be set" in done.stderr
+
+
+def test_doctor_says_a_non_loopback_address_with_oauth_needs_public_url(tmp_path, issuer):
+    done = run_config(tmp_path, auth_config(issuer.url), "--doctor", "--http", "192.0.2.7:8080")
+    assert done.returncode == 1
+    assert "server.public_url must be set" in done.stdout
+    done = run_config(tmp_path, auth_config(issuer.url), "--doctor", "--http", "127.0.0.1:0")
+    assert "server.public_url must be set" not in done.stdout
 
 
 def test_oauth_serves_a_non_loopback_address_without_a_shared_token(spawn, fake, issuer):
