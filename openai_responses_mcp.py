@@ -10424,6 +10424,9 @@ DEFAULT_HTTP_VERSION = "2025-03-26"  # what a request without MCP-Protocol-Versi
 # --stateless: initialize's Mcp-Session-Id is a signed record of the client (identity_id):
 # its kind is none of a task's, so it can never pass for a task id, and a record lasts 30 days.
 IDENTITY_KIND, IDENTITY_TTL_MS = "c", 30 * 86_400_000
+# Without server.tasks.secret the record is unsigned: "c1." and base64url JSON, its name at
+# most IDENTITY_NAME_MAX characters (so the whole id at most IDENTITY_PLAIN_MAX).
+IDENTITY_PLAIN, IDENTITY_NAME_MAX, IDENTITY_PLAIN_MAX = "c1.", 100, 1024
 _END = object()  # an Outbox's "nothing more will come"
 _POLL_S = 0.25  # how often a waiting response looks for a hung-up client
 
@@ -11257,37 +11260,74 @@ class Authenticator:
         )
 
 
-def identity_id(secret: str | None, session: Session) -> str | None:
-    """Under --stateless with server.tasks.secret: initialize's Mcp-Session-Id, a signed
-    record of the client's clientInfo.name and the version agreed, which the client sends
-    back on every later request. No instance keeps a session, so this is how any of them
-    knows a handshake-era client (Codex: its result size and its handoff). None without
-    a secret (HttpApp passes none outside --stateless)."""
-    if not secret:
+def identity_id(secret: str | None, session: Session) -> str:
+    """Under --stateless: initialize's Mcp-Session-Id, a record of the client's
+    clientInfo.name and the version agreed, which the client sends back on every later
+    request. No instance keeps a session, so this is how any of them knows a handshake-era
+    client (Codex: its result size, 12,000 characters where Claude Code takes 50,000).
+
+    With server.tasks.secret it is signed (its handoff ids are too); without one it is plain
+    base64url JSON under IDENTITY_PLAIN: the name is only what the client said of itself in
+    initialize, so a record it could forge tells no more than it could say anyway. Either
+    way the name is cleaned (printable, one line, at most IDENTITY_NAME_MAX characters)."""
+    fields = {"v": session.protocol_version, "w": _client_name_clean(session.client_name)}
+    if secret:
+        return mint_task_id(secret, {"k": IDENTITY_KIND, **fields}, IDENTITY_TTL_MS)
+    plain = {name: value for name, value in fields.items() if value is not None}
+    text = json.dumps(plain, separators=(",", ":"), ensure_ascii=False)  # 4 bytes a char at most
+    return IDENTITY_PLAIN + _b64(text.encode("utf-8"))
+
+
+def _client_name_clean(name) -> str | None:
+    if not isinstance(name, str):
         return None
-    name = session.client_name if isinstance(session.client_name, str) else None
-    fields = {"k": IDENTITY_KIND, "v": session.protocol_version, "w": name and name[:100]}
-    return mint_task_id(secret, fields, IDENTITY_TTL_MS)
+    name = "".join(ch for ch in name if ch.isprintable()).strip()[:IDENTITY_NAME_MAX]
+    return name or None
 
 
 def restore_identity(secret, session: Session, session_id: str | None, version, log: Log) -> None:
-    """A stateless request's client, from the signed Mcp-Session-Id initialize gave it:
-    its name, and its version unless the MCP-Protocol-Version header says one. An id that
-    is not such a record (altered, expired, another secret's) is ignored: the request is
-    served as from an unknown client."""
-    if not (secret and session_id):
+    """A stateless request's client, from the Mcp-Session-Id initialize gave it (identity_id):
+    its name, and its version unless the MCP-Protocol-Version header says one. An id that is
+    not such a record (altered, expired, another secret's, unsigned where a secret signs
+    them, too long, not JSON) is ignored: the request is served as from an unknown client."""
+    if not session_id:
         return
+    session_id = session_id.strip()
     try:
-        fields = open_task_id(secret, session_id.strip())
-    except TaskIdError as exc:
-        log.debug("http", f"Mcp-Session-Id ignored: {exc.reason}")
+        fields = _signed_identity(secret, session_id) if secret else _plain_identity(session_id)
+    except (TaskIdError, ValueError) as exc:
+        log.debug("http", f"Mcp-Session-Id ignored: {getattr(exc, 'reason', None) or exc}")
         return
-    if fields.get("k") != IDENTITY_KIND:
-        return
-    if isinstance(fields.get("w"), str):
-        session.client_name = fields["w"]
+    name = _client_name_clean(fields.get("w"))
+    if name is not None:
+        session.client_name = name
     if version is None and fields.get("v") in PROTOCOL_VERSIONS:
         session.protocol_version = fields["v"]
+
+
+def _signed_identity(secret: str, session_id: str) -> dict:
+    fields = open_task_id(secret, session_id)
+    if fields.get("k") != IDENTITY_KIND:
+        raise ValueError("not a client identity")
+    return fields
+
+
+def _plain_identity(session_id: str) -> dict:
+    """The fields of an unsigned identity; ValueError if it is not one."""
+    import base64
+
+    if not session_id.startswith(IDENTITY_PLAIN) or len(session_id) > IDENTITY_PLAIN_MAX:
+        raise ValueError("not an unsigned client identity of this server")
+    body = session_id[len(IDENTITY_PLAIN) :]
+    if not re.fullmatch(r"[A-Za-z0-9_-]*", body):
+        raise ValueError("not base64url")
+    try:
+        fields = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    except (ValueError, RecursionError):
+        raise ValueError("not base64url JSON") from None
+    if not isinstance(fields, dict):
+        raise ValueError("not a JSON object")
+    return fields
 
 
 class HttpApp:
@@ -11678,8 +11718,7 @@ class HttpApp:
         """A reply's extra headers: initialize's session id; a failed initialize ends it.
         With --stateless, the session id is the client's signed identity (or none)."""
         if method == "initialize" and hs.id is None and "result" in reply:
-            identity = identity_id(self.secret if self.stateless else None, hs.session)
-            return {"Mcp-Session-Id": identity} if identity else {}
+            return {"Mcp-Session-Id": identity_id(self.secret, hs.session)}
         if method != "initialize" or hs.id is None:
             return {}
         if "result" in reply:
