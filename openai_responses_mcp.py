@@ -76,6 +76,9 @@ SERVER_NAME = "openai-responses-mcp"
 # Who is asking when no named user is (see Identity, in Transports):
 LOCAL_USER = "local"  # stdio, and HTTP when nothing asks for a token (loopback, no users)
 SHARED_USER = "shared"  # whoever holds MCP_HTTP_TOKEN (server.http.token)
+# A named user (--user add) is their name (no ':' can be in one); an OAuth subject is
+# OAUTH_PREFIX + issuer + "#" + subject (an issuer has no '#'), so no token names another kind.
+OAUTH_PREFIX, USER_PREFIX = "oauth:", "user:"
 # The tools, one row each. TOOL_NAMES, each tool's model_profiles settings and their env vars
 # (Configuration), tools/list's definitions and argument validation (Tools) all derive from it.
 # `model_env` is the env var of its model; `tuning_env` the prefix of <prefix>_EFFORT and
@@ -1517,6 +1520,12 @@ def _check_auth(values: dict, sources: dict) -> None:
         _check_url("server.public_url", public, sources.get(("server", "public_url"), "default"))
         values["server"]["public_url"] = public.rstrip("/")
     auth = values["server"]["auth"]
+    for entry in auth["admins"]:
+        try:
+            admin_identity(entry)
+        except ValueError as exc:
+            where = sources.get(("server", "auth", "admins"), "default")
+            raise ConfigError(f"server.auth.admins (from {where}): {exc}") from None
     for scope in auth["scopes"]:
         if any(char.isspace() or char in '"\\' for char in scope):
             where = sources.get(("server", "auth", "scopes"), "default")
@@ -5337,7 +5346,8 @@ class BackgroundMode:
 # new version: a version 2 store may lack it). 3: writers; usage.writer_schema. 4: users,
 # ledger rows and reservations by user (usage.user_name), usage_by_user, response_owners.
 # 5: checks (the day each once-a-day check last ran: the model retirements); no rows move.
-STATE_SCHEMA_VERSION = 5
+# 6: OAuth subjects as oauth:<issuer>#<sub> (issue 31: they had shared named users' names).
+STATE_SCHEMA_VERSION = 6
 ANSWER_FORMAT = 2  # the shape of a cached body; a row of another shape is a miss, and dropped
 _BUSY_TIMEOUT_S = 2.0  # how long a write (or a budget check) waits for another's lock
 _CACHE_READ_S = 0.25  # a cache read that takes longer is a miss
@@ -5538,9 +5548,50 @@ def _from_version_2(backend, conn) -> None:
     column has added; nothing to move."""
 
 
+# Tables whose user_name column holds an identity (see Identity, in Transports).
+_IDENTITY_COLUMNS = ("usage", "reservations", "usage_by_user", "response_owners")
+
+
+def _from_version_5(backend, conn) -> None:
+    """5 -> 6: OAuth subjects get a namespace of their own (issue 31). Up to 5 a token's
+    `sub` was stored as it came, in the namespace of named users and `shared`: every name
+    that is no named user (revoked ones included), `local`, `shared` or '' was a subject, and
+    becomes oauth:<issuer>#<sub> (the issuer server.auth.issuer names as the store is
+    upgraded; "oauth:#<sub>" when OAuth is off then). A name both a named user and a subject
+    had used stays the named user's: the rows cannot be told apart. Cached answers are
+    dropped (their keys hash the old names): each question is asked again once."""
+    issuer = (backend.oauth_issuer or "").rstrip("/")
+    named = {row[0] for row in conn.execute("SELECT name FROM users").fetchall()}
+    keep = named | {"", LOCAL_USER, SHARED_USER}
+    for table in _IDENTITY_COLUMNS:
+        names = {row[0] for row in conn.execute(f"SELECT DISTINCT user_name FROM {table}")}
+        for name in sorted(names - keep):
+            if name.startswith(OAUTH_PREFIX):  # written by a version 6 server already
+                continue
+            new = backend.sql(f"UPDATE {table} SET user_name = ? WHERE user_name = ?")
+            if table == "usage_by_user":  # (day, user_name) is its key: fold into any row
+                _fold_user_days(backend, conn, name, oauth_identity(issuer, name))
+            else:
+                conn.execute(new, (oauth_identity(issuer, name), name))
+    conn.execute("DELETE FROM answers")
+
+
+def _fold_user_days(backend, conn, old: str, new: str) -> None:
+    sql = backend.sql
+    conn.execute(
+        sql(
+            "INSERT INTO usage_by_user (day, user_name, calls, usd) SELECT day, ?, calls, usd "
+            "FROM usage_by_user WHERE user_name = ? ON CONFLICT (day, user_name) DO UPDATE SET "
+            "calls = usage_by_user.calls + excluded.calls, usd = usage_by_user.usd + excluded.usd"
+        ),
+        (new, old),
+    )
+    conn.execute(sql("DELETE FROM usage_by_user WHERE user_name = ?"), (old,))
+
+
 # The steps, by the version each one reaches; each runs once, in order, after the tables
 # and columns this version expects have been made. A new schema version adds one step.
-_MIGRATIONS = {2: _from_version_1, 3: _from_version_2}
+_MIGRATIONS = {2: _from_version_1, 3: _from_version_2, 6: _from_version_5}
 
 
 def state_path(config: Config) -> str | None:
@@ -5664,6 +5715,7 @@ class _SqliteBackend:
     """A SQLite file in WAL mode, private to the user (with its -wal and -shm) from creation."""
 
     postgres = False
+    oauth_issuer = None  # server.auth.issuer, for _from_version_5
 
     def __init__(self, path: str):
         self.path = path
@@ -5765,6 +5817,7 @@ class _PostgresBackend:
     """A PostgreSQL database (psycopg 3), shared by every host that has its URL."""
 
     postgres = True
+    oauth_issuer = None  # server.auth.issuer, for _from_version_5
 
     def __init__(self, url: str):
         self.url = url
@@ -5879,10 +5932,11 @@ class _PostgresBackend:
 def state_backend(config: Config):
     """The backend state.url or state.path names, or None when the state is off."""
     url = config.get("state", "url")
-    if url:
-        return _PostgresBackend(url)
-    path = state_path(config)
-    return _SqliteBackend(path) if path else None
+    path = None if url else state_path(config)
+    backend = _PostgresBackend(url) if url else _SqliteBackend(path) if path else None
+    if backend is not None:  # whose subjects a store older than version 6 holds (see there)
+        backend.oauth_issuer = config.get("server", "auth", "issuer")
+    return backend
 
 
 def _ensure_schema(backend, conn) -> None:
@@ -6807,7 +6861,12 @@ class Ledger:
                 params,
             ).fetchall()
             report["by_user"] = [
-                {"user": name or "(before users)", "calls": int(calls), "usd": round(float(d), 6)}
+                {
+                    "user": name or "(before users)",
+                    "kind": identity_kind(name),  # user, oauth, shared, local or none
+                    "calls": int(calls),
+                    "usd": round(float(d), 6),
+                }
                 for name, calls, d in rows
             ]
             return report
@@ -6888,7 +6947,8 @@ def spend_page(summary: dict) -> bytes:
     def table(title: str, rows: list, key: str) -> str:
         hits = key != "user"  # by user: calls and dollars only
         cells = "".join(
-            f"<tr><td>{html.escape(str(row[key]))}</td><td>{row['calls']}</td>"
+            f"<tr><td>{html.escape(user_row_label(row) if key == 'user' else str(row[key]))}"
+            f"</td><td>{row['calls']}</td>"
             + (f"<td>{row['cache_hits']}</td>" if hits else "")
             + f"<td>${row['usd']:.4f}</td></tr>"
             for row in rows
@@ -6939,6 +6999,69 @@ def token_sha256(token: str) -> str:
 
 
 USER_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}"
+OAUTH_SUBJECT_MAX = 255  # characters of a token's user claim; a longer one is refused
+
+
+# -- Identities: one person, one identity (issue 31) ---------------------------------------------
+# Three namespaces that never meet: named users (their name: letters, digits and . _ @ + -,
+# never ':'), OAuth subjects (oauth:<issuer>#<sub>, per issuer) and the two reserved
+# identities, `shared` (MCP_HTTP_TOKEN) and `local` (stdio; HTTP with no token asked). The
+# ledger, budgets, cache keys, response owners, tasks and handoffs all key by this string.
+
+
+def oauth_identity(issuer: str, subject: str) -> str:
+    """An OAuth subject's identity: its issuer (without a trailing '/') and its subject."""
+    return f"{OAUTH_PREFIX}{issuer.rstrip('/')}#{subject}"
+
+
+def identity_kind(identity: str) -> str:
+    """user, oauth, shared, local, or none ('': rows from before users existed)."""
+    if identity.startswith(OAUTH_PREFIX):
+        return "oauth"
+    if identity in (SHARED_USER, LOCAL_USER):
+        return identity
+    return "user" if identity else "none"
+
+
+def identity_label(identity: str) -> str:
+    """How --usage and /usage show an identity, its kind first: user:alice,
+    oauth:https://login.example.com#alice, shared (MCP_HTTP_TOKEN), local, (before users)."""
+    kind = identity_kind(identity)
+    if kind == "user":
+        return USER_PREFIX + identity
+    if kind == "oauth" and identity.startswith(OAUTH_PREFIX + "#"):
+        return f"{OAUTH_PREFIX}(issuer unknown){identity[len(OAUTH_PREFIX) :]}"
+    labels = {"shared": "shared (MCP_HTTP_TOKEN)", "none": "(before users)"}
+    return labels.get(kind, identity)
+
+
+def user_row_label(row: dict) -> str:
+    """A by_user row's identity, as identity_label shows it."""
+    return identity_label("" if row.get("kind") == "none" else row["user"])
+
+
+def admin_identity(entry: str) -> str:
+    """A server.auth.admins entry as the identity it names; ValueError saying why not.
+    user:NAME (or NAME alone, as before version 6) is a named user; oauth:ISSUER#SUB a
+    subject of that issuer; `shared` whoever holds MCP_HTTP_TOKEN."""
+    entry = entry.strip()
+    if entry.startswith(OAUTH_PREFIX):
+        issuer, sep, subject = entry[len(OAUTH_PREFIX) :].partition("#")
+        if not sep or not subject or not re.match(r"https?://[^/\s#]+", issuer):
+            raise ValueError(
+                f"{entry[:80]!r} is not oauth:ISSUER#SUBJECT (e.g. "
+                "oauth:https://login.example.com/realms/team#3f2a...): the issuer as "
+                "server.auth.issuer writes it, '#', the token's sub (or server.auth.user_claim)"
+            )
+        return oauth_identity(issuer, subject)
+    if entry == SHARED_USER:
+        return SHARED_USER
+    name = entry[len(USER_PREFIX) :] if entry.startswith(USER_PREFIX) else entry
+    if not re.fullmatch(USER_NAME_PATTERN, name) or name in (LOCAL_USER, SHARED_USER):
+        raise ValueError(
+            f"{entry[:80]!r} is not user:NAME (a --user add name), oauth:ISSUER#SUBJECT or shared"
+        )
+    return name
 
 
 def user_name_problem(name: str) -> str | None:
@@ -11078,7 +11201,13 @@ class OAuthVerifier:
             user = str(user)
         if not isinstance(user, str) or not user.strip():
             raise self.refuse(f"the token has no {self.user_claim} claim naming the user")
-        return user
+        if len(user) > OAUTH_SUBJECT_MAX or not user.isprintable():
+            raise self.refuse(
+                f"the token's {self.user_claim} claim is not a printable name of at most "
+                f"{OAUTH_SUBJECT_MAX} characters"
+            )
+        # Its own namespace: sub=alice is not the named user alice, nor sub=shared `shared`.
+        return oauth_identity(self.issuer, user)
 
     def _introspected(self, token: str) -> dict:
         """An opaque token's claims from the issuer's introspection endpoint (RFC 7662)."""
@@ -11847,7 +11976,7 @@ class HttpApp:
         if ledger is None or not engine.state.enabled:
             raise HttpError(404, "no usage ledger: state.path is off and state.url unset")
         config = self.dispatcher.config
-        admins = config.get("server", "auth", "admins")
+        admins = {admin_identity(entry) for entry in config.get("server", "auth", "admins")}
         everyone = user in admins or not self.auth.multi_user()
         timezone = config.get("policy", "timezone")
         return spend_summary(ledger, timezone, self.in_flight(), None if everyone else {user})
@@ -13155,7 +13284,8 @@ def format_usage(report: dict) -> str:
     if report.get("by_user"):
         lines += ["", f"{_pad('by user', width)} {'calls':>7} {'USD':>33}"]
         for row in report["by_user"]:
-            lines.append(f"{_pad(inert(row['user']), width)} {row['calls']:>7} {row['usd']:>33.4f}")
+            label = inert(user_row_label(row))
+            lines.append(f"{_pad(label, width)} {row['calls']:>7} {row['usd']:>33.4f}")
     lines += ["", _usage_line("total", report["total"], width)]
     if report["total"]["unpriced"]:
         lines.append(
