@@ -956,7 +956,8 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("server", "auth", "admins"): Setting(
         [],
         "strings",
-        doc="user names who see every user's spend on /usage (others see their own row)",
+        doc="who see every user's spend on /usage (others see their own row): user:NAME, "
+        "oauth:ISSUER#SUB or shared",
     ),
     ("server", "http", "allow_insecure"): Setting(
         False, "bool", doc="allow a non-loopback address without a token (behind an auth proxy)"
@@ -2119,7 +2120,8 @@ server:
     introspection_url: null  # RFC 7662 endpoint, for opaque (non-JWT) access tokens
     client_id: null        # for introspection; better: MCP_AUTH_CLIENT_ID
     client_secret: null    # better: MCP_AUTH_CLIENT_SECRET (never printed or logged)
-    admins: []             # users (--user add, OAuth) who see everyone's spend on GET /usage
+    admins: []             # who see everyone's spend on GET /usage: user:NAME (--user add),
+                           #   oauth:ISSUER#SUB (an OAuth subject), shared (MCP_HTTP_TOKEN)
   tasks:                   # MCP tasks (2025-11-25 and the 2026 extension) and handoffs
     immediate_ms: 2000     # a call done within this answers inline, not as a task
     ttl_ms: 3600000        # a task or handoff can be collected this long (>= request.timeout_ms)
