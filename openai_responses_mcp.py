@@ -6180,6 +6180,8 @@ class _StillOpening(Exception):
 
 
 _MAX_TEXT = 200  # characters of a model name (or any text) in a ledger row
+# ... but an identity is kept whole (budgets sum its rows by it): IDENTITY_MAX at most.
+IDENTITY_MAX = 600
 _MAX_COUNT = 10**12  # a token or search count past this is not real; the sums stay in BIGINT
 _MAX_USD = 1e6  # dollars one call can be recorded as
 _COUNT_COLUMNS = (
@@ -6200,8 +6202,9 @@ def bounded_row(values: dict) -> dict:
     import math
 
     row = dict(values)
-    for name in ("day", "tool", "model", "outcome", "user_name"):
+    for name in ("day", "tool", "model", "outcome"):
         row[name] = _clean_text(row.get(name))
+    row["user_name"] = _clean_text(row.get("user_name"), IDENTITY_MAX)
     for name in _COUNT_COLUMNS:
         row[name] = _bounded_count(row.get(name))
     at = row.get("at")
@@ -6214,10 +6217,10 @@ def bounded_row(values: dict) -> dict:
     return row
 
 
-def _clean_text(value) -> str:
-    """Text every database takes: no NUL, no lone surrogate, at most _MAX_TEXT characters."""
+def _clean_text(value, limit: int = _MAX_TEXT) -> str:
+    """Text every database takes: no NUL, no lone surrogate, at most `limit` characters."""
     text = "" if value is None else str(value)
-    return text.encode("utf-8", "replace").decode("utf-8").replace("\0", "")[:_MAX_TEXT]
+    return text.encode("utf-8", "replace").decode("utf-8").replace("\0", "")[:limit]
 
 
 def _bounded_count(value) -> int:
@@ -11209,7 +11212,13 @@ class OAuthVerifier:
                 f"{OAUTH_SUBJECT_MAX} characters"
             )
         # Its own namespace: sub=alice is not the named user alice, nor sub=shared `shared`.
-        return oauth_identity(self.issuer, user)
+        identity = oauth_identity(self.issuer, user)
+        if len(identity) > IDENTITY_MAX:  # whole in every row, or its allowance leaks
+            raise self.refuse(
+                f"the issuer and {self.user_claim} name more than {IDENTITY_MAX} "
+                "characters together"
+            )
+        return identity
 
     def _introspected(self, token: str) -> dict:
         """An opaque token's claims from the issuer's introspection endpoint (RFC 7662)."""

@@ -457,10 +457,10 @@ def with_config(tmp_path, text: str) -> list:
     return ["--config", str(path)]
 
 
-def oauth_server(spawn, fake, state, issuer, admins: list, env=None):
+def oauth_server(spawn, fake, state, issuer, admins: list, env=None, extra: str = ""):
     """A server with named users, MCP_HTTP_TOKEN and OAuth from `issuer`, all at once."""
     auth = {"issuer": issuer.url, "admins": admins}
-    config = PRICES + f"server:\n  auth: {json.dumps(auth)}\n"
+    config = PRICES + f"server:\n  auth: {json.dumps(auth)}\n" + extra
     server = serve(spawn, fake, state, config, {"MCP_HTTP_TOKEN": SHARED, **(env or {})})
     server.resource = f"http://127.0.0.1:{server.port}/mcp"
     wait_until(
@@ -608,3 +608,26 @@ def test_a_version_5_state_moves_oauth_subjects_into_their_namespace(tmp_path, s
     text = run_cli(tmp_path, "--usage", "--since", "2000-01-01", env=state.env).stdout
     for label in ("user:alice", carol, "shared (MCP_HTTP_TOKEN)", "(before users)"):
         assert label in text, text
+
+
+def test_a_long_subject_is_held_to_its_allowance(spawn, fake, tmp_path, sqlite_state):
+    """A subject's rows keep its whole identity (the ledger cut text at 200 characters, and
+    the allowance, summed by the whole identity, then never saw them)."""
+    from test_oauth import Issuer
+
+    issuer = Issuer().start()
+    try:
+        extra = "budget: {per_user_daily_usd: 0.03}\n"
+        server = oauth_server(spawn, fake, sqlite_state, issuer, [], extra=extra)
+        long = bearer(issuer.token(server.resource, sub="x" * m.OAUTH_SUBJECT_MAX))
+        session = open_session(server.port, long)
+        fake.enqueue(Reply(searches=[{"query": "a", "sources": []}]))  # $0.025 and its tokens
+        assert "result" in ask(server.port, long, session, {"query": "one"}, 1)
+        message = failure(ask(server.port, long, session, {"query": "two"}, 2))
+        assert "daily allowance of $0.03 has no room" in message
+        (stored,) = sqlite_state.query("SELECT DISTINCT user_name FROM usage_by_user")
+        assert stored[0] == f"oauth:{issuer.url}#" + "x" * m.OAUTH_SUBJECT_MAX
+        too_long = issuer.token(server.resource, sub="x" * (m.OAUTH_SUBJECT_MAX + 1))
+        assert post(server.port, rpc("ping", {}), headers=bearer(too_long)).status == 401
+    finally:
+        issuer.stop()
