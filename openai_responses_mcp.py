@@ -7076,8 +7076,8 @@ def user_name_problem(name: str) -> str | None:
             f"{name[:80]!r} is not a user name: 1-64 letters, digits and . _ @ + -, starting "
             "with a letter or digit"
         )
-    if name in (LOCAL_USER, SHARED_USER):
-        return f"{name!r} is reserved (the {name} identity); pick another name"
+    if name.lower() in (LOCAL_USER, SHARED_USER):
+        return f"{name!r} is reserved (the {name.lower()} identity); pick another name"
     return None
 
 
@@ -7146,6 +7146,13 @@ class UserDirectory:
             row = q("SELECT revoked_at FROM users WHERE name = ?", (name,)).fetchone()
             if row is not None and row[0] is None:
                 raise ValueError(f"user {name!r} exists; revoke it first to give a new token")
+            # Names that differ only in case are two people who read as one (admins, --usage).
+            for (other,) in q("SELECT name FROM users").fetchall():
+                if other != name and other.lower() == name.lower():
+                    raise ValueError(
+                        f"user {other!r} exists, and {name!r} differs from it only in case; "
+                        "pick another name"
+                    )
             q("DELETE FROM users WHERE name = ?", (name,))
             q(
                 "INSERT INTO users (name, token_sha256, created_at, revoked_at, daily_usd, "

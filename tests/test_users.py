@@ -99,6 +99,8 @@ def test_user_add_prints_a_token_once_and_the_state_keeps_only_its_hash(tmp_path
     [
         (("--user", "add", "no spaces"), "is not a user name"),
         (("--user", "add", "shared"), "is reserved"),
+        (("--user", "add", "Shared"), "is reserved"),
+        (("--user", "add", "LOCAL"), "is reserved"),
         (("--user", "revoke", "nobody"), "no user named 'nobody'"),
         (("--user", "add"), "--user add needs a user name"),
         (("--user", "remove", "x"), "--user takes add NAME, list or revoke NAME"),
@@ -631,3 +633,12 @@ def test_a_long_subject_is_held_to_its_allowance(spawn, fake, tmp_path, sqlite_s
         assert post(server.port, rpc("ping", {}), headers=bearer(too_long)).status == 401
     finally:
         issuer.stop()
+
+
+def test_a_name_that_differs_only_in_case_is_refused(tmp_path, sqlite_state):
+    add_user(tmp_path, sqlite_state, "alice")
+    again = run_cli(tmp_path, "--user", "add", "Alice", env=sqlite_state.env)
+    assert again.returncode == 2 and "differs from it only in case" in again.stderr
+    run_cli(tmp_path, "--user", "revoke", "alice", env=sqlite_state.env)
+    assert run_cli(tmp_path, "--user", "add", "ALICE", env=sqlite_state.env).returncode == 2
+    assert run_cli(tmp_path, "--user", "add", "alice", env=sqlite_state.env).returncode == 0
