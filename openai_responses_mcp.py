@@ -82,6 +82,9 @@ CLIENT_NAME = "openai-responses"
 # Who is asking when no named user is (see Identity, in Transports):
 LOCAL_USER = "local"  # stdio, and HTTP when nothing asks for a token (loopback, no users)
 SHARED_USER = "shared"  # whoever holds MCP_HTTP_TOKEN (server.http.token)
+# A named user (--user add) is their name (no ':' can be in one); an OAuth subject is
+# OAUTH_PREFIX + issuer + "#" + subject (an issuer has no '#'), so no token names another kind.
+OAUTH_PREFIX, USER_PREFIX = "oauth:", "user:"
 # The tools, one row each. TOOL_NAMES, each tool's model_profiles settings and their env vars
 # (Configuration), tools/list's definitions and argument validation (Tools) all derive from it.
 # `model_env` is the env var of its model; `tuning_env` the prefix of <prefix>_EFFORT and
@@ -1007,7 +1010,8 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("server", "auth", "admins"): Setting(
         [],
         "strings",
-        doc="user names who see every user's spend on /usage (others see their own row)",
+        doc="who see every user's spend on /usage (others see their own row): user:NAME, "
+        "oauth:ISSUER#SUB or shared",
     ),
     ("server", "http", "allow_insecure"): Setting(
         False, "bool", doc="allow a non-loopback address without a token (behind an auth proxy)"
@@ -1665,6 +1669,12 @@ def _check_auth(values: dict, sources: dict) -> None:
         _check_url("server.public_url", public, sources.get(("server", "public_url"), "default"))
         values["server"]["public_url"] = public.rstrip("/")
     auth = values["server"]["auth"]
+    for entry in auth["admins"]:
+        try:
+            admin_identity(entry)
+        except ValueError as exc:
+            where = sources.get(("server", "auth", "admins"), "default")
+            raise ConfigError(f"server.auth.admins (from {where}): {exc}") from None
     for scope in auth["scopes"]:
         if any(char.isspace() or char in '"\\' for char in scope):
             where = sources.get(("server", "auth", "scopes"), "default")
@@ -2334,7 +2344,8 @@ server:
     introspection_url: null  # RFC 7662 endpoint, for opaque (non-JWT) access tokens
     client_id: null        # for introspection; better: MCP_AUTH_CLIENT_ID
     client_secret: null    # better: MCP_AUTH_CLIENT_SECRET (never printed or logged)
-    admins: []             # users (--user add, OAuth) who see everyone's spend on GET /usage
+    admins: []             # who see everyone's spend on GET /usage: user:NAME (--user add),
+                           #   oauth:ISSUER#SUB (an OAuth subject), shared (MCP_HTTP_TOKEN)
   tasks:                   # MCP tasks (2025-11-25 and the 2026 extension) and handoffs
     immediate_ms: 2000     # a call done within this answers inline, not as a task
     ttl_ms: 3600000        # a task or handoff can be collected this long (>= request.timeout_ms)
@@ -6304,7 +6315,8 @@ class BackgroundMode:
 # ledger rows and reservations by user (usage.user_name), usage_by_user, response_owners.
 # 5: checks (the day each once-a-day check last ran: the model retirements); no rows move.
 # 6: usage.files and usage.file_bytes (what a call attached: counts only); no rows move.
-STATE_SCHEMA_VERSION = 6
+# 7: OAuth subjects as oauth:<issuer>#<sub> (issue 31: they had shared named users' names).
+STATE_SCHEMA_VERSION = 7
 ANSWER_FORMAT = 2  # the shape of a cached body; a row of another shape is a miss, and dropped
 _BUSY_TIMEOUT_S = 2.0  # how long a write (or a budget check) waits for another's lock
 _CACHE_READ_S = 0.25  # a cache read that takes longer is a miss
@@ -6513,9 +6525,50 @@ def _from_version_2(backend, conn) -> None:
     column has added; nothing to move."""
 
 
+# Tables whose user_name column holds an identity (see Identity, in Transports).
+_IDENTITY_COLUMNS = ("usage", "reservations", "usage_by_user", "response_owners")
+
+
+def _from_version_6(backend, conn) -> None:
+    """6 -> 7: OAuth subjects get a namespace of their own (issue 31). Up to 6 a token's
+    `sub` was stored as it came, in the namespace of named users and `shared`: every name
+    that is no named user (revoked ones included), `local`, `shared` or '' was a subject, and
+    becomes oauth:<issuer>#<sub> (the issuer server.auth.issuer names as the store is
+    upgraded; "oauth:#<sub>" when OAuth is off then). A name both a named user and a subject
+    had used stays the named user's: the rows cannot be told apart. Cached answers are
+    dropped (their keys hash the old names): each question is asked again once."""
+    issuer = (backend.oauth_issuer or "").rstrip("/")
+    named = {row[0] for row in conn.execute("SELECT name FROM users").fetchall()}
+    keep = named | {"", LOCAL_USER, SHARED_USER}
+    for table in _IDENTITY_COLUMNS:
+        names = {row[0] for row in conn.execute(f"SELECT DISTINCT user_name FROM {table}")}
+        for name in sorted(names - keep):
+            if name.startswith(OAUTH_PREFIX):  # written by a version 7 server already
+                continue
+            new = backend.sql(f"UPDATE {table} SET user_name = ? WHERE user_name = ?")
+            if table == "usage_by_user":  # (day, user_name) is its key: fold into any row
+                _fold_user_days(backend, conn, name, oauth_identity(issuer, name))
+            else:
+                conn.execute(new, (oauth_identity(issuer, name), name))
+    conn.execute("DELETE FROM answers")
+
+
+def _fold_user_days(backend, conn, old: str, new: str) -> None:
+    sql = backend.sql
+    conn.execute(
+        sql(
+            "INSERT INTO usage_by_user (day, user_name, calls, usd) SELECT day, ?, calls, usd "
+            "FROM usage_by_user WHERE user_name = ? ON CONFLICT (day, user_name) DO UPDATE SET "
+            "calls = usage_by_user.calls + excluded.calls, usd = usage_by_user.usd + excluded.usd"
+        ),
+        (new, old),
+    )
+    conn.execute(sql("DELETE FROM usage_by_user WHERE user_name = ?"), (old,))
+
+
 # The steps, by the version each one reaches; each runs once, in order, after the tables
 # and columns this version expects have been made. A new schema version adds one step.
-_MIGRATIONS = {2: _from_version_1, 3: _from_version_2}
+_MIGRATIONS = {2: _from_version_1, 3: _from_version_2, 7: _from_version_6}
 
 
 def state_path(config: Config) -> str | None:
@@ -6639,6 +6692,7 @@ class _SqliteBackend:
     """A SQLite file in WAL mode, private to the user (with its -wal and -shm) from creation."""
 
     postgres = False
+    oauth_issuer = None  # server.auth.issuer, for _from_version_6
 
     def __init__(self, path: str):
         self.path = path
@@ -6740,6 +6794,7 @@ class _PostgresBackend:
     """A PostgreSQL database (psycopg 3), shared by every host that has its URL."""
 
     postgres = True
+    oauth_issuer = None  # server.auth.issuer, for _from_version_6
 
     def __init__(self, url: str):
         self.url = url
@@ -6854,10 +6909,11 @@ class _PostgresBackend:
 def state_backend(config: Config):
     """The backend state.url or state.path names, or None when the state is off."""
     url = config.get("state", "url")
-    if url:
-        return _PostgresBackend(url)
-    path = state_path(config)
-    return _SqliteBackend(path) if path else None
+    path = None if url else state_path(config)
+    backend = _PostgresBackend(url) if url else _SqliteBackend(path) if path else None
+    if backend is not None:  # whose subjects a store older than version 7 holds (see there)
+        backend.oauth_issuer = config.get("server", "auth", "issuer")
+    return backend
 
 
 def _ensure_schema(backend, conn) -> None:
@@ -7099,6 +7155,8 @@ class _StillOpening(Exception):
 
 
 _MAX_TEXT = 200  # characters of a model name (or any text) in a ledger row
+# ... but an identity is kept whole (budgets sum its rows by it): IDENTITY_MAX at most.
+IDENTITY_MAX = 600
 _MAX_COUNT = 10**12  # a token or search count past this is not real; the sums stay in BIGINT
 # Dollars one call can be recorded as: above any cost of counts capped at USAGE_MAX_TOKENS
 # (10^12 tokens at $180 a million x 4.5, or 10^12 searches at $10 a thousand), so the row
@@ -7122,8 +7180,9 @@ def bounded_row(values: dict) -> dict:
     import math
 
     row = dict(values)
-    for name in ("day", "tool", "model", "outcome", "user_name"):
+    for name in ("day", "tool", "model", "outcome"):
         row[name] = _clean_text(row.get(name))
+    row["user_name"] = _clean_text(row.get("user_name"), IDENTITY_MAX)
     for name in _COUNT_COLUMNS:
         row[name] = _bounded_count(row.get(name))
     at = row.get("at")
@@ -7136,10 +7195,10 @@ def bounded_row(values: dict) -> dict:
     return row
 
 
-def _clean_text(value) -> str:
-    """Text every database takes: no NUL, no lone surrogate, at most _MAX_TEXT characters."""
+def _clean_text(value, limit: int = _MAX_TEXT) -> str:
+    """Text every database takes: no NUL, no lone surrogate, at most `limit` characters."""
     text = "" if value is None else str(value)
-    return text.encode("utf-8", "replace").decode("utf-8").replace("\0", "")[:_MAX_TEXT]
+    return text.encode("utf-8", "replace").decode("utf-8").replace("\0", "")[:limit]
 
 
 def _bounded_count(value) -> int:
@@ -7840,7 +7899,12 @@ class Ledger:
                 params,
             ).fetchall()
             report["by_user"] = [
-                {"user": name or "(before users)", "calls": int(calls), "usd": round(float(d), 6)}
+                {
+                    "user": name or "(before users)",
+                    "kind": identity_kind(name),  # user, oauth, shared, local or none
+                    "calls": int(calls),
+                    "usd": round(float(d), 6),
+                }
                 for name, calls, d in rows
             ]
             return report
@@ -7956,7 +8020,8 @@ def spend_page(summary: dict) -> bytes:
     def table(title: str, rows: list, key: str) -> str:
         hits = key != "user"  # by user: calls and dollars only
         cells = "".join(
-            f"<tr><td>{html.escape(str(row[key]))}</td><td>{row['calls']}</td>"
+            f"<tr><td>{html.escape(user_row_label(row) if key == 'user' else str(row[key]))}"
+            f"</td><td>{row['calls']}</td>"
             + (f"<td>{row['cache_hits']}</td>" if hits else "")
             + f"<td>${row['usd']:.4f}</td></tr>"
             for row in rows
@@ -8007,6 +8072,69 @@ def token_sha256(token: str) -> str:
 
 
 USER_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}"
+OAUTH_SUBJECT_MAX = 255  # characters of a token's user claim; a longer one is refused
+
+
+# -- Identities: one person, one identity (issue 31) ---------------------------------------------
+# Three namespaces that never meet: named users (their name: letters, digits and . _ @ + -,
+# never ':'), OAuth subjects (oauth:<issuer>#<sub>, per issuer) and the two reserved
+# identities, `shared` (MCP_HTTP_TOKEN) and `local` (stdio; HTTP with no token asked). The
+# ledger, budgets, cache keys, response owners, tasks and handoffs all key by this string.
+
+
+def oauth_identity(issuer: str, subject: str) -> str:
+    """An OAuth subject's identity: its issuer (without a trailing '/') and its subject."""
+    return f"{OAUTH_PREFIX}{issuer.rstrip('/')}#{subject}"
+
+
+def identity_kind(identity: str) -> str:
+    """user, oauth, shared, local, or none ('': rows from before users existed)."""
+    if identity.startswith(OAUTH_PREFIX):
+        return "oauth"
+    if identity in (SHARED_USER, LOCAL_USER):
+        return identity
+    return "user" if identity else "none"
+
+
+def identity_label(identity: str) -> str:
+    """How --usage and /usage show an identity, its kind first: user:alice,
+    oauth:https://login.example.com#alice, shared (MCP_HTTP_TOKEN), local, (before users)."""
+    kind = identity_kind(identity)
+    if kind == "user":
+        return USER_PREFIX + identity
+    if kind == "oauth" and identity.startswith(OAUTH_PREFIX + "#"):
+        return f"{OAUTH_PREFIX}(issuer unknown){identity[len(OAUTH_PREFIX) :]}"
+    labels = {"shared": "shared (MCP_HTTP_TOKEN)", "none": "(before users)"}
+    return labels.get(kind, identity)
+
+
+def user_row_label(row: dict) -> str:
+    """A by_user row's identity, as identity_label shows it."""
+    return identity_label("" if row.get("kind") == "none" else row["user"])
+
+
+def admin_identity(entry: str) -> str:
+    """A server.auth.admins entry as the identity it names; ValueError saying why not.
+    user:NAME (or NAME alone, as before schema 7) is a named user; oauth:ISSUER#SUB a
+    subject of that issuer; `shared` whoever holds MCP_HTTP_TOKEN."""
+    entry = entry.strip()
+    if entry.startswith(OAUTH_PREFIX):
+        issuer, sep, subject = entry[len(OAUTH_PREFIX) :].partition("#")
+        if not sep or not subject or not re.match(r"https?://[^/\s#]+", issuer):
+            raise ValueError(
+                f"{entry[:80]!r} is not oauth:ISSUER#SUBJECT (e.g. "
+                "oauth:https://login.example.com/realms/team#3f2a...): the issuer as "
+                "server.auth.issuer writes it, '#', the token's sub (or server.auth.user_claim)"
+            )
+        return oauth_identity(issuer, subject)
+    if entry == SHARED_USER:
+        return SHARED_USER
+    name = entry[len(USER_PREFIX) :] if entry.startswith(USER_PREFIX) else entry
+    if not re.fullmatch(USER_NAME_PATTERN, name) or name in (LOCAL_USER, SHARED_USER):
+        raise ValueError(
+            f"{entry[:80]!r} is not user:NAME (a --user add name), oauth:ISSUER#SUBJECT or shared"
+        )
+    return name
 
 
 def user_name_problem(name: str) -> str | None:
@@ -8016,8 +8144,8 @@ def user_name_problem(name: str) -> str | None:
             f"{name[:80]!r} is not a user name: 1-64 letters, digits and . _ @ + -, starting "
             "with a letter or digit"
         )
-    if name in (LOCAL_USER, SHARED_USER):
-        return f"{name!r} is reserved (the {name} identity); pick another name"
+    if name.lower() in (LOCAL_USER, SHARED_USER):
+        return f"{name!r} is reserved (the {name.lower()} identity); pick another name"
     return None
 
 
@@ -8115,6 +8243,13 @@ class UserDirectory:
             row = q("SELECT revoked_at FROM users WHERE name = ?", (name,)).fetchone()
             if row is not None and row[0] is None:
                 raise ValueError(f"user {name!r} exists; revoke it first to give a new token")
+            # Names that differ only in case are two people who read as one (admins, --usage).
+            for (other,) in q("SELECT name FROM users").fetchall():
+                if other != name and other.lower() == name.lower():
+                    raise ValueError(
+                        f"user {other!r} exists, and {name!r} differs from it only in case; "
+                        "pick another name"
+                    )
             q("DELETE FROM users WHERE name = ?", (name,))
             q(
                 "INSERT INTO users (name, token_sha256, created_at, revoked_at, daily_usd, "
@@ -11644,6 +11779,9 @@ DEFAULT_HTTP_VERSION = "2025-03-26"  # what a request without MCP-Protocol-Versi
 # --stateless: initialize's Mcp-Session-Id is a signed record of the client (identity_id):
 # its kind is none of a task's, so it can never pass for a task id, and a record lasts 30 days.
 IDENTITY_KIND, IDENTITY_TTL_MS = "c", 30 * 86_400_000
+# Without server.tasks.secret the record is unsigned: "c1." and base64url JSON, its name at
+# most IDENTITY_NAME_MAX characters (so the whole id at most IDENTITY_PLAIN_MAX).
+IDENTITY_PLAIN, IDENTITY_NAME_MAX, IDENTITY_PLAIN_MAX = "c1.", 100, 1024
 _END = object()  # an Outbox's "nothing more will come"
 _POLL_S = 0.25  # how often a waiting response looks for a hung-up client
 
@@ -12252,14 +12390,43 @@ class OAuthVerifier:
         self.user_claim: str = auth["user_claim"]
         self.audience: str | None = auth["audience"]
         self.resource = ""  # set by set_resource() once the URL clients use is known
+        # Without server.public_url on a loopback address: each loopback Host a client may
+        # use (lower-cased, with the port) -> the resource named to it (see for_host).
+        self.loopback_resources: dict[str, str] = {}
         self.keys = IssuerKeys(self.issuer, log)
         self.introspection = None
         if auth["introspection_url"]:
             url, client_id = auth["introspection_url"], auth["client_id"]
             self.introspection = Introspection(url, client_id, auth["client_secret"])
 
-    def set_resource(self, public_url: str) -> None:
+    def set_resource(self, public_url: str, loopback_port: int | None = None) -> None:
+        """The resource clients are told of; with `loopback_port` (no server.public_url, a
+        loopback address) also the one each loopback name reaches it by: a client that
+        connected as localhost must be told http://localhost:PORT/mcp, or the MCP SDK
+        refuses to sign in (the resource must match the URL it used)."""
         self.resource = public_url.rstrip("/") + MCP_PATH
+        if loopback_port is None:
+            return
+        for name in ("localhost", "127.0.0.1", "[::1]"):
+            url = f"http://{name}:{loopback_port}"
+            self.loopback_resources[f"{name}:{loopback_port}"] = url + MCP_PATH
+            if loopback_port == 80:  # the port a client leaves out of its Host
+                self.loopback_resources[name] = url + MCP_PATH
+
+    def for_host(self, host: str | None) -> OAuthVerifier:
+        """This verifier as seen by a request with that Host header: its resource (in the
+        metadata, the challenge, the audience a token must name) is the URL the client used
+        when that is one of this server's loopback names and port, else the default. Any
+        other Host, a lying one included, gets the default: a Host header never puts a name
+        of its own choosing into the metadata."""
+        resource = self.loopback_resources.get((host or "").strip().lower())
+        if resource is None or resource == self.resource:
+            return self
+        import copy
+
+        view = copy.copy(self)  # shares the keys, the introspection cache and the log
+        view.resource = resource
+        return view
 
     def metadata_url(self) -> str:
         """RFC 9728: the well-known name inserted between the resource's origin and path."""
@@ -12324,7 +12491,19 @@ class OAuthVerifier:
             user = str(user)
         if not isinstance(user, str) or not user.strip():
             raise self.refuse(f"the token has no {self.user_claim} claim naming the user")
-        return user
+        if len(user) > OAUTH_SUBJECT_MAX or not user.isprintable():
+            raise self.refuse(
+                f"the token's {self.user_claim} claim is not a printable name of at most "
+                f"{OAUTH_SUBJECT_MAX} characters"
+            )
+        # Its own namespace: sub=alice is not the named user alice, nor sub=shared `shared`.
+        identity = oauth_identity(self.issuer, user)
+        if len(identity) > IDENTITY_MAX:  # whole in every row, or its allowance leaks
+            raise self.refuse(
+                f"the issuer and {self.user_claim} name more than {IDENTITY_MAX} "
+                "characters together"
+            )
+        return identity
 
     def _introspected(self, token: str) -> dict:
         """An opaque token's claims from the issuer's introspection endpoint (RFC 7662)."""
@@ -12490,11 +12669,13 @@ class Authenticator:
             return True
         return bool(self.token) and near_token(given, self.token)
 
-    def authenticate(self, authorization: str) -> str:
+    def authenticate(self, authorization: str, host: str | None = None) -> str:
         """The user a request's Authorization header names; HttpError 401 (503 when named
-        tokens cannot be checked) otherwise. The token itself is never logged or shown."""
+        tokens cannot be checked) otherwise. The token itself is never logged or shown.
+        `host` (the Host header) picks the OAuth resource the request is for."""
         import hmac
 
+        oauth = self.oauth.for_host(host) if self.oauth is not None else None
         if not self.required():
             return LOCAL_USER
         scheme, _, given = authorization.partition(" ")
@@ -12515,8 +12696,8 @@ class Authenticator:
                     user, unavailable = None, exc.reason
                 if user is not None:
                     return user
-            if self.oauth is not None and self._for_oauth(given, unavailable is not None):
-                user = self.oauth.verify(given, introspect=not self.ours(given))
+            if oauth is not None and self._for_oauth(given, unavailable is not None):
+                user = oauth.verify(given, introspect=not self.ours(given))
                 if user is not None:
                     return user
         if unavailable is not None:
@@ -12526,7 +12707,7 @@ class Authenticator:
                 "retry shortly",
                 {"Retry-After": "2"},
             )
-        raise self.refusal(bool(given))
+        raise self.refusal(bool(given), oauth)
 
     def _for_oauth(self, given: str, unavailable: bool) -> bool:
         """Whether the OAuth verifier may check this token: while the state cannot be read,
@@ -12538,12 +12719,13 @@ class Authenticator:
             return True
         return self.oauth.introspection is not None and not self.ours(given)
 
-    def refusal(self, given: bool) -> HttpError:
+    def refusal(self, given: bool, oauth=None) -> HttpError:
         error = "invalid_token" if given else None
-        if self.oauth is not None and not given:
-            return self.oauth.missing()  # points the client at signing in
-        if self.oauth is not None:
-            challenge = self.oauth.challenge(error)
+        oauth = oauth or self.oauth
+        if oauth is not None and not given:
+            return oauth.missing()  # points the client at signing in
+        if oauth is not None:
+            challenge = oauth.challenge(error)
         else:
             challenge = f'Bearer realm="{SERVER_NAME}"' + (f', error="{error}"' if error else "")
         if self.locked_out():
@@ -12563,37 +12745,74 @@ LOCKED_OUT = (
 )
 
 
-def identity_id(secret: str | None, session: Session) -> str | None:
-    """Under --stateless with server.tasks.secret: initialize's Mcp-Session-Id, a signed
-    record of the client's clientInfo.name and the version agreed, which the client sends
-    back on every later request. No instance keeps a session, so this is how any of them
-    knows a handshake-era client (Codex: its result size and its handoff). None without
-    a secret (HttpApp passes none outside --stateless)."""
-    if not secret:
+def identity_id(secret: str | None, session: Session) -> str:
+    """Under --stateless: initialize's Mcp-Session-Id, a record of the client's
+    clientInfo.name and the version agreed, which the client sends back on every later
+    request. No instance keeps a session, so this is how any of them knows a handshake-era
+    client (Codex: its result size, 12,000 characters where Claude Code takes 50,000).
+
+    With server.tasks.secret it is signed (its handoff ids are too); without one it is plain
+    base64url JSON under IDENTITY_PLAIN: the name is only what the client said of itself in
+    initialize, so a record it could forge tells no more than it could say anyway. Either
+    way the name is cleaned (printable, one line, at most IDENTITY_NAME_MAX characters)."""
+    fields = {"v": session.protocol_version, "w": _client_name_clean(session.client_name)}
+    if secret:
+        return mint_task_id(secret, {"k": IDENTITY_KIND, **fields}, IDENTITY_TTL_MS)
+    plain = {name: value for name, value in fields.items() if value is not None}
+    text = json.dumps(plain, separators=(",", ":"), ensure_ascii=False)  # 4 bytes a char at most
+    return IDENTITY_PLAIN + _b64(text.encode("utf-8"))
+
+
+def _client_name_clean(name) -> str | None:
+    if not isinstance(name, str):
         return None
-    name = session.client_name if isinstance(session.client_name, str) else None
-    fields = {"k": IDENTITY_KIND, "v": session.protocol_version, "w": name and name[:100]}
-    return mint_task_id(secret, fields, IDENTITY_TTL_MS)
+    name = "".join(ch for ch in name if ch.isprintable()).strip()[:IDENTITY_NAME_MAX]
+    return name or None
 
 
 def restore_identity(secret, session: Session, session_id: str | None, version, log: Log) -> None:
-    """A stateless request's client, from the signed Mcp-Session-Id initialize gave it:
-    its name, and its version unless the MCP-Protocol-Version header says one. An id that
-    is not such a record (altered, expired, another secret's) is ignored: the request is
-    served as from an unknown client."""
-    if not (secret and session_id):
+    """A stateless request's client, from the Mcp-Session-Id initialize gave it (identity_id):
+    its name, and its version unless the MCP-Protocol-Version header says one. An id that is
+    not such a record (altered, expired, another secret's, unsigned where a secret signs
+    them, too long, not JSON) is ignored: the request is served as from an unknown client."""
+    if not session_id:
         return
+    session_id = session_id.strip()
     try:
-        fields = open_task_id(secret, session_id.strip())
-    except TaskIdError as exc:
-        log.debug("http", f"Mcp-Session-Id ignored: {exc.reason}")
+        fields = _signed_identity(secret, session_id) if secret else _plain_identity(session_id)
+    except (TaskIdError, ValueError) as exc:
+        log.debug("http", f"Mcp-Session-Id ignored: {getattr(exc, 'reason', None) or exc}")
         return
-    if fields.get("k") != IDENTITY_KIND:
-        return
-    if isinstance(fields.get("w"), str):
-        session.client_name = fields["w"]
+    name = _client_name_clean(fields.get("w"))
+    if name is not None:
+        session.client_name = name
     if version is None and fields.get("v") in PROTOCOL_VERSIONS:
         session.protocol_version = fields["v"]
+
+
+def _signed_identity(secret: str, session_id: str) -> dict:
+    fields = open_task_id(secret, session_id)
+    if fields.get("k") != IDENTITY_KIND:
+        raise ValueError("not a client identity")
+    return fields
+
+
+def _plain_identity(session_id: str) -> dict:
+    """The fields of an unsigned identity; ValueError if it is not one."""
+    import base64
+
+    if not session_id.startswith(IDENTITY_PLAIN) or len(session_id) > IDENTITY_PLAIN_MAX:
+        raise ValueError("not an unsigned client identity of this server")
+    body = session_id[len(IDENTITY_PLAIN) :]
+    if not re.fullmatch(r"[A-Za-z0-9_-]*", body):
+        raise ValueError("not base64url")
+    try:
+        fields = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    except (ValueError, RecursionError):
+        raise ValueError("not base64url JSON") from None
+    if not isinstance(fields, dict):
+        raise ValueError("not a JSON object")
+    return fields
 
 
 class HttpApp:
@@ -12647,11 +12866,12 @@ class HttpApp:
         if self.public_url:  # the name a proxy in front passes on
             self.hosts |= {_host_name(self.public_url.partition("://")[2].partition("/")[0])}
         self._check(host)
-        if self.oauth is not None and wildcard and not self.public_url:
+        if self.oauth is not None and not self.loopback and not self.public_url:
+            where = " (every address)" if wildcard else ""
             raise ConfigError(
                 f"server.public_url must be set with server.auth.issuer when --http listens on "
-                f"{host} (every address): OAuth tokens name the URL clients use, like "
-                "https://mcp.example.com"
+                f"{host}{where}, not a loopback address: OAuth tokens name the URL clients "
+                "use, like https://mcp.example.com"
             )
 
     def listening(self, host: str, port: int) -> None:
@@ -12659,7 +12879,10 @@ class HttpApp:
         if self.oauth is None:
             return
         shown = f"[{host}]" if ":" in host else host
-        self.oauth.set_resource(self.public_url or f"http://{shown}:{port}")
+        if self.public_url:
+            self.oauth.set_resource(self.public_url)
+        else:  # only loopback: elsewhere public_url is required (see __init__)
+            self.oauth.set_resource(f"http://{shown}:{port}", loopback_port=port)
         self.oauth.keys.start()
         self.log.say(
             f"OAuth: accepting access tokens from {self.oauth.issuer} for {self.oauth.resource}"
@@ -12811,15 +13034,15 @@ class HttpApp:
             "Vary": "Origin",
         }
 
-    def route(self, command: str, path: str, authorization: str) -> tuple:
+    def route(self, command: str, path: str, authorization: str, host: str | None = None) -> tuple:
         """(the HttpHandler method that answers this request, the user asking), once its
-        token is checked (Authenticator.authenticate)."""
+        token is checked (Authenticator.authenticate; `host` is its Host header)."""
         if command == "OPTIONS":
             return HttpHandler.preflight, None
         if path.startswith(WELL_KNOWN_RESOURCE):  # public; any resource path under it
             path = WELL_KNOWN_RESOURCE
         public = path in (HEALTH_PATH, WELL_KNOWN_RESOURCE)
-        user = None if public else self.auth.authenticate(authorization)
+        user = None if public else self.auth.authenticate(authorization, host)
         route = _ROUTES.get((command, path))
         if self.stateless and (command, path) in _SESSION_ROUTES:
             route = None
@@ -12983,8 +13206,7 @@ class HttpApp:
         """A reply's extra headers: initialize's session id; a failed initialize ends it.
         With --stateless, the session id is the client's signed identity (or none)."""
         if method == "initialize" and hs.id is None and "result" in reply:
-            identity = identity_id(self.secret if self.stateless else None, hs.session)
-            return {"Mcp-Session-Id": identity} if identity else {}
+            return {"Mcp-Session-Id": identity_id(self.secret, hs.session)}
         if method != "initialize" or hs.id is None:
             return {}
         if "result" in reply:
@@ -13114,7 +13336,7 @@ class HttpApp:
         if ledger is None or not engine.state.enabled:
             raise HttpError(404, "no usage ledger: state.path is off and state.url unset")
         config = self.dispatcher.config
-        admins = config.get("server", "auth", "admins")
+        admins = {admin_identity(entry) for entry in config.get("server", "auth", "admins")}
         timezone = config.get("policy", "timezone")
         if user in admins or not self.auth.multi_user():
             return spend_summary(ledger, timezone, self.in_flight())
@@ -13394,7 +13616,8 @@ class HttpHandler:
             self._check_framing()
             app.check_host(headers.get("Host"))
             self._cors = app.cors_headers(headers.get("Origin"))
-            route, self.user = app.route(self.command, path, headers.get("Authorization", ""))
+            authorization = headers.get("Authorization", "")
+            route, self.user = app.route(self.command, path, authorization, headers.get("Host"))
             route(self)
         except HttpError as exc:
             body = self._small_body() if exc.status != 413 and self._framing_ok else None
@@ -13593,7 +13816,9 @@ class HttpHandler:
         """RFC 9728 protected resource metadata: where clients get tokens for /mcp."""
         if self.app.oauth is None:
             raise HttpError(404, "OAuth is off on this server (server.auth.issuer is not set)")
-        self._send_json(200, self.app.oauth.metadata(), {"Cache-Control": "max-age=300"})
+        document = self.app.oauth.for_host(self.headers.get("Host")).metadata()
+        # It names the URL the client used (a loopback name): caches must keep them apart.
+        self._send_json(200, document, {"Cache-Control": "max-age=300", "Vary": "Host"})
 
     def get_usage(self) -> None:
         """Spend from the usage ledger: JSON, or a page when a browser asks for HTML."""
@@ -14471,7 +14696,8 @@ def format_usage(report: dict) -> str:
     if report.get("by_user"):
         lines += ["", f"{_pad('by user', width)} {'calls':>7} {'USD':>33}"]
         for row in report["by_user"]:
-            lines.append(f"{_pad(inert(row['user']), width)} {row['calls']:>7} {row['usd']:>33.4f}")
+            label = inert(user_row_label(row))
+            lines.append(f"{_pad(label, width)} {row['calls']:>7} {row['usd']:>33.4f}")
     lines += ["", _usage_line("total", report["total"], width)]
     if report["total"]["unpriced"]:
         lines.append(

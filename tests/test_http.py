@@ -1313,7 +1313,9 @@ def test_stateless_mode_answers_without_sessions(serve, fake):
     server = serve("--stateless")
     assert "(stateless)" in server.stderr
     reply = post(server.port, rpc("initialize", INIT_PARAMS))
-    assert reply.status == 200 and "mcp-session-id" not in reply.headers
+    # No session: the id is only the client's own record of itself (issue 31), no secret here
+    assert reply.status == 200 and reply.headers["mcp-session-id"].startswith("c1.")
+    assert request(server.port, "GET", "/healthz").json()["sessions"] == 0
     assert post(server.port, notification("notifications/initialized")).status == 202
     reply = post(server.port, rpc("tools/list"), headers={"MCP-Protocol-Version": "2025-06-18"})
     assert reply.status == 200 and "outputSchema" in reply.json()["result"]["tools"][0]

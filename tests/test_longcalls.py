@@ -268,6 +268,44 @@ def test_codex_keeps_its_result_size_and_handoff_under_stateless(spawn, fake):
     assert "answer_result" not in [t["name"] for t in forged.json()["result"]["tools"]]
 
 
+def test_without_a_secret_each_client_keeps_its_result_size_under_stateless(spawn, fake):
+    """Issue 31: no MCP_TASK_SECRET, two instances: initialize's Mcp-Session-Id still carries
+    the client's name (unsigned), so Codex gets its 12,000 characters from the other instance
+    and Claude Code its 50,000; an id that is not such a record is served as no client."""
+    from http_client import post, rpc, wait_listening
+
+    a, b = (spawn("--http", "127.0.0.1:0", "--stateless", upstream=fake) for _ in range(2))
+    a.port, b.port = wait_listening(a), wait_listening(b)
+    assert "tasks and handoffs are off with --stateless" in a.stderr  # no secret indeed
+    fake.default = Reply(text="All about HTTP 404. " * 1500)  # 30,000 bytes
+    params = {"name": "answer", "arguments": {"query": "a long answer"}}
+
+    def answered(session_id: str | None, request_id: int) -> int:
+        headers = {"Mcp-Session-Id": session_id} if session_id is not None else {}
+        reply = post(b.port, rpc("tools/call", params, request_id), headers=headers, timeout=30)
+        body = reply.json() if reply.body.startswith(b"{") else reply.events()[-1][1]
+        return len(body["result"]["content"][0]["text"].encode())
+
+    ids = {}
+    for name in ("codex-mcp-client", "claude-code"):
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": name}}
+        initialized = post(a.port, rpc("initialize", init))
+        assert initialized.status == 200, initialized.body
+        ids[name] = initialized.headers.get("mcp-session-id")
+        assert ids[name] and ids[name].isascii() and ids[name].isprintable(), ids[name]
+    assert answered(ids["codex-mcp-client"], 2) <= 12_000
+    assert answered(ids["claude-code"], 3) > 20_000
+    for junk in (
+        "c1.!!!",
+        "c1." + "A" * 5000,
+        "c1.bnVsbA",
+        "whatever",
+        ids["codex-mcp-client"][:-3],
+    ):
+        assert answered(junk, 4) > 20_000, junk  # no client: the default size, no error
+    assert "Traceback" not in a.stderr + b.stderr
+
+
 # -- a rolling restart of --stateless instances ---------------------------------------------------
 
 

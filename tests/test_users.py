@@ -99,6 +99,8 @@ def test_user_add_prints_a_token_once_and_the_state_keeps_only_its_hash(tmp_path
     [
         (("--user", "add", "no spaces"), "is not a user name"),
         (("--user", "add", "shared"), "is reserved"),
+        (("--user", "add", "Shared"), "is reserved"),
+        (("--user", "add", "LOCAL"), "is reserved"),
         (("--user", "revoke", "nobody"), "no user named 'nobody'"),
         (("--user", "add"), "--user add needs a user name"),
         (("--user", "remove", "x"), "--user takes add NAME, list or revoke NAME"),
@@ -563,3 +565,197 @@ def test_a_team_database_never_read_asks_for_a_token_even_on_loopback(spawn, fak
     port = wait_listening(server)
     assert request(port, "POST", "/mcp", rpc("ping")).status == 401
     assert request(port, "GET", "/healthz").status == 200
+
+
+# -- one person, one identity (issue 31) --------------------------------------------------------
+
+
+def with_config(tmp_path, text: str) -> list:
+    path = tmp_path / "extra.yaml"
+    path.write_text(text, encoding="utf-8")
+    return ["--config", str(path)]
+
+
+def oauth_server(spawn, fake, state, issuer, admins: list, env=None, extra: str = ""):
+    """A server with named users, MCP_HTTP_TOKEN and OAuth from `issuer`, all at once."""
+    auth = {"issuer": issuer.url, "admins": admins}
+    config = PRICES + f"server:\n  auth: {json.dumps(auth)}\n" + extra
+    server = serve(spawn, fake, state, config, {"MCP_HTTP_TOKEN": SHARED, **(env or {})})
+    server.resource = f"http://127.0.0.1:{server.port}/mcp"
+    wait_until(
+        lambda: (
+            post(server.port, rpc("ping", {}), headers=bearer(issuer.token(server.resource))).status
+            != 503
+        ),
+        20,
+        "the issuer's keys",
+    )
+    return server
+
+
+def test_an_oauth_subject_never_acts_as_the_named_user_or_the_shared_token_it_spells(
+    spawn, fake, tmp_path, state
+):
+    """sub=alice is not named alice (her conversation is not found), sub=boss is not the admin
+    `boss` (its /usage is its own), sub=shared is not MCP_HTTP_TOKEN's holder."""
+    from test_oauth import Issuer
+
+    issuer = Issuer().start()
+    try:
+        alice, boss = add_user(tmp_path, state, "alice"), add_user(tmp_path, state, "boss")
+        server = oauth_server(spawn, fake, state, issuer, ["boss"])
+
+        def as_subject(sub: str) -> dict:
+            return bearer(issuer.token(server.resource, sub=sub))
+
+        for owner, impostor in ((bearer(alice), "alice"), (bearer(SHARED), "shared")):
+            mine = open_session(server.port, owner)
+            first = ask(server.port, owner, mine, {"query": "q"})
+            response_id = first["result"]["structuredContent"]["response_id"]
+            sent = len(creates(fake))
+            follow = {"query": "and then?", "previous_response_id": response_id}
+            theirs = open_session(server.port, as_subject(impostor))
+            message = failure(ask(server.port, as_subject(impostor), theirs, follow, 2))
+            assert "previous_response_id not found" in message, impostor
+            assert len(creates(fake)) == sent  # nothing went upstream for the impostor
+        ok = "SELECT id FROM usage WHERE outcome = 'ok'"
+        wait_until(lambda: len(state.query(ok)) == 2, 20, "two answers")
+        admin = request(server.port, "GET", "/usage", headers=bearer(boss)).json()
+        kinds = {row["user"]: row["kind"] for row in admin["day"]["by_user"]}
+        assert kinds["alice"] == "user" and kinds["shared"] == "shared", kinds
+        assert {kinds[name] for name in kinds.keys() - {"alice", "shared"}} <= {"oauth"}
+        seen = request(server.port, "GET", "/usage", headers=as_subject("boss")).json()
+        assert not {"alice", "shared"} & {row["user"] for row in seen["day"]["by_user"]}
+    finally:
+        issuer.stop()
+
+
+def test_admins_name_an_oauth_subject_by_its_issuer(spawn, fake, tmp_path, sqlite_state):
+    from test_oauth import Issuer
+
+    issuer = Issuer().start()
+    try:
+        add_user(tmp_path, sqlite_state, "alice")
+        admins = [f"oauth:{issuer.url}/#boss", "user:alice"]  # a trailing / is the same issuer
+        server = oauth_server(spawn, fake, sqlite_state, issuer, admins)
+        carol = bearer(issuer.token(server.resource, sub="carol"))
+        assert "result" in ask(server.port, carol, open_session(server.port, carol), {"query": "q"})
+        wait_until(lambda: len(sqlite_state.query("SELECT id FROM usage")) == 1, 20, "the row")
+        carol_id = f"oauth:{issuer.url}#carol"
+        assert sqlite_state.query("SELECT user_name FROM usage") == [(carol_id,)]
+        boss = bearer(issuer.token(server.resource, sub="boss"))
+        rows = request(server.port, "GET", "/usage", headers=boss).json()["day"]["by_user"]
+        assert [(row["user"], row["kind"]) for row in rows] == [(carol_id, "oauth")]
+        text = run_cli(tmp_path, "--usage", env=sqlite_state.env).stdout
+        assert carol_id in text
+        other = issuer.token(server.resource, sub="boss", iss=issuer.url + "/other")
+        assert post(server.port, rpc("ping", {}), headers=bearer(other)).status == 401
+    finally:
+        issuer.stop()
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ["oauth:https://login.example.com", "oauth:login.example.com#a", "user:bad name",
+     "user:shared", "local", "x:y", "user:"],
+)  # fmt: skip
+def test_an_admin_entry_of_no_namespace_exits_2_saying_the_syntax(tmp_path, entry):
+    config = with_config(tmp_path, f"server:\n  auth:\n    admins: [{json.dumps(entry)}]\n")
+    done = run_cli(tmp_path, "--show-config", *config)
+    assert done.returncode == 2, done.stderr
+    assert "server.auth.admins" in done.stderr and "oauth:ISSUER#SUBJECT" in done.stderr
+
+
+def test_admin_entries_and_labels_name_each_namespace():
+    issuer = "https://login.example.com:8443/realms/t%C3%A9am"
+    assert m.admin_identity("alice") == m.admin_identity("user:alice") == "alice"  # as before
+    assert m.admin_identity("shared") == "shared"
+    # A subject may hold '#' and ':' (the issuer cannot): the first '#' ends the issuer.
+    assert m.admin_identity(f"oauth:{issuer}/#a#b:c") == f"oauth:{issuer}#a#b:c"
+    assert m.oauth_identity(issuer + "/", "a#b:c") == f"oauth:{issuer}#a#b:c"
+    assert m.admin_identity("Alice") != m.admin_identity("alice")  # as the tokens differ
+    assert m.identity_label("alice") == "user:alice"
+    assert m.identity_label("shared") == "shared (MCP_HTTP_TOKEN)"
+    assert m.identity_label("oauth:#carol") == "oauth:(issuer unknown)#carol"
+    assert m.identity_kind("oauth:https://x#shared") == "oauth"
+
+
+def test_a_version_5_state_moves_oauth_subjects_into_their_namespace(tmp_path, state):
+    """Up to version 5 a subject was stored as its bare `sub`: every name that is no named
+    user, `shared` or `local` was one, and becomes oauth:<issuer>#<sub> on upgrade, in every
+    table; cached answers (keyed by the old names) are dropped."""
+    add_user(tmp_path, state, "alice")
+    run_cli(tmp_path, "--user", "revoke", "alice", env=state.env)  # revoked: still named
+    issuer = "https://login.example.com/realms/team"
+    carol = f"oauth:{issuer}#carol"
+    rows = [("alice", 1.0), ("carol", 2.0), ("shared", 4.0), ("", 8.0), (carol, 16.0)]
+    execute(
+        state,
+        "UPDATE schema_version SET version = 5",
+        *(
+            "INSERT INTO usage (at, day, tool, model, usd, outcome, user_name) VALUES "
+            f"(0, '2026-11-26', 'answer', 'm', {usd}, 'ok', '{name}')"
+            for name, usd in rows[:4]
+        ),
+        *(
+            f"INSERT INTO usage_by_user (day, user_name, calls, usd) VALUES "
+            f"('2026-11-26', '{name}', 1, {usd})"
+            for name, usd in rows
+        ),
+        "INSERT INTO response_owners (response_id, user_name, at) VALUES ('resp_1', 'carol', 0)",
+        "INSERT INTO response_owners (response_id, user_name, at) VALUES ('resp_1', 'alice', 0)",
+        "INSERT INTO reservations (id, at, expires_at, usd, user_name) VALUES "
+        "('r1', 0, 9e18, 1, 'carol')",
+        "INSERT INTO answers (key, stored_at, body) VALUES ('k', 0, '{}')",
+    )
+    config = with_config(tmp_path, f"server:\n  auth:\n    issuer: {json.dumps(issuer + '/')}\n")
+    done = run_cli(tmp_path, *config, "--usage", "--json", "--since", "2000-01-01", env=state.env)
+    assert done.returncode == 0, done.stderr
+    assert state.query("SELECT version FROM schema_version") == [(m.STATE_SCHEMA_VERSION,)]
+    names = state.query("SELECT user_name FROM usage ORDER BY usd")
+    assert names == [("alice",), (carol,), ("shared",), ("",)]
+    by_user = state.query("SELECT user_name, calls, usd FROM usage_by_user ORDER BY user_name")
+    assert by_user == [("",1,8.0), ("alice",1,1.0), (carol,2,18.0), ("shared",1,4.0)]  # fmt: skip
+    owners = state.query("SELECT user_name FROM response_owners ORDER BY user_name")
+    assert owners == [("alice",), (carol,)]
+    assert state.query("SELECT user_name FROM reservations") == [(carol,)]
+    assert state.query("SELECT COUNT(*) FROM answers") == [(0,)]
+    report = json.loads(done.stdout)
+    assert {(r["user"], r["kind"]) for r in report["by_user"]} == {
+        ("(before users)", "none"), ("alice", "user"), (carol, "oauth"), ("shared", "shared")
+    }  # fmt: skip
+    text = run_cli(tmp_path, "--usage", "--since", "2000-01-01", env=state.env).stdout
+    for label in ("user:alice", carol, "shared (MCP_HTTP_TOKEN)", "(before users)"):
+        assert label in text, text
+
+
+def test_a_long_subject_is_held_to_its_allowance(spawn, fake, tmp_path, sqlite_state):
+    """A subject's rows keep its whole identity (the ledger cut text at 200 characters, and
+    the allowance, summed by the whole identity, then never saw them)."""
+    from test_oauth import Issuer
+
+    issuer = Issuer().start()
+    try:
+        extra = "budget: {per_user_daily_usd: 0.03}\n"
+        server = oauth_server(spawn, fake, sqlite_state, issuer, [], extra=extra)
+        long = bearer(issuer.token(server.resource, sub="x" * m.OAUTH_SUBJECT_MAX))
+        session = open_session(server.port, long)
+        fake.enqueue(Reply(searches=[{"query": "a", "sources": []}]))  # $0.025 and its tokens
+        assert "result" in ask(server.port, long, session, {"query": "one"}, 1)
+        message = failure(ask(server.port, long, session, {"query": "two"}, 2))
+        assert "daily allowance of $0.03 has no room" in message
+        (stored,) = sqlite_state.query("SELECT DISTINCT user_name FROM usage_by_user")
+        assert stored[0] == f"oauth:{issuer.url}#" + "x" * m.OAUTH_SUBJECT_MAX
+        too_long = issuer.token(server.resource, sub="x" * (m.OAUTH_SUBJECT_MAX + 1))
+        assert post(server.port, rpc("ping", {}), headers=bearer(too_long)).status == 401
+    finally:
+        issuer.stop()
+
+
+def test_a_name_that_differs_only_in_case_is_refused(tmp_path, sqlite_state):
+    add_user(tmp_path, sqlite_state, "alice")
+    again = run_cli(tmp_path, "--user", "add", "Alice", env=sqlite_state.env)
+    assert again.returncode == 2 and "differs from it only in case" in again.stderr
+    run_cli(tmp_path, "--user", "revoke", "alice", env=sqlite_state.env)
+    assert run_cli(tmp_path, "--user", "add", "ALICE", env=sqlite_state.env).returncode == 2
+    assert run_cli(tmp_path, "--user", "add", "alice", env=sqlite_state.env).returncode == 0
