@@ -191,16 +191,11 @@ def alice_spent(world, upstream):
     return port
 
 
-NAMESPACES = pytest.mark.xfail(strict=True, reason="issue 31 item 2, branch w31b")
-
-
-@NAMESPACES
 def test_an_oauth_subject_named_like_a_user_sees_nothing_of_that_users(world, alice_spent):
     seen = spend_as(alice_spent, world["tokens"]["oauth named alice"])
     assert seen["calls"] == 0 and seen["usd"] == 0
 
 
-@NAMESPACES
 def test_an_oauth_subject_named_like_an_admin_is_no_admin(world, alice_spent):
     seen = spend_as(alice_spent, world["tokens"]["oauth named boss"])
     assert seen["calls"] == 0 and [row["user"] for row in seen["by_user"]] != ["alice"]
