@@ -2483,7 +2483,7 @@ ROOTS_TIMEOUT_S = 5.0  # how long a call waits for the client's roots/list answe
 # its worst case.
 PDF_PAGE_TOKENS = 1_500  # a page image (765 at high detail) plus its extracted text
 TEXT_BYTES_PER_TOKEN = 3  # code and logs run 3-4 bytes a token; the lower is the safer guess
-URL_IMAGE_TOKENS = 1_105  # the tile formula's most for a high-detail image (768 x 1536)
+URL_IMAGE_TOKENS = 1_445  # the tile formula's most for a high-detail image (768 x 2048)
 URL_FILE_PAGES = 50  # a URL's document counts as 50 pages
 
 
@@ -2666,6 +2666,13 @@ class FileReader:
         # The server's own config and state files: they may hold tokens.
         own = (config.path, state_path(config))
         self._own = {os.path.realpath(p) for p in own if p}
+        self._own_inodes = set()  # and under any other name: a hard link to them
+        for path in self._own:
+            try:
+                info = os.stat(path)
+                self._own_inodes.add((info.st_dev, info.st_ino))
+            except OSError:
+                pass
 
     def read(self, given: list, allowed: list | None) -> list:
         """`allowed`: the directories local paths may name (resolved), None: no local paths."""
@@ -2797,6 +2804,11 @@ class FileReader:
         if not stat.S_ISREG(info.st_mode):
             what = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
             raise FileRefused(f"{_named(given)}: refused, {what} (a FIFO, device or socket?)")
+        if (info.st_dev, info.st_ino) in self._own_inodes:
+            raise FileRefused(
+                f"{_named(given)}: refused, it is the server's own config or state file "
+                "(a hard link to it); it may hold tokens"
+            )
         where = _fd_path(fd)
         if where is not None and (not _inside(where, root) or files_denied(where, self.patterns)):
             raise FileRefused(self._outside(given))
@@ -2835,7 +2847,8 @@ class FileReader:
         if kind == "text":
             text = data.decode("utf-8").removeprefix("\ufeff")
             part = {"type": "input_text", "text": f"[file] {name}\n{text}"}
-            tokens = len(data) // TEXT_BYTES_PER_TOKEN + 1
+            # The part is billed as sent: its name line too (a long name, a short file).
+            tokens = len(part["text"].encode()) // TEXT_BYTES_PER_TOKEN + 1
             return FileInput(given, kind, data, part, tokens)
         part = {"type": "input_image", "image_url": encoded, "detail": self.detail}
         return FileInput(given, kind, data, part, image_tokens(image_size(data, kind), self.detail))
@@ -2889,6 +2902,8 @@ def allowed_dirs(config: Config, roots: list | None) -> list:
     dirs = [*base, *(os.path.expanduser(d) for d in config.get("files", "allowed_dirs"))]
     found = []
     for directory in dirs:
+        if "\x00" in directory:
+            continue
         real = os.path.realpath(directory)
         if os.path.dirname(real) != real and os.path.isdir(real) and real not in found:
             found.append(real)
@@ -2910,7 +2925,10 @@ def roots_from(result) -> list:
             path = unquote(parts.path)
             if os.name == "nt" and re.match(r"/[A-Za-z]:", path):
                 path = path[1:]
-            found.append(path)
+            # A root is a whole absolute path: a relative one would be the server's working
+            # directory's, and a NUL is no path at all (realpath raises on it).
+            if os.path.isabs(path) and "\x00" not in path:
+                found.append(path)
     return found
 
 
