@@ -2630,9 +2630,56 @@ def image_tokens(size: tuple[int, int] | None, detail: str) -> int:
     return 85 + 170 * math.ceil(width / 512) * math.ceil(height / 512)
 
 
+_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
+# An object stream's dictionary (PDF 1.5): its page objects are compressed inside it.
+_PDF_OBJSTM = re.compile(rb"/Type\s*/ObjStm\b")
+PDF_INFLATE_BYTES = 64 << 20  # how much of a PDF's object streams is inflated to count pages
+PDF_OBJECT_STREAMS = 1_000  # how many are looked into; a file with more counts as its worst case
+
+
 def pdf_pages(data: bytes) -> int:
-    """A PDF's page count, as its page objects tell it (at least 1)."""
-    return max(1, len(re.findall(rb"/Type\s*/Page(?![A-Za-z])", data)))
+    """A PDF's page count, as its page objects tell it (at least 1), those compressed in
+    object streams too: pdfTeX and most producers since PDF 1.5 put every page object there,
+    where the plain bytes show none. A stream that cannot be inflated within the bound counts
+    each object it holds (/N) as a page, and a file with more streams than are looked into
+    counts a page a byte: the estimate may be high, never low, and is quick whatever the file."""
+
+    pages, budget, seen = len(_PDF_PAGE.findall(data)), PDF_INFLATE_BYTES, set()
+    view = memoryview(data)
+    for number, found in enumerate(_PDF_OBJSTM.finditer(data)):
+        if number >= PDF_OBJECT_STREAMS:
+            return max(pages, len(data))
+        head = data[found.end() : found.end() + 1024]
+        at = re.search(rb"stream\r?\n", head)
+        if at is None or found.end() + at.end() in seen:
+            continue
+        start = found.end() + at.end()
+        seen.add(start)
+        held = re.search(rb"/N\s+(\d{1,9})", head[: at.start()])
+        most = int(held.group(1)) if held else len(data)
+        plain = _inflated(view[start:], budget)
+        budget -= len(plain or b"")
+        pages += most if plain is None else min(most, len(_PDF_PAGE.findall(plain)))
+    return max(1, pages)
+
+
+def _inflated(stream, budget: int) -> bytes | None:
+    """A zlib stream's bytes, fed 64 KB at a time (garbage fails at its first bytes, whatever
+    follows), or None when it is not one, is cut short, or inflates past `budget`."""
+    import zlib
+
+    inflater, out, size = zlib.decompressobj(), [], 0
+    try:
+        for at in range(0, len(stream), 1 << 16):
+            out.append(inflater.decompress(stream[at : at + (1 << 16)], budget - size + 1))
+            size += len(out[-1])
+            if size > budget or inflater.unconsumed_tail:
+                return None
+            if inflater.eof:
+                return b"".join(out)
+    except zlib.error:
+        return None
+    return None
 
 
 def files_usd(files, prices) -> float:

@@ -787,3 +787,39 @@ def test_roots_that_are_relative_or_hold_a_nul_are_ignored(tmp_path, project):
     assert roots == [str(project)]
     config = config_of(tmp_path)
     assert m.allowed_dirs(config, [*roots, "/tmp/a\x00b"]) == [str(project)]
+
+
+def object_stream_pdf(pages: int, inflated: bytes | None = None) -> bytes:
+    """A PDF 1.5 whose page objects are all compressed in one object stream (as pdfTeX and
+    most producers write them): its plain bytes show no /Type /Page at all."""
+    import zlib
+
+    objects = b"".join(b"<< /Type /Page /Parent 1 0 R >>\n" for _ in range(pages))
+    body = zlib.compress(inflated if inflated is not None else objects)
+    head = f"<< /Type /ObjStm /N {pages} /First 0 /Filter /FlateDecode /Length {len(body)} >>"
+    return (
+        b"%PDF-1.7\n1 0 obj\n"
+        + head.encode()
+        + b"\nstream\n"
+        + body
+        + b"\nendstream\nendobj\n%%EOF\n"
+    )
+
+
+def test_a_pdfs_pages_in_object_streams_are_counted(tmp_path, project):
+    (project / "paper.pdf").write_bytes(object_stream_pdf(40))
+    (found,) = read(tmp_path, project, "paper.pdf")
+    assert found.tokens == 40 * m.PDF_PAGE_TOKENS
+
+
+def test_an_object_stream_too_big_to_inflate_counts_every_object_as_a_page(monkeypatch):
+    monkeypatch.setattr(m, "PDF_INFLATE_BYTES", 1000)
+    assert m.pdf_pages(object_stream_pdf(300)) == 300  # its /N: never fewer than it holds
+    assert m.pdf_pages(object_stream_pdf(7, inflated=b"\0" * 10_000)) == 7
+
+
+def test_a_pdf_crafted_with_many_object_streams_is_counted_at_once_as_its_worst_case():
+    crafted = b"%PDF-1.7\n" + b"<</Type/ObjStm/N 1>>stream\n" * 400_000  # 10 MB
+    started = time.monotonic()
+    assert m.pdf_pages(crafted) >= len(crafted)
+    assert time.monotonic() - started < 5
