@@ -2566,6 +2566,8 @@ def _kind_of(data: bytes) -> tuple[str, str] | None:
 
 def _other_kind(data: bytes) -> str:
     named = next((name for magic, name in OTHER_KINDS if data.startswith(magic)), None)
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # PowerShell's `>` writes UTF-16 logs
+        named = "UTF-16 text (save it as UTF-8 to send it)"
     return named or ("empty" if not data else "binary data that is not UTF-8 text")
 
 

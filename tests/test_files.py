@@ -823,3 +823,10 @@ def test_a_pdf_crafted_with_many_object_streams_is_counted_at_once_as_its_worst_
     started = time.monotonic()
     assert m.pdf_pages(crafted) >= len(crafted)
     assert time.monotonic() - started < 5
+
+
+def test_a_utf16_log_is_refused_saying_to_save_it_as_utf8(tmp_path, project):
+    (project / "build.log").write_text("error: E0425\r\n", encoding="utf-16")  # with its BOM
+    assert "build.log: refused, UTF-16 text (save it as UTF-8 to send it)" in refused(
+        tmp_path, project, "build.log"
+    )
