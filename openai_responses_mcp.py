@@ -2662,7 +2662,7 @@ ROOTS_TIMEOUT_S = 5.0  # how long a call waits for the client's roots/list answe
 # its worst case.
 PDF_PAGE_TOKENS = 1_500  # a page image (765 at high detail) plus its extracted text
 TEXT_BYTES_PER_TOKEN = 3  # code and logs run 3-4 bytes a token; the lower is the safer guess
-URL_IMAGE_TOKENS = 1_105  # the tile formula's most for a high-detail image (768 x 1536)
+URL_IMAGE_TOKENS = 1_445  # the tile formula's most for a high-detail image (768 x 2048)
 URL_FILE_PAGES = 50  # a URL's document counts as 50 pages
 
 
@@ -2745,6 +2745,8 @@ def _kind_of(data: bytes) -> tuple[str, str] | None:
 
 def _other_kind(data: bytes) -> str:
     named = next((name for magic, name in OTHER_KINDS if data.startswith(magic)), None)
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # PowerShell's `>` writes UTF-16 logs
+        named = "UTF-16 text (save it as UTF-8 to send it)"
     return named or ("empty" if not data else "binary data that is not UTF-8 text")
 
 
@@ -2809,9 +2811,56 @@ def image_tokens(size: tuple[int, int] | None, detail: str) -> int:
     return 85 + 170 * math.ceil(width / 512) * math.ceil(height / 512)
 
 
+_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
+# An object stream's dictionary (PDF 1.5): its page objects are compressed inside it.
+_PDF_OBJSTM = re.compile(rb"/Type\s*/ObjStm\b")
+PDF_INFLATE_BYTES = 64 << 20  # how much of a PDF's object streams is inflated to count pages
+PDF_OBJECT_STREAMS = 1_000  # how many are looked into; a file with more counts as its worst case
+
+
 def pdf_pages(data: bytes) -> int:
-    """A PDF's page count, as its page objects tell it (at least 1)."""
-    return max(1, len(re.findall(rb"/Type\s*/Page(?![A-Za-z])", data)))
+    """A PDF's page count, as its page objects tell it (at least 1), those compressed in
+    object streams too: pdfTeX and most producers since PDF 1.5 put every page object there,
+    where the plain bytes show none. A stream that cannot be inflated within the bound counts
+    each object it holds (/N) as a page, and a file with more streams than are looked into
+    counts a page a byte: the estimate may be high, never low, and is quick whatever the file."""
+
+    pages, budget, seen = len(_PDF_PAGE.findall(data)), PDF_INFLATE_BYTES, set()
+    view = memoryview(data)
+    for number, found in enumerate(_PDF_OBJSTM.finditer(data)):
+        if number >= PDF_OBJECT_STREAMS:
+            return max(pages, len(data))
+        head = data[found.end() : found.end() + 1024]
+        at = re.search(rb"stream\r?\n", head)
+        if at is None or found.end() + at.end() in seen:
+            continue
+        start = found.end() + at.end()
+        seen.add(start)
+        held = re.search(rb"/N\s+(\d{1,9})", head[: at.start()])
+        most = int(held.group(1)) if held else len(data)
+        plain = _inflated(view[start:], budget)
+        budget -= len(plain or b"")
+        pages += most if plain is None else min(most, len(_PDF_PAGE.findall(plain)))
+    return max(1, pages)
+
+
+def _inflated(stream, budget: int) -> bytes | None:
+    """A zlib stream's bytes, fed 64 KB at a time (garbage fails at its first bytes, whatever
+    follows), or None when it is not one, is cut short, or inflates past `budget`."""
+    import zlib
+
+    inflater, out, size = zlib.decompressobj(), [], 0
+    try:
+        for at in range(0, len(stream), 1 << 16):
+            out.append(inflater.decompress(stream[at : at + (1 << 16)], budget - size + 1))
+            size += len(out[-1])
+            if size > budget or inflater.unconsumed_tail:
+                return None
+            if inflater.eof:
+                return b"".join(out)
+    except zlib.error:
+        return None
+    return None
 
 
 def files_usd(files, prices) -> float:
@@ -2845,6 +2894,13 @@ class FileReader:
         # The server's own config and state files: they may hold tokens.
         own = (config.path, state_path(config))
         self._own = {os.path.realpath(p) for p in own if p}
+        self._own_inodes = set()  # and under any other name: a hard link to them
+        for path in self._own:
+            try:
+                info = os.stat(path)
+                self._own_inodes.add((info.st_dev, info.st_ino))
+            except OSError:
+                pass
 
     def read(self, given: list, allowed: list | None) -> list:
         """`allowed`: the directories local paths may name (resolved), None: no local paths."""
@@ -2976,6 +3032,11 @@ class FileReader:
         if not stat.S_ISREG(info.st_mode):
             what = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
             raise FileRefused(f"{_named(given)}: refused, {what} (a FIFO, device or socket?)")
+        if (info.st_dev, info.st_ino) in self._own_inodes:
+            raise FileRefused(
+                f"{_named(given)}: refused, it is the server's own config or state file "
+                "(a hard link to it); it may hold tokens"
+            )
         where = _fd_path(fd)
         if where is not None and (not _inside(where, root) or files_denied(where, self.patterns)):
             raise FileRefused(self._outside(given))
@@ -3014,7 +3075,8 @@ class FileReader:
         if kind == "text":
             text = data.decode("utf-8").removeprefix("\ufeff")
             part = {"type": "input_text", "text": f"[file] {name}\n{text}"}
-            tokens = len(data) // TEXT_BYTES_PER_TOKEN + 1
+            # The part is billed as sent: its name line too (a long name, a short file).
+            tokens = len(part["text"].encode()) // TEXT_BYTES_PER_TOKEN + 1
             return FileInput(given, kind, data, part, tokens)
         part = {"type": "input_image", "image_url": encoded, "detail": self.detail}
         return FileInput(given, kind, data, part, image_tokens(image_size(data, kind), self.detail))
@@ -3068,6 +3130,8 @@ def allowed_dirs(config: Config, roots: list | None) -> list:
     dirs = [*base, *(os.path.expanduser(d) for d in config.get("files", "allowed_dirs"))]
     found = []
     for directory in dirs:
+        if "\x00" in directory:
+            continue
         real = os.path.realpath(directory)
         if os.path.dirname(real) != real and os.path.isdir(real) and real not in found:
             found.append(real)
@@ -3089,7 +3153,10 @@ def roots_from(result) -> list:
             path = unquote(parts.path)
             if os.name == "nt" and re.match(r"/[A-Za-z]:", path):
                 path = path[1:]
-            found.append(path)
+            # A root is a whole absolute path: a relative one would be the server's working
+            # directory's, and a NUL is no path at all (realpath raises on it).
+            if os.path.isabs(path) and "\x00" not in path:
+                found.append(path)
     return found
 
 

@@ -1200,6 +1200,21 @@ def _image_tokens(part: dict) -> int:
     return 85 + 170 * math.ceil(width * scale / 512) * math.ceil(height * scale / 512)
 
 
+def _pdf_pages(data: bytes) -> int:
+    """The pages the API renders: every page object, those compressed in a stream (a PDF 1.5
+    object stream, as pdfTeX writes them) too."""
+    import zlib
+
+    page = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
+    pages = len(page.findall(data))
+    for found in re.finditer(rb"stream\r?\n", data):
+        try:
+            pages += len(page.findall(zlib.decompressobj().decompress(data[found.end() :])))
+        except zlib.error:
+            pass
+    return pages
+
+
 def input_tokens_of(given: Any) -> int:
     """The tokens of a request's ``input``: text by length, images by the tile formula, a PDF
     by its pages (PDF_PAGE_TOKENS each), another file by its decoded length."""
@@ -1220,8 +1235,7 @@ def input_tokens_of(given: Any) -> int:
             elif kind == "input_file":
                 decoded = _decoded(str(part.get("file_data") or ""))
                 if decoded and decoded[0] == "application/pdf":
-                    pages = len(re.findall(rb"/Type\s*/Page(?![A-Za-z])", decoded[1]))
-                    tokens += PDF_PAGE_TOKENS * max(1, pages)
+                    tokens += PDF_PAGE_TOKENS * max(1, _pdf_pages(decoded[1]))
                 else:
                     tokens += len(decoded[1]) // 4 if decoded else PDF_PAGE_TOKENS
     return tokens

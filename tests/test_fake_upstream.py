@@ -9,7 +9,7 @@ import datetime
 import openai
 import pytest
 from conftest import TEST_KEY
-from fake_upstream import SHUTDOWN_DATES, Reply
+from fake_upstream import PDF_PAGE_TOKENS, SHUTDOWN_DATES, Reply
 
 
 def client_for(fake):
@@ -221,3 +221,20 @@ def test_well_formed_parts_are_taken_and_billed_by_what_they_are_not_their_base6
     assert tokens["low"] - tokens["text"] == 85
     assert tokens["high"] - tokens["text"] == 765  # 1024 x 768 -> 1024 x 768 -> 2 x 2 tiles
     assert tokens["pdf"] - tokens["text"] == 3_000  # three pages
+
+
+def test_a_pdfs_pages_in_a_compressed_object_stream_are_billed(fake):
+    import zlib
+
+    objects = zlib.compress(b"".join(b"<< /Type /Page >>\n" for _ in range(5)))
+    pdf = b"%PDF-1.7\n<< /Type /ObjStm /N 5 >>\nstream\n" + objects + b"\nendstream\n%%EOF"
+    part = {
+        "type": "input_file",
+        "filename": "p.pdf",
+        "file_data": data_url("application/pdf", pdf),
+    }
+    fake.enqueue(Reply(text="ok"))
+    reply = client_for(fake).responses.create(model="gpt-6.1-terra", input=with_parts(part))
+    fake.enqueue(Reply(text="ok"))
+    bare = client_for(fake).responses.create(model="gpt-6.1-terra", input=with_parts())
+    assert reply.usage.input_tokens - bare.usage.input_tokens == 5 * PDF_PAGE_TOKENS

@@ -160,7 +160,12 @@ def test_image_sizes_are_read_from_their_headers(header, size):
 
 @pytest.mark.parametrize(
     ("size", "detail", "tokens"),
-    [((1024, 1024), "high", 765), ((2048, 4096), "high", 1105), ((4096, 8192), "low", 85)],
+    [
+        ((1024, 1024), "high", 765),
+        ((2048, 4096), "high", 1105),
+        ((768, 2048), "high", 1445),
+        ((4096, 8192), "low", 85),
+    ],
 )
 def test_image_tokens_follow_openais_worked_examples(size, detail, tokens):
     assert m.image_tokens(size, detail) == tokens
@@ -742,3 +747,86 @@ def test_a_crafted_jpeg_cannot_spin_the_size_reader(tmp_path, project):
     (kind, value), took = bounded(lambda: read(tmp_path, project, "bomb.jpg"), 10)
     assert kind == "ok" and value[0].tokens == m.URL_IMAGE_TOKENS
     assert took < 5
+
+
+# -- attacks and careless calls (found by trying to break the reader) ------------------------------
+
+
+def test_an_image_of_unknown_size_counts_as_the_tile_formulas_true_most():
+    sides = range(64, 4200, 64)
+    most = max(m.image_tokens((w, h), "high") for w in sides for h in sides)
+    assert most == m.image_tokens((768, 2048), "high") == 1445
+    assert most <= m.image_tokens(None, "high") and most <= m.URL_IMAGE_TOKENS
+
+
+def test_a_text_files_estimate_counts_its_name_as_the_fake_bills_it(tmp_path, project):
+    from fake_upstream import input_tokens_of
+
+    name = "n" * 200 + ".txt"
+    (project / name).write_text("x", encoding="utf-8")
+    (found,) = read(tmp_path, project, name)
+    assert found.tokens >= input_tokens_of([{"role": "user", "content": [found.part]}])
+
+
+def test_a_hard_link_to_the_servers_own_config_is_never_sent(tmp_path, project):
+    config = config_of(tmp_path, "cache: {ttl_s: 0}\n")
+    os.link(config.path, project / "notes.yaml")
+    with pytest.raises(m.FileRefused, match="the server's own"):
+        m.FileReader(config).read(["notes.yaml"], m.allowed_dirs(config, [str(project)]))
+
+
+def test_roots_that_are_relative_or_hold_a_nul_are_ignored(tmp_path, project):
+    result = {
+        "roots": [
+            {"uri": "file:relative/dir"},
+            {"uri": f"file://{project}%00x"},
+            {"uri": f"file://{project}"},
+        ]
+    }
+    roots = m.roots_from(result)
+    assert roots == [str(project)]
+    config = config_of(tmp_path)
+    assert m.allowed_dirs(config, [*roots, "/tmp/a\x00b"]) == [str(project)]
+
+
+def object_stream_pdf(pages: int, inflated: bytes | None = None) -> bytes:
+    """A PDF 1.5 whose page objects are all compressed in one object stream (as pdfTeX and
+    most producers write them): its plain bytes show no /Type /Page at all."""
+    import zlib
+
+    objects = b"".join(b"<< /Type /Page /Parent 1 0 R >>\n" for _ in range(pages))
+    body = zlib.compress(inflated if inflated is not None else objects)
+    head = f"<< /Type /ObjStm /N {pages} /First 0 /Filter /FlateDecode /Length {len(body)} >>"
+    return (
+        b"%PDF-1.7\n1 0 obj\n"
+        + head.encode()
+        + b"\nstream\n"
+        + body
+        + b"\nendstream\nendobj\n%%EOF\n"
+    )
+
+
+def test_a_pdfs_pages_in_object_streams_are_counted(tmp_path, project):
+    (project / "paper.pdf").write_bytes(object_stream_pdf(40))
+    (found,) = read(tmp_path, project, "paper.pdf")
+    assert found.tokens == 40 * m.PDF_PAGE_TOKENS
+
+
+def test_an_object_stream_too_big_to_inflate_counts_every_object_as_a_page(monkeypatch):
+    monkeypatch.setattr(m, "PDF_INFLATE_BYTES", 1000)
+    assert m.pdf_pages(object_stream_pdf(300)) == 300  # its /N: never fewer than it holds
+    assert m.pdf_pages(object_stream_pdf(7, inflated=b"\0" * 10_000)) == 7
+
+
+def test_a_pdf_crafted_with_many_object_streams_is_counted_at_once_as_its_worst_case():
+    crafted = b"%PDF-1.7\n" + b"<</Type/ObjStm/N 1>>stream\n" * 400_000  # 10 MB
+    started = time.monotonic()
+    assert m.pdf_pages(crafted) >= len(crafted)
+    assert time.monotonic() - started < 5
+
+
+def test_a_utf16_log_is_refused_saying_to_save_it_as_utf8(tmp_path, project):
+    (project / "build.log").write_text("error: E0425\r\n", encoding="utf-16")  # with its BOM
+    assert "build.log: refused, UTF-16 text (save it as UTF-8 to send it)" in refused(
+        tmp_path, project, "build.log"
+    )
