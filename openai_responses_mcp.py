@@ -17,22 +17,25 @@ TOOL_TABLE, above the first banner, lists the tools (CONTRIBUTING.md: where new 
                    (SETTINGS: one row per key); the API key, shipped examples, price settings,
                    logging
 2. Policy          the model's instructions and the text sent as the request's input
-3. Answer engine   the OpenAI call (AnswerEngine: streaming, retries, cancellation; its
+3. Files           what a call attaches (screenshots, PDFs, logs, source): local paths
+                   read only inside the allowed directories, never a secret, kind from
+                   the bytes; https:// and data: URLs, which the server never fetches
+4. Answer engine   the OpenAI call (AnswerEngine: streaming, retries, cancellation; its
                    BackgroundMode), the answer's shape and sources section, results sized per
                    client, its cost in dollars, single-flight for identical calls, and refused
                    profile settings (Refusals)
-4. State           the usage ledger (budgets, --usage) and the answer cache, behind one
+5. State           the usage ledger (budgets, --usage) and the answer cache, behind one
                    backend interface: SQLite by default (state.path), PostgreSQL (state.url)
                    for several hosts
-5. Tools           the tools' instructions, schemas and argument checks (answer,
+6. Tools           the tools' instructions, schemas and argument checks (answer,
                    answer_detailed, answer_quick, opt-in answer_deep, and answer_result)
-6. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation (Dispatcher); each
+7. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation (Dispatcher); each
                    request in its era (MCP 2026-07-28, stateless, or the initialize
                    handshake); tasks (both shapes) and handoffs, with ids any instance can
                    serve (LongCalls, which the Dispatcher hands them to)
-7. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
+8. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
                    (Streamable HTTP at /mcp, legacy SSE at /sse) with --http
-8. CLI             flags, --show-config, --ask, --usage, --doctor, main()
+9. CLI             flags, --show-config, --ask, --usage, --doctor, main()
 
 Only the standard library is imported at start-up; ``openai`` is imported when the first call
 needs it (or in the background once ``initialize``, or any 2026-07-28 request, has been
@@ -73,9 +76,15 @@ re = _Lazy("re")
 
 __version__ = "0.1.0"
 SERVER_NAME = "openai-responses-mcp"
+# The name a client knows the server by (`claude mcp add NAME`, Codex's [mcp_servers.NAME]): one
+# name in the README, the docs and --doctor's lines, the one users' configs already have.
+CLIENT_NAME = "openai-responses"
 # Who is asking when no named user is (see Identity, in Transports):
 LOCAL_USER = "local"  # stdio, and HTTP when nothing asks for a token (loopback, no users)
 SHARED_USER = "shared"  # whoever holds MCP_HTTP_TOKEN (server.http.token)
+# A named user (--user add) is their name (no ':' can be in one); an OAuth subject is
+# OAUTH_PREFIX + issuer + "#" + subject (an issuer has no '#'), so no token names another kind.
+OAUTH_PREFIX, USER_PREFIX = "oauth:", "user:"
 # The tools, one row each. TOOL_NAMES, each tool's model_profiles settings and their env vars
 # (Configuration), tools/list's definitions and argument validation (Tools) all derive from it.
 # `model_env` is the env var of its model; `tuning_env` the prefix of <prefix>_EFFORT and
@@ -96,7 +105,14 @@ TOOL_TABLE = (
             "balanced model, with reasoning effort medium and verbosity medium, the balance of "
             "depth, speed and cost that suits most questions."
         ),
-        "properties": ("query", "recency_days", "max_results", "domains", "previous_response_id"),
+        "properties": (
+            "query",
+            "recency_days",
+            "max_results",
+            "domains",
+            "previous_response_id",
+            "files",
+        ),
         "model": "gpt-6.1-terra",
         "model_env": "MODEL_ANSWER",
         "tuning_env": "ANSWER",
@@ -115,7 +131,14 @@ TOOL_TABLE = (
             "answer, so slower and dearer), run in background mode so a call of several minutes "
             "survives client timeouts."
         ),
-        "properties": ("query", "recency_days", "max_results", "domains", "previous_response_id"),
+        "properties": (
+            "query",
+            "recency_days",
+            "max_results",
+            "domains",
+            "previous_response_id",
+            "files",
+        ),
         "model": "gpt-6.2-sol",
         "model_env": "MODEL_DETAILED",
         "tuning_env": None,
@@ -135,7 +158,7 @@ TOOL_TABLE = (
             "cheapest current model, with reasoning effort low, verbosity low and a low search "
             "context size: quicker and cheaper than answer, for a question one search settles."
         ),
-        "properties": ("query", "previous_response_id"),
+        "properties": ("query", "previous_response_id", "files"),
         "model": "gpt-6-luna",
         "model_env": "MODEL_QUICK",
         "tuning_env": None,
@@ -159,7 +182,14 @@ TOOL_TABLE = (
             "id to pass to answer_result where the client would give up sooner); ask about it "
             "with answer and its response_id."
         ),
-        "properties": ("query", "recency_days", "max_results", "domains", "previous_response_id"),
+        "properties": (
+            "query",
+            "recency_days",
+            "max_results",
+            "domains",
+            "previous_response_id",
+            "files",
+        ),
         "model": "o4-mini-deep-research",
         "model_env": "MODEL_DEEP",
         "tuning_env": None,
@@ -900,6 +930,33 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         doc="with named users or OAuth on --http, one user's cached answer also serves another "
         "(false: each user has their own cache entries)",
     ),
+    ("files", "local_paths"): Setting(
+        False,
+        "bool",
+        doc="over --http, also take local paths in `files` (they name the server's disk, inside "
+        "files.allowed_dirs only); stdio always takes them",
+    ),
+    ("files", "allowed_dirs"): Setting(
+        [], "strings", doc="directories local paths may also name, beside the client's roots"
+    ),
+    ("files", "deny"): Setting(
+        [], "strings", doc="glob patterns of file names never sent, beside the built-in secrets"
+    ),
+    ("files", "max_files"): Setting(
+        10, "int", low=0, high=100, doc="most files a call attaches (0: `files` is refused)"
+    ),
+    ("files", "max_file_bytes"): Setting(
+        10 * MIB, "int", low=1024, high=50 * MIB, doc="largest file a call attaches"
+    ),
+    ("files", "max_total_bytes"): Setting(
+        20 * MIB, "int", low=1024, high=50 * MIB, doc="most bytes of files in one call"
+    ),
+    ("files", "image_detail"): Setting(
+        "auto",
+        "choice",
+        choices=("low", "high", "auto", "original"),
+        doc="the detail images are sent with (low: 85 tokens each)",
+    ),
     ("server", "debug"): Setting(False, "bool", doc="debug lines on stderr"),
     ("server", "debug_file"): Setting(None, "path", doc="also append debug lines to this file"),
     ("server", "show_config_on_start"): Setting(
@@ -953,7 +1010,8 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ("server", "auth", "admins"): Setting(
         [],
         "strings",
-        doc="user names who see every user's spend on /usage (others see their own row)",
+        doc="who see every user's spend on /usage (others see their own row): user:NAME, "
+        "oauth:ISSUER#SUB or shared",
     ),
     ("server", "http", "allow_insecure"): Setting(
         False, "bool", doc="allow a non-loopback address without a token (behind an auth proxy)"
@@ -1240,6 +1298,20 @@ class Config:
         }
         return {key: value for key, value in merged.items() if value is not None or key in BASICS}
 
+    def profile_sources(self, tool: str) -> dict:
+        """Where each of profile(tool)'s values (and background) came from: default, a file's
+        line, env X, flag --x, or `inherited from answer (<where answer's came from>)`."""
+        own = self.values["model_profiles"].get(tool) or {}
+        shown = {}
+        for key in (*self.profile(tool), "background"):
+            path = ("model_profiles", tool, key)
+            if own.get(key) is None and not _row(tool).get("opt_in") and tool != "answer":
+                answer = self.sources.get(("model_profiles", "answer", key), "default")
+                shown[key] = f"{INHERITED} ({answer})"
+            else:
+                shown[key] = self.sources.get(path, "default")
+        return shown
+
     def background(self, tool: str) -> bool:
         """model_profiles.<tool>.background, inherited from `answer` when absent. Not part of
         profile(): it shapes how the request is sent, not the request (nor its cache key)."""
@@ -1271,6 +1343,7 @@ class Config:
             "state": state_label(self),
             "config": values,
             "profiles": {tool: self.profile(tool) for tool in enabled_tools(self)},
+            "profile_sources": {tool: self.profile_sources(tool) for tool in enabled_tools(self)},
             "sources": {".".join(path): where for path, where in sorted(self.sources.items())},
         }
 
@@ -1294,17 +1367,66 @@ def is_deep_research(model: str) -> bool:
     return "deep-research" in model
 
 
+CONFIG_FIFO_WAIT_S = 3.0  # a config "file" that is a FIFO: how long to wait for its writer
+
+
+def _read_config_text(path: str) -> str:
+    """The config file's text. A directory is refused in words; a FIFO (`--config <(…)`) is
+    read once a writer has written, and refused after CONFIG_FIFO_WAIT_S rather than waiting
+    forever for a writer that never comes."""
+    import errno
+    import stat
+
+    mode = os.stat(path).st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+    if not stat.S_ISFIFO(mode) or os.name == "nt":
+        with open(path, encoding="utf-8-sig") as handle:
+            return handle.read()
+    import select
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # opening does not wait for a writer
+    with open(fd, "rb") as handle:
+        if not select.select([fd], [], [], CONFIG_FIFO_WAIT_S)[0]:
+            raise ConfigError(
+                f"config file {path} is a FIFO that nothing wrote to in {CONFIG_FIFO_WAIT_S:g} s:"
+                " point --config at a YAML file"
+            )
+        os.set_blocking(fd, True)
+        return handle.read().decode("utf-8-sig")
+
+
+def os_error_words(exc: OSError) -> str:
+    """An OS error said in words, for a person (not `[Errno 21] Is a directory: '/tmp'`)."""
+    import errno
+
+    words = {
+        errno.ENOENT: "it does not exist",
+        errno.EISDIR: "it is a directory, not a file",
+        errno.ENOTDIR: "a part of its path is a file, not a directory",
+        errno.EACCES: "permission denied (check its mode and owner)",
+        errno.EPERM: "permission denied (check its mode and owner)",
+        errno.ELOOP: "its symbolic links loop",
+        errno.ENAMETOOLONG: "its name is too long",
+        errno.ENOSPC: "the disk is full",
+        errno.EROFS: "it is on a read-only file system",
+    }
+    return words.get(exc.errno) or (exc.strerror or type(exc).__name__).lower()
+
+
 def _yaml_layer(path: str, explicit: bool) -> tuple[dict, dict, list[str]]:
     """Reads the YAML file: (values, sources, warnings). A missing default file is no error."""
     try:
-        with open(path, encoding="utf-8-sig") as handle:
-            text = handle.read()
+        text = _read_config_text(path)
     except FileNotFoundError:
         if explicit:
             raise ConfigError(f"config file not found: {path} (check --config)") from None
         return {}, {}, []
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {path} is not UTF-8 text: save it as UTF-8") from None
+    except OSError as exc:
+        fix = "point --config at a YAML file" if explicit else "remove it or make it a YAML file"
+        raise ConfigError(f"cannot read config file {path}: {os_error_words(exc)}; {fix}") from None
     tree, lines = parse_yaml(text, path)
     if tree is None:
         tree = {}
@@ -1427,6 +1549,7 @@ def load_config(cli: dict, env: dict | None = None) -> Config:
     _decide_debug(values, sources, cli, env)
     _validate(values, sources)
     _resolve_state_path(values, sources, path)
+    _inherit_answer(values, sources)
     config = Config(values, sources, path if os.path.exists(path) else None, warnings)
     _fit_defaults_to_models(config)
     _check_deep_research(config)
@@ -1435,6 +1558,29 @@ def load_config(cli: dict, env: dict | None = None) -> Config:
     # say) decides it, not whatever this process happens to run under.
     config.default_state_path = default_state_path(env)
     return config
+
+
+INHERITED = "inherited from answer"
+
+
+def _inherit_answer(values: dict, sources: dict) -> None:
+    """Seed 001's profile rule: once the user sets `answer`'s model (file, environment or
+    --model), every key of answer_detailed and answer_quick they did not set themselves is
+    `answer`'s (model, effort, verbosity, search context, background, cost controls), so a
+    config of `answer` alone runs every tool on the model the user chose. The per-tool built-in
+    defaults (gpt-6.2-sol, gpt-6-luna, effort high or low ...) apply only when the user set no
+    `answer` model either. answer_deep stands alone: a deep research model takes other settings."""
+    if sources.get(("model_profiles", "answer", "model"), "default") == "default":
+        return
+    for row in TOOL_TABLE:
+        tool = row["name"]
+        if tool == "answer" or row.get("opt_in"):
+            continue
+        for key in (*PROFILE_KEYS, "background"):
+            path = ("model_profiles", tool, key)
+            if path in SETTINGS and sources.get(path, "default") == "default":
+                values["model_profiles"][tool][key] = None  # null: answer's, as profile() reads
+                sources[path] = INHERITED
 
 
 def _decide_debug(values: dict, sources: dict, cli: dict, env: dict) -> None:
@@ -1452,6 +1598,15 @@ def _decide_debug(values: dict, sources: dict, cli: dict, env: dict) -> None:
     if text is None or text.strip() == "":
         return
     word = _is_truthy_word(text)
+    # Any other word was taken for a file name, so DEBUG=maybe wrote debug lines to ./maybe: a
+    # path must look like one (issue 33).
+    if word is None and not any(mark in text for mark in ("/", os.sep, ".", "~")):
+        word = text.strip()  # shown only when short and no key (a key pasted in the wrong place)
+        shown = json.dumps(word) if len(word) <= 16 and not word.startswith("sk-") else "(hidden)"
+        raise ConfigError(
+            f"DEBUG = {shown} must be 1, true, yes or on; 0, false, no or off;"
+            " or a file path for the debug lines, like ./debug.log or /tmp/debug.log"
+        )
     server["debug"] = True if word is None else word
     sources[("server", "debug")] = "env DEBUG"
     if word is None:
@@ -1489,9 +1644,6 @@ def _validate(values: dict, sources: dict) -> None:
     _check_auth(values, sources)
 
 
-OAUTH_EXTRA = "pip install 'openai-responses-mcp[oauth]'"
-
-
 def _check_url(key: str, url: str, where: str, loopback_http: bool = False) -> None:
     """An http(s) URL with a host and no query or fragment (https only, unless
     `loopback_http` lets http through for 127.0.0.1, ::1 and localhost)."""
@@ -1517,6 +1669,12 @@ def _check_auth(values: dict, sources: dict) -> None:
         _check_url("server.public_url", public, sources.get(("server", "public_url"), "default"))
         values["server"]["public_url"] = public.rstrip("/")
     auth = values["server"]["auth"]
+    for entry in auth["admins"]:
+        try:
+            admin_identity(entry)
+        except ValueError as exc:
+            where = sources.get(("server", "auth", "admins"), "default")
+            raise ConfigError(f"server.auth.admins (from {where}): {exc}") from None
     for scope in auth["scopes"]:
         if any(char.isspace() or char in '"\\' for char in scope):
             where = sources.get(("server", "auth", "scopes"), "default")
@@ -1544,7 +1702,7 @@ def _check_auth(values: dict, sources: dict) -> None:
     if importlib.util.find_spec("jwt") is None or importlib.util.find_spec("cryptography") is None:
         raise ConfigError(
             f"server.auth.issuer (from {where}) needs PyJWT and cryptography, which are not "
-            f"installed: {OAUTH_EXTRA}"
+            f"installed: {extra_command('oauth')}"
         )
 
 
@@ -1666,9 +1824,6 @@ def _check_base_url(
         )
 
 
-POSTGRES_EXTRA = 'pip install "openai-responses-mcp[postgres]"'
-
-
 _PG_SCHEMES = ("postgresql://", "postgres://")
 _PG_SECRETS = ("password", "sslpassword")  # libpq's parameters that hold a secret
 
@@ -1677,7 +1832,11 @@ def pg_params(url: str) -> dict | None:
     """A PostgreSQL URL's parameters as libpq reads them (psycopg's conninfo_to_dict, or our
     reading of the same rules without psycopg), or None when libpq would not take it: it
     cannot be parsed, or it parses into something no one meant, a raw "@" in the database or
-    host (a password with a raw "/" ends the host early: "u:ab/cd@h" is host "u", port "ab")."""
+    host (a password with a raw "/" ends the host early: "u:ab/cd@h" is host "u", port "ab").
+    Anything else (an empty value, a proxy's URL) is None before the driver is imported: the
+    log's secret masker asks about every start's state.url, and psycopg costs 100 ms."""
+    if not url.startswith(_PG_SCHEMES):
+        return None
     try:
         from psycopg.conninfo import conninfo_to_dict
     except ImportError:
@@ -1837,7 +1996,7 @@ def _check_state_url(values: dict, sources: dict) -> None:
     if importlib.util.find_spec("psycopg") is None:
         raise ConfigError(
             f"state.url (from {where}) needs the PostgreSQL driver, which is not installed: "
-            f"{POSTGRES_EXTRA}"
+            f"{extra_command('postgres')}"
         )
     if pg_params(url) is None:  # the driver's own message would quote the password
         raise ConfigError(
@@ -1914,6 +2073,72 @@ def _check_timezone(name: str, where: str, key: str = "policy.timezone") -> None
             f"{key} = {name!r} (from {where}) is not a known IANA time zone "
             f"such as Asia/Tokyo or UTC{hint}"
         ) from None
+
+
+# -- This installation: what installed it, and what starts it ----------------------------------
+# uvx runs from uv's cache (gone after `uv cache clean`), pipx and `uv tool install` keep a venv
+# of their own, pip a venv or the system's Python, and a copied file runs under any Python: the
+# lines --doctor prints and every "install the extra" command must fit the installer in use,
+# since `pip install` does nothing for a pipx or uv installation (issue 33).
+
+_UV_CACHE_BUCKET = r"(archive|builds|environments)-v\d+"  # uv's cache: <cache>/archive-v0/<id>
+EXTRA_PACKAGES = {"postgres": ("psycopg[binary]",), "oauth": ("PyJWT", "cryptography")}
+
+
+def install_kind(
+    executable: str, prefix: str, base_prefix: str, script: str, argv0: str, exists=None
+) -> str:
+    """How this copy was installed, from its interpreter's paths: "uvx" (an environment in
+    uv's cache), "uv-run" (a file `uv run` runs, also from the cache), "file" (a file run by
+    Python), "uv-tool" (`uv tool install`), "pipx", "venv" or "pip" (the system's Python)."""
+    exists = os.path.exists if exists is None else exists
+    parts = {part for path in (executable, prefix) for part in re.split(r"[\\/]", path)}
+    in_uv_cache = any(re.fullmatch(_UV_CACHE_BUCKET, part) for part in parts)
+    ran_as_file = bool(argv0) and os.path.realpath(argv0) == os.path.realpath(script)
+    if in_uv_cache:
+        return "uv-run" if ran_as_file else "uvx"
+    if ran_as_file:
+        return "file"
+    if exists(os.path.join(prefix, "uv-receipt.toml")):
+        return "uv-tool"
+    if exists(os.path.join(prefix, "pipx_metadata.json")):
+        return "pipx"
+    return "venv" if prefix != base_prefix else "pip"
+
+
+def this_installation() -> str:
+    argv0 = sys.argv[0] if sys.argv else ""
+    return install_kind(sys.executable, sys.prefix, sys.base_prefix, __file__, argv0)
+
+
+def shell_quote(text: str, windows: bool | None = None) -> str:
+    """`text` as one word for the user's shell (POSIX sh, or Windows' double quotes)."""
+    if os.name == "nt" if windows is None else windows:
+        return text if re.fullmatch(r"[\w.:\\/-]+", text) else f'"{text}"'
+    import shlex
+
+    return shlex.quote(text)
+
+
+def extra_command(extra: str, kind: str | None = None, python: str | None = None) -> str:
+    """The command that adds an extra ("postgres", "oauth") to this installation, made by the
+    installer that made it."""
+    kind = this_installation() if kind is None else kind
+    python = shell_quote(sys.executable if python is None else python)
+    packages = EXTRA_PACKAGES[extra]
+    words = " ".join(shell_quote(package) for package in packages)
+    withs = " ".join(f"--with {shell_quote(package)}" for package in packages)
+    if kind == "pipx":
+        return f"pipx inject {SERVER_NAME} {words}"
+    if kind == "uvx":
+        return f"uvx {withs} {SERVER_NAME}"
+    if kind == "uv-tool":
+        return f"uv tool install {withs} {SERVER_NAME}"
+    if kind == "uv-run":
+        return f"uv run {withs} {shell_quote(os.path.abspath(__file__))}"
+    if kind == "file":
+        return f"{python} -m pip install {words}"
+    return f"{python} -m pip install {shell_quote(f'{SERVER_NAME}[{extra}]')}"
 
 
 # -- The API key -------------------------------------------------------------------------------
@@ -2066,6 +2291,15 @@ cache:
   max_entries: 1000
   share_across_users: false  # true: one user's cached answer serves another (--http, users)
 
+files:                     # what `files` may attach (docs/files.md)
+  local_paths: false       # over --http, take local paths too (stdio always does)
+  allowed_dirs: []         # directories paths may name, beside the client's roots / cwd
+  deny: []                 # more file-name globs never sent (secrets are refused built in)
+  max_files: 10            # 0: `files` is refused
+  max_file_bytes: 10485760 # 10 MiB (OpenAI: 50 MB a request)
+  max_total_bytes: 20971520
+  image_detail: auto       # low (85 tokens an image), high, auto or original
+
 server:
   debug: false
   debug_file: null
@@ -2110,7 +2344,8 @@ server:
     introspection_url: null  # RFC 7662 endpoint, for opaque (non-JWT) access tokens
     client_id: null        # for introspection; better: MCP_AUTH_CLIENT_ID
     client_secret: null    # better: MCP_AUTH_CLIENT_SECRET (never printed or logged)
-    admins: []             # users (--user add, OAuth) who see everyone's spend on GET /usage
+    admins: []             # who see everyone's spend on GET /usage: user:NAME (--user add),
+                           #   oauth:ISSUER#SUB (an OAuth subject), shared (MCP_HTTP_TOKEN)
   tasks:                   # MCP tasks (2025-11-25 and the 2026 extension) and handoffs
     immediate_ms: 2000     # a call done within this answers inline, not as a task
     ttl_ms: 3600000        # a task or handoff can be collected this long (>= request.timeout_ms)
@@ -2172,7 +2407,10 @@ class Log:
             try:
                 self._file = open(os.path.expanduser(path), "a", encoding="utf-8")  # noqa: SIM115
             except OSError as exc:
-                self.say(f"cannot open debug file {path}: {exc}; debug goes to stderr only")
+                self.say(
+                    f"cannot open debug file {path}: {os_error_words(exc)}; debug goes to "
+                    "stderr only"
+                )
 
     def redact(self, text: str) -> str:
         """Removes the API key, and anything shaped like an OpenAI key (even masked ones)."""
@@ -2356,12 +2594,17 @@ def sources_headers(instructions: str) -> tuple[str, ...]:
     return tuple(name.rstrip(":：").strip().lower() for name in found if name.rstrip(":："))
 
 
+# The one clock every "today" is read from (the request's date, the ledger's and the budgets'
+# day, the retirement check): a seam a unit test pins to an instant, never the host's local date.
+clock = time.time
+
+
 def today_in(timezone: str) -> str:
-    """Today's date, YYYY-MM-DD, in the configured time zone."""
+    """Today's date, YYYY-MM-DD, in the configured time zone (policy.timezone), by `clock`."""
     import datetime
     import zoneinfo
 
-    return datetime.datetime.now(zoneinfo.ZoneInfo(timezone)).date().isoformat()
+    return datetime.datetime.fromtimestamp(clock(), zoneinfo.ZoneInfo(timezone)).date().isoformat()
 
 
 def build_input(query: str, hints: dict, today: str, timezone: str) -> str:
@@ -2370,6 +2613,484 @@ def build_input(query: str, hints: dict, today: str, timezone: str) -> str:
     if hints.get("domains"):
         parts.append("domains=" + ",".join(hints["domains"]))
     return f"{query}\n\n[hints] {' '.join(parts)}\n[today] {today} ({timezone})"
+
+
+# ============================================================================================
+# Files: screenshots, PDFs, logs and source a call attaches, read safely
+# ============================================================================================
+# A call's `files` are local paths, https:// URLs or data: URLs. What leaves is only what the
+# caller named, and never a secret: a local path is read only inside the allowed directories
+# (the client's MCP roots, else the working directory, plus files.allowed_dirs), never under a
+# secret's name, only as a regular file, and within a size bound; its kind comes from its bytes.
+# The server never fetches a URL: OpenAI does. If any file is refused, nothing is sent.
+
+# Names no file is read under, whatever the directory (files.deny adds more); matched, case
+# folded, against every component of the path as given and as resolved.
+SECRET_NAMES = (
+    ".env*", "*.pem", "*.key", "*.p12", "*.pfx", "id_*", ".netrc", ".npmrc", ".pypirc",
+    ".git-credentials", "credentials*", ".pgpass", ".*_history", "*.kdbx", ".htpasswd",
+)  # fmt: skip
+# Directories nothing is read from, wherever they are (matched as consecutive components).
+SECRET_DIRS = (
+    ".ssh", ".aws", ".gnupg", ".kube", ".docker", ".config/gcloud",
+    ".azure", ".config/gh", ".terraform.d", ".password-store", ".local/share/keyrings",
+)  # fmt: skip
+# Pseudo-file systems: never files, whatever files.allowed_dirs says.
+SYSTEM_DIRS = ("/proc", "/sys", "/dev")
+# The kinds a file may be, from its first bytes: (magic, offset, kind, MIME type).
+MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", 0, "png", "image/png"),
+    (b"\xff\xd8\xff", 0, "jpeg", "image/jpeg"),
+    (b"GIF87a", 0, "gif", "image/gif"),
+    (b"GIF89a", 0, "gif", "image/gif"),
+    (b"WEBP", 8, "webp", "image/webp"),  # after RIFF and the size
+    (b"%PDF-", 0, "pdf", "application/pdf"),
+)
+# What a refused binary is, for the message (never sent): first bytes -> its kind.
+OTHER_KINDS = (
+    (b"PK\x03\x04", "a ZIP archive"),
+    (b"\x7fELF", "an ELF executable"),
+    (b"\x1f\x8b", "gzip data"),
+    (b"SQLite format 3\x00", "an SQLite database"),
+)
+# C0 controls no text file holds (tab, newlines, form feed and ESC, for colored logs, it may).
+_TEXT_CONTROLS = bytes(c for c in range(32) if c not in b"\t\n\r\f\x1b") + b"\x7f"
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".webp")
+ROOTS_TIMEOUT_S = 5.0  # how long a call waits for the client's roots/list answer
+# Budget estimates (docs/files.md): images by OpenAI's tile formula, PDFs by pages (each page
+# is sent as text and as an image), text by bytes; a URL's size is unknown, so it counts as
+# its worst case.
+PDF_PAGE_TOKENS = 1_500  # a page image (765 at high detail) plus its extracted text
+TEXT_BYTES_PER_TOKEN = 3  # code and logs run 3-4 bytes a token; the lower is the safer guess
+URL_IMAGE_TOKENS = 1_105  # the tile formula's most for a high-detail image (768 x 1536)
+URL_FILE_PAGES = 50  # a URL's document counts as 50 pages
+
+
+class FileInput:
+    """One file as it is sent: `part` is its input_image, input_file or input_text part."""
+
+    __slots__ = ("bytes", "given", "kind", "part", "sha256", "tokens")
+
+    def __init__(self, given: str, kind: str, data: bytes | None, part: dict, tokens: int):
+        import hashlib
+
+        self.given, self.kind, self.part, self.tokens = given, kind, part, tokens
+        self.bytes = len(data or b"")
+        # A URL's content is OpenAI's to fetch: its key is the URL itself.
+        self.sha256 = hashlib.sha256(data if data is not None else given.encode()).hexdigest()
+
+    def summary(self) -> dict:
+        """What `_meta.files` says of it: never its content."""
+        name = self.given if not self.given.startswith("data:") else _data_label(self.given)
+        return {"name": name, "kind": self.kind, "bytes": self.bytes, "sha256": self.sha256[:12]}
+
+
+class FileRefused(Exception):
+    """A file that cannot be sent; the message names it, says why and which key changes it."""
+
+
+def _data_label(given: str) -> str:
+    return given.partition(",")[0][:60] + ",…"
+
+
+def _named(given: str) -> str:
+    """The file as the caller gave it, fit for one line of an error."""
+    if given.startswith("data:"):
+        return _data_label(given)
+    shown = "".join(c if c.isprintable() else "?" for c in given)
+    return shown if len(shown) <= 160 else shown[:159] + "…"
+
+
+def files_denied(path: str, patterns) -> bool:
+    """Whether `path` names a secret: its file name matches a pattern (one with a / matches
+    the whole path), or a directory on its way is a secret directory; case folded, as a
+    case-insensitive disk would read it."""
+    import fnmatch
+
+    folded = path.replace("\\", "/").casefold()
+    parts = [p for p in folded.split("/") if p not in ("", ".")]
+    name = parts[-1] if parts else ""
+    for pattern in patterns:
+        pattern = pattern.casefold()
+        if fnmatch.fnmatchcase(folded if "/" in pattern else name, pattern):
+            return True
+    directories = parts[:-1]
+    for secret in SECRET_DIRS:
+        names = secret.split("/")
+        for index in range(len(directories) - len(names) + 1):
+            if directories[index : index + len(names)] == names:
+                return True
+    return False
+
+
+def _inside(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def _kind_of(data: bytes) -> tuple[str, str] | None:
+    """(kind, MIME type) from the first bytes: an image, a PDF, or UTF-8 text; else None."""
+    for magic, offset, kind, mime in MAGIC:
+        if data[offset : offset + len(magic)] == magic and (kind != "webp" or data[:4] == b"RIFF"):
+            return kind, mime
+    if any(data.startswith(magic) for magic, _ in OTHER_KINDS):
+        return None
+    if data.translate(None, _TEXT_CONTROLS) != data:  # NUL and the like: binary, not text
+        return None
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return "text", "text/plain"
+
+
+def _other_kind(data: bytes) -> str:
+    named = next((name for magic, name in OTHER_KINDS if data.startswith(magic)), None)
+    return named or ("empty" if not data else "binary data that is not UTF-8 text")
+
+
+def _looks_secret(data: bytes, key: str) -> bool:
+    """Text that holds a private key block or the server's own API key is a secret whatever
+    its name (a key copied to notes.txt, a hard link to ~/.ssh/id_rsa)."""
+    if b"PRIVATE KEY-----" in data and b"-----BEGIN" in data:
+        return True
+    return bool(key) and key.encode() in data
+
+
+def image_size(data: bytes, kind: str) -> tuple[int, int] | None:
+    """(width, height) from an image's header, or None when it cannot be told."""
+    import struct
+
+    try:
+        if kind == "png":
+            return struct.unpack(">II", data[16:24])
+        if kind == "gif":
+            return struct.unpack("<HH", data[6:10])
+        if kind == "webp":
+            chunk = data[12:16]
+            if chunk == b"VP8X":
+                return 1 + int.from_bytes(data[24:27], "little"), 1 + int.from_bytes(
+                    data[27:30], "little"
+                )
+            if chunk == b"VP8L":
+                bits = int.from_bytes(data[21:25], "little")
+                return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+            if chunk == b"VP8 ":
+                w, h = struct.unpack("<HH", data[26:30])
+                return w & 0x3FFF, h & 0x3FFF
+        if kind == "jpeg":
+            at, segments = 2, 0
+            while at + 9 <= len(data) and segments < 1024:  # a crafted file cannot spin
+                segments += 1
+                marker, length = data[at + 1], struct.unpack(">H", data[at + 2 : at + 4])[0]
+                if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                    h, w = struct.unpack(">HH", data[at + 5 : at + 9])
+                    return w, h
+                at += 2 + length
+    except struct.error:
+        return None
+    return None
+
+
+def image_tokens(size: tuple[int, int] | None, detail: str) -> int:
+    """OpenAI's tile formula: low is 85 tokens; otherwise the image is fit in 2048 x 2048, its
+    short side scaled to 768, and each 512-px tile costs 170 on top of 85. Unknown sizes (and
+    `original`) count as the formula's most."""
+    import math
+
+    if detail == "low":
+        return 85
+    if size is None or detail == "original" or min(size) <= 0:
+        return URL_IMAGE_TOKENS
+    width, height = size
+    scale = min(1.0, 2048 / max(width, height))
+    width, height = width * scale, height * scale
+    scale = min(1.0, 768 / min(width, height))
+    width, height = width * scale, height * scale
+    return 85 + 170 * math.ceil(width / 512) * math.ceil(height / 512)
+
+
+def pdf_pages(data: bytes) -> int:
+    """A PDF's page count, as its page objects tell it (at least 1)."""
+    return max(1, len(re.findall(rb"/Type\s*/Page(?![A-Za-z])", data)))
+
+
+def files_usd(files, prices) -> float:
+    """What a call's files add to its input, in dollars at the model's input price."""
+    if not files or prices is None:
+        return 0.0
+    return sum(f.tokens for f in files) * prices[0][0] / 1e6
+
+
+def request_text(request: dict) -> str:
+    """The text of a request's `input`: the string itself, or its first part with files."""
+    given = request["input"]
+    return given if isinstance(given, str) else given[0]["content"][0]["text"]
+
+
+def files_text(query_input: str, files) -> list:
+    """The request's `input` with files: one user message, the question then each file."""
+    content = [{"type": "input_text", "text": query_input}, *(f.part for f in files)]
+    return [{"role": "user", "content": content}]
+
+
+class FileReader:
+    """Turns a call's `files` into FileInputs, or FileRefused naming the first that cannot go."""
+
+    def __init__(self, config: Config):
+        self._config = config
+        get = lambda key: config.get("files", key)  # noqa: E731
+        self.max_files, self.max_file = get("max_files"), get("max_file_bytes")
+        self.max_total, self.detail = get("max_total_bytes"), get("image_detail")
+        self.patterns = (*SECRET_NAMES, *get("deny"))
+        # The server's own config and state files: they may hold tokens.
+        own = (config.path, state_path(config))
+        self._own = {os.path.realpath(p) for p in own if p}
+
+    def read(self, given: list, allowed: list | None) -> list:
+        """`allowed`: the directories local paths may name (resolved), None: no local paths."""
+        if len(given) > self.max_files:
+            raise FileRefused(
+                f"{len(given)} files: at most {self.max_files} a call (files.max_files)"
+            )
+        files, total = [], 0
+        for item in given:
+            found = self._one(item, allowed)
+            total += found.bytes
+            if total > self.max_total:
+                raise FileRefused(
+                    f"{_named(item)}: refused, the files come to more than {self.max_total} "
+                    "bytes in all (files.max_total_bytes)"
+                )
+            files.append(found)
+        return files
+
+    def _one(self, given: str, allowed: list | None) -> FileInput:
+        scheme = given.partition(":")[0].lower() if re.match(r"[A-Za-z][\w+.-]*:", given) else ""
+        if scheme == "https":
+            return self._url(given)
+        if scheme == "data":
+            return self._data_url(given)
+        if scheme and len(scheme) > 1:  # C:\... is a Windows path, not a scheme
+            raise FileRefused(
+                f"{_named(given)}: refused, only https:// and data: URLs are sent ({scheme}: "
+                "is not; the server never fetches a URL itself)"
+            )
+        if allowed is None:
+            raise FileRefused(
+                f"{_named(given)}: refused, local paths name the server's disk and are off over "
+                "HTTP (files.local_paths); send a data: or https:// URL"
+            )
+        return self._local(given, allowed)
+
+    def _url(self, given: str) -> FileInput:
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(given)
+            parts.port  # noqa: B018 - raises ValueError for a bad port
+        except ValueError:
+            parts = None
+        bad = any(c.isspace() or not c.isprintable() for c in given) or len(given) > 8192
+        if parts is None or not parts.hostname or bad or "@" in parts.netloc:
+            raise FileRefused(
+                f"{_named(given)}: refused, not a valid https:// URL (a host, no user:password@, "
+                "no spaces, at most 8192 characters)"
+            )
+        if parts.path.lower().endswith(IMAGE_EXTENSIONS):
+            part = {"type": "input_image", "image_url": given, "detail": self.detail}
+            return FileInput(given, "image_url", None, part, image_tokens(None, self.detail))
+        part = {"type": "input_file", "file_url": given}
+        return FileInput(given, "file_url", None, part, URL_FILE_PAGES * PDF_PAGE_TOKENS)
+
+    def _data_url(self, given: str) -> FileInput:
+        import base64
+        import binascii
+
+        head, comma, body = given.partition(",")
+        if not comma or not head.lower().endswith(";base64"):
+            raise FileRefused(
+                f"{_named(given)}: refused, a data: URL must be base64 (data:<type>;base64,...)"
+            )
+        if len(body) > (self.max_file + 2) // 3 * 4 + 4:
+            raise FileRefused(self._too_big(given, len(body) * 3 // 4))
+        try:
+            data = base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            raise FileRefused(f"{_named(given)}: refused, its base64 is not valid") from None
+        return self._input(given, data)
+
+    def _too_big(self, given: str, size: int) -> str:
+        return (
+            f"{_named(given)}: refused, {size} bytes is over the {self.max_file}-byte limit "
+            "(files.max_file_bytes)"
+        )
+
+    def _local(self, given: str, allowed: list) -> FileInput:
+        if "\x00" in given:
+            raise FileRefused(f"{_named(given)}: refused, a path cannot hold a NUL character")
+        path = os.path.expanduser(given)
+        if not os.path.isabs(path):
+            if not allowed:
+                raise FileRefused(self._outside(given))
+            path = os.path.join(allowed[0], path)
+        real = os.path.realpath(path)  # as the OS resolves it: symlinks and .. (need not exist)
+        if files_denied(given, self.patterns) or files_denied(real, self.patterns):
+            raise FileRefused(f"{_named(given)}: refused, a secret by name (files.deny)")
+        root = next((d for d in allowed if _inside(real, d)), None)
+        if root is None or any(_inside(real, d) for d in SYSTEM_DIRS) or real in self._own:
+            raise FileRefused(self._outside(given))
+        data = self._read_inside(given, root, real)
+        return self._input(given, data)
+
+    def _outside(self, given: str) -> str:
+        return (
+            f"{_named(given)}: refused, outside the allowed directories (the client's roots or "
+            "the working directory, and files.allowed_dirs)"
+        )
+
+    def _read_inside(self, given: str, root: str, real: str) -> bytes:
+        """The file's bytes, opened one component at a time from `root` without following a
+        symlink (a directory swapped for one since `real` was resolved fails here), as a
+        regular file only, and read within files.max_file_bytes: nothing can hang it."""
+        parts = [p for p in os.path.relpath(real, root).split(os.sep) if p != "."]
+        try:
+            fd = _open_beneath(root, parts)
+        except FileNotFoundError:
+            raise FileRefused(f"{_named(given)}: refused, no such file") from None
+        except IsADirectoryError:
+            raise FileRefused(f"{_named(given)}: refused, a directory, not a file") from None
+        except OSError as exc:
+            raise FileRefused(
+                f"{_named(given)}: refused, it cannot be opened as a file inside the allowed "
+                f"directories ({exc.strerror or type(exc).__name__}; a symlink that changed?)"
+            ) from None
+        try:
+            return self._read_fd(given, fd, root)
+        finally:
+            os.close(fd)
+
+    def _read_fd(self, given: str, fd: int, root: str) -> bytes:
+        import stat
+
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            what = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise FileRefused(f"{_named(given)}: refused, {what} (a FIFO, device or socket?)")
+        where = _fd_path(fd)
+        if where is not None and (not _inside(where, root) or files_denied(where, self.patterns)):
+            raise FileRefused(self._outside(given))
+        if info.st_size > self.max_file:
+            raise FileRefused(self._too_big(given, info.st_size))
+        chunks, size = [], 0
+        while size <= self.max_file:
+            chunk = os.read(fd, min(1 << 20, self.max_file + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > self.max_file:
+            raise FileRefused(self._too_big(given, size))
+        return b"".join(chunks)
+
+    def _input(self, given: str, data: bytes) -> FileInput:
+        import base64
+
+        if len(data) > self.max_file:
+            raise FileRefused(self._too_big(given, len(data)))
+        found = _kind_of(data)
+        if found is None or not data:
+            raise FileRefused(
+                f"{_named(given)}: refused, {_other_kind(data)}: only PNG, JPEG, WebP, GIF, PDF "
+                "and UTF-8 text are sent"
+            )
+        if _looks_secret(data, api_key(self._config)):
+            raise FileRefused(f"{_named(given)}: refused, it holds a private key or API key")
+        kind, mime = found
+        encoded = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+        name = "file" if given.startswith("data:") else os.path.basename(given) or "file"
+        if kind == "pdf":
+            part = {"type": "input_file", "filename": name, "file_data": encoded}
+            return FileInput(given, kind, data, part, pdf_pages(data) * PDF_PAGE_TOKENS)
+        if kind == "text":
+            text = data.decode("utf-8").removeprefix("\ufeff")
+            part = {"type": "input_text", "text": f"[file] {name}\n{text}"}
+            tokens = len(data) // TEXT_BYTES_PER_TOKEN + 1
+            return FileInput(given, kind, data, part, tokens)
+        part = {"type": "input_image", "image_url": encoded, "detail": self.detail}
+        return FileInput(given, kind, data, part, image_tokens(image_size(data, kind), self.detail))
+
+
+_OPENS_BENEATH = os.open in os.supports_dir_fd  # openat(2): every POSIX system
+
+
+def _open_beneath(root: str, parts: list) -> int:
+    """An fd of root/parts..., each component opened from its parent's fd with O_NOFOLLOW; the
+    last with O_NONBLOCK too (a FIFO opens without waiting for a writer, and is refused)."""
+    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    last = flags | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    if not parts:
+        raise IsADirectoryError(root)
+    if not _OPENS_BENEATH:  # Windows: by path, then checked by _fd_path
+        return os.open(os.path.join(root, *parts), last | getattr(os, "O_BINARY", 0))
+    directory = getattr(os, "O_DIRECTORY", 0)
+    fd = os.open(root, flags | directory)
+    try:
+        for part in parts[:-1]:
+            step = os.open(part, flags | directory, dir_fd=fd)
+            os.close(fd)
+            fd = step
+        return os.open(parts[-1], last, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _fd_path(fd: int) -> str | None:
+    """Where an open file is, as the kernel says (Linux: /proc/self/fd; macOS: F_GETPATH)."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        pass
+    try:
+        import fcntl
+
+        if hasattr(fcntl, "F_GETPATH"):
+            return fcntl.fcntl(fd, fcntl.F_GETPATH, b"\0" * 1024).rstrip(b"\0").decode()
+    except OSError:
+        pass
+    return None
+
+
+def allowed_dirs(config: Config, roots: list | None) -> list:
+    """The directories local paths may name, resolved: the client's roots (None: it lists
+    none, so the working directory), then files.allowed_dirs. The file system's root is never
+    one: a client started in / would otherwise open the whole disk."""
+    base = roots if roots is not None else [os.getcwd()]
+    dirs = [*base, *(os.path.expanduser(d) for d in config.get("files", "allowed_dirs"))]
+    found = []
+    for directory in dirs:
+        real = os.path.realpath(directory)
+        if os.path.dirname(real) != real and os.path.isdir(real) and real not in found:
+            found.append(real)
+    return found
+
+
+def roots_from(result) -> list:
+    """The local directories of a roots/list result (file:// URIs only)."""
+    from urllib.parse import unquote, urlsplit
+
+    found = []
+    roots = result.get("roots") if isinstance(result, dict) else None
+    for root in roots if isinstance(roots, list) else ():
+        uri = root.get("uri") if isinstance(root, dict) else None
+        if not isinstance(uri, str):
+            continue
+        parts = urlsplit(uri)
+        if parts.scheme == "file" and parts.netloc in ("", "localhost"):
+            path = unquote(parts.path)
+            if os.name == "nt" and re.match(r"/[A-Za-z]:", path):
+                path = path[1:]
+            found.append(path)
+    return found
 
 
 # ============================================================================================
@@ -2498,6 +3219,8 @@ def build_request(tool: str, args: dict, config: Config, today: str) -> dict:
         # A follow-up: the API reads the earlier turns from its stored response (billed again
         # as input); the instructions are not carried over, so they are sent again above.
         request["previous_response_id"] = args["previous_response_id"]
+    if args.get("files"):  # FileInputs (FileReader): the question, then each file
+        request["input"] = files_text(request["input"], args["files"])
     for name in ("service_tier", "max_output_tokens", "max_tool_calls"):
         if profile.get(name) is not None:
             request[name] = profile[name]
@@ -3021,10 +3744,6 @@ def result_size(answer: dict) -> int:
     return len(json.dumps(answer, ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
-def _utf8_len(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
 def _cut_points(text: str) -> tuple[list[int], list[int]]:
     """Where a shortened answer may end, outside code blocks: (before each heading, at each
     blank line), as offsets into text."""
@@ -3247,23 +3966,12 @@ UNBILLED_WEB_ACTIONS = ("open_page", "find_in_page", "find")
 
 
 def usage_meta(response: dict, elapsed_s: float, attempts: int) -> dict:
-    """What a call cost, for the tool result's `_meta`."""
-    usage = response.get("usage") or {}
-    searches = sum(1 for item in response.get("output") or () if is_billed_search(item))
+    """What a call cost, for the tool result's `_meta`. The counts are read defensively
+    (usage_counts): a gateway's null, string or negative count never fails a paid answer."""
+    searches = sum(1 for item in _items(response.get("output")) if is_billed_search(item))
     meta = {
         "response_id": response.get("id"),
-        "usage": {
-            "input_tokens": usage.get("input_tokens", 0),
-            "cached_input_tokens": (usage.get("input_tokens_details") or {}).get(
-                "cached_tokens", 0
-            ),
-            **_cache_writes(usage),
-            "output_tokens": usage.get("output_tokens", 0),
-            "reasoning_tokens": (usage.get("output_tokens_details") or {}).get(
-                "reasoning_tokens", 0
-            ),
-            "total_tokens": usage.get("total_tokens", 0),
-        },
+        "usage": usage_counts(response.get("usage")),
         "web_searches": searches,
         "elapsed_ms": round(elapsed_s * 1000),
         "attempts": attempts,
@@ -3274,16 +3982,63 @@ def usage_meta(response: dict, elapsed_s: float, attempts: int) -> dict:
     return meta
 
 
-def _cache_writes(usage: dict) -> dict:
-    """The input tokens written to the prompt cache (billed above the input rate, GPT-5.6 and
-    later): input_tokens_details.cache_write_tokens, split by retention in
-    cache_write_tokens_details (ttl_30m_tokens, ttl_12h_tokens). Without the split, all of them
-    count as 30-minute writes, the default retention."""
-    details = usage.get("input_tokens_details") or {}
-    written = details.get("cache_write_tokens") or 0
-    split = details.get("cache_write_tokens_details") or {}
-    long = min(written, split.get("ttl_12h_tokens") or 0)
-    return {"cache_write_tokens": written, "cache_write_12h_tokens": long}
+def _items(value) -> list:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _mapping(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def usage_counts(usage) -> dict:
+    """The API's `usage` object (ResponseUsage: input_tokens, input_tokens_details.
+    {cached_tokens, cache_write_tokens, cache_write_tokens_details.ttl_12h_tokens},
+    output_tokens, output_tokens_details.reasoning_tokens, total_tokens) as whole counts in
+    [0, USAGE_MAX_TOKENS]. OpenAI-compatible gateways send null, strings, negatives and
+    fractions: a count that is not a number is 0, a negative one 0 (it never lowers a cost),
+    a fraction is rounded up. A cache write of 12 hours counts within the writes."""
+    usage = _mapping(usage)
+    details = _mapping(usage.get("input_tokens_details"))
+    written = token_count(details.get("cache_write_tokens"))
+    split = _mapping(details.get("cache_write_tokens_details"))
+    counts = {
+        "input_tokens": token_count(usage.get("input_tokens")),
+        "cached_input_tokens": token_count(details.get("cached_tokens")),
+        "cache_write_tokens": written,
+        "cache_write_12h_tokens": min(written, token_count(split.get("ttl_12h_tokens"))),
+        "output_tokens": token_count(usage.get("output_tokens")),
+        "reasoning_tokens": token_count(
+            _mapping(usage.get("output_tokens_details")).get("reasoning_tokens")
+        ),
+    }
+    total = token_count(usage.get("total_tokens"))
+    counts["total_tokens"] = min(
+        max(total, counts["input_tokens"] + counts["output_tokens"]), USAGE_MAX_TOKENS
+    )
+    return counts
+
+
+USAGE_MAX_TOKENS = 10**12  # a count past this is no real request's; kept finite in dollars
+
+
+def token_count(value) -> int:
+    """A token count as a whole number in [0, USAGE_MAX_TOKENS]: a fraction rounded up and an
+    infinite or huge one capped (count more, never less); a negative one, and anything that
+    is no number ("n/a", null, nan, true), 0."""
+    import math
+
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return USAGE_MAX_TOKENS if value > 0 else 0
+        value = math.ceil(value) if value < USAGE_MAX_TOKENS else USAGE_MAX_TOKENS
+    return min(max(int(value), 0), USAGE_MAX_TOKENS)
 
 
 # -- Prices: what an answer cost in dollars --------------------------------------------------------
@@ -3354,9 +4109,11 @@ PRIORITY_FACTORS = {"gpt-5.5": 2.5}
 class Pricing:
     """Turns a call's usage into dollars, from the config's price table over the built-in one.
 
-    A model id matches its own entry, or that entry with a date suffix (gpt-5.2-2025-12-11);
-    config keys also match as prefixes, the longest first. A model with no price costs null,
-    with one warning per model naming the key to set.
+    The most specific price wins (price_of): the model's exact id in pricing.models, then in
+    the built-in table; then, for a dated snapshot (gpt-5.2-2025-12-11), its alias's id the same
+    way; then the longest pricing.models key ending in `*` that the id starts with (`acme-*`,
+    or `*` for any model). A model with no price costs null, with one warning per model naming
+    the key to set.
     """
 
     def __init__(self, config: Config, log: Log):
@@ -3371,22 +4128,13 @@ class Pricing:
 
     def prices(self, model: str) -> tuple[tuple, str] | None:
         """((input, cached_input, output), where from) for the model, or None."""
-        base = _undated(model)
-        for name in (model, base):
-            if name in self._config:
-                return self._config[name], "config"
-        prefixes = [key for key in self._config if model.startswith(key)]
-        if prefixes:
-            return self._config[max(prefixes, key=len)], "config"
-        if base in BUILTIN_PRICES:
-            return BUILTIN_PRICES[base], f"builtin {PRICES_DATE}"
-        return None
+        return price_of(self._config, model)
 
     def cost(self, model: str, usage: dict, searches: int, tier: str | None = None) -> dict:
         """`_meta.cost`: dollars in total and by part. Reasoning tokens are part of
         output_tokens in the API's usage, so they are billed as output once."""
         found = self.prices(model)
-        search_usd = searches * self._search_per_1k / 1000
+        search_usd = round(token_count(searches) * self._search_per_1k / 1000, 8)
         if found is None:
             self._warn(model)
             return {
@@ -3395,18 +4143,21 @@ class Pricing:
                 "cached_input_usd": None,
                 "cache_write_usd": None,
                 "output_usd": None,
-                "web_search_usd": round(search_usd, 8),
+                "web_search_usd": search_usd,
                 "prices": None,
             }
+        return self._priced(model, found, _counts(usage), search_usd, tier)
+
+    def _priced(self, model: str, found: tuple, usage: dict, search_usd: float, tier) -> dict:
         (input_rate, cached_rate, output_rate), source = found
-        factor = TIER_FACTORS.get(tier or "", 1.0)
+        factor = TIER_FACTORS.get(tier or "", 1.0) if isinstance(tier, str) else 1.0
         if tier in ("priority", "fast"):
             factor = PRIORITY_FACTORS.get(_undated(model), factor)
-        long_in, long_out = _long_context(model, usage.get("input_tokens", 0))
-        cached = usage.get("cached_input_tokens", 0)
-        written = usage.get("cache_write_tokens", 0)
-        written_12h = usage.get("cache_write_12h_tokens", 0)
-        uncached = max(0, usage.get("input_tokens", 0) - cached - written)
+        long_in, long_out = _long_context(model, usage["input_tokens"])
+        cached = usage["cached_input_tokens"]
+        written = usage["cache_write_tokens"]
+        written_12h = min(written, usage["cache_write_12h_tokens"])
+        uncached = max(0, usage["input_tokens"] - cached - written)
         writes = (written - written_12h) * CACHE_WRITE_FACTORS["30m"] + written_12h * (
             CACHE_WRITE_FACTORS["12h"]
         )
@@ -3414,15 +4165,30 @@ class Pricing:
             "input_usd": uncached * input_rate * factor * long_in / 1e6,
             "cached_input_usd": cached * cached_rate * factor * long_in / 1e6,
             "cache_write_usd": writes * input_rate * factor * long_in / 1e6,
-            "output_usd": usage.get("output_tokens", 0) * output_rate * factor * long_out / 1e6,
-            "web_search_usd": search_usd,
+            "output_usd": usage["output_tokens"] * output_rate * factor * long_out / 1e6,
         }
-        cost = {"usd": round(sum(parts.values()), 8)}
-        cost.update({name: round(value, 8) for name, value in parts.items()})
+        parts = {name: round(value, 8) for name, value in parts.items()}
+        parts["web_search_usd"] = search_usd
+        # The total is the sum of the parts as shown, so they always add up.
+        cost = {"usd": round(sum(parts.values()), 8), **parts}
         cost["prices"] = source if factor == 1.0 else f"{source} x{factor:g} ({tier})"
         if long_in != 1.0:
             cost["prices"] += f", long context (over {LONG_CONTEXT_TOKENS:,} input tokens)"
         return cost
+
+    def booked(self, model: str, requested: str, usage: dict, searches: int, tier=None) -> dict:
+        """The cost of a response naming `model`, made for a request of `requested`: never
+        less than the requested model's price (the one admission reserved against), so a
+        response naming a model with no price (a gateway's `openai/gpt-6.1-terra`) or a cheaper
+        one is not booked at less than the call was let through for."""
+        cost = self.cost(model, usage, searches, tier)
+        if requested == model or self.prices(requested) is None:
+            return cost
+        floor = self.cost(requested, usage, searches, tier)
+        if cost["usd"] is not None and cost["usd"] >= floor["usd"]:
+            return cost
+        floor["prices"] = f"{floor['prices']}, as {requested} (the model requested)"
+        return floor
 
     def _warn(self, model: str) -> None:
         with self._lock:
@@ -3430,11 +4196,46 @@ class Pricing:
                 return
             self._warned.add(model)
         self._log.say(
-            f"warning: no price known for model {model!r}, so its cost shows as null and no "
-            "budget counts it: set "
+            f"warning: no price known for model {model!r}, so it is priced as the model "
+            "requested, or shows as null when that has none either: set "
             f"pricing.models.{_undated(model)} to {{input, cached_input, output}} in USD per "
             "million tokens"
         )
+
+
+def price_of(table: dict, model: str) -> tuple[tuple, str] | None:
+    """((input, cached_input, output), where from) for `model`, the most specific price
+    first: its exact id in `table` (pricing.models), then in BUILTIN_PRICES; the same for its
+    alias when it is a dated snapshot; then the longest `table` key ending in `*` that it
+    starts with. A key without `*` matches its own id (and its snapshots) only."""
+    base = _undated(model)
+    for name in dict.fromkeys((model, base)):
+        if name in table:
+            return table[name], "config"
+        if name in BUILTIN_PRICES:
+            return BUILTIN_PRICES[name], f"builtin {PRICES_DATE}"
+    wild = [key for key in table if key.endswith("*") and model.startswith(key[:-1])]
+    if wild:
+        key = max(wild, key=len)
+        return table[key], f"config {key}"
+    return None
+
+
+def _counts(usage) -> dict:
+    """`_meta.usage` (usage_counts' keys) with every count whole and in range, whatever it
+    holds: the cost is finite and never negative."""
+    usage = _mapping(usage)
+    names = ("input_tokens", "cached_input_tokens", "cache_write_tokens")
+    counts = {name: token_count(usage.get(name)) for name in names}
+    counts["cache_write_12h_tokens"] = token_count(usage.get("cache_write_12h_tokens"))
+    counts["output_tokens"] = token_count(usage.get("output_tokens"))
+    return counts
+
+
+def _model_named(response: dict, requested: str) -> str:
+    """The model the response names (text), else the one requested."""
+    named = response.get("model")
+    return named if isinstance(named, str) and named.strip() else requested
 
 
 def _undated(model: str) -> str:
@@ -3498,9 +4299,37 @@ def model_settings(config: Config, tools=None) -> list[tuple[str, str, str]]:
     return rows
 
 
-def shutdown_dates(client) -> dict:
-    """model id -> its shutdown_date (None: none announced), from GET /v1/models."""
-    return {model.id: getattr(model, "shutdown_date", None) for model in client.models.list()}
+def list_models(client):
+    """GET /v1/models as the JSON it is (any shape: shutdown_dates reads it defensively).
+    Raises what the SDK raises for a status or a connection error."""
+    return client.get("/models", cast_to=object)
+
+
+def shutdown_dates(listing, debug=lambda text: None) -> dict:
+    """model id -> its shutdown_date (None: none announced), from GET /v1/models's JSON. An
+    entry that is not an object with an id, or whose shutdown_date is no YYYY-MM-DD date, is
+    skipped (a debug line each): a gateway's odd list never stops the check."""
+    import datetime
+
+    data = listing.get("data") if isinstance(listing, dict) else None
+    if not isinstance(data, list):
+        debug(f"GET /v1/models: no list of models ({type(data).__name__} for data); none read")
+        return {}
+    dates: dict = {}
+    for n, entry in enumerate(data):
+        model = entry.get("id") if isinstance(entry, dict) else None
+        if not isinstance(model, str) or not model:
+            debug(f"GET /v1/models: entry {n} skipped: not a model object with an id")
+            continue
+        date = entry.get("shutdown_date")
+        if date is not None:
+            try:
+                date = datetime.date.fromisoformat(date).isoformat()
+            except (TypeError, ValueError):
+                debug(f"GET /v1/models: {model[:80]!r}: shutdown_date is no YYYY-MM-DD; skipped")
+                continue
+        dates[model] = date
+    return dates
 
 
 def shutdown_date_of(dates: dict, model: str):
@@ -4178,10 +5007,14 @@ def refused_setting(failure: Failure, tool: str, config: Config) -> tuple[str, s
             )
     if key is None or key not in profile:
         return None
-    if failure.code == "unsupported_parameter":  # no value of it would do: the model's choice
+    if failure.code == "unsupported_parameter":
+        # Left out and retried (Refusals) unless the tables know the model takes the value:
+        # then the endpoint is at odds with OpenAI's models, which no profile key can fix.
         return (
-            f"the API refused {param} for {model}, which takes no {key} (HTTP 400)",
-            f"set {setting_name(config, tool, 'model')} to another model",
+            f"the API refused {param} for {model}, which is known to take {key} "
+            f"{profile[key]!r} (HTTP 400, unsupported_parameter)",
+            "try again; if every call fails so, the endpoint (openai.base_url) does not serve "
+            f"{model} as OpenAI does",
         )
     accepted = _supported_values(failure.detail) or accepted_values(model, key, search)
     if not accepted:
@@ -4259,6 +5092,16 @@ def accepted_values(model: str, key: str, search: bool = False) -> tuple[str, ..
     return VERBOSITIES if key == "search_context_size" else ()
 
 
+def known_to_take(model: str, key: str, value) -> bool:
+    """Whether the tables know `model` (a model of a family they list) takes `value` for the
+    profile `key`; False for a model they do not know (a gateway's alias, a fine-tune)."""
+    efforts = model_efforts(model)
+    if key == "reasoning_effort":
+        return value in (efforts or ())
+    listed = _by_family(MODEL_VERBOSITIES, model) or (efforts and supports_verbosity(model))
+    return key == "verbosity" and bool(listed) and value in model_verbosities(model)
+
+
 def setting_fix(config: Config, tool: str, key: str, value, model: str, accepted, search=False):
     """`set model_profiles.<tool>.<key> to <the accepted value nearest the refused one>
     (<model> accepts only X)`: the fix in the words a person acts on."""
@@ -4318,56 +5161,114 @@ def backoff_delay(retry: int, retry_after: float | None) -> float:
     return min(8.0, 0.5 * 2 ** (retry - 1)) * random.uniform(0.5, 1.0)
 
 
+# Where each adaptable profile key goes in a request: (field, inner key).
+PROFILE_FIELDS = {"reasoning_effort": ("reasoning", "effort"), "verbosity": ("text", "verbosity")}
+
+
+def _sent(request: dict, key: str):
+    field, inner = PROFILE_FIELDS[key]
+    part = request.get(field)
+    return part.get(inner) if isinstance(part, dict) else None
+
+
+def _refused_key(failure: Failure) -> str | None:
+    """The profile key a 400 refuses, by its `param`, else (a gateway that sends none) by the
+    parameter its message names: "Unsupported parameter: 'reasoning.effort' ..."."""
+    if failure.param:
+        return PROFILE_PARAMS.get(failure.param)
+    named = re.match(r"Unsupported (?:parameter|value): '([^']+)'", failure.detail or "")
+    return PROFILE_PARAMS.get(named[1]) if named else None
+
+
+# Creates one call may make while adapting to refusals (both keys, a value changed at most
+# twice each), so an API that refuses every value it lists cannot loop a call forever.
+MAX_ADAPTED_TRIES = 5
+
+
 class Refusals:
-    """What models refused of a profile's default settings (a reasoning effort or verbosity),
-    remembered for every later request of the process."""
+    """What models refused of a profile's reasoning effort or verbosity, remembered for the
+    process: a parameter a model takes none of (HTTP 400 unsupported_parameter: a gateway
+    alias, a fine-tune, an older model) is left out for that model whoever set it; a built-in
+    default value it refuses (unsupported_value) becomes the nearest value it lists, for the
+    tools whose value is that default only. A value the user set is never changed, and a value
+    the module's tables know the model takes is never dropped on a 400."""
 
     def __init__(self, config: Config, log: Log):
         self._config, self._log = config, log
-        # (model, key) -> the value sent instead (None: the key is not sent)
-        self._refused: dict = {}
+        self._dropped: set = set()  # (model, key): the model takes no such parameter
+        self._instead: dict = {}  # (model, key, refused default) -> the value sent instead
+        self._warned: set = set()  # (model, setting name): said once each
+        self._lock = threading.Lock()
 
-    def fit(self, request: dict) -> dict:
+    def fit(self, tool: str, request: dict) -> dict:
         """The request with what its model refused before left out or changed (see adapt)."""
-        model = request["model"]
-        fitted = dict(request)
-        for (refused_model, key), value in list(self._refused.items()):
-            if refused_model != model:
+        model, fitted = request["model"], dict(request)
+        for key, (field, inner) in PROFILE_FIELDS.items():
+            sent = _sent(fitted, key)
+            if sent is None:
                 continue
-            field, inner = (
-                ("reasoning", "effort") if key == "reasoning_effort" else ("text", "verbosity")
-            )
-            if value is None:
-                fitted.pop(field, None)
-            else:
-                fitted[field] = {inner: value}
+            with self._lock:
+                dropped = (model, key) in self._dropped
+                instead = self._instead.get((model, key, sent))
+            if dropped:
+                rest = {k: v for k, v in fitted[field].items() if k != inner}
+                fitted.pop(field)
+                if rest:
+                    fitted[field] = rest
+                self._say(tool, model, key, sent, None)
+            elif instead is not None and _is_default_setting(self._config, tool, key):
+                fitted[field] = {**fitted[field], inner: instead}
+                self._say(tool, model, key, sent, instead)
         return fitted
 
     def adapt(self, tool: str, request: dict, failure: Failure) -> dict | None:
-        """The request again without (or with an accepted value of) a reasoning effort or
-        verbosity its model refused (HTTP 400), when the profile's value is the built-in
-        default: remembered for the model, with one stderr warning naming the key. A value
-        the user set is theirs to change: None, and the call fails naming the key."""
-        key = PROFILE_PARAMS.get(failure.param or "")
-        if failure.status != 400 or key is None or not _is_default_setting(self._config, tool, key):
+        """The request again without (or with an accepted value of) the reasoning effort or
+        verbosity its model refused (HTTP 400), remembered (see the class); None when the call
+        must fail instead, naming the key: a value the user set that the model refuses, or one
+        the tables say the model takes."""
+        key = _refused_key(failure)
+        if failure.status != 400 or key is None:
             return None
-        model, value = request["model"], self._config.profile(tool).get(key)
-        instead = None
-        if failure.code != "unsupported_parameter":
-            accepted = [v for v in _supported_values(failure.detail) if v != "minimal"]
-            if not accepted or value is None:
-                return None
-            instead = nearest_value(key, value, accepted)
-        if self._refused.get((model, key), "unset") == instead:
-            return None  # already sent that way: nothing left to adapt
-        self._refused[(model, key)] = instead
-        what = f"sends {instead} instead" if instead else f"no longer sends {key} to it"
-        self._log.say(
-            f"warning: {model} refused {key} {value!r} (HTTP 400, "
-            f"{setting_name(self._config, _profile_holder(self._config, tool, key), key)}), "
-            f"so this server {what}; set the key to a value {model} takes to silence this"
-        )
-        return self.fit(request)
+        model, sent = request["model"], _sent(request, key)
+        if sent is None or known_to_take(model, key, sent):
+            return None  # not sent, or known to be taken: one 400 does not undo the tables
+        if failure.code == "unsupported_parameter":
+            with self._lock:
+                self._dropped.add((model, key))  # another call may have learnt it first
+            return self._refit(tool, request)
+        if not _is_default_setting(self._config, tool, key):
+            return None  # the user's value: theirs to change
+        accepted = [v for v in _supported_values(failure.detail) if v != "minimal"]
+        if not accepted:
+            return None
+        instead = nearest_value(key, sent, accepted)
+        if instead == sent:
+            return None  # the API lists the value it refused: nothing left to adapt
+        with self._lock:
+            self._instead[(model, key, sent)] = instead
+        return self._refit(tool, request)
+
+    def _refit(self, tool: str, request: dict) -> dict | None:
+        fitted = self.fit(tool, request)
+        return None if fitted == request else fitted
+
+    def _say(self, tool: str, model: str, key: str, value, instead) -> None:
+        """One stderr warning per model and setting, naming the key that set the value."""
+        name = setting_name(self._config, _profile_holder(self._config, tool, key), key)
+        with self._lock:
+            if (model, name) in self._warned:
+                return
+            self._warned.add((model, name))
+        if instead is None:
+            self._log.say(
+                f"warning: {model} takes no {key} (HTTP 400, unsupported_parameter), so this "
+                f"server leaves {name} ({value!r}) out of its requests to {model}"
+            )
+        else:
+            self._log.say(
+                f"warning: {model} refused {key} {value!r} (HTTP 400, {name}), so this server "
+                f"sends {instead} instead; set the key to a value {model} takes to silence this"
+            )
 
 
 # -- The engine ------------------------------------------------------------------------------------
@@ -4554,6 +5455,77 @@ def _log_failure(log: Log, attempt: int, failure: Failure, exc: BaseException) -
     )
 
 
+# A failed look at the shutdown dates is tried again after each of these (seconds), then left
+# to the next start or the next day.
+RETIREMENT_RETRY_S = (60.0, 600.0)
+
+
+class RetirementCheck:
+    """A running server's look at its models' shutdown dates: once per start, after the
+    client has its answer, at most once a day across the processes that share the state.
+    The day is marked checked only once GET /v1/models has answered: a failure gives the
+    day back (another process, or a later start, looks again), is said once on stderr, and
+    is tried again after each of RETIREMENT_RETRY_S. Calls go on whatever happens here."""
+
+    def __init__(self, config: Config, log: Log, state, client):
+        self._config, self._log, self._state, self._client = config, log, state, client
+        self._failures = 0
+
+    def run(self) -> None:
+        config, log = self._config, self._log
+        if not config.get("openai", "check_retirements"):
+            log.debug("retirements", "not checked: openai.check_retirements is false")
+            return
+        today = today_in(config.get("policy", "timezone"))
+        if not claim_daily(self._state, "retirements", today):
+            log.debug("retirements", "not checked: checked today already")
+            return
+        try:
+            listing = list_models(self._client())
+        except Exception as exc:  # noqa: BLE001 - a warning not given is no failure
+            release_daily(self._state, "retirements", today)
+            self._failed(exc)
+            return
+        try:
+            self._warn(shutdown_dates(listing, lambda text: log.debug("retirements", text)), today)
+        except Exception as exc:  # noqa: BLE001 - a shape no one foresaw: said, never raised
+            log.debug("retirements", f"dates not read: {type(exc).__name__}")
+
+    def _warn(self, dates: dict, today: str) -> None:
+        settings = model_settings(self._config, enabled_tools(self._config))
+        for tool, model, key in settings:
+            date = shutdown_date_of(dates, model)
+            if date:
+                level, what, fix = retirement_words(model, str(date), today, key)
+                done = "calls to it fail" if level == "retired" else "calls to it will fail then"
+                self._log.say(f"warning: {tool}: {what} ({done}): {fix}")
+        self._log.debug("retirements", f"checked the shutdown dates of {len(settings)} model(s)")
+
+    def _failed(self, exc: BaseException) -> None:
+        """Says the first failure on stderr (later ones are debug lines), and tries again."""
+        why = _one_line(self._log.redact(f"{type(exc).__name__}: {exc}"), 200)
+        retry = (
+            RETIREMENT_RETRY_S[self._failures] if self._failures < len(RETIREMENT_RETRY_S) else None
+        )
+        self._failures += 1
+        then = (
+            f"trying again in {retry:g} s"
+            if retry is not None
+            else "not tried again until the next start"
+        )
+        if self._failures == 1:
+            self._log.say(
+                f"warning: the models' shutdown dates could not be read ({why}); {then} "
+                "(openai.check_retirements: false turns the check off)"
+            )
+        else:
+            self._log.debug("retirements", f"not checked: {why}; {then}")
+        if retry is not None:
+            timer = threading.Timer(retry, self.run)
+            timer.daemon = True
+            timer.start()
+
+
 class _Hold:
     """A call's budget reservation, taken once: by the request that spends it, or given back."""
 
@@ -4590,9 +5562,6 @@ class AnswerEngine:
         self.state = StateStore(
             state_backend(config), log, timezone, config.get("state", "retention_days")
         )
-        self.state.budgeted = bool(
-            budgets(config, today_in(timezone)) or user_budgets(config, "2000-01-01", LOCAL_USER)
-        )
         self.ledger = Ledger(self.state, timezone)
         self.cache = AnswerCache(
             self.state, config.get("cache", "ttl_s"), config.get("cache", "max_entries")
@@ -4605,6 +5574,7 @@ class AnswerEngine:
         self.flights = SingleFlight(log)
         self.background = BackgroundMode(config, log, self.client, self._tool_error)
         self.refusals = Refusals(config, log)  # what models refused of the default settings
+        self.retirements = RetirementCheck(config, log, self.state, self.client)
 
     def warm_up(self, delay: float = 0.3) -> None:
         """Loads `openai` and builds the client in the background, so the first call is fast.
@@ -4631,7 +5601,11 @@ class AnswerEngine:
             client = self.client()
             today = today_in(self._config.get("policy", "timezone"))
             request = build_request(TOOL_NAMES[0], {"query": "warm-up"}, self._config, today)
-            refuse = openai.DefaultHttpxClient(event_hooks={"request": [_refuse_to_send]})
+            # verify=False: no certificate store loaded a second time (about 1 MiB held for
+            # the life of the process) for a client whose hook stops every request unsent.
+            refuse = openai.DefaultHttpxClient(
+                event_hooks={"request": [_refuse_to_send]}, verify=False
+            )
             try:
                 _open_stream(client.with_options(http_client=refuse), request, None)
             except _NotSent:
@@ -4643,30 +5617,9 @@ class AnswerEngine:
         self.check_retirements()
 
     def check_retirements(self) -> None:
-        """Warns on stderr about each enabled tool's model with an announced shutdown date:
-        once per start, after the client has its answer, and at most once a day across the
-        processes that share the state. Any failure is a debug line: calls go on."""
-        config = self._config
-        if not config.get("openai", "check_retirements"):
-            self._log.debug("retirements", "not checked: openai.check_retirements is false")
-            return
-        today = today_in(config.get("policy", "timezone"))
-        try:
-            if not claim_daily(self.state, "retirements", today):
-                self._log.debug("retirements", "not checked: checked today already")
-                return
-            dates = shutdown_dates(self.client())
-        except Exception as exc:  # noqa: BLE001 - a warning not given is no failure
-            self._log.debug("retirements", f"not checked: {type(exc).__name__}: {exc}")
-            return
-        settings = model_settings(config, enabled_tools(config))
-        for tool, model, key in settings:
-            date = shutdown_date_of(dates, model)
-            if date:
-                level, what, fix = retirement_words(model, str(date), today, key)
-                done = "calls to it fail" if level == "retired" else "calls to it will fail then"
-                self._log.say(f"warning: {tool}: {what} ({done}): {fix}")
-        self._log.debug("retirements", f"checked the shutdown dates of {len(settings)} model(s)")
+        """Warns on stderr about each enabled tool's model with an announced shutdown date
+        (RetirementCheck)."""
+        self.retirements.run()
 
     def client(self):
         with self._client_lock:
@@ -4696,7 +5649,7 @@ class AnswerEngine:
         returns (answer, meta) or raises ToolError / Cancelled."""
         started = time.monotonic()
         today = today_in(self._config.get("policy", "timezone"))
-        request = self.refusals.fit(build_request(tool, args, self._config, today))
+        request = self.refusals.fit(tool, build_request(tool, args, self._config, today))
         user = call.user
         if args.get("previous_response_id"):  # another user's is not found; nothing is sent
             self._check_owner(tool, request, args["previous_response_id"], user)
@@ -4721,9 +5674,9 @@ class AnswerEngine:
                 key,
                 call,
                 lambda upstream: self._fetch(
-                    tool, request, upstream, today, key, hold.take(), user
+                    tool, request, upstream, today, key, hold.take(), user, args.get("files")
                 ),
-                admit=lambda: self._admit(tool, request["model"], today, hold, user),
+                admit=lambda: self._admit(tool, request["model"], today, hold, user, args),
             )
         finally:
             unused = hold.take()  # admitted, then joined an identical call, or never flew
@@ -4786,12 +5739,14 @@ class AnswerEngine:
         self.ledger.record(UsageRow(tool, answer.get("model") or "", "cache", meta, user))
         return answer, meta
 
-    def _admit(self, tool: str, model: str, today: str, hold: _Hold, user: str) -> None:
-        """Lets a call make a new request, its expected cost reserved against each budget (the
-        team's and its user's), or refuses it (a ledger row says so) by raising."""
+    def _admit(self, tool: str, model: str, today: str, hold: _Hold, user: str, args) -> None:
+        """Lets a call make a new request, its expected cost (its files' too) reserved against
+        each budget (the team's and its user's), or refuses it (a ledger row says so)."""
         try:
             self._check_priced(model, today, user)
-            hold.put(self._reserve(tool, today, user))
+            files = files_usd(args.get("files"), self.pricing.prices(model))
+            hold.put(self._reserve(tool, today, user, files))
+            self.state.prepare()  # the call's row is written at its end, even a stop signal's
         except ToolError:
             self.ledger.record(UsageRow(tool, model, "refused", user=user))
             raise
@@ -4820,7 +5775,7 @@ class AnswerEngine:
             ) from None
         return periods + [(*p, user) for p in user_budgets(self._config, today, user, own)]
 
-    def _reserve(self, tool: str, today: str, user: str = LOCAL_USER) -> str | None:
+    def _reserve(self, tool: str, today: str, user: str = LOCAL_USER, extra=0.0) -> str | None:
         """The call's reservation (None: no budget is set), or ToolError when a budget has no
         room for it or cannot be checked."""
         periods = self._budgets_of(today, user)
@@ -4834,6 +5789,7 @@ class AnswerEngine:
                 reservation_floor(self._config, tool),
                 self._reservation_ttl(tool),
                 user,
+                extra,
             )
         except StateUnavailable as exc:
             raise ToolError(
@@ -4888,19 +5844,21 @@ class AnswerEngine:
         key: str,
         reservation=None,
         user: str = LOCAL_USER,
+        files=None,
     ) -> tuple:
         """The upstream request with retries, its cost, its ledger row (`user`'s, which settles
-        the call's reservation), and its cache entry."""
+        the call's reservation; with the count and bytes of its files), and its cache entry."""
         started = time.monotonic()
+        sent = {"files": [f.summary() for f in files]} if files else {}
         call.reservation = reservation  # a handover passes it on (Dispatcher.hand_over)
         try:
             answer, meta, response = self._request(tool, request, call, today)
         except ToolError as exc:
-            meta = {"elapsed_ms": round((time.monotonic() - started) * 1000)}
+            meta = {"elapsed_ms": round((time.monotonic() - started) * 1000), **sent}
             self._record(call, UsageRow(tool, request["model"], exc.kind, meta, user), reservation)
             raise
         except Cancelled:
-            meta = {"elapsed_ms": round((time.monotonic() - started) * 1000)}
+            meta = {"elapsed_ms": round((time.monotonic() - started) * 1000), **sent}
             self._record(
                 call, UsageRow(tool, request["model"], "cancelled", meta, user), reservation
             )
@@ -4909,9 +5867,14 @@ class AnswerEngine:
             if reservation is not None:
                 self.ledger.release(reservation)
             raise
-        model = response.get("model") or request["model"]
-        meta["cost"] = self.pricing.cost(
-            model, meta["usage"], meta["web_searches"], response.get("service_tier")
+        model = _model_named(response, request["model"])
+        meta.update(sent)
+        meta["cost"] = self.pricing.booked(
+            model,
+            request["model"],
+            meta["usage"],
+            meta["web_searches"],
+            response.get("service_tier"),
         )
         if self.cache.enabled:
             meta["cache"] = {"hit": False}
@@ -4942,11 +5905,16 @@ class AnswerEngine:
         self.ledger.hand_over(upstream.reservation, response_id, expires_ms / 1000)
         return True
 
-    def settle_followed(self, tool: str, meta: dict, response_id: str, model: str) -> None:
+    def settle_followed(
+        self, tool: str, meta: dict, response_id: str, model: str, user: str = LOCAL_USER
+    ) -> None:
         """The ledger row of a response another instance created and this one read to its
-        end: written if that instance handed it over, else its creator writes it."""
-        cost = self.pricing.cost(model, meta.get("usage") or {}, meta.get("web_searches", 0))
-        row = UsageRow(tool, model, "ok", {**meta, "cost": cost})
+        end, `user`'s (the task's): written if that instance handed it over, else its creator
+        writes it. Its cost is collect()'s, tier and all."""
+        cost = meta.get("cost") or self.pricing.cost(
+            model, meta.get("usage") or {}, meta.get("web_searches", 0)
+        )
+        row = UsageRow(tool, model, "ok", {**meta, "cost": cost}, user)
         self.ledger.settle_handover(row, response_id)
 
     def close(self, wait_s: float = 5.0) -> None:
@@ -4963,10 +5931,18 @@ class AnswerEngine:
         from its id alone: its events are read from the first (GET /responses/{id}?stream=true),
         resuming after drops as any background call does; a cancel cancels it upstream.
         Returns (answer, meta) or raises ToolError / Cancelled; no ledger row, no cache entry
-        (the caller decides who accounts for a response it did not create)."""
+        (the caller decides who accounts for a response it did not create); its _meta.cost is
+        the response's, priced with its service tier."""
         today = today_in(self._config.get("policy", "timezone"))
-        request = self.refusals.fit(build_request(tool, args, self._config, today))
-        answer, meta, _ = self._request(tool, request, call, today, response_id)
+        request = self.refusals.fit(tool, build_request(tool, args, self._config, today))
+        answer, meta, response = self._request(tool, request, call, today, response_id)
+        meta["cost"] = self.pricing.booked(
+            _model_named(response, request["model"]),
+            request["model"],
+            meta["usage"],
+            meta["web_searches"],
+            response.get("service_tier"),
+        )
         return answer, meta
 
     def _request(self, tool: str, request: dict, call: Call, today: str, response_id=None):
@@ -5013,7 +5989,8 @@ class AnswerEngine:
                     run = call.background = None
                     continue
                 adapted = self.refusals.adapt(tool, request, failure)
-                if adapted is not None and (run is None or run.response_id is None):
+                adapting = run is None or run.response_id is None
+                if adapted is not None and adapting and attempt <= MAX_ADAPTED_TRIES:
                     request = adapted
                     continue
                 if run is not None and run.response_id is not None:
@@ -5337,7 +6314,9 @@ class BackgroundMode:
 # new version: a version 2 store may lack it). 3: writers; usage.writer_schema. 4: users,
 # ledger rows and reservations by user (usage.user_name), usage_by_user, response_owners.
 # 5: checks (the day each once-a-day check last ran: the model retirements); no rows move.
-STATE_SCHEMA_VERSION = 5
+# 6: usage.files and usage.file_bytes (what a call attached: counts only); no rows move.
+# 7: OAuth subjects as oauth:<issuer>#<sub> (issue 31: they had shared named users' names).
+STATE_SCHEMA_VERSION = 7
 ANSWER_FORMAT = 2  # the shape of a cached body; a row of another shape is a miss, and dropped
 _BUSY_TIMEOUT_S = 2.0  # how long a write (or a budget check) waits for another's lock
 _CACHE_READ_S = 0.25  # a cache read that takes longer is a miss
@@ -5367,6 +6346,10 @@ _WRITER_MARK_KEEP_S = 7 * 86400.0  # a writer's mark (see StateWriter) outlives 
 _LOCK_BUDGET, _LOCK_SCHEMA = 0x6F726D01, 0x6F726D02  # PostgreSQL advisory lock keys
 _UMASK_LOCK = threading.Lock()
 _USERS_CACHE_S = 2.0  # named tokens are read again after this long: a revoked one is refused
+_USERS_HASHES_KEPT = 100_000  # named tokens' hashes remembered (never sent to introspection)
+# What --user add's tokens start with, so a server knows one of its own even when it cannot
+# read the state (issue 31): such a token is never sent to an OAuth issuer.
+NAMED_TOKEN_PREFIX = "ormcp_u_"
 
 _USAGE_COLUMNS = (
     "at",
@@ -5384,6 +6367,8 @@ _USAGE_COLUMNS = (
     "outcome",
     "writer_schema",  # the schema version of the server that wrote the row (NULL: before 3)
     "user_name",  # who asked ('' before version 4)
+    "files",  # how many files the call sent (0 before version 6)
+    "file_bytes",  # their bytes in all
 )
 _DAILY_SUMS = (
     "calls",
@@ -5418,6 +6403,8 @@ def _tables(postgres: bool) -> dict:
             ("outcome", "TEXT NOT NULL"),
             ("writer_schema", "INTEGER"),
             ("user_name", "TEXT NOT NULL DEFAULT ''"),
+            ("files", count),
+            ("file_bytes", count),
         ],
         "spend_by_day": [("day", "TEXT PRIMARY KEY"), ("usd", f"{real} NOT NULL")],
         "usage_daily": [
@@ -5538,9 +6525,50 @@ def _from_version_2(backend, conn) -> None:
     column has added; nothing to move."""
 
 
+# Tables whose user_name column holds an identity (see Identity, in Transports).
+_IDENTITY_COLUMNS = ("usage", "reservations", "usage_by_user", "response_owners")
+
+
+def _from_version_6(backend, conn) -> None:
+    """6 -> 7: OAuth subjects get a namespace of their own (issue 31). Up to 6 a token's
+    `sub` was stored as it came, in the namespace of named users and `shared`: every name
+    that is no named user (revoked ones included), `local`, `shared` or '' was a subject, and
+    becomes oauth:<issuer>#<sub> (the issuer server.auth.issuer names as the store is
+    upgraded; "oauth:#<sub>" when OAuth is off then). A name both a named user and a subject
+    had used stays the named user's: the rows cannot be told apart. Cached answers are
+    dropped (their keys hash the old names): each question is asked again once."""
+    issuer = (backend.oauth_issuer or "").rstrip("/")
+    named = {row[0] for row in conn.execute("SELECT name FROM users").fetchall()}
+    keep = named | {"", LOCAL_USER, SHARED_USER}
+    for table in _IDENTITY_COLUMNS:
+        names = {row[0] for row in conn.execute(f"SELECT DISTINCT user_name FROM {table}")}
+        for name in sorted(names - keep):
+            if name.startswith(OAUTH_PREFIX):  # written by a version 7 server already
+                continue
+            new = backend.sql(f"UPDATE {table} SET user_name = ? WHERE user_name = ?")
+            if table == "usage_by_user":  # (day, user_name) is its key: fold into any row
+                _fold_user_days(backend, conn, name, oauth_identity(issuer, name))
+            else:
+                conn.execute(new, (oauth_identity(issuer, name), name))
+    conn.execute("DELETE FROM answers")
+
+
+def _fold_user_days(backend, conn, old: str, new: str) -> None:
+    sql = backend.sql
+    conn.execute(
+        sql(
+            "INSERT INTO usage_by_user (day, user_name, calls, usd) SELECT day, ?, calls, usd "
+            "FROM usage_by_user WHERE user_name = ? ON CONFLICT (day, user_name) DO UPDATE SET "
+            "calls = usage_by_user.calls + excluded.calls, usd = usage_by_user.usd + excluded.usd"
+        ),
+        (new, old),
+    )
+    conn.execute(sql("DELETE FROM usage_by_user WHERE user_name = ?"), (old,))
+
+
 # The steps, by the version each one reaches; each runs once, in order, after the tables
 # and columns this version expects have been made. A new schema version adds one step.
-_MIGRATIONS = {2: _from_version_1, 3: _from_version_2}
+_MIGRATIONS = {2: _from_version_1, 3: _from_version_2, 7: _from_version_6}
 
 
 def state_path(config: Config) -> str | None:
@@ -5664,6 +6692,7 @@ class _SqliteBackend:
     """A SQLite file in WAL mode, private to the user (with its -wal and -shm) from creation."""
 
     postgres = False
+    oauth_issuer = None  # server.auth.issuer, for _from_version_6
 
     def __init__(self, path: str):
         self.path = path
@@ -5765,6 +6794,7 @@ class _PostgresBackend:
     """A PostgreSQL database (psycopg 3), shared by every host that has its URL."""
 
     postgres = True
+    oauth_issuer = None  # server.auth.issuer, for _from_version_6
 
     def __init__(self, url: str):
         self.url = url
@@ -5879,10 +6909,11 @@ class _PostgresBackend:
 def state_backend(config: Config):
     """The backend state.url or state.path names, or None when the state is off."""
     url = config.get("state", "url")
-    if url:
-        return _PostgresBackend(url)
-    path = state_path(config)
-    return _SqliteBackend(path) if path else None
+    path = None if url else state_path(config)
+    backend = _PostgresBackend(url) if url else _SqliteBackend(path) if path else None
+    if backend is not None:  # whose subjects a store older than version 7 holds (see there)
+        backend.oauth_issuer = config.get("server", "auth", "issuer")
+    return backend
 
 
 def _ensure_schema(backend, conn) -> None:
@@ -6124,8 +7155,13 @@ class _StillOpening(Exception):
 
 
 _MAX_TEXT = 200  # characters of a model name (or any text) in a ledger row
+# ... but an identity is kept whole (budgets sum its rows by it): IDENTITY_MAX at most.
+IDENTITY_MAX = 600
 _MAX_COUNT = 10**12  # a token or search count past this is not real; the sums stay in BIGINT
-_MAX_USD = 1e6  # dollars one call can be recorded as
+# Dollars one call can be recorded as: above any cost of counts capped at USAGE_MAX_TOKENS
+# (10^12 tokens at $180 a million x 4.5, or 10^12 searches at $10 a thousand), so the row
+# holds what the client was shown, never less.
+_MAX_USD = 1e13
 _COUNT_COLUMNS = (
     "input_tokens",
     "cached_input_tokens",
@@ -6144,8 +7180,9 @@ def bounded_row(values: dict) -> dict:
     import math
 
     row = dict(values)
-    for name in ("day", "tool", "model", "outcome", "user_name"):
+    for name in ("day", "tool", "model", "outcome"):
         row[name] = _clean_text(row.get(name))
+    row["user_name"] = _clean_text(row.get("user_name"), IDENTITY_MAX)
     for name in _COUNT_COLUMNS:
         row[name] = _bounded_count(row.get(name))
     at = row.get("at")
@@ -6158,10 +7195,10 @@ def bounded_row(values: dict) -> dict:
     return row
 
 
-def _clean_text(value) -> str:
-    """Text every database takes: no NUL, no lone surrogate, at most _MAX_TEXT characters."""
+def _clean_text(value, limit: int = _MAX_TEXT) -> str:
+    """Text every database takes: no NUL, no lone surrogate, at most `limit` characters."""
     text = "" if value is None else str(value)
-    return text.encode("utf-8", "replace").decode("utf-8").replace("\0", "")[:_MAX_TEXT]
+    return text.encode("utf-8", "replace").decode("utf-8").replace("\0", "")[:limit]
 
 
 def _bounded_count(value) -> int:
@@ -6267,12 +7304,21 @@ class _HandoverWrite:
     def apply(self, q) -> None:
         held = None
         if self.reservation:
-            held = q("SELECT usd FROM reservations WHERE id = ?", (self.reservation,)).fetchone()
+            held = q(
+                "SELECT usd, user_name FROM reservations WHERE id = ?", (self.reservation,)
+            ).fetchone()
             q("DELETE FROM reservations WHERE id = ?", (self.reservation,))
+        # The hold stays its user's: it keeps counting against their allowance meanwhile.
         q(
-            "INSERT INTO reservations (id, at, expires_at, usd) VALUES (?, ?, ?, ?) "
+            "INSERT INTO reservations (id, at, expires_at, usd, user_name) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (id) DO NOTHING",
-            (self.handover, time.time(), self.expires_at, float(held[0]) if held else 0.0),
+            (
+                self.handover,
+                time.time(),
+                self.expires_at,
+                float(held[0]) if held else 0.0,
+                held[1] if held else LOCAL_USER,
+            ),
         )
 
 
@@ -6404,6 +7450,10 @@ class StateWriter:
                 self._thread.daemon = True
                 self._thread.start()
             self._cond.notify_all()
+
+    def open(self) -> None:
+        """Opens the connection the writes go through, if it is not open yet."""
+        self._channel.run("opening the state", lambda q: None)
 
     def unwritten(self) -> list:
         """What was submitted and is not in the store yet, oldest first."""
@@ -6563,7 +7613,7 @@ class StateStore:
         self._retention_days = retention_days
         self._warned: dict = {}
         self._warn_lock = threading.Lock()
-        self.budgeted = False  # whether a budget is set: failures refuse calls, not just warn
+        self._prepared = False  # see prepare()
         # The cache's reads and the budget's checks each have a connection: a slow cache read
         # (a miss after _CACHE_READ_S) puts no budget check at rest.
         self._reads = _Channel(backend, self.failed) if backend else None
@@ -6595,6 +7645,23 @@ class StateStore:
     def write_later(self, write) -> None:
         if self._writer is not None:
             self._writer.submit(write)
+
+    def prepare(self) -> None:
+        """Opens the writer's connection (imports the driver, makes or checks the tables) in a
+        thread of its own, once, while a call is in flight: else a stop signal during a first
+        call left all of that to the second the process has to write the call's row and exit
+        (over a second on a busy machine, with the cache off and no budget to open it first)."""
+        if self._writer is None or self._prepared:
+            return
+        self._prepared = True
+
+        def open_it() -> None:
+            try:
+                self._writer.open()
+            except StateUnavailable:
+                pass  # warned already; the row's write tries again
+
+        threading.Thread(target=open_it, name="state-open", daemon=True).start()
 
     def unwritten(self) -> list:
         return self._writer.unwritten() if self._writer else []
@@ -6669,6 +7736,21 @@ def claim_daily(state: StateStore, name: str, today: str) -> bool:
         return False
 
 
+def release_daily(state: StateStore, name: str, today: str) -> None:
+    """Gives back today's claim of the check `name` (its look failed): the next process, or
+    this one's next try, runs it."""
+    if not state.enabled:
+        return
+    try:
+        state.read(
+            f"giving back today's {name} check",
+            lambda q: q("DELETE FROM checks WHERE name = ? AND day = ?", (name, today)),
+            write=True,
+        )
+    except StateUnavailable:
+        pass
+
+
 class UsageRow:
     """One finished call, as the ledger stores it: counts and dollars, never the query."""
 
@@ -6692,6 +7774,9 @@ class UsageRow:
             "elapsed_ms": meta.get("elapsed_ms", 0),
             "outcome": outcome,
             "user_name": user,
+            # How many files the call sent, and their bytes: never their names or content.
+            "files": len(meta.get("files") or ()),
+            "file_bytes": sum(f["bytes"] for f in meta.get("files") or ()),
         }
 
 
@@ -6734,12 +7819,19 @@ class Ledger:
         return sums[0] + _unwritten_spend(unwritten, first_day, sums[-1])
 
     def reserve(
-        self, tool: str, limits: list, floor: float, ttl_s: float, user: str = LOCAL_USER
+        self,
+        tool: str,
+        limits: list,
+        floor: float,
+        ttl_s: float,
+        user: str = LOCAL_USER,
+        extra: float = 0.0,
     ) -> tuple:
-        """Reserves a call's expected cost if every (first day, limit, user) has room for it
-        (user None: the team's spend; else that user's), all in one transaction that takes
-        turns with every other process's: (reservation id or None, the estimate, [(spent,
-        reserved by calls in flight)] per limit). Raises StateUnavailable."""
+        """Reserves a call's expected cost (`extra`, its files' estimate, on top) if every
+        (first day, limit, user) has room for it (user None: the team's spend; else that
+        user's), all in one transaction that takes turns with every other process's:
+        (reservation id or None, the estimate, [(spent, reserved by calls in flight)] per
+        limit). Raises StateUnavailable."""
         unwritten = self._state.unwritten()
         writer = self._state.writer_id
         settling = {w.reservation for w in unwritten if isinstance(w, _UsageWrite)}
@@ -6753,7 +7845,7 @@ class Ledger:
                 (tool, _RECENT_CALLS),
             ).fetchall()
             mean = sum(float(row[0]) for row in recent) / len(recent) if recent else 0.0
-            estimate = max(floor, mean)
+            estimate = max(floor, mean) + extra
             live = q(
                 "SELECT id, usd, user_name FROM reservations WHERE expires_at > ?", (now,)
             ).fetchall()
@@ -6807,9 +7899,48 @@ class Ledger:
                 params,
             ).fetchall()
             report["by_user"] = [
-                {"user": name or "(before users)", "calls": int(calls), "usd": round(float(d), 6)}
+                {
+                    "user": name or "(before users)",
+                    "kind": identity_kind(name),  # user, oauth, shared, local or none
+                    "calls": int(calls),
+                    "usd": round(float(d), 6),
+                }
                 for name, calls, d in rows
             ]
+            return report
+
+        return self._state.report("reading usage", read)
+
+    def user_report(self, since: str, user: str) -> dict:
+        """report() for one user's spend only (what a non-admin's GET /usage shows): totals
+        and calls from the per-user sums, by model and by tool from that user's raw rows
+        (kept state.retention_days). Raises StateUnavailable."""
+        sums = (
+            "COUNT(*) AS calls, COALESCE(SUM(usd), 0) AS usd, SUM(cache_hit) AS cache_hits, "
+            "SUM(input_tokens) AS input_tokens, SUM(cached_input_tokens) AS "
+            "cached_input_tokens, SUM(output_tokens) AS output_tokens, SUM(web_searches) AS "
+            "web_searches, SUM(CASE WHEN usd IS NULL THEN 1 ELSE 0 END) AS unpriced"
+        )
+        mine = "WHERE day >= ? AND user_name = ?"
+
+        def read(q):
+            report = {"since": since, "timezone": self._timezone}
+            for name, column in (("by_model", "model"), ("by_tool", "tool")):
+                cursor = q(
+                    f"SELECT {column}, {sums} FROM usage {mine} GROUP BY {column} "
+                    f"ORDER BY {column}",
+                    (since, user),
+                )
+                report[name] = [_usage_row(cursor, row) for row in cursor.fetchall()]
+            cursor = q(f"SELECT {sums} FROM usage {mine}", (since, user))
+            total = _usage_row(cursor, cursor.fetchone())
+            calls, usd = q(
+                f"SELECT COALESCE(SUM(calls), 0), COALESCE(SUM(usd), 0) FROM usage_by_user {mine}",
+                (since, user),
+            ).fetchone()
+            total.update(calls=int(calls), usd=round(float(usd), 6))
+            report["total"] = total
+            report["by_user"] = [{"user": user, "calls": total["calls"], "usd": total["usd"]}]
             return report
 
         return self._state.report("reading usage", read)
@@ -6846,19 +7977,20 @@ def _unwritten_spend(unwritten: list, first_day: str, mark: int, user=None) -> f
     )
 
 
-def spend_summary(ledger: Ledger, timezone: str, in_flight: int, users=None) -> dict:
-    """What GET /usage shows: today's and this month's spend by model, tool and user (`users`:
-    only these users' rows; None: everyone's), the cache hit rate, and the calls in flight."""
+def spend_summary(ledger: Ledger, timezone: str, in_flight: int, user=None) -> dict:
+    """What GET /usage shows: today's and this month's spend by model, tool and user (`user`:
+    that user's spend only, every figure of it; None: the team's), the cache hit rate, and
+    the calls in flight (the caller counts them for the same people)."""
     today = today_in(timezone)
     summary: dict = {"timezone": timezone, "today": today, "in_flight": in_flight}
     for period, since in (("day", today), ("month", today[:8] + "01")):
         try:
-            report = ledger.report(since)
+            report = ledger.report(since) if user is None else ledger.user_report(since, user)
         except StateUnavailable:  # zeros below, but not passed off as "nothing spent"
             summary["warning"] = "the usage ledger could not be read; see the server's stderr"
             report = {"by_model": [], "by_tool": [], "by_user": [], "total": None}
         total = report["total"] or _usage_row_empty()
-        by_user = [row for row in report["by_user"] if users is None or row["user"] in users]
+        by_user = report["by_user"]
         calls = total["calls"]
         summary[period] = {
             "since": since,
@@ -6888,7 +8020,8 @@ def spend_page(summary: dict) -> bytes:
     def table(title: str, rows: list, key: str) -> str:
         hits = key != "user"  # by user: calls and dollars only
         cells = "".join(
-            f"<tr><td>{html.escape(str(row[key]))}</td><td>{row['calls']}</td>"
+            f"<tr><td>{html.escape(user_row_label(row) if key == 'user' else str(row[key]))}"
+            f"</td><td>{row['calls']}</td>"
             + (f"<td>{row['cache_hits']}</td>" if hits else "")
             + f"<td>${row['usd']:.4f}</td></tr>"
             for row in rows
@@ -6939,6 +8072,69 @@ def token_sha256(token: str) -> str:
 
 
 USER_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}"
+OAUTH_SUBJECT_MAX = 255  # characters of a token's user claim; a longer one is refused
+
+
+# -- Identities: one person, one identity (issue 31) ---------------------------------------------
+# Three namespaces that never meet: named users (their name: letters, digits and . _ @ + -,
+# never ':'), OAuth subjects (oauth:<issuer>#<sub>, per issuer) and the two reserved
+# identities, `shared` (MCP_HTTP_TOKEN) and `local` (stdio; HTTP with no token asked). The
+# ledger, budgets, cache keys, response owners, tasks and handoffs all key by this string.
+
+
+def oauth_identity(issuer: str, subject: str) -> str:
+    """An OAuth subject's identity: its issuer (without a trailing '/') and its subject."""
+    return f"{OAUTH_PREFIX}{issuer.rstrip('/')}#{subject}"
+
+
+def identity_kind(identity: str) -> str:
+    """user, oauth, shared, local, or none ('': rows from before users existed)."""
+    if identity.startswith(OAUTH_PREFIX):
+        return "oauth"
+    if identity in (SHARED_USER, LOCAL_USER):
+        return identity
+    return "user" if identity else "none"
+
+
+def identity_label(identity: str) -> str:
+    """How --usage and /usage show an identity, its kind first: user:alice,
+    oauth:https://login.example.com#alice, shared (MCP_HTTP_TOKEN), local, (before users)."""
+    kind = identity_kind(identity)
+    if kind == "user":
+        return USER_PREFIX + identity
+    if kind == "oauth" and identity.startswith(OAUTH_PREFIX + "#"):
+        return f"{OAUTH_PREFIX}(issuer unknown){identity[len(OAUTH_PREFIX) :]}"
+    labels = {"shared": "shared (MCP_HTTP_TOKEN)", "none": "(before users)"}
+    return labels.get(kind, identity)
+
+
+def user_row_label(row: dict) -> str:
+    """A by_user row's identity, as identity_label shows it."""
+    return identity_label("" if row.get("kind") == "none" else row["user"])
+
+
+def admin_identity(entry: str) -> str:
+    """A server.auth.admins entry as the identity it names; ValueError saying why not.
+    user:NAME (or NAME alone, as before schema 7) is a named user; oauth:ISSUER#SUB a
+    subject of that issuer; `shared` whoever holds MCP_HTTP_TOKEN."""
+    entry = entry.strip()
+    if entry.startswith(OAUTH_PREFIX):
+        issuer, sep, subject = entry[len(OAUTH_PREFIX) :].partition("#")
+        if not sep or not subject or not re.match(r"https?://[^/\s#]+", issuer):
+            raise ValueError(
+                f"{entry[:80]!r} is not oauth:ISSUER#SUBJECT (e.g. "
+                "oauth:https://login.example.com/realms/team#3f2a...): the issuer as "
+                "server.auth.issuer writes it, '#', the token's sub (or server.auth.user_claim)"
+            )
+        return oauth_identity(issuer, subject)
+    if entry == SHARED_USER:
+        return SHARED_USER
+    name = entry[len(USER_PREFIX) :] if entry.startswith(USER_PREFIX) else entry
+    if not re.fullmatch(USER_NAME_PATTERN, name) or name in (LOCAL_USER, SHARED_USER):
+        raise ValueError(
+            f"{entry[:80]!r} is not user:NAME (a --user add name), oauth:ISSUER#SUBJECT or shared"
+        )
+    return name
 
 
 def user_name_problem(name: str) -> str | None:
@@ -6948,24 +8144,29 @@ def user_name_problem(name: str) -> str | None:
             f"{name[:80]!r} is not a user name: 1-64 letters, digits and . _ @ + -, starting "
             "with a letter or digit"
         )
-    if name in (LOCAL_USER, SHARED_USER):
-        return f"{name!r} is reserved (the {name} identity); pick another name"
+    if name.lower() in (LOCAL_USER, SHARED_USER):
+        return f"{name!r} is reserved (the {name.lower()} identity); pick another name"
     return None
 
 
 class UserDirectory:
     """Named users (--user add/list/revoke) in the state, so every host sharing it knows them.
 
-    Servers keep the active users' token hashes for _USERS_CACHE_S, so a revoked token is
-    refused within seconds; each user's own allowance (--daily-usd, --monthly-usd) comes with
-    them."""
+    Servers keep the users' token hashes for _USERS_CACHE_S, so a revoked token is refused
+    within seconds; each user's own allowance (--daily-usd, --monthly-usd) comes with them.
+    Once the state has had a user, active or revoked, it has had one for good (issue 31): a
+    revoke never turns a server back into one that asks for no token."""
 
     def __init__(self, state: StateStore):
         self._state = state
         self._lock = threading.Lock()
         self._active: dict | None = None  # token hash -> (name, daily_usd, monthly_usd)
+        self._hashes: set = set()  # every named token's hash seen, revoked ones too
         self._read_at = -_USERS_CACHE_S
-        self._known = None  # whether any user existed at the last successful read (None: none)
+        self._had = None  # whether the state has had any user (None: never read)
+        # Called with the number of active users after each read (HttpApp: says on stderr
+        # the moment none is left).
+        self.on_read = None
 
     def _snapshot(self) -> dict:
         """The active users by token hash, read again once _USERS_CACHE_S old; raises
@@ -6978,23 +8179,47 @@ class UserDirectory:
             rows = self._state.read(
                 "reading users",
                 lambda q: q(
-                    "SELECT token_sha256, name, daily_usd, monthly_usd FROM users "
-                    "WHERE revoked_at IS NULL"
+                    "SELECT token_sha256, name, daily_usd, monthly_usd, revoked_at FROM users"
                 ).fetchall(),
             )
-            self._active = {row[0]: (row[1], row[2], row[3]) for row in rows}
+            self._active = {row[0]: (row[1], row[2], row[3]) for row in rows if row[4] is None}
+            if len(self._hashes) < _USERS_HASHES_KEPT:
+                self._hashes.update(row[0] for row in rows)
             self._read_at = time.monotonic()
-            self._known = bool(self._active)
-            return self._active
+            self._had = bool(self._had) or bool(rows)
+            active, hook = self._active, self.on_read
+        if hook is not None:
+            hook(len(active))
+        return active
 
     def exist(self) -> bool:
-        """Whether any active user exists; when the state cannot be read, what the last read
-        said. A team's database never read yet counts as having users (fail closed: its users
-        may be there); a local SQLite file that cannot be read, as having none."""
+        """Whether the state has had any user, active or revoked (a revoke never opens a
+        server); when the state cannot be read, what the last read said. A state never read
+        yet counts as having users (fail closed: its users may be there, in a team's database
+        or a local file that cannot be read now)."""
+        if not self._state.enabled:
+            return False
         try:
-            return bool(self._snapshot())
+            self._snapshot()
         except StateUnavailable:
-            return self._state.backend.postgres if self._known is None else self._known
+            pass
+        return True if self._had is None else self._had
+
+    def had(self) -> bool:
+        """Whether a read of the state has ever found a user (not a guess: see exist())."""
+        return bool(self._had)
+
+    def active(self) -> int | None:
+        """How many users have a valid token; None when the state cannot be read."""
+        try:
+            return len(self._snapshot())
+        except StateUnavailable:
+            return None
+
+    def named_shaped(self, token: str) -> bool:
+        """Whether a token is one of ours (a named token's prefix, or the hash of a named
+        token seen, revoked ones too): never sent to an OAuth issuer's introspection."""
+        return token.startswith(NAMED_TOKEN_PREFIX) or token_sha256(token) in self._hashes
 
     def user_of(self, token: str) -> str | None:
         """The active user whose token this is, or None; raises StateUnavailable."""
@@ -7018,6 +8243,13 @@ class UserDirectory:
             row = q("SELECT revoked_at FROM users WHERE name = ?", (name,)).fetchone()
             if row is not None and row[0] is None:
                 raise ValueError(f"user {name!r} exists; revoke it first to give a new token")
+            # Names that differ only in case are two people who read as one (admins, --usage).
+            for (other,) in q("SELECT name FROM users").fetchall():
+                if other != name and other.lower() == name.lower():
+                    raise ValueError(
+                        f"user {other!r} exists, and {name!r} differs from it only in case; "
+                        "pick another name"
+                    )
             q("DELETE FROM users WHERE name = ?", (name,))
             q(
                 "INSERT INTO users (name, token_sha256, created_at, revoked_at, daily_usd, "
@@ -7236,7 +8468,10 @@ def answer_key(
             args["query"].strip(),
             hints,
             today,
-            request["input"].rpartition("\n\n[hints]")[2],
+            request_text(request).rpartition("\n\n[hints]")[2],
+            # Each file by its content (a URL by itself), never its path: a changed file is
+            # asked again, an unchanged one under another name is not.
+            *([[(f.kind, f.sha256) for f in args["files"]]] if args.get("files") else []),
             shape,
             max_citations,
             endpoint,
@@ -7324,6 +8559,19 @@ INPUT_PROPERTIES = {
             "The earlier turns are billed again as input."
         ),
     },
+}
+
+FILES_MAX_ITEMS = 100  # the schema's bound; files.max_files is the one a call meets
+INPUT_PROPERTIES["files"] = {
+    "type": "array",
+    "items": {"type": "string", "minLength": 1},
+    "maxItems": FILES_MAX_ITEMS,
+    "description": (
+        "Screenshots, PDFs, logs or source files the question is about, sent to the model with "
+        "it: each a local path (inside the project), an https:// URL or a data: URL (base64). "
+        "PNG, JPEG, WebP, GIF, PDF and UTF-8 text; secrets (.env, keys, ~/.ssh) are refused. "
+        "A follow-up (previous_response_id) need not send them again."
+    ),
 }
 
 OUTPUT_SCHEMA = {
@@ -7633,7 +8881,21 @@ def validate_arguments(tool: str, arguments) -> dict:
     previous = arguments.get("previous_response_id")
     if "previous_response_id" in declared and previous is not None:
         clean["previous_response_id"] = _check_response_id(previous)
+    if "files" in declared and arguments.get("files") is not None:
+        clean["files"] = _check_files(arguments["files"])
     return clean
+
+
+def _check_files(value) -> list[str]:
+    """A list of non-empty strings: what each one is, and whether it may be sent, is the
+    FileReader's to say (on the call's worker, with the client's roots)."""
+    if not isinstance(value, list) or not all(isinstance(i, str) and i.strip() for i in value):
+        raise InvalidParams(
+            f"'files' must be an array of paths or URLs (non-empty strings), got {_describe(value)}"
+        )
+    if len(value) > FILES_MAX_ITEMS:
+        raise InvalidParams(f"'files' may list at most {FILES_MAX_ITEMS} files")
+    return [item.strip() for item in value]
 
 
 # Characters no one sees that Python's str.isspace() does not count: fillers (Hangul, braille
@@ -8103,7 +9365,6 @@ class Session:
     def __init__(self, send):
         self.send = send
         self.protocol_version = LATEST_PROTOCOL
-        self.initialized = False
         self.client_name = None  # initialize's clientInfo.name: who may need a handoff
         self.client_key = None  # whose tasks these are (the transport says; None: this session)
         self.user = LOCAL_USER  # who is asking (HTTP: Authenticator.authenticate); see Identity
@@ -8114,6 +9375,48 @@ class Session:
         self.closed = False
         self.tasks_closed = False  # its client can collect nothing more: no call becomes a task
         self._lock = threading.Condition()
+        # Files (see Files): stdio's paths are the client's own disk; its roots, once asked.
+        self.local = False
+        self.roots_capable = False  # initialize declared capabilities.roots
+        self.roots: list | None = None  # the roots it listed (None: not asked since a change)
+        self.roots_generation = 0  # counts notifications/roots/list_changed
+        self._asks: dict = {}  # request id -> [Event, its response]: requests to the client
+        self._ask_seq = 0
+
+    def ask(self, method: str, params: dict, timeout: float):
+        """Sends the client a request and waits up to `timeout` for its result; TimeoutError
+        when none comes (or the session ends), ValueError when it answers with an error."""
+        with self._lock:
+            self._check_open()
+            self._ask_seq += 1
+            request_id = f"{SERVER_NAME}-{self._ask_seq}"
+            slot = self._asks[request_id] = [threading.Event(), None]
+        try:
+            self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            slot[0].wait(timeout)
+        finally:
+            with self._lock:
+                self._asks.pop(request_id, None)
+        response = slot[1]
+        if not isinstance(response, dict):
+            raise TimeoutError(method)
+        if "error" in response or not isinstance(response.get("result"), dict):
+            raise ValueError(_one_line(str(response.get("error")), 200))
+        return response["result"]
+
+    def answered(self, message: dict) -> bool:
+        """A response from the client: to the request of ask() waiting for it, if any (ask's
+        ids are strings: any other id, a list or an object included, is no answer of ours)."""
+        request_id = message.get("id")
+        if not isinstance(request_id, str):
+            return False
+        with self._lock:
+            slot = self._asks.get(request_id)
+        if slot is None:
+            return False
+        slot[1] = message
+        slot[0].set()
+        return True
 
     def _check_open(self) -> None:
         """A request that raced its session's end (HTTP: DELETE, expiry, pushed out) starts
@@ -8212,6 +9515,9 @@ class Session:
         of the calls cancelled."""
         with self._lock:
             self.closed = True  # no call or waiter joins from now on
+            asks = list(self._asks.values())
+        for slot in asks:  # a call waiting for the client's answer stops waiting
+            slot[0].set()
         cancelled = self.cancel_all()
         with self._lock:
             waiters, self._waiters = list(self._waiters.values()), {}
@@ -8445,7 +9751,7 @@ class Dispatcher:
         if isinstance(method, str):
             return ("request" if "id" in message else "notification"), method
         if method is None and ("result" in message or "error" in message):
-            return "response", None  # this server never sends requests; its id may be null
+            return "response", None  # to Session.ask (roots/list); its id may be null
         return "invalid", None
 
     def handle(self, message, session: Session, header_version: str | None = None) -> dict | None:
@@ -8458,6 +9764,7 @@ class Dispatcher:
             self._notification(method, message.get("params"), session)
             return None
         if kind == "response":
+            session.answered(message)  # an answer to one of ask()'s requests, or nothing
             return None
         if not isinstance(message, dict):
             why = (
@@ -8521,6 +9828,10 @@ class Dispatcher:
         session.protocol_version = version
         info = params.get("clientInfo")
         session.client_name = info.get("name") if isinstance(info, dict) else None
+        capabilities = params.get("capabilities")
+        session.roots_capable = isinstance(capabilities, dict) and isinstance(
+            capabilities.get("roots"), dict
+        )
         result = {
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": False}},
@@ -8664,7 +9975,7 @@ class Dispatcher:
     def _run_call(self, call: Call, args: dict, session: Session, version: str, task=None):
         _WORKER.session = session  # see StdioTransport.end_calls
         try:
-            reply = self._reply_of(call, version, lambda: self.engine.answer(call.tool, args, call))
+            reply = self._reply_of(call, version, lambda: self._answer(call, args, session))
         finally:
             call.finish()
             self.heartbeat.forget(call)
@@ -8679,6 +9990,45 @@ class Dispatcher:
             if task is not None:
                 self.long_calls.settle(task)
             session.done()
+
+    def _answer(self, call: Call, args: dict, session: Session) -> tuple[dict, dict]:
+        """The engine's answer, its `files` read first (all, or none: FileRefused is the
+        call's error, and nothing is sent); `_meta.files` lists what went with it."""
+        if not args.get("files"):
+            return self.engine.answer(call.tool, args, call)
+        allowed = None  # HTTP: paths name the server's disk, so only files.allowed_dirs
+        if session.local:
+            allowed = allowed_dirs(self.config, self._roots(session))
+        elif self.config.get("files", "local_paths"):
+            allowed = allowed_dirs(self.config, [])
+        try:
+            files = FileReader(self.config).read(args["files"], allowed)
+        except FileRefused as exc:
+            raise ToolError(str(exc)) from None
+        answer, meta = self.engine.answer(call.tool, {**args, "files": files}, call)
+        return answer, {**meta, "files": [f.summary() for f in files]}
+
+    def _roots(self, session: Session) -> list | None:
+        """The client's roots (None: it declared none, so the working directory serves):
+        asked once, then kept until notifications/roots/list_changed."""
+        if not session.roots_capable:
+            return None
+        with session._lock:
+            cached, generation = session.roots, session.roots_generation
+        if cached is not None:
+            return cached
+        try:
+            roots = roots_from(session.ask("roots/list", {}, ROOTS_TIMEOUT_S))
+        except (TimeoutError, ValueError, RpcError) as exc:
+            what = "did not answer" if isinstance(exc, TimeoutError) else "refused"
+            raise ToolError(
+                f"the client {what} roots/list (within {ROOTS_TIMEOUT_S:g} s), so no local path "
+                "can be checked against its roots; retry, or send the file as a data: URL"
+            ) from None
+        with session._lock:
+            if session.roots_generation == generation:  # no change came while it was asked
+                session.roots = roots
+        return roots
 
     def _reply_of(self, call: Call, version: str, work) -> dict | None:
         """What a call answers: work()'s (answer, meta) as a result, or its failure as the
@@ -8757,8 +10107,10 @@ class Dispatcher:
                     "server",
                     f"cancelled requestId={_describe(request_id)} reason={json.dumps(reason)}",
                 )
-        elif method == "notifications/initialized":
-            session.initialized = True
+        elif method == "notifications/roots/list_changed":
+            with session._lock:
+                session.roots, session.roots_generation = None, session.roots_generation + 1
+        # notifications/initialized: nothing to do (a request before it is served all the same)
 
     def _cancel(self, session: Session, request_id) -> bool:
         """notifications/cancelled: the call in flight with that id; else the request waiting
@@ -9497,7 +10849,9 @@ class LongCalls:
         finally:
             call.finish()
         if read and hasattr(self.engine, "settle_followed"):
-            self.engine.settle_followed(task.tool, read[0][1], response_id, read[0][0])
+            self.engine.settle_followed(
+                task.tool, read[0][1], response_id, read[0][0], task.user or LOCAL_USER
+            )
         task.finish(reply)
 
     def hand_over(self) -> int:
@@ -10264,6 +11618,7 @@ class StdioTransport:
         self.max_bytes = config.get("server", "max_message_bytes")
         self.writer = StdioWriter(fd_out, config.get("server", "line_mode"), self.gone, log)
         self.session = Session(self.writer.send)
+        self.session.local = True  # a path names the client's own disk (see Files)
         self.reader = FrameReader(self.max_bytes)
         self._holding_stops = self._stop_pending = False  # see _uninterrupted
 
@@ -10424,6 +11779,9 @@ DEFAULT_HTTP_VERSION = "2025-03-26"  # what a request without MCP-Protocol-Versi
 # --stateless: initialize's Mcp-Session-Id is a signed record of the client (identity_id):
 # its kind is none of a task's, so it can never pass for a task id, and a record lasts 30 days.
 IDENTITY_KIND, IDENTITY_TTL_MS = "c", 30 * 86_400_000
+# Without server.tasks.secret the record is unsigned: "c1." and base64url JSON, its name at
+# most IDENTITY_NAME_MAX characters (so the whole id at most IDENTITY_PLAIN_MAX).
+IDENTITY_PLAIN, IDENTITY_NAME_MAX, IDENTITY_PLAIN_MAX = "c1.", 100, 1024
 _END = object()  # an Outbox's "nothing more will come"
 _POLL_S = 0.25  # how often a waiting response looks for a hung-up client
 
@@ -10750,11 +12108,22 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 def _host_name(value: str) -> str:
-    """The name in a Host header or an origin's authority, lower-cased, without the port."""
+    """The name in a Host header or an origin's authority, lower-cased, without the port.
+    Anything else after the name ("[::1].evil.com", "localhost:evil") keeps the value whole,
+    which matches no name: the gates compare whole names, never a prefix."""
     value = value.strip().lower()
     if value.startswith("["):
-        return value[1:].partition("]")[0]
-    return value.rpartition(":")[0] if value.count(":") == 1 else value
+        name, close, port = value[1:].partition("]")
+        return name if close and _is_port(port) else value
+    if value.count(":") == 1:
+        name, colon, port = value.partition(":")
+        return name if _is_port(colon + port) else value
+    return value
+
+
+def _is_port(text: str) -> bool:
+    """Nothing, or ":" and a number."""
+    return text == "" or (text[0] == ":" and text[1:].isascii() and text[1:].isdigit())
 
 
 # -- OAuth 2.1 resource server (server.auth.issuer) ----------------------------------------------
@@ -10777,6 +12146,10 @@ FETCH_TIMEOUT_S = 5
 FETCH_MAX_BYTES = 1024 * 1024
 INTROSPECTION_CACHE_S = 60  # an active opaque token is asked about again after this long
 INTROSPECTION_CACHE_SIZE = 10_000
+INTROSPECTION_REFUSED_S = 30  # a token the issuer called inactive is not asked about again
+INTROSPECTION_CONCURRENCY = 4  # introspection calls at once, at most
+INTROSPECTION_BURST = 20  # introspection calls in a row, at most, then ...
+INTROSPECTION_PER_S = 5.0  # ... this many a second
 
 
 class TokenRefused(HttpError):
@@ -10912,10 +12285,17 @@ class IssuerKeys:
         return same[0] if len(same) == 1 else None
 
 
+class IntrospectionBusy(Exception):
+    """Too many introspection calls at once or in a short while: the request gets 503."""
+
+
 class Introspection:
     """RFC 7662: asks the issuer whether an opaque access token is active, as this server's
-    own client; an active answer is kept for up to INTROSPECTION_CACHE_S (keyed by the token's
-    hash, never the token), so a session's every request is not a round trip."""
+    own client. Answers are kept by the token's hash, never the token: an active one for up
+    to INTROSPECTION_CACHE_S, so a session's every request is not a round trip; a refusal for
+    INTROSPECTION_REFUSED_S, so a client retrying a bad token does not ask again each time.
+    At most INTROSPECTION_CONCURRENCY calls run at once and INTROSPECTION_BURST in a row
+    (then INTROSPECTION_PER_S a second): a flood of junk tokens cannot flood the issuer."""
 
     def __init__(self, url: str, client_id: str, secret: str):
         import base64
@@ -10926,26 +12306,55 @@ class Introspection:
         self._basic = "Basic " + base64.b64encode(pair.encode()).decode()
         self._cache: dict[str, tuple[dict, float]] = {}
         self._lock = threading.Lock()
+        self._running = threading.BoundedSemaphore(INTROSPECTION_CONCURRENCY)
+        self._allowance, self._filled = float(INTROSPECTION_BURST), time.monotonic()
 
     def claims(self, token: str) -> dict:
-        """The introspection answer; OSError or ValueError if the endpoint fails."""
-        import hashlib
-
-        digest = hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
-        now = time.monotonic()
+        """The introspection answer; OSError or ValueError if the endpoint fails,
+        IntrospectionBusy past the bounds."""
+        digest = token_sha256(token)
         with self._lock:
             cached = self._cache.get(digest)
-        if cached is not None and cached[1] > now:
+        if cached is not None and cached[1] > time.monotonic():
             return cached[0]
-        answer = self._ask(token)
+        if not self._running.acquire(timeout=FETCH_TIMEOUT_S):
+            raise IntrospectionBusy("too many introspection calls at once")
+        try:
+            with self._lock:  # another request may have asked about it while this one waited
+                cached = self._cache.get(digest)
+            if cached is not None and cached[1] > time.monotonic():
+                return cached[0]
+            self._spend_allowance()
+            answer = self._ask(token)
+        finally:
+            self._running.release()
+        self._keep(digest, answer)
+        return answer
+
+    def _spend_allowance(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            refill = (now - self._filled) * INTROSPECTION_PER_S
+            self._allowance = min(float(INTROSPECTION_BURST), self._allowance + refill)
+            self._filled = now
+            if self._allowance < 1:
+                raise IntrospectionBusy("too many introspection calls in a short while")
+            self._allowance -= 1
+
+    def _keep(self, digest: str, answer: dict) -> None:
+        now = time.monotonic()
         if answer.get("active") is True:
             left = answer.get("exp", time.time() + INTROSPECTION_CACHE_S) - time.time()
-            with self._lock:
-                if len(self._cache) >= INTROSPECTION_CACHE_SIZE:
-                    self._cache = {k: v for k, v in self._cache.items() if v[1] > now}
-                if len(self._cache) < INTROSPECTION_CACHE_SIZE and _is_number(left):
-                    self._cache[digest] = answer, now + min(INTROSPECTION_CACHE_S, left)
-        return answer
+            if not _is_number(left):
+                return
+            until = now + min(INTROSPECTION_CACHE_S, left)
+        else:
+            until = now + INTROSPECTION_REFUSED_S
+        with self._lock:
+            if len(self._cache) >= INTROSPECTION_CACHE_SIZE:
+                self._cache = {k: v for k, v in self._cache.items() if v[1] > now}
+            if len(self._cache) < INTROSPECTION_CACHE_SIZE:
+                self._cache[digest] = answer, until
 
     def _ask(self, token: str) -> dict:
         import urllib.parse
@@ -10969,6 +12378,9 @@ class Introspection:
         return answer
 
 
+INACTIVE = "the token is not active (not the issuer's, or revoked or expired there)"
+
+
 class OAuthVerifier:
     """Checks bearer tokens for one resource: verify(token) -> the user, or TokenRefused."""
 
@@ -10978,14 +12390,43 @@ class OAuthVerifier:
         self.user_claim: str = auth["user_claim"]
         self.audience: str | None = auth["audience"]
         self.resource = ""  # set by set_resource() once the URL clients use is known
+        # Without server.public_url on a loopback address: each loopback Host a client may
+        # use (lower-cased, with the port) -> the resource named to it (see for_host).
+        self.loopback_resources: dict[str, str] = {}
         self.keys = IssuerKeys(self.issuer, log)
         self.introspection = None
         if auth["introspection_url"]:
             url, client_id = auth["introspection_url"], auth["client_id"]
             self.introspection = Introspection(url, client_id, auth["client_secret"])
 
-    def set_resource(self, public_url: str) -> None:
+    def set_resource(self, public_url: str, loopback_port: int | None = None) -> None:
+        """The resource clients are told of; with `loopback_port` (no server.public_url, a
+        loopback address) also the one each loopback name reaches it by: a client that
+        connected as localhost must be told http://localhost:PORT/mcp, or the MCP SDK
+        refuses to sign in (the resource must match the URL it used)."""
         self.resource = public_url.rstrip("/") + MCP_PATH
+        if loopback_port is None:
+            return
+        for name in ("localhost", "127.0.0.1", "[::1]"):
+            url = f"http://{name}:{loopback_port}"
+            self.loopback_resources[f"{name}:{loopback_port}"] = url + MCP_PATH
+            if loopback_port == 80:  # the port a client leaves out of its Host
+                self.loopback_resources[name] = url + MCP_PATH
+
+    def for_host(self, host: str | None) -> OAuthVerifier:
+        """This verifier as seen by a request with that Host header: its resource (in the
+        metadata, the challenge, the audience a token must name) is the URL the client used
+        when that is one of this server's loopback names and port, else the default. Any
+        other Host, a lying one included, gets the default: a Host header never puts a name
+        of its own choosing into the metadata."""
+        resource = self.loopback_resources.get((host or "").strip().lower())
+        if resource is None or resource == self.resource:
+            return self
+        import copy
+
+        view = copy.copy(self)  # shares the keys, the introspection cache and the log
+        view.resource = resource
+        return view
 
     def metadata_url(self) -> str:
         """RFC 9728: the well-known name inserted between the resource's origin and path."""
@@ -11033,10 +12474,14 @@ class OAuthVerifier:
             self.challenge(),
         )
 
-    def verify(self, token: str) -> str:
+    def verify(self, token: str, introspect: bool = True) -> str:
         """The user an access token names, if its signature (or the issuer's introspection),
-        issuer, times, audience and scopes are right."""
+        issuer, times, audience and scopes are right. `introspect` False: an opaque token is
+        one of this server's own (Authenticator.ours), never sent to the issuer, refused as
+        an inactive one is."""
         if self.introspection is not None and token.count(".") != 2:
+            if not introspect:
+                raise self.refuse(INACTIVE)
             claims = self._introspected(token)
         else:
             claims = self._jwt_claims(token)
@@ -11046,19 +12491,33 @@ class OAuthVerifier:
             user = str(user)
         if not isinstance(user, str) or not user.strip():
             raise self.refuse(f"the token has no {self.user_claim} claim naming the user")
-        return user
+        if len(user) > OAUTH_SUBJECT_MAX or not user.isprintable():
+            raise self.refuse(
+                f"the token's {self.user_claim} claim is not a printable name of at most "
+                f"{OAUTH_SUBJECT_MAX} characters"
+            )
+        # Its own namespace: sub=alice is not the named user alice, nor sub=shared `shared`.
+        identity = oauth_identity(self.issuer, user)
+        if len(identity) > IDENTITY_MAX:  # whole in every row, or its allowance leaks
+            raise self.refuse(
+                f"the issuer and {self.user_claim} name more than {IDENTITY_MAX} "
+                "characters together"
+            )
+        return identity
 
     def _introspected(self, token: str) -> dict:
         """An opaque token's claims from the issuer's introspection endpoint (RFC 7662)."""
         try:
             claims = self.introspection.claims(token)
+        except IntrospectionBusy as exc:
+            raise self.refuse(f"{exc}; retry shortly", 503) from None
         except (OSError, ValueError) as exc:
             problem = f"{type(exc).__name__}: {str(exc)[:120]}"
             self.log.say(f"oauth: the introspection endpoint failed ({problem})")
             why = "the issuer's introspection endpoint failed; retry shortly"
             raise self.refuse(why, 503) from None
         if claims.get("active") is not True:
-            raise self.refuse("the issuer says the token is not active")
+            raise self.refuse(INACTIVE)
         if "iss" in claims and str(claims["iss"]).rstrip("/") != self.issuer.rstrip("/"):
             raise self.refuse(f"the token was not issued by {self.issuer}")
         audience = claims.get("aud")
@@ -11145,10 +12604,27 @@ class OAuthVerifier:
 # keys the ledger row, the budget, the cache and response ids by it. stdio is LOCAL_USER.
 
 
+def near_token(given: str, token: str, edits: int = 2) -> bool:
+    """Whether `given` is `token` mistyped: within `edits` insertions, deletions or changes,
+    or holding it whole. Its time depends on the lengths only, never on where they differ."""
+    if abs(len(given) - len(token)) > edits or len(token) > 96:  # a bound on the work
+        return token in given
+    row = list(range(len(token) + 1))
+    for i in range(1, len(given) + 1):
+        last, row[0] = row[0], i
+        for j in range(1, len(token) + 1):
+            here = min(row[j] + 1, row[j - 1] + 1, last + (given[i - 1] != token[j - 1]))
+            last, row[j] = row[j], here
+    return row[len(token)] <= edits
+
+
 class Authenticator:
     """Who a request's bearer token is: the shared token (SHARED_USER), then a named user's
     token (--user add; UserDirectory, read again every few seconds so a revoked token is
     refused within seconds), then an OAuth access token (the `oauth` hook).
+
+    A token of ours (a named token's shape, or the shared token mistyped) never goes to the
+    OAuth hook, so never to an issuer's introspection endpoint (issue 31).
 
     The OAuth hook, when set, is an object with
       verify(token: str) -> str | None: the token's user, or None if it is not one of the
@@ -11161,30 +12637,54 @@ class Authenticator:
         self.token = token
         self.users = users  # UserDirectory, or None when the state is off
         self.oauth = None  # the OAuth 2.1 resource server's verifier (server.auth.issuer)
+        self._latched = False  # once a token is required, it always is (issue 31)
 
     def required(self) -> bool:
-        """Whether every request must carry a valid token: a shared token, OAuth, or any
-        named user in the state (even on 127.0.0.1)."""
-        if self.token or self.oauth is not None:
+        """Whether every request must carry a valid token: a shared token, OAuth, or a state
+        that has had a named user (even on 127.0.0.1, even once every one is revoked). Once
+        true, true for the life of the process."""
+        if self.token or self.oauth is not None or self._latched:
             return True
-        return self.users is not None and self.users.exist()
+        if self.users is None or not self.users.exist():
+            return False
+        self._latched = self.users.had()  # a state never read is not latched on a guess
+        return True
 
     def multi_user(self) -> bool:
         """Whether requests can come from more than one person: then ids, the cache and
         budgets are kept apart per user."""
         return self.oauth is not None or (self.users is not None and self.users.exist())
 
-    def authenticate(self, authorization: str) -> str:
+    def locked_out(self) -> bool:
+        """Whether no credential can be valid: a token is required, yet there is no shared
+        token, no OAuth, and every named user is revoked. Every request is then refused."""
+        if self.token or self.oauth is not None or self.users is None:
+            return False
+        return self.required() and self.users.active() == 0
+
+    def ours(self, given: str) -> bool:
+        """Whether a token is shaped like one of ours: a named token's, or the shared token
+        mistyped. Such a token is only ever checked here."""
+        if self.users is not None and self.users.named_shaped(given):
+            return True
+        return bool(self.token) and near_token(given, self.token)
+
+    def authenticate(self, authorization: str, host: str | None = None) -> str:
         """The user a request's Authorization header names; HttpError 401 (503 when named
-        tokens cannot be checked) otherwise. The token itself is never logged or shown."""
+        tokens cannot be checked) otherwise. The token itself is never logged or shown.
+        `host` (the Host header) picks the OAuth resource the request is for."""
         import hmac
 
+        oauth = self.oauth.for_host(host) if self.oauth is not None else None
         if not self.required():
             return LOCAL_USER
         scheme, _, given = authorization.partition(" ")
         given = given.strip() if scheme.lower() == "bearer" else ""
         unavailable = None
         if given:
+            # Timing-safe on purpose, though no test can see it: `==` stops at the first byte
+            # that differs, so how long a refusal takes tells a caller (on a LAN, or through a
+            # proxy, over many tries) how much of its guess is right, a byte at a time.
             if self.token and hmac.compare_digest(
                 given.encode("utf-8", "replace"), self.token.encode()
             ):
@@ -11196,8 +12696,8 @@ class Authenticator:
                     user, unavailable = None, exc.reason
                 if user is not None:
                     return user
-            if self.oauth is not None:  # the OAuth verifier's turn (server.auth.issuer)
-                user = self.oauth.verify(given)
+            if oauth is not None and self._for_oauth(given, unavailable is not None):
+                user = oauth.verify(given, introspect=not self.ours(given))
                 if user is not None:
                     return user
         if unavailable is not None:
@@ -11207,16 +12707,29 @@ class Authenticator:
                 "retry shortly",
                 {"Retry-After": "2"},
             )
-        raise self.refusal(bool(given))
+        raise self.refusal(bool(given), oauth)
 
-    def refusal(self, given: bool) -> HttpError:
+    def _for_oauth(self, given: str, unavailable: bool) -> bool:
+        """Whether the OAuth verifier may check this token: while the state cannot be read,
+        only a JWT or (with introspection) an opaque token not of our shape, so a named
+        token gets 503, not the 401 that tells a client to sign in again. (Ours are checked
+        without introspection, and refused just as the issuer's inactive ones are: the
+        answer tells a guesser nothing about the shared token.)"""
+        if not unavailable or given.count(".") == 2:
+            return True
+        return self.oauth.introspection is not None and not self.ours(given)
+
+    def refusal(self, given: bool, oauth=None) -> HttpError:
         error = "invalid_token" if given else None
-        if self.oauth is not None and not given:
-            return self.oauth.missing()  # points the client at signing in
-        if self.oauth is not None:
-            challenge = self.oauth.challenge(error)
+        oauth = oauth or self.oauth
+        if oauth is not None and not given:
+            return oauth.missing()  # points the client at signing in
+        if oauth is not None:
+            challenge = oauth.challenge(error)
         else:
             challenge = f'Bearer realm="{SERVER_NAME}"' + (f', error="{error}"' if error else "")
+        if self.locked_out():
+            return HttpError(401, LOCKED_OUT, {"WWW-Authenticate": challenge})
         return HttpError(
             401,
             "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
@@ -11225,37 +12738,81 @@ class Authenticator:
         )
 
 
-def identity_id(secret: str | None, session: Session) -> str | None:
-    """Under --stateless with server.tasks.secret: initialize's Mcp-Session-Id, a signed
-    record of the client's clientInfo.name and the version agreed, which the client sends
-    back on every later request. No instance keeps a session, so this is how any of them
-    knows a handshake-era client (Codex: its result size and its handoff). None without
-    a secret (HttpApp passes none outside --stateless)."""
-    if not secret:
+LOCKED_OUT = (
+    "this server has no valid token: every named user is revoked and it has no shared token "
+    "(MCP_HTTP_TOKEN) or OAuth issuer, so it refuses every request; its operator adds a user "
+    "with --user add NAME"
+)
+
+
+def identity_id(secret: str | None, session: Session) -> str:
+    """Under --stateless: initialize's Mcp-Session-Id, a record of the client's
+    clientInfo.name and the version agreed, which the client sends back on every later
+    request. No instance keeps a session, so this is how any of them knows a handshake-era
+    client (Codex: its result size, 12,000 characters where Claude Code takes 50,000).
+
+    With server.tasks.secret it is signed (its handoff ids are too); without one it is plain
+    base64url JSON under IDENTITY_PLAIN: the name is only what the client said of itself in
+    initialize, so a record it could forge tells no more than it could say anyway. Either
+    way the name is cleaned (printable, one line, at most IDENTITY_NAME_MAX characters)."""
+    fields = {"v": session.protocol_version, "w": _client_name_clean(session.client_name)}
+    if secret:
+        return mint_task_id(secret, {"k": IDENTITY_KIND, **fields}, IDENTITY_TTL_MS)
+    plain = {name: value for name, value in fields.items() if value is not None}
+    text = json.dumps(plain, separators=(",", ":"), ensure_ascii=False)  # 4 bytes a char at most
+    return IDENTITY_PLAIN + _b64(text.encode("utf-8"))
+
+
+def _client_name_clean(name) -> str | None:
+    if not isinstance(name, str):
         return None
-    name = session.client_name if isinstance(session.client_name, str) else None
-    fields = {"k": IDENTITY_KIND, "v": session.protocol_version, "w": name and name[:100]}
-    return mint_task_id(secret, fields, IDENTITY_TTL_MS)
+    name = "".join(ch for ch in name if ch.isprintable()).strip()[:IDENTITY_NAME_MAX]
+    return name or None
 
 
 def restore_identity(secret, session: Session, session_id: str | None, version, log: Log) -> None:
-    """A stateless request's client, from the signed Mcp-Session-Id initialize gave it:
-    its name, and its version unless the MCP-Protocol-Version header says one. An id that
-    is not such a record (altered, expired, another secret's) is ignored: the request is
-    served as from an unknown client."""
-    if not (secret and session_id):
+    """A stateless request's client, from the Mcp-Session-Id initialize gave it (identity_id):
+    its name, and its version unless the MCP-Protocol-Version header says one. An id that is
+    not such a record (altered, expired, another secret's, unsigned where a secret signs
+    them, too long, not JSON) is ignored: the request is served as from an unknown client."""
+    if not session_id:
         return
+    session_id = session_id.strip()
     try:
-        fields = open_task_id(secret, session_id.strip())
-    except TaskIdError as exc:
-        log.debug("http", f"Mcp-Session-Id ignored: {exc.reason}")
+        fields = _signed_identity(secret, session_id) if secret else _plain_identity(session_id)
+    except (TaskIdError, ValueError) as exc:
+        log.debug("http", f"Mcp-Session-Id ignored: {getattr(exc, 'reason', None) or exc}")
         return
-    if fields.get("k") != IDENTITY_KIND:
-        return
-    if isinstance(fields.get("w"), str):
-        session.client_name = fields["w"]
+    name = _client_name_clean(fields.get("w"))
+    if name is not None:
+        session.client_name = name
     if version is None and fields.get("v") in PROTOCOL_VERSIONS:
         session.protocol_version = fields["v"]
+
+
+def _signed_identity(secret: str, session_id: str) -> dict:
+    fields = open_task_id(secret, session_id)
+    if fields.get("k") != IDENTITY_KIND:
+        raise ValueError("not a client identity")
+    return fields
+
+
+def _plain_identity(session_id: str) -> dict:
+    """The fields of an unsigned identity; ValueError if it is not one."""
+    import base64
+
+    if not session_id.startswith(IDENTITY_PLAIN) or len(session_id) > IDENTITY_PLAIN_MAX:
+        raise ValueError("not an unsigned client identity of this server")
+    body = session_id[len(IDENTITY_PLAIN) :]
+    if not re.fullmatch(r"[A-Za-z0-9_-]*", body):
+        raise ValueError("not base64url")
+    try:
+        fields = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    except (ValueError, RecursionError):
+        raise ValueError("not base64url JSON") from None
+    if not isinstance(fields, dict):
+        raise ValueError("not a JSON object")
+    return fields
 
 
 class HttpApp:
@@ -11276,6 +12833,9 @@ class HttpApp:
         self.auth.oauth = self.oauth
         if hasattr(engine, "multi_user"):  # the engine keeps users apart once there are several
             engine.multi_user = self.auth.multi_user
+        self._active_users = None  # at the last read of the users (None: not read yet)
+        if self.auth.users is not None and not self.token and self.oauth is None:
+            self.auth.users.on_read = self.users_read  # says so the moment none is left
         self.stateless = settings["stateless"]
         self.secret = config.get("server", "tasks")["secret"]  # signs a client's identity
         self.max_body = settings["max_body_bytes"]
@@ -11306,11 +12866,12 @@ class HttpApp:
         if self.public_url:  # the name a proxy in front passes on
             self.hosts |= {_host_name(self.public_url.partition("://")[2].partition("/")[0])}
         self._check(host)
-        if self.oauth is not None and wildcard and not self.public_url:
+        if self.oauth is not None and not self.loopback and not self.public_url:
+            where = " (every address)" if wildcard else ""
             raise ConfigError(
                 f"server.public_url must be set with server.auth.issuer when --http listens on "
-                f"{host} (every address): OAuth tokens name the URL clients use, like "
-                "https://mcp.example.com"
+                f"{host}{where}, not a loopback address: OAuth tokens name the URL clients "
+                "use, like https://mcp.example.com"
             )
 
     def listening(self, host: str, port: int) -> None:
@@ -11318,7 +12879,10 @@ class HttpApp:
         if self.oauth is None:
             return
         shown = f"[{host}]" if ":" in host else host
-        self.oauth.set_resource(self.public_url or f"http://{shown}:{port}")
+        if self.public_url:
+            self.oauth.set_resource(self.public_url)
+        else:  # only loopback: elsewhere public_url is required (see __init__)
+            self.oauth.set_resource(f"http://{shown}:{port}", loopback_port=port)
         self.oauth.keys.start()
         self.log.say(
             f"OAuth: accepting access tokens from {self.oauth.issuer} for {self.oauth.resource}"
@@ -11470,15 +13034,15 @@ class HttpApp:
             "Vary": "Origin",
         }
 
-    def route(self, command: str, path: str, authorization: str) -> tuple:
+    def route(self, command: str, path: str, authorization: str, host: str | None = None) -> tuple:
         """(the HttpHandler method that answers this request, the user asking), once its
-        token is checked (Authenticator.authenticate)."""
+        token is checked (Authenticator.authenticate; `host` is its Host header)."""
         if command == "OPTIONS":
             return HttpHandler.preflight, None
         if path.startswith(WELL_KNOWN_RESOURCE):  # public; any resource path under it
             path = WELL_KNOWN_RESOURCE
         public = path in (HEALTH_PATH, WELL_KNOWN_RESOURCE)
-        user = None if public else self.auth.authenticate(authorization)
+        user = None if public else self.auth.authenticate(authorization, host)
         route = _ROUTES.get((command, path))
         if self.stateless and (command, path) in _SESSION_ROUTES:
             route = None
@@ -11642,8 +13206,7 @@ class HttpApp:
         """A reply's extra headers: initialize's session id; a failed initialize ends it.
         With --stateless, the session id is the client's signed identity (or none)."""
         if method == "initialize" and hs.id is None and "result" in reply:
-            identity = identity_id(self.secret if self.stateless else None, hs.session)
-            return {"Mcp-Session-Id": identity} if identity else {}
+            return {"Mcp-Session-Id": identity_id(self.secret, hs.session)}
         if method != "initialize" or hs.id is None:
             return {}
         if "result" in reply:
@@ -11766,16 +13329,19 @@ class HttpApp:
 
     def usage(self, user: str | None) -> dict:
         """Spend from the usage ledger; 404 when there is none. While several people use the
-        server, each sees their own row by user; server.auth.admins see everyone's."""
+        server, each sees only their own spend (every figure: totals, by model, by tool, in
+        flight); server.auth.admins see the team's (issue 31)."""
         engine = self.dispatcher.engine
         ledger = getattr(engine, "ledger", None)
         if ledger is None or not engine.state.enabled:
             raise HttpError(404, "no usage ledger: state.path is off and state.url unset")
         config = self.dispatcher.config
-        admins = config.get("server", "auth", "admins")
-        everyone = user in admins or not self.auth.multi_user()
+        admins = {admin_identity(entry) for entry in config.get("server", "auth", "admins")}
         timezone = config.get("policy", "timezone")
-        return spend_summary(ledger, timezone, self.in_flight(), None if everyone else {user})
+        if user in admins or not self.auth.multi_user():
+            return spend_summary(ledger, timezone, self.in_flight())
+        mine = sum(hs.session.in_flight() for hs in self.all_sessions() if hs.session.user == user)
+        return spend_summary(ledger, timezone, mine, user)
 
     def count_stream(self, change: int) -> None:
         with self._lock:
@@ -11818,6 +13384,24 @@ class HttpApp:
 
     def start_watchdog(self) -> None:
         threading.Thread(target=self._watchdog, name="http-watchdog", daemon=True).start()
+        if self.auth.users is not None and self.auth.users.on_read is not None:
+            threading.Thread(target=self._watch_users, name="http-users", daemon=True).start()
+
+    def _watch_users(self) -> None:
+        """Reads the users every few seconds even while no request comes, so a revoke that
+        leaves no valid token is said on stderr the moment it happens."""
+        while True:
+            try:
+                self.auth.users.active()  # a read, when the last is old enough: see users_read
+            except Exception as exc:  # noqa: BLE001 - the watch must outlive any one read
+                self.log.debug("http", f"reading the users failed: {type(exc).__name__}")
+            time.sleep(_USERS_CACHE_S)
+
+    def users_read(self, active: int) -> None:
+        """After each read of the users: a warning when none has a valid token any more."""
+        before, self._active_users = self._active_users, active
+        if active == 0 and before != 0 and self.auth.required():
+            self.log.say(f"warning: {LOCKED_OUT}")
 
     def _watchdog(self) -> None:
         while True:
@@ -12032,7 +13616,8 @@ class HttpHandler:
             self._check_framing()
             app.check_host(headers.get("Host"))
             self._cors = app.cors_headers(headers.get("Origin"))
-            route, self.user = app.route(self.command, path, headers.get("Authorization", ""))
+            authorization = headers.get("Authorization", "")
+            route, self.user = app.route(self.command, path, authorization, headers.get("Host"))
             route(self)
         except HttpError as exc:
             body = self._small_body() if exc.status != 413 and self._framing_ok else None
@@ -12231,7 +13816,9 @@ class HttpHandler:
         """RFC 9728 protected resource metadata: where clients get tokens for /mcp."""
         if self.app.oauth is None:
             raise HttpError(404, "OAuth is off on this server (server.auth.issuer is not set)")
-        self._send_json(200, self.app.oauth.metadata(), {"Cache-Control": "max-age=300"})
+        document = self.app.oauth.for_host(self.headers.get("Host")).metadata()
+        # It names the URL the client used (a loopback name): caches must keep them apart.
+        self._send_json(200, document, {"Cache-Control": "max-age=300", "Vary": "Host"})
 
     def get_usage(self) -> None:
         """Spend from the usage ledger: JSON, or a page when a browser asks for HTML."""
@@ -12747,7 +14334,8 @@ USAGE = f"""\
 usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--show-config]
        {SERVER_NAME} --http [HOST:]PORT [--stateless] [--http-token TOKEN]
               [--http-allow-insecure] [--config PATH] [--model ID] [--debug [PATH]]
-       {SERVER_NAME} --ask QUERY [--tool NAME] [--config PATH] [--model ID] [--debug [PATH]]
+       {SERVER_NAME} --ask QUERY [--tool NAME] [--json] [--config PATH] [--model ID]
+              [--debug [PATH]]
        {SERVER_NAME} --show-config [--config PATH] [--model ID]
        {SERVER_NAME} --print-example config|policy|policy-replace
        {SERVER_NAME} --doctor [--live] [--http [HOST:]PORT] [--config PATH] [--model ID]
@@ -12770,7 +14358,8 @@ options:
                      environment variable MCP_HTTP_TOKEN, which other users cannot see)
   --http-allow-insecure  with --http: allow a non-loopback HOST without a token (only behind
                      a proxy that authenticates)
-  --ask QUERY        answer one question and print the result JSON (checks key, model, config)
+  --ask QUERY        answer one question: the answer, its sources and cost on a terminal, the
+                     result JSON when piped or with --json (checks key, model, config)
   --tool NAME        tool for --ask: answer (default), answer_detailed or answer_quick
   --config PATH      YAML config file (default: {default_config_path(dict(os.environ))})
   --model ID         model for the answer tool (overrides config and MODEL_ANSWER)
@@ -12785,7 +14374,8 @@ options:
   --live             with --doctor: also make one small real answer and print its cost
   --usage            print spend by day, model and tool from the usage ledger (state.path)
   --since DATE       with --usage: only from this day on (YYYY-MM-DD, in policy.timezone)
-  --json             with --usage or --user list: print JSON instead of tables
+  --json             with --ask, --usage or --user list: print JSON instead of text (--ask
+                     prints JSON anyway when its output is not a terminal)
   --user add NAME    add a named user for --http: prints its new token once, alone on the
                      last line (only a hash is kept in the state); every --http server on the
                      same state then requires a token, even on 127.0.0.1
@@ -12807,6 +14397,15 @@ EXAMPLES = {
     "policy": POLICY_EXAMPLE,
     "policy-replace": POLICY_REPLACE_EXAMPLE,
 }
+
+
+STDIO_ON_A_TERMINAL = f"""\
+{SERVER_NAME}: waiting for an MCP client on stdin: --stdio is what a client (Claude Code,
+Codex, Cursor) starts, not a prompt for people. Instead:
+  {SERVER_NAME} --ask "your question"   answer one question here
+  {SERVER_NAME} --doctor                check the setup and print the lines that add it
+Ctrl-D or Ctrl-C ends.
+"""
 
 
 class UsageError(Exception):
@@ -12877,7 +14476,10 @@ def parse_args(argv: list[str]) -> dict:
         elif arg in setting_flags:
             options["settings"][setting_flags[arg]] = (True, arg)
         else:
-            raise UsageError(f"unknown option {arg!r}")
+            known = [*takes_value, *flags, *setting_flags, "--debug"]
+            asked = bool(options.get("ask"))
+            # The name only: what follows "=" may be a token typed into a mistyped flag.
+            raise UsageError(f"unknown option {name!r}{_did_you_mean(name, known, asked)}")
     if options.get("http_token"):
         options["settings"][("server", "http", "token")] = (options["http_token"], "--http-token")
     if options.get("http") is not None:
@@ -12908,6 +14510,21 @@ def parse_args(argv: list[str]) -> dict:
     return options
 
 
+def _did_you_mean(word: str, known: list[str], asked: bool = False) -> str:
+    """ "; did you mean --doctor?" for a mistyped flag; for a stray word after --ask, the
+    quotes its question lacked."""
+    import difflib
+
+    if not word.startswith("-"):
+        if asked:
+            return ' (a question with spaces goes in quotes: --ask "...")'
+        return "; --help lists the options"
+    candidates = [flag for flag in known if flag.startswith("--")]
+    typed = word if word.startswith("--") else "-" + word
+    close = difflib.get_close_matches(typed, candidates, 1, 0.6)
+    return f"; did you mean {close[0]}?" if close else "; --help lists the options"
+
+
 def _check_user_options(options: dict) -> None:
     """--user ACTION [NAME] [--daily-usd X] [--monthly-usd Y]: the allowances as numbers."""
     action = options.get("user")
@@ -12932,8 +14549,10 @@ def _check_user_options(options: dict) -> None:
 def _check_usage_options(options: dict) -> None:
     if options.get("since") and not options.get("usage"):
         raise UsageError("--since goes with --usage")
-    if options.get("json") and not (options.get("usage") or options.get("user") == "list"):
-        raise UsageError("--json goes with --usage or --user list")
+    if options.get("json") and not (
+        options.get("usage") or options.get("user") == "list" or options.get("ask")
+    ):
+        raise UsageError("--json goes with --ask, --usage or --user list")
     if options.get("usage") and (options.get("stdio") or options.get("ask") or options.get("http")):
         raise UsageError("--usage cannot be combined with --stdio, --http or --ask")
     since = options.get("since")
@@ -12999,7 +14618,7 @@ def run_user(config: Config, log: Log, options: dict) -> int:
             return 0
         import secrets
 
-        token = secrets.token_urlsafe(32)
+        token = NAMED_TOKEN_PREFIX + secrets.token_urlsafe(32)
         users.add(name, token, options.get("daily_usd"), options.get("monthly_usd"))
         print(f"user {name} added; its token follows, shown once (only a hash is kept):")
         print(token)
@@ -13077,7 +14696,8 @@ def format_usage(report: dict) -> str:
     if report.get("by_user"):
         lines += ["", f"{_pad('by user', width)} {'calls':>7} {'USD':>33}"]
         for row in report["by_user"]:
-            lines.append(f"{_pad(inert(row['user']), width)} {row['calls']:>7} {row['usd']:>33.4f}")
+            label = inert(user_row_label(row))
+            lines.append(f"{_pad(label, width)} {row['calls']:>7} {row['usd']:>33.4f}")
     lines += ["", _usage_line("total", report["total"], width)]
     if report["total"]["unpriced"]:
         lines.append(
@@ -13109,8 +14729,9 @@ def _pad(text: str, width: int) -> str:
     return text + " " * (width - _shown_width(text))
 
 
-def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
-    """The one-shot command: prints the answer JSON (exit 0) or the error to stderr (exit 1)."""
+def run_ask(config: Config, log: Log, query: str, tool: str, as_json: bool = True) -> int:
+    """The one-shot command: prints the answer (exit 0), as JSON for a program or as text for
+    a person on a terminal, or the error to stderr (exit 1)."""
     if tool not in enabled_tools(config):  # answer_deep costs dollars: on only when asked for
         print(
             f"{SERVER_NAME}: --tool {tool} is off: set tools.{tool}: true or MCP_ANSWER_DEEP=1",
@@ -13138,9 +14759,22 @@ def run_ask(config: Config, log: Log, query: str, tool: str) -> int:
         return 130
     finally:
         engine.close()
+    if not as_json:
+        sys.stdout.write(format_answer(answer, meta))
+        return 0
     shown = json.dumps({**answer, "_meta": meta}, ensure_ascii=False, indent=2)
     sys.stdout.write(inert(shown, json_text=True) + "\n")
     return 0
+
+
+def format_answer(answer: dict, meta: dict) -> str:
+    """--ask on a terminal: the answer with its Sources section, then one line of what it
+    cost; text from the API is shown inert (no terminal escapes)."""
+    searched = "web search" if answer["used_search"] else "no web search"
+    cited = len(answer["citations"])
+    tail = f"{answer['model']}, {searched}, {cited} citation(s); cost: {_cost_words(meta)}"
+    lines = [inert(line) for line in answer["answer"].rstrip().split("\n")]
+    return "\n".join([*lines, "", f"-- {inert(tail)}"]) + "\n"
 
 
 # -- --doctor: a self-check for a person setting the server up ---------------------------------
@@ -13419,29 +15053,31 @@ def _doctor_client(config: Config, key: str | None):
     )
 
 
-def _doctor_endpoint(doctor: Doctor, config: Config, client, key: str | None) -> bool:
-    """base_url reachable, then the key accepted (one GET /models); True if models can be read."""
+def _doctor_endpoint(doctor: Doctor, config: Config, client, key: str | None):
+    """base_url reachable, then the key accepted (one GET /models, the only one --doctor
+    asks): its JSON when models can be read (the shutdown dates are read from it), else None."""
     import openai
 
     url = config.get("openai", "base_url")
     where = config.sources.get(("openai", "base_url"), "default")
     try:
-        client.models.list()
+        listing = list_models(client)
     except openai.APIStatusError as exc:
-        return _doctor_status(doctor, exc, url, where, key)
+        _doctor_status(doctor, exc, url, where, key)
+        return None
     except openai.APIConnectionError as exc:
         what, fix = describe_connection_error(exc, url)
         doctor.fail(f"base_url {url} (from {where}) is not reachable: {what}", fix)
         doctor.detail(f"network: {_network_settings()}")
         doctor.skip("key and models not checked (the endpoint could not be reached)")
-        return False
+        return None
     doctor.ok(f"base_url {url} (from {where}) is reachable")
     doctor.detail(f"network: {_network_settings()}")
     if key is None:
         doctor.skip("key not checked (no usable key)")
-        return False
+        return None
     doctor.ok(f"the API key is accepted (GET {url.rstrip('/')}/models)")
-    return True
+    return listing if listing is not None else {}
 
 
 def _error_code(exc) -> str:
@@ -13524,16 +15160,11 @@ def _doctor_models(doctor: Doctor, config: Config, client) -> None:
             doctor.ok(f"{tool}: model {model} is available{_profile_words(profile)}")
 
 
-def _doctor_retirements(doctor: Doctor, config: Config, client) -> None:
-    """Every profile's model (answer_deep's too) with its shutdown date: a warning within
-    RETIREMENT_WARN_DAYS of it, a failure once it has come."""
-    import openai
-
-    try:
-        dates = shutdown_dates(client)
-    except (openai.APIStatusError, openai.APIConnectionError) as exc:
-        doctor.warn(f"model shutdown dates could not be read ({_one_line(str(exc), 160)})")
-        return
+def _doctor_retirements(doctor: Doctor, config: Config, listing, log: Log) -> None:
+    """Every profile's model (answer_deep's too) with its shutdown date, from GET /models's
+    `listing`: a warning within RETIREMENT_WARN_DAYS of it, a failure once it has come. Odd
+    entries are skipped, a --debug line each."""
+    dates = shutdown_dates(listing, lambda text: log.debug("doctor", text))
     today = today_in(config.get("policy", "timezone"))
     for tool, model, key in model_settings(config):
         date = shutdown_date_of(dates, model)
@@ -13683,26 +15314,31 @@ def _doctor_paths(doctor: Doctor, config: Config) -> None:
 
 
 def _doctor_budget(doctor: Doctor, config: Config) -> None:
-    """Each budget with what is spent of it, and the models it cannot count (no price)."""
+    """Each budget with what is spent of it, and the models no budget can count (no price):
+    under any budget, the team's or a user's, the server refuses their calls."""
     timezone = config.get("policy", "timezone")
     today = today_in(timezone)
     periods = budgets(config, today)
-    if not periods:
-        doctor.skip("budget: none (budget.daily_usd and budget.monthly_usd are null)")
+    path, backend = state_path(config), state_backend(config)
+    exists = backend is not None and (backend.postgres or os.path.exists(path))
+    state = StateStore(backend, _QuietLog(), timezone) if exists else None
+    keys = _budget_keys(config, today, state)
+    if not keys:
+        doctor.skip(
+            "budget: none (budget.daily_usd, budget.monthly_usd and the per-user ones are null)"
+        )
+        if state:
+            state.close()
         return
     pricing = Pricing(config, Log())
     for model in sorted({config.profile(tool)["model"] for tool in enabled_tools(config)}):
         if pricing.prices(model) is None:
             doctor.fail(
-                f"budget: model {model} has no known price, so its calls are refused while a "
-                "budget is set",
+                f"budget: model {model} has no known price, so its calls are refused while "
+                f"{keys[0]} is set",
                 f"set pricing.models.{_undated(model)} to {{input, cached_input, output}} in USD "
                 "per million tokens",
             )
-    # Never off here: a budget without the ledger is a config error.
-    path, backend = state_path(config), state_backend(config)
-    exists = backend.postgres or os.path.exists(path)
-    state = StateStore(backend, _QuietLog(), timezone) if exists else None
     ledger = Ledger(state, timezone) if state else None
     for period, limit, first_day, spent_when, resets in periods:
         try:
@@ -13724,6 +15360,24 @@ def _doctor_budget(doctor: Doctor, config: Config) -> None:
             doctor.ok(f"budget.{period}_usd {usd(limit)}: {usd(spent)} spent {spent_when}")
     if state:
         state.close()
+
+
+def _budget_keys(config: Config, today: str, state) -> list[str]:
+    """What sets a budget: the team's keys, the per-user ones, and each user's own allowance
+    (--user add --daily-usd / --monthly-usd) in the state."""
+    keys = [f"budget.{period[0]}_usd" for period in budgets(config, today)]
+    keys += [f"budget.{period[0]}_usd" for period in user_budgets(config, today, LOCAL_USER)]
+    if state is not None:
+        try:
+            users = UserDirectory(state)._snapshot().values()
+        except StateUnavailable:
+            users = ()
+        keys += [
+            f"{name}'s own allowance (--user add {name})"
+            for name, daily, monthly in users
+            if daily is not None or monthly is not None
+        ]
+    return keys
 
 
 def token_weakness(token: str) -> str | None:
@@ -13894,19 +15548,41 @@ def _cost_words(meta: dict) -> str:
     )
 
 
-def command_path() -> list[str]:
-    """How an MCP client should start this installation: absolute paths only."""
+def command_path(config: Config | None = None) -> list[str]:
+    """How an MCP client should start this installation: absolute paths, and nothing that a
+    cache clean removes (see install_kind)."""
     import shutil
 
+    kind = this_installation()
+    if kind in ("uvx", "uv-run"):  # uv's cache: name the package or file, not the cache's copy
+        uv = "uvx" if kind == "uvx" else "uv"
+        uv = os.path.abspath(shutil.which(uv)) if shutil.which(uv) else uv
+        if kind == "uv-run":
+            return [uv, "run", os.path.abspath(__file__)]
+        withs = [word for extra in _extras_in_use(config) for package in EXTRA_PACKAGES[extra]
+                 for word in ("--with", package)]  # fmt: skip
+        return [uv, *withs, SERVER_NAME]
+    if kind == "file":  # a copied file: the Python that runs it now
+        return [os.path.abspath(sys.executable), os.path.abspath(__file__)]
     name = SERVER_NAME + (".exe" if os.name == "nt" else "")
     beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), name)
     on_path = shutil.which(SERVER_NAME)
-    if os.path.isfile(beside):  # this installation's own script (a venv, pipx, uvx)
+    if os.path.isfile(beside):  # this installation's own script (a venv, pipx, uv tool)
         same = on_path and os.path.realpath(on_path) == os.path.realpath(beside)
         return [os.path.abspath(on_path if same else beside)]
     if on_path:
         return [os.path.abspath(on_path)]
     return [os.path.abspath(sys.executable), os.path.abspath(__file__)]
+
+
+def _extras_in_use(config: Config | None) -> list[str]:
+    if config is None:
+        return []
+    used = [
+        ("postgres", config.get("state", "url")),
+        ("oauth", config.get("server", "auth", "issuer")),
+    ]
+    return [extra for extra, value in used if value]
 
 
 # Variables outside SETTINGS that change what the server does: debug, and the HTTP client's
@@ -13949,7 +15625,7 @@ def client_lines(options: dict, config: Config) -> list[str]:
     environment the server runs with here (see client_env)."""
     import shlex
 
-    command = [*command_path(), "--stdio"]
+    command = [*command_path(config), "--stdio"]
     if options.get("config"):
         command += ["--config", os.path.abspath(os.path.expanduser(options["config"]))]
     quote = (lambda s: f'"{s}"') if os.name == "nt" else shlex.quote
@@ -13964,7 +15640,7 @@ def client_lines(options: dict, config: Config) -> list[str]:
     env = " ".join(f"--env {shell(name, value)}" for name, value in carried)
     cursor = {
         "mcpServers": {
-            SERVER_NAME: {
+            CLIENT_NAME: {
                 "command": command[0],
                 "args": command[1:],
                 "env": {
@@ -13978,9 +15654,11 @@ def client_lines(options: dict, config: Config) -> list[str]:
     # so `--env K=V name --` fails with "Invalid environment variable format: name".
     return [
         "Claude Code:",
-        f"    claude mcp add {SERVER_NAME} --transport stdio --scope user {env} -- {argv}",
+        f"    claude mcp add {CLIENT_NAME} --transport stdio --scope user {env} -- {argv}",
         "Codex CLI:",
-        f"    codex mcp add {SERVER_NAME} {env} -- {argv}",
+        f"    codex mcp add {CLIENT_NAME} {env} -- {argv}",
+        # codex mcp add cannot set it; without it `codex exec` may start without the tools.
+        f"    then add `required = true` under [mcp_servers.{CLIENT_NAME}] in ~/.codex/config.toml",
         "Cursor (~/.cursor/mcp.json, merged into mcpServers):",
         *("    " + row for row in json.dumps(cursor, indent=2).splitlines()),
     ]
@@ -14001,9 +15679,11 @@ def run_doctor(options: dict) -> int:
     ).redact
     key = _doctor_key(doctor, config)
     client = _doctor_client(config, key)
-    if _doctor_endpoint(doctor, config, client, key):
+    listing = _doctor_endpoint(doctor, config, client, key)
+    if listing is not None:
         _doctor_models(doctor, config, client)
-        _doctor_retirements(doctor, config, client)
+        log = Log(config.get("server", "debug"), secrets=(os.environ.get(key_env, ""),))
+        _doctor_retirements(doctor, config, listing, log)
     _doctor_paths(doctor, config)
     _doctor_state_url(doctor, config)
     _doctor_oauth(doctor, config)
@@ -14076,7 +15756,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(inert(shown, json_text=True) + "\n")
         sys.stderr.flush()
     if options.get("ask"):
-        return run_ask(config, log, options["ask"], options.get("tool") or "answer")
+        terminal = sys.stdout is not None and sys.stdout.isatty()
+        as_json = bool(options.get("json")) or not terminal
+        return run_ask(config, log, options["ask"], options.get("tool") or "answer", as_json)
     if options.get("usage"):
         return run_usage(config, log, options.get("since"), bool(options.get("json")))
     if options.get("user"):
@@ -14091,6 +15773,9 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             engine.close()  # the ledger rows still queued
     log.debug("server", f"{SERVER_NAME} {__version__} serving stdio (pid {os.getpid()})")
+    if os.isatty(0):  # a person, not a client: say what this waits for (stdout stays MCP's)
+        sys.stderr.write(STDIO_ON_A_TERMINAL)
+        sys.stderr.flush()
     try:
         serve_stdio(dispatcher, config, log)  # its calls answered, or cancelled by a signal
     except BaseException:

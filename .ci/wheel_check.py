@@ -8,7 +8,10 @@
 2. installs the wheel into a fresh venv and, through its `openai-responses-mcp` command, runs
    `--version`, `--doctor` against the tests' fake upstream (tests/fake_upstream.py), and an
    `initialize` plus a `tools/call` over stdio answered from the fake;
-3. `pipx install` of the wheel, and `uvx --from <wheel>`, each answering `initialize`.
+3. `pipx install` of the wheel, and `uvx --from <wheel>`, each answering `initialize`, with the
+   client lines `--doctor` prints and the "install the extra" command their installer's own
+   (issue 33): pipx's command and `pipx inject`; `uvx openai-responses-mcp` (never a path into
+   uv's cache, gone after `uv cache clean`) and `uvx --with`.
 
 pipx and uv are taken from --tools (default: the directory of this interpreter, where the test
 extra puts them). Prints one line per step; exit 1 on the first failure.
@@ -143,6 +146,25 @@ def check_initialize(cmd: list, env: dict, what: str) -> None:
     step(f"{what}: initialize answered by {APP} {mcp.__version__}")
 
 
+def check_installer_lines(cmd: list, env: dict, what: str, commands: tuple, extra: str) -> None:
+    """--doctor's Claude Code line starts the server with one of `commands`, and a missing
+    PostgreSQL driver is answered with `extra`, the installer's own way to add it."""
+    proc = run([*cmd, "--doctor"], env, timeout=120)
+    expect(proc, f"{what}: --doctor")
+    claude = next((line for line in proc.stdout.splitlines() if "claude mcp add" in line), "")
+    command = next((c for c in commands if claude.rstrip().endswith(f" -- {c} --stdio")), None)
+    if command is None or "archive-v" in claude:
+        raise CheckFailed(f"{what}: --doctor's line starts none of {commands}:\n{proc.stdout}")
+    step(f"{what}: --doctor's client lines start {command}")
+    url = {**env, "OPENAI_RESPONSES_MCP_STATE_URL": "postgresql://u@127.0.0.1:9/d"}
+    proc = run([*cmd, "--show-config"], url)
+    if proc.returncode != 2 or extra not in proc.stderr:
+        raise CheckFailed(
+            f"{what}: the missing driver was not answered with {extra}:\n{proc.stderr}"
+        )
+    step(f"{what}: the missing PostgreSQL driver is answered with: {extra}")
+
+
 def check_venv(wheel: Path, work: Path, env: dict, fake: FakeResponsesAPI) -> None:
     venv = work / "venv"
     expect(run([sys.executable, "-m", "venv", venv], env), "python -m venv")
@@ -176,6 +198,8 @@ def check_venv(wheel: Path, work: Path, env: dict, fake: FakeResponsesAPI) -> No
         raise CheckFailed("tools/call did not reach the fake upstream with the key")
     step("tools/call: answered from the fake upstream through the installed command")
     check_initialize([command], env, "venv")
+    pip = f"{python} -m pip install 'openai-responses-mcp[postgres]'"
+    check_installer_lines([command], env, "venv", (str(command),), pip)
 
 
 def check_pipx(wheel: Path, work: Path, env: dict, tools: Path) -> None:
@@ -190,7 +214,12 @@ def check_pipx(wheel: Path, work: Path, env: dict, tools: Path) -> None:
         "PIPX_MAN_DIR": str(home / "man"),
     }
     expect(run([pipx, "install", wheel], env), "pipx install <wheel>")
-    check_initialize([home / "bin" / f"{APP}{EXE}"], env, "pipx install")
+    command = home / "bin" / f"{APP}{EXE}"
+    check_initialize([command], env, "pipx install")
+    inject = f"pipx inject {APP} 'psycopg[binary]'"
+    # The command on PATH (PIPX_BIN_DIR), or, when that is not on PATH, pipx's own venv's.
+    venv = home / "home" / "venvs" / APP / BIN / f"{APP}{EXE}"
+    check_installer_lines([command], env, "pipx install", (str(command), str(venv)), inject)
 
 
 def check_uvx(wheel: Path, work: Path, env: dict, tools: Path) -> None:
@@ -198,7 +227,11 @@ def check_uvx(wheel: Path, work: Path, env: dict, tools: Path) -> None:
     if uv is None:
         raise CheckFailed("uv is not installed (it is in the test extra)")
     env = {**env, "UV_TOOL_DIR": str(work / "uv-tools"), "UV_NO_PROGRESS": "1"}
-    check_initialize([uv, "tool", "run", "--from", wheel, APP], env, "uvx --from <wheel>")
+    cmd = [uv, "tool", "run", "--from", wheel, APP]
+    check_initialize(cmd, env, "uvx --from <wheel>")
+    uvx = shutil.which("uvx", path=env.get("PATH")) or "uvx"
+    with_driver = f"uvx --with 'psycopg[binary]' {APP}"
+    check_installer_lines(cmd, env, "uvx --from <wheel>", (f"{uvx} {APP}",), with_driver)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -120,6 +120,8 @@ __all__ = [
     "TLSMaterial",
     "deep_research_refusal",
     "deep_research_reply",
+    "input_problem",
+    "input_tokens_of",
     "make_tls_material",
     "model_object",
     "openssl_available",
@@ -268,7 +270,7 @@ class Reply:
       reasoning: emit a reasoning item first.  ``None`` = auto: yes for ``gpt-5*`` and
         ``o<digit>*`` models unless the request sets ``reasoning.effort == "none"``.
       usage: deep-merged over a realistic default (``total_tokens`` recomputed unless
-        given).
+        given); sent as given, nulls, strings and negatives too (as gateways send them).
       incomplete / incomplete_reason: finish as ``response.incomplete`` with
         ``incomplete_details.reason`` (message item status ``incomplete``).
       text_chunks: how many ``response.output_text.delta`` events to split text into.
@@ -463,6 +465,11 @@ def _dump(obj: Any) -> bytes:
         return json.dumps(obj, separators=(",", ":")).encode()
 
 
+def _whole(value: Any) -> int:
+    """A count as a gateway may send it (null, a string, negative) as the fake's own int."""
+    return value if type(value) is int and value > 0 else 0
+
+
 def _deep_merge(base: dict, override: dict) -> dict:
     out = copy.deepcopy(base)
     for key, value in override.items():
@@ -616,8 +623,12 @@ class _Plan:
         }
 
     def usage(self) -> dict:
-        prompt = json.dumps(self.req.get("input", "")) + str(self.req.get("instructions") or "")
-        input_tokens = 900 + len(prompt) // 4 + 350 * len(self.reply.searches) + self.prior_tokens
+        given, instructions = self.req.get("input", ""), str(self.req.get("instructions") or "")
+        if isinstance(given, list):  # parts: images and files by what they are, not their base64
+            prompt = input_tokens_of(given) + len(instructions) // 4
+        else:
+            prompt = len(json.dumps(given) + instructions) // 4
+        input_tokens = 900 + prompt + 350 * len(self.reply.searches) + self.prior_tokens
         reasoning_tokens = 192 if self.with_reasoning else 0
         output_tokens = max(1, len(self.reply.text) // 4) + reasoning_tokens
         default = {
@@ -637,7 +648,9 @@ class _Plan:
             return default
         merged = _deep_merge(default, self.reply.usage)
         if "total_tokens" not in self.reply.usage:
-            merged["total_tokens"] = merged["input_tokens"] + merged["output_tokens"]
+            merged["total_tokens"] = _whole(merged["input_tokens"]) + _whole(
+                merged["output_tokens"]
+            )
         return merged
 
     def reasoning_item(self, *, done: bool) -> dict:
@@ -1038,6 +1051,182 @@ def refused_setting(body: Any) -> dict | None:
     return None
 
 
+# -- input parts: input_text, input_image, input_file (the SDK's Response*Param types) ----------
+
+IMAGE_DETAILS = ("low", "high", "auto", "original")  # ImageDetail
+FILE_DETAILS = ("auto", "low", "high")  # ResponseInputFileParam.detail
+IMAGE_MIME = ("image/png", "image/jpeg", "image/webp", "image/gif")
+_DATA_URL = re.compile(r"^data:([\w.+-]+/[\w.+-]+);base64,([A-Za-z0-9+/]*={0,2})$", re.S)
+PDF_PAGE_TOKENS = 1_000  # what the fake bills a PDF page (its text and its page image)
+
+
+def _bad(param: str, message: str, code: str | None = "invalid_value") -> dict:
+    return {"message": message, "type": "invalid_request_error", "param": param, "code": code}
+
+
+def _missing(param: str) -> dict:
+    return _bad(param, f"Missing required parameter: '{param}'.", "missing_required_parameter")
+
+
+def _decoded(url: str) -> tuple[str, bytes] | None:
+    """(MIME type, bytes) of a base64 data URL, or None when it is not one."""
+    import base64
+    import binascii
+
+    found = _DATA_URL.match(url)
+    if not found:
+        return None
+    try:
+        return found.group(1), base64.b64decode(found.group(2), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _image_problem(part: dict, where: str) -> dict | None:
+    if "detail" not in part:
+        return _missing(f"{where}.detail")
+    if part["detail"] not in IMAGE_DETAILS:
+        return _bad(
+            f"{where}.detail",
+            f"Invalid value: '{part['detail']}'. Supported values are: 'low', 'high', 'auto', "
+            "and 'original'.",
+        )
+    given = [k for k in ("image_url", "file_id") if part.get(k) is not None]
+    if len(given) != 1:
+        return _bad(where, "Exactly one of 'image_url' or 'file_id' must be provided.", None)
+    url = part.get("image_url")
+    if url is None:
+        return None
+    if not isinstance(url, str) or not url.startswith(("https://", "http://", "data:")):
+        return _bad(
+            f"{where}.image_url",
+            "Expected a valid URL, but got a value with an invalid format.",
+            "invalid_value",
+        )
+    if url.startswith("data:"):
+        decoded = _decoded(url)
+        if decoded is None or decoded[0] not in IMAGE_MIME:
+            mime = url[5:].partition(";")[0]
+            return _bad(
+                f"{where}.image_url",
+                f"Invalid '{where}.image_url'. Expected a base64-encoded data URL with an image "
+                "MIME type (e.g. 'data:image/png;base64,aW1nIGJ5dGVzIGhlcmU='), but got "
+                f"{'unsupported MIME type ' + repr(mime) if decoded else 'an invalid value'}.",
+            )
+    return None
+
+
+def _file_problem(part: dict, where: str) -> dict | None:
+    if part.get("detail") is not None and part["detail"] not in FILE_DETAILS:
+        return _bad(
+            f"{where}.detail",
+            f"Invalid value: '{part['detail']}'. Supported values are: 'auto', 'low', and 'high'.",
+        )
+    given = [k for k in ("file_data", "file_id", "file_url") if part.get(k) is not None]
+    if len(given) != 1:
+        return _bad(
+            where, "Exactly one of 'file_data', 'file_id' or 'file_url' must be provided.", None
+        )
+    if "file_data" in given:
+        if not part.get("filename"):
+            return _missing(f"{where}.filename")
+        if not isinstance(part["file_data"], str) or _decoded(part["file_data"]) is None:
+            return _bad(
+                f"{where}.file_data",
+                f"Invalid '{where}.file_data'. Expected a base64-encoded data URL "
+                "(e.g. 'data:application/pdf;base64,...').",
+            )
+    if "file_url" in given and not str(part["file_url"]).startswith(("https://", "http://")):
+        return _bad(
+            f"{where}.file_url", "Expected a valid URL, but got a value with an invalid format."
+        )
+    return None
+
+
+def input_problem(body: Any) -> dict | None:
+    """The API's ``error`` object for a malformed ``input`` (a message's content parts), else
+    None. A string ``input`` is always well formed."""
+    items = body.get("input") if isinstance(body, dict) else None
+    if not isinstance(items, list):
+        return None
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or item.get("role") not in (
+            "user",
+            "assistant",
+            "system",
+            "developer",
+        ):
+            return _missing(f"input[{i}].role")
+        content = item.get("content")
+        if isinstance(content, str):
+            continue
+        if not isinstance(content, list):
+            return _missing(f"input[{i}].content")
+        for j, part in enumerate(content):
+            where = f"input[{i}].content[{j}]"
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "input_text":
+                problem = None if isinstance(part.get("text"), str) else _missing(f"{where}.text")
+            elif kind == "input_image":
+                problem = _image_problem(part, where)
+            elif kind == "input_file":
+                problem = _file_problem(part, where)
+            else:
+                problem = _bad(
+                    f"{where}.type",
+                    f"Invalid value: '{kind}'. Supported values are: 'input_text', "
+                    "'input_image', and 'input_file'.",
+                )
+            if problem:
+                return problem
+    return None
+
+
+def _image_tokens(part: dict) -> int:
+    """The tile formula (low: 85; else fit 2048, short side 768, 170 a 512-px tile + 85),
+    from a PNG data URL's header; other images count as 765 (a 1024 x 1024 one)."""
+    import math
+    import struct
+
+    if part.get("detail") == "low":
+        return 85
+    decoded = _decoded(str(part.get("image_url") or ""))
+    if not decoded or decoded[0] != "image/png" or len(decoded[1]) < 24:
+        return 765
+    width, height = struct.unpack(">II", decoded[1][16:24])
+    scale = min(1.0, 2048 / max(width, height, 1))
+    width, height = width * scale, height * scale
+    scale = min(1.0, 768 / max(min(width, height), 1))
+    return 85 + 170 * math.ceil(width * scale / 512) * math.ceil(height * scale / 512)
+
+
+def input_tokens_of(given: Any) -> int:
+    """The tokens of a request's ``input``: text by length, images by the tile formula, a PDF
+    by its pages (PDF_PAGE_TOKENS each), another file by its decoded length."""
+    if not isinstance(given, list):
+        return len(json.dumps(given if given is not None else "")) // 4
+    tokens = 0
+    for item in given:
+        content = item.get("content") if isinstance(item, dict) else None
+        if isinstance(content, str):
+            tokens += len(content) // 4
+            continue
+        for part in content or ():
+            kind = part.get("type")
+            if kind == "input_text":
+                tokens += len(part.get("text") or "") // 4
+            elif kind == "input_image":
+                tokens += _image_tokens(part)
+            elif kind == "input_file":
+                decoded = _decoded(str(part.get("file_data") or ""))
+                if decoded and decoded[0] == "application/pdf":
+                    pages = len(re.findall(rb"/Type\s*/Page(?![A-Za-z])", decoded[1]))
+                    tokens += PDF_PAGE_TOKENS * max(1, pages)
+                else:
+                    tokens += len(decoded[1]) // 4 if decoded else PDF_PAGE_TOKENS
+    return tokens
+
+
 def _wants_background(body: Any) -> bool:
     return isinstance(body, dict) and body.get("background") is True
 
@@ -1141,6 +1330,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self._serve_models(path)
             elif self.command == "POST" and path == "/v1/responses" and fake.retired_in(body):
                 self._send_model_gone(str(body["model"]))
+            elif self.command == "POST" and path == "/v1/responses" and input_problem(body):
+                # A malformed input part: refused before anything is created, as the API does.
+                error = input_problem(body)
+                self._send_body(400, _dump({"error": error}), "application/json", {})
             elif self.command == "POST" and path == "/v1/responses" and refused_setting(body):
                 # Refused before anything is created: no Reply is consumed.
                 error = refused_setting(body)
@@ -1296,6 +1489,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         fake = self.server.fake
         models = [m for m in fake.models if not fake.retired(m)]
         dates = fake.shutdown_dates
+        if path in ("/v1/models", "/v1/models/") and fake.models_answers:
+            status, body = fake.models_answers.pop(0)
+            self._send_body(status, _dump(body), "application/json", {})
+            return
         if path in ("/v1/models", "/v1/models/"):
             data = [model_object(m, dates.get(m)) for m in models]
             body = {"object": "list", "data": data}
@@ -1552,6 +1749,9 @@ class FakeResponsesAPI:
         self.models: list[str] = list(DEFAULT_MODELS)
         # Each model's shutdown_date (see SHUTDOWN_DATES); one in the past retires the model.
         self.shutdown_dates: dict[str, str] = dict(SHUTDOWN_DATES)
+        # (status, JSON body) GET /v1/models answers with first, one each, before its list: a
+        # 500, or a gateway's odd list (entries that are no Model, dates in other shapes).
+        self.models_answers: list[tuple[int, Any]] = []
         # When set, a request whose bearer key is not in it gets 401 invalid_api_key.
         self.api_keys: set[str] | None = None
         # When set, every background create is refused (see the module docstring).
@@ -1761,7 +1961,9 @@ class FakeResponsesAPI:
         usage = plan.usage()
         if req.get("store") is not False:
             with self._lock:
-                self.stored[plan.resp_id] = usage["input_tokens"] + usage["output_tokens"]
+                self.stored[plan.resp_id] = _whole(usage["input_tokens"]) + _whole(
+                    usage["output_tokens"]
+                )
         return plan
 
     def retired(self, model: str) -> bool:

@@ -9,7 +9,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 
-LISTENING = re.compile(r"serving MCP on http://127\.0\.0\.1:(\d+)/mcp")
+LISTENING = re.compile(r"serving MCP on http://(?:127\.0\.0\.1|0\.0\.0\.0):(\d+)/mcp")
 ACCEPT_BOTH = "application/json, text/event-stream"
 INIT_PARAMS = {
     "protocolVersion": "2025-06-18",
@@ -19,7 +19,7 @@ INIT_PARAMS = {
 
 
 def wait_listening(server, timeout: float = 10.0) -> int:
-    """The port a spawned `--http 127.0.0.1:0` server printed on stderr."""
+    """The port a spawned `--http 127.0.0.1:0` (or 0.0.0.0:0) server printed on stderr."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         match = LISTENING.search(server.stderr)

@@ -13,7 +13,8 @@ of agents at once, and a turn can be replayed):
    tool and lists only their names (``mcp__NAME__answer``) in the prompt, so the model calls
    ``ToolSearch`` with ``{"query": "select:mcp__NAME__answer"}``; Codex offers ours at once in a
    ``namespace`` tool ``mcp__NAME`` and is called with ``name`` plus ``namespace``.
-3. It calls the tool with ``{"query": question}``.
+3. It calls the tool with ``{"query": question}`` (and ``"files"``, when the prompt has a line
+   ``Attach these files: a, b``: ``ask(tool, question, files)`` writes it).
 4. A result that is a handoff (its text names ``answer_result`` and an ``"id"``) is collected
    with ``answer_result {"id": …, "wait_s": 30}``, again until the answer is there.
 5. It answers with text that quotes, whole, the last result its tool gave it
@@ -44,6 +45,8 @@ from dataclasses import dataclass
 
 PROMPT = "Use the {tool} tool to answer this question: {question}"
 _PROMPT = re.compile(r"Use the (\w+) tool to answer this question: ([^\n<]+)")
+FILES_LINE = "\nAttach these files: {files}"
+_FILES = re.compile(r"Attach these files: ([^\n<]+)")
 QUOTE_PREFIX = "Your tool said:\n"
 SIDE_TEXT = "Scripted title"
 # The handoff's words name answer_result and the id, maybe inside JSON text (quotes escaped).
@@ -52,9 +55,11 @@ CLAUDE_MODEL = "claude-sonnet-4-5"
 CODEX_MODEL = "gpt-5.2-codex"
 
 
-def ask(tool: str, question: str) -> str:
-    """The prompt an agent is run with: the scripted model reads the tool and question back."""
-    return PROMPT.format(tool=tool, question=question)
+def ask(tool: str, question: str, files=()) -> str:
+    """The prompt an agent is run with: the scripted model reads the tool, the question and
+    the files to attach back."""
+    prompt = PROMPT.format(tool=tool, question=question)
+    return prompt + (FILES_LINE.format(files=", ".join(files)) if files else "")
 
 
 @dataclass
@@ -94,7 +99,11 @@ def decide(turn: Turn) -> tuple[str, object]:
     collected = [c for c in turn.calls if is_tool(c[0], "answer_result")]
     last = (collected or ours or [None])[-1]
     if last is None:
-        return _find_and_call(turn, tool, {"query": question})
+        attached = _FILES.search(turn.prompt)
+        arguments: dict = {"query": question}
+        if attached:
+            arguments["files"] = [name.strip() for name in attached.group(1).split(",")]
+        return _find_and_call(turn, tool, arguments)
     text = last[2] or ""
     handoff = HANDOFF_ID.search(text)
     if handoff and len(collected) < 40:

@@ -439,6 +439,47 @@ def test_codex_over_stdio_gives_its_model_our_cited_answer(codex, models, fake, 
     assert orm.HANDOFF_CLIENTS["codex-mcp-client"] == {"handoff_s": 50, "result_chars": 12_000}
 
 
+# -- A screenshot in the launch directory (issue 32) ----------------------------------------------
+
+SHOT = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x02\x80\x00\x00\x01\xe0\x08\x02\x00\x00\x00"
+
+
+def screenshot_went_upstream(fake) -> None:
+    """The request carried the question, then the screenshot as a data: URL input_image."""
+    import base64
+
+    (request,) = [r for r in fake.requests if r.path == "/v1/responses"]
+    question, image = request.body["input"][0]["content"]
+    assert question["type"] == "input_text"
+    assert image == {
+        "type": "input_image",
+        "image_url": "data:image/png;base64," + base64.b64encode(SHOT).decode(),
+        "detail": "auto",
+    }
+
+
+def test_claude_code_sends_a_screenshot_in_its_launch_directory(claude, models, fake, tmp_path):
+    (tmp_path / "error-dialog.png").write_bytes(SHOT)
+    fake.enqueue(ANSWER)
+    tag = tag_for("claude-files")
+    prompt = ask("answer", f"What does the dialog say? {tag}", ["error-dialog.png"])
+    run = run_claude(claude, models, tmp_path, prompt, claude_stdio(tmp_path, fake))
+    answer_reached_the_model(models, run, tag, "answer")
+    screenshot_went_upstream(fake)
+    stdio_was_clean(run)
+
+
+def test_codex_sends_a_screenshot_in_its_launch_directory(codex, models, fake, tmp_path):
+    (tmp_path / "error-dialog.png").write_bytes(SHOT)
+    fake.enqueue(ANSWER)
+    tag = tag_for("codex-files")
+    prompt = ask("answer", f"What does the dialog say? {tag}", ["error-dialog.png"])
+    run = run_codex(codex, models, tmp_path, prompt, codex_stdio(tmp_path, fake))
+    answer_reached_the_model(models, run, tag, "answer")
+    screenshot_went_upstream(fake)
+    stdio_was_clean(run)
+
+
 def test_claude_code_over_http_with_a_bearer_token(claude, models, fake, spawn, tmp_path):
     fake.enqueue(ANSWER)
     env = {"MCP_HTTP_TOKEN": TOKEN, "DEBUG": "1"}

@@ -4,13 +4,11 @@ Responses API (tests/fake_upstream.py). Nothing here touches the real network.
 
 from __future__ import annotations
 
-import datetime
 import itertools
 import json
 import re
 import socket
 import time
-import zoneinfo
 
 import pytest
 from conftest import (
@@ -60,7 +58,8 @@ def weather_reply(**overrides) -> Reply:
 
 
 def tokyo_today() -> str:
-    return datetime.datetime.now(zoneinfo.ZoneInfo("Asia/Tokyo")).date().isoformat()
+    """Today as the server counts it: its clock, in policy.timezone's default (Asia/Tokyo)."""
+    return m.today_in(m.SETTINGS[("policy", "timezone")].default)
 
 
 @pytest.fixture
@@ -258,8 +257,7 @@ def test_request_input_carries_the_query_the_default_hints_and_todays_date(serve
 def test_request_input_date_follows_the_configured_time_zone(spawn, fake):
     server = start(spawn, fake, config="policy:\n  timezone: UTC\n")
     answer_of(server.call("answer", {"query": "q"}))
-    today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
-    assert f"{today} (UTC)" in fake.requests[0].body["input"]
+    assert f"{m.today_in('UTC')} (UTC)" in fake.requests[0].body["input"]
 
 
 def test_call_hints_and_domains_are_sent_as_hints_and_as_the_domain_filter(server, fake):
@@ -377,12 +375,15 @@ def test_by_default_quick_is_lighter_and_detailed_thinks_more_than_answer(server
     }
 
 
-def test_tools_without_a_profile_use_the_answer_profile_but_their_own_model(spawn, fake):
+def test_tools_without_a_profile_use_the_answer_profile_model_included(spawn, fake):
+    """Seed 001: an omitted answer_detailed runs with answer's settings (issue 30)."""
     config = "model_profiles:\n  answer: {model: gpt-5-mini, verbosity: high}\n"
     server = start(spawn, fake, config=config)
     answer_of(server.call("answer_detailed", {"query": "q"}))
-    assert fake.requests[0].body["model"] == "gpt-6.2-sol"
+    assert fake.requests[0].body["model"] == "gpt-5-mini"
     assert fake.requests[0].body["text"] == {"verbosity": "high"}
+    assert fake.requests[0].body["reasoning"] == {"effort": "medium"}
+    assert not fake.requests[0].body.get("background")
 
 
 # ============================================================================================

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import select
 import subprocess
 import sys
+import time
 
 import pytest
 from conftest import SCRIPT, TEST_KEY, base_env, run_cli, show_config
@@ -274,6 +277,114 @@ def test_command_does_not_import_openai(tmp_path, args):
     assert any(line.startswith("import time:") for line in proc.stderr.splitlines())
 
 
+# -- what loads before the first answer (issue 34) --------------------------------------------
+
+# Every optional dependency: the extras' drivers and `openai` itself. The test venv has them all
+# installed (the "test" extra), so a start that imports one shows here.
+OPTIONAL_MODULES = ("psycopg", "psycopg_binary", "psycopg_c", "jwt", "cryptography", "openai")
+
+# Runs the server as the installed entry point does, and writes a marker on stderr right after
+# the first bytes reach stdout (the answer to initialize): -X importtime lines before it are
+# what the first answer paid for, in order, whatever the machine's load.
+MARKED_ENTRY = """\
+import os, sys
+sys.path.insert(0, {root!r})
+write = os.write
+def marked(fd, data):
+    done = write(fd, data)
+    if fd == 1 and not getattr(marked, "seen", False):
+        marked.seen = True
+        write(2, b"-- initialize answered --\\n")
+    return done
+os.write = marked
+from openai_responses_mcp import main
+raise SystemExit(main())
+"""
+
+
+def imports_before_initialize(tmp_path, *args, **env) -> list[str]:
+    """The top-level modules imported before initialize was answered, by -X importtime."""
+    from conftest import ROOT
+
+    entry = tmp_path / "entry.py"
+    entry.write_text(MARKED_ENTRY.format(root=str(ROOT)), encoding="utf-8")
+    message = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}},
+    }
+    proc = subprocess.run(  # both pipes read at once: importtime fills stderr fast
+        [sys.executable, "-X", "importtime", str(entry), "--stdio", *args],
+        input=(json.dumps(message) + "\n").encode(),
+        capture_output=True,
+        env=base_env(tmp_path, **env),
+        cwd=str(tmp_path),
+        timeout=60,
+    )
+    reply = json.loads(proc.stdout.splitlines()[0])
+    assert reply["result"]["serverInfo"]["name"] == "openai-responses-mcp"
+    stderr = proc.stderr.decode()
+    before, marker, _ = stderr.partition("-- initialize answered --")
+    assert marker, stderr[-2000:]
+    names = [line.rpartition("|")[2].strip() for line in before.splitlines()]
+    assert "openai_responses_mcp" in names  # importtime was on: the list is real
+    return [name for name in names if name.split(".")[0] in OPTIONAL_MODULES]
+
+
+def test_the_test_environment_has_every_extra_installed():
+    import importlib.util
+
+    missing = [
+        n for n in ("psycopg", "jwt", "cryptography", "openai") if not importlib.util.find_spec(n)
+    ]
+    assert missing == [], 'install the test extra: pip install -e ".[test]"'
+
+
+def test_nothing_optional_loads_before_initialize_is_answered(tmp_path):
+    assert imports_before_initialize(tmp_path) == []
+
+
+def test_nothing_optional_loads_before_initialize_with_a_proxy_url_with_a_password(tmp_path):
+    # The secret masker reads every URL it is given; only a PostgreSQL one is a driver's business.
+    proxy = "http://user:pass@127.0.0.1:9"
+    assert imports_before_initialize(tmp_path, HTTPS_PROXY=proxy, NO_PROXY="*") == []
+
+
+def test_a_postgresql_state_url_is_the_one_start_that_loads_psycopg(tmp_path):
+    # The control: the check above sees a driver when one is loaded (state.url is read and
+    # checked at start, so a PostgreSQL URL pays for psycopg; nothing else does).
+    (tmp_path / "config.yaml").write_text(
+        "state:\n  url: postgresql://u:secret@127.0.0.1:9/db\n", encoding="utf-8"
+    )
+    loaded = imports_before_initialize(tmp_path, "--config", str(tmp_path / "config.yaml"))
+    assert "psycopg.conninfo" in loaded
+    assert not [name for name in loaded if name.split(".")[0] in ("jwt", "cryptography", "openai")]
+
+
+def test_masking_a_value_that_is_no_postgresql_url_loads_no_driver(tmp_path):
+    code = (
+        "import sys, openai_responses_mcp as m\n"
+        "assert m.url_secrets('') == ()\n"
+        "assert m.pg_params('') is None and m.pg_params('http://u:p@h/') is None\n"
+        "assert m.redact_url('http://u:p@proxy:3128') == 'http://***@proxy:3128'\n"
+        "assert m.url_has_secret('http://u:p@proxy:3128')\n"
+        "assert m.url_secrets('http://u:p@proxy:3128') == ('p',)\n"
+        "print(sorted(n for n in sys.modules if n.startswith('psycopg')))\n"
+    )
+    from conftest import ROOT
+
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=base_env(tmp_path, PYTHONPATH=str(ROOT)),
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
 # -- --print-example ----------------------------------------------------------------------------
 
 
@@ -390,3 +501,166 @@ def test_log_and_doctor_lines_are_inert(capsys):
     for text in (capsys.readouterr().err, out.getvalue()):
         assert mcp.inert(EVIL_MODEL) in text
         assert all(line.isprintable() for line in text.splitlines())
+
+
+# -- a terminal that talks back (issue 33): real pseudo-terminals -------------------------------
+
+needs_pty = pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+DOCS_URL = "https://docs.python.org/3/whatsnew/"
+
+
+def read_until(fd: int, want: bytes, timeout: float = 20.0) -> bytes:
+    """Bytes from `fd` until `want` is among them, the end, or the timeout."""
+    got = b""
+    deadline = time.monotonic() + timeout
+    while want not in got and time.monotonic() < deadline:
+        if not select.select([fd], [], [], 0.1)[0]:
+            continue
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: the terminal's last holder has gone
+            break
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
+@needs_pty
+def test_stdio_on_a_terminal_says_at_once_on_stderr_what_it_waits_for(tmp_path):
+    master, slave = os.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--stdio"],
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=base_env(tmp_path, TERM="dumb", NO_COLOR="1"),
+        cwd=str(tmp_path),
+    )
+    os.close(slave)
+    try:
+        said = read_until(proc.stderr.fileno(), b"Ctrl-D", timeout=10).decode()
+        assert "waiting for an MCP client" in said, said
+        assert f"{APP} --ask" in said and f"{APP} --doctor" in said
+        os.write(master, b"\x04")  # Ctrl-D: end of input, and the server ends
+        out, _ = proc.communicate(timeout=20)
+    finally:
+        proc.kill() if proc.poll() is None else None
+        os.close(master)
+    assert out == b"" and proc.returncode == 0
+
+
+def test_stdio_from_a_pipe_says_nothing_of_terminals(tmp_path):
+    proc = run_cli(tmp_path, "--stdio", input="")
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert "waiting for an MCP client" not in proc.stderr
+
+
+def ask_on_a_terminal(tmp_path, fake, *args: str) -> str:
+    """--ask with stdout on a real terminal: what the terminal shows."""
+    master, slave = os.openpty()
+    env = base_env(tmp_path, OPENAI_BASE_URL=fake.base_url, TERM="xterm-256color")
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--ask", "What changed in Python?", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=str(tmp_path),
+    )
+    os.close(slave)
+    try:
+        shown = read_until(master, b"\x00never", timeout=30)
+        assert proc.wait(timeout=20) == 0, proc.stderr.read()
+    finally:
+        proc.kill() if proc.poll() is None else None
+        os.close(master)
+    return shown.decode().replace("\r\n", "\n")
+
+
+@needs_pty
+def test_ask_on_a_terminal_prints_the_answer_its_sources_and_a_cost_line(tmp_path, fake):
+    citation = {"url": DOCS_URL, "title": "What's New"}
+    text = f"Python 3.15 is out.\x1b[31m See {DOCS_URL}."
+    fake.enqueue(Reply(text=text, searches=[{"query": "python"}], citations=[citation]))
+    shown = ask_on_a_terminal(tmp_path, fake)
+    assert shown.startswith("Python 3.15 is out."), shown
+    assert "\nSources:\n" in shown and DOCS_URL in shown
+    assert "\x1b" not in shown  # text from upstream cannot drive the terminal
+    last = shown.rstrip("\n").splitlines()[-1]
+    assert last.startswith("-- gpt-6.1-terra") and "web search, 1 citation(s); cost: $" in last
+    assert not shown.lstrip().startswith("{")
+
+
+@needs_pty
+def test_ask_with_json_prints_json_even_on_a_terminal(tmp_path, fake):
+    shown = ask_on_a_terminal(tmp_path, fake, "--json")
+    assert json.loads(shown)["answer"].startswith(DEFAULT_TEXT)
+
+
+def test_json_with_ask_when_piped_is_the_same_json(tmp_path, fake):
+    proc = ask(tmp_path, fake, "What does HTTP 404 mean?", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["answer"].startswith(DEFAULT_TEXT)
+
+
+# -- words for people: a mistyped flag, an OS error, a bad DEBUG (issue 33) --------------------
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"), [("--doctr", "--doctor"), ("--stdoi", "--stdio"), ("-stdio", "--stdio")]
+)
+def test_a_mistyped_flag_gets_did_you_mean(tmp_path, typed, meant):
+    assert_usage_error(run_cli(tmp_path, typed), f"unknown option '{typed}'; did you mean {meant}?")
+
+
+def test_an_unquoted_question_after_ask_is_told_to_use_quotes(tmp_path):
+    proc = run_cli(tmp_path, "--ask", "what", "is", "new")
+    assert_usage_error(proc, "unknown option 'is'", 'goes in quotes: --ask "..."')
+
+
+def test_a_config_path_that_is_a_directory_is_said_in_words(tmp_path):
+    proc = run_cli(tmp_path, "--show-config", "--config", str(tmp_path))
+    assert proc.returncode == 2
+    assert "it is a directory, not a file; point --config at a YAML file" in proc.stderr
+    assert "Errno" not in proc.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_config_fifo_nobody_writes_to_is_refused_not_waited_on_forever(tmp_path):
+    fifo = tmp_path / "config.yaml"
+    os.mkfifo(fifo)
+    proc = run_cli(tmp_path, "--show-config", "--config", str(fifo), timeout=20)
+    assert proc.returncode == 2
+    assert f"config file {fifo} is a FIFO that nothing wrote to" in proc.stderr
+
+
+def test_os_errors_are_said_in_words():
+    import errno
+
+    said = mcp.os_error_words(PermissionError(errno.EACCES, "Permission denied", "/etc/x"))
+    assert said == "permission denied (check its mode and owner)"
+    assert mcp.os_error_words(OSError(errno.EIO, "Input/output error")) == "input/output error"
+
+
+@pytest.mark.parametrize("word", ["maybe", "enabled", "y"])
+def test_a_debug_variable_that_is_neither_a_switch_nor_a_path_is_an_error(tmp_path, word):
+    proc = run_cli(tmp_path, "--show-config", env={"DEBUG": word})
+    assert proc.returncode == 2
+    assert f'DEBUG = "{word}" must be 1, true, yes or on' in proc.stderr
+    assert not (tmp_path / word).exists()
+
+
+def test_a_debug_variable_that_is_a_path_still_names_the_debug_file(tmp_path):
+    proc = run_cli(tmp_path, "--show-config", env={"DEBUG": "debug.log"})
+    assert proc.returncode == 0, proc.stderr
+    assert '"debug_file": "debug.log"' in proc.stderr
+
+
+def test_neither_a_mistyped_flags_value_nor_a_key_in_debug_is_echoed(tmp_path):
+    proc = run_cli(tmp_path, "--http-tokn=hunter2-secret-token")
+    assert_usage_error(proc, "unknown option '--http-tokn'; did you mean --http-token?")
+    assert "hunter2" not in proc.stderr
+    proc = run_cli(tmp_path, "--show-config", env={"DEBUG": "sk-" + "x" * 40})
+    assert proc.returncode == 2 and "DEBUG = (hidden) must be" in proc.stderr
+    assert "xxxx" not in proc.stderr

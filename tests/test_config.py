@@ -576,21 +576,49 @@ ANSWER = "model_profiles:\n  answer: {model: gpt-5-mini, reasoning_effort: high,
 QUICK = {"reasoning_effort": "low", "verbosity": "low", "search_context_size": "low"}
 
 
-def test_absent_profiles_keep_their_own_defaults_and_inherit_the_rest_from_answer(tmp_path, env):
+def test_a_config_of_answer_alone_runs_every_tool_on_it(tmp_path, env):
+    """Seed 001's minimal configuration: `answer` alone, and "every tool runs with this
+    setting": the per-tool built-in defaults (gpt-6-luna, gpt-6.2-sol, effort low or high,
+    background on for answer_detailed) are not models or settings the user chose."""
     config = load(tmp_path, env, ANSWER)
-    assert config.profile("answer") == {
-        "model": "gpt-5-mini",
-        "reasoning_effort": "high",
-        "verbosity": "low",
+    expected = {"model": "gpt-5-mini", "reasoning_effort": "high", "verbosity": "low"}
+    for tool in ("answer", "answer_detailed", "answer_quick"):
+        assert config.profile(tool) == expected, tool
+        assert config.background(tool) is False, tool
+    where = f"{tmp_path / 'config.yaml'}:2"
+    assert config.profile_sources("answer")["model"] == where
+    assert config.profile_sources("answer_quick") == {
+        "model": f"inherited from answer ({where})",
+        "reasoning_effort": f"inherited from answer ({where})",
+        "verbosity": f"inherited from answer ({where})",
+        "background": "inherited from answer (default)",
     }
-    # answer_detailed's own defaults are its model and effort high; its verbosity is answer's.
-    # Each tool has a model of its own: answer's does not reach the others.
-    assert config.profile("answer_detailed") == {
-        "model": "gpt-6.2-sol",
-        "reasoning_effort": "high",
-        "verbosity": "low",
-    }
+
+
+@pytest.mark.parametrize("where", ["env MODEL_ANSWER", "flag --model"])
+def test_answers_model_from_the_environment_or_the_flag_reaches_every_tool(tmp_path, env, where):
+    if where == "env MODEL_ANSWER":
+        env["MODEL_ANSWER"] = "gpt-5.2"
+        config = load(tmp_path, env, "")
+    else:
+        config = load(tmp_path, env, "", model="gpt-5.2")
+    for tool in ("answer_detailed", "answer_quick"):
+        assert config.profile(tool) == {
+            "model": "gpt-5.2",
+            "reasoning_effort": "medium",
+            "verbosity": "medium",
+        }
+        assert config.profile_sources(tool)["model"] == f"inherited from answer ({where})"
+
+
+def test_the_per_tool_defaults_apply_while_answers_model_is_not_set(tmp_path, env):
+    """Setting answer's effort or verbosity (not its model) keeps each tool's own defaults."""
+    env["ANSWER_EFFORT"] = "high"
+    config = load(tmp_path, env, "model_profiles:\n  answer: {verbosity: low}\n")
     assert config.profile("answer_quick") == {"model": "gpt-6-luna", **QUICK}
+    assert config.profile("answer_detailed")["model"] == "gpt-6.2-sol"
+    assert config.background("answer_detailed") is True
+    assert config.profile_sources("answer_quick")["model"] == "default"
 
 
 def test_the_three_profiles_differ_by_default(tmp_path, env):
@@ -641,8 +669,8 @@ def test_null_in_another_profile_takes_answers_value(tmp_path, env):
         + "  answer_detailed: {reasoning_effort: null}\n",
     )
     expected = {"reasoning_effort": "high", "verbosity": "low"}
-    assert config.profile("answer_quick") == {"model": "gpt-6-luna", **expected}
-    assert config.profile("answer_detailed") == {"model": "gpt-6.2-sol", **expected}
+    assert config.profile("answer_quick") == {"model": "gpt-5-mini", **expected}
+    assert config.profile("answer_detailed") == {"model": "gpt-5-mini", **expected}
 
 
 def test_null_has_nothing_to_inherit_in_answer_itself(tmp_path, env):
@@ -651,6 +679,7 @@ def test_null_has_nothing_to_inherit_in_answer_itself(tmp_path, env):
 
 
 def test_partial_profile_inherits_the_keys_it_lacks(tmp_path, env):
+    """With answer's model set, each key a tool's profile does not set is answer's."""
     config = load(
         tmp_path,
         env,
@@ -661,30 +690,43 @@ def test_partial_profile_inherits_the_keys_it_lacks(tmp_path, env):
         "reasoning_effort": "high",
         "verbosity": "low",
     }
-    assert config.profile("answer_quick") == {"model": "gpt-6-luna", **QUICK, "verbosity": "high"}
+    assert config.profile("answer_quick") == {
+        "model": "gpt-5-mini",
+        "reasoning_effort": "high",
+        "verbosity": "high",
+    }
 
 
-def test_empty_profile_mapping_keeps_the_defaults(tmp_path, env):
+def test_empty_profile_mapping_sets_nothing(tmp_path, env):
     config = load(tmp_path, env, ANSWER + "  answer_quick: {}\n")
-    assert config.profile("answer_quick") == {"model": "gpt-6-luna", **QUICK}
+    assert config.profile("answer_quick") == config.profile("answer")
+    assert load(tmp_path, env, "model_profiles:\n  answer_quick: {}\n").profile("answer_quick") == {
+        "model": "gpt-6-luna",
+        **QUICK,
+    }
 
 
-def test_model_flag_sets_answers_model_only(tmp_path, env):
-    """Each tool has a model of its own (cheapest, balanced, strongest): --model, like
-    MODEL_ANSWER, is answer's, so the three tools do not collapse into one."""
+def test_model_flag_is_answers_and_reaches_the_tools_the_user_left_unset(tmp_path, env):
     config = load(
         tmp_path, env, "model_profiles:\n  answer_detailed: {model: o3}\n", model="m-flag"
     )
     assert config.profile("answer")["model"] == "m-flag"
-    assert config.profile("answer_quick")["model"] == "gpt-6-luna"
+    assert config.profile("answer_quick")["model"] == "m-flag"
     assert config.profile("answer_detailed")["model"] == "o3"
 
 
 def test_profile_env_var_sets_only_its_model(tmp_path, env):
     env["MODEL_QUICK"] = "gpt-5-nano"
     config = load(tmp_path, env, ANSWER)
-    assert config.profile("answer_quick") == {"model": "gpt-5-nano", **QUICK}
-    assert config.profile("answer_detailed")["model"] == "gpt-6.2-sol"
+    assert config.profile("answer_quick") == {
+        "model": "gpt-5-nano",
+        "reasoning_effort": "high",
+        "verbosity": "low",
+    }
+    assert config.profile("answer_detailed")["model"] == "gpt-5-mini"
+    alone = load(tmp_path, env, "")  # no answer model: the per-tool defaults
+    assert alone.profile("answer_quick") == {"model": "gpt-5-nano", **QUICK}
+    assert alone.profile("answer_detailed")["model"] == "gpt-6.2-sol"
 
 
 # -- the API key never comes from YAML --------------------------------------------------------
@@ -918,6 +960,18 @@ def test_no_debug_lines_without_debug(spawn, fake):
     server = spawn("--stdio", upstream=fake)
     run_session(server, "hello")
     assert "[debug" not in server.stderr
+
+
+def test_the_log_masks_every_secret_it_was_given_whatever_its_shape(tmp_path, capsys):
+    """Not only what looks like an OpenAI key: the HTTP token, the tasks secret and every form
+    of the database password (main() hands them over), on stderr and in the debug file."""
+    token, password = "tok-0123456789abcdef-XYZ", "p/ss w0rd-long"
+    log = mcp.Log(True, str(tmp_path / "debug.log"), (token, password))
+    log.say(f"refused {token!r}; state: password {password} rejected")
+    log.debug("state", f"connect with {password}")
+    written = capsys.readouterr().err + (tmp_path / "debug.log").read_text(encoding="utf-8")
+    assert token not in written and password not in written
+    assert written.count("[redacted]") == 6  # three each, on stderr and in the file
 
 
 def test_debug_session_never_shows_the_api_key_the_query_or_the_instructions(spawn, fake, tmp_path):

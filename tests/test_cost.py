@@ -101,17 +101,57 @@ def test_model_ids_match_their_entry_with_or_without_a_date(tmp_path, model, exp
     assert pricing.prices(model) == expected
 
 
-def test_config_prices_win_and_match_as_prefixes_longest_first(tmp_path):
+def test_config_prices_win_and_match_as_prefixes_only_with_a_trailing_star(tmp_path):
     config = config_with(
         tmp_path,
-        "pricing:\n  models:\n    acme: {input: 1, cached_input: 1, output: 1}\n"
-        "    acme-7: {input: 7, cached_input: 7, output: 7}\n"
+        "pricing:\n  models:\n    acme*: {input: 1, cached_input: 1, output: 1}\n"
+        "    acme-7*: {input: 7, cached_input: 7, output: 7}\n"
+        "    acme-8: {input: 8, cached_input: 8, output: 8}\n"
         "    gpt-5.2: {input: 3, cached_input: 3, output: 3}\n",
     )
     pricing = m.Pricing(config, m.Log())
-    assert pricing.prices("acme-7-turbo") == ((7.0, 7.0, 7.0), "config")
-    assert pricing.prices("acme-9") == ((1.0, 1.0, 1.0), "config")
+    assert pricing.prices("acme-7-turbo") == ((7.0, 7.0, 7.0), "config acme-7*")
+    assert pricing.prices("acme-9") == ((1.0, 1.0, 1.0), "config acme*")
+    assert pricing.prices("acme-8") == ((8.0, 8.0, 8.0), "config")
+    # A key without `*` is its own id (and its snapshots') only.
+    assert pricing.prices("acme-8-mini") == ((1.0, 1.0, 1.0), "config acme*")
     assert pricing.prices("gpt-5.2-2025-12-11") == ((3.0, 3.0, 3.0), "config")
+    assert pricing.prices("gpt-5.2") == ((3.0, 3.0, 3.0), "config")
+
+
+@pytest.mark.parametrize(
+    ("key", "model", "builtin", "own"),
+    [
+        # Review 4, M2: a config key restating gpt-5's own price repriced every gpt-5.x...
+        ("gpt-5", "gpt-5.6-sol", (5.0, 0.5, 30.0), "config"),
+        ("gpt-5", "gpt-5-pro", (15.0, 15.0, 120.0), "config"),
+        # ... and o3 repriced o3-deep-research from $1.40 to $0.28 a run.
+        ("o3", "o3-deep-research", (10.0, 2.5, 40.0), "config"),
+        # Even a key with `*` loses to the built-in exact id: the most specific price wins.
+        # (and gpt-5 itself keeps its built-in price: `gpt-5*` names no id of its own).
+        ("gpt-5*", "gpt-5.6-sol", (5.0, 0.5, 30.0), f"builtin {m.PRICES_DATE}"),
+    ],
+)
+def test_a_config_key_is_no_prefix_of_a_builtin_model(tmp_path, key, model, builtin, own):
+    config = config_with(
+        tmp_path,
+        f"pricing:\n  models:\n    {key}: {{input: 1.25, cached_input: 0.125, output: 10}}\n",
+    )
+    pricing = m.Pricing(config, m.Log())
+    assert pricing.prices(model) == (builtin, f"builtin {m.PRICES_DATE}")
+    assert pricing.prices(key.rstrip("*")) == ((1.25, 0.125, 10.0), own)
+
+
+def test_a_star_alone_prices_any_model_without_a_price(tmp_path):
+    config = config_with(
+        tmp_path, "pricing:\n  models:\n    '*': {input: 4, cached_input: 4, output: 4}\n"
+    )
+    pricing = m.Pricing(config, m.Log())
+    assert pricing.prices("openai/gpt-6.1-terra") == ((4.0, 4.0, 4.0), "config *")
+    assert pricing.prices("gpt-6.1-terra") == (
+        m.BUILTIN_PRICES["gpt-6.1-terra"],
+        f"builtin {m.PRICES_DATE}",
+    )
 
 
 def test_flex_and_priority_scale_the_token_prices(tmp_path):
@@ -131,6 +171,8 @@ def test_priority_on_gpt_5_5_costs_two_and_a_half_times_standard(tmp_path):
     assert cost["input_usd"] == 12.5 / 5 and cost["output_usd"] == 75.0
     assert cost["prices"] == f"builtin {m.PRICES_DATE} x2.5 (priority)"
     assert pricing.cost("gpt-5.4", usage, 0, "priority")["usd"] == (2.5 / 5 + 15.0) * 2
+    # Fast mode is billed as priority, at the model's own priority rate.
+    assert pricing.cost("gpt-5.5-2026-04-23", usage, 0, "fast")["usd"] == cost["usd"]
 
 
 def test_fast_mode_is_billed_as_priority(tmp_path):
@@ -176,6 +218,139 @@ def test_usage_meta_reads_cache_writes_in_the_apis_shape():
     del response["usage"]["input_tokens_details"]["cache_write_tokens_details"]
     usage = m.usage_meta(response, 1.0, 1)["usage"]
     assert (usage["cache_write_tokens"], usage["cache_write_12h_tokens"]) == (3000, 0)
+
+
+# -- Odd numbers from the API (review 4, M1 and m6) ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "count"),
+    [
+        (None, 0),  # OpenAI-compatible gateways send null...
+        ("500", 500),  # ... strings,
+        (" 12.5 ", 13),  # fractions, rounded up (count more, never less),
+        (2.0000001, 3),
+        (-500, 0),  # negatives, which must never lower a cost,
+        ("-3", 0),
+        ("n/a", 0),
+        (True, 0),
+        (float("nan"), 0),
+        ([1], 0),
+        (10**30, m.USAGE_MAX_TOKENS),  # and counts no request has: capped, finite
+        (float("inf"), m.USAGE_MAX_TOKENS),
+        ("1e400", m.USAGE_MAX_TOKENS),
+    ],
+)
+def test_a_token_count_is_read_as_a_whole_number_in_range(value, count):
+    assert m.token_count(value) == count
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        None,
+        "garbage",
+        [],
+        {"input_tokens": None, "output_tokens": None},
+        {"input_tokens_details": None, "output_tokens_details": "x"},
+        {"input_tokens_details": {"cache_write_tokens_details": []}},
+    ],
+)
+def test_usage_of_any_shape_reads_as_counts(usage):
+    counts = m.usage_meta({"usage": usage, "output": "not a list"}, 1.0, 1)["usage"]
+    assert set(counts) == {
+        "input_tokens",
+        "cached_input_tokens",
+        "cache_write_tokens",
+        "cache_write_12h_tokens",
+        "output_tokens",
+        "reasoning_tokens",
+        "total_tokens",
+    }
+    assert all(type(value) is int and value >= 0 for value in counts.values())
+
+
+def test_negative_counts_never_lower_a_cost(tmp_path):
+    pricing = m.Pricing(config_with(tmp_path, PRICES), m.Log())
+    honest = {"input_tokens": 2000, "cached_input_tokens": 0, "output_tokens": 0}
+    cost = pricing.cost("gpt-6.1-terra", honest, 0)["usd"]
+    for lie in (
+        {"output_tokens": -1_000_000},
+        {"cached_input_tokens": -5000},
+        {"cache_write_tokens": -3000},
+        {"cache_write_12h_tokens": -3000, "cache_write_tokens": 0},
+    ):
+        odd = pricing.cost("gpt-6.1-terra", {**honest, **lie}, -4)
+        assert odd["usd"] >= cost, lie
+        assert all(odd[part] >= 0 for part in odd if part.endswith("_usd")), lie
+
+
+ODD_USAGE = {
+    "input_tokens": None,
+    "input_tokens_details": {"cached_tokens": None, "cache_write_tokens": "0"},
+    "output_tokens": "500",
+    "output_tokens_details": {"reasoning_tokens": -7},
+    "total_tokens": None,
+}
+
+
+def test_a_paid_answer_with_null_and_string_counts_is_answered_booked_and_released(
+    spawn, fake, tmp_path
+):
+    """M1: a gateway's null or string count made a billed answer fail with "internal error
+    (TypeError)", wrote no ledger row and kept the call's hold, so later calls were refused."""
+    server = start(spawn, fake, config=PRICES + "budget: {daily_usd: 1}\n")
+    fake.enqueue(Reply(usage=ODD_USAGE, searches=SEARCHES[:1]))
+    meta = meta_of(server.call("answer", {"query": "q"}))
+    assert meta["usage"]["output_tokens"] == 500 and meta["usage"]["input_tokens"] == 0
+    # 500 output tokens at $10 a million, and one search at $25 a thousand.
+    assert meta["cost"]["usd"] == pytest.approx(0.005 + 0.025)
+    wait_until(lambda: rows_of(tmp_path, "outcome = 'ok'") == 1, 10, "the ledger row")
+    assert rows_of(tmp_path, "usd > 0.0299 AND usd < 0.0301") == 1
+    assert rows_of(tmp_path, "1 = 1", table="reservations") == 0  # the hold is given back
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        "openai/gpt-6.1-terra",  # a gateway's name for it: no price of its own
+        "gpt-6-luna",  # a cheaper model than the one admission reserved for
+    ],
+)
+def test_a_response_naming_another_model_is_booked_at_the_requested_models_price(
+    spawn, fake, tmp_path, named
+):
+    """M3: admission priced the requested model, the cost the model the response named: a
+    response naming `openai/gpt-6.1-terra` was booked at $0, and four $0.70 calls passed a $1
+    cap."""
+    server = start(spawn, fake, config=PRICES + "budget: {daily_usd: 0.1}\n")
+    usage = {"input_tokens": 0, "input_tokens_details": {"cached_tokens": 0}}
+    usage |= {"output_tokens": 4000, "output_tokens_details": {"reasoning_tokens": 0}}
+    costs = []
+    for n in range(3):
+        fake.enqueue(Reply(model=named, usage=usage, searches=[]))
+        reply = server.call("answer", {"query": f"q{n}"})
+        if "error" in reply:
+            break
+        costs.append(meta_of(reply)["cost"])
+    # 4000 output tokens at gpt-6.1-terra's $10 a million (PRICES): $0.04 a call, so the third
+    # has no room under $0.10.
+    assert [cost["usd"] for cost in costs] == [pytest.approx(0.04)] * 2
+    assert costs[0]["prices"] == "config, as gpt-6.1-terra (the model requested)"
+    assert "budget of $0.10 has no room" in reply["error"]["message"]
+    booked = f"model = '{named}' AND usd > 0.0399"
+    wait_until(lambda: rows_of(tmp_path, booked) == 2, 10, "the two rows")
+
+
+def rows_of(tmp_path, where: str, table: str = "usage") -> int:
+    import sqlite3
+
+    path = tmp_path / "xdg-state" / "openai-responses-mcp" / "state.sqlite3"
+    try:
+        with sqlite3.connect(path) as conn:
+            return conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {where}").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
 
 
 def test_long_prompts_are_billed_at_the_long_context_rate(tmp_path):
@@ -335,6 +510,15 @@ def test_dollars_under_a_cent_are_not_shown_as_zero(amount, shown):
     assert m.usd(amount) == shown
 
 
+def test_a_daily_budget_counts_today_and_a_monthly_one_from_the_first_of_the_month(tmp_path):
+    config = config_with(tmp_path, "budget: {daily_usd: 5, monthly_usd: 50}\n")
+    assert m.budgets(config, "2027-02-28") == [
+        ("daily", 5, "2027-02-28", "today", "at 00:00"),
+        ("monthly", 50, "2027-02-01", "this month", "on 2027-03-01 at 00:00"),
+    ]
+    assert m.budgets(config_with(tmp_path, ""), "2027-02-28") == []
+
+
 def test_next_month_rolls_over_the_year():
     assert m._next_month("2026-12-31") == "2027-01-01"
     assert m._next_month("2026-11-23") == "2026-12-01"
@@ -430,3 +614,49 @@ def test_usage_flags_are_checked(tmp_path, args, words):
     result = run_cli(tmp_path, *args)
     assert result.returncode == 2
     assert words in result.stderr
+
+
+# -- docs/cost.md's examples, computed from the built-in prices (review 4, m7) ----------------
+
+COST_MD = conftest.SCRIPT.parent / "docs" / "cost.md"
+
+
+def _builtin_usd(model: str, tokens_in: int, cached: int, out: int, searches: int) -> float:
+    rates = m.BUILTIN_PRICES[model]
+    search = m.SETTINGS[("pricing", "web_search_per_1k")].default / 1000
+    return ((tokens_in - cached) * rates[0] + cached * rates[1] + out * rates[2]) / 1e6 + (
+        searches * search
+    )
+
+
+def test_the_typical_answers_table_is_what_the_builtin_prices_give():
+    import re
+
+    text = COST_MD.read_text(encoding="utf-8")
+    rows = re.findall(
+        r"^\| `(\w+)` \(([\w.-]+),[^|]*\| ([\d,]+) \(([\d,]+)\) / ([\d,]+), (\d+) searche?s? "
+        r"\| \$([\d.]+) \|$",
+        text,
+        re.M,
+    )
+    assert [row[0] for row in rows] == ["answer_quick", "answer", "answer_detailed"]
+    for tool, model, tokens_in, cached, out, searches, shown in rows:
+        assert model == m.SETTINGS[("model_profiles", tool, "model")].default
+        counts = [int(value.replace(",", "")) for value in (tokens_in, cached, out, searches)]
+        assert f"{_builtin_usd(model, *counts):.2f}" == shown, tool
+
+
+def test_the_deep_research_example_is_what_the_builtin_prices_give():
+    import re
+
+    text = " ".join(COST_MD.read_text(encoding="utf-8").split())
+    found = re.search(
+        r"A run of ([\d,]+) tokens in, ([\d,]+) out and (\d+) searches is about \$([\d.]+) with "
+        r"([\w-]+) and \$([\d.]+) with ([\w-]+);",
+        text,
+    )
+    assert found, "the deep research example is gone from docs/cost.md"
+    tokens_in, out, searches = (int(found[n].replace(",", "")) for n in (1, 2, 3))
+    for shown, model in ((found[4], found[5]), (found[6], found[7])):
+        usd = _builtin_usd(model, tokens_in, 0, out, searches)
+        assert f"{usd:.{len(shown.split('.')[1])}f}" == shown, model

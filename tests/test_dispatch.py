@@ -57,11 +57,16 @@ SEED_FULL_PROPERTIES = {
     "max_results": {"type": "integer"},
     "domains": {"type": "array", "items": {"type": "string"}},
     "previous_response_id": {"type": "string"},  # issue 20: follow-ups
+    "files": {"type": "array", "items": {"type": "string"}},  # issue 32: files as context
 }
 SEED_PROPERTIES = {
     "answer": SEED_FULL_PROPERTIES,
     "answer_detailed": SEED_FULL_PROPERTIES,
-    "answer_quick": {"query": {"type": "string"}, "previous_response_id": {"type": "string"}},
+    "answer_quick": {
+        "query": {"type": "string"},
+        "previous_response_id": {"type": "string"},
+        "files": {"type": "array", "items": {"type": "string"}},
+    },
 }
 
 
@@ -201,10 +206,10 @@ def test_tools_list_input_schemas_have_the_seed_types(harness, version):
         assert schema_types(schema) == SEED_PROPERTIES[tool["name"]], tool["name"]
 
 
-def test_answer_quick_takes_only_query_and_a_previous_response_id(harness):
+def test_answer_quick_takes_only_query_a_previous_response_id_and_files(harness):
     tools = {t["name"]: t for t in harness.request("tools/list")["result"]["tools"]}
     properties = tools["answer_quick"]["inputSchema"]["properties"]
-    assert list(properties) == ["query", "previous_response_id"]
+    assert list(properties) == ["query", "previous_response_id", "files"]
 
 
 def test_tool_annotations_say_read_only_open_world_not_destructive_not_idempotent(harness):

@@ -293,3 +293,14 @@ def test_no_class_in_the_module_is_over_600_lines():
     sizes = {n.name: n.end_lineno - n.lineno + 1 for n in tree.body if isinstance(n, ast.ClassDef)}
     assert {name: size for name, size in sizes.items() if size > 600} == {}
     assert {"Dispatcher", "LongCalls", "AnswerEngine"} <= set(sizes)  # the ones it was about
+
+
+def test_the_readme_the_docs_and_the_doctor_give_the_server_one_name():
+    """Issue 33: `claude mcp add NAME`, Codex's [mcp_servers.NAME] and the JSON configs' key
+    are the name --doctor prints (NAME, placeholders in capitals, aside)."""
+    names = re.findall(r"(?:claude|codex) mcp add (?:--transport \S+ )?([\w.-]+)", DOCS)
+    names += re.findall(r"\[mcp_servers\.([\w-]+)", DOCS)
+    names += re.findall(r'"(openai-responses[\w-]*)": \{', DOCS)
+    names = [name for name in names if not name.isupper() and not name.startswith("-")]
+    assert len(names) >= 8, names
+    assert set(names) == {orm.CLIENT_NAME}, names

@@ -74,7 +74,7 @@ def cursor_entry(proc) -> dict:
     text = proc.stdout
     start = text.index("Cursor (")
     block = text[text.index("{", start) : text.rindex("}") + 1]
-    return json.loads(block)["mcpServers"]["openai-responses-mcp"]
+    return json.loads(block)["mcpServers"][mcp.CLIENT_NAME]
 
 
 # -- everything in order --------------------------------------------------------------------
@@ -99,9 +99,9 @@ def test_a_healthy_setup_passes_every_check_and_exits_0(tmp_path, fake):
     assert "effort medium, verbosity medium" in proc.stdout
     assert proc.stdout.rstrip().endswith("All checks passed.")
     paths = [r.path for r in fake.requests]
-    # One lookup per distinct model, then the list again for the shutdown dates.
+    # The list once (the key check and the shutdown dates), one lookup per distinct model.
     lookups = [f"/v1/models/{model}" for model in models.values()]
-    assert paths == ["/v1/models", *lookups, "/v1/models"]
+    assert paths == ["/v1/models", *lookups]
     assert all(r.authorized_with(TEST_KEY) for r in fake.requests)
     assert not any(r.method == "POST" for r in fake.requests)  # nothing billed without --live
 
@@ -130,10 +130,13 @@ def test_the_client_lines_name_an_absolute_command_and_never_the_key(tmp_path, f
     claude = line_with(proc, "claude mcp add")
     assert "--transport stdio" in claude and f" -- {entry['command']}" in claude
     # The name before --env, which would otherwise take it as a second KEY=VALUE.
-    assert claude.strip().startswith("claude mcp add openai-responses-mcp --")
+    assert claude.strip().startswith("claude mcp add openai-responses --")
     assert claude.index('--env OPENAI_API_KEY="$OPENAI_API_KEY" --env ') > 0
-    codex = line_with(proc, "codex mcp add openai-responses-mcp")
+    codex = line_with(proc, "codex mcp add openai-responses ")
     assert codex.rstrip().endswith("--stdio")
+    # Codex's `required = true`, which `codex mcp add` cannot set, under the same name.
+    required = line_with(proc, "required = true")
+    assert "[mcp_servers.openai-responses]" in required and "~/.codex/config.toml" in required
 
 
 def test_the_client_setup_carries_the_variables_set_here_and_no_secret(tmp_path, fake):
@@ -409,11 +412,35 @@ def test_a_budget_fails_a_model_it_cannot_count(tmp_path, fake):
     config = "budget: {daily_usd: 5}\nmodel_profiles: {answer_quick: {model: acme-7}}\n"
     proc = doctor(tmp_path, env=against(fake), config=config)
     failed = line_with(proc, "budget: model acme-7 has no known price")
-    assert failed.startswith(FAIL + " ") and "calls are refused while a budget is set" in failed
+    assert failed.startswith(FAIL + " ")
+    assert "calls are refused while budget.daily_usd is set" in failed
     assert "fix: set pricing.models.acme-7 to" in proc.stdout
     assert proc.returncode == 1
     assert line_with(proc, "budget.daily_usd $5.00: $0.00 spent today").startswith(OK)
     assert not (tmp_path / "xdg-state").exists()  # the check creates no state file
+
+
+def test_a_per_user_budget_fails_a_model_it_cannot_count(tmp_path, fake):
+    """Review 4, m2: "All checks passed" with an unpriced model under a per-user budget,
+    while the server refused every call."""
+    fake.models.append("acme-7")
+    config = "budget: {per_user_daily_usd: 2}\nmodel_profiles: {answer_quick: {model: acme-7}}\n"
+    proc = doctor(tmp_path, env=against(fake), config=config)
+    failed = line_with(proc, "budget: model acme-7 has no known price")
+    assert failed.startswith(FAIL + " ")
+    assert "refused while budget.per_user_daily_usd is set" in failed
+    assert proc.returncode == 1
+
+
+def test_a_users_own_allowance_fails_a_model_it_cannot_count(tmp_path, fake):
+    fake.models.append("acme-7")
+    added = run_cli(tmp_path, "--user", "add", "ada", "--monthly-usd", "3")
+    assert added.returncode == 0, added.stderr
+    config = "model_profiles: {answer_quick: {model: acme-7}}\n"
+    proc = doctor(tmp_path, env=against(fake), config=config)
+    failed = line_with(proc, "budget: model acme-7 has no known price")
+    assert "refused while ada's own allowance (--user add ada) is set" in failed
+    assert proc.returncode == 1
 
 
 def test_no_budget_is_a_skipped_line(tmp_path, fake):
@@ -684,3 +711,89 @@ def test_live_tries_no_deep_research_run_even_when_answer_deep_is_on(tmp_path, f
     assert "answer_deep: not tried (its settings are checked at start-up)" in proc.stdout
     assert line_with(proc, "answer_quick: the API accepts its settings").startswith(OK)
     assert not any("deep-research" in r.body.get("model", "") for r in fake.creates)
+
+
+# -- this installation: lines that survive a cache clean, extras by the installer's own command
+
+
+HOME = "/home/ann"
+UVX_ENV = f"{HOME}/.cache/uv/archive-v0/jCGp4QQ3v8ur68Q0"
+PIPX_ENV = f"{HOME}/.local/share/pipx/venvs/openai-responses-mcp"
+UV_TOOL_ENV = f"{HOME}/.local/share/uv/tools/openai-responses-mcp"
+SYSTEM = "/usr"
+SCRIPT_FILE = f"{HOME}/project/openai_responses_mcp.py"
+
+
+def kind(prefix: str, *, argv0: str = "", markers: tuple = (), executable: str = "") -> str:
+    """install_kind on made-up paths: `markers` are the files that exist."""
+    return mcp.install_kind(
+        executable or f"{prefix}/bin/python",
+        prefix,
+        SYSTEM,
+        SCRIPT_FILE,
+        argv0 or f"{prefix}/bin/openai-responses-mcp",
+        exists=lambda path: path in markers,
+    )
+
+
+def test_each_installer_is_told_apart_by_its_paths():
+    assert kind(UVX_ENV) == "uvx"
+    # A cache set elsewhere (UV_CACHE_DIR), and uv's newer bucket names.
+    assert kind("/tmp/c/environments-v2/openai-responses-mcp-3f2a") == "uvx"
+    assert kind("/tmp/c/builds-v0/.tmpAbc") == "uvx"
+    assert kind(UVX_ENV, argv0=SCRIPT_FILE) == "uv-run"  # `uv run openai_responses_mcp.py`
+    assert kind(PIPX_ENV, markers=(f"{PIPX_ENV}/pipx_metadata.json",)) == "pipx"
+    assert kind(UV_TOOL_ENV, markers=(f"{UV_TOOL_ENV}/uv-receipt.toml",)) == "uv-tool"
+    assert kind(f"{HOME}/.local/openai-responses-mcp") == "venv"
+    assert kind(SYSTEM) == "pip"
+    assert kind(SYSTEM, argv0=SCRIPT_FILE) == "file"
+    assert kind(f"{HOME}/venv", argv0=SCRIPT_FILE) == "file"  # the file, whatever Python
+    # Windows paths.
+    cache = r"C:\Users\ann\AppData\Local\uv\cache\archive-v0\Xy12"
+    assert kind(cache, executable=cache + r"\Scripts\python.exe") == "uvx"
+    # A directory merely named like a bucket's prefix is not uv's cache.
+    assert kind(f"{HOME}/archive-v0-notes/venv") == "venv"
+
+
+def test_the_install_the_extra_command_is_the_installers_own():
+    python = "/home/ann/my venv/bin/python"
+    said = {k: mcp.extra_command("postgres", k, python) for k in ("pipx", "uvx", "uv-tool")}
+    assert said == {
+        "pipx": "pipx inject openai-responses-mcp 'psycopg[binary]'",
+        "uvx": "uvx --with 'psycopg[binary]' openai-responses-mcp",
+        "uv-tool": "uv tool install --with 'psycopg[binary]' openai-responses-mcp",
+    }
+    assert mcp.extra_command("postgres", "venv", python) == (
+        "'/home/ann/my venv/bin/python' -m pip install 'openai-responses-mcp[postgres]'"
+    )
+    assert mcp.extra_command("oauth", "file", python) == (
+        "'/home/ann/my venv/bin/python' -m pip install PyJWT cryptography"
+    )
+    assert (
+        mcp.extra_command("oauth", "pipx") == "pipx inject openai-responses-mcp PyJWT cryptography"
+    )
+    assert mcp.extra_command("oauth", "uvx") == (
+        "uvx --with PyJWT --with cryptography openai-responses-mcp"
+    )
+    assert mcp.extra_command("postgres", "uv-run").startswith("uv run --with 'psycopg[binary]' /")
+    assert mcp.shell_quote(r"C:\Program Files\x\python.exe", windows=True) == (
+        r'"C:\Program Files\x\python.exe"'
+    )
+
+
+def test_under_uvx_the_client_lines_run_uvx_not_the_cache(monkeypatch):
+    monkeypatch.setattr(mcp.sys, "prefix", UVX_ENV)
+    monkeypatch.setattr(mcp.sys, "executable", f"{UVX_ENV}/bin/python")
+    monkeypatch.setattr(mcp.sys, "argv", [f"{UVX_ENV}/bin/openai-responses-mcp", "--doctor"])
+    command = mcp.command_path()
+    assert command[-1] == "openai-responses-mcp" and os.path.basename(command[0]) == "uvx"
+    assert not any("archive-v0" in part for part in command)
+    # Under uvx with the driver added, the line adds it too.
+    config = mcp.load_config({}, {"OPENAI_RESPONSES_MCP_STATE_URL": "postgresql://u@h/d"})
+    assert mcp.command_path(config)[1:] == ["--with", "psycopg[binary]", "openai-responses-mcp"]
+
+
+def test_a_file_run_by_python_is_added_as_python_and_the_file(tmp_path, fake):
+    """A real spawn: the tests run the module file with this Python."""
+    entry = cursor_entry(doctor(tmp_path, env=against(fake)))
+    assert [entry["command"], *entry["args"]] == [sys.executable, str(mcp.__file__), "--stdio"]

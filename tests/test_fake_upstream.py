@@ -9,7 +9,7 @@ import datetime
 import openai
 import pytest
 from conftest import TEST_KEY
-from fake_upstream import Reply
+from fake_upstream import SHUTDOWN_DATES, Reply
 
 
 def client_for(fake):
@@ -94,7 +94,12 @@ def test_models_carry_their_shutdown_date(fake):
     fake.shutdown_dates["gpt-5.2"] = day(30)
     listed = {model.id: model.shutdown_date for model in client.models.list()}
     assert listed["gpt-5.2"] == day(30)
-    assert listed["gpt-5"] == "2026-12-11"  # the deprecations page's date
+    # The deprecations page's dates, for each of its models not shut down yet (by the fake's
+    # clock, UTC, OpenAI's), on any day this runs.
+    for model, date in SHUTDOWN_DATES.items():
+        assert listed.get(model, date) == date
+        if model in fake.models:
+            assert (model in listed) == (date > day(0)), model
     assert listed["gpt-6.1-terra"] is None  # none announced
     assert client.models.retrieve("gpt-5.2").shutdown_date == day(30)
     assert client.models.retrieve("gpt-6-luna").shutdown_date is None
@@ -117,3 +122,102 @@ def test_a_model_past_its_shutdown_date_is_gone(fake):
     assert client.responses.create(model="gpt-5.2-retiring", input="hi").output_text == (
         "for the next request"
     )
+
+
+# -- input parts: input_image and input_file as the SDK's types define them (issue 32) -------------
+
+PNG_1024x768 = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+    + (1024).to_bytes(4, "big")
+    + (768).to_bytes(4, "big")
+    + b"\x08\x02\x00\x00\x00"
+)
+PDF_3_PAGES = b"%PDF-1.4\n" + b"".join(b"<< /Type /Page >>\n" for _ in range(3)) + b"/Type /Pages"
+
+
+def data_url(mime: str, data: bytes) -> str:
+    import base64
+
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
+
+
+def with_parts(*parts) -> list:
+    return [{"role": "user", "content": [{"type": "input_text", "text": "what is it?"}, *parts]}]
+
+
+def refusal(fake, *parts) -> dict:
+    fake.enqueue(Reply(text="unused"))
+    with pytest.raises(openai.BadRequestError) as caught:
+        client_for(fake).responses.create(model="gpt-6.1-terra", input=with_parts(*parts))
+    assert fake.queued == 1, "a refused create consumes no Reply"
+    return caught.value.body
+
+
+def img(**fields) -> dict:
+    return {"type": "input_image", **fields}
+
+
+def fil(**fields) -> dict:
+    return {"type": "input_file", **fields}
+
+
+PDF_DATA = "data:application/pdf;base64,JVBERg=="
+
+
+@pytest.mark.parametrize(
+    ("part", "param", "code"),
+    [
+        (img(image_url="https://example.com/a.png"), "detail", "missing"),
+        (img(image_url="https://e.com/a.png", detail="max"), "detail", "value"),
+        (img(detail="auto"), "", None),
+        (img(detail="low", image_url="https://e.com/a", file_id="file-1"), "", None),
+        (img(detail="low", image_url="data:text/plain;base64,aGk="), "image_url", "value"),
+        (img(detail="low", image_url="data:image/png;base64,@@"), "image_url", "value"),
+        (fil(file_data=PDF_DATA), "filename", "missing"),
+        (fil(filename="a.pdf", file_data="JVBERg=="), "file_data", "value"),
+        (fil(filename="a.pdf"), "", None),
+        (fil(file_url="ftp://e.com/a.pdf"), "file_url", "value"),
+        (fil(file_url="https://e.com/a.pdf", detail="original"), "detail", "value"),
+        ({"type": "input_video", "url": "https://e.com/a.mp4"}, "type", "value"),
+    ],
+)
+def test_a_malformed_input_part_is_the_apis_400_naming_the_parameter(fake, part, param, code):
+    body = refusal(fake, part)
+    where = "input[0].content[1]"
+    assert body["type"] == "invalid_request_error"
+    assert body["param"] == (f"{where}.{param}" if param else where)
+    assert (
+        body["code"]
+        == {
+            "missing": "missing_required_parameter",
+            "value": "invalid_value",
+            None: None,
+        }[code]
+    )
+    if code == "missing":
+        assert body["message"] == f"Missing required parameter: '{where}.{param}'."
+
+
+def test_well_formed_parts_are_taken_and_billed_by_what_they_are_not_their_base64(fake):
+    client = client_for(fake)
+    shot = data_url("image/png", PNG_1024x768 + b"\0" * 30_000)  # base64 of 40 KB: not tokens
+    pdf = {
+        "type": "input_file",
+        "filename": "spec.pdf",
+        "file_data": data_url("application/pdf", PDF_3_PAGES),
+    }
+    tokens = {}
+    for name, parts in {
+        "text": [],
+        "low": [{"type": "input_image", "detail": "low", "image_url": shot}],
+        "high": [{"type": "input_image", "detail": "high", "image_url": shot}],
+        "pdf": [pdf],
+        "url": [{"type": "input_file", "file_url": "https://example.com/spec.pdf"}],
+    }.items():
+        fake.enqueue(Reply(text="ok"))
+        reply = client.responses.create(model="gpt-6.1-terra", input=with_parts(*parts))
+        assert reply.output_text == "ok"
+        tokens[name] = reply.usage.input_tokens
+    assert tokens["low"] - tokens["text"] == 85
+    assert tokens["high"] - tokens["text"] == 765  # 1024 x 768 -> 1024 x 768 -> 2 x 2 tiles
+    assert tokens["pdf"] - tokens["text"] == 3_000  # three pages

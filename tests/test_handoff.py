@@ -10,7 +10,7 @@ import time
 
 import anyio
 import pytest
-from conftest import META, MODERN, SCRIPT, Server, base_env, cancel, send_call
+from conftest import META, MODERN, PROGRAM, Server, base_env, cancel, send_call
 from fake_upstream import Reply
 
 mcp = pytest.importorskip("mcp")
@@ -33,7 +33,7 @@ def params(tmp_path, fake):
     (tmp_path / "config.yaml").write_text(CONFIG)
     return StdioServerParameters(
         command=sys.executable,
-        args=[str(SCRIPT), "--stdio", "--config", str(tmp_path / "config.yaml")],
+        args=[*PROGRAM[1:], "--stdio", "--config", str(tmp_path / "config.yaml")],
         env={**base_env(tmp_path), "OPENAI_BASE_URL": fake.base_url},
         cwd=str(tmp_path),
     )

@@ -952,6 +952,158 @@ def test_configured_host_names_are_served(serve):
     assert request(server.port, "GET", "/healthz", headers=headers).status == 200
 
 
+# -- the gates, exactly (issue 35): each a guard a refactor could loosen with the suite green ----
+
+
+def gates(tmp_path, host: str = "127.0.0.1", token: str | None = None, **http):
+    """The HTTP server's gates for `--http HOST` with server.http settings, nothing bound."""
+    import openai_responses_mcp as orm
+
+    path = tmp_path / "config.yaml"
+    path.write_text(http_config(**http) if http else "", encoding="utf-8")
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "XDG_STATE_HOME": str(tmp_path)}
+    if token:
+        env["MCP_HTTP_TOKEN"] = token
+    config = orm.load_config({"config": str(path)}, env)
+    return orm.HttpApp(object(), config, orm.Log(), host)
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://localhost",
+        "http://localhost:5173",
+        "https://localhost:8443",
+        "http://127.0.0.1",
+        "http://127.0.0.1:9",
+        "http://[::1]",
+        "https://[::1]:8443",
+        "HTTP://LOCALHOST:3000",
+    ],
+)
+def test_gates_a_loopback_origin_is_allowed(tmp_path, origin):
+    assert gates(tmp_path).origin_allowed(origin)
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://localhost.evil.com",  # a prefix look-alike: the attacker's own domain
+        "http://localhost.",
+        "http://evil-localhost",
+        "http://evillocalhost",
+        "http://127.0.0.1.evil.com",
+        "http://127.0.0.10",
+        "http://127.0.0.1.nip.io:8080",
+        "http://localhost@evil.com",
+        "http://evil.com#localhost",
+        "http://[::1].evil.com",
+        "http://[::1]evil.com:80",
+        "http://[::2]",
+        "http://localhost:evil",
+        "http://localhost:80:80",
+        "http://xn--localhost-9za.com",  # IDNA: punycode of a look-alike
+        "http://ｌｏｃａｌｈｏｓｔ",  # fullwidth letters, which IDNA would map to "localhost"
+        "http://locaⅼhost",  # U+217C SMALL ROMAN NUMERAL FIFTY
+        "ftp://localhost",
+        "localhost",
+        "null",
+        "",
+    ],
+)
+def test_gates_an_origin_that_only_looks_like_loopback_is_refused(tmp_path, origin):
+    assert not gates(tmp_path).origin_allowed(origin)
+
+
+def test_gates_configured_origins_are_matched_whole(tmp_path):
+    app = gates(tmp_path, allowed_origins=["https://agent.example.com"])
+    assert app.origin_allowed("https://agent.example.com")
+    assert app.origin_allowed("HTTPS://AGENT.EXAMPLE.COM")
+    for origin in (
+        "https://agent.example.com.evil.com",
+        "https://evil-agent.example.com",
+        "http://agent.example.com",
+        "https://agent.example.com:8443",
+        "https://agent.example.co",
+    ):
+        assert not app.origin_allowed(origin), origin
+
+
+@pytest.mark.parametrize(
+    "host", ["localhost", "localhost:8080", "127.0.0.1:9", "[::1]:9", "[::1]", "LOCALHOST"]
+)
+def test_gates_the_loopback_names_are_hosts_of_a_loopback_server(tmp_path, host):
+    gates(tmp_path).check_host(host)
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "localhost.evil.com",
+        "evil.com",
+        "127.0.0.1.evil.com",
+        "[::1].evil.com",
+        "localhost:evil",
+        "xn--localhost-9za.com",
+        "ｌｏｃａｌｈｏｓｔ",
+    ],
+)
+def test_gates_a_look_alike_host_gets_421(tmp_path, host):
+    with pytest.raises(Exception) as refused:
+        gates(tmp_path).check_host(host)
+    assert refused.value.status == 421
+
+
+def test_gates_every_address_with_allowed_hosts_still_checks_the_host(tmp_path):
+    """On 0.0.0.0 with server.http.allowed_hosts set, a Host not listed is refused: DNS
+    rebinding protection is not switched off by listening on every address."""
+    app = gates(tmp_path, "0.0.0.0", TOKEN, allowed_hosts=["mcp.internal"])
+    app.check_host("mcp.internal")
+    app.check_host("mcp.internal:8443")  # ports are not compared
+    app.check_host("localhost:9")
+    for host in ("evil.example", "mcp.internal.evil.example", "evil-mcp.internal", "0.0.0.0"):
+        with pytest.raises(Exception) as refused:
+            app.check_host(host)
+        assert refused.value.status == 421, host
+    # Without allowed_hosts, every name reaches a server on every address (it has a token).
+    gates(tmp_path, "0.0.0.0", TOKEN).check_host("evil.example")
+    # "*" turns the check off, on purpose.
+    gates(tmp_path, "0.0.0.0", TOKEN, allowed_hosts=["*"]).check_host("evil.example")
+
+
+@pytest.mark.parametrize(
+    "host", ["10.1.2.3", "192.168.1.20", "172.16.0.5", "169.254.1.1", "100.64.0.1", "fd00::1"]
+)
+def test_gates_a_private_address_is_not_loopback_so_a_token_is_required(tmp_path, host):
+    import openai_responses_mcp as orm
+
+    with pytest.raises(orm.ConfigError, match="without a token"):
+        gates(tmp_path, host)
+    app = gates(tmp_path, host, TOKEN)
+    assert app.loopback is False and app.auth.required()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "127.0.0.2"])
+def test_gates_a_loopback_address_needs_no_token(tmp_path, host):
+    app = gates(tmp_path, host)
+    assert app.loopback is True and not app.auth.required()
+
+
+def test_gates_only_the_exact_token_is_accepted(tmp_path):
+    import openai_responses_mcp as orm
+
+    auth = gates(tmp_path, token=TOKEN).auth
+    assert auth.authenticate(f"Bearer {TOKEN}") == orm.SHARED_USER
+    assert auth.authenticate(f"bearer {TOKEN}") == orm.SHARED_USER
+    for wrong in (TOKEN[:-1], TOKEN + "x", TOKEN.upper(), TOKEN[1:], "", " ", TOKEN[:16]):
+        with pytest.raises(orm.HttpError) as refused:
+            auth.authenticate(f"Bearer {wrong}")
+        assert refused.value.status == 401, wrong
+    for header in (TOKEN, f"Basic {TOKEN}", f"Token {TOKEN}", ""):
+        with pytest.raises(orm.HttpError):
+            auth.authenticate(header)
+
+
 def test_a_token_is_required_when_set(serve):
     server = serve(env={"MCP_HTTP_TOKEN": TOKEN})
     reply = post(server.port, rpc("initialize", INIT_PARAMS, id=6))
@@ -1161,7 +1313,9 @@ def test_stateless_mode_answers_without_sessions(serve, fake):
     server = serve("--stateless")
     assert "(stateless)" in server.stderr
     reply = post(server.port, rpc("initialize", INIT_PARAMS))
-    assert reply.status == 200 and "mcp-session-id" not in reply.headers
+    # No session: the id is only the client's own record of itself (issue 31), no secret here
+    assert reply.status == 200 and reply.headers["mcp-session-id"].startswith("c1.")
+    assert request(server.port, "GET", "/healthz").json()["sessions"] == 0
     assert post(server.port, notification("notifications/initialized")).status == 202
     reply = post(server.port, rpc("tools/list"), headers={"MCP-Protocol-Version": "2025-06-18"})
     assert reply.status == 200 and "outputSchema" in reply.json()["result"]["tools"][0]

@@ -111,6 +111,8 @@ def test_each_row_has_the_calls_counts_and_outcome(spawn, fake, tmp_path):
         "outcome": "ok",
         "writer_schema": m.STATE_SCHEMA_VERSION,
         "user_name": "local",  # stdio: the local user
+        "files": 0,  # none attached (issue 32): counts only, never names
+        "file_bytes": 0,
     }
     assert (failed["tool"], failed["outcome"], failed["usd"]) == ("answer_quick", "auth", 0)
 
@@ -395,6 +397,69 @@ def test_a_reservation_outlasts_its_call_and_a_deep_run_reserves_its_searches(
     assert usd == pytest.approx(floor)
 
 
+def test_a_call_admitted_then_joining_an_identical_call_gives_its_reservation_back(
+    tmp_path, monkeypatch
+):
+    """Agents send identical calls together: a call can be admitted (its cost reserved) and
+    then find an identical call's request in flight, and join it. It made no request, so its
+    reservation is given back at once; kept, it would refuse later calls for an hour."""
+    path = tmp_path / "config.yaml"
+    path.write_text("budget: {daily_usd: 5}\n", encoding="utf-8")
+    config = m.load_config({"config": str(path)}, {"XDG_STATE_HOME": str(tmp_path)})
+    monkeypatch.setenv("OPENAI_API_KEY", conftest.TEST_KEY)
+    engine = m.AnswerEngine(config, m.Log())
+    go_on, settled, results = threading.Event(), [], {}
+
+    def fetch(tool, request, call, today, key, reservation=None, user=m.LOCAL_USER):
+        go_on.wait(10)  # the request in flight, until the joiner has joined it
+        meta = {"cost": {**m.ZERO_COST, "prices": None}, "elapsed_ms": 1}
+        engine._record(call, m.UsageRow(tool, request["model"], "ok", meta, user), reservation)
+        settled.append(reservation)
+        return {"answer": "a", "model": request["model"]}, meta
+
+    def ask(name):
+        results[name] = engine.answer("answer", QUERY, m.Call(name, "answer"))
+
+    flier = threading.Thread(target=ask, args=("flier",))
+    admit = engine._admit
+
+    def admitted_while_an_identical_call_starts(*args):
+        admit(*args)  # the joiner's cost is reserved; then the identical call takes off
+        if not flier.is_alive() and "flier" not in results:
+            flier.start()
+            conftest.wait_until(lambda: engine.flights.in_flight() == 1, 10, "the flight")
+
+    def callers() -> int:
+        flights = list(engine.flights._flights.values())
+        return len(flights[0]._callers) if flights else 0
+
+    monkeypatch.setattr(engine, "_fetch", fetch)
+    monkeypatch.setattr(engine, "_admit", admitted_while_an_identical_call_starts)
+    joiner = threading.Thread(target=ask, args=("joiner",))
+    try:
+        joiner.start()
+        conftest.wait_until(lambda: callers() == 2, 10, "the joiner to join the flight")
+        go_on.set()
+        joiner.join(10)
+        flier.join(10)
+        assert results["joiner"][1]["shared"] is True  # no request of its own
+        assert len(settled) == 1 and settled[0] is not None  # the flier's, settled by its row
+    finally:
+        go_on.set()
+        engine.close()
+    live = sqlite3.connect(state_file_in(tmp_path)).execute(
+        "SELECT COUNT(*) FROM reservations WHERE expires_at > ?", (time.time(),)
+    )
+    assert live.fetchone()[0] == 0
+
+
+QUERY = {"query": "the same question, asked twice at once"}
+
+
+def state_file_in(state_home) -> str:
+    return str(state_home / "openai-responses-mcp" / "state.sqlite3")
+
+
 # -- The files: private, where the config says ---------------------------------------------------
 
 
@@ -516,3 +581,36 @@ def test_rows_kept_through_an_outage_are_written_at_close(tmp_path):
     state.close(wait_s=10)  # tries at once, without waiting out the rest
     assert ledger.spent_since("2000-01-01") == pytest.approx(3.0)
     assert state.unwritten() == []
+
+
+def test_today_the_ledgers_day_and_the_budgets_day_follow_policy_timezone(tmp_path, monkeypatch):
+    """Issue 35's rule on a pinned clock: at 16:30 UTC on 2026-11-27 it is already 2026-11-28
+    in Tokyo, so with the default policy.timezone every "today" (the date a request carries,
+    the day a ledger row is booked under, the day a daily budget counts) is the 28th; the host's
+    clock and zone play no part."""
+    import datetime
+
+    instant = datetime.datetime(2026, 11, 27, 16, 30, tzinfo=datetime.timezone.utc)
+    monkeypatch.setattr(m, "clock", instant.timestamp)
+    zone = m.SETTINGS[("policy", "timezone")].default
+    assert zone == "Asia/Tokyo"
+    assert m.today_in(zone) == "2026-11-28"
+    assert m.today_in("UTC") == "2026-11-27"
+    config = m.load_config({}, {"XDG_CONFIG_HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path)})
+    today = m.today_in(config.get("policy", "timezone"))
+    request = m.build_request("answer", {"query": "q"}, config, today)
+    assert request["input"].endswith(f"[today] 2026-11-28 ({zone})")
+    config.values["budget"]["daily_usd"] = 1.0
+    assert [period[2] for period in m.budgets(config, today)] == ["2026-11-28"]
+    path = str(tmp_path / "state.sqlite3")
+    state = m.StateStore(m._SqliteBackend(path), m.Log())
+    tokyo, utc = m.Ledger(state, zone), m.Ledger(state, "UTC")
+    tokyo.record(m.UsageRow("answer", "gpt-6.1-terra", "ok", {"cost": {"usd": 0.5}}))
+    utc.record(m.UsageRow("answer", "gpt-6.1-terra", "ok", {"cost": {"usd": 0.25}}))
+    assert tokyo.spent_since("2026-11-28") == pytest.approx(0.5)
+    state.close()
+    again = m.StateStore(m._SqliteBackend(path), m.Log())
+    report = m.Ledger(again, zone).report("2026-11-01")
+    by_day = {row["day"]: row["usd"] for row in report["by_day"]}
+    assert by_day == {"2026-11-27": pytest.approx(0.25), "2026-11-28": pytest.approx(0.5)}
+    again.close()

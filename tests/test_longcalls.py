@@ -268,6 +268,44 @@ def test_codex_keeps_its_result_size_and_handoff_under_stateless(spawn, fake):
     assert "answer_result" not in [t["name"] for t in forged.json()["result"]["tools"]]
 
 
+def test_without_a_secret_each_client_keeps_its_result_size_under_stateless(spawn, fake):
+    """Issue 31: no MCP_TASK_SECRET, two instances: initialize's Mcp-Session-Id still carries
+    the client's name (unsigned), so Codex gets its 12,000 characters from the other instance
+    and Claude Code its 50,000; an id that is not such a record is served as no client."""
+    from http_client import post, rpc, wait_listening
+
+    a, b = (spawn("--http", "127.0.0.1:0", "--stateless", upstream=fake) for _ in range(2))
+    a.port, b.port = wait_listening(a), wait_listening(b)
+    assert "tasks and handoffs are off with --stateless" in a.stderr  # no secret indeed
+    fake.default = Reply(text="All about HTTP 404. " * 1500)  # 30,000 bytes
+    params = {"name": "answer", "arguments": {"query": "a long answer"}}
+
+    def answered(session_id: str | None, request_id: int) -> int:
+        headers = {"Mcp-Session-Id": session_id} if session_id is not None else {}
+        reply = post(b.port, rpc("tools/call", params, request_id), headers=headers, timeout=30)
+        body = reply.json() if reply.body.startswith(b"{") else reply.events()[-1][1]
+        return len(body["result"]["content"][0]["text"].encode())
+
+    ids = {}
+    for name in ("codex-mcp-client", "claude-code"):
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": name}}
+        initialized = post(a.port, rpc("initialize", init))
+        assert initialized.status == 200, initialized.body
+        ids[name] = initialized.headers.get("mcp-session-id")
+        assert ids[name] and ids[name].isascii() and ids[name].isprintable(), ids[name]
+    assert answered(ids["codex-mcp-client"], 2) <= 12_000
+    assert answered(ids["claude-code"], 3) > 20_000
+    for junk in (
+        "c1.!!!",
+        "c1." + "A" * 5000,
+        "c1.bnVsbA",
+        "whatever",
+        ids["codex-mcp-client"][:-3],
+    ):
+        assert answered(junk, 4) > 20_000, junk  # no client: the default size, no error
+    assert "Traceback" not in a.stderr + b.stderr
+
+
 # -- a rolling restart of --stateless instances ---------------------------------------------------
 
 
@@ -299,6 +337,36 @@ def test_a_rolling_restart_leaves_a_task_running_for_the_other_instance(spawn, f
         (held,) = conn.execute("SELECT COUNT(*) FROM reservations").fetchone()
     assert usd > 0 and held == 0
     assert "left 1 task(s) running upstream" in a.stderr
+
+
+def test_a_handed_over_call_is_booked_with_its_tier_and_to_its_user(spawn, fake, tmp_path):
+    """Review 4, m5: the instance that read a handed-over call to its end booked it without
+    its service tier and under user `local` ($0.30 booked as $0.15, outside the user's
+    allowance). Its row is the user's, at the tier's price, and what the client was shown."""
+    from conftest import PRICES, run_cli
+
+    added = run_cli(tmp_path, "--user", "add", "ada")
+    assert added.returncode == 0, added.stderr
+    auth = {"Authorization": f"Bearer {added.stdout.splitlines()[-1]}"}
+    config = PRICES + "model_profiles: {answer: {service_tier: priority}}\n"
+    config += "server:\n  http:\n    lameduck_s: 0\n    drain_s: 1\n"
+    a, b = stateless(spawn, fake, config), stateless(spawn, fake, config)
+    fake.default = Reply(event_delay=0.3)
+    status, created = task_call(a.port, "a long question", auth)
+    assert status == 200, created
+    a.proc.send_signal(signal.SIGTERM)
+    assert a.wait(30) == 0, a.stderr
+    _, result = classic(
+        b.port, "tasks/result", {"taskId": created["result"]["task"]["taskId"]}, auth
+    )
+    cost = result["result"]["_meta"]["cost"]
+    assert cost["prices"] == "config x2 (priority)"
+    wait_until(lambda: ledger_rows(tmp_path, "ok") == 1, 20, "the row")
+    path = tmp_path / "xdg-state" / "openai-responses-mcp" / "state.sqlite3"
+    with sqlite3.connect(path) as conn:
+        user, usd = conn.execute("SELECT user_name, usd FROM usage").fetchone()
+    assert user == "ada"
+    assert usd == pytest.approx(cost["usd"])
 
 
 def test_without_a_restart_the_creator_alone_records_a_task_another_instance_served(

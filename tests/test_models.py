@@ -76,7 +76,7 @@ def test_a_refused_default_is_adapted_once_with_a_warning_and_remembered(spawn, 
     server.call("answer_quick", {"query": "q2"})
     assert "reasoning" not in fake.creates[-1].body
     assert len(fake.creates) == 3
-    warnings = [line for line in server.stderr.splitlines() if "refused reasoning_effort" in line]
+    warnings = [line for line in server.stderr.splitlines() if "takes no reasoning_effort" in line]
     assert len(warnings) == 1
     assert "model_profiles.answer_quick.reasoning_effort" in warnings[0]
     assert "gpt-7-nova" in warnings[0]
@@ -98,16 +98,95 @@ def test_a_refused_default_value_becomes_the_nearest_the_model_lists(spawn, fake
     assert "model_profiles.answer_detailed.reasoning_effort" in server.stderr
 
 
-def test_a_refused_value_the_user_set_fails_naming_the_key(spawn, fake):
+# Seed 001's example profile on a model that takes no reasoning or verbosity (a gateway's
+# alias, a fine-tune, an older model): its user cannot change the model, only what is sent.
+GATEWAY = (
+    "model_profiles:\n  answer: {model: acme-llm-2, reasoning_effort: medium, verbosity: medium}\n"
+)
+
+
+def refused_value(value: str, model: str, supported: str) -> Reply:
+    return Reply(
+        status=400,
+        error_param="reasoning.effort",
+        error_code="unsupported_value",
+        error_message=f"Unsupported value: '{value}' is not supported with the '{model}' model. "
+        f"Supported values are: {supported}.",
+    )
+
+
+def test_a_parameter_the_model_takes_none_of_is_left_out_whoever_set_it(spawn, fake):
+    """Issue 30: the user's own effort and verbosity, refused as unsupported parameters, are
+    left out for that model, each with one warning naming its key; never a failure telling
+    the user to change a model they cannot change."""
+    server = conftest.start(spawn, fake, config=GATEWAY)
+    fake.enqueue(
+        unsupported_parameter("reasoning.effort"),
+        unsupported_parameter("text.verbosity"),
+        Reply(text="first"),
+    )
+    reply = server.call("answer", {"query": "q"})
+    assert "result" in reply, (reply, server.stderr)
+    assert reply["result"]["structuredContent"]["answer"].startswith("first"), reply
+    first, second, third = (create.body for create in fake.creates)
+    assert first["reasoning"] == {"effort": "medium"} and first["text"] == {"verbosity": "medium"}
+    assert "reasoning" not in second and second["text"] == {"verbosity": "medium"}
+    assert "reasoning" not in third and "text" not in third
+    # Remembered for the model, answer_quick's (which inherits answer's) included; said once.
+    fake.enqueue(Reply(text="again"), Reply(text="quick"))
+    server.call("answer", {"query": "q2"})
+    server.call("answer_quick", {"query": "q3"})
+    assert all("reasoning" not in c.body and "text" not in c.body for c in fake.creates[3:])
+    assert len(fake.creates) == 5
+    warnings = [line for line in server.stderr.splitlines() if "acme-llm-2 takes no" in line]
+    assert len(warnings) == 2, server.stderr
+    assert "model_profiles.answer.reasoning_effort ('medium')" in warnings[0]
+    assert "model_profiles.answer.verbosity ('medium')" in warnings[1]
+    assert ".model to" not in server.stderr and ".answer.model" not in server.stderr
+
+
+def test_a_value_the_user_set_that_the_model_refuses_fails_naming_that_key(spawn, fake):
     config = "model_profiles:\n  answer: {model: gpt-7-nova, reasoning_effort: high}\n"
     server = conftest.start(spawn, fake, config=config)
-    fake.enqueue(unsupported_parameter("reasoning.effort"), Reply(text="not asked for"))
+    fake.enqueue(refused_value("high", "gpt-7-nova", "'low' and 'medium'"), Reply(text="no"))
     message = conftest.failure_of(server.call("answer", {"query": "q"}))
     assert message == (
-        "answer failed: the API refused reasoning.effort for gpt-7-nova, which takes no "
-        "reasoning_effort (HTTP 400): set model_profiles.answer.model to another model"
+        "answer failed: the API refused reasoning_effort 'high' for gpt-7-nova (HTTP 400): set "
+        "model_profiles.answer.reasoning_effort to medium (gpt-7-nova accepts low, medium)"
     )
     assert len(fake.creates) == 1
+
+
+def test_an_adapted_default_never_replaces_a_value_the_user_set_for_another_tool(spawn, fake):
+    """Issue 30 m1: answer_quick's built-in low, refused by gpt-7-nova, is sent as medium for
+    answer_quick only; answer_detailed's low, which the user set, stays theirs and fails
+    naming its key (it was sent as medium, silently)."""
+    config = (
+        "model_profiles:\n  answer_quick: {model: gpt-7-nova}\n"
+        "  answer_detailed: {model: gpt-7-nova, reasoning_effort: low, background: false}\n"
+    )
+    server = conftest.start(spawn, fake, config=config)
+    fake.enqueue(refused_value("low", "gpt-7-nova", "'medium' and 'high'"), Reply(text="ok"))
+    assert "result" in server.call("answer_quick", {"query": "q"})
+    assert [c.body["reasoning"]["effort"] for c in fake.creates] == ["low", "medium"]
+    fake.enqueue(refused_value("low", "gpt-7-nova", "'medium' and 'high'"), Reply(text="no"))
+    message = conftest.failure_of(server.call("answer_detailed", {"query": "q"}))
+    assert fake.creates[2].body["reasoning"] == {"effort": "low"}
+    assert "set model_profiles.answer_detailed.reasoning_effort to medium" in message
+    assert len(fake.creates) == 3
+
+
+def test_a_value_the_tables_know_the_model_takes_is_not_dropped_on_one_400(spawn, fake):
+    """Issue 30 m1: gpt-6.1-terra takes effort medium; one stray 400 fails that call (naming
+    no model to change) and the next call sends medium again."""
+    server = conftest.start(spawn, fake)
+    fake.enqueue(unsupported_parameter("reasoning.effort"), Reply(text="next"))
+    message = conftest.failure_of(server.call("answer", {"query": "q"}))
+    assert "known to take reasoning_effort 'medium'" in message
+    assert ".model" not in message
+    assert len(fake.creates) == 1
+    assert "result" in server.call("answer", {"query": "q2"})
+    assert fake.creates[1].body["reasoning"] == {"effort": "medium"}
 
 
 @pytest.mark.parametrize(

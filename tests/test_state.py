@@ -540,6 +540,64 @@ def test_url_secrets_are_every_form_of_the_password():
 
 
 @pytest.mark.parametrize(
+    ("url", "forms"),
+    [
+        # The driver reads "p@ss w+rd"; its errors may quote the URL as written, or either
+        # encoding of what it read ("+" or %20 for the space).
+        (
+            "postgresql://u:p%40ss%20w%2Brd@h/db",
+            ["p@ss w+rd", "p%40ss%20w%2Brd", "p%40ss+w%2Brd"],
+        ),
+        # Written in lower-case hex, quoted back by the driver in upper case.
+        (
+            "postgresql://u:p%2fss%20w@h/db",
+            ["p/ss w", "p%2fss%20w", "p%2Fss%20w", "p%2Fss+w"],
+        ),
+        # "+" in a query is a "+" to libpq, but the writer may have meant a space.
+        (
+            "postgresql://u@h/db?password=p%40ss+w%2Brd",
+            ["p@ss+w+rd", "p%40ss+w%2Brd", "p@ss w+rd", "p%40ss%2Bw%2Brd"],
+        ),
+        (
+            "postgresql://u:ignored-one@h/db?sslmode=require&sslpassword=s%2Fx+y&password=pw-two",
+            ["s/x+y", "s%2Fx+y", "s/x y", "s%2Fx%2By", "pw-two", "ignored-one"],
+        ),
+    ],
+)
+def test_every_written_form_of_a_password_is_masked_in_state_errors(url, forms):
+    secrets = m._PostgresBackend(url).secrets
+    for form in forms:
+        error = RuntimeError(f'connection to server failed: password "{form}" refused')
+        reason = m._state_reason(error, url, secrets)
+        assert form not in reason, form
+        assert reason == 'connection to server failed: password "***" refused'
+    assert m._state_reason(RuntimeError(f"bad URL {url}"), url, secrets) == (
+        f"bad URL {m.redact_url(url)}"
+    )
+
+
+def test_a_postgresql_session_waits_for_no_lock_longer_than_a_budget_check(postgres):
+    """The server bounds our sessions itself: a lock is waited for at most as long as a budget
+    check may take (lock_timeout), and a transaction left open by an instance cut off mid-check
+    is ended (idle_in_transaction_session_timeout), freeing the budget's lock."""
+    backend = m._PostgresBackend(postgres.fresh_database())
+    conn = backend.connect()
+    try:
+        settings = dict(
+            conn.execute(
+                "SELECT name, setting FROM pg_settings WHERE name IN "
+                "('lock_timeout', 'idle_in_transaction_session_timeout')"
+            ).fetchall()
+        )
+    finally:
+        conn.close()
+    assert settings == {
+        "lock_timeout": str(int(m._BUSY_TIMEOUT_S * 1000)),
+        "idle_in_transaction_session_timeout": str(int(m._IDLE_IN_TRANSACTION_S * 1000)),
+    }
+
+
+@pytest.mark.parametrize(
     "url",
     [
         "postgresql://u:p%2Fw@h:5,[::1]:6/db?sslpassword=s&sslmode=require",
@@ -635,7 +693,8 @@ def test_state_url_without_the_driver_exits_2_naming_the_extra(tmp_path):
         timeout=30,
     )
     assert result.returncode == 2
-    assert 'pip install "openai-responses-mcp[postgres]"' in result.stderr
+    # A file run by Python: the driver goes into that Python (issue 33).
+    assert f"{sys.executable} -m pip install 'psycopg[binary]'" in result.stderr
     assert "state.url" in result.stderr and PG_PASSWORD not in result.stderr
 
 
@@ -724,7 +783,6 @@ def test_only_a_failed_budget_check_says_calls_are_refused(tmp_path, capsys):
     their warnings must not say calls are refused (a burst over processes sharing a file can
     make the writer wait past its busy timeout while every call is answered)."""
     store = m.StateStore(m._SqliteBackend(str(tmp_path / "s.sqlite3")), m.Log(), "UTC")
-    store.budgeted = True
     for what in ("writing the ledger", "reading the cache", "checking the budget"):
         store.failed(what, f"{what}: database is locked")
     warnings = capsys.readouterr().err.splitlines()
@@ -736,7 +794,10 @@ def test_only_a_failed_budget_check_says_calls_are_refused(tmp_path, capsys):
 # -- Upgrades from every earlier schema ----------------------------------------------------------
 
 # The old rows' day: not today (outside the daily budget), within the raw rows' retention.
-OLD_DAY = (datetime.date.today() - datetime.timedelta(days=10)).isoformat()
+OLD_DAY = (
+    datetime.date.fromisoformat(m.today_in(m.SETTINGS[("policy", "timezone")].default))
+    - datetime.timedelta(days=10)
+).isoformat()
 
 
 def old_store(state, version: str) -> None:
@@ -824,6 +885,28 @@ def test_a_store_made_by_an_earlier_schema_is_upgraded(spawn, fake, tmp_path, st
         )
         old_day = usage(tmp_path, state)["by_day"][0]
         assert (old_day["calls"], old_day["usd"]) == (2, 0.75)
+
+
+def test_a_version_5_store_gains_the_file_counts(spawn, fake, tmp_path, state):
+    """Schema 6 (issue 32): usage.files and usage.file_bytes are added where missing; the rows
+    already there count no files."""
+    tables = m._tables(state.name == "postgres")
+    tables["usage"] = [c for c in tables["usage"] if c[0] not in ("files", "file_bytes")]
+    statements = [
+        f"CREATE TABLE {table} ({', '.join(f'{n} {k}'.strip() for n, k in columns)})"
+        for table, columns in tables.items()
+    ]
+    statements.append("INSERT INTO schema_version (version) VALUES (5)")
+    statements.append(
+        "INSERT INTO usage (at, day, tool, model, outcome) "
+        f"VALUES (946684800.0, '{OLD_DAY}', 'answer', 'gpt-5', 'ok')"
+    )
+    execute(state, statements)
+    process = server(spawn, fake, tmp_path, state, "one")
+    result_of(process.call("answer", {"query": "q"}, timeout=30))
+    wait_until(lambda: count(state, "usage") == 2, 20, "the new row")
+    assert state.query("SELECT version FROM schema_version") == [(m.STATE_SCHEMA_VERSION,)]
+    assert state.query("SELECT files, file_bytes FROM usage") == [(0, 0), (0, 0)]
 
 
 def test_a_missing_table_or_column_is_made_whatever_the_version_says(state):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
 import signal
+import sqlite3
 import time
 
 import pytest
@@ -253,13 +255,29 @@ def test_a_last_line_without_a_newline_is_still_answered_at_end_of_input(spawn):
     assert [m["id"] for m in messages] == [1, 2]
 
 
+def state_is_made(tmp_path) -> bool:
+    """Whether the server's state file has its tables and its schema version."""
+    path = tmp_path / "xdg-state" / "openai-responses-mcp" / "state.sqlite3"
+    if not path.exists():
+        return False
+    with contextlib.closing(sqlite3.connect(path, timeout=0.1)) as conn:
+        try:
+            return conn.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 1
+        except sqlite3.OperationalError:  # not made yet, or being made
+            return False
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_signal_with_a_call_in_flight_exits_within_1s_and_hangs_up(spawn, fake, signum):
+def test_signal_with_a_call_in_flight_exits_within_1s_and_hangs_up(spawn, fake, signum, tmp_path):
     fake.enqueue(Reply(stall_after_events=2))
     server = spawn(upstream=fake)
     server.initialize()
     server.send(call_message("stalled"))
     fake.wait_for_requests(1)
+    # The state is opened while the call is in flight (the tests' cache is off and no budget
+    # is set, so nothing else opens it): the second after the signal is left only the call's
+    # row to write, not the driver's import and the tables' making (over a second under load).
+    wait_until(lambda: state_is_made(tmp_path), 10, "the state opened during the call")
     started = time.monotonic()
     server.proc.send_signal(signum)
     server.proc.wait(timeout=1)

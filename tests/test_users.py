@@ -99,6 +99,8 @@ def test_user_add_prints_a_token_once_and_the_state_keeps_only_its_hash(tmp_path
     [
         (("--user", "add", "no spaces"), "is not a user name"),
         (("--user", "add", "shared"), "is reserved"),
+        (("--user", "add", "Shared"), "is reserved"),
+        (("--user", "add", "LOCAL"), "is reserved"),
         (("--user", "revoke", "nobody"), "no user named 'nobody'"),
         (("--user", "add"), "--user add needs a user name"),
         (("--user", "remove", "x"), "--user takes add NAME, list or revoke NAME"),
@@ -160,6 +162,67 @@ def test_a_revoked_token_is_refused_within_seconds(spawn, fake, tmp_path, state)
     assert [u["revoked_at"] is not None for u in listed["users"]] == [True, False]
 
 
+LOCKED_OUT = "no valid token: every named user is revoked"
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])
+def test_revoking_the_last_user_never_opens_the_server(spawn, fake, tmp_path, sqlite_state, host):
+    """Issue 31: a server that may serve without MCP_HTTP_TOKEN because named users exist
+    keeps asking for a token once the last is revoked; it refuses everything, and says so on
+    stderr without waiting for a request. The documented rotation (revoke, then add) never
+    opens it in between. Only 127.0.0.1 is ever sent to."""
+    alice = add_user(tmp_path, sqlite_state, "alice")
+    server = spawn("--http", f"{host}:0", env=sqlite_state.env, upstream=fake)
+    port = wait_listening(server)
+    session = open_session(port, bearer(alice))
+    assert run_cli(tmp_path, "--user", "revoke", "alice", env=sqlite_state.env).returncode == 0
+    wait_until(
+        lambda: request(port, "GET", "/usage", headers=bearer(alice)).status != 200,
+        10,
+        "the revoked token refused (before issue 31 the revoke opened the server instead)",
+    )
+    assert request(port, "POST", "/mcp", rpc("ping")).status == 401
+    wait_until(lambda: LOCKED_OUT in server.stderr, 10, "the warning")
+    for headers in ({}, bearer(alice), bearer("x" * 43)):
+        for method, path in (("POST", "/mcp"), ("GET", "/usage"), ("GET", "/sse")):
+            body = rpc("ping") if method == "POST" else None
+            refused = request(port, method, path, body, headers)
+            assert refused.status == 401, (headers, path, refused)
+            assert LOCKED_OUT in refused.body.decode()
+    assert post(port, rpc("ping"), session, bearer(alice)).status == 401
+    assert post(port, rpc("ping"), session).status == 401
+    # A restart does not open it either: the state has had a user.
+    again = spawn("--http", f"{host}:0", env=sqlite_state.env, upstream=fake)
+    again_port = wait_listening(again)
+    wait_until(lambda: LOCKED_OUT in again.stderr, 10, "the warning at start")
+    assert request(again_port, "POST", "/mcp", rpc("ping")).status == 401
+    assert request(again_port, "GET", "/usage").status == 401
+    # The rotation's second half: the new token works, the old one and none stay refused.
+    fresh = add_user(tmp_path, sqlite_state, "alice")
+    assert fresh.startswith(m.NAMED_TOKEN_PREFIX) and fresh != alice
+    wait_until(lambda: request(port, "GET", "/usage", headers=bearer(fresh)).status == 200, 10)
+    assert request(port, "GET", "/usage", headers=bearer(alice)).status == 401
+    assert request(port, "GET", "/usage").status == 401
+    listed = json.loads(run_cli(tmp_path, "--user", "list", "--json", env=sqlite_state.env).stdout)
+    assert [u["name"] for u in listed["users"]] == ["alice"]
+    assert alice not in server.stderr + again.stderr and fresh not in server.stderr
+
+
+def test_a_restart_while_the_state_file_cannot_be_read_does_not_open_the_server(
+    spawn, fake, tmp_path, sqlite_state
+):
+    """Fail closed: a local state file that cannot be read may hold users (it had alice)."""
+    alice = add_user(tmp_path, sqlite_state, "alice")
+    sqlite_state.path.rename(tmp_path / "elsewhere")
+    sqlite_state.path.mkdir()  # a folder where the file should be
+    server = serve(spawn, fake, sqlite_state)
+    assert request(server.port, "GET", "/usage").status == 401  # 200 before issue 31
+    assert request(server.port, "POST", "/mcp", rpc("ping")).status == 401
+    refused = request(server.port, "POST", "/mcp", rpc("ping"), bearer(alice))
+    assert refused.status == 503 and refused.headers["retry-after"]
+    assert request(server.port, "GET", "/healthz").status == 200
+
+
 def test_tokens_never_appear_in_the_logs_or_usage(spawn, fake, tmp_path, sqlite_state):
     alice = add_user(tmp_path, sqlite_state, "alice")
     server = serve(spawn, fake, sqlite_state, PRICES + "server: {debug: true}\n")
@@ -204,6 +267,62 @@ def test_each_row_records_its_user_and_usage_shows_each_their_own(spawn, fake, t
     assert users_seen(bob) == ["alice", "boss", "shared"]  # ... an admin everyone's
     page = request(server.port, "GET", "/usage", headers={**bearer(alice), "Accept": "text/html"})
     assert "by user" in page.body.decode() and "boss" not in page.body.decode()
+
+
+def test_a_non_admin_sees_only_their_own_spend_in_every_figure(spawn, fake, tmp_path, sqlite_state):
+    """Issue 31: from the team's totals, by_model and by_tool alice could work out what bob
+    spent. Each figure of her /usage (JSON and page) is hers; the admin sees the team."""
+    state = sqlite_state
+    alice, bob = add_user(tmp_path, state, "alice"), add_user(tmp_path, state, "bob")
+    boss = add_user(tmp_path, state, "boss")
+    server = serve(spawn, fake, state, PRICES + "server: {auth: {admins: [boss]}}\n")
+    for token, tool, n in ((alice, "answer", 2), (bob, "answer_quick", 1)):
+        session = open_session(server.port, bearer(token))
+        for i in range(n):
+            params = {"name": tool, "arguments": {"query": f"q{i}"}}
+            reply = post(server.port, rpc("tools/call", params, id=i), session, bearer(token))
+            assert "result" in reply.json(), reply
+    wait_until(lambda: len(state.query("SELECT id FROM usage")) == 3, 20, "three rows")
+    (mine,) = state.query("SELECT SUM(usd) FROM usage WHERE user_name = 'alice'")
+    (team,) = state.query("SELECT SUM(usd) FROM usage")
+    # bob's call in flight: alice does not see it, the admin does
+    fake.enqueue(Reply(delay_before_headers=30))
+    bob_session = open_session(server.port, bearer(bob))
+    params = {"name": "answer", "arguments": {"query": "slow"}}
+
+    def slow_call() -> None:
+        try:
+            post(server.port, rpc("tools/call", params, id=9), bob_session, bearer(bob), timeout=60)
+        except OSError:  # the server stops at the test's end, the call unanswered
+            pass
+
+    held = threading.Thread(target=slow_call, daemon=True)
+    held.start()
+    wait_until(lambda: len(creates(fake)) == 4, 20, "bob's call upstream")
+
+    def usage(token: str) -> dict:
+        return request(server.port, "GET", "/usage", headers=bearer(token)).json()
+
+    seen = usage(alice)
+    assert seen["in_flight"] == 0
+    for period in ("day", "month"):
+        data = seen[period]
+        assert data["usd"] == pytest.approx(mine[0], abs=1e-5) and data["calls"] == 2
+        assert [row["tool"] for row in data["by_tool"]] == ["answer"]
+        assert sum(row["calls"] for row in data["by_model"]) == 2
+        assert sum(row["usd"] for row in data["by_model"]) == pytest.approx(mine[0], abs=1e-5)
+        assert [row["user"] for row in data["by_user"]] == ["alice"]
+    page = request(server.port, "GET", "/usage", headers={**bearer(alice), "Accept": "text/html"})
+    text = page.body.decode()
+    assert "answer_quick" not in text and "bob" not in text
+    assert f"${mine[0]:.4f}" in text and f"${team[0]:.4f}" not in text
+    everyone = usage(boss)
+    assert everyone["in_flight"] == 1
+    assert (
+        everyone["day"]["usd"] == pytest.approx(team[0], abs=1e-5) and everyone["day"]["calls"] == 3
+    )
+    assert {row["tool"] for row in everyone["day"]["by_tool"]} == {"answer", "answer_quick"}
+    assert usage(bob)["in_flight"] == 1 and usage(bob)["day"]["calls"] == 1
 
 
 def test_twenty_simultaneous_calls_hold_a_per_user_allowance_of_five(spawn, fake, tmp_path, state):
@@ -446,3 +565,197 @@ def test_a_team_database_never_read_asks_for_a_token_even_on_loopback(spawn, fak
     port = wait_listening(server)
     assert request(port, "POST", "/mcp", rpc("ping")).status == 401
     assert request(port, "GET", "/healthz").status == 200
+
+
+# -- one person, one identity (issue 31) --------------------------------------------------------
+
+
+def with_config(tmp_path, text: str) -> list:
+    path = tmp_path / "extra.yaml"
+    path.write_text(text, encoding="utf-8")
+    return ["--config", str(path)]
+
+
+def oauth_server(spawn, fake, state, issuer, admins: list, env=None, extra: str = ""):
+    """A server with named users, MCP_HTTP_TOKEN and OAuth from `issuer`, all at once."""
+    auth = {"issuer": issuer.url, "admins": admins}
+    config = PRICES + f"server:\n  auth: {json.dumps(auth)}\n" + extra
+    server = serve(spawn, fake, state, config, {"MCP_HTTP_TOKEN": SHARED, **(env or {})})
+    server.resource = f"http://127.0.0.1:{server.port}/mcp"
+    wait_until(
+        lambda: (
+            post(server.port, rpc("ping", {}), headers=bearer(issuer.token(server.resource))).status
+            != 503
+        ),
+        20,
+        "the issuer's keys",
+    )
+    return server
+
+
+def test_an_oauth_subject_never_acts_as_the_named_user_or_the_shared_token_it_spells(
+    spawn, fake, tmp_path, state
+):
+    """sub=alice is not named alice (her conversation is not found), sub=boss is not the admin
+    `boss` (its /usage is its own), sub=shared is not MCP_HTTP_TOKEN's holder."""
+    from test_oauth import Issuer
+
+    issuer = Issuer().start()
+    try:
+        alice, boss = add_user(tmp_path, state, "alice"), add_user(tmp_path, state, "boss")
+        server = oauth_server(spawn, fake, state, issuer, ["boss"])
+
+        def as_subject(sub: str) -> dict:
+            return bearer(issuer.token(server.resource, sub=sub))
+
+        for owner, impostor in ((bearer(alice), "alice"), (bearer(SHARED), "shared")):
+            mine = open_session(server.port, owner)
+            first = ask(server.port, owner, mine, {"query": "q"})
+            response_id = first["result"]["structuredContent"]["response_id"]
+            sent = len(creates(fake))
+            follow = {"query": "and then?", "previous_response_id": response_id}
+            theirs = open_session(server.port, as_subject(impostor))
+            message = failure(ask(server.port, as_subject(impostor), theirs, follow, 2))
+            assert "previous_response_id not found" in message, impostor
+            assert len(creates(fake)) == sent  # nothing went upstream for the impostor
+        ok = "SELECT id FROM usage WHERE outcome = 'ok'"
+        wait_until(lambda: len(state.query(ok)) == 2, 20, "two answers")
+        admin = request(server.port, "GET", "/usage", headers=bearer(boss)).json()
+        kinds = {row["user"]: row["kind"] for row in admin["day"]["by_user"]}
+        assert kinds["alice"] == "user" and kinds["shared"] == "shared", kinds
+        assert {kinds[name] for name in kinds.keys() - {"alice", "shared"}} <= {"oauth"}
+        seen = request(server.port, "GET", "/usage", headers=as_subject("boss")).json()
+        assert not {"alice", "shared"} & {row["user"] for row in seen["day"]["by_user"]}
+    finally:
+        issuer.stop()
+
+
+def test_admins_name_an_oauth_subject_by_its_issuer(spawn, fake, tmp_path, sqlite_state):
+    from test_oauth import Issuer
+
+    issuer = Issuer().start()
+    try:
+        add_user(tmp_path, sqlite_state, "alice")
+        admins = [f"oauth:{issuer.url}/#boss", "user:alice"]  # a trailing / is the same issuer
+        server = oauth_server(spawn, fake, sqlite_state, issuer, admins)
+        carol = bearer(issuer.token(server.resource, sub="carol"))
+        assert "result" in ask(server.port, carol, open_session(server.port, carol), {"query": "q"})
+        wait_until(lambda: len(sqlite_state.query("SELECT id FROM usage")) == 1, 20, "the row")
+        carol_id = f"oauth:{issuer.url}#carol"
+        assert sqlite_state.query("SELECT user_name FROM usage") == [(carol_id,)]
+        boss = bearer(issuer.token(server.resource, sub="boss"))
+        rows = request(server.port, "GET", "/usage", headers=boss).json()["day"]["by_user"]
+        assert [(row["user"], row["kind"]) for row in rows] == [(carol_id, "oauth")]
+        text = run_cli(tmp_path, "--usage", env=sqlite_state.env).stdout
+        assert carol_id in text
+        other = issuer.token(server.resource, sub="boss", iss=issuer.url + "/other")
+        assert post(server.port, rpc("ping", {}), headers=bearer(other)).status == 401
+    finally:
+        issuer.stop()
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ["oauth:https://login.example.com", "oauth:login.example.com#a", "user:bad name",
+     "user:shared", "local", "x:y", "user:"],
+)  # fmt: skip
+def test_an_admin_entry_of_no_namespace_exits_2_saying_the_syntax(tmp_path, entry):
+    config = with_config(tmp_path, f"server:\n  auth:\n    admins: [{json.dumps(entry)}]\n")
+    done = run_cli(tmp_path, "--show-config", *config)
+    assert done.returncode == 2, done.stderr
+    assert "server.auth.admins" in done.stderr and "oauth:ISSUER#SUBJECT" in done.stderr
+
+
+def test_admin_entries_and_labels_name_each_namespace():
+    issuer = "https://login.example.com:8443/realms/t%C3%A9am"
+    assert m.admin_identity("alice") == m.admin_identity("user:alice") == "alice"  # as before
+    assert m.admin_identity("shared") == "shared"
+    # A subject may hold '#' and ':' (the issuer cannot): the first '#' ends the issuer.
+    assert m.admin_identity(f"oauth:{issuer}/#a#b:c") == f"oauth:{issuer}#a#b:c"
+    assert m.oauth_identity(issuer + "/", "a#b:c") == f"oauth:{issuer}#a#b:c"
+    assert m.admin_identity("Alice") != m.admin_identity("alice")  # as the tokens differ
+    assert m.identity_label("alice") == "user:alice"
+    assert m.identity_label("shared") == "shared (MCP_HTTP_TOKEN)"
+    assert m.identity_label("oauth:#carol") == "oauth:(issuer unknown)#carol"
+    assert m.identity_kind("oauth:https://x#shared") == "oauth"
+
+
+def test_a_version_5_state_moves_oauth_subjects_into_their_namespace(tmp_path, state):
+    """Up to version 5 a subject was stored as its bare `sub`: every name that is no named
+    user, `shared` or `local` was one, and becomes oauth:<issuer>#<sub> on upgrade, in every
+    table; cached answers (keyed by the old names) are dropped."""
+    add_user(tmp_path, state, "alice")
+    run_cli(tmp_path, "--user", "revoke", "alice", env=state.env)  # revoked: still named
+    issuer = "https://login.example.com/realms/team"
+    carol = f"oauth:{issuer}#carol"
+    rows = [("alice", 1.0), ("carol", 2.0), ("shared", 4.0), ("", 8.0), (carol, 16.0)]
+    execute(
+        state,
+        "UPDATE schema_version SET version = 5",
+        *(
+            "INSERT INTO usage (at, day, tool, model, usd, outcome, user_name) VALUES "
+            f"(0, '2026-11-26', 'answer', 'm', {usd}, 'ok', '{name}')"
+            for name, usd in rows[:4]
+        ),
+        *(
+            f"INSERT INTO usage_by_user (day, user_name, calls, usd) VALUES "
+            f"('2026-11-26', '{name}', 1, {usd})"
+            for name, usd in rows
+        ),
+        "INSERT INTO response_owners (response_id, user_name, at) VALUES ('resp_1', 'carol', 0)",
+        "INSERT INTO response_owners (response_id, user_name, at) VALUES ('resp_1', 'alice', 0)",
+        "INSERT INTO reservations (id, at, expires_at, usd, user_name) VALUES "
+        "('r1', 0, 9e18, 1, 'carol')",
+        "INSERT INTO answers (key, stored_at, body) VALUES ('k', 0, '{}')",
+    )
+    config = with_config(tmp_path, f"server:\n  auth:\n    issuer: {json.dumps(issuer + '/')}\n")
+    done = run_cli(tmp_path, *config, "--usage", "--json", "--since", "2000-01-01", env=state.env)
+    assert done.returncode == 0, done.stderr
+    assert state.query("SELECT version FROM schema_version") == [(m.STATE_SCHEMA_VERSION,)]
+    names = state.query("SELECT user_name FROM usage ORDER BY usd")
+    assert names == [("alice",), (carol,), ("shared",), ("",)]
+    by_user = state.query("SELECT user_name, calls, usd FROM usage_by_user ORDER BY user_name")
+    assert by_user == [("",1,8.0), ("alice",1,1.0), (carol,2,18.0), ("shared",1,4.0)]  # fmt: skip
+    owners = state.query("SELECT user_name FROM response_owners ORDER BY user_name")
+    assert owners == [("alice",), (carol,)]
+    assert state.query("SELECT user_name FROM reservations") == [(carol,)]
+    assert state.query("SELECT COUNT(*) FROM answers") == [(0,)]
+    report = json.loads(done.stdout)
+    assert {(r["user"], r["kind"]) for r in report["by_user"]} == {
+        ("(before users)", "none"), ("alice", "user"), (carol, "oauth"), ("shared", "shared")
+    }  # fmt: skip
+    text = run_cli(tmp_path, "--usage", "--since", "2000-01-01", env=state.env).stdout
+    for label in ("user:alice", carol, "shared (MCP_HTTP_TOKEN)", "(before users)"):
+        assert label in text, text
+
+
+def test_a_long_subject_is_held_to_its_allowance(spawn, fake, tmp_path, sqlite_state):
+    """A subject's rows keep its whole identity (the ledger cut text at 200 characters, and
+    the allowance, summed by the whole identity, then never saw them)."""
+    from test_oauth import Issuer
+
+    issuer = Issuer().start()
+    try:
+        extra = "budget: {per_user_daily_usd: 0.03}\n"
+        server = oauth_server(spawn, fake, sqlite_state, issuer, [], extra=extra)
+        long = bearer(issuer.token(server.resource, sub="x" * m.OAUTH_SUBJECT_MAX))
+        session = open_session(server.port, long)
+        fake.enqueue(Reply(searches=[{"query": "a", "sources": []}]))  # $0.025 and its tokens
+        assert "result" in ask(server.port, long, session, {"query": "one"}, 1)
+        message = failure(ask(server.port, long, session, {"query": "two"}, 2))
+        assert "daily allowance of $0.03 has no room" in message
+        (stored,) = sqlite_state.query("SELECT DISTINCT user_name FROM usage_by_user")
+        assert stored[0] == f"oauth:{issuer.url}#" + "x" * m.OAUTH_SUBJECT_MAX
+        too_long = issuer.token(server.resource, sub="x" * (m.OAUTH_SUBJECT_MAX + 1))
+        assert post(server.port, rpc("ping", {}), headers=bearer(too_long)).status == 401
+    finally:
+        issuer.stop()
+
+
+def test_a_name_that_differs_only_in_case_is_refused(tmp_path, sqlite_state):
+    add_user(tmp_path, sqlite_state, "alice")
+    again = run_cli(tmp_path, "--user", "add", "Alice", env=sqlite_state.env)
+    assert again.returncode == 2 and "differs from it only in case" in again.stderr
+    run_cli(tmp_path, "--user", "revoke", "alice", env=sqlite_state.env)
+    assert run_cli(tmp_path, "--user", "add", "ALICE", env=sqlite_state.env).returncode == 2
+    assert run_cli(tmp_path, "--user", "add", "alice", env=sqlite_state.env).returncode == 0

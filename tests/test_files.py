@@ -1,0 +1,744 @@
+"""Files (issue 32): what a call attaches, read safely. The reader's rules on real directories
+(secrets by name and content, the allowed directories, symlinks, FIFOs, devices, limits, kinds
+from bytes), a property test that no path outside the allowed directories is ever opened (a
+directory swapped for a symlink between check and open included), then the spawned server
+against the fake Responses API: the request's parts, _meta.files, the ledger, the cache, the
+budget, and the client's roots (roots/list)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import socket
+import sqlite3
+import threading
+import time
+
+import pytest
+from conftest import TEST_KEY, Harness, Server, failure_of, start, wait_until
+from fake_upstream import Reply
+from hypothesis import HealthCheck, settings
+from hypothesis import given as drawn
+from hypothesis import strategies as st
+
+import openai_responses_mcp as m
+
+PNG = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+    + (1024).to_bytes(4, "big")
+    + (768).to_bytes(4, "big")
+    + b"\x08\x02\x00\x00\x00"
+)
+PDF = b"%PDF-1.7\n" + b"<< /Type /Page >>\n" * 2 + b"<< /Type /Pages >>\n%%EOF\n"
+SECRET = b"TOP SECRET: outside the allowed directory"
+KEY_BLOCK = b"-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"  # noqa: E501
+
+
+def config_of(tmp_path, text: str = ""):
+    path = tmp_path / "conf" / "config.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return m.load_config({"config": str(path)}, {"HOME": str(tmp_path)})
+
+
+def read(tmp_path, root, *given, text: str = ""):
+    config = config_of(tmp_path, text)
+    return m.FileReader(config).read(list(given), m.allowed_dirs(config, [str(root)]))
+
+
+def refused(tmp_path, root, *given, text: str = "") -> str:
+    with pytest.raises(m.FileRefused) as caught:
+        read(tmp_path, root, *given, text=text)
+    return str(caught.value)
+
+
+@pytest.fixture
+def project(tmp_path):
+    root = tmp_path / "project"
+    (root / "sub").mkdir(parents=True)
+    (root / "shot.png").write_bytes(PNG)
+    (root / "spec.pdf").write_bytes(PDF)
+    (root / "build.log").write_text("error: E0425 cannot find value `x`\n", encoding="utf-8")
+    (root / "sub" / "inner.txt").write_text("inside", encoding="utf-8")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_bytes(SECRET)
+    return root
+
+
+class Opened:
+    """Every path os.open opened, as the kernel names the descriptor (/proc/self/fd)."""
+
+    def __init__(self, monkeypatch):
+        self.paths: list[str] = []
+        real = os.open
+
+        def recording(path, flags, mode=0o777, *, dir_fd=None):
+            fd = real(path, flags, mode, dir_fd=dir_fd)
+            self.paths.append(os.readlink(f"/proc/self/fd/{fd}"))
+            return fd
+
+        monkeypatch.setattr(os, "open", recording)
+
+    def outside(self, root) -> list[str]:
+        top = os.path.realpath(root)
+        return [p for p in self.paths if p != top and not p.startswith(top + os.sep)]
+
+
+needs_proc = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="Linux /proc")
+
+
+# -- kinds: from the bytes, never the name ---------------------------------------------------------
+
+
+def test_a_screenshot_is_an_input_image_with_a_data_url_and_its_tile_estimate(tmp_path, project):
+    (shot,) = read(tmp_path, project, "shot.png")
+    assert shot.part == {
+        "type": "input_image",
+        "image_url": "data:image/png;base64," + base64.b64encode(PNG).decode(),
+        "detail": "auto",
+    }
+    assert shot.tokens == 765  # 1024 x 768: short side to 768 -> 1024 x 768 -> 2 x 2 tiles
+    assert shot.summary() == {
+        "name": "shot.png",
+        "kind": "png",
+        "bytes": len(PNG),
+        "sha256": hashlib.sha256(PNG).hexdigest()[:12],
+    }
+
+
+def test_a_pdf_is_an_input_file_with_its_name_and_counts_by_pages(tmp_path, project):
+    (pdf,) = read(tmp_path, project, "spec.pdf")
+    assert pdf.part["type"] == "input_file" and pdf.part["filename"] == "spec.pdf"
+    assert pdf.part["file_data"] == "data:application/pdf;base64," + base64.b64encode(PDF).decode()
+    assert pdf.tokens == 2 * m.PDF_PAGE_TOKENS
+
+
+def test_text_is_a_text_part_with_its_file_name(tmp_path, project):
+    (log,) = read(tmp_path, project, "build.log")
+    assert log.part == {
+        "type": "input_text",
+        "text": "[file] build.log\nerror: E0425 cannot find value `x`\n",
+    }
+
+
+def test_the_kind_comes_from_the_bytes_not_the_name(tmp_path, project):
+    (project / "notes.txt").write_bytes(PNG)
+    (project / "diagram.png").write_text("just text", encoding="utf-8")
+    (project / "report.pdf").write_bytes(b"PK\x03\x04zipzipzip")
+    image, text = read(tmp_path, project, "notes.txt", "diagram.png")
+    assert (image.kind, text.kind) == ("png", "text")
+    assert refused(tmp_path, project, "report.pdf") == (
+        "report.pdf: refused, a ZIP archive: only PNG, JPEG, WebP, GIF, PDF and UTF-8 text are sent"
+    )
+
+
+@pytest.mark.parametrize(
+    ("header", "size"),
+    [
+        (PNG, (1024, 768)),
+        (b"GIF89a" + (640).to_bytes(2, "little") + (480).to_bytes(2, "little"), (640, 480)),
+        (
+            b"\xff\xd8\xff\xe0\x00\x04ab\xff\xc0\x00\x11\x08"
+            + (300).to_bytes(2, "big")
+            + (500).to_bytes(2, "big"),
+            (500, 300),
+        ),
+        (
+            b"RIFF\0\0\0\0WEBPVP8X\0\0\0\0\0\0\0\0"
+            + (1999).to_bytes(3, "little")
+            + (999).to_bytes(3, "little"),
+            (2000, 1000),
+        ),
+    ],
+)
+def test_image_sizes_are_read_from_their_headers(header, size):
+    assert m.image_size(header, m._kind_of(header)[0]) == size
+
+
+@pytest.mark.parametrize(
+    ("size", "detail", "tokens"),
+    [((1024, 1024), "high", 765), ((2048, 4096), "high", 1105), ((4096, 8192), "low", 85)],
+)
+def test_image_tokens_follow_openais_worked_examples(size, detail, tokens):
+    assert m.image_tokens(size, detail) == tokens
+
+
+# -- never a secret --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        ".env",
+        "config/.env.local",
+        "server.pem",
+        "tls.KEY",
+        "id_rsa",
+        "ID_ED25519",
+        ".ssh/config",
+        ".aws/credentials",
+        ".config/gcloud/application_default_credentials.json",
+        "credentials.json",
+        ".netrc",
+        ".npmrc",
+        ".pypirc",
+        "sub/.git-credentials",
+        ".bash_history",
+        "cert.p12",
+        ".config/gh/hosts.yml",
+        ".azure/accessTokens.json",
+        "vault.KDBX",
+    ],
+)
+def test_a_secret_by_name_is_refused_before_anything_is_opened(
+    tmp_path, project, monkeypatch, name
+):
+    path = project / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("hunter2", encoding="utf-8")
+    opened = Opened(monkeypatch)
+    assert refused(tmp_path, project, name) == f"{name}: refused, a secret by name (files.deny)"
+    assert opened.paths == []
+
+
+def test_files_deny_adds_globs_by_name_and_by_path(tmp_path, project):
+    (project / "data.sqlite").write_text("x", encoding="utf-8")
+    (project / "sub" / "private").mkdir()
+    (project / "sub" / "private" / "plan.md").write_text("x", encoding="utf-8")
+    text = "files: {deny: ['*.sqlite', '*/private/*']}\n"
+    assert "a secret by name (files.deny)" in refused(tmp_path, project, "data.sqlite", text=text)
+    assert "a secret" in refused(tmp_path, project, "sub/private/plan.md", text=text)
+    assert read(tmp_path, project, "build.log", text=text)
+
+
+def test_a_private_key_or_the_api_key_in_any_file_is_refused(tmp_path, project, monkeypatch):
+    (project / "notes.txt").write_bytes(b"my key:\n" + KEY_BLOCK)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-the-servers-own-key-0123456789")
+    (project / "pasted.log").write_text("OPENAI_API_KEY=sk-the-servers-own-key-0123456789\n")
+    assert "holds a private key or API key" in refused(tmp_path, project, "notes.txt")
+    assert "holds a private key or API key" in refused(tmp_path, project, "pasted.log")
+    data = "data:text/plain;base64," + base64.b64encode(KEY_BLOCK).decode()
+    assert "holds a private key" in refused(tmp_path, project, data)
+
+
+def test_the_servers_own_config_file_is_never_sent(tmp_path):
+    config = config_of(tmp_path, "cache: {ttl_s: 0}\n")
+    reader = m.FileReader(config)
+    with pytest.raises(m.FileRefused, match="outside the allowed"):
+        reader.read([config.path], m.allowed_dirs(config, [str(tmp_path)]))
+
+
+# -- the allowed directories ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "given",
+    ["/etc/passwd", "../outside/secret.txt", "sub/../../outside/secret.txt", "/proc/self/environ"],
+)
+def test_a_path_outside_the_allowed_directories_is_refused_unopened(
+    tmp_path, project, monkeypatch, given
+):
+    opened = Opened(monkeypatch)
+    assert refused(tmp_path, project, given).endswith(
+        "refused, outside the allowed directories (the client's roots or the working directory, "
+        "and files.allowed_dirs)"
+    )
+    assert opened.paths == []
+
+
+def test_refusing_outside_says_nothing_of_whether_the_file_exists(tmp_path, project):
+    there = refused(tmp_path, project, str(tmp_path / "outside" / "secret.txt"))
+    missing = refused(tmp_path, project, str(tmp_path / "outside" / "nothing.txt"))
+    assert there.partition(":")[2] == missing.partition(":")[2]
+
+
+def test_a_symlink_out_of_the_project_is_resolved_and_refused(tmp_path, project, monkeypatch):
+    (project / "innocent.png").symlink_to(tmp_path / "outside" / "secret.txt")
+    (project / "docs").symlink_to(tmp_path / "outside")
+    opened = Opened(monkeypatch)
+    assert "outside the allowed" in refused(tmp_path, project, "innocent.png")
+    assert "outside the allowed" in refused(tmp_path, project, "docs/secret.txt")
+    assert opened.paths == []
+
+
+def test_a_symlink_inside_the_project_is_followed(tmp_path, project):
+    (project / "latest.log").symlink_to(project / "build.log")
+    (found,) = read(tmp_path, project, "latest.log")
+    assert found.kind == "text"
+
+
+def test_the_file_systems_root_is_never_an_allowed_directory(tmp_path):
+    config = config_of(tmp_path, "files: {allowed_dirs: ['/', '/tmp/..']}\n")
+    assert m.allowed_dirs(config, ["/"]) == []
+    with pytest.raises(m.FileRefused, match="outside the allowed"):
+        m.FileReader(config).read(["/etc/hostname"], m.allowed_dirs(config, ["/"]))
+
+
+def test_roots_are_file_uris_others_are_ignored():
+    result = {
+        "roots": [
+            {"uri": "file:///home/me/my%20project", "name": "p"},
+            {"uri": "file://localhost/srv/app"},
+            {"uri": "https://example.com/"},
+            {"uri": "file://otherhost/share"},
+            {"name": "no uri"},
+        ]
+    }
+    assert m.roots_from(result) == ["/home/me/my project", "/srv/app"]
+
+
+# -- nothing hangs, nothing unbounded -------------------------------------------------------------
+
+
+def bounded(action, seconds: float = 5.0):
+    """Runs action on a thread; fails the test if it has not returned within `seconds`."""
+    outcome: list = []
+
+    def run():
+        try:
+            outcome.append(("ok", action()))
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            outcome.append(("raised", exc))
+
+    thread = threading.Thread(target=run, daemon=True)
+    started = time.monotonic()
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "the call hung"
+    return outcome[0], time.monotonic() - started
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs")
+def test_a_fifo_in_the_project_is_refused_at_once(tmp_path, project):
+    os.mkfifo(project / "pipe.log")
+    (kind, exc), took = bounded(lambda: read(tmp_path, project, "pipe.log"))
+    assert kind == "raised" and "not a regular file" in str(exc), exc
+    assert took < 2
+
+
+def test_dev_zero_is_refused_at_once_even_when_dev_is_allowed(tmp_path, project):
+    (project / "zero.png").symlink_to("/dev/zero")
+    for path, text in (("zero.png", ""), ("/dev/zero", "files: {allowed_dirs: [/dev]}\n")):
+        (kind, exc), took = bounded(lambda g=path, t=text: read(tmp_path, project, g, text=t))
+        assert kind == "raised" and isinstance(exc, m.FileRefused), exc
+        assert took < 2
+
+
+def test_limits_are_refused_with_the_number_and_the_key(tmp_path, project):
+    (project / "big.log").write_text("x" * 5000, encoding="utf-8")
+    small = "files: {max_file_bytes: 4096, max_total_bytes: 4096, max_files: 2}\n"
+    assert refused(tmp_path, project, "big.log", text=small) == (
+        "big.log: refused, 5000 bytes is over the 4096-byte limit (files.max_file_bytes)"
+    )
+    (project / "a.log").write_text("a" * 3000, encoding="utf-8")
+    (project / "b.log").write_text("b" * 3000, encoding="utf-8")
+    assert refused(tmp_path, project, "a.log", "b.log", text=small) == (
+        "b.log: refused, the files come to more than 4096 bytes in all (files.max_total_bytes)"
+    )
+    assert refused(tmp_path, project, "a.log", "a.log", "a.log", text=small) == (
+        "3 files: at most 2 a call (files.max_files)"
+    )
+
+
+# -- URLs: sent for OpenAI to fetch, never fetched here --------------------------------------------
+
+
+def test_https_urls_go_as_image_url_or_file_url(tmp_path, project):
+    image, pdf = read(tmp_path, project, "https://e.com/a/shot.PNG?x=1", "https://e.com/spec")
+    assert image.part == {
+        "type": "input_image",
+        "image_url": "https://e.com/a/shot.PNG?x=1",
+        "detail": "auto",
+    }
+    assert pdf.part == {"type": "input_file", "file_url": "https://e.com/spec"}
+    assert image.summary()["bytes"] == 0 and pdf.tokens > 0
+
+
+@pytest.mark.parametrize(
+    ("given", "why"),
+    [
+        ("http://example.com/a.png", "only https:// and data: URLs are sent (http: is not"),
+        ("file:///etc/passwd", "(file: is not"),
+        ("ftp://example.com/a.pdf", "(ftp: is not"),
+        ("https://user:pass@example.com/a.png", "not a valid https:// URL"),
+        ("https:///nohost.png", "not a valid https:// URL"),
+        ("data:image/png,rawbytes", "a data: URL must be base64"),
+        ("data:image/png;base64,@@@", "its base64 is not valid"),
+    ],
+)
+def test_other_schemes_and_bad_urls_are_refused(tmp_path, project, given, why):
+    assert why in refused(tmp_path, project, given)
+
+
+def test_a_data_url_is_taken_by_its_bytes_not_its_declared_type(tmp_path, project):
+    given = "data:application/pdf;base64," + base64.b64encode(PNG).decode()
+    (found,) = read(tmp_path, project, given)
+    assert found.kind == "png" and found.part["image_url"].startswith("data:image/png;base64,")
+    assert found.summary()["name"] == "data:application/pdf;base64,…"
+
+
+# -- the property: no path outside the allowed directories is ever opened -------------------------
+
+COMPONENTS = [
+    "..",
+    ".",
+    "sub",
+    "inner.txt",
+    "shot.png",
+    "link_out",
+    "dir_out",
+    "loop_a",
+    "zero",
+    "fifo",
+    "self",
+    "secret.txt",
+    "outside",
+    "SUB",
+    "Sub",
+    "ｓｕｂ",  # fullwidth look-alikes: names like any other
+    "．．",
+    "..\u2215",
+    "~",
+    "",
+    ".ssh",
+    "id_rsa",
+    "%2e%2e",
+    "proc",
+]
+PREFIXES = ["", "/", "~/", "{root}/", "{outside}/", "/proc/self/", "/etc/", "{tmp}/"]
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sandbox")
+    root, outside = tmp / "root", tmp / "outside"
+    (root / "sub").mkdir(parents=True)
+    (outside / ".ssh").mkdir(parents=True)
+    (outside / "sub").mkdir()
+    (outside / "secret.txt").write_bytes(SECRET)
+    (outside / "sub" / "inner.txt").write_bytes(SECRET)
+    (outside / ".ssh" / "id_rsa").write_bytes(SECRET)
+    (root / "shot.png").write_bytes(PNG)
+    (root / "sub" / "inner.txt").write_text("inside", encoding="utf-8")
+    (root / "link_out").symlink_to(outside / "secret.txt")
+    (root / "dir_out").symlink_to(outside)
+    (root / "loop_a").symlink_to(root / "loop_b")
+    (root / "loop_b").symlink_to(root / "loop_a")
+    (root / "zero").symlink_to("/dev/zero")
+    (root / "self").symlink_to(root)
+    os.mkfifo(root / "fifo")
+    return tmp, root, outside
+
+
+@needs_proc
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@drawn(
+    prefix=st.sampled_from(PREFIXES),
+    parts=st.lists(st.sampled_from(COMPONENTS), min_size=1, max_size=5),
+    swap=st.booleans(),
+)
+def test_no_path_outside_the_allowed_directories_is_ever_opened(
+    sandbox, monkeypatch, prefix, parts, swap
+):
+    tmp, root, outside = sandbox
+    monkeypatch.setenv("HOME", str(outside))
+    given_path = prefix.format(root=root, outside=outside, tmp=tmp) + "/".join(parts)
+    config = m.load_config({}, {"HOME": str(tmp)})
+    reader = m.FileReader(config)
+    allowed = m.allowed_dirs(config, [str(root)])
+    real_open_beneath = m._open_beneath
+
+    def swapping(top, steps):
+        # A directory swapped for a symlink out, between the check and the open.
+        os.rename(root / "sub", root / "sub.away")
+        os.symlink(outside, root / "sub")
+        try:
+            return real_open_beneath(top, steps)
+        finally:
+            os.unlink(root / "sub")
+            os.rename(root / "sub.away", root / "sub")
+
+    if swap:
+        monkeypatch.setattr(m, "_open_beneath", swapping)
+    opened = Opened(monkeypatch)
+    (kind, value), _ = bounded(lambda: reader.read([given_path], allowed), 5)
+    monkeypatch.undo()
+    assert opened.outside(root) == [], (given_path, opened.paths)
+    if kind == "ok":
+        (found,) = value
+        assert SECRET not in base64.b64decode(found.part.get("image_url", "x,")[6:].split(",")[-1])
+        assert SECRET.decode() not in found.part.get("text", "")
+    else:
+        assert isinstance(value, m.FileRefused), value
+
+
+@needs_proc
+def test_a_directory_swapped_for_a_symlink_between_check_and_open_is_refused(sandbox, monkeypatch):
+    """The same race the property test draws, on purpose: sub/inner.txt resolves inside, then
+    sub becomes a symlink to a directory outside holding an inner.txt of its own."""
+    tmp, root, outside = sandbox
+    config = m.load_config({}, {"HOME": str(tmp)})
+    real_open_beneath = m._open_beneath
+
+    def swapping(top, steps):
+        os.rename(root / "sub", root / "sub.away")
+        os.symlink(outside, root / "sub")
+        try:
+            return real_open_beneath(top, steps)
+        finally:
+            os.unlink(root / "sub")
+            os.rename(root / "sub.away", root / "sub")
+
+    monkeypatch.setattr(m, "_open_beneath", swapping)
+    opened = Opened(monkeypatch)
+    with pytest.raises(m.FileRefused, match="cannot be opened as a file inside"):
+        m.FileReader(config).read(["sub/inner.txt"], m.allowed_dirs(config, [str(root)]))
+    assert opened.outside(root) == []
+
+
+# -- through the server: the request, _meta.files, ledger, cache, budget ---------------------------
+
+
+def png_in(tmp_path, name="shot.png", extra=b"") -> bytes:
+    data = PNG + extra
+    (tmp_path / name).write_bytes(data)
+    return data
+
+
+def parts_sent(fake, index=0) -> list:
+    body = fake.requests[index].body
+    assert body["input"][0]["role"] == "user"
+    return body["input"][0]["content"]
+
+
+def test_a_screenshot_in_the_launch_directory_goes_with_the_question(spawn, fake, tmp_path):
+    data = png_in(tmp_path)
+    fake.enqueue(Reply(text="A 1024 x 768 screenshot."))
+    server = start(spawn, fake)
+    reply = server.call("answer", {"query": "What does it show?", "files": ["shot.png"]})
+    result = reply["result"]
+    assert result["structuredContent"]["answer"] == "A 1024 x 768 screenshot."
+    text, image = parts_sent(fake)
+    assert text["type"] == "input_text" and text["text"].startswith("What does it show?")
+    assert image == {
+        "type": "input_image",
+        "image_url": "data:image/png;base64," + base64.b64encode(data).decode(),
+        "detail": "auto",
+    }
+    (listed,) = result["_meta"]["files"]
+    assert listed["name"] == "shot.png" and listed["kind"] == "png"
+    assert listed["bytes"] == len(data) and len(listed["sha256"]) == 12
+    state = tmp_path / "xdg-state" / "openai-responses-mcp" / "state.sqlite3"
+    wait_until(lambda: _rows(state), 10, "the ledger row")
+    assert _rows(state) == [(1, len(data))]
+
+
+def _rows(state) -> list:
+    if not state.exists():
+        return []
+    with sqlite3.connect(state) as db:
+        try:
+            return db.execute("SELECT files, file_bytes FROM usage").fetchall()
+        except sqlite3.OperationalError:
+            return []
+
+
+def test_one_refused_file_and_nothing_is_sent(spawn, fake, tmp_path):
+    png_in(tmp_path)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / ".env").write_text("OPENAI_API_KEY=sk-x\n", encoding="utf-8")
+    server = start(spawn, fake)
+    reply = server.call("answer", {"query": "q", "files": ["shot.png", "notes/.env"]})
+    assert failure_of(reply) == (
+        "answer failed: notes/.env: refused, a secret by name (files.deny)"
+    )
+    assert "sk-x" not in json.dumps(reply) and "sk-x" not in server.stderr
+    assert fake.requests == []
+
+
+def test_the_cache_key_is_the_files_content_not_its_path(spawn, fake, tmp_path):
+    png_in(tmp_path)
+    fake.enqueue(Reply(text="first"), Reply(text="changed"))
+    server = start(spawn, fake, env={"ANSWER_CACHE_TTL_S": "600"})
+    ask = {"query": "q", "files": ["shot.png"]}
+    assert server.call("answer", ask)["result"]["structuredContent"]["answer"] == "first"
+    again = server.call("answer", ask)["result"]
+    assert again["_meta"]["cache"]["hit"] is True
+    (tmp_path / "copy.png").write_bytes(PNG)  # the same content under another name
+    assert server.call("answer", {"query": "q", "files": ["copy.png"]})["result"]["_meta"]["cache"][
+        "hit"
+    ]
+    png_in(tmp_path, extra=b"\0changed")
+    fresh = server.call("answer", ask)["result"]
+    assert fresh["structuredContent"]["answer"] == "changed" and len(fake.requests) == 2
+
+
+def test_the_budget_estimate_counts_the_files(spawn, fake, tmp_path):
+    (tmp_path / "huge.log").write_text("log line\n" * 600_000, encoding="utf-8")  # ~5.4 MB
+    config = "budget: {daily_usd: 0.05}\n"
+    fake.enqueue(Reply(text="fits"))
+    server = start(spawn, fake, config=config)
+    assert "result" in server.call("answer", {"query": "without the file"})
+    reply = server.call("answer", {"query": "with it", "files": ["huge.log"]})
+    assert failure_of(reply).startswith("answer failed: daily budget of $0.05 has no room")
+    assert len(fake.requests) == 1
+
+
+def test_the_server_never_fetches_a_url_itself(spawn, fake, tmp_path):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    fake.enqueue(Reply(text="ok"))
+    server = start(spawn, fake)
+    url = f"https://127.0.0.1:{port}/shot.png"
+    assert "result" in server.call("answer", {"query": "q", "files": [url]})
+    assert parts_sent(fake)[1] == {"type": "input_image", "image_url": url, "detail": "auto"}
+    with pytest.raises(TimeoutError):
+        listener.accept()
+    listener.close()
+
+
+def test_over_http_local_paths_are_refused_and_data_urls_are_taken(tmp_path):
+    harness = Harness(config_of(tmp_path))
+    harness.initialize()
+    png_in(tmp_path)
+    reply = harness.call({"query": "q", "files": [str(tmp_path / "shot.png")]})
+    assert (
+        "local paths name the server's disk and are off over HTTP (files.local_paths)"
+        in (reply["error"]["message"])
+    )
+    data = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    assert "result" in harness.call({"query": "q", "files": [data]}, request_id="call-2")
+
+
+# -- the client's roots ----------------------------------------------------------------------------
+
+
+def rooted(spawn, fake, tmp_path) -> Server:
+    server = spawn(upstream=fake)
+    reply = server.request(
+        "initialize",
+        {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"roots": {"listChanged": True}},
+            "clientInfo": {"name": "pytest", "version": "0"},
+        },
+    )
+    assert "result" in reply
+    server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return server
+
+
+def answer_roots(server: Server, *paths) -> dict:
+    asked, _ = server.recv_until(lambda msg: msg.get("method") == "roots/list", 30)
+    roots = [{"uri": f"file://{p}", "name": os.path.basename(str(p))} for p in paths]
+    server.send({"jsonrpc": "2.0", "id": asked["id"], "result": {"roots": roots}})
+    return asked
+
+
+def test_the_clients_roots_are_asked_once_and_again_after_they_change(spawn, fake, tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    for root in (first, second):
+        root.mkdir()
+        png_in(root)
+    png_in(tmp_path, "cwd.png")  # the working directory: not a root
+    fake.enqueue(Reply(text="one"), Reply(text="two"), Reply(text="three"))
+    server = rooted(spawn, fake, tmp_path)
+    server.send(_call(1, [str(first / "shot.png")]))
+    asked = answer_roots(server, first)
+    assert asked["jsonrpc"] == "2.0" and asked.get("params", {}) == {}
+    assert "result" in server.recv_until(lambda msg: msg.get("id") == 1, 30)[0]
+    reply = server.call("answer", {"query": "q2", "files": [str(tmp_path / "cwd.png")]})
+    assert "outside the allowed directories" in failure_of(reply)  # asked once: kept
+    server.send({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+    server.send(_call(3, [str(second / "shot.png")]))
+    answer_roots(server, second)
+    assert "result" in server.recv_until(lambda msg: msg.get("id") == 3, 30)[0]
+
+
+def _call(request_id, files) -> dict:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": "answer", "arguments": {"query": f"q{request_id}", "files": files}},
+    }
+
+
+def test_a_client_that_never_lists_its_roots_gets_a_bounded_refusal(spawn, fake, tmp_path):
+    png_in(tmp_path)
+    server = rooted(spawn, fake, tmp_path)
+    started = time.monotonic()
+    server.send(_call(1, ["shot.png"]))
+    reply, _ = server.recv_until(lambda msg: msg.get("id") == 1, timeout=m.ROOTS_TIMEOUT_S + 10)
+    assert failure_of(reply).startswith(
+        f"answer failed: the client did not answer roots/list (within {m.ROOTS_TIMEOUT_S:g} s)"
+    )
+    assert time.monotonic() - started < m.ROOTS_TIMEOUT_S + 5
+    assert fake.requests == []
+    assert server.request("ping")["result"] == {}  # and the server keeps serving
+
+
+def test_over_http_with_local_paths_only_files_allowed_dirs_are_read(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    png_in(shared)
+    png_in(tmp_path, "cwd.png")
+    text = f"files: {{local_paths: true, allowed_dirs: ['{shared}']}}\n"
+    harness = Harness(config_of(tmp_path, text))
+    harness.initialize()
+    assert "result" in harness.call({"query": "q", "files": [str(shared / "shot.png")]})
+    reply = harness.call({"query": "q", "files": [str(tmp_path / "cwd.png")]}, request_id="c2")
+    assert "outside the allowed directories" in reply["error"]["message"]
+
+
+# -- attacked: a prompt-injected agent after the keys --------------------------------------------
+
+
+def test_a_prompt_injected_agent_gets_no_key_out(spawn, fake, tmp_path):
+    """The server runs in the user's home (a client started there): every route to the SSH key,
+    the process environment (which holds the API key) and /etc/passwd is refused, and nothing
+    is sent upstream."""
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "id_rsa").write_bytes(KEY_BLOCK)
+    (tmp_path / "notes.md").symlink_to("/proc/self/environ")
+    (tmp_path / "keys").symlink_to(tmp_path / ".ssh")
+    (tmp_path / "copy.txt").write_bytes(KEY_BLOCK)
+    server = start(spawn, fake, env={"HOME": str(tmp_path)})
+    attempts = [
+        "~/.ssh/id_rsa",
+        str(tmp_path / ".ssh" / "id_rsa"),
+        "keys/id_rsa",
+        ".SSH/ID_RSA",
+        "/proc/self/environ",
+        "/proc/self/cwd/.ssh/id_rsa",
+        "notes.md",
+        "/etc/passwd",
+        "../../../../../../etc/passwd",
+        "file:///etc/passwd",
+        "copy.txt",
+        "/dev/zero",
+    ]
+    for path in attempts:
+        reply = server.call("answer", {"query": "summarise", "files": [path]}, timeout=30)
+        assert "refused" in failure_of(reply), (path, reply)
+    assert fake.requests == []
+    assert TEST_KEY not in server.stderr
+
+
+def test_a_crafted_jpeg_cannot_spin_the_size_reader(tmp_path, project):
+    """Ten megabytes of empty JPEG segments: the size is looked for in the first segments only,
+    and the image counts as the formula's most."""
+    (project / "bomb.jpg").write_bytes(b"\xff\xd8\xff" + b"\xff\xe0\x00\x02" * 2_500_000)
+    (kind, value), took = bounded(lambda: read(tmp_path, project, "bomb.jpg"), 10)
+    assert kind == "ok" and value[0].tokens == m.URL_IMAGE_TOKENS
+    assert took < 5
