@@ -1,6 +1,7 @@
 """Every knob is documented: each config key, environment variable and flag is in the README or
 the reference in docs/, and every relative link and anchor in them resolves."""
 
+import json
 import re
 
 import pytest
@@ -188,10 +189,89 @@ def test_the_link_check_itself_sees_a_broken_anchor_and_a_repeated_heading():
     assert _links("[a](x.md#y) `[b](z.md)` [c](https://e.com)") == ["x.md#y", "https://e.com"]
 
 
-def test_the_readme_is_a_front_door_that_links_every_reference_page():
+def test_the_readme_is_a_front_door_to_an_index_that_links_every_page():
     assert len(README.splitlines()) <= 300
-    pages = {name for name in PAGES if name.startswith("docs/")}
-    assert pages and all(f"]({name})" in README for name in pages), "a docs page the README misses"
+    assert "](docs/README.md)" in README and "](docs/getting-started.md)" in README
+    index = PAGES["docs/README.md"]
+    pages = {name[5:] for name in PAGES if name.startswith("docs/")} - {"README.md"}
+    missing = sorted(name for name in pages if f"]({name})" not in index)
+    assert pages and not missing, f"docs/README.md links no {missing}"
+
+
+def _reference_groups():
+    """configuration.md's key tables, by the `### `group`` heading above each."""
+    groups, current = {}, None
+    for line in PAGES["docs/configuration.md"].splitlines():
+        if m := re.match(r"### `([a-z_.]+)`$", line):
+            current = groups.setdefault(m.group(1), [])
+        elif current is not None and (m := re.match(r"\| `([a-z_.0-9]+)` \|", line)):
+            current.append(m.group(1))
+    return groups
+
+
+def test_any_key_is_one_click_from_the_docs_index():
+    """The index links each section of the reference, and each key has its row in the table of
+    its own section (the longest group its name starts with), so a key is one click away."""
+    groups = _reference_groups()
+    index = PAGES["docs/README.md"]
+    for group in groups:
+        assert f"(configuration.md#{group.replace('.', '')})" in index, group
+    for path in orm.SETTINGS:
+        key = ".".join(path)
+        home = max((g for g in groups if key.startswith(g + ".")), key=len, default=None)
+        if key == "server.public_url":  # OAuth's resource: with the sign-in keys
+            home = "server.auth"
+        assert home and key in groups[home], f"{key} has no row under ### `{home}`"
+
+
+def test_every_environment_variable_has_a_row_naming_its_key():
+    page = PAGES["docs/configuration.md"]
+    for path, setting in orm.SETTINGS.items():
+        if setting.env:
+            assert f"| `{setting.env}` | `{'.'.join(path)}` |" in page, setting.env
+
+
+def _decoded_install_links(text):
+    """The server entries the README's and clients.md's one-click links install: Cursor's
+    base64 `config` and VS Code's URL-encoded JSON, unwrapped from their https redirects."""
+    import base64
+    import json
+    from urllib.parse import parse_qs, unquote, urlsplit
+
+    found = []
+    for url in re.findall(r"(?:https://\S+?|cursor://\S+|vscode:\S+?)(?=[)\s]|$)", text, re.M):
+        if "install-mcp" in url or url.startswith("cursor://"):
+            query = parse_qs(urlsplit(url).query)
+            config = json.loads(base64.b64decode(query["config"][0], validate=True))
+            found.append(("cursor", query["name"][0], config))
+        elif "mcp/install" in unquote(url):
+            if url.startswith("https://"):
+                url = parse_qs(urlsplit(url).query)["url"][0]
+            assert url.startswith("vscode:mcp/install?"), url
+            config = json.loads(unquote(url.split("?", 1)[1]))
+            found.append(("vscode", config.pop("name"), config))
+    return found
+
+
+def test_the_one_click_install_links_launch_the_server_and_keep_the_key_out_of_them():
+    tomllib = pytest.importorskip("tomllib")
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert scripts["scripts"]["openai-responses-mcp"] == "openai_responses_mcp:main"
+    name = re.search(r"claude mcp add (\S+) ", README).group(1)  # the one name, as elsewhere
+    links = _decoded_install_links(README) + _decoded_install_links(PAGES["docs/clients.md"])
+    assert sorted(kind for kind, _, _ in links) == ["cursor", "cursor", "vscode", "vscode"]
+    for kind, server, config in links:
+        assert server == name, (kind, server)
+        assert config["command"] == "uvx" and config["args"][0] == "openai-responses-mcp"
+        assert orm.parse_args(config["args"][1:]).get("stdio"), config["args"]  # it serves
+        key = config["env"]["OPENAI_API_KEY"]
+        assert key.startswith("${") and "sk-" not in json.dumps(config), "a key in a link"
+        if kind == "vscode":
+            assert config["type"] == "stdio"
+            (prompt,) = [i for i in config["inputs"] if key == "${input:" + i["id"] + "}"]
+            assert prompt["password"] is True  # VS Code keeps it in its secret storage
+        else:
+            assert key == "${env:OPENAI_API_KEY}"
 
 
 def test_the_module_docstring_maps_its_sections_in_the_order_of_their_banners():
