@@ -7519,8 +7519,9 @@ class StateWriter:
             self._cond.notify_all()
 
     def open(self) -> None:
-        """Opens the connection the writes go through, if it is not open yet."""
-        self._channel.run("opening the state", lambda q: None)
+        """Opens the connection the writes go through, if it is not open yet. A failure is
+        the ledger's writer failing (and warned as such: answers go on without it)."""
+        self._channel.run("writing the ledger", lambda q: None)
 
     def unwritten(self) -> list:
         """What was submitted and is not in the store yet, oldest first."""

@@ -410,7 +410,7 @@ def test_a_call_admitted_then_joining_an_identical_call_gives_its_reservation_ba
     engine = m.AnswerEngine(config, m.Log())
     go_on, settled, results = threading.Event(), [], {}
 
-    def fetch(tool, request, call, today, key, reservation=None, user=m.LOCAL_USER):
+    def fetch(tool, request, call, today, key, reservation=None, user=m.LOCAL_USER, files=None):
         go_on.wait(10)  # the request in flight, until the joiner has joined it
         meta = {"cost": {**m.ZERO_COST, "prices": None}, "elapsed_ms": 1}
         engine._record(call, m.UsageRow(tool, request["model"], "ok", meta, user), reservation)
