@@ -88,8 +88,9 @@ MUTANTS = [
     mutant(
         "auth-shared-token-not-required",
         "auth",
-        "        if self.token or self.oauth is not None:\n            return True",
-        "        if self.oauth is not None:\n            return True",
+        "        if self.token or self.oauth is not None or self._latched:\n"
+        "            return True",
+        "        if self.oauth is not None or self._latched:\n            return True",
         "tests/test_http.py",
         "-k",
         "gates_only_the_exact_token or gates_a_private",
@@ -299,7 +300,7 @@ MUTANTS = [
     mutant(
         "budget-not-asked",
         "budget",
-        'admit=lambda: self._admit(tool, request["model"], today, hold, user),',
+        'admit=lambda: self._admit(tool, request["model"], today, hold, user, args),',
         "admit=None,",
         "tests/test_cost.py",
         "-k",
@@ -327,8 +328,8 @@ MUTANTS = [
     mutant(
         "pricing-tier-ignored-on-output",
         "pricing",
-        '"output_usd": usage.get("output_tokens", 0) * output_rate * factor * long_out / 1e6,',
-        '"output_usd": usage.get("output_tokens", 0) * output_rate * long_out / 1e6,',
+        '"output_usd": usage["output_tokens"] * output_rate * factor * long_out / 1e6,',
+        '"output_usd": usage["output_tokens"] * output_rate * long_out / 1e6,',
         "tests/test_cost.py",
         "-k",
         "flex_and_priority or priority_on",
@@ -345,8 +346,8 @@ MUTANTS = [
     mutant(
         "pricing-cached-billed-as-cached-twice",
         "pricing",
-        'uncached = max(0, usage.get("input_tokens", 0) - cached - written)',
-        'uncached = usage.get("input_tokens", 0)',
+        'uncached = max(0, usage["input_tokens"] - cached - written)',
+        'uncached = usage["input_tokens"]',
         "tests/test_cost.py",
         "-k",
         "cache_writes_are_billed or flex_and_priority",
@@ -354,7 +355,7 @@ MUTANTS = [
     mutant(
         "pricing-long-context-ignored",
         "pricing",
-        'long_in, long_out = _long_context(model, usage.get("input_tokens", 0))',
+        'long_in, long_out = _long_context(model, usage["input_tokens"])',
         "long_in, long_out = 1.0, 1.0",
         "tests/test_cost.py",
         "-k",
@@ -364,9 +365,22 @@ MUTANTS = [
     mutant(
         "date-host-clock",
         "dates",
-        "return datetime.datetime.now(zoneinfo.ZoneInfo(timezone)).date().isoformat()",
+        "return datetime.datetime.fromtimestamp(clock(), zoneinfo.ZoneInfo(timezone))"
+        ".date().isoformat()",
         "return datetime.date.today().isoformat()",
-        "tests/test_clock.py",
+        "tests/test_ledger.py",
+        "-k",
+        "today_the_ledgers_day_and_the_budgets_day_follow_policy_timezone",
+    ),
+    mutant(
+        "date-utc-not-policy-zone",
+        "dates",
+        "return datetime.datetime.fromtimestamp(clock(), zoneinfo.ZoneInfo(timezone))"
+        ".date().isoformat()",
+        "return datetime.datetime.fromtimestamp(clock(), datetime.timezone.utc).date().isoformat()",
+        "tests/test_ledger.py",
+        "-k",
+        "today_the_ledgers_day_and_the_budgets_day_follow_policy_timezone",
     ),
     mutant(
         "date-month-does-not-roll-the-year",
@@ -421,13 +435,7 @@ ACCEPTED = {
 
 # Mutants whose killing test is on its way from another branch: skipped, and said so, only
 # while that test file is not in the tree; once it is, the mutant runs like any other.
-PENDING = {
-    "date-host-clock": (
-        "tests/test_clock.py",
-        "the injected-clock tests of issue 35 (branch w30a) pin a moment when the UTC date and "
-        "policy.timezone's differ; the suite has no such test until it is merged",
-    ),
-}
+PENDING: dict[str, tuple[str, str]] = {}
 
 
 # ------------------------------------------------------------------------------------------
