@@ -5529,10 +5529,11 @@ RETIREMENT_RETRY_S = (60.0, 600.0)
 
 class RetirementCheck:
     """A running server's look at its models' shutdown dates: once per start, after the
-    client has its answer, at most once a day across the processes that share the state.
-    The day is marked checked only once GET /v1/models has answered: a failure gives the
-    day back (another process, or a later start, looks again), is said once on stderr, and
-    is tried again after each of RETIREMENT_RETRY_S. Calls go on whatever happens here."""
+    first call has its reply (AnswerEngine.answered), at most once a day across the
+    processes that share the state. The day is marked checked only once GET /v1/models has
+    answered: a failure gives the day back (another process, or a later start, looks
+    again), is said once on stderr, and is tried again after each of RETIREMENT_RETRY_S.
+    Calls go on whatever happens here."""
 
     def __init__(self, config: Config, log: Log, state, client):
         self._config, self._log, self._state, self._client = config, log, state, client
@@ -5622,7 +5623,7 @@ class AnswerEngine:
         self._log = log
         self._client = None
         self._client_lock = threading.Lock()
-        self._warming = False
+        self._warming = self._checked = False
         self._local = threading.local()  # the Call a worker thread is serving
         self.pricing = Pricing(config, log)
         timezone = config.get("policy", "timezone")
@@ -5681,7 +5682,16 @@ class AnswerEngine:
                 refuse.close()
         except Exception:  # noqa: BLE001 - the first call reports whatever this hit
             pass
-        self.check_retirements()
+
+    def answered(self) -> None:
+        """After the first call's reply, looks at the models' shutdown dates in the background.
+        Not at initialize: claiming the day loads sqlite3 (~1.6 MiB, issue 34), which a server
+        that is never called would hold for nothing; a called one has it open for the ledger."""
+        with self._client_lock:
+            if self._checked:
+                return
+            self._checked = True
+        threading.Thread(target=self.check_retirements, name="retirements", daemon=True).start()
 
     def check_retirements(self) -> None:
         """Warns on stderr about each enabled tool's model with an announced shutdown date
@@ -10058,6 +10068,8 @@ class Dispatcher:
             if task is not None:
                 self.long_calls.settle(task)
             session.done()
+            if hasattr(self.engine, "answered"):
+                self.engine.answered()
 
     def _answer(self, call: Call, args: dict, session: Session) -> tuple[dict, dict]:
         """The engine's answer, its `files` read first (all, or none: FileRefused is the

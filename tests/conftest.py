@@ -40,7 +40,7 @@ def base_env(tmp_path: Path, **extra: str) -> dict:
     env.update(
         # Every call reaches the fake unless a test turns the answer cache on (tests/test_cache.py).
         ANSWER_CACHE_TTL_S="0",
-        # No GET /v1/models after initialize unless a test asks (tests/test_retirements.py).
+        # No GET /v1/models after the first call unless a test asks (tests/test_retirements.py).
         OPENAI_CHECK_RETIREMENTS="false",
         XDG_CONFIG_HOME=str(tmp_path / "xdg"),
         XDG_STATE_HOME=str(tmp_path / "xdg-state"),  # the usage ledger and cache stay in tmp

@@ -5,6 +5,8 @@ through the state), and a call to a model that has shut down fails once, naming 
 from __future__ import annotations
 
 import datetime
+import time
+from pathlib import Path
 
 import conftest
 import pytest
@@ -145,6 +147,7 @@ def test_a_running_server_survives_an_odd_model_list(spawn, fake):
     env = {"OPENAI_CHECK_RETIREMENTS": "true"}
     config = "model_profiles:\n  answer: {model: gpt-5-mini}\n"
     server = conftest.start(spawn, fake, "--stdio", "--debug", config=config, env=env)
+    assert "result" in server.call("answer", {"query": "q"})
     wait_until(lambda: "answer: gpt-5-mini shuts down" in server.stderr, 30, "the warning")
     assert "retirements: GET /v1/models: entry 0 skipped" in server.stderr
     assert "Traceback" not in server.stderr
@@ -158,11 +161,13 @@ def test_a_failed_look_is_said_once_and_leaves_the_day_unchecked(spawn, fake):
     env = {"OPENAI_CHECK_RETIREMENTS": "true"}
     config = "model_profiles:\n  answer: {model: gpt-5}\n"
     first = conftest.start(spawn, fake, config=config, env=env)
+    first.call("answer", {"query": "q"})
     wait_until(lambda: "shutdown dates could not be read" in first.stderr, 30, "the failure")
     said = line_with(first.stderr, "shutdown dates could not be read")
     assert "trying again in 60 s" in said and "openai.check_retirements" in said
     # Another process the same day looks again, and warns.
     second = conftest.start(spawn, fake, config=config, env=env)
+    second.call("answer", {"query": "q"})
     wait_until(lambda: "answer: gpt-5 shuts down" in second.stderr, 30, "the second look")
     assert len(fake.requests_to("GET", "/v1/models")) == 2
 
@@ -192,6 +197,7 @@ def test_a_running_server_warns_once_a_day_across_processes(spawn, fake):
     env = {"OPENAI_CHECK_RETIREMENTS": "true"}
     config = "model_profiles:\n  answer: {model: gpt-5}\n"
     first = conftest.start(spawn, fake, config=config, env=env)
+    first.call("answer", {"query": "q"})
     wait_until(
         lambda: "answer: gpt-5 shuts down on 2026-12-11" in first.stderr,
         30,
@@ -208,15 +214,38 @@ def test_a_running_server_warns_once_a_day_across_processes(spawn, fake):
     assert len(fake.requests_to("GET", "/v1/models")) == 1
     # A second process on the same state, the same day: no second look.
     second = conftest.start(spawn, fake, "--stdio", "--debug", config=config, env=env)
+    second.call("answer", {"query": "q"})
     wait_until(lambda: "retirements: " in second.stderr, 30, "the second process's decision")
     assert "retirements: not checked: checked today already" in second.stderr
     assert "shuts down" not in second.stderr
     assert len(fake.requests_to("GET", "/v1/models")) == 1
 
 
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/PID/maps")
+def test_an_idle_server_looks_only_after_its_first_call_so_sqlite3_stays_unloaded(spawn, fake):
+    """Issue 34: the look at initialize claimed the day in the state file, loading sqlite3
+    (~1.6 MiB resident) into a server that may never be called. Now it waits for a call,
+    which opens the state for its ledger row anyway."""
+    env = {"OPENAI_CHECK_RETIREMENTS": "true"}
+    config = "model_profiles:\n  answer: {model: gpt-5}\n"
+    server = conftest.start(spawn, fake, "--stdio", "--debug", config=config, env=env)
+    maps = Path(f"/proc/{server.proc.pid}/maps")
+    wait_until(lambda: "pydantic_core" in maps.read_text(), 60, "the warm-up's openai import")
+    time.sleep(1.0)  # the warm-up's end, where the look used to start
+    assert "sqlite3" not in maps.read_text()
+    assert fake.requests_to("GET", "/v1/models") == []
+    assert "result" in server.call("answer", {"query": "q"})
+    wait_until(lambda: "answer: gpt-5 shuts down" in server.stderr, 30, "the look after it")
+    assert len(fake.requests_to("GET", "/v1/models")) == 1
+    server.call("answer", {"query": "q"})  # once per start, not once per call
+    time.sleep(0.5)
+    assert len(fake.requests_to("GET", "/v1/models")) == 1
+
+
 def test_a_server_with_the_check_off_never_lists_models(spawn, fake):
     config = "model_profiles:\n  answer: {model: gpt-5}\n"
     server = conftest.start(spawn, fake, "--stdio", "--debug", config=config)
+    server.call("answer", {"query": "q"})
     wait_until(lambda: "retirements: " in server.stderr, 30, "the check's decision")
     assert "retirements: not checked: openai.check_retirements is false" in server.stderr
     assert fake.requests_to("GET", "/v1/models") == []
