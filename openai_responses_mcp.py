@@ -93,8 +93,18 @@ OAUTH_PREFIX, USER_PREFIX = "oauth:", "user:"
 # search context, the API's default, medium). The three differ on purpose: an agent that picks
 # the quick tool must get a quicker, cheaper answer, and the detailed one more thinking. Each
 # has a model of its own from OpenAI's current lineup (the cheapest, the balanced one, the
-# strongest everyday one: developers.openai.com/api/docs/guides/latest-model); setting
-# `answer`'s model changes only `answer`.
+# strongest everyday one: developers.openai.com/api/docs/guides/latest-model). They apply
+# only while the user sets no `answer` model: once one is set, a tool the user's configuration
+# leaves unset inherits `answer`'s profile (seed 001's rule; see _inherit_answer).
+# The arguments of the tools that take search hints (answer_quick takes none).
+_SEARCH_PROPERTIES = (
+    "query",
+    "recency_days",
+    "max_results",
+    "domains",
+    "previous_response_id",
+    "files",
+)
 TOOL_TABLE = (
     {
         "name": "answer",
@@ -105,14 +115,7 @@ TOOL_TABLE = (
             "balanced model, with reasoning effort medium and verbosity medium, the balance of "
             "depth, speed and cost that suits most questions."
         ),
-        "properties": (
-            "query",
-            "recency_days",
-            "max_results",
-            "domains",
-            "previous_response_id",
-            "files",
-        ),
+        "properties": _SEARCH_PROPERTIES,
         "model": "gpt-6.1-terra",
         "model_env": "MODEL_ANSWER",
         "tuning_env": "ANSWER",
@@ -131,14 +134,7 @@ TOOL_TABLE = (
             "answer, so slower and dearer), run in background mode so a call of several minutes "
             "survives client timeouts."
         ),
-        "properties": (
-            "query",
-            "recency_days",
-            "max_results",
-            "domains",
-            "previous_response_id",
-            "files",
-        ),
+        "properties": _SEARCH_PROPERTIES,
         "model": "gpt-6.2-sol",
         "model_env": "MODEL_DETAILED",
         "tuning_env": None,
@@ -182,14 +178,7 @@ TOOL_TABLE = (
             "id to pass to answer_result where the client would give up sooner); ask about it "
             "with answer and its response_id."
         ),
-        "properties": (
-            "query",
-            "recency_days",
-            "max_results",
-            "domains",
-            "previous_response_id",
-            "files",
-        ),
+        "properties": _SEARCH_PROPERTIES,
         "model": "o4-mini-deep-research",
         "model_env": "MODEL_DEEP",
         "tuning_env": None,
