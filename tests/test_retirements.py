@@ -92,6 +92,9 @@ def test_doctor_asks_get_v1_models_once(tmp_path, fake):
     assert len(listed) == 1
 
 
+# gpt-5-mini's date in the odd list: the deprecations page says 2026-12-11; a date relative to
+# today keeps "shuts down on" (not "shut down on") true on any day, and the fake serving it.
+SOON = day(14)
 ODD_LISTS = [
     # Entries that are no model object, or whose shutdown_date is no YYYY-MM-DD date.
     {
@@ -103,7 +106,7 @@ ODD_LISTS = [
             {"id": "gpt-6-luna", "shutdown_date": "soon"},
             {"id": "gpt-6.2-sol", "shutdown_date": 20271231},
             {"id": "gpt-6.1-sol", "shutdown_date": "2027-02-30"},
-            {"id": "gpt-5-mini", "shutdown_date": "2026-12-11"},
+            {"id": "gpt-5-mini", "shutdown_date": SOON},
         ],
     },
     {"object": "list", "data": None},
@@ -126,7 +129,7 @@ def test_any_shape_of_the_model_list_is_read_without_a_traceback(tmp_path, fake,
 def test_odd_entries_are_skipped_with_a_debug_line_each():
     lines: list = []
     dates = m.shutdown_dates(ODD_LISTS[0], lines.append)
-    assert dates == {"gpt-5-mini": "2026-12-11"}
+    assert dates == {"gpt-5-mini": SOON}
     assert len(lines) == 6
     assert any("'gpt-6-luna': shutdown_date is no YYYY-MM-DD" in line for line in lines)
     assert m.shutdown_dates("<html>", lines.append) == {}
@@ -139,11 +142,12 @@ def test_doctor_under_debug_says_what_it_skipped(tmp_path, fake):
     env = {"OPENAI_BASE_URL": fake.base_url}
     proc = run_cli(tmp_path, "--doctor", "--debug", "--config", str(path), env=env)
     assert "entry 0 skipped: not a model object with an id" in proc.stderr
-    assert "answer: gpt-5-mini shuts down on 2026-12-11" in proc.stdout
+    assert f"answer: gpt-5-mini shuts down on {SOON}" in proc.stdout
 
 
 def test_a_running_server_survives_an_odd_model_list(spawn, fake):
     fake.models_answers.append((200, ODD_LISTS[0]))
+    fake.shutdown_dates["gpt-5-mini"] = SOON  # the fake serves it, as the list says
     env = {"OPENAI_CHECK_RETIREMENTS": "true"}
     config = "model_profiles:\n  answer: {model: gpt-5-mini}\n"
     server = conftest.start(spawn, fake, "--stdio", "--debug", config=config, env=env)
@@ -158,6 +162,7 @@ def test_a_failed_look_is_said_once_and_leaves_the_day_unchecked(spawn, fake):
     """Review 4, m4: the day was marked checked before /v1/models answered, so one 500
     skipped the check for every process that day, silently."""
     fake.models_answers.append((500, {"error": {"message": "boom", "type": "server_error"}}))
+    fake.shutdown_dates["gpt-5"] = day(14)  # announced, not come, on any day this runs
     env = {"OPENAI_CHECK_RETIREMENTS": "true"}
     config = "model_profiles:\n  answer: {model: gpt-5}\n"
     first = conftest.start(spawn, fake, config=config, env=env)
@@ -194,18 +199,21 @@ def test_a_failed_look_is_tried_again_a_bounded_number_of_times(tmp_path, fake, 
 
 
 def test_a_running_server_warns_once_a_day_across_processes(spawn, fake):
+    # The deprecations page says 2026-12-11; a date relative to today keeps the warning (not
+    # the "shut down" failure) on any day this runs.
+    soon = fake.shutdown_dates["gpt-5"] = day(14)
     env = {"OPENAI_CHECK_RETIREMENTS": "true"}
     config = "model_profiles:\n  answer: {model: gpt-5}\n"
     first = conftest.start(spawn, fake, config=config, env=env)
     first.call("answer", {"query": "q"})
     wait_until(
-        lambda: "answer: gpt-5 shuts down on 2026-12-11" in first.stderr,
+        lambda: f"answer: gpt-5 shuts down on {soon}" in first.stderr,
         30,
         "the retirement warning",
     )
     warning = line_with(first.stderr, "answer: gpt-5 shuts down")
     assert warning.startswith(
-        "openai-responses-mcp: warning: answer: gpt-5 shuts down on 2026-12-11, in "
+        f"openai-responses-mcp: warning: answer: gpt-5 shuts down on {soon}, in "
     )
     assert warning.endswith(
         "set model_profiles.answer.model to gpt-6.1-sol (the replacement "
