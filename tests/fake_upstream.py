@@ -224,6 +224,26 @@ SHUTDOWN_DATES = {
     "gpt-5.2-chat-latest": "2026-08-10",
     "gpt-5.1-codex": "2026-07-23",
 }
+# The day SHUTDOWN_DATES was read off the deprecations page. The fake keeps each date as far
+# ahead of its own today as it was of this day (shutdown_dates_today), so the suite meets the
+# same lineup on any later day: gpt-5 still "shuts down in 14 days" next year, while a test
+# about retirement sets the dates it needs.
+SHUTDOWN_DATES_AS_OF = "2026-11-27"
+
+
+def shutdown_dates_today() -> dict[str, str]:
+    """SHUTDOWN_DATES moved forward by the days since SHUTDOWN_DATES_AS_OF (UTC, OpenAI's
+    clock, as the fake retires by it); unchanged on that day or before it."""
+    import datetime
+
+    as_of = datetime.date.fromisoformat(SHUTDOWN_DATES_AS_OF)
+    shift = max(datetime.datetime.now(datetime.timezone.utc).date() - as_of, datetime.timedelta())
+    return {
+        model: (datetime.date.fromisoformat(date) + shift).isoformat()
+        for model, date in SHUTDOWN_DATES.items()
+    }
+
+
 _MODEL_CREATED = 1_765_400_000  # a fixed time, like the API's per-model creation stamps
 
 
@@ -1762,7 +1782,7 @@ class FakeResponsesAPI:
         # GET /v1/models lists these; GET /v1/models/{id} finds them or answers 404.
         self.models: list[str] = list(DEFAULT_MODELS)
         # Each model's shutdown_date (see SHUTDOWN_DATES); one in the past retires the model.
-        self.shutdown_dates: dict[str, str] = dict(SHUTDOWN_DATES)
+        self.shutdown_dates: dict[str, str] = shutdown_dates_today()
         # (status, JSON body) GET /v1/models answers with first, one each, before its list: a
         # 500, or a gateway's odd list (entries that are no Model, dates in other shapes).
         self.models_answers: list[tuple[int, Any]] = []

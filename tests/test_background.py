@@ -66,8 +66,11 @@ def start_call(server, tool: str = "answer_detailed", request_id: int = 7) -> No
 
 
 def wait_for_events(fake, index: int = 0, count: int = 2) -> None:
+    # 15 s, not the fake's 5: a server's first call imports openai, which on a loaded 2-core
+    # machine took over 5 s; a condition that holds returns at once.
     fake.wait_until(
-        lambda: len(fake.requests) > index and fake.requests[index].events_sent >= count
+        lambda: len(fake.requests) > index and fake.requests[index].events_sent >= count,
+        timeout=15.0,
     )
 
 

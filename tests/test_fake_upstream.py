@@ -9,7 +9,7 @@ import datetime
 import openai
 import pytest
 from conftest import TEST_KEY
-from fake_upstream import PDF_PAGE_TOKENS, SHUTDOWN_DATES, Reply
+from fake_upstream import PDF_PAGE_TOKENS, Reply, shutdown_dates_today
 
 
 def client_for(fake):
@@ -94,9 +94,9 @@ def test_models_carry_their_shutdown_date(fake):
     fake.shutdown_dates["gpt-5.2"] = day(30)
     listed = {model.id: model.shutdown_date for model in client.models.list()}
     assert listed["gpt-5.2"] == day(30)
-    # The deprecations page's dates, for each of its models not shut down yet (by the fake's
-    # clock, UTC, OpenAI's), on any day this runs.
-    for model, date in SHUTDOWN_DATES.items():
+    # The deprecations page's dates (as far ahead of today as they were of the day they were
+    # read), for each of its models not shut down yet (by the fake's clock, UTC, OpenAI's).
+    for model, date in shutdown_dates_today().items():
         assert listed.get(model, date) == date
         if model in fake.models:
             assert (model in listed) == (date > day(0)), model
