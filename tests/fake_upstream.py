@@ -237,7 +237,8 @@ def shutdown_dates_today() -> dict[str, str]:
     import datetime
 
     as_of = datetime.date.fromisoformat(SHUTDOWN_DATES_AS_OF)
-    shift = max(datetime.datetime.now(datetime.timezone.utc).date() - as_of, datetime.timedelta())
+    today = datetime.datetime.now(datetime.timezone.utc).date()  # clock: utc
+    shift = max(today - as_of, datetime.timedelta())
     return {
         model: (datetime.date.fromisoformat(date) + shift).isoformat()
         for model, date in SHUTDOWN_DATES.items()
@@ -2004,7 +2005,7 @@ class FakeResponsesAPI:
         """Whether the model's shutdown_date has passed (UTC), dated snapshots with it."""
         base = _DATED_SUFFIX.sub("", model)
         date = self.shutdown_dates.get(model) or self.shutdown_dates.get(base)
-        return bool(date) and date <= time.strftime("%Y-%m-%d", time.gmtime())
+        return bool(date) and date <= time.strftime("%Y-%m-%d", time.gmtime())  # clock: utc
 
     def retired_in(self, body: Any) -> bool:
         """Whether a create names a model that has shut down."""

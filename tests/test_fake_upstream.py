@@ -17,9 +17,9 @@ def client_for(fake):
 
 
 def day(offset: int) -> str:
-    return (
-        datetime.datetime.now(datetime.timezone.utc).date() + datetime.timedelta(offset)
-    ).isoformat()
+    """A date `offset` days from the fake's today: UTC, as OpenAI retires models by it."""
+    today = datetime.datetime.now(datetime.timezone.utc).date()  # clock: utc
+    return (today + datetime.timedelta(offset)).isoformat()
 
 
 @pytest.mark.parametrize(

@@ -438,6 +438,23 @@ def sandbox(tmp_path_factory):
     return tmp, root, outside
 
 
+def swapping(root, outside):
+    """m._open_beneath with root/sub swapped for a symlink to `outside` between the check and
+    the open (and put back after)."""
+    real_open_beneath = m._open_beneath
+
+    def open_swapped(top, steps):
+        os.rename(root / "sub", root / "sub.away")
+        os.symlink(outside, root / "sub")
+        try:
+            return real_open_beneath(top, steps)
+        finally:
+            os.unlink(root / "sub")
+            os.rename(root / "sub.away", root / "sub")
+
+    return open_swapped
+
+
 @needs_proc
 @settings(
     max_examples=300,
@@ -458,20 +475,8 @@ def test_no_path_outside_the_allowed_directories_is_ever_opened(
     config = m.load_config({}, {"HOME": str(tmp)})
     reader = m.FileReader(config)
     allowed = m.allowed_dirs(config, [str(root)])
-    real_open_beneath = m._open_beneath
-
-    def swapping(top, steps):
-        # A directory swapped for a symlink out, between the check and the open.
-        os.rename(root / "sub", root / "sub.away")
-        os.symlink(outside, root / "sub")
-        try:
-            return real_open_beneath(top, steps)
-        finally:
-            os.unlink(root / "sub")
-            os.rename(root / "sub.away", root / "sub")
-
     if swap:
-        monkeypatch.setattr(m, "_open_beneath", swapping)
+        monkeypatch.setattr(m, "_open_beneath", swapping(root, outside))
     opened = Opened(monkeypatch)
     (kind, value), _ = bounded(lambda: reader.read([given_path], allowed), 5)
     monkeypatch.undo()
@@ -490,18 +495,7 @@ def test_a_directory_swapped_for_a_symlink_between_check_and_open_is_refused(san
     sub becomes a symlink to a directory outside holding an inner.txt of its own."""
     tmp, root, outside = sandbox
     config = m.load_config({}, {"HOME": str(tmp)})
-    real_open_beneath = m._open_beneath
-
-    def swapping(top, steps):
-        os.rename(root / "sub", root / "sub.away")
-        os.symlink(outside, root / "sub")
-        try:
-            return real_open_beneath(top, steps)
-        finally:
-            os.unlink(root / "sub")
-            os.rename(root / "sub.away", root / "sub")
-
-    monkeypatch.setattr(m, "_open_beneath", swapping)
+    monkeypatch.setattr(m, "_open_beneath", swapping(root, outside))
     opened = Opened(monkeypatch)
     with pytest.raises(m.FileRefused, match="cannot be opened as a file inside"):
         m.FileReader(config).read(["sub/inner.txt"], m.allowed_dirs(config, [str(root)]))
