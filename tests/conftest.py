@@ -25,16 +25,32 @@ TEST_KEY = "sk-test-0123456789abcdefSECRET"
 # compiled bytecode. `python openai_responses_mcp.py` compiles the 14,000-line file anew in every
 # process (about 0.2 s of CPU, and the suite starts the server hundreds of times);
 # tests/test_packaging.py still runs the file itself, copied alone, with pip, pipx and uv.
-LAUNCHER = (
-    "import runpy, sys; sys.dont_write_bytecode = False; sys.path[0] = sys.argv.pop(1); "
-    "runpy.run_module('openai_responses_mcp', run_name='__main__', alter_sys=True)"
-)
+# Where the worker has a warm parent (tests/warmstart.py, the `warm_start` fixture), the server
+# runs in a child forked from it, with `openai` already imported; else, or for a test that asks
+# for a cold start, in this process itself.
+LAUNCHER = """\
+import os, runpy, sys
+sys.dont_write_bytecode = False
+sys.path[0] = sys.argv.pop(1)
+warm = os.environ.pop("ORMCP_TEST_ZYGOTE", "")
+if warm:
+    sys.path.insert(1, os.path.join(sys.path[0], "tests"))
+    import warmstart
+    warmstart.launch(warm)
+    del sys.path[1]
+runpy.run_module("openai_responses_mcp", run_name="__main__", alter_sys=True)
+"""
 PROGRAM = [sys.executable, "-c", LAUNCHER, str(ROOT)]
+WARM = "ORMCP_TEST_ZYGOTE"  # the warm parent's address, in the environment the launcher inherits
 
 
-def base_env(tmp_path: Path, **extra: str) -> dict:
-    """An environment with no user config, a test key, and nothing inherited that matters."""
+def base_env(tmp_path: Path, cold: bool = False, **extra: str) -> dict:
+    """An environment with no user config, a test key, and nothing inherited that matters;
+    `cold` starts the server in a fresh interpreter, for a test of what it imports or of its
+    process (/proc, memory)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "MCP_"))}
+    if cold:
+        env.pop(WARM, None)
     for name in ("DEBUG", "MODEL_ANSWER", "MODEL_DETAILED", "MODEL_QUICK", "MAX_CITATIONS"):
         env.pop(name, None)
     env.update(
@@ -120,6 +136,7 @@ class Server:
     """The real program, spawned with --stdio, spoken to over its pipes."""
 
     def __init__(self, args: list[str], env: dict, cwd: Path):
+        self.warm = WARM in env
         self.proc = subprocess.Popen(
             [*PROGRAM, *args],
             stdin=subprocess.PIPE,
@@ -134,6 +151,14 @@ class Server:
         self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
         self._stderr_thread.start()
         self._next_id = 1000
+
+    @property
+    def pid(self) -> int:
+        """The server's process id, for a test that reads its /proc: only a cold start has it
+        (a warm start's process is the launcher's child's sibling, and was forked with `openai`
+        already imported)."""
+        assert not self.warm, "this test reads the server's process: spawn it with cold=True"
+        return self.proc.pid
 
     def _drain_stderr(self) -> None:
         fd = self.proc.stderr.fileno()
@@ -231,6 +256,41 @@ class Server:
                 pass
 
 
+@pytest.fixture(scope="session", autouse=True)
+def warm_start():
+    """This worker's warm parent (tests/warmstart.py), which the launcher in PROGRAM finds by
+    the environment; none with ORMCP_TESTS_COLD=1, or where the system has no pidfd."""
+    if os.environ.get("ORMCP_TESTS_COLD") or not hasattr(os, "pidfd_open"):
+        yield
+        return
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="ormcp-warm-")
+    address = os.path.join(folder, "s")
+    parent = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "warmstart.py"), "serve", address, str(ROOT)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={k: v for k, v in os.environ.items() if k != WARM},
+    )
+    ready = parent.stdout.readline()
+    if ready.strip() == b"ready":
+        os.environ[WARM] = address
+    try:
+        yield
+    finally:
+        os.environ.pop(WARM, None)
+        parent.stdin.close()  # the parent's cue to go, with any server still running
+        try:
+            parent.wait(10)
+        except subprocess.TimeoutExpired:
+            parent.kill()
+        parent.stdout.close()
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.fixture
 def fake():
     """The fake Responses API on 127.0.0.1, reset for every test."""
@@ -254,7 +314,9 @@ def spawn(tmp_path):
     """Starts the server: spawn(*args, config=YAML text, env={...}, upstream=fake)."""
     started: list[Server] = []
 
-    def start(*args: str, config: str | None = None, env: dict | None = None, upstream=None):
+    def start(
+        *args: str, config: str | None = None, env: dict | None = None, upstream=None, cold=False
+    ):
         extra = dict(env or {})
         if upstream is not None:
             extra.setdefault("OPENAI_BASE_URL", upstream.base_url)
@@ -263,7 +325,7 @@ def spawn(tmp_path):
             path = tmp_path / "config.yaml"
             path.write_text(config, encoding="utf-8")
             argv += ["--config", str(path)]
-        server = Server(argv, base_env(tmp_path, **extra), tmp_path)
+        server = Server(argv, base_env(tmp_path, cold, **extra), tmp_path)
         started.append(server)
         return server
 
@@ -298,12 +360,13 @@ def bare_stdio(tmp_path: Path, stderr=subprocess.PIPE, **env: str):
 
 
 def run_cli(tmp_path: Path, *args: str, env: dict | None = None, timeout: float = 30.0, **kw):
-    """Runs the program to completion; returns the CompletedProcess (text mode)."""
+    """Runs the program to completion; returns the CompletedProcess (text mode). A preexec_fn
+    (a resource limit, say) acts on the process started, so that must be the server: cold."""
     return subprocess.run(
         [*PROGRAM, *args],
         capture_output=True,
         text=True,
-        env=base_env(tmp_path, **(env or {})),
+        env=base_env(tmp_path, "preexec_fn" in kw, **(env or {})),
         cwd=str(tmp_path),
         timeout=timeout,
         **kw,

@@ -51,8 +51,10 @@ SEARCH = {"query": "http 404", "sources": [{"type": "url", "url": "https://examp
 def serve(spawn, fake):
     """Starts `--http 127.0.0.1:0 [args]` against the fake upstream; `.port` is set."""
 
-    def start(*args: str, config: str | None = None, env: dict | None = None):
-        server = spawn("--http", "127.0.0.1:0", *args, config=config, env=env, upstream=fake)
+    def start(*args: str, config: str | None = None, env: dict | None = None, cold=False):
+        server = spawn(
+            "--http", "127.0.0.1:0", *args, config=config, env=env, upstream=fake, cold=cold
+        )
         server.port = wait_listening(server)
         return server
 
@@ -654,14 +656,16 @@ def test_idle_connections_hold_no_thread_and_never_lock_token_holders_out(serve)
     # Issue 18: with 300 connections held open sending nothing, 94% of authenticated requests
     # failed. Idle connections now wait in one selector thread, and at max_connections (256)
     # each new one closes the longest idle one.
-    server = serve(config=http_config(request_line_timeout_s=60), env={"MCP_HTTP_TOKEN": TOKEN})
+    server = serve(
+        config=http_config(request_line_timeout_s=60), env={"MCP_HTTP_TOKEN": TOKEN}, cold=True
+    )
     auth = {"Authorization": f"Bearer {TOKEN}"}
     assert request(server.port, "GET", "/usage", headers=auth).status in (200, 404)
-    before = proc_status(server.proc.pid)
+    before = proc_status(server.pid)
     idle = [raw_connection(server.port) for _ in range(300)]
     try:
         time.sleep(0.5)
-        held = proc_status(server.proc.pid)
+        held = proc_status(server.pid)
         assert held["Threads"] <= before["Threads"] + 2, (before, held)  # none per connection
         served = [
             post(server.port, rpc("initialize", INIT_PARAMS), headers=auth) for _ in range(40)
@@ -1272,7 +1276,7 @@ def test_an_unread_sse_stream_holds_at_most_sse_outbox_bytes_then_its_posts_get_
     # Issue 18: 8,000 posts to a stream nobody reads queued every reply (~7 MB/s) and the
     # session never expired. 6,000 tools/list replies are ~12 MB when queued without a limit.
     limit = 65536
-    server = serve(config=http_config(sse_outbox_bytes=limit, sse_stall_s=2))
+    server = serve(config=http_config(sse_outbox_bytes=limit, sse_stall_s=2), cold=True)
     sock, endpoint = unread_sse(server.port)
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
 
@@ -1283,9 +1287,9 @@ def test_an_unread_sse_stream_holds_at_most_sse_outbox_bytes_then_its_posts_get_
 
     assert send(rpc("initialize", INIT_PARAMS, id=0))[0] == 202
     assert send(notification("notifications/initialized"))[0] == 202
-    before = settled(server.proc.pid)  # initialize imports openai in the background (~30 MB)
+    before = settled(server.pid)  # initialize imports openai in the background (~30 MB)
     replies = [send(rpc("tools/list", id=n)) for n in range(1, 6001)]
-    after = proc_status(server.proc.pid)
+    after = proc_status(server.pid)
     statuses = [status for status, _ in replies]
     refused = [body for status, body in replies if status == 429]
     # Accepted while the outbox has room (the kernel's socket buffers take some replies too),
@@ -1301,7 +1305,7 @@ def test_an_unread_sse_stream_holds_at_most_sse_outbox_bytes_then_its_posts_get_
     wait_for(lambda: send(rpc("ping", id=9))[0] == 404, 15, "the stalled session's end")
     assert "a /sse stream went unread for 2 s" in server.stderr
     read_until_closed(sock, 10)
-    wait_for(lambda: proc_status(server.proc.pid)["Threads"] < before["Threads"], 10, "exit")
+    wait_for(lambda: proc_status(server.pid)["Threads"] < before["Threads"], 10, "exit")
     conn.close()
     sock.close()
 

@@ -236,8 +236,9 @@ def test_an_idle_server_looks_only_after_its_first_call_so_sqlite3_stays_unloade
     which opens the state for its ledger row anyway."""
     env = {"OPENAI_CHECK_RETIREMENTS": "true"}
     config = "model_profiles:\n  answer: {model: gpt-5}\n"
-    server = conftest.start(spawn, fake, "--stdio", "--debug", config=config, env=env)
-    maps = Path(f"/proc/{server.proc.pid}/maps")
+    server = spawn("--stdio", "--debug", config=config, env=env, upstream=fake, cold=True)
+    server.initialize()
+    maps = Path(f"/proc/{server.pid}/maps")
     wait_until(lambda: "pydantic_core" in maps.read_text(), 60, "the warm-up's openai import")
     time.sleep(1.0)  # the warm-up's end, where the look used to start
     assert "sqlite3" not in maps.read_text()

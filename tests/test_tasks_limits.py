@@ -257,8 +257,8 @@ def fake(upstream):
     return upstream
 
 
-def http_server(spawn, fake, config: str = "", *args: str, env: dict | None = None):
-    server = spawn("--http", "127.0.0.1:0", *args, config=config, env=env, upstream=fake)
+def http_server(spawn, fake, config="", *args: str, env: dict | None = None, cold=False):
+    server = spawn("--http", "127.0.0.1:0", *args, config=config, env=env, upstream=fake, cold=cold)
     server.port = wait_listening(server)
     return server
 
@@ -290,14 +290,14 @@ def test_150_sessions_leaving_16_tasks_each_stay_within_the_memory_bound(spawn, 
     config = (
         "server:\n  tasks:\n    max_reply_bytes: 4194304\n  http:\n    max_calls_per_session: 16\n"
     )
-    server = http_server(spawn, fake, config, env={"ANSWER_CACHE_TTL_S": "600"})
+    server = http_server(spawn, fake, config, env={"ANSWER_CACHE_TTL_S": "600"}, cold=True)
     port = server.port
     session = open_session(port)
     created = post(port, task_call("one cached question", 1), session, H2025)  # fills the cache
     first = {"taskId": created.json()["result"]["task"]["taskId"]}
     first_ended = post(port, rpc("tasks/result", first, "first"), session, H2025, timeout=60)
     assert first_ended.status == 200 and len(fake.creates) == 1, first_ended
-    before = proc_status(server.proc.pid)["rss"]
+    before = proc_status(server.pid)["rss"]
     refusals: list = []
 
     def one_session(n: int) -> list[int]:
@@ -312,7 +312,7 @@ def test_150_sessions_leaving_16_tasks_each_stay_within_the_memory_bound(spawn, 
 
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         statuses = [s for session in pool.map(one_session, range(150)) for s in session]
-    grown = proc_status(server.proc.pid)["rss"] - before
+    grown = proc_status(server.pid)["rss"] - before
     assert set(statuses) <= {200, 429} and statuses.count(200) > 16 * 20
     assert refusals and all("server.tasks.max_" in message for message in refusals)
     assert grown < 4 * MIB + 1000 * 8 * 1024 + 16 * MIB, f"grew {grown / MIB:.1f} MiB"
@@ -382,7 +382,8 @@ def test_a_session_pushed_out_or_whose_sse_stream_closes_drops_its_tasks_once(sp
 def test_requests_waiting_for_a_task_hold_no_thread_each(spawn, fake):
     """The review's script on stdio: many tasks/result for one task. Before: a thread each.
     Now: callbacks on the task; cancelled ones are dropped and get nothing."""
-    server = spawn("--stdio", config="server:\n  tasks:\n    max_per_client: 200\n", upstream=fake)
+    config = "server:\n  tasks:\n    max_per_client: 200\n"
+    server = spawn("--stdio", config=config, upstream=fake, cold=True)
     server.initialize("2025-11-25")
     fake.enqueue(Reply(delay_before_headers=4))
     created = server.request("tools/call", task_call("a slow question", 0)["params"])
@@ -394,7 +395,7 @@ def test_requests_waiting_for_a_task_hold_no_thread_each(spawn, fake):
     replies = []
     while (message := server.recv(10)).get("id") != "after":
         replies += [message] if str(message.get("id", "")).startswith("wait-") else []
-    threads = proc_status(server.proc.pid)["threads"]
+    threads = proc_status(server.pid)["threads"]
     for n in range(100):  # the client gives up on most of them
         server.send(
             {
@@ -433,13 +434,14 @@ def abandon(port: int, session: str, body: dict) -> None:
 def test_abandoned_tasks_result_requests_are_dropped_and_count_against_the_session(spawn, fake):
     """Over HTTP: a tasks/result whose client hangs up stops waiting (its thread, the
     connection's, ends); waiting ones count against server.http.max_calls_per_session."""
-    server = http_server(spawn, fake, "server:\n  http:\n    max_calls_per_session: 4\n")
+    config = "server:\n  http:\n    max_calls_per_session: 4\n"
+    server = http_server(spawn, fake, config, cold=True)
     port = server.port
     session = open_session(port)
     fake.enqueue(Reply(delay_before_headers=5))
     created = post(port, task_call("a slow question", 1), session, H2025).json()
     task_id = created["result"]["task"]["taskId"]
-    baseline = proc_status(server.proc.pid)["threads"]
+    baseline = proc_status(server.pid)["threads"]
     body = json.dumps(rpc("tasks/result", {"taskId": task_id}, 100)).encode()
     headers = {"Content-Type": "application/json", "Accept": ACCEPT_BOTH, **H2025}
     held = []
@@ -453,9 +455,7 @@ def test_abandoned_tasks_result_requests_are_dropped_and_count_against_the_sessi
         stream.close()
     for n in range(60):
         abandon(port, session, rpc("tasks/result", {"taskId": task_id}, 200 + n))
-    wait_until(
-        lambda: proc_status(server.proc.pid)["threads"] <= baseline + 2, 10, "threads to end"
-    )
+    wait_until(lambda: proc_status(server.pid)["threads"] <= baseline + 2, 10, "threads to end")
     # Nothing left waiting once each hang-up is noticed (each waiting connection polls for it,
     # which a busy machine may delay past the thread count above: that count's baseline can
     # hold threads that ended since): the session's places are free again, and a reader gets

@@ -330,12 +330,12 @@ def test_many_cancellations_under_faults_leave_nothing_behind(in_process, fake):
 
 
 def task_count(server: Server) -> int:
-    return len(os.listdir(f"/proc/{server.proc.pid}/task"))
+    return len(os.listdir(f"/proc/{server.pid}/task"))
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
 def test_spawned_server_returns_to_its_idle_threads_after_every_kind_of_fault(spawn, fake):
-    server = spawn(config=TIGHT, upstream=fake)
+    server = spawn(config=TIGHT, upstream=fake, cold=True)
     server.initialize()
     assert "result" in server.call("answer", {"query": "warm"})
     wait_until(lambda: task_count(server) == 1, 10, "the idle server down to its main thread")

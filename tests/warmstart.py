@@ -1,0 +1,278 @@
+"""A warm start for the servers the tests spawn.
+
+Every server the suite starts is a real process on real pipes or sockets, running the module as
+`python -m` runs it. What costs is not our module but the `openai` SDK's import: about 1.4 s of
+CPU in each process that makes a call, and the suite starts the server over a thousand times.
+
+So each pytest worker starts one *warm parent* that has imported the SDK and nothing of ours, and
+waits. `conftest.PROGRAM` is a small launcher: it hands its stdin, stdout and stderr, its argv,
+environment and working directory to the warm parent over a Unix socket, and the parent forks a
+child that takes those descriptors as 0, 1 and 2, takes the environment, and runs
+`openai_responses_mcp` as `__main__`; the interpreter then exits as any Python does (non-daemon
+threads joined, atexit run, stdio flushed). The launcher stays as the test's child: it passes on
+SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2, exits as the server exits (by the same
+signal when a signal ended it), and when the launcher is killed the parent kills the server.
+
+What differs from a cold start, and how the tests keep it honest:
+- `openai` is already imported. Tests of what is imported, of memory or of /proc start cold
+  (`spawn(..., cold=True)`), and so does every test run with ORMCP_TESTS_COLD=1.
+- The launcher falls back to a cold start by itself for anything it cannot mirror exactly: an
+  environment with PYTHON* variables other than PYTHONUNBUFFERED and PYTHONIOENCODING, or
+  OPENAI_LOG (which the SDK reads at import), or no warm parent to talk to.
+- The server's process id is not the launcher's (`Server.pid` reads the server's own).
+
+Standard library only; the launcher side imports nothing heavy, as it runs in every spawn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+
+# What a forked child can take from the launcher's environment exactly as a fresh interpreter
+# would; any other PYTHON* variable (or OPENAI_LOG, read when `openai` is imported) starts cold.
+MIRRORED = {"PYTHONUNBUFFERED", "PYTHONIOENCODING", "PYTHONDONTWRITEBYTECODE"}
+FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+MODULE = "openai_responses_mcp"
+LOCALE = ("LANG", "LC_ALL", "LC_CTYPE", "PYTHONUTF8", "PYTHONCOERCECLOCALE")
+_RETIRED: list = []  # the parent's stdio objects: collected, they would close 0, 1 and 2
+
+
+def can_mirror(env: dict) -> bool:
+    names = set(env)
+    return "OPENAI_LOG" not in names and all(
+        not name.startswith("PYTHON") or name in MIRRORED for name in names
+    )
+
+
+# -- The launcher: the test's child -----------------------------------------------------------
+
+
+def launch(address: str) -> None:
+    """Runs the server in a child of the warm parent at `address`; returns only when it cannot
+    (the caller then starts cold), else exits as the server exited."""
+    env = dict(os.environ)
+    if not can_mirror(env):
+        return
+    pending: list[int] = []
+    child = [0]
+
+    def forward(number, _frame):
+        if child[0]:
+            os.kill(child[0], number)
+        else:
+            pending.append(number)
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(address)
+    except OSError:
+        sock.close()
+        return
+    before = {name: signal.signal(getattr(signal, name), forward) for name in FORWARDED}
+    job = {"argv": sys.argv[1:], "env": env, "cwd": os.getcwd()}
+    socket.send_fds(sock, [json.dumps(job).encode() + b"\n"], [0, 1, 2])
+    lines = sock.makefile("rb")
+    pid = _expect(lines, b"pid")
+    if pid is None:  # the parent cannot mirror this environment: start cold, signals as they were
+        sock.close()
+        for name, handler in before.items():
+            signal.signal(getattr(signal, name), handler)
+        for number in pending:
+            os.kill(os.getpid(), number)
+        return
+    child[0] = pid
+    # From here the server holds the pipes: the launcher lets go of them, so a pipe closes when
+    # the server closes it, as it would with no launcher between.
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    for number in pending:
+        os.kill(pid, number)
+    status = _expect(lines, b"exit")
+    if status is None:  # the warm parent died under us: the server must not outlive the test
+        _kill(pid)
+        os._exit(70)
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
+    os._exit(os.waitstatus_to_exitcode(status))
+
+
+def _expect(lines, word: bytes) -> int | None:
+    line = lines.readline()
+    if not line.startswith(word + b" "):
+        return None
+    return int(line.split()[1])
+
+
+def _kill(pid) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (OSError, TypeError):
+        pass
+
+
+# -- The warm parent: one per pytest worker ----------------------------------------------------
+
+
+def warm() -> None:
+    """Imports what a server imports for its first call, and starts nothing: no thread may be
+    running when the parent forks."""
+    import openai
+
+    client = openai.OpenAI(api_key="sk-warm", base_url="http://127.0.0.1:9/v1")
+    for name in ("responses", "models"):
+        getattr(client, name)
+    client.close()
+    import http.server  # noqa: F401
+    import sqlite3  # noqa: F401
+    import zoneinfo  # noqa: F401
+
+
+def serve(address: str, root: str) -> dict:
+    """Forks a child per launcher. Returns only in a child, with the job it is to run."""
+    import selectors
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C is for the tests and their servers
+    warm()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address)
+    listener.listen(128)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, ("accept", None))
+    selector.register(sys.stdin, selectors.EVENT_READ, ("parent", None))  # EOF: pytest is gone
+    print("ready", flush=True)
+    served: dict[int, tuple] = {}  # pid -> (connection, pidfd)
+    while True:
+        for key, _ in selector.select():
+            kind, pid = key.data
+            if kind == "accept":
+                job = _accept(listener, selector, served)
+                if job is not None:  # the child
+                    return job
+            elif kind == "gone":  # the launcher died (killed): so does its server
+                selector.unregister(key.fileobj)
+                _kill(pid)
+            elif kind == "exited":
+                _report(selector, served, pid)
+            else:
+                for pid in served:
+                    _kill(pid)
+                os._exit(0)
+
+
+def _accept(listener, selector, served):
+    import selectors
+
+    conn, _ = listener.accept()
+    message, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 3)
+    while not message.endswith(b"\n"):
+        more = conn.recv(1 << 20)
+        if not more:
+            break
+        message += more
+    job = json.loads(message) if len(fds) == 3 and message.endswith(b"\n") else None
+    if job is None or not _same_locale(job["env"]):
+        for fd in fds:
+            os.close(fd)
+        conn.sendall(b"cold\n")
+        conn.close()
+        return None
+    pid = os.fork()
+    if pid == 0:
+        listener.close()
+        for other, pidfd in served.values():
+            other.close()
+            os.close(pidfd)
+        selector.close()
+        conn.close()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        return job
+    for fd in fds:
+        os.close(fd)
+    pidfd = os.pidfd_open(pid)
+    served[pid] = (conn, pidfd)
+    conn.sendall(b"pid %d\n" % pid)
+    selector.register(conn, selectors.EVENT_READ, ("gone", pid))
+    selector.register(pidfd, selectors.EVENT_READ, ("exited", pid))
+    return None
+
+
+def _same_locale(env: dict) -> bool:
+    """A fresh interpreter picks stdio's encoding from the locale: mirror only the same one."""
+    return all(env.get(name) == os.environ.get(name) for name in LOCALE)
+
+
+def _report(selector, served, pid) -> None:
+    conn, pidfd = served.pop(pid)
+    _, status = os.waitpid(pid, 0)
+    selector.unregister(pidfd)
+    os.close(pidfd)
+    try:
+        selector.unregister(conn)
+    except KeyError:
+        pass  # already gone
+    try:
+        conn.sendall(b"exit %d\n" % status)
+    except OSError:
+        pass
+    conn.close()
+
+
+def become(job: dict, root: str) -> None:
+    """In the child: take the job's process-wide state as a fresh interpreter would have it,
+    then run the module as __main__ (its SystemExit ends the interpreter as usual)."""
+    import runpy
+    import time
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.chdir(job["cwd"])
+    os.environ.clear()
+    os.environ.update(job["env"])
+    time.tzset()
+    _fresh_stdio(job["env"])
+    sys.argv = ["-c", *job["argv"]]
+    sys.path[0] = root
+    sys.dont_write_bytecode = False
+    runpy.run_module(MODULE, run_name="__main__", alter_sys=True)
+
+
+def _fresh_stdio(env: dict) -> None:
+    """sys.stdin, stdout and stderr over descriptors 0, 1 and 2, made as CPython makes them."""
+    import io
+
+    buffered = not env.get("PYTHONUNBUFFERED")
+    encoding, _, errors = env.get("PYTHONIOENCODING", "").partition(":")
+    old = (sys.__stdin__, sys.__stdout__, sys.__stderr__)
+    _RETIRED.extend(old)
+    streams = []
+    for fd, mode in ((0, "rb"), (1, "wb"), (2, "wb")):
+        raw = io.FileIO(fd, mode, closefd=False)
+        # -u leaves stdin buffered, and makes stdout and stderr write straight to the fd
+        writer = io.BufferedWriter(raw) if buffered else raw
+        binary = io.BufferedReader(raw) if fd == 0 else writer
+        streams.append(
+            io.TextIOWrapper(
+                binary,
+                encoding=encoding or old[fd].encoding,
+                errors=errors or old[fd].errors,
+                newline="\n",
+                line_buffering=fd != 0 and buffered and (fd == 2 or raw.isatty()),
+                write_through=fd != 0 and not buffered,
+            )
+        )
+    sys.stdin, sys.stdout, sys.stderr = streams
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
+
+
+if __name__ == "__main__":
+    _job = serve(sys.argv[2], sys.argv[3])
+    _job["env"].pop("ORMCP_TEST_ZYGOTE", None)  # never the server's to see
+    become(_job, sys.argv[3])
