@@ -256,8 +256,10 @@ def _fresh_stdio(env: dict) -> None:
     for fd, mode in ((0, "rb"), (1, "wb"), (2, "wb")):
         raw = io.FileIO(fd, mode, closefd=False)
         # -u leaves stdin buffered, and makes stdout and stderr write straight to the fd
-        writer = io.BufferedWriter(raw) if buffered else raw
-        binary = io.BufferedReader(raw) if fd == 0 else writer
+        if fd == 0:
+            binary: io.RawIOBase | io.BufferedIOBase = io.BufferedReader(raw)
+        else:
+            binary = io.BufferedWriter(raw) if buffered else raw
         streams.append(
             io.TextIOWrapper(
                 binary,
