@@ -27,20 +27,21 @@ TEST_KEY = "sk-test-0123456789abcdefSECRET"
 # tests/test_packaging.py still runs the file itself, copied alone, with pip, pipx and uv.
 # Where the worker has a warm parent (tests/warmstart.py, the `warm_start` fixture), the server
 # runs in a child forked from it, with `openai` already imported; else, or for a test that asks
-# for a cold start, in this process itself.
+# for a cold start, the launcher becomes the server (exec, same pid) in a fresh interpreter.
 LAUNCHER = """\
-import os, runpy, sys
-sys.dont_write_bytecode = False
-sys.path[0] = sys.argv.pop(1)
+import os, sys
+root = sys.argv.pop(1)
 warm = os.environ.pop("ORMCP_TEST_ZYGOTE", "")
 if warm:
-    sys.path.insert(1, os.path.join(sys.path[0], "tests"))
+    sys.path[0] = os.path.join(root, "tests")
     import warmstart
     warmstart.launch(warm)
-    del sys.path[1]
-runpy.run_module("openai_responses_mcp", run_name="__main__", alter_sys=True)
+cold = "import runpy, sys; sys.dont_write_bytecode = False; sys.path[0] = sys.argv.pop(1); " \\
+    "runpy.run_module('openai_responses_mcp', run_name='__main__', alter_sys=True)"
+os.execv(sys.executable, [sys.executable, "-c", cold, root, *sys.argv[1:]])
 """
-PROGRAM = [sys.executable, "-c", LAUNCHER, str(ROOT)]
+# `-S`: no site-packages for the launcher itself, which then needs about 10 ms of CPU.
+PROGRAM = [sys.executable, "-S", "-c", LAUNCHER, str(ROOT)]
 WARM = "ORMCP_TEST_ZYGOTE"  # the warm parent's address, in the environment the launcher inherits
 
 

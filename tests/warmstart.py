@@ -8,10 +8,11 @@ So each pytest worker starts one *warm parent* that has imported the SDK and not
 waits. `conftest.PROGRAM` is a small launcher: it hands its stdin, stdout and stderr, its argv,
 environment and working directory to the warm parent over a Unix socket, and the parent forks a
 child that takes those descriptors as 0, 1 and 2, takes the environment, and runs
-`openai_responses_mcp` as `__main__`; the interpreter then exits as any Python does (non-daemon
-threads joined, atexit run, stdio flushed). The launcher stays as the test's child: it passes on
-SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2, exits as the server exits (by the same
-signal when a signal ended it), and when the launcher is killed the parent kills the server.
+`openai_responses_mcp` as `__main__`; it then exits as Python does (non-daemon threads joined,
+atexit run, stdio flushed), less the teardown of the modules it shares with the parent. The
+launcher stays as the test's child: it passes on SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and
+SIGUSR2, exits as the server exits (by the same signal when a signal ended it), and when the
+launcher is killed the parent kills the server.
 
 What differs from a cold start, and how the tests keep it honest:
 - `openai` is already imported. Tests of what is imported, of memory or of /proc start cold
@@ -19,17 +20,20 @@ What differs from a cold start, and how the tests keep it honest:
 - The launcher falls back to a cold start by itself for anything it cannot mirror exactly: an
   environment with PYTHON* variables other than PYTHONUNBUFFERED and PYTHONIOENCODING, or
   OPENAI_LOG (which the SDK reads at import), or no warm parent to talk to.
-- The server's process id is not the launcher's (`Server.pid` reads the server's own).
+- The server's process id is not the launcher's: `Server.pid` refuses a warm start.
 
 Standard library only; the launcher side imports nothing heavy, as it runs in every spawn.
 """
 
 from __future__ import annotations
 
-import json
+# The launcher runs in every spawn, under `python -S`: it imports only modules built into the
+# interpreter (no site, no json, no enum), about 10 ms of CPU where `import socket, json,
+# signal` with site-packages took 50.
+import _signal
+import _socket
+import marshal
 import os
-import signal
-import socket
 import sys
 
 # What a forked child can take from the launcher's environment exactly as a fresh interpreter
@@ -38,6 +42,7 @@ MIRRORED = {"PYTHONUNBUFFERED", "PYTHONIOENCODING", "PYTHONDONTWRITEBYTECODE"}
 FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 MODULE = "openai_responses_mcp"
 LOCALE = ("LANG", "LC_ALL", "LC_CTYPE", "PYTHONUTF8", "PYTHONCOERCECLOCALE")
+ADDRESS = "ORMCP_TEST_ZYGOTE"  # the warm parent's socket, in the environment the launcher gets
 _RETIRED: list = []  # the parent's stdio objects: collected, they would close 0, 1 and 2
 
 
@@ -66,21 +71,25 @@ def launch(address: str) -> None:
         else:
             pending.append(number)
 
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.connect(address)
     except OSError:
         sock.close()
         return
-    before = {name: signal.signal(getattr(signal, name), forward) for name in FORWARDED}
-    job = {"argv": sys.argv[1:], "env": env, "cwd": os.getcwd()}
-    socket.send_fds(sock, [json.dumps(job).encode() + b"\n"], [0, 1, 2])
-    lines = sock.makefile("rb")
-    pid = _expect(lines, b"pid")
+    numbers = [getattr(_signal, name) for name in FORWARDED]
+    before = {number: _signal.signal(number, forward) for number in numbers}
+    job = marshal.dumps({"argv": sys.argv[1:], "env": env, "cwd": os.getcwd()})
+    fds = (0).to_bytes(4, sys.byteorder) + (1).to_bytes(4, sys.byteorder)
+    fds += (2).to_bytes(4, sys.byteorder)
+    head = len(job).to_bytes(8, "big")
+    sock.sendmsg([head + job], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+    replies = _Lines(sock)
+    pid = replies.number(b"pid")
     if pid is None:  # the parent cannot mirror this environment: start cold, signals as they were
         sock.close()
-        for name, handler in before.items():
-            signal.signal(getattr(signal, name), handler)
+        for number, handler in before.items():
+            _signal.signal(number, handler)
         for number in pending:
             os.kill(os.getpid(), number)
         return
@@ -92,27 +101,37 @@ def launch(address: str) -> None:
         os.dup2(devnull, fd)
     for number in pending:
         os.kill(pid, number)
-    status = _expect(lines, b"exit")
+    status = replies.number(b"exit")
     if status is None:  # the warm parent died under us: the server must not outlive the test
         _kill(pid)
         os._exit(70)
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
-        signal.signal(number, signal.SIG_DFL)
+        _signal.signal(number, _signal.SIG_DFL)
         os.kill(os.getpid(), number)
     os._exit(os.waitstatus_to_exitcode(status))
 
 
-def _expect(lines, word: bytes) -> int | None:
-    line = lines.readline()
-    if not line.startswith(word + b" "):
-        return None
-    return int(line.split()[1])
+class _Lines:
+    """The parent's replies, a line each: `pid N`, then `exit STATUS` (or `cold`)."""
+
+    def __init__(self, sock):
+        self.sock, self.buffer = sock, b""
+
+    def number(self, word: bytes) -> int | None:
+        while b"\n" not in self.buffer:
+            chunk = self.sock.recv(4096)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        name, _, value = line.partition(b" ")
+        return int(value) if name == word else None
 
 
 def _kill(pid) -> None:
     try:
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, _signal.SIGKILL)
     except (OSError, TypeError):
         pass
 
@@ -129,16 +148,21 @@ def warm() -> None:
     for name in ("responses", "models"):
         getattr(client, name)
     client.close()
+    import gc
     import http.server  # noqa: F401
     import sqlite3  # noqa: F401
     import zoneinfo  # noqa: F401
+
+    gc.collect()
+    gc.freeze()  # what is here now stays shared: a child's collections never walk or copy it
 
 
 def serve(address: str, root: str) -> dict:
     """Forks a child per launcher. Returns only in a child, with the job it is to run."""
     import selectors
+    import socket
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C is for the tests and their servers
+    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # a ^C is for the tests and their servers
     warm()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address)
@@ -168,15 +192,17 @@ def serve(address: str, root: str) -> dict:
 
 def _accept(listener, selector, served):
     import selectors
+    import socket
 
     conn, _ = listener.accept()
     message, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 3)
-    while not message.endswith(b"\n"):
-        more = conn.recv(1 << 20)
+    size = int.from_bytes(message[:8], "big") + 8 if len(message) >= 8 else 0
+    while len(message) < size:
+        more = conn.recv(size - len(message))
         if not more:
             break
         message += more
-    job = json.loads(message) if len(fds) == 3 and message.endswith(b"\n") else None
+    job = marshal.loads(message[8:]) if len(fds) == 3 and len(message) == size else None
     if job is None or not _same_locale(job["env"]):
         for fd in fds:
             os.close(fd)
@@ -228,11 +254,11 @@ def _report(selector, served, pid) -> None:
 
 def become(job: dict, root: str) -> None:
     """In the child: take the job's process-wide state as a fresh interpreter would have it,
-    then run the module as __main__ (its SystemExit ends the interpreter as usual)."""
+    run the module as __main__, and exit as the interpreter would."""
     import runpy
     import time
 
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
     os.chdir(job["cwd"])
     os.environ.clear()
     os.environ.update(job["env"])
@@ -241,7 +267,47 @@ def become(job: dict, root: str) -> None:
     sys.argv = ["-c", *job["argv"]]
     sys.path[0] = root
     sys.dont_write_bytecode = False
-    runpy.run_module(MODULE, run_name="__main__", alter_sys=True)
+    try:
+        runpy.run_module(MODULE, run_name="__main__", alter_sys=True)
+    except SystemExit as stop:
+        _exit(_exit_code(stop.code))
+    except KeyboardInterrupt:
+        _exit(None)
+    except BaseException:  # noqa: BLE001 - an uncaught error: the traceback, then exit 1
+        sys.excepthook(*sys.exc_info())
+        _exit(1)
+    _exit(0)
+
+
+def _exit_code(code) -> int:
+    """As the interpreter reads SystemExit's argument."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _exit(code: int | None) -> None:
+    """Ends the child as Py_Finalize would, up to the part nothing can see: non-daemon threads
+    joined, atexit run, stdio flushed; then no teardown of the modules it shares with the
+    parent (it would walk the whole SDK's objects for nothing). None: as an unhandled ^C
+    ends a process, by SIGINT."""
+    import atexit
+    import threading
+
+    threading._shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    if code is None:
+        _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+        os.kill(os.getpid(), _signal.SIGINT)
+    os._exit(code & 0xFF)
 
 
 def _fresh_stdio(env: dict) -> None:
@@ -276,5 +342,5 @@ def _fresh_stdio(env: dict) -> None:
 
 if __name__ == "__main__":
     _job = serve(sys.argv[2], sys.argv[3])
-    _job["env"].pop("ORMCP_TEST_ZYGOTE", None)  # never the server's to see
+    _job["env"].pop(ADDRESS, None)  # never the server's to see
     become(_job, sys.argv[3])
