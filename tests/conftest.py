@@ -69,6 +69,48 @@ def base_env(tmp_path: Path, cold: bool = False, **extra: str) -> dict:
     return env
 
 
+# -- Collection: each test file's asserts rewritten once ---------------------------------------
+
+# Pytest caches each test file with its asserts rewritten, unless bytecode writing is off (some
+# machines set PYTHONDONTWRITEBYTECODE=1): then every run rewrites all of them again.
+sys.dont_write_bytecode = False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    """Under xdist every worker collects every file, and on a fresh clone each rewrote every
+    test file's asserts (about 12 s of CPU a worker): the controller does it once, two files
+    at a time, before it starts the workers, which then read pytest's cache. Best effort: if
+    pytest's internals are not as expected, the workers rewrite as they always did."""
+    config = session.config
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    files = sorted(Path(__file__).parent.glob("test_*.py"))
+    child = os.fork() if hasattr(os, "fork") else -1
+    try:
+        _rewrite_asserts(config, files[child == 0 :: 2] if child >= 0 else files)
+    finally:
+        if child == 0:
+            os._exit(0)
+    if child > 0:
+        os.waitpid(child, 0)
+
+
+def _rewrite_asserts(config, files: list[Path]) -> None:
+    try:
+        from _pytest.assertion import rewrite
+
+        state = config.stash[rewrite.assertstate_key]
+        for fn in files:
+            cache = rewrite.get_cache_dir(fn)
+            pyc = cache / (fn.name[:-3] + rewrite.PYC_TAIL)
+            if rewrite._read_pyc(fn, pyc) is None and rewrite.try_makedirs(cache):
+                source_hash, code = rewrite._rewrite_test(fn, config)
+                rewrite._write_pyc(state, code, source_hash, pyc)
+    except Exception:  # noqa: BLE001 - an optimisation only: the workers rewrite what is missing
+        return
+
+
 class Reader(threading.Thread):
     """Reads the server's stdout, splitting it into messages in either framing."""
 
