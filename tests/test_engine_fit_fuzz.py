@@ -1,9 +1,12 @@
 """Any answer, any client size: never over it. The answer-fitting fuzz test (issue 33: a file
-of its own, so that `--dist loadfile` runs its 1,200 examples beside the other engine units rather
-than after them); its fixed cases are in tests/test_engine_units.py."""
+of its own, so that `--dist loadfile` runs its examples beside the other engine units rather than
+after them); its fixed cases are in tests/test_engine_units.py. The README's test line draws 150
+answers; `.ci/run` draws 1,200 more (`pytest -m slow`), and a failure either finds is replayed
+first by the other (Hypothesis keeps it in .hypothesis/)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from test_engine_units import CLUSTERS, LOREM, REST, left_out, report
@@ -67,16 +70,31 @@ def long_answers(draw):
     return {**report(0), "answer": text}, body, draw(st.integers(2_000, 30_000))
 
 
-# Shrinking examples this big takes minutes: a failure is reported as found.
-@settings(
-    max_examples=1200,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-    phases=[Phase.explicit, Phase.reuse, Phase.generate],
-)
+def fuzzed(examples: int):
+    """The property below, drawn `examples` times. Shrinking examples this big takes minutes: a
+    failure is reported as found."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+        phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    )
+
+
+@fuzzed(150)
 @given(long_answers())
 def test_any_answer_fits_its_clients_size_with_whole_characters_and_closed_code(case):
-    answer, body, limit = case
+    fits_whole(*case)
+
+
+@pytest.mark.slow
+@fuzzed(1200)
+@given(long_answers())
+def test_any_answer_fits_its_clients_size_over_a_long_run(case):
+    fits_whole(*case)
+
+
+def fits_whole(answer, body, limit) -> None:
     fitted, shortened = m.fit_answer(answer, limit, REST)
     assert m.result_size(fitted) <= limit
     if not shortened:

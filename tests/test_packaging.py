@@ -3,6 +3,8 @@
 Installs build from a copy of the working tree (pip builds in place and would otherwise leave
 build/ and *.egg-info in the repository). One venv is made per module and shared by its tests.
 Tests needing the package index are skipped, with the reason, when it cannot be reached.
+The installs (pip, pipx, uv: a minute of CPU and the index) are slow tests, run by .ci/run
+after the README's line (`pytest -m slow`); the file copied alone and the metadata checks are not.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import openai_responses_mcp as mcp
 
 APP = "openai-responses-mcp"
 BIN = "Scripts" if os.name == "nt" else "bin"
+SLOW = pytest.mark.slow  # an install from the package index
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -187,18 +190,22 @@ def pip_venv(tmp_path_factory, index_reachable) -> Path:
     return venv
 
 
+@SLOW
 def test_pip_install_gives_a_console_script_that_prints_the_version(tmp_path, pip_venv):
     assert_answers_version([pip_venv / BIN / APP], tmp_path, tmp_path)
 
 
+@SLOW
 def test_pip_installed_console_script_answers_initialize(tmp_path, pip_venv):
     assert_answers_initialize([pip_venv / BIN / APP], tmp_path, tmp_path)
 
 
+@SLOW
 def test_pip_install_brings_openai_and_the_script_can_answer(tmp_path, pip_venv, fake):
     assert_asks_the_fake([pip_venv / BIN / APP], tmp_path, tmp_path, fake)
 
 
+@SLOW
 def test_installed_metadata_version_is_the_module_version(tmp_path, pip_venv):
     """__version__ is the single source: the distribution's version resolves to it."""
     code = (
@@ -232,6 +239,7 @@ def pipx(tmp_path) -> tuple[str, dict]:
     return path, dirs
 
 
+@SLOW
 def test_pipx_install_of_the_tree_gives_a_working_command(tmp_path, pipx, index_reachable):
     path, dirs = pipx
     source = copy_repo(tmp_path / "src")
@@ -248,6 +256,7 @@ def test_pipx_install_of_the_tree_gives_a_working_command(tmp_path, pipx, index_
     assert_answers_initialize([command], tmp_path, tmp_path)
 
 
+@SLOW
 def test_pipx_install_from_git_url_gives_a_working_command(tmp_path, pipx, index_reachable):
     """`pipx install git+URL`, here with the repository's own committed HEAD as the URL."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
@@ -300,13 +309,16 @@ def uv_copy(tmp_path) -> Path:
     return folder
 
 
+@SLOW
 def test_uv_run_prints_the_version(tmp_path, uv, uv_copy):
     assert_answers_version([uv, "run", "--quiet", SCRIPT.name], tmp_path, uv_copy)
 
 
+@SLOW
 def test_uv_run_stdio_answers_initialize(tmp_path, uv, uv_copy):
     assert_answers_initialize([uv, "run", "--quiet", SCRIPT.name], tmp_path, uv_copy)
 
 
+@SLOW
 def test_uv_run_installs_openai_from_the_inline_metadata(tmp_path, uv, uv_copy, fake):
     assert_asks_the_fake([uv, "run", "--quiet", SCRIPT.name], tmp_path, uv_copy, fake)
