@@ -138,6 +138,9 @@ def in_process(fake, tmp_path, monkeypatch):
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy"):
         monkeypatch.delenv(name, raising=False)
+    # The ledger's writer thread ends once idle: after 1 s in production, after 50 ms here, so
+    # that "no thread left" holds within the teardown rather than a second or two after it.
+    monkeypatch.setattr(m, "_WRITER_IDLE_S", 0.05)
     baseline = set(threading.enumerate())
     made: list[InProcess] = []
 
