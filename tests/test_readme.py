@@ -317,7 +317,7 @@ ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b
 
 def on_a_terminal(argv: list[str], env: dict, cwd: Path, timeout: float = 240) -> tuple[int, str]:
     """Runs argv with a pseudo-terminal as its stdin, stdout and stderr; its exit status and
-    what the terminal showed (escape sequences and carriage returns taken out)."""
+    what the terminal showed (escape sequences taken out)."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(
         argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd, start_new_session=True
@@ -343,8 +343,9 @@ def on_a_terminal(argv: list[str], env: dict, cwd: Path, timeout: float = 240) -
     finally:
         os.close(master)
     code = proc.wait(timeout=30)
-    text = ANSI.sub("", shown.decode("utf-8", "replace")).replace("\r", "")
-    return code, text
+    text = ANSI.sub("", shown.decode("utf-8", "replace")).replace("\r\n", "\n")
+    # What stays on the screen: of a line redrawn after carriage returns (a spinner), its last.
+    return code, "\n".join(line.split("\r")[-1] for line in text.split("\n"))
 
 
 class Newcomer:
