@@ -86,7 +86,8 @@ def inline_lines(text: str, paragraph_with: str, starts: str) -> list[str]:
     """The inline code spans starting with `starts` in the paragraph containing
     `paragraph_with`, in order."""
     (paragraph,) = [p for p in re.split(r"\n\s*\n", text) if paragraph_with in p]
-    return [span for span in re.findall(r"`([^`]+)`", paragraph) if span.startswith(starts)]
+    spans = [" ".join(span.split()) for span in re.findall(r"`([^`]+)`", paragraph)]
+    return [span for span in spans if span.startswith(starts)]  # a line break in one is a space
 
 
 def readme() -> str:
@@ -243,7 +244,9 @@ def index(tmp_path_factory):
     files = root / "files"
     files.mkdir()
     wheels = [build_this_tree(files, tmp_path_factory.mktemp("build"))]
-    wheels += [wheel_of_installed(dist, files) for dist in runtime_closure("openai").values()]
+    # `openai` for the server; pipx for getting-started's `python3 -m pip install --user pipx`.
+    dists = runtime_closure("openai") | runtime_closure("pipx")
+    wheels += [wheel_of_installed(dist, files) for dist in dists.values()]
     served = Index(root, wheels)
     yield served
     served.close()
@@ -255,7 +258,8 @@ def machine(tmp_path_factory, index, upstream):
     and nothing of this project), uv's cache, the index, the fake API and the closed proxy."""
     tools = tmp_path_factory.mktemp("tools")
     beside = Path(sys.executable).parent
-    (tools / "python3").symlink_to(os.path.realpath(sys.executable))  # a plain Python 3
+    # A plain Python 3: the interpreter the test venv was made from.
+    (tools / "python3").symlink_to(getattr(sys, "_base_executable", sys.executable))
     for tool in ("pipx", "uv", "uvx"):
         if not (beside / tool).exists():
             pytest.skip(f"{tool} is not installed beside the test interpreter (the test extra)")
@@ -469,25 +473,44 @@ def after_dashes(words: list[str]) -> list[str]:
     return words[words.index("--") + 1 :]
 
 
-def test_the_readme_reaches_a_first_answer_with_uvx_and_nothing_installed(home, upstream, index):
-    (first, *_) = runnable_blocks(README)
-    assert first and all(line.startswith("uvx ") for line in first), first
-    person = Newcomer(*home)
-    shown = run_block(person, "README.md", first, upstream)
-    # Everything came from the local index, and nothing from anywhere else (the proxies are a
-    # closed port: a try for PyPI would have failed the line).
+@pytest.mark.parametrize("block", runnable_blocks(README), ids=lambda block: block[0][:40])
+def test_each_sh_block_of_the_readme_works_as_written(block, home, upstream, index):
+    run_block(Newcomer(*home), "README.md", block, upstream)
+    # What was installed came from the local index, and nothing from anywhere else (the
+    # proxies are a closed port: a try for PyPI would have failed the line).
     assert any(path.startswith(f"/simple/{APP}/") for path in index.asked), index.asked
     assert any(path.startswith("/files/openai-") for path in index.asked), index.asked
-    # The table's lines, with `uvx` before the command as the README says under it, are what
-    # --doctor printed here (uvx by its full path).
+
+
+def test_the_client_lines_in_the_docs_with_uvx_are_what_uvx_doctor_prints(home, upstream):
+    """The README's first lines are uvx's; its table's `claude mcp add` and `codex mcp add`,
+    with `uvx` before the command as the sentence under it says, and getting-started's
+    `claude mcp add`, are what `uvx ... --doctor` prints (the one name; uvx by its full path)."""
     text = readme()
+    (first, *_) = runnable_blocks(README)
+    assert first and all(line.startswith(f"uvx {APP} ") for line in first), first
     assert f"the command is `uvx {APP}` where the table says `{APP}`" in text
     (doctor,) = [line for line in first if "--doctor" in line]
-    printed = doctor_lines(shown[doctor])
+    person = Newcomer(*home)
+    printed = doctor_lines(run_block(person, "README.md", [doctor], upstream)[doctor])
     uvx = shutil.which("uvx", path=person.env["PATH"])
-    for client, words in table_lines(text).items():
+    table = table_lines(text)
+    assert sorted(table) == ["claude", "codex"], table
+    for client, words in table.items():
         assert words[3] == printed[client][3] == mcp.CLIENT_NAME, (words, printed)
         assert [uvx, *after_dashes(words)] == after_dashes(printed[client]), (words, printed)
+    added = [
+        line
+        for block in sh_blocks(GETTING_STARTED.read_text(encoding="utf-8"))
+        for line in block
+        if line.startswith(CLIENT_APP)
+    ]
+    assert added, "docs/getting-started.md shows no `claude mcp add` line"
+    for line in added:
+        words = shlex.split(line)
+        assert words[3] == mcp.CLIENT_NAME, line
+        assert after_dashes(words) == ["uvx", APP, "--stdio"], line
+        assert after_dashes(printed[words[0]]) == [uvx, APP, "--stdio"], printed
 
 
 def test_the_readmes_pipx_lines_put_the_command_on_a_new_terminals_path(home, upstream):
@@ -538,6 +561,42 @@ def getting_started_blocks() -> list[list[str]]:
 @pytest.mark.parametrize("block", getting_started_blocks(), ids=lambda block: block[0][:40])
 def test_each_quick_start_block_of_getting_started_works_as_written(block, home, upstream):
     run_block(Newcomer(*home), "docs/getting-started.md", block, upstream)
+
+
+def test_getting_starteds_way_when_pipx_is_not_found_works_as_written(home, upstream):
+    """`pipx: command not found`: `python3 -m pip install --user pipx`, then
+    `python3 -m pipx install ...` and `python3 -m pipx ensurepath`, and a new terminal; then the
+    pipx block's last line (the command, by name) passes."""
+    text = GETTING_STARTED.read_text(encoding="utf-8")
+    lines = inline_lines(text, "`pipx: command not found`", "python3 -m pip")
+    assert lines == [
+        "python3 -m pip install --user pipx",
+        f"python3 -m pipx install {APP}",
+        "python3 -m pipx ensurepath",
+    ], lines
+    folder, env = home
+    # This machine has python3, and no pipx (nor uv).
+    tools = Path(env["PATH"].split(":")[0])
+    only_python = folder.parent / "only-python3"
+    only_python.mkdir()
+    (only_python / "python3").symlink_to(os.readlink(tools / "python3"))
+    env = {**env, "PATH": env["PATH"].replace(str(tools), str(only_python), 1)}
+    missing = subprocess.run(["bash", "-c", "pipx --version"], env=env, capture_output=True)
+    assert missing.returncode == 127, missing
+    person = Newcomer(folder, env)
+    managed = person.run(
+        "docs/getting-started.md",
+        "python3 -c 'import os, sysconfig; "
+        'print(os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))\'',
+    )
+    if managed.strip().endswith("True"):
+        pytest.skip("this Python is externally managed: the doc's `sudo apt install pipx` applies")
+    for line in lines:
+        person.run("docs/getting-started.md", line)
+    person.new_terminal()
+    doctor = getting_started_blocks()[1][-1]
+    assert doctor == f"{APP} --doctor", doctor
+    run_block(person, "docs/getting-started.md", [doctor], upstream)
 
 
 def test_getting_started_has_the_quick_starts_a_newcomer_needs():
