@@ -2,14 +2,15 @@
 the quick start of docs/getting-started.md, from a fresh machine reaches a first answer with no
 guess.
 
-The lines are read from the documents themselves (their ```sh blocks, and the install lines the
-README names inline), never copied here, so a doc that changes into something that does not work
-turns this red. Each line runs as written with `bash`, on a pseudo-terminal as a person's shell
-has, in a HOME of its own, with no network:
+The lines are read from the documents themselves (their ```sh blocks, and the install lines they
+name inline: the README's pipx lines, getting-started's way when pipx is not found), never copied
+here, so a doc that changes into something that does not work turns this red. Each line runs as
+written with `bash`, on a pseudo-terminal as a person's shell has, in a HOME of its own, with no
+network:
 
 - the package index is a PEP 503 "simple" index on 127.0.0.1 served by this module, holding the
-  wheel of this tree (built offline) and wheels of `openai` and everything it needs, each zipped
-  from the distribution installed in the test venv;
+  wheel of this tree (built offline) and wheels of `openai` and pipx and everything they need,
+  each zipped from the distribution installed in the test venv;
 - the installers find it only through the environment (PIP_INDEX_URL, UV_DEFAULT_INDEX), with
   the machine's own pip and uv configuration shut out, and every proxy variable points at a
   closed port on 127.0.0.1 (NO_PROXY keeps 127.0.0.1 direct): a try for PyPI fails loudly;
@@ -34,7 +35,6 @@ import importlib.metadata
 import io
 import json
 import os
-import pty
 import re
 import select
 import shlex
@@ -55,6 +55,9 @@ from packaging.requirements import Requirement
 import openai_responses_mcp as mcp
 
 pytestmark = pytest.mark.slow
+pty = pytest.importorskip("pty", reason="a pseudo-terminal is POSIX's")
+if shutil.which("bash") is None:
+    pytest.skip("the docs' lines are bash lines, and bash is not here", allow_module_level=True)
 
 APP = mcp.SERVER_NAME
 README = ROOT / "README.md"
@@ -63,6 +66,9 @@ GETTING_STARTED = ROOT / "docs" / "getting-started.md"
 NEW_TERMINAL = re.compile(r"new terminal")
 # Lines that need a real client app: checked for what they say, not run.
 CLIENT_APP = ("claude ", "codex ")
+NOT_COPIED = shutil.ignore_patterns(
+    ".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis", ".venv"
+)
 # The one placeholder a person fills in: the key.
 PLACEHOLDER_KEY = "sk-..."
 
@@ -164,10 +170,8 @@ def wheel_of_installed(dist: importlib.metadata.Distribution, dest: Path) -> Pat
 def build_this_tree(dest: Path, scratch: Path) -> Path:
     """The wheel of this working tree, built offline: the setuptools of the test venv
     (pyproject's build-system) without build isolation, from a copy of the files it packs."""
-    source = scratch / "src"
-    source.mkdir()
-    for name in ("pyproject.toml", "openai_responses_mcp.py", "README.md", "LICENSE"):
-        shutil.copy2(ROOT / name, source / name)
+    source = scratch / "src"  # pip would leave build/ and *.egg-info in the tree itself
+    shutil.copytree(ROOT, source, ignore=NOT_COPIED)
     env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1"}
     env.pop("PIP_FIND_LINKS", None)
     build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
@@ -231,11 +235,13 @@ class Index:
         self.server.server_close()
 
 
-def closed_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on (the proxies point there)."""
+@pytest.fixture(scope="module")
+def closed_port():
+    """A port on 127.0.0.1 that refuses every connection: bound here, never listened on, so
+    nothing else can take it while the tests run (the proxies point there)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        yield sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -253,7 +259,7 @@ def index(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def machine(tmp_path_factory, index, upstream):
+def machine(tmp_path_factory, index, upstream, closed_port):
     """What every newcomer's machine here shares: the tools on PATH (python3, pipx, uv, uvx
     and nothing of this project), uv's cache, the index, the fake API and the closed proxy."""
     tools = tmp_path_factory.mktemp("tools")
@@ -264,7 +270,7 @@ def machine(tmp_path_factory, index, upstream):
         if not (beside / tool).exists():
             pytest.skip(f"{tool} is not installed beside the test interpreter (the test extra)")
         (tools / tool).symlink_to(beside / tool)
-    proxy = f"http://127.0.0.1:{closed_port()}"
+    proxy = f"http://127.0.0.1:{closed_port}"
     env = {
         "PATH": f"{tools}:/usr/local/bin:/usr/bin:/bin",
         "SHELL": "/bin/bash",  # what pipx ensurepath edits the profile of
@@ -281,9 +287,9 @@ def machine(tmp_path_factory, index, upstream):
         "UV_CACHE_DIR": str(tmp_path_factory.mktemp("uv-cache")),
         "UV_PYTHON": sys.executable,
         "UV_PYTHON_DOWNLOADS": "never",
-        # pipx keeps its shared pip at the newest release ("pip >= 26.1", from the index);
-        # the index here has only the pip of the test venv, so that upkeep is off (pipx then
-        # uses the pip the Python bundles). The install itself still goes through the index.
+        # pipx keeps its shared pip at the newest release ("pip >= 26.1", from the index); the
+        # index here has no pip (the test venv's may be older), so that upkeep is off and pipx
+        # uses the pip the Python bundles. The install itself still goes through the index.
         "PIPX_DISABLE_SHARED_LIBS_AUTO_UPGRADE": "1",
         # Anything that tries the internet goes to a closed port and fails.
         **{name: proxy for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")},
