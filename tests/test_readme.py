@@ -39,6 +39,7 @@ import re
 import select
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -337,8 +338,9 @@ def on_a_terminal(argv: list[str], env: dict, cwd: Path, timeout: float = 240) -
     deadline = time.monotonic() + timeout
     try:
         while True:
-            if time.monotonic() > deadline:
-                proc.kill()
+            if time.monotonic() > deadline:  # the shell and all it started (its own session)
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
                 raise AssertionError(f"{argv} still ran after {timeout} s:\n{shown.decode()}")
             ready, _, _ = select.select([master], [], [], 0.5)
             if not ready:
