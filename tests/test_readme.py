@@ -410,6 +410,7 @@ def check_doctor(doc: str, line: str, shown: str, command: list[str], cache: str
         assert words[3] == mcp.CLIENT_NAME, where
         assert after_dashes(words) == [*command, "--stdio"], where
     assert f"[mcp_servers.{mcp.CLIENT_NAME}]" in shown and "required = true" in shown, where
+    assert '"mcpServers": {\n' in shown and f'"{mcp.CLIENT_NAME}": {{' in shown, where  # Cursor
 
 
 def check_answer(doc: str, line: str, shown: str) -> None:
