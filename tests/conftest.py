@@ -96,6 +96,22 @@ def pytest_sessionstart(session):
         os.waitpid(child, 0)
 
 
+# The files that take longest (seconds of waiting, mostly: timeouts, tasks, restarts), first.
+# With --dist loadfile the workers take whole files in collection order, and a long file taken
+# last keeps one worker busy after the others are done. Each file's own order is kept.
+LONGEST_FIRST = (
+    "test_users.py", "test_state.py", "test_http.py", "test_tasks_wire.py", "test_oauth.py",
+    "test_state_faults.py", "test_background.py", "test_tasks_stateless.py",
+    "test_inspector.py", "test_longcalls.py", "test_tasks_limits.py", "test_answer.py",
+    "test_handoff.py", "test_upstream_faults.py", "test_cache.py",
+)  # fmt: skip
+
+
+def pytest_collection_modifyitems(items) -> None:
+    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 def _rewrite_asserts(config, files: list[Path]) -> None:
     try:
         from _pytest.assertion import rewrite
