@@ -112,6 +112,13 @@ def pytest_collection_modifyitems(items) -> None:
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
+def pytest_configure(config) -> None:
+    # xdist would hand out the files with the most tests first (--loadscope-reorder, its
+    # default): quick unit files, thousands of tests each. Ours: the longest first.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def _rewrite_asserts(config, files: list[Path]) -> None:
     try:
         from _pytest.assertion import rewrite
