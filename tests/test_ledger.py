@@ -608,6 +608,9 @@ def test_today_the_ledgers_day_and_the_budgets_day_follow_policy_timezone(tmp_pa
     tokyo.record(m.UsageRow("answer", "gpt-6.1-terra", "ok", {"cost": {"usd": 0.5}}))
     utc.record(m.UsageRow("answer", "gpt-6.1-terra", "ok", {"cost": {"usd": 0.25}}))
     assert tokyo.spent_since("2026-11-28") == pytest.approx(0.5)
+    # Written before the file is read again: under load the writer's first try can meet the
+    # other connection making the tables past SQLite's busy timeout; it tries again later.
+    conftest.wait_until(lambda: not state.unwritten(), 30, "the two rows written")
     state.close()
     again = m.StateStore(m._SqliteBackend(path), m.Log())
     report = m.Ledger(again, zone).report("2026-11-01")
