@@ -205,7 +205,7 @@ def check_venv(wheel: Path, work: Path, env: dict, fake: FakeResponsesAPI) -> No
 def check_pipx(wheel: Path, work: Path, env: dict, tools: Path) -> None:
     pipx = shutil.which("pipx", path=str(tools)) or shutil.which("pipx")
     if pipx is None:
-        raise CheckFailed("pipx is not installed (it is in the test extra)")
+        raise CheckFailed("pipx is not installed (it is in the dev extra: pip install -e '.[dev]')")
     home = work / "pipx"
     env = {
         **env,
@@ -225,7 +225,7 @@ def check_pipx(wheel: Path, work: Path, env: dict, tools: Path) -> None:
 def check_uvx(wheel: Path, work: Path, env: dict, tools: Path) -> None:
     uv = shutil.which("uv", path=str(tools)) or shutil.which("uv")
     if uv is None:
-        raise CheckFailed("uv is not installed (it is in the test extra)")
+        raise CheckFailed("uv is not installed (it is in the dev extra: pip install -e '.[dev]')")
     env = {**env, "UV_TOOL_DIR": str(work / "uv-tools"), "UV_NO_PROGRESS": "1"}
     cmd = [uv, "tool", "run", "--from", wheel, APP]
     check_initialize(cmd, env, "uvx --from <wheel>")

@@ -269,7 +269,7 @@ def machine(tmp_path_factory, index, upstream, closed_port):
     (tools / "python3").symlink_to(getattr(sys, "_base_executable", sys.executable))
     for tool in ("pipx", "uv", "uvx"):
         if not (beside / tool).exists():
-            pytest.skip(f"{tool} is not installed beside the test interpreter (the test extra)")
+            pytest.skip(f"{tool} is not beside the test interpreter (pip install -e '.[dev]')")
         (tools / tool).symlink_to(beside / tool)
     proxy = f"http://127.0.0.1:{closed_port}"
     env = {
