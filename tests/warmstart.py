@@ -42,6 +42,8 @@ MIRRORED = {"PYTHONUNBUFFERED", "PYTHONIOENCODING", "PYTHONDONTWRITEBYTECODE"}
 FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 MODULE = "openai_responses_mcp"
 LOCALE = ("LANG", "LC_ALL", "LC_CTYPE", "PYTHONUTF8", "PYTHONCOERCECLOCALE")
+# ... and sys.flags from these: a child has the warm parent's flags
+FLAGS = ("PYTHONDONTWRITEBYTECODE",)
 ADDRESS = "ORMCP_TEST_ZYGOTE"  # the warm parent's socket, in the environment the launcher gets
 _RETIRED: list = []  # the parent's stdio objects: collected, they would close 0, 1 and 2
 
@@ -78,8 +80,15 @@ def launch(address: str) -> None:
         sock.close()
         return
     numbers = [getattr(_signal, name) for name in FORWARDED]
+    # What a fresh interpreter would inherit from this process, taken before it changes any:
+    # the signals it ignores (and that stay ignored across exec), its signal mask, its umask.
+    ignored = [n for n in _signal.valid_signals() if _signal.getsignal(n) == _signal.SIG_IGN]
+    mask = list(_signal.pthread_sigmask(_signal.SIG_BLOCK, []))
+    umask = os.umask(0o22)
+    os.umask(umask)
     before = {number: _signal.signal(number, forward) for number in numbers}
-    job = marshal.dumps({"argv": sys.argv[1:], "env": env, "cwd": os.getcwd()})
+    job = {"argv": sys.argv[1:], "env": env, "cwd": os.getcwd(), "umask": umask}
+    job = marshal.dumps({**job, "ignored": ignored, "mask": mask})
     fds = (0).to_bytes(4, sys.byteorder) + (1).to_bytes(4, sys.byteorder)
     fds += (2).to_bytes(4, sys.byteorder)
     head = len(job).to_bytes(8, "big")
@@ -203,7 +212,9 @@ def _accept(listener, selector, served):
             break
         message += more
     job = marshal.loads(message[8:]) if len(fds) == 3 and len(message) == size else None
-    if job is None or not _same_locale(job["env"]):
+    if job is not None:
+        job = _launcher_process(conn, job) if _same_locale(job["env"]) else None
+    if job is None:
         for fd in fds:
             os.close(fd)
         conn.sendall(b"cold\n")
@@ -232,8 +243,45 @@ def _accept(listener, selector, served):
 
 
 def _same_locale(env: dict) -> bool:
-    """A fresh interpreter picks stdio's encoding from the locale: mirror only the same one."""
-    return all(env.get(name) == os.environ.get(name) for name in LOCALE)
+    """A fresh interpreter picks stdio's encoding from the locale, and sys.flags from its
+    environment: mirror only the same ones."""
+    return all(env.get(name) == os.environ.get(name) for name in LOCALE + FLAGS)
+
+
+def _launcher_process(conn, job: dict) -> dict | None:
+    """Adds to the job what the server takes from the launcher's process and not from its
+    message: its process group (a test that kills the group kills the server), and its resource
+    limits (a test's preexec_fn). None where a forked child cannot have them: another session
+    (start_new_session), or a limit above the warm parent's hard limit."""
+    import resource
+    import socket
+    import struct
+
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    launcher = struct.unpack("3i", creds)[0]
+    try:
+        if os.getsid(launcher) != os.getsid(0):
+            return None
+        job["pgid"] = os.getpgid(launcher)
+        limits = {}
+        for name in dir(resource):
+            if name.startswith("RLIMIT_"):
+                number = getattr(resource, name)
+                theirs, ours = resource.prlimit(launcher, number), resource.getrlimit(number)
+                if _unlimited(theirs[1]) > _unlimited(ours[1]):
+                    return None
+                if theirs != ours:
+                    limits[number] = theirs
+    except OSError:  # the launcher is gone already
+        return None
+    job["limits"] = limits
+    return job
+
+
+def _unlimited(value: int) -> float:
+    import resource
+
+    return float("inf") if value == resource.RLIM_INFINITY else value
 
 
 def _report(selector, served, pid) -> None:
@@ -258,7 +306,7 @@ def become(job: dict, root: str) -> None:
     import runpy
     import time
 
-    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+    _launcher_state(job)
     os.chdir(job["cwd"])
     os.environ.clear()
     os.environ.update(job["env"])
@@ -267,16 +315,40 @@ def become(job: dict, root: str) -> None:
     sys.argv = ["-c", *job["argv"]]
     sys.path[0] = root
     sys.dont_write_bytecode = False
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, job["mask"])
     try:
         runpy.run_module(MODULE, run_name="__main__", alter_sys=True)
     except SystemExit as stop:
         _exit(_exit_code(stop.code))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # as Python ends on one: the traceback, then killed by SIGINT
+        sys.excepthook(*sys.exc_info())
         _exit(None)
     except BaseException:  # noqa: BLE001 - an uncaught error: the traceback, then exit 1
         sys.excepthook(*sys.exc_info())
         _exit(1)
     _exit(0)
+
+
+def _launcher_state(job: dict) -> None:
+    """The process state a fresh interpreter started by the launcher would have: its process
+    group, umask and resource limits, its ignored signals (SIGINT else as Python sets it)."""
+    import resource
+
+    os.setpgid(0, job["pgid"])
+    os.umask(job["umask"])
+    for number, limit in job["limits"].items():
+        resource.setrlimit(number, limit)
+    for number in _signal.valid_signals():
+        if number in (_signal.SIGKILL, _signal.SIGSTOP):
+            continue
+        ignored = _signal.getsignal(number) == _signal.SIG_IGN
+        if number in job["ignored"]:
+            if not ignored:
+                _signal.signal(number, _signal.SIG_IGN)
+        elif number == _signal.SIGINT:
+            _signal.signal(number, _signal.default_int_handler)
+        elif ignored:
+            _signal.signal(number, _signal.SIG_DFL)
 
 
 def _exit_code(code) -> int:

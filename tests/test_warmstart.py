@@ -1,0 +1,203 @@
+"""The warm start (tests/warmstart.py) against a cold one: a server forked from the warm parent
+must be observably the process a fresh interpreter would be, or the launcher must start cold.
+
+Each test runs the same small program both ways through the same launcher (conftest's
+LAUNCHER): a stand-in for the module, in a root of its own, served by a warm parent of its own,
+that prints what it sees of its process or ends as it is told."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import LAUNCHER, ROOT, WARM, wait_until
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no warm start here")
+
+PROBE = r"""
+import json, os, signal, sys, threading
+
+def state():
+    import resource
+    umask = os.umask(0)
+    os.umask(umask)
+    names = ("RLIMIT_NOFILE", "RLIMIT_FSIZE")
+    limits = {n: resource.getrlimit(getattr(resource, n)) for n in names}
+    return {
+        "pid": os.getpid(), "pgid": os.getpgid(0), "sid": os.getsid(0),
+        "cwd": os.getcwd(), "umask": umask, "limits": limits,
+        "signals": {n: str(signal.getsignal(n)) for n in signal.valid_signals()
+                    if n not in (signal.SIGKILL, signal.SIGSTOP)},
+        "mask": sorted(int(n) for n in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+        "env": dict(os.environ), "argv": sys.argv, "path0": sys.path[0], "flags": str(sys.flags),
+        "threads": threading.active_count(),
+        "stdio": [(s.encoding, s.errors, s.line_buffering) for s in (sys.stdin, sys.stdout,
+                                                                     sys.stderr)],
+    }
+
+command = sys.argv[1]
+if command == "state":
+    print(json.dumps(state()))
+elif command == "exit":
+    value = sys.argv[2]
+    sys.exit(None if value == "none" else int(value) if value.lstrip("-").isdigit() else value)
+elif command == "raise":
+    raise ValueError("boom")
+elif command == "interrupt":
+    raise KeyboardInterrupt
+elif command == "wait":
+    print(os.getpid(), flush=True)
+    sys.stdin.read()
+    print("eof", flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    """run(args, warm, env=..., **popen): the stand-in run through the launcher, warm (from this
+    module's warm parent) or cold."""
+    root = tmp_path_factory.mktemp("probe-root")
+    (root / "openai_responses_mcp.py").write_text(PROBE)
+    (root / "tests").symlink_to(ROOT / "tests")
+    address = str(root / "s")
+    parent_env = {k: v for k, v in os.environ.items() if k not in (WARM, "PYTHONDONTWRITEBYTECODE")}
+    parent = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "warmstart.py"), "serve", address, str(root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=parent_env,
+    )
+    assert parent.stdout.readline().strip() == b"ready"
+
+    def environment(warm: bool, env: dict | None) -> dict:
+        merged = {**parent_env, **(env or {})}
+        if warm:
+            merged[WARM] = address
+        return merged
+
+    def popen(args, warm, env=None, **kw):
+        program = [sys.executable, "-S", "-c", LAUNCHER, str(root), *args]
+        return subprocess.Popen(program, env=environment(warm, env), cwd=str(root), **kw)
+
+    def run(args, warm, env=None, **kw):
+        program = [sys.executable, "-S", "-c", LAUNCHER, str(root), *args]
+        return subprocess.run(
+            program, capture_output=True, text=True, env=environment(warm, env), cwd=str(root),
+            timeout=30, **kw,
+        )  # fmt: skip
+
+    run.popen = popen
+    yield run
+    parent.stdin.close()
+    parent.wait(10)
+    parent.stdout.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def state(probe, warm: bool, **kw) -> dict:
+    proc = probe(["state"], warm, **kw)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def same_process(warm: dict, cold: dict) -> None:
+    for name in ("cwd", "umask", "limits", "signals", "mask", "env", "argv", "path0", "flags"):
+        assert warm[name] == cold[name], name
+    assert warm["stdio"] == cold["stdio"]
+    assert warm["threads"] == cold["threads"] == 1
+
+
+@pytest.mark.parametrize(
+    "args", [["exit", "0"], ["exit", "3"], ["exit", "70"], ["exit", "256"], ["exit", "-1"],
+             ["exit", "a message"], ["exit", "none"], ["raise"], ["interrupt"]],
+)  # fmt: skip
+def test_a_warm_server_ends_with_the_status_and_stderr_of_a_cold_one(probe, args):
+    warm, cold = probe(args, True), probe(args, False)
+    assert warm.returncode == cold.returncode
+    # a traceback's last lines: its first ones name the frames that ran the module (ours or
+    # `<string>`), not the program's
+    assert warm.stderr.splitlines()[-2:] == cold.stderr.splitlines()[-2:]
+    if args == ["interrupt"]:
+        assert warm.returncode == -signal.SIGINT
+        assert warm.stderr.splitlines()[-1] == "KeyboardInterrupt"
+
+
+def test_a_warm_server_has_the_process_state_a_cold_one_has(probe):
+    warm, cold = state(probe, True), state(probe, False)
+    assert warm["pid"] != warm["pgid"] or warm["pid"] != warm["sid"]  # forked, not exec'd
+    same_process(warm, cold)
+
+
+def test_a_warm_server_takes_the_launchers_umask_limits_and_signals(probe):
+    """What a preexec_fn, or the test process itself, set on the launcher."""
+
+    def restrict():
+        os.umask(0o077)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (200, 200))
+        _soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, hard))
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    warm = state(probe, True, preexec_fn=restrict)
+    cold = state(probe, False, preexec_fn=restrict)
+    assert cold["umask"] == 0o077 and cold["limits"]["RLIMIT_NOFILE"] == [200, 200]
+    same_process(warm, cold)
+
+
+def test_a_warm_server_is_in_the_launchers_process_group(probe):
+    """A test that kills the launcher's group (os.killpg) kills the server with it; a launcher
+    in a session of its own starts cold, as no forked child can join it."""
+    proc = probe.popen(["state"], True, stdout=subprocess.PIPE, process_group=0)
+    seen = json.loads(proc.communicate(timeout=30)[0])
+    assert seen["pid"] != proc.pid and seen["pgid"] == proc.pid
+
+    proc = probe.popen(["state"], True, stdout=subprocess.PIPE, start_new_session=True)
+    seen = json.loads(proc.communicate(timeout=30)[0])
+    assert seen["pid"] == proc.pid == seen["sid"]
+
+
+def test_a_launcher_whose_flags_differ_from_the_warm_parents_starts_cold(probe):
+    """sys.flags is the warm parent's in a forked child: PYTHONDONTWRITEBYTECODE is one."""
+    env = {"PYTHONDONTWRITEBYTECODE": "1"}
+    warm, cold = state(probe, True, env=env), state(probe, False, env=env)
+    assert "dont_write_bytecode=1" in cold["flags"]
+    same_process(warm, cold)
+
+
+def test_stdin_eof_reaches_a_warm_server_and_its_stdout_closes_when_it_ends(probe):
+    proc = probe.popen(["wait"], True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    pid = int(proc.stdout.readline())
+    assert pid != proc.pid
+    proc.stdin.close()
+    assert proc.stdout.readline() == b"eof\n"
+    assert proc.stdout.read() == b""  # EOF: the launcher holds no copy of the pipe
+    assert proc.wait(10) == 0
+    proc.stdout.close()
+
+
+def test_a_killed_launcher_takes_its_warm_server_with_it(probe):
+    proc = probe.popen(["wait"], True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    pid = int(proc.stdout.readline())
+    proc.kill()
+    assert proc.wait(10) == -signal.SIGKILL
+    deadline = time.monotonic() + 10
+    assert proc.stdout.read() == b""  # the server's end of the pipe closed: it is gone
+    assert time.monotonic() < deadline
+    wait_until(lambda: not _alive(pid), 10, "the warm parent to reap its server")
+    proc.stdin.close()
+    proc.stdout.close()
