@@ -201,3 +201,29 @@ def test_a_killed_launcher_takes_its_warm_server_with_it(probe):
     wait_until(lambda: not _alive(pid), 10, "the warm parent to reap its server")
     proc.stdin.close()
     proc.stdout.close()
+
+
+def test_a_launcher_with_stdin_closed_starts_cold(probe):
+    """No descriptor 0 to send: a fresh interpreter runs with sys.stdin None."""
+    warm = probe(["exit", "4"], True, preexec_fn=lambda: os.close(0))
+    cold = probe(["exit", "4"], False, preexec_fn=lambda: os.close(0))
+    assert warm.returncode == cold.returncode == 4, warm.stderr
+
+
+def test_a_warm_parent_whose_worker_is_gone_leaves_nothing_behind(tmp_path):
+    """A pytest worker killed (kill -9) closes the parent's stdin: its servers are killed and
+    its socket's folder (/tmp/ormcp-warm-*) removed, as the fixture would have."""
+    folder = tmp_path / "ormcp-warm-x"
+    folder.mkdir()
+    address = str(folder / "s")
+    parent = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "warmstart.py"), "serve", address, str(ROOT)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={k: v for k, v in os.environ.items() if k != WARM},
+    )
+    assert parent.stdout.readline().strip() == b"ready"
+    parent.stdin.close()
+    assert parent.wait(10) == 0
+    parent.stdout.close()
+    assert not folder.exists()

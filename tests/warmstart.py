@@ -62,7 +62,7 @@ def launch(address: str) -> None:
     """Runs the server in a child of the warm parent at `address`; returns only when it cannot
     (the caller then starts cold), else exits as the server exited."""
     env = dict(os.environ)
-    if not can_mirror(env):
+    if not can_mirror(env) or not _stdio_open():
         return
     pending: list[int] = []
     child = [0]
@@ -119,6 +119,16 @@ def launch(address: str) -> None:
         _signal.signal(number, _signal.SIG_DFL)
         os.kill(os.getpid(), number)
     os._exit(os.waitstatus_to_exitcode(status))
+
+
+def _stdio_open() -> bool:
+    """A closed stdin, stdout or stderr cannot be sent; a fresh interpreter runs with it None."""
+    try:
+        for fd in (0, 1, 2):
+            os.fstat(fd)
+    except OSError:
+        return False
+    return True
 
 
 class _Lines:
@@ -193,10 +203,20 @@ def serve(address: str, root: str) -> dict:
                 _kill(pid)
             elif kind == "exited":
                 _report(selector, served, pid)
-            else:
+            else:  # its worker ended, even killed: nothing of ours stays behind
                 for pid in served:
                     _kill(pid)
+                _remove(address)
                 os._exit(0)
+
+
+def _remove(address: str) -> None:
+    """The socket, and its folder if nothing else is in it (the worker's `tempfile.mkdtemp`)."""
+    for remove, path in ((os.unlink, address), (os.rmdir, os.path.dirname(address))):
+        try:
+            remove(path)
+        except OSError:
+            pass
 
 
 def _accept(listener, selector, served):
