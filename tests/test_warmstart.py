@@ -13,10 +13,11 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
-from conftest import LAUNCHER, ROOT, WARM, wait_until
+from conftest import LAUNCHER, ROOT, WARM, Server, wait_until
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no warm start here")
 
@@ -92,7 +93,7 @@ def probe(tmp_path_factory):
             timeout=30, **kw,
         )  # fmt: skip
 
-    run.popen = popen
+    run.popen, run.env, run.address, run.parent = popen, parent_env, address, parent
     yield run
     parent.stdin.close()
     parent.wait(10)
@@ -227,3 +228,23 @@ def test_a_warm_parent_whose_worker_is_gone_leaves_nothing_behind(tmp_path):
     assert parent.wait(10) == 0
     parent.stdout.close()
     assert not folder.exists()
+
+
+def test_a_stopped_warm_server_has_exited_when_stop_returns(probe, tmp_path):
+    """Killing the launcher (SIGKILL, which it cannot pass on) ends the server only once the
+    warm parent sees it: `Server.stop` waits for that, for a test that restarts on the same port
+    or state. The parent is held stopped to make the moment between the two last."""
+    server = Server(["wait"], {**probe.env, WARM: probe.address}, tmp_path)
+    pid = server.recv()
+    assert pid != server.proc.pid
+    os.kill(probe.parent.pid, signal.SIGSTOP)
+    try:
+        stopping = threading.Thread(target=server.stop)
+        stopping.start()
+        stopping.join(0.5)
+        assert stopping.is_alive()  # the server still runs: stop() has not returned
+    finally:
+        os.kill(probe.parent.pid, signal.SIGCONT)
+    stopping.join(10)
+    assert not stopping.is_alive()
+    wait_until(lambda: not _alive(pid), 10, "the warm parent to reap its server")

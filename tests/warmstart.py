@@ -17,10 +17,20 @@ launcher is killed the parent kills the server.
 What differs from a cold start, and how the tests keep it honest:
 - `openai` is already imported. Tests of what is imported, of memory or of /proc start cold
   (`spawn(..., cold=True)`), and so does every test run with ORMCP_TESTS_COLD=1.
+- The child takes from the launcher's process what a fresh interpreter would inherit: its
+  process group (os.killpg of the launcher's group reaches the server), umask, resource limits,
+  ignored signals and signal mask (a test's preexec_fn). tests/test_warmstart.py runs the same
+  stand-in program warm and cold and compares what each sees and how each ends.
 - The launcher falls back to a cold start by itself for anything it cannot mirror exactly: an
-  environment with PYTHON* variables other than PYTHONUNBUFFERED and PYTHONIOENCODING, or
-  OPENAI_LOG (which the SDK reads at import), or no warm parent to talk to.
+  environment with PYTHON* variables other than PYTHONUNBUFFERED and PYTHONIOENCODING, or with
+  a locale or PYTHONDONTWRITEBYTECODE (sys.flags) other than the parent's, OPENAI_LOG (which
+  the SDK reads at import), a closed stdin, stdout or stderr, a session of its own
+  (start_new_session), a resource limit above the parent's, or no warm parent to talk to.
 - The server's process id is not the launcher's: `Server.pid` refuses a warm start.
+- A SIGKILL of the launcher reaches the server only through the warm parent, a moment later:
+  `proc.wait()` can return while the server still runs. `Server.stop` waits for the server's
+  stdout to close; a test that kills a launcher itself and needs the server gone waits the same.
+- Every server forked from one parent shares its hash seed (`random` reseeds itself at fork).
 
 Standard library only; the launcher side imports nothing heavy, as it runs in every spawn.
 """
