@@ -22,7 +22,7 @@ from conftest import LAUNCHER, ROOT, WARM, Server, wait_until
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no warm start here")
 
 PROBE = r"""
-import json, os, signal, sys, threading
+import json, os, signal, sys, threading, time
 
 def state():
     import resource
@@ -36,8 +36,10 @@ def state():
         "signals": {n: str(signal.getsignal(n)) for n in signal.valid_signals()
                     if n not in (signal.SIGKILL, signal.SIGSTOP)},
         "mask": sorted(int(n) for n in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
-        "env": dict(os.environ), "argv": sys.argv, "path0": sys.path[0], "flags": str(sys.flags),
-        "threads": threading.active_count(),
+        "env": dict(os.environ), "argv": sys.argv, "path": sys.path, "flags": str(sys.flags),
+        "fds": sorted(os.listdir("/proc/self/fd")),
+        "threads": threading.active_count(), "tz": [time.tzname, time.timezone],
+        "tty": [os.isatty(fd) for fd in (0, 1, 2)],
         "stdio": [(s.encoding, s.errors, s.line_buffering) for s in (sys.stdin, sys.stdout,
                                                                      sys.stderr)],
     }
@@ -115,7 +117,8 @@ def state(probe, warm: bool, **kw) -> dict:
 
 
 def same_process(warm: dict, cold: dict) -> None:
-    for name in ("cwd", "umask", "limits", "signals", "mask", "env", "argv", "path0", "flags"):
+    names = ("tz", "tty", "cwd", "umask", "limits", "signals", "mask", "env", "argv", "path")
+    for name in (*names, "flags", "fds"):
         assert warm[name] == cold[name], name
     assert warm["stdio"] == cold["stdio"]
     assert warm["threads"] == cold["threads"] == 1
@@ -248,3 +251,51 @@ def test_a_stopped_warm_server_has_exited_when_stop_returns(probe, tmp_path):
     stopping.join(10)
     assert not stopping.is_alive()
     wait_until(lambda: not _alive(pid), 10, "the warm parent to reap its server")
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"TZ": "Asia/Tokyo"}, {"PYTHONIOENCODING": "latin-1:replace"}, {"PYTHONUNBUFFERED": ""},
+     {"LANG": "C", "LC_ALL": "C"}],
+)  # fmt: skip
+def test_a_warm_server_reads_its_environment_as_a_cold_one(probe, env):
+    same_process(state(probe, True, env=env), state(probe, False, env=env))
+
+
+def test_a_warm_server_on_a_terminal_sees_one(probe):
+    import pty
+
+    seen = {}
+    for warm in (True, False):
+        master, slave = pty.openpty()
+        proc = probe.popen(["state"], warm, stdin=slave, stdout=slave, stderr=subprocess.PIPE)
+        os.close(slave)
+        out = b""
+        while b"\n" not in out:
+            out += os.read(master, 65536)
+        assert proc.wait(10) == 0, proc.stderr.read()
+        proc.stderr.close()
+        os.close(master)
+        seen[warm] = json.loads(out)
+    assert seen[True]["tty"] == [True, True, False]
+    same_process(seen[True], seen[False])
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "SIGKILL"])
+def test_a_signalled_warm_server_ends_as_a_cold_one(probe, how):
+    codes = []
+    for warm in (True, False):
+        proc = probe.popen(["wait"], warm, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        int(proc.stdout.readline())
+        proc.send_signal(getattr(signal, how))
+        codes.append(proc.wait(10))
+        proc.stdin.close()
+        proc.stdout.close()
+    assert codes[0] == codes[1]
+
+
+def test_fifty_launchers_at_once_all_start_warm(probe):
+    procs = [probe.popen(["exit", str(n)], True, stdout=subprocess.PIPE) for n in range(50)]
+    assert [proc.wait(60) for proc in procs] == list(range(50))
+    for proc in procs:
+        proc.stdout.close()

@@ -414,10 +414,13 @@ def _exit(code: int | None) -> None:
 
 def _fresh_stdio(env: dict) -> None:
     """sys.stdin, stdout and stderr over descriptors 0, 1 and 2, made as CPython makes them."""
+    import codecs
     import io
 
     buffered = not env.get("PYTHONUNBUFFERED")
     encoding, _, errors = env.get("PYTHONIOENCODING", "").partition(":")
+    if encoding:  # by its codec's name, as the interpreter names it ("latin-1": "iso8859-1")
+        encoding = codecs.lookup(encoding).name
     old = (sys.__stdin__, sys.__stdout__, sys.__stderr__)
     _RETIRED.extend(old)
     streams = []
@@ -432,7 +435,7 @@ def _fresh_stdio(env: dict) -> None:
             io.TextIOWrapper(
                 binary,
                 encoding=encoding or old[fd].encoding,
-                errors=errors or old[fd].errors,
+                errors=(fd != 2 and errors) or old[fd].errors,  # stderr: backslashreplace
                 newline="\n",
                 line_buffering=fd != 0 and buffered and (fd == 2 or raw.isatty()),
                 write_through=fd != 0 and not buffered,
