@@ -54,6 +54,14 @@ elif command == "raise":
     raise ValueError("boom")
 elif command == "interrupt":
     raise KeyboardInterrupt
+elif command == "count":
+    got = []
+    signal.signal(signal.SIGTERM, lambda *_: got.append(1))
+    print(os.getpid(), flush=True)
+    while not got:
+        time.sleep(0.01)
+    time.sleep(0.3)  # a second one, if any, arrives
+    print(len(got), flush=True)
 elif command == "wait":
     print(os.getpid(), flush=True)
     sys.stdin.read()
@@ -164,15 +172,20 @@ def test_a_warm_server_takes_the_launchers_umask_limits_and_signals(probe):
 
 
 def test_a_warm_server_is_in_the_launchers_process_group(probe):
-    """A test that kills the launcher's group (os.killpg) kills the server with it; a launcher
-    in a session of its own starts cold, as no forked child can join it."""
-    proc = probe.popen(["state"], True, stdout=subprocess.PIPE, process_group=0)
-    seen = json.loads(proc.communicate(timeout=30)[0])
-    assert seen["pid"] != proc.pid and seen["pgid"] == proc.pid
+    seen = state(probe, True)
+    assert seen["pid"] != os.getpid() and seen["pgid"] == os.getpgid(0)
 
-    proc = probe.popen(["state"], True, stdout=subprocess.PIPE, start_new_session=True)
-    seen = json.loads(proc.communicate(timeout=30)[0])
-    assert seen["pid"] == proc.pid == seen["sid"]
+
+@pytest.mark.parametrize("group", [{"process_group": 0}, {"start_new_session": True}])
+def test_a_launcher_leading_its_own_group_starts_cold(probe, group):
+    """A group made to be signalled as one (os.killpg): a forked server either outside it or
+    in it as well as behind the launcher, which passes the signal on, would not take it once."""
+    proc = probe.popen(["count"], True, stdout=subprocess.PIPE, **group)
+    assert int(proc.stdout.readline()) == proc.pid  # the server is the launcher: cold
+    os.killpg(proc.pid, signal.SIGTERM)
+    assert proc.stdout.readline() == b"1\n"  # one SIGTERM, as the group was sent one
+    assert proc.wait(10) == 0
+    proc.stdout.close()
 
 
 def test_a_launcher_whose_flags_differ_from_the_warm_parents_starts_cold(probe):

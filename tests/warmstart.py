@@ -18,14 +18,15 @@ What differs from a cold start, and how the tests keep it honest:
 - `openai` is already imported. Tests of what is imported, of memory or of /proc start cold
   (`spawn(..., cold=True)`), and so does every test run with ORMCP_TESTS_COLD=1.
 - The child takes from the launcher's process what a fresh interpreter would inherit: its
-  process group (os.killpg of the launcher's group reaches the server), umask, resource limits,
+  process group, umask, resource limits,
   ignored signals and signal mask (a test's preexec_fn). tests/test_warmstart.py runs the same
   stand-in program warm and cold and compares what each sees and how each ends.
 - The launcher falls back to a cold start by itself for anything it cannot mirror exactly: an
   environment with PYTHON* variables other than PYTHONUNBUFFERED and PYTHONIOENCODING, or with
   a locale or PYTHONDONTWRITEBYTECODE (sys.flags) other than the parent's, OPENAI_LOG (which
-  the SDK reads at import), a closed stdin, stdout or stderr, a session of its own
-  (start_new_session), a resource limit above the parent's, or no warm parent to talk to.
+  the SDK reads at import), a closed stdin, stdout or stderr, a process group or session of its
+  own (process_group=0, start_new_session: os.killpg would signal the server twice, directly
+  and through the launcher), a resource limit above the parent's, or no warm parent.
 - The server's process id is not the launcher's: `Server.pid` refuses a warm start.
 - A SIGKILL of the launcher reaches the server only through the warm parent, a moment later:
   `proc.wait()` can return while the server still runs. `Server.stop` waits for the server's
@@ -280,9 +281,9 @@ def _same_locale(env: dict) -> bool:
 
 def _launcher_process(conn, job: dict) -> dict | None:
     """Adds to the job what the server takes from the launcher's process and not from its
-    message: its process group (a test that kills the group kills the server), and its resource
-    limits (a test's preexec_fn). None where a forked child cannot have them: another session
-    (start_new_session), or a limit above the warm parent's hard limit."""
+    message: its process group, and its resource limits (a test's preexec_fn). None where a
+    forked child cannot mirror them: a process group or session of the launcher's own, or a
+    limit above the warm parent's hard limit."""
     import resource
     import socket
     import struct
@@ -290,7 +291,10 @@ def _launcher_process(conn, job: dict) -> dict | None:
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     launcher = struct.unpack("3i", creds)[0]
     try:
-        if os.getsid(launcher) != os.getsid(0):
+        # A group of its own (start_new_session, process_group=0) is made to be signalled as a
+        # group: a server in it would take a signal twice, from the group and from the
+        # launcher, and one outside it would miss a SIGSTOP or SIGKILL sent to it.
+        if os.getsid(launcher) != os.getsid(0) or os.getpgid(launcher) == launcher:
             return None
         job["pgid"] = os.getpgid(launcher)
         limits = {}
