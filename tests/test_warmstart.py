@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from conftest import LAUNCHER, ROOT, WARM, Server, wait_until
@@ -312,3 +313,26 @@ def test_fifty_launchers_at_once_all_start_warm(probe):
     assert [proc.wait(60) for proc in procs] == list(range(50))
     for proc in procs:
         proc.stdout.close()
+
+
+def test_a_launcher_killed_before_it_reads_the_pid_leaves_the_warm_parent_serving(probe):
+    """Killed between its message and the parent's reply (a test that stops a server the moment
+    it spawned it): the parent's reply meets a closed socket. It kills that server and serves
+    the next launcher warm; it fell over (EPIPE), and every later server started cold."""
+    import marshal
+    import socket
+
+    read, write = os.pipe()
+    job = {"argv": ["wait"], "env": probe.env, "cwd": os.getcwd(), "umask": 0o022}
+    job = marshal.dumps({**job, "ignored": [], "mask": []})
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as launcher:
+        launcher.connect(probe.address)
+        socket.send_fds(launcher, [len(job).to_bytes(8, "big") + job], [read, write, 2])
+    os.close(read)
+    os.close(write)
+    parent = probe.parent.pid
+    children = f"/proc/{parent}/task/{parent}/children"
+    wait_until(lambda: Path(children).read_text() == "", 10, "the orphaned server to be killed")
+    assert probe.parent.poll() is None
+    proc = probe.popen(["state"], True, stdout=subprocess.PIPE)
+    assert json.loads(proc.communicate(timeout=30)[0])["pid"] != proc.pid  # still warm

@@ -235,7 +235,11 @@ def _accept(listener, selector, served):
     import socket
 
     conn, _ = listener.accept()
-    message, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 3)
+    try:
+        message, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 3)
+    except OSError:
+        conn.close()
+        return None
     size = int.from_bytes(message[:8], "big") + 8 if len(message) >= 8 else 0
     while len(message) < size:
         more = conn.recv(size - len(message))
@@ -248,7 +252,7 @@ def _accept(listener, selector, served):
     if job is None:
         for fd in fds:
             os.close(fd)
-        conn.sendall(b"cold\n")
+        _send(conn, b"cold\n")
         conn.close()
         return None
     pid = os.fork()
@@ -267,10 +271,21 @@ def _accept(listener, selector, served):
         os.close(fd)
     pidfd = os.pidfd_open(pid)
     served[pid] = (conn, pidfd)
-    conn.sendall(b"pid %d\n" % pid)
+    if not _send(conn, b"pid %d\n" % pid):  # the launcher is gone (killed) already: so goes
+        _kill(pid)  # its server, reaped when its pidfd says so
     selector.register(conn, selectors.EVENT_READ, ("gone", pid))
     selector.register(pidfd, selectors.EVENT_READ, ("exited", pid))
     return None
+
+
+def _send(conn, line: bytes) -> bool:
+    """A line to a launcher, which may have been killed since it connected: the parent, which
+    every later server needs, must not fall over for that (EPIPE)."""
+    try:
+        conn.sendall(line)
+    except OSError:
+        return False
+    return True
 
 
 def _same_locale(env: dict) -> bool:
@@ -327,10 +342,7 @@ def _report(selector, served, pid) -> None:
         selector.unregister(conn)
     except KeyError:
         pass  # already gone
-    try:
-        conn.sendall(b"exit %d\n" % status)
-    except OSError:
-        pass
+    _send(conn, b"exit %d\n" % status)
     conn.close()
 
 
