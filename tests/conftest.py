@@ -315,6 +315,8 @@ class Server:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(5)
+        if self.warm:  # the launcher is gone; its server a moment later, killed by the warm
+            self.reader.join(10)  # parent: the server's stdout closes as it exits
         for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             try:
                 pipe.close()

@@ -17,10 +17,21 @@ launcher is killed the parent kills the server.
 What differs from a cold start, and how the tests keep it honest:
 - `openai` is already imported. Tests of what is imported, of memory or of /proc start cold
   (`spawn(..., cold=True)`), and so does every test run with ORMCP_TESTS_COLD=1.
+- The child takes from the launcher's process what a fresh interpreter would inherit: its
+  process group, umask, resource limits,
+  ignored signals and signal mask (a test's preexec_fn). tests/test_warmstart.py runs the same
+  stand-in program warm and cold and compares what each sees and how each ends.
 - The launcher falls back to a cold start by itself for anything it cannot mirror exactly: an
-  environment with PYTHON* variables other than PYTHONUNBUFFERED and PYTHONIOENCODING, or
-  OPENAI_LOG (which the SDK reads at import), or no warm parent to talk to.
+  environment with PYTHON* variables other than PYTHONUNBUFFERED and PYTHONIOENCODING, or with
+  a locale or PYTHONDONTWRITEBYTECODE (sys.flags) other than the parent's, OPENAI_LOG (which
+  the SDK reads at import), a closed stdin, stdout or stderr, a process group or session of its
+  own (process_group=0, start_new_session: os.killpg would signal the server twice, directly
+  and through the launcher), a resource limit above the parent's, or no warm parent.
 - The server's process id is not the launcher's: `Server.pid` refuses a warm start.
+- A SIGKILL of the launcher reaches the server only through the warm parent, a moment later:
+  `proc.wait()` can return while the server still runs. `Server.stop` waits for the server's
+  stdout to close; a test that kills a launcher itself and needs the server gone waits the same.
+- Every server forked from one parent shares its hash seed (`random` reseeds itself at fork).
 
 Standard library only; the launcher side imports nothing heavy, as it runs in every spawn.
 """
@@ -42,6 +53,8 @@ MIRRORED = {"PYTHONUNBUFFERED", "PYTHONIOENCODING", "PYTHONDONTWRITEBYTECODE"}
 FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 MODULE = "openai_responses_mcp"
 LOCALE = ("LANG", "LC_ALL", "LC_CTYPE", "PYTHONUTF8", "PYTHONCOERCECLOCALE")
+# ... and sys.flags from these: a child has the warm parent's flags
+FLAGS = ("PYTHONDONTWRITEBYTECODE",)
 ADDRESS = "ORMCP_TEST_ZYGOTE"  # the warm parent's socket, in the environment the launcher gets
 _RETIRED: list = []  # the parent's stdio objects: collected, they would close 0, 1 and 2
 
@@ -60,7 +73,7 @@ def launch(address: str) -> None:
     """Runs the server in a child of the warm parent at `address`; returns only when it cannot
     (the caller then starts cold), else exits as the server exited."""
     env = dict(os.environ)
-    if not can_mirror(env):
+    if not can_mirror(env) or not _stdio_open():
         return
     pending: list[int] = []
     child = [0]
@@ -78,8 +91,15 @@ def launch(address: str) -> None:
         sock.close()
         return
     numbers = [getattr(_signal, name) for name in FORWARDED]
+    # What a fresh interpreter would inherit from this process, taken before it changes any:
+    # the signals it ignores (and that stay ignored across exec), its signal mask, its umask.
+    ignored = [n for n in _signal.valid_signals() if _signal.getsignal(n) == _signal.SIG_IGN]
+    mask = list(_signal.pthread_sigmask(_signal.SIG_BLOCK, []))
+    umask = os.umask(0o22)
+    os.umask(umask)
     before = {number: _signal.signal(number, forward) for number in numbers}
-    job = marshal.dumps({"argv": sys.argv[1:], "env": env, "cwd": os.getcwd()})
+    job = {"argv": sys.argv[1:], "env": env, "cwd": os.getcwd(), "umask": umask}
+    job = marshal.dumps({**job, "ignored": ignored, "mask": mask})
     fds = (0).to_bytes(4, sys.byteorder) + (1).to_bytes(4, sys.byteorder)
     fds += (2).to_bytes(4, sys.byteorder)
     head = len(job).to_bytes(8, "big")
@@ -110,6 +130,16 @@ def launch(address: str) -> None:
         _signal.signal(number, _signal.SIG_DFL)
         os.kill(os.getpid(), number)
     os._exit(os.waitstatus_to_exitcode(status))
+
+
+def _stdio_open() -> bool:
+    """A closed stdin, stdout or stderr cannot be sent; a fresh interpreter runs with it None."""
+    try:
+        for fd in (0, 1, 2):
+            os.fstat(fd)
+    except OSError:
+        return False
+    return True
 
 
 class _Lines:
@@ -184,10 +214,20 @@ def serve(address: str, root: str) -> dict:
                 _kill(pid)
             elif kind == "exited":
                 _report(selector, served, pid)
-            else:
+            else:  # its worker ended, even killed: nothing of ours stays behind
                 for pid in served:
                     _kill(pid)
+                _remove(address)
                 os._exit(0)
+
+
+def _remove(address: str) -> None:
+    """The socket, and its folder if nothing else is in it (the worker's `tempfile.mkdtemp`)."""
+    for remove, path in ((os.unlink, address), (os.rmdir, os.path.dirname(address))):
+        try:
+            remove(path)
+        except OSError:
+            pass
 
 
 def _accept(listener, selector, served):
@@ -195,7 +235,11 @@ def _accept(listener, selector, served):
     import socket
 
     conn, _ = listener.accept()
-    message, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 3)
+    try:
+        message, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 3)
+    except OSError:
+        conn.close()
+        return None
     size = int.from_bytes(message[:8], "big") + 8 if len(message) >= 8 else 0
     while len(message) < size:
         more = conn.recv(size - len(message))
@@ -203,10 +247,12 @@ def _accept(listener, selector, served):
             break
         message += more
     job = marshal.loads(message[8:]) if len(fds) == 3 and len(message) == size else None
-    if job is None or not _same_locale(job["env"]):
+    if job is not None:
+        job = _launcher_process(conn, job) if _same_locale(job["env"]) else None
+    if job is None:
         for fd in fds:
             os.close(fd)
-        conn.sendall(b"cold\n")
+        _send(conn, b"cold\n")
         conn.close()
         return None
     pid = os.fork()
@@ -225,15 +271,66 @@ def _accept(listener, selector, served):
         os.close(fd)
     pidfd = os.pidfd_open(pid)
     served[pid] = (conn, pidfd)
-    conn.sendall(b"pid %d\n" % pid)
+    if not _send(conn, b"pid %d\n" % pid):  # the launcher is gone (killed) already: so goes
+        _kill(pid)  # its server, reaped when its pidfd says so
     selector.register(conn, selectors.EVENT_READ, ("gone", pid))
     selector.register(pidfd, selectors.EVENT_READ, ("exited", pid))
     return None
 
 
+def _send(conn, line: bytes) -> bool:
+    """A line to a launcher, which may have been killed since it connected: the parent, which
+    every later server needs, must not fall over for that (EPIPE)."""
+    try:
+        conn.sendall(line)
+    except OSError:
+        return False
+    return True
+
+
 def _same_locale(env: dict) -> bool:
-    """A fresh interpreter picks stdio's encoding from the locale: mirror only the same one."""
-    return all(env.get(name) == os.environ.get(name) for name in LOCALE)
+    """A fresh interpreter picks stdio's encoding from the locale, and sys.flags from its
+    environment: mirror only the same ones."""
+    return all(env.get(name) == os.environ.get(name) for name in LOCALE + FLAGS)
+
+
+def _launcher_process(conn, job: dict) -> dict | None:
+    """Adds to the job what the server takes from the launcher's process and not from its
+    message: its process group, and its resource limits (a test's preexec_fn). None where a
+    forked child cannot mirror them: a process group or session of the launcher's own, or a
+    limit above the warm parent's hard limit."""
+    import resource
+    import socket
+    import struct
+
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    launcher = struct.unpack("3i", creds)[0]
+    try:
+        # A group of its own (start_new_session, process_group=0) is made to be signalled as a
+        # group: a server in it would take a signal twice, from the group and from the
+        # launcher, and one outside it would miss a SIGSTOP or SIGKILL sent to it.
+        if os.getsid(launcher) != os.getsid(0) or os.getpgid(launcher) == launcher:
+            return None
+        job["pgid"] = os.getpgid(launcher)
+        limits = {}
+        for name in dir(resource):
+            if name.startswith("RLIMIT_"):
+                number = getattr(resource, name)
+                theirs, ours = resource.prlimit(launcher, number), resource.getrlimit(number)
+                if _unlimited(theirs[1]) > _unlimited(ours[1]):
+                    return None
+                if theirs != ours:
+                    limits[number] = theirs
+    except OSError:  # the launcher is gone already
+        return None
+    job["limits"] = limits
+    return job
+
+
+def _unlimited(value: int) -> float:
+    import resource
+
+    return float("inf") if value == resource.RLIM_INFINITY else value
 
 
 def _report(selector, served, pid) -> None:
@@ -245,10 +342,7 @@ def _report(selector, served, pid) -> None:
         selector.unregister(conn)
     except KeyError:
         pass  # already gone
-    try:
-        conn.sendall(b"exit %d\n" % status)
-    except OSError:
-        pass
+    _send(conn, b"exit %d\n" % status)
     conn.close()
 
 
@@ -258,7 +352,7 @@ def become(job: dict, root: str) -> None:
     import runpy
     import time
 
-    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+    _launcher_state(job)
     os.chdir(job["cwd"])
     os.environ.clear()
     os.environ.update(job["env"])
@@ -267,16 +361,40 @@ def become(job: dict, root: str) -> None:
     sys.argv = ["-c", *job["argv"]]
     sys.path[0] = root
     sys.dont_write_bytecode = False
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, job["mask"])
     try:
         runpy.run_module(MODULE, run_name="__main__", alter_sys=True)
     except SystemExit as stop:
         _exit(_exit_code(stop.code))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # as Python ends on one: the traceback, then killed by SIGINT
+        sys.excepthook(*sys.exc_info())
         _exit(None)
     except BaseException:  # noqa: BLE001 - an uncaught error: the traceback, then exit 1
         sys.excepthook(*sys.exc_info())
         _exit(1)
     _exit(0)
+
+
+def _launcher_state(job: dict) -> None:
+    """The process state a fresh interpreter started by the launcher would have: its process
+    group, umask and resource limits, its ignored signals (SIGINT else as Python sets it)."""
+    import resource
+
+    os.setpgid(0, job["pgid"])
+    os.umask(job["umask"])
+    for number, limit in job["limits"].items():
+        resource.setrlimit(number, limit)
+    for number in _signal.valid_signals():
+        if number in (_signal.SIGKILL, _signal.SIGSTOP):
+            continue
+        ignored = _signal.getsignal(number) == _signal.SIG_IGN
+        if number in job["ignored"]:
+            if not ignored:
+                _signal.signal(number, _signal.SIG_IGN)
+        elif number == _signal.SIGINT:
+            _signal.signal(number, _signal.default_int_handler)
+        elif ignored:
+            _signal.signal(number, _signal.SIG_DFL)
 
 
 def _exit_code(code) -> int:
@@ -312,10 +430,13 @@ def _exit(code: int | None) -> None:
 
 def _fresh_stdio(env: dict) -> None:
     """sys.stdin, stdout and stderr over descriptors 0, 1 and 2, made as CPython makes them."""
+    import codecs
     import io
 
     buffered = not env.get("PYTHONUNBUFFERED")
     encoding, _, errors = env.get("PYTHONIOENCODING", "").partition(":")
+    if encoding:  # by its codec's name, as the interpreter names it ("latin-1": "iso8859-1")
+        encoding = codecs.lookup(encoding).name
     old = (sys.__stdin__, sys.__stdout__, sys.__stderr__)
     _RETIRED.extend(old)
     streams = []
@@ -330,7 +451,7 @@ def _fresh_stdio(env: dict) -> None:
             io.TextIOWrapper(
                 binary,
                 encoding=encoding or old[fd].encoding,
-                errors=errors or old[fd].errors,
+                errors=(fd != 2 and errors) or old[fd].errors,  # stderr: backslashreplace
                 newline="\n",
                 line_buffering=fd != 0 and buffered and (fd == 2 or raw.isatty()),
                 write_through=fd != 0 and not buffered,
