@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from warmstart import ADDRESS as WARM  # the warm parent's address, in the launcher's environment
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "openai_responses_mcp.py"
@@ -28,10 +29,10 @@ TEST_KEY = "sk-test-0123456789abcdefSECRET"
 # Where the worker has a warm parent (tests/warmstart.py, the `warm_start` fixture), the server
 # runs in a child forked from it, with `openai` already imported; else, or for a test that asks
 # for a cold start, the launcher becomes the server (exec, same pid) in a fresh interpreter.
-LAUNCHER = """\
+LAUNCHER = f"""\
 import os, sys
 root = sys.argv.pop(1)
-warm = os.environ.pop("ORMCP_TEST_ZYGOTE", "")
+warm = os.environ.pop("{WARM}", "")
 if warm:
     sys.path[0] = os.path.join(root, "tests")
     import warmstart
@@ -42,7 +43,6 @@ os.execv(sys.executable, [sys.executable, "-c", cold, root, *sys.argv[1:]])
 """
 # `-S`: no site-packages for the launcher itself, which then needs about 10 ms of CPU.
 PROGRAM = [sys.executable, "-S", "-c", LAUNCHER, str(ROOT)]
-WARM = "ORMCP_TEST_ZYGOTE"  # the warm parent's address, in the environment the launcher inherits
 
 
 def base_env(tmp_path: Path, cold: bool = False, **extra: str) -> dict:
@@ -221,8 +221,8 @@ class Server:
     @property
     def pid(self) -> int:
         """The server's process id, for a test that reads its /proc: only a cold start has it
-        (a warm start's process is the launcher's child's sibling, and was forked with `openai`
-        already imported)."""
+        (a warm server is a child of the worker's warm parent, not the launcher, and was forked
+        with `openai` already imported)."""
         assert not self.warm, "this test reads the server's process: spawn it with cold=True"
         return self.proc.pid
 

@@ -18,9 +18,9 @@ What differs from a cold start, and how the tests keep it honest:
 - `openai` is already imported. Tests of what is imported, of memory or of /proc start cold
   (`spawn(..., cold=True)`), and so does every test run with ORMCP_TESTS_COLD=1.
 - The child takes from the launcher's process what a fresh interpreter would inherit: its
-  process group, umask, resource limits,
-  ignored signals and signal mask (a test's preexec_fn). tests/test_warmstart.py runs the same
-  stand-in program warm and cold and compares what each sees and how each ends.
+  process group, umask, resource limits, ignored signals and signal mask (a test's
+  preexec_fn). tests/test_warmstart.py runs the same stand-in program warm and cold and
+  compares what each sees and how each ends.
 - The launcher falls back to a cold start by itself for anything it cannot mirror exactly: an
   environment with PYTHON* variables other than PYTHONUNBUFFERED and PYTHONIOENCODING, or with
   a locale or PYTHONDONTWRITEBYTECODE (sys.flags) other than the parent's, OPENAI_LOG (which
