@@ -5714,6 +5714,7 @@ class AnswerEngine:
         """Answers from the cache, or runs the call (shared with identical calls in flight);
         returns (answer, meta) or raises ToolError / Cancelled."""
         started = time.monotonic()
+        self._refuse_if_newer()
         today = today_in(self._config.get("policy", "timezone"))
         request = self.refusals.fit(tool, build_request(tool, args, self._config, today))
         user = call.user
@@ -5809,6 +5810,7 @@ class AnswerEngine:
         """Lets a call make a new request, its expected cost (its files' too) reserved against
         each budget (the team's and its user's), or refuses it (a ledger row says so)."""
         try:
+            self._refuse_if_newer()  # the cache's read may just have found it
             self._check_priced(model, today, user)
             files = files_usd(args.get("files"), self.pricing.prices(model))
             hold.put(self._reserve(tool, today, user, files))
@@ -5816,6 +5818,13 @@ class AnswerEngine:
         except ToolError:
             self.ledger.record(UsageRow(tool, model, "refused", user=user))
             raise
+
+    def _refuse_if_newer(self) -> None:
+        """A store upgraded past this version takes no row from it (issue 39), so no call runs:
+        its spend could not be counted."""
+        newer = self.state.newer()
+        if newer is not None:
+            raise ToolError(f"this server cannot use {self.state.kind}: {newer.public}")
 
     def _check_priced(self, model: str, today: str, user: str) -> None:
         """Under a budget, a model with no known price is refused before any request: its
@@ -5858,6 +5867,7 @@ class AnswerEngine:
                 extra,
             )
         except StateUnavailable as exc:
+            self._refuse_if_newer()  # the check itself found the store upgraded past this one
             raise ToolError(
                 # Never the store's address: the client may be anyone; the log names it.
                 f"budget cannot be checked: {self.state.kind} is unavailable ({exc.public}): "
@@ -6600,28 +6610,74 @@ def _from_version_6(backend, conn) -> None:
     `sub` was stored as it came, in the namespace of named users and `shared`: every name
     that is no named user (revoked ones included), `local`, `shared` or '' was a subject, and
     becomes oauth:<issuer>#<sub> (the issuer server.auth.issuer names as the store is
-    upgraded; "oauth:#<sub>" when OAuth is off then). A name both a named user and a subject
-    had used stays the named user's: the rows cannot be told apart. Cached answers are
-    dropped (their keys hash the old names): each question is asked again once."""
+    upgraded: _needs_issuer refuses the step without one while there are subjects, issue 39).
+    A name both a named user and a subject had used stays the named user's: the rows cannot
+    be told apart. Cached answers are dropped (their keys hash the old names): each question
+    is asked again once."""
     issuer = (backend.oauth_issuer or "").rstrip("/")
-    named = {row[0] for row in conn.execute("SELECT name FROM users").fetchall()}
-    keep = named | {"", LOCAL_USER, SHARED_USER}
-    for table in _IDENTITY_COLUMNS:
-        names = {row[0] for row in conn.execute(f"SELECT DISTINCT user_name FROM {table}")}
-        for name in sorted(names - keep):
-            if name.startswith(OAUTH_PREFIX):  # written by a version 7 server already
-                continue
-            new = backend.sql(f"UPDATE {table} SET user_name = ? WHERE user_name = ?")
-            if table == "usage_by_user":  # (day, user_name) is its key: fold into any row
-                _fold_user_days(backend, conn, name, oauth_identity(issuer, name))
-            else:
-                conn.execute(new, (oauth_identity(issuer, name), name))
+    for table, name in _bare_subjects(conn.execute):
+        _rename_identity(backend, conn.execute, table, name, oauth_identity(issuer, name))
     conn.execute("DELETE FROM answers")
 
 
-def _fold_user_days(backend, conn, old: str, new: str) -> None:
+def _bare_subjects(run) -> list:
+    """(table, name) for each OAuth subject a store before version 7 holds under its bare
+    `sub` (see _from_version_6); run(sql) runs a statement."""
+    named = {row[0] for row in run("SELECT name FROM users").fetchall()}
+    keep = named | {"", LOCAL_USER, SHARED_USER}
+    found = []
+    for table in _IDENTITY_COLUMNS:
+        names = {row[0] for row in run(f"SELECT DISTINCT user_name FROM {table}").fetchall()}
+        # oauth:... was written by a version 7 server already (a rolling upgrade)
+        found += [(table, n) for n in sorted(names - keep) if not n.startswith(OAUTH_PREFIX)]
+    return found
+
+
+def _needs_issuer(backend, conn) -> str | None:
+    """Why the step to 7 cannot run here: the store holds OAuth subjects, and only the issuer
+    they came from (server.auth.issuer of the --http server) can file them. Run without it,
+    every subject became oauth:#<sub> for good (issue 39)."""
+    if (backend.oauth_issuer or "").strip():
+        return None
+    subjects = {name for _, name in _bare_subjects(conn.execute)}
+    if not subjects:
+        return None
+    return (
+        f"its upgrade to schema 7 files its {len(subjects)} OAuth subject(s) under the OAuth "
+        "issuer, and this config names none (server.auth.issuer): run "
+        f"`{SERVER_NAME} --config FILE --upgrade-state` with FILE the --http server's config "
+        "(or start that server); nothing was changed"
+    )
+
+
+# Steps that need configuration: by the version they reach, why they cannot run now (None:
+# they can). Such a step never runs without it: the whole upgrade is refused, saying what to
+# run, and the store stays as it was (never half-upgraded).
+_MIGRATION_NEEDS = {7: _needs_issuer}
+
+
+def _rename_identity(backend, run, table: str, old: str, new: str) -> None:
+    """Moves `old`'s rows of `table` to `new`, folding them into any `new` already has;
+    run(sql, params) runs a statement."""
     sql = backend.sql
-    conn.execute(
+    if table == "usage_by_user":  # (day, user_name) is its key: fold into any row
+        _fold_user_days(backend, run, old, new)
+    elif table == "response_owners":  # (response_id, user_name) likewise
+        run(
+            sql(
+                "INSERT INTO response_owners (response_id, user_name, at) SELECT response_id, "
+                "?, at FROM response_owners WHERE user_name = ? ON CONFLICT DO NOTHING"
+            ),
+            (new, old),
+        )
+        run(sql("DELETE FROM response_owners WHERE user_name = ?"), (old,))
+    else:
+        run(sql(f"UPDATE {table} SET user_name = ? WHERE user_name = ?"), (new, old))
+
+
+def _fold_user_days(backend, run, old: str, new: str) -> None:
+    sql = backend.sql
+    run(
         sql(
             "INSERT INTO usage_by_user (day, user_name, calls, usd) SELECT day, ?, calls, usd "
             "FROM usage_by_user WHERE user_name = ? ON CONFLICT (day, user_name) DO UPDATE SET "
@@ -6629,7 +6685,33 @@ def _fold_user_days(backend, conn, old: str, new: str) -> None:
         ),
         (new, old),
     )
-    conn.execute(sql("DELETE FROM usage_by_user WHERE user_name = ?"), (old,))
+    run(sql("DELETE FROM usage_by_user WHERE user_name = ?"), (old,))
+
+
+_UNKEYED = OAUTH_PREFIX + "#"  # a subject an upgrade filed without its issuer (issue 39)
+
+
+def unkeyed_subjects(run) -> list:
+    """(table, identity) for each oauth:#<sub>: a subject filed without its issuer by an
+    upgrade that ran without server.auth.issuer (before issue 39 refused that)."""
+    found = []
+    for table in _IDENTITY_COLUMNS:
+        rows = run(
+            f"SELECT DISTINCT user_name FROM {table} WHERE substr(user_name, 1, 7) = 'oauth:#'"
+        ).fetchall()
+        found += [(table, row[0]) for row in rows]
+    return found
+
+
+def repair_unkeyed(backend, run) -> int:
+    """Files each oauth:#<sub> under the issuer server.auth.issuer names (the one a store
+    upgraded to 7 can have had: it was the server's only issuer); how many identities."""
+    issuer = (backend.oauth_issuer or "").rstrip("/")
+    found = unkeyed_subjects(run) if issuer else []
+    for table, name in found:
+        subject = name[len(_UNKEYED) :]
+        _rename_identity(backend, run, table, name, oauth_identity(issuer, subject))
+    return len({name for _, name in found})
 
 
 # The steps, by the version each one reaches; each runs once, in order, after the tables
@@ -6673,6 +6755,20 @@ class StateUnavailable(Exception):
         super().__init__(reason)
         self.reason = reason
         self.public = public or reason
+
+
+class StateRefused(StateUnavailable):
+    """The store can be reached, but this process must not use it as it is: it was upgraded
+    past this version's schema, or its upgrade needs configuration this process lacks. The
+    reason says what to do; nothing was written."""
+
+
+def _newer_store(version: int) -> StateRefused:
+    text = (
+        f"it was upgraded to schema {version} by a newer {SERVER_NAME}, and this one (schema "
+        f"{STATE_SCHEMA_VERSION}) writes nothing to it: upgrade this host (docs/upgrade.md)"
+    )
+    return StateRefused(text)
 
 
 class _Watchdog:
@@ -6759,6 +6855,7 @@ class _SqliteBackend:
 
     postgres = False
     oauth_issuer = None  # server.auth.issuer, for _from_version_6
+    newer = None  # the refusal, once a transaction found the store newer (see _refuse_newer)
 
     def __init__(self, path: str):
         self.path = path
@@ -6837,6 +6934,10 @@ class _SqliteBackend:
         """Serialises this transaction with every other that takes turns: BEGIN IMMEDIATE
         already holds the file's one write lock."""
 
+    def hold_schema(self, conn) -> None:
+        """Keeps the schema from changing under this transaction: a SQLite transaction reads
+        one snapshot, and one that read an older snapshot cannot write after an upgrade."""
+
     def has_table(self, conn, name: str) -> bool:
         found = conn.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
@@ -6861,6 +6962,7 @@ class _PostgresBackend:
 
     postgres = True
     oauth_issuer = None  # server.auth.issuer, for _from_version_6
+    newer = None  # the refusal, once a transaction found the store newer (see _refuse_newer)
 
     def __init__(self, url: str):
         self.url = url
@@ -6942,6 +7044,12 @@ class _PostgresBackend:
         host: an advisory lock held until COMMIT."""
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
 
+    def hold_schema(self, conn) -> None:
+        """Keeps the schema from changing under this transaction, on any host: a shared hold
+        of the lock an upgrade takes whole (_ensure_schema), until COMMIT. Shared holds do not
+        wait for each other."""
+        conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_LOCK_SCHEMA,))
+
     def has_table(self, conn, name: str) -> bool:
         # A read of pg_class, not to_regclass(): that answers from the session's catalog cache,
         # which a transaction that waited for the schema lock has not refreshed, so a table made
@@ -6994,16 +7102,19 @@ def _ensure_schema(backend, conn) -> None:
         backend.take_turns(conn, _LOCK_SCHEMA)
         version = _stored_version(backend, conn)
         if version is not None and version > STATE_SCHEMA_VERSION:
-            raise StateUnavailable(
-                f"it was made by a newer {SERVER_NAME} (schema {version}, this one reads "
-                f"{STATE_SCHEMA_VERSION})"
-            )
+            backend.newer = _newer_store(version)
+            raise backend.newer
         if version is None and backend.has_table(conn, "usage"):
             version = 1  # version 1 had no version table
         for statement in _missing(backend, conn):
             conn.execute(statement)
-        for step in range(STATE_SCHEMA_VERSION + 1):
-            if version is not None and step > version and step in _MIGRATIONS:
+        steps = [s for s in range(STATE_SCHEMA_VERSION + 1) if version is not None and s > version]
+        for step in steps:  # every step's needs first: the store is upgraded whole, or not
+            problem = _MIGRATION_NEEDS[step](backend, conn) if step in _MIGRATION_NEEDS else None
+            if problem:
+                raise StateRefused(problem)
+        for step in steps:
+            if step in _MIGRATIONS:
                 _MIGRATIONS[step](backend, conn)
         conn.execute("DELETE FROM schema_version")
         conn.execute(
@@ -7014,6 +7125,18 @@ def _ensure_schema(backend, conn) -> None:
     except BaseException:
         _rollback(conn)
         raise
+
+
+def _refuse_newer(backend, conn) -> None:
+    """In every transaction, first: refuses the store once a newer version has upgraded it
+    (issue 39). This version is the older host of the next upgrade: its rows (subjects, names,
+    columns) would be of the old shape, so it writes none, and says so (StateRefused)."""
+    backend.hold_schema(conn)
+    version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+    if version is not None and version > STATE_SCHEMA_VERSION:
+        backend.newer = _newer_store(version)
+        raise backend.newer
+    backend.newer = None
 
 
 def _stored_version(backend, conn) -> int | None:
@@ -7069,7 +7192,7 @@ class _Channel:
 
     def __init__(self, backend, on_failure):
         self._backend = backend
-        self._on_failure = on_failure  # (what, reason): the store's warning
+        self._on_failure = on_failure  # (what, reason, refused): the store's warning
         self._conn = None
         self._lock = threading.Lock()
         self._timeout = None
@@ -7124,7 +7247,9 @@ class _Channel:
         self._reason = _state_reason(exc, backend.url, backend.secrets)
         self._public = backend.public_reason(exc, self._reason)
         self._resting_until = time.monotonic() + _BACKOFF_S
-        self._on_failure(what, self._reason)
+        self._on_failure(what, self._reason, isinstance(exc, StateRefused))
+        if isinstance(exc, StateRefused):
+            raise StateRefused(self._reason, self._public) from None
         raise StateUnavailable(self._reason, self._public) from None
 
     def _open(self):
@@ -7177,6 +7302,7 @@ class _Channel:
                 self._timeout = timeout_s
             backend.begin(conn, write)
             try:
+                _refuse_newer(backend, conn)
                 if turns:
                     backend.take_turns(conn, turns)
                 result = work(lambda text, params=(): conn.execute(backend.sql(text), params))
@@ -7733,6 +7859,12 @@ class StateStore:
     def unwritten(self) -> list:
         return self._writer.unwritten() if self._writer else []
 
+    def newer(self) -> StateRefused | None:
+        """The refusal once a transaction has found the store upgraded past this version
+        (until one finds it is not): every call is refused then, since its row could not be
+        written (issue 39)."""
+        return self.backend.newer if self.backend is not None else None
+
     @property
     def writer_id(self) -> str:
         """The key of this process's writer's mark in the writers table."""
@@ -7755,12 +7887,15 @@ class StateStore:
         today = datetime.date.fromisoformat(today_in(self._timezone))
         return (today - datetime.timedelta(days=self._retention_days)).isoformat()
 
-    def failed(self, what: str, reason: str) -> None:
+    def failed(self, what: str, reason: str, refused: bool = False) -> None:
         now = time.monotonic()
         with self._warn_lock:
             if now - self._warned.get(reason, -_WARN_EVERY_S) < _WARN_EVERY_S:
                 return
             self._warned[reason] = now
+        if refused:  # the reason says what to do; the store's own hint (delete it...) must not
+            self._log.say(f"error: {self.label}: {reason}")
+            return
         self._log.say(
             f"warning: {self.label}: {what} failed ({reason}); {_FAILURE_OUTCOMES.get(what, '')}"
             f"spend is kept in memory until it is back ({self.backend.hint})"
@@ -13040,6 +13175,15 @@ class HttpApp:
                 "will answer)",
                 {"Retry-After": "1"},
             )
+        state = getattr(getattr(self.dispatcher, "engine", None), "state", None)
+        newer = state.newer() if state is not None else None
+        if newer is not None and method == "tools/call":  # its row could not be written
+            raise HttpError(
+                503,
+                f"this server cannot use {state.kind}: {newer.public}; "
+                "retry (an upgraded instance will answer)",
+                {"Retry-After": "30"},
+            )
         limit = self.settings["max_calls_per_session"]
         if method == "tasks/result":  # each waits as long as a call: as many as calls
             if hs.id is not None and hs.session.waiting() >= limit:
@@ -14410,6 +14554,7 @@ usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--sh
        {SERVER_NAME} --doctor [--live] [--http [HOST:]PORT] [--config PATH] [--model ID]
        {SERVER_NAME} --usage [--since YYYY-MM-DD] [--json] [--config PATH]
        {SERVER_NAME} --user add NAME [--daily-usd X] [--monthly-usd Y] | list | revoke NAME
+       {SERVER_NAME} --upgrade-state [--config PATH]
        {SERVER_NAME} --help | --version"""
 
 HELP = f"""{USAGE}
@@ -14454,6 +14599,9 @@ options:
                      budget.per_user_daily_usd)
   --monthly-usd Y    with --user add: this user's monthly allowance in USD (over
                      budget.per_user_monthly_usd)
+  --upgrade-state    upgrade the state to this version's schema now, with the --http
+                     server's config (an upgrade may need its server.auth.issuer), and file
+                     under that issuer OAuth subjects an earlier upgrade left without it
   --version          print the version
   --help             print this help
 
@@ -14512,6 +14660,7 @@ def parse_args(argv: list[str]) -> dict:
         "-V": "version",
         "--doctor": "doctor",
         "--live": "live",
+        "--upgrade-state": "upgrade_state",
     }
     args = list(argv)
     while args:
@@ -14576,6 +14725,10 @@ def parse_args(argv: list[str]) -> dict:
         raise UsageError("--doctor cannot be combined with --stdio or --ask")
     _check_usage_options(options)
     _check_user_options(options)
+    if options.get("upgrade_state"):
+        others = ("stdio", "http", "ask", "usage", "user", "doctor", "show_config")
+        if any(options.get(name) for name in others):
+            raise UsageError("--upgrade-state goes alone (with --config)")
     return options
 
 
@@ -14699,6 +14852,61 @@ def run_user(config: Config, log: Log, options: dict) -> int:
         return 1  # the warning said why
     finally:
         state.close()
+
+
+def run_upgrade_state(config: Config, log: Log) -> int:
+    """--upgrade-state: the state upgraded to this version's schema with this config (the
+    upgrade to 7 needs server.auth.issuer while the store holds OAuth subjects), and subjects
+    an earlier upgrade filed without their issuer (oauth:#<sub>) filed under this config's
+    (issue 39). Exit 1 when the state cannot be reached or refuses (the error says why)."""
+    if not state_enabled(config):
+        print(
+            f"{SERVER_NAME}: --upgrade-state needs the state (state.path is off)", file=sys.stderr
+        )
+        return 2
+    backend = state_backend(config)
+    before = _schema_before(backend)
+    state = StateStore(backend, log, config.get("policy", "timezone"))
+    try:
+        repaired, left = state.report(
+            "upgrading the state",
+            lambda q: (repair_unkeyed(backend, q), len({n for _, n in unkeyed_subjects(q)})),
+        )
+    except StateUnavailable:
+        return 1  # the error said why
+    finally:
+        state.close()
+    was = "new" if before is None else f"schema {before}"
+    print(f"{backend.label}: {was}, now schema {STATE_SCHEMA_VERSION}")
+    if repaired:
+        print(
+            f"{repaired} OAuth subject(s) an earlier upgrade left without their issuer are now "
+            f"filed under {backend.oauth_issuer.rstrip('/')}"
+        )
+    if left:
+        print(
+            f"{SERVER_NAME}: warning: {left} OAuth subject(s) are filed without their issuer "
+            "(oauth:#<sub>): run --upgrade-state again with the --http server's --config",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _schema_before(backend) -> int | None:
+    """The store's schema version as it is, or None when it is new (nothing made here)."""
+    if not backend.postgres and not os.path.exists(backend.path):
+        return None
+    try:
+        conn = backend.connect()
+    except backend.errors():
+        return None  # the upgrade itself says why
+    try:
+        version = _stored_version(backend, conn)
+        return 1 if version is None and backend.has_table(conn, "usage") else version
+    except backend.errors():
+        return None
+    finally:
+        conn.close()
 
 
 def _print_users(rows: list, as_json: bool) -> int:
@@ -15345,6 +15553,34 @@ def _doctor_state_url(doctor: Doctor, config: Config) -> None:
         state.close()
 
 
+def _doctor_state_schema(doctor: Doctor, config: Config) -> None:
+    """The state opened as any command opens it (upgraded, or refused saying what to run
+    when its upgrade needs server.auth.issuer), and OAuth subjects an earlier upgrade filed
+    without their issuer (issue 39): their allowances and conversations are lost to them."""
+    backend = state_backend(config)
+    if backend is None or not (backend.postgres or os.path.exists(backend.path)):
+        return
+    state = StateStore(backend, _QuietLog())
+    try:
+        left = state.read("checking the state", lambda q: len(unkeyed_subjects(q)))
+    except StateRefused as exc:
+        doctor.fail(f"state: {backend.label}: {exc.reason}", "see docs/upgrade.md")
+        return
+    except StateUnavailable:
+        return  # said by the state.url check, or by the budget's
+    finally:
+        state.close()
+    if left:
+        doctor.warn(
+            f"state: {left} OAuth identity row set(s) are filed without their issuer "
+            "(oauth:#<sub>, by an upgrade run without server.auth.issuer): those users' "
+            "allowances and earlier conversations do not find them",
+            f"run {SERVER_NAME} --config FILE --upgrade-state with the --http server's config",
+        )
+    else:
+        doctor.ok(f"state: schema {STATE_SCHEMA_VERSION}")
+
+
 def _doctor_oauth(doctor: Doctor, config: Config) -> None:
     """With server.auth.issuer: whether its metadata and signing keys can be fetched from here,
     as the server will at start (it refuses every token until they are)."""
@@ -15755,6 +15991,7 @@ def run_doctor(options: dict) -> int:
         _doctor_retirements(doctor, config, listing, log)
     _doctor_paths(doctor, config)
     _doctor_state_url(doctor, config)
+    _doctor_state_schema(doctor, config)
     _doctor_oauth(doctor, config)
     _doctor_budget(doctor, config)
     _doctor_http(doctor, config, options.get("http"))
@@ -15795,6 +16032,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_doctor(options)
     serving = options.get("stdio") or options.get("http")
     doing = options.get("ask") or options.get("show_config") or options.get("usage")
+    doing = doing or options.get("upgrade_state")
     if not (serving or doing or options.get("user")):
         print(
             f"{USAGE}\n{SERVER_NAME}: error: nothing to do: add --stdio or --http PORT",
@@ -15832,6 +16070,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_usage(config, log, options.get("since"), bool(options.get("json")))
     if options.get("user"):
         return run_user(config, log, options)
+    if options.get("upgrade_state"):
+        return run_upgrade_state(config, log)
     if not serving:
         return 0
     engine = AnswerEngine(config, log)

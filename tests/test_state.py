@@ -816,7 +816,7 @@ def old_store(state, version: str) -> None:
     ]
     columns = [c for c in m._USAGE_COLUMNS if c != "writer_schema"]
     values = {"at": 946684800.0, "day": OLD_DAY, "tool": "answer", "model": "gpt-5", "usd": 0.5}
-    values.update({"outcome": "ok", "web_searches": 1})
+    values.update({"outcome": "ok", "web_searches": 1, "user_name": ""})  # no user before 4
     row = [values.get(name, 0) for name in columns]
     statements.append(
         (
@@ -867,7 +867,7 @@ def test_a_store_made_by_an_earlier_schema_is_upgraded(spawn, fake, tmp_path, st
         # folded into the totals the reports read.
         columns = [c for c in m._USAGE_COLUMNS if c != "writer_schema"]
         values = {"at": 946684900.0, "day": OLD_DAY, "tool": "answer", "model": "gpt-5"}
-        values.update({"usd": 0.25, "outcome": "ok"})
+        values.update({"usd": 0.25, "outcome": "ok", "user_name": ""})
         marks = ", ".join("?" for _ in columns)
         execute(
             state,

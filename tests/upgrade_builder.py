@@ -1,0 +1,61 @@
+"""Builds a state with the code of an earlier schema version (issue 39): run as
+`python upgrade_builder.py OLD_DIR SPEC_JSON`, where OLD_DIR holds that version's
+openai_responses_mcp.py (from the git history) and SPEC names the store and the version. That
+code's own classes write what it supports: calls in the ledger by each kind of identity, named
+users with their allowances, one of them revoked, and the response ids each was given. Prints
+the tokens it made, as JSON. Never imports this version's module."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+
+# What each identity spent (a call each, today); what each is given; the allowances.
+SPEND = {"local": 0.5, "alice": 0.25, "bob": 0.125, "carol": 1.0, "shared": 0.0625}
+ALICE_DAILY, ALICE_MONTHLY = 0.25, 20.0
+
+
+def main() -> None:
+    old_dir, spec = sys.argv[1], json.loads(sys.argv[2])
+    sys.path.insert(0, old_dir)
+    import openai_responses_mcp as old
+
+    assert old.__file__.startswith(old_dir), old.__file__
+    version = spec["version"]
+    if version == 1:  # one SQLite file, no backends yet
+        state = old.StateFile(spec["path"], old.Log())
+    else:
+        url = spec.get("url")
+        backend = old._PostgresBackend(url) if url else old._SqliteBackend(spec["path"])
+        if hasattr(backend, "oauth_issuer"):
+            backend.oauth_issuer = spec["issuer"]
+        state = old.StateStore(backend, old.Log(), "UTC")
+    ledger = old.Ledger(state, "UTC")
+    named = "user" in inspect.signature(old.UsageRow).parameters
+    tokens = {}
+    if named:
+        users = old.UserDirectory(state)
+        prefix = getattr(old, "NAMED_TOKEN_PREFIX", "")  # version 7 added it
+        tokens["alice"] = prefix + "alice-token-0123456789abcdef"
+        tokens["bob"] = prefix + "bob-token-0123456789abcdef"
+        users.add("alice", tokens["alice"], ALICE_DAILY, ALICE_MONTHLY)
+        users.add("bob", tokens["bob"], None, None)
+        users.revoke("bob")
+    for who, usd in SPEND.items():
+        if not named and who != "local":
+            continue
+        meta = {"cost": {"usd": usd}, "web_searches": 1, "usage": {"input_tokens": 10}}
+        identity = who
+        if who == "carol" and hasattr(old, "oauth_identity"):  # version 7 files subjects
+            identity = old.oauth_identity(spec["issuer"], "carol")
+        extra = {"user": identity} if named else {}
+        ledger.record(old.UsageRow("answer", "gpt-5", "ok", meta, **extra))
+        if named:
+            old.ResponseOwners(state).add(f"resp_{who}", identity)
+    state.close()
+    print(json.dumps({"tokens": tokens}))
+
+
+if __name__ == "__main__":
+    main()
