@@ -5714,7 +5714,7 @@ class AnswerEngine:
         """Answers from the cache, or runs the call (shared with identical calls in flight);
         returns (answer, meta) or raises ToolError / Cancelled."""
         started = time.monotonic()
-        self._refuse_if_newer()
+        self._refuse_if_refused()
         today = today_in(self._config.get("policy", "timezone"))
         request = self.refusals.fit(tool, build_request(tool, args, self._config, today))
         user = call.user
@@ -5810,7 +5810,7 @@ class AnswerEngine:
         """Lets a call make a new request, its expected cost (its files' too) reserved against
         each budget (the team's and its user's), or refuses it (a ledger row says so)."""
         try:
-            self._refuse_if_newer()  # the cache's read may just have found it
+            self._refuse_if_refused()  # the cache's read may just have found it
             self._check_priced(model, today, user)
             files = files_usd(args.get("files"), self.pricing.prices(model))
             hold.put(self._reserve(tool, today, user, files))
@@ -5819,12 +5819,13 @@ class AnswerEngine:
             self.ledger.record(UsageRow(tool, model, "refused", user=user))
             raise
 
-    def _refuse_if_newer(self) -> None:
-        """A store upgraded past this version takes no row from it (issue 39), so no call runs:
-        its spend could not be counted."""
-        newer = self.state.newer()
-        if newer is not None:
-            raise ToolError(f"this server cannot use {self.state.kind}: {newer.public}")
+    def _refuse_if_refused(self) -> None:
+        """A store that refuses this process (upgraded past this version, or waiting for an
+        upgrade that needs the issuer) takes no row from it (issue 39), so no call runs: its
+        spend could not be counted."""
+        refused = self.state.refused()
+        if refused is not None:
+            raise ToolError(f"this server cannot use {self.state.kind}: {refused.public}")
 
     def _check_priced(self, model: str, today: str, user: str) -> None:
         """Under a budget, a model with no known price is refused before any request: its
@@ -5867,7 +5868,7 @@ class AnswerEngine:
                 extra,
             )
         except StateUnavailable as exc:
-            self._refuse_if_newer()  # the check itself found the store upgraded past this one
+            self._refuse_if_refused()  # the check itself found the store upgraded past this one
             raise ToolError(
                 # Never the store's address: the client may be anyone; the log names it.
                 f"budget cannot be checked: {self.state.kind} is unavailable ({exc.public}): "
@@ -6855,7 +6856,7 @@ class _SqliteBackend:
 
     postgres = False
     oauth_issuer = None  # server.auth.issuer, for _from_version_6
-    newer = None  # the refusal, once a transaction found the store newer (see _refuse_newer)
+    refused = None  # StateRefused, while the store refuses this process (see _refuse_newer)
 
     def __init__(self, path: str):
         self.path = path
@@ -6962,7 +6963,7 @@ class _PostgresBackend:
 
     postgres = True
     oauth_issuer = None  # server.auth.issuer, for _from_version_6
-    newer = None  # the refusal, once a transaction found the store newer (see _refuse_newer)
+    refused = None  # StateRefused, while the store refuses this process (see _refuse_newer)
 
     def __init__(self, url: str):
         self.url = url
@@ -7102,8 +7103,8 @@ def _ensure_schema(backend, conn) -> None:
         backend.take_turns(conn, _LOCK_SCHEMA)
         version = _stored_version(backend, conn)
         if version is not None and version > STATE_SCHEMA_VERSION:
-            backend.newer = _newer_store(version)
-            raise backend.newer
+            backend.refused = _newer_store(version)
+            raise backend.refused
         if version is None and backend.has_table(conn, "usage"):
             version = 1  # version 1 had no version table
         for statement in _missing(backend, conn):
@@ -7112,7 +7113,8 @@ def _ensure_schema(backend, conn) -> None:
         for step in steps:  # every step's needs first: the store is upgraded whole, or not
             problem = _MIGRATION_NEEDS[step](backend, conn) if step in _MIGRATION_NEEDS else None
             if problem:
-                raise StateRefused(problem)
+                backend.refused = StateRefused(problem)
+                raise backend.refused
         for step in steps:
             if step in _MIGRATIONS:
                 _MIGRATIONS[step](backend, conn)
@@ -7134,9 +7136,9 @@ def _refuse_newer(backend, conn) -> None:
     backend.hold_schema(conn)
     version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
     if version is not None and version > STATE_SCHEMA_VERSION:
-        backend.newer = _newer_store(version)
-        raise backend.newer
-    backend.newer = None
+        backend.refused = _newer_store(version)
+        raise backend.refused
+    backend.refused = None
 
 
 def _stored_version(backend, conn) -> int | None:
@@ -7859,11 +7861,11 @@ class StateStore:
     def unwritten(self) -> list:
         return self._writer.unwritten() if self._writer else []
 
-    def newer(self) -> StateRefused | None:
-        """The refusal once a transaction has found the store upgraded past this version
-        (until one finds it is not): every call is refused then, since its row could not be
-        written (issue 39)."""
-        return self.backend.newer if self.backend is not None else None
+    def refused(self) -> StateRefused | None:
+        """The refusal once the store was found upgraded past this version, or waiting for an
+        upgrade this config cannot make (until a transaction goes through): every call is
+        refused then, since its row could not be written (issue 39)."""
+        return self.backend.refused if self.backend is not None else None
 
     @property
     def writer_id(self) -> str:
@@ -13176,12 +13178,11 @@ class HttpApp:
                 {"Retry-After": "1"},
             )
         state = getattr(getattr(self.dispatcher, "engine", None), "state", None)
-        newer = state.newer() if state is not None else None
-        if newer is not None and method == "tools/call":  # its row could not be written
+        refused = state.refused() if state is not None else None
+        if refused is not None and method == "tools/call":  # its row could not be written
             raise HttpError(
                 503,
-                f"this server cannot use {state.kind}: {newer.public}; "
-                "retry (an upgraded instance will answer)",
+                f"this server cannot use {state.kind}: {refused.public}; retry later",
                 {"Retry-After": "30"},
             )
         limit = self.settings["max_calls_per_session"]

@@ -31,6 +31,10 @@ def main() -> None:
         if hasattr(backend, "oauth_issuer"):
             backend.oauth_issuer = spec["issuer"]
         state = old.StateStore(backend, old.Log(), "UTC")
+    if spec.get("open_only"):  # what this code's --user list does to a store: opens it
+        old.UserDirectory(state).listing()
+        state.close()
+        return
     ledger = old.Ledger(state, "UTC")
     named = "user" in inspect.signature(old.UsageRow).parameters
     tokens = {}
