@@ -421,6 +421,35 @@ MUTANTS = [
         "-k",
         "loads_no_driver",
     ),
+    # -- Upgrades (issue 39) --------------------------------------------------------------------
+    mutant(
+        "upgrade-without-its-config",
+        "money",
+        "            if problem:\n                backend.refused = StateRefused(problem)",
+        "            if False:\n                backend.refused = StateRefused(problem)",
+        "tests/test_upgrade.py",
+        "-k",
+        "without_the_issuer_a_store_with_subjects_stays_as_it_was",
+    ),
+    mutant(
+        "upgrade-newer-schema-written",
+        "money",
+        "                _refuse_newer(backend, conn)\n",
+        "",
+        "tests/test_upgrade.py",
+        "-k",
+        "meets_a_newer_schema and sqlite",
+    ),
+    mutant(
+        "upgrade-newer-schema-is-older",
+        "money",
+        "    if version is not None and version > STATE_SCHEMA_VERSION:\n        backend.refused",
+        "    if version is not None and version > STATE_SCHEMA_VERSION + 1:\n"
+        "        backend.refused",
+        "tests/test_upgrade.py",
+        "-k",
+        "meets_a_newer_schema and sqlite",
+    ),
 ]
 
 # Mutants that survive and change nothing anyone can see, each with why. A new survivor fails

@@ -87,6 +87,16 @@ class Store:
         key = "OPENAI_RESPONSES_MCP_STATE" + ("_URL" if kind == "postgres" else "")
         self.env = {key: where}
 
+    def execute(self, sql: str, params=()) -> None:
+        if self.kind == "sqlite":
+            with sqlite3.connect(self.where) as conn:
+                conn.execute(sql, params)
+            return
+        import psycopg
+
+        with psycopg.connect(self.where, autocommit=True) as conn:
+            conn.execute(sql.replace("?", "%s"), params)
+
     def query(self, sql: str, params=()) -> list:
         if self.kind == "sqlite":
             with sqlite3.connect(self.where) as conn:
@@ -169,6 +179,7 @@ def build(commits, issuer, tmp_path_factory, request):
             made[kind, version].folder = folder
         return made[kind, version]
 
+    get.module = old_module
     return get
 
 
@@ -306,3 +317,130 @@ def test_every_earlier_schema_upgrades_through_every_entry_point(
     if kind == "postgres" and version == 1:
         pytest.skip("version 1 had no PostgreSQL backend")
     upgraded_through_every_entry_point(kind, version, build, issuer, spawn, fake, tmp_path)
+
+
+# -- An upgrade that needs configuration never runs without it ------------------------------
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
+def test_an_upgrade_that_needs_the_issuer_is_refused_without_it(
+    kind, build, issuer, spawn, fake, tmp_path
+):
+    """The step to 7 files OAuth subjects under their issuer. Run where the server's config is
+    not (--user list or --usage as docs/teams.md says, a stdio server on the same file), it
+    made every subject oauth:#<sub> for good; now each entry point changes nothing and says,
+    on one line, what to run."""
+    store = build(kind, PREVIOUS).copy(tmp_path / "store")
+    env = {**store.env, "XDG_STATE_HOME": str(tmp_path / "home"), "OPENAI_BASE_URL": fake.base_url}
+    plain = config_of(tmp_path, None)
+    for args in (("--user", "list"), ("--usage",), ("--upgrade-state",)):
+        done = run_cli(tmp_path, *plain, *args, env=env)
+        assert done.returncode == 1, done.stderr
+        (line,) = done.stderr.splitlines()
+        assert "--config FILE --upgrade-state" in line and "server.auth.issuer" in line, line
+        assert "nothing was changed" in line and "delete" not in line, line
+    doctor = run_cli(tmp_path, *plain, "--doctor", env=env)
+    assert doctor.returncode == 1
+    assert "--upgrade-state" in next(x for x in doctor.stdout.splitlines() if "state:" in x)
+    budget = config_of(tmp_path, None, "  daily_usd: 100\n")
+    server = spawn("--stdio", *budget, env=env, upstream=fake)
+    server.initialize()
+    message = failure(server.call("answer", {"query": "q"}, timeout=30))
+    assert "cannot use the state" in message and "--upgrade-state" in message, message
+    assert not [r for r in fake.requests if r.path == "/v1/responses"]
+    server.close_stdin()
+    server.wait()
+    assert store.query("SELECT version FROM schema_version") == [(PREVIOUS,)]
+    assert store.query("SELECT COUNT(*) FROM usage WHERE user_name = 'carol'") == [(1,)]
+    assert store.query("SELECT COUNT(*) FROM usage WHERE user_name LIKE 'oauth:%%'") == [(0,)]
+    # With the --http server's config, the upgrade runs, whole.
+    done = run_cli(tmp_path, *config_of(tmp_path, issuer.url), "--upgrade-state", env=env)
+    assert done.returncode == 0, done.stderr
+    check_store(store, PREVIOUS, issuer.url)
+
+
+def test_without_the_issuer_a_store_with_subjects_stays_as_it_was(tmp_path):
+    """The same refusal on a store made here by hand (no git history needed: the mutation
+    check's copy of the tree has none)."""
+    store = Store("sqlite", str(tmp_path / "state.sqlite3"))
+    with sqlite3.connect(store.where) as conn:
+        for statement in m._schema(False):
+            conn.execute(statement)
+        conn.execute("INSERT INTO schema_version (version) VALUES (?)", (PREVIOUS,))
+        conn.execute(
+            "INSERT INTO usage (at, day, tool, model, outcome, usd, user_name) "
+            "VALUES (0, '2026-11-26', 'answer', 'm', 'ok', 1.0, 'carol')"
+        )
+    done = run_cli(tmp_path, "--user", "list", env=store.env)
+    assert done.returncode == 1 and "--upgrade-state" in done.stderr, done.stderr
+    assert store.query("SELECT version FROM schema_version") == [(PREVIOUS,)]
+    assert store.query("SELECT user_name FROM usage") == [("carol",)]
+
+
+BUGGY = 7  # version 7 as first released upgraded without the issuer (issue 39)
+
+
+def test_subjects_an_earlier_upgrade_left_without_their_issuer_are_reported_and_filed(
+    build, commits, issuer, fake, tmp_path
+):
+    """A store version 7's first release upgraded without the issuer (its subjects became
+    oauth:#<sub>, so their allowances and conversations no longer found them): --doctor says
+    so, and --upgrade-state with the --http server's config files them under its issuer."""
+    store = build("sqlite", BUGGY - 1).copy(tmp_path / "store")
+    buggy = build.module(BUGGY)
+    run_old(buggy, {"version": BUGGY, "path": store.where, "open_only": True}, buggy)
+    assert store.query("SELECT COUNT(*) FROM usage WHERE user_name = 'oauth:#carol'") == [(1,)]
+    env = {**store.env, "XDG_STATE_HOME": str(tmp_path / "home"), "OPENAI_BASE_URL": fake.base_url}
+    doctor = run_cli(tmp_path, *config_of(tmp_path, None), "--doctor", env=env)
+    (line,) = [x for x in doctor.stdout.splitlines() if "oauth:#<sub>" in x]
+    assert "allowances" in line and "--upgrade-state" in doctor.stdout, doctor.stdout
+    done = run_cli(tmp_path, *config_of(tmp_path, issuer.url), "--upgrade-state", env=env)
+    assert done.returncode == 0, done.stderr
+    filed = "1 OAuth subject(s) an earlier upgrade left without their issuer are now filed"
+    assert f"{filed} under {issuer.url}" in done.stdout, done.stdout
+    check_store(store, BUGGY - 1, issuer.url)
+    doctor = run_cli(tmp_path, *config_of(tmp_path, None), "--doctor", env=env)
+    assert f"state: schema {CURRENT}" in doctor.stdout and "oauth:#" not in doctor.stdout
+
+
+# -- An older server that meets a newer schema writes nothing ---------------------------------
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_server_that_meets_a_newer_schema_writes_nothing_and_says_so(
+    kind, spawn, fake, tmp_path, request
+):
+    """This version is the older host of the next upgrade: once another host has upgraded the
+    store, every transaction of this one finds it newer, and refuses (its rows would be of the
+    old shape). Calls then get a tool error (stdio, and HTTP calls already admitted), and new
+    HTTP calls 503 with Retry-After; not one row is written."""
+    if kind == "sqlite":
+        store = Store("sqlite", str(tmp_path / "state.sqlite3"))
+    else:
+        store = Store("postgres", request.getfixturevalue("postgres").fresh_database())
+    env = {**store.env, "XDG_STATE_HOME": str(tmp_path / "home")}
+    budget = config_of(tmp_path, None, "  daily_usd: 100\n")[1]
+    stdio = spawn("--stdio", "--config", budget, env=env, upstream=fake)
+    stdio.initialize()
+    http = spawn("--http", "127.0.0.1:0", "--config", budget, env=env, upstream=fake)
+    port = wait_listening(http)
+    session = open_session(port)
+    assert "result" in stdio.call("answer", {"query": "one"}, timeout=30)
+    assert "result" in ask(port, {}, session, {"query": "two"})
+    wait_until(lambda: store.query("SELECT COUNT(*) FROM usage") == [(2,)], 20, "both rows")
+    store.execute("UPDATE schema_version SET version = ?", (CURRENT + 1,))
+    newer = f"upgraded to schema {CURRENT + 1} by a newer"
+    for message in (
+        failure(stdio.call("answer", {"query": "three"}, timeout=30)),
+        failure(ask(port, {}, session, {"query": "four"})),
+    ):
+        assert "cannot use the state" in message and newer in message, message
+    params = {"name": "answer", "arguments": {"query": "five"}}
+    refused = post(port, rpc("tools/call", params, id=5), session)
+    assert refused.status == 503 and refused.headers.get("retry-after"), refused
+    assert newer in refused.json()["error"]["message"]
+    assert len([r for r in fake.requests if r.path == "/v1/responses"]) == 2
+    stdio.close_stdin()
+    stdio.wait()
+    http.stop()
+    assert store.query("SELECT COUNT(*) FROM usage") == [(2,)]

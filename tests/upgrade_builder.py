@@ -29,7 +29,7 @@ def main() -> None:
         url = spec.get("url")
         backend = old._PostgresBackend(url) if url else old._SqliteBackend(spec["path"])
         if hasattr(backend, "oauth_issuer"):
-            backend.oauth_issuer = spec["issuer"]
+            backend.oauth_issuer = spec.get("issuer")  # None: what --user list ran with
         state = old.StateStore(backend, old.Log(), "UTC")
     if spec.get("open_only"):  # what this code's --user list does to a store: opens it
         old.UserDirectory(state).listing()
