@@ -13021,6 +13021,27 @@ def _plain_identity(session_id: str) -> dict:
     return fields
 
 
+def refuse_new_calls(stopping: bool, dispatcher, method: str) -> None:
+    """HttpError 503 for a new call while the server stops, or (a tools/call) while its state
+    refuses it (issue 39: a newer version upgraded it, or its upgrade needs the issuer): the
+    call's row could not be written."""
+    if stopping:
+        raise HttpError(
+            503,
+            "the server is shutting down and takes no new calls; retry (another instance "
+            "will answer)",
+            {"Retry-After": "1"},
+        )
+    state = getattr(getattr(dispatcher, "engine", None), "state", None)
+    refused = state.refused() if state is not None else None
+    if refused is not None and method == "tools/call":
+        raise HttpError(
+            503,
+            f"this server cannot use {state.kind}: {refused.public}; retry later",
+            {"Retry-After": "30"},
+        )
+
+
 class HttpApp:
     """What every request needs: settings, the dispatcher, sessions, limits, the lifecycle."""
 
@@ -13170,21 +13191,7 @@ class HttpApp:
     def admit_call(self, hs: HttpSession, method: str = "tools/call") -> None:
         """Refuses a new tools/call that would pass a limit, or a tasks/result past the
         per-session one (call with calls_lock held)."""
-        if self.stopping:
-            raise HttpError(
-                503,
-                "the server is shutting down and takes no new calls; retry (another instance "
-                "will answer)",
-                {"Retry-After": "1"},
-            )
-        state = getattr(getattr(self.dispatcher, "engine", None), "state", None)
-        refused = state.refused() if state is not None else None
-        if refused is not None and method == "tools/call":  # its row could not be written
-            raise HttpError(
-                503,
-                f"this server cannot use {state.kind}: {refused.public}; retry later",
-                {"Retry-After": "30"},
-            )
+        refuse_new_calls(self.stopping, self.dispatcher, method)
         limit = self.settings["max_calls_per_session"]
         if method == "tasks/result":  # each waits as long as a call: as many as calls
             if hs.id is not None and hs.session.waiting() >= limit:
