@@ -6692,27 +6692,29 @@ def _fold_user_days(backend, run, old: str, new: str) -> None:
 _UNKEYED = OAUTH_PREFIX + "#"  # a subject an upgrade filed without its issuer (issue 39)
 
 
-def unkeyed_subjects(run) -> list:
-    """(table, identity) for each oauth:#<sub>: a subject filed without its issuer by an
-    upgrade that ran without server.auth.issuer (before issue 39 refused that)."""
+def misfiled_subjects(run) -> list:
+    """(table, identity, sub) for each OAuth subject a version 7 store holds outside its
+    issuer's namespace (issue 39): oauth:#<sub>, filed so by an upgrade run without
+    server.auth.issuer (before that was refused), and a bare <sub>, written by a host of an
+    older release that kept serving after another host upgraded the store (since 7 no name but
+    a named user's, `local` and `shared` is bare). run(sql) runs a statement."""
     found = []
     for table in _IDENTITY_COLUMNS:
         rows = run(
             f"SELECT DISTINCT user_name FROM {table} WHERE substr(user_name, 1, 7) = 'oauth:#'"
         ).fetchall()
-        found += [(table, row[0]) for row in rows]
-    return found
+        found += [(table, row[0], row[0][len(_UNKEYED) :]) for row in rows]
+    return found + [(table, name, name) for table, name in _bare_subjects(run)]
 
 
-def repair_unkeyed(backend, run) -> int:
-    """Files each oauth:#<sub> under the issuer server.auth.issuer names (the one a store
-    upgraded to 7 can have had: it was the server's only issuer); how many identities."""
+def refile_subjects(backend, run) -> int:
+    """Files each misfiled subject under the issuer server.auth.issuer names (a store before 7
+    can have had only that one: it was the server's one issuer); how many identities."""
     issuer = (backend.oauth_issuer or "").rstrip("/")
-    found = unkeyed_subjects(run) if issuer else []
-    for table, name in found:
-        subject = name[len(_UNKEYED) :]
+    found = misfiled_subjects(run) if issuer else []
+    for table, name, subject in found:
         _rename_identity(backend, run, table, name, oauth_identity(issuer, subject))
-    return len({name for _, name in found})
+    return len({name for _, name, _ in found})
 
 
 # The steps, by the version each one reaches; each runs once, in order, after the tables
@@ -14865,8 +14867,8 @@ def run_user(config: Config, log: Log, options: dict) -> int:
 def run_upgrade_state(config: Config, log: Log) -> int:
     """--upgrade-state: the state upgraded to this version's schema with this config (the
     upgrade to 7 needs server.auth.issuer while the store holds OAuth subjects), and subjects
-    an earlier upgrade filed without their issuer (oauth:#<sub>) filed under this config's
-    (issue 39). Exit 1 when the state cannot be reached or refuses (the error says why)."""
+    filed without their issuer (oauth:#<sub>, or bare: see misfiled_subjects) filed under this
+    config's (issue 39). Exit 1 when the state cannot be reached or refuses (the error says why)."""
     if not state_enabled(config):
         print(
             f"{SERVER_NAME}: --upgrade-state needs the state (state.path is off)", file=sys.stderr
@@ -14878,7 +14880,7 @@ def run_upgrade_state(config: Config, log: Log) -> int:
     try:
         repaired, left = state.report(
             "upgrading the state",
-            lambda q: (repair_unkeyed(backend, q), len({n for _, n in unkeyed_subjects(q)})),
+            lambda q: (refile_subjects(backend, q), len({n for _, n, _ in misfiled_subjects(q)})),
         )
     except StateUnavailable:
         return 1  # the error said why
@@ -14888,13 +14890,14 @@ def run_upgrade_state(config: Config, log: Log) -> int:
     print(f"{backend.label}: {was}, now schema {STATE_SCHEMA_VERSION}")
     if repaired:
         print(
-            f"{repaired} OAuth subject(s) an earlier upgrade left without their issuer are now "
-            f"filed under {backend.oauth_issuer.rstrip('/')}"
+            f"{repaired} OAuth subject(s) filed without their issuer (oauth:#<sub>, or a bare "
+            f"name an older host wrote) are now filed under {backend.oauth_issuer.rstrip('/')}"
         )
     if left:
         print(
             f"{SERVER_NAME}: warning: {left} OAuth subject(s) are filed without their issuer "
-            "(oauth:#<sub>): run --upgrade-state again with the --http server's --config",
+            "(oauth:#<sub>, or a bare name an older host wrote): run --upgrade-state again with "
+            "the --http server's --config",
             file=sys.stderr,
         )
     return 0
@@ -15570,7 +15573,9 @@ def _doctor_state_schema(doctor: Doctor, config: Config) -> None:
         return
     state = StateStore(backend, _QuietLog())
     try:
-        left = state.read("checking the state", lambda q: len(unkeyed_subjects(q)))
+        left = state.read(
+            "checking the state", lambda q: len({n for _, n, _ in misfiled_subjects(q)})
+        )
     except StateRefused as exc:
         doctor.fail(f"state: {backend.label}: {exc.reason}", "see docs/upgrade.md")
         return
@@ -15580,9 +15585,10 @@ def _doctor_state_schema(doctor: Doctor, config: Config) -> None:
         state.close()
     if left:
         doctor.warn(
-            f"state: {left} OAuth identity row set(s) are filed without their issuer "
-            "(oauth:#<sub>, by an upgrade run without server.auth.issuer): those users' "
-            "allowances and earlier conversations do not find them",
+            f"state: {left} OAuth subject(s) are filed without their issuer (oauth:#<sub>, by "
+            "an upgrade run without server.auth.issuer, or a bare name a host of an older "
+            "release wrote after the upgrade): their allowances and earlier conversations do "
+            "not find them",
             f"run {SERVER_NAME} --config FILE --upgrade-state with the --http server's config",
         )
     else:

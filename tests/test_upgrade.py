@@ -396,8 +396,8 @@ def test_subjects_an_earlier_upgrade_left_without_their_issuer_are_reported_and_
     assert "allowances" in line and "--upgrade-state" in doctor.stdout, doctor.stdout
     done = run_cli(tmp_path, *config_of(tmp_path, issuer.url), "--upgrade-state", env=env)
     assert done.returncode == 0, done.stderr
-    filed = "1 OAuth subject(s) an earlier upgrade left without their issuer are now filed"
-    assert f"{filed} under {issuer.url}" in done.stdout, done.stdout
+    assert "1 OAuth subject(s) filed without their issuer (oauth:#<sub>" in done.stdout
+    assert f"are now filed under {issuer.url}" in done.stdout, done.stdout
     check_store(store, BUGGY - 1, issuer.url)
     doctor = run_cli(tmp_path, *config_of(tmp_path, None), "--doctor", env=env)
     assert f"state: schema {CURRENT}" in doctor.stdout and "oauth:#" not in doctor.stdout
@@ -444,3 +444,49 @@ def test_a_server_that_meets_a_newer_schema_writes_nothing_and_says_so(
     stdio.wait()
     http.stop()
     assert store.query("SELECT COUNT(*) FROM usage") == [(2,)]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
+def test_rows_a_host_of_the_previous_release_wrote_after_the_upgrade_are_refiled(
+    kind, build, issuer, fake, tmp_path
+):
+    """A rolling upgrade: a host of the previous release, connected before another host
+    upgraded the store, goes on writing subjects under their bare name (its schema check was
+    at connect). --doctor reports them; --upgrade-state files them under the issuer, so the
+    subject's allowance counts that spend again."""
+    built = build(kind, PREVIOUS)
+    store = built.copy(tmp_path / "store")
+    spec = {"version": PREVIOUS, "rolling": True, "issuer": None}
+    spec.update({"url": store.where} if kind == "postgres" else {"path": store.where})
+    old = subprocess.Popen(
+        [sys.executable, str(BUILDER), str(built.folder), json.dumps(spec)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)},
+    )
+    try:
+        assert old.stdout.readline().strip() == "ready"
+        env = {**store.env, "XDG_STATE_HOME": str(tmp_path / "home")}
+        env["OPENAI_BASE_URL"] = fake.base_url
+        server_config = config_of(tmp_path, issuer.url)
+        upgraded = run_cli(tmp_path, *server_config, "--upgrade-state", env=env)
+        assert upgraded.returncode == 0, upgraded.stderr
+        old.stdin.write("upgraded\n")
+        old.stdin.flush()
+        assert json.loads(old.stdout.readline()) == {"unwritten": 0}
+    finally:
+        old.stdin.close()
+        old.wait(30)
+    assert store.query("SELECT COUNT(*) FROM usage WHERE user_name = 'carol'") == [(1,)]
+    doctor = run_cli(tmp_path, *config_of(tmp_path, None), "--doctor", env=env)
+    (line,) = [x for x in doctor.stdout.splitlines() if "filed without their issuer" in x]
+    assert "1 OAuth subject(s)" in line and "bare name" in line, line
+    done = run_cli(tmp_path, *server_config, "--upgrade-state", env=env)
+    assert done.returncode == 0 and "1 OAuth subject(s) filed" in done.stdout, done.stdout
+    carol = m.oauth_identity(issuer.url, "carol")
+    spent = store.query(
+        "SELECT SUM(usd), SUM(calls) FROM usage_by_user WHERE user_name = ?", (carol,)
+    )
+    assert spent == [(2 * SPEND["carol"], 2)]
+    assert store.query("SELECT COUNT(*) FROM usage WHERE user_name = 'carol'") == [(0,)]

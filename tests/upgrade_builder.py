@@ -36,6 +36,9 @@ def main() -> None:
         state.close()
         return
     ledger = old.Ledger(state, "UTC")
+    if spec.get("rolling"):
+        rolling(old, state, ledger)
+        return
     named = "user" in inspect.signature(old.UsageRow).parameters
     tokens = {}
     if named:
@@ -59,6 +62,25 @@ def main() -> None:
             old.ResponseOwners(state).add(f"resp_{who}", identity)
     state.close()
     print(json.dumps({"tokens": tokens}))
+
+
+def rolling(old, state, ledger) -> None:
+    """A host that keeps serving while another upgrades the store: its writer's connection is
+    open (it wrote a call), and it goes on writing after a line on stdin says the store was
+    upgraded under it; the subject carol's call goes in as this version writes it."""
+    import time
+
+    ledger.record(old.UsageRow("answer", "gpt-5", "ok", {"cost": {"usd": 0.0}}))
+    deadline = time.monotonic() + 30
+    while state.unwritten():
+        assert time.monotonic() < deadline, "the first row was not written"
+        time.sleep(0.01)  # sleep: polls this old code's queue, which has no wait of its own
+    print("ready", flush=True)
+    sys.stdin.readline()
+    meta = {"cost": {"usd": SPEND["carol"]}, "web_searches": 1}
+    ledger.record(old.UsageRow("answer", "gpt-5", "ok", meta, user="carol"))
+    state.close()
+    print(json.dumps({"unwritten": len(state.unwritten())}), flush=True)
 
 
 if __name__ == "__main__":
