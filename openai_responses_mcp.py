@@ -2613,17 +2613,73 @@ def build_input(query: str, hints: dict, today: str, timezone: str) -> str:
 # secret's name, only as a regular file, and within a size bound; its kind comes from its bytes.
 # The server never fetches a URL: OpenAI does. If any file is refused, nothing is sent.
 
-# Names no file is read under, whatever the directory (files.deny adds more); matched, case
-# folded, against every component of the path as given and as resolved.
-SECRET_NAMES = (
-    ".env*", "*.pem", "*.key", "*.p12", "*.pfx", "id_*", ".netrc", ".npmrc", ".pypirc",
-    ".git-credentials", "credentials*", ".pgpass", ".*_history", "*.kdbx", ".htpasswd",
-)  # fmt: skip
-# Directories nothing is read from, wherever they are (matched as consecutive components).
-SECRET_DIRS = (
-    ".ssh", ".aws", ".gnupg", ".kube", ".docker", ".config/gcloud",
-    ".azure", ".config/gh", ".terraform.d", ".password-store", ".local/share/keyrings",
-)  # fmt: skip
+# What no file is read under, whatever the directory (files.deny adds more): (pattern, what it
+# holds), one table that docs/files.md lists whole (tests/test_files.py checks). Matched case
+# folded, as a case-insensitive disk would read it, against the path as given and as resolved.
+# A pattern is a file name glob (`*.pem`); a directory nothing is read from, wherever it is
+# (`.ssh/`); or a file in a directory (`.codex/auth.json`), matched at the path's end.
+SECRET_PATHS = (
+    # Keys and key stores.
+    ("*.pem", "PEM keys and certificates"),
+    ("*.key", "private keys"),
+    ("*.p12", "PKCS#12 key stores"),
+    ("*.pfx", "PKCS#12 key stores"),
+    ("*.ppk", "PuTTY private keys"),
+    ("id_*", "SSH keys (id_rsa, id_ed25519 ...)"),
+    ("*.kdbx", "KeePass databases"),
+    (".ssh/", "SSH keys and configuration"),
+    (".gnupg/", "GnuPG keys"),
+    (".password-store/", "pass"),
+    (".local/share/keyrings/", "GNOME Keyring"),
+    # Credential files.
+    (".env*", "environment files: API keys, passwords"),
+    ("credentials*", "credentials files (AWS, Cargo, gem, terraform ...)"),
+    (".netrc", "logins for curl, git, ftp"),
+    ("_netrc", "logins for curl, git (Windows)"),
+    (".git-credentials", "git's stored passwords"),
+    (".npmrc", "npm tokens"),
+    (".pypirc", "PyPI tokens"),
+    (".pgpass", "PostgreSQL passwords"),
+    ("pgpass.conf", "PostgreSQL passwords (Windows)"),
+    (".my.cnf", "MySQL passwords"),
+    (".htpasswd", "web passwords"),
+    (".vault-token", "HashiCorp Vault token"),
+    ("credentials.tfrc.json", "Terraform Cloud token"),
+    (".boto", "gsutil and boto credentials"),
+    (".s3cfg", "s3cmd keys"),
+    (".dockercfg", "Docker registry logins (old form)"),
+    ("kubeconfig", "Kubernetes cluster credentials"),
+    ("*.kubeconfig", "Kubernetes cluster credentials"),
+    (".aws/", "AWS credentials and SSO token cache"),
+    (".azure/", "Azure CLI tokens (msal_token_cache, accessTokens.json ...)"),
+    (".config/gcloud/", "gcloud credentials (credentials.db, access_tokens.db ...)"),
+    ("appdata/roaming/gcloud/", "gcloud credentials (Windows)"),
+    (".kube/", "Kubernetes cluster credentials"),
+    (".docker/", "Docker registry logins (config.json)"),
+    (".config/gh/", "GitHub CLI token (hosts.yml)"),
+    (".config/github-copilot/", "GitHub Copilot tokens"),
+    (".terraform.d/", "Terraform tokens"),
+    # Coding agents' logins.
+    (".claude/.credentials.json", "Claude Code's login"),
+    (".claude.json", "Claude Code's account and API key state"),
+    (".codex/auth.json", "Codex CLI's login"),
+    (".gemini/oauth_creds.json", "Gemini CLI's login"),
+    # Shell and REPL histories: what was typed, passwords and tokens included.
+    (".*_history*", "bash, zsh, ksh, sh, python, node, psql, mysql, sqlite, irb, pry, redis-cli"),
+    (".zhistory", "zsh"),
+    (".histfile", "zsh"),
+    (".zsh_sessions/", "zsh (macOS, a history each session)"),
+    (".history", "tcsh"),
+    ("fish_history", "fish"),
+    ("consolehost_history.txt", "PowerShell (PSReadLine)"),
+    (".codex/history.jsonl", "Codex CLI"),
+    (".lesshst", "less"),
+    (".viminfo", "vim: command history and registers"),
+    (".rhistory", "R"),
+    (".dbshell", "mongo shell"),
+    ("mongosh_repl_history", "mongosh"),
+    ("repl_history.jl", "Julia"),
+)
 # Pseudo-file systems: never files, whatever files.allowed_dirs says.
 SYSTEM_DIRS = ("/proc", "/sys", "/dev")
 # The kinds a file may be, from its first bytes: (magic, offset, kind, MIME type).
@@ -2670,7 +2726,7 @@ class FileInput:
 
     def summary(self) -> dict:
         """What `_meta.files` says of it: never its content."""
-        name = self.given if not self.given.startswith("data:") else _data_label(self.given)
+        name = _data_label(self.given) if _is_data_url(self.given) else self.given
         return {"name": name, "kind": self.kind, "bytes": self.bytes, "sha256": self.sha256[:12]}
 
 
@@ -2682,34 +2738,68 @@ def _data_label(given: str) -> str:
     return given.partition(",")[0][:60] + ",…"
 
 
+# The schemes that make a file a URL even without `//` (`file:/etc/passwd` is one). Anything
+# else is a URL only as `scheme://...`: `run:42.log` and `C:\\logs\\x.log` are paths.
+URL_SCHEMES = ("data", "http", "https", "file", "ftp")
+_URL_FORM = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):(//)?")
+
+
+def url_scheme(given: str) -> str:
+    """The URL scheme of a `files` item, lower-cased (schemes are case-insensitive: DATA: is
+    data:), or "" for a path."""
+    found = _URL_FORM.match(given)
+    if found is None or not (found.group(2) or found.group(1).lower() in URL_SCHEMES):
+        return ""
+    return found.group(1).lower()
+
+
+def _is_data_url(given: str) -> bool:
+    return url_scheme(given) == "data"
+
+
 def _named(given: str) -> str:
-    """The file as the caller gave it, fit for one line of an error."""
-    if given.startswith("data:"):
+    """The file as the caller gave it, fit for one line of an error; a data: URL by its type
+    only, never its payload."""
+    if _is_data_url(given):
         return _data_label(given)
     shown = "".join(c if c.isprintable() else "?" for c in given)
     return shown if len(shown) <= 160 else shown[:159] + "…"
 
 
-def files_denied(path: str, patterns) -> bool:
-    """Whether `path` names a secret: its file name matches a pattern (one with a / matches
-    the whole path), or a directory on its way is a secret directory; case folded, as a
+def files_denied(path: str, patterns=()) -> bool:
+    """Whether `path` names a secret: a row of SECRET_PATHS, or a files.deny pattern (one
+    without a / matches the file name, one with a / the whole path); case folded, as a
     case-insensitive disk would read it."""
     import fnmatch
 
     folded = path.replace("\\", "/").casefold()
     parts = [p for p in folded.split("/") if p not in ("", ".")]
+    if any(_secret_path(parts, pattern) for pattern, _ in SECRET_PATHS):
+        return True
     name = parts[-1] if parts else ""
     for pattern in patterns:
         pattern = pattern.casefold()
         if fnmatch.fnmatchcase(folded if "/" in pattern else name, pattern):
             return True
-    directories = parts[:-1]
-    for secret in SECRET_DIRS:
-        names = secret.split("/")
-        for index in range(len(directories) - len(names) + 1):
-            if directories[index : index + len(names)] == names:
-                return True
     return False
+
+
+def _secret_path(parts: list, pattern: str) -> bool:
+    """Whether a path's components match a SECRET_PATHS pattern: a file name glob, a directory
+    (`dir/`) as consecutive components anywhere above the file, or `dir/name` at its end."""
+    import fnmatch
+
+    if not parts:
+        return False
+    if pattern.endswith("/"):
+        names, directories = pattern[:-1].split("/"), parts[:-1]
+        return any(
+            directories[at : at + len(names)] == names
+            for at in range(len(directories) - len(names) + 1)
+        )
+    names = pattern.split("/")
+    ends = parts[-len(names) :]
+    return len(ends) == len(names) and all(map(fnmatch.fnmatchcase, ends, names))
 
 
 def _inside(path: str, directory: str) -> bool:
@@ -2739,10 +2829,21 @@ def _other_kind(data: bytes) -> str:
     return named or ("empty" if not data else "binary data that is not UTF-8 text")
 
 
+# A private key block, whatever its form: PEM of any type (RSA, EC, PKCS#8, encrypted,
+# OpenSSH), PGP armour (PRIVATE KEY BLOCK), SSH2 (`---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----`)
+# and PuTTY's .ppk. The tools that write them write them so, upper case; the bounded run keeps
+# the search linear whatever the file.
+_PRIVATE_KEY = re.compile(
+    rb"-{4,5} ?(?:BEGIN|END) [A-Z0-9 ]{0,40}(?:PRIVATE|SECRET) KEY|PuTTY-User-Key-File-\d+:"
+)
+_PRIVATE_KEY_WORDS = (b"PRIVATE KEY", b"SECRET KEY", b"PuTTY-User-Key-File-")
+
+
 def _looks_secret(data: bytes, key: str) -> bool:
     """Text that holds a private key block or the server's own API key is a secret whatever
     its name (a key copied to notes.txt, a hard link to ~/.ssh/id_rsa)."""
-    if b"PRIVATE KEY-----" in data and b"-----BEGIN" in data:
+    # The plain search first: a file with none of the words costs a memchr of it, no regex.
+    if any(word in data for word in _PRIVATE_KEY_WORDS) and _PRIVATE_KEY.search(data):
         return True
     return bool(key) and key.encode() in data
 
@@ -2803,39 +2904,53 @@ def image_tokens(size: tuple[int, int] | None, detail: str) -> int:
 _PDF_PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
 # An object stream's dictionary (PDF 1.5): its page objects are compressed inside it.
 _PDF_OBJSTM = re.compile(rb"/Type\s*/ObjStm\b")
-PDF_INFLATE_BYTES = 64 << 20  # how much of a PDF's object streams is inflated to count pages
+# Counting pages costs at most a small multiple of reading the file, whatever its structure:
+# each stream is inflated from its own bytes only (they never overlap, so zlib reads the file at
+# most once), its output within a total bound, the whole within a time bound; a stream left
+# unread counts each object it holds as a page (high, never low).
+PDF_INFLATE_BYTES = 64 << 20  # the most of a PDF's object streams inflated to count pages
+PDF_INFLATE_RATIO = 32  # and at most this many times the file's size (real streams: 3 to 20)
 PDF_OBJECT_STREAMS = 1_000  # how many are looked into; a file with more counts as its worst case
+PDF_COUNT_S = 1.0  # how long one PDF's streams are inflated for; the rest count by their /N
 
 
 def pdf_pages(data: bytes) -> int:
     """A PDF's page count, as its page objects tell it (at least 1), those compressed in
     object streams too: pdfTeX and most producers since PDF 1.5 put every page object there,
-    where the plain bytes show none. A stream that cannot be inflated within the bound counts
-    each object it holds (/N) as a page, and a file with more streams than are looked into
-    counts a page a byte: the estimate may be high, never low, and is quick whatever the file."""
+    where the plain bytes show none. A stream's bytes end where the next object stream's
+    dictionary begins; one that cannot be inflated within the bounds counts each object it
+    holds (/N) as a page, and a file with more streams than are looked into counts a page a
+    byte: the estimate may be high, never low, and costs about what reading the file does."""
+    import time
 
-    pages, budget, seen = len(_PDF_PAGE.findall(data)), PDF_INFLATE_BYTES, set()
-    view = memoryview(data)
-    for number, found in enumerate(_PDF_OBJSTM.finditer(data)):
+    pages = len(_PDF_PAGE.findall(data))
+    budget = min(PDF_INFLATE_BYTES, PDF_INFLATE_RATIO * len(data))
+    deadline, view = time.monotonic() + PDF_COUNT_S, memoryview(data)
+    found = _PDF_OBJSTM.finditer(data)
+    current, number = next(found, None), 0
+    while current is not None:
         if number >= PDF_OBJECT_STREAMS:
             return max(pages, len(data))
-        head = data[found.end() : found.end() + 1024]
+        following = next(found, None)
+        end = following.start() if following is not None else len(data)
+        head = data[current.end() : min(end, current.end() + 1024)]
         at = re.search(rb"stream\r?\n", head)
-        if at is None or found.end() + at.end() in seen:
-            continue
-        start = found.end() + at.end()
-        seen.add(start)
-        held = re.search(rb"/N\s+(\d{1,9})", head[: at.start()])
-        most = int(held.group(1)) if held else len(data)
-        plain = _inflated(view[start:], budget)
-        budget -= len(plain or b"")
-        pages += most if plain is None else min(most, len(_PDF_PAGE.findall(plain)))
+        if at is not None:
+            held = re.search(rb"/N\s+(\d{1,9})", head[: at.start()])
+            most = int(held.group(1)) if held else len(data)
+            plain = None
+            if budget > 0 and time.monotonic() < deadline:
+                plain, spent = _inflated(view[current.end() + at.end() : end], budget)
+                budget -= spent
+            pages += most if plain is None else min(most, len(_PDF_PAGE.findall(plain)))
+        current, number = following, number + 1
     return max(1, pages)
 
 
-def _inflated(stream, budget: int) -> bytes | None:
+def _inflated(stream, budget: int) -> tuple[bytes | None, int]:
     """A zlib stream's bytes, fed 64 KB at a time (garbage fails at its first bytes, whatever
-    follows), or None when it is not one, is cut short, or inflates past `budget`."""
+    follows), or None when it is not one, is cut short, or inflates past `budget`; with how
+    many bytes were inflated either way (they count against the budget)."""
     import zlib
 
     inflater, out, size = zlib.decompressobj(), [], 0
@@ -2844,12 +2959,12 @@ def _inflated(stream, budget: int) -> bytes | None:
             out.append(inflater.decompress(stream[at : at + (1 << 16)], budget - size + 1))
             size += len(out[-1])
             if size > budget or inflater.unconsumed_tail:
-                return None
+                return None, size
             if inflater.eof:
-                return b"".join(out)
+                return b"".join(out), size
     except zlib.error:
-        return None
-    return None
+        return None, size
+    return None, size
 
 
 def files_usd(files, prices) -> float:
@@ -2879,7 +2994,7 @@ class FileReader:
         get = lambda key: config.get("files", key)  # noqa: E731
         self.max_files, self.max_file = get("max_files"), get("max_file_bytes")
         self.max_total, self.detail = get("max_total_bytes"), get("image_detail")
-        self.patterns = (*SECRET_NAMES, *get("deny"))
+        self.patterns = tuple(get("deny"))  # on top of SECRET_PATHS
         # The server's own config and state files: they may hold tokens.
         own = (config.path, state_path(config))
         self._own = {os.path.realpath(p) for p in own if p}
@@ -2910,12 +3025,12 @@ class FileReader:
         return files
 
     def _one(self, given: str, allowed: list | None) -> FileInput:
-        scheme = given.partition(":")[0].lower() if re.match(r"[A-Za-z][\w+.-]*:", given) else ""
+        scheme = url_scheme(given)
         if scheme == "https":
             return self._url(given)
         if scheme == "data":
             return self._data_url(given)
-        if scheme and len(scheme) > 1:  # C:\... is a Windows path, not a scheme
+        if scheme:
             raise FileRefused(
                 f"{_named(given)}: refused, only https:// and data: URLs are sent ({scheme}: "
                 "is not; the server never fetches a URL itself)"
@@ -2930,6 +3045,7 @@ class FileReader:
     def _url(self, given: str) -> FileInput:
         from urllib.parse import urlsplit
 
+        given = "https" + given[len("https") :]  # HTTPS:// as https://, as OpenAI expects it
         try:
             parts = urlsplit(given)
             parts.port  # noqa: B018 - raises ValueError for a bad port
@@ -3057,7 +3173,7 @@ class FileReader:
             raise FileRefused(f"{_named(given)}: refused, it holds a private key or API key")
         kind, mime = found
         encoded = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
-        name = "file" if given.startswith("data:") else os.path.basename(given) or "file"
+        name = "file" if _is_data_url(given) else os.path.basename(given) or "file"
         if kind == "pdf":
             part = {"type": "input_file", "filename": name, "file_data": encoded}
             return FileInput(given, kind, data, part, pdf_pages(data) * PDF_PAGE_TOKENS)
