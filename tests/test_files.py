@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import sqlite3
+import struct
 import threading
 import time
 
@@ -697,6 +698,32 @@ def test_a_screenshot_in_the_launch_directory_goes_with_the_question(spawn, fake
     assert _rows(state) == [(1, len(data))]
 
 
+def test_a_crafted_pdf_and_upper_case_data_urls_are_answered_and_never_echoed(spawn, fake):
+    """Issue 39, through the server: a PDF of 999 object streams (each once inflated to the
+    end of the file: seconds of CPU) sent as a DATA: URL is answered, and neither it nor a text
+    DATA: URL shows its payload in _meta.files or in the text sent upstream."""
+    crafted = many_streams_pdf(999)
+    text = b"step 42 failed ???\n"  # its base64 holds a '/': once taken for a file name
+    encoded = base64.b64encode(text).decode()
+    assert "/" in encoded
+    files = [
+        "DATA:application/pdf;base64," + base64.b64encode(crafted).decode(),
+        "Data:text/plain;base64," + encoded,
+    ]
+    fake.enqueue(Reply(text="read"))
+    server = start(spawn, fake)
+    result = server.call("answer", {"query": "Why?", "files": files}, timeout=60)["result"]
+    assert result["structuredContent"]["answer"] == "read"
+    assert [f["name"] for f in result["_meta"]["files"]] == [
+        "DATA:application/pdf;base64,…",
+        "Data:text/plain;base64,…",
+    ]
+    _, pdf, sent = parts_sent(fake)
+    assert pdf["filename"] == "file" and base64.b64decode(pdf["file_data"].split(",")[1]) == crafted
+    assert sent == {"type": "input_text", "text": "[file] file\n" + text.decode()}
+    assert encoded not in json.dumps(fake.requests[0].body)
+
+
 def _rows(state) -> list:
     if not state.exists():
         return []
@@ -960,18 +987,24 @@ def object_stream_pdf(pages: int, inflated: bytes | None = None, held: int | Non
     )
 
 
-def many_streams_pdf(streams: int, pad: int = 700) -> bytes:
-    """A crafted PDF (issue 39): `streams` tiny object streams, each of one page, padded apart,
-    the last one's page compressed in a zlib stream that never ends (a stored block running on
-    into whatever follows). Inflating each from its start to the end of the file costs
-    streams x size; each from its own bytes, the size once."""
+def many_streams_pdf(streams: int, pad: int = 700, zeros: int = 1 << 20) -> bytes:
+    """Issue 39's crafted PDF: `streams` (odd) object streams of one object each, every other
+    one a real page; the others each start one zlib stream that runs on through everything after it
+    (stored blocks over the next streams' bytes, then `zeros` compressed to a few KB at the
+    end). Inflating each stream from its start to the end of the file costs streams x (size +
+    zeros) and finds no end; each from its own bytes, the size once."""
     import zlib
 
-    page = zlib.compress(b"<< /Type /Page /Parent 1 0 R >>\n")
-    endless = b"\x78\x01" + b"\x00\xff\xff\x00\x00"  # a stored block of 65535 bytes
-    one = b"<< /Type /ObjStm /N 1 /First 0 >>\nstream\n%s\nendstream\n" + b" " * pad + b"\n"
-    body = b"".join(one % (page if n % 2 else endless) for n in range(streams))
-    return b"%PDF-1.7\n" + body + b"%%EOF\n"
+    def stored(payload: bytes) -> bytes:  # one stored deflate block, not the last
+        return b"\x00" + struct.pack("<HH", len(payload), len(payload) ^ 0xFFFF) + payload
+
+    head = b"<< /Type /ObjStm /N 1 /First 0 >>\nstream\n"
+    page = head + zlib.compress(b"<< /Type /Page /Parent 1 0 R >>\n") + b"\nendstream\n"
+    between = b"\nendstream\n" + b" " * pad + b"\n" + page + b" " * pad + b"\n" + head
+    blocks = b"".join(stored(between + b"\x78\x01") for _ in range(streams // 2 - 1))
+    bomb = zlib.compressobj(9, zlib.DEFLATED, -15)
+    tail = bomb.compress(b"\0" * zeros) + bomb.flush() + b"\nendstream\n"
+    return b"%PDF-1.7\n" + head + b"\x78\x01" + blocks + stored(between) + tail + b"%%EOF\n"
 
 
 class ZlibFed:
@@ -1015,12 +1048,14 @@ def test_a_pdf_crafted_with_many_object_streams_is_counted_at_once_as_its_worst_
 
 
 def test_counting_a_crafted_pdfs_pages_feeds_zlib_the_file_once(monkeypatch):
-    """Issue 39: 1,000 tiny object streams each inflated to the end of the file cost 5-9 s of
-    CPU for a 750 KB file. Each stream is inflated from its own bytes: zlib reads at most the
-    file, and the pages are still counted right (the endless streams count their /N)."""
-    crafted = many_streams_pdf(1_000)
+    """Issue 39: a 750 KB PDF whose object streams were each inflated to the end of the file
+    cost seconds of CPU. Each is inflated from its own bytes: zlib reads at most the file, and
+    the count is high, never low: the 499 real pages, and each of the 500 streams that cannot
+    be read whole counted by the objects it says it holds."""
+    crafted = many_streams_pdf(999)
+    assert len(crafted) < 800_000 and crafted.count(b"/Type /ObjStm") == 999
     fed = ZlibFed(monkeypatch)
-    assert m.pdf_pages(crafted) == 1_000
+    assert m.pdf_pages(crafted) == 999
     assert 0 < fed.fed <= len(crafted)
 
 
