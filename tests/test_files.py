@@ -1068,6 +1068,14 @@ def test_a_pdf_inflating_past_a_small_multiple_of_its_size_counts_its_objects(mo
     assert m.pdf_pages(bomb) == 3
 
 
+def test_the_inflate_bound_is_for_all_of_a_pdfs_streams_together(monkeypatch):
+    one = object_stream_pdf(1, inflated=b"<< /Type /Page >>" + b" " * 600, held=5)
+    two = one + one.removeprefix(b"%PDF-1.7\n")  # two such streams, 617 bytes inflated each
+    monkeypatch.setattr(m, "PDF_INFLATE_BYTES", 1_000)
+    assert m.pdf_pages(one) == 1
+    assert m.pdf_pages(two) == 1 + 5  # the second finds 383 bytes left: its /N counts
+
+
 def test_a_pdf_whose_time_runs_out_counts_its_unread_streams_by_their_objects(monkeypatch):
     pdf = object_stream_pdf(3, held=9)
     assert m.pdf_pages(pdf) == 3
