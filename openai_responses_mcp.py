@@ -2702,6 +2702,7 @@ OTHER_KINDS = (
 _TEXT_CONTROLS = bytes(c for c in range(32) if c not in b"\t\n\r\f\x1b") + b"\x7f"
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".webp")
 ROOTS_TIMEOUT_S = 5.0  # how long a call waits for the client's roots/list answer
+PATH_MAX_CHARS = 4096  # Linux's PATH_MAX: no longer path opens, so none is resolved
 # Budget estimates (docs/files.md): images by OpenAI's tile formula, PDFs by pages (each page
 # is sent as text and as an image), text by bytes; a URL's size is unknown, so it counts as
 # its worst case.
@@ -2762,8 +2763,8 @@ def _named(given: str) -> str:
     only, never its payload."""
     if _is_data_url(given):
         return _data_label(given)
-    shown = "".join(c if c.isprintable() else "?" for c in given)
-    return shown if len(shown) <= 160 else shown[:159] + "…"
+    shown = "".join(c if c.isprintable() else "?" for c in given[:160])  # not all of a long one
+    return shown if len(given) <= 160 else shown[:159] + "…"
 
 
 def files_denied(path: str, patterns=()) -> bool:
@@ -3089,6 +3090,10 @@ class FileReader:
     def _local(self, given: str, allowed: list) -> FileInput:
         if "\x00" in given:
             raise FileRefused(f"{_named(given)}: refused, a path cannot hold a NUL character")
+        if len(given) > PATH_MAX_CHARS:  # resolving and matching it would cost per component
+            raise FileRefused(
+                f"{_named(given)}: refused, a path of more than {PATH_MAX_CHARS} characters"
+            )
         path = os.path.expanduser(given)
         if not os.path.isabs(path):
             if not allowed:

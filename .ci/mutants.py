@@ -474,6 +474,15 @@ MUTANTS = [
         "upper_case_data_urls_payload",
     ),
     mutant(
+        "files-path-length-unbounded",
+        "files",
+        "        if len(given) > PATH_MAX_CHARS:",
+        "        if False:",
+        "tests/test_files.py",
+        "-k",
+        "too_long_to_open",
+    ),
+    mutant(
         "files-pdf-stream-to-end-of-file",
         "files",
         "_inflated(view[current.end() + at.end() : end], budget)",

@@ -919,6 +919,19 @@ def test_a_prompt_injected_agent_gets_no_key_out(spawn, fake, tmp_path):
     assert TEST_KEY not in server.stderr
 
 
+def test_a_path_too_long_to_open_is_refused_before_it_is_resolved(tmp_path, project, monkeypatch):
+    """Issue 39: resolving and matching a path costs per component (80 KB of "a/" took 0.26 s of
+    CPU, and a message may be 16 MiB). Nothing longer than PATH_MAX is resolved, opened or
+    shown whole."""
+    resolved = []
+    monkeypatch.setattr(os.path, "realpath", lambda path, **kw: resolved.append(path) or path)
+    given = "a/" * 3_000 + "x.log"
+    opened = Opened(monkeypatch)
+    message = refused(tmp_path, project, given)
+    assert message == f"{'a/' * 79}a…: refused, a path of more than 4096 characters"
+    assert opened.paths == [] and all(len(path) < 4096 for path in resolved)
+
+
 def test_a_crafted_jpeg_cannot_spin_the_size_reader(tmp_path, project):
     """Ten megabytes of empty JPEG segments: the size is looked for in the first segments only,
     and the image counts as the formula's most."""
