@@ -2661,8 +2661,10 @@ SECRET_PATHS = (
     (".terraform.d/", "Terraform tokens"),
     # Coding agents' logins.
     (".claude/.credentials.json", "Claude Code's login"),
-    (".claude.json", "Claude Code's account and API key state"),
+    (".claude.json", "Claude Code's state: MCP servers' environment (API keys), account"),
+    ("claude_desktop_config.json", "Claude Desktop's MCP servers' environment (API keys)"),
     (".codex/auth.json", "Codex CLI's login"),
+    (".codex/config.toml", "Codex CLI's MCP servers' environment (API keys)"),
     (".gemini/oauth_creds.json", "Gemini CLI's login"),
     # Shell and REPL histories: what was typed, passwords and tokens included.
     (".*_history*", "bash, zsh, ksh, sh, python, node, psql, mysql, sqlite, irb, pry, redis-cli"),

@@ -227,6 +227,8 @@ def test_image_tokens_follow_openais_worked_examples(size, detail, tokens):
         ".claude/.credentials.json",
         ".claude.json",
         ".codex/auth.json",
+        ".codex/config.toml",
+        "Library/Application Support/Claude/claude_desktop_config.json",
         ".gemini/oauth_creds.json",
         ".config/gcloud/credentials.db",
         ".config/gcloud/access_tokens.db",
