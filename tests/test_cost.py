@@ -751,3 +751,33 @@ def test_the_deep_research_example_is_what_the_builtin_prices_give():
     for shown, model in ((found[4], found[5]), (found[6], found[7])):
         usd = _builtin_usd(model, tokens_in, 0, out, searches)
         assert f"{usd:.{len(shown.split('.')[1])}f}" == shown, model
+
+
+def test_the_estimate_example_is_what_the_estimate_and_the_bill_give(tmp_path):
+    """docs/cost.md's large-log example (issue 39), from the built-in prices: the estimate the
+    server makes for it, and what OpenAI bills for it."""
+    import re
+
+    text = " ".join(COST_MD.read_text(encoding="utf-8").split())
+    found = re.search(
+        r"a ([\d.]+) MB log asked about with `(\w+)` \(([\w.-]+), \$(\d+) per million input "
+        r"tokens\) counts as ([\d,]+) tokens: \$([\d.]+) × 1\.25 × 2 = \$([\d.]+), plus twice "
+        r"one search's \$([\d.]+), is about \$([\d.]+) expected, .* OpenAI would count such a "
+        r"log as about ([\d,]+) tokens, billed at the long-context rate: \$([\d.]+)\.",
+        text,
+    )
+    assert found, "the large-log example is gone from docs/cost.md"
+    megabytes, tool, model, rate, counted, base, doubled, search, expected, billed, usd = (
+        found.groups()
+    )
+    assert model == m.SETTINGS[("model_profiles", tool, "model")].default
+    assert float(rate) == m.BUILTIN_PRICES[model][0]
+    tokens = int(counted.replace(",", ""))
+    assert tokens == float(megabytes) * 1e6 / m.TEXT_BYTES_PER_TOKEN
+    assert float(search) == m.SETTINGS[("pricing", "web_search_per_1k")].default / 1000
+    assert f"{tokens * float(rate) / 1e6:.2f}" == base
+    pricing = m.Pricing(config_with(tmp_path, ""), m.Log())
+    assert f"{pricing.estimate(model, None, tokens):.2f}" == doubled
+    assert f"{pricing.estimate(model, None, tokens, typical=float(search)):.2f}" == expected
+    bill = {"input_tokens": int(billed.replace(",", ""))}
+    assert f"{pricing.cost(model, bill, 0)['usd']:.2f}" == usd
