@@ -4097,7 +4097,7 @@ def token_count(value) -> int:
     return min(max(int(value), 0), USAGE_MAX_TOKENS)
 
 
-# -- Prices: what an answer cost in dollars --------------------------------------------------------
+# -- Prices: what an answer cost in dollars, and what a call may cost (the budget's estimate) ------
 
 # USD per million tokens (input, cached input, output) at Standard prices for requests of up to
 # 272K input tokens, as each model's page on developers.openai.com/api/docs/models/<model> gives
