@@ -4215,9 +4215,9 @@ class Pricing:
         long-context line (brought + besides) the whole request at the long-context rates,
         the typical part too; at the dearest tier the request may be billed at
         (TIER_FALLBACKS); every token brought as a prompt-cache write (1.25 times the input
-        rate, the most a token costs at the retention the server asks for, the API's default),
-        never at the cached-input discount, which is not certain. A model with no price (under
-        a budget, refused before this) adds nothing to `typical`."""
+        rate: the most a token costs at the API's default retention, which the server never
+        changes), never at the cached-input discount, which is not certain. A model with no
+        price (under a budget, refused before this) adds nothing to `typical`."""
         found = self.prices(model)
         if found is None:
             return typical
