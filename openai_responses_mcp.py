@@ -2970,13 +2970,6 @@ def _inflated(stream, budget: int) -> tuple[bytes | None, int]:
     return None, size
 
 
-def files_usd(files, prices) -> float:
-    """What a call's files add to its input, in dollars at the model's input price."""
-    if not files or prices is None:
-        return 0.0
-    return sum(f.tokens for f in files) * prices[0][0] / 1e6
-
-
 def request_text(request: dict) -> str:
     """The text of a request's `input`: the string itself, or its first part with files."""
     given = request["input"]
@@ -4220,7 +4213,7 @@ def token_count(value) -> int:
     return min(max(int(value), 0), USAGE_MAX_TOKENS)
 
 
-# -- Prices: what an answer cost in dollars --------------------------------------------------------
+# -- Prices: what an answer cost in dollars, and what a call may cost (the budget's estimate) ------
 
 # USD per million tokens (input, cached input, output) at Standard prices for requests of up to
 # 272K input tokens, as each model's page on developers.openai.com/api/docs/models/<model> gives
@@ -4283,6 +4276,9 @@ LONG_CONTEXT_FAMILIES = ("gpt-5.4", "gpt-5.5", "gpt-5.6", "gpt-6")
 # (until 2027-02-28; six from 2027-03-01).
 TIER_FACTORS = {"flex": 0.5, "priority": 2.0, "fast": 2.0, "ultrafast": 3.0}
 PRIORITY_FACTORS = {"gpt-5.5": 2.5}
+# The tiers a request asking for a tier may be billed at: a flex request without capacity is
+# retried on the default tier (_flex_unavailable), so its discount is never certain.
+TIER_FALLBACKS = {"flex": "default"}
 
 
 class Pricing:
@@ -4327,12 +4323,37 @@ class Pricing:
             }
         return self._priced(model, found, _counts(usage), search_usd, tier)
 
-    def _priced(self, model: str, found: tuple, usage: dict, search_usd: float, tier) -> dict:
+    def estimate(self, model: str, tier, brought: int, besides: int = 0, typical=0.0) -> float:
+        """The most a call can be billed, as far as it is known before it is sent, in dollars:
+        the input tokens it `brought` (its question and files) and `typical`, what the tool's
+        calls cost in the ledger (their output, searches and the input they carry `besides`:
+        instructions, search results). Priced by _priced, as the answer will be: over the
+        long-context line (brought + besides) the whole request at the long-context rates,
+        the typical part too; at the dearest tier the request may be billed at
+        (TIER_FALLBACKS); every token brought as a prompt-cache write (1.25 times the input
+        rate: the most a token costs at the API's default retention, which the server never
+        changes), never at the cached-input discount, which is not certain. A model with no
+        price (under a budget, refused before this) adds nothing to `typical`."""
+        found = self.prices(model)
+        if found is None:
+            return typical
+        usage = {**_counts({}), "input_tokens": brought, "cache_write_tokens": brought}
+        tiers = (tier, TIER_FALLBACKS[tier]) if tier in TIER_FALLBACKS else (tier,)
+        context = brought + besides  # the input the request will carry, for the line
+        known = max(self._priced(model, found, usage, 0.0, t, context)["usd"] for t in tiers)
+        return known + typical * max(_long_context(model, context))
+
+    def _priced(
+        self, model: str, found: tuple, usage: dict, search_usd: float, tier, context=None
+    ) -> dict:
+        """`context`: the request's input tokens, for the long-context line, when `usage` is
+        a part of it (an estimate's); else its own."""
         (input_rate, cached_rate, output_rate), source = found
         factor = TIER_FACTORS.get(tier or "", 1.0) if isinstance(tier, str) else 1.0
         if tier in ("priority", "fast"):
             factor = PRIORITY_FACTORS.get(_undated(model), factor)
-        long_in, long_out = _long_context(model, usage["input_tokens"])
+        context = usage["input_tokens"] if context is None else context
+        long_in, long_out = _long_context(model, context)
         cached = usage["cached_input_tokens"]
         written = usage["cache_write_tokens"]
         written_12h = min(written, usage["cache_write_12h_tokens"])
@@ -4424,6 +4445,12 @@ def _undated(model: str) -> str:
     if len(parts) > 3 and [len(p) for p in date] == [4, 2, 2] and all(p.isdigit() for p in date):
         return "-".join(parts[:-3])
     return model
+
+
+def text_tokens(text: str) -> int:
+    """A text's input tokens as a budget estimate counts them: by its UTF-8 bytes, as a text
+    file's (TEXT_BYTES_PER_TOKEN)."""
+    return len(text.encode("utf-8", "replace")) // TEXT_BYTES_PER_TOKEN + 1
 
 
 def _long_context(model: str, input_tokens: int) -> tuple[float, float]:
@@ -5865,7 +5892,7 @@ class AnswerEngine:
                 lambda upstream: self._fetch(
                     tool, request, upstream, today, key, hold.take(), user, args.get("files")
                 ),
-                admit=lambda: self._admit(tool, request["model"], today, hold, user, args),
+                admit=lambda: self._admit(tool, request, today, hold, user, args),
             )
         finally:
             unused = hold.take()  # admitted, then joined an identical call, or never flew
@@ -5928,17 +5955,30 @@ class AnswerEngine:
         self.ledger.record(UsageRow(tool, answer.get("model") or "", "cache", meta, user))
         return answer, meta
 
-    def _admit(self, tool: str, model: str, today: str, hold: _Hold, user: str, args) -> None:
-        """Lets a call make a new request, its expected cost (its files' too) reserved against
-        each budget (the team's and its user's), or refuses it (a ledger row says so)."""
+    def _admit(self, tool: str, request: dict, today: str, hold: _Hold, user: str, args) -> None:
+        """Lets a call make a new request, its expected cost (its question's and files' too)
+        reserved against each budget (the team's and its user's), or refuses it (a ledger row
+        says so)."""
+        model = request["model"]
         try:
             self._check_priced(model, today, user)
-            files = files_usd(args.get("files"), self.pricing.prices(model))
-            hold.put(self._reserve(tool, today, user, files))
+            hold.put(self._reserve(tool, today, user, self._estimator(request, args)))
             self.state.prepare()  # the call's row is written at its end, even a stop signal's
         except ToolError:
             self.ledger.record(UsageRow(tool, model, "refused", user=user))
             raise
+
+    def _estimator(self, request: dict, args):
+        """The call's estimate from its tool's typical cost and input (Ledger.reserve reads
+        them): Pricing.estimate, at the tier the request asks for, with what it brings."""
+        brought = text_tokens(request_text(request))
+        brought += sum(f.tokens for f in args.get("files") or ())
+        # Besides: at least the instructions; a recent call's input had them too.
+        besides = text_tokens(request.get("instructions") or "")
+        model, tier = request["model"], request.get("service_tier")
+        return lambda usd, tokens: self.pricing.estimate(
+            model, tier, brought, max(besides, tokens), usd
+        )
 
     def _check_priced(self, model: str, today: str, user: str) -> None:
         """Under a budget, a model with no known price is refused before any request: its
@@ -5964,9 +6004,9 @@ class AnswerEngine:
             ) from None
         return periods + [(*p, user) for p in user_budgets(self._config, today, user, own)]
 
-    def _reserve(self, tool: str, today: str, user: str = LOCAL_USER, extra=0.0) -> str | None:
+    def _reserve(self, tool: str, today: str, user: str = LOCAL_USER, estimator=None) -> str | None:
         """The call's reservation (None: no budget is set), or ToolError when a budget has no
-        room for it or cannot be checked."""
+        room for it or cannot be checked. `estimator`: see Ledger.reserve."""
         periods = self._budgets_of(today, user)
         if not periods:
             return None
@@ -5978,7 +6018,7 @@ class AnswerEngine:
                 reservation_floor(self._config, tool),
                 self._reservation_ttl(tool),
                 user,
-                extra,
+                estimator,
             )
         except StateUnavailable as exc:
             raise ToolError(
@@ -8015,13 +8055,15 @@ class Ledger:
         floor: float,
         ttl_s: float,
         user: str = LOCAL_USER,
-        extra: float = 0.0,
+        estimator=None,
     ) -> tuple:
-        """Reserves a call's expected cost (`extra`, its files' estimate, on top) if every
-        (first day, limit, user) has room for it (user None: the team's spend; else that
-        user's), all in one transaction that takes turns with every other process's:
-        (reservation id or None, the estimate, [(spent, reserved by calls in flight)] per
-        limit). Raises StateUnavailable."""
+        """Reserves a call's expected cost if every (first day, limit, user) has room for it
+        (user None: the team's spend; else that user's), all in one transaction that takes
+        turns with every other process's: (reservation id or None, the estimate, [(spent,
+        reserved by calls in flight)] per limit). The tool's typical cost is the mean of its
+        last priced calls, never under `floor`; `estimator(typical usd, the least input tokens
+        they carried)` makes the call's estimate of it (Pricing.estimate), else it is the estimate.
+        Raises StateUnavailable."""
         unwritten = self._state.unwritten()
         writer = self._state.writer_id
         settling = {w.reservation for w in unwritten if isinstance(w, _UsageWrite)}
@@ -8030,12 +8072,17 @@ class Ledger:
         def work(q):
             now = time.time()
             recent = q(
-                "SELECT usd FROM usage WHERE tool = ? AND outcome = 'ok' AND usd IS NOT NULL "
-                "ORDER BY id DESC LIMIT ?",
+                "SELECT usd, input_tokens FROM usage WHERE tool = ? AND outcome = 'ok' "
+                "AND usd IS NOT NULL ORDER BY id DESC LIMIT ?",
                 (tool, _RECENT_CALLS),
             ).fetchall()
             mean = sum(float(row[0]) for row in recent) / len(recent) if recent else 0.0
-            estimate = max(floor, mean) + extra
+            # The least input they carried, for the long-context line: a mean would put every
+            # call after one with a large file over it.
+            tokens = min((int(row[1] or 0) for row in recent), default=0)
+            estimate = max(floor, mean)
+            if estimator is not None:
+                estimate = estimator(estimate, tokens)
             live = q(
                 "SELECT id, usd, user_name FROM reservations WHERE expires_at > ?", (now,)
             ).fetchall()

@@ -327,9 +327,10 @@ def test_a_non_admin_sees_only_their_own_spend_in_every_figure(spawn, fake, tmp_
 
 def test_twenty_simultaneous_calls_hold_a_per_user_allowance_of_five(spawn, fake, tmp_path, state):
     """Fan-out cannot beat a per-user allowance: each call reserves its cost first (one web
-    search, $0.025 here), so of twenty in flight at once only five fit in $0.125."""
+    search, $0.025 here, and its question's tokens, about $0.0001), so of twenty in flight at
+    once only five fit in $0.1255."""
     alice, bob = add_user(tmp_path, state, "alice"), add_user(tmp_path, state, "bob")
-    config = PRICES + "budget: {per_user_daily_usd: 0.125}\n"
+    config = PRICES + "budget: {per_user_daily_usd: 0.1255}\n"
     config += "server: {http: {max_calls_per_session: 32}}\n"
     server = serve(spawn, fake, state, config)
     fake.enqueue(*[Reply(stall_after_events=3, stall_seconds=3) for _ in range(20)])
@@ -348,7 +349,7 @@ def test_twenty_simultaneous_calls_hold_a_per_user_allowance_of_five(spawn, fake
     refused = [failure(r) for r in replies if "error" in r]
     assert len(answered) == 5 and len(refused) == 15, refused
     for message in refused:
-        assert message.startswith("answer failed: alice's daily allowance of $0.12")
+        assert message.startswith("answer failed: alice's daily allowance of $0.13")
         assert "budget.per_user_daily_usd" in message
     # The allowance is alice's, not the team's: bob still gets answers.
     bob_session = open_session(server.port, bearer(bob))
