@@ -1554,19 +1554,28 @@ INHERITED = "inherited from answer"
 
 def _inherit_answer(values: dict, sources: dict) -> None:
     """Seed 001's profile rule: once the user sets `answer`'s model (file, environment or
-    --model), every key of answer_detailed and answer_quick they did not set themselves is
-    `answer`'s (model, effort, verbosity, search context, background, cost controls), so a
-    config of `answer` alone runs every tool on the model the user chose. The per-tool built-in
-    defaults (gpt-6.2-sol, gpt-6-luna, effort high or low ...) apply only when the user set no
-    `answer` model either. answer_deep stands alone: a deep research model takes other settings."""
-    if sources.get(("model_profiles", "answer", "model"), "default") == "default":
-        return
+    --model), every profile key of answer_detailed and answer_quick they did not set themselves
+    is `answer`'s (model, effort, verbosity, search context, cost controls), so a config of
+    `answer` alone runs every tool on the model the user chose. The per-tool built-in defaults
+    (gpt-6.2-sol, gpt-6-luna, effort high or low ...) apply only when the user set no `answer`
+    model either. answer_deep stands alone: a deep research model takes other settings.
+
+    `background` is no part of the answer's shape but of how a long call survives: each tool
+    keeps its own default (answer_detailed's true) unless the user sets `background`, for
+    `answer` (then every tool that does not set its own takes it) or for that tool (issue 39:
+    the seed's example config, with every model set, had lost answer_detailed's resumes)."""
+    chosen = {
+        key: sources.get(("model_profiles", "answer", key), "default") != "default"
+        for key in ("model", "background")
+    }
     for row in TOOL_TABLE:
         tool = row["name"]
         if tool == "answer" or row.get("opt_in"):
             continue
         for key in (*PROFILE_KEYS, "background"):
             path = ("model_profiles", tool, key)
+            if not chosen["background" if key == "background" else "model"]:
+                continue
             if path in SETTINGS and sources.get(path, "default") == "default":
                 values["model_profiles"][tool][key] = None  # null: answer's, as profile() reads
                 sources[path] = INHERITED
