@@ -15022,7 +15022,7 @@ def _doctor_config(doctor: Doctor, options: dict) -> Config | None:
         if where == "default":
             continue
         value = config.get(*path)
-        if path == ("state", "url"):
+        if path == ("state", "url") and value is not None:  # the example's `url: null`
             value = redact_url(value)
         shown = (
             '"***"'
