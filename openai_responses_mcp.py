@@ -14529,6 +14529,8 @@ def parse_args(argv: list[str]) -> dict:
         if name in takes_value:
             if equals:
                 value = inline
+            elif name == "--ask":
+                value = _ask_question(args)
             elif args:
                 value = args.pop(0)
             else:
@@ -14588,19 +14590,103 @@ def parse_args(argv: list[str]) -> dict:
     return options
 
 
-def _did_you_mean(word: str, known: list[str], asked: bool = False) -> str:
-    """ "; did you mean --doctor?" for a mistyped flag; for a stray word after --ask, the
-    quotes its question lacked."""
-    import difflib
+ASK_DASH_HINT = 'a question that starts with \'-\' goes as --ask="-x?" or --ask -- "-x?"'
 
+
+def _ask_question(args: list[str]) -> str:
+    """The word after --ask, which must be a question: a flag there (`--ask --json`) would be
+    sent, and billed, as the question. `--ask -- "-x?"` takes the word after `--` whatever it
+    is (so does `--ask="-x?"`, read by the caller)."""
+    if not args:
+        raise UsageError('--ask needs a question: --ask "your question"')
+    word = args.pop(0)
+    if word == "--":
+        if not args:
+            raise UsageError(f"--ask -- needs a question after it; {ASK_DASH_HINT}")
+        return args.pop(0)
+    if word.startswith("-"):
+        args.insert(0, word)  # named only by its flag: what follows "=" may be a token
+        flag = word.partition("=")[0]
+        raise UsageError(
+            f"--ask takes the question right after it, not the flag {flag!r}; " + ASK_DASH_HINT
+        )
+    return word
+
+
+# Words people type for a flag by another name: what --help calls it.
+FLAG_ALIASES = {
+    "--query": "--ask",
+    "--question": "--ask",
+    "--prompt": "--ask",
+    "--q": "--ask",
+    "--search": "--ask",
+    "--attach": "--file",
+    "--files": "--file",
+    "--check": "--doctor",
+    "--diagnose": "--doctor",
+    "--selftest": "--doctor",
+    "--self-test": "--doctor",
+    "--verbose": "--debug",
+    "-v": "--debug",
+    "--serve": "--http",
+    "--port": "--http",
+    "--listen": "--http",
+    "--token": "--http-token",
+    "--cfg": "--config",
+    "--config-file": "--config",
+    "--example": "--print-example",
+    "--cost": "--usage",
+    "--costs": "--usage",
+    "--spend": "--usage",
+    "--stats": "--usage",
+    "--users": "--user",
+    "--mcp": "--stdio",
+    "--output": "--json",
+    "--format": "--json",
+}
+
+
+def _did_you_mean(word: str, known: list[str], asked: bool = False) -> str:
+    """ "; did you mean --doctor?" for a mistyped flag or one by another name (--query: --ask);
+    for a stray word after --ask, the quotes its question lacked."""
     if not word.startswith("-"):
         if asked:
             return ' (a question with spaces goes in quotes: --ask "...")'
         return "; --help lists the options"
     candidates = [flag for flag in known if flag.startswith("--")]
-    typed = word if word.startswith("--") else "-" + word
-    close = difflib.get_close_matches(typed, candidates, 1, 0.6)
-    return f"; did you mean {close[0]}?" if close else "; --help lists the options"
+    typed = (word if word.startswith("--") else "-" + word).lower()
+    meant = FLAG_ALIASES.get(word.lower()) or FLAG_ALIASES.get(typed)
+    if meant is None:
+        meant = _nearest_flag(typed, candidates)
+    return f"; did you mean {meant}?" if meant else "; --help lists the options"
+
+
+def _nearest_flag(typed: str, candidates: list[str]) -> str | None:
+    """The flag `typed` is a typo of (a few edits, fewer for a short word) or the one flag it
+    begins; None when nothing is that close: a far guess (--query: --user) misleads."""
+    starting = [flag for flag in candidates if flag.startswith(typed)]
+    if len(typed) >= 5 and len(starting) == 1:
+        return starting[0]
+    stem = len(typed.lstrip("-"))
+    allowed = 1 if stem <= 4 else 2
+    scored = sorted((_edit_distance(typed, flag), i) for i, flag in enumerate(candidates))
+    if scored and scored[0][0] <= allowed:
+        return candidates[scored[0][1]]
+    return None
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Insertions, deletions, substitutions and swaps of two neighbours that turn a into b."""
+    rows = [list(range(len(b) + 1))]
+    for i, char in enumerate(a, 1):
+        row = [i]
+        for j, other in enumerate(b, 1):
+            best = min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (char != other))
+            if i > 1 and j > 1 and char == b[j - 2] and a[i - 2] == other:
+                best = min(best, rows[-2][j - 2] + 1)
+            row.append(best)
+        rows.append(row)
+    return rows[-1][-1]
 
 
 def _check_user_options(options: dict) -> None:

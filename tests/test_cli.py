@@ -608,10 +608,66 @@ def test_json_with_ask_when_piped_is_the_same_json(tmp_path, fake):
 
 
 @pytest.mark.parametrize(
-    ("typed", "meant"), [("--doctr", "--doctor"), ("--stdoi", "--stdio"), ("-stdio", "--stdio")]
+    ("typed", "meant"),
+    [
+        ("--doctr", "--doctor"),
+        ("--stdoi", "--stdio"),
+        ("-stdio", "--stdio"),
+        ("--query", "--ask"),  # issue 39: it said --user
+        ("--question", "--ask"),
+        ("--prompt", "--ask"),
+    ],
 )
 def test_a_mistyped_flag_gets_did_you_mean(tmp_path, typed, meant):
     assert_usage_error(run_cli(tmp_path, typed), f"unknown option '{typed}'; did you mean {meant}?")
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        ("--versoin", "--version"),  # two neighbours swapped: one edit
+        ("--http-tokn", "--http-token"),
+        ("--print", "--print-example"),  # the one flag it begins
+        ("--verbose", "--debug"),
+        ("--attach", "--file"),
+        ("--xyz", None),
+        ("--querry", None),  # a far guess misleads more than none
+    ],
+)
+def test_did_you_mean_suggests_what_a_person_meant_or_nothing(typed, meant):
+    with pytest.raises(mcp.UsageError) as caught:
+        mcp.parse_args([typed])
+    said = str(caught.value)
+    if meant is None:
+        assert said.endswith("; --help lists the options"), said
+    else:
+        assert said.endswith(f"; did you mean {meant}?"), said
+
+
+def test_edit_distance_counts_a_swap_of_neighbours_as_one():
+    assert mcp._edit_distance("--jsno", "--json") == 1
+    assert mcp._edit_distance("--query", "--user") == 3
+    assert mcp._edit_distance("", "abc") == 3
+
+
+@pytest.mark.parametrize("after", [["--json"], ["--doctor"], ["--debug"], ["--doctor", "--live"]])
+def test_ask_refuses_a_flag_as_its_question_before_anything_is_sent(tmp_path, fake, after):
+    """Issue 39: `--ask --json` sent "--json" as a question, and billed it."""
+    proc = ask(tmp_path, fake, *after)
+    assert_usage_error(
+        proc,
+        f"--ask takes the question right after it, not the flag '{after[0]}'",
+        '--ask="-x?" or --ask -- "-x?"',
+    )
+    assert fake.requests == []
+
+
+@pytest.mark.parametrize("argv", [["--ask", "--", "-x?"], ["--ask=-x?"]], ids=["dashes", "equals"])
+def test_a_question_starting_with_a_dash_goes_after_dashes_or_equals(tmp_path, fake, argv):
+    proc = run_cli(tmp_path, *argv, "--json", env={"OPENAI_BASE_URL": fake.base_url})
+    assert proc.returncode == 0, proc.stderr
+    (create,) = fake.creates
+    assert create.body["input"].startswith("-x?")
 
 
 def test_an_unquoted_question_after_ask_is_told_to_use_quotes(tmp_path):
