@@ -15678,7 +15678,8 @@ def _report_trial(doctor: Doctor, config: Config, tool: str, model: str, failure
 def _doctor_live(doctor: Doctor, config: Config) -> None:
     """One small real answer with web search, and what it cost."""
     tool = "answer_quick"
-    args = {"query": DOCTOR_QUERY, "max_results": 1}
+    # fresh: a second --doctor --live must ask the API again, not show the cached answer as live
+    args = {"query": DOCTOR_QUERY, "max_results": 1, "fresh": True}
     started = time.monotonic()
     engine = AnswerEngine(config, Log())
     try:

@@ -554,7 +554,8 @@ def test_live_makes_one_answer_with_search_and_prints_its_cost(tmp_path, fake):
         "pricing:\n  web_search_per_1k: 10\n"
         "  models:\n    gpt-6-luna: {input: 1.0, cached_input: 0.1, output: 10.0}\n"
     )
-    proc = doctor(tmp_path, "--live", env=against(fake), config=prices)
+    cache = {"ANSWER_CACHE_TTL_S": "600"}  # the answer cache on, as it is by default
+    proc = doctor(tmp_path, "--live", env=against(fake, **cache), config=prices)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     live = line_with(proc, "live answer (answer_quick")
     assert live.startswith(OK) and "with web search, 1 citation(s)" in live
@@ -563,6 +564,10 @@ def test_live_makes_one_answer_with_search_and_prints_its_cost(tmp_path, fake):
     assert live.endswith("cost: $0.0111"), live
     (post,) = [r for r in fake.creates if r.body.get("stream")]
     assert post.body["tools"][0]["type"] == "web_search"
+    # Issue 39: a second run (same state, so the answer is in its cache) asks the API again.
+    again = doctor(tmp_path, "--live", env=against(fake, **cache), config=prices)
+    assert line_with(again, "live answer (answer_quick").endswith("cost: $0.0111"), again.stdout
+    assert len([r for r in fake.creates if r.body.get("stream")]) == 2
 
 
 def test_live_first_tries_each_profiles_settings_as_cheaply_as_a_request_gets(tmp_path, fake):
