@@ -4874,6 +4874,28 @@ def _kind_of_404(body) -> str:
     return "model" if "model" in lowered else "rejected"
 
 
+OPENAI_REQUIREMENT = "openai>=3.54,<4"  # as pyproject.toml and the inline script metadata
+
+
+def openai_missing(exc: ImportError) -> str:
+    """The one line every entry point (a tools/call, --ask, --doctor) gives when `openai`
+    cannot be imported: what failed and the command that installs it for this Python."""
+    said = " ".join(str(exc).split())[:200]
+    return (
+        f"the openai package cannot be imported ({said}); install it: "
+        f'{sys.executable} -m pip install "{OPENAI_REQUIREMENT}"'
+    )
+
+
+def import_openai():
+    """`openai`, or a ToolError whose message is openai_missing's one line, not a traceback."""
+    try:
+        import openai
+    except ImportError as exc:
+        raise ToolError(openai_missing(exc)) from None
+    return openai
+
+
 def classify_failure(exc: BaseException) -> Failure:
     """Sorts an exception from one attempt into a Failure."""
     import openai
@@ -5706,7 +5728,7 @@ class AnswerEngine:
         problem = api_key_problem(self._config)
         if problem:
             raise ToolError(problem)
-        import openai
+        openai = import_openai()
 
         # The default client honours HTTPS_PROXY / NO_PROXY and SSL_CERT_FILE from the env.
         http_client = openai.DefaultHttpxClient()
@@ -15076,8 +15098,10 @@ def _doctor_versions(doctor: Doctor) -> bool:
     except ImportError as exc:
         doctor.fail(
             f"{where}; the openai package cannot be imported ({exc})",
-            f'{sys.executable} -m pip install "openai>=3.54,<4"',
+            f'{sys.executable} -m pip install "{OPENAI_REQUIREMENT}"',
         )
+        # The one line every entry point gives, for a script that reads stderr only.
+        print(f"{SERVER_NAME}: error: {inert(openai_missing(exc))}", file=sys.stderr)
         return False
     version = getattr(openai, "__version__", "?")
     major = version.split(".")[0]
