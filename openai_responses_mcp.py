@@ -14434,8 +14434,8 @@ USAGE = f"""\
 usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--show-config]
        {SERVER_NAME} --http [HOST:]PORT [--stateless] [--http-token TOKEN]
               [--http-allow-insecure] [--config PATH] [--model ID] [--debug [PATH]]
-       {SERVER_NAME} --ask QUERY [--tool NAME] [--json] [--config PATH] [--model ID]
-              [--debug [PATH]]
+       {SERVER_NAME} --ask QUERY [--file PATH]... [--tool NAME] [--json] [--config PATH]
+              [--model ID] [--debug [PATH]]
        {SERVER_NAME} --show-config [--config PATH] [--model ID]
        {SERVER_NAME} --print-example config|policy|policy-replace
        {SERVER_NAME} --doctor [--live] [--http [HOST:]PORT] [--config PATH] [--model ID]
@@ -14460,6 +14460,8 @@ options:
                      a proxy that authenticates)
   --ask QUERY        answer one question: the answer, its sources and cost on a terminal, the
                      result JSON when piped or with --json (checks key, model, config)
+  --file PATH        with --ask, repeatable: attach a file (a path, https:// or data: URL)
+                     as the tools' `files` do, same checks and limits (files.*)
   --tool NAME        tool for --ask: answer (default), answer_detailed or answer_quick
   --config PATH      YAML config file (default: {default_config_path(dict(os.environ))})
   --model ID         model for the answer tool (overrides config and MODEL_ANSWER)
@@ -14514,7 +14516,7 @@ class UsageError(Exception):
 
 def parse_args(argv: list[str]) -> dict:
     """The command line as a dict of options; raises UsageError for anything unknown."""
-    options: dict = {"debug": None, "settings": {}}
+    options: dict = {"debug": None, "settings": {}, "files": []}
     takes_value = {
         "--config": "config",
         "--model": "model",
@@ -14566,6 +14568,16 @@ def parse_args(argv: list[str]) -> dict:
                 if not args or args[0].startswith("-"):
                     raise UsageError(f"--user {value} needs a user name")
                 options["user_name"] = args.pop(0)
+        elif name == "--file":  # repeatable: each one a file for --ask
+            value = inline if equals else args.pop(0) if args else ""
+            if not value.strip():
+                raise UsageError("--file needs a path: --ask QUESTION --file PATH")
+            if value.startswith("-") and not equals:  # a flag, read as a path to a file
+                flag = value.partition("=")[0]
+                raise UsageError(
+                    f"--file needs a path, not the flag {flag!r} (a file named -x: ./-x)"
+                )
+            options["files"].append(value)
         elif name == "--debug":
             if equals:
                 options["debug"] = inline or True
@@ -14578,7 +14590,7 @@ def parse_args(argv: list[str]) -> dict:
         elif arg in setting_flags:
             options["settings"][setting_flags[arg]] = (True, arg)
         else:
-            known = [*takes_value, *flags, *setting_flags, "--debug"]
+            known = [*takes_value, *flags, *setting_flags, "--debug", "--file"]
             asked = bool(options.get("ask"))
             # The name only: what follows "=" may be a token typed into a mistyped flag.
             raise UsageError(f"unknown option {name!r}{_did_you_mean(name, known, asked)}")
@@ -14601,6 +14613,8 @@ def parse_args(argv: list[str]) -> dict:
         raise UsageError(f"--tool must be one of {', '.join(TOOL_NAMES)}")
     if options.get("tool") and not options.get("ask"):
         raise UsageError("--tool goes with --ask")
+    if options["files"] and not options.get("ask"):
+        raise UsageError("--file goes with --ask")
     if options.get("ask") and options.get("stdio"):
         raise UsageError("--ask and --stdio cannot be combined")
     if options.get("live") and not options.get("doctor"):
@@ -14915,9 +14929,13 @@ def _pad(text: str, width: int) -> str:
     return text + " " * (width - _shown_width(text))
 
 
-def run_ask(config: Config, log: Log, query: str, tool: str, as_json: bool = True) -> int:
+def run_ask(
+    config: Config, log: Log, query: str, tool: str, as_json: bool = True, files: tuple = ()
+) -> int:
     """The one-shot command: prints the answer (exit 0), as JSON for a program or as text for
-    a person on a terminal, or the error to stderr (exit 1)."""
+    a person on a terminal, or the error to stderr (exit 1). `files` (--file) are read as a
+    tool call's `files` on stdio from a client without roots: inside the working directory
+    and files.allowed_dirs, secrets refused, within files.max_*."""
     if tool not in enabled_tools(config):  # answer_deep costs dollars: on only when asked for
         print(
             f"{SERVER_NAME}: --tool {tool} is off: set tools.{tool}: true or MCP_ANSWER_DEEP=1",
@@ -14925,10 +14943,20 @@ def run_ask(config: Config, log: Log, query: str, tool: str, as_json: bool = Tru
         )
         return 2
     try:
-        args = validate_arguments(tool, {"query": query})
+        args = validate_arguments(
+            tool, {"query": query, **({"files": list(files)} if files else {})}
+        )
     except InvalidParams as exc:
         print(f"{SERVER_NAME}: {inert(str(exc))}", file=sys.stderr)
         return 2
+    sent = []
+    if args.get("files"):
+        try:  # all or nothing, before anything is sent
+            sent = FileReader(config).read(args["files"], allowed_dirs(config, None))
+        except FileRefused as exc:
+            print(f"answer failed: {inert(str(exc))}", file=sys.stderr)
+            return 1
+        args["files"] = sent
 
     def progress(count: int, message: str) -> None:
         log.say(f"{message}…")
@@ -14945,6 +14973,8 @@ def run_ask(config: Config, log: Log, query: str, tool: str, as_json: bool = Tru
         return 130
     finally:
         engine.close()
+    if sent:
+        meta = {**meta, "files": [f.summary() for f in sent]}
     if not as_json:
         sys.stdout.write(format_answer(answer, meta))
         return 0
@@ -15947,7 +15977,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.get("ask"):
         terminal = sys.stdout is not None and sys.stdout.isatty()
         as_json = bool(options.get("json")) or not terminal
-        return run_ask(config, log, options["ask"], options.get("tool") or "answer", as_json)
+        tool = options.get("tool") or "answer"
+        return run_ask(config, log, options["ask"], tool, as_json, tuple(options["files"]))
     if options.get("usage"):
         return run_usage(config, log, options.get("since"), bool(options.get("json")))
     if options.get("user"):
