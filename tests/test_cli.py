@@ -744,7 +744,7 @@ def test_ask_with_files_attaches_them_as_the_tools_files_do(tmp_path, fake):
     ("name", "config", "said"),
     [
         ("notes/.env", "", "notes/.env: refused, a secret by name (files.deny)"),
-        ("../outside.txt", "", "../outside.txt: refused, outside the allowed directories"),
+        ("OUTSIDE", "", "OUTSIDE: refused, outside the allowed directories"),
         ("a.txt", "files:\n  max_files: 0\n", "1 files: at most 0 a call (files.max_files)"),
     ],
     ids=["secret", "outside", "limit"],
@@ -753,7 +753,9 @@ def test_ask_refuses_a_file_the_tools_refuse_and_sends_nothing(tmp_path, fake, n
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / ".env").write_text("OPENAI_API_KEY=sk-x\n", encoding="utf-8")
     (tmp_path / "a.txt").write_text("a\n", encoding="utf-8")
-    (tmp_path.parent / "outside.txt").write_text("outside\n", encoding="utf-8")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.txt"  # beside the working directory
+    outside.write_text("outside\n", encoding="utf-8")
+    said, name = said.replace("OUTSIDE", str(outside)), name.replace("OUTSIDE", str(outside))
     (tmp_path / "config.yaml").write_text(config, encoding="utf-8")
     proc = ask(tmp_path, fake, "q", "--file", name, "--config", str(tmp_path / "config.yaml"))
     assert proc.returncode == 1
