@@ -633,6 +633,14 @@ def test_background_follows_answer_only_where_the_user_sets_it(
     assert shown == (expected[0], expected[1], expected[2])
 
 
+def test_answers_background_off_reaches_every_tool_whatever_the_models(tmp_path, env):
+    """The ZDR switch (docs/long-calls.md): one key, with or without a model set."""
+    config = load(tmp_path, env | {"BACKGROUND_ANSWER": "false"}, "")
+    assert not any(config.background(t) for t in ("answer", "answer_quick", "answer_detailed"))
+    source = config.profile_sources("answer_detailed")["background"]
+    assert source == "inherited from answer (env BACKGROUND_ANSWER)"
+
+
 @pytest.mark.parametrize("where", ["env MODEL_ANSWER", "flag --model"])
 def test_answers_model_from_the_environment_or_the_flag_reaches_every_tool(tmp_path, env, where):
     if where == "env MODEL_ANSWER":
