@@ -14641,8 +14641,7 @@ def _ask_question(args: list[str]) -> str:
             raise UsageError(f"--ask -- needs a question after it; {ASK_DASH_HINT}")
         return args.pop(0)
     if word.startswith("-"):
-        args.insert(0, word)  # named only by its flag: what follows "=" may be a token
-        flag = word.partition("=")[0]
+        flag = word.partition("=")[0]  # named only by its flag: what follows "=" may be a token
         raise UsageError(
             f"--ask takes the question right after it, not the flag {flag!r}; " + ASK_DASH_HINT
         )

@@ -404,8 +404,8 @@ MUTANTS = [
     mutant(
         "money-ask-sends-a-flag-as-its-question",
         "budget",
-        '    if word.startswith("-"):\n        args.insert(0, word)',
-        '    if word == "-":\n        args.insert(0, word)',
+        '    if word.startswith("-"):\n        flag = word.partition',
+        '    if word == "-":\n        flag = word.partition',
         "tests/test_cli.py",
         "-k",
         "ask_refuses_a_flag",
