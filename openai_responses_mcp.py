@@ -1554,19 +1554,28 @@ INHERITED = "inherited from answer"
 
 def _inherit_answer(values: dict, sources: dict) -> None:
     """Seed 001's profile rule: once the user sets `answer`'s model (file, environment or
-    --model), every key of answer_detailed and answer_quick they did not set themselves is
-    `answer`'s (model, effort, verbosity, search context, background, cost controls), so a
-    config of `answer` alone runs every tool on the model the user chose. The per-tool built-in
-    defaults (gpt-6.2-sol, gpt-6-luna, effort high or low ...) apply only when the user set no
-    `answer` model either. answer_deep stands alone: a deep research model takes other settings."""
-    if sources.get(("model_profiles", "answer", "model"), "default") == "default":
-        return
+    --model), every profile key of answer_detailed and answer_quick they did not set themselves
+    is `answer`'s (model, effort, verbosity, search context, cost controls), so a config of
+    `answer` alone runs every tool on the model the user chose. The per-tool built-in defaults
+    (gpt-6.2-sol, gpt-6-luna, effort high or low ...) apply only when the user set no `answer`
+    model either. answer_deep stands alone: a deep research model takes other settings.
+
+    `background` is no part of the answer's shape but of how a long call survives: each tool
+    keeps its own default (answer_detailed's true) unless the user sets `background`, for
+    `answer` (then every tool that does not set its own takes it) or for that tool (issue 39:
+    the seed's example config, with every model set, had lost answer_detailed's resumes)."""
+    chosen = {
+        key: sources.get(("model_profiles", "answer", key), "default") != "default"
+        for key in ("model", "background")
+    }
     for row in TOOL_TABLE:
         tool = row["name"]
         if tool == "answer" or row.get("opt_in"):
             continue
         for key in (*PROFILE_KEYS, "background"):
             path = ("model_profiles", tool, key)
+            if not chosen["background" if key == "background" else "model"]:
+                continue
             if path in SETTINGS and sources.get(path, "default") == "default":
                 values["model_profiles"][tool][key] = None  # null: answer's, as profile() reads
                 sources[path] = INHERITED
@@ -5015,6 +5024,28 @@ def _kind_of_404(body) -> str:
     return "model" if "model" in lowered else "rejected"
 
 
+OPENAI_REQUIREMENT = "openai>=3.54,<4"  # as pyproject.toml and the inline script metadata
+
+
+def openai_missing(exc: ImportError) -> str:
+    """The one line every entry point (a tools/call, --ask, --doctor) gives when `openai`
+    cannot be imported: what failed and the command that installs it for this Python."""
+    said = " ".join(str(exc).split())[:200]
+    return (
+        f"the openai package cannot be imported ({said}); install it: "
+        f'{sys.executable} -m pip install "{OPENAI_REQUIREMENT}"'
+    )
+
+
+def import_openai():
+    """`openai`, or a ToolError whose message is openai_missing's one line, not a traceback."""
+    try:
+        import openai
+    except ImportError as exc:
+        raise ToolError(openai_missing(exc)) from None
+    return openai
+
+
 def classify_failure(exc: BaseException) -> Failure:
     """Sorts an exception from one attempt into a Failure."""
     import openai
@@ -5847,7 +5878,7 @@ class AnswerEngine:
         problem = api_key_problem(self._config)
         if problem:
             raise ToolError(problem)
-        import openai
+        openai = import_openai()
 
         # The default client honours HTTPS_PROXY / NO_PROXY and SSL_CERT_FILE from the env.
         http_client = openai.DefaultHttpxClient()
@@ -14573,8 +14604,8 @@ USAGE = f"""\
 usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--show-config]
        {SERVER_NAME} --http [HOST:]PORT [--stateless] [--http-token TOKEN]
               [--http-allow-insecure] [--config PATH] [--model ID] [--debug [PATH]]
-       {SERVER_NAME} --ask QUERY [--tool NAME] [--json] [--config PATH] [--model ID]
-              [--debug [PATH]]
+       {SERVER_NAME} --ask QUERY [--file PATH]... [--tool NAME] [--json] [--config PATH]
+              [--model ID] [--debug [PATH]]
        {SERVER_NAME} --show-config [--config PATH] [--model ID]
        {SERVER_NAME} --print-example config|policy|policy-replace
        {SERVER_NAME} --doctor [--live] [--http [HOST:]PORT] [--config PATH] [--model ID]
@@ -14599,6 +14630,8 @@ options:
                      a proxy that authenticates)
   --ask QUERY        answer one question: the answer, its sources and cost on a terminal, the
                      result JSON when piped or with --json (checks key, model, config)
+  --file PATH        with --ask, repeatable: attach a file (a path, https:// or data: URL)
+                     as the tools' `files` do, same checks and limits (files.*)
   --tool NAME        tool for --ask: answer (default), answer_detailed or answer_quick
   --config PATH      YAML config file (default: {default_config_path(dict(os.environ))})
   --model ID         model for the answer tool (overrides config and MODEL_ANSWER)
@@ -14653,7 +14686,7 @@ class UsageError(Exception):
 
 def parse_args(argv: list[str]) -> dict:
     """The command line as a dict of options; raises UsageError for anything unknown."""
-    options: dict = {"debug": None, "settings": {}}
+    options: dict = {"debug": None, "settings": {}, "files": []}
     takes_value = {
         "--config": "config",
         "--model": "model",
@@ -14690,6 +14723,8 @@ def parse_args(argv: list[str]) -> dict:
         if name in takes_value:
             if equals:
                 value = inline
+            elif name == "--ask":
+                value = _ask_question(args)
             elif args:
                 value = args.pop(0)
             else:
@@ -14703,6 +14738,16 @@ def parse_args(argv: list[str]) -> dict:
                 if not args or args[0].startswith("-"):
                     raise UsageError(f"--user {value} needs a user name")
                 options["user_name"] = args.pop(0)
+        elif name == "--file":  # repeatable: each one a file for --ask
+            value = inline if equals else args.pop(0) if args else ""
+            if not value.strip():
+                raise UsageError("--file needs a path: --ask QUESTION --file PATH")
+            if value.startswith("-") and not equals:  # a flag, read as a path to a file
+                flag = value.partition("=")[0]
+                raise UsageError(
+                    f"--file needs a path, not the flag {flag!r} (a file named -x: ./-x)"
+                )
+            options["files"].append(value)
         elif name == "--debug":
             if equals:
                 options["debug"] = inline or True
@@ -14715,7 +14760,7 @@ def parse_args(argv: list[str]) -> dict:
         elif arg in setting_flags:
             options["settings"][setting_flags[arg]] = (True, arg)
         else:
-            known = [*takes_value, *flags, *setting_flags, "--debug"]
+            known = [*takes_value, *flags, *setting_flags, "--debug", "--file"]
             asked = bool(options.get("ask"))
             # The name only: what follows "=" may be a token typed into a mistyped flag.
             raise UsageError(f"unknown option {name!r}{_did_you_mean(name, known, asked)}")
@@ -14738,6 +14783,8 @@ def parse_args(argv: list[str]) -> dict:
         raise UsageError(f"--tool must be one of {', '.join(TOOL_NAMES)}")
     if options.get("tool") and not options.get("ask"):
         raise UsageError("--tool goes with --ask")
+    if options["files"] and not options.get("ask"):
+        raise UsageError("--file goes with --ask")
     if options.get("ask") and options.get("stdio"):
         raise UsageError("--ask and --stdio cannot be combined")
     if options.get("live") and not options.get("doctor"):
@@ -14749,19 +14796,102 @@ def parse_args(argv: list[str]) -> dict:
     return options
 
 
-def _did_you_mean(word: str, known: list[str], asked: bool = False) -> str:
-    """ "; did you mean --doctor?" for a mistyped flag; for a stray word after --ask, the
-    quotes its question lacked."""
-    import difflib
+ASK_DASH_HINT = 'a question that starts with \'-\' goes as --ask="-x?" or --ask -- "-x?"'
 
+
+def _ask_question(args: list[str]) -> str:
+    """The word after --ask, which must be a question: a flag there (`--ask --json`) would be
+    sent, and billed, as the question. `--ask -- "-x?"` takes the word after `--` whatever it
+    is (so does `--ask="-x?"`, read by the caller)."""
+    if not args:
+        raise UsageError('--ask needs a question: --ask "your question"')
+    word = args.pop(0)
+    if word == "--":
+        if not args:
+            raise UsageError(f"--ask -- needs a question after it; {ASK_DASH_HINT}")
+        return args.pop(0)
+    if word.startswith("-"):
+        flag = word.partition("=")[0]  # named only by its flag: what follows "=" may be a token
+        raise UsageError(
+            f"--ask takes the question right after it, not the flag {flag!r}; " + ASK_DASH_HINT
+        )
+    return word
+
+
+# Words people type for a flag by another name: what --help calls it.
+FLAG_ALIASES = {
+    "--query": "--ask",
+    "--question": "--ask",
+    "--prompt": "--ask",
+    "--q": "--ask",
+    "--search": "--ask",
+    "--attach": "--file",
+    "--files": "--file",
+    "--check": "--doctor",
+    "--diagnose": "--doctor",
+    "--selftest": "--doctor",
+    "--self-test": "--doctor",
+    "--verbose": "--debug",
+    "-v": "--debug",
+    "--serve": "--http",
+    "--port": "--http",
+    "--listen": "--http",
+    "--token": "--http-token",
+    "--cfg": "--config",
+    "--config-file": "--config",
+    "--example": "--print-example",
+    "--cost": "--usage",
+    "--costs": "--usage",
+    "--spend": "--usage",
+    "--stats": "--usage",
+    "--users": "--user",
+    "--mcp": "--stdio",
+    "--output": "--json",
+    "--format": "--json",
+}
+
+
+def _did_you_mean(word: str, known: list[str], asked: bool = False) -> str:
+    """ "; did you mean --doctor?" for a mistyped flag or one by another name (--query: --ask);
+    for a stray word after --ask, the quotes its question lacked."""
     if not word.startswith("-"):
         if asked:
             return ' (a question with spaces goes in quotes: --ask "...")'
         return "; --help lists the options"
     candidates = [flag for flag in known if flag.startswith("--")]
-    typed = word if word.startswith("--") else "-" + word
-    close = difflib.get_close_matches(typed, candidates, 1, 0.6)
-    return f"; did you mean {close[0]}?" if close else "; --help lists the options"
+    typed = (word if word.startswith("--") else "-" + word).lower()
+    meant = FLAG_ALIASES.get(word.lower()) or FLAG_ALIASES.get(typed)
+    if meant is None:
+        meant = _nearest_flag(typed, candidates)
+    return f"; did you mean {meant}?" if meant else "; --help lists the options"
+
+
+def _nearest_flag(typed: str, candidates: list[str]) -> str | None:
+    """The flag `typed` is a typo of (a few edits, fewer for a short word) or the one flag it
+    begins; None when nothing is that close: a far guess (--query: --user) misleads."""
+    starting = [flag for flag in candidates if flag.startswith(typed)]
+    if len(typed) >= 5 and len(starting) == 1:
+        return starting[0]
+    stem = len(typed.lstrip("-"))
+    allowed = 1 if stem <= 4 else 2
+    scored = sorted((_edit_distance(typed, flag), i) for i, flag in enumerate(candidates))
+    if scored and scored[0][0] <= allowed:
+        return candidates[scored[0][1]]
+    return None
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Insertions, deletions, substitutions and swaps of two neighbours that turn a into b."""
+    rows = [list(range(len(b) + 1))]
+    for i, char in enumerate(a, 1):
+        row = [i]
+        for j, other in enumerate(b, 1):
+            best = min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (char != other))
+            if i > 1 and j > 1 and char == b[j - 2] and a[i - 2] == other:
+                best = min(best, rows[-2][j - 2] + 1)
+            row.append(best)
+        rows.append(row)
+    return rows[-1][-1]
 
 
 def _check_user_options(options: dict) -> None:
@@ -14968,9 +15098,13 @@ def _pad(text: str, width: int) -> str:
     return text + " " * (width - _shown_width(text))
 
 
-def run_ask(config: Config, log: Log, query: str, tool: str, as_json: bool = True) -> int:
+def run_ask(
+    config: Config, log: Log, query: str, tool: str, as_json: bool = True, files: tuple = ()
+) -> int:
     """The one-shot command: prints the answer (exit 0), as JSON for a program or as text for
-    a person on a terminal, or the error to stderr (exit 1)."""
+    a person on a terminal, or the error to stderr (exit 1). `files` (--file) are read as a
+    tool call's `files` on stdio from a client without roots: inside the working directory
+    and files.allowed_dirs, secrets refused, within files.max_*."""
     if tool not in enabled_tools(config):  # answer_deep costs dollars: on only when asked for
         print(
             f"{SERVER_NAME}: --tool {tool} is off: set tools.{tool}: true or MCP_ANSWER_DEEP=1",
@@ -14978,10 +15112,20 @@ def run_ask(config: Config, log: Log, query: str, tool: str, as_json: bool = Tru
         )
         return 2
     try:
-        args = validate_arguments(tool, {"query": query})
+        args = validate_arguments(
+            tool, {"query": query, **({"files": list(files)} if files else {})}
+        )
     except InvalidParams as exc:
         print(f"{SERVER_NAME}: {inert(str(exc))}", file=sys.stderr)
         return 2
+    sent = []
+    if args.get("files"):
+        try:  # all or nothing, before anything is sent
+            sent = FileReader(config).read(args["files"], allowed_dirs(config, None))
+        except FileRefused as exc:
+            print(f"answer failed: {inert(str(exc))}", file=sys.stderr)
+            return 1
+        args["files"] = sent
 
     def progress(count: int, message: str) -> None:
         log.say(f"{message}…")
@@ -14998,6 +15142,8 @@ def run_ask(config: Config, log: Log, query: str, tool: str, as_json: bool = Tru
         return 130
     finally:
         engine.close()
+    if sent:
+        meta = {**meta, "files": [f.summary() for f in sent]}
     if not as_json:
         sys.stdout.write(format_answer(answer, meta))
         return 0
@@ -15151,8 +15297,10 @@ def _doctor_versions(doctor: Doctor) -> bool:
     except ImportError as exc:
         doctor.fail(
             f"{where}; the openai package cannot be imported ({exc})",
-            f'{sys.executable} -m pip install "openai>=3.54,<4"',
+            f'{sys.executable} -m pip install "{OPENAI_REQUIREMENT}"',
         )
+        # The one line every entry point gives, for a script that reads stderr only.
+        print(f"{SERVER_NAME}: error: {inert(openai_missing(exc))}", file=sys.stderr)
         return False
     version = getattr(openai, "__version__", "?")
     major = version.split(".")[0]
@@ -15183,7 +15331,7 @@ def _doctor_config(doctor: Doctor, options: dict) -> Config | None:
         if where == "default":
             continue
         value = config.get(*path)
-        if path == ("state", "url"):
+        if path == ("state", "url") and value is not None:  # the example's `url: null`
             value = redact_url(value)
         shown = (
             '"***"'
@@ -15753,7 +15901,8 @@ def _report_trial(doctor: Doctor, config: Config, tool: str, model: str, failure
 def _doctor_live(doctor: Doctor, config: Config) -> None:
     """One small real answer with web search, and what it cost."""
     tool = "answer_quick"
-    args = {"query": DOCTOR_QUERY, "max_results": 1}
+    # fresh: a second --doctor --live must ask the API again, not show the cached answer as live
+    args = {"query": DOCTOR_QUERY, "max_results": 1, "fresh": True}
     started = time.monotonic()
     engine = AnswerEngine(config, Log())
     try:
@@ -15997,7 +16146,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.get("ask"):
         terminal = sys.stdout is not None and sys.stdout.isatty()
         as_json = bool(options.get("json")) or not terminal
-        return run_ask(config, log, options["ask"], options.get("tool") or "answer", as_json)
+        tool = options.get("tool") or "answer"
+        return run_ask(config, log, options["ask"], tool, as_json, tuple(options["files"]))
     if options.get("usage"):
         return run_usage(config, log, options.get("since"), bool(options.get("json")))
     if options.get("user"):

@@ -601,6 +601,34 @@ MUTANTS = [
         "-k",
         "time_runs_out",
     ),
+    # -- Billed calls nobody meant (issue 39) -------------------------------------------------
+    mutant(
+        "money-ask-sends-a-flag-as-its-question",
+        "budget",
+        '    if word.startswith("-"):\n        flag = word.partition',
+        '    if word == "-":\n        flag = word.partition',
+        "tests/test_cli.py",
+        "-k",
+        "ask_refuses_a_flag",
+    ),
+    mutant(
+        "money-doctor-live-answers-from-the-cache",
+        "budget",
+        '"max_results": 1, "fresh": True}',
+        '"max_results": 1}',
+        "tests/test_doctor.py",
+        "-k",
+        "live_makes_one_answer",
+    ),
+    mutant(
+        "secrets-ask-file-outside-the-working-directory",
+        "secrets",
+        'read(args["files"], allowed_dirs(config, None))',
+        'read(args["files"], allowed_dirs(config, [os.path.dirname(os.getcwd())]))',
+        "tests/test_cli.py",
+        "-k",
+        "ask_refuses_a_file",
+    ),
     # -- Start-up (issue 34) --------------------------------------------------------------------
     mutant(
         "start-openai-before-initialize",

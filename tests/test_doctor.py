@@ -80,6 +80,52 @@ def cursor_entry(proc) -> dict:
 # -- everything in order --------------------------------------------------------------------
 
 
+def test_the_shipped_example_config_is_checked_without_a_traceback(tmp_path, fake):
+    """Issue 39: the example sets every key, `state.url: null` among them."""
+    proc = doctor(tmp_path, env=against(fake), config=mcp.CONFIG_EXAMPLE)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0, proc.stdout
+    assert "state.url = null (from " in proc.stdout
+
+
+# One value of each type YAML can give a key: each key gets each its parser accepts.
+VALUE_TYPES = (None, True, 3, 1.5, "x", ["x"], {"x": 3000})
+
+
+def _nested(path: tuple, value) -> dict:
+    for key in reversed(path):
+        value = {key: value}
+    return value
+
+
+def test_every_value_a_key_accepts_is_checked_without_a_traceback(tmp_path, fake, monkeypatch):
+    """Issue 39: --doctor never ends in a traceback on a config it accepts. In-process (one
+    config per accepted key and value: a spawned program each would cost a minute)."""
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    for name, value in {
+        **env,
+        "OPENAI_API_KEY": TEST_KEY,
+        "OPENAI_BASE_URL": fake.base_url,
+    }.items():
+        monkeypatch.setenv(name, value)
+    path = tmp_path / "config.yaml"
+    checked = []
+    for key in mcp.SETTINGS:
+        for value in VALUE_TYPES:
+            path.write_text(json.dumps(_nested(key, value)), encoding="utf-8")
+            try:
+                mcp.load_config({"config": str(path)}, env)
+            except mcp.ConfigError:
+                continue
+            out = io.StringIO()
+            monkeypatch.setattr(sys, "stdout", out)
+            status = mcp.run_doctor({"config": str(path)})
+            assert status in (0, 1), (key, value)
+            checked.append((key, value))
+    assert (("state", "url"), None) in checked
+    assert {type(value) for _, value in checked} == {type(v) for v in VALUE_TYPES}
+
+
 def test_a_healthy_setup_passes_every_check_and_exits_0(tmp_path, fake):
     proc = doctor(tmp_path, env=against(fake))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -508,7 +554,8 @@ def test_live_makes_one_answer_with_search_and_prints_its_cost(tmp_path, fake):
         "pricing:\n  web_search_per_1k: 10\n"
         "  models:\n    gpt-6-luna: {input: 1.0, cached_input: 0.1, output: 10.0}\n"
     )
-    proc = doctor(tmp_path, "--live", env=against(fake), config=prices)
+    cache = {"ANSWER_CACHE_TTL_S": "600"}  # the answer cache on, as it is by default
+    proc = doctor(tmp_path, "--live", env=against(fake, **cache), config=prices)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     live = line_with(proc, "live answer (answer_quick")
     assert live.startswith(OK) and "with web search, 1 citation(s)" in live
@@ -517,6 +564,10 @@ def test_live_makes_one_answer_with_search_and_prints_its_cost(tmp_path, fake):
     assert live.endswith("cost: $0.0111"), live
     (post,) = [r for r in fake.creates if r.body.get("stream")]
     assert post.body["tools"][0]["type"] == "web_search"
+    # Issue 39: a second run (same state, so the answer is in its cache) asks the API again.
+    again = doctor(tmp_path, "--live", env=against(fake, **cache), config=prices)
+    assert line_with(again, "live answer (answer_quick").endswith("cost: $0.0111"), again.stdout
+    assert len([r for r in fake.creates if r.body.get("stream")]) == 2
 
 
 def test_live_first_tries_each_profiles_settings_as_cheaply_as_a_request_gets(tmp_path, fake):
