@@ -252,7 +252,8 @@ def index(tmp_path_factory):
     files.mkdir()
     wheels = [build_this_tree(files, tmp_path_factory.mktemp("build"))]
     # `openai` for the server; pipx for getting-started's `python3 -m pip install --user pipx`.
-    dists = runtime_closure("openai") | runtime_closure("pipx")
+    # setuptools (pyproject's build backend) for an install from a folder or git (issue 39).
+    dists = runtime_closure("openai") | runtime_closure("pipx") | runtime_closure("setuptools")
     wheels += [wheel_of_installed(dist, files) for dist in dists.values()]
     served = Index(root, wheels)
     yield served

@@ -322,7 +322,7 @@ def test_a_signalled_warm_server_ends_as_a_cold_one(probe, how):
             codes.append(proc.wait(10))
             # the server itself is gone too, not only its launcher: a later test counts them
             assert proc.stdout.read() == b""
-            wait_until(lambda: not _alive(pid), 10, "the signalled server to be reaped")
+            wait_until(lambda pid=pid: not _alive(pid), 10, "the signalled server to be reaped")
         finally:
             if proc.poll() is None:
                 proc.kill()
