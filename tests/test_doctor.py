@@ -960,6 +960,15 @@ def assert_each_line_starts_it_from(proc, cache: Path, tmp_path, variables: dict
     assert f"code object from '{cache}'" in seen["log"]  # read, not compiled
     assert seen["rss_mib"] <= 60, seen["rss_mib"]
     assert seen["exit"] == 0  # SIGTERM: a clean stop, as the script's
+    # The module run with -m is the script: its flags, output and exit statuses.
+    client = {"PATH": os.environ["PATH"], **env}
+    version = f"{mcp.SERVER_NAME} {mcp.__version__}\n"
+    for args, code, said in ((["--version"], 0, version), (["--stdioo"], 2, "")):
+        ran = subprocess.run(
+            [*command[:-1], *args], capture_output=True, text=True, env=client, timeout=60
+        )
+        assert (ran.returncode, ran.stdout) == (code, said), ran.stderr
+    assert "--stdioo" in ran.stderr  # the usage error names the option
 
 
 def test_a_copied_files_doctor_caches_its_bytecode_and_each_client_starts_it_from_there(
