@@ -2152,10 +2152,12 @@ def direct_url_source(record: dict) -> str | None:
 
         url = url2pathname(unquote(urlsplit(url).path))
     subdirectory = record.get("subdirectory")
-    if subdirectory and not url.startswith(os.sep) and "://" in url:
-        url += f"#subdirectory={subdirectory}"
-    elif subdirectory:
-        url = os.path.join(url, subdirectory)
+    if subdirectory:  # a URL says it as a fragment; a folder is the subdirectory's own path
+        url = (
+            f"{url}#subdirectory={subdirectory}"
+            if "://" in url
+            else os.path.join(url, subdirectory)
+        )
     return url
 
 
@@ -15766,16 +15768,12 @@ def _cost_words(meta: dict) -> str:
     )
 
 
-def command_path(config: Config | None = None) -> list[str]:
-    """How an MCP client should start this installation: absolute paths, and nothing that a
-    cache clean removes (see install_kind)."""
-    return client_command(config)[0]
-
-
 def client_command(
     config: Config | None = None,
 ) -> tuple[list[str], list[tuple[str, str]], str | None]:
-    """(command, the variables it needs, a copied file's cached bytecode): see command_path."""
+    """How an MCP client should start this installation: (command, the variables it needs, a
+    copied file's cached bytecode); absolute paths, and nothing that a cache clean removes
+    (see install_kind)."""
     import shutil
 
     kind = this_installation()
@@ -15828,7 +15826,10 @@ def _doctor_dropin(doctor: Doctor, launch: tuple, options: dict) -> None:
         argv += ["--config", os.path.abspath(os.path.expanduser(options["config"]))]
     problem = _first_start(argv, dict(variables))
     if problem:
-        doctor.fail(f"the client line did not start the server: {problem}", "report this")
+        doctor.fail(
+            f"the client line did not start the server: {problem}",
+            "run its command below in a terminal, with its variables, to see the whole error",
+        )
     else:
         doctor.ok("the client line starts the server and it answers `initialize`")
 

@@ -697,9 +697,9 @@ def test_the_command_is_this_installations_script_beside_its_python(monkeypatch,
     script.write_text("", encoding="utf-8")
     monkeypatch.setattr(sys, "executable", str(bin_dir / "python"))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    assert mcp.command_path() == [str(script)]
+    assert mcp.client_command()[0] == [str(script)]
     script.unlink()
-    assert mcp.command_path() == [str(bin_dir / "python"), os.path.abspath(mcp.__file__)]
+    assert mcp.client_command()[0] == [str(bin_dir / "python"), os.path.abspath(mcp.__file__)]
 
 
 def test_credentials_in_the_base_url_are_masked_on_every_line(tmp_path, fake):
@@ -790,12 +790,16 @@ def test_under_uvx_the_client_lines_run_uvx_not_the_cache(monkeypatch):
     monkeypatch.setattr(mcp.sys, "prefix", UVX_ENV)
     monkeypatch.setattr(mcp.sys, "executable", f"{UVX_ENV}/bin/python")
     monkeypatch.setattr(mcp.sys, "argv", [f"{UVX_ENV}/bin/openai-responses-mcp", "--doctor"])
-    command = mcp.command_path()
+    command = mcp.client_command()[0]
     assert command[-1] == "openai-responses-mcp" and os.path.basename(command[0]) == "uvx"
     assert not any("archive-v0" in part for part in command)
     # Under uvx with the driver added, the line adds it too.
     config = mcp.load_config({}, {"OPENAI_RESPONSES_MCP_STATE_URL": "postgresql://u@h/d"})
-    assert mcp.command_path(config)[1:] == ["--with", "psycopg[binary]", "openai-responses-mcp"]
+    assert mcp.client_command(config)[0][1:] == [
+        "--with",
+        "psycopg[binary]",
+        "openai-responses-mcp",
+    ]
 
 
 def test_under_uvx_from_a_path_or_git_the_lines_say_where_from(monkeypatch):
@@ -806,14 +810,14 @@ def test_under_uvx_from_a_path_or_git_the_lines_say_where_from(monkeypatch):
     monkeypatch.setattr(mcp.sys, "argv", [f"{UVX_ENV}/bin/openai-responses-mcp", "--doctor"])
     monkeypatch.setattr(mcp, "install_source", lambda: f"{HOME}/src/openai responses")
     config = mcp.load_config({}, {"OPENAI_RESPONSES_MCP_STATE_URL": "postgresql://u@h/d"})
-    assert mcp.command_path(config)[1:] == [
+    assert mcp.client_command(config)[0][1:] == [
         "--from", f"{HOME}/src/openai responses", "--with", "psycopg[binary]", APP_NAME,
     ]  # fmt: skip
     assert mcp.extra_command("postgres", "uvx") == (
         f"uvx --from '{HOME}/src/openai responses' --with 'psycopg[binary]' {APP_NAME}"
     )
     monkeypatch.setattr(mcp, "install_source", lambda: None)  # from the index
-    assert mcp.command_path()[1:] == [APP_NAME]
+    assert mcp.client_command()[0][1:] == [APP_NAME]
 
 
 APP_NAME = mcp.SERVER_NAME
@@ -1000,6 +1004,15 @@ def test_a_copied_file_with_no_writable_pycache_is_cached_under_the_users_cache(
     log = (tmp_path / "imports.log").read_text().splitlines()
     compiled = [line for line in log if re.fullmatch(r"# code object from [^']*\.py", line)]
     assert compiled == []  # nothing compiled at the start: all cached by the doctor's own start
+
+
+def test_a_client_line_that_does_not_start_the_server_is_named_with_its_error():
+    said = mcp._first_start([sys.executable, "-c", "raise SystemExit('no module named x')"], {})
+    assert said == "exit status 1: no module named x"
+    quiet = [sys.executable, "-c", "import sys; sys.stdin.read(); print('{}')"]
+    assert mcp._first_start(quiet, {}) == "exit status 0"  # no `initialize` answered
+    assert mcp._first_start([sys.executable, "-c", "import json, sys; print(json.dumps("
+                             "{'id': 1, 'result': {'serverInfo': {}}}))"], {}) is None  # fmt: skip
 
 
 def test_a_copied_file_that_is_not_named_as_a_module_is_started_as_the_file(tmp_path):

@@ -131,7 +131,7 @@ def test_doctor_finds_the_exe_script_beside_python_on_windows(windows, monkeypat
     script.write_bytes(b"")
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python.exe"))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    assert mcp.command_path() == [str(script)]
+    assert mcp.client_command()[0] == [str(script)]
 
 
 def test_ctrl_break_stops_the_server_gracefully_on_windows():
