@@ -2084,15 +2084,26 @@ EXTRA_PACKAGES = {"postgres": ("psycopg[binary]",), "oauth": ("PyJWT", "cryptogr
 
 
 def install_kind(
-    executable: str, prefix: str, base_prefix: str, script: str, argv0: str, exists=None
+    executable: str,
+    prefix: str,
+    base_prefix: str,
+    script: str,
+    argv0: str,
+    exists=None,
+    site_dirs: tuple = (),
 ) -> str:
     """How this copy was installed, from its interpreter's paths: "uvx" (an environment in
     uv's cache), "uv-run" (a file `uv run` runs, also from the cache), "file" (a file run by
-    Python), "uv-tool" (`uv tool install`), "pipx", "venv" or "pip" (the system's Python)."""
+    Python, as `python file` or `python -m`), "uv-tool" (`uv tool install`), "pipx", "venv" or
+    "pip" (the system's Python). An installed module run with `python -m` (in `site_dirs`) is
+    its installation's, not a copied file."""
     exists = os.path.exists if exists is None else exists
     parts = {part for path in (executable, prefix) for part in re.split(r"[\\/]", path)}
     in_uv_cache = any(re.fullmatch(_UV_CACHE_BUCKET, part) for part in parts)
     ran_as_file = bool(argv0) and os.path.realpath(argv0) == os.path.realpath(script)
+    folder = os.path.realpath(os.path.dirname(script))
+    if any(folder == os.path.realpath(site) for site in site_dirs):
+        ran_as_file = False
     if in_uv_cache:
         return "uv-run" if ran_as_file else "uvx"
     if ran_as_file:
@@ -2105,8 +2116,147 @@ def install_kind(
 
 
 def this_installation() -> str:
+    import site
+    import sysconfig
+
     argv0 = sys.argv[0] if sys.argv else ""
-    return install_kind(sys.executable, sys.prefix, sys.base_prefix, __file__, argv0)
+    paths = sysconfig.get_paths()
+    sites = (paths["purelib"], paths["platlib"], site.getusersitepackages())
+    return install_kind(
+        sys.executable, sys.prefix, sys.base_prefix, __file__, argv0, site_dirs=sites
+    )
+
+
+def install_source() -> str | None:
+    """What `uvx --from` took this copy from when it was not the package index: a local folder
+    or archive, or `git+URL[@revision]`, as PEP 610's direct_url.json records it (uv and pip
+    write it); None for a copy from the index. A line without it would run the index's release,
+    or fail where the index has none (issue 39)."""
+    try:
+        from importlib.metadata import PackageNotFoundError, distribution
+
+        text = distribution(SERVER_NAME).read_text("direct_url.json")
+    except (PackageNotFoundError, OSError):
+        return None
+    try:
+        record = json.loads(text or "null")
+    except ValueError:
+        return None
+    return direct_url_source(record) if isinstance(record, dict) else None
+
+
+def direct_url_source(record: dict) -> str | None:
+    """A PEP 610 record as the words `uvx --from` takes: a path for a file:// URL, the VCS URL
+    with the revision asked for, any other URL as it is."""
+    url = record.get("url")
+    if not isinstance(url, str) or not url:
+        return None
+    vcs = record.get("vcs_info")
+    if isinstance(vcs, dict):
+        revision = vcs.get("requested_revision")
+        url = f"{vcs.get('vcs', 'git')}+{url}" + (f"@{revision}" if revision else "")
+    elif url.startswith("file:"):
+        from urllib.parse import unquote, urlsplit
+        from urllib.request import url2pathname
+
+        url = url2pathname(unquote(urlsplit(url).path))
+    subdirectory = record.get("subdirectory")
+    if subdirectory:  # a URL says it as a fragment; a folder is the subdirectory's own path
+        url = (
+            f"{url}#subdirectory={subdirectory}"
+            if "://" in url
+            else os.path.join(url, subdirectory)
+        )
+    return url
+
+
+def uvx_words() -> list[str]:
+    """`--from SOURCE` when uvx took this copy from anywhere but the index, else nothing."""
+    source = install_source()
+    return ["--from", source] if source else []
+
+
+# -- A copied file's start: bytecode cached as an installation's is ---------------------------
+# `python openai_responses_mcp.py` compiles the whole file at every start (0.1 to 0.2 s and
+# some 40 MiB at the peak): Python never caches a script's bytecode. Run as `python -m` with
+# its folder on PYTHONPATH, the file is imported, so its bytecode is cached in __pycache__
+# beside it, or under PYTHONPYCACHEPREFIX where that folder cannot be written (issue 39).
+
+
+def default_pycache_prefix(env: dict) -> str:
+    """$XDG_CACHE_HOME/openai-responses-mcp/pycache, or the platform's equivalent."""
+    if os.name == "nt" and env.get("LOCALAPPDATA"):
+        return os.path.join(env["LOCALAPPDATA"], SERVER_NAME, "pycache")
+    home = env.get("HOME") or os.path.expanduser("~")
+    base = env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
+    return os.path.join(base, SERVER_NAME, "pycache")
+
+
+def write_bytecode(script: str, prefix: str | None) -> str | None:
+    """Compiles `script` into the .pyc its import reads (under `prefix` as PYTHONPYCACHEPREFIX
+    puts it, else in __pycache__ beside it); that file's path, or None when it cannot be
+    written there. Written now, it is read even by a server that may not write one
+    (PYTHONDONTWRITEBYTECODE)."""
+    import importlib.util
+    import py_compile
+
+    saved = sys.pycache_prefix
+    sys.pycache_prefix = prefix
+    try:
+        target = importlib.util.cache_from_source(script)
+    finally:
+        sys.pycache_prefix = saved
+    if _bytecode_fresh(script, target):
+        return target
+    try:  # timestamp-checked, as an import writes it: a changed file is compiled again
+        mode = py_compile.PycInvalidationMode.TIMESTAMP
+        py_compile.compile(script, cfile=target, doraise=True, invalidation_mode=mode)
+    except (OSError, py_compile.PyCompileError):
+        return None
+    return target
+
+
+def _bytecode_fresh(script: str, target: str) -> bool:
+    """`target` is the bytecode an import of `script` takes as it is (the header's magic
+    number, source time and size): nothing to compile again."""
+    import importlib.util
+
+    try:
+        with open(target, "rb") as handle:
+            head = handle.read(16)
+        stat = os.stat(script)
+    except OSError:
+        return False
+    mtime, size = int(stat.st_mtime) & 0xFFFFFFFF, stat.st_size & 0xFFFFFFFF
+    expected = mtime.to_bytes(4, "little") + size.to_bytes(4, "little")
+    valid = importlib.util.MAGIC_NUMBER + bytes(4) + expected
+    return len(head) == 16 and head == valid
+
+
+def dropin_launch(
+    script: str, python: str, env: dict
+) -> tuple[list[str], list[tuple[str, str]], str | None]:
+    """How a client starts a copied file at an installation's speed: (command, variables,
+    the .pyc it reads): `python -m` the module, its folder on PYTHONPATH, and where that folder
+    cannot be written PYTHONPYCACHEPREFIX at the user's cache. Where no bytecode can be written
+    at all, or the file is not named as a module, the file itself (compiled at every start)."""
+    script = os.path.abspath(script)
+    folder, name = os.path.split(script)
+    module = name[:-3] if name.endswith(".py") else ""
+    if not module.isidentifier():
+        return [python, script], [], None
+    variables = [("PYTHONPATH", folder)]
+    cached = write_bytecode(script, None)
+    if cached is None:
+        prefix = default_pycache_prefix(env)
+        cached = write_bytecode(script, prefix)
+        variables.append(("PYTHONPYCACHEPREFIX", prefix))
+    if cached is None:
+        return [python, script], [], None
+    # -P (3.11+): the client's working folder does not go first on sys.path, where a file of
+    # its own named like a module the server imports (json.py, openai/) would be found first.
+    safe = ["-P"] if sys.version_info >= (3, 11) else []
+    return [python, *safe, "-m", module], variables, cached
 
 
 def shell_quote(text: str, windows: bool | None = None) -> str:
@@ -2129,7 +2279,8 @@ def extra_command(extra: str, kind: str | None = None, python: str | None = None
     if kind == "pipx":
         return f"pipx inject {SERVER_NAME} {words}"
     if kind == "uvx":
-        return f"uvx {withs} {SERVER_NAME}"
+        source = " ".join(shell_quote(word) for word in uvx_words())
+        return f"uvx {source + ' ' if source else ''}{withs} {SERVER_NAME}"
     if kind == "uv-tool":
         return f"uv tool install {withs} {SERVER_NAME}"
     if kind == "uv-run":
@@ -15936,9 +16087,12 @@ def _cost_words(meta: dict) -> str:
     )
 
 
-def command_path(config: Config | None = None) -> list[str]:
-    """How an MCP client should start this installation: absolute paths, and nothing that a
-    cache clean removes (see install_kind)."""
+def client_command(
+    config: Config | None = None,
+) -> tuple[list[str], list[tuple[str, str]], str | None]:
+    """How an MCP client should start this installation: (command, the variables it needs, a
+    copied file's cached bytecode); absolute paths, and nothing that a cache clean removes
+    (see install_kind)."""
     import shutil
 
     kind = this_installation()
@@ -15946,12 +16100,18 @@ def command_path(config: Config | None = None) -> list[str]:
         uv = "uvx" if kind == "uvx" else "uv"
         uv = os.path.abspath(shutil.which(uv)) if shutil.which(uv) else uv
         if kind == "uv-run":
-            return [uv, "run", os.path.abspath(__file__)]
+            return [uv, "run", os.path.abspath(__file__)], [], None
         withs = [word for extra in _extras_in_use(config) for package in EXTRA_PACKAGES[extra]
                  for word in ("--with", package)]  # fmt: skip
-        return [uv, *withs, SERVER_NAME]
-    if kind == "file":  # a copied file: the Python that runs it now
-        return [os.path.abspath(sys.executable), os.path.abspath(__file__)]
+        return [uv, *uvx_words(), *withs, SERVER_NAME], [], None
+    if kind == "file":  # a copied file: the Python that runs it now, from cached bytecode
+        return dropin_launch(__file__, os.path.abspath(sys.executable), dict(os.environ))
+    return _installed_command(), [], None
+
+
+def _installed_command() -> list[str]:
+    import shutil
+
     name = SERVER_NAME + (".exe" if os.name == "nt" else "")
     beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), name)
     on_path = shutil.which(SERVER_NAME)
@@ -15961,6 +16121,59 @@ def command_path(config: Config | None = None) -> list[str]:
     if on_path:
         return [os.path.abspath(on_path)]
     return [os.path.abspath(sys.executable), os.path.abspath(__file__)]
+
+
+def _doctor_dropin(doctor: Doctor, launch: tuple, options: dict) -> None:
+    """A copied file: where its cached bytecode is, which makes its start as quick as an
+    installation's (client_command wrote it), and one start by the line the clients get. Under
+    PYTHONPYCACHEPREFIX, that start also caches the standard library modules read before
+    `initialize` (the prefix holds every module's bytecode), which a client that sets
+    PYTHONDONTWRITEBYTECODE would otherwise compile at every start."""
+    if this_installation() != "file":
+        return
+    command, variables, cached = launch
+    if cached is None:
+        doctor.warn(
+            "no bytecode cache can be written for this file: each start compiles it (~0.2 s)",
+            f"make __pycache__ beside it writable, or {default_pycache_prefix(os.environ)}",
+        )
+        return
+    where = " (under PYTHONPYCACHEPREFIX: no __pycache__ beside it)" if len(variables) > 1 else ""
+    doctor.ok(f"bytecode cached at {cached}{where}: clients start it with `-m`")
+    argv = [*command, "--stdio"]
+    if options.get("config"):
+        argv += ["--config", os.path.abspath(os.path.expanduser(options["config"]))]
+    problem = _first_start(argv, dict(variables))
+    if problem:
+        doctor.fail(
+            f"the client line did not start the server: {problem}",
+            "run its command below in a terminal, with its variables, to see the whole error",
+        )
+    else:
+        doctor.ok("the client line starts the server and it answers `initialize`")
+
+
+def _first_start(argv: list[str], variables: dict) -> str | None:
+    """Starts `argv` as a client would, with `variables`, until it answers `initialize`; None,
+    or what went wrong."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    hello = {"protocolVersion": LATEST_PROTOCOL, "capabilities": {}}
+    hello["clientInfo"] = {"name": f"{SERVER_NAME}-doctor", "version": __version__}
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+    try:
+        proc = subprocess.run(
+            argv, input=encode_message(request) + b"\n", capture_output=True,
+            env={**env, **variables}, timeout=60,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    first = proc.stdout.split(b"\n", 1)[0]
+    if b'"result"' in first and b'"serverInfo"' in first:
+        return None
+    said = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+    return f"exit status {proc.returncode}" + (f": {said[-1]}" if said else "")
 
 
 def _extras_in_use(config: Config | None) -> list[str]:
@@ -16008,17 +16221,19 @@ def client_env(config: Config, env: dict | None = None) -> list[tuple[str, str |
     return carried
 
 
-def client_lines(options: dict, config: Config) -> list[str]:
+def client_lines(options: dict, config: Config, launch: tuple | None = None) -> list[str]:
     """The lines that add this installation to Claude Code, Codex CLI and Cursor, with the
-    environment the server runs with here (see client_env)."""
+    environment the server runs with here (see client_env) and the variables its command needs
+    (`launch`, from client_command)."""
     import shlex
 
-    command = [*command_path(config), "--stdio"]
+    start, needed, _cached = client_command(config) if launch is None else launch
+    command = [*start, "--stdio"]
     if options.get("config"):
         command += ["--config", os.path.abspath(os.path.expanduser(options["config"]))]
     quote = (lambda s: f'"{s}"') if os.name == "nt" else shlex.quote
     argv = " ".join(quote(part) for part in command)
-    carried = client_env(config)
+    carried = client_env(config) + list(needed)
 
     def shell(name: str, value: str | None) -> str:
         if value is None:
@@ -16084,12 +16299,14 @@ def run_doctor(options: dict) -> int:
             doctor.skip("live answer not tried (fix the failures above first)")
         else:
             _doctor_live(doctor, config)
+    launch = client_command(config)
+    _doctor_dropin(doctor, launch, options)
     doctor.line("")
     doctor.line(
         "To add this installation to a client (the key comes from your environment; "
         "the other variables are the ones set here):"
     )
-    for row in client_lines(options, config):
+    for row in client_lines(options, config, launch):
         doctor.line(row)
     return doctor.finish()
 
