@@ -5879,9 +5879,9 @@ class AnswerEngine:
             (period, limit, _, spent_when, resets, who), (spent, reserved) = period_sums
             name = f"{period} budget" if who is None else f"{user}'s {period[9:]} allowance"
             fix = f"raise budget.{period}_usd" + (
-                f" (or {user}'s own: --user add {user} --{period[9:]}-usd X, after revoke)"
-                if who is not None
-                else ""
+                f" (or {user}'s own: --user limit {user} --{period[9:]}-usd X)"
+                if who is not None and identity_kind(user) == "user"
+                else ""  # an OAuth subject's, shared's and local's: the config key alone
             )
             if spent >= limit:
                 raise ToolError(
@@ -6424,6 +6424,7 @@ _USERS_HASHES_KEPT = 100_000  # named tokens' hashes remembered (never sent to i
 # What --user add's tokens start with, so a server knows one of its own even when it cannot
 # read the state (issue 31): such a token is never sent to an OAuth issuer.
 NAMED_TOKEN_PREFIX = "ormcp_u_"
+ALLOWANCE_DEFAULT = "none"  # --user limit NAME --daily-usd none: back to the per-user default
 
 _USAGE_COLUMNS = (
     "at",
@@ -8316,13 +8317,17 @@ class UserDirectory:
 
     # -- the --user commands: on a connection of their own ----------------------------------------
 
-    def add(self, name: str, token: str, daily: float | None, monthly: float | None) -> None:
-        """Adds a user (or gives a revoked one a new token); ValueError if it is active."""
+    def add(self, name: str, token: str, daily: float | None, monthly: float | None) -> tuple:
+        """Adds a user, or gives a revoked one a new token keeping its allowances unless new
+        ones are given (issue 39); ((daily, monthly) it now has, whether it was there);
+        ValueError if it is active."""
 
         def work(q):
-            row = q("SELECT revoked_at FROM users WHERE name = ?", (name,)).fetchone()
+            row = q(
+                "SELECT revoked_at, daily_usd, monthly_usd FROM users WHERE name = ?", (name,)
+            ).fetchone()
             if row is not None and row[0] is None:
-                raise ValueError(f"user {name!r} exists; revoke it first to give a new token")
+                raise ValueError(f"user {name!r} exists; --user rotate {name} gives it a new token")
             # Names that differ only in case are two people who read as one (admins, --usage).
             for (other,) in q("SELECT name FROM users").fetchall():
                 if other != name and other.lower() == name.lower():
@@ -8330,14 +8335,60 @@ class UserDirectory:
                         f"user {other!r} exists, and {name!r} differs from it only in case; "
                         "pick another name"
                     )
-            q("DELETE FROM users WHERE name = ?", (name,))
+            if row is not None:  # revoked: a new token, the same allowances and history
+                kept = (row[1] if daily is None else daily, row[2] if monthly is None else monthly)
+                q(
+                    "UPDATE users SET token_sha256 = ?, revoked_at = NULL, daily_usd = ?, "
+                    "monthly_usd = ? WHERE name = ?",
+                    (token_sha256(token), *kept, name),
+                )
+                return kept, True
             q(
                 "INSERT INTO users (name, token_sha256, created_at, revoked_at, daily_usd, "
                 "monthly_usd) VALUES (?, ?, ?, NULL, ?, ?)",
                 (name, token_sha256(token), time.time(), daily, monthly),
             )
+            return (daily, monthly), False
 
-        self._state.report("adding a user", work)
+        return self._state.report("adding a user", work)
+
+    def rotate(self, name: str, token: str) -> tuple:
+        """Gives an active user a new token in place of its old one, which is refused from
+        now on (by running servers within _USERS_CACHE_S); its allowances and usage stay.
+        (daily, monthly); ValueError if there is no such active user."""
+
+        def work(q):
+            row = self._row(q, name)
+            if row[0] is not None:
+                raise ValueError(f"user {name!r} is revoked; --user add {name} gives it a token")
+            q("UPDATE users SET token_sha256 = ? WHERE name = ?", (token_sha256(token), name))
+            return row[1], row[2]
+
+        return self._state.report("rotating a user's token", work)
+
+    def limit(self, name: str, daily, monthly) -> tuple:
+        """Sets a user's own allowances: a number, None to leave it, ALLOWANCE_DEFAULT for the
+        per-user default. (daily, monthly) it now has; ValueError if there is no such user."""
+
+        def work(q):
+            row = self._row(q, name)
+            kept = tuple(
+                old if new is None else (None if new == ALLOWANCE_DEFAULT else new)
+                for old, new in ((row[1], daily), (row[2], monthly))
+            )
+            q("UPDATE users SET daily_usd = ?, monthly_usd = ? WHERE name = ?", (*kept, name))
+            return kept
+
+        return self._state.report("setting a user's allowance", work)
+
+    @staticmethod
+    def _row(q, name: str) -> tuple:
+        row = q(
+            "SELECT revoked_at, daily_usd, monthly_usd FROM users WHERE name = ?", (name,)
+        ).fetchone()
+        if row is None:
+            raise ValueError(f"no user named {name!r} (see --user list)")
+        return row
 
     def revoke(self, name: str) -> None:
         """Revokes a user's token; ValueError if there is no such active user."""
@@ -14612,6 +14663,7 @@ usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--sh
        {SERVER_NAME} --doctor [--live] [--http [HOST:]PORT] [--config PATH] [--model ID]
        {SERVER_NAME} --usage [--since YYYY-MM-DD] [--json] [--config PATH]
        {SERVER_NAME} --user add NAME [--daily-usd X] [--monthly-usd Y] | list | revoke NAME
+              | rotate NAME | limit NAME [--daily-usd X|none] [--monthly-usd Y|none]
        {SERVER_NAME} --help | --version"""
 
 HELP = f"""{USAGE}
@@ -14652,10 +14704,14 @@ options:
                      same state then requires a token, even on 127.0.0.1
   --user list        list the users (never a token), with their allowances
   --user revoke NAME revoke a user's token: running servers refuse it within seconds
-  --daily-usd X      with --user add: this user's daily allowance in USD (over
-                     budget.per_user_daily_usd)
-  --monthly-usd Y    with --user add: this user's monthly allowance in USD (over
-                     budget.per_user_monthly_usd)
+                     (--user add NAME later gives a new one, keeping its allowances)
+  --user rotate NAME give a user a new token (printed once, as by add); the old one is
+                     refused within seconds; allowances and usage stay
+  --user limit NAME  set a user's own allowances (--daily-usd, --monthly-usd)
+  --daily-usd X      with --user add or limit: this user's daily allowance in USD (over
+                     budget.per_user_daily_usd; with limit, none: back to that)
+  --monthly-usd Y    with --user add or limit: this user's monthly allowance in USD (over
+                     budget.per_user_monthly_usd; with limit, none: back to that)
   --version          print the version
   --help             print this help
 
@@ -14729,9 +14785,12 @@ def parse_args(argv: list[str]) -> dict:
             if not value.strip():
                 raise UsageError(f"{name} needs a non-empty value")
             options[takes_value[name]] = value
-            if name == "--user" and value not in ("add", "list", "revoke"):
-                raise UsageError(f"--user takes add NAME, list or revoke NAME, not {value!r}")
-            if name == "--user" and value in ("add", "revoke"):
+            if name == "--user" and value not in USER_ACTIONS:
+                raise UsageError(
+                    "--user takes add NAME, list, revoke NAME, rotate NAME or limit NAME, "
+                    f"not {value!r}"
+                )
+            if name == "--user" and value != "list":
                 if not args or args[0].startswith("-"):
                     raise UsageError(f"--user {value} needs a user name")
                 options["user_name"] = args.pop(0)
@@ -14796,14 +14855,23 @@ def _did_you_mean(word: str, known: list[str], asked: bool = False) -> str:
     return f"; did you mean {close[0]}?" if close else "; --help lists the options"
 
 
+USER_ACTIONS = ("add", "list", "revoke", "rotate", "limit")
+
+
 def _check_user_options(options: dict) -> None:
-    """--user ACTION [NAME] [--daily-usd X] [--monthly-usd Y]: the allowances as numbers."""
+    """--user ACTION [NAME] [--daily-usd X] [--monthly-usd Y]: the allowances as numbers
+    (with limit, `none` too: back to the per-user default)."""
     action = options.get("user")
+    if action == "limit" and options.get("daily_usd") is options.get("monthly_usd") is None:
+        raise UsageError("--user limit NAME needs --daily-usd X and/or --monthly-usd Y")
     for flag, key in (("--daily-usd", "daily_usd"), ("--monthly-usd", "monthly_usd")):
         if options.get(key) is None:
             continue
-        if action != "add":
-            raise UsageError(f"{flag} goes with --user add NAME")
+        if action not in ("add", "limit"):
+            raise UsageError(f"{flag} goes with --user add NAME or --user limit NAME")
+        if action == "limit" and options[key].strip().lower() == "none":
+            options[key] = ALLOWANCE_DEFAULT
+            continue
         try:
             amount = float(options[key])
         except ValueError:
@@ -14874,7 +14942,12 @@ def run_user(config: Config, log: Log, options: dict) -> int:
     if not state_enabled(config):
         print(f"{SERVER_NAME}: --user needs the state (state.path is off)", file=sys.stderr)
         return 2
-    problem = user_name_problem(name) if action == "add" else None
+    problem = user_name_problem(name) if action in ("add", "limit") else None
+    if problem and action == "limit" and (":" in name or name.lower() == SHARED_USER):
+        problem = (
+            f"{name[:80]!r} is not a named user: an OAuth subject's and shared's allowance is "
+            "budget.per_user_daily_usd / budget.per_user_monthly_usd in the config"
+        )
     if problem:
         print(f"{SERVER_NAME}: error: {inert(problem)}", file=sys.stderr)
         return 2
@@ -14887,13 +14960,11 @@ def run_user(config: Config, log: Log, options: dict) -> int:
             users.revoke(name)
             print(f"user {name} revoked: running servers refuse its token within seconds")
             return 0
-        import secrets
-
-        token = NAMED_TOKEN_PREFIX + secrets.token_urlsafe(32)
-        users.add(name, token, options.get("daily_usd"), options.get("monthly_usd"))
-        print(f"user {name} added; its token follows, shown once (only a hash is kept):")
-        print(token)
-        return 0
+        if action == "limit":
+            kept = users.limit(name, options.get("daily_usd"), options.get("monthly_usd"))
+            print(f"user {name}'s allowance: {allowance_words(kept)}")
+            return 0
+        return _new_token(users, action, name, options)
     except ValueError as exc:
         print(f"{SERVER_NAME}: error: {inert(str(exc))}", file=sys.stderr)
         return 2
@@ -14901,6 +14972,36 @@ def run_user(config: Config, log: Log, options: dict) -> int:
         return 1  # the warning said why
     finally:
         state.close()
+
+
+def _new_token(users: UserDirectory, action: str, name: str, options: dict) -> int:
+    """--user add (a revoked name's allowances kept unless given) or --user rotate: the new
+    token, alone on the last line."""
+    import secrets
+
+    token = NAMED_TOKEN_PREFIX + secrets.token_urlsafe(32)
+    if action == "rotate":
+        kept = users.rotate(name, token)
+        said = (
+            f"user {name}'s token rotated: running servers refuse the old one within seconds; "
+            f"its allowance ({allowance_words(kept)}) and usage stay"
+        )
+    else:
+        kept, again = users.add(name, token, options.get("daily_usd"), options.get("monthly_usd"))
+        said = f"user {name} added" + (
+            f" again, its allowance kept unless given ({allowance_words(kept)})" if again else ""
+        )
+    print(f"{said}; its token follows, shown once (only a hash is kept):")
+    print(token)
+    return 0
+
+
+def allowance_words(allowance: tuple) -> str:
+    """(daily, monthly) as --user prints it: daily $2.00, monthly: the per-user default."""
+    return ", ".join(
+        f"{label} {usd(amount)}" if amount is not None else f"{label}: the per-user default"
+        for label, amount in zip(("daily", "monthly"), allowance, strict=True)
+    )
 
 
 def _print_users(rows: list, as_json: bool) -> int:
