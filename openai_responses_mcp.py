@@ -871,14 +871,14 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         low=0,
         high=1e9,
         doc="each user's daily allowance: refuse a user's calls once their spend today reaches "
-        "this (--user add NAME --daily-usd X sets one user's own)",
+        "this (--user add or --user limit NAME --daily-usd X sets a named user's own)",
     ),
     ("budget", "per_user_monthly_usd"): Setting(
         None,
         "number",
         low=0,
         high=1e9,
-        doc="each user's monthly allowance (--user add NAME --monthly-usd Y sets one user's own)",
+        doc="each user's monthly allowance (--user limit NAME --monthly-usd Y: a named user's own)",
     ),
     ("state", "path"): Setting(
         None,
