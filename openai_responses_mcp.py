@@ -13970,10 +13970,16 @@ class HttpHandler:
         self._framing_ok = True
 
     def _small_body(self) -> bytes | None:
-        """The body, read now if it is small and still unread; None if it stays unread."""
+        """A refused request's body, read now if it is small and still unread; None if it
+        stays unread. Without a valid token, only if it is here already (sent with the
+        headers): never waited for, or a stranger's requests trickling their bodies would
+        hold connections busy, and at max_connections every new one is closed (issue 39)."""
         if self._body is None:
             length = self.headers.get("Content-Length", "0").strip()
             if not length.isdigit() or int(length) > 65536:
+                self.close_connection = True  # its body stays unread
+                return None
+            if self.user is None and not self._arrived(int(length)):
                 self.close_connection = True  # its body stays unread
                 return None
             try:
@@ -13982,6 +13988,18 @@ class HttpHandler:
                 self.close_connection = True
                 return None
         return self._body
+
+    def _arrived(self, size: int) -> bool:
+        """Whether `size` bytes are here to read (one look, without waiting)."""
+        if size == 0:
+            return True
+        self.connection.settimeout(0)
+        try:
+            return len(self.rfile.peek(size)) >= size
+        except OSError:
+            return False
+        finally:
+            self.connection.settimeout(self.timeout)
 
     def _read_body(self) -> bytes:
         """The body, whose Content-Length _check_framing() has checked; 413 past the limit

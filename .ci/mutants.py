@@ -142,6 +142,15 @@ MUTANTS = [
         "table_of_sources_is_bounded",
     ),
     mutant(
+        "refusal-waits-for-a-strangers-body",
+        "auth",
+        "if self.user is None and not self._arrived(int(length)):",
+        "if False:",
+        "tests/test_http.py",
+        "-k",
+        "trickling_their_bodies",
+    ),
+    mutant(
         "outage-unclassified-token-to-issuer",
         "auth",
         "return self.users.ever_read() or self.oauth.introspection.cached(given)",
