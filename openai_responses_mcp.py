@@ -12360,6 +12360,9 @@ INTROSPECTION_CONCURRENCY = 4  # introspection calls at once, at most
 INTROSPECTION_BURST = 20
 INTROSPECTION_PER_S = 5.0
 INTROSPECTION_SOURCES = 4096  # sources whose allowance is remembered, at most (memory bound)
+# Unknown tokens of one source asked about (or waiting to be) at once, at most: the rest get 503
+# at once, so one source never holds every introspection slot, nor connections busy waiting.
+INTROSPECTION_SOURCE_AT_ONCE = 2
 INTROSPECTION_GOOD_S = 3600.0  # a token that introspected active skips the allowance this long
 
 
@@ -12524,6 +12527,7 @@ class SourceAllowances:
 
         self.burst, self.per_s, self.size = float(burst), per_s, size
         self._buckets: OrderedDict = OrderedDict()  # source -> [allowance, when filled]
+        self._at_once: dict[str, int] = {}  # source -> its calls under way (none: absent)
         self._lock = threading.Lock()
 
     def take(self, source: str) -> bool:
@@ -12534,6 +12538,20 @@ class SourceAllowances:
                 return False
             bucket[0] -= 1
             return True
+
+    def enter(self, source: str, most: int) -> bool:
+        """One more call of `source` under way, unless it has `most` already (False)."""
+        with self._lock:
+            if self._at_once.get(source, 0) >= most:
+                return False
+            self._at_once[source] = self._at_once.get(source, 0) + 1
+            return True
+
+    def leave(self, source: str) -> None:
+        with self._lock:
+            left = self._at_once.pop(source, 1) - 1
+            if left > 0:
+                self._at_once[source] = left
 
     def give_back(self, source: str) -> None:
         with self._lock:
@@ -12601,16 +12619,21 @@ class Introspection:
         cached = self._cached(digest)
         if cached is not None:
             return cached
-        spent = not self._known_good(digest)
-        if spent and not self.sources.take(source):
-            raise IntrospectionBusy("too many introspection calls from this client")
+        if self._known_good(digest):  # a valid user's token, asked about again
+            return self._ask_once(token, digest)
+        if not self.sources.enter(source, INTROSPECTION_SOURCE_AT_ONCE):
+            raise IntrospectionBusy("too many introspection calls from this client at once")
         try:
-            answer = self._ask_once(token, digest)
-        except BaseException:
-            if spent:  # nothing proved it junk
-                self.sources.give_back(source)
-            raise
-        if answer.get("active") is True and spent:
+            if not self.sources.take(source):
+                raise IntrospectionBusy("too many introspection calls from this client")
+            try:
+                answer = self._ask_once(token, digest)
+            except BaseException:
+                self.sources.give_back(source)  # nothing proved it junk
+                raise
+        finally:
+            self.sources.leave(source)
+        if answer.get("active") is True:  # no junk: its allowance is given back
             self.sources.give_back(source)
         return answer
 

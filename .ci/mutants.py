@@ -99,8 +99,8 @@ MUTANTS = [
     mutant(
         "introspection-allowance-global",
         "auth",
-        "if spent and not self.sources.take(source):",
-        'if spent and not self.sources.take(""):',
+        "if not self.sources.take(source):",
+        'if not self.sources.take(""):',
         "tests/test_introspection.py",
         "-k",
         "one_sources_junk or never_starves",
@@ -117,7 +117,7 @@ MUTANTS = [
     mutant(
         "introspection-active-not-given-back",
         "auth",
-        'if answer.get("active") is True and spent:',
+        'if answer.get("active") is True:  # no junk: its allowance is given back',
         "if False:",
         "tests/test_introspection.py",
         "-k",
@@ -126,11 +126,20 @@ MUTANTS = [
     mutant(
         "introspection-known-good-spends",
         "auth",
-        "spent = not self._known_good(digest)",
-        "spent = True",
+        "if self._known_good(digest):  # a valid user's token, asked about again",
+        "if False:",
         "tests/test_introspection.py",
         "-k",
         "known_good",
+    ),
+    mutant(
+        "introspection-source-at-once-unbounded",
+        "auth",
+        "if not self.sources.enter(source, INTROSPECTION_SOURCE_AT_ONCE):",
+        "if not self.sources.enter(source, 10**9):",
+        "tests/test_introspection.py",
+        "-k",
+        "at_once",
     ),
     mutant(
         "introspection-sources-unbounded",

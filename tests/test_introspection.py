@@ -204,6 +204,39 @@ def test_a_token_known_good_is_asked_about_again_whatever_its_sources_allowance(
     assert introspection.asked.count("good") == 2
 
 
+def test_one_source_holds_at_most_its_share_of_the_calls_at_once(monkeypatch):
+    """A slow issuer: one source's unknown tokens past INTROSPECTION_SOURCE_AT_ONCE are
+    refused at once (never queued for a slot, holding their connections), and another source
+    still gets a slot."""
+    introspection = m.Introspection("http://127.0.0.1:9/i", "id", "secret")
+    release, started = threading.Event(), threading.Semaphore(0)
+
+    def ask(token):
+        if token.startswith("slow"):
+            started.release()
+            release.wait(10)
+        return {"active": token == "good"}
+
+    monkeypatch.setattr(introspection, "_ask", ask)
+    slow = [
+        threading.Thread(target=introspection.claims, args=(f"slow{n}", "192.0.2.1"))
+        for n in range(m.INTROSPECTION_SOURCE_AT_ONCE)
+    ]
+    for thread in slow:
+        thread.start()
+    try:
+        for _ in slow:
+            assert started.acquire(timeout=10)
+        with pytest.raises(m.IntrospectionBusy, match="at once"):
+            introspection.claims("one-more", "192.0.2.1")
+        assert introspection.claims("good", "192.0.2.2")["active"] is True
+    finally:
+        release.set()
+        for thread in slow:
+            thread.join(10)
+    assert introspection.claims("later", "192.0.2.1") == {"active": False}
+
+
 def test_the_table_of_sources_is_bounded():
     allowances = m.SourceAllowances(2, 0.0, 100)
     for n in range(1000):
