@@ -293,3 +293,13 @@ def test_client_source(peer, forwarded, trusted, source):
 def test_a_bad_trusted_proxy_is_refused_naming_the_key():
     with pytest.raises(m.ConfigError, match=r"server\.http\.trusted_proxies"):
         m.trusted_networks(["10.0.0.0/33"])
+
+
+def test_a_bad_trusted_proxy_in_the_config_exits_2_naming_the_key(tmp_path):
+    from conftest import run_cli
+
+    config = tmp_path / "config.yaml"
+    config.write_text("server:\n  http:\n    trusted_proxies: [nginx.local]\n")
+    done = run_cli(tmp_path, "--show-config", "--config", str(config))
+    assert done.returncode == 2, done.stderr
+    assert "server.http.trusted_proxies: 'nginx.local' is not an address" in done.stderr
