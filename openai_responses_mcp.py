@@ -871,14 +871,14 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         low=0,
         high=1e9,
         doc="each user's daily allowance: refuse a user's calls once their spend today reaches "
-        "this (--user add NAME --daily-usd X sets one user's own)",
+        "this (--user add or --user limit NAME --daily-usd X sets a named user's own)",
     ),
     ("budget", "per_user_monthly_usd"): Setting(
         None,
         "number",
         low=0,
         high=1e9,
-        doc="each user's monthly allowance (--user add NAME --monthly-usd Y sets one user's own)",
+        doc="each user's monthly allowance (--user limit NAME --monthly-usd Y: a named user's own)",
     ),
     ("state", "path"): Setting(
         None,
@@ -1016,6 +1016,12 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ),
     ("server", "http", "allowed_hosts"): Setting(
         [], "strings", doc="Host names served besides localhost and the bound address, or '*'"
+    ),
+    ("server", "http", "trusted_proxies"): Setting(
+        [],
+        "strings",
+        doc="addresses (or CIDR ranges) of proxies whose X-Forwarded-For names the client, "
+        "whose own allowance (introspection) it then spends",
     ),
     ("server", "http", "max_sessions"): Setting(
         100, "int", low=1, high=100_000, doc="most open sessions (initialize or GET /sse)"
@@ -1640,6 +1646,7 @@ def _validate(values: dict, sources: dict) -> None:
     _check_user_location(values["search"]["user_location"], sources)
     _check_tasks(values, sources)
     _check_auth(values, sources)
+    trusted_networks(values["server"]["http"]["trusted_proxies"])  # ConfigError naming it
 
 
 def _check_url(key: str, url: str, where: str, loopback_http: bool = False) -> None:
@@ -2468,6 +2475,7 @@ server:
     stateless: false       # true: no sessions, for several instances behind a load balancer
     allowed_origins: []    # browser origins besides http(s)://localhost, 127.0.0.1, [::1]
     allowed_hosts: []      # Host names besides the localhost names and the bound address
+    trusted_proxies: []    # proxies whose X-Forwarded-For names the client (e.g. [127.0.0.1])
     max_connections: 256   # open connections; at the cap a new one closes the longest idle
     max_sessions: 100      # at the cap, a new session ends the least recently used idle one
     max_body_bytes: 1048576  # largest request body (413 past it, before reading)
@@ -6216,9 +6224,9 @@ class AnswerEngine:
             (period, limit, _, spent_when, resets, who), (spent, reserved) = period_sums
             name = f"{period} budget" if who is None else f"{user}'s {period[9:]} allowance"
             fix = f"raise budget.{period}_usd" + (
-                f" (or {user}'s own: --user add {user} --{period[9:]}-usd X, after revoke)"
-                if who is not None
-                else ""
+                f" (or {user}'s own: --user limit {user} --{period[9:]}-usd X)"
+                if who is not None and identity_kind(user) == "user"
+                else ""  # an OAuth subject's, shared's and local's: the config key alone
             )
             if spent >= limit:
                 raise ToolError(
@@ -6761,6 +6769,7 @@ _USERS_HASHES_KEPT = 100_000  # named tokens' hashes remembered (never sent to i
 # What --user add's tokens start with, so a server knows one of its own even when it cannot
 # read the state (issue 31): such a token is never sent to an OAuth issuer.
 NAMED_TOKEN_PREFIX = "ormcp_u_"
+ALLOWANCE_DEFAULT = "none"  # --user limit NAME --daily-usd none: back to the per-user default
 
 _USAGE_COLUMNS = (
     "at",
@@ -8628,6 +8637,11 @@ class UserDirectory:
         """Whether a read of the state has ever found a user (not a guess: see exist())."""
         return bool(self._had)
 
+    def ever_read(self) -> bool:
+        """Whether this process has read the users once: then every named token there was
+        is known by its hash (named_shaped), those from before the prefix too."""
+        return self._had is not None
+
     def active(self) -> int | None:
         """How many users have a valid token; None when the state cannot be read."""
         try:
@@ -8655,13 +8669,17 @@ class UserDirectory:
 
     # -- the --user commands: on a connection of their own ----------------------------------------
 
-    def add(self, name: str, token: str, daily: float | None, monthly: float | None) -> None:
-        """Adds a user (or gives a revoked one a new token); ValueError if it is active."""
+    def add(self, name: str, token: str, daily: float | None, monthly: float | None) -> tuple:
+        """Adds a user, or gives a revoked one a new token keeping its allowances unless new
+        ones are given (issue 39); ((daily, monthly) it now has, whether it was there);
+        ValueError if it is active."""
 
         def work(q):
-            row = q("SELECT revoked_at FROM users WHERE name = ?", (name,)).fetchone()
+            row = q(
+                "SELECT revoked_at, daily_usd, monthly_usd FROM users WHERE name = ?", (name,)
+            ).fetchone()
             if row is not None and row[0] is None:
-                raise ValueError(f"user {name!r} exists; revoke it first to give a new token")
+                raise ValueError(f"user {name!r} exists; --user rotate {name} gives it a new token")
             # Names that differ only in case are two people who read as one (admins, --usage).
             for (other,) in q("SELECT name FROM users").fetchall():
                 if other != name and other.lower() == name.lower():
@@ -8669,14 +8687,60 @@ class UserDirectory:
                         f"user {other!r} exists, and {name!r} differs from it only in case; "
                         "pick another name"
                     )
-            q("DELETE FROM users WHERE name = ?", (name,))
+            if row is not None:  # revoked: a new token, the same allowances and history
+                kept = (row[1] if daily is None else daily, row[2] if monthly is None else monthly)
+                q(
+                    "UPDATE users SET token_sha256 = ?, revoked_at = NULL, daily_usd = ?, "
+                    "monthly_usd = ? WHERE name = ?",
+                    (token_sha256(token), *kept, name),
+                )
+                return kept, True
             q(
                 "INSERT INTO users (name, token_sha256, created_at, revoked_at, daily_usd, "
                 "monthly_usd) VALUES (?, ?, ?, NULL, ?, ?)",
                 (name, token_sha256(token), time.time(), daily, monthly),
             )
+            return (daily, monthly), False
 
-        self._state.report("adding a user", work)
+        return self._state.report("adding a user", work)
+
+    def rotate(self, name: str, token: str) -> tuple:
+        """Gives an active user a new token in place of its old one, which is refused from
+        now on (by running servers within _USERS_CACHE_S); its allowances and usage stay.
+        (daily, monthly); ValueError if there is no such active user."""
+
+        def work(q):
+            row = self._row(q, name)
+            if row[0] is not None:
+                raise ValueError(f"user {name!r} is revoked; --user add {name} gives it a token")
+            q("UPDATE users SET token_sha256 = ? WHERE name = ?", (token_sha256(token), name))
+            return row[1], row[2]
+
+        return self._state.report("rotating a user's token", work)
+
+    def limit(self, name: str, daily, monthly) -> tuple:
+        """Sets a user's own allowances: a number, None to leave it, ALLOWANCE_DEFAULT for the
+        per-user default. (daily, monthly) it now has; ValueError if there is no such user."""
+
+        def work(q):
+            row = self._row(q, name)
+            kept = tuple(
+                old if new is None else (None if new == ALLOWANCE_DEFAULT else new)
+                for old, new in ((row[1], daily), (row[2], monthly))
+            )
+            q("UPDATE users SET daily_usd = ?, monthly_usd = ? WHERE name = ?", (*kept, name))
+            return kept
+
+        return self._state.report("setting a user's allowance", work)
+
+    @staticmethod
+    def _row(q, name: str) -> tuple:
+        row = q(
+            "SELECT revoked_at, daily_usd, monthly_usd FROM users WHERE name = ?", (name,)
+        ).fetchone()
+        if row is None:
+            raise ValueError(f"no user named {name!r} (see --user list)")
+        return row
 
     def revoke(self, name: str) -> None:
         """Revokes a user's token; ValueError if there is no such active user."""
@@ -12528,6 +12592,79 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def _ip(text: str):
+    """An IP address from a header or a peer (brackets and a zone dropped), or None."""
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(text.strip().strip("[]").partition("%")[0])
+    except ValueError:
+        return None
+
+
+def trusted_networks(entries: list) -> list:
+    """server.http.trusted_proxies as networks; ConfigError naming the key for a bad entry."""
+    import ipaddress
+
+    networks = []
+    for entry in entries:
+        try:
+            networks.append(ipaddress.ip_network(str(entry).strip(), strict=False))
+        except ValueError:
+            raise ConfigError(
+                f"server.http.trusted_proxies: {str(entry)[:60]!r} is not an address or a "
+                "CIDR range (like 127.0.0.1 or 10.0.0.0/8)"
+            ) from None
+    return networks
+
+
+def client_source(peer: str, forwarded: str, trusted: list) -> str:
+    """Whose allowance a request spends (issue 39): the peer's address, an IPv6 one by its
+    /64 (what one host is given whole). From a proxy in `trusted` (trusted_networks), the
+    address nearest the end of X-Forwarded-For that is not itself a trusted proxy: what the
+    proxy saw. Without one, X-Forwarded-For counts for nothing: anyone can write it."""
+    address = _ip(peer)
+    if address is not None and forwarded and any(address in net for net in trusted):
+        for hop in reversed(forwarded.split(",")):
+            seen = _ip(hop)
+            if seen is None:
+                break  # what the proxy wrote is a name or garbage: the nearest good one counts
+            address = seen
+            if not any(seen in net for net in trusted):
+                break
+    if address is None:
+        return peer[:64]
+    mapped = getattr(address, "ipv4_mapped", None)
+    if address.version == 6 and mapped is None:
+        import ipaddress
+
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(mapped or address)
+
+
+class ClientSources:
+    """Each request's client_source, by server.http.trusted_proxies; says once on stderr
+    when a proxy on this host passes X-Forwarded-For unheeded (with introspection's
+    allowance at stake: its clients then share one)."""
+
+    def __init__(self, trusted: list, log: Log, oauth: bool):
+        self.trusted, self.log = trusted_networks(trusted), log
+        self._say = oauth and not self.trusted
+
+    def of(self, peer: str, forwarded: list | None) -> str:
+        forwarded = ", ".join(forwarded or ())
+        if forwarded and self._say:
+            address = _ip(peer)
+            if address is not None and address.is_loopback:
+                self._say = False
+                self.log.say(
+                    f"warning: requests from {peer} carry X-Forwarded-For, which is ignored "
+                    "until server.http.trusted_proxies lists that proxy: every client behind "
+                    "it shares one introspection allowance"
+                )
+        return client_source(peer, forwarded, self.trusted)
+
+
 def _host_name(value: str) -> str:
     """The name in a Host header or an origin's authority, lower-cased, without the port.
     Anything else after the name ("[::1].evil.com", "localhost:evil") keeps the value whole,
@@ -12569,8 +12706,16 @@ INTROSPECTION_CACHE_S = 60  # an active opaque token is asked about again after 
 INTROSPECTION_CACHE_SIZE = 10_000
 INTROSPECTION_REFUSED_S = 30  # a token the issuer called inactive is not asked about again
 INTROSPECTION_CONCURRENCY = 4  # introspection calls at once, at most
-INTROSPECTION_BURST = 20  # introspection calls in a row, at most, then ...
-INTROSPECTION_PER_S = 5.0  # ... this many a second
+# Each source (a client's address; see client_source) has its own allowance: INTROSPECTION_BURST
+# calls in a row, then INTROSPECTION_PER_S a second. A call whose token proves active is given
+# back, so only junk spends it: a flood from one source never starves another (issue 39).
+INTROSPECTION_BURST = 20
+INTROSPECTION_PER_S = 5.0
+INTROSPECTION_SOURCES = 4096  # sources whose allowance is remembered, at most (memory bound)
+# Unknown tokens of one source asked about (or waiting to be) at once, at most: the rest get 503
+# at once, so one source never holds every introspection slot, nor connections busy waiting.
+INTROSPECTION_SOURCE_AT_ONCE = 2
+INTROSPECTION_GOOD_S = 3600.0  # a token that introspected active skips the allowance this long
 
 
 class TokenRefused(HttpError):
@@ -12707,7 +12852,90 @@ class IssuerKeys:
 
 
 class IntrospectionBusy(Exception):
-    """Too many introspection calls at once or in a short while: the request gets 503."""
+    """Too many introspection calls at once, or from one source in a short while: the
+    request gets 503."""
+
+
+def introspected_exp(answer: dict) -> float | None:
+    """An introspection answer's `exp` as a number, or None for none. RFC 7662 makes it an
+    optional NumericDate: null, or a value that is no date (a word, a list), is read as no
+    expiry of the issuer's (our cache's bound still holds); a number in a string is read."""
+    exp = answer.get("exp")
+    if isinstance(exp, str):
+        try:
+            exp = float(exp.strip())
+        except ValueError:
+            return None
+    return float(exp) if _is_number(exp) else None
+
+
+class SourceAllowances:
+    """A token bucket per source (burst, then `per_s` a second), in at most `size` entries:
+    a source whose bucket has refilled is forgotten first, then the one least recently seen,
+    so a spray of sources cannot grow the table. Never one allowance for everyone."""
+
+    def __init__(self, burst: int, per_s: float, size: int):
+        from collections import OrderedDict
+
+        self.burst, self.per_s, self.size = float(burst), per_s, size
+        self._buckets: OrderedDict = OrderedDict()  # source -> [allowance, when filled]
+        self._at_once: dict[str, int] = {}  # source -> its calls under way (none: absent)
+        self._lock = threading.Lock()
+
+    def take(self, source: str) -> bool:
+        """Spends one of `source`'s allowance; False when it has none left."""
+        with self._lock:
+            bucket = self._bucket(source)
+            if bucket[0] < 1:
+                return False
+            bucket[0] -= 1
+            return True
+
+    def enter(self, source: str, most: int) -> bool:
+        """One more call of `source` under way, unless it has `most` already (False)."""
+        with self._lock:
+            if self._at_once.get(source, 0) >= most:
+                return False
+            self._at_once[source] = self._at_once.get(source, 0) + 1
+            return True
+
+    def leave(self, source: str) -> None:
+        with self._lock:
+            left = self._at_once.pop(source, 1) - 1
+            if left > 0:
+                self._at_once[source] = left
+
+    def give_back(self, source: str) -> None:
+        with self._lock:
+            bucket = self._bucket(source)
+            bucket[0] = min(self.burst, bucket[0] + 1)
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def _bucket(self, source: str) -> list:
+        now = time.monotonic()
+        bucket = self._buckets.get(source)
+        if bucket is None:
+            self._make_room(now)
+            bucket = self._buckets[source] = [self.burst, now]
+        bucket[0] = min(self.burst, bucket[0] + (now - bucket[1]) * self.per_s)
+        bucket[1] = now
+        self._buckets.move_to_end(source)
+        return bucket
+
+    def _make_room(self, now: float) -> None:
+        if len(self._buckets) < self.size:
+            return
+        full = [
+            source
+            for source, (left, filled) in self._buckets.items()
+            if left + (now - filled) * self.per_s >= self.burst
+        ]
+        for source in full:  # a full bucket is the same as none
+            del self._buckets[source]
+        while len(self._buckets) >= self.size:
+            self._buckets.popitem(last=False)
 
 
 class Introspection:
@@ -12715,8 +12943,11 @@ class Introspection:
     own client. Answers are kept by the token's hash, never the token: an active one for up
     to INTROSPECTION_CACHE_S, so a session's every request is not a round trip; a refusal for
     INTROSPECTION_REFUSED_S, so a client retrying a bad token does not ask again each time.
-    At most INTROSPECTION_CONCURRENCY calls run at once and INTROSPECTION_BURST in a row
-    (then INTROSPECTION_PER_S a second): a flood of junk tokens cannot flood the issuer."""
+    At most INTROSPECTION_CONCURRENCY calls run at once, and each source (client_source) has
+    an allowance of its own (SourceAllowances), given back when the token proves active: junk
+    spends only its sender's, so a valid token from anyone else is never refused for it, and
+    a token known good (active in the last INTROSPECTION_GOOD_S) is asked about again whatever
+    its source's allowance (issue 39)."""
 
     def __init__(self, url: str, client_id: str, secret: str):
         import base64
@@ -12726,56 +12957,87 @@ class Introspection:
         pair = f"{quote(client_id, safe='')}:{quote(secret, safe='')}"  # RFC 6749 2.3.1
         self._basic = "Basic " + base64.b64encode(pair.encode()).decode()
         self._cache: dict[str, tuple[dict, float]] = {}
+        self._good: dict[str, tuple] = {}  # hash of a token that was active -> (None, until)
         self._lock = threading.Lock()
         self._running = threading.BoundedSemaphore(INTROSPECTION_CONCURRENCY)
-        self._allowance, self._filled = float(INTROSPECTION_BURST), time.monotonic()
+        self.sources = SourceAllowances(
+            INTROSPECTION_BURST, INTROSPECTION_PER_S, INTROSPECTION_SOURCES
+        )
 
-    def claims(self, token: str) -> dict:
+    def claims(self, token: str, source: str = "") -> dict:
         """The introspection answer; OSError or ValueError if the endpoint fails,
-        IntrospectionBusy past the bounds."""
+        IntrospectionBusy past the bounds (`source`'s allowance, or the calls at once)."""
         digest = token_sha256(token)
-        with self._lock:
-            cached = self._cache.get(digest)
-        if cached is not None and cached[1] > time.monotonic():
-            return cached[0]
+        cached = self._cached(digest)
+        if cached is not None:
+            return cached
+        if self._known_good(digest):  # a valid user's token, asked about again
+            return self._ask_once(token, digest)
+        if not self.sources.enter(source, INTROSPECTION_SOURCE_AT_ONCE):
+            raise IntrospectionBusy("too many introspection calls from this client at once")
+        try:
+            if not self.sources.take(source):
+                raise IntrospectionBusy("too many introspection calls from this client")
+            try:
+                answer = self._ask_once(token, digest)
+            except BaseException:
+                self.sources.give_back(source)  # nothing proved it junk
+                raise
+        finally:
+            self.sources.leave(source)
+        if answer.get("active") is True:  # no junk: its allowance is given back
+            self.sources.give_back(source)
+        return answer
+
+    def _ask_once(self, token: str, digest: str) -> dict:
         if not self._running.acquire(timeout=FETCH_TIMEOUT_S):
             raise IntrospectionBusy("too many introspection calls at once")
         try:
-            with self._lock:  # another request may have asked about it while this one waited
-                cached = self._cache.get(digest)
-            if cached is not None and cached[1] > time.monotonic():
-                return cached[0]
-            self._spend_allowance()
+            cached = self._cached(digest)  # another request may have asked while this waited
+            if cached is not None:
+                return cached
             answer = self._ask(token)
         finally:
             self._running.release()
         self._keep(digest, answer)
         return answer
 
-    def _spend_allowance(self) -> None:
+    def cached(self, token: str) -> bool:
+        """Whether the issuer's answer about this token is at hand (asking nobody)."""
+        return self._cached(token_sha256(token)) is not None
+
+    def _cached(self, digest: str) -> dict | None:
         with self._lock:
-            now = time.monotonic()
-            refill = (now - self._filled) * INTROSPECTION_PER_S
-            self._allowance = min(float(INTROSPECTION_BURST), self._allowance + refill)
-            self._filled = now
-            if self._allowance < 1:
-                raise IntrospectionBusy("too many introspection calls in a short while")
-            self._allowance -= 1
+            cached = self._cache.get(digest)
+        return cached[0] if cached is not None and cached[1] > time.monotonic() else None
+
+    def _known_good(self, digest: str) -> bool:
+        with self._lock:
+            return self._good.get(digest, (None, 0.0))[1] > time.monotonic()
 
     def _keep(self, digest: str, answer: dict) -> None:
         now = time.monotonic()
+        left = -1.0  # seconds the token is good for; an inactive one is kept as refused
         if answer.get("active") is True:
-            left = answer.get("exp", time.time() + INTROSPECTION_CACHE_S) - time.time()
-            if not _is_number(left):
-                return
-            until = now + min(INTROSPECTION_CACHE_S, left)
-        else:
-            until = now + INTROSPECTION_REFUSED_S
+            exp = introspected_exp(answer)
+            left = INTROSPECTION_GOOD_S if exp is None else exp - time.time()
+        # An expired one is kept as a refusal is (each use checks its exp again).
+        until = now + (min(INTROSPECTION_CACHE_S, left) if left > 0 else INTROSPECTION_REFUSED_S)
         with self._lock:
-            if len(self._cache) >= INTROSPECTION_CACHE_SIZE:
-                self._cache = {k: v for k, v in self._cache.items() if v[1] > now}
-            if len(self._cache) < INTROSPECTION_CACHE_SIZE:
-                self._cache[digest] = answer, until
+            if left > 0:
+                good = now + min(INTROSPECTION_GOOD_S, left)
+                self._remember(self._good, digest, (None, good), now)
+            self._remember(self._cache, digest, (answer, until), now)
+
+    @staticmethod
+    def _remember(table: dict, digest: str, value: tuple, now: float) -> None:
+        """table[digest] = (what, until when), in at most INTROSPECTION_CACHE_SIZE entries
+        (lapsed ones go first; past that, nothing new is kept)."""
+        if len(table) >= INTROSPECTION_CACHE_SIZE:
+            for key in [key for key, (_, until) in table.items() if until <= now]:
+                del table[key]
+        if len(table) < INTROSPECTION_CACHE_SIZE:
+            table[digest] = value
 
     def _ask(self, token: str) -> dict:
         import urllib.parse
@@ -12895,15 +13157,16 @@ class OAuthVerifier:
             self.challenge(),
         )
 
-    def verify(self, token: str, introspect: bool = True) -> str:
+    def verify(self, token: str, introspect: bool = True, source: str = "") -> str:
         """The user an access token names, if its signature (or the issuer's introspection),
         issuer, times, audience and scopes are right. `introspect` False: an opaque token is
         one of this server's own (Authenticator.ours), never sent to the issuer, refused as
-        an inactive one is."""
+        an inactive one is. `source` (client_source) is whose introspection allowance a
+        token not known yet spends."""
         if self.introspection is not None and token.count(".") != 2:
             if not introspect:
                 raise self.refuse(INACTIVE)
-            claims = self._introspected(token)
+            claims = self._introspected(token, source)
         else:
             claims = self._jwt_claims(token)
         self._check_scopes(claims)
@@ -12926,10 +13189,10 @@ class OAuthVerifier:
             )
         return identity
 
-    def _introspected(self, token: str) -> dict:
+    def _introspected(self, token: str, source: str = "") -> dict:
         """An opaque token's claims from the issuer's introspection endpoint (RFC 7662)."""
         try:
-            claims = self.introspection.claims(token)
+            claims = self.introspection.claims(token, source)
         except IntrospectionBusy as exc:
             raise self.refuse(f"{exc}; retry shortly", 503) from None
         except (OSError, ValueError) as exc:
@@ -12948,8 +13211,8 @@ class OAuthVerifier:
                 f"the token is for another audience, not {self.audiences()[0]} "
                 "(server.auth.audience)"
             )
-        expires = claims.get("exp")
-        if _is_number(expires) and expires < time.time() - JWT_LEEWAY_S:
+        expires = introspected_exp(claims)
+        if expires is not None and expires < time.time() - JWT_LEEWAY_S:
             raise self.refuse("the token has expired; sign in again")
         return claims
 
@@ -13090,10 +13353,11 @@ class Authenticator:
             return True
         return bool(self.token) and near_token(given, self.token)
 
-    def authenticate(self, authorization: str, host: str | None = None) -> str:
+    def authenticate(self, authorization: str, host: str | None = None, source: str = "") -> str:
         """The user a request's Authorization header names; HttpError 401 (503 when named
         tokens cannot be checked) otherwise. The token itself is never logged or shown.
-        `host` (the Host header) picks the OAuth resource the request is for."""
+        `host` (the Host header) picks the OAuth resource the request is for; `source`
+        (client_source) is whose introspection allowance an unknown opaque token spends."""
         import hmac
 
         oauth = self.oauth.for_host(host) if self.oauth is not None else None
@@ -13118,7 +13382,7 @@ class Authenticator:
                 if user is not None:
                     return user
             if oauth is not None and self._for_oauth(given, unavailable is not None):
-                user = oauth.verify(given, introspect=not self.ours(given))
+                user = oauth.verify(given, introspect=not self.ours(given), source=source)
                 if user is not None:
                     return user
         if unavailable is not None:
@@ -13138,7 +13402,12 @@ class Authenticator:
         answer tells a guesser nothing about the shared token.)"""
         if not unavailable or given.count(".") == 2:
             return True
-        return self.oauth.introspection is not None and not self.ours(given)
+        if self.oauth.introspection is None or self.ours(given):
+            return False
+        # A named token from before the prefix is known only by its hash, which a process
+        # that has never read the users does not have: such a token cannot be told from an
+        # opaque one, so it waits (503) unless the issuer's answer is cached (issue 39).
+        return self.users.ever_read() or self.oauth.introspection.cached(given)
 
     def refusal(self, given: bool, oauth=None) -> HttpError:
         error = "invalid_token" if given else None
@@ -13455,15 +13724,15 @@ class HttpApp:
             "Vary": "Origin",
         }
 
-    def route(self, command: str, path: str, authorization: str, host: str | None = None) -> tuple:
+    def route(self, command: str, path: str, authorization: str, host=None, source="") -> tuple:
         """(the HttpHandler method that answers this request, the user asking), once its
-        token is checked (Authenticator.authenticate; `host` is its Host header)."""
+        token is checked (Authenticator.authenticate: its Host header and client_source)."""
         if command == "OPTIONS":
             return HttpHandler.preflight, None
         if path.startswith(WELL_KNOWN_RESOURCE):  # public; any resource path under it
             path = WELL_KNOWN_RESOURCE
         public = path in (HEALTH_PATH, WELL_KNOWN_RESOURCE)
-        user = None if public else self.auth.authenticate(authorization, host)
+        user = None if public else self.auth.authenticate(authorization, host, source)
         route = _ROUTES.get((command, path))
         if self.stateless and (command, path) in _SESSION_ROUTES:
             route = None
@@ -14038,7 +14307,12 @@ class HttpHandler:
             app.check_host(headers.get("Host"))
             self._cors = app.cors_headers(headers.get("Origin"))
             authorization = headers.get("Authorization", "")
-            route, self.user = app.route(self.command, path, authorization, headers.get("Host"))
+            source = self.server.sources.of(
+                self.client_address[0], headers.get_all("X-Forwarded-For")
+            )
+            route, self.user = app.route(
+                self.command, path, authorization, headers.get("Host"), source
+            )
             route(self)
         except HttpError as exc:
             body = self._small_body() if exc.status != 413 and self._framing_ok else None
@@ -14071,10 +14345,16 @@ class HttpHandler:
         self._framing_ok = True
 
     def _small_body(self) -> bytes | None:
-        """The body, read now if it is small and still unread; None if it stays unread."""
+        """A refused request's body, read now if it is small and still unread; None if it
+        stays unread. Without a valid token, only if it is here already (sent with the
+        headers): never waited for, or a stranger's requests trickling their bodies would
+        hold connections busy, and at max_connections every new one is closed (issue 39)."""
         if self._body is None:
             length = self.headers.get("Content-Length", "0").strip()
             if not length.isdigit() or int(length) > 65536:
+                self.close_connection = True  # its body stays unread
+                return None
+            if self.user is None and not self._arrived(int(length)):
                 self.close_connection = True  # its body stays unread
                 return None
             try:
@@ -14083,6 +14363,18 @@ class HttpHandler:
                 self.close_connection = True
                 return None
         return self._body
+
+    def _arrived(self, size: int) -> bool:
+        """Whether `size` bytes are here to read (one look, without waiting)."""
+        if size == 0:
+            return True
+        self.connection.settimeout(0)
+        try:
+            return len(self.rfile.peek(size)) >= size
+        except OSError:
+            return False
+        finally:
+            self.connection.settimeout(self.timeout)
 
     def _read_body(self) -> bytes:
         """The body, whose Content-Length _check_framing() has checked; 413 past the limit
@@ -14509,6 +14801,8 @@ class HttpServer:
 
     def __init__(self, app: HttpApp, host: str, port: int, handler):
         self.app, self.host = app, host
+        # Whose introspection allowance each request spends (issue 39).
+        self.sources = ClientSources(app.settings["trusted_proxies"], app.log, bool(app.oauth))
         self.address_family = app.family
         self.limit = app.settings["max_connections"]
         if os.name == "nt":  # select(), Windows' only selector, watches at most 512 sockets
@@ -14762,6 +15056,7 @@ usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--sh
        {SERVER_NAME} --doctor [--live] [--http [HOST:]PORT] [--config PATH] [--model ID]
        {SERVER_NAME} --usage [--since YYYY-MM-DD] [--json] [--config PATH]
        {SERVER_NAME} --user add NAME [--daily-usd X] [--monthly-usd Y] | list | revoke NAME
+              | rotate NAME | limit NAME [--daily-usd X|none] [--monthly-usd Y|none]
        {SERVER_NAME} --help | --version"""
 
 HELP = f"""{USAGE}
@@ -14804,10 +15099,14 @@ options:
                      same state then requires a token, even on 127.0.0.1
   --user list        list the users (never a token), with their allowances
   --user revoke NAME revoke a user's token: running servers refuse it within seconds
-  --daily-usd X      with --user add: this user's daily allowance in USD (over
-                     budget.per_user_daily_usd)
-  --monthly-usd Y    with --user add: this user's monthly allowance in USD (over
-                     budget.per_user_monthly_usd)
+                     (--user add NAME later gives a new one, keeping its allowances)
+  --user rotate NAME give a user a new token (printed once, as by add); the old one is
+                     refused within seconds; allowances and usage stay
+  --user limit NAME  set a user's own allowances (--daily-usd, --monthly-usd)
+  --daily-usd X      with --user add or limit: this user's daily allowance in USD (over
+                     budget.per_user_daily_usd; with limit, none: back to that)
+  --monthly-usd Y    with --user add or limit: this user's monthly allowance in USD (over
+                     budget.per_user_monthly_usd; with limit, none: back to that)
   --version          print the version
   --help             print this help
 
@@ -14883,9 +15182,12 @@ def parse_args(argv: list[str]) -> dict:
             if not value.strip():
                 raise UsageError(f"{name} needs a non-empty value")
             options[takes_value[name]] = value
-            if name == "--user" and value not in ("add", "list", "revoke"):
-                raise UsageError(f"--user takes add NAME, list or revoke NAME, not {value!r}")
-            if name == "--user" and value in ("add", "revoke"):
+            if name == "--user" and value not in USER_ACTIONS:
+                raise UsageError(
+                    "--user takes add NAME, list, revoke NAME, rotate NAME or limit NAME, "
+                    f"not {value!r}"
+                )
+            if name == "--user" and value != "list":
                 if not args or args[0].startswith("-"):
                     raise UsageError(f"--user {value} needs a user name")
                 options["user_name"] = args.pop(0)
@@ -15045,14 +15347,23 @@ def _edit_distance(a: str, b: str) -> int:
     return rows[-1][-1]
 
 
+USER_ACTIONS = ("add", "list", "revoke", "rotate", "limit")
+
+
 def _check_user_options(options: dict) -> None:
-    """--user ACTION [NAME] [--daily-usd X] [--monthly-usd Y]: the allowances as numbers."""
+    """--user ACTION [NAME] [--daily-usd X] [--monthly-usd Y]: the allowances as numbers
+    (with limit, `none` too: back to the per-user default)."""
     action = options.get("user")
+    if action == "limit" and options.get("daily_usd") is options.get("monthly_usd") is None:
+        raise UsageError("--user limit NAME needs --daily-usd X and/or --monthly-usd Y")
     for flag, key in (("--daily-usd", "daily_usd"), ("--monthly-usd", "monthly_usd")):
         if options.get(key) is None:
             continue
-        if action != "add":
-            raise UsageError(f"{flag} goes with --user add NAME")
+        if action not in ("add", "limit"):
+            raise UsageError(f"{flag} goes with --user add NAME or --user limit NAME")
+        if action == "limit" and options[key].strip().lower() == "none":
+            options[key] = ALLOWANCE_DEFAULT
+            continue
         try:
             amount = float(options[key])
         except ValueError:
@@ -15123,7 +15434,12 @@ def run_user(config: Config, log: Log, options: dict) -> int:
     if not state_enabled(config):
         print(f"{SERVER_NAME}: --user needs the state (state.path is off)", file=sys.stderr)
         return 2
-    problem = user_name_problem(name) if action == "add" else None
+    problem = user_name_problem(name) if action in ("add", "limit") else None
+    if problem and action == "limit" and (":" in name or name.lower() == SHARED_USER):
+        problem = (
+            f"{name[:80]!r} is not a named user: an OAuth subject's and shared's allowance is "
+            "budget.per_user_daily_usd / budget.per_user_monthly_usd in the config"
+        )
     if problem:
         print(f"{SERVER_NAME}: error: {inert(problem)}", file=sys.stderr)
         return 2
@@ -15136,13 +15452,11 @@ def run_user(config: Config, log: Log, options: dict) -> int:
             users.revoke(name)
             print(f"user {name} revoked: running servers refuse its token within seconds")
             return 0
-        import secrets
-
-        token = NAMED_TOKEN_PREFIX + secrets.token_urlsafe(32)
-        users.add(name, token, options.get("daily_usd"), options.get("monthly_usd"))
-        print(f"user {name} added; its token follows, shown once (only a hash is kept):")
-        print(token)
-        return 0
+        if action == "limit":
+            kept = users.limit(name, options.get("daily_usd"), options.get("monthly_usd"))
+            print(f"user {name}'s allowance: {allowance_words(kept)}")
+            return 0
+        return _new_token(users, action, name, options)
     except ValueError as exc:
         print(f"{SERVER_NAME}: error: {inert(str(exc))}", file=sys.stderr)
         return 2
@@ -15150,6 +15464,36 @@ def run_user(config: Config, log: Log, options: dict) -> int:
         return 1  # the warning said why
     finally:
         state.close()
+
+
+def _new_token(users: UserDirectory, action: str, name: str, options: dict) -> int:
+    """--user add (a revoked name's allowances kept unless given) or --user rotate: the new
+    token, alone on the last line."""
+    import secrets
+
+    token = NAMED_TOKEN_PREFIX + secrets.token_urlsafe(32)
+    if action == "rotate":
+        kept = users.rotate(name, token)
+        said = (
+            f"user {name}'s token rotated: running servers refuse the old one within seconds; "
+            f"its allowance ({allowance_words(kept)}) and usage stay"
+        )
+    else:
+        kept, again = users.add(name, token, options.get("daily_usd"), options.get("monthly_usd"))
+        said = f"user {name} added" + (
+            f" again, its allowance kept unless given ({allowance_words(kept)})" if again else ""
+        )
+    print(f"{said}; its token follows, shown once (only a hash is kept):")
+    print(token)
+    return 0
+
+
+def allowance_words(allowance: tuple) -> str:
+    """(daily, monthly) as --user prints it: daily $2.00, monthly: the per-user default."""
+    return ", ".join(
+        f"{label} {usd(amount)}" if amount is not None else f"{label}: the per-user default"
+        for label, amount in zip(("daily", "monthly"), allowance, strict=True)
+    )
 
 
 def _print_users(rows: list, as_json: bool) -> int:
