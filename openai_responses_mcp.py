@@ -871,14 +871,14 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         low=0,
         high=1e9,
         doc="each user's daily allowance: refuse a user's calls once their spend today reaches "
-        "this (--user add NAME --daily-usd X sets one user's own)",
+        "this (--user add or --user limit NAME --daily-usd X sets a named user's own)",
     ),
     ("budget", "per_user_monthly_usd"): Setting(
         None,
         "number",
         low=0,
         high=1e9,
-        doc="each user's monthly allowance (--user add NAME --monthly-usd Y sets one user's own)",
+        doc="each user's monthly allowance (--user limit NAME --monthly-usd Y: a named user's own)",
     ),
     ("state", "path"): Setting(
         None,
@@ -1016,6 +1016,12 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ),
     ("server", "http", "allowed_hosts"): Setting(
         [], "strings", doc="Host names served besides localhost and the bound address, or '*'"
+    ),
+    ("server", "http", "trusted_proxies"): Setting(
+        [],
+        "strings",
+        doc="addresses (or CIDR ranges) of proxies whose X-Forwarded-For names the client, "
+        "whose own allowance (introspection) it then spends",
     ),
     ("server", "http", "max_sessions"): Setting(
         100, "int", low=1, high=100_000, doc="most open sessions (initialize or GET /sse)"
@@ -1554,19 +1560,28 @@ INHERITED = "inherited from answer"
 
 def _inherit_answer(values: dict, sources: dict) -> None:
     """Seed 001's profile rule: once the user sets `answer`'s model (file, environment or
-    --model), every key of answer_detailed and answer_quick they did not set themselves is
-    `answer`'s (model, effort, verbosity, search context, background, cost controls), so a
-    config of `answer` alone runs every tool on the model the user chose. The per-tool built-in
-    defaults (gpt-6.2-sol, gpt-6-luna, effort high or low ...) apply only when the user set no
-    `answer` model either. answer_deep stands alone: a deep research model takes other settings."""
-    if sources.get(("model_profiles", "answer", "model"), "default") == "default":
-        return
+    --model), every profile key of answer_detailed and answer_quick they did not set themselves
+    is `answer`'s (model, effort, verbosity, search context, cost controls), so a config of
+    `answer` alone runs every tool on the model the user chose. The per-tool built-in defaults
+    (gpt-6.2-sol, gpt-6-luna, effort high or low ...) apply only when the user set no `answer`
+    model either. answer_deep stands alone: a deep research model takes other settings.
+
+    `background` is no part of the answer's shape but of how a long call survives: each tool
+    keeps its own default (answer_detailed's true) unless the user sets `background`, for
+    `answer` (then every tool that does not set its own takes it) or for that tool (issue 39:
+    the seed's example config, with every model set, had lost answer_detailed's resumes)."""
+    chosen = {
+        key: sources.get(("model_profiles", "answer", key), "default") != "default"
+        for key in ("model", "background")
+    }
     for row in TOOL_TABLE:
         tool = row["name"]
         if tool == "answer" or row.get("opt_in"):
             continue
         for key in (*PROFILE_KEYS, "background"):
             path = ("model_profiles", tool, key)
+            if not chosen["background" if key == "background" else "model"]:
+                continue
             if path in SETTINGS and sources.get(path, "default") == "default":
                 values["model_profiles"][tool][key] = None  # null: answer's, as profile() reads
                 sources[path] = INHERITED
@@ -1631,6 +1646,7 @@ def _validate(values: dict, sources: dict) -> None:
     _check_user_location(values["search"]["user_location"], sources)
     _check_tasks(values, sources)
     _check_auth(values, sources)
+    trusted_networks(values["server"]["http"]["trusted_proxies"])  # ConfigError naming it
 
 
 def _check_url(key: str, url: str, where: str, loopback_http: bool = False) -> None:
@@ -2075,15 +2091,26 @@ EXTRA_PACKAGES = {"postgres": ("psycopg[binary]",), "oauth": ("PyJWT", "cryptogr
 
 
 def install_kind(
-    executable: str, prefix: str, base_prefix: str, script: str, argv0: str, exists=None
+    executable: str,
+    prefix: str,
+    base_prefix: str,
+    script: str,
+    argv0: str,
+    exists=None,
+    site_dirs: tuple = (),
 ) -> str:
     """How this copy was installed, from its interpreter's paths: "uvx" (an environment in
     uv's cache), "uv-run" (a file `uv run` runs, also from the cache), "file" (a file run by
-    Python), "uv-tool" (`uv tool install`), "pipx", "venv" or "pip" (the system's Python)."""
+    Python, as `python file` or `python -m`), "uv-tool" (`uv tool install`), "pipx", "venv" or
+    "pip" (the system's Python). An installed module run with `python -m` (in `site_dirs`) is
+    its installation's, not a copied file."""
     exists = os.path.exists if exists is None else exists
     parts = {part for path in (executable, prefix) for part in re.split(r"[\\/]", path)}
     in_uv_cache = any(re.fullmatch(_UV_CACHE_BUCKET, part) for part in parts)
     ran_as_file = bool(argv0) and os.path.realpath(argv0) == os.path.realpath(script)
+    folder = os.path.realpath(os.path.dirname(script))
+    if any(folder == os.path.realpath(site) for site in site_dirs):
+        ran_as_file = False
     if in_uv_cache:
         return "uv-run" if ran_as_file else "uvx"
     if ran_as_file:
@@ -2096,8 +2123,147 @@ def install_kind(
 
 
 def this_installation() -> str:
+    import site
+    import sysconfig
+
     argv0 = sys.argv[0] if sys.argv else ""
-    return install_kind(sys.executable, sys.prefix, sys.base_prefix, __file__, argv0)
+    paths = sysconfig.get_paths()
+    sites = (paths["purelib"], paths["platlib"], site.getusersitepackages())
+    return install_kind(
+        sys.executable, sys.prefix, sys.base_prefix, __file__, argv0, site_dirs=sites
+    )
+
+
+def install_source() -> str | None:
+    """What `uvx --from` took this copy from when it was not the package index: a local folder
+    or archive, or `git+URL[@revision]`, as PEP 610's direct_url.json records it (uv and pip
+    write it); None for a copy from the index. A line without it would run the index's release,
+    or fail where the index has none (issue 39)."""
+    try:
+        from importlib.metadata import PackageNotFoundError, distribution
+
+        text = distribution(SERVER_NAME).read_text("direct_url.json")
+    except (PackageNotFoundError, OSError):
+        return None
+    try:
+        record = json.loads(text or "null")
+    except ValueError:
+        return None
+    return direct_url_source(record) if isinstance(record, dict) else None
+
+
+def direct_url_source(record: dict) -> str | None:
+    """A PEP 610 record as the words `uvx --from` takes: a path for a file:// URL, the VCS URL
+    with the revision asked for, any other URL as it is."""
+    url = record.get("url")
+    if not isinstance(url, str) or not url:
+        return None
+    vcs = record.get("vcs_info")
+    if isinstance(vcs, dict):
+        revision = vcs.get("requested_revision")
+        url = f"{vcs.get('vcs', 'git')}+{url}" + (f"@{revision}" if revision else "")
+    elif url.startswith("file:"):
+        from urllib.parse import unquote, urlsplit
+        from urllib.request import url2pathname
+
+        url = url2pathname(unquote(urlsplit(url).path))
+    subdirectory = record.get("subdirectory")
+    if subdirectory:  # a URL says it as a fragment; a folder is the subdirectory's own path
+        url = (
+            f"{url}#subdirectory={subdirectory}"
+            if "://" in url
+            else os.path.join(url, subdirectory)
+        )
+    return url
+
+
+def uvx_words() -> list[str]:
+    """`--from SOURCE` when uvx took this copy from anywhere but the index, else nothing."""
+    source = install_source()
+    return ["--from", source] if source else []
+
+
+# -- A copied file's start: bytecode cached as an installation's is ---------------------------
+# `python openai_responses_mcp.py` compiles the whole file at every start (0.1 to 0.2 s and
+# some 40 MiB at the peak): Python never caches a script's bytecode. Run as `python -m` with
+# its folder on PYTHONPATH, the file is imported, so its bytecode is cached in __pycache__
+# beside it, or under PYTHONPYCACHEPREFIX where that folder cannot be written (issue 39).
+
+
+def default_pycache_prefix(env: dict) -> str:
+    """$XDG_CACHE_HOME/openai-responses-mcp/pycache, or the platform's equivalent."""
+    if os.name == "nt" and env.get("LOCALAPPDATA"):
+        return os.path.join(env["LOCALAPPDATA"], SERVER_NAME, "pycache")
+    home = env.get("HOME") or os.path.expanduser("~")
+    base = env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
+    return os.path.join(base, SERVER_NAME, "pycache")
+
+
+def write_bytecode(script: str, prefix: str | None) -> str | None:
+    """Compiles `script` into the .pyc its import reads (under `prefix` as PYTHONPYCACHEPREFIX
+    puts it, else in __pycache__ beside it); that file's path, or None when it cannot be
+    written there. Written now, it is read even by a server that may not write one
+    (PYTHONDONTWRITEBYTECODE)."""
+    import importlib.util
+    import py_compile
+
+    saved = sys.pycache_prefix
+    sys.pycache_prefix = prefix
+    try:
+        target = importlib.util.cache_from_source(script)
+    finally:
+        sys.pycache_prefix = saved
+    if _bytecode_fresh(script, target):
+        return target
+    try:  # timestamp-checked, as an import writes it: a changed file is compiled again
+        mode = py_compile.PycInvalidationMode.TIMESTAMP
+        py_compile.compile(script, cfile=target, doraise=True, invalidation_mode=mode)
+    except (OSError, py_compile.PyCompileError):
+        return None
+    return target
+
+
+def _bytecode_fresh(script: str, target: str) -> bool:
+    """`target` is the bytecode an import of `script` takes as it is (the header's magic
+    number, source time and size): nothing to compile again."""
+    import importlib.util
+
+    try:
+        with open(target, "rb") as handle:
+            head = handle.read(16)
+        stat = os.stat(script)
+    except OSError:
+        return False
+    mtime, size = int(stat.st_mtime) & 0xFFFFFFFF, stat.st_size & 0xFFFFFFFF
+    expected = mtime.to_bytes(4, "little") + size.to_bytes(4, "little")
+    valid = importlib.util.MAGIC_NUMBER + bytes(4) + expected
+    return len(head) == 16 and head == valid
+
+
+def dropin_launch(
+    script: str, python: str, env: dict
+) -> tuple[list[str], list[tuple[str, str]], str | None]:
+    """How a client starts a copied file at an installation's speed: (command, variables,
+    the .pyc it reads): `python -m` the module, its folder on PYTHONPATH, and where that folder
+    cannot be written PYTHONPYCACHEPREFIX at the user's cache. Where no bytecode can be written
+    at all, or the file is not named as a module, the file itself (compiled at every start)."""
+    script = os.path.abspath(script)
+    folder, name = os.path.split(script)
+    module = name[:-3] if name.endswith(".py") else ""
+    if not module.isidentifier():
+        return [python, script], [], None
+    variables = [("PYTHONPATH", folder)]
+    cached = write_bytecode(script, None)
+    if cached is None:
+        prefix = default_pycache_prefix(env)
+        cached = write_bytecode(script, prefix)
+        variables.append(("PYTHONPYCACHEPREFIX", prefix))
+    if cached is None:
+        return [python, script], [], None
+    # -P (3.11+): the client's working folder does not go first on sys.path, where a file of
+    # its own named like a module the server imports (json.py, openai/) would be found first.
+    safe = ["-P"] if sys.version_info >= (3, 11) else []
+    return [python, *safe, "-m", module], variables, cached
 
 
 def shell_quote(text: str, windows: bool | None = None) -> str:
@@ -2120,7 +2286,8 @@ def extra_command(extra: str, kind: str | None = None, python: str | None = None
     if kind == "pipx":
         return f"pipx inject {SERVER_NAME} {words}"
     if kind == "uvx":
-        return f"uvx {withs} {SERVER_NAME}"
+        source = " ".join(shell_quote(word) for word in uvx_words())
+        return f"uvx {source + ' ' if source else ''}{withs} {SERVER_NAME}"
     if kind == "uv-tool":
         return f"uv tool install {withs} {SERVER_NAME}"
     if kind == "uv-run":
@@ -2308,6 +2475,7 @@ server:
     stateless: false       # true: no sessions, for several instances behind a load balancer
     allowed_origins: []    # browser origins besides http(s)://localhost, 127.0.0.1, [::1]
     allowed_hosts: []      # Host names besides the localhost names and the bound address
+    trusted_proxies: []    # proxies whose X-Forwarded-For names the client (e.g. [127.0.0.1])
     max_connections: 256   # open connections; at the cap a new one closes the longest idle
     max_sessions: 100      # at the cap, a new session ends the least recently used idle one
     max_body_bytes: 1048576  # largest request body (413 past it, before reading)
@@ -2613,17 +2781,75 @@ def build_input(query: str, hints: dict, today: str, timezone: str) -> str:
 # secret's name, only as a regular file, and within a size bound; its kind comes from its bytes.
 # The server never fetches a URL: OpenAI does. If any file is refused, nothing is sent.
 
-# Names no file is read under, whatever the directory (files.deny adds more); matched, case
-# folded, against every component of the path as given and as resolved.
-SECRET_NAMES = (
-    ".env*", "*.pem", "*.key", "*.p12", "*.pfx", "id_*", ".netrc", ".npmrc", ".pypirc",
-    ".git-credentials", "credentials*", ".pgpass", ".*_history", "*.kdbx", ".htpasswd",
-)  # fmt: skip
-# Directories nothing is read from, wherever they are (matched as consecutive components).
-SECRET_DIRS = (
-    ".ssh", ".aws", ".gnupg", ".kube", ".docker", ".config/gcloud",
-    ".azure", ".config/gh", ".terraform.d", ".password-store", ".local/share/keyrings",
-)  # fmt: skip
+# What no file is read under, whatever the directory (files.deny adds more): (pattern, what it
+# holds), one table that docs/files.md lists whole (tests/test_files.py checks). Matched case
+# folded, as a case-insensitive disk would read it, against the path as given and as resolved.
+# A pattern is a file name glob (`*.pem`); a directory nothing is read from, wherever it is
+# (`.ssh/`); or a file in a directory (`.codex/auth.json`), matched at the path's end.
+SECRET_PATHS = (
+    # Keys and key stores.
+    ("*.pem", "PEM keys and certificates"),
+    ("*.key", "private keys"),
+    ("*.p12", "PKCS#12 key stores"),
+    ("*.pfx", "PKCS#12 key stores"),
+    ("*.ppk", "PuTTY private keys"),
+    ("id_*", "SSH keys (id_rsa, id_ed25519 ...)"),
+    ("*.kdbx", "KeePass databases"),
+    (".ssh/", "SSH keys and configuration"),
+    (".gnupg/", "GnuPG keys"),
+    (".password-store/", "pass"),
+    (".local/share/keyrings/", "GNOME Keyring"),
+    # Credential files.
+    (".env*", "environment files: API keys, passwords"),
+    ("credentials*", "credentials files (AWS, Cargo, gem, terraform ...)"),
+    (".netrc", "logins for curl, git, ftp"),
+    ("_netrc", "logins for curl, git (Windows)"),
+    (".git-credentials", "git's stored passwords"),
+    (".npmrc", "npm tokens"),
+    (".pypirc", "PyPI tokens"),
+    (".pgpass", "PostgreSQL passwords"),
+    ("pgpass.conf", "PostgreSQL passwords (Windows)"),
+    (".my.cnf", "MySQL passwords"),
+    (".htpasswd", "web passwords"),
+    (".vault-token", "HashiCorp Vault token"),
+    ("credentials.tfrc.json", "Terraform Cloud token"),
+    (".boto", "gsutil and boto credentials"),
+    (".s3cfg", "s3cmd keys"),
+    (".dockercfg", "Docker registry logins (old form)"),
+    ("kubeconfig", "Kubernetes cluster credentials"),
+    ("*.kubeconfig", "Kubernetes cluster credentials"),
+    (".aws/", "AWS credentials and SSO token cache"),
+    (".azure/", "Azure CLI tokens (msal_token_cache, accessTokens.json ...)"),
+    (".config/gcloud/", "gcloud credentials (credentials.db, access_tokens.db ...)"),
+    ("appdata/roaming/gcloud/", "gcloud credentials (Windows)"),
+    (".kube/", "Kubernetes cluster credentials"),
+    (".docker/", "Docker registry logins (config.json)"),
+    (".config/gh/", "GitHub CLI token (hosts.yml)"),
+    (".config/github-copilot/", "GitHub Copilot tokens"),
+    (".terraform.d/", "Terraform tokens"),
+    # Coding agents' logins.
+    (".claude/.credentials.json", "Claude Code's login"),
+    (".claude.json", "Claude Code's state: MCP servers' environment (API keys), account"),
+    ("claude_desktop_config.json", "Claude Desktop's MCP servers' environment (API keys)"),
+    (".codex/auth.json", "Codex CLI's login"),
+    (".codex/config.toml", "Codex CLI's MCP servers' environment (API keys)"),
+    (".gemini/oauth_creds.json", "Gemini CLI's login"),
+    # Shell and REPL histories: what was typed, passwords and tokens included.
+    (".*_history*", "bash, zsh, ksh, sh, python, node, psql, mysql, sqlite, irb, pry, redis-cli"),
+    (".zhistory", "zsh"),
+    (".histfile", "zsh"),
+    (".zsh_sessions/", "zsh (macOS, a history each session)"),
+    (".history", "tcsh"),
+    ("fish_history", "fish"),
+    ("consolehost_history.txt", "PowerShell (PSReadLine)"),
+    (".codex/history.jsonl", "Codex CLI"),
+    (".lesshst", "less"),
+    (".viminfo", "vim: command history and registers"),
+    (".rhistory", "R"),
+    (".dbshell", "mongo shell"),
+    ("mongosh_repl_history", "mongosh"),
+    ("repl_history.jl", "Julia"),
+)
 # Pseudo-file systems: never files, whatever files.allowed_dirs says.
 SYSTEM_DIRS = ("/proc", "/sys", "/dev")
 # The kinds a file may be, from its first bytes: (magic, offset, kind, MIME type).
@@ -2646,6 +2872,7 @@ OTHER_KINDS = (
 _TEXT_CONTROLS = bytes(c for c in range(32) if c not in b"\t\n\r\f\x1b") + b"\x7f"
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".webp")
 ROOTS_TIMEOUT_S = 5.0  # how long a call waits for the client's roots/list answer
+PATH_MAX_CHARS = 4096  # Linux's PATH_MAX: no longer path opens, so none is resolved
 # Budget estimates (docs/files.md): images by OpenAI's tile formula, PDFs by pages (each page
 # is sent as text and as an image), text by bytes; a URL's size is unknown, so it counts as
 # its worst case.
@@ -2670,7 +2897,7 @@ class FileInput:
 
     def summary(self) -> dict:
         """What `_meta.files` says of it: never its content."""
-        name = self.given if not self.given.startswith("data:") else _data_label(self.given)
+        name = _data_label(self.given) if _is_data_url(self.given) else self.given
         return {"name": name, "kind": self.kind, "bytes": self.bytes, "sha256": self.sha256[:12]}
 
 
@@ -2682,34 +2909,68 @@ def _data_label(given: str) -> str:
     return given.partition(",")[0][:60] + ",…"
 
 
+# The schemes that make a file a URL even without `//` (`file:/etc/passwd` is one). Anything
+# else is a URL only as `scheme://...`: `run:42.log` and `C:\\logs\\x.log` are paths.
+URL_SCHEMES = ("data", "http", "https", "file", "ftp")
+_URL_FORM = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):(//)?")
+
+
+def url_scheme(given: str) -> str:
+    """The URL scheme of a `files` item, lower-cased (schemes are case-insensitive: DATA: is
+    data:), or "" for a path."""
+    found = _URL_FORM.match(given)
+    if found is None or not (found.group(2) or found.group(1).lower() in URL_SCHEMES):
+        return ""
+    return found.group(1).lower()
+
+
+def _is_data_url(given: str) -> bool:
+    return url_scheme(given) == "data"
+
+
 def _named(given: str) -> str:
-    """The file as the caller gave it, fit for one line of an error."""
-    if given.startswith("data:"):
+    """The file as the caller gave it, fit for one line of an error; a data: URL by its type
+    only, never its payload."""
+    if _is_data_url(given):
         return _data_label(given)
-    shown = "".join(c if c.isprintable() else "?" for c in given)
-    return shown if len(shown) <= 160 else shown[:159] + "…"
+    shown = "".join(c if c.isprintable() else "?" for c in given[:160])  # not all of a long one
+    return shown if len(given) <= 160 else shown[:159] + "…"
 
 
-def files_denied(path: str, patterns) -> bool:
-    """Whether `path` names a secret: its file name matches a pattern (one with a / matches
-    the whole path), or a directory on its way is a secret directory; case folded, as a
+def files_denied(path: str, patterns=()) -> bool:
+    """Whether `path` names a secret: a row of SECRET_PATHS, or a files.deny pattern (one
+    without a / matches the file name, one with a / the whole path); case folded, as a
     case-insensitive disk would read it."""
     import fnmatch
 
     folded = path.replace("\\", "/").casefold()
     parts = [p for p in folded.split("/") if p not in ("", ".")]
+    if any(_secret_path(parts, pattern) for pattern, _ in SECRET_PATHS):
+        return True
     name = parts[-1] if parts else ""
     for pattern in patterns:
         pattern = pattern.casefold()
         if fnmatch.fnmatchcase(folded if "/" in pattern else name, pattern):
             return True
-    directories = parts[:-1]
-    for secret in SECRET_DIRS:
-        names = secret.split("/")
-        for index in range(len(directories) - len(names) + 1):
-            if directories[index : index + len(names)] == names:
-                return True
     return False
+
+
+def _secret_path(parts: list, pattern: str) -> bool:
+    """Whether a path's components match a SECRET_PATHS pattern: a file name glob, a directory
+    (`dir/`) as consecutive components anywhere above the file, or `dir/name` at its end."""
+    import fnmatch
+
+    if not parts:
+        return False
+    if pattern.endswith("/"):
+        names, directories = pattern[:-1].split("/"), parts[:-1]
+        return any(
+            directories[at : at + len(names)] == names
+            for at in range(len(directories) - len(names) + 1)
+        )
+    names = pattern.split("/")
+    ends = parts[-len(names) :]
+    return len(ends) == len(names) and all(map(fnmatch.fnmatchcase, ends, names))
 
 
 def _inside(path: str, directory: str) -> bool:
@@ -2739,10 +3000,21 @@ def _other_kind(data: bytes) -> str:
     return named or ("empty" if not data else "binary data that is not UTF-8 text")
 
 
+# A private key block, whatever its form: PEM of any type (RSA, EC, PKCS#8, encrypted,
+# OpenSSH), PGP armour (PRIVATE KEY BLOCK), SSH2 (`---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----`)
+# and PuTTY's .ppk. The tools that write them write them so, upper case; the bounded run keeps
+# the search linear whatever the file.
+_PRIVATE_KEY = re.compile(
+    rb"-{4,5} ?(?:BEGIN|END) [A-Z0-9 ]{0,40}(?:PRIVATE|SECRET) KEY|PuTTY-User-Key-File-\d+:"
+)
+_PRIVATE_KEY_WORDS = (b"PRIVATE KEY", b"SECRET KEY", b"PuTTY-User-Key-File-")
+
+
 def _looks_secret(data: bytes, key: str) -> bool:
     """Text that holds a private key block or the server's own API key is a secret whatever
     its name (a key copied to notes.txt, a hard link to ~/.ssh/id_rsa)."""
-    if b"PRIVATE KEY-----" in data and b"-----BEGIN" in data:
+    # The plain search first: a file with none of the words costs a memchr of it, no regex.
+    if any(word in data for word in _PRIVATE_KEY_WORDS) and _PRIVATE_KEY.search(data):
         return True
     return bool(key) and key.encode() in data
 
@@ -2803,39 +3075,53 @@ def image_tokens(size: tuple[int, int] | None, detail: str) -> int:
 _PDF_PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
 # An object stream's dictionary (PDF 1.5): its page objects are compressed inside it.
 _PDF_OBJSTM = re.compile(rb"/Type\s*/ObjStm\b")
-PDF_INFLATE_BYTES = 64 << 20  # how much of a PDF's object streams is inflated to count pages
+# Counting pages costs at most a small multiple of reading the file, whatever its structure:
+# each stream is inflated from its own bytes only (they never overlap, so zlib reads the file at
+# most once), its output within a total bound, the whole within a time bound; a stream left
+# unread counts each object it holds as a page (high, never low).
+PDF_INFLATE_BYTES = 64 << 20  # the most of a PDF's object streams inflated to count pages
+PDF_INFLATE_RATIO = 32  # and at most this many times the file's size (real streams: 3 to 20)
 PDF_OBJECT_STREAMS = 1_000  # how many are looked into; a file with more counts as its worst case
+PDF_COUNT_S = 1.0  # how long one PDF's streams are inflated for; the rest count by their /N
 
 
 def pdf_pages(data: bytes) -> int:
     """A PDF's page count, as its page objects tell it (at least 1), those compressed in
     object streams too: pdfTeX and most producers since PDF 1.5 put every page object there,
-    where the plain bytes show none. A stream that cannot be inflated within the bound counts
-    each object it holds (/N) as a page, and a file with more streams than are looked into
-    counts a page a byte: the estimate may be high, never low, and is quick whatever the file."""
+    where the plain bytes show none. A stream's bytes end where the next object stream's
+    dictionary begins; one that cannot be inflated within the bounds counts each object it
+    holds (/N) as a page, and a file with more streams than are looked into counts a page a
+    byte: the estimate may be high, never low, and costs about what reading the file does."""
+    import time
 
-    pages, budget, seen = len(_PDF_PAGE.findall(data)), PDF_INFLATE_BYTES, set()
-    view = memoryview(data)
-    for number, found in enumerate(_PDF_OBJSTM.finditer(data)):
+    pages = len(_PDF_PAGE.findall(data))
+    budget = min(PDF_INFLATE_BYTES, PDF_INFLATE_RATIO * len(data))
+    deadline, view = time.monotonic() + PDF_COUNT_S, memoryview(data)
+    found = _PDF_OBJSTM.finditer(data)
+    current, number = next(found, None), 0
+    while current is not None:
         if number >= PDF_OBJECT_STREAMS:
             return max(pages, len(data))
-        head = data[found.end() : found.end() + 1024]
+        following = next(found, None)
+        end = following.start() if following is not None else len(data)
+        head = data[current.end() : min(end, current.end() + 1024)]
         at = re.search(rb"stream\r?\n", head)
-        if at is None or found.end() + at.end() in seen:
-            continue
-        start = found.end() + at.end()
-        seen.add(start)
-        held = re.search(rb"/N\s+(\d{1,9})", head[: at.start()])
-        most = int(held.group(1)) if held else len(data)
-        plain = _inflated(view[start:], budget)
-        budget -= len(plain or b"")
-        pages += most if plain is None else min(most, len(_PDF_PAGE.findall(plain)))
+        if at is not None:
+            held = re.search(rb"/N\s+(\d{1,9})", head[: at.start()])
+            most = int(held.group(1)) if held else len(data)
+            plain = None
+            if budget > 0 and time.monotonic() < deadline:
+                plain, spent = _inflated(view[current.end() + at.end() : end], budget)
+                budget -= spent
+            pages += most if plain is None else min(most, len(_PDF_PAGE.findall(plain)))
+        current, number = following, number + 1
     return max(1, pages)
 
 
-def _inflated(stream, budget: int) -> bytes | None:
+def _inflated(stream, budget: int) -> tuple[bytes | None, int]:
     """A zlib stream's bytes, fed 64 KB at a time (garbage fails at its first bytes, whatever
-    follows), or None when it is not one, is cut short, or inflates past `budget`."""
+    follows), or None when it is not one, is cut short, or inflates past `budget`; with how
+    many bytes were inflated either way (they count against the budget)."""
     import zlib
 
     inflater, out, size = zlib.decompressobj(), [], 0
@@ -2844,19 +3130,12 @@ def _inflated(stream, budget: int) -> bytes | None:
             out.append(inflater.decompress(stream[at : at + (1 << 16)], budget - size + 1))
             size += len(out[-1])
             if size > budget or inflater.unconsumed_tail:
-                return None
+                return None, size
             if inflater.eof:
-                return b"".join(out)
+                return b"".join(out), size
     except zlib.error:
-        return None
-    return None
-
-
-def files_usd(files, prices) -> float:
-    """What a call's files add to its input, in dollars at the model's input price."""
-    if not files or prices is None:
-        return 0.0
-    return sum(f.tokens for f in files) * prices[0][0] / 1e6
+        return None, size
+    return None, size
 
 
 def request_text(request: dict) -> str:
@@ -2879,7 +3158,7 @@ class FileReader:
         get = lambda key: config.get("files", key)  # noqa: E731
         self.max_files, self.max_file = get("max_files"), get("max_file_bytes")
         self.max_total, self.detail = get("max_total_bytes"), get("image_detail")
-        self.patterns = (*SECRET_NAMES, *get("deny"))
+        self.patterns = tuple(get("deny"))  # on top of SECRET_PATHS
         # The server's own config and state files: they may hold tokens.
         own = (config.path, state_path(config))
         self._own = {os.path.realpath(p) for p in own if p}
@@ -2910,12 +3189,12 @@ class FileReader:
         return files
 
     def _one(self, given: str, allowed: list | None) -> FileInput:
-        scheme = given.partition(":")[0].lower() if re.match(r"[A-Za-z][\w+.-]*:", given) else ""
+        scheme = url_scheme(given)
         if scheme == "https":
             return self._url(given)
         if scheme == "data":
             return self._data_url(given)
-        if scheme and len(scheme) > 1:  # C:\... is a Windows path, not a scheme
+        if scheme:
             raise FileRefused(
                 f"{_named(given)}: refused, only https:// and data: URLs are sent ({scheme}: "
                 "is not; the server never fetches a URL itself)"
@@ -2930,6 +3209,7 @@ class FileReader:
     def _url(self, given: str) -> FileInput:
         from urllib.parse import urlsplit
 
+        given = "https" + given[len("https") :]  # HTTPS:// as https://, as OpenAI expects it
         try:
             parts = urlsplit(given)
             parts.port  # noqa: B018 - raises ValueError for a bad port
@@ -2973,6 +3253,10 @@ class FileReader:
     def _local(self, given: str, allowed: list) -> FileInput:
         if "\x00" in given:
             raise FileRefused(f"{_named(given)}: refused, a path cannot hold a NUL character")
+        if len(given) > PATH_MAX_CHARS:  # resolving and matching it would cost per component
+            raise FileRefused(
+                f"{_named(given)}: refused, a path of more than {PATH_MAX_CHARS} characters"
+            )
         path = os.path.expanduser(given)
         if not os.path.isabs(path):
             if not allowed:
@@ -3057,7 +3341,7 @@ class FileReader:
             raise FileRefused(f"{_named(given)}: refused, it holds a private key or API key")
         kind, mime = found
         encoded = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
-        name = "file" if given.startswith("data:") else os.path.basename(given) or "file"
+        name = "file" if _is_data_url(given) else os.path.basename(given) or "file"
         if kind == "pdf":
             part = {"type": "input_file", "filename": name, "file_data": encoded}
             return FileInput(given, kind, data, part, pdf_pages(data) * PDF_PAGE_TOKENS)
@@ -4097,7 +4381,7 @@ def token_count(value) -> int:
     return min(max(int(value), 0), USAGE_MAX_TOKENS)
 
 
-# -- Prices: what an answer cost in dollars --------------------------------------------------------
+# -- Prices: what an answer cost in dollars, and what a call may cost (the budget's estimate) ------
 
 # USD per million tokens (input, cached input, output) at Standard prices for requests of up to
 # 272K input tokens, as each model's page on developers.openai.com/api/docs/models/<model> gives
@@ -4160,6 +4444,9 @@ LONG_CONTEXT_FAMILIES = ("gpt-5.4", "gpt-5.5", "gpt-5.6", "gpt-6")
 # (until 2027-02-28; six from 2027-03-01).
 TIER_FACTORS = {"flex": 0.5, "priority": 2.0, "fast": 2.0, "ultrafast": 3.0}
 PRIORITY_FACTORS = {"gpt-5.5": 2.5}
+# The tiers a request asking for a tier may be billed at: a flex request without capacity is
+# retried on the default tier (_flex_unavailable), so its discount is never certain.
+TIER_FALLBACKS = {"flex": "default"}
 
 
 class Pricing:
@@ -4204,12 +4491,37 @@ class Pricing:
             }
         return self._priced(model, found, _counts(usage), search_usd, tier)
 
-    def _priced(self, model: str, found: tuple, usage: dict, search_usd: float, tier) -> dict:
+    def estimate(self, model: str, tier, brought: int, besides: int = 0, typical=0.0) -> float:
+        """The most a call can be billed, as far as it is known before it is sent, in dollars:
+        the input tokens it `brought` (its question and files) and `typical`, what the tool's
+        calls cost in the ledger (their output, searches and the input they carry `besides`:
+        instructions, search results). Priced by _priced, as the answer will be: over the
+        long-context line (brought + besides) the whole request at the long-context rates,
+        the typical part too; at the dearest tier the request may be billed at
+        (TIER_FALLBACKS); every token brought as a prompt-cache write (1.25 times the input
+        rate: the most a token costs at the API's default retention, which the server never
+        changes), never at the cached-input discount, which is not certain. A model with no
+        price (under a budget, refused before this) adds nothing to `typical`."""
+        found = self.prices(model)
+        if found is None:
+            return typical
+        usage = {**_counts({}), "input_tokens": brought, "cache_write_tokens": brought}
+        tiers = (tier, TIER_FALLBACKS[tier]) if tier in TIER_FALLBACKS else (tier,)
+        context = brought + besides  # the input the request will carry, for the line
+        known = max(self._priced(model, found, usage, 0.0, t, context)["usd"] for t in tiers)
+        return known + typical * max(_long_context(model, context))
+
+    def _priced(
+        self, model: str, found: tuple, usage: dict, search_usd: float, tier, context=None
+    ) -> dict:
+        """`context`: the request's input tokens, for the long-context line, when `usage` is
+        a part of it (an estimate's); else its own."""
         (input_rate, cached_rate, output_rate), source = found
         factor = TIER_FACTORS.get(tier or "", 1.0) if isinstance(tier, str) else 1.0
         if tier in ("priority", "fast"):
             factor = PRIORITY_FACTORS.get(_undated(model), factor)
-        long_in, long_out = _long_context(model, usage["input_tokens"])
+        context = usage["input_tokens"] if context is None else context
+        long_in, long_out = _long_context(model, context)
         cached = usage["cached_input_tokens"]
         written = usage["cache_write_tokens"]
         written_12h = min(written, usage["cache_write_12h_tokens"])
@@ -4301,6 +4613,12 @@ def _undated(model: str) -> str:
     if len(parts) > 3 and [len(p) for p in date] == [4, 2, 2] and all(p.isdigit() for p in date):
         return "-".join(parts[:-3])
     return model
+
+
+def text_tokens(text: str) -> int:
+    """A text's input tokens as a budget estimate counts them: by its UTF-8 bytes, as a text
+    file's (TEXT_BYTES_PER_TOKEN)."""
+    return len(text.encode("utf-8", "replace")) // TEXT_BYTES_PER_TOKEN + 1
 
 
 def _long_context(model: str, input_tokens: int) -> tuple[float, float]:
@@ -4863,6 +5181,28 @@ def _kind_of_404(body) -> str:
     if "unknown request url" in lowered:
         return "endpoint"
     return "model" if "model" in lowered else "rejected"
+
+
+OPENAI_REQUIREMENT = "openai>=3.54,<4"  # as pyproject.toml and the inline script metadata
+
+
+def openai_missing(exc: ImportError) -> str:
+    """The one line every entry point (a tools/call, --ask, --doctor) gives when `openai`
+    cannot be imported: what failed and the command that installs it for this Python."""
+    said = " ".join(str(exc).split())[:200]
+    return (
+        f"the openai package cannot be imported ({said}); install it: "
+        f'{sys.executable} -m pip install "{OPENAI_REQUIREMENT}"'
+    )
+
+
+def import_openai():
+    """`openai`, or a ToolError whose message is openai_missing's one line, not a traceback."""
+    try:
+        import openai
+    except ImportError as exc:
+        raise ToolError(openai_missing(exc)) from None
+    return openai
 
 
 def classify_failure(exc: BaseException) -> Failure:
@@ -5697,7 +6037,7 @@ class AnswerEngine:
         problem = api_key_problem(self._config)
         if problem:
             raise ToolError(problem)
-        import openai
+        openai = import_openai()
 
         # The default client honours HTTPS_PROXY / NO_PROXY and SSL_CERT_FILE from the env.
         http_client = openai.DefaultHttpxClient()
@@ -5714,7 +6054,6 @@ class AnswerEngine:
         """Answers from the cache, or runs the call (shared with identical calls in flight);
         returns (answer, meta) or raises ToolError / Cancelled."""
         started = time.monotonic()
-        self._refuse_if_refused()
         today = today_in(self._config.get("policy", "timezone"))
         request = self.refusals.fit(tool, build_request(tool, args, self._config, today))
         user = call.user
@@ -5743,7 +6082,7 @@ class AnswerEngine:
                 lambda upstream: self._fetch(
                     tool, request, upstream, today, key, hold.take(), user, args.get("files")
                 ),
-                admit=lambda: self._admit(tool, request["model"], today, hold, user, args),
+                admit=lambda: self._admit(tool, request, today, hold, user, args),
             )
         finally:
             unused = hold.take()  # admitted, then joined an identical call, or never flew
@@ -5806,26 +6145,30 @@ class AnswerEngine:
         self.ledger.record(UsageRow(tool, answer.get("model") or "", "cache", meta, user))
         return answer, meta
 
-    def _admit(self, tool: str, model: str, today: str, hold: _Hold, user: str, args) -> None:
-        """Lets a call make a new request, its expected cost (its files' too) reserved against
-        each budget (the team's and its user's), or refuses it (a ledger row says so)."""
+    def _admit(self, tool: str, request: dict, today: str, hold: _Hold, user: str, args) -> None:
+        """Lets a call make a new request, its expected cost (its question's and files' too)
+        reserved against each budget (the team's and its user's), or refuses it (a ledger row
+        says so)."""
+        model = request["model"]
         try:
-            self._refuse_if_refused()  # the cache's read may just have found it
             self._check_priced(model, today, user)
-            files = files_usd(args.get("files"), self.pricing.prices(model))
-            hold.put(self._reserve(tool, today, user, files))
+            hold.put(self._reserve(tool, today, user, self._estimator(request, args)))
             self.state.prepare()  # the call's row is written at its end, even a stop signal's
         except ToolError:
             self.ledger.record(UsageRow(tool, model, "refused", user=user))
             raise
 
-    def _refuse_if_refused(self) -> None:
-        """A store that refuses this process (upgraded past this version, or waiting for an
-        upgrade that needs the issuer) takes no row from it (issue 39), so no call runs: its
-        spend could not be counted."""
-        refused = self.state.refused()
-        if refused is not None:
-            raise ToolError(f"this server cannot use {self.state.kind}: {refused.public}")
+    def _estimator(self, request: dict, args):
+        """The call's estimate from its tool's typical cost and input (Ledger.reserve reads
+        them): Pricing.estimate, at the tier the request asks for, with what it brings."""
+        brought = text_tokens(request_text(request))
+        brought += sum(f.tokens for f in args.get("files") or ())
+        # Besides: at least the instructions; a recent call's input had them too.
+        besides = text_tokens(request.get("instructions") or "")
+        model, tier = request["model"], request.get("service_tier")
+        return lambda usd, tokens: self.pricing.estimate(
+            model, tier, brought, max(besides, tokens), usd
+        )
 
     def _check_priced(self, model: str, today: str, user: str) -> None:
         """Under a budget, a model with no known price is refused before any request: its
@@ -5851,9 +6194,9 @@ class AnswerEngine:
             ) from None
         return periods + [(*p, user) for p in user_budgets(self._config, today, user, own)]
 
-    def _reserve(self, tool: str, today: str, user: str = LOCAL_USER, extra=0.0) -> str | None:
+    def _reserve(self, tool: str, today: str, user: str = LOCAL_USER, estimator=None) -> str | None:
         """The call's reservation (None: no budget is set), or ToolError when a budget has no
-        room for it or cannot be checked."""
+        room for it or cannot be checked. `estimator`: see Ledger.reserve."""
         periods = self._budgets_of(today, user)
         if not periods:
             return None
@@ -5865,10 +6208,9 @@ class AnswerEngine:
                 reservation_floor(self._config, tool),
                 self._reservation_ttl(tool),
                 user,
-                extra,
+                estimator,
             )
         except StateUnavailable as exc:
-            self._refuse_if_refused()  # the check itself found the store upgraded past this one
             raise ToolError(
                 # Never the store's address: the client may be anyone; the log names it.
                 f"budget cannot be checked: {self.state.kind} is unavailable ({exc.public}): "
@@ -5882,9 +6224,9 @@ class AnswerEngine:
             (period, limit, _, spent_when, resets, who), (spent, reserved) = period_sums
             name = f"{period} budget" if who is None else f"{user}'s {period[9:]} allowance"
             fix = f"raise budget.{period}_usd" + (
-                f" (or {user}'s own: --user add {user} --{period[9:]}-usd X, after revoke)"
-                if who is not None
-                else ""
+                f" (or {user}'s own: --user limit {user} --{period[9:]}-usd X)"
+                if who is not None and identity_kind(user) == "user"
+                else ""  # an OAuth subject's, shared's and local's: the config key alone
             )
             if spent >= limit:
                 raise ToolError(
@@ -6427,6 +6769,7 @@ _USERS_HASHES_KEPT = 100_000  # named tokens' hashes remembered (never sent to i
 # What --user add's tokens start with, so a server knows one of its own even when it cannot
 # read the state (issue 31): such a token is never sent to an OAuth issuer.
 NAMED_TOKEN_PREFIX = "ormcp_u_"
+ALLOWANCE_DEFAULT = "none"  # --user limit NAME --daily-usd none: back to the per-user default
 
 _USAGE_COLUMNS = (
     "at",
@@ -7847,7 +8190,12 @@ class StateStore:
         """Opens the writer's connection (imports the driver, makes or checks the tables) in a
         thread of its own, once, while a call is in flight: else a stop signal during a first
         call left all of that to the second the process has to write the call's row and exit
-        (over a second on a busy machine, with the cache off and no budget to open it first)."""
+        (over a second on a busy machine, with the cache off and no budget to open it first).
+        Raises ToolError while the store refuses this process (refused()): the call's row could
+        not be written, so the call does not run (issue 39)."""
+        refused = self.refused()
+        if refused is not None:
+            raise ToolError(f"this server cannot use {self.kind}: {refused.public}")
         if self._writer is None or self._prepared:
             return
         self._prepared = True
@@ -8031,13 +8379,15 @@ class Ledger:
         floor: float,
         ttl_s: float,
         user: str = LOCAL_USER,
-        extra: float = 0.0,
+        estimator=None,
     ) -> tuple:
-        """Reserves a call's expected cost (`extra`, its files' estimate, on top) if every
-        (first day, limit, user) has room for it (user None: the team's spend; else that
-        user's), all in one transaction that takes turns with every other process's:
-        (reservation id or None, the estimate, [(spent, reserved by calls in flight)] per
-        limit). Raises StateUnavailable."""
+        """Reserves a call's expected cost if every (first day, limit, user) has room for it
+        (user None: the team's spend; else that user's), all in one transaction that takes
+        turns with every other process's: (reservation id or None, the estimate, [(spent,
+        reserved by calls in flight)] per limit). The tool's typical cost is the mean of its
+        last priced calls, never under `floor`; `estimator(typical usd, the least input tokens
+        they carried)` makes the call's estimate of it (Pricing.estimate), else it is the estimate.
+        Raises StateUnavailable."""
         unwritten = self._state.unwritten()
         writer = self._state.writer_id
         settling = {w.reservation for w in unwritten if isinstance(w, _UsageWrite)}
@@ -8046,12 +8396,17 @@ class Ledger:
         def work(q):
             now = time.time()
             recent = q(
-                "SELECT usd FROM usage WHERE tool = ? AND outcome = 'ok' AND usd IS NOT NULL "
-                "ORDER BY id DESC LIMIT ?",
+                "SELECT usd, input_tokens FROM usage WHERE tool = ? AND outcome = 'ok' "
+                "AND usd IS NOT NULL ORDER BY id DESC LIMIT ?",
                 (tool, _RECENT_CALLS),
             ).fetchall()
             mean = sum(float(row[0]) for row in recent) / len(recent) if recent else 0.0
-            estimate = max(floor, mean) + extra
+            # The least input they carried, for the long-context line: a mean would put every
+            # call after one with a large file over it.
+            tokens = min((int(row[1] or 0) for row in recent), default=0)
+            estimate = max(floor, mean)
+            if estimator is not None:
+                estimate = estimator(estimate, tokens)
             live = q(
                 "SELECT id, usd, user_name FROM reservations WHERE expires_at > ?", (now,)
             ).fetchall()
@@ -8415,6 +8770,11 @@ class UserDirectory:
         """Whether a read of the state has ever found a user (not a guess: see exist())."""
         return bool(self._had)
 
+    def ever_read(self) -> bool:
+        """Whether this process has read the users once: then every named token there was
+        is known by its hash (named_shaped), those from before the prefix too."""
+        return self._had is not None
+
     def active(self) -> int | None:
         """How many users have a valid token; None when the state cannot be read."""
         try:
@@ -8442,13 +8802,17 @@ class UserDirectory:
 
     # -- the --user commands: on a connection of their own ----------------------------------------
 
-    def add(self, name: str, token: str, daily: float | None, monthly: float | None) -> None:
-        """Adds a user (or gives a revoked one a new token); ValueError if it is active."""
+    def add(self, name: str, token: str, daily: float | None, monthly: float | None) -> tuple:
+        """Adds a user, or gives a revoked one a new token keeping its allowances unless new
+        ones are given (issue 39); ((daily, monthly) it now has, whether it was there);
+        ValueError if it is active."""
 
         def work(q):
-            row = q("SELECT revoked_at FROM users WHERE name = ?", (name,)).fetchone()
+            row = q(
+                "SELECT revoked_at, daily_usd, monthly_usd FROM users WHERE name = ?", (name,)
+            ).fetchone()
             if row is not None and row[0] is None:
-                raise ValueError(f"user {name!r} exists; revoke it first to give a new token")
+                raise ValueError(f"user {name!r} exists; --user rotate {name} gives it a new token")
             # Names that differ only in case are two people who read as one (admins, --usage).
             for (other,) in q("SELECT name FROM users").fetchall():
                 if other != name and other.lower() == name.lower():
@@ -8456,14 +8820,60 @@ class UserDirectory:
                         f"user {other!r} exists, and {name!r} differs from it only in case; "
                         "pick another name"
                     )
-            q("DELETE FROM users WHERE name = ?", (name,))
+            if row is not None:  # revoked: a new token, the same allowances and history
+                kept = (row[1] if daily is None else daily, row[2] if monthly is None else monthly)
+                q(
+                    "UPDATE users SET token_sha256 = ?, revoked_at = NULL, daily_usd = ?, "
+                    "monthly_usd = ? WHERE name = ?",
+                    (token_sha256(token), *kept, name),
+                )
+                return kept, True
             q(
                 "INSERT INTO users (name, token_sha256, created_at, revoked_at, daily_usd, "
                 "monthly_usd) VALUES (?, ?, ?, NULL, ?, ?)",
                 (name, token_sha256(token), time.time(), daily, monthly),
             )
+            return (daily, monthly), False
 
-        self._state.report("adding a user", work)
+        return self._state.report("adding a user", work)
+
+    def rotate(self, name: str, token: str) -> tuple:
+        """Gives an active user a new token in place of its old one, which is refused from
+        now on (by running servers within _USERS_CACHE_S); its allowances and usage stay.
+        (daily, monthly); ValueError if there is no such active user."""
+
+        def work(q):
+            row = self._row(q, name)
+            if row[0] is not None:
+                raise ValueError(f"user {name!r} is revoked; --user add {name} gives it a token")
+            q("UPDATE users SET token_sha256 = ? WHERE name = ?", (token_sha256(token), name))
+            return row[1], row[2]
+
+        return self._state.report("rotating a user's token", work)
+
+    def limit(self, name: str, daily, monthly) -> tuple:
+        """Sets a user's own allowances: a number, None to leave it, ALLOWANCE_DEFAULT for the
+        per-user default. (daily, monthly) it now has; ValueError if there is no such user."""
+
+        def work(q):
+            row = self._row(q, name)
+            kept = tuple(
+                old if new is None else (None if new == ALLOWANCE_DEFAULT else new)
+                for old, new in ((row[1], daily), (row[2], monthly))
+            )
+            q("UPDATE users SET daily_usd = ?, monthly_usd = ? WHERE name = ?", (*kept, name))
+            return kept
+
+        return self._state.report("setting a user's allowance", work)
+
+    @staticmethod
+    def _row(q, name: str) -> tuple:
+        row = q(
+            "SELECT revoked_at, daily_usd, monthly_usd FROM users WHERE name = ?", (name,)
+        ).fetchone()
+        if row is None:
+            raise ValueError(f"no user named {name!r} (see --user list)")
+        return row
 
     def revoke(self, name: str) -> None:
         """Revokes a user's token; ValueError if there is no such active user."""
@@ -12315,6 +12725,79 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def _ip(text: str):
+    """An IP address from a header or a peer (brackets and a zone dropped), or None."""
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(text.strip().strip("[]").partition("%")[0])
+    except ValueError:
+        return None
+
+
+def trusted_networks(entries: list) -> list:
+    """server.http.trusted_proxies as networks; ConfigError naming the key for a bad entry."""
+    import ipaddress
+
+    networks = []
+    for entry in entries:
+        try:
+            networks.append(ipaddress.ip_network(str(entry).strip(), strict=False))
+        except ValueError:
+            raise ConfigError(
+                f"server.http.trusted_proxies: {str(entry)[:60]!r} is not an address or a "
+                "CIDR range (like 127.0.0.1 or 10.0.0.0/8)"
+            ) from None
+    return networks
+
+
+def client_source(peer: str, forwarded: str, trusted: list) -> str:
+    """Whose allowance a request spends (issue 39): the peer's address, an IPv6 one by its
+    /64 (what one host is given whole). From a proxy in `trusted` (trusted_networks), the
+    address nearest the end of X-Forwarded-For that is not itself a trusted proxy: what the
+    proxy saw. Without one, X-Forwarded-For counts for nothing: anyone can write it."""
+    address = _ip(peer)
+    if address is not None and forwarded and any(address in net for net in trusted):
+        for hop in reversed(forwarded.split(",")):
+            seen = _ip(hop)
+            if seen is None:
+                break  # what the proxy wrote is a name or garbage: the nearest good one counts
+            address = seen
+            if not any(seen in net for net in trusted):
+                break
+    if address is None:
+        return peer[:64]
+    mapped = getattr(address, "ipv4_mapped", None)
+    if address.version == 6 and mapped is None:
+        import ipaddress
+
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(mapped or address)
+
+
+class ClientSources:
+    """Each request's client_source, by server.http.trusted_proxies; says once on stderr
+    when a proxy on this host passes X-Forwarded-For unheeded (with introspection's
+    allowance at stake: its clients then share one)."""
+
+    def __init__(self, trusted: list, log: Log, oauth: bool):
+        self.trusted, self.log = trusted_networks(trusted), log
+        self._say = oauth and not self.trusted
+
+    def of(self, peer: str, forwarded: list | None) -> str:
+        forwarded = ", ".join(forwarded or ())
+        if forwarded and self._say:
+            address = _ip(peer)
+            if address is not None and address.is_loopback:
+                self._say = False
+                self.log.say(
+                    f"warning: requests from {peer} carry X-Forwarded-For, which is ignored "
+                    "until server.http.trusted_proxies lists that proxy: every client behind "
+                    "it shares one introspection allowance"
+                )
+        return client_source(peer, forwarded, self.trusted)
+
+
 def _host_name(value: str) -> str:
     """The name in a Host header or an origin's authority, lower-cased, without the port.
     Anything else after the name ("[::1].evil.com", "localhost:evil") keeps the value whole,
@@ -12356,8 +12839,16 @@ INTROSPECTION_CACHE_S = 60  # an active opaque token is asked about again after 
 INTROSPECTION_CACHE_SIZE = 10_000
 INTROSPECTION_REFUSED_S = 30  # a token the issuer called inactive is not asked about again
 INTROSPECTION_CONCURRENCY = 4  # introspection calls at once, at most
-INTROSPECTION_BURST = 20  # introspection calls in a row, at most, then ...
-INTROSPECTION_PER_S = 5.0  # ... this many a second
+# Each source (a client's address; see client_source) has its own allowance: INTROSPECTION_BURST
+# calls in a row, then INTROSPECTION_PER_S a second. A call whose token proves active is given
+# back, so only junk spends it: a flood from one source never starves another (issue 39).
+INTROSPECTION_BURST = 20
+INTROSPECTION_PER_S = 5.0
+INTROSPECTION_SOURCES = 4096  # sources whose allowance is remembered, at most (memory bound)
+# Unknown tokens of one source asked about (or waiting to be) at once, at most: the rest get 503
+# at once, so one source never holds every introspection slot, nor connections busy waiting.
+INTROSPECTION_SOURCE_AT_ONCE = 2
+INTROSPECTION_GOOD_S = 3600.0  # a token that introspected active skips the allowance this long
 
 
 class TokenRefused(HttpError):
@@ -12494,7 +12985,90 @@ class IssuerKeys:
 
 
 class IntrospectionBusy(Exception):
-    """Too many introspection calls at once or in a short while: the request gets 503."""
+    """Too many introspection calls at once, or from one source in a short while: the
+    request gets 503."""
+
+
+def introspected_exp(answer: dict) -> float | None:
+    """An introspection answer's `exp` as a number, or None for none. RFC 7662 makes it an
+    optional NumericDate: null, or a value that is no date (a word, a list), is read as no
+    expiry of the issuer's (our cache's bound still holds); a number in a string is read."""
+    exp = answer.get("exp")
+    if isinstance(exp, str):
+        try:
+            exp = float(exp.strip())
+        except ValueError:
+            return None
+    return float(exp) if _is_number(exp) else None
+
+
+class SourceAllowances:
+    """A token bucket per source (burst, then `per_s` a second), in at most `size` entries:
+    a source whose bucket has refilled is forgotten first, then the one least recently seen,
+    so a spray of sources cannot grow the table. Never one allowance for everyone."""
+
+    def __init__(self, burst: int, per_s: float, size: int):
+        from collections import OrderedDict
+
+        self.burst, self.per_s, self.size = float(burst), per_s, size
+        self._buckets: OrderedDict = OrderedDict()  # source -> [allowance, when filled]
+        self._at_once: dict[str, int] = {}  # source -> its calls under way (none: absent)
+        self._lock = threading.Lock()
+
+    def take(self, source: str) -> bool:
+        """Spends one of `source`'s allowance; False when it has none left."""
+        with self._lock:
+            bucket = self._bucket(source)
+            if bucket[0] < 1:
+                return False
+            bucket[0] -= 1
+            return True
+
+    def enter(self, source: str, most: int) -> bool:
+        """One more call of `source` under way, unless it has `most` already (False)."""
+        with self._lock:
+            if self._at_once.get(source, 0) >= most:
+                return False
+            self._at_once[source] = self._at_once.get(source, 0) + 1
+            return True
+
+    def leave(self, source: str) -> None:
+        with self._lock:
+            left = self._at_once.pop(source, 1) - 1
+            if left > 0:
+                self._at_once[source] = left
+
+    def give_back(self, source: str) -> None:
+        with self._lock:
+            bucket = self._bucket(source)
+            bucket[0] = min(self.burst, bucket[0] + 1)
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def _bucket(self, source: str) -> list:
+        now = time.monotonic()
+        bucket = self._buckets.get(source)
+        if bucket is None:
+            self._make_room(now)
+            bucket = self._buckets[source] = [self.burst, now]
+        bucket[0] = min(self.burst, bucket[0] + (now - bucket[1]) * self.per_s)
+        bucket[1] = now
+        self._buckets.move_to_end(source)
+        return bucket
+
+    def _make_room(self, now: float) -> None:
+        if len(self._buckets) < self.size:
+            return
+        full = [
+            source
+            for source, (left, filled) in self._buckets.items()
+            if left + (now - filled) * self.per_s >= self.burst
+        ]
+        for source in full:  # a full bucket is the same as none
+            del self._buckets[source]
+        while len(self._buckets) >= self.size:
+            self._buckets.popitem(last=False)
 
 
 class Introspection:
@@ -12502,8 +13076,11 @@ class Introspection:
     own client. Answers are kept by the token's hash, never the token: an active one for up
     to INTROSPECTION_CACHE_S, so a session's every request is not a round trip; a refusal for
     INTROSPECTION_REFUSED_S, so a client retrying a bad token does not ask again each time.
-    At most INTROSPECTION_CONCURRENCY calls run at once and INTROSPECTION_BURST in a row
-    (then INTROSPECTION_PER_S a second): a flood of junk tokens cannot flood the issuer."""
+    At most INTROSPECTION_CONCURRENCY calls run at once, and each source (client_source) has
+    an allowance of its own (SourceAllowances), given back when the token proves active: junk
+    spends only its sender's, so a valid token from anyone else is never refused for it, and
+    a token known good (active in the last INTROSPECTION_GOOD_S) is asked about again whatever
+    its source's allowance (issue 39)."""
 
     def __init__(self, url: str, client_id: str, secret: str):
         import base64
@@ -12513,56 +13090,87 @@ class Introspection:
         pair = f"{quote(client_id, safe='')}:{quote(secret, safe='')}"  # RFC 6749 2.3.1
         self._basic = "Basic " + base64.b64encode(pair.encode()).decode()
         self._cache: dict[str, tuple[dict, float]] = {}
+        self._good: dict[str, tuple] = {}  # hash of a token that was active -> (None, until)
         self._lock = threading.Lock()
         self._running = threading.BoundedSemaphore(INTROSPECTION_CONCURRENCY)
-        self._allowance, self._filled = float(INTROSPECTION_BURST), time.monotonic()
+        self.sources = SourceAllowances(
+            INTROSPECTION_BURST, INTROSPECTION_PER_S, INTROSPECTION_SOURCES
+        )
 
-    def claims(self, token: str) -> dict:
+    def claims(self, token: str, source: str = "") -> dict:
         """The introspection answer; OSError or ValueError if the endpoint fails,
-        IntrospectionBusy past the bounds."""
+        IntrospectionBusy past the bounds (`source`'s allowance, or the calls at once)."""
         digest = token_sha256(token)
-        with self._lock:
-            cached = self._cache.get(digest)
-        if cached is not None and cached[1] > time.monotonic():
-            return cached[0]
+        cached = self._cached(digest)
+        if cached is not None:
+            return cached
+        if self._known_good(digest):  # a valid user's token, asked about again
+            return self._ask_once(token, digest)
+        if not self.sources.enter(source, INTROSPECTION_SOURCE_AT_ONCE):
+            raise IntrospectionBusy("too many introspection calls from this client at once")
+        try:
+            if not self.sources.take(source):
+                raise IntrospectionBusy("too many introspection calls from this client")
+            try:
+                answer = self._ask_once(token, digest)
+            except BaseException:
+                self.sources.give_back(source)  # nothing proved it junk
+                raise
+        finally:
+            self.sources.leave(source)
+        if answer.get("active") is True:  # no junk: its allowance is given back
+            self.sources.give_back(source)
+        return answer
+
+    def _ask_once(self, token: str, digest: str) -> dict:
         if not self._running.acquire(timeout=FETCH_TIMEOUT_S):
             raise IntrospectionBusy("too many introspection calls at once")
         try:
-            with self._lock:  # another request may have asked about it while this one waited
-                cached = self._cache.get(digest)
-            if cached is not None and cached[1] > time.monotonic():
-                return cached[0]
-            self._spend_allowance()
+            cached = self._cached(digest)  # another request may have asked while this waited
+            if cached is not None:
+                return cached
             answer = self._ask(token)
         finally:
             self._running.release()
         self._keep(digest, answer)
         return answer
 
-    def _spend_allowance(self) -> None:
+    def cached(self, token: str) -> bool:
+        """Whether the issuer's answer about this token is at hand (asking nobody)."""
+        return self._cached(token_sha256(token)) is not None
+
+    def _cached(self, digest: str) -> dict | None:
         with self._lock:
-            now = time.monotonic()
-            refill = (now - self._filled) * INTROSPECTION_PER_S
-            self._allowance = min(float(INTROSPECTION_BURST), self._allowance + refill)
-            self._filled = now
-            if self._allowance < 1:
-                raise IntrospectionBusy("too many introspection calls in a short while")
-            self._allowance -= 1
+            cached = self._cache.get(digest)
+        return cached[0] if cached is not None and cached[1] > time.monotonic() else None
+
+    def _known_good(self, digest: str) -> bool:
+        with self._lock:
+            return self._good.get(digest, (None, 0.0))[1] > time.monotonic()
 
     def _keep(self, digest: str, answer: dict) -> None:
         now = time.monotonic()
+        left = -1.0  # seconds the token is good for; an inactive one is kept as refused
         if answer.get("active") is True:
-            left = answer.get("exp", time.time() + INTROSPECTION_CACHE_S) - time.time()
-            if not _is_number(left):
-                return
-            until = now + min(INTROSPECTION_CACHE_S, left)
-        else:
-            until = now + INTROSPECTION_REFUSED_S
+            exp = introspected_exp(answer)
+            left = INTROSPECTION_GOOD_S if exp is None else exp - time.time()
+        # An expired one is kept as a refusal is (each use checks its exp again).
+        until = now + (min(INTROSPECTION_CACHE_S, left) if left > 0 else INTROSPECTION_REFUSED_S)
         with self._lock:
-            if len(self._cache) >= INTROSPECTION_CACHE_SIZE:
-                self._cache = {k: v for k, v in self._cache.items() if v[1] > now}
-            if len(self._cache) < INTROSPECTION_CACHE_SIZE:
-                self._cache[digest] = answer, until
+            if left > 0:
+                good = now + min(INTROSPECTION_GOOD_S, left)
+                self._remember(self._good, digest, (None, good), now)
+            self._remember(self._cache, digest, (answer, until), now)
+
+    @staticmethod
+    def _remember(table: dict, digest: str, value: tuple, now: float) -> None:
+        """table[digest] = (what, until when), in at most INTROSPECTION_CACHE_SIZE entries
+        (lapsed ones go first; past that, nothing new is kept)."""
+        if len(table) >= INTROSPECTION_CACHE_SIZE:
+            for key in [key for key, (_, until) in table.items() if until <= now]:
+                del table[key]
+        if len(table) < INTROSPECTION_CACHE_SIZE:
+            table[digest] = value
 
     def _ask(self, token: str) -> dict:
         import urllib.parse
@@ -12682,15 +13290,16 @@ class OAuthVerifier:
             self.challenge(),
         )
 
-    def verify(self, token: str, introspect: bool = True) -> str:
+    def verify(self, token: str, introspect: bool = True, source: str = "") -> str:
         """The user an access token names, if its signature (or the issuer's introspection),
         issuer, times, audience and scopes are right. `introspect` False: an opaque token is
         one of this server's own (Authenticator.ours), never sent to the issuer, refused as
-        an inactive one is."""
+        an inactive one is. `source` (client_source) is whose introspection allowance a
+        token not known yet spends."""
         if self.introspection is not None and token.count(".") != 2:
             if not introspect:
                 raise self.refuse(INACTIVE)
-            claims = self._introspected(token)
+            claims = self._introspected(token, source)
         else:
             claims = self._jwt_claims(token)
         self._check_scopes(claims)
@@ -12713,10 +13322,10 @@ class OAuthVerifier:
             )
         return identity
 
-    def _introspected(self, token: str) -> dict:
+    def _introspected(self, token: str, source: str = "") -> dict:
         """An opaque token's claims from the issuer's introspection endpoint (RFC 7662)."""
         try:
-            claims = self.introspection.claims(token)
+            claims = self.introspection.claims(token, source)
         except IntrospectionBusy as exc:
             raise self.refuse(f"{exc}; retry shortly", 503) from None
         except (OSError, ValueError) as exc:
@@ -12735,8 +13344,8 @@ class OAuthVerifier:
                 f"the token is for another audience, not {self.audiences()[0]} "
                 "(server.auth.audience)"
             )
-        expires = claims.get("exp")
-        if _is_number(expires) and expires < time.time() - JWT_LEEWAY_S:
+        expires = introspected_exp(claims)
+        if expires is not None and expires < time.time() - JWT_LEEWAY_S:
             raise self.refuse("the token has expired; sign in again")
         return claims
 
@@ -12877,10 +13486,11 @@ class Authenticator:
             return True
         return bool(self.token) and near_token(given, self.token)
 
-    def authenticate(self, authorization: str, host: str | None = None) -> str:
+    def authenticate(self, authorization: str, host: str | None = None, source: str = "") -> str:
         """The user a request's Authorization header names; HttpError 401 (503 when named
         tokens cannot be checked) otherwise. The token itself is never logged or shown.
-        `host` (the Host header) picks the OAuth resource the request is for."""
+        `host` (the Host header) picks the OAuth resource the request is for; `source`
+        (client_source) is whose introspection allowance an unknown opaque token spends."""
         import hmac
 
         oauth = self.oauth.for_host(host) if self.oauth is not None else None
@@ -12905,7 +13515,7 @@ class Authenticator:
                 if user is not None:
                     return user
             if oauth is not None and self._for_oauth(given, unavailable is not None):
-                user = oauth.verify(given, introspect=not self.ours(given))
+                user = oauth.verify(given, introspect=not self.ours(given), source=source)
                 if user is not None:
                     return user
         if unavailable is not None:
@@ -12925,7 +13535,12 @@ class Authenticator:
         answer tells a guesser nothing about the shared token.)"""
         if not unavailable or given.count(".") == 2:
             return True
-        return self.oauth.introspection is not None and not self.ours(given)
+        if self.oauth.introspection is None or self.ours(given):
+            return False
+        # A named token from before the prefix is known only by its hash, which a process
+        # that has never read the users does not have: such a token cannot be told from an
+        # opaque one, so it waits (503) unless the issuer's answer is cached (issue 39).
+        return self.users.ever_read() or self.oauth.introspection.cached(given)
 
     def refusal(self, given: bool, oauth=None) -> HttpError:
         error = "invalid_token" if given else None
@@ -13257,15 +13872,15 @@ class HttpApp:
             "Vary": "Origin",
         }
 
-    def route(self, command: str, path: str, authorization: str, host: str | None = None) -> tuple:
+    def route(self, command: str, path: str, authorization: str, host=None, source="") -> tuple:
         """(the HttpHandler method that answers this request, the user asking), once its
-        token is checked (Authenticator.authenticate; `host` is its Host header)."""
+        token is checked (Authenticator.authenticate: its Host header and client_source)."""
         if command == "OPTIONS":
             return HttpHandler.preflight, None
         if path.startswith(WELL_KNOWN_RESOURCE):  # public; any resource path under it
             path = WELL_KNOWN_RESOURCE
         public = path in (HEALTH_PATH, WELL_KNOWN_RESOURCE)
-        user = None if public else self.auth.authenticate(authorization, host)
+        user = None if public else self.auth.authenticate(authorization, host, source)
         route = _ROUTES.get((command, path))
         if self.stateless and (command, path) in _SESSION_ROUTES:
             route = None
@@ -13840,7 +14455,12 @@ class HttpHandler:
             app.check_host(headers.get("Host"))
             self._cors = app.cors_headers(headers.get("Origin"))
             authorization = headers.get("Authorization", "")
-            route, self.user = app.route(self.command, path, authorization, headers.get("Host"))
+            source = self.server.sources.of(
+                self.client_address[0], headers.get_all("X-Forwarded-For")
+            )
+            route, self.user = app.route(
+                self.command, path, authorization, headers.get("Host"), source
+            )
             route(self)
         except HttpError as exc:
             body = self._small_body() if exc.status != 413 and self._framing_ok else None
@@ -13873,10 +14493,16 @@ class HttpHandler:
         self._framing_ok = True
 
     def _small_body(self) -> bytes | None:
-        """The body, read now if it is small and still unread; None if it stays unread."""
+        """A refused request's body, read now if it is small and still unread; None if it
+        stays unread. Without a valid token, only if it is here already (sent with the
+        headers): never waited for, or a stranger's requests trickling their bodies would
+        hold connections busy, and at max_connections every new one is closed (issue 39)."""
         if self._body is None:
             length = self.headers.get("Content-Length", "0").strip()
             if not length.isdigit() or int(length) > 65536:
+                self.close_connection = True  # its body stays unread
+                return None
+            if self.user is None and not self._arrived(int(length)):
                 self.close_connection = True  # its body stays unread
                 return None
             try:
@@ -13885,6 +14511,18 @@ class HttpHandler:
                 self.close_connection = True
                 return None
         return self._body
+
+    def _arrived(self, size: int) -> bool:
+        """Whether `size` bytes are here to read (one look, without waiting)."""
+        if size == 0:
+            return True
+        self.connection.settimeout(0)
+        try:
+            return len(self.rfile.peek(size)) >= size
+        except OSError:
+            return False
+        finally:
+            self.connection.settimeout(self.timeout)
 
     def _read_body(self) -> bytes:
         """The body, whose Content-Length _check_framing() has checked; 413 past the limit
@@ -14311,6 +14949,8 @@ class HttpServer:
 
     def __init__(self, app: HttpApp, host: str, port: int, handler):
         self.app, self.host = app, host
+        # Whose introspection allowance each request spends (issue 39).
+        self.sources = ClientSources(app.settings["trusted_proxies"], app.log, bool(app.oauth))
         self.address_family = app.family
         self.limit = app.settings["max_connections"]
         if os.name == "nt":  # select(), Windows' only selector, watches at most 512 sockets
@@ -14557,13 +15197,14 @@ USAGE = f"""\
 usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--show-config]
        {SERVER_NAME} --http [HOST:]PORT [--stateless] [--http-token TOKEN]
               [--http-allow-insecure] [--config PATH] [--model ID] [--debug [PATH]]
-       {SERVER_NAME} --ask QUERY [--tool NAME] [--json] [--config PATH] [--model ID]
-              [--debug [PATH]]
+       {SERVER_NAME} --ask QUERY [--file PATH]... [--tool NAME] [--json] [--config PATH]
+              [--model ID] [--debug [PATH]]
        {SERVER_NAME} --show-config [--config PATH] [--model ID]
        {SERVER_NAME} --print-example config|policy|policy-replace
        {SERVER_NAME} --doctor [--live] [--http [HOST:]PORT] [--config PATH] [--model ID]
        {SERVER_NAME} --usage [--since YYYY-MM-DD] [--json] [--config PATH]
        {SERVER_NAME} --user add NAME [--daily-usd X] [--monthly-usd Y] | list | revoke NAME
+              | rotate NAME | limit NAME [--daily-usd X|none] [--monthly-usd Y|none]
        {SERVER_NAME} --upgrade-state [--config PATH]
        {SERVER_NAME} --help | --version"""
 
@@ -14584,6 +15225,8 @@ options:
                      a proxy that authenticates)
   --ask QUERY        answer one question: the answer, its sources and cost on a terminal, the
                      result JSON when piped or with --json (checks key, model, config)
+  --file PATH        with --ask, repeatable: attach a file (a path, https:// or data: URL)
+                     as the tools' `files` do, same checks and limits (files.*)
   --tool NAME        tool for --ask: answer (default), answer_detailed or answer_quick
   --config PATH      YAML config file (default: {default_config_path(dict(os.environ))})
   --model ID         model for the answer tool (overrides config and MODEL_ANSWER)
@@ -14605,10 +15248,14 @@ options:
                      same state then requires a token, even on 127.0.0.1
   --user list        list the users (never a token), with their allowances
   --user revoke NAME revoke a user's token: running servers refuse it within seconds
-  --daily-usd X      with --user add: this user's daily allowance in USD (over
-                     budget.per_user_daily_usd)
-  --monthly-usd Y    with --user add: this user's monthly allowance in USD (over
-                     budget.per_user_monthly_usd)
+                     (--user add NAME later gives a new one, keeping its allowances)
+  --user rotate NAME give a user a new token (printed once, as by add); the old one is
+                     refused within seconds; allowances and usage stay
+  --user limit NAME  set a user's own allowances (--daily-usd, --monthly-usd)
+  --daily-usd X      with --user add or limit: this user's daily allowance in USD (over
+                     budget.per_user_daily_usd; with limit, none: back to that)
+  --monthly-usd Y    with --user add or limit: this user's monthly allowance in USD (over
+                     budget.per_user_monthly_usd; with limit, none: back to that)
   --upgrade-state    upgrade the state to this version's schema now, with the --http
                      server's config (an upgrade may need its server.auth.issuer), and file
                      under that issuer OAuth subjects an earlier upgrade left without it
@@ -14641,7 +15288,7 @@ class UsageError(Exception):
 
 def parse_args(argv: list[str]) -> dict:
     """The command line as a dict of options; raises UsageError for anything unknown."""
-    options: dict = {"debug": None, "settings": {}}
+    options: dict = {"debug": None, "settings": {}, "files": []}
     takes_value = {
         "--config": "config",
         "--model": "model",
@@ -14679,6 +15326,8 @@ def parse_args(argv: list[str]) -> dict:
         if name in takes_value:
             if equals:
                 value = inline
+            elif name == "--ask":
+                value = _ask_question(args)
             elif args:
                 value = args.pop(0)
             else:
@@ -14686,12 +15335,25 @@ def parse_args(argv: list[str]) -> dict:
             if not value.strip():
                 raise UsageError(f"{name} needs a non-empty value")
             options[takes_value[name]] = value
-            if name == "--user" and value not in ("add", "list", "revoke"):
-                raise UsageError(f"--user takes add NAME, list or revoke NAME, not {value!r}")
-            if name == "--user" and value in ("add", "revoke"):
+            if name == "--user" and value not in USER_ACTIONS:
+                raise UsageError(
+                    "--user takes add NAME, list, revoke NAME, rotate NAME or limit NAME, "
+                    f"not {value!r}"
+                )
+            if name == "--user" and value != "list":
                 if not args or args[0].startswith("-"):
                     raise UsageError(f"--user {value} needs a user name")
                 options["user_name"] = args.pop(0)
+        elif name == "--file":  # repeatable: each one a file for --ask
+            value = inline if equals else args.pop(0) if args else ""
+            if not value.strip():
+                raise UsageError("--file needs a path: --ask QUESTION --file PATH")
+            if value.startswith("-") and not equals:  # a flag, read as a path to a file
+                flag = value.partition("=")[0]
+                raise UsageError(
+                    f"--file needs a path, not the flag {flag!r} (a file named -x: ./-x)"
+                )
+            options["files"].append(value)
         elif name == "--debug":
             if equals:
                 options["debug"] = inline or True
@@ -14704,7 +15366,7 @@ def parse_args(argv: list[str]) -> dict:
         elif arg in setting_flags:
             options["settings"][setting_flags[arg]] = (True, arg)
         else:
-            known = [*takes_value, *flags, *setting_flags, "--debug"]
+            known = [*takes_value, *flags, *setting_flags, "--debug", "--file"]
             asked = bool(options.get("ask"))
             # The name only: what follows "=" may be a token typed into a mistyped flag.
             raise UsageError(f"unknown option {name!r}{_did_you_mean(name, known, asked)}")
@@ -14727,6 +15389,8 @@ def parse_args(argv: list[str]) -> dict:
         raise UsageError(f"--tool must be one of {', '.join(TOOL_NAMES)}")
     if options.get("tool") and not options.get("ask"):
         raise UsageError("--tool goes with --ask")
+    if options["files"] and not options.get("ask"):
+        raise UsageError("--file goes with --ask")
     if options.get("ask") and options.get("stdio"):
         raise UsageError("--ask and --stdio cannot be combined")
     if options.get("live") and not options.get("doctor"):
@@ -14742,29 +15406,121 @@ def parse_args(argv: list[str]) -> dict:
     return options
 
 
-def _did_you_mean(word: str, known: list[str], asked: bool = False) -> str:
-    """ "; did you mean --doctor?" for a mistyped flag; for a stray word after --ask, the
-    quotes its question lacked."""
-    import difflib
+ASK_DASH_HINT = 'a question that starts with \'-\' goes as --ask="-x?" or --ask -- "-x?"'
 
+
+def _ask_question(args: list[str]) -> str:
+    """The word after --ask, which must be a question: a flag there (`--ask --json`) would be
+    sent, and billed, as the question. `--ask -- "-x?"` takes the word after `--` whatever it
+    is (so does `--ask="-x?"`, read by the caller)."""
+    if not args:
+        raise UsageError('--ask needs a question: --ask "your question"')
+    word = args.pop(0)
+    if word == "--":
+        if not args:
+            raise UsageError(f"--ask -- needs a question after it; {ASK_DASH_HINT}")
+        return args.pop(0)
+    if word.startswith("-"):
+        flag = word.partition("=")[0]  # named only by its flag: what follows "=" may be a token
+        raise UsageError(
+            f"--ask takes the question right after it, not the flag {flag!r}; " + ASK_DASH_HINT
+        )
+    return word
+
+
+# Words people type for a flag by another name: what --help calls it.
+FLAG_ALIASES = {
+    "--query": "--ask",
+    "--question": "--ask",
+    "--prompt": "--ask",
+    "--q": "--ask",
+    "--search": "--ask",
+    "--attach": "--file",
+    "--files": "--file",
+    "--check": "--doctor",
+    "--diagnose": "--doctor",
+    "--selftest": "--doctor",
+    "--self-test": "--doctor",
+    "--verbose": "--debug",
+    "-v": "--debug",
+    "--serve": "--http",
+    "--port": "--http",
+    "--listen": "--http",
+    "--token": "--http-token",
+    "--cfg": "--config",
+    "--config-file": "--config",
+    "--example": "--print-example",
+    "--cost": "--usage",
+    "--costs": "--usage",
+    "--spend": "--usage",
+    "--stats": "--usage",
+    "--users": "--user",
+    "--mcp": "--stdio",
+    "--output": "--json",
+    "--format": "--json",
+}
+
+
+def _did_you_mean(word: str, known: list[str], asked: bool = False) -> str:
+    """ "; did you mean --doctor?" for a mistyped flag or one by another name (--query: --ask);
+    for a stray word after --ask, the quotes its question lacked."""
     if not word.startswith("-"):
         if asked:
             return ' (a question with spaces goes in quotes: --ask "...")'
         return "; --help lists the options"
     candidates = [flag for flag in known if flag.startswith("--")]
-    typed = word if word.startswith("--") else "-" + word
-    close = difflib.get_close_matches(typed, candidates, 1, 0.6)
-    return f"; did you mean {close[0]}?" if close else "; --help lists the options"
+    typed = (word if word.startswith("--") else "-" + word).lower()
+    meant = FLAG_ALIASES.get(word.lower()) or FLAG_ALIASES.get(typed)
+    if meant is None:
+        meant = _nearest_flag(typed, candidates)
+    return f"; did you mean {meant}?" if meant else "; --help lists the options"
+
+
+def _nearest_flag(typed: str, candidates: list[str]) -> str | None:
+    """The flag `typed` is a typo of (a few edits, fewer for a short word) or the one flag it
+    begins; None when nothing is that close: a far guess (--query: --user) misleads."""
+    starting = [flag for flag in candidates if flag.startswith(typed)]
+    if len(typed) >= 5 and len(starting) == 1:
+        return starting[0]
+    stem = len(typed.lstrip("-"))
+    allowed = 1 if stem <= 4 else 2
+    scored = sorted((_edit_distance(typed, flag), i) for i, flag in enumerate(candidates))
+    if scored and scored[0][0] <= allowed:
+        return candidates[scored[0][1]]
+    return None
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Insertions, deletions, substitutions and swaps of two neighbours that turn a into b."""
+    rows = [list(range(len(b) + 1))]
+    for i, char in enumerate(a, 1):
+        row = [i]
+        for j, other in enumerate(b, 1):
+            best = min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (char != other))
+            if i > 1 and j > 1 and char == b[j - 2] and a[i - 2] == other:
+                best = min(best, rows[-2][j - 2] + 1)
+            row.append(best)
+        rows.append(row)
+    return rows[-1][-1]
+
+
+USER_ACTIONS = ("add", "list", "revoke", "rotate", "limit")
 
 
 def _check_user_options(options: dict) -> None:
-    """--user ACTION [NAME] [--daily-usd X] [--monthly-usd Y]: the allowances as numbers."""
+    """--user ACTION [NAME] [--daily-usd X] [--monthly-usd Y]: the allowances as numbers
+    (with limit, `none` too: back to the per-user default)."""
     action = options.get("user")
+    if action == "limit" and options.get("daily_usd") is options.get("monthly_usd") is None:
+        raise UsageError("--user limit NAME needs --daily-usd X and/or --monthly-usd Y")
     for flag, key in (("--daily-usd", "daily_usd"), ("--monthly-usd", "monthly_usd")):
         if options.get(key) is None:
             continue
-        if action != "add":
-            raise UsageError(f"{flag} goes with --user add NAME")
+        if action not in ("add", "limit"):
+            raise UsageError(f"{flag} goes with --user add NAME or --user limit NAME")
+        if action == "limit" and options[key].strip().lower() == "none":
+            options[key] = ALLOWANCE_DEFAULT
+            continue
         try:
             amount = float(options[key])
         except ValueError:
@@ -14835,7 +15591,12 @@ def run_user(config: Config, log: Log, options: dict) -> int:
     if not state_enabled(config):
         print(f"{SERVER_NAME}: --user needs the state (state.path is off)", file=sys.stderr)
         return 2
-    problem = user_name_problem(name) if action == "add" else None
+    problem = user_name_problem(name) if action in ("add", "limit") else None
+    if problem and action == "limit" and (":" in name or name.lower() == SHARED_USER):
+        problem = (
+            f"{name[:80]!r} is not a named user: an OAuth subject's and shared's allowance is "
+            "budget.per_user_daily_usd / budget.per_user_monthly_usd in the config"
+        )
     if problem:
         print(f"{SERVER_NAME}: error: {inert(problem)}", file=sys.stderr)
         return 2
@@ -14848,13 +15609,11 @@ def run_user(config: Config, log: Log, options: dict) -> int:
             users.revoke(name)
             print(f"user {name} revoked: running servers refuse its token within seconds")
             return 0
-        import secrets
-
-        token = NAMED_TOKEN_PREFIX + secrets.token_urlsafe(32)
-        users.add(name, token, options.get("daily_usd"), options.get("monthly_usd"))
-        print(f"user {name} added; its token follows, shown once (only a hash is kept):")
-        print(token)
-        return 0
+        if action == "limit":
+            kept = users.limit(name, options.get("daily_usd"), options.get("monthly_usd"))
+            print(f"user {name}'s allowance: {allowance_words(kept)}")
+            return 0
+        return _new_token(users, action, name, options)
     except ValueError as exc:
         print(f"{SERVER_NAME}: error: {inert(str(exc))}", file=sys.stderr)
         return 2
@@ -14862,6 +15621,36 @@ def run_user(config: Config, log: Log, options: dict) -> int:
         return 1  # the warning said why
     finally:
         state.close()
+
+
+def _new_token(users: UserDirectory, action: str, name: str, options: dict) -> int:
+    """--user add (a revoked name's allowances kept unless given) or --user rotate: the new
+    token, alone on the last line."""
+    import secrets
+
+    token = NAMED_TOKEN_PREFIX + secrets.token_urlsafe(32)
+    if action == "rotate":
+        kept = users.rotate(name, token)
+        said = (
+            f"user {name}'s token rotated: running servers refuse the old one within seconds; "
+            f"its allowance ({allowance_words(kept)}) and usage stay"
+        )
+    else:
+        kept, again = users.add(name, token, options.get("daily_usd"), options.get("monthly_usd"))
+        said = f"user {name} added" + (
+            f" again, its allowance kept unless given ({allowance_words(kept)})" if again else ""
+        )
+    print(f"{said}; its token follows, shown once (only a hash is kept):")
+    print(token)
+    return 0
+
+
+def allowance_words(allowance: tuple) -> str:
+    """(daily, monthly) as --user prints it: daily $2.00, monthly: the per-user default."""
+    return ", ".join(
+        f"{label} {usd(amount)}" if amount is not None else f"{label}: the per-user default"
+        for label, amount in zip(("daily", "monthly"), allowance, strict=True)
+    )
 
 
 def run_upgrade_state(config: Config, log: Log) -> int:
@@ -15017,9 +15806,13 @@ def _pad(text: str, width: int) -> str:
     return text + " " * (width - _shown_width(text))
 
 
-def run_ask(config: Config, log: Log, query: str, tool: str, as_json: bool = True) -> int:
+def run_ask(
+    config: Config, log: Log, query: str, tool: str, as_json: bool = True, files: tuple = ()
+) -> int:
     """The one-shot command: prints the answer (exit 0), as JSON for a program or as text for
-    a person on a terminal, or the error to stderr (exit 1)."""
+    a person on a terminal, or the error to stderr (exit 1). `files` (--file) are read as a
+    tool call's `files` on stdio from a client without roots: inside the working directory
+    and files.allowed_dirs, secrets refused, within files.max_*."""
     if tool not in enabled_tools(config):  # answer_deep costs dollars: on only when asked for
         print(
             f"{SERVER_NAME}: --tool {tool} is off: set tools.{tool}: true or MCP_ANSWER_DEEP=1",
@@ -15027,10 +15820,20 @@ def run_ask(config: Config, log: Log, query: str, tool: str, as_json: bool = Tru
         )
         return 2
     try:
-        args = validate_arguments(tool, {"query": query})
+        args = validate_arguments(
+            tool, {"query": query, **({"files": list(files)} if files else {})}
+        )
     except InvalidParams as exc:
         print(f"{SERVER_NAME}: {inert(str(exc))}", file=sys.stderr)
         return 2
+    sent = []
+    if args.get("files"):
+        try:  # all or nothing, before anything is sent
+            sent = FileReader(config).read(args["files"], allowed_dirs(config, None))
+        except FileRefused as exc:
+            print(f"answer failed: {inert(str(exc))}", file=sys.stderr)
+            return 1
+        args["files"] = sent
 
     def progress(count: int, message: str) -> None:
         log.say(f"{message}…")
@@ -15047,6 +15850,8 @@ def run_ask(config: Config, log: Log, query: str, tool: str, as_json: bool = Tru
         return 130
     finally:
         engine.close()
+    if sent:
+        meta = {**meta, "files": [f.summary() for f in sent]}
     if not as_json:
         sys.stdout.write(format_answer(answer, meta))
         return 0
@@ -15200,8 +16005,10 @@ def _doctor_versions(doctor: Doctor) -> bool:
     except ImportError as exc:
         doctor.fail(
             f"{where}; the openai package cannot be imported ({exc})",
-            f'{sys.executable} -m pip install "openai>=3.54,<4"',
+            f'{sys.executable} -m pip install "{OPENAI_REQUIREMENT}"',
         )
+        # The one line every entry point gives, for a script that reads stderr only.
+        print(f"{SERVER_NAME}: error: {inert(openai_missing(exc))}", file=sys.stderr)
         return False
     version = getattr(openai, "__version__", "?")
     major = version.split(".")[0]
@@ -15232,7 +16039,7 @@ def _doctor_config(doctor: Doctor, options: dict) -> Config | None:
         if where == "default":
             continue
         value = config.get(*path)
-        if path == ("state", "url"):
+        if path == ("state", "url") and value is not None:  # the example's `url: null`
             value = redact_url(value)
         shown = (
             '"***"'
@@ -15833,7 +16640,8 @@ def _report_trial(doctor: Doctor, config: Config, tool: str, model: str, failure
 def _doctor_live(doctor: Doctor, config: Config) -> None:
     """One small real answer with web search, and what it cost."""
     tool = "answer_quick"
-    args = {"query": DOCTOR_QUERY, "max_results": 1}
+    # fresh: a second --doctor --live must ask the API again, not show the cached answer as live
+    args = {"query": DOCTOR_QUERY, "max_results": 1, "fresh": True}
     started = time.monotonic()
     engine = AnswerEngine(config, Log())
     try:
@@ -15867,9 +16675,12 @@ def _cost_words(meta: dict) -> str:
     )
 
 
-def command_path(config: Config | None = None) -> list[str]:
-    """How an MCP client should start this installation: absolute paths, and nothing that a
-    cache clean removes (see install_kind)."""
+def client_command(
+    config: Config | None = None,
+) -> tuple[list[str], list[tuple[str, str]], str | None]:
+    """How an MCP client should start this installation: (command, the variables it needs, a
+    copied file's cached bytecode); absolute paths, and nothing that a cache clean removes
+    (see install_kind)."""
     import shutil
 
     kind = this_installation()
@@ -15877,12 +16688,18 @@ def command_path(config: Config | None = None) -> list[str]:
         uv = "uvx" if kind == "uvx" else "uv"
         uv = os.path.abspath(shutil.which(uv)) if shutil.which(uv) else uv
         if kind == "uv-run":
-            return [uv, "run", os.path.abspath(__file__)]
+            return [uv, "run", os.path.abspath(__file__)], [], None
         withs = [word for extra in _extras_in_use(config) for package in EXTRA_PACKAGES[extra]
                  for word in ("--with", package)]  # fmt: skip
-        return [uv, *withs, SERVER_NAME]
-    if kind == "file":  # a copied file: the Python that runs it now
-        return [os.path.abspath(sys.executable), os.path.abspath(__file__)]
+        return [uv, *uvx_words(), *withs, SERVER_NAME], [], None
+    if kind == "file":  # a copied file: the Python that runs it now, from cached bytecode
+        return dropin_launch(__file__, os.path.abspath(sys.executable), dict(os.environ))
+    return _installed_command(), [], None
+
+
+def _installed_command() -> list[str]:
+    import shutil
+
     name = SERVER_NAME + (".exe" if os.name == "nt" else "")
     beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), name)
     on_path = shutil.which(SERVER_NAME)
@@ -15892,6 +16709,59 @@ def command_path(config: Config | None = None) -> list[str]:
     if on_path:
         return [os.path.abspath(on_path)]
     return [os.path.abspath(sys.executable), os.path.abspath(__file__)]
+
+
+def _doctor_dropin(doctor: Doctor, launch: tuple, options: dict) -> None:
+    """A copied file: where its cached bytecode is, which makes its start as quick as an
+    installation's (client_command wrote it), and one start by the line the clients get. Under
+    PYTHONPYCACHEPREFIX, that start also caches the standard library modules read before
+    `initialize` (the prefix holds every module's bytecode), which a client that sets
+    PYTHONDONTWRITEBYTECODE would otherwise compile at every start."""
+    if this_installation() != "file":
+        return
+    command, variables, cached = launch
+    if cached is None:
+        doctor.warn(
+            "no bytecode cache can be written for this file: each start compiles it (~0.2 s)",
+            f"make __pycache__ beside it writable, or {default_pycache_prefix(os.environ)}",
+        )
+        return
+    where = " (under PYTHONPYCACHEPREFIX: no __pycache__ beside it)" if len(variables) > 1 else ""
+    doctor.ok(f"bytecode cached at {cached}{where}: clients start it with `-m`")
+    argv = [*command, "--stdio"]
+    if options.get("config"):
+        argv += ["--config", os.path.abspath(os.path.expanduser(options["config"]))]
+    problem = _first_start(argv, dict(variables))
+    if problem:
+        doctor.fail(
+            f"the client line did not start the server: {problem}",
+            "run its command below in a terminal, with its variables, to see the whole error",
+        )
+    else:
+        doctor.ok("the client line starts the server and it answers `initialize`")
+
+
+def _first_start(argv: list[str], variables: dict) -> str | None:
+    """Starts `argv` as a client would, with `variables`, until it answers `initialize`; None,
+    or what went wrong."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    hello = {"protocolVersion": LATEST_PROTOCOL, "capabilities": {}}
+    hello["clientInfo"] = {"name": f"{SERVER_NAME}-doctor", "version": __version__}
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+    try:
+        proc = subprocess.run(
+            argv, input=encode_message(request) + b"\n", capture_output=True,
+            env={**env, **variables}, timeout=60,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    first = proc.stdout.split(b"\n", 1)[0]
+    if b'"result"' in first and b'"serverInfo"' in first:
+        return None
+    said = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+    return f"exit status {proc.returncode}" + (f": {said[-1]}" if said else "")
 
 
 def _extras_in_use(config: Config | None) -> list[str]:
@@ -15939,17 +16809,19 @@ def client_env(config: Config, env: dict | None = None) -> list[tuple[str, str |
     return carried
 
 
-def client_lines(options: dict, config: Config) -> list[str]:
+def client_lines(options: dict, config: Config, launch: tuple | None = None) -> list[str]:
     """The lines that add this installation to Claude Code, Codex CLI and Cursor, with the
-    environment the server runs with here (see client_env)."""
+    environment the server runs with here (see client_env) and the variables its command needs
+    (`launch`, from client_command)."""
     import shlex
 
-    command = [*command_path(config), "--stdio"]
+    start, needed, _cached = client_command(config) if launch is None else launch
+    command = [*start, "--stdio"]
     if options.get("config"):
         command += ["--config", os.path.abspath(os.path.expanduser(options["config"]))]
     quote = (lambda s: f'"{s}"') if os.name == "nt" else shlex.quote
     argv = " ".join(quote(part) for part in command)
-    carried = client_env(config)
+    carried = client_env(config) + list(needed)
 
     def shell(name: str, value: str | None) -> str:
         if value is None:
@@ -16016,12 +16888,14 @@ def run_doctor(options: dict) -> int:
             doctor.skip("live answer not tried (fix the failures above first)")
         else:
             _doctor_live(doctor, config)
+    launch = client_command(config)
+    _doctor_dropin(doctor, launch, options)
     doctor.line("")
     doctor.line(
         "To add this installation to a client (the key comes from your environment; "
         "the other variables are the ones set here):"
     )
-    for row in client_lines(options, config):
+    for row in client_lines(options, config, launch):
         doctor.line(row)
     return doctor.finish()
 
@@ -16079,7 +16953,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.get("ask"):
         terminal = sys.stdout is not None and sys.stdout.isatty()
         as_json = bool(options.get("json")) or not terminal
-        return run_ask(config, log, options["ask"], options.get("tool") or "answer", as_json)
+        tool = options.get("tool") or "answer"
+        return run_ask(config, log, options["ask"], tool, as_json, tuple(options["files"]))
     if options.get("usage"):
         return run_usage(config, log, options.get("since"), bool(options.get("json")))
     if options.get("user"):

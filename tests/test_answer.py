@@ -376,14 +376,15 @@ def test_by_default_quick_is_lighter_and_detailed_thinks_more_than_answer(server
 
 
 def test_tools_without_a_profile_use_the_answer_profile_model_included(spawn, fake):
-    """Seed 001: an omitted answer_detailed runs with answer's settings (issue 30)."""
+    """Seed 001: an omitted answer_detailed runs with answer's settings (issue 30), in its own
+    background mode: `background` follows answer's only when set (issue 39)."""
     config = "model_profiles:\n  answer: {model: gpt-5-mini, verbosity: high}\n"
     server = start(spawn, fake, config=config)
     answer_of(server.call("answer_detailed", {"query": "q"}))
     assert fake.requests[0].body["model"] == "gpt-5-mini"
     assert fake.requests[0].body["text"] == {"verbosity": "high"}
     assert fake.requests[0].body["reasoning"] == {"effort": "medium"}
-    assert not fake.requests[0].body.get("background")
+    assert fake.requests[0].body["background"] is True
 
 
 # ============================================================================================

@@ -98,6 +98,56 @@ def test_a_dropped_stream_resumes_without_a_second_create(spawn, fake):
     assert fake.cancels == []
 
 
+# Seed 001 §5.3's example configuration as written there (every tool's profile set, no
+# `background` key); the fake's OPENAI_BASE_URL overrides its base_url (env > YAML).
+SEED_EXAMPLE_CONFIG = """\
+openai:
+  api_key_env: OPENAI_API_KEY
+  base_url: https://api.openai.com/v1
+
+request: { timeout_ms: 300000, max_retries: 3 }
+
+model_profiles:
+  answer:
+    model: gpt-5.2
+    reasoning_effort: medium
+    verbosity: medium
+  answer_detailed:
+    model: gpt-5.1-codex
+    reasoning_effort: high
+    verbosity: high
+  answer_quick:
+    model: gpt-5.2-chat-latest
+    reasoning_effort: low
+    verbosity: low
+
+policy:
+  max_citations: 3
+
+search:
+  defaults: { recency_days: 60, max_results: 5, domains: [] }
+
+server: { debug: false, debug_file: null, show_config_on_start: false }
+"""
+
+
+def test_the_seeds_example_config_keeps_answer_detailed_in_background_mode(spawn, fake):
+    """Issue 39: with every model set and no `background` key, answer_detailed still runs in
+    background mode (so a drop resumes), and answer does not."""
+    for model in ("gpt-5.1-codex", "gpt-5.2-chat-latest"):  # the seed's, as on its day
+        fake.models.append(model)
+        fake.shutdown_dates.pop(model, None)
+    fake.enqueue(Reply(drop_after_events=3, event_delay=0.01))
+    server = start(spawn, fake, config=SEED_EXAMPLE_CONFIG)
+    answer, meta = result_of(server.call("answer_detailed", {"query": "q"}))
+    assert answer["answer"] == DEFAULT_TEXT
+    (create,) = fake.creates
+    assert create.body["background"] is True and create.body["model"] == "gpt-5.1-codex"
+    assert meta["background"] is True and meta["resumes"] == 1
+    result_of(server.call("answer", {"query": "q"}))
+    assert "background" not in fake.creates[1].body
+
+
 def test_each_drop_resumes_from_the_last_event_seen(spawn, fake):
     fake.enqueue(Reply(drop_after_events=3, resume_drops=[2, 4], event_delay=0.01))
     server = start(spawn, fake)

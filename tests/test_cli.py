@@ -608,10 +608,66 @@ def test_json_with_ask_when_piped_is_the_same_json(tmp_path, fake):
 
 
 @pytest.mark.parametrize(
-    ("typed", "meant"), [("--doctr", "--doctor"), ("--stdoi", "--stdio"), ("-stdio", "--stdio")]
+    ("typed", "meant"),
+    [
+        ("--doctr", "--doctor"),
+        ("--stdoi", "--stdio"),
+        ("-stdio", "--stdio"),
+        ("--query", "--ask"),  # issue 39: it said --user
+        ("--question", "--ask"),
+        ("--prompt", "--ask"),
+    ],
 )
 def test_a_mistyped_flag_gets_did_you_mean(tmp_path, typed, meant):
     assert_usage_error(run_cli(tmp_path, typed), f"unknown option '{typed}'; did you mean {meant}?")
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        ("--versoin", "--version"),  # two neighbours swapped: one edit
+        ("--http-tokn", "--http-token"),
+        ("--print", "--print-example"),  # the one flag it begins
+        ("--verbose", "--debug"),
+        ("--attach", "--file"),
+        ("--xyz", None),
+        ("--querry", None),  # a far guess misleads more than none
+    ],
+)
+def test_did_you_mean_suggests_what_a_person_meant_or_nothing(typed, meant):
+    with pytest.raises(mcp.UsageError) as caught:
+        mcp.parse_args([typed])
+    said = str(caught.value)
+    if meant is None:
+        assert said.endswith("; --help lists the options"), said
+    else:
+        assert said.endswith(f"; did you mean {meant}?"), said
+
+
+def test_edit_distance_counts_a_swap_of_neighbours_as_one():
+    assert mcp._edit_distance("--jsno", "--json") == 1
+    assert mcp._edit_distance("--query", "--user") == 3
+    assert mcp._edit_distance("", "abc") == 3
+
+
+@pytest.mark.parametrize("after", [["--json"], ["--doctor"], ["--debug"], ["--doctor", "--live"]])
+def test_ask_refuses_a_flag_as_its_question_before_anything_is_sent(tmp_path, fake, after):
+    """Issue 39: `--ask --json` sent "--json" as a question, and billed it."""
+    proc = ask(tmp_path, fake, *after)
+    assert_usage_error(
+        proc,
+        f"--ask takes the question right after it, not the flag '{after[0]}'",
+        '--ask="-x?" or --ask -- "-x?"',
+    )
+    assert fake.requests == []
+
+
+@pytest.mark.parametrize("argv", [["--ask", "--", "-x?"], ["--ask=-x?"]], ids=["dashes", "equals"])
+def test_a_question_starting_with_a_dash_goes_after_dashes_or_equals(tmp_path, fake, argv):
+    proc = run_cli(tmp_path, *argv, "--json", env={"OPENAI_BASE_URL": fake.base_url})
+    assert proc.returncode == 0, proc.stderr
+    (create,) = fake.creates
+    assert create.body["input"].startswith("-x?")
 
 
 def test_an_unquoted_question_after_ask_is_told_to_use_quotes(tmp_path):
@@ -664,3 +720,57 @@ def test_neither_a_mistyped_flags_value_nor_a_key_in_debug_is_echoed(tmp_path):
     proc = run_cli(tmp_path, "--show-config", env={"DEBUG": "sk-" + "x" * 40})
     assert proc.returncode == 2 and "DEBUG = (hidden) must be" in proc.stderr
     assert "xxxx" not in proc.stderr
+
+
+# -- --ask --file: the tools' `files` from the command line (issue 39) ------------------------
+
+
+def test_ask_with_files_attaches_them_as_the_tools_files_do(tmp_path, fake):
+    (tmp_path / "build.log").write_text("error: linker failed\n", encoding="utf-8")
+    png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + (64).to_bytes(4, "big") * 2 + b"\x08\x02\0\0\0"
+    (tmp_path / "shot.png").write_bytes(png)
+    proc = ask(tmp_path, fake, "Why?", "--file", "build.log", "--file=shot.png", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (create,) = fake.creates
+    question, log, image = create.body["input"][0]["content"]
+    assert question["text"].startswith("Why?")
+    assert log == {"type": "input_text", "text": "[file] build.log\nerror: linker failed\n"}
+    assert image["type"] == "input_image"
+    listed = json.loads(proc.stdout)["_meta"]["files"]
+    assert [(f["name"], f["kind"]) for f in listed] == [("build.log", "text"), ("shot.png", "png")]
+
+
+@pytest.mark.parametrize(
+    ("name", "config", "said"),
+    [
+        ("notes/.env", "", "notes/.env: refused, a secret by name (files.deny)"),
+        ("OUTSIDE", "", "OUTSIDE: refused, outside the allowed directories"),
+        ("a.txt", "files:\n  max_files: 0\n", "1 files: at most 0 a call (files.max_files)"),
+    ],
+    ids=["secret", "outside", "limit"],
+)
+def test_ask_refuses_a_file_the_tools_refuse_and_sends_nothing(tmp_path, fake, name, config, said):
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / ".env").write_text("OPENAI_API_KEY=sk-x\n", encoding="utf-8")
+    (tmp_path / "a.txt").write_text("a\n", encoding="utf-8")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.txt"  # beside the working directory
+    outside.write_text("outside\n", encoding="utf-8")
+    said, name = said.replace("OUTSIDE", str(outside)), name.replace("OUTSIDE", str(outside))
+    (tmp_path / "config.yaml").write_text(config, encoding="utf-8")
+    proc = ask(tmp_path, fake, "q", "--file", name, "--config", str(tmp_path / "config.yaml"))
+    assert proc.returncode == 1
+    assert proc.stderr.strip().startswith(f"answer failed: {said}"), proc.stderr
+    assert fake.requests == []
+    assert "sk-x" not in proc.stderr + proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--show-config", "--file", "a.txt"], "--file goes with --ask"),
+        (["--ask", "q", "--file", "--json"], "--file needs a path, not the flag '--json'"),
+        (["--ask", "q", "--file"], "--file needs a path"),
+    ],
+)
+def test_file_is_a_path_for_ask(tmp_path, args, said):
+    assert_usage_error(run_cli(tmp_path, *args), said)

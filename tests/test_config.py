@@ -578,13 +578,16 @@ QUICK = {"reasoning_effort": "low", "verbosity": "low", "search_context_size": "
 
 def test_a_config_of_answer_alone_runs_every_tool_on_it(tmp_path, env):
     """Seed 001's minimal configuration: `answer` alone, and "every tool runs with this
-    setting": the per-tool built-in defaults (gpt-6-luna, gpt-6.2-sol, effort low or high,
-    background on for answer_detailed) are not models or settings the user chose."""
+    setting": the per-tool built-in defaults (gpt-6-luna, gpt-6.2-sol, effort low or high)
+    are not models or settings the user chose. Background mode is how a long call survives,
+    not part of the answer: answer_detailed keeps its own (issue 39)."""
     config = load(tmp_path, env, ANSWER)
     expected = {"model": "gpt-5-mini", "reasoning_effort": "high", "verbosity": "low"}
     for tool in ("answer", "answer_detailed", "answer_quick"):
         assert config.profile(tool) == expected, tool
-        assert config.background(tool) is False, tool
+    assert config.background("answer_detailed") is True
+    assert config.background("answer") is config.background("answer_quick") is False
+    assert config.profile_sources("answer_detailed")["background"] == "default"
     where = f"{tmp_path / 'config.yaml'}:2"
     assert config.profile_sources("answer")["model"] == where
     assert config.profile_sources("answer_quick") == {
@@ -593,6 +596,49 @@ def test_a_config_of_answer_alone_runs_every_tool_on_it(tmp_path, env):
         "verbosity": f"inherited from answer ({where})",
         "background": "inherited from answer (default)",
     }
+
+
+# Seed 001 §5.3's example: every tool's profile set, no `background` key.
+SEED_PROFILES = (
+    "model_profiles:\n"
+    "  answer: {model: gpt-5.2, reasoning_effort: medium, verbosity: medium}\n"
+    "  answer_detailed: {model: gpt-5.1-codex, reasoning_effort: high, verbosity: high}\n"
+    "  answer_quick: {model: gpt-5.2-chat-latest, reasoning_effort: low, verbosity: low}\n"
+)
+
+
+def test_the_seeds_example_keeps_answer_detailed_in_background_mode(tmp_path, env):
+    """Issue 39: setting the models must not take background mode (resumes, the server-side
+    cancel) from the slow tool; `background` follows `answer` only when the user sets it."""
+    config = load(tmp_path, env, SEED_PROFILES)
+    assert config.background("answer_detailed") is True
+    assert config.background("answer") is config.background("answer_quick") is False
+
+
+@pytest.mark.parametrize(
+    ("yaml_extra", "env_extra", "expected"),
+    [
+        ("    background: false\n", {}, (False, False, False)),  # answer's, set: every tool
+        ("", {"BACKGROUND_ANSWER": "1"}, (True, True, True)),
+        ("", {"BACKGROUND_DETAILED": "off"}, (False, False, False)),  # the tool's own
+        ("", {"BACKGROUND_QUICK": "on"}, (False, True, True)),
+    ],
+)
+def test_background_follows_answer_only_where_the_user_sets_it(
+    tmp_path, env, yaml_extra, env_extra, expected
+):
+    yaml_text = "model_profiles:\n  answer:\n    model: gpt-5.2\n" + yaml_extra
+    config = load(tmp_path, env | env_extra, yaml_text)
+    shown = tuple(config.background(t) for t in ("answer", "answer_quick", "answer_detailed"))
+    assert shown == (expected[0], expected[1], expected[2])
+
+
+def test_answers_background_off_reaches_every_tool_whatever_the_models(tmp_path, env):
+    """The ZDR switch (docs/long-calls.md): one key, with or without a model set."""
+    config = load(tmp_path, env | {"BACKGROUND_ANSWER": "false"}, "")
+    assert not any(config.background(t) for t in ("answer", "answer_quick", "answer_detailed"))
+    source = config.profile_sources("answer_detailed")["background"]
+    assert source == "inherited from answer (env BACKGROUND_ANSWER)"
 
 
 @pytest.mark.parametrize("where", ["env MODEL_ANSWER", "flag --model"])

@@ -7,7 +7,7 @@ import json
 
 import conftest
 import pytest
-from conftest import PRICES, run_cli, send_call, wait_until
+from conftest import PRICES, failure_of, run_cli, send_call, wait_until
 from fake_upstream import Reply
 
 import openai_responses_mcp as m
@@ -368,6 +368,96 @@ def test_long_prompts_are_billed_at_the_long_context_rate(tmp_path):
     assert pricing.cost("gpt-4.1", usage, 0)["output_usd"] == 8.0
 
 
+def test_the_estimate_prices_what_a_call_brings_as_the_call_will_be_billed(tmp_path):
+    """Issue 39: the budget estimate goes through the billing's own pricing: every token a call
+    brings as a prompt-cache write (1.25 x input, never the cached discount), at the long-context
+    rate over the line (the tool's typical cost too), at the request's tier."""
+    pricing = m.Pricing(config_with(tmp_path, ""), m.Log())  # gpt-6.1-terra: $1 input
+    estimate = pricing.estimate
+    assert estimate("gpt-6.1-terra", None, 100_000) == pytest.approx(100_000 * 1.25 / 1e6)
+    # Over 272K input tokens: the whole request at twice the input rate, 1.5 x the output's;
+    # the typical part ($0.01 of output and searches) at the larger of the two.
+    assert estimate("gpt-6.1-terra", None, 400_000, typical=0.01) == pytest.approx(
+        400_000 * 1.25 * 2 / 1e6 + 0.01 * 2
+    )
+    # The line counts what the request carries besides (instructions, search results).
+    assert estimate("gpt-6.1-terra", None, 200_000, 100_000) == pytest.approx(0.5)
+    assert estimate("gpt-6.1-terra", None, 200_000, 72_000) == pytest.approx(0.25)
+    # The same money as the cost of that usage, billed.
+    written = {"input_tokens": 300_000, "cache_write_tokens": 300_000}
+    for tier in (None, "priority", "fast", "ultrafast", "default"):
+        billed = pricing.cost("gpt-5.5", written, 0, tier)["usd"]
+        assert estimate("gpt-5.5", tier, 300_000) == pytest.approx(billed)
+    assert estimate("gpt-6.1-terra", "priority", 100_000) == pytest.approx(0.25)
+    assert estimate("gpt-5.5", "priority", 100_000) == pytest.approx(100_000 * 5 * 1.25 * 2.5 / 1e6)
+    # Flex without capacity is retried on the default tier: its half price is not certain.
+    assert estimate("gpt-6.1-terra", "flex", 100_000) == pytest.approx(0.125)
+    # A model billed at one rate whatever the length.
+    assert estimate("gpt-4.1", None, 400_000, typical=0.01) == pytest.approx(1.01)
+    assert estimate("acme-7", "priority", 400_000, typical=0.01) == 0.01  # no price: typical
+
+
+def test_text_is_estimated_at_a_token_for_every_three_bytes():
+    assert m.text_tokens("") == 1
+    assert m.text_tokens("x" * 300) == 101
+    assert m.text_tokens("日本" * 50) == 101  # 300 bytes of UTF-8
+
+
+BIG_LOG = "2026-11-28 12:00:00 INFO worker: request served in 9 ms; nothing to report here\n"
+
+
+def _large_log(tmp_path, megabytes: float) -> str:
+    assert len(BIG_LOG) == 80
+    (tmp_path / "big.log").write_text(BIG_LOG * int(megabytes * 1e6 / 80), encoding="utf-8")
+    return "big.log"
+
+
+def test_a_large_file_billed_at_the_long_context_rate_cannot_pass_a_budget(spawn, fake, tmp_path):
+    """Issue 39: a 1.2 MB log (300K tokens as OpenAI counts it: over the long-context line)
+    costs $0.60 on gpt-6.1-terra, twice the $1 input rate. The estimate priced its 400K
+    estimated tokens at the base rate ($0.40, and a search), under a $0.45 budget: the call
+    went through and spent $0.60. It is refused now, before anything is sent."""
+    ask = {"query": "why does it fail?", "files": [_large_log(tmp_path, 1.2)]}
+    budgeted = start(spawn, fake, config="budget: {daily_usd: 0.45}\n")
+    message = failure_of(budgeted.call("answer", ask))
+    assert message.startswith(
+        "answer failed: daily budget of $0.45 has no room for this call ($0.00 spent today, "
+        "$0.00 held by calls in flight, about $1.02 expected for this one; resets at 00:00 "
+    ), message
+    assert fake.creates == []
+    # What it costs once sent: more than the budget the old estimate let it through.
+    uncached = {"cached_tokens": 0}
+    fake.enqueue(
+        Reply(
+            usage={"input_tokens": 300_000, "input_tokens_details": uncached, "output_tokens": 0},
+            searches=[],
+        )
+    )
+    unbudgeted = start(spawn, fake, config="state: {path: 'off'}\n")
+    cost = meta_of(unbudgeted.call("answer", ask))["cost"]
+    assert cost["usd"] == pytest.approx(0.60) and "long context" in cost["prices"]
+
+
+def test_a_file_on_the_priority_tier_is_estimated_at_the_priority_rate(spawn, fake, tmp_path):
+    """Issue 39: on service_tier priority the call is billed at twice the Standard rate, so the
+    estimate prices its file so too: a 360 KB log (120K estimated tokens) is $0.30 at the
+    priority rate as a cache write, over a $0.20 budget it would pass at the Standard rate
+    ($0.15)."""
+    ask = {"query": "why?", "files": [_large_log(tmp_path, 0.36)]}
+    tier = "model_profiles: {answer: {service_tier: priority}}\n"
+    budgeted = start(spawn, fake, config=tier + "budget: {daily_usd: 0.20}\n")
+    message = failure_of(budgeted.call("answer", ask))
+    assert message.startswith("answer failed: daily budget of $0.20 has no room"), message
+    assert "about $0.31 expected for this one" in message
+    assert fake.creates == []
+    usage = {"input_tokens": 100_000, "input_tokens_details": {"cached_tokens": 0}}
+    fake.enqueue(Reply(usage={**usage, "output_tokens": 2_000}, searches=[]))
+    cost = meta_of(start(spawn, fake, config=tier).call("answer", ask))["cost"]
+    assert fake.creates[0].body["service_tier"] == "priority"
+    assert cost["usd"] == pytest.approx((100_000 * 1 + 2_000 * 5) * 2 / 1e6)  # $0.22
+    assert cost["prices"].endswith("x2 (priority)")
+
+
 def test_cache_writes_reach_the_answers_cost_through_the_server(spawn, fake):
     written = {"cached_tokens": 0, "cache_write_tokens": 1000}
     written["cache_write_tokens_details"] = {"ttl_30m_tokens": 0, "ttl_12h_tokens": 1000}
@@ -461,7 +551,8 @@ def test_the_budget_counts_every_process_sharing_the_ledger(spawn, fake):
 def test_a_spent_budget_still_lets_a_call_join_an_identical_one_in_flight(spawn, fake):
     """Joining a request already made costs nothing, so the budget does not refuse it; only a
     call that would make a new request is refused."""
-    config = PRICES + "budget: {daily_usd: 0.05}\n"
+    # Room for two calls' estimates (a search's $0.025 each, and their questions' tokens).
+    config = PRICES + "budget: {daily_usd: 0.051}\n"
     server = start(spawn, fake, config=config, env={"DEBUG": "1"})  # the join is a debug line
     fake.enqueue(
         Reply(stall_after_events=3, stall_seconds=5), Reply(usage=USAGE, searches=SEARCHES)
@@ -660,3 +751,33 @@ def test_the_deep_research_example_is_what_the_builtin_prices_give():
     for shown, model in ((found[4], found[5]), (found[6], found[7])):
         usd = _builtin_usd(model, tokens_in, 0, out, searches)
         assert f"{usd:.{len(shown.split('.')[1])}f}" == shown, model
+
+
+def test_the_estimate_example_is_what_the_estimate_and_the_bill_give(tmp_path):
+    """docs/cost.md's large-log example (issue 39), from the built-in prices: the estimate the
+    server makes for it, and what OpenAI bills for it."""
+    import re
+
+    text = " ".join(COST_MD.read_text(encoding="utf-8").split())
+    found = re.search(
+        r"a ([\d.]+) MB log asked about with `(\w+)` \(([\w.-]+), \$(\d+) per million input "
+        r"tokens\) counts as ([\d,]+) tokens: \$([\d.]+) × 1\.25 × 2 = \$([\d.]+), plus twice "
+        r"one search's \$([\d.]+), is about \$([\d.]+) expected, .* OpenAI would count such a "
+        r"log as about ([\d,]+) tokens, billed at the long-context rate: \$([\d.]+)\.",
+        text,
+    )
+    assert found, "the large-log example is gone from docs/cost.md"
+    megabytes, tool, model, rate, counted, base, doubled, search, expected, billed, usd = (
+        found.groups()
+    )
+    assert model == m.SETTINGS[("model_profiles", tool, "model")].default
+    assert float(rate) == m.BUILTIN_PRICES[model][0]
+    tokens = int(counted.replace(",", ""))
+    assert tokens == float(megabytes) * 1e6 / m.TEXT_BYTES_PER_TOKEN
+    assert float(search) == m.SETTINGS[("pricing", "web_search_per_1k")].default / 1000
+    assert f"{tokens * float(rate) / 1e6:.2f}" == base
+    pricing = m.Pricing(config_with(tmp_path, ""), m.Log())
+    assert f"{pricing.estimate(model, None, tokens):.2f}" == doubled
+    assert f"{pricing.estimate(model, None, tokens, typical=float(search)):.2f}" == expected
+    bill = {"input_tokens": int(billed.replace(",", ""))}
+    assert f"{pricing.cost(model, bill, 0)['usd']:.2f}" == usd

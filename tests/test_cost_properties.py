@@ -89,6 +89,60 @@ def test_for_any_usage_the_cost_is_finite_non_negative_and_the_sum_of_its_parts(
         assert cost["usd"] >= floor
 
 
+# -- the budget estimate: never below the bill (issue 39) ------------------------------------
+
+ESTIMATE = settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+priced = st.sampled_from([*m.BUILTIN_PRICES, "gpt-5.5-2026-04-23", "acme-7"])
+asked_tiers = st.sampled_from([None, "auto", "default", "flex", "priority", "fast", "ultrafast"])
+# Up to 400K on each side, so that the two together cross the 272K line, or not, either way.
+tokens = st.integers(0, 400_000)
+
+
+@st.composite
+def split(draw, total: int, retention_12h: bool) -> dict:
+    """A usage's input of `total` tokens, as the API may split it: cached, written, the rest."""
+    cached = draw(st.integers(0, total))
+    written = draw(st.integers(0, total - cached))
+    longer = draw(st.integers(0, written)) if retention_12h else 0
+    return {
+        "input_tokens": total,
+        "cached_input_tokens": cached,
+        "cache_write_tokens": written,
+        "cache_write_12h_tokens": longer,
+    }
+
+
+@ESTIMATE
+@given(
+    model=priced,
+    asked=asked_tiers,
+    brought=tokens,
+    besides=tokens,
+    output=st.integers(0, 200_000),
+    searches=st.integers(0, 60),
+    data=st.data(),
+)
+def test_the_estimate_is_never_below_the_bill_for_the_same_usage(
+    pricing, model, asked, brought, besides, output, searches, data
+):
+    """What a call brings (question, files) is known before it is sent; the rest (its output,
+    searches, and the input it carries besides) the estimate takes from the tool's typical
+    cost, billed as those calls were. Whatever the split of the input into cached and written
+    tokens, on either side of the long-context line and at any tier the request may be billed
+    at (a flex one is retried on default), the bill is within the estimate. The server asks no
+    12-hour retention, so what it brings is written at the default one; the typical calls'
+    part may have been written either way."""
+    billed_at = data.draw(st.sampled_from([asked, "default"] if asked == "flex" else [asked]))
+    own = data.draw(split(brought, retention_12h=False))
+    rest = data.draw(split(besides, retention_12h=True))
+    rest["output_tokens"] = output
+    typical = pricing.cost(model, rest, searches, billed_at)["usd"]
+    whole = {name: own.get(name, 0) + count for name, count in rest.items()}
+    bill = pricing.cost(model, whole, searches, billed_at)["usd"]
+    estimate = pricing.estimate(model, asked, brought, besides, typical)
+    assert bill <= estimate + 1e-7  # each part of a cost is rounded to 1e-8
+
+
 # -- the most specific price -----------------------------------------------------------------
 
 keys = st.sampled_from(

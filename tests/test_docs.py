@@ -98,12 +98,13 @@ def test_the_readme_documents_the_policy_example_and_its_sources_header():
     assert "merge: append" in DOCS and "merge: replace" in DOCS
 
 
-def test_the_package_metadata_names_an_author_and_the_project_urls():
+def test_the_package_metadata_names_an_author_and_https_urls_only():
+    """The project URLs stay absent until the project has a home of its own (issue 39: they
+    named another project's; tests/test_release.py holds that and the release guide)."""
     tomllib = pytest.importorskip("tomllib")
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert project["authors"] and all(a.get("name") for a in project["authors"])
-    assert {"Homepage", "Repository", "Issues", "Changelog"} <= set(project["urls"])
-    assert all(url.startswith("https://") for url in project["urls"].values())
+    assert all(url.startswith("https://") for url in project.get("urls", {}).values())
 
 
 def test_the_readme_says_how_to_verify_pin_and_report_an_installation():

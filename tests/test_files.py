@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import sqlite3
+import struct
 import threading
 import time
 
@@ -196,6 +197,61 @@ def test_image_tokens_follow_openais_worked_examples(size, detail, tokens):
         ".config/gh/hosts.yml",
         ".azure/accessTokens.json",
         "vault.KDBX",
+        # Issue 39: what a server started in ~ could read. Shells' and REPLs' histories:
+        ".local/share/fish/fish_history",
+        ".local/share/powershell/PSReadLine/ConsoleHost_history.txt",
+        "AppData/Roaming/Microsoft/Windows/PowerShell/PSReadLine/ConsoleHost_history.txt",
+        ".zhistory",
+        ".zsh_history",
+        ".histfile",
+        ".zsh_sessions/0A1B.history",
+        ".sh_history",
+        ".history",
+        ".bash_history-12345.tmp",
+        ".python_history",
+        ".node_repl_history",
+        ".psql_history",
+        ".mysql_history",
+        ".sqlite_history",
+        ".irb_history",
+        ".pry_history",
+        ".rediscli_history",
+        ".lesshst",
+        ".viminfo",
+        ".Rhistory",
+        ".dbshell",
+        ".mongodb/mongosh/mongosh_repl_history",
+        ".julia/logs/repl_history.jl",
+        ".codex/history.jsonl",
+        # agents' and clouds' logins:
+        ".claude/.credentials.json",
+        ".claude.json",
+        ".codex/auth.json",
+        ".codex/config.toml",
+        "Library/Application Support/Claude/claude_desktop_config.json",
+        ".gemini/oauth_creds.json",
+        ".config/gcloud/credentials.db",
+        ".config/gcloud/access_tokens.db",
+        ".config/gcloud/legacy_credentials/me@example.com/adc.json",
+        "AppData/Roaming/gcloud/credentials.db",
+        ".azure/msal_token_cache.json",
+        ".azure/service_principal_entries.json",
+        ".aws/sso/cache/0123abcd.json",
+        ".docker/config.json",
+        ".kube/config",
+        "prod.kubeconfig",
+        ".config/gh/hosts.yml",
+        ".config/github-copilot/apps.json",
+        ".terraform.d/credentials.tfrc.json",
+        "credentials.tfrc.json",
+        ".vault-token",
+        ".my.cnf",
+        "_netrc",
+        ".pgpass",
+        ".boto",
+        ".s3cfg",
+        # keys not in PEM form:
+        "server.ppk",
     ],
 )
 def test_a_secret_by_name_is_refused_before_anything_is_opened(
@@ -207,6 +263,36 @@ def test_a_secret_by_name_is_refused_before_anything_is_opened(
     opened = Opened(monkeypatch)
     assert refused(tmp_path, project, name) == f"{name}: refused, a secret by name (files.deny)"
     assert opened.paths == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        ".claude/settings.json",  # an agent's settings, not its login
+        "claude.json",
+        "codex/auth.json",
+        "src/history.py",
+        ".history/src/main_20260101.py",  # VS Code's Local History: the project's own files
+        "notes/fish.md",
+        "run:42.log",
+    ],
+)
+def test_names_close_to_a_secrets_are_read(tmp_path, project, name):
+    path = project / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("plain text", encoding="utf-8")
+    (found,) = read(tmp_path, project, name)
+    assert found.kind == "text" and found.part["text"].endswith("plain text")
+
+
+def test_the_docs_list_every_secret_path_as_the_table_has_it():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "files.md").read_text("utf-8")
+    section = page.split("## Never a secret", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    listed = [tuple(cell.strip() for cell in row.strip("|").split("|")) for row in rows]
+    assert listed == [(f"`{pattern}`", what) for pattern, what in m.SECRET_PATHS]
 
 
 def test_files_deny_adds_globs_by_name_and_by_path(tmp_path, project):
@@ -227,6 +313,42 @@ def test_a_private_key_or_the_api_key_in_any_file_is_refused(tmp_path, project, 
     assert "holds a private key or API key" in refused(tmp_path, project, "pasted.log")
     data = "data:text/plain;base64," + base64.b64encode(KEY_BLOCK).decode()
     assert "holds a private key" in refused(tmp_path, project, data)
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        b"-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\n",
+        b"-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIFHDBOBgkq\n",
+        b"-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBGYAAAAB\n=abcd\n"
+        b"-----END PGP PRIVATE KEY BLOCK-----\n",
+        b"PuTTY-User-Key-File-2: ssh-rsa\nEncryption: none\nComment: me\nPublic-Lines: 1\n",
+        b"PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: aes256-cbc\n",
+        b"---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----\nComment: me\nP2/56wAAAi4AAAA3\n",
+        b"---- END SSH2 PRIVATE KEY ----\n",  # the tail of one, its head cut off
+        b'{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\nMIIE"}',
+    ],
+)
+def test_a_private_key_in_any_form_is_refused_by_content(tmp_path, project, block):
+    (project / "notes.txt").write_bytes(b"kept for later:\n" + block)
+    assert refused(tmp_path, project, "notes.txt") == (
+        "notes.txt: refused, it holds a private key or API key"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIE\n-----END CERTIFICATE-----\n",
+        b"-----BEGIN PGP PUBLIC KEY BLOCK-----\nmQINBF\n-----END PGP PUBLIC KEY BLOCK-----\n",
+        b"---- BEGIN SSH2 PUBLIC KEY ----\nAAAAB3NzaC1yc2E\n---- END SSH2 PUBLIC KEY ----\n",
+        b"Rotate the private key every year; keep the secret key in the vault.\n",
+    ],
+)
+def test_public_keys_and_prose_about_keys_are_sent(tmp_path, project, text):
+    (project / "notes.txt").write_bytes(text)
+    (found,) = read(tmp_path, project, "notes.txt")
+    assert found.kind == "text"
 
 
 def test_the_servers_own_config_file_is_never_sent(tmp_path):
@@ -376,6 +498,45 @@ def test_https_urls_go_as_image_url_or_file_url(tmp_path, project):
 )
 def test_other_schemes_and_bad_urls_are_refused(tmp_path, project, given, why):
     assert why in refused(tmp_path, project, given)
+
+
+@pytest.mark.parametrize(
+    ("given", "why"),
+    [
+        ("HTTP://example.com/a.png", "(http: is not"),
+        ("File:///etc/passwd", "(file: is not"),
+        ("file:/etc/passwd", "(file: is not"),  # a file URL without //: a URL all the same
+        ("gopher://example.com/", "(gopher: is not"),
+    ],
+)
+def test_schemes_are_case_insensitive_and_a_url_is_known_by_its_form(tmp_path, project, given, why):
+    assert why in refused(tmp_path, project, given)
+
+
+def test_a_path_with_a_colon_is_a_path_not_a_scheme(tmp_path, project):
+    (project / "run:42.log").write_text("step 42 failed\n", encoding="utf-8")
+    (project / "sub" / "a:b.txt").write_text("x\n", encoding="utf-8")
+    found = read(tmp_path, project, "run:42.log", "sub/a:b.txt", str(project / "run:42.log"))
+    step, inner = "[file] run:42.log\nstep 42 failed\n", "[file] a:b.txt\nx\n"
+    assert [f.part["text"] for f in found] == [step, inner, step]
+    assert m.url_scheme("C:\\logs\\build.log") == "" and m.url_scheme("C:/logs/b.log") == ""
+
+
+@pytest.mark.parametrize("scheme", ["DATA", "Data", "dAtA"])
+def test_an_upper_case_data_urls_payload_is_never_echoed(tmp_path, project, scheme):
+    payload = base64.b64encode(b"log line\n" * 4).decode()
+    (found,) = read(tmp_path, project, f"{scheme}:text/plain;base64,{payload}")
+    assert found.kind == "text" and found.part["text"] == "[file] file\n" + "log line\n" * 4
+    assert found.summary()["name"] == f"{scheme}:text/plain;base64,…"
+    bad = f"{scheme}:application/zip;base64," + base64.b64encode(b"PK\x03\x04" + b"z" * 90).decode()
+    message = refused(tmp_path, project, bad)
+    assert message.startswith(f"{scheme}:application/zip;base64,…: refused, a ZIP archive")
+    assert base64.b64encode(b"z" * 30).decode() not in message
+
+
+def test_an_upper_case_https_url_is_sent_as_https(tmp_path, project):
+    (image,) = read(tmp_path, project, "HTTPS://example.com/Shot.PNG")
+    assert image.part["image_url"] == "https://example.com/Shot.PNG"
 
 
 def test_a_data_url_is_taken_by_its_bytes_not_its_declared_type(tmp_path, project):
@@ -537,6 +698,32 @@ def test_a_screenshot_in_the_launch_directory_goes_with_the_question(spawn, fake
     state = tmp_path / "xdg-state" / "openai-responses-mcp" / "state.sqlite3"
     wait_until(lambda: _rows(state), 10, "the ledger row")
     assert _rows(state) == [(1, len(data))]
+
+
+def test_a_crafted_pdf_and_upper_case_data_urls_are_answered_and_never_echoed(spawn, fake):
+    """Issue 39, through the server: a PDF of 999 object streams (each once inflated to the
+    end of the file: seconds of CPU) sent as a DATA: URL is answered, and neither it nor a text
+    DATA: URL shows its payload in _meta.files or in the text sent upstream."""
+    crafted = many_streams_pdf(999)
+    text = b"step 42 failed ???\n"  # its base64 holds a '/': once taken for a file name
+    encoded = base64.b64encode(text).decode()
+    assert "/" in encoded
+    files = [
+        "DATA:application/pdf;base64," + base64.b64encode(crafted).decode(),
+        "Data:text/plain;base64," + encoded,
+    ]
+    fake.enqueue(Reply(text="read"))
+    server = start(spawn, fake)
+    result = server.call("answer", {"query": "Why?", "files": files}, timeout=60)["result"]
+    assert result["structuredContent"]["answer"] == "read"
+    assert [f["name"] for f in result["_meta"]["files"]] == [
+        "DATA:application/pdf;base64,…",
+        "Data:text/plain;base64,…",
+    ]
+    _, pdf, sent = parts_sent(fake)
+    assert pdf["filename"] == "file" and base64.b64decode(pdf["file_data"].split(",")[1]) == crafted
+    assert sent == {"type": "input_text", "text": "[file] file\n" + text.decode()}
+    assert encoded not in json.dumps(fake.requests[0].body)
 
 
 def _rows(state) -> list:
@@ -734,6 +921,19 @@ def test_a_prompt_injected_agent_gets_no_key_out(spawn, fake, tmp_path):
     assert TEST_KEY not in server.stderr
 
 
+def test_a_path_too_long_to_open_is_refused_before_it_is_resolved(tmp_path, project, monkeypatch):
+    """Issue 39: resolving and matching a path costs per component (80 KB of "a/" took 0.26 s of
+    CPU, and a message may be 16 MiB). Nothing longer than PATH_MAX is resolved, opened or
+    shown whole."""
+    resolved = []
+    monkeypatch.setattr(os.path, "realpath", lambda path, **kw: resolved.append(path) or path)
+    given = "a/" * 3_000 + "x.log"
+    opened = Opened(monkeypatch)
+    message = refused(tmp_path, project, given)
+    assert message == f"{'a/' * 79}a…: refused, a path of more than 4096 characters"
+    assert opened.paths == [] and all(len(path) < 4096 for path in resolved)
+
+
 def test_a_crafted_jpeg_cannot_spin_the_size_reader(tmp_path, project):
     """Ten megabytes of empty JPEG segments: the size is looked for in the first segments only,
     and the image counts as the formula's most."""
@@ -783,14 +983,16 @@ def test_roots_that_are_relative_or_hold_a_nul_are_ignored(tmp_path, project):
     assert m.allowed_dirs(config, [*roots, "/tmp/a\x00b"]) == [str(project)]
 
 
-def object_stream_pdf(pages: int, inflated: bytes | None = None) -> bytes:
+def object_stream_pdf(pages: int, inflated: bytes | None = None, held: int | None = None) -> bytes:
     """A PDF 1.5 whose page objects are all compressed in one object stream (as pdfTeX and
-    most producers write them): its plain bytes show no /Type /Page at all."""
+    most producers write them): its plain bytes show no /Type /Page at all. `held`: the
+    objects its dictionary says it holds (/N), its pages by default."""
     import zlib
 
     objects = b"".join(b"<< /Type /Page /Parent 1 0 R >>\n" for _ in range(pages))
     body = zlib.compress(inflated if inflated is not None else objects)
-    head = f"<< /Type /ObjStm /N {pages} /First 0 /Filter /FlateDecode /Length {len(body)} >>"
+    held = pages if held is None else held
+    head = f"<< /Type /ObjStm /N {held} /First 0 /Filter /FlateDecode /Length {len(body)} >>"
     return (
         b"%PDF-1.7\n1 0 obj\n"
         + head.encode()
@@ -798,6 +1000,49 @@ def object_stream_pdf(pages: int, inflated: bytes | None = None) -> bytes:
         + body
         + b"\nendstream\nendobj\n%%EOF\n"
     )
+
+
+def many_streams_pdf(streams: int, pad: int = 700, zeros: int = 1 << 20) -> bytes:
+    """Issue 39's crafted PDF: `streams` (odd) object streams of one object each, every other
+    one a real page; the others each start one zlib stream that runs on through everything after it
+    (stored blocks over the next streams' bytes, then `zeros` compressed to a few KB at the
+    end). Inflating each stream from its start to the end of the file costs streams x (size +
+    zeros) and finds no end; each from its own bytes, the size once."""
+    import zlib
+
+    def stored(payload: bytes) -> bytes:  # one stored deflate block, not the last
+        return b"\x00" + struct.pack("<HH", len(payload), len(payload) ^ 0xFFFF) + payload
+
+    head = b"<< /Type /ObjStm /N 1 /First 0 >>\nstream\n"
+    page = head + zlib.compress(b"<< /Type /Page /Parent 1 0 R >>\n") + b"\nendstream\n"
+    between = b"\nendstream\n" + b" " * pad + b"\n" + page + b" " * pad + b"\n" + head
+    blocks = b"".join(stored(between + b"\x78\x01") for _ in range(streams // 2 - 1))
+    bomb = zlib.compressobj(9, zlib.DEFLATED, -15)
+    tail = bomb.compress(b"\0" * zeros) + bomb.flush() + b"\nendstream\n"
+    return b"%PDF-1.7\n" + head + b"\x78\x01" + blocks + stored(between) + tail + b"%%EOF\n"
+
+
+class ZlibFed:
+    """How many bytes pdf_pages feeds zlib's inflaters, and how many it asks of them."""
+
+    def __init__(self, monkeypatch):
+        import zlib
+
+        self.fed = 0
+        real, outer = zlib.decompressobj, self
+
+        class Counting:
+            def __init__(self):
+                self._inflater = real()
+
+            def decompress(self, data, max_length=0):
+                outer.fed += len(data)
+                return self._inflater.decompress(data, max_length)
+
+            def __getattr__(self, name):
+                return getattr(self._inflater, name)
+
+        monkeypatch.setattr(zlib, "decompressobj", Counting)
 
 
 def test_a_pdfs_pages_in_object_streams_are_counted(tmp_path, project):
@@ -814,9 +1059,44 @@ def test_an_object_stream_too_big_to_inflate_counts_every_object_as_a_page(monke
 
 def test_a_pdf_crafted_with_many_object_streams_is_counted_at_once_as_its_worst_case():
     crafted = b"%PDF-1.7\n" + b"<</Type/ObjStm/N 1>>stream\n" * 400_000  # 10 MB
-    started = time.monotonic()
     assert m.pdf_pages(crafted) >= len(crafted)
-    assert time.monotonic() - started < 5
+
+
+def test_counting_a_crafted_pdfs_pages_feeds_zlib_the_file_once(monkeypatch):
+    """Issue 39: a 750 KB PDF whose object streams were each inflated to the end of the file
+    cost seconds of CPU. Each is inflated from its own bytes: zlib reads at most the file, and
+    the count is high, never low: the 499 real pages, and each of the 500 streams that cannot
+    be read whole counted by the objects it says it holds."""
+    crafted = many_streams_pdf(999)
+    assert len(crafted) < 800_000 and crafted.count(b"/Type /ObjStm") == 999
+    fed = ZlibFed(monkeypatch)
+    assert m.pdf_pages(crafted) == 999
+    assert 0 < fed.fed <= len(crafted)
+
+
+def test_a_pdf_inflating_past_a_small_multiple_of_its_size_counts_its_objects(monkeypatch):
+    # 3 pages in 4 MB of zeros: a 4 KB file asking for a thousand times its size.
+    bomb = object_stream_pdf(3, inflated=b"<< /Type /Page >>" * 3 + b"\0" * (4 << 20), held=9)
+    assert len(bomb) < 8_000
+    assert m.pdf_pages(bomb) == 9  # its /N: the bound was hit, so high, never low
+    monkeypatch.setattr(m, "PDF_INFLATE_RATIO", 1_000)
+    assert m.pdf_pages(bomb) == 3
+
+
+def test_the_inflate_bound_is_for_all_of_a_pdfs_streams_together(monkeypatch):
+    one = object_stream_pdf(1, inflated=b"<< /Type /Page >>" + b" " * 600, held=5)
+    two = one + one.removeprefix(b"%PDF-1.7\n")  # two such streams, 617 bytes inflated each
+    monkeypatch.setattr(m, "PDF_INFLATE_BYTES", 1_000)
+    assert m.pdf_pages(one) == 1
+    assert m.pdf_pages(two) == 1 + 5  # the second finds 383 bytes left: its /N counts
+
+
+def test_a_pdf_whose_time_runs_out_counts_its_unread_streams_by_their_objects(monkeypatch):
+    pdf = object_stream_pdf(3, held=9)
+    assert m.pdf_pages(pdf) == 3
+    monkeypatch.setattr(m, "PDF_COUNT_S", 0.0)
+    fed = ZlibFed(monkeypatch)
+    assert m.pdf_pages(pdf) == 9 and fed.fed == 0
 
 
 def test_a_utf16_log_is_refused_saying_to_save_it_as_utf8(tmp_path, project):

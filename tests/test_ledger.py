@@ -14,7 +14,7 @@ import time
 
 import conftest
 import pytest
-from conftest import PRICES, run_cli
+from conftest import PRICES, run_cli, wait_until
 from fake_upstream import Reply
 
 import openai_responses_mcp as m
@@ -395,6 +395,38 @@ def test_a_reservation_outlasts_its_call_and_a_deep_run_reserves_its_searches(
         engine.close()
     assert expires_at - at == pytest.approx(ttl_s)
     assert usd == pytest.approx(floor)
+
+
+def test_the_input_a_tools_calls_carry_counts_for_the_long_context_line(tmp_path):
+    """Issue 39: the long-context line counts what a call carries besides what it brings (its
+    question, files): at least what each of its tool's recent calls carried (instructions,
+    search results). A question of 100K tokens, on a tool whose calls carried 180K and more,
+    is over the 272K line, so its reservation is at the long-context rate, and its tool's
+    typical cost too (the mean of those calls)."""
+    path = tmp_path / "config.yaml"
+    path.write_text("budget: {daily_usd: 50}\n", encoding="utf-8")
+    config = m.load_config({"config": str(path)}, {"XDG_STATE_HOME": str(tmp_path)})
+    engine = m.AnswerEngine(config, m.Log())
+    today = m.today_in(config.get("policy", "timezone"))
+    try:
+        for tokens, usd in ((180_000, 0.30), (250_000, 0.40)):
+            meta = {"usage": {"input_tokens": tokens}, "cost": {"usd": usd}}
+            engine.ledger.record(m.UsageRow("answer", "gpt-6.1-terra", "ok", meta))
+        wait_until(lambda: not engine.state.unwritten(), 20, "the rows written")
+        request = m.build_request("answer", {"query": "x" * 300_000}, config, today)
+        hold = m._Hold()
+        engine._admit("answer", request, today, hold, m.LOCAL_USER, {})
+        reservation = hold.take()
+        (usd,) = engine.state.read(
+            "test",
+            lambda q: q("SELECT usd FROM reservations WHERE id = ?", (reservation,)).fetchone(),
+        )
+    finally:
+        engine.close()
+    brought = m.text_tokens(m.request_text(request))  # 100K, and the hints
+    assert brought < m.LONG_CONTEXT_TOKENS < brought + 180_000
+    # gpt-6.1-terra's $1 input, as a cache write (x1.25), at the long-context rate (x2).
+    assert usd == pytest.approx(brought * 1.25 * 2 / 1e6 + 0.35 * 2)
 
 
 def test_a_call_admitted_then_joining_an_identical_call_gives_its_reservation_back(

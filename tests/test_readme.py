@@ -77,13 +77,16 @@ PLACEHOLDER_KEY = "sk-..."
 # -- Reading the lines out of the documents ---------------------------------------------------
 
 
-def sh_blocks(text: str) -> list[list[str]]:
-    """The ```sh blocks of a markdown text, each as its lines, leaving out the block the
-    `<!-- test-command` marker names (the README's test line runs the suite itself)."""
+def sh_blocks(text: str, marked: str | None = None) -> list[list[str]]:
+    """The ```sh blocks of a markdown text, each as its lines, leaving out the blocks a marker
+    names: `<!-- test-command` (the README's test line runs the suite itself) and
+    `<!-- from-a-clone` (run in a clone of this tree, by the tests of that route). With
+    `marked`, only the blocks under that marker."""
     blocks = []
     for match in re.finditer(r"(?ms)^```sh\n(.*?)^```", text):
         before = text[: match.start()].rstrip().splitlines()
-        if before and before[-1].startswith("<!-- test-command"):
+        marker = before[-1] if before and before[-1].startswith("<!-- ") else ""
+        if (marked is None and marker) or (marked is not None and not marker.startswith(marked)):
             continue
         blocks.append([line for line in match.group(1).splitlines() if line.strip()])
     return blocks
@@ -251,8 +254,9 @@ def index(tmp_path_factory):
     files = root / "files"
     files.mkdir()
     wheels = [build_this_tree(files, tmp_path_factory.mktemp("build"))]
-    # `openai` for the server; pipx for getting-started's `python3 -m pip install --user pipx`.
-    dists = runtime_closure("openai") | runtime_closure("pipx")
+    # `openai` for the server; pipx for getting-started's `python3 -m pip install --user pipx`;
+    # setuptools for building the package from a clone (the README's route until a release).
+    dists = runtime_closure("openai") | runtime_closure("pipx") | runtime_closure("setuptools")
     wheels += [wheel_of_installed(dist, files) for dist in dists.values()]
     served = Index(root, wheels)
     yield served
@@ -364,8 +368,9 @@ class Newcomer:
     """One person at one machine: runs a document's lines in a terminal, keeping what each
     showed; `new_terminal()` after a line that says to open one."""
 
-    def __init__(self, home: Path, env: dict):
+    def __init__(self, home: Path, env: dict, cwd: Path | None = None):
         self.home, self.env = home, env
+        self.cwd = cwd or home  # where the terminal is: a clone's folder, or HOME
         self.exports: list[str] = []  # a terminal keeps what `export` set in it
         self.login = False
 
@@ -380,13 +385,13 @@ class Newcomer:
         for argv in shells:  # after ensurepath: a login shell (macOS, ssh) and a Linux terminal's
             if piped:
                 proc = subprocess.run(
-                    argv, env=self.env, cwd=self.home, capture_output=True, text=True,
+                    argv, env=self.env, cwd=self.cwd, capture_output=True, text=True,
                     stdin=subprocess.DEVNULL, timeout=240,
                 )  # fmt: skip
                 code, shown = proc.returncode, proc.stdout
                 said = f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
             else:
-                code, shown = on_a_terminal(argv, self.env, self.home)
+                code, shown = on_a_terminal(argv, self.env, self.cwd)
                 said = shown
             assert code == 0, f"{doc}: `{line}` ({argv[1]}) exited {code}; it showed:\n{said}"
         if line.startswith("export "):
@@ -429,9 +434,12 @@ def check_answer_piped(doc: str, line: str, shown: str) -> None:
     assert result["citations"][0]["url"] == "https://www.python.org/downloads/"
 
 
-def run_block(person: Newcomer, doc: str, block: list[str], upstream) -> dict[str, str]:
+def run_block(
+    person: Newcomer, doc: str, block: list[str], upstream, client_lines: bool = True
+) -> dict[str, str]:
     """Runs a block's lines in order, checking each for what its doc promises; a line whose
-    comment says to open a new terminal is followed by one. Returns line -> what it showed."""
+    comment says to open a new terminal is followed by one. Returns line -> what it showed.
+    `client_lines=False`: of --doctor, only that its checks passed (not the lines it prints)."""
     shown = {}
     for line in block:
         if "--ask" in line:
@@ -442,7 +450,10 @@ def run_block(person: Newcomer, doc: str, block: list[str], upstream) -> dict[st
             check_answer_piped(doc, line, person.run(doc, line, piped=True))
         else:
             shown[line] = person.run(doc, line)
-        if "--doctor" in line:
+        if "--doctor" in line and not client_lines:
+            where = f"{doc}: `{line}` showed:\n{shown[line]}"
+            assert "✗" not in shown[line] and "All checks passed." in shown[line], where
+        elif "--doctor" in line:
             words = shlex.split(line.split(" --doctor")[0])
             if words[0] == "uvx":  # uvx by its full path, and the package: no path into its cache
                 command = [shutil.which("uvx", path=person.env["PATH"]), *words[1:]]
@@ -558,6 +569,50 @@ def test_the_readmes_pipx_lines_put_the_command_on_a_new_terminals_path(home, up
         "args": ["--stdio"],
         "env": None,
     }
+
+
+# -- The README's route from a clone, until the first release (issue 39) ----------------------
+
+
+def a_clone(home: Path) -> Path:
+    """This tree as `git clone` leaves it, in the newcomer's HOME (no venv, build or caches)."""
+    clone = home / APP
+    shutil.copytree(ROOT, clone, ignore=NOT_COPIED)
+    return clone
+
+
+def test_the_readme_says_first_that_the_package_is_not_on_pypi_yet():
+    first_screen = "\n".join(readme().splitlines()[:30])
+    assert "Not on PyPI yet." in first_screen
+    assert sh_blocks(first_screen, "<!-- from-a-clone"), first_screen
+
+
+def test_the_readmes_clone_route_with_uvx_works_as_written(home, upstream, index):
+    """`uvx --from . ...` in a clone: built there (setuptools from the index), never fetched
+    as the released package."""
+    (block,) = sh_blocks(readme(), "<!-- from-a-clone")
+    assert all(line.startswith(f"uvx --from . {APP} ") for line in block), block
+    assert any("--doctor" in line for line in block) and any("--ask" in line for line in block)
+    folder, env = home
+    asked = len(index.asked)
+    run_block(Newcomer(folder, env, a_clone(folder)), "README.md", block, upstream, False)
+    assert not any(path.startswith(f"/simple/{APP}/") for path in index.asked[asked:])
+
+
+def test_the_readmes_clone_route_with_pipx_works_as_written(home, upstream, index):
+    """`pipx install .` in a clone, `pipx ensurepath` and a new terminal: then the command is
+    on PATH and its --doctor passes, the client lines naming it."""
+    text = readme()
+    lines = inline_lines(text, "install it from the clone", "pipx ")
+    assert lines == ["pipx install .", "pipx ensurepath"], lines
+    folder, env = home
+    person = Newcomer(folder, env, a_clone(folder))
+    asked = len(index.asked)
+    for line in lines:
+        person.run("README.md", line)
+    person.new_terminal()
+    assert not any(path.startswith(f"/simple/{APP}/") for path in index.asked[asked:])
+    run_block(person, "README.md", [f"{APP} --doctor"], upstream)
 
 
 # -- docs/getting-started.md ------------------------------------------------------------------

@@ -130,3 +130,45 @@ def test_ci_also_tests_the_lowest_openai_the_package_declares():
     floor = re.search(r'"openai>=([0-9.]+),', pyproject).group(1)
     assert f"openai=={floor}.*" in ci and "PIP_CONSTRAINT" in ci
     assert f"startswith('{floor}.')" in ci
+
+
+# -- whose home the metadata names (issue 39) -------------------------------------------------
+
+# The TypeScript project seed 001 describes (its package.json's repository): another project,
+# whose URLs this package once gave as its home page, repository and issue tracker.
+OTHER_PROJECT = re.compile(r"github\.com/uchimanajet7/openai-responses-mcp", re.IGNORECASE)
+URL = re.compile(r"https?://[^\s\"'<>)\]]+")
+
+
+def shipped_text_files() -> list:
+    """What the package, its page and its release carry: the metadata, the module (its
+    --version and --help), the README, the docs, the changelog and the workflows."""
+    files = [ROOT / name for name in ("pyproject.toml", "openai_responses_mcp.py", "README.md")]
+    files += [ROOT / "CHANGELOG.md", ROOT / "CONTRIBUTING.md", ROOT / "config.yaml.example"]
+    files += sorted((ROOT / "docs").glob("*.md")) + sorted(
+        path for path in (ROOT / ".github").rglob("*") if path.suffix in (".py", ".yml", ".md")
+    )
+    return files
+
+
+def test_no_url_presents_another_project_as_this_ones_home():
+    found = [
+        f"{path.relative_to(ROOT)}: {url}"
+        for path in shipped_text_files()
+        for url in URL.findall(path.read_text(encoding="utf-8"))
+        if OTHER_PROJECT.search(url)
+    ]
+    assert found == []
+    assert OTHER_PROJECT.search("https://github.com/uchimanajet7/openai-responses-mcp/issues")
+
+
+def test_the_project_urls_are_this_projects_or_absent():
+    """Until the project has a home of its own, pyproject.toml names none; the release guide
+    says what to fill in before the first release."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    section = re.search(r"(?ms)^\[project\.urls\]\n(.*?)(?=^\[)", text)
+    for url in URL.findall(section.group(1) if section else ""):
+        assert not OTHER_PROJECT.search(url), url
+    guide = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
+    before = guide.split("### Before the first release", 1)[1].split("\n### ", 1)[0]
+    assert "[project.urls]" in before and "Security" in before, before

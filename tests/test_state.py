@@ -30,7 +30,9 @@ from fake_upstream import Reply
 import openai_responses_mcp as m
 
 CACHE_ON = {"ANSWER_CACHE_TTL_S": "600"}
-BUDGET = 0.1  # four calls' reservations: each is at least one web search, $0.025 here
+# Four calls' reservations: each is at least one web search, $0.025 here, and its question's
+# tokens (under a hundred, about $0.0001).
+BUDGET = 0.1005
 
 
 class SqliteState:
