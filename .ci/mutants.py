@@ -761,6 +761,15 @@ MUTANTS = [
         "meets_a_newer_schema and sqlite",
     ),
     mutant(
+        "upgrade-refused-store-takes-http-calls",
+        "money",
+        '    if refused is not None and method == "tools/call":',
+        "    if False:",
+        "tests/test_upgrade.py",
+        "-k",
+        "meets_a_newer_schema and sqlite",
+    ),
+    mutant(
         "upgrade-newer-schema-is-older",
         "money",
         "    if version is not None and version > STATE_SCHEMA_VERSION:\n        backend.refused",
