@@ -346,7 +346,7 @@ def test_an_upgrade_that_needs_the_issuer_is_refused_without_it(
     server = spawn("--stdio", *budget, env=env, upstream=fake)
     server.initialize()
     message = failure(server.call("answer", {"query": "q"}, timeout=30))
-    assert "the state file" in message and "--upgrade-state" in message, message
+    assert "the state" in message and "--upgrade-state" in message, message
     assert not [r for r in fake.requests if r.path == "/v1/responses"]
     server.close_stdin()
     server.wait()
