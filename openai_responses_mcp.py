@@ -7239,9 +7239,14 @@ class _SqliteBackend:
                     raise
             finally:
                 os.umask(previous)
+        import stat
+
         for suffix in ("", "-wal", "-shm"):  # files left by an older version
             try:
-                os.chmod(self.path + suffix, 0o600)
+                # Only a file of ours: state.path may name a device (/dev/null: as root, a chmod
+                # took it from every other user of the machine) or a link to another's file.
+                if stat.S_ISREG(os.lstat(self.path + suffix).st_mode):
+                    os.chmod(self.path + suffix, 0o600)
             except OSError:
                 pass
         return conn
@@ -16376,8 +16381,8 @@ def _doctor_state_schema(doctor: Doctor, config: Config) -> None:
     when its upgrade needs server.auth.issuer), and OAuth subjects an earlier upgrade filed
     without their issuer (issue 39): their allowances and conversations are lost to them."""
     backend = state_backend(config)
-    if backend is None or not (backend.postgres or os.path.exists(backend.path)):
-        return
+    if backend is None or not (backend.postgres or os.path.isfile(backend.path)):
+        return  # no store yet, or not one (a device, a folder: the path check says so)
     state = StateStore(backend, _QuietLog())
     try:
         left = state.read(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -944,3 +945,18 @@ def test_a_budget_refusal_names_no_path_even_when_the_folder_cannot_be_made(spaw
     )
     assert "Not a directory" in message and str(blocker) not in message
     assert str(blocker) in process.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+def test_a_state_path_naming_a_device_never_changes_its_mode(tmp_path):
+    """state.path: /dev/null once made the device 0600 for every other user of the machine (the
+    chmod of files an older version left); a node of the same device stands in for it here."""
+    import stat
+
+    node = tmp_path / "null"
+    os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    os.chmod(node, 0o666)  # past the umask
+    env = {"OPENAI_RESPONSES_MCP_STATE": str(node)}
+    for args in (("--usage",), ("--user", "list"), ("--upgrade-state",)):
+        run_cli(tmp_path, *args, env=env)
+        assert stat.S_IMODE(os.stat(node).st_mode) == 0o666, args
