@@ -16368,6 +16368,8 @@ def _doctor_state_url(doctor: Doctor, config: Config) -> None:
     state = StateStore(backend, _QuietLog())
     try:
         state.read("connecting", lambda q: q("SELECT 1").fetchone())
+    except StateRefused:  # it answers; _doctor_state_schema says why it refuses, and the fix
+        doctor.ok(f"state.url: {backend.label} answers")
     except StateUnavailable as exc:
         doctor.fail(f"state.url: {backend.label} is unavailable ({exc.reason})", backend.hint)
     else:
