@@ -128,11 +128,17 @@ class Built:
         return Store("postgres", self.cluster.url(name))
 
 
+def old_env(home: Path) -> dict:
+    """The environment an earlier version's code runs in: its own home, and what Python needs
+    to start (SYSTEMROOT on Windows)."""
+    kept = {name: os.environ[name] for name in ("PATH", "SYSTEMROOT") if name in os.environ}
+    return {**kept, "HOME": str(home), "USERPROFILE": str(home)}
+
+
 def run_old(old_dir: Path, spec: dict, home: Path) -> dict:
     """Runs the builder with an earlier version's module: its JSON output."""
     env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(home),
+        **old_env(home),
         "XDG_STATE_HOME": str(home / "state"),
         "XDG_CONFIG_HOME": str(home / "config"),
     }
@@ -463,7 +469,7 @@ def test_rows_a_host_of_the_previous_release_wrote_after_the_upgrade_are_refiled
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)},
+        env=old_env(tmp_path),
     )
     try:
         assert old.stdout.readline().strip() == "ready"
