@@ -26,7 +26,7 @@ from conftest import PRICES, run_cli, wait_until
 from http_client import open_session, post, rpc, wait_listening
 from test_oauth import Issuer
 from test_users import ask, bearer, failure
-from upgrade_builder import ALICE_DAILY, ALICE_MONTHLY, SPEND
+from upgrade_builder import ALICE_DAILY, ALICE_MONTHLY, SPEND, TASK_SECRET
 
 import openai_responses_mcp as m
 
@@ -182,6 +182,7 @@ def build(commits, issuer, tmp_path_factory, request):
                 where = spec["url"] = cluster.fresh_database()
             out = run_old(folder, spec, folder)
             made[kind, version] = Built(kind, version, where, out.get("tokens", {}), cluster)
+            made[kind, version].tasks = out.get("tasks", {})
             made[kind, version].folder = folder
         return made[kind, version]
 
@@ -304,6 +305,19 @@ def upgraded_through_every_entry_point(kind, version, build, issuer, spawn, fake
         store = built.copy(tmp_path / entry)
         open_with(entry, built, store, tmp_path / entry, issuer, spawn, fake)
         check_store(store, version, issuer.url)
+    check_tasks(built, store)
+
+
+def check_tasks(built: Built, store: Store) -> None:
+    """Task ids are signed, not stored: one the earlier version signed opens here, and names
+    the user the upgraded store files that user's rows under (an OAuth subject's names its
+    bare `sub`: docs/upgrade.md says to let tasks end before the upgrade to 7)."""
+    stored = {name for (name,) in store.query("SELECT DISTINCT user_name FROM usage")}
+    for who, task_id in built.tasks.items():
+        fields = m.open_task_id(TASK_SECRET, task_id)
+        assert (fields["r"], fields["k"]) == (f"resp_{who}", "h")
+        if who != "carol" and built.version >= SUBJECTS_FROM:
+            assert fields["u"] == who and who in stored, (who, fields)
 
 
 def test_the_previous_schema_on_sqlite_upgrades_through_every_entry_point(

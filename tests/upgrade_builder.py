@@ -14,6 +14,7 @@ import sys
 # What each identity spent (a call each, today); what each is given; the allowances.
 SPEND = {"local": 0.5, "alice": 0.25, "bob": 0.125, "carol": 1.0, "shared": 0.0625}
 ALICE_DAILY, ALICE_MONTHLY = 0.25, 20.0
+TASK_SECRET = "upgrade-matrix-task-secret-0123456789abcdef"  # server.tasks.secret
 
 
 def main() -> None:
@@ -40,7 +41,7 @@ def main() -> None:
         rolling(old, state, ledger)
         return
     named = "user" in inspect.signature(old.UsageRow).parameters
-    tokens = {}
+    tokens, tasks = {}, {}
     if named:
         users = old.UserDirectory(state)
         prefix = getattr(old, "NAMED_TOKEN_PREFIX", "")  # version 7 added it
@@ -60,8 +61,12 @@ def main() -> None:
         ledger.record(old.UsageRow("answer", "gpt-5", "ok", meta, **extra))
         if named:
             old.ResponseOwners(state).add(f"resp_{who}", identity)
+        # Its task id, signed as that version's LongCalls signs one (not in the state: any
+        # instance with the secret follows it), with the user it names.
+        fields = {"r": f"resp_{who}", "t": "answer", "k": "h", "o": "gpt-5", "u": identity}
+        tasks[who] = old.mint_task_id(TASK_SECRET, fields, 3_600_000)
     state.close()
-    print(json.dumps({"tokens": tokens}))
+    print(json.dumps({"tokens": tokens, "tasks": tasks}))
 
 
 def rolling(old, state, ledger) -> None:
