@@ -2173,10 +2173,11 @@ def direct_url_source(record: dict) -> str | None:
 
 
 def _without_credentials(url: str) -> str:
-    """`url` without a user and password (a token in `https://user:token@host/…` would go
-    into every client's config the line is pasted into), but for the two PEP 610 keeps: ssh's
-    `git` user and `${VARIABLE}` references, which hold no secret. uv and git then take the
-    credentials from where they keep them (a credential helper, .netrc)."""
+    """`url` without a user and password (a token in `https://user:token@host/…`, or alone
+    as the user, would go into every client's config the line is pasted into), but for what
+    holds no secret: PEP 610's `git` user and `${VARIABLE}` references, and an ssh user without
+    a password (ssh's keys authenticate). uv and git then take the credentials from where they
+    keep them (a credential helper, .netrc)."""
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
@@ -2184,6 +2185,8 @@ def _without_credentials(url: str) -> str:
         return url
     user, _at, host = parts.netloc.rpartition("@")
     if re.fullmatch(r"git|\$\{\w+\}(:\$\{\w+\})?", user):
+        return url
+    if parts.scheme == "ssh" and ":" not in user:
         return url
     return parts._replace(netloc=host).geturl()
 

@@ -902,6 +902,8 @@ APP_NAME = mcp.SERVER_NAME
          "https://example.com/x.tar.gz"),
         ({"url": "https://${GIT_USER}:${GIT_TOKEN}@example.com/b.git", "vcs_info": {}},
          "git+https://${GIT_USER}:${GIT_TOKEN}@example.com/b.git"),
+        ({"url": "ssh://deploy@host/b.git", "vcs_info": {}}, "git+ssh://deploy@host/b.git"),
+        ({"url": "ssh://deploy:pw@host/b.git", "vcs_info": {}}, "git+ssh://host/b.git"),
     ],
 )  # fmt: skip
 def test_where_uvx_took_this_copy_from_is_read_from_pep_610s_record(record, source):
@@ -1097,6 +1099,13 @@ def test_a_client_line_that_does_not_start_the_server_is_named_with_its_error():
     assert mcp._first_start(quiet, {}) == "exit status 0"  # no `initialize` answered
     assert mcp._first_start([sys.executable, "-c", "import json, sys; print(json.dumps("
                              "{'id': 1, 'result': {'serverInfo': {}}}))"], {}) is None  # fmt: skip
+
+
+def test_the_loader_is_one_word_for_every_shell_and_config_file():
+    """Quoted as one word by POSIX shells (single quotes), Windows' (double quotes: nothing
+    in it that cmd or PowerShell expands) and JSON/TOML strings: none of their specials."""
+    assert not set(mcp.DROPIN_LOADER) & set("\"'$`%!^&|<>\\\n")
+    assert mcp.shell_quote(mcp.DROPIN_LOADER, windows=True) == f'"{mcp.DROPIN_LOADER}"'
 
 
 def test_a_copied_file_renamed_is_loaded_by_its_path_unless_no_loader_takes_its_name(tmp_path):
