@@ -15436,7 +15436,9 @@ class Doctor:
             self.marks = self.PLAIN
 
     def line(self, text: str) -> None:
-        text = inert(re.sub(r"//[^/@\s]*@", "//***@", text))
+        # ssh's `git@` holds no secret, and masked a `uvx --from git+ssh://git@…` line
+        # would not run as printed.
+        text = inert(re.sub(r"//(?!git@)[^/@\s]*@", "//***@", text))
         try:
             self.out.write(self.redact(text) + "\n")
             self.out.flush()

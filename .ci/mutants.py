@@ -659,6 +659,15 @@ MUTANTS = [
         "same_size_and_mtime",
     ),
     mutant(
+        "secrets-doctor-line-unmasks-url-credentials",
+        "secrets",
+        'r"//(?!git@)[^/@\\s]*@"',
+        'r"//(?![^/@\\s]*@)[^/@\\s]*@"',
+        "tests/test_doctor.py",
+        "-k",
+        "masks_a_urls_credentials",
+    ),
+    mutant(
         "secrets-uvx-from-keeps-credentials",
         "secrets",
         "    return parts._replace(netloc=host).geturl()",

@@ -760,6 +760,19 @@ def test_credentials_in_the_base_url_are_masked_on_every_line(tmp_path, fake):
     assert f"base_url http://***@127.0.0.1:{fake.port}/v1" in proc.stdout
 
 
+def test_a_doctor_line_masks_a_urls_credentials_but_not_sshs_git_user():
+    """`uvx --from git+ssh://git@github.com/…` runs as printed; a password or token does not
+    appear (issue 39)."""
+    out = io.StringIO()
+    said = mcp.Doctor(out)
+    said.line("uvx --from git+ssh://git@github.com/a/b.git openai-responses-mcp --stdio")
+    said.line("git+https://git:ghp_SECRET@github.com/a/b.git https://ann:pw@gw/v1 ssh://ann@h/r")
+    assert out.getvalue().splitlines() == [
+        "uvx --from git+ssh://git@github.com/a/b.git openai-responses-mcp --stdio",
+        "git+https://***@github.com/a/b.git https://***@gw/v1 ssh://***@h/r",
+    ]
+
+
 def test_live_tries_no_deep_research_run_even_when_answer_deep_is_on(tmp_path, fake):
     # A deep research run is billed by the searches it decides to make: no trial of it.
     proc = doctor(tmp_path, "--live", env=against(fake, MCP_ANSWER_DEEP="1"))
