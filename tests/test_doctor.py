@@ -1114,6 +1114,18 @@ def test_a_client_line_that_does_not_start_the_server_is_named_with_its_error():
                              "{'id': 1, 'result': {'serverInfo': {}}}))"], {}) is None  # fmt: skip
 
 
+def test_a_copied_file_with_no_cache_writable_anywhere_is_started_as_the_file(tmp_path):
+    """Neither __pycache__ beside it nor the user's cache can be made (a file in the place of
+    each): the plain line, compiled at every start, and no variable naming a cache."""
+    script = tmp_path / "openai_responses_mcp.py"
+    script.write_text("")
+    (tmp_path / "__pycache__").write_text("")
+    (tmp_path / "cache").write_text("")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+    said = mcp.dropin_launch(str(script), "/usr/bin/python3", env)
+    assert said == (["/usr/bin/python3", str(script)], [], None)
+
+
 def test_the_loader_is_one_word_for_every_shell_and_config_file():
     """Quoted as one word by POSIX shells (single quotes), Windows' (double quotes: nothing
     in it that cmd or PowerShell expands) and JSON/TOML strings: none of their specials."""
