@@ -1205,22 +1205,23 @@ def deep_merge(base: dict, override: dict) -> dict:
     return merged
 
 
+def user_file(env: dict, windows: str, xdg: str, fallback: tuple, name: str) -> str:
+    """<$xdg or ~/fallback>/openai-responses-mcp/<name>, or under %<windows>% on Windows."""
+    if os.name == "nt" and env.get(windows):
+        return os.path.join(env[windows], SERVER_NAME, name)
+    home = env.get("HOME") or os.path.expanduser("~")
+    base = env.get(xdg) or os.path.join(home, *fallback)
+    return os.path.join(base, SERVER_NAME, name)
+
+
 def default_config_path(env: dict) -> str:
     """$XDG_CONFIG_HOME/openai-responses-mcp/config.yaml, or the platform's equivalent."""
-    if os.name == "nt" and env.get("APPDATA"):
-        return os.path.join(env["APPDATA"], SERVER_NAME, "config.yaml")
-    home = env.get("HOME") or os.path.expanduser("~")
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    return os.path.join(base, SERVER_NAME, "config.yaml")
+    return user_file(env, "APPDATA", "XDG_CONFIG_HOME", (".config",), "config.yaml")
 
 
 def default_state_path(env: dict) -> str:
     """$XDG_STATE_HOME/openai-responses-mcp/state.sqlite3, or the platform's equivalent."""
-    if os.name == "nt" and env.get("LOCALAPPDATA"):
-        return os.path.join(env["LOCALAPPDATA"], SERVER_NAME, "state.sqlite3")
-    home = env.get("HOME") or os.path.expanduser("~")
-    base = env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
-    return os.path.join(base, SERVER_NAME, "state.sqlite3")
+    return user_file(env, "LOCALAPPDATA", "XDG_STATE_HOME", (".local", "state"), "state.sqlite3")
 
 
 def _env_value(text: str):
@@ -2226,11 +2227,7 @@ DROPIN_LOADER = (
 
 def default_pycache_prefix(env: dict) -> str:
     """$XDG_CACHE_HOME/openai-responses-mcp/pycache, or the platform's equivalent."""
-    if os.name == "nt" and env.get("LOCALAPPDATA"):
-        return os.path.join(env["LOCALAPPDATA"], SERVER_NAME, "pycache")
-    home = env.get("HOME") or os.path.expanduser("~")
-    base = env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
-    return os.path.join(base, SERVER_NAME, "pycache")
+    return user_file(env, "LOCALAPPDATA", "XDG_CACHE_HOME", (".cache",), "pycache")
 
 
 def write_bytecode(script: str, prefix: str | None) -> str | None:
