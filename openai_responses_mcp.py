@@ -1205,22 +1205,23 @@ def deep_merge(base: dict, override: dict) -> dict:
     return merged
 
 
+def user_file(env: dict, windows: str, xdg: str, fallback: tuple, name: str) -> str:
+    """<$xdg or ~/fallback>/openai-responses-mcp/<name>, or under %<windows>% on Windows."""
+    if os.name == "nt" and env.get(windows):
+        return os.path.join(env[windows], SERVER_NAME, name)
+    home = env.get("HOME") or os.path.expanduser("~")
+    base = env.get(xdg) or os.path.join(home, *fallback)
+    return os.path.join(base, SERVER_NAME, name)
+
+
 def default_config_path(env: dict) -> str:
     """$XDG_CONFIG_HOME/openai-responses-mcp/config.yaml, or the platform's equivalent."""
-    if os.name == "nt" and env.get("APPDATA"):
-        return os.path.join(env["APPDATA"], SERVER_NAME, "config.yaml")
-    home = env.get("HOME") or os.path.expanduser("~")
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    return os.path.join(base, SERVER_NAME, "config.yaml")
+    return user_file(env, "APPDATA", "XDG_CONFIG_HOME", (".config",), "config.yaml")
 
 
 def default_state_path(env: dict) -> str:
     """$XDG_STATE_HOME/openai-responses-mcp/state.sqlite3, or the platform's equivalent."""
-    if os.name == "nt" and env.get("LOCALAPPDATA"):
-        return os.path.join(env["LOCALAPPDATA"], SERVER_NAME, "state.sqlite3")
-    home = env.get("HOME") or os.path.expanduser("~")
-    base = env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
-    return os.path.join(base, SERVER_NAME, "state.sqlite3")
+    return user_file(env, "LOCALAPPDATA", "XDG_STATE_HOME", (".local", "state"), "state.sqlite3")
 
 
 def _env_value(text: str):
@@ -2155,18 +2156,20 @@ def install_source() -> str | None:
 def direct_url_source(record: dict) -> str | None:
     """A PEP 610 record as the words `uvx --from` takes: a path for a file:// URL, the VCS URL
     with the revision asked for, any other URL as it is."""
+    from urllib.parse import urlsplit
+
     url = record.get("url")
     if not isinstance(url, str) or not url:
         return None
+    url = _without_credentials(url)
     vcs = record.get("vcs_info")
     if isinstance(vcs, dict):
         revision = vcs.get("requested_revision")
         url = f"{vcs.get('vcs', 'git')}+{url}" + (f"@{revision}" if revision else "")
     elif url.startswith("file:"):
-        from urllib.parse import unquote, urlsplit
         from urllib.request import url2pathname
 
-        url = url2pathname(unquote(urlsplit(url).path))
+        url = url2pathname(urlsplit(url).path)  # it decodes %XX itself: once, not twice
     subdirectory = record.get("subdirectory")
     if subdirectory:  # a URL says it as a fragment; a folder is the subdirectory's own path
         url = (
@@ -2177,6 +2180,25 @@ def direct_url_source(record: dict) -> str | None:
     return url
 
 
+def _without_credentials(url: str) -> str:
+    """`url` without a user and password (a token in `https://user:token@host/…`, or alone
+    as the user, would go into every client's config the line is pasted into), but for what
+    holds no secret: PEP 610's `git` user and `${VARIABLE}` references, and an ssh user without
+    a password (ssh's keys authenticate). uv and git then take the credentials from where they
+    keep them (a credential helper, .netrc)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    user, _at, host = parts.netloc.rpartition("@")
+    if re.fullmatch(r"git|\$\{\w+\}(:\$\{\w+\})?", user):
+        return url
+    if parts.scheme == "ssh" and ":" not in user:
+        return url
+    return parts._replace(netloc=host).geturl()
+
+
 def uvx_words() -> list[str]:
     """`--from SOURCE` when uvx took this copy from anywhere but the index, else nothing."""
     source = install_source()
@@ -2185,22 +2207,31 @@ def uvx_words() -> list[str]:
 
 # -- A copied file's start: bytecode cached as an installation's is ---------------------------
 # `python openai_responses_mcp.py` compiles the whole file at every start (0.1 to 0.2 s and
-# some 40 MiB at the peak): Python never caches a script's bytecode. Run as `python -m` with
-# its folder on PYTHONPATH, the file is imported, so its bytecode is cached in __pycache__
-# beside it, or under PYTHONPYCACHEPREFIX where that folder cannot be written (issue 39).
+# some 40 MiB at the peak): Python never caches a script's bytecode. Loaded by the import
+# system's file loader instead (DROPIN_LOADER), its bytecode is cached in __pycache__ beside
+# it, or under PYTHONPYCACHEPREFIX where that folder cannot be written (issue 39).
+#
+# The loader is given the file's path: its folder is never put on sys.path, where its
+# neighbours (a project's json.py, types.py, enum.py, http/, openai/, sitecustomize.py) would
+# be found before the standard library's and the SDK's modules, as a PYTHONPATH at the folder
+# (or `python FILE`) puts them; a folder named with os.pathsep (`a:b`) starts too, and the
+# user's own PYTHONPATH is left as it is. Its first statement drops the client's working
+# folder ('' at sys.path[0] for `-c`, which -P would drop on 3.11+ only). No double quote, so
+# every client's line quotes it as one word; run as __main__, as `python FILE` runs it.
+DROPIN_LOADER = (
+    "import sys;sys.path[:]=[e for e in sys.path if e];import importlib.util as u;"
+    "p=sys.argv[0]=sys.argv.pop(1);s=u.spec_from_file_location(__name__,p);"
+    "m=sys.modules[__name__]=u.module_from_spec(s);s.loader.exec_module(m)"
+)
 
 
 def default_pycache_prefix(env: dict) -> str:
     """$XDG_CACHE_HOME/openai-responses-mcp/pycache, or the platform's equivalent."""
-    if os.name == "nt" and env.get("LOCALAPPDATA"):
-        return os.path.join(env["LOCALAPPDATA"], SERVER_NAME, "pycache")
-    home = env.get("HOME") or os.path.expanduser("~")
-    base = env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
-    return os.path.join(base, SERVER_NAME, "pycache")
+    return user_file(env, "LOCALAPPDATA", "XDG_CACHE_HOME", (".cache",), "pycache")
 
 
 def write_bytecode(script: str, prefix: str | None) -> str | None:
-    """Compiles `script` into the .pyc its import reads (under `prefix` as PYTHONPYCACHEPREFIX
+    """Compiles `script` into the .pyc its loader reads (under `prefix` as PYTHONPYCACHEPREFIX
     puts it, else in __pycache__ beside it); that file's path, or None when it cannot be
     written there. Written now, it is read even by a server that may not write one
     (PYTHONDONTWRITEBYTECODE)."""
@@ -2215,8 +2246,11 @@ def write_bytecode(script: str, prefix: str | None) -> str | None:
         sys.pycache_prefix = saved
     if _bytecode_fresh(script, target):
         return target
-    try:  # timestamp-checked, as an import writes it: a changed file is compiled again
-        mode = py_compile.PycInvalidationMode.TIMESTAMP
+    # Checked against the source's hash at every start, not its mtime and size: a newer file
+    # copied over with the same size and mtime (`cp -p`, an archive's fixed timestamps) would
+    # otherwise run the old bytecode. Hashing the file costs well under a millisecond.
+    try:
+        mode = py_compile.PycInvalidationMode.CHECKED_HASH
         py_compile.compile(script, cfile=target, doraise=True, invalidation_mode=mode)
     except (OSError, py_compile.PyCompileError):
         return None
@@ -2225,34 +2259,33 @@ def write_bytecode(script: str, prefix: str | None) -> str | None:
 
 def _bytecode_fresh(script: str, target: str) -> bool:
     """`target` is the bytecode an import of `script` takes as it is (the header's magic
-    number, source time and size): nothing to compile again."""
+    number, checked-hash flags and the source's hash): nothing to compile again."""
     import importlib.util
 
     try:
         with open(target, "rb") as handle:
             head = handle.read(16)
-        stat = os.stat(script)
+        with open(script, "rb") as handle:
+            source = handle.read()
     except OSError:
         return False
-    mtime, size = int(stat.st_mtime) & 0xFFFFFFFF, stat.st_size & 0xFFFFFFFF
-    expected = mtime.to_bytes(4, "little") + size.to_bytes(4, "little")
-    valid = importlib.util.MAGIC_NUMBER + bytes(4) + expected
-    return len(head) == 16 and head == valid
+    checked_hash = (0b11).to_bytes(4, "little")
+    valid = importlib.util.MAGIC_NUMBER + checked_hash + importlib.util.source_hash(source)
+    return head == valid
 
 
 def dropin_launch(
     script: str, python: str, env: dict
 ) -> tuple[list[str], list[tuple[str, str]], str | None]:
     """How a client starts a copied file at an installation's speed: (command, variables,
-    the .pyc it reads): `python -m` the module, its folder on PYTHONPATH, and where that folder
-    cannot be written PYTHONPYCACHEPREFIX at the user's cache. Where no bytecode can be written
-    at all, or the file is not named as a module, the file itself (compiled at every start)."""
+    the .pyc it reads): `python -c DROPIN_LOADER FILE`, and where the file's folder cannot be
+    written PYTHONPYCACHEPREFIX at the user's cache. Where no bytecode can be written at all,
+    or the file's name does not end in .py (no loader takes it), the file itself (compiled at
+    every start)."""
     script = os.path.abspath(script)
-    folder, name = os.path.split(script)
-    module = name[:-3] if name.endswith(".py") else ""
-    if not module.isidentifier():
+    if not script.endswith(".py"):
         return [python, script], [], None
-    variables = [("PYTHONPATH", folder)]
+    variables = []
     cached = write_bytecode(script, None)
     if cached is None:
         prefix = default_pycache_prefix(env)
@@ -2260,10 +2293,7 @@ def dropin_launch(
         variables.append(("PYTHONPYCACHEPREFIX", prefix))
     if cached is None:
         return [python, script], [], None
-    # -P (3.11+): the client's working folder does not go first on sys.path, where a file of
-    # its own named like a module the server imports (json.py, openai/) would be found first.
-    safe = ["-P"] if sys.version_info >= (3, 11) else []
-    return [python, *safe, "-m", module], variables, cached
+    return [python, "-c", DROPIN_LOADER, script], variables, cached
 
 
 def shell_quote(text: str, windows: bool | None = None) -> str:
@@ -15965,7 +15995,9 @@ class Doctor:
             self.marks = self.PLAIN
 
     def line(self, text: str) -> None:
-        text = inert(re.sub(r"//[^/@\s]*@", "//***@", text))
+        # ssh's `git@` holds no secret, and masked a `uvx --from git+ssh://git@…` line
+        # would not run as printed.
+        text = inert(re.sub(r"//(?!git@)[^/@\s]*@", "//***@", text))
         try:
             self.out.write(self.redact(text) + "\n")
             self.out.flush()
@@ -16733,8 +16765,8 @@ def _doctor_dropin(doctor: Doctor, launch: tuple, options: dict) -> None:
             f"make __pycache__ beside it writable, or {default_pycache_prefix(os.environ)}",
         )
         return
-    where = " (under PYTHONPYCACHEPREFIX: no __pycache__ beside it)" if len(variables) > 1 else ""
-    doctor.ok(f"bytecode cached at {cached}{where}: clients start it with `-m`")
+    where = " (under PYTHONPYCACHEPREFIX: no __pycache__ beside it)" if variables else ""
+    doctor.ok(f"bytecode cached at {cached}{where}: clients start it by its loader")
     argv = [*command, "--stdio"]
     if options.get("config"):
         argv += ["--config", os.path.abspath(os.path.expanduser(options["config"]))]

@@ -720,6 +720,53 @@ MUTANTS = [
         "-k",
         "ask_refuses_a_file",
     ),
+    # -- A copied file's client line (issue 39) -----------------------------------------------
+    mutant(
+        "start-dropin-loader-keeps-the-working-folder",
+        "start",
+        "import sys;sys.path[:]=[e for e in sys.path if e];import",
+        "import sys;import",
+        "tests/test_doctor.py",
+        "-k",
+        "copied_files_doctor_caches",
+    ),
+    mutant(
+        "start-dropin-folder-on-the-module-path",
+        "start",
+        "import sys;sys.path[:]=[e for e in sys.path if e];import",
+        "import sys;sys.path[:]=[e for e in sys.path if e];"
+        "sys.path.insert(0,sys.argv[1].rpartition(chr(47))[0]);import",
+        "tests/test_doctor.py",
+        "-k",
+        "copied_files_doctor_caches",
+    ),
+    mutant(
+        "start-dropin-bytecode-checked-by-mtime",
+        "start",
+        "mode = py_compile.PycInvalidationMode.CHECKED_HASH",
+        "mode = py_compile.PycInvalidationMode.TIMESTAMP",
+        "tests/test_doctor.py",
+        "-k",
+        "same_size_and_mtime",
+    ),
+    mutant(
+        "secrets-doctor-line-unmasks-url-credentials",
+        "secrets",
+        'r"//(?!git@)[^/@\\s]*@"',
+        'r"//(?![^/@\\s]*@)[^/@\\s]*@"',
+        "tests/test_doctor.py",
+        "-k",
+        "masks_a_urls_credentials",
+    ),
+    mutant(
+        "secrets-uvx-from-keeps-credentials",
+        "secrets",
+        "    return parts._replace(netloc=host).geturl()",
+        "    return url",
+        "tests/test_doctor.py",
+        "-k",
+        "pep_610",
+    ),
     # -- Start-up (issue 34) --------------------------------------------------------------------
     mutant(
         "start-openai-before-initialize",

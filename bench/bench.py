@@ -446,8 +446,9 @@ def dropin_launch(install: Install, fake, folder: Path, env: dict) -> tuple[list
 def bench_dropin(install: Install, fake, results: Results, runs: int) -> None:
     """Issue 39: the file copied alone, started as a client starts it, beside the installed
     entry point, interleaved with `python -c pass`: spawn -> initialize answered, and VmRSS
-    then. As a script it is compiled at every start; as `--doctor` prints it (`python -m` with
-    its folder on PYTHONPATH) it runs from bytecode cached beside it, or, where no __pycache__
+    then. As a script it is compiled at every start; as `--doctor` prints it (`python -c
+    LOADER FILE`, which loads the file by its path) it runs from bytecode cached beside it
+    (checked against the file's hash), or, where no __pycache__
     can be made there (a read-only folder; here a file in its place), under
     PYTHONPYCACHEPREFIX in the user's cache."""
     env = install.env(XDG_CACHE_HOME=str(install.dir / "cache"))
@@ -489,7 +490,10 @@ def bench_dropin(install: Install, fake, results: Results, runs: int) -> None:
     labels = {
         "installed": ("installed entry point", None),
         "script": ("`python openai_responses_mcp.py`, compiled at every start", None),
-        "module": ("as --doctor prints it: `python -P -m`, bytecode cached beside it", True),
+        "module": (
+            "as --doctor prints it: `python -c LOADER FILE`, bytecode cached beside it",
+            True,
+        ),
         "prefix": ("read-only folder: PYTHONPYCACHEPREFIX in the user's cache", True),
     }
     for name, (label, held) in labels.items():

@@ -760,6 +760,19 @@ def test_credentials_in_the_base_url_are_masked_on_every_line(tmp_path, fake):
     assert f"base_url http://***@127.0.0.1:{fake.port}/v1" in proc.stdout
 
 
+def test_a_doctor_line_masks_a_urls_credentials_but_not_sshs_git_user():
+    """`uvx --from git+ssh://git@github.com/…` runs as printed; a password or token does not
+    appear (issue 39)."""
+    out = io.StringIO()
+    said = mcp.Doctor(out)
+    said.line("uvx --from git+ssh://git@github.com/a/b.git openai-responses-mcp --stdio")
+    said.line("git+https://git:ghp_SECRET@github.com/a/b.git https://ann:pw@gw/v1 ssh://ann@h/r")
+    assert out.getvalue().splitlines() == [
+        "uvx --from git+ssh://git@github.com/a/b.git openai-responses-mcp --stdio",
+        "git+https://***@github.com/a/b.git https://***@gw/v1 ssh://***@h/r",
+    ]
+
+
 def test_live_tries_no_deep_research_run_even_when_answer_deep_is_on(tmp_path, fake):
     # A deep research run is billed by the searches it decides to make: no trial of it.
     proc = doctor(tmp_path, "--live", env=against(fake, MCP_ANSWER_DEEP="1"))
@@ -890,6 +903,20 @@ APP_NAME = mcp.SERVER_NAME
          "git+https://github.com/a/b.git#subdirectory=server"),
         ({"url": "https://example.com/x.tar.gz", "archive_info": {}}, "https://example.com/x.tar.gz"),
         ({"dir_info": {}}, None),
+        # A folder named with a literal %20: decoded once, as its URL was encoded once.
+        ({"url": "file:///home/ann/src/a%2520b", "dir_info": {}}, "/home/ann/src/a%20b"),
+        # Credentials never go into a printed line, but for ssh's git user and ${VARIABLE}s.
+        ({"url": "https://ann:ghp_SECRET@github.com/a/b.git",
+          "vcs_info": {"vcs": "git", "commit_id": "1" * 40, "requested_revision": "main"}},
+         "git+https://github.com/a/b.git@main"),
+        ({"url": "https://ghp_SECRET@github.com/a/b.git", "vcs_info": {"vcs": "git"}},
+         "git+https://github.com/a/b.git"),
+        ({"url": "https://ann:pw@example.com/x.tar.gz", "archive_info": {}},
+         "https://example.com/x.tar.gz"),
+        ({"url": "https://${GIT_USER}:${GIT_TOKEN}@example.com/b.git", "vcs_info": {}},
+         "git+https://${GIT_USER}:${GIT_TOKEN}@example.com/b.git"),
+        ({"url": "ssh://deploy@host/b.git", "vcs_info": {}}, "git+ssh://deploy@host/b.git"),
+        ({"url": "ssh://deploy:pw@host/b.git", "vcs_info": {}}, "git+ssh://host/b.git"),
     ],
 )  # fmt: skip
 def test_where_uvx_took_this_copy_from_is_read_from_pep_610s_record(record, source):
@@ -911,13 +938,14 @@ def test_an_installed_module_run_with_dash_m_is_its_installations_not_a_copied_f
     assert copied == "file"
 
 
-def test_a_file_run_by_python_is_added_as_python_dash_m_with_its_folder_on_the_path(tmp_path, fake):
-    """A real spawn: the tests run the module file with this Python."""
+def test_a_file_run_by_python_is_added_as_python_running_its_loader_on_the_file(tmp_path, fake):
+    """A real spawn: the tests run the module file with this Python. Its folder is not put
+    on the module path (no PYTHONPATH): the loader is given the file."""
     entry = cursor_entry(doctor(tmp_path, env=against(fake)))
-    safe = ["-P"] if sys.version_info >= (3, 11) else []
-    module = ["-m", "openai_responses_mcp", "--stdio"]
-    assert [entry["command"], *entry["args"]] == [sys.executable, *safe, *module]
-    assert entry["env"]["PYTHONPATH"] == os.path.dirname(os.path.abspath(mcp.__file__))
+    script = os.path.abspath(mcp.__file__)
+    loader = ["-c", mcp.DROPIN_LOADER, script, "--stdio"]
+    assert [entry["command"], *entry["args"]] == [sys.executable, *loader]
+    assert "PYTHONPATH" not in entry["env"]
 
 
 # -- a copied file: started from cached bytecode, by lines that run as printed (issue 39) -----
@@ -929,10 +957,15 @@ INITIALIZE = {
 }  # fmt: skip
 
 
-def doctor_of_a_copy(tmp_path, fake, **env: str):
-    """--doctor of the module copied alone into tmp_path/project, run as a person runs it
+# A folder named with what a shell, a JSON string or a module path could misread: os.pathsep
+# (PYTHONPATH would read two folders), quotes, `$`, `~`, a space and non-ASCII.
+AWKWARD = "my proj:ect $HOME 'q' ~ é"
+
+
+def doctor_of_a_copy(tmp_path, fake, name: str = "project", **env: str):
+    """--doctor of the module copied alone into tmp_path/name, run as a person runs it
     (`python3 …/openai_responses_mcp.py --doctor`): the file itself, so a cold start."""
-    folder = tmp_path / "project"
+    folder = tmp_path / name
     folder.mkdir(exist_ok=True)
     shutil.copy2(SCRIPT, folder / SCRIPT.name)
     proc = subprocess.run(
@@ -996,26 +1029,42 @@ def start_as_a_client(command: list[str], variables: dict, cwd: Path, log: Path)
     return {"reply": reply, "rss_mib": rss / 1024, "log": log.read_text(), "exit": code}
 
 
+# Modules the server imports before `initialize` (or its first statement does), named as a
+# project's own files often are: found first on the module path, each would stop the server.
+DECOYS = (
+    "json.py", "types.py", "enum.py", "threading.py", "re.py", "contextlib.py",
+    "sitecustomize.py", "openai/__init__.py",
+)  # fmt: skip
+
+
+def plant_decoys(folder: Path, *more: str) -> None:
+    for name in (*DECOYS, *more):
+        (folder / name).parent.mkdir(exist_ok=True)
+        (folder / name).write_text(f"raise SystemExit('the decoy {name} was imported')\n")
+
+
 def assert_each_line_starts_it_from(proc, cache: Path, tmp_path, variables: dict) -> None:
-    """Every client's line runs as printed, from another folder holding a decoy module, and
-    reads the copy's cached bytecode; the server holds at most 60 MiB after `initialize`."""
+    """Every client's line runs as printed and reads the copy's cached bytecode, with decoy
+    modules beside the copy (a project's files, added after --doctor) and in the client's
+    working folder: neither is on the module path. The server holds at most 60 MiB after
+    `initialize`."""
     key = {"OPENAI_API_KEY": TEST_KEY, "PATH": os.environ["PATH"]}
     runs = what_each_client_runs(proc, key)
     assert runs["claude"] == runs["codex"] == runs["cursor"], runs
     command, env = runs["cursor"]
-    safe = ["-P"] if sys.version_info >= (3, 11) else []
-    assert command == [sys.executable, *safe, "-m", "openai_responses_mcp", "--stdio"]
+    script = command[3]
+    assert command == [sys.executable, "-c", mcp.DROPIN_LOADER, script, "--stdio"]
     assert {k: v for k, v in env.items() if k.startswith("PYTHON")} == variables
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    if safe:  # the client's working folder is not on the path, where this would be found first
-        (elsewhere / SCRIPT.name).write_text("raise SystemExit(3)\n")
+    plant_decoys(elsewhere, SCRIPT.name)
+    plant_decoys(Path(script).parent)
     seen = start_as_a_client(command, env, elsewhere, tmp_path / "imports.log")
     assert seen["reply"]["result"]["serverInfo"]["name"] == mcp.SERVER_NAME, seen
-    assert f"code object from '{cache}'" in seen["log"]  # read, not compiled
+    assert f"code object from {str(cache)!r}" in seen["log"]  # read, not compiled
     assert seen["rss_mib"] <= 60, seen["rss_mib"]
     assert seen["exit"] == 0  # SIGTERM: a clean stop, as the script's
-    # The module run with -m is the script: its flags, output and exit statuses.
+    # The file run by the loader is the script: its flags, output and exit statuses.
     client = {"PATH": os.environ["PATH"], **env}
     version = f"{mcp.SERVER_NAME} {mcp.__version__}\n"
     for args, code, said in ((["--version"], 0, version), (["--stdioo"], 2, "")):
@@ -1029,12 +1078,12 @@ def assert_each_line_starts_it_from(proc, cache: Path, tmp_path, variables: dict
 def test_a_copied_files_doctor_caches_its_bytecode_and_each_client_starts_it_from_there(
     tmp_path, fake
 ):
-    folder, proc = doctor_of_a_copy(tmp_path, fake)
+    folder, proc = doctor_of_a_copy(tmp_path, fake, AWKWARD)
     cache = folder / "__pycache__" / f"{SCRIPT.stem}.{sys.implementation.cache_tag}.pyc"
     assert cache.is_file()
     assert line_with(proc, f"bytecode cached at {cache}").startswith(OK)
     assert line_with(proc, "the client line starts the server").startswith(OK)
-    assert_each_line_starts_it_from(proc, cache, tmp_path, {"PYTHONPATH": str(folder)})
+    assert_each_line_starts_it_from(proc, cache, tmp_path, {})
 
 
 def test_a_copied_file_with_no_writable_pycache_is_cached_under_the_users_cache(tmp_path, fake):
@@ -1050,8 +1099,7 @@ def test_a_copied_file_with_no_writable_pycache_is_cached_under_the_users_cache(
     cache = Path(f"{prefix}{folder}") / f"{SCRIPT.stem}.{tag}.pyc"
     assert cache.is_file()
     assert line_with(proc, f"bytecode cached at {cache} (under PYTHONPYCACHEPREFIX").startswith(OK)
-    variables = {"PYTHONPATH": str(folder), "PYTHONPYCACHEPREFIX": str(prefix)}
-    assert_each_line_starts_it_from(proc, cache, tmp_path, variables)
+    assert_each_line_starts_it_from(proc, cache, tmp_path, {"PYTHONPYCACHEPREFIX": str(prefix)})
     log = (tmp_path / "imports.log").read_text().splitlines()
     compiled = [line for line in log if re.fullmatch(r"# code object from [^']*\.py", line)]
     assert compiled == []  # nothing compiled at the start: all cached by the doctor's own start
@@ -1066,11 +1114,37 @@ def test_a_client_line_that_does_not_start_the_server_is_named_with_its_error():
                              "{'id': 1, 'result': {'serverInfo': {}}}))"], {}) is None  # fmt: skip
 
 
-def test_a_copied_file_that_is_not_named_as_a_module_is_started_as_the_file(tmp_path):
+def test_a_copied_file_with_no_cache_writable_anywhere_is_started_as_the_file(tmp_path):
+    """Neither __pycache__ beside it nor the user's cache can be made (a file in the place of
+    each): the plain line, compiled at every start, and no variable naming a cache."""
+    script = tmp_path / "openai_responses_mcp.py"
+    script.write_text("")
+    (tmp_path / "__pycache__").write_text("")
+    (tmp_path / "cache").write_text("")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+    said = mcp.dropin_launch(str(script), "/usr/bin/python3", env)
+    assert said == (["/usr/bin/python3", str(script)], [], None)
+
+
+def test_the_loader_is_one_word_for_every_shell_and_config_file():
+    """Quoted as one word by POSIX shells (single quotes), Windows' (double quotes: nothing
+    in it that cmd or PowerShell expands) and JSON/TOML strings: none of their specials."""
+    assert not set(mcp.DROPIN_LOADER) & set("\"'$`%!^&|<>\\\n")
+    assert mcp.shell_quote(mcp.DROPIN_LOADER, windows=True) == f'"{mcp.DROPIN_LOADER}"'
+
+
+def test_a_copied_file_renamed_is_loaded_by_its_path_unless_no_loader_takes_its_name(tmp_path):
+    """A name that is not a module's (a dash) is no matter to the loader, given the path;
+    a name without .py is, and the file itself is started."""
     script = tmp_path / "openai-responses-mcp.py"
     script.write_text("")
     command, variables, cached = mcp.dropin_launch(str(script), "/usr/bin/python3", {})
-    assert (command, variables, cached) == (["/usr/bin/python3", str(script)], [], None)
+    assert command == ["/usr/bin/python3", "-c", mcp.DROPIN_LOADER, str(script)]
+    assert (variables, os.path.isfile(cached)) == ([], True)
+    bare = tmp_path / "ormcp"
+    bare.write_text("")
+    command, variables, cached = mcp.dropin_launch(str(bare), "/usr/bin/python3", {})
+    assert (command, variables, cached) == (["/usr/bin/python3", str(bare)], [], None)
 
 
 def test_bytecode_is_compiled_again_only_when_the_file_changed(tmp_path):
@@ -1083,3 +1157,20 @@ def test_bytecode_is_compiled_again_only_when_the_file_changed(tmp_path):
     script.write_text("x = 22\n")
     assert mcp.write_bytecode(str(script), None) == target
     assert os.stat(target).st_mtime_ns != written
+
+
+def test_a_newer_file_copied_over_with_the_same_size_and_mtime_runs_its_own_code(tmp_path):
+    """`cp -p`, or archives with fixed timestamps: a header of mtime and size would still
+    match and the old bytecode would run; the source's hash does not (issue 39)."""
+    script = tmp_path / "m.py"
+    script.write_text("import sys\nsys.exit(1)\n")
+    os.utime(script, (1_700_000_000, 1_700_000_000))
+    mcp.write_bytecode(str(script), None)
+    script.write_text("import sys\nsys.exit(2)\n")  # the same size
+    os.utime(script, (1_700_000_000, 1_700_000_000))
+    started = [sys.executable, "-c", mcp.DROPIN_LOADER, str(script)]
+    assert subprocess.run(started, env={"PYTHONDONTWRITEBYTECODE": "1"}).returncode == 2
+    mcp.write_bytecode(str(script), None)  # --doctor run again compiles it again
+    assert subprocess.run(started, env={"PYTHONDONTWRITEBYTECODE": "1"}).returncode == 2
+    loaded = subprocess.run(started, env={"PYTHONVERBOSE": "1"}, capture_output=True, text=True)
+    assert f"code object from '{tmp_path / '__pycache__' / 'm.'}" in loaded.stderr  # cached

@@ -96,8 +96,9 @@ def test_the_client_line_doctor_prints_runs_as_printed(way, newcomer, upstream):
         source = str(newcomer.home / "src")
         assert command[1:3] == ["--from", source if way.endswith("folder") else
                                 f"git+file://{source}.git"], command  # fmt: skip
-    if way == "the file copied alone":  # from its cached bytecode
-        assert command[-3:] == ["-m", FILE[:-3], "--stdio"], command
+    if way == "the file copied alone":  # from its cached bytecode, by the loader
+        assert command[1:3] == ["-c", mcp.DROPIN_LOADER] and command[-1] == "--stdio", command
+        assert command[3] == str(newcomer.home / "project" / FILE), command
         cache = newcomer.home / "project" / "__pycache__"
         assert any(cache.glob(f"{FILE[:-3]}.*.pyc")), shown
     elsewhere = newcomer.home / "elsewhere"  # a client starts it in a folder of its own
