@@ -2904,9 +2904,60 @@ def image_tokens(size: tuple[int, int] | None, detail: str) -> int:
     return 85 + 170 * math.ceil(width / 512) * math.ceil(height / 512)
 
 
-_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
+# A PDF may spell a name with #xx escapes (/P#61ge is /Page), and put NUL (whitespace to PDF)
+# between a key and its value: readers (pdfium, pypdf) take every spelling, so the count does
+# too, or a crafted file shows no pages and is priced as one. A comment there is legal too, but
+# no producer writes one: a file with one counts as its worst case (_PDF_ODD).
+_PDF_GAP = rb"[\x00\t\n\x0c\r ]*"
+
+
+def _pdf_name(name: str) -> bytes:
+    """A pattern of /name as a PDF may spell it: each character itself or #xx, then a
+    delimiter (so /Page is not /Pages)."""
+    spelt = b"".join(b"(?:%s|#(?i:%02x))" % (c.encode(), ord(c)) for c in name)
+    return b"/" + spelt + rb"(?![^\x00\t\n\x0c\r ()<>\[\]{}/%])"
+
+
+_PDF_PAGE = re.compile(_pdf_name("Type") + _PDF_GAP + _pdf_name("Page"))
 # An object stream's dictionary (PDF 1.5): its page objects are compressed inside it.
-_PDF_OBJSTM = re.compile(rb"/Type\s*/ObjStm\b")
+_PDF_OBJSTM = re.compile(_pdf_name("Type") + _PDF_GAP + _pdf_name("ObjStm"))
+# An object stream's /N: a number, or a reference to one (its value unknown here).
+_PDF_HELD = re.compile(
+    _pdf_name("N")
+    + _PDF_GAP
+    + rb"([+-]?[0-9]*\.?[0-9]+)("
+    + _PDF_GAP
+    + rb"[0-9]+"
+    + _PDF_GAP
+    + rb"R)?"
+)
+_PDF_STREAM = re.compile(rb"stream[ \t\x00\x0c]*(?:\r\n|\r|\n)")
+# A stream zlib alone decodes: every /Filter is /FlateDecode (or /Fl), no /DecodeParms.
+_PDF_FILTER = re.compile(_pdf_name("Filter"))
+_PDF_FLATE_NAME = b"(?:" + _pdf_name("FlateDecode") + b"|" + _pdf_name("Fl") + b")"
+_PDF_FLATE = re.compile(
+    _pdf_name("Filter")
+    + _PDF_GAP
+    + b"(?:"
+    + _PDF_FLATE_NAME
+    + rb"|\["
+    + _PDF_GAP
+    + _PDF_FLATE_NAME
+    + _PDF_GAP
+    + rb"\])"
+)
+_PDF_PARMS = re.compile(_pdf_name("DecodeParms") + b"|" + _pdf_name("DP"))
+# A comment between a key and its value (or its reference's numbers): legal, never written,
+# and the searches above would not see past it.
+_PDF_ODD = re.compile(
+    b"(?:"
+    + b"|".join(_pdf_name(n) for n in ("Type", "N", "Filter", "DecodeParms"))
+    + rb")[\x00\t\n\x0c\r ]*(?:[+-]?[0-9.]+[\x00\t\n\x0c\r ]*){0,2}%"
+)
+PDF_HELD_KEYS = 64  # the /N looked at near one object stream; more is a crafted file
+PDF_DICT_BEFORE = 1024  # how far before /Type /ObjStm its dictionary's other keys are looked for
+
+
 # Counting pages costs at most a small multiple of reading the file, whatever its structure:
 # each stream is inflated from its own bytes only (they never overlap, so zlib reads the file at
 # most once), its output within a total bound, the whole within a time bound; a stream left
@@ -2920,34 +2971,61 @@ PDF_COUNT_S = 1.0  # how long one PDF's streams are inflated for; the rest count
 def pdf_pages(data: bytes) -> int:
     """A PDF's page count, as its page objects tell it (at least 1), those compressed in
     object streams too: pdfTeX and most producers since PDF 1.5 put every page object there,
-    where the plain bytes show none. A stream's bytes end where the next object stream's
-    dictionary begins; one that cannot be inflated within the bounds counts each object it
-    holds (/N) as a page, and a file with more streams than are looked into counts a page a
-    byte: the estimate may be high, never low, and costs about what reading the file does."""
+    where the plain bytes show none. Names are read in any spelling (/P#61ge is /Page). A
+    stream's bytes end where the next object stream's dictionary begins; one that zlib alone
+    cannot decode (another filter, a predictor) or that cannot be inflated within the bounds
+    counts each object it holds (/N) as a page, and a file with more streams than are looked
+    into, or with a comment where no producer writes one, counts a page a byte: the estimate
+    may be high, never low, and costs about what reading the file does."""
     import time
 
+    worst = max(1, len(data))
+    if _PDF_ODD.search(data):
+        return worst
     pages = len(_PDF_PAGE.findall(data))
     budget = min(PDF_INFLATE_BYTES, PDF_INFLATE_RATIO * len(data))
     deadline, view = time.monotonic() + PDF_COUNT_S, memoryview(data)
     found = _PDF_OBJSTM.finditer(data)
-    current, number = next(found, None), 0
+    current, number, before = next(found, None), 0, 0
     while current is not None:
         if number >= PDF_OBJECT_STREAMS:
-            return max(pages, len(data))
+            return worst
         following = next(found, None)
         end = following.start() if following is not None else len(data)
-        head = data[current.end() : min(end, current.end() + 1024)]
-        at = re.search(rb"stream\r?\n", head)
-        if at is not None:
-            held = re.search(rb"/N\s+(\d{1,9})", head[: at.start()])
-            most = int(held.group(1)) if held else len(data)
-            plain = None
-            if budget > 0 and time.monotonic() < deadline:
-                plain, spent = _inflated(view[current.end() + at.end() : end], budget)
-                budget -= spent
-            pages += most if plain is None else min(most, len(_PDF_PAGE.findall(plain)))
-        current, number = following, number + 1
+        at = _PDF_STREAM.search(data, current.end(), end)
+        # Its dictionary's other keys: from a little before /Type to the stream's first byte.
+        keys = data[max(before, current.start() - PDF_DICT_BEFORE) : at.start() if at else end]
+        most, plain = _pdf_held(keys, worst), None
+        if at is not None and _pdf_flate_only(keys) and budget > 0 and time.monotonic() < deadline:
+            plain, spent = _inflated(view[at.end() : end], budget)
+            budget -= spent
+        if plain is None or _PDF_ODD.search(plain):
+            pages += most
+        else:
+            pages += min(most, len(_PDF_PAGE.findall(plain)))
+        current, number, before = following, number + 1, current.end()
     return max(1, pages)
+
+
+def _pdf_held(keys: bytes, worst: int) -> int:
+    """The objects an object stream holds, as its /N says (the largest, if more than one is in
+    reach); `worst` when none is, or one is a reference (its value is elsewhere)."""
+    import math
+
+    held = []
+    for found in _PDF_HELD.finditer(keys):
+        if found.group(2) or len(held) >= PDF_HELD_KEYS:
+            return worst
+        held.append(float(found.group(1)))
+    return max(0, math.ceil(min(max(held), 1e15))) if held else worst  # 1e999 is no int
+
+
+def _pdf_flate_only(keys: bytes) -> bool:
+    """Whether a stream's dictionary asks zlib alone to decode it: every /Filter FlateDecode,
+    no /DecodeParms (a predictor leaves zlib's output in other bytes than the reader's)."""
+    if _PDF_PARMS.search(keys):
+        return False
+    return len(_PDF_FILTER.findall(keys)) == len(_PDF_FLATE.findall(keys))
 
 
 def _inflated(stream, budget: int) -> tuple[bytes | None, int]:

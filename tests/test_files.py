@@ -1104,3 +1104,118 @@ def test_a_utf16_log_is_refused_saying_to_save_it_as_utf8(tmp_path, project):
     assert "build.log: refused, UTF-16 text (save it as UTF-8 to send it)" in refused(
         tmp_path, project, "build.log"
     )
+
+
+# -- a page count a crafted PDF cannot lower (issue 39, review 6) ----------------------------------
+
+
+def pages_pdf(page: bytes, pages: int = 200) -> bytes:
+    """A PDF of `pages` plain page objects, each `page` (as pdfium and pypdf read it)."""
+    body = b"".join(b"%d 0 obj\n%s\nendobj\n" % (3 + n, page) for n in range(pages))
+    return b"%PDF-1.7\n" + body + b"%%EOF\n"
+
+
+def stream_pdf(pages: int, head: bytes, encode=None, page=b"<</Type/Page/Parent 2 0 R>>") -> bytes:
+    """One object stream of `pages` page objects under the dictionary `head` (its /Length
+    added), its bytes `encode`d (zlib by default)."""
+    import zlib
+
+    pairs = b"".join(b"%d %d " % (3 + n, n * (len(page) + 1)) for n in range(pages))
+    body = (encode or zlib.compress)(pairs + b" ".join([page] * pages))
+    dictionary = head.replace(b">>", b"/First %d/Length %d>>" % (len(pairs), len(body)))
+    return b"%PDF-1.7\n1 0 obj\n" + dictionary + b"\nstream\n" + body + b"\nendstream\nendobj\n"
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        b"<< /Type /P#61ge /Parent 2 0 R >>",  # a name's character as #xx: /P#61ge is /Page
+        b"<< /T#79pe /Page /Parent 2 0 R >>",
+        b"<< /Type /#50#61#67#65 >>",
+        b"<< /Type\x00/Page >>",  # NUL is whitespace to a PDF reader
+        b"<</Type/Page>>",
+    ],
+)
+def test_a_pdfs_pages_are_counted_however_their_names_are_spelt(page):
+    """Review 6: pdfium and pypdf read 200 pages in each of these; the count saw 1, so a
+    200-page PDF was priced as one page."""
+    assert m.pdf_pages(pages_pdf(page)) == 200
+
+
+@pytest.mark.parametrize(
+    "node", [b"<< /Type /Pages >>", b"<< /Type /Page#73 >>", b"<</Type/Pagex>>"]
+)
+def test_a_page_tree_node_or_another_name_is_no_page(node):
+    assert m.pdf_pages(pages_pdf(node)) == 1
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"<</Type/Obj#53tm/N 200/Filter/FlateDecode>>",
+        # a long dictionary: its stream is read (its /N alone would say 250)
+        b"<</Type/ObjStm/N 250/Filter/FlateDecode/Note (" + b"x" * 2000 + b")>>",
+        b"<</N 200/Filter/Fl/Type/ObjStm>>",
+        b"<</Type/ObjStm/N 200/Filter[/FlateDecode]/Length 1>>",
+    ],
+)
+def test_an_object_streams_pages_are_counted_however_its_dictionary_is_written(head):
+    assert m.pdf_pages(stream_pdf(200, head)) == 200
+
+
+@pytest.mark.parametrize(
+    "head, encode",
+    [
+        (b"<</Type/ObjStm/N 200/Filter[/FlateDecode/FlateDecode]>>", "twice"),
+        (b"<</Type/ObjStm/N 200/Filter[/FlateDecode/ASCIIHexDecode]>>", "hex"),
+        (b"<</Type/ObjStm/N 200/Filter/FlateDecode/DecodeParms<</Predictor 12>>>>", "twice"),
+    ],
+)
+def test_an_object_stream_zlib_alone_cannot_decode_counts_every_object_as_a_page(head, encode):
+    """Review 6: inflated once, these showed no page (zlib's output is more zlib, or hex, or
+    predictor rows), so 200 pages counted as none; a reader applies every filter."""
+    import zlib
+
+    twice = {"twice": lambda raw: zlib.compress(zlib.compress(raw))}
+    twice["hex"] = lambda raw: zlib.compress(raw.hex().encode())
+    assert m.pdf_pages(stream_pdf(200, head, twice[encode])) == 200
+
+
+@pytest.mark.parametrize(
+    "n", [b"9 0 R", b"200 /X [/N 1]", b"1 /X [/N 200]"], ids=["reference", "decoy", "decoy-first"]
+)
+def test_an_unread_object_streams_objects_are_its_largest_n_or_unknown(monkeypatch, n):
+    monkeypatch.setattr(m, "PDF_INFLATE_BYTES", 100)  # left unread: counted by its /N
+    pdf = stream_pdf(200, b"<</Type/ObjStm/N " + n + b"/Filter/FlateDecode>>")
+    assert m.pdf_pages(pdf) >= 200
+
+
+def test_a_pdf_with_a_comment_between_a_key_and_its_value_counts_as_its_worst_case():
+    crafted = pages_pdf(b"<< /Type%no producer writes this\n/Page >>")
+    assert m.pdf_pages(crafted) >= 200  # a page a byte: the searches do not read past comments
+    assert m.pdf_pages(pages_pdf(b"<< /Type /Page >> % page 1")) == 200
+
+
+def test_counting_a_crafted_pdfs_names_costs_about_reading_it():
+    for crafted in (
+        b"%PDF-1.7\n" + b"/Type " * 1_500_000,
+        b"%PDF-1.7\n" + b"/#54#79#70#65 " * 600_000,
+        b"%PDF-1.7\n<</Type/ObjStm " + b"/N 1 " * 1_500_000 + b">>stream\nx",
+        b"%PDF-1.7\n" + b"/Type%" * 16 + b"x" * (8 << 20),
+    ):
+        started = time.process_time()
+        m.pdf_pages(crafted)
+        assert time.process_time() - started < 3.0
+
+
+def test_a_pdf_whose_pages_are_spelt_otherwise_is_priced_by_its_pages(spawn, fake, tmp_path):
+    """Review 6, through the server: 200 pages as /P#61ge are 300,000 tokens, $0.30 at
+    answer's price, not one page's $0.0015; a $0.05 budget refuses it before anything is sent."""
+    (tmp_path / "deck.pdf").write_bytes(pages_pdf(b"<< /Type /P#61ge >>"))
+    (tmp_path / "one.pdf").write_bytes(pages_pdf(b"<< /Type /P#61ge >>", pages=1))
+    fake.enqueue(Reply(text="one page"))
+    server = start(spawn, fake, config="budget: {daily_usd: 0.05}\n")
+    assert "result" in server.call("answer", {"query": "q", "files": ["one.pdf"]})
+    reply = server.call("answer", {"query": "q", "files": ["deck.pdf"]})
+    assert failure_of(reply).startswith("answer failed: daily budget of $0.05 has no room")
+    assert len(fake.requests) == 1
