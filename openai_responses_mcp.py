@@ -2840,13 +2840,23 @@ _PRIVATE_KEY = re.compile(
     rb"-{4,5} ?(?:BEGIN|END) [A-Z0-9 ]{0,40}(?:PRIVATE|SECRET) KEY|PuTTY-User-Key-File-\d+:"
 )
 _PRIVATE_KEY_WORDS = (b"PRIVATE KEY", b"SECRET KEY", b"PuTTY-User-Key-File-")
+# The same base64-encoded whole (a kubeconfig's client-key-data, a Kubernetes Secret's tls.key,
+# a CI variable): "PRIVATE KEY" at each of base64's three alignments (a certificate may come
+# first), and an OpenSSH key's body ("openssh-key-v1") without its armour.
+_PRIVATE_KEY_BASE64 = (
+    *(b"UFJJVkFURSBLRV", b"BSSVZBVEUgS0VZ", b"QUklWQVRFIEtFW"),
+    *(b"b3BlbnNzaC1rZXktdj", b"9wZW5zc2gta2V5LXYx", b"vcGVuc3NoLWtleS12M"),
+)
 
 
 def _looks_secret(data: bytes, key: str) -> bool:
-    """Text that holds a private key block or the server's own API key is a secret whatever
-    its name (a key copied to notes.txt, a hard link to ~/.ssh/id_rsa)."""
+    """Text that holds a private key block (as it is, or base64-encoded whole) or the server's
+    own API key is a secret whatever its name (a key copied to notes.txt, a hard link to
+    ~/.ssh/id_rsa, a kubeconfig's client-key-data)."""
     # The plain search first: a file with none of the words costs a memchr of it, no regex.
     if any(word in data for word in _PRIVATE_KEY_WORDS) and _PRIVATE_KEY.search(data):
+        return True
+    if any(form in data for form in _PRIVATE_KEY_BASE64):
         return True
     return bool(key) and key.encode() in data
 

@@ -1219,3 +1219,47 @@ def test_a_pdf_whose_pages_are_spelt_otherwise_is_priced_by_its_pages(spawn, fak
     reply = server.call("answer", {"query": "q", "files": ["deck.pdf"]})
     assert failure_of(reply).startswith("answer failed: daily budget of $0.05 has no room")
     assert len(fake.requests) == 1
+
+
+# -- a private key base64-encoded whole (review 6) -------------------------------------------------
+
+RSA_BLOCK = (
+    b"-----BEGIN RSA PRIVATE KEY-----\n"
+    b"MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n"
+    b"-----END RSA PRIVATE KEY-----\n"
+)
+CERT_BLOCK = b"-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIE\n-----END CERTIFICATE-----\n"
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # kubeadm's admin.conf, a kubeconfig under any name: the cluster admin's key
+        "users:\n- name: admin\n  user:\n    client-key-data: " + b64(RSA_BLOCK) + "\n",
+        # a Kubernetes Secret whose tls.key holds the chain then the key (any alignment)
+        "data:\n  tls.key: " + b64(CERT_BLOCK + RSA_BLOCK) + "\n",
+        "data:\n  tls.key: " + b64(b"x" + CERT_BLOCK + RSA_BLOCK) + "\n",
+        "data:\n  tls.key: " + b64(b"xy" + CERT_BLOCK + RSA_BLOCK) + "\n",
+        "SSH_KEY=" + b64(KEY_BLOCK) + "\n",  # a CI variable
+        "deploy_key: " + KEY_BLOCK.decode().splitlines()[1] + "\n",  # a body without armour
+    ],
+    ids=["kubeconfig", "chain-then-key", "shifted-1", "shifted-2", "ci-variable", "bare-body"],
+)
+def test_a_private_key_base64_encoded_whole_is_refused(tmp_path, project, text):
+    """Review 6: a kubeconfig's client-key-data (kubeadm's admin.conf) or a Secret's tls.key is
+    the key base64-encoded, which no PEM header search sees: it was sent."""
+    (project / "admin.conf").write_text(text, encoding="utf-8")
+    assert refused(tmp_path, project, "admin.conf") == (
+        "admin.conf: refused, it holds a private key or API key"
+    )
+
+
+def test_a_certificate_base64_encoded_is_sent(tmp_path, project):
+    ca = "clusters:\n- cluster:\n    certificate-authority-data: " + b64(CERT_BLOCK) + "\n"
+    (project / "kind.yaml").write_text(ca, encoding="utf-8")
+    (found,) = read(tmp_path, project, "kind.yaml")
+    assert found.kind == "text"
