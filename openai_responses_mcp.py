@@ -2737,8 +2737,18 @@ class FileRefused(Exception):
     """A file that cannot be sent; the message names it, says why and which key changes it."""
 
 
+# A data: URL's declared type, as its label shows it: anything else there may be its payload.
+_DATA_TYPE = re.compile(r"[A-Za-z0-9!#$&^_.+-]{1,40}/[A-Za-z0-9!#$&^_.+-]{1,60}")
+
+
 def _data_label(given: str) -> str:
-    return given.partition(",")[0][:60] + ",…"
+    """A data: URL as shown: its scheme, declared type and ;base64, never its payload (one
+    without its comma, or with a space or a `;` for it, is all payload)."""
+    params = given[5:].partition(",")[0].split(";")
+    shown = params[0] if _DATA_TYPE.fullmatch(params[0]) else ""
+    if len(params) > 1 and params[-1].lower() == "base64":
+        shown += ";" + params[-1]
+    return given[:5] + shown + ",…"
 
 
 # The schemes that make a file a URL even without `//` (`file:/etc/passwd` is one). Anything
@@ -2761,10 +2771,13 @@ def _is_data_url(given: str) -> bool:
 
 
 def _named(given: str) -> str:
-    """The file as the caller gave it, fit for one line of an error; a data: URL by its type
-    only, never its payload."""
+    """The file as the caller gave it, fit for one line of an error; a data: URL (anywhere in
+    it) by its type only, never its payload."""
     if _is_data_url(given):
         return _data_label(given)
+    at = given.lower().find("data:")  # pasted with a quote before it: a path
+    if at >= 0:
+        return _named(given[:at]) + _data_label(given[at:])
     shown = "".join(c if c.isprintable() else "?" for c in given[:160])  # not all of a long one
     return shown if len(given) <= 160 else shown[:159] + "…"
 

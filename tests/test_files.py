@@ -1263,3 +1263,30 @@ def test_a_certificate_base64_encoded_is_sent(tmp_path, project):
     (project / "kind.yaml").write_text(ca, encoding="utf-8")
     (found,) = read(tmp_path, project, "kind.yaml")
     assert found.kind == "text"
+
+
+# -- a data: URL's payload, however malformed, is never echoed (review 6) -------------------------
+
+PAYLOAD = base64.b64encode(b"db_password=hunter2-correct-horse\n").decode()
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "data:" + PAYLOAD,  # no type, no comma: all of it payload
+        "data:text/plain;base64 " + PAYLOAD,  # a space for the comma
+        "data:text/plain;base64;" + PAYLOAD,
+        '"data:text/plain;base64,' + PAYLOAD + '"',  # pasted with its quotes: a path
+        "data:" + PAYLOAD + ";base64,AAAA",  # its payload where the type goes
+    ],
+)
+def test_a_malformed_data_urls_payload_is_never_echoed(spawn, fake, given):
+    """Review 6: the label of a data: URL was everything before its first comma, so one
+    without a comma (or with a quote before it, taken for a path) showed its payload in the
+    error line; it shows `data:`, a declared type and `;base64` only."""
+    server = start(spawn, fake)
+    message = failure_of(server.call("answer", {"query": "q", "files": [given]}))
+    assert "refused" in message
+    for at in range(0, len(PAYLOAD) - 8):
+        assert PAYLOAD[at : at + 8] not in message
+    assert PAYLOAD[:8] not in server.stderr and not fake.requests
