@@ -2625,7 +2625,7 @@ SECRET_PATHS = (
     ("*.p12", "PKCS#12 key stores"),
     ("*.pfx", "PKCS#12 key stores"),
     ("*.ppk", "PuTTY private keys"),
-    ("id_*", "SSH keys (id_rsa, id_ed25519 ...)"),
+    ("id_*", "SSH keys (id_rsa, id_ed25519 ...), not source code (id_map.py)"),
     ("*.kdbx", "KeePass databases"),
     (".ssh/", "SSH keys and configuration"),
     (".gnupg/", "GnuPG keys"),
@@ -2633,7 +2633,7 @@ SECRET_PATHS = (
     (".local/share/keyrings/", "GNOME Keyring"),
     # Credential files.
     (".env*", "environment files: API keys, passwords"),
-    ("credentials*", "credentials files (AWS, Cargo, gem, terraform ...)"),
+    ("credentials*", "credentials files (AWS, Cargo, gem ...), not source code (credentials.py)"),
     (".netrc", "logins for curl, git, ftp"),
     ("_netrc", "logins for curl, git (Windows)"),
     (".git-credentials", "git's stored passwords"),
@@ -2681,6 +2681,14 @@ SECRET_PATHS = (
     (".dbshell", "mongo shell"),
     ("mongosh_repl_history", "mongosh"),
     ("repl_history.jl", "Julia"),
+)
+# What the two broad globs are not after: source code and docs (id_generator.py, botocore's
+# credentials.py, docs/credentials.md) are read; a key pasted in one is refused by content.
+BROAD_SECRET_GLOBS = ("id_*", "credentials*")
+SOURCE_EXTENSIONS = (
+    *(".py", ".go", ".rs", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".java", ".kt", ".scala"),
+    *(".rb", ".php", ".cs", ".c", ".h", ".cc", ".cpp", ".hpp", ".swift", ".dart", ".ex"),
+    *(".md", ".rst", ".adoc"),
 )
 # Pseudo-file systems: never files, whatever files.allowed_dirs says.
 SYSTEM_DIRS = ("/proc", "/sys", "/dev")
@@ -2813,6 +2821,8 @@ def _secret_path(parts: list, pattern: str) -> bool:
             directories[at : at + len(names)] == names
             for at in range(len(directories) - len(names) + 1)
         )
+    if pattern in BROAD_SECRET_GLOBS and parts[-1].endswith(SOURCE_EXTENSIONS):
+        return False
     names = pattern.split("/")
     ends = parts[-len(names) :]
     return len(ends) == len(names) and all(map(fnmatch.fnmatchcase, ends, names))

@@ -438,6 +438,24 @@ MUTANTS = [
         "secret_by_name_is_refused",
     ),
     mutant(
+        "files-secret-source-exemption-any-glob",
+        "secrets",
+        "    if pattern in BROAD_SECRET_GLOBS and parts[-1].endswith(SOURCE_EXTENSIONS):",
+        "    if parts[-1].endswith(SOURCE_EXTENSIONS):",
+        "tests/test_files.py",
+        "-k",
+        "secret_by_name_is_refused",
+    ),
+    mutant(
+        "files-secret-source-exemption-any-name",
+        "secrets",
+        "    if pattern in BROAD_SECRET_GLOBS and parts[-1].endswith(SOURCE_EXTENSIONS):",
+        "    if pattern in BROAD_SECRET_GLOBS:",
+        "tests/test_files.py",
+        "-k",
+        "secret_by_name_is_refused",
+    ),
+    mutant(
         "files-key-pem-dashes-only",
         "secrets",
         'rb"-{4,5} ?(?:BEGIN|END)',
@@ -494,7 +512,7 @@ MUTANTS = [
     mutant(
         "files-data-label-whole-head",
         "secrets",
-        "    shown = params[0] if _DATA_TYPE.fullmatch(params[0]) else \"\"\n",
+        '    shown = params[0] if _DATA_TYPE.fullmatch(params[0]) else ""\n',
         "    shown = params[0]\n",
         "tests/test_files.py",
         "-k",

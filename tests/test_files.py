@@ -252,6 +252,10 @@ def test_image_tokens_follow_openais_worked_examples(size, detail, tokens):
         ".s3cfg",
         # keys not in PEM form:
         "server.ppk",
+        # review 6: only source code and docs escape the broad globs
+        "credentials.json",
+        "id_rsa.bak",
+        ".env.js",
     ],
 )
 def test_a_secret_by_name_is_refused_before_anything_is_opened(
@@ -275,6 +279,12 @@ def test_a_secret_by_name_is_refused_before_anything_is_opened(
         ".history/src/main_20260101.py",  # VS Code's Local History: the project's own files
         "notes/fish.md",
         "run:42.log",
+        # review 6: source code and docs the broad globs matched
+        "src/id_generator.py",
+        "pkg/ID_Map.go",
+        "botocore/credentials.py",
+        "auth/credentials_test.go",
+        "docs/credentials.md",
     ],
 )
 def test_names_close_to_a_secrets_are_read(tmp_path, project, name):
