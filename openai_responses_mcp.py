@@ -3081,11 +3081,19 @@ def _inflated(stream, budget: int) -> tuple[bytes | None, int]:
     return None, size
 
 
-def files_usd(files, prices) -> float:
-    """What a call's files add to its input, in dollars at the model's input price."""
+def files_usd(files, prices, model: str = "", tier=None) -> float:
+    """What a call's files add to its input, in dollars at the rate the request is billed: the
+    model's input price, times its tier's factor (priority and fast twice or more; flex's half
+    is not taken, so the estimate stays high) and the long-context factor when the files alone
+    pass LONG_CONTEXT_TOKENS (the whole input is billed so then)."""
     if not files or prices is None:
         return 0.0
-    return sum(f.tokens for f in files) * prices[0][0] / 1e6
+    tokens = sum(f.tokens for f in files)
+    factor = TIER_FACTORS.get(tier, 1.0) if isinstance(tier, str) else 1.0
+    if tier in ("priority", "fast"):
+        factor = PRIORITY_FACTORS.get(_undated(model), factor)
+    factor = max(1.0, factor) * _long_context(model, tokens)[0]
+    return tokens * prices[0][0] * factor / 1e6
 
 
 def request_text(request: dict) -> str:
@@ -6044,7 +6052,8 @@ class AnswerEngine:
         each budget (the team's and its user's), or refuses it (a ledger row says so)."""
         try:
             self._check_priced(model, today, user)
-            files = files_usd(args.get("files"), self.pricing.prices(model))
+            tier = self._config.profile(tool).get("service_tier")
+            files = files_usd(args.get("files"), self.pricing.prices(model), model, tier)
             hold.put(self._reserve(tool, today, user, files))
             self.state.prepare()  # the call's row is written at its end, even a stop signal's
         except ToolError:

@@ -617,6 +617,24 @@ MUTANTS = [
         "-k",
         "between_a_key_and_its_value",
     ),
+    mutant(
+        "files-usd-standard-tier-only",
+        "budget",
+        "    factor = max(1.0, factor) * _long_context(model, tokens)[0]\n",
+        "    factor = _long_context(model, tokens)[0]\n",
+        "tests/test_files.py",
+        "-k",
+        "rate_the_request_is_billed",
+    ),
+    mutant(
+        "files-usd-no-long-context",
+        "budget",
+        "    factor = max(1.0, factor) * _long_context(model, tokens)[0]\n",
+        "    factor = max(1.0, factor)\n",
+        "tests/test_files.py",
+        "-k",
+        "rate_the_request_is_billed",
+    ),
     # -- Start-up (issue 34) --------------------------------------------------------------------
     mutant(
         "start-openai-before-initialize",

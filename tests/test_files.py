@@ -1300,3 +1300,25 @@ def test_a_malformed_data_urls_payload_is_never_echoed(spawn, fake, given):
     for at in range(0, len(PAYLOAD) - 8):
         assert PAYLOAD[at : at + 8] not in message
     assert PAYLOAD[:8] not in server.stderr and not fake.requests
+
+
+@pytest.mark.parametrize(
+    "pages, config",
+    [
+        # Priority processing bills input at twice the rate: 30,000 tokens are $0.06, not $0.03.
+        (20, "model_profiles: {answer: {service_tier: priority}}\nbudget: {daily_usd: 0.05}\n"),
+        # Over 272K input tokens GPT-6 bills all input at twice the rate: $0.57, not $0.285.
+        (190, "budget: {daily_usd: 0.40}\n"),
+    ],
+    ids=["priority", "long-context"],
+)
+def test_a_files_estimate_is_at_the_rate_the_request_is_billed(
+    spawn, fake, tmp_path, pages, config
+):
+    """Review 6: the files' estimate took the Standard input rate whatever the profile's tier
+    and however many tokens the files made, so either halved what a budget reserved for them."""
+    (tmp_path / "spec.pdf").write_bytes(pages_pdf(b"<< /Type /Page >>", pages=pages))
+    server = start(spawn, fake, config=config)
+    reply = server.call("answer", {"query": "q", "files": ["spec.pdf"]})
+    assert failure_of(reply).startswith("answer failed: daily budget of $")
+    assert not fake.requests
