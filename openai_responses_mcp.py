@@ -2964,7 +2964,10 @@ _PDF_HELD = re.compile(
     + _PDF_GAP
     + rb"R)?"
 )
-_PDF_STREAM = re.compile(rb"stream[ \t\x00\x0c]*(?:\r\n|\r|\n)")
+# The stream keyword (not endstream's): its data begins after the end of its line, whatever
+# else is on it (pdfium reads `stream X` so).
+_PDF_STREAM = re.compile(rb"(?<![A-Za-z])stream")
+_PDF_EOL = re.compile(rb"\r\n|\r|\n")
 # A stream zlib alone decodes: every /Filter is /FlateDecode (or /Fl), no /DecodeParms.
 _PDF_FILTER = re.compile(_pdf_name("Filter"))
 _PDF_FLATE_NAME = b"(?:" + _pdf_name("FlateDecode") + b"|" + _pdf_name("Fl") + b")"
@@ -3026,11 +3029,12 @@ def pdf_pages(data: bytes) -> int:
         following = next(found, None)
         end = following.start() if following is not None else len(data)
         at = _PDF_STREAM.search(data, current.end(), end)
+        line = at and _PDF_EOL.search(data, at.end(), end)  # one search each: linear
         # Its dictionary's other keys: from a little before /Type to the stream's first byte.
         keys = data[max(before, current.start() - PDF_DICT_BEFORE) : at.start() if at else end]
         most, plain = _pdf_held(keys, worst), None
-        if at is not None and _pdf_flate_only(keys) and budget > 0 and time.monotonic() < deadline:
-            plain, spent = _inflated(view[at.end() : end], budget)
+        if line and _pdf_flate_only(keys) and budget > 0 and time.monotonic() < deadline:
+            plain, spent = _inflated(view[line.end() : end], budget)
             budget -= spent
         if plain is None or _PDF_ODD.search(plain):
             pages += most
@@ -3090,7 +3094,7 @@ def files_usd(files, prices, model: str = "", tier=None) -> float:
         return 0.0
     tokens = sum(f.tokens for f in files)
     factor = TIER_FACTORS.get(tier, 1.0) if isinstance(tier, str) else 1.0
-    if tier in ("priority", "fast"):
+    if tier == "priority" or tier == "fast":  # as Pricing._priced takes them
         factor = PRIORITY_FACTORS.get(_undated(model), factor)
     factor = max(1.0, factor) * _long_context(model, tokens)[0]
     return tokens * prices[0][0] * factor / 1e6

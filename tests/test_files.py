@@ -1173,6 +1173,19 @@ def test_an_object_streams_pages_are_counted_however_its_dictionary_is_written(h
     assert m.pdf_pages(stream_pdf(200, head)) == 200
 
 
+def test_an_object_streams_data_begins_on_the_line_after_its_keyword():
+    """Review 6: pdfium reads `stream X` as the keyword (its data on the next line), 200 pages
+    here; the count took endstream's line for it and read a decoy of none there."""
+    import zlib
+
+    pdf = stream_pdf(200, b"<</Type/ObjStm/N 250/Filter/FlateDecode>>")
+    decoy = b"\nendstream\n" + zlib.compress(b"1 0 <<>>") + b"\nendobj\n"
+    crafted = pdf.replace(b">>\nstream\n", b">>\nstream X\n").replace(
+        b"\nendstream\nendobj\n", decoy
+    )
+    assert m.pdf_pages(crafted) == 200
+
+
 @pytest.mark.parametrize(
     "head, encode",
     [
@@ -1212,6 +1225,7 @@ def test_counting_a_crafted_pdfs_names_costs_about_reading_it():
         b"%PDF-1.7\n" + b"/#54#79#70#65 " * 600_000,
         b"%PDF-1.7\n<</Type/ObjStm " + b"/N 1 " * 1_500_000 + b">>stream\nx",
         b"%PDF-1.7\n" + b"/Type%" * 16 + b"x" * (8 << 20),
+        b"%PDF-1.7\n<</Type/ObjStm/N 1>>" + b" stream" * 1_500_000,  # no end of line
     ):
         started = time.process_time()
         m.pdf_pages(crafted)
