@@ -2984,12 +2984,16 @@ _PDF_FLATE = re.compile(
 )
 _PDF_PARMS = re.compile(_pdf_name("DecodeParms") + b"|" + _pdf_name("DP"))
 # A comment between a key and its value (or its reference's numbers): legal, never written,
-# and the searches above would not see past it.
+# and the searches above would not see past it. /N's is looked for near an object stream only:
+# three bytes such as `/N%` turn up by chance in a large file's compressed data.
+_PDF_AFTER_KEY = rb"[\x00\t\n\x0c\r ]*(?:[+-]?[0-9.]+[\x00\t\n\x0c\r ]*){0,2}%"
 _PDF_ODD = re.compile(
     b"(?:"
-    + b"|".join(_pdf_name(n) for n in ("Type", "N", "Filter", "DecodeParms"))
-    + rb")[\x00\t\n\x0c\r ]*(?:[+-]?[0-9.]+[\x00\t\n\x0c\r ]*){0,2}%"
+    + b"|".join(_pdf_name(n) for n in ("Type", "Filter", "DecodeParms"))
+    + b")"
+    + _PDF_AFTER_KEY
 )
+_PDF_ODD_HELD = re.compile(_pdf_name("N") + _PDF_AFTER_KEY)
 PDF_HELD_KEYS = 64  # the /N looked at near one object stream; more is a crafted file
 PDF_DICT_BEFORE = 1024  # how far before /Type /ObjStm its dictionary's other keys are looked for
 
@@ -3046,9 +3050,12 @@ def pdf_pages(data: bytes) -> int:
 
 def _pdf_held(keys: bytes, worst: int) -> int:
     """The objects an object stream holds, as its /N says (the largest, if more than one is in
-    reach); `worst` when none is, or one is a reference (its value is elsewhere)."""
+    reach); `worst` when none is, or one is a reference (its value is elsewhere) or has a
+    comment before it."""
     import math
 
+    if _PDF_ODD_HELD.search(keys):
+        return worst
     held = []
     for found in _PDF_HELD.finditer(keys):
         if found.group(2) or len(held) >= PDF_HELD_KEYS:

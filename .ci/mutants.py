@@ -618,6 +618,15 @@ MUTANTS = [
         "largest_n_or_unknown",
     ),
     mutant(
+        "files-pdf-comment-after-n-taken",
+        "files",
+        "    if _PDF_ODD_HELD.search(keys):\n        return worst\n",
+        "",
+        "tests/test_files.py",
+        "-k",
+        "largest_n_or_unknown",
+    ),
+    mutant(
         "files-pdf-comment-not-worst",
         "files",
         "    if _PDF_ODD.search(data):\n        return worst\n",

@@ -1205,7 +1205,9 @@ def test_an_object_stream_zlib_alone_cannot_decode_counts_every_object_as_a_page
 
 
 @pytest.mark.parametrize(
-    "n", [b"9 0 R", b"200 /X [/N 1]", b"1 /X [/N 200]"], ids=["reference", "decoy", "decoy-first"]
+    "n",
+    [b"9 0 R", b"200 /X [/N 1]", b"1 /X [/N 200]", b"%c\n200 /X [/N 1]"],
+    ids=["reference", "decoy", "decoy-first", "comment"],
 )
 def test_an_unread_object_streams_objects_are_its_largest_n_or_unknown(monkeypatch, n):
     monkeypatch.setattr(m, "PDF_INFLATE_BYTES", 100)  # left unread: counted by its /N
@@ -1217,6 +1219,13 @@ def test_a_pdf_with_a_comment_between_a_key_and_its_value_counts_as_its_worst_ca
     crafted = pages_pdf(b"<< /Type%no producer writes this\n/Page >>")
     assert m.pdf_pages(crafted) >= 200  # a page a byte: the searches do not read past comments
     assert m.pdf_pages(pages_pdf(b"<< /Type /Page >> % page 1")) == 200
+
+
+def test_bytes_like_a_comment_after_n_in_compressed_data_are_no_crafted_file():
+    """Review 6: `/N%` is three bytes a large PDF's compressed data holds by chance (one in
+    16 million): anywhere but near an object stream they do not make a page a byte."""
+    image = b"<</Filter/DCTDecode/Length 9>>stream\n\xff/N%\x00\x01\xfe\nendstream\n"
+    assert m.pdf_pages(pages_pdf(b"<< /Type /Page >>", pages=3) + image) == 3
 
 
 def test_counting_a_crafted_pdfs_names_costs_about_reading_it():
