@@ -2823,7 +2823,7 @@ SECRET_PATHS = (
     ("*.p12", "PKCS#12 key stores"),
     ("*.pfx", "PKCS#12 key stores"),
     ("*.ppk", "PuTTY private keys"),
-    ("id_*", "SSH keys (id_rsa, id_ed25519 ...)"),
+    ("id_*", "SSH keys (id_rsa, id_ed25519 ...), not source code (id_map.py)"),
     ("*.kdbx", "KeePass databases"),
     (".ssh/", "SSH keys and configuration"),
     (".gnupg/", "GnuPG keys"),
@@ -2831,7 +2831,7 @@ SECRET_PATHS = (
     (".local/share/keyrings/", "GNOME Keyring"),
     # Credential files.
     (".env*", "environment files: API keys, passwords"),
-    ("credentials*", "credentials files (AWS, Cargo, gem, terraform ...)"),
+    ("credentials*", "credentials files (AWS, Cargo, gem ...), not source code (credentials.py)"),
     (".netrc", "logins for curl, git, ftp"),
     ("_netrc", "logins for curl, git (Windows)"),
     (".git-credentials", "git's stored passwords"),
@@ -2879,6 +2879,14 @@ SECRET_PATHS = (
     (".dbshell", "mongo shell"),
     ("mongosh_repl_history", "mongosh"),
     ("repl_history.jl", "Julia"),
+)
+# What the two broad globs are not after: source code and docs (id_generator.py, botocore's
+# credentials.py, docs/credentials.md) are read; a key pasted in one is refused by content.
+BROAD_SECRET_GLOBS = ("id_*", "credentials*")
+SOURCE_EXTENSIONS = (
+    *(".py", ".go", ".rs", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".java", ".kt", ".scala"),
+    *(".rb", ".php", ".cs", ".c", ".h", ".cc", ".cpp", ".hpp", ".swift", ".dart", ".ex"),
+    *(".md", ".rst", ".adoc"),
 )
 # Pseudo-file systems: never files, whatever files.allowed_dirs says.
 SYSTEM_DIRS = ("/proc", "/sys", "/dev")
@@ -2935,8 +2943,18 @@ class FileRefused(Exception):
     """A file that cannot be sent; the message names it, says why and which key changes it."""
 
 
+# A data: URL's declared type, as its label shows it: anything else there may be its payload.
+_DATA_TYPE = re.compile(r"[A-Za-z0-9!#$&^_.+-]{1,40}/[A-Za-z0-9!#$&^_.+-]{1,60}")
+
+
 def _data_label(given: str) -> str:
-    return given.partition(",")[0][:60] + ",…"
+    """A data: URL as shown: its scheme, declared type and ;base64, never its payload (one
+    without its comma, or with a space or a `;` for it, is all payload)."""
+    params = given[5:].partition(",")[0].split(";")
+    shown = params[0] if _DATA_TYPE.fullmatch(params[0]) else ""
+    if len(params) > 1 and params[-1].lower() == "base64":
+        shown += ";" + params[-1]
+    return given[:5] + shown + ",…"
 
 
 # The schemes that make a file a URL even without `//` (`file:/etc/passwd` is one). Anything
@@ -2959,10 +2977,13 @@ def _is_data_url(given: str) -> bool:
 
 
 def _named(given: str) -> str:
-    """The file as the caller gave it, fit for one line of an error; a data: URL by its type
-    only, never its payload."""
+    """The file as the caller gave it, fit for one line of an error; a data: URL (anywhere in
+    it) by its type only, never its payload."""
     if _is_data_url(given):
         return _data_label(given)
+    at = given.lower().find("data:")  # pasted with a quote before it: a path
+    if at >= 0:
+        return _named(given[:at]) + _data_label(given[at:])
     shown = "".join(c if c.isprintable() else "?" for c in given[:160])  # not all of a long one
     return shown if len(given) <= 160 else shown[:159] + "…"
 
@@ -2998,6 +3019,8 @@ def _secret_path(parts: list, pattern: str) -> bool:
             directories[at : at + len(names)] == names
             for at in range(len(directories) - len(names) + 1)
         )
+    if pattern in BROAD_SECRET_GLOBS and parts[-1].endswith(SOURCE_EXTENSIONS):
+        return False
     names = pattern.split("/")
     ends = parts[-len(names) :]
     return len(ends) == len(names) and all(map(fnmatch.fnmatchcase, ends, names))
@@ -3038,13 +3061,23 @@ _PRIVATE_KEY = re.compile(
     rb"-{4,5} ?(?:BEGIN|END) [A-Z0-9 ]{0,40}(?:PRIVATE|SECRET) KEY|PuTTY-User-Key-File-\d+:"
 )
 _PRIVATE_KEY_WORDS = (b"PRIVATE KEY", b"SECRET KEY", b"PuTTY-User-Key-File-")
+# The same base64-encoded whole (a kubeconfig's client-key-data, a Kubernetes Secret's tls.key,
+# a CI variable): "PRIVATE KEY" at each of base64's three alignments (a certificate may come
+# first), and an OpenSSH key's body ("openssh-key-v1") without its armour.
+_PRIVATE_KEY_BASE64 = (
+    *(b"UFJJVkFURSBLRV", b"BSSVZBVEUgS0VZ", b"QUklWQVRFIEtFW"),
+    *(b"b3BlbnNzaC1rZXktdj", b"9wZW5zc2gta2V5LXYx", b"vcGVuc3NoLWtleS12M"),
+)
 
 
 def _looks_secret(data: bytes, key: str) -> bool:
-    """Text that holds a private key block or the server's own API key is a secret whatever
-    its name (a key copied to notes.txt, a hard link to ~/.ssh/id_rsa)."""
+    """Text that holds a private key block (as it is, or base64-encoded whole) or the server's
+    own API key is a secret whatever its name (a key copied to notes.txt, a hard link to
+    ~/.ssh/id_rsa, a kubeconfig's client-key-data)."""
     # The plain search first: a file with none of the words costs a memchr of it, no regex.
     if any(word in data for word in _PRIVATE_KEY_WORDS) and _PRIVATE_KEY.search(data):
+        return True
+    if any(form in data for form in _PRIVATE_KEY_BASE64):
         return True
     return bool(key) and key.encode() in data
 
@@ -3102,9 +3135,67 @@ def image_tokens(size: tuple[int, int] | None, detail: str) -> int:
     return 85 + 170 * math.ceil(width / 512) * math.ceil(height / 512)
 
 
-_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
+# A PDF may spell a name with #xx escapes (/P#61ge is /Page), and put NUL (whitespace to PDF)
+# between a key and its value: readers (pdfium, pypdf) take every spelling, so the count does
+# too, or a crafted file shows no pages and is priced as one. A comment there is legal too, but
+# no producer writes one: a file with one counts as its worst case (_PDF_ODD).
+_PDF_GAP = rb"[\x00\t\n\x0c\r ]*"
+
+
+def _pdf_name(name: str) -> bytes:
+    """A pattern of /name as a PDF may spell it: each character itself or #xx, then a
+    delimiter (so /Page is not /Pages)."""
+    spelt = b"".join(b"(?:%s|#(?i:%02x))" % (c.encode(), ord(c)) for c in name)
+    return b"/" + spelt + rb"(?![^\x00\t\n\x0c\r ()<>\[\]{}/%])"
+
+
+_PDF_PAGE = re.compile(_pdf_name("Type") + _PDF_GAP + _pdf_name("Page"))
 # An object stream's dictionary (PDF 1.5): its page objects are compressed inside it.
-_PDF_OBJSTM = re.compile(rb"/Type\s*/ObjStm\b")
+_PDF_OBJSTM = re.compile(_pdf_name("Type") + _PDF_GAP + _pdf_name("ObjStm"))
+# An object stream's /N: a number, or a reference to one (its value unknown here).
+_PDF_HELD = re.compile(
+    _pdf_name("N")
+    + _PDF_GAP
+    + rb"([+-]?[0-9]*\.?[0-9]+)("
+    + _PDF_GAP
+    + rb"[0-9]+"
+    + _PDF_GAP
+    + rb"R)?"
+)
+# The stream keyword (not endstream's): its data begins after the end of its line, whatever
+# else is on it (pdfium reads `stream X` so).
+_PDF_STREAM = re.compile(rb"(?<![A-Za-z])stream")
+_PDF_EOL = re.compile(rb"\r\n|\r|\n")
+# A stream zlib alone decodes: every /Filter is /FlateDecode (or /Fl), no /DecodeParms.
+_PDF_FILTER = re.compile(_pdf_name("Filter"))
+_PDF_FLATE_NAME = b"(?:" + _pdf_name("FlateDecode") + b"|" + _pdf_name("Fl") + b")"
+_PDF_FLATE = re.compile(
+    _pdf_name("Filter")
+    + _PDF_GAP
+    + b"(?:"
+    + _PDF_FLATE_NAME
+    + rb"|\["
+    + _PDF_GAP
+    + _PDF_FLATE_NAME
+    + _PDF_GAP
+    + rb"\])"
+)
+_PDF_PARMS = re.compile(_pdf_name("DecodeParms") + b"|" + _pdf_name("DP"))
+# A comment between a key and its value (or its reference's numbers): legal, never written,
+# and the searches above would not see past it. /N's is looked for near an object stream only:
+# three bytes such as `/N%` turn up by chance in a large file's compressed data.
+_PDF_AFTER_KEY = rb"[\x00\t\n\x0c\r ]*(?:[+-]?[0-9.]+[\x00\t\n\x0c\r ]*){0,2}%"
+_PDF_ODD = re.compile(
+    b"(?:"
+    + b"|".join(_pdf_name(n) for n in ("Type", "Filter", "DecodeParms"))
+    + b")"
+    + _PDF_AFTER_KEY
+)
+_PDF_ODD_HELD = re.compile(_pdf_name("N") + _PDF_AFTER_KEY)
+PDF_HELD_KEYS = 64  # the /N looked at near one object stream; more is a crafted file
+PDF_DICT_BEFORE = 1024  # how far before /Type /ObjStm its dictionary's other keys are looked for
+
+
 # Counting pages costs at most a small multiple of reading the file, whatever its structure:
 # each stream is inflated from its own bytes only (they never overlap, so zlib reads the file at
 # most once), its output within a total bound, the whole within a time bound; a stream left
@@ -3118,34 +3209,65 @@ PDF_COUNT_S = 1.0  # how long one PDF's streams are inflated for; the rest count
 def pdf_pages(data: bytes) -> int:
     """A PDF's page count, as its page objects tell it (at least 1), those compressed in
     object streams too: pdfTeX and most producers since PDF 1.5 put every page object there,
-    where the plain bytes show none. A stream's bytes end where the next object stream's
-    dictionary begins; one that cannot be inflated within the bounds counts each object it
-    holds (/N) as a page, and a file with more streams than are looked into counts a page a
-    byte: the estimate may be high, never low, and costs about what reading the file does."""
+    where the plain bytes show none. Names are read in any spelling (/P#61ge is /Page). A
+    stream's bytes end where the next object stream's dictionary begins; one that zlib alone
+    cannot decode (another filter, a predictor) or that cannot be inflated within the bounds
+    counts each object it holds (/N) as a page, and a file with more streams than are looked
+    into, or with a comment where no producer writes one, counts a page a byte: the estimate
+    may be high, never low, and costs about what reading the file does."""
     import time
 
+    worst = max(1, len(data))
+    if _PDF_ODD.search(data):
+        return worst
     pages = len(_PDF_PAGE.findall(data))
     budget = min(PDF_INFLATE_BYTES, PDF_INFLATE_RATIO * len(data))
     deadline, view = time.monotonic() + PDF_COUNT_S, memoryview(data)
     found = _PDF_OBJSTM.finditer(data)
-    current, number = next(found, None), 0
+    current, number, before = next(found, None), 0, 0
     while current is not None:
         if number >= PDF_OBJECT_STREAMS:
-            return max(pages, len(data))
+            return worst
         following = next(found, None)
         end = following.start() if following is not None else len(data)
-        head = data[current.end() : min(end, current.end() + 1024)]
-        at = re.search(rb"stream\r?\n", head)
-        if at is not None:
-            held = re.search(rb"/N\s+(\d{1,9})", head[: at.start()])
-            most = int(held.group(1)) if held else len(data)
-            plain = None
-            if budget > 0 and time.monotonic() < deadline:
-                plain, spent = _inflated(view[current.end() + at.end() : end], budget)
-                budget -= spent
-            pages += most if plain is None else min(most, len(_PDF_PAGE.findall(plain)))
-        current, number = following, number + 1
+        at = _PDF_STREAM.search(data, current.end(), end)
+        line = at and _PDF_EOL.search(data, at.end(), end)  # one search each: linear
+        # Its dictionary's other keys: from a little before /Type to the stream's first byte.
+        keys = data[max(before, current.start() - PDF_DICT_BEFORE) : at.start() if at else end]
+        most, plain = _pdf_held(keys, worst), None
+        if line and _pdf_flate_only(keys) and budget > 0 and time.monotonic() < deadline:
+            plain, spent = _inflated(view[line.end() : end], budget)
+            budget -= spent
+        if plain is None or _PDF_ODD.search(plain):
+            pages += most
+        else:
+            pages += min(most, len(_PDF_PAGE.findall(plain)))
+        current, number, before = following, number + 1, current.end()
     return max(1, pages)
+
+
+def _pdf_held(keys: bytes, worst: int) -> int:
+    """The objects an object stream holds, as its /N says (the largest, if more than one is in
+    reach); `worst` when none is, or one is a reference (its value is elsewhere) or has a
+    comment before it."""
+    import math
+
+    if _PDF_ODD_HELD.search(keys):
+        return worst
+    held = []
+    for found in _PDF_HELD.finditer(keys):
+        if found.group(2) or len(held) >= PDF_HELD_KEYS:
+            return worst
+        held.append(float(found.group(1)))
+    return max(0, math.ceil(min(max(held), 1e15))) if held else worst  # 1e999 is no int
+
+
+def _pdf_flate_only(keys: bytes) -> bool:
+    """Whether a stream's dictionary asks zlib alone to decode it: every /Filter FlateDecode,
+    no /DecodeParms (a predictor leaves zlib's output in other bytes than the reader's)."""
+    if _PDF_PARMS.search(keys):
+        return False
+    return len(_PDF_FILTER.findall(keys)) == len(_PDF_FLATE.findall(keys))
 
 
 def _inflated(stream, budget: int) -> tuple[bytes | None, int]:
