@@ -12593,13 +12593,22 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 def _ip(text: str):
-    """An IP address from a header or a peer (brackets and a zone dropped), or None."""
+    """An IP address from a header or a peer, or None: brackets, a zone and a port dropped
+    (proxies that write "192.0.2.7:4711" or "[2001:db8::7]:4711" in X-Forwarded-For would
+    otherwise put every client behind them on the proxy's one allowance), and an IPv4-mapped
+    IPv6 one as the IPv4 it is (a dual-stack listener sees 127.0.0.1 as ::ffff:127.0.0.1)."""
     import ipaddress
 
+    text = text.strip()
+    if text.startswith("[") and "]" in text:
+        text = text[1 : text.index("]")]
+    elif text.count(":") == 1:  # IPv4 and a port (a bare IPv6 address has two or more)
+        text = text.partition(":")[0]
     try:
-        return ipaddress.ip_address(text.strip().strip("[]").partition("%")[0])
+        address = ipaddress.ip_address(text.partition("%")[0])
     except ValueError:
         return None
+    return getattr(address, "ipv4_mapped", None) or address
 
 
 def trusted_networks(entries: list) -> list:
@@ -12609,7 +12618,11 @@ def trusted_networks(entries: list) -> list:
     networks = []
     for entry in entries:
         try:
-            networks.append(ipaddress.ip_network(str(entry).strip(), strict=False))
+            network = ipaddress.ip_network(str(entry).strip(), strict=False)
+            mapped = getattr(network.network_address, "ipv4_mapped", None)
+            if mapped is not None and network.prefixlen >= 96:  # as _ip() reads a peer
+                network = ipaddress.ip_network(f"{mapped}/{network.prefixlen - 96}")
+            networks.append(network)
         except ValueError:
             raise ConfigError(
                 f"server.http.trusted_proxies: {str(entry)[:60]!r} is not an address or a "

@@ -63,14 +63,15 @@ def introspector(shared_introspector):
     return shared_introspector
 
 
-def serve(spawn, fake, issuer, introspector, **http):
-    config = auth_config(issuer.url, introspection_url=introspector.url)
+def serve(spawn, fake, issuer, introspector, listen="127.0.0.1:0", **http):
+    public = "http://127.0.0.1:9" if listen.startswith("[::]") else None  # its tokens' audience
+    config = auth_config(issuer.url, public, introspection_url=introspector.url)
     if http:
         config += "  http:\n" + "".join(f"    {k}: {json.dumps(v)}\n" for k, v in http.items())
     env = {"MCP_AUTH_CLIENT_ID": "mcp-server", "MCP_AUTH_CLIENT_SECRET": INTROSPECTION_SECRET}
-    server = spawn("--http", "127.0.0.1:0", config=config, env=env, upstream=fake)
+    server = spawn("--http", listen, config=config, env=env, upstream=fake)
     server.port = wait_listening(server)
-    server.resource = f"http://127.0.0.1:{server.port}/mcp"
+    server.resource = f"{public or f'http://127.0.0.1:{server.port}'}/mcp"
     return server
 
 
@@ -154,6 +155,37 @@ def test_behind_a_trusted_proxy_each_forwarded_client_has_its_own_allowance(
         for n in range(3):  # through the same proxy (127.0.0.1), for another client
             token = valid(introspector, issuer, server.resource, f"user{n}")
             assert initialize(server.port, token, forwarded="198.51.100.7, 10.0.0.2") == 200
+    finally:
+        flood.stop()
+
+
+def _dual_stack() -> bool:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            sock.bind(("::", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _dual_stack(), reason="no dual-stack IPv6 socket on this host")
+def test_a_dual_stack_listener_trusts_its_proxy_and_reads_forwarded_ports(
+    spawn, fake, issuer, introspector
+):
+    """Listening on [::], the proxy on 127.0.0.1 is the peer ::ffff:127.0.0.1, still the
+    127.0.0.1 that trusted_proxies lists; and a proxy that writes the client's port in
+    X-Forwarded-For (192.0.2.7:4711, [2001:db8::7]:4711) still tells its clients apart.
+    Either one missed puts every client behind the proxy on one allowance (issue 39)."""
+    server = serve(spawn, fake, issuer, introspector, "[::]:0", trusted_proxies=["127.0.0.1"])
+    flood = Flood(server.port, forwarded=lambda n: f"10.0.0.1:{1024 + n}")
+    try:
+        wait_until(lambda: flood.refused() >= 20, 30, "the flood to spend its own allowance")
+        for n, forwarded in enumerate(["10.0.0.2:5678", "[2001:db8::7]:5678"]):
+            token = valid(introspector, issuer, server.resource, f"user{n}")
+            assert initialize(server.port, token, forwarded=forwarded) == 200
     finally:
         flood.stop()
 
@@ -284,6 +316,14 @@ def test_the_table_of_sources_is_bounded():
         ("2001:db8::1", "", [], "2001:db8::/64"),  # one host's /64 is one source
         ("2001:db8::ffff:1", "", [], "2001:db8::/64"),
         ("::ffff:192.0.2.4", "", [], "192.0.2.4"),
+        # What proxies write: a port, brackets, a mapped address; a dual-stack peer.
+        ("127.0.0.1", "10.0.0.1:4711", ["127.0.0.1"], "10.0.0.1"),
+        ("127.0.0.1", "[2001:db8::7]:4711", ["127.0.0.1"], "2001:db8::/64"),
+        ("127.0.0.1", "6.6.6.6, [2001:db8::7]", ["127.0.0.1"], "2001:db8::/64"),
+        ("127.0.0.1", " ::ffff:10.0.0.3 ", ["127.0.0.1"], "10.0.0.3"),
+        ("::ffff:127.0.0.1", "10.0.0.1", ["127.0.0.1"], "10.0.0.1"),
+        ("127.0.0.1", "10.0.0.1", ["::ffff:127.0.0.1"], "10.0.0.1"),
+        ("::ffff:192.0.2.9", "10.0.0.1", ["127.0.0.1"], "192.0.2.9"),
     ],
 )
 def test_client_source(peer, forwarded, trusted, source):
