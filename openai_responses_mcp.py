@@ -12973,6 +12973,9 @@ class Introspection:
         self._good: dict[str, tuple] = {}  # hash of a token that was active -> (None, until)
         self._lock = threading.Lock()
         self._running = threading.BoundedSemaphore(INTROSPECTION_CONCURRENCY)
+        # Tokens known good ask on slots of their own: a junk flood from many sources at once
+        # can fill the shared ones (with a slow issuer), never these (issue 39).
+        self._running_good = threading.BoundedSemaphore(INTROSPECTION_CONCURRENCY)
         self.sources = SourceAllowances(
             INTROSPECTION_BURST, INTROSPECTION_PER_S, INTROSPECTION_SOURCES
         )
@@ -12985,7 +12988,7 @@ class Introspection:
         if cached is not None:
             return cached
         if self._known_good(digest):  # a valid user's token, asked about again
-            return self._ask_once(token, digest)
+            return self._ask_once(token, digest, self._running_good)
         if not self.sources.enter(source, INTROSPECTION_SOURCE_AT_ONCE):
             raise IntrospectionBusy("too many introspection calls from this client at once")
         try:
@@ -13002,8 +13005,9 @@ class Introspection:
             self.sources.give_back(source)
         return answer
 
-    def _ask_once(self, token: str, digest: str) -> dict:
-        if not self._running.acquire(timeout=FETCH_TIMEOUT_S):
+    def _ask_once(self, token: str, digest: str, slots=None) -> dict:
+        slots = slots or self._running
+        if not slots.acquire(timeout=FETCH_TIMEOUT_S):
             raise IntrospectionBusy("too many introspection calls at once")
         try:
             cached = self._cached(digest)  # another request may have asked while this waited
@@ -13011,7 +13015,7 @@ class Introspection:
                 return cached
             answer = self._ask(token)
         finally:
-            self._running.release()
+            slots.release()
         self._keep(digest, answer)
         return answer
 
@@ -13040,6 +13044,8 @@ class Introspection:
             if left > 0:
                 good = now + min(INTROSPECTION_GOOD_S, left)
                 self._remember(self._good, digest, (None, good), now)
+            else:  # revoked or expired since: it spends its source's allowance like junk
+                self._good.pop(digest, None)
             self._remember(self._cache, digest, (answer, until), now)
 
     @staticmethod

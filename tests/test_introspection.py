@@ -264,6 +264,55 @@ def test_a_token_known_good_is_asked_about_again_whatever_its_sources_allowance(
     assert introspection.asked.count("good") == 2
 
 
+def test_a_token_no_longer_active_is_no_longer_known_good(monkeypatch):
+    """Revoked at the issuer: asked about again, it spends its source's allowance as junk
+    does (it kept skipping it for the rest of the hour)."""
+    monkeypatch.setattr(m, "INTROSPECTION_CACHE_S", 0.0)
+    monkeypatch.setattr(m, "INTROSPECTION_REFUSED_S", 0.0)
+    answers = {"good": {"active": True}}
+    introspection = asking(monkeypatch, answers)
+    assert introspection.claims("good", "192.0.2.1")["active"] is True
+    answers["good"] = {"active": False}
+    assert introspection.claims("good", "192.0.2.1")["active"] is False
+    for n in range(m.INTROSPECTION_BURST):
+        introspection.claims(f"junk{n}", "192.0.2.1")
+    with pytest.raises(m.IntrospectionBusy):
+        introspection.claims("good", "192.0.2.1")
+
+
+def test_a_token_known_good_is_asked_about_while_junk_holds_every_call(monkeypatch):
+    """A slow issuer and junk from several sources at once (each within its share) fill the
+    calls at once; a token active in the last hour still gets a call, at once."""
+    monkeypatch.setattr(m, "INTROSPECTION_CACHE_S", 0.0)
+    monkeypatch.setattr(m, "FETCH_TIMEOUT_S", 1.0)  # the wait for a call, before a 503
+    introspection = m.Introspection("http://127.0.0.1:9/i", "id", "secret")
+    release, started = threading.Event(), threading.Semaphore(0)
+
+    def ask(token):
+        if token.startswith("slow"):
+            started.release()
+            release.wait(10)
+        return {"active": token == "good"}
+
+    monkeypatch.setattr(introspection, "_ask", ask)
+    assert introspection.claims("good", "192.0.2.9")["active"] is True
+    at_once = m.INTROSPECTION_SOURCE_AT_ONCE
+    slow = [
+        threading.Thread(target=introspection.claims, args=(f"slow{n}", f"10.0.0.{n // at_once}"))
+        for n in range(m.INTROSPECTION_CONCURRENCY)
+    ]
+    for thread in slow:
+        thread.start()
+    try:
+        for _ in slow:
+            assert started.acquire(timeout=10)
+        assert introspection.claims("good", "192.0.2.9")["active"] is True
+    finally:
+        release.set()
+        for thread in slow:
+            thread.join(10)
+
+
 def test_one_source_holds_at_most_its_share_of_the_calls_at_once(monkeypatch):
     """A slow issuer: one source's unknown tokens past INTROSPECTION_SOURCE_AT_ONCE are
     refused at once (never queued for a slot, holding their connections), and another source
