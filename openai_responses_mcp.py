@@ -15500,7 +15500,11 @@ def _new_token(users: UserDirectory, action: str, name: str, options: dict) -> i
     else:
         kept, again = users.add(name, token, options.get("daily_usd"), options.get("monthly_usd"))
         said = f"user {name} added" + (
-            f" again, its allowance kept unless given ({allowance_words(kept)})" if again else ""
+            f" again, its allowance kept unless given ({allowance_words(kept)}), and its "
+            "history: its spend, conversations (response ids) and tasks are this user's (for "
+            "another person, pick another name)"
+            if again
+            else ""
         )
     print(f"{said}; its token follows, shown once (only a hash is kept):")
     print(token)
