@@ -12712,6 +12712,7 @@ JWT_ALGORITHMS = {
 }  # fmt: skip
 JWT_LEEWAY_S = 60  # clock skew allowed on exp, nbf and iat
 JWKS_REFETCH_S = 10  # an unknown kid fetches the keys again at most this often
+JWKS_FETCHED_LATELY = "fetched moments ago"  # IssuerKeys.refresh, within JWKS_REFETCH_S
 ISSUER_RETRY_MAX_S = 10  # an unreachable issuer is tried again at most this far apart
 FETCH_TIMEOUT_S = 5
 FETCH_MAX_BYTES = 1024 * 1024
@@ -12813,7 +12814,7 @@ class IssuerKeys:
         `min_age` seconds ago; None, or what went wrong."""
         with self._lock:
             if time.monotonic() - self._fetched < min_age:
-                return "fetched moments ago"
+                return JWKS_FETCHED_LATELY
             self._fetched = time.monotonic()
             try:
                 if self.jwks_uri is None:
@@ -12849,13 +12850,19 @@ class IssuerKeys:
             return jwks_uri
         raise OSError("no authorization server metadata: " + "; ".join(problems))
 
-    def key_for(self, kid: str | None, family: str) -> dict | None:
-        """The JWK for a token's kid (without kid: the issuer's only key of that family);
-        an unknown kid fetches the JWKS again, rate-limited."""
+    def key_for(self, kid: str | None, family: str) -> tuple:
+        """(the JWK for a token's kid, or None; without kid: the issuer's only key of that
+        family, whether the keys looked in are current). An unknown kid fetches the JWKS
+        again, at most every JWKS_REFETCH_S: within that, the keys are not current (anyone's
+        token with an unknown kid, junk too, may have spent the fetch), and the kid may be
+        one the issuer has published since."""
         found = self._lookup(kid, family)
-        if found is None and self.keys is not None and self.refresh(JWKS_REFETCH_S) is None:
-            found = self._lookup(kid, family)
-        return found
+        if found is not None or self.keys is None:
+            return found, True
+        problem = self.refresh(JWKS_REFETCH_S)
+        if problem == JWKS_FETCHED_LATELY:
+            return None, False
+        return (self._lookup(kid, family) if problem is None else None), True
 
     def _lookup(self, kid: str | None, family: str) -> dict | None:
         same = [key for key in self.keys or () if key.get("kty") == family]
@@ -13249,7 +13256,9 @@ class OAuthVerifier:
             raise self.refuse(f"signature algorithm {str(algorithm)[:20]!r} is not accepted")
         if not self.keys.ready.is_set():
             raise self.refuse("the issuer's signing keys are not known yet; retry shortly", 503)
-        jwk = self.keys.key_for(kid if isinstance(kid, str) else None, family)
+        jwk, current = self.keys.key_for(kid if isinstance(kid, str) else None, family)
+        if jwk is None and not current:  # a 401 would send a valid token's client to sign in
+            raise self.refuse("signed with a key not known yet; retry shortly", 503)
         if jwk is None or jwk.get("alg", algorithm) != algorithm:
             raise self.refuse("signed with a key the issuer does not publish")
         return self._decode(jwt, token, jwk, algorithm)

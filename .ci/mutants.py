@@ -133,6 +133,15 @@ MUTANTS = [
         "client_source",
     ),
     mutant(
+        "unknown-kid-401-while-keys-stale",
+        "auth",
+        "if jwk is None and not current:  # a 401 would send a valid token's client to sign in",
+        "if False:",
+        "tests/test_oauth.py",
+        "-k",
+        "unknown_kid_fetches_the_keys_again",
+    ),
+    mutant(
         "introspection-active-not-given-back",
         "auth",
         'if answer.get("active") is True:  # no junk: its allowance is given back',
