@@ -12976,7 +12976,10 @@ class Introspection:
         self.url = url
         pair = f"{quote(client_id, safe='')}:{quote(secret, safe='')}"  # RFC 6749 2.3.1
         self._basic = "Basic " + base64.b64encode(pair.encode()).decode()
-        self._cache: dict[str, tuple[dict, float]] = {}
+        self._cache: dict[str, tuple[dict, float]] = {}  # hash -> (an active answer, until)
+        # Refusals (and expired answers) apart: junk fills only this table, so a valid token's
+        # answer is kept however many junk tokens were refused lately (issue 39).
+        self._refused: dict[str, tuple[dict, float]] = {}
         self._good: dict[str, tuple] = {}  # hash of a token that was active -> (None, until)
         self._lock = threading.Lock()
         self._running = threading.BoundedSemaphore(INTROSPECTION_CONCURRENCY)
@@ -13031,9 +13034,13 @@ class Introspection:
         return self._cached(token_sha256(token)) is not None
 
     def _cached(self, digest: str) -> dict | None:
+        now = time.monotonic()
         with self._lock:
-            cached = self._cache.get(digest)
-        return cached[0] if cached is not None and cached[1] > time.monotonic() else None
+            for table in (self._cache, self._refused):
+                cached = table.get(digest)
+                if cached is not None and cached[1] > now:
+                    return cached[0]
+        return None
 
     def _known_good(self, digest: str) -> bool:
         with self._lock:
@@ -13053,7 +13060,9 @@ class Introspection:
                 self._remember(self._good, digest, (None, good), now)
             else:  # revoked or expired since: it spends its source's allowance like junk
                 self._good.pop(digest, None)
-            self._remember(self._cache, digest, (answer, until), now)
+            kept, other = (self._cache, self._refused) if left > 0 else (self._refused, self._cache)
+            other.pop(digest, None)
+            self._remember(kept, digest, (answer, until), now)
 
     @staticmethod
     def _remember(table: dict, digest: str, value: tuple, now: float) -> None:

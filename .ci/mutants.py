@@ -178,6 +178,15 @@ MUTANTS = [
         "no_longer_known_good",
     ),
     mutant(
+        "introspection-refusals-crowd-out-answers",
+        "auth",
+        "kept, other = (self._cache, self._refused) if left > 0 else (self._refused, self._cache)",
+        "kept, other = self._cache, self._refused",
+        "tests/test_introspection.py",
+        "-k",
+        "never_crowds_a_valid_answer",
+    ),
+    mutant(
         "introspection-source-at-once-unbounded",
         "auth",
         "if not self.sources.enter(source, INTROSPECTION_SOURCE_AT_ONCE):",

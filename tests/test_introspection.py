@@ -264,6 +264,21 @@ def test_a_token_known_good_is_asked_about_again_whatever_its_sources_allowance(
     assert introspection.asked.count("good") == 2
 
 
+def test_refused_junk_never_crowds_a_valid_answer_out_of_the_cache(monkeypatch):
+    """Junk from many sources, each within its allowance, filled the one table of answers
+    with refusals (kept 30 s): a valid token's answer was then not kept, and each of its
+    requests went to the issuer again."""
+    monkeypatch.setattr(m, "INTROSPECTION_CACHE_SIZE", 8)
+    introspection = asking(monkeypatch, {"good": {"active": True}})
+    for n in range(3 * m.INTROSPECTION_CACHE_SIZE):
+        introspection.claims(f"junk{n}", f"10.0.{n}.1")
+    for _ in range(3):
+        assert introspection.claims("good", "192.0.2.1")["active"] is True
+    assert introspection.asked.count("good") == 1
+    assert introspection.claims("junk0", "10.0.0.1")["active"] is False  # refusals still kept
+    assert introspection.asked.count("junk0") == 1
+
+
 def test_a_token_no_longer_active_is_no_longer_known_good(monkeypatch):
     """Revoked at the issuer: asked about again, it spends its source's allowance as junk
     does (it kept skipping it for the rest of the hour)."""
