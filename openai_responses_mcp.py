@@ -12730,6 +12730,7 @@ INTROSPECTION_SOURCES = 4096  # sources whose allowance is remembered, at most (
 # at once, so one source never holds every introspection slot, nor connections busy waiting.
 INTROSPECTION_SOURCE_AT_ONCE = 2
 INTROSPECTION_GOOD_S = 3600.0  # a token that introspected active skips the allowance this long
+INTROSPECTION_FAILURE_SAID_S = 10.0  # the endpoint's failures go to stderr once this often
 
 
 class TokenRefused(HttpError):
@@ -13004,11 +13005,9 @@ class Introspection:
         try:
             if not self.sources.take(source):
                 raise IntrospectionBusy("too many introspection calls from this client")
-            try:
-                answer = self._ask_once(token, digest)
-            except BaseException:
-                self.sources.give_back(source)  # nothing proved it junk
-                raise
+            # A call that fails is spent too: junk the issuer answers with an error (or slowly)
+            # must not be free, or one client could have it asked without end (issue 39).
+            answer = self._ask_once(token, digest)
         finally:
             self.sources.leave(source)
         if answer.get("active") is True:  # no junk: its allowance is given back
@@ -13113,6 +13112,7 @@ class OAuthVerifier:
         self.loopback_resources: dict[str, str] = {}
         self.keys = IssuerKeys(self.issuer, log)
         self.introspection = None
+        self._failure_said = -INTROSPECTION_FAILURE_SAID_S  # when stderr last heard of one
         if auth["introspection_url"]:
             url, client_id = auth["introspection_url"], auth["client_id"]
             self.introspection = Introspection(url, client_id, auth["client_secret"])
@@ -13232,7 +13232,12 @@ class OAuthVerifier:
             raise self.refuse(f"{exc}; retry shortly", 503) from None
         except (OSError, ValueError) as exc:
             problem = f"{type(exc).__name__}: {str(exc)[:120]}"
-            self.log.say(f"oauth: the introspection endpoint failed ({problem})")
+            said = f"oauth: the introspection endpoint failed ({problem})"
+            if time.monotonic() - self._failure_said >= INTROSPECTION_FAILURE_SAID_S:
+                self._failure_said = time.monotonic()  # a stranger's junk never floods stderr
+                self.log.say(said)
+            else:
+                self.log.debug("oauth", said)
             why = "the issuer's introspection endpoint failed; retry shortly"
             raise self.refuse(why, 503) from None
         if claims.get("active") is not True:

@@ -187,6 +187,26 @@ MUTANTS = [
         "never_crowds_a_valid_answer",
     ),
     mutant(
+        "introspection-failed-call-given-back",
+        "auth",
+        "            answer = self._ask_once(token, digest)\n        finally:",
+        "            try:\n                answer = self._ask_once(token, digest)\n"
+        "            except BaseException:\n                self.sources.give_back(source)\n"
+        "                raise\n        finally:",
+        "tests/test_introspection.py",
+        "-k",
+        "answers_with_an_error",
+    ),
+    mutant(
+        "introspection-failures-flood-stderr",
+        "auth",
+        "if time.monotonic() - self._failure_said >= INTROSPECTION_FAILURE_SAID_S:",
+        "if True:",
+        "tests/test_introspection.py",
+        "-k",
+        "answers_with_an_error",
+    ),
+    mutant(
         "introspection-source-at-once-unbounded",
         "auth",
         "if not self.sources.enter(source, INTROSPECTION_SOURCE_AT_ONCE):",

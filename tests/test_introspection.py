@@ -58,6 +58,7 @@ def shared_introspector():
 def introspector(shared_introspector):
     """The module's introspection endpoint, its answers and counts cleared for each test."""
     shared_introspector.calls, shared_introspector.most = 0, 0
+    shared_introspector.failing = 0
     shared_introspector.answers.clear()
     shared_introspector.hashes.clear()
     return shared_introspector
@@ -202,6 +203,24 @@ def test_an_untrusted_x_forwarded_for_is_ignored_and_the_proxy_named(
     finally:
         flood.stop()
     assert server.stderr.count("server.http.trusted_proxies") == 1
+
+
+def test_tokens_the_issuer_answers_with_an_error_spend_their_clients_allowance(
+    spawn, fake, issuer, introspector
+):
+    """An issuer that answers some junk (say a 60 KB token) with 400 or 500: each such call
+    gave its allowance back and was kept nowhere, so one client could have the issuer asked
+    without end (and the server say so on stderr each time), where an issuer's rate limit on
+    this server's credentials would lock every user out (issue 39)."""
+    server = serve(spawn, fake, issuer, introspector)
+    introspector.failing = 400
+    started, sent = time.monotonic(), 100
+    statuses = [initialize(server.port, f"junk-{n}-{os.urandom(4).hex()}") for n in range(sent)]
+    elapsed = time.monotonic() - started
+    assert set(statuses) == {503}
+    allowed = m.INTROSPECTION_BURST + int(elapsed * m.INTROSPECTION_PER_S) + 1
+    assert introspector.calls <= allowed < sent
+    assert server.stderr.count("introspection endpoint failed") <= 1 + int(elapsed / 10)
 
 
 @pytest.mark.parametrize(

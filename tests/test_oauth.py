@@ -1049,6 +1049,7 @@ class Introspector:
 
     def __init__(self, delay: float = 0.2):
         self.delay, self.calls, self.most, self._now = delay, 0, 0, 0
+        self.failing = 0  # an HTTP status (400, 500) for tokens not in `answers`; 0: inactive
         self.hashes: list[str] = []
         self.answers: dict[str, dict] = {}
         self._lock = threading.Lock()
@@ -1066,6 +1067,9 @@ class Introspector:
                 time.sleep(owner.delay)
                 with owner._lock:
                     owner._now -= 1
+                if owner.failing and token not in owner.answers:
+                    self.send_error(owner.failing)
+                    return
                 data = json.dumps(owner.answers.get(token, {"active": False})).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
