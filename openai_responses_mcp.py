@@ -12883,13 +12883,22 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 def _ip(text: str):
-    """An IP address from a header or a peer (brackets and a zone dropped), or None."""
+    """An IP address from a header or a peer, or None: brackets, a zone and a port dropped
+    (proxies that write "192.0.2.7:4711" or "[2001:db8::7]:4711" in X-Forwarded-For would
+    otherwise put every client behind them on the proxy's one allowance), and an IPv4-mapped
+    IPv6 one as the IPv4 it is (a dual-stack listener sees 127.0.0.1 as ::ffff:127.0.0.1)."""
     import ipaddress
 
+    text = text.strip()
+    if text.startswith("[") and "]" in text:
+        text = text[1 : text.index("]")]
+    elif text.count(":") == 1:  # IPv4 and a port (a bare IPv6 address has two or more)
+        text = text.partition(":")[0]
     try:
-        return ipaddress.ip_address(text.strip().strip("[]").partition("%")[0])
+        address = ipaddress.ip_address(text.partition("%")[0])
     except ValueError:
         return None
+    return getattr(address, "ipv4_mapped", None) or address
 
 
 def trusted_networks(entries: list) -> list:
@@ -12899,7 +12908,11 @@ def trusted_networks(entries: list) -> list:
     networks = []
     for entry in entries:
         try:
-            networks.append(ipaddress.ip_network(str(entry).strip(), strict=False))
+            network = ipaddress.ip_network(str(entry).strip(), strict=False)
+            mapped = getattr(network.network_address, "ipv4_mapped", None)
+            if mapped is not None and network.prefixlen >= 96:  # as _ip() reads a peer
+                network = ipaddress.ip_network(f"{mapped}/{network.prefixlen - 96}")
+            networks.append(network)
         except ValueError:
             raise ConfigError(
                 f"server.http.trusted_proxies: {str(entry)[:60]!r} is not an address or a "
@@ -12989,6 +13002,7 @@ JWT_ALGORITHMS = {
 }  # fmt: skip
 JWT_LEEWAY_S = 60  # clock skew allowed on exp, nbf and iat
 JWKS_REFETCH_S = 10  # an unknown kid fetches the keys again at most this often
+JWKS_FETCHED_LATELY = "fetched moments ago"  # IssuerKeys.refresh, within JWKS_REFETCH_S
 ISSUER_RETRY_MAX_S = 10  # an unreachable issuer is tried again at most this far apart
 FETCH_TIMEOUT_S = 5
 FETCH_MAX_BYTES = 1024 * 1024
@@ -13006,6 +13020,7 @@ INTROSPECTION_SOURCES = 4096  # sources whose allowance is remembered, at most (
 # at once, so one source never holds every introspection slot, nor connections busy waiting.
 INTROSPECTION_SOURCE_AT_ONCE = 2
 INTROSPECTION_GOOD_S = 3600.0  # a token that introspected active skips the allowance this long
+INTROSPECTION_FAILURE_SAID_S = 10.0  # the endpoint's failures go to stderr once this often
 
 
 class TokenRefused(HttpError):
@@ -13090,7 +13105,7 @@ class IssuerKeys:
         `min_age` seconds ago; None, or what went wrong."""
         with self._lock:
             if time.monotonic() - self._fetched < min_age:
-                return "fetched moments ago"
+                return JWKS_FETCHED_LATELY
             self._fetched = time.monotonic()
             try:
                 if self.jwks_uri is None:
@@ -13126,13 +13141,19 @@ class IssuerKeys:
             return jwks_uri
         raise OSError("no authorization server metadata: " + "; ".join(problems))
 
-    def key_for(self, kid: str | None, family: str) -> dict | None:
-        """The JWK for a token's kid (without kid: the issuer's only key of that family);
-        an unknown kid fetches the JWKS again, rate-limited."""
+    def key_for(self, kid: str | None, family: str) -> tuple:
+        """(the JWK for a token's kid, or None; without kid: the issuer's only key of that
+        family, whether the keys looked in are current). An unknown kid fetches the JWKS
+        again, at most every JWKS_REFETCH_S: within that, the keys are not current (anyone's
+        token with an unknown kid, junk too, may have spent the fetch), and the kid may be
+        one the issuer has published since."""
         found = self._lookup(kid, family)
-        if found is None and self.keys is not None and self.refresh(JWKS_REFETCH_S) is None:
-            found = self._lookup(kid, family)
-        return found
+        if found is not None or self.keys is None:
+            return found, True
+        problem = self.refresh(JWKS_REFETCH_S)
+        if problem == JWKS_FETCHED_LATELY:
+            return None, False
+        return (self._lookup(kid, family) if problem is None else None), True
 
     def _lookup(self, kid: str | None, family: str) -> dict | None:
         same = [key for key in self.keys or () if key.get("kty") == family]
@@ -13246,10 +13267,16 @@ class Introspection:
         self.url = url
         pair = f"{quote(client_id, safe='')}:{quote(secret, safe='')}"  # RFC 6749 2.3.1
         self._basic = "Basic " + base64.b64encode(pair.encode()).decode()
-        self._cache: dict[str, tuple[dict, float]] = {}
+        self._cache: dict[str, tuple[dict, float]] = {}  # hash -> (an active answer, until)
+        # Refusals (and expired answers) apart: junk fills only this table, so a valid token's
+        # answer is kept however many junk tokens were refused lately (issue 39).
+        self._refused: dict[str, tuple[dict, float]] = {}
         self._good: dict[str, tuple] = {}  # hash of a token that was active -> (None, until)
         self._lock = threading.Lock()
         self._running = threading.BoundedSemaphore(INTROSPECTION_CONCURRENCY)
+        # Tokens known good ask on slots of their own: a junk flood from many sources at once
+        # can fill the shared ones (with a slow issuer), never these (issue 39).
+        self._running_good = threading.BoundedSemaphore(INTROSPECTION_CONCURRENCY)
         self.sources = SourceAllowances(
             INTROSPECTION_BURST, INTROSPECTION_PER_S, INTROSPECTION_SOURCES
         )
@@ -13262,25 +13289,24 @@ class Introspection:
         if cached is not None:
             return cached
         if self._known_good(digest):  # a valid user's token, asked about again
-            return self._ask_once(token, digest)
+            return self._ask_once(token, digest, self._running_good)
         if not self.sources.enter(source, INTROSPECTION_SOURCE_AT_ONCE):
             raise IntrospectionBusy("too many introspection calls from this client at once")
         try:
             if not self.sources.take(source):
                 raise IntrospectionBusy("too many introspection calls from this client")
-            try:
-                answer = self._ask_once(token, digest)
-            except BaseException:
-                self.sources.give_back(source)  # nothing proved it junk
-                raise
+            # A call that fails is spent too: junk the issuer answers with an error (or slowly)
+            # must not be free, or one client could have it asked without end (issue 39).
+            answer = self._ask_once(token, digest)
         finally:
             self.sources.leave(source)
         if answer.get("active") is True:  # no junk: its allowance is given back
             self.sources.give_back(source)
         return answer
 
-    def _ask_once(self, token: str, digest: str) -> dict:
-        if not self._running.acquire(timeout=FETCH_TIMEOUT_S):
+    def _ask_once(self, token: str, digest: str, slots=None) -> dict:
+        slots = slots or self._running
+        if not slots.acquire(timeout=FETCH_TIMEOUT_S):
             raise IntrospectionBusy("too many introspection calls at once")
         try:
             cached = self._cached(digest)  # another request may have asked while this waited
@@ -13288,7 +13314,7 @@ class Introspection:
                 return cached
             answer = self._ask(token)
         finally:
-            self._running.release()
+            slots.release()
         self._keep(digest, answer)
         return answer
 
@@ -13297,9 +13323,13 @@ class Introspection:
         return self._cached(token_sha256(token)) is not None
 
     def _cached(self, digest: str) -> dict | None:
+        now = time.monotonic()
         with self._lock:
-            cached = self._cache.get(digest)
-        return cached[0] if cached is not None and cached[1] > time.monotonic() else None
+            for table in (self._cache, self._refused):
+                cached = table.get(digest)
+                if cached is not None and cached[1] > now:
+                    return cached[0]
+        return None
 
     def _known_good(self, digest: str) -> bool:
         with self._lock:
@@ -13317,7 +13347,11 @@ class Introspection:
             if left > 0:
                 good = now + min(INTROSPECTION_GOOD_S, left)
                 self._remember(self._good, digest, (None, good), now)
-            self._remember(self._cache, digest, (answer, until), now)
+            else:  # revoked or expired since: it spends its source's allowance like junk
+                self._good.pop(digest, None)
+            kept, other = (self._cache, self._refused) if left > 0 else (self._refused, self._cache)
+            other.pop(digest, None)
+            self._remember(kept, digest, (answer, until), now)
 
     @staticmethod
     def _remember(table: dict, digest: str, value: tuple, now: float) -> None:
@@ -13368,6 +13402,7 @@ class OAuthVerifier:
         self.loopback_resources: dict[str, str] = {}
         self.keys = IssuerKeys(self.issuer, log)
         self.introspection = None
+        self._failure_said = -INTROSPECTION_FAILURE_SAID_S  # when stderr last heard of one
         if auth["introspection_url"]:
             url, client_id = auth["introspection_url"], auth["client_id"]
             self.introspection = Introspection(url, client_id, auth["client_secret"])
@@ -13487,7 +13522,12 @@ class OAuthVerifier:
             raise self.refuse(f"{exc}; retry shortly", 503) from None
         except (OSError, ValueError) as exc:
             problem = f"{type(exc).__name__}: {str(exc)[:120]}"
-            self.log.say(f"oauth: the introspection endpoint failed ({problem})")
+            said = f"oauth: the introspection endpoint failed ({problem})"
+            if time.monotonic() - self._failure_said >= INTROSPECTION_FAILURE_SAID_S:
+                self._failure_said = time.monotonic()  # a stranger's junk never floods stderr
+                self.log.say(said)
+            else:
+                self.log.debug("oauth", said)
             why = "the issuer's introspection endpoint failed; retry shortly"
             raise self.refuse(why, 503) from None
         if claims.get("active") is not True:
@@ -13520,7 +13560,9 @@ class OAuthVerifier:
             raise self.refuse(f"signature algorithm {str(algorithm)[:20]!r} is not accepted")
         if not self.keys.ready.is_set():
             raise self.refuse("the issuer's signing keys are not known yet; retry shortly", 503)
-        jwk = self.keys.key_for(kid if isinstance(kid, str) else None, family)
+        jwk, current = self.keys.key_for(kid if isinstance(kid, str) else None, family)
+        if jwk is None and not current:  # a 401 would send a valid token's client to sign in
+            raise self.refuse("signed with a key not known yet; retry shortly", 503)
         if jwk is None or jwk.get("alg", algorithm) != algorithm:
             raise self.refuse("signed with a key the issuer does not publish")
         return self._decode(jwt, token, jwk, algorithm)
@@ -15795,7 +15837,11 @@ def _new_token(users: UserDirectory, action: str, name: str, options: dict) -> i
     else:
         kept, again = users.add(name, token, options.get("daily_usd"), options.get("monthly_usd"))
         said = f"user {name} added" + (
-            f" again, its allowance kept unless given ({allowance_words(kept)})" if again else ""
+            f" again, its allowance kept unless given ({allowance_words(kept)}), and its "
+            "history: its spend, conversations (response ids) and tasks are this user's (for "
+            "another person, pick another name)"
+            if again
+            else ""
         )
     print(f"{said}; its token follows, shown once (only a hash is kept):")
     print(token)
