@@ -5849,6 +5849,20 @@ def reservation_floor(config: Config, tool: str) -> float:
     return search * max(1, cap)
 
 
+def call_estimator(pricing: Pricing, request: dict, args: dict, carried: int = 0):
+    """A call's estimate from its tool's typical cost and input (Ledger.reserve reads them):
+    Pricing.estimate, at the tier the request asks for, with what it brings: its question,
+    its files and, for a follow-up, the `carried` tokens of its earlier turns (billed again
+    as input; _Carried knows them when this process made the response it follows)."""
+    brought = text_tokens(request_text(request))
+    brought += sum(f.tokens for f in args.get("files") or ())
+    brought += carried
+    # Besides: at least the instructions; a recent call's input had them too.
+    besides = text_tokens(request.get("instructions") or "")
+    model, tier = request["model"], request.get("service_tier")
+    return lambda usd, tokens: pricing.estimate(model, tier, brought, max(besides, tokens), usd)
+
+
 def _log_request(log: Log, tool: str, request: dict) -> None:
     if not log.debug_enabled:
         return
@@ -5970,6 +5984,33 @@ class _Hold:
             return reservation
 
 
+class _Carried:
+    """What a follow-up of each of this process's recent responses carries: its earlier turns,
+    billed again as input (that response's input and output tokens, which hold the turns before
+    it too), for the budget's estimate. A follow-up of a response this process did not make (or
+    has forgotten) is estimated from its tool's recent calls only."""
+
+    _MEMORY = 2_000
+
+    def __init__(self):
+        self._tokens: dict = {}  # response id -> tokens, oldest first
+        self._lock = threading.Lock()
+
+    def add(self, meta: dict) -> None:
+        response_id, usage = meta.get("response_id"), _mapping(meta.get("usage"))
+        if not isinstance(response_id, str) or not response_id:
+            return
+        tokens = token_count(usage.get("input_tokens")) + token_count(usage.get("output_tokens"))
+        with self._lock:
+            self._tokens[response_id] = tokens
+            if len(self._tokens) > self._MEMORY:
+                del self._tokens[next(iter(self._tokens))]
+
+    def of(self, response_id) -> int:
+        with self._lock:
+            return self._tokens.get(response_id, 0) if isinstance(response_id, str) else 0
+
+
 class AnswerEngine:
     """Turns a tool call into one Responses API request and the answer of the output contract.
 
@@ -5994,6 +6035,7 @@ class AnswerEngine:
             self.state, config.get("cache", "ttl_s"), config.get("cache", "max_entries")
         )
         self.users = UserDirectory(self.state)
+        self.carried = _Carried()  # what a follow-up of a recent answer carries, for budgets
         self.owners = ResponseOwners(self.state)
         # Whether calls can come from several people (HttpApp sets Authenticator.multi_user):
         # then response ids are checked against their owners, and the cache is per user.
@@ -6182,23 +6224,13 @@ class AnswerEngine:
         model = request["model"]
         try:
             self._check_priced(model, today, user)
-            hold.put(self._reserve(tool, today, user, self._estimator(request, args)))
+            carried = self.carried.of(request.get("previous_response_id"))
+            estimator = call_estimator(self.pricing, request, args, carried)
+            hold.put(self._reserve(tool, today, user, estimator))
             self.state.prepare()  # the call's row is written at its end, even a stop signal's
         except ToolError:
             self.ledger.record(UsageRow(tool, model, "refused", user=user))
             raise
-
-    def _estimator(self, request: dict, args):
-        """The call's estimate from its tool's typical cost and input (Ledger.reserve reads
-        them): Pricing.estimate, at the tier the request asks for, with what it brings."""
-        brought = text_tokens(request_text(request))
-        brought += sum(f.tokens for f in args.get("files") or ())
-        # Besides: at least the instructions; a recent call's input had them too.
-        besides = text_tokens(request.get("instructions") or "")
-        model, tier = request["model"], request.get("service_tier")
-        return lambda usd, tokens: self.pricing.estimate(
-            model, tier, brought, max(besides, tokens), usd
-        )
 
     def _check_priced(self, model: str, today: str, user: str) -> None:
         """Under a budget, a model with no known price is refused before any request: its
@@ -6327,6 +6359,7 @@ class AnswerEngine:
         )
         if self.cache.enabled:
             meta["cache"] = {"hit": False}
+        self.carried.add(meta)
         self._record(call, UsageRow(tool, model, "ok", meta, user), reservation)
         if self.cache.enabled and response.get("status") == "completed":
             self.cache.put(key, answer, meta.get("response_id"))
@@ -6392,6 +6425,7 @@ class AnswerEngine:
             meta["web_searches"],
             response.get("service_tier"),
         )
+        self.carried.add(meta)
         return answer, meta
 
     def _request(self, tool: str, request: dict, call: Call, today: str, response_id=None):

@@ -526,6 +526,15 @@ MUTANTS = [
         "long_context_line",
     ),
     mutant(
+        "estimate-follow-up-turns-not-counted",
+        "budget",
+        "    brought += carried\n",
+        "",
+        "tests/test_cost.py",
+        "-k",
+        "follow_up_is_estimated",
+    ),
+    mutant(
         "estimate-not-made",
         "budget",
         "estimate = estimator(estimate, tokens)",

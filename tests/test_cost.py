@@ -458,6 +458,37 @@ def test_a_file_on_the_priority_tier_is_estimated_at_the_priority_rate(spawn, fa
     assert cost["prices"].endswith("x2 (priority)")
 
 
+def test_a_follow_up_is_estimated_with_the_earlier_turns_it_carries(spawn, fake, tmp_path):
+    """Issue 39: a follow-up is billed its earlier turns again as input. After an answer of
+    250K input and 2K output tokens ($0.26 on gpt-6.1-terra), a follow-up carrying them and
+    48K more is over the long-context line: $0.615. It was estimated from the tool's recent
+    calls alone (about $0.26), so a $0.60 budget with $0.34 left let it through and ended
+    at $0.875. The server knows what its own answer carries: the follow-up is refused."""
+    uncached = {"cached_tokens": 0}
+    server = start(spawn, fake, config="budget: {daily_usd: 0.60}\n")
+    fake.enqueue(
+        Reply(
+            usage={
+                "input_tokens": 250_000,
+                "input_tokens_details": uncached,
+                "output_tokens": 2_000,
+            },
+            searches=[],
+        )
+    )
+    first = meta_of(server.call("answer", {"query": "why?"}))
+    assert first["cost"]["usd"] == pytest.approx(0.26)
+    # The tool's typical cost and input are read from the ledger's written rows.
+    wait_until(lambda: rows_of(tmp_path, "outcome = 'ok'") == 1, 10, "the first row")
+    ask = {"query": "and then?", "previous_response_id": first["response_id"]}
+    message = failure_of(server.call("answer", ask))
+    assert message.startswith("answer failed: daily budget of $0.60 has no room"), message
+    # 252K tokens carried and the question, as cache writes at the long-context rate, and
+    # the tool's typical cost (that answer's) at it too: $0.63 + $0.52.
+    assert "about $1.15 expected for this one" in message
+    assert len(fake.creates) == 1
+
+
 def test_cache_writes_reach_the_answers_cost_through_the_server(spawn, fake):
     written = {"cached_tokens": 0, "cache_write_tokens": 1000}
     written["cache_write_tokens_details"] = {"ttl_30m_tokens": 0, "ttl_12h_tokens": 1000}
