@@ -4601,6 +4601,20 @@ class Pricing:
         )
 
 
+def billed_meta(pricing: Pricing, error, requested: str) -> dict:
+    """The usage, searches and cost of the response a failed call was billed for (one cut
+    short before any text, or failed with its usage), for the call's ledger row, so the spend
+    is counted against the budgets: {} when the failure came with none."""
+    response = getattr(error, "billed", None)
+    if not isinstance(response, dict) or not isinstance(response.get("usage"), dict):
+        return {}
+    meta = usage_meta(response, 0.0, 0)
+    usage, searches = meta["usage"], meta["web_searches"]
+    model, tier = _model_named(response, requested), response.get("service_tier")
+    cost = pricing.booked(model, requested, usage, searches, tier)
+    return {"usage": usage, "web_searches": searches, "cost": cost}
+
+
 def price_of(table: dict, model: str) -> tuple[tuple, str] | None:
     """((input, cached_input, output), where from) for `model`, the most specific price
     first: its exact id in `table` (pricing.models), then in BUILTIN_PRICES; the same for its
@@ -5150,6 +5164,7 @@ class Failure:
         self.detail = facts.get("detail") or ""
         self.retry_after = facts.get("retry_after")
         self.param = facts.get("param")  # the request field a 400 names, e.g. reasoning.effort
+        self.response = facts.get("response")  # one it came with, billed: its ledger row's cost
 
 
 def _retry_after(headers) -> float | None:
@@ -5312,12 +5327,13 @@ class UpstreamFailure(Exception):
         self.failure = failure
 
 
-def _stream_failure(error, name: str) -> UpstreamFailure:
+def _stream_failure(error, name: str, response=None) -> UpstreamFailure:
     error = error if isinstance(error, dict) else {}
     code = error.get("code")
     retryable = code in ("server_error", "rate_limit_exceeded")
     detail = f"{code or 'error'}: {error.get('message') or 'no message'}"
-    return UpstreamFailure(Failure("failed", retryable, code=code, name=name, detail=detail))
+    facts = dict(code=code, name=name, detail=detail, response=response)
+    return UpstreamFailure(Failure("failed", retryable, **facts))
 
 
 def failure_message(failure: Failure, *, tool: str, model: str, config: Config, tries: int):
@@ -6336,6 +6352,7 @@ class AnswerEngine:
             answer, meta, response = self._request(tool, request, call, today)
         except ToolError as exc:
             meta = {"elapsed_ms": round((time.monotonic() - started) * 1000), **sent}
+            meta.update(billed_meta(self.pricing, exc, request["model"]))
             self._record(call, UsageRow(tool, request["model"], exc.kind, meta, user), reservation)
             raise
         except Cancelled:
@@ -6507,6 +6524,7 @@ class AnswerEngine:
             name=failure.name,
         )
         error.kind = failure.kind
+        error.billed = failure.response
         return error
 
     def _attempt(self, client, request: dict, call: Call, run: BackgroundRun | None = None):
@@ -6583,14 +6601,16 @@ class AnswerEngine:
                 raise ValueError(f"{kind} event without a response object")
             if kind == "response.incomplete" and not _answer_text(response):
                 reason = incomplete_reason(response) or "unknown"
+                # Billed all the same (its reasoning is output): the row books its usage.
+                detail = f"answer cut short: {reason}"
                 raise UpstreamFailure(
-                    Failure("failed", False, name=kind, detail=f"answer cut short: {reason}")
+                    Failure("failed", False, name=kind, detail=detail, response=response)
                 )
             return response
         if kind == "response.failed":
             response = event.get("response")
             error = response.get("error") if isinstance(response, dict) else None
-            raise _stream_failure(error, kind)
+            raise _stream_failure(error, kind, response)
         if kind == "error":
             raise _stream_failure(event, kind)
         if kind == "response.output_item.done" and is_billed_search(event.get("item")):

@@ -489,6 +489,29 @@ def test_a_follow_up_is_estimated_with_the_earlier_turns_it_carries(spawn, fake,
     assert len(fake.creates) == 1
 
 
+def test_an_answer_cut_short_before_any_text_is_booked_against_the_budget(spawn, fake):
+    """Issue 39: a response cut short before any text (its reasoning used up max_output_tokens)
+    is an error to the client, but OpenAI bills its tokens and searches. Its row booked $0, so
+    a $0.50 budget let call after call spend $0.52 each, and never refused one."""
+    server = start(spawn, fake, config="budget: {daily_usd: 0.50}\n")
+    usage = {"input_tokens": 10_000, "input_tokens_details": {"cached_tokens": 0}}
+    fake.enqueue(
+        Reply(
+            text="",
+            incomplete=True,
+            usage={**usage, "output_tokens": 100_000},
+            searches=[{"query": "a", "sources": []}],
+        )
+    )
+    assert "answer cut short" in failure_of(server.call("answer", {"query": "q"}))
+    # gpt-6.1-terra: 10K input at $1, 100K output (reasoning) at $5, a search at $0.01.
+    message = failure_of(server.call("answer", {"query": "again"}))
+    assert message.startswith("answer failed: daily budget of $0.50 reached ($0.52 spent today"), (
+        message
+    )
+    assert len(fake.creates) == 1
+
+
 def test_cache_writes_reach_the_answers_cost_through_the_server(spawn, fake):
     written = {"cached_tokens": 0, "cache_write_tokens": 1000}
     written["cache_write_tokens_details"] = {"ttl_30m_tokens": 0, "ttl_12h_tokens": 1000}
