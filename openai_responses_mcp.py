@@ -3481,7 +3481,12 @@ class ToolError(Exception):
 
 
 class Cancelled(Exception):
-    """The client cancelled the call; nothing is sent for it."""
+    """The client cancelled the call; nothing is sent for it. `billed`: the response it was
+    billed for all the same (complete when the cancel came), whose cost its ledger row books."""
+
+    def __init__(self, billed: dict | None = None):
+        super().__init__()
+        self.billed = billed
 
 
 def budgets(config: Config, today: str) -> list[tuple]:
@@ -6355,8 +6360,9 @@ class AnswerEngine:
             meta.update(billed_meta(self.pricing, exc, request["model"]))
             self._record(call, UsageRow(tool, request["model"], exc.kind, meta, user), reservation)
             raise
-        except Cancelled:
+        except Cancelled as exc:
             meta = {"elapsed_ms": round((time.monotonic() - started) * 1000), **sent}
+            meta.update(billed_meta(self.pricing, exc, request["model"]))
             self._record(
                 call, UsageRow(tool, request["model"], "cancelled", meta, user), reservation
             )
@@ -6508,8 +6514,8 @@ class AnswerEngine:
                 if call.cancelled.wait(backoff_delay(attempt, failure.retry_after)):
                     raise Cancelled() from None
                 continue
-            if call.cancelled.is_set():
-                raise Cancelled()
+            if call.cancelled.is_set():  # too late to stop the bill: the call's row books it
+                raise Cancelled(response)
             return answer, meta, response
 
     def _tool_error(self, failure: Failure, tool: str, model: str, tries: int) -> ToolError:

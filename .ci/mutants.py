@@ -553,6 +553,15 @@ MUTANTS = [
         "cut_short_before_any_text_is_booked",
     ),
     mutant(
+        "cancelled-complete-response-not-booked",
+        "budget",
+        "raise Cancelled(response)",
+        "raise Cancelled()",
+        "tests/test_ledger.py",
+        "-k",
+        "complete_when_its_call_was_cancelled",
+    ),
+    mutant(
         "estimate-not-made",
         "budget",
         "estimate = estimator(estimate, tokens)",

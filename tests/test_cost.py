@@ -512,6 +512,27 @@ def test_an_answer_cut_short_before_any_text_is_booked_against_the_budget(spawn,
     assert len(fake.creates) == 1
 
 
+def test_an_answer_cancelled_once_it_was_complete_is_booked(spawn, fake, tmp_path):
+    """Issue 39: a cancel that comes after the response is complete (while the server reads
+    the end of its body, up to a second when the upstream holds it open) cannot stop the
+    bill: the call's row booked $0. It books the response's usage now, outcome `cancelled`."""
+    server = start(spawn, fake, config="budget: {daily_usd: 5}\n")
+    fake.enqueue(Reply(searches=[]))
+    meta_of(server.call("answer", {"query": "how many events?"}))
+    events = fake.creates[0].events_sent
+    usage = {"input_tokens": 10_000, "input_tokens_details": {"cached_tokens": 0}}
+    fake.enqueue(
+        Reply(usage={**usage, "output_tokens": 100_000}, searches=[], stall_after_events=events)
+    )
+    send_call(server, "late", query="q")
+    completed = lambda: len(fake.creates) == 2 and fake.creates[1].events_sent == events  # noqa: E731
+    wait_until(completed, 10, "the response.completed event sent")
+    conftest.cancel(server, "late")
+    wait_until(lambda: rows_of(tmp_path, "outcome = 'cancelled'") == 1, 10, "the row")
+    # gpt-6.1-terra: 10K input at $1, 100K output at $5.
+    assert rows_of(tmp_path, "outcome = 'cancelled' AND usd BETWEEN 0.5099 AND 0.5101") == 1
+
+
 def test_cache_writes_reach_the_answers_cost_through_the_server(spawn, fake):
     written = {"cached_tokens": 0, "cache_write_tokens": 1000}
     written["cache_write_tokens_details"] = {"ttl_30m_tokens": 0, "ttl_12h_tokens": 1000}

@@ -229,6 +229,8 @@ ENDINGS = st.sampled_from(["finished", "failed", "broken", "cancelled"])
 def test_the_ledger_holds_what_clients_were_shown_and_no_hold_survives_a_call(
     engine, tmp_path, monkeypatch, runs
 ):
+    """And what a response complete when its call was cancelled cost (issue 39): billed all
+    the same."""
     shown = []
     for n, (ending, usage, model) in enumerate(runs):
         call = m.Call(n, "answer")
@@ -253,7 +255,11 @@ def test_the_ledger_holds_what_clients_were_shown_and_no_hold_survives_a_call(
         monkeypatch.setattr(engine, "_attempt", attempt)
         try:
             _, meta = engine.answer("answer", {"query": f"q{n} {len(shown)}"}, call)
-        except (m.ToolError, m.Cancelled, RuntimeError):
+        except m.Cancelled:
+            requested = engine._config.profile("answer")["model"]
+            shown.append(engine.pricing.booked(model, requested, m.usage_counts(usage), 0)["usd"])
+            continue
+        except (m.ToolError, RuntimeError):
             continue
         shown.append(meta["cost"]["usd"])
     wait_until(lambda: not engine.state.unwritten(), 20, "the ledger rows")
