@@ -5870,18 +5870,25 @@ def reservation_floor(config: Config, tool: str) -> float:
     return search * max(1, cap)
 
 
-def call_estimator(pricing: Pricing, request: dict, args: dict, carried: int = 0):
-    """A call's estimate from its tool's typical cost and input (Ledger.reserve reads them):
-    Pricing.estimate, at the tier the request asks for, with what it brings: its question,
-    its files and, for a follow-up, the `carried` tokens of its earlier turns (billed again
-    as input; _Carried knows them when this process made the response it follows)."""
-    brought = text_tokens(request_text(request))
-    brought += sum(f.tokens for f in args.get("files") or ())
-    brought += carried
-    # Besides: at least the instructions; a recent call's input had them too.
-    besides = text_tokens(request.get("instructions") or "")
-    model, tier = request["model"], request.get("service_tier")
-    return lambda usd, tokens: pricing.estimate(model, tier, brought, max(besides, tokens), usd)
+class CallEstimator:
+    """A call's estimate from its tool's typical cost and input (Ledger.reserve reads them, from
+    the tool's calls of the call's `model`): Pricing.estimate, at the tier the request asks
+    for, with what it brings: its question, its files and, for a follow-up, the `carried`
+    tokens of its earlier turns (billed again as input; _Carried knows them when this process
+    made the response it follows)."""
+
+    def __init__(self, pricing: Pricing, request: dict, args: dict, carried: int = 0):
+        brought = text_tokens(request_text(request))
+        brought += sum(f.tokens for f in args.get("files") or ())
+        brought += carried
+        # Besides: at least the instructions; a recent call's input had them too.
+        self._besides = text_tokens(request.get("instructions") or "")
+        self._pricing, self._brought = pricing, brought
+        self.model, self._tier = request["model"], request.get("service_tier")
+
+    def __call__(self, usd: float, tokens: int) -> float:
+        model, tier, brought, besides = self.model, self._tier, self._brought, self._besides
+        return self._pricing.estimate(model, tier, brought, max(besides, tokens), usd)
 
 
 def _log_request(log: Log, tool: str, request: dict) -> None:
@@ -6246,7 +6253,7 @@ class AnswerEngine:
         try:
             self._check_priced(model, today, user)
             carried = self.carried.of(request.get("previous_response_id"))
-            estimator = call_estimator(self.pricing, request, args, carried)
+            estimator = CallEstimator(self.pricing, request, args, carried)
             hold.put(self._reserve(tool, today, user, estimator))
             self.state.prepare()  # the call's row is written at its end, even a stop signal's
         except ToolError:
@@ -6849,6 +6856,7 @@ _MAX_PENDING_ROWS = 10_000  # ledger rows kept in memory while the store cannot 
 _MAX_PENDING_CACHE = 200  # cache entries waiting to be written; older ones are dropped
 _BATCH = 500  # writes per transaction of the writer
 _RECENT_CALLS = 20  # a call's expected cost: the mean of its tool's last N priced calls
+_RECENT_SCAN = 200  # ... of its model, among the tool's last N (several models share a state)
 _PRUNE_EVERY_S = 3600.0
 _WRITER_IDLE_S = 1.0  # the writer thread ends after this long with nothing to write
 _WRITER_MARK_KEEP_S = 7 * 86400.0  # a writer's mark (see StateWriter) outlives its process
@@ -8342,8 +8350,9 @@ class Ledger:
         (user None: the team's spend; else that user's), all in one transaction that takes
         turns with every other process's: (reservation id or None, the estimate, [(spent,
         reserved by calls in flight)] per limit). The tool's typical cost is the mean of its
-        last priced calls, never under `floor`; `estimator(typical usd, the least input tokens
-        they carried)` makes the call's estimate of it (Pricing.estimate), else it is the estimate.
+        last priced calls (of `estimator.model`, when it has any: another model's are priced at
+        other rates), never under `floor`; `estimator(typical usd, the least input tokens they
+        carried)` makes the call's estimate of it (Pricing.estimate), else it is the estimate.
         Raises StateUnavailable."""
         unwritten = self._state.unwritten()
         writer = self._state.writer_id
@@ -8352,11 +8361,7 @@ class Ledger:
 
         def work(q):
             now = time.time()
-            recent = q(
-                "SELECT usd, input_tokens FROM usage WHERE tool = ? AND outcome = 'ok' "
-                "AND usd IS NOT NULL ORDER BY id DESC LIMIT ?",
-                (tool, _RECENT_CALLS),
-            ).fetchall()
+            recent = _recent_calls(q, tool, getattr(estimator, "model", None))
             mean = sum(float(row[0]) for row in recent) / len(recent) if recent else 0.0
             # The least input they carried, for the long-context line: a mean would put every
             # call after one with a large file over it.
@@ -8462,6 +8467,19 @@ class Ledger:
             return report
 
         return self._state.report("reading usage", read)
+
+
+def _recent_calls(q, tool: str, model: str | None) -> list:
+    """[(usd, input tokens)] of the tool's last _RECENT_CALLS priced calls: those of `model`
+    (its dated snapshots too) among the last _RECENT_SCAN when there are any, else any
+    model's (a gateway's response names the model its own way)."""
+    rows = q(
+        "SELECT usd, input_tokens, model FROM usage WHERE tool = ? AND outcome = 'ok' "
+        "AND usd IS NOT NULL ORDER BY id DESC LIMIT ?",
+        (tool, _RECENT_SCAN),
+    ).fetchall()
+    same = [row for row in rows if model is not None and _undated(str(row[2])) == _undated(model)]
+    return [row[:2] for row in (same or rows)[:_RECENT_CALLS]]
 
 
 def _spent(q, since: list, writer: str) -> list:

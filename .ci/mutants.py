@@ -562,6 +562,15 @@ MUTANTS = [
         "complete_when_its_call_was_cancelled",
     ),
     mutant(
+        "typical-cost-of-any-model",
+        "budget",
+        "same = [row for row in rows if model is not None and",
+        "same = [row for row in rows if False and",
+        "tests/test_cost.py",
+        "-k",
+        "typical_cost_is_of_the_calls_model",
+    ),
+    mutant(
         "estimate-not-made",
         "budget",
         "estimate = estimator(estimate, tokens)",

@@ -533,6 +533,28 @@ def test_an_answer_cancelled_once_it_was_complete_is_booked(spawn, fake, tmp_pat
     assert rows_of(tmp_path, "outcome = 'cancelled' AND usd BETWEEN 0.5099 AND 0.5101") == 1
 
 
+def test_the_typical_cost_is_of_the_calls_model_where_several_share_the_state(
+    spawn, fake, tmp_path
+):
+    """Issue 39: the tool's typical cost was the mean of its last calls, whatever their model:
+    beside a server whose `answer` is gpt-6-luna ($0.10 input), gpt-6-astra's ($10) call that
+    cost $0.35 counted as one of seven, about $0.05, and a second one was let through the
+    $0.20 left of a $0.55 budget. It is the mean of the model's own calls now."""
+    expensive = {"input_tokens": 20_000, "input_tokens_details": {"cached_tokens": 0}}
+    luna = start(spawn, fake, config="model_profiles: {answer: {model: gpt-6-luna}}\n")
+    astra = "model_profiles: {answer: {model: gpt-6-astra}}\nbudget: {daily_usd: 0.55}\n"
+    astra = start(spawn, fake, config=astra)
+    fake.enqueue(Reply(usage={**expensive, "output_tokens": 3_000}, searches=[]))
+    assert meta_of(astra.call("answer", {"query": "q"}))["cost"]["usd"] == pytest.approx(0.35)
+    for n in range(6):
+        fake.enqueue(Reply(searches=[]))
+        assert meta_of(luna.call("answer", {"query": f"q{n}"}))["cost"]["usd"] < 0.001
+    wait_until(lambda: rows_of(tmp_path, "outcome = 'ok'") == 7, 10, "the rows written")
+    message = failure_of(astra.call("answer", {"query": "again"}))
+    assert "$0.35 spent today" in message and "about $0.35 expected" in message, message
+    assert len(fake.creates) == 7
+
+
 def test_cache_writes_reach_the_answers_cost_through_the_server(spawn, fake):
     written = {"cached_tokens": 0, "cache_write_tokens": 1000}
     written["cache_write_tokens_details"] = {"ttl_30m_tokens": 0, "ttl_12h_tokens": 1000}
