@@ -4544,7 +4544,10 @@ class Pricing:
         tiers = (tier, TIER_FALLBACKS[tier]) if tier in TIER_FALLBACKS else (tier,)
         context = brought + besides  # the input the request will carry, for the line
         known = max(self._priced(model, found, usage, 0.0, t, context)["usd"] for t in tiers)
-        return known + typical * max(_long_context(model, context))
+        # The typical calls were billed at the tier asked for (flex, when it had capacity):
+        # this one, retried on the fallback tier, costs that much more.
+        dearer = max(tier_factor(model, t) for t in tiers) / tier_factor(model, tier)
+        return known + typical * dearer * max(_long_context(model, context))
 
     def _priced(
         self, model: str, found: tuple, usage: dict, search_usd: float, tier, context=None
@@ -4552,9 +4555,7 @@ class Pricing:
         """`context`: the request's input tokens, for the long-context line, when `usage` is
         a part of it (an estimate's); else its own."""
         (input_rate, cached_rate, output_rate), source = found
-        factor = TIER_FACTORS.get(tier or "", 1.0) if isinstance(tier, str) else 1.0
-        if tier in ("priority", "fast"):
-            factor = PRIORITY_FACTORS.get(_undated(model), factor)
+        factor = tier_factor(model, tier)
         context = usage["input_tokens"] if context is None else context
         long_in, long_out = _long_context(model, context)
         cached = usage["cached_input_tokens"]
@@ -4668,6 +4669,14 @@ def text_tokens(text: str) -> int:
     """A text's input tokens as a budget estimate counts them: by its UTF-8 bytes, as a text
     file's (TEXT_BYTES_PER_TOKEN)."""
     return len(text.encode("utf-8", "replace")) // TEXT_BYTES_PER_TOKEN + 1
+
+
+def tier_factor(model: str, tier) -> float:
+    """What the processing tier multiplies the model's Standard prices by (TIER_FACTORS)."""
+    factor = TIER_FACTORS.get(tier or "", 1.0) if isinstance(tier, str) else 1.0
+    if tier in ("priority", "fast"):
+        factor = PRIORITY_FACTORS.get(_undated(model), factor)
+    return factor
 
 
 def _long_context(model: str, input_tokens: int) -> tuple[float, float]:

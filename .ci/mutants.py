@@ -499,6 +499,15 @@ MUTANTS = [
         "estimate_prices_what",
     ),
     mutant(
+        "estimate-typical-part-at-the-flex-rate",
+        "budget",
+        "dearer = max(tier_factor(model, t) for t in tiers) / tier_factor(model, tier)",
+        "dearer = 1.0",
+        "tests/test_cost.py",
+        "-k",
+        "estimate_prices_what",
+    ),
+    mutant(
         "estimate-input-at-the-base-rate",
         "budget",
         'usage = {**_counts({}), "input_tokens": brought, "cache_write_tokens": brought}',

@@ -390,8 +390,11 @@ def test_the_estimate_prices_what_a_call_brings_as_the_call_will_be_billed(tmp_p
         assert estimate("gpt-5.5", tier, 300_000) == pytest.approx(billed)
     assert estimate("gpt-6.1-terra", "priority", 100_000) == pytest.approx(0.25)
     assert estimate("gpt-5.5", "priority", 100_000) == pytest.approx(100_000 * 5 * 1.25 * 2.5 / 1e6)
-    # Flex without capacity is retried on the default tier: its half price is not certain.
+    # Flex without capacity is retried on the default tier: its half price is not certain,
+    # and the typical cost, of calls billed at flex, is twice as much on default.
     assert estimate("gpt-6.1-terra", "flex", 100_000) == pytest.approx(0.125)
+    assert estimate("gpt-6.1-terra", "flex", 100_000, typical=0.01) == pytest.approx(0.145)
+    assert estimate("gpt-6.1-terra", "priority", 0, typical=0.01) == pytest.approx(0.01)
     # A model billed at one rate whatever the length.
     assert estimate("gpt-4.1", None, 400_000, typical=0.01) == pytest.approx(1.01)
     assert estimate("acme-7", "priority", 400_000, typical=0.01) == 0.01  # no price: typical
@@ -781,6 +784,23 @@ def test_flex_without_capacity_is_retried_once_on_default(spawn, fake):
     server = start(spawn, fake, config=CONTROLS)
     meta_of(server.call("answer", {"query": "q"}))
     assert [rec.body["service_tier"] for rec in fake.requests] == ["flex", "default"]
+
+
+def test_a_flex_call_retried_on_default_is_estimated_at_the_default_rate(spawn, fake, tmp_path):
+    """Issue 39: the tool's typical cost comes from calls billed at flex, half the Standard
+    rate; a call retried on default without flex capacity costs twice that. A first call at
+    flex cost $0.075, so the next was expected to cost about as much, let through the $0.125
+    left of a $0.20 budget, retried on default and billed $0.15. It is refused now."""
+    config = "model_profiles: {answer: {service_tier: flex}}\nbudget: {daily_usd: 0.20}\n"
+    server = start(spawn, fake, config=config)
+    usage = {"input_tokens": 100_000, "input_tokens_details": {"cached_tokens": 0}}
+    fake.enqueue(Reply(usage={**usage, "output_tokens": 10_000}, searches=[]))
+    assert meta_of(server.call("answer", {"query": "q"}))["cost"]["usd"] == pytest.approx(0.075)
+    wait_until(lambda: rows_of(tmp_path, "outcome = 'ok'") == 1, 10, "the first row")
+    message = failure_of(server.call("answer", {"query": "again"}))
+    assert "has no room for this call ($0.07 spent today" in message, message
+    assert "about $0.15 expected" in message, message
+    assert len(fake.creates) == 1
 
 
 def test_usage_json_with_no_ledger_yet_is_empty(tmp_path):
