@@ -4607,15 +4607,19 @@ class Pricing:
         )
 
 
-def billed_meta(pricing: Pricing, error, requested: str) -> dict:
-    """The usage, searches and cost of the response a failed call was billed for (one cut
-    short before any text, or failed with its usage), for the call's ledger row, so the spend
-    is counted against the budgets: {} when the failure came with none."""
+def billed_meta(pricing: Pricing, error, requested: str, searched: int = 0) -> dict:
+    """The usage, searches and cost a failed or cancelled call was billed for, for its ledger
+    row, so the spend is counted against the budgets: those of the response it came with (one
+    cut short before any text, complete when the cancel came, or failed with its usage), else
+    the web searches its streams showed done (`searched`, every attempt's: each is billed,
+    whatever becomes of the response); {} when neither."""
     response = getattr(error, "billed", None)
     if not isinstance(response, dict) or not isinstance(response.get("usage"), dict):
-        return {}
+        if not searched:
+            return {}
+        return {"web_searches": searched, "cost": pricing.cost(requested, {}, searched)}
     meta = usage_meta(response, 0.0, 0)
-    usage, searches = meta["usage"], meta["web_searches"]
+    usage, searches = meta["usage"], max(meta["web_searches"], searched)
     model, tier = _model_named(response, requested), response.get("service_tier")
     cost = pricing.booked(model, requested, usage, searches, tier)
     return {"usage": usage, "web_searches": searches, "cost": cost}
@@ -6373,12 +6377,12 @@ class AnswerEngine:
             answer, meta, response = self._request(tool, request, call, today)
         except ToolError as exc:
             meta = {"elapsed_ms": round((time.monotonic() - started) * 1000), **sent}
-            meta.update(billed_meta(self.pricing, exc, request["model"]))
+            meta.update(billed_meta(self.pricing, exc, request["model"], call.searches))
             self._record(call, UsageRow(tool, request["model"], exc.kind, meta, user), reservation)
             raise
         except Cancelled as exc:
             meta = {"elapsed_ms": round((time.monotonic() - started) * 1000), **sent}
-            meta.update(billed_meta(self.pricing, exc, request["model"]))
+            meta.update(billed_meta(self.pricing, exc, request["model"], call.searches))
             self._record(
                 call, UsageRow(tool, request["model"], "cancelled", meta, user), reservation
             )

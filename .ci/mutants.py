@@ -580,6 +580,15 @@ MUTANTS = [
         "typical_cost_is_of_the_calls_model",
     ),
     mutant(
+        "failed-call-searches-not-booked",
+        "budget",
+        'return {"web_searches": searched, "cost": pricing.cost(requested, {}, searched)}',
+        "return {}",
+        "tests/test_cost.py",
+        "-k",
+        "searches_a_cancelled_call",
+    ),
+    mutant(
         "estimate-not-made",
         "budget",
         "estimate = estimator(estimate, tokens)",

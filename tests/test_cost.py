@@ -558,6 +558,23 @@ def test_the_typical_cost_is_of_the_calls_model_where_several_share_the_state(
     assert len(fake.creates) == 7
 
 
+def test_the_searches_a_cancelled_call_had_made_are_booked(spawn, fake, tmp_path):
+    """Issue 39: a web search is billed once done, whatever becomes of the response. A call
+    cancelled while writing its answer, after two searches, booked $0; its row books the
+    searches its stream showed done now ($0.01 each at the built-in price)."""
+    server = start(spawn, fake, config="budget: {daily_usd: 5}\n")
+    # created, in_progress, 5 events a search, the message's added and content_part.added,
+    # then its first delta: the stall comes after it, so "writing the answer" is reported.
+    fake.enqueue(Reply(searches=SEARCHES, reasoning=False, event_delay=0.25, stall_after_events=15))
+    send_call(server, "slow", query="q", _meta={"progressToken": "p"})
+    writing = lambda m: m.get("params", {}).get("message") == "writing the answer"  # noqa: E731
+    server.recv_until(writing, timeout=20)
+    conftest.cancel(server, "slow")
+    wait_until(lambda: rows_of(tmp_path, "outcome = 'cancelled'") == 1, 10, "the row")
+    booked = "outcome = 'cancelled' AND web_searches = 2 AND usd BETWEEN 0.0199 AND 0.0201"
+    assert rows_of(tmp_path, booked) == 1
+
+
 def test_cache_writes_reach_the_answers_cost_through_the_server(spawn, fake):
     written = {"cached_tokens": 0, "cache_write_tokens": 1000}
     written["cache_write_tokens_details"] = {"ttl_30m_tokens": 0, "ttl_12h_tokens": 1000}
