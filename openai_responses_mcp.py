@@ -6500,6 +6500,7 @@ class AnswerEngine:
                 # id a follow-up passes as previous_response_id.
                 answer["response_id"] = response.get("id")
                 meta = usage_meta(response, time.monotonic() - started, attempt)
+                meta["web_searches"] = max(meta["web_searches"], call.searches)  # retries' too
                 if run is not None:
                     meta["background"] = True
                     meta["resumes"] = run.resumes

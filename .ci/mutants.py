@@ -589,6 +589,15 @@ MUTANTS = [
         "searches_a_cancelled_call",
     ),
     mutant(
+        "retried-attempts-searches-not-booked",
+        "budget",
+        'meta["web_searches"] = max(meta["web_searches"], call.searches)',
+        'meta["web_searches"] = meta["web_searches"]',
+        "tests/test_cost.py",
+        "-k",
+        "attempt_that_dropped",
+    ),
+    mutant(
         "estimate-not-made",
         "budget",
         "estimate = estimator(estimate, tokens)",

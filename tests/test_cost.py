@@ -575,6 +575,17 @@ def test_the_searches_a_cancelled_call_had_made_are_booked(spawn, fake, tmp_path
     assert rows_of(tmp_path, booked) == 1
 
 
+def test_the_searches_of_an_attempt_that_dropped_are_booked_with_the_answer(spawn, fake):
+    """Issue 39: the stream of a first attempt dropped after its two searches were done (and
+    billed); the retry searched twice again. The answer booked only the retry's two."""
+    fake.enqueue(Reply(searches=SEARCHES, reasoning=False, drop_after_events=12))
+    fake.enqueue(Reply(searches=SEARCHES, reasoning=False))
+    meta = meta_of(start(spawn, fake).call("answer", {"query": "q"}))
+    assert meta["attempts"] == 2
+    assert meta["web_searches"] == 4
+    assert meta["cost"]["web_search_usd"] == pytest.approx(4 * 25 / 1000)  # PRICES: $25 per 1K
+
+
 def test_cache_writes_reach_the_answers_cost_through_the_server(spawn, fake):
     written = {"cached_tokens": 0, "cache_write_tokens": 1000}
     written["cache_write_tokens_details"] = {"ttl_30m_tokens": 0, "ttl_12h_tokens": 1000}
