@@ -474,8 +474,8 @@ MUTANTS = [
     mutant(
         "estimate-typical-part-not-long-context",
         "budget",
-        "return known + typical * max(_long_context(model, context))",
-        "return known + typical",
+        "return known + typical * dearer * max(_long_context(model, context))",
+        "return known + typical * dearer",
         "tests/test_cost.py",
         "-k",
         "estimate_prices_what",
