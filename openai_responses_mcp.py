@@ -3603,7 +3603,12 @@ class ToolError(Exception):
 
 
 class Cancelled(Exception):
-    """The client cancelled the call; nothing is sent for it."""
+    """The client cancelled the call; nothing is sent for it. `billed`: the response it was
+    billed for all the same (complete when the cancel came), whose cost its ledger row books."""
+
+    def __init__(self, billed: dict | None = None):
+        super().__init__()
+        self.billed = billed
 
 
 def budgets(config: Config, today: str) -> list[tuple]:
@@ -4661,7 +4666,10 @@ class Pricing:
         tiers = (tier, TIER_FALLBACKS[tier]) if tier in TIER_FALLBACKS else (tier,)
         context = brought + besides  # the input the request will carry, for the line
         known = max(self._priced(model, found, usage, 0.0, t, context)["usd"] for t in tiers)
-        return known + typical * max(_long_context(model, context))
+        # The typical calls were billed at the tier asked for (flex, when it had capacity):
+        # this one, retried on the fallback tier, costs that much more.
+        dearer = max(tier_factor(model, t) for t in tiers) / tier_factor(model, tier)
+        return known + typical * dearer * max(_long_context(model, context))
 
     def _priced(
         self, model: str, found: tuple, usage: dict, search_usd: float, tier, context=None
@@ -4669,9 +4677,7 @@ class Pricing:
         """`context`: the request's input tokens, for the long-context line, when `usage` is
         a part of it (an estimate's); else its own."""
         (input_rate, cached_rate, output_rate), source = found
-        factor = TIER_FACTORS.get(tier or "", 1.0) if isinstance(tier, str) else 1.0
-        if tier in ("priority", "fast"):
-            factor = PRIORITY_FACTORS.get(_undated(model), factor)
+        factor = tier_factor(model, tier)
         context = usage["input_tokens"] if context is None else context
         long_in, long_out = _long_context(model, context)
         cached = usage["cached_input_tokens"]
@@ -4723,6 +4729,24 @@ class Pricing:
         )
 
 
+def billed_meta(pricing: Pricing, error, requested: str, searched: int = 0) -> dict:
+    """The usage, searches and cost a failed or cancelled call was billed for, for its ledger
+    row, so the spend is counted against the budgets: those of the response it came with (one
+    cut short before any text, complete when the cancel came, or failed with its usage), else
+    the web searches its streams showed done (`searched`, every attempt's: each is billed,
+    whatever becomes of the response); {} when neither."""
+    response = getattr(error, "billed", None)
+    if not isinstance(response, dict) or not isinstance(response.get("usage"), dict):
+        if not searched:
+            return {}
+        return {"web_searches": searched, "cost": pricing.cost(requested, {}, searched)}
+    meta = usage_meta(response, 0.0, 0)
+    usage, searches = meta["usage"], max(meta["web_searches"], searched)
+    model, tier = _model_named(response, requested), response.get("service_tier")
+    cost = pricing.booked(model, requested, usage, searches, tier)
+    return {"usage": usage, "web_searches": searches, "cost": cost}
+
+
 def price_of(table: dict, model: str) -> tuple[tuple, str] | None:
     """((input, cached_input, output), where from) for `model`, the most specific price
     first: its exact id in `table` (pricing.models), then in BUILTIN_PRICES; the same for its
@@ -4771,6 +4795,14 @@ def text_tokens(text: str) -> int:
     """A text's input tokens as a budget estimate counts them: by its UTF-8 bytes, as a text
     file's (TEXT_BYTES_PER_TOKEN)."""
     return len(text.encode("utf-8", "replace")) // TEXT_BYTES_PER_TOKEN + 1
+
+
+def tier_factor(model: str, tier) -> float:
+    """What the processing tier multiplies the model's Standard prices by (TIER_FACTORS)."""
+    factor = TIER_FACTORS.get(tier or "", 1.0) if isinstance(tier, str) else 1.0
+    if tier in ("priority", "fast"):
+        factor = PRIORITY_FACTORS.get(_undated(model), factor)
+    return factor
 
 
 def _long_context(model: str, input_tokens: int) -> tuple[float, float]:
@@ -5272,6 +5304,7 @@ class Failure:
         self.detail = facts.get("detail") or ""
         self.retry_after = facts.get("retry_after")
         self.param = facts.get("param")  # the request field a 400 names, e.g. reasoning.effort
+        self.response = facts.get("response")  # one it came with, billed: its ledger row's cost
 
 
 def _retry_after(headers) -> float | None:
@@ -5434,12 +5467,13 @@ class UpstreamFailure(Exception):
         self.failure = failure
 
 
-def _stream_failure(error, name: str) -> UpstreamFailure:
+def _stream_failure(error, name: str, response=None) -> UpstreamFailure:
     error = error if isinstance(error, dict) else {}
     code = error.get("code")
     retryable = code in ("server_error", "rate_limit_exceeded")
     detail = f"{code or 'error'}: {error.get('message') or 'no message'}"
-    return UpstreamFailure(Failure("failed", retryable, code=code, name=name, detail=detail))
+    facts = dict(code=code, name=name, detail=detail, response=response)
+    return UpstreamFailure(Failure("failed", retryable, **facts))
 
 
 def failure_message(failure: Failure, *, tool: str, model: str, config: Config, tries: int):
@@ -5971,6 +6005,27 @@ def reservation_floor(config: Config, tool: str) -> float:
     return search * max(1, cap)
 
 
+class CallEstimator:
+    """A call's estimate from its tool's typical cost and input (Ledger.reserve reads them, from
+    the tool's calls of the call's `model`): Pricing.estimate, at the tier the request asks
+    for, with what it brings: its question, its files and, for a follow-up, the `carried`
+    tokens of its earlier turns (billed again as input; _Carried knows them when this process
+    made the response it follows)."""
+
+    def __init__(self, pricing: Pricing, request: dict, args: dict, carried: int = 0):
+        brought = text_tokens(request_text(request))
+        brought += sum(f.tokens for f in args.get("files") or ())
+        brought += carried
+        # Besides: at least the instructions; a recent call's input had them too.
+        self._besides = text_tokens(request.get("instructions") or "")
+        self._pricing, self._brought = pricing, brought
+        self.model, self._tier = request["model"], request.get("service_tier")
+
+    def __call__(self, usd: float, tokens: int) -> float:
+        model, tier, brought, besides = self.model, self._tier, self._brought, self._besides
+        return self._pricing.estimate(model, tier, brought, max(besides, tokens), usd)
+
+
 def _log_request(log: Log, tool: str, request: dict) -> None:
     if not log.debug_enabled:
         return
@@ -6092,6 +6147,33 @@ class _Hold:
             return reservation
 
 
+class _Carried:
+    """What a follow-up of each of this process's recent responses carries: its earlier turns,
+    billed again as input (that response's input and output tokens, which hold the turns before
+    it too), for the budget's estimate. A follow-up of a response this process did not make (or
+    has forgotten) is estimated from its tool's recent calls only."""
+
+    _MEMORY = 2_000
+
+    def __init__(self):
+        self._tokens: dict = {}  # response id -> tokens, oldest first
+        self._lock = threading.Lock()
+
+    def add(self, meta: dict) -> None:
+        response_id, usage = meta.get("response_id"), _mapping(meta.get("usage"))
+        if not isinstance(response_id, str) or not response_id:
+            return
+        tokens = token_count(usage.get("input_tokens")) + token_count(usage.get("output_tokens"))
+        with self._lock:
+            self._tokens[response_id] = tokens
+            if len(self._tokens) > self._MEMORY:
+                del self._tokens[next(iter(self._tokens))]
+
+    def of(self, response_id) -> int:
+        with self._lock:
+            return self._tokens.get(response_id, 0) if isinstance(response_id, str) else 0
+
+
 class AnswerEngine:
     """Turns a tool call into one Responses API request and the answer of the output contract.
 
@@ -6116,6 +6198,7 @@ class AnswerEngine:
             self.state, config.get("cache", "ttl_s"), config.get("cache", "max_entries")
         )
         self.users = UserDirectory(self.state)
+        self.carried = _Carried()  # what a follow-up of a recent answer carries, for budgets
         self.owners = ResponseOwners(self.state)
         # Whether calls can come from several people (HttpApp sets Authenticator.multi_user):
         # then response ids are checked against their owners, and the cache is per user.
@@ -6304,23 +6387,13 @@ class AnswerEngine:
         model = request["model"]
         try:
             self._check_priced(model, today, user)
-            hold.put(self._reserve(tool, today, user, self._estimator(request, args)))
+            carried = self.carried.of(request.get("previous_response_id"))
+            estimator = CallEstimator(self.pricing, request, args, carried)
+            hold.put(self._reserve(tool, today, user, estimator))
             self.state.prepare()  # the call's row is written at its end, even a stop signal's
         except ToolError:
             self.ledger.record(UsageRow(tool, model, "refused", user=user))
             raise
-
-    def _estimator(self, request: dict, args):
-        """The call's estimate from its tool's typical cost and input (Ledger.reserve reads
-        them): Pricing.estimate, at the tier the request asks for, with what it brings."""
-        brought = text_tokens(request_text(request))
-        brought += sum(f.tokens for f in args.get("files") or ())
-        # Besides: at least the instructions; a recent call's input had them too.
-        besides = text_tokens(request.get("instructions") or "")
-        model, tier = request["model"], request.get("service_tier")
-        return lambda usd, tokens: self.pricing.estimate(
-            model, tier, brought, max(besides, tokens), usd
-        )
 
     def _check_priced(self, model: str, today: str, user: str) -> None:
         """Under a budget, a model with no known price is refused before any request: its
@@ -6426,10 +6499,12 @@ class AnswerEngine:
             answer, meta, response = self._request(tool, request, call, today)
         except ToolError as exc:
             meta = {"elapsed_ms": round((time.monotonic() - started) * 1000), **sent}
+            meta.update(billed_meta(self.pricing, exc, request["model"], call.searches))
             self._record(call, UsageRow(tool, request["model"], exc.kind, meta, user), reservation)
             raise
-        except Cancelled:
+        except Cancelled as exc:
             meta = {"elapsed_ms": round((time.monotonic() - started) * 1000), **sent}
+            meta.update(billed_meta(self.pricing, exc, request["model"], call.searches))
             self._record(
                 call, UsageRow(tool, request["model"], "cancelled", meta, user), reservation
             )
@@ -6449,6 +6524,7 @@ class AnswerEngine:
         )
         if self.cache.enabled:
             meta["cache"] = {"hit": False}
+        self.carried.add(meta)
         self._record(call, UsageRow(tool, model, "ok", meta, user), reservation)
         if self.cache.enabled and response.get("status") == "completed":
             self.cache.put(key, answer, meta.get("response_id"))
@@ -6514,6 +6590,7 @@ class AnswerEngine:
             meta["web_searches"],
             response.get("service_tier"),
         )
+        self.carried.add(meta)
         return answer, meta
 
     def _request(self, tool: str, request: dict, call: Call, today: str, response_id=None):
@@ -6545,6 +6622,7 @@ class AnswerEngine:
                 # id a follow-up passes as previous_response_id.
                 answer["response_id"] = response.get("id")
                 meta = usage_meta(response, time.monotonic() - started, attempt)
+                meta["web_searches"] = max(meta["web_searches"], call.searches)  # retries' too
                 if run is not None:
                     meta["background"] = True
                     meta["resumes"] = run.resumes
@@ -6579,8 +6657,8 @@ class AnswerEngine:
                 if call.cancelled.wait(backoff_delay(attempt, failure.retry_after)):
                     raise Cancelled() from None
                 continue
-            if call.cancelled.is_set():
-                raise Cancelled()
+            if call.cancelled.is_set():  # too late to stop the bill: the call's row books it
+                raise Cancelled(response)
             return answer, meta, response
 
     def _tool_error(self, failure: Failure, tool: str, model: str, tries: int) -> ToolError:
@@ -6595,6 +6673,7 @@ class AnswerEngine:
             name=failure.name,
         )
         error.kind = failure.kind
+        error.billed = failure.response
         return error
 
     def _attempt(self, client, request: dict, call: Call, run: BackgroundRun | None = None):
@@ -6671,14 +6750,16 @@ class AnswerEngine:
                 raise ValueError(f"{kind} event without a response object")
             if kind == "response.incomplete" and not _answer_text(response):
                 reason = incomplete_reason(response) or "unknown"
+                # Billed all the same (its reasoning is output): the row books its usage.
+                detail = f"answer cut short: {reason}"
                 raise UpstreamFailure(
-                    Failure("failed", False, name=kind, detail=f"answer cut short: {reason}")
+                    Failure("failed", False, name=kind, detail=detail, response=response)
                 )
             return response
         if kind == "response.failed":
             response = event.get("response")
             error = response.get("error") if isinstance(response, dict) else None
-            raise _stream_failure(error, kind)
+            raise _stream_failure(error, kind, response)
         if kind == "error":
             raise _stream_failure(event, kind)
         if kind == "response.output_item.done" and is_billed_search(event.get("item")):
@@ -6911,6 +6992,7 @@ _MAX_PENDING_ROWS = 10_000  # ledger rows kept in memory while the store cannot 
 _MAX_PENDING_CACHE = 200  # cache entries waiting to be written; older ones are dropped
 _BATCH = 500  # writes per transaction of the writer
 _RECENT_CALLS = 20  # a call's expected cost: the mean of its tool's last N priced calls
+_RECENT_SCAN = 200  # ... of its model, among the tool's last N (several models share a state)
 _PRUNE_EVERY_S = 3600.0
 _WRITER_IDLE_S = 1.0  # the writer thread ends after this long with nothing to write
 _WRITER_MARK_KEEP_S = 7 * 86400.0  # a writer's mark (see StateWriter) outlives its process
@@ -8542,8 +8624,9 @@ class Ledger:
         (user None: the team's spend; else that user's), all in one transaction that takes
         turns with every other process's: (reservation id or None, the estimate, [(spent,
         reserved by calls in flight)] per limit). The tool's typical cost is the mean of its
-        last priced calls, never under `floor`; `estimator(typical usd, the least input tokens
-        they carried)` makes the call's estimate of it (Pricing.estimate), else it is the estimate.
+        last priced calls (of `estimator.model`, when it has any: another model's are priced at
+        other rates), never under `floor`; `estimator(typical usd, the least input tokens they
+        carried)` makes the call's estimate of it (Pricing.estimate), else it is the estimate.
         Raises StateUnavailable."""
         unwritten = self._state.unwritten()
         writer = self._state.writer_id
@@ -8552,11 +8635,7 @@ class Ledger:
 
         def work(q):
             now = time.time()
-            recent = q(
-                "SELECT usd, input_tokens FROM usage WHERE tool = ? AND outcome = 'ok' "
-                "AND usd IS NOT NULL ORDER BY id DESC LIMIT ?",
-                (tool, _RECENT_CALLS),
-            ).fetchall()
+            recent = _recent_calls(q, tool, getattr(estimator, "model", None))
             mean = sum(float(row[0]) for row in recent) / len(recent) if recent else 0.0
             # The least input they carried, for the long-context line: a mean would put every
             # call after one with a large file over it.
@@ -8662,6 +8741,19 @@ class Ledger:
             return report
 
         return self._state.report("reading usage", read)
+
+
+def _recent_calls(q, tool: str, model: str | None) -> list:
+    """[(usd, input tokens)] of the tool's last _RECENT_CALLS priced calls: those of `model`
+    (its dated snapshots too) among the last _RECENT_SCAN when there are any, else any
+    model's (a gateway's response names the model its own way)."""
+    rows = q(
+        "SELECT usd, input_tokens, model FROM usage WHERE tool = ? AND outcome = 'ok' "
+        "AND usd IS NOT NULL ORDER BY id DESC LIMIT ?",
+        (tool, _RECENT_SCAN),
+    ).fetchall()
+    same = [row for row in rows if model is not None and _undated(str(row[2])) == _undated(model)]
+    return [row[:2] for row in (same or rows)[:_RECENT_CALLS]]
 
 
 def _spent(q, since: list, writer: str) -> list:
