@@ -740,6 +740,7 @@ def _profile_settings(row: dict) -> dict:
             env=row["background_env"],
             doc="run the request in OpenAI background mode: a dropped stream resumes instead of "
             "being paid for twice, and a cancel stops it server-side (not ZDR-compatible)",
+            nullable=inherits,  # null: `answer`'s, as docs/configuration.md says (issue 39)
         ),
     }
     if row.get("opt_in"):
@@ -1323,6 +1324,11 @@ class Config:
             values["server"]["auth"]["client_secret"] = "***"
         if values["state"]["url"]:
             values["state"]["url"] = redact_url(values["state"]["url"])
+        # A gateway's or an issuer's URL may carry user:password@ (issue 39): never shown.
+        values["openai"]["base_url"] = redact_url(values["openai"]["base_url"])
+        for key in ("issuer", "introspection_url"):
+            if values["server"]["auth"][key]:
+                values["server"]["auth"][key] = redact_url(values["server"]["auth"][key])
         key_env = self.get("openai", "api_key_env")
         return {
             "version": __version__,
@@ -1817,9 +1823,17 @@ def _check_base_url(
     )
     if not ok:
         raise ConfigError(
-            f"{key} = {json.dumps(url, ensure_ascii=False)} (from {where}) must be "
+            f"{key} = {json.dumps(_url_shown(url), ensure_ascii=False)} (from {where}) must be "
             f"an http:// or https:// URL with a host, like {like}"
         )
+
+
+def _url_shown(url: str) -> str:
+    """A URL for an error message: a user:password@ masked, with a scheme or without one."""
+    if "://" in url:
+        return redact_url(url)
+    head, slash, tail = url.partition("/")
+    return f"***@{head.rpartition('@')[2]}{slash}{tail}" if "@" in head else url
 
 
 _PG_SCHEMES = ("postgresql://", "postgres://")
@@ -1985,8 +1999,11 @@ def _check_state_url(values: dict, sources: dict) -> None:
         return
     where = sources.get(("state", "url"), "default")
     if not url.startswith(_PG_SCHEMES):
+        # Without a scheme (user:password@host/db, a password pasted alone) nothing in it can
+        # be told from a secret: only a scheme://… is shown, masked (issue 39).
+        shown = json.dumps(redact_url(url)) if "://" in url else "(not shown: no scheme://)"
         raise ConfigError(
-            f"state.url = {json.dumps(redact_url(url))} (from {where}) must be a PostgreSQL URL "
+            f"state.url = {shown} (from {where}) must be a PostgreSQL URL "
             "like postgresql://user@host/db"
         )
     import importlib.util
@@ -2166,6 +2183,27 @@ def api_key_problem(config: Config) -> str | None:
                 f"{key_env} contains {kind} (position {position}, U+{ord(char):04X}); "
                 "re-copy the key"
             )
+    return None
+
+
+def ca_bundle_problem(env: dict | None = None) -> tuple[str, str] | None:
+    """Why the HTTP client cannot be made from SSL_CERT_FILE / SSL_CERT_DIR (it reads them to
+    build its TLS context, for http:// too): (what, its fix) for a missing or unreadable CA
+    bundle (issue 39: it was a traceback at the first call); else None."""
+    import ssl
+
+    env = dict(os.environ) if env is None else env
+    for name, option in (("SSL_CERT_FILE", "cafile"), ("SSL_CERT_DIR", "capath")):
+        if env.get(name):  # as the client reads them: the first one set, alone
+            try:
+                ssl.create_default_context(**{option: env[name]})
+            except (OSError, ValueError, ssl.SSLError) as exc:
+                said = " ".join(str(exc).split())[:160] or type(exc).__name__
+                return (
+                    f"{name}={env[name]} cannot be used as a CA bundle ({said})",
+                    "point it at a PEM file holding your proxy's or gateway's CA, or unset it",
+                )
+            return None
     return None
 
 
@@ -5027,22 +5065,45 @@ def _kind_of_404(body) -> str:
 OPENAI_REQUIREMENT = "openai>=3.54,<4"  # as pyproject.toml and the inline script metadata
 
 
-def openai_missing(exc: ImportError) -> str:
+def openai_missing(exc: BaseException) -> str:
     """The one line every entry point (a tools/call, --ask, --doctor) gives when `openai`
     cannot be imported: what failed and the command that installs it for this Python."""
     said = " ".join(str(exc).split())[:200]
+    if not isinstance(exc, ImportError):  # a broken install raises anything (issue 39)
+        said = f"{type(exc).__name__}: {said}"
     return (
         f"the openai package cannot be imported ({said}); install it: "
         f'{sys.executable} -m pip install "{OPENAI_REQUIREMENT}"'
     )
 
 
-def import_openai():
-    """`openai`, or a ToolError whose message is openai_missing's one line, not a traceback."""
+# What the server takes from `openai` itself: a release without them (openai 0.x) fails here,
+# in one line, rather than with an AttributeError at the first call.
+OPENAI_NAMES = ("OpenAI", "DefaultHttpxClient", "APIStatusError", "APIConnectionError")
+
+
+def load_openai():
+    """(`openai`, None), or (None, the one line saying why it cannot be used: not installed,
+    broken, or too old to have what the server calls)."""
     try:
         import openai
-    except ImportError as exc:
-        raise ToolError(openai_missing(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - an ImportError, or what a broken install raises
+        return None, openai_missing(exc)
+    lacking = [name for name in OPENAI_NAMES if not hasattr(openai, name)]
+    if lacking:
+        version = getattr(openai, "__version__", "?")
+        return None, (
+            f"the openai package {version} is too old (it has no openai.{lacking[0]}); "
+            f'install a newer one: {sys.executable} -m pip install "{OPENAI_REQUIREMENT}"'
+        )
+    return openai, None
+
+
+def import_openai():
+    """`openai`, or a ToolError whose message is load_openai's one line, not a traceback."""
+    openai, problem = load_openai()
+    if problem:
+        raise ToolError(problem)
     return openai
 
 
@@ -5133,7 +5194,7 @@ def _stream_failure(error, name: str) -> UpstreamFailure:
 
 def failure_message(failure: Failure, *, tool: str, model: str, config: Config, tries: int):
     """The one line a person reads, naming what happened and what to do about it."""
-    base_url = config.get("openai", "base_url")
+    base_url = redact_url(config.get("openai", "base_url"))  # a gateway's password: never
     key_env = config.get("openai", "api_key_env")
     retries = tries - 1
     after = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
@@ -5875,7 +5936,7 @@ class AnswerEngine:
             return self._client
 
     def _make_client(self):
-        problem = api_key_problem(self._config)
+        problem = api_key_problem(self._config) or ": ".join(ca_bundle_problem() or ())
         if problem:
             raise ToolError(problem)
         openai = import_openai()
@@ -14721,6 +14782,8 @@ def parse_args(argv: list[str]) -> dict:
         arg = args.pop(0)
         name, equals, inline = arg.partition("=")
         if name in takes_value:
+            if takes_value[name] in options:  # the last one won unsaid: --ask q1 --ask q2
+                raise UsageError(f"{name} given twice; give it once")  # billed q2 alone
             if equals:
                 value = inline
             elif name == "--ask":
@@ -15134,8 +15197,8 @@ def run_ask(
     engine = AnswerEngine(config, log)
     try:
         answer, meta = engine.answer(tool, args, call)
-    except ToolError as exc:
-        print(f"answer failed: {inert(exc.message)}", file=sys.stderr)
+    except ToolError as exc:  # redacted as a tool error is (a key or password it quotes)
+        print(f"answer failed: {inert(log.redact(exc.message))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         call.cancel()
@@ -15292,15 +15355,12 @@ def _doctor_versions(doctor: Doctor) -> bool:
     """Python and openai; False when openai cannot be imported (nothing below can run)."""
     python = ".".join(map(str, sys.version_info[:3]))
     where = f"{SERVER_NAME} {__version__}, Python {python} ({sys.executable})"
-    try:
-        import openai
-    except ImportError as exc:
-        doctor.fail(
-            f"{where}; the openai package cannot be imported ({exc})",
-            f'{sys.executable} -m pip install "{OPENAI_REQUIREMENT}"',
-        )
+    openai, problem = load_openai()
+    if problem:
+        install = f'{sys.executable} -m pip install "{OPENAI_REQUIREMENT}"'
+        doctor.fail(f"{where}; {problem.rpartition('; ')[0]}", install)
         # The one line every entry point gives, for a script that reads stderr only.
-        print(f"{SERVER_NAME}: error: {inert(openai_missing(exc))}", file=sys.stderr)
+        print(f"{SERVER_NAME}: error: {inert(doctor.redact(problem))}", file=sys.stderr)
         return False
     version = getattr(openai, "__version__", "?")
     major = version.split(".")[0]
@@ -15394,7 +15454,7 @@ def describe_connection_error(exc: BaseException, url: str) -> tuple[str, str]:
 
     cause = _root_cause(exc)
     text = " ".join(str(cause).split()) or type(cause).__name__
-    host = url.split("//", 1)[-1].split("/", 1)[0]
+    host = url.split("//", 1)[-1].split("/", 1)[0].rpartition("@")[2]  # no user:password@
     if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in text:
         return (
             f"the TLS certificate of {host} is not trusted ({text})",
@@ -16066,6 +16126,10 @@ def run_doctor(options: dict) -> int:
         secrets=(os.environ.get(key_env, ""), config.get("server", "http", "token") or "")
     ).redact
     key = _doctor_key(doctor, config)
+    problem = ca_bundle_problem()
+    if problem:  # the client cannot even be made: nothing below reaches the endpoint
+        doctor.fail(*problem)
+        return doctor.finish()
     client = _doctor_client(config, key)
     listing = _doctor_endpoint(doctor, config, client, key)
     if listing is not None:
@@ -16132,6 +16196,7 @@ def main(argv: list[str] | None = None) -> int:
         server["http"]["token"] or "",
         server["tasks"]["secret"] or "",
         *url_secrets(config.get("state", "url") or ""),
+        *url_secrets(config.get("openai", "base_url")),  # a gateway's user:password@
     )
     log = Log(server["debug"], server["debug_file"], secrets)
     for warning in config.warnings:

@@ -774,3 +774,63 @@ def test_ask_refuses_a_file_the_tools_refuse_and_sends_nothing(tmp_path, fake, n
 )
 def test_file_is_a_path_for_ask(tmp_path, args, said):
     assert_usage_error(run_cli(tmp_path, *args), said)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--ask", "q1", "--ask", "q2"], ["--ask=q1", "--ask", "q2"], ["--ask", "q", "--tool", "answer",
+     "--tool", "answer_detailed"], ["--ask", "q", "--config", "a.yaml", "--config=b.yaml"]],
+    ids=["ask", "ask-equals", "tool", "config"],
+)  # fmt: skip
+def test_a_flag_given_twice_is_refused_before_anything_is_sent(tmp_path, fake, args):
+    """Issue 39: the last one won unsaid, so `--ask q1 --ask q2` billed q2 alone."""
+    flag = [arg.partition("=")[0] for arg in args if arg.startswith("--")][-1]
+    proc = run_cli(tmp_path, *args, env={"OPENAI_BASE_URL": fake.base_url})
+    assert_usage_error(proc, f"{flag} given twice; give it once")
+    assert fake.requests == []
+
+
+def test_credentials_in_base_url_are_never_shown(tmp_path):
+    """Issue 39: a gateway's `https://user:password@host/v1` was printed whole by --show-config,
+    in --ask's error, by --doctor (its host) and in a config error naming the URL."""
+    url = "http://gw-user:hunter2-pass@127.0.0.1:1/v1"  # a port nothing listens on
+    for args in (["--show-config"], ["--ask", "q"], ["--doctor"]):
+        proc = run_cli(tmp_path, *args, env={"OPENAI_BASE_URL": url})
+        assert "hunter2" not in proc.stdout + proc.stderr, (args, proc.stdout + proc.stderr)
+        assert "gw-user" not in proc.stdout + proc.stderr, args
+        assert "Traceback" not in proc.stderr
+    assert (
+        "cannot connect to http://***@127.0.0.1"
+        in run_cli(tmp_path, "--ask", "q", env={"OPENAI_BASE_URL": url}).stderr
+    )
+    for bad in ("gw-user:hunter2-pass@gateway/v1", "ftp://gw-user:hunter2-pass@gateway/v1"):
+        proc = run_cli(tmp_path, "--show-config", env={"OPENAI_BASE_URL": bad})
+        assert proc.returncode == 2 and "must be an http:// or https:// URL" in proc.stderr
+        assert "hunter2" not in proc.stderr and "***@gateway/v1" in proc.stderr
+
+
+def test_a_state_url_without_a_scheme_is_refused_without_being_echoed(tmp_path):
+    """Issue 39: `user:password@host/db` (its scheme forgotten) was echoed whole in the error."""
+    for bad in ("gw-user:hunter2-pass@db.example/ledger", "hunter2-pass"):
+        proc = run_cli(tmp_path, "--show-config", env={"OPENAI_RESPONSES_MCP_STATE_URL": bad})
+        assert proc.returncode == 2 and "must be a PostgreSQL URL" in proc.stderr, proc.stderr
+        assert "hunter2" not in proc.stderr
+
+
+def test_a_ca_bundle_that_cannot_be_read_is_one_line_from_ask_and_a_tool_call(
+    tmp_path, fake, spawn
+):
+    """Issue 39: SSL_CERT_FILE naming a missing file was a traceback from --ask, and an
+    "internal error ... report it" from a tools/call, at the client's first request."""
+    env = {"OPENAI_BASE_URL": fake.base_url, "SSL_CERT_FILE": str(tmp_path / "missing.pem")}
+    proc = run_cli(tmp_path, "--ask", "q", env=env)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    said = f"SSL_CERT_FILE={tmp_path / 'missing.pem'} cannot be used as a CA bundle"
+    assert line.startswith(f"answer failed: {said}") and "or unset it" in line, line
+    server = spawn(env=env)
+    server.initialize()
+    reply = server.call("answer", {"query": "q"})
+    assert reply["error"]["message"].startswith(f"answer failed: {said}"), reply
+    assert server.request("ping")["result"] == {}
+    assert fake.requests == []

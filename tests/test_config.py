@@ -641,6 +641,19 @@ def test_answers_background_off_reaches_every_tool_whatever_the_models(tmp_path,
     assert source == "inherited from answer (env BACKGROUND_ANSWER)"
 
 
+@pytest.mark.parametrize("answer", ["", "  answer: {background: true}\n"], ids=["default", "set"])
+def test_answer_detailed_background_null_inherits_answers_as_documented(tmp_path, env, answer):
+    """Issue 39: docs/configuration.md says `null` inherits `answer` (as answer_quick's does,
+    in the shipped example), but answer_detailed's null was refused, and the server with it."""
+    yaml_text = "model_profiles:\n" + answer + "  answer_detailed: {background: null}\n"
+    config = load(tmp_path, env, yaml_text)
+    assert config.background("answer_detailed") is config.background("answer") is bool(answer)
+    source = config.profile_sources("answer_detailed")["background"]
+    assert source.startswith("inherited from answer (")
+    with pytest.raises(mcp.ConfigError, match=r"answer\.background = null .* true or false"):
+        load(tmp_path, env, "model_profiles:\n  answer: {background: null}\n")  # no parent
+
+
 @pytest.mark.parametrize("where", ["env MODEL_ANSWER", "flag --model"])
 def test_answers_model_from_the_environment_or_the_flag_reaches_every_tool(tmp_path, env, where):
     if where == "env MODEL_ANSWER":

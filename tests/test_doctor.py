@@ -848,3 +848,15 @@ def test_a_file_run_by_python_is_added_as_python_and_the_file(tmp_path, fake):
     """A real spawn: the tests run the module file with this Python."""
     entry = cursor_entry(doctor(tmp_path, env=against(fake)))
     assert [entry["command"], *entry["args"]] == [sys.executable, str(mcp.__file__), "--stdio"]
+
+
+@pytest.mark.parametrize("bundle", ["missing.pem", "garbage.pem", "."], ids=str)
+def test_a_ca_bundle_that_cannot_be_read_fails_naming_it_not_a_traceback(tmp_path, fake, bundle):
+    """Issue 39: SSL_CERT_FILE naming no PEM bundle (missing, not PEM, a directory) ended
+    --doctor in a traceback: the HTTP client reads it to build its TLS context, even for
+    http://. The check says so, with the fix, and asks the endpoint nothing."""
+    (tmp_path / "garbage.pem").write_text("not a certificate\n")
+    proc = doctor(tmp_path, env=against(fake, SSL_CERT_FILE=str(tmp_path / bundle)))
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert_failed(proc, f"SSL_CERT_FILE={tmp_path / bundle} cannot be used as a CA bundle", "PEM")
+    assert fake.requests == []
