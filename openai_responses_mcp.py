@@ -14873,12 +14873,21 @@ def _ask_question(args: list[str]) -> str:
         if not args:
             raise UsageError(f"--ask -- needs a question after it; {ASK_DASH_HINT}")
         return args.pop(0)
-    if word.startswith("-"):
+    if word.startswith("-") or _typographic_flag(word):
         flag = word.partition("=")[0]  # named only by its flag: what follows "=" may be a token
         raise UsageError(
             f"--ask takes the question right after it, not the flag {flag!r}; " + ASK_DASH_HINT
         )
     return word
+
+
+def _typographic_flag(word: str) -> bool:
+    """`—json` (a pasted command's "--json" turned into a dash): a flag, not a question."""
+    return (
+        word[:1] in TYPOGRAPHIC_DASHES
+        and " " not in word
+        and word.lstrip(TYPOGRAPHIC_DASHES)[:1].isalpha()
+    )
 
 
 # Words people type for a flag by another name: what --help calls it.
@@ -14914,9 +14923,17 @@ FLAG_ALIASES = {
 }
 
 
+# Dashes a keyboard, a word processor or a chat app puts where "--" was typed ("—ask").
+TYPOGRAPHIC_DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe63\uff0d"
+
+
 def _did_you_mean(word: str, known: list[str], asked: bool = False) -> str:
     """ "; did you mean --doctor?" for a mistyped flag or one by another name (--query: --ask);
     for a stray word after --ask, the quotes its question lacked."""
+    if word[:1] in TYPOGRAPHIC_DASHES and word.lstrip(TYPOGRAPHIC_DASHES):  # — or – for --
+        meant = _did_you_mean("--" + word.lstrip(TYPOGRAPHIC_DASHES + "-"), known)
+        said = " (it starts with a typographic dash, not two hyphens)"
+        return meant + said if "did you mean" in meant else meant
     if not word.startswith("-"):
         if asked:
             return ' (a question with spaces goes in quotes: --ask "...")'

@@ -630,6 +630,15 @@ MUTANTS = [
         "ask_refuses_a_file",
     ),
     mutant(
+        "money-ask-sends-a-typographic-flag-as-its-question",
+        "budget",
+        '    if word.startswith("-") or _typographic_flag(word):',
+        '    if word.startswith("-"):',
+        "tests/test_cli.py",
+        "-k",
+        "ask_refuses_a_flag",
+    ),
+    mutant(
         "money-ask-given-twice-sends-the-last",
         "budget",
         "            if takes_value[name] in options:",

@@ -644,15 +644,37 @@ def test_did_you_mean_suggests_what_a_person_meant_or_nothing(typed, meant):
         assert said.endswith(f"; did you mean {meant}?"), said
 
 
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [("\u2014ask", "--ask"), ("\u2013doctor", "--doctor"), ("\u2212\u2212jsno", "--json"),
+     ("\u2014zzzz", None), ("\u2014", None)],
+)  # fmt: skip
+def test_a_flag_typed_with_a_typographic_dash_is_named(typed, meant):
+    """Issue 39: "—ask" (a word processor's or chat app's dash for "--") got no suggestion, and
+    after --ask it was told to quote its question."""
+    for argv in ([typed], ["--ask", "q", typed]):
+        with pytest.raises(mcp.UsageError) as caught:
+            mcp.parse_args(argv)
+        said = str(caught.value)
+        if meant is None:
+            assert "did you mean" not in said, said
+        else:
+            assert said.endswith(f"; did you mean {meant}? (it starts with a typographic dash, "
+                                 "not two hyphens)"), said  # fmt: skip
+
+
 def test_edit_distance_counts_a_swap_of_neighbours_as_one():
     assert mcp._edit_distance("--jsno", "--json") == 1
     assert mcp._edit_distance("--query", "--user") == 3
     assert mcp._edit_distance("", "abc") == 3
 
 
-@pytest.mark.parametrize("after", [["--json"], ["--doctor"], ["--debug"], ["--doctor", "--live"]])
+@pytest.mark.parametrize(
+    "after", [["--json"], ["--doctor"], ["--debug"], ["--doctor", "--live"], ["\u2014json"]]
+)
 def test_ask_refuses_a_flag_as_its_question_before_anything_is_sent(tmp_path, fake, after):
-    """Issue 39: `--ask --json` sent "--json" as a question, and billed it."""
+    """Issue 39: `--ask --json` sent "--json" as a question, and billed it; so did `--ask —json`
+    (a pasted command's "--" turned into an em dash)."""
     proc = ask(tmp_path, fake, *after)
     assert_usage_error(
         proc,
