@@ -2428,6 +2428,25 @@ def _json_escaped(match) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 
+def open_for_append(path: str):
+    """`path` opened to append text, never waiting: a FIFO nobody reads is an OSError (ENXIO,
+    said as such) rather than an open() that blocks the server, or --doctor, forever (issue
+    39); a FIFO that is read, a terminal or a file opens as with open(path, "a")."""
+    import errno
+
+    nonblock = getattr(os, "O_NONBLOCK", 0)  # none on Windows, nor FIFOs of this kind there
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | nonblock
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # what O_NONBLOCK gives for a FIFO without a reader
+            raise OSError(errno.ENXIO, "it is a FIFO that nothing reads", path) from None
+        raise
+    if nonblock:
+        os.set_blocking(fd, True)  # writes then wait as they would on any file
+    return open(fd, "a", encoding="utf-8")
+
+
 class Log:
     """stderr lines for people. Debug lines only when debug was decided on at start-up.
 
@@ -2441,7 +2460,7 @@ class Log:
         self._secrets = tuple(s for s in secrets if s and len(s) >= 8)
         if debug and path:
             try:
-                self._file = open(os.path.expanduser(path), "a", encoding="utf-8")  # noqa: SIM115
+                self._file = open_for_append(os.path.expanduser(path))
             except OSError as exc:
                 self.say(
                     f"cannot open debug file {path}: {os_error_words(exc)}; debug goes to "
@@ -15692,7 +15711,7 @@ def writable_problem(path: str) -> str | None:
         return "it is a directory"
     if os.path.exists(path):
         try:
-            with open(path, "a", encoding="utf-8"):
+            with open_for_append(path):  # a FIFO nobody reads: refused, not waited on
                 return None
         except OSError as exc:
             return exc.strerror or str(exc)
@@ -15706,6 +15725,27 @@ def writable_problem(path: str) -> str | None:
             return None
     except OSError as exc:
         return f"cannot create files in {parent}: {exc.strerror or exc}"
+
+
+def _not_a_state_file(path: str) -> str | None:
+    """Why an existing `path` cannot hold the state, which SQLite keeps in a file of its own:
+    a device (/dev/null takes writes, but no database) or a file that is no SQLite database
+    (issue 39: both passed, then every call warned that the state failed)."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            return "it is not a regular file (a device, FIFO or socket)"
+        with open(path, "rb") as handle:
+            head = handle.read(16)
+    except FileNotFoundError:
+        return None  # created on first use
+    except OSError as exc:
+        return os_error_words(exc)
+    if head and head != b"SQLite format 3\x00":
+        return "it is not an SQLite database (another file, or one this server did not make)"
+    return None
 
 
 def _written_paths(config: Config) -> list[tuple[str, str | None]]:
@@ -15764,10 +15804,13 @@ def _doctor_paths(doctor: Doctor, config: Config) -> None:
             doctor.skip(f"{name}: off")
             continue
         problem = writable_problem(value)
+        verdict = "is not writable"
+        if not problem and name == "state.path":
+            problem, verdict = _not_a_state_file(value), "cannot hold the state"
         source = config.sources.get(tuple(name.split(".")), "default")
         if problem:
             doctor.fail(
-                f"{name} = {value} (from {source}) is not writable: {problem}",
+                f"{name} = {value} (from {source}) {verdict}: {problem}",
                 f"point {name} at a file in a folder you can write to, or set it to off",
             )
         else:

@@ -856,3 +856,15 @@ def test_a_ca_bundle_that_cannot_be_read_is_one_line_from_ask_and_a_tool_call(
     assert reply["error"]["message"].startswith(f"answer failed: {said}"), reply
     assert server.request("ping")["result"] == {}
     assert fake.requests == []
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_debug_file_that_is_a_fifo_nobody_reads_is_said_not_waited_on(tmp_path, fake):
+    """Issue 39: `--debug FIFO` blocked in open() before anything ran (--ask, or a server
+    before its initialize), with a FIFO nothing read."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    proc = ask(tmp_path, fake, "q", "--debug", str(fifo))  # run_cli's timeout: 30 s
+    assert proc.returncode == 0, proc.stderr
+    assert f"cannot open debug file {fifo}: it is a fifo that nothing reads" in proc.stderr.lower()
+    assert len(fake.creates) == 1

@@ -860,3 +860,30 @@ def test_a_ca_bundle_that_cannot_be_read_fails_naming_it_not_a_traceback(tmp_pat
     assert "Traceback" not in proc.stderr, proc.stderr
     assert_failed(proc, f"SSL_CERT_FILE={tmp_path / bundle} cannot be used as a CA bundle", "PEM")
     assert fake.requests == []
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_fifo_nobody_reads_as_a_written_file_fails_rather_than_hangs(tmp_path, fake):
+    """Issue 39: --doctor opened state.path and the debug file to append, and a FIFO nothing
+    reads blocked that open, and --doctor, forever."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    config = f"server:\n  debug: true\n  debug_file: {fifo}\nstate:\n  path: {fifo}\n"
+    proc = doctor(tmp_path, env=against(fake), config=config)  # its timeout: 60 s
+    assert_failed(proc, f"server.debug_file = {fifo}", "a folder you can write to")
+    assert "it is a FIFO that nothing reads" in line_with(proc, "is not writable")
+    assert line_with(proc, f"state.path = {fifo}").startswith(FAIL)
+
+
+@pytest.mark.parametrize("kind", ["device", "text"])
+def test_a_state_path_that_cannot_hold_a_database_fails(tmp_path, fake, kind):
+    """Issue 39: /dev/null and a file that is no SQLite database passed as "writable", then
+    every call warned that the state could not be read or written."""
+    target = tmp_path / "notes.txt"
+    target.write_text("my notes\n", encoding="utf-8")
+    path = os.devnull if kind == "device" else str(target)
+    proc = doctor(tmp_path, env=against(fake), config=f"state:\n  path: {path}\n")
+    assert_failed(proc, f"state.path = {path} (from ", "or set it to off")
+    said = "not a regular file" if kind == "device" else "not an SQLite database"
+    assert said in line_with(proc, "cannot hold the state")
+    assert target.read_text(encoding="utf-8") == "my notes\n"  # and nothing written to it
