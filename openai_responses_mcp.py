@@ -16219,7 +16219,24 @@ def run_doctor(options: dict) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    try:
+        status = _main(sys.argv[1:] if argv is None else argv)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, where a reader gone is caught, not at exit
+        return status
+    except BrokenPipeError:  # `--doctor | head -1`: the reader left, so nothing is left to say
+        _stdout_to_devnull()  # and Python's own flush at exit must not say it either
+        return 1
+
+
+def _stdout_to_devnull() -> None:
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no stdout at all: nothing to flush
+        pass
+
+
+def _main(argv: list[str]) -> int:
     try:
         options = parse_args(argv)
     except UsageError as exc:

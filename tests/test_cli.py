@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from conftest import SCRIPT, TEST_KEY, base_env, run_cli, show_config
+from conftest import PROGRAM, SCRIPT, TEST_KEY, base_env, run_cli, show_config
 from fake_upstream import DEFAULT_TEXT, Reply
 
 import openai_responses_mcp as mcp
@@ -868,3 +868,23 @@ def test_a_debug_file_that_is_a_fifo_nobody_reads_is_said_not_waited_on(tmp_path
     assert proc.returncode == 0, proc.stderr
     assert f"cannot open debug file {fifo}: it is a fifo that nothing reads" in proc.stderr.lower()
     assert len(fake.creates) == 1
+
+
+@pytest.mark.parametrize(
+    "args", [["--doctor"], ["--print-example", "config"], ["--version"], ["--ask", "q", "--json"]]
+)
+def test_a_reader_that_left_is_no_traceback(tmp_path, fake, args):
+    """Issue 39: `--doctor | head -1` ended in a BrokenPipeError traceback (or, for output that
+    fit in the pipe, Python's "Exception ignored" at exit)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before a byte is written
+    env = base_env(tmp_path, OPENAI_BASE_URL=fake.base_url)
+    try:
+        proc = subprocess.run(
+            [*PROGRAM, *args], stdout=write_end, stderr=subprocess.PIPE, text=True, env=env,
+            cwd=str(tmp_path), timeout=30,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1
