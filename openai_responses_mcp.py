@@ -16227,6 +16227,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `--doctor | head -1`: the reader left, so nothing is left to say
         _stdout_to_devnull()  # and Python's own flush at exit must not say it either
         return 1
+    except KeyboardInterrupt:  # Ctrl-C on a --doctor waiting for an endpoint: no traceback
+        sys.stderr.write(f"{SERVER_NAME}: interrupted\n")
+        return 130
 
 
 def _stdout_to_devnull() -> None:

@@ -10,13 +10,15 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import socket
 import ssl
+import subprocess
 import sys
 
 import openai
 import pytest
-from conftest import TEST_KEY, run_cli
+from conftest import PROGRAM, TEST_KEY, base_env, run_cli
 from fake_upstream import (
     DEFAULT_MODELS,
     FakeResponsesAPI,
@@ -887,3 +889,28 @@ def test_a_state_path_that_cannot_hold_a_database_fails(tmp_path, fake, kind):
     said = "not a regular file" if kind == "device" else "not an SQLite database"
     assert said in line_with(proc, "cannot hold the state")
     assert target.read_text(encoding="utf-8") == "my notes\n"  # and nothing written to it
+
+
+@pytest.mark.skipif(os.name == "nt", reason="SIGINT to a child is POSIX")
+def test_ctrl_c_while_the_endpoint_keeps_it_waiting_is_one_line(tmp_path):
+    """Issue 39: Ctrl-C on a --doctor waiting (up to 15 s) for an endpoint that accepts the
+    connection and never answers ended in a KeyboardInterrupt traceback."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        silent.settimeout(30)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+        env = base_env(tmp_path, cold=True, OPENAI_BASE_URL=url)  # the signal reaches it
+        proc = subprocess.Popen(
+            [*PROGRAM, "--doctor"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=env, cwd=str(tmp_path),
+        )  # fmt: skip
+        try:
+            connection, _ = silent.accept()  # it asks GET /models, and waits
+            proc.send_signal(signal.SIGINT)
+            _, stderr = proc.communicate(timeout=30)
+            connection.close()
+        finally:
+            proc.kill() if proc.poll() is None else None
+    assert proc.returncode == 130, stderr
+    assert stderr.strip().splitlines() == [f"{mcp.SERVER_NAME}: interrupted"], stderr
