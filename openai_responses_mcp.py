@@ -1205,7 +1205,7 @@ def default_config_path(env: dict) -> str:
     if os.name == "nt" and env.get("APPDATA"):
         return os.path.join(env["APPDATA"], SERVER_NAME, "config.yaml")
     home = env.get("HOME") or os.path.expanduser("~")
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    base = _xdg_base(env, "XDG_CONFIG_HOME") or os.path.join(home, ".config")
     return os.path.join(base, SERVER_NAME, "config.yaml")
 
 
@@ -1214,8 +1214,17 @@ def default_state_path(env: dict) -> str:
     if os.name == "nt" and env.get("LOCALAPPDATA"):
         return os.path.join(env["LOCALAPPDATA"], SERVER_NAME, "state.sqlite3")
     home = env.get("HOME") or os.path.expanduser("~")
-    base = env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
+    base = _xdg_base(env, "XDG_STATE_HOME") or os.path.join(home, ".local", "state")
     return os.path.join(base, SERVER_NAME, "state.sqlite3")
+
+
+def _xdg_base(env: dict, name: str) -> str | None:
+    """An XDG base directory, ignored unless absolute, as the XDG spec says: a relative one
+    put the state (the ledger budgets count) in whatever folder a client started the server
+    in, one ledger per folder (issue 39), as a relative state.path from the environment would
+    (refused)."""
+    value = env.get(name) or ""
+    return value if os.path.isabs(value) else None
 
 
 def _env_value(text: str):

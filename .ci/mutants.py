@@ -647,6 +647,15 @@ MUTANTS = [
         "-k",
         "flag_given_twice",
     ),
+    mutant(
+        "budget-ledger-in-a-relative-xdg-state-home",
+        "budget",
+        "    return value if os.path.isabs(value) else None",
+        "    return value or None",
+        "tests/test_config.py",
+        "-k",
+        "relative_xdg",
+    ),
     # -- Credentials in a URL, never shown (issue 39) -------------------------------------------
     mutant(
         "secrets-show-config-base-url-whole",

@@ -8,6 +8,7 @@ XDG_CONFIG_HOME/HOME, so no user file is ever read. Where the behaviour belongs 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -1061,3 +1062,18 @@ def test_debug_session_never_shows_the_api_key_the_query_or_the_instructions(spa
         assert TEST_KEY.removeprefix("sk-") not in text, where
         assert "Zorblax-7c1e" not in text, where
         assert policy_line not in text, where
+
+
+@pytest.mark.skipif(os.name == "nt", reason="XDG directories are not read on Windows")
+def test_a_relative_xdg_directory_is_ignored_as_the_xdg_spec_says(tmp_path):
+    """Issue 39: XDG_STATE_HOME=state put the state (the ledger budgets count) in whatever
+    folder the client started the server in, one ledger per folder; XDG_CONFIG_HOME=conf read
+    a config from there. Relative ones are ignored: $HOME's defaults apply."""
+    home = tmp_path / "home"
+    env = {"HOME": str(home), "XDG_STATE_HOME": "state", "XDG_CONFIG_HOME": "conf"}
+    (tmp_path / "conf" / mcp.SERVER_NAME).mkdir(parents=True)
+    (tmp_path / "conf" / mcp.SERVER_NAME / "config.yaml").write_text("policy: {max_citations: 9}\n")
+    shown = show_config(run_cli(tmp_path, "--show-config", env=env))
+    expected = home / ".local" / "state" / mcp.SERVER_NAME / "state.sqlite3"
+    assert shown["state"] == f"state file {expected}"
+    assert shown["config_file"] is None and shown["config"]["policy"]["max_citations"] == 3
