@@ -5105,8 +5105,8 @@ def openai_missing(exc: BaseException) -> str:
     )
 
 
-# What the server takes from `openai` itself: a release without them (openai 0.x) fails here,
-# in one line, rather than with an AttributeError at the first call.
+# What the server takes from `openai` itself: a release without them (openai 0.x, or a 1.x
+# without the Responses API) fails here, in one line, not with an AttributeError at a call.
 OPENAI_NAMES = ("OpenAI", "DefaultHttpxClient", "APIStatusError", "APIConnectionError")
 
 
@@ -5118,6 +5118,8 @@ def load_openai():
     except Exception as exc:  # noqa: BLE001 - an ImportError, or what a broken install raises
         return None, openai_missing(exc)
     lacking = [name for name in OPENAI_NAMES if not hasattr(openai, name)]
+    if not lacking and not hasattr(openai.OpenAI, "responses"):  # 1.x before the Responses API
+        lacking = ["OpenAI.responses"]
     if lacking:
         version = getattr(openai, "__version__", "?")
         return None, (

@@ -74,6 +74,11 @@ def test_a_tools_call_over_http_is_a_tool_error_in_one_line(spawn, fake, no_open
 BROKEN = {
     "raises": ('raise RuntimeError("pydantic mismatch")\n', "(RuntimeError: pydantic mismatch)"),
     "too-old": ('__version__ = "0.28.1"\n', "openai package 0.28.1 is too old (it has no openai."),
+    "no-responses-api": (
+        '__version__ = "1.40.0"\nclass OpenAI: pass\n'
+        "DefaultHttpxClient = APIStatusError = APIConnectionError = OpenAI\n",
+        "openai package 1.40.0 is too old (it has no openai.OpenAI.responses)",
+    ),
 }
 
 
