@@ -15047,6 +15047,26 @@ def _check_usage_options(options: dict) -> None:
             raise UsageError(f"--since takes a date like 2026-11-01, got {since!r}")
 
 
+def write_json(value) -> None:
+    """`value` as JSON on stdout, inert: its characters as they are where stdout can show them,
+    else as \\u escapes (still the same JSON), never a UnicodeEncodeError after the answer was
+    paid for (issue 39: a Windows pipe's cp1252, PYTHONIOENCODING=ascii)."""
+    try:
+        sys.stdout.write(inert(json.dumps(value, ensure_ascii=False, indent=2), json_text=True))
+    except UnicodeEncodeError:  # nothing was written: the text is encoded before it goes out
+        sys.stdout.write(inert(json.dumps(value, indent=2), json_text=True))
+    sys.stdout.write("\n")
+
+
+def write_text(text: str) -> None:
+    """Text for a person on stdout, a character its encoding cannot show as "?"."""
+    try:
+        sys.stdout.write(text)
+    except UnicodeEncodeError:
+        encoding = sys.stdout.encoding or "utf-8"
+        sys.stdout.write(text.encode(encoding, "replace").decode(encoding))
+
+
 def run_usage(config: Config, log: Log, since: str | None, as_json: bool) -> int:
     """--usage: the ledger's spend by day, model and tool, with totals, on stdout."""
     path = state_path(config)
@@ -15068,10 +15088,9 @@ def run_usage(config: Config, log: Log, since: str | None, as_json: bool) -> int
         report.update(by_day=[], by_model=[], by_tool=[], by_user=[], total=_usage_row_empty())
     report["state_path"] = path if path else redact_url(config.get("state", "url"))
     if as_json:
-        shown = json.dumps(report, ensure_ascii=False, indent=2)
-        sys.stdout.write(inert(shown, json_text=True) + "\n")
+        write_json(report)
         return 0
-    sys.stdout.write(format_usage(report))
+    write_text(format_usage(report))
     return 0
 
 
@@ -15255,10 +15274,9 @@ def run_ask(
     if sent:
         meta = {**meta, "files": [f.summary() for f in sent]}
     if not as_json:
-        sys.stdout.write(format_answer(answer, meta))
+        write_text(format_answer(answer, meta))
         return 0
-    shown = json.dumps({**answer, "_meta": meta}, ensure_ascii=False, indent=2)
-    sys.stdout.write(inert(shown, json_text=True) + "\n")
+    write_json({**answer, "_meta": meta})
     return 0
 
 

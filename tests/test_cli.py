@@ -888,3 +888,21 @@ def test_a_reader_that_left_is_no_traceback(tmp_path, fake, args):
         os.close(write_end)
     assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
     assert proc.returncode == 1
+
+
+def test_what_stdout_cannot_show_is_escaped_not_a_traceback_after_the_answer_is_paid(
+    tmp_path, fake
+):
+    """Issue 39: with a stdout that cannot show a character of the answer (a Windows pipe's
+    cp1252, PYTHONIOENCODING=ascii), --ask ended in a UnicodeEncodeError traceback once the
+    call was made and billed, and the answer was lost; --usage likewise for a model's name."""
+    fake.enqueue(Reply(text="Café → 東京"))
+    env = {"PYTHONIOENCODING": "ascii"}
+    proc = ask(tmp_path, fake, "q", "--model", "gpt-café", env=env)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.isascii() and json.loads(proc.stdout)["answer"] == "Café → 東京"
+    for args in (["--usage"], ["--usage", "--json"]):
+        proc = run_cli(tmp_path, *args, env=env)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "gpt-caf\\u00e9" in proc.stdout  # the JSON, escaped
+    assert "gpt-caf?" in run_cli(tmp_path, "--usage", env=env).stdout  # the table, replaced
