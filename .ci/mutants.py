@@ -605,8 +605,8 @@ MUTANTS = [
     mutant(
         "money-ask-sends-a-flag-as-its-question",
         "budget",
-        '    if word.startswith("-"):\n        flag = word.partition',
-        '    if word == "-":\n        flag = word.partition',
+        '    if word.startswith("-") or _typographic_flag(word):\n        flag = word.partition',
+        '    if word == "-" or _typographic_flag(word):\n        flag = word.partition',
         "tests/test_cli.py",
         "-k",
         "ask_refuses_a_flag",
