@@ -1502,6 +1502,13 @@ def _check_price_table(tree: dict, lines: dict, source: str) -> None:
 def _suggest(path: tuple) -> str:
     import difflib
 
+    dropped = (("background",), ("verbosity",), ("search_context_size",))
+    if path[:1] == ("model_profiles",) and path[2:] in dropped and _row(path[1]).get("opt_in"):
+        # Not `answer`'s key, the nearest by spelling, which would change every other tool.
+        return (
+            f" ({path[1]} has none: it always runs in background mode, and its models take "
+            "no verbosity or search context size)"
+        )
     names = [".".join(p) for p in SETTINGS]
     close = difflib.get_close_matches(".".join(path), names, n=1, cutoff=0.75)
     return f" (did you mean {close[0]}?)" if close else " (ignored)"

@@ -837,6 +837,16 @@ def test_unknown_key_far_from_any_setting_warns_without_suggestion(tmp_path, env
     assert "did you mean" not in warning
 
 
+@pytest.mark.parametrize("key", ["background", "verbosity", "search_context_size"])
+def test_a_key_answer_deep_has_not_is_not_sent_to_answers(tmp_path, env, key):
+    """Issue 39: answer_deep.background (a ZDR user turning it off) suggested
+    model_profiles.answer.background, which would change every other tool instead."""
+    config = load(tmp_path, env, f"model_profiles:\n  answer_deep:\n    {key}: low\n")
+    (warning,) = config.warnings
+    assert f"unknown key model_profiles.answer_deep.{key} (answer_deep has none: it" in warning
+    assert "did you mean" not in warning
+
+
 def test_cli_prints_unknown_key_warning_to_stderr_and_starts(tmp_path):
     path = write(tmp_path, "request: {timeout: 5}\n")
     proc = run_cli(tmp_path, "--show-config", "--config", str(path))
