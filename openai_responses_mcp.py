@@ -14859,6 +14859,8 @@ def parse_args(argv: list[str]) -> dict:
             options[flags[arg]] = True
         elif arg in setting_flags:
             options["settings"][setting_flags[arg]] = (True, arg)
+        elif equals and (name in flags or name in setting_flags):  # --json=1: not "--json?"
+            raise UsageError(f"{name} takes no value: give it alone, without '='")
         else:
             known = [*takes_value, *flags, *setting_flags, "--debug", "--file"]
             asked = bool(options.get("ask"))

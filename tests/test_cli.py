@@ -663,6 +663,15 @@ def test_a_flag_typed_with_a_typographic_dash_is_named(typed, meant):
                                  "not two hyphens)"), said  # fmt: skip
 
 
+@pytest.mark.parametrize("typed", ["--json=1", "--doctor=yes", "--stateless=true", "-h=1"])
+def test_a_switch_given_a_value_is_told_it_takes_none(typed):
+    """Issue 39: `--json=1` was "unknown option '--json'; did you mean --json?"."""
+    with pytest.raises(mcp.UsageError) as caught:
+        mcp.parse_args(["--ask", "q", typed])
+    flag = typed.partition("=")[0]
+    assert str(caught.value) == f"{flag} takes no value: give it alone, without '='"
+
+
 def test_edit_distance_counts_a_swap_of_neighbours_as_one():
     assert mcp._edit_distance("--jsno", "--json") == 1
     assert mcp._edit_distance("--query", "--user") == 3
