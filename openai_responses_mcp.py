@@ -1634,10 +1634,31 @@ def _decide_debug(values: dict, sources: dict, cli: dict, env: dict) -> None:
         sources[("server", "debug_file")] = "env DEBUG"
 
 
+def _not_utf8(value) -> bool:
+    """Whether a value holds what Python makes of bytes that are no UTF-8 (an environment
+    variable or argument in another encoding): every request with it would fail to encode."""
+    texts = value if isinstance(value, list) else [value]
+    return any(isinstance(text, str) and not text.isascii() and _lone_surrogate(text)
+               for text in texts)  # fmt: skip
+
+
+def _lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _validate(values: dict, sources: dict) -> None:
     flat = _flatten(values)
     for path, setting in SETTINGS.items():
         value = flat.get(path, setting.default)
+        if _not_utf8(value):  # a traceback at the first request otherwise (issue 39)
+            raise ConfigError(
+                f"{'.'.join(path)} (from {sources.get(path, 'default')}) holds bytes that are "
+                "not UTF-8: write it in UTF-8"
+            )
         try:
             setting.check(value)
         except ValueError:

@@ -1087,3 +1087,21 @@ def test_a_relative_xdg_directory_is_ignored_as_the_xdg_spec_says(tmp_path):
     expected = home / ".local" / "state" / mcp.SERVER_NAME / "state.sqlite3"
     assert shown["state"] == f"state file {expected}"
     assert shown["config_file"] is None and shown["config"]["policy"]["max_citations"] == 3
+
+
+@pytest.mark.skipif(os.name == "nt", reason="a POSIX environment holds bytes, not text")
+@pytest.mark.parametrize("how", ["env", "flag"])
+def test_a_value_in_bytes_that_are_not_utf8_is_a_config_error(tmp_path, fake, how):
+    """Issue 39: `--model $'m\\xff'` (or MODEL_ANSWER so) was a UnicodeEncodeError traceback
+    at the request, and an "internal error" from a tool call."""
+    env = {"OPENAI_BASE_URL": fake.base_url}
+    args = ["--ask", "q"]
+    if how == "env":
+        env["MODEL_ANSWER"] = "gpt-5\udcff"  # the byte 0xff, as Python decodes it from argv
+    else:
+        args += ["--model", "gpt-5\udcff"]
+    proc = run_cli(tmp_path, *args, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "model_profiles.answer.model (from " in proc.stderr
+    assert "holds bytes that are not UTF-8" in proc.stderr
+    assert fake.requests == []
