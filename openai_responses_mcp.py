@@ -16291,6 +16291,16 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _is_stdout(path: str) -> bool:
+    """Whether `path` is the file stdout writes to (/dev/stdout, /proc/self/fd/1, the file it
+    is redirected into): debug lines there would be mixed into --stdio's protocol."""
+    try:
+        named, out = os.stat(os.path.expanduser(path)), os.fstat(1)
+    except (OSError, ValueError):
+        return False
+    return named.st_ino != 0 and (named.st_dev, named.st_ino) == (out.st_dev, out.st_ino)
+
+
 def _stdout_to_devnull() -> None:
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -16337,7 +16347,15 @@ def _main(argv: list[str]) -> int:
         *url_secrets(config.get("state", "url") or ""),
         *url_secrets(config.get("openai", "base_url")),  # a gateway's user:password@
     )
-    log = Log(server["debug"], server["debug_file"], secrets)
+    debug_file = server["debug_file"]
+    if options.get("stdio") and debug_file and _is_stdout(debug_file):
+        debug_file = None  # said below, once the log can say it
+    log = Log(server["debug"], debug_file, secrets)
+    if debug_file != server["debug_file"]:
+        log.say(
+            f"warning: debug file {server['debug_file']} is this server's stdout, which carries "
+            "the MCP messages: debug goes to stderr only"
+        )
     for warning in config.warnings:
         log.say(f"warning: {warning}")
     problem = api_key_problem(config) if serving else None

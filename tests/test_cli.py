@@ -915,3 +915,22 @@ def test_what_stdout_cannot_show_is_escaped_not_a_traceback_after_the_answer_is_
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "gpt-caf\\u00e9" in proc.stdout  # the JSON, escaped
     assert "gpt-caf?" in run_cli(tmp_path, "--usage", env=env).stdout  # the table, replaced
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/stdout"), reason="no /dev/stdout here")
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_a_debug_file_that_is_stdout_keeps_stdio_to_the_protocol(spawn, fake, how):
+    """Issue 39: `--stdio --debug /dev/stdout` (or DEBUG=/proc/self/fd/1) put debug lines on
+    stdout, among the MCP messages a client reads."""
+    env = {"OPENAI_BASE_URL": fake.base_url}
+    if how == "env":
+        server = spawn(env={**env, "DEBUG": "/dev/stdout"})
+    else:
+        server = spawn("--stdio", "--debug", "/dev/stdout", env=env)
+    server.initialize()  # each line of stdout is parsed as JSON: a debug line fails here
+    assert "answer" in json.loads(
+        server.call("answer", {"query": "q"})["result"]["content"][0]["text"]
+    )
+    assert server.request("ping")["result"] == {}
+    assert "debug file /dev/stdout is this server's stdout" in server.stderr
+    assert "[debug " in server.stderr  # debug goes on, to stderr
