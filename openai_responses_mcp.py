@@ -872,14 +872,14 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         low=0,
         high=1e9,
         doc="each user's daily allowance: refuse a user's calls once their spend today reaches "
-        "this (--user add NAME --daily-usd X sets one user's own)",
+        "this (--user add or --user limit NAME --daily-usd X sets a named user's own)",
     ),
     ("budget", "per_user_monthly_usd"): Setting(
         None,
         "number",
         low=0,
         high=1e9,
-        doc="each user's monthly allowance (--user add NAME --monthly-usd Y sets one user's own)",
+        doc="each user's monthly allowance (--user limit NAME --monthly-usd Y: a named user's own)",
     ),
     ("state", "path"): Setting(
         None,
@@ -1017,6 +1017,12 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
     ),
     ("server", "http", "allowed_hosts"): Setting(
         [], "strings", doc="Host names served besides localhost and the bound address, or '*'"
+    ),
+    ("server", "http", "trusted_proxies"): Setting(
+        [],
+        "strings",
+        doc="addresses (or CIDR ranges) of proxies whose X-Forwarded-For names the client, "
+        "whose own allowance (introspection) it then spends",
     ),
     ("server", "http", "max_sessions"): Setting(
         100, "int", low=1, high=100_000, doc="most open sessions (initialize or GET /sse)"
@@ -1200,22 +1206,23 @@ def deep_merge(base: dict, override: dict) -> dict:
     return merged
 
 
+def user_file(env: dict, windows: str, xdg: str, fallback: tuple, name: str) -> str:
+    """<$xdg or ~/fallback>/openai-responses-mcp/<name>, or under %<windows>% on Windows."""
+    if os.name == "nt" and env.get(windows):
+        return os.path.join(env[windows], SERVER_NAME, name)
+    home = env.get("HOME") or os.path.expanduser("~")
+    base = _xdg_base(env, xdg) or os.path.join(home, *fallback)
+    return os.path.join(base, SERVER_NAME, name)
+
+
 def default_config_path(env: dict) -> str:
     """$XDG_CONFIG_HOME/openai-responses-mcp/config.yaml, or the platform's equivalent."""
-    if os.name == "nt" and env.get("APPDATA"):
-        return os.path.join(env["APPDATA"], SERVER_NAME, "config.yaml")
-    home = env.get("HOME") or os.path.expanduser("~")
-    base = _xdg_base(env, "XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    return os.path.join(base, SERVER_NAME, "config.yaml")
+    return user_file(env, "APPDATA", "XDG_CONFIG_HOME", (".config",), "config.yaml")
 
 
 def default_state_path(env: dict) -> str:
     """$XDG_STATE_HOME/openai-responses-mcp/state.sqlite3, or the platform's equivalent."""
-    if os.name == "nt" and env.get("LOCALAPPDATA"):
-        return os.path.join(env["LOCALAPPDATA"], SERVER_NAME, "state.sqlite3")
-    home = env.get("HOME") or os.path.expanduser("~")
-    base = _xdg_base(env, "XDG_STATE_HOME") or os.path.join(home, ".local", "state")
-    return os.path.join(base, SERVER_NAME, "state.sqlite3")
+    return user_file(env, "LOCALAPPDATA", "XDG_STATE_HOME", (".local", "state"), "state.sqlite3")
 
 
 def _xdg_base(env: dict, name: str) -> str | None:
@@ -1683,6 +1690,7 @@ def _validate(values: dict, sources: dict) -> None:
     _check_user_location(values["search"]["user_location"], sources)
     _check_tasks(values, sources)
     _check_auth(values, sources)
+    trusted_networks(values["server"]["http"]["trusted_proxies"])  # ConfigError naming it
 
 
 def _check_url(key: str, url: str, where: str, loopback_http: bool = False) -> None:
@@ -2138,15 +2146,26 @@ EXTRA_PACKAGES = {"postgres": ("psycopg[binary]",), "oauth": ("PyJWT", "cryptogr
 
 
 def install_kind(
-    executable: str, prefix: str, base_prefix: str, script: str, argv0: str, exists=None
+    executable: str,
+    prefix: str,
+    base_prefix: str,
+    script: str,
+    argv0: str,
+    exists=None,
+    site_dirs: tuple = (),
 ) -> str:
     """How this copy was installed, from its interpreter's paths: "uvx" (an environment in
     uv's cache), "uv-run" (a file `uv run` runs, also from the cache), "file" (a file run by
-    Python), "uv-tool" (`uv tool install`), "pipx", "venv" or "pip" (the system's Python)."""
+    Python, as `python file` or `python -m`), "uv-tool" (`uv tool install`), "pipx", "venv" or
+    "pip" (the system's Python). An installed module run with `python -m` (in `site_dirs`) is
+    its installation's, not a copied file."""
     exists = os.path.exists if exists is None else exists
     parts = {part for path in (executable, prefix) for part in re.split(r"[\\/]", path)}
     in_uv_cache = any(re.fullmatch(_UV_CACHE_BUCKET, part) for part in parts)
     ran_as_file = bool(argv0) and os.path.realpath(argv0) == os.path.realpath(script)
+    folder = os.path.realpath(os.path.dirname(script))
+    if any(folder == os.path.realpath(site) for site in site_dirs):
+        ran_as_file = False
     if in_uv_cache:
         return "uv-run" if ran_as_file else "uvx"
     if ran_as_file:
@@ -2159,8 +2178,176 @@ def install_kind(
 
 
 def this_installation() -> str:
+    import site
+    import sysconfig
+
     argv0 = sys.argv[0] if sys.argv else ""
-    return install_kind(sys.executable, sys.prefix, sys.base_prefix, __file__, argv0)
+    paths = sysconfig.get_paths()
+    sites = (paths["purelib"], paths["platlib"], site.getusersitepackages())
+    return install_kind(
+        sys.executable, sys.prefix, sys.base_prefix, __file__, argv0, site_dirs=sites
+    )
+
+
+def install_source() -> str | None:
+    """What `uvx --from` took this copy from when it was not the package index: a local folder
+    or archive, or `git+URL[@revision]`, as PEP 610's direct_url.json records it (uv and pip
+    write it); None for a copy from the index. A line without it would run the index's release,
+    or fail where the index has none (issue 39)."""
+    try:
+        from importlib.metadata import PackageNotFoundError, distribution
+
+        text = distribution(SERVER_NAME).read_text("direct_url.json")
+    except (PackageNotFoundError, OSError):
+        return None
+    try:
+        record = json.loads(text or "null")
+    except ValueError:
+        return None
+    return direct_url_source(record) if isinstance(record, dict) else None
+
+
+def direct_url_source(record: dict) -> str | None:
+    """A PEP 610 record as the words `uvx --from` takes: a path for a file:// URL, the VCS URL
+    with the revision asked for, any other URL as it is."""
+    from urllib.parse import urlsplit
+
+    url = record.get("url")
+    if not isinstance(url, str) or not url:
+        return None
+    url = _without_credentials(url)
+    vcs = record.get("vcs_info")
+    if isinstance(vcs, dict):
+        revision = vcs.get("requested_revision")
+        url = f"{vcs.get('vcs', 'git')}+{url}" + (f"@{revision}" if revision else "")
+    elif url.startswith("file:"):
+        from urllib.request import url2pathname
+
+        url = url2pathname(urlsplit(url).path)  # it decodes %XX itself: once, not twice
+    subdirectory = record.get("subdirectory")
+    if subdirectory:  # a URL says it as a fragment; a folder is the subdirectory's own path
+        url = (
+            f"{url}#subdirectory={subdirectory}"
+            if "://" in url
+            else os.path.join(url, subdirectory)
+        )
+    return url
+
+
+def _without_credentials(url: str) -> str:
+    """`url` without a user and password (a token in `https://user:token@host/…`, or alone
+    as the user, would go into every client's config the line is pasted into), but for what
+    holds no secret: PEP 610's `git` user and `${VARIABLE}` references, and an ssh user without
+    a password (ssh's keys authenticate). uv and git then take the credentials from where they
+    keep them (a credential helper, .netrc)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    user, _at, host = parts.netloc.rpartition("@")
+    if re.fullmatch(r"git|\$\{\w+\}(:\$\{\w+\})?", user):
+        return url
+    if parts.scheme == "ssh" and ":" not in user:
+        return url
+    return parts._replace(netloc=host).geturl()
+
+
+def uvx_words() -> list[str]:
+    """`--from SOURCE` when uvx took this copy from anywhere but the index, else nothing."""
+    source = install_source()
+    return ["--from", source] if source else []
+
+
+# -- A copied file's start: bytecode cached as an installation's is ---------------------------
+# `python openai_responses_mcp.py` compiles the whole file at every start (0.1 to 0.2 s and
+# some 40 MiB at the peak): Python never caches a script's bytecode. Loaded by the import
+# system's file loader instead (DROPIN_LOADER), its bytecode is cached in __pycache__ beside
+# it, or under PYTHONPYCACHEPREFIX where that folder cannot be written (issue 39).
+#
+# The loader is given the file's path: its folder is never put on sys.path, where its
+# neighbours (a project's json.py, types.py, enum.py, http/, openai/, sitecustomize.py) would
+# be found before the standard library's and the SDK's modules, as a PYTHONPATH at the folder
+# (or `python FILE`) puts them; a folder named with os.pathsep (`a:b`) starts too, and the
+# user's own PYTHONPATH is left as it is. Its first statement drops the client's working
+# folder ('' at sys.path[0] for `-c`, which -P would drop on 3.11+ only). No double quote, so
+# every client's line quotes it as one word; run as __main__, as `python FILE` runs it.
+DROPIN_LOADER = (
+    "import sys;sys.path[:]=[e for e in sys.path if e];import importlib.util as u;"
+    "p=sys.argv[0]=sys.argv.pop(1);s=u.spec_from_file_location(__name__,p);"
+    "m=sys.modules[__name__]=u.module_from_spec(s);s.loader.exec_module(m)"
+)
+
+
+def default_pycache_prefix(env: dict) -> str:
+    """$XDG_CACHE_HOME/openai-responses-mcp/pycache, or the platform's equivalent."""
+    return user_file(env, "LOCALAPPDATA", "XDG_CACHE_HOME", (".cache",), "pycache")
+
+
+def write_bytecode(script: str, prefix: str | None) -> str | None:
+    """Compiles `script` into the .pyc its loader reads (under `prefix` as PYTHONPYCACHEPREFIX
+    puts it, else in __pycache__ beside it); that file's path, or None when it cannot be
+    written there. Written now, it is read even by a server that may not write one
+    (PYTHONDONTWRITEBYTECODE)."""
+    import importlib.util
+    import py_compile
+
+    saved = sys.pycache_prefix
+    sys.pycache_prefix = prefix
+    try:
+        target = importlib.util.cache_from_source(script)
+    finally:
+        sys.pycache_prefix = saved
+    if _bytecode_fresh(script, target):
+        return target
+    # Checked against the source's hash at every start, not its mtime and size: a newer file
+    # copied over with the same size and mtime (`cp -p`, an archive's fixed timestamps) would
+    # otherwise run the old bytecode. Hashing the file costs well under a millisecond.
+    try:
+        mode = py_compile.PycInvalidationMode.CHECKED_HASH
+        py_compile.compile(script, cfile=target, doraise=True, invalidation_mode=mode)
+    except (OSError, py_compile.PyCompileError):
+        return None
+    return target
+
+
+def _bytecode_fresh(script: str, target: str) -> bool:
+    """`target` is the bytecode an import of `script` takes as it is (the header's magic
+    number, checked-hash flags and the source's hash): nothing to compile again."""
+    import importlib.util
+
+    try:
+        with open(target, "rb") as handle:
+            head = handle.read(16)
+        with open(script, "rb") as handle:
+            source = handle.read()
+    except OSError:
+        return False
+    checked_hash = (0b11).to_bytes(4, "little")
+    valid = importlib.util.MAGIC_NUMBER + checked_hash + importlib.util.source_hash(source)
+    return head == valid
+
+
+def dropin_launch(
+    script: str, python: str, env: dict
+) -> tuple[list[str], list[tuple[str, str]], str | None]:
+    """How a client starts a copied file at an installation's speed: (command, variables,
+    the .pyc it reads): `python -c DROPIN_LOADER FILE`, and where the file's folder cannot be
+    written PYTHONPYCACHEPREFIX at the user's cache. Where no bytecode can be written at all,
+    or the file's name does not end in .py (no loader takes it), the file itself (compiled at
+    every start)."""
+    script = os.path.abspath(script)
+    if not script.endswith(".py"):
+        return [python, script], [], None
+    variables = []
+    cached = write_bytecode(script, None)
+    if cached is None:
+        prefix = default_pycache_prefix(env)
+        cached = write_bytecode(script, prefix)
+        variables.append(("PYTHONPYCACHEPREFIX", prefix))
+    if cached is None:
+        return [python, script], [], None
+    return [python, "-c", DROPIN_LOADER, script], variables, cached
 
 
 def shell_quote(text: str, windows: bool | None = None) -> str:
@@ -2183,7 +2370,8 @@ def extra_command(extra: str, kind: str | None = None, python: str | None = None
     if kind == "pipx":
         return f"pipx inject {SERVER_NAME} {words}"
     if kind == "uvx":
-        return f"uvx {withs} {SERVER_NAME}"
+        source = " ".join(shell_quote(word) for word in uvx_words())
+        return f"uvx {source + ' ' if source else ''}{withs} {SERVER_NAME}"
     if kind == "uv-tool":
         return f"uv tool install {withs} {SERVER_NAME}"
     if kind == "uv-run":
@@ -2392,6 +2580,7 @@ server:
     stateless: false       # true: no sessions, for several instances behind a load balancer
     allowed_origins: []    # browser origins besides http(s)://localhost, 127.0.0.1, [::1]
     allowed_hosts: []      # Host names besides the localhost names and the bound address
+    trusted_proxies: []    # proxies whose X-Forwarded-For names the client (e.g. [127.0.0.1])
     max_connections: 256   # open connections; at the cap a new one closes the longest idle
     max_sessions: 100      # at the cap, a new session ends the least recently used idle one
     max_body_bytes: 1048576  # largest request body (413 past it, before reading)
@@ -2728,7 +2917,7 @@ SECRET_PATHS = (
     ("*.p12", "PKCS#12 key stores"),
     ("*.pfx", "PKCS#12 key stores"),
     ("*.ppk", "PuTTY private keys"),
-    ("id_*", "SSH keys (id_rsa, id_ed25519 ...)"),
+    ("id_*", "SSH keys (id_rsa, id_ed25519 ...), not source code (id_map.py)"),
     ("*.kdbx", "KeePass databases"),
     (".ssh/", "SSH keys and configuration"),
     (".gnupg/", "GnuPG keys"),
@@ -2736,7 +2925,7 @@ SECRET_PATHS = (
     (".local/share/keyrings/", "GNOME Keyring"),
     # Credential files.
     (".env*", "environment files: API keys, passwords"),
-    ("credentials*", "credentials files (AWS, Cargo, gem, terraform ...)"),
+    ("credentials*", "credentials files (AWS, Cargo, gem ...), not source code (credentials.py)"),
     (".netrc", "logins for curl, git, ftp"),
     ("_netrc", "logins for curl, git (Windows)"),
     (".git-credentials", "git's stored passwords"),
@@ -2784,6 +2973,14 @@ SECRET_PATHS = (
     (".dbshell", "mongo shell"),
     ("mongosh_repl_history", "mongosh"),
     ("repl_history.jl", "Julia"),
+)
+# What the two broad globs are not after: source code and docs (id_generator.py, botocore's
+# credentials.py, docs/credentials.md) are read; a key pasted in one is refused by content.
+BROAD_SECRET_GLOBS = ("id_*", "credentials*")
+SOURCE_EXTENSIONS = (
+    *(".py", ".go", ".rs", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".java", ".kt", ".scala"),
+    *(".rb", ".php", ".cs", ".c", ".h", ".cc", ".cpp", ".hpp", ".swift", ".dart", ".ex"),
+    *(".md", ".rst", ".adoc"),
 )
 # Pseudo-file systems: never files, whatever files.allowed_dirs says.
 SYSTEM_DIRS = ("/proc", "/sys", "/dev")
@@ -2840,8 +3037,18 @@ class FileRefused(Exception):
     """A file that cannot be sent; the message names it, says why and which key changes it."""
 
 
+# A data: URL's declared type, as its label shows it: anything else there may be its payload.
+_DATA_TYPE = re.compile(r"[A-Za-z0-9!#$&^_.+-]{1,40}/[A-Za-z0-9!#$&^_.+-]{1,60}")
+
+
 def _data_label(given: str) -> str:
-    return given.partition(",")[0][:60] + ",…"
+    """A data: URL as shown: its scheme, declared type and ;base64, never its payload (one
+    without its comma, or with a space or a `;` for it, is all payload)."""
+    params = given[5:].partition(",")[0].split(";")
+    shown = params[0] if _DATA_TYPE.fullmatch(params[0]) else ""
+    if len(params) > 1 and params[-1].lower() == "base64":
+        shown += ";" + params[-1]
+    return given[:5] + shown + ",…"
 
 
 # The schemes that make a file a URL even without `//` (`file:/etc/passwd` is one). Anything
@@ -2864,10 +3071,13 @@ def _is_data_url(given: str) -> bool:
 
 
 def _named(given: str) -> str:
-    """The file as the caller gave it, fit for one line of an error; a data: URL by its type
-    only, never its payload."""
+    """The file as the caller gave it, fit for one line of an error; a data: URL (anywhere in
+    it) by its type only, never its payload."""
     if _is_data_url(given):
         return _data_label(given)
+    at = given.lower().find("data:")  # pasted with a quote before it: a path
+    if at >= 0:
+        return _named(given[:at]) + _data_label(given[at:])
     shown = "".join(c if c.isprintable() else "?" for c in given[:160])  # not all of a long one
     return shown if len(given) <= 160 else shown[:159] + "…"
 
@@ -2903,6 +3113,8 @@ def _secret_path(parts: list, pattern: str) -> bool:
             directories[at : at + len(names)] == names
             for at in range(len(directories) - len(names) + 1)
         )
+    if pattern in BROAD_SECRET_GLOBS and parts[-1].endswith(SOURCE_EXTENSIONS):
+        return False
     names = pattern.split("/")
     ends = parts[-len(names) :]
     return len(ends) == len(names) and all(map(fnmatch.fnmatchcase, ends, names))
@@ -2943,13 +3155,23 @@ _PRIVATE_KEY = re.compile(
     rb"-{4,5} ?(?:BEGIN|END) [A-Z0-9 ]{0,40}(?:PRIVATE|SECRET) KEY|PuTTY-User-Key-File-\d+:"
 )
 _PRIVATE_KEY_WORDS = (b"PRIVATE KEY", b"SECRET KEY", b"PuTTY-User-Key-File-")
+# The same base64-encoded whole (a kubeconfig's client-key-data, a Kubernetes Secret's tls.key,
+# a CI variable): "PRIVATE KEY" at each of base64's three alignments (a certificate may come
+# first), and an OpenSSH key's body ("openssh-key-v1") without its armour.
+_PRIVATE_KEY_BASE64 = (
+    *(b"UFJJVkFURSBLRV", b"BSSVZBVEUgS0VZ", b"QUklWQVRFIEtFW"),
+    *(b"b3BlbnNzaC1rZXktdj", b"9wZW5zc2gta2V5LXYx", b"vcGVuc3NoLWtleS12M"),
+)
 
 
 def _looks_secret(data: bytes, key: str) -> bool:
-    """Text that holds a private key block or the server's own API key is a secret whatever
-    its name (a key copied to notes.txt, a hard link to ~/.ssh/id_rsa)."""
+    """Text that holds a private key block (as it is, or base64-encoded whole) or the server's
+    own API key is a secret whatever its name (a key copied to notes.txt, a hard link to
+    ~/.ssh/id_rsa, a kubeconfig's client-key-data)."""
     # The plain search first: a file with none of the words costs a memchr of it, no regex.
     if any(word in data for word in _PRIVATE_KEY_WORDS) and _PRIVATE_KEY.search(data):
+        return True
+    if any(form in data for form in _PRIVATE_KEY_BASE64):
         return True
     return bool(key) and key.encode() in data
 
@@ -3007,9 +3229,67 @@ def image_tokens(size: tuple[int, int] | None, detail: str) -> int:
     return 85 + 170 * math.ceil(width / 512) * math.ceil(height / 512)
 
 
-_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
+# A PDF may spell a name with #xx escapes (/P#61ge is /Page), and put NUL (whitespace to PDF)
+# between a key and its value: readers (pdfium, pypdf) take every spelling, so the count does
+# too, or a crafted file shows no pages and is priced as one. A comment there is legal too, but
+# no producer writes one: a file with one counts as its worst case (_PDF_ODD).
+_PDF_GAP = rb"[\x00\t\n\x0c\r ]*"
+
+
+def _pdf_name(name: str) -> bytes:
+    """A pattern of /name as a PDF may spell it: each character itself or #xx, then a
+    delimiter (so /Page is not /Pages)."""
+    spelt = b"".join(b"(?:%s|#(?i:%02x))" % (c.encode(), ord(c)) for c in name)
+    return b"/" + spelt + rb"(?![^\x00\t\n\x0c\r ()<>\[\]{}/%])"
+
+
+_PDF_PAGE = re.compile(_pdf_name("Type") + _PDF_GAP + _pdf_name("Page"))
 # An object stream's dictionary (PDF 1.5): its page objects are compressed inside it.
-_PDF_OBJSTM = re.compile(rb"/Type\s*/ObjStm\b")
+_PDF_OBJSTM = re.compile(_pdf_name("Type") + _PDF_GAP + _pdf_name("ObjStm"))
+# An object stream's /N: a number, or a reference to one (its value unknown here).
+_PDF_HELD = re.compile(
+    _pdf_name("N")
+    + _PDF_GAP
+    + rb"([+-]?[0-9]*\.?[0-9]+)("
+    + _PDF_GAP
+    + rb"[0-9]+"
+    + _PDF_GAP
+    + rb"R)?"
+)
+# The stream keyword (not endstream's): its data begins after the end of its line, whatever
+# else is on it (pdfium reads `stream X` so).
+_PDF_STREAM = re.compile(rb"(?<![A-Za-z])stream")
+_PDF_EOL = re.compile(rb"\r\n|\r|\n")
+# A stream zlib alone decodes: every /Filter is /FlateDecode (or /Fl), no /DecodeParms.
+_PDF_FILTER = re.compile(_pdf_name("Filter"))
+_PDF_FLATE_NAME = b"(?:" + _pdf_name("FlateDecode") + b"|" + _pdf_name("Fl") + b")"
+_PDF_FLATE = re.compile(
+    _pdf_name("Filter")
+    + _PDF_GAP
+    + b"(?:"
+    + _PDF_FLATE_NAME
+    + rb"|\["
+    + _PDF_GAP
+    + _PDF_FLATE_NAME
+    + _PDF_GAP
+    + rb"\])"
+)
+_PDF_PARMS = re.compile(_pdf_name("DecodeParms") + b"|" + _pdf_name("DP"))
+# A comment between a key and its value (or its reference's numbers): legal, never written,
+# and the searches above would not see past it. /N's is looked for near an object stream only:
+# three bytes such as `/N%` turn up by chance in a large file's compressed data.
+_PDF_AFTER_KEY = rb"[\x00\t\n\x0c\r ]*(?:[+-]?[0-9.]+[\x00\t\n\x0c\r ]*){0,2}%"
+_PDF_ODD = re.compile(
+    b"(?:"
+    + b"|".join(_pdf_name(n) for n in ("Type", "Filter", "DecodeParms"))
+    + b")"
+    + _PDF_AFTER_KEY
+)
+_PDF_ODD_HELD = re.compile(_pdf_name("N") + _PDF_AFTER_KEY)
+PDF_HELD_KEYS = 64  # the /N looked at near one object stream; more is a crafted file
+PDF_DICT_BEFORE = 1024  # how far before /Type /ObjStm its dictionary's other keys are looked for
+
+
 # Counting pages costs at most a small multiple of reading the file, whatever its structure:
 # each stream is inflated from its own bytes only (they never overlap, so zlib reads the file at
 # most once), its output within a total bound, the whole within a time bound; a stream left
@@ -3023,34 +3303,65 @@ PDF_COUNT_S = 1.0  # how long one PDF's streams are inflated for; the rest count
 def pdf_pages(data: bytes) -> int:
     """A PDF's page count, as its page objects tell it (at least 1), those compressed in
     object streams too: pdfTeX and most producers since PDF 1.5 put every page object there,
-    where the plain bytes show none. A stream's bytes end where the next object stream's
-    dictionary begins; one that cannot be inflated within the bounds counts each object it
-    holds (/N) as a page, and a file with more streams than are looked into counts a page a
-    byte: the estimate may be high, never low, and costs about what reading the file does."""
+    where the plain bytes show none. Names are read in any spelling (/P#61ge is /Page). A
+    stream's bytes end where the next object stream's dictionary begins; one that zlib alone
+    cannot decode (another filter, a predictor) or that cannot be inflated within the bounds
+    counts each object it holds (/N) as a page, and a file with more streams than are looked
+    into, or with a comment where no producer writes one, counts a page a byte: the estimate
+    may be high, never low, and costs about what reading the file does."""
     import time
 
+    worst = max(1, len(data))
+    if _PDF_ODD.search(data):
+        return worst
     pages = len(_PDF_PAGE.findall(data))
     budget = min(PDF_INFLATE_BYTES, PDF_INFLATE_RATIO * len(data))
     deadline, view = time.monotonic() + PDF_COUNT_S, memoryview(data)
     found = _PDF_OBJSTM.finditer(data)
-    current, number = next(found, None), 0
+    current, number, before = next(found, None), 0, 0
     while current is not None:
         if number >= PDF_OBJECT_STREAMS:
-            return max(pages, len(data))
+            return worst
         following = next(found, None)
         end = following.start() if following is not None else len(data)
-        head = data[current.end() : min(end, current.end() + 1024)]
-        at = re.search(rb"stream\r?\n", head)
-        if at is not None:
-            held = re.search(rb"/N\s+(\d{1,9})", head[: at.start()])
-            most = int(held.group(1)) if held else len(data)
-            plain = None
-            if budget > 0 and time.monotonic() < deadline:
-                plain, spent = _inflated(view[current.end() + at.end() : end], budget)
-                budget -= spent
-            pages += most if plain is None else min(most, len(_PDF_PAGE.findall(plain)))
-        current, number = following, number + 1
+        at = _PDF_STREAM.search(data, current.end(), end)
+        line = at and _PDF_EOL.search(data, at.end(), end)  # one search each: linear
+        # Its dictionary's other keys: from a little before /Type to the stream's first byte.
+        keys = data[max(before, current.start() - PDF_DICT_BEFORE) : at.start() if at else end]
+        most, plain = _pdf_held(keys, worst), None
+        if line and _pdf_flate_only(keys) and budget > 0 and time.monotonic() < deadline:
+            plain, spent = _inflated(view[line.end() : end], budget)
+            budget -= spent
+        if plain is None or _PDF_ODD.search(plain):
+            pages += most
+        else:
+            pages += min(most, len(_PDF_PAGE.findall(plain)))
+        current, number, before = following, number + 1, current.end()
     return max(1, pages)
+
+
+def _pdf_held(keys: bytes, worst: int) -> int:
+    """The objects an object stream holds, as its /N says (the largest, if more than one is in
+    reach); `worst` when none is, or one is a reference (its value is elsewhere) or has a
+    comment before it."""
+    import math
+
+    if _PDF_ODD_HELD.search(keys):
+        return worst
+    held = []
+    for found in _PDF_HELD.finditer(keys):
+        if found.group(2) or len(held) >= PDF_HELD_KEYS:
+            return worst
+        held.append(float(found.group(1)))
+    return max(0, math.ceil(min(max(held), 1e15))) if held else worst  # 1e999 is no int
+
+
+def _pdf_flate_only(keys: bytes) -> bool:
+    """Whether a stream's dictionary asks zlib alone to decode it: every /Filter FlateDecode,
+    no /DecodeParms (a predictor leaves zlib's output in other bytes than the reader's)."""
+    if _PDF_PARMS.search(keys):
+        return False
+    return len(_PDF_FILTER.findall(keys)) == len(_PDF_FLATE.findall(keys))
 
 
 def _inflated(stream, budget: int) -> tuple[bytes | None, int]:
@@ -6184,9 +6495,9 @@ class AnswerEngine:
             (period, limit, _, spent_when, resets, who), (spent, reserved) = period_sums
             name = f"{period} budget" if who is None else f"{user}'s {period[9:]} allowance"
             fix = f"raise budget.{period}_usd" + (
-                f" (or {user}'s own: --user add {user} --{period[9:]}-usd X, after revoke)"
-                if who is not None
-                else ""
+                f" (or {user}'s own: --user limit {user} --{period[9:]}-usd X)"
+                if who is not None and identity_kind(user) == "user"
+                else ""  # an OAuth subject's, shared's and local's: the config key alone
             )
             if spent >= limit:
                 raise ToolError(
@@ -6729,6 +7040,7 @@ _USERS_HASHES_KEPT = 100_000  # named tokens' hashes remembered (never sent to i
 # What --user add's tokens start with, so a server knows one of its own even when it cannot
 # read the state (issue 31): such a token is never sent to an OAuth issuer.
 NAMED_TOKEN_PREFIX = "ormcp_u_"
+ALLOWANCE_DEFAULT = "none"  # --user limit NAME --daily-usd none: back to the per-user default
 
 _USAGE_COLUMNS = (
     "at",
@@ -6913,28 +7225,74 @@ def _from_version_6(backend, conn) -> None:
     `sub` was stored as it came, in the namespace of named users and `shared`: every name
     that is no named user (revoked ones included), `local`, `shared` or '' was a subject, and
     becomes oauth:<issuer>#<sub> (the issuer server.auth.issuer names as the store is
-    upgraded; "oauth:#<sub>" when OAuth is off then). A name both a named user and a subject
-    had used stays the named user's: the rows cannot be told apart. Cached answers are
-    dropped (their keys hash the old names): each question is asked again once."""
+    upgraded: _needs_issuer refuses the step without one while there are subjects, issue 39).
+    A name both a named user and a subject had used stays the named user's: the rows cannot
+    be told apart. Cached answers are dropped (their keys hash the old names): each question
+    is asked again once."""
     issuer = (backend.oauth_issuer or "").rstrip("/")
-    named = {row[0] for row in conn.execute("SELECT name FROM users").fetchall()}
-    keep = named | {"", LOCAL_USER, SHARED_USER}
-    for table in _IDENTITY_COLUMNS:
-        names = {row[0] for row in conn.execute(f"SELECT DISTINCT user_name FROM {table}")}
-        for name in sorted(names - keep):
-            if name.startswith(OAUTH_PREFIX):  # written by a version 7 server already
-                continue
-            new = backend.sql(f"UPDATE {table} SET user_name = ? WHERE user_name = ?")
-            if table == "usage_by_user":  # (day, user_name) is its key: fold into any row
-                _fold_user_days(backend, conn, name, oauth_identity(issuer, name))
-            else:
-                conn.execute(new, (oauth_identity(issuer, name), name))
+    for table, name in _bare_subjects(conn.execute):
+        _rename_identity(backend, conn.execute, table, name, oauth_identity(issuer, name))
     conn.execute("DELETE FROM answers")
 
 
-def _fold_user_days(backend, conn, old: str, new: str) -> None:
+def _bare_subjects(run) -> list:
+    """(table, name) for each OAuth subject a store before version 7 holds under its bare
+    `sub` (see _from_version_6); run(sql) runs a statement."""
+    named = {row[0] for row in run("SELECT name FROM users").fetchall()}
+    keep = named | {"", LOCAL_USER, SHARED_USER}
+    found = []
+    for table in _IDENTITY_COLUMNS:
+        names = {row[0] for row in run(f"SELECT DISTINCT user_name FROM {table}").fetchall()}
+        # oauth:... was written by a version 7 server already (a rolling upgrade)
+        found += [(table, n) for n in sorted(names - keep) if not n.startswith(OAUTH_PREFIX)]
+    return found
+
+
+def _needs_issuer(backend, conn) -> str | None:
+    """Why the step to 7 cannot run here: the store holds OAuth subjects, and only the issuer
+    they came from (server.auth.issuer of the --http server) can file them. Run without it,
+    every subject became oauth:#<sub> for good (issue 39)."""
+    if (backend.oauth_issuer or "").strip():
+        return None
+    subjects = {name for _, name in _bare_subjects(conn.execute)}
+    if not subjects:
+        return None
+    return (
+        f"its upgrade to schema 7 files its {len(subjects)} OAuth subject(s) under the OAuth "
+        "issuer, and this config names none (server.auth.issuer): run "
+        f"`{SERVER_NAME} --config FILE --upgrade-state` with FILE the --http server's config "
+        "(or start that server); nothing was changed"
+    )
+
+
+# Steps that need configuration: by the version they reach, why they cannot run now (None:
+# they can). Such a step never runs without it: the whole upgrade is refused, saying what to
+# run, and the store stays as it was (never half-upgraded).
+_MIGRATION_NEEDS = {7: _needs_issuer}
+
+
+def _rename_identity(backend, run, table: str, old: str, new: str) -> None:
+    """Moves `old`'s rows of `table` to `new`, folding them into any `new` already has;
+    run(sql, params) runs a statement."""
     sql = backend.sql
-    conn.execute(
+    if table == "usage_by_user":  # (day, user_name) is its key: fold into any row
+        _fold_user_days(backend, run, old, new)
+    elif table == "response_owners":  # (response_id, user_name) likewise
+        run(
+            sql(
+                "INSERT INTO response_owners (response_id, user_name, at) SELECT response_id, "
+                "?, at FROM response_owners WHERE user_name = ? ON CONFLICT DO NOTHING"
+            ),
+            (new, old),
+        )
+        run(sql("DELETE FROM response_owners WHERE user_name = ?"), (old,))
+    else:
+        run(sql(f"UPDATE {table} SET user_name = ? WHERE user_name = ?"), (new, old))
+
+
+def _fold_user_days(backend, run, old: str, new: str) -> None:
+    sql = backend.sql
+    run(
         sql(
             "INSERT INTO usage_by_user (day, user_name, calls, usd) SELECT day, ?, calls, usd "
             "FROM usage_by_user WHERE user_name = ? ON CONFLICT (day, user_name) DO UPDATE SET "
@@ -6942,7 +7300,35 @@ def _fold_user_days(backend, conn, old: str, new: str) -> None:
         ),
         (new, old),
     )
-    conn.execute(sql("DELETE FROM usage_by_user WHERE user_name = ?"), (old,))
+    run(sql("DELETE FROM usage_by_user WHERE user_name = ?"), (old,))
+
+
+_UNKEYED = OAUTH_PREFIX + "#"  # a subject an upgrade filed without its issuer (issue 39)
+
+
+def misfiled_subjects(run) -> list:
+    """(table, identity, sub) for each OAuth subject a version 7 store holds outside its
+    issuer's namespace (issue 39): oauth:#<sub>, filed so by an upgrade run without
+    server.auth.issuer (before that was refused), and a bare <sub>, written by a host of an
+    older release that kept serving after another host upgraded the store (since 7 no name but
+    a named user's, `local` and `shared` is bare). run(sql) runs a statement."""
+    found = []
+    for table in _IDENTITY_COLUMNS:
+        rows = run(
+            f"SELECT DISTINCT user_name FROM {table} WHERE substr(user_name, 1, 7) = 'oauth:#'"
+        ).fetchall()
+        found += [(table, row[0], row[0][len(_UNKEYED) :]) for row in rows]
+    return found + [(table, name, name) for table, name in _bare_subjects(run)]
+
+
+def refile_subjects(backend, run) -> int:
+    """Files each misfiled subject under the issuer server.auth.issuer names (a store before 7
+    can have had only that one: it was the server's one issuer); how many identities."""
+    issuer = (backend.oauth_issuer or "").rstrip("/")
+    found = misfiled_subjects(run) if issuer else []
+    for table, name, subject in found:
+        _rename_identity(backend, run, table, name, oauth_identity(issuer, subject))
+    return len({name for _, name, _ in found})
 
 
 # The steps, by the version each one reaches; each runs once, in order, after the tables
@@ -6986,6 +7372,20 @@ class StateUnavailable(Exception):
         super().__init__(reason)
         self.reason = reason
         self.public = public or reason
+
+
+class StateRefused(StateUnavailable):
+    """The store can be reached, but this process must not use it as it is: it was upgraded
+    past this version's schema, or its upgrade needs configuration this process lacks. The
+    reason says what to do; nothing was written."""
+
+
+def _newer_store(version: int) -> StateRefused:
+    text = (
+        f"it was upgraded to schema {version} by a newer {SERVER_NAME}, and this one (schema "
+        f"{STATE_SCHEMA_VERSION}) writes nothing to it: upgrade this host (docs/upgrade.md)"
+    )
+    return StateRefused(text)
 
 
 class _Watchdog:
@@ -7072,6 +7472,7 @@ class _SqliteBackend:
 
     postgres = False
     oauth_issuer = None  # server.auth.issuer, for _from_version_6
+    refused = None  # StateRefused, while the store refuses this process (see _refuse_newer)
 
     def __init__(self, path: str):
         self.path = path
@@ -7109,9 +7510,14 @@ class _SqliteBackend:
                     raise
             finally:
                 os.umask(previous)
+        import stat
+
         for suffix in ("", "-wal", "-shm"):  # files left by an older version
             try:
-                os.chmod(self.path + suffix, 0o600)
+                # Only a file of ours: state.path may name a device (/dev/null: as root, a chmod
+                # took it from every other user of the machine) or a link to another's file.
+                if stat.S_ISREG(os.lstat(self.path + suffix).st_mode):
+                    os.chmod(self.path + suffix, 0o600)
             except OSError:
                 pass
         return conn
@@ -7150,6 +7556,10 @@ class _SqliteBackend:
         """Serialises this transaction with every other that takes turns: BEGIN IMMEDIATE
         already holds the file's one write lock."""
 
+    def hold_schema(self, conn) -> None:
+        """Keeps the schema from changing under this transaction: a SQLite transaction reads
+        one snapshot, and one that read an older snapshot cannot write after an upgrade."""
+
     def has_table(self, conn, name: str) -> bool:
         found = conn.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
@@ -7174,6 +7584,7 @@ class _PostgresBackend:
 
     postgres = True
     oauth_issuer = None  # server.auth.issuer, for _from_version_6
+    refused = None  # StateRefused, while the store refuses this process (see _refuse_newer)
 
     def __init__(self, url: str):
         self.url = url
@@ -7255,6 +7666,12 @@ class _PostgresBackend:
         host: an advisory lock held until COMMIT."""
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
 
+    def hold_schema(self, conn) -> None:
+        """Keeps the schema from changing under this transaction, on any host: a shared hold
+        of the lock an upgrade takes whole (_ensure_schema), until COMMIT. Shared holds do not
+        wait for each other."""
+        conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_LOCK_SCHEMA,))
+
     def has_table(self, conn, name: str) -> bool:
         # A read of pg_class, not to_regclass(): that answers from the session's catalog cache,
         # which a transaction that waited for the schema lock has not refreshed, so a table made
@@ -7307,16 +7724,20 @@ def _ensure_schema(backend, conn) -> None:
         backend.take_turns(conn, _LOCK_SCHEMA)
         version = _stored_version(backend, conn)
         if version is not None and version > STATE_SCHEMA_VERSION:
-            raise StateUnavailable(
-                f"it was made by a newer {SERVER_NAME} (schema {version}, this one reads "
-                f"{STATE_SCHEMA_VERSION})"
-            )
+            backend.refused = _newer_store(version)
+            raise backend.refused
         if version is None and backend.has_table(conn, "usage"):
             version = 1  # version 1 had no version table
         for statement in _missing(backend, conn):
             conn.execute(statement)
-        for step in range(STATE_SCHEMA_VERSION + 1):
-            if version is not None and step > version and step in _MIGRATIONS:
+        steps = [s for s in range(STATE_SCHEMA_VERSION + 1) if version is not None and s > version]
+        for step in steps:  # every step's needs first: the store is upgraded whole, or not
+            problem = _MIGRATION_NEEDS[step](backend, conn) if step in _MIGRATION_NEEDS else None
+            if problem:
+                backend.refused = StateRefused(problem)
+                raise backend.refused
+        for step in steps:
+            if step in _MIGRATIONS:
                 _MIGRATIONS[step](backend, conn)
         conn.execute("DELETE FROM schema_version")
         conn.execute(
@@ -7327,6 +7748,18 @@ def _ensure_schema(backend, conn) -> None:
     except BaseException:
         _rollback(conn)
         raise
+
+
+def _refuse_newer(backend, conn) -> None:
+    """In every transaction, first: refuses the store once a newer version has upgraded it
+    (issue 39). This version is the older host of the next upgrade: its rows (subjects, names,
+    columns) would be of the old shape, so it writes none, and says so (StateRefused)."""
+    backend.hold_schema(conn)
+    version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+    if version is not None and version > STATE_SCHEMA_VERSION:
+        backend.refused = _newer_store(version)
+        raise backend.refused
+    backend.refused = None
 
 
 def _stored_version(backend, conn) -> int | None:
@@ -7382,7 +7815,7 @@ class _Channel:
 
     def __init__(self, backend, on_failure):
         self._backend = backend
-        self._on_failure = on_failure  # (what, reason): the store's warning
+        self._on_failure = on_failure  # (what, reason, refused): the store's warning
         self._conn = None
         self._lock = threading.Lock()
         self._timeout = None
@@ -7437,7 +7870,9 @@ class _Channel:
         self._reason = _state_reason(exc, backend.url, backend.secrets)
         self._public = backend.public_reason(exc, self._reason)
         self._resting_until = time.monotonic() + _BACKOFF_S
-        self._on_failure(what, self._reason)
+        self._on_failure(what, self._reason, isinstance(exc, StateRefused))
+        if isinstance(exc, StateRefused):
+            raise StateRefused(self._reason, self._public) from None
         raise StateUnavailable(self._reason, self._public) from None
 
     def _open(self):
@@ -7490,6 +7925,7 @@ class _Channel:
                 self._timeout = timeout_s
             backend.begin(conn, write)
             try:
+                _refuse_newer(backend, conn)
                 if turns:
                     backend.take_turns(conn, turns)
                 result = work(lambda text, params=(): conn.execute(backend.sql(text), params))
@@ -8030,7 +8466,12 @@ class StateStore:
         """Opens the writer's connection (imports the driver, makes or checks the tables) in a
         thread of its own, once, while a call is in flight: else a stop signal during a first
         call left all of that to the second the process has to write the call's row and exit
-        (over a second on a busy machine, with the cache off and no budget to open it first)."""
+        (over a second on a busy machine, with the cache off and no budget to open it first).
+        Raises ToolError while the store refuses this process (refused()): the call's row could
+        not be written, so the call does not run (issue 39)."""
+        refused = self.refused()
+        if refused is not None:
+            raise ToolError(f"this server cannot use {self.kind}: {refused.public}")
         if self._writer is None or self._prepared:
             return
         self._prepared = True
@@ -8045,6 +8486,12 @@ class StateStore:
 
     def unwritten(self) -> list:
         return self._writer.unwritten() if self._writer else []
+
+    def refused(self) -> StateRefused | None:
+        """The refusal once the store was found upgraded past this version, or waiting for an
+        upgrade this config cannot make (until a transaction goes through): every call is
+        refused then, since its row could not be written (issue 39)."""
+        return self.backend.refused if self.backend is not None else None
 
     @property
     def writer_id(self) -> str:
@@ -8068,12 +8515,15 @@ class StateStore:
         today = datetime.date.fromisoformat(today_in(self._timezone))
         return (today - datetime.timedelta(days=self._retention_days)).isoformat()
 
-    def failed(self, what: str, reason: str) -> None:
+    def failed(self, what: str, reason: str, refused: bool = False) -> None:
         now = time.monotonic()
         with self._warn_lock:
             if now - self._warned.get(reason, -_WARN_EVERY_S) < _WARN_EVERY_S:
                 return
             self._warned[reason] = now
+        if refused:  # the reason says what to do; the store's own hint (delete it...) must not
+            self._log.say(f"error: {self.label}: {reason}")
+            return
         self._log.say(
             f"warning: {self.label}: {what} failed ({reason}); {_FAILURE_OUTCOMES.get(what, '')}"
             f"spend is kept in memory until it is back ({self.backend.hint})"
@@ -8596,6 +9046,11 @@ class UserDirectory:
         """Whether a read of the state has ever found a user (not a guess: see exist())."""
         return bool(self._had)
 
+    def ever_read(self) -> bool:
+        """Whether this process has read the users once: then every named token there was
+        is known by its hash (named_shaped), those from before the prefix too."""
+        return self._had is not None
+
     def active(self) -> int | None:
         """How many users have a valid token; None when the state cannot be read."""
         try:
@@ -8623,13 +9078,17 @@ class UserDirectory:
 
     # -- the --user commands: on a connection of their own ----------------------------------------
 
-    def add(self, name: str, token: str, daily: float | None, monthly: float | None) -> None:
-        """Adds a user (or gives a revoked one a new token); ValueError if it is active."""
+    def add(self, name: str, token: str, daily: float | None, monthly: float | None) -> tuple:
+        """Adds a user, or gives a revoked one a new token keeping its allowances unless new
+        ones are given (issue 39); ((daily, monthly) it now has, whether it was there);
+        ValueError if it is active."""
 
         def work(q):
-            row = q("SELECT revoked_at FROM users WHERE name = ?", (name,)).fetchone()
+            row = q(
+                "SELECT revoked_at, daily_usd, monthly_usd FROM users WHERE name = ?", (name,)
+            ).fetchone()
             if row is not None and row[0] is None:
-                raise ValueError(f"user {name!r} exists; revoke it first to give a new token")
+                raise ValueError(f"user {name!r} exists; --user rotate {name} gives it a new token")
             # Names that differ only in case are two people who read as one (admins, --usage).
             for (other,) in q("SELECT name FROM users").fetchall():
                 if other != name and other.lower() == name.lower():
@@ -8637,14 +9096,60 @@ class UserDirectory:
                         f"user {other!r} exists, and {name!r} differs from it only in case; "
                         "pick another name"
                     )
-            q("DELETE FROM users WHERE name = ?", (name,))
+            if row is not None:  # revoked: a new token, the same allowances and history
+                kept = (row[1] if daily is None else daily, row[2] if monthly is None else monthly)
+                q(
+                    "UPDATE users SET token_sha256 = ?, revoked_at = NULL, daily_usd = ?, "
+                    "monthly_usd = ? WHERE name = ?",
+                    (token_sha256(token), *kept, name),
+                )
+                return kept, True
             q(
                 "INSERT INTO users (name, token_sha256, created_at, revoked_at, daily_usd, "
                 "monthly_usd) VALUES (?, ?, ?, NULL, ?, ?)",
                 (name, token_sha256(token), time.time(), daily, monthly),
             )
+            return (daily, monthly), False
 
-        self._state.report("adding a user", work)
+        return self._state.report("adding a user", work)
+
+    def rotate(self, name: str, token: str) -> tuple:
+        """Gives an active user a new token in place of its old one, which is refused from
+        now on (by running servers within _USERS_CACHE_S); its allowances and usage stay.
+        (daily, monthly); ValueError if there is no such active user."""
+
+        def work(q):
+            row = self._row(q, name)
+            if row[0] is not None:
+                raise ValueError(f"user {name!r} is revoked; --user add {name} gives it a token")
+            q("UPDATE users SET token_sha256 = ? WHERE name = ?", (token_sha256(token), name))
+            return row[1], row[2]
+
+        return self._state.report("rotating a user's token", work)
+
+    def limit(self, name: str, daily, monthly) -> tuple:
+        """Sets a user's own allowances: a number, None to leave it, ALLOWANCE_DEFAULT for the
+        per-user default. (daily, monthly) it now has; ValueError if there is no such user."""
+
+        def work(q):
+            row = self._row(q, name)
+            kept = tuple(
+                old if new is None else (None if new == ALLOWANCE_DEFAULT else new)
+                for old, new in ((row[1], daily), (row[2], monthly))
+            )
+            q("UPDATE users SET daily_usd = ?, monthly_usd = ? WHERE name = ?", (*kept, name))
+            return kept
+
+        return self._state.report("setting a user's allowance", work)
+
+    @staticmethod
+    def _row(q, name: str) -> tuple:
+        row = q(
+            "SELECT revoked_at, daily_usd, monthly_usd FROM users WHERE name = ?", (name,)
+        ).fetchone()
+        if row is None:
+            raise ValueError(f"no user named {name!r} (see --user list)")
+        return row
 
     def revoke(self, name: str) -> None:
         """Revokes a user's token; ValueError if there is no such active user."""
@@ -12496,6 +13001,92 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def _ip(text: str):
+    """An IP address from a header or a peer, or None: brackets, a zone and a port dropped
+    (proxies that write "192.0.2.7:4711" or "[2001:db8::7]:4711" in X-Forwarded-For would
+    otherwise put every client behind them on the proxy's one allowance), and an IPv4-mapped
+    IPv6 one as the IPv4 it is (a dual-stack listener sees 127.0.0.1 as ::ffff:127.0.0.1)."""
+    import ipaddress
+
+    text = text.strip()
+    if text.startswith("[") and "]" in text:
+        text = text[1 : text.index("]")]
+    elif text.count(":") == 1:  # IPv4 and a port (a bare IPv6 address has two or more)
+        text = text.partition(":")[0]
+    try:
+        address = ipaddress.ip_address(text.partition("%")[0])
+    except ValueError:
+        return None
+    return getattr(address, "ipv4_mapped", None) or address
+
+
+def trusted_networks(entries: list) -> list:
+    """server.http.trusted_proxies as networks; ConfigError naming the key for a bad entry."""
+    import ipaddress
+
+    networks = []
+    for entry in entries:
+        try:
+            network = ipaddress.ip_network(str(entry).strip(), strict=False)
+            mapped = getattr(network.network_address, "ipv4_mapped", None)
+            if mapped is not None and network.prefixlen >= 96:  # as _ip() reads a peer
+                network = ipaddress.ip_network(f"{mapped}/{network.prefixlen - 96}")
+            networks.append(network)
+        except ValueError:
+            raise ConfigError(
+                f"server.http.trusted_proxies: {str(entry)[:60]!r} is not an address or a "
+                "CIDR range (like 127.0.0.1 or 10.0.0.0/8)"
+            ) from None
+    return networks
+
+
+def client_source(peer: str, forwarded: str, trusted: list) -> str:
+    """Whose allowance a request spends (issue 39): the peer's address, an IPv6 one by its
+    /64 (what one host is given whole). From a proxy in `trusted` (trusted_networks), the
+    address nearest the end of X-Forwarded-For that is not itself a trusted proxy: what the
+    proxy saw. Without one, X-Forwarded-For counts for nothing: anyone can write it."""
+    address = _ip(peer)
+    if address is not None and forwarded and any(address in net for net in trusted):
+        for hop in reversed(forwarded.split(",")):
+            seen = _ip(hop)
+            if seen is None:
+                break  # what the proxy wrote is a name or garbage: the nearest good one counts
+            address = seen
+            if not any(seen in net for net in trusted):
+                break
+    if address is None:
+        return peer[:64]
+    mapped = getattr(address, "ipv4_mapped", None)
+    if address.version == 6 and mapped is None:
+        import ipaddress
+
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(mapped or address)
+
+
+class ClientSources:
+    """Each request's client_source, by server.http.trusted_proxies; says once on stderr
+    when a proxy on this host passes X-Forwarded-For unheeded (with introspection's
+    allowance at stake: its clients then share one)."""
+
+    def __init__(self, trusted: list, log: Log, oauth: bool):
+        self.trusted, self.log = trusted_networks(trusted), log
+        self._say = oauth and not self.trusted
+
+    def of(self, peer: str, forwarded: list | None) -> str:
+        forwarded = ", ".join(forwarded or ())
+        if forwarded and self._say:
+            address = _ip(peer)
+            if address is not None and address.is_loopback:
+                self._say = False
+                self.log.say(
+                    f"warning: requests from {peer} carry X-Forwarded-For, which is ignored "
+                    "until server.http.trusted_proxies lists that proxy: every client behind "
+                    "it shares one introspection allowance"
+                )
+        return client_source(peer, forwarded, self.trusted)
+
+
 def _host_name(value: str) -> str:
     """The name in a Host header or an origin's authority, lower-cased, without the port.
     Anything else after the name ("[::1].evil.com", "localhost:evil") keeps the value whole,
@@ -12530,6 +13121,7 @@ JWT_ALGORITHMS = {
 }  # fmt: skip
 JWT_LEEWAY_S = 60  # clock skew allowed on exp, nbf and iat
 JWKS_REFETCH_S = 10  # an unknown kid fetches the keys again at most this often
+JWKS_FETCHED_LATELY = "fetched moments ago"  # IssuerKeys.refresh, within JWKS_REFETCH_S
 ISSUER_RETRY_MAX_S = 10  # an unreachable issuer is tried again at most this far apart
 FETCH_TIMEOUT_S = 5
 FETCH_MAX_BYTES = 1024 * 1024
@@ -12537,8 +13129,17 @@ INTROSPECTION_CACHE_S = 60  # an active opaque token is asked about again after 
 INTROSPECTION_CACHE_SIZE = 10_000
 INTROSPECTION_REFUSED_S = 30  # a token the issuer called inactive is not asked about again
 INTROSPECTION_CONCURRENCY = 4  # introspection calls at once, at most
-INTROSPECTION_BURST = 20  # introspection calls in a row, at most, then ...
-INTROSPECTION_PER_S = 5.0  # ... this many a second
+# Each source (a client's address; see client_source) has its own allowance: INTROSPECTION_BURST
+# calls in a row, then INTROSPECTION_PER_S a second. A call whose token proves active is given
+# back, so only junk spends it: a flood from one source never starves another (issue 39).
+INTROSPECTION_BURST = 20
+INTROSPECTION_PER_S = 5.0
+INTROSPECTION_SOURCES = 4096  # sources whose allowance is remembered, at most (memory bound)
+# Unknown tokens of one source asked about (or waiting to be) at once, at most: the rest get 503
+# at once, so one source never holds every introspection slot, nor connections busy waiting.
+INTROSPECTION_SOURCE_AT_ONCE = 2
+INTROSPECTION_GOOD_S = 3600.0  # a token that introspected active skips the allowance this long
+INTROSPECTION_FAILURE_SAID_S = 10.0  # the endpoint's failures go to stderr once this often
 
 
 class TokenRefused(HttpError):
@@ -12623,7 +13224,7 @@ class IssuerKeys:
         `min_age` seconds ago; None, or what went wrong."""
         with self._lock:
             if time.monotonic() - self._fetched < min_age:
-                return "fetched moments ago"
+                return JWKS_FETCHED_LATELY
             self._fetched = time.monotonic()
             try:
                 if self.jwks_uri is None:
@@ -12659,13 +13260,19 @@ class IssuerKeys:
             return jwks_uri
         raise OSError("no authorization server metadata: " + "; ".join(problems))
 
-    def key_for(self, kid: str | None, family: str) -> dict | None:
-        """The JWK for a token's kid (without kid: the issuer's only key of that family);
-        an unknown kid fetches the JWKS again, rate-limited."""
+    def key_for(self, kid: str | None, family: str) -> tuple:
+        """(the JWK for a token's kid, or None; without kid: the issuer's only key of that
+        family, whether the keys looked in are current). An unknown kid fetches the JWKS
+        again, at most every JWKS_REFETCH_S: within that, the keys are not current (anyone's
+        token with an unknown kid, junk too, may have spent the fetch), and the kid may be
+        one the issuer has published since."""
         found = self._lookup(kid, family)
-        if found is None and self.keys is not None and self.refresh(JWKS_REFETCH_S) is None:
-            found = self._lookup(kid, family)
-        return found
+        if found is not None or self.keys is None:
+            return found, True
+        problem = self.refresh(JWKS_REFETCH_S)
+        if problem == JWKS_FETCHED_LATELY:
+            return None, False
+        return (self._lookup(kid, family) if problem is None else None), True
 
     def _lookup(self, kid: str | None, family: str) -> dict | None:
         same = [key for key in self.keys or () if key.get("kty") == family]
@@ -12675,7 +13282,90 @@ class IssuerKeys:
 
 
 class IntrospectionBusy(Exception):
-    """Too many introspection calls at once or in a short while: the request gets 503."""
+    """Too many introspection calls at once, or from one source in a short while: the
+    request gets 503."""
+
+
+def introspected_exp(answer: dict) -> float | None:
+    """An introspection answer's `exp` as a number, or None for none. RFC 7662 makes it an
+    optional NumericDate: null, or a value that is no date (a word, a list), is read as no
+    expiry of the issuer's (our cache's bound still holds); a number in a string is read."""
+    exp = answer.get("exp")
+    if isinstance(exp, str):
+        try:
+            exp = float(exp.strip())
+        except ValueError:
+            return None
+    return float(exp) if _is_number(exp) else None
+
+
+class SourceAllowances:
+    """A token bucket per source (burst, then `per_s` a second), in at most `size` entries:
+    a source whose bucket has refilled is forgotten first, then the one least recently seen,
+    so a spray of sources cannot grow the table. Never one allowance for everyone."""
+
+    def __init__(self, burst: int, per_s: float, size: int):
+        from collections import OrderedDict
+
+        self.burst, self.per_s, self.size = float(burst), per_s, size
+        self._buckets: OrderedDict = OrderedDict()  # source -> [allowance, when filled]
+        self._at_once: dict[str, int] = {}  # source -> its calls under way (none: absent)
+        self._lock = threading.Lock()
+
+    def take(self, source: str) -> bool:
+        """Spends one of `source`'s allowance; False when it has none left."""
+        with self._lock:
+            bucket = self._bucket(source)
+            if bucket[0] < 1:
+                return False
+            bucket[0] -= 1
+            return True
+
+    def enter(self, source: str, most: int) -> bool:
+        """One more call of `source` under way, unless it has `most` already (False)."""
+        with self._lock:
+            if self._at_once.get(source, 0) >= most:
+                return False
+            self._at_once[source] = self._at_once.get(source, 0) + 1
+            return True
+
+    def leave(self, source: str) -> None:
+        with self._lock:
+            left = self._at_once.pop(source, 1) - 1
+            if left > 0:
+                self._at_once[source] = left
+
+    def give_back(self, source: str) -> None:
+        with self._lock:
+            bucket = self._bucket(source)
+            bucket[0] = min(self.burst, bucket[0] + 1)
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def _bucket(self, source: str) -> list:
+        now = time.monotonic()
+        bucket = self._buckets.get(source)
+        if bucket is None:
+            self._make_room(now)
+            bucket = self._buckets[source] = [self.burst, now]
+        bucket[0] = min(self.burst, bucket[0] + (now - bucket[1]) * self.per_s)
+        bucket[1] = now
+        self._buckets.move_to_end(source)
+        return bucket
+
+    def _make_room(self, now: float) -> None:
+        if len(self._buckets) < self.size:
+            return
+        full = [
+            source
+            for source, (left, filled) in self._buckets.items()
+            if left + (now - filled) * self.per_s >= self.burst
+        ]
+        for source in full:  # a full bucket is the same as none
+            del self._buckets[source]
+        while len(self._buckets) >= self.size:
+            self._buckets.popitem(last=False)
 
 
 class Introspection:
@@ -12683,8 +13373,11 @@ class Introspection:
     own client. Answers are kept by the token's hash, never the token: an active one for up
     to INTROSPECTION_CACHE_S, so a session's every request is not a round trip; a refusal for
     INTROSPECTION_REFUSED_S, so a client retrying a bad token does not ask again each time.
-    At most INTROSPECTION_CONCURRENCY calls run at once and INTROSPECTION_BURST in a row
-    (then INTROSPECTION_PER_S a second): a flood of junk tokens cannot flood the issuer."""
+    At most INTROSPECTION_CONCURRENCY calls run at once, and each source (client_source) has
+    an allowance of its own (SourceAllowances), given back when the token proves active: junk
+    spends only its sender's, so a valid token from anyone else is never refused for it, and
+    a token known good (active in the last INTROSPECTION_GOOD_S) is asked about again whatever
+    its source's allowance (issue 39)."""
 
     def __init__(self, url: str, client_id: str, secret: str):
         import base64
@@ -12693,57 +13386,101 @@ class Introspection:
         self.url = url
         pair = f"{quote(client_id, safe='')}:{quote(secret, safe='')}"  # RFC 6749 2.3.1
         self._basic = "Basic " + base64.b64encode(pair.encode()).decode()
-        self._cache: dict[str, tuple[dict, float]] = {}
+        self._cache: dict[str, tuple[dict, float]] = {}  # hash -> (an active answer, until)
+        # Refusals (and expired answers) apart: junk fills only this table, so a valid token's
+        # answer is kept however many junk tokens were refused lately (issue 39).
+        self._refused: dict[str, tuple[dict, float]] = {}
+        self._good: dict[str, tuple] = {}  # hash of a token that was active -> (None, until)
         self._lock = threading.Lock()
         self._running = threading.BoundedSemaphore(INTROSPECTION_CONCURRENCY)
-        self._allowance, self._filled = float(INTROSPECTION_BURST), time.monotonic()
+        # Tokens known good ask on slots of their own: a junk flood from many sources at once
+        # can fill the shared ones (with a slow issuer), never these (issue 39).
+        self._running_good = threading.BoundedSemaphore(INTROSPECTION_CONCURRENCY)
+        self.sources = SourceAllowances(
+            INTROSPECTION_BURST, INTROSPECTION_PER_S, INTROSPECTION_SOURCES
+        )
 
-    def claims(self, token: str) -> dict:
+    def claims(self, token: str, source: str = "") -> dict:
         """The introspection answer; OSError or ValueError if the endpoint fails,
-        IntrospectionBusy past the bounds."""
+        IntrospectionBusy past the bounds (`source`'s allowance, or the calls at once)."""
         digest = token_sha256(token)
-        with self._lock:
-            cached = self._cache.get(digest)
-        if cached is not None and cached[1] > time.monotonic():
-            return cached[0]
-        if not self._running.acquire(timeout=FETCH_TIMEOUT_S):
+        cached = self._cached(digest)
+        if cached is not None:
+            return cached
+        if self._known_good(digest):  # a valid user's token, asked about again
+            return self._ask_once(token, digest, self._running_good)
+        if not self.sources.enter(source, INTROSPECTION_SOURCE_AT_ONCE):
+            raise IntrospectionBusy("too many introspection calls from this client at once")
+        try:
+            if not self.sources.take(source):
+                raise IntrospectionBusy("too many introspection calls from this client")
+            # A call that fails is spent too: junk the issuer answers with an error (or slowly)
+            # must not be free, or one client could have it asked without end (issue 39).
+            answer = self._ask_once(token, digest)
+        finally:
+            self.sources.leave(source)
+        if answer.get("active") is True:  # no junk: its allowance is given back
+            self.sources.give_back(source)
+        return answer
+
+    def _ask_once(self, token: str, digest: str, slots=None) -> dict:
+        slots = slots or self._running
+        if not slots.acquire(timeout=FETCH_TIMEOUT_S):
             raise IntrospectionBusy("too many introspection calls at once")
         try:
-            with self._lock:  # another request may have asked about it while this one waited
-                cached = self._cache.get(digest)
-            if cached is not None and cached[1] > time.monotonic():
-                return cached[0]
-            self._spend_allowance()
+            cached = self._cached(digest)  # another request may have asked while this waited
+            if cached is not None:
+                return cached
             answer = self._ask(token)
         finally:
-            self._running.release()
+            slots.release()
         self._keep(digest, answer)
         return answer
 
-    def _spend_allowance(self) -> None:
+    def cached(self, token: str) -> bool:
+        """Whether the issuer's answer about this token is at hand (asking nobody)."""
+        return self._cached(token_sha256(token)) is not None
+
+    def _cached(self, digest: str) -> dict | None:
+        now = time.monotonic()
         with self._lock:
-            now = time.monotonic()
-            refill = (now - self._filled) * INTROSPECTION_PER_S
-            self._allowance = min(float(INTROSPECTION_BURST), self._allowance + refill)
-            self._filled = now
-            if self._allowance < 1:
-                raise IntrospectionBusy("too many introspection calls in a short while")
-            self._allowance -= 1
+            for table in (self._cache, self._refused):
+                cached = table.get(digest)
+                if cached is not None and cached[1] > now:
+                    return cached[0]
+        return None
+
+    def _known_good(self, digest: str) -> bool:
+        with self._lock:
+            return self._good.get(digest, (None, 0.0))[1] > time.monotonic()
 
     def _keep(self, digest: str, answer: dict) -> None:
         now = time.monotonic()
+        left = -1.0  # seconds the token is good for; an inactive one is kept as refused
         if answer.get("active") is True:
-            left = answer.get("exp", time.time() + INTROSPECTION_CACHE_S) - time.time()
-            if not _is_number(left):
-                return
-            until = now + min(INTROSPECTION_CACHE_S, left)
-        else:
-            until = now + INTROSPECTION_REFUSED_S
+            exp = introspected_exp(answer)
+            left = INTROSPECTION_GOOD_S if exp is None else exp - time.time()
+        # An expired one is kept as a refusal is (each use checks its exp again).
+        until = now + (min(INTROSPECTION_CACHE_S, left) if left > 0 else INTROSPECTION_REFUSED_S)
         with self._lock:
-            if len(self._cache) >= INTROSPECTION_CACHE_SIZE:
-                self._cache = {k: v for k, v in self._cache.items() if v[1] > now}
-            if len(self._cache) < INTROSPECTION_CACHE_SIZE:
-                self._cache[digest] = answer, until
+            if left > 0:
+                good = now + min(INTROSPECTION_GOOD_S, left)
+                self._remember(self._good, digest, (None, good), now)
+            else:  # revoked or expired since: it spends its source's allowance like junk
+                self._good.pop(digest, None)
+            kept, other = (self._cache, self._refused) if left > 0 else (self._refused, self._cache)
+            other.pop(digest, None)
+            self._remember(kept, digest, (answer, until), now)
+
+    @staticmethod
+    def _remember(table: dict, digest: str, value: tuple, now: float) -> None:
+        """table[digest] = (what, until when), in at most INTROSPECTION_CACHE_SIZE entries
+        (lapsed ones go first; past that, nothing new is kept)."""
+        if len(table) >= INTROSPECTION_CACHE_SIZE:
+            for key in [key for key, (_, until) in table.items() if until <= now]:
+                del table[key]
+        if len(table) < INTROSPECTION_CACHE_SIZE:
+            table[digest] = value
 
     def _ask(self, token: str) -> dict:
         import urllib.parse
@@ -12784,6 +13521,7 @@ class OAuthVerifier:
         self.loopback_resources: dict[str, str] = {}
         self.keys = IssuerKeys(self.issuer, log)
         self.introspection = None
+        self._failure_said = -INTROSPECTION_FAILURE_SAID_S  # when stderr last heard of one
         if auth["introspection_url"]:
             url, client_id = auth["introspection_url"], auth["client_id"]
             self.introspection = Introspection(url, client_id, auth["client_secret"])
@@ -12863,15 +13601,16 @@ class OAuthVerifier:
             self.challenge(),
         )
 
-    def verify(self, token: str, introspect: bool = True) -> str:
+    def verify(self, token: str, introspect: bool = True, source: str = "") -> str:
         """The user an access token names, if its signature (or the issuer's introspection),
         issuer, times, audience and scopes are right. `introspect` False: an opaque token is
         one of this server's own (Authenticator.ours), never sent to the issuer, refused as
-        an inactive one is."""
+        an inactive one is. `source` (client_source) is whose introspection allowance a
+        token not known yet spends."""
         if self.introspection is not None and token.count(".") != 2:
             if not introspect:
                 raise self.refuse(INACTIVE)
-            claims = self._introspected(token)
+            claims = self._introspected(token, source)
         else:
             claims = self._jwt_claims(token)
         self._check_scopes(claims)
@@ -12894,15 +13633,20 @@ class OAuthVerifier:
             )
         return identity
 
-    def _introspected(self, token: str) -> dict:
+    def _introspected(self, token: str, source: str = "") -> dict:
         """An opaque token's claims from the issuer's introspection endpoint (RFC 7662)."""
         try:
-            claims = self.introspection.claims(token)
+            claims = self.introspection.claims(token, source)
         except IntrospectionBusy as exc:
             raise self.refuse(f"{exc}; retry shortly", 503) from None
         except (OSError, ValueError) as exc:
             problem = f"{type(exc).__name__}: {str(exc)[:120]}"
-            self.log.say(f"oauth: the introspection endpoint failed ({problem})")
+            said = f"oauth: the introspection endpoint failed ({problem})"
+            if time.monotonic() - self._failure_said >= INTROSPECTION_FAILURE_SAID_S:
+                self._failure_said = time.monotonic()  # a stranger's junk never floods stderr
+                self.log.say(said)
+            else:
+                self.log.debug("oauth", said)
             why = "the issuer's introspection endpoint failed; retry shortly"
             raise self.refuse(why, 503) from None
         if claims.get("active") is not True:
@@ -12916,8 +13660,8 @@ class OAuthVerifier:
                 f"the token is for another audience, not {self.audiences()[0]} "
                 "(server.auth.audience)"
             )
-        expires = claims.get("exp")
-        if _is_number(expires) and expires < time.time() - JWT_LEEWAY_S:
+        expires = introspected_exp(claims)
+        if expires is not None and expires < time.time() - JWT_LEEWAY_S:
             raise self.refuse("the token has expired; sign in again")
         return claims
 
@@ -12935,7 +13679,9 @@ class OAuthVerifier:
             raise self.refuse(f"signature algorithm {str(algorithm)[:20]!r} is not accepted")
         if not self.keys.ready.is_set():
             raise self.refuse("the issuer's signing keys are not known yet; retry shortly", 503)
-        jwk = self.keys.key_for(kid if isinstance(kid, str) else None, family)
+        jwk, current = self.keys.key_for(kid if isinstance(kid, str) else None, family)
+        if jwk is None and not current:  # a 401 would send a valid token's client to sign in
+            raise self.refuse("signed with a key not known yet; retry shortly", 503)
         if jwk is None or jwk.get("alg", algorithm) != algorithm:
             raise self.refuse("signed with a key the issuer does not publish")
         return self._decode(jwt, token, jwk, algorithm)
@@ -13058,10 +13804,11 @@ class Authenticator:
             return True
         return bool(self.token) and near_token(given, self.token)
 
-    def authenticate(self, authorization: str, host: str | None = None) -> str:
+    def authenticate(self, authorization: str, host: str | None = None, source: str = "") -> str:
         """The user a request's Authorization header names; HttpError 401 (503 when named
         tokens cannot be checked) otherwise. The token itself is never logged or shown.
-        `host` (the Host header) picks the OAuth resource the request is for."""
+        `host` (the Host header) picks the OAuth resource the request is for; `source`
+        (client_source) is whose introspection allowance an unknown opaque token spends."""
         import hmac
 
         oauth = self.oauth.for_host(host) if self.oauth is not None else None
@@ -13086,7 +13833,7 @@ class Authenticator:
                 if user is not None:
                     return user
             if oauth is not None and self._for_oauth(given, unavailable is not None):
-                user = oauth.verify(given, introspect=not self.ours(given))
+                user = oauth.verify(given, introspect=not self.ours(given), source=source)
                 if user is not None:
                     return user
         if unavailable is not None:
@@ -13106,7 +13853,12 @@ class Authenticator:
         answer tells a guesser nothing about the shared token.)"""
         if not unavailable or given.count(".") == 2:
             return True
-        return self.oauth.introspection is not None and not self.ours(given)
+        if self.oauth.introspection is None or self.ours(given):
+            return False
+        # A named token from before the prefix is known only by its hash, which a process
+        # that has never read the users does not have: such a token cannot be told from an
+        # opaque one, so it waits (503) unless the issuer's answer is cached (issue 39).
+        return self.users.ever_read() or self.oauth.introspection.cached(given)
 
     def refusal(self, given: bool, oauth=None) -> HttpError:
         error = "invalid_token" if given else None
@@ -13202,6 +13954,27 @@ def _plain_identity(session_id: str) -> dict:
     if not isinstance(fields, dict):
         raise ValueError("not a JSON object")
     return fields
+
+
+def refuse_new_calls(stopping: bool, dispatcher, method: str) -> None:
+    """HttpError 503 for a new call while the server stops, or (a tools/call) while its state
+    refuses it (issue 39: a newer version upgraded it, or its upgrade needs the issuer): the
+    call's row could not be written."""
+    if stopping:
+        raise HttpError(
+            503,
+            "the server is shutting down and takes no new calls; retry (another instance "
+            "will answer)",
+            {"Retry-After": "1"},
+        )
+    state = getattr(getattr(dispatcher, "engine", None), "state", None)
+    refused = state.refused() if state is not None else None
+    if refused is not None and method == "tools/call":
+        raise HttpError(
+            503,
+            f"this server cannot use {state.kind}: {refused.public}; retry later",
+            {"Retry-After": "30"},
+        )
 
 
 class HttpApp:
@@ -13353,13 +14126,7 @@ class HttpApp:
     def admit_call(self, hs: HttpSession, method: str = "tools/call") -> None:
         """Refuses a new tools/call that would pass a limit, or a tasks/result past the
         per-session one (call with calls_lock held)."""
-        if self.stopping:
-            raise HttpError(
-                503,
-                "the server is shutting down and takes no new calls; retry (another instance "
-                "will answer)",
-                {"Retry-After": "1"},
-            )
+        refuse_new_calls(self.stopping, self.dispatcher, method)
         limit = self.settings["max_calls_per_session"]
         if method == "tasks/result":  # each waits as long as a call: as many as calls
             if hs.id is not None and hs.session.waiting() >= limit:
@@ -13423,15 +14190,15 @@ class HttpApp:
             "Vary": "Origin",
         }
 
-    def route(self, command: str, path: str, authorization: str, host: str | None = None) -> tuple:
+    def route(self, command: str, path: str, authorization: str, host=None, source="") -> tuple:
         """(the HttpHandler method that answers this request, the user asking), once its
-        token is checked (Authenticator.authenticate; `host` is its Host header)."""
+        token is checked (Authenticator.authenticate: its Host header and client_source)."""
         if command == "OPTIONS":
             return HttpHandler.preflight, None
         if path.startswith(WELL_KNOWN_RESOURCE):  # public; any resource path under it
             path = WELL_KNOWN_RESOURCE
         public = path in (HEALTH_PATH, WELL_KNOWN_RESOURCE)
-        user = None if public else self.auth.authenticate(authorization, host)
+        user = None if public else self.auth.authenticate(authorization, host, source)
         route = _ROUTES.get((command, path))
         if self.stateless and (command, path) in _SESSION_ROUTES:
             route = None
@@ -14006,7 +14773,12 @@ class HttpHandler:
             app.check_host(headers.get("Host"))
             self._cors = app.cors_headers(headers.get("Origin"))
             authorization = headers.get("Authorization", "")
-            route, self.user = app.route(self.command, path, authorization, headers.get("Host"))
+            source = self.server.sources.of(
+                self.client_address[0], headers.get_all("X-Forwarded-For")
+            )
+            route, self.user = app.route(
+                self.command, path, authorization, headers.get("Host"), source
+            )
             route(self)
         except HttpError as exc:
             body = self._small_body() if exc.status != 413 and self._framing_ok else None
@@ -14039,10 +14811,16 @@ class HttpHandler:
         self._framing_ok = True
 
     def _small_body(self) -> bytes | None:
-        """The body, read now if it is small and still unread; None if it stays unread."""
+        """A refused request's body, read now if it is small and still unread; None if it
+        stays unread. Without a valid token, only if it is here already (sent with the
+        headers): never waited for, or a stranger's requests trickling their bodies would
+        hold connections busy, and at max_connections every new one is closed (issue 39)."""
         if self._body is None:
             length = self.headers.get("Content-Length", "0").strip()
             if not length.isdigit() or int(length) > 65536:
+                self.close_connection = True  # its body stays unread
+                return None
+            if self.user is None and not self._arrived(int(length)):
                 self.close_connection = True  # its body stays unread
                 return None
             try:
@@ -14051,6 +14829,18 @@ class HttpHandler:
                 self.close_connection = True
                 return None
         return self._body
+
+    def _arrived(self, size: int) -> bool:
+        """Whether `size` bytes are here to read (one look, without waiting)."""
+        if size == 0:
+            return True
+        self.connection.settimeout(0)
+        try:
+            return len(self.rfile.peek(size)) >= size
+        except OSError:
+            return False
+        finally:
+            self.connection.settimeout(self.timeout)
 
     def _read_body(self) -> bytes:
         """The body, whose Content-Length _check_framing() has checked; 413 past the limit
@@ -14477,6 +15267,8 @@ class HttpServer:
 
     def __init__(self, app: HttpApp, host: str, port: int, handler):
         self.app, self.host = app, host
+        # Whose introspection allowance each request spends (issue 39).
+        self.sources = ClientSources(app.settings["trusted_proxies"], app.log, bool(app.oauth))
         self.address_family = app.family
         self.limit = app.settings["max_connections"]
         if os.name == "nt":  # select(), Windows' only selector, watches at most 512 sockets
@@ -14730,6 +15522,8 @@ usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--sh
        {SERVER_NAME} --doctor [--live] [--http [HOST:]PORT] [--config PATH] [--model ID]
        {SERVER_NAME} --usage [--since YYYY-MM-DD] [--json] [--config PATH]
        {SERVER_NAME} --user add NAME [--daily-usd X] [--monthly-usd Y] | list | revoke NAME
+              | rotate NAME | limit NAME [--daily-usd X|none] [--monthly-usd Y|none]
+       {SERVER_NAME} --upgrade-state [--config PATH]
        {SERVER_NAME} --help | --version"""
 
 HELP = f"""{USAGE}
@@ -14772,10 +15566,17 @@ options:
                      same state then requires a token, even on 127.0.0.1
   --user list        list the users (never a token), with their allowances
   --user revoke NAME revoke a user's token: running servers refuse it within seconds
-  --daily-usd X      with --user add: this user's daily allowance in USD (over
-                     budget.per_user_daily_usd)
-  --monthly-usd Y    with --user add: this user's monthly allowance in USD (over
-                     budget.per_user_monthly_usd)
+                     (--user add NAME later gives a new one, keeping its allowances)
+  --user rotate NAME give a user a new token (printed once, as by add); the old one is
+                     refused within seconds; allowances and usage stay
+  --user limit NAME  set a user's own allowances (--daily-usd, --monthly-usd)
+  --daily-usd X      with --user add or limit: this user's daily allowance in USD (over
+                     budget.per_user_daily_usd; with limit, none: back to that)
+  --monthly-usd Y    with --user add or limit: this user's monthly allowance in USD (over
+                     budget.per_user_monthly_usd; with limit, none: back to that)
+  --upgrade-state    upgrade the state to this version's schema now, with the --http
+                     server's config (an upgrade may need its server.auth.issuer), and file
+                     under that issuer OAuth subjects an earlier upgrade left without it
   --version          print the version
   --help             print this help
 
@@ -14834,6 +15635,7 @@ def parse_args(argv: list[str]) -> dict:
         "-V": "version",
         "--doctor": "doctor",
         "--live": "live",
+        "--upgrade-state": "upgrade_state",
     }
     args = list(argv)
     while args:
@@ -14853,9 +15655,12 @@ def parse_args(argv: list[str]) -> dict:
             if not value.strip():
                 raise UsageError(f"{name} needs a non-empty value")
             options[takes_value[name]] = value
-            if name == "--user" and value not in ("add", "list", "revoke"):
-                raise UsageError(f"--user takes add NAME, list or revoke NAME, not {value!r}")
-            if name == "--user" and value in ("add", "revoke"):
+            if name == "--user" and value not in USER_ACTIONS:
+                raise UsageError(
+                    "--user takes add NAME, list, revoke NAME, rotate NAME or limit NAME, "
+                    f"not {value!r}"
+                )
+            if name == "--user" and value != "list":
                 if not args or args[0].startswith("-"):
                     raise UsageError(f"--user {value} needs a user name")
                 options["user_name"] = args.pop(0)
@@ -14916,6 +15721,10 @@ def parse_args(argv: list[str]) -> dict:
         raise UsageError("--doctor cannot be combined with --stdio or --ask")
     _check_usage_options(options)
     _check_user_options(options)
+    if options.get("upgrade_state"):
+        others = ("stdio", "http", "ask", "usage", "user", "doctor", "show_config")
+        if any(options.get(name) for name in others):
+            raise UsageError("--upgrade-state goes alone (with --config)")
     return options
 
 
@@ -15034,14 +15843,23 @@ def _edit_distance(a: str, b: str) -> int:
     return rows[-1][-1]
 
 
+USER_ACTIONS = ("add", "list", "revoke", "rotate", "limit")
+
+
 def _check_user_options(options: dict) -> None:
-    """--user ACTION [NAME] [--daily-usd X] [--monthly-usd Y]: the allowances as numbers."""
+    """--user ACTION [NAME] [--daily-usd X] [--monthly-usd Y]: the allowances as numbers
+    (with limit, `none` too: back to the per-user default)."""
     action = options.get("user")
+    if action == "limit" and options.get("daily_usd") is options.get("monthly_usd") is None:
+        raise UsageError("--user limit NAME needs --daily-usd X and/or --monthly-usd Y")
     for flag, key in (("--daily-usd", "daily_usd"), ("--monthly-usd", "monthly_usd")):
         if options.get(key) is None:
             continue
-        if action != "add":
-            raise UsageError(f"{flag} goes with --user add NAME")
+        if action not in ("add", "limit"):
+            raise UsageError(f"{flag} goes with --user add NAME or --user limit NAME")
+        if action == "limit" and options[key].strip().lower() == "none":
+            options[key] = ALLOWANCE_DEFAULT
+            continue
         try:
             amount = float(options[key])
         except ValueError:
@@ -15131,7 +15949,12 @@ def run_user(config: Config, log: Log, options: dict) -> int:
     if not state_enabled(config):
         print(f"{SERVER_NAME}: --user needs the state (state.path is off)", file=sys.stderr)
         return 2
-    problem = user_name_problem(name) if action == "add" else None
+    problem = user_name_problem(name) if action in ("add", "limit") else None
+    if problem and action == "limit" and (":" in name or name.lower() == SHARED_USER):
+        problem = (
+            f"{name[:80]!r} is not a named user: an OAuth subject's and shared's allowance is "
+            "budget.per_user_daily_usd / budget.per_user_monthly_usd in the config"
+        )
     if problem:
         print(f"{SERVER_NAME}: error: {inert(problem)}", file=sys.stderr)
         return 2
@@ -15144,13 +15967,11 @@ def run_user(config: Config, log: Log, options: dict) -> int:
             users.revoke(name)
             print(f"user {name} revoked: running servers refuse its token within seconds")
             return 0
-        import secrets
-
-        token = NAMED_TOKEN_PREFIX + secrets.token_urlsafe(32)
-        users.add(name, token, options.get("daily_usd"), options.get("monthly_usd"))
-        print(f"user {name} added; its token follows, shown once (only a hash is kept):")
-        print(token)
-        return 0
+        if action == "limit":
+            kept = users.limit(name, options.get("daily_usd"), options.get("monthly_usd"))
+            print(f"user {name}'s allowance: {allowance_words(kept)}")
+            return 0
+        return _new_token(users, action, name, options)
     except ValueError as exc:
         print(f"{SERVER_NAME}: error: {inert(str(exc))}", file=sys.stderr)
         return 2
@@ -15158,6 +15979,96 @@ def run_user(config: Config, log: Log, options: dict) -> int:
         return 1  # the warning said why
     finally:
         state.close()
+
+
+def _new_token(users: UserDirectory, action: str, name: str, options: dict) -> int:
+    """--user add (a revoked name's allowances kept unless given) or --user rotate: the new
+    token, alone on the last line."""
+    import secrets
+
+    token = NAMED_TOKEN_PREFIX + secrets.token_urlsafe(32)
+    if action == "rotate":
+        kept = users.rotate(name, token)
+        said = (
+            f"user {name}'s token rotated: running servers refuse the old one within seconds; "
+            f"its allowance ({allowance_words(kept)}) and usage stay"
+        )
+    else:
+        kept, again = users.add(name, token, options.get("daily_usd"), options.get("monthly_usd"))
+        said = f"user {name} added" + (
+            f" again, its allowance kept unless given ({allowance_words(kept)}), and its "
+            "history: its spend, conversations (response ids) and tasks are this user's (for "
+            "another person, pick another name)"
+            if again
+            else ""
+        )
+    print(f"{said}; its token follows, shown once (only a hash is kept):")
+    print(token)
+    return 0
+
+
+def allowance_words(allowance: tuple) -> str:
+    """(daily, monthly) as --user prints it: daily $2.00, monthly: the per-user default."""
+    return ", ".join(
+        f"{label} {usd(amount)}" if amount is not None else f"{label}: the per-user default"
+        for label, amount in zip(("daily", "monthly"), allowance, strict=True)
+    )
+
+
+def run_upgrade_state(config: Config, log: Log) -> int:
+    """--upgrade-state: the state upgraded to this version's schema with this config (the
+    upgrade to 7 needs server.auth.issuer while the store holds OAuth subjects), and subjects
+    filed without their issuer (oauth:#<sub>, or bare: see misfiled_subjects) filed under this
+    config's (issue 39). Exit 1 when the state cannot be reached or refuses (the error says why)."""
+    if not state_enabled(config):
+        print(
+            f"{SERVER_NAME}: --upgrade-state needs the state (state.path is off)", file=sys.stderr
+        )
+        return 2
+    backend = state_backend(config)
+    before = _schema_before(backend)
+    state = StateStore(backend, log, config.get("policy", "timezone"))
+    try:
+        repaired, left = state.report(
+            "upgrading the state",
+            lambda q: (refile_subjects(backend, q), len({n for _, n, _ in misfiled_subjects(q)})),
+        )
+    except StateUnavailable:
+        return 1  # the error said why
+    finally:
+        state.close()
+    was = "new" if before is None else f"schema {before}"
+    print(f"{backend.label}: {was}, now schema {STATE_SCHEMA_VERSION}")
+    if repaired:
+        print(
+            f"{repaired} OAuth subject(s) filed without their issuer (oauth:#<sub>, or a bare "
+            f"name an older host wrote) are now filed under {backend.oauth_issuer.rstrip('/')}"
+        )
+    if left:
+        print(
+            f"{SERVER_NAME}: warning: {left} OAuth subject(s) are filed without their issuer "
+            "(oauth:#<sub>, or a bare name an older host wrote): run --upgrade-state again with "
+            "the --http server's --config",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _schema_before(backend) -> int | None:
+    """The store's schema version as it is, or None when it is new (nothing made here)."""
+    if not backend.postgres and not os.path.exists(backend.path):
+        return None
+    try:
+        conn = backend.connect()
+    except backend.errors():
+        return None  # the upgrade itself says why
+    try:
+        version = _stored_version(backend, conn)
+        return 1 if version is None and backend.has_table(conn, "usage") else version
+    except backend.errors():
+        return None
+    finally:
+        conn.close()
 
 
 def _print_users(rows: list, as_json: bool) -> int:
@@ -15410,7 +16321,9 @@ class Doctor:
             self.marks = self.PLAIN
 
     def line(self, text: str) -> None:
-        text = inert(re.sub(r"//[^/@\s]*@", "//***@", text))
+        # ssh's `git@` holds no secret, and masked a `uvx --from git+ssh://git@…` line
+        # would not run as printed.
+        text = inert(re.sub(r"//(?!git@)[^/@\s]*@", "//***@", text))
         try:
             self.out.write(self.redact(text) + "\n")
             self.out.flush()
@@ -15831,12 +16744,45 @@ def _doctor_state_url(doctor: Doctor, config: Config) -> None:
     state = StateStore(backend, _QuietLog())
     try:
         state.read("connecting", lambda q: q("SELECT 1").fetchone())
+    except StateRefused:  # it answers; _doctor_state_schema says why it refuses, and the fix
+        doctor.ok(f"state.url: {backend.label} answers")
     except StateUnavailable as exc:
         doctor.fail(f"state.url: {backend.label} is unavailable ({exc.reason})", backend.hint)
     else:
         doctor.ok(f"state.url: {backend.label} answers")
     finally:
         state.close()
+
+
+def _doctor_state_schema(doctor: Doctor, config: Config) -> None:
+    """The state opened as any command opens it (upgraded, or refused saying what to run
+    when its upgrade needs server.auth.issuer), and OAuth subjects an earlier upgrade filed
+    without their issuer (issue 39): their allowances and conversations are lost to them."""
+    backend = state_backend(config)
+    if backend is None or not (backend.postgres or os.path.isfile(backend.path)):
+        return  # no store yet, or not one (a device, a folder: the path check says so)
+    state = StateStore(backend, _QuietLog())
+    try:
+        left = state.read(
+            "checking the state", lambda q: len({n for _, n, _ in misfiled_subjects(q)})
+        )
+    except StateRefused as exc:
+        doctor.fail(f"state: {backend.label}: {exc.reason}", "see docs/upgrade.md")
+        return
+    except StateUnavailable:
+        return  # said by the state.url check, or by the budget's
+    finally:
+        state.close()
+    if left:
+        doctor.warn(
+            f"state: {left} OAuth subject(s) are filed without their issuer (oauth:#<sub>, by "
+            "an upgrade run without server.auth.issuer, or a bare name a host of an older "
+            "release wrote after the upgrade): their allowances and earlier conversations do "
+            "not find them",
+            f"run {SERVER_NAME} --config FILE --upgrade-state with the --http server's config",
+        )
+    else:
+        doctor.ok(f"state: schema {STATE_SCHEMA_VERSION}")
 
 
 def _doctor_oauth(doctor: Doctor, config: Config) -> None:
@@ -16115,9 +17061,12 @@ def _cost_words(meta: dict) -> str:
     )
 
 
-def command_path(config: Config | None = None) -> list[str]:
-    """How an MCP client should start this installation: absolute paths, and nothing that a
-    cache clean removes (see install_kind)."""
+def client_command(
+    config: Config | None = None,
+) -> tuple[list[str], list[tuple[str, str]], str | None]:
+    """How an MCP client should start this installation: (command, the variables it needs, a
+    copied file's cached bytecode); absolute paths, and nothing that a cache clean removes
+    (see install_kind)."""
     import shutil
 
     kind = this_installation()
@@ -16125,12 +17074,18 @@ def command_path(config: Config | None = None) -> list[str]:
         uv = "uvx" if kind == "uvx" else "uv"
         uv = os.path.abspath(shutil.which(uv)) if shutil.which(uv) else uv
         if kind == "uv-run":
-            return [uv, "run", os.path.abspath(__file__)]
+            return [uv, "run", os.path.abspath(__file__)], [], None
         withs = [word for extra in _extras_in_use(config) for package in EXTRA_PACKAGES[extra]
                  for word in ("--with", package)]  # fmt: skip
-        return [uv, *withs, SERVER_NAME]
-    if kind == "file":  # a copied file: the Python that runs it now
-        return [os.path.abspath(sys.executable), os.path.abspath(__file__)]
+        return [uv, *uvx_words(), *withs, SERVER_NAME], [], None
+    if kind == "file":  # a copied file: the Python that runs it now, from cached bytecode
+        return dropin_launch(__file__, os.path.abspath(sys.executable), dict(os.environ))
+    return _installed_command(), [], None
+
+
+def _installed_command() -> list[str]:
+    import shutil
+
     name = SERVER_NAME + (".exe" if os.name == "nt" else "")
     beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), name)
     on_path = shutil.which(SERVER_NAME)
@@ -16140,6 +17095,59 @@ def command_path(config: Config | None = None) -> list[str]:
     if on_path:
         return [os.path.abspath(on_path)]
     return [os.path.abspath(sys.executable), os.path.abspath(__file__)]
+
+
+def _doctor_dropin(doctor: Doctor, launch: tuple, options: dict) -> None:
+    """A copied file: where its cached bytecode is, which makes its start as quick as an
+    installation's (client_command wrote it), and one start by the line the clients get. Under
+    PYTHONPYCACHEPREFIX, that start also caches the standard library modules read before
+    `initialize` (the prefix holds every module's bytecode), which a client that sets
+    PYTHONDONTWRITEBYTECODE would otherwise compile at every start."""
+    if this_installation() != "file":
+        return
+    command, variables, cached = launch
+    if cached is None:
+        doctor.warn(
+            "no bytecode cache can be written for this file: each start compiles it (~0.2 s)",
+            f"make __pycache__ beside it writable, or {default_pycache_prefix(os.environ)}",
+        )
+        return
+    where = " (under PYTHONPYCACHEPREFIX: no __pycache__ beside it)" if variables else ""
+    doctor.ok(f"bytecode cached at {cached}{where}: clients start it by its loader")
+    argv = [*command, "--stdio"]
+    if options.get("config"):
+        argv += ["--config", os.path.abspath(os.path.expanduser(options["config"]))]
+    problem = _first_start(argv, dict(variables))
+    if problem:
+        doctor.fail(
+            f"the client line did not start the server: {problem}",
+            "run its command below in a terminal, with its variables, to see the whole error",
+        )
+    else:
+        doctor.ok("the client line starts the server and it answers `initialize`")
+
+
+def _first_start(argv: list[str], variables: dict) -> str | None:
+    """Starts `argv` as a client would, with `variables`, until it answers `initialize`; None,
+    or what went wrong."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    hello = {"protocolVersion": LATEST_PROTOCOL, "capabilities": {}}
+    hello["clientInfo"] = {"name": f"{SERVER_NAME}-doctor", "version": __version__}
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+    try:
+        proc = subprocess.run(
+            argv, input=encode_message(request) + b"\n", capture_output=True,
+            env={**env, **variables}, timeout=60,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    first = proc.stdout.split(b"\n", 1)[0]
+    if b'"result"' in first and b'"serverInfo"' in first:
+        return None
+    said = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+    return f"exit status {proc.returncode}" + (f": {said[-1]}" if said else "")
 
 
 def _extras_in_use(config: Config | None) -> list[str]:
@@ -16187,17 +17195,19 @@ def client_env(config: Config, env: dict | None = None) -> list[tuple[str, str |
     return carried
 
 
-def client_lines(options: dict, config: Config) -> list[str]:
+def client_lines(options: dict, config: Config, launch: tuple | None = None) -> list[str]:
     """The lines that add this installation to Claude Code, Codex CLI and Cursor, with the
-    environment the server runs with here (see client_env)."""
+    environment the server runs with here (see client_env) and the variables its command needs
+    (`launch`, from client_command)."""
     import shlex
 
-    command = [*command_path(config), "--stdio"]
+    start, needed, _cached = client_command(config) if launch is None else launch
+    command = [*start, "--stdio"]
     if options.get("config"):
         command += ["--config", os.path.abspath(os.path.expanduser(options["config"]))]
     quote = (lambda s: f'"{s}"') if os.name == "nt" else shlex.quote
     argv = " ".join(quote(part) for part in command)
-    carried = client_env(config)
+    carried = client_env(config) + list(needed)
 
     def shell(name: str, value: str | None) -> str:
         if value is None:
@@ -16257,6 +17267,7 @@ def run_doctor(options: dict) -> int:
         _doctor_retirements(doctor, config, listing, log)
     _doctor_paths(doctor, config)
     _doctor_state_url(doctor, config)
+    _doctor_state_schema(doctor, config)
     _doctor_oauth(doctor, config)
     _doctor_budget(doctor, config)
     _doctor_http(doctor, config, options.get("http"))
@@ -16267,12 +17278,14 @@ def run_doctor(options: dict) -> int:
             doctor.skip("live answer not tried (fix the failures above first)")
         else:
             _doctor_live(doctor, config)
+    launch = client_command(config)
+    _doctor_dropin(doctor, launch, options)
     doctor.line("")
     doctor.line(
         "To add this installation to a client (the key comes from your environment; "
         "the other variables are the ones set here):"
     )
-    for row in client_lines(options, config):
+    for row in client_lines(options, config, launch):
         doctor.line(row)
     return doctor.finish()
 
@@ -16327,6 +17340,7 @@ def _main(argv: list[str]) -> int:
         return run_doctor(options)
     serving = options.get("stdio") or options.get("http")
     doing = options.get("ask") or options.get("show_config") or options.get("usage")
+    doing = doing or options.get("upgrade_state")
     if not (serving or doing or options.get("user")):
         print(
             f"{USAGE}\n{SERVER_NAME}: error: nothing to do: add --stdio or --http PORT",
@@ -16374,6 +17388,8 @@ def _main(argv: list[str]) -> int:
         return run_usage(config, log, options.get("since"), bool(options.get("json")))
     if options.get("user"):
         return run_user(config, log, options)
+    if options.get("upgrade_state"):
+        return run_upgrade_state(config, log)
     if not serving:
         return 0
     engine = AnswerEngine(config, log)

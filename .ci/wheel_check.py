@@ -10,8 +10,8 @@
    `initialize` plus a `tools/call` over stdio answered from the fake;
 3. `pipx install` of the wheel, and `uvx --from <wheel>`, each answering `initialize`, with the
    client lines `--doctor` prints and the "install the extra" command their installer's own
-   (issue 33): pipx's command and `pipx inject`; `uvx openai-responses-mcp` (never a path into
-   uv's cache, gone after `uv cache clean`) and `uvx --with`.
+   (issue 33): pipx's command and `pipx inject`; `uvx --from <wheel> openai-responses-mcp`
+   (never a path into uv's cache, gone after `uv cache clean`) and `uvx --from <wheel> --with`.
 
 pipx and uv are taken from --tools (default: the directory of this interpreter, where the test
 extra puts them). Prints one line per step; exit 1 on the first failure.
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -230,8 +231,11 @@ def check_uvx(wheel: Path, work: Path, env: dict, tools: Path) -> None:
     cmd = [uv, "tool", "run", "--from", wheel, APP]
     check_initialize(cmd, env, "uvx --from <wheel>")
     uvx = shutil.which("uvx", path=env.get("PATH")) or "uvx"
-    with_driver = f"uvx --with 'psycopg[binary]' {APP}"
-    check_installer_lines(cmd, env, "uvx --from <wheel>", (f"{uvx} {APP}",), with_driver)
+    # The lines name the wheel too: without `--from` they would run the index's release (issue 39)
+    source = shlex.quote(str(Path(wheel).resolve()))
+    with_driver = f"uvx --from {source} --with 'psycopg[binary]' {APP}"
+    lines = (f"{uvx} --from {source} {APP}",)
+    check_installer_lines(cmd, env, "uvx --from <wheel>", lines, with_driver)
 
 
 def main(argv: list[str] | None = None) -> int:

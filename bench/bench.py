@@ -425,6 +425,97 @@ def bench_startup(install: Install, results: Results, runs: int) -> None:
     )
 
 
+def dropin_launch(install: Install, fake, folder: Path, env: dict) -> tuple[list[str], dict]:
+    """The module copied alone into `folder`, and the command and variables its `--doctor`
+    prints for a client (Cursor's entry: the same as Claude Code's and Codex's lines)."""
+    folder.mkdir(exist_ok=True)
+    shutil.copy2(MODULE, folder / MODULE.name)
+    proc = subprocess.run(
+        [PYTHON, str(folder / MODULE.name), "--doctor"], capture_output=True, text=True,
+        env={**env, "OPENAI_BASE_URL": fake.base_url}, cwd=str(install.dir), timeout=120,
+    )  # fmt: skip
+    text = proc.stdout
+    if "Cursor (" not in text:
+        raise RuntimeError(f"--doctor printed no client lines:\n{text}\n{proc.stderr}")
+    start = text.index("{", text.index("Cursor ("))
+    entry = json.loads(text[start : text.rindex("}") + 1])["mcpServers"]["openai-responses"]
+    variables = {k: v for k, v in entry["env"].items() if k.startswith("PYTHON")}
+    return [entry["command"], *entry["args"]], variables
+
+
+def bench_dropin(install: Install, fake, results: Results, runs: int) -> None:
+    """Issue 39: the file copied alone, started as a client starts it, beside the installed
+    entry point, interleaved with `python -c pass`: spawn -> initialize answered, and VmRSS
+    then. As a script it is compiled at every start; as `--doctor` prints it (`python -c
+    LOADER FILE`, which loads the file by its path) it runs from bytecode cached beside it
+    (checked against the file's hash), or, where no __pycache__
+    can be made there (a read-only folder; here a file in its place), under
+    PYTHONPYCACHEPREFIX in the user's cache."""
+    env = install.env(XDG_CACHE_HOME=str(install.dir / "cache"))
+    writable, read_only = install.dir / "dropin", install.dir / "dropin-ro"
+    read_only.mkdir()
+    (read_only / "__pycache__").write_text("")
+    launch = dropin_launch(install, fake, writable, env)
+    fallback = dropin_launch(install, fake, read_only, env)
+    ways = {
+        "installed": (install.entry_argv("--stdio"), {}),
+        "script": ([PYTHON, str(writable / MODULE.name), "--stdio"], {}),
+        "module": (launch[0], launch[1]),
+        "prefix": (fallback[0], fallback[1]),
+    }
+    message = frame(initialize_message())
+
+    def spawn(argv, variables) -> tuple[float, float]:
+        started = time.perf_counter()
+        with Client(install, {**env, **variables}, argv) as client:
+            client.write(message)
+            client.recv()
+            elapsed = time.perf_counter() - started
+            rss = client.rss_mib()
+        return elapsed, rss
+
+    def bare() -> float:
+        started = time.perf_counter()
+        subprocess.run([PYTHON, "-c", "pass"], env=env, cwd=str(install.dir), check=True)
+        return time.perf_counter() - started
+
+    for argv, variables in ways.values():
+        spawn(argv, variables)  # page in the files once
+    base: list[float] = []
+    seen: dict[str, list] = {name: [] for name in ways}
+    for _ in range(runs):
+        base.append(bare())
+        for name, (argv, variables) in ways.items():
+            seen[name].append(spawn(argv, variables))
+    labels = {
+        "installed": ("installed entry point", None),
+        "script": ("`python openai_responses_mcp.py`, compiled at every start", None),
+        "module": (
+            "as --doctor prints it: `python -c LOADER FILE`, bytecode cached beside it",
+            True,
+        ),
+        "prefix": ("read-only folder: PYTHONPYCACHEPREFIX in the user's cache", True),
+    }
+    for name, (label, held) in labels.items():
+        times, memory = [t for t, _ in seen[name]], [r for _, r in seen[name]]
+        ratio, rss = median(times) / median(base), median(memory)
+        met = ratio <= 3 and rss <= 60 if held else None
+        results.add(
+            f"drop-in start → `initialize` answered, and VmRSS then: {label}",
+            f"{ms(median(times))}, {rss:.1f} MiB",
+            f"`python -c pass` {ms(median(base))}",
+            f"{ratio:.2f}×",
+            "≤ 3× and ≤ 60 MiB" if held else "informational",
+            met,
+            times=spread(times),
+            rss_mib=spread(memory),
+            python_c_pass=spread(base),
+            ratio=ratio,
+            command=ways[name][0],
+            variables=ways[name][1],
+        )
+
+
 def bench_round_trips(install: Install, results: Results, runs: int) -> None:
     """tools/list (and ping) round trips: one request written, its reply read, one at a time."""
     with Client(install) as client:
@@ -1253,6 +1344,7 @@ def machine() -> dict:
 
 FIGURES = (
     "startup",
+    "dropin",
     "roundtrip",
     "call",
     "first",
@@ -1298,6 +1390,8 @@ def main(argv: list[str] | None = None) -> int:
         with fake_upstream.FakeResponsesAPI() as fake:
             if "startup" in only:
                 bench_startup(install, results, 15 if quick else 40)
+            if "dropin" in only:
+                bench_dropin(install, fake, results, 10 if quick else 30)
             if "roundtrip" in only:
                 bench_round_trips(install, results, 200 if quick else 1000)
             if "call" in only:

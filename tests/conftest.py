@@ -104,6 +104,7 @@ LONGEST_FIRST = (
     "test_state_faults.py", "test_background.py", "test_tasks_stateless.py",
     "test_inspector.py", "test_longcalls.py", "test_tasks_limits.py", "test_answer.py",
     "test_handoff.py", "test_upstream_faults.py", "test_cache.py",
+    "test_readme.py", "test_doctor_installers.py",  # slow: installs, a minute or more each
 )  # fmt: skip
 
 

@@ -1223,16 +1223,25 @@ def _image_tokens(part: dict) -> int:
 
 def _pdf_pages(data: bytes) -> int:
     """The pages the API renders: every page object, those compressed in a stream (a PDF 1.5
-    object stream, as pdfTeX writes them) too."""
+    object stream, as pdfTeX writes them) too, its names in any spelling (/P#61ge is /Page, as
+    a reader decodes it)."""
     import zlib
 
-    page = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
-    pages = len(page.findall(data))
+    page = re.compile(rb"/Type[\x00\s]*/Page(?![A-Za-z])")
+
+    def count(plain: bytes) -> int:
+        return len(
+            page.findall(
+                re.sub(rb"#([0-9A-Fa-f]{2})", lambda c: bytes.fromhex(c[1].decode()), plain)
+            )
+        )
+
+    pages = count(data)
     starts = [found.end() for found in re.finditer(rb"stream\r?\n", data)]
     # Each stream from its own bytes only: from the start to the end of the file is quadratic.
-    for start, end in zip(starts, [*starts[1:], len(data)], strict=True):
+    for start, end in zip(starts, [*starts[1:], len(data)], strict=False):
         try:
-            pages += len(page.findall(zlib.decompressobj().decompress(data[start:end])))
+            pages += count(zlib.decompressobj().decompress(data[start:end]))
         except zlib.error:
             pass
     return pages

@@ -9,7 +9,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 
-LISTENING = re.compile(r"serving MCP on http://(?:127\.0\.0\.1|0\.0\.0\.0):(\d+)/mcp")
+LISTENING = re.compile(r"serving MCP on http://(?:127\.0\.0\.1|0\.0\.0\.0|\[::\]):(\d+)/mcp")
 ACCEPT_BOTH = "application/json, text/event-stream"
 INIT_PARAMS = {
     "protocolVersion": "2025-06-18",

@@ -37,6 +37,8 @@ UP = {
     "shared": (200, 200, 400, 200, 200, 200),
     "named": (200, 200, 400, 200, 200, 200),
     "revoked": (401, 401, 401, 401, 200, 200),
+    "rotated away": (401, 401, 401, 401, 200, 200),  # the old token, after --user rotate
+    "rotated to": (200, 200, 400, 200, 200, 200),  # its new one
     "oauth": (200, 200, 400, 200, 200, 200),
     "oauth named alice": (200, 200, 400, 200, 200, 200),
     "wrong audience": (401, 401, 401, 401, 200, 200),
@@ -49,6 +51,8 @@ DOWN = {
     "shared": (200, 200, 400, 200, 200, 200),
     "named": (503, 503, 503, 503, 200, 200),
     "revoked": (503, 503, 503, 503, 200, 200),
+    "rotated away": (503, 503, 503, 503, 200, 200),
+    "rotated to": (503, 503, 503, 503, 200, 200),
     "oauth": (200, 200, 400, 200, 200, 200),
     "oauth named alice": (200, 200, 400, 200, 200, 200),
     "wrong audience": (401, 401, 401, 401, 200, 200),
@@ -79,12 +83,17 @@ def world(tmp_path_factory, upstream):
 
     alice, bob, boss = add("alice"), add("bob"), add("boss")
     assert run_cli(tmp, "--user", "revoke", "bob", env=up).returncode == 0
+    dana = add("dana")
+    rotated = run_cli(tmp, "--user", "rotate", "dana", env=up)
+    assert rotated.returncode == 0, rotated.stderr
     now = int(time.time())
     tokens = {
         "none": None,
         "shared": SHARED,
         "named": alice,
         "revoked": bob,
+        "rotated away": dana,
+        "rotated to": rotated.stdout.splitlines()[-1],
         "oauth": issuer.token(AUDIENCE, sub="carol", exp=now + 3600),
         "oauth named alice": issuer.token(AUDIENCE, sub="alice", exp=now + 3600),
         "oauth named boss": issuer.token(AUDIENCE, sub="boss", exp=now + 3600),

@@ -10,15 +10,18 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import ssl
 import subprocess
 import sys
+from pathlib import Path
 
 import openai
 import pytest
-from conftest import PROGRAM, TEST_KEY, base_env, run_cli
+from conftest import PROGRAM, SCRIPT, TEST_KEY, base_env, run_cli
 from fake_upstream import (
     DEFAULT_MODELS,
     FakeResponsesAPI,
@@ -745,9 +748,9 @@ def test_the_command_is_this_installations_script_beside_its_python(monkeypatch,
     script.write_text("", encoding="utf-8")
     monkeypatch.setattr(sys, "executable", str(bin_dir / "python"))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    assert mcp.command_path() == [str(script)]
+    assert mcp.client_command()[0] == [str(script)]
     script.unlink()
-    assert mcp.command_path() == [str(bin_dir / "python"), os.path.abspath(mcp.__file__)]
+    assert mcp.client_command()[0] == [str(bin_dir / "python"), os.path.abspath(mcp.__file__)]
 
 
 def test_credentials_in_the_base_url_are_masked_on_every_line(tmp_path, fake):
@@ -755,6 +758,19 @@ def test_credentials_in_the_base_url_are_masked_on_every_line(tmp_path, fake):
     proc = doctor(tmp_path, env={"OPENAI_BASE_URL": url})
     assert "gw-pass-1234" not in proc.stdout and "gateway-user" not in proc.stdout
     assert f"base_url http://***@127.0.0.1:{fake.port}/v1" in proc.stdout
+
+
+def test_a_doctor_line_masks_a_urls_credentials_but_not_sshs_git_user():
+    """`uvx --from git+ssh://git@github.com/…` runs as printed; a password or token does not
+    appear (issue 39)."""
+    out = io.StringIO()
+    said = mcp.Doctor(out)
+    said.line("uvx --from git+ssh://git@github.com/a/b.git openai-responses-mcp --stdio")
+    said.line("git+https://git:ghp_SECRET@github.com/a/b.git https://ann:pw@gw/v1 ssh://ann@h/r")
+    assert out.getvalue().splitlines() == [
+        "uvx --from git+ssh://git@github.com/a/b.git openai-responses-mcp --stdio",
+        "git+https://***@github.com/a/b.git https://***@gw/v1 ssh://***@h/r",
+    ]
 
 
 def test_live_tries_no_deep_research_run_even_when_answer_deep_is_on(tmp_path, fake):
@@ -838,18 +854,326 @@ def test_under_uvx_the_client_lines_run_uvx_not_the_cache(monkeypatch):
     monkeypatch.setattr(mcp.sys, "prefix", UVX_ENV)
     monkeypatch.setattr(mcp.sys, "executable", f"{UVX_ENV}/bin/python")
     monkeypatch.setattr(mcp.sys, "argv", [f"{UVX_ENV}/bin/openai-responses-mcp", "--doctor"])
-    command = mcp.command_path()
+    command = mcp.client_command()[0]
     assert command[-1] == "openai-responses-mcp" and os.path.basename(command[0]) == "uvx"
     assert not any("archive-v0" in part for part in command)
     # Under uvx with the driver added, the line adds it too.
     config = mcp.load_config({}, {"OPENAI_RESPONSES_MCP_STATE_URL": "postgresql://u@h/d"})
-    assert mcp.command_path(config)[1:] == ["--with", "psycopg[binary]", "openai-responses-mcp"]
+    assert mcp.client_command(config)[0][1:] == [
+        "--with",
+        "psycopg[binary]",
+        "openai-responses-mcp",
+    ]
 
 
-def test_a_file_run_by_python_is_added_as_python_and_the_file(tmp_path, fake):
-    """A real spawn: the tests run the module file with this Python."""
+def test_under_uvx_from_a_path_or_git_the_lines_say_where_from(monkeypatch):
+    """`uvx --from . openai-responses-mcp --doctor`: a line without `--from` would run the
+    index's release, or fail (issue 39)."""
+    monkeypatch.setattr(mcp.sys, "prefix", UVX_ENV)
+    monkeypatch.setattr(mcp.sys, "executable", f"{UVX_ENV}/bin/python")
+    monkeypatch.setattr(mcp.sys, "argv", [f"{UVX_ENV}/bin/openai-responses-mcp", "--doctor"])
+    monkeypatch.setattr(mcp, "install_source", lambda: f"{HOME}/src/openai responses")
+    config = mcp.load_config({}, {"OPENAI_RESPONSES_MCP_STATE_URL": "postgresql://u@h/d"})
+    assert mcp.client_command(config)[0][1:] == [
+        "--from", f"{HOME}/src/openai responses", "--with", "psycopg[binary]", APP_NAME,
+    ]  # fmt: skip
+    assert mcp.extra_command("postgres", "uvx") == (
+        f"uvx --from '{HOME}/src/openai responses' --with 'psycopg[binary]' {APP_NAME}"
+    )
+    monkeypatch.setattr(mcp, "install_source", lambda: None)  # from the index
+    assert mcp.client_command()[0][1:] == [APP_NAME]
+
+
+APP_NAME = mcp.SERVER_NAME
+
+
+@pytest.mark.parametrize(
+    ("record", "source"),
+    [
+        ({"url": "file:///home/ann/src/my%20mcp", "dir_info": {}}, "/home/ann/src/my mcp"),
+        ({"url": "file:///tmp/w/openai_responses_mcp-1.0-py3-none-any.whl",
+          "archive_info": {}}, "/tmp/w/openai_responses_mcp-1.0-py3-none-any.whl"),
+        ({"url": "https://github.com/a/b.git",
+          "vcs_info": {"vcs": "git", "commit_id": "0" * 40, "requested_revision": "v1.2"}},
+         "git+https://github.com/a/b.git@v1.2"),
+        ({"url": "ssh://git@github.com/a/b.git", "vcs_info": {"vcs": "git", "commit_id": "1" * 40}},
+         "git+ssh://git@github.com/a/b.git"),
+        ({"url": "https://github.com/a/b.git", "subdirectory": "server",
+          "vcs_info": {"vcs": "git", "commit_id": "1" * 40}},
+         "git+https://github.com/a/b.git#subdirectory=server"),
+        ({"url": "https://example.com/x.tar.gz", "archive_info": {}}, "https://example.com/x.tar.gz"),
+        ({"dir_info": {}}, None),
+        # A folder named with a literal %20: decoded once, as its URL was encoded once.
+        ({"url": "file:///home/ann/src/a%2520b", "dir_info": {}}, "/home/ann/src/a%20b"),
+        # Credentials never go into a printed line, but for ssh's git user and ${VARIABLE}s.
+        ({"url": "https://ann:ghp_SECRET@github.com/a/b.git",
+          "vcs_info": {"vcs": "git", "commit_id": "1" * 40, "requested_revision": "main"}},
+         "git+https://github.com/a/b.git@main"),
+        ({"url": "https://ghp_SECRET@github.com/a/b.git", "vcs_info": {"vcs": "git"}},
+         "git+https://github.com/a/b.git"),
+        ({"url": "https://ann:pw@example.com/x.tar.gz", "archive_info": {}},
+         "https://example.com/x.tar.gz"),
+        ({"url": "https://${GIT_USER}:${GIT_TOKEN}@example.com/b.git", "vcs_info": {}},
+         "git+https://${GIT_USER}:${GIT_TOKEN}@example.com/b.git"),
+        ({"url": "ssh://deploy@host/b.git", "vcs_info": {}}, "git+ssh://deploy@host/b.git"),
+        ({"url": "ssh://deploy:pw@host/b.git", "vcs_info": {}}, "git+ssh://host/b.git"),
+    ],
+)  # fmt: skip
+def test_where_uvx_took_this_copy_from_is_read_from_pep_610s_record(record, source):
+    assert mcp.direct_url_source(record) == source
+
+
+def test_an_installed_module_run_with_dash_m_is_its_installations_not_a_copied_file():
+    site = f"{HOME}/venv/lib/python3.11/site-packages"
+    installed = f"{site}/openai_responses_mcp.py"
+    said = mcp.install_kind(
+        f"{HOME}/venv/bin/python", f"{HOME}/venv", SYSTEM, installed, installed,
+        exists=lambda _path: False, site_dirs=(site,),
+    )  # fmt: skip
+    assert said == "venv"
+    copied = mcp.install_kind(
+        f"{HOME}/venv/bin/python", f"{HOME}/venv", SYSTEM, SCRIPT_FILE, SCRIPT_FILE,
+        exists=lambda _path: False, site_dirs=(site,),
+    )  # fmt: skip
+    assert copied == "file"
+
+
+def test_a_file_run_by_python_is_added_as_python_running_its_loader_on_the_file(tmp_path, fake):
+    """A real spawn: the tests run the module file with this Python. Its folder is not put
+    on the module path (no PYTHONPATH): the loader is given the file."""
     entry = cursor_entry(doctor(tmp_path, env=against(fake)))
-    assert [entry["command"], *entry["args"]] == [sys.executable, str(mcp.__file__), "--stdio"]
+    script = os.path.abspath(mcp.__file__)
+    loader = ["-c", mcp.DROPIN_LOADER, script, "--stdio"]
+    assert [entry["command"], *entry["args"]] == [sys.executable, *loader]
+    assert "PYTHONPATH" not in entry["env"]
+
+
+# -- a copied file: started from cached bytecode, by lines that run as printed (issue 39) -----
+
+INITIALIZE = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "pytest", "version": "0"}},
+}  # fmt: skip
+
+
+# A folder named with what a shell, a JSON string or a module path could misread: os.pathsep
+# (PYTHONPATH would read two folders), quotes, `$`, `~`, a space and non-ASCII.
+AWKWARD = "my proj:ect $HOME 'q' ~ é"
+
+
+def doctor_of_a_copy(tmp_path, fake, name: str = "project", **env: str):
+    """--doctor of the module copied alone into tmp_path/name, run as a person runs it
+    (`python3 …/openai_responses_mcp.py --doctor`): the file itself, so a cold start."""
+    folder = tmp_path / name
+    folder.mkdir(exist_ok=True)
+    shutil.copy2(SCRIPT, folder / SCRIPT.name)
+    proc = subprocess.run(
+        [sys.executable, str(folder / SCRIPT.name), "--doctor"],
+        capture_output=True, encoding="utf-8", timeout=120, cwd=str(tmp_path),
+        env=base_env(tmp_path, cold=True, PYTHONIOENCODING="utf-8", **against(fake), **env),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return folder, proc
+
+
+def read_as_bash_does(line: str, env: dict) -> list[str]:
+    """A printed line's words as a person's shell reads them: quotes, `$VARIABLE`s."""
+    said = subprocess.run(
+        ["bash", "-c", 'printf "%s\\0" ' + line], env=env, capture_output=True, check=True
+    )
+    return said.stdout.decode().split("\0")[:-1]
+
+
+def what_each_client_runs(proc, env: dict) -> dict[str, tuple[list[str], dict]]:
+    """(command, environment) that Claude Code, Codex and Cursor get from --doctor's lines."""
+    runs = {}
+    for client in ("claude", "codex"):
+        words = read_as_bash_does(line_with(proc, f"{client} mcp add ").strip(), env)
+        cut = words.index("--")
+        pairs = [words[i + 1] for i in range(cut) if words[i] == "--env"]
+        runs[client] = words[cut + 1 :], dict(pair.split("=", 1) for pair in pairs)
+    entry = cursor_entry(proc)
+    variables = {
+        name: env[value[6:-1]] if value.startswith("${env:") else value
+        for name, value in entry["env"].items()
+    }
+    runs["cursor"] = [entry["command"], *entry["args"]], variables
+    return runs
+
+
+def start_as_a_client(command: list[str], variables: dict, cwd: Path, log: Path) -> dict:
+    """Starts `command` with only `variables` and PATH (a client's environment, with bytecode
+    writing off, as some machines set it, and Python's import log on), sends initialize: the
+    reply, the server's resident memory then, its import log and its exit status on SIGTERM."""
+    env = {"PATH": os.environ["PATH"], "PYTHONDONTWRITEBYTECODE": "1", "PYTHONVERBOSE": "1"}
+    with open(log, "wb") as stderr:
+        proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+            env={**env, **variables}, cwd=str(cwd),
+        )  # fmt: skip
+        try:
+            proc.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
+            proc.stdin.flush()
+            reply = json.loads(proc.stdout.readline())
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+            rss = next(int(r.split()[1]) for r in status.splitlines() if r.startswith("VmRSS:"))
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+            proc.stdin.close()
+            proc.stdout.close()
+    return {"reply": reply, "rss_mib": rss / 1024, "log": log.read_text(), "exit": code}
+
+
+# Modules the server imports before `initialize` (or its first statement does), named as a
+# project's own files often are: found first on the module path, each would stop the server.
+DECOYS = (
+    "json.py", "types.py", "enum.py", "threading.py", "re.py", "contextlib.py",
+    "sitecustomize.py", "openai/__init__.py",
+)  # fmt: skip
+
+
+def plant_decoys(folder: Path, *more: str) -> None:
+    for name in (*DECOYS, *more):
+        (folder / name).parent.mkdir(exist_ok=True)
+        (folder / name).write_text(f"raise SystemExit('the decoy {name} was imported')\n")
+
+
+def assert_each_line_starts_it_from(proc, cache: Path, tmp_path, variables: dict) -> None:
+    """Every client's line runs as printed and reads the copy's cached bytecode, with decoy
+    modules beside the copy (a project's files, added after --doctor) and in the client's
+    working folder: neither is on the module path. The server holds at most 60 MiB after
+    `initialize`."""
+    key = {"OPENAI_API_KEY": TEST_KEY, "PATH": os.environ["PATH"]}
+    runs = what_each_client_runs(proc, key)
+    assert runs["claude"] == runs["codex"] == runs["cursor"], runs
+    command, env = runs["cursor"]
+    script = command[3]
+    assert command == [sys.executable, "-c", mcp.DROPIN_LOADER, script, "--stdio"]
+    assert {k: v for k, v in env.items() if k.startswith("PYTHON")} == variables
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    plant_decoys(elsewhere, SCRIPT.name)
+    plant_decoys(Path(script).parent)
+    seen = start_as_a_client(command, env, elsewhere, tmp_path / "imports.log")
+    assert seen["reply"]["result"]["serverInfo"]["name"] == mcp.SERVER_NAME, seen
+    assert f"code object from {str(cache)!r}" in seen["log"]  # read, not compiled
+    assert seen["rss_mib"] <= 60, seen["rss_mib"]
+    assert seen["exit"] == 0  # SIGTERM: a clean stop, as the script's
+    # The file run by the loader is the script: its flags, output and exit statuses.
+    client = {"PATH": os.environ["PATH"], **env}
+    version = f"{mcp.SERVER_NAME} {mcp.__version__}\n"
+    for args, code, said in ((["--version"], 0, version), (["--stdioo"], 2, "")):
+        ran = subprocess.run(
+            [*command[:-1], *args], capture_output=True, text=True, env=client, timeout=60
+        )
+        assert (ran.returncode, ran.stdout) == (code, said), ran.stderr
+    assert "--stdioo" in ran.stderr  # the usage error names the option
+
+
+def test_a_copied_files_doctor_caches_its_bytecode_and_each_client_starts_it_from_there(
+    tmp_path, fake
+):
+    folder, proc = doctor_of_a_copy(tmp_path, fake, AWKWARD)
+    cache = folder / "__pycache__" / f"{SCRIPT.stem}.{sys.implementation.cache_tag}.pyc"
+    assert cache.is_file()
+    assert line_with(proc, f"bytecode cached at {cache}").startswith(OK)
+    assert line_with(proc, "the client line starts the server").startswith(OK)
+    assert_each_line_starts_it_from(proc, cache, tmp_path, {})
+
+
+def test_a_copied_file_with_no_writable_pycache_is_cached_under_the_users_cache(tmp_path, fake):
+    """Where __pycache__ beside the file cannot be made (a read-only folder; here a file in
+    its place, which stops root too), PYTHONPYCACHEPREFIX puts the bytecode in the user's
+    cache: the standard library's with it, which the doctor's own start of the line caches."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "__pycache__").write_text("")
+    prefix = tmp_path / "cache" / mcp.SERVER_NAME / "pycache"
+    folder, proc = doctor_of_a_copy(tmp_path, fake, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    tag = sys.implementation.cache_tag
+    cache = Path(f"{prefix}{folder}") / f"{SCRIPT.stem}.{tag}.pyc"
+    assert cache.is_file()
+    assert line_with(proc, f"bytecode cached at {cache} (under PYTHONPYCACHEPREFIX").startswith(OK)
+    assert_each_line_starts_it_from(proc, cache, tmp_path, {"PYTHONPYCACHEPREFIX": str(prefix)})
+    log = (tmp_path / "imports.log").read_text().splitlines()
+    compiled = [line for line in log if re.fullmatch(r"# code object from [^']*\.py", line)]
+    assert compiled == []  # nothing compiled at the start: all cached by the doctor's own start
+
+
+def test_a_client_line_that_does_not_start_the_server_is_named_with_its_error():
+    said = mcp._first_start([sys.executable, "-c", "raise SystemExit('no module named x')"], {})
+    assert said == "exit status 1: no module named x"
+    quiet = [sys.executable, "-c", "import sys; sys.stdin.read(); print('{}')"]
+    assert mcp._first_start(quiet, {}) == "exit status 0"  # no `initialize` answered
+    assert mcp._first_start([sys.executable, "-c", "import json, sys; print(json.dumps("
+                             "{'id': 1, 'result': {'serverInfo': {}}}))"], {}) is None  # fmt: skip
+
+
+def test_a_copied_file_with_no_cache_writable_anywhere_is_started_as_the_file(tmp_path):
+    """Neither __pycache__ beside it nor the user's cache can be made (a file in the place of
+    each): the plain line, compiled at every start, and no variable naming a cache."""
+    script = tmp_path / "openai_responses_mcp.py"
+    script.write_text("")
+    (tmp_path / "__pycache__").write_text("")
+    (tmp_path / "cache").write_text("")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+    said = mcp.dropin_launch(str(script), "/usr/bin/python3", env)
+    assert said == (["/usr/bin/python3", str(script)], [], None)
+
+
+def test_the_loader_is_one_word_for_every_shell_and_config_file():
+    """Quoted as one word by POSIX shells (single quotes), Windows' (double quotes: nothing
+    in it that cmd or PowerShell expands) and JSON/TOML strings: none of their specials."""
+    assert not set(mcp.DROPIN_LOADER) & set("\"'$`%!^&|<>\\\n")
+    assert mcp.shell_quote(mcp.DROPIN_LOADER, windows=True) == f'"{mcp.DROPIN_LOADER}"'
+
+
+def test_a_copied_file_renamed_is_loaded_by_its_path_unless_no_loader_takes_its_name(tmp_path):
+    """A name that is not a module's (a dash) is no matter to the loader, given the path;
+    a name without .py is, and the file itself is started."""
+    script = tmp_path / "openai-responses-mcp.py"
+    script.write_text("")
+    command, variables, cached = mcp.dropin_launch(str(script), "/usr/bin/python3", {})
+    assert command == ["/usr/bin/python3", "-c", mcp.DROPIN_LOADER, str(script)]
+    assert (variables, os.path.isfile(cached)) == ([], True)
+    bare = tmp_path / "ormcp"
+    bare.write_text("")
+    command, variables, cached = mcp.dropin_launch(str(bare), "/usr/bin/python3", {})
+    assert (command, variables, cached) == (["/usr/bin/python3", str(bare)], [], None)
+
+
+def test_bytecode_is_compiled_again_only_when_the_file_changed(tmp_path):
+    script = tmp_path / "m.py"
+    script.write_text("x = 1\n")
+    target = mcp.write_bytecode(str(script), None)
+    written = os.stat(target).st_mtime_ns
+    assert mcp.write_bytecode(str(script), None) == target
+    assert os.stat(target).st_mtime_ns == written  # fresh: left as it was
+    script.write_text("x = 22\n")
+    assert mcp.write_bytecode(str(script), None) == target
+    assert os.stat(target).st_mtime_ns != written
+
+
+def test_a_newer_file_copied_over_with_the_same_size_and_mtime_runs_its_own_code(tmp_path):
+    """`cp -p`, or archives with fixed timestamps: a header of mtime and size would still
+    match and the old bytecode would run; the source's hash does not (issue 39)."""
+    script = tmp_path / "m.py"
+    script.write_text("import sys\nsys.exit(1)\n")
+    os.utime(script, (1_700_000_000, 1_700_000_000))
+    mcp.write_bytecode(str(script), None)
+    script.write_text("import sys\nsys.exit(2)\n")  # the same size
+    os.utime(script, (1_700_000_000, 1_700_000_000))
+    started = [sys.executable, "-c", mcp.DROPIN_LOADER, str(script)]
+    assert subprocess.run(started, env={"PYTHONDONTWRITEBYTECODE": "1"}).returncode == 2
+    mcp.write_bytecode(str(script), None)  # --doctor run again compiles it again
+    assert subprocess.run(started, env={"PYTHONDONTWRITEBYTECODE": "1"}).returncode == 2
+    loaded = subprocess.run(started, env={"PYTHONVERBOSE": "1"}, capture_output=True, text=True)
+    assert f"code object from '{tmp_path / '__pycache__' / 'm.'}" in loaded.stderr  # cached
 
 
 @pytest.mark.parametrize("bundle", ["missing.pem", "garbage.pem", "."], ids=str)

@@ -651,6 +651,31 @@ def test_connections_past_max_connections_are_closed_at_once_while_all_are_busy(
     wait_for(lambda: healthz_status(server.port) == 200, what="a free slot")
 
 
+def test_refused_requests_trickling_their_bodies_never_fill_max_connections(serve):
+    # Issue 39 audit: a request refused for its token had its body (up to 64 KiB) read for the
+    # refusal's id, for up to header_timeout_s: a stranger holding max_connections such
+    # requests, their bodies never sent, had every new connection closed meanwhile.
+    config = http_config(max_connections=2, header_timeout_s=30)
+    server = serve(config=config, env={"MCP_HTTP_TOKEN": TOKEN})
+    held = [raw_connection(server.port), raw_connection(server.port)]
+    for sock in held:
+        sock.sendall(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer not-the-token\r\nContent-Length: 50\r\n\r\n{"
+        )
+    try:
+        for sock in held:  # refused at once, and closed: its body is not waited for
+            assert read_until_closed(sock, timeout=5.0).startswith(b"HTTP/1.1 401 ")
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        assert post(server.port, rpc("initialize", INIT_PARAMS), headers=auth).status == 200
+    finally:
+        for sock in held:
+            sock.close()
+    # A refused request whose body came with it still gets its id back.
+    reply = post(server.port, rpc("ping", id=7), headers={"Authorization": "Bearer nope"})
+    assert reply.status == 401 and reply.json()["id"] == 7
+
+
 @NEEDS_PROC
 def test_idle_connections_hold_no_thread_and_never_lock_token_holders_out(serve):
     # Issue 18: with 300 connections held open sending nothing, 94% of authenticated requests

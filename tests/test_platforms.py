@@ -115,9 +115,8 @@ def test_stdio_is_switched_to_binary_mode_on_windows(windows, monkeypatch, tmp_p
 
 def test_doctor_gives_powershell_lines_on_windows(windows, monkeypatch, tmp_path):
     config = mcp.load_config({}, {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)})
-    monkeypatch.setattr(
-        mcp, "command_path", lambda config=None: [r"C:\Tools\openai-responses-mcp.exe"]
-    )
+    command = [r"C:\Tools\openai-responses-mcp.exe"]
+    monkeypatch.setattr(mcp, "client_command", lambda config=None: (command, [], None))
     lines = "\n".join(mcp.client_lines({}, config))
     assert 'OPENAI_API_KEY="$env:OPENAI_API_KEY"' in lines
     assert r'-- "C:\Tools\openai-responses-mcp.exe" "--stdio"' in lines
@@ -132,7 +131,7 @@ def test_doctor_finds_the_exe_script_beside_python_on_windows(windows, monkeypat
     script.write_bytes(b"")
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python.exe"))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    assert mcp.command_path() == [str(script)]
+    assert mcp.client_command()[0] == [str(script)]
 
 
 def test_ctrl_break_stops_the_server_gracefully_on_windows():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -818,7 +819,7 @@ def old_store(state, version: str) -> None:
     ]
     columns = [c for c in m._USAGE_COLUMNS if c != "writer_schema"]
     values = {"at": 946684800.0, "day": OLD_DAY, "tool": "answer", "model": "gpt-5", "usd": 0.5}
-    values.update({"outcome": "ok", "web_searches": 1})
+    values.update({"outcome": "ok", "web_searches": 1, "user_name": ""})  # no user before 4
     row = [values.get(name, 0) for name in columns]
     statements.append(
         (
@@ -869,7 +870,7 @@ def test_a_store_made_by_an_earlier_schema_is_upgraded(spawn, fake, tmp_path, st
         # folded into the totals the reports read.
         columns = [c for c in m._USAGE_COLUMNS if c != "writer_schema"]
         values = {"at": 946684900.0, "day": OLD_DAY, "tool": "answer", "model": "gpt-5"}
-        values.update({"usd": 0.25, "outcome": "ok"})
+        values.update({"usd": 0.25, "outcome": "ok", "user_name": ""})
         marks = ", ".join("?" for _ in columns)
         execute(
             state,
@@ -944,3 +945,18 @@ def test_a_budget_refusal_names_no_path_even_when_the_folder_cannot_be_made(spaw
     )
     assert "Not a directory" in message and str(blocker) not in message
     assert str(blocker) in process.stderr
+
+
+@pytest.mark.skipif(getattr(os, "geteuid", lambda: 1)() != 0, reason="a device node needs root")
+def test_a_state_path_naming_a_device_never_changes_its_mode(tmp_path):
+    """state.path: /dev/null once made the device 0600 for every other user of the machine (the
+    chmod of files an older version left); a node of the same device stands in for it here."""
+    import stat
+
+    node = tmp_path / "null"
+    os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    os.chmod(node, 0o666)  # past the umask
+    env = {"OPENAI_RESPONSES_MCP_STATE": str(node)}
+    for args in (("--usage",), ("--user", "list"), ("--upgrade-state",)):
+        run_cli(tmp_path, *args, env=env)
+        assert stat.S_IMODE(os.stat(node).st_mode) == 0o666, args

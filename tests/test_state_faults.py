@@ -92,10 +92,14 @@ def test_an_instance_cut_off_inside_a_budget_check_does_not_lock_out_the_others(
     result_of(cut.call("answer", {"query": "first"}, timeout=30))
     # The next budget check is forwarded as far as the lock, then its link is cut: the
     # database keeps that session, inside its transaction, holding the lock.
-    proxy.cut_after(b"pg_advisory_xact_lock")
+    proxy.cut_after(b"pg_advisory_xact_lock($")  # the budget's, not the schema's shared hold
     failure_of(cut.call("answer", {"query": "second"}, timeout=60))
     assert proxy.cuts == 1
-    holding = "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+    # (the budget's lock; every transaction also holds the schema's shared: ShareLock)
+    holding = (
+        "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+        "AND mode = 'ExclusiveLock'"
+    )
     other = server(spawn, fake, tmp_path, direct, "other", BUDGET)
     answered = []
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sqlite3
 import threading
 
@@ -91,7 +92,43 @@ def test_user_add_prints_a_token_once_and_the_state_keeps_only_its_hash(tmp_path
     text = run_cli(tmp_path, "--user", "list", env=state.env)
     assert "alice" in text.stdout and "active" in text.stdout and token not in text.stdout
     again = run_cli(tmp_path, "--user", "add", "alice", env=state.env)
-    assert again.returncode == 2 and "exists" in again.stderr
+    assert again.returncode == 2 and "exists; --user rotate alice gives it" in again.stderr
+
+
+def test_rotation_and_revoke_then_add_keep_the_allowances(tmp_path, state):
+    """Issue 39: the documented rotation (revoke, then add) dropped a user's own allowances."""
+
+    def user(*args: str) -> tuple:
+        done = run_cli(tmp_path, "--user", *args, env=state.env)
+        assert done.returncode == 0, done.stderr
+        listed = json.loads(run_cli(tmp_path, "--user", "list", "--json", env=state.env).stdout)
+        (row,) = listed["users"]
+        return done.stdout, (row["revoked_at"] is None, row["daily_usd"], row["monthly_usd"])
+
+    first = add_user(tmp_path, state, "alice", "--daily-usd", "2", "--monthly-usd", "5")
+    said, row = user("rotate", "alice")
+    assert row == (True, 2.0, 5.0) and "daily $2.00, monthly $5.00" in said
+    rotated = said.splitlines()[-1]
+    assert rotated.startswith("ormcp_u_") and rotated != first
+    assert state.query("SELECT token_sha256 FROM users") == [
+        (hashlib.sha256(rotated.encode()).hexdigest(),)
+    ]
+    assert user("revoke", "alice")[1] == (False, 2.0, 5.0)
+    said, row = user("add", "alice")  # no allowance given: hers are kept, and it says so
+    assert row == (True, 2.0, 5.0) and "again" in said and "daily $2.00" in said
+    # A name is an identity: what the old alice left is this alice's, and it says so.
+    assert "conversations (response ids) and tasks are this user's" in said
+    assert "for another person, pick another name" in said
+    user("revoke", "alice")
+    said, row = user("add", "alice", "--daily-usd", "3")  # given: that one changes
+    assert row == (True, 3.0, 5.0)
+    said, row = user("limit", "alice", "--monthly-usd", "none")
+    assert row == (True, 3.0, None) and "monthly: the per-user default" in said
+    rotated_revoked = run_cli(tmp_path, "--user", "rotate", "alice", env=state.env)
+    assert rotated_revoked.returncode == 0
+    user("revoke", "alice")
+    refused = run_cli(tmp_path, "--user", "rotate", "alice", env=state.env)
+    assert refused.returncode == 2 and "is revoked; --user add alice" in refused.stderr
 
 
 @pytest.mark.parametrize(
@@ -103,9 +140,19 @@ def test_user_add_prints_a_token_once_and_the_state_keeps_only_its_hash(tmp_path
         (("--user", "add", "LOCAL"), "is reserved"),
         (("--user", "revoke", "nobody"), "no user named 'nobody'"),
         (("--user", "add"), "--user add needs a user name"),
-        (("--user", "remove", "x"), "--user takes add NAME, list or revoke NAME"),
+        (("--user", "remove", "x"), "--user takes add NAME, list, revoke NAME, rotate NAME"),
         (("--user", "add", "bob", "--daily-usd", "lots"), "--daily-usd takes dollars"),
+        (("--user", "add", "bob", "--daily-usd", "none"), "--daily-usd takes dollars"),
         (("--user", "list", "--monthly-usd", "3"), "--monthly-usd goes with --user add"),
+        (("--user", "rotate", "nobody"), "no user named 'nobody'"),
+        (("--user", "rotate"), "--user rotate needs a user name"),
+        (("--user", "limit", "nobody", "--daily-usd", "1"), "no user named 'nobody'"),
+        (("--user", "limit", "bob"), "--user limit NAME needs --daily-usd X and/or"),
+        (
+            ("--user", "limit", "oauth:https://login.example.com#3f2a", "--daily-usd", "1"),
+            "an OAuth subject's and shared's allowance is budget.per_user_daily_usd",
+        ),
+        (("--user", "limit", "shared", "--daily-usd", "1"), "budget.per_user_daily_usd"),
     ],
 )
 def test_bad_user_commands_exit_2_with_a_clear_error(tmp_path, args, words):
@@ -370,6 +417,36 @@ def test_a_users_own_allowance_overrides_the_default(spawn, fake, tmp_path, sqli
     for n in range(2):  # dave has the default dollar
         assert "result" in ask(server.port, bearer(dave), others, {"query": f"d{n}"}, n)
     assert len(creates(fake)) == 3
+
+
+def test_a_rotated_token_is_refused_and_the_new_one_keeps_the_allowance_and_its_spend(
+    spawn, fake, tmp_path, sqlite_state
+):
+    old = add_user(tmp_path, sqlite_state, "alice", "--daily-usd", "0.03")
+    server = serve(spawn, fake, sqlite_state)
+    session = open_session(server.port, bearer(old))
+    fake.enqueue(Reply(searches=[{"query": "a", "sources": []}]))  # $0.025 and its tokens
+    assert "result" in ask(server.port, bearer(old), session, {"query": "one"}, 1)
+    rotated = run_cli(tmp_path, "--user", "rotate", "alice", env=sqlite_state.env)
+    assert rotated.returncode == 0, rotated.stderr
+    new = rotated.stdout.splitlines()[-1]
+    wait_until(
+        lambda: post(server.port, rpc("ping"), session, bearer(old)).status == 401,
+        10,
+        "the old token refused",
+    )
+    session = open_session(server.port, bearer(new))
+    message = failure(ask(server.port, bearer(new), session, {"query": "two"}, 2))
+    assert "alice's daily allowance of $0.03 has no room" in message  # hers, with her spend
+    suggested = re.search(r"--user limit alice --daily-usd X", message)
+    assert suggested, message
+    command = suggested.group(0).replace("X", "1").split()
+    assert run_cli(tmp_path, *command, env=sqlite_state.env).returncode == 0
+    wait_until(
+        lambda: "result" in ask(server.port, bearer(new), session, {"query": "two"}, 3),
+        10,
+        "the raised allowance",
+    )
 
 
 # -- per person: follow-ups, tasks, the cache --------------------------------------------------
@@ -749,6 +826,18 @@ def test_a_long_subject_is_held_to_its_allowance(spawn, fake, tmp_path, sqlite_s
         assert stored[0] == f"oauth:{issuer.url}#" + "x" * m.OAUTH_SUBJECT_MAX
         too_long = issuer.token(server.resource, sub="x" * (m.OAUTH_SUBJECT_MAX + 1))
         assert post(server.port, rpc("ping", {}), headers=bearer(too_long)).status == 401
+        # Issue 39: what it suggests works for a subject (no --user command does)
+        assert "raise budget.per_user_daily_usd or wait" in message and "--user" not in message
+        shared = open_session(server.port, bearer(SHARED))
+        fake.enqueue(Reply(searches=[{"query": "a", "sources": []}]))
+        assert "result" in ask(server.port, bearer(SHARED), shared, {"query": "s1"}, 1)
+        message = failure(ask(server.port, bearer(SHARED), shared, {"query": "s2"}, 2))
+        assert "shared's daily allowance" in message and "--user" not in message
+        raised = "budget: {per_user_daily_usd: 1}\n"  # the suggestion, done
+        again = oauth_server(spawn, fake, sqlite_state, issuer, [], extra=raised)
+        long = bearer(issuer.token(again.resource, sub="x" * m.OAUTH_SUBJECT_MAX))
+        session = open_session(again.port, long)
+        assert "result" in ask(again.port, long, session, {"query": "two"}, 2)
     finally:
         issuer.stop()
 

@@ -295,17 +295,41 @@ def test_a_warm_server_on_a_terminal_sees_one(probe):
     same_process(seen[True], seen[False])
 
 
+def default_action(*names: str):
+    """A preexec_fn that gives the named signals their default action in the process it starts:
+    a test of what a signal does cannot inherit an ignored one (pytest run as a background job,
+    by nohup, cron or a CI wrapper, ignores SIGINT, and so would every process it starts)."""
+    numbers = [getattr(signal, name) for name in names if name not in ("SIGKILL", "SIGSTOP")]
+
+    def restore():
+        for number in numbers:
+            signal.signal(number, signal.SIG_DFL)
+
+    return restore
+
+
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "SIGKILL"])
 def test_a_signalled_warm_server_ends_as_a_cold_one(probe, how):
     codes = []
     for warm in (True, False):
-        proc = probe.popen(["wait"], warm, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        int(proc.stdout.readline())
-        proc.send_signal(getattr(signal, how))
-        codes.append(proc.wait(10))
-        proc.stdin.close()
-        proc.stdout.close()
-    assert codes[0] == codes[1]
+        proc = probe.popen(
+            ["wait"], warm, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            preexec_fn=default_action(how),
+        )  # fmt: skip
+        try:
+            pid = int(proc.stdout.readline())
+            proc.send_signal(getattr(signal, how))
+            codes.append(proc.wait(10))
+            # the server itself is gone too, not only its launcher: a later test counts them
+            assert proc.stdout.read() == b""
+            wait_until(lambda pid=pid: not _alive(pid), 10, "the signalled server to be reaped")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+            proc.stdin.close()
+            proc.stdout.close()
+    assert codes == [-getattr(signal, how)] * 2  # each ended by the signal, as Python ends
 
 
 def test_fifty_launchers_at_once_all_start_warm(probe):
