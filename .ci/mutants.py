@@ -886,6 +886,15 @@ MUTANTS = [
         "credentials_in_base_url",
     ),
     mutant(
+        "secrets-show-config-issuer-whole",
+        "secrets",
+        'values["server"]["auth"][key] = redact_url(values["server"]["auth"][key])',
+        'values["server"]["auth"][key] = values["server"]["auth"][key]',
+        "tests/test_cli.py",
+        "-k",
+        "credentials_in_the_issuers_urls",
+    ),
+    mutant(
         "secrets-failure-message-base-url-whole",
         "secrets",
         'base_url = redact_url(config.get("openai", "base_url"))',

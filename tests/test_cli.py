@@ -840,6 +840,22 @@ def test_credentials_in_base_url_are_never_shown(tmp_path):
         assert "hunter2" not in proc.stderr and "***@gateway/v1" in proc.stderr
 
 
+def test_credentials_in_the_issuers_urls_are_never_shown(tmp_path):
+    """Issue 39: --show-config printed server.auth.issuer and introspection_url whole."""
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "server:\n  auth:\n    audience: mcp\n"
+        "    issuer: https://gw-user:hunter2-pass@login.example.com/realms/x\n"
+        "    introspection_url: https://gw-user:hunter2-pass@login.example.com/introspect\n"
+    )
+    env = {"MCP_AUTH_CLIENT_ID": "mcp", "MCP_AUTH_CLIENT_SECRET": "client-secret-0123456789"}
+    proc = run_cli(tmp_path, "--show-config", "--config", str(config), env=env)
+    auth = show_config(proc)["config"]["server"]["auth"]
+    assert auth["issuer"] == "https://***@login.example.com/realms/x"
+    assert auth["introspection_url"] == "https://***@login.example.com/introspect"
+    assert "hunter2" not in proc.stderr and "gw-user" not in proc.stderr
+
+
 def test_a_state_url_without_a_scheme_is_refused_without_being_echoed(tmp_path):
     """Issue 39: `user:password@host/db` (its scheme forgotten) was echoed whole in the error."""
     for bad in ("gw-user:hunter2-pass@db.example/ledger", "hunter2-pass"):
