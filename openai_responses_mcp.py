@@ -16993,6 +16993,13 @@ def _doctor_try_profiles(doctor: Doctor, config: Config, client) -> None:
     """Each profile's settings sent to the API for real: a setting its model refuses that the
     tables above do not know fails with the same fix a refused call names."""
     today = today_in(config.get("policy", "timezone"))
+    budgeted = _budget_keys(config, today, None)
+    if budgeted:  # a trial goes straight to the API: no budget admits it, no ledger counts it
+        doctor.skip(
+            f"profiles' settings not tried: under {budgeted[0]} only calls the budget admits "
+            "and counts are made (as the live answer below is)"
+        )
+        return
     tried: dict = {}  # profiles that send the same request are tried once
     for tool in enabled_tools(config):
         if _row(tool).get("opt_in"):

@@ -858,6 +858,15 @@ MUTANTS = [
         "ask_refuses_a_flag",
     ),
     mutant(
+        "money-doctor-live-trials-past-the-budget",
+        "budget",
+        "    if budgeted:  # a trial goes straight to the API",
+        "    if False:  # a trial goes straight to the API",
+        "tests/test_doctor.py",
+        "-k",
+        "live_under_a_budget",
+    ),
+    mutant(
         "money-ask-given-twice-sends-the-last",
         "budget",
         "            if takes_value[name] in options:",

@@ -1238,3 +1238,15 @@ def test_ctrl_c_while_the_endpoint_keeps_it_waiting_is_one_line(tmp_path):
             proc.kill() if proc.poll() is None else None
     assert proc.returncode == 130, stderr
     assert stderr.strip().splitlines() == [f"{mcp.SERVER_NAME}: interrupted"], stderr
+
+
+@pytest.mark.parametrize("key", ["daily_usd", "per_user_monthly_usd"])
+def test_live_under_a_budget_makes_only_the_call_the_budget_admits(tmp_path, fake, key):
+    """Issue 39: the profiles' trials went straight to the API, one billed request a profile:
+    a budget with no room for any call did not stop them, and the ledger never counted them.
+    Under a budget only the live answer is made, admitted (here refused) and counted."""
+    config = f"budget:\n  {key}: 0.0001\n"
+    proc = doctor(tmp_path, "--live", env=against(fake), config=config)
+    assert line_with(proc, "profiles' settings not tried: under budget.").startswith(SKIP)
+    assert "has no room for this call" in line_with(proc, "live answer (answer_quick")
+    assert fake.creates == []
