@@ -740,6 +740,7 @@ def _profile_settings(row: dict) -> dict:
             env=row["background_env"],
             doc="run the request in OpenAI background mode: a dropped stream resumes instead of "
             "being paid for twice, and a cancel stops it server-side (not ZDR-compatible)",
+            nullable=inherits,  # null: `answer`'s, as docs/configuration.md says (issue 39)
         ),
     }
     if row.get("opt_in"):
@@ -1210,7 +1211,7 @@ def user_file(env: dict, windows: str, xdg: str, fallback: tuple, name: str) -> 
     if os.name == "nt" and env.get(windows):
         return os.path.join(env[windows], SERVER_NAME, name)
     home = env.get("HOME") or os.path.expanduser("~")
-    base = env.get(xdg) or os.path.join(home, *fallback)
+    base = _xdg_base(env, xdg) or os.path.join(home, *fallback)
     return os.path.join(base, SERVER_NAME, name)
 
 
@@ -1222,6 +1223,15 @@ def default_config_path(env: dict) -> str:
 def default_state_path(env: dict) -> str:
     """$XDG_STATE_HOME/openai-responses-mcp/state.sqlite3, or the platform's equivalent."""
     return user_file(env, "LOCALAPPDATA", "XDG_STATE_HOME", (".local", "state"), "state.sqlite3")
+
+
+def _xdg_base(env: dict, name: str) -> str | None:
+    """An XDG base directory, ignored unless absolute, as the XDG spec says: a relative one
+    put the state (the ledger budgets count) in whatever folder a client started the server
+    in, one ledger per folder (issue 39), as a relative state.path from the environment would
+    (refused)."""
+    value = env.get(name) or ""
+    return value if os.path.isabs(value) else None
 
 
 def _env_value(text: str):
@@ -1330,6 +1340,11 @@ class Config:
             values["server"]["auth"]["client_secret"] = "***"
         if values["state"]["url"]:
             values["state"]["url"] = redact_url(values["state"]["url"])
+        # A gateway's or an issuer's URL may carry user:password@ (issue 39): never shown.
+        values["openai"]["base_url"] = redact_url(values["openai"]["base_url"])
+        for key in ("issuer", "introspection_url"):
+            if values["server"]["auth"][key]:
+                values["server"]["auth"][key] = redact_url(values["server"]["auth"][key])
         key_env = self.get("openai", "api_key_env")
         return {
             "version": __version__,
@@ -1494,6 +1509,13 @@ def _check_price_table(tree: dict, lines: dict, source: str) -> None:
 def _suggest(path: tuple) -> str:
     import difflib
 
+    dropped = (("background",), ("verbosity",), ("search_context_size",))
+    if path[:1] == ("model_profiles",) and path[2:] in dropped and _row(path[1]).get("opt_in"):
+        # Not `answer`'s key, the nearest by spelling, which would change every other tool.
+        return (
+            f" ({path[1]} has none: it always runs in background mode, and its models take "
+            "no verbosity or search context size)"
+        )
     names = [".".join(p) for p in SETTINGS]
     close = difflib.get_close_matches(".".join(path), names, n=1, cutoff=0.75)
     return f" (did you mean {close[0]}?)" if close else " (ignored)"
@@ -1619,10 +1641,31 @@ def _decide_debug(values: dict, sources: dict, cli: dict, env: dict) -> None:
         sources[("server", "debug_file")] = "env DEBUG"
 
 
+def _not_utf8(value) -> bool:
+    """Whether a value holds what Python makes of bytes that are no UTF-8 (an environment
+    variable or argument in another encoding): every request with it would fail to encode."""
+    texts = value if isinstance(value, list) else [value]
+    return any(isinstance(text, str) and not text.isascii() and _lone_surrogate(text)
+               for text in texts)  # fmt: skip
+
+
+def _lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _validate(values: dict, sources: dict) -> None:
     flat = _flatten(values)
     for path, setting in SETTINGS.items():
         value = flat.get(path, setting.default)
+        if _not_utf8(value):  # a traceback at the first request otherwise (issue 39)
+            raise ConfigError(
+                f"{'.'.join(path)} (from {sources.get(path, 'default')}) holds bytes that are "
+                "not UTF-8: write it in UTF-8"
+            )
         try:
             setting.check(value)
         except ValueError:
@@ -1825,9 +1868,17 @@ def _check_base_url(
     )
     if not ok:
         raise ConfigError(
-            f"{key} = {json.dumps(url, ensure_ascii=False)} (from {where}) must be "
+            f"{key} = {json.dumps(_url_shown(url), ensure_ascii=False)} (from {where}) must be "
             f"an http:// or https:// URL with a host, like {like}"
         )
+
+
+def _url_shown(url: str) -> str:
+    """A URL for an error message: a user:password@ masked, with a scheme or without one."""
+    if "://" in url:
+        return redact_url(url)
+    head, slash, tail = url.partition("/")
+    return f"***@{head.rpartition('@')[2]}{slash}{tail}" if "@" in head else url
 
 
 _PG_SCHEMES = ("postgresql://", "postgres://")
@@ -1993,8 +2044,11 @@ def _check_state_url(values: dict, sources: dict) -> None:
         return
     where = sources.get(("state", "url"), "default")
     if not url.startswith(_PG_SCHEMES):
+        # Without a scheme (user:password@host/db, a password pasted alone) nothing in it can
+        # be told from a secret: only a scheme://… is shown, masked (issue 39).
+        shown = json.dumps(redact_url(url)) if "://" in url else "(not shown: no scheme://)"
         raise ConfigError(
-            f"state.url = {json.dumps(redact_url(url))} (from {where}) must be a PostgreSQL URL "
+            f"state.url = {shown} (from {where}) must be a PostgreSQL URL "
             "like postgresql://user@host/db"
         )
     import importlib.util
@@ -2357,6 +2411,27 @@ def api_key_problem(config: Config) -> str | None:
     return None
 
 
+def ca_bundle_problem(env: dict | None = None) -> tuple[str, str] | None:
+    """Why the HTTP client cannot be made from SSL_CERT_FILE / SSL_CERT_DIR (it reads them to
+    build its TLS context, for http:// too): (what, its fix) for a missing or unreadable CA
+    bundle (issue 39: it was a traceback at the first call); else None."""
+    import ssl
+
+    env = dict(os.environ) if env is None else env
+    for name, option in (("SSL_CERT_FILE", "cafile"), ("SSL_CERT_DIR", "capath")):
+        if env.get(name):  # as the client reads them: the first one set, alone
+            try:
+                ssl.create_default_context(**{option: env[name]})
+            except (OSError, ValueError, ssl.SSLError) as exc:
+                said = " ".join(str(exc).split())[:160] or type(exc).__name__
+                return (
+                    f"{name}={env[name]} cannot be used as a CA bundle ({said})",
+                    "point it at a PEM file holding your proxy's or gateway's CA, or unset it",
+                )
+            return None
+    return None
+
+
 # -- Shipped examples ----------------------------------------------------------------------------
 
 # config.yaml.example, kept here so an installed copy can print it (--print-example config);
@@ -2579,6 +2654,25 @@ def _json_escaped(match) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 
+def open_for_append(path: str):
+    """`path` opened to append text, never waiting: a FIFO nobody reads is an OSError (ENXIO,
+    said as such) rather than an open() that blocks the server, or --doctor, forever (issue
+    39); a FIFO that is read, a terminal or a file opens as with open(path, "a")."""
+    import errno
+
+    nonblock = getattr(os, "O_NONBLOCK", 0)  # none on Windows, nor FIFOs of this kind there
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | nonblock
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # what O_NONBLOCK gives for a FIFO without a reader
+            raise OSError(errno.ENXIO, "it is a FIFO that nothing reads", path) from None
+        raise
+    if nonblock:
+        os.set_blocking(fd, True)  # writes then wait as they would on any file
+    return open(fd, "a", encoding="utf-8")
+
+
 class Log:
     """stderr lines for people. Debug lines only when debug was decided on at start-up.
 
@@ -2592,7 +2686,7 @@ class Log:
         self._secrets = tuple(s for s in secrets if s and len(s) >= 8)
         if debug and path:
             try:
-                self._file = open(os.path.expanduser(path), "a", encoding="utf-8")  # noqa: SIM115
+                self._file = open_for_append(os.path.expanduser(path))
             except OSError as exc:
                 self.say(
                     f"cannot open debug file {path}: {os_error_words(exc)}; debug goes to "
@@ -5371,22 +5465,47 @@ def _kind_of_404(body) -> str:
 OPENAI_REQUIREMENT = "openai>=3.54,<4"  # as pyproject.toml and the inline script metadata
 
 
-def openai_missing(exc: ImportError) -> str:
+def openai_missing(exc: BaseException) -> str:
     """The one line every entry point (a tools/call, --ask, --doctor) gives when `openai`
     cannot be imported: what failed and the command that installs it for this Python."""
     said = " ".join(str(exc).split())[:200]
+    if not isinstance(exc, ImportError):  # a broken install raises anything (issue 39)
+        said = f"{type(exc).__name__}: {said}"
     return (
         f"the openai package cannot be imported ({said}); install it: "
         f'{sys.executable} -m pip install "{OPENAI_REQUIREMENT}"'
     )
 
 
-def import_openai():
-    """`openai`, or a ToolError whose message is openai_missing's one line, not a traceback."""
+# What the server takes from `openai` itself: a release without them (openai 0.x, or a 1.x
+# without the Responses API) fails here, in one line, not with an AttributeError at a call.
+OPENAI_NAMES = ("OpenAI", "DefaultHttpxClient", "APIStatusError", "APIConnectionError")
+
+
+def load_openai():
+    """(`openai`, None), or (None, the one line saying why it cannot be used: not installed,
+    broken, or too old to have what the server calls)."""
     try:
         import openai
-    except ImportError as exc:
-        raise ToolError(openai_missing(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - an ImportError, or what a broken install raises
+        return None, openai_missing(exc)
+    lacking = [name for name in OPENAI_NAMES if not hasattr(openai, name)]
+    if not lacking and not hasattr(openai.OpenAI, "responses"):  # 1.x before the Responses API
+        lacking = ["OpenAI.responses"]
+    if lacking:
+        version = getattr(openai, "__version__", "?")
+        return None, (
+            f"the openai package {version} is too old (it has no openai.{lacking[0]}); "
+            f'install a newer one: {sys.executable} -m pip install "{OPENAI_REQUIREMENT}"'
+        )
+    return openai, None
+
+
+def import_openai():
+    """`openai`, or a ToolError whose message is load_openai's one line, not a traceback."""
+    openai, problem = load_openai()
+    if problem:
+        raise ToolError(problem)
     return openai
 
 
@@ -5478,7 +5597,7 @@ def _stream_failure(error, name: str, response=None) -> UpstreamFailure:
 
 def failure_message(failure: Failure, *, tool: str, model: str, config: Config, tries: int):
     """The one line a person reads, naming what happened and what to do about it."""
-    base_url = config.get("openai", "base_url")
+    base_url = redact_url(config.get("openai", "base_url"))  # a gateway's password: never
     key_env = config.get("openai", "api_key_env")
     retries = tries - 1
     after = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
@@ -6269,7 +6388,7 @@ class AnswerEngine:
             return self._client
 
     def _make_client(self):
-        problem = api_key_problem(self._config)
+        problem = api_key_problem(self._config) or ": ".join(ca_bundle_problem() or ())
         if problem:
             raise ToolError(problem)
         openai = import_openai()
@@ -15615,6 +15734,8 @@ def parse_args(argv: list[str]) -> dict:
         arg = args.pop(0)
         name, equals, inline = arg.partition("=")
         if name in takes_value:
+            if takes_value[name] in options:  # the last one won unsaid: --ask q1 --ask q2
+                raise UsageError(f"{name} given twice; give it once")  # billed q2 alone
             if equals:
                 value = inline
             elif name == "--ask":
@@ -15656,6 +15777,8 @@ def parse_args(argv: list[str]) -> dict:
             options[flags[arg]] = True
         elif arg in setting_flags:
             options["settings"][setting_flags[arg]] = (True, arg)
+        elif equals and (name in flags or name in setting_flags):  # --json=1: not "--json?"
+            raise UsageError(f"{name} takes no value: give it alone, without '='")
         else:
             known = [*takes_value, *flags, *setting_flags, "--debug", "--file"]
             asked = bool(options.get("ask"))
@@ -15711,12 +15834,21 @@ def _ask_question(args: list[str]) -> str:
         if not args:
             raise UsageError(f"--ask -- needs a question after it; {ASK_DASH_HINT}")
         return args.pop(0)
-    if word.startswith("-"):
+    if word.startswith("-") or _typographic_flag(word):
         flag = word.partition("=")[0]  # named only by its flag: what follows "=" may be a token
         raise UsageError(
             f"--ask takes the question right after it, not the flag {flag!r}; " + ASK_DASH_HINT
         )
     return word
+
+
+def _typographic_flag(word: str) -> bool:
+    """`—json` (a pasted command's "--json" turned into a dash): a flag, not a question."""
+    return (
+        word[:1] in TYPOGRAPHIC_DASHES
+        and " " not in word
+        and word.lstrip(TYPOGRAPHIC_DASHES)[:1].isalpha()
+    )
 
 
 # Words people type for a flag by another name: what --help calls it.
@@ -15752,9 +15884,17 @@ FLAG_ALIASES = {
 }
 
 
+# Dashes a keyboard, a word processor or a chat app puts where "--" was typed ("—ask").
+TYPOGRAPHIC_DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe63\uff0d"
+
+
 def _did_you_mean(word: str, known: list[str], asked: bool = False) -> str:
     """ "; did you mean --doctor?" for a mistyped flag or one by another name (--query: --ask);
     for a stray word after --ask, the quotes its question lacked."""
+    if word[:1] in TYPOGRAPHIC_DASHES and word.lstrip(TYPOGRAPHIC_DASHES):  # — or – for --
+        meant = _did_you_mean("--" + word.lstrip(TYPOGRAPHIC_DASHES + "-"), known)
+        said = " (it starts with a typographic dash, not two hyphens)"
+        return meant + said if "did you mean" in meant else meant
     if not word.startswith("-"):
         if asked:
             return ' (a question with spaces goes in quotes: --ask "...")'
@@ -15847,6 +15987,26 @@ def _check_usage_options(options: dict) -> None:
             raise UsageError(f"--since takes a date like 2026-11-01, got {since!r}")
 
 
+def write_json(value) -> None:
+    """`value` as JSON on stdout, inert: its characters as they are where stdout can show them,
+    else as \\u escapes (still the same JSON), never a UnicodeEncodeError after the answer was
+    paid for (issue 39: a Windows pipe's cp1252, PYTHONIOENCODING=ascii)."""
+    try:
+        sys.stdout.write(inert(json.dumps(value, ensure_ascii=False, indent=2), json_text=True))
+    except UnicodeEncodeError:  # nothing was written: the text is encoded before it goes out
+        sys.stdout.write(inert(json.dumps(value, indent=2), json_text=True))
+    sys.stdout.write("\n")
+
+
+def write_text(text: str) -> None:
+    """Text for a person on stdout, a character its encoding cannot show as "?"."""
+    try:
+        sys.stdout.write(text)
+    except UnicodeEncodeError:
+        encoding = sys.stdout.encoding or "utf-8"
+        sys.stdout.write(text.encode(encoding, "replace").decode(encoding))
+
+
 def run_usage(config: Config, log: Log, since: str | None, as_json: bool) -> int:
     """--usage: the ledger's spend by day, model and tool, with totals, on stdout."""
     path = state_path(config)
@@ -15868,10 +16028,9 @@ def run_usage(config: Config, log: Log, since: str | None, as_json: bool) -> int
         report.update(by_day=[], by_model=[], by_tool=[], by_user=[], total=_usage_row_empty())
     report["state_path"] = path if path else redact_url(config.get("state", "url"))
     if as_json:
-        shown = json.dumps(report, ensure_ascii=False, indent=2)
-        sys.stdout.write(inert(shown, json_text=True) + "\n")
+        write_json(report)
         return 0
-    sys.stdout.write(format_usage(report))
+    write_text(format_usage(report))
     return 0
 
 
@@ -16137,8 +16296,8 @@ def run_ask(
     engine = AnswerEngine(config, log)
     try:
         answer, meta = engine.answer(tool, args, call)
-    except ToolError as exc:
-        print(f"answer failed: {inert(exc.message)}", file=sys.stderr)
+    except ToolError as exc:  # redacted as a tool error is (a key or password it quotes)
+        print(f"answer failed: {inert(log.redact(exc.message))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         call.cancel()
@@ -16148,10 +16307,9 @@ def run_ask(
     if sent:
         meta = {**meta, "files": [f.summary() for f in sent]}
     if not as_json:
-        sys.stdout.write(format_answer(answer, meta))
+        write_text(format_answer(answer, meta))
         return 0
-    shown = json.dumps({**answer, "_meta": meta}, ensure_ascii=False, indent=2)
-    sys.stdout.write(inert(shown, json_text=True) + "\n")
+    write_json({**answer, "_meta": meta})
     return 0
 
 
@@ -16297,15 +16455,12 @@ def _doctor_versions(doctor: Doctor) -> bool:
     """Python and openai; False when openai cannot be imported (nothing below can run)."""
     python = ".".join(map(str, sys.version_info[:3]))
     where = f"{SERVER_NAME} {__version__}, Python {python} ({sys.executable})"
-    try:
-        import openai
-    except ImportError as exc:
-        doctor.fail(
-            f"{where}; the openai package cannot be imported ({exc})",
-            f'{sys.executable} -m pip install "{OPENAI_REQUIREMENT}"',
-        )
+    openai, problem = load_openai()
+    if problem:
+        install = f'{sys.executable} -m pip install "{OPENAI_REQUIREMENT}"'
+        doctor.fail(f"{where}; {problem.rpartition('; ')[0]}", install)
         # The one line every entry point gives, for a script that reads stderr only.
-        print(f"{SERVER_NAME}: error: {inert(openai_missing(exc))}", file=sys.stderr)
+        print(f"{SERVER_NAME}: error: {inert(doctor.redact(problem))}", file=sys.stderr)
         return False
     version = getattr(openai, "__version__", "?")
     major = version.split(".")[0]
@@ -16399,7 +16554,7 @@ def describe_connection_error(exc: BaseException, url: str) -> tuple[str, str]:
 
     cause = _root_cause(exc)
     text = " ".join(str(cause).split()) or type(cause).__name__
-    host = url.split("//", 1)[-1].split("/", 1)[0]
+    host = url.split("//", 1)[-1].split("/", 1)[0].rpartition("@")[2]  # no user:password@
     if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in text:
         return (
             f"the TLS certificate of {host} is not trusted ({text})",
@@ -16620,7 +16775,7 @@ def writable_problem(path: str) -> str | None:
         return "it is a directory"
     if os.path.exists(path):
         try:
-            with open(path, "a", encoding="utf-8"):
+            with open_for_append(path):  # a FIFO nobody reads: refused, not waited on
                 return None
         except OSError as exc:
             return exc.strerror or str(exc)
@@ -16634,6 +16789,27 @@ def writable_problem(path: str) -> str | None:
             return None
     except OSError as exc:
         return f"cannot create files in {parent}: {exc.strerror or exc}"
+
+
+def _not_a_state_file(path: str) -> str | None:
+    """Why an existing `path` cannot hold the state, which SQLite keeps in a file of its own:
+    a device (/dev/null takes writes, but no database) or a file that is no SQLite database
+    (issue 39: both passed, then every call warned that the state failed)."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            return "it is not a regular file (a device, FIFO or socket)"
+        with open(path, "rb") as handle:
+            head = handle.read(16)
+    except FileNotFoundError:
+        return None  # created on first use
+    except OSError as exc:
+        return os_error_words(exc)
+    if head and head != b"SQLite format 3\x00":
+        return "it is not an SQLite database (another file, or one this server did not make)"
+    return None
 
 
 def _written_paths(config: Config) -> list[tuple[str, str | None]]:
@@ -16725,10 +16901,13 @@ def _doctor_paths(doctor: Doctor, config: Config) -> None:
             doctor.skip(f"{name}: off")
             continue
         problem = writable_problem(value)
+        verdict = "is not writable"
+        if not problem and name == "state.path":
+            problem, verdict = _not_a_state_file(value), "cannot hold the state"
         source = config.sources.get(tuple(name.split(".")), "default")
         if problem:
             doctor.fail(
-                f"{name} = {value} (from {source}) is not writable: {problem}",
+                f"{name} = {value} (from {source}) {verdict}: {problem}",
                 f"point {name} at a file in a folder you can write to, or set it to off",
             )
         else:
@@ -16906,6 +17085,13 @@ def _doctor_try_profiles(doctor: Doctor, config: Config, client) -> None:
     """Each profile's settings sent to the API for real: a setting its model refuses that the
     tables above do not know fails with the same fix a refused call names."""
     today = today_in(config.get("policy", "timezone"))
+    budgeted = _budget_keys(config, today, None)
+    if budgeted:  # a trial goes straight to the API: no budget admits it, no ledger counts it
+        doctor.skip(
+            f"profiles' settings not tried: under {budgeted[0]} only calls the budget admits "
+            "and counts are made (as the live answer below is)"
+        )
+        return
     tried: dict = {}  # profiles that send the same request are tried once
     for tool in enabled_tools(config):
         if _row(tool).get("opt_in"):
@@ -17168,6 +17354,10 @@ def run_doctor(options: dict) -> int:
         secrets=(os.environ.get(key_env, ""), config.get("server", "http", "token") or "")
     ).redact
     key = _doctor_key(doctor, config)
+    problem = ca_bundle_problem()
+    if problem:  # the client cannot even be made: nothing below reaches the endpoint
+        doctor.fail(*problem)
+        return doctor.finish()
     client = _doctor_client(config, key)
     listing = _doctor_endpoint(doctor, config, client, key)
     if listing is not None:
@@ -17200,7 +17390,37 @@ def run_doctor(options: dict) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    try:
+        status = _main(sys.argv[1:] if argv is None else argv)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, where a reader gone is caught, not at exit
+        return status
+    except BrokenPipeError:  # `--doctor | head -1`: the reader left, so nothing is left to say
+        _stdout_to_devnull()  # and Python's own flush at exit must not say it either
+        return 1
+    except KeyboardInterrupt:  # Ctrl-C on a --doctor waiting for an endpoint: no traceback
+        sys.stderr.write(f"{SERVER_NAME}: interrupted\n")
+        return 130
+
+
+def _is_stdout(path: str) -> bool:
+    """Whether `path` is the file stdout writes to (/dev/stdout, /proc/self/fd/1, the file it
+    is redirected into): debug lines there would be mixed into --stdio's protocol."""
+    try:
+        named, out = os.stat(os.path.expanduser(path)), os.fstat(1)
+    except (OSError, ValueError):
+        return False
+    return named.st_ino != 0 and (named.st_dev, named.st_ino) == (out.st_dev, out.st_ino)
+
+
+def _stdout_to_devnull() -> None:
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no stdout at all: nothing to flush
+        pass
+
+
+def _main(argv: list[str]) -> int:
     try:
         options = parse_args(argv)
     except UsageError as exc:
@@ -17238,8 +17458,17 @@ def main(argv: list[str] | None = None) -> int:
         server["http"]["token"] or "",
         server["tasks"]["secret"] or "",
         *url_secrets(config.get("state", "url") or ""),
+        *url_secrets(config.get("openai", "base_url")),  # a gateway's user:password@
     )
-    log = Log(server["debug"], server["debug_file"], secrets)
+    debug_file = server["debug_file"]
+    if options.get("stdio") and debug_file and _is_stdout(debug_file):
+        debug_file = None  # said below, once the log can say it
+    log = Log(server["debug"], debug_file, secrets)
+    if debug_file != server["debug_file"]:
+        log.say(
+            f"warning: debug file {server['debug_file']} is this server's stdout, which carries "
+            "the MCP messages: debug goes to stderr only"
+        )
     for warning in config.warnings:
         log.say(f"warning: {warning}")
     problem = api_key_problem(config) if serving else None

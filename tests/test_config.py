@@ -8,6 +8,7 @@ XDG_CONFIG_HOME/HOME, so no user file is ever read. Where the behaviour belongs 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -641,6 +642,19 @@ def test_answers_background_off_reaches_every_tool_whatever_the_models(tmp_path,
     assert source == "inherited from answer (env BACKGROUND_ANSWER)"
 
 
+@pytest.mark.parametrize("answer", ["", "  answer: {background: true}\n"], ids=["default", "set"])
+def test_answer_detailed_background_null_inherits_answers_as_documented(tmp_path, env, answer):
+    """Issue 39: docs/configuration.md says `null` inherits `answer` (as answer_quick's does,
+    in the shipped example), but answer_detailed's null was refused, and the server with it."""
+    yaml_text = "model_profiles:\n" + answer + "  answer_detailed: {background: null}\n"
+    config = load(tmp_path, env, yaml_text)
+    assert config.background("answer_detailed") is config.background("answer") is bool(answer)
+    source = config.profile_sources("answer_detailed")["background"]
+    assert source.startswith("inherited from answer (")
+    with pytest.raises(mcp.ConfigError, match=r"answer\.background = null .* true or false"):
+        load(tmp_path, env, "model_profiles:\n  answer: {background: null}\n")  # no parent
+
+
 @pytest.mark.parametrize("where", ["env MODEL_ANSWER", "flag --model"])
 def test_answers_model_from_the_environment_or_the_flag_reaches_every_tool(tmp_path, env, where):
     if where == "env MODEL_ANSWER":
@@ -820,6 +834,16 @@ def test_unknown_key_far_from_any_setting_warns_without_suggestion(tmp_path, env
     config = load(tmp_path, env, "colour: blue\n")
     (warning,) = config.warnings
     assert "colour" in warning
+    assert "did you mean" not in warning
+
+
+@pytest.mark.parametrize("key", ["background", "verbosity", "search_context_size"])
+def test_a_key_answer_deep_has_not_is_not_sent_to_answers(tmp_path, env, key):
+    """Issue 39: answer_deep.background (a ZDR user turning it off) suggested
+    model_profiles.answer.background, which would change every other tool instead."""
+    config = load(tmp_path, env, f"model_profiles:\n  answer_deep:\n    {key}: low\n")
+    (warning,) = config.warnings
+    assert f"unknown key model_profiles.answer_deep.{key} (answer_deep has none: it" in warning
     assert "did you mean" not in warning
 
 
@@ -1048,3 +1072,36 @@ def test_debug_session_never_shows_the_api_key_the_query_or_the_instructions(spa
         assert TEST_KEY.removeprefix("sk-") not in text, where
         assert "Zorblax-7c1e" not in text, where
         assert policy_line not in text, where
+
+
+@pytest.mark.skipif(os.name == "nt", reason="XDG directories are not read on Windows")
+def test_a_relative_xdg_directory_is_ignored_as_the_xdg_spec_says(tmp_path):
+    """Issue 39: XDG_STATE_HOME=state put the state (the ledger budgets count) in whatever
+    folder the client started the server in, one ledger per folder; XDG_CONFIG_HOME=conf read
+    a config from there. Relative ones are ignored: $HOME's defaults apply."""
+    home = tmp_path / "home"
+    env = {"HOME": str(home), "XDG_STATE_HOME": "state", "XDG_CONFIG_HOME": "conf"}
+    (tmp_path / "conf" / mcp.SERVER_NAME).mkdir(parents=True)
+    (tmp_path / "conf" / mcp.SERVER_NAME / "config.yaml").write_text("policy: {max_citations: 9}\n")
+    shown = show_config(run_cli(tmp_path, "--show-config", env=env))
+    expected = home / ".local" / "state" / mcp.SERVER_NAME / "state.sqlite3"
+    assert shown["state"] == f"state file {expected}"
+    assert shown["config_file"] is None and shown["config"]["policy"]["max_citations"] == 3
+
+
+@pytest.mark.skipif(os.name == "nt", reason="a POSIX environment holds bytes, not text")
+@pytest.mark.parametrize("how", ["env", "flag"])
+def test_a_value_in_bytes_that_are_not_utf8_is_a_config_error(tmp_path, fake, how):
+    """Issue 39: `--model $'m\\xff'` (or MODEL_ANSWER so) was a UnicodeEncodeError traceback
+    at the request, and an "internal error" from a tool call."""
+    env = {"OPENAI_BASE_URL": fake.base_url}
+    args = ["--ask", "q"]
+    if how == "env":
+        env["MODEL_ANSWER"] = "gpt-5\udcff"  # the byte 0xff, as Python decodes it from argv
+    else:
+        args += ["--model", "gpt-5\udcff"]
+    proc = run_cli(tmp_path, *args, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "model_profiles.answer.model (from " in proc.stderr
+    assert "holds bytes that are not UTF-8" in proc.stderr
+    assert fake.requests == []
