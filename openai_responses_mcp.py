@@ -10960,7 +10960,7 @@ class Dispatcher:
 
     def abandoned(self, session: Session, request_id) -> None:
         """The transport says nobody reads this request's reply any more (its client hung up):
-        a request waiting for a task stops waiting. (A call goes on: see HttpApp.hung_up.)"""
+        a request waiting for a task stops waiting. (A call goes on: see StreamableHttp.hung_up.)"""
         waiter = session.waiter(request_id)
         if waiter is not None:
             waiter.drop()
@@ -12706,7 +12706,7 @@ class StreamOutbox(Outbox):
     is known, up to `limit` bytes (server.http.sse_outbox_bytes).
 
     A client that opens /sse and never reads it must not make the server queue without end:
-    past the limit its POSTs are refused (HttpApp.legacy_session) and progress notices are
+    past the limit its POSTs are refused (LegacySse.session) and progress notices are
     dropped (they are lossy by nature); replies of calls already admitted still queue, as
     max_calls_per_session bounds them. `stalled` tells the watchdog when to give up on it.
     """
@@ -12820,7 +12820,7 @@ class Router:
 def task_owner(client: tuple) -> tuple:
     """Whose tasks a stateless request's are (their per-client limit): its client identity
     without the User-Agent, which a client may change at will to get a fresh quota. (The
-    User-Agent still tells apart the calls a cancel could mean: HttpApp.cancel_target.)"""
+    User-Agent still tells apart the calls a cancel could mean: HttpSessions.cancel_target.)"""
     return client[:3]
 
 
@@ -12837,14 +12837,14 @@ class HttpSession:
         self.id = session_id
         self.legacy = legacy
         self.requests = 0  # requests being handled in it now (SessionTable.get/release)
-        self.client = None  # stateless: who sent the POST (HttpApp.client_identity)
+        self.client = None  # stateless: who sent the POST (StreamableHttp.client_identity)
         self.call_id = None  # stateless: the id of the POST's request
         self.modern = False  # a 2026-07-28 request's own: closing its response cancels its call
         self.header_version = None  # that request's MCP-Protocol-Version header
         self.stream = StreamOutbox(outbox_bytes) if legacy else None
         self.router = None if legacy else Router(log)
         self.session = Session(self.stream.send if legacy else self.router.send)
-        self.hang_up = None  # legacy: closes the /sse stream's connection (HttpHandler.get_sse)
+        self.hang_up = None  # legacy: closes the /sse stream's connection (LegacySse.stream)
         self.session.client_key = session_id  # stateless: the client's identity, set later
         self.last_used = time.monotonic()
 
@@ -14210,7 +14210,7 @@ class HttpApp:
         self.draining = threading.Event()  # SIGTERM: /healthz says 503
         self.stopping = threading.Event()  # after the lame-duck delay: no new sessions or calls
         self.sessions = HttpSessions(config, log, self.stopping)
-        self.mcp = StreamableHttp(self)
+        self.mcp = StreamableHttp(dispatcher, self.sessions, self.dispatch, log)
         self.legacy = LegacySse(self.sessions, self.dispatch, log)
         self.usage = UsageReport(config, ledger, self.state, self.auth, self.sessions)
         self.routes = {
@@ -14421,18 +14421,19 @@ class StreamableHttp:
     it belongs to, and what its response is (JSON, or an event stream). The HttpHandler it is
     given reads and writes the bytes."""
 
-    def __init__(self, app: HttpApp):
-        self.app, self.sessions, self.log = app, app.sessions, app.log
+    def __init__(self, dispatcher, sessions: HttpSessions, dispatch, log: Log):
+        self.dispatcher, self.sessions, self.log = dispatcher, sessions, log
+        self._dispatch = dispatch  # HttpApp.dispatch: the HTTP limits, then the dispatcher
 
     def post(self, handler) -> None:
-        app, headers = self.app, handler.headers
+        headers = handler.headers
         self.check_content_type(headers.get("Content-Type", ""))
         json_ok, sse_ok = self.accepts(headers.get("Accept"))
         try:
             message = handler.read_message()
         except _Answered:
             return
-        kind, method = app.dispatcher.classify(message)
+        kind, method = self.dispatcher.classify(message)
         header_version = (headers.get("MCP-Protocol-Version") or "").strip() or None
         if self.is_modern(message, kind, method, header_version):
             accepts = json_ok, sse_ok
@@ -14444,7 +14445,7 @@ class StreamableHttp:
                 return handler.send_empty(202)
             return handler.send_json(self.status_of(reply), reply)
         address = handler.client_address[0]
-        client = self.client_identity(headers, address) if app.stateless else None
+        client = self.client_identity(headers, address) if self.sessions.stateless else None
         session_id = headers.get("Mcp-Session-Id")
         hs = self.sessions.for_post(
             message, kind, method, version, session_id, client, handler.user
@@ -14556,7 +14557,7 @@ class StreamableHttp:
 
     def invalid_reply(self, message) -> dict | None:
         """The dispatcher's words for a message that is no request, notification or response."""
-        return self.app.dispatcher.handle(message, Session(lambda m: None))
+        return self.dispatcher.handle(message, Session(lambda m: None))
 
     @staticmethod
     def status_of(reply: dict, modern: bool = False) -> int:
@@ -14575,7 +14576,7 @@ class StreamableHttp:
         token = progress_token(message.get("params")) if method == "tools/call" else None
         box = hs.router.open(request_id, token) if _valid_id(request_id) else None
         try:
-            return self.app.dispatch(hs, message, method), box, token
+            return self._dispatch(hs, message, method), box, token
         except BaseException:
             if box is not None:
                 hs.router.close(request_id, box)
@@ -14615,11 +14616,11 @@ class StreamableHttp:
         params = message.get("params")
         request_id = params.get("requestId") if isinstance(params, dict) else None
         cancel = message.get("method") == "notifications/cancelled" and _valid_id(request_id)
-        if cancel and (self.app.stateless or hs.modern):
+        if cancel and (self.sessions.stateless or hs.modern):
             hs = self.sessions.cancel_target(request_id, client)
             if hs is None:
                 return
-        self.app.dispatcher.handle(message, hs.session)
+        self.dispatcher.handle(message, hs.session)
         if cancel and hs.router is not None:
             hs.router.end(request_id, REQUEST_CANCELLED, "Request cancelled")
 
@@ -14628,7 +14629,7 @@ class StreamableHttp:
     def is_modern(self, message: dict, kind: str, method, header_version) -> bool:
         """Whether a POST speaks 2026-07-28: the dispatcher's rule for a request, the header
         for anything else (that era has no notifications over HTTP, but a cancel is honoured)."""
-        if not self.app.dispatcher.modern or kind == "invalid":
+        if not self.dispatcher.modern or kind == "invalid":
             return False
         if kind == "request":
             return is_modern(method, message.get("params"), header_version)
@@ -14646,7 +14647,7 @@ class StreamableHttp:
         (the handshake era cancels with notifications/cancelled only)."""
         if hs.modern and hs.session.cancel(request_id) is not None:
             self.log.debug("http", f"response closed: cancelled requestId={_describe(request_id)}")
-        self.app.dispatcher.abandoned(hs.session, request_id)  # a tasks/result stops waiting
+        self.dispatcher.abandoned(hs.session, request_id)  # a tasks/result stops waiting
 
 
 class LegacySse:
