@@ -12832,7 +12832,12 @@ class HttpSession:
     """
 
     def __init__(
-        self, session_id: str | None, log: Log, legacy: bool = False, outbox_bytes: int = MIB
+        self,
+        session_id: str | None,
+        log: Log,
+        legacy: bool = False,
+        outbox_bytes: int = MIB,
+        hang_up=None,
     ):
         self.id = session_id
         self.legacy = legacy
@@ -12844,7 +12849,7 @@ class HttpSession:
         self.stream = StreamOutbox(outbox_bytes) if legacy else None
         self.router = None if legacy else Router(log)
         self.session = Session(self.stream.send if legacy else self.router.send)
-        self.hang_up = None  # legacy: closes the /sse stream's connection (LegacySse.stream)
+        self.hang_up = hang_up  # legacy: closes the /sse stream's connection (LegacySse.stream)
         self.session.client_key = session_id  # stateless: the client's identity, set later
         self.last_used = time.monotonic()
 
@@ -12884,12 +12889,14 @@ class SessionTable:
         self._sessions: dict[str, HttpSession] = {}
         self._lock = threading.Lock()
 
-    def create(self, legacy: bool = False) -> HttpSession:
+    def create(self, legacy: bool = False, hang_up=None) -> HttpSession:
+        """A new session; `hang_up` closes a legacy one's /sse connection."""
         import secrets
 
         with self._lock:
             evicted = self._evict_one() if len(self._sessions) >= self._limit else None
-            hs = HttpSession(secrets.token_urlsafe(32), self._log, legacy, self._outbox_bytes)
+            session_id, outbox = secrets.token_urlsafe(32), self._outbox_bytes
+            hs = HttpSession(session_id, self._log, legacy, outbox, hang_up)
             hs.requests = 1  # its initialize (or GET /sse) is being handled
             self._sessions[hs.id] = hs
         if evicted is not None:  # ended outside the lock: its calls are cancelled upstream
@@ -14066,7 +14073,7 @@ class HttpSessions:
         self.loose: set[HttpSession] = set()  # stateless sessions whose calls may still run
         self._lock = threading.Lock()
 
-    def new(self, user: str, legacy: bool = False) -> HttpSession:
+    def new(self, user: str, legacy: bool = False, hang_up=None) -> HttpSession:
         if self.stopping.is_set():
             raise HttpError(
                 503, "the server is shutting down; connect again (another instance will answer)"
@@ -14077,7 +14084,7 @@ class HttpSessions:
             with self._lock:
                 self.loose.add(hs)
             return hs
-        hs = self.table.create(legacy)
+        hs = self.table.create(legacy, hang_up)
         hs.session.user = user
         return hs
 
@@ -14662,8 +14669,7 @@ class LegacySse:
 
     def stream(self, handler) -> None:
         """GET /sse: the session's stream, open until the client closes it."""
-        hs = self.open(handler.user)
-        hs.hang_up = handler.hang_up
+        hs = self.open(handler.user, handler.hang_up)
         try:
             events = handler.start_events()
             # Relative, so it resolves against whatever URL (proxy included) reached /sse.
@@ -14690,8 +14696,8 @@ class LegacySse:
         finally:
             self.sessions.release(hs)
 
-    def open(self, user: str) -> HttpSession:
-        hs = self.sessions.new(user, legacy=True)
+    def open(self, user: str, hang_up) -> HttpSession:
+        hs = self.sessions.new(user, legacy=True, hang_up=hang_up)
         self._count(+1)
         return hs
 
