@@ -12643,6 +12643,12 @@ def serve_stdio(dispatcher: Dispatcher, config: Config, log: Log) -> int:
 # later) is POST/DELETE on /mcp; the 2024-11-05 transport is GET /sse plus POST /messages.
 # Results and progress leave worker threads through Session.send; a Router hands each to the
 # response waiting for that request.
+# Who does what: HttpHandler only reads requests and writes responses; HttpApp checks the
+# token, routes, and holds the limits and the lifecycle; HostPolicy is the Host and Origin
+# gates; StreamableHttp answers /mcp, LegacySse /sse and /messages, UsageReport /usage, each
+# with the HttpHandler as its reader and writer; HttpSessions holds every client's session.
+# Each is given what it needs when serve_http makes them (it still sets the engine's
+# multi_user and background.force: those wait for the engine's own construction, issue 40).
 # http.server and friends are imported only when --http is used.
 
 MCP_PATH, SSE_PATH, MESSAGES_PATH, HEALTH_PATH = "/mcp", "/sse", "/messages", "/healthz"
