@@ -10689,7 +10689,8 @@ class Dispatcher:
     served while it runs; its reply goes out later through the session's `send`.
     """
 
-    def __init__(self, config: Config, log: Log, engine):
+    def __init__(self, config: Config, log: Log, engine, stateless: bool = False):
+        """stateless: serving --http --stateless (LongCalls: tasks need the secret)."""
         self.config = config
         self.log = log
         self.engine = engine
@@ -10699,7 +10700,7 @@ class Dispatcher:
         self._running = 0  # tools/call in flight, across every session
         self._running_lock = threading.Lock()
         # Tasks and handoffs: calls that outlive their request, and the requests about them.
-        self.long_calls = LongCalls(config, log, engine, self._reply_of)
+        self.long_calls = LongCalls(config, log, engine, self._reply_of, stateless)
         self._methods = {
             "initialize": self._initialize,
             "ping": lambda params, session, request_id: {},
@@ -11078,7 +11079,7 @@ class Dispatcher:
 
     def abandoned(self, session: Session, request_id) -> None:
         """The transport says nobody reads this request's reply any more (its client hung up):
-        a request waiting for a task stops waiting. (A call goes on: see HttpApp.hung_up.)"""
+        a request waiting for a task stops waiting. (A call goes on: see StreamableHttp.hung_up.)"""
         waiter = session.waiter(request_id)
         if waiter is not None:
             waiter.drop()
@@ -11543,7 +11544,7 @@ class LongCalls:
     requests. The Dispatcher routes those methods here and tells it of each call's end.
     """
 
-    def __init__(self, config: Config, log: Log, engine, reply_of):
+    def __init__(self, config: Config, log: Log, engine, reply_of, stateless: bool = False):
         self.config, self.log, self.engine = config, log, engine
         self._reply_of = reply_of  # Dispatcher._reply_of: a remote task's answer, as a call's
         self.settings = config.get("server", "tasks")
@@ -11555,9 +11556,9 @@ class LongCalls:
         )
         # answer_result's wait_s, tasks/result's expiry, and each call's handoff point
         self.deadlines = Deadlines(log)
-        # serve_http sets these: with --stateless, tasks need the secret and tasks/list is off.
-        self.tasks_off: str | None = None
-        self.stateless = False
+        # --http --stateless: tasks need the secret, and tasks/list is off.
+        self.stateless = stateless
+        self.tasks_off: str | None = tasks_off_reason(config, stateless)
 
     # -- A call becoming a task or a handoff -----------------------------------------------------
 
@@ -12072,6 +12073,16 @@ class LongCalls:
 # - A client that sends nothing or reads nothing costs a bounded amount: HTTP keeps connections
 #   waiting for a request in its Lobby (no thread each) and what a /sse stream has not taken in
 #   a StreamOutbox of server.http.sse_outbox_bytes.
+
+
+class Transport:
+    """The contract above, as the one thing a caller uses: a transport is made with what it
+    serves (the Dispatcher, or the HttpApp that holds it) and where, then serve() answers its
+    clients until end of input or a stop signal and returns the exit status (0 when it ends
+    gracefully, 2 when it cannot start). StdioTransport and HttpTransport are the two."""
+
+    def serve(self) -> int:
+        raise NotImplementedError
 
 
 # json.dumps and json.loads build a new encoder or decoder on every call, which costs more than
@@ -12594,7 +12605,7 @@ def stop_signals(signal) -> tuple:
     return (signal.SIGTERM, signal.SIGINT, *extra)
 
 
-class StdioTransport:
+class StdioTransport(Transport):
     """One client on a pipe: frames in from `fd_in`, whole messages out through a StdioWriter
     on `fd_out`, one Session for the client's whole life."""
 
@@ -12751,6 +12762,12 @@ def serve_stdio(dispatcher: Dispatcher, config: Config, log: Log) -> int:
 # later) is POST/DELETE on /mcp; the 2024-11-05 transport is GET /sse plus POST /messages.
 # Results and progress leave worker threads through Session.send; a Router hands each to the
 # response waiting for that request.
+# Who does what: HttpHandler only reads requests and writes responses; HttpApp checks the
+# token, routes, and holds the limits and the lifecycle; HostPolicy is the Host and Origin
+# gates; StreamableHttp answers /mcp, LegacySse /sse and /messages, UsageReport /usage, each
+# with the HttpHandler as its reader and writer; HttpSessions holds every client's session.
+# Each is given what it needs when serve_http makes them (it still sets the engine's
+# multi_user and background.force: those wait for the engine's own construction, issue 40).
 # http.server and friends are imported only when --http is used.
 
 MCP_PATH, SSE_PATH, MESSAGES_PATH, HEALTH_PATH = "/mcp", "/sse", "/messages", "/healthz"
@@ -12814,7 +12831,7 @@ class StreamOutbox(Outbox):
     is known, up to `limit` bytes (server.http.sse_outbox_bytes).
 
     A client that opens /sse and never reads it must not make the server queue without end:
-    past the limit its POSTs are refused (HttpApp.legacy_session) and progress notices are
+    past the limit its POSTs are refused (LegacySse.session) and progress notices are
     dropped (they are lossy by nature); replies of calls already admitted still queue, as
     max_calls_per_session bounds them. `stalled` tells the watchdog when to give up on it.
     """
@@ -12928,7 +12945,7 @@ class Router:
 def task_owner(client: tuple) -> tuple:
     """Whose tasks a stateless request's are (their per-client limit): its client identity
     without the User-Agent, which a client may change at will to get a fresh quota. (The
-    User-Agent still tells apart the calls a cancel could mean: HttpApp.cancel_target.)"""
+    User-Agent still tells apart the calls a cancel could mean: HttpSessions.cancel_target.)"""
     return client[:3]
 
 
@@ -12940,19 +12957,24 @@ class HttpSession:
     """
 
     def __init__(
-        self, session_id: str | None, log: Log, legacy: bool = False, outbox_bytes: int = MIB
+        self,
+        session_id: str | None,
+        log: Log,
+        legacy: bool = False,
+        outbox_bytes: int = MIB,
+        hang_up=None,
     ):
         self.id = session_id
         self.legacy = legacy
         self.requests = 0  # requests being handled in it now (SessionTable.get/release)
-        self.client = None  # stateless: who sent the POST (HttpApp.client_identity)
+        self.client = None  # stateless: who sent the POST (StreamableHttp.client_identity)
         self.call_id = None  # stateless: the id of the POST's request
         self.modern = False  # a 2026-07-28 request's own: closing its response cancels its call
         self.header_version = None  # that request's MCP-Protocol-Version header
         self.stream = StreamOutbox(outbox_bytes) if legacy else None
         self.router = None if legacy else Router(log)
         self.session = Session(self.stream.send if legacy else self.router.send)
-        self.hang_up = None  # legacy: closes the /sse stream's connection (HttpHandler.get_sse)
+        self.hang_up = hang_up  # legacy: closes the /sse stream's connection (LegacySse.stream)
         self.session.client_key = session_id  # stateless: the client's identity, set later
         self.last_used = time.monotonic()
 
@@ -12992,12 +13014,14 @@ class SessionTable:
         self._sessions: dict[str, HttpSession] = {}
         self._lock = threading.Lock()
 
-    def create(self, legacy: bool = False) -> HttpSession:
+    def create(self, legacy: bool = False, hang_up=None) -> HttpSession:
+        """A new session; `hang_up` closes a legacy one's /sse connection."""
         import secrets
 
         with self._lock:
             evicted = self._evict_one() if len(self._sessions) >= self._limit else None
-            hs = HttpSession(secrets.token_urlsafe(32), self._log, legacy, self._outbox_bytes)
+            session_id, outbox = secrets.token_urlsafe(32), self._outbox_bytes
+            hs = HttpSession(session_id, self._log, legacy, outbox, hang_up)
             hs.requests = 1  # its initialize (or GET /sse) is being handled
             self._sessions[hs.id] = hs
         if evicted is not None:  # ended outside the lock: its calls are cancelled upstream
@@ -13860,10 +13884,10 @@ class Authenticator:
           "invalid_token" when a token was sent, else None).
     """
 
-    def __init__(self, token: str | None, users=None):
+    def __init__(self, token: str | None, users=None, oauth=None):
         self.token = token
         self.users = users  # UserDirectory, or None when the state is off
-        self.oauth = None  # the OAuth 2.1 resource server's verifier (server.auth.issuer)
+        self.oauth = oauth  # the OAuth 2.1 resource server's verifier (server.auth.issuer)
         self._latched = False  # once a token is required, it always is (issue 31)
 
     def required(self) -> bool:
@@ -14048,10 +14072,10 @@ def _plain_identity(session_id: str) -> dict:
     return fields
 
 
-def refuse_new_calls(stopping: bool, dispatcher, method: str) -> None:
+def refuse_new_calls(stopping: bool, state, method: str) -> None:
     """HttpError 503 for a new call while the server stops, or (a tools/call) while its state
-    refuses it (issue 39: a newer version upgraded it, or its upgrade needs the issuer): the
-    call's row could not be written."""
+    (the engine's StateStore, None without one) refuses it (issue 39: a newer version
+    upgraded it, or its upgrade needs the issuer): the call's row could not be written."""
     if stopping:
         raise HttpError(
             503,
@@ -14059,7 +14083,6 @@ def refuse_new_calls(stopping: bool, dispatcher, method: str) -> None:
             "will answer)",
             {"Retry-After": "1"},
         )
-    state = getattr(getattr(dispatcher, "engine", None), "state", None)
     refused = state.refused() if state is not None else None
     if refused is not None and method == "tools/call":
         raise HttpError(
@@ -14069,42 +14092,18 @@ def refuse_new_calls(stopping: bool, dispatcher, method: str) -> None:
         )
 
 
-class HttpApp:
-    """What every request needs: settings, the dispatcher, sessions, limits, the lifecycle."""
+class HostPolicy:
+    """Who may reach the address --http serves: the names a request's Host may give (DNS
+    rebinding protection), the pages whose Origin may call it (CORS), and the start-up
+    refusals of that address (exit 2). HttpApp is given one; --doctor tries one."""
 
-    def __init__(self, dispatcher: Dispatcher, config: Config, log: Log, host: str, users=None):
+    def __init__(self, config: Config, host: str):
         import ipaddress
         import socket
 
         settings = config.get("server", "http")
-        self.dispatcher, self.log, self.settings = dispatcher, log, settings
-        self.token = settings["token"]
-        auth = config.get("server", "auth")
-        self.oauth = OAuthVerifier(auth, log) if auth["issuer"] else None
+        self.settings, self.host = settings, host
         self.public_url = config.get("server", "public_url")
-        engine = getattr(dispatcher, "engine", None)  # None: --doctor's trial of the address
-        self.auth = Authenticator(self.token, users or getattr(engine, "users", None))
-        self.auth.oauth = self.oauth
-        if hasattr(engine, "multi_user"):  # the engine keeps users apart once there are several
-            engine.multi_user = self.auth.multi_user
-        self._active_users = None  # at the last read of the users (None: not read yet)
-        if self.auth.users is not None and not self.token and self.oauth is None:
-            self.auth.users.on_read = self.users_read  # says so the moment none is left
-        self.stateless = settings["stateless"]
-        self.secret = config.get("server", "tasks")["secret"]  # signs a client's identity
-        self.max_body = settings["max_body_bytes"]
-        self.header_timeout = settings["header_timeout_s"]
-        outbox = settings["sse_outbox_bytes"], settings["sse_stall_s"]
-        self.sessions = SessionTable(
-            settings["max_sessions"], settings["session_idle_s"], log, outbox
-        )
-        self.loose: set[HttpSession] = set()  # stateless sessions whose calls may still run
-        self.calls_lock = threading.Lock()  # makes "under the limit? then start" one step
-        self.draining = False  # SIGTERM: /healthz says 503
-        self.stopping = False  # after the lame-duck delay: no new sessions or calls
-        self.streams = 0  # GET /sse streams open
-        self._deadlines: dict = {}  # handler -> when its request must have arrived
-        self._lock = threading.Lock()
         try:
             info = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         except socket.gaierror as exc:
@@ -14113,48 +14112,28 @@ class HttpApp:
         self.family, address = info[0][0], info[0][4][0]
         ip = ipaddress.ip_address(address.partition("%")[0])
         self.loopback, wildcard = ip.is_loopback, ip.is_unspecified
+        self.wildcard = wildcard
         hosts = [_host_name(name) for name in settings["allowed_hosts"]]  # ports do not matter
         self.hosts = LOOPBACK_NAMES | set(hosts) | ({host.lower(), address} - {"0.0.0.0", "::"})
         self.any_host = "*" in hosts or (wildcard and not hosts)
         self.origins = {o.lower().rstrip("/") for o in settings["allowed_origins"]}
         if self.public_url:  # the name a proxy in front passes on
             self.hosts |= {_host_name(self.public_url.partition("://")[2].partition("/")[0])}
-        self._check(host)
-        if self.oauth is not None and not self.loopback and not self.public_url:
-            where = " (every address)" if wildcard else ""
-            raise ConfigError(
-                f"server.public_url must be set with server.auth.issuer when --http listens on "
-                f"{host}{where}, not a loopback address: OAuth tokens name the URL clients "
-                "use, like https://mcp.example.com"
-            )
 
-    def listening(self, host: str, port: int) -> None:
-        """The server is bound: OAuth's resource URL is known, its keys are fetched."""
-        if self.oauth is None:
-            return
-        shown = f"[{host}]" if ":" in host else host
-        if self.public_url:
-            self.oauth.set_resource(self.public_url)
-        else:  # only loopback: elsewhere public_url is required (see __init__)
-            self.oauth.set_resource(f"http://{shown}:{port}", loopback_port=port)
-        self.oauth.keys.start()
-        self.log.say(
-            f"OAuth: accepting access tokens from {self.oauth.issuer} for {self.oauth.resource}"
-        )
-
-    def _check(self, host: str) -> None:
-        """Start-up refusals (exit 2): an open address without a token, a weak token."""
-        token = self.token
+    def refuse_open(self, auth: Authenticator) -> None:
+        """Start-up refusals (exit 2): a weak token, an open address without a token, an
+        origin that is not one, OAuth on an open address without server.public_url."""
+        token = self.settings["token"]
         if token is not None and not re.fullmatch(r"[!-~]{16,}", token):
             raise ConfigError(
                 "server.http.token must be at least 16 printable ASCII characters, no spaces; "
                 "make one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
             )
-        if not self.loopback and not self.auth.required() and not self.settings["allow_insecure"]:
+        if not self.loopback and not auth.required() and not self.settings["allow_insecure"]:
             raise ConfigError(
-                f"refusing to serve on {host} without a token: anyone who can reach it could "
-                "spend your OpenAI credit. Set MCP_HTTP_TOKEN (or server.http.token), or pass "
-                "--http-allow-insecure if an authenticating proxy is in front"
+                f"refusing to serve on {self.host} without a token: anyone who can reach it "
+                "could spend your OpenAI credit. Set MCP_HTTP_TOKEN (or server.http.token), or "
+                "pass --http-allow-insecure if an authenticating proxy is in front"
             )
         for origin in self.origins - {"*"}:
             if not re.fullmatch(r"https?://[^/\s]+", origin):
@@ -14162,8 +14141,23 @@ class HttpApp:
                     f"server.http.allowed_origins: {origin!r} is not an origin like "
                     "https://app.example.com (scheme://host[:port], no path)"
                 )
+        if auth.oauth is not None and not self.loopback and not self.public_url:
+            where = " (every address)" if self.wildcard else ""
+            raise ConfigError(
+                f"server.public_url must be set with server.auth.issuer when --http listens on "
+                f"{self.host}{where}, not a loopback address: OAuth tokens name the URL clients "
+                "use, like https://mcp.example.com"
+            )
 
-    # -- requests and limits ---------------------------------------------------------------------
+    def check_host(self, host: str | None) -> None:
+        """DNS rebinding protection: the Host must be a name this server is known by."""
+        if host is None or self.any_host or _host_name(host) in self.hosts:
+            return
+        raise HttpError(
+            421,
+            f"Host {host!r} is not a name of this server (DNS rebinding protection); add it to "
+            "server.http.allowed_hosts if clients really use it",
+        )
 
     def origin_allowed(self, origin: str) -> bool:
         origin = origin.strip().lower()
@@ -14172,8 +14166,40 @@ class HttpApp:
         scheme, sep, authority = origin.partition("://")
         return bool(sep) and scheme in ("http", "https") and _host_name(authority) in LOOPBACK_NAMES
 
-    def new_session(self, user: str, legacy: bool = False) -> HttpSession:
-        if self.stopping:
+    def cors_headers(self, origin: str | None) -> dict:
+        """The headers an answer to a page from `origin` carries; 403 if it is not allowed."""
+        if origin is None:
+            return {}
+        if not self.origin_allowed(origin):
+            raise HttpError(
+                403,
+                f"Origin {origin!r} is not allowed; add it to server.http.allowed_origins to "
+                "let pages from it use this server",
+            )
+        return {
+            "Access-Control-Allow-Origin": origin,
+            "Access-Control-Expose-Headers": "Mcp-Session-Id, WWW-Authenticate",
+            "Vary": "Origin",
+        }
+
+
+class HttpSessions:
+    """Every HTTP client's HttpSession: the SessionTable of those with an id (initialize's
+    Mcp-Session-Id, a GET /sse stream), and the loose ones without (one per POST with
+    --stateless, one per 2026-07-28 request) while their calls may still run."""
+
+    def __init__(self, config: Config, log: Log, stopping: threading.Event):
+        settings = config.get("server", "http")
+        self.log, self.stopping = log, stopping  # stopping: no new sessions (HttpApp's)
+        self.stateless = settings["stateless"]
+        self.secret = config.get("server", "tasks")["secret"]  # signs a client's identity
+        outbox = settings["sse_outbox_bytes"], settings["sse_stall_s"]
+        self.table = SessionTable(settings["max_sessions"], settings["session_idle_s"], log, outbox)
+        self.loose: set[HttpSession] = set()  # stateless sessions whose calls may still run
+        self._lock = threading.Lock()
+
+    def new(self, user: str, legacy: bool = False, hang_up=None) -> HttpSession:
+        if self.stopping.is_set():
             raise HttpError(
                 503, "the server is shutting down; connect again (another instance will answer)"
             )
@@ -14183,7 +14209,7 @@ class HttpApp:
             with self._lock:
                 self.loose.add(hs)
             return hs
-        hs = self.sessions.create(legacy)
+        hs = self.table.create(legacy, hang_up)
         hs.session.user = user
         return hs
 
@@ -14192,7 +14218,7 @@ class HttpApp:
 
         Clients number their requests alike, so the id alone could hit another client's
         call: the cancel is tied to a call only if exactly one call with that id, from the
-        same client (HttpApp.client_identity), is in flight here; else none is cancelled.
+        same client (StreamableHttp.client_identity), is in flight here; else none is cancelled.
         """
         with self._lock:
             found = [hs for hs in self.loose if hs.call_id == request_id and hs.client == client]
@@ -14210,15 +14236,148 @@ class HttpApp:
     def release(self, hs: HttpSession) -> None:
         """The request using `hs` is done."""
         if hs.id is not None:
-            self.sessions.release(hs)
+            self.table.release(hs)
         elif not hs.busy():
             with self._lock:
                 self.loose.discard(hs)
 
+    def named(self, session_id: str | None, user: str) -> HttpSession:
+        """The session an Mcp-Session-Id header names, held until release(); another user's
+        is not found."""
+        if not session_id:
+            raise HttpError(
+                400,
+                "missing Mcp-Session-Id header: send initialize first and repeat the session id "
+                "it returns on every request (or run the server with --stateless)",
+            )
+        return self.own(self.table.get(session_id.strip()), user)
+
+    def own(self, hs: HttpSession, user: str) -> HttpSession:
+        """`hs` if it is `user`'s; else it is let go and 404, as for a session that never was."""
+        if hs.session.user == user:
+            return hs
+        self.release(hs)
+        raise SessionTable.not_found()
+
+    def for_post(self, message: dict, kind: str, method, version, session_id, client, user):
+        """The session a POST's message belongs to: a new one for initialize (and for every
+        POST with --stateless, speaking the header's version), else the one its header names."""
+        if not (self.stateless or (kind == "request" and method == "initialize")):
+            return self.named(session_id, user)
+        hs = self.new(user)
+        if hs.id is None:
+            hs.session.protocol_version = version or DEFAULT_HTTP_VERSION
+            hs.client, hs.session.client_key = client, task_owner(client)
+            hs.call_id = message.get("id")
+            restore_identity(self.secret, hs.session, session_id, version, self.log)
+        return hs
+
+    def modern(self, message: dict, client, header_version, user) -> HttpSession:
+        """A 2026-07-28 message's own session: no id, no Mcp-Session-Id, gone with its call."""
+        hs = HttpSession(None, self.log)
+        hs.session.user = user
+        hs.modern, hs.header_version = True, header_version
+        hs.client, hs.call_id = client, message.get("id")
+        hs.session.client_key = task_owner(client)
+        with self._lock:
+            self.loose.add(hs)
+        return hs
+
+    def end(self, session_id: str | None, user: str) -> None:
+        """DELETE /mcp: ends the session, cancelling its calls."""
+        hs = self.named(session_id, user)
+        self.release(hs)
+        self.table.end(hs, REQUEST_CANCELLED, "Request cancelled: the session was ended")
+
+    def all(self) -> list[HttpSession]:
+        with self._lock:
+            loose = list(self.loose)
+        return self.table.all() + loose
+
+    def in_flight(self) -> int:
+        return sum(hs.session.in_flight() for hs in self.all())
+
+    def waiting(self) -> int:
+        return sum(hs.router.waiting() for hs in self.all() if hs.router)
+
+    def tidy(self) -> None:
+        """The watchdog's round: loose sessions whose calls are done go, idle ones expire."""
+        with self._lock:
+            self.loose = {hs for hs in self.loose if hs.busy()}
+        self.table.expire_idle()
+
+
+class HttpApp:
+    """What every request needs: settings, the dispatcher, the gates, the limits, the
+    lifecycle; it routes each request to what answers it (StreamableHttp, LegacySse,
+    UsageReport, or HttpHandler itself)."""
+
+    def __init__(
+        self,
+        dispatcher,
+        config: Config,
+        log: Log,
+        policy: HostPolicy,
+        *,
+        users=None,
+        state=None,
+        ledger=None,
+    ):
+        """users, state, ledger: the AnswerEngine's UserDirectory (named tokens), StateStore
+        (its refusals, whether /usage has a ledger) and Ledger; None where there is none
+        (--doctor's trial has no engine)."""
+        settings = config.get("server", "http")
+        self.dispatcher, self.log, self.settings, self.policy = dispatcher, log, settings, policy
+        auth = config.get("server", "auth")
+        self.oauth = OAuthVerifier(auth, log) if auth["issuer"] else None
+        self.auth = Authenticator(settings["token"], users, self.oauth)
+        self._active_users = None  # at the last read of the users (None: not read yet)
+        if self.auth.users is not None and not settings["token"] and self.oauth is None:
+            self.auth.users.on_read = self.users_read  # says so the moment none is left
+        self.stateless = settings["stateless"]
+        self.state = state
+        self.max_body = settings["max_body_bytes"]
+        self.header_timeout = settings["header_timeout_s"]
+        self.calls_lock = threading.Lock()  # makes "under the limit? then start" one step
+        self.draining = threading.Event()  # SIGTERM: /healthz says 503
+        self.stopping = threading.Event()  # after the lame-duck delay: no new sessions or calls
+        self.sessions = HttpSessions(config, log, self.stopping)
+        self.mcp = StreamableHttp(dispatcher, self.sessions, self.dispatch, log)
+        self.legacy = LegacySse(self.sessions, self.dispatch, log)
+        self.usage = UsageReport(config, ledger, self.state, self.auth, self.sessions)
+        self.routes = {
+            ("POST", MCP_PATH): self.mcp.post,
+            ("DELETE", MCP_PATH): self.mcp.delete,
+            ("GET", SSE_PATH): self.legacy.stream,
+            ("POST", MESSAGES_PATH): self.legacy.post,
+            ("GET", HEALTH_PATH): HttpHandler.get_healthz,
+            ("GET", USAGE_PATH): self.usage.answer,
+            ("GET", WELL_KNOWN_RESOURCE): HttpHandler.get_resource_metadata,
+        }
+        self._deadlines: dict = {}  # handler -> when its request must have arrived
+        self._lock = threading.Lock()
+        policy.refuse_open(self.auth)
+
+    def listening(self, host: str, port: int) -> None:
+        """The server is bound: OAuth's resource URL is known, its keys are fetched."""
+        if self.oauth is None:
+            return
+        shown = f"[{host}]" if ":" in host else host
+        if self.policy.public_url:
+            self.oauth.set_resource(self.policy.public_url)
+        else:  # only loopback: elsewhere public_url is required (HostPolicy.refuse_open)
+            self.oauth.set_resource(f"http://{shown}:{port}", loopback_port=port)
+        self.oauth.keys.start()
+        self.log.say(
+            f"OAuth: accepting access tokens from {self.oauth.issuer} for {self.oauth.resource}"
+        )
+
+    # -- requests and limits ---------------------------------------------------------------------
+
     def admit_call(self, hs: HttpSession, method: str = "tools/call") -> None:
         """Refuses a new tools/call that would pass a limit, or a tasks/result past the
         per-session one (call with calls_lock held)."""
-        refuse_new_calls(self.stopping, self.dispatcher, method)
+        refuse_new_calls(self.stopping.is_set(), self.state, method)
         limit = self.settings["max_calls_per_session"]
         if method == "tasks/result":  # each waits as long as a call: as many as calls
             if hs.id is not None and hs.session.waiting() >= limit:
@@ -14237,7 +14396,7 @@ class HttpApp:
                 {"Retry-After": "1"},
             )
         limit = self.settings["max_calls"]
-        if self.in_flight() >= limit:
+        if self.sessions.in_flight() >= limit:
             raise HttpError(
                 429,
                 f"too many calls in flight on this server ({limit}, server.http.max_calls); "
@@ -14254,44 +14413,18 @@ class HttpApp:
             self.admit_call(hs, method)
             return self.dispatcher.handle(message, hs.session, hs.header_version)
 
-    # -- gates: Host, Origin, token, route ---------------------------------------------------------
-
-    def check_host(self, host: str | None) -> None:
-        """DNS rebinding protection: the Host must be a name this server is known by."""
-        if host is None or self.any_host or _host_name(host) in self.hosts:
-            return
-        raise HttpError(
-            421,
-            f"Host {host!r} is not a name of this server (DNS rebinding protection); add it to "
-            "server.http.allowed_hosts if clients really use it",
-        )
-
-    def cors_headers(self, origin: str | None) -> dict:
-        """The headers an answer to a page from `origin` carries; 403 if it is not allowed."""
-        if origin is None:
-            return {}
-        if not self.origin_allowed(origin):
-            raise HttpError(
-                403,
-                f"Origin {origin!r} is not allowed; add it to server.http.allowed_origins to "
-                "let pages from it use this server",
-            )
-        return {
-            "Access-Control-Allow-Origin": origin,
-            "Access-Control-Expose-Headers": "Mcp-Session-Id, WWW-Authenticate",
-            "Vary": "Origin",
-        }
+    # -- gates: token, route (Host and Origin: HostPolicy) -------------------------------------
 
     def route(self, command: str, path: str, authorization: str, host=None, source="") -> tuple:
-        """(the HttpHandler method that answers this request, the user asking), once its
-        token is checked (Authenticator.authenticate: its Host header and client_source)."""
+        """(what answers this request: a function of its HttpHandler, the user asking), once
+        its token is checked (Authenticator.authenticate: its Host header and client_source)."""
         if command == "OPTIONS":
             return HttpHandler.preflight, None
         if path.startswith(WELL_KNOWN_RESOURCE):  # public; any resource path under it
             path = WELL_KNOWN_RESOURCE
         public = path in (HEALTH_PATH, WELL_KNOWN_RESOURCE)
         user = None if public else self.auth.authenticate(authorization, host, source)
-        route = _ROUTES.get((command, path))
+        route = self.routes.get((command, path))
         if self.stateless and (command, path) in _SESSION_ROUTES:
             route = None
         if route is None:
@@ -14332,279 +14465,16 @@ class HttpApp:
             return rpc_error(message["id"], HTTP_REFUSED, exc.message)
         return {"error": exc.message}
 
-    # -- Streamable HTTP: what a POST /mcp means and ends with -------------------------------------
-
-    @staticmethod
-    def check_content_type(value: str) -> None:
-        kind = value.partition(";")[0].strip().lower()
-        if kind != "application/json":
-            raise HttpError(415, f"Content-Type must be application/json, not {kind or 'missing'}")
-
-    @staticmethod
-    def accepts(accept: str | None) -> tuple[bool, bool]:
-        """(JSON acceptable, SSE acceptable); a missing Accept and */* are taken as JSON."""
-        if not accept:
-            return True, False
-        kinds = {part.partition(";")[0].strip().lower() for part in accept.split(",")}
-        json_ok = bool(kinds & {"application/json", "application/*", "*/*"})
-        sse_ok = "text/event-stream" in kinds
-        if not (json_ok or sse_ok):
-            raise HttpError(
-                406,
-                "Accept must include application/json and text/event-stream (MCP clients send "
-                f"both), not {accept[:80]!r}",
-            )
-        return json_ok, sse_ok
-
-    @staticmethod
-    def protocol_version(version: str | None) -> str | None:
-        """The MCP-Protocol-Version header's version; 400 for one this server does not speak."""
-        if version is not None and version.strip() not in PROTOCOL_VERSIONS:
-            raise HttpError(
-                400,
-                f"unsupported MCP-Protocol-Version {version[:40]!r}; this server speaks "
-                f"{', '.join(PROTOCOL_VERSIONS)}",
-            )
-        return version and version.strip()
-
-    def session_named(self, session_id: str | None, user: str) -> HttpSession:
-        """The session an Mcp-Session-Id header names, held until release(); another user's
-        is not found."""
-        if not session_id:
-            raise HttpError(
-                400,
-                "missing Mcp-Session-Id header: send initialize first and repeat the session id "
-                "it returns on every request (or run the server with --stateless)",
-            )
-        return self.own(self.sessions.get(session_id.strip()), user)
-
-    def own(self, hs: HttpSession, user: str) -> HttpSession:
-        """`hs` if it is `user`'s; else it is let go and 404, as for a session that never was."""
-        if hs.session.user == user:
-            return hs
-        self.release(hs)
-        raise SessionTable.not_found()
-
-    def post_session(self, message: dict, kind: str, method, version, session_id, client, user):
-        """The session a POST's message belongs to: a new one for initialize (and for every
-        POST with --stateless, speaking the header's version), else the one its header names."""
-        if not (self.stateless or (kind == "request" and method == "initialize")):
-            return self.session_named(session_id, user)
-        hs = self.new_session(user)
-        if hs.id is None:
-            hs.session.protocol_version = version or DEFAULT_HTTP_VERSION
-            hs.client, hs.session.client_key = client, task_owner(client)
-            hs.call_id = message.get("id")
-            restore_identity(self.secret, hs.session, session_id, version, self.log)
-        return hs
-
-    @staticmethod
-    def client_identity(headers, address: str) -> tuple:
-        """Who sent a request, as far as stateless mode can tell: the credential, the peer's
-        address (not its port: a cancel comes on another connection), X-Forwarded-For (the
-        client behind a proxy) and the User-Agent. A client can only make itself look like
-        another by sending that one's credential too."""
-        return (
-            headers.get("Authorization", ""),
-            address,
-            headers.get("X-Forwarded-For", ""),
-            headers.get("User-Agent", ""),
-        )
-
-    def invalid_reply(self, message) -> dict | None:
-        """The dispatcher's words for a message that is no request, notification or response."""
-        return self.dispatcher.handle(message, Session(lambda m: None))
-
-    @staticmethod
-    def status_of(reply: dict, modern: bool = False) -> int:
-        """A JSON reply's HTTP status: 400 when the request could not even be identified; for
-        2026-07-28, 400 for a malformed request and 404 for an unknown method, as it says."""
-        if "error" in reply and reply["error"].get("data") in TASK_LIMITS:
-            return 429
-        if modern and "error" in reply:
-            return _MODERN_STATUS.get(reply["error"].get("code"), 200)
-        return 200 if reply.get("id") is not None else 400
-
-    def start_request(self, hs: HttpSession, message: dict, method: str):
-        """Hands a request over: (its reply or None if it comes later, the Outbox its later
-        messages arrive in, its progress token). Close the Outbox with hs.router.close."""
-        request_id = message["id"]
-        token = progress_token(message.get("params")) if method == "tools/call" else None
-        box = hs.router.open(request_id, token) if _valid_id(request_id) else None
-        try:
-            return self.dispatch(hs, message, method), box, token
-        except BaseException:
-            if box is not None:
-                hs.router.close(request_id, box)
-            raise
-
-    @staticmethod
-    def as_events(token, json_ok: bool, sse_ok: bool, method: str | None = None) -> bool:
-        """Whether a call's response is an event stream (progress can go there; keep-alive
-        comments hold proxies while tasks/result waits) or JSON."""
-        return sse_ok and (token is not None or not json_ok or method == "tasks/result")
-
-    @staticmethod
-    def reply_as_json(hs: HttpSession, reply: dict, json_ok: bool) -> bool:
-        """Whether a reply ready at once goes out as JSON rather than as one event: when the
-        client takes JSON, and a 2026-07-28 error always (its HTTP status tells what failed)."""
-        return json_ok or (hs.modern and "error" in reply)
-
-    def reply_headers(self, hs: HttpSession, method: str, reply: dict) -> dict:
-        """A reply's extra headers: initialize's session id; a failed initialize ends it.
-        With --stateless, the session id is the client's signed identity (or none)."""
-        if method == "initialize" and hs.id is None and "result" in reply:
-            return {"Mcp-Session-Id": identity_id(self.secret, hs.session)}
-        if method != "initialize" or hs.id is None:
-            return {}
-        if "result" in reply:
-            return {"Mcp-Session-Id": hs.id}
-        self.sessions.end(hs)
-        return {}
-
-    def notify(self, hs: HttpSession, message: dict, client) -> None:
-        """Handles a notification or response; a cancel also ends the call's waiting POST
-        with a "Request cancelled" error.
-
-        With --stateless every POST has a session of its own, so a cancel goes to the one
-        call it can be tied to (cancel_target), or to none.
-        """
-        params = message.get("params")
-        request_id = params.get("requestId") if isinstance(params, dict) else None
-        cancel = message.get("method") == "notifications/cancelled" and _valid_id(request_id)
-        if cancel and (self.stateless or hs.modern):
-            hs = self.cancel_target(request_id, client)
-            if hs is None:
-                return
-        self.dispatcher.handle(message, hs.session)
-        if cancel and hs.router is not None:
-            hs.router.end(request_id, REQUEST_CANCELLED, "Request cancelled")
-
-    # -- MCP 2026-07-28: requests that need no session ---------------------------------------------
-
-    def is_modern(self, message: dict, kind: str, method, header_version) -> bool:
-        """Whether a POST speaks 2026-07-28: the dispatcher's rule for a request, the header
-        for anything else (that era has no notifications over HTTP, but a cancel is honoured)."""
-        if not self.dispatcher.modern or kind == "invalid":
-            return False
-        if kind == "request":
-            return is_modern(method, message.get("params"), header_version)
-        return header_version in MODERN_VERSIONS
-
-    def modern_session(self, message: dict, client, header_version, user) -> HttpSession:
-        """A 2026-07-28 message's own session: no id, no Mcp-Session-Id, gone with its call."""
-        hs = HttpSession(None, self.log)
-        hs.session.user = user
-        hs.modern, hs.header_version = True, header_version
-        hs.client, hs.call_id = client, message.get("id")
-        hs.session.client_key = task_owner(client)
-        with self._lock:
-            self.loose.add(hs)
-        return hs
-
-    @staticmethod
-    def mismatch(message: dict, header) -> dict | None:
-        """The -32020 reply to a request whose headers disagree with its body, else None."""
-        request_id = message.get("id")
-        why = header_mismatch(message, header) if _valid_id(request_id) else None
-        return None if why is None else rpc_error(request_id, HEADER_MISMATCH, why)
-
-    def hung_up(self, hs: HttpSession, request_id) -> None:
-        """A client closed a response before its reply: for 2026-07-28 that cancels the call
-        (the handshake era cancels with notifications/cancelled only)."""
-        if hs.modern and hs.session.cancel(request_id) is not None:
-            self.log.debug("http", f"response closed: cancelled requestId={_describe(request_id)}")
-        self.dispatcher.abandoned(hs.session, request_id)  # a tasks/result stops waiting
-
-    def end_session(self, session_id: str | None, user: str) -> None:
-        """DELETE /mcp: ends the session, cancelling its calls."""
-        hs = self.session_named(session_id, user)
-        self.release(hs)
-        self.sessions.end(hs, REQUEST_CANCELLED, "Request cancelled: the session was ended")
-
-    # -- legacy HTTP+SSE (2024-11-05) --------------------------------------------------------------
-
-    def open_sse(self, user: str) -> HttpSession:
-        hs = self.new_session(user, legacy=True)
-        self.count_stream(+1)
-        return hs
-
-    def close_sse(self, hs: HttpSession) -> None:
-        """The GET /sse stream has ended: so has its session, and its calls are cancelled."""
-        self.count_stream(-1)
-        self.release(hs)
-        self.sessions.end(hs)
-
-    def legacy_session(self, session_id: str, user: str) -> HttpSession:
-        """The session a POST /messages names, held until release(); 429 while its stream's
-        outbox is full (the client is not reading what it asked for)."""
-        if not session_id:
-            raise HttpError(400, "missing ?sessionId=: use the URL from the /sse endpoint event")
-        hs = self.own(self.sessions.get(session_id, legacy=True), user)
-        if hs.stream.full():
-            self.release(hs)
-            raise HttpError(
-                429,
-                f"this session's /sse stream is not being read: {hs.stream.bytes} bytes of "
-                f"messages wait for it, past server.http.sse_outbox_bytes ({hs.stream.limit}); "
-                "read the stream before sending more",
-                {"Retry-After": "1"},
-            )
-        return hs
-
-    def post_legacy(self, hs: HttpSession, message) -> None:
-        """A POST /messages message: its reply, errors and refusals included, goes down the
-        session's stream (the POST itself always ends 202)."""
-        hs.touch()
-        try:
-            reply = self.dispatch(hs, message, self.dispatcher.classify(message)[1])
-        except HttpError as exc:
-            reply = rpc_error(message.get("id"), HTTP_REFUSED, exc.message)
-        if reply is not None:
-            hs.stream.send(reply)
-
-    # -- health and usage --------------------------------------------------------------------------
-
     def health(self) -> tuple[int, dict]:
+        draining = self.draining.is_set()
         body = {
-            "status": "draining" if self.draining else "ok",
+            "status": "draining" if draining else "ok",
             "version": __version__,
-            "in_flight": self.in_flight(),
-            "sessions": len(self.sessions.all()),
+            "in_flight": self.sessions.in_flight(),
+            "sessions": len(self.sessions.table.all()),
             "api_key": bool(api_key(self.dispatcher.config)),
         }
-        return (503 if self.draining else 200), body
-
-    def usage(self, user: str | None) -> dict:
-        """Spend from the usage ledger; 404 when there is none. While several people use the
-        server, each sees only their own spend (every figure: totals, by model, by tool, in
-        flight); server.auth.admins see the team's (issue 31)."""
-        engine = self.dispatcher.engine
-        ledger = getattr(engine, "ledger", None)
-        if ledger is None or not engine.state.enabled:
-            raise HttpError(404, "no usage ledger: state.path is off and state.url unset")
-        config = self.dispatcher.config
-        admins = {admin_identity(entry) for entry in config.get("server", "auth", "admins")}
-        timezone = config.get("policy", "timezone")
-        if user in admins or not self.auth.multi_user():
-            return spend_summary(ledger, timezone, self.in_flight())
-        mine = sum(hs.session.in_flight() for hs in self.all_sessions() if hs.session.user == user)
-        return spend_summary(ledger, timezone, mine, user)
-
-    def count_stream(self, change: int) -> None:
-        with self._lock:
-            self.streams += change
-
-    def all_sessions(self) -> list[HttpSession]:
-        with self._lock:
-            loose = list(self.loose)
-        return self.sessions.all() + loose
-
-    def in_flight(self) -> int:
-        return sum(hs.session.in_flight() for hs in self.all_sessions())
-
-    def waiting(self) -> int:
-        return sum(hs.router.waiting() for hs in self.all_sessions() if hs.router)
+        return (503 if draining else 200), body
 
     # -- the watchdog: slow clients, idle sessions -------------------------------------------------
 
@@ -14659,15 +14529,380 @@ class HttpApp:
                 late = [h for h, when in self._deadlines.items() if when <= now]
                 for handler in late:
                     del self._deadlines[handler]
-                self.loose = {hs for hs in self.loose if hs.busy()}
             for handler in late:
                 handler.too_slow()
-            self.sessions.expire_idle()
+            self.sessions.tidy()
+
+
+class _Held:
+    """A request's hold on its session, let go once: before a ready reply is written (the
+    client may send its next request the moment it reads it), else when the request ends."""
+
+    def __init__(self, hs: HttpSession, sessions: HttpSessions):
+        self.hs, self._sessions = hs, sessions
+
+    def let_go(self) -> None:
+        hs, self.hs = self.hs, None
+        if hs is not None:
+            hs.touch()
+            self._sessions.release(hs)
+
+
+class StreamableHttp:
+    """POST and DELETE /mcp (Streamable HTTP, both eras): what a message means, which session
+    it belongs to, and what its response is (JSON, or an event stream). The HttpHandler it is
+    given reads and writes the bytes."""
+
+    def __init__(self, dispatcher, sessions: HttpSessions, dispatch, log: Log):
+        self.dispatcher, self.sessions, self.log = dispatcher, sessions, log
+        self._dispatch = dispatch  # HttpApp.dispatch: the HTTP limits, then the dispatcher
+
+    def post(self, handler) -> None:
+        headers = handler.headers
+        self.check_content_type(headers.get("Content-Type", ""))
+        json_ok, sse_ok = self.accepts(headers.get("Accept"))
+        try:
+            message = handler.read_message()
+        except _Answered:
+            return
+        kind, method = self.dispatcher.classify(message)
+        header_version = (headers.get("MCP-Protocol-Version") or "").strip() or None
+        if self.is_modern(message, kind, method, header_version):
+            accepts = json_ok, sse_ok
+            return self._post_modern(handler, message, kind, method, header_version, accepts)
+        version = self.protocol_version(headers.get("MCP-Protocol-Version"))
+        if kind == "invalid":
+            reply = self.invalid_reply(message)
+            if reply is None:  # nothing to answer (a malformed response, say)
+                return handler.send_empty(202)
+            return handler.send_json(self.status_of(reply), reply)
+        address = handler.client_address[0]
+        client = self.client_identity(headers, address) if self.sessions.stateless else None
+        session_id = headers.get("Mcp-Session-Id")
+        hs = self.sessions.for_post(
+            message, kind, method, version, session_id, client, handler.user
+        )
+        self._handle(handler, hs, message, kind, method, client, (json_ok, sse_ok))
+
+    def _post_modern(self, handler, message, kind: str, method, header_version, accepts) -> None:
+        client = self.client_identity(handler.headers, handler.client_address[0])
+        refusal = self.mismatch(message, handler.headers.get) if kind == "request" else None
+        if refusal is not None:
+            return handler.send_json(self.status_of(refusal, modern=True), refusal)
+        hs = self.sessions.modern(message, client, header_version, handler.user)
+        self._handle(handler, hs, message, kind, method, client, accepts)
+
+    def _handle(self, handler, hs: HttpSession, message, kind: str, method, client, accepts):
+        """A request is answered; anything else is handed over and gets 202, no body."""
+        held = _Held(hs, self.sessions)
+        try:
+            if kind == "request":
+                self._answer(handler, held, message, method, *accepts)
+            else:
+                self.notify(hs, message, client)
+                handler.send_empty(202)
+        finally:
+            held.let_go()
+
+    def _answer(self, handler, held: _Held, message: dict, method: str, json_ok, sse_ok):
+        hs = held.hs
+        reply, box, token = self.start_request(hs, message, method)
+        try:
+            if reply is not None:
+                # Released before the write: a client may send its next request (at
+                # max_sessions, a new session, and maybe with the same id) the moment it
+                # reads this reply.
+                held.let_go()
+                if box is not None:
+                    hs.router.close(message["id"], box)
+                return self._reply(handler, hs, method, reply, json_ok)
+            if self.as_events(token, json_ok, sse_ok, method):
+                delivered = handler.pump(handler.start_events(), box, until_reply=True)
+            else:
+                delivered = handler.await_json(box)
+            if not delivered:
+                self.hung_up(hs, message["id"])
+        finally:
+            if box is not None:
+                hs.router.close(message["id"], box)
+
+    def _reply(self, handler, hs: HttpSession, method: str, reply: dict, json_ok: bool) -> None:
+        headers = self.reply_headers(hs, method, reply)
+        if self.reply_as_json(hs, reply, json_ok):
+            return handler.send_json(self.status_of(reply, hs.modern), reply, headers)
+        events = handler.start_events(headers)
+        events.event("message", encode_message(reply))
+        events.end()
+
+    def delete(self, handler) -> None:
+        self.protocol_version(handler.headers.get("MCP-Protocol-Version"))
+        self.sessions.end(handler.headers.get("Mcp-Session-Id"), handler.user)
+        handler.send_empty(204)
+
+    # -- what a POST /mcp means and ends with ------------------------------------------------
+
+    @staticmethod
+    def check_content_type(value: str) -> None:
+        kind = value.partition(";")[0].strip().lower()
+        if kind != "application/json":
+            raise HttpError(415, f"Content-Type must be application/json, not {kind or 'missing'}")
+
+    @staticmethod
+    def accepts(accept: str | None) -> tuple[bool, bool]:
+        """(JSON acceptable, SSE acceptable); a missing Accept and */* are taken as JSON."""
+        if not accept:
+            return True, False
+        kinds = {part.partition(";")[0].strip().lower() for part in accept.split(",")}
+        json_ok = bool(kinds & {"application/json", "application/*", "*/*"})
+        sse_ok = "text/event-stream" in kinds
+        if not (json_ok or sse_ok):
+            raise HttpError(
+                406,
+                "Accept must include application/json and text/event-stream (MCP clients send "
+                f"both), not {accept[:80]!r}",
+            )
+        return json_ok, sse_ok
+
+    @staticmethod
+    def protocol_version(version: str | None) -> str | None:
+        """The MCP-Protocol-Version header's version; 400 for one this server does not speak."""
+        if version is not None and version.strip() not in PROTOCOL_VERSIONS:
+            raise HttpError(
+                400,
+                f"unsupported MCP-Protocol-Version {version[:40]!r}; this server speaks "
+                f"{', '.join(PROTOCOL_VERSIONS)}",
+            )
+        return version and version.strip()
+
+    @staticmethod
+    def client_identity(headers, address: str) -> tuple:
+        """Who sent a request, as far as stateless mode can tell: the credential, the peer's
+        address (not its port: a cancel comes on another connection), X-Forwarded-For (the
+        client behind a proxy) and the User-Agent. A client can only make itself look like
+        another by sending that one's credential too."""
+        return (
+            headers.get("Authorization", ""),
+            address,
+            headers.get("X-Forwarded-For", ""),
+            headers.get("User-Agent", ""),
+        )
+
+    def invalid_reply(self, message) -> dict | None:
+        """The dispatcher's words for a message that is no request, notification or response."""
+        return self.dispatcher.handle(message, Session(lambda m: None))
+
+    @staticmethod
+    def status_of(reply: dict, modern: bool = False) -> int:
+        """A JSON reply's HTTP status: 400 when the request could not even be identified; for
+        2026-07-28, 400 for a malformed request and 404 for an unknown method, as it says."""
+        if "error" in reply and reply["error"].get("data") in TASK_LIMITS:
+            return 429
+        if modern and "error" in reply:
+            return _MODERN_STATUS.get(reply["error"].get("code"), 200)
+        return 200 if reply.get("id") is not None else 400
+
+    def start_request(self, hs: HttpSession, message: dict, method: str):
+        """Hands a request over: (its reply or None if it comes later, the Outbox its later
+        messages arrive in, its progress token). Close the Outbox with hs.router.close."""
+        request_id = message["id"]
+        token = progress_token(message.get("params")) if method == "tools/call" else None
+        box = hs.router.open(request_id, token) if _valid_id(request_id) else None
+        try:
+            return self._dispatch(hs, message, method), box, token
+        except BaseException:
+            if box is not None:
+                hs.router.close(request_id, box)
+            raise
+
+    @staticmethod
+    def as_events(token, json_ok: bool, sse_ok: bool, method: str | None = None) -> bool:
+        """Whether a call's response is an event stream (progress can go there; keep-alive
+        comments hold proxies while tasks/result waits) or JSON."""
+        return sse_ok and (token is not None or not json_ok or method == "tasks/result")
+
+    @staticmethod
+    def reply_as_json(hs: HttpSession, reply: dict, json_ok: bool) -> bool:
+        """Whether a reply ready at once goes out as JSON rather than as one event: when the
+        client takes JSON, and a 2026-07-28 error always (its HTTP status tells what failed)."""
+        return json_ok or (hs.modern and "error" in reply)
+
+    def reply_headers(self, hs: HttpSession, method: str, reply: dict) -> dict:
+        """A reply's extra headers: initialize's session id; a failed initialize ends it.
+        With --stateless, the session id is the client's signed identity (or none)."""
+        if method == "initialize" and hs.id is None and "result" in reply:
+            return {"Mcp-Session-Id": identity_id(self.sessions.secret, hs.session)}
+        if method != "initialize" or hs.id is None:
+            return {}
+        if "result" in reply:
+            return {"Mcp-Session-Id": hs.id}
+        self.sessions.table.end(hs)
+        return {}
+
+    def notify(self, hs: HttpSession, message: dict, client) -> None:
+        """Handles a notification or response; a cancel also ends the call's waiting POST
+        with a "Request cancelled" error.
+
+        With --stateless every POST has a session of its own, so a cancel goes to the one
+        call it can be tied to (HttpSessions.cancel_target), or to none.
+        """
+        params = message.get("params")
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        cancel = message.get("method") == "notifications/cancelled" and _valid_id(request_id)
+        if cancel and (self.sessions.stateless or hs.modern):
+            hs = self.sessions.cancel_target(request_id, client)
+            if hs is None:
+                return
+        self.dispatcher.handle(message, hs.session)
+        if cancel and hs.router is not None:
+            hs.router.end(request_id, REQUEST_CANCELLED, "Request cancelled")
+
+    # -- MCP 2026-07-28: requests that need no session ---------------------------------------------
+
+    def is_modern(self, message: dict, kind: str, method, header_version) -> bool:
+        """Whether a POST speaks 2026-07-28: the dispatcher's rule for a request, the header
+        for anything else (that era has no notifications over HTTP, but a cancel is honoured)."""
+        if not self.dispatcher.modern or kind == "invalid":
+            return False
+        if kind == "request":
+            return is_modern(method, message.get("params"), header_version)
+        return header_version in MODERN_VERSIONS
+
+    @staticmethod
+    def mismatch(message: dict, header) -> dict | None:
+        """The -32020 reply to a request whose headers disagree with its body, else None."""
+        request_id = message.get("id")
+        why = header_mismatch(message, header) if _valid_id(request_id) else None
+        return None if why is None else rpc_error(request_id, HEADER_MISMATCH, why)
+
+    def hung_up(self, hs: HttpSession, request_id) -> None:
+        """A client closed a response before its reply: for 2026-07-28 that cancels the call
+        (the handshake era cancels with notifications/cancelled only)."""
+        if hs.modern and hs.session.cancel(request_id) is not None:
+            self.log.debug("http", f"response closed: cancelled requestId={_describe(request_id)}")
+        self.dispatcher.abandoned(hs.session, request_id)  # a tasks/result stops waiting
+
+
+class LegacySse:
+    """Legacy HTTP+SSE (2024-11-05): GET /sse opens a session and its stream, POST /messages
+    sends it a message whose reply goes down that stream. Off with --stateless."""
+
+    def __init__(self, sessions: HttpSessions, dispatch, log: Log):
+        self.sessions, self.log = sessions, log
+        self._dispatch = dispatch  # HttpApp.dispatch: the HTTP limits, then the dispatcher
+        self.streams = 0  # GET /sse streams open
+        self._lock = threading.Lock()
+
+    def stream(self, handler) -> None:
+        """GET /sse: the session's stream, open until the client closes it."""
+        hs = self.open(handler.user, handler.hang_up)
+        try:
+            events = handler.start_events()
+            # Relative, so it resolves against whatever URL (proxy included) reached /sse.
+            events.event("endpoint", f"{MESSAGES_PATH}?sessionId={hs.id}".encode())
+            handler.pump(events, hs.stream, until_reply=False)
+        finally:
+            self.close(hs)
+
+    def post(self, handler) -> None:
+        """POST /messages?sessionId=: a message for the session's stream."""
+        import urllib.parse
+
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(handler.path).query)
+        session_id = (query.get("sessionId") or query.get("session_id") or [""])[0]
+        hs = self.session(session_id, handler.user)
+        try:
+            message = handler.read_message()
+            # Always 202 for a parseable message (a non-2xx breaks some SSE clients); only a
+            # client that does not read its stream got 429 already (LegacySse.session).
+            handler.send_empty(202)
+            self.deliver(hs, message)
+        except _Answered:
+            return
+        finally:
+            self.sessions.release(hs)
+
+    def open(self, user: str, hang_up) -> HttpSession:
+        hs = self.sessions.new(user, legacy=True, hang_up=hang_up)
+        self._count(+1)
+        return hs
+
+    def close(self, hs: HttpSession) -> None:
+        """The GET /sse stream has ended: so has its session, and its calls are cancelled."""
+        self._count(-1)
+        self.sessions.release(hs)
+        self.sessions.table.end(hs)
+
+    def session(self, session_id: str, user: str) -> HttpSession:
+        """The session a POST /messages names, held until release(); 429 while its stream's
+        outbox is full (the client is not reading what it asked for)."""
+        if not session_id:
+            raise HttpError(400, "missing ?sessionId=: use the URL from the /sse endpoint event")
+        hs = self.sessions.own(self.sessions.table.get(session_id, legacy=True), user)
+        if hs.stream.full():
+            self.sessions.release(hs)
+            raise HttpError(
+                429,
+                f"this session's /sse stream is not being read: {hs.stream.bytes} bytes of "
+                f"messages wait for it, past server.http.sse_outbox_bytes ({hs.stream.limit}); "
+                "read the stream before sending more",
+                {"Retry-After": "1"},
+            )
+        return hs
+
+    def deliver(self, hs: HttpSession, message) -> None:
+        """A POST /messages message: its reply, errors and refusals included, goes down the
+        session's stream (the POST itself always ends 202)."""
+        hs.touch()
+        try:
+            reply = self._dispatch(hs, message, Dispatcher.classify(message)[1])
+        except HttpError as exc:
+            reply = rpc_error(message.get("id"), HTTP_REFUSED, exc.message)
+        if reply is not None:
+            hs.stream.send(reply)
+
+    def _count(self, change: int) -> None:
+        with self._lock:
+            self.streams += change
+
+
+class UsageReport:
+    """GET /usage: spend from the usage ledger, as JSON or a page. While several people use
+    the server, each sees only their own spend (every figure: totals, by model, by tool, in
+    flight); server.auth.admins see the team's (issue 31)."""
+
+    def __init__(self, config: Config, ledger, state, auth: Authenticator, sessions):
+        self.config, self.ledger, self.state = config, ledger, state
+        self.auth, self.sessions = auth, sessions
+
+    def summary(self, user: str | None) -> dict:
+        """The spend `user` may see; 404 when there is no ledger."""
+        if self.ledger is None or not self.state.enabled:
+            raise HttpError(404, "no usage ledger: state.path is off and state.url unset")
+        config = self.config
+        admins = {admin_identity(entry) for entry in config.get("server", "auth", "admins")}
+        timezone = config.get("policy", "timezone")
+        if user in admins or not self.auth.multi_user():
+            return spend_summary(self.ledger, timezone, self.sessions.in_flight())
+        everyone = self.sessions.all()
+        mine = sum(hs.session.in_flight() for hs in everyone if hs.session.user == user)
+        return spend_summary(self.ledger, timezone, mine, user)
+
+    def answer(self, handler) -> None:
+        """JSON, or a page when a browser asks for HTML."""
+        summary = self.summary(handler.user)
+        if "text/html" not in (handler.headers.get("Accept") or ""):
+            return handler.send_json(200, summary)
+        headers = {
+            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+            "Cache-Control": "no-store",
+        }
+        handler.send_body(200, "text/html; charset=utf-8", spend_page(summary), headers)
 
 
 class HttpHandler:
     """HTTP plumbing, mixed into http.server.BaseHTTPRequestHandler by HttpTransport: reads
-    requests, writes responses. What they mean and what they get is HttpApp's to decide."""
+    requests, writes responses (send_json, start_events, pump, read_message: the writer and
+    reader the routes use). What they mean and what they get is HttpApp's to decide."""
 
     protocol_version = "HTTP/1.1"
     server_version = f"{SERVER_NAME}/{__version__}"
@@ -14747,9 +14982,9 @@ class HttpHandler:
                 self.connection.sendall(head.encode() + body)
             except OSError:
                 pass
-        self._hang_up()
+        self.hang_up()
 
-    def _hang_up(self) -> None:
+    def hang_up(self) -> None:
         """Closes the connection under whatever this handler's thread is doing with it."""
         import socket
 
@@ -14782,7 +15017,7 @@ class HttpHandler:
         """http.server's own refusals (bad request line, headers too large) as JSON."""
         self.close_connection = True
         text = message or self.responses.get(code, ("error",))[0]
-        self._send_json(code, {"error": text}, {"Connection": "close"})
+        self.send_json(code, {"error": text}, {"Connection": "close"})
 
     def _answering(self, status: int) -> None:
         self._phase = "answered"
@@ -14793,16 +15028,16 @@ class HttpHandler:
             self.close_connection = True  # its body was never read
         self.send_response(status)
 
-    def _send_json(self, status: int, body: dict, headers: dict | None = None) -> None:
-        self._send(status, "application/json", encode_message(body), headers)
+    def send_json(self, status: int, body: dict, headers: dict | None = None) -> None:
+        self.send_body(status, "application/json", encode_message(body), headers)
 
-    def _send(self, status: int, kind: str, data: bytes, headers: dict | None = None) -> None:
+    def send_body(self, status: int, kind: str, data: bytes, headers: dict | None = None) -> None:
         self._answering(status)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(data)))
         self._end_headers(headers, b"" if self.command == "HEAD" else data)
 
-    def _send_empty(self, status: int, headers: dict | None = None) -> None:
+    def send_empty(self, status: int, headers: dict | None = None) -> None:
         self._answering(status)
         self.send_header("Content-Length", "0")
         self._end_headers(headers)
@@ -14822,7 +15057,7 @@ class HttpHandler:
         self._headers_buffer.append(b"\r\n" + body)  # end_headers() appends b"\r\n", flushes
         self.flush_headers()
 
-    def _start_events(self, headers: dict | None = None) -> EventStream:
+    def start_events(self, headers: dict | None = None) -> EventStream:
         chunked = self.request_version != "HTTP/1.0"
         self._answering(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -14835,14 +15070,14 @@ class HttpHandler:
         self._end_headers(headers)
         return EventStream(self.wfile, chunked)
 
-    def _pump(self, events: EventStream, box: Outbox, until_reply: bool) -> bool:
+    def pump(self, events: EventStream, box: Outbox, until_reply: bool) -> bool:
         """False if the client hung up first."""
         if events.pump(box, until_reply, self.app.settings["keepalive_s"], self._peer_gone):
             return True
         self.close_connection = True
         return False
 
-    def _await_json(self, box: Outbox) -> bool:
+    def await_json(self, box: Outbox) -> bool:
         """Waits for the call's reply and sends it as JSON (progress has nowhere to go);
         False if the client hung up first."""
         while True:
@@ -14852,7 +15087,7 @@ class HttpHandler:
                     self.close_connection = True
                     return False
             elif is_reply(item):
-                self._send_json(200, item)
+                self.send_json(200, item)
                 return True
 
     # -- reading requests ------------------------------------------------------------------------
@@ -14862,8 +15097,8 @@ class HttpHandler:
         headers, app = self.headers, self.app
         try:
             self._check_framing()
-            app.check_host(headers.get("Host"))
-            self._cors = app.cors_headers(headers.get("Origin"))
+            app.policy.check_host(headers.get("Host"))
+            self._cors = app.policy.cors_headers(headers.get("Origin"))
             authorization = headers.get("Authorization", "")
             source = self.server.sources.of(
                 self.client_address[0], headers.get_all("X-Forwarded-For")
@@ -14874,7 +15109,7 @@ class HttpHandler:
             route(self)
         except HttpError as exc:
             body = self._small_body() if exc.status != 413 and self._framing_ok else None
-            self._send_json(exc.status, app.refusal(exc, body), exc.headers)
+            self.send_json(exc.status, app.refusal(exc, body), exc.headers)
         except (OSError, ValueError) as exc:  # the client went away while we wrote
             app.log.debug("http", f"connection dropped: {type(exc).__name__}: {exc}")
             self.close_connection = True
@@ -14886,7 +15121,7 @@ class HttpHandler:
                 app.log.debug("http", "".join(traceback.format_exception(exc)).rstrip())
             if self._phase != "answered":
                 self.close_connection = True
-                self._send_json(500, {"error": "internal error; run with --debug and report it"})
+                self.send_json(500, {"error": "internal error; run with --debug and report it"})
 
     do_POST = do_DELETE = do_OPTIONS = do_PUT = do_PATCH = do_HEAD = do_GET
 
@@ -14951,137 +15186,24 @@ class HttpHandler:
             raise ConnectionError("client went away mid-body")
         return self._body
 
-    def _read_message(self):
+    def read_message(self):
         """The body as a JSON value; 400 with a JSON-RPC parse error if it is not JSON."""
         body = self._read_body()
         error = _costly_body_error(body)
         if error is None:
             message, error = decode_message(body)
         if error is not None:
-            self._send_json(400, error)
+            self.send_json(400, error)
             raise _Answered()
         return message
 
-    # -- the routes ------------------------------------------------------------------------------
+    # -- the routes it answers itself (the others: StreamableHttp, LegacySse, UsageReport) ------
 
     def preflight(self) -> None:
-        self._send_empty(204, _PREFLIGHT)
-
-    def post_mcp(self) -> None:
-        app, headers = self.app, self.headers
-        app.check_content_type(headers.get("Content-Type", ""))
-        json_ok, sse_ok = app.accepts(headers.get("Accept"))
-        try:
-            message = self._read_message()
-        except _Answered:
-            return
-        kind, method = app.dispatcher.classify(message)
-        header_version = (headers.get("MCP-Protocol-Version") or "").strip() or None
-        if app.is_modern(message, kind, method, header_version):
-            return self._post_modern(message, kind, method, header_version, json_ok, sse_ok)
-        version = app.protocol_version(headers.get("MCP-Protocol-Version"))
-        if kind == "invalid":
-            reply = app.invalid_reply(message)
-            if reply is None:  # nothing to answer (a malformed response, say)
-                return self._send_empty(202)
-            return self._send_json(app.status_of(reply), reply)
-        client = app.client_identity(headers, self.client_address[0]) if app.stateless else None
-        session_id = headers.get("Mcp-Session-Id")
-        hs = app.post_session(message, kind, method, version, session_id, client, self.user)
-        self._handle(hs, message, kind, method, client, json_ok, sse_ok)
-
-    def _post_modern(self, message, kind: str, method, header_version, json_ok, sse_ok) -> None:
-        app = self.app
-        client = app.client_identity(self.headers, self.client_address[0])
-        refusal = app.mismatch(message, self.headers.get) if kind == "request" else None
-        if refusal is not None:
-            return self._send_json(app.status_of(refusal, modern=True), refusal)
-        hs = app.modern_session(message, client, header_version, self.user)
-        self._handle(hs, message, kind, method, client, json_ok, sse_ok)
-
-    def _handle(self, hs: HttpSession, message, kind: str, method, client, json_ok, sse_ok):
-        """A request is answered; anything else is handed over and gets 202, no body."""
-        self._held = hs
-        try:
-            if kind == "request":
-                self._answer(hs, message, method, json_ok, sse_ok)
-            else:
-                self.app.notify(hs, message, client)
-                self._send_empty(202)
-        finally:
-            self._let_go()
-
-    def _let_go(self) -> None:
-        """Releases the session this request holds, once."""
-        hs, self._held = self._held, None
-        if hs is not None:
-            hs.touch()
-            self.app.release(hs)
-
-    def _answer(self, hs: HttpSession, message: dict, method: str, json_ok, sse_ok) -> None:
-        reply, box, token = self.app.start_request(hs, message, method)
-        try:
-            if reply is not None:
-                # Released before the write: a client may send its next request (at
-                # max_sessions, a new session, and maybe with the same id) the moment it
-                # reads this reply.
-                self._let_go()
-                if box is not None:
-                    hs.router.close(message["id"], box)
-                return self._reply(hs, method, reply, json_ok)
-            if self.app.as_events(token, json_ok, sse_ok, method):
-                delivered = self._pump(self._start_events(), box, until_reply=True)
-            else:
-                delivered = self._await_json(box)
-            if not delivered:
-                self.app.hung_up(hs, message["id"])
-        finally:
-            if box is not None:
-                hs.router.close(message["id"], box)
-
-    def _reply(self, hs: HttpSession, method: str, reply: dict, json_ok: bool) -> None:
-        headers = self.app.reply_headers(hs, method, reply)
-        if self.app.reply_as_json(hs, reply, json_ok):
-            return self._send_json(self.app.status_of(reply, hs.modern), reply, headers)
-        events = self._start_events(headers)
-        events.event("message", encode_message(reply))
-        events.end()
-
-    def delete_mcp(self) -> None:
-        self.app.protocol_version(self.headers.get("MCP-Protocol-Version"))
-        self.app.end_session(self.headers.get("Mcp-Session-Id"), self.user)
-        self._send_empty(204)
-
-    def get_sse(self) -> None:
-        hs = self.app.open_sse(self.user)
-        hs.hang_up = self._hang_up
-        try:
-            events = self._start_events()
-            # Relative, so it resolves against whatever URL (proxy included) reached /sse.
-            events.event("endpoint", f"{MESSAGES_PATH}?sessionId={hs.id}".encode())
-            self._pump(events, hs.stream, until_reply=False)
-        finally:
-            self.app.close_sse(hs)
-
-    def post_messages(self) -> None:
-        import urllib.parse
-
-        query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
-        session_id = (query.get("sessionId") or query.get("session_id") or [""])[0]
-        hs = self.app.legacy_session(session_id, self.user)
-        try:
-            message = self._read_message()
-            # Always 202 for a parseable message (a non-2xx breaks some SSE clients); only a
-            # client that does not read its stream got 429 already (HttpApp.legacy_session).
-            self._send_empty(202)
-            self.app.post_legacy(hs, message)
-        except _Answered:
-            return
-        finally:
-            self.app.release(hs)
+        self.send_empty(204, _PREFLIGHT)
 
     def get_healthz(self) -> None:
-        self._send_json(*self.app.health())
+        self.send_json(*self.app.health())
 
     def get_resource_metadata(self) -> None:
         """RFC 9728 protected resource metadata: where clients get tokens for /mcp."""
@@ -15089,18 +15211,7 @@ class HttpHandler:
             raise HttpError(404, "OAuth is off on this server (server.auth.issuer is not set)")
         document = self.app.oauth.for_host(self.headers.get("Host")).metadata()
         # It names the URL the client used (a loopback name): caches must keep them apart.
-        self._send_json(200, document, {"Cache-Control": "max-age=300", "Vary": "Host"})
-
-    def get_usage(self) -> None:
-        """Spend from the usage ledger: JSON, or a page when a browser asks for HTML."""
-        summary = self.app.usage(self.user)
-        if "text/html" not in (self.headers.get("Accept") or ""):
-            return self._send_json(200, summary)
-        headers = {
-            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
-            "Cache-Control": "no-store",
-        }
-        self._send(200, "text/html; charset=utf-8", spend_page(summary), headers)
+        self.send_json(200, document, {"Cache-Control": "max-age=300", "Vary": "Host"})
 
 
 def _is_length(text: str) -> bool:
@@ -15153,15 +15264,7 @@ class _Answered(Exception):
     """The response has been sent already; stop handling."""
 
 
-_ROUTES = {
-    ("POST", MCP_PATH): HttpHandler.post_mcp,
-    ("DELETE", MCP_PATH): HttpHandler.delete_mcp,
-    ("GET", SSE_PATH): HttpHandler.get_sse,
-    ("POST", MESSAGES_PATH): HttpHandler.post_messages,
-    ("GET", HEALTH_PATH): HttpHandler.get_healthz,
-    ("GET", USAGE_PATH): HttpHandler.get_usage,
-    ("GET", WELL_KNOWN_RESOURCE): HttpHandler.get_resource_metadata,
-}
+# The routes HttpApp.route refuses with --stateless (HttpApp.routes maps each to its answer).
 _SESSION_ROUTES = {("DELETE", MCP_PATH), ("GET", SSE_PATH), ("POST", MESSAGES_PATH)}
 _ALLOWED = {
     MCP_PATH: "POST, DELETE",
@@ -15361,7 +15464,7 @@ class HttpServer:
         self.app, self.host = app, host
         # Whose introspection allowance each request spends (issue 39).
         self.sources = ClientSources(app.settings["trusted_proxies"], app.log, bool(app.oauth))
-        self.address_family = app.family
+        self.address_family = app.policy.family
         self.limit = app.settings["max_connections"]
         if os.name == "nt":  # select(), Windows' only selector, watches at most 512 sockets
             self.limit = min(self.limit, 500)
@@ -15413,7 +15516,7 @@ class HttpServer:
         try:
             method, path, host = read_request_head(conn, self.health_wait_s)
             if method in ("GET", "HEAD") and path.split("?", 1)[0] == HEALTH_PATH:
-                self.app.check_host(host)
+                self.app.policy.check_host(host)
                 status, body = self.app.health()
                 data = encode_message(body)
                 reason = "OK" if status == 200 else "Service Unavailable"
@@ -15482,7 +15585,7 @@ class HttpServer:
         self.app.log.debug("http", f"connection error: {type(exc).__name__}: {exc}")
 
 
-class HttpTransport:
+class HttpTransport(Transport):
     """Every HTTP client of one listening address: an HttpServer with its Lobby and
     HttpHandler threads, an HttpApp that decides, and the shutdown sequence."""
 
@@ -15537,10 +15640,10 @@ class HttpTransport:
         """
         app, log, hurry = self.app, self.log, self.hurry
         lameduck, drain = app.settings["lameduck_s"], app.settings["drain_s"]
-        app.draining = True
+        app.draining.set()
         if ctrl_c:
             self.close_listener()
-            if app.in_flight() or app.waiting():
+            if app.sessions.in_flight() or app.sessions.waiting():
                 log.say(f"stopping: calls in flight get {drain} s (Ctrl-C again to stop now)")
         else:
             log.say(
@@ -15550,7 +15653,8 @@ class HttpTransport:
             hurry.wait(lameduck)
             self.close_listener()
         deadline = time.monotonic() + drain
-        while (app.in_flight() or app.waiting()) and time.monotonic() < deadline:
+        sessions = app.sessions
+        while (sessions.in_flight() or sessions.waiting()) and time.monotonic() < deadline:
             if hurry.wait(0.05):
                 break
         handed = app.dispatcher.long_calls.hand_over()
@@ -15559,16 +15663,16 @@ class HttpTransport:
                 f"left {handed} task(s) running upstream for another instance to serve "
                 "(signed ids); their usage is recorded by the instance that serves them"
             )
-        left = app.in_flight() - handed
+        left = sessions.in_flight() - handed
         when = "at a second signal" if hurry.is_set() else f"after {drain} s (server.http.drain_s)"
         if left > 0:
             log.say(f"cancelled {left} call(s) still running {when}")
-        ended = app.all_sessions()
+        ended = sessions.all()
         why = f"the server is shutting down and cancelled this call {when}; retry it"
         for hs in ended:
-            app.sessions.end(hs, HTTP_REFUSED, why)
+            sessions.table.end(hs, HTTP_REFUSED, why)
         deadline = time.monotonic() + 2  # let responses and SSE streams write what they hold
-        while app.streams or any(hs.router and hs.router.waiting() for hs in ended):
+        while app.legacy.streams or any(hs.router and hs.router.waiting() for hs in ended):
             if time.monotonic() > deadline:
                 break
             time.sleep(0.02)
@@ -15579,19 +15683,29 @@ class HttpTransport:
         self.server.shutdown()
         self.server.server_close()
         self.server.lobby.close()  # idle connections: nothing to finish
-        self.app.stopping = True
+        self.app.stopping.set()
 
 
 def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port: int) -> int:
     """Serves MCP over HTTP until SIGTERM/SIGINT, then shuts down gracefully (exit 0)."""
+    engine = dispatcher.engine
     try:
-        app = HttpApp(dispatcher, config, log, host)
+        policy = HostPolicy(config, host)
+        app = HttpApp(
+            dispatcher,
+            config,
+            log,
+            policy,
+            users=engine.users,
+            state=engine.state,
+            ledger=engine.ledger,
+        )
     except ConfigError as exc:
         print(f"{SERVER_NAME}: config error: {inert(str(exc))}", file=sys.stderr)
         return 2
-    long_calls = dispatcher.long_calls
-    long_calls.stateless = app.stateless
-    long_calls.tasks_off = tasks_off_reason(config, app.stateless)
+    # The engine keeps users apart once there are several (AnswerEngine.multi_user).
+    engine.multi_user = app.auth.multi_user
+    long_calls = dispatcher.long_calls  # made with stateless = server.http.stateless (main)
     if long_calls.tasks_off is not None:
         log.say(long_calls.tasks_off)
     elif long_calls.signing and hasattr(dispatcher.engine, "background"):
@@ -17029,8 +17143,9 @@ def _doctor_bind(doctor: Doctor, config: Config, host: str, port: int) -> None:
     if backend is not None and (backend.postgres or os.path.exists(path)):
         state = StateStore(backend, _QuietLog(), config.get("policy", "timezone"))
     try:  # its start-up refusals, as serving would do (named users count as tokens)
-        app = HttpApp(None, config, Log(), host, UserDirectory(state) if state else None)
-        required = app.auth.required()
+        policy = HostPolicy(config, host)
+        users = UserDirectory(state) if state else None
+        required = HttpApp(None, config, Log(), policy, users=users).auth.required()
     except ConfigError as exc:
         doctor.fail(f"--http {host}:{port}: {exc}", "see the message above")
         return
@@ -17038,7 +17153,7 @@ def _doctor_bind(doctor: Doctor, config: Config, host: str, port: int) -> None:
         if state is not None:
             state.close()
     try:
-        with socket.socket(app.family, socket.SOCK_STREAM) as probe:
+        with socket.socket(policy.family, socket.SOCK_STREAM) as probe:
             probe.bind((host, port))
     except OSError as exc:
         doctor.fail(
@@ -17046,7 +17161,7 @@ def _doctor_bind(doctor: Doctor, config: Config, host: str, port: int) -> None:
             "pick a free port (another server may hold this one), or an address of this machine",
         )
         return
-    if app.loopback:
+    if policy.loopback:
         doctor.ok(f"--http {host}:{port}: loopback only (reachable from this machine)")
     elif required:
         doctor.ok(f"--http {host}:{port}: open to the network, every request needs a token")
@@ -17492,7 +17607,8 @@ def _main(argv: list[str]) -> int:
     if not serving:
         return 0
     engine = AnswerEngine(config, log)
-    dispatcher = Dispatcher(config, log, engine)
+    stateless = bool(options.get("http")) and server["http"]["stateless"]
+    dispatcher = Dispatcher(config, log, engine, stateless)
     if options.get("http"):
         try:
             return serve_http(dispatcher, config, log, *options["http"])

@@ -327,7 +327,7 @@ MUTANTS = [
     mutant(
         "open-address-without-token",
         "origin-host",
-        "if not self.loopback and not self.auth.required() and not self.settings[",
+        "if not self.loopback and not auth.required() and not self.settings[",
         "if False and self.settings[",
         "tests/test_http.py",
         "-k",

@@ -994,7 +994,7 @@ def gates(tmp_path, host: str = "127.0.0.1", token: str | None = None, **http):
     if token:
         env["MCP_HTTP_TOKEN"] = token
     config = orm.load_config({"config": str(path)}, env)
-    return orm.HttpApp(object(), config, orm.Log(), host)
+    return orm.HttpApp(object(), config, orm.Log(), orm.HostPolicy(config, host))
 
 
 @pytest.mark.parametrize(
@@ -1011,7 +1011,7 @@ def gates(tmp_path, host: str = "127.0.0.1", token: str | None = None, **http):
     ],
 )
 def test_gates_a_loopback_origin_is_allowed(tmp_path, origin):
-    assert gates(tmp_path).origin_allowed(origin)
+    assert gates(tmp_path).policy.origin_allowed(origin)
 
 
 @pytest.mark.parametrize(
@@ -1041,13 +1041,13 @@ def test_gates_a_loopback_origin_is_allowed(tmp_path, origin):
     ],
 )
 def test_gates_an_origin_that_only_looks_like_loopback_is_refused(tmp_path, origin):
-    assert not gates(tmp_path).origin_allowed(origin)
+    assert not gates(tmp_path).policy.origin_allowed(origin)
 
 
 def test_gates_configured_origins_are_matched_whole(tmp_path):
     app = gates(tmp_path, allowed_origins=["https://agent.example.com"])
-    assert app.origin_allowed("https://agent.example.com")
-    assert app.origin_allowed("HTTPS://AGENT.EXAMPLE.COM")
+    assert app.policy.origin_allowed("https://agent.example.com")
+    assert app.policy.origin_allowed("HTTPS://AGENT.EXAMPLE.COM")
     for origin in (
         "https://agent.example.com.evil.com",
         "https://evil-agent.example.com",
@@ -1055,14 +1055,14 @@ def test_gates_configured_origins_are_matched_whole(tmp_path):
         "https://agent.example.com:8443",
         "https://agent.example.co",
     ):
-        assert not app.origin_allowed(origin), origin
+        assert not app.policy.origin_allowed(origin), origin
 
 
 @pytest.mark.parametrize(
     "host", ["localhost", "localhost:8080", "127.0.0.1:9", "[::1]:9", "[::1]", "LOCALHOST"]
 )
 def test_gates_the_loopback_names_are_hosts_of_a_loopback_server(tmp_path, host):
-    gates(tmp_path).check_host(host)
+    gates(tmp_path).policy.check_host(host)
 
 
 @pytest.mark.parametrize(
@@ -1079,7 +1079,7 @@ def test_gates_the_loopback_names_are_hosts_of_a_loopback_server(tmp_path, host)
 )
 def test_gates_a_look_alike_host_gets_421(tmp_path, host):
     with pytest.raises(Exception) as refused:
-        gates(tmp_path).check_host(host)
+        gates(tmp_path).policy.check_host(host)
     assert refused.value.status == 421
 
 
@@ -1087,17 +1087,17 @@ def test_gates_every_address_with_allowed_hosts_still_checks_the_host(tmp_path):
     """On 0.0.0.0 with server.http.allowed_hosts set, a Host not listed is refused: DNS
     rebinding protection is not switched off by listening on every address."""
     app = gates(tmp_path, "0.0.0.0", TOKEN, allowed_hosts=["mcp.internal"])
-    app.check_host("mcp.internal")
-    app.check_host("mcp.internal:8443")  # ports are not compared
-    app.check_host("localhost:9")
+    app.policy.check_host("mcp.internal")
+    app.policy.check_host("mcp.internal:8443")  # ports are not compared
+    app.policy.check_host("localhost:9")
     for host in ("evil.example", "mcp.internal.evil.example", "evil-mcp.internal", "0.0.0.0"):
         with pytest.raises(Exception) as refused:
-            app.check_host(host)
+            app.policy.check_host(host)
         assert refused.value.status == 421, host
     # Without allowed_hosts, every name reaches a server on every address (it has a token).
-    gates(tmp_path, "0.0.0.0", TOKEN).check_host("evil.example")
+    gates(tmp_path, "0.0.0.0", TOKEN).policy.check_host("evil.example")
     # "*" turns the check off, on purpose.
-    gates(tmp_path, "0.0.0.0", TOKEN, allowed_hosts=["*"]).check_host("evil.example")
+    gates(tmp_path, "0.0.0.0", TOKEN, allowed_hosts=["*"]).policy.check_host("evil.example")
 
 
 @pytest.mark.parametrize(
@@ -1109,13 +1109,13 @@ def test_gates_a_private_address_is_not_loopback_so_a_token_is_required(tmp_path
     with pytest.raises(orm.ConfigError, match="without a token"):
         gates(tmp_path, host)
     app = gates(tmp_path, host, TOKEN)
-    assert app.loopback is False and app.auth.required()
+    assert app.policy.loopback is False and app.auth.required()
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "127.0.0.2"])
 def test_gates_a_loopback_address_needs_no_token(tmp_path, host):
     app = gates(tmp_path, host)
-    assert app.loopback is True and not app.auth.required()
+    assert app.policy.loopback is True and not app.auth.required()
 
 
 def test_gates_only_the_exact_token_is_accepted(tmp_path):

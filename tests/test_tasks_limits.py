@@ -88,7 +88,7 @@ def test_the_server_wide_task_limit_drops_collected_tasks_first_then_refuses():
         table.add(ended("s-4", client="client 4")[0])
     assert refused.value.code == -32000 and refused.value.data == mcp.TASKS_FULL
     assert "too many tasks on this server (3, server.tasks.max_open)" in refused.value.message
-    assert mcp.HttpApp.status_of(mcp.rpc_error(7, -32000, "x", mcp.TASKS_FULL)) == 429
+    assert mcp.StreamableHttp.status_of(mcp.rpc_error(7, -32000, "x", mcp.TASKS_FULL)) == 429
 
 
 def test_the_reply_bytes_limit_refuses_new_tasks_until_replies_go():
