@@ -9472,10 +9472,18 @@ def answer_key(
 # Tools
 # ============================================================================================
 
-PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+# The MCP protocol versions this server speaks, one name each: code compares these, never the
+# dates as text (a mistyped name fails at once; a mistyped date would compare wrong quietly).
+MCP_2024_11_05 = "2024-11-05"
+MCP_2025_03_26 = "2025-03-26"  # tool annotations, instructions, progress messages
+MCP_2025_06_18 = "2025-06-18"  # titles, outputSchema and structuredContent
+MCP_2025_11_25 = "2025-11-25"  # experimental tasks (capabilities.tasks)
+MCP_2026_07_28 = "2026-07-28"  # stateless: no initialize; the tasks extension
+# The handshake era: initialize negotiates one of these for the session.
+PROTOCOL_VERSIONS = (MCP_2024_11_05, MCP_2025_03_26, MCP_2025_06_18, MCP_2025_11_25)
 LATEST_PROTOCOL = PROTOCOL_VERSIONS[-1]
 # The stateless era: no initialize, every request names its version in params._meta.
-MODERN_VERSIONS = ("2026-07-28",)
+MODERN_VERSIONS = (MCP_2026_07_28,)
 SUPPORTED_VERSIONS = (*MODERN_VERSIONS, *reversed(PROTOCOL_VERSIONS))  # newest first
 
 SERVER_INSTRUCTIONS = (
@@ -9647,23 +9655,23 @@ def tool_definitions(
                 "required": ["query"],
             },
         }
-        if version >= "2025-03-26":
+        if version >= MCP_2025_03_26:
             entry["annotations"] = {"title": tool["title"], **ANNOTATIONS}
-        if version >= "2025-06-18":
+        if version >= MCP_2025_06_18:
             entry["title"] = tool["title"]
             entry["outputSchema"] = OUTPUT_SCHEMA
-        if tasks and version == "2025-11-25":
+        if tasks and version == MCP_2025_11_25:
             entry["execution"] = {"taskSupport": "optional"}
         listed.append(entry)
     if handoff:
         entry = {key: value for key, value in ANSWER_RESULT_TOOL.items() if key != "title"}
-        if version >= "2025-03-26":
+        if version >= MCP_2025_03_26:
             entry["annotations"] = {
                 "title": ANSWER_RESULT_TOOL["title"],
                 **ANNOTATIONS,
                 "idempotentHint": True,
             }
-        if version >= "2025-06-18":
+        if version >= MCP_2025_06_18:
             entry["title"] = ANSWER_RESULT_TOOL["title"]
             entry["outputSchema"] = OUTPUT_SCHEMA
         listed.append(entry)
@@ -9943,6 +9951,26 @@ MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
 # the process, and a restarted server is a new process (stdio) or rarely changes its tools.
 LIST_TTL_MS = 3_600_000
 
+# The era a request speaks, as its methods receive it in `version`: the 2026-07-28 version a
+# stateless request names in its _meta, or HANDSHAKE_ERA (None) for a request of the
+# handshake era, which speaks what initialize negotiated (Session.protocol_version).
+HANDSHAKE_ERA = None
+
+
+def handshake_era(version: str | None) -> bool:
+    """Whether a request is of the handshake era (its session's version applies)."""
+    return version is HANDSHAKE_ERA
+
+
+def modern_era(version: str | None) -> bool:
+    """Whether a request is of the stateless era (2026-07-28): it named its own version."""
+    return version is not HANDSHAKE_ERA
+
+
+def spoken_version(version: str | None, session: Session) -> str:
+    """The protocol version a request speaks: its own, or its session's negotiated one."""
+    return session.protocol_version if handshake_era(version) else version
+
 
 class RpcError(Exception):
     def __init__(self, code: int, message: str, data=None):
@@ -10087,7 +10115,7 @@ def task_view(
     message: str | None = None,
 ) -> dict:
     """A task as its client's shape writes it: "extension" (ttlMs, pollIntervalMs) or
-    "2025-11-25" (ttl, pollInterval). The caller adds resultType, result or error."""
+    MCP_2025_11_25 (ttl, pollInterval). The caller adds resultType, result or error."""
     extension = shape == "extension"
     view = {
         "taskId": task_id,
@@ -10172,9 +10200,9 @@ HANDOFF_CLIENTS = {
 }
 
 
-def client_name_of(params, session: Session, version=None) -> str | None:
+def client_name_of(params, session: Session, version=HANDSHAKE_ERA) -> str | None:
     """initialize's clientInfo.name, or (2026-07-28) the one the request's _meta names."""
-    if version is None:
+    if handshake_era(version):
         return session.client_name
     meta = params.get("_meta") if isinstance(params, dict) else None
     info = meta.get(META_CLIENT_INFO) if isinstance(meta, dict) else None
@@ -10319,7 +10347,7 @@ def header_mismatch(message: dict, header) -> str | None:
 
 def server_info(version: str) -> dict:
     info = {"name": SERVER_NAME, "version": __version__}
-    if version >= "2025-06-18":
+    if version >= MCP_2025_06_18:
         info["title"] = "OpenAI Responses (web search)"
     return info
 
@@ -10821,12 +10849,12 @@ class Dispatcher:
             "capabilities": {"tools": {"listChanged": False}},
             "serverInfo": server_info(version),
         }
-        if version == "2025-11-25" and self.long_calls.tasks_off is None:
+        if version == MCP_2025_11_25 and self.long_calls.tasks_off is None:
             tasks = {"cancel": {}, "requests": {"tools": {"call": {}}}}
             if not self.long_calls.stateless:  # a task must be listable wherever it can be got
                 tasks["list"] = {}
             result["capabilities"]["tasks"] = tasks
-        if version >= "2025-03-26":
+        if version >= MCP_2025_03_26:
             result["instructions"] = server_instructions(DEEP_TOOL in enabled_tools(self.config))
         self.log.debug("server", f"initialize asked={asked} answered={version}")
         self._log_client(params, session)
@@ -10848,21 +10876,23 @@ class Dispatcher:
             "cacheScope": "public",
         }
 
-    def _tools_list(self, params: dict, session: Session, request_id, version=None) -> dict:
+    def _tools_list(
+        self, params: dict, session: Session, request_id, version=HANDSHAKE_ERA
+    ) -> dict:
         listed = {
             "tools": tool_definitions(
-                version or session.protocol_version,
+                spoken_version(version, session),
                 cache_enabled(self.config),
                 handoff=self.long_calls.handoff_s(params, session, version) > 0,
                 tasks=self.long_calls.tasks_off is None,
                 deep=DEEP_TOOL in enabled_tools(self.config),
             )
         }
-        if version is not None:  # stateless era: the list is the same for everyone, all day
+        if modern_era(version):  # stateless era: the list is the same for everyone, all day
             listed.update(ttlMs=LIST_TTL_MS, cacheScope="public")
         return listed
 
-    def _tools_call(self, params: dict, session: Session, request_id, version=None):
+    def _tools_call(self, params: dict, session: Session, request_id, version=HANDSHAKE_ERA):
         name = params.get("name")
         if name == ANSWER_RESULT and self.long_calls.handoff_s(params, session, version) > 0:
             return self.long_calls.answer_result(params, session, request_id, version)
@@ -10874,20 +10904,20 @@ class Dispatcher:
                 else ""
             )
             raise RpcError(
-                METHOD_NOT_FOUND if version is None else INVALID_PARAMS,  # 2026-07-28: -32602
+                METHOD_NOT_FOUND if handshake_era(version) else INVALID_PARAMS,  # 2026-07-28
                 f"Unknown tool: {_describe(name)}{off}; available tools: {', '.join(tools)}",
             )
         arguments = params.get("arguments")
         try:
             args = validate_arguments(name, arguments)
         except InvalidParams as exc:
-            if version is not None:  # 2026-07-28: a tool execution error the model can fix
+            if modern_era(version):  # 2026-07-28: a tool execution error the model can fix
                 return tool_error(f"Invalid arguments: {exc}")
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         token = progress_token(params)
         task = self.long_calls.new_task(params, session, name, version)
         client = client_name_of(params, session, version)  # before the era becomes a version
-        version = version or session.protocol_version
+        version = spoken_version(version, session)
         progress = None if token is None else self._progress_sender(session, token, version)
         call = Call(request_id, name, progress)
         call.user = session.user
@@ -10946,7 +10976,7 @@ class Dispatcher:
             self._running -= 1
 
     def _progress_sender(self, session: Session, token, version: str):
-        with_message = version >= "2025-03-26"
+        with_message = version >= MCP_2025_03_26
 
         def send(progress: int, message: str) -> None:
             params = {"progressToken": token, "progress": progress}
@@ -11065,7 +11095,7 @@ class Dispatcher:
             data.update({k: self.log.redact(str(v)) for k, v in exc.debug.items()})
         return data
 
-    def _log_client(self, params, session: Session, version=None) -> None:
+    def _log_client(self, params, session: Session, version=HANDSHAKE_ERA) -> None:
         """Who the client says it is and what the client table makes of it (debug only): how
         the agent tests see that the pinned agents' names are the ones HANDOFF_CLIENTS uses."""
         if self.log.debug_enabled:
@@ -11131,7 +11161,7 @@ def tool_error(text: str, data: dict | None = None) -> dict:
 def tool_result(answer: dict, meta: dict, version: str) -> dict:
     """A CallToolResult: the answer as JSON text, and as structuredContent where it exists."""
     result = {"content": [{"type": "text", "text": json.dumps(answer, ensure_ascii=False)}]}
-    if version >= "2025-06-18":
+    if version >= MCP_2025_06_18:
         result["structuredContent"] = answer
     if meta:
         result["_meta"] = meta
@@ -11148,7 +11178,23 @@ TASKS_FULL = {"limit": "server.tasks.max_open"}
 REPLIES_FULL = {"limit": "server.tasks.max_reply_bytes"}
 TOO_MANY_WAITING = {"limit": "server.tasks.max_per_client", "waiting": True}
 TASK_LIMITS = (TOO_MANY_TASKS, TASKS_FULL, REPLIES_FULL, TOO_MANY_WAITING)  # each: HTTP 429
-KINDS = {"x": "extension", "s": "2025-11-25", "h": "handoff"}
+
+
+class TaskKind:
+    """What a Task is. The letter is written into its id (an unsigned id's prefix, a signed
+    id's field `k`), which outlives this process and travels between --stateless instances:
+    a letter must never change, or ids made before would no longer be served."""
+
+    EXTENSION = "x"  # the 2026-07-28 tasks extension's task (declared in the request's _meta)
+    HANDSHAKE = "s"  # a 2025-11-25 task (capabilities.tasks, negotiated at initialize)
+    HANDOFF = "h"  # a call handed off to answer_result
+
+
+TASK_KIND_NAMES = {  # as the debug log names them
+    TaskKind.EXTENSION: "extension",
+    TaskKind.HANDSHAKE: MCP_2025_11_25,
+    TaskKind.HANDOFF: "handoff",
+}
 
 
 def now_ms() -> int:
@@ -11275,7 +11321,7 @@ class Task:
             return "cancelled", "cancelled"
         if "error" in reply:
             return "failed", reply["error"].get("message")
-        if reply["result"].get("isError") and self.kind == "s":  # 2025-11-25: isError fails
+        if reply["result"].get("isError") and self.kind == TaskKind.HANDSHAKE:  # isError fails
             return "failed", _one_line(reply["result"]["content"][0].get("text", ""), 400)
         return "completed", "done"
 
@@ -11338,7 +11384,10 @@ class TaskTable:
             mine = list(self._clients.get(task.client_key, {}).values())
             uncollected = [t for t in mine if not t.collected]
             if len(uncollected) >= self._max and make_room:
-                spare = next((t for t in uncollected if t.kind == "h" and t.done.is_set()), None)
+                spare = next(
+                    (t for t in uncollected if t.kind == TaskKind.HANDOFF and t.done.is_set()),
+                    None,
+                )
                 if spare is not None:
                     self._remove(spare)
                     uncollected.remove(spare)
@@ -11485,7 +11534,7 @@ class TaskTable:
         with self._lock:
             mine = list(self._clients.get(client_key, {}).values())
         for task in reversed(mine):
-            if task.kind == "h" and task.request_id == request_id:
+            if task.kind == TaskKind.HANDOFF and task.request_id == request_id:
                 return task
         return None
 
@@ -11561,7 +11610,7 @@ class LongCalls:
 
     # -- A call becoming a task or a handoff -----------------------------------------------------
 
-    def handoff_s(self, params, session: Session, version=None) -> int:
+    def handoff_s(self, params, session: Session, version=HANDSHAKE_ERA) -> int:
         """Seconds after which this client's calls are handed off to answer_result; 0 = never."""
         if self.tasks_off is not None:
             return 0
@@ -11573,18 +11622,19 @@ class LongCalls:
         if self.tasks_off is not None:
             return None
         ttl = self.settings["ttl_ms"]
-        if version is not None and tasks_extension_declared(params):
-            kind = "x"
-        elif version is None and session.protocol_version == "2025-11-25" and "task" in params:
-            kind, asked = "s", params["task"]
+        handshake = handshake_era(version)
+        if not handshake and tasks_extension_declared(params):
+            kind = TaskKind.EXTENSION
+        elif handshake and session.protocol_version == MCP_2025_11_25 and "task" in params:
+            kind, asked = TaskKind.HANDSHAKE, params["task"]
             asked = asked.get("ttl") if isinstance(asked, dict) else None
             if type(asked) is int and asked > 0:  # granted, but never shorter than the call
                 ttl = max(min(asked, ttl), run_timeout_ms(self.config, tool))
         elif self.handoff_s(params, session, version) > 0:
-            kind = "h"
+            kind = TaskKind.HANDOFF
         else:
             return None
-        handoff_s = self.handoff_s(params, session, version) if kind == "h" else 0
+        handoff_s = self.handoff_s(params, session, version) if kind == TaskKind.HANDOFF else 0
         import secrets
 
         key = self._owner(session)
@@ -11593,8 +11643,8 @@ class LongCalls:
         task.tool, task.handoff_s, task.user = tool, handoff_s, session.user
         # A 2025-11-25 task is the reply whatever happens: even an answer from the cache,
         # ready before the reply is written, goes to the task, never inline as well.
-        task.converted = kind == "s"
-        if kind == "s":  # the others count only once the call becomes a task (_convert)
+        task.converted = kind == TaskKind.HANDSHAKE
+        if kind == TaskKind.HANDSHAKE:  # the others count once the call becomes one (_convert)
             self.tasks.add(task)
         return task
 
@@ -11618,17 +11668,20 @@ class LongCalls:
     def arm(self, task: Task, call: Call, session: Session, request_id, version: str):
         """A 2025-11-25 task is the request's reply at once; an extension task after
         server.tasks.immediate_ms, a handoff after its seconds, unless the call ends first."""
-        if task.kind == "s":
+        if task.kind == TaskKind.HANDSHAKE:
             if self.signing and not self._sign(task, call):
                 self.log.debug("server", "task without a response id: served by this instance only")
             session.unregister(call)  # the task owns the call now: no request cancels it
-            self.log.debug("server", f"task created ({KINDS[task.kind]}) tool={task.tool}")
+            self.log.debug(
+                "server", f"task created ({TASK_KIND_NAMES[task.kind]}) tool={task.tool}"
+            )
             immediate = "The answer is being researched; it will follow when the task completes."
             return {
-                "task": task.view("2025-11-25", self.settings["poll_interval_ms"]),
+                "task": task.view(MCP_2025_11_25, self.settings["poll_interval_ms"]),
                 "_meta": {"io.modelcontextprotocol/model-immediate-response": immediate},
             }
-        delay = self.settings["immediate_ms"] / 1000 if task.kind == "x" else task.handoff_s
+        extension = task.kind == TaskKind.EXTENSION
+        delay = self.settings["immediate_ms"] / 1000 if extension else task.handoff_s
         # An entry on the shared deadlines thread, not a timer thread per call: a hundred calls
         # waiting for their handoff point cost a hundred heap entries.
         task.timer = self.deadlines.after(
@@ -11670,8 +11723,8 @@ class LongCalls:
             self.forget(task)
             return
         session.unregister(call)
-        self.log.debug("server", f"task created ({KINDS[task.kind]}) tool={task.tool}")
-        if task.kind == "x":
+        self.log.debug("server", f"task created ({TASK_KIND_NAMES[task.kind]}) tool={task.tool}")
+        if task.kind == TaskKind.EXTENSION:
             view = task.view("extension", self.settings["poll_interval_ms"])
             result = modern_result({**view, "resultType": "task"}, version)
         else:
@@ -11689,7 +11742,7 @@ class LongCalls:
         if session.tasks_closed:
             return False
         try:
-            self.tasks.add(task, make_room=task.kind == "h")
+            self.tasks.add(task, make_room=task.kind == TaskKind.HANDOFF)
         except RpcError as exc:
             self.log.debug("server", f"not handed off, answering inline: {exc.message}")
             return False
@@ -11753,8 +11806,8 @@ class LongCalls:
 
     def _task_ended(self, task: Task, session: Session) -> None:
         """notifications/tasks/status (2025-11-25) where the client can receive one."""
-        if task.kind == "s":
-            view = task.view("2025-11-25", self.settings["poll_interval_ms"])
+        if task.kind == TaskKind.HANDSHAKE:
+            view = task.view(MCP_2025_11_25, self.settings["poll_interval_ms"])
             session.send({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": view})
 
     def settle(self, task: Task) -> None:
@@ -11821,7 +11874,7 @@ class LongCalls:
         """Reads a remote task's response to its end. Its ledger row is its creator's, unless
         the creator stopped and handed it over (hand_over): then the first instance to read
         it to the end writes it (AnswerEngine.settle_followed)."""
-        version = MODERN_VERSIONS[-1] if task.kind == "x" else "2025-11-25"
+        version = MODERN_VERSIONS[-1] if task.kind == TaskKind.EXTENSION else MCP_2025_11_25
         call = task.call
         read: list = []
 
@@ -11859,17 +11912,17 @@ class LongCalls:
         return handed
 
     def _tasks_2025(self, session: Session) -> None:
-        if session.protocol_version != "2025-11-25" or self.tasks_off is not None:
+        if session.protocol_version != MCP_2025_11_25 or self.tasks_off is not None:
             raise RpcError(
                 METHOD_NOT_FOUND,
-                "Method not found: tasks are offered in protocol 2025-11-25 (and as the "
-                f"{TASKS_EXTENSION} extension in 2026-07-28)",
+                f"Method not found: tasks are offered in protocol {MCP_2025_11_25} (and as the "
+                f"{TASKS_EXTENSION} extension in {MCP_2026_07_28})",
             )
 
     def tasks_get(self, params: dict, session: Session, request_id) -> dict:
         self._tasks_2025(session)
-        return self._task_named(params, "s", session).view(
-            "2025-11-25", self.settings["poll_interval_ms"]
+        return self._task_named(params, TaskKind.HANDSHAKE, session).view(
+            MCP_2025_11_25, self.settings["poll_interval_ms"]
         )
 
     def tasks_list(self, params: dict, session: Session, request_id) -> dict:
@@ -11880,25 +11933,26 @@ class LongCalls:
             raise RpcError(INVALID_PARAMS, "Invalid params: this server issued no cursor")
         key = self._owner(session)
         poll = self.settings["poll_interval_ms"]
-        return {"tasks": [task.view("2025-11-25", poll) for task in self.tasks.of_client(key, "s")]}
+        mine = self.tasks.of_client(key, TaskKind.HANDSHAKE)
+        return {"tasks": [task.view(MCP_2025_11_25, poll) for task in mine]}
 
     def tasks_cancel(self, params: dict, session: Session, request_id) -> dict:
         self._tasks_2025(session)
-        task = self._task_named(params, "s", session)
+        task = self._task_named(params, TaskKind.HANDSHAKE, session)
         terminal = task.cancel()
         if terminal is not None:
             raise RpcError(
                 INVALID_PARAMS, f"Cannot cancel task: already in terminal status '{terminal}'"
             )
         self.log.debug("server", f"task cancelled tool={task.tool}")
-        return task.view("2025-11-25", self.settings["poll_interval_ms"])
+        return task.view(MCP_2025_11_25, self.settings["poll_interval_ms"])
 
     def tasks_result(self, params: dict, session: Session, request_id) -> dict | None:
         """Waits until the task ends, then answers exactly what the tools/call would have, with
         the related-task _meta: at once if it has ended, else from the task's end (a Waiter,
         no thread), or when it expires."""
         self._tasks_2025(session)
-        task = self._task_named(params, "s", session)
+        task = self._task_named(params, TaskKind.HANDSHAKE, session)
         if task.done.is_set():
             reply = self._task_reply(task, request_id)
             if "error" in reply:
@@ -11937,7 +11991,7 @@ class LongCalls:
     def _ext_task(self, params, session: Session) -> Task:
         if not tasks_extension_declared(params):
             raise missing_tasks_extension()
-        return self._task_named(params, "x", session)
+        return self._task_named(params, TaskKind.EXTENSION, session)
 
     def ext_get(self, params: dict, session: Session, request_id, version: str) -> dict:
         task = self._ext_task(params, session)
@@ -11982,14 +12036,14 @@ class LongCalls:
             why = "cancel must be true or false"
         else:
             try:
-                task = self._find_task(handoff_id, "h", session)
+                task = self._find_task(handoff_id, TaskKind.HANDOFF, session)
             except TaskIdError as exc:
                 why = f"unknown id: {exc.reason}"
         if why is not None:
-            if version is not None:  # 2026-07-28: a tool execution error the model can fix
+            if modern_era(version):  # 2026-07-28: a tool execution error the model can fix
                 return tool_error(f"Invalid arguments: {why}")
             raise RpcError(INVALID_PARAMS, f"Invalid params: {why}")
-        era = version or session.protocol_version
+        era = spoken_version(version, session)
         if arguments.get("cancel") is True:
             session.send(rpc_result(request_id, self._cancel_handoff(task, era)))
             return None
@@ -12761,7 +12815,7 @@ HTTP_REFUSED = -32000  # JSON-RPC error code of refusals made by the HTTP layer
 # request's response only with a JSON-RPC response, and the MCP SDKs' servers send this one.
 REQUEST_CANCELLED = -32800
 MAX_JSON_VALUES = 50_000  # commas and brackets in one HTTP body; an MCP message needs far fewer
-DEFAULT_HTTP_VERSION = "2025-03-26"  # what a request without MCP-Protocol-Version speaks
+DEFAULT_HTTP_VERSION = MCP_2025_03_26  # what a request without MCP-Protocol-Version speaks
 # --stateless: initialize's Mcp-Session-Id is a signed record of the client (identity_id):
 # its kind is none of a task's, so it can never pass for a task id, and a record lasts 30 days.
 IDENTITY_KIND, IDENTITY_TTL_MS = "c", 30 * 86_400_000
