@@ -6323,7 +6323,7 @@ class AnswerEngine:
         # then response ids are checked against their owners, and the cache is per user.
         self.multi_user = lambda: False
         self.flights = SingleFlight(log)
-        self.background = BackgroundMode(config, log, self.client, self._tool_error)
+        self.background = BackgroundMode(config, log, self.client, self._as_tool_error)
         self.refusals = Refusals(config, log)  # what models refused of the default settings
         self.retirements = RetirementCheck(config, log, self.state, self.client)
 
@@ -6771,7 +6771,7 @@ class AnswerEngine:
                     self._log.debug("answer", "flex unavailable; retrying on service_tier=default")
                     continue
                 if not failure.retryable or attempt > max_retries:
-                    raise self._tool_error(failure, tool, model, attempt) from None
+                    raise self._as_tool_error(failure, tool, model, attempt) from None
                 call.report(f"retrying ({attempt}/{max_retries})", min_interval=0)
                 if call.cancelled.wait(backoff_delay(attempt, failure.retry_after)):
                     raise Cancelled() from None
@@ -6780,7 +6780,8 @@ class AnswerEngine:
                 raise Cancelled(response)
             return answer, meta, response
 
-    def _tool_error(self, failure: Failure, tool: str, model: str, tries: int) -> ToolError:
+    def _as_tool_error(self, failure: Failure, tool: str, model: str, tries: int) -> ToolError:
+        """The ToolError exception (to raise) that says a classified Failure to the caller."""
         message = self._log.redact(
             failure_message(failure, tool=tool, model=model, config=self._config, tries=tries)
         )
@@ -6902,10 +6903,10 @@ class BackgroundMode:
     API refuses them, resuming a dropped stream, and the server-side cancel (sent on a thread
     of its own, which a leaving process waits for)."""
 
-    def __init__(self, config: Config, log: Log, client, tool_error):
+    def __init__(self, config: Config, log: Log, client, as_tool_error):
         self._config, self._log = config, log
         self._client = client  # AnswerEngine.client: the process's one OpenAI client
-        self._tool_error = tool_error  # AnswerEngine._tool_error: a failure as the call's error
+        self._as_tool_error = as_tool_error  # AnswerEngine's: a Failure as the call's ToolError
         self._lock = threading.Lock()
         self.off = False  # set for the process when the API refused background mode
         # Tasks across --stateless instances: every call runs in background, so that its task
@@ -6949,7 +6950,7 @@ class BackgroundMode:
         if not _resumable(exc, failure) or stalls > most or run.finished:
             if failure.kind not in ("failed", "cancelled_upstream"):
                 self.cancel(run)
-            raise self._tool_error(failure, tool, model, stalls + 1) from None
+            raise self._as_tool_error(failure, tool, model, stalls + 1) from None
         run.resumes += 1
         run.check_status = stalls > 0
         self._log.debug(
@@ -10912,7 +10913,7 @@ class Dispatcher:
             args = validate_arguments(name, arguments)
         except InvalidParams as exc:
             if modern_era(version):  # 2026-07-28: a tool execution error the model can fix
-                return tool_error(f"Invalid arguments: {exc}")
+                return tool_error_result(f"Invalid arguments: {exc}")
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         token = progress_token(params)
         task = self.long_calls.new_task(params, session, name, version)
@@ -11055,17 +11056,17 @@ class Dispatcher:
             reply = rpc_result(call.id, tool_result(answer, meta, version))
         except Cancelled:
             if not call.cancelled.is_set():  # the identical call it joined was cancelled
-                reply = failure(
+                reply = rpc_tool_failed(
                     call.id,
                     "answer failed: the identical call this one joined was cancelled; retry",
                     {"message": "cancelled by another caller"},
                 )
         except ToolError as exc:
-            reply = failure(call.id, f"answer failed: {exc.message}", self._data(exc))
+            reply = rpc_tool_failed(call.id, f"answer failed: {exc.message}", self._data(exc))
             call.cancelled_upstream = getattr(exc, "kind", None) == "cancelled_upstream"
         except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
             self.log.say(f"internal error in {call.tool}: {type(exc).__name__}: {exc}")
-            reply = failure(
+            reply = rpc_tool_failed(
                 call.id,
                 f"answer failed: internal error ({type(exc).__name__}); run with --debug and "
                 "report it",
@@ -11140,15 +11141,17 @@ class Dispatcher:
         return self.long_calls.cancel_handoff_of(session, request_id)
 
 
-def failure(request_id, message: str, data: dict) -> dict:
-    """A failed call's reply, in both eras: error -32001 `answer failed: ...`. (Only arguments
-    that do not fit the schema are an isError result in the stateless era: the model can fix
-    those; and a failed task is `failed` with this same error.)"""
+def rpc_tool_failed(request_id, message: str, data: dict) -> dict:
+    """A failed call's JSON-RPC error reply, in both eras: -32001 `answer failed: ...`. (Only
+    arguments that do not fit the schema are an isError result, tool_error_result, in the
+    stateless era: the model can fix those; and a failed task is `failed` with this same
+    error.) Not to be confused with Failure, the engine's classified upstream failure."""
     return rpc_error(request_id, TOOL_FAILED, message, data)
 
 
-def tool_error(text: str, data: dict | None = None) -> dict:
-    """A CallToolResult reporting a tool execution error; `data` details it in _meta."""
+def tool_error_result(text: str, data: dict | None = None) -> dict:
+    """A CallToolResult reporting a tool execution error (isError: a result, not a JSON-RPC
+    error); `data` details it in _meta."""
     detail = (data or {}).get("message")
     if detail and detail not in text:
         text = f"{text}: {detail}"
@@ -12041,7 +12044,7 @@ class LongCalls:
                 why = f"unknown id: {exc.reason}"
         if why is not None:
             if modern_era(version):  # 2026-07-28: a tool execution error the model can fix
-                return tool_error(f"Invalid arguments: {why}")
+                return tool_error_result(f"Invalid arguments: {why}")
             raise RpcError(INVALID_PARAMS, f"Invalid params: {why}")
         era = spoken_version(version, session)
         if arguments.get("cancel") is True:
@@ -12062,7 +12065,7 @@ class LongCalls:
                 if era in MODERN_VERSIONS:
                     modern_result(reply["result"], era)
             elif task.status == "cancelled":
-                reply = failure(
+                reply = rpc_tool_failed(
                     request_id,
                     "answer failed: the handed-off call was cancelled (on request, at its "
                     "expiry, or as the server stopped); ask again",
