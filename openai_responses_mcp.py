@@ -7471,6 +7471,16 @@ def _newer_store(version: int) -> StateRefused:
     return StateRefused(text)
 
 
+class _Armed:
+    """One guarded piece of work the watchdog watches: when it is due (monotonic), its
+    connection, and whether the watchdog has fired (shut the connection down)."""
+
+    __slots__ = ("conn", "deadline", "fired")
+
+    def __init__(self, deadline: float, conn):
+        self.deadline, self.conn, self.fired = deadline, conn, False
+
+
 class _Watchdog:
     """Abandons a PostgreSQL connection whose work has not come back by its deadline. The
     server enforces statement_timeout and lock_timeout only on statements it received: on a
@@ -7480,7 +7490,7 @@ class _Watchdog:
 
     def __init__(self):
         self._cond = threading.Condition()
-        self._armed: dict = {}  # id -> [deadline, connection, fired]
+        self._armed: dict = {}  # id -> _Armed
         self._thread: threading.Thread | None = None
 
     def guard(self, conn, seconds: float):
@@ -7488,7 +7498,7 @@ class _Watchdog:
 
         @contextlib.contextmanager
         def guarded():
-            entry = [time.monotonic() + seconds, conn, False]
+            entry = _Armed(time.monotonic() + seconds, conn)
             with self._cond:
                 self._armed[id(entry)] = entry
                 if self._thread is None:
@@ -7500,13 +7510,13 @@ class _Watchdog:
             try:
                 yield
             except BaseException:
-                if entry[2]:
+                if entry.fired:
                     raise _Abandoned(seconds) from None
                 raise
             finally:
                 with self._cond:
                     self._armed.pop(id(entry), None)
-            if entry[2]:  # fired as the work ended: the connection is gone all the same
+            if entry.fired:  # fired as the work ended: the connection is gone all the same
                 raise _Abandoned(seconds)
 
         return guarded()
@@ -7516,10 +7526,10 @@ class _Watchdog:
             while True:
                 now = time.monotonic()
                 for entry in self._armed.values():
-                    if not entry[2] and entry[0] <= now:
-                        entry[2] = True
-                        _shut_down(entry[1])
-                waiting = [entry[0] for entry in self._armed.values() if not entry[2]]
+                    if not entry.fired and entry.deadline <= now:
+                        entry.fired = True
+                        _shut_down(entry.conn)
+                waiting = [entry.deadline for entry in self._armed.values() if not entry.fired]
                 self._cond.wait(max(0.0, min(waiting) - now) if waiting else None)
 
 
@@ -10368,6 +10378,16 @@ def progress_token(params) -> str | int | None:
     return token if _valid_id(token) else None
 
 
+class _Ask:
+    """A request this server sent its client (Session.ask): set once answered (or given up
+    on), and the response that came, if any."""
+
+    __slots__ = ("answered", "response")
+
+    def __init__(self):
+        self.answered, self.response = threading.Event(), None
+
+
 class Session:
     """One client's conversation: its protocol version, its calls in flight, and its outlet.
 
@@ -10393,7 +10413,7 @@ class Session:
         self.roots_capable = False  # initialize declared capabilities.roots
         self.roots: list | None = None  # the roots it listed (None: not asked since a change)
         self.roots_generation = 0  # counts notifications/roots/list_changed
-        self._asks: dict = {}  # request id -> [Event, its response]: requests to the client
+        self._asks: dict = {}  # request id -> _Ask: requests to the client
         self._ask_seq = 0
 
     def ask(self, method: str, params: dict, timeout: float):
@@ -10403,14 +10423,14 @@ class Session:
             self._check_open()
             self._ask_seq += 1
             request_id = f"{SERVER_NAME}-{self._ask_seq}"
-            slot = self._asks[request_id] = [threading.Event(), None]
+            slot = self._asks[request_id] = _Ask()
         try:
             self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-            slot[0].wait(timeout)
+            slot.answered.wait(timeout)
         finally:
             with self._lock:
                 self._asks.pop(request_id, None)
-        response = slot[1]
+        response = slot.response
         if not isinstance(response, dict):
             raise TimeoutError(method)
         if "error" in response or not isinstance(response.get("result"), dict):
@@ -10427,8 +10447,8 @@ class Session:
             slot = self._asks.get(request_id)
         if slot is None:
             return False
-        slot[1] = message
-        slot[0].set()
+        slot.response = message
+        slot.answered.set()
         return True
 
     def _check_open(self) -> None:
@@ -10530,7 +10550,7 @@ class Session:
             self.closed = True  # no call or waiter joins from now on
             asks = list(self._asks.values())
         for slot in asks:  # a call waiting for the client's answer stops waiting
-            slot[0].set()
+            slot.answered.set()
         cancelled = self.cancel_all()
         with self._lock:
             waiters, self._waiters = list(self._waiters.values()), {}
@@ -10592,6 +10612,19 @@ class Heartbeat:
                     call.report(f"still working ({elapsed} s{done})", min_interval=0)
 
 
+class Deadline:
+    """An entry of Deadlines' heap: when (monotonic) its callback runs, the order it was made
+    in (ties), and the callback, None once it has run or been cancelled."""
+
+    __slots__ = ("callback", "sequence", "when")
+
+    def __init__(self, when: float, sequence: int, callback):
+        self.when, self.sequence, self.callback = when, sequence, callback
+
+    def __lt__(self, other: Deadline) -> bool:  # the heap's order: by when, then as made
+        return (self.when, self.sequence) < (other.when, other.sequence)
+
+
 class Deadlines:
     """Runs short callbacks when their time comes, all on one thread started on first use: a
     request waiting for a task, or a call waiting for its handoff point, costs an entry here,
@@ -10599,19 +10632,19 @@ class Deadlines:
 
     def __init__(self, log: Log):
         self._log = log
-        self._heap: list = []  # [when (monotonic), sequence, callback or None once cancelled]
+        self._heap: list[Deadline] = []
         self._sequence = 0
         self._cancelled = 0
         self._cond = threading.Condition()
         self._thread = None
 
-    def after(self, seconds: float, callback) -> list:
+    def after(self, seconds: float, callback) -> Deadline:
         """Schedules callback(); the entry returned is what cancel() takes."""
         import heapq
 
         with self._cond:
             self._sequence += 1
-            entry = [time.monotonic() + seconds, self._sequence, callback]
+            entry = Deadline(time.monotonic() + seconds, self._sequence, callback)
             heapq.heappush(self._heap, entry)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="deadlines", daemon=True)
@@ -10619,16 +10652,16 @@ class Deadlines:
             self._cond.notify()
         return entry
 
-    def cancel(self, entry: list) -> None:
+    def cancel(self, entry: Deadline) -> None:
         import heapq
 
         with self._cond:
-            if entry[2] is None:
+            if entry.callback is None:
                 return
-            entry[2] = None
+            entry.callback = None
             self._cancelled += 1
             if self._cancelled > 64 and 2 * self._cancelled > len(self._heap):  # mostly stale
-                self._heap = [e for e in self._heap if e[2] is not None]
+                self._heap = [e for e in self._heap if e.callback is not None]
                 heapq.heapify(self._heap)
                 self._cancelled = 0
 
@@ -10641,13 +10674,13 @@ class Deadlines:
 
         with self._cond:
             while True:
-                while self._heap and self._heap[0][2] is None:
+                while self._heap and self._heap[0].callback is None:
                     heapq.heappop(self._heap)
                     self._cancelled -= 1
-                wait = self._heap[0][0] - time.monotonic() if self._heap else None
+                wait = self._heap[0].when - time.monotonic() if self._heap else None
                 if wait is not None and wait <= 0:
                     entry = heapq.heappop(self._heap)
-                    callback, entry[2] = entry[2], None
+                    callback, entry.callback = entry.callback, None
                     return callback
                 self._cond.wait(wait)
 
@@ -10668,7 +10701,7 @@ class Waiter:
     def __init__(self, task, session: Session, request_id, serve, deadlines: Deadlines):
         self.task, self.session, self.request_id = task, session, request_id
         self._serve, self._deadlines = serve, deadlines
-        self._entry = None
+        self._entry: Deadline | None = None
         self._over = False
         self._lock = threading.Lock()
 
@@ -11238,7 +11271,7 @@ class Task:
         self.status, self.message = "working", None
         self.handoff_s = 0  # a handoff: seconds after which the request got its id
         self.request_id = None  # a handoff: the tools/call it answered (whose cancel cancels it)
-        self.timer: list | None = None  # its Deadlines entry: converts the request when due
+        self.timer: Deadline | None = None  # converts the request when due
         self._reply: dict | None = None
         self._text_dropped = False  # see _pack
         self.size = 0  # bytes of the stored reply
@@ -11351,6 +11384,19 @@ class Task:
         )
 
 
+class _Expiry:
+    """An entry of TaskTable's expiry heap: when a task expires (epoch ms), the order it was
+    added in (ties), and its id (stale once the task has gone or been renamed)."""
+
+    __slots__ = ("expires", "sequence", "task_id")
+
+    def __init__(self, expires: int, sequence: int, task_id: str):
+        self.expires, self.sequence, self.task_id = expires, sequence, task_id
+
+    def __lt__(self, other: _Expiry) -> bool:  # the heap's order: by expiry, then as added
+        return (self.expires, self.sequence) < (other.expires, other.sequence)
+
+
 class TaskTable:
     """This process's tasks: by id, by client and by expiry, so that nothing scans the whole
     table; with the per-client limit, the server-wide limits on tasks and on the bytes of their
@@ -11371,7 +11417,7 @@ class TaskTable:
         # next (any instance still serves them from OpenAI); an unsigned one's reply is
         # nowhere else, so it holds its room until collected or expired.
         self._ended: dict = {}
-        self._expiry: list = []  # heap of (expires, sequence, task id); stale ones are skipped
+        self._expiry: list[_Expiry] = []  # a heap; stale entries are skipped
         self._sequence = 0
         self._bytes = 0  # of the stored replies of the tasks here
         self._lock = threading.Lock()
@@ -11455,9 +11501,9 @@ class TaskTable:
         elif task.signed and task.done.is_set():
             self._ended[task] = None
         self._sequence += 1
-        heapq.heappush(self._expiry, (task.expires, self._sequence, task.id))
+        heapq.heappush(self._expiry, _Expiry(task.expires, self._sequence, task.id))
         if len(self._expiry) > 2 * len(self._tasks) + 64:  # mostly stale: rebuild it
-            self._expiry = [e for e in self._expiry if e[2] in self._tasks]
+            self._expiry = [e for e in self._expiry if e.task_id in self._tasks]
             heapq.heapify(self._expiry)
 
     def _remove(self, task: Task) -> None:
@@ -11561,8 +11607,8 @@ class TaskTable:
         now = now_ms()
         expired = []
         with self._lock:
-            while self._expiry and self._expiry[0][0] <= now:
-                task = self._tasks.get(heapq.heappop(self._expiry)[2])
+            while self._expiry and self._expiry[0].expires <= now:
+                task = self._tasks.get(heapq.heappop(self._expiry).task_id)
                 if task is not None and task.expires <= now:
                     self._remove(task)
                     expired.append(task)
@@ -12908,6 +12954,16 @@ class StreamOutbox(Outbox):
             return self.full() and time.monotonic() - self._moved > after_s
 
 
+class _Route:
+    """Where a Router sends one request's messages: its Outbox, and the progress token its
+    notices carry (None: it asked for none)."""
+
+    __slots__ = ("box", "token")
+
+    def __init__(self, box: Outbox, token):
+        self.box, self.token = box, token
+
+
 class Router:
     """A Streamable HTTP session's outlet: each result or progress notice goes to the POST
     waiting for it (results by request id, progress by progressToken).
@@ -12918,7 +12974,7 @@ class Router:
 
     def __init__(self, log: Log):
         self._log = log
-        self._boxes: dict = {}  # request id -> (Outbox, progress token)
+        self._boxes: dict = {}  # request id -> _Route
         self._tokens: dict = {}  # progress token -> request id
         self._lock = threading.Lock()
 
@@ -12931,12 +12987,12 @@ class Router:
         with self._lock:
             entry = self._boxes.get(request_id)
             if entry is not None:
-                if not entry[0].replied:
+                if not entry.box.replied:
                     return None
-                if self._tokens.get(entry[1]) == request_id:
-                    del self._tokens[entry[1]]
+                if self._tokens.get(entry.token) == request_id:
+                    del self._tokens[entry.token]
             box = Outbox()
-            self._boxes[request_id] = (box, token)
+            self._boxes[request_id] = _Route(box, token)
             if token is not None:
                 self._tokens.setdefault(token, request_id)
             return box
@@ -12944,11 +13000,11 @@ class Router:
     def close(self, request_id, box: Outbox) -> None:
         with self._lock:
             entry = self._boxes.get(request_id)
-            if entry is None or entry[0] is not box:
+            if entry is None or entry.box is not box:
                 return
             del self._boxes[request_id]
-            if self._tokens.get(entry[1]) == request_id:
-                del self._tokens[entry[1]]
+            if self._tokens.get(entry.token) == request_id:
+                del self._tokens[entry.token]
 
     def end(self, request_id, code: int, message: str) -> None:
         """The call was cancelled: its response ends with this error (a request's POST always
@@ -12956,7 +13012,7 @@ class Router:
         with self._lock:
             entry = self._boxes.get(request_id)
         if entry is not None:
-            entry[0].put(rpc_error(request_id, code, message))
+            entry.box.put(rpc_error(request_id, code, message))
 
     def end_all(self, code: int, message: str) -> None:
         with self._lock:
@@ -12979,7 +13035,7 @@ class Router:
         if entry is None:
             self._log.debug("http", f"dropped a message for {_describe(request_id)}: client gone")
             return
-        entry[0].put(message)
+        entry.box.put(message)
 
 
 def task_owner(client: tuple) -> tuple:
@@ -15263,6 +15319,16 @@ def _unread(conn) -> bool:
         return True
 
 
+class _Parked:
+    """A connection waiting in the Lobby: its peer's address, its handler (None before its
+    first request), and its deadline (monotonic)."""
+
+    __slots__ = ("address", "deadline", "handler")
+
+    def __init__(self, address, handler, deadline: float):
+        self.address, self.handler, self.deadline = address, handler, deadline
+
+
 class Lobby:
     """Connections waiting for a request, held by no thread: one selector thread watches them
     and hands each to `on_ready` (a worker thread) once it has bytes to read.
@@ -15280,7 +15346,7 @@ class Lobby:
 
         self._on_ready, self._on_closed, self._log = on_ready, on_closed, log
         self._selector = selectors.DefaultSelector()
-        self._waiting: OrderedDict = OrderedDict()  # socket -> (address, handler, deadline)
+        self._waiting: OrderedDict = OrderedDict()  # socket -> _Parked
         self._incoming: list = []  # sockets to register
         self._doomed: list = []  # (socket, handler) evicted: to close, slots passed on already
         self._lock = threading.Lock()
@@ -15294,7 +15360,7 @@ class Lobby:
         to read or its deadline passes."""
         with self._lock:
             if not self.closed:
-                self._waiting[conn] = (address, handler, deadline)
+                self._waiting[conn] = _Parked(address, handler, deadline)
                 self._incoming.append(conn)
         if self.closed:
             return self._on_closed(conn, handler)
@@ -15308,7 +15374,7 @@ class Lobby:
             conn = next((c for n, c in enumerate(self._waiting) if n >= 64 or _unread(c)), None)
             if conn is None:
                 return False
-            handler = self._waiting.pop(conn)[1]
+            handler = self._waiting.pop(conn).handler
             self._doomed.append((conn, handler))
         self._wake()
         return True
@@ -15350,13 +15416,13 @@ class Lobby:
             with self._lock:
                 entry = self._waiting.pop(key.fileobj, None)
             if entry is not None:
-                self._on_ready(key.fileobj, *entry)
+                self._on_ready(key.fileobj, entry.address, entry.handler, entry.deadline)
         with self._lock:
             incoming, self._incoming = self._incoming, []
             doomed, self._doomed = self._doomed, []
             now = time.monotonic()
-            late = [c for c, (_, _, when) in self._waiting.items() if when <= now or self.closed]
-            ended = [(conn, self._waiting.pop(conn)[1]) for conn in late]
+            late = [c for c, p in self._waiting.items() if p.deadline <= now or self.closed]
+            ended = [(conn, self._waiting.pop(conn).handler) for conn in late]
         gone = {id(conn) for conn, _ in doomed + ended}
         for conn in incoming:
             if id(conn) not in gone:
