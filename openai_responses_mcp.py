@@ -6781,7 +6781,6 @@ class AnswerEngine:
             return answer, meta, response
 
     def _as_tool_error(self, failure: Failure, tool: str, model: str, tries: int) -> ToolError:
-        """The ToolError exception (to raise) that says a classified Failure to the caller."""
         message = self._log.redact(
             failure_message(failure, tool=tool, model=model, config=self._config, tries=tries)
         )
