@@ -6323,7 +6323,7 @@ class AnswerEngine:
         # then response ids are checked against their owners, and the cache is per user.
         self.multi_user = lambda: False
         self.flights = SingleFlight(log)
-        self.background = BackgroundMode(config, log, self.client, self._tool_error)
+        self.background = BackgroundMode(config, log, self.client, self._as_tool_error)
         self.refusals = Refusals(config, log)  # what models refused of the default settings
         self.retirements = RetirementCheck(config, log, self.state, self.client)
 
@@ -6771,7 +6771,7 @@ class AnswerEngine:
                     self._log.debug("answer", "flex unavailable; retrying on service_tier=default")
                     continue
                 if not failure.retryable or attempt > max_retries:
-                    raise self._tool_error(failure, tool, model, attempt) from None
+                    raise self._as_tool_error(failure, tool, model, attempt) from None
                 call.report(f"retrying ({attempt}/{max_retries})", min_interval=0)
                 if call.cancelled.wait(backoff_delay(attempt, failure.retry_after)):
                     raise Cancelled() from None
@@ -6780,7 +6780,7 @@ class AnswerEngine:
                 raise Cancelled(response)
             return answer, meta, response
 
-    def _tool_error(self, failure: Failure, tool: str, model: str, tries: int) -> ToolError:
+    def _as_tool_error(self, failure: Failure, tool: str, model: str, tries: int) -> ToolError:
         message = self._log.redact(
             failure_message(failure, tool=tool, model=model, config=self._config, tries=tries)
         )
@@ -6902,10 +6902,10 @@ class BackgroundMode:
     API refuses them, resuming a dropped stream, and the server-side cancel (sent on a thread
     of its own, which a leaving process waits for)."""
 
-    def __init__(self, config: Config, log: Log, client, tool_error):
+    def __init__(self, config: Config, log: Log, client, as_tool_error):
         self._config, self._log = config, log
         self._client = client  # AnswerEngine.client: the process's one OpenAI client
-        self._tool_error = tool_error  # AnswerEngine._tool_error: a failure as the call's error
+        self._as_tool_error = as_tool_error  # AnswerEngine's: a Failure as the call's ToolError
         self._lock = threading.Lock()
         self.off = False  # set for the process when the API refused background mode
         # Tasks across --stateless instances: every call runs in background, so that its task
@@ -6949,7 +6949,7 @@ class BackgroundMode:
         if not _resumable(exc, failure) or stalls > most or run.finished:
             if failure.kind not in ("failed", "cancelled_upstream"):
                 self.cancel(run)
-            raise self._tool_error(failure, tool, model, stalls + 1) from None
+            raise self._as_tool_error(failure, tool, model, stalls + 1) from None
         run.resumes += 1
         run.check_status = stalls > 0
         self._log.debug(
@@ -7470,6 +7470,16 @@ def _newer_store(version: int) -> StateRefused:
     return StateRefused(text)
 
 
+class _Armed:
+    """One guarded piece of work the watchdog watches: when it is due (monotonic), its
+    connection, and whether the watchdog has fired (shut the connection down)."""
+
+    __slots__ = ("conn", "deadline", "fired")
+
+    def __init__(self, deadline: float, conn):
+        self.deadline, self.conn, self.fired = deadline, conn, False
+
+
 class _Watchdog:
     """Abandons a PostgreSQL connection whose work has not come back by its deadline. The
     server enforces statement_timeout and lock_timeout only on statements it received: on a
@@ -7479,7 +7489,7 @@ class _Watchdog:
 
     def __init__(self):
         self._cond = threading.Condition()
-        self._armed: dict = {}  # id -> [deadline, connection, fired]
+        self._armed: dict = {}  # id -> _Armed
         self._thread: threading.Thread | None = None
 
     def guard(self, conn, seconds: float):
@@ -7487,7 +7497,7 @@ class _Watchdog:
 
         @contextlib.contextmanager
         def guarded():
-            entry = [time.monotonic() + seconds, conn, False]
+            entry = _Armed(time.monotonic() + seconds, conn)
             with self._cond:
                 self._armed[id(entry)] = entry
                 if self._thread is None:
@@ -7499,13 +7509,13 @@ class _Watchdog:
             try:
                 yield
             except BaseException:
-                if entry[2]:
+                if entry.fired:
                     raise _Abandoned(seconds) from None
                 raise
             finally:
                 with self._cond:
                     self._armed.pop(id(entry), None)
-            if entry[2]:  # fired as the work ended: the connection is gone all the same
+            if entry.fired:  # fired as the work ended: the connection is gone all the same
                 raise _Abandoned(seconds)
 
         return guarded()
@@ -7515,10 +7525,10 @@ class _Watchdog:
             while True:
                 now = time.monotonic()
                 for entry in self._armed.values():
-                    if not entry[2] and entry[0] <= now:
-                        entry[2] = True
-                        _shut_down(entry[1])
-                waiting = [entry[0] for entry in self._armed.values() if not entry[2]]
+                    if not entry.fired and entry.deadline <= now:
+                        entry.fired = True
+                        _shut_down(entry.conn)
+                waiting = [entry.deadline for entry in self._armed.values() if not entry.fired]
                 self._cond.wait(max(0.0, min(waiting) - now) if waiting else None)
 
 
@@ -9472,10 +9482,18 @@ def answer_key(
 # Tools
 # ============================================================================================
 
-PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+# The MCP protocol versions this server speaks, one name each: code compares these, never the
+# dates as text (a mistyped name fails at once; a mistyped date would compare wrong quietly).
+MCP_2024_11_05 = "2024-11-05"
+MCP_2025_03_26 = "2025-03-26"  # tool annotations, instructions, progress messages
+MCP_2025_06_18 = "2025-06-18"  # titles, outputSchema and structuredContent
+MCP_2025_11_25 = "2025-11-25"  # experimental tasks (capabilities.tasks)
+MCP_2026_07_28 = "2026-07-28"  # stateless: no initialize; the tasks extension
+# The handshake era: initialize negotiates one of these for the session.
+PROTOCOL_VERSIONS = (MCP_2024_11_05, MCP_2025_03_26, MCP_2025_06_18, MCP_2025_11_25)
 LATEST_PROTOCOL = PROTOCOL_VERSIONS[-1]
 # The stateless era: no initialize, every request names its version in params._meta.
-MODERN_VERSIONS = ("2026-07-28",)
+MODERN_VERSIONS = (MCP_2026_07_28,)
 SUPPORTED_VERSIONS = (*MODERN_VERSIONS, *reversed(PROTOCOL_VERSIONS))  # newest first
 
 SERVER_INSTRUCTIONS = (
@@ -9647,23 +9665,23 @@ def tool_definitions(
                 "required": ["query"],
             },
         }
-        if version >= "2025-03-26":
+        if version >= MCP_2025_03_26:
             entry["annotations"] = {"title": tool["title"], **ANNOTATIONS}
-        if version >= "2025-06-18":
+        if version >= MCP_2025_06_18:
             entry["title"] = tool["title"]
             entry["outputSchema"] = OUTPUT_SCHEMA
-        if tasks and version == "2025-11-25":
+        if tasks and version == MCP_2025_11_25:
             entry["execution"] = {"taskSupport": "optional"}
         listed.append(entry)
     if handoff:
         entry = {key: value for key, value in ANSWER_RESULT_TOOL.items() if key != "title"}
-        if version >= "2025-03-26":
+        if version >= MCP_2025_03_26:
             entry["annotations"] = {
                 "title": ANSWER_RESULT_TOOL["title"],
                 **ANNOTATIONS,
                 "idempotentHint": True,
             }
-        if version >= "2025-06-18":
+        if version >= MCP_2025_06_18:
             entry["title"] = ANSWER_RESULT_TOOL["title"]
             entry["outputSchema"] = OUTPUT_SCHEMA
         listed.append(entry)
@@ -9943,6 +9961,26 @@ MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
 # the process, and a restarted server is a new process (stdio) or rarely changes its tools.
 LIST_TTL_MS = 3_600_000
 
+# The era a request speaks, as its methods receive it in `version`: the 2026-07-28 version a
+# stateless request names in its _meta, or HANDSHAKE_ERA (None) for a request of the
+# handshake era, which speaks what initialize negotiated (Session.protocol_version).
+HANDSHAKE_ERA = None
+
+
+def handshake_era(version: str | None) -> bool:
+    """Whether a request is of the handshake era (its session's version applies)."""
+    return version is HANDSHAKE_ERA
+
+
+def modern_era(version: str | None) -> bool:
+    """Whether a request is of the stateless era (2026-07-28): it named its own version."""
+    return version is not HANDSHAKE_ERA
+
+
+def spoken_version(version: str | None, session: Session) -> str:
+    """The protocol version a request speaks: its own, or its session's negotiated one."""
+    return session.protocol_version if handshake_era(version) else version
+
 
 class RpcError(Exception):
     def __init__(self, code: int, message: str, data=None):
@@ -10087,7 +10125,7 @@ def task_view(
     message: str | None = None,
 ) -> dict:
     """A task as its client's shape writes it: "extension" (ttlMs, pollIntervalMs) or
-    "2025-11-25" (ttl, pollInterval). The caller adds resultType, result or error."""
+    MCP_2025_11_25 (ttl, pollInterval). The caller adds resultType, result or error."""
     extension = shape == "extension"
     view = {
         "taskId": task_id,
@@ -10172,9 +10210,9 @@ HANDOFF_CLIENTS = {
 }
 
 
-def client_name_of(params, session: Session, version=None) -> str | None:
+def client_name_of(params, session: Session, version=HANDSHAKE_ERA) -> str | None:
     """initialize's clientInfo.name, or (2026-07-28) the one the request's _meta names."""
-    if version is None:
+    if handshake_era(version):
         return session.client_name
     meta = params.get("_meta") if isinstance(params, dict) else None
     info = meta.get(META_CLIENT_INFO) if isinstance(meta, dict) else None
@@ -10319,7 +10357,7 @@ def header_mismatch(message: dict, header) -> str | None:
 
 def server_info(version: str) -> dict:
     info = {"name": SERVER_NAME, "version": __version__}
-    if version >= "2025-06-18":
+    if version >= MCP_2025_06_18:
         info["title"] = "OpenAI Responses (web search)"
     return info
 
@@ -10337,6 +10375,16 @@ def progress_token(params) -> str | int | None:
     meta = params.get("_meta") if isinstance(params, dict) else None
     token = meta.get("progressToken") if isinstance(meta, dict) else None
     return token if _valid_id(token) else None
+
+
+class _Ask:
+    """A request this server sent its client (Session.ask): set once answered (or given up
+    on), and the response that came, if any."""
+
+    __slots__ = ("answered", "response")
+
+    def __init__(self):
+        self.answered, self.response = threading.Event(), None
 
 
 class Session:
@@ -10364,7 +10412,7 @@ class Session:
         self.roots_capable = False  # initialize declared capabilities.roots
         self.roots: list | None = None  # the roots it listed (None: not asked since a change)
         self.roots_generation = 0  # counts notifications/roots/list_changed
-        self._asks: dict = {}  # request id -> [Event, its response]: requests to the client
+        self._asks: dict = {}  # request id -> _Ask: requests to the client
         self._ask_seq = 0
 
     def ask(self, method: str, params: dict, timeout: float):
@@ -10374,14 +10422,14 @@ class Session:
             self._check_open()
             self._ask_seq += 1
             request_id = f"{SERVER_NAME}-{self._ask_seq}"
-            slot = self._asks[request_id] = [threading.Event(), None]
+            slot = self._asks[request_id] = _Ask()
         try:
             self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-            slot[0].wait(timeout)
+            slot.answered.wait(timeout)
         finally:
             with self._lock:
                 self._asks.pop(request_id, None)
-        response = slot[1]
+        response = slot.response
         if not isinstance(response, dict):
             raise TimeoutError(method)
         if "error" in response or not isinstance(response.get("result"), dict):
@@ -10398,8 +10446,8 @@ class Session:
             slot = self._asks.get(request_id)
         if slot is None:
             return False
-        slot[1] = message
-        slot[0].set()
+        slot.response = message
+        slot.answered.set()
         return True
 
     def _check_open(self) -> None:
@@ -10501,7 +10549,7 @@ class Session:
             self.closed = True  # no call or waiter joins from now on
             asks = list(self._asks.values())
         for slot in asks:  # a call waiting for the client's answer stops waiting
-            slot[0].set()
+            slot.answered.set()
         cancelled = self.cancel_all()
         with self._lock:
             waiters, self._waiters = list(self._waiters.values()), {}
@@ -10563,6 +10611,19 @@ class Heartbeat:
                     call.report(f"still working ({elapsed} s{done})", min_interval=0)
 
 
+class Deadline:
+    """An entry of Deadlines' heap: when (monotonic) its callback runs, the order it was made
+    in (ties), and the callback, None once it has run or been cancelled."""
+
+    __slots__ = ("callback", "sequence", "when")
+
+    def __init__(self, when: float, sequence: int, callback):
+        self.when, self.sequence, self.callback = when, sequence, callback
+
+    def __lt__(self, other: Deadline) -> bool:  # the heap's order: by when, then as made
+        return (self.when, self.sequence) < (other.when, other.sequence)
+
+
 class Deadlines:
     """Runs short callbacks when their time comes, all on one thread started on first use: a
     request waiting for a task, or a call waiting for its handoff point, costs an entry here,
@@ -10570,19 +10631,19 @@ class Deadlines:
 
     def __init__(self, log: Log):
         self._log = log
-        self._heap: list = []  # [when (monotonic), sequence, callback or None once cancelled]
+        self._heap: list[Deadline] = []
         self._sequence = 0
         self._cancelled = 0
         self._cond = threading.Condition()
         self._thread = None
 
-    def after(self, seconds: float, callback) -> list:
+    def after(self, seconds: float, callback) -> Deadline:
         """Schedules callback(); the entry returned is what cancel() takes."""
         import heapq
 
         with self._cond:
             self._sequence += 1
-            entry = [time.monotonic() + seconds, self._sequence, callback]
+            entry = Deadline(time.monotonic() + seconds, self._sequence, callback)
             heapq.heappush(self._heap, entry)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="deadlines", daemon=True)
@@ -10590,16 +10651,16 @@ class Deadlines:
             self._cond.notify()
         return entry
 
-    def cancel(self, entry: list) -> None:
+    def cancel(self, entry: Deadline) -> None:
         import heapq
 
         with self._cond:
-            if entry[2] is None:
+            if entry.callback is None:
                 return
-            entry[2] = None
+            entry.callback = None
             self._cancelled += 1
             if self._cancelled > 64 and 2 * self._cancelled > len(self._heap):  # mostly stale
-                self._heap = [e for e in self._heap if e[2] is not None]
+                self._heap = [e for e in self._heap if e.callback is not None]
                 heapq.heapify(self._heap)
                 self._cancelled = 0
 
@@ -10612,13 +10673,13 @@ class Deadlines:
 
         with self._cond:
             while True:
-                while self._heap and self._heap[0][2] is None:
+                while self._heap and self._heap[0].callback is None:
                     heapq.heappop(self._heap)
                     self._cancelled -= 1
-                wait = self._heap[0][0] - time.monotonic() if self._heap else None
+                wait = self._heap[0].when - time.monotonic() if self._heap else None
                 if wait is not None and wait <= 0:
                     entry = heapq.heappop(self._heap)
-                    callback, entry[2] = entry[2], None
+                    callback, entry.callback = entry.callback, None
                     return callback
                 self._cond.wait(wait)
 
@@ -10639,7 +10700,7 @@ class Waiter:
     def __init__(self, task, session: Session, request_id, serve, deadlines: Deadlines):
         self.task, self.session, self.request_id = task, session, request_id
         self._serve, self._deadlines = serve, deadlines
-        self._entry = None
+        self._entry: Deadline | None = None
         self._over = False
         self._lock = threading.Lock()
 
@@ -10822,12 +10883,12 @@ class Dispatcher:
             "capabilities": {"tools": {"listChanged": False}},
             "serverInfo": server_info(version),
         }
-        if version == "2025-11-25" and self.long_calls.tasks_off is None:
+        if version == MCP_2025_11_25 and self.long_calls.tasks_off is None:
             tasks = {"cancel": {}, "requests": {"tools": {"call": {}}}}
             if not self.long_calls.stateless:  # a task must be listable wherever it can be got
                 tasks["list"] = {}
             result["capabilities"]["tasks"] = tasks
-        if version >= "2025-03-26":
+        if version >= MCP_2025_03_26:
             result["instructions"] = server_instructions(DEEP_TOOL in enabled_tools(self.config))
         self.log.debug("server", f"initialize asked={asked} answered={version}")
         self._log_client(params, session)
@@ -10849,21 +10910,23 @@ class Dispatcher:
             "cacheScope": "public",
         }
 
-    def _tools_list(self, params: dict, session: Session, request_id, version=None) -> dict:
+    def _tools_list(
+        self, params: dict, session: Session, request_id, version=HANDSHAKE_ERA
+    ) -> dict:
         listed = {
             "tools": tool_definitions(
-                version or session.protocol_version,
+                spoken_version(version, session),
                 cache_enabled(self.config),
                 handoff=self.long_calls.handoff_s(params, session, version) > 0,
                 tasks=self.long_calls.tasks_off is None,
                 deep=DEEP_TOOL in enabled_tools(self.config),
             )
         }
-        if version is not None:  # stateless era: the list is the same for everyone, all day
+        if modern_era(version):  # stateless era: the list is the same for everyone, all day
             listed.update(ttlMs=LIST_TTL_MS, cacheScope="public")
         return listed
 
-    def _tools_call(self, params: dict, session: Session, request_id, version=None):
+    def _tools_call(self, params: dict, session: Session, request_id, version=HANDSHAKE_ERA):
         name = params.get("name")
         if name == ANSWER_RESULT and self.long_calls.handoff_s(params, session, version) > 0:
             return self.long_calls.answer_result(params, session, request_id, version)
@@ -10875,20 +10938,20 @@ class Dispatcher:
                 else ""
             )
             raise RpcError(
-                METHOD_NOT_FOUND if version is None else INVALID_PARAMS,  # 2026-07-28: -32602
+                METHOD_NOT_FOUND if handshake_era(version) else INVALID_PARAMS,  # 2026-07-28
                 f"Unknown tool: {_describe(name)}{off}; available tools: {', '.join(tools)}",
             )
         arguments = params.get("arguments")
         try:
             args = validate_arguments(name, arguments)
         except InvalidParams as exc:
-            if version is not None:  # 2026-07-28: a tool execution error the model can fix
-                return tool_error(f"Invalid arguments: {exc}")
+            if modern_era(version):  # 2026-07-28: a tool execution error the model can fix
+                return tool_error_result(f"Invalid arguments: {exc}")
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         token = progress_token(params)
         task = self.long_calls.new_task(params, session, name, version)
         client = client_name_of(params, session, version)  # before the era becomes a version
-        version = version or session.protocol_version
+        version = spoken_version(version, session)
         progress = None if token is None else self._progress_sender(session, token, version)
         call = Call(request_id, name, progress)
         call.user = session.user
@@ -10947,7 +11010,7 @@ class Dispatcher:
             self._running -= 1
 
     def _progress_sender(self, session: Session, token, version: str):
-        with_message = version >= "2025-03-26"
+        with_message = version >= MCP_2025_03_26
 
         def send(progress: int, message: str) -> None:
             params = {"progressToken": token, "progress": progress}
@@ -11026,17 +11089,17 @@ class Dispatcher:
             reply = rpc_result(call.id, tool_result(answer, meta, version))
         except Cancelled:
             if not call.cancelled.is_set():  # the identical call it joined was cancelled
-                reply = failure(
+                reply = rpc_tool_failed(
                     call.id,
                     "answer failed: the identical call this one joined was cancelled; retry",
                     {"message": "cancelled by another caller"},
                 )
         except ToolError as exc:
-            reply = failure(call.id, f"answer failed: {exc.message}", self._data(exc))
+            reply = rpc_tool_failed(call.id, f"answer failed: {exc.message}", self._data(exc))
             call.cancelled_upstream = getattr(exc, "kind", None) == "cancelled_upstream"
         except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
             self.log.say(f"internal error in {call.tool}: {type(exc).__name__}: {exc}")
-            reply = failure(
+            reply = rpc_tool_failed(
                 call.id,
                 f"answer failed: internal error ({type(exc).__name__}); run with --debug and "
                 "report it",
@@ -11066,7 +11129,7 @@ class Dispatcher:
             data.update({k: self.log.redact(str(v)) for k, v in exc.debug.items()})
         return data
 
-    def _log_client(self, params, session: Session, version=None) -> None:
+    def _log_client(self, params, session: Session, version=HANDSHAKE_ERA) -> None:
         """Who the client says it is and what the client table makes of it (debug only): how
         the agent tests see that the pinned agents' names are the ones HANDOFF_CLIENTS uses."""
         if self.log.debug_enabled:
@@ -11111,15 +11174,17 @@ class Dispatcher:
         return self.long_calls.cancel_handoff_of(session, request_id)
 
 
-def failure(request_id, message: str, data: dict) -> dict:
-    """A failed call's reply, in both eras: error -32001 `answer failed: ...`. (Only arguments
-    that do not fit the schema are an isError result in the stateless era: the model can fix
-    those; and a failed task is `failed` with this same error.)"""
+def rpc_tool_failed(request_id, message: str, data: dict) -> dict:
+    """A failed call's JSON-RPC error reply, in both eras: -32001 `answer failed: ...`. (Only
+    arguments that do not fit the schema are an isError result, tool_error_result, in the
+    stateless era: the model can fix those; and a failed task is `failed` with this same
+    error.) Not to be confused with Failure, the engine's classified upstream failure."""
     return rpc_error(request_id, TOOL_FAILED, message, data)
 
 
-def tool_error(text: str, data: dict | None = None) -> dict:
-    """A CallToolResult reporting a tool execution error; `data` details it in _meta."""
+def tool_error_result(text: str, data: dict | None = None) -> dict:
+    """A CallToolResult reporting a tool execution error (isError: a result, not a JSON-RPC
+    error); `data` details it in _meta."""
     detail = (data or {}).get("message")
     if detail and detail not in text:
         text = f"{text}: {detail}"
@@ -11132,7 +11197,7 @@ def tool_error(text: str, data: dict | None = None) -> dict:
 def tool_result(answer: dict, meta: dict, version: str) -> dict:
     """A CallToolResult: the answer as JSON text, and as structuredContent where it exists."""
     result = {"content": [{"type": "text", "text": json.dumps(answer, ensure_ascii=False)}]}
-    if version >= "2025-06-18":
+    if version >= MCP_2025_06_18:
         result["structuredContent"] = answer
     if meta:
         result["_meta"] = meta
@@ -11149,7 +11214,23 @@ TASKS_FULL = {"limit": "server.tasks.max_open"}
 REPLIES_FULL = {"limit": "server.tasks.max_reply_bytes"}
 TOO_MANY_WAITING = {"limit": "server.tasks.max_per_client", "waiting": True}
 TASK_LIMITS = (TOO_MANY_TASKS, TASKS_FULL, REPLIES_FULL, TOO_MANY_WAITING)  # each: HTTP 429
-KINDS = {"x": "extension", "s": "2025-11-25", "h": "handoff"}
+
+
+class TaskKind:
+    """What a Task is. The letter is written into its id (an unsigned id's prefix, a signed
+    id's field `k`), which outlives this process and travels between --stateless instances:
+    a letter must never change, or ids made before would no longer be served."""
+
+    EXTENSION = "x"  # the 2026-07-28 tasks extension's task (declared in the request's _meta)
+    HANDSHAKE = "s"  # a 2025-11-25 task (capabilities.tasks, negotiated at initialize)
+    HANDOFF = "h"  # a call handed off to answer_result
+
+
+TASK_KIND_NAMES = {  # as the debug log names them
+    TaskKind.EXTENSION: "extension",
+    TaskKind.HANDSHAKE: MCP_2025_11_25,
+    TaskKind.HANDOFF: "handoff",
+}
 
 
 def now_ms() -> int:
@@ -11190,7 +11271,7 @@ class Task:
         self.status, self.message = "working", None
         self.handoff_s = 0  # a handoff: seconds after which the request got its id
         self.request_id = None  # a handoff: the tools/call it answered (whose cancel cancels it)
-        self.timer: list | None = None  # its Deadlines entry: converts the request when due
+        self.timer: Deadline | None = None  # converts the request when due
         self._reply: dict | None = None
         self._text_dropped = False  # see _pack
         self.size = 0  # bytes of the stored reply
@@ -11276,7 +11357,7 @@ class Task:
             return "cancelled", "cancelled"
         if "error" in reply:
             return "failed", reply["error"].get("message")
-        if reply["result"].get("isError") and self.kind == "s":  # 2025-11-25: isError fails
+        if reply["result"].get("isError") and self.kind == TaskKind.HANDSHAKE:  # isError fails
             return "failed", _one_line(reply["result"]["content"][0].get("text", ""), 400)
         return "completed", "done"
 
@@ -11303,6 +11384,19 @@ class Task:
         )
 
 
+class _Expiry:
+    """An entry of TaskTable's expiry heap: when a task expires (epoch ms), the order it was
+    added in (ties), and its id (stale once the task has gone or been renamed)."""
+
+    __slots__ = ("expires", "sequence", "task_id")
+
+    def __init__(self, expires: int, sequence: int, task_id: str):
+        self.expires, self.sequence, self.task_id = expires, sequence, task_id
+
+    def __lt__(self, other: _Expiry) -> bool:  # the heap's order: by expiry, then as added
+        return (self.expires, self.sequence) < (other.expires, other.sequence)
+
+
 class TaskTable:
     """This process's tasks: by id, by client and by expiry, so that nothing scans the whole
     table; with the per-client limit, the server-wide limits on tasks and on the bytes of their
@@ -11323,7 +11417,7 @@ class TaskTable:
         # next (any instance still serves them from OpenAI); an unsigned one's reply is
         # nowhere else, so it holds its room until collected or expired.
         self._ended: dict = {}
-        self._expiry: list = []  # heap of (expires, sequence, task id); stale ones are skipped
+        self._expiry: list[_Expiry] = []  # a heap; stale entries are skipped
         self._sequence = 0
         self._bytes = 0  # of the stored replies of the tasks here
         self._lock = threading.Lock()
@@ -11339,7 +11433,10 @@ class TaskTable:
             mine = list(self._clients.get(task.client_key, {}).values())
             uncollected = [t for t in mine if not t.collected]
             if len(uncollected) >= self._max and make_room:
-                spare = next((t for t in uncollected if t.kind == "h" and t.done.is_set()), None)
+                spare = next(
+                    (t for t in uncollected if t.kind == TaskKind.HANDOFF and t.done.is_set()),
+                    None,
+                )
                 if spare is not None:
                     self._remove(spare)
                     uncollected.remove(spare)
@@ -11404,9 +11501,9 @@ class TaskTable:
         elif task.signed and task.done.is_set():
             self._ended[task] = None
         self._sequence += 1
-        heapq.heappush(self._expiry, (task.expires, self._sequence, task.id))
+        heapq.heappush(self._expiry, _Expiry(task.expires, self._sequence, task.id))
         if len(self._expiry) > 2 * len(self._tasks) + 64:  # mostly stale: rebuild it
-            self._expiry = [e for e in self._expiry if e[2] in self._tasks]
+            self._expiry = [e for e in self._expiry if e.task_id in self._tasks]
             heapq.heapify(self._expiry)
 
     def _remove(self, task: Task) -> None:
@@ -11486,7 +11583,7 @@ class TaskTable:
         with self._lock:
             mine = list(self._clients.get(client_key, {}).values())
         for task in reversed(mine):
-            if task.kind == "h" and task.request_id == request_id:
+            if task.kind == TaskKind.HANDOFF and task.request_id == request_id:
                 return task
         return None
 
@@ -11510,8 +11607,8 @@ class TaskTable:
         now = now_ms()
         expired = []
         with self._lock:
-            while self._expiry and self._expiry[0][0] <= now:
-                task = self._tasks.get(heapq.heappop(self._expiry)[2])
+            while self._expiry and self._expiry[0].expires <= now:
+                task = self._tasks.get(heapq.heappop(self._expiry).task_id)
                 if task is not None and task.expires <= now:
                     self._remove(task)
                     expired.append(task)
@@ -11562,7 +11659,7 @@ class LongCalls:
 
     # -- A call becoming a task or a handoff -----------------------------------------------------
 
-    def handoff_s(self, params, session: Session, version=None) -> int:
+    def handoff_s(self, params, session: Session, version=HANDSHAKE_ERA) -> int:
         """Seconds after which this client's calls are handed off to answer_result; 0 = never."""
         if self.tasks_off is not None:
             return 0
@@ -11574,18 +11671,19 @@ class LongCalls:
         if self.tasks_off is not None:
             return None
         ttl = self.settings["ttl_ms"]
-        if version is not None and tasks_extension_declared(params):
-            kind = "x"
-        elif version is None and session.protocol_version == "2025-11-25" and "task" in params:
-            kind, asked = "s", params["task"]
+        handshake = handshake_era(version)
+        if not handshake and tasks_extension_declared(params):
+            kind = TaskKind.EXTENSION
+        elif handshake and session.protocol_version == MCP_2025_11_25 and "task" in params:
+            kind, asked = TaskKind.HANDSHAKE, params["task"]
             asked = asked.get("ttl") if isinstance(asked, dict) else None
             if type(asked) is int and asked > 0:  # granted, but never shorter than the call
                 ttl = max(min(asked, ttl), run_timeout_ms(self.config, tool))
         elif self.handoff_s(params, session, version) > 0:
-            kind = "h"
+            kind = TaskKind.HANDOFF
         else:
             return None
-        handoff_s = self.handoff_s(params, session, version) if kind == "h" else 0
+        handoff_s = self.handoff_s(params, session, version) if kind == TaskKind.HANDOFF else 0
         import secrets
 
         key = self._owner(session)
@@ -11594,8 +11692,8 @@ class LongCalls:
         task.tool, task.handoff_s, task.user = tool, handoff_s, session.user
         # A 2025-11-25 task is the reply whatever happens: even an answer from the cache,
         # ready before the reply is written, goes to the task, never inline as well.
-        task.converted = kind == "s"
-        if kind == "s":  # the others count only once the call becomes a task (_convert)
+        task.converted = kind == TaskKind.HANDSHAKE
+        if kind == TaskKind.HANDSHAKE:  # the others count once the call becomes one (_convert)
             self.tasks.add(task)
         return task
 
@@ -11619,17 +11717,20 @@ class LongCalls:
     def arm(self, task: Task, call: Call, session: Session, request_id, version: str):
         """A 2025-11-25 task is the request's reply at once; an extension task after
         server.tasks.immediate_ms, a handoff after its seconds, unless the call ends first."""
-        if task.kind == "s":
+        if task.kind == TaskKind.HANDSHAKE:
             if self.signing and not self._sign(task, call):
                 self.log.debug("server", "task without a response id: served by this instance only")
             session.unregister(call)  # the task owns the call now: no request cancels it
-            self.log.debug("server", f"task created ({KINDS[task.kind]}) tool={task.tool}")
+            self.log.debug(
+                "server", f"task created ({TASK_KIND_NAMES[task.kind]}) tool={task.tool}"
+            )
             immediate = "The answer is being researched; it will follow when the task completes."
             return {
-                "task": task.view("2025-11-25", self.settings["poll_interval_ms"]),
+                "task": task.view(MCP_2025_11_25, self.settings["poll_interval_ms"]),
                 "_meta": {"io.modelcontextprotocol/model-immediate-response": immediate},
             }
-        delay = self.settings["immediate_ms"] / 1000 if task.kind == "x" else task.handoff_s
+        extension = task.kind == TaskKind.EXTENSION
+        delay = self.settings["immediate_ms"] / 1000 if extension else task.handoff_s
         # An entry on the shared deadlines thread, not a timer thread per call: a hundred calls
         # waiting for their handoff point cost a hundred heap entries.
         task.timer = self.deadlines.after(
@@ -11671,8 +11772,8 @@ class LongCalls:
             self.forget(task)
             return
         session.unregister(call)
-        self.log.debug("server", f"task created ({KINDS[task.kind]}) tool={task.tool}")
-        if task.kind == "x":
+        self.log.debug("server", f"task created ({TASK_KIND_NAMES[task.kind]}) tool={task.tool}")
+        if task.kind == TaskKind.EXTENSION:
             view = task.view("extension", self.settings["poll_interval_ms"])
             result = modern_result({**view, "resultType": "task"}, version)
         else:
@@ -11690,7 +11791,7 @@ class LongCalls:
         if session.tasks_closed:
             return False
         try:
-            self.tasks.add(task, make_room=task.kind == "h")
+            self.tasks.add(task, make_room=task.kind == TaskKind.HANDOFF)
         except RpcError as exc:
             self.log.debug("server", f"not handed off, answering inline: {exc.message}")
             return False
@@ -11754,8 +11855,8 @@ class LongCalls:
 
     def _task_ended(self, task: Task, session: Session) -> None:
         """notifications/tasks/status (2025-11-25) where the client can receive one."""
-        if task.kind == "s":
-            view = task.view("2025-11-25", self.settings["poll_interval_ms"])
+        if task.kind == TaskKind.HANDSHAKE:
+            view = task.view(MCP_2025_11_25, self.settings["poll_interval_ms"])
             session.send({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": view})
 
     def settle(self, task: Task) -> None:
@@ -11822,7 +11923,7 @@ class LongCalls:
         """Reads a remote task's response to its end. Its ledger row is its creator's, unless
         the creator stopped and handed it over (hand_over): then the first instance to read
         it to the end writes it (AnswerEngine.settle_followed)."""
-        version = MODERN_VERSIONS[-1] if task.kind == "x" else "2025-11-25"
+        version = MODERN_VERSIONS[-1] if task.kind == TaskKind.EXTENSION else MCP_2025_11_25
         call = task.call
         read: list = []
 
@@ -11860,17 +11961,17 @@ class LongCalls:
         return handed
 
     def _tasks_2025(self, session: Session) -> None:
-        if session.protocol_version != "2025-11-25" or self.tasks_off is not None:
+        if session.protocol_version != MCP_2025_11_25 or self.tasks_off is not None:
             raise RpcError(
                 METHOD_NOT_FOUND,
-                "Method not found: tasks are offered in protocol 2025-11-25 (and as the "
-                f"{TASKS_EXTENSION} extension in 2026-07-28)",
+                f"Method not found: tasks are offered in protocol {MCP_2025_11_25} (and as the "
+                f"{TASKS_EXTENSION} extension in {MCP_2026_07_28})",
             )
 
     def tasks_get(self, params: dict, session: Session, request_id) -> dict:
         self._tasks_2025(session)
-        return self._task_named(params, "s", session).view(
-            "2025-11-25", self.settings["poll_interval_ms"]
+        return self._task_named(params, TaskKind.HANDSHAKE, session).view(
+            MCP_2025_11_25, self.settings["poll_interval_ms"]
         )
 
     def tasks_list(self, params: dict, session: Session, request_id) -> dict:
@@ -11881,25 +11982,26 @@ class LongCalls:
             raise RpcError(INVALID_PARAMS, "Invalid params: this server issued no cursor")
         key = self._owner(session)
         poll = self.settings["poll_interval_ms"]
-        return {"tasks": [task.view("2025-11-25", poll) for task in self.tasks.of_client(key, "s")]}
+        mine = self.tasks.of_client(key, TaskKind.HANDSHAKE)
+        return {"tasks": [task.view(MCP_2025_11_25, poll) for task in mine]}
 
     def tasks_cancel(self, params: dict, session: Session, request_id) -> dict:
         self._tasks_2025(session)
-        task = self._task_named(params, "s", session)
+        task = self._task_named(params, TaskKind.HANDSHAKE, session)
         terminal = task.cancel()
         if terminal is not None:
             raise RpcError(
                 INVALID_PARAMS, f"Cannot cancel task: already in terminal status '{terminal}'"
             )
         self.log.debug("server", f"task cancelled tool={task.tool}")
-        return task.view("2025-11-25", self.settings["poll_interval_ms"])
+        return task.view(MCP_2025_11_25, self.settings["poll_interval_ms"])
 
     def tasks_result(self, params: dict, session: Session, request_id) -> dict | None:
         """Waits until the task ends, then answers exactly what the tools/call would have, with
         the related-task _meta: at once if it has ended, else from the task's end (a Waiter,
         no thread), or when it expires."""
         self._tasks_2025(session)
-        task = self._task_named(params, "s", session)
+        task = self._task_named(params, TaskKind.HANDSHAKE, session)
         if task.done.is_set():
             reply = self._task_reply(task, request_id)
             if "error" in reply:
@@ -11938,7 +12040,7 @@ class LongCalls:
     def _ext_task(self, params, session: Session) -> Task:
         if not tasks_extension_declared(params):
             raise missing_tasks_extension()
-        return self._task_named(params, "x", session)
+        return self._task_named(params, TaskKind.EXTENSION, session)
 
     def ext_get(self, params: dict, session: Session, request_id, version: str) -> dict:
         task = self._ext_task(params, session)
@@ -11983,14 +12085,14 @@ class LongCalls:
             why = "cancel must be true or false"
         else:
             try:
-                task = self._find_task(handoff_id, "h", session)
+                task = self._find_task(handoff_id, TaskKind.HANDOFF, session)
             except TaskIdError as exc:
                 why = f"unknown id: {exc.reason}"
         if why is not None:
-            if version is not None:  # 2026-07-28: a tool execution error the model can fix
-                return tool_error(f"Invalid arguments: {why}")
+            if modern_era(version):  # 2026-07-28: a tool execution error the model can fix
+                return tool_error_result(f"Invalid arguments: {why}")
             raise RpcError(INVALID_PARAMS, f"Invalid params: {why}")
-        era = version or session.protocol_version
+        era = spoken_version(version, session)
         if arguments.get("cancel") is True:
             session.send(rpc_result(request_id, self._cancel_handoff(task, era)))
             return None
@@ -12009,7 +12111,7 @@ class LongCalls:
                 if era in MODERN_VERSIONS:
                     modern_result(reply["result"], era)
             elif task.status == "cancelled":
-                reply = failure(
+                reply = rpc_tool_failed(
                     request_id,
                     "answer failed: the handed-off call was cancelled (on request, at its "
                     "expiry, or as the server stopped); ask again",
@@ -12778,7 +12880,7 @@ HTTP_REFUSED = -32000  # JSON-RPC error code of refusals made by the HTTP layer
 # request's response only with a JSON-RPC response, and the MCP SDKs' servers send this one.
 REQUEST_CANCELLED = -32800
 MAX_JSON_VALUES = 50_000  # commas and brackets in one HTTP body; an MCP message needs far fewer
-DEFAULT_HTTP_VERSION = "2025-03-26"  # what a request without MCP-Protocol-Version speaks
+DEFAULT_HTTP_VERSION = MCP_2025_03_26  # what a request without MCP-Protocol-Version speaks
 # --stateless: initialize's Mcp-Session-Id is a signed record of the client (identity_id):
 # its kind is none of a task's, so it can never pass for a task id, and a record lasts 30 days.
 IDENTITY_KIND, IDENTITY_TTL_MS = "c", 30 * 86_400_000
@@ -12868,6 +12970,16 @@ class StreamOutbox(Outbox):
             return self.full() and time.monotonic() - self._moved > after_s
 
 
+class _Route:
+    """Where a Router sends one request's messages: its Outbox, and the progress token its
+    notices carry (None: it asked for none)."""
+
+    __slots__ = ("box", "token")
+
+    def __init__(self, box: Outbox, token):
+        self.box, self.token = box, token
+
+
 class Router:
     """A Streamable HTTP session's outlet: each result or progress notice goes to the POST
     waiting for it (results by request id, progress by progressToken).
@@ -12878,7 +12990,7 @@ class Router:
 
     def __init__(self, log: Log):
         self._log = log
-        self._boxes: dict = {}  # request id -> (Outbox, progress token)
+        self._boxes: dict = {}  # request id -> _Route
         self._tokens: dict = {}  # progress token -> request id
         self._lock = threading.Lock()
 
@@ -12891,12 +13003,12 @@ class Router:
         with self._lock:
             entry = self._boxes.get(request_id)
             if entry is not None:
-                if not entry[0].replied:
+                if not entry.box.replied:
                     return None
-                if self._tokens.get(entry[1]) == request_id:
-                    del self._tokens[entry[1]]
+                if self._tokens.get(entry.token) == request_id:
+                    del self._tokens[entry.token]
             box = Outbox()
-            self._boxes[request_id] = (box, token)
+            self._boxes[request_id] = _Route(box, token)
             if token is not None:
                 self._tokens.setdefault(token, request_id)
             return box
@@ -12904,11 +13016,11 @@ class Router:
     def close(self, request_id, box: Outbox) -> None:
         with self._lock:
             entry = self._boxes.get(request_id)
-            if entry is None or entry[0] is not box:
+            if entry is None or entry.box is not box:
                 return
             del self._boxes[request_id]
-            if self._tokens.get(entry[1]) == request_id:
-                del self._tokens[entry[1]]
+            if self._tokens.get(entry.token) == request_id:
+                del self._tokens[entry.token]
 
     def end(self, request_id, code: int, message: str) -> None:
         """The call was cancelled: its response ends with this error (a request's POST always
@@ -12916,7 +13028,7 @@ class Router:
         with self._lock:
             entry = self._boxes.get(request_id)
         if entry is not None:
-            entry[0].put(rpc_error(request_id, code, message))
+            entry.box.put(rpc_error(request_id, code, message))
 
     def end_all(self, code: int, message: str) -> None:
         with self._lock:
@@ -12939,7 +13051,7 @@ class Router:
         if entry is None:
             self._log.debug("http", f"dropped a message for {_describe(request_id)}: client gone")
             return
-        entry[0].put(message)
+        entry.box.put(message)
 
 
 def task_owner(client: tuple) -> tuple:
@@ -15309,6 +15421,16 @@ def _unread(conn) -> bool:
         return True
 
 
+class _Parked:
+    """A connection waiting in the Lobby: its peer's address, its handler (None before its
+    first request), and its deadline (monotonic)."""
+
+    __slots__ = ("address", "deadline", "handler")
+
+    def __init__(self, address, handler, deadline: float):
+        self.address, self.handler, self.deadline = address, handler, deadline
+
+
 class Lobby:
     """Connections waiting for a request, held by no thread: one selector thread watches them
     and hands each to `on_ready` (a worker thread) once it has bytes to read.
@@ -15326,7 +15448,7 @@ class Lobby:
 
         self._on_ready, self._on_closed, self._log = on_ready, on_closed, log
         self._selector = selectors.DefaultSelector()
-        self._waiting: OrderedDict = OrderedDict()  # socket -> (address, handler, deadline)
+        self._waiting: OrderedDict = OrderedDict()  # socket -> _Parked
         self._incoming: list = []  # sockets to register
         self._doomed: list = []  # (socket, handler) evicted: to close, slots passed on already
         self._lock = threading.Lock()
@@ -15340,7 +15462,7 @@ class Lobby:
         to read or its deadline passes."""
         with self._lock:
             if not self.closed:
-                self._waiting[conn] = (address, handler, deadline)
+                self._waiting[conn] = _Parked(address, handler, deadline)
                 self._incoming.append(conn)
         if self.closed:
             return self._on_closed(conn, handler)
@@ -15354,7 +15476,7 @@ class Lobby:
             conn = next((c for n, c in enumerate(self._waiting) if n >= 64 or _unread(c)), None)
             if conn is None:
                 return False
-            handler = self._waiting.pop(conn)[1]
+            handler = self._waiting.pop(conn).handler
             self._doomed.append((conn, handler))
         self._wake()
         return True
@@ -15396,13 +15518,13 @@ class Lobby:
             with self._lock:
                 entry = self._waiting.pop(key.fileobj, None)
             if entry is not None:
-                self._on_ready(key.fileobj, *entry)
+                self._on_ready(key.fileobj, entry.address, entry.handler, entry.deadline)
         with self._lock:
             incoming, self._incoming = self._incoming, []
             doomed, self._doomed = self._doomed, []
             now = time.monotonic()
-            late = [c for c, (_, _, when) in self._waiting.items() if when <= now or self.closed]
-            ended = [(conn, self._waiting.pop(conn)[1]) for conn in late]
+            late = [c for c, p in self._waiting.items() if p.deadline <= now or self.closed]
+            ended = [(conn, self._waiting.pop(conn).handler) for conn in late]
         gone = {id(conn) for conn, _ in doomed + ended}
         for conn in incoming:
             if id(conn) not in gone:

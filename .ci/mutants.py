@@ -361,6 +361,15 @@ MUTANTS = [
         "-k",
         "expired",
     ),
+    mutant(  # issue 40: a kind's letter is inside ids made before (and by other instances)
+        "task-kind-letter-changed",
+        "ids",
+        'HANDOFF = "h"  # a call handed off to answer_result',
+        'HANDOFF = "o"  # a call handed off to answer_result',
+        "tests/test_tasks.py",
+        "-k",
+        "earlier_release",
+    ),
     # -- Secret masking -----------------------------------------------------------------------
     mutant(
         "mask-no-plus-encoding",

@@ -475,3 +475,13 @@ def test_abandoned_tasks_result_requests_are_dropped_and_count_against_the_sessi
     assert reply.status == 200
     result = [data for _, data in reply.events() if data.get("id") == 999]
     assert result and "result" in result[0], reply.body[:300]
+
+
+def test_the_task_expiry_heap_orders_by_expiry_then_as_added():
+    import heapq
+
+    heap: list = []
+    for sequence, expires in enumerate([5, 3, 5, 1, 3]):
+        heapq.heappush(heap, mcp._Expiry(expires, sequence, f"t{sequence}"))
+    popped = [heapq.heappop(heap).task_id for _ in range(5)]
+    assert popped == ["t3", "t1", "t4", "t0", "t2"]
