@@ -9,6 +9,8 @@ import socket
 import time
 from dataclasses import dataclass, field
 
+from waiting import wait_until
+
 LISTENING = re.compile(r"serving MCP on http://(?:127\.0\.0\.1|0\.0\.0\.0|\[::\]):(\d+)/mcp")
 ACCEPT_BOTH = "application/json, text/event-stream"
 INIT_PARAMS = {
@@ -20,15 +22,16 @@ INIT_PARAMS = {
 
 def wait_listening(server, timeout: float = 10.0) -> int:
     """The port a spawned `--http 127.0.0.1:0` (or 0.0.0.0:0) server printed on stderr."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def port() -> int | None:
         match = LISTENING.search(server.stderr)
         if match:
             return int(match.group(1))
         if server.proc.poll() is not None:
             raise AssertionError(f"server exited {server.proc.returncode}:\n{server.stderr}")
-        time.sleep(0.02)
-    raise AssertionError(f"server did not start listening:\n{server.stderr}")
+        return None
+
+    return wait_until(port, timeout, lambda: f"the server to listen:\n{server.stderr}")
 
 
 @dataclass

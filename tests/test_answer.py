@@ -62,12 +62,7 @@ def tokyo_today() -> str:
     return m.today_in(m.SETTINGS[("policy", "timezone")].default)
 
 
-@pytest.fixture
-def fake(upstream):
-    """One fake for the whole module (the shared server is bound to its port), emptied per test."""
-    upstream.clear()
-    yield upstream
-    upstream.clear()
+SHARED_FAKE = True  # `fake` is the module's `upstream`, emptied per test (conftest)
 
 
 @pytest.fixture(scope="module")

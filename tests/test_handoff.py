@@ -21,11 +21,7 @@ ANSWER_KEYS = {"answer", "used_search", "citations", "model", "response_id"}
 CONFIG = "request:\n  handoff_after_s: 1\n"
 
 
-@pytest.fixture
-def fake(upstream):
-    upstream.clear()
-    upstream.default = Reply()
-    return upstream
+SHARED_FAKE = True  # `fake` is the module's `upstream`, emptied per test (conftest)
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import run_cli
+from conftest import run_cli, wait_until
 from fake_upstream import Reply
 from http_client import (
     ACCEPT_BOTH,
@@ -105,16 +105,6 @@ def healthz_status(port) -> int | None:
         return request(port, "GET", "/healthz", timeout=5).status
     except OSError:
         return None
-
-
-def wait_for(predicate, timeout=5.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not reached within {timeout} s")
 
 
 # -- starting up -------------------------------------------------------------------------------
@@ -473,7 +463,7 @@ def test_a_client_hanging_up_on_its_post_does_not_cancel_the_call(serve, fake):
     assert finished.client_disconnected_at is None
     assert finished.status_sent == 200
     assert post(server.port, rpc("ping"), session).status == 200
-    wait_for(lambda: request(server.port, "GET", "/healthz").json()["in_flight"] == 0)
+    wait_until(lambda: request(server.port, "GET", "/healthz").json()["in_flight"] == 0)
 
 
 def test_notifications_cancelled_cancels_the_call_and_ends_its_post(serve, fake):
@@ -535,7 +525,7 @@ def test_stateless_cancel_reaches_only_the_call_of_the_client_that_sent_it(serve
     assert post(server.port, cancel, headers=bob).status == 202
     fake.wait_for_disconnect(1)
     cancelled_reply(bobs().json(), 2)
-    wait_for(lambda: request(server.port, "GET", "/healthz").json()["in_flight"] == 1)
+    wait_until(lambda: request(server.port, "GET", "/healthz").json()["in_flight"] == 1)
     assert fake.requests[0].client_disconnected_at is None
     assert post(server.port, cancel, headers=alice).status == 202
     cancelled_reply(alices().json(), 2)
@@ -550,7 +540,7 @@ def test_stateless_cancel_that_matches_two_alike_clients_cancels_neither(serve, 
     fake.wait_for_requests(2)
     cancel = notification("notifications/cancelled", {"requestId": 2})
     assert post(server.port, cancel).status == 202
-    wait_for(lambda: "none cancelled" in server.stderr, what="the log line")
+    wait_until(lambda: "none cancelled" in server.stderr, what="the log line")
     assert "matches 2 calls from clients that look alike" in server.stderr
     assert request(server.port, "GET", "/healthz").json()["in_flight"] == 2
     assert all(r.client_disconnected_at is None for r in fake.requests)
@@ -648,7 +638,7 @@ def test_connections_past_max_connections_are_closed_at_once_while_all_are_busy(
     finally:
         for sock in held:
             sock.close()
-    wait_for(lambda: healthz_status(server.port) == 200, what="a free slot")
+    wait_until(lambda: healthz_status(server.port) == 200, what="a free slot")
 
 
 def test_refused_requests_trickling_their_bodies_never_fill_max_connections(serve):
@@ -861,7 +851,7 @@ def test_too_many_sessions_gets_429_only_while_every_session_is_busy(serve, fake
         "server.http.max_sessions), each with a call or stream" in reply.json()["error"]["message"]
     )
     stream.close()
-    wait_for(lambda: post(server.port, rpc("initialize", INIT_PARAMS)).status == 200)
+    wait_until(lambda: post(server.port, rpc("initialize", INIT_PARAMS)).status == 200)
     assert post(server.port, rpc("ping"), busy).status == 200
     request(server.port, "DELETE", "/mcp", headers={"Mcp-Session-Id": busy})
     pending()
@@ -893,7 +883,7 @@ def test_idle_sessions_expire(serve):
     assert post(server.port, rpc("ping"), session).status == 200
     health = lambda: request(server.port, "GET", "/healthz").json()  # noqa: E731 - no touch
     assert health()["sessions"] == 1
-    wait_for(lambda: health()["sessions"] == 0, 5, "expiry")
+    wait_until(lambda: health()["sessions"] == 0, 5, "expiry")
     assert post(server.port, rpc("ping"), session).status == 404
 
 
@@ -1285,7 +1275,7 @@ def settled(pid: int) -> dict:
     """The server's figures once openai's background import is over: pydantic (which openai
     imports) is mapped and VmRSS has stopped moving."""
     maps = Path(f"/proc/{pid}/maps")
-    wait_for(lambda: "pydantic_core" in maps.read_text(), 60, "openai loaded")
+    wait_until(lambda: "pydantic_core" in maps.read_text(), 60, "openai loaded")
     last = proc_status(pid)
     for _ in range(60):
         time.sleep(0.5)
@@ -1327,10 +1317,10 @@ def test_an_unread_sse_stream_holds_at_most_sse_outbox_bytes_then_its_posts_get_
     assert after["VmRSS"] - before["VmRSS"] < 4096 + 4 * limit // 1024, (before, after)
     assert after["Threads"] <= before["Threads"] + 1  # no thread per post
     # Full and unread for sse_stall_s: the stream is closed and the session ended.
-    wait_for(lambda: send(rpc("ping", id=9))[0] == 404, 15, "the stalled session's end")
+    wait_until(lambda: send(rpc("ping", id=9))[0] == 404, 15, "the stalled session's end")
     assert "a /sse stream went unread for 2 s" in server.stderr
     read_until_closed(sock, 10)
-    wait_for(lambda: proc_status(server.pid)["Threads"] < before["Threads"], 10, "exit")
+    wait_until(lambda: proc_status(server.pid)["Threads"] < before["Threads"], 10, "exit")
     conn.close()
     sock.close()
 
@@ -1381,7 +1371,7 @@ def test_sigterm_lame_ducks_then_lets_the_call_finish_and_exits_0(serve, fake):
     pending = in_background(post, server.port, rpc("tools/call", call_params(), id=5), session)
     fake.wait_for_requests(1)
     server.proc.send_signal(signal.SIGTERM)
-    health = wait_for(
+    health = wait_until(
         lambda: (r := request(server.port, "GET", "/healthz")).status == 503 and r, 3, "503"
     )
     assert health.json()["status"] == "draining" and health.json()["in_flight"] == 1
@@ -1451,7 +1441,7 @@ def test_sigint_drains_calls_in_flight_and_a_second_one_stops_now(serve, fake):
     pending = in_background(post, server.port, rpc("tools/call", call_params(), id=9), session)
     fake.wait_for_requests(1)
     server.proc.send_signal(signal.SIGINT)
-    wait_for(lambda: "calls in flight get 60 s (Ctrl-C again" in server.stderr, what="drain")
+    wait_until(lambda: "calls in flight get 60 s (Ctrl-C again" in server.stderr, what="drain")
     with pytest.raises(OSError):  # no longer accepting: the port is free already
         request(server.port, "GET", "/healthz", timeout=2)
     assert server.proc.poll() is None and fake.requests[0].client_disconnected_at is None
@@ -1520,7 +1510,7 @@ def test_sdk_client_lists_tools_and_calls_answer_with_progress(serve, fake, kind
     assert answer_of(result)["used_search"] is True
     assert progress and progress[0][0] == 1
     if kind == "streamable":  # the client said goodbye with DELETE
-        wait_for(lambda: request(server.port, "GET", "/healthz").json()["sessions"] == 0)
+        wait_until(lambda: request(server.port, "GET", "/healthz").json()["sessions"] == 0)
 
 
 @pytest.mark.parametrize("kind", ["streamable", "sse"])
@@ -1673,7 +1663,7 @@ def behind_nginx(tmp_path, a_port: int, b_port: int):
         stderr=subprocess.PIPE,
     )
     try:
-        wait_for(lambda: _connectable(port), 5, "nginx listening")
+        wait_until(lambda: _connectable(port), 5, "nginx listening")
         yield port
     finally:
         nginx.terminate()

@@ -53,11 +53,7 @@ def port(request, servers, fake):
     return servers(request.param).port
 
 
-@pytest.fixture
-def fake(upstream):
-    """The module's fake upstream, emptied for this test."""
-    upstream.clear()
-    return upstream
+SHARED_FAKE = True  # `fake` is the module's `upstream`, emptied per test (conftest)
 
 
 def headers_for(message: dict, **overrides) -> dict:

@@ -29,7 +29,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, wait_until
 from fake_upstream import SEARCHED
 from http_client import ACCEPT_BOTH, INIT_PARAMS, request, rpc, wait_listening
 
@@ -193,12 +193,11 @@ def why(response) -> str:
 
 def wait_ready(server, token: str, timeout: float = 30.0):
     """The first answer that is not 503 (the server fetches the issuer's keys at start)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        response = initialize(server.port, token)
-        if response.status != 503 or time.monotonic() > deadline:
-            return response
-        time.sleep(0.1)
+    return wait_until(
+        lambda: (response := initialize(server.port, token)).status != 503 and response,
+        timeout,
+        "an answer other than 503",
+    )
 
 
 # -- metadata and challenges ---------------------------------------------------------------------

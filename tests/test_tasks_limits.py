@@ -250,11 +250,7 @@ def test_calls_waiting_for_their_handoff_point_cost_no_thread_each(tmp_path):
 # -- the spawned server --------------------------------------------------------------------------
 
 
-@pytest.fixture
-def fake(upstream):
-    upstream.clear()
-    upstream.default = Reply()
-    return upstream
+SHARED_FAKE = True  # `fake` is the module's `upstream`, emptied per test (conftest)
 
 
 def http_server(spawn, fake, config="", *args: str, env: dict | None = None, cold=False):

@@ -25,10 +25,7 @@ SLOW = Reply(event_delay=0.25)  # a background response whose events take a few 
 CONFIG = "server:\n  tasks:\n    immediate_ms: 500\nrequest:\n  handoff_after_s: 1\n"
 
 
-@pytest.fixture
-def fake(upstream):
-    upstream.clear()
-    return upstream
+SHARED_FAKE = True  # `fake` is the module's `upstream`, emptied per test (conftest)
 
 
 @pytest.fixture(scope="module")

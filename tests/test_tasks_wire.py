@@ -115,11 +115,7 @@ class Http:
         return response.json()
 
 
-@pytest.fixture
-def fake(upstream):
-    upstream.clear()
-    upstream.default = Reply()
-    return upstream
+SHARED_FAKE = True  # `fake` is the module's `upstream`, emptied per test (conftest)
 
 
 @pytest.fixture(scope="module")
