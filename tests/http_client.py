@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import os
 import re
 import socket
 import time
@@ -202,6 +204,16 @@ def proc_status(pid: int) -> dict:
     with open(f"/proc/{pid}/status", encoding="ascii") as status:
         fields = dict(line.split(":", 1) for line in status if ":" in line)
     return {"VmRSS": int(fields["VmRSS"].split()[0]), "Threads": int(fields["Threads"])}
+
+
+def sockets_of(pid: int) -> int:
+    """How many sockets a running process holds open (from /proc/<pid>/fd): a connection
+    counts once the process has accepted it."""
+    count = 0
+    for fd in os.scandir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):  # closed between the listing and the look
+            count += os.readlink(fd.path).startswith("socket:")
+    return count
 
 
 def unread_sse(port) -> tuple[socket.socket, str]:

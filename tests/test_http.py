@@ -36,6 +36,7 @@ from http_client import (
     read_until_closed,
     request,
     rpc,
+    sockets_of,
     unread_sse,
     wait_listening,
 )
@@ -564,13 +565,16 @@ def test_odd_responses_posted_are_accepted_without_an_answer(serve, message):
 
 @pytest.mark.parametrize("sent", [b"", b"GE"], ids=["nothing", "part-of-a-request-line"])
 def test_at_max_connections_a_new_connection_closes_the_longest_idle_one(serve, sent):
-    server = serve(config=http_config(max_connections=2, request_line_timeout_s=30))
+    # cold: its pid, whose accepted sockets say when each is parked (the accepting thread
+    # parks one before it accepts the next), the oldest first
+    server = serve(config=http_config(max_connections=2, request_line_timeout_s=30), cold=True)
+    sockets = sockets_of(server.pid)
     oldest = raw_connection(server.port)
     oldest.sendall(sent)
-    time.sleep(0.3)  # "longest idle" must be unambiguous
+    wait_until(lambda: sockets_of(server.pid) > sockets, 10, "the oldest accepted")
     newer = raw_connection(server.port)
     newer.sendall(sent)
-    time.sleep(0.3)  # both are waiting in the server before the next one comes
+    wait_until(lambda: sockets_of(server.pid) > sockets + 1, 10, "the newer accepted")
     assert request(server.port, "GET", "/healthz").status == 200
     assert read_until_closed(oldest, timeout=5.0) == b""
     rest = b"T /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
@@ -587,7 +591,7 @@ def test_a_connection_sending_its_headers_a_byte_at_a_time_makes_room_like_an_id
     for sock in slow:
         for byte in b"POST /mcp HTTP/1.1\r\nHost: 1":
             sock.sendall(bytes([byte]))
-    time.sleep(0.3)  # both are reading their headers in the server
+    time.sleep(0.3)  # sleep: unreported (issue 40): both are reading their headers
     try:
         assert request(server.port, "GET", "/healthz").status == 200
         assert request(server.port, "GET", "/healthz").status == 200
@@ -629,7 +633,7 @@ def test_connections_past_max_connections_are_closed_at_once_while_all_are_busy(
             b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: 50\r\n\r\n"
         )
-    time.sleep(0.3)
+    time.sleep(0.3)  # sleep: unreported (issue 40): both are reading their bodies
     try:
         extra = raw_connection(server.port)
         started = time.monotonic()
@@ -679,7 +683,7 @@ def test_idle_connections_hold_no_thread_and_never_lock_token_holders_out(serve)
     before = proc_status(server.pid)
     idle = [raw_connection(server.port) for _ in range(300)]
     try:
-        time.sleep(0.5)
+        time.sleep(0.5)  # sleep: unreported (issue 40): the server has taken all 300
         held = proc_status(server.pid)
         assert held["Threads"] <= before["Threads"] + 2, (before, held)  # none per connection
         served = [
@@ -704,7 +708,7 @@ def test_a_kept_alive_connection_waits_idle_timeout_s_not_the_request_line_time(
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     conn.request("GET", "/healthz")
     assert conn.getresponse().read()
-    time.sleep(2.5)  # past request_line_timeout_s: only a new connection must be that quick
+    time.sleep(2.5)  # sleep: the point: past request_line_timeout_s, only a new one is closed
     conn.request("GET", "/healthz")
     assert conn.getresponse().status == 200
     conn.close()
@@ -1278,7 +1282,7 @@ def settled(pid: int) -> dict:
     wait_until(lambda: "pydantic_core" in maps.read_text(), 60, "openai loaded")
     last = proc_status(pid)
     for _ in range(60):
-        time.sleep(0.5)
+        time.sleep(0.5)  # sleep: the point: the window VmRSS must hold still over
         now = proc_status(pid)
         if abs(now["VmRSS"] - last["VmRSS"]) < 256:
             return now
