@@ -222,7 +222,7 @@ def test_healthz_answers_while_every_connection_is_busy(spawn, fake):
             b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: 50\r\n\r\n"
         )
-    time.sleep(0.3)
+    time.sleep(0.3)  # sleep: unreported (issue 40): both are reading their bodies
     try:
         health = request(server.port, "GET", "/healthz", timeout=10)
         assert health.status == 200 and health.json()["status"] == "ok"
@@ -329,7 +329,7 @@ def test_a_rolling_restart_leaves_a_task_running_for_the_other_instance(spawn, f
     assert result["result"]["structuredContent"]["answer"]
     assert fake.cancels == []
     wait_until(lambda: ledger_rows(tmp_path, "ok") == 1, 20, "the row")
-    time.sleep(1)  # nothing more comes
+    time.sleep(1)  # sleep: the point: a window in which a second row would come
     assert ledger_rows(tmp_path, "ok") == 1 and ledger_rows(tmp_path, "cancelled") == 0
     path = tmp_path / "xdg-state" / "openai-responses-mcp" / "state.sqlite3"
     with sqlite3.connect(path) as conn:
@@ -381,7 +381,7 @@ def test_without_a_restart_the_creator_alone_records_a_task_another_instance_ser
     _, result = classic(b.port, "tasks/result", {"taskId": task_id})
     assert "result" in result, result
     wait_until(lambda: ledger_rows(tmp_path, "ok") >= 1, 20, "the row")
-    time.sleep(2)  # B's read ended too: it writes nothing
+    time.sleep(2)  # sleep: the point: B's read ended too, and a row of B's would come now
     assert ledger_rows(tmp_path, "ok") == 1
 
 
