@@ -8,6 +8,7 @@ import itertools
 import json
 import re
 import socket
+import threading
 import time
 
 import pytest
@@ -1130,7 +1131,7 @@ def stalled_call(server: Server, fake) -> str:
     send_call(server, request_id)
     (rec,) = fake.wait_for_requests(1)
     wait_until(lambda: rec.events_sent >= 3, what="stream stalled")
-    time.sleep(0.05)  # the worker is now blocked reading the silent stream
+    time.sleep(0.05)  # sleep: unreported (issue 40): the worker now blocks reading the stream
     return request_id
 
 
@@ -1373,8 +1374,14 @@ def test_the_background_warm_up_starts_once_however_many_sessions_initialize(tmp
     engine = m.AnswerEngine(config, m.Log())
     started = []
     monkeypatch.setattr(engine, "_warm", lambda: started.append(1))
+    before = set(threading.enumerate())
     for _ in range(3):
         engine.warm_up(delay=0)
     wait_until(lambda: started, what="the warm-up")
-    time.sleep(0.1)
+    # Each warm-up runs on a timer thread: once every one started here has ended, a second
+    # warm-up, had one been started, would have been counted.
+    wait_until(
+        lambda: all(t in before for t in threading.enumerate() if isinstance(t, threading.Timer)),
+        what="the warm-up timers' end",
+    )
     assert started == [1]
