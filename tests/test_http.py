@@ -586,12 +586,13 @@ def test_a_connection_sending_its_headers_a_byte_at_a_time_makes_room_like_an_id
     # Issue 18 audit: a slow client (or an attacker without the token, which is in the headers)
     # that trickles its request line and headers held its slot and a thread for
     # header_timeout_s, and at max_connections every new connection was closed meanwhile.
-    server = serve(config=http_config(max_connections=2, header_timeout_s=60))
+    server = serve(config=http_config(max_connections=2, header_timeout_s=60), cold=True)
+    threads = proc_status(server.pid)["Threads"]  # cold: its pid, for its worker threads
     slow = [raw_connection(server.port), raw_connection(server.port)]
     for sock in slow:
         for byte in b"POST /mcp HTTP/1.1\r\nHost: 1":
             sock.sendall(bytes([byte]))
-    time.sleep(0.3)  # sleep: unreported (issue 40): both are reading their headers
+    wait_until(lambda: proc_status(server.pid)["Threads"] >= threads + 2, 10, "both read")
     try:
         assert request(server.port, "GET", "/healthz").status == 200
         assert request(server.port, "GET", "/healthz").status == 200
@@ -626,14 +627,15 @@ def test_making_room_passes_over_a_parked_connection_whose_request_has_arrived()
 
 
 def test_connections_past_max_connections_are_closed_at_once_while_all_are_busy(serve):
-    server = serve(config=http_config(max_connections=2, header_timeout_s=30))
+    server = serve(config=http_config(max_connections=2, header_timeout_s=30), cold=True)
+    threads = proc_status(server.pid)["Threads"]  # cold: its pid, for its worker threads
     held = [raw_connection(server.port), raw_connection(server.port)]
     for sock in held:  # a request under way (its headers in, its body awaited): not idle
         sock.sendall(
             b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: 50\r\n\r\n"
         )
-    time.sleep(0.3)  # sleep: unreported (issue 40): both are reading their bodies
+    wait_until(lambda: proc_status(server.pid)["Threads"] >= threads + 2, 10, "a worker each")
     try:
         extra = raw_connection(server.port)
         started = time.monotonic()

@@ -211,18 +211,19 @@ def test_a_task_answered_from_the_cache_is_served_by_another_instance(spawn, fak
 def test_healthz_answers_while_every_connection_is_busy(spawn, fake):
     """server.http.max_connections all busy with long calls: /healthz still answers (a load
     balancer would take the instance for dead); anything else past the cap is closed."""
-    from http_client import raw_connection, read_until_closed, request, wait_listening
+    from http_client import proc_status, raw_connection, read_until_closed, request, wait_listening
 
     config = "server:\n  http:\n    max_connections: 2\n    header_timeout_s: 30\n"
-    server = spawn("--http", "127.0.0.1:0", config=config, upstream=fake)
+    server = spawn("--http", "127.0.0.1:0", config=config, upstream=fake, cold=True)
     server.port = wait_listening(server)
+    threads = proc_status(server.pid)["Threads"]  # cold: its pid, for its worker threads
     held = [raw_connection(server.port) for _ in range(2)]
     for sock in held:  # a request under way (its body awaited): busy, not idle
         sock.sendall(
             b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: 50\r\n\r\n"
         )
-    time.sleep(0.3)  # sleep: unreported (issue 40): both are reading their bodies
+    wait_until(lambda: proc_status(server.pid)["Threads"] >= threads + 2, 10, "a worker each")
     try:
         health = request(server.port, "GET", "/healthz", timeout=10)
         assert health.status == 200 and health.json()["status"] == "ok"
