@@ -10,6 +10,7 @@ import contextlib
 import http.client
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -681,11 +682,20 @@ def test_idle_connections_hold_no_thread_and_never_lock_token_holders_out(serve)
         config=http_config(request_line_timeout_s=60), env={"MCP_HTTP_TOKEN": TOKEN}, cold=True
     )
     auth = {"Authorization": f"Bearer {TOKEN}"}
+    sockets = sockets_of(server.pid)  # its own: the listener's and the lobby's
     assert request(server.port, "GET", "/usage", headers=auth).status in (200, 404)
+    wait_until(lambda: sockets_of(server.pid) == sockets, 10, "the /usage connection's close")
     before = proc_status(server.pid)
     idle = [raw_connection(server.port) for _ in range(300)]
+    closed = select.poll()  # the ones the server closed (past max_connections) read their end
+    for sock in idle:
+        closed.register(sock, select.POLLIN)
+
+    def taken() -> bool:  # each held by the server, or closed by it to make room
+        return sockets_of(server.pid) - sockets + len(closed.poll(0)) >= 300
+
     try:
-        time.sleep(0.5)  # sleep: unreported (issue 40): the server has taken all 300
+        wait_until(taken, 30, "all 300 taken")
         held = proc_status(server.pid)
         assert held["Threads"] <= before["Threads"] + 2, (before, held)  # none per connection
         served = [
