@@ -110,6 +110,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from waiting import wait_until
+
 __all__ = [
     "DEFAULT_MODELS",
     "SHUTDOWN_DATES",
@@ -1732,7 +1734,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     self._mark_disconnected(now)
                     self.close_connection = True
                     return True
-                time.sleep(0.001)  # unexpected client bytes; don't spin
+                time.sleep(0.001)  # sleep: unexpected client bytes; don't spin
             if remaining <= 0:
                 return False
 
@@ -1970,13 +1972,9 @@ class FakeResponsesAPI:
     def cancels(self) -> list[Recorded]:
         return [r for r in self.requests_to("POST", "/v1/responses/") if r.path.endswith("/cancel")]
 
-    def wait_until(self, predicate, timeout: float = 5.0) -> None:
-        """Wait until ``predicate()`` is true (polled: it may read ``requests`` and the like)."""
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"condition not met within {timeout}s")
-            time.sleep(0.01)
+    # Wait until ``predicate()`` is true (polled: it may read ``requests`` and the like): the
+    # tests' one wait (tests/waiting.py), here for the tests that hold only the fake.
+    wait_until = staticmethod(wait_until)
 
     @property
     def background_ids(self) -> list[str]:

@@ -448,59 +448,72 @@ def test_cli_exits_2_with_one_line_for_a_value_out_of_range(tmp_path):
     assert "request.max_retries" in line
     assert f"{path}:2" in line
     assert "an integer from 0 to 10" in line
+    assert line.startswith("openai-responses-mcp: config error: ")
     assert proc.stdout == ""
 
 
-def test_cli_exits_2_with_one_line_for_an_unknown_reasoning_effort_in_env(tmp_path):
-    proc = run_cli(tmp_path, "--show-config", env={"ANSWER_EFFORT": "turbo"})
-    assert proc.returncode == 2
-    line = one_stderr_line(proc)
-    assert "model_profiles.answer.reasoning_effort" in line
-    assert "env ANSWER_EFFORT" in line
-    assert "none, minimal, low, medium, high, xhigh" in line
+# Each config error's one line, in process (the exit 2, the one stderr line, its prefix and an
+# empty stdout are the spawned test's above). "{path}" stands for the config file's path.
+BAD_SETTINGS = {
+    "effort-from-env": (
+        None,
+        {"ANSWER_EFFORT": "turbo"},
+        [
+            "model_profiles.answer.reasoning_effort",
+            "env ANSWER_EFFORT",
+            "none, minimal, low, medium, high, xhigh",
+        ],
+    ),
+    "timezone": ("policy:\n  timezone: Atlantis/Lost_City\n", {}, ["policy.timezone", "{path}:2"]),
+    "location-country-name": (
+        "search:\n  user_location:\n    country: Japan\n",
+        {},
+        ['search.user_location.country = "Japan"', "{path}:3"],
+    ),
+    "location-country-code": (
+        "search:\n  user_location:\n    country: J1\n",
+        {},
+        ["must be a two-letter ISO country code", "{path}:3"],
+    ),
+    "location-timezone": (
+        "search:\n  user_location:\n    timezone: Atlantis/Lost_City\n",
+        {},
+        ["search.user_location.timezone = 'Atlantis/Lost_City'", "{path}:3"],
+    ),
+    "base-url-without-scheme": (
+        None,
+        {"OPENAI_BASE_URL": "api.openai.com/v1"},
+        [
+            'openai.base_url = "api.openai.com/v1" '
+            "(from env OPENAI_BASE_URL) must be an http:// or https:// URL"
+        ],
+    ),
+    "empty-default-domain": (
+        'search:\n  defaults:\n    domains: ["example.com", ""]\n',
+        {},
+        ['search.defaults.domains (from {path}:3): item "" is empty'],
+    ),
+    "bad-bool": ("server:\n  debug: on\n", {}, ["server.debug", "{path}:2", "true or false"]),
+    "section-not-a-mapping": ("server: true\n", {}, ["server", "{path}:1"]),
+}
 
 
-def test_cli_exits_2_with_one_line_for_a_bad_timezone(tmp_path):
-    path = write(tmp_path, "policy:\n  timezone: Atlantis/Lost_City\n")
-    proc = run_cli(tmp_path, "--stdio", "--config", str(path), input="")
-    assert proc.returncode == 2
-    line = one_stderr_line(proc)
-    assert "policy.timezone" in line
-    assert f"{path}:2" in line
-    assert proc.stdout == ""
-
-
-@pytest.mark.parametrize(
-    ("yaml", "words"),
-    [
-        ("country: Japan", 'search.user_location.country = "Japan"'),
-        ("country: J1", "must be a two-letter ISO country code"),
-        ("timezone: Atlantis/Lost_City", "search.user_location.timezone = 'Atlantis/Lost_City'"),
-    ],
-)
-def test_cli_exits_2_for_a_user_location_the_web_search_would_refuse(tmp_path, yaml, words):
-    path = write(tmp_path, f"search:\n  user_location:\n    {yaml}\n")
-    proc = run_cli(tmp_path, "--stdio", "--config", str(path), input="")
-    assert proc.returncode == 2
-    line = one_stderr_line(proc)
-    assert words in line and f"{path}:3" in line
-    assert proc.stdout == ""
+@pytest.mark.parametrize(("yaml", "variables", "words"), BAD_SETTINGS.values(), ids=BAD_SETTINGS)
+def test_a_bad_setting_is_one_config_error_line_naming_it(tmp_path, env, yaml, variables, words):
+    message = config_error(tmp_path, {**env, **variables}, yaml)
+    path = tmp_path / "config.yaml"
+    for word in words:
+        assert word.format(path=path) in message, message
+    if "domains" in message:
+        assert "a list of strings" not in message
+    if "base_url" in message:
+        assert message.startswith(words[0])
 
 
 def test_a_two_letter_country_and_a_known_zone_are_accepted(tmp_path, env):
     path = write(tmp_path, "search:\n  user_location: {country: jp, timezone: UTC}\n")
     config = mcp.load_config({"config": str(path)}, env)
     assert config.get("search", "user_location", "country") == "jp"
-
-
-def test_cli_exits_2_naming_a_base_url_without_a_scheme_and_its_source(tmp_path):
-    proc = run_cli(tmp_path, "--stdio", env={"OPENAI_BASE_URL": "api.openai.com/v1"}, input="")
-    assert proc.returncode == 2
-    assert one_stderr_line(proc).startswith(
-        'openai-responses-mcp: config error: openai.base_url = "api.openai.com/v1" '
-        "(from env OPENAI_BASE_URL) must be an http:// or https:// URL"
-    )
-    assert proc.stdout == ""
 
 
 @pytest.mark.parametrize(
@@ -518,35 +531,6 @@ def test_default_domains_are_normalised_like_a_calls_domains(tmp_path, env):
     )
     config = load(tmp_path, env, yaml)
     assert config.get("search", "defaults", "domains") == ["docs.python.org", "xn--bcher-kva.de"]
-
-
-def test_cli_exits_2_naming_an_empty_default_domain_and_its_file_line(tmp_path):
-    path = write(tmp_path, 'search:\n  defaults:\n    domains: ["example.com", ""]\n')
-    proc = run_cli(tmp_path, "--show-config", "--config", str(path))
-    assert proc.returncode == 2
-    line = one_stderr_line(proc)
-    assert f'search.defaults.domains (from {path}:3): item "" is empty' in line
-    assert "a list of strings" not in line
-
-
-def test_cli_exits_2_with_one_line_for_a_bad_bool(tmp_path):
-    path = write(tmp_path, "server:\n  debug: on\n")
-    proc = run_cli(tmp_path, "--show-config", "--config", str(path))
-    assert proc.returncode == 2
-    line = one_stderr_line(proc)
-    assert "server.debug" in line
-    assert f"{path}:2" in line
-    assert "true or false" in line
-
-
-def test_cli_exits_2_with_one_line_for_a_section_that_is_not_a_mapping(tmp_path):
-    path = write(tmp_path, "server: true\n")
-    proc = run_cli(tmp_path, "--show-config", "--config", str(path))
-    assert proc.returncode == 2, proc.stderr
-    line = one_stderr_line(proc)
-    assert "server" in line
-    assert f"{path}:1" in line
-    assert "Traceback" not in proc.stderr
 
 
 # -- accepted values --------------------------------------------------------------------------

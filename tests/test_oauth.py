@@ -29,7 +29,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, wait_until
 from fake_upstream import SEARCHED
 from http_client import ACCEPT_BOTH, INIT_PARAMS, request, rpc, wait_listening
 
@@ -193,12 +193,11 @@ def why(response) -> str:
 
 def wait_ready(server, token: str, timeout: float = 30.0):
     """The first answer that is not 503 (the server fetches the issuer's keys at start)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        response = initialize(server.port, token)
-        if response.status != 503 or time.monotonic() > deadline:
-            return response
-        time.sleep(0.1)
+    return wait_until(
+        lambda: (response := initialize(server.port, token)).status != 503 and response,
+        timeout,
+        "an answer other than 503",
+    )
 
 
 # -- metadata and challenges ---------------------------------------------------------------------
@@ -497,6 +496,7 @@ def test_tokens_never_appear_in_logs_even_with_debug(issuer, protected):
     server = protected(issuer.url, "--debug")
     good = issuer.token(server.resource)
     assert wait_ready(server, good).status == 200
+    logged = server.stderr.count("token refused (")
     bad = [
         issuer.token(server.resource, exp=int(time.time()) - 3600),
         issuer.token("http://elsewhere/mcp"),
@@ -508,7 +508,8 @@ def test_tokens_never_appear_in_logs_even_with_debug(issuer, protected):
         assert response.status in (401, 403)
         assert token not in response.body.decode()
         assert token not in response.headers["www-authenticate"]
-    time.sleep(0.5)
+    # each refusal is logged (--debug) before its answer: wait for all of them
+    wait_until(lambda: server.stderr.count("token refused (") >= logged + len(bad), 10, "logs")
     log = server.stderr
     assert "token refused" in log  # --debug says why
     for token in [good, *bad]:
@@ -588,11 +589,8 @@ def test_oauth_serves_a_non_loopback_address_without_a_shared_token(spawn, fake,
     """OAuth is authentication: an open address needs no MCP_HTTP_TOKEN besides it."""
     config = auth_config(issuer.url, public_url="https://mcp.example.com")
     server = spawn("--http", "0.0.0.0:0", config=config, upstream=fake)
-    deadline = time.monotonic() + 15
-    while "serving MCP on" not in server.stderr:
-        assert server.proc.poll() is None, server.stderr
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: "serving MCP on" in server.stderr or server.proc.poll(), 15, "serving")
+    assert server.proc.poll() is None, server.stderr
     assert "for https://mcp.example.com/mcp" in server.stderr
 
 
@@ -1064,7 +1062,7 @@ class Introspector:
                     owner._now += 1
                     owner.most = max(owner.most, owner._now)
                     owner.hashes.append(hashlib.sha256(token.encode()).hexdigest())
-                time.sleep(owner.delay)
+                time.sleep(owner.delay)  # sleep: the point: the introspector's set slowness
                 with owner._lock:
                     owner._now -= 1
                 if owner.failing and token not in owner.answers:
