@@ -15656,7 +15656,7 @@ def _tool_choices() -> str:
 # switch that sets the config key `setting`, which shows it as the source), value (given once),
 # values (repeats, each kept), optional (takes the next word unless it is a flag). with: the
 # flag or mode it goes with, said first in its help.
-SERVE, ASK, CONFIG, CHECK, STATE, ABOUT = (
+_IN_SERVE, _IN_ASK, _IN_CONFIG, _IN_CHECK, _IN_STATE, _IN_ABOUT = (
     "serve MCP",
     "answer one question here",
     "config",
@@ -15665,84 +15665,92 @@ SERVE, ASK, CONFIG, CHECK, STATE, ABOUT = (
     "this program",
 )
 FLAG_TABLE = (
-    _flag(("--stdio",), "stdio", "switch", "", SERVE,
+    _flag(("--stdio",), "stdio", "switch", "", _IN_SERVE,
           "serve MCP on stdin/stdout (what MCP clients launch)"),
-    _flag(("--http",), "http", "value", "[HOST:]PORT", SERVE,
+    _flag(("--http",), "http", "value", "[HOST:]PORT", _IN_SERVE,
           "serve MCP over HTTP at /mcp (legacy SSE at /sse, health at /healthz); HOST defaults "
           "to 127.0.0.1, PORT 0 picks a free port"),
-    _flag(("--stateless",), "stateless", "setting", "", SERVE,
+    _flag(("--stateless",), "stateless", "setting", "", _IN_SERVE,
           "no sessions, so any instance can answer any request", "--http",
           ("server", "http", "stateless")),
-    _flag(("--http-token",), "http_token", "value", "TOKEN", SERVE,
+    _flag(("--http-token",), "http_token", "value", "TOKEN", _IN_SERVE,
           "require 'Authorization: Bearer TOKEN' (better: set the environment variable "
           "MCP_HTTP_TOKEN, which other users cannot see)", "--http"),
-    _flag(("--http-allow-insecure",), "http_allow_insecure", "setting", "", SERVE,
+    _flag(("--http-allow-insecure",), "http_allow_insecure", "setting", "", _IN_SERVE,
           "allow a non-loopback HOST without a token (only behind a proxy that "
           "authenticates)", "--http", ("server", "http", "allow_insecure")),
-    _flag(("--ask",), "ask", "value", "QUERY", ASK,
+    _flag(("--ask",), "ask", "value", "QUERY", _IN_ASK,
           "answer one question: the answer, its sources and cost on a terminal, the result "
           "JSON when piped or with --json (checks key, model, config); a question that starts "
           "with '-' goes as --ask=\"-x?\" or --ask -- \"-x?\""),
-    _flag(("--file",), "files", "values", "PATH", ASK,
+    _flag(("--file",), "files", "values", "PATH", _IN_ASK,
           "attach a file (a path, https:// or data: URL) as the tools' `files` do, same checks "
           "and limits (files.*); repeatable", "--ask"),
-    _flag(("--tool",), "tool", "value", "NAME", ASK, "{tools}", "--ask"),
-    _flag(("--config",), "config", "value", "PATH", CONFIG,
+    _flag(("--tool",), "tool", "value", "NAME", _IN_ASK, "{tools}", "--ask"),
+    _flag(("--config",), "config", "value", "PATH", _IN_CONFIG,
           "YAML config file (default: {default_config})"),
-    _flag(("--model",), "model", "value", "ID", CONFIG,
+    _flag(("--model",), "model", "value", "ID", _IN_CONFIG,
           "model for the answer tool (overrides config and MODEL_ANSWER)"),
-    _flag(("--debug",), "debug", "optional", "[PATH]", CONFIG,
+    _flag(("--debug",), "debug", "optional", "[PATH]", _IN_CONFIG,
           "debug lines on stderr, and appended to PATH if given"),
-    _flag(("--show-config",), "show_config", "switch", "", CONFIG,
+    _flag(("--show-config",), "show_config", "switch", "", _IN_CONFIG,
           "print the effective config and where each value came from, to stderr"),
-    _flag(("--print-example",), "print_example", "value", "|".join(EXAMPLES), CONFIG,
+    _flag(("--print-example",), "print_example", "value", "|".join(EXAMPLES), _IN_CONFIG,
           "print the shipped config.yaml example, or a policy.system file example (policy: "
           "rules to append; policy-replace: the built-in policy to edit)"),
-    _flag(("--doctor",), "doctor", "switch", "", CHECK,
+    _flag(("--doctor",), "doctor", "switch", "", _IN_CHECK,
           "check the installation, config, key, endpoint and models, one line per check with "
           "its fix (exit 1 if any fails), then print the lines that add this server to Claude "
           "Code, Codex CLI and Cursor"),
-    _flag(("--live",), "live", "switch", "", CHECK,
+    _flag(("--live",), "live", "switch", "", _IN_CHECK,
           "also make one small real answer and print its cost", "--doctor"),
-    _flag(("--usage",), "usage", "switch", "", STATE,
+    _flag(("--usage",), "usage", "switch", "", _IN_STATE,
           "print spend by day, model and tool from the usage ledger"),
-    _flag(("--since",), "since", "value", "YYYY-MM-DD", STATE,
+    _flag(("--since",), "since", "value", "YYYY-MM-DD", _IN_STATE,
           "only from this day on (in policy.timezone)", "--usage"),
-    _flag(("--json",), "json", "switch", "", STATE,
+    _flag(("--json",), "json", "switch", "", _IN_STATE,
           "print JSON instead of text (--ask prints JSON anyway when its output is not a "
           "terminal)", "--ask, --usage or --user list"),
-    _flag(("--user",), "user", "value", "add NAME", STATE,
+    _flag(("--user",), "user", "value", "add NAME", _IN_STATE,
           "add a named user for --http: prints its new token once, alone on the last line "
           "(only a hash is kept in the state); every --http server on the same state then "
           "requires a token, even on 127.0.0.1"),
-    _flag(("--user",), "user", "value", "list", STATE,
+    _flag(("--user",), "user", "value", "list", _IN_STATE,
           "list the users (never a token), with their allowances"),
-    _flag(("--user",), "user", "value", "revoke NAME", STATE,
+    _flag(("--user",), "user", "value", "revoke NAME", _IN_STATE,
           "revoke a user's token: running servers refuse it within seconds (--user add NAME "
           "later gives a new one, keeping its allowances)"),
-    _flag(("--user",), "user", "value", "rotate NAME", STATE,
+    _flag(("--user",), "user", "value", "rotate NAME", _IN_STATE,
           "give a user a new token (printed once, as by add); the old one is refused within "
           "seconds; allowances and usage stay"),
-    _flag(("--user",), "user", "value", "limit NAME", STATE,
+    _flag(("--user",), "user", "value", "limit NAME", _IN_STATE,
           "set a user's own allowances (--daily-usd, --monthly-usd)"),
-    _flag(("--daily-usd",), "daily_usd", "value", "X", STATE,
+    _flag(("--daily-usd",), "daily_usd", "value", "X", _IN_STATE,
           "this user's daily allowance in USD (over budget.per_user_daily_usd; with limit, "
           "none: back to that)", "--user add NAME or --user limit NAME"),
-    _flag(("--monthly-usd",), "monthly_usd", "value", "Y", STATE,
+    _flag(("--monthly-usd",), "monthly_usd", "value", "Y", _IN_STATE,
           "this user's monthly allowance in USD (over budget.per_user_monthly_usd; with limit, "
           "none: back to that)", "--user add NAME or --user limit NAME"),
-    _flag(("--upgrade-state",), "upgrade_state", "switch", "", STATE,
+    _flag(("--upgrade-state",), "upgrade_state", "switch", "", _IN_STATE,
           "upgrade the state to this version's schema now, with the --http server's config "
           "(an upgrade may need its server.auth.issuer), and file under that issuer OAuth "
           "subjects an earlier upgrade left without it"),
-    _flag(("--version", "-V"), "version", "switch", "", ABOUT, "print the version"),
-    _flag(("--help", "-h"), "help", "switch", "", ABOUT, "print this help"),
+    _flag(("--version", "-V"), "version", "switch", "", _IN_ABOUT, "print the version"),
+    _flag(("--help", "-h"), "help", "switch", "", _IN_ABOUT, "print this help"),
 )  # fmt: skip
-FLAGS = {}  # each name (short forms too) to the first row of its flag
-for _row_ in FLAG_TABLE:
-    for _name_ in _row_["names"]:
-        FLAGS.setdefault(_name_, _row_)
-del _row_, _name_
+
+
+def _first_rows(table: tuple) -> dict:
+    """Each name (short forms too) to the first row of its flag, in the table's order (the
+    order did-you-mean weighs equally close names in)."""
+    index: dict = {}
+    for row in table:
+        for name in row["names"]:
+            index.setdefault(name, row)
+    return index
+
+
+FLAGS = _first_rows(FLAG_TABLE)
 
 
 def _wrap(text: str, width: int) -> list[str]:

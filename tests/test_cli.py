@@ -114,6 +114,12 @@ def test_help_names_every_flag_short_forms_and_every_tool(tmp_path, short):
     assert "answer_deep (when tools.answer_deep is on)" in tool_help
 
 
+def test_every_other_name_for_a_flag_names_one_of_the_table():
+    """FLAG_ALIASES (--query: --ask) must point at a flag parse_args knows."""
+    assert set(mcp.FLAG_ALIASES.values()) <= set(mcp.FLAGS)
+    assert not set(mcp.FLAG_ALIASES) & set(mcp.FLAGS)  # nor shadow one
+
+
 @pytest.mark.parametrize(
     "row", [row for row in mcp.FLAG_TABLE if row["with"]], ids=lambda row: row["names"][0]
 )
