@@ -15852,71 +15852,189 @@ usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--sh
        {SERVER_NAME} --user add NAME [--daily-usd X] [--monthly-usd Y] | list | revoke NAME
               | rotate NAME | limit NAME [--daily-usd X|none] [--monthly-usd Y|none]
        {SERVER_NAME} --upgrade-state [--config PATH]
-       {SERVER_NAME} --help | --version"""
-
-HELP = f"""{USAGE}
-
-An MCP server: each call of its tools answer, answer_detailed and answer_quick becomes one
-OpenAI Responses API request with web search allowed, returning
-{{answer, used_search, citations[{{url, title, published_at}}], model}}.
-
-options:
-  --stdio            serve MCP on stdin/stdout (what MCP clients launch)
-  --http [HOST:]PORT serve MCP over HTTP at /mcp (legacy SSE at /sse, health at /healthz);
-                     HOST defaults to 127.0.0.1, PORT 0 picks a free port
-  --stateless        with --http: no sessions, so any instance can answer any request
-  --http-token TOKEN with --http: require 'Authorization: Bearer TOKEN' (better: set the
-                     environment variable MCP_HTTP_TOKEN, which other users cannot see)
-  --http-allow-insecure  with --http: allow a non-loopback HOST without a token (only behind
-                     a proxy that authenticates)
-  --ask QUERY        answer one question: the answer, its sources and cost on a terminal, the
-                     result JSON when piped or with --json (checks key, model, config)
-  --file PATH        with --ask, repeatable: attach a file (a path, https:// or data: URL)
-                     as the tools' `files` do, same checks and limits (files.*)
-  --tool NAME        tool for --ask: answer (default), answer_detailed or answer_quick
-  --config PATH      YAML config file (default: {default_config_path(dict(os.environ))})
-  --model ID         model for the answer tool (overrides config and MODEL_ANSWER)
-  --debug [PATH]     debug lines on stderr, and appended to PATH if given
-  --show-config      print the effective config and where each value came from, to stderr
-  --print-example config|policy|policy-replace
-                     print the shipped config.yaml example, or a policy.system file example
-                     (policy: rules to append; policy-replace: the built-in policy to edit)
-  --doctor           check the installation, config, key, endpoint and models, one line
-                     per check with its fix (exit 1 if any fails), then print the lines that
-                     add this server to Claude Code, Codex CLI and Cursor
-  --live             with --doctor: also make one small real answer and print its cost
-  --usage            print spend by day, model and tool from the usage ledger (state.path)
-  --since DATE       with --usage: only from this day on (YYYY-MM-DD, in policy.timezone)
-  --json             with --ask, --usage or --user list: print JSON instead of text (--ask
-                     prints JSON anyway when its output is not a terminal)
-  --user add NAME    add a named user for --http: prints its new token once, alone on the
-                     last line (only a hash is kept in the state); every --http server on the
-                     same state then requires a token, even on 127.0.0.1
-  --user list        list the users (never a token), with their allowances
-  --user revoke NAME revoke a user's token: running servers refuse it within seconds
-                     (--user add NAME later gives a new one, keeping its allowances)
-  --user rotate NAME give a user a new token (printed once, as by add); the old one is
-                     refused within seconds; allowances and usage stay
-  --user limit NAME  set a user's own allowances (--daily-usd, --monthly-usd)
-  --daily-usd X      with --user add or limit: this user's daily allowance in USD (over
-                     budget.per_user_daily_usd; with limit, none: back to that)
-  --monthly-usd Y    with --user add or limit: this user's monthly allowance in USD (over
-                     budget.per_user_monthly_usd; with limit, none: back to that)
-  --upgrade-state    upgrade the state to this version's schema now, with the --http
-                     server's config (an upgrade may need its server.auth.issuer), and file
-                     under that issuer OAuth subjects an earlier upgrade left without it
-  --version          print the version
-  --help             print this help
-
-The API key is read from the environment variable OPENAI_API_KEY (openai.api_key_env).
-"""
-
+       {SERVER_NAME} -h | --help | -V | --version"""
 
 EXAMPLES = {
     "config": CONFIG_EXAMPLE,
     "policy": POLICY_EXAMPLE,
     "policy-replace": POLICY_REPLACE_EXAMPLE,
 }
+
+
+def _flag(names, key, kind, metavar, group, text, goes_with="", setting=None) -> dict:
+    return {
+        "names": names,
+        "key": key,
+        "kind": kind,
+        "metavar": metavar,
+        "group": group,
+        "help": text,
+        "with": goes_with,
+        "setting": setting,
+    }
+
+
+def _tool_choices() -> str:
+    """The tools --tool takes, from TOOL_TABLE: "answer (default), ... or answer_deep (when
+    tools.answer_deep is on)"."""
+    words = [
+        row["name"] + (f" (when tools.{row['name']} is on)" if row.get("opt_in") else "")
+        for row in TOOL_TABLE
+    ]
+    words[0] += " (default)"
+    return ", ".join(words[:-1]) + " or " + words[-1]
+
+
+# Every flag, one row each (a flag with several forms, --user, one row a form: parse_args reads
+# the first). parse_args reads what a flag is from here, did-you-mean the names it offers and
+# --help its text, under its group; docs/cli.md has a row for each (tests/test_cli.py checks
+# both ways). names: the flag, then its short form. kind: switch (on when given), setting (a
+# switch that sets the config key `setting`, which shows it as the source), value (given once),
+# values (repeats, each kept), optional (takes the next word unless it is a flag). with: the
+# flag or mode it goes with, said first in its help.
+_IN_SERVE, _IN_ASK, _IN_CONFIG, _IN_CHECK, _IN_STATE, _IN_ABOUT = (
+    "serve MCP",
+    "answer one question here",
+    "config",
+    "check the setup",
+    "spend and users (state.path or state.url)",
+    "this program",
+)
+FLAG_TABLE = (
+    _flag(("--stdio",), "stdio", "switch", "", _IN_SERVE,
+          "serve MCP on stdin/stdout (what MCP clients launch)"),
+    _flag(("--http",), "http", "value", "[HOST:]PORT", _IN_SERVE,
+          "serve MCP over HTTP at /mcp (legacy SSE at /sse, health at /healthz); HOST defaults "
+          "to 127.0.0.1, PORT 0 picks a free port"),
+    _flag(("--stateless",), "stateless", "setting", "", _IN_SERVE,
+          "no sessions, so any instance can answer any request", "--http",
+          ("server", "http", "stateless")),
+    _flag(("--http-token",), "http_token", "value", "TOKEN", _IN_SERVE,
+          "require 'Authorization: Bearer TOKEN' (better: set the environment variable "
+          "MCP_HTTP_TOKEN, which other users cannot see)", "--http"),
+    _flag(("--http-allow-insecure",), "http_allow_insecure", "setting", "", _IN_SERVE,
+          "allow a non-loopback HOST without a token (only behind a proxy that "
+          "authenticates)", "--http", ("server", "http", "allow_insecure")),
+    _flag(("--ask",), "ask", "value", "QUERY", _IN_ASK,
+          "answer one question: the answer, its sources and cost on a terminal, the result "
+          "JSON when piped or with --json (checks key, model, config); a question that starts "
+          "with '-' goes as --ask=\"-x?\" or --ask -- \"-x?\""),
+    _flag(("--file",), "files", "values", "PATH", _IN_ASK,
+          "attach a file (a path, https:// or data: URL) as the tools' `files` do, same checks "
+          "and limits (files.*); repeatable", "--ask"),
+    _flag(("--tool",), "tool", "value", "NAME", _IN_ASK, "{tools}", "--ask"),
+    _flag(("--config",), "config", "value", "PATH", _IN_CONFIG,
+          "YAML config file (default: {default_config})"),
+    _flag(("--model",), "model", "value", "ID", _IN_CONFIG,
+          "model for the answer tool (overrides config and MODEL_ANSWER)"),
+    _flag(("--debug",), "debug", "optional", "[PATH]", _IN_CONFIG,
+          "debug lines on stderr, and appended to PATH if given"),
+    _flag(("--show-config",), "show_config", "switch", "", _IN_CONFIG,
+          "print the effective config and where each value came from, to stderr"),
+    _flag(("--print-example",), "print_example", "value", "|".join(EXAMPLES), _IN_CONFIG,
+          "print the shipped config.yaml example, or a policy.system file example (policy: "
+          "rules to append; policy-replace: the built-in policy to edit)"),
+    _flag(("--doctor",), "doctor", "switch", "", _IN_CHECK,
+          "check the installation, config, key, endpoint and models, one line per check with "
+          "its fix (exit 1 if any fails), then print the lines that add this server to Claude "
+          "Code, Codex CLI and Cursor"),
+    _flag(("--live",), "live", "switch", "", _IN_CHECK,
+          "also make one small real answer and print its cost", "--doctor"),
+    _flag(("--usage",), "usage", "switch", "", _IN_STATE,
+          "print spend by day, model and tool from the usage ledger"),
+    _flag(("--since",), "since", "value", "YYYY-MM-DD", _IN_STATE,
+          "only from this day on (in policy.timezone)", "--usage"),
+    _flag(("--json",), "json", "switch", "", _IN_STATE,
+          "print JSON instead of text (--ask prints JSON anyway when its output is not a "
+          "terminal)", "--ask, --usage or --user list"),
+    _flag(("--user",), "user", "value", "add NAME", _IN_STATE,
+          "add a named user for --http: prints its new token once, alone on the last line "
+          "(only a hash is kept in the state); every --http server on the same state then "
+          "requires a token, even on 127.0.0.1"),
+    _flag(("--user",), "user", "value", "list", _IN_STATE,
+          "list the users (never a token), with their allowances"),
+    _flag(("--user",), "user", "value", "revoke NAME", _IN_STATE,
+          "revoke a user's token: running servers refuse it within seconds (--user add NAME "
+          "later gives a new one, keeping its allowances)"),
+    _flag(("--user",), "user", "value", "rotate NAME", _IN_STATE,
+          "give a user a new token (printed once, as by add); the old one is refused within "
+          "seconds; allowances and usage stay"),
+    _flag(("--user",), "user", "value", "limit NAME", _IN_STATE,
+          "set a user's own allowances (--daily-usd, --monthly-usd)"),
+    _flag(("--daily-usd",), "daily_usd", "value", "X", _IN_STATE,
+          "this user's daily allowance in USD (over budget.per_user_daily_usd; with limit, "
+          "none: back to that)", "--user add NAME or --user limit NAME"),
+    _flag(("--monthly-usd",), "monthly_usd", "value", "Y", _IN_STATE,
+          "this user's monthly allowance in USD (over budget.per_user_monthly_usd; with limit, "
+          "none: back to that)", "--user add NAME or --user limit NAME"),
+    _flag(("--upgrade-state",), "upgrade_state", "switch", "", _IN_STATE,
+          "upgrade the state to this version's schema now, with the --http server's config "
+          "(an upgrade may need its server.auth.issuer), and file under that issuer OAuth "
+          "subjects an earlier upgrade left without it"),
+    _flag(("--version", "-V"), "version", "switch", "", _IN_ABOUT, "print the version"),
+    _flag(("--help", "-h"), "help", "switch", "", _IN_ABOUT, "print this help"),
+)  # fmt: skip
+
+
+def _first_rows(table: tuple) -> dict:
+    """Each name (short forms too) to the first row of its flag, in the table's order (the
+    order did-you-mean weighs equally close names in)."""
+    index: dict = {}
+    for row in table:
+        for name in row["names"]:
+            index.setdefault(name, row)
+    return index
+
+
+FLAGS = _first_rows(FLAG_TABLE)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width` characters, broken between words."""
+    lines = [""]
+    for word in text.split():
+        if lines[-1] and len(lines[-1]) + 1 + len(word) > width:
+            lines.append(word)
+        else:
+            lines[-1] = f"{lines[-1]} {word}".lstrip()
+    return lines
+
+
+HELP_WIDTH, HELP_COLUMN = 96, 21
+
+
+def help_text() -> str:
+    """--help: the usage, then every FLAG_TABLE row under its group."""
+    tools = [row["name"] for row in TOOL_TABLE]
+    opt_in = [row["name"] for row in TOOL_TABLE if row.get("opt_in")]
+    about = (
+        f"An MCP server: each call of its tools {', '.join(tools[:-1])} and {tools[-1]}"
+        + "".join(f" ({name} only when tools.{name} is on)" for name in opt_in)
+        + " becomes one OpenAI Responses API request with web search allowed, returning"
+        " {answer, used_search, citations[{url, title, published_at}], model}."
+    )
+    lines = [USAGE, "", *_wrap(about, HELP_WIDTH)]
+    for group in dict.fromkeys(row["group"] for row in FLAG_TABLE):
+        lines += ["", f"{group}:"]
+        for row in FLAG_TABLE:
+            if row["group"] == group:
+                lines += _help_lines(row)
+    key_line = "The API key is read from the environment variable OPENAI_API_KEY"
+    lines += ["", f"{key_line} (openai.api_key_env).", ""]
+    return "\n".join(lines)
+
+
+def _help_lines(row: dict) -> list[str]:
+    label = "  " + ", ".join(sorted(row["names"], key=len))
+    label += f" {row['metavar']}" if row["metavar"] else ""
+    text = f"with {row['with']}: {row['help']}" if row["with"] else row["help"]
+    text = text.replace("{tools}", _tool_choices())
+    text = text.replace("{default_config}", default_config_path(dict(os.environ)))
+    wrapped = _wrap(text, HELP_WIDTH - HELP_COLUMN)
+    indent = " " * HELP_COLUMN
+    if len(label) >= HELP_COLUMN:  # a long label: its help starts on the next line
+        return [label, *(indent + line for line in wrapped)]
+    return [label.ljust(HELP_COLUMN) + wrapped[0], *(indent + line for line in wrapped[1:])]
 
 
 STDIO_ON_A_TERMINAL = f"""\
@@ -15935,64 +16053,15 @@ class UsageError(Exception):
 def parse_args(argv: list[str]) -> dict:
     """The command line as a dict of options; raises UsageError for anything unknown."""
     options: dict = {"debug": None, "settings": {}, "files": []}
-    takes_value = {
-        "--config": "config",
-        "--model": "model",
-        "--ask": "ask",
-        "--tool": "tool",
-        "--http": "http",
-        "--http-token": "http_token",
-        "--print-example": "print_example",
-        "--since": "since",
-        "--user": "user",
-        "--daily-usd": "daily_usd",
-        "--monthly-usd": "monthly_usd",
-    }
-    setting_flags = {  # flags that set a config key (and show as its source)
-        "--stateless": ("server", "http", "stateless"),
-        "--http-allow-insecure": ("server", "http", "allow_insecure"),
-    }
-    flags = {
-        "--stdio": "stdio",
-        "--show-config": "show_config",
-        "--usage": "usage",
-        "--json": "json",
-        "--help": "help",
-        "-h": "help",
-        "--version": "version",
-        "-V": "version",
-        "--doctor": "doctor",
-        "--live": "live",
-        "--upgrade-state": "upgrade_state",
-    }
     args = list(argv)
     while args:
         arg = args.pop(0)
         name, equals, inline = arg.partition("=")
-        if name in takes_value:
-            if takes_value[name] in options:  # the last one won unsaid: --ask q1 --ask q2
-                raise UsageError(f"{name} given twice; give it once")  # billed q2 alone
-            if equals:
-                value = inline
-            elif name == "--ask":
-                value = _ask_question(args)
-            elif args:
-                value = args.pop(0)
-            else:
-                raise UsageError(f"{name} needs a value")
-            if not value.strip():
-                raise UsageError(f"{name} needs a non-empty value")
-            options[takes_value[name]] = value
-            if name == "--user" and value not in USER_ACTIONS:
-                raise UsageError(
-                    "--user takes add NAME, list, revoke NAME, rotate NAME or limit NAME, "
-                    f"not {value!r}"
-                )
-            if name == "--user" and value != "list":
-                if not args or args[0].startswith("-"):
-                    raise UsageError(f"--user {value} needs a user name")
-                options["user_name"] = args.pop(0)
-        elif name == "--file":  # repeatable: each one a file for --ask
+        row = FLAGS.get(name)
+        kind = row["kind"] if row else None
+        if kind == "value":
+            _read_value(options, name, row["key"], inline if equals else None, args)
+        elif kind == "values":  # repeatable: each one a file for --ask
             value = inline if equals else args.pop(0) if args else ""
             if not value.strip():
                 raise UsageError("--file needs a path: --ask QUESTION --file PATH")
@@ -16001,25 +16070,24 @@ def parse_args(argv: list[str]) -> dict:
                 raise UsageError(
                     f"--file needs a path, not the flag {flag!r} (a file named -x: ./-x)"
                 )
-            options["files"].append(value)
-        elif name == "--debug":
+            options[row["key"]].append(value)
+        elif kind == "optional":
             if equals:
-                options["debug"] = inline or True
+                options[row["key"]] = inline or True
             elif args and not args[0].startswith("-"):
-                options["debug"] = args.pop(0)
+                options[row["key"]] = args.pop(0)
             else:
-                options["debug"] = True
-        elif arg in flags:
-            options[flags[arg]] = True
-        elif arg in setting_flags:
-            options["settings"][setting_flags[arg]] = (True, arg)
-        elif equals and (name in flags or name in setting_flags):  # --json=1: not "--json?"
+                options[row["key"]] = True
+        elif equals and kind in ("switch", "setting"):  # --json=1: not "--json?"
             raise UsageError(f"{name} takes no value: give it alone, without '='")
+        elif kind == "switch":
+            options[row["key"]] = True
+        elif kind == "setting":  # a flag that sets a config key (and shows as its source)
+            options["settings"][row["setting"]] = (True, arg)
         else:
-            known = [*takes_value, *flags, *setting_flags, "--debug", "--file"]
             asked = bool(options.get("ask"))
             # The name only: what follows "=" may be a token typed into a mistyped flag.
-            raise UsageError(f"unknown option {name!r}{_did_you_mean(name, known, asked)}")
+            raise UsageError(f"unknown option {name!r}{_did_you_mean(name, list(FLAGS), asked)}")
     if options.get("http_token"):
         options["settings"][("server", "http", "token")] = (options["http_token"], "--http-token")
     if options.get("http") is not None:
@@ -16054,6 +16122,31 @@ def parse_args(argv: list[str]) -> dict:
         if any(options.get(name) for name in others):
             raise UsageError("--upgrade-state goes alone (with --config)")
     return options
+
+
+def _read_value(options: dict, name: str, key: str, inline: str | None, args: list[str]) -> None:
+    """The value of a flag that takes one (`inline`: what followed its "=")."""
+    if key in options:  # the last one won unsaid: --ask q1 --ask q2 billed q2 alone
+        raise UsageError(f"{name} given twice; give it once")
+    if inline is not None:
+        value = inline
+    elif name == "--ask":
+        value = _ask_question(args)
+    elif args:
+        value = args.pop(0)
+    else:
+        raise UsageError(f"{name} needs a value")
+    if not value.strip():
+        raise UsageError(f"{name} needs a non-empty value")
+    options[key] = value
+    if name == "--user" and value not in USER_ACTIONS:
+        raise UsageError(
+            f"--user takes add NAME, list, revoke NAME, rotate NAME or limit NAME, not {value!r}"
+        )
+    if name == "--user" and value != "list":
+        if not args or args[0].startswith("-"):
+            raise UsageError(f"--user {value} needs a user name")
+        options["user_name"] = args.pop(0)
 
 
 ASK_DASH_HINT = 'a question that starts with \'-\' goes as --ask="-x?" or --ask -- "-x?"'
@@ -17664,7 +17757,7 @@ def _main(argv: list[str]) -> int:
         print(f"{USAGE}\n{SERVER_NAME}: error: {inert(str(exc))}", file=sys.stderr)
         return 2
     if options.get("help") or not argv:
-        sys.stdout.write(HELP)
+        sys.stdout.write(help_text())
         return 0
     if options.get("version"):
         print(f"{SERVER_NAME} {__version__}")

@@ -950,8 +950,8 @@ MUTANTS = [
     mutant(
         "money-ask-given-twice-sends-the-last",
         "budget",
-        "            if takes_value[name] in options:",
-        "            if False:",
+        "    if key in options:  # the last one won unsaid: --ask q1 --ask q2 billed q2 alone",
+        "    if False:  # the last one won unsaid: --ask q1 --ask q2 billed q2 alone",
         "tests/test_cli.py",
         "-k",
         "flag_given_twice",

@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from conftest import PROGRAM, SCRIPT, TEST_KEY, base_env, run_cli, show_config
+from conftest import PROGRAM, ROOT, SCRIPT, TEST_KEY, base_env, run_cli, show_config
 from fake_upstream import DEFAULT_TEXT, Reply
 
 import openai_responses_mcp as mcp
@@ -58,6 +58,78 @@ def test_version_prints_name_and_version(tmp_path):
 
 def test_version_matches_semantic_versioning():
     assert re.fullmatch(r"\d+\.\d+\.\d+([-+.][0-9A-Za-z.+-]+)?", mcp.__version__)
+
+
+# -- one flag table: parse_args, did-you-mean, --help and docs/cli.md (issue 40) -------------
+
+
+def _label(row: dict) -> str:
+    return f"{row['names'][0]} {row['metavar']}".strip()
+
+
+def _docs_flag_rows() -> list[tuple[str, list[str]]]:
+    """docs/cli.md's flag rows: (the form in its first backticks, every flag its cell names)."""
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    rows = []
+    for line in text.splitlines():
+        if line.startswith("| `-"):
+            cell = line[2:].split(" | ", 1)[0].replace("\\|", "|")
+            rows.append((cell.split("`")[1], re.findall(r"`(--?[A-Za-z][\w-]*)", cell)))
+    return rows
+
+
+def test_docs_cli_has_a_row_for_every_flag_of_the_table_and_no_other():
+    """Issue 40: --help omitted -h and -V; docs/cli.md and the table now agree both ways, the
+    form (flag and metavar) of each row included."""
+    rows = _docs_flag_rows()
+    documented = {name for _, names in rows for name in names}
+    assert documented == set(mcp.FLAGS), documented ^ set(mcp.FLAGS)
+    assert {form for form, _ in rows} == {_label(row) for row in mcp.FLAG_TABLE}
+    assert {"-h", "-V"} <= documented
+
+
+@pytest.mark.parametrize("short", ["-h", "-V"])
+def test_help_names_every_flag_short_forms_and_every_tool(tmp_path, short):
+    """Issue 40: --help omitted answer_deep, -h and -V. Every FLAG_TABLE row is a line of the
+    help (each name in it, in the usage too), and every tool of TOOL_TABLE is named."""
+    proc = run_cli(tmp_path, short)
+    assert proc.returncode == 0 and proc.stderr == ""
+    if short == "-V":
+        assert proc.stdout == run_cli(tmp_path, "--version").stdout
+        return
+    shown = proc.stdout
+    assert shown == run_cli(tmp_path, "--help").stdout
+    lines = [line + " " for line in shown.splitlines() if line.startswith("  -")]
+    for row in mcp.FLAG_TABLE:
+        short_first = ", ".join(sorted(row["names"], key=len))
+        label = f"  {short_first} {row['metavar']}".rstrip() + " "  # then its help, or a newline
+        assert any(line.startswith(label) for line in lines), row["names"]
+        for name in row["names"]:
+            assert re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", mcp.USAGE), name
+    about = " ".join(shown.split("\n\n")[1].split())  # the paragraph after the usage
+    tool_help = " ".join(shown.split("  --tool NAME")[1].split("\n\n")[0].split("\n  -")[0].split())
+    for tool in mcp.TOOL_NAMES:
+        for said in (about, tool_help):
+            assert re.search(rf"\b{tool}\b", said), (tool, said)
+    assert "answer_deep (when tools.answer_deep is on)" in tool_help
+
+
+def test_every_other_name_for_a_flag_names_one_of_the_table():
+    """FLAG_ALIASES (--query: --ask) must point at a flag parse_args knows."""
+    assert set(mcp.FLAG_ALIASES.values()) <= set(mcp.FLAGS)
+    assert not set(mcp.FLAG_ALIASES) & set(mcp.FLAGS)  # nor shadow one
+
+
+@pytest.mark.parametrize(
+    "row", [row for row in mcp.FLAG_TABLE if row["with"]], ids=lambda row: row["names"][0]
+)
+def test_what_a_flag_goes_with_in_its_help_is_what_parse_args_requires(row):
+    name = row["names"][0]
+    value = {"--since": "2026-11-01", "--tool": "answer"}.get(name, "5")  # a value it takes
+    argv = [name] if row["kind"] in ("switch", "setting") else [name, value]
+    with pytest.raises(mcp.UsageError) as caught:
+        mcp.parse_args(argv)
+    assert str(caught.value) == f"{name} goes with {row['with']}"
 
 
 # -- usage errors -----------------------------------------------------------------------------
