@@ -16,26 +16,29 @@ TOOL_TABLE, above the first banner, lists the tools (CONTRIBUTING.md: where new 
 1. Configuration   defaults < YAML < environment < command line, validated once at start-up
                    (SETTINGS: one row per key); the API key, shipped examples, price settings,
                    logging
-2. Policy          the model's instructions and the text sent as the request's input
-3. Files           what a call attaches (screenshots, PDFs, logs, source): local paths
+2. Models          what is known of each OpenAI model: the reasoning efforts and verbosities
+                   it takes, its prices (tiers, long context), its shutdown date and
+                   replacement, whether it is a deep research model
+3. Policy          the model's instructions and the text sent as the request's input
+4. Files           what a call attaches (screenshots, PDFs, logs, source): local paths
                    read only inside the allowed directories, never a secret, kind from
                    the bytes; https:// and data: URLs, which the server never fetches
-4. Answer engine   the OpenAI call (AnswerEngine: streaming, retries, cancellation; its
+5. Answer engine   the OpenAI call (AnswerEngine: streaming, retries, cancellation; its
                    BackgroundMode), the answer's shape and sources section, results sized per
                    client, its cost in dollars, single-flight for identical calls, and refused
                    profile settings (Refusals)
-5. State           the usage ledger (budgets, --usage) and the answer cache, behind one
+6. State           the usage ledger (budgets, --usage) and the answer cache, behind one
                    backend interface: SQLite by default (state.path), PostgreSQL (state.url)
                    for several hosts
-6. Tools           the tools' instructions, schemas and argument checks (answer,
+7. Tools           the tools' instructions, schemas and argument checks (answer,
                    answer_detailed, answer_quick, opt-in answer_deep, and answer_result)
-7. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation (Dispatcher); each
+8. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation (Dispatcher); each
                    request in its era (MCP 2026-07-28, stateless, or the initialize
                    handshake); tasks (both shapes) and handoffs, with ids any instance can
                    serve (LongCalls, which the Dispatcher hands them to)
-8. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
+9. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
                    (Streamable HTTP at /mcp, legacy SSE at /sse) with --http
-9. CLI             flags, --show-config, --ask, --usage, --doctor, main()
+10. CLI            flags, --show-config, --ask, --usage, --doctor, main()
 
 Only the standard library is imported at start-up; ``openai`` is imported when the first call
 needs it (or in the background once ``initialize``, or any 2026-07-28 request, has been
@@ -1371,11 +1374,6 @@ def enabled_tools(config: Config) -> tuple[str, ...]:
         for row in TOOL_TABLE
         if not row.get("opt_in") or config.get("tools", row["name"])
     )
-
-
-def is_deep_research(model: str) -> bool:
-    """o3-deep-research, o4-mini-deep-research and their dated snapshots."""
-    return "deep-research" in model
 
 
 CONFIG_FIFO_WAIT_S = 3.0  # a config "file" that is a FIFO: how long to wait for its writer
@@ -2730,6 +2728,271 @@ class Log:
 
 
 # ============================================================================================
+# Models: what the server knows of each OpenAI model
+# ============================================================================================
+# Everything known about a model, in one place: the reasoning efforts and verbosities it
+# takes, its prices (tiers, long context), its shutdown date and replacement, and whether it
+# is a deep research model. Configuration, the engine and --doctor read it from here.
+
+
+# -- Names: a dated snapshot's alias, deep research --------------------------------------------
+
+
+def is_deep_research(model: str) -> bool:
+    """o3-deep-research, o4-mini-deep-research and their dated snapshots."""
+    return "deep-research" in model
+
+
+def _undated(model: str) -> str:
+    """gpt-5.2-2025-12-11 -> gpt-5.2"""
+    parts = model.split("-")
+    date = parts[-3:]
+    if len(parts) > 3 and [len(p) for p in date] == [4, 2, 2] and all(p.isdigit() for p in date):
+        return "-".join(parts[:-3])
+    return model
+
+
+# -- Reasoning efforts and verbosities: what each model takes ----------------------------------
+
+# Model families known to take no reasoning effort or no verbosity: the setting is not sent to
+# them. Any other model, above all one newer than this table, gets every setting of its profile;
+# a refusal is handled where it comes back (Refusals.adapt), never guessed from the name.
+TAKES_NO_REASONING = ("gpt-4.1", "gpt-4o")
+TAKES_NO_VERBOSITY = ("gpt-4.1", "gpt-4o", "o1", "o3", "o4")
+
+
+def supports_verbosity(model: str) -> bool:
+    """False only for a model known to take no verbosity (deep research models take none)."""
+    return not is_deep_research(model) and not _in_family(TAKES_NO_VERBOSITY, model)
+
+
+def supports_reasoning(model: str) -> bool:
+    """False only for a model known to take no reasoning effort (gpt-4.1, gpt-4o)."""
+    return not _in_family(TAKES_NO_REASONING, model)
+
+
+def _in_family(families, model: str) -> bool:
+    """Whether `model` is one of `families` or a member of one (family-…: gpt-4o-mini)."""
+    return any(model == family or model.startswith(family + "-") for family in families)
+
+
+# Reasoning efforts each model family accepts (the API refuses the others with 400
+# unsupported_value). Longest matching prefix wins; a family not listed is not checked.
+GPT6_EFFORTS = ("low", "medium", "high", "xhigh", "max")
+GPT6_EFFORTS_WITH_NONE = ("none", *GPT6_EFFORTS)
+MODEL_EFFORTS = {
+    "gpt-5": ("minimal", "low", "medium", "high"),
+    "gpt-5-pro": ("high",),
+    "gpt-5-codex": ("low", "medium", "high"),
+    "gpt-5.1": ("none", "low", "medium", "high"),
+    "gpt-5.1-codex": ("low", "medium", "high"),
+    "gpt-5.1-codex-max": ("none", "low", "medium", "high", "xhigh"),
+    "gpt-5.1-chat-latest": ("medium",),
+    "gpt-5.2": ("none", "low", "medium", "high", "xhigh"),
+    "gpt-5.2-pro": ("medium", "high", "xhigh"),
+    "gpt-5.2-chat-latest": ("medium",),
+    "gpt-5.4": ("none", "low", "medium", "high", "xhigh"),
+    "gpt-5.4-pro": ("medium", "high", "xhigh"),
+    "gpt-5.5": ("none", "low", "medium", "high", "xhigh"),
+    "gpt-5.5-pro": ("medium", "high", "xhigh"),
+    # GPT-5.6 and GPT-6 (their model pages): low to max for all; none only for the models
+    # below that list it; minimal for none of them.
+    "gpt-5.6-sol": GPT6_EFFORTS_WITH_NONE,
+    "gpt-5.6-terra": GPT6_EFFORTS_WITH_NONE,
+    "gpt-5.6-luna": GPT6_EFFORTS_WITH_NONE,
+    "gpt-6-sol": GPT6_EFFORTS_WITH_NONE,
+    "gpt-6-luna": GPT6_EFFORTS_WITH_NONE,
+    "gpt-6.1-terra": GPT6_EFFORTS_WITH_NONE,
+    "gpt-6-astra": GPT6_EFFORTS,
+    "gpt-6.1-sol": GPT6_EFFORTS,
+    "gpt-6.2-sol": GPT6_EFFORTS,
+    "gpt-6.2-astra": GPT6_EFFORTS,
+    "o1": ("low", "medium", "high"),
+    "o3": ("low", "medium", "high"),
+    "o4": ("low", "medium", "high"),
+    "o3-deep-research": ("medium",),
+    "o4-mini-deep-research": ("medium",),
+}
+
+
+# Verbosities for the gpt-5 models that do not take all three (400 unsupported_value otherwise).
+MODEL_VERBOSITIES = {"gpt-5-chat-latest": ("medium",)}
+
+
+def model_efforts(model: str) -> tuple[str, ...] | None:
+    """The reasoning efforts `model` accepts, or None when its family is not known here."""
+    return _by_family(MODEL_EFFORTS, model)
+
+
+def model_verbosities(model: str) -> tuple[str, ...]:
+    """The verbosities a gpt-5 `model` accepts."""
+    return _by_family(MODEL_VERBOSITIES, model) or VERBOSITIES
+
+
+def _by_family(table: dict, model: str):
+    """table's entry for the longest family `model` belongs to (itself, or family-…), or None."""
+    best = None
+    for family in table:
+        if (model == family or model.startswith(family + "-")) and (
+            best is None or len(family) > len(best)
+        ):
+            best = family
+    return table[best] if best else None
+
+
+# -- Prices: a model's per-token prices and what multiplies them -------------------------------
+
+# USD per million tokens (input, cached input, output) at Standard prices for requests of up to
+# 272K input tokens, as each model's page on developers.openai.com/api/docs/models/<model> gives
+# them on PRICES_DATE (GPT-6, GPT-5.6 and the GPT-5 models; the older ones from the pricing page,
+# developers.openai.com/api/docs/pricing). pricing.models in the config adds to and overrides it.
+# A model without a cached-input discount (the -pro models) has its input price there. Models
+# that have shut down keep their price: the ledger may still name them.
+PRICES_DATE = "2026-11-26"
+BUILTIN_PRICES = {
+    "gpt-6.2-sol": (2.00, 0.10, 10.00),
+    "gpt-6.1-sol": (2.00, 0.10, 10.00),
+    "gpt-6.1-terra": (1.00, 0.05, 5.00),
+    "gpt-6-astra": (10.00, 1.00, 50.00),
+    "gpt-6-sol": (2.00, 0.20, 10.00),
+    "gpt-6-luna": (0.10, 0.01, 0.50),
+    "gpt-5.6-sol": (5.00, 0.50, 30.00),
+    "gpt-5.6-terra": (2.00, 0.20, 12.00),  # lowered on 2026-07-30 (was 2.50 / 15)
+    "gpt-5.6-luna": (0.20, 0.02, 1.20),  # lowered on 2026-07-30 (was 1.00 / 6)
+    "gpt-5.5": (5.00, 0.50, 30.00),
+    "gpt-5.5-pro": (30.00, 30.00, 180.00),
+    "gpt-5.4": (2.50, 0.25, 15.00),
+    "gpt-5.4-pro": (30.00, 30.00, 180.00),
+    "gpt-5.4-mini": (0.75, 0.075, 4.50),
+    "gpt-5.4-nano": (0.20, 0.02, 1.25),
+    "gpt-5.2": (1.75, 0.175, 14.00),
+    "gpt-5.2-pro": (21.00, 21.00, 168.00),
+    "gpt-5.2-chat-latest": (1.75, 0.175, 14.00),  # shut down 2026-08-10
+    "gpt-5.1-chat-latest": (1.25, 0.125, 10.00),
+    "gpt-5-chat-latest": (1.25, 0.125, 10.00),
+    "gpt-5.1": (1.25, 0.125, 10.00),
+    "gpt-5": (1.25, 0.125, 10.00),
+    "gpt-5-mini": (0.25, 0.025, 2.00),
+    "gpt-5-nano": (0.05, 0.005, 0.40),
+    "gpt-5-pro": (15.00, 15.00, 120.00),
+    "gpt-4.1": (2.00, 0.50, 8.00),
+    "gpt-4.1-mini": (0.40, 0.10, 1.60),
+    "gpt-4.1-nano": (0.10, 0.025, 0.40),  # shut down 2026-10-23
+    "gpt-4o": (2.50, 1.25, 10.00),
+    "gpt-4o-mini": (0.15, 0.075, 0.60),
+    "o3": (2.00, 0.50, 8.00),
+    "o4-mini": (1.10, 0.275, 4.40),  # shut down 2026-10-23
+    # Deep research (answer_deep); their web searches cost pricing.web_search_per_1k on top.
+    "o3-deep-research": (10.00, 2.50, 40.00),
+    "o4-mini-deep-research": (2.00, 0.50, 8.00),
+}
+# Prompt-cache writes, as multiples of the model's (uncached) input price: "cache writes are
+# billed at 1.25x the uncached input token rate" for the default 30-minute retention, and a
+# 12-hour write at twice that (gpt-6.2-sol: $2.50 and $5 for $2 input; gpt-6.1-terra: $1.25
+# and $2.50 for $1).
+CACHE_WRITE_FACTORS = {"30m": 1.25, "12h": 2.5}
+# Long context: a request of more than 272K input tokens is billed, in full, at twice the input
+# rates (cached input and cache writes included) and 1.5 times the output rate, on the models
+# whose pages say so (GPT-5.4 and later; the older ones take no such prompt).
+LONG_CONTEXT_TOKENS = 272_000
+LONG_CONTEXT_FACTORS = (2.0, 1.5)  # input, output
+LONG_CONTEXT_FAMILIES = ("gpt-5.4", "gpt-5.5", "gpt-5.6", "gpt-6")
+# Processing tiers (the response's service_tier): Flex (and Batch) at half the Standard rate;
+# Fast mode, which the API still reports as priority, at twice the Standard rate, or more for
+# some models (PRIORITY_FACTORS, looked up like BUILTIN_PRICES); Ultrafast at three times
+# (until 2027-02-28; six from 2027-03-01).
+TIER_FACTORS = {"flex": 0.5, "priority": 2.0, "fast": 2.0, "ultrafast": 3.0}
+PRIORITY_FACTORS = {"gpt-5.5": 2.5}
+
+
+def tier_factor(model: str, tier) -> float:
+    """What the processing tier multiplies the model's Standard prices by (TIER_FACTORS)."""
+    factor = TIER_FACTORS.get(tier or "", 1.0) if isinstance(tier, str) else 1.0
+    if tier in ("priority", "fast"):
+        factor = PRIORITY_FACTORS.get(_undated(model), factor)
+    return factor
+
+
+def _long_context(model: str, input_tokens: int) -> tuple[float, float]:
+    """(input factor, output factor) of a request's rates: the long-context ones over
+    LONG_CONTEXT_TOKENS input tokens on the models billed so, else (1, 1)."""
+    base = _undated(model)
+    families = LONG_CONTEXT_FAMILIES
+    if input_tokens > LONG_CONTEXT_TOKENS and any(base.startswith(f) for f in families):
+        return LONG_CONTEXT_FACTORS
+    return 1.0, 1.0
+
+
+# -- Retirements: shutdown dates and the replacements OpenAI gives -----------------------------
+
+DEPRECATIONS_URL = "https://developers.openai.com/api/docs/deprecations"
+RETIREMENT_WARN_DAYS = 90
+# The replacement OpenAI's deprecations page recommends for each model it retires.
+REPLACEMENTS = {
+    "gpt-5": "gpt-6.1-sol",
+    "gpt-5-pro": "gpt-6.1-sol",
+    "o3": "gpt-6.1-sol",
+    "gpt-5-mini": "gpt-6.1-terra",
+    "gpt-5-nano": "gpt-6-luna",
+    "gpt-4o": "gpt-6-luna",
+    "gpt-4o-mini": "gpt-6-luna",
+    "gpt-4.1": "gpt-6-luna",
+    "gpt-4.1-mini": "gpt-6-luna",
+    "o4-mini": "gpt-5.6-terra",
+}
+
+
+def shutdown_dates(listing, debug=lambda text: None) -> dict:
+    """model id -> its shutdown_date (None: none announced), from GET /v1/models's JSON. An
+    entry that is not an object with an id, or whose shutdown_date is no YYYY-MM-DD date, is
+    skipped (a debug line each): a gateway's odd list never stops the check."""
+    import datetime
+
+    data = listing.get("data") if isinstance(listing, dict) else None
+    if not isinstance(data, list):
+        debug(f"GET /v1/models: no list of models ({type(data).__name__} for data); none read")
+        return {}
+    dates: dict = {}
+    for n, entry in enumerate(data):
+        model = entry.get("id") if isinstance(entry, dict) else None
+        if not isinstance(model, str) or not model:
+            debug(f"GET /v1/models: entry {n} skipped: not a model object with an id")
+            continue
+        date = entry.get("shutdown_date")
+        if date is not None:
+            try:
+                date = datetime.date.fromisoformat(date).isoformat()
+            except (TypeError, ValueError):
+                debug(f"GET /v1/models: {model[:80]!r}: shutdown_date is no YYYY-MM-DD; skipped")
+                continue
+        dates[model] = date
+    return dates
+
+
+def shutdown_date_of(dates: dict, model: str):
+    """The model's date in `dates`, a dated snapshot taking its alias's when not listed."""
+    return dates.get(model) or dates.get(_undated(model))
+
+
+def retirement_words(model: str, date: str, today: str, key: str) -> tuple[str, str, str]:
+    """(level, what, fix) for a model with a shutdown date: level is "retired" once the date
+    has come, "soon" within RETIREMENT_WARN_DAYS, else "announced"."""
+    import datetime
+
+    days = (datetime.date.fromisoformat(date) - datetime.date.fromisoformat(today)).days
+    replacement = REPLACEMENTS.get(_undated(model))
+    fix = (
+        f"set {key} to {replacement} (the replacement OpenAI's deprecations page gives)"
+        if replacement
+        else f"set {key} to a current model (see {DEPRECATIONS_URL})"
+    )
+    if days <= 0:
+        return "retired", f"{model} shut down on {date}", fix
+    level = "soon" if days <= RETIREMENT_WARN_DAYS else "announced"
+    return level, f"{model} shuts down on {date}, in {days} day{'s' if days != 1 else ''}", fix
+
+
+# ============================================================================================
 # Policy
 # ============================================================================================
 
@@ -3752,28 +4015,6 @@ def _flex_unavailable(request: dict, failure) -> bool:
     )
 
 
-# Model families known to take no reasoning effort or no verbosity: the setting is not sent to
-# them. Any other model, above all one newer than this table, gets every setting of its profile;
-# a refusal is handled where it comes back (Refusals.adapt), never guessed from the name.
-TAKES_NO_REASONING = ("gpt-4.1", "gpt-4o")
-TAKES_NO_VERBOSITY = ("gpt-4.1", "gpt-4o", "o1", "o3", "o4")
-
-
-def supports_verbosity(model: str) -> bool:
-    """False only for a model known to take no verbosity (deep research models take none)."""
-    return not is_deep_research(model) and not _in_family(TAKES_NO_VERBOSITY, model)
-
-
-def supports_reasoning(model: str) -> bool:
-    """False only for a model known to take no reasoning effort (gpt-4.1, gpt-4o)."""
-    return not _in_family(TAKES_NO_REASONING, model)
-
-
-def _in_family(families, model: str) -> bool:
-    """Whether `model` is one of `families` or a member of one (family-…: gpt-4o-mini)."""
-    return any(model == family or model.startswith(family + "-") for family in families)
-
-
 def build_request(tool: str, args: dict, config: Config, today: str) -> dict:
     """The Responses API request body for one call (without `stream`)."""
     profile = config.profile(tool)
@@ -4634,67 +4875,6 @@ def token_count(value) -> int:
 
 # -- Prices: what an answer cost in dollars, and what a call may cost (the budget's estimate) ------
 
-# USD per million tokens (input, cached input, output) at Standard prices for requests of up to
-# 272K input tokens, as each model's page on developers.openai.com/api/docs/models/<model> gives
-# them on PRICES_DATE (GPT-6, GPT-5.6 and the GPT-5 models; the older ones from the pricing page,
-# developers.openai.com/api/docs/pricing). pricing.models in the config adds to and overrides it.
-# A model without a cached-input discount (the -pro models) has its input price there. Models
-# that have shut down keep their price: the ledger may still name them.
-PRICES_DATE = "2026-11-26"
-BUILTIN_PRICES = {
-    "gpt-6.2-sol": (2.00, 0.10, 10.00),
-    "gpt-6.1-sol": (2.00, 0.10, 10.00),
-    "gpt-6.1-terra": (1.00, 0.05, 5.00),
-    "gpt-6-astra": (10.00, 1.00, 50.00),
-    "gpt-6-sol": (2.00, 0.20, 10.00),
-    "gpt-6-luna": (0.10, 0.01, 0.50),
-    "gpt-5.6-sol": (5.00, 0.50, 30.00),
-    "gpt-5.6-terra": (2.00, 0.20, 12.00),  # lowered on 2026-07-30 (was 2.50 / 15)
-    "gpt-5.6-luna": (0.20, 0.02, 1.20),  # lowered on 2026-07-30 (was 1.00 / 6)
-    "gpt-5.5": (5.00, 0.50, 30.00),
-    "gpt-5.5-pro": (30.00, 30.00, 180.00),
-    "gpt-5.4": (2.50, 0.25, 15.00),
-    "gpt-5.4-pro": (30.00, 30.00, 180.00),
-    "gpt-5.4-mini": (0.75, 0.075, 4.50),
-    "gpt-5.4-nano": (0.20, 0.02, 1.25),
-    "gpt-5.2": (1.75, 0.175, 14.00),
-    "gpt-5.2-pro": (21.00, 21.00, 168.00),
-    "gpt-5.2-chat-latest": (1.75, 0.175, 14.00),  # shut down 2026-08-10
-    "gpt-5.1-chat-latest": (1.25, 0.125, 10.00),
-    "gpt-5-chat-latest": (1.25, 0.125, 10.00),
-    "gpt-5.1": (1.25, 0.125, 10.00),
-    "gpt-5": (1.25, 0.125, 10.00),
-    "gpt-5-mini": (0.25, 0.025, 2.00),
-    "gpt-5-nano": (0.05, 0.005, 0.40),
-    "gpt-5-pro": (15.00, 15.00, 120.00),
-    "gpt-4.1": (2.00, 0.50, 8.00),
-    "gpt-4.1-mini": (0.40, 0.10, 1.60),
-    "gpt-4.1-nano": (0.10, 0.025, 0.40),  # shut down 2026-10-23
-    "gpt-4o": (2.50, 1.25, 10.00),
-    "gpt-4o-mini": (0.15, 0.075, 0.60),
-    "o3": (2.00, 0.50, 8.00),
-    "o4-mini": (1.10, 0.275, 4.40),  # shut down 2026-10-23
-    # Deep research (answer_deep); their web searches cost pricing.web_search_per_1k on top.
-    "o3-deep-research": (10.00, 2.50, 40.00),
-    "o4-mini-deep-research": (2.00, 0.50, 8.00),
-}
-# Prompt-cache writes, as multiples of the model's (uncached) input price: "cache writes are
-# billed at 1.25x the uncached input token rate" for the default 30-minute retention, and a
-# 12-hour write at twice that (gpt-6.2-sol: $2.50 and $5 for $2 input; gpt-6.1-terra: $1.25
-# and $2.50 for $1).
-CACHE_WRITE_FACTORS = {"30m": 1.25, "12h": 2.5}
-# Long context: a request of more than 272K input tokens is billed, in full, at twice the input
-# rates (cached input and cache writes included) and 1.5 times the output rate, on the models
-# whose pages say so (GPT-5.4 and later; the older ones take no such prompt).
-LONG_CONTEXT_TOKENS = 272_000
-LONG_CONTEXT_FACTORS = (2.0, 1.5)  # input, output
-LONG_CONTEXT_FAMILIES = ("gpt-5.4", "gpt-5.5", "gpt-5.6", "gpt-6")
-# Processing tiers (the response's service_tier): Flex (and Batch) at half the Standard rate;
-# Fast mode, which the API still reports as priority, at twice the Standard rate, or more for
-# some models (PRIORITY_FACTORS, looked up like BUILTIN_PRICES); Ultrafast at three times
-# (until 2027-02-28; six from 2027-03-01).
-TIER_FACTORS = {"flex": 0.5, "priority": 2.0, "fast": 2.0, "ultrafast": 3.0}
-PRIORITY_FACTORS = {"gpt-5.5": 2.5}
 # The tiers a request asking for a tier may be billed at: a flex request without capacity is
 # retried on the default tier (_flex_unavailable), so its discount is never certain.
 TIER_FALLBACKS = {"flex": "default"}
@@ -4876,37 +5056,10 @@ def _model_named(response: dict, requested: str) -> str:
     return named if isinstance(named, str) and named.strip() else requested
 
 
-def _undated(model: str) -> str:
-    """gpt-5.2-2025-12-11 -> gpt-5.2"""
-    parts = model.split("-")
-    date = parts[-3:]
-    if len(parts) > 3 and [len(p) for p in date] == [4, 2, 2] and all(p.isdigit() for p in date):
-        return "-".join(parts[:-3])
-    return model
-
-
 def text_tokens(text: str) -> int:
     """A text's input tokens as a budget estimate counts them: by its UTF-8 bytes, as a text
     file's (TEXT_BYTES_PER_TOKEN)."""
     return len(text.encode("utf-8", "replace")) // TEXT_BYTES_PER_TOKEN + 1
-
-
-def tier_factor(model: str, tier) -> float:
-    """What the processing tier multiplies the model's Standard prices by (TIER_FACTORS)."""
-    factor = TIER_FACTORS.get(tier or "", 1.0) if isinstance(tier, str) else 1.0
-    if tier in ("priority", "fast"):
-        factor = PRIORITY_FACTORS.get(_undated(model), factor)
-    return factor
-
-
-def _long_context(model: str, input_tokens: int) -> tuple[float, float]:
-    """(input factor, output factor) of a request's rates: the long-context ones over
-    LONG_CONTEXT_TOKENS input tokens on the models billed so, else (1, 1)."""
-    base = _undated(model)
-    families = LONG_CONTEXT_FAMILIES
-    if input_tokens > LONG_CONTEXT_TOKENS and any(base.startswith(f) for f in families):
-        return LONG_CONTEXT_FACTORS
-    return 1.0, 1.0
 
 
 ZERO_COST = {
@@ -4925,22 +5078,6 @@ ZERO_COST = {
 # state says when it last did, across processes) and warns on stderr. A call to a model that
 # has shut down gets the API's 404 model_not_found, which is not retried.
 
-DEPRECATIONS_URL = "https://developers.openai.com/api/docs/deprecations"
-RETIREMENT_WARN_DAYS = 90
-# The replacement OpenAI's deprecations page recommends for each model it retires.
-REPLACEMENTS = {
-    "gpt-5": "gpt-6.1-sol",
-    "gpt-5-pro": "gpt-6.1-sol",
-    "o3": "gpt-6.1-sol",
-    "gpt-5-mini": "gpt-6.1-terra",
-    "gpt-5-nano": "gpt-6-luna",
-    "gpt-4o": "gpt-6-luna",
-    "gpt-4o-mini": "gpt-6-luna",
-    "gpt-4.1": "gpt-6-luna",
-    "gpt-4.1-mini": "gpt-6-luna",
-    "o4-mini": "gpt-5.6-terra",
-}
-
 
 def model_settings(config: Config, tools=None) -> list[tuple[str, str, str]]:
     """(tool, model, the key that sets it) for each profile (all of them by default)."""
@@ -4955,56 +5092,6 @@ def list_models(client):
     """GET /v1/models as the JSON it is (any shape: shutdown_dates reads it defensively).
     Raises what the SDK raises for a status or a connection error."""
     return client.get("/models", cast_to=object)
-
-
-def shutdown_dates(listing, debug=lambda text: None) -> dict:
-    """model id -> its shutdown_date (None: none announced), from GET /v1/models's JSON. An
-    entry that is not an object with an id, or whose shutdown_date is no YYYY-MM-DD date, is
-    skipped (a debug line each): a gateway's odd list never stops the check."""
-    import datetime
-
-    data = listing.get("data") if isinstance(listing, dict) else None
-    if not isinstance(data, list):
-        debug(f"GET /v1/models: no list of models ({type(data).__name__} for data); none read")
-        return {}
-    dates: dict = {}
-    for n, entry in enumerate(data):
-        model = entry.get("id") if isinstance(entry, dict) else None
-        if not isinstance(model, str) or not model:
-            debug(f"GET /v1/models: entry {n} skipped: not a model object with an id")
-            continue
-        date = entry.get("shutdown_date")
-        if date is not None:
-            try:
-                date = datetime.date.fromisoformat(date).isoformat()
-            except (TypeError, ValueError):
-                debug(f"GET /v1/models: {model[:80]!r}: shutdown_date is no YYYY-MM-DD; skipped")
-                continue
-        dates[model] = date
-    return dates
-
-
-def shutdown_date_of(dates: dict, model: str):
-    """The model's date in `dates`, a dated snapshot taking its alias's when not listed."""
-    return dates.get(model) or dates.get(_undated(model))
-
-
-def retirement_words(model: str, date: str, today: str, key: str) -> tuple[str, str, str]:
-    """(level, what, fix) for a model with a shutdown date: level is "retired" once the date
-    has come, "soon" within RETIREMENT_WARN_DAYS, else "announced"."""
-    import datetime
-
-    days = (datetime.date.fromisoformat(date) - datetime.date.fromisoformat(today)).days
-    replacement = REPLACEMENTS.get(_undated(model))
-    fix = (
-        f"set {key} to {replacement} (the replacement OpenAI's deprecations page gives)"
-        if replacement
-        else f"set {key} to a current model (see {DEPRECATIONS_URL})"
-    )
-    if days <= 0:
-        return "retired", f"{model} shut down on {date}", fix
-    level = "soon" if days <= RETIREMENT_WARN_DAYS else "announced"
-    return level, f"{model} shuts down on {date}, in {days} day{'s' if days != 1 else ''}", fix
 
 
 # -- Calls in flight -------------------------------------------------------------------------------
@@ -16656,69 +16743,6 @@ def format_answer(answer: dict, meta: dict) -> str:
 
 DOCTOR_TIMEOUT_S = 15.0
 DOCTOR_QUERY = "Search the web: what is the latest stable Python release? One short sentence."
-
-# Reasoning efforts each model family accepts (the API refuses the others with 400
-# unsupported_value). Longest matching prefix wins; a family not listed is not checked.
-GPT6_EFFORTS = ("low", "medium", "high", "xhigh", "max")
-GPT6_EFFORTS_WITH_NONE = ("none", *GPT6_EFFORTS)
-MODEL_EFFORTS = {
-    "gpt-5": ("minimal", "low", "medium", "high"),
-    "gpt-5-pro": ("high",),
-    "gpt-5-codex": ("low", "medium", "high"),
-    "gpt-5.1": ("none", "low", "medium", "high"),
-    "gpt-5.1-codex": ("low", "medium", "high"),
-    "gpt-5.1-codex-max": ("none", "low", "medium", "high", "xhigh"),
-    "gpt-5.1-chat-latest": ("medium",),
-    "gpt-5.2": ("none", "low", "medium", "high", "xhigh"),
-    "gpt-5.2-pro": ("medium", "high", "xhigh"),
-    "gpt-5.2-chat-latest": ("medium",),
-    "gpt-5.4": ("none", "low", "medium", "high", "xhigh"),
-    "gpt-5.4-pro": ("medium", "high", "xhigh"),
-    "gpt-5.5": ("none", "low", "medium", "high", "xhigh"),
-    "gpt-5.5-pro": ("medium", "high", "xhigh"),
-    # GPT-5.6 and GPT-6 (their model pages): low to max for all; none only for the models
-    # below that list it; minimal for none of them.
-    "gpt-5.6-sol": GPT6_EFFORTS_WITH_NONE,
-    "gpt-5.6-terra": GPT6_EFFORTS_WITH_NONE,
-    "gpt-5.6-luna": GPT6_EFFORTS_WITH_NONE,
-    "gpt-6-sol": GPT6_EFFORTS_WITH_NONE,
-    "gpt-6-luna": GPT6_EFFORTS_WITH_NONE,
-    "gpt-6.1-terra": GPT6_EFFORTS_WITH_NONE,
-    "gpt-6-astra": GPT6_EFFORTS,
-    "gpt-6.1-sol": GPT6_EFFORTS,
-    "gpt-6.2-sol": GPT6_EFFORTS,
-    "gpt-6.2-astra": GPT6_EFFORTS,
-    "o1": ("low", "medium", "high"),
-    "o3": ("low", "medium", "high"),
-    "o4": ("low", "medium", "high"),
-    "o3-deep-research": ("medium",),
-    "o4-mini-deep-research": ("medium",),
-}
-
-
-# Verbosities for the gpt-5 models that do not take all three (400 unsupported_value otherwise).
-MODEL_VERBOSITIES = {"gpt-5-chat-latest": ("medium",)}
-
-
-def model_efforts(model: str) -> tuple[str, ...] | None:
-    """The reasoning efforts `model` accepts, or None when its family is not known here."""
-    return _by_family(MODEL_EFFORTS, model)
-
-
-def model_verbosities(model: str) -> tuple[str, ...]:
-    """The verbosities a gpt-5 `model` accepts."""
-    return _by_family(MODEL_VERBOSITIES, model) or VERBOSITIES
-
-
-def _by_family(table: dict, model: str):
-    """table's entry for the longest family `model` belongs to (itself, or family-…), or None."""
-    best = None
-    for family in table:
-        if (model == family or model.startswith(family + "-")) and (
-            best is None or len(family) > len(best)
-        ):
-            best = family
-    return table[best] if best else None
 
 
 class Doctor:

@@ -279,7 +279,7 @@ def test_the_module_docstring_maps_its_sections_in_the_order_of_their_banners():
     source = (ROOT / "openai_responses_mcp.py").read_text(encoding="utf-8").splitlines()
     rule = [line.startswith("# ====") for line in source] + [False, False]
     banners = [source[i + 1][2:] for i in range(len(source) - 2) if rule[i] and rule[i + 2]]
-    mapped = re.findall(r"^\d\. (\S+(?: \S+)?)   ", orm.__doc__, flags=re.M)
+    mapped = re.findall(r"^\d+\. (\S+(?: \S+)?)   ", orm.__doc__, flags=re.M)
     assert len(mapped) == len(banners), (mapped, banners)
     for name, banner in zip(mapped, banners, strict=True):
         assert name.strip().lower() in banner.lower(), (name, banner)
