@@ -438,7 +438,7 @@ MUTANTS = [
     mutant(
         "budget-joiner-keeps-its-reservation",
         "budget",
-        "            if unused is not None:\n                self.ledger.release(unused)",
+        "            if unused is not None:\n                self.spending.release(unused)",
         "            if unused is not None:\n                pass",
         "tests/test_ledger.py",
         "-k",
@@ -447,7 +447,7 @@ MUTANTS = [
     mutant(
         "budget-not-asked",
         "budget",
-        "admit=lambda: self._admit(tool, request, today, hold, user, args),",
+        "admit=lambda: self.spending.admit(tool, request, today, hold, user, args),",
         "admit=None,",
         "tests/test_cost.py",
         "-k",
