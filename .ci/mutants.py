@@ -361,6 +361,15 @@ MUTANTS = [
         "-k",
         "expired",
     ),
+    mutant(
+        "engine-named-users-not-kept-apart",
+        "ids",
+        "    return lambda: bool(issuer) or users.exist()",
+        "    return lambda: bool(issuer)",
+        "tests/test_users.py",
+        "-k",
+        "cache_is_per_user_unless_shared and False",
+    ),
     # -- Secret masking -----------------------------------------------------------------------
     mutant(
         "mask-no-plus-encoding",
