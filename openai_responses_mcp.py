@@ -23,10 +23,11 @@ TOOL_TABLE, above the first banner, lists the tools (CONTRIBUTING.md: where new 
 4. Files           what a call attaches (screenshots, PDFs, logs, source): local paths
                    read only inside the allowed directories, never a secret, kind from
                    the bytes; https:// and data: URLs, which the server never fetches
-5. Answer engine   the OpenAI call (AnswerEngine: streaming, retries, cancellation; its
+5. Answer engine   the OpenAI call (ResponsesClient: streaming, retries, cancellation; its
                    BackgroundMode), the answer's shape and sources section, results sized per
-                   client, its cost in dollars, single-flight for identical calls, and refused
-                   profile settings (Refusals)
+                   client, its cost in dollars, single-flight for identical calls, refused
+                   profile settings (Refusals), budgets and booking (Spending), and
+                   AnswerEngine with the composition root that builds it (build_engine)
 6. State           the usage ledger (budgets, --usage) and the answer cache, behind one
                    backend interface: SQLite by default (state.path), PostgreSQL (state.url)
                    for several hosts
@@ -6380,39 +6381,26 @@ class _Carried:
             return self._tokens.get(response_id, 0) if isinstance(response_id, str) else 0
 
 
-class AnswerEngine:
-    """Turns a tool call into one Responses API request and the answer of the output contract.
+class ResponsesClient:
+    """The OpenAI side of a call: the SDK client, the streamed request and its events, the retry
+    loop and its recovery strategies (adapting refused settings, flex to default, resuming a
+    background response), and background mode (BackgroundMode).
 
     One OpenAI client per process, made on first use and shared by every worker thread so
     connections are reused. The SDK's own retries are off: retries happen here, once.
     """
 
-    def __init__(self, config: Config, log: Log):
+    def __init__(self, config: Config, log: Log, refusals: Refusals, background_always=False):
         self._config = config
         self._log = log
         self._client = None
         self._client_lock = threading.Lock()
-        self._warming = self._checked = False
+        self._warming = False
         self._local = threading.local()  # the Call a worker thread is serving
-        self.pricing = Pricing(config, log)
-        timezone = config.get("policy", "timezone")
-        self.state = StateStore(
-            state_backend(config), log, timezone, config.get("state", "retention_days")
+        self.refusals = refusals  # what models refused of the default settings
+        self.background = BackgroundMode(
+            config, log, self.client, self._as_tool_error, background_always
         )
-        self.ledger = Ledger(self.state, timezone)
-        self.cache = AnswerCache(
-            self.state, config.get("cache", "ttl_s"), config.get("cache", "max_entries")
-        )
-        self.users = UserDirectory(self.state)
-        self.carried = _Carried()  # what a follow-up of a recent answer carries, for budgets
-        self.owners = ResponseOwners(self.state)
-        # Whether calls can come from several people (HttpApp sets Authenticator.multi_user):
-        # then response ids are checked against their owners, and the cache is per user.
-        self.multi_user = lambda: False
-        self.flights = SingleFlight(log)
-        self.background = BackgroundMode(config, log, self.client, self._as_tool_error)
-        self.refusals = Refusals(config, log)  # what models refused of the default settings
-        self.retirements = RetirementCheck(config, log, self.state, self.client)
 
     def warm_up(self, delay: float = 0.3) -> None:
         """Loads `openai` and builds the client in the background, so the first call is fast.
@@ -6453,21 +6441,6 @@ class AnswerEngine:
         except Exception:  # noqa: BLE001 - the first call reports whatever this hit
             pass
 
-    def answered(self) -> None:
-        """After the first call's reply, looks at the models' shutdown dates in the background.
-        Not at initialize: claiming the day loads sqlite3 (~1.6 MiB, issue 34), which a server
-        that is never called would hold for nothing; a called one has it open for the ledger."""
-        with self._client_lock:
-            if self._checked:
-                return
-            self._checked = True
-        threading.Thread(target=self.check_retirements, name="retirements", daemon=True).start()
-
-    def check_retirements(self) -> None:
-        """Warns on stderr about each enabled tool's model with an announced shutdown date
-        (RetirementCheck)."""
-        self.retirements.run()
-
     def client(self):
         with self._client_lock:
             if self._client is None:
@@ -6491,315 +6464,11 @@ class AnswerEngine:
             http_client=http_client,
         )
 
-    def answer(self, tool: str, args: dict, call: Call) -> tuple[dict, dict]:
-        """Answers from the cache, or runs the call (shared with identical calls in flight);
-        returns (answer, meta) or raises ToolError / Cancelled."""
-        started = time.monotonic()
-        today = today_in(self._config.get("policy", "timezone"))
-        request = self.refusals.fit(tool, build_request(tool, args, self._config, today))
-        user = call.user
-        if args.get("previous_response_id"):  # another user's is not found; nothing is sent
-            self._check_owner(tool, request, args["previous_response_id"], user)
-        key = answer_key(
-            tool,
-            args,
-            request,
-            today,
-            self._config.get("policy", "max_citations"),
-            self._config.get("openai", "base_url"),
-            account_id(api_key(self._config)),
-            self._cache_user(user),
-        )
-        if self.cache.enabled and not args.get("fresh"):
-            hit = self._from_cache(tool, key, started, user)
-            if hit is not None:
-                self.owners.add(hit[0].get("response_id"), user)
-                return hit
-        hold = _Hold()
-        try:
-            result, shared = self.flights.run(
-                key,
-                call,
-                lambda upstream: self._fetch(
-                    tool, request, upstream, today, key, hold.take(), user, args.get("files")
-                ),
-                admit=lambda: self._admit(tool, request, today, hold, user, args),
-            )
-        finally:
-            unused = hold.take()  # admitted, then joined an identical call, or never flew
-            if unused is not None:
-                self.ledger.release(unused)
-        answer, meta = dict(result[0]), dict(result[1])
-        if shared:  # the request's cost is on the row of the call that made it
-            meta["cost"] = {**ZERO_COST, "prices": meta["cost"]["prices"]}
-            meta["shared"] = True
-            meta["elapsed_ms"] = round((time.monotonic() - started) * 1000)
-            model = answer.get("model") or request["model"]
-            self.ledger.record(UsageRow(tool, model, "shared", meta, user))
-        self.owners.add(answer.get("response_id"), user)
-        return answer, meta
+    def fit(self, tool: str, args: dict, today: str) -> dict:
+        """The call's request, without what its model is known to refuse (Refusals.fit)."""
+        return self.refusals.fit(tool, build_request(tool, args, self._config, today))
 
-    def _cache_user(self, user: str) -> str:
-        """Whose cache entries a call reads and writes: its user's own while several people use
-        the server, unless cache.share_across_users; everyone's ('') otherwise."""
-        if self._config.get("cache", "share_across_users") or not self.multi_user():
-            return ""
-        return user
-
-    def _check_owner(self, tool: str, request: dict, response_id: str, user: str) -> None:
-        """A follow-up must name a response its user was given: else, while several people use
-        the server, it is "not known", as the API would say, and nothing is sent."""
-        if not self.multi_user():
-            return
-        try:
-            owned = self.owners.owned(response_id, user)
-        except StateUnavailable as exc:
-            self.ledger.record(UsageRow(tool, request["model"], "refused", user=user))
-            raise ToolError(
-                f"previous_response_id cannot be checked: {self.state.label} is unavailable "
-                f"({exc.reason}); retry shortly"
-            ) from None
-        if not owned:
-            self.ledger.record(UsageRow(tool, request["model"], "refused", user=user))
-            raise ToolError(
-                "previous_response_id not found: no answer with that id was given to you; "
-                "ask without previous_response_id, or pass the response_id of one of your "
-                "recent answers"
-            )
-
-    def _from_cache(self, tool: str, key: str, started: float, user: str) -> tuple | None:
-        found = self.cache.get(key)
-        if found is None:
-            return None
-        body, age = found
-        meta = {
-            "response_id": body.get("response_id"),
-            "cache": {"hit": True, "age_s": round(age, 1)},
-            "cost": {**ZERO_COST, "prices": None},
-            "web_searches": 0,
-            "elapsed_ms": round((time.monotonic() - started) * 1000),
-            "attempts": 0,
-        }
-        # An entry stored before answers carried their response_id gets it from the body.
-        answer = dict(body["answer"])
-        answer.setdefault("response_id", body.get("response_id"))
-        self.ledger.record(UsageRow(tool, answer.get("model") or "", "cache", meta, user))
-        return answer, meta
-
-    def _admit(self, tool: str, request: dict, today: str, hold: _Hold, user: str, args) -> None:
-        """Lets a call make a new request, its expected cost (its question's and files' too)
-        reserved against each budget (the team's and its user's), or refuses it (a ledger row
-        says so)."""
-        model = request["model"]
-        try:
-            self._check_priced(model, today, user)
-            carried = self.carried.of(request.get("previous_response_id"))
-            estimator = CallEstimator(self.pricing, request, args, carried)
-            hold.put(self._reserve(tool, today, user, estimator))
-            self.state.prepare()  # the call's row is written at its end, even a stop signal's
-        except ToolError:
-            self.ledger.record(UsageRow(tool, model, "refused", user=user))
-            raise
-
-    def _check_priced(self, model: str, today: str, user: str) -> None:
-        """Under a budget, a model with no known price is refused before any request: its
-        calls could not be counted against the budget (fail closed, as for a broken ledger)."""
-        periods = self._budgets_of(today, user)
-        if not periods or self.pricing.prices(model) is not None:
-            return
-        raise ToolError(
-            f"no price known for model {model!r}, so budget.{periods[0][0]}_usd cannot count "
-            f"its calls: set pricing.models.{_undated(model)} to {{input, cached_input, "
-            "output} in USD per million tokens (see --doctor), or use a model with a price"
-        )
-
-    def _budgets_of(self, today: str, user: str) -> list:
-        """[(period, limit, first day, spent_when, resets, user or None for the team's)]."""
-        periods = [(*period, None) for period in budgets(self._config, today)]
-        try:
-            own = self.users.allowance(user) if self.multi_user() else (None, None)
-        except StateUnavailable as exc:
-            raise ToolError(
-                f"budget cannot be checked: {self.state.label} is unavailable ({exc.reason}): "
-                "calls that would spend are refused while users have allowances; retry shortly"
-            ) from None
-        return periods + [(*p, user) for p in user_budgets(self._config, today, user, own)]
-
-    def _reserve(self, tool: str, today: str, user: str = LOCAL_USER, estimator=None) -> str | None:
-        """The call's reservation (None: no budget is set), or ToolError when a budget has no
-        room for it or cannot be checked. `estimator`: see Ledger.reserve."""
-        periods = self._budgets_of(today, user)
-        if not periods:
-            return None
-        limits = [(first_day, limit, who) for _, limit, first_day, _, _, who in periods]
-        try:
-            reservation, estimate, sums = self.ledger.reserve(
-                tool,
-                limits,
-                reservation_floor(self._config, tool),
-                self._reservation_ttl(tool),
-                user,
-                estimator,
-            )
-        except StateUnavailable as exc:
-            raise ToolError(
-                # Never the store's address: the client may be anyone; the log names it.
-                f"budget cannot be checked: {self.state.kind} is unavailable ({exc.public}): "
-                f"calls that would spend are refused while budget.{periods[0][0]}_usd is set; "
-                "fix it, or unset the budget"
-            ) from None
-        if reservation is not None:
-            return reservation
-        timezone = self._config.get("policy", "timezone")
-        for period_sums in zip(periods, sums, strict=True):
-            (period, limit, _, spent_when, resets, who), (spent, reserved) = period_sums
-            name = f"{period} budget" if who is None else f"{user}'s {period[9:]} allowance"
-            fix = f"raise budget.{period}_usd" + (
-                f" (or {user}'s own: --user limit {user} --{period[9:]}-usd X)"
-                if who is not None and identity_kind(user) == "user"
-                else ""  # an OAuth subject's, shared's and local's: the config key alone
-            )
-            if spent >= limit:
-                raise ToolError(
-                    f"{name} of {usd(limit)} reached ({usd(spent)} spent {spent_when}; "
-                    f"resets {resets} {timezone}): {fix} or wait"
-                )
-            if spent + reserved + estimate > limit + 1e-9:
-                raise ToolError(
-                    f"{name} of {usd(limit)} has no room for this call ({usd(spent)} "
-                    f"spent {spent_when}, {usd(reserved)} held by calls in flight, about "
-                    f"{usd(estimate)} expected for this one; resets {resets} {timezone}): "
-                    f"{fix} or wait"
-                )
-        raise ToolError("budget cannot be checked: no room reported")  # not reached
-
-    def _reservation_ttl(self, tool: str) -> float:
-        """How long a reservation counts if its process dies before settling it: longer than
-        any call of the tool (every attempt in full; an answer_deep run's
-        request.deep_timeout_ms, up to a day), and at least an hour."""
-        config = self._config
-        longest = (
-            config.get("request", "timeout_ms") / 1000 * (config.get("request", "max_retries") + 1)
-        )
-        if tool == DEEP_TOOL:
-            longest = max(longest, config.get("request", "deep_timeout_ms") / 1000)
-        return max(3600.0, longest + 60)
-
-    def _fetch(
-        self,
-        tool: str,
-        request: dict,
-        call: Call,
-        today: str,
-        key: str,
-        reservation=None,
-        user: str = LOCAL_USER,
-        files=None,
-    ) -> tuple:
-        """The upstream request with retries, its cost, its ledger row (`user`'s, which settles
-        the call's reservation; with the count and bytes of its files), and its cache entry."""
-        started = time.monotonic()
-        sent = {"files": [f.summary() for f in files]} if files else {}
-        call.reservation = reservation  # a handover passes it on (Dispatcher.hand_over)
-        try:
-            answer, meta, response = self._request(tool, request, call, today)
-        except ToolError as exc:
-            meta = {"elapsed_ms": round((time.monotonic() - started) * 1000), **sent}
-            meta.update(billed_meta(self.pricing, exc, request["model"], call.searches))
-            self._record(call, UsageRow(tool, request["model"], exc.kind, meta, user), reservation)
-            raise
-        except Cancelled as exc:
-            meta = {"elapsed_ms": round((time.monotonic() - started) * 1000), **sent}
-            meta.update(billed_meta(self.pricing, exc, request["model"], call.searches))
-            self._record(
-                call, UsageRow(tool, request["model"], "cancelled", meta, user), reservation
-            )
-            raise
-        except BaseException:
-            if reservation is not None:
-                self.ledger.release(reservation)
-            raise
-        model = _model_named(response, request["model"])
-        meta.update(sent)
-        meta["cost"] = self.pricing.booked(
-            model,
-            request["model"],
-            meta["usage"],
-            meta["web_searches"],
-            response.get("service_tier"),
-        )
-        if self.cache.enabled:
-            meta["cache"] = {"hit": False}
-        self.carried.add(meta)
-        self._record(call, UsageRow(tool, model, "ok", meta, user), reservation)
-        if self.cache.enabled and response.get("status") == "completed":
-            self.cache.put(key, answer, meta.get("response_id"))
-        return answer, meta
-
-    def wait_for_flights(self, timeout: float) -> None:
-        """Waits (up to timeout) for the requests in flight to end: a cancelled call's
-        request ends on its own thread, which writes its ledger row a moment after the call
-        has given up on it; a process about to leave waits for that row."""
-        deadline = time.monotonic() + timeout
-        while self.flights.in_flight() and time.monotonic() < deadline:
-            time.sleep(0.02)
-
-    def _record(self, call: Call, row: UsageRow, reservation: str | None) -> None:
-        """The call's ledger row, unless its call was handed over to another instance."""
-        if call.record_here():
-            self.ledger.record(row, reservation)
-
-    def hand_over(self, call: Call, response_id: str, expires_ms: int) -> bool:
-        """Leaves a running call's ledger row to the instance that serves its task (this
-        process is stopping); False if this process has recorded it already."""
-        upstream = call.upstream or call
-        if not upstream.hand_over():
-            return False
-        self.ledger.hand_over(upstream.reservation, response_id, expires_ms / 1000)
-        return True
-
-    def settle_followed(
-        self, tool: str, meta: dict, response_id: str, model: str, user: str = LOCAL_USER
-    ) -> None:
-        """The ledger row of a response another instance created and this one read to its
-        end, `user`'s (the task's): written if that instance handed it over, else its creator
-        writes it. Its cost is collect()'s, tier and all."""
-        cost = meta.get("cost") or self.pricing.cost(
-            model, meta.get("usage") or {}, meta.get("web_searches", 0)
-        )
-        row = UsageRow(tool, model, "ok", {**meta, "cost": cost}, user)
-        self.ledger.settle_handover(row, response_id)
-
-    def close(self, wait_s: float = 5.0) -> None:
-        """Writes the ledger rows still queued (up to wait_s), for a process about to exit."""
-        self.state.close(wait_s)
-
-    @property
-    def background_off(self) -> bool:
-        """Whether the API refused background mode, so no call of this process uses it."""
-        return self.background.off
-
-    def collect(self, tool: str, args: dict, response_id: str, call: Call) -> tuple[dict, dict]:
-        """The answer of a background response created earlier, by this process or another,
-        from its id alone: its events are read from the first (GET /responses/{id}?stream=true),
-        resuming after drops as any background call does; a cancel cancels it upstream.
-        Returns (answer, meta) or raises ToolError / Cancelled; no ledger row, no cache entry
-        (the caller decides who accounts for a response it did not create); its _meta.cost is
-        the response's, priced with its service tier."""
-        today = today_in(self._config.get("policy", "timezone"))
-        request = self.refusals.fit(tool, build_request(tool, args, self._config, today))
-        answer, meta, response = self._request(tool, request, call, today, response_id)
-        meta["cost"] = self.pricing.booked(
-            _model_named(response, request["model"]),
-            request["model"],
-            meta["usage"],
-            meta["web_searches"],
-            response.get("service_tier"),
-        )
-        self.carried.add(meta)
-        return answer, meta
-
-    def _request(self, tool: str, request: dict, call: Call, today: str, response_id=None):
+    def request(self, tool: str, request: dict, call: Call, today: str, response_id=None):
         """Runs the request with retries (resumes, in background); returns (answer, meta,
         response). With response_id, follows that background response instead of creating."""
         config = self._config
@@ -6981,6 +6650,410 @@ class AnswerEngine:
         return None
 
 
+class Spending:
+    """A call's money: admitting it under the budgets (the team's and, while several people use
+    the server, its user's) with its expected cost reserved, and the ledger row that settles the
+    reservation with what the call cost (a row handed over to another instance included)."""
+
+    def __init__(self, config: Config, pricing: Pricing, state: "EngineState", multi_user):
+        self._config = config
+        self.pricing = pricing
+        self.state, self.ledger, self.users = state.store, state.ledger, state.users
+        self.carried = _Carried()  # what a follow-up of a recent answer carries, for budgets
+        self._multi_user = multi_user  # whether calls can come from several people
+
+    def admit(self, tool: str, request: dict, today: str, hold: _Hold, user: str, args) -> None:
+        """Lets a call make a new request, its expected cost (its question's and files' too)
+        reserved against each budget (the team's and its user's), or refuses it (a ledger row
+        says so)."""
+        model = request["model"]
+        try:
+            self._check_priced(model, today, user)
+            carried = self.carried.of(request.get("previous_response_id"))
+            estimator = CallEstimator(self.pricing, request, args, carried)
+            hold.put(self._reserve(tool, today, user, estimator))
+            self.state.prepare()  # the call's row is written at its end, even a stop signal's
+        except ToolError:
+            self.refuse(tool, model, user)
+            raise
+
+    def _check_priced(self, model: str, today: str, user: str) -> None:
+        """Under a budget, a model with no known price is refused before any request: its
+        calls could not be counted against the budget (fail closed, as for a broken ledger)."""
+        periods = self._budgets_of(today, user)
+        if not periods or self.pricing.prices(model) is not None:
+            return
+        raise ToolError(
+            f"no price known for model {model!r}, so budget.{periods[0][0]}_usd cannot count "
+            f"its calls: set pricing.models.{_undated(model)} to {{input, cached_input, "
+            "output} in USD per million tokens (see --doctor), or use a model with a price"
+        )
+
+    def _budgets_of(self, today: str, user: str) -> list:
+        """[(period, limit, first day, spent_when, resets, user or None for the team's)]."""
+        periods = [(*period, None) for period in budgets(self._config, today)]
+        try:
+            own = self.users.allowance(user) if self._multi_user() else (None, None)
+        except StateUnavailable as exc:
+            raise ToolError(
+                f"budget cannot be checked: {self.state.label} is unavailable ({exc.reason}): "
+                "calls that would spend are refused while users have allowances; retry shortly"
+            ) from None
+        return periods + [(*p, user) for p in user_budgets(self._config, today, user, own)]
+
+    def _reserve(self, tool: str, today: str, user: str = LOCAL_USER, estimator=None) -> str | None:
+        """The call's reservation (None: no budget is set), or ToolError when a budget has no
+        room for it or cannot be checked. `estimator`: see Ledger.reserve."""
+        periods = self._budgets_of(today, user)
+        if not periods:
+            return None
+        limits = [(first_day, limit, who) for _, limit, first_day, _, _, who in periods]
+        try:
+            reservation, estimate, sums = self.ledger.reserve(
+                tool,
+                limits,
+                reservation_floor(self._config, tool),
+                self._reservation_ttl(tool),
+                user,
+                estimator,
+            )
+        except StateUnavailable as exc:
+            raise ToolError(
+                # Never the store's address: the client may be anyone; the log names it.
+                f"budget cannot be checked: {self.state.kind} is unavailable ({exc.public}): "
+                f"calls that would spend are refused while budget.{periods[0][0]}_usd is set; "
+                "fix it, or unset the budget"
+            ) from None
+        if reservation is not None:
+            return reservation
+        timezone = self._config.get("policy", "timezone")
+        for period_sums in zip(periods, sums, strict=True):
+            (period, limit, _, spent_when, resets, who), (spent, reserved) = period_sums
+            name = f"{period} budget" if who is None else f"{user}'s {period[9:]} allowance"
+            fix = f"raise budget.{period}_usd" + (
+                f" (or {user}'s own: --user limit {user} --{period[9:]}-usd X)"
+                if who is not None and identity_kind(user) == "user"
+                else ""  # an OAuth subject's, shared's and local's: the config key alone
+            )
+            if spent >= limit:
+                raise ToolError(
+                    f"{name} of {usd(limit)} reached ({usd(spent)} spent {spent_when}; "
+                    f"resets {resets} {timezone}): {fix} or wait"
+                )
+            if spent + reserved + estimate > limit + 1e-9:
+                raise ToolError(
+                    f"{name} of {usd(limit)} has no room for this call ({usd(spent)} "
+                    f"spent {spent_when}, {usd(reserved)} held by calls in flight, about "
+                    f"{usd(estimate)} expected for this one; resets {resets} {timezone}): "
+                    f"{fix} or wait"
+                )
+        raise ToolError("budget cannot be checked: no room reported")  # not reached
+
+    def _reservation_ttl(self, tool: str) -> float:
+        """How long a reservation counts if its process dies before settling it: longer than
+        any call of the tool (every attempt in full; an answer_deep run's
+        request.deep_timeout_ms, up to a day), and at least an hour."""
+        config = self._config
+        longest = (
+            config.get("request", "timeout_ms") / 1000 * (config.get("request", "max_retries") + 1)
+        )
+        if tool == DEEP_TOOL:
+            longest = max(longest, config.get("request", "deep_timeout_ms") / 1000)
+        return max(3600.0, longest + 60)
+
+    def release(self, reservation: str) -> None:
+        """Gives a reservation back: its call made no request."""
+        self.ledger.release(reservation)
+
+    def refuse(self, tool: str, model: str, user: str) -> None:
+        """The ledger row of a call refused before any request."""
+        self.ledger.record(UsageRow(tool, model, "refused", user=user))
+
+    def note(self, row: UsageRow) -> None:
+        """The ledger row of a call that cost nothing (a cache hit, a shared request)."""
+        self.ledger.record(row)
+
+    def book(self, response: dict, request: dict, meta: dict) -> str:
+        """Prices a completed response into meta["cost"] (at its service tier) and remembers
+        what a follow-up of it carries; returns the model the response names."""
+        model = _model_named(response, request["model"])
+        meta["cost"] = self.pricing.booked(
+            model,
+            request["model"],
+            meta["usage"],
+            meta["web_searches"],
+            response.get("service_tier"),
+        )
+        self.carried.add(meta)
+        return model
+
+    def book_failure(self, call: Call, tool, model, outcome, meta: dict, user, exc) -> None:
+        """The row of a call that failed or was cancelled (settling its reservation), with what
+        its attempts were billed."""
+        meta.update(billed_meta(self.pricing, exc, model, call.searches))
+        self.record(call, UsageRow(tool, model, outcome, meta, user), call.reservation)
+
+    def record(self, call: Call, row: UsageRow, reservation: str | None) -> None:
+        """The call's ledger row, unless its call was handed over to another instance."""
+        if call.record_here():
+            self.ledger.record(row, reservation)
+
+    def hand_over(self, call: Call, response_id: str, expires_ms: int) -> bool:
+        """Leaves a running call's ledger row to the instance that serves its task (this
+        process is stopping); False if this process has recorded it already."""
+        upstream = call.upstream or call
+        if not upstream.hand_over():
+            return False
+        self.ledger.hand_over(upstream.reservation, response_id, expires_ms / 1000)
+        return True
+
+    def settle_followed(
+        self, tool: str, meta: dict, response_id: str, model: str, user: str = LOCAL_USER
+    ) -> None:
+        """The ledger row of a response another instance created and this one read to its
+        end, `user`'s (the task's): written if that instance handed it over, else its creator
+        writes it. Its cost is collect()'s, tier and all."""
+        cost = meta.get("cost") or self.pricing.cost(
+            model, meta.get("usage") or {}, meta.get("web_searches", 0)
+        )
+        row = UsageRow(tool, model, "ok", {**meta, "cost": cost}, user)
+        self.ledger.settle_handover(row, response_id)
+
+
+class EngineState:
+    """The state the engine reads and writes, all kept in one StateStore: the ledger (budgets),
+    the answer cache, the named users and who was given which response."""
+
+    def __init__(self, store: "StateStore", timezone: str, cache_ttl_s, cache_entries: int):
+        self.store = store
+        self.ledger = Ledger(store, timezone)
+        self.cache = AnswerCache(store, cache_ttl_s, cache_entries)
+        self.users = UserDirectory(store)
+        self.owners = ResponseOwners(store)
+
+
+class AnswerEngine:
+    """Turns a tool call into the answer of the output contract: from the cache, or from one
+    Responses API request (shared with identical calls in flight) that `upstream` makes and
+    `spending` admits and books. build_engine gives it its parts."""
+
+    def __init__(
+        self,
+        config: Config,
+        log: Log,
+        state: EngineState,
+        spending: Spending,
+        upstream: ResponsesClient,
+        retirements: RetirementCheck,
+        multi_user=lambda: False,
+    ):
+        self._config = config
+        self._log = log
+        self.state, self.ledger, self.cache = state.store, state.ledger, state.cache
+        self.users, self.owners = state.users, state.owners
+        self.spending, self.pricing = spending, spending.pricing
+        self.upstream, self.background = upstream, upstream.background
+        self.retirements = retirements
+        # Whether calls can come from several people (over HTTP, Authenticator.multi_user):
+        # then response ids are checked against their owners, and the cache is per user.
+        self._multi_user = multi_user
+        self.flights = SingleFlight(log)
+        self._lock = threading.Lock()
+        self._checked = False
+
+    def warm_up(self, delay: float = 0.3) -> None:
+        """Readies the OpenAI client in the background (ResponsesClient.warm_up)."""
+        self.upstream.warm_up(delay)
+
+    def answered(self) -> None:
+        """After the first call's reply, looks at the models' shutdown dates in the background.
+        Not at initialize: claiming the day loads sqlite3 (~1.6 MiB, issue 34), which a server
+        that is never called would hold for nothing; a called one has it open for the ledger."""
+        with self._lock:
+            if self._checked:
+                return
+            self._checked = True
+        threading.Thread(target=self.check_retirements, name="retirements", daemon=True).start()
+
+    def check_retirements(self) -> None:
+        """Warns on stderr about each enabled tool's model with an announced shutdown date
+        (RetirementCheck)."""
+        self.retirements.run()
+
+    def client(self):
+        """The process's one OpenAI client."""
+        return self.upstream.client()
+
+    def answer(self, tool: str, args: dict, call: Call) -> tuple[dict, dict]:
+        """Answers from the cache, or runs the call (shared with identical calls in flight);
+        returns (answer, meta) or raises ToolError / Cancelled."""
+        started = time.monotonic()
+        today = today_in(self._config.get("policy", "timezone"))
+        request = self.upstream.fit(tool, args, today)
+        user = call.user
+        if args.get("previous_response_id"):  # another user's is not found; nothing is sent
+            self._check_owner(tool, request, args["previous_response_id"], user)
+        key = answer_key(
+            tool,
+            args,
+            request,
+            today,
+            self._config.get("policy", "max_citations"),
+            self._config.get("openai", "base_url"),
+            account_id(api_key(self._config)),
+            self._cache_user(user),
+        )
+        if self.cache.enabled and not args.get("fresh"):
+            hit = self._from_cache(tool, key, started, user)
+            if hit is not None:
+                self.owners.add(hit[0].get("response_id"), user)
+                return hit
+        hold = _Hold()
+        try:
+            result, shared = self.flights.run(
+                key,
+                call,
+                lambda upstream: self._fetch(
+                    tool, request, upstream, today, key, hold.take(), user, args.get("files")
+                ),
+                admit=lambda: self.spending.admit(tool, request, today, hold, user, args),
+            )
+        finally:
+            unused = hold.take()  # admitted, then joined an identical call, or never flew
+            if unused is not None:
+                self.spending.release(unused)
+        answer, meta = dict(result[0]), dict(result[1])
+        if shared:  # the request's cost is on the row of the call that made it
+            meta["cost"] = {**ZERO_COST, "prices": meta["cost"]["prices"]}
+            meta["shared"] = True
+            meta["elapsed_ms"] = round((time.monotonic() - started) * 1000)
+            model = answer.get("model") or request["model"]
+            self.spending.note(UsageRow(tool, model, "shared", meta, user))
+        self.owners.add(answer.get("response_id"), user)
+        return answer, meta
+
+    def _cache_user(self, user: str) -> str:
+        """Whose cache entries a call reads and writes: its user's own while several people use
+        the server, unless cache.share_across_users; everyone's ('') otherwise."""
+        if self._config.get("cache", "share_across_users") or not self._multi_user():
+            return ""
+        return user
+
+    def _check_owner(self, tool: str, request: dict, response_id: str, user: str) -> None:
+        """A follow-up must name a response its user was given: else, while several people use
+        the server, it is "not known", as the API would say, and nothing is sent."""
+        if not self._multi_user():
+            return
+        try:
+            owned = self.owners.owned(response_id, user)
+        except StateUnavailable as exc:
+            self.spending.refuse(tool, request["model"], user)
+            raise ToolError(
+                f"previous_response_id cannot be checked: {self.state.label} is unavailable "
+                f"({exc.reason}); retry shortly"
+            ) from None
+        if not owned:
+            self.spending.refuse(tool, request["model"], user)
+            raise ToolError(
+                "previous_response_id not found: no answer with that id was given to you; "
+                "ask without previous_response_id, or pass the response_id of one of your "
+                "recent answers"
+            )
+
+    def _from_cache(self, tool: str, key: str, started: float, user: str) -> tuple | None:
+        found = self.cache.get(key)
+        if found is None:
+            return None
+        body, age = found
+        meta = {
+            "response_id": body.get("response_id"),
+            "cache": {"hit": True, "age_s": round(age, 1)},
+            "cost": {**ZERO_COST, "prices": None},
+            "web_searches": 0,
+            "elapsed_ms": round((time.monotonic() - started) * 1000),
+            "attempts": 0,
+        }
+        # An entry stored before answers carried their response_id gets it from the body.
+        answer = dict(body["answer"])
+        answer.setdefault("response_id", body.get("response_id"))
+        self.spending.note(UsageRow(tool, answer.get("model") or "", "cache", meta, user))
+        return answer, meta
+
+    def _fetch(
+        self,
+        tool: str,
+        request: dict,
+        call: Call,
+        today: str,
+        key: str,
+        reservation=None,
+        user: str = LOCAL_USER,
+        files=None,
+    ) -> tuple:
+        """The upstream request with retries, its cost, its ledger row (`user`'s, which settles
+        the call's reservation; with the count and bytes of its files), and its cache entry."""
+        started = time.monotonic()
+        sent = {"files": [f.summary() for f in files]} if files else {}
+        call.reservation = reservation  # a handover passes it on (Dispatcher.hand_over)
+        try:
+            answer, meta, response = self.upstream.request(tool, request, call, today)
+        except (ToolError, Cancelled) as exc:
+            meta = {"elapsed_ms": round((time.monotonic() - started) * 1000), **sent}
+            kind = exc.kind if isinstance(exc, ToolError) else "cancelled"
+            self.spending.book_failure(call, tool, request["model"], kind, meta, user, exc)
+            raise
+        except BaseException:
+            if reservation is not None:
+                self.spending.release(reservation)
+            raise
+        meta.update(sent)
+        model = self.spending.book(response, request, meta)
+        if self.cache.enabled:
+            meta["cache"] = {"hit": False}
+        self.spending.record(call, UsageRow(tool, model, "ok", meta, user), reservation)
+        if self.cache.enabled and response.get("status") == "completed":
+            self.cache.put(key, answer, meta.get("response_id"))
+        return answer, meta
+
+    def wait_for_flights(self, timeout: float) -> None:
+        """Waits (up to timeout) for the requests in flight to end: a cancelled call's
+        request ends on its own thread, which writes its ledger row a moment after the call
+        has given up on it; a process about to leave waits for that row."""
+        deadline = time.monotonic() + timeout
+        while self.flights.in_flight() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def hand_over(self, call: Call, response_id: str, expires_ms: int) -> bool:
+        """Spending.hand_over: leaves a running call's ledger row to another instance."""
+        return self.spending.hand_over(call, response_id, expires_ms)
+
+    def settle_followed(self, tool, meta, response_id, model, user: str = LOCAL_USER) -> None:
+        """Spending.settle_followed: the row of a response another instance created."""
+        self.spending.settle_followed(tool, meta, response_id, model, user)
+
+    def close(self, wait_s: float = 5.0) -> None:
+        """Writes the ledger rows still queued (up to wait_s), for a process about to exit."""
+        self.state.close(wait_s)
+
+    @property
+    def background_off(self) -> bool:
+        """Whether the API refused background mode, so no call of this process uses it."""
+        return self.background.off
+
+    def collect(self, tool: str, args: dict, response_id: str, call: Call) -> tuple[dict, dict]:
+        """The answer of a background response created earlier, by this process or another,
+        from its id alone: its events are read from the first (GET /responses/{id}?stream=true),
+        resuming after drops as any background call does; a cancel cancels it upstream.
+        Returns (answer, meta) or raises ToolError / Cancelled; no ledger row, no cache entry
+        (the caller decides who accounts for a response it did not create); its _meta.cost is
+        the response's, priced with its service tier."""
+        today = today_in(self._config.get("policy", "timezone"))
+        request = self.upstream.fit(tool, args, today)
+        answer, meta, response = self.upstream.request(tool, request, call, today, response_id)
+        self.spending.book(response, request, meta)
+        return answer, meta
+
+
 # -- Background mode -------------------------------------------------------------------------------
 
 
@@ -6989,15 +7062,16 @@ class BackgroundMode:
     API refuses them, resuming a dropped stream, and the server-side cancel (sent on a thread
     of its own, which a leaving process waits for)."""
 
-    def __init__(self, config: Config, log: Log, client, as_tool_error):
+    def __init__(self, config: Config, log: Log, client, as_tool_error, force: bool = False):
         self._config, self._log = config, log
-        self._client = client  # AnswerEngine.client: the process's one OpenAI client
-        self._as_tool_error = as_tool_error  # AnswerEngine's: a Failure as the call's ToolError
+        self._client = client  # ResponsesClient.client: the process's one OpenAI client
+        self._as_tool_error = as_tool_error  # ResponsesClient's: a Failure as the call's ToolError
         self._lock = threading.Lock()
         self.off = False  # set for the process when the API refused background mode
-        # Tasks across --stateless instances: every call runs in background, so that its task
-        # can be served by any instance from OpenAI's stored response.
-        self.force = False
+        # Tasks across --stateless instances (background_always): every call runs in
+        # background, so that its task can be served by any instance from OpenAI's stored
+        # response.
+        self.force = force
         self._cancels: set = set()  # server-side cancels still being sent
 
     def run(self, tool: str, call: Call, started: float, response_id=None):
@@ -7145,6 +7219,41 @@ class BackgroundMode:
             )
         call.let_go()
         return run.created.is_set() and not run.finished
+
+
+# -- Composition root ------------------------------------------------------------------------------
+
+
+def background_always(config: Config, http: bool) -> bool:
+    """Whether every call runs in background mode: over HTTP with --stateless and a task secret
+    (tasks are on, signed), so any instance can serve a call's task from OpenAI's stored
+    response (LongCalls.signing)."""
+    stateless = http and config.get("server", "http")["stateless"]
+    return stateless and tasks_off_reason(config, stateless) is None
+
+
+def multi_user_check(config: Config, users: "UserDirectory"):
+    """Over HTTP, whether calls can come from several people (Authenticator.multi_user, for
+    the server's own users): with an OAuth issuer, or once named users exist."""
+    issuer = config.get("server", "auth")["issuer"]
+    return lambda: bool(issuer) or users.exist()
+
+
+def build_engine(config: Config, log: Log, *, http: bool = False) -> AnswerEngine:
+    """The answer engine and every part it is given: the state (one StateStore), the spending
+    that admits and books calls, the OpenAI client, the check of the models' shutdown dates.
+    Nothing is opened or imported here: the store and the client open on first use. `http`:
+    the engine serves --http (several people may call; --stateless may force background)."""
+    timezone = config.get("policy", "timezone")
+    store = StateStore(state_backend(config), log, timezone, config.get("state", "retention_days"))
+    state = EngineState(
+        store, timezone, config.get("cache", "ttl_s"), config.get("cache", "max_entries")
+    )
+    multi_user = multi_user_check(config, state.users) if http else (lambda: False)
+    spending = Spending(config, Pricing(config, log), state, multi_user)
+    upstream = ResponsesClient(config, log, Refusals(config, log), background_always(config, http))
+    retirements = RetirementCheck(config, log, store, upstream.client)
+    return AnswerEngine(config, log, state, spending, upstream, retirements, multi_user)
 
 
 # ============================================================================================
@@ -12955,8 +13064,8 @@ def serve_stdio(dispatcher: Dispatcher, config: Config, log: Log) -> int:
 # token, routes, and holds the limits and the lifecycle; HostPolicy is the Host and Origin
 # gates; StreamableHttp answers /mcp, LegacySse /sse and /messages, UsageReport /usage, each
 # with the HttpHandler as its reader and writer; HttpSessions holds every client's session.
-# Each is given what it needs when serve_http makes them (it still sets the engine's
-# multi_user and background.force: those wait for the engine's own construction, issue 40).
+# Each is given what it needs when serve_http makes them; the engine comes built
+# (build_engine), already told whether it serves several people.
 # http.server and friends are imported only when --http is used.
 
 MCP_PATH, SSE_PATH, MESSAGES_PATH, HEALTH_PATH = "/mcp", "/sse", "/messages", "/healthz"
@@ -15912,13 +16021,9 @@ def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port
     except ConfigError as exc:
         print(f"{SERVER_NAME}: config error: {inert(str(exc))}", file=sys.stderr)
         return 2
-    # The engine keeps users apart once there are several (AnswerEngine.multi_user).
-    engine.multi_user = app.auth.multi_user
     long_calls = dispatcher.long_calls  # made with stateless = server.http.stateless (main)
     if long_calls.tasks_off is not None:
         log.say(long_calls.tasks_off)
-    elif long_calls.signing and hasattr(dispatcher.engine, "background"):
-        dispatcher.engine.background.force = True  # any instance serves a task from OpenAI
     return HttpTransport(app, host, port).serve()
 
 
@@ -16709,7 +16814,7 @@ def run_ask(
         log.say(f"{message}…")
 
     call = Call(None, tool, progress if sys.stderr.isatty() else None)
-    engine = AnswerEngine(config, log)
+    engine = build_engine(config, log)
     try:
         answer, meta = engine.answer(tool, args, call)
     except ToolError as exc:  # redacted as a tool error is (a key or password it quotes)
@@ -17482,7 +17587,7 @@ def _doctor_live(doctor: Doctor, config: Config) -> None:
     # fresh: a second --doctor --live must ask the API again, not show the cached answer as live
     args = {"query": DOCTOR_QUERY, "max_results": 1, "fresh": True}
     started = time.monotonic()
-    engine = AnswerEngine(config, Log())
+    engine = build_engine(config, Log())
     try:
         answer, meta = engine.answer(tool, args, Call(None, tool, None))
     except ToolError as exc:
@@ -17845,7 +17950,7 @@ def _main(argv: list[str]) -> int:
         return run_upgrade_state(config, log)
     if not serving:
         return 0
-    engine = AnswerEngine(config, log)
+    engine = build_engine(config, log, http=bool(options.get("http")))
     stateless = bool(options.get("http")) and server["http"]["stateless"]
     dispatcher = Dispatcher(config, log, engine, stateless)
     if options.get("http"):

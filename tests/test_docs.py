@@ -315,6 +315,21 @@ def test_no_class_in_the_transports_is_over_400_lines_or_30_methods():
     assert {"HttpApp", "HttpHandler", "HostPolicy", "LegacySse"} <= {n.name for n in classes}
 
 
+def test_the_answer_engine_and_its_parts_are_each_a_class_a_reader_can_hold():
+    """Issue 40: the engine's jobs are classes of their own (the OpenAI client, spending, the
+    state), each within 400 lines and 30 methods."""
+    import ast
+
+    tree = ast.parse((ROOT / "openai_responses_mcp.py").read_text(encoding="utf-8"))
+    parts = ("AnswerEngine", "ResponsesClient", "Spending", "EngineState", "BackgroundMode")
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef) and n.name in parts}
+    assert set(classes) == set(parts)
+    for name, node in classes.items():
+        methods = [n for n in node.body if isinstance(n, ast.FunctionDef)]
+        assert node.end_lineno - node.lineno + 1 <= 400, name
+        assert len(methods) <= 30, name
+
+
 def test_the_readme_the_docs_and_the_doctor_give_the_server_one_name():
     """Issue 33: `claude mcp add NAME`, Codex's [mcp_servers.NAME] and the JSON configs' key
     are the name --doctor prints (NAME, placeholders in capitals, aside)."""
