@@ -11037,7 +11037,7 @@ class Dispatcher:
     """MCP over JSON-RPC: takes decoded messages, returns replies. Knows nothing about bytes.
 
     It tells messages apart and routes each request to its method by the era it speaks (the
-    tables below); what serves them is given to it here: Handshake (initialize,
+    tables below), to the parts it makes here: Handshake (initialize,
     server/discover), CallsInFlight (tools/call: each runs on its own worker thread, so ping
     and notifications/cancelled are served while it runs; its reply goes out later through
     the session's `send`) and LongCalls (tasks and handoffs).
@@ -12141,9 +12141,9 @@ class Handoffs:
     """A call handed off to answer_result: that tool's answer once ready, its cancel (with
     cancel: true, or notifications/cancelled naming the tools/call that was handed off)."""
 
-    def __init__(self, log: Log, tasks: TaskTable, requests: TaskRequests, policy: TaskPolicy):
-        self.log, self.tasks = log, tasks
-        self.requests = requests  # finds the task, waits for its end, reads its reply
+    def __init__(self, log: Log, tasks: TaskTable, ids: TaskIds, requests, policy: TaskPolicy):
+        self.log, self.tasks, self.ids = log, tasks, ids  # ids: what a handoff id names
+        self.requests: TaskRequests = requests  # waits for a task's end, reads its reply
         self.policy = policy  # how long this client may wait (its handoff point)
 
     def answer_result(self, params: dict, session: Session, request_id, version) -> None:
@@ -12162,7 +12162,7 @@ class Handoffs:
             why = "cancel must be true or false"
         else:
             try:
-                task = self.requests.ids.find(handoff_id, TaskKind.HANDOFF, session)
+                task = self.ids.find(handoff_id, TaskKind.HANDOFF, session)
             except TaskIdError as exc:
                 why = f"unknown id: {exc.reason}"
         if why is not None:
@@ -12244,7 +12244,7 @@ class LongCalls:
         self.ids = TaskIds(config, log, engine, self.tasks, reply_of, stateless)
         self.policy = TaskPolicy(config, log, self.tasks, self.deadlines, self.ids)
         self.requests = TaskRequests(log, self.tasks, self.deadlines, self.ids)
-        self.handoffs = Handoffs(log, self.tasks, self.requests, self.policy)
+        self.handoffs = Handoffs(log, self.tasks, self.ids, self.requests, self.policy)
         self.settings = settings
         # --http --stateless: tasks need the secret, and tasks/list is off.
         self.stateless = stateless
