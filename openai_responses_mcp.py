@@ -10935,15 +10935,308 @@ class Waiter:
         return True
 
 
-# The session whose call the current thread works on (Dispatcher._run_call), if any.
+# The session whose call the current thread works on (CallsInFlight._run), if any.
 _WORKER = threading.local()
+
+
+class CallReplies:
+    """What a call answers: its answer as a tool result, shortened to what its client shows
+    its model whole, or its failure as the -32001 error; the same for a task another instance
+    created, read here (TaskIds)."""
+
+    def __init__(self, config: Config, log: Log):
+        self.config, self.log = config, log
+
+    def reply_of(self, call: Call, version: str, work) -> dict | None:
+        """What a call answers: work()'s (answer, meta) as a result, or its failure as the
+        -32001 error; None when it was cancelled."""
+        reply = None
+        try:
+            answer, meta = self._fit(call, *work())
+            reply = rpc_result(call.id, tool_result(answer, meta, version))
+        except Cancelled:
+            if not call.cancelled.is_set():  # the identical call it joined was cancelled
+                reply = rpc_tool_failed(
+                    call.id,
+                    "answer failed: the identical call this one joined was cancelled; retry",
+                    {"message": "cancelled by another caller"},
+                )
+        except ToolError as exc:
+            reply = rpc_tool_failed(call.id, f"answer failed: {exc.message}", self._data(exc))
+            call.cancelled_upstream = getattr(exc, "kind", None) == "cancelled_upstream"
+        except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
+            self.log.say(f"internal error in {call.tool}: {type(exc).__name__}: {exc}")
+            reply = rpc_tool_failed(
+                call.id,
+                f"answer failed: internal error ({type(exc).__name__}); run with --debug and "
+                "report it",
+                {"message": self.log.redact(_one_line(str(exc), 400))},
+            )
+        return reply
+
+    def _fit(self, call: Call, answer: dict, meta: dict) -> tuple[dict, dict]:
+        """The answer shortened to what the call's client shows its model whole; meta says so.
+        structuredContent gets the same shortened answer: some clients show it instead of the
+        text, and the rest is one follow-up away."""
+        limit = call.result_chars or self.config.get("server", "result_max_chars")
+        # The rest of a deep research report is asked of `answer`: answer_deep would research
+        # it all over again, at dollars a run.
+        tool = "answer" if call.tool == DEEP_TOOL else call.tool
+        rest = {"tool": tool, "response_id": answer.get("response_id")}
+        headers = sources_headers(self.config.instructions)
+        answer, shortened = fit_answer(answer, limit, rest, headers)
+        if shortened:
+            meta = {**meta, "shortened": shortened}
+            self.log.debug("server", f"result shortened to {limit} bytes: {shortened}")
+        return answer, meta
+
+    def _data(self, exc: ToolError) -> dict:
+        data = {"message": self.log.redact(_one_line(exc.detail, 400))}
+        if self.log.debug_enabled:
+            data.update({k: self.log.redact(str(v)) for k, v in exc.debug.items()})
+        return data
+
+
+class CallsInFlight:
+    """The tools/call in flight: each admitted against server.max_calls and run on a worker
+    thread of its own, with its progress notices, the files it reads, and its cancel
+    (notifications/cancelled, a client hanging up). A call that may outlive its request is
+    LongCalls' (`policy`): it says when one becomes a task or a handoff."""
+
+    def __init__(self, config: Config, log: Log, engine, replies: CallReplies, long_calls):
+        self.config, self.log, self.engine = config, log, engine
+        self.replies = replies  # what a call answers
+        self.long_calls: LongCalls = long_calls  # its task or handoff, if it becomes one
+        self.heartbeat = Heartbeat(config.get("server", "progress_interval_s"))
+        self.max_calls = config.get("server", "max_calls")
+        self._running = 0  # tools/call in flight, across every session
+        self._running_lock = threading.Lock()
+
+    def start(self, params: dict, args: dict, session: Session, request_id, name: str, version):
+        """Starts a checked tools/call on its worker: the result, a 2025-11-25 task (its
+        reply at once), or None when the reply is sent later."""
+        policy = self.long_calls.policy
+        token = progress_token(params)
+        task = policy.new_task(params, session, name, version)
+        client = client_name_of(params, session, version)  # before the era becomes a version
+        version = spoken_version(version, session)
+        progress = None if token is None else self._progress_sender(session, token, version)
+        call = Call(request_id, name, progress)
+        call.user = session.user
+        call.result_chars = result_chars(self.config, client)
+        if task is not None:
+            task.call = call
+        try:
+            self._admit()
+        except RpcError:
+            policy.forget(task)
+            raise
+        try:
+            session.register(call)
+        except RpcError:
+            self._release()
+            policy.forget(task)
+            raise
+        arguments = params.get("arguments")
+        keys = sorted(arguments) if isinstance(arguments, dict) else []
+        self.log.debug(
+            "server", f"tools/call name={name} argsKeys={keys} queryLen={len(args['query'])}"
+        )
+        if progress is not None:
+            self.heartbeat.watch(call)
+        worker = threading.Thread(
+            target=self._run,
+            args=(call, args, session, version, task),
+            name="call",
+            daemon=True,
+        )
+        try:
+            worker.start()
+        except RuntimeError:  # out of threads: undo the registration, say so
+            self.heartbeat.forget(call)
+            session.unregister(call)
+            session.done()
+            self._release()
+            policy.forget(task)
+            raise RpcError(INTERNAL_ERROR, "Internal error: cannot start a worker; retry") from None
+        return None if task is None else policy.arm(task, call, session, request_id, version)
+
+    def _admit(self) -> None:
+        """Counts a new call in, or refuses it when server.max_calls are already running."""
+        with self._running_lock:
+            if self._running >= self.max_calls:
+                raise RpcError(
+                    SERVER_BUSY,
+                    f"too many calls in flight ({self.max_calls}, server.max_calls); wait for "
+                    "one to finish or raise the limit",
+                )
+            self._running += 1
+
+    def _release(self) -> None:
+        with self._running_lock:
+            self._running -= 1
+
+    def _progress_sender(self, session: Session, token, version: str):
+        with_message = version >= MCP_2025_03_26
+
+        def send(progress: int, message: str) -> None:
+            params = {"progressToken": token, "progress": progress}
+            if with_message:
+                params["message"] = message
+            session.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+
+        return send
+
+    def _run(self, call: Call, args: dict, session: Session, version: str, task=None):
+        _WORKER.session = session  # see StdioTransport.end_calls
+        policy = self.long_calls.policy
+        try:
+            reply = self.replies.reply_of(call, version, lambda: self._answer(call, args, session))
+        finally:
+            call.finish()
+            self.heartbeat.forget(call)
+            self._release()  # before the reply goes out: the client may send the next call
+        try:
+            kept = task is not None and policy.call_ended(task, reply, session)
+            if not kept and session.unregister(call) and reply is not None:
+                session.send(reply)
+            elif not kept:  # cancelled: nothing may be sent for it
+                self.log.debug("server", f"cancelled requestId={_describe(call.id)} (no reply)")
+        finally:
+            if task is not None:
+                policy.settle(task)
+            session.done()
+            if hasattr(self.engine, "answered"):
+                self.engine.answered()
+
+    def _answer(self, call: Call, args: dict, session: Session) -> tuple[dict, dict]:
+        """The engine's answer, its `files` read first (all, or none: FileRefused is the
+        call's error, and nothing is sent); `_meta.files` lists what went with it."""
+        if not args.get("files"):
+            return self.engine.answer(call.tool, args, call)
+        allowed = None  # HTTP: paths name the server's disk, so only files.allowed_dirs
+        if session.local:
+            allowed = allowed_dirs(self.config, self._roots(session))
+        elif self.config.get("files", "local_paths"):
+            allowed = allowed_dirs(self.config, [])
+        try:
+            files = FileReader(self.config).read(args["files"], allowed)
+        except FileRefused as exc:
+            raise ToolError(str(exc)) from None
+        answer, meta = self.engine.answer(call.tool, {**args, "files": files}, call)
+        return answer, {**meta, "files": [f.summary() for f in files]}
+
+    def _roots(self, session: Session) -> list | None:
+        """The client's roots (None: it declared none, so the working directory serves):
+        asked once, then kept until notifications/roots/list_changed."""
+        if not session.roots_capable:
+            return None
+        with session._lock:
+            cached, generation = session.roots, session.roots_generation
+        if cached is not None:
+            return cached
+        try:
+            roots = roots_from(session.ask("roots/list", {}, ROOTS_TIMEOUT_S))
+        except (TimeoutError, ValueError, RpcError) as exc:
+            what = "did not answer" if isinstance(exc, TimeoutError) else "refused"
+            raise ToolError(
+                f"the client {what} roots/list (within {ROOTS_TIMEOUT_S:g} s), so no local path "
+                "can be checked against its roots; retry, or send the file as a data: URL"
+            ) from None
+        with session._lock:
+            if session.roots_generation == generation:  # no change came while it was asked
+                session.roots = roots
+        return roots
+
+    def cancel(self, session: Session, request_id) -> bool:
+        """notifications/cancelled: the call in flight with that id; else the request waiting
+        for a task; else the handoff of the call that had that id. False if none is found."""
+        if session.cancel(request_id) is not None:
+            return True
+        waiter = session.waiter(request_id)
+        if waiter is not None:
+            waiter.drop()
+            return True
+        return self.long_calls.handoffs.cancel_handoff_of(session, request_id)
+
+    def abandoned(self, session: Session, request_id) -> None:
+        """The transport says nobody reads this request's reply any more (its client hung up):
+        a request waiting for a task stops waiting. (A call goes on: see StreamableHttp.hung_up.)"""
+        waiter = session.waiter(request_id)
+        if waiter is not None:
+            waiter.drop()
+
+
+class Handshake:
+    """Who the client is, and what this server offers it: initialize (the handshake era) and
+    server/discover (2026-07-28), and the client's name in the debug log."""
+
+    def __init__(self, config: Config, log: Log, engine, long_calls):
+        self.config, self.log, self.engine = config, log, engine
+        self.long_calls: LongCalls = long_calls  # whether tasks are offered, and handoffs
+
+    def initialize(self, params: dict, session: Session, request_id) -> dict:
+        asked = params.get("protocolVersion")
+        version = asked if asked in PROTOCOL_VERSIONS else LATEST_PROTOCOL
+        session.protocol_version = version
+        info = params.get("clientInfo")
+        session.client_name = info.get("name") if isinstance(info, dict) else None
+        capabilities = params.get("capabilities")
+        session.roots_capable = isinstance(capabilities, dict) and isinstance(
+            capabilities.get("roots"), dict
+        )
+        result = {
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": server_info(version),
+        }
+        if version == MCP_2025_11_25 and self.long_calls.tasks_off is None:
+            tasks = {"cancel": {}, "requests": {"tools": {"call": {}}}}
+            if not self.long_calls.stateless:  # a task must be listable wherever it can be got
+                tasks["list"] = {}
+            result["capabilities"]["tasks"] = tasks
+        if version >= MCP_2025_03_26:
+            result["instructions"] = server_instructions(DEEP_TOOL in enabled_tools(self.config))
+        self.log.debug("server", f"initialize asked={asked} answered={version}")
+        self._log_client(params, session)
+        if hasattr(self.engine, "warm_up"):
+            self.engine.warm_up()
+        return result
+
+    def discover(self, params: dict, session: Session, request_id, version: str) -> dict:
+        self.log.debug("server", f"server/discover era={version}")
+        self._log_client(params, session, version)
+        capabilities: dict = {"tools": {"listChanged": False}}
+        if self.long_calls.tasks_off is None:
+            capabilities["extensions"] = {TASKS_EXTENSION: {}}
+        return {
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": capabilities,
+            "instructions": server_instructions(DEEP_TOOL in enabled_tools(self.config)),
+            "ttlMs": LIST_TTL_MS,
+            "cacheScope": "public",
+        }
+
+    def _log_client(self, params, session: Session, version=HANDSHAKE_ERA) -> None:
+        """Who the client says it is and what the client table makes of it (debug only): how
+        the agent tests see that the pinned agents' names are the ones HANDOFF_CLIENTS uses."""
+        if self.log.debug_enabled:
+            name = _one_line(str(client_name_of(params, session, version)), 80)
+            handoff = self.long_calls.policy.handoff_s(params, session, version)
+            size = result_chars(self.config, client_name_of(params, session, version))
+            self.log.debug(
+                "server", f"client name={name} handoff_after_s={handoff} result_chars={size}"
+            )
 
 
 class Dispatcher:
     """MCP over JSON-RPC: takes decoded messages, returns replies. Knows nothing about bytes.
 
-    Each tools/call runs on its own worker thread, so ping and notifications/cancelled are
-    served while it runs; its reply goes out later through the session's `send`.
+    It tells messages apart and routes each request to its method by the era it speaks (the
+    tables below), to the parts it makes here: Handshake (initialize,
+    server/discover), CallsInFlight (tools/call: each runs on its own worker thread, so ping
+    and notifications/cancelled are served while it runs; its reply goes out later through
+    the session's `send`) and LongCalls (tasks and handoffs).
     """
 
     def __init__(self, config: Config, log: Log, engine, stateless: bool = False):
@@ -10951,32 +11244,32 @@ class Dispatcher:
         self.config = config
         self.log = log
         self.engine = engine
-        self.heartbeat = Heartbeat(config.get("server", "progress_interval_s"))
-        self.max_calls = config.get("server", "max_calls")
         self.modern = config.get("server", "protocol_eras") == "both"
-        self._running = 0  # tools/call in flight, across every session
-        self._running_lock = threading.Lock()
+        replies = CallReplies(config, log)
         # Tasks and handoffs: calls that outlive their request, and the requests about them.
-        self.long_calls = LongCalls(config, log, engine, self._reply_of, stateless)
+        self.long_calls = LongCalls(config, log, engine, replies.reply_of, stateless)
+        self.calls = CallsInFlight(config, log, engine, replies, self.long_calls)
+        self.handshake = Handshake(config, log, engine, self.long_calls)
+        tasks = self.long_calls.requests
         self._methods = {
-            "initialize": self._initialize,
+            "initialize": self.handshake.initialize,
             "ping": lambda params, session, request_id: {},
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
-            "tasks/get": self.long_calls.tasks_get,
-            "tasks/result": self.long_calls.tasks_result,
-            "tasks/list": self.long_calls.tasks_list,
-            "tasks/cancel": self.long_calls.tasks_cancel,
+            "tasks/get": tasks.tasks_get,
+            "tasks/result": tasks.tasks_result,
+            "tasks/list": tasks.tasks_list,
+            "tasks/cancel": tasks.tasks_cancel,
         }
         # The stateless era has no initialize and no ping; each takes the request's version.
         # Nothing here ever changes, so subscriptions/listen is not offered either (-32601).
         self._modern_methods = {
-            "server/discover": self._discover,
+            "server/discover": self.handshake.discover,
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
-            "tasks/get": self.long_calls.ext_get,
-            "tasks/cancel": self.long_calls.ext_cancel,
-            "tasks/update": self.long_calls.ext_update,
+            "tasks/get": tasks.ext_get,
+            "tasks/cancel": tasks.ext_cancel,
+            "tasks/update": tasks.ext_update,
         }
 
     @staticmethod
@@ -11064,48 +11357,6 @@ class Dispatcher:
     # Each takes (params, session, request_id) and returns the result, or None when the reply
     # is sent later (a tools/call answers from its worker thread).
 
-    def _initialize(self, params: dict, session: Session, request_id) -> dict:
-        asked = params.get("protocolVersion")
-        version = asked if asked in PROTOCOL_VERSIONS else LATEST_PROTOCOL
-        session.protocol_version = version
-        info = params.get("clientInfo")
-        session.client_name = info.get("name") if isinstance(info, dict) else None
-        capabilities = params.get("capabilities")
-        session.roots_capable = isinstance(capabilities, dict) and isinstance(
-            capabilities.get("roots"), dict
-        )
-        result = {
-            "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": False}},
-            "serverInfo": server_info(version),
-        }
-        if version == MCP_2025_11_25 and self.long_calls.tasks_off is None:
-            tasks = {"cancel": {}, "requests": {"tools": {"call": {}}}}
-            if not self.long_calls.stateless:  # a task must be listable wherever it can be got
-                tasks["list"] = {}
-            result["capabilities"]["tasks"] = tasks
-        if version >= MCP_2025_03_26:
-            result["instructions"] = server_instructions(DEEP_TOOL in enabled_tools(self.config))
-        self.log.debug("server", f"initialize asked={asked} answered={version}")
-        self._log_client(params, session)
-        if hasattr(self.engine, "warm_up"):
-            self.engine.warm_up()
-        return result
-
-    def _discover(self, params: dict, session: Session, request_id, version: str) -> dict:
-        self.log.debug("server", f"server/discover era={version}")
-        self._log_client(params, session, version)
-        capabilities: dict = {"tools": {"listChanged": False}}
-        if self.long_calls.tasks_off is None:
-            capabilities["extensions"] = {TASKS_EXTENSION: {}}
-        return {
-            "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": capabilities,
-            "instructions": server_instructions(DEEP_TOOL in enabled_tools(self.config)),
-            "ttlMs": LIST_TTL_MS,
-            "cacheScope": "public",
-        }
-
     def _tools_list(
         self, params: dict, session: Session, request_id, version=HANDSHAKE_ERA
     ) -> dict:
@@ -11113,7 +11364,7 @@ class Dispatcher:
             "tools": tool_definitions(
                 spoken_version(version, session),
                 cache_enabled(self.config),
-                handoff=self.long_calls.handoff_s(params, session, version) > 0,
+                handoff=self.long_calls.policy.handoff_s(params, session, version) > 0,
                 tasks=self.long_calls.tasks_off is None,
                 deep=DEEP_TOOL in enabled_tools(self.config),
             )
@@ -11124,8 +11375,8 @@ class Dispatcher:
 
     def _tools_call(self, params: dict, session: Session, request_id, version=HANDSHAKE_ERA):
         name = params.get("name")
-        if name == ANSWER_RESULT and self.long_calls.handoff_s(params, session, version) > 0:
-            return self.long_calls.answer_result(params, session, request_id, version)
+        if name == ANSWER_RESULT and self.long_calls.policy.handoff_s(params, session, version) > 0:
+            return self.long_calls.handoffs.answer_result(params, session, request_id, version)
         tools = enabled_tools(self.config)
         if not isinstance(name, str) or name not in tools:
             off = (
@@ -11144,210 +11395,18 @@ class Dispatcher:
             if modern_era(version):  # 2026-07-28: a tool execution error the model can fix
                 return tool_error_result(f"Invalid arguments: {exc}")
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
-        token = progress_token(params)
-        task = self.long_calls.new_task(params, session, name, version)
-        client = client_name_of(params, session, version)  # before the era becomes a version
-        version = spoken_version(version, session)
-        progress = None if token is None else self._progress_sender(session, token, version)
-        call = Call(request_id, name, progress)
-        call.user = session.user
-        call.result_chars = result_chars(self.config, client)
-        if task is not None:
-            task.call = call
-        try:
-            self._admit()
-        except RpcError:
-            self.long_calls.forget(task)
-            raise
-        try:
-            session.register(call)
-        except RpcError:
-            self._release()
-            self.long_calls.forget(task)
-            raise
-        keys = sorted(arguments) if isinstance(arguments, dict) else []
-        self.log.debug(
-            "server", f"tools/call name={name} argsKeys={keys} queryLen={len(args['query'])}"
-        )
-        if progress is not None:
-            self.heartbeat.watch(call)
-        worker = threading.Thread(
-            target=self._run_call,
-            args=(call, args, session, version, task),
-            name="call",
-            daemon=True,
-        )
-        try:
-            worker.start()
-        except RuntimeError:  # out of threads: undo the registration, say so
-            self.heartbeat.forget(call)
-            session.unregister(call)
-            session.done()
-            self._release()
-            self.long_calls.forget(task)
-            raise RpcError(INTERNAL_ERROR, "Internal error: cannot start a worker; retry") from None
-        return (
-            None if task is None else self.long_calls.arm(task, call, session, request_id, version)
-        )
-
-    def _admit(self) -> None:
-        """Counts a new call in, or refuses it when server.max_calls are already running."""
-        with self._running_lock:
-            if self._running >= self.max_calls:
-                raise RpcError(
-                    SERVER_BUSY,
-                    f"too many calls in flight ({self.max_calls}, server.max_calls); wait for "
-                    "one to finish or raise the limit",
-                )
-            self._running += 1
-
-    def _release(self) -> None:
-        with self._running_lock:
-            self._running -= 1
-
-    def _progress_sender(self, session: Session, token, version: str):
-        with_message = version >= MCP_2025_03_26
-
-        def send(progress: int, message: str) -> None:
-            params = {"progressToken": token, "progress": progress}
-            if with_message:
-                params["message"] = message
-            session.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
-
-        return send
-
-    def _run_call(self, call: Call, args: dict, session: Session, version: str, task=None):
-        _WORKER.session = session  # see StdioTransport.end_calls
-        try:
-            reply = self._reply_of(call, version, lambda: self._answer(call, args, session))
-        finally:
-            call.finish()
-            self.heartbeat.forget(call)
-            self._release()  # before the reply goes out: the client may send the next call
-        try:
-            kept = task is not None and self.long_calls.call_ended(task, reply, session)
-            if not kept and session.unregister(call) and reply is not None:
-                session.send(reply)
-            elif not kept:  # cancelled: nothing may be sent for it
-                self.log.debug("server", f"cancelled requestId={_describe(call.id)} (no reply)")
-        finally:
-            if task is not None:
-                self.long_calls.settle(task)
-            session.done()
-            if hasattr(self.engine, "answered"):
-                self.engine.answered()
-
-    def _answer(self, call: Call, args: dict, session: Session) -> tuple[dict, dict]:
-        """The engine's answer, its `files` read first (all, or none: FileRefused is the
-        call's error, and nothing is sent); `_meta.files` lists what went with it."""
-        if not args.get("files"):
-            return self.engine.answer(call.tool, args, call)
-        allowed = None  # HTTP: paths name the server's disk, so only files.allowed_dirs
-        if session.local:
-            allowed = allowed_dirs(self.config, self._roots(session))
-        elif self.config.get("files", "local_paths"):
-            allowed = allowed_dirs(self.config, [])
-        try:
-            files = FileReader(self.config).read(args["files"], allowed)
-        except FileRefused as exc:
-            raise ToolError(str(exc)) from None
-        answer, meta = self.engine.answer(call.tool, {**args, "files": files}, call)
-        return answer, {**meta, "files": [f.summary() for f in files]}
-
-    def _roots(self, session: Session) -> list | None:
-        """The client's roots (None: it declared none, so the working directory serves):
-        asked once, then kept until notifications/roots/list_changed."""
-        if not session.roots_capable:
-            return None
-        with session._lock:
-            cached, generation = session.roots, session.roots_generation
-        if cached is not None:
-            return cached
-        try:
-            roots = roots_from(session.ask("roots/list", {}, ROOTS_TIMEOUT_S))
-        except (TimeoutError, ValueError, RpcError) as exc:
-            what = "did not answer" if isinstance(exc, TimeoutError) else "refused"
-            raise ToolError(
-                f"the client {what} roots/list (within {ROOTS_TIMEOUT_S:g} s), so no local path "
-                "can be checked against its roots; retry, or send the file as a data: URL"
-            ) from None
-        with session._lock:
-            if session.roots_generation == generation:  # no change came while it was asked
-                session.roots = roots
-        return roots
-
-    def _reply_of(self, call: Call, version: str, work) -> dict | None:
-        """What a call answers: work()'s (answer, meta) as a result, or its failure as the
-        -32001 error; None when it was cancelled."""
-        reply = None
-        try:
-            answer, meta = self._fit(call, *work())
-            reply = rpc_result(call.id, tool_result(answer, meta, version))
-        except Cancelled:
-            if not call.cancelled.is_set():  # the identical call it joined was cancelled
-                reply = rpc_tool_failed(
-                    call.id,
-                    "answer failed: the identical call this one joined was cancelled; retry",
-                    {"message": "cancelled by another caller"},
-                )
-        except ToolError as exc:
-            reply = rpc_tool_failed(call.id, f"answer failed: {exc.message}", self._data(exc))
-            call.cancelled_upstream = getattr(exc, "kind", None) == "cancelled_upstream"
-        except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
-            self.log.say(f"internal error in {call.tool}: {type(exc).__name__}: {exc}")
-            reply = rpc_tool_failed(
-                call.id,
-                f"answer failed: internal error ({type(exc).__name__}); run with --debug and "
-                "report it",
-                {"message": self.log.redact(_one_line(str(exc), 400))},
-            )
-        return reply
-
-    def _fit(self, call: Call, answer: dict, meta: dict) -> tuple[dict, dict]:
-        """The answer shortened to what the call's client shows its model whole; meta says so.
-        structuredContent gets the same shortened answer: some clients show it instead of the
-        text, and the rest is one follow-up away."""
-        limit = call.result_chars or self.config.get("server", "result_max_chars")
-        # The rest of a deep research report is asked of `answer`: answer_deep would research
-        # it all over again, at dollars a run.
-        tool = "answer" if call.tool == DEEP_TOOL else call.tool
-        rest = {"tool": tool, "response_id": answer.get("response_id")}
-        headers = sources_headers(self.config.instructions)
-        answer, shortened = fit_answer(answer, limit, rest, headers)
-        if shortened:
-            meta = {**meta, "shortened": shortened}
-            self.log.debug("server", f"result shortened to {limit} bytes: {shortened}")
-        return answer, meta
-
-    def _data(self, exc: ToolError) -> dict:
-        data = {"message": self.log.redact(_one_line(exc.detail, 400))}
-        if self.log.debug_enabled:
-            data.update({k: self.log.redact(str(v)) for k, v in exc.debug.items()})
-        return data
-
-    def _log_client(self, params, session: Session, version=HANDSHAKE_ERA) -> None:
-        """Who the client says it is and what the client table makes of it (debug only): how
-        the agent tests see that the pinned agents' names are the ones HANDOFF_CLIENTS uses."""
-        if self.log.debug_enabled:
-            name = _one_line(str(client_name_of(params, session, version)), 80)
-            handoff = self.long_calls.handoff_s(params, session, version)
-            size = result_chars(self.config, client_name_of(params, session, version))
-            self.log.debug(
-                "server", f"client name={name} handoff_after_s={handoff} result_chars={size}"
-            )
+        return self.calls.start(params, args, session, request_id, name, version)
 
     def abandoned(self, session: Session, request_id) -> None:
-        """The transport says nobody reads this request's reply any more (its client hung up):
-        a request waiting for a task stops waiting. (A call goes on: see StreamableHttp.hung_up.)"""
-        waiter = session.waiter(request_id)
-        if waiter is not None:
-            waiter.drop()
+        """The transport says nobody reads this request's reply any more: see
+        CallsInFlight.abandoned."""
+        self.calls.abandoned(session, request_id)
 
     def _notification(self, method: str, params, session: Session) -> None:
         params = params if isinstance(params, dict) else {}
         if method == "notifications/cancelled":
             request_id = params.get("requestId")
-            if _valid_id(request_id) and self._cancel(session, request_id):
+            if _valid_id(request_id) and self.calls.cancel(session, request_id):
                 reason = _one_line(str(params.get("reason", "")), 80)
                 self.log.debug(
                     "server",
@@ -11357,17 +11416,6 @@ class Dispatcher:
             with session._lock:
                 session.roots, session.roots_generation = None, session.roots_generation + 1
         # notifications/initialized: nothing to do (a request before it is served all the same)
-
-    def _cancel(self, session: Session, request_id) -> bool:
-        """notifications/cancelled: the call in flight with that id; else the request waiting
-        for a task; else the handoff of the call that had that id. False if none is found."""
-        if session.cancel(request_id) is not None:
-            return True
-        waiter = session.waiter(request_id)
-        if waiter is not None:
-            waiter.drop()
-            return True
-        return self.long_calls.cancel_handoff_of(session, request_id)
 
 
 def rpc_tool_failed(request_id, message: str, data: dict) -> dict:
@@ -11828,255 +11876,56 @@ class TaskTable:
 
 # -- Long calls: tasks and handoffs ----------------------------------------------------------------
 # What the dispatcher hands a call that may outlive its request, and the requests about such
-# calls: tasks/* in both shapes, answer_result, notifications/cancelled of a handoff.
+# calls: tasks/* in both shapes, answer_result, notifications/cancelled of a handoff. LongCalls
+# makes the parts, each given what it needs: TaskIds (what an id names; signed ids), TaskPolicy
+# (when a call becomes a task or a handoff), TaskRequests (tasks/* in both shapes) and Handoffs
+# (answer_result, and the cancel of a handoff).
 
 
-class LongCalls:
-    """Tasks and handoffs for the Dispatcher: which call becomes one and when, the TaskTable
-    that holds them, signed ids any instance can serve, and the tasks/* and answer_result
-    requests. The Dispatcher routes those methods here and tells it of each call's end.
-    """
+def session_owner(session: Session):
+    """Whose tasks a session's are: its client's (the transport says), else the session's own."""
+    return session.client_key if session.client_key is not None else id(session)
 
-    def __init__(self, config: Config, log: Log, engine, reply_of, stateless: bool = False):
-        self.config, self.log, self.engine = config, log, engine
-        self._reply_of = reply_of  # Dispatcher._reply_of: a remote task's answer, as a call's
+
+def still_working_result(task: Task, version: str) -> dict:
+    """A handoff's result (and answer_result's before the answer is ready): the output
+    contract with words saying how to collect the answer."""
+    elapsed = round((now_ms() - task.created) / 1000)
+    answer = handoff_answer(task.id, task.model, elapsed, task.ttl_ms)
+    return tool_result(answer, {HANDOFF_META: {"id": task.id, "status": "working"}}, version)
+
+
+class TaskIds:
+    """What a task id names: this instance's task, or (signed ids, --stateless with a secret)
+    another instance's, followed here from OpenAI's stored background response; and the
+    signing of a task's id once OpenAI has named its response, and the handing over of such
+    tasks when this instance stops."""
+
+    def __init__(self, config: Config, log: Log, engine, tasks: TaskTable, reply_of, stateless):
+        self.config, self.log, self.engine, self.tasks = config, log, engine, tasks
+        self._reply_of = reply_of  # CallReplies.reply_of: a remote task's answer, as a call's
         self.settings = config.get("server", "tasks")
-        self.tasks = TaskTable(
-            self.settings["max_per_client"],
-            log,
-            self.settings["max_open"],
-            self.settings["max_reply_bytes"],
-        )
-        # answer_result's wait_s, tasks/result's expiry, and each call's handoff point
-        self.deadlines = Deadlines(log)
-        # --http --stateless: tasks need the secret, and tasks/list is off.
         self.stateless = stateless
         self.tasks_off: str | None = tasks_off_reason(config, stateless)
 
-    # -- A call becoming a task or a handoff -----------------------------------------------------
-
-    def handoff_s(self, params, session: Session, version=HANDSHAKE_ERA) -> int:
-        """Seconds after which this client's calls are handed off to answer_result; 0 = never."""
-        if self.tasks_off is not None:
-            return 0
-        return handoff_after(self.config, client_name_of(params, session, version))
-
-    def new_task(self, params: dict, session: Session, tool: str, version) -> Task | None:
-        """The Task a call may become (added to the table, so the client's limit applies before
-        the call starts), or None when it answers inline however long it takes."""
-        if self.tasks_off is not None:
-            return None
-        ttl = self.settings["ttl_ms"]
-        handshake = handshake_era(version)
-        if not handshake and tasks_extension_declared(params):
-            kind = TaskKind.EXTENSION
-        elif handshake and session.protocol_version == MCP_2025_11_25 and "task" in params:
-            kind, asked = TaskKind.HANDSHAKE, params["task"]
-            asked = asked.get("ttl") if isinstance(asked, dict) else None
-            if type(asked) is int and asked > 0:  # granted, but never shorter than the call
-                ttl = max(min(asked, ttl), run_timeout_ms(self.config, tool))
-        elif self.handoff_s(params, session, version) > 0:
-            kind = TaskKind.HANDOFF
-        else:
-            return None
-        handoff_s = self.handoff_s(params, session, version) if kind == TaskKind.HANDOFF else 0
-        import secrets
-
-        key = self._owner(session)
-        model = str(self.config.profile(tool).get("model") or "")
-        task = Task(f"{kind}-{secrets.token_urlsafe(24)}", kind, None, key, ttl, model)
-        task.tool, task.handoff_s, task.user = tool, handoff_s, session.user
-        # A 2025-11-25 task is the reply whatever happens: even an answer from the cache,
-        # ready before the reply is written, goes to the task, never inline as well.
-        task.converted = kind == TaskKind.HANDSHAKE
-        if kind == TaskKind.HANDSHAKE:  # the others count once the call becomes one (_convert)
-            self.tasks.add(task)
-        return task
-
-    def _owner(self, session: Session):
+    def owner(self, session: Session):
         """Whose tasks a session's are; when the session ends, they are dropped. (Only an HTTP
         session with an id ever ends: a stateless request's throwaway session is left to
         expire, its tasks belonging to the client, which may come back.)"""
         session.on_close(self._session_ended)
-        return session.client_key if session.client_key is not None else id(session)
+        return session_owner(session)
 
     def _session_ended(self, session: Session) -> None:
-        key = session.client_key if session.client_key is not None else id(session)
-        dropped = self.tasks.drop_client(key)
+        dropped = self.tasks.drop_client(session_owner(session))
         if dropped:
             self.log.debug("server", f"session ended: {dropped} of its tasks dropped")
-
-    def forget(self, task: Task | None) -> None:
-        if task is not None:
-            self.tasks.discard(task)
-
-    def arm(self, task: Task, call: Call, session: Session, request_id, version: str):
-        """A 2025-11-25 task is the request's reply at once; an extension task after
-        server.tasks.immediate_ms, a handoff after its seconds, unless the call ends first."""
-        if task.kind == TaskKind.HANDSHAKE:
-            if self.signing and not self._sign(task, call):
-                self.log.debug("server", "task without a response id: served by this instance only")
-            session.unregister(call)  # the task owns the call now: no request cancels it
-            self.log.debug(
-                "server", f"task created ({TASK_KIND_NAMES[task.kind]}) tool={task.tool}"
-            )
-            immediate = "The answer is being researched; it will follow when the task completes."
-            return {
-                "task": task.view(MCP_2025_11_25, self.settings["poll_interval_ms"]),
-                "_meta": {"io.modelcontextprotocol/model-immediate-response": immediate},
-            }
-        extension = task.kind == TaskKind.EXTENSION
-        delay = self.settings["immediate_ms"] / 1000 if extension else task.handoff_s
-        # An entry on the shared deadlines thread, not a timer thread per call: a hundred calls
-        # waiting for their handoff point cost a hundred heap entries.
-        task.timer = self.deadlines.after(
-            delay, lambda: self._due(task, call, session, request_id, version)
-        )
-        if task.done.is_set():  # ended before its entry was made: nothing to convert
-            self.deadlines.cancel(task.timer)
-        return None
-
-    def _due(self, task: Task, call: Call, session: Session, request_id, version: str) -> None:
-        """The handoff point, run on the shared deadlines thread, which must never block: it
-        also times out every waiting tasks/result and answer_result. Converting can block:
-        with signed ids, _sign waits (up to request.timeout_ms) for OpenAI to name the
-        background response, and the reply is written to the client (a stdio pipe blocks while
-        the client does not read). So a call that has ended is left alone here, and the rest
-        runs on a thread of its own that lives only while it converts. (Not on the call's
-        worker: that one is busy reading the answer's stream.)"""
-        if task.done.is_set() or call.cancelled.is_set():
-            return
-        converter = threading.Thread(
-            target=self._convert,
-            args=(task, call, session, request_id, version),
-            name="handoff",
-            daemon=True,
-        )
-        try:
-            converter.start()
-        except RuntimeError:  # out of threads: the call answers inline, however long it takes
-            self.log.say("cannot start a thread to hand a call off; it answers inline")
-
-    def _convert(self, task: Task, call: Call, session: Session, request_id, version: str):
-        """The handoff point has come: unless the call has ended, the request is answered with
-        the task (or the handoff) and the call goes on without it."""
-        if self.signing and not self._sign(task, call):
-            return  # the call ended before OpenAI named its response: it answers inline
-        if not self._hold(task, session, request_id):
-            return  # at a limit, or its client has gone: it answers inline
-        if not task.convert():
-            self.forget(task)
-            return
-        session.unregister(call)
-        self.log.debug("server", f"task created ({TASK_KIND_NAMES[task.kind]}) tool={task.tool}")
-        if task.kind == TaskKind.EXTENSION:
-            view = task.view("extension", self.settings["poll_interval_ms"])
-            result = modern_result({**view, "resultType": "task"}, version)
-        else:
-            result = self._still_working(task, version)
-        session.send(rpc_result(request_id, result))
-
-    def _hold(self, task: Task, session: Session, request_id) -> bool:
-        """A handoff or extension task is counted against the limits only now that the call
-        becomes one (an answer from the cache never does); at max_per_client a handoff's
-        client's oldest handoff that has ended uncollected makes room. False at a limit: the
-        call goes on and answers inline, so that no client is locked out. False too once the
-        client can collect nothing (Session.stop_tasks), checked again after the add: a stop
-        that raced it dropped the task, or this check sees the stop."""
-        task.request_id = request_id
-        if session.tasks_closed:
-            return False
-        try:
-            self.tasks.add(task, make_room=task.kind == TaskKind.HANDOFF)
-        except RpcError as exc:
-            self.log.debug("server", f"not handed off, answering inline: {exc.message}")
-            return False
-        if session.tasks_closed:
-            self.tasks.discard(task)
-            return False
-        return True
-
-    def _still_working(self, task: Task, version: str) -> dict:
-        """A handoff's result (and answer_result's before the answer is ready): the output
-        contract with words saying how to collect the answer."""
-        elapsed = round((now_ms() - task.created) / 1000)
-        answer = handoff_answer(task.id, task.model, elapsed, task.ttl_ms)
-        return tool_result(answer, {HANDOFF_META: {"id": task.id, "status": "working"}}, version)
 
     @property
     def signing(self) -> bool:
         """Whether task ids are signed for any instance to serve (--stateless with a secret)."""
         return self.stateless and self.tasks_off is None
 
-    def _sign(self, task: Task, call: Call) -> bool:
-        """Gives the task a signed id carrying its background response's id, once OpenAI has
-        named it; False if there is none (no background mode, or the call failed first)."""
-        response_id = self._response_named(task, call)
-        if response_id is None and task.done.is_set():
-            # Ended first (an answer from the cache, or quicker than the wait): its answer
-            # names the response any instance reads it from.
-            response_id = answered_response_id(task.reply)
-        if response_id is None:
-            return False
-        # The user is signed with the rest: another user's request finds no such task.
-        fields = {"r": response_id, "t": task.tool, "k": task.kind, "o": task.model, "u": task.user}
-        if call.result_chars is not None:  # the instance that serves it shortens it the same
-            fields["z"] = call.result_chars
-        secret = self.settings["secret"]
-        self.tasks.rename(task, mint_task_id(secret, fields, task.ttl_ms, task.created))
-        return True
-
-    def _response_named(self, task: Task, call: Call) -> str | None:
-        """The id OpenAI gives the call's background response, waited for (up to
-        request.timeout_ms) while the task is working; None if it ends first unnamed."""
-        deadline = time.monotonic() + self.config.get("request", "timeout_ms") / 1000
-        while not task.done.is_set() and time.monotonic() < deadline:
-            run = (call.upstream or call).background
-            if run is not None and run.created.wait(0.05):
-                return run.response_id
-            if run is None and getattr(self.engine, "background_off", False):
-                return None  # refused: there will be no response id to sign
-            if run is None:
-                time.sleep(0.05)
-        run = (call.upstream or call).background
-        return run.response_id if run is not None else None
-
-    def call_ended(self, task: Task, reply: dict | None, session: Session) -> bool:
-        """A call with a task has ended: True if the task keeps its reply (the client collects
-        it later), False if the reply goes to the request inline."""
-        if not task.finish(reply):
-            return False
-        self._task_ended(task, session)
-        return True
-
-    def _task_ended(self, task: Task, session: Session) -> None:
-        """notifications/tasks/status (2025-11-25) where the client can receive one."""
-        if task.kind == TaskKind.HANDSHAKE:
-            view = task.view(MCP_2025_11_25, self.settings["poll_interval_ms"])
-            session.send({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": view})
-
-    def settle(self, task: Task) -> None:
-        """After a call's end: a task it never became is forgotten, and its handoff point, if
-        any, cancelled (answered inline: nothing left to convert)."""
-        if not task.converted:
-            self.forget(task)
-            if task.timer is not None:
-                self.deadlines.cancel(task.timer)
-
-    # -- Requests about tasks: tasks/* (both shapes) and answer_result ---------------------------
-
-    def _task_named(self, params, kind: str, session: Session) -> Task:
-        """The task a tasks/* request names; -32602 for an unknown, forged or expired id."""
-        task_id = params.get("taskId") if isinstance(params, dict) else None
-        if not isinstance(task_id, str) or not task_id:
-            raise RpcError(INVALID_PARAMS, "Invalid params: taskId must be a non-empty string")
-        try:
-            return self._find_task(task_id, kind, session)
-        except TaskIdError as exc:
-            why = f"Invalid params: unknown task id ({exc.reason})"
-            raise RpcError(INVALID_PARAMS, why) from None
-
-    def _find_task(self, task_id, kind: str, session: Session) -> Task:
+    def find(self, task_id, kind: str, session: Session) -> Task:
         """This instance's task, or another instance's from its signed id; else TaskIdError."""
         task = self.tasks.get(task_id)
         if task is not None and task.user != session.user:  # another user's: not found
@@ -12103,7 +11952,7 @@ class LongCalls:
         call.user = session.user
         size = fields.get("z")  # the creating client's result size, signed with the rest
         call.result_chars = size if type(size) is int and size > 0 else None
-        key = self._owner(session)
+        key = self.owner(session)
         task = Task(task_id, kind, call, key, fields["e"] - fields["c"], str(fields.get("o", "")))
         task.created, task.expires, task.converted = fields["c"], fields["e"], True
         task.user = session.user
@@ -12138,6 +11987,39 @@ class LongCalls:
             )
         task.finish(reply)
 
+    def sign(self, task: Task, call: Call) -> bool:
+        """Gives the task a signed id carrying its background response's id, once OpenAI has
+        named it; False if there is none (no background mode, or the call failed first)."""
+        response_id = self._response_named(task, call)
+        if response_id is None and task.done.is_set():
+            # Ended first (an answer from the cache, or quicker than the wait): its answer
+            # names the response any instance reads it from.
+            response_id = answered_response_id(task.reply)
+        if response_id is None:
+            return False
+        # The user is signed with the rest: another user's request finds no such task.
+        fields = {"r": response_id, "t": task.tool, "k": task.kind, "o": task.model, "u": task.user}
+        if call.result_chars is not None:  # the instance that serves it shortens it the same
+            fields["z"] = call.result_chars
+        secret = self.settings["secret"]
+        self.tasks.rename(task, mint_task_id(secret, fields, task.ttl_ms, task.created))
+        return True
+
+    def _response_named(self, task: Task, call: Call) -> str | None:
+        """The id OpenAI gives the call's background response, waited for (up to
+        request.timeout_ms) while the task is working; None if it ends first unnamed."""
+        deadline = time.monotonic() + self.config.get("request", "timeout_ms") / 1000
+        while not task.done.is_set() and time.monotonic() < deadline:
+            run = (call.upstream or call).background
+            if run is not None and run.created.wait(0.05):
+                return run.response_id
+            if run is None and getattr(self.engine, "background_off", False):
+                return None  # refused: there will be no response id to sign
+            if run is None:
+                time.sleep(0.05)
+        run = (call.upstream or call).background
+        return run.response_id if run is not None else None
+
     def hand_over(self) -> int:
         """This instance is stopping (--stateless, signed ids): the working tasks it created
         run on upstream instead of being cancelled, since any instance serves them from their
@@ -12155,6 +12037,191 @@ class LongCalls:
                 self.tasks.discard(task)  # nothing here cancels it now
                 handed += 1
         return handed
+
+
+class TaskPolicy:
+    """When a call becomes a task or a handoff: which kind, the point at which its request is
+    answered with it instead of the answer (converted), and what happens at the call's end."""
+
+    def __init__(self, config: Config, log: Log, tasks: TaskTable, deadlines: Deadlines, ids):
+        self.config, self.log, self.tasks, self.deadlines = config, log, tasks, deadlines
+        self.ids: TaskIds = ids  # signs a converted task's id; whose tasks a session's are
+        self.settings = ids.settings
+        self.tasks_off = ids.tasks_off
+
+    def handoff_s(self, params, session: Session, version=HANDSHAKE_ERA) -> int:
+        """Seconds after which this client's calls are handed off to answer_result; 0 = never."""
+        if self.tasks_off is not None:
+            return 0
+        return handoff_after(self.config, client_name_of(params, session, version))
+
+    def new_task(self, params: dict, session: Session, tool: str, version) -> Task | None:
+        """The Task a call may become (added to the table, so the client's limit applies before
+        the call starts), or None when it answers inline however long it takes."""
+        if self.tasks_off is not None:
+            return None
+        ttl = self.settings["ttl_ms"]
+        handshake = handshake_era(version)
+        if not handshake and tasks_extension_declared(params):
+            kind = TaskKind.EXTENSION
+        elif handshake and session.protocol_version == MCP_2025_11_25 and "task" in params:
+            kind, asked = TaskKind.HANDSHAKE, params["task"]
+            asked = asked.get("ttl") if isinstance(asked, dict) else None
+            if type(asked) is int and asked > 0:  # granted, but never shorter than the call
+                ttl = max(min(asked, ttl), run_timeout_ms(self.config, tool))
+        elif self.handoff_s(params, session, version) > 0:
+            kind = TaskKind.HANDOFF
+        else:
+            return None
+        handoff_s = self.handoff_s(params, session, version) if kind == TaskKind.HANDOFF else 0
+        import secrets
+
+        key = self.ids.owner(session)
+        model = str(self.config.profile(tool).get("model") or "")
+        task = Task(f"{kind}-{secrets.token_urlsafe(24)}", kind, None, key, ttl, model)
+        task.tool, task.handoff_s, task.user = tool, handoff_s, session.user
+        # A 2025-11-25 task is the reply whatever happens: even an answer from the cache,
+        # ready before the reply is written, goes to the task, never inline as well.
+        task.converted = kind == TaskKind.HANDSHAKE
+        if kind == TaskKind.HANDSHAKE:  # the others count once the call becomes one (_convert)
+            self.tasks.add(task)
+        return task
+
+    def forget(self, task: Task | None) -> None:
+        if task is not None:
+            self.tasks.discard(task)
+
+    def arm(self, task: Task, call: Call, session: Session, request_id, version: str):
+        """A 2025-11-25 task is the request's reply at once; an extension task after
+        server.tasks.immediate_ms, a handoff after its seconds, unless the call ends first."""
+        if task.kind == TaskKind.HANDSHAKE:
+            if self.ids.signing and not self.ids.sign(task, call):
+                self.log.debug("server", "task without a response id: served by this instance only")
+            session.unregister(call)  # the task owns the call now: no request cancels it
+            self.log.debug(
+                "server", f"task created ({TASK_KIND_NAMES[task.kind]}) tool={task.tool}"
+            )
+            immediate = "The answer is being researched; it will follow when the task completes."
+            return {
+                "task": task.view(MCP_2025_11_25, self.settings["poll_interval_ms"]),
+                "_meta": {"io.modelcontextprotocol/model-immediate-response": immediate},
+            }
+        extension = task.kind == TaskKind.EXTENSION
+        delay = self.settings["immediate_ms"] / 1000 if extension else task.handoff_s
+        # An entry on the shared deadlines thread, not a timer thread per call: a hundred calls
+        # waiting for their handoff point cost a hundred heap entries.
+        task.timer = self.deadlines.after(
+            delay, lambda: self._due(task, call, session, request_id, version)
+        )
+        if task.done.is_set():  # ended before its entry was made: nothing to convert
+            self.deadlines.cancel(task.timer)
+        return None
+
+    def _due(self, task: Task, call: Call, session: Session, request_id, version: str) -> None:
+        """The handoff point, run on the shared deadlines thread, which must never block: it
+        also times out every waiting tasks/result and answer_result. Converting can block:
+        with signed ids, TaskIds.sign waits (up to request.timeout_ms) for OpenAI to name the
+        background response, and the reply is written to the client (a stdio pipe blocks while
+        the client does not read). So a call that has ended is left alone here, and the rest
+        runs on a thread of its own that lives only while it converts. (Not on the call's
+        worker: that one is busy reading the answer's stream.)"""
+        if task.done.is_set() or call.cancelled.is_set():
+            return
+        converter = threading.Thread(
+            target=self._convert,
+            args=(task, call, session, request_id, version),
+            name="handoff",
+            daemon=True,
+        )
+        try:
+            converter.start()
+        except RuntimeError:  # out of threads: the call answers inline, however long it takes
+            self.log.say("cannot start a thread to hand a call off; it answers inline")
+
+    def _convert(self, task: Task, call: Call, session: Session, request_id, version: str):
+        """The handoff point has come: unless the call has ended, the request is answered with
+        the task (or the handoff) and the call goes on without it."""
+        if self.ids.signing and not self.ids.sign(task, call):
+            return  # the call ended before OpenAI named its response: it answers inline
+        if not self._hold(task, session, request_id):
+            return  # at a limit, or its client has gone: it answers inline
+        if not task.convert():
+            self.forget(task)
+            return
+        session.unregister(call)
+        self.log.debug("server", f"task created ({TASK_KIND_NAMES[task.kind]}) tool={task.tool}")
+        if task.kind == TaskKind.EXTENSION:
+            view = task.view("extension", self.settings["poll_interval_ms"])
+            result = modern_result({**view, "resultType": "task"}, version)
+        else:
+            result = still_working_result(task, version)
+        session.send(rpc_result(request_id, result))
+
+    def _hold(self, task: Task, session: Session, request_id) -> bool:
+        """A handoff or extension task is counted against the limits only now that the call
+        becomes one (an answer from the cache never does); at max_per_client a handoff's
+        client's oldest handoff that has ended uncollected makes room. False at a limit: the
+        call goes on and answers inline, so that no client is locked out. False too once the
+        client can collect nothing (Session.stop_tasks), checked again after the add: a stop
+        that raced it dropped the task, or this check sees the stop."""
+        task.request_id = request_id
+        if session.tasks_closed:
+            return False
+        try:
+            self.tasks.add(task, make_room=task.kind == TaskKind.HANDOFF)
+        except RpcError as exc:
+            self.log.debug("server", f"not handed off, answering inline: {exc.message}")
+            return False
+        if session.tasks_closed:
+            self.tasks.discard(task)
+            return False
+        return True
+
+    def call_ended(self, task: Task, reply: dict | None, session: Session) -> bool:
+        """A call with a task has ended: True if the task keeps its reply (the client collects
+        it later), False if the reply goes to the request inline."""
+        if not task.finish(reply):
+            return False
+        self._task_ended(task, session)
+        return True
+
+    def _task_ended(self, task: Task, session: Session) -> None:
+        """notifications/tasks/status (2025-11-25) where the client can receive one."""
+        if task.kind == TaskKind.HANDSHAKE:
+            view = task.view(MCP_2025_11_25, self.settings["poll_interval_ms"])
+            session.send({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": view})
+
+    def settle(self, task: Task) -> None:
+        """After a call's end: a task it never became is forgotten, and its handoff point, if
+        any, cancelled (answered inline: nothing left to convert)."""
+        if not task.converted:
+            self.forget(task)
+            if task.timer is not None:
+                self.deadlines.cancel(task.timer)
+
+
+class TaskRequests:
+    """The requests about tasks: tasks/* of the 2025-11-25 shape (tasks/get, tasks/list,
+    tasks/cancel, tasks/result) and of the 2026-07-28 extension (tasks/get, tasks/cancel,
+    tasks/update); and the waiting for a task's end that tasks/result and answer_result share
+    (a Waiter, no thread)."""
+
+    def __init__(self, log: Log, tasks: TaskTable, deadlines: Deadlines, ids: TaskIds):
+        self.log, self.tasks, self.deadlines = log, tasks, deadlines
+        self.ids = ids  # what a task id names; whose tasks a session's are
+        self.settings = ids.settings
+        self.stateless, self.tasks_off = ids.stateless, ids.tasks_off  # tasks/list; tasks at all
+
+    def _task_named(self, params, kind: str, session: Session) -> Task:
+        """The task a tasks/* request names; -32602 for an unknown, forged or expired id."""
+        task_id = params.get("taskId") if isinstance(params, dict) else None
+        if not isinstance(task_id, str) or not task_id:
+            raise RpcError(INVALID_PARAMS, "Invalid params: taskId must be a non-empty string")
+        try:
+            return self.ids.find(task_id, kind, session)
+        except TaskIdError as exc:
+            why = f"Invalid params: unknown task id ({exc.reason})"
+            raise RpcError(INVALID_PARAMS, why) from None
 
     def _tasks_2025(self, session: Session) -> None:
         if session.protocol_version != MCP_2025_11_25 or self.tasks_off is not None:
@@ -12176,7 +12243,7 @@ class LongCalls:
             raise RpcError(METHOD_NOT_FOUND, "Method not found: tasks/list (off with --stateless)")
         if params.get("cursor") is not None:
             raise RpcError(INVALID_PARAMS, "Invalid params: this server issued no cursor")
-        key = self._owner(session)
+        key = self.ids.owner(session)
         poll = self.settings["poll_interval_ms"]
         mine = self.tasks.of_client(key, TaskKind.HANDSHAKE)
         return {"tasks": [task.view(MCP_2025_11_25, poll) for task in mine]}
@@ -12199,26 +12266,26 @@ class LongCalls:
         self._tasks_2025(session)
         task = self._task_named(params, TaskKind.HANDSHAKE, session)
         if task.done.is_set():
-            reply = self._task_reply(task, request_id)
+            reply = self.task_reply(task, request_id)
             if "error" in reply:
                 error = reply["error"]
                 raise RpcError(error["code"], error["message"], error.get("data"))
             return reply["result"]
 
         def serve(expired: bool) -> None:
-            session.send(self._task_reply(task, request_id))
+            session.send(self.task_reply(task, request_id))
 
-        self._wait(task, session, request_id, (task.expires - now_ms()) / 1000, serve)
+        self.wait(task, session, request_id, (task.expires - now_ms()) / 1000, serve)
         return None
 
-    def _wait(self, task: Task, session: Session, request_id, timeout_s: float, serve) -> None:
+    def wait(self, task: Task, session: Session, request_id, timeout_s: float, serve) -> None:
         """serve(timed_out) once the task ends or timeout_s pass, whichever comes first; the
         request counts against the session's limits meanwhile (-32000 past them)."""
         waiter = Waiter(task, session, request_id, serve, self.deadlines)
         session.add_waiter(request_id, waiter, self.settings["max_per_client"])
         waiter.start(timeout_s)
 
-    def _task_reply(self, task: Task, request_id) -> dict:
+    def task_reply(self, task: Task, request_id) -> dict:
         with task.lock:
             status, reply = task.status, task.reply
         if task.done.is_set():
@@ -12265,6 +12332,16 @@ class LongCalls:
             "never asks for input)",
         )
 
+
+class Handoffs:
+    """A call handed off to answer_result: that tool's answer once ready, its cancel (with
+    cancel: true, or notifications/cancelled naming the tools/call that was handed off)."""
+
+    def __init__(self, log: Log, tasks: TaskTable, ids: TaskIds, requests, policy: TaskPolicy):
+        self.log, self.tasks, self.ids = log, tasks, ids  # ids: what a handoff id names
+        self.requests: TaskRequests = requests  # waits for a task's end, reads its reply
+        self.policy = policy  # how long this client may wait (its handoff point)
+
     def answer_result(self, params: dict, session: Session, request_id, version) -> None:
         """answer_result: the handed-off answer once ready (waiting up to wait_s, within the
         client's own timeout), else another "still working" result; with cancel: true, the
@@ -12281,7 +12358,7 @@ class LongCalls:
             why = "cancel must be true or false"
         else:
             try:
-                task = self._find_task(handoff_id, TaskKind.HANDOFF, session)
+                task = self.ids.find(handoff_id, TaskKind.HANDOFF, session)
             except TaskIdError as exc:
                 why = f"unknown id: {exc.reason}"
         if why is not None:
@@ -12292,13 +12369,13 @@ class LongCalls:
         if arguments.get("cancel") is True:
             session.send(rpc_result(request_id, self._cancel_handoff(task, era)))
             return None
-        wait = min(wait_s, self.handoff_s(params, session, version))
+        wait = min(wait_s, self.policy.handoff_s(params, session, version))
 
         def collect(timed_out: bool) -> None:
             if timed_out:
-                session.send(rpc_result(request_id, self._still_working(task, era)))
+                session.send(rpc_result(request_id, still_working_result(task, era)))
                 return
-            reply = self._task_reply(task, request_id)
+            reply = self.requests.task_reply(task, request_id)
             if "result" in reply:
                 meta = {**reply["result"].get("_meta", {}), HANDOFF_META: None}
                 meta.pop(RELATED_TASK, None)
@@ -12315,7 +12392,7 @@ class LongCalls:
                 )
             session.send(reply)
 
-        self._wait(task, session, request_id, wait, collect)
+        self.requests.wait(task, session, request_id, wait, collect)
         return None
 
     def _cancel_handoff(self, task: Task, version: str) -> dict:
@@ -12338,13 +12415,45 @@ class LongCalls:
     def cancel_handoff_of(self, session: Session, request_id) -> bool:
         """notifications/cancelled naming a tools/call that was handed off: the handoff is
         cancelled. False if there is none."""
-        key = session.client_key if session.client_key is not None else id(session)
-        task = self.tasks.handoff_of(key, request_id)
+        task = self.tasks.handoff_of(session_owner(session), request_id)
         if task is None:
             return False
         task.cancel()
         task.mark_collected()
         return True
+
+
+class LongCalls:
+    """Tasks and handoffs for the Dispatcher: the TaskTable that holds them, the Deadlines
+    their waits and handoff points run on, and the parts that serve them, made here each with
+    what it needs. The Dispatcher asks `policy` whether a call becomes one and tells it of
+    each call's end, and routes tasks/* to `requests`, answer_result to `handoffs`.
+    """
+
+    def __init__(self, config: Config, log: Log, engine, reply_of, stateless: bool = False):
+        settings = config.get("server", "tasks")
+        self.tasks = TaskTable(
+            settings["max_per_client"], log, settings["max_open"], settings["max_reply_bytes"]
+        )
+        # answer_result's wait_s, tasks/result's expiry, and each call's handoff point
+        self.deadlines = Deadlines(log)
+        self.ids = TaskIds(config, log, engine, self.tasks, reply_of, stateless)
+        self.policy = TaskPolicy(config, log, self.tasks, self.deadlines, self.ids)
+        self.requests = TaskRequests(log, self.tasks, self.deadlines, self.ids)
+        self.handoffs = Handoffs(log, self.tasks, self.ids, self.requests, self.policy)
+        self.settings = settings
+        # --http --stateless: tasks need the secret, and tasks/list is off.
+        self.stateless = stateless
+        self.tasks_off: str | None = self.ids.tasks_off
+
+    @property
+    def signing(self) -> bool:
+        """Whether task ids are signed for any instance to serve (--stateless with a secret)."""
+        return self.ids.signing
+
+    def hand_over(self) -> int:
+        """This instance is stopping: see TaskIds.hand_over."""
+        return self.ids.hand_over()
 
 
 # ============================================================================================

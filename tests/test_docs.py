@@ -285,49 +285,37 @@ def test_the_module_docstring_maps_its_sections_in_the_order_of_their_banners():
         assert name.strip().lower() in banner.lower(), (name, banner)
 
 
-def test_no_class_in_the_module_is_over_600_lines():
-    """CONTRIBUTING's size rule. A class that grows past it hands one of its concerns to a class
-    of its own, as Dispatcher does tasks and handoffs to LongCalls."""
+# CONTRIBUTING's size rule: no class over 400 lines or 30 methods. The classes still past it,
+# each with why; any other class that grows past it fails the test below, and so does one
+# listed here once it is within the rule (take it off the list then).
+OVERSIZED_CLASSES: dict = {}
+
+
+def class_sizes(source: str) -> dict:
+    """Each top-level class of a module: (lines, methods)."""
     import ast
 
-    tree = ast.parse((ROOT / "openai_responses_mcp.py").read_text(encoding="utf-8"))
-    sizes = {n.name: n.end_lineno - n.lineno + 1 for n in tree.body if isinstance(n, ast.ClassDef)}
-    assert {name: size for name, size in sizes.items() if size > 600} == {}
-    assert {"Dispatcher", "LongCalls", "AnswerEngine"} <= set(sizes)  # the ones it was about
-
-
-def test_no_class_in_the_transports_is_over_400_lines_or_30_methods():
-    """Issue 40: HttpApp was 600 lines with 50 methods. The Host and Origin gates, sessions,
-    /mcp, legacy SSE and /usage are classes of their own; none may grow back past it."""
-    import ast
-
-    source = (ROOT / "openai_responses_mcp.py").read_text(encoding="utf-8")
-    start, end = source.index("\n# Transports\n"), source.index("\n# CLI\n")
-    first, last = source[:start].count("\n"), source[:end].count("\n")
-    tree = ast.parse(source)
-    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and first < n.lineno < last]
-    too_big = {
+    return {
         n.name: (n.end_lineno - n.lineno + 1, sum(isinstance(f, ast.FunctionDef) for f in n.body))
-        for n in classes
+        for n in ast.parse(source).body
+        if isinstance(n, ast.ClassDef)
     }
-    too_big = {name: size for name, size in too_big.items() if size[0] > 400 or size[1] > 30}
-    assert too_big == {}
-    assert {"HttpApp", "HttpHandler", "HostPolicy", "LegacySse"} <= {n.name for n in classes}
 
 
-def test_the_answer_engine_and_its_parts_are_each_a_class_a_reader_can_hold():
-    """Issue 40: the engine's jobs are classes of their own (the OpenAI client, spending, the
-    state), each within 400 lines and 30 methods."""
-    import ast
-
-    tree = ast.parse((ROOT / "openai_responses_mcp.py").read_text(encoding="utf-8"))
-    parts = ("AnswerEngine", "ResponsesClient", "Spending", "EngineState", "BackgroundMode")
-    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef) and n.name in parts}
-    assert set(classes) == set(parts)
-    for name, node in classes.items():
-        methods = [n for n in node.body if isinstance(n, ast.FunctionDef)]
-        assert node.end_lineno - node.lineno + 1 <= 400, name
-        assert len(methods) <= 30, name
+def test_no_class_in_the_module_is_over_400_lines_or_30_methods_unless_listed():
+    """Issue 40: HttpApp was 600 lines with 50 methods, LongCalls 510 with 36 and Dispatcher
+    430, AnswerEngine 600 with six jobs: the OpenAI client, spending and the state layer, the
+    Host and Origin gates, sessions, /mcp, legacy SSE and /usage, and signed task ids,
+    the tasks/* methods, handoffs, the policy of when a call becomes a task, the calls in flight
+    and the handshake are classes of their own now; none may grow back past the rule."""
+    sizes = class_sizes((ROOT / "openai_responses_mcp.py").read_text(encoding="utf-8"))
+    too_big = {name: size for name, size in sizes.items() if size[0] > 400 or size[1] > 30}
+    assert {name: size for name, size in too_big.items() if name not in OVERSIZED_CLASSES} == {}
+    assert set(OVERSIZED_CLASSES) - set(too_big) == set(), "within the rule now: unlist it"
+    split = {"HttpApp", "HttpHandler", "HostPolicy", "LegacySse", "Dispatcher", "LongCalls"}
+    assert split | {"TaskIds", "TaskPolicy", "TaskRequests", "Handoffs"} <= set(sizes)
+    assert {"CallsInFlight", "CallReplies", "Handshake"} <= set(sizes)
+    assert {"AnswerEngine", "ResponsesClient", "Spending", "EngineState"} <= set(sizes)
 
 
 def test_the_readme_the_docs_and_the_doctor_give_the_server_one_name():
