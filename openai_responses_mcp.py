@@ -23,14 +23,14 @@ TOOL_TABLE, above the first banner, lists the tools (CONTRIBUTING.md: where new 
 4. Files           what a call attaches (screenshots, PDFs, logs, source): local paths
                    read only inside the allowed directories, never a secret, kind from
                    the bytes; https:// and data: URLs, which the server never fetches
-5. Answer engine   the OpenAI call (ResponsesClient: streaming, retries, cancellation; its
+5. State           the usage ledger (budgets, --usage) and the answer cache, behind one
+                   backend interface: SQLite by default (state.path), PostgreSQL (state.url)
+                   for several hosts
+6. Answer engine   the OpenAI call (ResponsesClient: streaming, retries, cancellation; its
                    BackgroundMode), the answer's shape and sources section, results sized per
                    client, its cost in dollars, single-flight for identical calls, refused
                    profile settings (Refusals), budgets and booking (Spending), and
                    AnswerEngine with the composition root that builds it (build_engine)
-6. State           the usage ledger (budgets, --usage) and the answer cache, behind one
-                   backend interface: SQLite by default (state.path), PostgreSQL (state.url)
-                   for several hosts
 7. Tools           the tools' instructions, schemas and argument checks (answer,
                    answer_detailed, answer_quick, opt-in answer_deep, and answer_result)
 8. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation (Dispatcher); each
@@ -2830,6 +2830,14 @@ def model_verbosities(model: str) -> tuple[str, ...]:
     return _by_family(MODEL_VERBOSITIES, model) or VERBOSITIES
 
 
+def nearest_value(key: str, value, accepted) -> str:
+    """The accepted effort or verbosity nearest `value` (the higher of two as near)."""
+    order = EFFORTS if key == "reasoning_effort" else VERBOSITIES
+    rank = {name: i for i, name in enumerate(order)}
+    here = rank.get(value, len(order) // 2)
+    return min(accepted, key=lambda a: (abs(rank.get(a, here) - here), -rank.get(a, 0)))
+
+
 def _by_family(table: dict, model: str):
     """table's entry for the longest family `model` belongs to (itself, or family-…), or None."""
     best = None
@@ -3944,8 +3952,1457 @@ def roots_from(result) -> list:
 
 
 # ============================================================================================
-# Answer engine: the OpenAI call and the answer's shape
+# State: the usage ledger, budgets and the answer cache (SQLite, or PostgreSQL for a team)
 # ============================================================================================
+# One store shared by every server process of the user (a SQLite file in WAL mode, the
+# default) or of a team (a PostgreSQL database, state.url). Each finished call adds a row to
+# `usage` (never the query text) and to the per-day totals that budgets and reports read;
+# complete answers are kept in `answers` under a hash of everything that shapes them.
+#
+# The answer path never waits on the store for long: ledger rows and cache entries go to one
+# writer thread through a bounded queue (rows it cannot write yet wait in memory and are
+# written when the store is back, so an outage loses no spend); a cache read gives up after
+# a fraction of a second; after a failure a connection rests a few seconds; every wait on
+# PostgreSQL also has a bound of our own (see _Watchdog), as a silent link never times out
+# on the server's side. The one wait a call may make is its budget: with a budget set, a
+# call reserves its expected cost in one transaction before it starts (a lock in the
+# database, so it holds across processes and hosts), and settles at its real cost when it
+# ends; when the store cannot be reached, calls that would spend are refused. sqlite3
+# (psycopg for state.url) is imported on first use.
+
+# The schema's version; every change to a table or a column raises it, with one step in
+# _MIGRATIONS. 1: usage, spend_by_day and answers, without a version table (SQLite only).
+# 2: usage_daily, reservations and schema_version (a later commit added writers, without a
+# new version: a version 2 store may lack it). 3: writers; usage.writer_schema. 4: users,
+# ledger rows and reservations by user (usage.user_name), usage_by_user, response_owners.
+# 5: checks (the day each once-a-day check last ran: the model retirements); no rows move.
+# 6: usage.files and usage.file_bytes (what a call attached: counts only); no rows move.
+# 7: OAuth subjects as oauth:<issuer>#<sub> (issue 31: they had shared named users' names).
+STATE_SCHEMA_VERSION = 7
+ANSWER_FORMAT = 2  # the shape of a cached body; a row of another shape is a miss, and dropped
+_BUSY_TIMEOUT_S = 2.0  # how long a write (or a budget check) waits for another's lock
+_CACHE_READ_S = 0.25  # a cache read that takes longer is a miss
+_BUDGET_WAIT_S = 10.0  # how long a budget check waits for this process's other checks
+_BACKOFF_S = 3.0  # after a failure, a connection is not tried again for this long
+_CONNECT_TIMEOUT_S = 2  # PostgreSQL: how long a connection may take (libpq's least is 2)
+# PostgreSQL bounds of our own: a transaction that has not come back within twice its statement
+# timeout plus this grace is abandoned (see _Watchdog); a session of ours left idle inside a
+# transaction (its instance cut off mid-check) is ended by the server after
+# _IDLE_IN_TRANSACTION_S, which frees the budget's lock for every other instance.
+_WATCHDOG_GRACE_S = 1.0
+_IDLE_IN_TRANSACTION_S = 5
+_KEEPALIVE = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
+_WARN_EVERY_S = 60.0
+_MAX_PENDING_ROWS = 10_000  # ledger rows kept in memory while the store cannot be written
+_MAX_PENDING_CACHE = 200  # cache entries waiting to be written; older ones are dropped
+_BATCH = 500  # writes per transaction of the writer
+_RECENT_CALLS = 20  # a call's expected cost: the mean of its tool's last N priced calls
+_RECENT_SCAN = 200  # ... of its model, among the tool's last N (several models share a state)
+_PRUNE_EVERY_S = 3600.0
+_WRITER_IDLE_S = 1.0  # the writer thread ends after this long with nothing to write
+_WRITER_MARK_KEEP_S = 7 * 86400.0  # a writer's mark (see StateWriter) outlives its process
+_LOCK_BUDGET, _LOCK_SCHEMA = 0x6F726D01, 0x6F726D02  # PostgreSQL advisory lock keys
+_UMASK_LOCK = threading.Lock()
+_USERS_CACHE_S = 2.0  # named tokens are read again after this long: a revoked one is refused
+_USERS_HASHES_KEPT = 100_000  # named tokens' hashes remembered (never sent to introspection)
+# What --user add's tokens start with, so a server knows one of its own even when it cannot
+# read the state (issue 31): such a token is never sent to an OAuth issuer.
+NAMED_TOKEN_PREFIX = "ormcp_u_"
+ALLOWANCE_DEFAULT = "none"  # --user limit NAME --daily-usd none: back to the per-user default
+
+_USAGE_COLUMNS = (
+    "at",
+    "day",
+    "tool",
+    "model",
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "web_searches",
+    "usd",
+    "cache_hit",
+    "elapsed_ms",
+    "outcome",
+    "writer_schema",  # the schema version of the server that wrote the row (NULL: before 3)
+    "user_name",  # who asked ('' before version 4)
+    "files",  # how many files the call sent (0 before version 6)
+    "file_bytes",  # their bytes in all
+)
+_DAILY_SUMS = (
+    "calls",
+    "usd",
+    "cache_hits",
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "web_searches",
+    "unpriced",
+)
+
+
+def _tables(postgres: bool) -> dict:
+    """Every table, with its columns as (name, type) in this version's schema; a column named
+    "" is a table constraint."""
+    real = "DOUBLE PRECISION" if postgres else "REAL"
+    count = "BIGINT NOT NULL DEFAULT 0" if postgres else "INTEGER NOT NULL DEFAULT 0"
+    tokens = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
+    return {
+        "usage": [
+            ("id", "BIGSERIAL PRIMARY KEY" if postgres else "INTEGER PRIMARY KEY"),
+            ("at", f"{real} NOT NULL"),
+            ("day", "TEXT NOT NULL"),
+            ("tool", "TEXT NOT NULL"),
+            ("model", "TEXT NOT NULL"),
+            *((name, count) for name in tokens),
+            ("web_searches", count),
+            ("usd", real),
+            ("cache_hit", count),
+            ("elapsed_ms", count),
+            ("outcome", "TEXT NOT NULL"),
+            ("writer_schema", "INTEGER"),
+            ("user_name", "TEXT NOT NULL DEFAULT ''"),
+            ("files", count),
+            ("file_bytes", count),
+        ],
+        "spend_by_day": [("day", "TEXT PRIMARY KEY"), ("usd", f"{real} NOT NULL")],
+        "usage_daily": [
+            ("day", "TEXT NOT NULL"),
+            ("tool", "TEXT NOT NULL"),
+            ("model", "TEXT NOT NULL"),
+            ("usd", f"{real} NOT NULL DEFAULT 0"),
+            *((name, count) for name in _DAILY_SUMS if name != "usd"),
+            ("", "PRIMARY KEY (day, tool, model)"),
+        ],
+        "answers": [
+            ("key", "TEXT PRIMARY KEY"),
+            ("stored_at", f"{real} NOT NULL"),
+            ("body", "TEXT NOT NULL"),
+        ],
+        "reservations": [
+            ("id", "TEXT PRIMARY KEY"),
+            ("at", f"{real} NOT NULL"),
+            ("expires_at", f"{real} NOT NULL"),
+            ("usd", f"{real} NOT NULL"),
+            ("user_name", "TEXT NOT NULL DEFAULT ''"),
+        ],
+        # Named users (--user): only a hash of each token, never the token.
+        "users": [
+            ("name", "TEXT PRIMARY KEY"),
+            ("token_sha256", "TEXT NOT NULL"),
+            ("created_at", f"{real} NOT NULL"),
+            ("revoked_at", real),
+            ("daily_usd", real),
+            ("monthly_usd", real),
+        ],
+        # Calls and dollars per user and day: --usage's by_user and the per-user budgets.
+        "usage_by_user": [
+            ("day", "TEXT NOT NULL"),
+            ("user_name", "TEXT NOT NULL"),
+            ("calls", count),
+            ("usd", f"{real} NOT NULL DEFAULT 0"),
+            ("", "PRIMARY KEY (day, user_name)"),
+        ],
+        # Who may follow up a response (previous_response_id): its creator, and whoever was
+        # given it from the cache or an identical call in flight.
+        "response_owners": [
+            ("response_id", "TEXT NOT NULL"),
+            ("user_name", "TEXT NOT NULL"),
+            ("at", f"{real} NOT NULL"),
+            ("", "PRIMARY KEY (response_id, user_name)"),
+        ],
+        # Each process's writer's mark: the last ledger row it has written (see StateWriter).
+        "writers": [("id", "TEXT PRIMARY KEY"), ("seq", count), ("at", f"{real} NOT NULL")],
+        "schema_version": [("version", "INTEGER NOT NULL")],
+        # Version 5: the day each once-a-day check last ran, whichever process ran it.
+        "checks": [("name", "TEXT PRIMARY KEY"), ("day", "TEXT NOT NULL")],
+    }
+
+
+_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS usage_by_day ON usage (day)",
+    "CREATE INDEX IF NOT EXISTS usage_by_tool ON usage (tool, outcome, id)",
+    "CREATE INDEX IF NOT EXISTS answers_by_age ON answers (stored_at)",
+)
+
+
+def _schema(postgres: bool) -> list[str]:
+    """The tables, for either database (CREATE ... IF NOT EXISTS: a no-op where they are)."""
+    statements = []
+    for table, columns in _tables(postgres).items():
+        listed = ", ".join(f"{name} {kind}".strip() for name, kind in columns)
+        statements.append(f"CREATE TABLE IF NOT EXISTS {table} ({listed})")
+    return [*statements, *_INDEXES]
+
+
+def _added_column(kind: str) -> str:
+    """A column's type as ALTER TABLE ... ADD COLUMN takes it: a NOT NULL one needs a default
+    for the rows already there."""
+    kind = kind.replace(" PRIMARY KEY", "")
+    if "NOT NULL" in kind and "DEFAULT" not in kind:
+        kind += " DEFAULT ''" if kind.startswith("TEXT") else " DEFAULT 0"
+    return kind
+
+
+# Version 1 files had raw rows only: their per-day totals are summed once, on upgrade.
+_BACKFILL_DAILY = (
+    "INSERT INTO usage_daily (day, tool, model, usd, calls, cache_hits, input_tokens, "
+    "cached_input_tokens, output_tokens, web_searches, unpriced) "
+    "SELECT day, tool, model, COALESCE(SUM(usd), 0), COUNT(*), SUM(cache_hit), "
+    "SUM(input_tokens), SUM(cached_input_tokens), SUM(output_tokens), SUM(web_searches), "
+    "SUM(CASE WHEN usd IS NULL THEN 1 ELSE 0 END) FROM usage GROUP BY day, tool, model"
+)
+# A version 1 server still running on an upgraded file writes usage and spend_by_day, never
+# the per-day totals reports read: its rows (no writer_schema) are folded into them here.
+_FOLD_OLD_ROWS = (
+    "CREATE TRIGGER IF NOT EXISTS usage_from_version_1 AFTER INSERT ON usage "
+    "WHEN NEW.writer_schema IS NULL BEGIN "
+    "INSERT INTO usage_daily (day, tool, model, usd, calls, cache_hits, input_tokens, "
+    "cached_input_tokens, output_tokens, web_searches, unpriced) VALUES (NEW.day, NEW.tool, "
+    "NEW.model, COALESCE(NEW.usd, 0), 1, NEW.cache_hit, NEW.input_tokens, "
+    "NEW.cached_input_tokens, NEW.output_tokens, NEW.web_searches, NEW.usd IS NULL) "
+    "ON CONFLICT (day, tool, model) DO UPDATE SET usd = usage_daily.usd + excluded.usd, "
+    "calls = usage_daily.calls + 1, cache_hits = usage_daily.cache_hits + excluded.cache_hits, "
+    "input_tokens = usage_daily.input_tokens + excluded.input_tokens, "
+    "cached_input_tokens = usage_daily.cached_input_tokens + excluded.cached_input_tokens, "
+    "output_tokens = usage_daily.output_tokens + excluded.output_tokens, "
+    "web_searches = usage_daily.web_searches + excluded.web_searches, "
+    "unpriced = usage_daily.unpriced + excluded.unpriced; END"
+)
+
+
+def _from_version_1(backend, conn) -> None:
+    """1 -> 2: the per-day totals, from the raw rows; and (SQLite: version 1 knew no other)
+    the rows an old server may still add, folded in as they come."""
+    conn.execute(_BACKFILL_DAILY)
+    if not backend.postgres:
+        conn.execute(_FOLD_OLD_ROWS)
+
+
+def _from_version_2(backend, conn) -> None:
+    """2 -> 3: the writers table and usage.writer_schema, which the check of every table and
+    column has added; nothing to move."""
+
+
+# Tables whose user_name column holds an identity (see Identity, in Transports).
+_IDENTITY_COLUMNS = ("usage", "reservations", "usage_by_user", "response_owners")
+
+
+def _from_version_6(backend, conn) -> None:
+    """6 -> 7: OAuth subjects get a namespace of their own (issue 31). Up to 6 a token's
+    `sub` was stored as it came, in the namespace of named users and `shared`: every name
+    that is no named user (revoked ones included), `local`, `shared` or '' was a subject, and
+    becomes oauth:<issuer>#<sub> (the issuer server.auth.issuer names as the store is
+    upgraded: _needs_issuer refuses the step without one while there are subjects, issue 39).
+    A name both a named user and a subject had used stays the named user's: the rows cannot
+    be told apart. Cached answers are dropped (their keys hash the old names): each question
+    is asked again once."""
+    issuer = (backend.oauth_issuer or "").rstrip("/")
+    for table, name in _bare_subjects(conn.execute):
+        _rename_identity(backend, conn.execute, table, name, oauth_identity(issuer, name))
+    conn.execute("DELETE FROM answers")
+
+
+def _bare_subjects(run) -> list:
+    """(table, name) for each OAuth subject a store before version 7 holds under its bare
+    `sub` (see _from_version_6); run(sql) runs a statement."""
+    named = {row[0] for row in run("SELECT name FROM users").fetchall()}
+    keep = named | {"", LOCAL_USER, SHARED_USER}
+    found = []
+    for table in _IDENTITY_COLUMNS:
+        names = {row[0] for row in run(f"SELECT DISTINCT user_name FROM {table}").fetchall()}
+        # oauth:... was written by a version 7 server already (a rolling upgrade)
+        found += [(table, n) for n in sorted(names - keep) if not n.startswith(OAUTH_PREFIX)]
+    return found
+
+
+def _needs_issuer(backend, conn) -> str | None:
+    """Why the step to 7 cannot run here: the store holds OAuth subjects, and only the issuer
+    they came from (server.auth.issuer of the --http server) can file them. Run without it,
+    every subject became oauth:#<sub> for good (issue 39)."""
+    if (backend.oauth_issuer or "").strip():
+        return None
+    subjects = {name for _, name in _bare_subjects(conn.execute)}
+    if not subjects:
+        return None
+    return (
+        f"its upgrade to schema 7 files its {len(subjects)} OAuth subject(s) under the OAuth "
+        "issuer, and this config names none (server.auth.issuer): run "
+        f"`{SERVER_NAME} --config FILE --upgrade-state` with FILE the --http server's config "
+        "(or start that server); nothing was changed"
+    )
+
+
+# Steps that need configuration: by the version they reach, why they cannot run now (None:
+# they can). Such a step never runs without it: the whole upgrade is refused, saying what to
+# run, and the store stays as it was (never half-upgraded).
+_MIGRATION_NEEDS = {7: _needs_issuer}
+
+
+def _rename_identity(backend, run, table: str, old: str, new: str) -> None:
+    """Moves `old`'s rows of `table` to `new`, folding them into any `new` already has;
+    run(sql, params) runs a statement."""
+    sql = backend.sql
+    if table == "usage_by_user":  # (day, user_name) is its key: fold into any row
+        _fold_user_days(backend, run, old, new)
+    elif table == "response_owners":  # (response_id, user_name) likewise
+        run(
+            sql(
+                "INSERT INTO response_owners (response_id, user_name, at) SELECT response_id, "
+                "?, at FROM response_owners WHERE user_name = ? ON CONFLICT DO NOTHING"
+            ),
+            (new, old),
+        )
+        run(sql("DELETE FROM response_owners WHERE user_name = ?"), (old,))
+    else:
+        run(sql(f"UPDATE {table} SET user_name = ? WHERE user_name = ?"), (new, old))
+
+
+def _fold_user_days(backend, run, old: str, new: str) -> None:
+    sql = backend.sql
+    run(
+        sql(
+            "INSERT INTO usage_by_user (day, user_name, calls, usd) SELECT day, ?, calls, usd "
+            "FROM usage_by_user WHERE user_name = ? ON CONFLICT (day, user_name) DO UPDATE SET "
+            "calls = usage_by_user.calls + excluded.calls, usd = usage_by_user.usd + excluded.usd"
+        ),
+        (new, old),
+    )
+    run(sql("DELETE FROM usage_by_user WHERE user_name = ?"), (old,))
+
+
+_UNKEYED = OAUTH_PREFIX + "#"  # a subject an upgrade filed without its issuer (issue 39)
+
+
+def misfiled_subjects(run) -> list:
+    """(table, identity, sub) for each OAuth subject a version 7 store holds outside its
+    issuer's namespace (issue 39): oauth:#<sub>, filed so by an upgrade run without
+    server.auth.issuer (before that was refused), and a bare <sub>, written by a host of an
+    older release that kept serving after another host upgraded the store (since 7 no name but
+    a named user's, `local` and `shared` is bare). run(sql) runs a statement."""
+    found = []
+    for table in _IDENTITY_COLUMNS:
+        rows = run(
+            f"SELECT DISTINCT user_name FROM {table} WHERE substr(user_name, 1, 7) = 'oauth:#'"
+        ).fetchall()
+        found += [(table, row[0], row[0][len(_UNKEYED) :]) for row in rows]
+    return found + [(table, name, name) for table, name in _bare_subjects(run)]
+
+
+def refile_subjects(backend, run) -> int:
+    """Files each misfiled subject under the issuer server.auth.issuer names (a store before 7
+    can have had only that one: it was the server's one issuer); how many identities."""
+    issuer = (backend.oauth_issuer or "").rstrip("/")
+    found = misfiled_subjects(run) if issuer else []
+    for table, name, subject in found:
+        _rename_identity(backend, run, table, name, oauth_identity(issuer, subject))
+    return len({name for _, name, _ in found})
+
+
+# The steps, by the version each one reaches; each runs once, in order, after the tables
+# and columns this version expects have been made. A new schema version adds one step.
+_MIGRATIONS = {2: _from_version_1, 3: _from_version_2, 7: _from_version_6}
+
+
+def state_path(config: Config) -> str | None:
+    """The SQLite file's absolute path, or None when state.path is off or state.url is set."""
+    if config.get("state", "url"):
+        return None
+    path = config.get("state", "path")
+    if path and path.strip().lower() == "off":
+        return None
+    return os.path.expanduser(path) if path else config.default_state_path
+
+
+def state_enabled(config: Config) -> bool:
+    return bool(config.get("state", "url")) or state_path(config) is not None
+
+
+def state_label(config: Config) -> str:
+    """Where the state is, for people: never with the database password."""
+    url = config.get("state", "url")
+    if url:
+        return f"state database {redact_url(url)}"
+    path = state_path(config)
+    return f"state file {path}" if path else "off (state.path: off)"
+
+
+def cache_enabled(config: Config) -> bool:
+    return config.get("cache", "ttl_s") > 0 and state_enabled(config)
+
+
+class StateUnavailable(Exception):
+    """The store could not be reached or used; `reason` says why, in a few words (for the
+    server's log: it may name the store), `public` the same without the store's address (for
+    MCP clients)."""
+
+    def __init__(self, reason: str, public: str | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.public = public or reason
+
+
+class StateRefused(StateUnavailable):
+    """The store can be reached, but this process must not use it as it is: it was upgraded
+    past this version's schema, or its upgrade needs configuration this process lacks. The
+    reason says what to do; nothing was written."""
+
+
+def _newer_store(version: int) -> StateRefused:
+    text = (
+        f"it was upgraded to schema {version} by a newer {SERVER_NAME}, and this one (schema "
+        f"{STATE_SCHEMA_VERSION}) writes nothing to it: upgrade this host (docs/upgrade.md)"
+    )
+    return StateRefused(text)
+
+
+class _Armed:
+    """One guarded piece of work the watchdog watches: when it is due (monotonic), its
+    connection, and whether the watchdog has fired (shut the connection down)."""
+
+    __slots__ = ("conn", "deadline", "fired")
+
+    def __init__(self, deadline: float, conn):
+        self.deadline, self.conn, self.fired = deadline, conn, False
+
+
+class _Watchdog:
+    """Abandons a PostgreSQL connection whose work has not come back by its deadline. The
+    server enforces statement_timeout and lock_timeout only on statements it received: on a
+    link gone silent (a partition, a frozen VM) the driver would wait for ever, holding the
+    channel, the budget checks queued behind it, and the process's exit. Shutting the socket
+    down wakes the waiting driver at once with an error. One thread, started on first use."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._armed: dict = {}  # id -> _Armed
+        self._thread: threading.Thread | None = None
+
+    def guard(self, conn, seconds: float):
+        import contextlib
+
+        @contextlib.contextmanager
+        def guarded():
+            entry = _Armed(time.monotonic() + seconds, conn)
+            with self._cond:
+                self._armed[id(entry)] = entry
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._loop, name="state-watchdog", daemon=True
+                    )
+                    self._thread.start()
+                self._cond.notify()
+            try:
+                yield
+            except BaseException:
+                if entry.fired:
+                    raise _Abandoned(seconds) from None
+                raise
+            finally:
+                with self._cond:
+                    self._armed.pop(id(entry), None)
+            if entry.fired:  # fired as the work ended: the connection is gone all the same
+                raise _Abandoned(seconds)
+
+        return guarded()
+
+    def _loop(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                for entry in self._armed.values():
+                    if not entry.fired and entry.deadline <= now:
+                        entry.fired = True
+                        _shut_down(entry.conn)
+                waiting = [entry.deadline for entry in self._armed.values() if not entry.fired]
+                self._cond.wait(max(0.0, min(waiting) - now) if waiting else None)
+
+
+class _Abandoned(Exception):
+    """The watchdog shut a connection down: it did not answer in time."""
+
+    def __init__(self, seconds: float):
+        super().__init__(f"no answer within {seconds:g} s")
+
+
+def _shut_down(conn) -> None:
+    """Ends a connection's link from any thread, without its lock: whoever waits on the socket
+    wakes to an error."""
+    import socket
+
+    try:
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+    except (OSError, ValueError, Exception):  # noqa: BLE001 - closed, or never opened
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
+_WATCHDOG = _Watchdog()
+
+
+class _SqliteBackend:
+    """A SQLite file in WAL mode, private to the user (with its -wal and -shm) from creation."""
+
+    postgres = False
+    oauth_issuer = None  # server.auth.issuer, for _from_version_6
+    refused = None  # StateRefused, while the store refuses this process (see _refuse_newer)
+
+    def __init__(self, path: str):
+        self.path = path
+        self.label = f"state file {path}"
+        self.hint = "fix or delete the file, or set state.path: off"
+        self.url, self.secrets = "", ()
+
+    def errors(self) -> tuple:
+        import sqlite3
+
+        return (sqlite3.Error, OSError)
+
+    def connect(self):
+        import sqlite3
+
+        directory = os.path.dirname(self.path)
+        # SQLite gives the -wal and -shm files the mode of the database file, which the umask
+        # makes 0600 from its first byte (a chmod afterwards would leave them 0644).
+        with _UMASK_LOCK:
+            previous = os.umask(0o077)
+            try:
+                if directory:
+                    os.makedirs(directory, mode=0o700, exist_ok=True)
+                conn = sqlite3.connect(
+                    self.path,
+                    timeout=_BUSY_TIMEOUT_S,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+                try:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    conn.execute("PRAGMA synchronous=NORMAL")
+                except BaseException:
+                    conn.close()
+                    raise
+            finally:
+                os.umask(previous)
+        import stat
+
+        for suffix in ("", "-wal", "-shm"):  # files left by an older version
+            try:
+                # Only a file of ours: state.path may name a device (/dev/null: as root, a chmod
+                # took it from every other user of the machine) or a link to another's file.
+                if stat.S_ISREG(os.lstat(self.path + suffix).st_mode):
+                    os.chmod(self.path + suffix, 0o600)
+            except OSError:
+                pass
+        return conn
+
+    def set_timeout(self, conn, seconds: float) -> None:
+        conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+
+    def guard(self, conn, seconds: float):
+        """A local file: SQLite's busy timeout bounds every wait already."""
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def lost(self, conn) -> bool:
+        return False
+
+    def abandon(self, conn) -> None:
+        """Nothing to cut: a SQLite wait ends at its busy timeout."""
+
+    def public_reason(self, exc: BaseException, reason: str) -> str:
+        """SQLite's own messages name no file; an OSError's does."""
+        if isinstance(exc, OSError):
+            return exc.strerror or type(exc).__name__
+        return reason
+
+    def refused_value(self, exc: BaseException) -> bool:
+        """Whether the failure is the row's (a value SQLite cannot take), not the file's."""
+        import sqlite3
+
+        return not isinstance(exc, (sqlite3.OperationalError, OSError, MemoryError))
+
+    def begin(self, conn, write: bool) -> None:
+        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    def take_turns(self, conn, key: int) -> None:
+        """Serialises this transaction with every other that takes turns: BEGIN IMMEDIATE
+        already holds the file's one write lock."""
+
+    def hold_schema(self, conn) -> None:
+        """Keeps the schema from changing under this transaction: a SQLite transaction reads
+        one snapshot, and one that read an older snapshot cannot write after an upgrade."""
+
+    def has_table(self, conn, name: str) -> bool:
+        found = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+        )
+        return found.fetchone() is not None
+
+    def columns(self, conn, tables: list) -> dict:
+        """{table: {column, ...}} for those of `tables` that exist."""
+        found = {}
+        for table in tables:
+            names = {row[1] for row in conn.execute(f"PRAGMA table_info({table})").fetchall()}
+            if names:
+                found[table] = names
+        return found
+
+    def sql(self, text: str) -> str:
+        return text
+
+
+class _PostgresBackend:
+    """A PostgreSQL database (psycopg 3), shared by every host that has its URL."""
+
+    postgres = True
+    oauth_issuer = None  # server.auth.issuer, for _from_version_6
+    refused = None  # StateRefused, while the store refuses this process (see _refuse_newer)
+
+    def __init__(self, url: str):
+        self.url = url
+        self.label = f"state database {redact_url(url)}"
+        self.hint = "check the database and state.url, or unset state.url"
+        self.secrets = url_secrets(url)
+
+    def errors(self) -> tuple:
+        import psycopg
+
+        return (psycopg.Error, OSError)
+
+    def connect(self):
+        import psycopg
+
+        conn = psycopg.connect(
+            self.url,
+            autocommit=True,  # transactions are explicit BEGIN ... COMMIT, as with SQLite
+            connect_timeout=_CONNECT_TIMEOUT_S,
+            application_name=SERVER_NAME,
+            **_KEEPALIVE,  # a dead peer is noticed by the kernel too, not just the watchdog
+        )
+        try:
+            # The server's own bounds on our sessions: one left idle inside a transaction (its
+            # instance cut off mid-check) is ended, which frees the budget's lock; and no lock
+            # is waited for longer than a budget check may take.
+            with self.guard(conn, _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
+                conn.execute(
+                    f"SET idle_in_transaction_session_timeout = {_IDLE_IN_TRANSACTION_S * 1000}"
+                )
+                conn.execute(f"SET lock_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def set_timeout(self, conn, seconds: float) -> None:
+        conn.execute(f"SET statement_timeout = {int(seconds * 1000)}")
+
+    def guard(self, conn, seconds: float):
+        """A bound on our side for what happens within it (see _Watchdog)."""
+        return _WATCHDOG.guard(conn, seconds)
+
+    def lost(self, conn) -> bool:
+        """Whether the connection broke (the server restarted, or the link went)."""
+        return bool(getattr(conn, "broken", False) or getattr(conn, "closed", False))
+
+    def abandon(self, conn) -> None:
+        _shut_down(conn)
+
+    def refused_value(self, exc: BaseException) -> bool:
+        """Whether the failure is the row's (a value the database or the driver refused), not
+        the connection's or the server's."""
+        import psycopg
+
+        refused = (psycopg.DataError, psycopg.IntegrityError, ValueError, TypeError)
+        return isinstance(exc, (*refused, OverflowError))
+
+    def public_reason(self, exc: BaseException, reason: str) -> str:
+        """The failure without the database's address (psycopg's messages quote the host,
+        port, user and database): its kind only."""
+        if isinstance(exc, (_Abandoned, StateUnavailable)):
+            return reason if isinstance(exc, _Abandoned) else exc.public
+        import psycopg
+
+        if isinstance(exc, psycopg.errors.QueryCanceled):
+            return "timed out"
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
+            return "lock not available in time"
+        if isinstance(exc, (psycopg.OperationalError, OSError)):
+            return "connection failed"
+        return f"database error {getattr(exc, 'sqlstate', None) or type(exc).__name__}"
+
+    def begin(self, conn, write: bool) -> None:
+        conn.execute("BEGIN")
+
+    def take_turns(self, conn, key: int) -> None:
+        """Serialises this transaction with every other that takes turns with `key`, on any
+        host: an advisory lock held until COMMIT."""
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+
+    def hold_schema(self, conn) -> None:
+        """Keeps the schema from changing under this transaction, on any host: a shared hold
+        of the lock an upgrade takes whole (_ensure_schema), until COMMIT. Shared holds do not
+        wait for each other."""
+        conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_LOCK_SCHEMA,))
+
+    def has_table(self, conn, name: str) -> bool:
+        # A read of pg_class, not to_regclass(): that answers from the session's catalog cache,
+        # which a transaction that waited for the schema lock has not refreshed, so a table made
+        # meanwhile was still missing (and a version 2 database taken for version 1).
+        found = conn.execute(
+            "SELECT 1 FROM pg_catalog.pg_class WHERE relname = %s "
+            "AND pg_catalog.pg_table_is_visible(oid)",
+            (name,),
+        )
+        return found.fetchone() is not None
+
+    def columns(self, conn, tables: list) -> dict:
+        """{table: {column, ...}} for those of `tables` that exist (pg_catalog, read afresh:
+        see has_table)."""
+        rows = conn.execute(
+            "SELECT c.relname, a.attname FROM pg_catalog.pg_attribute a "
+            "JOIN pg_catalog.pg_class c ON a.attrelid = c.oid WHERE c.relkind = 'r' "
+            "AND pg_catalog.pg_table_is_visible(c.oid) AND a.attnum > 0 AND NOT a.attisdropped "
+            "AND c.relname = ANY(%s)",
+            (tables,),
+        ).fetchall()
+        found: dict = {}
+        for table, column in rows:
+            found.setdefault(table, set()).add(column)
+        return found
+
+    def sql(self, text: str) -> str:
+        return text.replace("?", "%s")
+
+
+def state_backend(config: Config):
+    """The backend state.url or state.path names, or None when the state is off."""
+    url = config.get("state", "url")
+    path = None if url else state_path(config)
+    backend = _PostgresBackend(url) if url else _SqliteBackend(path) if path else None
+    if backend is not None:  # whose subjects a store older than version 7 holds (see there)
+        backend.oauth_issuer = config.get("server", "auth", "issuer")
+    return backend
+
+
+def _ensure_schema(backend, conn) -> None:
+    """Creates or upgrades the tables, once, even when several instances start at once: every
+    table and column this version expects is checked (and made where missing, whatever the
+    version says), then each migration step past the store's version runs."""
+    if _stored_version(backend, conn) == STATE_SCHEMA_VERSION and not _missing(backend, conn):
+        return
+    backend.set_timeout(conn, _BUSY_TIMEOUT_S)  # another instance may be making them now
+    backend.begin(conn, write=True)
+    try:
+        backend.take_turns(conn, _LOCK_SCHEMA)
+        version = _stored_version(backend, conn)
+        if version is not None and version > STATE_SCHEMA_VERSION:
+            backend.refused = _newer_store(version)
+            raise backend.refused
+        if version is None and backend.has_table(conn, "usage"):
+            version = 1  # version 1 had no version table
+        for statement in _missing(backend, conn):
+            conn.execute(statement)
+        steps = [s for s in range(STATE_SCHEMA_VERSION + 1) if version is not None and s > version]
+        for step in steps:  # every step's needs first: the store is upgraded whole, or not
+            problem = _MIGRATION_NEEDS[step](backend, conn) if step in _MIGRATION_NEEDS else None
+            if problem:
+                backend.refused = StateRefused(problem)
+                raise backend.refused
+        for step in steps:
+            if step in _MIGRATIONS:
+                _MIGRATIONS[step](backend, conn)
+        conn.execute("DELETE FROM schema_version")
+        conn.execute(
+            backend.sql("INSERT INTO schema_version (version) VALUES (?)"),
+            (STATE_SCHEMA_VERSION,),
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        _rollback(conn)
+        raise
+
+
+def _refuse_newer(backend, conn) -> None:
+    """In every transaction, first: refuses the store once a newer version has upgraded it
+    (issue 39). This version is the older host of the next upgrade: its rows (subjects, names,
+    columns) would be of the old shape, so it writes none, and says so (StateRefused)."""
+    backend.hold_schema(conn)
+    version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+    if version is not None and version > STATE_SCHEMA_VERSION:
+        backend.refused = _newer_store(version)
+        raise backend.refused
+    backend.refused = None
+
+
+def _stored_version(backend, conn) -> int | None:
+    if not backend.has_table(conn, "schema_version"):
+        return None
+    return conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+
+
+def _missing(backend, conn) -> list:
+    """The statements that make what this version expects and the store lacks: whole tables
+    (with their indexes), and columns added to tables made by an earlier version."""
+    tables = _tables(backend.postgres)
+    found = backend.columns(conn, list(tables))
+    statements = []
+    for table, columns in tables.items():
+        if table not in found:
+            statements.append(next(s for s in _schema(backend.postgres) if f" {table} (" in s))
+            continue
+        statements += [
+            f"ALTER TABLE {table} ADD COLUMN {name} {_added_column(kind)}"
+            for name, kind in columns
+            if name and name not in found[table]
+        ]
+    if statements:
+        statements += _INDEXES
+    return statements
+
+
+def _rollback(conn) -> None:
+    try:
+        conn.execute("ROLLBACK")
+    except Exception:  # noqa: BLE001 - no transaction open, or the connection is gone
+        pass
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _state_reason(exc: BaseException, url: str = "", secrets: tuple = ()) -> str:
+    """A failure in a few words, on one line, without the database password (psycopg's errors
+    can quote the whole URL, percent-encoding and all)."""
+    if isinstance(exc, StateUnavailable):
+        return exc.reason
+    text = str(exc).strip().splitlines()
+    reason = text[0] if text else type(exc).__name__
+    if url:
+        reason = reason.replace(url, redact_url(url))
+    for secret in secrets:
+        reason = reason.replace(secret, "***")
+    return _one_line(reason, 160)
+
+
+class _Channel:
+    """One connection to the store for one role (the answer path, the writer, a report), with
+    its own lock and rest after a failure: trouble there holds up no other role."""
+
+    def __init__(self, backend, on_failure):
+        self._backend = backend
+        self._on_failure = on_failure  # (what, reason, refused): the store's warning
+        self._conn = None
+        self._lock = threading.Lock()
+        self._timeout = None
+        self._resting_until = 0.0
+        self._reason = self._public = ""
+        self._opening = None  # (thread, box): a connection being opened aside, see _open_aside
+
+    def run(
+        self,
+        what: str,
+        work,
+        *,
+        write=False,
+        timeout_s=_BUSY_TIMEOUT_S,
+        wait_s=None,
+        turns=0,
+        connect_wait=None,
+    ):
+        """work(q) in one transaction, where q(sql, params) runs a statement ("?" marks);
+        its result. Raises StateUnavailable when the store fails, or is resting after a
+        failure, or when this role's connection stays busy past wait_s, or (with
+        connect_wait) when opening the connection takes longer than that."""
+        if not self._lock.acquire(timeout=-1 if wait_s is None else wait_s):
+            raise StateUnavailable("busy")
+        try:
+            if time.monotonic() < self._resting_until:
+                raise StateUnavailable(self._reason, self._public)
+            # A connection that broke while idle (the database restarted) fails its next use:
+            # that use is tried once more at once on a new connection, not after a rest.
+            for retry in (True, False):
+                try:
+                    if connect_wait is not None and self._conn is None:
+                        self._open_aside(connect_wait)
+                    return self._transaction(work, write, timeout_s, turns)
+                except _StillOpening:
+                    raise StateUnavailable("connecting") from None
+                except (StateUnavailable, _Abandoned, *self._backend.errors()) as exc:
+                    lost = not isinstance(exc, _Abandoned) and self._lost()
+                    self._close()
+                    if retry and lost:
+                        continue
+                    self._fail(what, exc)
+        finally:
+            self._lock.release()
+
+    def _lost(self) -> bool:
+        return self._conn is not None and self._backend.lost(self._conn)
+
+    def _fail(self, what: str, exc: BaseException):
+        """Rests the channel after a failure, warns, and raises StateUnavailable."""
+        backend = self._backend
+        self._reason = _state_reason(exc, backend.url, backend.secrets)
+        self._public = backend.public_reason(exc, self._reason)
+        self._resting_until = time.monotonic() + _BACKOFF_S
+        self._on_failure(what, self._reason, isinstance(exc, StateRefused))
+        if isinstance(exc, StateRefused):
+            raise StateRefused(self._reason, self._public) from None
+        raise StateUnavailable(self._reason, self._public) from None
+
+    def _open(self):
+        conn = self._backend.connect()
+        try:
+            # Making or checking the tables waits on the schema lock, bounded by its timeout.
+            with self._backend.guard(conn, 2 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
+                _ensure_schema(self._backend, conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open_aside(self, wait_s: float) -> None:
+        """Opens the connection on a thread of its own, waiting for it up to wait_s: a store
+        that does not answer (a connect may take _CONNECT_TIMEOUT_S) costs the caller a miss,
+        not a stall. Raises _StillOpening meanwhile, or what opening raised."""
+        if self._opening is None:
+            box: dict = {}
+            thread = threading.Thread(
+                target=self._open_into, args=(box,), name="state-connect", daemon=True
+            )
+            thread.start()
+            self._opening = (thread, box)
+        thread, box = self._opening
+        thread.join(wait_s)
+        if thread.is_alive():
+            raise _StillOpening()
+        self._opening = None
+        if "error" in box:
+            raise box["error"]
+        self._conn, self._timeout = box["conn"], None
+
+    def _open_into(self, box: dict) -> None:
+        try:
+            box["conn"] = self._open()
+        except BaseException as exc:  # noqa: BLE001 - raised by the next run()
+            box["error"] = exc
+
+    def _transaction(self, work, write: bool, timeout_s: float, turns: int):
+        backend = self._backend
+        if self._conn is None:
+            self._conn, self._timeout = self._open(), None
+        conn = self._conn
+        # The server's statement timeout bounds each statement it received; the guard bounds
+        # the whole transaction on our side, however the link behaves.
+        with backend.guard(conn, 2 * timeout_s + _WATCHDOG_GRACE_S):
+            if self._timeout != timeout_s:
+                backend.set_timeout(conn, timeout_s)
+                self._timeout = timeout_s
+            backend.begin(conn, write)
+            try:
+                _refuse_newer(backend, conn)
+                if turns:
+                    backend.take_turns(conn, turns)
+                result = work(lambda text, params=(): conn.execute(backend.sql(text), params))
+                conn.execute("COMMIT")
+            except BaseException:
+                if not backend.lost(conn):
+                    _rollback(conn)
+                raise
+        return result
+
+    def wake(self) -> None:
+        """Ends a rest after a failure: the next run tries the store again."""
+        self._resting_until = 0.0
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:  # noqa: BLE001 - a connection already gone
+                pass
+            self._conn = None
+
+    def close(self) -> None:
+        # A transaction still running is bounded by the watchdog; close() waits no longer than
+        # that, then cuts the connection under it.
+        if not self._lock.acquire(timeout=4 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
+            if self._conn is not None:
+                self._backend.abandon(self._conn)
+            return
+        try:
+            self._close()
+            opening, self._opening = self._opening, None
+        finally:
+            self._lock.release()
+        # One still opening ends within the connect timeout; its connection is dropped unused.
+        if opening is not None and "conn" in opening[1]:
+            opening[1]["conn"].close()
+
+
+class _StillOpening(Exception):
+    """A channel's connection is still being opened aside (see _Channel._open_aside)."""
+
+
+_MAX_TEXT = 200  # characters of a model name (or any text) in a ledger row
+# ... but an identity is kept whole (budgets sum its rows by it): IDENTITY_MAX at most.
+IDENTITY_MAX = 600
+_MAX_COUNT = 10**12  # a token or search count past this is not real; the sums stay in BIGINT
+# Dollars one call can be recorded as: above any cost of counts capped at USAGE_MAX_TOKENS
+# (10^12 tokens at $180 a million x 4.5, or 10^12 searches at $10 a thousand), so the row
+# holds what the client was shown, never less.
+_MAX_USD = 1e13
+_COUNT_COLUMNS = (
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "web_searches",
+    "cache_hit",
+    "elapsed_ms",
+)
+
+
+def bounded_row(values: dict) -> dict:
+    """A ledger row every database takes, whatever the API reported: text without NUL or
+    lone surrogates and at most _MAX_TEXT characters; counts whole, in [0, _MAX_COUNT];
+    dollars finite in [0, _MAX_USD], or None (unpriced) when they are not a number."""
+    import math
+
+    row = dict(values)
+    for name in ("day", "tool", "model", "outcome"):
+        row[name] = _clean_text(row.get(name))
+    row["user_name"] = _clean_text(row.get("user_name"), IDENTITY_MAX)
+    for name in _COUNT_COLUMNS:
+        row[name] = _bounded_count(row.get(name))
+    at = row.get("at")
+    row["at"] = float(at) if isinstance(at, (int, float)) and math.isfinite(at) else time.time()
+    usd = row.get("usd")
+    if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd):
+        row["usd"] = None
+    else:
+        row["usd"] = min(max(float(usd), 0.0), _MAX_USD)
+    return row
+
+
+def _clean_text(value, limit: int = _MAX_TEXT) -> str:
+    """Text every database takes: no NUL, no lone surrogate, at most `limit` characters."""
+    text = "" if value is None else str(value)
+    return text.encode("utf-8", "replace").decode("utf-8").replace("\0", "")[:limit]
+
+
+def _bounded_count(value) -> int:
+    try:
+        count = int(value) if isinstance(value, (int, float, str)) else 0
+    except (ValueError, OverflowError):  # "x", nan, inf
+        count = 0
+    return min(max(count, 0), _MAX_COUNT)
+
+
+class _UsageWrite:
+    """A ledger row (values None: none) and the reservation it settles (None: none)."""
+
+    __slots__ = ("day", "only_if_held", "reservation", "seq", "usd", "values")
+
+    def __init__(self, values: dict | None, reservation: str | None, only_if_held=False):
+        values = {**bounded_row(values), "writer_schema": STATE_SCHEMA_VERSION} if values else None
+        self.values, self.reservation = values, reservation
+        # A handed-over call's row: written only by whoever settles its reservation first.
+        self.only_if_held = only_if_held
+        self.seq = 0  # its place in its writer's order, set by StateWriter.submit()
+        self.day = values["day"] if values else ""
+        self.usd = (values["usd"] or 0.0) if values else 0.0
+
+    def plainer(self):
+        """The row with only its day, tool, outcome and dollars: what is left to write when
+        the whole row could not be (the spend is kept; the rest is lost, and said so)."""
+        if self.values is None:
+            return None
+        values = {**self.values, "model": "?", **dict.fromkeys(_COUNT_COLUMNS, 0)}
+        plain = _UsageWrite(values, self.reservation, self.only_if_held)
+        plain.seq = self.seq
+        return plain
+
+    def settle_only(self, q) -> None:
+        if self.reservation:
+            q("DELETE FROM reservations WHERE id = ?", (self.reservation,))
+
+    def apply(self, q) -> None:
+        if self.only_if_held and self.reservation:
+            settled = q("DELETE FROM reservations WHERE id = ?", (self.reservation,)).rowcount
+            if settled == 0:
+                return  # its creator wrote it, or another instance did
+        else:
+            self.settle_only(q)
+        if self.values is None:
+            return
+        values = self.values
+        marks = ", ".join("?" for _ in _USAGE_COLUMNS)
+        q(
+            f"INSERT INTO usage ({', '.join(_USAGE_COLUMNS)}) VALUES ({marks})",
+            [values[name] for name in _USAGE_COLUMNS],
+        )
+        sums = {
+            "usd": self.usd,
+            "calls": 1,
+            "cache_hits": values["cache_hit"],
+            "input_tokens": values["input_tokens"],
+            "cached_input_tokens": values["cached_input_tokens"],
+            "output_tokens": values["output_tokens"],
+            "web_searches": values["web_searches"],
+            "unpriced": int(values["usd"] is None),
+        }
+        names = ", ".join(sums)
+        adds = ", ".join(f"{name} = usage_daily.{name} + excluded.{name}" for name in sums)
+        q(
+            f"INSERT INTO usage_daily (day, tool, model, {names}) VALUES (?, ?, ?, "
+            f"{', '.join('?' for _ in sums)}) ON CONFLICT (day, tool, model) DO UPDATE SET {adds}",
+            [values["day"], values["tool"], values["model"], *sums.values()],
+        )
+        q(
+            "INSERT INTO usage_by_user (day, user_name, calls, usd) VALUES (?, ?, 1, ?) "
+            "ON CONFLICT (day, user_name) DO UPDATE SET calls = usage_by_user.calls + 1, "
+            "usd = usage_by_user.usd + excluded.usd",
+            (values["day"], values["user_name"], self.usd),
+        )
+        if self.usd:
+            # A running total per day, so a budget check reads a month in 31 rows at most.
+            q(
+                "INSERT INTO spend_by_day (day, usd) VALUES (?, ?) ON CONFLICT (day) "
+                "DO UPDATE SET usd = spend_by_day.usd + excluded.usd",
+                (self.day, self.usd),
+            )
+
+
+class _HandoverWrite:
+    """A call whose process stops while it runs on upstream (a signed task at a rolling
+    restart): its reservation becomes the handover's, which the instance that reads the
+    response to its end settles with the ledger row (_UsageWrite.only_if_held). The held
+    estimate keeps counting against the budgets meanwhile (usd 0 without a budget)."""
+
+    __slots__ = ("expires_at", "handover", "reservation")
+
+    def __init__(self, reservation: str | None, handover: str, expires_at: float):
+        self.reservation, self.handover, self.expires_at = reservation, handover, expires_at
+
+    def plainer(self):
+        return None  # nothing plainer to write
+
+    def settle_only(self, q) -> None:
+        pass  # a handover that cannot be written leaves the reservation as it was
+
+    def apply(self, q) -> None:
+        held = None
+        if self.reservation:
+            held = q(
+                "SELECT usd, user_name FROM reservations WHERE id = ?", (self.reservation,)
+            ).fetchone()
+            q("DELETE FROM reservations WHERE id = ?", (self.reservation,))
+        # The hold stays its user's: it keeps counting against their allowance meanwhile.
+        q(
+            "INSERT INTO reservations (id, at, expires_at, usd, user_name) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (id) DO NOTHING",
+            (
+                self.handover,
+                time.time(),
+                self.expires_at,
+                float(held[0]) if held else 0.0,
+                held[1] if held else LOCAL_USER,
+            ),
+        )
+
+
+def handover_reservation(response_id: str) -> str:
+    """The reservation id a handed-over call's response is settled by."""
+    return f"handover:{response_id}"
+
+
+class _CacheWrite:
+    """An answer to keep (text None: the entry to drop, a row of the wrong shape)."""
+
+    __slots__ = ("key", "max_entries", "stored_at", "text", "ttl_s")
+
+    def __init__(self, key: str, text: str | None, ttl_s: int = 0, max_entries: int = 0):
+        self.key, self.text, self.ttl_s, self.max_entries = key, text, ttl_s, max_entries
+        self.stored_at = time.time()
+
+    def plainer(self):
+        return None  # an answer that cannot be kept is just not cached
+
+    def settle_only(self, q) -> None:
+        pass
+
+    def apply(self, q) -> None:
+        if self.text is None:
+            q("DELETE FROM answers WHERE key = ?", (self.key,))
+            return
+        q(
+            "INSERT INTO answers (key, stored_at, body) VALUES (?, ?, ?) ON CONFLICT (key) "
+            "DO UPDATE SET stored_at = excluded.stored_at, body = excluded.body",
+            (self.key, self.stored_at, self.text),
+        )
+        q("DELETE FROM answers WHERE stored_at <= ?", (time.time() - self.ttl_s,))
+        q(
+            "DELETE FROM answers WHERE stored_at < (SELECT stored_at FROM answers "
+            "ORDER BY stored_at DESC LIMIT 1 OFFSET ?)",
+            (self.max_entries - 1,),
+        )
+
+
+class _OwnerWrite:
+    """A user was given a response id (ResponseOwners)."""
+
+    __slots__ = ("at", "response_id", "user")
+
+    def __init__(self, response_id: str, user: str):
+        self.response_id, self.user, self.at = (
+            _clean_text(response_id),
+            _clean_text(user),
+            time.time(),
+        )
+
+    def plainer(self):
+        return None  # nothing smaller to keep: a row refused is set aside
+
+    def settle_only(self, q) -> None:
+        """Settles nothing: no reservation waits on it."""
+
+    def apply(self, q) -> None:
+        q(
+            "INSERT INTO response_owners (response_id, user_name, at) VALUES (?, ?, ?) "
+            "ON CONFLICT (response_id, user_name) DO NOTHING",
+            (self.response_id, self.user, self.at),
+        )
+
+
+_OWNERS_KEEP_S = 31 * 86400.0  # OpenAI keeps a stored response 30 days
+
+
+class _Prune:
+    """Drops raw ledger rows older than the retention (the per-day totals stay) and
+    reservations whose process never settled them."""
+
+    __slots__ = ("first_kept_day",)
+
+    def __init__(self, first_kept_day: str):
+        self.first_kept_day = first_kept_day
+
+    def plainer(self):
+        return None
+
+    def settle_only(self, q) -> None:
+        pass
+
+    def apply(self, q) -> None:
+        q("DELETE FROM usage WHERE day < ?", (self.first_kept_day,))
+        q("DELETE FROM reservations WHERE expires_at <= ?", (time.time(),))
+        q("DELETE FROM writers WHERE at < ?", (time.time() - _WRITER_MARK_KEEP_S,))
+        q("DELETE FROM response_owners WHERE at < ?", (time.time() - _OWNERS_KEEP_S,))
+
+
+class StateWriter:
+    """Writes ledger rows, settlements and cache entries in one thread, off the answer path;
+    the thread ends when it has had nothing to write for a second, so an idle server keeps
+    no thread for it.
+
+    submit() never waits. What cannot be written yet stays queued in memory (ledger rows up to
+    _MAX_PENDING_ROWS, the oldest dropped past that with a warning) and is written once the
+    store is back; the writer rests _BACKOFF_S between tries.
+
+    Each ledger row gets a sequence number, and each transaction records the last one it wrote
+    (the writer's mark, in the writers table). A reader of the totals reads the mark with them,
+    so it adds exactly the unwritten rows the totals do not hold yet, even in the moment between
+    a commit and the rows leaving unwritten(); and a batch whose commit went through but whose
+    acknowledgement was lost is not written twice when it is tried again."""
+
+    def __init__(self, store: StateStore):
+        self._store = store
+        self.id = os.urandom(12).hex()
+        self._seq = 0
+        self._channel = _Channel(store.backend, store.failed)
+        self._cond = threading.Condition()
+        self._queue: list = []
+        self._writing: list = []  # the batch in its transaction now
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self._next_prune = 0.0
+        self._set_aside_said: set = set()
+
+    def submit(self, write) -> None:
+        with self._cond:
+            if isinstance(write, _UsageWrite):
+                self._seq += 1
+                write.seq = self._seq
+            self._queue.append(write)
+            self._trim()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="state-writer")
+                self._thread.daemon = True
+                self._thread.start()
+            self._cond.notify_all()
+
+    def open(self) -> None:
+        """Opens the connection the writes go through, if it is not open yet. A failure is
+        the ledger's writer failing (and warned as such: answers go on without it)."""
+        self._channel.run("writing the ledger", lambda q: None)
+
+    def unwritten(self) -> list:
+        """What was submitted and is not in the store yet, oldest first."""
+        with self._cond:
+            return [*self._writing, *self._queue]
+
+    def _trim(self) -> None:
+        caches = [w for w in self._queue if isinstance(w, _CacheWrite)]
+        for write in caches[: max(0, len(caches) - _MAX_PENDING_CACHE)]:
+            self._queue.remove(write)
+        owners = [w for w in self._queue if isinstance(w, _OwnerWrite)]
+        for write in owners[: max(0, len(owners) - _MAX_PENDING_ROWS)]:
+            self._queue.remove(write)  # ResponseOwners keeps the newest in memory too
+        rows = [w for w in self._queue if isinstance(w, _UsageWrite)]
+        extra = len(rows) - _MAX_PENDING_ROWS
+        if extra > 0:
+            for write in rows[:extra]:
+                self._queue.remove(write)
+            self._store.say(
+                f"{extra} usage row(s) dropped: more than {_MAX_PENDING_ROWS} waited in memory "
+                "for the state to come back"
+            )
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                if not self._queue and not self._closing:
+                    self._cond.wait(_WRITER_IDLE_S)
+                if not self._queue:
+                    if not self._closing:
+                        self._thread = None  # idle: the next submit() starts another
+                    return
+                self._writing, self._queue = self._queue[:_BATCH], self._queue[_BATCH:]
+                batch = list(self._writing)
+            if time.monotonic() >= self._next_prune:
+                batch.append(_Prune(self._store.first_kept_day()))
+            try:
+                work = _write_batch(self.id, batch, self._store.backend, self._set_aside)
+                self._channel.run("writing the ledger", work)
+                written = True
+            except StateUnavailable:
+                written = False
+            except Exception as exc:  # noqa: BLE001 - a bug must not stop the writer
+                self._store.say(f"writing state failed ({type(exc).__name__}); batch dropped")
+                written = True
+            with self._cond:
+                if written:
+                    if isinstance(batch[-1], _Prune):
+                        self._next_prune = time.monotonic() + _PRUNE_EVERY_S
+                else:
+                    self._queue[:0] = self._writing
+                    self._trim()
+                self._writing = []
+                if not written:
+                    if self._closing:
+                        return  # the try after close() failed too; close() reports the rest
+                    # Rest (new rows do not cut it short; close() does), then try again.
+                    deadline = time.monotonic() + _BACKOFF_S
+                    while not self._closing and time.monotonic() < deadline:
+                        self._cond.wait(deadline - time.monotonic())
+
+    def _set_aside(self, write, exc: BaseException, kept: bool) -> None:
+        """Says (once per kind of failure) that a write could not be stored as it was."""
+        reason = f"{type(write).__name__.strip('_')}: {type(exc).__name__}"
+        if reason in self._set_aside_said:
+            return
+        self._set_aside_said.add(reason)
+        what = (
+            "a ledger row was written with its spend only (model and counts left out)"
+            if kept
+            else "a write was set aside"
+        )
+        self._store.say(f"{what}: the database refused a value ({reason}); the rest go on")
+
+    def close(self, wait_s: float) -> int:
+        """Writes what is queued, trying once more at once if the store was resting, for up
+        to wait_s; how many ledger rows are left unwritten."""
+        self._channel.wake()
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(wait_s)
+        self._channel.close()
+        with self._cond:
+            return sum(1 for w in [*self._writing, *self._queue] if isinstance(w, _UsageWrite))
+
+
+def _write_batch(writer: str, writes: list, backend, set_aside):
+    """The batch's transaction: it skips the rows the writer's mark says are in already, and
+    moves the mark past the rows it writes. Each write has a savepoint: one the database
+    refuses for a value in it is written plainer (a ledger row with its spend only), or set
+    aside, its reservation settled all the same; the batch goes on (a refused value must not
+    hold every later row back, nor leave its batch's reservations holding budget)."""
+
+    def work(q) -> None:
+        row = q("SELECT seq FROM writers WHERE id = ?", (writer,)).fetchone()
+        mark = int(row[0]) if row else 0
+        last = mark
+        for write in writes:
+            seq = getattr(write, "seq", 0)
+            if seq and seq <= mark:
+                continue
+            _apply_or_set_aside(q, write, backend, set_aside)
+            last = max(last, seq)
+        if last > mark:
+            q(
+                "INSERT INTO writers (id, seq, at) VALUES (?, ?, ?) ON CONFLICT (id) "
+                "DO UPDATE SET seq = excluded.seq, at = excluded.at",
+                (writer, last, time.time()),
+            )
+
+    return work
+
+
+def _apply_or_set_aside(q, write, backend, set_aside) -> None:
+    plain = write.plainer()
+    steps = [write.apply, *([plain.apply] if plain else []), write.settle_only]
+    refused = None
+    for step in steps:
+        q("SAVEPOINT one_write")
+        try:
+            step(q)
+        except Exception as exc:
+            if not backend.refused_value(exc):
+                raise  # the store's trouble, not the row's: the batch is tried again later
+            q("ROLLBACK TO SAVEPOINT one_write")
+            q("RELEASE SAVEPOINT one_write")
+            refused = exc
+            continue
+        q("RELEASE SAVEPOINT one_write")
+        break
+    if refused is not None:
+        set_aside(write, refused, kept=step is not steps[-1])
+
+
+# What a failure means, by what failed: only a failed budget check refuses a call (a writer
+# that fails retries, a cache read that fails is a miss), and only that one says so.
+_FAILURE_OUTCOMES = {
+    "checking the budget": "calls that would spend are refused while a budget is set, and ",
+    "reading the budget": "calls that would spend are refused while a budget is set, and ",
+    "writing the ledger": "answers go on without it, and ",
+    "reading the cache": "answers go on without it (no cache hits), and ",
+}
 
 
 class ToolError(Exception):
@@ -3958,6 +5415,991 @@ class ToolError(Exception):
         self.message = message
         self.detail = detail or message
         self.debug = {key: value for key, value in debug.items() if value is not None}
+
+
+class StateStore:
+    """The one interface to the state, whichever database holds it: reads on the answer path
+    (short, on their own connection), writes through the StateWriter, reports on a
+    connection of their own. Failures are warnings (at most one a minute per reason)."""
+
+    def __init__(self, backend, log: Log, timezone: str = "UTC", retention_days: int = 90):
+        self.backend = backend
+        self._log = log
+        self._timezone = timezone
+        self._retention_days = retention_days
+        self._warned: dict = {}
+        self._warn_lock = threading.Lock()
+        self._prepared = False  # see prepare()
+        # The cache's reads and the budget's checks each have a connection: a slow cache read
+        # (a miss after _CACHE_READ_S) puts no budget check at rest.
+        self._reads = _Channel(backend, self.failed) if backend else None
+        self._cache_reads = _Channel(backend, self.failed) if backend else None
+        self._writer = StateWriter(self) if backend else None
+
+    @property
+    def enabled(self) -> bool:
+        return self.backend is not None
+
+    @property
+    def label(self) -> str:
+        return self.backend.label if self.backend else "off"
+
+    @property
+    def kind(self) -> str:
+        """Which store, without where: for what MCP clients see."""
+        if self.backend is None:
+            return "the state"
+        return "the state database" if self.backend.postgres else "the state file"
+
+    def read(self, what: str, work, cache: bool = False, **options):
+        """work(q) in a transaction on the answer path's connection (the cache's own with
+        cache=True); raises StateUnavailable."""
+        if self.backend is None:
+            raise StateUnavailable("state is off")
+        return (self._cache_reads if cache else self._reads).run(what, work, **options)
+
+    def write_later(self, write) -> None:
+        if self._writer is not None:
+            self._writer.submit(write)
+
+    def prepare(self) -> None:
+        """Opens the writer's connection (imports the driver, makes or checks the tables) in a
+        thread of its own, once, while a call is in flight: else a stop signal during a first
+        call left all of that to the second the process has to write the call's row and exit
+        (over a second on a busy machine, with the cache off and no budget to open it first).
+        Raises ToolError while the store refuses this process (refused()): the call's row could
+        not be written, so the call does not run (issue 39)."""
+        refused = self.refused()
+        if refused is not None:
+            raise ToolError(f"this server cannot use {self.kind}: {refused.public}")
+        if self._writer is None or self._prepared:
+            return
+        self._prepared = True
+
+        def open_it() -> None:
+            try:
+                self._writer.open()
+            except StateUnavailable:
+                pass  # warned already; the row's write tries again
+
+        threading.Thread(target=open_it, name="state-open", daemon=True).start()
+
+    def unwritten(self) -> list:
+        return self._writer.unwritten() if self._writer else []
+
+    def refused(self) -> StateRefused | None:
+        """The refusal once the store was found upgraded past this version, or waiting for an
+        upgrade this config cannot make (until a transaction goes through): every call is
+        refused then, since its row could not be written (issue 39)."""
+        return self.backend.refused if self.backend is not None else None
+
+    @property
+    def writer_id(self) -> str:
+        """The key of this process's writer's mark in the writers table."""
+        return self._writer.id if self._writer else ""
+
+    def report(self, what: str, work):
+        """work(q) on a connection of its own, opened and closed here: a long report holds up
+        no call. Raises StateUnavailable."""
+        if self.backend is None:
+            raise StateUnavailable("state is off")
+        channel = _Channel(self.backend, self.failed)
+        try:
+            return channel.run(what, work, timeout_s=30.0)
+        finally:
+            channel.close()
+
+    def first_kept_day(self) -> str:
+        import datetime
+
+        today = datetime.date.fromisoformat(today_in(self._timezone))
+        return (today - datetime.timedelta(days=self._retention_days)).isoformat()
+
+    def failed(self, what: str, reason: str, refused: bool = False) -> None:
+        now = time.monotonic()
+        with self._warn_lock:
+            if now - self._warned.get(reason, -_WARN_EVERY_S) < _WARN_EVERY_S:
+                return
+            self._warned[reason] = now
+        if refused:  # the reason says what to do; the store's own hint (delete it...) must not
+            self._log.say(f"error: {self.label}: {reason}")
+            return
+        self._log.say(
+            f"warning: {self.label}: {what} failed ({reason}); {_FAILURE_OUTCOMES.get(what, '')}"
+            f"spend is kept in memory until it is back ({self.backend.hint})"
+        )
+
+    def say(self, text: str) -> None:
+        self._log.say(f"warning: {self.label}: {text}")
+
+    def close(self, wait_s: float = 5.0) -> None:
+        """Writes what is queued (waiting up to wait_s), then closes the connections."""
+        if self.backend is None:
+            return
+        left = self._writer.close(wait_s)
+        if left:
+            self.say(f"{left} usage row(s) could not be written before exit")
+        self._reads.close()
+        self._cache_reads.close()
+
+
+def claim_daily(state: StateStore, name: str, today: str) -> bool:
+    """Whether this process is the first to run the check `name` today (and now has): with
+    the state off, every process is; with the state unavailable, none is."""
+    if not state.enabled:
+        return True
+
+    def claim(q) -> bool:
+        row = q("SELECT day FROM checks WHERE name = ?", (name,)).fetchone()
+        if row is not None and row[0] >= today:
+            return False
+        q(
+            "INSERT INTO checks (name, day) VALUES (?, ?) ON CONFLICT (name) "
+            "DO UPDATE SET day = excluded.day",
+            (name, today),
+        )
+        return True
+
+    try:
+        return state.read(f"claiming today's {name} check", claim, write=True)
+    except StateUnavailable:
+        return False
+
+
+def release_daily(state: StateStore, name: str, today: str) -> None:
+    """Gives back today's claim of the check `name` (its look failed): the next process, or
+    this one's next try, runs it."""
+    if not state.enabled:
+        return
+    try:
+        state.read(
+            f"giving back today's {name} check",
+            lambda q: q("DELETE FROM checks WHERE name = ? AND day = ?", (name, today)),
+            write=True,
+        )
+    except StateUnavailable:
+        pass
+
+
+class UsageRow:
+    """One finished call, as the ledger stores it: counts and dollars, never the query."""
+
+    def __init__(
+        self, tool: str, model: str, outcome: str, meta: dict | None = None, user: str = LOCAL_USER
+    ):
+        meta = meta or {}
+        usage = meta.get("usage") or {}
+        cost = meta.get("cost") or {}
+        self.values = {
+            "at": time.time(),
+            "tool": tool,
+            "model": model,
+            "input_tokens": usage.get("input_tokens", 0),
+            "cached_input_tokens": usage.get("cached_input_tokens", 0),
+            "output_tokens": usage.get("output_tokens", 0),
+            "reasoning_tokens": usage.get("reasoning_tokens", 0),
+            "web_searches": meta.get("web_searches", 0),
+            "usd": cost.get("usd", 0.0),
+            "cache_hit": int(bool((meta.get("cache") or {}).get("hit"))),
+            "elapsed_ms": meta.get("elapsed_ms", 0),
+            "outcome": outcome,
+            "user_name": user,
+            # How many files the call sent, and their bytes: never their names or content.
+            "files": len(meta.get("files") or ()),
+            "file_bytes": sum(f["bytes"] for f in meta.get("files") or ()),
+        }
+
+
+def usd(amount: float) -> str:
+    """$5.03; an amount under a cent keeps two significant digits ($0.0039), not $0.00."""
+    return f"${amount:.2f}" if amount >= 0.01 or amount == 0 else f"${amount:.2g}"
+
+
+class Ledger:
+    """The usage rows, budgets' reservations, and the per-day sums --usage and budgets read."""
+
+    def __init__(self, state: StateStore, timezone: str):
+        self._state = state
+        self._timezone = timezone
+
+    def record(self, row: UsageRow, reservation: str | None = None) -> None:
+        """Queues the row (and settles the call's reservation with it); never waits."""
+        values = {**row.values, "day": today_in(self._timezone)}
+        self._state.write_later(_UsageWrite(values, reservation))
+
+    def release(self, reservation: str) -> None:
+        """Gives a reservation back unused (its call made no request of its own)."""
+        self._state.write_later(_UsageWrite(None, reservation))
+
+    def hand_over(self, reservation: str | None, response_id: str, expires_at: float) -> None:
+        """Leaves a running call's row to the instance that reads its response to the end."""
+        handover = handover_reservation(response_id)
+        self._state.write_later(_HandoverWrite(reservation, handover, expires_at))
+
+    def settle_handover(self, row: UsageRow, response_id: str) -> None:
+        """The row of a response read to its end here: written only if its creator handed it
+        over (and no other instance has written it first)."""
+        values = {**row.values, "day": today_in(self._timezone)}
+        reservation = handover_reservation(response_id)
+        self._state.write_later(_UsageWrite(values, reservation, only_if_held=True))
+
+    def spent_since(self, first_day: str) -> float:
+        """Dollars spent from first_day (YYYY-MM-DD, in policy.timezone) on, rows not yet
+        written included. Raises StateUnavailable."""
+        unwritten = self._state.unwritten()
+        writer = self._state.writer_id
+        sums = self._state.read(
+            "reading the budget", lambda q: _spent(q, [(first_day, None)], writer)
+        )
+        return sums[0] + _unwritten_spend(unwritten, first_day, sums[-1])
+
+    def reserve(
+        self,
+        tool: str,
+        limits: list,
+        floor: float,
+        ttl_s: float,
+        user: str = LOCAL_USER,
+        estimator=None,
+    ) -> tuple:
+        """Reserves a call's expected cost if every (first day, limit, user) has room for it
+        (user None: the team's spend; else that user's), all in one transaction that takes
+        turns with every other process's: (reservation id or None, the estimate, [(spent,
+        reserved by calls in flight)] per limit). The tool's typical cost is the mean of its
+        last priced calls (of `estimator.model`, when it has any: another model's are priced at
+        other rates), never under `floor`; `estimator(typical usd, the least input tokens they
+        carried)` makes the call's estimate of it (Pricing.estimate), else it is the estimate.
+        Raises StateUnavailable."""
+        unwritten = self._state.unwritten()
+        writer = self._state.writer_id
+        settling = {w.reservation for w in unwritten if isinstance(w, _UsageWrite)}
+        bounds = [(*limit, None)[:3] for limit in limits]  # (first day, limit): the team's
+
+        def work(q):
+            now = time.time()
+            recent = _recent_calls(q, tool, getattr(estimator, "model", None))
+            mean = sum(float(row[0]) for row in recent) / len(recent) if recent else 0.0
+            # The least input they carried, for the long-context line: a mean would put every
+            # call after one with a large file over it.
+            tokens = min((int(row[1] or 0) for row in recent), default=0)
+            estimate = max(floor, mean)
+            if estimator is not None:
+                estimate = estimator(estimate, tokens)
+            live = q(
+                "SELECT id, usd, user_name FROM reservations WHERE expires_at > ?", (now,)
+            ).fetchall()
+            live = [(float(usd), who) for rid, usd, who in live if rid not in settling]
+            *totals, mark = _spent(q, [(day, who) for day, _, who in bounds], writer)
+            sums = [
+                (
+                    total + _unwritten_spend(unwritten, day, mark, who),
+                    sum(usd for usd, holder in live if who is None or holder == who),
+                )
+                for total, (day, _limit, who) in zip(totals, bounds, strict=True)
+            ]
+            pairs = zip(sums, bounds, strict=True)
+            room = all(s + r + estimate <= limit + 1e-9 for (s, r), (_, limit, _) in pairs)
+            reservation = None
+            if room:
+                reservation = os.urandom(12).hex()
+                q(
+                    "INSERT INTO reservations (id, at, expires_at, usd, user_name) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (reservation, now, now + ttl_s, estimate, user),
+                )
+            return reservation, estimate, sums
+
+        # wait_s: this process's other calls checking their budget first (each a few ms,
+        # unless the store is slow: then each gives up after _BUSY_TIMEOUT_S).
+        return self._state.read(
+            "checking the budget", work, write=True, turns=_LOCK_BUDGET, wait_s=_BUDGET_WAIT_S
+        )
+
+    def report(self, since: str | None) -> dict:
+        """Spend by day, model and tool, with totals, from the per-day sums: what --usage
+        prints. Raises StateUnavailable."""
+        where, params = ("WHERE day >= ?", (since,)) if since else ("", ())
+        sums = ", ".join(f"COALESCE(SUM({name}), 0) AS {name}" for name in _DAILY_SUMS)
+
+        def read(q):
+            report = {"since": since, "timezone": self._timezone}
+            for name, column in (("by_day", "day"), ("by_model", "model"), ("by_tool", "tool")):
+                cursor = q(
+                    f"SELECT {column}, {sums} FROM usage_daily {where} GROUP BY {column} "
+                    f"ORDER BY {column}",
+                    params,
+                )
+                report[name] = [_usage_row(cursor, row) for row in cursor.fetchall()]
+            cursor = q(f"SELECT {sums} FROM usage_daily {where}", params)
+            report["total"] = _usage_row(cursor, cursor.fetchone())
+            rows = q(
+                f"SELECT user_name, SUM(calls), COALESCE(SUM(usd), 0) FROM usage_by_user {where} "
+                "GROUP BY user_name ORDER BY user_name",
+                params,
+            ).fetchall()
+            report["by_user"] = [
+                {
+                    "user": name or "(before users)",
+                    "kind": identity_kind(name),  # user, oauth, shared, local or none
+                    "calls": int(calls),
+                    "usd": round(float(d), 6),
+                }
+                for name, calls, d in rows
+            ]
+            return report
+
+        return self._state.report("reading usage", read)
+
+    def user_report(self, since: str, user: str) -> dict:
+        """report() for one user's spend only (what a non-admin's GET /usage shows): totals
+        and calls from the per-user sums, by model and by tool from that user's raw rows
+        (kept state.retention_days). Raises StateUnavailable."""
+        sums = (
+            "COUNT(*) AS calls, COALESCE(SUM(usd), 0) AS usd, SUM(cache_hit) AS cache_hits, "
+            "SUM(input_tokens) AS input_tokens, SUM(cached_input_tokens) AS "
+            "cached_input_tokens, SUM(output_tokens) AS output_tokens, SUM(web_searches) AS "
+            "web_searches, SUM(CASE WHEN usd IS NULL THEN 1 ELSE 0 END) AS unpriced"
+        )
+        mine = "WHERE day >= ? AND user_name = ?"
+
+        def read(q):
+            report = {"since": since, "timezone": self._timezone}
+            for name, column in (("by_model", "model"), ("by_tool", "tool")):
+                cursor = q(
+                    f"SELECT {column}, {sums} FROM usage {mine} GROUP BY {column} "
+                    f"ORDER BY {column}",
+                    (since, user),
+                )
+                report[name] = [_usage_row(cursor, row) for row in cursor.fetchall()]
+            cursor = q(f"SELECT {sums} FROM usage {mine}", (since, user))
+            total = _usage_row(cursor, cursor.fetchone())
+            calls, usd = q(
+                f"SELECT COALESCE(SUM(calls), 0), COALESCE(SUM(usd), 0) FROM usage_by_user {mine}",
+                (since, user),
+            ).fetchone()
+            total.update(calls=int(calls), usd=round(float(usd), 6))
+            report["total"] = total
+            report["by_user"] = [{"user": user, "calls": total["calls"], "usd": total["usd"]}]
+            return report
+
+        return self._state.report("reading usage", read)
+
+
+def _recent_calls(q, tool: str, model: str | None) -> list:
+    """[(usd, input tokens)] of the tool's last _RECENT_CALLS priced calls: those of `model`
+    (its dated snapshots too) among the last _RECENT_SCAN when there are any, else any
+    model's (a gateway's response names the model its own way)."""
+    rows = q(
+        "SELECT usd, input_tokens, model FROM usage WHERE tool = ? AND outcome = 'ok' "
+        "AND usd IS NOT NULL ORDER BY id DESC LIMIT ?",
+        (tool, _RECENT_SCAN),
+    ).fetchall()
+    same = [row for row in rows if model is not None and _undated(str(row[2])) == _undated(model)]
+    return [row[:2] for row in (same or rows)[:_RECENT_CALLS]]
+
+
+def _spent(q, since: list, writer: str) -> list:
+    """The spend from each (first day, user) on (user None: everyone's), then this process's
+    writer's mark, in one statement: one snapshot of the store, even where each statement
+    sees the latest commit."""
+    parts, params = [], []
+    for first_day, user in since:
+        if user is None:
+            parts.append("(SELECT SUM(usd) FROM spend_by_day WHERE day >= ?)")
+            params.append(first_day)
+        else:
+            parts.append("(SELECT SUM(usd) FROM usage_by_user WHERE day >= ? AND user_name = ?)")
+            params += [first_day, user]
+    row = q(
+        f"SELECT {', '.join(parts)}, (SELECT seq FROM writers WHERE id = ?)", (*params, writer)
+    ).fetchone()
+    return [float(value or 0.0) for value in row[:-1]] + [int(row[-1] or 0)]
+
+
+def _unwritten_spend(unwritten: list, first_day: str, mark: int, user=None) -> float:
+    """What the rows not in the totals yet add: those past the writer's mark (the user's
+    only, when one is named)."""
+    return sum(
+        w.usd
+        for w in unwritten
+        if isinstance(w, _UsageWrite)
+        and w.seq > mark
+        and w.day >= first_day
+        and (user is None or w.values["user_name"] == user)
+    )
+
+
+def _usage_row_empty() -> dict:
+    names = ("calls", "usd", "cache_hits", "input_tokens", "cached_input_tokens")
+    names += ("output_tokens", "web_searches", "unpriced")
+    return {name: 0 for name in names}
+
+
+def spend_summary(ledger: Ledger, timezone: str, in_flight: int, user=None) -> dict:
+    """What GET /usage shows: today's and this month's spend by model, tool and user (`user`:
+    that user's spend only, every figure of it; None: the team's), the cache hit rate, and
+    the calls in flight (the caller counts them for the same people)."""
+    today = today_in(timezone)
+    summary: dict = {"timezone": timezone, "today": today, "in_flight": in_flight}
+    for period, since in (("day", today), ("month", today[:8] + "01")):
+        try:
+            report = ledger.report(since) if user is None else ledger.user_report(since, user)
+        except StateUnavailable:  # zeros below, but not passed off as "nothing spent"
+            summary["warning"] = "the usage ledger could not be read; see the server's stderr"
+            report = {"by_model": [], "by_tool": [], "by_user": [], "total": None}
+        total = report["total"] or _usage_row_empty()
+        by_user = report["by_user"]
+        calls = total["calls"]
+        summary[period] = {
+            "since": since,
+            "usd": total["usd"],
+            "calls": calls,
+            "cache_hit_rate": round(total["cache_hits"] / calls, 4) if calls else 0.0,
+            "by_model": [_spend(row, "model") for row in report["by_model"]],
+            "by_tool": [_spend(row, "tool") for row in report["by_tool"]],
+            "by_user": by_user,
+        }
+    return summary
+
+
+def _spend(row: dict, key: str) -> dict:
+    return {
+        key: row[key],
+        "usd": row["usd"],
+        "calls": row["calls"],
+        "cache_hits": row["cache_hits"],
+    }
+
+
+def spend_page(summary: dict) -> bytes:
+    """GET /usage as a small HTML page for a browser: no scripts, no external assets."""
+    import html
+
+    def table(title: str, rows: list, key: str) -> str:
+        hits = key != "user"  # by user: calls and dollars only
+        cells = "".join(
+            f"<tr><td>{html.escape(user_row_label(row) if key == 'user' else str(row[key]))}"
+            f"</td><td>{row['calls']}</td>"
+            + (f"<td>{row['cache_hits']}</td>" if hits else "")
+            + f"<td>${row['usd']:.4f}</td></tr>"
+            for row in rows
+        )
+        return (
+            f"<table><caption>{title}</caption><tr><th>{key}</th><th>calls</th>"
+            + ("<th>cache hits</th>" if hits else "")
+            + f"<th>USD</th></tr>{cells}</table>"
+        )
+
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>{SERVER_NAME}: spend</title>",
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;"
+        "margin:1em 0}td,th{border:1px solid #999;padding:.2em .6em;text-align:right}"
+        "caption{text-align:left;font-weight:bold}</style></head><body>",
+        f"<h1>Spend</h1><p>{html.escape(summary['today'])} ({html.escape(summary['timezone'])})"
+        f"; calls in flight: <span id='in-flight'>{summary['in_flight']}</span></p>",
+    ]
+    if summary.get("warning"):
+        parts.append(f"<p id='warning'><strong>{html.escape(summary['warning'])}</strong></p>")
+    for period, title in (("day", "Today"), ("month", "This month")):
+        data = summary[period]
+        parts.append(
+            f"<h2>{title}: <span id='{period}-usd'>${data['usd']:.4f}</span></h2>"
+            f"<p>{data['calls']} calls, cache hit rate {data['cache_hit_rate'] * 100:.1f}%</p>"
+        )
+        parts.append(table(f"{title} by model", data["by_model"], "model"))
+        parts.append(table(f"{title} by tool", data["by_tool"], "tool"))
+        parts.append(table(f"{title} by user", data["by_user"], "user"))
+    parts.append("</body></html>")
+    return "".join(parts).encode("utf-8")
+
+
+def _usage_row(cursor, row) -> dict:
+    names = [getattr(column, "name", None) or column[0] for column in cursor.description]
+    entry = {name: (value or 0) for name, value in zip(names, row, strict=True)}
+    for name in _DAILY_SUMS:  # PostgreSQL sums integers as Decimal
+        entry[name] = round(float(entry[name]), 6) if name == "usd" else int(entry[name])
+    return entry
+
+
+def token_sha256(token: str) -> str:
+    """What the state keeps of a named user's token."""
+    import hashlib
+
+    return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+
+
+USER_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}"
+OAUTH_SUBJECT_MAX = 255  # characters of a token's user claim; a longer one is refused
+
+
+# -- Identities: one person, one identity (issue 31) ---------------------------------------------
+# Three namespaces that never meet: named users (their name: letters, digits and . _ @ + -,
+# never ':'), OAuth subjects (oauth:<issuer>#<sub>, per issuer) and the two reserved
+# identities, `shared` (MCP_HTTP_TOKEN) and `local` (stdio; HTTP with no token asked). The
+# ledger, budgets, cache keys, response owners, tasks and handoffs all key by this string.
+
+
+def oauth_identity(issuer: str, subject: str) -> str:
+    """An OAuth subject's identity: its issuer (without a trailing '/') and its subject."""
+    return f"{OAUTH_PREFIX}{issuer.rstrip('/')}#{subject}"
+
+
+def identity_kind(identity: str) -> str:
+    """user, oauth, shared, local, or none ('': rows from before users existed)."""
+    if identity.startswith(OAUTH_PREFIX):
+        return "oauth"
+    if identity in (SHARED_USER, LOCAL_USER):
+        return identity
+    return "user" if identity else "none"
+
+
+def identity_label(identity: str) -> str:
+    """How --usage and /usage show an identity, its kind first: user:alice,
+    oauth:https://login.example.com#alice, shared (MCP_HTTP_TOKEN), local, (before users)."""
+    kind = identity_kind(identity)
+    if kind == "user":
+        return USER_PREFIX + identity
+    if kind == "oauth" and identity.startswith(OAUTH_PREFIX + "#"):
+        return f"{OAUTH_PREFIX}(issuer unknown){identity[len(OAUTH_PREFIX) :]}"
+    labels = {"shared": "shared (MCP_HTTP_TOKEN)", "none": "(before users)"}
+    return labels.get(kind, identity)
+
+
+def user_row_label(row: dict) -> str:
+    """A by_user row's identity, as identity_label shows it."""
+    return identity_label("" if row.get("kind") == "none" else row["user"])
+
+
+def admin_identity(entry: str) -> str:
+    """A server.auth.admins entry as the identity it names; ValueError saying why not.
+    user:NAME (or NAME alone, as before schema 7) is a named user; oauth:ISSUER#SUB a
+    subject of that issuer; `shared` whoever holds MCP_HTTP_TOKEN."""
+    entry = entry.strip()
+    if entry.startswith(OAUTH_PREFIX):
+        issuer, sep, subject = entry[len(OAUTH_PREFIX) :].partition("#")
+        if not sep or not subject or not re.match(r"https?://[^/\s#]+", issuer):
+            raise ValueError(
+                f"{entry[:80]!r} is not oauth:ISSUER#SUBJECT (e.g. "
+                "oauth:https://login.example.com/realms/team#3f2a...): the issuer as "
+                "server.auth.issuer writes it, '#', the token's sub (or server.auth.user_claim)"
+            )
+        return oauth_identity(issuer, subject)
+    if entry == SHARED_USER:
+        return SHARED_USER
+    name = entry[len(USER_PREFIX) :] if entry.startswith(USER_PREFIX) else entry
+    if not re.fullmatch(USER_NAME_PATTERN, name) or name in (LOCAL_USER, SHARED_USER):
+        raise ValueError(
+            f"{entry[:80]!r} is not user:NAME (a --user add name), oauth:ISSUER#SUBJECT or shared"
+        )
+    return name
+
+
+def user_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a user's name, or None."""
+    if not re.fullmatch(USER_NAME_PATTERN, name):
+        return (
+            f"{name[:80]!r} is not a user name: 1-64 letters, digits and . _ @ + -, starting "
+            "with a letter or digit"
+        )
+    if name.lower() in (LOCAL_USER, SHARED_USER):
+        return f"{name!r} is reserved (the {name.lower()} identity); pick another name"
+    return None
+
+
+class UserDirectory:
+    """Named users (--user add/list/revoke) in the state, so every host sharing it knows them.
+
+    Servers keep the users' token hashes for _USERS_CACHE_S, so a revoked token is refused
+    within seconds; each user's own allowance (--daily-usd, --monthly-usd) comes with them.
+    Once the state has had a user, active or revoked, it has had one for good (issue 31): a
+    revoke never turns a server back into one that asks for no token."""
+
+    def __init__(self, state: StateStore):
+        self._state = state
+        self._lock = threading.Lock()
+        self._active: dict | None = None  # token hash -> (name, daily_usd, monthly_usd)
+        self._hashes: set = set()  # every named token's hash seen, revoked ones too
+        self._read_at = -_USERS_CACHE_S
+        self._had = None  # whether the state has had any user (None: never read)
+        # Called with the number of active users after each read (HttpApp: says on stderr
+        # the moment none is left).
+        self.on_read = None
+
+    def _snapshot(self) -> dict:
+        """The active users by token hash, read again once _USERS_CACHE_S old; raises
+        StateUnavailable (the state is off: no users)."""
+        if not self._state.enabled:
+            return {}
+        with self._lock:
+            if self._active is not None and time.monotonic() - self._read_at < _USERS_CACHE_S:
+                return self._active
+            rows = self._state.read(
+                "reading users",
+                lambda q: q(
+                    "SELECT token_sha256, name, daily_usd, monthly_usd, revoked_at FROM users"
+                ).fetchall(),
+            )
+            self._active = {row[0]: (row[1], row[2], row[3]) for row in rows if row[4] is None}
+            if len(self._hashes) < _USERS_HASHES_KEPT:
+                self._hashes.update(row[0] for row in rows)
+            self._read_at = time.monotonic()
+            self._had = bool(self._had) or bool(rows)
+            active, hook = self._active, self.on_read
+        if hook is not None:
+            hook(len(active))
+        return active
+
+    def exist(self) -> bool:
+        """Whether the state has had any user, active or revoked (a revoke never opens a
+        server); when the state cannot be read, what the last read said. A state never read
+        yet counts as having users (fail closed: its users may be there, in a team's database
+        or a local file that cannot be read now)."""
+        if not self._state.enabled:
+            return False
+        try:
+            self._snapshot()
+        except StateUnavailable:
+            pass
+        return True if self._had is None else self._had
+
+    def had(self) -> bool:
+        """Whether a read of the state has ever found a user (not a guess: see exist())."""
+        return bool(self._had)
+
+    def ever_read(self) -> bool:
+        """Whether this process has read the users once: then every named token there was
+        is known by its hash (named_shaped), those from before the prefix too."""
+        return self._had is not None
+
+    def active(self) -> int | None:
+        """How many users have a valid token; None when the state cannot be read."""
+        try:
+            return len(self._snapshot())
+        except StateUnavailable:
+            return None
+
+    def named_shaped(self, token: str) -> bool:
+        """Whether a token is one of ours (a named token's prefix, or the hash of a named
+        token seen, revoked ones too): never sent to an OAuth issuer's introspection."""
+        return token.startswith(NAMED_TOKEN_PREFIX) or token_sha256(token) in self._hashes
+
+    def user_of(self, token: str) -> str | None:
+        """The active user whose token this is, or None; raises StateUnavailable."""
+        found = self._snapshot().get(token_sha256(token))
+        return found[0] if found else None
+
+    def allowance(self, name: str) -> tuple:
+        """(daily_usd, monthly_usd) set for this user (None: the per-user default); raises
+        StateUnavailable."""
+        for user, daily, monthly in self._snapshot().values():
+            if user == name:
+                return daily, monthly
+        return None, None
+
+    # -- the --user commands: on a connection of their own ----------------------------------------
+
+    def add(self, name: str, token: str, daily: float | None, monthly: float | None) -> tuple:
+        """Adds a user, or gives a revoked one a new token keeping its allowances unless new
+        ones are given (issue 39); ((daily, monthly) it now has, whether it was there);
+        ValueError if it is active."""
+
+        def work(q):
+            row = q(
+                "SELECT revoked_at, daily_usd, monthly_usd FROM users WHERE name = ?", (name,)
+            ).fetchone()
+            if row is not None and row[0] is None:
+                raise ValueError(f"user {name!r} exists; --user rotate {name} gives it a new token")
+            # Names that differ only in case are two people who read as one (admins, --usage).
+            for (other,) in q("SELECT name FROM users").fetchall():
+                if other != name and other.lower() == name.lower():
+                    raise ValueError(
+                        f"user {other!r} exists, and {name!r} differs from it only in case; "
+                        "pick another name"
+                    )
+            if row is not None:  # revoked: a new token, the same allowances and history
+                kept = (row[1] if daily is None else daily, row[2] if monthly is None else monthly)
+                q(
+                    "UPDATE users SET token_sha256 = ?, revoked_at = NULL, daily_usd = ?, "
+                    "monthly_usd = ? WHERE name = ?",
+                    (token_sha256(token), *kept, name),
+                )
+                return kept, True
+            q(
+                "INSERT INTO users (name, token_sha256, created_at, revoked_at, daily_usd, "
+                "monthly_usd) VALUES (?, ?, ?, NULL, ?, ?)",
+                (name, token_sha256(token), time.time(), daily, monthly),
+            )
+            return (daily, monthly), False
+
+        return self._state.report("adding a user", work)
+
+    def rotate(self, name: str, token: str) -> tuple:
+        """Gives an active user a new token in place of its old one, which is refused from
+        now on (by running servers within _USERS_CACHE_S); its allowances and usage stay.
+        (daily, monthly); ValueError if there is no such active user."""
+
+        def work(q):
+            row = self._row(q, name)
+            if row[0] is not None:
+                raise ValueError(f"user {name!r} is revoked; --user add {name} gives it a token")
+            q("UPDATE users SET token_sha256 = ? WHERE name = ?", (token_sha256(token), name))
+            return row[1], row[2]
+
+        return self._state.report("rotating a user's token", work)
+
+    def limit(self, name: str, daily, monthly) -> tuple:
+        """Sets a user's own allowances: a number, None to leave it, ALLOWANCE_DEFAULT for the
+        per-user default. (daily, monthly) it now has; ValueError if there is no such user."""
+
+        def work(q):
+            row = self._row(q, name)
+            kept = tuple(
+                old if new is None else (None if new == ALLOWANCE_DEFAULT else new)
+                for old, new in ((row[1], daily), (row[2], monthly))
+            )
+            q("UPDATE users SET daily_usd = ?, monthly_usd = ? WHERE name = ?", (*kept, name))
+            return kept
+
+        return self._state.report("setting a user's allowance", work)
+
+    @staticmethod
+    def _row(q, name: str) -> tuple:
+        row = q(
+            "SELECT revoked_at, daily_usd, monthly_usd FROM users WHERE name = ?", (name,)
+        ).fetchone()
+        if row is None:
+            raise ValueError(f"no user named {name!r} (see --user list)")
+        return row
+
+    def revoke(self, name: str) -> None:
+        """Revokes a user's token; ValueError if there is no such active user."""
+
+        def work(q):
+            row = q("SELECT revoked_at FROM users WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                raise ValueError(f"no user named {name!r} (see --user list)")
+            if row[0] is not None:
+                raise ValueError(f"user {name!r} is revoked already")
+            q("UPDATE users SET revoked_at = ? WHERE name = ?", (time.time(), name))
+
+        self._state.report("revoking a user", work)
+
+    def listing(self) -> list[dict]:
+        """Every user, active or revoked, without any token or hash."""
+
+        def work(q):
+            return q(
+                "SELECT name, created_at, revoked_at, daily_usd, monthly_usd FROM users "
+                "ORDER BY name"
+            ).fetchall()
+
+        names = ("name", "created_at", "revoked_at", "daily_usd", "monthly_usd")
+        return [dict(zip(names, row, strict=True)) for row in self._state.report("users", work)]
+
+
+class ResponseOwners:
+    """Who was given each response id: its creator, and whoever got it from the cache or an
+    identical call. A follow-up (previous_response_id) must name one of its user's own while
+    several people use the server. This process's recent ones are in memory; all of them in
+    the state, so any instance can tell."""
+
+    _MEMORY = 10_000
+
+    def __init__(self, state: StateStore):
+        self._state = state
+        self._recent: dict = {}  # (response id, user) -> None, oldest first
+        self._lock = threading.Lock()
+
+    def add(self, response_id: str | None, user: str) -> None:
+        if not response_id:
+            return
+        with self._lock:
+            self._recent[(response_id, user)] = None
+            if len(self._recent) > self._MEMORY:
+                del self._recent[next(iter(self._recent))]
+        self._state.write_later(_OwnerWrite(response_id, user))
+
+    def owned(self, response_id: str, user: str) -> bool:
+        """Whether `user` was given this response id; raises StateUnavailable."""
+        with self._lock:
+            if (response_id, user) in self._recent:
+                return True
+        if not self._state.enabled:
+            return False
+        found = self._state.read(
+            "checking a response's owner",
+            lambda q: q(
+                "SELECT 1 FROM response_owners WHERE response_id = ? AND user_name = ?",
+                (response_id, user),
+            ).fetchone(),
+        )
+        return found is not None
+
+
+class AnswerCache:
+    """Complete answers by key, for cache.ttl_s seconds, at most cache.max_entries of them.
+    A process sees its own entries at once, before the writer has stored them."""
+
+    def __init__(self, state: StateStore, ttl_s: int, max_entries: int):
+        self._state = state
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+
+    @property
+    def enabled(self) -> bool:
+        return self._state.enabled and self.ttl_s > 0
+
+    def get(self, key: str) -> tuple[dict, float] | None:
+        """(stored body, age in seconds) of a live entry of the right shape, or None: a slow
+        or failing store, like a damaged row, is a miss."""
+        now = time.time()
+        unwritten = [w for w in self._state.unwritten() if isinstance(w, _CacheWrite)]
+        for write in reversed(unwritten):
+            if write.key == key:
+                if write.text is None or write.stored_at <= now - self.ttl_s:
+                    return None
+                if self._pushed_out(unwritten, key, write.stored_at):
+                    return None
+                return json.loads(write.text), max(0.0, now - write.stored_at)
+
+        def read(q):
+            found = q(
+                "SELECT stored_at, body FROM answers WHERE key = ? AND stored_at > ?",
+                (key, now - self.ttl_s),
+            ).fetchone()
+            if found is None:
+                return None
+            # The newer entries in the store, less those still in `unwritten` too (committed
+            # since it was taken): _pushed_out() counts those, and each must count once.
+            pending = sorted(
+                {w.key for w in unwritten if w.text and w.key != key and w.stored_at > found[0]}
+            )
+            marks = ", ".join("?" for _ in pending) or "NULL"
+            newer = q(
+                f"SELECT COUNT(*) - COUNT(CASE WHEN key IN ({marks}) THEN 1 END) FROM answers "
+                "WHERE stored_at > ?",
+                (*pending, found[0]),
+            )
+            return found[0], found[1], newer.fetchone()[0]
+
+        try:
+            found = self._state.read(
+                "reading the cache",
+                read,
+                cache=True,
+                timeout_s=_CACHE_READ_S,
+                wait_s=_CACHE_READ_S,
+                connect_wait=_CACHE_READ_S,
+            )
+        except StateUnavailable:
+            return None
+        if found is None:
+            return None
+        body = cached_body(found[1])
+        if body is None:
+            self._state.write_later(_CacheWrite(key, None))
+            return None
+        if self._pushed_out(unwritten, key, float(found[0]), found[2]):
+            return None
+        return body, max(0.0, now - float(found[0]))
+
+    def _pushed_out(self, unwritten: list, key: str, stored_at: float, stored: int = 0) -> bool:
+        """Whether the entries stored after this one (`stored` of them in the store, the rest
+        not written yet) evict it, as they will once written."""
+        newer = {w.key for w in unwritten if w.text and w.key != key and w.stored_at > stored_at}
+        return stored + len(newer) >= self.max_entries
+
+    def put(self, key: str, answer: dict, response_id: str | None) -> None:
+        body = {"format": ANSWER_FORMAT, "answer": answer, "response_id": response_id}
+        text = json.dumps(body, ensure_ascii=False)
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate from the API: kept, as an escape
+                text = json.dumps(body)
+        self._state.write_later(_CacheWrite(key, text, self.ttl_s, self.max_entries))
+
+
+def cached_body(text) -> dict | None:
+    """A stored answer's body if it has this version's shape, else None (another version of
+    the server wrote it, or the row is damaged)."""
+    try:
+        body = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(body, dict) or body.get("format") != ANSWER_FORMAT:
+        return None
+    answer, response_id = body.get("answer"), body.get("response_id")
+    shaped = (
+        isinstance(answer, dict)
+        and isinstance(answer.get("answer"), str)
+        and isinstance(answer.get("citations"), list)
+        and all(isinstance(c, dict) and isinstance(c.get("url"), str) for c in answer["citations"])
+        and isinstance(answer.get("used_search"), bool)
+        and isinstance(answer.get("model"), str)
+        and (response_id is None or isinstance(response_id, str))
+    )
+    return body if shaped else None
+
+
+def account_id(key: str) -> str:
+    """Which account an API key is, for the cache key: a hash, never the key."""
+    import hashlib
+
+    return hashlib.sha256(f"{SERVER_NAME} account\0{key}".encode()).hexdigest()[:32]
+
+
+def answer_key(
+    tool: str,
+    args: dict,
+    request: dict,
+    today: str,
+    max_citations: int,
+    endpoint: str = "",
+    account: str = "",
+    user: str = "",
+) -> str:
+    """The cache and single-flight key: a hash of the tool, the query, the hints, today's date,
+    the policy's revision, everything else the request sends, what shapes the answer after it
+    (max_citations), and who answers it: the endpoint (openai.base_url) and the account
+    (account_id of the key); and whose it is (the user, while several people use the server
+    and cache.share_across_users is false; '' otherwise). The query itself is never stored.
+
+    The query is taken exactly, trimmed only at its ends: to a coding agent case and inner
+    whitespace are meaning (`grep -i` is not `grep -I`, `None` is not `none`, and indentation is
+    Python's syntax), so folding them would answer one question with another's answer."""
+    import hashlib
+
+    shape = {name: value for name, value in request.items() if name != "input"}
+    shape["instructions"] = hashlib.sha256(request["instructions"].encode("utf-8")).hexdigest()
+    hints = {name: args.get(name) for name in ("recency_days", "max_results", "domains")}
+    text = json.dumps(
+        [
+            SYSTEM_POLICY_REV,
+            tool,
+            args["query"].strip(),
+            hints,
+            today,
+            request_text(request).rpartition("\n\n[hints]")[2],
+            # Each file by its content (a URL by itself), never its path: a changed file is
+            # asked again, an unchanged one under another name is not.
+            *([[(f.kind, f.sha256) for f in args["files"]]] if args.get("files") else []),
+            shape,
+            max_citations,
+            endpoint,
+            account,
+            *([user] if user else []),  # '': the key of a server without users, as before
+        ],
+        sort_keys=True,
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ============================================================================================
+# Answer engine: the OpenAI call and the answer's shape
+# ============================================================================================
 
 
 class Cancelled(Exception):
@@ -3994,11 +6436,6 @@ def user_budgets(config: Config, today: str, user: str, own: tuple = (None, None
     )
     team = budgets({"budget": {"daily_usd": limits[0], "monthly_usd": limits[1]}}, today)
     return [(f"per_user_{period}", *rest) for period, *rest in team]
-
-
-def usd(amount: float) -> str:
-    """$5.03; an amount under a cent keeps two significant digits ($0.0039), not $0.00."""
-    return f"${amount:.2f}" if amount >= 0.01 or amount == 0 else f"${amount:.2g}"
 
 
 def _next_month(today: str) -> str:
@@ -5905,14 +8342,6 @@ def setting_fix(config: Config, tool: str, key: str, value, model: str, accepted
     )
 
 
-def nearest_value(key: str, value, accepted) -> str:
-    """The accepted effort or verbosity nearest `value` (the higher of two as near)."""
-    order = EFFORTS if key == "reasoning_effort" else VERBOSITIES
-    rank = {name: i for i, name in enumerate(order)}
-    here = rank.get(value, len(order) // 2)
-    return min(accepted, key=lambda a: (abs(rank.get(a, here) - here), -rank.get(a, 0)))
-
-
 def setting_name(config: Config, tool: str, key: str) -> str:
     """The setting a person changes: model_profiles.<tool>.<key>, or the environment variable
     or flag that sets it now (which a config file would not override)."""
@@ -5934,11 +8363,6 @@ def _endpoint_message(failure: Failure, base_url: str, sources: dict) -> str:
     return (
         f"{base_url} returned {failure.status} {said}: check openai.base_url (from {where}); {hint}"
     )
-
-
-def _one_line(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def backoff_delay(retry: int, retry_after: float | None) -> float:
@@ -7257,2424 +9681,6 @@ def build_engine(config: Config, log: Log, *, http: bool = False) -> AnswerEngin
 
 
 # ============================================================================================
-# State: the usage ledger, budgets and the answer cache (SQLite, or PostgreSQL for a team)
-# ============================================================================================
-# One store shared by every server process of the user (a SQLite file in WAL mode, the
-# default) or of a team (a PostgreSQL database, state.url). Each finished call adds a row to
-# `usage` (never the query text) and to the per-day totals that budgets and reports read;
-# complete answers are kept in `answers` under a hash of everything that shapes them.
-#
-# The answer path never waits on the store for long: ledger rows and cache entries go to one
-# writer thread through a bounded queue (rows it cannot write yet wait in memory and are
-# written when the store is back, so an outage loses no spend); a cache read gives up after
-# a fraction of a second; after a failure a connection rests a few seconds; every wait on
-# PostgreSQL also has a bound of our own (see _Watchdog), as a silent link never times out
-# on the server's side. The one wait a call may make is its budget: with a budget set, a
-# call reserves its expected cost in one transaction before it starts (a lock in the
-# database, so it holds across processes and hosts), and settles at its real cost when it
-# ends; when the store cannot be reached, calls that would spend are refused. sqlite3
-# (psycopg for state.url) is imported on first use.
-
-# The schema's version; every change to a table or a column raises it, with one step in
-# _MIGRATIONS. 1: usage, spend_by_day and answers, without a version table (SQLite only).
-# 2: usage_daily, reservations and schema_version (a later commit added writers, without a
-# new version: a version 2 store may lack it). 3: writers; usage.writer_schema. 4: users,
-# ledger rows and reservations by user (usage.user_name), usage_by_user, response_owners.
-# 5: checks (the day each once-a-day check last ran: the model retirements); no rows move.
-# 6: usage.files and usage.file_bytes (what a call attached: counts only); no rows move.
-# 7: OAuth subjects as oauth:<issuer>#<sub> (issue 31: they had shared named users' names).
-STATE_SCHEMA_VERSION = 7
-ANSWER_FORMAT = 2  # the shape of a cached body; a row of another shape is a miss, and dropped
-_BUSY_TIMEOUT_S = 2.0  # how long a write (or a budget check) waits for another's lock
-_CACHE_READ_S = 0.25  # a cache read that takes longer is a miss
-_BUDGET_WAIT_S = 10.0  # how long a budget check waits for this process's other checks
-_BACKOFF_S = 3.0  # after a failure, a connection is not tried again for this long
-_CONNECT_TIMEOUT_S = 2  # PostgreSQL: how long a connection may take (libpq's least is 2)
-# PostgreSQL bounds of our own: a transaction that has not come back within twice its statement
-# timeout plus this grace is abandoned (see _Watchdog); a session of ours left idle inside a
-# transaction (its instance cut off mid-check) is ended by the server after
-# _IDLE_IN_TRANSACTION_S, which frees the budget's lock for every other instance.
-_WATCHDOG_GRACE_S = 1.0
-_IDLE_IN_TRANSACTION_S = 5
-_KEEPALIVE = {
-    "keepalives": 1,
-    "keepalives_idle": 10,
-    "keepalives_interval": 5,
-    "keepalives_count": 3,
-}
-_WARN_EVERY_S = 60.0
-_MAX_PENDING_ROWS = 10_000  # ledger rows kept in memory while the store cannot be written
-_MAX_PENDING_CACHE = 200  # cache entries waiting to be written; older ones are dropped
-_BATCH = 500  # writes per transaction of the writer
-_RECENT_CALLS = 20  # a call's expected cost: the mean of its tool's last N priced calls
-_RECENT_SCAN = 200  # ... of its model, among the tool's last N (several models share a state)
-_PRUNE_EVERY_S = 3600.0
-_WRITER_IDLE_S = 1.0  # the writer thread ends after this long with nothing to write
-_WRITER_MARK_KEEP_S = 7 * 86400.0  # a writer's mark (see StateWriter) outlives its process
-_LOCK_BUDGET, _LOCK_SCHEMA = 0x6F726D01, 0x6F726D02  # PostgreSQL advisory lock keys
-_UMASK_LOCK = threading.Lock()
-_USERS_CACHE_S = 2.0  # named tokens are read again after this long: a revoked one is refused
-_USERS_HASHES_KEPT = 100_000  # named tokens' hashes remembered (never sent to introspection)
-# What --user add's tokens start with, so a server knows one of its own even when it cannot
-# read the state (issue 31): such a token is never sent to an OAuth issuer.
-NAMED_TOKEN_PREFIX = "ormcp_u_"
-ALLOWANCE_DEFAULT = "none"  # --user limit NAME --daily-usd none: back to the per-user default
-
-_USAGE_COLUMNS = (
-    "at",
-    "day",
-    "tool",
-    "model",
-    "input_tokens",
-    "cached_input_tokens",
-    "output_tokens",
-    "reasoning_tokens",
-    "web_searches",
-    "usd",
-    "cache_hit",
-    "elapsed_ms",
-    "outcome",
-    "writer_schema",  # the schema version of the server that wrote the row (NULL: before 3)
-    "user_name",  # who asked ('' before version 4)
-    "files",  # how many files the call sent (0 before version 6)
-    "file_bytes",  # their bytes in all
-)
-_DAILY_SUMS = (
-    "calls",
-    "usd",
-    "cache_hits",
-    "input_tokens",
-    "cached_input_tokens",
-    "output_tokens",
-    "web_searches",
-    "unpriced",
-)
-
-
-def _tables(postgres: bool) -> dict:
-    """Every table, with its columns as (name, type) in this version's schema; a column named
-    "" is a table constraint."""
-    real = "DOUBLE PRECISION" if postgres else "REAL"
-    count = "BIGINT NOT NULL DEFAULT 0" if postgres else "INTEGER NOT NULL DEFAULT 0"
-    tokens = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
-    return {
-        "usage": [
-            ("id", "BIGSERIAL PRIMARY KEY" if postgres else "INTEGER PRIMARY KEY"),
-            ("at", f"{real} NOT NULL"),
-            ("day", "TEXT NOT NULL"),
-            ("tool", "TEXT NOT NULL"),
-            ("model", "TEXT NOT NULL"),
-            *((name, count) for name in tokens),
-            ("web_searches", count),
-            ("usd", real),
-            ("cache_hit", count),
-            ("elapsed_ms", count),
-            ("outcome", "TEXT NOT NULL"),
-            ("writer_schema", "INTEGER"),
-            ("user_name", "TEXT NOT NULL DEFAULT ''"),
-            ("files", count),
-            ("file_bytes", count),
-        ],
-        "spend_by_day": [("day", "TEXT PRIMARY KEY"), ("usd", f"{real} NOT NULL")],
-        "usage_daily": [
-            ("day", "TEXT NOT NULL"),
-            ("tool", "TEXT NOT NULL"),
-            ("model", "TEXT NOT NULL"),
-            ("usd", f"{real} NOT NULL DEFAULT 0"),
-            *((name, count) for name in _DAILY_SUMS if name != "usd"),
-            ("", "PRIMARY KEY (day, tool, model)"),
-        ],
-        "answers": [
-            ("key", "TEXT PRIMARY KEY"),
-            ("stored_at", f"{real} NOT NULL"),
-            ("body", "TEXT NOT NULL"),
-        ],
-        "reservations": [
-            ("id", "TEXT PRIMARY KEY"),
-            ("at", f"{real} NOT NULL"),
-            ("expires_at", f"{real} NOT NULL"),
-            ("usd", f"{real} NOT NULL"),
-            ("user_name", "TEXT NOT NULL DEFAULT ''"),
-        ],
-        # Named users (--user): only a hash of each token, never the token.
-        "users": [
-            ("name", "TEXT PRIMARY KEY"),
-            ("token_sha256", "TEXT NOT NULL"),
-            ("created_at", f"{real} NOT NULL"),
-            ("revoked_at", real),
-            ("daily_usd", real),
-            ("monthly_usd", real),
-        ],
-        # Calls and dollars per user and day: --usage's by_user and the per-user budgets.
-        "usage_by_user": [
-            ("day", "TEXT NOT NULL"),
-            ("user_name", "TEXT NOT NULL"),
-            ("calls", count),
-            ("usd", f"{real} NOT NULL DEFAULT 0"),
-            ("", "PRIMARY KEY (day, user_name)"),
-        ],
-        # Who may follow up a response (previous_response_id): its creator, and whoever was
-        # given it from the cache or an identical call in flight.
-        "response_owners": [
-            ("response_id", "TEXT NOT NULL"),
-            ("user_name", "TEXT NOT NULL"),
-            ("at", f"{real} NOT NULL"),
-            ("", "PRIMARY KEY (response_id, user_name)"),
-        ],
-        # Each process's writer's mark: the last ledger row it has written (see StateWriter).
-        "writers": [("id", "TEXT PRIMARY KEY"), ("seq", count), ("at", f"{real} NOT NULL")],
-        "schema_version": [("version", "INTEGER NOT NULL")],
-        # Version 5: the day each once-a-day check last ran, whichever process ran it.
-        "checks": [("name", "TEXT PRIMARY KEY"), ("day", "TEXT NOT NULL")],
-    }
-
-
-_INDEXES = (
-    "CREATE INDEX IF NOT EXISTS usage_by_day ON usage (day)",
-    "CREATE INDEX IF NOT EXISTS usage_by_tool ON usage (tool, outcome, id)",
-    "CREATE INDEX IF NOT EXISTS answers_by_age ON answers (stored_at)",
-)
-
-
-def _schema(postgres: bool) -> list[str]:
-    """The tables, for either database (CREATE ... IF NOT EXISTS: a no-op where they are)."""
-    statements = []
-    for table, columns in _tables(postgres).items():
-        listed = ", ".join(f"{name} {kind}".strip() for name, kind in columns)
-        statements.append(f"CREATE TABLE IF NOT EXISTS {table} ({listed})")
-    return [*statements, *_INDEXES]
-
-
-def _added_column(kind: str) -> str:
-    """A column's type as ALTER TABLE ... ADD COLUMN takes it: a NOT NULL one needs a default
-    for the rows already there."""
-    kind = kind.replace(" PRIMARY KEY", "")
-    if "NOT NULL" in kind and "DEFAULT" not in kind:
-        kind += " DEFAULT ''" if kind.startswith("TEXT") else " DEFAULT 0"
-    return kind
-
-
-# Version 1 files had raw rows only: their per-day totals are summed once, on upgrade.
-_BACKFILL_DAILY = (
-    "INSERT INTO usage_daily (day, tool, model, usd, calls, cache_hits, input_tokens, "
-    "cached_input_tokens, output_tokens, web_searches, unpriced) "
-    "SELECT day, tool, model, COALESCE(SUM(usd), 0), COUNT(*), SUM(cache_hit), "
-    "SUM(input_tokens), SUM(cached_input_tokens), SUM(output_tokens), SUM(web_searches), "
-    "SUM(CASE WHEN usd IS NULL THEN 1 ELSE 0 END) FROM usage GROUP BY day, tool, model"
-)
-# A version 1 server still running on an upgraded file writes usage and spend_by_day, never
-# the per-day totals reports read: its rows (no writer_schema) are folded into them here.
-_FOLD_OLD_ROWS = (
-    "CREATE TRIGGER IF NOT EXISTS usage_from_version_1 AFTER INSERT ON usage "
-    "WHEN NEW.writer_schema IS NULL BEGIN "
-    "INSERT INTO usage_daily (day, tool, model, usd, calls, cache_hits, input_tokens, "
-    "cached_input_tokens, output_tokens, web_searches, unpriced) VALUES (NEW.day, NEW.tool, "
-    "NEW.model, COALESCE(NEW.usd, 0), 1, NEW.cache_hit, NEW.input_tokens, "
-    "NEW.cached_input_tokens, NEW.output_tokens, NEW.web_searches, NEW.usd IS NULL) "
-    "ON CONFLICT (day, tool, model) DO UPDATE SET usd = usage_daily.usd + excluded.usd, "
-    "calls = usage_daily.calls + 1, cache_hits = usage_daily.cache_hits + excluded.cache_hits, "
-    "input_tokens = usage_daily.input_tokens + excluded.input_tokens, "
-    "cached_input_tokens = usage_daily.cached_input_tokens + excluded.cached_input_tokens, "
-    "output_tokens = usage_daily.output_tokens + excluded.output_tokens, "
-    "web_searches = usage_daily.web_searches + excluded.web_searches, "
-    "unpriced = usage_daily.unpriced + excluded.unpriced; END"
-)
-
-
-def _from_version_1(backend, conn) -> None:
-    """1 -> 2: the per-day totals, from the raw rows; and (SQLite: version 1 knew no other)
-    the rows an old server may still add, folded in as they come."""
-    conn.execute(_BACKFILL_DAILY)
-    if not backend.postgres:
-        conn.execute(_FOLD_OLD_ROWS)
-
-
-def _from_version_2(backend, conn) -> None:
-    """2 -> 3: the writers table and usage.writer_schema, which the check of every table and
-    column has added; nothing to move."""
-
-
-# Tables whose user_name column holds an identity (see Identity, in Transports).
-_IDENTITY_COLUMNS = ("usage", "reservations", "usage_by_user", "response_owners")
-
-
-def _from_version_6(backend, conn) -> None:
-    """6 -> 7: OAuth subjects get a namespace of their own (issue 31). Up to 6 a token's
-    `sub` was stored as it came, in the namespace of named users and `shared`: every name
-    that is no named user (revoked ones included), `local`, `shared` or '' was a subject, and
-    becomes oauth:<issuer>#<sub> (the issuer server.auth.issuer names as the store is
-    upgraded: _needs_issuer refuses the step without one while there are subjects, issue 39).
-    A name both a named user and a subject had used stays the named user's: the rows cannot
-    be told apart. Cached answers are dropped (their keys hash the old names): each question
-    is asked again once."""
-    issuer = (backend.oauth_issuer or "").rstrip("/")
-    for table, name in _bare_subjects(conn.execute):
-        _rename_identity(backend, conn.execute, table, name, oauth_identity(issuer, name))
-    conn.execute("DELETE FROM answers")
-
-
-def _bare_subjects(run) -> list:
-    """(table, name) for each OAuth subject a store before version 7 holds under its bare
-    `sub` (see _from_version_6); run(sql) runs a statement."""
-    named = {row[0] for row in run("SELECT name FROM users").fetchall()}
-    keep = named | {"", LOCAL_USER, SHARED_USER}
-    found = []
-    for table in _IDENTITY_COLUMNS:
-        names = {row[0] for row in run(f"SELECT DISTINCT user_name FROM {table}").fetchall()}
-        # oauth:... was written by a version 7 server already (a rolling upgrade)
-        found += [(table, n) for n in sorted(names - keep) if not n.startswith(OAUTH_PREFIX)]
-    return found
-
-
-def _needs_issuer(backend, conn) -> str | None:
-    """Why the step to 7 cannot run here: the store holds OAuth subjects, and only the issuer
-    they came from (server.auth.issuer of the --http server) can file them. Run without it,
-    every subject became oauth:#<sub> for good (issue 39)."""
-    if (backend.oauth_issuer or "").strip():
-        return None
-    subjects = {name for _, name in _bare_subjects(conn.execute)}
-    if not subjects:
-        return None
-    return (
-        f"its upgrade to schema 7 files its {len(subjects)} OAuth subject(s) under the OAuth "
-        "issuer, and this config names none (server.auth.issuer): run "
-        f"`{SERVER_NAME} --config FILE --upgrade-state` with FILE the --http server's config "
-        "(or start that server); nothing was changed"
-    )
-
-
-# Steps that need configuration: by the version they reach, why they cannot run now (None:
-# they can). Such a step never runs without it: the whole upgrade is refused, saying what to
-# run, and the store stays as it was (never half-upgraded).
-_MIGRATION_NEEDS = {7: _needs_issuer}
-
-
-def _rename_identity(backend, run, table: str, old: str, new: str) -> None:
-    """Moves `old`'s rows of `table` to `new`, folding them into any `new` already has;
-    run(sql, params) runs a statement."""
-    sql = backend.sql
-    if table == "usage_by_user":  # (day, user_name) is its key: fold into any row
-        _fold_user_days(backend, run, old, new)
-    elif table == "response_owners":  # (response_id, user_name) likewise
-        run(
-            sql(
-                "INSERT INTO response_owners (response_id, user_name, at) SELECT response_id, "
-                "?, at FROM response_owners WHERE user_name = ? ON CONFLICT DO NOTHING"
-            ),
-            (new, old),
-        )
-        run(sql("DELETE FROM response_owners WHERE user_name = ?"), (old,))
-    else:
-        run(sql(f"UPDATE {table} SET user_name = ? WHERE user_name = ?"), (new, old))
-
-
-def _fold_user_days(backend, run, old: str, new: str) -> None:
-    sql = backend.sql
-    run(
-        sql(
-            "INSERT INTO usage_by_user (day, user_name, calls, usd) SELECT day, ?, calls, usd "
-            "FROM usage_by_user WHERE user_name = ? ON CONFLICT (day, user_name) DO UPDATE SET "
-            "calls = usage_by_user.calls + excluded.calls, usd = usage_by_user.usd + excluded.usd"
-        ),
-        (new, old),
-    )
-    run(sql("DELETE FROM usage_by_user WHERE user_name = ?"), (old,))
-
-
-_UNKEYED = OAUTH_PREFIX + "#"  # a subject an upgrade filed without its issuer (issue 39)
-
-
-def misfiled_subjects(run) -> list:
-    """(table, identity, sub) for each OAuth subject a version 7 store holds outside its
-    issuer's namespace (issue 39): oauth:#<sub>, filed so by an upgrade run without
-    server.auth.issuer (before that was refused), and a bare <sub>, written by a host of an
-    older release that kept serving after another host upgraded the store (since 7 no name but
-    a named user's, `local` and `shared` is bare). run(sql) runs a statement."""
-    found = []
-    for table in _IDENTITY_COLUMNS:
-        rows = run(
-            f"SELECT DISTINCT user_name FROM {table} WHERE substr(user_name, 1, 7) = 'oauth:#'"
-        ).fetchall()
-        found += [(table, row[0], row[0][len(_UNKEYED) :]) for row in rows]
-    return found + [(table, name, name) for table, name in _bare_subjects(run)]
-
-
-def refile_subjects(backend, run) -> int:
-    """Files each misfiled subject under the issuer server.auth.issuer names (a store before 7
-    can have had only that one: it was the server's one issuer); how many identities."""
-    issuer = (backend.oauth_issuer or "").rstrip("/")
-    found = misfiled_subjects(run) if issuer else []
-    for table, name, subject in found:
-        _rename_identity(backend, run, table, name, oauth_identity(issuer, subject))
-    return len({name for _, name, _ in found})
-
-
-# The steps, by the version each one reaches; each runs once, in order, after the tables
-# and columns this version expects have been made. A new schema version adds one step.
-_MIGRATIONS = {2: _from_version_1, 3: _from_version_2, 7: _from_version_6}
-
-
-def state_path(config: Config) -> str | None:
-    """The SQLite file's absolute path, or None when state.path is off or state.url is set."""
-    if config.get("state", "url"):
-        return None
-    path = config.get("state", "path")
-    if path and path.strip().lower() == "off":
-        return None
-    return os.path.expanduser(path) if path else config.default_state_path
-
-
-def state_enabled(config: Config) -> bool:
-    return bool(config.get("state", "url")) or state_path(config) is not None
-
-
-def state_label(config: Config) -> str:
-    """Where the state is, for people: never with the database password."""
-    url = config.get("state", "url")
-    if url:
-        return f"state database {redact_url(url)}"
-    path = state_path(config)
-    return f"state file {path}" if path else "off (state.path: off)"
-
-
-def cache_enabled(config: Config) -> bool:
-    return config.get("cache", "ttl_s") > 0 and state_enabled(config)
-
-
-class StateUnavailable(Exception):
-    """The store could not be reached or used; `reason` says why, in a few words (for the
-    server's log: it may name the store), `public` the same without the store's address (for
-    MCP clients)."""
-
-    def __init__(self, reason: str, public: str | None = None):
-        super().__init__(reason)
-        self.reason = reason
-        self.public = public or reason
-
-
-class StateRefused(StateUnavailable):
-    """The store can be reached, but this process must not use it as it is: it was upgraded
-    past this version's schema, or its upgrade needs configuration this process lacks. The
-    reason says what to do; nothing was written."""
-
-
-def _newer_store(version: int) -> StateRefused:
-    text = (
-        f"it was upgraded to schema {version} by a newer {SERVER_NAME}, and this one (schema "
-        f"{STATE_SCHEMA_VERSION}) writes nothing to it: upgrade this host (docs/upgrade.md)"
-    )
-    return StateRefused(text)
-
-
-class _Armed:
-    """One guarded piece of work the watchdog watches: when it is due (monotonic), its
-    connection, and whether the watchdog has fired (shut the connection down)."""
-
-    __slots__ = ("conn", "deadline", "fired")
-
-    def __init__(self, deadline: float, conn):
-        self.deadline, self.conn, self.fired = deadline, conn, False
-
-
-class _Watchdog:
-    """Abandons a PostgreSQL connection whose work has not come back by its deadline. The
-    server enforces statement_timeout and lock_timeout only on statements it received: on a
-    link gone silent (a partition, a frozen VM) the driver would wait for ever, holding the
-    channel, the budget checks queued behind it, and the process's exit. Shutting the socket
-    down wakes the waiting driver at once with an error. One thread, started on first use."""
-
-    def __init__(self):
-        self._cond = threading.Condition()
-        self._armed: dict = {}  # id -> _Armed
-        self._thread: threading.Thread | None = None
-
-    def guard(self, conn, seconds: float):
-        import contextlib
-
-        @contextlib.contextmanager
-        def guarded():
-            entry = _Armed(time.monotonic() + seconds, conn)
-            with self._cond:
-                self._armed[id(entry)] = entry
-                if self._thread is None:
-                    self._thread = threading.Thread(
-                        target=self._loop, name="state-watchdog", daemon=True
-                    )
-                    self._thread.start()
-                self._cond.notify()
-            try:
-                yield
-            except BaseException:
-                if entry.fired:
-                    raise _Abandoned(seconds) from None
-                raise
-            finally:
-                with self._cond:
-                    self._armed.pop(id(entry), None)
-            if entry.fired:  # fired as the work ended: the connection is gone all the same
-                raise _Abandoned(seconds)
-
-        return guarded()
-
-    def _loop(self) -> None:
-        with self._cond:
-            while True:
-                now = time.monotonic()
-                for entry in self._armed.values():
-                    if not entry.fired and entry.deadline <= now:
-                        entry.fired = True
-                        _shut_down(entry.conn)
-                waiting = [entry.deadline for entry in self._armed.values() if not entry.fired]
-                self._cond.wait(max(0.0, min(waiting) - now) if waiting else None)
-
-
-class _Abandoned(Exception):
-    """The watchdog shut a connection down: it did not answer in time."""
-
-    def __init__(self, seconds: float):
-        super().__init__(f"no answer within {seconds:g} s")
-
-
-def _shut_down(conn) -> None:
-    """Ends a connection's link from any thread, without its lock: whoever waits on the socket
-    wakes to an error."""
-    import socket
-
-    try:
-        sock = socket.socket(fileno=os.dup(conn.fileno()))
-    except (OSError, ValueError, Exception):  # noqa: BLE001 - closed, or never opened
-        return
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    finally:
-        sock.close()
-
-
-_WATCHDOG = _Watchdog()
-
-
-class _SqliteBackend:
-    """A SQLite file in WAL mode, private to the user (with its -wal and -shm) from creation."""
-
-    postgres = False
-    oauth_issuer = None  # server.auth.issuer, for _from_version_6
-    refused = None  # StateRefused, while the store refuses this process (see _refuse_newer)
-
-    def __init__(self, path: str):
-        self.path = path
-        self.label = f"state file {path}"
-        self.hint = "fix or delete the file, or set state.path: off"
-        self.url, self.secrets = "", ()
-
-    def errors(self) -> tuple:
-        import sqlite3
-
-        return (sqlite3.Error, OSError)
-
-    def connect(self):
-        import sqlite3
-
-        directory = os.path.dirname(self.path)
-        # SQLite gives the -wal and -shm files the mode of the database file, which the umask
-        # makes 0600 from its first byte (a chmod afterwards would leave them 0644).
-        with _UMASK_LOCK:
-            previous = os.umask(0o077)
-            try:
-                if directory:
-                    os.makedirs(directory, mode=0o700, exist_ok=True)
-                conn = sqlite3.connect(
-                    self.path,
-                    timeout=_BUSY_TIMEOUT_S,
-                    isolation_level=None,
-                    check_same_thread=False,
-                )
-                try:
-                    conn.execute("PRAGMA journal_mode=WAL")
-                    conn.execute("PRAGMA synchronous=NORMAL")
-                except BaseException:
-                    conn.close()
-                    raise
-            finally:
-                os.umask(previous)
-        import stat
-
-        for suffix in ("", "-wal", "-shm"):  # files left by an older version
-            try:
-                # Only a file of ours: state.path may name a device (/dev/null: as root, a chmod
-                # took it from every other user of the machine) or a link to another's file.
-                if stat.S_ISREG(os.lstat(self.path + suffix).st_mode):
-                    os.chmod(self.path + suffix, 0o600)
-            except OSError:
-                pass
-        return conn
-
-    def set_timeout(self, conn, seconds: float) -> None:
-        conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
-
-    def guard(self, conn, seconds: float):
-        """A local file: SQLite's busy timeout bounds every wait already."""
-        import contextlib
-
-        return contextlib.nullcontext()
-
-    def lost(self, conn) -> bool:
-        return False
-
-    def abandon(self, conn) -> None:
-        """Nothing to cut: a SQLite wait ends at its busy timeout."""
-
-    def public_reason(self, exc: BaseException, reason: str) -> str:
-        """SQLite's own messages name no file; an OSError's does."""
-        if isinstance(exc, OSError):
-            return exc.strerror or type(exc).__name__
-        return reason
-
-    def refused_value(self, exc: BaseException) -> bool:
-        """Whether the failure is the row's (a value SQLite cannot take), not the file's."""
-        import sqlite3
-
-        return not isinstance(exc, (sqlite3.OperationalError, OSError, MemoryError))
-
-    def begin(self, conn, write: bool) -> None:
-        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-
-    def take_turns(self, conn, key: int) -> None:
-        """Serialises this transaction with every other that takes turns: BEGIN IMMEDIATE
-        already holds the file's one write lock."""
-
-    def hold_schema(self, conn) -> None:
-        """Keeps the schema from changing under this transaction: a SQLite transaction reads
-        one snapshot, and one that read an older snapshot cannot write after an upgrade."""
-
-    def has_table(self, conn, name: str) -> bool:
-        found = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
-        )
-        return found.fetchone() is not None
-
-    def columns(self, conn, tables: list) -> dict:
-        """{table: {column, ...}} for those of `tables` that exist."""
-        found = {}
-        for table in tables:
-            names = {row[1] for row in conn.execute(f"PRAGMA table_info({table})").fetchall()}
-            if names:
-                found[table] = names
-        return found
-
-    def sql(self, text: str) -> str:
-        return text
-
-
-class _PostgresBackend:
-    """A PostgreSQL database (psycopg 3), shared by every host that has its URL."""
-
-    postgres = True
-    oauth_issuer = None  # server.auth.issuer, for _from_version_6
-    refused = None  # StateRefused, while the store refuses this process (see _refuse_newer)
-
-    def __init__(self, url: str):
-        self.url = url
-        self.label = f"state database {redact_url(url)}"
-        self.hint = "check the database and state.url, or unset state.url"
-        self.secrets = url_secrets(url)
-
-    def errors(self) -> tuple:
-        import psycopg
-
-        return (psycopg.Error, OSError)
-
-    def connect(self):
-        import psycopg
-
-        conn = psycopg.connect(
-            self.url,
-            autocommit=True,  # transactions are explicit BEGIN ... COMMIT, as with SQLite
-            connect_timeout=_CONNECT_TIMEOUT_S,
-            application_name=SERVER_NAME,
-            **_KEEPALIVE,  # a dead peer is noticed by the kernel too, not just the watchdog
-        )
-        try:
-            # The server's own bounds on our sessions: one left idle inside a transaction (its
-            # instance cut off mid-check) is ended, which frees the budget's lock; and no lock
-            # is waited for longer than a budget check may take.
-            with self.guard(conn, _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
-                conn.execute(
-                    f"SET idle_in_transaction_session_timeout = {_IDLE_IN_TRANSACTION_S * 1000}"
-                )
-                conn.execute(f"SET lock_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def set_timeout(self, conn, seconds: float) -> None:
-        conn.execute(f"SET statement_timeout = {int(seconds * 1000)}")
-
-    def guard(self, conn, seconds: float):
-        """A bound on our side for what happens within it (see _Watchdog)."""
-        return _WATCHDOG.guard(conn, seconds)
-
-    def lost(self, conn) -> bool:
-        """Whether the connection broke (the server restarted, or the link went)."""
-        return bool(getattr(conn, "broken", False) or getattr(conn, "closed", False))
-
-    def abandon(self, conn) -> None:
-        _shut_down(conn)
-
-    def refused_value(self, exc: BaseException) -> bool:
-        """Whether the failure is the row's (a value the database or the driver refused), not
-        the connection's or the server's."""
-        import psycopg
-
-        refused = (psycopg.DataError, psycopg.IntegrityError, ValueError, TypeError)
-        return isinstance(exc, (*refused, OverflowError))
-
-    def public_reason(self, exc: BaseException, reason: str) -> str:
-        """The failure without the database's address (psycopg's messages quote the host,
-        port, user and database): its kind only."""
-        if isinstance(exc, (_Abandoned, StateUnavailable)):
-            return reason if isinstance(exc, _Abandoned) else exc.public
-        import psycopg
-
-        if isinstance(exc, psycopg.errors.QueryCanceled):
-            return "timed out"
-        if isinstance(exc, psycopg.errors.LockNotAvailable):
-            return "lock not available in time"
-        if isinstance(exc, (psycopg.OperationalError, OSError)):
-            return "connection failed"
-        return f"database error {getattr(exc, 'sqlstate', None) or type(exc).__name__}"
-
-    def begin(self, conn, write: bool) -> None:
-        conn.execute("BEGIN")
-
-    def take_turns(self, conn, key: int) -> None:
-        """Serialises this transaction with every other that takes turns with `key`, on any
-        host: an advisory lock held until COMMIT."""
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
-
-    def hold_schema(self, conn) -> None:
-        """Keeps the schema from changing under this transaction, on any host: a shared hold
-        of the lock an upgrade takes whole (_ensure_schema), until COMMIT. Shared holds do not
-        wait for each other."""
-        conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_LOCK_SCHEMA,))
-
-    def has_table(self, conn, name: str) -> bool:
-        # A read of pg_class, not to_regclass(): that answers from the session's catalog cache,
-        # which a transaction that waited for the schema lock has not refreshed, so a table made
-        # meanwhile was still missing (and a version 2 database taken for version 1).
-        found = conn.execute(
-            "SELECT 1 FROM pg_catalog.pg_class WHERE relname = %s "
-            "AND pg_catalog.pg_table_is_visible(oid)",
-            (name,),
-        )
-        return found.fetchone() is not None
-
-    def columns(self, conn, tables: list) -> dict:
-        """{table: {column, ...}} for those of `tables` that exist (pg_catalog, read afresh:
-        see has_table)."""
-        rows = conn.execute(
-            "SELECT c.relname, a.attname FROM pg_catalog.pg_attribute a "
-            "JOIN pg_catalog.pg_class c ON a.attrelid = c.oid WHERE c.relkind = 'r' "
-            "AND pg_catalog.pg_table_is_visible(c.oid) AND a.attnum > 0 AND NOT a.attisdropped "
-            "AND c.relname = ANY(%s)",
-            (tables,),
-        ).fetchall()
-        found: dict = {}
-        for table, column in rows:
-            found.setdefault(table, set()).add(column)
-        return found
-
-    def sql(self, text: str) -> str:
-        return text.replace("?", "%s")
-
-
-def state_backend(config: Config):
-    """The backend state.url or state.path names, or None when the state is off."""
-    url = config.get("state", "url")
-    path = None if url else state_path(config)
-    backend = _PostgresBackend(url) if url else _SqliteBackend(path) if path else None
-    if backend is not None:  # whose subjects a store older than version 7 holds (see there)
-        backend.oauth_issuer = config.get("server", "auth", "issuer")
-    return backend
-
-
-def _ensure_schema(backend, conn) -> None:
-    """Creates or upgrades the tables, once, even when several instances start at once: every
-    table and column this version expects is checked (and made where missing, whatever the
-    version says), then each migration step past the store's version runs."""
-    if _stored_version(backend, conn) == STATE_SCHEMA_VERSION and not _missing(backend, conn):
-        return
-    backend.set_timeout(conn, _BUSY_TIMEOUT_S)  # another instance may be making them now
-    backend.begin(conn, write=True)
-    try:
-        backend.take_turns(conn, _LOCK_SCHEMA)
-        version = _stored_version(backend, conn)
-        if version is not None and version > STATE_SCHEMA_VERSION:
-            backend.refused = _newer_store(version)
-            raise backend.refused
-        if version is None and backend.has_table(conn, "usage"):
-            version = 1  # version 1 had no version table
-        for statement in _missing(backend, conn):
-            conn.execute(statement)
-        steps = [s for s in range(STATE_SCHEMA_VERSION + 1) if version is not None and s > version]
-        for step in steps:  # every step's needs first: the store is upgraded whole, or not
-            problem = _MIGRATION_NEEDS[step](backend, conn) if step in _MIGRATION_NEEDS else None
-            if problem:
-                backend.refused = StateRefused(problem)
-                raise backend.refused
-        for step in steps:
-            if step in _MIGRATIONS:
-                _MIGRATIONS[step](backend, conn)
-        conn.execute("DELETE FROM schema_version")
-        conn.execute(
-            backend.sql("INSERT INTO schema_version (version) VALUES (?)"),
-            (STATE_SCHEMA_VERSION,),
-        )
-        conn.execute("COMMIT")
-    except BaseException:
-        _rollback(conn)
-        raise
-
-
-def _refuse_newer(backend, conn) -> None:
-    """In every transaction, first: refuses the store once a newer version has upgraded it
-    (issue 39). This version is the older host of the next upgrade: its rows (subjects, names,
-    columns) would be of the old shape, so it writes none, and says so (StateRefused)."""
-    backend.hold_schema(conn)
-    version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
-    if version is not None and version > STATE_SCHEMA_VERSION:
-        backend.refused = _newer_store(version)
-        raise backend.refused
-    backend.refused = None
-
-
-def _stored_version(backend, conn) -> int | None:
-    if not backend.has_table(conn, "schema_version"):
-        return None
-    return conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
-
-
-def _missing(backend, conn) -> list:
-    """The statements that make what this version expects and the store lacks: whole tables
-    (with their indexes), and columns added to tables made by an earlier version."""
-    tables = _tables(backend.postgres)
-    found = backend.columns(conn, list(tables))
-    statements = []
-    for table, columns in tables.items():
-        if table not in found:
-            statements.append(next(s for s in _schema(backend.postgres) if f" {table} (" in s))
-            continue
-        statements += [
-            f"ALTER TABLE {table} ADD COLUMN {name} {_added_column(kind)}"
-            for name, kind in columns
-            if name and name not in found[table]
-        ]
-    if statements:
-        statements += _INDEXES
-    return statements
-
-
-def _rollback(conn) -> None:
-    try:
-        conn.execute("ROLLBACK")
-    except Exception:  # noqa: BLE001 - no transaction open, or the connection is gone
-        pass
-
-
-def _state_reason(exc: BaseException, url: str = "", secrets: tuple = ()) -> str:
-    """A failure in a few words, on one line, without the database password (psycopg's errors
-    can quote the whole URL, percent-encoding and all)."""
-    if isinstance(exc, StateUnavailable):
-        return exc.reason
-    text = str(exc).strip().splitlines()
-    reason = text[0] if text else type(exc).__name__
-    if url:
-        reason = reason.replace(url, redact_url(url))
-    for secret in secrets:
-        reason = reason.replace(secret, "***")
-    return _one_line(reason, 160)
-
-
-class _Channel:
-    """One connection to the store for one role (the answer path, the writer, a report), with
-    its own lock and rest after a failure: trouble there holds up no other role."""
-
-    def __init__(self, backend, on_failure):
-        self._backend = backend
-        self._on_failure = on_failure  # (what, reason, refused): the store's warning
-        self._conn = None
-        self._lock = threading.Lock()
-        self._timeout = None
-        self._resting_until = 0.0
-        self._reason = self._public = ""
-        self._opening = None  # (thread, box): a connection being opened aside, see _open_aside
-
-    def run(
-        self,
-        what: str,
-        work,
-        *,
-        write=False,
-        timeout_s=_BUSY_TIMEOUT_S,
-        wait_s=None,
-        turns=0,
-        connect_wait=None,
-    ):
-        """work(q) in one transaction, where q(sql, params) runs a statement ("?" marks);
-        its result. Raises StateUnavailable when the store fails, or is resting after a
-        failure, or when this role's connection stays busy past wait_s, or (with
-        connect_wait) when opening the connection takes longer than that."""
-        if not self._lock.acquire(timeout=-1 if wait_s is None else wait_s):
-            raise StateUnavailable("busy")
-        try:
-            if time.monotonic() < self._resting_until:
-                raise StateUnavailable(self._reason, self._public)
-            # A connection that broke while idle (the database restarted) fails its next use:
-            # that use is tried once more at once on a new connection, not after a rest.
-            for retry in (True, False):
-                try:
-                    if connect_wait is not None and self._conn is None:
-                        self._open_aside(connect_wait)
-                    return self._transaction(work, write, timeout_s, turns)
-                except _StillOpening:
-                    raise StateUnavailable("connecting") from None
-                except (StateUnavailable, _Abandoned, *self._backend.errors()) as exc:
-                    lost = not isinstance(exc, _Abandoned) and self._lost()
-                    self._close()
-                    if retry and lost:
-                        continue
-                    self._fail(what, exc)
-        finally:
-            self._lock.release()
-
-    def _lost(self) -> bool:
-        return self._conn is not None and self._backend.lost(self._conn)
-
-    def _fail(self, what: str, exc: BaseException):
-        """Rests the channel after a failure, warns, and raises StateUnavailable."""
-        backend = self._backend
-        self._reason = _state_reason(exc, backend.url, backend.secrets)
-        self._public = backend.public_reason(exc, self._reason)
-        self._resting_until = time.monotonic() + _BACKOFF_S
-        self._on_failure(what, self._reason, isinstance(exc, StateRefused))
-        if isinstance(exc, StateRefused):
-            raise StateRefused(self._reason, self._public) from None
-        raise StateUnavailable(self._reason, self._public) from None
-
-    def _open(self):
-        conn = self._backend.connect()
-        try:
-            # Making or checking the tables waits on the schema lock, bounded by its timeout.
-            with self._backend.guard(conn, 2 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
-                _ensure_schema(self._backend, conn)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _open_aside(self, wait_s: float) -> None:
-        """Opens the connection on a thread of its own, waiting for it up to wait_s: a store
-        that does not answer (a connect may take _CONNECT_TIMEOUT_S) costs the caller a miss,
-        not a stall. Raises _StillOpening meanwhile, or what opening raised."""
-        if self._opening is None:
-            box: dict = {}
-            thread = threading.Thread(
-                target=self._open_into, args=(box,), name="state-connect", daemon=True
-            )
-            thread.start()
-            self._opening = (thread, box)
-        thread, box = self._opening
-        thread.join(wait_s)
-        if thread.is_alive():
-            raise _StillOpening()
-        self._opening = None
-        if "error" in box:
-            raise box["error"]
-        self._conn, self._timeout = box["conn"], None
-
-    def _open_into(self, box: dict) -> None:
-        try:
-            box["conn"] = self._open()
-        except BaseException as exc:  # noqa: BLE001 - raised by the next run()
-            box["error"] = exc
-
-    def _transaction(self, work, write: bool, timeout_s: float, turns: int):
-        backend = self._backend
-        if self._conn is None:
-            self._conn, self._timeout = self._open(), None
-        conn = self._conn
-        # The server's statement timeout bounds each statement it received; the guard bounds
-        # the whole transaction on our side, however the link behaves.
-        with backend.guard(conn, 2 * timeout_s + _WATCHDOG_GRACE_S):
-            if self._timeout != timeout_s:
-                backend.set_timeout(conn, timeout_s)
-                self._timeout = timeout_s
-            backend.begin(conn, write)
-            try:
-                _refuse_newer(backend, conn)
-                if turns:
-                    backend.take_turns(conn, turns)
-                result = work(lambda text, params=(): conn.execute(backend.sql(text), params))
-                conn.execute("COMMIT")
-            except BaseException:
-                if not backend.lost(conn):
-                    _rollback(conn)
-                raise
-        return result
-
-    def wake(self) -> None:
-        """Ends a rest after a failure: the next run tries the store again."""
-        self._resting_until = 0.0
-
-    def _close(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except Exception:  # noqa: BLE001 - a connection already gone
-                pass
-            self._conn = None
-
-    def close(self) -> None:
-        # A transaction still running is bounded by the watchdog; close() waits no longer than
-        # that, then cuts the connection under it.
-        if not self._lock.acquire(timeout=4 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
-            if self._conn is not None:
-                self._backend.abandon(self._conn)
-            return
-        try:
-            self._close()
-            opening, self._opening = self._opening, None
-        finally:
-            self._lock.release()
-        # One still opening ends within the connect timeout; its connection is dropped unused.
-        if opening is not None and "conn" in opening[1]:
-            opening[1]["conn"].close()
-
-
-class _StillOpening(Exception):
-    """A channel's connection is still being opened aside (see _Channel._open_aside)."""
-
-
-_MAX_TEXT = 200  # characters of a model name (or any text) in a ledger row
-# ... but an identity is kept whole (budgets sum its rows by it): IDENTITY_MAX at most.
-IDENTITY_MAX = 600
-_MAX_COUNT = 10**12  # a token or search count past this is not real; the sums stay in BIGINT
-# Dollars one call can be recorded as: above any cost of counts capped at USAGE_MAX_TOKENS
-# (10^12 tokens at $180 a million x 4.5, or 10^12 searches at $10 a thousand), so the row
-# holds what the client was shown, never less.
-_MAX_USD = 1e13
-_COUNT_COLUMNS = (
-    "input_tokens",
-    "cached_input_tokens",
-    "output_tokens",
-    "reasoning_tokens",
-    "web_searches",
-    "cache_hit",
-    "elapsed_ms",
-)
-
-
-def bounded_row(values: dict) -> dict:
-    """A ledger row every database takes, whatever the API reported: text without NUL or
-    lone surrogates and at most _MAX_TEXT characters; counts whole, in [0, _MAX_COUNT];
-    dollars finite in [0, _MAX_USD], or None (unpriced) when they are not a number."""
-    import math
-
-    row = dict(values)
-    for name in ("day", "tool", "model", "outcome"):
-        row[name] = _clean_text(row.get(name))
-    row["user_name"] = _clean_text(row.get("user_name"), IDENTITY_MAX)
-    for name in _COUNT_COLUMNS:
-        row[name] = _bounded_count(row.get(name))
-    at = row.get("at")
-    row["at"] = float(at) if isinstance(at, (int, float)) and math.isfinite(at) else time.time()
-    usd = row.get("usd")
-    if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd):
-        row["usd"] = None
-    else:
-        row["usd"] = min(max(float(usd), 0.0), _MAX_USD)
-    return row
-
-
-def _clean_text(value, limit: int = _MAX_TEXT) -> str:
-    """Text every database takes: no NUL, no lone surrogate, at most `limit` characters."""
-    text = "" if value is None else str(value)
-    return text.encode("utf-8", "replace").decode("utf-8").replace("\0", "")[:limit]
-
-
-def _bounded_count(value) -> int:
-    try:
-        count = int(value) if isinstance(value, (int, float, str)) else 0
-    except (ValueError, OverflowError):  # "x", nan, inf
-        count = 0
-    return min(max(count, 0), _MAX_COUNT)
-
-
-class _UsageWrite:
-    """A ledger row (values None: none) and the reservation it settles (None: none)."""
-
-    __slots__ = ("day", "only_if_held", "reservation", "seq", "usd", "values")
-
-    def __init__(self, values: dict | None, reservation: str | None, only_if_held=False):
-        values = {**bounded_row(values), "writer_schema": STATE_SCHEMA_VERSION} if values else None
-        self.values, self.reservation = values, reservation
-        # A handed-over call's row: written only by whoever settles its reservation first.
-        self.only_if_held = only_if_held
-        self.seq = 0  # its place in its writer's order, set by StateWriter.submit()
-        self.day = values["day"] if values else ""
-        self.usd = (values["usd"] or 0.0) if values else 0.0
-
-    def plainer(self):
-        """The row with only its day, tool, outcome and dollars: what is left to write when
-        the whole row could not be (the spend is kept; the rest is lost, and said so)."""
-        if self.values is None:
-            return None
-        values = {**self.values, "model": "?", **dict.fromkeys(_COUNT_COLUMNS, 0)}
-        plain = _UsageWrite(values, self.reservation, self.only_if_held)
-        plain.seq = self.seq
-        return plain
-
-    def settle_only(self, q) -> None:
-        if self.reservation:
-            q("DELETE FROM reservations WHERE id = ?", (self.reservation,))
-
-    def apply(self, q) -> None:
-        if self.only_if_held and self.reservation:
-            settled = q("DELETE FROM reservations WHERE id = ?", (self.reservation,)).rowcount
-            if settled == 0:
-                return  # its creator wrote it, or another instance did
-        else:
-            self.settle_only(q)
-        if self.values is None:
-            return
-        values = self.values
-        marks = ", ".join("?" for _ in _USAGE_COLUMNS)
-        q(
-            f"INSERT INTO usage ({', '.join(_USAGE_COLUMNS)}) VALUES ({marks})",
-            [values[name] for name in _USAGE_COLUMNS],
-        )
-        sums = {
-            "usd": self.usd,
-            "calls": 1,
-            "cache_hits": values["cache_hit"],
-            "input_tokens": values["input_tokens"],
-            "cached_input_tokens": values["cached_input_tokens"],
-            "output_tokens": values["output_tokens"],
-            "web_searches": values["web_searches"],
-            "unpriced": int(values["usd"] is None),
-        }
-        names = ", ".join(sums)
-        adds = ", ".join(f"{name} = usage_daily.{name} + excluded.{name}" for name in sums)
-        q(
-            f"INSERT INTO usage_daily (day, tool, model, {names}) VALUES (?, ?, ?, "
-            f"{', '.join('?' for _ in sums)}) ON CONFLICT (day, tool, model) DO UPDATE SET {adds}",
-            [values["day"], values["tool"], values["model"], *sums.values()],
-        )
-        q(
-            "INSERT INTO usage_by_user (day, user_name, calls, usd) VALUES (?, ?, 1, ?) "
-            "ON CONFLICT (day, user_name) DO UPDATE SET calls = usage_by_user.calls + 1, "
-            "usd = usage_by_user.usd + excluded.usd",
-            (values["day"], values["user_name"], self.usd),
-        )
-        if self.usd:
-            # A running total per day, so a budget check reads a month in 31 rows at most.
-            q(
-                "INSERT INTO spend_by_day (day, usd) VALUES (?, ?) ON CONFLICT (day) "
-                "DO UPDATE SET usd = spend_by_day.usd + excluded.usd",
-                (self.day, self.usd),
-            )
-
-
-class _HandoverWrite:
-    """A call whose process stops while it runs on upstream (a signed task at a rolling
-    restart): its reservation becomes the handover's, which the instance that reads the
-    response to its end settles with the ledger row (_UsageWrite.only_if_held). The held
-    estimate keeps counting against the budgets meanwhile (usd 0 without a budget)."""
-
-    __slots__ = ("expires_at", "handover", "reservation")
-
-    def __init__(self, reservation: str | None, handover: str, expires_at: float):
-        self.reservation, self.handover, self.expires_at = reservation, handover, expires_at
-
-    def plainer(self):
-        return None  # nothing plainer to write
-
-    def settle_only(self, q) -> None:
-        pass  # a handover that cannot be written leaves the reservation as it was
-
-    def apply(self, q) -> None:
-        held = None
-        if self.reservation:
-            held = q(
-                "SELECT usd, user_name FROM reservations WHERE id = ?", (self.reservation,)
-            ).fetchone()
-            q("DELETE FROM reservations WHERE id = ?", (self.reservation,))
-        # The hold stays its user's: it keeps counting against their allowance meanwhile.
-        q(
-            "INSERT INTO reservations (id, at, expires_at, usd, user_name) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT (id) DO NOTHING",
-            (
-                self.handover,
-                time.time(),
-                self.expires_at,
-                float(held[0]) if held else 0.0,
-                held[1] if held else LOCAL_USER,
-            ),
-        )
-
-
-def handover_reservation(response_id: str) -> str:
-    """The reservation id a handed-over call's response is settled by."""
-    return f"handover:{response_id}"
-
-
-class _CacheWrite:
-    """An answer to keep (text None: the entry to drop, a row of the wrong shape)."""
-
-    __slots__ = ("key", "max_entries", "stored_at", "text", "ttl_s")
-
-    def __init__(self, key: str, text: str | None, ttl_s: int = 0, max_entries: int = 0):
-        self.key, self.text, self.ttl_s, self.max_entries = key, text, ttl_s, max_entries
-        self.stored_at = time.time()
-
-    def plainer(self):
-        return None  # an answer that cannot be kept is just not cached
-
-    def settle_only(self, q) -> None:
-        pass
-
-    def apply(self, q) -> None:
-        if self.text is None:
-            q("DELETE FROM answers WHERE key = ?", (self.key,))
-            return
-        q(
-            "INSERT INTO answers (key, stored_at, body) VALUES (?, ?, ?) ON CONFLICT (key) "
-            "DO UPDATE SET stored_at = excluded.stored_at, body = excluded.body",
-            (self.key, self.stored_at, self.text),
-        )
-        q("DELETE FROM answers WHERE stored_at <= ?", (time.time() - self.ttl_s,))
-        q(
-            "DELETE FROM answers WHERE stored_at < (SELECT stored_at FROM answers "
-            "ORDER BY stored_at DESC LIMIT 1 OFFSET ?)",
-            (self.max_entries - 1,),
-        )
-
-
-class _OwnerWrite:
-    """A user was given a response id (ResponseOwners)."""
-
-    __slots__ = ("at", "response_id", "user")
-
-    def __init__(self, response_id: str, user: str):
-        self.response_id, self.user, self.at = (
-            _clean_text(response_id),
-            _clean_text(user),
-            time.time(),
-        )
-
-    def plainer(self):
-        return None  # nothing smaller to keep: a row refused is set aside
-
-    def settle_only(self, q) -> None:
-        """Settles nothing: no reservation waits on it."""
-
-    def apply(self, q) -> None:
-        q(
-            "INSERT INTO response_owners (response_id, user_name, at) VALUES (?, ?, ?) "
-            "ON CONFLICT (response_id, user_name) DO NOTHING",
-            (self.response_id, self.user, self.at),
-        )
-
-
-_OWNERS_KEEP_S = 31 * 86400.0  # OpenAI keeps a stored response 30 days
-
-
-class _Prune:
-    """Drops raw ledger rows older than the retention (the per-day totals stay) and
-    reservations whose process never settled them."""
-
-    __slots__ = ("first_kept_day",)
-
-    def __init__(self, first_kept_day: str):
-        self.first_kept_day = first_kept_day
-
-    def plainer(self):
-        return None
-
-    def settle_only(self, q) -> None:
-        pass
-
-    def apply(self, q) -> None:
-        q("DELETE FROM usage WHERE day < ?", (self.first_kept_day,))
-        q("DELETE FROM reservations WHERE expires_at <= ?", (time.time(),))
-        q("DELETE FROM writers WHERE at < ?", (time.time() - _WRITER_MARK_KEEP_S,))
-        q("DELETE FROM response_owners WHERE at < ?", (time.time() - _OWNERS_KEEP_S,))
-
-
-class StateWriter:
-    """Writes ledger rows, settlements and cache entries in one thread, off the answer path;
-    the thread ends when it has had nothing to write for a second, so an idle server keeps
-    no thread for it.
-
-    submit() never waits. What cannot be written yet stays queued in memory (ledger rows up to
-    _MAX_PENDING_ROWS, the oldest dropped past that with a warning) and is written once the
-    store is back; the writer rests _BACKOFF_S between tries.
-
-    Each ledger row gets a sequence number, and each transaction records the last one it wrote
-    (the writer's mark, in the writers table). A reader of the totals reads the mark with them,
-    so it adds exactly the unwritten rows the totals do not hold yet, even in the moment between
-    a commit and the rows leaving unwritten(); and a batch whose commit went through but whose
-    acknowledgement was lost is not written twice when it is tried again."""
-
-    def __init__(self, store: StateStore):
-        self._store = store
-        self.id = os.urandom(12).hex()
-        self._seq = 0
-        self._channel = _Channel(store.backend, store.failed)
-        self._cond = threading.Condition()
-        self._queue: list = []
-        self._writing: list = []  # the batch in its transaction now
-        self._thread: threading.Thread | None = None
-        self._closing = False
-        self._next_prune = 0.0
-        self._set_aside_said: set = set()
-
-    def submit(self, write) -> None:
-        with self._cond:
-            if isinstance(write, _UsageWrite):
-                self._seq += 1
-                write.seq = self._seq
-            self._queue.append(write)
-            self._trim()
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="state-writer")
-                self._thread.daemon = True
-                self._thread.start()
-            self._cond.notify_all()
-
-    def open(self) -> None:
-        """Opens the connection the writes go through, if it is not open yet. A failure is
-        the ledger's writer failing (and warned as such: answers go on without it)."""
-        self._channel.run("writing the ledger", lambda q: None)
-
-    def unwritten(self) -> list:
-        """What was submitted and is not in the store yet, oldest first."""
-        with self._cond:
-            return [*self._writing, *self._queue]
-
-    def _trim(self) -> None:
-        caches = [w for w in self._queue if isinstance(w, _CacheWrite)]
-        for write in caches[: max(0, len(caches) - _MAX_PENDING_CACHE)]:
-            self._queue.remove(write)
-        owners = [w for w in self._queue if isinstance(w, _OwnerWrite)]
-        for write in owners[: max(0, len(owners) - _MAX_PENDING_ROWS)]:
-            self._queue.remove(write)  # ResponseOwners keeps the newest in memory too
-        rows = [w for w in self._queue if isinstance(w, _UsageWrite)]
-        extra = len(rows) - _MAX_PENDING_ROWS
-        if extra > 0:
-            for write in rows[:extra]:
-                self._queue.remove(write)
-            self._store.say(
-                f"{extra} usage row(s) dropped: more than {_MAX_PENDING_ROWS} waited in memory "
-                "for the state to come back"
-            )
-
-    def _loop(self) -> None:
-        while True:
-            with self._cond:
-                if not self._queue and not self._closing:
-                    self._cond.wait(_WRITER_IDLE_S)
-                if not self._queue:
-                    if not self._closing:
-                        self._thread = None  # idle: the next submit() starts another
-                    return
-                self._writing, self._queue = self._queue[:_BATCH], self._queue[_BATCH:]
-                batch = list(self._writing)
-            if time.monotonic() >= self._next_prune:
-                batch.append(_Prune(self._store.first_kept_day()))
-            try:
-                work = _write_batch(self.id, batch, self._store.backend, self._set_aside)
-                self._channel.run("writing the ledger", work)
-                written = True
-            except StateUnavailable:
-                written = False
-            except Exception as exc:  # noqa: BLE001 - a bug must not stop the writer
-                self._store.say(f"writing state failed ({type(exc).__name__}); batch dropped")
-                written = True
-            with self._cond:
-                if written:
-                    if isinstance(batch[-1], _Prune):
-                        self._next_prune = time.monotonic() + _PRUNE_EVERY_S
-                else:
-                    self._queue[:0] = self._writing
-                    self._trim()
-                self._writing = []
-                if not written:
-                    if self._closing:
-                        return  # the try after close() failed too; close() reports the rest
-                    # Rest (new rows do not cut it short; close() does), then try again.
-                    deadline = time.monotonic() + _BACKOFF_S
-                    while not self._closing and time.monotonic() < deadline:
-                        self._cond.wait(deadline - time.monotonic())
-
-    def _set_aside(self, write, exc: BaseException, kept: bool) -> None:
-        """Says (once per kind of failure) that a write could not be stored as it was."""
-        reason = f"{type(write).__name__.strip('_')}: {type(exc).__name__}"
-        if reason in self._set_aside_said:
-            return
-        self._set_aside_said.add(reason)
-        what = (
-            "a ledger row was written with its spend only (model and counts left out)"
-            if kept
-            else "a write was set aside"
-        )
-        self._store.say(f"{what}: the database refused a value ({reason}); the rest go on")
-
-    def close(self, wait_s: float) -> int:
-        """Writes what is queued, trying once more at once if the store was resting, for up
-        to wait_s; how many ledger rows are left unwritten."""
-        self._channel.wake()
-        with self._cond:
-            self._closing = True
-            self._cond.notify_all()
-            thread = self._thread
-        if thread is not None:
-            thread.join(wait_s)
-        self._channel.close()
-        with self._cond:
-            return sum(1 for w in [*self._writing, *self._queue] if isinstance(w, _UsageWrite))
-
-
-def _write_batch(writer: str, writes: list, backend, set_aside):
-    """The batch's transaction: it skips the rows the writer's mark says are in already, and
-    moves the mark past the rows it writes. Each write has a savepoint: one the database
-    refuses for a value in it is written plainer (a ledger row with its spend only), or set
-    aside, its reservation settled all the same; the batch goes on (a refused value must not
-    hold every later row back, nor leave its batch's reservations holding budget)."""
-
-    def work(q) -> None:
-        row = q("SELECT seq FROM writers WHERE id = ?", (writer,)).fetchone()
-        mark = int(row[0]) if row else 0
-        last = mark
-        for write in writes:
-            seq = getattr(write, "seq", 0)
-            if seq and seq <= mark:
-                continue
-            _apply_or_set_aside(q, write, backend, set_aside)
-            last = max(last, seq)
-        if last > mark:
-            q(
-                "INSERT INTO writers (id, seq, at) VALUES (?, ?, ?) ON CONFLICT (id) "
-                "DO UPDATE SET seq = excluded.seq, at = excluded.at",
-                (writer, last, time.time()),
-            )
-
-    return work
-
-
-def _apply_or_set_aside(q, write, backend, set_aside) -> None:
-    plain = write.plainer()
-    steps = [write.apply, *([plain.apply] if plain else []), write.settle_only]
-    refused = None
-    for step in steps:
-        q("SAVEPOINT one_write")
-        try:
-            step(q)
-        except Exception as exc:
-            if not backend.refused_value(exc):
-                raise  # the store's trouble, not the row's: the batch is tried again later
-            q("ROLLBACK TO SAVEPOINT one_write")
-            q("RELEASE SAVEPOINT one_write")
-            refused = exc
-            continue
-        q("RELEASE SAVEPOINT one_write")
-        break
-    if refused is not None:
-        set_aside(write, refused, kept=step is not steps[-1])
-
-
-# What a failure means, by what failed: only a failed budget check refuses a call (a writer
-# that fails retries, a cache read that fails is a miss), and only that one says so.
-_FAILURE_OUTCOMES = {
-    "checking the budget": "calls that would spend are refused while a budget is set, and ",
-    "reading the budget": "calls that would spend are refused while a budget is set, and ",
-    "writing the ledger": "answers go on without it, and ",
-    "reading the cache": "answers go on without it (no cache hits), and ",
-}
-
-
-class StateStore:
-    """The one interface to the state, whichever database holds it: reads on the answer path
-    (short, on their own connection), writes through the StateWriter, reports on a
-    connection of their own. Failures are warnings (at most one a minute per reason)."""
-
-    def __init__(self, backend, log: Log, timezone: str = "UTC", retention_days: int = 90):
-        self.backend = backend
-        self._log = log
-        self._timezone = timezone
-        self._retention_days = retention_days
-        self._warned: dict = {}
-        self._warn_lock = threading.Lock()
-        self._prepared = False  # see prepare()
-        # The cache's reads and the budget's checks each have a connection: a slow cache read
-        # (a miss after _CACHE_READ_S) puts no budget check at rest.
-        self._reads = _Channel(backend, self.failed) if backend else None
-        self._cache_reads = _Channel(backend, self.failed) if backend else None
-        self._writer = StateWriter(self) if backend else None
-
-    @property
-    def enabled(self) -> bool:
-        return self.backend is not None
-
-    @property
-    def label(self) -> str:
-        return self.backend.label if self.backend else "off"
-
-    @property
-    def kind(self) -> str:
-        """Which store, without where: for what MCP clients see."""
-        if self.backend is None:
-            return "the state"
-        return "the state database" if self.backend.postgres else "the state file"
-
-    def read(self, what: str, work, cache: bool = False, **options):
-        """work(q) in a transaction on the answer path's connection (the cache's own with
-        cache=True); raises StateUnavailable."""
-        if self.backend is None:
-            raise StateUnavailable("state is off")
-        return (self._cache_reads if cache else self._reads).run(what, work, **options)
-
-    def write_later(self, write) -> None:
-        if self._writer is not None:
-            self._writer.submit(write)
-
-    def prepare(self) -> None:
-        """Opens the writer's connection (imports the driver, makes or checks the tables) in a
-        thread of its own, once, while a call is in flight: else a stop signal during a first
-        call left all of that to the second the process has to write the call's row and exit
-        (over a second on a busy machine, with the cache off and no budget to open it first).
-        Raises ToolError while the store refuses this process (refused()): the call's row could
-        not be written, so the call does not run (issue 39)."""
-        refused = self.refused()
-        if refused is not None:
-            raise ToolError(f"this server cannot use {self.kind}: {refused.public}")
-        if self._writer is None or self._prepared:
-            return
-        self._prepared = True
-
-        def open_it() -> None:
-            try:
-                self._writer.open()
-            except StateUnavailable:
-                pass  # warned already; the row's write tries again
-
-        threading.Thread(target=open_it, name="state-open", daemon=True).start()
-
-    def unwritten(self) -> list:
-        return self._writer.unwritten() if self._writer else []
-
-    def refused(self) -> StateRefused | None:
-        """The refusal once the store was found upgraded past this version, or waiting for an
-        upgrade this config cannot make (until a transaction goes through): every call is
-        refused then, since its row could not be written (issue 39)."""
-        return self.backend.refused if self.backend is not None else None
-
-    @property
-    def writer_id(self) -> str:
-        """The key of this process's writer's mark in the writers table."""
-        return self._writer.id if self._writer else ""
-
-    def report(self, what: str, work):
-        """work(q) on a connection of its own, opened and closed here: a long report holds up
-        no call. Raises StateUnavailable."""
-        if self.backend is None:
-            raise StateUnavailable("state is off")
-        channel = _Channel(self.backend, self.failed)
-        try:
-            return channel.run(what, work, timeout_s=30.0)
-        finally:
-            channel.close()
-
-    def first_kept_day(self) -> str:
-        import datetime
-
-        today = datetime.date.fromisoformat(today_in(self._timezone))
-        return (today - datetime.timedelta(days=self._retention_days)).isoformat()
-
-    def failed(self, what: str, reason: str, refused: bool = False) -> None:
-        now = time.monotonic()
-        with self._warn_lock:
-            if now - self._warned.get(reason, -_WARN_EVERY_S) < _WARN_EVERY_S:
-                return
-            self._warned[reason] = now
-        if refused:  # the reason says what to do; the store's own hint (delete it...) must not
-            self._log.say(f"error: {self.label}: {reason}")
-            return
-        self._log.say(
-            f"warning: {self.label}: {what} failed ({reason}); {_FAILURE_OUTCOMES.get(what, '')}"
-            f"spend is kept in memory until it is back ({self.backend.hint})"
-        )
-
-    def say(self, text: str) -> None:
-        self._log.say(f"warning: {self.label}: {text}")
-
-    def close(self, wait_s: float = 5.0) -> None:
-        """Writes what is queued (waiting up to wait_s), then closes the connections."""
-        if self.backend is None:
-            return
-        left = self._writer.close(wait_s)
-        if left:
-            self.say(f"{left} usage row(s) could not be written before exit")
-        self._reads.close()
-        self._cache_reads.close()
-
-
-def claim_daily(state: StateStore, name: str, today: str) -> bool:
-    """Whether this process is the first to run the check `name` today (and now has): with
-    the state off, every process is; with the state unavailable, none is."""
-    if not state.enabled:
-        return True
-
-    def claim(q) -> bool:
-        row = q("SELECT day FROM checks WHERE name = ?", (name,)).fetchone()
-        if row is not None and row[0] >= today:
-            return False
-        q(
-            "INSERT INTO checks (name, day) VALUES (?, ?) ON CONFLICT (name) "
-            "DO UPDATE SET day = excluded.day",
-            (name, today),
-        )
-        return True
-
-    try:
-        return state.read(f"claiming today's {name} check", claim, write=True)
-    except StateUnavailable:
-        return False
-
-
-def release_daily(state: StateStore, name: str, today: str) -> None:
-    """Gives back today's claim of the check `name` (its look failed): the next process, or
-    this one's next try, runs it."""
-    if not state.enabled:
-        return
-    try:
-        state.read(
-            f"giving back today's {name} check",
-            lambda q: q("DELETE FROM checks WHERE name = ? AND day = ?", (name, today)),
-            write=True,
-        )
-    except StateUnavailable:
-        pass
-
-
-class UsageRow:
-    """One finished call, as the ledger stores it: counts and dollars, never the query."""
-
-    def __init__(
-        self, tool: str, model: str, outcome: str, meta: dict | None = None, user: str = LOCAL_USER
-    ):
-        meta = meta or {}
-        usage = meta.get("usage") or {}
-        cost = meta.get("cost") or {}
-        self.values = {
-            "at": time.time(),
-            "tool": tool,
-            "model": model,
-            "input_tokens": usage.get("input_tokens", 0),
-            "cached_input_tokens": usage.get("cached_input_tokens", 0),
-            "output_tokens": usage.get("output_tokens", 0),
-            "reasoning_tokens": usage.get("reasoning_tokens", 0),
-            "web_searches": meta.get("web_searches", 0),
-            "usd": cost.get("usd", 0.0),
-            "cache_hit": int(bool((meta.get("cache") or {}).get("hit"))),
-            "elapsed_ms": meta.get("elapsed_ms", 0),
-            "outcome": outcome,
-            "user_name": user,
-            # How many files the call sent, and their bytes: never their names or content.
-            "files": len(meta.get("files") or ()),
-            "file_bytes": sum(f["bytes"] for f in meta.get("files") or ()),
-        }
-
-
-class Ledger:
-    """The usage rows, budgets' reservations, and the per-day sums --usage and budgets read."""
-
-    def __init__(self, state: StateStore, timezone: str):
-        self._state = state
-        self._timezone = timezone
-
-    def record(self, row: UsageRow, reservation: str | None = None) -> None:
-        """Queues the row (and settles the call's reservation with it); never waits."""
-        values = {**row.values, "day": today_in(self._timezone)}
-        self._state.write_later(_UsageWrite(values, reservation))
-
-    def release(self, reservation: str) -> None:
-        """Gives a reservation back unused (its call made no request of its own)."""
-        self._state.write_later(_UsageWrite(None, reservation))
-
-    def hand_over(self, reservation: str | None, response_id: str, expires_at: float) -> None:
-        """Leaves a running call's row to the instance that reads its response to the end."""
-        handover = handover_reservation(response_id)
-        self._state.write_later(_HandoverWrite(reservation, handover, expires_at))
-
-    def settle_handover(self, row: UsageRow, response_id: str) -> None:
-        """The row of a response read to its end here: written only if its creator handed it
-        over (and no other instance has written it first)."""
-        values = {**row.values, "day": today_in(self._timezone)}
-        reservation = handover_reservation(response_id)
-        self._state.write_later(_UsageWrite(values, reservation, only_if_held=True))
-
-    def spent_since(self, first_day: str) -> float:
-        """Dollars spent from first_day (YYYY-MM-DD, in policy.timezone) on, rows not yet
-        written included. Raises StateUnavailable."""
-        unwritten = self._state.unwritten()
-        writer = self._state.writer_id
-        sums = self._state.read(
-            "reading the budget", lambda q: _spent(q, [(first_day, None)], writer)
-        )
-        return sums[0] + _unwritten_spend(unwritten, first_day, sums[-1])
-
-    def reserve(
-        self,
-        tool: str,
-        limits: list,
-        floor: float,
-        ttl_s: float,
-        user: str = LOCAL_USER,
-        estimator=None,
-    ) -> tuple:
-        """Reserves a call's expected cost if every (first day, limit, user) has room for it
-        (user None: the team's spend; else that user's), all in one transaction that takes
-        turns with every other process's: (reservation id or None, the estimate, [(spent,
-        reserved by calls in flight)] per limit). The tool's typical cost is the mean of its
-        last priced calls (of `estimator.model`, when it has any: another model's are priced at
-        other rates), never under `floor`; `estimator(typical usd, the least input tokens they
-        carried)` makes the call's estimate of it (Pricing.estimate), else it is the estimate.
-        Raises StateUnavailable."""
-        unwritten = self._state.unwritten()
-        writer = self._state.writer_id
-        settling = {w.reservation for w in unwritten if isinstance(w, _UsageWrite)}
-        bounds = [(*limit, None)[:3] for limit in limits]  # (first day, limit): the team's
-
-        def work(q):
-            now = time.time()
-            recent = _recent_calls(q, tool, getattr(estimator, "model", None))
-            mean = sum(float(row[0]) for row in recent) / len(recent) if recent else 0.0
-            # The least input they carried, for the long-context line: a mean would put every
-            # call after one with a large file over it.
-            tokens = min((int(row[1] or 0) for row in recent), default=0)
-            estimate = max(floor, mean)
-            if estimator is not None:
-                estimate = estimator(estimate, tokens)
-            live = q(
-                "SELECT id, usd, user_name FROM reservations WHERE expires_at > ?", (now,)
-            ).fetchall()
-            live = [(float(usd), who) for rid, usd, who in live if rid not in settling]
-            *totals, mark = _spent(q, [(day, who) for day, _, who in bounds], writer)
-            sums = [
-                (
-                    total + _unwritten_spend(unwritten, day, mark, who),
-                    sum(usd for usd, holder in live if who is None or holder == who),
-                )
-                for total, (day, _limit, who) in zip(totals, bounds, strict=True)
-            ]
-            pairs = zip(sums, bounds, strict=True)
-            room = all(s + r + estimate <= limit + 1e-9 for (s, r), (_, limit, _) in pairs)
-            reservation = None
-            if room:
-                reservation = os.urandom(12).hex()
-                q(
-                    "INSERT INTO reservations (id, at, expires_at, usd, user_name) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (reservation, now, now + ttl_s, estimate, user),
-                )
-            return reservation, estimate, sums
-
-        # wait_s: this process's other calls checking their budget first (each a few ms,
-        # unless the store is slow: then each gives up after _BUSY_TIMEOUT_S).
-        return self._state.read(
-            "checking the budget", work, write=True, turns=_LOCK_BUDGET, wait_s=_BUDGET_WAIT_S
-        )
-
-    def report(self, since: str | None) -> dict:
-        """Spend by day, model and tool, with totals, from the per-day sums: what --usage
-        prints. Raises StateUnavailable."""
-        where, params = ("WHERE day >= ?", (since,)) if since else ("", ())
-        sums = ", ".join(f"COALESCE(SUM({name}), 0) AS {name}" for name in _DAILY_SUMS)
-
-        def read(q):
-            report = {"since": since, "timezone": self._timezone}
-            for name, column in (("by_day", "day"), ("by_model", "model"), ("by_tool", "tool")):
-                cursor = q(
-                    f"SELECT {column}, {sums} FROM usage_daily {where} GROUP BY {column} "
-                    f"ORDER BY {column}",
-                    params,
-                )
-                report[name] = [_usage_row(cursor, row) for row in cursor.fetchall()]
-            cursor = q(f"SELECT {sums} FROM usage_daily {where}", params)
-            report["total"] = _usage_row(cursor, cursor.fetchone())
-            rows = q(
-                f"SELECT user_name, SUM(calls), COALESCE(SUM(usd), 0) FROM usage_by_user {where} "
-                "GROUP BY user_name ORDER BY user_name",
-                params,
-            ).fetchall()
-            report["by_user"] = [
-                {
-                    "user": name or "(before users)",
-                    "kind": identity_kind(name),  # user, oauth, shared, local or none
-                    "calls": int(calls),
-                    "usd": round(float(d), 6),
-                }
-                for name, calls, d in rows
-            ]
-            return report
-
-        return self._state.report("reading usage", read)
-
-    def user_report(self, since: str, user: str) -> dict:
-        """report() for one user's spend only (what a non-admin's GET /usage shows): totals
-        and calls from the per-user sums, by model and by tool from that user's raw rows
-        (kept state.retention_days). Raises StateUnavailable."""
-        sums = (
-            "COUNT(*) AS calls, COALESCE(SUM(usd), 0) AS usd, SUM(cache_hit) AS cache_hits, "
-            "SUM(input_tokens) AS input_tokens, SUM(cached_input_tokens) AS "
-            "cached_input_tokens, SUM(output_tokens) AS output_tokens, SUM(web_searches) AS "
-            "web_searches, SUM(CASE WHEN usd IS NULL THEN 1 ELSE 0 END) AS unpriced"
-        )
-        mine = "WHERE day >= ? AND user_name = ?"
-
-        def read(q):
-            report = {"since": since, "timezone": self._timezone}
-            for name, column in (("by_model", "model"), ("by_tool", "tool")):
-                cursor = q(
-                    f"SELECT {column}, {sums} FROM usage {mine} GROUP BY {column} "
-                    f"ORDER BY {column}",
-                    (since, user),
-                )
-                report[name] = [_usage_row(cursor, row) for row in cursor.fetchall()]
-            cursor = q(f"SELECT {sums} FROM usage {mine}", (since, user))
-            total = _usage_row(cursor, cursor.fetchone())
-            calls, usd = q(
-                f"SELECT COALESCE(SUM(calls), 0), COALESCE(SUM(usd), 0) FROM usage_by_user {mine}",
-                (since, user),
-            ).fetchone()
-            total.update(calls=int(calls), usd=round(float(usd), 6))
-            report["total"] = total
-            report["by_user"] = [{"user": user, "calls": total["calls"], "usd": total["usd"]}]
-            return report
-
-        return self._state.report("reading usage", read)
-
-
-def _recent_calls(q, tool: str, model: str | None) -> list:
-    """[(usd, input tokens)] of the tool's last _RECENT_CALLS priced calls: those of `model`
-    (its dated snapshots too) among the last _RECENT_SCAN when there are any, else any
-    model's (a gateway's response names the model its own way)."""
-    rows = q(
-        "SELECT usd, input_tokens, model FROM usage WHERE tool = ? AND outcome = 'ok' "
-        "AND usd IS NOT NULL ORDER BY id DESC LIMIT ?",
-        (tool, _RECENT_SCAN),
-    ).fetchall()
-    same = [row for row in rows if model is not None and _undated(str(row[2])) == _undated(model)]
-    return [row[:2] for row in (same or rows)[:_RECENT_CALLS]]
-
-
-def _spent(q, since: list, writer: str) -> list:
-    """The spend from each (first day, user) on (user None: everyone's), then this process's
-    writer's mark, in one statement: one snapshot of the store, even where each statement
-    sees the latest commit."""
-    parts, params = [], []
-    for first_day, user in since:
-        if user is None:
-            parts.append("(SELECT SUM(usd) FROM spend_by_day WHERE day >= ?)")
-            params.append(first_day)
-        else:
-            parts.append("(SELECT SUM(usd) FROM usage_by_user WHERE day >= ? AND user_name = ?)")
-            params += [first_day, user]
-    row = q(
-        f"SELECT {', '.join(parts)}, (SELECT seq FROM writers WHERE id = ?)", (*params, writer)
-    ).fetchone()
-    return [float(value or 0.0) for value in row[:-1]] + [int(row[-1] or 0)]
-
-
-def _unwritten_spend(unwritten: list, first_day: str, mark: int, user=None) -> float:
-    """What the rows not in the totals yet add: those past the writer's mark (the user's
-    only, when one is named)."""
-    return sum(
-        w.usd
-        for w in unwritten
-        if isinstance(w, _UsageWrite)
-        and w.seq > mark
-        and w.day >= first_day
-        and (user is None or w.values["user_name"] == user)
-    )
-
-
-def spend_summary(ledger: Ledger, timezone: str, in_flight: int, user=None) -> dict:
-    """What GET /usage shows: today's and this month's spend by model, tool and user (`user`:
-    that user's spend only, every figure of it; None: the team's), the cache hit rate, and
-    the calls in flight (the caller counts them for the same people)."""
-    today = today_in(timezone)
-    summary: dict = {"timezone": timezone, "today": today, "in_flight": in_flight}
-    for period, since in (("day", today), ("month", today[:8] + "01")):
-        try:
-            report = ledger.report(since) if user is None else ledger.user_report(since, user)
-        except StateUnavailable:  # zeros below, but not passed off as "nothing spent"
-            summary["warning"] = "the usage ledger could not be read; see the server's stderr"
-            report = {"by_model": [], "by_tool": [], "by_user": [], "total": None}
-        total = report["total"] or _usage_row_empty()
-        by_user = report["by_user"]
-        calls = total["calls"]
-        summary[period] = {
-            "since": since,
-            "usd": total["usd"],
-            "calls": calls,
-            "cache_hit_rate": round(total["cache_hits"] / calls, 4) if calls else 0.0,
-            "by_model": [_spend(row, "model") for row in report["by_model"]],
-            "by_tool": [_spend(row, "tool") for row in report["by_tool"]],
-            "by_user": by_user,
-        }
-    return summary
-
-
-def _spend(row: dict, key: str) -> dict:
-    return {
-        key: row[key],
-        "usd": row["usd"],
-        "calls": row["calls"],
-        "cache_hits": row["cache_hits"],
-    }
-
-
-def spend_page(summary: dict) -> bytes:
-    """GET /usage as a small HTML page for a browser: no scripts, no external assets."""
-    import html
-
-    def table(title: str, rows: list, key: str) -> str:
-        hits = key != "user"  # by user: calls and dollars only
-        cells = "".join(
-            f"<tr><td>{html.escape(user_row_label(row) if key == 'user' else str(row[key]))}"
-            f"</td><td>{row['calls']}</td>"
-            + (f"<td>{row['cache_hits']}</td>" if hits else "")
-            + f"<td>${row['usd']:.4f}</td></tr>"
-            for row in rows
-        )
-        return (
-            f"<table><caption>{title}</caption><tr><th>{key}</th><th>calls</th>"
-            + ("<th>cache hits</th>" if hits else "")
-            + f"<th>USD</th></tr>{cells}</table>"
-        )
-
-    parts = [
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>{SERVER_NAME}: spend</title>",
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;"
-        "margin:1em 0}td,th{border:1px solid #999;padding:.2em .6em;text-align:right}"
-        "caption{text-align:left;font-weight:bold}</style></head><body>",
-        f"<h1>Spend</h1><p>{html.escape(summary['today'])} ({html.escape(summary['timezone'])})"
-        f"; calls in flight: <span id='in-flight'>{summary['in_flight']}</span></p>",
-    ]
-    if summary.get("warning"):
-        parts.append(f"<p id='warning'><strong>{html.escape(summary['warning'])}</strong></p>")
-    for period, title in (("day", "Today"), ("month", "This month")):
-        data = summary[period]
-        parts.append(
-            f"<h2>{title}: <span id='{period}-usd'>${data['usd']:.4f}</span></h2>"
-            f"<p>{data['calls']} calls, cache hit rate {data['cache_hit_rate'] * 100:.1f}%</p>"
-        )
-        parts.append(table(f"{title} by model", data["by_model"], "model"))
-        parts.append(table(f"{title} by tool", data["by_tool"], "tool"))
-        parts.append(table(f"{title} by user", data["by_user"], "user"))
-    parts.append("</body></html>")
-    return "".join(parts).encode("utf-8")
-
-
-def _usage_row(cursor, row) -> dict:
-    names = [getattr(column, "name", None) or column[0] for column in cursor.description]
-    entry = {name: (value or 0) for name, value in zip(names, row, strict=True)}
-    for name in _DAILY_SUMS:  # PostgreSQL sums integers as Decimal
-        entry[name] = round(float(entry[name]), 6) if name == "usd" else int(entry[name])
-    return entry
-
-
-def token_sha256(token: str) -> str:
-    """What the state keeps of a named user's token."""
-    import hashlib
-
-    return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
-
-
-USER_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}"
-OAUTH_SUBJECT_MAX = 255  # characters of a token's user claim; a longer one is refused
-
-
-# -- Identities: one person, one identity (issue 31) ---------------------------------------------
-# Three namespaces that never meet: named users (their name: letters, digits and . _ @ + -,
-# never ':'), OAuth subjects (oauth:<issuer>#<sub>, per issuer) and the two reserved
-# identities, `shared` (MCP_HTTP_TOKEN) and `local` (stdio; HTTP with no token asked). The
-# ledger, budgets, cache keys, response owners, tasks and handoffs all key by this string.
-
-
-def oauth_identity(issuer: str, subject: str) -> str:
-    """An OAuth subject's identity: its issuer (without a trailing '/') and its subject."""
-    return f"{OAUTH_PREFIX}{issuer.rstrip('/')}#{subject}"
-
-
-def identity_kind(identity: str) -> str:
-    """user, oauth, shared, local, or none ('': rows from before users existed)."""
-    if identity.startswith(OAUTH_PREFIX):
-        return "oauth"
-    if identity in (SHARED_USER, LOCAL_USER):
-        return identity
-    return "user" if identity else "none"
-
-
-def identity_label(identity: str) -> str:
-    """How --usage and /usage show an identity, its kind first: user:alice,
-    oauth:https://login.example.com#alice, shared (MCP_HTTP_TOKEN), local, (before users)."""
-    kind = identity_kind(identity)
-    if kind == "user":
-        return USER_PREFIX + identity
-    if kind == "oauth" and identity.startswith(OAUTH_PREFIX + "#"):
-        return f"{OAUTH_PREFIX}(issuer unknown){identity[len(OAUTH_PREFIX) :]}"
-    labels = {"shared": "shared (MCP_HTTP_TOKEN)", "none": "(before users)"}
-    return labels.get(kind, identity)
-
-
-def user_row_label(row: dict) -> str:
-    """A by_user row's identity, as identity_label shows it."""
-    return identity_label("" if row.get("kind") == "none" else row["user"])
-
-
-def admin_identity(entry: str) -> str:
-    """A server.auth.admins entry as the identity it names; ValueError saying why not.
-    user:NAME (or NAME alone, as before schema 7) is a named user; oauth:ISSUER#SUB a
-    subject of that issuer; `shared` whoever holds MCP_HTTP_TOKEN."""
-    entry = entry.strip()
-    if entry.startswith(OAUTH_PREFIX):
-        issuer, sep, subject = entry[len(OAUTH_PREFIX) :].partition("#")
-        if not sep or not subject or not re.match(r"https?://[^/\s#]+", issuer):
-            raise ValueError(
-                f"{entry[:80]!r} is not oauth:ISSUER#SUBJECT (e.g. "
-                "oauth:https://login.example.com/realms/team#3f2a...): the issuer as "
-                "server.auth.issuer writes it, '#', the token's sub (or server.auth.user_claim)"
-            )
-        return oauth_identity(issuer, subject)
-    if entry == SHARED_USER:
-        return SHARED_USER
-    name = entry[len(USER_PREFIX) :] if entry.startswith(USER_PREFIX) else entry
-    if not re.fullmatch(USER_NAME_PATTERN, name) or name in (LOCAL_USER, SHARED_USER):
-        raise ValueError(
-            f"{entry[:80]!r} is not user:NAME (a --user add name), oauth:ISSUER#SUBJECT or shared"
-        )
-    return name
-
-
-def user_name_problem(name: str) -> str | None:
-    """Why `name` cannot be a user's name, or None."""
-    if not re.fullmatch(USER_NAME_PATTERN, name):
-        return (
-            f"{name[:80]!r} is not a user name: 1-64 letters, digits and . _ @ + -, starting "
-            "with a letter or digit"
-        )
-    if name.lower() in (LOCAL_USER, SHARED_USER):
-        return f"{name!r} is reserved (the {name.lower()} identity); pick another name"
-    return None
-
-
-class UserDirectory:
-    """Named users (--user add/list/revoke) in the state, so every host sharing it knows them.
-
-    Servers keep the users' token hashes for _USERS_CACHE_S, so a revoked token is refused
-    within seconds; each user's own allowance (--daily-usd, --monthly-usd) comes with them.
-    Once the state has had a user, active or revoked, it has had one for good (issue 31): a
-    revoke never turns a server back into one that asks for no token."""
-
-    def __init__(self, state: StateStore):
-        self._state = state
-        self._lock = threading.Lock()
-        self._active: dict | None = None  # token hash -> (name, daily_usd, monthly_usd)
-        self._hashes: set = set()  # every named token's hash seen, revoked ones too
-        self._read_at = -_USERS_CACHE_S
-        self._had = None  # whether the state has had any user (None: never read)
-        # Called with the number of active users after each read (HttpApp: says on stderr
-        # the moment none is left).
-        self.on_read = None
-
-    def _snapshot(self) -> dict:
-        """The active users by token hash, read again once _USERS_CACHE_S old; raises
-        StateUnavailable (the state is off: no users)."""
-        if not self._state.enabled:
-            return {}
-        with self._lock:
-            if self._active is not None and time.monotonic() - self._read_at < _USERS_CACHE_S:
-                return self._active
-            rows = self._state.read(
-                "reading users",
-                lambda q: q(
-                    "SELECT token_sha256, name, daily_usd, monthly_usd, revoked_at FROM users"
-                ).fetchall(),
-            )
-            self._active = {row[0]: (row[1], row[2], row[3]) for row in rows if row[4] is None}
-            if len(self._hashes) < _USERS_HASHES_KEPT:
-                self._hashes.update(row[0] for row in rows)
-            self._read_at = time.monotonic()
-            self._had = bool(self._had) or bool(rows)
-            active, hook = self._active, self.on_read
-        if hook is not None:
-            hook(len(active))
-        return active
-
-    def exist(self) -> bool:
-        """Whether the state has had any user, active or revoked (a revoke never opens a
-        server); when the state cannot be read, what the last read said. A state never read
-        yet counts as having users (fail closed: its users may be there, in a team's database
-        or a local file that cannot be read now)."""
-        if not self._state.enabled:
-            return False
-        try:
-            self._snapshot()
-        except StateUnavailable:
-            pass
-        return True if self._had is None else self._had
-
-    def had(self) -> bool:
-        """Whether a read of the state has ever found a user (not a guess: see exist())."""
-        return bool(self._had)
-
-    def ever_read(self) -> bool:
-        """Whether this process has read the users once: then every named token there was
-        is known by its hash (named_shaped), those from before the prefix too."""
-        return self._had is not None
-
-    def active(self) -> int | None:
-        """How many users have a valid token; None when the state cannot be read."""
-        try:
-            return len(self._snapshot())
-        except StateUnavailable:
-            return None
-
-    def named_shaped(self, token: str) -> bool:
-        """Whether a token is one of ours (a named token's prefix, or the hash of a named
-        token seen, revoked ones too): never sent to an OAuth issuer's introspection."""
-        return token.startswith(NAMED_TOKEN_PREFIX) or token_sha256(token) in self._hashes
-
-    def user_of(self, token: str) -> str | None:
-        """The active user whose token this is, or None; raises StateUnavailable."""
-        found = self._snapshot().get(token_sha256(token))
-        return found[0] if found else None
-
-    def allowance(self, name: str) -> tuple:
-        """(daily_usd, monthly_usd) set for this user (None: the per-user default); raises
-        StateUnavailable."""
-        for user, daily, monthly in self._snapshot().values():
-            if user == name:
-                return daily, monthly
-        return None, None
-
-    # -- the --user commands: on a connection of their own ----------------------------------------
-
-    def add(self, name: str, token: str, daily: float | None, monthly: float | None) -> tuple:
-        """Adds a user, or gives a revoked one a new token keeping its allowances unless new
-        ones are given (issue 39); ((daily, monthly) it now has, whether it was there);
-        ValueError if it is active."""
-
-        def work(q):
-            row = q(
-                "SELECT revoked_at, daily_usd, monthly_usd FROM users WHERE name = ?", (name,)
-            ).fetchone()
-            if row is not None and row[0] is None:
-                raise ValueError(f"user {name!r} exists; --user rotate {name} gives it a new token")
-            # Names that differ only in case are two people who read as one (admins, --usage).
-            for (other,) in q("SELECT name FROM users").fetchall():
-                if other != name and other.lower() == name.lower():
-                    raise ValueError(
-                        f"user {other!r} exists, and {name!r} differs from it only in case; "
-                        "pick another name"
-                    )
-            if row is not None:  # revoked: a new token, the same allowances and history
-                kept = (row[1] if daily is None else daily, row[2] if monthly is None else monthly)
-                q(
-                    "UPDATE users SET token_sha256 = ?, revoked_at = NULL, daily_usd = ?, "
-                    "monthly_usd = ? WHERE name = ?",
-                    (token_sha256(token), *kept, name),
-                )
-                return kept, True
-            q(
-                "INSERT INTO users (name, token_sha256, created_at, revoked_at, daily_usd, "
-                "monthly_usd) VALUES (?, ?, ?, NULL, ?, ?)",
-                (name, token_sha256(token), time.time(), daily, monthly),
-            )
-            return (daily, monthly), False
-
-        return self._state.report("adding a user", work)
-
-    def rotate(self, name: str, token: str) -> tuple:
-        """Gives an active user a new token in place of its old one, which is refused from
-        now on (by running servers within _USERS_CACHE_S); its allowances and usage stay.
-        (daily, monthly); ValueError if there is no such active user."""
-
-        def work(q):
-            row = self._row(q, name)
-            if row[0] is not None:
-                raise ValueError(f"user {name!r} is revoked; --user add {name} gives it a token")
-            q("UPDATE users SET token_sha256 = ? WHERE name = ?", (token_sha256(token), name))
-            return row[1], row[2]
-
-        return self._state.report("rotating a user's token", work)
-
-    def limit(self, name: str, daily, monthly) -> tuple:
-        """Sets a user's own allowances: a number, None to leave it, ALLOWANCE_DEFAULT for the
-        per-user default. (daily, monthly) it now has; ValueError if there is no such user."""
-
-        def work(q):
-            row = self._row(q, name)
-            kept = tuple(
-                old if new is None else (None if new == ALLOWANCE_DEFAULT else new)
-                for old, new in ((row[1], daily), (row[2], monthly))
-            )
-            q("UPDATE users SET daily_usd = ?, monthly_usd = ? WHERE name = ?", (*kept, name))
-            return kept
-
-        return self._state.report("setting a user's allowance", work)
-
-    @staticmethod
-    def _row(q, name: str) -> tuple:
-        row = q(
-            "SELECT revoked_at, daily_usd, monthly_usd FROM users WHERE name = ?", (name,)
-        ).fetchone()
-        if row is None:
-            raise ValueError(f"no user named {name!r} (see --user list)")
-        return row
-
-    def revoke(self, name: str) -> None:
-        """Revokes a user's token; ValueError if there is no such active user."""
-
-        def work(q):
-            row = q("SELECT revoked_at FROM users WHERE name = ?", (name,)).fetchone()
-            if row is None:
-                raise ValueError(f"no user named {name!r} (see --user list)")
-            if row[0] is not None:
-                raise ValueError(f"user {name!r} is revoked already")
-            q("UPDATE users SET revoked_at = ? WHERE name = ?", (time.time(), name))
-
-        self._state.report("revoking a user", work)
-
-    def listing(self) -> list[dict]:
-        """Every user, active or revoked, without any token or hash."""
-
-        def work(q):
-            return q(
-                "SELECT name, created_at, revoked_at, daily_usd, monthly_usd FROM users "
-                "ORDER BY name"
-            ).fetchall()
-
-        names = ("name", "created_at", "revoked_at", "daily_usd", "monthly_usd")
-        return [dict(zip(names, row, strict=True)) for row in self._state.report("users", work)]
-
-
-class ResponseOwners:
-    """Who was given each response id: its creator, and whoever got it from the cache or an
-    identical call. A follow-up (previous_response_id) must name one of its user's own while
-    several people use the server. This process's recent ones are in memory; all of them in
-    the state, so any instance can tell."""
-
-    _MEMORY = 10_000
-
-    def __init__(self, state: StateStore):
-        self._state = state
-        self._recent: dict = {}  # (response id, user) -> None, oldest first
-        self._lock = threading.Lock()
-
-    def add(self, response_id: str | None, user: str) -> None:
-        if not response_id:
-            return
-        with self._lock:
-            self._recent[(response_id, user)] = None
-            if len(self._recent) > self._MEMORY:
-                del self._recent[next(iter(self._recent))]
-        self._state.write_later(_OwnerWrite(response_id, user))
-
-    def owned(self, response_id: str, user: str) -> bool:
-        """Whether `user` was given this response id; raises StateUnavailable."""
-        with self._lock:
-            if (response_id, user) in self._recent:
-                return True
-        if not self._state.enabled:
-            return False
-        found = self._state.read(
-            "checking a response's owner",
-            lambda q: q(
-                "SELECT 1 FROM response_owners WHERE response_id = ? AND user_name = ?",
-                (response_id, user),
-            ).fetchone(),
-        )
-        return found is not None
-
-
-class AnswerCache:
-    """Complete answers by key, for cache.ttl_s seconds, at most cache.max_entries of them.
-    A process sees its own entries at once, before the writer has stored them."""
-
-    def __init__(self, state: StateStore, ttl_s: int, max_entries: int):
-        self._state = state
-        self.ttl_s = ttl_s
-        self.max_entries = max_entries
-
-    @property
-    def enabled(self) -> bool:
-        return self._state.enabled and self.ttl_s > 0
-
-    def get(self, key: str) -> tuple[dict, float] | None:
-        """(stored body, age in seconds) of a live entry of the right shape, or None: a slow
-        or failing store, like a damaged row, is a miss."""
-        now = time.time()
-        unwritten = [w for w in self._state.unwritten() if isinstance(w, _CacheWrite)]
-        for write in reversed(unwritten):
-            if write.key == key:
-                if write.text is None or write.stored_at <= now - self.ttl_s:
-                    return None
-                if self._pushed_out(unwritten, key, write.stored_at):
-                    return None
-                return json.loads(write.text), max(0.0, now - write.stored_at)
-
-        def read(q):
-            found = q(
-                "SELECT stored_at, body FROM answers WHERE key = ? AND stored_at > ?",
-                (key, now - self.ttl_s),
-            ).fetchone()
-            if found is None:
-                return None
-            # The newer entries in the store, less those still in `unwritten` too (committed
-            # since it was taken): _pushed_out() counts those, and each must count once.
-            pending = sorted(
-                {w.key for w in unwritten if w.text and w.key != key and w.stored_at > found[0]}
-            )
-            marks = ", ".join("?" for _ in pending) or "NULL"
-            newer = q(
-                f"SELECT COUNT(*) - COUNT(CASE WHEN key IN ({marks}) THEN 1 END) FROM answers "
-                "WHERE stored_at > ?",
-                (*pending, found[0]),
-            )
-            return found[0], found[1], newer.fetchone()[0]
-
-        try:
-            found = self._state.read(
-                "reading the cache",
-                read,
-                cache=True,
-                timeout_s=_CACHE_READ_S,
-                wait_s=_CACHE_READ_S,
-                connect_wait=_CACHE_READ_S,
-            )
-        except StateUnavailable:
-            return None
-        if found is None:
-            return None
-        body = cached_body(found[1])
-        if body is None:
-            self._state.write_later(_CacheWrite(key, None))
-            return None
-        if self._pushed_out(unwritten, key, float(found[0]), found[2]):
-            return None
-        return body, max(0.0, now - float(found[0]))
-
-    def _pushed_out(self, unwritten: list, key: str, stored_at: float, stored: int = 0) -> bool:
-        """Whether the entries stored after this one (`stored` of them in the store, the rest
-        not written yet) evict it, as they will once written."""
-        newer = {w.key for w in unwritten if w.text and w.key != key and w.stored_at > stored_at}
-        return stored + len(newer) >= self.max_entries
-
-    def put(self, key: str, answer: dict, response_id: str | None) -> None:
-        body = {"format": ANSWER_FORMAT, "answer": answer, "response_id": response_id}
-        text = json.dumps(body, ensure_ascii=False)
-        if not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:  # a lone surrogate from the API: kept, as an escape
-                text = json.dumps(body)
-        self._state.write_later(_CacheWrite(key, text, self.ttl_s, self.max_entries))
-
-
-def cached_body(text) -> dict | None:
-    """A stored answer's body if it has this version's shape, else None (another version of
-    the server wrote it, or the row is damaged)."""
-    try:
-        body = json.loads(text)
-    except (TypeError, ValueError):
-        return None
-    if not isinstance(body, dict) or body.get("format") != ANSWER_FORMAT:
-        return None
-    answer, response_id = body.get("answer"), body.get("response_id")
-    shaped = (
-        isinstance(answer, dict)
-        and isinstance(answer.get("answer"), str)
-        and isinstance(answer.get("citations"), list)
-        and all(isinstance(c, dict) and isinstance(c.get("url"), str) for c in answer["citations"])
-        and isinstance(answer.get("used_search"), bool)
-        and isinstance(answer.get("model"), str)
-        and (response_id is None or isinstance(response_id, str))
-    )
-    return body if shaped else None
-
-
-def account_id(key: str) -> str:
-    """Which account an API key is, for the cache key: a hash, never the key."""
-    import hashlib
-
-    return hashlib.sha256(f"{SERVER_NAME} account\0{key}".encode()).hexdigest()[:32]
-
-
-def answer_key(
-    tool: str,
-    args: dict,
-    request: dict,
-    today: str,
-    max_citations: int,
-    endpoint: str = "",
-    account: str = "",
-    user: str = "",
-) -> str:
-    """The cache and single-flight key: a hash of the tool, the query, the hints, today's date,
-    the policy's revision, everything else the request sends, what shapes the answer after it
-    (max_citations), and who answers it: the endpoint (openai.base_url) and the account
-    (account_id of the key); and whose it is (the user, while several people use the server
-    and cache.share_across_users is false; '' otherwise). The query itself is never stored.
-
-    The query is taken exactly, trimmed only at its ends: to a coding agent case and inner
-    whitespace are meaning (`grep -i` is not `grep -I`, `None` is not `none`, and indentation is
-    Python's syntax), so folding them would answer one question with another's answer."""
-    import hashlib
-
-    shape = {name: value for name, value in request.items() if name != "input"}
-    shape["instructions"] = hashlib.sha256(request["instructions"].encode("utf-8")).hexdigest()
-    hints = {name: args.get(name) for name in ("recency_days", "max_results", "domains")}
-    text = json.dumps(
-        [
-            SYSTEM_POLICY_REV,
-            tool,
-            args["query"].strip(),
-            hints,
-            today,
-            request_text(request).rpartition("\n\n[hints]")[2],
-            # Each file by its content (a URL by itself), never its path: a changed file is
-            # asked again, an unchanged one under another name is not.
-            *([[(f.kind, f.sha256) for f in args["files"]]] if args.get("files") else []),
-            shape,
-            max_citations,
-            endpoint,
-            account,
-            *([user] if user else []),  # '': the key of a server without users, as before
-        ],
-        sort_keys=True,
-        ensure_ascii=False,
-    )
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-# ============================================================================================
 # Tools
 # ============================================================================================
 
@@ -10137,6 +10143,11 @@ def _check_response_id(value) -> str:
 # ============================================================================================
 # JSON-RPC dispatch
 # ============================================================================================
+
+# What a request POST ends with when its call is cancelled: 2025-era Streamable HTTP ends a
+# request's response only with a JSON-RPC response, and the MCP SDKs' servers send this one.
+REQUEST_CANCELLED = -32800
+
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -13181,9 +13192,8 @@ MCP_PATH, SSE_PATH, MESSAGES_PATH, HEALTH_PATH = "/mcp", "/sse", "/messages", "/
 USAGE_PATH = "/usage"
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 HTTP_REFUSED = -32000  # JSON-RPC error code of refusals made by the HTTP layer
-# What a request POST ends with when its call is cancelled: 2025-era Streamable HTTP ends a
-# request's response only with a JSON-RPC response, and the MCP SDKs' servers send this one.
-REQUEST_CANCELLED = -32800
+
+
 MAX_JSON_VALUES = 50_000  # commas and brackets in one HTTP body; an MCP message needs far fewer
 DEFAULT_HTTP_VERSION = MCP_2025_03_26  # what a request without MCP-Protocol-Version speaks
 # --stateless: initialize's Mcp-Session-Id is a signed record of the client (identity_id):
@@ -16828,12 +16838,6 @@ def _print_users(rows: list, as_json: bool) -> int:
         line = f"{row['name']}  created {row['created_at']}  {status}"
         print(inert(line + (f"  allowance: {allowance}" if allowance else "")))
     return 0
-
-
-def _usage_row_empty() -> dict:
-    names = ("calls", "usd", "cache_hits", "input_tokens", "cached_input_tokens")
-    names += ("output_tokens", "web_searches", "unpriced")
-    return {name: 0 for name in names}
 
 
 _USAGE_TABLES = (("by day", "by_day", "day"), ("by model", "by_model", "model"))

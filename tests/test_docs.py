@@ -327,3 +327,101 @@ def test_the_readme_the_docs_and_the_doctor_give_the_server_one_name():
     names = [name for name in names if not name.isupper() and not name.startswith("-")]
     assert len(names) >= 8, names
     assert set(names) == {orm.CLIENT_NAME}, names
+
+
+# Definitions that use a name a later section defines, each with why (issue 40: the module
+# reads in dependency order; a reader meets each idea before it is used). The key is the using
+# definition, the value the later names it may use and the reason.
+LATER_NAMES_ALLOWED = {
+    "Config": (
+        {"SYSTEM_POLICY_REV", "state_label"},
+        "--show-config reports the policy's revision and where the state is, at run time",
+    ),
+    "load_config": ({"build_instructions"}, "a loaded config carries its policy text"),
+    "_check_auth": ({"admin_identity"}, "admins are checked as the state stores identities"),
+    "_check_url": (
+        {"LOOPBACK_NAMES", "_host_name"},
+        "a URL's host is judged as the HTTP transport judges it",
+    ),
+    "_validate": (
+        {"normalize_domains", "trusted_networks"},
+        "a setting is checked by the rule that reads it (tools' domains, trusted proxies)",
+    ),
+    "_check_deep_research": ({"is_deep_research"}, "Configuration validates against Models"),
+    "_fit_defaults_to_models": ({"nearest_value"}, "Configuration validates against Models"),
+    "_known_values": (
+        {"model_efforts", "model_verbosities", "supports_reasoning", "supports_verbosity"},
+        "Configuration validates against Models",
+    ),
+    "FileReader": ({"state_path"}, "the state's own file is refused as a file to attach"),
+    "background_always": (
+        {"tasks_off_reason"},
+        "whether tasks are on is Dispatch's rule; the engine asks it once, when it is built",
+    ),
+}
+
+
+def _sections_and_definitions(source: str):
+    """Each top-level name's section (by banner), and each top-level definition's node."""
+    import ast
+
+    lines = source.splitlines()
+    rule = [line.startswith("# ====") for line in lines] + [False, False]
+    banners = [i + 2 for i in range(len(lines) - 2) if rule[i] and rule[i + 2] and not rule[i + 1]]
+
+    def section(lineno: int) -> int:
+        return sum(1 for start in banners if start <= lineno)
+
+    defined, nodes = {}, []
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        else:
+            continue
+        for name in names:
+            defined.setdefault(name, section(node.lineno))
+        nodes.append((names, section(node.lineno), node))
+    return defined, nodes
+
+
+def later_names_used(source: str) -> dict:
+    """{definition: names it uses that a later section defines}."""
+    import ast
+
+    defined, nodes = _sections_and_definitions(source)
+    found = {}
+    for names, where, node in nodes:
+        later = {
+            n.id
+            for n in ast.walk(node)
+            if isinstance(n, ast.Name) and n.id not in names and defined.get(n.id, 0) > where
+        }
+        if later:
+            found[names[0]] = later
+    return found
+
+
+def test_no_definition_uses_a_name_a_later_section_defines_but_those_listed():
+    """Issue 40: the map in dependency order. State comes before the answer engine that books
+    into it, Models before what prices and checks models; what remains is listed above."""
+    found = later_names_used((ROOT / "openai_responses_mcp.py").read_text(encoding="utf-8"))
+    unlisted = {
+        name: sorted(used - LATER_NAMES_ALLOWED.get(name, (set(), ""))[0])
+        for name, used in found.items()
+    }
+    assert {name: used for name, used in unlisted.items() if used} == {}
+    stale = {
+        name for name, (used, _) in LATER_NAMES_ALLOWED.items() if not used & found.get(name, set())
+    }
+    assert stale == set(), "no longer needed: take them off LATER_NAMES_ALLOWED"
+
+
+def test_the_order_check_sees_a_later_name():
+    source = (
+        "# ====\n# First\n# ====\ndef early():\n    return late()\n\n"
+        "# ====\n# Second\n# ====\ndef late():\n    return 1\n"
+    )
+    assert later_names_used(source) == {"early": {"late"}}
