@@ -4450,18 +4450,86 @@ def _shut_down(conn) -> None:
 _WATCHDOG = _Watchdog()
 
 
-class _SqliteBackend:
+class StateBackend:
+    """The contract of a state backend, written once: what the store above it (StateStore,
+    the schema and its migrations, the writer's channel) asks of one. `_SqliteBackend` and
+    `_PostgresBackend` each implement every method here (tests/test_state.py checks it); the
+    ledger, budgets and cache above do not change with the backend."""
+
+    postgres: bool  # which SQL dialect: _tables() and _schema() write each
+    label: str  # the store for the server's log and --doctor ("state file PATH", ...)
+    hint: str  # what to do when it fails, for an operator
+    url = ""  # state.url ("" for a file): replaced by its redacted form in reasons
+    secrets: tuple = ()  # texts never shown: the URL's password
+    oauth_issuer = None  # server.auth.issuer, for _from_version_6
+    refused = None  # StateRefused, while the store refuses this process (see _refuse_newer)
+
+    def errors(self) -> tuple:
+        """The exception classes a failure of the store raises (the driver's and OSError)."""
+        raise NotImplementedError
+
+    def connect(self):
+        """A new connection, in autocommit (transactions are explicit BEGIN ... COMMIT)."""
+        raise NotImplementedError
+
+    def set_timeout(self, conn, seconds: float) -> None:
+        """Bounds each statement (or lock wait) of `conn` to `seconds`."""
+        raise NotImplementedError
+
+    def guard(self, conn, seconds: float):
+        """A context manager that bounds what happens within it, on our side of the link."""
+        raise NotImplementedError
+
+    def lost(self, conn) -> bool:
+        """Whether the connection broke and must be opened afresh."""
+        raise NotImplementedError
+
+    def abandon(self, conn) -> None:
+        """Cuts a connection whose work is stuck, from any thread."""
+        raise NotImplementedError
+
+    def public_reason(self, exc: BaseException, reason: str) -> str:
+        """The failure in a few words, without the store's address (for MCP clients)."""
+        raise NotImplementedError
+
+    def refused_value(self, exc: BaseException) -> bool:
+        """Whether the failure is the row's (a value refused), not the store's."""
+        raise NotImplementedError
+
+    def begin(self, conn, write: bool) -> None:
+        """Opens a transaction; `write`: one that will write."""
+        raise NotImplementedError
+
+    def take_turns(self, conn, key: int) -> None:
+        """Serialises this transaction with every other that takes turns with `key`."""
+        raise NotImplementedError
+
+    def hold_schema(self, conn) -> None:
+        """Keeps the schema from changing under this transaction until it ends."""
+        raise NotImplementedError
+
+    def has_table(self, conn, name: str) -> bool:
+        """Whether the table exists, read afresh."""
+        raise NotImplementedError
+
+    def columns(self, conn, tables: list) -> dict:
+        """{table: {column, ...}} for those of `tables` that exist."""
+        raise NotImplementedError
+
+    def sql(self, text: str) -> str:
+        """A statement written with `?` placeholders, in this backend's dialect."""
+        raise NotImplementedError
+
+
+class _SqliteBackend(StateBackend):
     """A SQLite file in WAL mode, private to the user (with its -wal and -shm) from creation."""
 
     postgres = False
-    oauth_issuer = None  # server.auth.issuer, for _from_version_6
-    refused = None  # StateRefused, while the store refuses this process (see _refuse_newer)
 
     def __init__(self, path: str):
         self.path = path
         self.label = f"state file {path}"
         self.hint = "fix or delete the file, or set state.path: off"
-        self.url, self.secrets = "", ()
 
     def errors(self) -> tuple:
         import sqlite3
@@ -4562,12 +4630,10 @@ class _SqliteBackend:
         return text
 
 
-class _PostgresBackend:
+class _PostgresBackend(StateBackend):
     """A PostgreSQL database (psycopg 3), shared by every host that has its URL."""
 
     postgres = True
-    oauth_issuer = None  # server.auth.issuer, for _from_version_6
-    refused = None  # StateRefused, while the store refuses this process (see _refuse_newer)
 
     def __init__(self, url: str):
         self.url = url
@@ -4685,7 +4751,7 @@ class _PostgresBackend:
         return text.replace("?", "%s")
 
 
-def state_backend(config: Config):
+def state_backend(config: Config) -> StateBackend | None:
     """The backend state.url or state.path names, or None when the state is off."""
     url = config.get("state", "url")
     path = None if url else state_path(config)
