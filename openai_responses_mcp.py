@@ -6477,12 +6477,33 @@ class Cancelled(Exception):
         self.billed = billed
 
 
-def budgets(config: Config, today: str) -> list[tuple]:
-    """(period, limit, first day, "today"/"this month", when it resets) for each budget set."""
+class BudgetPeriod:
+    """One budget set: its `span` ("daily" or "monthly"), `limit` in USD, `since` (its first
+    day), `words` for when it is spent ("today", "this month"), when it `resets` ("at 00:00"),
+    and `user`, whose allowance it is (None: the team's)."""
+
+    __slots__ = ("limit", "resets", "since", "span", "user", "words")
+
+    def __init__(self, span: str, limit, since: str, words: str, resets: str, user=None):
+        self.span, self.limit, self.since = span, limit, since
+        self.words, self.resets, self.user = words, resets, user
+
+    @property
+    def per_user(self) -> bool:
+        return self.user is not None
+
+    @property
+    def name(self) -> str:
+        """As in its config key, budget.NAME_usd: "daily", "per_user_monthly"."""
+        return f"per_user_{self.span}" if self.per_user else self.span
+
+
+def budgets(config: Config, today: str) -> list[BudgetPeriod]:
+    """The team's budgets that are set (the daily one first)."""
     get = config.get if isinstance(config, Config) else lambda *path: config[path[0]][path[1]]
     periods = (
-        ("daily", get("budget", "daily_usd"), today, "today", "at 00:00"),
-        (
+        BudgetPeriod("daily", get("budget", "daily_usd"), today, "today", "at 00:00"),
+        BudgetPeriod(
             "monthly",
             get("budget", "monthly_usd"),
             today[:8] + "01",
@@ -6490,18 +6511,22 @@ def budgets(config: Config, today: str) -> list[tuple]:
             f"on {_next_month(today)} at 00:00",
         ),
     )
-    return [period for period in periods if period[1] is not None]
+    return [period for period in periods if period.limit is not None]
 
 
-def user_budgets(config: Config, today: str, user: str, own: tuple = (None, None)) -> list:
-    """Like budgets(), for one user's allowance: their own (--user add --daily-usd/--monthly-usd,
+def user_budgets(
+    config: Config, today: str, user: str, own: tuple = (None, None)
+) -> list[BudgetPeriod]:
+    """Like budgets(), for `user`'s allowance: their own (--user add --daily-usd/--monthly-usd,
     `own`), else budget.per_user_daily_usd / per_user_monthly_usd."""
     limits = (
         own[0] if own[0] is not None else config.get("budget", "per_user_daily_usd"),
         own[1] if own[1] is not None else config.get("budget", "per_user_monthly_usd"),
     )
     team = budgets({"budget": {"daily_usd": limits[0], "monthly_usd": limits[1]}}, today)
-    return [(f"per_user_{period}", *rest) for period, *rest in team]
+    for period in team:
+        period.user = user
+    return team
 
 
 def _next_month(today: str) -> str:
@@ -9174,14 +9199,14 @@ class Spending:
         if not periods or self.pricing.prices(model) is not None:
             return
         raise ToolError(
-            f"no price known for model {model!r}, so budget.{periods[0][0]}_usd cannot count "
+            f"no price known for model {model!r}, so budget.{periods[0].name}_usd cannot count "
             f"its calls: set pricing.models.{_undated(model)} to {{input, cached_input, "
             "output} in USD per million tokens (see --doctor), or use a model with a price"
         )
 
     def _budgets_of(self, today: str, user: str) -> list:
-        """[(period, limit, first day, spent_when, resets, user or None for the team's)]."""
-        periods = [(*period, None) for period in budgets(self._config, today)]
+        """The team's budgets, then the user's allowance (BudgetPeriod each)."""
+        periods = budgets(self._config, today)
         try:
             own = self.users.allowance(user) if self._multi_user() else (None, None)
         except StateUnavailable as exc:
@@ -9189,7 +9214,7 @@ class Spending:
                 f"budget cannot be checked: {self.state.label} is unavailable ({exc.reason}): "
                 "calls that would spend are refused while users have allowances; retry shortly"
             ) from None
-        return periods + [(*p, user) for p in user_budgets(self._config, today, user, own)]
+        return periods + user_budgets(self._config, today, user, own)
 
     def _reserve(self, tool: str, today: str, user: str = LOCAL_USER, estimator=None) -> str | None:
         """The call's reservation (None: no budget is set), or ToolError when a budget has no
@@ -9197,7 +9222,7 @@ class Spending:
         periods = self._budgets_of(today, user)
         if not periods:
             return None
-        limits = [(first_day, limit, who) for _, limit, first_day, _, _, who in periods]
+        limits = [(period.since, period.limit, period.user) for period in periods]
         try:
             reservation, estimate, sums = self.ledger.reserve(
                 tool,
@@ -9211,18 +9236,20 @@ class Spending:
             raise ToolError(
                 # Never the store's address: the client may be anyone; the log names it.
                 f"budget cannot be checked: {self.state.kind} is unavailable ({exc.public}): "
-                f"calls that would spend are refused while budget.{periods[0][0]}_usd is set; "
+                f"calls that would spend are refused while budget.{periods[0].name}_usd is set; "
                 "fix it, or unset the budget"
             ) from None
         if reservation is not None:
             return reservation
         timezone = self._config.get("policy", "timezone")
-        for period_sums in zip(periods, sums, strict=True):
-            (period, limit, _, spent_when, resets, who), (spent, reserved) = period_sums
-            name = f"{period} budget" if who is None else f"{user}'s {period[9:]} allowance"
-            fix = f"raise budget.{period}_usd" + (
-                f" (or {user}'s own: --user limit {user} --{period[9:]}-usd X)"
-                if who is not None and identity_kind(user) == "user"
+        for period, (spent, reserved) in zip(periods, sums, strict=True):
+            limit, spent_when, resets = period.limit, period.words, period.resets
+            name = (
+                f"{user}'s {period.span} allowance" if period.per_user else f"{period.name} budget"
+            )
+            fix = f"raise budget.{period.name}_usd" + (
+                f" (or {user}'s own: --user limit {user} --{period.span}-usd X)"
+                if period.per_user and identity_kind(user) == "user"
                 else ""  # an OAuth subject's, shared's and local's: the config key alone
             )
             if spent >= limit:
@@ -17581,9 +17608,10 @@ def _doctor_budget(doctor: Doctor, config: Config) -> None:
                 "per million tokens",
             )
     ledger = Ledger(state, timezone) if state else None
-    for period, limit, first_day, spent_when, resets in periods:
+    for budget in periods:
+        period, limit, spent_when, resets = budget.name, budget.limit, budget.words, budget.resets
         try:
-            spent = ledger.spent_since(first_day) if ledger else 0.0
+            spent = ledger.spent_since(budget.since) if ledger else 0.0
         except StateUnavailable as exc:
             doctor.fail(
                 f"budget.{period}_usd: the usage ledger ({backend.label}) could not be read "
@@ -17606,8 +17634,8 @@ def _doctor_budget(doctor: Doctor, config: Config) -> None:
 def _budget_keys(config: Config, today: str, state) -> list[str]:
     """What sets a budget: the team's keys, the per-user ones, and each user's own allowance
     (--user add --daily-usd / --monthly-usd) in the state."""
-    keys = [f"budget.{period[0]}_usd" for period in budgets(config, today)]
-    keys += [f"budget.{period[0]}_usd" for period in user_budgets(config, today, LOCAL_USER)]
+    keys = [f"budget.{period.name}_usd" for period in budgets(config, today)]
+    keys += [f"budget.{period.name}_usd" for period in user_budgets(config, today, LOCAL_USER)]
     if state is not None:
         try:
             users = UserDirectory(state)._snapshot().values()
