@@ -10,10 +10,10 @@ allowed, and comes back as ``{answer, used_search, citations[{url, title, publis
 response_id}``.
 
 The module reads top to bottom in the order data flows through it, each idea before its use.
-Each section opens with a ``# ====`` banner that names it; inside one, ``# -- Topic: what it
-holds ----`` lines mark its concerns. The map below lists each section's topics in order under
-it: search for ``# -- Topic`` to jump to one. TOOL_TABLE, above the first banner, lists the
-tools (CONTRIBUTING.md: where new code goes).
+Each section opens with a ``# ====`` banner that names it; inside one, a ``# -- Topic ----``
+line starts each concern. The map lists each section's topics, in order, under its line:
+search for ``# -- Topic`` to jump to one. TOOL_TABLE, above the first banner, lists the tools
+(CONTRIBUTING.md: where new code goes).
 
 1. Configuration   defaults < YAML < environment < command line, validated once at start-up
     The YAML subset · Settings · SETTINGS · Layers · Loading · Validation · State settings ·
@@ -8830,50 +8830,6 @@ class RetirementCheck:
 # -- ResponsesClient: the OpenAI call, streamed, retried, cancelled ----------------------------
 
 
-class _Hold:
-    """A call's budget reservation, taken once: by the request that spends it, or given back."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._reservation: str | None = None
-
-    def put(self, reservation: str | None) -> None:
-        with self._lock:
-            self._reservation = reservation
-
-    def take(self) -> str | None:
-        with self._lock:
-            reservation, self._reservation = self._reservation, None
-            return reservation
-
-
-class _Carried:
-    """What a follow-up of each of this process's recent responses carries: its earlier turns,
-    billed again as input (that response's input and output tokens, which hold the turns before
-    it too), for the budget's estimate. A follow-up of a response this process did not make (or
-    has forgotten) is estimated from its tool's recent calls only."""
-
-    _MEMORY = 2_000
-
-    def __init__(self):
-        self._tokens: dict = {}  # response id -> tokens, oldest first
-        self._lock = threading.Lock()
-
-    def add(self, meta: dict) -> None:
-        response_id, usage = meta.get("response_id"), _mapping(meta.get("usage"))
-        if not isinstance(response_id, str) or not response_id:
-            return
-        tokens = token_count(usage.get("input_tokens")) + token_count(usage.get("output_tokens"))
-        with self._lock:
-            self._tokens[response_id] = tokens
-            if len(self._tokens) > self._MEMORY:
-                del self._tokens[next(iter(self._tokens))]
-
-    def of(self, response_id) -> int:
-        with self._lock:
-            return self._tokens.get(response_id, 0) if isinstance(response_id, str) else 0
-
-
 class ResponsesClient:
     """The OpenAI side of a call: the SDK client, the streamed request and its events, the retry
     loop and its recovery strategies (adapting refused settings, flex to default, resuming a
@@ -9144,6 +9100,50 @@ class ResponsesClient:
 
 
 # -- Spending: budgets checked before a call, its cost booked after ----------------------------
+
+
+class _Hold:
+    """A call's budget reservation, taken once: by the request that spends it, or given back."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._reservation: str | None = None
+
+    def put(self, reservation: str | None) -> None:
+        with self._lock:
+            self._reservation = reservation
+
+    def take(self) -> str | None:
+        with self._lock:
+            reservation, self._reservation = self._reservation, None
+            return reservation
+
+
+class _Carried:
+    """What a follow-up of each of this process's recent responses carries: its earlier turns,
+    billed again as input (that response's input and output tokens, which hold the turns before
+    it too), for the budget's estimate. A follow-up of a response this process did not make (or
+    has forgotten) is estimated from its tool's recent calls only."""
+
+    _MEMORY = 2_000
+
+    def __init__(self):
+        self._tokens: dict = {}  # response id -> tokens, oldest first
+        self._lock = threading.Lock()
+
+    def add(self, meta: dict) -> None:
+        response_id, usage = meta.get("response_id"), _mapping(meta.get("usage"))
+        if not isinstance(response_id, str) or not response_id:
+            return
+        tokens = token_count(usage.get("input_tokens")) + token_count(usage.get("output_tokens"))
+        with self._lock:
+            self._tokens[response_id] = tokens
+            if len(self._tokens) > self._MEMORY:
+                del self._tokens[next(iter(self._tokens))]
+
+    def of(self, response_id) -> int:
+        with self._lock:
+            return self._tokens.get(response_id, 0) if isinstance(response_id, str) else 0
 
 
 class Spending:
