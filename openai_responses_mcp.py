@@ -12357,6 +12357,7 @@ class LongCalls:
 
 
 # -- The dispatcher: each message to its method (Dispatcher) -----------------------------------
+# Last in its section: it routes to every part above (sessions, calls, handshake, tasks).
 
 
 class Dispatcher:
@@ -14864,6 +14865,7 @@ class HttpSessions:
 
 
 # -- Endpoints: /mcp (StreamableHttp), /sse (LegacySse), /usage (UsageReport) ------------------
+# Before HttpApp, which routes each request to one of them.
 
 
 class _Held:
