@@ -10317,6 +10317,129 @@ def _check_response_id(value) -> str:
     return value
 
 
+# -- Prompts: slash commands that ask for a tool (prompts/list, prompts/get) -------------------
+# Clients show MCP prompts to the user (Claude Code as /mcp__<server>__<prompt>); each expands
+# to one user message that asks the client's model to call our tool with the user's words, so
+# a user can ask for research without hoping the model picks the tool. `research` asks for
+# `answer`, the standard tool SERVER_INSTRUCTIONS recommends for most questions; the model
+# may still be told to go deeper in the question itself. `deep` marks the prompt listed only
+# while answer_deep is (tools.answer_deep).
+
+PROMPT_TABLE = (
+    {
+        "name": "research",
+        "title": "Research a question",
+        "description": "Ask the answer tool (web search, cited sources) a question.",
+        "arguments": (("question", "The question, in any language.", True),),
+        "tool": "answer",
+    },
+    {
+        "name": "deep-research",
+        "title": "Deep research report",
+        "description": (
+            "Ask answer_deep for a long, cited research report: takes minutes and costs "
+            "dollars per call."
+        ),
+        "arguments": (("question", "What to research, in any language.", True),),
+        "tool": DEEP_TOOL,
+        "deep": True,
+    },
+    {
+        "name": "ask-about-file",
+        "title": "Ask about a file",
+        "description": (
+            "Ask the answer tool a question about a screenshot, PDF, log or source file."
+        ),
+        "arguments": (
+            ("path", "The file: a path inside the project, an https:// URL or a data: URL.", True),
+            ("question", "What to ask about it, in any language.", True),
+        ),
+        "tool": "answer",
+    },
+)
+PROMPTS_BY_NAME = {prompt["name"]: prompt for prompt in PROMPT_TABLE}
+
+
+def listed_prompts(deep: bool) -> list[dict]:
+    """The prompts on offer: deep-research only while answer_deep is turned on."""
+    return [prompt for prompt in PROMPT_TABLE if deep or not prompt.get("deep")]
+
+
+def prompt_definitions(version: str, deep: bool) -> list[dict]:
+    """prompts/list's prompts, with titles from 2025-06-18 on (as tools have them)."""
+    listed = []
+    for prompt in listed_prompts(deep):
+        entry = {
+            "name": prompt["name"],
+            "description": prompt["description"],
+            "arguments": [
+                {"name": name, "description": text, "required": required}
+                for name, text, required in prompt["arguments"]
+            ],
+        }
+        if version >= MCP_2025_06_18:
+            entry["title"] = prompt["title"]
+        listed.append(entry)
+    return listed
+
+
+def prompt_arguments(prompt: dict, arguments) -> dict[str, str]:
+    """A prompts/get's arguments checked against its prompt: an object of strings (as the
+    spec types them), none unknown, each required one present and not blank."""
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise InvalidParams(f"'arguments' must be an object, got {_describe(arguments)}")
+    known = [name for name, _, _ in prompt["arguments"]]
+    for name, value in arguments.items():
+        if name not in known:
+            raise InvalidParams(
+                f"prompt {prompt['name']!r} takes no argument {_describe(name)}; "
+                f"it takes {', '.join(known)}"
+            )
+        if not isinstance(value, str):
+            raise InvalidParams(f"argument {name!r} must be a string, got {_describe(value)}")
+    for name, _, required in prompt["arguments"]:
+        if required and _is_blank(arguments.get(name, "")):
+            raise InvalidParams(f"prompt {prompt['name']!r} needs the argument {name!r}")
+    return {name: value.strip() for name, value in arguments.items()}
+
+
+def prompt_message(prompt: dict, arguments: dict[str, str]) -> str:
+    """The user message a prompt expands to: the tool to call and its arguments, as JSON."""
+    call = {"query": arguments["question"]}
+    if "path" in arguments:
+        call["files"] = [arguments["path"]]
+    text = (
+        f"Call the `{prompt['tool']}` tool of the openai-responses MCP server with these "
+        f"arguments:\n\n{json.dumps(call, ensure_ascii=False, indent=2)}\n\n"
+        "Then give me its answer, quoting the citations' URLs."
+    )
+    if prompt.get("deep"):
+        text += " The report takes minutes: wait for it rather than calling the tool again."
+    return text
+
+
+def prompt_result(name, arguments, deep: bool) -> dict:
+    """prompts/get's result for one prompt, or InvalidParams saying what is wrong."""
+    prompt = PROMPTS_BY_NAME.get(name) if isinstance(name, str) else None
+    if prompt is None or prompt not in listed_prompts(deep):
+        off = (
+            " (it is off: set tools.answer_deep: true or MCP_ANSWER_DEEP=1 to list it)"
+            if prompt is not None
+            else ""
+        )
+        names = ", ".join(entry["name"] for entry in listed_prompts(deep))
+        raise InvalidParams(f"unknown prompt {_describe(name)}{off}; prompts: {names}")
+    checked = prompt_arguments(prompt, arguments)
+    return {
+        "description": prompt["description"],
+        "messages": [
+            {"role": "user", "content": {"type": "text", "text": prompt_message(prompt, checked)}}
+        ],
+    }
+
+
 # ============================================================================================
 # JSON-RPC dispatch
 # ============================================================================================
@@ -11393,7 +11516,7 @@ class Handshake:
         )
         result = {
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": False}},
+            "capabilities": {"tools": {"listChanged": False}, "prompts": {"listChanged": False}},
             "serverInfo": server_info(version),
         }
         if version == MCP_2025_11_25 and self.long_calls.tasks_off is None:
@@ -11412,7 +11535,7 @@ class Handshake:
     def discover(self, params: dict, session: Session, request_id, version: str) -> dict:
         self.log.debug("server", f"server/discover era={version}")
         self._log_client(params, session, version)
-        capabilities: dict = {"tools": {"listChanged": False}}
+        capabilities: dict = {"tools": {"listChanged": False}, "prompts": {"listChanged": False}}
         if self.long_calls.tasks_off is None:
             capabilities["extensions"] = {TASKS_EXTENSION: {}}
         return {
@@ -12457,10 +12580,11 @@ class Dispatcher:
     """MCP over JSON-RPC: takes decoded messages, returns replies. Knows nothing about bytes.
 
     It tells messages apart and routes each request to its method by the era it speaks (the
-    tables below), to the parts it makes here: Handshake (initialize,
-    server/discover), CallsInFlight (tools/call: each runs on its own worker thread, so ping
-    and notifications/cancelled are served while it runs; its reply goes out later through
-    the session's `send`) and LongCalls (tasks and handoffs).
+    tables below; prompts/list and prompts/get are served here, from PROMPT_TABLE), to the
+    parts it makes here: Handshake (initialize, server/discover), CallsInFlight (tools/call:
+    each runs on its own worker thread, so ping and notifications/cancelled are served while
+    it runs; its reply goes out later through the session's `send`) and LongCalls (tasks and
+    handoffs).
     """
 
     def __init__(self, config: Config, log: Log, engine, stateless: bool = False):
@@ -12480,6 +12604,8 @@ class Dispatcher:
             "ping": lambda params, session, request_id: {},
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
+            "prompts/list": self._prompts_list,
+            "prompts/get": self._prompts_get,
             "tasks/get": tasks.tasks_get,
             "tasks/result": tasks.tasks_result,
             "tasks/list": tasks.tasks_list,
@@ -12491,6 +12617,8 @@ class Dispatcher:
             "server/discover": self.handshake.discover,
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
+            "prompts/list": self._prompts_list,
+            "prompts/get": self._prompts_get,
             "tasks/get": tasks.ext_get,
             "tasks/cancel": tasks.ext_cancel,
             "tasks/update": tasks.ext_update,
@@ -12620,6 +12748,33 @@ class Dispatcher:
                 return tool_error_result(f"Invalid arguments: {exc}")
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         return self.calls.start(params, args, session, request_id, name, version)
+
+    def _prompts_list(
+        self, params: dict, session: Session, request_id, version=HANDSHAKE_ERA
+    ) -> dict:
+        # One page holds them all, so no nextCursor is ever given, and any cursor is one this
+        # server never issued: -32602, as the spec's pagination asks.
+        cursor = params.get("cursor")
+        if cursor is not None:
+            raise RpcError(
+                INVALID_PARAMS,
+                f"Invalid params: unknown cursor {_describe(cursor)}; every prompt fits in one "
+                "page, so list them without a cursor",
+            )
+        deep = DEEP_TOOL in enabled_tools(self.config)
+        listed = {"prompts": prompt_definitions(spoken_version(version, session), deep)}
+        if modern_era(version):  # as tools/list: the same for everyone, all day
+            listed.update(ttlMs=LIST_TTL_MS, cacheScope="public")
+        return listed
+
+    def _prompts_get(
+        self, params: dict, session: Session, request_id, version=HANDSHAKE_ERA
+    ) -> dict:
+        deep = DEEP_TOOL in enabled_tools(self.config)
+        try:
+            return prompt_result(params.get("name"), params.get("arguments"), deep)
+        except InvalidParams as exc:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
 
     def abandoned(self, session: Session, request_id) -> None:
         """The transport says nobody reads this request's reply any more: see

@@ -106,13 +106,17 @@ def test_initialize_reports_server_info_and_tools_capability(harness):
     result = harness.initialize()["result"]
     assert result["serverInfo"]["name"] == SERVER_NAME
     assert result["serverInfo"]["version"] == __version__
-    # 2025-11-25 also has the experimental tasks; older versions only the tools
+    # 2025-11-25 also has the experimental tasks; older versions only the tools and prompts
     assert result["capabilities"] == {
         "tools": {"listChanged": False},
+        "prompts": {"listChanged": False},
         "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
     }
     older = harness.request("initialize", {"protocolVersion": "2025-06-18"})["result"]
-    assert older["capabilities"] == {"tools": {"listChanged": False}}
+    assert older["capabilities"] == {
+        "tools": {"listChanged": False},
+        "prompts": {"listChanged": False},
+    }
 
 
 def test_instructions_name_all_three_tools_and_how_to_follow_up(harness):

@@ -76,6 +76,7 @@ def test_discover_names_every_version_tools_identity_and_cache_hints(harness):
     assert set(SUPPORTED) == {MODERN, *PROTOCOL_VERSIONS}
     assert result["capabilities"] == {
         "tools": {"listChanged": False},
+        "prompts": {"listChanged": False},
         "extensions": {"io.modelcontextprotocol/tasks": {}},
     }
     assert "answer_quick" in result["instructions"]
