@@ -392,7 +392,7 @@ def test_responses_from_the_client_are_ignored(harness, message):
 # -- Methods and params ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("method", ["resources/list", "prompts/list", "foo"])
+@pytest.mark.parametrize("method", ["resources/list", "completion/complete", "foo"])
 @pytest.mark.parametrize("initialized", [False, True], ids=["before-init", "after-init"])
 def test_unknown_method_is_method_not_found(harness, method, initialized):
     if initialized:

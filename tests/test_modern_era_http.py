@@ -150,7 +150,7 @@ def test_a_header_version_other_than_the_body_is_a_mismatch_before_anything_else
         "resources/subscribe",
         "resources/unsubscribe",
         "subscriptions/listen",
-        "prompts/list",
+        "completion/complete",
         "unknown/method",
     ],
 )
@@ -166,6 +166,24 @@ def test_tools_list_is_cacheable_and_public(port):
     result = response.json()["result"]
     assert [t["name"] for t in result["tools"]] == ["answer", "answer_detailed", "answer_quick"]
     assert result["ttlMs"] > 0 and result["cacheScope"] == "public"
+
+
+def test_prompts_are_served_and_prompts_get_mirrors_its_name(port):
+    listed = send(port, modern("prompts/list", 203))
+    assert listed.status == 200
+    wire.ListPromptsResultResponse.model_validate(listed.json())
+    assert [p["name"] for p in listed.json()["result"]["prompts"]] == [
+        "research",
+        "ask-about-file",
+    ]
+    get = modern("prompts/get", 204, name="research", arguments={"question": "q"})
+    response = send(port, get, **{"Mcp-Name": "research"})
+    assert response.status == 200
+    wire.GetPromptResultResponse.model_validate(response.json())
+    assert error_reply(send(port, get, **{"Mcp-Name": "ask-about-file"}), 400, -32020, 204)
+    unknown = modern("prompts/get", 205, name="nope")
+    message = error_reply(send(port, unknown, **{"Mcp-Name": "nope"}), 400, -32602, 205)
+    assert message["message"].startswith('Invalid params: unknown prompt "nope"')
 
 
 # -- headers that mirror the body --------------------------------------------------------------
