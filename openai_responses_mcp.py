@@ -31,8 +31,8 @@ search for ``# -- Topic`` to jump to one. TOOL_TABLE, above the first banner, li
     Retirements · A call · Single flight · Failures and retries · Refusals · Streaming ·
     Around a call · ResponsesClient · Spending · The engine · Background mode ·
     Composition root
-7. Tools           protocol versions, the tools' instructions, schemas and argument checks
-    Versions and instructions · Schemas · Argument checks
+7. Tools           protocol versions, the tools' instructions, schemas, argument checks, prompts
+    Versions and instructions · Schemas · Argument checks · Prompts
 8. Dispatch        JSON-RPC and MCP methods by era; sessions; tasks and handoffs; Dispatcher
     JSON-RPC · Task ids · Task wire shapes · Eras · Session · Waiting · Calls in flight ·
     Handshake · Tasks · The task table · Long calls · Task requests and handoffs ·
