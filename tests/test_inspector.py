@@ -149,3 +149,25 @@ def test_inspector_modern_era_completes_a_slow_call_as_a_task(tmp_path, fake, sp
     assert called["structuredContent"]["answer"].startswith("Python 3.14.0")
     assert len(fake.requests) == 1
     assert "task created (extension) tool=answer" in log.read_text()
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_inspector_lists_and_gets_the_prompts(tmp_path, target, era):
+    listed = inspect(tmp_path, target, *era, "--method", "prompts/list")["result"]
+    assert [prompt["name"] for prompt in listed["prompts"]] == ["research", "ask-about-file"]
+    got = inspect(
+        tmp_path,
+        target,
+        *era,
+        "--prompt-args",  # variadic: the next option, not the target, must end it
+        "path=logs/build.log",
+        "question=Why does it fail?",
+        "--prompt-name",
+        "ask-about-file",
+        "--method",
+        "prompts/get",
+    )["result"]
+    (message,) = got["messages"]
+    assert message["role"] == "user"
+    assert "Call the `answer` tool" in message["content"]["text"]
+    assert '"files": [\n    "logs/build.log"\n  ]' in message["content"]["text"]
