@@ -10411,7 +10411,8 @@ def prompt_message(prompt: dict, arguments: dict[str, str]) -> str:
     if "path" in arguments:
         call["files"] = [arguments["path"]]
     text = (
-        f"Call the `{prompt['tool']}` tool of the openai-responses MCP server with these "
+        # The server's own name (serverInfo): the client's name for it is the user's choice.
+        f"Call the `{prompt['tool']}` tool of the {SERVER_NAME} MCP server with these "
         f"arguments:\n\n{json.dumps(call, ensure_ascii=False, indent=2)}\n\n"
         "Then give me its answer, quoting the citations' URLs."
     )
