@@ -452,13 +452,25 @@ meta_values = st.fixed_dictionaries(
 stateless_params = st.fixed_dictionaries(
     {"_meta": meta_values},
     optional={
-        "name": st.sampled_from(["answer", "answer_quick", "nope"]) | junk,
-        "arguments": st.fixed_dictionaries({}, optional={"query": st.text(max_size=5) | junk})
+        "name": st.sampled_from(["answer", "answer_quick", "research", "nope"]) | junk,
+        "arguments": st.fixed_dictionaries(
+            {}, optional={"query": st.text(max_size=5) | junk, "question": st.text(max_size=5)}
+        )
         | junk,
+        "cursor": junk,
     },
 )
 methods = st.sampled_from(
-    ["server/discover", "tools/list", "tools/call", "ping", "initialize", "subscriptions/listen"]
+    [
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "prompts/list",
+        "prompts/get",
+        "ping",
+        "initialize",
+        "subscriptions/listen",
+    ]
 )
 
 
