@@ -1734,7 +1734,7 @@ def _check_auth(values: dict, sources: dict) -> None:
     auth = values["server"]["auth"]
     for entry in auth["admins"]:
         try:
-            admin_identity(entry)
+            Identity.admin_entry(entry)
         except ValueError as exc:
             where = sources.get(("server", "auth", "admins"), "default")
             raise ConfigError(f"server.auth.admins (from {where}): {exc}") from None
@@ -4237,7 +4237,7 @@ def _from_version_6(backend, conn) -> None:
     is asked again once."""
     issuer = (backend.oauth_issuer or "").rstrip("/")
     for table, name in _bare_subjects(conn.execute):
-        _rename_identity(backend, conn.execute, table, name, oauth_identity(issuer, name))
+        _rename_identity(backend, conn.execute, table, name, Identity.oauth(issuer, name).key)
     conn.execute("DELETE FROM answers")
 
 
@@ -4245,12 +4245,11 @@ def _bare_subjects(run) -> list:
     """(table, name) for each OAuth subject a store before version 7 holds under its bare
     `sub` (see _from_version_6); run(sql) runs a statement."""
     named = {row[0] for row in run("SELECT name FROM users").fetchall()}
-    keep = named | {"", LOCAL_USER, SHARED_USER}
     found = []
     for table in _IDENTITY_COLUMNS:
         names = {row[0] for row in run(f"SELECT DISTINCT user_name FROM {table}").fetchall()}
         # oauth:... was written by a version 7 server already (a rolling upgrade)
-        found += [(table, n) for n in sorted(names - keep) if not n.startswith(OAUTH_PREFIX)]
+        found += [(table, n) for n in sorted(names - named) if Identity.parse(n).kind == "user"]
     return found
 
 
@@ -4309,9 +4308,6 @@ def _fold_user_days(backend, run, old: str, new: str) -> None:
     run(sql("DELETE FROM usage_by_user WHERE user_name = ?"), (old,))
 
 
-_UNKEYED = OAUTH_PREFIX + "#"  # a subject an upgrade filed without its issuer (issue 39)
-
-
 def misfiled_subjects(run) -> list:
     """(table, identity, sub) for each OAuth subject a version 7 store holds outside its
     issuer's namespace (issue 39): oauth:#<sub>, filed so by an upgrade run without
@@ -4321,9 +4317,10 @@ def misfiled_subjects(run) -> list:
     found = []
     for table in _IDENTITY_COLUMNS:
         rows = run(
-            f"SELECT DISTINCT user_name FROM {table} WHERE substr(user_name, 1, 7) = 'oauth:#'"
+            f"SELECT DISTINCT user_name FROM {table} WHERE substr(user_name, 1, "
+            f"{len(Identity.UNKEYED)}) = '{Identity.UNKEYED}'"
         ).fetchall()
-        found += [(table, row[0], row[0][len(_UNKEYED) :]) for row in rows]
+        found += [(table, row[0], Identity.parse(row[0]).subject) for row in rows]
     return found + [(table, name, name) for table, name in _bare_subjects(run)]
 
 
@@ -4333,7 +4330,7 @@ def refile_subjects(backend, run) -> int:
     issuer = (backend.oauth_issuer or "").rstrip("/")
     found = misfiled_subjects(run) if issuer else []
     for table, name, subject in found:
-        _rename_identity(backend, run, table, name, oauth_identity(issuer, subject))
+        _rename_identity(backend, run, table, name, Identity.oauth(issuer, subject).key)
     return len({name for _, name, _ in found})
 
 
@@ -5860,7 +5857,7 @@ class Ledger:
             report["by_user"] = [
                 {
                     "user": name or "(before users)",
-                    "kind": identity_kind(name),  # user, oauth, shared, local or none
+                    "kind": Identity.parse(name).kind,  # user, oauth, shared, local or none
                     "calls": int(calls),
                     "usd": round(float(d), 6),
                 }
@@ -5998,7 +5995,7 @@ def spend_page(summary: dict) -> bytes:
     def table(title: str, rows: list, key: str) -> str:
         hits = key != "user"  # by user: calls and dollars only
         cells = "".join(
-            f"<tr><td>{html.escape(user_row_label(row) if key == 'user' else str(row[key]))}"
+            f"<tr><td>{html.escape(Identity.of_row(row).label if key == 'user' else str(row[key]))}"
             f"</td><td>{row['calls']}</td>"
             + (f"<td>{row['cache_hits']}</td>" if hits else "")
             + f"<td>${row['usd']:.4f}</td></tr>"
@@ -6046,7 +6043,8 @@ def _usage_row(cursor, row) -> dict:
 # Three namespaces that never meet: named users (their name: letters, digits and . _ @ + -,
 # never ':'), OAuth subjects (oauth:<issuer>#<sub>, per issuer) and the two reserved
 # identities, `shared` (MCP_HTTP_TOKEN) and `local` (stdio; HTTP with no token asked). The
-# ledger, budgets, cache keys, response owners, tasks and handoffs all key by this string.
+# ledger, budgets, cache keys, response owners, tasks and handoffs all key by this string;
+# Identity is the one place that makes, parses and shows it (issue 40).
 
 
 def token_sha256(token: str) -> str:
@@ -6060,59 +6058,97 @@ USER_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}"
 OAUTH_SUBJECT_MAX = 255  # characters of a token's user claim; a longer one is refused
 
 
-def oauth_identity(issuer: str, subject: str) -> str:
-    """An OAuth subject's identity: its issuer (without a trailing '/') and its subject."""
-    return f"{OAUTH_PREFIX}{issuer.rstrip('/')}#{subject}"
+class Identity:
+    """One identity: `kind` (user, oauth, shared, local, or none: '' for rows from before
+    users existed), `issuer` (an OAuth subject's, without a trailing '/'; '' when an upgrade
+    filed it without one, issue 39), `subject` (a named user's name, a token's sub) and `key`,
+    the string the state, signed ids and cache keys hold (never changes form). Equal by key."""
 
+    __slots__ = ("issuer", "key", "kind", "subject")
 
-def identity_kind(identity: str) -> str:
-    """user, oauth, shared, local, or none ('': rows from before users existed)."""
-    if identity.startswith(OAUTH_PREFIX):
-        return "oauth"
-    if identity in (SHARED_USER, LOCAL_USER):
+    def __init__(self, kind: str, issuer: str, subject: str, key: str) -> None:
+        self.kind, self.issuer, self.subject, self.key = kind, issuer, subject, key
+
+    @classmethod
+    def parse(cls, key: str) -> Identity:
+        """The identity a stored string names (the one place one is parsed)."""
+        if key.startswith(OAUTH_PREFIX):  # an issuer has no '#'; a subject can have
+            issuer, _, subject = key[len(OAUTH_PREFIX) :].partition("#")
+            return cls("oauth", issuer, subject, key)
+        if key in (SHARED_USER, LOCAL_USER):
+            return cls(key, "", "", key)
+        return cls("user", "", key, key) if key else cls("none", "", "", "")
+
+    @classmethod
+    def named(cls, name: str) -> Identity:
+        """A named user (--user add) by name."""
+        identity = cls.parse(name)
+        if identity.kind != "user":
+            raise ValueError(f"{name[:80]!r} is not a named user's name")
         return identity
-    return "user" if identity else "none"
 
+    @classmethod
+    def oauth(cls, issuer: str, subject: str) -> Identity:
+        """An OAuth subject: its issuer (without a trailing '/') and its subject."""
+        issuer = issuer.rstrip("/")
+        return cls("oauth", issuer, subject, f"{OAUTH_PREFIX}{issuer}#{subject}")
 
-def identity_label(identity: str) -> str:
-    """How --usage and /usage show an identity, its kind first: user:alice,
-    oauth:https://login.example.com#alice, shared (MCP_HTTP_TOKEN), local, (before users)."""
-    kind = identity_kind(identity)
-    if kind == "user":
-        return USER_PREFIX + identity
-    if kind == "oauth" and identity.startswith(OAUTH_PREFIX + "#"):
-        return f"{OAUTH_PREFIX}(issuer unknown){identity[len(OAUTH_PREFIX) :]}"
-    labels = {"shared": "shared (MCP_HTTP_TOKEN)", "none": "(before users)"}
-    return labels.get(kind, identity)
+    @classmethod
+    def of_row(cls, row: dict) -> Identity:
+        """A by_user row's identity (its `user` shows '' as "(before users)")."""
+        return cls.parse("" if row.get("kind") == "none" else row["user"])
 
-
-def user_row_label(row: dict) -> str:
-    """A by_user row's identity, as identity_label shows it."""
-    return identity_label("" if row.get("kind") == "none" else row["user"])
-
-
-def admin_identity(entry: str) -> str:
-    """A server.auth.admins entry as the identity it names; ValueError saying why not.
-    user:NAME (or NAME alone, as before schema 7) is a named user; oauth:ISSUER#SUB a
-    subject of that issuer; `shared` whoever holds MCP_HTTP_TOKEN."""
-    entry = entry.strip()
-    if entry.startswith(OAUTH_PREFIX):
-        issuer, sep, subject = entry[len(OAUTH_PREFIX) :].partition("#")
-        if not sep or not subject or not re.match(r"https?://[^/\s#]+", issuer):
+    @classmethod
+    def admin_entry(cls, entry: str) -> Identity:
+        """A server.auth.admins entry as the identity it names; ValueError saying why not.
+        user:NAME (or NAME alone, as before schema 7) is a named user; oauth:ISSUER#SUB a
+        subject of that issuer; `shared` whoever holds MCP_HTTP_TOKEN."""
+        entry = entry.strip()
+        if entry.startswith(OAUTH_PREFIX):
+            issuer, sep, subject = entry[len(OAUTH_PREFIX) :].partition("#")
+            if not sep or not subject or not re.match(r"https?://[^/\s#]+", issuer):
+                raise ValueError(
+                    f"{entry[:80]!r} is not oauth:ISSUER#SUBJECT (e.g. "
+                    "oauth:https://login.example.com/realms/team#3f2a...): the issuer as "
+                    "server.auth.issuer writes it, '#', the token's sub (or server.auth.user_claim)"
+                )
+            return cls.oauth(issuer, subject)
+        if entry == SHARED_USER:
+            return cls.SHARED
+        name = entry[len(USER_PREFIX) :] if entry.startswith(USER_PREFIX) else entry
+        if not re.fullmatch(USER_NAME_PATTERN, name) or name in (LOCAL_USER, SHARED_USER):
             raise ValueError(
-                f"{entry[:80]!r} is not oauth:ISSUER#SUBJECT (e.g. "
-                "oauth:https://login.example.com/realms/team#3f2a...): the issuer as "
-                "server.auth.issuer writes it, '#', the token's sub (or server.auth.user_claim)"
+                f"{entry[:80]!r} is not user:NAME (a --user add name), oauth:ISSUER#SUBJECT or "
+                "shared"
             )
-        return oauth_identity(issuer, subject)
-    if entry == SHARED_USER:
-        return SHARED_USER
-    name = entry[len(USER_PREFIX) :] if entry.startswith(USER_PREFIX) else entry
-    if not re.fullmatch(USER_NAME_PATTERN, name) or name in (LOCAL_USER, SHARED_USER):
-        raise ValueError(
-            f"{entry[:80]!r} is not user:NAME (a --user add name), oauth:ISSUER#SUBJECT or shared"
-        )
-    return name
+        return cls.named(name)
+
+    @property
+    def label(self) -> str:
+        """How --usage and /usage show it, its kind first: user:alice,
+        oauth:https://login.example.com#alice, shared (MCP_HTTP_TOKEN), local, (before users);
+        a subject filed without its issuer oauth:(issuer unknown)#carol."""
+        if self.kind == "user":
+            return USER_PREFIX + self.subject
+        if self.kind == "oauth" and not self.issuer:
+            return f"{OAUTH_PREFIX}(issuer unknown)#{self.subject}"
+        labels = {"shared": "shared (MCP_HTTP_TOKEN)", "none": "(before users)"}
+        return labels.get(self.kind, self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Identity) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return f"Identity.parse({self.key!r})"
+
+
+Identity.SHARED, Identity.LOCAL = Identity.parse(SHARED_USER), Identity.parse(LOCAL_USER)
+# What an upgrade run without server.auth.issuer made of every subject's key (issue 39): the
+# prefix of the keys SQL looks for (misfiled_subjects).
+Identity.UNKEYED = Identity.oauth("", "").key
 
 
 def user_name_problem(name: str) -> str | None:
@@ -9321,7 +9357,7 @@ class Spending:
             )
             fix = f"raise budget.{period.name}_usd" + (
                 f" (or {user}'s own: --user limit {user} --{period.span}-usd X)"
-                if period.per_user and identity_kind(user) == "user"
+                if period.per_user and Identity.parse(user).kind == "user"
                 else ""  # an OAuth subject's, shared's and local's: the config key alone
             )
             if spent >= limit:
@@ -14544,7 +14580,7 @@ class OAuthVerifier:
                 f"{OAUTH_SUBJECT_MAX} characters"
             )
         # Its own namespace: sub=alice is not the named user alice, nor sub=shared `shared`.
-        identity = oauth_identity(self.issuer, user)
+        identity = Identity.oauth(self.issuer, user).key
         if len(identity) > IDENTITY_MAX:  # whole in every row, or its allowance leaks
             raise self.refuse(
                 f"the issuer and {self.user_claim} name more than {IDENTITY_MAX} "
@@ -15462,7 +15498,9 @@ class UsageReport:
         if self.ledger is None or not self.state.enabled:
             raise HttpError(404, "no usage ledger: state.path is off and state.url unset")
         config = self.config
-        admins = {admin_identity(entry) for entry in config.get("server", "auth", "admins")}
+        admins = {
+            Identity.admin_entry(entry).key for entry in config.get("server", "auth", "admins")
+        }
         timezone = config.get("policy", "timezone")
         if user in admins or not self.auth.multi_user():
             return spend_summary(self.ledger, timezone, self.sessions.in_flight())
@@ -17262,7 +17300,7 @@ def format_usage(report: dict) -> str:
     if report.get("by_user"):
         lines += ["", f"{_pad('by user', width)} {'calls':>7} {'USD':>33}"]
         for row in report["by_user"]:
-            label = inert(user_row_label(row))
+            label = inert(Identity.of_row(row).label)
             lines.append(f"{_pad(label, width)} {row['calls']:>7} {row['usd']:>33.4f}")
     lines += ["", _usage_line("total", report["total"], width)]
     if report["total"]["unpriced"]:

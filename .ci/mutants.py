@@ -501,7 +501,7 @@ MUTANTS = [
     mutant(
         "allowance-fix-any-identity",
         "budget",
-        'if period.per_user and identity_kind(user) == "user"',
+        'if period.per_user and Identity.parse(user).kind == "user"',
         "if period.per_user",
         "tests/test_users.py",
         "-k",

@@ -338,7 +338,7 @@ LATER_NAMES_ALLOWED = {
         "--show-config reports the policy's revision and where the state is, at run time",
     ),
     "load_config": ({"build_instructions"}, "a loaded config carries its policy text"),
-    "_check_auth": ({"admin_identity"}, "admins are checked as the state stores identities"),
+    "_check_auth": ({"Identity"}, "admins are checked as the state stores identities"),
     "_check_url": (
         {"LOOPBACK_NAMES", "_host_name"},
         "a URL's host is judged as the HTTP transport judges it",

@@ -746,16 +746,17 @@ def test_an_admin_entry_of_no_namespace_exits_2_saying_the_syntax(tmp_path, entr
 
 def test_admin_entries_and_labels_name_each_namespace():
     issuer = "https://login.example.com:8443/realms/t%C3%A9am"
-    assert m.admin_identity("alice") == m.admin_identity("user:alice") == "alice"  # as before
-    assert m.admin_identity("shared") == "shared"
+    admin, parse = m.Identity.admin_entry, m.Identity.parse
+    assert admin("alice").key == admin("user:alice").key == "alice"  # as before
+    assert admin("shared").key == "shared"
     # A subject may hold '#' and ':' (the issuer cannot): the first '#' ends the issuer.
-    assert m.admin_identity(f"oauth:{issuer}/#a#b:c") == f"oauth:{issuer}#a#b:c"
-    assert m.oauth_identity(issuer + "/", "a#b:c") == f"oauth:{issuer}#a#b:c"
-    assert m.admin_identity("Alice") != m.admin_identity("alice")  # as the tokens differ
-    assert m.identity_label("alice") == "user:alice"
-    assert m.identity_label("shared") == "shared (MCP_HTTP_TOKEN)"
-    assert m.identity_label("oauth:#carol") == "oauth:(issuer unknown)#carol"
-    assert m.identity_kind("oauth:https://x#shared") == "oauth"
+    assert admin(f"oauth:{issuer}/#a#b:c").key == f"oauth:{issuer}#a#b:c"
+    assert m.Identity.oauth(issuer + "/", "a#b:c").key == f"oauth:{issuer}#a#b:c"
+    assert admin("Alice") != admin("alice")  # as the tokens differ
+    assert parse("alice").label == "user:alice"
+    assert parse("shared").label == "shared (MCP_HTTP_TOKEN)"
+    assert parse("oauth:#carol").label == "oauth:(issuer unknown)#carol"
+    assert parse("oauth:https://x#shared").kind == "oauth"
 
 
 def test_a_version_5_state_moves_oauth_subjects_into_their_namespace(tmp_path, state):
