@@ -5856,12 +5856,12 @@ class Ledger:
             ).fetchall()
             report["by_user"] = [
                 {
-                    "user": name or "(before users)",
-                    "kind": Identity.parse(name).kind,  # user, oauth, shared, local or none
+                    "user": who.key or who.label,  # '' as "(before users)": Identity.of_row
+                    "kind": who.kind,  # user, oauth, shared, local or none
                     "calls": int(calls),
                     "usd": round(float(d), 6),
                 }
-                for name, calls, d in rows
+                for who, calls, d in ((Identity.parse(name), n, usd) for name, n, usd in rows)
             ]
             return report
 
