@@ -6123,6 +6123,13 @@ class Identity:
             )
         return cls.named(name)
 
+    @staticmethod
+    def names_another_kind(text: str) -> bool:
+        """Whether `text`, given where a named user's name is asked for, names an identity of
+        another kind: an OAuth subject's oauth:ISSUER#SUB, user:NAME (a named user never has
+        ':' in their name), or shared in any case."""
+        return ":" in text or text.lower() == SHARED_USER
+
     @property
     def label(self) -> str:
         """How --usage and /usage show it, its kind first: user:alice,
@@ -17121,7 +17128,7 @@ def run_user(config: Config, log: Log, options: dict) -> int:
         print(f"{SERVER_NAME}: --user needs the state (state.path is off)", file=sys.stderr)
         return 2
     problem = user_name_problem(name) if action in ("add", "limit") else None
-    if problem and action == "limit" and (":" in name or name.lower() == SHARED_USER):
+    if problem and action == "limit" and Identity.names_another_kind(name):
         problem = (
             f"{name[:80]!r} is not a named user: an OAuth subject's and shared's allowance is "
             "budget.per_user_daily_usd / budget.per_user_monthly_usd in the config"

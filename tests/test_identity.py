@@ -103,3 +103,11 @@ def test_no_code_outside_identity_slices_or_prefix_tests_an_identity():
     spelled = re.compile(r"""startswith\(\s*["'](?:oauth|user):|len\(\s*["'](?:oauth|user):""")
     lines = [n for n, line in enumerate(source.splitlines(), 1) if spelled.search(line)]
     assert not lines, f"lines {lines} test or slice an identity prefix outside Identity"
+
+
+def test_a_name_of_another_kind_is_told_from_a_named_users():
+    """--user limit refuses these with the config keys that set their allowance instead."""
+    for text in ("oauth:https://login.example.com#3f2a", "user:alice", "shared", "Shared"):
+        assert Identity.names_another_kind(text), text
+    for text in ("alice", "local", "shared.team", "a@b.example"):
+        assert not Identity.names_another_kind(text), text
