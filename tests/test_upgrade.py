@@ -197,7 +197,7 @@ def expected_spend(version: int, issuer_url: str) -> dict:
     """{identity: dollars} as this version files them."""
     if version < SUBJECTS_FROM:
         return {"": SPEND["local"]}  # rows from before users have no identity
-    carol = m.oauth_identity(issuer_url, "carol")
+    carol = m.Identity.oauth(issuer_url, "carol").key
     return {(carol if who == "carol" else who): usd for who, usd in SPEND.items()}
 
 
@@ -282,7 +282,7 @@ def open_with(entry: str, built: Built, store: Store, tmp_path: Path, issuer, sp
     resource = f"http://127.0.0.1:{port}/mcp"
     carol = bearer(issuer.token(resource, sub="carol"))
     wait_until(lambda: post(port, rpc("ping", {}), headers=carol).status != 503, 20, "keys")
-    asking = [(carol, "resp_carol", f"{m.oauth_identity(url, 'carol')}'s daily allowance")]
+    asking = [(carol, "resp_carol", f"{m.Identity.oauth(url, 'carol').key}'s daily allowance")]
     if version >= SUBJECTS_FROM:
         alice = bearer(built.tokens["alice"])
         asking.append((alice, "resp_alice", "alice's daily allowance"))
@@ -504,7 +504,7 @@ def test_rows_a_host_of_the_previous_release_wrote_after_the_upgrade_are_refiled
     assert "1 OAuth subject(s)" in line and "bare name" in line, line
     done = run_cli(tmp_path, *server_config, "--upgrade-state", env=env)
     assert done.returncode == 0 and "1 OAuth subject(s) filed" in done.stdout, done.stdout
-    carol = m.oauth_identity(issuer.url, "carol")
+    carol = m.Identity.oauth(issuer.url, "carol").key
     spent = store.query(
         "SELECT SUM(usd), SUM(calls) FROM usage_by_user WHERE user_name = ?", (carol,)
     )
