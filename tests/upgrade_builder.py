@@ -55,7 +55,9 @@ def main() -> None:
             continue
         meta = {"cost": {"usd": usd}, "web_searches": 1, "usage": {"input_tokens": 10}}
         identity = who
-        if who == "carol" and hasattr(old, "oauth_identity"):  # version 7 files subjects
+        if who == "carol" and hasattr(old, "Identity"):  # since issue 40
+            identity = old.Identity.oauth(spec["issuer"], "carol").key
+        elif who == "carol" and hasattr(old, "oauth_identity"):  # version 7 files subjects
             identity = old.oauth_identity(spec["issuer"], "carol")
         extra = {"user": identity} if named else {}
         ledger.record(old.UsageRow("answer", "gpt-5", "ok", meta, **extra))
