@@ -6152,7 +6152,7 @@ class Identity:
         return f"Identity.parse({self.key!r})"
 
 
-Identity.SHARED, Identity.LOCAL = Identity.parse(SHARED_USER), Identity.parse(LOCAL_USER)
+Identity.SHARED = Identity.parse(SHARED_USER)
 # What an upgrade run without server.auth.issuer made of every subject's key (issue 39): the
 # prefix of the keys SQL looks for (misfiled_subjects).
 Identity.UNKEYED = Identity.oauth("", "").key
