@@ -7514,7 +7514,7 @@ def _refuse_newer(backend, conn) -> None:
     (issue 39). This version is the older host of the next upgrade: its rows (subjects, names,
     columns) would be of the old shape, so it writes none, and says so (StateRefused)."""
     backend.hold_schema(conn)
-    version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+    version = _stored_version(backend, conn)
     if version is not None and version > STATE_SCHEMA_VERSION:
         backend.refused = _newer_store(version)
         raise backend.refused
@@ -7522,9 +7522,20 @@ def _refuse_newer(backend, conn) -> None:
 
 
 def _stored_version(backend, conn) -> int | None:
+    """The store's schema version; None before version 2 (no table). StateRefused when the
+    table holds none, or no version (every version from 2 wrote its row with its tables, in
+    one transaction): any guess would run steps again (the totals summed twice) or skip them."""
     if not backend.has_table(conn, "schema_version"):
         return None
-    return conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+    version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+    if not isinstance(version, int) or isinstance(version, bool) or version < 2:
+        shown = "no version" if version is None else f"{str(version)[:20]!r}, not a version"
+        backend.refused = StateRefused(
+            f"its schema_version table holds {shown}; nothing was changed: set it back to the "
+            "last version that used the store (the highest usage.writer_schema: docs/upgrade.md)"
+        )
+        raise backend.refused
+    return version
 
 
 def _missing(backend, conn) -> list:
@@ -15738,8 +15749,8 @@ def _schema_before(backend) -> int | None:
     try:
         version = _stored_version(backend, conn)
         return 1 if version is None and backend.has_table(conn, "usage") else version
-    except backend.errors():
-        return None
+    except (*backend.errors(), StateUnavailable):
+        return None  # the upgrade itself says why
     finally:
         conn.close()
 

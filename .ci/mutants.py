@@ -826,6 +826,15 @@ MUTANTS = [
         "-k",
         "meets_a_newer_schema and sqlite",
     ),
+    mutant(
+        "upgrade-damaged-version-guessed",
+        "money",
+        "    if not isinstance(version, int) or isinstance(version, bool) or version < 2:",
+        "    if version is None and False:",
+        "tests/test_upgrade.py",
+        "-k",
+        "version_is_missing_or_not_a_version",
+    ),
 ]
 
 # Mutants that survive and change nothing anyone can see, each with why. A new survivor fails

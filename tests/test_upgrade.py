@@ -510,3 +510,49 @@ def test_rows_a_host_of_the_previous_release_wrote_after_the_upgrade_are_refiled
     )
     assert spent == [(2 * SPEND["carol"], 2)]
     assert store.query("SELECT COUNT(*) FROM usage WHERE user_name = 'carol'") == [(0,)]
+
+
+# -- A store whose version row is damaged: refused, never guessed -----------------------------
+
+
+@pytest.mark.parametrize("damage", ["'abc'", "-1", None])
+def test_a_store_whose_version_is_missing_or_not_a_version_is_refused_and_left_alone(
+    damage, spawn, fake, tmp_path
+):
+    """A version row that is gone, negative or not a number (a hand edit, a bad restore): taken
+    for version 1, every step ran again (the day's totals summed twice, or a failure that said
+    to delete the file); a word, a traceback. Now each entry point refuses on one line saying
+    which table to set back, a budgeted call is refused before it spends, and nothing moves."""
+    store = Store("sqlite", str(tmp_path / "state.sqlite3"))
+    env = {**store.env, "XDG_STATE_HOME": str(tmp_path / "home"), "OPENAI_BASE_URL": fake.base_url}
+    assert run_cli(tmp_path, "--upgrade-state", env=env).returncode == 0
+    store.execute(
+        "INSERT INTO usage (at, day, tool, model, outcome, usd, user_name, writer_schema) "
+        "VALUES (0, '2026-11-26', 'answer', 'm', 'ok', 1.0, 'local', ?)",
+        (CURRENT,),
+    )
+    store.execute(
+        "INSERT INTO usage_daily (day, tool, model, usd, calls) "
+        "VALUES ('2026-11-26', 'answer', 'm', 1.0, 1)"
+    )
+    if damage is None:
+        store.execute("DELETE FROM schema_version")
+    else:
+        store.execute(f"UPDATE schema_version SET version = {damage}")
+    before = store.query("SELECT * FROM schema_version")
+    for args in (("--upgrade-state",), ("--usage",), ("--user", "list")):
+        done = run_cli(tmp_path, *args, env=env)
+        assert done.returncode == 1, done.stderr
+        (line,) = done.stderr.splitlines()
+        assert "schema_version" in line and "writer_schema" in line, line
+        assert "delete" not in line, line
+    budget = config_of(tmp_path, None, "  daily_usd: 100\n")
+    server = spawn("--stdio", *budget, env=env, upstream=fake)
+    server.initialize()
+    message = failure(server.call("answer", {"query": "q"}, timeout=30))
+    assert "schema_version" in message, message
+    assert not [r for r in fake.requests if r.path == "/v1/responses"]
+    server.close_stdin()
+    server.wait()
+    assert store.query("SELECT * FROM schema_version") == before
+    assert store.query("SELECT SUM(usd), SUM(calls) FROM usage_daily") == [(1.0, 1)]
