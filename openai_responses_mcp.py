@@ -6768,6 +6768,9 @@ class BackgroundMode:
 STATE_SCHEMA_VERSION = 7
 ANSWER_FORMAT = 2  # the shape of a cached body; a row of another shape is a miss, and dropped
 _BUSY_TIMEOUT_S = 2.0  # how long a write (or a budget check) waits for another's lock
+# How long an upgrade of the schema may take (a team's ledger of a few million rows is read
+# once per step); meanwhile budget checks of other processes cannot be made, and refuse.
+_MIGRATION_S = 300.0
 _CACHE_READ_S = 0.25  # a cache read that takes longer is a miss
 _BUDGET_WAIT_S = 10.0  # how long a budget check waits for this process's other checks
 _BACKOFF_S = 3.0  # after a failure, a connection is not tried again for this long
@@ -6989,8 +6992,7 @@ def _from_version_6(backend, conn) -> None:
     be told apart. Cached answers are dropped (their keys hash the old names): each question
     is asked again once."""
     issuer = (backend.oauth_issuer or "").rstrip("/")
-    for table, name in _bare_subjects(conn.execute):
-        _rename_identity(backend, conn.execute, table, name, oauth_identity(issuer, name))
+    _refile_bare(backend, conn.execute, issuer)
     conn.execute("DELETE FROM answers")
 
 
@@ -7030,36 +7032,58 @@ def _needs_issuer(backend, conn) -> str | None:
 _MIGRATION_NEEDS = {7: _needs_issuer}
 
 
-def _rename_identity(backend, run, table: str, old: str, new: str) -> None:
-    """Moves `old`'s rows of `table` to `new`, folding them into any `new` already has;
-    run(sql, params) runs a statement."""
+def _refile(backend, run, where: str, params: tuple, new: str, new_params: tuple) -> None:
+    """Gives every row whose user_name matches `where` (SQL, with `params`) the identity the
+    SQL expression `new` makes of it (with `new_params`), in every identity table, folding the
+    rows of a table keyed by identity into any the new identity has. One statement per table
+    whatever the number of identities: a statement per identity scanned the ledger once for
+    each, and a team's store never finished its upgrade (issue 39). `new` must map distinct
+    names to distinct identities that `where` does not match. run(sql, params) runs one."""
     sql = backend.sql
-    if table == "usage_by_user":  # (day, user_name) is its key: fold into any row
-        _fold_user_days(backend, run, old, new)
-    elif table == "response_owners":  # (response_id, user_name) likewise
-        run(
-            sql(
-                "INSERT INTO response_owners (response_id, user_name, at) SELECT response_id, "
-                "?, at FROM response_owners WHERE user_name = ? ON CONFLICT DO NOTHING"
-            ),
-            (new, old),
-        )
-        run(sql("DELETE FROM response_owners WHERE user_name = ?"), (old,))
-    else:
-        run(sql(f"UPDATE {table} SET user_name = ? WHERE user_name = ?"), (new, old))
+    both = (*new_params, *params)
+    for table in _IDENTITY_COLUMNS:
+        if table == "usage_by_user":  # (day, user_name) is its key: fold into any row
+            run(
+                sql(
+                    f"INSERT INTO usage_by_user (day, user_name, calls, usd) SELECT day, {new}, "
+                    f"calls, usd FROM usage_by_user WHERE {where} ON CONFLICT (day, user_name) "
+                    "DO UPDATE SET calls = usage_by_user.calls + excluded.calls, "
+                    "usd = usage_by_user.usd + excluded.usd"
+                ),
+                both,
+            )
+        elif table == "response_owners":  # (response_id, user_name) likewise
+            run(
+                sql(
+                    f"INSERT INTO response_owners (response_id, user_name, at) SELECT "
+                    f"response_id, {new}, at FROM response_owners WHERE {where} "
+                    "ON CONFLICT DO NOTHING"
+                ),
+                both,
+            )
+        else:
+            run(sql(f"UPDATE {table} SET user_name = {new} WHERE {where}"), both)
+            continue
+        run(sql(f"DELETE FROM {table} WHERE {where}"), params)
 
 
-def _fold_user_days(backend, run, old: str, new: str) -> None:
-    sql = backend.sql
-    run(
-        sql(
-            "INSERT INTO usage_by_user (day, user_name, calls, usd) SELECT day, ?, calls, usd "
-            "FROM usage_by_user WHERE user_name = ? ON CONFLICT (day, user_name) DO UPDATE SET "
-            "calls = usage_by_user.calls + excluded.calls, usd = usage_by_user.usd + excluded.usd"
-        ),
-        (new, old),
+def _refile_bare(backend, run, issuer: str) -> None:
+    """Files every subject a store holds under its bare `sub` (see _bare_subjects) as
+    oauth:<issuer>#<sub>."""
+    where = (
+        f"user_name NOT IN (SELECT name FROM users) AND user_name NOT IN (?, ?, ?) "
+        f"AND substr(user_name, 1, {len(OAUTH_PREFIX)}) <> ?"
     )
-    run(sql("DELETE FROM usage_by_user WHERE user_name = ?"), (old,))
+    params = ("", LOCAL_USER, SHARED_USER, OAUTH_PREFIX)
+    prefix = oauth_identity(issuer, "")
+    _refile(backend, run, where, params, "CAST(? AS TEXT) || user_name", (prefix,))
+
+
+def _refile_prefix(backend, run, old: str, new: str) -> None:
+    """Every identity that starts with `old` starts with `new` instead (the rest kept)."""
+    where = f"substr(user_name, 1, {len(old)}) = ?"
+    expression = f"CAST(? AS TEXT) || substr(user_name, {len(old) + 1})"
+    _refile(backend, run, where, (old,), expression, (new,))
 
 
 _UNKEYED = OAUTH_PREFIX + "#"  # a subject an upgrade filed without its issuer (issue 39)
@@ -7085,8 +7109,9 @@ def refile_subjects(backend, run) -> int:
     can have had only that one: it was the server's one issuer); how many identities."""
     issuer = (backend.oauth_issuer or "").rstrip("/")
     found = misfiled_subjects(run) if issuer else []
-    for table, name, subject in found:
-        _rename_identity(backend, run, table, name, oauth_identity(issuer, subject))
+    if found:  # oauth:#<sub> first: a bare <sub> of the same subject then folds into it
+        _refile_prefix(backend, run, _UNKEYED, oauth_identity(issuer, ""))
+        _refile_bare(backend, run, issuer)
     return len({name for _, name, _ in found})
 
 
@@ -7475,38 +7500,54 @@ def _ensure_schema(backend, conn) -> None:
     """Creates or upgrades the tables, once, even when several instances start at once: every
     table and column this version expects is checked (and made where missing, whatever the
     version says), then each migration step past the store's version runs."""
-    if _stored_version(backend, conn) == STATE_SCHEMA_VERSION and not _missing(backend, conn):
-        return
-    backend.set_timeout(conn, _BUSY_TIMEOUT_S)  # another instance may be making them now
-    backend.begin(conn, write=True)
+    # Looking, and waiting for another instance making them now, is bounded as any check is;
+    # the upgrade itself may take longer on a large store (_MIGRATION_S).
+    with backend.guard(conn, 2 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
+        if _stored_version(backend, conn) == STATE_SCHEMA_VERSION and not _missing(backend, conn):
+            return
+        backend.set_timeout(conn, _BUSY_TIMEOUT_S)
+        backend.begin(conn, write=True)
     try:
-        backend.take_turns(conn, _LOCK_SCHEMA)
-        version = _stored_version(backend, conn)
+        with backend.guard(conn, 2 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
+            backend.take_turns(conn, _LOCK_SCHEMA)
+            version = _stored_version(backend, conn)
         if version is not None and version > STATE_SCHEMA_VERSION:
             backend.refused = _newer_store(version)
             raise backend.refused
         if version is None and backend.has_table(conn, "usage"):
             version = 1  # version 1 had no version table
-        for statement in _missing(backend, conn):
-            conn.execute(statement)
-        steps = [s for s in range(STATE_SCHEMA_VERSION + 1) if version is not None and s > version]
-        for step in steps:  # every step's needs first: the store is upgraded whole, or not
-            problem = _MIGRATION_NEEDS[step](backend, conn) if step in _MIGRATION_NEEDS else None
-            if problem:
-                backend.refused = StateRefused(problem)
-                raise backend.refused
-        for step in steps:
-            if step in _MIGRATIONS:
-                _MIGRATIONS[step](backend, conn)
-        conn.execute("DELETE FROM schema_version")
-        conn.execute(
-            backend.sql("INSERT INTO schema_version (version) VALUES (?)"),
-            (STATE_SCHEMA_VERSION,),
-        )
-        conn.execute("COMMIT")
+        with backend.guard(conn, _MIGRATION_S + _WATCHDOG_GRACE_S):
+            backend.set_timeout(conn, _MIGRATION_S)
+            _upgrade(backend, conn, version)
+            conn.execute("COMMIT")
     except BaseException:
         _rollback(conn)
         raise
+    finally:
+        try:  # back to a check's bound (the channel sets its own before its next transaction)
+            backend.set_timeout(conn, _BUSY_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - the connection is gone: it is not used again
+            pass
+
+
+def _upgrade(backend, conn, version: int | None) -> None:
+    """Within _ensure_schema's transaction: what this version expects and the store lacks,
+    then each step past `version`, and the new version."""
+    for statement in _missing(backend, conn):
+        conn.execute(statement)
+    steps = [s for s in range(STATE_SCHEMA_VERSION + 1) if version is not None and s > version]
+    for step in steps:  # every step's needs first: the store is upgraded whole, or not
+        problem = _MIGRATION_NEEDS[step](backend, conn) if step in _MIGRATION_NEEDS else None
+        if problem:
+            backend.refused = StateRefused(problem)
+            raise backend.refused
+    for step in steps:
+        if step in _MIGRATIONS:
+            _MIGRATIONS[step](backend, conn)
+    conn.execute("DELETE FROM schema_version")
+    conn.execute(
+        backend.sql("INSERT INTO schema_version (version) VALUES (?)"), (STATE_SCHEMA_VERSION,)
+    )
 
 
 def _refuse_newer(backend, conn) -> None:
@@ -7648,9 +7689,9 @@ class _Channel:
     def _open(self):
         conn = self._backend.connect()
         try:
-            # Making or checking the tables waits on the schema lock, bounded by its timeout.
-            with self._backend.guard(conn, 2 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
-                _ensure_schema(self._backend, conn)
+            # Making or checking the tables waits on the schema lock, bounded by its timeout
+            # (and an upgrade by _MIGRATION_S: see _ensure_schema).
+            _ensure_schema(self._backend, conn)
         except BaseException:
             conn.close()
             raise
@@ -8478,9 +8519,16 @@ class Ledger:
             return reservation, estimate, sums
 
         # wait_s: this process's other calls checking their budget first (each a few ms,
-        # unless the store is slow: then each gives up after _BUSY_TIMEOUT_S).
+        # unless the store is slow: then each gives up after _BUSY_TIMEOUT_S). connect_wait:
+        # an upgrade of a large store, made as the connection opens, goes on aside while the
+        # call is refused (up to _MIGRATION_S, issue 39).
         return self._state.read(
-            "checking the budget", work, write=True, turns=_LOCK_BUDGET, wait_s=_BUDGET_WAIT_S
+            "checking the budget",
+            work,
+            write=True,
+            turns=_LOCK_BUDGET,
+            wait_s=_BUDGET_WAIT_S,
+            connect_wait=_BUDGET_WAIT_S,
         )
 
     def report(self, since: str | None) -> dict:

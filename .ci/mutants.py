@@ -792,8 +792,8 @@ MUTANTS = [
     mutant(
         "upgrade-without-its-config",
         "money",
-        "            if problem:\n                backend.refused = StateRefused(problem)",
-        "            if False:\n                backend.refused = StateRefused(problem)",
+        "        if problem:\n            backend.refused = StateRefused(problem)",
+        "        if False:\n            backend.refused = StateRefused(problem)",
         "tests/test_upgrade.py",
         "-k",
         "without_the_issuer_a_store_with_subjects_stays_as_it_was",
@@ -834,6 +834,17 @@ MUTANTS = [
         "tests/test_upgrade.py",
         "-k",
         "version_is_missing_or_not_a_version",
+    ),
+    mutant(
+        "upgrade-bounded-as-a-check",
+        "money",
+        "        with backend.guard(conn, _MIGRATION_S + _WATCHDOG_GRACE_S):\n"
+        "            backend.set_timeout(conn, _MIGRATION_S)",
+        "        with backend.guard(conn, 2 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):\n"
+        "            backend.set_timeout(conn, _BUSY_TIMEOUT_S)",
+        "tests/test_upgrade.py",
+        "-k",
+        "longer_than_a_check",
     ),
 ]
 

@@ -556,3 +556,99 @@ def test_a_store_whose_version_is_missing_or_not_a_version_is_refused_and_left_a
     server.wait()
     assert store.query("SELECT * FROM schema_version") == before
     assert store.query("SELECT SUM(usd), SUM(calls) FROM usage_daily") == [(1.0, 1)]
+
+
+# -- A team's store: its upgrade finishes, whatever the number of subjects --------------------
+
+
+def subjects_store(store: Store, subjects: int, version: int = 6) -> None:
+    """A store of `version` made by hand: `subjects` OAuth subjects under their bare sub (as
+    before 7), each with a call, a day's sum, a response id and a reservation; the named user
+    alice with the same."""
+    postgres = store.kind == "postgres"
+    for statement in m._schema(postgres):
+        store.execute(statement)
+    store.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+    store.execute("INSERT INTO users (name, token_sha256, created_at) VALUES ('alice', 'x', 0)")
+    for name in ("alice", *(f"sub{n}" for n in range(subjects))):
+        store.execute(
+            "INSERT INTO usage (at, day, tool, model, outcome, usd, user_name, writer_schema) "
+            "VALUES (0, '2026-11-26', 'answer', 'm', 'ok', 0.5, ?, 6)",
+            (name,),
+        )
+        store.execute(
+            "INSERT INTO usage_by_user (day, user_name, calls, usd) "
+            "VALUES ('2026-11-26', ?, 1, 0.5)",
+            (name,),
+        )
+        store.execute(
+            "INSERT INTO response_owners (response_id, user_name, at) VALUES (?, ?, 0)",
+            (f"resp_{name}", name),
+        )
+        store.execute(
+            "INSERT INTO reservations (id, at, expires_at, usd, user_name) "
+            "VALUES (?, 0, 1, 0.5, ?)",
+            (f"r_{name}", name),
+        )
+
+
+def filed_as_expected(store: Store, subjects: int, issuer_url: str) -> None:
+    expected = {"alice", *(m.oauth_identity(issuer_url, f"sub{n}") for n in range(subjects))}
+    for table in m._IDENTITY_COLUMNS:
+        names = store.query(f"SELECT user_name FROM {table}")
+        assert sorted(n for (n,) in names) == sorted(expected), table
+    assert store.query("SELECT SUM(usd), SUM(calls) FROM usage_by_user") == [
+        (0.5 * (subjects + 1), subjects + 1)
+    ]
+    owners = store.query("SELECT response_id, user_name FROM response_owners")
+    assert all(rid == f"resp_{name.rpartition('#')[2]}" for rid, name in owners)
+
+
+def test_an_upgrade_makes_as_many_statements_for_many_subjects_as_for_a_few(tmp_path):
+    """The step to 7 moved each subject's rows with statements of its own: each read the whole
+    ledger, so a team's store (thousands of subjects, a ledger of 90 days) took minutes on
+    SQLite, holding the file's write lock, and never finished on PostgreSQL (it was cut off
+    after 5 s). Now it makes one statement per table, however many subjects there are."""
+
+    def statements(subjects: int) -> int:
+        store = Store("sqlite", str(tmp_path / f"state{subjects}.sqlite3"))
+        subjects_store(store, subjects)
+        backend = m._SqliteBackend(store.where)
+        backend.oauth_issuer = "https://idp.example/"
+        conn = backend.connect()
+        made: list = []
+        writes = ("UPDATE", "INSERT", "DELETE")
+        conn.set_trace_callback(lambda s: made.append(s) if s.startswith(writes) else None)
+        try:
+            m._ensure_schema(backend, conn)
+        finally:
+            conn.close()
+        filed_as_expected(store, subjects, "https://idp.example")
+        return len(made)
+
+    assert statements(30) == statements(2)
+
+
+def test_an_upgrade_longer_than_a_check_finishes_on_postgresql(postgres, tmp_path):
+    """An upgrade was bounded as a budget check is (2 s a statement, 5 s in all), so a large
+    store's never finished and every host went on refusing. Here moving the ledger's rows
+    takes about 6 s (a trigger that waits 0.1 s a row stands for a large ledger); the upgrade
+    finishes, whole."""
+    store = Store("postgres", postgres.fresh_database())
+    subjects = 60
+    subjects_store(store, subjects)
+    store.execute(
+        "CREATE FUNCTION slow_row() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN PERFORM pg_sleep(0.1); RETURN NEW; END $$"  # sleep: a slow row, in SQL
+    )
+    store.execute(
+        "CREATE TRIGGER slow BEFORE UPDATE ON usage FOR EACH ROW EXECUTE FUNCTION slow_row()"
+    )
+    issuer_url = "https://idp.example"
+    env = {**store.env, "XDG_STATE_HOME": str(tmp_path / "home")}
+    done = run_cli(
+        tmp_path, *config_of(tmp_path, issuer_url), "--upgrade-state", env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "schema 6, now schema 7" in done.stdout, done.stdout
+    filed_as_expected(store, subjects, issuer_url)
