@@ -7115,6 +7115,32 @@ def refile_subjects(backend, run) -> int:
     return len({name for _, name, _ in found})
 
 
+def filed_issuers(run) -> dict:
+    """{issuer: how many OAuth subjects the store files under it}, oauth:#<sub> left out (see
+    misfiled_subjects); run(sql) runs a statement."""
+    found: dict = {}
+    for table in _IDENTITY_COLUMNS:
+        rows = run(
+            f"SELECT DISTINCT user_name FROM {table} WHERE substr(user_name, 1, 6) = 'oauth:'"
+        ).fetchall()
+        for (identity,) in rows:
+            issuer = identity[len(OAUTH_PREFIX) :].partition("#")[0]
+            if issuer:
+                found.setdefault(issuer, set()).add(identity)
+    return {issuer: len(identities) for issuer, identities in found.items()}
+
+
+def refile_issuer(backend, run, old: str) -> int:
+    """Files every subject of issuer `old` under the one server.auth.issuer names, as the same
+    `sub` (--upgrade-state --from-issuer, issue 39): undoes an upgrade run with a mistyped
+    issuer, which filed the subjects under it for good. How many identities moved."""
+    issuer = (backend.oauth_issuer or "").rstrip("/")
+    moved = filed_issuers(run).get(old.rstrip("/"), 0)
+    if moved:
+        _refile_prefix(backend, run, oauth_identity(old, ""), oauth_identity(issuer, ""))
+    return moved
+
+
 # The steps, by the version each one reaches; each runs once, in order, after the tables
 # and columns this version expects have been made. A new schema version adds one step.
 _MIGRATIONS = {2: _from_version_1, 3: _from_version_2, 7: _from_version_6}
@@ -15299,7 +15325,7 @@ usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--sh
        {SERVER_NAME} --usage [--since YYYY-MM-DD] [--json] [--config PATH]
        {SERVER_NAME} --user add NAME [--daily-usd X] [--monthly-usd Y] | list | revoke NAME
               | rotate NAME | limit NAME [--daily-usd X|none] [--monthly-usd Y|none]
-       {SERVER_NAME} --upgrade-state [--config PATH]
+       {SERVER_NAME} --upgrade-state [--from-issuer URL] [--config PATH]
        {SERVER_NAME} --help | --version"""
 
 HELP = f"""{USAGE}
@@ -15353,6 +15379,8 @@ options:
   --upgrade-state    upgrade the state to this version's schema now, with the --http
                      server's config (an upgrade may need its server.auth.issuer), and file
                      under that issuer OAuth subjects an earlier upgrade left without it
+  --from-issuer URL  with --upgrade-state: also file under server.auth.issuer the subjects
+                     an upgrade filed under URL (a mistyped issuer; --doctor names them)
   --version          print the version
   --help             print this help
 
@@ -15395,6 +15423,7 @@ def parse_args(argv: list[str]) -> dict:
         "--user": "user",
         "--daily-usd": "daily_usd",
         "--monthly-usd": "monthly_usd",
+        "--from-issuer": "from_issuer",
     }
     setting_flags = {  # flags that set a config key (and show as its source)
         "--stateless": ("server", "http", "stateless"),
@@ -15493,6 +15522,8 @@ def parse_args(argv: list[str]) -> dict:
         raise UsageError("--doctor cannot be combined with --stdio or --ask")
     _check_usage_options(options)
     _check_user_options(options)
+    if options.get("from_issuer") and not options.get("upgrade_state"):
+        raise UsageError("--from-issuer goes with --upgrade-state")
     if options.get("upgrade_state"):
         others = ("stdio", "http", "ask", "usage", "user", "doctor", "show_config")
         if any(options.get(name) for name in others):
@@ -15747,30 +15778,49 @@ def allowance_words(allowance: tuple) -> str:
     )
 
 
-def run_upgrade_state(config: Config, log: Log) -> int:
+def run_upgrade_state(config: Config, log: Log, from_issuer: str | None = None) -> int:
     """--upgrade-state: the state upgraded to this version's schema with this config (the
     upgrade to 7 needs server.auth.issuer while the store holds OAuth subjects), and subjects
     filed without their issuer (oauth:#<sub>, or bare: see misfiled_subjects) filed under this
-    config's (issue 39). Exit 1 when the state cannot be reached or refuses (the error says why)."""
+    config's (issue 39); with --from-issuer, those of that issuer too (a mistyped one).
+    Exit 1 when the state cannot be reached or refuses (the error says why)."""
     if not state_enabled(config):
         print(
             f"{SERVER_NAME}: --upgrade-state needs the state (state.path is off)", file=sys.stderr
         )
         return 2
     backend = state_backend(config)
+    from_issuer = (from_issuer or "").strip() or None
+    problem = _from_issuer_problem(from_issuer, backend.oauth_issuer) if from_issuer else None
+    if problem:
+        print(f"{SERVER_NAME}: --from-issuer: {problem}", file=sys.stderr)
+        return 2
     before = _schema_before(backend)
     state = StateStore(backend, log, config.get("policy", "timezone"))
+
+    def work(q) -> tuple:
+        moved = refile_issuer(backend, q, from_issuer) if from_issuer else 0
+        repaired = refile_subjects(backend, q)
+        return repaired, len({n for _, n, _ in misfiled_subjects(q)}), moved
+
     try:
-        repaired, left = state.report(
-            "upgrading the state",
-            lambda q: (refile_subjects(backend, q), len({n for _, n, _ in misfiled_subjects(q)})),
-        )
+        repaired, left, moved = state.report("upgrading the state", work)
     except StateUnavailable:
         return 1  # the error said why
     finally:
         state.close()
     was = "new" if before is None else f"schema {before}"
     print(f"{backend.label}: {was}, now schema {STATE_SCHEMA_VERSION}")
+    if from_issuer:
+        issuer, old = backend.oauth_issuer.rstrip("/"), from_issuer.rstrip("/")
+        if moved:
+            print(f"{moved} OAuth subject(s) of {old} are now filed under {issuer}")
+        else:
+            print(
+                f"{SERVER_NAME}: warning: no OAuth subject is filed under {old} (--doctor names "
+                "the issuers the state files subjects under)",
+                file=sys.stderr,
+            )
     if repaired:
         print(
             f"{repaired} OAuth subject(s) filed without their issuer (oauth:#<sub>, or a bare "
@@ -15784,6 +15834,17 @@ def run_upgrade_state(config: Config, log: Log) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _from_issuer_problem(old: str, issuer: str | None) -> str | None:
+    """Why --upgrade-state cannot file the subjects of issuer `old` under this config's."""
+    if not (issuer or "").strip():
+        return "the --config names no server.auth.issuer to file its subjects under"
+    if not re.fullmatch(r"https?://[^\s#]+", old.strip()):
+        return f"{old[:80]!r} is not an issuer URL (https://..., as oauth:ISSUER#SUB shows it)"
+    if old.strip().rstrip("/") == issuer.strip().rstrip("/"):
+        return "it is this config's server.auth.issuer: its subjects are filed under it already"
+    return None
 
 
 def _schema_before(backend) -> int | None:
@@ -16478,8 +16539,9 @@ def _doctor_state_schema(doctor: Doctor, config: Config) -> None:
         return  # no store yet, or not one (a device, a folder: the path check says so)
     state = StateStore(backend, _QuietLog())
     try:
-        left = state.read(
-            "checking the state", lambda q: len({n for _, n, _ in misfiled_subjects(q)})
+        left, issuers = state.read(
+            "checking the state",
+            lambda q: (len({n for _, n, _ in misfiled_subjects(q)}), filed_issuers(q)),
         )
     except StateRefused as exc:
         doctor.fail(f"state: {backend.label}: {exc.reason}", "see docs/upgrade.md")
@@ -16498,6 +16560,25 @@ def _doctor_state_schema(doctor: Doctor, config: Config) -> None:
         )
     else:
         doctor.ok(f"state: schema {STATE_SCHEMA_VERSION}")
+    _doctor_other_issuers(doctor, config, issuers)
+
+
+def _doctor_other_issuers(doctor: Doctor, config: Config, issuers: dict) -> None:
+    """Subjects filed under an issuer that is not server.auth.issuer: an earlier one (their
+    allowances and conversations stay theirs), or a mistyped one an upgrade filed them under
+    for good (issue 39): --upgrade-state --from-issuer files them under this one."""
+    issuer = (config.get("server", "auth", "issuer") or "").rstrip("/")
+    others = {name: n for name, n in issuers.items() if name != issuer}
+    if not issuer or not others:
+        return
+    shown = inert(", ".join(f"{name} ({n})" for name, n in sorted(others.items())[:3]))
+    doctor.warn(
+        f"state: OAuth subjects are filed under another issuer than server.auth.issuer "
+        f"{issuer}: {shown}; they count under this one only if filed under it",
+        f"if that issuer was a mistake (an upgrade with a mistyped server.auth.issuer), run "
+        f"{SERVER_NAME} --config FILE --upgrade-state --from-issuer "
+        f"{inert(sorted(others)[0])} with the --http server's config",
+    )
 
 
 def _doctor_oauth(doctor: Doctor, config: Config) -> None:
@@ -17058,7 +17139,7 @@ def main(argv: list[str] | None = None) -> int:
     if options.get("user"):
         return run_user(config, log, options)
     if options.get("upgrade_state"):
-        return run_upgrade_state(config, log)
+        return run_upgrade_state(config, log, options.get("from_issuer"))
     if not serving:
         return 0
     engine = AnswerEngine(config, log)

@@ -846,6 +846,15 @@ MUTANTS = [
         "-k",
         "longer_than_a_check",
     ),
+    mutant(
+        "refile-issuer-takes-a-longer-one",
+        "money",
+        '        _refile_prefix(backend, run, oauth_identity(old, ""), oauth_identity(issuer, ""))',
+        "        _refile_prefix(backend, run, OAUTH_PREFIX + old, oauth_identity(issuer, '')[:-1])",
+        "tests/test_upgrade.py",
+        "-k",
+        "mistyped_issuer",
+    ),
 ]
 
 # Mutants that survive and change nothing anyone can see, each with why. A new survivor fails

@@ -652,3 +652,65 @@ def test_an_upgrade_longer_than_a_check_finishes_on_postgresql(postgres, tmp_pat
     assert done.returncode == 0, done.stderr
     assert "schema 6, now schema 7" in done.stdout, done.stdout
     filed_as_expected(store, subjects, issuer_url)
+
+
+def test_subjects_an_upgrade_filed_under_a_mistyped_issuer_are_named_and_filed_again(
+    tmp_path,
+):
+    """An upgrade with a typo in server.auth.issuer filed every subject under it for good: the
+    right config's --upgrade-state found nothing to do, and --doctor said nothing. --doctor now
+    names the other issuer and the command; --from-issuer files its subjects under this one,
+    folding into what they spent since, and leaves the named user alice (whose name a subject
+    of the mistyped issuer also has) as she was."""
+    store = Store("sqlite", str(tmp_path / "state.sqlite3"))
+    subjects_store(store, 2)
+    env = {**store.env, "XDG_STATE_HOME": str(tmp_path / "home")}
+    typo, right = "https://idp.exmaple", "https://idp.example"
+    done = run_cli(tmp_path, *config_of(tmp_path, typo + "/"), "--upgrade-state", env=env)
+    assert done.returncode == 0, done.stderr
+    # Since then, with the right issuer: sub0 spent again; a subject of the typo named alice.
+    store.execute(
+        "INSERT INTO usage_by_user (day, user_name, calls, usd) VALUES ('2026-11-26', ?, 1, 2)",
+        (m.oauth_identity(right, "sub0"),),
+    )
+    store.execute(
+        "INSERT INTO usage (at, day, tool, model, outcome, usd, user_name) "
+        "VALUES (0, '2026-11-26', 'answer', 'm', 'ok', 0.25, ?)",
+        (m.oauth_identity(typo, "alice"),),
+    )
+    longer = m.oauth_identity(typo + ".org", "sub1")  # another issuer, its URL the typo's and more
+    store.execute(
+        "INSERT INTO usage (at, day, tool, model, outcome, usd, user_name) "
+        "VALUES (0, '2026-11-26', 'answer', 'm', 'ok', 0.125, ?)",
+        (longer,),
+    )
+    again = run_cli(tmp_path, *config_of(tmp_path, right), "--upgrade-state", env=env)
+    assert again.returncode == 0 and "OAuth" not in again.stdout, again.stdout
+    doctor = run_cli(tmp_path, *config_of(tmp_path, right), "--doctor", env=env)
+    (line,) = [x for x in doctor.stdout.splitlines() if "another issuer" in x]
+    assert f"{typo} (3)" in line and right in line, line
+    assert f"--upgrade-state --from-issuer {typo} " in doctor.stdout, doctor.stdout
+    fixed = run_cli(
+        tmp_path, *config_of(tmp_path, right), "--upgrade-state", "--from-issuer", typo, env=env
+    )
+    assert fixed.returncode == 0, fixed.stderr
+    assert f"3 OAuth subject(s) of {typo} are now filed under {right}" in fixed.stdout
+    assert store.query("SELECT COUNT(*) FROM usage WHERE user_name LIKE '%exmaple#%'") == [(0,)]
+    by_user = dict(store.query("SELECT user_name, SUM(usd) FROM usage_by_user GROUP BY 1"))
+    assert by_user == {
+        "alice": 0.5,
+        m.oauth_identity(right, "sub0"): 2.5,
+        m.oauth_identity(right, "sub1"): 0.5,
+    }
+    spent = dict(store.query("SELECT user_name, SUM(usd) FROM usage GROUP BY 1"))
+    assert spent["alice"] == 0.5 and spent[m.oauth_identity(right, "alice")] == 0.25
+    assert spent[longer] == 0.125
+    owners = store.query("SELECT response_id, user_name FROM response_owners ORDER BY 1")
+    assert owners == [
+        ("resp_alice", "alice"),
+        ("resp_sub0", m.oauth_identity(right, "sub0")),
+        ("resp_sub1", m.oauth_identity(right, "sub1")),
+    ]
+    doctor = run_cli(tmp_path, *config_of(tmp_path, right), "--doctor", env=env)
+    (line,) = [x for x in doctor.stdout.splitlines() if "another issuer" in x]
+    assert line.endswith(f": {typo}.org (1); they count under this one only if filed under it")
