@@ -7326,8 +7326,11 @@ class _SqliteBackend:
             try:
                 # Only a file of ours: state.path may name a device (/dev/null: as root, a chmod
                 # took it from every other user of the machine) or a link to another's file.
-                if stat.S_ISREG(os.lstat(self.path + suffix).st_mode):
-                    os.chmod(self.path + suffix, 0o600)
+                # Group and others lose their access; the owner gains none (a file made
+                # read-only stays so: 0444 became 0600, writable).
+                mode = os.lstat(self.path + suffix).st_mode
+                if stat.S_ISREG(mode) and mode & 0o077:
+                    os.chmod(self.path + suffix, stat.S_IMODE(mode) & 0o700)
             except OSError:
                 pass
         return conn

@@ -855,6 +855,15 @@ MUTANTS = [
         "-k",
         "mistyped_issuer",
     ),
+    mutant(
+        "state-chmod-grants-write",
+        "security",
+        "os.chmod(self.path + suffix, stat.S_IMODE(mode) & 0o700)",
+        "os.chmod(self.path + suffix, 0o600)",
+        "tests/test_state.py",
+        "-k",
+        "read_only_state_file",
+    ),
 ]
 
 # Mutants that survive and change nothing anyone can see, each with why. A new survivor fails
