@@ -8377,8 +8377,12 @@ class StateStore:
         if self.backend is None:
             return
         left = self._writer.close(wait_s)
-        if left:
-            self.say(f"{left} usage row(s) could not be written before exit")
+        if left:  # the dollars too: what the ledger will lack, for whoever accounts for it
+            lost = sum(w.usd for w in self.unwritten() if isinstance(w, _UsageWrite))
+            self.say(
+                f"{left} usage row(s) could not be written before exit ({usd(lost)} of spend "
+                "that no ledger holds)"
+            )
         self._reads.close()
         self._cache_reads.close()
 

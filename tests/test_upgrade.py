@@ -714,3 +714,22 @@ def test_subjects_an_upgrade_filed_under_a_mistyped_issuer_are_named_and_filed_a
     doctor = run_cli(tmp_path, *config_of(tmp_path, right), "--doctor", env=env)
     (line,) = [x for x in doctor.stdout.splitlines() if "another issuer" in x]
     assert line.endswith(f": {typo}.org (1); they count under this one only if filed under it")
+
+
+def test_spend_a_refused_store_could_not_take_is_reported_in_dollars_at_exit(fake, tmp_path):
+    """With neither a budget nor the cache, a server learns that the store is newer at its
+    first write, after the call was answered: its row stays in memory and is lost at exit.
+    The exit's warning says how much spend no ledger holds, not only how many rows."""
+    store = Store("sqlite", str(tmp_path / "state.sqlite3"))
+    env = {**store.env, "XDG_STATE_HOME": str(tmp_path / "home"), "OPENAI_BASE_URL": fake.base_url}
+    assert run_cli(tmp_path, "--upgrade-state", env=env).returncode == 0
+    store.execute("UPDATE schema_version SET version = ?", (CURRENT + 1,))
+    config = tmp_path / "config.yaml"
+    config.write_text(PRICES + "cache:\n  ttl_s: 0\n", encoding="utf-8")
+    done = run_cli(tmp_path, "--ask", "q", "--json", "--config", str(config), env=env)
+    assert done.returncode == 0, done.stderr
+    cost = json.loads(done.stdout)["_meta"]["cost"]["usd"]
+    assert cost > 0
+    lost = f"1 usage row(s) could not be written before exit ({m.usd(cost)} of spend"
+    assert lost in done.stderr, done.stderr
+    assert store.query("SELECT COUNT(*) FROM usage") == [(0,)]
