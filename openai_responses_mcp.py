@@ -7584,8 +7584,9 @@ def _refuse_newer(backend, conn) -> None:
     (issue 39). This version is the older host of the next upgrade: its rows (subjects, names,
     columns) would be of the old shape, so it writes none, and says so (StateRefused)."""
     backend.hold_schema(conn)
-    version = _stored_version(backend, conn)
-    if version is not None and version > STATE_SCHEMA_VERSION:
+    found = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+    version = _valid_version(backend, found)  # the table is there: the store was opened
+    if version > STATE_SCHEMA_VERSION:
         backend.refused = _newer_store(version)
         raise backend.refused
     backend.refused = None
@@ -7597,7 +7598,13 @@ def _stored_version(backend, conn) -> int | None:
     one transaction): any guess would run steps again (the totals summed twice) or skip them."""
     if not backend.has_table(conn, "schema_version"):
         return None
-    version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+    return _valid_version(
+        backend, conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+    )
+
+
+def _valid_version(backend, version) -> int:
+    """The version a schema_version table holds (its MAX), or StateRefused."""
     if not isinstance(version, int) or isinstance(version, bool) or version < 2:
         shown = "no version" if version is None else f"{str(version)[:20]!r}, not a version"
         backend.refused = StateRefused(

@@ -819,9 +819,8 @@ MUTANTS = [
     mutant(
         "upgrade-newer-schema-is-older",
         "money",
-        "    if version is not None and version > STATE_SCHEMA_VERSION:\n        backend.refused",
-        "    if version is not None and version > STATE_SCHEMA_VERSION + 1:\n"
-        "        backend.refused",
+        "    if version > STATE_SCHEMA_VERSION:\n        backend.refused",
+        "    if version > STATE_SCHEMA_VERSION + 1:\n        backend.refused",
         "tests/test_upgrade.py",
         "-k",
         "meets_a_newer_schema and sqlite",
