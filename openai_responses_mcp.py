@@ -7115,6 +7115,14 @@ def refile_subjects(backend, run) -> int:
     return len({name for _, name, _ in found})
 
 
+def _bare_rows(run, name: str) -> bool:
+    """Whether any row holds `name` as its identity."""
+    return any(
+        run(f"SELECT 1 FROM {table} WHERE user_name = ? LIMIT 1", (name,)).fetchone()
+        for table in _IDENTITY_COLUMNS
+    )
+
+
 def filed_issuers(run) -> dict:
     """{issuer: how many OAuth subjects the store files under it}, oauth:#<sub> left out (see
     misfiled_subjects); run(sql) runs a statement."""
@@ -8954,6 +8962,14 @@ class UserDirectory:
                         f"user {other!r} exists, and {name!r} differs from it only in case; "
                         "pick another name"
                     )
+            if row is None and _bare_rows(q, name):
+                raise ValueError(
+                    f"the state holds spend under the bare name {name!r}, which no user has had: "
+                    "an OAuth subject's, written by a host of an older release after the upgrade "
+                    "(issue 39), which would become this user's; run "
+                    f"`{SERVER_NAME} --config FILE --upgrade-state` with the --http server's "
+                    "config first"
+                )
             if row is not None:  # revoked: a new token, the same allowances and history
                 kept = (row[1] if daily is None else daily, row[2] if monthly is None else monthly)
                 q(

@@ -863,6 +863,15 @@ MUTANTS = [
         "-k",
         "read_only_state_file",
     ),
+    mutant(
+        "user-add-takes-a-subjects-spend",
+        "money",
+        "            if row is None and _bare_rows(q, name):",
+        "            if False:",
+        "tests/test_upgrade.py",
+        "-k",
+        "not_given_to_a_new_user",
+    ),
 ]
 
 # Mutants that survive and change nothing anyone can see, each with why. A new survivor fails

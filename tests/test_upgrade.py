@@ -733,3 +733,29 @@ def test_spend_a_refused_store_could_not_take_is_reported_in_dollars_at_exit(fak
     lost = f"1 usage row(s) could not be written before exit ({m.usd(cost)} of spend"
     assert lost in done.stderr, done.stderr
     assert store.query("SELECT COUNT(*) FROM usage") == [(0,)]
+
+
+def test_a_name_an_older_host_wrote_for_a_subject_is_not_given_to_a_new_user(tmp_path):
+    """A host of an older release, serving after another upgraded the store, writes the OAuth
+    subject sub0 under its bare name. `--user add sub0` then made that spend (and sub0's
+    conversations) the new named user's, for good. It is refused, saying to run
+    --upgrade-state with the server's config first; after that the name is free, with nothing
+    spent."""
+    store = Store("sqlite", str(tmp_path / "state.sqlite3"))
+    subjects_store(store, 2, version=CURRENT)  # bare subjects in a version 7 store
+    env = {**store.env, "XDG_STATE_HOME": str(tmp_path / "home")}
+    refused = run_cli(tmp_path, "--user", "add", "sub0", env=env)
+    assert refused.returncode == 2, refused.stderr
+    (line,) = refused.stderr.splitlines()
+    assert "'sub0'" in line and "--config FILE --upgrade-state" in line, line
+    assert store.query("SELECT name FROM users") == [("alice",)]
+    upgraded = run_cli(
+        tmp_path, *config_of(tmp_path, "https://idp.example"), "--upgrade-state", env=env
+    )
+    assert upgraded.returncode == 0, upgraded.stderr
+    added = run_cli(tmp_path, "--user", "add", "sub0", env=env)
+    assert added.returncode == 0, added.stderr
+    assert store.query("SELECT COUNT(*) FROM usage_by_user WHERE user_name = 'sub0'") == [(0,)]
+    # A revoked user added again keeps its history, as before.
+    assert run_cli(tmp_path, "--user", "revoke", "alice", env=env).returncode == 0
+    assert run_cli(tmp_path, "--user", "add", "alice", env=env).returncode == 0
