@@ -7540,7 +7540,13 @@ def _ensure_schema(backend, conn) -> None:
     # Looking, and waiting for another instance making them now, is bounded as any check is;
     # the upgrade itself may take longer on a large store (_MIGRATION_S).
     with backend.guard(conn, 2 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
-        if _stored_version(backend, conn) == STATE_SCHEMA_VERSION and not _missing(backend, conn):
+        version = _stored_version(backend, conn)
+        if version is not None and version > STATE_SCHEMA_VERSION:
+            # Refused before taking the schema lock whole: that waits for every transaction of
+            # the newer hosts (a long report), and holds up all their others meanwhile.
+            backend.refused = _newer_store(version)
+            raise backend.refused
+        if version == STATE_SCHEMA_VERSION and not _missing(backend, conn):
             return
         backend.set_timeout(conn, _BUSY_TIMEOUT_S)
         backend.begin(conn, write=True)

@@ -872,6 +872,15 @@ MUTANTS = [
         "-k",
         "not_given_to_a_new_user",
     ),
+    mutant(
+        "upgrade-newer-store-waits-for-its-hosts",
+        "money",
+        "        if version is not None and version > STATE_SCHEMA_VERSION:\n            # Refused",
+        "        if False:\n            # Refused",
+        "tests/test_upgrade.py",
+        "-k",
+        "without_waiting_for_the_newer",
+    ),
 ]
 
 # Mutants that survive and change nothing anyone can see, each with why. A new survivor fails

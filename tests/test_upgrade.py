@@ -759,3 +759,29 @@ def test_a_name_an_older_host_wrote_for_a_subject_is_not_given_to_a_new_user(tmp
     # A revoked user added again keeps its history, as before.
     assert run_cli(tmp_path, "--user", "revoke", "alice", env=env).returncode == 0
     assert run_cli(tmp_path, "--user", "add", "alice", env=env).returncode == 0
+
+
+def test_a_newer_store_is_refused_without_waiting_for_the_newer_hosts(postgres):
+    """An older host opening a store a newer version upgraded took the schema lock whole
+    before it looked at the version: behind a long transaction of a newer host (a report) it
+    waited, holding up every other transaction of theirs meanwhile, and failed with "lock not
+    available" instead of saying to upgrade. It now refuses at once, taking no lock."""
+    import psycopg
+
+    url = postgres.fresh_database()
+    backend = m._PostgresBackend(url)
+    conn = backend.connect()
+    for statement in m._schema(postgres=True):
+        conn.execute(statement)
+    conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (CURRENT + 1,))
+    newer = psycopg.connect(url, autocommit=True)
+    try:
+        newer.execute("BEGIN")  # a newer host's long report: the schema lock, shared
+        newer.execute("SELECT pg_advisory_xact_lock_shared(%s)", (m._LOCK_SCHEMA,))
+        with pytest.raises(m.StateRefused, match=f"upgraded to schema {CURRENT + 1}"):
+            m._ensure_schema(backend, conn)
+        waiting = "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        assert newer.execute(waiting).fetchone() == (0,)
+    finally:
+        newer.close()
+        conn.close()
