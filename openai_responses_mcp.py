@@ -16,26 +16,29 @@ TOOL_TABLE, above the first banner, lists the tools (CONTRIBUTING.md: where new 
 1. Configuration   defaults < YAML < environment < command line, validated once at start-up
                    (SETTINGS: one row per key); the API key, shipped examples, price settings,
                    logging
-2. Policy          the model's instructions and the text sent as the request's input
-3. Files           what a call attaches (screenshots, PDFs, logs, source): local paths
+2. Models          what is known of each OpenAI model: the reasoning efforts and verbosities
+                   it takes, its prices (tiers, long context), its shutdown date and
+                   replacement, whether it is a deep research model
+3. Policy          the model's instructions and the text sent as the request's input
+4. Files           what a call attaches (screenshots, PDFs, logs, source): local paths
                    read only inside the allowed directories, never a secret, kind from
                    the bytes; https:// and data: URLs, which the server never fetches
-4. Answer engine   the OpenAI call (AnswerEngine: streaming, retries, cancellation; its
+5. Answer engine   the OpenAI call (AnswerEngine: streaming, retries, cancellation; its
                    BackgroundMode), the answer's shape and sources section, results sized per
                    client, its cost in dollars, single-flight for identical calls, and refused
                    profile settings (Refusals)
-5. State           the usage ledger (budgets, --usage) and the answer cache, behind one
+6. State           the usage ledger (budgets, --usage) and the answer cache, behind one
                    backend interface: SQLite by default (state.path), PostgreSQL (state.url)
                    for several hosts
-6. Tools           the tools' instructions, schemas and argument checks (answer,
+7. Tools           the tools' instructions, schemas and argument checks (answer,
                    answer_detailed, answer_quick, opt-in answer_deep, and answer_result)
-7. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation (Dispatcher); each
+8. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation (Dispatcher); each
                    request in its era (MCP 2026-07-28, stateless, or the initialize
                    handshake); tasks (both shapes) and handoffs, with ids any instance can
                    serve (LongCalls, which the Dispatcher hands them to)
-8. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
+9. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
                    (Streamable HTTP at /mcp, legacy SSE at /sse) with --http
-9. CLI             flags, --show-config, --ask, --usage, --doctor, main()
+10. CLI            flags, --show-config, --ask, --usage, --doctor, main()
 
 Only the standard library is imported at start-up; ``openai`` is imported when the first call
 needs it (or in the background once ``initialize``, or any 2026-07-28 request, has been
@@ -740,6 +743,7 @@ def _profile_settings(row: dict) -> dict:
             env=row["background_env"],
             doc="run the request in OpenAI background mode: a dropped stream resumes instead of "
             "being paid for twice, and a cancel stops it server-side (not ZDR-compatible)",
+            nullable=inherits,  # null: `answer`'s, as docs/configuration.md says (issue 39)
         ),
     }
     if row.get("opt_in"):
@@ -1210,7 +1214,7 @@ def user_file(env: dict, windows: str, xdg: str, fallback: tuple, name: str) -> 
     if os.name == "nt" and env.get(windows):
         return os.path.join(env[windows], SERVER_NAME, name)
     home = env.get("HOME") or os.path.expanduser("~")
-    base = env.get(xdg) or os.path.join(home, *fallback)
+    base = _xdg_base(env, xdg) or os.path.join(home, *fallback)
     return os.path.join(base, SERVER_NAME, name)
 
 
@@ -1222,6 +1226,15 @@ def default_config_path(env: dict) -> str:
 def default_state_path(env: dict) -> str:
     """$XDG_STATE_HOME/openai-responses-mcp/state.sqlite3, or the platform's equivalent."""
     return user_file(env, "LOCALAPPDATA", "XDG_STATE_HOME", (".local", "state"), "state.sqlite3")
+
+
+def _xdg_base(env: dict, name: str) -> str | None:
+    """An XDG base directory, ignored unless absolute, as the XDG spec says: a relative one
+    put the state (the ledger budgets count) in whatever folder a client started the server
+    in, one ledger per folder (issue 39), as a relative state.path from the environment would
+    (refused)."""
+    value = env.get(name) or ""
+    return value if os.path.isabs(value) else None
 
 
 def _env_value(text: str):
@@ -1330,6 +1343,11 @@ class Config:
             values["server"]["auth"]["client_secret"] = "***"
         if values["state"]["url"]:
             values["state"]["url"] = redact_url(values["state"]["url"])
+        # A gateway's or an issuer's URL may carry user:password@ (issue 39): never shown.
+        values["openai"]["base_url"] = redact_url(values["openai"]["base_url"])
+        for key in ("issuer", "introspection_url"):
+            if values["server"]["auth"][key]:
+                values["server"]["auth"][key] = redact_url(values["server"]["auth"][key])
         key_env = self.get("openai", "api_key_env")
         return {
             "version": __version__,
@@ -1356,11 +1374,6 @@ def enabled_tools(config: Config) -> tuple[str, ...]:
         for row in TOOL_TABLE
         if not row.get("opt_in") or config.get("tools", row["name"])
     )
-
-
-def is_deep_research(model: str) -> bool:
-    """o3-deep-research, o4-mini-deep-research and their dated snapshots."""
-    return "deep-research" in model
 
 
 CONFIG_FIFO_WAIT_S = 3.0  # a config "file" that is a FIFO: how long to wait for its writer
@@ -1494,6 +1507,13 @@ def _check_price_table(tree: dict, lines: dict, source: str) -> None:
 def _suggest(path: tuple) -> str:
     import difflib
 
+    dropped = (("background",), ("verbosity",), ("search_context_size",))
+    if path[:1] == ("model_profiles",) and path[2:] in dropped and _row(path[1]).get("opt_in"):
+        # Not `answer`'s key, the nearest by spelling, which would change every other tool.
+        return (
+            f" ({path[1]} has none: it always runs in background mode, and its models take "
+            "no verbosity or search context size)"
+        )
     names = [".".join(p) for p in SETTINGS]
     close = difflib.get_close_matches(".".join(path), names, n=1, cutoff=0.75)
     return f" (did you mean {close[0]}?)" if close else " (ignored)"
@@ -1619,10 +1639,31 @@ def _decide_debug(values: dict, sources: dict, cli: dict, env: dict) -> None:
         sources[("server", "debug_file")] = "env DEBUG"
 
 
+def _not_utf8(value) -> bool:
+    """Whether a value holds what Python makes of bytes that are no UTF-8 (an environment
+    variable or argument in another encoding): every request with it would fail to encode."""
+    texts = value if isinstance(value, list) else [value]
+    return any(isinstance(text, str) and not text.isascii() and _lone_surrogate(text)
+               for text in texts)  # fmt: skip
+
+
+def _lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _validate(values: dict, sources: dict) -> None:
     flat = _flatten(values)
     for path, setting in SETTINGS.items():
         value = flat.get(path, setting.default)
+        if _not_utf8(value):  # a traceback at the first request otherwise (issue 39)
+            raise ConfigError(
+                f"{'.'.join(path)} (from {sources.get(path, 'default')}) holds bytes that are "
+                "not UTF-8: write it in UTF-8"
+            )
         try:
             setting.check(value)
         except ValueError:
@@ -1825,9 +1866,17 @@ def _check_base_url(
     )
     if not ok:
         raise ConfigError(
-            f"{key} = {json.dumps(url, ensure_ascii=False)} (from {where}) must be "
+            f"{key} = {json.dumps(_url_shown(url), ensure_ascii=False)} (from {where}) must be "
             f"an http:// or https:// URL with a host, like {like}"
         )
+
+
+def _url_shown(url: str) -> str:
+    """A URL for an error message: a user:password@ masked, with a scheme or without one."""
+    if "://" in url:
+        return redact_url(url)
+    head, slash, tail = url.partition("/")
+    return f"***@{head.rpartition('@')[2]}{slash}{tail}" if "@" in head else url
 
 
 _PG_SCHEMES = ("postgresql://", "postgres://")
@@ -1993,8 +2042,11 @@ def _check_state_url(values: dict, sources: dict) -> None:
         return
     where = sources.get(("state", "url"), "default")
     if not url.startswith(_PG_SCHEMES):
+        # Without a scheme (user:password@host/db, a password pasted alone) nothing in it can
+        # be told from a secret: only a scheme://… is shown, masked (issue 39).
+        shown = json.dumps(redact_url(url)) if "://" in url else "(not shown: no scheme://)"
         raise ConfigError(
-            f"state.url = {json.dumps(redact_url(url))} (from {where}) must be a PostgreSQL URL "
+            f"state.url = {shown} (from {where}) must be a PostgreSQL URL "
             "like postgresql://user@host/db"
         )
     import importlib.util
@@ -2357,6 +2409,27 @@ def api_key_problem(config: Config) -> str | None:
     return None
 
 
+def ca_bundle_problem(env: dict | None = None) -> tuple[str, str] | None:
+    """Why the HTTP client cannot be made from SSL_CERT_FILE / SSL_CERT_DIR (it reads them to
+    build its TLS context, for http:// too): (what, its fix) for a missing or unreadable CA
+    bundle (issue 39: it was a traceback at the first call); else None."""
+    import ssl
+
+    env = dict(os.environ) if env is None else env
+    for name, option in (("SSL_CERT_FILE", "cafile"), ("SSL_CERT_DIR", "capath")):
+        if env.get(name):  # as the client reads them: the first one set, alone
+            try:
+                ssl.create_default_context(**{option: env[name]})
+            except (OSError, ValueError, ssl.SSLError) as exc:
+                said = " ".join(str(exc).split())[:160] or type(exc).__name__
+                return (
+                    f"{name}={env[name]} cannot be used as a CA bundle ({said})",
+                    "point it at a PEM file holding your proxy's or gateway's CA, or unset it",
+                )
+            return None
+    return None
+
+
 # -- Shipped examples ----------------------------------------------------------------------------
 
 # config.yaml.example, kept here so an installed copy can print it (--print-example config);
@@ -2579,6 +2652,25 @@ def _json_escaped(match) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 
+def open_for_append(path: str):
+    """`path` opened to append text, never waiting: a FIFO nobody reads is an OSError (ENXIO,
+    said as such) rather than an open() that blocks the server, or --doctor, forever (issue
+    39); a FIFO that is read, a terminal or a file opens as with open(path, "a")."""
+    import errno
+
+    nonblock = getattr(os, "O_NONBLOCK", 0)  # none on Windows, nor FIFOs of this kind there
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | nonblock
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # what O_NONBLOCK gives for a FIFO without a reader
+            raise OSError(errno.ENXIO, "it is a FIFO that nothing reads", path) from None
+        raise
+    if nonblock:
+        os.set_blocking(fd, True)  # writes then wait as they would on any file
+    return open(fd, "a", encoding="utf-8")
+
+
 class Log:
     """stderr lines for people. Debug lines only when debug was decided on at start-up.
 
@@ -2592,7 +2684,7 @@ class Log:
         self._secrets = tuple(s for s in secrets if s and len(s) >= 8)
         if debug and path:
             try:
-                self._file = open(os.path.expanduser(path), "a", encoding="utf-8")  # noqa: SIM115
+                self._file = open_for_append(os.path.expanduser(path))
             except OSError as exc:
                 self.say(
                     f"cannot open debug file {path}: {os_error_words(exc)}; debug goes to "
@@ -2633,6 +2725,271 @@ class Log:
         if self.debug_enabled:
             stamp = time.strftime("%H:%M:%S")
             self._write(f"[debug {stamp}] {component}: {text}")
+
+
+# ============================================================================================
+# Models: what the server knows of each OpenAI model
+# ============================================================================================
+# Everything known about a model, in one place: the reasoning efforts and verbosities it
+# takes, its prices (tiers, long context), its shutdown date and replacement, and whether it
+# is a deep research model. Configuration, the engine and --doctor read it from here.
+
+
+# -- Names: a dated snapshot's alias, deep research --------------------------------------------
+
+
+def is_deep_research(model: str) -> bool:
+    """o3-deep-research, o4-mini-deep-research and their dated snapshots."""
+    return "deep-research" in model
+
+
+def _undated(model: str) -> str:
+    """gpt-5.2-2025-12-11 -> gpt-5.2"""
+    parts = model.split("-")
+    date = parts[-3:]
+    if len(parts) > 3 and [len(p) for p in date] == [4, 2, 2] and all(p.isdigit() for p in date):
+        return "-".join(parts[:-3])
+    return model
+
+
+# -- Reasoning efforts and verbosities: what each model takes ----------------------------------
+
+# Model families known to take no reasoning effort or no verbosity: the setting is not sent to
+# them. Any other model, above all one newer than this table, gets every setting of its profile;
+# a refusal is handled where it comes back (Refusals.adapt), never guessed from the name.
+TAKES_NO_REASONING = ("gpt-4.1", "gpt-4o")
+TAKES_NO_VERBOSITY = ("gpt-4.1", "gpt-4o", "o1", "o3", "o4")
+
+
+def supports_verbosity(model: str) -> bool:
+    """False only for a model known to take no verbosity (deep research models take none)."""
+    return not is_deep_research(model) and not _in_family(TAKES_NO_VERBOSITY, model)
+
+
+def supports_reasoning(model: str) -> bool:
+    """False only for a model known to take no reasoning effort (gpt-4.1, gpt-4o)."""
+    return not _in_family(TAKES_NO_REASONING, model)
+
+
+def _in_family(families, model: str) -> bool:
+    """Whether `model` is one of `families` or a member of one (family-…: gpt-4o-mini)."""
+    return any(model == family or model.startswith(family + "-") for family in families)
+
+
+# Reasoning efforts each model family accepts (the API refuses the others with 400
+# unsupported_value). Longest matching prefix wins; a family not listed is not checked.
+GPT6_EFFORTS = ("low", "medium", "high", "xhigh", "max")
+GPT6_EFFORTS_WITH_NONE = ("none", *GPT6_EFFORTS)
+MODEL_EFFORTS = {
+    "gpt-5": ("minimal", "low", "medium", "high"),
+    "gpt-5-pro": ("high",),
+    "gpt-5-codex": ("low", "medium", "high"),
+    "gpt-5.1": ("none", "low", "medium", "high"),
+    "gpt-5.1-codex": ("low", "medium", "high"),
+    "gpt-5.1-codex-max": ("none", "low", "medium", "high", "xhigh"),
+    "gpt-5.1-chat-latest": ("medium",),
+    "gpt-5.2": ("none", "low", "medium", "high", "xhigh"),
+    "gpt-5.2-pro": ("medium", "high", "xhigh"),
+    "gpt-5.2-chat-latest": ("medium",),
+    "gpt-5.4": ("none", "low", "medium", "high", "xhigh"),
+    "gpt-5.4-pro": ("medium", "high", "xhigh"),
+    "gpt-5.5": ("none", "low", "medium", "high", "xhigh"),
+    "gpt-5.5-pro": ("medium", "high", "xhigh"),
+    # GPT-5.6 and GPT-6 (their model pages): low to max for all; none only for the models
+    # below that list it; minimal for none of them.
+    "gpt-5.6-sol": GPT6_EFFORTS_WITH_NONE,
+    "gpt-5.6-terra": GPT6_EFFORTS_WITH_NONE,
+    "gpt-5.6-luna": GPT6_EFFORTS_WITH_NONE,
+    "gpt-6-sol": GPT6_EFFORTS_WITH_NONE,
+    "gpt-6-luna": GPT6_EFFORTS_WITH_NONE,
+    "gpt-6.1-terra": GPT6_EFFORTS_WITH_NONE,
+    "gpt-6-astra": GPT6_EFFORTS,
+    "gpt-6.1-sol": GPT6_EFFORTS,
+    "gpt-6.2-sol": GPT6_EFFORTS,
+    "gpt-6.2-astra": GPT6_EFFORTS,
+    "o1": ("low", "medium", "high"),
+    "o3": ("low", "medium", "high"),
+    "o4": ("low", "medium", "high"),
+    "o3-deep-research": ("medium",),
+    "o4-mini-deep-research": ("medium",),
+}
+
+
+# Verbosities for the gpt-5 models that do not take all three (400 unsupported_value otherwise).
+MODEL_VERBOSITIES = {"gpt-5-chat-latest": ("medium",)}
+
+
+def model_efforts(model: str) -> tuple[str, ...] | None:
+    """The reasoning efforts `model` accepts, or None when its family is not known here."""
+    return _by_family(MODEL_EFFORTS, model)
+
+
+def model_verbosities(model: str) -> tuple[str, ...]:
+    """The verbosities a gpt-5 `model` accepts."""
+    return _by_family(MODEL_VERBOSITIES, model) or VERBOSITIES
+
+
+def _by_family(table: dict, model: str):
+    """table's entry for the longest family `model` belongs to (itself, or family-…), or None."""
+    best = None
+    for family in table:
+        if (model == family or model.startswith(family + "-")) and (
+            best is None or len(family) > len(best)
+        ):
+            best = family
+    return table[best] if best else None
+
+
+# -- Prices: a model's per-token prices and what multiplies them -------------------------------
+
+# USD per million tokens (input, cached input, output) at Standard prices for requests of up to
+# 272K input tokens, as each model's page on developers.openai.com/api/docs/models/<model> gives
+# them on PRICES_DATE (GPT-6, GPT-5.6 and the GPT-5 models; the older ones from the pricing page,
+# developers.openai.com/api/docs/pricing). pricing.models in the config adds to and overrides it.
+# A model without a cached-input discount (the -pro models) has its input price there. Models
+# that have shut down keep their price: the ledger may still name them.
+PRICES_DATE = "2026-11-26"
+BUILTIN_PRICES = {
+    "gpt-6.2-sol": (2.00, 0.10, 10.00),
+    "gpt-6.1-sol": (2.00, 0.10, 10.00),
+    "gpt-6.1-terra": (1.00, 0.05, 5.00),
+    "gpt-6-astra": (10.00, 1.00, 50.00),
+    "gpt-6-sol": (2.00, 0.20, 10.00),
+    "gpt-6-luna": (0.10, 0.01, 0.50),
+    "gpt-5.6-sol": (5.00, 0.50, 30.00),
+    "gpt-5.6-terra": (2.00, 0.20, 12.00),  # lowered on 2026-07-30 (was 2.50 / 15)
+    "gpt-5.6-luna": (0.20, 0.02, 1.20),  # lowered on 2026-07-30 (was 1.00 / 6)
+    "gpt-5.5": (5.00, 0.50, 30.00),
+    "gpt-5.5-pro": (30.00, 30.00, 180.00),
+    "gpt-5.4": (2.50, 0.25, 15.00),
+    "gpt-5.4-pro": (30.00, 30.00, 180.00),
+    "gpt-5.4-mini": (0.75, 0.075, 4.50),
+    "gpt-5.4-nano": (0.20, 0.02, 1.25),
+    "gpt-5.2": (1.75, 0.175, 14.00),
+    "gpt-5.2-pro": (21.00, 21.00, 168.00),
+    "gpt-5.2-chat-latest": (1.75, 0.175, 14.00),  # shut down 2026-08-10
+    "gpt-5.1-chat-latest": (1.25, 0.125, 10.00),
+    "gpt-5-chat-latest": (1.25, 0.125, 10.00),
+    "gpt-5.1": (1.25, 0.125, 10.00),
+    "gpt-5": (1.25, 0.125, 10.00),
+    "gpt-5-mini": (0.25, 0.025, 2.00),
+    "gpt-5-nano": (0.05, 0.005, 0.40),
+    "gpt-5-pro": (15.00, 15.00, 120.00),
+    "gpt-4.1": (2.00, 0.50, 8.00),
+    "gpt-4.1-mini": (0.40, 0.10, 1.60),
+    "gpt-4.1-nano": (0.10, 0.025, 0.40),  # shut down 2026-10-23
+    "gpt-4o": (2.50, 1.25, 10.00),
+    "gpt-4o-mini": (0.15, 0.075, 0.60),
+    "o3": (2.00, 0.50, 8.00),
+    "o4-mini": (1.10, 0.275, 4.40),  # shut down 2026-10-23
+    # Deep research (answer_deep); their web searches cost pricing.web_search_per_1k on top.
+    "o3-deep-research": (10.00, 2.50, 40.00),
+    "o4-mini-deep-research": (2.00, 0.50, 8.00),
+}
+# Prompt-cache writes, as multiples of the model's (uncached) input price: "cache writes are
+# billed at 1.25x the uncached input token rate" for the default 30-minute retention, and a
+# 12-hour write at twice that (gpt-6.2-sol: $2.50 and $5 for $2 input; gpt-6.1-terra: $1.25
+# and $2.50 for $1).
+CACHE_WRITE_FACTORS = {"30m": 1.25, "12h": 2.5}
+# Long context: a request of more than 272K input tokens is billed, in full, at twice the input
+# rates (cached input and cache writes included) and 1.5 times the output rate, on the models
+# whose pages say so (GPT-5.4 and later; the older ones take no such prompt).
+LONG_CONTEXT_TOKENS = 272_000
+LONG_CONTEXT_FACTORS = (2.0, 1.5)  # input, output
+LONG_CONTEXT_FAMILIES = ("gpt-5.4", "gpt-5.5", "gpt-5.6", "gpt-6")
+# Processing tiers (the response's service_tier): Flex (and Batch) at half the Standard rate;
+# Fast mode, which the API still reports as priority, at twice the Standard rate, or more for
+# some models (PRIORITY_FACTORS, looked up like BUILTIN_PRICES); Ultrafast at three times
+# (until 2027-02-28; six from 2027-03-01).
+TIER_FACTORS = {"flex": 0.5, "priority": 2.0, "fast": 2.0, "ultrafast": 3.0}
+PRIORITY_FACTORS = {"gpt-5.5": 2.5}
+
+
+def tier_factor(model: str, tier) -> float:
+    """What the processing tier multiplies the model's Standard prices by (TIER_FACTORS)."""
+    factor = TIER_FACTORS.get(tier or "", 1.0) if isinstance(tier, str) else 1.0
+    if tier in ("priority", "fast"):
+        factor = PRIORITY_FACTORS.get(_undated(model), factor)
+    return factor
+
+
+def _long_context(model: str, input_tokens: int) -> tuple[float, float]:
+    """(input factor, output factor) of a request's rates: the long-context ones over
+    LONG_CONTEXT_TOKENS input tokens on the models billed so, else (1, 1)."""
+    base = _undated(model)
+    families = LONG_CONTEXT_FAMILIES
+    if input_tokens > LONG_CONTEXT_TOKENS and any(base.startswith(f) for f in families):
+        return LONG_CONTEXT_FACTORS
+    return 1.0, 1.0
+
+
+# -- Retirements: shutdown dates and the replacements OpenAI gives -----------------------------
+
+DEPRECATIONS_URL = "https://developers.openai.com/api/docs/deprecations"
+RETIREMENT_WARN_DAYS = 90
+# The replacement OpenAI's deprecations page recommends for each model it retires.
+REPLACEMENTS = {
+    "gpt-5": "gpt-6.1-sol",
+    "gpt-5-pro": "gpt-6.1-sol",
+    "o3": "gpt-6.1-sol",
+    "gpt-5-mini": "gpt-6.1-terra",
+    "gpt-5-nano": "gpt-6-luna",
+    "gpt-4o": "gpt-6-luna",
+    "gpt-4o-mini": "gpt-6-luna",
+    "gpt-4.1": "gpt-6-luna",
+    "gpt-4.1-mini": "gpt-6-luna",
+    "o4-mini": "gpt-5.6-terra",
+}
+
+
+def shutdown_dates(listing, debug=lambda text: None) -> dict:
+    """model id -> its shutdown_date (None: none announced), from GET /v1/models's JSON. An
+    entry that is not an object with an id, or whose shutdown_date is no YYYY-MM-DD date, is
+    skipped (a debug line each): a gateway's odd list never stops the check."""
+    import datetime
+
+    data = listing.get("data") if isinstance(listing, dict) else None
+    if not isinstance(data, list):
+        debug(f"GET /v1/models: no list of models ({type(data).__name__} for data); none read")
+        return {}
+    dates: dict = {}
+    for n, entry in enumerate(data):
+        model = entry.get("id") if isinstance(entry, dict) else None
+        if not isinstance(model, str) or not model:
+            debug(f"GET /v1/models: entry {n} skipped: not a model object with an id")
+            continue
+        date = entry.get("shutdown_date")
+        if date is not None:
+            try:
+                date = datetime.date.fromisoformat(date).isoformat()
+            except (TypeError, ValueError):
+                debug(f"GET /v1/models: {model[:80]!r}: shutdown_date is no YYYY-MM-DD; skipped")
+                continue
+        dates[model] = date
+    return dates
+
+
+def shutdown_date_of(dates: dict, model: str):
+    """The model's date in `dates`, a dated snapshot taking its alias's when not listed."""
+    return dates.get(model) or dates.get(_undated(model))
+
+
+def retirement_words(model: str, date: str, today: str, key: str) -> tuple[str, str, str]:
+    """(level, what, fix) for a model with a shutdown date: level is "retired" once the date
+    has come, "soon" within RETIREMENT_WARN_DAYS, else "announced"."""
+    import datetime
+
+    days = (datetime.date.fromisoformat(date) - datetime.date.fromisoformat(today)).days
+    replacement = REPLACEMENTS.get(_undated(model))
+    fix = (
+        f"set {key} to {replacement} (the replacement OpenAI's deprecations page gives)"
+        if replacement
+        else f"set {key} to a current model (see {DEPRECATIONS_URL})"
+    )
+    if days <= 0:
+        return "retired", f"{model} shut down on {date}", fix
+    level = "soon" if days <= RETIREMENT_WARN_DAYS else "announced"
+    return level, f"{model} shuts down on {date}, in {days} day{'s' if days != 1 else ''}", fix
 
 
 # ============================================================================================
@@ -2823,7 +3180,7 @@ SECRET_PATHS = (
     ("*.p12", "PKCS#12 key stores"),
     ("*.pfx", "PKCS#12 key stores"),
     ("*.ppk", "PuTTY private keys"),
-    ("id_*", "SSH keys (id_rsa, id_ed25519 ...)"),
+    ("id_*", "SSH keys (id_rsa, id_ed25519 ...), not source code (id_map.py)"),
     ("*.kdbx", "KeePass databases"),
     (".ssh/", "SSH keys and configuration"),
     (".gnupg/", "GnuPG keys"),
@@ -2831,7 +3188,7 @@ SECRET_PATHS = (
     (".local/share/keyrings/", "GNOME Keyring"),
     # Credential files.
     (".env*", "environment files: API keys, passwords"),
-    ("credentials*", "credentials files (AWS, Cargo, gem, terraform ...)"),
+    ("credentials*", "credentials files (AWS, Cargo, gem ...), not source code (credentials.py)"),
     (".netrc", "logins for curl, git, ftp"),
     ("_netrc", "logins for curl, git (Windows)"),
     (".git-credentials", "git's stored passwords"),
@@ -2879,6 +3236,14 @@ SECRET_PATHS = (
     (".dbshell", "mongo shell"),
     ("mongosh_repl_history", "mongosh"),
     ("repl_history.jl", "Julia"),
+)
+# What the two broad globs are not after: source code and docs (id_generator.py, botocore's
+# credentials.py, docs/credentials.md) are read; a key pasted in one is refused by content.
+BROAD_SECRET_GLOBS = ("id_*", "credentials*")
+SOURCE_EXTENSIONS = (
+    *(".py", ".go", ".rs", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".java", ".kt", ".scala"),
+    *(".rb", ".php", ".cs", ".c", ".h", ".cc", ".cpp", ".hpp", ".swift", ".dart", ".ex"),
+    *(".md", ".rst", ".adoc"),
 )
 # Pseudo-file systems: never files, whatever files.allowed_dirs says.
 SYSTEM_DIRS = ("/proc", "/sys", "/dev")
@@ -2935,8 +3300,18 @@ class FileRefused(Exception):
     """A file that cannot be sent; the message names it, says why and which key changes it."""
 
 
+# A data: URL's declared type, as its label shows it: anything else there may be its payload.
+_DATA_TYPE = re.compile(r"[A-Za-z0-9!#$&^_.+-]{1,40}/[A-Za-z0-9!#$&^_.+-]{1,60}")
+
+
 def _data_label(given: str) -> str:
-    return given.partition(",")[0][:60] + ",…"
+    """A data: URL as shown: its scheme, declared type and ;base64, never its payload (one
+    without its comma, or with a space or a `;` for it, is all payload)."""
+    params = given[5:].partition(",")[0].split(";")
+    shown = params[0] if _DATA_TYPE.fullmatch(params[0]) else ""
+    if len(params) > 1 and params[-1].lower() == "base64":
+        shown += ";" + params[-1]
+    return given[:5] + shown + ",…"
 
 
 # The schemes that make a file a URL even without `//` (`file:/etc/passwd` is one). Anything
@@ -2959,10 +3334,13 @@ def _is_data_url(given: str) -> bool:
 
 
 def _named(given: str) -> str:
-    """The file as the caller gave it, fit for one line of an error; a data: URL by its type
-    only, never its payload."""
+    """The file as the caller gave it, fit for one line of an error; a data: URL (anywhere in
+    it) by its type only, never its payload."""
     if _is_data_url(given):
         return _data_label(given)
+    at = given.lower().find("data:")  # pasted with a quote before it: a path
+    if at >= 0:
+        return _named(given[:at]) + _data_label(given[at:])
     shown = "".join(c if c.isprintable() else "?" for c in given[:160])  # not all of a long one
     return shown if len(given) <= 160 else shown[:159] + "…"
 
@@ -2998,6 +3376,8 @@ def _secret_path(parts: list, pattern: str) -> bool:
             directories[at : at + len(names)] == names
             for at in range(len(directories) - len(names) + 1)
         )
+    if pattern in BROAD_SECRET_GLOBS and parts[-1].endswith(SOURCE_EXTENSIONS):
+        return False
     names = pattern.split("/")
     ends = parts[-len(names) :]
     return len(ends) == len(names) and all(map(fnmatch.fnmatchcase, ends, names))
@@ -3038,13 +3418,23 @@ _PRIVATE_KEY = re.compile(
     rb"-{4,5} ?(?:BEGIN|END) [A-Z0-9 ]{0,40}(?:PRIVATE|SECRET) KEY|PuTTY-User-Key-File-\d+:"
 )
 _PRIVATE_KEY_WORDS = (b"PRIVATE KEY", b"SECRET KEY", b"PuTTY-User-Key-File-")
+# The same base64-encoded whole (a kubeconfig's client-key-data, a Kubernetes Secret's tls.key,
+# a CI variable): "PRIVATE KEY" at each of base64's three alignments (a certificate may come
+# first), and an OpenSSH key's body ("openssh-key-v1") without its armour.
+_PRIVATE_KEY_BASE64 = (
+    *(b"UFJJVkFURSBLRV", b"BSSVZBVEUgS0VZ", b"QUklWQVRFIEtFW"),
+    *(b"b3BlbnNzaC1rZXktdj", b"9wZW5zc2gta2V5LXYx", b"vcGVuc3NoLWtleS12M"),
+)
 
 
 def _looks_secret(data: bytes, key: str) -> bool:
-    """Text that holds a private key block or the server's own API key is a secret whatever
-    its name (a key copied to notes.txt, a hard link to ~/.ssh/id_rsa)."""
+    """Text that holds a private key block (as it is, or base64-encoded whole) or the server's
+    own API key is a secret whatever its name (a key copied to notes.txt, a hard link to
+    ~/.ssh/id_rsa, a kubeconfig's client-key-data)."""
     # The plain search first: a file with none of the words costs a memchr of it, no regex.
     if any(word in data for word in _PRIVATE_KEY_WORDS) and _PRIVATE_KEY.search(data):
+        return True
+    if any(form in data for form in _PRIVATE_KEY_BASE64):
         return True
     return bool(key) and key.encode() in data
 
@@ -3102,9 +3492,67 @@ def image_tokens(size: tuple[int, int] | None, detail: str) -> int:
     return 85 + 170 * math.ceil(width / 512) * math.ceil(height / 512)
 
 
-_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
+# A PDF may spell a name with #xx escapes (/P#61ge is /Page), and put NUL (whitespace to PDF)
+# between a key and its value: readers (pdfium, pypdf) take every spelling, so the count does
+# too, or a crafted file shows no pages and is priced as one. A comment there is legal too, but
+# no producer writes one: a file with one counts as its worst case (_PDF_ODD).
+_PDF_GAP = rb"[\x00\t\n\x0c\r ]*"
+
+
+def _pdf_name(name: str) -> bytes:
+    """A pattern of /name as a PDF may spell it: each character itself or #xx, then a
+    delimiter (so /Page is not /Pages)."""
+    spelt = b"".join(b"(?:%s|#(?i:%02x))" % (c.encode(), ord(c)) for c in name)
+    return b"/" + spelt + rb"(?![^\x00\t\n\x0c\r ()<>\[\]{}/%])"
+
+
+_PDF_PAGE = re.compile(_pdf_name("Type") + _PDF_GAP + _pdf_name("Page"))
 # An object stream's dictionary (PDF 1.5): its page objects are compressed inside it.
-_PDF_OBJSTM = re.compile(rb"/Type\s*/ObjStm\b")
+_PDF_OBJSTM = re.compile(_pdf_name("Type") + _PDF_GAP + _pdf_name("ObjStm"))
+# An object stream's /N: a number, or a reference to one (its value unknown here).
+_PDF_HELD = re.compile(
+    _pdf_name("N")
+    + _PDF_GAP
+    + rb"([+-]?[0-9]*\.?[0-9]+)("
+    + _PDF_GAP
+    + rb"[0-9]+"
+    + _PDF_GAP
+    + rb"R)?"
+)
+# The stream keyword (not endstream's): its data begins after the end of its line, whatever
+# else is on it (pdfium reads `stream X` so).
+_PDF_STREAM = re.compile(rb"(?<![A-Za-z])stream")
+_PDF_EOL = re.compile(rb"\r\n|\r|\n")
+# A stream zlib alone decodes: every /Filter is /FlateDecode (or /Fl), no /DecodeParms.
+_PDF_FILTER = re.compile(_pdf_name("Filter"))
+_PDF_FLATE_NAME = b"(?:" + _pdf_name("FlateDecode") + b"|" + _pdf_name("Fl") + b")"
+_PDF_FLATE = re.compile(
+    _pdf_name("Filter")
+    + _PDF_GAP
+    + b"(?:"
+    + _PDF_FLATE_NAME
+    + rb"|\["
+    + _PDF_GAP
+    + _PDF_FLATE_NAME
+    + _PDF_GAP
+    + rb"\])"
+)
+_PDF_PARMS = re.compile(_pdf_name("DecodeParms") + b"|" + _pdf_name("DP"))
+# A comment between a key and its value (or its reference's numbers): legal, never written,
+# and the searches above would not see past it. /N's is looked for near an object stream only:
+# three bytes such as `/N%` turn up by chance in a large file's compressed data.
+_PDF_AFTER_KEY = rb"[\x00\t\n\x0c\r ]*(?:[+-]?[0-9.]+[\x00\t\n\x0c\r ]*){0,2}%"
+_PDF_ODD = re.compile(
+    b"(?:"
+    + b"|".join(_pdf_name(n) for n in ("Type", "Filter", "DecodeParms"))
+    + b")"
+    + _PDF_AFTER_KEY
+)
+_PDF_ODD_HELD = re.compile(_pdf_name("N") + _PDF_AFTER_KEY)
+PDF_HELD_KEYS = 64  # the /N looked at near one object stream; more is a crafted file
+PDF_DICT_BEFORE = 1024  # how far before /Type /ObjStm its dictionary's other keys are looked for
+
+
 # Counting pages costs at most a small multiple of reading the file, whatever its structure:
 # each stream is inflated from its own bytes only (they never overlap, so zlib reads the file at
 # most once), its output within a total bound, the whole within a time bound; a stream left
@@ -3118,34 +3566,65 @@ PDF_COUNT_S = 1.0  # how long one PDF's streams are inflated for; the rest count
 def pdf_pages(data: bytes) -> int:
     """A PDF's page count, as its page objects tell it (at least 1), those compressed in
     object streams too: pdfTeX and most producers since PDF 1.5 put every page object there,
-    where the plain bytes show none. A stream's bytes end where the next object stream's
-    dictionary begins; one that cannot be inflated within the bounds counts each object it
-    holds (/N) as a page, and a file with more streams than are looked into counts a page a
-    byte: the estimate may be high, never low, and costs about what reading the file does."""
+    where the plain bytes show none. Names are read in any spelling (/P#61ge is /Page). A
+    stream's bytes end where the next object stream's dictionary begins; one that zlib alone
+    cannot decode (another filter, a predictor) or that cannot be inflated within the bounds
+    counts each object it holds (/N) as a page, and a file with more streams than are looked
+    into, or with a comment where no producer writes one, counts a page a byte: the estimate
+    may be high, never low, and costs about what reading the file does."""
     import time
 
+    worst = max(1, len(data))
+    if _PDF_ODD.search(data):
+        return worst
     pages = len(_PDF_PAGE.findall(data))
     budget = min(PDF_INFLATE_BYTES, PDF_INFLATE_RATIO * len(data))
     deadline, view = time.monotonic() + PDF_COUNT_S, memoryview(data)
     found = _PDF_OBJSTM.finditer(data)
-    current, number = next(found, None), 0
+    current, number, before = next(found, None), 0, 0
     while current is not None:
         if number >= PDF_OBJECT_STREAMS:
-            return max(pages, len(data))
+            return worst
         following = next(found, None)
         end = following.start() if following is not None else len(data)
-        head = data[current.end() : min(end, current.end() + 1024)]
-        at = re.search(rb"stream\r?\n", head)
-        if at is not None:
-            held = re.search(rb"/N\s+(\d{1,9})", head[: at.start()])
-            most = int(held.group(1)) if held else len(data)
-            plain = None
-            if budget > 0 and time.monotonic() < deadline:
-                plain, spent = _inflated(view[current.end() + at.end() : end], budget)
-                budget -= spent
-            pages += most if plain is None else min(most, len(_PDF_PAGE.findall(plain)))
-        current, number = following, number + 1
+        at = _PDF_STREAM.search(data, current.end(), end)
+        line = at and _PDF_EOL.search(data, at.end(), end)  # one search each: linear
+        # Its dictionary's other keys: from a little before /Type to the stream's first byte.
+        keys = data[max(before, current.start() - PDF_DICT_BEFORE) : at.start() if at else end]
+        most, plain = _pdf_held(keys, worst), None
+        if line and _pdf_flate_only(keys) and budget > 0 and time.monotonic() < deadline:
+            plain, spent = _inflated(view[line.end() : end], budget)
+            budget -= spent
+        if plain is None or _PDF_ODD.search(plain):
+            pages += most
+        else:
+            pages += min(most, len(_PDF_PAGE.findall(plain)))
+        current, number, before = following, number + 1, current.end()
     return max(1, pages)
+
+
+def _pdf_held(keys: bytes, worst: int) -> int:
+    """The objects an object stream holds, as its /N says (the largest, if more than one is in
+    reach); `worst` when none is, or one is a reference (its value is elsewhere) or has a
+    comment before it."""
+    import math
+
+    if _PDF_ODD_HELD.search(keys):
+        return worst
+    held = []
+    for found in _PDF_HELD.finditer(keys):
+        if found.group(2) or len(held) >= PDF_HELD_KEYS:
+            return worst
+        held.append(float(found.group(1)))
+    return max(0, math.ceil(min(max(held), 1e15))) if held else worst  # 1e999 is no int
+
+
+def _pdf_flate_only(keys: bytes) -> bool:
+    """Whether a stream's dictionary asks zlib alone to decode it: every /Filter FlateDecode,
+    no /DecodeParms (a predictor leaves zlib's output in other bytes than the reader's)."""
+    if _PDF_PARMS.search(keys):
+        return False
+    return len(_PDF_FILTER.findall(keys)) == len(_PDF_FLATE.findall(keys))
 
 
 def _inflated(stream, budget: int) -> tuple[bytes | None, int]:
@@ -3481,7 +3960,12 @@ class ToolError(Exception):
 
 
 class Cancelled(Exception):
-    """The client cancelled the call; nothing is sent for it."""
+    """The client cancelled the call; nothing is sent for it. `billed`: the response it was
+    billed for all the same (complete when the cancel came), whose cost its ledger row books."""
+
+    def __init__(self, billed: dict | None = None):
+        super().__init__()
+        self.billed = billed
 
 
 def budgets(config: Config, today: str) -> list[tuple]:
@@ -3529,28 +4013,6 @@ def _flex_unavailable(request: dict, failure) -> bool:
         and failure.status == 429
         and "resource_unavailable" in words
     )
-
-
-# Model families known to take no reasoning effort or no verbosity: the setting is not sent to
-# them. Any other model, above all one newer than this table, gets every setting of its profile;
-# a refusal is handled where it comes back (Refusals.adapt), never guessed from the name.
-TAKES_NO_REASONING = ("gpt-4.1", "gpt-4o")
-TAKES_NO_VERBOSITY = ("gpt-4.1", "gpt-4o", "o1", "o3", "o4")
-
-
-def supports_verbosity(model: str) -> bool:
-    """False only for a model known to take no verbosity (deep research models take none)."""
-    return not is_deep_research(model) and not _in_family(TAKES_NO_VERBOSITY, model)
-
-
-def supports_reasoning(model: str) -> bool:
-    """False only for a model known to take no reasoning effort (gpt-4.1, gpt-4o)."""
-    return not _in_family(TAKES_NO_REASONING, model)
-
-
-def _in_family(families, model: str) -> bool:
-    """Whether `model` is one of `families` or a member of one (family-…: gpt-4o-mini)."""
-    return any(model == family or model.startswith(family + "-") for family in families)
 
 
 def build_request(tool: str, args: dict, config: Config, today: str) -> dict:
@@ -4413,67 +4875,6 @@ def token_count(value) -> int:
 
 # -- Prices: what an answer cost in dollars, and what a call may cost (the budget's estimate) ------
 
-# USD per million tokens (input, cached input, output) at Standard prices for requests of up to
-# 272K input tokens, as each model's page on developers.openai.com/api/docs/models/<model> gives
-# them on PRICES_DATE (GPT-6, GPT-5.6 and the GPT-5 models; the older ones from the pricing page,
-# developers.openai.com/api/docs/pricing). pricing.models in the config adds to and overrides it.
-# A model without a cached-input discount (the -pro models) has its input price there. Models
-# that have shut down keep their price: the ledger may still name them.
-PRICES_DATE = "2026-11-26"
-BUILTIN_PRICES = {
-    "gpt-6.2-sol": (2.00, 0.10, 10.00),
-    "gpt-6.1-sol": (2.00, 0.10, 10.00),
-    "gpt-6.1-terra": (1.00, 0.05, 5.00),
-    "gpt-6-astra": (10.00, 1.00, 50.00),
-    "gpt-6-sol": (2.00, 0.20, 10.00),
-    "gpt-6-luna": (0.10, 0.01, 0.50),
-    "gpt-5.6-sol": (5.00, 0.50, 30.00),
-    "gpt-5.6-terra": (2.00, 0.20, 12.00),  # lowered on 2026-07-30 (was 2.50 / 15)
-    "gpt-5.6-luna": (0.20, 0.02, 1.20),  # lowered on 2026-07-30 (was 1.00 / 6)
-    "gpt-5.5": (5.00, 0.50, 30.00),
-    "gpt-5.5-pro": (30.00, 30.00, 180.00),
-    "gpt-5.4": (2.50, 0.25, 15.00),
-    "gpt-5.4-pro": (30.00, 30.00, 180.00),
-    "gpt-5.4-mini": (0.75, 0.075, 4.50),
-    "gpt-5.4-nano": (0.20, 0.02, 1.25),
-    "gpt-5.2": (1.75, 0.175, 14.00),
-    "gpt-5.2-pro": (21.00, 21.00, 168.00),
-    "gpt-5.2-chat-latest": (1.75, 0.175, 14.00),  # shut down 2026-08-10
-    "gpt-5.1-chat-latest": (1.25, 0.125, 10.00),
-    "gpt-5-chat-latest": (1.25, 0.125, 10.00),
-    "gpt-5.1": (1.25, 0.125, 10.00),
-    "gpt-5": (1.25, 0.125, 10.00),
-    "gpt-5-mini": (0.25, 0.025, 2.00),
-    "gpt-5-nano": (0.05, 0.005, 0.40),
-    "gpt-5-pro": (15.00, 15.00, 120.00),
-    "gpt-4.1": (2.00, 0.50, 8.00),
-    "gpt-4.1-mini": (0.40, 0.10, 1.60),
-    "gpt-4.1-nano": (0.10, 0.025, 0.40),  # shut down 2026-10-23
-    "gpt-4o": (2.50, 1.25, 10.00),
-    "gpt-4o-mini": (0.15, 0.075, 0.60),
-    "o3": (2.00, 0.50, 8.00),
-    "o4-mini": (1.10, 0.275, 4.40),  # shut down 2026-10-23
-    # Deep research (answer_deep); their web searches cost pricing.web_search_per_1k on top.
-    "o3-deep-research": (10.00, 2.50, 40.00),
-    "o4-mini-deep-research": (2.00, 0.50, 8.00),
-}
-# Prompt-cache writes, as multiples of the model's (uncached) input price: "cache writes are
-# billed at 1.25x the uncached input token rate" for the default 30-minute retention, and a
-# 12-hour write at twice that (gpt-6.2-sol: $2.50 and $5 for $2 input; gpt-6.1-terra: $1.25
-# and $2.50 for $1).
-CACHE_WRITE_FACTORS = {"30m": 1.25, "12h": 2.5}
-# Long context: a request of more than 272K input tokens is billed, in full, at twice the input
-# rates (cached input and cache writes included) and 1.5 times the output rate, on the models
-# whose pages say so (GPT-5.4 and later; the older ones take no such prompt).
-LONG_CONTEXT_TOKENS = 272_000
-LONG_CONTEXT_FACTORS = (2.0, 1.5)  # input, output
-LONG_CONTEXT_FAMILIES = ("gpt-5.4", "gpt-5.5", "gpt-5.6", "gpt-6")
-# Processing tiers (the response's service_tier): Flex (and Batch) at half the Standard rate;
-# Fast mode, which the API still reports as priority, at twice the Standard rate, or more for
-# some models (PRIORITY_FACTORS, looked up like BUILTIN_PRICES); Ultrafast at three times
-# (until 2027-02-28; six from 2027-03-01).
-TIER_FACTORS = {"flex": 0.5, "priority": 2.0, "fast": 2.0, "ultrafast": 3.0}
-PRIORITY_FACTORS = {"gpt-5.5": 2.5}
 # The tiers a request asking for a tier may be billed at: a flex request without capacity is
 # retried on the default tier (_flex_unavailable), so its discount is never certain.
 TIER_FALLBACKS = {"flex": "default"}
@@ -4539,7 +4940,10 @@ class Pricing:
         tiers = (tier, TIER_FALLBACKS[tier]) if tier in TIER_FALLBACKS else (tier,)
         context = brought + besides  # the input the request will carry, for the line
         known = max(self._priced(model, found, usage, 0.0, t, context)["usd"] for t in tiers)
-        return known + typical * max(_long_context(model, context))
+        # The typical calls were billed at the tier asked for (flex, when it had capacity):
+        # this one, retried on the fallback tier, costs that much more.
+        dearer = max(tier_factor(model, t) for t in tiers) / tier_factor(model, tier)
+        return known + typical * dearer * max(_long_context(model, context))
 
     def _priced(
         self, model: str, found: tuple, usage: dict, search_usd: float, tier, context=None
@@ -4547,9 +4951,7 @@ class Pricing:
         """`context`: the request's input tokens, for the long-context line, when `usage` is
         a part of it (an estimate's); else its own."""
         (input_rate, cached_rate, output_rate), source = found
-        factor = TIER_FACTORS.get(tier or "", 1.0) if isinstance(tier, str) else 1.0
-        if tier in ("priority", "fast"):
-            factor = PRIORITY_FACTORS.get(_undated(model), factor)
+        factor = tier_factor(model, tier)
         context = usage["input_tokens"] if context is None else context
         long_in, long_out = _long_context(model, context)
         cached = usage["cached_input_tokens"]
@@ -4601,6 +5003,24 @@ class Pricing:
         )
 
 
+def billed_meta(pricing: Pricing, error, requested: str, searched: int = 0) -> dict:
+    """The usage, searches and cost a failed or cancelled call was billed for, for its ledger
+    row, so the spend is counted against the budgets: those of the response it came with (one
+    cut short before any text, complete when the cancel came, or failed with its usage), else
+    the web searches its streams showed done (`searched`, every attempt's: each is billed,
+    whatever becomes of the response); {} when neither."""
+    response = getattr(error, "billed", None)
+    if not isinstance(response, dict) or not isinstance(response.get("usage"), dict):
+        if not searched:
+            return {}
+        return {"web_searches": searched, "cost": pricing.cost(requested, {}, searched)}
+    meta = usage_meta(response, 0.0, 0)
+    usage, searches = meta["usage"], max(meta["web_searches"], searched)
+    model, tier = _model_named(response, requested), response.get("service_tier")
+    cost = pricing.booked(model, requested, usage, searches, tier)
+    return {"usage": usage, "web_searches": searches, "cost": cost}
+
+
 def price_of(table: dict, model: str) -> tuple[tuple, str] | None:
     """((input, cached_input, output), where from) for `model`, the most specific price
     first: its exact id in `table` (pricing.models), then in BUILTIN_PRICES; the same for its
@@ -4636,29 +5056,10 @@ def _model_named(response: dict, requested: str) -> str:
     return named if isinstance(named, str) and named.strip() else requested
 
 
-def _undated(model: str) -> str:
-    """gpt-5.2-2025-12-11 -> gpt-5.2"""
-    parts = model.split("-")
-    date = parts[-3:]
-    if len(parts) > 3 and [len(p) for p in date] == [4, 2, 2] and all(p.isdigit() for p in date):
-        return "-".join(parts[:-3])
-    return model
-
-
 def text_tokens(text: str) -> int:
     """A text's input tokens as a budget estimate counts them: by its UTF-8 bytes, as a text
     file's (TEXT_BYTES_PER_TOKEN)."""
     return len(text.encode("utf-8", "replace")) // TEXT_BYTES_PER_TOKEN + 1
-
-
-def _long_context(model: str, input_tokens: int) -> tuple[float, float]:
-    """(input factor, output factor) of a request's rates: the long-context ones over
-    LONG_CONTEXT_TOKENS input tokens on the models billed so, else (1, 1)."""
-    base = _undated(model)
-    families = LONG_CONTEXT_FAMILIES
-    if input_tokens > LONG_CONTEXT_TOKENS and any(base.startswith(f) for f in families):
-        return LONG_CONTEXT_FACTORS
-    return 1.0, 1.0
 
 
 ZERO_COST = {
@@ -4677,22 +5078,6 @@ ZERO_COST = {
 # state says when it last did, across processes) and warns on stderr. A call to a model that
 # has shut down gets the API's 404 model_not_found, which is not retried.
 
-DEPRECATIONS_URL = "https://developers.openai.com/api/docs/deprecations"
-RETIREMENT_WARN_DAYS = 90
-# The replacement OpenAI's deprecations page recommends for each model it retires.
-REPLACEMENTS = {
-    "gpt-5": "gpt-6.1-sol",
-    "gpt-5-pro": "gpt-6.1-sol",
-    "o3": "gpt-6.1-sol",
-    "gpt-5-mini": "gpt-6.1-terra",
-    "gpt-5-nano": "gpt-6-luna",
-    "gpt-4o": "gpt-6-luna",
-    "gpt-4o-mini": "gpt-6-luna",
-    "gpt-4.1": "gpt-6-luna",
-    "gpt-4.1-mini": "gpt-6-luna",
-    "o4-mini": "gpt-5.6-terra",
-}
-
 
 def model_settings(config: Config, tools=None) -> list[tuple[str, str, str]]:
     """(tool, model, the key that sets it) for each profile (all of them by default)."""
@@ -4707,56 +5092,6 @@ def list_models(client):
     """GET /v1/models as the JSON it is (any shape: shutdown_dates reads it defensively).
     Raises what the SDK raises for a status or a connection error."""
     return client.get("/models", cast_to=object)
-
-
-def shutdown_dates(listing, debug=lambda text: None) -> dict:
-    """model id -> its shutdown_date (None: none announced), from GET /v1/models's JSON. An
-    entry that is not an object with an id, or whose shutdown_date is no YYYY-MM-DD date, is
-    skipped (a debug line each): a gateway's odd list never stops the check."""
-    import datetime
-
-    data = listing.get("data") if isinstance(listing, dict) else None
-    if not isinstance(data, list):
-        debug(f"GET /v1/models: no list of models ({type(data).__name__} for data); none read")
-        return {}
-    dates: dict = {}
-    for n, entry in enumerate(data):
-        model = entry.get("id") if isinstance(entry, dict) else None
-        if not isinstance(model, str) or not model:
-            debug(f"GET /v1/models: entry {n} skipped: not a model object with an id")
-            continue
-        date = entry.get("shutdown_date")
-        if date is not None:
-            try:
-                date = datetime.date.fromisoformat(date).isoformat()
-            except (TypeError, ValueError):
-                debug(f"GET /v1/models: {model[:80]!r}: shutdown_date is no YYYY-MM-DD; skipped")
-                continue
-        dates[model] = date
-    return dates
-
-
-def shutdown_date_of(dates: dict, model: str):
-    """The model's date in `dates`, a dated snapshot taking its alias's when not listed."""
-    return dates.get(model) or dates.get(_undated(model))
-
-
-def retirement_words(model: str, date: str, today: str, key: str) -> tuple[str, str, str]:
-    """(level, what, fix) for a model with a shutdown date: level is "retired" once the date
-    has come, "soon" within RETIREMENT_WARN_DAYS, else "announced"."""
-    import datetime
-
-    days = (datetime.date.fromisoformat(date) - datetime.date.fromisoformat(today)).days
-    replacement = REPLACEMENTS.get(_undated(model))
-    fix = (
-        f"set {key} to {replacement} (the replacement OpenAI's deprecations page gives)"
-        if replacement
-        else f"set {key} to a current model (see {DEPRECATIONS_URL})"
-    )
-    if days <= 0:
-        return "retired", f"{model} shut down on {date}", fix
-    level = "soon" if days <= RETIREMENT_WARN_DAYS else "announced"
-    return level, f"{model} shuts down on {date}, in {days} day{'s' if days != 1 else ''}", fix
 
 
 # -- Calls in flight -------------------------------------------------------------------------------
@@ -5150,6 +5485,7 @@ class Failure:
         self.detail = facts.get("detail") or ""
         self.retry_after = facts.get("retry_after")
         self.param = facts.get("param")  # the request field a 400 names, e.g. reasoning.effort
+        self.response = facts.get("response")  # one it came with, billed: its ledger row's cost
 
 
 def _retry_after(headers) -> float | None:
@@ -5216,22 +5552,47 @@ def _kind_of_404(body) -> str:
 OPENAI_REQUIREMENT = "openai>=3.54,<4"  # as pyproject.toml and the inline script metadata
 
 
-def openai_missing(exc: ImportError) -> str:
+def openai_missing(exc: BaseException) -> str:
     """The one line every entry point (a tools/call, --ask, --doctor) gives when `openai`
     cannot be imported: what failed and the command that installs it for this Python."""
     said = " ".join(str(exc).split())[:200]
+    if not isinstance(exc, ImportError):  # a broken install raises anything (issue 39)
+        said = f"{type(exc).__name__}: {said}"
     return (
         f"the openai package cannot be imported ({said}); install it: "
         f'{sys.executable} -m pip install "{OPENAI_REQUIREMENT}"'
     )
 
 
-def import_openai():
-    """`openai`, or a ToolError whose message is openai_missing's one line, not a traceback."""
+# What the server takes from `openai` itself: a release without them (openai 0.x, or a 1.x
+# without the Responses API) fails here, in one line, not with an AttributeError at a call.
+OPENAI_NAMES = ("OpenAI", "DefaultHttpxClient", "APIStatusError", "APIConnectionError")
+
+
+def load_openai():
+    """(`openai`, None), or (None, the one line saying why it cannot be used: not installed,
+    broken, or too old to have what the server calls)."""
     try:
         import openai
-    except ImportError as exc:
-        raise ToolError(openai_missing(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - an ImportError, or what a broken install raises
+        return None, openai_missing(exc)
+    lacking = [name for name in OPENAI_NAMES if not hasattr(openai, name)]
+    if not lacking and not hasattr(openai.OpenAI, "responses"):  # 1.x before the Responses API
+        lacking = ["OpenAI.responses"]
+    if lacking:
+        version = getattr(openai, "__version__", "?")
+        return None, (
+            f"the openai package {version} is too old (it has no openai.{lacking[0]}); "
+            f'install a newer one: {sys.executable} -m pip install "{OPENAI_REQUIREMENT}"'
+        )
+    return openai, None
+
+
+def import_openai():
+    """`openai`, or a ToolError whose message is load_openai's one line, not a traceback."""
+    openai, problem = load_openai()
+    if problem:
+        raise ToolError(problem)
     return openai
 
 
@@ -5312,17 +5673,18 @@ class UpstreamFailure(Exception):
         self.failure = failure
 
 
-def _stream_failure(error, name: str) -> UpstreamFailure:
+def _stream_failure(error, name: str, response=None) -> UpstreamFailure:
     error = error if isinstance(error, dict) else {}
     code = error.get("code")
     retryable = code in ("server_error", "rate_limit_exceeded")
     detail = f"{code or 'error'}: {error.get('message') or 'no message'}"
-    return UpstreamFailure(Failure("failed", retryable, code=code, name=name, detail=detail))
+    facts = dict(code=code, name=name, detail=detail, response=response)
+    return UpstreamFailure(Failure("failed", retryable, **facts))
 
 
 def failure_message(failure: Failure, *, tool: str, model: str, config: Config, tries: int):
     """The one line a person reads, naming what happened and what to do about it."""
-    base_url = config.get("openai", "base_url")
+    base_url = redact_url(config.get("openai", "base_url"))  # a gateway's password: never
     key_env = config.get("openai", "api_key_env")
     retries = tries - 1
     after = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
@@ -5849,6 +6211,27 @@ def reservation_floor(config: Config, tool: str) -> float:
     return search * max(1, cap)
 
 
+class CallEstimator:
+    """A call's estimate from its tool's typical cost and input (Ledger.reserve reads them, from
+    the tool's calls of the call's `model`): Pricing.estimate, at the tier the request asks
+    for, with what it brings: its question, its files and, for a follow-up, the `carried`
+    tokens of its earlier turns (billed again as input; _Carried knows them when this process
+    made the response it follows)."""
+
+    def __init__(self, pricing: Pricing, request: dict, args: dict, carried: int = 0):
+        brought = text_tokens(request_text(request))
+        brought += sum(f.tokens for f in args.get("files") or ())
+        brought += carried
+        # Besides: at least the instructions; a recent call's input had them too.
+        self._besides = text_tokens(request.get("instructions") or "")
+        self._pricing, self._brought = pricing, brought
+        self.model, self._tier = request["model"], request.get("service_tier")
+
+    def __call__(self, usd: float, tokens: int) -> float:
+        model, tier, brought, besides = self.model, self._tier, self._brought, self._besides
+        return self._pricing.estimate(model, tier, brought, max(besides, tokens), usd)
+
+
 def _log_request(log: Log, tool: str, request: dict) -> None:
     if not log.debug_enabled:
         return
@@ -5970,6 +6353,33 @@ class _Hold:
             return reservation
 
 
+class _Carried:
+    """What a follow-up of each of this process's recent responses carries: its earlier turns,
+    billed again as input (that response's input and output tokens, which hold the turns before
+    it too), for the budget's estimate. A follow-up of a response this process did not make (or
+    has forgotten) is estimated from its tool's recent calls only."""
+
+    _MEMORY = 2_000
+
+    def __init__(self):
+        self._tokens: dict = {}  # response id -> tokens, oldest first
+        self._lock = threading.Lock()
+
+    def add(self, meta: dict) -> None:
+        response_id, usage = meta.get("response_id"), _mapping(meta.get("usage"))
+        if not isinstance(response_id, str) or not response_id:
+            return
+        tokens = token_count(usage.get("input_tokens")) + token_count(usage.get("output_tokens"))
+        with self._lock:
+            self._tokens[response_id] = tokens
+            if len(self._tokens) > self._MEMORY:
+                del self._tokens[next(iter(self._tokens))]
+
+    def of(self, response_id) -> int:
+        with self._lock:
+            return self._tokens.get(response_id, 0) if isinstance(response_id, str) else 0
+
+
 class AnswerEngine:
     """Turns a tool call into one Responses API request and the answer of the output contract.
 
@@ -5994,12 +6404,13 @@ class AnswerEngine:
             self.state, config.get("cache", "ttl_s"), config.get("cache", "max_entries")
         )
         self.users = UserDirectory(self.state)
+        self.carried = _Carried()  # what a follow-up of a recent answer carries, for budgets
         self.owners = ResponseOwners(self.state)
         # Whether calls can come from several people (HttpApp sets Authenticator.multi_user):
         # then response ids are checked against their owners, and the cache is per user.
         self.multi_user = lambda: False
         self.flights = SingleFlight(log)
-        self.background = BackgroundMode(config, log, self.client, self._tool_error)
+        self.background = BackgroundMode(config, log, self.client, self._as_tool_error)
         self.refusals = Refusals(config, log)  # what models refused of the default settings
         self.retirements = RetirementCheck(config, log, self.state, self.client)
 
@@ -6064,7 +6475,7 @@ class AnswerEngine:
             return self._client
 
     def _make_client(self):
-        problem = api_key_problem(self._config)
+        problem = api_key_problem(self._config) or ": ".join(ca_bundle_problem() or ())
         if problem:
             raise ToolError(problem)
         openai = import_openai()
@@ -6182,23 +6593,13 @@ class AnswerEngine:
         model = request["model"]
         try:
             self._check_priced(model, today, user)
-            hold.put(self._reserve(tool, today, user, self._estimator(request, args)))
+            carried = self.carried.of(request.get("previous_response_id"))
+            estimator = CallEstimator(self.pricing, request, args, carried)
+            hold.put(self._reserve(tool, today, user, estimator))
             self.state.prepare()  # the call's row is written at its end, even a stop signal's
         except ToolError:
             self.ledger.record(UsageRow(tool, model, "refused", user=user))
             raise
-
-    def _estimator(self, request: dict, args):
-        """The call's estimate from its tool's typical cost and input (Ledger.reserve reads
-        them): Pricing.estimate, at the tier the request asks for, with what it brings."""
-        brought = text_tokens(request_text(request))
-        brought += sum(f.tokens for f in args.get("files") or ())
-        # Besides: at least the instructions; a recent call's input had them too.
-        besides = text_tokens(request.get("instructions") or "")
-        model, tier = request["model"], request.get("service_tier")
-        return lambda usd, tokens: self.pricing.estimate(
-            model, tier, brought, max(besides, tokens), usd
-        )
 
     def _check_priced(self, model: str, today: str, user: str) -> None:
         """Under a budget, a model with no known price is refused before any request: its
@@ -6304,10 +6705,12 @@ class AnswerEngine:
             answer, meta, response = self._request(tool, request, call, today)
         except ToolError as exc:
             meta = {"elapsed_ms": round((time.monotonic() - started) * 1000), **sent}
+            meta.update(billed_meta(self.pricing, exc, request["model"], call.searches))
             self._record(call, UsageRow(tool, request["model"], exc.kind, meta, user), reservation)
             raise
-        except Cancelled:
+        except Cancelled as exc:
             meta = {"elapsed_ms": round((time.monotonic() - started) * 1000), **sent}
+            meta.update(billed_meta(self.pricing, exc, request["model"], call.searches))
             self._record(
                 call, UsageRow(tool, request["model"], "cancelled", meta, user), reservation
             )
@@ -6327,6 +6730,7 @@ class AnswerEngine:
         )
         if self.cache.enabled:
             meta["cache"] = {"hit": False}
+        self.carried.add(meta)
         self._record(call, UsageRow(tool, model, "ok", meta, user), reservation)
         if self.cache.enabled and response.get("status") == "completed":
             self.cache.put(key, answer, meta.get("response_id"))
@@ -6392,6 +6796,7 @@ class AnswerEngine:
             meta["web_searches"],
             response.get("service_tier"),
         )
+        self.carried.add(meta)
         return answer, meta
 
     def _request(self, tool: str, request: dict, call: Call, today: str, response_id=None):
@@ -6423,6 +6828,7 @@ class AnswerEngine:
                 # id a follow-up passes as previous_response_id.
                 answer["response_id"] = response.get("id")
                 meta = usage_meta(response, time.monotonic() - started, attempt)
+                meta["web_searches"] = max(meta["web_searches"], call.searches)  # retries' too
                 if run is not None:
                     meta["background"] = True
                     meta["resumes"] = run.resumes
@@ -6452,16 +6858,16 @@ class AnswerEngine:
                     self._log.debug("answer", "flex unavailable; retrying on service_tier=default")
                     continue
                 if not failure.retryable or attempt > max_retries:
-                    raise self._tool_error(failure, tool, model, attempt) from None
+                    raise self._as_tool_error(failure, tool, model, attempt) from None
                 call.report(f"retrying ({attempt}/{max_retries})", min_interval=0)
                 if call.cancelled.wait(backoff_delay(attempt, failure.retry_after)):
                     raise Cancelled() from None
                 continue
-            if call.cancelled.is_set():
-                raise Cancelled()
+            if call.cancelled.is_set():  # too late to stop the bill: the call's row books it
+                raise Cancelled(response)
             return answer, meta, response
 
-    def _tool_error(self, failure: Failure, tool: str, model: str, tries: int) -> ToolError:
+    def _as_tool_error(self, failure: Failure, tool: str, model: str, tries: int) -> ToolError:
         message = self._log.redact(
             failure_message(failure, tool=tool, model=model, config=self._config, tries=tries)
         )
@@ -6473,6 +6879,7 @@ class AnswerEngine:
             name=failure.name,
         )
         error.kind = failure.kind
+        error.billed = failure.response
         return error
 
     def _attempt(self, client, request: dict, call: Call, run: BackgroundRun | None = None):
@@ -6549,14 +6956,16 @@ class AnswerEngine:
                 raise ValueError(f"{kind} event without a response object")
             if kind == "response.incomplete" and not _answer_text(response):
                 reason = incomplete_reason(response) or "unknown"
+                # Billed all the same (its reasoning is output): the row books its usage.
+                detail = f"answer cut short: {reason}"
                 raise UpstreamFailure(
-                    Failure("failed", False, name=kind, detail=f"answer cut short: {reason}")
+                    Failure("failed", False, name=kind, detail=detail, response=response)
                 )
             return response
         if kind == "response.failed":
             response = event.get("response")
             error = response.get("error") if isinstance(response, dict) else None
-            raise _stream_failure(error, kind)
+            raise _stream_failure(error, kind, response)
         if kind == "error":
             raise _stream_failure(event, kind)
         if kind == "response.output_item.done" and is_billed_search(event.get("item")):
@@ -6580,10 +6989,10 @@ class BackgroundMode:
     API refuses them, resuming a dropped stream, and the server-side cancel (sent on a thread
     of its own, which a leaving process waits for)."""
 
-    def __init__(self, config: Config, log: Log, client, tool_error):
+    def __init__(self, config: Config, log: Log, client, as_tool_error):
         self._config, self._log = config, log
         self._client = client  # AnswerEngine.client: the process's one OpenAI client
-        self._tool_error = tool_error  # AnswerEngine._tool_error: a failure as the call's error
+        self._as_tool_error = as_tool_error  # AnswerEngine's: a Failure as the call's ToolError
         self._lock = threading.Lock()
         self.off = False  # set for the process when the API refused background mode
         # Tasks across --stateless instances: every call runs in background, so that its task
@@ -6627,7 +7036,7 @@ class BackgroundMode:
         if not _resumable(exc, failure) or stalls > most or run.finished:
             if failure.kind not in ("failed", "cancelled_upstream"):
                 self.cancel(run)
-            raise self._tool_error(failure, tool, model, stalls + 1) from None
+            raise self._as_tool_error(failure, tool, model, stalls + 1) from None
         run.resumes += 1
         run.check_status = stalls > 0
         self._log.debug(
@@ -6792,6 +7201,7 @@ _MAX_PENDING_ROWS = 10_000  # ledger rows kept in memory while the store cannot 
 _MAX_PENDING_CACHE = 200  # cache entries waiting to be written; older ones are dropped
 _BATCH = 500  # writes per transaction of the writer
 _RECENT_CALLS = 20  # a call's expected cost: the mean of its tool's last N priced calls
+_RECENT_SCAN = 200  # ... of its model, among the tool's last N (several models share a state)
 _PRUNE_EVERY_S = 3600.0
 _WRITER_IDLE_S = 1.0  # the writer thread ends after this long with nothing to write
 _WRITER_MARK_KEEP_S = 7 * 86400.0  # a writer's mark (see StateWriter) outlives its process
@@ -7206,6 +7616,16 @@ def _newer_store(version: int) -> StateRefused:
     return StateRefused(text)
 
 
+class _Armed:
+    """One guarded piece of work the watchdog watches: when it is due (monotonic), its
+    connection, and whether the watchdog has fired (shut the connection down)."""
+
+    __slots__ = ("conn", "deadline", "fired")
+
+    def __init__(self, deadline: float, conn):
+        self.deadline, self.conn, self.fired = deadline, conn, False
+
+
 class _Watchdog:
     """Abandons a PostgreSQL connection whose work has not come back by its deadline. The
     server enforces statement_timeout and lock_timeout only on statements it received: on a
@@ -7215,7 +7635,7 @@ class _Watchdog:
 
     def __init__(self):
         self._cond = threading.Condition()
-        self._armed: dict = {}  # id -> [deadline, connection, fired]
+        self._armed: dict = {}  # id -> _Armed
         self._thread: threading.Thread | None = None
 
     def guard(self, conn, seconds: float):
@@ -7223,7 +7643,7 @@ class _Watchdog:
 
         @contextlib.contextmanager
         def guarded():
-            entry = [time.monotonic() + seconds, conn, False]
+            entry = _Armed(time.monotonic() + seconds, conn)
             with self._cond:
                 self._armed[id(entry)] = entry
                 if self._thread is None:
@@ -7235,13 +7655,13 @@ class _Watchdog:
             try:
                 yield
             except BaseException:
-                if entry[2]:
+                if entry.fired:
                     raise _Abandoned(seconds) from None
                 raise
             finally:
                 with self._cond:
                     self._armed.pop(id(entry), None)
-            if entry[2]:  # fired as the work ended: the connection is gone all the same
+            if entry.fired:  # fired as the work ended: the connection is gone all the same
                 raise _Abandoned(seconds)
 
         return guarded()
@@ -7251,10 +7671,10 @@ class _Watchdog:
             while True:
                 now = time.monotonic()
                 for entry in self._armed.values():
-                    if not entry[2] and entry[0] <= now:
-                        entry[2] = True
-                        _shut_down(entry[1])
-                waiting = [entry[0] for entry in self._armed.values() if not entry[2]]
+                    if not entry.fired and entry.deadline <= now:
+                        entry.fired = True
+                        _shut_down(entry.conn)
+                waiting = [entry.deadline for entry in self._armed.values() if not entry.fired]
                 self._cond.wait(max(0.0, min(waiting) - now) if waiting else None)
 
 
@@ -8526,8 +8946,9 @@ class Ledger:
         (user None: the team's spend; else that user's), all in one transaction that takes
         turns with every other process's: (reservation id or None, the estimate, [(spent,
         reserved by calls in flight)] per limit). The tool's typical cost is the mean of its
-        last priced calls, never under `floor`; `estimator(typical usd, the least input tokens
-        they carried)` makes the call's estimate of it (Pricing.estimate), else it is the estimate.
+        last priced calls (of `estimator.model`, when it has any: another model's are priced at
+        other rates), never under `floor`; `estimator(typical usd, the least input tokens they
+        carried)` makes the call's estimate of it (Pricing.estimate), else it is the estimate.
         Raises StateUnavailable."""
         unwritten = self._state.unwritten()
         writer = self._state.writer_id
@@ -8536,11 +8957,7 @@ class Ledger:
 
         def work(q):
             now = time.time()
-            recent = q(
-                "SELECT usd, input_tokens FROM usage WHERE tool = ? AND outcome = 'ok' "
-                "AND usd IS NOT NULL ORDER BY id DESC LIMIT ?",
-                (tool, _RECENT_CALLS),
-            ).fetchall()
+            recent = _recent_calls(q, tool, getattr(estimator, "model", None))
             mean = sum(float(row[0]) for row in recent) / len(recent) if recent else 0.0
             # The least input they carried, for the long-context line: a mean would put every
             # call after one with a large file over it.
@@ -8653,6 +9070,19 @@ class Ledger:
             return report
 
         return self._state.report("reading usage", read)
+
+
+def _recent_calls(q, tool: str, model: str | None) -> list:
+    """[(usd, input tokens)] of the tool's last _RECENT_CALLS priced calls: those of `model`
+    (its dated snapshots too) among the last _RECENT_SCAN when there are any, else any
+    model's (a gateway's response names the model its own way)."""
+    rows = q(
+        "SELECT usd, input_tokens, model FROM usage WHERE tool = ? AND outcome = 'ok' "
+        "AND usd IS NOT NULL ORDER BY id DESC LIMIT ?",
+        (tool, _RECENT_SCAN),
+    ).fetchall()
+    same = [row for row in rows if model is not None and _undated(str(row[2])) == _undated(model)]
+    return [row[:2] for row in (same or rows)[:_RECENT_CALLS]]
 
 
 def _spent(q, since: list, writer: str) -> list:
@@ -9260,10 +9690,18 @@ def answer_key(
 # Tools
 # ============================================================================================
 
-PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+# The MCP protocol versions this server speaks, one name each: code compares these, never the
+# dates as text (a mistyped name fails at once; a mistyped date would compare wrong quietly).
+MCP_2024_11_05 = "2024-11-05"
+MCP_2025_03_26 = "2025-03-26"  # tool annotations, instructions, progress messages
+MCP_2025_06_18 = "2025-06-18"  # titles, outputSchema and structuredContent
+MCP_2025_11_25 = "2025-11-25"  # experimental tasks (capabilities.tasks)
+MCP_2026_07_28 = "2026-07-28"  # stateless: no initialize; the tasks extension
+# The handshake era: initialize negotiates one of these for the session.
+PROTOCOL_VERSIONS = (MCP_2024_11_05, MCP_2025_03_26, MCP_2025_06_18, MCP_2025_11_25)
 LATEST_PROTOCOL = PROTOCOL_VERSIONS[-1]
 # The stateless era: no initialize, every request names its version in params._meta.
-MODERN_VERSIONS = ("2026-07-28",)
+MODERN_VERSIONS = (MCP_2026_07_28,)
 SUPPORTED_VERSIONS = (*MODERN_VERSIONS, *reversed(PROTOCOL_VERSIONS))  # newest first
 
 SERVER_INSTRUCTIONS = (
@@ -9435,23 +9873,23 @@ def tool_definitions(
                 "required": ["query"],
             },
         }
-        if version >= "2025-03-26":
+        if version >= MCP_2025_03_26:
             entry["annotations"] = {"title": tool["title"], **ANNOTATIONS}
-        if version >= "2025-06-18":
+        if version >= MCP_2025_06_18:
             entry["title"] = tool["title"]
             entry["outputSchema"] = OUTPUT_SCHEMA
-        if tasks and version == "2025-11-25":
+        if tasks and version == MCP_2025_11_25:
             entry["execution"] = {"taskSupport": "optional"}
         listed.append(entry)
     if handoff:
         entry = {key: value for key, value in ANSWER_RESULT_TOOL.items() if key != "title"}
-        if version >= "2025-03-26":
+        if version >= MCP_2025_03_26:
             entry["annotations"] = {
                 "title": ANSWER_RESULT_TOOL["title"],
                 **ANNOTATIONS,
                 "idempotentHint": True,
             }
-        if version >= "2025-06-18":
+        if version >= MCP_2025_06_18:
             entry["title"] = ANSWER_RESULT_TOOL["title"]
             entry["outputSchema"] = OUTPUT_SCHEMA
         listed.append(entry)
@@ -9731,6 +10169,26 @@ MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
 # the process, and a restarted server is a new process (stdio) or rarely changes its tools.
 LIST_TTL_MS = 3_600_000
 
+# The era a request speaks, as its methods receive it in `version`: the 2026-07-28 version a
+# stateless request names in its _meta, or HANDSHAKE_ERA (None) for a request of the
+# handshake era, which speaks what initialize negotiated (Session.protocol_version).
+HANDSHAKE_ERA = None
+
+
+def handshake_era(version: str | None) -> bool:
+    """Whether a request is of the handshake era (its session's version applies)."""
+    return version is HANDSHAKE_ERA
+
+
+def modern_era(version: str | None) -> bool:
+    """Whether a request is of the stateless era (2026-07-28): it named its own version."""
+    return version is not HANDSHAKE_ERA
+
+
+def spoken_version(version: str | None, session: Session) -> str:
+    """The protocol version a request speaks: its own, or its session's negotiated one."""
+    return session.protocol_version if handshake_era(version) else version
+
 
 class RpcError(Exception):
     def __init__(self, code: int, message: str, data=None):
@@ -9875,7 +10333,7 @@ def task_view(
     message: str | None = None,
 ) -> dict:
     """A task as its client's shape writes it: "extension" (ttlMs, pollIntervalMs) or
-    "2025-11-25" (ttl, pollInterval). The caller adds resultType, result or error."""
+    MCP_2025_11_25 (ttl, pollInterval). The caller adds resultType, result or error."""
     extension = shape == "extension"
     view = {
         "taskId": task_id,
@@ -9960,9 +10418,9 @@ HANDOFF_CLIENTS = {
 }
 
 
-def client_name_of(params, session: Session, version=None) -> str | None:
+def client_name_of(params, session: Session, version=HANDSHAKE_ERA) -> str | None:
     """initialize's clientInfo.name, or (2026-07-28) the one the request's _meta names."""
-    if version is None:
+    if handshake_era(version):
         return session.client_name
     meta = params.get("_meta") if isinstance(params, dict) else None
     info = meta.get(META_CLIENT_INFO) if isinstance(meta, dict) else None
@@ -10107,7 +10565,7 @@ def header_mismatch(message: dict, header) -> str | None:
 
 def server_info(version: str) -> dict:
     info = {"name": SERVER_NAME, "version": __version__}
-    if version >= "2025-06-18":
+    if version >= MCP_2025_06_18:
         info["title"] = "OpenAI Responses (web search)"
     return info
 
@@ -10125,6 +10583,16 @@ def progress_token(params) -> str | int | None:
     meta = params.get("_meta") if isinstance(params, dict) else None
     token = meta.get("progressToken") if isinstance(meta, dict) else None
     return token if _valid_id(token) else None
+
+
+class _Ask:
+    """A request this server sent its client (Session.ask): set once answered (or given up
+    on), and the response that came, if any."""
+
+    __slots__ = ("answered", "response")
+
+    def __init__(self):
+        self.answered, self.response = threading.Event(), None
 
 
 class Session:
@@ -10152,7 +10620,7 @@ class Session:
         self.roots_capable = False  # initialize declared capabilities.roots
         self.roots: list | None = None  # the roots it listed (None: not asked since a change)
         self.roots_generation = 0  # counts notifications/roots/list_changed
-        self._asks: dict = {}  # request id -> [Event, its response]: requests to the client
+        self._asks: dict = {}  # request id -> _Ask: requests to the client
         self._ask_seq = 0
 
     def ask(self, method: str, params: dict, timeout: float):
@@ -10162,14 +10630,14 @@ class Session:
             self._check_open()
             self._ask_seq += 1
             request_id = f"{SERVER_NAME}-{self._ask_seq}"
-            slot = self._asks[request_id] = [threading.Event(), None]
+            slot = self._asks[request_id] = _Ask()
         try:
             self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-            slot[0].wait(timeout)
+            slot.answered.wait(timeout)
         finally:
             with self._lock:
                 self._asks.pop(request_id, None)
-        response = slot[1]
+        response = slot.response
         if not isinstance(response, dict):
             raise TimeoutError(method)
         if "error" in response or not isinstance(response.get("result"), dict):
@@ -10186,8 +10654,8 @@ class Session:
             slot = self._asks.get(request_id)
         if slot is None:
             return False
-        slot[1] = message
-        slot[0].set()
+        slot.response = message
+        slot.answered.set()
         return True
 
     def _check_open(self) -> None:
@@ -10289,7 +10757,7 @@ class Session:
             self.closed = True  # no call or waiter joins from now on
             asks = list(self._asks.values())
         for slot in asks:  # a call waiting for the client's answer stops waiting
-            slot[0].set()
+            slot.answered.set()
         cancelled = self.cancel_all()
         with self._lock:
             waiters, self._waiters = list(self._waiters.values()), {}
@@ -10351,6 +10819,19 @@ class Heartbeat:
                     call.report(f"still working ({elapsed} s{done})", min_interval=0)
 
 
+class Deadline:
+    """An entry of Deadlines' heap: when (monotonic) its callback runs, the order it was made
+    in (ties), and the callback, None once it has run or been cancelled."""
+
+    __slots__ = ("callback", "sequence", "when")
+
+    def __init__(self, when: float, sequence: int, callback):
+        self.when, self.sequence, self.callback = when, sequence, callback
+
+    def __lt__(self, other: Deadline) -> bool:  # the heap's order: by when, then as made
+        return (self.when, self.sequence) < (other.when, other.sequence)
+
+
 class Deadlines:
     """Runs short callbacks when their time comes, all on one thread started on first use: a
     request waiting for a task, or a call waiting for its handoff point, costs an entry here,
@@ -10358,19 +10839,19 @@ class Deadlines:
 
     def __init__(self, log: Log):
         self._log = log
-        self._heap: list = []  # [when (monotonic), sequence, callback or None once cancelled]
+        self._heap: list[Deadline] = []
         self._sequence = 0
         self._cancelled = 0
         self._cond = threading.Condition()
         self._thread = None
 
-    def after(self, seconds: float, callback) -> list:
+    def after(self, seconds: float, callback) -> Deadline:
         """Schedules callback(); the entry returned is what cancel() takes."""
         import heapq
 
         with self._cond:
             self._sequence += 1
-            entry = [time.monotonic() + seconds, self._sequence, callback]
+            entry = Deadline(time.monotonic() + seconds, self._sequence, callback)
             heapq.heappush(self._heap, entry)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="deadlines", daemon=True)
@@ -10378,16 +10859,16 @@ class Deadlines:
             self._cond.notify()
         return entry
 
-    def cancel(self, entry: list) -> None:
+    def cancel(self, entry: Deadline) -> None:
         import heapq
 
         with self._cond:
-            if entry[2] is None:
+            if entry.callback is None:
                 return
-            entry[2] = None
+            entry.callback = None
             self._cancelled += 1
             if self._cancelled > 64 and 2 * self._cancelled > len(self._heap):  # mostly stale
-                self._heap = [e for e in self._heap if e[2] is not None]
+                self._heap = [e for e in self._heap if e.callback is not None]
                 heapq.heapify(self._heap)
                 self._cancelled = 0
 
@@ -10400,13 +10881,13 @@ class Deadlines:
 
         with self._cond:
             while True:
-                while self._heap and self._heap[0][2] is None:
+                while self._heap and self._heap[0].callback is None:
                     heapq.heappop(self._heap)
                     self._cancelled -= 1
-                wait = self._heap[0][0] - time.monotonic() if self._heap else None
+                wait = self._heap[0].when - time.monotonic() if self._heap else None
                 if wait is not None and wait <= 0:
                     entry = heapq.heappop(self._heap)
-                    callback, entry[2] = entry[2], None
+                    callback, entry.callback = entry.callback, None
                     return callback
                 self._cond.wait(wait)
 
@@ -10427,7 +10908,7 @@ class Waiter:
     def __init__(self, task, session: Session, request_id, serve, deadlines: Deadlines):
         self.task, self.session, self.request_id = task, session, request_id
         self._serve, self._deadlines = serve, deadlines
-        self._entry = None
+        self._entry: Deadline | None = None
         self._over = False
         self._lock = threading.Lock()
 
@@ -10477,7 +10958,8 @@ class Dispatcher:
     served while it runs; its reply goes out later through the session's `send`.
     """
 
-    def __init__(self, config: Config, log: Log, engine):
+    def __init__(self, config: Config, log: Log, engine, stateless: bool = False):
+        """stateless: serving --http --stateless (LongCalls: tasks need the secret)."""
         self.config = config
         self.log = log
         self.engine = engine
@@ -10487,7 +10969,7 @@ class Dispatcher:
         self._running = 0  # tools/call in flight, across every session
         self._running_lock = threading.Lock()
         # Tasks and handoffs: calls that outlive their request, and the requests about them.
-        self.long_calls = LongCalls(config, log, engine, self._reply_of)
+        self.long_calls = LongCalls(config, log, engine, self._reply_of, stateless)
         self._methods = {
             "initialize": self._initialize,
             "ping": lambda params, session, request_id: {},
@@ -10609,12 +11091,12 @@ class Dispatcher:
             "capabilities": {"tools": {"listChanged": False}},
             "serverInfo": server_info(version),
         }
-        if version == "2025-11-25" and self.long_calls.tasks_off is None:
+        if version == MCP_2025_11_25 and self.long_calls.tasks_off is None:
             tasks = {"cancel": {}, "requests": {"tools": {"call": {}}}}
             if not self.long_calls.stateless:  # a task must be listable wherever it can be got
                 tasks["list"] = {}
             result["capabilities"]["tasks"] = tasks
-        if version >= "2025-03-26":
+        if version >= MCP_2025_03_26:
             result["instructions"] = server_instructions(DEEP_TOOL in enabled_tools(self.config))
         self.log.debug("server", f"initialize asked={asked} answered={version}")
         self._log_client(params, session)
@@ -10636,21 +11118,23 @@ class Dispatcher:
             "cacheScope": "public",
         }
 
-    def _tools_list(self, params: dict, session: Session, request_id, version=None) -> dict:
+    def _tools_list(
+        self, params: dict, session: Session, request_id, version=HANDSHAKE_ERA
+    ) -> dict:
         listed = {
             "tools": tool_definitions(
-                version or session.protocol_version,
+                spoken_version(version, session),
                 cache_enabled(self.config),
                 handoff=self.long_calls.handoff_s(params, session, version) > 0,
                 tasks=self.long_calls.tasks_off is None,
                 deep=DEEP_TOOL in enabled_tools(self.config),
             )
         }
-        if version is not None:  # stateless era: the list is the same for everyone, all day
+        if modern_era(version):  # stateless era: the list is the same for everyone, all day
             listed.update(ttlMs=LIST_TTL_MS, cacheScope="public")
         return listed
 
-    def _tools_call(self, params: dict, session: Session, request_id, version=None):
+    def _tools_call(self, params: dict, session: Session, request_id, version=HANDSHAKE_ERA):
         name = params.get("name")
         if name == ANSWER_RESULT and self.long_calls.handoff_s(params, session, version) > 0:
             return self.long_calls.answer_result(params, session, request_id, version)
@@ -10662,20 +11146,20 @@ class Dispatcher:
                 else ""
             )
             raise RpcError(
-                METHOD_NOT_FOUND if version is None else INVALID_PARAMS,  # 2026-07-28: -32602
+                METHOD_NOT_FOUND if handshake_era(version) else INVALID_PARAMS,  # 2026-07-28
                 f"Unknown tool: {_describe(name)}{off}; available tools: {', '.join(tools)}",
             )
         arguments = params.get("arguments")
         try:
             args = validate_arguments(name, arguments)
         except InvalidParams as exc:
-            if version is not None:  # 2026-07-28: a tool execution error the model can fix
-                return tool_error(f"Invalid arguments: {exc}")
+            if modern_era(version):  # 2026-07-28: a tool execution error the model can fix
+                return tool_error_result(f"Invalid arguments: {exc}")
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         token = progress_token(params)
         task = self.long_calls.new_task(params, session, name, version)
         client = client_name_of(params, session, version)  # before the era becomes a version
-        version = version or session.protocol_version
+        version = spoken_version(version, session)
         progress = None if token is None else self._progress_sender(session, token, version)
         call = Call(request_id, name, progress)
         call.user = session.user
@@ -10734,7 +11218,7 @@ class Dispatcher:
             self._running -= 1
 
     def _progress_sender(self, session: Session, token, version: str):
-        with_message = version >= "2025-03-26"
+        with_message = version >= MCP_2025_03_26
 
         def send(progress: int, message: str) -> None:
             params = {"progressToken": token, "progress": progress}
@@ -10813,17 +11297,17 @@ class Dispatcher:
             reply = rpc_result(call.id, tool_result(answer, meta, version))
         except Cancelled:
             if not call.cancelled.is_set():  # the identical call it joined was cancelled
-                reply = failure(
+                reply = rpc_tool_failed(
                     call.id,
                     "answer failed: the identical call this one joined was cancelled; retry",
                     {"message": "cancelled by another caller"},
                 )
         except ToolError as exc:
-            reply = failure(call.id, f"answer failed: {exc.message}", self._data(exc))
+            reply = rpc_tool_failed(call.id, f"answer failed: {exc.message}", self._data(exc))
             call.cancelled_upstream = getattr(exc, "kind", None) == "cancelled_upstream"
         except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
             self.log.say(f"internal error in {call.tool}: {type(exc).__name__}: {exc}")
-            reply = failure(
+            reply = rpc_tool_failed(
                 call.id,
                 f"answer failed: internal error ({type(exc).__name__}); run with --debug and "
                 "report it",
@@ -10853,7 +11337,7 @@ class Dispatcher:
             data.update({k: self.log.redact(str(v)) for k, v in exc.debug.items()})
         return data
 
-    def _log_client(self, params, session: Session, version=None) -> None:
+    def _log_client(self, params, session: Session, version=HANDSHAKE_ERA) -> None:
         """Who the client says it is and what the client table makes of it (debug only): how
         the agent tests see that the pinned agents' names are the ones HANDOFF_CLIENTS uses."""
         if self.log.debug_enabled:
@@ -10866,7 +11350,7 @@ class Dispatcher:
 
     def abandoned(self, session: Session, request_id) -> None:
         """The transport says nobody reads this request's reply any more (its client hung up):
-        a request waiting for a task stops waiting. (A call goes on: see HttpApp.hung_up.)"""
+        a request waiting for a task stops waiting. (A call goes on: see StreamableHttp.hung_up.)"""
         waiter = session.waiter(request_id)
         if waiter is not None:
             waiter.drop()
@@ -10898,15 +11382,17 @@ class Dispatcher:
         return self.long_calls.cancel_handoff_of(session, request_id)
 
 
-def failure(request_id, message: str, data: dict) -> dict:
-    """A failed call's reply, in both eras: error -32001 `answer failed: ...`. (Only arguments
-    that do not fit the schema are an isError result in the stateless era: the model can fix
-    those; and a failed task is `failed` with this same error.)"""
+def rpc_tool_failed(request_id, message: str, data: dict) -> dict:
+    """A failed call's JSON-RPC error reply, in both eras: -32001 `answer failed: ...`. (Only
+    arguments that do not fit the schema are an isError result, tool_error_result, in the
+    stateless era: the model can fix those; and a failed task is `failed` with this same
+    error.) Not to be confused with Failure, the engine's classified upstream failure."""
     return rpc_error(request_id, TOOL_FAILED, message, data)
 
 
-def tool_error(text: str, data: dict | None = None) -> dict:
-    """A CallToolResult reporting a tool execution error; `data` details it in _meta."""
+def tool_error_result(text: str, data: dict | None = None) -> dict:
+    """A CallToolResult reporting a tool execution error (isError: a result, not a JSON-RPC
+    error); `data` details it in _meta."""
     detail = (data or {}).get("message")
     if detail and detail not in text:
         text = f"{text}: {detail}"
@@ -10919,7 +11405,7 @@ def tool_error(text: str, data: dict | None = None) -> dict:
 def tool_result(answer: dict, meta: dict, version: str) -> dict:
     """A CallToolResult: the answer as JSON text, and as structuredContent where it exists."""
     result = {"content": [{"type": "text", "text": json.dumps(answer, ensure_ascii=False)}]}
-    if version >= "2025-06-18":
+    if version >= MCP_2025_06_18:
         result["structuredContent"] = answer
     if meta:
         result["_meta"] = meta
@@ -10936,7 +11422,23 @@ TASKS_FULL = {"limit": "server.tasks.max_open"}
 REPLIES_FULL = {"limit": "server.tasks.max_reply_bytes"}
 TOO_MANY_WAITING = {"limit": "server.tasks.max_per_client", "waiting": True}
 TASK_LIMITS = (TOO_MANY_TASKS, TASKS_FULL, REPLIES_FULL, TOO_MANY_WAITING)  # each: HTTP 429
-KINDS = {"x": "extension", "s": "2025-11-25", "h": "handoff"}
+
+
+class TaskKind:
+    """What a Task is. The letter is written into its id (an unsigned id's prefix, a signed
+    id's field `k`), which outlives this process and travels between --stateless instances:
+    a letter must never change, or ids made before would no longer be served."""
+
+    EXTENSION = "x"  # the 2026-07-28 tasks extension's task (declared in the request's _meta)
+    HANDSHAKE = "s"  # a 2025-11-25 task (capabilities.tasks, negotiated at initialize)
+    HANDOFF = "h"  # a call handed off to answer_result
+
+
+TASK_KIND_NAMES = {  # as the debug log names them
+    TaskKind.EXTENSION: "extension",
+    TaskKind.HANDSHAKE: MCP_2025_11_25,
+    TaskKind.HANDOFF: "handoff",
+}
 
 
 def now_ms() -> int:
@@ -10977,7 +11479,7 @@ class Task:
         self.status, self.message = "working", None
         self.handoff_s = 0  # a handoff: seconds after which the request got its id
         self.request_id = None  # a handoff: the tools/call it answered (whose cancel cancels it)
-        self.timer: list | None = None  # its Deadlines entry: converts the request when due
+        self.timer: Deadline | None = None  # converts the request when due
         self._reply: dict | None = None
         self._text_dropped = False  # see _pack
         self.size = 0  # bytes of the stored reply
@@ -11063,7 +11565,7 @@ class Task:
             return "cancelled", "cancelled"
         if "error" in reply:
             return "failed", reply["error"].get("message")
-        if reply["result"].get("isError") and self.kind == "s":  # 2025-11-25: isError fails
+        if reply["result"].get("isError") and self.kind == TaskKind.HANDSHAKE:  # isError fails
             return "failed", _one_line(reply["result"]["content"][0].get("text", ""), 400)
         return "completed", "done"
 
@@ -11090,6 +11592,19 @@ class Task:
         )
 
 
+class _Expiry:
+    """An entry of TaskTable's expiry heap: when a task expires (epoch ms), the order it was
+    added in (ties), and its id (stale once the task has gone or been renamed)."""
+
+    __slots__ = ("expires", "sequence", "task_id")
+
+    def __init__(self, expires: int, sequence: int, task_id: str):
+        self.expires, self.sequence, self.task_id = expires, sequence, task_id
+
+    def __lt__(self, other: _Expiry) -> bool:  # the heap's order: by expiry, then as added
+        return (self.expires, self.sequence) < (other.expires, other.sequence)
+
+
 class TaskTable:
     """This process's tasks: by id, by client and by expiry, so that nothing scans the whole
     table; with the per-client limit, the server-wide limits on tasks and on the bytes of their
@@ -11110,7 +11625,7 @@ class TaskTable:
         # next (any instance still serves them from OpenAI); an unsigned one's reply is
         # nowhere else, so it holds its room until collected or expired.
         self._ended: dict = {}
-        self._expiry: list = []  # heap of (expires, sequence, task id); stale ones are skipped
+        self._expiry: list[_Expiry] = []  # a heap; stale entries are skipped
         self._sequence = 0
         self._bytes = 0  # of the stored replies of the tasks here
         self._lock = threading.Lock()
@@ -11126,7 +11641,10 @@ class TaskTable:
             mine = list(self._clients.get(task.client_key, {}).values())
             uncollected = [t for t in mine if not t.collected]
             if len(uncollected) >= self._max and make_room:
-                spare = next((t for t in uncollected if t.kind == "h" and t.done.is_set()), None)
+                spare = next(
+                    (t for t in uncollected if t.kind == TaskKind.HANDOFF and t.done.is_set()),
+                    None,
+                )
                 if spare is not None:
                     self._remove(spare)
                     uncollected.remove(spare)
@@ -11191,9 +11709,9 @@ class TaskTable:
         elif task.signed and task.done.is_set():
             self._ended[task] = None
         self._sequence += 1
-        heapq.heappush(self._expiry, (task.expires, self._sequence, task.id))
+        heapq.heappush(self._expiry, _Expiry(task.expires, self._sequence, task.id))
         if len(self._expiry) > 2 * len(self._tasks) + 64:  # mostly stale: rebuild it
-            self._expiry = [e for e in self._expiry if e[2] in self._tasks]
+            self._expiry = [e for e in self._expiry if e.task_id in self._tasks]
             heapq.heapify(self._expiry)
 
     def _remove(self, task: Task) -> None:
@@ -11273,7 +11791,7 @@ class TaskTable:
         with self._lock:
             mine = list(self._clients.get(client_key, {}).values())
         for task in reversed(mine):
-            if task.kind == "h" and task.request_id == request_id:
+            if task.kind == TaskKind.HANDOFF and task.request_id == request_id:
                 return task
         return None
 
@@ -11297,8 +11815,8 @@ class TaskTable:
         now = now_ms()
         expired = []
         with self._lock:
-            while self._expiry and self._expiry[0][0] <= now:
-                task = self._tasks.get(heapq.heappop(self._expiry)[2])
+            while self._expiry and self._expiry[0].expires <= now:
+                task = self._tasks.get(heapq.heappop(self._expiry).task_id)
                 if task is not None and task.expires <= now:
                     self._remove(task)
                     expired.append(task)
@@ -11331,7 +11849,7 @@ class LongCalls:
     requests. The Dispatcher routes those methods here and tells it of each call's end.
     """
 
-    def __init__(self, config: Config, log: Log, engine, reply_of):
+    def __init__(self, config: Config, log: Log, engine, reply_of, stateless: bool = False):
         self.config, self.log, self.engine = config, log, engine
         self._reply_of = reply_of  # Dispatcher._reply_of: a remote task's answer, as a call's
         self.settings = config.get("server", "tasks")
@@ -11343,13 +11861,13 @@ class LongCalls:
         )
         # answer_result's wait_s, tasks/result's expiry, and each call's handoff point
         self.deadlines = Deadlines(log)
-        # serve_http sets these: with --stateless, tasks need the secret and tasks/list is off.
-        self.tasks_off: str | None = None
-        self.stateless = False
+        # --http --stateless: tasks need the secret, and tasks/list is off.
+        self.stateless = stateless
+        self.tasks_off: str | None = tasks_off_reason(config, stateless)
 
     # -- A call becoming a task or a handoff -----------------------------------------------------
 
-    def handoff_s(self, params, session: Session, version=None) -> int:
+    def handoff_s(self, params, session: Session, version=HANDSHAKE_ERA) -> int:
         """Seconds after which this client's calls are handed off to answer_result; 0 = never."""
         if self.tasks_off is not None:
             return 0
@@ -11361,18 +11879,19 @@ class LongCalls:
         if self.tasks_off is not None:
             return None
         ttl = self.settings["ttl_ms"]
-        if version is not None and tasks_extension_declared(params):
-            kind = "x"
-        elif version is None and session.protocol_version == "2025-11-25" and "task" in params:
-            kind, asked = "s", params["task"]
+        handshake = handshake_era(version)
+        if not handshake and tasks_extension_declared(params):
+            kind = TaskKind.EXTENSION
+        elif handshake and session.protocol_version == MCP_2025_11_25 and "task" in params:
+            kind, asked = TaskKind.HANDSHAKE, params["task"]
             asked = asked.get("ttl") if isinstance(asked, dict) else None
             if type(asked) is int and asked > 0:  # granted, but never shorter than the call
                 ttl = max(min(asked, ttl), run_timeout_ms(self.config, tool))
         elif self.handoff_s(params, session, version) > 0:
-            kind = "h"
+            kind = TaskKind.HANDOFF
         else:
             return None
-        handoff_s = self.handoff_s(params, session, version) if kind == "h" else 0
+        handoff_s = self.handoff_s(params, session, version) if kind == TaskKind.HANDOFF else 0
         import secrets
 
         key = self._owner(session)
@@ -11381,8 +11900,8 @@ class LongCalls:
         task.tool, task.handoff_s, task.user = tool, handoff_s, session.user
         # A 2025-11-25 task is the reply whatever happens: even an answer from the cache,
         # ready before the reply is written, goes to the task, never inline as well.
-        task.converted = kind == "s"
-        if kind == "s":  # the others count only once the call becomes a task (_convert)
+        task.converted = kind == TaskKind.HANDSHAKE
+        if kind == TaskKind.HANDSHAKE:  # the others count once the call becomes one (_convert)
             self.tasks.add(task)
         return task
 
@@ -11406,17 +11925,20 @@ class LongCalls:
     def arm(self, task: Task, call: Call, session: Session, request_id, version: str):
         """A 2025-11-25 task is the request's reply at once; an extension task after
         server.tasks.immediate_ms, a handoff after its seconds, unless the call ends first."""
-        if task.kind == "s":
+        if task.kind == TaskKind.HANDSHAKE:
             if self.signing and not self._sign(task, call):
                 self.log.debug("server", "task without a response id: served by this instance only")
             session.unregister(call)  # the task owns the call now: no request cancels it
-            self.log.debug("server", f"task created ({KINDS[task.kind]}) tool={task.tool}")
+            self.log.debug(
+                "server", f"task created ({TASK_KIND_NAMES[task.kind]}) tool={task.tool}"
+            )
             immediate = "The answer is being researched; it will follow when the task completes."
             return {
-                "task": task.view("2025-11-25", self.settings["poll_interval_ms"]),
+                "task": task.view(MCP_2025_11_25, self.settings["poll_interval_ms"]),
                 "_meta": {"io.modelcontextprotocol/model-immediate-response": immediate},
             }
-        delay = self.settings["immediate_ms"] / 1000 if task.kind == "x" else task.handoff_s
+        extension = task.kind == TaskKind.EXTENSION
+        delay = self.settings["immediate_ms"] / 1000 if extension else task.handoff_s
         # An entry on the shared deadlines thread, not a timer thread per call: a hundred calls
         # waiting for their handoff point cost a hundred heap entries.
         task.timer = self.deadlines.after(
@@ -11458,8 +11980,8 @@ class LongCalls:
             self.forget(task)
             return
         session.unregister(call)
-        self.log.debug("server", f"task created ({KINDS[task.kind]}) tool={task.tool}")
-        if task.kind == "x":
+        self.log.debug("server", f"task created ({TASK_KIND_NAMES[task.kind]}) tool={task.tool}")
+        if task.kind == TaskKind.EXTENSION:
             view = task.view("extension", self.settings["poll_interval_ms"])
             result = modern_result({**view, "resultType": "task"}, version)
         else:
@@ -11477,7 +11999,7 @@ class LongCalls:
         if session.tasks_closed:
             return False
         try:
-            self.tasks.add(task, make_room=task.kind == "h")
+            self.tasks.add(task, make_room=task.kind == TaskKind.HANDOFF)
         except RpcError as exc:
             self.log.debug("server", f"not handed off, answering inline: {exc.message}")
             return False
@@ -11541,8 +12063,8 @@ class LongCalls:
 
     def _task_ended(self, task: Task, session: Session) -> None:
         """notifications/tasks/status (2025-11-25) where the client can receive one."""
-        if task.kind == "s":
-            view = task.view("2025-11-25", self.settings["poll_interval_ms"])
+        if task.kind == TaskKind.HANDSHAKE:
+            view = task.view(MCP_2025_11_25, self.settings["poll_interval_ms"])
             session.send({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": view})
 
     def settle(self, task: Task) -> None:
@@ -11609,7 +12131,7 @@ class LongCalls:
         """Reads a remote task's response to its end. Its ledger row is its creator's, unless
         the creator stopped and handed it over (hand_over): then the first instance to read
         it to the end writes it (AnswerEngine.settle_followed)."""
-        version = MODERN_VERSIONS[-1] if task.kind == "x" else "2025-11-25"
+        version = MODERN_VERSIONS[-1] if task.kind == TaskKind.EXTENSION else MCP_2025_11_25
         call = task.call
         read: list = []
 
@@ -11647,17 +12169,17 @@ class LongCalls:
         return handed
 
     def _tasks_2025(self, session: Session) -> None:
-        if session.protocol_version != "2025-11-25" or self.tasks_off is not None:
+        if session.protocol_version != MCP_2025_11_25 or self.tasks_off is not None:
             raise RpcError(
                 METHOD_NOT_FOUND,
-                "Method not found: tasks are offered in protocol 2025-11-25 (and as the "
-                f"{TASKS_EXTENSION} extension in 2026-07-28)",
+                f"Method not found: tasks are offered in protocol {MCP_2025_11_25} (and as the "
+                f"{TASKS_EXTENSION} extension in {MCP_2026_07_28})",
             )
 
     def tasks_get(self, params: dict, session: Session, request_id) -> dict:
         self._tasks_2025(session)
-        return self._task_named(params, "s", session).view(
-            "2025-11-25", self.settings["poll_interval_ms"]
+        return self._task_named(params, TaskKind.HANDSHAKE, session).view(
+            MCP_2025_11_25, self.settings["poll_interval_ms"]
         )
 
     def tasks_list(self, params: dict, session: Session, request_id) -> dict:
@@ -11668,25 +12190,26 @@ class LongCalls:
             raise RpcError(INVALID_PARAMS, "Invalid params: this server issued no cursor")
         key = self._owner(session)
         poll = self.settings["poll_interval_ms"]
-        return {"tasks": [task.view("2025-11-25", poll) for task in self.tasks.of_client(key, "s")]}
+        mine = self.tasks.of_client(key, TaskKind.HANDSHAKE)
+        return {"tasks": [task.view(MCP_2025_11_25, poll) for task in mine]}
 
     def tasks_cancel(self, params: dict, session: Session, request_id) -> dict:
         self._tasks_2025(session)
-        task = self._task_named(params, "s", session)
+        task = self._task_named(params, TaskKind.HANDSHAKE, session)
         terminal = task.cancel()
         if terminal is not None:
             raise RpcError(
                 INVALID_PARAMS, f"Cannot cancel task: already in terminal status '{terminal}'"
             )
         self.log.debug("server", f"task cancelled tool={task.tool}")
-        return task.view("2025-11-25", self.settings["poll_interval_ms"])
+        return task.view(MCP_2025_11_25, self.settings["poll_interval_ms"])
 
     def tasks_result(self, params: dict, session: Session, request_id) -> dict | None:
         """Waits until the task ends, then answers exactly what the tools/call would have, with
         the related-task _meta: at once if it has ended, else from the task's end (a Waiter,
         no thread), or when it expires."""
         self._tasks_2025(session)
-        task = self._task_named(params, "s", session)
+        task = self._task_named(params, TaskKind.HANDSHAKE, session)
         if task.done.is_set():
             reply = self._task_reply(task, request_id)
             if "error" in reply:
@@ -11725,7 +12248,7 @@ class LongCalls:
     def _ext_task(self, params, session: Session) -> Task:
         if not tasks_extension_declared(params):
             raise missing_tasks_extension()
-        return self._task_named(params, "x", session)
+        return self._task_named(params, TaskKind.EXTENSION, session)
 
     def ext_get(self, params: dict, session: Session, request_id, version: str) -> dict:
         task = self._ext_task(params, session)
@@ -11770,14 +12293,14 @@ class LongCalls:
             why = "cancel must be true or false"
         else:
             try:
-                task = self._find_task(handoff_id, "h", session)
+                task = self._find_task(handoff_id, TaskKind.HANDOFF, session)
             except TaskIdError as exc:
                 why = f"unknown id: {exc.reason}"
         if why is not None:
-            if version is not None:  # 2026-07-28: a tool execution error the model can fix
-                return tool_error(f"Invalid arguments: {why}")
+            if modern_era(version):  # 2026-07-28: a tool execution error the model can fix
+                return tool_error_result(f"Invalid arguments: {why}")
             raise RpcError(INVALID_PARAMS, f"Invalid params: {why}")
-        era = version or session.protocol_version
+        era = spoken_version(version, session)
         if arguments.get("cancel") is True:
             session.send(rpc_result(request_id, self._cancel_handoff(task, era)))
             return None
@@ -11796,7 +12319,7 @@ class LongCalls:
                 if era in MODERN_VERSIONS:
                     modern_result(reply["result"], era)
             elif task.status == "cancelled":
-                reply = failure(
+                reply = rpc_tool_failed(
                     request_id,
                     "answer failed: the handed-off call was cancelled (on request, at its "
                     "expiry, or as the server stopped); ask again",
@@ -11860,6 +12383,16 @@ class LongCalls:
 # - A client that sends nothing or reads nothing costs a bounded amount: HTTP keeps connections
 #   waiting for a request in its Lobby (no thread each) and what a /sse stream has not taken in
 #   a StreamOutbox of server.http.sse_outbox_bytes.
+
+
+class Transport:
+    """The contract above, as the one thing a caller uses: a transport is made with what it
+    serves (the Dispatcher, or the HttpApp that holds it) and where, then serve() answers its
+    clients until end of input or a stop signal and returns the exit status (0 when it ends
+    gracefully, 2 when it cannot start). StdioTransport and HttpTransport are the two."""
+
+    def serve(self) -> int:
+        raise NotImplementedError
 
 
 # json.dumps and json.loads build a new encoder or decoder on every call, which costs more than
@@ -12382,7 +12915,7 @@ def stop_signals(signal) -> tuple:
     return (signal.SIGTERM, signal.SIGINT, *extra)
 
 
-class StdioTransport:
+class StdioTransport(Transport):
     """One client on a pipe: frames in from `fd_in`, whole messages out through a StdioWriter
     on `fd_out`, one Session for the client's whole life."""
 
@@ -12539,6 +13072,12 @@ def serve_stdio(dispatcher: Dispatcher, config: Config, log: Log) -> int:
 # later) is POST/DELETE on /mcp; the 2024-11-05 transport is GET /sse plus POST /messages.
 # Results and progress leave worker threads through Session.send; a Router hands each to the
 # response waiting for that request.
+# Who does what: HttpHandler only reads requests and writes responses; HttpApp checks the
+# token, routes, and holds the limits and the lifecycle; HostPolicy is the Host and Origin
+# gates; StreamableHttp answers /mcp, LegacySse /sse and /messages, UsageReport /usage, each
+# with the HttpHandler as its reader and writer; HttpSessions holds every client's session.
+# Each is given what it needs when serve_http makes them (it still sets the engine's
+# multi_user and background.force: those wait for the engine's own construction, issue 40).
 # http.server and friends are imported only when --http is used.
 
 MCP_PATH, SSE_PATH, MESSAGES_PATH, HEALTH_PATH = "/mcp", "/sse", "/messages", "/healthz"
@@ -12549,7 +13088,7 @@ HTTP_REFUSED = -32000  # JSON-RPC error code of refusals made by the HTTP layer
 # request's response only with a JSON-RPC response, and the MCP SDKs' servers send this one.
 REQUEST_CANCELLED = -32800
 MAX_JSON_VALUES = 50_000  # commas and brackets in one HTTP body; an MCP message needs far fewer
-DEFAULT_HTTP_VERSION = "2025-03-26"  # what a request without MCP-Protocol-Version speaks
+DEFAULT_HTTP_VERSION = MCP_2025_03_26  # what a request without MCP-Protocol-Version speaks
 # --stateless: initialize's Mcp-Session-Id is a signed record of the client (identity_id):
 # its kind is none of a task's, so it can never pass for a task id, and a record lasts 30 days.
 IDENTITY_KIND, IDENTITY_TTL_MS = "c", 30 * 86_400_000
@@ -12602,7 +13141,7 @@ class StreamOutbox(Outbox):
     is known, up to `limit` bytes (server.http.sse_outbox_bytes).
 
     A client that opens /sse and never reads it must not make the server queue without end:
-    past the limit its POSTs are refused (HttpApp.legacy_session) and progress notices are
+    past the limit its POSTs are refused (LegacySse.session) and progress notices are
     dropped (they are lossy by nature); replies of calls already admitted still queue, as
     max_calls_per_session bounds them. `stalled` tells the watchdog when to give up on it.
     """
@@ -12639,6 +13178,16 @@ class StreamOutbox(Outbox):
             return self.full() and time.monotonic() - self._moved > after_s
 
 
+class _Route:
+    """Where a Router sends one request's messages: its Outbox, and the progress token its
+    notices carry (None: it asked for none)."""
+
+    __slots__ = ("box", "token")
+
+    def __init__(self, box: Outbox, token):
+        self.box, self.token = box, token
+
+
 class Router:
     """A Streamable HTTP session's outlet: each result or progress notice goes to the POST
     waiting for it (results by request id, progress by progressToken).
@@ -12649,7 +13198,7 @@ class Router:
 
     def __init__(self, log: Log):
         self._log = log
-        self._boxes: dict = {}  # request id -> (Outbox, progress token)
+        self._boxes: dict = {}  # request id -> _Route
         self._tokens: dict = {}  # progress token -> request id
         self._lock = threading.Lock()
 
@@ -12662,12 +13211,12 @@ class Router:
         with self._lock:
             entry = self._boxes.get(request_id)
             if entry is not None:
-                if not entry[0].replied:
+                if not entry.box.replied:
                     return None
-                if self._tokens.get(entry[1]) == request_id:
-                    del self._tokens[entry[1]]
+                if self._tokens.get(entry.token) == request_id:
+                    del self._tokens[entry.token]
             box = Outbox()
-            self._boxes[request_id] = (box, token)
+            self._boxes[request_id] = _Route(box, token)
             if token is not None:
                 self._tokens.setdefault(token, request_id)
             return box
@@ -12675,11 +13224,11 @@ class Router:
     def close(self, request_id, box: Outbox) -> None:
         with self._lock:
             entry = self._boxes.get(request_id)
-            if entry is None or entry[0] is not box:
+            if entry is None or entry.box is not box:
                 return
             del self._boxes[request_id]
-            if self._tokens.get(entry[1]) == request_id:
-                del self._tokens[entry[1]]
+            if self._tokens.get(entry.token) == request_id:
+                del self._tokens[entry.token]
 
     def end(self, request_id, code: int, message: str) -> None:
         """The call was cancelled: its response ends with this error (a request's POST always
@@ -12687,7 +13236,7 @@ class Router:
         with self._lock:
             entry = self._boxes.get(request_id)
         if entry is not None:
-            entry[0].put(rpc_error(request_id, code, message))
+            entry.box.put(rpc_error(request_id, code, message))
 
     def end_all(self, code: int, message: str) -> None:
         with self._lock:
@@ -12710,13 +13259,13 @@ class Router:
         if entry is None:
             self._log.debug("http", f"dropped a message for {_describe(request_id)}: client gone")
             return
-        entry[0].put(message)
+        entry.box.put(message)
 
 
 def task_owner(client: tuple) -> tuple:
     """Whose tasks a stateless request's are (their per-client limit): its client identity
     without the User-Agent, which a client may change at will to get a fresh quota. (The
-    User-Agent still tells apart the calls a cancel could mean: HttpApp.cancel_target.)"""
+    User-Agent still tells apart the calls a cancel could mean: HttpSessions.cancel_target.)"""
     return client[:3]
 
 
@@ -12728,19 +13277,24 @@ class HttpSession:
     """
 
     def __init__(
-        self, session_id: str | None, log: Log, legacy: bool = False, outbox_bytes: int = MIB
+        self,
+        session_id: str | None,
+        log: Log,
+        legacy: bool = False,
+        outbox_bytes: int = MIB,
+        hang_up=None,
     ):
         self.id = session_id
         self.legacy = legacy
         self.requests = 0  # requests being handled in it now (SessionTable.get/release)
-        self.client = None  # stateless: who sent the POST (HttpApp.client_identity)
+        self.client = None  # stateless: who sent the POST (StreamableHttp.client_identity)
         self.call_id = None  # stateless: the id of the POST's request
         self.modern = False  # a 2026-07-28 request's own: closing its response cancels its call
         self.header_version = None  # that request's MCP-Protocol-Version header
         self.stream = StreamOutbox(outbox_bytes) if legacy else None
         self.router = None if legacy else Router(log)
         self.session = Session(self.stream.send if legacy else self.router.send)
-        self.hang_up = None  # legacy: closes the /sse stream's connection (HttpHandler.get_sse)
+        self.hang_up = hang_up  # legacy: closes the /sse stream's connection (LegacySse.stream)
         self.session.client_key = session_id  # stateless: the client's identity, set later
         self.last_used = time.monotonic()
 
@@ -12780,12 +13334,14 @@ class SessionTable:
         self._sessions: dict[str, HttpSession] = {}
         self._lock = threading.Lock()
 
-    def create(self, legacy: bool = False) -> HttpSession:
+    def create(self, legacy: bool = False, hang_up=None) -> HttpSession:
+        """A new session; `hang_up` closes a legacy one's /sse connection."""
         import secrets
 
         with self._lock:
             evicted = self._evict_one() if len(self._sessions) >= self._limit else None
-            hs = HttpSession(secrets.token_urlsafe(32), self._log, legacy, self._outbox_bytes)
+            session_id, outbox = secrets.token_urlsafe(32), self._outbox_bytes
+            hs = HttpSession(session_id, self._log, legacy, outbox, hang_up)
             hs.requests = 1  # its initialize (or GET /sse) is being handled
             self._sessions[hs.id] = hs
         if evicted is not None:  # ended outside the lock: its calls are cancelled upstream
@@ -12882,13 +13438,22 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 def _ip(text: str):
-    """An IP address from a header or a peer (brackets and a zone dropped), or None."""
+    """An IP address from a header or a peer, or None: brackets, a zone and a port dropped
+    (proxies that write "192.0.2.7:4711" or "[2001:db8::7]:4711" in X-Forwarded-For would
+    otherwise put every client behind them on the proxy's one allowance), and an IPv4-mapped
+    IPv6 one as the IPv4 it is (a dual-stack listener sees 127.0.0.1 as ::ffff:127.0.0.1)."""
     import ipaddress
 
+    text = text.strip()
+    if text.startswith("[") and "]" in text:
+        text = text[1 : text.index("]")]
+    elif text.count(":") == 1:  # IPv4 and a port (a bare IPv6 address has two or more)
+        text = text.partition(":")[0]
     try:
-        return ipaddress.ip_address(text.strip().strip("[]").partition("%")[0])
+        address = ipaddress.ip_address(text.partition("%")[0])
     except ValueError:
         return None
+    return getattr(address, "ipv4_mapped", None) or address
 
 
 def trusted_networks(entries: list) -> list:
@@ -12898,7 +13463,11 @@ def trusted_networks(entries: list) -> list:
     networks = []
     for entry in entries:
         try:
-            networks.append(ipaddress.ip_network(str(entry).strip(), strict=False))
+            network = ipaddress.ip_network(str(entry).strip(), strict=False)
+            mapped = getattr(network.network_address, "ipv4_mapped", None)
+            if mapped is not None and network.prefixlen >= 96:  # as _ip() reads a peer
+                network = ipaddress.ip_network(f"{mapped}/{network.prefixlen - 96}")
+            networks.append(network)
         except ValueError:
             raise ConfigError(
                 f"server.http.trusted_proxies: {str(entry)[:60]!r} is not an address or a "
@@ -12988,6 +13557,7 @@ JWT_ALGORITHMS = {
 }  # fmt: skip
 JWT_LEEWAY_S = 60  # clock skew allowed on exp, nbf and iat
 JWKS_REFETCH_S = 10  # an unknown kid fetches the keys again at most this often
+JWKS_FETCHED_LATELY = "fetched moments ago"  # IssuerKeys.refresh, within JWKS_REFETCH_S
 ISSUER_RETRY_MAX_S = 10  # an unreachable issuer is tried again at most this far apart
 FETCH_TIMEOUT_S = 5
 FETCH_MAX_BYTES = 1024 * 1024
@@ -13005,6 +13575,7 @@ INTROSPECTION_SOURCES = 4096  # sources whose allowance is remembered, at most (
 # at once, so one source never holds every introspection slot, nor connections busy waiting.
 INTROSPECTION_SOURCE_AT_ONCE = 2
 INTROSPECTION_GOOD_S = 3600.0  # a token that introspected active skips the allowance this long
+INTROSPECTION_FAILURE_SAID_S = 10.0  # the endpoint's failures go to stderr once this often
 
 
 class TokenRefused(HttpError):
@@ -13089,7 +13660,7 @@ class IssuerKeys:
         `min_age` seconds ago; None, or what went wrong."""
         with self._lock:
             if time.monotonic() - self._fetched < min_age:
-                return "fetched moments ago"
+                return JWKS_FETCHED_LATELY
             self._fetched = time.monotonic()
             try:
                 if self.jwks_uri is None:
@@ -13125,13 +13696,19 @@ class IssuerKeys:
             return jwks_uri
         raise OSError("no authorization server metadata: " + "; ".join(problems))
 
-    def key_for(self, kid: str | None, family: str) -> dict | None:
-        """The JWK for a token's kid (without kid: the issuer's only key of that family);
-        an unknown kid fetches the JWKS again, rate-limited."""
+    def key_for(self, kid: str | None, family: str) -> tuple:
+        """(the JWK for a token's kid, or None; without kid: the issuer's only key of that
+        family, whether the keys looked in are current). An unknown kid fetches the JWKS
+        again, at most every JWKS_REFETCH_S: within that, the keys are not current (anyone's
+        token with an unknown kid, junk too, may have spent the fetch), and the kid may be
+        one the issuer has published since."""
         found = self._lookup(kid, family)
-        if found is None and self.keys is not None and self.refresh(JWKS_REFETCH_S) is None:
-            found = self._lookup(kid, family)
-        return found
+        if found is not None or self.keys is None:
+            return found, True
+        problem = self.refresh(JWKS_REFETCH_S)
+        if problem == JWKS_FETCHED_LATELY:
+            return None, False
+        return (self._lookup(kid, family) if problem is None else None), True
 
     def _lookup(self, kid: str | None, family: str) -> dict | None:
         same = [key for key in self.keys or () if key.get("kty") == family]
@@ -13245,10 +13822,16 @@ class Introspection:
         self.url = url
         pair = f"{quote(client_id, safe='')}:{quote(secret, safe='')}"  # RFC 6749 2.3.1
         self._basic = "Basic " + base64.b64encode(pair.encode()).decode()
-        self._cache: dict[str, tuple[dict, float]] = {}
+        self._cache: dict[str, tuple[dict, float]] = {}  # hash -> (an active answer, until)
+        # Refusals (and expired answers) apart: junk fills only this table, so a valid token's
+        # answer is kept however many junk tokens were refused lately (issue 39).
+        self._refused: dict[str, tuple[dict, float]] = {}
         self._good: dict[str, tuple] = {}  # hash of a token that was active -> (None, until)
         self._lock = threading.Lock()
         self._running = threading.BoundedSemaphore(INTROSPECTION_CONCURRENCY)
+        # Tokens known good ask on slots of their own: a junk flood from many sources at once
+        # can fill the shared ones (with a slow issuer), never these (issue 39).
+        self._running_good = threading.BoundedSemaphore(INTROSPECTION_CONCURRENCY)
         self.sources = SourceAllowances(
             INTROSPECTION_BURST, INTROSPECTION_PER_S, INTROSPECTION_SOURCES
         )
@@ -13261,25 +13844,24 @@ class Introspection:
         if cached is not None:
             return cached
         if self._known_good(digest):  # a valid user's token, asked about again
-            return self._ask_once(token, digest)
+            return self._ask_once(token, digest, self._running_good)
         if not self.sources.enter(source, INTROSPECTION_SOURCE_AT_ONCE):
             raise IntrospectionBusy("too many introspection calls from this client at once")
         try:
             if not self.sources.take(source):
                 raise IntrospectionBusy("too many introspection calls from this client")
-            try:
-                answer = self._ask_once(token, digest)
-            except BaseException:
-                self.sources.give_back(source)  # nothing proved it junk
-                raise
+            # A call that fails is spent too: junk the issuer answers with an error (or slowly)
+            # must not be free, or one client could have it asked without end (issue 39).
+            answer = self._ask_once(token, digest)
         finally:
             self.sources.leave(source)
         if answer.get("active") is True:  # no junk: its allowance is given back
             self.sources.give_back(source)
         return answer
 
-    def _ask_once(self, token: str, digest: str) -> dict:
-        if not self._running.acquire(timeout=FETCH_TIMEOUT_S):
+    def _ask_once(self, token: str, digest: str, slots=None) -> dict:
+        slots = slots or self._running
+        if not slots.acquire(timeout=FETCH_TIMEOUT_S):
             raise IntrospectionBusy("too many introspection calls at once")
         try:
             cached = self._cached(digest)  # another request may have asked while this waited
@@ -13287,7 +13869,7 @@ class Introspection:
                 return cached
             answer = self._ask(token)
         finally:
-            self._running.release()
+            slots.release()
         self._keep(digest, answer)
         return answer
 
@@ -13296,9 +13878,13 @@ class Introspection:
         return self._cached(token_sha256(token)) is not None
 
     def _cached(self, digest: str) -> dict | None:
+        now = time.monotonic()
         with self._lock:
-            cached = self._cache.get(digest)
-        return cached[0] if cached is not None and cached[1] > time.monotonic() else None
+            for table in (self._cache, self._refused):
+                cached = table.get(digest)
+                if cached is not None and cached[1] > now:
+                    return cached[0]
+        return None
 
     def _known_good(self, digest: str) -> bool:
         with self._lock:
@@ -13316,7 +13902,11 @@ class Introspection:
             if left > 0:
                 good = now + min(INTROSPECTION_GOOD_S, left)
                 self._remember(self._good, digest, (None, good), now)
-            self._remember(self._cache, digest, (answer, until), now)
+            else:  # revoked or expired since: it spends its source's allowance like junk
+                self._good.pop(digest, None)
+            kept, other = (self._cache, self._refused) if left > 0 else (self._refused, self._cache)
+            other.pop(digest, None)
+            self._remember(kept, digest, (answer, until), now)
 
     @staticmethod
     def _remember(table: dict, digest: str, value: tuple, now: float) -> None:
@@ -13367,6 +13957,7 @@ class OAuthVerifier:
         self.loopback_resources: dict[str, str] = {}
         self.keys = IssuerKeys(self.issuer, log)
         self.introspection = None
+        self._failure_said = -INTROSPECTION_FAILURE_SAID_S  # when stderr last heard of one
         if auth["introspection_url"]:
             url, client_id = auth["introspection_url"], auth["client_id"]
             self.introspection = Introspection(url, client_id, auth["client_secret"])
@@ -13486,7 +14077,12 @@ class OAuthVerifier:
             raise self.refuse(f"{exc}; retry shortly", 503) from None
         except (OSError, ValueError) as exc:
             problem = f"{type(exc).__name__}: {str(exc)[:120]}"
-            self.log.say(f"oauth: the introspection endpoint failed ({problem})")
+            said = f"oauth: the introspection endpoint failed ({problem})"
+            if time.monotonic() - self._failure_said >= INTROSPECTION_FAILURE_SAID_S:
+                self._failure_said = time.monotonic()  # a stranger's junk never floods stderr
+                self.log.say(said)
+            else:
+                self.log.debug("oauth", said)
             why = "the issuer's introspection endpoint failed; retry shortly"
             raise self.refuse(why, 503) from None
         if claims.get("active") is not True:
@@ -13519,7 +14115,9 @@ class OAuthVerifier:
             raise self.refuse(f"signature algorithm {str(algorithm)[:20]!r} is not accepted")
         if not self.keys.ready.is_set():
             raise self.refuse("the issuer's signing keys are not known yet; retry shortly", 503)
-        jwk = self.keys.key_for(kid if isinstance(kid, str) else None, family)
+        jwk, current = self.keys.key_for(kid if isinstance(kid, str) else None, family)
+        if jwk is None and not current:  # a 401 would send a valid token's client to sign in
+            raise self.refuse("signed with a key not known yet; retry shortly", 503)
         if jwk is None or jwk.get("alg", algorithm) != algorithm:
             raise self.refuse("signed with a key the issuer does not publish")
         return self._decode(jwt, token, jwk, algorithm)
@@ -13606,10 +14204,10 @@ class Authenticator:
           "invalid_token" when a token was sent, else None).
     """
 
-    def __init__(self, token: str | None, users=None):
+    def __init__(self, token: str | None, users=None, oauth=None):
         self.token = token
         self.users = users  # UserDirectory, or None when the state is off
-        self.oauth = None  # the OAuth 2.1 resource server's verifier (server.auth.issuer)
+        self.oauth = oauth  # the OAuth 2.1 resource server's verifier (server.auth.issuer)
         self._latched = False  # once a token is required, it always is (issue 31)
 
     def required(self) -> bool:
@@ -13794,10 +14392,10 @@ def _plain_identity(session_id: str) -> dict:
     return fields
 
 
-def refuse_new_calls(stopping: bool, dispatcher, method: str) -> None:
+def refuse_new_calls(stopping: bool, state, method: str) -> None:
     """HttpError 503 for a new call while the server stops, or (a tools/call) while its state
-    refuses it (issue 39: a newer version upgraded it, or its upgrade needs the issuer): the
-    call's row could not be written."""
+    (the engine's StateStore, None without one) refuses it (issue 39: a newer version
+    upgraded it, or its upgrade needs the issuer): the call's row could not be written."""
     if stopping:
         raise HttpError(
             503,
@@ -13805,7 +14403,6 @@ def refuse_new_calls(stopping: bool, dispatcher, method: str) -> None:
             "will answer)",
             {"Retry-After": "1"},
         )
-    state = getattr(getattr(dispatcher, "engine", None), "state", None)
     refused = state.refused() if state is not None else None
     if refused is not None and method == "tools/call":
         raise HttpError(
@@ -13815,42 +14412,18 @@ def refuse_new_calls(stopping: bool, dispatcher, method: str) -> None:
         )
 
 
-class HttpApp:
-    """What every request needs: settings, the dispatcher, sessions, limits, the lifecycle."""
+class HostPolicy:
+    """Who may reach the address --http serves: the names a request's Host may give (DNS
+    rebinding protection), the pages whose Origin may call it (CORS), and the start-up
+    refusals of that address (exit 2). HttpApp is given one; --doctor tries one."""
 
-    def __init__(self, dispatcher: Dispatcher, config: Config, log: Log, host: str, users=None):
+    def __init__(self, config: Config, host: str):
         import ipaddress
         import socket
 
         settings = config.get("server", "http")
-        self.dispatcher, self.log, self.settings = dispatcher, log, settings
-        self.token = settings["token"]
-        auth = config.get("server", "auth")
-        self.oauth = OAuthVerifier(auth, log) if auth["issuer"] else None
+        self.settings, self.host = settings, host
         self.public_url = config.get("server", "public_url")
-        engine = getattr(dispatcher, "engine", None)  # None: --doctor's trial of the address
-        self.auth = Authenticator(self.token, users or getattr(engine, "users", None))
-        self.auth.oauth = self.oauth
-        if hasattr(engine, "multi_user"):  # the engine keeps users apart once there are several
-            engine.multi_user = self.auth.multi_user
-        self._active_users = None  # at the last read of the users (None: not read yet)
-        if self.auth.users is not None and not self.token and self.oauth is None:
-            self.auth.users.on_read = self.users_read  # says so the moment none is left
-        self.stateless = settings["stateless"]
-        self.secret = config.get("server", "tasks")["secret"]  # signs a client's identity
-        self.max_body = settings["max_body_bytes"]
-        self.header_timeout = settings["header_timeout_s"]
-        outbox = settings["sse_outbox_bytes"], settings["sse_stall_s"]
-        self.sessions = SessionTable(
-            settings["max_sessions"], settings["session_idle_s"], log, outbox
-        )
-        self.loose: set[HttpSession] = set()  # stateless sessions whose calls may still run
-        self.calls_lock = threading.Lock()  # makes "under the limit? then start" one step
-        self.draining = False  # SIGTERM: /healthz says 503
-        self.stopping = False  # after the lame-duck delay: no new sessions or calls
-        self.streams = 0  # GET /sse streams open
-        self._deadlines: dict = {}  # handler -> when its request must have arrived
-        self._lock = threading.Lock()
         try:
             info = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         except socket.gaierror as exc:
@@ -13859,48 +14432,28 @@ class HttpApp:
         self.family, address = info[0][0], info[0][4][0]
         ip = ipaddress.ip_address(address.partition("%")[0])
         self.loopback, wildcard = ip.is_loopback, ip.is_unspecified
+        self.wildcard = wildcard
         hosts = [_host_name(name) for name in settings["allowed_hosts"]]  # ports do not matter
         self.hosts = LOOPBACK_NAMES | set(hosts) | ({host.lower(), address} - {"0.0.0.0", "::"})
         self.any_host = "*" in hosts or (wildcard and not hosts)
         self.origins = {o.lower().rstrip("/") for o in settings["allowed_origins"]}
         if self.public_url:  # the name a proxy in front passes on
             self.hosts |= {_host_name(self.public_url.partition("://")[2].partition("/")[0])}
-        self._check(host)
-        if self.oauth is not None and not self.loopback and not self.public_url:
-            where = " (every address)" if wildcard else ""
-            raise ConfigError(
-                f"server.public_url must be set with server.auth.issuer when --http listens on "
-                f"{host}{where}, not a loopback address: OAuth tokens name the URL clients "
-                "use, like https://mcp.example.com"
-            )
 
-    def listening(self, host: str, port: int) -> None:
-        """The server is bound: OAuth's resource URL is known, its keys are fetched."""
-        if self.oauth is None:
-            return
-        shown = f"[{host}]" if ":" in host else host
-        if self.public_url:
-            self.oauth.set_resource(self.public_url)
-        else:  # only loopback: elsewhere public_url is required (see __init__)
-            self.oauth.set_resource(f"http://{shown}:{port}", loopback_port=port)
-        self.oauth.keys.start()
-        self.log.say(
-            f"OAuth: accepting access tokens from {self.oauth.issuer} for {self.oauth.resource}"
-        )
-
-    def _check(self, host: str) -> None:
-        """Start-up refusals (exit 2): an open address without a token, a weak token."""
-        token = self.token
+    def refuse_open(self, auth: Authenticator) -> None:
+        """Start-up refusals (exit 2): a weak token, an open address without a token, an
+        origin that is not one, OAuth on an open address without server.public_url."""
+        token = self.settings["token"]
         if token is not None and not re.fullmatch(r"[!-~]{16,}", token):
             raise ConfigError(
                 "server.http.token must be at least 16 printable ASCII characters, no spaces; "
                 "make one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
             )
-        if not self.loopback and not self.auth.required() and not self.settings["allow_insecure"]:
+        if not self.loopback and not auth.required() and not self.settings["allow_insecure"]:
             raise ConfigError(
-                f"refusing to serve on {host} without a token: anyone who can reach it could "
-                "spend your OpenAI credit. Set MCP_HTTP_TOKEN (or server.http.token), or pass "
-                "--http-allow-insecure if an authenticating proxy is in front"
+                f"refusing to serve on {self.host} without a token: anyone who can reach it "
+                "could spend your OpenAI credit. Set MCP_HTTP_TOKEN (or server.http.token), or "
+                "pass --http-allow-insecure if an authenticating proxy is in front"
             )
         for origin in self.origins - {"*"}:
             if not re.fullmatch(r"https?://[^/\s]+", origin):
@@ -13908,8 +14461,23 @@ class HttpApp:
                     f"server.http.allowed_origins: {origin!r} is not an origin like "
                     "https://app.example.com (scheme://host[:port], no path)"
                 )
+        if auth.oauth is not None and not self.loopback and not self.public_url:
+            where = " (every address)" if self.wildcard else ""
+            raise ConfigError(
+                f"server.public_url must be set with server.auth.issuer when --http listens on "
+                f"{self.host}{where}, not a loopback address: OAuth tokens name the URL clients "
+                "use, like https://mcp.example.com"
+            )
 
-    # -- requests and limits ---------------------------------------------------------------------
+    def check_host(self, host: str | None) -> None:
+        """DNS rebinding protection: the Host must be a name this server is known by."""
+        if host is None or self.any_host or _host_name(host) in self.hosts:
+            return
+        raise HttpError(
+            421,
+            f"Host {host!r} is not a name of this server (DNS rebinding protection); add it to "
+            "server.http.allowed_hosts if clients really use it",
+        )
 
     def origin_allowed(self, origin: str) -> bool:
         origin = origin.strip().lower()
@@ -13918,8 +14486,40 @@ class HttpApp:
         scheme, sep, authority = origin.partition("://")
         return bool(sep) and scheme in ("http", "https") and _host_name(authority) in LOOPBACK_NAMES
 
-    def new_session(self, user: str, legacy: bool = False) -> HttpSession:
-        if self.stopping:
+    def cors_headers(self, origin: str | None) -> dict:
+        """The headers an answer to a page from `origin` carries; 403 if it is not allowed."""
+        if origin is None:
+            return {}
+        if not self.origin_allowed(origin):
+            raise HttpError(
+                403,
+                f"Origin {origin!r} is not allowed; add it to server.http.allowed_origins to "
+                "let pages from it use this server",
+            )
+        return {
+            "Access-Control-Allow-Origin": origin,
+            "Access-Control-Expose-Headers": "Mcp-Session-Id, WWW-Authenticate",
+            "Vary": "Origin",
+        }
+
+
+class HttpSessions:
+    """Every HTTP client's HttpSession: the SessionTable of those with an id (initialize's
+    Mcp-Session-Id, a GET /sse stream), and the loose ones without (one per POST with
+    --stateless, one per 2026-07-28 request) while their calls may still run."""
+
+    def __init__(self, config: Config, log: Log, stopping: threading.Event):
+        settings = config.get("server", "http")
+        self.log, self.stopping = log, stopping  # stopping: no new sessions (HttpApp's)
+        self.stateless = settings["stateless"]
+        self.secret = config.get("server", "tasks")["secret"]  # signs a client's identity
+        outbox = settings["sse_outbox_bytes"], settings["sse_stall_s"]
+        self.table = SessionTable(settings["max_sessions"], settings["session_idle_s"], log, outbox)
+        self.loose: set[HttpSession] = set()  # stateless sessions whose calls may still run
+        self._lock = threading.Lock()
+
+    def new(self, user: str, legacy: bool = False, hang_up=None) -> HttpSession:
+        if self.stopping.is_set():
             raise HttpError(
                 503, "the server is shutting down; connect again (another instance will answer)"
             )
@@ -13929,7 +14529,7 @@ class HttpApp:
             with self._lock:
                 self.loose.add(hs)
             return hs
-        hs = self.sessions.create(legacy)
+        hs = self.table.create(legacy, hang_up)
         hs.session.user = user
         return hs
 
@@ -13938,7 +14538,7 @@ class HttpApp:
 
         Clients number their requests alike, so the id alone could hit another client's
         call: the cancel is tied to a call only if exactly one call with that id, from the
-        same client (HttpApp.client_identity), is in flight here; else none is cancelled.
+        same client (StreamableHttp.client_identity), is in flight here; else none is cancelled.
         """
         with self._lock:
             found = [hs for hs in self.loose if hs.call_id == request_id and hs.client == client]
@@ -13956,15 +14556,148 @@ class HttpApp:
     def release(self, hs: HttpSession) -> None:
         """The request using `hs` is done."""
         if hs.id is not None:
-            self.sessions.release(hs)
+            self.table.release(hs)
         elif not hs.busy():
             with self._lock:
                 self.loose.discard(hs)
 
+    def named(self, session_id: str | None, user: str) -> HttpSession:
+        """The session an Mcp-Session-Id header names, held until release(); another user's
+        is not found."""
+        if not session_id:
+            raise HttpError(
+                400,
+                "missing Mcp-Session-Id header: send initialize first and repeat the session id "
+                "it returns on every request (or run the server with --stateless)",
+            )
+        return self.own(self.table.get(session_id.strip()), user)
+
+    def own(self, hs: HttpSession, user: str) -> HttpSession:
+        """`hs` if it is `user`'s; else it is let go and 404, as for a session that never was."""
+        if hs.session.user == user:
+            return hs
+        self.release(hs)
+        raise SessionTable.not_found()
+
+    def for_post(self, message: dict, kind: str, method, version, session_id, client, user):
+        """The session a POST's message belongs to: a new one for initialize (and for every
+        POST with --stateless, speaking the header's version), else the one its header names."""
+        if not (self.stateless or (kind == "request" and method == "initialize")):
+            return self.named(session_id, user)
+        hs = self.new(user)
+        if hs.id is None:
+            hs.session.protocol_version = version or DEFAULT_HTTP_VERSION
+            hs.client, hs.session.client_key = client, task_owner(client)
+            hs.call_id = message.get("id")
+            restore_identity(self.secret, hs.session, session_id, version, self.log)
+        return hs
+
+    def modern(self, message: dict, client, header_version, user) -> HttpSession:
+        """A 2026-07-28 message's own session: no id, no Mcp-Session-Id, gone with its call."""
+        hs = HttpSession(None, self.log)
+        hs.session.user = user
+        hs.modern, hs.header_version = True, header_version
+        hs.client, hs.call_id = client, message.get("id")
+        hs.session.client_key = task_owner(client)
+        with self._lock:
+            self.loose.add(hs)
+        return hs
+
+    def end(self, session_id: str | None, user: str) -> None:
+        """DELETE /mcp: ends the session, cancelling its calls."""
+        hs = self.named(session_id, user)
+        self.release(hs)
+        self.table.end(hs, REQUEST_CANCELLED, "Request cancelled: the session was ended")
+
+    def all(self) -> list[HttpSession]:
+        with self._lock:
+            loose = list(self.loose)
+        return self.table.all() + loose
+
+    def in_flight(self) -> int:
+        return sum(hs.session.in_flight() for hs in self.all())
+
+    def waiting(self) -> int:
+        return sum(hs.router.waiting() for hs in self.all() if hs.router)
+
+    def tidy(self) -> None:
+        """The watchdog's round: loose sessions whose calls are done go, idle ones expire."""
+        with self._lock:
+            self.loose = {hs for hs in self.loose if hs.busy()}
+        self.table.expire_idle()
+
+
+class HttpApp:
+    """What every request needs: settings, the dispatcher, the gates, the limits, the
+    lifecycle; it routes each request to what answers it (StreamableHttp, LegacySse,
+    UsageReport, or HttpHandler itself)."""
+
+    def __init__(
+        self,
+        dispatcher,
+        config: Config,
+        log: Log,
+        policy: HostPolicy,
+        *,
+        users=None,
+        state=None,
+        ledger=None,
+    ):
+        """users, state, ledger: the AnswerEngine's UserDirectory (named tokens), StateStore
+        (its refusals, whether /usage has a ledger) and Ledger; None where there is none
+        (--doctor's trial has no engine)."""
+        settings = config.get("server", "http")
+        self.dispatcher, self.log, self.settings, self.policy = dispatcher, log, settings, policy
+        auth = config.get("server", "auth")
+        self.oauth = OAuthVerifier(auth, log) if auth["issuer"] else None
+        self.auth = Authenticator(settings["token"], users, self.oauth)
+        self._active_users = None  # at the last read of the users (None: not read yet)
+        if self.auth.users is not None and not settings["token"] and self.oauth is None:
+            self.auth.users.on_read = self.users_read  # says so the moment none is left
+        self.stateless = settings["stateless"]
+        self.state = state
+        self.max_body = settings["max_body_bytes"]
+        self.header_timeout = settings["header_timeout_s"]
+        self.calls_lock = threading.Lock()  # makes "under the limit? then start" one step
+        self.draining = threading.Event()  # SIGTERM: /healthz says 503
+        self.stopping = threading.Event()  # after the lame-duck delay: no new sessions or calls
+        self.sessions = HttpSessions(config, log, self.stopping)
+        self.mcp = StreamableHttp(dispatcher, self.sessions, self.dispatch, log)
+        self.legacy = LegacySse(self.sessions, self.dispatch, log)
+        self.usage = UsageReport(config, ledger, self.state, self.auth, self.sessions)
+        self.routes = {
+            ("POST", MCP_PATH): self.mcp.post,
+            ("DELETE", MCP_PATH): self.mcp.delete,
+            ("GET", SSE_PATH): self.legacy.stream,
+            ("POST", MESSAGES_PATH): self.legacy.post,
+            ("GET", HEALTH_PATH): HttpHandler.get_healthz,
+            ("GET", USAGE_PATH): self.usage.answer,
+            ("GET", WELL_KNOWN_RESOURCE): HttpHandler.get_resource_metadata,
+        }
+        self._deadlines: dict = {}  # handler -> when its request must have arrived
+        self._lock = threading.Lock()
+        policy.refuse_open(self.auth)
+
+    def listening(self, host: str, port: int) -> None:
+        """The server is bound: OAuth's resource URL is known, its keys are fetched."""
+        if self.oauth is None:
+            return
+        shown = f"[{host}]" if ":" in host else host
+        if self.policy.public_url:
+            self.oauth.set_resource(self.policy.public_url)
+        else:  # only loopback: elsewhere public_url is required (HostPolicy.refuse_open)
+            self.oauth.set_resource(f"http://{shown}:{port}", loopback_port=port)
+        self.oauth.keys.start()
+        self.log.say(
+            f"OAuth: accepting access tokens from {self.oauth.issuer} for {self.oauth.resource}"
+        )
+
+    # -- requests and limits ---------------------------------------------------------------------
+
     def admit_call(self, hs: HttpSession, method: str = "tools/call") -> None:
         """Refuses a new tools/call that would pass a limit, or a tasks/result past the
         per-session one (call with calls_lock held)."""
-        refuse_new_calls(self.stopping, self.dispatcher, method)
+        refuse_new_calls(self.stopping.is_set(), self.state, method)
         limit = self.settings["max_calls_per_session"]
         if method == "tasks/result":  # each waits as long as a call: as many as calls
             if hs.id is not None and hs.session.waiting() >= limit:
@@ -13983,7 +14716,7 @@ class HttpApp:
                 {"Retry-After": "1"},
             )
         limit = self.settings["max_calls"]
-        if self.in_flight() >= limit:
+        if self.sessions.in_flight() >= limit:
             raise HttpError(
                 429,
                 f"too many calls in flight on this server ({limit}, server.http.max_calls); "
@@ -14000,44 +14733,18 @@ class HttpApp:
             self.admit_call(hs, method)
             return self.dispatcher.handle(message, hs.session, hs.header_version)
 
-    # -- gates: Host, Origin, token, route ---------------------------------------------------------
-
-    def check_host(self, host: str | None) -> None:
-        """DNS rebinding protection: the Host must be a name this server is known by."""
-        if host is None or self.any_host or _host_name(host) in self.hosts:
-            return
-        raise HttpError(
-            421,
-            f"Host {host!r} is not a name of this server (DNS rebinding protection); add it to "
-            "server.http.allowed_hosts if clients really use it",
-        )
-
-    def cors_headers(self, origin: str | None) -> dict:
-        """The headers an answer to a page from `origin` carries; 403 if it is not allowed."""
-        if origin is None:
-            return {}
-        if not self.origin_allowed(origin):
-            raise HttpError(
-                403,
-                f"Origin {origin!r} is not allowed; add it to server.http.allowed_origins to "
-                "let pages from it use this server",
-            )
-        return {
-            "Access-Control-Allow-Origin": origin,
-            "Access-Control-Expose-Headers": "Mcp-Session-Id, WWW-Authenticate",
-            "Vary": "Origin",
-        }
+    # -- gates: token, route (Host and Origin: HostPolicy) -------------------------------------
 
     def route(self, command: str, path: str, authorization: str, host=None, source="") -> tuple:
-        """(the HttpHandler method that answers this request, the user asking), once its
-        token is checked (Authenticator.authenticate: its Host header and client_source)."""
+        """(what answers this request: a function of its HttpHandler, the user asking), once
+        its token is checked (Authenticator.authenticate: its Host header and client_source)."""
         if command == "OPTIONS":
             return HttpHandler.preflight, None
         if path.startswith(WELL_KNOWN_RESOURCE):  # public; any resource path under it
             path = WELL_KNOWN_RESOURCE
         public = path in (HEALTH_PATH, WELL_KNOWN_RESOURCE)
         user = None if public else self.auth.authenticate(authorization, host, source)
-        route = _ROUTES.get((command, path))
+        route = self.routes.get((command, path))
         if self.stateless and (command, path) in _SESSION_ROUTES:
             route = None
         if route is None:
@@ -14078,279 +14785,16 @@ class HttpApp:
             return rpc_error(message["id"], HTTP_REFUSED, exc.message)
         return {"error": exc.message}
 
-    # -- Streamable HTTP: what a POST /mcp means and ends with -------------------------------------
-
-    @staticmethod
-    def check_content_type(value: str) -> None:
-        kind = value.partition(";")[0].strip().lower()
-        if kind != "application/json":
-            raise HttpError(415, f"Content-Type must be application/json, not {kind or 'missing'}")
-
-    @staticmethod
-    def accepts(accept: str | None) -> tuple[bool, bool]:
-        """(JSON acceptable, SSE acceptable); a missing Accept and */* are taken as JSON."""
-        if not accept:
-            return True, False
-        kinds = {part.partition(";")[0].strip().lower() for part in accept.split(",")}
-        json_ok = bool(kinds & {"application/json", "application/*", "*/*"})
-        sse_ok = "text/event-stream" in kinds
-        if not (json_ok or sse_ok):
-            raise HttpError(
-                406,
-                "Accept must include application/json and text/event-stream (MCP clients send "
-                f"both), not {accept[:80]!r}",
-            )
-        return json_ok, sse_ok
-
-    @staticmethod
-    def protocol_version(version: str | None) -> str | None:
-        """The MCP-Protocol-Version header's version; 400 for one this server does not speak."""
-        if version is not None and version.strip() not in PROTOCOL_VERSIONS:
-            raise HttpError(
-                400,
-                f"unsupported MCP-Protocol-Version {version[:40]!r}; this server speaks "
-                f"{', '.join(PROTOCOL_VERSIONS)}",
-            )
-        return version and version.strip()
-
-    def session_named(self, session_id: str | None, user: str) -> HttpSession:
-        """The session an Mcp-Session-Id header names, held until release(); another user's
-        is not found."""
-        if not session_id:
-            raise HttpError(
-                400,
-                "missing Mcp-Session-Id header: send initialize first and repeat the session id "
-                "it returns on every request (or run the server with --stateless)",
-            )
-        return self.own(self.sessions.get(session_id.strip()), user)
-
-    def own(self, hs: HttpSession, user: str) -> HttpSession:
-        """`hs` if it is `user`'s; else it is let go and 404, as for a session that never was."""
-        if hs.session.user == user:
-            return hs
-        self.release(hs)
-        raise SessionTable.not_found()
-
-    def post_session(self, message: dict, kind: str, method, version, session_id, client, user):
-        """The session a POST's message belongs to: a new one for initialize (and for every
-        POST with --stateless, speaking the header's version), else the one its header names."""
-        if not (self.stateless or (kind == "request" and method == "initialize")):
-            return self.session_named(session_id, user)
-        hs = self.new_session(user)
-        if hs.id is None:
-            hs.session.protocol_version = version or DEFAULT_HTTP_VERSION
-            hs.client, hs.session.client_key = client, task_owner(client)
-            hs.call_id = message.get("id")
-            restore_identity(self.secret, hs.session, session_id, version, self.log)
-        return hs
-
-    @staticmethod
-    def client_identity(headers, address: str) -> tuple:
-        """Who sent a request, as far as stateless mode can tell: the credential, the peer's
-        address (not its port: a cancel comes on another connection), X-Forwarded-For (the
-        client behind a proxy) and the User-Agent. A client can only make itself look like
-        another by sending that one's credential too."""
-        return (
-            headers.get("Authorization", ""),
-            address,
-            headers.get("X-Forwarded-For", ""),
-            headers.get("User-Agent", ""),
-        )
-
-    def invalid_reply(self, message) -> dict | None:
-        """The dispatcher's words for a message that is no request, notification or response."""
-        return self.dispatcher.handle(message, Session(lambda m: None))
-
-    @staticmethod
-    def status_of(reply: dict, modern: bool = False) -> int:
-        """A JSON reply's HTTP status: 400 when the request could not even be identified; for
-        2026-07-28, 400 for a malformed request and 404 for an unknown method, as it says."""
-        if "error" in reply and reply["error"].get("data") in TASK_LIMITS:
-            return 429
-        if modern and "error" in reply:
-            return _MODERN_STATUS.get(reply["error"].get("code"), 200)
-        return 200 if reply.get("id") is not None else 400
-
-    def start_request(self, hs: HttpSession, message: dict, method: str):
-        """Hands a request over: (its reply or None if it comes later, the Outbox its later
-        messages arrive in, its progress token). Close the Outbox with hs.router.close."""
-        request_id = message["id"]
-        token = progress_token(message.get("params")) if method == "tools/call" else None
-        box = hs.router.open(request_id, token) if _valid_id(request_id) else None
-        try:
-            return self.dispatch(hs, message, method), box, token
-        except BaseException:
-            if box is not None:
-                hs.router.close(request_id, box)
-            raise
-
-    @staticmethod
-    def as_events(token, json_ok: bool, sse_ok: bool, method: str | None = None) -> bool:
-        """Whether a call's response is an event stream (progress can go there; keep-alive
-        comments hold proxies while tasks/result waits) or JSON."""
-        return sse_ok and (token is not None or not json_ok or method == "tasks/result")
-
-    @staticmethod
-    def reply_as_json(hs: HttpSession, reply: dict, json_ok: bool) -> bool:
-        """Whether a reply ready at once goes out as JSON rather than as one event: when the
-        client takes JSON, and a 2026-07-28 error always (its HTTP status tells what failed)."""
-        return json_ok or (hs.modern and "error" in reply)
-
-    def reply_headers(self, hs: HttpSession, method: str, reply: dict) -> dict:
-        """A reply's extra headers: initialize's session id; a failed initialize ends it.
-        With --stateless, the session id is the client's signed identity (or none)."""
-        if method == "initialize" and hs.id is None and "result" in reply:
-            return {"Mcp-Session-Id": identity_id(self.secret, hs.session)}
-        if method != "initialize" or hs.id is None:
-            return {}
-        if "result" in reply:
-            return {"Mcp-Session-Id": hs.id}
-        self.sessions.end(hs)
-        return {}
-
-    def notify(self, hs: HttpSession, message: dict, client) -> None:
-        """Handles a notification or response; a cancel also ends the call's waiting POST
-        with a "Request cancelled" error.
-
-        With --stateless every POST has a session of its own, so a cancel goes to the one
-        call it can be tied to (cancel_target), or to none.
-        """
-        params = message.get("params")
-        request_id = params.get("requestId") if isinstance(params, dict) else None
-        cancel = message.get("method") == "notifications/cancelled" and _valid_id(request_id)
-        if cancel and (self.stateless or hs.modern):
-            hs = self.cancel_target(request_id, client)
-            if hs is None:
-                return
-        self.dispatcher.handle(message, hs.session)
-        if cancel and hs.router is not None:
-            hs.router.end(request_id, REQUEST_CANCELLED, "Request cancelled")
-
-    # -- MCP 2026-07-28: requests that need no session ---------------------------------------------
-
-    def is_modern(self, message: dict, kind: str, method, header_version) -> bool:
-        """Whether a POST speaks 2026-07-28: the dispatcher's rule for a request, the header
-        for anything else (that era has no notifications over HTTP, but a cancel is honoured)."""
-        if not self.dispatcher.modern or kind == "invalid":
-            return False
-        if kind == "request":
-            return is_modern(method, message.get("params"), header_version)
-        return header_version in MODERN_VERSIONS
-
-    def modern_session(self, message: dict, client, header_version, user) -> HttpSession:
-        """A 2026-07-28 message's own session: no id, no Mcp-Session-Id, gone with its call."""
-        hs = HttpSession(None, self.log)
-        hs.session.user = user
-        hs.modern, hs.header_version = True, header_version
-        hs.client, hs.call_id = client, message.get("id")
-        hs.session.client_key = task_owner(client)
-        with self._lock:
-            self.loose.add(hs)
-        return hs
-
-    @staticmethod
-    def mismatch(message: dict, header) -> dict | None:
-        """The -32020 reply to a request whose headers disagree with its body, else None."""
-        request_id = message.get("id")
-        why = header_mismatch(message, header) if _valid_id(request_id) else None
-        return None if why is None else rpc_error(request_id, HEADER_MISMATCH, why)
-
-    def hung_up(self, hs: HttpSession, request_id) -> None:
-        """A client closed a response before its reply: for 2026-07-28 that cancels the call
-        (the handshake era cancels with notifications/cancelled only)."""
-        if hs.modern and hs.session.cancel(request_id) is not None:
-            self.log.debug("http", f"response closed: cancelled requestId={_describe(request_id)}")
-        self.dispatcher.abandoned(hs.session, request_id)  # a tasks/result stops waiting
-
-    def end_session(self, session_id: str | None, user: str) -> None:
-        """DELETE /mcp: ends the session, cancelling its calls."""
-        hs = self.session_named(session_id, user)
-        self.release(hs)
-        self.sessions.end(hs, REQUEST_CANCELLED, "Request cancelled: the session was ended")
-
-    # -- legacy HTTP+SSE (2024-11-05) --------------------------------------------------------------
-
-    def open_sse(self, user: str) -> HttpSession:
-        hs = self.new_session(user, legacy=True)
-        self.count_stream(+1)
-        return hs
-
-    def close_sse(self, hs: HttpSession) -> None:
-        """The GET /sse stream has ended: so has its session, and its calls are cancelled."""
-        self.count_stream(-1)
-        self.release(hs)
-        self.sessions.end(hs)
-
-    def legacy_session(self, session_id: str, user: str) -> HttpSession:
-        """The session a POST /messages names, held until release(); 429 while its stream's
-        outbox is full (the client is not reading what it asked for)."""
-        if not session_id:
-            raise HttpError(400, "missing ?sessionId=: use the URL from the /sse endpoint event")
-        hs = self.own(self.sessions.get(session_id, legacy=True), user)
-        if hs.stream.full():
-            self.release(hs)
-            raise HttpError(
-                429,
-                f"this session's /sse stream is not being read: {hs.stream.bytes} bytes of "
-                f"messages wait for it, past server.http.sse_outbox_bytes ({hs.stream.limit}); "
-                "read the stream before sending more",
-                {"Retry-After": "1"},
-            )
-        return hs
-
-    def post_legacy(self, hs: HttpSession, message) -> None:
-        """A POST /messages message: its reply, errors and refusals included, goes down the
-        session's stream (the POST itself always ends 202)."""
-        hs.touch()
-        try:
-            reply = self.dispatch(hs, message, self.dispatcher.classify(message)[1])
-        except HttpError as exc:
-            reply = rpc_error(message.get("id"), HTTP_REFUSED, exc.message)
-        if reply is not None:
-            hs.stream.send(reply)
-
-    # -- health and usage --------------------------------------------------------------------------
-
     def health(self) -> tuple[int, dict]:
+        draining = self.draining.is_set()
         body = {
-            "status": "draining" if self.draining else "ok",
+            "status": "draining" if draining else "ok",
             "version": __version__,
-            "in_flight": self.in_flight(),
-            "sessions": len(self.sessions.all()),
+            "in_flight": self.sessions.in_flight(),
+            "sessions": len(self.sessions.table.all()),
             "api_key": bool(api_key(self.dispatcher.config)),
         }
-        return (503 if self.draining else 200), body
-
-    def usage(self, user: str | None) -> dict:
-        """Spend from the usage ledger; 404 when there is none. While several people use the
-        server, each sees only their own spend (every figure: totals, by model, by tool, in
-        flight); server.auth.admins see the team's (issue 31)."""
-        engine = self.dispatcher.engine
-        ledger = getattr(engine, "ledger", None)
-        if ledger is None or not engine.state.enabled:
-            raise HttpError(404, "no usage ledger: state.path is off and state.url unset")
-        config = self.dispatcher.config
-        admins = {admin_identity(entry) for entry in config.get("server", "auth", "admins")}
-        timezone = config.get("policy", "timezone")
-        if user in admins or not self.auth.multi_user():
-            return spend_summary(ledger, timezone, self.in_flight())
-        mine = sum(hs.session.in_flight() for hs in self.all_sessions() if hs.session.user == user)
-        return spend_summary(ledger, timezone, mine, user)
-
-    def count_stream(self, change: int) -> None:
-        with self._lock:
-            self.streams += change
-
-    def all_sessions(self) -> list[HttpSession]:
-        with self._lock:
-            loose = list(self.loose)
-        return self.sessions.all() + loose
-
-    def in_flight(self) -> int:
-        return sum(hs.session.in_flight() for hs in self.all_sessions())
-
-    def waiting(self) -> int:
-        return sum(hs.router.waiting() for hs in self.all_sessions() if hs.router)
+        return (503 if draining else 200), body
 
     # -- the watchdog: slow clients, idle sessions -------------------------------------------------
 
@@ -14405,15 +14849,380 @@ class HttpApp:
                 late = [h for h, when in self._deadlines.items() if when <= now]
                 for handler in late:
                     del self._deadlines[handler]
-                self.loose = {hs for hs in self.loose if hs.busy()}
             for handler in late:
                 handler.too_slow()
-            self.sessions.expire_idle()
+            self.sessions.tidy()
+
+
+class _Held:
+    """A request's hold on its session, let go once: before a ready reply is written (the
+    client may send its next request the moment it reads it), else when the request ends."""
+
+    def __init__(self, hs: HttpSession, sessions: HttpSessions):
+        self.hs, self._sessions = hs, sessions
+
+    def let_go(self) -> None:
+        hs, self.hs = self.hs, None
+        if hs is not None:
+            hs.touch()
+            self._sessions.release(hs)
+
+
+class StreamableHttp:
+    """POST and DELETE /mcp (Streamable HTTP, both eras): what a message means, which session
+    it belongs to, and what its response is (JSON, or an event stream). The HttpHandler it is
+    given reads and writes the bytes."""
+
+    def __init__(self, dispatcher, sessions: HttpSessions, dispatch, log: Log):
+        self.dispatcher, self.sessions, self.log = dispatcher, sessions, log
+        self._dispatch = dispatch  # HttpApp.dispatch: the HTTP limits, then the dispatcher
+
+    def post(self, handler) -> None:
+        headers = handler.headers
+        self.check_content_type(headers.get("Content-Type", ""))
+        json_ok, sse_ok = self.accepts(headers.get("Accept"))
+        try:
+            message = handler.read_message()
+        except _Answered:
+            return
+        kind, method = self.dispatcher.classify(message)
+        header_version = (headers.get("MCP-Protocol-Version") or "").strip() or None
+        if self.is_modern(message, kind, method, header_version):
+            accepts = json_ok, sse_ok
+            return self._post_modern(handler, message, kind, method, header_version, accepts)
+        version = self.protocol_version(headers.get("MCP-Protocol-Version"))
+        if kind == "invalid":
+            reply = self.invalid_reply(message)
+            if reply is None:  # nothing to answer (a malformed response, say)
+                return handler.send_empty(202)
+            return handler.send_json(self.status_of(reply), reply)
+        address = handler.client_address[0]
+        client = self.client_identity(headers, address) if self.sessions.stateless else None
+        session_id = headers.get("Mcp-Session-Id")
+        hs = self.sessions.for_post(
+            message, kind, method, version, session_id, client, handler.user
+        )
+        self._handle(handler, hs, message, kind, method, client, (json_ok, sse_ok))
+
+    def _post_modern(self, handler, message, kind: str, method, header_version, accepts) -> None:
+        client = self.client_identity(handler.headers, handler.client_address[0])
+        refusal = self.mismatch(message, handler.headers.get) if kind == "request" else None
+        if refusal is not None:
+            return handler.send_json(self.status_of(refusal, modern=True), refusal)
+        hs = self.sessions.modern(message, client, header_version, handler.user)
+        self._handle(handler, hs, message, kind, method, client, accepts)
+
+    def _handle(self, handler, hs: HttpSession, message, kind: str, method, client, accepts):
+        """A request is answered; anything else is handed over and gets 202, no body."""
+        held = _Held(hs, self.sessions)
+        try:
+            if kind == "request":
+                self._answer(handler, held, message, method, *accepts)
+            else:
+                self.notify(hs, message, client)
+                handler.send_empty(202)
+        finally:
+            held.let_go()
+
+    def _answer(self, handler, held: _Held, message: dict, method: str, json_ok, sse_ok):
+        hs = held.hs
+        reply, box, token = self.start_request(hs, message, method)
+        try:
+            if reply is not None:
+                # Released before the write: a client may send its next request (at
+                # max_sessions, a new session, and maybe with the same id) the moment it
+                # reads this reply.
+                held.let_go()
+                if box is not None:
+                    hs.router.close(message["id"], box)
+                return self._reply(handler, hs, method, reply, json_ok)
+            if self.as_events(token, json_ok, sse_ok, method):
+                delivered = handler.pump(handler.start_events(), box, until_reply=True)
+            else:
+                delivered = handler.await_json(box)
+            if not delivered:
+                self.hung_up(hs, message["id"])
+        finally:
+            if box is not None:
+                hs.router.close(message["id"], box)
+
+    def _reply(self, handler, hs: HttpSession, method: str, reply: dict, json_ok: bool) -> None:
+        headers = self.reply_headers(hs, method, reply)
+        if self.reply_as_json(hs, reply, json_ok):
+            return handler.send_json(self.status_of(reply, hs.modern), reply, headers)
+        events = handler.start_events(headers)
+        events.event("message", encode_message(reply))
+        events.end()
+
+    def delete(self, handler) -> None:
+        self.protocol_version(handler.headers.get("MCP-Protocol-Version"))
+        self.sessions.end(handler.headers.get("Mcp-Session-Id"), handler.user)
+        handler.send_empty(204)
+
+    # -- what a POST /mcp means and ends with ------------------------------------------------
+
+    @staticmethod
+    def check_content_type(value: str) -> None:
+        kind = value.partition(";")[0].strip().lower()
+        if kind != "application/json":
+            raise HttpError(415, f"Content-Type must be application/json, not {kind or 'missing'}")
+
+    @staticmethod
+    def accepts(accept: str | None) -> tuple[bool, bool]:
+        """(JSON acceptable, SSE acceptable); a missing Accept and */* are taken as JSON."""
+        if not accept:
+            return True, False
+        kinds = {part.partition(";")[0].strip().lower() for part in accept.split(",")}
+        json_ok = bool(kinds & {"application/json", "application/*", "*/*"})
+        sse_ok = "text/event-stream" in kinds
+        if not (json_ok or sse_ok):
+            raise HttpError(
+                406,
+                "Accept must include application/json and text/event-stream (MCP clients send "
+                f"both), not {accept[:80]!r}",
+            )
+        return json_ok, sse_ok
+
+    @staticmethod
+    def protocol_version(version: str | None) -> str | None:
+        """The MCP-Protocol-Version header's version; 400 for one this server does not speak."""
+        if version is not None and version.strip() not in PROTOCOL_VERSIONS:
+            raise HttpError(
+                400,
+                f"unsupported MCP-Protocol-Version {version[:40]!r}; this server speaks "
+                f"{', '.join(PROTOCOL_VERSIONS)}",
+            )
+        return version and version.strip()
+
+    @staticmethod
+    def client_identity(headers, address: str) -> tuple:
+        """Who sent a request, as far as stateless mode can tell: the credential, the peer's
+        address (not its port: a cancel comes on another connection), X-Forwarded-For (the
+        client behind a proxy) and the User-Agent. A client can only make itself look like
+        another by sending that one's credential too."""
+        return (
+            headers.get("Authorization", ""),
+            address,
+            headers.get("X-Forwarded-For", ""),
+            headers.get("User-Agent", ""),
+        )
+
+    def invalid_reply(self, message) -> dict | None:
+        """The dispatcher's words for a message that is no request, notification or response."""
+        return self.dispatcher.handle(message, Session(lambda m: None))
+
+    @staticmethod
+    def status_of(reply: dict, modern: bool = False) -> int:
+        """A JSON reply's HTTP status: 400 when the request could not even be identified; for
+        2026-07-28, 400 for a malformed request and 404 for an unknown method, as it says."""
+        if "error" in reply and reply["error"].get("data") in TASK_LIMITS:
+            return 429
+        if modern and "error" in reply:
+            return _MODERN_STATUS.get(reply["error"].get("code"), 200)
+        return 200 if reply.get("id") is not None else 400
+
+    def start_request(self, hs: HttpSession, message: dict, method: str):
+        """Hands a request over: (its reply or None if it comes later, the Outbox its later
+        messages arrive in, its progress token). Close the Outbox with hs.router.close."""
+        request_id = message["id"]
+        token = progress_token(message.get("params")) if method == "tools/call" else None
+        box = hs.router.open(request_id, token) if _valid_id(request_id) else None
+        try:
+            return self._dispatch(hs, message, method), box, token
+        except BaseException:
+            if box is not None:
+                hs.router.close(request_id, box)
+            raise
+
+    @staticmethod
+    def as_events(token, json_ok: bool, sse_ok: bool, method: str | None = None) -> bool:
+        """Whether a call's response is an event stream (progress can go there; keep-alive
+        comments hold proxies while tasks/result waits) or JSON."""
+        return sse_ok and (token is not None or not json_ok or method == "tasks/result")
+
+    @staticmethod
+    def reply_as_json(hs: HttpSession, reply: dict, json_ok: bool) -> bool:
+        """Whether a reply ready at once goes out as JSON rather than as one event: when the
+        client takes JSON, and a 2026-07-28 error always (its HTTP status tells what failed)."""
+        return json_ok or (hs.modern and "error" in reply)
+
+    def reply_headers(self, hs: HttpSession, method: str, reply: dict) -> dict:
+        """A reply's extra headers: initialize's session id; a failed initialize ends it.
+        With --stateless, the session id is the client's signed identity (or none)."""
+        if method == "initialize" and hs.id is None and "result" in reply:
+            return {"Mcp-Session-Id": identity_id(self.sessions.secret, hs.session)}
+        if method != "initialize" or hs.id is None:
+            return {}
+        if "result" in reply:
+            return {"Mcp-Session-Id": hs.id}
+        self.sessions.table.end(hs)
+        return {}
+
+    def notify(self, hs: HttpSession, message: dict, client) -> None:
+        """Handles a notification or response; a cancel also ends the call's waiting POST
+        with a "Request cancelled" error.
+
+        With --stateless every POST has a session of its own, so a cancel goes to the one
+        call it can be tied to (HttpSessions.cancel_target), or to none.
+        """
+        params = message.get("params")
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        cancel = message.get("method") == "notifications/cancelled" and _valid_id(request_id)
+        if cancel and (self.sessions.stateless or hs.modern):
+            hs = self.sessions.cancel_target(request_id, client)
+            if hs is None:
+                return
+        self.dispatcher.handle(message, hs.session)
+        if cancel and hs.router is not None:
+            hs.router.end(request_id, REQUEST_CANCELLED, "Request cancelled")
+
+    # -- MCP 2026-07-28: requests that need no session ---------------------------------------------
+
+    def is_modern(self, message: dict, kind: str, method, header_version) -> bool:
+        """Whether a POST speaks 2026-07-28: the dispatcher's rule for a request, the header
+        for anything else (that era has no notifications over HTTP, but a cancel is honoured)."""
+        if not self.dispatcher.modern or kind == "invalid":
+            return False
+        if kind == "request":
+            return is_modern(method, message.get("params"), header_version)
+        return header_version in MODERN_VERSIONS
+
+    @staticmethod
+    def mismatch(message: dict, header) -> dict | None:
+        """The -32020 reply to a request whose headers disagree with its body, else None."""
+        request_id = message.get("id")
+        why = header_mismatch(message, header) if _valid_id(request_id) else None
+        return None if why is None else rpc_error(request_id, HEADER_MISMATCH, why)
+
+    def hung_up(self, hs: HttpSession, request_id) -> None:
+        """A client closed a response before its reply: for 2026-07-28 that cancels the call
+        (the handshake era cancels with notifications/cancelled only)."""
+        if hs.modern and hs.session.cancel(request_id) is not None:
+            self.log.debug("http", f"response closed: cancelled requestId={_describe(request_id)}")
+        self.dispatcher.abandoned(hs.session, request_id)  # a tasks/result stops waiting
+
+
+class LegacySse:
+    """Legacy HTTP+SSE (2024-11-05): GET /sse opens a session and its stream, POST /messages
+    sends it a message whose reply goes down that stream. Off with --stateless."""
+
+    def __init__(self, sessions: HttpSessions, dispatch, log: Log):
+        self.sessions, self.log = sessions, log
+        self._dispatch = dispatch  # HttpApp.dispatch: the HTTP limits, then the dispatcher
+        self.streams = 0  # GET /sse streams open
+        self._lock = threading.Lock()
+
+    def stream(self, handler) -> None:
+        """GET /sse: the session's stream, open until the client closes it."""
+        hs = self.open(handler.user, handler.hang_up)
+        try:
+            events = handler.start_events()
+            # Relative, so it resolves against whatever URL (proxy included) reached /sse.
+            events.event("endpoint", f"{MESSAGES_PATH}?sessionId={hs.id}".encode())
+            handler.pump(events, hs.stream, until_reply=False)
+        finally:
+            self.close(hs)
+
+    def post(self, handler) -> None:
+        """POST /messages?sessionId=: a message for the session's stream."""
+        import urllib.parse
+
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(handler.path).query)
+        session_id = (query.get("sessionId") or query.get("session_id") or [""])[0]
+        hs = self.session(session_id, handler.user)
+        try:
+            message = handler.read_message()
+            # Always 202 for a parseable message (a non-2xx breaks some SSE clients); only a
+            # client that does not read its stream got 429 already (LegacySse.session).
+            handler.send_empty(202)
+            self.deliver(hs, message)
+        except _Answered:
+            return
+        finally:
+            self.sessions.release(hs)
+
+    def open(self, user: str, hang_up) -> HttpSession:
+        hs = self.sessions.new(user, legacy=True, hang_up=hang_up)
+        self._count(+1)
+        return hs
+
+    def close(self, hs: HttpSession) -> None:
+        """The GET /sse stream has ended: so has its session, and its calls are cancelled."""
+        self._count(-1)
+        self.sessions.release(hs)
+        self.sessions.table.end(hs)
+
+    def session(self, session_id: str, user: str) -> HttpSession:
+        """The session a POST /messages names, held until release(); 429 while its stream's
+        outbox is full (the client is not reading what it asked for)."""
+        if not session_id:
+            raise HttpError(400, "missing ?sessionId=: use the URL from the /sse endpoint event")
+        hs = self.sessions.own(self.sessions.table.get(session_id, legacy=True), user)
+        if hs.stream.full():
+            self.sessions.release(hs)
+            raise HttpError(
+                429,
+                f"this session's /sse stream is not being read: {hs.stream.bytes} bytes of "
+                f"messages wait for it, past server.http.sse_outbox_bytes ({hs.stream.limit}); "
+                "read the stream before sending more",
+                {"Retry-After": "1"},
+            )
+        return hs
+
+    def deliver(self, hs: HttpSession, message) -> None:
+        """A POST /messages message: its reply, errors and refusals included, goes down the
+        session's stream (the POST itself always ends 202)."""
+        hs.touch()
+        try:
+            reply = self._dispatch(hs, message, Dispatcher.classify(message)[1])
+        except HttpError as exc:
+            reply = rpc_error(message.get("id"), HTTP_REFUSED, exc.message)
+        if reply is not None:
+            hs.stream.send(reply)
+
+    def _count(self, change: int) -> None:
+        with self._lock:
+            self.streams += change
+
+
+class UsageReport:
+    """GET /usage: spend from the usage ledger, as JSON or a page. While several people use
+    the server, each sees only their own spend (every figure: totals, by model, by tool, in
+    flight); server.auth.admins see the team's (issue 31)."""
+
+    def __init__(self, config: Config, ledger, state, auth: Authenticator, sessions):
+        self.config, self.ledger, self.state = config, ledger, state
+        self.auth, self.sessions = auth, sessions
+
+    def summary(self, user: str | None) -> dict:
+        """The spend `user` may see; 404 when there is no ledger."""
+        if self.ledger is None or not self.state.enabled:
+            raise HttpError(404, "no usage ledger: state.path is off and state.url unset")
+        config = self.config
+        admins = {admin_identity(entry) for entry in config.get("server", "auth", "admins")}
+        timezone = config.get("policy", "timezone")
+        if user in admins or not self.auth.multi_user():
+            return spend_summary(self.ledger, timezone, self.sessions.in_flight())
+        everyone = self.sessions.all()
+        mine = sum(hs.session.in_flight() for hs in everyone if hs.session.user == user)
+        return spend_summary(self.ledger, timezone, mine, user)
+
+    def answer(self, handler) -> None:
+        """JSON, or a page when a browser asks for HTML."""
+        summary = self.summary(handler.user)
+        if "text/html" not in (handler.headers.get("Accept") or ""):
+            return handler.send_json(200, summary)
+        headers = {
+            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+            "Cache-Control": "no-store",
+        }
+        handler.send_body(200, "text/html; charset=utf-8", spend_page(summary), headers)
 
 
 class HttpHandler:
     """HTTP plumbing, mixed into http.server.BaseHTTPRequestHandler by HttpTransport: reads
-    requests, writes responses. What they mean and what they get is HttpApp's to decide."""
+    requests, writes responses (send_json, start_events, pump, read_message: the writer and
+    reader the routes use). What they mean and what they get is HttpApp's to decide."""
 
     protocol_version = "HTTP/1.1"
     server_version = f"{SERVER_NAME}/{__version__}"
@@ -14493,9 +15302,9 @@ class HttpHandler:
                 self.connection.sendall(head.encode() + body)
             except OSError:
                 pass
-        self._hang_up()
+        self.hang_up()
 
-    def _hang_up(self) -> None:
+    def hang_up(self) -> None:
         """Closes the connection under whatever this handler's thread is doing with it."""
         import socket
 
@@ -14528,7 +15337,7 @@ class HttpHandler:
         """http.server's own refusals (bad request line, headers too large) as JSON."""
         self.close_connection = True
         text = message or self.responses.get(code, ("error",))[0]
-        self._send_json(code, {"error": text}, {"Connection": "close"})
+        self.send_json(code, {"error": text}, {"Connection": "close"})
 
     def _answering(self, status: int) -> None:
         self._phase = "answered"
@@ -14539,16 +15348,16 @@ class HttpHandler:
             self.close_connection = True  # its body was never read
         self.send_response(status)
 
-    def _send_json(self, status: int, body: dict, headers: dict | None = None) -> None:
-        self._send(status, "application/json", encode_message(body), headers)
+    def send_json(self, status: int, body: dict, headers: dict | None = None) -> None:
+        self.send_body(status, "application/json", encode_message(body), headers)
 
-    def _send(self, status: int, kind: str, data: bytes, headers: dict | None = None) -> None:
+    def send_body(self, status: int, kind: str, data: bytes, headers: dict | None = None) -> None:
         self._answering(status)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(data)))
         self._end_headers(headers, b"" if self.command == "HEAD" else data)
 
-    def _send_empty(self, status: int, headers: dict | None = None) -> None:
+    def send_empty(self, status: int, headers: dict | None = None) -> None:
         self._answering(status)
         self.send_header("Content-Length", "0")
         self._end_headers(headers)
@@ -14568,7 +15377,7 @@ class HttpHandler:
         self._headers_buffer.append(b"\r\n" + body)  # end_headers() appends b"\r\n", flushes
         self.flush_headers()
 
-    def _start_events(self, headers: dict | None = None) -> EventStream:
+    def start_events(self, headers: dict | None = None) -> EventStream:
         chunked = self.request_version != "HTTP/1.0"
         self._answering(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -14581,14 +15390,14 @@ class HttpHandler:
         self._end_headers(headers)
         return EventStream(self.wfile, chunked)
 
-    def _pump(self, events: EventStream, box: Outbox, until_reply: bool) -> bool:
+    def pump(self, events: EventStream, box: Outbox, until_reply: bool) -> bool:
         """False if the client hung up first."""
         if events.pump(box, until_reply, self.app.settings["keepalive_s"], self._peer_gone):
             return True
         self.close_connection = True
         return False
 
-    def _await_json(self, box: Outbox) -> bool:
+    def await_json(self, box: Outbox) -> bool:
         """Waits for the call's reply and sends it as JSON (progress has nowhere to go);
         False if the client hung up first."""
         while True:
@@ -14598,7 +15407,7 @@ class HttpHandler:
                     self.close_connection = True
                     return False
             elif is_reply(item):
-                self._send_json(200, item)
+                self.send_json(200, item)
                 return True
 
     # -- reading requests ------------------------------------------------------------------------
@@ -14608,8 +15417,8 @@ class HttpHandler:
         headers, app = self.headers, self.app
         try:
             self._check_framing()
-            app.check_host(headers.get("Host"))
-            self._cors = app.cors_headers(headers.get("Origin"))
+            app.policy.check_host(headers.get("Host"))
+            self._cors = app.policy.cors_headers(headers.get("Origin"))
             authorization = headers.get("Authorization", "")
             source = self.server.sources.of(
                 self.client_address[0], headers.get_all("X-Forwarded-For")
@@ -14620,7 +15429,7 @@ class HttpHandler:
             route(self)
         except HttpError as exc:
             body = self._small_body() if exc.status != 413 and self._framing_ok else None
-            self._send_json(exc.status, app.refusal(exc, body), exc.headers)
+            self.send_json(exc.status, app.refusal(exc, body), exc.headers)
         except (OSError, ValueError) as exc:  # the client went away while we wrote
             app.log.debug("http", f"connection dropped: {type(exc).__name__}: {exc}")
             self.close_connection = True
@@ -14632,7 +15441,7 @@ class HttpHandler:
                 app.log.debug("http", "".join(traceback.format_exception(exc)).rstrip())
             if self._phase != "answered":
                 self.close_connection = True
-                self._send_json(500, {"error": "internal error; run with --debug and report it"})
+                self.send_json(500, {"error": "internal error; run with --debug and report it"})
 
     do_POST = do_DELETE = do_OPTIONS = do_PUT = do_PATCH = do_HEAD = do_GET
 
@@ -14697,137 +15506,24 @@ class HttpHandler:
             raise ConnectionError("client went away mid-body")
         return self._body
 
-    def _read_message(self):
+    def read_message(self):
         """The body as a JSON value; 400 with a JSON-RPC parse error if it is not JSON."""
         body = self._read_body()
         error = _costly_body_error(body)
         if error is None:
             message, error = decode_message(body)
         if error is not None:
-            self._send_json(400, error)
+            self.send_json(400, error)
             raise _Answered()
         return message
 
-    # -- the routes ------------------------------------------------------------------------------
+    # -- the routes it answers itself (the others: StreamableHttp, LegacySse, UsageReport) ------
 
     def preflight(self) -> None:
-        self._send_empty(204, _PREFLIGHT)
-
-    def post_mcp(self) -> None:
-        app, headers = self.app, self.headers
-        app.check_content_type(headers.get("Content-Type", ""))
-        json_ok, sse_ok = app.accepts(headers.get("Accept"))
-        try:
-            message = self._read_message()
-        except _Answered:
-            return
-        kind, method = app.dispatcher.classify(message)
-        header_version = (headers.get("MCP-Protocol-Version") or "").strip() or None
-        if app.is_modern(message, kind, method, header_version):
-            return self._post_modern(message, kind, method, header_version, json_ok, sse_ok)
-        version = app.protocol_version(headers.get("MCP-Protocol-Version"))
-        if kind == "invalid":
-            reply = app.invalid_reply(message)
-            if reply is None:  # nothing to answer (a malformed response, say)
-                return self._send_empty(202)
-            return self._send_json(app.status_of(reply), reply)
-        client = app.client_identity(headers, self.client_address[0]) if app.stateless else None
-        session_id = headers.get("Mcp-Session-Id")
-        hs = app.post_session(message, kind, method, version, session_id, client, self.user)
-        self._handle(hs, message, kind, method, client, json_ok, sse_ok)
-
-    def _post_modern(self, message, kind: str, method, header_version, json_ok, sse_ok) -> None:
-        app = self.app
-        client = app.client_identity(self.headers, self.client_address[0])
-        refusal = app.mismatch(message, self.headers.get) if kind == "request" else None
-        if refusal is not None:
-            return self._send_json(app.status_of(refusal, modern=True), refusal)
-        hs = app.modern_session(message, client, header_version, self.user)
-        self._handle(hs, message, kind, method, client, json_ok, sse_ok)
-
-    def _handle(self, hs: HttpSession, message, kind: str, method, client, json_ok, sse_ok):
-        """A request is answered; anything else is handed over and gets 202, no body."""
-        self._held = hs
-        try:
-            if kind == "request":
-                self._answer(hs, message, method, json_ok, sse_ok)
-            else:
-                self.app.notify(hs, message, client)
-                self._send_empty(202)
-        finally:
-            self._let_go()
-
-    def _let_go(self) -> None:
-        """Releases the session this request holds, once."""
-        hs, self._held = self._held, None
-        if hs is not None:
-            hs.touch()
-            self.app.release(hs)
-
-    def _answer(self, hs: HttpSession, message: dict, method: str, json_ok, sse_ok) -> None:
-        reply, box, token = self.app.start_request(hs, message, method)
-        try:
-            if reply is not None:
-                # Released before the write: a client may send its next request (at
-                # max_sessions, a new session, and maybe with the same id) the moment it
-                # reads this reply.
-                self._let_go()
-                if box is not None:
-                    hs.router.close(message["id"], box)
-                return self._reply(hs, method, reply, json_ok)
-            if self.app.as_events(token, json_ok, sse_ok, method):
-                delivered = self._pump(self._start_events(), box, until_reply=True)
-            else:
-                delivered = self._await_json(box)
-            if not delivered:
-                self.app.hung_up(hs, message["id"])
-        finally:
-            if box is not None:
-                hs.router.close(message["id"], box)
-
-    def _reply(self, hs: HttpSession, method: str, reply: dict, json_ok: bool) -> None:
-        headers = self.app.reply_headers(hs, method, reply)
-        if self.app.reply_as_json(hs, reply, json_ok):
-            return self._send_json(self.app.status_of(reply, hs.modern), reply, headers)
-        events = self._start_events(headers)
-        events.event("message", encode_message(reply))
-        events.end()
-
-    def delete_mcp(self) -> None:
-        self.app.protocol_version(self.headers.get("MCP-Protocol-Version"))
-        self.app.end_session(self.headers.get("Mcp-Session-Id"), self.user)
-        self._send_empty(204)
-
-    def get_sse(self) -> None:
-        hs = self.app.open_sse(self.user)
-        hs.hang_up = self._hang_up
-        try:
-            events = self._start_events()
-            # Relative, so it resolves against whatever URL (proxy included) reached /sse.
-            events.event("endpoint", f"{MESSAGES_PATH}?sessionId={hs.id}".encode())
-            self._pump(events, hs.stream, until_reply=False)
-        finally:
-            self.app.close_sse(hs)
-
-    def post_messages(self) -> None:
-        import urllib.parse
-
-        query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
-        session_id = (query.get("sessionId") or query.get("session_id") or [""])[0]
-        hs = self.app.legacy_session(session_id, self.user)
-        try:
-            message = self._read_message()
-            # Always 202 for a parseable message (a non-2xx breaks some SSE clients); only a
-            # client that does not read its stream got 429 already (HttpApp.legacy_session).
-            self._send_empty(202)
-            self.app.post_legacy(hs, message)
-        except _Answered:
-            return
-        finally:
-            self.app.release(hs)
+        self.send_empty(204, _PREFLIGHT)
 
     def get_healthz(self) -> None:
-        self._send_json(*self.app.health())
+        self.send_json(*self.app.health())
 
     def get_resource_metadata(self) -> None:
         """RFC 9728 protected resource metadata: where clients get tokens for /mcp."""
@@ -14835,18 +15531,7 @@ class HttpHandler:
             raise HttpError(404, "OAuth is off on this server (server.auth.issuer is not set)")
         document = self.app.oauth.for_host(self.headers.get("Host")).metadata()
         # It names the URL the client used (a loopback name): caches must keep them apart.
-        self._send_json(200, document, {"Cache-Control": "max-age=300", "Vary": "Host"})
-
-    def get_usage(self) -> None:
-        """Spend from the usage ledger: JSON, or a page when a browser asks for HTML."""
-        summary = self.app.usage(self.user)
-        if "text/html" not in (self.headers.get("Accept") or ""):
-            return self._send_json(200, summary)
-        headers = {
-            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
-            "Cache-Control": "no-store",
-        }
-        self._send(200, "text/html; charset=utf-8", spend_page(summary), headers)
+        self.send_json(200, document, {"Cache-Control": "max-age=300", "Vary": "Host"})
 
 
 def _is_length(text: str) -> bool:
@@ -14899,15 +15584,7 @@ class _Answered(Exception):
     """The response has been sent already; stop handling."""
 
 
-_ROUTES = {
-    ("POST", MCP_PATH): HttpHandler.post_mcp,
-    ("DELETE", MCP_PATH): HttpHandler.delete_mcp,
-    ("GET", SSE_PATH): HttpHandler.get_sse,
-    ("POST", MESSAGES_PATH): HttpHandler.post_messages,
-    ("GET", HEALTH_PATH): HttpHandler.get_healthz,
-    ("GET", USAGE_PATH): HttpHandler.get_usage,
-    ("GET", WELL_KNOWN_RESOURCE): HttpHandler.get_resource_metadata,
-}
+# The routes HttpApp.route refuses with --stateless (HttpApp.routes maps each to its answer).
 _SESSION_ROUTES = {("DELETE", MCP_PATH), ("GET", SSE_PATH), ("POST", MESSAGES_PATH)}
 _ALLOWED = {
     MCP_PATH: "POST, DELETE",
@@ -14952,6 +15629,16 @@ def _unread(conn) -> bool:
         return True
 
 
+class _Parked:
+    """A connection waiting in the Lobby: its peer's address, its handler (None before its
+    first request), and its deadline (monotonic)."""
+
+    __slots__ = ("address", "deadline", "handler")
+
+    def __init__(self, address, handler, deadline: float):
+        self.address, self.handler, self.deadline = address, handler, deadline
+
+
 class Lobby:
     """Connections waiting for a request, held by no thread: one selector thread watches them
     and hands each to `on_ready` (a worker thread) once it has bytes to read.
@@ -14969,7 +15656,7 @@ class Lobby:
 
         self._on_ready, self._on_closed, self._log = on_ready, on_closed, log
         self._selector = selectors.DefaultSelector()
-        self._waiting: OrderedDict = OrderedDict()  # socket -> (address, handler, deadline)
+        self._waiting: OrderedDict = OrderedDict()  # socket -> _Parked
         self._incoming: list = []  # sockets to register
         self._doomed: list = []  # (socket, handler) evicted: to close, slots passed on already
         self._lock = threading.Lock()
@@ -14983,7 +15670,7 @@ class Lobby:
         to read or its deadline passes."""
         with self._lock:
             if not self.closed:
-                self._waiting[conn] = (address, handler, deadline)
+                self._waiting[conn] = _Parked(address, handler, deadline)
                 self._incoming.append(conn)
         if self.closed:
             return self._on_closed(conn, handler)
@@ -14997,7 +15684,7 @@ class Lobby:
             conn = next((c for n, c in enumerate(self._waiting) if n >= 64 or _unread(c)), None)
             if conn is None:
                 return False
-            handler = self._waiting.pop(conn)[1]
+            handler = self._waiting.pop(conn).handler
             self._doomed.append((conn, handler))
         self._wake()
         return True
@@ -15039,13 +15726,13 @@ class Lobby:
             with self._lock:
                 entry = self._waiting.pop(key.fileobj, None)
             if entry is not None:
-                self._on_ready(key.fileobj, *entry)
+                self._on_ready(key.fileobj, entry.address, entry.handler, entry.deadline)
         with self._lock:
             incoming, self._incoming = self._incoming, []
             doomed, self._doomed = self._doomed, []
             now = time.monotonic()
-            late = [c for c, (_, _, when) in self._waiting.items() if when <= now or self.closed]
-            ended = [(conn, self._waiting.pop(conn)[1]) for conn in late]
+            late = [c for c, p in self._waiting.items() if p.deadline <= now or self.closed]
+            ended = [(conn, self._waiting.pop(conn).handler) for conn in late]
         gone = {id(conn) for conn, _ in doomed + ended}
         for conn in incoming:
             if id(conn) not in gone:
@@ -15107,7 +15794,7 @@ class HttpServer:
         self.app, self.host = app, host
         # Whose introspection allowance each request spends (issue 39).
         self.sources = ClientSources(app.settings["trusted_proxies"], app.log, bool(app.oauth))
-        self.address_family = app.family
+        self.address_family = app.policy.family
         self.limit = app.settings["max_connections"]
         if os.name == "nt":  # select(), Windows' only selector, watches at most 512 sockets
             self.limit = min(self.limit, 500)
@@ -15159,7 +15846,7 @@ class HttpServer:
         try:
             method, path, host = read_request_head(conn, self.health_wait_s)
             if method in ("GET", "HEAD") and path.split("?", 1)[0] == HEALTH_PATH:
-                self.app.check_host(host)
+                self.app.policy.check_host(host)
                 status, body = self.app.health()
                 data = encode_message(body)
                 reason = "OK" if status == 200 else "Service Unavailable"
@@ -15228,7 +15915,7 @@ class HttpServer:
         self.app.log.debug("http", f"connection error: {type(exc).__name__}: {exc}")
 
 
-class HttpTransport:
+class HttpTransport(Transport):
     """Every HTTP client of one listening address: an HttpServer with its Lobby and
     HttpHandler threads, an HttpApp that decides, and the shutdown sequence."""
 
@@ -15283,10 +15970,10 @@ class HttpTransport:
         """
         app, log, hurry = self.app, self.log, self.hurry
         lameduck, drain = app.settings["lameduck_s"], app.settings["drain_s"]
-        app.draining = True
+        app.draining.set()
         if ctrl_c:
             self.close_listener()
-            if app.in_flight() or app.waiting():
+            if app.sessions.in_flight() or app.sessions.waiting():
                 log.say(f"stopping: calls in flight get {drain} s (Ctrl-C again to stop now)")
         else:
             log.say(
@@ -15296,7 +15983,8 @@ class HttpTransport:
             hurry.wait(lameduck)
             self.close_listener()
         deadline = time.monotonic() + drain
-        while (app.in_flight() or app.waiting()) and time.monotonic() < deadline:
+        sessions = app.sessions
+        while (sessions.in_flight() or sessions.waiting()) and time.monotonic() < deadline:
             if hurry.wait(0.05):
                 break
         handed = app.dispatcher.long_calls.hand_over()
@@ -15305,16 +15993,16 @@ class HttpTransport:
                 f"left {handed} task(s) running upstream for another instance to serve "
                 "(signed ids); their usage is recorded by the instance that serves them"
             )
-        left = app.in_flight() - handed
+        left = sessions.in_flight() - handed
         when = "at a second signal" if hurry.is_set() else f"after {drain} s (server.http.drain_s)"
         if left > 0:
             log.say(f"cancelled {left} call(s) still running {when}")
-        ended = app.all_sessions()
+        ended = sessions.all()
         why = f"the server is shutting down and cancelled this call {when}; retry it"
         for hs in ended:
-            app.sessions.end(hs, HTTP_REFUSED, why)
+            sessions.table.end(hs, HTTP_REFUSED, why)
         deadline = time.monotonic() + 2  # let responses and SSE streams write what they hold
-        while app.streams or any(hs.router and hs.router.waiting() for hs in ended):
+        while app.legacy.streams or any(hs.router and hs.router.waiting() for hs in ended):
             if time.monotonic() > deadline:
                 break
             time.sleep(0.02)
@@ -15325,19 +16013,29 @@ class HttpTransport:
         self.server.shutdown()
         self.server.server_close()
         self.server.lobby.close()  # idle connections: nothing to finish
-        self.app.stopping = True
+        self.app.stopping.set()
 
 
 def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port: int) -> int:
     """Serves MCP over HTTP until SIGTERM/SIGINT, then shuts down gracefully (exit 0)."""
+    engine = dispatcher.engine
     try:
-        app = HttpApp(dispatcher, config, log, host)
+        policy = HostPolicy(config, host)
+        app = HttpApp(
+            dispatcher,
+            config,
+            log,
+            policy,
+            users=engine.users,
+            state=engine.state,
+            ledger=engine.ledger,
+        )
     except ConfigError as exc:
         print(f"{SERVER_NAME}: config error: {inert(str(exc))}", file=sys.stderr)
         return 2
-    long_calls = dispatcher.long_calls
-    long_calls.stateless = app.stateless
-    long_calls.tasks_off = tasks_off_reason(config, app.stateless)
+    # The engine keeps users apart once there are several (AnswerEngine.multi_user).
+    engine.multi_user = app.auth.multi_user
+    long_calls = dispatcher.long_calls  # made with stateless = server.http.stateless (main)
     if long_calls.tasks_off is not None:
         log.say(long_calls.tasks_off)
     elif long_calls.signing and hasattr(dispatcher.engine, "background"):
@@ -15362,73 +16060,192 @@ usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--sh
        {SERVER_NAME} --user add NAME [--daily-usd X] [--monthly-usd Y] | list | revoke NAME
               | rotate NAME | limit NAME [--daily-usd X|none] [--monthly-usd Y|none]
        {SERVER_NAME} --upgrade-state [--from-issuer URL] [--config PATH]
-       {SERVER_NAME} --help | --version"""
-
-HELP = f"""{USAGE}
-
-An MCP server: each call of its tools answer, answer_detailed and answer_quick becomes one
-OpenAI Responses API request with web search allowed, returning
-{{answer, used_search, citations[{{url, title, published_at}}], model}}.
-
-options:
-  --stdio            serve MCP on stdin/stdout (what MCP clients launch)
-  --http [HOST:]PORT serve MCP over HTTP at /mcp (legacy SSE at /sse, health at /healthz);
-                     HOST defaults to 127.0.0.1, PORT 0 picks a free port
-  --stateless        with --http: no sessions, so any instance can answer any request
-  --http-token TOKEN with --http: require 'Authorization: Bearer TOKEN' (better: set the
-                     environment variable MCP_HTTP_TOKEN, which other users cannot see)
-  --http-allow-insecure  with --http: allow a non-loopback HOST without a token (only behind
-                     a proxy that authenticates)
-  --ask QUERY        answer one question: the answer, its sources and cost on a terminal, the
-                     result JSON when piped or with --json (checks key, model, config)
-  --file PATH        with --ask, repeatable: attach a file (a path, https:// or data: URL)
-                     as the tools' `files` do, same checks and limits (files.*)
-  --tool NAME        tool for --ask: answer (default), answer_detailed or answer_quick
-  --config PATH      YAML config file (default: {default_config_path(dict(os.environ))})
-  --model ID         model for the answer tool (overrides config and MODEL_ANSWER)
-  --debug [PATH]     debug lines on stderr, and appended to PATH if given
-  --show-config      print the effective config and where each value came from, to stderr
-  --print-example config|policy|policy-replace
-                     print the shipped config.yaml example, or a policy.system file example
-                     (policy: rules to append; policy-replace: the built-in policy to edit)
-  --doctor           check the installation, config, key, endpoint and models, one line
-                     per check with its fix (exit 1 if any fails), then print the lines that
-                     add this server to Claude Code, Codex CLI and Cursor
-  --live             with --doctor: also make one small real answer and print its cost
-  --usage            print spend by day, model and tool from the usage ledger (state.path)
-  --since DATE       with --usage: only from this day on (YYYY-MM-DD, in policy.timezone)
-  --json             with --ask, --usage or --user list: print JSON instead of text (--ask
-                     prints JSON anyway when its output is not a terminal)
-  --user add NAME    add a named user for --http: prints its new token once, alone on the
-                     last line (only a hash is kept in the state); every --http server on the
-                     same state then requires a token, even on 127.0.0.1
-  --user list        list the users (never a token), with their allowances
-  --user revoke NAME revoke a user's token: running servers refuse it within seconds
-                     (--user add NAME later gives a new one, keeping its allowances)
-  --user rotate NAME give a user a new token (printed once, as by add); the old one is
-                     refused within seconds; allowances and usage stay
-  --user limit NAME  set a user's own allowances (--daily-usd, --monthly-usd)
-  --daily-usd X      with --user add or limit: this user's daily allowance in USD (over
-                     budget.per_user_daily_usd; with limit, none: back to that)
-  --monthly-usd Y    with --user add or limit: this user's monthly allowance in USD (over
-                     budget.per_user_monthly_usd; with limit, none: back to that)
-  --upgrade-state    upgrade the state to this version's schema now, with the --http
-                     server's config (an upgrade may need its server.auth.issuer), and file
-                     under that issuer OAuth subjects an earlier upgrade left without it
-  --from-issuer URL  with --upgrade-state: also file under server.auth.issuer the subjects
-                     an upgrade filed under URL (a mistyped issuer; --doctor names them)
-  --version          print the version
-  --help             print this help
-
-The API key is read from the environment variable OPENAI_API_KEY (openai.api_key_env).
-"""
-
+       {SERVER_NAME} -h | --help | -V | --version"""
 
 EXAMPLES = {
     "config": CONFIG_EXAMPLE,
     "policy": POLICY_EXAMPLE,
     "policy-replace": POLICY_REPLACE_EXAMPLE,
 }
+
+
+def _flag(names, key, kind, metavar, group, text, goes_with="", setting=None) -> dict:
+    return {
+        "names": names,
+        "key": key,
+        "kind": kind,
+        "metavar": metavar,
+        "group": group,
+        "help": text,
+        "with": goes_with,
+        "setting": setting,
+    }
+
+
+def _tool_choices() -> str:
+    """The tools --tool takes, from TOOL_TABLE: "answer (default), ... or answer_deep (when
+    tools.answer_deep is on)"."""
+    words = [
+        row["name"] + (f" (when tools.{row['name']} is on)" if row.get("opt_in") else "")
+        for row in TOOL_TABLE
+    ]
+    words[0] += " (default)"
+    return ", ".join(words[:-1]) + " or " + words[-1]
+
+
+# Every flag, one row each (a flag with several forms, --user, one row a form: parse_args reads
+# the first). parse_args reads what a flag is from here, did-you-mean the names it offers and
+# --help its text, under its group; docs/cli.md has a row for each (tests/test_cli.py checks
+# both ways). names: the flag, then its short form. kind: switch (on when given), setting (a
+# switch that sets the config key `setting`, which shows it as the source), value (given once),
+# values (repeats, each kept), optional (takes the next word unless it is a flag). with: the
+# flag or mode it goes with, said first in its help.
+_IN_SERVE, _IN_ASK, _IN_CONFIG, _IN_CHECK, _IN_STATE, _IN_ABOUT = (
+    "serve MCP",
+    "answer one question here",
+    "config",
+    "check the setup",
+    "spend and users (state.path or state.url)",
+    "this program",
+)
+FLAG_TABLE = (
+    _flag(("--stdio",), "stdio", "switch", "", _IN_SERVE,
+          "serve MCP on stdin/stdout (what MCP clients launch)"),
+    _flag(("--http",), "http", "value", "[HOST:]PORT", _IN_SERVE,
+          "serve MCP over HTTP at /mcp (legacy SSE at /sse, health at /healthz); HOST defaults "
+          "to 127.0.0.1, PORT 0 picks a free port"),
+    _flag(("--stateless",), "stateless", "setting", "", _IN_SERVE,
+          "no sessions, so any instance can answer any request", "--http",
+          ("server", "http", "stateless")),
+    _flag(("--http-token",), "http_token", "value", "TOKEN", _IN_SERVE,
+          "require 'Authorization: Bearer TOKEN' (better: set the environment variable "
+          "MCP_HTTP_TOKEN, which other users cannot see)", "--http"),
+    _flag(("--http-allow-insecure",), "http_allow_insecure", "setting", "", _IN_SERVE,
+          "allow a non-loopback HOST without a token (only behind a proxy that "
+          "authenticates)", "--http", ("server", "http", "allow_insecure")),
+    _flag(("--ask",), "ask", "value", "QUERY", _IN_ASK,
+          "answer one question: the answer, its sources and cost on a terminal, the result "
+          "JSON when piped or with --json (checks key, model, config); a question that starts "
+          "with '-' goes as --ask=\"-x?\" or --ask -- \"-x?\""),
+    _flag(("--file",), "files", "values", "PATH", _IN_ASK,
+          "attach a file (a path, https:// or data: URL) as the tools' `files` do, same checks "
+          "and limits (files.*); repeatable", "--ask"),
+    _flag(("--tool",), "tool", "value", "NAME", _IN_ASK, "{tools}", "--ask"),
+    _flag(("--config",), "config", "value", "PATH", _IN_CONFIG,
+          "YAML config file (default: {default_config})"),
+    _flag(("--model",), "model", "value", "ID", _IN_CONFIG,
+          "model for the answer tool (overrides config and MODEL_ANSWER)"),
+    _flag(("--debug",), "debug", "optional", "[PATH]", _IN_CONFIG,
+          "debug lines on stderr, and appended to PATH if given"),
+    _flag(("--show-config",), "show_config", "switch", "", _IN_CONFIG,
+          "print the effective config and where each value came from, to stderr"),
+    _flag(("--print-example",), "print_example", "value", "|".join(EXAMPLES), _IN_CONFIG,
+          "print the shipped config.yaml example, or a policy.system file example (policy: "
+          "rules to append; policy-replace: the built-in policy to edit)"),
+    _flag(("--doctor",), "doctor", "switch", "", _IN_CHECK,
+          "check the installation, config, key, endpoint and models, one line per check with "
+          "its fix (exit 1 if any fails), then print the lines that add this server to Claude "
+          "Code, Codex CLI and Cursor"),
+    _flag(("--live",), "live", "switch", "", _IN_CHECK,
+          "also make one small real answer and print its cost", "--doctor"),
+    _flag(("--usage",), "usage", "switch", "", _IN_STATE,
+          "print spend by day, model and tool from the usage ledger"),
+    _flag(("--since",), "since", "value", "YYYY-MM-DD", _IN_STATE,
+          "only from this day on (in policy.timezone)", "--usage"),
+    _flag(("--json",), "json", "switch", "", _IN_STATE,
+          "print JSON instead of text (--ask prints JSON anyway when its output is not a "
+          "terminal)", "--ask, --usage or --user list"),
+    _flag(("--user",), "user", "value", "add NAME", _IN_STATE,
+          "add a named user for --http: prints its new token once, alone on the last line "
+          "(only a hash is kept in the state); every --http server on the same state then "
+          "requires a token, even on 127.0.0.1"),
+    _flag(("--user",), "user", "value", "list", _IN_STATE,
+          "list the users (never a token), with their allowances"),
+    _flag(("--user",), "user", "value", "revoke NAME", _IN_STATE,
+          "revoke a user's token: running servers refuse it within seconds (--user add NAME "
+          "later gives a new one, keeping its allowances)"),
+    _flag(("--user",), "user", "value", "rotate NAME", _IN_STATE,
+          "give a user a new token (printed once, as by add); the old one is refused within "
+          "seconds; allowances and usage stay"),
+    _flag(("--user",), "user", "value", "limit NAME", _IN_STATE,
+          "set a user's own allowances (--daily-usd, --monthly-usd)"),
+    _flag(("--daily-usd",), "daily_usd", "value", "X", _IN_STATE,
+          "this user's daily allowance in USD (over budget.per_user_daily_usd; with limit, "
+          "none: back to that)", "--user add NAME or --user limit NAME"),
+    _flag(("--monthly-usd",), "monthly_usd", "value", "Y", _IN_STATE,
+          "this user's monthly allowance in USD (over budget.per_user_monthly_usd; with limit, "
+          "none: back to that)", "--user add NAME or --user limit NAME"),
+    _flag(("--upgrade-state",), "upgrade_state", "switch", "", _IN_STATE,
+          "upgrade the state to this version's schema now, with the --http server's config "
+          "(an upgrade may need its server.auth.issuer), and file under that issuer OAuth "
+          "subjects an earlier upgrade left without it"),
+    _flag(("--from-issuer",), "from_issuer", "value", "URL", _IN_STATE,
+          "also file under server.auth.issuer the subjects an upgrade filed under URL (a "
+          "mistyped issuer; --doctor names them)", "--upgrade-state"),
+    _flag(("--version", "-V"), "version", "switch", "", _IN_ABOUT, "print the version"),
+    _flag(("--help", "-h"), "help", "switch", "", _IN_ABOUT, "print this help"),
+)  # fmt: skip
+
+
+def _first_rows(table: tuple) -> dict:
+    """Each name (short forms too) to the first row of its flag, in the table's order (the
+    order did-you-mean weighs equally close names in)."""
+    index: dict = {}
+    for row in table:
+        for name in row["names"]:
+            index.setdefault(name, row)
+    return index
+
+
+FLAGS = _first_rows(FLAG_TABLE)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width` characters, broken between words."""
+    lines = [""]
+    for word in text.split():
+        if lines[-1] and len(lines[-1]) + 1 + len(word) > width:
+            lines.append(word)
+        else:
+            lines[-1] = f"{lines[-1]} {word}".lstrip()
+    return lines
+
+
+HELP_WIDTH, HELP_COLUMN = 96, 21
+
+
+def help_text() -> str:
+    """--help: the usage, then every FLAG_TABLE row under its group."""
+    tools = [row["name"] for row in TOOL_TABLE]
+    opt_in = [row["name"] for row in TOOL_TABLE if row.get("opt_in")]
+    about = (
+        f"An MCP server: each call of its tools {', '.join(tools[:-1])} and {tools[-1]}"
+        + "".join(f" ({name} only when tools.{name} is on)" for name in opt_in)
+        + " becomes one OpenAI Responses API request with web search allowed, returning"
+        " {answer, used_search, citations[{url, title, published_at}], model}."
+    )
+    lines = [USAGE, "", *_wrap(about, HELP_WIDTH)]
+    for group in dict.fromkeys(row["group"] for row in FLAG_TABLE):
+        lines += ["", f"{group}:"]
+        for row in FLAG_TABLE:
+            if row["group"] == group:
+                lines += _help_lines(row)
+    key_line = "The API key is read from the environment variable OPENAI_API_KEY"
+    lines += ["", f"{key_line} (openai.api_key_env).", ""]
+    return "\n".join(lines)
+
+
+def _help_lines(row: dict) -> list[str]:
+    label = "  " + ", ".join(sorted(row["names"], key=len))
+    label += f" {row['metavar']}" if row["metavar"] else ""
+    text = f"with {row['with']}: {row['help']}" if row["with"] else row["help"]
+    text = text.replace("{tools}", _tool_choices())
+    text = text.replace("{default_config}", default_config_path(dict(os.environ)))
+    wrapped = _wrap(text, HELP_WIDTH - HELP_COLUMN)
+    indent = " " * HELP_COLUMN
+    if len(label) >= HELP_COLUMN:  # a long label: its help starts on the next line
+        return [label, *(indent + line for line in wrapped)]
+    return [label.ljust(HELP_COLUMN) + wrapped[0], *(indent + line for line in wrapped[1:])]
 
 
 STDIO_ON_A_TERMINAL = f"""\
@@ -15447,63 +16264,15 @@ class UsageError(Exception):
 def parse_args(argv: list[str]) -> dict:
     """The command line as a dict of options; raises UsageError for anything unknown."""
     options: dict = {"debug": None, "settings": {}, "files": []}
-    takes_value = {
-        "--config": "config",
-        "--model": "model",
-        "--ask": "ask",
-        "--tool": "tool",
-        "--http": "http",
-        "--http-token": "http_token",
-        "--print-example": "print_example",
-        "--since": "since",
-        "--user": "user",
-        "--daily-usd": "daily_usd",
-        "--monthly-usd": "monthly_usd",
-        "--from-issuer": "from_issuer",
-    }
-    setting_flags = {  # flags that set a config key (and show as its source)
-        "--stateless": ("server", "http", "stateless"),
-        "--http-allow-insecure": ("server", "http", "allow_insecure"),
-    }
-    flags = {
-        "--stdio": "stdio",
-        "--show-config": "show_config",
-        "--usage": "usage",
-        "--json": "json",
-        "--help": "help",
-        "-h": "help",
-        "--version": "version",
-        "-V": "version",
-        "--doctor": "doctor",
-        "--live": "live",
-        "--upgrade-state": "upgrade_state",
-    }
     args = list(argv)
     while args:
         arg = args.pop(0)
         name, equals, inline = arg.partition("=")
-        if name in takes_value:
-            if equals:
-                value = inline
-            elif name == "--ask":
-                value = _ask_question(args)
-            elif args:
-                value = args.pop(0)
-            else:
-                raise UsageError(f"{name} needs a value")
-            if not value.strip():
-                raise UsageError(f"{name} needs a non-empty value")
-            options[takes_value[name]] = value
-            if name == "--user" and value not in USER_ACTIONS:
-                raise UsageError(
-                    "--user takes add NAME, list, revoke NAME, rotate NAME or limit NAME, "
-                    f"not {value!r}"
-                )
-            if name == "--user" and value != "list":
-                if not args or args[0].startswith("-"):
-                    raise UsageError(f"--user {value} needs a user name")
-                options["user_name"] = args.pop(0)
-        elif name == "--file":  # repeatable: each one a file for --ask
+        row = FLAGS.get(name)
+        kind = row["kind"] if row else None
+        if kind == "value":
+            _read_value(options, name, row["key"], inline if equals else None, args)
+        elif kind == "values":  # repeatable: each one a file for --ask
             value = inline if equals else args.pop(0) if args else ""
             if not value.strip():
                 raise UsageError("--file needs a path: --ask QUESTION --file PATH")
@@ -15512,23 +16281,24 @@ def parse_args(argv: list[str]) -> dict:
                 raise UsageError(
                     f"--file needs a path, not the flag {flag!r} (a file named -x: ./-x)"
                 )
-            options["files"].append(value)
-        elif name == "--debug":
+            options[row["key"]].append(value)
+        elif kind == "optional":
             if equals:
-                options["debug"] = inline or True
+                options[row["key"]] = inline or True
             elif args and not args[0].startswith("-"):
-                options["debug"] = args.pop(0)
+                options[row["key"]] = args.pop(0)
             else:
-                options["debug"] = True
-        elif arg in flags:
-            options[flags[arg]] = True
-        elif arg in setting_flags:
-            options["settings"][setting_flags[arg]] = (True, arg)
+                options[row["key"]] = True
+        elif equals and kind in ("switch", "setting"):  # --json=1: not "--json?"
+            raise UsageError(f"{name} takes no value: give it alone, without '='")
+        elif kind == "switch":
+            options[row["key"]] = True
+        elif kind == "setting":  # a flag that sets a config key (and shows as its source)
+            options["settings"][row["setting"]] = (True, arg)
         else:
-            known = [*takes_value, *flags, *setting_flags, "--debug", "--file"]
             asked = bool(options.get("ask"))
             # The name only: what follows "=" may be a token typed into a mistyped flag.
-            raise UsageError(f"unknown option {name!r}{_did_you_mean(name, known, asked)}")
+            raise UsageError(f"unknown option {name!r}{_did_you_mean(name, list(FLAGS), asked)}")
     if options.get("http_token"):
         options["settings"][("server", "http", "token")] = (options["http_token"], "--http-token")
     if options.get("http") is not None:
@@ -15567,6 +16337,31 @@ def parse_args(argv: list[str]) -> dict:
     return options
 
 
+def _read_value(options: dict, name: str, key: str, inline: str | None, args: list[str]) -> None:
+    """The value of a flag that takes one (`inline`: what followed its "=")."""
+    if key in options:  # the last one won unsaid: --ask q1 --ask q2 billed q2 alone
+        raise UsageError(f"{name} given twice; give it once")
+    if inline is not None:
+        value = inline
+    elif name == "--ask":
+        value = _ask_question(args)
+    elif args:
+        value = args.pop(0)
+    else:
+        raise UsageError(f"{name} needs a value")
+    if not value.strip():
+        raise UsageError(f"{name} needs a non-empty value")
+    options[key] = value
+    if name == "--user" and value not in USER_ACTIONS:
+        raise UsageError(
+            f"--user takes add NAME, list, revoke NAME, rotate NAME or limit NAME, not {value!r}"
+        )
+    if name == "--user" and value != "list":
+        if not args or args[0].startswith("-"):
+            raise UsageError(f"--user {value} needs a user name")
+        options["user_name"] = args.pop(0)
+
+
 ASK_DASH_HINT = 'a question that starts with \'-\' goes as --ask="-x?" or --ask -- "-x?"'
 
 
@@ -15581,12 +16376,21 @@ def _ask_question(args: list[str]) -> str:
         if not args:
             raise UsageError(f"--ask -- needs a question after it; {ASK_DASH_HINT}")
         return args.pop(0)
-    if word.startswith("-"):
+    if word.startswith("-") or _typographic_flag(word):
         flag = word.partition("=")[0]  # named only by its flag: what follows "=" may be a token
         raise UsageError(
             f"--ask takes the question right after it, not the flag {flag!r}; " + ASK_DASH_HINT
         )
     return word
+
+
+def _typographic_flag(word: str) -> bool:
+    """`—json` (a pasted command's "--json" turned into a dash): a flag, not a question."""
+    return (
+        word[:1] in TYPOGRAPHIC_DASHES
+        and " " not in word
+        and word.lstrip(TYPOGRAPHIC_DASHES)[:1].isalpha()
+    )
 
 
 # Words people type for a flag by another name: what --help calls it.
@@ -15622,9 +16426,17 @@ FLAG_ALIASES = {
 }
 
 
+# Dashes a keyboard, a word processor or a chat app puts where "--" was typed ("—ask").
+TYPOGRAPHIC_DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe63\uff0d"
+
+
 def _did_you_mean(word: str, known: list[str], asked: bool = False) -> str:
     """ "; did you mean --doctor?" for a mistyped flag or one by another name (--query: --ask);
     for a stray word after --ask, the quotes its question lacked."""
+    if word[:1] in TYPOGRAPHIC_DASHES and word.lstrip(TYPOGRAPHIC_DASHES):  # — or – for --
+        meant = _did_you_mean("--" + word.lstrip(TYPOGRAPHIC_DASHES + "-"), known)
+        said = " (it starts with a typographic dash, not two hyphens)"
+        return meant + said if "did you mean" in meant else meant
     if not word.startswith("-"):
         if asked:
             return ' (a question with spaces goes in quotes: --ask "...")'
@@ -15717,6 +16529,26 @@ def _check_usage_options(options: dict) -> None:
             raise UsageError(f"--since takes a date like 2026-11-01, got {since!r}")
 
 
+def write_json(value) -> None:
+    """`value` as JSON on stdout, inert: its characters as they are where stdout can show them,
+    else as \\u escapes (still the same JSON), never a UnicodeEncodeError after the answer was
+    paid for (issue 39: a Windows pipe's cp1252, PYTHONIOENCODING=ascii)."""
+    try:
+        sys.stdout.write(inert(json.dumps(value, ensure_ascii=False, indent=2), json_text=True))
+    except UnicodeEncodeError:  # nothing was written: the text is encoded before it goes out
+        sys.stdout.write(inert(json.dumps(value, indent=2), json_text=True))
+    sys.stdout.write("\n")
+
+
+def write_text(text: str) -> None:
+    """Text for a person on stdout, a character its encoding cannot show as "?"."""
+    try:
+        sys.stdout.write(text)
+    except UnicodeEncodeError:
+        encoding = sys.stdout.encoding or "utf-8"
+        sys.stdout.write(text.encode(encoding, "replace").decode(encoding))
+
+
 def run_usage(config: Config, log: Log, since: str | None, as_json: bool) -> int:
     """--usage: the ledger's spend by day, model and tool, with totals, on stdout."""
     path = state_path(config)
@@ -15738,10 +16570,9 @@ def run_usage(config: Config, log: Log, since: str | None, as_json: bool) -> int
         report.update(by_day=[], by_model=[], by_tool=[], by_user=[], total=_usage_row_empty())
     report["state_path"] = path if path else redact_url(config.get("state", "url"))
     if as_json:
-        shown = json.dumps(report, ensure_ascii=False, indent=2)
-        sys.stdout.write(inert(shown, json_text=True) + "\n")
+        write_json(report)
         return 0
-    sys.stdout.write(format_usage(report))
+    write_text(format_usage(report))
     return 0
 
 
@@ -15799,7 +16630,11 @@ def _new_token(users: UserDirectory, action: str, name: str, options: dict) -> i
     else:
         kept, again = users.add(name, token, options.get("daily_usd"), options.get("monthly_usd"))
         said = f"user {name} added" + (
-            f" again, its allowance kept unless given ({allowance_words(kept)})" if again else ""
+            f" again, its allowance kept unless given ({allowance_words(kept)}), and its "
+            "history: its spend, conversations (response ids) and tasks are this user's (for "
+            "another person, pick another name)"
+            if again
+            else ""
         )
     print(f"{said}; its token follows, shown once (only a hash is kept):")
     print(token)
@@ -16033,8 +16868,8 @@ def run_ask(
     engine = AnswerEngine(config, log)
     try:
         answer, meta = engine.answer(tool, args, call)
-    except ToolError as exc:
-        print(f"answer failed: {inert(exc.message)}", file=sys.stderr)
+    except ToolError as exc:  # redacted as a tool error is (a key or password it quotes)
+        print(f"answer failed: {inert(log.redact(exc.message))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         call.cancel()
@@ -16044,10 +16879,9 @@ def run_ask(
     if sent:
         meta = {**meta, "files": [f.summary() for f in sent]}
     if not as_json:
-        sys.stdout.write(format_answer(answer, meta))
+        write_text(format_answer(answer, meta))
         return 0
-    shown = json.dumps({**answer, "_meta": meta}, ensure_ascii=False, indent=2)
-    sys.stdout.write(inert(shown, json_text=True) + "\n")
+    write_json({**answer, "_meta": meta})
     return 0
 
 
@@ -16065,69 +16899,6 @@ def format_answer(answer: dict, meta: dict) -> str:
 
 DOCTOR_TIMEOUT_S = 15.0
 DOCTOR_QUERY = "Search the web: what is the latest stable Python release? One short sentence."
-
-# Reasoning efforts each model family accepts (the API refuses the others with 400
-# unsupported_value). Longest matching prefix wins; a family not listed is not checked.
-GPT6_EFFORTS = ("low", "medium", "high", "xhigh", "max")
-GPT6_EFFORTS_WITH_NONE = ("none", *GPT6_EFFORTS)
-MODEL_EFFORTS = {
-    "gpt-5": ("minimal", "low", "medium", "high"),
-    "gpt-5-pro": ("high",),
-    "gpt-5-codex": ("low", "medium", "high"),
-    "gpt-5.1": ("none", "low", "medium", "high"),
-    "gpt-5.1-codex": ("low", "medium", "high"),
-    "gpt-5.1-codex-max": ("none", "low", "medium", "high", "xhigh"),
-    "gpt-5.1-chat-latest": ("medium",),
-    "gpt-5.2": ("none", "low", "medium", "high", "xhigh"),
-    "gpt-5.2-pro": ("medium", "high", "xhigh"),
-    "gpt-5.2-chat-latest": ("medium",),
-    "gpt-5.4": ("none", "low", "medium", "high", "xhigh"),
-    "gpt-5.4-pro": ("medium", "high", "xhigh"),
-    "gpt-5.5": ("none", "low", "medium", "high", "xhigh"),
-    "gpt-5.5-pro": ("medium", "high", "xhigh"),
-    # GPT-5.6 and GPT-6 (their model pages): low to max for all; none only for the models
-    # below that list it; minimal for none of them.
-    "gpt-5.6-sol": GPT6_EFFORTS_WITH_NONE,
-    "gpt-5.6-terra": GPT6_EFFORTS_WITH_NONE,
-    "gpt-5.6-luna": GPT6_EFFORTS_WITH_NONE,
-    "gpt-6-sol": GPT6_EFFORTS_WITH_NONE,
-    "gpt-6-luna": GPT6_EFFORTS_WITH_NONE,
-    "gpt-6.1-terra": GPT6_EFFORTS_WITH_NONE,
-    "gpt-6-astra": GPT6_EFFORTS,
-    "gpt-6.1-sol": GPT6_EFFORTS,
-    "gpt-6.2-sol": GPT6_EFFORTS,
-    "gpt-6.2-astra": GPT6_EFFORTS,
-    "o1": ("low", "medium", "high"),
-    "o3": ("low", "medium", "high"),
-    "o4": ("low", "medium", "high"),
-    "o3-deep-research": ("medium",),
-    "o4-mini-deep-research": ("medium",),
-}
-
-
-# Verbosities for the gpt-5 models that do not take all three (400 unsupported_value otherwise).
-MODEL_VERBOSITIES = {"gpt-5-chat-latest": ("medium",)}
-
-
-def model_efforts(model: str) -> tuple[str, ...] | None:
-    """The reasoning efforts `model` accepts, or None when its family is not known here."""
-    return _by_family(MODEL_EFFORTS, model)
-
-
-def model_verbosities(model: str) -> tuple[str, ...]:
-    """The verbosities a gpt-5 `model` accepts."""
-    return _by_family(MODEL_VERBOSITIES, model) or VERBOSITIES
-
-
-def _by_family(table: dict, model: str):
-    """table's entry for the longest family `model` belongs to (itself, or family-…), or None."""
-    best = None
-    for family in table:
-        if (model == family or model.startswith(family + "-")) and (
-            best is None or len(family) > len(best)
-        ):
-            best = family
-    return table[best] if best else None
 
 
 class Doctor:
@@ -16193,15 +16964,12 @@ def _doctor_versions(doctor: Doctor) -> bool:
     """Python and openai; False when openai cannot be imported (nothing below can run)."""
     python = ".".join(map(str, sys.version_info[:3]))
     where = f"{SERVER_NAME} {__version__}, Python {python} ({sys.executable})"
-    try:
-        import openai
-    except ImportError as exc:
-        doctor.fail(
-            f"{where}; the openai package cannot be imported ({exc})",
-            f'{sys.executable} -m pip install "{OPENAI_REQUIREMENT}"',
-        )
+    openai, problem = load_openai()
+    if problem:
+        install = f'{sys.executable} -m pip install "{OPENAI_REQUIREMENT}"'
+        doctor.fail(f"{where}; {problem.rpartition('; ')[0]}", install)
         # The one line every entry point gives, for a script that reads stderr only.
-        print(f"{SERVER_NAME}: error: {inert(openai_missing(exc))}", file=sys.stderr)
+        print(f"{SERVER_NAME}: error: {inert(doctor.redact(problem))}", file=sys.stderr)
         return False
     version = getattr(openai, "__version__", "?")
     major = version.split(".")[0]
@@ -16295,7 +17063,7 @@ def describe_connection_error(exc: BaseException, url: str) -> tuple[str, str]:
 
     cause = _root_cause(exc)
     text = " ".join(str(cause).split()) or type(cause).__name__
-    host = url.split("//", 1)[-1].split("/", 1)[0]
+    host = url.split("//", 1)[-1].split("/", 1)[0].rpartition("@")[2]  # no user:password@
     if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in text:
         return (
             f"the TLS certificate of {host} is not trusted ({text})",
@@ -16516,7 +17284,7 @@ def writable_problem(path: str) -> str | None:
         return "it is a directory"
     if os.path.exists(path):
         try:
-            with open(path, "a", encoding="utf-8"):
+            with open_for_append(path):  # a FIFO nobody reads: refused, not waited on
                 return None
         except OSError as exc:
             return exc.strerror or str(exc)
@@ -16530,6 +17298,27 @@ def writable_problem(path: str) -> str | None:
             return None
     except OSError as exc:
         return f"cannot create files in {parent}: {exc.strerror or exc}"
+
+
+def _not_a_state_file(path: str) -> str | None:
+    """Why an existing `path` cannot hold the state, which SQLite keeps in a file of its own:
+    a device (/dev/null takes writes, but no database) or a file that is no SQLite database
+    (issue 39: both passed, then every call warned that the state failed)."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            return "it is not a regular file (a device, FIFO or socket)"
+        with open(path, "rb") as handle:
+            head = handle.read(16)
+    except FileNotFoundError:
+        return None  # created on first use
+    except OSError as exc:
+        return os_error_words(exc)
+    if head and head != b"SQLite format 3\x00":
+        return "it is not an SQLite database (another file, or one this server did not make)"
+    return None
 
 
 def _written_paths(config: Config) -> list[tuple[str, str | None]]:
@@ -16641,10 +17430,13 @@ def _doctor_paths(doctor: Doctor, config: Config) -> None:
             doctor.skip(f"{name}: off")
             continue
         problem = writable_problem(value)
+        verdict = "is not writable"
+        if not problem and name == "state.path":
+            problem, verdict = _not_a_state_file(value), "cannot hold the state"
         source = config.sources.get(tuple(name.split(".")), "default")
         if problem:
             doctor.fail(
-                f"{name} = {value} (from {source}) is not writable: {problem}",
+                f"{name} = {value} (from {source}) {verdict}: {problem}",
                 f"point {name} at a file in a folder you can write to, or set it to off",
             )
         else:
@@ -16766,8 +17558,9 @@ def _doctor_bind(doctor: Doctor, config: Config, host: str, port: int) -> None:
     if backend is not None and (backend.postgres or os.path.exists(path)):
         state = StateStore(backend, _QuietLog(), config.get("policy", "timezone"))
     try:  # its start-up refusals, as serving would do (named users count as tokens)
-        app = HttpApp(None, config, Log(), host, UserDirectory(state) if state else None)
-        required = app.auth.required()
+        policy = HostPolicy(config, host)
+        users = UserDirectory(state) if state else None
+        required = HttpApp(None, config, Log(), policy, users=users).auth.required()
     except ConfigError as exc:
         doctor.fail(f"--http {host}:{port}: {exc}", "see the message above")
         return
@@ -16775,7 +17568,7 @@ def _doctor_bind(doctor: Doctor, config: Config, host: str, port: int) -> None:
         if state is not None:
             state.close()
     try:
-        with socket.socket(app.family, socket.SOCK_STREAM) as probe:
+        with socket.socket(policy.family, socket.SOCK_STREAM) as probe:
             probe.bind((host, port))
     except OSError as exc:
         doctor.fail(
@@ -16783,7 +17576,7 @@ def _doctor_bind(doctor: Doctor, config: Config, host: str, port: int) -> None:
             "pick a free port (another server may hold this one), or an address of this machine",
         )
         return
-    if app.loopback:
+    if policy.loopback:
         doctor.ok(f"--http {host}:{port}: loopback only (reachable from this machine)")
     elif required:
         doctor.ok(f"--http {host}:{port}: open to the network, every request needs a token")
@@ -16822,6 +17615,13 @@ def _doctor_try_profiles(doctor: Doctor, config: Config, client) -> None:
     """Each profile's settings sent to the API for real: a setting its model refuses that the
     tables above do not know fails with the same fix a refused call names."""
     today = today_in(config.get("policy", "timezone"))
+    budgeted = _budget_keys(config, today, None)
+    if budgeted:  # a trial goes straight to the API: no budget admits it, no ledger counts it
+        doctor.skip(
+            f"profiles' settings not tried: under {budgeted[0]} only calls the budget admits "
+            "and counts are made (as the live answer below is)"
+        )
+        return
     tried: dict = {}  # profiles that send the same request are tried once
     for tool in enabled_tools(config):
         if _row(tool).get("opt_in"):
@@ -17084,6 +17884,10 @@ def run_doctor(options: dict) -> int:
         secrets=(os.environ.get(key_env, ""), config.get("server", "http", "token") or "")
     ).redact
     key = _doctor_key(doctor, config)
+    problem = ca_bundle_problem()
+    if problem:  # the client cannot even be made: nothing below reaches the endpoint
+        doctor.fail(*problem)
+        return doctor.finish()
     client = _doctor_client(config, key)
     listing = _doctor_endpoint(doctor, config, client, key)
     if listing is not None:
@@ -17116,14 +17920,44 @@ def run_doctor(options: dict) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    try:
+        status = _main(sys.argv[1:] if argv is None else argv)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, where a reader gone is caught, not at exit
+        return status
+    except BrokenPipeError:  # `--doctor | head -1`: the reader left, so nothing is left to say
+        _stdout_to_devnull()  # and Python's own flush at exit must not say it either
+        return 1
+    except KeyboardInterrupt:  # Ctrl-C on a --doctor waiting for an endpoint: no traceback
+        sys.stderr.write(f"{SERVER_NAME}: interrupted\n")
+        return 130
+
+
+def _is_stdout(path: str) -> bool:
+    """Whether `path` is the file stdout writes to (/dev/stdout, /proc/self/fd/1, the file it
+    is redirected into): debug lines there would be mixed into --stdio's protocol."""
+    try:
+        named, out = os.stat(os.path.expanduser(path)), os.fstat(1)
+    except (OSError, ValueError):
+        return False
+    return named.st_ino != 0 and (named.st_dev, named.st_ino) == (out.st_dev, out.st_ino)
+
+
+def _stdout_to_devnull() -> None:
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no stdout at all: nothing to flush
+        pass
+
+
+def _main(argv: list[str]) -> int:
     try:
         options = parse_args(argv)
     except UsageError as exc:
         print(f"{USAGE}\n{SERVER_NAME}: error: {inert(str(exc))}", file=sys.stderr)
         return 2
     if options.get("help") or not argv:
-        sys.stdout.write(HELP)
+        sys.stdout.write(help_text())
         return 0
     if options.get("version"):
         print(f"{SERVER_NAME} {__version__}")
@@ -17154,8 +17988,17 @@ def main(argv: list[str] | None = None) -> int:
         server["http"]["token"] or "",
         server["tasks"]["secret"] or "",
         *url_secrets(config.get("state", "url") or ""),
+        *url_secrets(config.get("openai", "base_url")),  # a gateway's user:password@
     )
-    log = Log(server["debug"], server["debug_file"], secrets)
+    debug_file = server["debug_file"]
+    if options.get("stdio") and debug_file and _is_stdout(debug_file):
+        debug_file = None  # said below, once the log can say it
+    log = Log(server["debug"], debug_file, secrets)
+    if debug_file != server["debug_file"]:
+        log.say(
+            f"warning: debug file {server['debug_file']} is this server's stdout, which carries "
+            "the MCP messages: debug goes to stderr only"
+        )
     for warning in config.warnings:
         log.say(f"warning: {warning}")
     problem = api_key_problem(config) if serving else None
@@ -17179,7 +18022,8 @@ def main(argv: list[str] | None = None) -> int:
     if not serving:
         return 0
     engine = AnswerEngine(config, log)
-    dispatcher = Dispatcher(config, log, engine)
+    stateless = bool(options.get("http")) and server["http"]["stateless"]
+    dispatcher = Dispatcher(config, log, engine, stateless)
     if options.get("http"):
         try:
             return serve_http(dispatcher, config, log, *options["http"])

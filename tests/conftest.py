@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until  # the tests' one wait, imported from here
 from warmstart import ADDRESS as WARM  # the warm parent's address, in the launcher's environment
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -239,8 +240,8 @@ class Server:
         wait in the pipe (on a loaded machine, for a while)."""
         deadline = time.monotonic() + 5
         while _unread_bytes(self.proc.stderr) and time.monotonic() < deadline:
-            time.sleep(0.005)
-        time.sleep(0.001)  # the reader thread's last chunk, read but maybe not appended yet
+            time.sleep(0.005)  # sleep: poll: best effort (no failure), the pipe drained or 5 s
+        time.sleep(0.001)  # sleep: the reader thread's last chunk, read but maybe not appended yet
         return self._stderr.decode("utf-8", "replace")
 
     def write(self, data: bytes) -> None:
@@ -361,17 +362,29 @@ def warm_start():
 
 
 @pytest.fixture
-def fake():
-    """The fake Responses API on 127.0.0.1, reset for every test."""
-    from fake_upstream import FakeResponsesAPI
+def fake(request):
+    """The fake Responses API on 127.0.0.1, empty for every test.
 
+    A fresh one per test; or, in a module that sets `SHARED_FAKE = True` (its module-scoped
+    servers are bound to one port, and one fake per module is cheaper), the module's `upstream`,
+    emptied (no queued reply, no recorded request, the default reply) before and after the test.
+    """
+    from fake_upstream import FakeResponsesAPI, Reply
+
+    if getattr(request.module, "SHARED_FAKE", False):
+        api = request.getfixturevalue("upstream")
+        api.clear()
+        api.default = Reply()
+        yield api
+        api.clear()
+        return
     with FakeResponsesAPI() as api:
         yield api
 
 
 @pytest.fixture(scope="module")
 def upstream():
-    """One fake Responses API for a whole test module (a file's `fake` fixture resets it)."""
+    """One fake Responses API for a whole test module (`fake` empties it per test)."""
     from fake_upstream import FakeResponsesAPI
 
     with FakeResponsesAPI() as api:
@@ -450,13 +463,6 @@ pricing:
     gpt-6.1-terra: {input: 2, cached_input: 0.5, output: 10}
   web_search_per_1k: 25
 """
-
-
-def wait_until(predicate, timeout: float = 5.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
-        time.sleep(0.01)
 
 
 def start(spawn, fake, *args: str, config: str | None = None, env: dict | None = None):
@@ -732,15 +738,16 @@ class PostgresCluster:
         )
         import psycopg
 
-        deadline = time.monotonic() + 30
-        while True:
+        def accepts() -> bool:
             try:
                 psycopg.connect(self.url(), connect_timeout=2).close()
-                return
+                return True
             except psycopg.OperationalError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
+                if self.proc.poll() is not None:
                     raise
-                time.sleep(0.1)
+                return False
+
+        wait_until(accepts, 30, "PostgreSQL to accept connections")
 
     def stop(self) -> None:
         import signal

@@ -110,6 +110,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from waiting import wait_until
+
 __all__ = [
     "DEFAULT_MODELS",
     "SHUTDOWN_DATES",
@@ -1223,16 +1225,25 @@ def _image_tokens(part: dict) -> int:
 
 def _pdf_pages(data: bytes) -> int:
     """The pages the API renders: every page object, those compressed in a stream (a PDF 1.5
-    object stream, as pdfTeX writes them) too."""
+    object stream, as pdfTeX writes them) too, its names in any spelling (/P#61ge is /Page, as
+    a reader decodes it)."""
     import zlib
 
-    page = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
-    pages = len(page.findall(data))
+    page = re.compile(rb"/Type[\x00\s]*/Page(?![A-Za-z])")
+
+    def count(plain: bytes) -> int:
+        return len(
+            page.findall(
+                re.sub(rb"#([0-9A-Fa-f]{2})", lambda c: bytes.fromhex(c[1].decode()), plain)
+            )
+        )
+
+    pages = count(data)
     starts = [found.end() for found in re.finditer(rb"stream\r?\n", data)]
     # Each stream from its own bytes only: from the start to the end of the file is quadratic.
-    for start, end in zip(starts, [*starts[1:], len(data)], strict=True):
+    for start, end in zip(starts, [*starts[1:], len(data)], strict=False):
         try:
-            pages += len(page.findall(zlib.decompressobj().decompress(data[start:end])))
+            pages += count(zlib.decompressobj().decompress(data[start:end]))
         except zlib.error:
             pass
     return pages
@@ -1723,7 +1734,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     self._mark_disconnected(now)
                     self.close_connection = True
                     return True
-                time.sleep(0.001)  # unexpected client bytes; don't spin
+                time.sleep(0.001)  # sleep: unexpected client bytes; don't spin
             if remaining <= 0:
                 return False
 
@@ -1961,13 +1972,9 @@ class FakeResponsesAPI:
     def cancels(self) -> list[Recorded]:
         return [r for r in self.requests_to("POST", "/v1/responses/") if r.path.endswith("/cancel")]
 
-    def wait_until(self, predicate, timeout: float = 5.0) -> None:
-        """Wait until ``predicate()`` is true (polled: it may read ``requests`` and the like)."""
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"condition not met within {timeout}s")
-            time.sleep(0.01)
+    # Wait until ``predicate()`` is true (polled: it may read ``requests`` and the like): the
+    # tests' one wait (tests/waiting.py), here for the tests that hold only the fake.
+    wait_until = staticmethod(wait_until)
 
     @property
     def background_ids(self) -> list[str]:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import os
 import re
 import socket
 import time
 from dataclasses import dataclass, field
 
-LISTENING = re.compile(r"serving MCP on http://(?:127\.0\.0\.1|0\.0\.0\.0):(\d+)/mcp")
+from waiting import wait_until
+
+LISTENING = re.compile(r"serving MCP on http://(?:127\.0\.0\.1|0\.0\.0\.0|\[::\]):(\d+)/mcp")
 ACCEPT_BOTH = "application/json, text/event-stream"
 INIT_PARAMS = {
     "protocolVersion": "2025-06-18",
@@ -20,15 +24,16 @@ INIT_PARAMS = {
 
 def wait_listening(server, timeout: float = 10.0) -> int:
     """The port a spawned `--http 127.0.0.1:0` (or 0.0.0.0:0) server printed on stderr."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def port() -> int | None:
         match = LISTENING.search(server.stderr)
         if match:
             return int(match.group(1))
         if server.proc.poll() is not None:
             raise AssertionError(f"server exited {server.proc.returncode}:\n{server.stderr}")
-        time.sleep(0.02)
-    raise AssertionError(f"server did not start listening:\n{server.stderr}")
+        return None
+
+    return wait_until(port, timeout, lambda: f"the server to listen:\n{server.stderr}")
 
 
 @dataclass
@@ -199,6 +204,16 @@ def proc_status(pid: int) -> dict:
     with open(f"/proc/{pid}/status", encoding="ascii") as status:
         fields = dict(line.split(":", 1) for line in status if ":" in line)
     return {"VmRSS": int(fields["VmRSS"].split()[0]), "Threads": int(fields["Threads"])}
+
+
+def sockets_of(pid: int) -> int:
+    """How many sockets a running process holds open (from /proc/<pid>/fd): a connection
+    counts once the process has accepted it."""
+    count = 0
+    for fd in os.scandir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):  # closed between the listing and the look
+            count += os.readlink(fd.path).startswith("socket:")
+    return count
 
 
 def unread_sse(port) -> tuple[socket.socket, str]:

@@ -83,7 +83,7 @@ class FaultProxy:
     def _pump(self, source, sink, upstream: bool, link: dict) -> None:
         while not self._closed and not link["cut"]:
             if self._held.is_set():
-                time.sleep(0.05)
+                time.sleep(0.05)  # sleep: the proxy's own pause while the link is held
                 continue
             try:
                 ready, _, _ = select.select([source], [], [], 0.05)

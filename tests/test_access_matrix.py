@@ -125,14 +125,12 @@ def world(tmp_path_factory, upstream):
 def listening_port(server, timeout: float = 20.0) -> int:
     import re
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def port() -> int | None:
         found = re.search(r"serving MCP on http://[^ ]*?:(\d+)/mcp", server.stderr)
-        if found:
-            return int(found.group(1))
-        assert server.proc.poll() is None, server.stderr
-        time.sleep(0.02)
-    raise AssertionError(f"not listening:\n{server.stderr}")
+        assert found or server.proc.poll() is None, server.stderr
+        return int(found.group(1)) if found else None
+
+    return wait_until(port, timeout, lambda: f"listening:\n{server.stderr}")
 
 
 def headers_for(token: str | None) -> dict:

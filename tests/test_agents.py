@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPT, TEST_KEY
+from conftest import SCRIPT, TEST_KEY, wait_until
 from fake_upstream import Reply
 from http_client import wait_listening
 from scripted_models import HANDOFF_ID, QUOTE_PREFIX, Received, ScriptedModels, ask, is_tool
@@ -273,11 +273,10 @@ def run_codex(codex, models, tmp_path, prompt, server: dict, timeout=120.0, **en
 def server_exited(run: Run, within: float = 10.0) -> bool:
     """Whether our server (not the recorder) is gone soon after the agent."""
     pid = int((run.wire / "pid").read_text())
-    deadline = time.monotonic() + within
-    while alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
+    try:
+        wait_until(lambda: not alive(pid), within, "our server's exit")
+    except AssertionError:
+        return False
     return True
 
 

@@ -218,7 +218,7 @@ def cancelled_before_named(spawn, fake, cancels: int = 1, **reply):
         fake.wait_until(lambda: fake.requests[0].status_sent == 200)
         # The server reads the stream once its SDK has taken the headers, which the fake
         # cannot see: a cancel before that hangs up at once (a call still connecting).
-        time.sleep(0.5)
+        time.sleep(0.5)  # sleep: unreported (issue 40): the SDK has taken the headers
     for _ in range(cancels):
         server.send(notification("notifications/cancelled", {"requestId": 7}))
     return server
@@ -257,7 +257,7 @@ def test_a_cancel_whose_create_is_refused_ends_with_the_refusal_and_no_warning(s
     server = cancelled_before_named(spawn, fake, status=500, delay_before_headers=1)
     fake.wait_until(lambda: fake.requests[0].finished_at is not None)
     assert result_of(server.call("answer", {"query": "next"}))[0]["answer"] == DEFAULT_TEXT
-    time.sleep(orm.NAMING_WAIT_S)
+    time.sleep(orm.NAMING_WAIT_S)  # sleep: the point: the naming time a warning would follow
     assert "could not be cancelled upstream" not in server.stderr
     assert fake.cancels == [] and len(fake.creates) == 2
 
@@ -336,9 +336,7 @@ def test_a_cancel_the_api_refuses_costs_one_warning_line(spawn, fake):
     fake.forget_background()  # the API no longer knows the response
     server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 8}})
     fake.wait_until(lambda: fake.cancels and fake.cancels[0].status_sent == 404)
-    deadline = time.monotonic() + 5
-    while "could not cancel" not in server.stderr and time.monotonic() < deadline:
-        time.sleep(0.02)
+    fake.wait_until(lambda: "could not cancel" in server.stderr)
     lines = [line for line in server.stderr.splitlines() if "could not cancel" in line]
     assert len(lines) == 1 and "HTTP 404" in lines[0]
     assert TEST_KEY not in server.stderr and "a long question" not in server.stderr

@@ -136,7 +136,7 @@ def test_another_max_citations_misses(spawn, fake):
 def test_entries_expire_after_ttl(spawn, fake):
     server = start(spawn, fake, env={"ANSWER_CACHE_TTL_S": "1"})
     result_of(server.call("answer", {"query": "q"}))
-    time.sleep(1.1)  # a lower bound on age, not an assumption about speed
+    time.sleep(1.1)  # sleep: the point: a lower bound on age, not an assumption about speed
     _, meta = result_of(server.call("answer", {"query": "q"}))
     assert meta["cache"] == {"hit": False}
     assert len(fake.requests) == 2
@@ -428,7 +428,7 @@ def test_entries_not_written_yet_are_hit_and_evicted_as_stored_ones(tmp_path):
     try:
         for key in ("one", "two", "three"):
             cache.put(key, answer, None)
-            time.sleep(0.002)  # distinct store times
+            time.sleep(0.002)  # sleep: the point: distinct store times
         assert cache.get("one") is None  # two newer entries push it out, as stored ones would
         assert cache.get("three")[0]["answer"] == answer
     finally:
@@ -445,7 +445,7 @@ def test_a_stored_entry_is_evicted_by_newer_ones_stored_or_not(tmp_path):
     answer = {"answer": "a", "citations": [], "used_search": False, "model": "m"}
     for key in ("one", "two"):
         cache.put(key, answer, None)
-        time.sleep(0.002)
+        time.sleep(0.002)  # sleep: the point: distinct store times
     wait_until(lambda: not state.unwritten(), 10, "the writer")
     state._writer._channel._lock.acquire()  # "three" waits in memory
     try:

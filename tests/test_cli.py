@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from conftest import SCRIPT, TEST_KEY, base_env, run_cli, show_config
+from conftest import PROGRAM, ROOT, SCRIPT, TEST_KEY, base_env, run_cli, show_config
 from fake_upstream import DEFAULT_TEXT, Reply
 
 import openai_responses_mcp as mcp
@@ -58,6 +58,78 @@ def test_version_prints_name_and_version(tmp_path):
 
 def test_version_matches_semantic_versioning():
     assert re.fullmatch(r"\d+\.\d+\.\d+([-+.][0-9A-Za-z.+-]+)?", mcp.__version__)
+
+
+# -- one flag table: parse_args, did-you-mean, --help and docs/cli.md (issue 40) -------------
+
+
+def _label(row: dict) -> str:
+    return f"{row['names'][0]} {row['metavar']}".strip()
+
+
+def _docs_flag_rows() -> list[tuple[str, list[str]]]:
+    """docs/cli.md's flag rows: (the form in its first backticks, every flag its cell names)."""
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    rows = []
+    for line in text.splitlines():
+        if line.startswith("| `-"):
+            cell = line[2:].split(" | ", 1)[0].replace("\\|", "|")
+            rows.append((cell.split("`")[1], re.findall(r"`(--?[A-Za-z][\w-]*)", cell)))
+    return rows
+
+
+def test_docs_cli_has_a_row_for_every_flag_of_the_table_and_no_other():
+    """Issue 40: --help omitted -h and -V; docs/cli.md and the table now agree both ways, the
+    form (flag and metavar) of each row included."""
+    rows = _docs_flag_rows()
+    documented = {name for _, names in rows for name in names}
+    assert documented == set(mcp.FLAGS), documented ^ set(mcp.FLAGS)
+    assert {form for form, _ in rows} == {_label(row) for row in mcp.FLAG_TABLE}
+    assert {"-h", "-V"} <= documented
+
+
+@pytest.mark.parametrize("short", ["-h", "-V"])
+def test_help_names_every_flag_short_forms_and_every_tool(tmp_path, short):
+    """Issue 40: --help omitted answer_deep, -h and -V. Every FLAG_TABLE row is a line of the
+    help (each name in it, in the usage too), and every tool of TOOL_TABLE is named."""
+    proc = run_cli(tmp_path, short)
+    assert proc.returncode == 0 and proc.stderr == ""
+    if short == "-V":
+        assert proc.stdout == run_cli(tmp_path, "--version").stdout
+        return
+    shown = proc.stdout
+    assert shown == run_cli(tmp_path, "--help").stdout
+    lines = [line + " " for line in shown.splitlines() if line.startswith("  -")]
+    for row in mcp.FLAG_TABLE:
+        short_first = ", ".join(sorted(row["names"], key=len))
+        label = f"  {short_first} {row['metavar']}".rstrip() + " "  # then its help, or a newline
+        assert any(line.startswith(label) for line in lines), row["names"]
+        for name in row["names"]:
+            assert re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", mcp.USAGE), name
+    about = " ".join(shown.split("\n\n")[1].split())  # the paragraph after the usage
+    tool_help = " ".join(shown.split("  --tool NAME")[1].split("\n\n")[0].split("\n  -")[0].split())
+    for tool in mcp.TOOL_NAMES:
+        for said in (about, tool_help):
+            assert re.search(rf"\b{tool}\b", said), (tool, said)
+    assert "answer_deep (when tools.answer_deep is on)" in tool_help
+
+
+def test_every_other_name_for_a_flag_names_one_of_the_table():
+    """FLAG_ALIASES (--query: --ask) must point at a flag parse_args knows."""
+    assert set(mcp.FLAG_ALIASES.values()) <= set(mcp.FLAGS)
+    assert not set(mcp.FLAG_ALIASES) & set(mcp.FLAGS)  # nor shadow one
+
+
+@pytest.mark.parametrize(
+    "row", [row for row in mcp.FLAG_TABLE if row["with"]], ids=lambda row: row["names"][0]
+)
+def test_what_a_flag_goes_with_in_its_help_is_what_parse_args_requires(row):
+    name = row["names"][0]
+    value = {"--since": "2026-11-01", "--tool": "answer"}.get(name, "5")  # a value it takes
+    argv = [name] if row["kind"] in ("switch", "setting") else [name, value]
+    with pytest.raises(mcp.UsageError) as caught:
+        mcp.parse_args(argv)
+    assert str(caught.value) == f"{name} goes with {row['with']}"
 
 
 # -- usage errors -----------------------------------------------------------------------------
@@ -644,15 +716,46 @@ def test_did_you_mean_suggests_what_a_person_meant_or_nothing(typed, meant):
         assert said.endswith(f"; did you mean {meant}?"), said
 
 
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [("\u2014ask", "--ask"), ("\u2013doctor", "--doctor"), ("\u2212\u2212jsno", "--json"),
+     ("\u2014zzzz", None), ("\u2014", None)],
+)  # fmt: skip
+def test_a_flag_typed_with_a_typographic_dash_is_named(typed, meant):
+    """Issue 39: "—ask" (a word processor's or chat app's dash for "--") got no suggestion, and
+    after --ask it was told to quote its question."""
+    for argv in ([typed], ["--ask", "q", typed]):
+        with pytest.raises(mcp.UsageError) as caught:
+            mcp.parse_args(argv)
+        said = str(caught.value)
+        if meant is None:
+            assert "did you mean" not in said, said
+        else:
+            assert said.endswith(f"; did you mean {meant}? (it starts with a typographic dash, "
+                                 "not two hyphens)"), said  # fmt: skip
+
+
+@pytest.mark.parametrize("typed", ["--json=1", "--doctor=yes", "--stateless=true", "-h=1"])
+def test_a_switch_given_a_value_is_told_it_takes_none(typed):
+    """Issue 39: `--json=1` was "unknown option '--json'; did you mean --json?"."""
+    with pytest.raises(mcp.UsageError) as caught:
+        mcp.parse_args(["--ask", "q", typed])
+    flag = typed.partition("=")[0]
+    assert str(caught.value) == f"{flag} takes no value: give it alone, without '='"
+
+
 def test_edit_distance_counts_a_swap_of_neighbours_as_one():
     assert mcp._edit_distance("--jsno", "--json") == 1
     assert mcp._edit_distance("--query", "--user") == 3
     assert mcp._edit_distance("", "abc") == 3
 
 
-@pytest.mark.parametrize("after", [["--json"], ["--doctor"], ["--debug"], ["--doctor", "--live"]])
+@pytest.mark.parametrize(
+    "after", [["--json"], ["--doctor"], ["--debug"], ["--doctor", "--live"], ["\u2014json"]]
+)
 def test_ask_refuses_a_flag_as_its_question_before_anything_is_sent(tmp_path, fake, after):
-    """Issue 39: `--ask --json` sent "--json" as a question, and billed it."""
+    """Issue 39: `--ask --json` sent "--json" as a question, and billed it; so did `--ask —json`
+    (a pasted command's "--" turned into an em dash)."""
     proc = ask(tmp_path, fake, *after)
     assert_usage_error(
         proc,
@@ -774,3 +877,148 @@ def test_ask_refuses_a_file_the_tools_refuse_and_sends_nothing(tmp_path, fake, n
 )
 def test_file_is_a_path_for_ask(tmp_path, args, said):
     assert_usage_error(run_cli(tmp_path, *args), said)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--ask", "q1", "--ask", "q2"], ["--ask=q1", "--ask", "q2"], ["--ask", "q", "--tool", "answer",
+     "--tool", "answer_detailed"], ["--ask", "q", "--config", "a.yaml", "--config=b.yaml"]],
+    ids=["ask", "ask-equals", "tool", "config"],
+)  # fmt: skip
+def test_a_flag_given_twice_is_refused_before_anything_is_sent(tmp_path, fake, args):
+    """Issue 39: the last one won unsaid, so `--ask q1 --ask q2` billed q2 alone."""
+    flag = [arg.partition("=")[0] for arg in args if arg.startswith("--")][-1]
+    proc = run_cli(tmp_path, *args, env={"OPENAI_BASE_URL": fake.base_url})
+    assert_usage_error(proc, f"{flag} given twice; give it once")
+    assert fake.requests == []
+
+
+def test_credentials_in_base_url_are_never_shown(tmp_path):
+    """Issue 39: a gateway's `https://user:password@host/v1` was printed whole by --show-config,
+    in --ask's error, by --doctor (its host) and in a config error naming the URL."""
+    url = "http://gw-user:hunter2-pass@127.0.0.1:1/v1"  # a port nothing listens on
+    for args in (["--show-config"], ["--ask", "q"], ["--doctor"]):
+        proc = run_cli(tmp_path, *args, env={"OPENAI_BASE_URL": url})
+        assert "hunter2" not in proc.stdout + proc.stderr, (args, proc.stdout + proc.stderr)
+        assert "gw-user" not in proc.stdout + proc.stderr, args
+        assert "Traceback" not in proc.stderr
+    assert (
+        "cannot connect to http://***@127.0.0.1"
+        in run_cli(tmp_path, "--ask", "q", env={"OPENAI_BASE_URL": url}).stderr
+    )
+    for bad in ("gw-user:hunter2-pass@gateway/v1", "ftp://gw-user:hunter2-pass@gateway/v1"):
+        proc = run_cli(tmp_path, "--show-config", env={"OPENAI_BASE_URL": bad})
+        assert proc.returncode == 2 and "must be an http:// or https:// URL" in proc.stderr
+        assert "hunter2" not in proc.stderr and "***@gateway/v1" in proc.stderr
+
+
+def test_credentials_in_the_issuers_urls_are_never_shown(tmp_path):
+    """Issue 39: --show-config printed server.auth.issuer and introspection_url whole."""
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "server:\n  auth:\n    audience: mcp\n"
+        "    issuer: https://gw-user:hunter2-pass@login.example.com/realms/x\n"
+        "    introspection_url: https://gw-user:hunter2-pass@login.example.com/introspect\n"
+    )
+    env = {"MCP_AUTH_CLIENT_ID": "mcp", "MCP_AUTH_CLIENT_SECRET": "client-secret-0123456789"}
+    proc = run_cli(tmp_path, "--show-config", "--config", str(config), env=env)
+    auth = show_config(proc)["config"]["server"]["auth"]
+    assert auth["issuer"] == "https://***@login.example.com/realms/x"
+    assert auth["introspection_url"] == "https://***@login.example.com/introspect"
+    assert "hunter2" not in proc.stderr and "gw-user" not in proc.stderr
+
+
+def test_a_state_url_without_a_scheme_is_refused_without_being_echoed(tmp_path):
+    """Issue 39: `user:password@host/db` (its scheme forgotten) was echoed whole in the error."""
+    for bad in ("gw-user:hunter2-pass@db.example/ledger", "hunter2-pass"):
+        proc = run_cli(tmp_path, "--show-config", env={"OPENAI_RESPONSES_MCP_STATE_URL": bad})
+        assert proc.returncode == 2 and "must be a PostgreSQL URL" in proc.stderr, proc.stderr
+        assert "hunter2" not in proc.stderr
+
+
+def test_a_ca_bundle_that_cannot_be_read_is_one_line_from_ask_and_a_tool_call(
+    tmp_path, fake, spawn
+):
+    """Issue 39: SSL_CERT_FILE naming a missing file was a traceback from --ask, and an
+    "internal error ... report it" from a tools/call, at the client's first request."""
+    env = {"OPENAI_BASE_URL": fake.base_url, "SSL_CERT_FILE": str(tmp_path / "missing.pem")}
+    proc = run_cli(tmp_path, "--ask", "q", env=env)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    said = f"SSL_CERT_FILE={tmp_path / 'missing.pem'} cannot be used as a CA bundle"
+    assert line.startswith(f"answer failed: {said}") and "or unset it" in line, line
+    server = spawn(env=env)
+    server.initialize()
+    reply = server.call("answer", {"query": "q"})
+    assert reply["error"]["message"].startswith(f"answer failed: {said}"), reply
+    assert server.request("ping")["result"] == {}
+    assert fake.requests == []
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_debug_file_that_is_a_fifo_nobody_reads_is_said_not_waited_on(tmp_path, fake):
+    """Issue 39: `--debug FIFO` blocked in open() before anything ran (--ask, or a server
+    before its initialize), with a FIFO nothing read."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    proc = ask(tmp_path, fake, "q", "--debug", str(fifo))  # run_cli's timeout: 30 s
+    assert proc.returncode == 0, proc.stderr
+    assert f"cannot open debug file {fifo}: it is a fifo that nothing reads" in proc.stderr.lower()
+    assert len(fake.creates) == 1
+
+
+@pytest.mark.parametrize(
+    "args", [["--doctor"], ["--print-example", "config"], ["--version"], ["--ask", "q", "--json"]]
+)
+def test_a_reader_that_left_is_no_traceback(tmp_path, fake, args):
+    """Issue 39: `--doctor | head -1` ended in a BrokenPipeError traceback (or, for output that
+    fit in the pipe, Python's "Exception ignored" at exit)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before a byte is written
+    env = base_env(tmp_path, OPENAI_BASE_URL=fake.base_url)
+    try:
+        proc = subprocess.run(
+            [*PROGRAM, *args], stdout=write_end, stderr=subprocess.PIPE, text=True, env=env,
+            cwd=str(tmp_path), timeout=30,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1
+
+
+def test_what_stdout_cannot_show_is_escaped_not_a_traceback_after_the_answer_is_paid(
+    tmp_path, fake
+):
+    """Issue 39: with a stdout that cannot show a character of the answer (a Windows pipe's
+    cp1252, PYTHONIOENCODING=ascii), --ask ended in a UnicodeEncodeError traceback once the
+    call was made and billed, and the answer was lost; --usage likewise for a model's name."""
+    fake.enqueue(Reply(text="Café → 東京"))
+    env = {"PYTHONIOENCODING": "ascii"}
+    proc = ask(tmp_path, fake, "q", "--model", "gpt-café", env=env)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.isascii() and json.loads(proc.stdout)["answer"] == "Café → 東京"
+    for args in (["--usage"], ["--usage", "--json"]):
+        proc = run_cli(tmp_path, *args, env=env)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "gpt-caf\\u00e9" in proc.stdout  # the JSON, escaped
+    assert "gpt-caf?" in run_cli(tmp_path, "--usage", env=env).stdout  # the table, replaced
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/stdout"), reason="no /dev/stdout here")
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_a_debug_file_that_is_stdout_keeps_stdio_to_the_protocol(spawn, fake, how):
+    """Issue 39: `--stdio --debug /dev/stdout` (or DEBUG=/proc/self/fd/1) put debug lines on
+    stdout, among the MCP messages a client reads."""
+    env = {"OPENAI_BASE_URL": fake.base_url}
+    if how == "env":
+        server = spawn(env={**env, "DEBUG": "/dev/stdout"})
+    else:
+        server = spawn("--stdio", "--debug", "/dev/stdout", env=env)
+    server.initialize()  # each line of stdout is parsed as JSON: a debug line fails here
+    assert "answer" in json.loads(
+        server.call("answer", {"query": "q"})["result"]["content"][0]["text"]
+    )
+    assert server.request("ping")["result"] == {}
+    assert "debug file /dev/stdout is this server's stdout" in server.stderr
+    assert "[debug " in server.stderr  # debug goes on, to stderr

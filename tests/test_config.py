@@ -8,6 +8,7 @@ XDG_CONFIG_HOME/HOME, so no user file is ever read. Where the behaviour belongs 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -447,59 +448,72 @@ def test_cli_exits_2_with_one_line_for_a_value_out_of_range(tmp_path):
     assert "request.max_retries" in line
     assert f"{path}:2" in line
     assert "an integer from 0 to 10" in line
+    assert line.startswith("openai-responses-mcp: config error: ")
     assert proc.stdout == ""
 
 
-def test_cli_exits_2_with_one_line_for_an_unknown_reasoning_effort_in_env(tmp_path):
-    proc = run_cli(tmp_path, "--show-config", env={"ANSWER_EFFORT": "turbo"})
-    assert proc.returncode == 2
-    line = one_stderr_line(proc)
-    assert "model_profiles.answer.reasoning_effort" in line
-    assert "env ANSWER_EFFORT" in line
-    assert "none, minimal, low, medium, high, xhigh" in line
+# Each config error's one line, in process (the exit 2, the one stderr line, its prefix and an
+# empty stdout are the spawned test's above). "{path}" stands for the config file's path.
+BAD_SETTINGS = {
+    "effort-from-env": (
+        None,
+        {"ANSWER_EFFORT": "turbo"},
+        [
+            "model_profiles.answer.reasoning_effort",
+            "env ANSWER_EFFORT",
+            "none, minimal, low, medium, high, xhigh",
+        ],
+    ),
+    "timezone": ("policy:\n  timezone: Atlantis/Lost_City\n", {}, ["policy.timezone", "{path}:2"]),
+    "location-country-name": (
+        "search:\n  user_location:\n    country: Japan\n",
+        {},
+        ['search.user_location.country = "Japan"', "{path}:3"],
+    ),
+    "location-country-code": (
+        "search:\n  user_location:\n    country: J1\n",
+        {},
+        ["must be a two-letter ISO country code", "{path}:3"],
+    ),
+    "location-timezone": (
+        "search:\n  user_location:\n    timezone: Atlantis/Lost_City\n",
+        {},
+        ["search.user_location.timezone = 'Atlantis/Lost_City'", "{path}:3"],
+    ),
+    "base-url-without-scheme": (
+        None,
+        {"OPENAI_BASE_URL": "api.openai.com/v1"},
+        [
+            'openai.base_url = "api.openai.com/v1" '
+            "(from env OPENAI_BASE_URL) must be an http:// or https:// URL"
+        ],
+    ),
+    "empty-default-domain": (
+        'search:\n  defaults:\n    domains: ["example.com", ""]\n',
+        {},
+        ['search.defaults.domains (from {path}:3): item "" is empty'],
+    ),
+    "bad-bool": ("server:\n  debug: on\n", {}, ["server.debug", "{path}:2", "true or false"]),
+    "section-not-a-mapping": ("server: true\n", {}, ["server", "{path}:1"]),
+}
 
 
-def test_cli_exits_2_with_one_line_for_a_bad_timezone(tmp_path):
-    path = write(tmp_path, "policy:\n  timezone: Atlantis/Lost_City\n")
-    proc = run_cli(tmp_path, "--stdio", "--config", str(path), input="")
-    assert proc.returncode == 2
-    line = one_stderr_line(proc)
-    assert "policy.timezone" in line
-    assert f"{path}:2" in line
-    assert proc.stdout == ""
-
-
-@pytest.mark.parametrize(
-    ("yaml", "words"),
-    [
-        ("country: Japan", 'search.user_location.country = "Japan"'),
-        ("country: J1", "must be a two-letter ISO country code"),
-        ("timezone: Atlantis/Lost_City", "search.user_location.timezone = 'Atlantis/Lost_City'"),
-    ],
-)
-def test_cli_exits_2_for_a_user_location_the_web_search_would_refuse(tmp_path, yaml, words):
-    path = write(tmp_path, f"search:\n  user_location:\n    {yaml}\n")
-    proc = run_cli(tmp_path, "--stdio", "--config", str(path), input="")
-    assert proc.returncode == 2
-    line = one_stderr_line(proc)
-    assert words in line and f"{path}:3" in line
-    assert proc.stdout == ""
+@pytest.mark.parametrize(("yaml", "variables", "words"), BAD_SETTINGS.values(), ids=BAD_SETTINGS)
+def test_a_bad_setting_is_one_config_error_line_naming_it(tmp_path, env, yaml, variables, words):
+    message = config_error(tmp_path, {**env, **variables}, yaml)
+    path = tmp_path / "config.yaml"
+    for word in words:
+        assert word.format(path=path) in message, message
+    if "domains" in message:
+        assert "a list of strings" not in message
+    if "base_url" in message:
+        assert message.startswith(words[0])
 
 
 def test_a_two_letter_country_and_a_known_zone_are_accepted(tmp_path, env):
     path = write(tmp_path, "search:\n  user_location: {country: jp, timezone: UTC}\n")
     config = mcp.load_config({"config": str(path)}, env)
     assert config.get("search", "user_location", "country") == "jp"
-
-
-def test_cli_exits_2_naming_a_base_url_without_a_scheme_and_its_source(tmp_path):
-    proc = run_cli(tmp_path, "--stdio", env={"OPENAI_BASE_URL": "api.openai.com/v1"}, input="")
-    assert proc.returncode == 2
-    assert one_stderr_line(proc).startswith(
-        'openai-responses-mcp: config error: openai.base_url = "api.openai.com/v1" '
-        "(from env OPENAI_BASE_URL) must be an http:// or https:// URL"
-    )
-    assert proc.stdout == ""
 
 
 @pytest.mark.parametrize(
@@ -517,35 +531,6 @@ def test_default_domains_are_normalised_like_a_calls_domains(tmp_path, env):
     )
     config = load(tmp_path, env, yaml)
     assert config.get("search", "defaults", "domains") == ["docs.python.org", "xn--bcher-kva.de"]
-
-
-def test_cli_exits_2_naming_an_empty_default_domain_and_its_file_line(tmp_path):
-    path = write(tmp_path, 'search:\n  defaults:\n    domains: ["example.com", ""]\n')
-    proc = run_cli(tmp_path, "--show-config", "--config", str(path))
-    assert proc.returncode == 2
-    line = one_stderr_line(proc)
-    assert f'search.defaults.domains (from {path}:3): item "" is empty' in line
-    assert "a list of strings" not in line
-
-
-def test_cli_exits_2_with_one_line_for_a_bad_bool(tmp_path):
-    path = write(tmp_path, "server:\n  debug: on\n")
-    proc = run_cli(tmp_path, "--show-config", "--config", str(path))
-    assert proc.returncode == 2
-    line = one_stderr_line(proc)
-    assert "server.debug" in line
-    assert f"{path}:2" in line
-    assert "true or false" in line
-
-
-def test_cli_exits_2_with_one_line_for_a_section_that_is_not_a_mapping(tmp_path):
-    path = write(tmp_path, "server: true\n")
-    proc = run_cli(tmp_path, "--show-config", "--config", str(path))
-    assert proc.returncode == 2, proc.stderr
-    line = one_stderr_line(proc)
-    assert "server" in line
-    assert f"{path}:1" in line
-    assert "Traceback" not in proc.stderr
 
 
 # -- accepted values --------------------------------------------------------------------------
@@ -639,6 +624,19 @@ def test_answers_background_off_reaches_every_tool_whatever_the_models(tmp_path,
     assert not any(config.background(t) for t in ("answer", "answer_quick", "answer_detailed"))
     source = config.profile_sources("answer_detailed")["background"]
     assert source == "inherited from answer (env BACKGROUND_ANSWER)"
+
+
+@pytest.mark.parametrize("answer", ["", "  answer: {background: true}\n"], ids=["default", "set"])
+def test_answer_detailed_background_null_inherits_answers_as_documented(tmp_path, env, answer):
+    """Issue 39: docs/configuration.md says `null` inherits `answer` (as answer_quick's does,
+    in the shipped example), but answer_detailed's null was refused, and the server with it."""
+    yaml_text = "model_profiles:\n" + answer + "  answer_detailed: {background: null}\n"
+    config = load(tmp_path, env, yaml_text)
+    assert config.background("answer_detailed") is config.background("answer") is bool(answer)
+    source = config.profile_sources("answer_detailed")["background"]
+    assert source.startswith("inherited from answer (")
+    with pytest.raises(mcp.ConfigError, match=r"answer\.background = null .* true or false"):
+        load(tmp_path, env, "model_profiles:\n  answer: {background: null}\n")  # no parent
 
 
 @pytest.mark.parametrize("where", ["env MODEL_ANSWER", "flag --model"])
@@ -820,6 +818,16 @@ def test_unknown_key_far_from_any_setting_warns_without_suggestion(tmp_path, env
     config = load(tmp_path, env, "colour: blue\n")
     (warning,) = config.warnings
     assert "colour" in warning
+    assert "did you mean" not in warning
+
+
+@pytest.mark.parametrize("key", ["background", "verbosity", "search_context_size"])
+def test_a_key_answer_deep_has_not_is_not_sent_to_answers(tmp_path, env, key):
+    """Issue 39: answer_deep.background (a ZDR user turning it off) suggested
+    model_profiles.answer.background, which would change every other tool instead."""
+    config = load(tmp_path, env, f"model_profiles:\n  answer_deep:\n    {key}: low\n")
+    (warning,) = config.warnings
+    assert f"unknown key model_profiles.answer_deep.{key} (answer_deep has none: it" in warning
     assert "did you mean" not in warning
 
 
@@ -1048,3 +1056,36 @@ def test_debug_session_never_shows_the_api_key_the_query_or_the_instructions(spa
         assert TEST_KEY.removeprefix("sk-") not in text, where
         assert "Zorblax-7c1e" not in text, where
         assert policy_line not in text, where
+
+
+@pytest.mark.skipif(os.name == "nt", reason="XDG directories are not read on Windows")
+def test_a_relative_xdg_directory_is_ignored_as_the_xdg_spec_says(tmp_path):
+    """Issue 39: XDG_STATE_HOME=state put the state (the ledger budgets count) in whatever
+    folder the client started the server in, one ledger per folder; XDG_CONFIG_HOME=conf read
+    a config from there. Relative ones are ignored: $HOME's defaults apply."""
+    home = tmp_path / "home"
+    env = {"HOME": str(home), "XDG_STATE_HOME": "state", "XDG_CONFIG_HOME": "conf"}
+    (tmp_path / "conf" / mcp.SERVER_NAME).mkdir(parents=True)
+    (tmp_path / "conf" / mcp.SERVER_NAME / "config.yaml").write_text("policy: {max_citations: 9}\n")
+    shown = show_config(run_cli(tmp_path, "--show-config", env=env))
+    expected = home / ".local" / "state" / mcp.SERVER_NAME / "state.sqlite3"
+    assert shown["state"] == f"state file {expected}"
+    assert shown["config_file"] is None and shown["config"]["policy"]["max_citations"] == 3
+
+
+@pytest.mark.skipif(os.name == "nt", reason="a POSIX environment holds bytes, not text")
+@pytest.mark.parametrize("how", ["env", "flag"])
+def test_a_value_in_bytes_that_are_not_utf8_is_a_config_error(tmp_path, fake, how):
+    """Issue 39: `--model $'m\\xff'` (or MODEL_ANSWER so) was a UnicodeEncodeError traceback
+    at the request, and an "internal error" from a tool call."""
+    env = {"OPENAI_BASE_URL": fake.base_url}
+    args = ["--ask", "q"]
+    if how == "env":
+        env["MODEL_ANSWER"] = "gpt-5\udcff"  # the byte 0xff, as Python decodes it from argv
+    else:
+        args += ["--model", "gpt-5\udcff"]
+    proc = run_cli(tmp_path, *args, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "model_profiles.answer.model (from " in proc.stderr
+    assert "holds bytes that are not UTF-8" in proc.stderr
+    assert fake.requests == []

@@ -390,8 +390,11 @@ def test_the_estimate_prices_what_a_call_brings_as_the_call_will_be_billed(tmp_p
         assert estimate("gpt-5.5", tier, 300_000) == pytest.approx(billed)
     assert estimate("gpt-6.1-terra", "priority", 100_000) == pytest.approx(0.25)
     assert estimate("gpt-5.5", "priority", 100_000) == pytest.approx(100_000 * 5 * 1.25 * 2.5 / 1e6)
-    # Flex without capacity is retried on the default tier: its half price is not certain.
+    # Flex without capacity is retried on the default tier: its half price is not certain,
+    # and the typical cost, of calls billed at flex, is twice as much on default.
     assert estimate("gpt-6.1-terra", "flex", 100_000) == pytest.approx(0.125)
+    assert estimate("gpt-6.1-terra", "flex", 100_000, typical=0.01) == pytest.approx(0.145)
+    assert estimate("gpt-6.1-terra", "priority", 0, typical=0.01) == pytest.approx(0.01)
     # A model billed at one rate whatever the length.
     assert estimate("gpt-4.1", None, 400_000, typical=0.01) == pytest.approx(1.01)
     assert estimate("acme-7", "priority", 400_000, typical=0.01) == 0.01  # no price: typical
@@ -456,6 +459,131 @@ def test_a_file_on_the_priority_tier_is_estimated_at_the_priority_rate(spawn, fa
     assert fake.creates[0].body["service_tier"] == "priority"
     assert cost["usd"] == pytest.approx((100_000 * 1 + 2_000 * 5) * 2 / 1e6)  # $0.22
     assert cost["prices"].endswith("x2 (priority)")
+
+
+def test_a_follow_up_is_estimated_with_the_earlier_turns_it_carries(spawn, fake, tmp_path):
+    """Issue 39: a follow-up is billed its earlier turns again as input. After an answer of
+    250K input and 2K output tokens ($0.26 on gpt-6.1-terra), a follow-up carrying them and
+    48K more is over the long-context line: $0.615. It was estimated from the tool's recent
+    calls alone (about $0.26), so a $0.60 budget with $0.34 left let it through and ended
+    at $0.875. The server knows what its own answer carries: the follow-up is refused."""
+    uncached = {"cached_tokens": 0}
+    server = start(spawn, fake, config="budget: {daily_usd: 0.60}\n")
+    fake.enqueue(
+        Reply(
+            usage={
+                "input_tokens": 250_000,
+                "input_tokens_details": uncached,
+                "output_tokens": 2_000,
+            },
+            searches=[],
+        )
+    )
+    first = meta_of(server.call("answer", {"query": "why?"}))
+    assert first["cost"]["usd"] == pytest.approx(0.26)
+    # The tool's typical cost and input are read from the ledger's written rows.
+    wait_until(lambda: rows_of(tmp_path, "outcome = 'ok'") == 1, 10, "the first row")
+    ask = {"query": "and then?", "previous_response_id": first["response_id"]}
+    message = failure_of(server.call("answer", ask))
+    assert message.startswith("answer failed: daily budget of $0.60 has no room"), message
+    # 252K tokens carried and the question, as cache writes at the long-context rate, and
+    # the tool's typical cost (that answer's) at it too: $0.63 + $0.52.
+    assert "about $1.15 expected for this one" in message
+    assert len(fake.creates) == 1
+
+
+def test_an_answer_cut_short_before_any_text_is_booked_against_the_budget(spawn, fake):
+    """Issue 39: a response cut short before any text (its reasoning used up max_output_tokens)
+    is an error to the client, but OpenAI bills its tokens and searches. Its row booked $0, so
+    a $0.50 budget let call after call spend $0.52 each, and never refused one."""
+    server = start(spawn, fake, config="budget: {daily_usd: 0.50}\n")
+    usage = {"input_tokens": 10_000, "input_tokens_details": {"cached_tokens": 0}}
+    fake.enqueue(
+        Reply(
+            text="",
+            incomplete=True,
+            usage={**usage, "output_tokens": 100_000},
+            searches=[{"query": "a", "sources": []}],
+        )
+    )
+    assert "answer cut short" in failure_of(server.call("answer", {"query": "q"}))
+    # gpt-6.1-terra: 10K input at $1, 100K output (reasoning) at $5, a search at $0.01.
+    message = failure_of(server.call("answer", {"query": "again"}))
+    assert message.startswith("answer failed: daily budget of $0.50 reached ($0.52 spent today"), (
+        message
+    )
+    assert len(fake.creates) == 1
+
+
+def test_an_answer_cancelled_once_it_was_complete_is_booked(spawn, fake, tmp_path):
+    """Issue 39: a cancel that comes after the response is complete (while the server reads
+    the end of its body, up to a second when the upstream holds it open) cannot stop the
+    bill: the call's row booked $0. It books the response's usage now, outcome `cancelled`."""
+    server = start(spawn, fake, config="budget: {daily_usd: 5}\n")
+    fake.enqueue(Reply(searches=[]))
+    meta_of(server.call("answer", {"query": "how many events?"}))
+    events = fake.creates[0].events_sent
+    usage = {"input_tokens": 10_000, "input_tokens_details": {"cached_tokens": 0}}
+    fake.enqueue(
+        Reply(usage={**usage, "output_tokens": 100_000}, searches=[], stall_after_events=events)
+    )
+    send_call(server, "late", query="q")
+    completed = lambda: len(fake.creates) == 2 and fake.creates[1].events_sent == events  # noqa: E731
+    wait_until(completed, 10, "the response.completed event sent")
+    conftest.cancel(server, "late")
+    wait_until(lambda: rows_of(tmp_path, "outcome = 'cancelled'") == 1, 10, "the row")
+    # gpt-6.1-terra: 10K input at $1, 100K output at $5.
+    assert rows_of(tmp_path, "outcome = 'cancelled' AND usd BETWEEN 0.5099 AND 0.5101") == 1
+
+
+def test_the_typical_cost_is_of_the_calls_model_where_several_share_the_state(
+    spawn, fake, tmp_path
+):
+    """Issue 39: the tool's typical cost was the mean of its last calls, whatever their model:
+    beside a server whose `answer` is gpt-6-luna ($0.10 input), gpt-6-astra's ($10) call that
+    cost $0.35 counted as one of seven, about $0.05, and a second one was let through the
+    $0.20 left of a $0.55 budget. It is the mean of the model's own calls now."""
+    expensive = {"input_tokens": 20_000, "input_tokens_details": {"cached_tokens": 0}}
+    luna = start(spawn, fake, config="model_profiles: {answer: {model: gpt-6-luna}}\n")
+    astra = "model_profiles: {answer: {model: gpt-6-astra}}\nbudget: {daily_usd: 0.55}\n"
+    astra = start(spawn, fake, config=astra)
+    fake.enqueue(Reply(usage={**expensive, "output_tokens": 3_000}, searches=[]))
+    assert meta_of(astra.call("answer", {"query": "q"}))["cost"]["usd"] == pytest.approx(0.35)
+    for n in range(6):
+        fake.enqueue(Reply(searches=[]))
+        assert meta_of(luna.call("answer", {"query": f"q{n}"}))["cost"]["usd"] < 0.001
+    wait_until(lambda: rows_of(tmp_path, "outcome = 'ok'") == 7, 10, "the rows written")
+    message = failure_of(astra.call("answer", {"query": "again"}))
+    assert "$0.35 spent today" in message and "about $0.35 expected" in message, message
+    assert len(fake.creates) == 7
+
+
+def test_the_searches_a_cancelled_call_had_made_are_booked(spawn, fake, tmp_path):
+    """Issue 39: a web search is billed once done, whatever becomes of the response. A call
+    cancelled while writing its answer, after two searches, booked $0; its row books the
+    searches its stream showed done now ($0.01 each at the built-in price)."""
+    server = start(spawn, fake, config="budget: {daily_usd: 5}\n")
+    # created, in_progress, 5 events a search, the message's added and content_part.added,
+    # then its first delta: the stall comes after it, so "writing the answer" is reported.
+    fake.enqueue(Reply(searches=SEARCHES, reasoning=False, event_delay=0.25, stall_after_events=15))
+    send_call(server, "slow", query="q", _meta={"progressToken": "p"})
+    writing = lambda m: m.get("params", {}).get("message") == "writing the answer"  # noqa: E731
+    server.recv_until(writing, timeout=20)
+    conftest.cancel(server, "slow")
+    wait_until(lambda: rows_of(tmp_path, "outcome = 'cancelled'") == 1, 10, "the row")
+    booked = "outcome = 'cancelled' AND web_searches = 2 AND usd BETWEEN 0.0199 AND 0.0201"
+    assert rows_of(tmp_path, booked) == 1
+
+
+def test_the_searches_of_an_attempt_that_dropped_are_booked_with_the_answer(spawn, fake):
+    """Issue 39: the stream of a first attempt dropped after its two searches were done (and
+    billed); the retry searched twice again. The answer booked only the retry's two."""
+    fake.enqueue(Reply(searches=SEARCHES, reasoning=False, drop_after_events=12))
+    fake.enqueue(Reply(searches=SEARCHES, reasoning=False))
+    meta = meta_of(start(spawn, fake).call("answer", {"query": "q"}))
+    assert meta["attempts"] == 2
+    assert meta["web_searches"] == 4
+    assert meta["cost"]["web_search_usd"] == pytest.approx(4 * 25 / 1000)  # PRICES: $25 per 1K
 
 
 def test_cache_writes_reach_the_answers_cost_through_the_server(spawn, fake):
@@ -684,6 +812,23 @@ def test_flex_without_capacity_is_retried_once_on_default(spawn, fake):
     server = start(spawn, fake, config=CONTROLS)
     meta_of(server.call("answer", {"query": "q"}))
     assert [rec.body["service_tier"] for rec in fake.requests] == ["flex", "default"]
+
+
+def test_a_flex_call_retried_on_default_is_estimated_at_the_default_rate(spawn, fake, tmp_path):
+    """Issue 39: the tool's typical cost comes from calls billed at flex, half the Standard
+    rate; a call retried on default without flex capacity costs twice that. A first call at
+    flex cost $0.075, so the next was expected to cost about as much, let through the $0.125
+    left of a $0.20 budget, retried on default and billed $0.15. It is refused now."""
+    config = "model_profiles: {answer: {service_tier: flex}}\nbudget: {daily_usd: 0.20}\n"
+    server = start(spawn, fake, config=config)
+    usage = {"input_tokens": 100_000, "input_tokens_details": {"cached_tokens": 0}}
+    fake.enqueue(Reply(usage={**usage, "output_tokens": 10_000}, searches=[]))
+    assert meta_of(server.call("answer", {"query": "q"}))["cost"]["usd"] == pytest.approx(0.075)
+    wait_until(lambda: rows_of(tmp_path, "outcome = 'ok'") == 1, 10, "the first row")
+    message = failure_of(server.call("answer", {"query": "again"}))
+    assert "has no room for this call ($0.07 spent today" in message, message
+    assert "about $0.15 expected" in message, message
+    assert len(fake.creates) == 1
 
 
 def test_usage_json_with_no_ledger_yet_is_empty(tmp_path):

@@ -132,11 +132,13 @@ def test_the_estimate_is_never_below_the_bill_for_the_same_usage(
     at (a flex one is retried on default), the bill is within the estimate. The server asks no
     12-hour retention, so what it brings is written at the default one; the typical calls'
     part may have been written either way."""
-    billed_at = data.draw(st.sampled_from([asked, "default"] if asked == "flex" else [asked]))
+    tiers = [asked, "default"] if asked == "flex" else [asked]
+    billed_at = data.draw(st.sampled_from(tiers))
     own = data.draw(split(brought, retention_12h=False))
     rest = data.draw(split(besides, retention_12h=True))
     rest["output_tokens"] = output
-    typical = pricing.cost(model, rest, searches, billed_at)["usd"]
+    # The typical calls were billed at either tier too (flex with capacity, default without).
+    typical = pricing.cost(model, rest, searches, data.draw(st.sampled_from(tiers)))["usd"]
     whole = {name: own.get(name, 0) + count for name, count in rest.items()}
     bill = pricing.cost(model, whole, searches, billed_at)["usd"]
     estimate = pricing.estimate(model, asked, brought, besides, typical)
@@ -229,6 +231,8 @@ ENDINGS = st.sampled_from(["finished", "failed", "broken", "cancelled"])
 def test_the_ledger_holds_what_clients_were_shown_and_no_hold_survives_a_call(
     engine, tmp_path, monkeypatch, runs
 ):
+    """And what a response complete when its call was cancelled cost (issue 39): billed all
+    the same."""
     shown = []
     for n, (ending, usage, model) in enumerate(runs):
         call = m.Call(n, "answer")
@@ -253,7 +257,11 @@ def test_the_ledger_holds_what_clients_were_shown_and_no_hold_survives_a_call(
         monkeypatch.setattr(engine, "_attempt", attempt)
         try:
             _, meta = engine.answer("answer", {"query": f"q{n} {len(shown)}"}, call)
-        except (m.ToolError, m.Cancelled, RuntimeError):
+        except m.Cancelled:
+            requested = engine._config.profile("answer")["model"]
+            shown.append(engine.pricing.booked(model, requested, m.usage_counts(usage), 0)["usd"])
+            continue
+        except (m.ToolError, RuntimeError):
             continue
         shown.append(meta["cost"]["usd"])
     wait_until(lambda: not engine.state.unwritten(), 20, "the ledger rows")

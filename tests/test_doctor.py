@@ -21,7 +21,7 @@ from pathlib import Path
 
 import openai
 import pytest
-from conftest import SCRIPT, TEST_KEY, base_env, run_cli
+from conftest import PROGRAM, SCRIPT, TEST_KEY, base_env, run_cli
 from fake_upstream import (
     DEFAULT_MODELS,
     FakeResponsesAPI,
@@ -1174,3 +1174,79 @@ def test_a_newer_file_copied_over_with_the_same_size_and_mtime_runs_its_own_code
     assert subprocess.run(started, env={"PYTHONDONTWRITEBYTECODE": "1"}).returncode == 2
     loaded = subprocess.run(started, env={"PYTHONVERBOSE": "1"}, capture_output=True, text=True)
     assert f"code object from '{tmp_path / '__pycache__' / 'm.'}" in loaded.stderr  # cached
+
+
+@pytest.mark.parametrize("bundle", ["missing.pem", "garbage.pem", "."], ids=str)
+def test_a_ca_bundle_that_cannot_be_read_fails_naming_it_not_a_traceback(tmp_path, fake, bundle):
+    """Issue 39: SSL_CERT_FILE naming no PEM bundle (missing, not PEM, a directory) ended
+    --doctor in a traceback: the HTTP client reads it to build its TLS context, even for
+    http://. The check says so, with the fix, and asks the endpoint nothing."""
+    (tmp_path / "garbage.pem").write_text("not a certificate\n")
+    proc = doctor(tmp_path, env=against(fake, SSL_CERT_FILE=str(tmp_path / bundle)))
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert_failed(proc, f"SSL_CERT_FILE={tmp_path / bundle} cannot be used as a CA bundle", "PEM")
+    assert fake.requests == []
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_fifo_nobody_reads_as_a_written_file_fails_rather_than_hangs(tmp_path, fake):
+    """Issue 39: --doctor opened state.path and the debug file to append, and a FIFO nothing
+    reads blocked that open, and --doctor, forever."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    config = f"server:\n  debug: true\n  debug_file: {fifo}\nstate:\n  path: {fifo}\n"
+    proc = doctor(tmp_path, env=against(fake), config=config)  # its timeout: 60 s
+    assert_failed(proc, f"server.debug_file = {fifo}", "a folder you can write to")
+    assert "it is a FIFO that nothing reads" in line_with(proc, "is not writable")
+    assert line_with(proc, f"state.path = {fifo}").startswith(FAIL)
+
+
+@pytest.mark.parametrize("kind", ["device", "text"])
+def test_a_state_path_that_cannot_hold_a_database_fails(tmp_path, fake, kind):
+    """Issue 39: /dev/null and a file that is no SQLite database passed as "writable", then
+    every call warned that the state could not be read or written."""
+    target = tmp_path / "notes.txt"
+    target.write_text("my notes\n", encoding="utf-8")
+    path = os.devnull if kind == "device" else str(target)
+    proc = doctor(tmp_path, env=against(fake), config=f"state:\n  path: {path}\n")
+    assert_failed(proc, f"state.path = {path} (from ", "or set it to off")
+    said = "not a regular file" if kind == "device" else "not an SQLite database"
+    assert said in line_with(proc, "cannot hold the state")
+    assert target.read_text(encoding="utf-8") == "my notes\n"  # and nothing written to it
+
+
+@pytest.mark.skipif(os.name == "nt", reason="SIGINT to a child is POSIX")
+def test_ctrl_c_while_the_endpoint_keeps_it_waiting_is_one_line(tmp_path):
+    """Issue 39: Ctrl-C on a --doctor waiting (up to 15 s) for an endpoint that accepts the
+    connection and never answers ended in a KeyboardInterrupt traceback."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        silent.settimeout(30)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+        env = base_env(tmp_path, cold=True, OPENAI_BASE_URL=url)  # the signal reaches it
+        proc = subprocess.Popen(
+            [*PROGRAM, "--doctor"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=env, cwd=str(tmp_path),
+        )  # fmt: skip
+        try:
+            connection, _ = silent.accept()  # it asks GET /models, and waits
+            proc.send_signal(signal.SIGINT)
+            _, stderr = proc.communicate(timeout=30)
+            connection.close()
+        finally:
+            proc.kill() if proc.poll() is None else None
+    assert proc.returncode == 130, stderr
+    assert stderr.strip().splitlines() == [f"{mcp.SERVER_NAME}: interrupted"], stderr
+
+
+@pytest.mark.parametrize("key", ["daily_usd", "per_user_monthly_usd"])
+def test_live_under_a_budget_makes_only_the_call_the_budget_admits(tmp_path, fake, key):
+    """Issue 39: the profiles' trials went straight to the API, one billed request a profile:
+    a budget with no room for any call did not stop them, and the ledger never counted them.
+    Under a budget only the live answer is made, admitted (here refused) and counted."""
+    config = f"budget:\n  {key}: 0.0001\n"
+    proc = doctor(tmp_path, "--live", env=against(fake), config=config)
+    assert line_with(proc, "profiles' settings not tried: under budget.").startswith(SKIP)
+    assert "has no room for this call" in line_with(proc, "live answer (answer_quick")
+    assert fake.creates == []

@@ -252,6 +252,10 @@ def test_image_tokens_follow_openais_worked_examples(size, detail, tokens):
         ".s3cfg",
         # keys not in PEM form:
         "server.ppk",
+        # review 6: only source code and docs escape the broad globs
+        "credentials.json",
+        "id_rsa.bak",
+        ".env.js",
     ],
 )
 def test_a_secret_by_name_is_refused_before_anything_is_opened(
@@ -275,6 +279,12 @@ def test_a_secret_by_name_is_refused_before_anything_is_opened(
         ".history/src/main_20260101.py",  # VS Code's Local History: the project's own files
         "notes/fish.md",
         "run:42.log",
+        # review 6: source code and docs the broad globs matched
+        "src/id_generator.py",
+        "pkg/ID_Map.go",
+        "botocore/credentials.py",
+        "auth/credentials_test.go",
+        "docs/credentials.md",
     ],
 )
 def test_names_close_to_a_secrets_are_read(tmp_path, project, name):
@@ -1104,3 +1114,234 @@ def test_a_utf16_log_is_refused_saying_to_save_it_as_utf8(tmp_path, project):
     assert "build.log: refused, UTF-16 text (save it as UTF-8 to send it)" in refused(
         tmp_path, project, "build.log"
     )
+
+
+# -- a page count a crafted PDF cannot lower (issue 39, review 6) ----------------------------------
+
+
+def pages_pdf(page: bytes, pages: int = 200) -> bytes:
+    """A PDF of `pages` plain page objects, each `page` (as pdfium and pypdf read it)."""
+    body = b"".join(b"%d 0 obj\n%s\nendobj\n" % (3 + n, page) for n in range(pages))
+    return b"%PDF-1.7\n" + body + b"%%EOF\n"
+
+
+def stream_pdf(pages: int, head: bytes, encode=None, page=b"<</Type/Page/Parent 2 0 R>>") -> bytes:
+    """One object stream of `pages` page objects under the dictionary `head` (its /Length
+    added), its bytes `encode`d (zlib by default)."""
+    import zlib
+
+    pairs = b"".join(b"%d %d " % (3 + n, n * (len(page) + 1)) for n in range(pages))
+    body = (encode or zlib.compress)(pairs + b" ".join([page] * pages))
+    dictionary = head.replace(b">>", b"/First %d/Length %d>>" % (len(pairs), len(body)))
+    return b"%PDF-1.7\n1 0 obj\n" + dictionary + b"\nstream\n" + body + b"\nendstream\nendobj\n"
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        b"<< /Type /P#61ge /Parent 2 0 R >>",  # a name's character as #xx: /P#61ge is /Page
+        b"<< /T#79pe /Page /Parent 2 0 R >>",
+        b"<< /Type /#50#61#67#65 >>",
+        b"<< /Type\x00/Page >>",  # NUL is whitespace to a PDF reader
+        b"<</Type/Page>>",
+    ],
+)
+def test_a_pdfs_pages_are_counted_however_their_names_are_spelt(page):
+    """Review 6: pdfium and pypdf read 200 pages in each of these; the count saw 1, so a
+    200-page PDF was priced as one page."""
+    assert m.pdf_pages(pages_pdf(page)) == 200
+
+
+@pytest.mark.parametrize(
+    "node", [b"<< /Type /Pages >>", b"<< /Type /Page#73 >>", b"<</Type/Pagex>>"]
+)
+def test_a_page_tree_node_or_another_name_is_no_page(node):
+    assert m.pdf_pages(pages_pdf(node)) == 1
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"<</Type/Obj#53tm/N 200/Filter/FlateDecode>>",
+        # a long dictionary: its stream is read (its /N alone would say 250)
+        b"<</Type/ObjStm/N 250/Filter/FlateDecode/Note (" + b"x" * 2000 + b")>>",
+        b"<</N 200/Filter/Fl/Type/ObjStm>>",
+        b"<</Type/ObjStm/N 200/Filter[/FlateDecode]/Length 1>>",
+    ],
+)
+def test_an_object_streams_pages_are_counted_however_its_dictionary_is_written(head):
+    assert m.pdf_pages(stream_pdf(200, head)) == 200
+
+
+def test_an_object_streams_data_begins_on_the_line_after_its_keyword():
+    """Review 6: pdfium reads `stream X` as the keyword (its data on the next line), 200 pages
+    here; the count took endstream's line for it and read a decoy of none there."""
+    import zlib
+
+    pdf = stream_pdf(200, b"<</Type/ObjStm/N 250/Filter/FlateDecode>>")
+    decoy = b"\nendstream\n" + zlib.compress(b"1 0 <<>>") + b"\nendobj\n"
+    crafted = pdf.replace(b">>\nstream\n", b">>\nstream X\n").replace(
+        b"\nendstream\nendobj\n", decoy
+    )
+    assert m.pdf_pages(crafted) == 200
+
+
+@pytest.mark.parametrize(
+    "head, encode",
+    [
+        (b"<</Type/ObjStm/N 200/Filter[/FlateDecode/FlateDecode]>>", "twice"),
+        (b"<</Type/ObjStm/N 200/Filter[/FlateDecode/ASCIIHexDecode]>>", "hex"),
+        (b"<</Type/ObjStm/N 200/Filter/FlateDecode/DecodeParms<</Predictor 12>>>>", "twice"),
+    ],
+)
+def test_an_object_stream_zlib_alone_cannot_decode_counts_every_object_as_a_page(head, encode):
+    """Review 6: inflated once, these showed no page (zlib's output is more zlib, or hex, or
+    predictor rows), so 200 pages counted as none; a reader applies every filter."""
+    import zlib
+
+    twice = {"twice": lambda raw: zlib.compress(zlib.compress(raw))}
+    twice["hex"] = lambda raw: zlib.compress(raw.hex().encode())
+    assert m.pdf_pages(stream_pdf(200, head, twice[encode])) == 200
+
+
+@pytest.mark.parametrize(
+    "n",
+    [b"9 0 R", b"200 /X [/N 1]", b"1 /X [/N 200]", b"%c\n200 /X [/N 1]"],
+    ids=["reference", "decoy", "decoy-first", "comment"],
+)
+def test_an_unread_object_streams_objects_are_its_largest_n_or_unknown(monkeypatch, n):
+    monkeypatch.setattr(m, "PDF_INFLATE_BYTES", 100)  # left unread: counted by its /N
+    pdf = stream_pdf(200, b"<</Type/ObjStm/N " + n + b"/Filter/FlateDecode>>")
+    assert m.pdf_pages(pdf) >= 200
+
+
+def test_a_pdf_with_a_comment_between_a_key_and_its_value_counts_as_its_worst_case():
+    crafted = pages_pdf(b"<< /Type%no producer writes this\n/Page >>")
+    assert m.pdf_pages(crafted) >= 200  # a page a byte: the searches do not read past comments
+    assert m.pdf_pages(pages_pdf(b"<< /Type /Page >> % page 1")) == 200
+
+
+def test_bytes_like_a_comment_after_n_in_compressed_data_are_no_crafted_file():
+    """Review 6: `/N%` is three bytes a large PDF's compressed data holds by chance (one in
+    16 million): anywhere but near an object stream they do not make a page a byte."""
+    image = b"<</Filter/DCTDecode/Length 9>>stream\n\xff/N%\x00\x01\xfe\nendstream\n"
+    assert m.pdf_pages(pages_pdf(b"<< /Type /Page >>", pages=3) + image) == 3
+
+
+def test_counting_a_crafted_pdfs_names_costs_about_reading_it():
+    for crafted in (
+        b"%PDF-1.7\n" + b"/Type " * 1_500_000,
+        b"%PDF-1.7\n" + b"/#54#79#70#65 " * 600_000,
+        b"%PDF-1.7\n<</Type/ObjStm " + b"/N 1 " * 1_500_000 + b">>stream\nx",
+        b"%PDF-1.7\n" + b"/Type%" * 16 + b"x" * (8 << 20),
+        b"%PDF-1.7\n<</Type/ObjStm/N 1>>" + b" stream" * 1_500_000,  # no end of line
+    ):
+        started = time.process_time()
+        m.pdf_pages(crafted)
+        assert time.process_time() - started < 3.0
+
+
+def test_a_pdf_whose_pages_are_spelt_otherwise_is_priced_by_its_pages(spawn, fake, tmp_path):
+    """Review 6, through the server: 200 pages as /P#61ge are 300,000 tokens, $0.30 at
+    answer's price, not one page's $0.0015; a $0.05 budget refuses it before anything is sent."""
+    (tmp_path / "deck.pdf").write_bytes(pages_pdf(b"<< /Type /P#61ge >>"))
+    (tmp_path / "one.pdf").write_bytes(pages_pdf(b"<< /Type /P#61ge >>", pages=1))
+    fake.enqueue(Reply(text="one page"))
+    server = start(spawn, fake, config="budget: {daily_usd: 0.05}\n")
+    assert "result" in server.call("answer", {"query": "q", "files": ["one.pdf"]})
+    reply = server.call("answer", {"query": "q", "files": ["deck.pdf"]})
+    assert failure_of(reply).startswith("answer failed: daily budget of $0.05 has no room")
+    assert len(fake.requests) == 1
+
+
+# -- a private key base64-encoded whole (review 6) -------------------------------------------------
+
+RSA_BLOCK = (
+    b"-----BEGIN RSA PRIVATE KEY-----\n"
+    b"MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n"
+    b"-----END RSA PRIVATE KEY-----\n"
+)
+CERT_BLOCK = b"-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIE\n-----END CERTIFICATE-----\n"
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # kubeadm's admin.conf, a kubeconfig under any name: the cluster admin's key
+        "users:\n- name: admin\n  user:\n    client-key-data: " + b64(RSA_BLOCK) + "\n",
+        # a Kubernetes Secret whose tls.key holds the chain then the key (any alignment)
+        "data:\n  tls.key: " + b64(CERT_BLOCK + RSA_BLOCK) + "\n",
+        "data:\n  tls.key: " + b64(b"x" + CERT_BLOCK + RSA_BLOCK) + "\n",
+        "data:\n  tls.key: " + b64(b"xy" + CERT_BLOCK + RSA_BLOCK) + "\n",
+        "SSH_KEY=" + b64(KEY_BLOCK) + "\n",  # a CI variable
+        "deploy_key: " + KEY_BLOCK.decode().splitlines()[1] + "\n",  # a body without armour
+    ],
+    ids=["kubeconfig", "chain-then-key", "shifted-1", "shifted-2", "ci-variable", "bare-body"],
+)
+def test_a_private_key_base64_encoded_whole_is_refused(tmp_path, project, text):
+    """Review 6: a kubeconfig's client-key-data (kubeadm's admin.conf) or a Secret's tls.key is
+    the key base64-encoded, which no PEM header search sees: it was sent."""
+    (project / "admin.conf").write_text(text, encoding="utf-8")
+    assert refused(tmp_path, project, "admin.conf") == (
+        "admin.conf: refused, it holds a private key or API key"
+    )
+
+
+def test_a_certificate_base64_encoded_is_sent(tmp_path, project):
+    ca = "clusters:\n- cluster:\n    certificate-authority-data: " + b64(CERT_BLOCK) + "\n"
+    (project / "kind.yaml").write_text(ca, encoding="utf-8")
+    (found,) = read(tmp_path, project, "kind.yaml")
+    assert found.kind == "text"
+
+
+# -- a data: URL's payload, however malformed, is never echoed (review 6) -------------------------
+
+PAYLOAD = base64.b64encode(b"db_password=hunter2-correct-horse\n").decode()
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "data:" + PAYLOAD,  # no type, no comma: all of it payload
+        "data:text/plain;base64 " + PAYLOAD,  # a space for the comma
+        "data:text/plain;base64;" + PAYLOAD,
+        '"data:text/plain;base64,' + PAYLOAD + '"',  # pasted with its quotes: a path
+        "data:" + PAYLOAD + ";base64,AAAA",  # its payload where the type goes
+    ],
+)
+def test_a_malformed_data_urls_payload_is_never_echoed(spawn, fake, given):
+    """Review 6: the label of a data: URL was everything before its first comma, so one
+    without a comma (or with a quote before it, taken for a path) showed its payload in the
+    error line; it shows `data:`, a declared type and `;base64` only."""
+    server = start(spawn, fake)
+    message = failure_of(server.call("answer", {"query": "q", "files": [given]}))
+    assert "refused" in message
+    for at in range(0, len(PAYLOAD) - 8):
+        assert PAYLOAD[at : at + 8] not in message
+    assert PAYLOAD[:8] not in server.stderr and not fake.requests
+
+
+@pytest.mark.parametrize(
+    "pages, config",
+    [
+        # Priority processing bills input at twice the rate: 30,000 tokens are $0.06, not $0.03.
+        (20, "model_profiles: {answer: {service_tier: priority}}\nbudget: {daily_usd: 0.05}\n"),
+        # Over 272K input tokens GPT-6 bills all input at twice the rate: $0.57, not $0.285.
+        (190, "budget: {daily_usd: 0.40}\n"),
+    ],
+    ids=["priority", "long-context"],
+)
+def test_a_files_estimate_is_at_the_rate_the_request_is_billed(
+    spawn, fake, tmp_path, pages, config
+):
+    """Review 6: the files' estimate took the Standard input rate whatever the profile's tier
+    and however many tokens the files made, so either halved what a budget reserved for them."""
+    (tmp_path / "spec.pdf").write_bytes(pages_pdf(b"<< /Type /Page >>", pages=pages))
+    server = start(spawn, fake, config=config)
+    reply = server.call("answer", {"query": "q", "files": ["spec.pdf"]})
+    assert failure_of(reply).startswith("answer failed: daily budget of $")
+    assert not fake.requests

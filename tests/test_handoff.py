@@ -21,11 +21,7 @@ ANSWER_KEYS = {"answer", "used_search", "citations", "model", "response_id"}
 CONFIG = "request:\n  handoff_after_s: 1\n"
 
 
-@pytest.fixture
-def fake(upstream):
-    upstream.clear()
-    upstream.default = Reply()
-    return upstream
+SHARED_FAKE = True  # `fake` is the module's `upstream`, emptied per test (conftest)
 
 
 @pytest.fixture
@@ -214,7 +210,7 @@ def test_uncollected_handoffs_never_lock_a_client_out(spawn, fake):
     # Every handoff has ended by now, none collected: the fake has sent each reply in full,
     # and the server has had a lower bound of 1.5 s to read their ends.
     fake.wait_until(lambda: all(r.finished_at is not None for r in fake.requests), 30)
-    time.sleep(1.5)
+    time.sleep(1.5)  # sleep: unreported (issue 40): the server reads each handoff's end
     fake.default = Reply(delay_before_headers=3)
     late = server.call("answer", {"query": "one more long question"})
     assert handoff_id(late) is not None  # the oldest uncollected handoff made room
@@ -315,10 +311,7 @@ def stopped_upstream(fake, era: str) -> None:
     mode, for any instance to follow) POST /responses/{id}/cancel."""
     if era != "stateless":
         return fake.wait_for_disconnect(0, timeout=10)
-    deadline = time.monotonic() + 10
-    while not any(r.path.endswith("/cancel") for r in fake.requests):
-        assert time.monotonic() < deadline, "no cancel upstream"
-        time.sleep(0.05)
+    fake.wait_until(lambda: any(r.path.endswith("/cancel") for r in fake.requests), 10)
 
 
 def http_call(send, request_id, tool: str, arguments: dict) -> dict:

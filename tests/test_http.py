@@ -10,6 +10,7 @@ import contextlib
 import http.client
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import run_cli
+from conftest import run_cli, wait_until
 from fake_upstream import Reply
 from http_client import (
     ACCEPT_BOTH,
@@ -36,6 +37,7 @@ from http_client import (
     read_until_closed,
     request,
     rpc,
+    sockets_of,
     unread_sse,
     wait_listening,
 )
@@ -105,16 +107,6 @@ def healthz_status(port) -> int | None:
         return request(port, "GET", "/healthz", timeout=5).status
     except OSError:
         return None
-
-
-def wait_for(predicate, timeout=5.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not reached within {timeout} s")
 
 
 # -- starting up -------------------------------------------------------------------------------
@@ -473,7 +465,7 @@ def test_a_client_hanging_up_on_its_post_does_not_cancel_the_call(serve, fake):
     assert finished.client_disconnected_at is None
     assert finished.status_sent == 200
     assert post(server.port, rpc("ping"), session).status == 200
-    wait_for(lambda: request(server.port, "GET", "/healthz").json()["in_flight"] == 0)
+    wait_until(lambda: request(server.port, "GET", "/healthz").json()["in_flight"] == 0)
 
 
 def test_notifications_cancelled_cancels_the_call_and_ends_its_post(serve, fake):
@@ -535,7 +527,7 @@ def test_stateless_cancel_reaches_only_the_call_of_the_client_that_sent_it(serve
     assert post(server.port, cancel, headers=bob).status == 202
     fake.wait_for_disconnect(1)
     cancelled_reply(bobs().json(), 2)
-    wait_for(lambda: request(server.port, "GET", "/healthz").json()["in_flight"] == 1)
+    wait_until(lambda: request(server.port, "GET", "/healthz").json()["in_flight"] == 1)
     assert fake.requests[0].client_disconnected_at is None
     assert post(server.port, cancel, headers=alice).status == 202
     cancelled_reply(alices().json(), 2)
@@ -550,7 +542,7 @@ def test_stateless_cancel_that_matches_two_alike_clients_cancels_neither(serve, 
     fake.wait_for_requests(2)
     cancel = notification("notifications/cancelled", {"requestId": 2})
     assert post(server.port, cancel).status == 202
-    wait_for(lambda: "none cancelled" in server.stderr, what="the log line")
+    wait_until(lambda: "none cancelled" in server.stderr, what="the log line")
     assert "matches 2 calls from clients that look alike" in server.stderr
     assert request(server.port, "GET", "/healthz").json()["in_flight"] == 2
     assert all(r.client_disconnected_at is None for r in fake.requests)
@@ -574,13 +566,16 @@ def test_odd_responses_posted_are_accepted_without_an_answer(serve, message):
 
 @pytest.mark.parametrize("sent", [b"", b"GE"], ids=["nothing", "part-of-a-request-line"])
 def test_at_max_connections_a_new_connection_closes_the_longest_idle_one(serve, sent):
-    server = serve(config=http_config(max_connections=2, request_line_timeout_s=30))
+    # cold: its pid, whose accepted sockets say when each is parked (the accepting thread
+    # parks one before it accepts the next), the oldest first
+    server = serve(config=http_config(max_connections=2, request_line_timeout_s=30), cold=True)
+    sockets = sockets_of(server.pid)
     oldest = raw_connection(server.port)
     oldest.sendall(sent)
-    time.sleep(0.3)  # "longest idle" must be unambiguous
+    wait_until(lambda: sockets_of(server.pid) > sockets, 10, "the oldest accepted")
     newer = raw_connection(server.port)
     newer.sendall(sent)
-    time.sleep(0.3)  # both are waiting in the server before the next one comes
+    wait_until(lambda: sockets_of(server.pid) > sockets + 1, 10, "the newer accepted")
     assert request(server.port, "GET", "/healthz").status == 200
     assert read_until_closed(oldest, timeout=5.0) == b""
     rest = b"T /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
@@ -592,12 +587,13 @@ def test_a_connection_sending_its_headers_a_byte_at_a_time_makes_room_like_an_id
     # Issue 18 audit: a slow client (or an attacker without the token, which is in the headers)
     # that trickles its request line and headers held its slot and a thread for
     # header_timeout_s, and at max_connections every new connection was closed meanwhile.
-    server = serve(config=http_config(max_connections=2, header_timeout_s=60))
+    server = serve(config=http_config(max_connections=2, header_timeout_s=60), cold=True)
+    threads = proc_status(server.pid)["Threads"]  # cold: its pid, for its worker threads
     slow = [raw_connection(server.port), raw_connection(server.port)]
     for sock in slow:
         for byte in b"POST /mcp HTTP/1.1\r\nHost: 1":
             sock.sendall(bytes([byte]))
-    time.sleep(0.3)  # both are reading their headers in the server
+    wait_until(lambda: proc_status(server.pid)["Threads"] >= threads + 2, 10, "both read")
     try:
         assert request(server.port, "GET", "/healthz").status == 200
         assert request(server.port, "GET", "/healthz").status == 200
@@ -632,14 +628,15 @@ def test_making_room_passes_over_a_parked_connection_whose_request_has_arrived()
 
 
 def test_connections_past_max_connections_are_closed_at_once_while_all_are_busy(serve):
-    server = serve(config=http_config(max_connections=2, header_timeout_s=30))
+    server = serve(config=http_config(max_connections=2, header_timeout_s=30), cold=True)
+    threads = proc_status(server.pid)["Threads"]  # cold: its pid, for its worker threads
     held = [raw_connection(server.port), raw_connection(server.port)]
     for sock in held:  # a request under way (its headers in, its body awaited): not idle
         sock.sendall(
             b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: 50\r\n\r\n"
         )
-    time.sleep(0.3)
+    wait_until(lambda: proc_status(server.pid)["Threads"] >= threads + 2, 10, "a worker each")
     try:
         extra = raw_connection(server.port)
         started = time.monotonic()
@@ -648,7 +645,7 @@ def test_connections_past_max_connections_are_closed_at_once_while_all_are_busy(
     finally:
         for sock in held:
             sock.close()
-    wait_for(lambda: healthz_status(server.port) == 200, what="a free slot")
+    wait_until(lambda: healthz_status(server.port) == 200, what="a free slot")
 
 
 def test_refused_requests_trickling_their_bodies_never_fill_max_connections(serve):
@@ -671,9 +668,21 @@ def test_refused_requests_trickling_their_bodies_never_fill_max_connections(serv
     finally:
         for sock in held:
             sock.close()
-    # A refused request whose body came with it still gets its id back.
-    reply = post(server.port, rpc("ping", id=7), headers={"Authorization": "Bearer nope"})
-    assert reply.status == 401 and reply.json()["id"] == 7
+    # A refused request whose body came with it still gets its id back. One write, so the body
+    # has arrived with the headers (http.client sends them in two, and may be refused between).
+    body = json.dumps(rpc("ping", id=7)).encode()
+    sock = raw_connection(server.port)
+    try:
+        sock.sendall(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer nope\r\nConnection: close\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        reply = read_until_closed(sock, timeout=5.0)
+    finally:
+        sock.close()
+    assert reply.startswith(b"HTTP/1.1 401 ")
+    assert json.loads(reply.partition(b"\r\n\r\n")[2])["id"] == 7
 
 
 @NEEDS_PROC
@@ -685,11 +694,20 @@ def test_idle_connections_hold_no_thread_and_never_lock_token_holders_out(serve)
         config=http_config(request_line_timeout_s=60), env={"MCP_HTTP_TOKEN": TOKEN}, cold=True
     )
     auth = {"Authorization": f"Bearer {TOKEN}"}
+    sockets = sockets_of(server.pid)  # its own: the listener's and the lobby's
     assert request(server.port, "GET", "/usage", headers=auth).status in (200, 404)
+    wait_until(lambda: sockets_of(server.pid) == sockets, 10, "the /usage connection's close")
     before = proc_status(server.pid)
     idle = [raw_connection(server.port) for _ in range(300)]
+    closed = select.poll()  # the ones the server closed (past max_connections) read their end
+    for sock in idle:
+        closed.register(sock, select.POLLIN)
+
+    def taken() -> bool:  # each held by the server, or closed by it to make room
+        return sockets_of(server.pid) - sockets + len(closed.poll(0)) >= 300
+
     try:
-        time.sleep(0.5)
+        wait_until(taken, 30, "all 300 taken")
         held = proc_status(server.pid)
         assert held["Threads"] <= before["Threads"] + 2, (before, held)  # none per connection
         served = [
@@ -714,7 +732,7 @@ def test_a_kept_alive_connection_waits_idle_timeout_s_not_the_request_line_time(
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     conn.request("GET", "/healthz")
     assert conn.getresponse().read()
-    time.sleep(2.5)  # past request_line_timeout_s: only a new connection must be that quick
+    time.sleep(2.5)  # sleep: the point: past request_line_timeout_s, only a new one is closed
     conn.request("GET", "/healthz")
     assert conn.getresponse().status == 200
     conn.close()
@@ -861,7 +879,7 @@ def test_too_many_sessions_gets_429_only_while_every_session_is_busy(serve, fake
         "server.http.max_sessions), each with a call or stream" in reply.json()["error"]["message"]
     )
     stream.close()
-    wait_for(lambda: post(server.port, rpc("initialize", INIT_PARAMS)).status == 200)
+    wait_until(lambda: post(server.port, rpc("initialize", INIT_PARAMS)).status == 200)
     assert post(server.port, rpc("ping"), busy).status == 200
     request(server.port, "DELETE", "/mcp", headers={"Mcp-Session-Id": busy})
     pending()
@@ -893,7 +911,7 @@ def test_idle_sessions_expire(serve):
     assert post(server.port, rpc("ping"), session).status == 200
     health = lambda: request(server.port, "GET", "/healthz").json()  # noqa: E731 - no touch
     assert health()["sessions"] == 1
-    wait_for(lambda: health()["sessions"] == 0, 5, "expiry")
+    wait_until(lambda: health()["sessions"] == 0, 5, "expiry")
     assert post(server.port, rpc("ping"), session).status == 404
 
 
@@ -994,7 +1012,7 @@ def gates(tmp_path, host: str = "127.0.0.1", token: str | None = None, **http):
     if token:
         env["MCP_HTTP_TOKEN"] = token
     config = orm.load_config({"config": str(path)}, env)
-    return orm.HttpApp(object(), config, orm.Log(), host)
+    return orm.HttpApp(object(), config, orm.Log(), orm.HostPolicy(config, host))
 
 
 @pytest.mark.parametrize(
@@ -1011,7 +1029,7 @@ def gates(tmp_path, host: str = "127.0.0.1", token: str | None = None, **http):
     ],
 )
 def test_gates_a_loopback_origin_is_allowed(tmp_path, origin):
-    assert gates(tmp_path).origin_allowed(origin)
+    assert gates(tmp_path).policy.origin_allowed(origin)
 
 
 @pytest.mark.parametrize(
@@ -1041,13 +1059,13 @@ def test_gates_a_loopback_origin_is_allowed(tmp_path, origin):
     ],
 )
 def test_gates_an_origin_that_only_looks_like_loopback_is_refused(tmp_path, origin):
-    assert not gates(tmp_path).origin_allowed(origin)
+    assert not gates(tmp_path).policy.origin_allowed(origin)
 
 
 def test_gates_configured_origins_are_matched_whole(tmp_path):
     app = gates(tmp_path, allowed_origins=["https://agent.example.com"])
-    assert app.origin_allowed("https://agent.example.com")
-    assert app.origin_allowed("HTTPS://AGENT.EXAMPLE.COM")
+    assert app.policy.origin_allowed("https://agent.example.com")
+    assert app.policy.origin_allowed("HTTPS://AGENT.EXAMPLE.COM")
     for origin in (
         "https://agent.example.com.evil.com",
         "https://evil-agent.example.com",
@@ -1055,14 +1073,14 @@ def test_gates_configured_origins_are_matched_whole(tmp_path):
         "https://agent.example.com:8443",
         "https://agent.example.co",
     ):
-        assert not app.origin_allowed(origin), origin
+        assert not app.policy.origin_allowed(origin), origin
 
 
 @pytest.mark.parametrize(
     "host", ["localhost", "localhost:8080", "127.0.0.1:9", "[::1]:9", "[::1]", "LOCALHOST"]
 )
 def test_gates_the_loopback_names_are_hosts_of_a_loopback_server(tmp_path, host):
-    gates(tmp_path).check_host(host)
+    gates(tmp_path).policy.check_host(host)
 
 
 @pytest.mark.parametrize(
@@ -1079,7 +1097,7 @@ def test_gates_the_loopback_names_are_hosts_of_a_loopback_server(tmp_path, host)
 )
 def test_gates_a_look_alike_host_gets_421(tmp_path, host):
     with pytest.raises(Exception) as refused:
-        gates(tmp_path).check_host(host)
+        gates(tmp_path).policy.check_host(host)
     assert refused.value.status == 421
 
 
@@ -1087,17 +1105,17 @@ def test_gates_every_address_with_allowed_hosts_still_checks_the_host(tmp_path):
     """On 0.0.0.0 with server.http.allowed_hosts set, a Host not listed is refused: DNS
     rebinding protection is not switched off by listening on every address."""
     app = gates(tmp_path, "0.0.0.0", TOKEN, allowed_hosts=["mcp.internal"])
-    app.check_host("mcp.internal")
-    app.check_host("mcp.internal:8443")  # ports are not compared
-    app.check_host("localhost:9")
+    app.policy.check_host("mcp.internal")
+    app.policy.check_host("mcp.internal:8443")  # ports are not compared
+    app.policy.check_host("localhost:9")
     for host in ("evil.example", "mcp.internal.evil.example", "evil-mcp.internal", "0.0.0.0"):
         with pytest.raises(Exception) as refused:
-            app.check_host(host)
+            app.policy.check_host(host)
         assert refused.value.status == 421, host
     # Without allowed_hosts, every name reaches a server on every address (it has a token).
-    gates(tmp_path, "0.0.0.0", TOKEN).check_host("evil.example")
+    gates(tmp_path, "0.0.0.0", TOKEN).policy.check_host("evil.example")
     # "*" turns the check off, on purpose.
-    gates(tmp_path, "0.0.0.0", TOKEN, allowed_hosts=["*"]).check_host("evil.example")
+    gates(tmp_path, "0.0.0.0", TOKEN, allowed_hosts=["*"]).policy.check_host("evil.example")
 
 
 @pytest.mark.parametrize(
@@ -1109,13 +1127,13 @@ def test_gates_a_private_address_is_not_loopback_so_a_token_is_required(tmp_path
     with pytest.raises(orm.ConfigError, match="without a token"):
         gates(tmp_path, host)
     app = gates(tmp_path, host, TOKEN)
-    assert app.loopback is False and app.auth.required()
+    assert app.policy.loopback is False and app.auth.required()
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "127.0.0.2"])
 def test_gates_a_loopback_address_needs_no_token(tmp_path, host):
     app = gates(tmp_path, host)
-    assert app.loopback is True and not app.auth.required()
+    assert app.policy.loopback is True and not app.auth.required()
 
 
 def test_gates_only_the_exact_token_is_accepted(tmp_path):
@@ -1285,10 +1303,10 @@ def settled(pid: int) -> dict:
     """The server's figures once openai's background import is over: pydantic (which openai
     imports) is mapped and VmRSS has stopped moving."""
     maps = Path(f"/proc/{pid}/maps")
-    wait_for(lambda: "pydantic_core" in maps.read_text(), 60, "openai loaded")
+    wait_until(lambda: "pydantic_core" in maps.read_text(), 60, "openai loaded")
     last = proc_status(pid)
     for _ in range(60):
-        time.sleep(0.5)
+        time.sleep(0.5)  # sleep: the point: the window VmRSS must hold still over
         now = proc_status(pid)
         if abs(now["VmRSS"] - last["VmRSS"]) < 256:
             return now
@@ -1327,10 +1345,10 @@ def test_an_unread_sse_stream_holds_at_most_sse_outbox_bytes_then_its_posts_get_
     assert after["VmRSS"] - before["VmRSS"] < 4096 + 4 * limit // 1024, (before, after)
     assert after["Threads"] <= before["Threads"] + 1  # no thread per post
     # Full and unread for sse_stall_s: the stream is closed and the session ended.
-    wait_for(lambda: send(rpc("ping", id=9))[0] == 404, 15, "the stalled session's end")
+    wait_until(lambda: send(rpc("ping", id=9))[0] == 404, 15, "the stalled session's end")
     assert "a /sse stream went unread for 2 s" in server.stderr
     read_until_closed(sock, 10)
-    wait_for(lambda: proc_status(server.pid)["Threads"] < before["Threads"], 10, "exit")
+    wait_until(lambda: proc_status(server.pid)["Threads"] < before["Threads"], 10, "exit")
     conn.close()
     sock.close()
 
@@ -1381,7 +1399,7 @@ def test_sigterm_lame_ducks_then_lets_the_call_finish_and_exits_0(serve, fake):
     pending = in_background(post, server.port, rpc("tools/call", call_params(), id=5), session)
     fake.wait_for_requests(1)
     server.proc.send_signal(signal.SIGTERM)
-    health = wait_for(
+    health = wait_until(
         lambda: (r := request(server.port, "GET", "/healthz")).status == 503 and r, 3, "503"
     )
     assert health.json()["status"] == "draining" and health.json()["in_flight"] == 1
@@ -1451,7 +1469,7 @@ def test_sigint_drains_calls_in_flight_and_a_second_one_stops_now(serve, fake):
     pending = in_background(post, server.port, rpc("tools/call", call_params(), id=9), session)
     fake.wait_for_requests(1)
     server.proc.send_signal(signal.SIGINT)
-    wait_for(lambda: "calls in flight get 60 s (Ctrl-C again" in server.stderr, what="drain")
+    wait_until(lambda: "calls in flight get 60 s (Ctrl-C again" in server.stderr, what="drain")
     with pytest.raises(OSError):  # no longer accepting: the port is free already
         request(server.port, "GET", "/healthz", timeout=2)
     assert server.proc.poll() is None and fake.requests[0].client_disconnected_at is None
@@ -1520,7 +1538,7 @@ def test_sdk_client_lists_tools_and_calls_answer_with_progress(serve, fake, kind
     assert answer_of(result)["used_search"] is True
     assert progress and progress[0][0] == 1
     if kind == "streamable":  # the client said goodbye with DELETE
-        wait_for(lambda: request(server.port, "GET", "/healthz").json()["sessions"] == 0)
+        wait_until(lambda: request(server.port, "GET", "/healthz").json()["sessions"] == 0)
 
 
 @pytest.mark.parametrize("kind", ["streamable", "sse"])
@@ -1673,7 +1691,7 @@ def behind_nginx(tmp_path, a_port: int, b_port: int):
         stderr=subprocess.PIPE,
     )
     try:
-        wait_for(lambda: _connectable(port), 5, "nginx listening")
+        wait_until(lambda: _connectable(port), 5, "nginx listening")
         yield port
     finally:
         nginx.terminate()

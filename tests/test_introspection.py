@@ -58,19 +58,21 @@ def shared_introspector():
 def introspector(shared_introspector):
     """The module's introspection endpoint, its answers and counts cleared for each test."""
     shared_introspector.calls, shared_introspector.most = 0, 0
+    shared_introspector.failing = 0
     shared_introspector.answers.clear()
     shared_introspector.hashes.clear()
     return shared_introspector
 
 
-def serve(spawn, fake, issuer, introspector, **http):
-    config = auth_config(issuer.url, introspection_url=introspector.url)
+def serve(spawn, fake, issuer, introspector, listen="127.0.0.1:0", **http):
+    public = "http://127.0.0.1:9" if listen.startswith("[::]") else None  # its tokens' audience
+    config = auth_config(issuer.url, public, introspection_url=introspector.url)
     if http:
         config += "  http:\n" + "".join(f"    {k}: {json.dumps(v)}\n" for k, v in http.items())
     env = {"MCP_AUTH_CLIENT_ID": "mcp-server", "MCP_AUTH_CLIENT_SECRET": INTROSPECTION_SECRET}
-    server = spawn("--http", "127.0.0.1:0", config=config, env=env, upstream=fake)
+    server = spawn("--http", listen, config=config, env=env, upstream=fake)
     server.port = wait_listening(server)
-    server.resource = f"http://127.0.0.1:{server.port}/mcp"
+    server.resource = f"{public or f'http://127.0.0.1:{server.port}'}/mcp"
     return server
 
 
@@ -158,6 +160,37 @@ def test_behind_a_trusted_proxy_each_forwarded_client_has_its_own_allowance(
         flood.stop()
 
 
+def _dual_stack() -> bool:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            sock.bind(("::", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _dual_stack(), reason="no dual-stack IPv6 socket on this host")
+def test_a_dual_stack_listener_trusts_its_proxy_and_reads_forwarded_ports(
+    spawn, fake, issuer, introspector
+):
+    """Listening on [::], the proxy on 127.0.0.1 is the peer ::ffff:127.0.0.1, still the
+    127.0.0.1 that trusted_proxies lists; and a proxy that writes the client's port in
+    X-Forwarded-For (192.0.2.7:4711, [2001:db8::7]:4711) still tells its clients apart.
+    Either one missed puts every client behind the proxy on one allowance (issue 39)."""
+    server = serve(spawn, fake, issuer, introspector, "[::]:0", trusted_proxies=["127.0.0.1"])
+    flood = Flood(server.port, forwarded=lambda n: f"10.0.0.1:{1024 + n}")
+    try:
+        wait_until(lambda: flood.refused() >= 20, 30, "the flood to spend its own allowance")
+        for n, forwarded in enumerate(["10.0.0.2:5678", "[2001:db8::7]:5678"]):
+            token = valid(introspector, issuer, server.resource, f"user{n}")
+            assert initialize(server.port, token, forwarded=forwarded) == 200
+    finally:
+        flood.stop()
+
+
 def test_an_untrusted_x_forwarded_for_is_ignored_and_the_proxy_named(
     spawn, fake, issuer, introspector
 ):
@@ -170,6 +203,24 @@ def test_an_untrusted_x_forwarded_for_is_ignored_and_the_proxy_named(
     finally:
         flood.stop()
     assert server.stderr.count("server.http.trusted_proxies") == 1
+
+
+def test_tokens_the_issuer_answers_with_an_error_spend_their_clients_allowance(
+    spawn, fake, issuer, introspector
+):
+    """An issuer that answers some junk (say a 60 KB token) with 400 or 500: each such call
+    gave its allowance back and was kept nowhere, so one client could have the issuer asked
+    without end (and the server say so on stderr each time), where an issuer's rate limit on
+    this server's credentials would lock every user out (issue 39)."""
+    server = serve(spawn, fake, issuer, introspector)
+    introspector.failing = 400
+    started, sent = time.monotonic(), 100
+    statuses = [initialize(server.port, f"junk-{n}-{os.urandom(4).hex()}") for n in range(sent)]
+    elapsed = time.monotonic() - started
+    assert set(statuses) == {503}
+    allowed = m.INTROSPECTION_BURST + int(elapsed * m.INTROSPECTION_PER_S) + 1
+    assert introspector.calls <= allowed < sent
+    assert server.stderr.count("introspection endpoint failed") <= 1 + int(elapsed / 10)
 
 
 @pytest.mark.parametrize(
@@ -232,6 +283,70 @@ def test_a_token_known_good_is_asked_about_again_whatever_its_sources_allowance(
     assert introspection.asked.count("good") == 2
 
 
+def test_refused_junk_never_crowds_a_valid_answer_out_of_the_cache(monkeypatch):
+    """Junk from many sources, each within its allowance, filled the one table of answers
+    with refusals (kept 30 s): a valid token's answer was then not kept, and each of its
+    requests went to the issuer again."""
+    monkeypatch.setattr(m, "INTROSPECTION_CACHE_SIZE", 8)
+    introspection = asking(monkeypatch, {"good": {"active": True}})
+    for n in range(3 * m.INTROSPECTION_CACHE_SIZE):
+        introspection.claims(f"junk{n}", f"10.0.{n}.1")
+    for _ in range(3):
+        assert introspection.claims("good", "192.0.2.1")["active"] is True
+    assert introspection.asked.count("good") == 1
+    assert introspection.claims("junk0", "10.0.0.1")["active"] is False  # refusals still kept
+    assert introspection.asked.count("junk0") == 1
+
+
+def test_a_token_no_longer_active_is_no_longer_known_good(monkeypatch):
+    """Revoked at the issuer: asked about again, it spends its source's allowance as junk
+    does (it kept skipping it for the rest of the hour)."""
+    monkeypatch.setattr(m, "INTROSPECTION_CACHE_S", 0.0)
+    monkeypatch.setattr(m, "INTROSPECTION_REFUSED_S", 0.0)
+    answers = {"good": {"active": True}}
+    introspection = asking(monkeypatch, answers)
+    assert introspection.claims("good", "192.0.2.1")["active"] is True
+    answers["good"] = {"active": False}
+    assert introspection.claims("good", "192.0.2.1")["active"] is False
+    for n in range(m.INTROSPECTION_BURST):
+        introspection.claims(f"junk{n}", "192.0.2.1")
+    with pytest.raises(m.IntrospectionBusy):
+        introspection.claims("good", "192.0.2.1")
+
+
+def test_a_token_known_good_is_asked_about_while_junk_holds_every_call(monkeypatch):
+    """A slow issuer and junk from several sources at once (each within its share) fill the
+    calls at once; a token active in the last hour still gets a call, at once."""
+    monkeypatch.setattr(m, "INTROSPECTION_CACHE_S", 0.0)
+    monkeypatch.setattr(m, "FETCH_TIMEOUT_S", 1.0)  # the wait for a call, before a 503
+    introspection = m.Introspection("http://127.0.0.1:9/i", "id", "secret")
+    release, started = threading.Event(), threading.Semaphore(0)
+
+    def ask(token):
+        if token.startswith("slow"):
+            started.release()
+            release.wait(10)
+        return {"active": token == "good"}
+
+    monkeypatch.setattr(introspection, "_ask", ask)
+    assert introspection.claims("good", "192.0.2.9")["active"] is True
+    at_once = m.INTROSPECTION_SOURCE_AT_ONCE
+    slow = [
+        threading.Thread(target=introspection.claims, args=(f"slow{n}", f"10.0.0.{n // at_once}"))
+        for n in range(m.INTROSPECTION_CONCURRENCY)
+    ]
+    for thread in slow:
+        thread.start()
+    try:
+        for _ in slow:
+            assert started.acquire(timeout=10)
+        assert introspection.claims("good", "192.0.2.9")["active"] is True
+    finally:
+        release.set()
+        for thread in slow:
+            thread.join(10)
+
+
 def test_one_source_holds_at_most_its_share_of_the_calls_at_once(monkeypatch):
     """A slow issuer: one source's unknown tokens past INTROSPECTION_SOURCE_AT_ONCE are
     refused at once (never queued for a slot, holding their connections), and another source
@@ -284,6 +399,14 @@ def test_the_table_of_sources_is_bounded():
         ("2001:db8::1", "", [], "2001:db8::/64"),  # one host's /64 is one source
         ("2001:db8::ffff:1", "", [], "2001:db8::/64"),
         ("::ffff:192.0.2.4", "", [], "192.0.2.4"),
+        # What proxies write: a port, brackets, a mapped address; a dual-stack peer.
+        ("127.0.0.1", "10.0.0.1:4711", ["127.0.0.1"], "10.0.0.1"),
+        ("127.0.0.1", "[2001:db8::7]:4711", ["127.0.0.1"], "2001:db8::/64"),
+        ("127.0.0.1", "6.6.6.6, [2001:db8::7]", ["127.0.0.1"], "2001:db8::/64"),
+        ("127.0.0.1", " ::ffff:10.0.0.3 ", ["127.0.0.1"], "10.0.0.3"),
+        ("::ffff:127.0.0.1", "10.0.0.1", ["127.0.0.1"], "10.0.0.1"),
+        ("127.0.0.1", "10.0.0.1", ["::ffff:127.0.0.1"], "10.0.0.1"),
+        ("::ffff:192.0.2.9", "10.0.0.1", ["127.0.0.1"], "192.0.2.9"),
     ],
 )
 def test_client_source(peer, forwarded, trusted, source):

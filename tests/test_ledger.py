@@ -649,3 +649,37 @@ def test_today_the_ledgers_day_and_the_budgets_day_follow_policy_timezone(tmp_pa
     by_day = {row["day"]: row["usd"] for row in report["by_day"]}
     assert by_day == {"2026-11-27": pytest.approx(0.25), "2026-11-28": pytest.approx(0.5)}
     again.close()
+
+
+def test_a_response_complete_when_its_call_was_cancelled_is_booked(tmp_path, monkeypatch):
+    """Issue 39: the cancel came once the response was complete, so it is billed: the call's
+    row (outcome `cancelled`) books its cost, which settles its reservation, instead of $0."""
+    path = tmp_path / "config.yaml"
+    path.write_text("budget: {daily_usd: 5}\n", encoding="utf-8")
+    config = m.load_config({"config": str(path)}, {"XDG_STATE_HOME": str(tmp_path)})
+    monkeypatch.setenv("OPENAI_API_KEY", conftest.TEST_KEY)
+    engine = m.AnswerEngine(config, m.Log())
+    usage = {"input_tokens": 10_000, "output_tokens": 100_000}
+    message = {"type": "message", "content": [{"type": "output_text", "text": "Yes."}]}
+
+    def attempt(client, request, call, run=None):
+        call.cancelled.set()  # the client's cancel, as the last event is read
+        return {"id": "resp_1", "status": "completed", "usage": usage, "output": [message]}
+
+    monkeypatch.setattr(engine, "_attempt", attempt)
+    try:
+        with pytest.raises(m.Cancelled):
+            engine.answer("answer", {"query": "q"}, m.Call(1, "answer"))
+        wait_until(lambda: not engine.state.unwritten(), 20, "the row written")
+        row, held = engine.state.read(
+            "test",
+            lambda q: (
+                q("SELECT outcome, usd, output_tokens FROM usage").fetchall(),
+                q("SELECT COUNT(*) FROM reservations").fetchone()[0],
+            ),
+        )
+    finally:
+        engine.close()
+    # gpt-6.1-terra: 10K input at $1, 100K output at $5.
+    assert row == [("cancelled", pytest.approx(0.51), 100_000)]
+    assert held == 0

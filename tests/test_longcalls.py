@@ -211,18 +211,19 @@ def test_a_task_answered_from_the_cache_is_served_by_another_instance(spawn, fak
 def test_healthz_answers_while_every_connection_is_busy(spawn, fake):
     """server.http.max_connections all busy with long calls: /healthz still answers (a load
     balancer would take the instance for dead); anything else past the cap is closed."""
-    from http_client import raw_connection, read_until_closed, request, wait_listening
+    from http_client import proc_status, raw_connection, read_until_closed, request, wait_listening
 
     config = "server:\n  http:\n    max_connections: 2\n    header_timeout_s: 30\n"
-    server = spawn("--http", "127.0.0.1:0", config=config, upstream=fake)
+    server = spawn("--http", "127.0.0.1:0", config=config, upstream=fake, cold=True)
     server.port = wait_listening(server)
+    threads = proc_status(server.pid)["Threads"]  # cold: its pid, for its worker threads
     held = [raw_connection(server.port) for _ in range(2)]
     for sock in held:  # a request under way (its body awaited): busy, not idle
         sock.sendall(
             b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: 50\r\n\r\n"
         )
-    time.sleep(0.3)
+    wait_until(lambda: proc_status(server.pid)["Threads"] >= threads + 2, 10, "a worker each")
     try:
         health = request(server.port, "GET", "/healthz", timeout=10)
         assert health.status == 200 and health.json()["status"] == "ok"
@@ -329,7 +330,7 @@ def test_a_rolling_restart_leaves_a_task_running_for_the_other_instance(spawn, f
     assert result["result"]["structuredContent"]["answer"]
     assert fake.cancels == []
     wait_until(lambda: ledger_rows(tmp_path, "ok") == 1, 20, "the row")
-    time.sleep(1)  # nothing more comes
+    time.sleep(1)  # sleep: the point: a window in which a second row would come
     assert ledger_rows(tmp_path, "ok") == 1 and ledger_rows(tmp_path, "cancelled") == 0
     path = tmp_path / "xdg-state" / "openai-responses-mcp" / "state.sqlite3"
     with sqlite3.connect(path) as conn:
@@ -381,7 +382,7 @@ def test_without_a_restart_the_creator_alone_records_a_task_another_instance_ser
     _, result = classic(b.port, "tasks/result", {"taskId": task_id})
     assert "result" in result, result
     wait_until(lambda: ledger_rows(tmp_path, "ok") >= 1, 20, "the row")
-    time.sleep(2)  # B's read ended too: it writes nothing
+    time.sleep(2)  # sleep: the point: B's read ended too, and a row of B's would come now
     assert ledger_rows(tmp_path, "ok") == 1
 
 

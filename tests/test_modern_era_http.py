@@ -6,11 +6,10 @@ official SDK client pinned to 2026-07-28 and in its default mode="auto"."""
 from __future__ import annotations
 
 import json
-import time
 
 import anyio
 import pytest
-from conftest import META, MODERN, SUPPORTED, Server, base_env
+from conftest import META, MODERN, SUPPORTED, Server, base_env, wait_until
 from fake_upstream import Reply
 from http_client import (
     open_session,
@@ -53,11 +52,7 @@ def port(request, servers, fake):
     return servers(request.param).port
 
 
-@pytest.fixture
-def fake(upstream):
-    """The module's fake upstream, emptied for this test."""
-    upstream.clear()
-    return upstream
+SHARED_FAKE = True  # `fake` is the module's `upstream`, emptied per test (conftest)
 
 
 def headers_for(message: dict, **overrides) -> dict:
@@ -257,10 +252,7 @@ def test_closing_the_response_cancels_the_call_and_hangs_up_upstream(port, fake,
         assert b"X-Accel-Buffering: no" in received
     sock.close()
     fake.wait_for_disconnect(0, timeout=3)
-    deadline = time.monotonic() + 3
-    while request(port, "GET", "/healthz").json()["in_flight"] and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert request(port, "GET", "/healthz").json()["in_flight"] == 0
+    wait_until(lambda: request(port, "GET", "/healthz").json()["in_flight"] == 0, 3, "no call")
 
 
 # -- both eras on one endpoint, and the rules every request meets --------------------------------

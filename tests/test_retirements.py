@@ -12,6 +12,7 @@ import conftest
 import pytest
 from conftest import run_cli, wait_until
 from fake_upstream import Reply
+from http_client import proc_status
 
 import openai_responses_mcp as m
 
@@ -192,7 +193,7 @@ def test_a_failed_look_is_tried_again_a_bounded_number_of_times(tmp_path, fake, 
     wait_until(lambda: len(fake.requests_to("GET", "/v1/models")) == 3, 10, "two tries again")
     import time
 
-    time.sleep(0.5)
+    time.sleep(0.5)  # sleep: the point: a window in which a fourth try would come
     assert len(fake.requests_to("GET", "/v1/models")) == 3  # bounded: the first and two more
     assert len([line for line in said if "could not be read" in line]) == 1
     engine.close()
@@ -237,17 +238,19 @@ def test_an_idle_server_looks_only_after_its_first_call_so_sqlite3_stays_unloade
     env = {"OPENAI_CHECK_RETIREMENTS": "true"}
     config = "model_profiles:\n  answer: {model: gpt-5}\n"
     server = spawn("--stdio", "--debug", config=config, env=env, upstream=fake, cold=True)
+    threads = proc_status(server.pid)["Threads"]  # before initialize: no warm-up thread yet
     server.initialize()
     maps = Path(f"/proc/{server.pid}/maps")
     wait_until(lambda: "pydantic_core" in maps.read_text(), 60, "the warm-up's openai import")
-    time.sleep(1.0)  # the warm-up's end, where the look used to start
+    # the warm-up's end, where the look used to start: its thread has gone
+    wait_until(lambda: proc_status(server.pid)["Threads"] <= threads, 30, "the warm-up's end")
     assert "sqlite3" not in maps.read_text()
     assert fake.requests_to("GET", "/v1/models") == []
     assert "result" in server.call("answer", {"query": "q"})
     wait_until(lambda: "answer: gpt-5 shuts down" in server.stderr, 30, "the look after it")
     assert len(fake.requests_to("GET", "/v1/models")) == 1
     server.call("answer", {"query": "q"})  # once per start, not once per call
-    time.sleep(0.5)
+    time.sleep(0.5)  # sleep: the point: a window in which a second look would come
     assert len(fake.requests_to("GET", "/v1/models")) == 1
 
 

@@ -446,7 +446,7 @@ def test_a_database_that_never_answers_stalls_no_answer(spawn, fake, tmp_path):
         result_of(process.call("answer", {"query": "q0"}, timeout=30))
         elapsed = []
         for n, rest in ((1, m._CONNECT_TIMEOUT_S + 0.5), (2, m._BACKOFF_S + 0.2), (3, 0)):
-            time.sleep(rest)
+            time.sleep(rest)  # sleep: the point: lower bounds (the connect's give-up, a rest)
             began = time.monotonic()
             result_of(process.call("answer", {"query": f"q{n}"}, timeout=30))
             elapsed.append(round((time.monotonic() - began) * 1000))

@@ -343,10 +343,12 @@ def test_bad_frame_gets_one_error_and_later_frames_are_answered_framed(spawn, ba
 
 def test_a_length_too_large_by_far_is_refused_when_the_next_frame_arrives(spawn):
     """A client that waits for each answer: its next frame must not fill the missing bytes."""
-    server = spawn()
+    server = spawn("--stdio", "--debug")  # --debug: it logs each read of stdin
     server.initialize(framing="framed")
+    reads = server.stderr.count("stdin bytes=")
     server.write(BAD_FRAMES["too-large-by-far"])
-    time.sleep(0.2)  # read apart: the server cannot know yet that the length is wrong
+    # read apart: the server cannot know yet that the length is wrong
+    wait_until(lambda: server.stderr.count("stdin bytes=") > reads, 10, "the bad frame read")
     server.send(rpc("ping", "after"), "framed")
     reply, before = server.recv_until(lambda m: m.get("id") == "after", timeout=10)
     assert reply["result"] == {}

@@ -185,6 +185,25 @@ def test_an_id_carries_its_fields_back():
     assert opened["c"] == NOW and opened["e"] == NOW + 60_000
 
 
+# Ids minted by an earlier release (SECRET, NOW, a 60 s TTL): a task id outlives its process
+# and travels between --stateless instances, so the kind letters it carries never change.
+EARLIER_IDS = {
+    mcp.TaskKind.EXTENSION: "t1.eyJjIjoxODAwMDAwMDAwMDAwLCJlIjoxODAwMDAwMDYwMDAwLCJrIjoieCIsIm4iOi"
+    "JJazNqcFM1ZFJxVSIsInIiOiJyZXNwXzEiLCJ0IjoiYW5zd2VyIn0.EM2r23Rkzml3G54OICPGT7iLanB0VFK5i5MfqMQFlIA",
+    mcp.TaskKind.HANDSHAKE: "t1.eyJjIjoxODAwMDAwMDAwMDAwLCJlIjoxODAwMDAwMDYwMDAwLCJrIjoicyIsIm4iOi"
+    "JnUFAtYm1GU25TUSIsInIiOiJyZXNwXzEiLCJ0IjoiYW5zd2VyIn0.sivPOHIuLA6hxseKMz_7G0ggai4MAPW4weQXu5NLlC0",
+    mcp.TaskKind.HANDOFF: "t1.eyJjIjoxODAwMDAwMDAwMDAwLCJlIjoxODAwMDAwMDYwMDAwLCJrIjoiaCIsIm4iOiJT"
+    "d1NYeU85VjlPZyIsInIiOiJyZXNwXzEiLCJ0IjoiYW5zd2VyIn0.Yn7bU4Bkr1zz4N_5E94KI1Dxg9il33HQmpLUy1x2rzk",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(EARLIER_IDS))
+def test_an_id_made_by_an_earlier_release_still_opens_as_its_kind(kind):
+    opened = open_task_id(SECRET, EARLIER_IDS[kind], NOW + 1)
+    assert opened["k"] == kind and opened["r"] == "resp_1" and opened["t"] == "answer"
+    assert {mcp.TaskKind.EXTENSION, mcp.TaskKind.HANDSHAKE, mcp.TaskKind.HANDOFF} == {"x", "s", "h"}
+
+
 def test_an_id_is_url_and_header_safe_and_short_enough():
     task_id = mint()
     assert task_id.startswith("t1.")

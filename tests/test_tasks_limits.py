@@ -88,7 +88,7 @@ def test_the_server_wide_task_limit_drops_collected_tasks_first_then_refuses():
         table.add(ended("s-4", client="client 4")[0])
     assert refused.value.code == -32000 and refused.value.data == mcp.TASKS_FULL
     assert "too many tasks on this server (3, server.tasks.max_open)" in refused.value.message
-    assert mcp.HttpApp.status_of(mcp.rpc_error(7, -32000, "x", mcp.TASKS_FULL)) == 429
+    assert mcp.StreamableHttp.status_of(mcp.rpc_error(7, -32000, "x", mcp.TASKS_FULL)) == 429
 
 
 def test_the_reply_bytes_limit_refuses_new_tasks_until_replies_go():
@@ -250,11 +250,7 @@ def test_calls_waiting_for_their_handoff_point_cost_no_thread_each(tmp_path):
 # -- the spawned server --------------------------------------------------------------------------
 
 
-@pytest.fixture
-def fake(upstream):
-    upstream.clear()
-    upstream.default = Reply()
-    return upstream
+SHARED_FAKE = True  # `fake` is the module's `upstream`, emptied per test (conftest)
 
 
 def http_server(spawn, fake, config="", *args: str, env: dict | None = None, cold=False):
@@ -374,7 +370,7 @@ def test_a_session_pushed_out_or_whose_sse_stream_closes_drops_its_tasks_once(sp
     stream.close()
     fake.wait_for_disconnect(1, timeout=10)  # the handed-off call is cancelled upstream
     wait_until(lambda: server.stderr.count("session ended: 1 of its tasks dropped") == 2, 10, "")
-    time.sleep(1)  # a second end (the stream's own close after the watchdog's) says nothing
+    time.sleep(1)  # sleep: the point: a second end (the stream's own close) would say it now
     assert server.stderr.count("session ended:") == 2
 
 
@@ -465,13 +461,20 @@ def test_abandoned_tasks_result_requests_are_dropped_and_count_against_the_sessi
     def read_result() -> bool:
         message = rpc("tasks/result", {"taskId": task_id}, 999)
         replies.append(post(port, message, session, H2025, timeout=20))
-        if replies[-1].status != 429:
-            return True
-        time.sleep(0.1)  # refused at once: a waiter is still there; ask again shortly
-        return False
+        return replies[-1].status != 429  # refused at once while a waiter is still there
 
     wait_until(read_result, 20, "the abandoned requests to be dropped")
     reply = replies[-1]
     assert reply.status == 200
     result = [data for _, data in reply.events() if data.get("id") == 999]
     assert result and "result" in result[0], reply.body[:300]
+
+
+def test_the_task_expiry_heap_orders_by_expiry_then_as_added():
+    import heapq
+
+    heap: list = []
+    for sequence, expires in enumerate([5, 3, 5, 1, 3]):
+        heapq.heappush(heap, mcp._Expiry(expires, sequence, f"t{sequence}"))
+    popped = [heapq.heappop(heap).task_id for _ in range(5)]
+    assert popped == ["t3", "t1", "t4", "t0", "t2"]

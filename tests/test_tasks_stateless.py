@@ -6,7 +6,6 @@ refused; and the same behind nginx, which spreads one client's requests over bot
 from __future__ import annotations
 
 import shutil
-import time
 
 import pytest
 from conftest import MODERN, Server, base_env, wait_until
@@ -25,10 +24,7 @@ SLOW = Reply(event_delay=0.25)  # a background response whose events take a few 
 CONFIG = "server:\n  tasks:\n    immediate_ms: 500\nrequest:\n  handoff_after_s: 1\n"
 
 
-@pytest.fixture
-def fake(upstream):
-    upstream.clear()
-    return upstream
+SHARED_FAKE = True  # `fake` is the module's `upstream`, emptied per test (conftest)
 
 
 @pytest.fixture(scope="module")
@@ -76,16 +72,16 @@ def cancels(fake) -> list:
 
 
 def get_until_done(port: int, task_id: str, timeout: float = 20.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
+    def done() -> dict | None:
         status, reply = modern(port, "tasks/get", {"taskId": task_id, "_meta": meta()})
         assert status == 200, reply
         task = reply["result"]
         if task["status"] != "working":
             return task
         check_ext_task(task, "WorkingTask")
-        assert time.monotonic() < deadline, task
-        time.sleep(0.2)
+        return None
+
+    return wait_until(done, timeout, f"task {task_id} to end")
 
 
 def test_a_task_created_on_a_completes_on_b(pair, fake):

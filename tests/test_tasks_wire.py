@@ -115,11 +115,7 @@ class Http:
         return response.json()
 
 
-@pytest.fixture
-def fake(upstream):
-    upstream.clear()
-    upstream.default = Reply()
-    return upstream
+SHARED_FAKE = True  # `fake` is the module's `upstream`, emptied per test (conftest)
 
 
 @pytest.fixture(scope="module")
@@ -162,13 +158,11 @@ def ext_get(client, task_id: str) -> dict:
 
 
 def ext_wait(client, task_id: str, timeout: float = 15.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
+    def done() -> dict | None:
         task = ext_get(client, task_id)
-        if task["status"] != "working":
-            return task
-        assert time.monotonic() < deadline, task
-        time.sleep(0.1)
+        return task if task["status"] != "working" else None
+
+    return wait_until(done, timeout, f"task {task_id} to end")
 
 
 def start_ext_task(client, fake, reply: Reply | None = None) -> dict:
@@ -455,7 +449,7 @@ def test_a_2025_task_expires_after_its_ttl(tmp_path, upstream):
         assert created["ttl"] == 4000
         reply = server.request("tasks/result", {"taskId": created["taskId"]})
         assert "result" in reply
-        time.sleep(max(0.0, 4.2 - (time.monotonic() - started)))
+        time.sleep(max(0.0, 4.2 - (time.monotonic() - started)))  # sleep: the point: past ttl
         gone = server.request("tasks/get", {"taskId": created["taskId"]})
         assert gone["error"]["code"] == -32602 and "unknown task id" in gone["error"]["message"]
         assert server.request("tasks/list", {})["result"]["tasks"] == []

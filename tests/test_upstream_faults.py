@@ -307,7 +307,7 @@ def test_cancelled_call_in_a_fault_ends_at_once_without_a_reply(in_process, fake
     server = in_process("request: {max_retries: 2, timeout_ms: 60000}\n")
     request_id = server.start_call()
     fake.wait_for_requests(1)
-    time.sleep(0.05)  # the worker is now blocked in the stream, the headers or the backoff
+    time.sleep(0.05)  # sleep: unreported (issue 40): the worker blocks in the fault now
     started = time.monotonic()
     server.cancel(request_id)
     assert server.session.wait_idle(2), "the cancelled call did not end"

@@ -116,6 +116,9 @@ def test_rotation_and_revoke_then_add_keep_the_allowances(tmp_path, state):
     assert user("revoke", "alice")[1] == (False, 2.0, 5.0)
     said, row = user("add", "alice")  # no allowance given: hers are kept, and it says so
     assert row == (True, 2.0, 5.0) and "again" in said and "daily $2.00" in said
+    # A name is an identity: what the old alice left is this alice's, and it says so.
+    assert "conversations (response ids) and tasks are this user's" in said
+    assert "for another person, pick another name" in said
     user("revoke", "alice")
     said, row = user("add", "alice", "--daily-usd", "3")  # given: that one changes
     assert row == (True, 3.0, 5.0)

@@ -60,8 +60,8 @@ elif command == "count":
     signal.signal(signal.SIGTERM, lambda *_: got.append(1))
     print(os.getpid(), flush=True)
     while not got:
-        time.sleep(0.01)
-    time.sleep(0.3)  # a second one, if any, arrives
+        time.sleep(0.01)  # sleep: this child program's own wait for its first signal
+    time.sleep(0.3)  # sleep: the point: a second one, if any, arrives
     print(len(got), flush=True)
 elif command == "wait":
     print(os.getpid(), flush=True)

@@ -67,3 +67,46 @@ def test_a_tools_call_over_http_is_a_tool_error_in_one_line(spawn, fake, no_open
     tool_error(message_of(post(port, rpc("tools/call", call_params(), id=2), session)))
     assert "Traceback" not in server.stderr
     assert message_of(post(port, rpc("ping", id=3), session))["result"] == {}
+
+
+# An `openai` that is there but unusable: its import raising what a broken install raises
+# (not an ImportError), or an old release without the names the server calls (openai 0.x).
+BROKEN = {
+    "raises": ('raise RuntimeError("pydantic mismatch")\n', "(RuntimeError: pydantic mismatch)"),
+    "too-old": ('__version__ = "0.28.1"\n', "openai package 0.28.1 is too old (it has no openai."),
+    "no-responses-api": (
+        '__version__ = "1.40.0"\nclass OpenAI: pass\n'
+        "DefaultHttpxClient = APIStatusError = APIConnectionError = OpenAI\n",
+        "openai package 1.40.0 is too old (it has no openai.OpenAI.responses)",
+    ),
+}
+
+
+@pytest.fixture(params=sorted(BROKEN))
+def broken_openai(request, tmp_path, fake) -> tuple[dict, str]:
+    source, said = BROKEN[request.param]
+    stub = tmp_path / "stub" / "openai"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text(source)
+    return {"PYTHONPATH": str(stub.parent), "OPENAI_BASE_URL": fake.base_url}, said
+
+
+@pytest.mark.parametrize("args", [["--ask", "q"], ["--doctor"]], ids=["ask", "doctor"])
+def test_a_broken_or_too_old_openai_is_one_line_too(tmp_path, fake, broken_openai, args):
+    """Issue 39: these were a traceback (RuntimeError, AttributeError) from --ask and --doctor."""
+    env, said = broken_openai
+    proc = run_cli(tmp_path, *args, env=env)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert said in line and INSTALL in line, line
+    assert fake.requests == []
+
+
+def test_a_broken_or_too_old_openai_is_a_tool_error_in_one_line(spawn, fake, broken_openai):
+    """Issue 39: was "internal error (AttributeError); run with --debug and report it"."""
+    env, said = broken_openai
+    server = spawn(env=env)
+    server.initialize()
+    message = server.call("answer", {"query": "q"})["error"]["message"]
+    assert said in message and INSTALL in message and "internal error" not in message, message
+    assert server.request("ping")["result"] == {}
