@@ -785,3 +785,39 @@ def test_a_newer_store_is_refused_without_waiting_for_the_newer_hosts(postgres):
     finally:
         newer.close()
         conn.close()
+
+
+def test_a_server_refused_by_its_store_serves_again_once_it_is_upgraded(spawn, fake, tmp_path):
+    """A stdio server without a budget or the cache, refused by a store whose upgrade needs the
+    issuer (it learns it at its first write, that call answered), answers again once
+    --upgrade-state has upgraded the store (the writer, trying its row again, finds it), and
+    the spend of the call answered before is written then, not lost."""
+    store = Store("sqlite", str(tmp_path / "state.sqlite3"))
+    subjects_store(store, 1)
+    env = {**store.env, "XDG_STATE_HOME": str(tmp_path / "home")}
+    config = tmp_path / "config.yaml"
+    config.write_text(PRICES + "cache:\n  ttl_s: 0\n", encoding="utf-8")
+    server = spawn("--stdio", "--config", str(config), env=env, upstream=fake)
+    server.initialize()
+
+    answered = []
+
+    def refused() -> bool:
+        reply = server.call("answer", {"query": "q"}, timeout=30)
+        failed = "error" in reply or bool(reply["result"].get("isError"))
+        answered.extend([] if failed else [reply])
+        return failed
+
+    wait_until(refused, 20, "the refusal")  # the first call finds it (its row is refused)
+    message = failure(server.call("answer", {"query": "q"}, timeout=30))
+    assert "--upgrade-state" in message, message
+    upgraded = run_cli(
+        tmp_path, *config_of(tmp_path, "https://idp.example"), "--upgrade-state", env=env
+    )
+    assert upgraded.returncode == 0, upgraded.stderr
+    wait_until(lambda: not refused(), 20, "a call answered once the store is upgraded")
+    server.close_stdin()
+    server.wait()
+    # Every call answered has its row, the one answered before the refusal was known too.
+    ours = "SELECT COUNT(*) FROM usage WHERE outcome = 'ok' AND writer_schema = ?"
+    assert store.query(ours, (CURRENT,)) == [(len(answered),)]
