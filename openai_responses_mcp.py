@@ -7969,10 +7969,10 @@ def _ensure_schema(backend, conn) -> None:
         if version == STATE_SCHEMA_VERSION and not _missing(backend, conn):
             return
         backend.set_timeout(conn, _BUSY_TIMEOUT_S)
-        backend.begin(conn, write=True)
+        _schema_turn(backend, conn, lambda: backend.begin(conn, write=True))
     try:
         with backend.guard(conn, 2 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
-            backend.take_turns(conn, _LOCK_SCHEMA)
+            _schema_turn(backend, conn, lambda: backend.take_turns(conn, _LOCK_SCHEMA))
             version = _stored_version(backend, conn)
         if version is not None and version > STATE_SCHEMA_VERSION:
             backend.refused = _newer_store(version)
@@ -7991,6 +7991,30 @@ def _ensure_schema(backend, conn) -> None:
             backend.set_timeout(conn, _BUSY_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - the connection is gone: it is not used again
             pass
+
+
+def _schema_turn(backend, conn, take) -> None:
+    """take() waits for the lock another process changing the schema holds (an upgrade of
+    a large store may hold it for minutes); when that wait runs out, StateUnavailable says
+    so, not "database is locked" or "canceling statement due to statement timeout"."""
+    try:
+        take()
+    except backend.errors() as exc:
+        if backend.postgres:
+            import psycopg
+
+            waited = isinstance(
+                exc, (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable)
+            )
+        else:
+            waited = "locked" in str(exc)
+        if not waited or backend.lost(conn):
+            raise
+        raise StateUnavailable(
+            f"another process holds its schema lock (an upgrade running?) past "
+            f"{_BUSY_TIMEOUT_S:g} s: it is tried again; --upgrade-state: run it again once that "
+            "is done"
+        ) from None
 
 
 def _upgrade(backend, conn, version: int | None) -> None:

@@ -821,3 +821,35 @@ def test_a_server_refused_by_its_store_serves_again_once_it_is_upgraded(spawn, f
     # Every call answered has its row, the one answered before the refusal was known too.
     ours = "SELECT COUNT(*) FROM usage WHERE outcome = 'ok' AND writer_schema = ?"
     assert store.query(ours, (CURRENT,)) == [(len(answered),)]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_an_upgrade_behind_another_says_so(kind, tmp_path, request):
+    """--upgrade-state while another process holds the schema (an upgrade of a large store)
+    failed with "database is locked" or "canceling statement due to statement timeout". It
+    says another process holds the schema lock, and to run it again once that is done; the
+    store is left as it was."""
+    if kind == "sqlite":
+        store = Store("sqlite", str(tmp_path / "state.sqlite3"))
+    else:
+        store = Store("postgres", request.getfixturevalue("postgres").fresh_database())
+    subjects_store(store, 1)
+    if kind == "sqlite":
+        holder = sqlite3.connect(store.where, isolation_level=None)
+        holder.execute("PRAGMA journal_mode=WAL")  # as this version keeps its files
+        holder.execute("BEGIN IMMEDIATE")  # the file's write lock, as an upgrade holds it
+    else:
+        import psycopg
+
+        holder = psycopg.connect(store.where, autocommit=True)
+        holder.execute("SELECT pg_advisory_lock(%s)", (m._LOCK_SCHEMA,))
+    try:
+        env = {**store.env, "XDG_STATE_HOME": str(tmp_path / "home")}
+        config = config_of(tmp_path, "https://idp.example")
+        done = run_cli(tmp_path, *config, "--upgrade-state", env=env, timeout=60)
+    finally:
+        holder.close()
+    assert done.returncode == 1, done.stdout
+    (line,) = done.stderr.splitlines()
+    assert "another process holds its schema lock" in line and "run it again" in line, line
+    assert store.query("SELECT version FROM schema_version") == [(6,)]
