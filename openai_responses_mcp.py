@@ -23,13 +23,14 @@ TOOL_TABLE, above the first banner, lists the tools (CONTRIBUTING.md: where new 
 4. Files           what a call attaches (screenshots, PDFs, logs, source): local paths
                    read only inside the allowed directories, never a secret, kind from
                    the bytes; https:// and data: URLs, which the server never fetches
-5. Answer engine   the OpenAI call (AnswerEngine: streaming, retries, cancellation; its
-                   BackgroundMode), the answer's shape and sources section, results sized per
-                   client, its cost in dollars, single-flight for identical calls, and refused
-                   profile settings (Refusals)
-6. State           the usage ledger (budgets, --usage) and the answer cache, behind one
+5. State           the usage ledger (budgets, --usage) and the answer cache, behind one
                    backend interface: SQLite by default (state.path), PostgreSQL (state.url)
                    for several hosts
+6. Answer engine   the OpenAI call (ResponsesClient: streaming, retries, cancellation; its
+                   BackgroundMode), the answer's shape and sources section, results sized per
+                   client, its cost in dollars, single-flight for identical calls, refused
+                   profile settings (Refusals), budgets and booking (Spending), and
+                   AnswerEngine with the composition root that builds it (build_engine)
 7. Tools           the tools' instructions, schemas and argument checks (answer,
                    answer_detailed, answer_quick, opt-in answer_deep, and answer_result)
 8. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation (Dispatcher); each
@@ -2829,6 +2830,14 @@ def model_verbosities(model: str) -> tuple[str, ...]:
     return _by_family(MODEL_VERBOSITIES, model) or VERBOSITIES
 
 
+def nearest_value(key: str, value, accepted) -> str:
+    """The accepted effort or verbosity nearest `value` (the higher of two as near)."""
+    order = EFFORTS if key == "reasoning_effort" else VERBOSITIES
+    rank = {name: i for i, name in enumerate(order)}
+    here = rank.get(value, len(order) // 2)
+    return min(accepted, key=lambda a: (abs(rank.get(a, here) - here), -rank.get(a, 0)))
+
+
 def _by_family(table: dict, model: str):
     """table's entry for the longest family `model` belongs to (itself, or family-…), or None."""
     best = None
@@ -3943,8 +3952,1583 @@ def roots_from(result) -> list:
 
 
 # ============================================================================================
-# Answer engine: the OpenAI call and the answer's shape
+# State: the usage ledger, budgets and the answer cache (SQLite, or PostgreSQL for a team)
 # ============================================================================================
+# One store shared by every server process of the user (a SQLite file in WAL mode, the
+# default) or of a team (a PostgreSQL database, state.url). Each finished call adds a row to
+# `usage` (never the query text) and to the per-day totals that budgets and reports read;
+# complete answers are kept in `answers` under a hash of everything that shapes them.
+#
+# The answer path never waits on the store for long: ledger rows and cache entries go to one
+# writer thread through a bounded queue (rows it cannot write yet wait in memory and are
+# written when the store is back, so an outage loses no spend); a cache read gives up after
+# a fraction of a second; after a failure a connection rests a few seconds; every wait on
+# PostgreSQL also has a bound of our own (see _Watchdog), as a silent link never times out
+# on the server's side. The one wait a call may make is its budget: with a budget set, a
+# call reserves its expected cost in one transaction before it starts (a lock in the
+# database, so it holds across processes and hosts), and settles at its real cost when it
+# ends; when the store cannot be reached, calls that would spend are refused. sqlite3
+# (psycopg for state.url) is imported on first use.
+
+# The schema's version; every change to a table or a column raises it, with one step in
+# _MIGRATIONS. 1: usage, spend_by_day and answers, without a version table (SQLite only).
+# 2: usage_daily, reservations and schema_version (a later commit added writers, without a
+# new version: a version 2 store may lack it). 3: writers; usage.writer_schema. 4: users,
+# ledger rows and reservations by user (usage.user_name), usage_by_user, response_owners.
+# 5: checks (the day each once-a-day check last ran: the model retirements); no rows move.
+# 6: usage.files and usage.file_bytes (what a call attached: counts only); no rows move.
+# 7: OAuth subjects as oauth:<issuer>#<sub> (issue 31: they had shared named users' names).
+STATE_SCHEMA_VERSION = 7
+ANSWER_FORMAT = 2  # the shape of a cached body; a row of another shape is a miss, and dropped
+_BUSY_TIMEOUT_S = 2.0  # how long a write (or a budget check) waits for another's lock
+# How long an upgrade of the schema may take (a team's ledger of a few million rows is read
+# once per step); meanwhile budget checks of other processes cannot be made, and refuse.
+_MIGRATION_S = 300.0
+_CACHE_READ_S = 0.25  # a cache read that takes longer is a miss
+_BUDGET_WAIT_S = 10.0  # how long a budget check waits for this process's other checks
+_BACKOFF_S = 3.0  # after a failure, a connection is not tried again for this long
+_CONNECT_TIMEOUT_S = 2  # PostgreSQL: how long a connection may take (libpq's least is 2)
+# PostgreSQL bounds of our own: a transaction that has not come back within twice its statement
+# timeout plus this grace is abandoned (see _Watchdog); a session of ours left idle inside a
+# transaction (its instance cut off mid-check) is ended by the server after
+# _IDLE_IN_TRANSACTION_S, which frees the budget's lock for every other instance.
+_WATCHDOG_GRACE_S = 1.0
+_IDLE_IN_TRANSACTION_S = 5
+_KEEPALIVE = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
+_WARN_EVERY_S = 60.0
+_MAX_PENDING_ROWS = 10_000  # ledger rows kept in memory while the store cannot be written
+_MAX_PENDING_CACHE = 200  # cache entries waiting to be written; older ones are dropped
+_BATCH = 500  # writes per transaction of the writer
+_RECENT_CALLS = 20  # a call's expected cost: the mean of its tool's last N priced calls
+_RECENT_SCAN = 200  # ... of its model, among the tool's last N (several models share a state)
+_PRUNE_EVERY_S = 3600.0
+_WRITER_IDLE_S = 1.0  # the writer thread ends after this long with nothing to write
+_WRITER_MARK_KEEP_S = 7 * 86400.0  # a writer's mark (see StateWriter) outlives its process
+_LOCK_BUDGET, _LOCK_SCHEMA = 0x6F726D01, 0x6F726D02  # PostgreSQL advisory lock keys
+_UMASK_LOCK = threading.Lock()
+_USERS_CACHE_S = 2.0  # named tokens are read again after this long: a revoked one is refused
+_USERS_HASHES_KEPT = 100_000  # named tokens' hashes remembered (never sent to introspection)
+# What --user add's tokens start with, so a server knows one of its own even when it cannot
+# read the state (issue 31): such a token is never sent to an OAuth issuer.
+NAMED_TOKEN_PREFIX = "ormcp_u_"
+ALLOWANCE_DEFAULT = "none"  # --user limit NAME --daily-usd none: back to the per-user default
+
+_USAGE_COLUMNS = (
+    "at",
+    "day",
+    "tool",
+    "model",
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "web_searches",
+    "usd",
+    "cache_hit",
+    "elapsed_ms",
+    "outcome",
+    "writer_schema",  # the schema version of the server that wrote the row (NULL: before 3)
+    "user_name",  # who asked ('' before version 4)
+    "files",  # how many files the call sent (0 before version 6)
+    "file_bytes",  # their bytes in all
+)
+_DAILY_SUMS = (
+    "calls",
+    "usd",
+    "cache_hits",
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "web_searches",
+    "unpriced",
+)
+
+
+def _tables(postgres: bool) -> dict:
+    """Every table, with its columns as (name, type) in this version's schema; a column named
+    "" is a table constraint."""
+    real = "DOUBLE PRECISION" if postgres else "REAL"
+    count = "BIGINT NOT NULL DEFAULT 0" if postgres else "INTEGER NOT NULL DEFAULT 0"
+    tokens = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
+    return {
+        "usage": [
+            ("id", "BIGSERIAL PRIMARY KEY" if postgres else "INTEGER PRIMARY KEY"),
+            ("at", f"{real} NOT NULL"),
+            ("day", "TEXT NOT NULL"),
+            ("tool", "TEXT NOT NULL"),
+            ("model", "TEXT NOT NULL"),
+            *((name, count) for name in tokens),
+            ("web_searches", count),
+            ("usd", real),
+            ("cache_hit", count),
+            ("elapsed_ms", count),
+            ("outcome", "TEXT NOT NULL"),
+            ("writer_schema", "INTEGER"),
+            ("user_name", "TEXT NOT NULL DEFAULT ''"),
+            ("files", count),
+            ("file_bytes", count),
+        ],
+        "spend_by_day": [("day", "TEXT PRIMARY KEY"), ("usd", f"{real} NOT NULL")],
+        "usage_daily": [
+            ("day", "TEXT NOT NULL"),
+            ("tool", "TEXT NOT NULL"),
+            ("model", "TEXT NOT NULL"),
+            ("usd", f"{real} NOT NULL DEFAULT 0"),
+            *((name, count) for name in _DAILY_SUMS if name != "usd"),
+            ("", "PRIMARY KEY (day, tool, model)"),
+        ],
+        "answers": [
+            ("key", "TEXT PRIMARY KEY"),
+            ("stored_at", f"{real} NOT NULL"),
+            ("body", "TEXT NOT NULL"),
+        ],
+        "reservations": [
+            ("id", "TEXT PRIMARY KEY"),
+            ("at", f"{real} NOT NULL"),
+            ("expires_at", f"{real} NOT NULL"),
+            ("usd", f"{real} NOT NULL"),
+            ("user_name", "TEXT NOT NULL DEFAULT ''"),
+        ],
+        # Named users (--user): only a hash of each token, never the token.
+        "users": [
+            ("name", "TEXT PRIMARY KEY"),
+            ("token_sha256", "TEXT NOT NULL"),
+            ("created_at", f"{real} NOT NULL"),
+            ("revoked_at", real),
+            ("daily_usd", real),
+            ("monthly_usd", real),
+        ],
+        # Calls and dollars per user and day: --usage's by_user and the per-user budgets.
+        "usage_by_user": [
+            ("day", "TEXT NOT NULL"),
+            ("user_name", "TEXT NOT NULL"),
+            ("calls", count),
+            ("usd", f"{real} NOT NULL DEFAULT 0"),
+            ("", "PRIMARY KEY (day, user_name)"),
+        ],
+        # Who may follow up a response (previous_response_id): its creator, and whoever was
+        # given it from the cache or an identical call in flight.
+        "response_owners": [
+            ("response_id", "TEXT NOT NULL"),
+            ("user_name", "TEXT NOT NULL"),
+            ("at", f"{real} NOT NULL"),
+            ("", "PRIMARY KEY (response_id, user_name)"),
+        ],
+        # Each process's writer's mark: the last ledger row it has written (see StateWriter).
+        "writers": [("id", "TEXT PRIMARY KEY"), ("seq", count), ("at", f"{real} NOT NULL")],
+        "schema_version": [("version", "INTEGER NOT NULL")],
+        # Version 5: the day each once-a-day check last ran, whichever process ran it.
+        "checks": [("name", "TEXT PRIMARY KEY"), ("day", "TEXT NOT NULL")],
+    }
+
+
+_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS usage_by_day ON usage (day)",
+    "CREATE INDEX IF NOT EXISTS usage_by_tool ON usage (tool, outcome, id)",
+    "CREATE INDEX IF NOT EXISTS answers_by_age ON answers (stored_at)",
+)
+
+
+def _schema(postgres: bool) -> list[str]:
+    """The tables, for either database (CREATE ... IF NOT EXISTS: a no-op where they are)."""
+    statements = []
+    for table, columns in _tables(postgres).items():
+        listed = ", ".join(f"{name} {kind}".strip() for name, kind in columns)
+        statements.append(f"CREATE TABLE IF NOT EXISTS {table} ({listed})")
+    return [*statements, *_INDEXES]
+
+
+def _added_column(kind: str) -> str:
+    """A column's type as ALTER TABLE ... ADD COLUMN takes it: a NOT NULL one needs a default
+    for the rows already there."""
+    kind = kind.replace(" PRIMARY KEY", "")
+    if "NOT NULL" in kind and "DEFAULT" not in kind:
+        kind += " DEFAULT ''" if kind.startswith("TEXT") else " DEFAULT 0"
+    return kind
+
+
+# Version 1 files had raw rows only: their per-day totals are summed once, on upgrade.
+_BACKFILL_DAILY = (
+    "INSERT INTO usage_daily (day, tool, model, usd, calls, cache_hits, input_tokens, "
+    "cached_input_tokens, output_tokens, web_searches, unpriced) "
+    "SELECT day, tool, model, COALESCE(SUM(usd), 0), COUNT(*), SUM(cache_hit), "
+    "SUM(input_tokens), SUM(cached_input_tokens), SUM(output_tokens), SUM(web_searches), "
+    "SUM(CASE WHEN usd IS NULL THEN 1 ELSE 0 END) FROM usage GROUP BY day, tool, model"
+)
+# A version 1 server still running on an upgraded file writes usage and spend_by_day, never
+# the per-day totals reports read: its rows (no writer_schema) are folded into them here.
+_FOLD_OLD_ROWS = (
+    "CREATE TRIGGER IF NOT EXISTS usage_from_version_1 AFTER INSERT ON usage "
+    "WHEN NEW.writer_schema IS NULL BEGIN "
+    "INSERT INTO usage_daily (day, tool, model, usd, calls, cache_hits, input_tokens, "
+    "cached_input_tokens, output_tokens, web_searches, unpriced) VALUES (NEW.day, NEW.tool, "
+    "NEW.model, COALESCE(NEW.usd, 0), 1, NEW.cache_hit, NEW.input_tokens, "
+    "NEW.cached_input_tokens, NEW.output_tokens, NEW.web_searches, NEW.usd IS NULL) "
+    "ON CONFLICT (day, tool, model) DO UPDATE SET usd = usage_daily.usd + excluded.usd, "
+    "calls = usage_daily.calls + 1, cache_hits = usage_daily.cache_hits + excluded.cache_hits, "
+    "input_tokens = usage_daily.input_tokens + excluded.input_tokens, "
+    "cached_input_tokens = usage_daily.cached_input_tokens + excluded.cached_input_tokens, "
+    "output_tokens = usage_daily.output_tokens + excluded.output_tokens, "
+    "web_searches = usage_daily.web_searches + excluded.web_searches, "
+    "unpriced = usage_daily.unpriced + excluded.unpriced; END"
+)
+
+
+def _from_version_1(backend, conn) -> None:
+    """1 -> 2: the per-day totals, from the raw rows; and (SQLite: version 1 knew no other)
+    the rows an old server may still add, folded in as they come."""
+    conn.execute(_BACKFILL_DAILY)
+    if not backend.postgres:
+        conn.execute(_FOLD_OLD_ROWS)
+
+
+def _from_version_2(backend, conn) -> None:
+    """2 -> 3: the writers table and usage.writer_schema, which the check of every table and
+    column has added; nothing to move."""
+
+
+# Tables whose user_name column holds an identity (see Identity, in Transports).
+_IDENTITY_COLUMNS = ("usage", "reservations", "usage_by_user", "response_owners")
+
+
+def _from_version_6(backend, conn) -> None:
+    """6 -> 7: OAuth subjects get a namespace of their own (issue 31). Up to 6 a token's
+    `sub` was stored as it came, in the namespace of named users and `shared`: every name
+    that is no named user (revoked ones included), `local`, `shared` or '' was a subject, and
+    becomes oauth:<issuer>#<sub> (the issuer server.auth.issuer names as the store is
+    upgraded: _needs_issuer refuses the step without one while there are subjects, issue 39).
+    A name both a named user and a subject had used stays the named user's: the rows cannot
+    be told apart. Cached answers are dropped (their keys hash the old names): each question
+    is asked again once."""
+    issuer = (backend.oauth_issuer or "").rstrip("/")
+    _refile_bare(backend, conn.execute, issuer)
+    conn.execute("DELETE FROM answers")
+
+
+def _bare_subjects(run) -> list:
+    """(table, name) for each OAuth subject a store before version 7 holds under its bare
+    `sub` (see _from_version_6); run(sql) runs a statement."""
+    named = {row[0] for row in run("SELECT name FROM users").fetchall()}
+    keep = named | {"", LOCAL_USER, SHARED_USER}
+    found = []
+    for table in _IDENTITY_COLUMNS:
+        names = {row[0] for row in run(f"SELECT DISTINCT user_name FROM {table}").fetchall()}
+        # oauth:... was written by a version 7 server already (a rolling upgrade)
+        found += [(table, n) for n in sorted(names - keep) if not n.startswith(OAUTH_PREFIX)]
+    return found
+
+
+def _needs_issuer(backend, conn) -> str | None:
+    """Why the step to 7 cannot run here: the store holds OAuth subjects, and only the issuer
+    they came from (server.auth.issuer of the --http server) can file them. Run without it,
+    every subject became oauth:#<sub> for good (issue 39)."""
+    if (backend.oauth_issuer or "").strip():
+        return None
+    subjects = {name for _, name in _bare_subjects(conn.execute)}
+    if not subjects:
+        return None
+    return (
+        f"its upgrade to schema 7 files its {len(subjects)} OAuth subject(s) under the OAuth "
+        "issuer, and this config names none (server.auth.issuer): run "
+        f"`{SERVER_NAME} --config FILE --upgrade-state` with FILE the --http server's config "
+        "(or start that server); nothing was changed"
+    )
+
+
+# Steps that need configuration: by the version they reach, why they cannot run now (None:
+# they can). Such a step never runs without it: the whole upgrade is refused, saying what to
+# run, and the store stays as it was (never half-upgraded).
+_MIGRATION_NEEDS = {7: _needs_issuer}
+
+
+def _refile(backend, run, where: str, params: tuple, new: str, new_params: tuple) -> None:
+    """Gives every row whose user_name matches `where` (SQL, with `params`) the identity the
+    SQL expression `new` makes of it (with `new_params`), in every identity table, folding the
+    rows of a table keyed by identity into any the new identity has. One statement per table
+    whatever the number of identities: a statement per identity scanned the ledger once for
+    each, and a team's store never finished its upgrade (issue 39). `new` must map distinct
+    names to distinct identities that `where` does not match. run(sql, params) runs one."""
+    sql = backend.sql
+    both = (*new_params, *params)
+    for table in _IDENTITY_COLUMNS:
+        if table == "usage_by_user":  # (day, user_name) is its key: fold into any row
+            run(
+                sql(
+                    f"INSERT INTO usage_by_user (day, user_name, calls, usd) SELECT day, {new}, "
+                    f"calls, usd FROM usage_by_user WHERE {where} ON CONFLICT (day, user_name) "
+                    "DO UPDATE SET calls = usage_by_user.calls + excluded.calls, "
+                    "usd = usage_by_user.usd + excluded.usd"
+                ),
+                both,
+            )
+        elif table == "response_owners":  # (response_id, user_name) likewise
+            run(
+                sql(
+                    f"INSERT INTO response_owners (response_id, user_name, at) SELECT "
+                    f"response_id, {new}, at FROM response_owners WHERE {where} "
+                    "ON CONFLICT DO NOTHING"
+                ),
+                both,
+            )
+        else:
+            run(sql(f"UPDATE {table} SET user_name = {new} WHERE {where}"), both)
+            continue
+        run(sql(f"DELETE FROM {table} WHERE {where}"), params)
+
+
+def _refile_bare(backend, run, issuer: str) -> None:
+    """Files every subject a store holds under its bare `sub` (see _bare_subjects) as
+    oauth:<issuer>#<sub>."""
+    where = (
+        f"user_name NOT IN (SELECT name FROM users) AND user_name NOT IN (?, ?, ?) "
+        f"AND substr(user_name, 1, {len(OAUTH_PREFIX)}) <> ?"
+    )
+    params = ("", LOCAL_USER, SHARED_USER, OAUTH_PREFIX)
+    prefix = oauth_identity(issuer, "")
+    _refile(backend, run, where, params, "CAST(? AS TEXT) || user_name", (prefix,))
+
+
+def _refile_prefix(backend, run, old: str, new: str) -> None:
+    """Every identity that starts with `old` starts with `new` instead (the rest kept)."""
+    where = f"substr(user_name, 1, {len(old)}) = ?"
+    expression = f"CAST(? AS TEXT) || substr(user_name, {len(old) + 1})"
+    _refile(backend, run, where, (old,), expression, (new,))
+
+
+_UNKEYED = OAUTH_PREFIX + "#"  # a subject an upgrade filed without its issuer (issue 39)
+
+
+def misfiled_subjects(run) -> list:
+    """(table, identity, sub) for each OAuth subject a version 7 store holds outside its
+    issuer's namespace (issue 39): oauth:#<sub>, filed so by an upgrade run without
+    server.auth.issuer (before that was refused), and a bare <sub>, written by a host of an
+    older release that kept serving after another host upgraded the store (since 7 no name but
+    a named user's, `local` and `shared` is bare). run(sql) runs a statement."""
+    found = []
+    for table in _IDENTITY_COLUMNS:
+        rows = run(
+            f"SELECT DISTINCT user_name FROM {table} WHERE substr(user_name, 1, 7) = 'oauth:#'"
+        ).fetchall()
+        found += [(table, row[0], row[0][len(_UNKEYED) :]) for row in rows]
+    return found + [(table, name, name) for table, name in _bare_subjects(run)]
+
+
+def refile_subjects(backend, run) -> int:
+    """Files each misfiled subject under the issuer server.auth.issuer names (a store before 7
+    can have had only that one: it was the server's one issuer); how many identities."""
+    issuer = (backend.oauth_issuer or "").rstrip("/")
+    found = misfiled_subjects(run) if issuer else []
+    if found:  # oauth:#<sub> first: a bare <sub> of the same subject then folds into it
+        _refile_prefix(backend, run, _UNKEYED, oauth_identity(issuer, ""))
+        _refile_bare(backend, run, issuer)
+    return len({name for _, name, _ in found})
+
+
+def _bare_rows(run, name: str) -> bool:
+    """Whether any row holds `name` as its identity."""
+    return any(
+        run(f"SELECT 1 FROM {table} WHERE user_name = ? LIMIT 1", (name,)).fetchone()
+        for table in _IDENTITY_COLUMNS
+    )
+
+
+def filed_issuers(run) -> dict:
+    """{issuer: how many OAuth subjects the store files under it}, oauth:#<sub> left out (see
+    misfiled_subjects); run(sql) runs a statement."""
+    found: dict = {}
+    for table in _IDENTITY_COLUMNS:
+        rows = run(
+            f"SELECT DISTINCT user_name FROM {table} WHERE substr(user_name, 1, 6) = 'oauth:'"
+        ).fetchall()
+        for (identity,) in rows:
+            issuer = identity[len(OAUTH_PREFIX) :].partition("#")[0]
+            if issuer:
+                found.setdefault(issuer, set()).add(identity)
+    return {issuer: len(identities) for issuer, identities in found.items()}
+
+
+def refile_issuer(backend, run, old: str) -> int:
+    """Files every subject of issuer `old` under the one server.auth.issuer names, as the same
+    `sub` (--upgrade-state --from-issuer, issue 39): undoes an upgrade run with a mistyped
+    issuer, which filed the subjects under it for good. How many identities moved."""
+    issuer = (backend.oauth_issuer or "").rstrip("/")
+    moved = filed_issuers(run).get(old.rstrip("/"), 0)
+    if moved:
+        _refile_prefix(backend, run, oauth_identity(old, ""), oauth_identity(issuer, ""))
+    return moved
+
+
+# The steps, by the version each one reaches; each runs once, in order, after the tables
+# and columns this version expects have been made. A new schema version adds one step.
+_MIGRATIONS = {2: _from_version_1, 3: _from_version_2, 7: _from_version_6}
+
+
+def state_path(config: Config) -> str | None:
+    """The SQLite file's absolute path, or None when state.path is off or state.url is set."""
+    if config.get("state", "url"):
+        return None
+    path = config.get("state", "path")
+    if path and path.strip().lower() == "off":
+        return None
+    return os.path.expanduser(path) if path else config.default_state_path
+
+
+def state_enabled(config: Config) -> bool:
+    return bool(config.get("state", "url")) or state_path(config) is not None
+
+
+def state_label(config: Config) -> str:
+    """Where the state is, for people: never with the database password."""
+    url = config.get("state", "url")
+    if url:
+        return f"state database {redact_url(url)}"
+    path = state_path(config)
+    return f"state file {path}" if path else "off (state.path: off)"
+
+
+def cache_enabled(config: Config) -> bool:
+    return config.get("cache", "ttl_s") > 0 and state_enabled(config)
+
+
+class StateUnavailable(Exception):
+    """The store could not be reached or used; `reason` says why, in a few words (for the
+    server's log: it may name the store), `public` the same without the store's address (for
+    MCP clients)."""
+
+    def __init__(self, reason: str, public: str | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.public = public or reason
+
+
+class StateRefused(StateUnavailable):
+    """The store can be reached, but this process must not use it as it is: it was upgraded
+    past this version's schema, or its upgrade needs configuration this process lacks. The
+    reason says what to do; nothing was written."""
+
+
+def _newer_store(version: int) -> StateRefused:
+    text = (
+        f"it was upgraded to schema {version} by a newer {SERVER_NAME}, and this one (schema "
+        f"{STATE_SCHEMA_VERSION}) writes nothing to it: upgrade this host (docs/upgrade.md)"
+    )
+    return StateRefused(text)
+
+
+class _Armed:
+    """One guarded piece of work the watchdog watches: when it is due (monotonic), its
+    connection, and whether the watchdog has fired (shut the connection down)."""
+
+    __slots__ = ("conn", "deadline", "fired")
+
+    def __init__(self, deadline: float, conn):
+        self.deadline, self.conn, self.fired = deadline, conn, False
+
+
+class _Watchdog:
+    """Abandons a PostgreSQL connection whose work has not come back by its deadline. The
+    server enforces statement_timeout and lock_timeout only on statements it received: on a
+    link gone silent (a partition, a frozen VM) the driver would wait for ever, holding the
+    channel, the budget checks queued behind it, and the process's exit. Shutting the socket
+    down wakes the waiting driver at once with an error. One thread, started on first use."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._armed: dict = {}  # id -> _Armed
+        self._thread: threading.Thread | None = None
+
+    def guard(self, conn, seconds: float):
+        import contextlib
+
+        @contextlib.contextmanager
+        def guarded():
+            entry = _Armed(time.monotonic() + seconds, conn)
+            with self._cond:
+                self._armed[id(entry)] = entry
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._loop, name="state-watchdog", daemon=True
+                    )
+                    self._thread.start()
+                self._cond.notify()
+            try:
+                yield
+            except BaseException:
+                if entry.fired:
+                    raise _Abandoned(seconds) from None
+                raise
+            finally:
+                with self._cond:
+                    self._armed.pop(id(entry), None)
+            if entry.fired:  # fired as the work ended: the connection is gone all the same
+                raise _Abandoned(seconds)
+
+        return guarded()
+
+    def _loop(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                for entry in self._armed.values():
+                    if not entry.fired and entry.deadline <= now:
+                        entry.fired = True
+                        _shut_down(entry.conn)
+                waiting = [entry.deadline for entry in self._armed.values() if not entry.fired]
+                self._cond.wait(max(0.0, min(waiting) - now) if waiting else None)
+
+
+class _Abandoned(Exception):
+    """The watchdog shut a connection down: it did not answer in time."""
+
+    def __init__(self, seconds: float):
+        super().__init__(f"no answer within {seconds:g} s")
+
+
+def _shut_down(conn) -> None:
+    """Ends a connection's link from any thread, without its lock: whoever waits on the socket
+    wakes to an error."""
+    import socket
+
+    try:
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+    except (OSError, ValueError, Exception):  # noqa: BLE001 - closed, or never opened
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
+_WATCHDOG = _Watchdog()
+
+
+class _SqliteBackend:
+    """A SQLite file in WAL mode, private to the user (with its -wal and -shm) from creation."""
+
+    postgres = False
+    oauth_issuer = None  # server.auth.issuer, for _from_version_6
+    refused = None  # StateRefused, while the store refuses this process (see _refuse_newer)
+
+    def __init__(self, path: str):
+        self.path = path
+        self.label = f"state file {path}"
+        self.hint = "fix or delete the file, or set state.path: off"
+        self.url, self.secrets = "", ()
+
+    def errors(self) -> tuple:
+        import sqlite3
+
+        return (sqlite3.Error, OSError)
+
+    def connect(self):
+        import sqlite3
+
+        directory = os.path.dirname(self.path)
+        # SQLite gives the -wal and -shm files the mode of the database file, which the umask
+        # makes 0600 from its first byte (a chmod afterwards would leave them 0644).
+        with _UMASK_LOCK:
+            previous = os.umask(0o077)
+            try:
+                if directory:
+                    os.makedirs(directory, mode=0o700, exist_ok=True)
+                conn = sqlite3.connect(
+                    self.path,
+                    timeout=_BUSY_TIMEOUT_S,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+                try:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    conn.execute("PRAGMA synchronous=NORMAL")
+                except BaseException:
+                    conn.close()
+                    raise
+            finally:
+                os.umask(previous)
+        import stat
+
+        for suffix in ("", "-wal", "-shm"):  # files left by an older version
+            try:
+                # Only a file of ours: state.path may name a device (/dev/null: as root, a chmod
+                # took it from every other user of the machine) or a link to another's file.
+                # Group and others lose their access; the owner gains none (a file made
+                # read-only stays so: 0444 became 0600, writable).
+                mode = os.lstat(self.path + suffix).st_mode
+                if stat.S_ISREG(mode) and mode & 0o077:
+                    os.chmod(self.path + suffix, stat.S_IMODE(mode) & 0o700)
+            except OSError:
+                pass
+        return conn
+
+    def set_timeout(self, conn, seconds: float) -> None:
+        conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+
+    def guard(self, conn, seconds: float):
+        """A local file: SQLite's busy timeout bounds every wait already."""
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def lost(self, conn) -> bool:
+        return False
+
+    def abandon(self, conn) -> None:
+        """Nothing to cut: a SQLite wait ends at its busy timeout."""
+
+    def public_reason(self, exc: BaseException, reason: str) -> str:
+        """SQLite's own messages name no file; an OSError's does."""
+        if isinstance(exc, OSError):
+            return exc.strerror or type(exc).__name__
+        return reason
+
+    def refused_value(self, exc: BaseException) -> bool:
+        """Whether the failure is the row's (a value SQLite cannot take), not the file's."""
+        import sqlite3
+
+        return not isinstance(exc, (sqlite3.OperationalError, OSError, MemoryError))
+
+    def begin(self, conn, write: bool) -> None:
+        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    def take_turns(self, conn, key: int) -> None:
+        """Serialises this transaction with every other that takes turns: BEGIN IMMEDIATE
+        already holds the file's one write lock."""
+
+    def hold_schema(self, conn) -> None:
+        """Keeps the schema from changing under this transaction: a SQLite transaction reads
+        one snapshot, and one that read an older snapshot cannot write after an upgrade."""
+
+    def has_table(self, conn, name: str) -> bool:
+        found = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+        )
+        return found.fetchone() is not None
+
+    def columns(self, conn, tables: list) -> dict:
+        """{table: {column, ...}} for those of `tables` that exist."""
+        found = {}
+        for table in tables:
+            names = {row[1] for row in conn.execute(f"PRAGMA table_info({table})").fetchall()}
+            if names:
+                found[table] = names
+        return found
+
+    def sql(self, text: str) -> str:
+        return text
+
+
+class _PostgresBackend:
+    """A PostgreSQL database (psycopg 3), shared by every host that has its URL."""
+
+    postgres = True
+    oauth_issuer = None  # server.auth.issuer, for _from_version_6
+    refused = None  # StateRefused, while the store refuses this process (see _refuse_newer)
+
+    def __init__(self, url: str):
+        self.url = url
+        self.label = f"state database {redact_url(url)}"
+        self.hint = "check the database and state.url, or unset state.url"
+        self.secrets = url_secrets(url)
+
+    def errors(self) -> tuple:
+        import psycopg
+
+        return (psycopg.Error, OSError)
+
+    def connect(self):
+        import psycopg
+
+        conn = psycopg.connect(
+            self.url,
+            autocommit=True,  # transactions are explicit BEGIN ... COMMIT, as with SQLite
+            connect_timeout=_CONNECT_TIMEOUT_S,
+            application_name=SERVER_NAME,
+            **_KEEPALIVE,  # a dead peer is noticed by the kernel too, not just the watchdog
+        )
+        try:
+            # The server's own bounds on our sessions: one left idle inside a transaction (its
+            # instance cut off mid-check) is ended, which frees the budget's lock; and no lock
+            # is waited for longer than a budget check may take.
+            with self.guard(conn, _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
+                conn.execute(
+                    f"SET idle_in_transaction_session_timeout = {_IDLE_IN_TRANSACTION_S * 1000}"
+                )
+                conn.execute(f"SET lock_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def set_timeout(self, conn, seconds: float) -> None:
+        conn.execute(f"SET statement_timeout = {int(seconds * 1000)}")
+
+    def guard(self, conn, seconds: float):
+        """A bound on our side for what happens within it (see _Watchdog)."""
+        return _WATCHDOG.guard(conn, seconds)
+
+    def lost(self, conn) -> bool:
+        """Whether the connection broke (the server restarted, or the link went)."""
+        return bool(getattr(conn, "broken", False) or getattr(conn, "closed", False))
+
+    def abandon(self, conn) -> None:
+        _shut_down(conn)
+
+    def refused_value(self, exc: BaseException) -> bool:
+        """Whether the failure is the row's (a value the database or the driver refused), not
+        the connection's or the server's."""
+        import psycopg
+
+        refused = (psycopg.DataError, psycopg.IntegrityError, ValueError, TypeError)
+        return isinstance(exc, (*refused, OverflowError))
+
+    def public_reason(self, exc: BaseException, reason: str) -> str:
+        """The failure without the database's address (psycopg's messages quote the host,
+        port, user and database): its kind only."""
+        if isinstance(exc, (_Abandoned, StateUnavailable)):
+            return reason if isinstance(exc, _Abandoned) else exc.public
+        import psycopg
+
+        if isinstance(exc, psycopg.errors.QueryCanceled):
+            return "timed out"
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
+            return "lock not available in time"
+        if isinstance(exc, (psycopg.OperationalError, OSError)):
+            return "connection failed"
+        return f"database error {getattr(exc, 'sqlstate', None) or type(exc).__name__}"
+
+    def begin(self, conn, write: bool) -> None:
+        conn.execute("BEGIN")
+
+    def take_turns(self, conn, key: int) -> None:
+        """Serialises this transaction with every other that takes turns with `key`, on any
+        host: an advisory lock held until COMMIT."""
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+
+    def hold_schema(self, conn) -> None:
+        """Keeps the schema from changing under this transaction, on any host: a shared hold
+        of the lock an upgrade takes whole (_ensure_schema), until COMMIT. Shared holds do not
+        wait for each other."""
+        conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_LOCK_SCHEMA,))
+
+    def has_table(self, conn, name: str) -> bool:
+        # A read of pg_class, not to_regclass(): that answers from the session's catalog cache,
+        # which a transaction that waited for the schema lock has not refreshed, so a table made
+        # meanwhile was still missing (and a version 2 database taken for version 1).
+        found = conn.execute(
+            "SELECT 1 FROM pg_catalog.pg_class WHERE relname = %s "
+            "AND pg_catalog.pg_table_is_visible(oid)",
+            (name,),
+        )
+        return found.fetchone() is not None
+
+    def columns(self, conn, tables: list) -> dict:
+        """{table: {column, ...}} for those of `tables` that exist (pg_catalog, read afresh:
+        see has_table)."""
+        rows = conn.execute(
+            "SELECT c.relname, a.attname FROM pg_catalog.pg_attribute a "
+            "JOIN pg_catalog.pg_class c ON a.attrelid = c.oid WHERE c.relkind = 'r' "
+            "AND pg_catalog.pg_table_is_visible(c.oid) AND a.attnum > 0 AND NOT a.attisdropped "
+            "AND c.relname = ANY(%s)",
+            (tables,),
+        ).fetchall()
+        found: dict = {}
+        for table, column in rows:
+            found.setdefault(table, set()).add(column)
+        return found
+
+    def sql(self, text: str) -> str:
+        return text.replace("?", "%s")
+
+
+def state_backend(config: Config):
+    """The backend state.url or state.path names, or None when the state is off."""
+    url = config.get("state", "url")
+    path = None if url else state_path(config)
+    backend = _PostgresBackend(url) if url else _SqliteBackend(path) if path else None
+    if backend is not None:  # whose subjects a store older than version 7 holds (see there)
+        backend.oauth_issuer = config.get("server", "auth", "issuer")
+    return backend
+
+
+def _ensure_schema(backend, conn) -> None:
+    """Creates or upgrades the tables, once, even when several instances start at once: every
+    table and column this version expects is checked (and made where missing, whatever the
+    version says), then each migration step past the store's version runs."""
+    # Looking, and waiting for another instance making them now, is bounded as any check is;
+    # the upgrade itself may take longer on a large store (_MIGRATION_S).
+    with backend.guard(conn, 2 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
+        version = _stored_version(backend, conn)
+        if version is not None and version > STATE_SCHEMA_VERSION:
+            # Refused before taking the schema lock whole: that waits for every transaction of
+            # the newer hosts (a long report), and holds up all their others meanwhile.
+            backend.refused = _newer_store(version)
+            raise backend.refused
+        if version == STATE_SCHEMA_VERSION and not _missing(backend, conn):
+            return
+        backend.set_timeout(conn, _BUSY_TIMEOUT_S)
+        _schema_turn(backend, conn, lambda: backend.begin(conn, write=True))
+    try:
+        with backend.guard(conn, 2 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
+            _schema_turn(backend, conn, lambda: backend.take_turns(conn, _LOCK_SCHEMA))
+            version = _stored_version(backend, conn)
+        if version is not None and version > STATE_SCHEMA_VERSION:
+            backend.refused = _newer_store(version)
+            raise backend.refused
+        if version is None and backend.has_table(conn, "usage"):
+            version = 1  # version 1 had no version table
+        with backend.guard(conn, _MIGRATION_S + _WATCHDOG_GRACE_S):
+            backend.set_timeout(conn, _MIGRATION_S)
+            _upgrade(backend, conn, version)
+            conn.execute("COMMIT")
+    except BaseException:
+        _rollback(conn)
+        raise
+    finally:
+        try:  # back to a check's bound (the channel sets its own before its next transaction)
+            backend.set_timeout(conn, _BUSY_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - the connection is gone: it is not used again
+            pass
+
+
+def _schema_turn(backend, conn, take) -> None:
+    """take() waits for the lock another process changing the schema holds (an upgrade of
+    a large store may hold it for minutes); when that wait runs out, StateUnavailable says
+    so, not "database is locked" or "canceling statement due to statement timeout"."""
+    try:
+        take()
+    except backend.errors() as exc:
+        if backend.postgres:
+            import psycopg
+
+            waited = isinstance(
+                exc, (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable)
+            )
+        else:
+            waited = "locked" in str(exc)
+        if not waited or backend.lost(conn):
+            raise
+        raise StateUnavailable(
+            f"another process holds its schema lock (an upgrade running?) past "
+            f"{_BUSY_TIMEOUT_S:g} s: it is tried again; --upgrade-state: run it again once that "
+            "is done"
+        ) from None
+
+
+def _upgrade(backend, conn, version: int | None) -> None:
+    """Within _ensure_schema's transaction: what this version expects and the store lacks,
+    then each step past `version`, and the new version."""
+    for statement in _missing(backend, conn):
+        conn.execute(statement)
+    steps = [s for s in range(STATE_SCHEMA_VERSION + 1) if version is not None and s > version]
+    for step in steps:  # every step's needs first: the store is upgraded whole, or not
+        problem = _MIGRATION_NEEDS[step](backend, conn) if step in _MIGRATION_NEEDS else None
+        if problem:
+            backend.refused = StateRefused(problem)
+            raise backend.refused
+    for step in steps:
+        if step in _MIGRATIONS:
+            _MIGRATIONS[step](backend, conn)
+    conn.execute("DELETE FROM schema_version")
+    conn.execute(
+        backend.sql("INSERT INTO schema_version (version) VALUES (?)"), (STATE_SCHEMA_VERSION,)
+    )
+
+
+def _refuse_newer(backend, conn) -> None:
+    """In every transaction, first: refuses the store once a newer version has upgraded it
+    (issue 39). This version is the older host of the next upgrade: its rows (subjects, names,
+    columns) would be of the old shape, so it writes none, and says so (StateRefused)."""
+    backend.hold_schema(conn)
+    found = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+    version = _valid_version(backend, found)  # the table is there: the store was opened
+    if version > STATE_SCHEMA_VERSION:
+        backend.refused = _newer_store(version)
+        raise backend.refused
+    backend.refused = None
+
+
+def _stored_version(backend, conn) -> int | None:
+    """The store's schema version; None before version 2 (no table). StateRefused when the
+    table holds none, or no version (every version from 2 wrote its row with its tables, in
+    one transaction): any guess would run steps again (the totals summed twice) or skip them."""
+    if not backend.has_table(conn, "schema_version"):
+        return None
+    return _valid_version(
+        backend, conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+    )
+
+
+def _valid_version(backend, version) -> int:
+    """The version a schema_version table holds (its MAX), or StateRefused."""
+    if not isinstance(version, int) or isinstance(version, bool) or version < 2:
+        shown = "no version" if version is None else f"{str(version)[:20]!r}, not a version"
+        backend.refused = StateRefused(
+            f"its schema_version table holds {shown}; nothing was changed: set it back to the "
+            "last version that used the store (the highest usage.writer_schema: docs/upgrade.md)"
+        )
+        raise backend.refused
+    return version
+
+
+def _missing(backend, conn) -> list:
+    """The statements that make what this version expects and the store lacks: whole tables
+    (with their indexes), and columns added to tables made by an earlier version."""
+    tables = _tables(backend.postgres)
+    found = backend.columns(conn, list(tables))
+    statements = []
+    for table, columns in tables.items():
+        if table not in found:
+            statements.append(next(s for s in _schema(backend.postgres) if f" {table} (" in s))
+            continue
+        statements += [
+            f"ALTER TABLE {table} ADD COLUMN {name} {_added_column(kind)}"
+            for name, kind in columns
+            if name and name not in found[table]
+        ]
+    if statements:
+        statements += _INDEXES
+    return statements
+
+
+def _rollback(conn) -> None:
+    try:
+        conn.execute("ROLLBACK")
+    except Exception:  # noqa: BLE001 - no transaction open, or the connection is gone
+        pass
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _state_reason(exc: BaseException, url: str = "", secrets: tuple = ()) -> str:
+    """A failure in a few words, on one line, without the database password (psycopg's errors
+    can quote the whole URL, percent-encoding and all)."""
+    if isinstance(exc, StateUnavailable):
+        return exc.reason
+    text = str(exc).strip().splitlines()
+    reason = text[0] if text else type(exc).__name__
+    if url:
+        reason = reason.replace(url, redact_url(url))
+    for secret in secrets:
+        reason = reason.replace(secret, "***")
+    return _one_line(reason, 160)
+
+
+class _Channel:
+    """One connection to the store for one role (the answer path, the writer, a report), with
+    its own lock and rest after a failure: trouble there holds up no other role."""
+
+    def __init__(self, backend, on_failure):
+        self._backend = backend
+        self._on_failure = on_failure  # (what, reason, refused): the store's warning
+        self._conn = None
+        self._lock = threading.Lock()
+        self._timeout = None
+        self._resting_until = 0.0
+        self._reason = self._public = ""
+        self._opening = None  # (thread, box): a connection being opened aside, see _open_aside
+
+    def run(
+        self,
+        what: str,
+        work,
+        *,
+        write=False,
+        timeout_s=_BUSY_TIMEOUT_S,
+        wait_s=None,
+        turns=0,
+        connect_wait=None,
+    ):
+        """work(q) in one transaction, where q(sql, params) runs a statement ("?" marks);
+        its result. Raises StateUnavailable when the store fails, or is resting after a
+        failure, or when this role's connection stays busy past wait_s, or (with
+        connect_wait) when opening the connection takes longer than that."""
+        if not self._lock.acquire(timeout=-1 if wait_s is None else wait_s):
+            raise StateUnavailable("busy")
+        try:
+            if time.monotonic() < self._resting_until:
+                raise StateUnavailable(self._reason, self._public)
+            # A connection that broke while idle (the database restarted) fails its next use:
+            # that use is tried once more at once on a new connection, not after a rest.
+            for retry in (True, False):
+                try:
+                    if connect_wait is not None and self._conn is None:
+                        self._open_aside(connect_wait)
+                    return self._transaction(work, write, timeout_s, turns)
+                except _StillOpening:
+                    raise StateUnavailable("connecting") from None
+                except (StateUnavailable, _Abandoned, *self._backend.errors()) as exc:
+                    lost = not isinstance(exc, _Abandoned) and self._lost()
+                    self._close()
+                    if retry and lost:
+                        continue
+                    self._fail(what, exc)
+        finally:
+            self._lock.release()
+
+    def _lost(self) -> bool:
+        return self._conn is not None and self._backend.lost(self._conn)
+
+    def _fail(self, what: str, exc: BaseException):
+        """Rests the channel after a failure, warns, and raises StateUnavailable."""
+        backend = self._backend
+        self._reason = _state_reason(exc, backend.url, backend.secrets)
+        self._public = backend.public_reason(exc, self._reason)
+        self._resting_until = time.monotonic() + _BACKOFF_S
+        self._on_failure(what, self._reason, isinstance(exc, StateRefused))
+        if isinstance(exc, StateRefused):
+            raise StateRefused(self._reason, self._public) from None
+        raise StateUnavailable(self._reason, self._public) from None
+
+    def _open(self):
+        conn = self._backend.connect()
+        try:
+            # Making or checking the tables waits on the schema lock, bounded by its timeout
+            # (and an upgrade by _MIGRATION_S: see _ensure_schema).
+            _ensure_schema(self._backend, conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open_aside(self, wait_s: float) -> None:
+        """Opens the connection on a thread of its own, waiting for it up to wait_s: a store
+        that does not answer (a connect may take _CONNECT_TIMEOUT_S) costs the caller a miss,
+        not a stall. Raises _StillOpening meanwhile, or what opening raised."""
+        if self._opening is None:
+            box: dict = {}
+            thread = threading.Thread(
+                target=self._open_into, args=(box,), name="state-connect", daemon=True
+            )
+            thread.start()
+            self._opening = (thread, box)
+        thread, box = self._opening
+        thread.join(wait_s)
+        if thread.is_alive():
+            raise _StillOpening()
+        self._opening = None
+        if "error" in box:
+            raise box["error"]
+        self._conn, self._timeout = box["conn"], None
+
+    def _open_into(self, box: dict) -> None:
+        try:
+            box["conn"] = self._open()
+        except BaseException as exc:  # noqa: BLE001 - raised by the next run()
+            box["error"] = exc
+
+    def _transaction(self, work, write: bool, timeout_s: float, turns: int):
+        backend = self._backend
+        if self._conn is None:
+            self._conn, self._timeout = self._open(), None
+        conn = self._conn
+        # The server's statement timeout bounds each statement it received; the guard bounds
+        # the whole transaction on our side, however the link behaves.
+        with backend.guard(conn, 2 * timeout_s + _WATCHDOG_GRACE_S):
+            if self._timeout != timeout_s:
+                backend.set_timeout(conn, timeout_s)
+                self._timeout = timeout_s
+            backend.begin(conn, write)
+            try:
+                _refuse_newer(backend, conn)
+                if turns:
+                    backend.take_turns(conn, turns)
+                result = work(lambda text, params=(): conn.execute(backend.sql(text), params))
+                conn.execute("COMMIT")
+            except BaseException:
+                if not backend.lost(conn):
+                    _rollback(conn)
+                raise
+        return result
+
+    def wake(self) -> None:
+        """Ends a rest after a failure: the next run tries the store again."""
+        self._resting_until = 0.0
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:  # noqa: BLE001 - a connection already gone
+                pass
+            self._conn = None
+
+    def close(self) -> None:
+        # A transaction still running is bounded by the watchdog; close() waits no longer than
+        # that, then cuts the connection under it.
+        if not self._lock.acquire(timeout=4 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
+            if self._conn is not None:
+                self._backend.abandon(self._conn)
+            return
+        try:
+            self._close()
+            opening, self._opening = self._opening, None
+        finally:
+            self._lock.release()
+        # One still opening ends within the connect timeout; its connection is dropped unused.
+        if opening is not None and "conn" in opening[1]:
+            opening[1]["conn"].close()
+
+
+class _StillOpening(Exception):
+    """A channel's connection is still being opened aside (see _Channel._open_aside)."""
+
+
+_MAX_TEXT = 200  # characters of a model name (or any text) in a ledger row
+# ... but an identity is kept whole (budgets sum its rows by it): IDENTITY_MAX at most.
+IDENTITY_MAX = 600
+_MAX_COUNT = 10**12  # a token or search count past this is not real; the sums stay in BIGINT
+# Dollars one call can be recorded as: above any cost of counts capped at USAGE_MAX_TOKENS
+# (10^12 tokens at $180 a million x 4.5, or 10^12 searches at $10 a thousand), so the row
+# holds what the client was shown, never less.
+_MAX_USD = 1e13
+_COUNT_COLUMNS = (
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "web_searches",
+    "cache_hit",
+    "elapsed_ms",
+)
+
+
+def bounded_row(values: dict) -> dict:
+    """A ledger row every database takes, whatever the API reported: text without NUL or
+    lone surrogates and at most _MAX_TEXT characters; counts whole, in [0, _MAX_COUNT];
+    dollars finite in [0, _MAX_USD], or None (unpriced) when they are not a number."""
+    import math
+
+    row = dict(values)
+    for name in ("day", "tool", "model", "outcome"):
+        row[name] = _clean_text(row.get(name))
+    row["user_name"] = _clean_text(row.get("user_name"), IDENTITY_MAX)
+    for name in _COUNT_COLUMNS:
+        row[name] = _bounded_count(row.get(name))
+    at = row.get("at")
+    row["at"] = float(at) if isinstance(at, (int, float)) and math.isfinite(at) else time.time()
+    usd = row.get("usd")
+    if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd):
+        row["usd"] = None
+    else:
+        row["usd"] = min(max(float(usd), 0.0), _MAX_USD)
+    return row
+
+
+def _clean_text(value, limit: int = _MAX_TEXT) -> str:
+    """Text every database takes: no NUL, no lone surrogate, at most `limit` characters."""
+    text = "" if value is None else str(value)
+    return text.encode("utf-8", "replace").decode("utf-8").replace("\0", "")[:limit]
+
+
+def _bounded_count(value) -> int:
+    try:
+        count = int(value) if isinstance(value, (int, float, str)) else 0
+    except (ValueError, OverflowError):  # "x", nan, inf
+        count = 0
+    return min(max(count, 0), _MAX_COUNT)
+
+
+class _UsageWrite:
+    """A ledger row (values None: none) and the reservation it settles (None: none)."""
+
+    __slots__ = ("day", "only_if_held", "reservation", "seq", "usd", "values")
+
+    def __init__(self, values: dict | None, reservation: str | None, only_if_held=False):
+        values = {**bounded_row(values), "writer_schema": STATE_SCHEMA_VERSION} if values else None
+        self.values, self.reservation = values, reservation
+        # A handed-over call's row: written only by whoever settles its reservation first.
+        self.only_if_held = only_if_held
+        self.seq = 0  # its place in its writer's order, set by StateWriter.submit()
+        self.day = values["day"] if values else ""
+        self.usd = (values["usd"] or 0.0) if values else 0.0
+
+    def plainer(self):
+        """The row with only its day, tool, outcome and dollars: what is left to write when
+        the whole row could not be (the spend is kept; the rest is lost, and said so)."""
+        if self.values is None:
+            return None
+        values = {**self.values, "model": "?", **dict.fromkeys(_COUNT_COLUMNS, 0)}
+        plain = _UsageWrite(values, self.reservation, self.only_if_held)
+        plain.seq = self.seq
+        return plain
+
+    def settle_only(self, q) -> None:
+        if self.reservation:
+            q("DELETE FROM reservations WHERE id = ?", (self.reservation,))
+
+    def apply(self, q) -> None:
+        if self.only_if_held and self.reservation:
+            settled = q("DELETE FROM reservations WHERE id = ?", (self.reservation,)).rowcount
+            if settled == 0:
+                return  # its creator wrote it, or another instance did
+        else:
+            self.settle_only(q)
+        if self.values is None:
+            return
+        values = self.values
+        marks = ", ".join("?" for _ in _USAGE_COLUMNS)
+        q(
+            f"INSERT INTO usage ({', '.join(_USAGE_COLUMNS)}) VALUES ({marks})",
+            [values[name] for name in _USAGE_COLUMNS],
+        )
+        sums = {
+            "usd": self.usd,
+            "calls": 1,
+            "cache_hits": values["cache_hit"],
+            "input_tokens": values["input_tokens"],
+            "cached_input_tokens": values["cached_input_tokens"],
+            "output_tokens": values["output_tokens"],
+            "web_searches": values["web_searches"],
+            "unpriced": int(values["usd"] is None),
+        }
+        names = ", ".join(sums)
+        adds = ", ".join(f"{name} = usage_daily.{name} + excluded.{name}" for name in sums)
+        q(
+            f"INSERT INTO usage_daily (day, tool, model, {names}) VALUES (?, ?, ?, "
+            f"{', '.join('?' for _ in sums)}) ON CONFLICT (day, tool, model) DO UPDATE SET {adds}",
+            [values["day"], values["tool"], values["model"], *sums.values()],
+        )
+        q(
+            "INSERT INTO usage_by_user (day, user_name, calls, usd) VALUES (?, ?, 1, ?) "
+            "ON CONFLICT (day, user_name) DO UPDATE SET calls = usage_by_user.calls + 1, "
+            "usd = usage_by_user.usd + excluded.usd",
+            (values["day"], values["user_name"], self.usd),
+        )
+        if self.usd:
+            # A running total per day, so a budget check reads a month in 31 rows at most.
+            q(
+                "INSERT INTO spend_by_day (day, usd) VALUES (?, ?) ON CONFLICT (day) "
+                "DO UPDATE SET usd = spend_by_day.usd + excluded.usd",
+                (self.day, self.usd),
+            )
+
+
+class _HandoverWrite:
+    """A call whose process stops while it runs on upstream (a signed task at a rolling
+    restart): its reservation becomes the handover's, which the instance that reads the
+    response to its end settles with the ledger row (_UsageWrite.only_if_held). The held
+    estimate keeps counting against the budgets meanwhile (usd 0 without a budget)."""
+
+    __slots__ = ("expires_at", "handover", "reservation")
+
+    def __init__(self, reservation: str | None, handover: str, expires_at: float):
+        self.reservation, self.handover, self.expires_at = reservation, handover, expires_at
+
+    def plainer(self):
+        return None  # nothing plainer to write
+
+    def settle_only(self, q) -> None:
+        pass  # a handover that cannot be written leaves the reservation as it was
+
+    def apply(self, q) -> None:
+        held = None
+        if self.reservation:
+            held = q(
+                "SELECT usd, user_name FROM reservations WHERE id = ?", (self.reservation,)
+            ).fetchone()
+            q("DELETE FROM reservations WHERE id = ?", (self.reservation,))
+        # The hold stays its user's: it keeps counting against their allowance meanwhile.
+        q(
+            "INSERT INTO reservations (id, at, expires_at, usd, user_name) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (id) DO NOTHING",
+            (
+                self.handover,
+                time.time(),
+                self.expires_at,
+                float(held[0]) if held else 0.0,
+                held[1] if held else LOCAL_USER,
+            ),
+        )
+
+
+def handover_reservation(response_id: str) -> str:
+    """The reservation id a handed-over call's response is settled by."""
+    return f"handover:{response_id}"
+
+
+class _CacheWrite:
+    """An answer to keep (text None: the entry to drop, a row of the wrong shape)."""
+
+    __slots__ = ("key", "max_entries", "stored_at", "text", "ttl_s")
+
+    def __init__(self, key: str, text: str | None, ttl_s: int = 0, max_entries: int = 0):
+        self.key, self.text, self.ttl_s, self.max_entries = key, text, ttl_s, max_entries
+        self.stored_at = time.time()
+
+    def plainer(self):
+        return None  # an answer that cannot be kept is just not cached
+
+    def settle_only(self, q) -> None:
+        pass
+
+    def apply(self, q) -> None:
+        if self.text is None:
+            q("DELETE FROM answers WHERE key = ?", (self.key,))
+            return
+        q(
+            "INSERT INTO answers (key, stored_at, body) VALUES (?, ?, ?) ON CONFLICT (key) "
+            "DO UPDATE SET stored_at = excluded.stored_at, body = excluded.body",
+            (self.key, self.stored_at, self.text),
+        )
+        q("DELETE FROM answers WHERE stored_at <= ?", (time.time() - self.ttl_s,))
+        q(
+            "DELETE FROM answers WHERE stored_at < (SELECT stored_at FROM answers "
+            "ORDER BY stored_at DESC LIMIT 1 OFFSET ?)",
+            (self.max_entries - 1,),
+        )
+
+
+class _OwnerWrite:
+    """A user was given a response id (ResponseOwners)."""
+
+    __slots__ = ("at", "response_id", "user")
+
+    def __init__(self, response_id: str, user: str):
+        self.response_id, self.user, self.at = (
+            _clean_text(response_id),
+            _clean_text(user),
+            time.time(),
+        )
+
+    def plainer(self):
+        return None  # nothing smaller to keep: a row refused is set aside
+
+    def settle_only(self, q) -> None:
+        """Settles nothing: no reservation waits on it."""
+
+    def apply(self, q) -> None:
+        q(
+            "INSERT INTO response_owners (response_id, user_name, at) VALUES (?, ?, ?) "
+            "ON CONFLICT (response_id, user_name) DO NOTHING",
+            (self.response_id, self.user, self.at),
+        )
+
+
+_OWNERS_KEEP_S = 31 * 86400.0  # OpenAI keeps a stored response 30 days
+
+
+class _Prune:
+    """Drops raw ledger rows older than the retention (the per-day totals stay) and
+    reservations whose process never settled them."""
+
+    __slots__ = ("first_kept_day",)
+
+    def __init__(self, first_kept_day: str):
+        self.first_kept_day = first_kept_day
+
+    def plainer(self):
+        return None
+
+    def settle_only(self, q) -> None:
+        pass
+
+    def apply(self, q) -> None:
+        q("DELETE FROM usage WHERE day < ?", (self.first_kept_day,))
+        q("DELETE FROM reservations WHERE expires_at <= ?", (time.time(),))
+        q("DELETE FROM writers WHERE at < ?", (time.time() - _WRITER_MARK_KEEP_S,))
+        q("DELETE FROM response_owners WHERE at < ?", (time.time() - _OWNERS_KEEP_S,))
+
+
+class StateWriter:
+    """Writes ledger rows, settlements and cache entries in one thread, off the answer path;
+    the thread ends when it has had nothing to write for a second, so an idle server keeps
+    no thread for it.
+
+    submit() never waits. What cannot be written yet stays queued in memory (ledger rows up to
+    _MAX_PENDING_ROWS, the oldest dropped past that with a warning) and is written once the
+    store is back; the writer rests _BACKOFF_S between tries.
+
+    Each ledger row gets a sequence number, and each transaction records the last one it wrote
+    (the writer's mark, in the writers table). A reader of the totals reads the mark with them,
+    so it adds exactly the unwritten rows the totals do not hold yet, even in the moment between
+    a commit and the rows leaving unwritten(); and a batch whose commit went through but whose
+    acknowledgement was lost is not written twice when it is tried again."""
+
+    def __init__(self, store: StateStore):
+        self._store = store
+        self.id = os.urandom(12).hex()
+        self._seq = 0
+        self._channel = _Channel(store.backend, store.failed)
+        self._cond = threading.Condition()
+        self._queue: list = []
+        self._writing: list = []  # the batch in its transaction now
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self._next_prune = 0.0
+        self._set_aside_said: set = set()
+
+    def submit(self, write) -> None:
+        with self._cond:
+            if isinstance(write, _UsageWrite):
+                self._seq += 1
+                write.seq = self._seq
+            self._queue.append(write)
+            self._trim()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="state-writer")
+                self._thread.daemon = True
+                self._thread.start()
+            self._cond.notify_all()
+
+    def open(self) -> None:
+        """Opens the connection the writes go through, if it is not open yet. A failure is
+        the ledger's writer failing (and warned as such: answers go on without it)."""
+        self._channel.run("writing the ledger", lambda q: None)
+
+    def unwritten(self) -> list:
+        """What was submitted and is not in the store yet, oldest first."""
+        with self._cond:
+            return [*self._writing, *self._queue]
+
+    def _trim(self) -> None:
+        caches = [w for w in self._queue if isinstance(w, _CacheWrite)]
+        for write in caches[: max(0, len(caches) - _MAX_PENDING_CACHE)]:
+            self._queue.remove(write)
+        owners = [w for w in self._queue if isinstance(w, _OwnerWrite)]
+        for write in owners[: max(0, len(owners) - _MAX_PENDING_ROWS)]:
+            self._queue.remove(write)  # ResponseOwners keeps the newest in memory too
+        rows = [w for w in self._queue if isinstance(w, _UsageWrite)]
+        extra = len(rows) - _MAX_PENDING_ROWS
+        if extra > 0:
+            for write in rows[:extra]:
+                self._queue.remove(write)
+            self._store.say(
+                f"{extra} usage row(s) dropped: more than {_MAX_PENDING_ROWS} waited in memory "
+                "for the state to come back"
+            )
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                if not self._queue and not self._closing:
+                    self._cond.wait(_WRITER_IDLE_S)
+                if not self._queue:
+                    if not self._closing:
+                        self._thread = None  # idle: the next submit() starts another
+                    return
+                self._writing, self._queue = self._queue[:_BATCH], self._queue[_BATCH:]
+                batch = list(self._writing)
+            if time.monotonic() >= self._next_prune:
+                batch.append(_Prune(self._store.first_kept_day()))
+            try:
+                work = _write_batch(self.id, batch, self._store.backend, self._set_aside)
+                self._channel.run("writing the ledger", work)
+                written = True
+            except StateUnavailable:
+                written = False
+            except Exception as exc:  # noqa: BLE001 - a bug must not stop the writer
+                self._store.say(f"writing state failed ({type(exc).__name__}); batch dropped")
+                written = True
+            with self._cond:
+                if written:
+                    if isinstance(batch[-1], _Prune):
+                        self._next_prune = time.monotonic() + _PRUNE_EVERY_S
+                else:
+                    self._queue[:0] = self._writing
+                    self._trim()
+                self._writing = []
+                if not written:
+                    if self._closing:
+                        return  # the try after close() failed too; close() reports the rest
+                    # Rest (new rows do not cut it short; close() does), then try again.
+                    deadline = time.monotonic() + _BACKOFF_S
+                    while not self._closing and time.monotonic() < deadline:
+                        self._cond.wait(deadline - time.monotonic())
+
+    def _set_aside(self, write, exc: BaseException, kept: bool) -> None:
+        """Says (once per kind of failure) that a write could not be stored as it was."""
+        reason = f"{type(write).__name__.strip('_')}: {type(exc).__name__}"
+        if reason in self._set_aside_said:
+            return
+        self._set_aside_said.add(reason)
+        what = (
+            "a ledger row was written with its spend only (model and counts left out)"
+            if kept
+            else "a write was set aside"
+        )
+        self._store.say(f"{what}: the database refused a value ({reason}); the rest go on")
+
+    def close(self, wait_s: float) -> int:
+        """Writes what is queued, trying once more at once if the store was resting, for up
+        to wait_s; how many ledger rows are left unwritten."""
+        self._channel.wake()
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(wait_s)
+        self._channel.close()
+        with self._cond:
+            return sum(1 for w in [*self._writing, *self._queue] if isinstance(w, _UsageWrite))
+
+
+def _write_batch(writer: str, writes: list, backend, set_aside):
+    """The batch's transaction: it skips the rows the writer's mark says are in already, and
+    moves the mark past the rows it writes. Each write has a savepoint: one the database
+    refuses for a value in it is written plainer (a ledger row with its spend only), or set
+    aside, its reservation settled all the same; the batch goes on (a refused value must not
+    hold every later row back, nor leave its batch's reservations holding budget)."""
+
+    def work(q) -> None:
+        row = q("SELECT seq FROM writers WHERE id = ?", (writer,)).fetchone()
+        mark = int(row[0]) if row else 0
+        last = mark
+        for write in writes:
+            seq = getattr(write, "seq", 0)
+            if seq and seq <= mark:
+                continue
+            _apply_or_set_aside(q, write, backend, set_aside)
+            last = max(last, seq)
+        if last > mark:
+            q(
+                "INSERT INTO writers (id, seq, at) VALUES (?, ?, ?) ON CONFLICT (id) "
+                "DO UPDATE SET seq = excluded.seq, at = excluded.at",
+                (writer, last, time.time()),
+            )
+
+    return work
+
+
+def _apply_or_set_aside(q, write, backend, set_aside) -> None:
+    plain = write.plainer()
+    steps = [write.apply, *([plain.apply] if plain else []), write.settle_only]
+    refused = None
+    for step in steps:
+        q("SAVEPOINT one_write")
+        try:
+            step(q)
+        except Exception as exc:
+            if not backend.refused_value(exc):
+                raise  # the store's trouble, not the row's: the batch is tried again later
+            q("ROLLBACK TO SAVEPOINT one_write")
+            q("RELEASE SAVEPOINT one_write")
+            refused = exc
+            continue
+        q("RELEASE SAVEPOINT one_write")
+        break
+    if refused is not None:
+        set_aside(write, refused, kept=step is not steps[-1])
+
+
+# What a failure means, by what failed: only a failed budget check refuses a call (a writer
+# that fails retries, a cache read that fails is a miss), and only that one says so.
+_FAILURE_OUTCOMES = {
+    "checking the budget": "calls that would spend are refused while a budget is set, and ",
+    "reading the budget": "calls that would spend are refused while a budget is set, and ",
+    "writing the ledger": "answers go on without it, and ",
+    "reading the cache": "answers go on without it (no cache hits), and ",
+}
 
 
 class ToolError(Exception):
@@ -3957,6 +5541,1010 @@ class ToolError(Exception):
         self.message = message
         self.detail = detail or message
         self.debug = {key: value for key, value in debug.items() if value is not None}
+
+
+class StateStore:
+    """The one interface to the state, whichever database holds it: reads on the answer path
+    (short, on their own connection), writes through the StateWriter, reports on a
+    connection of their own. Failures are warnings (at most one a minute per reason)."""
+
+    def __init__(self, backend, log: Log, timezone: str = "UTC", retention_days: int = 90):
+        self.backend = backend
+        self._log = log
+        self._timezone = timezone
+        self._retention_days = retention_days
+        self._warned: dict = {}
+        self._warn_lock = threading.Lock()
+        self._prepared = False  # see prepare()
+        # The cache's reads and the budget's checks each have a connection: a slow cache read
+        # (a miss after _CACHE_READ_S) puts no budget check at rest.
+        self._reads = _Channel(backend, self.failed) if backend else None
+        self._cache_reads = _Channel(backend, self.failed) if backend else None
+        self._writer = StateWriter(self) if backend else None
+
+    @property
+    def enabled(self) -> bool:
+        return self.backend is not None
+
+    @property
+    def label(self) -> str:
+        return self.backend.label if self.backend else "off"
+
+    @property
+    def kind(self) -> str:
+        """Which store, without where: for what MCP clients see."""
+        if self.backend is None:
+            return "the state"
+        return "the state database" if self.backend.postgres else "the state file"
+
+    def read(self, what: str, work, cache: bool = False, **options):
+        """work(q) in a transaction on the answer path's connection (the cache's own with
+        cache=True); raises StateUnavailable."""
+        if self.backend is None:
+            raise StateUnavailable("state is off")
+        return (self._cache_reads if cache else self._reads).run(what, work, **options)
+
+    def write_later(self, write) -> None:
+        if self._writer is not None:
+            self._writer.submit(write)
+
+    def prepare(self) -> None:
+        """Opens the writer's connection (imports the driver, makes or checks the tables) in a
+        thread of its own, once, while a call is in flight: else a stop signal during a first
+        call left all of that to the second the process has to write the call's row and exit
+        (over a second on a busy machine, with the cache off and no budget to open it first).
+        Raises ToolError while the store refuses this process (refused()): the call's row could
+        not be written, so the call does not run (issue 39)."""
+        refused = self.refused()
+        if refused is not None:
+            raise ToolError(f"this server cannot use {self.kind}: {refused.public}")
+        if self._writer is None or self._prepared:
+            return
+        self._prepared = True
+
+        def open_it() -> None:
+            try:
+                self._writer.open()
+            except StateUnavailable:
+                pass  # warned already; the row's write tries again
+
+        threading.Thread(target=open_it, name="state-open", daemon=True).start()
+
+    def unwritten(self) -> list:
+        return self._writer.unwritten() if self._writer else []
+
+    def refused(self) -> StateRefused | None:
+        """The refusal once the store was found upgraded past this version, or waiting for an
+        upgrade this config cannot make (until a transaction goes through): every call is
+        refused then, since its row could not be written (issue 39)."""
+        return self.backend.refused if self.backend is not None else None
+
+    @property
+    def writer_id(self) -> str:
+        """The key of this process's writer's mark in the writers table."""
+        return self._writer.id if self._writer else ""
+
+    def report(self, what: str, work):
+        """work(q) on a connection of its own, opened and closed here: a long report holds up
+        no call. Raises StateUnavailable."""
+        if self.backend is None:
+            raise StateUnavailable("state is off")
+        channel = _Channel(self.backend, self.failed)
+        try:
+            return channel.run(what, work, timeout_s=30.0)
+        finally:
+            channel.close()
+
+    def first_kept_day(self) -> str:
+        import datetime
+
+        today = datetime.date.fromisoformat(today_in(self._timezone))
+        return (today - datetime.timedelta(days=self._retention_days)).isoformat()
+
+    def failed(self, what: str, reason: str, refused: bool = False) -> None:
+        now = time.monotonic()
+        with self._warn_lock:
+            if now - self._warned.get(reason, -_WARN_EVERY_S) < _WARN_EVERY_S:
+                return
+            self._warned[reason] = now
+        if refused:  # the reason says what to do; the store's own hint (delete it...) must not
+            self._log.say(f"error: {self.label}: {reason}")
+            return
+        self._log.say(
+            f"warning: {self.label}: {what} failed ({reason}); {_FAILURE_OUTCOMES.get(what, '')}"
+            f"spend is kept in memory until it is back ({self.backend.hint})"
+        )
+
+    def say(self, text: str) -> None:
+        self._log.say(f"warning: {self.label}: {text}")
+
+    def close(self, wait_s: float = 5.0) -> None:
+        """Writes what is queued (waiting up to wait_s), then closes the connections."""
+        if self.backend is None:
+            return
+        left = self._writer.close(wait_s)
+        if left:  # the dollars too: what the ledger will lack, for whoever accounts for it
+            lost = sum(w.usd for w in self.unwritten() if isinstance(w, _UsageWrite))
+            self.say(
+                f"{left} usage row(s) could not be written before exit ({usd(lost)} of spend "
+                "that no ledger holds)"
+            )
+        self._reads.close()
+        self._cache_reads.close()
+
+
+def claim_daily(state: StateStore, name: str, today: str) -> bool:
+    """Whether this process is the first to run the check `name` today (and now has): with
+    the state off, every process is; with the state unavailable, none is."""
+    if not state.enabled:
+        return True
+
+    def claim(q) -> bool:
+        row = q("SELECT day FROM checks WHERE name = ?", (name,)).fetchone()
+        if row is not None and row[0] >= today:
+            return False
+        q(
+            "INSERT INTO checks (name, day) VALUES (?, ?) ON CONFLICT (name) "
+            "DO UPDATE SET day = excluded.day",
+            (name, today),
+        )
+        return True
+
+    try:
+        return state.read(f"claiming today's {name} check", claim, write=True)
+    except StateUnavailable:
+        return False
+
+
+def release_daily(state: StateStore, name: str, today: str) -> None:
+    """Gives back today's claim of the check `name` (its look failed): the next process, or
+    this one's next try, runs it."""
+    if not state.enabled:
+        return
+    try:
+        state.read(
+            f"giving back today's {name} check",
+            lambda q: q("DELETE FROM checks WHERE name = ? AND day = ?", (name, today)),
+            write=True,
+        )
+    except StateUnavailable:
+        pass
+
+
+class UsageRow:
+    """One finished call, as the ledger stores it: counts and dollars, never the query."""
+
+    def __init__(
+        self, tool: str, model: str, outcome: str, meta: dict | None = None, user: str = LOCAL_USER
+    ):
+        meta = meta or {}
+        usage = meta.get("usage") or {}
+        cost = meta.get("cost") or {}
+        self.values = {
+            "at": time.time(),
+            "tool": tool,
+            "model": model,
+            "input_tokens": usage.get("input_tokens", 0),
+            "cached_input_tokens": usage.get("cached_input_tokens", 0),
+            "output_tokens": usage.get("output_tokens", 0),
+            "reasoning_tokens": usage.get("reasoning_tokens", 0),
+            "web_searches": meta.get("web_searches", 0),
+            "usd": cost.get("usd", 0.0),
+            "cache_hit": int(bool((meta.get("cache") or {}).get("hit"))),
+            "elapsed_ms": meta.get("elapsed_ms", 0),
+            "outcome": outcome,
+            "user_name": user,
+            # How many files the call sent, and their bytes: never their names or content.
+            "files": len(meta.get("files") or ()),
+            "file_bytes": sum(f["bytes"] for f in meta.get("files") or ()),
+        }
+
+
+def usd(amount: float) -> str:
+    """$5.03; an amount under a cent keeps two significant digits ($0.0039), not $0.00."""
+    return f"${amount:.2f}" if amount >= 0.01 or amount == 0 else f"${amount:.2g}"
+
+
+class Ledger:
+    """The usage rows, budgets' reservations, and the per-day sums --usage and budgets read."""
+
+    def __init__(self, state: StateStore, timezone: str):
+        self._state = state
+        self._timezone = timezone
+
+    def record(self, row: UsageRow, reservation: str | None = None) -> None:
+        """Queues the row (and settles the call's reservation with it); never waits."""
+        values = {**row.values, "day": today_in(self._timezone)}
+        self._state.write_later(_UsageWrite(values, reservation))
+
+    def release(self, reservation: str) -> None:
+        """Gives a reservation back unused (its call made no request of its own)."""
+        self._state.write_later(_UsageWrite(None, reservation))
+
+    def hand_over(self, reservation: str | None, response_id: str, expires_at: float) -> None:
+        """Leaves a running call's row to the instance that reads its response to the end."""
+        handover = handover_reservation(response_id)
+        self._state.write_later(_HandoverWrite(reservation, handover, expires_at))
+
+    def settle_handover(self, row: UsageRow, response_id: str) -> None:
+        """The row of a response read to its end here: written only if its creator handed it
+        over (and no other instance has written it first)."""
+        values = {**row.values, "day": today_in(self._timezone)}
+        reservation = handover_reservation(response_id)
+        self._state.write_later(_UsageWrite(values, reservation, only_if_held=True))
+
+    def spent_since(self, first_day: str) -> float:
+        """Dollars spent from first_day (YYYY-MM-DD, in policy.timezone) on, rows not yet
+        written included. Raises StateUnavailable."""
+        unwritten = self._state.unwritten()
+        writer = self._state.writer_id
+        sums = self._state.read(
+            "reading the budget", lambda q: _spent(q, [(first_day, None)], writer)
+        )
+        return sums[0] + _unwritten_spend(unwritten, first_day, sums[-1])
+
+    def reserve(
+        self,
+        tool: str,
+        limits: list,
+        floor: float,
+        ttl_s: float,
+        user: str = LOCAL_USER,
+        estimator=None,
+    ) -> tuple:
+        """Reserves a call's expected cost if every (first day, limit, user) has room for it
+        (user None: the team's spend; else that user's), all in one transaction that takes
+        turns with every other process's: (reservation id or None, the estimate, [(spent,
+        reserved by calls in flight)] per limit). The tool's typical cost is the mean of its
+        last priced calls (of `estimator.model`, when it has any: another model's are priced at
+        other rates), never under `floor`; `estimator(typical usd, the least input tokens they
+        carried)` makes the call's estimate of it (Pricing.estimate), else it is the estimate.
+        Raises StateUnavailable."""
+        unwritten = self._state.unwritten()
+        writer = self._state.writer_id
+        settling = {w.reservation for w in unwritten if isinstance(w, _UsageWrite)}
+        bounds = [(*limit, None)[:3] for limit in limits]  # (first day, limit): the team's
+
+        def work(q):
+            now = time.time()
+            recent = _recent_calls(q, tool, getattr(estimator, "model", None))
+            mean = sum(float(row[0]) for row in recent) / len(recent) if recent else 0.0
+            # The least input they carried, for the long-context line: a mean would put every
+            # call after one with a large file over it.
+            tokens = min((int(row[1] or 0) for row in recent), default=0)
+            estimate = max(floor, mean)
+            if estimator is not None:
+                estimate = estimator(estimate, tokens)
+            live = q(
+                "SELECT id, usd, user_name FROM reservations WHERE expires_at > ?", (now,)
+            ).fetchall()
+            live = [(float(usd), who) for rid, usd, who in live if rid not in settling]
+            *totals, mark = _spent(q, [(day, who) for day, _, who in bounds], writer)
+            sums = [
+                (
+                    total + _unwritten_spend(unwritten, day, mark, who),
+                    sum(usd for usd, holder in live if who is None or holder == who),
+                )
+                for total, (day, _limit, who) in zip(totals, bounds, strict=True)
+            ]
+            pairs = zip(sums, bounds, strict=True)
+            room = all(s + r + estimate <= limit + 1e-9 for (s, r), (_, limit, _) in pairs)
+            reservation = None
+            if room:
+                reservation = os.urandom(12).hex()
+                q(
+                    "INSERT INTO reservations (id, at, expires_at, usd, user_name) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (reservation, now, now + ttl_s, estimate, user),
+                )
+            return reservation, estimate, sums
+
+        # wait_s: this process's other calls checking their budget first (each a few ms,
+        # unless the store is slow: then each gives up after _BUSY_TIMEOUT_S). connect_wait:
+        # an upgrade of a large store, made as the connection opens, goes on aside while the
+        # call is refused (up to _MIGRATION_S, issue 39).
+        return self._state.read(
+            "checking the budget",
+            work,
+            write=True,
+            turns=_LOCK_BUDGET,
+            wait_s=_BUDGET_WAIT_S,
+            connect_wait=_BUDGET_WAIT_S,
+        )
+
+    def report(self, since: str | None) -> dict:
+        """Spend by day, model and tool, with totals, from the per-day sums: what --usage
+        prints. Raises StateUnavailable."""
+        where, params = ("WHERE day >= ?", (since,)) if since else ("", ())
+        sums = ", ".join(f"COALESCE(SUM({name}), 0) AS {name}" for name in _DAILY_SUMS)
+
+        def read(q):
+            report = {"since": since, "timezone": self._timezone}
+            for name, column in (("by_day", "day"), ("by_model", "model"), ("by_tool", "tool")):
+                cursor = q(
+                    f"SELECT {column}, {sums} FROM usage_daily {where} GROUP BY {column} "
+                    f"ORDER BY {column}",
+                    params,
+                )
+                report[name] = [_usage_row(cursor, row) for row in cursor.fetchall()]
+            cursor = q(f"SELECT {sums} FROM usage_daily {where}", params)
+            report["total"] = _usage_row(cursor, cursor.fetchone())
+            rows = q(
+                f"SELECT user_name, SUM(calls), COALESCE(SUM(usd), 0) FROM usage_by_user {where} "
+                "GROUP BY user_name ORDER BY user_name",
+                params,
+            ).fetchall()
+            report["by_user"] = [
+                {
+                    "user": name or "(before users)",
+                    "kind": identity_kind(name),  # user, oauth, shared, local or none
+                    "calls": int(calls),
+                    "usd": round(float(d), 6),
+                }
+                for name, calls, d in rows
+            ]
+            return report
+
+        return self._state.report("reading usage", read)
+
+    def user_report(self, since: str, user: str) -> dict:
+        """report() for one user's spend only (what a non-admin's GET /usage shows): totals
+        and calls from the per-user sums, by model and by tool from that user's raw rows
+        (kept state.retention_days). Raises StateUnavailable."""
+        sums = (
+            "COUNT(*) AS calls, COALESCE(SUM(usd), 0) AS usd, SUM(cache_hit) AS cache_hits, "
+            "SUM(input_tokens) AS input_tokens, SUM(cached_input_tokens) AS "
+            "cached_input_tokens, SUM(output_tokens) AS output_tokens, SUM(web_searches) AS "
+            "web_searches, SUM(CASE WHEN usd IS NULL THEN 1 ELSE 0 END) AS unpriced"
+        )
+        mine = "WHERE day >= ? AND user_name = ?"
+
+        def read(q):
+            report = {"since": since, "timezone": self._timezone}
+            for name, column in (("by_model", "model"), ("by_tool", "tool")):
+                cursor = q(
+                    f"SELECT {column}, {sums} FROM usage {mine} GROUP BY {column} "
+                    f"ORDER BY {column}",
+                    (since, user),
+                )
+                report[name] = [_usage_row(cursor, row) for row in cursor.fetchall()]
+            cursor = q(f"SELECT {sums} FROM usage {mine}", (since, user))
+            total = _usage_row(cursor, cursor.fetchone())
+            calls, usd = q(
+                f"SELECT COALESCE(SUM(calls), 0), COALESCE(SUM(usd), 0) FROM usage_by_user {mine}",
+                (since, user),
+            ).fetchone()
+            total.update(calls=int(calls), usd=round(float(usd), 6))
+            report["total"] = total
+            report["by_user"] = [{"user": user, "calls": total["calls"], "usd": total["usd"]}]
+            return report
+
+        return self._state.report("reading usage", read)
+
+
+def _recent_calls(q, tool: str, model: str | None) -> list:
+    """[(usd, input tokens)] of the tool's last _RECENT_CALLS priced calls: those of `model`
+    (its dated snapshots too) among the last _RECENT_SCAN when there are any, else any
+    model's (a gateway's response names the model its own way)."""
+    rows = q(
+        "SELECT usd, input_tokens, model FROM usage WHERE tool = ? AND outcome = 'ok' "
+        "AND usd IS NOT NULL ORDER BY id DESC LIMIT ?",
+        (tool, _RECENT_SCAN),
+    ).fetchall()
+    same = [row for row in rows if model is not None and _undated(str(row[2])) == _undated(model)]
+    return [row[:2] for row in (same or rows)[:_RECENT_CALLS]]
+
+
+def _spent(q, since: list, writer: str) -> list:
+    """The spend from each (first day, user) on (user None: everyone's), then this process's
+    writer's mark, in one statement: one snapshot of the store, even where each statement
+    sees the latest commit."""
+    parts, params = [], []
+    for first_day, user in since:
+        if user is None:
+            parts.append("(SELECT SUM(usd) FROM spend_by_day WHERE day >= ?)")
+            params.append(first_day)
+        else:
+            parts.append("(SELECT SUM(usd) FROM usage_by_user WHERE day >= ? AND user_name = ?)")
+            params += [first_day, user]
+    row = q(
+        f"SELECT {', '.join(parts)}, (SELECT seq FROM writers WHERE id = ?)", (*params, writer)
+    ).fetchone()
+    return [float(value or 0.0) for value in row[:-1]] + [int(row[-1] or 0)]
+
+
+def _unwritten_spend(unwritten: list, first_day: str, mark: int, user=None) -> float:
+    """What the rows not in the totals yet add: those past the writer's mark (the user's
+    only, when one is named)."""
+    return sum(
+        w.usd
+        for w in unwritten
+        if isinstance(w, _UsageWrite)
+        and w.seq > mark
+        and w.day >= first_day
+        and (user is None or w.values["user_name"] == user)
+    )
+
+
+def _usage_row_empty() -> dict:
+    names = ("calls", "usd", "cache_hits", "input_tokens", "cached_input_tokens")
+    names += ("output_tokens", "web_searches", "unpriced")
+    return {name: 0 for name in names}
+
+
+def spend_summary(ledger: Ledger, timezone: str, in_flight: int, user=None) -> dict:
+    """What GET /usage shows: today's and this month's spend by model, tool and user (`user`:
+    that user's spend only, every figure of it; None: the team's), the cache hit rate, and
+    the calls in flight (the caller counts them for the same people)."""
+    today = today_in(timezone)
+    summary: dict = {"timezone": timezone, "today": today, "in_flight": in_flight}
+    for period, since in (("day", today), ("month", today[:8] + "01")):
+        try:
+            report = ledger.report(since) if user is None else ledger.user_report(since, user)
+        except StateUnavailable:  # zeros below, but not passed off as "nothing spent"
+            summary["warning"] = "the usage ledger could not be read; see the server's stderr"
+            report = {"by_model": [], "by_tool": [], "by_user": [], "total": None}
+        total = report["total"] or _usage_row_empty()
+        by_user = report["by_user"]
+        calls = total["calls"]
+        summary[period] = {
+            "since": since,
+            "usd": total["usd"],
+            "calls": calls,
+            "cache_hit_rate": round(total["cache_hits"] / calls, 4) if calls else 0.0,
+            "by_model": [_spend(row, "model") for row in report["by_model"]],
+            "by_tool": [_spend(row, "tool") for row in report["by_tool"]],
+            "by_user": by_user,
+        }
+    return summary
+
+
+def _spend(row: dict, key: str) -> dict:
+    return {
+        key: row[key],
+        "usd": row["usd"],
+        "calls": row["calls"],
+        "cache_hits": row["cache_hits"],
+    }
+
+
+def spend_page(summary: dict) -> bytes:
+    """GET /usage as a small HTML page for a browser: no scripts, no external assets."""
+    import html
+
+    def table(title: str, rows: list, key: str) -> str:
+        hits = key != "user"  # by user: calls and dollars only
+        cells = "".join(
+            f"<tr><td>{html.escape(user_row_label(row) if key == 'user' else str(row[key]))}"
+            f"</td><td>{row['calls']}</td>"
+            + (f"<td>{row['cache_hits']}</td>" if hits else "")
+            + f"<td>${row['usd']:.4f}</td></tr>"
+            for row in rows
+        )
+        return (
+            f"<table><caption>{title}</caption><tr><th>{key}</th><th>calls</th>"
+            + ("<th>cache hits</th>" if hits else "")
+            + f"<th>USD</th></tr>{cells}</table>"
+        )
+
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>{SERVER_NAME}: spend</title>",
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;"
+        "margin:1em 0}td,th{border:1px solid #999;padding:.2em .6em;text-align:right}"
+        "caption{text-align:left;font-weight:bold}</style></head><body>",
+        f"<h1>Spend</h1><p>{html.escape(summary['today'])} ({html.escape(summary['timezone'])})"
+        f"; calls in flight: <span id='in-flight'>{summary['in_flight']}</span></p>",
+    ]
+    if summary.get("warning"):
+        parts.append(f"<p id='warning'><strong>{html.escape(summary['warning'])}</strong></p>")
+    for period, title in (("day", "Today"), ("month", "This month")):
+        data = summary[period]
+        parts.append(
+            f"<h2>{title}: <span id='{period}-usd'>${data['usd']:.4f}</span></h2>"
+            f"<p>{data['calls']} calls, cache hit rate {data['cache_hit_rate'] * 100:.1f}%</p>"
+        )
+        parts.append(table(f"{title} by model", data["by_model"], "model"))
+        parts.append(table(f"{title} by tool", data["by_tool"], "tool"))
+        parts.append(table(f"{title} by user", data["by_user"], "user"))
+    parts.append("</body></html>")
+    return "".join(parts).encode("utf-8")
+
+
+def _usage_row(cursor, row) -> dict:
+    names = [getattr(column, "name", None) or column[0] for column in cursor.description]
+    entry = {name: (value or 0) for name, value in zip(names, row, strict=True)}
+    for name in _DAILY_SUMS:  # PostgreSQL sums integers as Decimal
+        entry[name] = round(float(entry[name]), 6) if name == "usd" else int(entry[name])
+    return entry
+
+
+def token_sha256(token: str) -> str:
+    """What the state keeps of a named user's token."""
+    import hashlib
+
+    return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+
+
+USER_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}"
+OAUTH_SUBJECT_MAX = 255  # characters of a token's user claim; a longer one is refused
+
+
+# -- Identities: one person, one identity (issue 31) ---------------------------------------------
+# Three namespaces that never meet: named users (their name: letters, digits and . _ @ + -,
+# never ':'), OAuth subjects (oauth:<issuer>#<sub>, per issuer) and the two reserved
+# identities, `shared` (MCP_HTTP_TOKEN) and `local` (stdio; HTTP with no token asked). The
+# ledger, budgets, cache keys, response owners, tasks and handoffs all key by this string.
+
+
+def oauth_identity(issuer: str, subject: str) -> str:
+    """An OAuth subject's identity: its issuer (without a trailing '/') and its subject."""
+    return f"{OAUTH_PREFIX}{issuer.rstrip('/')}#{subject}"
+
+
+def identity_kind(identity: str) -> str:
+    """user, oauth, shared, local, or none ('': rows from before users existed)."""
+    if identity.startswith(OAUTH_PREFIX):
+        return "oauth"
+    if identity in (SHARED_USER, LOCAL_USER):
+        return identity
+    return "user" if identity else "none"
+
+
+def identity_label(identity: str) -> str:
+    """How --usage and /usage show an identity, its kind first: user:alice,
+    oauth:https://login.example.com#alice, shared (MCP_HTTP_TOKEN), local, (before users)."""
+    kind = identity_kind(identity)
+    if kind == "user":
+        return USER_PREFIX + identity
+    if kind == "oauth" and identity.startswith(OAUTH_PREFIX + "#"):
+        return f"{OAUTH_PREFIX}(issuer unknown){identity[len(OAUTH_PREFIX) :]}"
+    labels = {"shared": "shared (MCP_HTTP_TOKEN)", "none": "(before users)"}
+    return labels.get(kind, identity)
+
+
+def user_row_label(row: dict) -> str:
+    """A by_user row's identity, as identity_label shows it."""
+    return identity_label("" if row.get("kind") == "none" else row["user"])
+
+
+def admin_identity(entry: str) -> str:
+    """A server.auth.admins entry as the identity it names; ValueError saying why not.
+    user:NAME (or NAME alone, as before schema 7) is a named user; oauth:ISSUER#SUB a
+    subject of that issuer; `shared` whoever holds MCP_HTTP_TOKEN."""
+    entry = entry.strip()
+    if entry.startswith(OAUTH_PREFIX):
+        issuer, sep, subject = entry[len(OAUTH_PREFIX) :].partition("#")
+        if not sep or not subject or not re.match(r"https?://[^/\s#]+", issuer):
+            raise ValueError(
+                f"{entry[:80]!r} is not oauth:ISSUER#SUBJECT (e.g. "
+                "oauth:https://login.example.com/realms/team#3f2a...): the issuer as "
+                "server.auth.issuer writes it, '#', the token's sub (or server.auth.user_claim)"
+            )
+        return oauth_identity(issuer, subject)
+    if entry == SHARED_USER:
+        return SHARED_USER
+    name = entry[len(USER_PREFIX) :] if entry.startswith(USER_PREFIX) else entry
+    if not re.fullmatch(USER_NAME_PATTERN, name) or name in (LOCAL_USER, SHARED_USER):
+        raise ValueError(
+            f"{entry[:80]!r} is not user:NAME (a --user add name), oauth:ISSUER#SUBJECT or shared"
+        )
+    return name
+
+
+def user_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a user's name, or None."""
+    if not re.fullmatch(USER_NAME_PATTERN, name):
+        return (
+            f"{name[:80]!r} is not a user name: 1-64 letters, digits and . _ @ + -, starting "
+            "with a letter or digit"
+        )
+    if name.lower() in (LOCAL_USER, SHARED_USER):
+        return f"{name!r} is reserved (the {name.lower()} identity); pick another name"
+    return None
+
+
+class UserDirectory:
+    """Named users (--user add/list/revoke) in the state, so every host sharing it knows them.
+
+    Servers keep the users' token hashes for _USERS_CACHE_S, so a revoked token is refused
+    within seconds; each user's own allowance (--daily-usd, --monthly-usd) comes with them.
+    Once the state has had a user, active or revoked, it has had one for good (issue 31): a
+    revoke never turns a server back into one that asks for no token."""
+
+    def __init__(self, state: StateStore):
+        self._state = state
+        self._lock = threading.Lock()
+        self._active: dict | None = None  # token hash -> (name, daily_usd, monthly_usd)
+        self._hashes: set = set()  # every named token's hash seen, revoked ones too
+        self._read_at = -_USERS_CACHE_S
+        self._had = None  # whether the state has had any user (None: never read)
+        # Called with the number of active users after each read (HttpApp: says on stderr
+        # the moment none is left).
+        self.on_read = None
+
+    def _snapshot(self) -> dict:
+        """The active users by token hash, read again once _USERS_CACHE_S old; raises
+        StateUnavailable (the state is off: no users)."""
+        if not self._state.enabled:
+            return {}
+        with self._lock:
+            if self._active is not None and time.monotonic() - self._read_at < _USERS_CACHE_S:
+                return self._active
+            rows = self._state.read(
+                "reading users",
+                lambda q: q(
+                    "SELECT token_sha256, name, daily_usd, monthly_usd, revoked_at FROM users"
+                ).fetchall(),
+            )
+            self._active = {row[0]: (row[1], row[2], row[3]) for row in rows if row[4] is None}
+            if len(self._hashes) < _USERS_HASHES_KEPT:
+                self._hashes.update(row[0] for row in rows)
+            self._read_at = time.monotonic()
+            self._had = bool(self._had) or bool(rows)
+            active, hook = self._active, self.on_read
+        if hook is not None:
+            hook(len(active))
+        return active
+
+    def exist(self) -> bool:
+        """Whether the state has had any user, active or revoked (a revoke never opens a
+        server); when the state cannot be read, what the last read said. A state never read
+        yet counts as having users (fail closed: its users may be there, in a team's database
+        or a local file that cannot be read now)."""
+        if not self._state.enabled:
+            return False
+        try:
+            self._snapshot()
+        except StateUnavailable:
+            pass
+        return True if self._had is None else self._had
+
+    def had(self) -> bool:
+        """Whether a read of the state has ever found a user (not a guess: see exist())."""
+        return bool(self._had)
+
+    def ever_read(self) -> bool:
+        """Whether this process has read the users once: then every named token there was
+        is known by its hash (named_shaped), those from before the prefix too."""
+        return self._had is not None
+
+    def active(self) -> int | None:
+        """How many users have a valid token; None when the state cannot be read."""
+        try:
+            return len(self._snapshot())
+        except StateUnavailable:
+            return None
+
+    def named_shaped(self, token: str) -> bool:
+        """Whether a token is one of ours (a named token's prefix, or the hash of a named
+        token seen, revoked ones too): never sent to an OAuth issuer's introspection."""
+        return token.startswith(NAMED_TOKEN_PREFIX) or token_sha256(token) in self._hashes
+
+    def user_of(self, token: str) -> str | None:
+        """The active user whose token this is, or None; raises StateUnavailable."""
+        found = self._snapshot().get(token_sha256(token))
+        return found[0] if found else None
+
+    def allowance(self, name: str) -> tuple:
+        """(daily_usd, monthly_usd) set for this user (None: the per-user default); raises
+        StateUnavailable."""
+        for user, daily, monthly in self._snapshot().values():
+            if user == name:
+                return daily, monthly
+        return None, None
+
+    # -- the --user commands: on a connection of their own ----------------------------------------
+
+    def add(self, name: str, token: str, daily: float | None, monthly: float | None) -> tuple:
+        """Adds a user, or gives a revoked one a new token keeping its allowances unless new
+        ones are given (issue 39); ((daily, monthly) it now has, whether it was there);
+        ValueError if it is active."""
+
+        def work(q):
+            row = q(
+                "SELECT revoked_at, daily_usd, monthly_usd FROM users WHERE name = ?", (name,)
+            ).fetchone()
+            if row is not None and row[0] is None:
+                raise ValueError(f"user {name!r} exists; --user rotate {name} gives it a new token")
+            # Names that differ only in case are two people who read as one (admins, --usage).
+            for (other,) in q("SELECT name FROM users").fetchall():
+                if other != name and other.lower() == name.lower():
+                    raise ValueError(
+                        f"user {other!r} exists, and {name!r} differs from it only in case; "
+                        "pick another name"
+                    )
+            if row is None and _bare_rows(q, name):
+                raise ValueError(
+                    f"the state holds spend under the bare name {name!r}, which no user has had: "
+                    "an OAuth subject's, written by a host of an older release after the upgrade "
+                    "(issue 39), which would become this user's; run "
+                    f"`{SERVER_NAME} --config FILE --upgrade-state` with the --http server's "
+                    "config first"
+                )
+            if row is not None:  # revoked: a new token, the same allowances and history
+                kept = (row[1] if daily is None else daily, row[2] if monthly is None else monthly)
+                q(
+                    "UPDATE users SET token_sha256 = ?, revoked_at = NULL, daily_usd = ?, "
+                    "monthly_usd = ? WHERE name = ?",
+                    (token_sha256(token), *kept, name),
+                )
+                return kept, True
+            q(
+                "INSERT INTO users (name, token_sha256, created_at, revoked_at, daily_usd, "
+                "monthly_usd) VALUES (?, ?, ?, NULL, ?, ?)",
+                (name, token_sha256(token), time.time(), daily, monthly),
+            )
+            return (daily, monthly), False
+
+        return self._state.report("adding a user", work)
+
+    def rotate(self, name: str, token: str) -> tuple:
+        """Gives an active user a new token in place of its old one, which is refused from
+        now on (by running servers within _USERS_CACHE_S); its allowances and usage stay.
+        (daily, monthly); ValueError if there is no such active user."""
+
+        def work(q):
+            row = self._row(q, name)
+            if row[0] is not None:
+                raise ValueError(f"user {name!r} is revoked; --user add {name} gives it a token")
+            q("UPDATE users SET token_sha256 = ? WHERE name = ?", (token_sha256(token), name))
+            return row[1], row[2]
+
+        return self._state.report("rotating a user's token", work)
+
+    def limit(self, name: str, daily, monthly) -> tuple:
+        """Sets a user's own allowances: a number, None to leave it, ALLOWANCE_DEFAULT for the
+        per-user default. (daily, monthly) it now has; ValueError if there is no such user."""
+
+        def work(q):
+            row = self._row(q, name)
+            kept = tuple(
+                old if new is None else (None if new == ALLOWANCE_DEFAULT else new)
+                for old, new in ((row[1], daily), (row[2], monthly))
+            )
+            q("UPDATE users SET daily_usd = ?, monthly_usd = ? WHERE name = ?", (*kept, name))
+            return kept
+
+        return self._state.report("setting a user's allowance", work)
+
+    @staticmethod
+    def _row(q, name: str) -> tuple:
+        row = q(
+            "SELECT revoked_at, daily_usd, monthly_usd FROM users WHERE name = ?", (name,)
+        ).fetchone()
+        if row is None:
+            raise ValueError(f"no user named {name!r} (see --user list)")
+        return row
+
+    def revoke(self, name: str) -> None:
+        """Revokes a user's token; ValueError if there is no such active user."""
+
+        def work(q):
+            row = q("SELECT revoked_at FROM users WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                raise ValueError(f"no user named {name!r} (see --user list)")
+            if row[0] is not None:
+                raise ValueError(f"user {name!r} is revoked already")
+            q("UPDATE users SET revoked_at = ? WHERE name = ?", (time.time(), name))
+
+        self._state.report("revoking a user", work)
+
+    def listing(self) -> list[dict]:
+        """Every user, active or revoked, without any token or hash."""
+
+        def work(q):
+            return q(
+                "SELECT name, created_at, revoked_at, daily_usd, monthly_usd FROM users "
+                "ORDER BY name"
+            ).fetchall()
+
+        names = ("name", "created_at", "revoked_at", "daily_usd", "monthly_usd")
+        return [dict(zip(names, row, strict=True)) for row in self._state.report("users", work)]
+
+
+class ResponseOwners:
+    """Who was given each response id: its creator, and whoever got it from the cache or an
+    identical call. A follow-up (previous_response_id) must name one of its user's own while
+    several people use the server. This process's recent ones are in memory; all of them in
+    the state, so any instance can tell."""
+
+    _MEMORY = 10_000
+
+    def __init__(self, state: StateStore):
+        self._state = state
+        self._recent: dict = {}  # (response id, user) -> None, oldest first
+        self._lock = threading.Lock()
+
+    def add(self, response_id: str | None, user: str) -> None:
+        if not response_id:
+            return
+        with self._lock:
+            self._recent[(response_id, user)] = None
+            if len(self._recent) > self._MEMORY:
+                del self._recent[next(iter(self._recent))]
+        self._state.write_later(_OwnerWrite(response_id, user))
+
+    def owned(self, response_id: str, user: str) -> bool:
+        """Whether `user` was given this response id; raises StateUnavailable."""
+        with self._lock:
+            if (response_id, user) in self._recent:
+                return True
+        if not self._state.enabled:
+            return False
+        found = self._state.read(
+            "checking a response's owner",
+            lambda q: q(
+                "SELECT 1 FROM response_owners WHERE response_id = ? AND user_name = ?",
+                (response_id, user),
+            ).fetchone(),
+        )
+        return found is not None
+
+
+class AnswerCache:
+    """Complete answers by key, for cache.ttl_s seconds, at most cache.max_entries of them.
+    A process sees its own entries at once, before the writer has stored them."""
+
+    def __init__(self, state: StateStore, ttl_s: int, max_entries: int):
+        self._state = state
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+
+    @property
+    def enabled(self) -> bool:
+        return self._state.enabled and self.ttl_s > 0
+
+    def get(self, key: str) -> tuple[dict, float] | None:
+        """(stored body, age in seconds) of a live entry of the right shape, or None: a slow
+        or failing store, like a damaged row, is a miss."""
+        now = time.time()
+        unwritten = [w for w in self._state.unwritten() if isinstance(w, _CacheWrite)]
+        for write in reversed(unwritten):
+            if write.key == key:
+                if write.text is None or write.stored_at <= now - self.ttl_s:
+                    return None
+                if self._pushed_out(unwritten, key, write.stored_at):
+                    return None
+                return json.loads(write.text), max(0.0, now - write.stored_at)
+
+        def read(q):
+            found = q(
+                "SELECT stored_at, body FROM answers WHERE key = ? AND stored_at > ?",
+                (key, now - self.ttl_s),
+            ).fetchone()
+            if found is None:
+                return None
+            # The newer entries in the store, less those still in `unwritten` too (committed
+            # since it was taken): _pushed_out() counts those, and each must count once.
+            pending = sorted(
+                {w.key for w in unwritten if w.text and w.key != key and w.stored_at > found[0]}
+            )
+            marks = ", ".join("?" for _ in pending) or "NULL"
+            newer = q(
+                f"SELECT COUNT(*) - COUNT(CASE WHEN key IN ({marks}) THEN 1 END) FROM answers "
+                "WHERE stored_at > ?",
+                (*pending, found[0]),
+            )
+            return found[0], found[1], newer.fetchone()[0]
+
+        try:
+            found = self._state.read(
+                "reading the cache",
+                read,
+                cache=True,
+                timeout_s=_CACHE_READ_S,
+                wait_s=_CACHE_READ_S,
+                connect_wait=_CACHE_READ_S,
+            )
+        except StateUnavailable:
+            return None
+        if found is None:
+            return None
+        body = cached_body(found[1])
+        if body is None:
+            self._state.write_later(_CacheWrite(key, None))
+            return None
+        if self._pushed_out(unwritten, key, float(found[0]), found[2]):
+            return None
+        return body, max(0.0, now - float(found[0]))
+
+    def _pushed_out(self, unwritten: list, key: str, stored_at: float, stored: int = 0) -> bool:
+        """Whether the entries stored after this one (`stored` of them in the store, the rest
+        not written yet) evict it, as they will once written."""
+        newer = {w.key for w in unwritten if w.text and w.key != key and w.stored_at > stored_at}
+        return stored + len(newer) >= self.max_entries
+
+    def put(self, key: str, answer: dict, response_id: str | None) -> None:
+        body = {"format": ANSWER_FORMAT, "answer": answer, "response_id": response_id}
+        text = json.dumps(body, ensure_ascii=False)
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate from the API: kept, as an escape
+                text = json.dumps(body)
+        self._state.write_later(_CacheWrite(key, text, self.ttl_s, self.max_entries))
+
+
+def cached_body(text) -> dict | None:
+    """A stored answer's body if it has this version's shape, else None (another version of
+    the server wrote it, or the row is damaged)."""
+    try:
+        body = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(body, dict) or body.get("format") != ANSWER_FORMAT:
+        return None
+    answer, response_id = body.get("answer"), body.get("response_id")
+    shaped = (
+        isinstance(answer, dict)
+        and isinstance(answer.get("answer"), str)
+        and isinstance(answer.get("citations"), list)
+        and all(isinstance(c, dict) and isinstance(c.get("url"), str) for c in answer["citations"])
+        and isinstance(answer.get("used_search"), bool)
+        and isinstance(answer.get("model"), str)
+        and (response_id is None or isinstance(response_id, str))
+    )
+    return body if shaped else None
+
+
+def account_id(key: str) -> str:
+    """Which account an API key is, for the cache key: a hash, never the key."""
+    import hashlib
+
+    return hashlib.sha256(f"{SERVER_NAME} account\0{key}".encode()).hexdigest()[:32]
+
+
+def answer_key(
+    tool: str,
+    args: dict,
+    request: dict,
+    today: str,
+    max_citations: int,
+    endpoint: str = "",
+    account: str = "",
+    user: str = "",
+) -> str:
+    """The cache and single-flight key: a hash of the tool, the query, the hints, today's date,
+    the policy's revision, everything else the request sends, what shapes the answer after it
+    (max_citations), and who answers it: the endpoint (openai.base_url) and the account
+    (account_id of the key); and whose it is (the user, while several people use the server
+    and cache.share_across_users is false; '' otherwise). The query itself is never stored.
+
+    The query is taken exactly, trimmed only at its ends: to a coding agent case and inner
+    whitespace are meaning (`grep -i` is not `grep -I`, `None` is not `none`, and indentation is
+    Python's syntax), so folding them would answer one question with another's answer."""
+    import hashlib
+
+    shape = {name: value for name, value in request.items() if name != "input"}
+    shape["instructions"] = hashlib.sha256(request["instructions"].encode("utf-8")).hexdigest()
+    hints = {name: args.get(name) for name in ("recency_days", "max_results", "domains")}
+    text = json.dumps(
+        [
+            SYSTEM_POLICY_REV,
+            tool,
+            args["query"].strip(),
+            hints,
+            today,
+            request_text(request).rpartition("\n\n[hints]")[2],
+            # Each file by its content (a URL by itself), never its path: a changed file is
+            # asked again, an unchanged one under another name is not.
+            *([[(f.kind, f.sha256) for f in args["files"]]] if args.get("files") else []),
+            shape,
+            max_citations,
+            endpoint,
+            account,
+            *([user] if user else []),  # '': the key of a server without users, as before
+        ],
+        sort_keys=True,
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ============================================================================================
+# Answer engine: the OpenAI call and the answer's shape
+# ============================================================================================
 
 
 class Cancelled(Exception):
@@ -3993,11 +6581,6 @@ def user_budgets(config: Config, today: str, user: str, own: tuple = (None, None
     )
     team = budgets({"budget": {"daily_usd": limits[0], "monthly_usd": limits[1]}}, today)
     return [(f"per_user_{period}", *rest) for period, *rest in team]
-
-
-def usd(amount: float) -> str:
-    """$5.03; an amount under a cent keeps two significant digits ($0.0039), not $0.00."""
-    return f"${amount:.2f}" if amount >= 0.01 or amount == 0 else f"${amount:.2g}"
 
 
 def _next_month(today: str) -> str:
@@ -5904,14 +8487,6 @@ def setting_fix(config: Config, tool: str, key: str, value, model: str, accepted
     )
 
 
-def nearest_value(key: str, value, accepted) -> str:
-    """The accepted effort or verbosity nearest `value` (the higher of two as near)."""
-    order = EFFORTS if key == "reasoning_effort" else VERBOSITIES
-    rank = {name: i for i, name in enumerate(order)}
-    here = rank.get(value, len(order) // 2)
-    return min(accepted, key=lambda a: (abs(rank.get(a, here) - here), -rank.get(a, 0)))
-
-
 def setting_name(config: Config, tool: str, key: str) -> str:
     """The setting a person changes: model_profiles.<tool>.<key>, or the environment variable
     or flag that sets it now (which a config file would not override)."""
@@ -5933,11 +8508,6 @@ def _endpoint_message(failure: Failure, base_url: str, sources: dict) -> str:
     return (
         f"{base_url} returned {failure.status} {said}: check openai.base_url (from {where}); {hint}"
     )
-
-
-def _one_line(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def backoff_delay(retry: int, retry_after: float | None) -> float:
@@ -6380,39 +8950,26 @@ class _Carried:
             return self._tokens.get(response_id, 0) if isinstance(response_id, str) else 0
 
 
-class AnswerEngine:
-    """Turns a tool call into one Responses API request and the answer of the output contract.
+class ResponsesClient:
+    """The OpenAI side of a call: the SDK client, the streamed request and its events, the retry
+    loop and its recovery strategies (adapting refused settings, flex to default, resuming a
+    background response), and background mode (BackgroundMode).
 
     One OpenAI client per process, made on first use and shared by every worker thread so
     connections are reused. The SDK's own retries are off: retries happen here, once.
     """
 
-    def __init__(self, config: Config, log: Log):
+    def __init__(self, config: Config, log: Log, refusals: Refusals, background_always=False):
         self._config = config
         self._log = log
         self._client = None
         self._client_lock = threading.Lock()
-        self._warming = self._checked = False
+        self._warming = False
         self._local = threading.local()  # the Call a worker thread is serving
-        self.pricing = Pricing(config, log)
-        timezone = config.get("policy", "timezone")
-        self.state = StateStore(
-            state_backend(config), log, timezone, config.get("state", "retention_days")
+        self.refusals = refusals  # what models refused of the default settings
+        self.background = BackgroundMode(
+            config, log, self.client, self._as_tool_error, background_always
         )
-        self.ledger = Ledger(self.state, timezone)
-        self.cache = AnswerCache(
-            self.state, config.get("cache", "ttl_s"), config.get("cache", "max_entries")
-        )
-        self.users = UserDirectory(self.state)
-        self.carried = _Carried()  # what a follow-up of a recent answer carries, for budgets
-        self.owners = ResponseOwners(self.state)
-        # Whether calls can come from several people (HttpApp sets Authenticator.multi_user):
-        # then response ids are checked against their owners, and the cache is per user.
-        self.multi_user = lambda: False
-        self.flights = SingleFlight(log)
-        self.background = BackgroundMode(config, log, self.client, self._as_tool_error)
-        self.refusals = Refusals(config, log)  # what models refused of the default settings
-        self.retirements = RetirementCheck(config, log, self.state, self.client)
 
     def warm_up(self, delay: float = 0.3) -> None:
         """Loads `openai` and builds the client in the background, so the first call is fast.
@@ -6453,21 +9010,6 @@ class AnswerEngine:
         except Exception:  # noqa: BLE001 - the first call reports whatever this hit
             pass
 
-    def answered(self) -> None:
-        """After the first call's reply, looks at the models' shutdown dates in the background.
-        Not at initialize: claiming the day loads sqlite3 (~1.6 MiB, issue 34), which a server
-        that is never called would hold for nothing; a called one has it open for the ledger."""
-        with self._client_lock:
-            if self._checked:
-                return
-            self._checked = True
-        threading.Thread(target=self.check_retirements, name="retirements", daemon=True).start()
-
-    def check_retirements(self) -> None:
-        """Warns on stderr about each enabled tool's model with an announced shutdown date
-        (RetirementCheck)."""
-        self.retirements.run()
-
     def client(self):
         with self._client_lock:
             if self._client is None:
@@ -6491,315 +9033,11 @@ class AnswerEngine:
             http_client=http_client,
         )
 
-    def answer(self, tool: str, args: dict, call: Call) -> tuple[dict, dict]:
-        """Answers from the cache, or runs the call (shared with identical calls in flight);
-        returns (answer, meta) or raises ToolError / Cancelled."""
-        started = time.monotonic()
-        today = today_in(self._config.get("policy", "timezone"))
-        request = self.refusals.fit(tool, build_request(tool, args, self._config, today))
-        user = call.user
-        if args.get("previous_response_id"):  # another user's is not found; nothing is sent
-            self._check_owner(tool, request, args["previous_response_id"], user)
-        key = answer_key(
-            tool,
-            args,
-            request,
-            today,
-            self._config.get("policy", "max_citations"),
-            self._config.get("openai", "base_url"),
-            account_id(api_key(self._config)),
-            self._cache_user(user),
-        )
-        if self.cache.enabled and not args.get("fresh"):
-            hit = self._from_cache(tool, key, started, user)
-            if hit is not None:
-                self.owners.add(hit[0].get("response_id"), user)
-                return hit
-        hold = _Hold()
-        try:
-            result, shared = self.flights.run(
-                key,
-                call,
-                lambda upstream: self._fetch(
-                    tool, request, upstream, today, key, hold.take(), user, args.get("files")
-                ),
-                admit=lambda: self._admit(tool, request, today, hold, user, args),
-            )
-        finally:
-            unused = hold.take()  # admitted, then joined an identical call, or never flew
-            if unused is not None:
-                self.ledger.release(unused)
-        answer, meta = dict(result[0]), dict(result[1])
-        if shared:  # the request's cost is on the row of the call that made it
-            meta["cost"] = {**ZERO_COST, "prices": meta["cost"]["prices"]}
-            meta["shared"] = True
-            meta["elapsed_ms"] = round((time.monotonic() - started) * 1000)
-            model = answer.get("model") or request["model"]
-            self.ledger.record(UsageRow(tool, model, "shared", meta, user))
-        self.owners.add(answer.get("response_id"), user)
-        return answer, meta
+    def fit(self, tool: str, args: dict, today: str) -> dict:
+        """The call's request, without what its model is known to refuse (Refusals.fit)."""
+        return self.refusals.fit(tool, build_request(tool, args, self._config, today))
 
-    def _cache_user(self, user: str) -> str:
-        """Whose cache entries a call reads and writes: its user's own while several people use
-        the server, unless cache.share_across_users; everyone's ('') otherwise."""
-        if self._config.get("cache", "share_across_users") or not self.multi_user():
-            return ""
-        return user
-
-    def _check_owner(self, tool: str, request: dict, response_id: str, user: str) -> None:
-        """A follow-up must name a response its user was given: else, while several people use
-        the server, it is "not known", as the API would say, and nothing is sent."""
-        if not self.multi_user():
-            return
-        try:
-            owned = self.owners.owned(response_id, user)
-        except StateUnavailable as exc:
-            self.ledger.record(UsageRow(tool, request["model"], "refused", user=user))
-            raise ToolError(
-                f"previous_response_id cannot be checked: {self.state.label} is unavailable "
-                f"({exc.reason}); retry shortly"
-            ) from None
-        if not owned:
-            self.ledger.record(UsageRow(tool, request["model"], "refused", user=user))
-            raise ToolError(
-                "previous_response_id not found: no answer with that id was given to you; "
-                "ask without previous_response_id, or pass the response_id of one of your "
-                "recent answers"
-            )
-
-    def _from_cache(self, tool: str, key: str, started: float, user: str) -> tuple | None:
-        found = self.cache.get(key)
-        if found is None:
-            return None
-        body, age = found
-        meta = {
-            "response_id": body.get("response_id"),
-            "cache": {"hit": True, "age_s": round(age, 1)},
-            "cost": {**ZERO_COST, "prices": None},
-            "web_searches": 0,
-            "elapsed_ms": round((time.monotonic() - started) * 1000),
-            "attempts": 0,
-        }
-        # An entry stored before answers carried their response_id gets it from the body.
-        answer = dict(body["answer"])
-        answer.setdefault("response_id", body.get("response_id"))
-        self.ledger.record(UsageRow(tool, answer.get("model") or "", "cache", meta, user))
-        return answer, meta
-
-    def _admit(self, tool: str, request: dict, today: str, hold: _Hold, user: str, args) -> None:
-        """Lets a call make a new request, its expected cost (its question's and files' too)
-        reserved against each budget (the team's and its user's), or refuses it (a ledger row
-        says so)."""
-        model = request["model"]
-        try:
-            self._check_priced(model, today, user)
-            carried = self.carried.of(request.get("previous_response_id"))
-            estimator = CallEstimator(self.pricing, request, args, carried)
-            hold.put(self._reserve(tool, today, user, estimator))
-            self.state.prepare()  # the call's row is written at its end, even a stop signal's
-        except ToolError:
-            self.ledger.record(UsageRow(tool, model, "refused", user=user))
-            raise
-
-    def _check_priced(self, model: str, today: str, user: str) -> None:
-        """Under a budget, a model with no known price is refused before any request: its
-        calls could not be counted against the budget (fail closed, as for a broken ledger)."""
-        periods = self._budgets_of(today, user)
-        if not periods or self.pricing.prices(model) is not None:
-            return
-        raise ToolError(
-            f"no price known for model {model!r}, so budget.{periods[0][0]}_usd cannot count "
-            f"its calls: set pricing.models.{_undated(model)} to {{input, cached_input, "
-            "output} in USD per million tokens (see --doctor), or use a model with a price"
-        )
-
-    def _budgets_of(self, today: str, user: str) -> list:
-        """[(period, limit, first day, spent_when, resets, user or None for the team's)]."""
-        periods = [(*period, None) for period in budgets(self._config, today)]
-        try:
-            own = self.users.allowance(user) if self.multi_user() else (None, None)
-        except StateUnavailable as exc:
-            raise ToolError(
-                f"budget cannot be checked: {self.state.label} is unavailable ({exc.reason}): "
-                "calls that would spend are refused while users have allowances; retry shortly"
-            ) from None
-        return periods + [(*p, user) for p in user_budgets(self._config, today, user, own)]
-
-    def _reserve(self, tool: str, today: str, user: str = LOCAL_USER, estimator=None) -> str | None:
-        """The call's reservation (None: no budget is set), or ToolError when a budget has no
-        room for it or cannot be checked. `estimator`: see Ledger.reserve."""
-        periods = self._budgets_of(today, user)
-        if not periods:
-            return None
-        limits = [(first_day, limit, who) for _, limit, first_day, _, _, who in periods]
-        try:
-            reservation, estimate, sums = self.ledger.reserve(
-                tool,
-                limits,
-                reservation_floor(self._config, tool),
-                self._reservation_ttl(tool),
-                user,
-                estimator,
-            )
-        except StateUnavailable as exc:
-            raise ToolError(
-                # Never the store's address: the client may be anyone; the log names it.
-                f"budget cannot be checked: {self.state.kind} is unavailable ({exc.public}): "
-                f"calls that would spend are refused while budget.{periods[0][0]}_usd is set; "
-                "fix it, or unset the budget"
-            ) from None
-        if reservation is not None:
-            return reservation
-        timezone = self._config.get("policy", "timezone")
-        for period_sums in zip(periods, sums, strict=True):
-            (period, limit, _, spent_when, resets, who), (spent, reserved) = period_sums
-            name = f"{period} budget" if who is None else f"{user}'s {period[9:]} allowance"
-            fix = f"raise budget.{period}_usd" + (
-                f" (or {user}'s own: --user limit {user} --{period[9:]}-usd X)"
-                if who is not None and identity_kind(user) == "user"
-                else ""  # an OAuth subject's, shared's and local's: the config key alone
-            )
-            if spent >= limit:
-                raise ToolError(
-                    f"{name} of {usd(limit)} reached ({usd(spent)} spent {spent_when}; "
-                    f"resets {resets} {timezone}): {fix} or wait"
-                )
-            if spent + reserved + estimate > limit + 1e-9:
-                raise ToolError(
-                    f"{name} of {usd(limit)} has no room for this call ({usd(spent)} "
-                    f"spent {spent_when}, {usd(reserved)} held by calls in flight, about "
-                    f"{usd(estimate)} expected for this one; resets {resets} {timezone}): "
-                    f"{fix} or wait"
-                )
-        raise ToolError("budget cannot be checked: no room reported")  # not reached
-
-    def _reservation_ttl(self, tool: str) -> float:
-        """How long a reservation counts if its process dies before settling it: longer than
-        any call of the tool (every attempt in full; an answer_deep run's
-        request.deep_timeout_ms, up to a day), and at least an hour."""
-        config = self._config
-        longest = (
-            config.get("request", "timeout_ms") / 1000 * (config.get("request", "max_retries") + 1)
-        )
-        if tool == DEEP_TOOL:
-            longest = max(longest, config.get("request", "deep_timeout_ms") / 1000)
-        return max(3600.0, longest + 60)
-
-    def _fetch(
-        self,
-        tool: str,
-        request: dict,
-        call: Call,
-        today: str,
-        key: str,
-        reservation=None,
-        user: str = LOCAL_USER,
-        files=None,
-    ) -> tuple:
-        """The upstream request with retries, its cost, its ledger row (`user`'s, which settles
-        the call's reservation; with the count and bytes of its files), and its cache entry."""
-        started = time.monotonic()
-        sent = {"files": [f.summary() for f in files]} if files else {}
-        call.reservation = reservation  # a handover passes it on (Dispatcher.hand_over)
-        try:
-            answer, meta, response = self._request(tool, request, call, today)
-        except ToolError as exc:
-            meta = {"elapsed_ms": round((time.monotonic() - started) * 1000), **sent}
-            meta.update(billed_meta(self.pricing, exc, request["model"], call.searches))
-            self._record(call, UsageRow(tool, request["model"], exc.kind, meta, user), reservation)
-            raise
-        except Cancelled as exc:
-            meta = {"elapsed_ms": round((time.monotonic() - started) * 1000), **sent}
-            meta.update(billed_meta(self.pricing, exc, request["model"], call.searches))
-            self._record(
-                call, UsageRow(tool, request["model"], "cancelled", meta, user), reservation
-            )
-            raise
-        except BaseException:
-            if reservation is not None:
-                self.ledger.release(reservation)
-            raise
-        model = _model_named(response, request["model"])
-        meta.update(sent)
-        meta["cost"] = self.pricing.booked(
-            model,
-            request["model"],
-            meta["usage"],
-            meta["web_searches"],
-            response.get("service_tier"),
-        )
-        if self.cache.enabled:
-            meta["cache"] = {"hit": False}
-        self.carried.add(meta)
-        self._record(call, UsageRow(tool, model, "ok", meta, user), reservation)
-        if self.cache.enabled and response.get("status") == "completed":
-            self.cache.put(key, answer, meta.get("response_id"))
-        return answer, meta
-
-    def wait_for_flights(self, timeout: float) -> None:
-        """Waits (up to timeout) for the requests in flight to end: a cancelled call's
-        request ends on its own thread, which writes its ledger row a moment after the call
-        has given up on it; a process about to leave waits for that row."""
-        deadline = time.monotonic() + timeout
-        while self.flights.in_flight() and time.monotonic() < deadline:
-            time.sleep(0.02)
-
-    def _record(self, call: Call, row: UsageRow, reservation: str | None) -> None:
-        """The call's ledger row, unless its call was handed over to another instance."""
-        if call.record_here():
-            self.ledger.record(row, reservation)
-
-    def hand_over(self, call: Call, response_id: str, expires_ms: int) -> bool:
-        """Leaves a running call's ledger row to the instance that serves its task (this
-        process is stopping); False if this process has recorded it already."""
-        upstream = call.upstream or call
-        if not upstream.hand_over():
-            return False
-        self.ledger.hand_over(upstream.reservation, response_id, expires_ms / 1000)
-        return True
-
-    def settle_followed(
-        self, tool: str, meta: dict, response_id: str, model: str, user: str = LOCAL_USER
-    ) -> None:
-        """The ledger row of a response another instance created and this one read to its
-        end, `user`'s (the task's): written if that instance handed it over, else its creator
-        writes it. Its cost is collect()'s, tier and all."""
-        cost = meta.get("cost") or self.pricing.cost(
-            model, meta.get("usage") or {}, meta.get("web_searches", 0)
-        )
-        row = UsageRow(tool, model, "ok", {**meta, "cost": cost}, user)
-        self.ledger.settle_handover(row, response_id)
-
-    def close(self, wait_s: float = 5.0) -> None:
-        """Writes the ledger rows still queued (up to wait_s), for a process about to exit."""
-        self.state.close(wait_s)
-
-    @property
-    def background_off(self) -> bool:
-        """Whether the API refused background mode, so no call of this process uses it."""
-        return self.background.off
-
-    def collect(self, tool: str, args: dict, response_id: str, call: Call) -> tuple[dict, dict]:
-        """The answer of a background response created earlier, by this process or another,
-        from its id alone: its events are read from the first (GET /responses/{id}?stream=true),
-        resuming after drops as any background call does; a cancel cancels it upstream.
-        Returns (answer, meta) or raises ToolError / Cancelled; no ledger row, no cache entry
-        (the caller decides who accounts for a response it did not create); its _meta.cost is
-        the response's, priced with its service tier."""
-        today = today_in(self._config.get("policy", "timezone"))
-        request = self.refusals.fit(tool, build_request(tool, args, self._config, today))
-        answer, meta, response = self._request(tool, request, call, today, response_id)
-        meta["cost"] = self.pricing.booked(
-            _model_named(response, request["model"]),
-            request["model"],
-            meta["usage"],
-            meta["web_searches"],
-            response.get("service_tier"),
-        )
-        self.carried.add(meta)
-        return answer, meta
-
-    def _request(self, tool: str, request: dict, call: Call, today: str, response_id=None):
+    def request(self, tool: str, request: dict, call: Call, today: str, response_id=None):
         """Runs the request with retries (resumes, in background); returns (answer, meta,
         response). With response_id, follows that background response instead of creating."""
         config = self._config
@@ -6981,6 +9219,410 @@ class AnswerEngine:
         return None
 
 
+class Spending:
+    """A call's money: admitting it under the budgets (the team's and, while several people use
+    the server, its user's) with its expected cost reserved, and the ledger row that settles the
+    reservation with what the call cost (a row handed over to another instance included)."""
+
+    def __init__(self, config: Config, pricing: Pricing, state: "EngineState", multi_user):
+        self._config = config
+        self.pricing = pricing
+        self.state, self.ledger, self.users = state.store, state.ledger, state.users
+        self.carried = _Carried()  # what a follow-up of a recent answer carries, for budgets
+        self._multi_user = multi_user  # whether calls can come from several people
+
+    def admit(self, tool: str, request: dict, today: str, hold: _Hold, user: str, args) -> None:
+        """Lets a call make a new request, its expected cost (its question's and files' too)
+        reserved against each budget (the team's and its user's), or refuses it (a ledger row
+        says so)."""
+        model = request["model"]
+        try:
+            self._check_priced(model, today, user)
+            carried = self.carried.of(request.get("previous_response_id"))
+            estimator = CallEstimator(self.pricing, request, args, carried)
+            hold.put(self._reserve(tool, today, user, estimator))
+            self.state.prepare()  # the call's row is written at its end, even a stop signal's
+        except ToolError:
+            self.refuse(tool, model, user)
+            raise
+
+    def _check_priced(self, model: str, today: str, user: str) -> None:
+        """Under a budget, a model with no known price is refused before any request: its
+        calls could not be counted against the budget (fail closed, as for a broken ledger)."""
+        periods = self._budgets_of(today, user)
+        if not periods or self.pricing.prices(model) is not None:
+            return
+        raise ToolError(
+            f"no price known for model {model!r}, so budget.{periods[0][0]}_usd cannot count "
+            f"its calls: set pricing.models.{_undated(model)} to {{input, cached_input, "
+            "output} in USD per million tokens (see --doctor), or use a model with a price"
+        )
+
+    def _budgets_of(self, today: str, user: str) -> list:
+        """[(period, limit, first day, spent_when, resets, user or None for the team's)]."""
+        periods = [(*period, None) for period in budgets(self._config, today)]
+        try:
+            own = self.users.allowance(user) if self._multi_user() else (None, None)
+        except StateUnavailable as exc:
+            raise ToolError(
+                f"budget cannot be checked: {self.state.label} is unavailable ({exc.reason}): "
+                "calls that would spend are refused while users have allowances; retry shortly"
+            ) from None
+        return periods + [(*p, user) for p in user_budgets(self._config, today, user, own)]
+
+    def _reserve(self, tool: str, today: str, user: str = LOCAL_USER, estimator=None) -> str | None:
+        """The call's reservation (None: no budget is set), or ToolError when a budget has no
+        room for it or cannot be checked. `estimator`: see Ledger.reserve."""
+        periods = self._budgets_of(today, user)
+        if not periods:
+            return None
+        limits = [(first_day, limit, who) for _, limit, first_day, _, _, who in periods]
+        try:
+            reservation, estimate, sums = self.ledger.reserve(
+                tool,
+                limits,
+                reservation_floor(self._config, tool),
+                self._reservation_ttl(tool),
+                user,
+                estimator,
+            )
+        except StateUnavailable as exc:
+            raise ToolError(
+                # Never the store's address: the client may be anyone; the log names it.
+                f"budget cannot be checked: {self.state.kind} is unavailable ({exc.public}): "
+                f"calls that would spend are refused while budget.{periods[0][0]}_usd is set; "
+                "fix it, or unset the budget"
+            ) from None
+        if reservation is not None:
+            return reservation
+        timezone = self._config.get("policy", "timezone")
+        for period_sums in zip(periods, sums, strict=True):
+            (period, limit, _, spent_when, resets, who), (spent, reserved) = period_sums
+            name = f"{period} budget" if who is None else f"{user}'s {period[9:]} allowance"
+            fix = f"raise budget.{period}_usd" + (
+                f" (or {user}'s own: --user limit {user} --{period[9:]}-usd X)"
+                if who is not None and identity_kind(user) == "user"
+                else ""  # an OAuth subject's, shared's and local's: the config key alone
+            )
+            if spent >= limit:
+                raise ToolError(
+                    f"{name} of {usd(limit)} reached ({usd(spent)} spent {spent_when}; "
+                    f"resets {resets} {timezone}): {fix} or wait"
+                )
+            if spent + reserved + estimate > limit + 1e-9:
+                raise ToolError(
+                    f"{name} of {usd(limit)} has no room for this call ({usd(spent)} "
+                    f"spent {spent_when}, {usd(reserved)} held by calls in flight, about "
+                    f"{usd(estimate)} expected for this one; resets {resets} {timezone}): "
+                    f"{fix} or wait"
+                )
+        raise ToolError("budget cannot be checked: no room reported")  # not reached
+
+    def _reservation_ttl(self, tool: str) -> float:
+        """How long a reservation counts if its process dies before settling it: longer than
+        any call of the tool (every attempt in full; an answer_deep run's
+        request.deep_timeout_ms, up to a day), and at least an hour."""
+        config = self._config
+        longest = (
+            config.get("request", "timeout_ms") / 1000 * (config.get("request", "max_retries") + 1)
+        )
+        if tool == DEEP_TOOL:
+            longest = max(longest, config.get("request", "deep_timeout_ms") / 1000)
+        return max(3600.0, longest + 60)
+
+    def release(self, reservation: str) -> None:
+        """Gives a reservation back: its call made no request."""
+        self.ledger.release(reservation)
+
+    def refuse(self, tool: str, model: str, user: str) -> None:
+        """The ledger row of a call refused before any request."""
+        self.ledger.record(UsageRow(tool, model, "refused", user=user))
+
+    def note(self, row: UsageRow) -> None:
+        """The ledger row of a call that cost nothing (a cache hit, a shared request)."""
+        self.ledger.record(row)
+
+    def book(self, response: dict, request: dict, meta: dict) -> str:
+        """Prices a completed response into meta["cost"] (at its service tier) and remembers
+        what a follow-up of it carries; returns the model the response names."""
+        model = _model_named(response, request["model"])
+        meta["cost"] = self.pricing.booked(
+            model,
+            request["model"],
+            meta["usage"],
+            meta["web_searches"],
+            response.get("service_tier"),
+        )
+        self.carried.add(meta)
+        return model
+
+    def book_failure(self, call: Call, tool, model, outcome, meta: dict, user, exc) -> None:
+        """The row of a call that failed or was cancelled (settling its reservation), with what
+        its attempts were billed."""
+        meta.update(billed_meta(self.pricing, exc, model, call.searches))
+        self.record(call, UsageRow(tool, model, outcome, meta, user), call.reservation)
+
+    def record(self, call: Call, row: UsageRow, reservation: str | None) -> None:
+        """The call's ledger row, unless its call was handed over to another instance."""
+        if call.record_here():
+            self.ledger.record(row, reservation)
+
+    def hand_over(self, call: Call, response_id: str, expires_ms: int) -> bool:
+        """Leaves a running call's ledger row to the instance that serves its task (this
+        process is stopping); False if this process has recorded it already."""
+        upstream = call.upstream or call
+        if not upstream.hand_over():
+            return False
+        self.ledger.hand_over(upstream.reservation, response_id, expires_ms / 1000)
+        return True
+
+    def settle_followed(
+        self, tool: str, meta: dict, response_id: str, model: str, user: str = LOCAL_USER
+    ) -> None:
+        """The ledger row of a response another instance created and this one read to its
+        end, `user`'s (the task's): written if that instance handed it over, else its creator
+        writes it. Its cost is collect()'s, tier and all."""
+        cost = meta.get("cost") or self.pricing.cost(
+            model, meta.get("usage") or {}, meta.get("web_searches", 0)
+        )
+        row = UsageRow(tool, model, "ok", {**meta, "cost": cost}, user)
+        self.ledger.settle_handover(row, response_id)
+
+
+class EngineState:
+    """The state the engine reads and writes, all kept in one StateStore: the ledger (budgets),
+    the answer cache, the named users and who was given which response."""
+
+    def __init__(self, store: "StateStore", timezone: str, cache_ttl_s, cache_entries: int):
+        self.store = store
+        self.ledger = Ledger(store, timezone)
+        self.cache = AnswerCache(store, cache_ttl_s, cache_entries)
+        self.users = UserDirectory(store)
+        self.owners = ResponseOwners(store)
+
+
+class AnswerEngine:
+    """Turns a tool call into the answer of the output contract: from the cache, or from one
+    Responses API request (shared with identical calls in flight) that `upstream` makes and
+    `spending` admits and books. build_engine gives it its parts."""
+
+    def __init__(
+        self,
+        config: Config,
+        log: Log,
+        state: EngineState,
+        spending: Spending,
+        upstream: ResponsesClient,
+        retirements: RetirementCheck,
+        multi_user=lambda: False,
+    ):
+        self._config = config
+        self._log = log
+        self.state, self.ledger, self.cache = state.store, state.ledger, state.cache
+        self.users, self.owners = state.users, state.owners
+        self.spending, self.pricing = spending, spending.pricing
+        self.upstream, self.background = upstream, upstream.background
+        self.retirements = retirements
+        # Whether calls can come from several people (over HTTP, Authenticator.multi_user):
+        # then response ids are checked against their owners, and the cache is per user.
+        self._multi_user = multi_user
+        self.flights = SingleFlight(log)
+        self._lock = threading.Lock()
+        self._checked = False
+
+    def warm_up(self, delay: float = 0.3) -> None:
+        """Readies the OpenAI client in the background (ResponsesClient.warm_up)."""
+        self.upstream.warm_up(delay)
+
+    def answered(self) -> None:
+        """After the first call's reply, looks at the models' shutdown dates in the background.
+        Not at initialize: claiming the day loads sqlite3 (~1.6 MiB, issue 34), which a server
+        that is never called would hold for nothing; a called one has it open for the ledger."""
+        with self._lock:
+            if self._checked:
+                return
+            self._checked = True
+        threading.Thread(target=self.check_retirements, name="retirements", daemon=True).start()
+
+    def check_retirements(self) -> None:
+        """Warns on stderr about each enabled tool's model with an announced shutdown date
+        (RetirementCheck)."""
+        self.retirements.run()
+
+    def client(self):
+        """The process's one OpenAI client."""
+        return self.upstream.client()
+
+    def answer(self, tool: str, args: dict, call: Call) -> tuple[dict, dict]:
+        """Answers from the cache, or runs the call (shared with identical calls in flight);
+        returns (answer, meta) or raises ToolError / Cancelled."""
+        started = time.monotonic()
+        today = today_in(self._config.get("policy", "timezone"))
+        request = self.upstream.fit(tool, args, today)
+        user = call.user
+        if args.get("previous_response_id"):  # another user's is not found; nothing is sent
+            self._check_owner(tool, request, args["previous_response_id"], user)
+        key = answer_key(
+            tool,
+            args,
+            request,
+            today,
+            self._config.get("policy", "max_citations"),
+            self._config.get("openai", "base_url"),
+            account_id(api_key(self._config)),
+            self._cache_user(user),
+        )
+        if self.cache.enabled and not args.get("fresh"):
+            hit = self._from_cache(tool, key, started, user)
+            if hit is not None:
+                self.owners.add(hit[0].get("response_id"), user)
+                return hit
+        hold = _Hold()
+        try:
+            result, shared = self.flights.run(
+                key,
+                call,
+                lambda upstream: self._fetch(
+                    tool, request, upstream, today, key, hold.take(), user, args.get("files")
+                ),
+                admit=lambda: self.spending.admit(tool, request, today, hold, user, args),
+            )
+        finally:
+            unused = hold.take()  # admitted, then joined an identical call, or never flew
+            if unused is not None:
+                self.spending.release(unused)
+        answer, meta = dict(result[0]), dict(result[1])
+        if shared:  # the request's cost is on the row of the call that made it
+            meta["cost"] = {**ZERO_COST, "prices": meta["cost"]["prices"]}
+            meta["shared"] = True
+            meta["elapsed_ms"] = round((time.monotonic() - started) * 1000)
+            model = answer.get("model") or request["model"]
+            self.spending.note(UsageRow(tool, model, "shared", meta, user))
+        self.owners.add(answer.get("response_id"), user)
+        return answer, meta
+
+    def _cache_user(self, user: str) -> str:
+        """Whose cache entries a call reads and writes: its user's own while several people use
+        the server, unless cache.share_across_users; everyone's ('') otherwise."""
+        if self._config.get("cache", "share_across_users") or not self._multi_user():
+            return ""
+        return user
+
+    def _check_owner(self, tool: str, request: dict, response_id: str, user: str) -> None:
+        """A follow-up must name a response its user was given: else, while several people use
+        the server, it is "not known", as the API would say, and nothing is sent."""
+        if not self._multi_user():
+            return
+        try:
+            owned = self.owners.owned(response_id, user)
+        except StateUnavailable as exc:
+            self.spending.refuse(tool, request["model"], user)
+            raise ToolError(
+                f"previous_response_id cannot be checked: {self.state.label} is unavailable "
+                f"({exc.reason}); retry shortly"
+            ) from None
+        if not owned:
+            self.spending.refuse(tool, request["model"], user)
+            raise ToolError(
+                "previous_response_id not found: no answer with that id was given to you; "
+                "ask without previous_response_id, or pass the response_id of one of your "
+                "recent answers"
+            )
+
+    def _from_cache(self, tool: str, key: str, started: float, user: str) -> tuple | None:
+        found = self.cache.get(key)
+        if found is None:
+            return None
+        body, age = found
+        meta = {
+            "response_id": body.get("response_id"),
+            "cache": {"hit": True, "age_s": round(age, 1)},
+            "cost": {**ZERO_COST, "prices": None},
+            "web_searches": 0,
+            "elapsed_ms": round((time.monotonic() - started) * 1000),
+            "attempts": 0,
+        }
+        # An entry stored before answers carried their response_id gets it from the body.
+        answer = dict(body["answer"])
+        answer.setdefault("response_id", body.get("response_id"))
+        self.spending.note(UsageRow(tool, answer.get("model") or "", "cache", meta, user))
+        return answer, meta
+
+    def _fetch(
+        self,
+        tool: str,
+        request: dict,
+        call: Call,
+        today: str,
+        key: str,
+        reservation=None,
+        user: str = LOCAL_USER,
+        files=None,
+    ) -> tuple:
+        """The upstream request with retries, its cost, its ledger row (`user`'s, which settles
+        the call's reservation; with the count and bytes of its files), and its cache entry."""
+        started = time.monotonic()
+        sent = {"files": [f.summary() for f in files]} if files else {}
+        call.reservation = reservation  # a handover passes it on (Dispatcher.hand_over)
+        try:
+            answer, meta, response = self.upstream.request(tool, request, call, today)
+        except (ToolError, Cancelled) as exc:
+            meta = {"elapsed_ms": round((time.monotonic() - started) * 1000), **sent}
+            kind = exc.kind if isinstance(exc, ToolError) else "cancelled"
+            self.spending.book_failure(call, tool, request["model"], kind, meta, user, exc)
+            raise
+        except BaseException:
+            if reservation is not None:
+                self.spending.release(reservation)
+            raise
+        meta.update(sent)
+        model = self.spending.book(response, request, meta)
+        if self.cache.enabled:
+            meta["cache"] = {"hit": False}
+        self.spending.record(call, UsageRow(tool, model, "ok", meta, user), reservation)
+        if self.cache.enabled and response.get("status") == "completed":
+            self.cache.put(key, answer, meta.get("response_id"))
+        return answer, meta
+
+    def wait_for_flights(self, timeout: float) -> None:
+        """Waits (up to timeout) for the requests in flight to end: a cancelled call's
+        request ends on its own thread, which writes its ledger row a moment after the call
+        has given up on it; a process about to leave waits for that row."""
+        deadline = time.monotonic() + timeout
+        while self.flights.in_flight() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def hand_over(self, call: Call, response_id: str, expires_ms: int) -> bool:
+        """Spending.hand_over: leaves a running call's ledger row to another instance."""
+        return self.spending.hand_over(call, response_id, expires_ms)
+
+    def settle_followed(self, tool, meta, response_id, model, user: str = LOCAL_USER) -> None:
+        """Spending.settle_followed: the row of a response another instance created."""
+        self.spending.settle_followed(tool, meta, response_id, model, user)
+
+    def close(self, wait_s: float = 5.0) -> None:
+        """Writes the ledger rows still queued (up to wait_s), for a process about to exit."""
+        self.state.close(wait_s)
+
+    @property
+    def background_off(self) -> bool:
+        """Whether the API refused background mode, so no call of this process uses it."""
+        return self.background.off
+
+    def collect(self, tool: str, args: dict, response_id: str, call: Call) -> tuple[dict, dict]:
+        """The answer of a background response created earlier, by this process or another,
+        from its id alone: its events are read from the first (GET /responses/{id}?stream=true),
+        resuming after drops as any background call does; a cancel cancels it upstream.
+        Returns (answer, meta) or raises ToolError / Cancelled; no ledger row, no cache entry
+        (the caller decides who accounts for a response it did not create); its _meta.cost is
+        the response's, priced with its service tier."""
+        today = today_in(self._config.get("policy", "timezone"))
+        request = self.upstream.fit(tool, args, today)
+        answer, meta, response = self.upstream.request(tool, request, call, today, response_id)
+        self.spending.book(response, request, meta)
+        return answer, meta
+
+
 # -- Background mode -------------------------------------------------------------------------------
 
 
@@ -6989,15 +9631,16 @@ class BackgroundMode:
     API refuses them, resuming a dropped stream, and the server-side cancel (sent on a thread
     of its own, which a leaving process waits for)."""
 
-    def __init__(self, config: Config, log: Log, client, as_tool_error):
+    def __init__(self, config: Config, log: Log, client, as_tool_error, force: bool = False):
         self._config, self._log = config, log
-        self._client = client  # AnswerEngine.client: the process's one OpenAI client
-        self._as_tool_error = as_tool_error  # AnswerEngine's: a Failure as the call's ToolError
+        self._client = client  # ResponsesClient.client: the process's one OpenAI client
+        self._as_tool_error = as_tool_error  # ResponsesClient's: a Failure as the call's ToolError
         self._lock = threading.Lock()
         self.off = False  # set for the process when the API refused background mode
-        # Tasks across --stateless instances: every call runs in background, so that its task
-        # can be served by any instance from OpenAI's stored response.
-        self.force = False
+        # Tasks across --stateless instances (background_always): every call runs in
+        # background, so that its task can be served by any instance from OpenAI's stored
+        # response.
+        self.force = force
         self._cancels: set = set()  # server-side cancels still being sent
 
     def run(self, tool: str, call: Call, started: float, response_id=None):
@@ -7147,2567 +9790,39 @@ class BackgroundMode:
         return run.created.is_set() and not run.finished
 
 
-# ============================================================================================
-# State: the usage ledger, budgets and the answer cache (SQLite, or PostgreSQL for a team)
-# ============================================================================================
-# One store shared by every server process of the user (a SQLite file in WAL mode, the
-# default) or of a team (a PostgreSQL database, state.url). Each finished call adds a row to
-# `usage` (never the query text) and to the per-day totals that budgets and reports read;
-# complete answers are kept in `answers` under a hash of everything that shapes them.
-#
-# The answer path never waits on the store for long: ledger rows and cache entries go to one
-# writer thread through a bounded queue (rows it cannot write yet wait in memory and are
-# written when the store is back, so an outage loses no spend); a cache read gives up after
-# a fraction of a second; after a failure a connection rests a few seconds; every wait on
-# PostgreSQL also has a bound of our own (see _Watchdog), as a silent link never times out
-# on the server's side. The one wait a call may make is its budget: with a budget set, a
-# call reserves its expected cost in one transaction before it starts (a lock in the
-# database, so it holds across processes and hosts), and settles at its real cost when it
-# ends; when the store cannot be reached, calls that would spend are refused. sqlite3
-# (psycopg for state.url) is imported on first use.
-
-# The schema's version; every change to a table or a column raises it, with one step in
-# _MIGRATIONS. 1: usage, spend_by_day and answers, without a version table (SQLite only).
-# 2: usage_daily, reservations and schema_version (a later commit added writers, without a
-# new version: a version 2 store may lack it). 3: writers; usage.writer_schema. 4: users,
-# ledger rows and reservations by user (usage.user_name), usage_by_user, response_owners.
-# 5: checks (the day each once-a-day check last ran: the model retirements); no rows move.
-# 6: usage.files and usage.file_bytes (what a call attached: counts only); no rows move.
-# 7: OAuth subjects as oauth:<issuer>#<sub> (issue 31: they had shared named users' names).
-STATE_SCHEMA_VERSION = 7
-ANSWER_FORMAT = 2  # the shape of a cached body; a row of another shape is a miss, and dropped
-_BUSY_TIMEOUT_S = 2.0  # how long a write (or a budget check) waits for another's lock
-# How long an upgrade of the schema may take (a team's ledger of a few million rows is read
-# once per step); meanwhile budget checks of other processes cannot be made, and refuse.
-_MIGRATION_S = 300.0
-_CACHE_READ_S = 0.25  # a cache read that takes longer is a miss
-_BUDGET_WAIT_S = 10.0  # how long a budget check waits for this process's other checks
-_BACKOFF_S = 3.0  # after a failure, a connection is not tried again for this long
-_CONNECT_TIMEOUT_S = 2  # PostgreSQL: how long a connection may take (libpq's least is 2)
-# PostgreSQL bounds of our own: a transaction that has not come back within twice its statement
-# timeout plus this grace is abandoned (see _Watchdog); a session of ours left idle inside a
-# transaction (its instance cut off mid-check) is ended by the server after
-# _IDLE_IN_TRANSACTION_S, which frees the budget's lock for every other instance.
-_WATCHDOG_GRACE_S = 1.0
-_IDLE_IN_TRANSACTION_S = 5
-_KEEPALIVE = {
-    "keepalives": 1,
-    "keepalives_idle": 10,
-    "keepalives_interval": 5,
-    "keepalives_count": 3,
-}
-_WARN_EVERY_S = 60.0
-_MAX_PENDING_ROWS = 10_000  # ledger rows kept in memory while the store cannot be written
-_MAX_PENDING_CACHE = 200  # cache entries waiting to be written; older ones are dropped
-_BATCH = 500  # writes per transaction of the writer
-_RECENT_CALLS = 20  # a call's expected cost: the mean of its tool's last N priced calls
-_RECENT_SCAN = 200  # ... of its model, among the tool's last N (several models share a state)
-_PRUNE_EVERY_S = 3600.0
-_WRITER_IDLE_S = 1.0  # the writer thread ends after this long with nothing to write
-_WRITER_MARK_KEEP_S = 7 * 86400.0  # a writer's mark (see StateWriter) outlives its process
-_LOCK_BUDGET, _LOCK_SCHEMA = 0x6F726D01, 0x6F726D02  # PostgreSQL advisory lock keys
-_UMASK_LOCK = threading.Lock()
-_USERS_CACHE_S = 2.0  # named tokens are read again after this long: a revoked one is refused
-_USERS_HASHES_KEPT = 100_000  # named tokens' hashes remembered (never sent to introspection)
-# What --user add's tokens start with, so a server knows one of its own even when it cannot
-# read the state (issue 31): such a token is never sent to an OAuth issuer.
-NAMED_TOKEN_PREFIX = "ormcp_u_"
-ALLOWANCE_DEFAULT = "none"  # --user limit NAME --daily-usd none: back to the per-user default
-
-_USAGE_COLUMNS = (
-    "at",
-    "day",
-    "tool",
-    "model",
-    "input_tokens",
-    "cached_input_tokens",
-    "output_tokens",
-    "reasoning_tokens",
-    "web_searches",
-    "usd",
-    "cache_hit",
-    "elapsed_ms",
-    "outcome",
-    "writer_schema",  # the schema version of the server that wrote the row (NULL: before 3)
-    "user_name",  # who asked ('' before version 4)
-    "files",  # how many files the call sent (0 before version 6)
-    "file_bytes",  # their bytes in all
-)
-_DAILY_SUMS = (
-    "calls",
-    "usd",
-    "cache_hits",
-    "input_tokens",
-    "cached_input_tokens",
-    "output_tokens",
-    "web_searches",
-    "unpriced",
-)
+# -- Composition root ------------------------------------------------------------------------------
 
 
-def _tables(postgres: bool) -> dict:
-    """Every table, with its columns as (name, type) in this version's schema; a column named
-    "" is a table constraint."""
-    real = "DOUBLE PRECISION" if postgres else "REAL"
-    count = "BIGINT NOT NULL DEFAULT 0" if postgres else "INTEGER NOT NULL DEFAULT 0"
-    tokens = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
-    return {
-        "usage": [
-            ("id", "BIGSERIAL PRIMARY KEY" if postgres else "INTEGER PRIMARY KEY"),
-            ("at", f"{real} NOT NULL"),
-            ("day", "TEXT NOT NULL"),
-            ("tool", "TEXT NOT NULL"),
-            ("model", "TEXT NOT NULL"),
-            *((name, count) for name in tokens),
-            ("web_searches", count),
-            ("usd", real),
-            ("cache_hit", count),
-            ("elapsed_ms", count),
-            ("outcome", "TEXT NOT NULL"),
-            ("writer_schema", "INTEGER"),
-            ("user_name", "TEXT NOT NULL DEFAULT ''"),
-            ("files", count),
-            ("file_bytes", count),
-        ],
-        "spend_by_day": [("day", "TEXT PRIMARY KEY"), ("usd", f"{real} NOT NULL")],
-        "usage_daily": [
-            ("day", "TEXT NOT NULL"),
-            ("tool", "TEXT NOT NULL"),
-            ("model", "TEXT NOT NULL"),
-            ("usd", f"{real} NOT NULL DEFAULT 0"),
-            *((name, count) for name in _DAILY_SUMS if name != "usd"),
-            ("", "PRIMARY KEY (day, tool, model)"),
-        ],
-        "answers": [
-            ("key", "TEXT PRIMARY KEY"),
-            ("stored_at", f"{real} NOT NULL"),
-            ("body", "TEXT NOT NULL"),
-        ],
-        "reservations": [
-            ("id", "TEXT PRIMARY KEY"),
-            ("at", f"{real} NOT NULL"),
-            ("expires_at", f"{real} NOT NULL"),
-            ("usd", f"{real} NOT NULL"),
-            ("user_name", "TEXT NOT NULL DEFAULT ''"),
-        ],
-        # Named users (--user): only a hash of each token, never the token.
-        "users": [
-            ("name", "TEXT PRIMARY KEY"),
-            ("token_sha256", "TEXT NOT NULL"),
-            ("created_at", f"{real} NOT NULL"),
-            ("revoked_at", real),
-            ("daily_usd", real),
-            ("monthly_usd", real),
-        ],
-        # Calls and dollars per user and day: --usage's by_user and the per-user budgets.
-        "usage_by_user": [
-            ("day", "TEXT NOT NULL"),
-            ("user_name", "TEXT NOT NULL"),
-            ("calls", count),
-            ("usd", f"{real} NOT NULL DEFAULT 0"),
-            ("", "PRIMARY KEY (day, user_name)"),
-        ],
-        # Who may follow up a response (previous_response_id): its creator, and whoever was
-        # given it from the cache or an identical call in flight.
-        "response_owners": [
-            ("response_id", "TEXT NOT NULL"),
-            ("user_name", "TEXT NOT NULL"),
-            ("at", f"{real} NOT NULL"),
-            ("", "PRIMARY KEY (response_id, user_name)"),
-        ],
-        # Each process's writer's mark: the last ledger row it has written (see StateWriter).
-        "writers": [("id", "TEXT PRIMARY KEY"), ("seq", count), ("at", f"{real} NOT NULL")],
-        "schema_version": [("version", "INTEGER NOT NULL")],
-        # Version 5: the day each once-a-day check last ran, whichever process ran it.
-        "checks": [("name", "TEXT PRIMARY KEY"), ("day", "TEXT NOT NULL")],
-    }
+def background_always(config: Config, http: bool) -> bool:
+    """Whether every call runs in background mode: over HTTP with --stateless and a task secret
+    (tasks are on, signed), so any instance can serve a call's task from OpenAI's stored
+    response (LongCalls.signing)."""
+    stateless = http and config.get("server", "http")["stateless"]
+    return stateless and tasks_off_reason(config, stateless) is None
 
 
-_INDEXES = (
-    "CREATE INDEX IF NOT EXISTS usage_by_day ON usage (day)",
-    "CREATE INDEX IF NOT EXISTS usage_by_tool ON usage (tool, outcome, id)",
-    "CREATE INDEX IF NOT EXISTS answers_by_age ON answers (stored_at)",
-)
+def multi_user_check(config: Config, users: "UserDirectory"):
+    """Over HTTP, whether calls can come from several people (Authenticator.multi_user, for
+    the server's own users): with an OAuth issuer, or once named users exist."""
+    issuer = config.get("server", "auth")["issuer"]
+    return lambda: bool(issuer) or users.exist()
 
 
-def _schema(postgres: bool) -> list[str]:
-    """The tables, for either database (CREATE ... IF NOT EXISTS: a no-op where they are)."""
-    statements = []
-    for table, columns in _tables(postgres).items():
-        listed = ", ".join(f"{name} {kind}".strip() for name, kind in columns)
-        statements.append(f"CREATE TABLE IF NOT EXISTS {table} ({listed})")
-    return [*statements, *_INDEXES]
-
-
-def _added_column(kind: str) -> str:
-    """A column's type as ALTER TABLE ... ADD COLUMN takes it: a NOT NULL one needs a default
-    for the rows already there."""
-    kind = kind.replace(" PRIMARY KEY", "")
-    if "NOT NULL" in kind and "DEFAULT" not in kind:
-        kind += " DEFAULT ''" if kind.startswith("TEXT") else " DEFAULT 0"
-    return kind
-
-
-# Version 1 files had raw rows only: their per-day totals are summed once, on upgrade.
-_BACKFILL_DAILY = (
-    "INSERT INTO usage_daily (day, tool, model, usd, calls, cache_hits, input_tokens, "
-    "cached_input_tokens, output_tokens, web_searches, unpriced) "
-    "SELECT day, tool, model, COALESCE(SUM(usd), 0), COUNT(*), SUM(cache_hit), "
-    "SUM(input_tokens), SUM(cached_input_tokens), SUM(output_tokens), SUM(web_searches), "
-    "SUM(CASE WHEN usd IS NULL THEN 1 ELSE 0 END) FROM usage GROUP BY day, tool, model"
-)
-# A version 1 server still running on an upgraded file writes usage and spend_by_day, never
-# the per-day totals reports read: its rows (no writer_schema) are folded into them here.
-_FOLD_OLD_ROWS = (
-    "CREATE TRIGGER IF NOT EXISTS usage_from_version_1 AFTER INSERT ON usage "
-    "WHEN NEW.writer_schema IS NULL BEGIN "
-    "INSERT INTO usage_daily (day, tool, model, usd, calls, cache_hits, input_tokens, "
-    "cached_input_tokens, output_tokens, web_searches, unpriced) VALUES (NEW.day, NEW.tool, "
-    "NEW.model, COALESCE(NEW.usd, 0), 1, NEW.cache_hit, NEW.input_tokens, "
-    "NEW.cached_input_tokens, NEW.output_tokens, NEW.web_searches, NEW.usd IS NULL) "
-    "ON CONFLICT (day, tool, model) DO UPDATE SET usd = usage_daily.usd + excluded.usd, "
-    "calls = usage_daily.calls + 1, cache_hits = usage_daily.cache_hits + excluded.cache_hits, "
-    "input_tokens = usage_daily.input_tokens + excluded.input_tokens, "
-    "cached_input_tokens = usage_daily.cached_input_tokens + excluded.cached_input_tokens, "
-    "output_tokens = usage_daily.output_tokens + excluded.output_tokens, "
-    "web_searches = usage_daily.web_searches + excluded.web_searches, "
-    "unpriced = usage_daily.unpriced + excluded.unpriced; END"
-)
-
-
-def _from_version_1(backend, conn) -> None:
-    """1 -> 2: the per-day totals, from the raw rows; and (SQLite: version 1 knew no other)
-    the rows an old server may still add, folded in as they come."""
-    conn.execute(_BACKFILL_DAILY)
-    if not backend.postgres:
-        conn.execute(_FOLD_OLD_ROWS)
-
-
-def _from_version_2(backend, conn) -> None:
-    """2 -> 3: the writers table and usage.writer_schema, which the check of every table and
-    column has added; nothing to move."""
-
-
-# Tables whose user_name column holds an identity (see Identity, in Transports).
-_IDENTITY_COLUMNS = ("usage", "reservations", "usage_by_user", "response_owners")
-
-
-def _from_version_6(backend, conn) -> None:
-    """6 -> 7: OAuth subjects get a namespace of their own (issue 31). Up to 6 a token's
-    `sub` was stored as it came, in the namespace of named users and `shared`: every name
-    that is no named user (revoked ones included), `local`, `shared` or '' was a subject, and
-    becomes oauth:<issuer>#<sub> (the issuer server.auth.issuer names as the store is
-    upgraded: _needs_issuer refuses the step without one while there are subjects, issue 39).
-    A name both a named user and a subject had used stays the named user's: the rows cannot
-    be told apart. Cached answers are dropped (their keys hash the old names): each question
-    is asked again once."""
-    issuer = (backend.oauth_issuer or "").rstrip("/")
-    _refile_bare(backend, conn.execute, issuer)
-    conn.execute("DELETE FROM answers")
-
-
-def _bare_subjects(run) -> list:
-    """(table, name) for each OAuth subject a store before version 7 holds under its bare
-    `sub` (see _from_version_6); run(sql) runs a statement."""
-    named = {row[0] for row in run("SELECT name FROM users").fetchall()}
-    keep = named | {"", LOCAL_USER, SHARED_USER}
-    found = []
-    for table in _IDENTITY_COLUMNS:
-        names = {row[0] for row in run(f"SELECT DISTINCT user_name FROM {table}").fetchall()}
-        # oauth:... was written by a version 7 server already (a rolling upgrade)
-        found += [(table, n) for n in sorted(names - keep) if not n.startswith(OAUTH_PREFIX)]
-    return found
-
-
-def _needs_issuer(backend, conn) -> str | None:
-    """Why the step to 7 cannot run here: the store holds OAuth subjects, and only the issuer
-    they came from (server.auth.issuer of the --http server) can file them. Run without it,
-    every subject became oauth:#<sub> for good (issue 39)."""
-    if (backend.oauth_issuer or "").strip():
-        return None
-    subjects = {name for _, name in _bare_subjects(conn.execute)}
-    if not subjects:
-        return None
-    return (
-        f"its upgrade to schema 7 files its {len(subjects)} OAuth subject(s) under the OAuth "
-        "issuer, and this config names none (server.auth.issuer): run "
-        f"`{SERVER_NAME} --config FILE --upgrade-state` with FILE the --http server's config "
-        "(or start that server); nothing was changed"
+def build_engine(config: Config, log: Log, *, http: bool = False) -> AnswerEngine:
+    """The answer engine and every part it is given: the state (one StateStore), the spending
+    that admits and books calls, the OpenAI client, the check of the models' shutdown dates.
+    Nothing is opened or imported here: the store and the client open on first use. `http`:
+    the engine serves --http (several people may call; --stateless may force background)."""
+    timezone = config.get("policy", "timezone")
+    store = StateStore(state_backend(config), log, timezone, config.get("state", "retention_days"))
+    state = EngineState(
+        store, timezone, config.get("cache", "ttl_s"), config.get("cache", "max_entries")
     )
-
-
-# Steps that need configuration: by the version they reach, why they cannot run now (None:
-# they can). Such a step never runs without it: the whole upgrade is refused, saying what to
-# run, and the store stays as it was (never half-upgraded).
-_MIGRATION_NEEDS = {7: _needs_issuer}
-
-
-def _refile(backend, run, where: str, params: tuple, new: str, new_params: tuple) -> None:
-    """Gives every row whose user_name matches `where` (SQL, with `params`) the identity the
-    SQL expression `new` makes of it (with `new_params`), in every identity table, folding the
-    rows of a table keyed by identity into any the new identity has. One statement per table
-    whatever the number of identities: a statement per identity scanned the ledger once for
-    each, and a team's store never finished its upgrade (issue 39). `new` must map distinct
-    names to distinct identities that `where` does not match. run(sql, params) runs one."""
-    sql = backend.sql
-    both = (*new_params, *params)
-    for table in _IDENTITY_COLUMNS:
-        if table == "usage_by_user":  # (day, user_name) is its key: fold into any row
-            run(
-                sql(
-                    f"INSERT INTO usage_by_user (day, user_name, calls, usd) SELECT day, {new}, "
-                    f"calls, usd FROM usage_by_user WHERE {where} ON CONFLICT (day, user_name) "
-                    "DO UPDATE SET calls = usage_by_user.calls + excluded.calls, "
-                    "usd = usage_by_user.usd + excluded.usd"
-                ),
-                both,
-            )
-        elif table == "response_owners":  # (response_id, user_name) likewise
-            run(
-                sql(
-                    f"INSERT INTO response_owners (response_id, user_name, at) SELECT "
-                    f"response_id, {new}, at FROM response_owners WHERE {where} "
-                    "ON CONFLICT DO NOTHING"
-                ),
-                both,
-            )
-        else:
-            run(sql(f"UPDATE {table} SET user_name = {new} WHERE {where}"), both)
-            continue
-        run(sql(f"DELETE FROM {table} WHERE {where}"), params)
-
-
-def _refile_bare(backend, run, issuer: str) -> None:
-    """Files every subject a store holds under its bare `sub` (see _bare_subjects) as
-    oauth:<issuer>#<sub>."""
-    where = (
-        f"user_name NOT IN (SELECT name FROM users) AND user_name NOT IN (?, ?, ?) "
-        f"AND substr(user_name, 1, {len(OAUTH_PREFIX)}) <> ?"
-    )
-    params = ("", LOCAL_USER, SHARED_USER, OAUTH_PREFIX)
-    prefix = oauth_identity(issuer, "")
-    _refile(backend, run, where, params, "CAST(? AS TEXT) || user_name", (prefix,))
-
-
-def _refile_prefix(backend, run, old: str, new: str) -> None:
-    """Every identity that starts with `old` starts with `new` instead (the rest kept)."""
-    where = f"substr(user_name, 1, {len(old)}) = ?"
-    expression = f"CAST(? AS TEXT) || substr(user_name, {len(old) + 1})"
-    _refile(backend, run, where, (old,), expression, (new,))
-
-
-_UNKEYED = OAUTH_PREFIX + "#"  # a subject an upgrade filed without its issuer (issue 39)
-
-
-def misfiled_subjects(run) -> list:
-    """(table, identity, sub) for each OAuth subject a version 7 store holds outside its
-    issuer's namespace (issue 39): oauth:#<sub>, filed so by an upgrade run without
-    server.auth.issuer (before that was refused), and a bare <sub>, written by a host of an
-    older release that kept serving after another host upgraded the store (since 7 no name but
-    a named user's, `local` and `shared` is bare). run(sql) runs a statement."""
-    found = []
-    for table in _IDENTITY_COLUMNS:
-        rows = run(
-            f"SELECT DISTINCT user_name FROM {table} WHERE substr(user_name, 1, 7) = 'oauth:#'"
-        ).fetchall()
-        found += [(table, row[0], row[0][len(_UNKEYED) :]) for row in rows]
-    return found + [(table, name, name) for table, name in _bare_subjects(run)]
-
-
-def refile_subjects(backend, run) -> int:
-    """Files each misfiled subject under the issuer server.auth.issuer names (a store before 7
-    can have had only that one: it was the server's one issuer); how many identities."""
-    issuer = (backend.oauth_issuer or "").rstrip("/")
-    found = misfiled_subjects(run) if issuer else []
-    if found:  # oauth:#<sub> first: a bare <sub> of the same subject then folds into it
-        _refile_prefix(backend, run, _UNKEYED, oauth_identity(issuer, ""))
-        _refile_bare(backend, run, issuer)
-    return len({name for _, name, _ in found})
-
-
-def _bare_rows(run, name: str) -> bool:
-    """Whether any row holds `name` as its identity."""
-    return any(
-        run(f"SELECT 1 FROM {table} WHERE user_name = ? LIMIT 1", (name,)).fetchone()
-        for table in _IDENTITY_COLUMNS
-    )
-
-
-def filed_issuers(run) -> dict:
-    """{issuer: how many OAuth subjects the store files under it}, oauth:#<sub> left out (see
-    misfiled_subjects); run(sql) runs a statement."""
-    found: dict = {}
-    for table in _IDENTITY_COLUMNS:
-        rows = run(
-            f"SELECT DISTINCT user_name FROM {table} WHERE substr(user_name, 1, 6) = 'oauth:'"
-        ).fetchall()
-        for (identity,) in rows:
-            issuer = identity[len(OAUTH_PREFIX) :].partition("#")[0]
-            if issuer:
-                found.setdefault(issuer, set()).add(identity)
-    return {issuer: len(identities) for issuer, identities in found.items()}
-
-
-def refile_issuer(backend, run, old: str) -> int:
-    """Files every subject of issuer `old` under the one server.auth.issuer names, as the same
-    `sub` (--upgrade-state --from-issuer, issue 39): undoes an upgrade run with a mistyped
-    issuer, which filed the subjects under it for good. How many identities moved."""
-    issuer = (backend.oauth_issuer or "").rstrip("/")
-    moved = filed_issuers(run).get(old.rstrip("/"), 0)
-    if moved:
-        _refile_prefix(backend, run, oauth_identity(old, ""), oauth_identity(issuer, ""))
-    return moved
-
-
-# The steps, by the version each one reaches; each runs once, in order, after the tables
-# and columns this version expects have been made. A new schema version adds one step.
-_MIGRATIONS = {2: _from_version_1, 3: _from_version_2, 7: _from_version_6}
-
-
-def state_path(config: Config) -> str | None:
-    """The SQLite file's absolute path, or None when state.path is off or state.url is set."""
-    if config.get("state", "url"):
-        return None
-    path = config.get("state", "path")
-    if path and path.strip().lower() == "off":
-        return None
-    return os.path.expanduser(path) if path else config.default_state_path
-
-
-def state_enabled(config: Config) -> bool:
-    return bool(config.get("state", "url")) or state_path(config) is not None
-
-
-def state_label(config: Config) -> str:
-    """Where the state is, for people: never with the database password."""
-    url = config.get("state", "url")
-    if url:
-        return f"state database {redact_url(url)}"
-    path = state_path(config)
-    return f"state file {path}" if path else "off (state.path: off)"
-
-
-def cache_enabled(config: Config) -> bool:
-    return config.get("cache", "ttl_s") > 0 and state_enabled(config)
-
-
-class StateUnavailable(Exception):
-    """The store could not be reached or used; `reason` says why, in a few words (for the
-    server's log: it may name the store), `public` the same without the store's address (for
-    MCP clients)."""
-
-    def __init__(self, reason: str, public: str | None = None):
-        super().__init__(reason)
-        self.reason = reason
-        self.public = public or reason
-
-
-class StateRefused(StateUnavailable):
-    """The store can be reached, but this process must not use it as it is: it was upgraded
-    past this version's schema, or its upgrade needs configuration this process lacks. The
-    reason says what to do; nothing was written."""
-
-
-def _newer_store(version: int) -> StateRefused:
-    text = (
-        f"it was upgraded to schema {version} by a newer {SERVER_NAME}, and this one (schema "
-        f"{STATE_SCHEMA_VERSION}) writes nothing to it: upgrade this host (docs/upgrade.md)"
-    )
-    return StateRefused(text)
-
-
-class _Armed:
-    """One guarded piece of work the watchdog watches: when it is due (monotonic), its
-    connection, and whether the watchdog has fired (shut the connection down)."""
-
-    __slots__ = ("conn", "deadline", "fired")
-
-    def __init__(self, deadline: float, conn):
-        self.deadline, self.conn, self.fired = deadline, conn, False
-
-
-class _Watchdog:
-    """Abandons a PostgreSQL connection whose work has not come back by its deadline. The
-    server enforces statement_timeout and lock_timeout only on statements it received: on a
-    link gone silent (a partition, a frozen VM) the driver would wait for ever, holding the
-    channel, the budget checks queued behind it, and the process's exit. Shutting the socket
-    down wakes the waiting driver at once with an error. One thread, started on first use."""
-
-    def __init__(self):
-        self._cond = threading.Condition()
-        self._armed: dict = {}  # id -> _Armed
-        self._thread: threading.Thread | None = None
-
-    def guard(self, conn, seconds: float):
-        import contextlib
-
-        @contextlib.contextmanager
-        def guarded():
-            entry = _Armed(time.monotonic() + seconds, conn)
-            with self._cond:
-                self._armed[id(entry)] = entry
-                if self._thread is None:
-                    self._thread = threading.Thread(
-                        target=self._loop, name="state-watchdog", daemon=True
-                    )
-                    self._thread.start()
-                self._cond.notify()
-            try:
-                yield
-            except BaseException:
-                if entry.fired:
-                    raise _Abandoned(seconds) from None
-                raise
-            finally:
-                with self._cond:
-                    self._armed.pop(id(entry), None)
-            if entry.fired:  # fired as the work ended: the connection is gone all the same
-                raise _Abandoned(seconds)
-
-        return guarded()
-
-    def _loop(self) -> None:
-        with self._cond:
-            while True:
-                now = time.monotonic()
-                for entry in self._armed.values():
-                    if not entry.fired and entry.deadline <= now:
-                        entry.fired = True
-                        _shut_down(entry.conn)
-                waiting = [entry.deadline for entry in self._armed.values() if not entry.fired]
-                self._cond.wait(max(0.0, min(waiting) - now) if waiting else None)
-
-
-class _Abandoned(Exception):
-    """The watchdog shut a connection down: it did not answer in time."""
-
-    def __init__(self, seconds: float):
-        super().__init__(f"no answer within {seconds:g} s")
-
-
-def _shut_down(conn) -> None:
-    """Ends a connection's link from any thread, without its lock: whoever waits on the socket
-    wakes to an error."""
-    import socket
-
-    try:
-        sock = socket.socket(fileno=os.dup(conn.fileno()))
-    except (OSError, ValueError, Exception):  # noqa: BLE001 - closed, or never opened
-        return
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    finally:
-        sock.close()
-
-
-_WATCHDOG = _Watchdog()
-
-
-class _SqliteBackend:
-    """A SQLite file in WAL mode, private to the user (with its -wal and -shm) from creation."""
-
-    postgres = False
-    oauth_issuer = None  # server.auth.issuer, for _from_version_6
-    refused = None  # StateRefused, while the store refuses this process (see _refuse_newer)
-
-    def __init__(self, path: str):
-        self.path = path
-        self.label = f"state file {path}"
-        self.hint = "fix or delete the file, or set state.path: off"
-        self.url, self.secrets = "", ()
-
-    def errors(self) -> tuple:
-        import sqlite3
-
-        return (sqlite3.Error, OSError)
-
-    def connect(self):
-        import sqlite3
-
-        directory = os.path.dirname(self.path)
-        # SQLite gives the -wal and -shm files the mode of the database file, which the umask
-        # makes 0600 from its first byte (a chmod afterwards would leave them 0644).
-        with _UMASK_LOCK:
-            previous = os.umask(0o077)
-            try:
-                if directory:
-                    os.makedirs(directory, mode=0o700, exist_ok=True)
-                conn = sqlite3.connect(
-                    self.path,
-                    timeout=_BUSY_TIMEOUT_S,
-                    isolation_level=None,
-                    check_same_thread=False,
-                )
-                try:
-                    conn.execute("PRAGMA journal_mode=WAL")
-                    conn.execute("PRAGMA synchronous=NORMAL")
-                except BaseException:
-                    conn.close()
-                    raise
-            finally:
-                os.umask(previous)
-        import stat
-
-        for suffix in ("", "-wal", "-shm"):  # files left by an older version
-            try:
-                # Only a file of ours: state.path may name a device (/dev/null: as root, a chmod
-                # took it from every other user of the machine) or a link to another's file.
-                # Group and others lose their access; the owner gains none (a file made
-                # read-only stays so: 0444 became 0600, writable).
-                mode = os.lstat(self.path + suffix).st_mode
-                if stat.S_ISREG(mode) and mode & 0o077:
-                    os.chmod(self.path + suffix, stat.S_IMODE(mode) & 0o700)
-            except OSError:
-                pass
-        return conn
-
-    def set_timeout(self, conn, seconds: float) -> None:
-        conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
-
-    def guard(self, conn, seconds: float):
-        """A local file: SQLite's busy timeout bounds every wait already."""
-        import contextlib
-
-        return contextlib.nullcontext()
-
-    def lost(self, conn) -> bool:
-        return False
-
-    def abandon(self, conn) -> None:
-        """Nothing to cut: a SQLite wait ends at its busy timeout."""
-
-    def public_reason(self, exc: BaseException, reason: str) -> str:
-        """SQLite's own messages name no file; an OSError's does."""
-        if isinstance(exc, OSError):
-            return exc.strerror or type(exc).__name__
-        return reason
-
-    def refused_value(self, exc: BaseException) -> bool:
-        """Whether the failure is the row's (a value SQLite cannot take), not the file's."""
-        import sqlite3
-
-        return not isinstance(exc, (sqlite3.OperationalError, OSError, MemoryError))
-
-    def begin(self, conn, write: bool) -> None:
-        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-
-    def take_turns(self, conn, key: int) -> None:
-        """Serialises this transaction with every other that takes turns: BEGIN IMMEDIATE
-        already holds the file's one write lock."""
-
-    def hold_schema(self, conn) -> None:
-        """Keeps the schema from changing under this transaction: a SQLite transaction reads
-        one snapshot, and one that read an older snapshot cannot write after an upgrade."""
-
-    def has_table(self, conn, name: str) -> bool:
-        found = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
-        )
-        return found.fetchone() is not None
-
-    def columns(self, conn, tables: list) -> dict:
-        """{table: {column, ...}} for those of `tables` that exist."""
-        found = {}
-        for table in tables:
-            names = {row[1] for row in conn.execute(f"PRAGMA table_info({table})").fetchall()}
-            if names:
-                found[table] = names
-        return found
-
-    def sql(self, text: str) -> str:
-        return text
-
-
-class _PostgresBackend:
-    """A PostgreSQL database (psycopg 3), shared by every host that has its URL."""
-
-    postgres = True
-    oauth_issuer = None  # server.auth.issuer, for _from_version_6
-    refused = None  # StateRefused, while the store refuses this process (see _refuse_newer)
-
-    def __init__(self, url: str):
-        self.url = url
-        self.label = f"state database {redact_url(url)}"
-        self.hint = "check the database and state.url, or unset state.url"
-        self.secrets = url_secrets(url)
-
-    def errors(self) -> tuple:
-        import psycopg
-
-        return (psycopg.Error, OSError)
-
-    def connect(self):
-        import psycopg
-
-        conn = psycopg.connect(
-            self.url,
-            autocommit=True,  # transactions are explicit BEGIN ... COMMIT, as with SQLite
-            connect_timeout=_CONNECT_TIMEOUT_S,
-            application_name=SERVER_NAME,
-            **_KEEPALIVE,  # a dead peer is noticed by the kernel too, not just the watchdog
-        )
-        try:
-            # The server's own bounds on our sessions: one left idle inside a transaction (its
-            # instance cut off mid-check) is ended, which frees the budget's lock; and no lock
-            # is waited for longer than a budget check may take.
-            with self.guard(conn, _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
-                conn.execute(
-                    f"SET idle_in_transaction_session_timeout = {_IDLE_IN_TRANSACTION_S * 1000}"
-                )
-                conn.execute(f"SET lock_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def set_timeout(self, conn, seconds: float) -> None:
-        conn.execute(f"SET statement_timeout = {int(seconds * 1000)}")
-
-    def guard(self, conn, seconds: float):
-        """A bound on our side for what happens within it (see _Watchdog)."""
-        return _WATCHDOG.guard(conn, seconds)
-
-    def lost(self, conn) -> bool:
-        """Whether the connection broke (the server restarted, or the link went)."""
-        return bool(getattr(conn, "broken", False) or getattr(conn, "closed", False))
-
-    def abandon(self, conn) -> None:
-        _shut_down(conn)
-
-    def refused_value(self, exc: BaseException) -> bool:
-        """Whether the failure is the row's (a value the database or the driver refused), not
-        the connection's or the server's."""
-        import psycopg
-
-        refused = (psycopg.DataError, psycopg.IntegrityError, ValueError, TypeError)
-        return isinstance(exc, (*refused, OverflowError))
-
-    def public_reason(self, exc: BaseException, reason: str) -> str:
-        """The failure without the database's address (psycopg's messages quote the host,
-        port, user and database): its kind only."""
-        if isinstance(exc, (_Abandoned, StateUnavailable)):
-            return reason if isinstance(exc, _Abandoned) else exc.public
-        import psycopg
-
-        if isinstance(exc, psycopg.errors.QueryCanceled):
-            return "timed out"
-        if isinstance(exc, psycopg.errors.LockNotAvailable):
-            return "lock not available in time"
-        if isinstance(exc, (psycopg.OperationalError, OSError)):
-            return "connection failed"
-        return f"database error {getattr(exc, 'sqlstate', None) or type(exc).__name__}"
-
-    def begin(self, conn, write: bool) -> None:
-        conn.execute("BEGIN")
-
-    def take_turns(self, conn, key: int) -> None:
-        """Serialises this transaction with every other that takes turns with `key`, on any
-        host: an advisory lock held until COMMIT."""
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
-
-    def hold_schema(self, conn) -> None:
-        """Keeps the schema from changing under this transaction, on any host: a shared hold
-        of the lock an upgrade takes whole (_ensure_schema), until COMMIT. Shared holds do not
-        wait for each other."""
-        conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_LOCK_SCHEMA,))
-
-    def has_table(self, conn, name: str) -> bool:
-        # A read of pg_class, not to_regclass(): that answers from the session's catalog cache,
-        # which a transaction that waited for the schema lock has not refreshed, so a table made
-        # meanwhile was still missing (and a version 2 database taken for version 1).
-        found = conn.execute(
-            "SELECT 1 FROM pg_catalog.pg_class WHERE relname = %s "
-            "AND pg_catalog.pg_table_is_visible(oid)",
-            (name,),
-        )
-        return found.fetchone() is not None
-
-    def columns(self, conn, tables: list) -> dict:
-        """{table: {column, ...}} for those of `tables` that exist (pg_catalog, read afresh:
-        see has_table)."""
-        rows = conn.execute(
-            "SELECT c.relname, a.attname FROM pg_catalog.pg_attribute a "
-            "JOIN pg_catalog.pg_class c ON a.attrelid = c.oid WHERE c.relkind = 'r' "
-            "AND pg_catalog.pg_table_is_visible(c.oid) AND a.attnum > 0 AND NOT a.attisdropped "
-            "AND c.relname = ANY(%s)",
-            (tables,),
-        ).fetchall()
-        found: dict = {}
-        for table, column in rows:
-            found.setdefault(table, set()).add(column)
-        return found
-
-    def sql(self, text: str) -> str:
-        return text.replace("?", "%s")
-
-
-def state_backend(config: Config):
-    """The backend state.url or state.path names, or None when the state is off."""
-    url = config.get("state", "url")
-    path = None if url else state_path(config)
-    backend = _PostgresBackend(url) if url else _SqliteBackend(path) if path else None
-    if backend is not None:  # whose subjects a store older than version 7 holds (see there)
-        backend.oauth_issuer = config.get("server", "auth", "issuer")
-    return backend
-
-
-def _ensure_schema(backend, conn) -> None:
-    """Creates or upgrades the tables, once, even when several instances start at once: every
-    table and column this version expects is checked (and made where missing, whatever the
-    version says), then each migration step past the store's version runs."""
-    # Looking, and waiting for another instance making them now, is bounded as any check is;
-    # the upgrade itself may take longer on a large store (_MIGRATION_S).
-    with backend.guard(conn, 2 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
-        version = _stored_version(backend, conn)
-        if version is not None and version > STATE_SCHEMA_VERSION:
-            # Refused before taking the schema lock whole: that waits for every transaction of
-            # the newer hosts (a long report), and holds up all their others meanwhile.
-            backend.refused = _newer_store(version)
-            raise backend.refused
-        if version == STATE_SCHEMA_VERSION and not _missing(backend, conn):
-            return
-        backend.set_timeout(conn, _BUSY_TIMEOUT_S)
-        _schema_turn(backend, conn, lambda: backend.begin(conn, write=True))
-    try:
-        with backend.guard(conn, 2 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
-            _schema_turn(backend, conn, lambda: backend.take_turns(conn, _LOCK_SCHEMA))
-            version = _stored_version(backend, conn)
-        if version is not None and version > STATE_SCHEMA_VERSION:
-            backend.refused = _newer_store(version)
-            raise backend.refused
-        if version is None and backend.has_table(conn, "usage"):
-            version = 1  # version 1 had no version table
-        with backend.guard(conn, _MIGRATION_S + _WATCHDOG_GRACE_S):
-            backend.set_timeout(conn, _MIGRATION_S)
-            _upgrade(backend, conn, version)
-            conn.execute("COMMIT")
-    except BaseException:
-        _rollback(conn)
-        raise
-    finally:
-        try:  # back to a check's bound (the channel sets its own before its next transaction)
-            backend.set_timeout(conn, _BUSY_TIMEOUT_S)
-        except Exception:  # noqa: BLE001 - the connection is gone: it is not used again
-            pass
-
-
-def _schema_turn(backend, conn, take) -> None:
-    """take() waits for the lock another process changing the schema holds (an upgrade of
-    a large store may hold it for minutes); when that wait runs out, StateUnavailable says
-    so, not "database is locked" or "canceling statement due to statement timeout"."""
-    try:
-        take()
-    except backend.errors() as exc:
-        if backend.postgres:
-            import psycopg
-
-            waited = isinstance(
-                exc, (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable)
-            )
-        else:
-            waited = "locked" in str(exc)
-        if not waited or backend.lost(conn):
-            raise
-        raise StateUnavailable(
-            f"another process holds its schema lock (an upgrade running?) past "
-            f"{_BUSY_TIMEOUT_S:g} s: it is tried again; --upgrade-state: run it again once that "
-            "is done"
-        ) from None
-
-
-def _upgrade(backend, conn, version: int | None) -> None:
-    """Within _ensure_schema's transaction: what this version expects and the store lacks,
-    then each step past `version`, and the new version."""
-    for statement in _missing(backend, conn):
-        conn.execute(statement)
-    steps = [s for s in range(STATE_SCHEMA_VERSION + 1) if version is not None and s > version]
-    for step in steps:  # every step's needs first: the store is upgraded whole, or not
-        problem = _MIGRATION_NEEDS[step](backend, conn) if step in _MIGRATION_NEEDS else None
-        if problem:
-            backend.refused = StateRefused(problem)
-            raise backend.refused
-    for step in steps:
-        if step in _MIGRATIONS:
-            _MIGRATIONS[step](backend, conn)
-    conn.execute("DELETE FROM schema_version")
-    conn.execute(
-        backend.sql("INSERT INTO schema_version (version) VALUES (?)"), (STATE_SCHEMA_VERSION,)
-    )
-
-
-def _refuse_newer(backend, conn) -> None:
-    """In every transaction, first: refuses the store once a newer version has upgraded it
-    (issue 39). This version is the older host of the next upgrade: its rows (subjects, names,
-    columns) would be of the old shape, so it writes none, and says so (StateRefused)."""
-    backend.hold_schema(conn)
-    found = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
-    version = _valid_version(backend, found)  # the table is there: the store was opened
-    if version > STATE_SCHEMA_VERSION:
-        backend.refused = _newer_store(version)
-        raise backend.refused
-    backend.refused = None
-
-
-def _stored_version(backend, conn) -> int | None:
-    """The store's schema version; None before version 2 (no table). StateRefused when the
-    table holds none, or no version (every version from 2 wrote its row with its tables, in
-    one transaction): any guess would run steps again (the totals summed twice) or skip them."""
-    if not backend.has_table(conn, "schema_version"):
-        return None
-    return _valid_version(
-        backend, conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
-    )
-
-
-def _valid_version(backend, version) -> int:
-    """The version a schema_version table holds (its MAX), or StateRefused."""
-    if not isinstance(version, int) or isinstance(version, bool) or version < 2:
-        shown = "no version" if version is None else f"{str(version)[:20]!r}, not a version"
-        backend.refused = StateRefused(
-            f"its schema_version table holds {shown}; nothing was changed: set it back to the "
-            "last version that used the store (the highest usage.writer_schema: docs/upgrade.md)"
-        )
-        raise backend.refused
-    return version
-
-
-def _missing(backend, conn) -> list:
-    """The statements that make what this version expects and the store lacks: whole tables
-    (with their indexes), and columns added to tables made by an earlier version."""
-    tables = _tables(backend.postgres)
-    found = backend.columns(conn, list(tables))
-    statements = []
-    for table, columns in tables.items():
-        if table not in found:
-            statements.append(next(s for s in _schema(backend.postgres) if f" {table} (" in s))
-            continue
-        statements += [
-            f"ALTER TABLE {table} ADD COLUMN {name} {_added_column(kind)}"
-            for name, kind in columns
-            if name and name not in found[table]
-        ]
-    if statements:
-        statements += _INDEXES
-    return statements
-
-
-def _rollback(conn) -> None:
-    try:
-        conn.execute("ROLLBACK")
-    except Exception:  # noqa: BLE001 - no transaction open, or the connection is gone
-        pass
-
-
-def _state_reason(exc: BaseException, url: str = "", secrets: tuple = ()) -> str:
-    """A failure in a few words, on one line, without the database password (psycopg's errors
-    can quote the whole URL, percent-encoding and all)."""
-    if isinstance(exc, StateUnavailable):
-        return exc.reason
-    text = str(exc).strip().splitlines()
-    reason = text[0] if text else type(exc).__name__
-    if url:
-        reason = reason.replace(url, redact_url(url))
-    for secret in secrets:
-        reason = reason.replace(secret, "***")
-    return _one_line(reason, 160)
-
-
-class _Channel:
-    """One connection to the store for one role (the answer path, the writer, a report), with
-    its own lock and rest after a failure: trouble there holds up no other role."""
-
-    def __init__(self, backend, on_failure):
-        self._backend = backend
-        self._on_failure = on_failure  # (what, reason, refused): the store's warning
-        self._conn = None
-        self._lock = threading.Lock()
-        self._timeout = None
-        self._resting_until = 0.0
-        self._reason = self._public = ""
-        self._opening = None  # (thread, box): a connection being opened aside, see _open_aside
-
-    def run(
-        self,
-        what: str,
-        work,
-        *,
-        write=False,
-        timeout_s=_BUSY_TIMEOUT_S,
-        wait_s=None,
-        turns=0,
-        connect_wait=None,
-    ):
-        """work(q) in one transaction, where q(sql, params) runs a statement ("?" marks);
-        its result. Raises StateUnavailable when the store fails, or is resting after a
-        failure, or when this role's connection stays busy past wait_s, or (with
-        connect_wait) when opening the connection takes longer than that."""
-        if not self._lock.acquire(timeout=-1 if wait_s is None else wait_s):
-            raise StateUnavailable("busy")
-        try:
-            if time.monotonic() < self._resting_until:
-                raise StateUnavailable(self._reason, self._public)
-            # A connection that broke while idle (the database restarted) fails its next use:
-            # that use is tried once more at once on a new connection, not after a rest.
-            for retry in (True, False):
-                try:
-                    if connect_wait is not None and self._conn is None:
-                        self._open_aside(connect_wait)
-                    return self._transaction(work, write, timeout_s, turns)
-                except _StillOpening:
-                    raise StateUnavailable("connecting") from None
-                except (StateUnavailable, _Abandoned, *self._backend.errors()) as exc:
-                    lost = not isinstance(exc, _Abandoned) and self._lost()
-                    self._close()
-                    if retry and lost:
-                        continue
-                    self._fail(what, exc)
-        finally:
-            self._lock.release()
-
-    def _lost(self) -> bool:
-        return self._conn is not None and self._backend.lost(self._conn)
-
-    def _fail(self, what: str, exc: BaseException):
-        """Rests the channel after a failure, warns, and raises StateUnavailable."""
-        backend = self._backend
-        self._reason = _state_reason(exc, backend.url, backend.secrets)
-        self._public = backend.public_reason(exc, self._reason)
-        self._resting_until = time.monotonic() + _BACKOFF_S
-        self._on_failure(what, self._reason, isinstance(exc, StateRefused))
-        if isinstance(exc, StateRefused):
-            raise StateRefused(self._reason, self._public) from None
-        raise StateUnavailable(self._reason, self._public) from None
-
-    def _open(self):
-        conn = self._backend.connect()
-        try:
-            # Making or checking the tables waits on the schema lock, bounded by its timeout
-            # (and an upgrade by _MIGRATION_S: see _ensure_schema).
-            _ensure_schema(self._backend, conn)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _open_aside(self, wait_s: float) -> None:
-        """Opens the connection on a thread of its own, waiting for it up to wait_s: a store
-        that does not answer (a connect may take _CONNECT_TIMEOUT_S) costs the caller a miss,
-        not a stall. Raises _StillOpening meanwhile, or what opening raised."""
-        if self._opening is None:
-            box: dict = {}
-            thread = threading.Thread(
-                target=self._open_into, args=(box,), name="state-connect", daemon=True
-            )
-            thread.start()
-            self._opening = (thread, box)
-        thread, box = self._opening
-        thread.join(wait_s)
-        if thread.is_alive():
-            raise _StillOpening()
-        self._opening = None
-        if "error" in box:
-            raise box["error"]
-        self._conn, self._timeout = box["conn"], None
-
-    def _open_into(self, box: dict) -> None:
-        try:
-            box["conn"] = self._open()
-        except BaseException as exc:  # noqa: BLE001 - raised by the next run()
-            box["error"] = exc
-
-    def _transaction(self, work, write: bool, timeout_s: float, turns: int):
-        backend = self._backend
-        if self._conn is None:
-            self._conn, self._timeout = self._open(), None
-        conn = self._conn
-        # The server's statement timeout bounds each statement it received; the guard bounds
-        # the whole transaction on our side, however the link behaves.
-        with backend.guard(conn, 2 * timeout_s + _WATCHDOG_GRACE_S):
-            if self._timeout != timeout_s:
-                backend.set_timeout(conn, timeout_s)
-                self._timeout = timeout_s
-            backend.begin(conn, write)
-            try:
-                _refuse_newer(backend, conn)
-                if turns:
-                    backend.take_turns(conn, turns)
-                result = work(lambda text, params=(): conn.execute(backend.sql(text), params))
-                conn.execute("COMMIT")
-            except BaseException:
-                if not backend.lost(conn):
-                    _rollback(conn)
-                raise
-        return result
-
-    def wake(self) -> None:
-        """Ends a rest after a failure: the next run tries the store again."""
-        self._resting_until = 0.0
-
-    def _close(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except Exception:  # noqa: BLE001 - a connection already gone
-                pass
-            self._conn = None
-
-    def close(self) -> None:
-        # A transaction still running is bounded by the watchdog; close() waits no longer than
-        # that, then cuts the connection under it.
-        if not self._lock.acquire(timeout=4 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
-            if self._conn is not None:
-                self._backend.abandon(self._conn)
-            return
-        try:
-            self._close()
-            opening, self._opening = self._opening, None
-        finally:
-            self._lock.release()
-        # One still opening ends within the connect timeout; its connection is dropped unused.
-        if opening is not None and "conn" in opening[1]:
-            opening[1]["conn"].close()
-
-
-class _StillOpening(Exception):
-    """A channel's connection is still being opened aside (see _Channel._open_aside)."""
-
-
-_MAX_TEXT = 200  # characters of a model name (or any text) in a ledger row
-# ... but an identity is kept whole (budgets sum its rows by it): IDENTITY_MAX at most.
-IDENTITY_MAX = 600
-_MAX_COUNT = 10**12  # a token or search count past this is not real; the sums stay in BIGINT
-# Dollars one call can be recorded as: above any cost of counts capped at USAGE_MAX_TOKENS
-# (10^12 tokens at $180 a million x 4.5, or 10^12 searches at $10 a thousand), so the row
-# holds what the client was shown, never less.
-_MAX_USD = 1e13
-_COUNT_COLUMNS = (
-    "input_tokens",
-    "cached_input_tokens",
-    "output_tokens",
-    "reasoning_tokens",
-    "web_searches",
-    "cache_hit",
-    "elapsed_ms",
-)
-
-
-def bounded_row(values: dict) -> dict:
-    """A ledger row every database takes, whatever the API reported: text without NUL or
-    lone surrogates and at most _MAX_TEXT characters; counts whole, in [0, _MAX_COUNT];
-    dollars finite in [0, _MAX_USD], or None (unpriced) when they are not a number."""
-    import math
-
-    row = dict(values)
-    for name in ("day", "tool", "model", "outcome"):
-        row[name] = _clean_text(row.get(name))
-    row["user_name"] = _clean_text(row.get("user_name"), IDENTITY_MAX)
-    for name in _COUNT_COLUMNS:
-        row[name] = _bounded_count(row.get(name))
-    at = row.get("at")
-    row["at"] = float(at) if isinstance(at, (int, float)) and math.isfinite(at) else time.time()
-    usd = row.get("usd")
-    if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd):
-        row["usd"] = None
-    else:
-        row["usd"] = min(max(float(usd), 0.0), _MAX_USD)
-    return row
-
-
-def _clean_text(value, limit: int = _MAX_TEXT) -> str:
-    """Text every database takes: no NUL, no lone surrogate, at most `limit` characters."""
-    text = "" if value is None else str(value)
-    return text.encode("utf-8", "replace").decode("utf-8").replace("\0", "")[:limit]
-
-
-def _bounded_count(value) -> int:
-    try:
-        count = int(value) if isinstance(value, (int, float, str)) else 0
-    except (ValueError, OverflowError):  # "x", nan, inf
-        count = 0
-    return min(max(count, 0), _MAX_COUNT)
-
-
-class _UsageWrite:
-    """A ledger row (values None: none) and the reservation it settles (None: none)."""
-
-    __slots__ = ("day", "only_if_held", "reservation", "seq", "usd", "values")
-
-    def __init__(self, values: dict | None, reservation: str | None, only_if_held=False):
-        values = {**bounded_row(values), "writer_schema": STATE_SCHEMA_VERSION} if values else None
-        self.values, self.reservation = values, reservation
-        # A handed-over call's row: written only by whoever settles its reservation first.
-        self.only_if_held = only_if_held
-        self.seq = 0  # its place in its writer's order, set by StateWriter.submit()
-        self.day = values["day"] if values else ""
-        self.usd = (values["usd"] or 0.0) if values else 0.0
-
-    def plainer(self):
-        """The row with only its day, tool, outcome and dollars: what is left to write when
-        the whole row could not be (the spend is kept; the rest is lost, and said so)."""
-        if self.values is None:
-            return None
-        values = {**self.values, "model": "?", **dict.fromkeys(_COUNT_COLUMNS, 0)}
-        plain = _UsageWrite(values, self.reservation, self.only_if_held)
-        plain.seq = self.seq
-        return plain
-
-    def settle_only(self, q) -> None:
-        if self.reservation:
-            q("DELETE FROM reservations WHERE id = ?", (self.reservation,))
-
-    def apply(self, q) -> None:
-        if self.only_if_held and self.reservation:
-            settled = q("DELETE FROM reservations WHERE id = ?", (self.reservation,)).rowcount
-            if settled == 0:
-                return  # its creator wrote it, or another instance did
-        else:
-            self.settle_only(q)
-        if self.values is None:
-            return
-        values = self.values
-        marks = ", ".join("?" for _ in _USAGE_COLUMNS)
-        q(
-            f"INSERT INTO usage ({', '.join(_USAGE_COLUMNS)}) VALUES ({marks})",
-            [values[name] for name in _USAGE_COLUMNS],
-        )
-        sums = {
-            "usd": self.usd,
-            "calls": 1,
-            "cache_hits": values["cache_hit"],
-            "input_tokens": values["input_tokens"],
-            "cached_input_tokens": values["cached_input_tokens"],
-            "output_tokens": values["output_tokens"],
-            "web_searches": values["web_searches"],
-            "unpriced": int(values["usd"] is None),
-        }
-        names = ", ".join(sums)
-        adds = ", ".join(f"{name} = usage_daily.{name} + excluded.{name}" for name in sums)
-        q(
-            f"INSERT INTO usage_daily (day, tool, model, {names}) VALUES (?, ?, ?, "
-            f"{', '.join('?' for _ in sums)}) ON CONFLICT (day, tool, model) DO UPDATE SET {adds}",
-            [values["day"], values["tool"], values["model"], *sums.values()],
-        )
-        q(
-            "INSERT INTO usage_by_user (day, user_name, calls, usd) VALUES (?, ?, 1, ?) "
-            "ON CONFLICT (day, user_name) DO UPDATE SET calls = usage_by_user.calls + 1, "
-            "usd = usage_by_user.usd + excluded.usd",
-            (values["day"], values["user_name"], self.usd),
-        )
-        if self.usd:
-            # A running total per day, so a budget check reads a month in 31 rows at most.
-            q(
-                "INSERT INTO spend_by_day (day, usd) VALUES (?, ?) ON CONFLICT (day) "
-                "DO UPDATE SET usd = spend_by_day.usd + excluded.usd",
-                (self.day, self.usd),
-            )
-
-
-class _HandoverWrite:
-    """A call whose process stops while it runs on upstream (a signed task at a rolling
-    restart): its reservation becomes the handover's, which the instance that reads the
-    response to its end settles with the ledger row (_UsageWrite.only_if_held). The held
-    estimate keeps counting against the budgets meanwhile (usd 0 without a budget)."""
-
-    __slots__ = ("expires_at", "handover", "reservation")
-
-    def __init__(self, reservation: str | None, handover: str, expires_at: float):
-        self.reservation, self.handover, self.expires_at = reservation, handover, expires_at
-
-    def plainer(self):
-        return None  # nothing plainer to write
-
-    def settle_only(self, q) -> None:
-        pass  # a handover that cannot be written leaves the reservation as it was
-
-    def apply(self, q) -> None:
-        held = None
-        if self.reservation:
-            held = q(
-                "SELECT usd, user_name FROM reservations WHERE id = ?", (self.reservation,)
-            ).fetchone()
-            q("DELETE FROM reservations WHERE id = ?", (self.reservation,))
-        # The hold stays its user's: it keeps counting against their allowance meanwhile.
-        q(
-            "INSERT INTO reservations (id, at, expires_at, usd, user_name) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT (id) DO NOTHING",
-            (
-                self.handover,
-                time.time(),
-                self.expires_at,
-                float(held[0]) if held else 0.0,
-                held[1] if held else LOCAL_USER,
-            ),
-        )
-
-
-def handover_reservation(response_id: str) -> str:
-    """The reservation id a handed-over call's response is settled by."""
-    return f"handover:{response_id}"
-
-
-class _CacheWrite:
-    """An answer to keep (text None: the entry to drop, a row of the wrong shape)."""
-
-    __slots__ = ("key", "max_entries", "stored_at", "text", "ttl_s")
-
-    def __init__(self, key: str, text: str | None, ttl_s: int = 0, max_entries: int = 0):
-        self.key, self.text, self.ttl_s, self.max_entries = key, text, ttl_s, max_entries
-        self.stored_at = time.time()
-
-    def plainer(self):
-        return None  # an answer that cannot be kept is just not cached
-
-    def settle_only(self, q) -> None:
-        pass
-
-    def apply(self, q) -> None:
-        if self.text is None:
-            q("DELETE FROM answers WHERE key = ?", (self.key,))
-            return
-        q(
-            "INSERT INTO answers (key, stored_at, body) VALUES (?, ?, ?) ON CONFLICT (key) "
-            "DO UPDATE SET stored_at = excluded.stored_at, body = excluded.body",
-            (self.key, self.stored_at, self.text),
-        )
-        q("DELETE FROM answers WHERE stored_at <= ?", (time.time() - self.ttl_s,))
-        q(
-            "DELETE FROM answers WHERE stored_at < (SELECT stored_at FROM answers "
-            "ORDER BY stored_at DESC LIMIT 1 OFFSET ?)",
-            (self.max_entries - 1,),
-        )
-
-
-class _OwnerWrite:
-    """A user was given a response id (ResponseOwners)."""
-
-    __slots__ = ("at", "response_id", "user")
-
-    def __init__(self, response_id: str, user: str):
-        self.response_id, self.user, self.at = (
-            _clean_text(response_id),
-            _clean_text(user),
-            time.time(),
-        )
-
-    def plainer(self):
-        return None  # nothing smaller to keep: a row refused is set aside
-
-    def settle_only(self, q) -> None:
-        """Settles nothing: no reservation waits on it."""
-
-    def apply(self, q) -> None:
-        q(
-            "INSERT INTO response_owners (response_id, user_name, at) VALUES (?, ?, ?) "
-            "ON CONFLICT (response_id, user_name) DO NOTHING",
-            (self.response_id, self.user, self.at),
-        )
-
-
-_OWNERS_KEEP_S = 31 * 86400.0  # OpenAI keeps a stored response 30 days
-
-
-class _Prune:
-    """Drops raw ledger rows older than the retention (the per-day totals stay) and
-    reservations whose process never settled them."""
-
-    __slots__ = ("first_kept_day",)
-
-    def __init__(self, first_kept_day: str):
-        self.first_kept_day = first_kept_day
-
-    def plainer(self):
-        return None
-
-    def settle_only(self, q) -> None:
-        pass
-
-    def apply(self, q) -> None:
-        q("DELETE FROM usage WHERE day < ?", (self.first_kept_day,))
-        q("DELETE FROM reservations WHERE expires_at <= ?", (time.time(),))
-        q("DELETE FROM writers WHERE at < ?", (time.time() - _WRITER_MARK_KEEP_S,))
-        q("DELETE FROM response_owners WHERE at < ?", (time.time() - _OWNERS_KEEP_S,))
-
-
-class StateWriter:
-    """Writes ledger rows, settlements and cache entries in one thread, off the answer path;
-    the thread ends when it has had nothing to write for a second, so an idle server keeps
-    no thread for it.
-
-    submit() never waits. What cannot be written yet stays queued in memory (ledger rows up to
-    _MAX_PENDING_ROWS, the oldest dropped past that with a warning) and is written once the
-    store is back; the writer rests _BACKOFF_S between tries.
-
-    Each ledger row gets a sequence number, and each transaction records the last one it wrote
-    (the writer's mark, in the writers table). A reader of the totals reads the mark with them,
-    so it adds exactly the unwritten rows the totals do not hold yet, even in the moment between
-    a commit and the rows leaving unwritten(); and a batch whose commit went through but whose
-    acknowledgement was lost is not written twice when it is tried again."""
-
-    def __init__(self, store: StateStore):
-        self._store = store
-        self.id = os.urandom(12).hex()
-        self._seq = 0
-        self._channel = _Channel(store.backend, store.failed)
-        self._cond = threading.Condition()
-        self._queue: list = []
-        self._writing: list = []  # the batch in its transaction now
-        self._thread: threading.Thread | None = None
-        self._closing = False
-        self._next_prune = 0.0
-        self._set_aside_said: set = set()
-
-    def submit(self, write) -> None:
-        with self._cond:
-            if isinstance(write, _UsageWrite):
-                self._seq += 1
-                write.seq = self._seq
-            self._queue.append(write)
-            self._trim()
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="state-writer")
-                self._thread.daemon = True
-                self._thread.start()
-            self._cond.notify_all()
-
-    def open(self) -> None:
-        """Opens the connection the writes go through, if it is not open yet. A failure is
-        the ledger's writer failing (and warned as such: answers go on without it)."""
-        self._channel.run("writing the ledger", lambda q: None)
-
-    def unwritten(self) -> list:
-        """What was submitted and is not in the store yet, oldest first."""
-        with self._cond:
-            return [*self._writing, *self._queue]
-
-    def _trim(self) -> None:
-        caches = [w for w in self._queue if isinstance(w, _CacheWrite)]
-        for write in caches[: max(0, len(caches) - _MAX_PENDING_CACHE)]:
-            self._queue.remove(write)
-        owners = [w for w in self._queue if isinstance(w, _OwnerWrite)]
-        for write in owners[: max(0, len(owners) - _MAX_PENDING_ROWS)]:
-            self._queue.remove(write)  # ResponseOwners keeps the newest in memory too
-        rows = [w for w in self._queue if isinstance(w, _UsageWrite)]
-        extra = len(rows) - _MAX_PENDING_ROWS
-        if extra > 0:
-            for write in rows[:extra]:
-                self._queue.remove(write)
-            self._store.say(
-                f"{extra} usage row(s) dropped: more than {_MAX_PENDING_ROWS} waited in memory "
-                "for the state to come back"
-            )
-
-    def _loop(self) -> None:
-        while True:
-            with self._cond:
-                if not self._queue and not self._closing:
-                    self._cond.wait(_WRITER_IDLE_S)
-                if not self._queue:
-                    if not self._closing:
-                        self._thread = None  # idle: the next submit() starts another
-                    return
-                self._writing, self._queue = self._queue[:_BATCH], self._queue[_BATCH:]
-                batch = list(self._writing)
-            if time.monotonic() >= self._next_prune:
-                batch.append(_Prune(self._store.first_kept_day()))
-            try:
-                work = _write_batch(self.id, batch, self._store.backend, self._set_aside)
-                self._channel.run("writing the ledger", work)
-                written = True
-            except StateUnavailable:
-                written = False
-            except Exception as exc:  # noqa: BLE001 - a bug must not stop the writer
-                self._store.say(f"writing state failed ({type(exc).__name__}); batch dropped")
-                written = True
-            with self._cond:
-                if written:
-                    if isinstance(batch[-1], _Prune):
-                        self._next_prune = time.monotonic() + _PRUNE_EVERY_S
-                else:
-                    self._queue[:0] = self._writing
-                    self._trim()
-                self._writing = []
-                if not written:
-                    if self._closing:
-                        return  # the try after close() failed too; close() reports the rest
-                    # Rest (new rows do not cut it short; close() does), then try again.
-                    deadline = time.monotonic() + _BACKOFF_S
-                    while not self._closing and time.monotonic() < deadline:
-                        self._cond.wait(deadline - time.monotonic())
-
-    def _set_aside(self, write, exc: BaseException, kept: bool) -> None:
-        """Says (once per kind of failure) that a write could not be stored as it was."""
-        reason = f"{type(write).__name__.strip('_')}: {type(exc).__name__}"
-        if reason in self._set_aside_said:
-            return
-        self._set_aside_said.add(reason)
-        what = (
-            "a ledger row was written with its spend only (model and counts left out)"
-            if kept
-            else "a write was set aside"
-        )
-        self._store.say(f"{what}: the database refused a value ({reason}); the rest go on")
-
-    def close(self, wait_s: float) -> int:
-        """Writes what is queued, trying once more at once if the store was resting, for up
-        to wait_s; how many ledger rows are left unwritten."""
-        self._channel.wake()
-        with self._cond:
-            self._closing = True
-            self._cond.notify_all()
-            thread = self._thread
-        if thread is not None:
-            thread.join(wait_s)
-        self._channel.close()
-        with self._cond:
-            return sum(1 for w in [*self._writing, *self._queue] if isinstance(w, _UsageWrite))
-
-
-def _write_batch(writer: str, writes: list, backend, set_aside):
-    """The batch's transaction: it skips the rows the writer's mark says are in already, and
-    moves the mark past the rows it writes. Each write has a savepoint: one the database
-    refuses for a value in it is written plainer (a ledger row with its spend only), or set
-    aside, its reservation settled all the same; the batch goes on (a refused value must not
-    hold every later row back, nor leave its batch's reservations holding budget)."""
-
-    def work(q) -> None:
-        row = q("SELECT seq FROM writers WHERE id = ?", (writer,)).fetchone()
-        mark = int(row[0]) if row else 0
-        last = mark
-        for write in writes:
-            seq = getattr(write, "seq", 0)
-            if seq and seq <= mark:
-                continue
-            _apply_or_set_aside(q, write, backend, set_aside)
-            last = max(last, seq)
-        if last > mark:
-            q(
-                "INSERT INTO writers (id, seq, at) VALUES (?, ?, ?) ON CONFLICT (id) "
-                "DO UPDATE SET seq = excluded.seq, at = excluded.at",
-                (writer, last, time.time()),
-            )
-
-    return work
-
-
-def _apply_or_set_aside(q, write, backend, set_aside) -> None:
-    plain = write.plainer()
-    steps = [write.apply, *([plain.apply] if plain else []), write.settle_only]
-    refused = None
-    for step in steps:
-        q("SAVEPOINT one_write")
-        try:
-            step(q)
-        except Exception as exc:
-            if not backend.refused_value(exc):
-                raise  # the store's trouble, not the row's: the batch is tried again later
-            q("ROLLBACK TO SAVEPOINT one_write")
-            q("RELEASE SAVEPOINT one_write")
-            refused = exc
-            continue
-        q("RELEASE SAVEPOINT one_write")
-        break
-    if refused is not None:
-        set_aside(write, refused, kept=step is not steps[-1])
-
-
-# What a failure means, by what failed: only a failed budget check refuses a call (a writer
-# that fails retries, a cache read that fails is a miss), and only that one says so.
-_FAILURE_OUTCOMES = {
-    "checking the budget": "calls that would spend are refused while a budget is set, and ",
-    "reading the budget": "calls that would spend are refused while a budget is set, and ",
-    "writing the ledger": "answers go on without it, and ",
-    "reading the cache": "answers go on without it (no cache hits), and ",
-}
-
-
-class StateStore:
-    """The one interface to the state, whichever database holds it: reads on the answer path
-    (short, on their own connection), writes through the StateWriter, reports on a
-    connection of their own. Failures are warnings (at most one a minute per reason)."""
-
-    def __init__(self, backend, log: Log, timezone: str = "UTC", retention_days: int = 90):
-        self.backend = backend
-        self._log = log
-        self._timezone = timezone
-        self._retention_days = retention_days
-        self._warned: dict = {}
-        self._warn_lock = threading.Lock()
-        self._prepared = False  # see prepare()
-        # The cache's reads and the budget's checks each have a connection: a slow cache read
-        # (a miss after _CACHE_READ_S) puts no budget check at rest.
-        self._reads = _Channel(backend, self.failed) if backend else None
-        self._cache_reads = _Channel(backend, self.failed) if backend else None
-        self._writer = StateWriter(self) if backend else None
-
-    @property
-    def enabled(self) -> bool:
-        return self.backend is not None
-
-    @property
-    def label(self) -> str:
-        return self.backend.label if self.backend else "off"
-
-    @property
-    def kind(self) -> str:
-        """Which store, without where: for what MCP clients see."""
-        if self.backend is None:
-            return "the state"
-        return "the state database" if self.backend.postgres else "the state file"
-
-    def read(self, what: str, work, cache: bool = False, **options):
-        """work(q) in a transaction on the answer path's connection (the cache's own with
-        cache=True); raises StateUnavailable."""
-        if self.backend is None:
-            raise StateUnavailable("state is off")
-        return (self._cache_reads if cache else self._reads).run(what, work, **options)
-
-    def write_later(self, write) -> None:
-        if self._writer is not None:
-            self._writer.submit(write)
-
-    def prepare(self) -> None:
-        """Opens the writer's connection (imports the driver, makes or checks the tables) in a
-        thread of its own, once, while a call is in flight: else a stop signal during a first
-        call left all of that to the second the process has to write the call's row and exit
-        (over a second on a busy machine, with the cache off and no budget to open it first).
-        Raises ToolError while the store refuses this process (refused()): the call's row could
-        not be written, so the call does not run (issue 39)."""
-        refused = self.refused()
-        if refused is not None:
-            raise ToolError(f"this server cannot use {self.kind}: {refused.public}")
-        if self._writer is None or self._prepared:
-            return
-        self._prepared = True
-
-        def open_it() -> None:
-            try:
-                self._writer.open()
-            except StateUnavailable:
-                pass  # warned already; the row's write tries again
-
-        threading.Thread(target=open_it, name="state-open", daemon=True).start()
-
-    def unwritten(self) -> list:
-        return self._writer.unwritten() if self._writer else []
-
-    def refused(self) -> StateRefused | None:
-        """The refusal once the store was found upgraded past this version, or waiting for an
-        upgrade this config cannot make (until a transaction goes through): every call is
-        refused then, since its row could not be written (issue 39)."""
-        return self.backend.refused if self.backend is not None else None
-
-    @property
-    def writer_id(self) -> str:
-        """The key of this process's writer's mark in the writers table."""
-        return self._writer.id if self._writer else ""
-
-    def report(self, what: str, work):
-        """work(q) on a connection of its own, opened and closed here: a long report holds up
-        no call. Raises StateUnavailable."""
-        if self.backend is None:
-            raise StateUnavailable("state is off")
-        channel = _Channel(self.backend, self.failed)
-        try:
-            return channel.run(what, work, timeout_s=30.0)
-        finally:
-            channel.close()
-
-    def first_kept_day(self) -> str:
-        import datetime
-
-        today = datetime.date.fromisoformat(today_in(self._timezone))
-        return (today - datetime.timedelta(days=self._retention_days)).isoformat()
-
-    def failed(self, what: str, reason: str, refused: bool = False) -> None:
-        now = time.monotonic()
-        with self._warn_lock:
-            if now - self._warned.get(reason, -_WARN_EVERY_S) < _WARN_EVERY_S:
-                return
-            self._warned[reason] = now
-        if refused:  # the reason says what to do; the store's own hint (delete it...) must not
-            self._log.say(f"error: {self.label}: {reason}")
-            return
-        self._log.say(
-            f"warning: {self.label}: {what} failed ({reason}); {_FAILURE_OUTCOMES.get(what, '')}"
-            f"spend is kept in memory until it is back ({self.backend.hint})"
-        )
-
-    def say(self, text: str) -> None:
-        self._log.say(f"warning: {self.label}: {text}")
-
-    def close(self, wait_s: float = 5.0) -> None:
-        """Writes what is queued (waiting up to wait_s), then closes the connections."""
-        if self.backend is None:
-            return
-        left = self._writer.close(wait_s)
-        if left:  # the dollars too: what the ledger will lack, for whoever accounts for it
-            lost = sum(w.usd for w in self.unwritten() if isinstance(w, _UsageWrite))
-            self.say(
-                f"{left} usage row(s) could not be written before exit ({usd(lost)} of spend "
-                "that no ledger holds)"
-            )
-        self._reads.close()
-        self._cache_reads.close()
-
-
-def claim_daily(state: StateStore, name: str, today: str) -> bool:
-    """Whether this process is the first to run the check `name` today (and now has): with
-    the state off, every process is; with the state unavailable, none is."""
-    if not state.enabled:
-        return True
-
-    def claim(q) -> bool:
-        row = q("SELECT day FROM checks WHERE name = ?", (name,)).fetchone()
-        if row is not None and row[0] >= today:
-            return False
-        q(
-            "INSERT INTO checks (name, day) VALUES (?, ?) ON CONFLICT (name) "
-            "DO UPDATE SET day = excluded.day",
-            (name, today),
-        )
-        return True
-
-    try:
-        return state.read(f"claiming today's {name} check", claim, write=True)
-    except StateUnavailable:
-        return False
-
-
-def release_daily(state: StateStore, name: str, today: str) -> None:
-    """Gives back today's claim of the check `name` (its look failed): the next process, or
-    this one's next try, runs it."""
-    if not state.enabled:
-        return
-    try:
-        state.read(
-            f"giving back today's {name} check",
-            lambda q: q("DELETE FROM checks WHERE name = ? AND day = ?", (name, today)),
-            write=True,
-        )
-    except StateUnavailable:
-        pass
-
-
-class UsageRow:
-    """One finished call, as the ledger stores it: counts and dollars, never the query."""
-
-    def __init__(
-        self, tool: str, model: str, outcome: str, meta: dict | None = None, user: str = LOCAL_USER
-    ):
-        meta = meta or {}
-        usage = meta.get("usage") or {}
-        cost = meta.get("cost") or {}
-        self.values = {
-            "at": time.time(),
-            "tool": tool,
-            "model": model,
-            "input_tokens": usage.get("input_tokens", 0),
-            "cached_input_tokens": usage.get("cached_input_tokens", 0),
-            "output_tokens": usage.get("output_tokens", 0),
-            "reasoning_tokens": usage.get("reasoning_tokens", 0),
-            "web_searches": meta.get("web_searches", 0),
-            "usd": cost.get("usd", 0.0),
-            "cache_hit": int(bool((meta.get("cache") or {}).get("hit"))),
-            "elapsed_ms": meta.get("elapsed_ms", 0),
-            "outcome": outcome,
-            "user_name": user,
-            # How many files the call sent, and their bytes: never their names or content.
-            "files": len(meta.get("files") or ()),
-            "file_bytes": sum(f["bytes"] for f in meta.get("files") or ()),
-        }
-
-
-class Ledger:
-    """The usage rows, budgets' reservations, and the per-day sums --usage and budgets read."""
-
-    def __init__(self, state: StateStore, timezone: str):
-        self._state = state
-        self._timezone = timezone
-
-    def record(self, row: UsageRow, reservation: str | None = None) -> None:
-        """Queues the row (and settles the call's reservation with it); never waits."""
-        values = {**row.values, "day": today_in(self._timezone)}
-        self._state.write_later(_UsageWrite(values, reservation))
-
-    def release(self, reservation: str) -> None:
-        """Gives a reservation back unused (its call made no request of its own)."""
-        self._state.write_later(_UsageWrite(None, reservation))
-
-    def hand_over(self, reservation: str | None, response_id: str, expires_at: float) -> None:
-        """Leaves a running call's row to the instance that reads its response to the end."""
-        handover = handover_reservation(response_id)
-        self._state.write_later(_HandoverWrite(reservation, handover, expires_at))
-
-    def settle_handover(self, row: UsageRow, response_id: str) -> None:
-        """The row of a response read to its end here: written only if its creator handed it
-        over (and no other instance has written it first)."""
-        values = {**row.values, "day": today_in(self._timezone)}
-        reservation = handover_reservation(response_id)
-        self._state.write_later(_UsageWrite(values, reservation, only_if_held=True))
-
-    def spent_since(self, first_day: str) -> float:
-        """Dollars spent from first_day (YYYY-MM-DD, in policy.timezone) on, rows not yet
-        written included. Raises StateUnavailable."""
-        unwritten = self._state.unwritten()
-        writer = self._state.writer_id
-        sums = self._state.read(
-            "reading the budget", lambda q: _spent(q, [(first_day, None)], writer)
-        )
-        return sums[0] + _unwritten_spend(unwritten, first_day, sums[-1])
-
-    def reserve(
-        self,
-        tool: str,
-        limits: list,
-        floor: float,
-        ttl_s: float,
-        user: str = LOCAL_USER,
-        estimator=None,
-    ) -> tuple:
-        """Reserves a call's expected cost if every (first day, limit, user) has room for it
-        (user None: the team's spend; else that user's), all in one transaction that takes
-        turns with every other process's: (reservation id or None, the estimate, [(spent,
-        reserved by calls in flight)] per limit). The tool's typical cost is the mean of its
-        last priced calls (of `estimator.model`, when it has any: another model's are priced at
-        other rates), never under `floor`; `estimator(typical usd, the least input tokens they
-        carried)` makes the call's estimate of it (Pricing.estimate), else it is the estimate.
-        Raises StateUnavailable."""
-        unwritten = self._state.unwritten()
-        writer = self._state.writer_id
-        settling = {w.reservation for w in unwritten if isinstance(w, _UsageWrite)}
-        bounds = [(*limit, None)[:3] for limit in limits]  # (first day, limit): the team's
-
-        def work(q):
-            now = time.time()
-            recent = _recent_calls(q, tool, getattr(estimator, "model", None))
-            mean = sum(float(row[0]) for row in recent) / len(recent) if recent else 0.0
-            # The least input they carried, for the long-context line: a mean would put every
-            # call after one with a large file over it.
-            tokens = min((int(row[1] or 0) for row in recent), default=0)
-            estimate = max(floor, mean)
-            if estimator is not None:
-                estimate = estimator(estimate, tokens)
-            live = q(
-                "SELECT id, usd, user_name FROM reservations WHERE expires_at > ?", (now,)
-            ).fetchall()
-            live = [(float(usd), who) for rid, usd, who in live if rid not in settling]
-            *totals, mark = _spent(q, [(day, who) for day, _, who in bounds], writer)
-            sums = [
-                (
-                    total + _unwritten_spend(unwritten, day, mark, who),
-                    sum(usd for usd, holder in live if who is None or holder == who),
-                )
-                for total, (day, _limit, who) in zip(totals, bounds, strict=True)
-            ]
-            pairs = zip(sums, bounds, strict=True)
-            room = all(s + r + estimate <= limit + 1e-9 for (s, r), (_, limit, _) in pairs)
-            reservation = None
-            if room:
-                reservation = os.urandom(12).hex()
-                q(
-                    "INSERT INTO reservations (id, at, expires_at, usd, user_name) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (reservation, now, now + ttl_s, estimate, user),
-                )
-            return reservation, estimate, sums
-
-        # wait_s: this process's other calls checking their budget first (each a few ms,
-        # unless the store is slow: then each gives up after _BUSY_TIMEOUT_S). connect_wait:
-        # an upgrade of a large store, made as the connection opens, goes on aside while the
-        # call is refused (up to _MIGRATION_S, issue 39).
-        return self._state.read(
-            "checking the budget",
-            work,
-            write=True,
-            turns=_LOCK_BUDGET,
-            wait_s=_BUDGET_WAIT_S,
-            connect_wait=_BUDGET_WAIT_S,
-        )
-
-    def report(self, since: str | None) -> dict:
-        """Spend by day, model and tool, with totals, from the per-day sums: what --usage
-        prints. Raises StateUnavailable."""
-        where, params = ("WHERE day >= ?", (since,)) if since else ("", ())
-        sums = ", ".join(f"COALESCE(SUM({name}), 0) AS {name}" for name in _DAILY_SUMS)
-
-        def read(q):
-            report = {"since": since, "timezone": self._timezone}
-            for name, column in (("by_day", "day"), ("by_model", "model"), ("by_tool", "tool")):
-                cursor = q(
-                    f"SELECT {column}, {sums} FROM usage_daily {where} GROUP BY {column} "
-                    f"ORDER BY {column}",
-                    params,
-                )
-                report[name] = [_usage_row(cursor, row) for row in cursor.fetchall()]
-            cursor = q(f"SELECT {sums} FROM usage_daily {where}", params)
-            report["total"] = _usage_row(cursor, cursor.fetchone())
-            rows = q(
-                f"SELECT user_name, SUM(calls), COALESCE(SUM(usd), 0) FROM usage_by_user {where} "
-                "GROUP BY user_name ORDER BY user_name",
-                params,
-            ).fetchall()
-            report["by_user"] = [
-                {
-                    "user": name or "(before users)",
-                    "kind": identity_kind(name),  # user, oauth, shared, local or none
-                    "calls": int(calls),
-                    "usd": round(float(d), 6),
-                }
-                for name, calls, d in rows
-            ]
-            return report
-
-        return self._state.report("reading usage", read)
-
-    def user_report(self, since: str, user: str) -> dict:
-        """report() for one user's spend only (what a non-admin's GET /usage shows): totals
-        and calls from the per-user sums, by model and by tool from that user's raw rows
-        (kept state.retention_days). Raises StateUnavailable."""
-        sums = (
-            "COUNT(*) AS calls, COALESCE(SUM(usd), 0) AS usd, SUM(cache_hit) AS cache_hits, "
-            "SUM(input_tokens) AS input_tokens, SUM(cached_input_tokens) AS "
-            "cached_input_tokens, SUM(output_tokens) AS output_tokens, SUM(web_searches) AS "
-            "web_searches, SUM(CASE WHEN usd IS NULL THEN 1 ELSE 0 END) AS unpriced"
-        )
-        mine = "WHERE day >= ? AND user_name = ?"
-
-        def read(q):
-            report = {"since": since, "timezone": self._timezone}
-            for name, column in (("by_model", "model"), ("by_tool", "tool")):
-                cursor = q(
-                    f"SELECT {column}, {sums} FROM usage {mine} GROUP BY {column} "
-                    f"ORDER BY {column}",
-                    (since, user),
-                )
-                report[name] = [_usage_row(cursor, row) for row in cursor.fetchall()]
-            cursor = q(f"SELECT {sums} FROM usage {mine}", (since, user))
-            total = _usage_row(cursor, cursor.fetchone())
-            calls, usd = q(
-                f"SELECT COALESCE(SUM(calls), 0), COALESCE(SUM(usd), 0) FROM usage_by_user {mine}",
-                (since, user),
-            ).fetchone()
-            total.update(calls=int(calls), usd=round(float(usd), 6))
-            report["total"] = total
-            report["by_user"] = [{"user": user, "calls": total["calls"], "usd": total["usd"]}]
-            return report
-
-        return self._state.report("reading usage", read)
-
-
-def _recent_calls(q, tool: str, model: str | None) -> list:
-    """[(usd, input tokens)] of the tool's last _RECENT_CALLS priced calls: those of `model`
-    (its dated snapshots too) among the last _RECENT_SCAN when there are any, else any
-    model's (a gateway's response names the model its own way)."""
-    rows = q(
-        "SELECT usd, input_tokens, model FROM usage WHERE tool = ? AND outcome = 'ok' "
-        "AND usd IS NOT NULL ORDER BY id DESC LIMIT ?",
-        (tool, _RECENT_SCAN),
-    ).fetchall()
-    same = [row for row in rows if model is not None and _undated(str(row[2])) == _undated(model)]
-    return [row[:2] for row in (same or rows)[:_RECENT_CALLS]]
-
-
-def _spent(q, since: list, writer: str) -> list:
-    """The spend from each (first day, user) on (user None: everyone's), then this process's
-    writer's mark, in one statement: one snapshot of the store, even where each statement
-    sees the latest commit."""
-    parts, params = [], []
-    for first_day, user in since:
-        if user is None:
-            parts.append("(SELECT SUM(usd) FROM spend_by_day WHERE day >= ?)")
-            params.append(first_day)
-        else:
-            parts.append("(SELECT SUM(usd) FROM usage_by_user WHERE day >= ? AND user_name = ?)")
-            params += [first_day, user]
-    row = q(
-        f"SELECT {', '.join(parts)}, (SELECT seq FROM writers WHERE id = ?)", (*params, writer)
-    ).fetchone()
-    return [float(value or 0.0) for value in row[:-1]] + [int(row[-1] or 0)]
-
-
-def _unwritten_spend(unwritten: list, first_day: str, mark: int, user=None) -> float:
-    """What the rows not in the totals yet add: those past the writer's mark (the user's
-    only, when one is named)."""
-    return sum(
-        w.usd
-        for w in unwritten
-        if isinstance(w, _UsageWrite)
-        and w.seq > mark
-        and w.day >= first_day
-        and (user is None or w.values["user_name"] == user)
-    )
-
-
-def spend_summary(ledger: Ledger, timezone: str, in_flight: int, user=None) -> dict:
-    """What GET /usage shows: today's and this month's spend by model, tool and user (`user`:
-    that user's spend only, every figure of it; None: the team's), the cache hit rate, and
-    the calls in flight (the caller counts them for the same people)."""
-    today = today_in(timezone)
-    summary: dict = {"timezone": timezone, "today": today, "in_flight": in_flight}
-    for period, since in (("day", today), ("month", today[:8] + "01")):
-        try:
-            report = ledger.report(since) if user is None else ledger.user_report(since, user)
-        except StateUnavailable:  # zeros below, but not passed off as "nothing spent"
-            summary["warning"] = "the usage ledger could not be read; see the server's stderr"
-            report = {"by_model": [], "by_tool": [], "by_user": [], "total": None}
-        total = report["total"] or _usage_row_empty()
-        by_user = report["by_user"]
-        calls = total["calls"]
-        summary[period] = {
-            "since": since,
-            "usd": total["usd"],
-            "calls": calls,
-            "cache_hit_rate": round(total["cache_hits"] / calls, 4) if calls else 0.0,
-            "by_model": [_spend(row, "model") for row in report["by_model"]],
-            "by_tool": [_spend(row, "tool") for row in report["by_tool"]],
-            "by_user": by_user,
-        }
-    return summary
-
-
-def _spend(row: dict, key: str) -> dict:
-    return {
-        key: row[key],
-        "usd": row["usd"],
-        "calls": row["calls"],
-        "cache_hits": row["cache_hits"],
-    }
-
-
-def spend_page(summary: dict) -> bytes:
-    """GET /usage as a small HTML page for a browser: no scripts, no external assets."""
-    import html
-
-    def table(title: str, rows: list, key: str) -> str:
-        hits = key != "user"  # by user: calls and dollars only
-        cells = "".join(
-            f"<tr><td>{html.escape(user_row_label(row) if key == 'user' else str(row[key]))}"
-            f"</td><td>{row['calls']}</td>"
-            + (f"<td>{row['cache_hits']}</td>" if hits else "")
-            + f"<td>${row['usd']:.4f}</td></tr>"
-            for row in rows
-        )
-        return (
-            f"<table><caption>{title}</caption><tr><th>{key}</th><th>calls</th>"
-            + ("<th>cache hits</th>" if hits else "")
-            + f"<th>USD</th></tr>{cells}</table>"
-        )
-
-    parts = [
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>{SERVER_NAME}: spend</title>",
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;"
-        "margin:1em 0}td,th{border:1px solid #999;padding:.2em .6em;text-align:right}"
-        "caption{text-align:left;font-weight:bold}</style></head><body>",
-        f"<h1>Spend</h1><p>{html.escape(summary['today'])} ({html.escape(summary['timezone'])})"
-        f"; calls in flight: <span id='in-flight'>{summary['in_flight']}</span></p>",
-    ]
-    if summary.get("warning"):
-        parts.append(f"<p id='warning'><strong>{html.escape(summary['warning'])}</strong></p>")
-    for period, title in (("day", "Today"), ("month", "This month")):
-        data = summary[period]
-        parts.append(
-            f"<h2>{title}: <span id='{period}-usd'>${data['usd']:.4f}</span></h2>"
-            f"<p>{data['calls']} calls, cache hit rate {data['cache_hit_rate'] * 100:.1f}%</p>"
-        )
-        parts.append(table(f"{title} by model", data["by_model"], "model"))
-        parts.append(table(f"{title} by tool", data["by_tool"], "tool"))
-        parts.append(table(f"{title} by user", data["by_user"], "user"))
-    parts.append("</body></html>")
-    return "".join(parts).encode("utf-8")
-
-
-def _usage_row(cursor, row) -> dict:
-    names = [getattr(column, "name", None) or column[0] for column in cursor.description]
-    entry = {name: (value or 0) for name, value in zip(names, row, strict=True)}
-    for name in _DAILY_SUMS:  # PostgreSQL sums integers as Decimal
-        entry[name] = round(float(entry[name]), 6) if name == "usd" else int(entry[name])
-    return entry
-
-
-def token_sha256(token: str) -> str:
-    """What the state keeps of a named user's token."""
-    import hashlib
-
-    return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
-
-
-USER_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}"
-OAUTH_SUBJECT_MAX = 255  # characters of a token's user claim; a longer one is refused
-
-
-# -- Identities: one person, one identity (issue 31) ---------------------------------------------
-# Three namespaces that never meet: named users (their name: letters, digits and . _ @ + -,
-# never ':'), OAuth subjects (oauth:<issuer>#<sub>, per issuer) and the two reserved
-# identities, `shared` (MCP_HTTP_TOKEN) and `local` (stdio; HTTP with no token asked). The
-# ledger, budgets, cache keys, response owners, tasks and handoffs all key by this string.
-
-
-def oauth_identity(issuer: str, subject: str) -> str:
-    """An OAuth subject's identity: its issuer (without a trailing '/') and its subject."""
-    return f"{OAUTH_PREFIX}{issuer.rstrip('/')}#{subject}"
-
-
-def identity_kind(identity: str) -> str:
-    """user, oauth, shared, local, or none ('': rows from before users existed)."""
-    if identity.startswith(OAUTH_PREFIX):
-        return "oauth"
-    if identity in (SHARED_USER, LOCAL_USER):
-        return identity
-    return "user" if identity else "none"
-
-
-def identity_label(identity: str) -> str:
-    """How --usage and /usage show an identity, its kind first: user:alice,
-    oauth:https://login.example.com#alice, shared (MCP_HTTP_TOKEN), local, (before users)."""
-    kind = identity_kind(identity)
-    if kind == "user":
-        return USER_PREFIX + identity
-    if kind == "oauth" and identity.startswith(OAUTH_PREFIX + "#"):
-        return f"{OAUTH_PREFIX}(issuer unknown){identity[len(OAUTH_PREFIX) :]}"
-    labels = {"shared": "shared (MCP_HTTP_TOKEN)", "none": "(before users)"}
-    return labels.get(kind, identity)
-
-
-def user_row_label(row: dict) -> str:
-    """A by_user row's identity, as identity_label shows it."""
-    return identity_label("" if row.get("kind") == "none" else row["user"])
-
-
-def admin_identity(entry: str) -> str:
-    """A server.auth.admins entry as the identity it names; ValueError saying why not.
-    user:NAME (or NAME alone, as before schema 7) is a named user; oauth:ISSUER#SUB a
-    subject of that issuer; `shared` whoever holds MCP_HTTP_TOKEN."""
-    entry = entry.strip()
-    if entry.startswith(OAUTH_PREFIX):
-        issuer, sep, subject = entry[len(OAUTH_PREFIX) :].partition("#")
-        if not sep or not subject or not re.match(r"https?://[^/\s#]+", issuer):
-            raise ValueError(
-                f"{entry[:80]!r} is not oauth:ISSUER#SUBJECT (e.g. "
-                "oauth:https://login.example.com/realms/team#3f2a...): the issuer as "
-                "server.auth.issuer writes it, '#', the token's sub (or server.auth.user_claim)"
-            )
-        return oauth_identity(issuer, subject)
-    if entry == SHARED_USER:
-        return SHARED_USER
-    name = entry[len(USER_PREFIX) :] if entry.startswith(USER_PREFIX) else entry
-    if not re.fullmatch(USER_NAME_PATTERN, name) or name in (LOCAL_USER, SHARED_USER):
-        raise ValueError(
-            f"{entry[:80]!r} is not user:NAME (a --user add name), oauth:ISSUER#SUBJECT or shared"
-        )
-    return name
-
-
-def user_name_problem(name: str) -> str | None:
-    """Why `name` cannot be a user's name, or None."""
-    if not re.fullmatch(USER_NAME_PATTERN, name):
-        return (
-            f"{name[:80]!r} is not a user name: 1-64 letters, digits and . _ @ + -, starting "
-            "with a letter or digit"
-        )
-    if name.lower() in (LOCAL_USER, SHARED_USER):
-        return f"{name!r} is reserved (the {name.lower()} identity); pick another name"
-    return None
-
-
-class UserDirectory:
-    """Named users (--user add/list/revoke) in the state, so every host sharing it knows them.
-
-    Servers keep the users' token hashes for _USERS_CACHE_S, so a revoked token is refused
-    within seconds; each user's own allowance (--daily-usd, --monthly-usd) comes with them.
-    Once the state has had a user, active or revoked, it has had one for good (issue 31): a
-    revoke never turns a server back into one that asks for no token."""
-
-    def __init__(self, state: StateStore):
-        self._state = state
-        self._lock = threading.Lock()
-        self._active: dict | None = None  # token hash -> (name, daily_usd, monthly_usd)
-        self._hashes: set = set()  # every named token's hash seen, revoked ones too
-        self._read_at = -_USERS_CACHE_S
-        self._had = None  # whether the state has had any user (None: never read)
-        # Called with the number of active users after each read (HttpApp: says on stderr
-        # the moment none is left).
-        self.on_read = None
-
-    def _snapshot(self) -> dict:
-        """The active users by token hash, read again once _USERS_CACHE_S old; raises
-        StateUnavailable (the state is off: no users)."""
-        if not self._state.enabled:
-            return {}
-        with self._lock:
-            if self._active is not None and time.monotonic() - self._read_at < _USERS_CACHE_S:
-                return self._active
-            rows = self._state.read(
-                "reading users",
-                lambda q: q(
-                    "SELECT token_sha256, name, daily_usd, monthly_usd, revoked_at FROM users"
-                ).fetchall(),
-            )
-            self._active = {row[0]: (row[1], row[2], row[3]) for row in rows if row[4] is None}
-            if len(self._hashes) < _USERS_HASHES_KEPT:
-                self._hashes.update(row[0] for row in rows)
-            self._read_at = time.monotonic()
-            self._had = bool(self._had) or bool(rows)
-            active, hook = self._active, self.on_read
-        if hook is not None:
-            hook(len(active))
-        return active
-
-    def exist(self) -> bool:
-        """Whether the state has had any user, active or revoked (a revoke never opens a
-        server); when the state cannot be read, what the last read said. A state never read
-        yet counts as having users (fail closed: its users may be there, in a team's database
-        or a local file that cannot be read now)."""
-        if not self._state.enabled:
-            return False
-        try:
-            self._snapshot()
-        except StateUnavailable:
-            pass
-        return True if self._had is None else self._had
-
-    def had(self) -> bool:
-        """Whether a read of the state has ever found a user (not a guess: see exist())."""
-        return bool(self._had)
-
-    def ever_read(self) -> bool:
-        """Whether this process has read the users once: then every named token there was
-        is known by its hash (named_shaped), those from before the prefix too."""
-        return self._had is not None
-
-    def active(self) -> int | None:
-        """How many users have a valid token; None when the state cannot be read."""
-        try:
-            return len(self._snapshot())
-        except StateUnavailable:
-            return None
-
-    def named_shaped(self, token: str) -> bool:
-        """Whether a token is one of ours (a named token's prefix, or the hash of a named
-        token seen, revoked ones too): never sent to an OAuth issuer's introspection."""
-        return token.startswith(NAMED_TOKEN_PREFIX) or token_sha256(token) in self._hashes
-
-    def user_of(self, token: str) -> str | None:
-        """The active user whose token this is, or None; raises StateUnavailable."""
-        found = self._snapshot().get(token_sha256(token))
-        return found[0] if found else None
-
-    def allowance(self, name: str) -> tuple:
-        """(daily_usd, monthly_usd) set for this user (None: the per-user default); raises
-        StateUnavailable."""
-        for user, daily, monthly in self._snapshot().values():
-            if user == name:
-                return daily, monthly
-        return None, None
-
-    # -- the --user commands: on a connection of their own ----------------------------------------
-
-    def add(self, name: str, token: str, daily: float | None, monthly: float | None) -> tuple:
-        """Adds a user, or gives a revoked one a new token keeping its allowances unless new
-        ones are given (issue 39); ((daily, monthly) it now has, whether it was there);
-        ValueError if it is active."""
-
-        def work(q):
-            row = q(
-                "SELECT revoked_at, daily_usd, monthly_usd FROM users WHERE name = ?", (name,)
-            ).fetchone()
-            if row is not None and row[0] is None:
-                raise ValueError(f"user {name!r} exists; --user rotate {name} gives it a new token")
-            # Names that differ only in case are two people who read as one (admins, --usage).
-            for (other,) in q("SELECT name FROM users").fetchall():
-                if other != name and other.lower() == name.lower():
-                    raise ValueError(
-                        f"user {other!r} exists, and {name!r} differs from it only in case; "
-                        "pick another name"
-                    )
-            if row is None and _bare_rows(q, name):
-                raise ValueError(
-                    f"the state holds spend under the bare name {name!r}, which no user has had: "
-                    "an OAuth subject's, written by a host of an older release after the upgrade "
-                    "(issue 39), which would become this user's; run "
-                    f"`{SERVER_NAME} --config FILE --upgrade-state` with the --http server's "
-                    "config first"
-                )
-            if row is not None:  # revoked: a new token, the same allowances and history
-                kept = (row[1] if daily is None else daily, row[2] if monthly is None else monthly)
-                q(
-                    "UPDATE users SET token_sha256 = ?, revoked_at = NULL, daily_usd = ?, "
-                    "monthly_usd = ? WHERE name = ?",
-                    (token_sha256(token), *kept, name),
-                )
-                return kept, True
-            q(
-                "INSERT INTO users (name, token_sha256, created_at, revoked_at, daily_usd, "
-                "monthly_usd) VALUES (?, ?, ?, NULL, ?, ?)",
-                (name, token_sha256(token), time.time(), daily, monthly),
-            )
-            return (daily, monthly), False
-
-        return self._state.report("adding a user", work)
-
-    def rotate(self, name: str, token: str) -> tuple:
-        """Gives an active user a new token in place of its old one, which is refused from
-        now on (by running servers within _USERS_CACHE_S); its allowances and usage stay.
-        (daily, monthly); ValueError if there is no such active user."""
-
-        def work(q):
-            row = self._row(q, name)
-            if row[0] is not None:
-                raise ValueError(f"user {name!r} is revoked; --user add {name} gives it a token")
-            q("UPDATE users SET token_sha256 = ? WHERE name = ?", (token_sha256(token), name))
-            return row[1], row[2]
-
-        return self._state.report("rotating a user's token", work)
-
-    def limit(self, name: str, daily, monthly) -> tuple:
-        """Sets a user's own allowances: a number, None to leave it, ALLOWANCE_DEFAULT for the
-        per-user default. (daily, monthly) it now has; ValueError if there is no such user."""
-
-        def work(q):
-            row = self._row(q, name)
-            kept = tuple(
-                old if new is None else (None if new == ALLOWANCE_DEFAULT else new)
-                for old, new in ((row[1], daily), (row[2], monthly))
-            )
-            q("UPDATE users SET daily_usd = ?, monthly_usd = ? WHERE name = ?", (*kept, name))
-            return kept
-
-        return self._state.report("setting a user's allowance", work)
-
-    @staticmethod
-    def _row(q, name: str) -> tuple:
-        row = q(
-            "SELECT revoked_at, daily_usd, monthly_usd FROM users WHERE name = ?", (name,)
-        ).fetchone()
-        if row is None:
-            raise ValueError(f"no user named {name!r} (see --user list)")
-        return row
-
-    def revoke(self, name: str) -> None:
-        """Revokes a user's token; ValueError if there is no such active user."""
-
-        def work(q):
-            row = q("SELECT revoked_at FROM users WHERE name = ?", (name,)).fetchone()
-            if row is None:
-                raise ValueError(f"no user named {name!r} (see --user list)")
-            if row[0] is not None:
-                raise ValueError(f"user {name!r} is revoked already")
-            q("UPDATE users SET revoked_at = ? WHERE name = ?", (time.time(), name))
-
-        self._state.report("revoking a user", work)
-
-    def listing(self) -> list[dict]:
-        """Every user, active or revoked, without any token or hash."""
-
-        def work(q):
-            return q(
-                "SELECT name, created_at, revoked_at, daily_usd, monthly_usd FROM users "
-                "ORDER BY name"
-            ).fetchall()
-
-        names = ("name", "created_at", "revoked_at", "daily_usd", "monthly_usd")
-        return [dict(zip(names, row, strict=True)) for row in self._state.report("users", work)]
-
-
-class ResponseOwners:
-    """Who was given each response id: its creator, and whoever got it from the cache or an
-    identical call. A follow-up (previous_response_id) must name one of its user's own while
-    several people use the server. This process's recent ones are in memory; all of them in
-    the state, so any instance can tell."""
-
-    _MEMORY = 10_000
-
-    def __init__(self, state: StateStore):
-        self._state = state
-        self._recent: dict = {}  # (response id, user) -> None, oldest first
-        self._lock = threading.Lock()
-
-    def add(self, response_id: str | None, user: str) -> None:
-        if not response_id:
-            return
-        with self._lock:
-            self._recent[(response_id, user)] = None
-            if len(self._recent) > self._MEMORY:
-                del self._recent[next(iter(self._recent))]
-        self._state.write_later(_OwnerWrite(response_id, user))
-
-    def owned(self, response_id: str, user: str) -> bool:
-        """Whether `user` was given this response id; raises StateUnavailable."""
-        with self._lock:
-            if (response_id, user) in self._recent:
-                return True
-        if not self._state.enabled:
-            return False
-        found = self._state.read(
-            "checking a response's owner",
-            lambda q: q(
-                "SELECT 1 FROM response_owners WHERE response_id = ? AND user_name = ?",
-                (response_id, user),
-            ).fetchone(),
-        )
-        return found is not None
-
-
-class AnswerCache:
-    """Complete answers by key, for cache.ttl_s seconds, at most cache.max_entries of them.
-    A process sees its own entries at once, before the writer has stored them."""
-
-    def __init__(self, state: StateStore, ttl_s: int, max_entries: int):
-        self._state = state
-        self.ttl_s = ttl_s
-        self.max_entries = max_entries
-
-    @property
-    def enabled(self) -> bool:
-        return self._state.enabled and self.ttl_s > 0
-
-    def get(self, key: str) -> tuple[dict, float] | None:
-        """(stored body, age in seconds) of a live entry of the right shape, or None: a slow
-        or failing store, like a damaged row, is a miss."""
-        now = time.time()
-        unwritten = [w for w in self._state.unwritten() if isinstance(w, _CacheWrite)]
-        for write in reversed(unwritten):
-            if write.key == key:
-                if write.text is None or write.stored_at <= now - self.ttl_s:
-                    return None
-                if self._pushed_out(unwritten, key, write.stored_at):
-                    return None
-                return json.loads(write.text), max(0.0, now - write.stored_at)
-
-        def read(q):
-            found = q(
-                "SELECT stored_at, body FROM answers WHERE key = ? AND stored_at > ?",
-                (key, now - self.ttl_s),
-            ).fetchone()
-            if found is None:
-                return None
-            # The newer entries in the store, less those still in `unwritten` too (committed
-            # since it was taken): _pushed_out() counts those, and each must count once.
-            pending = sorted(
-                {w.key for w in unwritten if w.text and w.key != key and w.stored_at > found[0]}
-            )
-            marks = ", ".join("?" for _ in pending) or "NULL"
-            newer = q(
-                f"SELECT COUNT(*) - COUNT(CASE WHEN key IN ({marks}) THEN 1 END) FROM answers "
-                "WHERE stored_at > ?",
-                (*pending, found[0]),
-            )
-            return found[0], found[1], newer.fetchone()[0]
-
-        try:
-            found = self._state.read(
-                "reading the cache",
-                read,
-                cache=True,
-                timeout_s=_CACHE_READ_S,
-                wait_s=_CACHE_READ_S,
-                connect_wait=_CACHE_READ_S,
-            )
-        except StateUnavailable:
-            return None
-        if found is None:
-            return None
-        body = cached_body(found[1])
-        if body is None:
-            self._state.write_later(_CacheWrite(key, None))
-            return None
-        if self._pushed_out(unwritten, key, float(found[0]), found[2]):
-            return None
-        return body, max(0.0, now - float(found[0]))
-
-    def _pushed_out(self, unwritten: list, key: str, stored_at: float, stored: int = 0) -> bool:
-        """Whether the entries stored after this one (`stored` of them in the store, the rest
-        not written yet) evict it, as they will once written."""
-        newer = {w.key for w in unwritten if w.text and w.key != key and w.stored_at > stored_at}
-        return stored + len(newer) >= self.max_entries
-
-    def put(self, key: str, answer: dict, response_id: str | None) -> None:
-        body = {"format": ANSWER_FORMAT, "answer": answer, "response_id": response_id}
-        text = json.dumps(body, ensure_ascii=False)
-        if not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:  # a lone surrogate from the API: kept, as an escape
-                text = json.dumps(body)
-        self._state.write_later(_CacheWrite(key, text, self.ttl_s, self.max_entries))
-
-
-def cached_body(text) -> dict | None:
-    """A stored answer's body if it has this version's shape, else None (another version of
-    the server wrote it, or the row is damaged)."""
-    try:
-        body = json.loads(text)
-    except (TypeError, ValueError):
-        return None
-    if not isinstance(body, dict) or body.get("format") != ANSWER_FORMAT:
-        return None
-    answer, response_id = body.get("answer"), body.get("response_id")
-    shaped = (
-        isinstance(answer, dict)
-        and isinstance(answer.get("answer"), str)
-        and isinstance(answer.get("citations"), list)
-        and all(isinstance(c, dict) and isinstance(c.get("url"), str) for c in answer["citations"])
-        and isinstance(answer.get("used_search"), bool)
-        and isinstance(answer.get("model"), str)
-        and (response_id is None or isinstance(response_id, str))
-    )
-    return body if shaped else None
-
-
-def account_id(key: str) -> str:
-    """Which account an API key is, for the cache key: a hash, never the key."""
-    import hashlib
-
-    return hashlib.sha256(f"{SERVER_NAME} account\0{key}".encode()).hexdigest()[:32]
-
-
-def answer_key(
-    tool: str,
-    args: dict,
-    request: dict,
-    today: str,
-    max_citations: int,
-    endpoint: str = "",
-    account: str = "",
-    user: str = "",
-) -> str:
-    """The cache and single-flight key: a hash of the tool, the query, the hints, today's date,
-    the policy's revision, everything else the request sends, what shapes the answer after it
-    (max_citations), and who answers it: the endpoint (openai.base_url) and the account
-    (account_id of the key); and whose it is (the user, while several people use the server
-    and cache.share_across_users is false; '' otherwise). The query itself is never stored.
-
-    The query is taken exactly, trimmed only at its ends: to a coding agent case and inner
-    whitespace are meaning (`grep -i` is not `grep -I`, `None` is not `none`, and indentation is
-    Python's syntax), so folding them would answer one question with another's answer."""
-    import hashlib
-
-    shape = {name: value for name, value in request.items() if name != "input"}
-    shape["instructions"] = hashlib.sha256(request["instructions"].encode("utf-8")).hexdigest()
-    hints = {name: args.get(name) for name in ("recency_days", "max_results", "domains")}
-    text = json.dumps(
-        [
-            SYSTEM_POLICY_REV,
-            tool,
-            args["query"].strip(),
-            hints,
-            today,
-            request_text(request).rpartition("\n\n[hints]")[2],
-            # Each file by its content (a URL by itself), never its path: a changed file is
-            # asked again, an unchanged one under another name is not.
-            *([[(f.kind, f.sha256) for f in args["files"]]] if args.get("files") else []),
-            shape,
-            max_citations,
-            endpoint,
-            account,
-            *([user] if user else []),  # '': the key of a server without users, as before
-        ],
-        sort_keys=True,
-        ensure_ascii=False,
-    )
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    multi_user = multi_user_check(config, state.users) if http else (lambda: False)
+    spending = Spending(config, Pricing(config, log), state, multi_user)
+    upstream = ResponsesClient(config, log, Refusals(config, log), background_always(config, http))
+    retirements = RetirementCheck(config, log, store, upstream.client)
+    return AnswerEngine(config, log, state, spending, upstream, retirements, multi_user)
 
 
 # ============================================================================================
@@ -10173,6 +10288,11 @@ def _check_response_id(value) -> str:
 # ============================================================================================
 # JSON-RPC dispatch
 # ============================================================================================
+
+# What a request POST ends with when its call is cancelled: 2025-era Streamable HTTP ends a
+# request's response only with a JSON-RPC response, and the MCP SDKs' servers send this one.
+REQUEST_CANCELLED = -32800
+
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -10971,15 +11091,308 @@ class Waiter:
         return True
 
 
-# The session whose call the current thread works on (Dispatcher._run_call), if any.
+# The session whose call the current thread works on (CallsInFlight._run), if any.
 _WORKER = threading.local()
+
+
+class CallReplies:
+    """What a call answers: its answer as a tool result, shortened to what its client shows
+    its model whole, or its failure as the -32001 error; the same for a task another instance
+    created, read here (TaskIds)."""
+
+    def __init__(self, config: Config, log: Log):
+        self.config, self.log = config, log
+
+    def reply_of(self, call: Call, version: str, work) -> dict | None:
+        """What a call answers: work()'s (answer, meta) as a result, or its failure as the
+        -32001 error; None when it was cancelled."""
+        reply = None
+        try:
+            answer, meta = self._fit(call, *work())
+            reply = rpc_result(call.id, tool_result(answer, meta, version))
+        except Cancelled:
+            if not call.cancelled.is_set():  # the identical call it joined was cancelled
+                reply = rpc_tool_failed(
+                    call.id,
+                    "answer failed: the identical call this one joined was cancelled; retry",
+                    {"message": "cancelled by another caller"},
+                )
+        except ToolError as exc:
+            reply = rpc_tool_failed(call.id, f"answer failed: {exc.message}", self._data(exc))
+            call.cancelled_upstream = getattr(exc, "kind", None) == "cancelled_upstream"
+        except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
+            self.log.say(f"internal error in {call.tool}: {type(exc).__name__}: {exc}")
+            reply = rpc_tool_failed(
+                call.id,
+                f"answer failed: internal error ({type(exc).__name__}); run with --debug and "
+                "report it",
+                {"message": self.log.redact(_one_line(str(exc), 400))},
+            )
+        return reply
+
+    def _fit(self, call: Call, answer: dict, meta: dict) -> tuple[dict, dict]:
+        """The answer shortened to what the call's client shows its model whole; meta says so.
+        structuredContent gets the same shortened answer: some clients show it instead of the
+        text, and the rest is one follow-up away."""
+        limit = call.result_chars or self.config.get("server", "result_max_chars")
+        # The rest of a deep research report is asked of `answer`: answer_deep would research
+        # it all over again, at dollars a run.
+        tool = "answer" if call.tool == DEEP_TOOL else call.tool
+        rest = {"tool": tool, "response_id": answer.get("response_id")}
+        headers = sources_headers(self.config.instructions)
+        answer, shortened = fit_answer(answer, limit, rest, headers)
+        if shortened:
+            meta = {**meta, "shortened": shortened}
+            self.log.debug("server", f"result shortened to {limit} bytes: {shortened}")
+        return answer, meta
+
+    def _data(self, exc: ToolError) -> dict:
+        data = {"message": self.log.redact(_one_line(exc.detail, 400))}
+        if self.log.debug_enabled:
+            data.update({k: self.log.redact(str(v)) for k, v in exc.debug.items()})
+        return data
+
+
+class CallsInFlight:
+    """The tools/call in flight: each admitted against server.max_calls and run on a worker
+    thread of its own, with its progress notices, the files it reads, and its cancel
+    (notifications/cancelled, a client hanging up). A call that may outlive its request is
+    LongCalls' (`policy`): it says when one becomes a task or a handoff."""
+
+    def __init__(self, config: Config, log: Log, engine, replies: CallReplies, long_calls):
+        self.config, self.log, self.engine = config, log, engine
+        self.replies = replies  # what a call answers
+        self.long_calls: LongCalls = long_calls  # its task or handoff, if it becomes one
+        self.heartbeat = Heartbeat(config.get("server", "progress_interval_s"))
+        self.max_calls = config.get("server", "max_calls")
+        self._running = 0  # tools/call in flight, across every session
+        self._running_lock = threading.Lock()
+
+    def start(self, params: dict, args: dict, session: Session, request_id, name: str, version):
+        """Starts a checked tools/call on its worker: the result, a 2025-11-25 task (its
+        reply at once), or None when the reply is sent later."""
+        policy = self.long_calls.policy
+        token = progress_token(params)
+        task = policy.new_task(params, session, name, version)
+        client = client_name_of(params, session, version)  # before the era becomes a version
+        version = spoken_version(version, session)
+        progress = None if token is None else self._progress_sender(session, token, version)
+        call = Call(request_id, name, progress)
+        call.user = session.user
+        call.result_chars = result_chars(self.config, client)
+        if task is not None:
+            task.call = call
+        try:
+            self._admit()
+        except RpcError:
+            policy.forget(task)
+            raise
+        try:
+            session.register(call)
+        except RpcError:
+            self._release()
+            policy.forget(task)
+            raise
+        arguments = params.get("arguments")
+        keys = sorted(arguments) if isinstance(arguments, dict) else []
+        self.log.debug(
+            "server", f"tools/call name={name} argsKeys={keys} queryLen={len(args['query'])}"
+        )
+        if progress is not None:
+            self.heartbeat.watch(call)
+        worker = threading.Thread(
+            target=self._run,
+            args=(call, args, session, version, task),
+            name="call",
+            daemon=True,
+        )
+        try:
+            worker.start()
+        except RuntimeError:  # out of threads: undo the registration, say so
+            self.heartbeat.forget(call)
+            session.unregister(call)
+            session.done()
+            self._release()
+            policy.forget(task)
+            raise RpcError(INTERNAL_ERROR, "Internal error: cannot start a worker; retry") from None
+        return None if task is None else policy.arm(task, call, session, request_id, version)
+
+    def _admit(self) -> None:
+        """Counts a new call in, or refuses it when server.max_calls are already running."""
+        with self._running_lock:
+            if self._running >= self.max_calls:
+                raise RpcError(
+                    SERVER_BUSY,
+                    f"too many calls in flight ({self.max_calls}, server.max_calls); wait for "
+                    "one to finish or raise the limit",
+                )
+            self._running += 1
+
+    def _release(self) -> None:
+        with self._running_lock:
+            self._running -= 1
+
+    def _progress_sender(self, session: Session, token, version: str):
+        with_message = version >= MCP_2025_03_26
+
+        def send(progress: int, message: str) -> None:
+            params = {"progressToken": token, "progress": progress}
+            if with_message:
+                params["message"] = message
+            session.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+
+        return send
+
+    def _run(self, call: Call, args: dict, session: Session, version: str, task=None):
+        _WORKER.session = session  # see StdioTransport.end_calls
+        policy = self.long_calls.policy
+        try:
+            reply = self.replies.reply_of(call, version, lambda: self._answer(call, args, session))
+        finally:
+            call.finish()
+            self.heartbeat.forget(call)
+            self._release()  # before the reply goes out: the client may send the next call
+        try:
+            kept = task is not None and policy.call_ended(task, reply, session)
+            if not kept and session.unregister(call) and reply is not None:
+                session.send(reply)
+            elif not kept:  # cancelled: nothing may be sent for it
+                self.log.debug("server", f"cancelled requestId={_describe(call.id)} (no reply)")
+        finally:
+            if task is not None:
+                policy.settle(task)
+            session.done()
+            if hasattr(self.engine, "answered"):
+                self.engine.answered()
+
+    def _answer(self, call: Call, args: dict, session: Session) -> tuple[dict, dict]:
+        """The engine's answer, its `files` read first (all, or none: FileRefused is the
+        call's error, and nothing is sent); `_meta.files` lists what went with it."""
+        if not args.get("files"):
+            return self.engine.answer(call.tool, args, call)
+        allowed = None  # HTTP: paths name the server's disk, so only files.allowed_dirs
+        if session.local:
+            allowed = allowed_dirs(self.config, self._roots(session))
+        elif self.config.get("files", "local_paths"):
+            allowed = allowed_dirs(self.config, [])
+        try:
+            files = FileReader(self.config).read(args["files"], allowed)
+        except FileRefused as exc:
+            raise ToolError(str(exc)) from None
+        answer, meta = self.engine.answer(call.tool, {**args, "files": files}, call)
+        return answer, {**meta, "files": [f.summary() for f in files]}
+
+    def _roots(self, session: Session) -> list | None:
+        """The client's roots (None: it declared none, so the working directory serves):
+        asked once, then kept until notifications/roots/list_changed."""
+        if not session.roots_capable:
+            return None
+        with session._lock:
+            cached, generation = session.roots, session.roots_generation
+        if cached is not None:
+            return cached
+        try:
+            roots = roots_from(session.ask("roots/list", {}, ROOTS_TIMEOUT_S))
+        except (TimeoutError, ValueError, RpcError) as exc:
+            what = "did not answer" if isinstance(exc, TimeoutError) else "refused"
+            raise ToolError(
+                f"the client {what} roots/list (within {ROOTS_TIMEOUT_S:g} s), so no local path "
+                "can be checked against its roots; retry, or send the file as a data: URL"
+            ) from None
+        with session._lock:
+            if session.roots_generation == generation:  # no change came while it was asked
+                session.roots = roots
+        return roots
+
+    def cancel(self, session: Session, request_id) -> bool:
+        """notifications/cancelled: the call in flight with that id; else the request waiting
+        for a task; else the handoff of the call that had that id. False if none is found."""
+        if session.cancel(request_id) is not None:
+            return True
+        waiter = session.waiter(request_id)
+        if waiter is not None:
+            waiter.drop()
+            return True
+        return self.long_calls.handoffs.cancel_handoff_of(session, request_id)
+
+    def abandoned(self, session: Session, request_id) -> None:
+        """The transport says nobody reads this request's reply any more (its client hung up):
+        a request waiting for a task stops waiting. (A call goes on: see StreamableHttp.hung_up.)"""
+        waiter = session.waiter(request_id)
+        if waiter is not None:
+            waiter.drop()
+
+
+class Handshake:
+    """Who the client is, and what this server offers it: initialize (the handshake era) and
+    server/discover (2026-07-28), and the client's name in the debug log."""
+
+    def __init__(self, config: Config, log: Log, engine, long_calls):
+        self.config, self.log, self.engine = config, log, engine
+        self.long_calls: LongCalls = long_calls  # whether tasks are offered, and handoffs
+
+    def initialize(self, params: dict, session: Session, request_id) -> dict:
+        asked = params.get("protocolVersion")
+        version = asked if asked in PROTOCOL_VERSIONS else LATEST_PROTOCOL
+        session.protocol_version = version
+        info = params.get("clientInfo")
+        session.client_name = info.get("name") if isinstance(info, dict) else None
+        capabilities = params.get("capabilities")
+        session.roots_capable = isinstance(capabilities, dict) and isinstance(
+            capabilities.get("roots"), dict
+        )
+        result = {
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": server_info(version),
+        }
+        if version == MCP_2025_11_25 and self.long_calls.tasks_off is None:
+            tasks = {"cancel": {}, "requests": {"tools": {"call": {}}}}
+            if not self.long_calls.stateless:  # a task must be listable wherever it can be got
+                tasks["list"] = {}
+            result["capabilities"]["tasks"] = tasks
+        if version >= MCP_2025_03_26:
+            result["instructions"] = server_instructions(DEEP_TOOL in enabled_tools(self.config))
+        self.log.debug("server", f"initialize asked={asked} answered={version}")
+        self._log_client(params, session)
+        if hasattr(self.engine, "warm_up"):
+            self.engine.warm_up()
+        return result
+
+    def discover(self, params: dict, session: Session, request_id, version: str) -> dict:
+        self.log.debug("server", f"server/discover era={version}")
+        self._log_client(params, session, version)
+        capabilities: dict = {"tools": {"listChanged": False}}
+        if self.long_calls.tasks_off is None:
+            capabilities["extensions"] = {TASKS_EXTENSION: {}}
+        return {
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": capabilities,
+            "instructions": server_instructions(DEEP_TOOL in enabled_tools(self.config)),
+            "ttlMs": LIST_TTL_MS,
+            "cacheScope": "public",
+        }
+
+    def _log_client(self, params, session: Session, version=HANDSHAKE_ERA) -> None:
+        """Who the client says it is and what the client table makes of it (debug only): how
+        the agent tests see that the pinned agents' names are the ones HANDOFF_CLIENTS uses."""
+        if self.log.debug_enabled:
+            name = _one_line(str(client_name_of(params, session, version)), 80)
+            handoff = self.long_calls.policy.handoff_s(params, session, version)
+            size = result_chars(self.config, client_name_of(params, session, version))
+            self.log.debug(
+                "server", f"client name={name} handoff_after_s={handoff} result_chars={size}"
+            )
 
 
 class Dispatcher:
     """MCP over JSON-RPC: takes decoded messages, returns replies. Knows nothing about bytes.
 
-    Each tools/call runs on its own worker thread, so ping and notifications/cancelled are
-    served while it runs; its reply goes out later through the session's `send`.
+    It tells messages apart and routes each request to its method by the era it speaks (the
+    tables below), to the parts it makes here: Handshake (initialize,
+    server/discover), CallsInFlight (tools/call: each runs on its own worker thread, so ping
+    and notifications/cancelled are served while it runs; its reply goes out later through
+    the session's `send`) and LongCalls (tasks and handoffs).
     """
 
     def __init__(self, config: Config, log: Log, engine, stateless: bool = False):
@@ -10987,32 +11400,32 @@ class Dispatcher:
         self.config = config
         self.log = log
         self.engine = engine
-        self.heartbeat = Heartbeat(config.get("server", "progress_interval_s"))
-        self.max_calls = config.get("server", "max_calls")
         self.modern = config.get("server", "protocol_eras") == "both"
-        self._running = 0  # tools/call in flight, across every session
-        self._running_lock = threading.Lock()
+        replies = CallReplies(config, log)
         # Tasks and handoffs: calls that outlive their request, and the requests about them.
-        self.long_calls = LongCalls(config, log, engine, self._reply_of, stateless)
+        self.long_calls = LongCalls(config, log, engine, replies.reply_of, stateless)
+        self.calls = CallsInFlight(config, log, engine, replies, self.long_calls)
+        self.handshake = Handshake(config, log, engine, self.long_calls)
+        tasks = self.long_calls.requests
         self._methods = {
-            "initialize": self._initialize,
+            "initialize": self.handshake.initialize,
             "ping": lambda params, session, request_id: {},
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
-            "tasks/get": self.long_calls.tasks_get,
-            "tasks/result": self.long_calls.tasks_result,
-            "tasks/list": self.long_calls.tasks_list,
-            "tasks/cancel": self.long_calls.tasks_cancel,
+            "tasks/get": tasks.tasks_get,
+            "tasks/result": tasks.tasks_result,
+            "tasks/list": tasks.tasks_list,
+            "tasks/cancel": tasks.tasks_cancel,
         }
         # The stateless era has no initialize and no ping; each takes the request's version.
         # Nothing here ever changes, so subscriptions/listen is not offered either (-32601).
         self._modern_methods = {
-            "server/discover": self._discover,
+            "server/discover": self.handshake.discover,
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
-            "tasks/get": self.long_calls.ext_get,
-            "tasks/cancel": self.long_calls.ext_cancel,
-            "tasks/update": self.long_calls.ext_update,
+            "tasks/get": tasks.ext_get,
+            "tasks/cancel": tasks.ext_cancel,
+            "tasks/update": tasks.ext_update,
         }
 
     @staticmethod
@@ -11100,48 +11513,6 @@ class Dispatcher:
     # Each takes (params, session, request_id) and returns the result, or None when the reply
     # is sent later (a tools/call answers from its worker thread).
 
-    def _initialize(self, params: dict, session: Session, request_id) -> dict:
-        asked = params.get("protocolVersion")
-        version = asked if asked in PROTOCOL_VERSIONS else LATEST_PROTOCOL
-        session.protocol_version = version
-        info = params.get("clientInfo")
-        session.client_name = info.get("name") if isinstance(info, dict) else None
-        capabilities = params.get("capabilities")
-        session.roots_capable = isinstance(capabilities, dict) and isinstance(
-            capabilities.get("roots"), dict
-        )
-        result = {
-            "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": False}},
-            "serverInfo": server_info(version),
-        }
-        if version == MCP_2025_11_25 and self.long_calls.tasks_off is None:
-            tasks = {"cancel": {}, "requests": {"tools": {"call": {}}}}
-            if not self.long_calls.stateless:  # a task must be listable wherever it can be got
-                tasks["list"] = {}
-            result["capabilities"]["tasks"] = tasks
-        if version >= MCP_2025_03_26:
-            result["instructions"] = server_instructions(DEEP_TOOL in enabled_tools(self.config))
-        self.log.debug("server", f"initialize asked={asked} answered={version}")
-        self._log_client(params, session)
-        if hasattr(self.engine, "warm_up"):
-            self.engine.warm_up()
-        return result
-
-    def _discover(self, params: dict, session: Session, request_id, version: str) -> dict:
-        self.log.debug("server", f"server/discover era={version}")
-        self._log_client(params, session, version)
-        capabilities: dict = {"tools": {"listChanged": False}}
-        if self.long_calls.tasks_off is None:
-            capabilities["extensions"] = {TASKS_EXTENSION: {}}
-        return {
-            "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": capabilities,
-            "instructions": server_instructions(DEEP_TOOL in enabled_tools(self.config)),
-            "ttlMs": LIST_TTL_MS,
-            "cacheScope": "public",
-        }
-
     def _tools_list(
         self, params: dict, session: Session, request_id, version=HANDSHAKE_ERA
     ) -> dict:
@@ -11149,7 +11520,7 @@ class Dispatcher:
             "tools": tool_definitions(
                 spoken_version(version, session),
                 cache_enabled(self.config),
-                handoff=self.long_calls.handoff_s(params, session, version) > 0,
+                handoff=self.long_calls.policy.handoff_s(params, session, version) > 0,
                 tasks=self.long_calls.tasks_off is None,
                 deep=DEEP_TOOL in enabled_tools(self.config),
             )
@@ -11160,8 +11531,8 @@ class Dispatcher:
 
     def _tools_call(self, params: dict, session: Session, request_id, version=HANDSHAKE_ERA):
         name = params.get("name")
-        if name == ANSWER_RESULT and self.long_calls.handoff_s(params, session, version) > 0:
-            return self.long_calls.answer_result(params, session, request_id, version)
+        if name == ANSWER_RESULT and self.long_calls.policy.handoff_s(params, session, version) > 0:
+            return self.long_calls.handoffs.answer_result(params, session, request_id, version)
         tools = enabled_tools(self.config)
         if not isinstance(name, str) or name not in tools:
             off = (
@@ -11180,210 +11551,18 @@ class Dispatcher:
             if modern_era(version):  # 2026-07-28: a tool execution error the model can fix
                 return tool_error_result(f"Invalid arguments: {exc}")
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
-        token = progress_token(params)
-        task = self.long_calls.new_task(params, session, name, version)
-        client = client_name_of(params, session, version)  # before the era becomes a version
-        version = spoken_version(version, session)
-        progress = None if token is None else self._progress_sender(session, token, version)
-        call = Call(request_id, name, progress)
-        call.user = session.user
-        call.result_chars = result_chars(self.config, client)
-        if task is not None:
-            task.call = call
-        try:
-            self._admit()
-        except RpcError:
-            self.long_calls.forget(task)
-            raise
-        try:
-            session.register(call)
-        except RpcError:
-            self._release()
-            self.long_calls.forget(task)
-            raise
-        keys = sorted(arguments) if isinstance(arguments, dict) else []
-        self.log.debug(
-            "server", f"tools/call name={name} argsKeys={keys} queryLen={len(args['query'])}"
-        )
-        if progress is not None:
-            self.heartbeat.watch(call)
-        worker = threading.Thread(
-            target=self._run_call,
-            args=(call, args, session, version, task),
-            name="call",
-            daemon=True,
-        )
-        try:
-            worker.start()
-        except RuntimeError:  # out of threads: undo the registration, say so
-            self.heartbeat.forget(call)
-            session.unregister(call)
-            session.done()
-            self._release()
-            self.long_calls.forget(task)
-            raise RpcError(INTERNAL_ERROR, "Internal error: cannot start a worker; retry") from None
-        return (
-            None if task is None else self.long_calls.arm(task, call, session, request_id, version)
-        )
-
-    def _admit(self) -> None:
-        """Counts a new call in, or refuses it when server.max_calls are already running."""
-        with self._running_lock:
-            if self._running >= self.max_calls:
-                raise RpcError(
-                    SERVER_BUSY,
-                    f"too many calls in flight ({self.max_calls}, server.max_calls); wait for "
-                    "one to finish or raise the limit",
-                )
-            self._running += 1
-
-    def _release(self) -> None:
-        with self._running_lock:
-            self._running -= 1
-
-    def _progress_sender(self, session: Session, token, version: str):
-        with_message = version >= MCP_2025_03_26
-
-        def send(progress: int, message: str) -> None:
-            params = {"progressToken": token, "progress": progress}
-            if with_message:
-                params["message"] = message
-            session.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
-
-        return send
-
-    def _run_call(self, call: Call, args: dict, session: Session, version: str, task=None):
-        _WORKER.session = session  # see StdioTransport.end_calls
-        try:
-            reply = self._reply_of(call, version, lambda: self._answer(call, args, session))
-        finally:
-            call.finish()
-            self.heartbeat.forget(call)
-            self._release()  # before the reply goes out: the client may send the next call
-        try:
-            kept = task is not None and self.long_calls.call_ended(task, reply, session)
-            if not kept and session.unregister(call) and reply is not None:
-                session.send(reply)
-            elif not kept:  # cancelled: nothing may be sent for it
-                self.log.debug("server", f"cancelled requestId={_describe(call.id)} (no reply)")
-        finally:
-            if task is not None:
-                self.long_calls.settle(task)
-            session.done()
-            if hasattr(self.engine, "answered"):
-                self.engine.answered()
-
-    def _answer(self, call: Call, args: dict, session: Session) -> tuple[dict, dict]:
-        """The engine's answer, its `files` read first (all, or none: FileRefused is the
-        call's error, and nothing is sent); `_meta.files` lists what went with it."""
-        if not args.get("files"):
-            return self.engine.answer(call.tool, args, call)
-        allowed = None  # HTTP: paths name the server's disk, so only files.allowed_dirs
-        if session.local:
-            allowed = allowed_dirs(self.config, self._roots(session))
-        elif self.config.get("files", "local_paths"):
-            allowed = allowed_dirs(self.config, [])
-        try:
-            files = FileReader(self.config).read(args["files"], allowed)
-        except FileRefused as exc:
-            raise ToolError(str(exc)) from None
-        answer, meta = self.engine.answer(call.tool, {**args, "files": files}, call)
-        return answer, {**meta, "files": [f.summary() for f in files]}
-
-    def _roots(self, session: Session) -> list | None:
-        """The client's roots (None: it declared none, so the working directory serves):
-        asked once, then kept until notifications/roots/list_changed."""
-        if not session.roots_capable:
-            return None
-        with session._lock:
-            cached, generation = session.roots, session.roots_generation
-        if cached is not None:
-            return cached
-        try:
-            roots = roots_from(session.ask("roots/list", {}, ROOTS_TIMEOUT_S))
-        except (TimeoutError, ValueError, RpcError) as exc:
-            what = "did not answer" if isinstance(exc, TimeoutError) else "refused"
-            raise ToolError(
-                f"the client {what} roots/list (within {ROOTS_TIMEOUT_S:g} s), so no local path "
-                "can be checked against its roots; retry, or send the file as a data: URL"
-            ) from None
-        with session._lock:
-            if session.roots_generation == generation:  # no change came while it was asked
-                session.roots = roots
-        return roots
-
-    def _reply_of(self, call: Call, version: str, work) -> dict | None:
-        """What a call answers: work()'s (answer, meta) as a result, or its failure as the
-        -32001 error; None when it was cancelled."""
-        reply = None
-        try:
-            answer, meta = self._fit(call, *work())
-            reply = rpc_result(call.id, tool_result(answer, meta, version))
-        except Cancelled:
-            if not call.cancelled.is_set():  # the identical call it joined was cancelled
-                reply = rpc_tool_failed(
-                    call.id,
-                    "answer failed: the identical call this one joined was cancelled; retry",
-                    {"message": "cancelled by another caller"},
-                )
-        except ToolError as exc:
-            reply = rpc_tool_failed(call.id, f"answer failed: {exc.message}", self._data(exc))
-            call.cancelled_upstream = getattr(exc, "kind", None) == "cancelled_upstream"
-        except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
-            self.log.say(f"internal error in {call.tool}: {type(exc).__name__}: {exc}")
-            reply = rpc_tool_failed(
-                call.id,
-                f"answer failed: internal error ({type(exc).__name__}); run with --debug and "
-                "report it",
-                {"message": self.log.redact(_one_line(str(exc), 400))},
-            )
-        return reply
-
-    def _fit(self, call: Call, answer: dict, meta: dict) -> tuple[dict, dict]:
-        """The answer shortened to what the call's client shows its model whole; meta says so.
-        structuredContent gets the same shortened answer: some clients show it instead of the
-        text, and the rest is one follow-up away."""
-        limit = call.result_chars or self.config.get("server", "result_max_chars")
-        # The rest of a deep research report is asked of `answer`: answer_deep would research
-        # it all over again, at dollars a run.
-        tool = "answer" if call.tool == DEEP_TOOL else call.tool
-        rest = {"tool": tool, "response_id": answer.get("response_id")}
-        headers = sources_headers(self.config.instructions)
-        answer, shortened = fit_answer(answer, limit, rest, headers)
-        if shortened:
-            meta = {**meta, "shortened": shortened}
-            self.log.debug("server", f"result shortened to {limit} bytes: {shortened}")
-        return answer, meta
-
-    def _data(self, exc: ToolError) -> dict:
-        data = {"message": self.log.redact(_one_line(exc.detail, 400))}
-        if self.log.debug_enabled:
-            data.update({k: self.log.redact(str(v)) for k, v in exc.debug.items()})
-        return data
-
-    def _log_client(self, params, session: Session, version=HANDSHAKE_ERA) -> None:
-        """Who the client says it is and what the client table makes of it (debug only): how
-        the agent tests see that the pinned agents' names are the ones HANDOFF_CLIENTS uses."""
-        if self.log.debug_enabled:
-            name = _one_line(str(client_name_of(params, session, version)), 80)
-            handoff = self.long_calls.handoff_s(params, session, version)
-            size = result_chars(self.config, client_name_of(params, session, version))
-            self.log.debug(
-                "server", f"client name={name} handoff_after_s={handoff} result_chars={size}"
-            )
+        return self.calls.start(params, args, session, request_id, name, version)
 
     def abandoned(self, session: Session, request_id) -> None:
-        """The transport says nobody reads this request's reply any more (its client hung up):
-        a request waiting for a task stops waiting. (A call goes on: see StreamableHttp.hung_up.)"""
-        waiter = session.waiter(request_id)
-        if waiter is not None:
-            waiter.drop()
+        """The transport says nobody reads this request's reply any more: see
+        CallsInFlight.abandoned."""
+        self.calls.abandoned(session, request_id)
 
     def _notification(self, method: str, params, session: Session) -> None:
         params = params if isinstance(params, dict) else {}
         if method == "notifications/cancelled":
             request_id = params.get("requestId")
-            if _valid_id(request_id) and self._cancel(session, request_id):
+            if _valid_id(request_id) and self.calls.cancel(session, request_id):
                 reason = _one_line(str(params.get("reason", "")), 80)
                 self.log.debug(
                     "server",
@@ -11393,17 +11572,6 @@ class Dispatcher:
             with session._lock:
                 session.roots, session.roots_generation = None, session.roots_generation + 1
         # notifications/initialized: nothing to do (a request before it is served all the same)
-
-    def _cancel(self, session: Session, request_id) -> bool:
-        """notifications/cancelled: the call in flight with that id; else the request waiting
-        for a task; else the handoff of the call that had that id. False if none is found."""
-        if session.cancel(request_id) is not None:
-            return True
-        waiter = session.waiter(request_id)
-        if waiter is not None:
-            waiter.drop()
-            return True
-        return self.long_calls.cancel_handoff_of(session, request_id)
 
 
 def rpc_tool_failed(request_id, message: str, data: dict) -> dict:
@@ -11864,255 +12032,56 @@ class TaskTable:
 
 # -- Long calls: tasks and handoffs ----------------------------------------------------------------
 # What the dispatcher hands a call that may outlive its request, and the requests about such
-# calls: tasks/* in both shapes, answer_result, notifications/cancelled of a handoff.
+# calls: tasks/* in both shapes, answer_result, notifications/cancelled of a handoff. LongCalls
+# makes the parts, each given what it needs: TaskIds (what an id names; signed ids), TaskPolicy
+# (when a call becomes a task or a handoff), TaskRequests (tasks/* in both shapes) and Handoffs
+# (answer_result, and the cancel of a handoff).
 
 
-class LongCalls:
-    """Tasks and handoffs for the Dispatcher: which call becomes one and when, the TaskTable
-    that holds them, signed ids any instance can serve, and the tasks/* and answer_result
-    requests. The Dispatcher routes those methods here and tells it of each call's end.
-    """
+def session_owner(session: Session):
+    """Whose tasks a session's are: its client's (the transport says), else the session's own."""
+    return session.client_key if session.client_key is not None else id(session)
 
-    def __init__(self, config: Config, log: Log, engine, reply_of, stateless: bool = False):
-        self.config, self.log, self.engine = config, log, engine
-        self._reply_of = reply_of  # Dispatcher._reply_of: a remote task's answer, as a call's
+
+def still_working_result(task: Task, version: str) -> dict:
+    """A handoff's result (and answer_result's before the answer is ready): the output
+    contract with words saying how to collect the answer."""
+    elapsed = round((now_ms() - task.created) / 1000)
+    answer = handoff_answer(task.id, task.model, elapsed, task.ttl_ms)
+    return tool_result(answer, {HANDOFF_META: {"id": task.id, "status": "working"}}, version)
+
+
+class TaskIds:
+    """What a task id names: this instance's task, or (signed ids, --stateless with a secret)
+    another instance's, followed here from OpenAI's stored background response; and the
+    signing of a task's id once OpenAI has named its response, and the handing over of such
+    tasks when this instance stops."""
+
+    def __init__(self, config: Config, log: Log, engine, tasks: TaskTable, reply_of, stateless):
+        self.config, self.log, self.engine, self.tasks = config, log, engine, tasks
+        self._reply_of = reply_of  # CallReplies.reply_of: a remote task's answer, as a call's
         self.settings = config.get("server", "tasks")
-        self.tasks = TaskTable(
-            self.settings["max_per_client"],
-            log,
-            self.settings["max_open"],
-            self.settings["max_reply_bytes"],
-        )
-        # answer_result's wait_s, tasks/result's expiry, and each call's handoff point
-        self.deadlines = Deadlines(log)
-        # --http --stateless: tasks need the secret, and tasks/list is off.
         self.stateless = stateless
         self.tasks_off: str | None = tasks_off_reason(config, stateless)
 
-    # -- A call becoming a task or a handoff -----------------------------------------------------
-
-    def handoff_s(self, params, session: Session, version=HANDSHAKE_ERA) -> int:
-        """Seconds after which this client's calls are handed off to answer_result; 0 = never."""
-        if self.tasks_off is not None:
-            return 0
-        return handoff_after(self.config, client_name_of(params, session, version))
-
-    def new_task(self, params: dict, session: Session, tool: str, version) -> Task | None:
-        """The Task a call may become (added to the table, so the client's limit applies before
-        the call starts), or None when it answers inline however long it takes."""
-        if self.tasks_off is not None:
-            return None
-        ttl = self.settings["ttl_ms"]
-        handshake = handshake_era(version)
-        if not handshake and tasks_extension_declared(params):
-            kind = TaskKind.EXTENSION
-        elif handshake and session.protocol_version == MCP_2025_11_25 and "task" in params:
-            kind, asked = TaskKind.HANDSHAKE, params["task"]
-            asked = asked.get("ttl") if isinstance(asked, dict) else None
-            if type(asked) is int and asked > 0:  # granted, but never shorter than the call
-                ttl = max(min(asked, ttl), run_timeout_ms(self.config, tool))
-        elif self.handoff_s(params, session, version) > 0:
-            kind = TaskKind.HANDOFF
-        else:
-            return None
-        handoff_s = self.handoff_s(params, session, version) if kind == TaskKind.HANDOFF else 0
-        import secrets
-
-        key = self._owner(session)
-        model = str(self.config.profile(tool).get("model") or "")
-        task = Task(f"{kind}-{secrets.token_urlsafe(24)}", kind, None, key, ttl, model)
-        task.tool, task.handoff_s, task.user = tool, handoff_s, session.user
-        # A 2025-11-25 task is the reply whatever happens: even an answer from the cache,
-        # ready before the reply is written, goes to the task, never inline as well.
-        task.converted = kind == TaskKind.HANDSHAKE
-        if kind == TaskKind.HANDSHAKE:  # the others count once the call becomes one (_convert)
-            self.tasks.add(task)
-        return task
-
-    def _owner(self, session: Session):
+    def owner(self, session: Session):
         """Whose tasks a session's are; when the session ends, they are dropped. (Only an HTTP
         session with an id ever ends: a stateless request's throwaway session is left to
         expire, its tasks belonging to the client, which may come back.)"""
         session.on_close(self._session_ended)
-        return session.client_key if session.client_key is not None else id(session)
+        return session_owner(session)
 
     def _session_ended(self, session: Session) -> None:
-        key = session.client_key if session.client_key is not None else id(session)
-        dropped = self.tasks.drop_client(key)
+        dropped = self.tasks.drop_client(session_owner(session))
         if dropped:
             self.log.debug("server", f"session ended: {dropped} of its tasks dropped")
-
-    def forget(self, task: Task | None) -> None:
-        if task is not None:
-            self.tasks.discard(task)
-
-    def arm(self, task: Task, call: Call, session: Session, request_id, version: str):
-        """A 2025-11-25 task is the request's reply at once; an extension task after
-        server.tasks.immediate_ms, a handoff after its seconds, unless the call ends first."""
-        if task.kind == TaskKind.HANDSHAKE:
-            if self.signing and not self._sign(task, call):
-                self.log.debug("server", "task without a response id: served by this instance only")
-            session.unregister(call)  # the task owns the call now: no request cancels it
-            self.log.debug(
-                "server", f"task created ({TASK_KIND_NAMES[task.kind]}) tool={task.tool}"
-            )
-            immediate = "The answer is being researched; it will follow when the task completes."
-            return {
-                "task": task.view(MCP_2025_11_25, self.settings["poll_interval_ms"]),
-                "_meta": {"io.modelcontextprotocol/model-immediate-response": immediate},
-            }
-        extension = task.kind == TaskKind.EXTENSION
-        delay = self.settings["immediate_ms"] / 1000 if extension else task.handoff_s
-        # An entry on the shared deadlines thread, not a timer thread per call: a hundred calls
-        # waiting for their handoff point cost a hundred heap entries.
-        task.timer = self.deadlines.after(
-            delay, lambda: self._due(task, call, session, request_id, version)
-        )
-        if task.done.is_set():  # ended before its entry was made: nothing to convert
-            self.deadlines.cancel(task.timer)
-        return None
-
-    def _due(self, task: Task, call: Call, session: Session, request_id, version: str) -> None:
-        """The handoff point, run on the shared deadlines thread, which must never block: it
-        also times out every waiting tasks/result and answer_result. Converting can block:
-        with signed ids, _sign waits (up to request.timeout_ms) for OpenAI to name the
-        background response, and the reply is written to the client (a stdio pipe blocks while
-        the client does not read). So a call that has ended is left alone here, and the rest
-        runs on a thread of its own that lives only while it converts. (Not on the call's
-        worker: that one is busy reading the answer's stream.)"""
-        if task.done.is_set() or call.cancelled.is_set():
-            return
-        converter = threading.Thread(
-            target=self._convert,
-            args=(task, call, session, request_id, version),
-            name="handoff",
-            daemon=True,
-        )
-        try:
-            converter.start()
-        except RuntimeError:  # out of threads: the call answers inline, however long it takes
-            self.log.say("cannot start a thread to hand a call off; it answers inline")
-
-    def _convert(self, task: Task, call: Call, session: Session, request_id, version: str):
-        """The handoff point has come: unless the call has ended, the request is answered with
-        the task (or the handoff) and the call goes on without it."""
-        if self.signing and not self._sign(task, call):
-            return  # the call ended before OpenAI named its response: it answers inline
-        if not self._hold(task, session, request_id):
-            return  # at a limit, or its client has gone: it answers inline
-        if not task.convert():
-            self.forget(task)
-            return
-        session.unregister(call)
-        self.log.debug("server", f"task created ({TASK_KIND_NAMES[task.kind]}) tool={task.tool}")
-        if task.kind == TaskKind.EXTENSION:
-            view = task.view("extension", self.settings["poll_interval_ms"])
-            result = modern_result({**view, "resultType": "task"}, version)
-        else:
-            result = self._still_working(task, version)
-        session.send(rpc_result(request_id, result))
-
-    def _hold(self, task: Task, session: Session, request_id) -> bool:
-        """A handoff or extension task is counted against the limits only now that the call
-        becomes one (an answer from the cache never does); at max_per_client a handoff's
-        client's oldest handoff that has ended uncollected makes room. False at a limit: the
-        call goes on and answers inline, so that no client is locked out. False too once the
-        client can collect nothing (Session.stop_tasks), checked again after the add: a stop
-        that raced it dropped the task, or this check sees the stop."""
-        task.request_id = request_id
-        if session.tasks_closed:
-            return False
-        try:
-            self.tasks.add(task, make_room=task.kind == TaskKind.HANDOFF)
-        except RpcError as exc:
-            self.log.debug("server", f"not handed off, answering inline: {exc.message}")
-            return False
-        if session.tasks_closed:
-            self.tasks.discard(task)
-            return False
-        return True
-
-    def _still_working(self, task: Task, version: str) -> dict:
-        """A handoff's result (and answer_result's before the answer is ready): the output
-        contract with words saying how to collect the answer."""
-        elapsed = round((now_ms() - task.created) / 1000)
-        answer = handoff_answer(task.id, task.model, elapsed, task.ttl_ms)
-        return tool_result(answer, {HANDOFF_META: {"id": task.id, "status": "working"}}, version)
 
     @property
     def signing(self) -> bool:
         """Whether task ids are signed for any instance to serve (--stateless with a secret)."""
         return self.stateless and self.tasks_off is None
 
-    def _sign(self, task: Task, call: Call) -> bool:
-        """Gives the task a signed id carrying its background response's id, once OpenAI has
-        named it; False if there is none (no background mode, or the call failed first)."""
-        response_id = self._response_named(task, call)
-        if response_id is None and task.done.is_set():
-            # Ended first (an answer from the cache, or quicker than the wait): its answer
-            # names the response any instance reads it from.
-            response_id = answered_response_id(task.reply)
-        if response_id is None:
-            return False
-        # The user is signed with the rest: another user's request finds no such task.
-        fields = {"r": response_id, "t": task.tool, "k": task.kind, "o": task.model, "u": task.user}
-        if call.result_chars is not None:  # the instance that serves it shortens it the same
-            fields["z"] = call.result_chars
-        secret = self.settings["secret"]
-        self.tasks.rename(task, mint_task_id(secret, fields, task.ttl_ms, task.created))
-        return True
-
-    def _response_named(self, task: Task, call: Call) -> str | None:
-        """The id OpenAI gives the call's background response, waited for (up to
-        request.timeout_ms) while the task is working; None if it ends first unnamed."""
-        deadline = time.monotonic() + self.config.get("request", "timeout_ms") / 1000
-        while not task.done.is_set() and time.monotonic() < deadline:
-            run = (call.upstream or call).background
-            if run is not None and run.created.wait(0.05):
-                return run.response_id
-            if run is None and getattr(self.engine, "background_off", False):
-                return None  # refused: there will be no response id to sign
-            if run is None:
-                time.sleep(0.05)
-        run = (call.upstream or call).background
-        return run.response_id if run is not None else None
-
-    def call_ended(self, task: Task, reply: dict | None, session: Session) -> bool:
-        """A call with a task has ended: True if the task keeps its reply (the client collects
-        it later), False if the reply goes to the request inline."""
-        if not task.finish(reply):
-            return False
-        self._task_ended(task, session)
-        return True
-
-    def _task_ended(self, task: Task, session: Session) -> None:
-        """notifications/tasks/status (2025-11-25) where the client can receive one."""
-        if task.kind == TaskKind.HANDSHAKE:
-            view = task.view(MCP_2025_11_25, self.settings["poll_interval_ms"])
-            session.send({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": view})
-
-    def settle(self, task: Task) -> None:
-        """After a call's end: a task it never became is forgotten, and its handoff point, if
-        any, cancelled (answered inline: nothing left to convert)."""
-        if not task.converted:
-            self.forget(task)
-            if task.timer is not None:
-                self.deadlines.cancel(task.timer)
-
-    # -- Requests about tasks: tasks/* (both shapes) and answer_result ---------------------------
-
-    def _task_named(self, params, kind: str, session: Session) -> Task:
-        """The task a tasks/* request names; -32602 for an unknown, forged or expired id."""
-        task_id = params.get("taskId") if isinstance(params, dict) else None
-        if not isinstance(task_id, str) or not task_id:
-            raise RpcError(INVALID_PARAMS, "Invalid params: taskId must be a non-empty string")
-        try:
-            return self._find_task(task_id, kind, session)
-        except TaskIdError as exc:
-            why = f"Invalid params: unknown task id ({exc.reason})"
-            raise RpcError(INVALID_PARAMS, why) from None
-
-    def _find_task(self, task_id, kind: str, session: Session) -> Task:
+    def find(self, task_id, kind: str, session: Session) -> Task:
         """This instance's task, or another instance's from its signed id; else TaskIdError."""
         task = self.tasks.get(task_id)
         if task is not None and task.user != session.user:  # another user's: not found
@@ -12139,7 +12108,7 @@ class LongCalls:
         call.user = session.user
         size = fields.get("z")  # the creating client's result size, signed with the rest
         call.result_chars = size if type(size) is int and size > 0 else None
-        key = self._owner(session)
+        key = self.owner(session)
         task = Task(task_id, kind, call, key, fields["e"] - fields["c"], str(fields.get("o", "")))
         task.created, task.expires, task.converted = fields["c"], fields["e"], True
         task.user = session.user
@@ -12174,6 +12143,39 @@ class LongCalls:
             )
         task.finish(reply)
 
+    def sign(self, task: Task, call: Call) -> bool:
+        """Gives the task a signed id carrying its background response's id, once OpenAI has
+        named it; False if there is none (no background mode, or the call failed first)."""
+        response_id = self._response_named(task, call)
+        if response_id is None and task.done.is_set():
+            # Ended first (an answer from the cache, or quicker than the wait): its answer
+            # names the response any instance reads it from.
+            response_id = answered_response_id(task.reply)
+        if response_id is None:
+            return False
+        # The user is signed with the rest: another user's request finds no such task.
+        fields = {"r": response_id, "t": task.tool, "k": task.kind, "o": task.model, "u": task.user}
+        if call.result_chars is not None:  # the instance that serves it shortens it the same
+            fields["z"] = call.result_chars
+        secret = self.settings["secret"]
+        self.tasks.rename(task, mint_task_id(secret, fields, task.ttl_ms, task.created))
+        return True
+
+    def _response_named(self, task: Task, call: Call) -> str | None:
+        """The id OpenAI gives the call's background response, waited for (up to
+        request.timeout_ms) while the task is working; None if it ends first unnamed."""
+        deadline = time.monotonic() + self.config.get("request", "timeout_ms") / 1000
+        while not task.done.is_set() and time.monotonic() < deadline:
+            run = (call.upstream or call).background
+            if run is not None and run.created.wait(0.05):
+                return run.response_id
+            if run is None and getattr(self.engine, "background_off", False):
+                return None  # refused: there will be no response id to sign
+            if run is None:
+                time.sleep(0.05)
+        run = (call.upstream or call).background
+        return run.response_id if run is not None else None
+
     def hand_over(self) -> int:
         """This instance is stopping (--stateless, signed ids): the working tasks it created
         run on upstream instead of being cancelled, since any instance serves them from their
@@ -12191,6 +12193,191 @@ class LongCalls:
                 self.tasks.discard(task)  # nothing here cancels it now
                 handed += 1
         return handed
+
+
+class TaskPolicy:
+    """When a call becomes a task or a handoff: which kind, the point at which its request is
+    answered with it instead of the answer (converted), and what happens at the call's end."""
+
+    def __init__(self, config: Config, log: Log, tasks: TaskTable, deadlines: Deadlines, ids):
+        self.config, self.log, self.tasks, self.deadlines = config, log, tasks, deadlines
+        self.ids: TaskIds = ids  # signs a converted task's id; whose tasks a session's are
+        self.settings = ids.settings
+        self.tasks_off = ids.tasks_off
+
+    def handoff_s(self, params, session: Session, version=HANDSHAKE_ERA) -> int:
+        """Seconds after which this client's calls are handed off to answer_result; 0 = never."""
+        if self.tasks_off is not None:
+            return 0
+        return handoff_after(self.config, client_name_of(params, session, version))
+
+    def new_task(self, params: dict, session: Session, tool: str, version) -> Task | None:
+        """The Task a call may become (added to the table, so the client's limit applies before
+        the call starts), or None when it answers inline however long it takes."""
+        if self.tasks_off is not None:
+            return None
+        ttl = self.settings["ttl_ms"]
+        handshake = handshake_era(version)
+        if not handshake and tasks_extension_declared(params):
+            kind = TaskKind.EXTENSION
+        elif handshake and session.protocol_version == MCP_2025_11_25 and "task" in params:
+            kind, asked = TaskKind.HANDSHAKE, params["task"]
+            asked = asked.get("ttl") if isinstance(asked, dict) else None
+            if type(asked) is int and asked > 0:  # granted, but never shorter than the call
+                ttl = max(min(asked, ttl), run_timeout_ms(self.config, tool))
+        elif self.handoff_s(params, session, version) > 0:
+            kind = TaskKind.HANDOFF
+        else:
+            return None
+        handoff_s = self.handoff_s(params, session, version) if kind == TaskKind.HANDOFF else 0
+        import secrets
+
+        key = self.ids.owner(session)
+        model = str(self.config.profile(tool).get("model") or "")
+        task = Task(f"{kind}-{secrets.token_urlsafe(24)}", kind, None, key, ttl, model)
+        task.tool, task.handoff_s, task.user = tool, handoff_s, session.user
+        # A 2025-11-25 task is the reply whatever happens: even an answer from the cache,
+        # ready before the reply is written, goes to the task, never inline as well.
+        task.converted = kind == TaskKind.HANDSHAKE
+        if kind == TaskKind.HANDSHAKE:  # the others count once the call becomes one (_convert)
+            self.tasks.add(task)
+        return task
+
+    def forget(self, task: Task | None) -> None:
+        if task is not None:
+            self.tasks.discard(task)
+
+    def arm(self, task: Task, call: Call, session: Session, request_id, version: str):
+        """A 2025-11-25 task is the request's reply at once; an extension task after
+        server.tasks.immediate_ms, a handoff after its seconds, unless the call ends first."""
+        if task.kind == TaskKind.HANDSHAKE:
+            if self.ids.signing and not self.ids.sign(task, call):
+                self.log.debug("server", "task without a response id: served by this instance only")
+            session.unregister(call)  # the task owns the call now: no request cancels it
+            self.log.debug(
+                "server", f"task created ({TASK_KIND_NAMES[task.kind]}) tool={task.tool}"
+            )
+            immediate = "The answer is being researched; it will follow when the task completes."
+            return {
+                "task": task.view(MCP_2025_11_25, self.settings["poll_interval_ms"]),
+                "_meta": {"io.modelcontextprotocol/model-immediate-response": immediate},
+            }
+        extension = task.kind == TaskKind.EXTENSION
+        delay = self.settings["immediate_ms"] / 1000 if extension else task.handoff_s
+        # An entry on the shared deadlines thread, not a timer thread per call: a hundred calls
+        # waiting for their handoff point cost a hundred heap entries.
+        task.timer = self.deadlines.after(
+            delay, lambda: self._due(task, call, session, request_id, version)
+        )
+        if task.done.is_set():  # ended before its entry was made: nothing to convert
+            self.deadlines.cancel(task.timer)
+        return None
+
+    def _due(self, task: Task, call: Call, session: Session, request_id, version: str) -> None:
+        """The handoff point, run on the shared deadlines thread, which must never block: it
+        also times out every waiting tasks/result and answer_result. Converting can block:
+        with signed ids, TaskIds.sign waits (up to request.timeout_ms) for OpenAI to name the
+        background response, and the reply is written to the client (a stdio pipe blocks while
+        the client does not read). So a call that has ended is left alone here, and the rest
+        runs on a thread of its own that lives only while it converts. (Not on the call's
+        worker: that one is busy reading the answer's stream.)"""
+        if task.done.is_set() or call.cancelled.is_set():
+            return
+        converter = threading.Thread(
+            target=self._convert,
+            args=(task, call, session, request_id, version),
+            name="handoff",
+            daemon=True,
+        )
+        try:
+            converter.start()
+        except RuntimeError:  # out of threads: the call answers inline, however long it takes
+            self.log.say("cannot start a thread to hand a call off; it answers inline")
+
+    def _convert(self, task: Task, call: Call, session: Session, request_id, version: str):
+        """The handoff point has come: unless the call has ended, the request is answered with
+        the task (or the handoff) and the call goes on without it."""
+        if self.ids.signing and not self.ids.sign(task, call):
+            return  # the call ended before OpenAI named its response: it answers inline
+        if not self._hold(task, session, request_id):
+            return  # at a limit, or its client has gone: it answers inline
+        if not task.convert():
+            self.forget(task)
+            return
+        session.unregister(call)
+        self.log.debug("server", f"task created ({TASK_KIND_NAMES[task.kind]}) tool={task.tool}")
+        if task.kind == TaskKind.EXTENSION:
+            view = task.view("extension", self.settings["poll_interval_ms"])
+            result = modern_result({**view, "resultType": "task"}, version)
+        else:
+            result = still_working_result(task, version)
+        session.send(rpc_result(request_id, result))
+
+    def _hold(self, task: Task, session: Session, request_id) -> bool:
+        """A handoff or extension task is counted against the limits only now that the call
+        becomes one (an answer from the cache never does); at max_per_client a handoff's
+        client's oldest handoff that has ended uncollected makes room. False at a limit: the
+        call goes on and answers inline, so that no client is locked out. False too once the
+        client can collect nothing (Session.stop_tasks), checked again after the add: a stop
+        that raced it dropped the task, or this check sees the stop."""
+        task.request_id = request_id
+        if session.tasks_closed:
+            return False
+        try:
+            self.tasks.add(task, make_room=task.kind == TaskKind.HANDOFF)
+        except RpcError as exc:
+            self.log.debug("server", f"not handed off, answering inline: {exc.message}")
+            return False
+        if session.tasks_closed:
+            self.tasks.discard(task)
+            return False
+        return True
+
+    def call_ended(self, task: Task, reply: dict | None, session: Session) -> bool:
+        """A call with a task has ended: True if the task keeps its reply (the client collects
+        it later), False if the reply goes to the request inline."""
+        if not task.finish(reply):
+            return False
+        self._task_ended(task, session)
+        return True
+
+    def _task_ended(self, task: Task, session: Session) -> None:
+        """notifications/tasks/status (2025-11-25) where the client can receive one."""
+        if task.kind == TaskKind.HANDSHAKE:
+            view = task.view(MCP_2025_11_25, self.settings["poll_interval_ms"])
+            session.send({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": view})
+
+    def settle(self, task: Task) -> None:
+        """After a call's end: a task it never became is forgotten, and its handoff point, if
+        any, cancelled (answered inline: nothing left to convert)."""
+        if not task.converted:
+            self.forget(task)
+            if task.timer is not None:
+                self.deadlines.cancel(task.timer)
+
+
+class TaskRequests:
+    """The requests about tasks: tasks/* of the 2025-11-25 shape (tasks/get, tasks/list,
+    tasks/cancel, tasks/result) and of the 2026-07-28 extension (tasks/get, tasks/cancel,
+    tasks/update); and the waiting for a task's end that tasks/result and answer_result share
+    (a Waiter, no thread)."""
+
+    def __init__(self, log: Log, tasks: TaskTable, deadlines: Deadlines, ids: TaskIds):
+        self.log, self.tasks, self.deadlines = log, tasks, deadlines
+        self.ids = ids  # what a task id names; whose tasks a session's are
+        self.settings = ids.settings
+        self.stateless, self.tasks_off = ids.stateless, ids.tasks_off  # tasks/list; tasks at all
+
+    def _task_named(self, params, kind: str, session: Session) -> Task:
+        """The task a tasks/* request names; -32602 for an unknown, forged or expired id."""
+        task_id = params.get("taskId") if isinstance(params, dict) else None
+        if not isinstance(task_id, str) or not task_id:
+            raise RpcError(INVALID_PARAMS, "Invalid params: taskId must be a non-empty string")
+        try:
+            return self.ids.find(task_id, kind, session)
+        except TaskIdError as exc:
+            why = f"Invalid params: unknown task id ({exc.reason})"
+            raise RpcError(INVALID_PARAMS, why) from None
 
     def _tasks_2025(self, session: Session) -> None:
         if session.protocol_version != MCP_2025_11_25 or self.tasks_off is not None:
@@ -12212,7 +12399,7 @@ class LongCalls:
             raise RpcError(METHOD_NOT_FOUND, "Method not found: tasks/list (off with --stateless)")
         if params.get("cursor") is not None:
             raise RpcError(INVALID_PARAMS, "Invalid params: this server issued no cursor")
-        key = self._owner(session)
+        key = self.ids.owner(session)
         poll = self.settings["poll_interval_ms"]
         mine = self.tasks.of_client(key, TaskKind.HANDSHAKE)
         return {"tasks": [task.view(MCP_2025_11_25, poll) for task in mine]}
@@ -12235,26 +12422,26 @@ class LongCalls:
         self._tasks_2025(session)
         task = self._task_named(params, TaskKind.HANDSHAKE, session)
         if task.done.is_set():
-            reply = self._task_reply(task, request_id)
+            reply = self.task_reply(task, request_id)
             if "error" in reply:
                 error = reply["error"]
                 raise RpcError(error["code"], error["message"], error.get("data"))
             return reply["result"]
 
         def serve(expired: bool) -> None:
-            session.send(self._task_reply(task, request_id))
+            session.send(self.task_reply(task, request_id))
 
-        self._wait(task, session, request_id, (task.expires - now_ms()) / 1000, serve)
+        self.wait(task, session, request_id, (task.expires - now_ms()) / 1000, serve)
         return None
 
-    def _wait(self, task: Task, session: Session, request_id, timeout_s: float, serve) -> None:
+    def wait(self, task: Task, session: Session, request_id, timeout_s: float, serve) -> None:
         """serve(timed_out) once the task ends or timeout_s pass, whichever comes first; the
         request counts against the session's limits meanwhile (-32000 past them)."""
         waiter = Waiter(task, session, request_id, serve, self.deadlines)
         session.add_waiter(request_id, waiter, self.settings["max_per_client"])
         waiter.start(timeout_s)
 
-    def _task_reply(self, task: Task, request_id) -> dict:
+    def task_reply(self, task: Task, request_id) -> dict:
         with task.lock:
             status, reply = task.status, task.reply
         if task.done.is_set():
@@ -12301,6 +12488,16 @@ class LongCalls:
             "never asks for input)",
         )
 
+
+class Handoffs:
+    """A call handed off to answer_result: that tool's answer once ready, its cancel (with
+    cancel: true, or notifications/cancelled naming the tools/call that was handed off)."""
+
+    def __init__(self, log: Log, tasks: TaskTable, ids: TaskIds, requests, policy: TaskPolicy):
+        self.log, self.tasks, self.ids = log, tasks, ids  # ids: what a handoff id names
+        self.requests: TaskRequests = requests  # waits for a task's end, reads its reply
+        self.policy = policy  # how long this client may wait (its handoff point)
+
     def answer_result(self, params: dict, session: Session, request_id, version) -> None:
         """answer_result: the handed-off answer once ready (waiting up to wait_s, within the
         client's own timeout), else another "still working" result; with cancel: true, the
@@ -12317,7 +12514,7 @@ class LongCalls:
             why = "cancel must be true or false"
         else:
             try:
-                task = self._find_task(handoff_id, TaskKind.HANDOFF, session)
+                task = self.ids.find(handoff_id, TaskKind.HANDOFF, session)
             except TaskIdError as exc:
                 why = f"unknown id: {exc.reason}"
         if why is not None:
@@ -12328,13 +12525,13 @@ class LongCalls:
         if arguments.get("cancel") is True:
             session.send(rpc_result(request_id, self._cancel_handoff(task, era)))
             return None
-        wait = min(wait_s, self.handoff_s(params, session, version))
+        wait = min(wait_s, self.policy.handoff_s(params, session, version))
 
         def collect(timed_out: bool) -> None:
             if timed_out:
-                session.send(rpc_result(request_id, self._still_working(task, era)))
+                session.send(rpc_result(request_id, still_working_result(task, era)))
                 return
-            reply = self._task_reply(task, request_id)
+            reply = self.requests.task_reply(task, request_id)
             if "result" in reply:
                 meta = {**reply["result"].get("_meta", {}), HANDOFF_META: None}
                 meta.pop(RELATED_TASK, None)
@@ -12351,7 +12548,7 @@ class LongCalls:
                 )
             session.send(reply)
 
-        self._wait(task, session, request_id, wait, collect)
+        self.requests.wait(task, session, request_id, wait, collect)
         return None
 
     def _cancel_handoff(self, task: Task, version: str) -> dict:
@@ -12374,13 +12571,45 @@ class LongCalls:
     def cancel_handoff_of(self, session: Session, request_id) -> bool:
         """notifications/cancelled naming a tools/call that was handed off: the handoff is
         cancelled. False if there is none."""
-        key = session.client_key if session.client_key is not None else id(session)
-        task = self.tasks.handoff_of(key, request_id)
+        task = self.tasks.handoff_of(session_owner(session), request_id)
         if task is None:
             return False
         task.cancel()
         task.mark_collected()
         return True
+
+
+class LongCalls:
+    """Tasks and handoffs for the Dispatcher: the TaskTable that holds them, the Deadlines
+    their waits and handoff points run on, and the parts that serve them, made here each with
+    what it needs. The Dispatcher asks `policy` whether a call becomes one and tells it of
+    each call's end, and routes tasks/* to `requests`, answer_result to `handoffs`.
+    """
+
+    def __init__(self, config: Config, log: Log, engine, reply_of, stateless: bool = False):
+        settings = config.get("server", "tasks")
+        self.tasks = TaskTable(
+            settings["max_per_client"], log, settings["max_open"], settings["max_reply_bytes"]
+        )
+        # answer_result's wait_s, tasks/result's expiry, and each call's handoff point
+        self.deadlines = Deadlines(log)
+        self.ids = TaskIds(config, log, engine, self.tasks, reply_of, stateless)
+        self.policy = TaskPolicy(config, log, self.tasks, self.deadlines, self.ids)
+        self.requests = TaskRequests(log, self.tasks, self.deadlines, self.ids)
+        self.handoffs = Handoffs(log, self.tasks, self.ids, self.requests, self.policy)
+        self.settings = settings
+        # --http --stateless: tasks need the secret, and tasks/list is off.
+        self.stateless = stateless
+        self.tasks_off: str | None = self.ids.tasks_off
+
+    @property
+    def signing(self) -> bool:
+        """Whether task ids are signed for any instance to serve (--stateless with a secret)."""
+        return self.ids.signing
+
+    def hand_over(self) -> int:
+        """This instance is stopping: see TaskIds.hand_over."""
+        return self.ids.hand_over()
 
 
 # ============================================================================================
@@ -13100,17 +13329,16 @@ def serve_stdio(dispatcher: Dispatcher, config: Config, log: Log) -> int:
 # token, routes, and holds the limits and the lifecycle; HostPolicy is the Host and Origin
 # gates; StreamableHttp answers /mcp, LegacySse /sse and /messages, UsageReport /usage, each
 # with the HttpHandler as its reader and writer; HttpSessions holds every client's session.
-# Each is given what it needs when serve_http makes them (it still sets the engine's
-# multi_user and background.force: those wait for the engine's own construction, issue 40).
+# Each is given what it needs when serve_http makes them; the engine comes built
+# (build_engine), already told whether it serves several people.
 # http.server and friends are imported only when --http is used.
 
 MCP_PATH, SSE_PATH, MESSAGES_PATH, HEALTH_PATH = "/mcp", "/sse", "/messages", "/healthz"
 USAGE_PATH = "/usage"
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 HTTP_REFUSED = -32000  # JSON-RPC error code of refusals made by the HTTP layer
-# What a request POST ends with when its call is cancelled: 2025-era Streamable HTTP ends a
-# request's response only with a JSON-RPC response, and the MCP SDKs' servers send this one.
-REQUEST_CANCELLED = -32800
+
+
 MAX_JSON_VALUES = 50_000  # commas and brackets in one HTTP body; an MCP message needs far fewer
 DEFAULT_HTTP_VERSION = MCP_2025_03_26  # what a request without MCP-Protocol-Version speaks
 # --stateless: initialize's Mcp-Session-Id is a signed record of the client (identity_id):
@@ -16057,13 +16285,9 @@ def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port
     except ConfigError as exc:
         print(f"{SERVER_NAME}: config error: {inert(str(exc))}", file=sys.stderr)
         return 2
-    # The engine keeps users apart once there are several (AnswerEngine.multi_user).
-    engine.multi_user = app.auth.multi_user
     long_calls = dispatcher.long_calls  # made with stateless = server.http.stateless (main)
     if long_calls.tasks_off is not None:
         log.say(long_calls.tasks_off)
-    elif long_calls.signing and hasattr(dispatcher.engine, "background"):
-        dispatcher.engine.background.force = True  # any instance serves a task from OpenAI
     return HttpTransport(app, host, port).serve()
 
 
@@ -16796,12 +17020,6 @@ def _print_users(rows: list, as_json: bool) -> int:
     return 0
 
 
-def _usage_row_empty() -> dict:
-    names = ("calls", "usd", "cache_hits", "input_tokens", "cached_input_tokens")
-    names += ("output_tokens", "web_searches", "unpriced")
-    return {name: 0 for name in names}
-
-
 _USAGE_TABLES = (("by day", "by_day", "day"), ("by model", "by_model", "model"))
 _USAGE_TABLES += (("by tool", "by_tool", "tool"),)
 
@@ -16889,7 +17107,7 @@ def run_ask(
         log.say(f"{message}…")
 
     call = Call(None, tool, progress if sys.stderr.isatty() else None)
-    engine = AnswerEngine(config, log)
+    engine = build_engine(config, log)
     try:
         answer, meta = engine.answer(tool, args, call)
     except ToolError as exc:  # redacted as a tool error is (a key or password it quotes)
@@ -17682,7 +17900,7 @@ def _doctor_live(doctor: Doctor, config: Config) -> None:
     # fresh: a second --doctor --live must ask the API again, not show the cached answer as live
     args = {"query": DOCTOR_QUERY, "max_results": 1, "fresh": True}
     started = time.monotonic()
-    engine = AnswerEngine(config, Log())
+    engine = build_engine(config, Log())
     try:
         answer, meta = engine.answer(tool, args, Call(None, tool, None))
     except ToolError as exc:
@@ -18045,7 +18263,7 @@ def _main(argv: list[str]) -> int:
         return run_upgrade_state(config, log, options.get("from_issuer"))
     if not serving:
         return 0
-    engine = AnswerEngine(config, log)
+    engine = build_engine(config, log, http=bool(options.get("http")))
     stateless = bool(options.get("http")) and server["http"]["stateless"]
     dispatcher = Dispatcher(config, log, engine, stateless)
     if options.get("http"):

@@ -370,6 +370,15 @@ MUTANTS = [
         "-k",
         "earlier_release",
     ),
+    mutant(
+        "engine-named-users-not-kept-apart",
+        "ids",
+        "    return lambda: bool(issuer) or users.exist()",
+        "    return lambda: bool(issuer)",
+        "tests/test_users.py",
+        "-k",
+        "cache_is_per_user_unless_shared and False",
+    ),
     # -- Secret masking -----------------------------------------------------------------------
     mutant(
         "mask-no-plus-encoding",
@@ -447,7 +456,7 @@ MUTANTS = [
     mutant(
         "budget-joiner-keeps-its-reservation",
         "budget",
-        "            if unused is not None:\n                self.ledger.release(unused)",
+        "            if unused is not None:\n                self.spending.release(unused)",
         "            if unused is not None:\n                pass",
         "tests/test_ledger.py",
         "-k",
@@ -456,7 +465,7 @@ MUTANTS = [
     mutant(
         "budget-not-asked",
         "budget",
-        "admit=lambda: self._admit(tool, request, today, hold, user, args),",
+        "admit=lambda: self.spending.admit(tool, request, today, hold, user, args),",
         "admit=None,",
         "tests/test_cost.py",
         "-k",

@@ -1372,9 +1372,10 @@ def test_an_upstream_message_echoing_the_key_is_redacted_in_the_error(server, fa
 
 def test_a_malformed_completed_response_is_reported_as_malformed(tmp_path, monkeypatch):
     config = m.load_config({}, {"XDG_CONFIG_HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path)})
-    engine = m.AnswerEngine(config, m.Log())
+    engine = m.build_engine(config, m.Log())
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
-    monkeypatch.setattr(engine, "_attempt", lambda client, request, call: {"output": ["oops"]})
+    malformed = {"output": ["oops"]}
+    monkeypatch.setattr(engine.upstream, "_attempt", lambda client, request, call: malformed)
     with pytest.raises(m.ToolError) as caught:
         engine.answer("answer", {"query": "q"}, m.Call(1, "answer"))
     assert caught.value.message.startswith("malformed response from")
@@ -1382,9 +1383,9 @@ def test_a_malformed_completed_response_is_reported_as_malformed(tmp_path, monke
 
 def test_the_background_warm_up_starts_once_however_many_sessions_initialize(tmp_path, monkeypatch):
     config = m.load_config({}, {"XDG_CONFIG_HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path)})
-    engine = m.AnswerEngine(config, m.Log())
+    engine = m.build_engine(config, m.Log())
     started = []
-    monkeypatch.setattr(engine, "_warm", lambda: started.append(1))
+    monkeypatch.setattr(engine.upstream, "_warm", lambda: started.append(1))
     before = set(threading.enumerate())
     for _ in range(3):
         engine.warm_up(delay=0)

@@ -528,7 +528,7 @@ def engine(tmp_path, fake, monkeypatch):
     env = base_env(tmp_path, OPENAI_BASE_URL=fake.base_url)
     config = orm.load_config({}, env)
     config.instructions = orm.build_instructions(config)
-    return orm.AnswerEngine(config, orm.Log())
+    return orm.build_engine(config, orm.Log())
 
 
 def test_a_call_shows_its_background_response_id_while_it_runs(engine, fake):

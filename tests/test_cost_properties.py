@@ -213,7 +213,7 @@ def engine(tmp_path, fake, monkeypatch):
     path.write_text("budget: {daily_usd: 1e9}\ncache: {ttl_s: 0}\n", encoding="utf-8")
     config = m.load_config({"config": str(path)}, env)
     config.instructions = m.build_instructions(config)
-    engine = m.AnswerEngine(config, m.Log())
+    engine = m.build_engine(config, m.Log())
     yield engine
     engine.close()
 
@@ -254,7 +254,7 @@ def test_the_ledger_holds_what_clients_were_shown_and_no_hold_survives_a_call(
                 ],
             }
 
-        monkeypatch.setattr(engine, "_attempt", attempt)
+        monkeypatch.setattr(engine.upstream, "_attempt", attempt)
         try:
             _, meta = engine.answer("answer", {"query": f"q{n} {len(shown)}"}, call)
         except m.Cancelled:

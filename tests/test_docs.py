@@ -285,34 +285,37 @@ def test_the_module_docstring_maps_its_sections_in_the_order_of_their_banners():
         assert name.strip().lower() in banner.lower(), (name, banner)
 
 
-def test_no_class_in_the_module_is_over_600_lines():
-    """CONTRIBUTING's size rule. A class that grows past it hands one of its concerns to a class
-    of its own, as Dispatcher does tasks and handoffs to LongCalls."""
+# CONTRIBUTING's size rule: no class over 400 lines or 30 methods. The classes still past it,
+# each with why; any other class that grows past it fails the test below, and so does one
+# listed here once it is within the rule (take it off the list then).
+OVERSIZED_CLASSES: dict = {}
+
+
+def class_sizes(source: str) -> dict:
+    """Each top-level class of a module: (lines, methods)."""
     import ast
 
-    tree = ast.parse((ROOT / "openai_responses_mcp.py").read_text(encoding="utf-8"))
-    sizes = {n.name: n.end_lineno - n.lineno + 1 for n in tree.body if isinstance(n, ast.ClassDef)}
-    assert {name: size for name, size in sizes.items() if size > 600} == {}
-    assert {"Dispatcher", "LongCalls", "AnswerEngine"} <= set(sizes)  # the ones it was about
-
-
-def test_no_class_in_the_transports_is_over_400_lines_or_30_methods():
-    """Issue 40: HttpApp was 600 lines with 50 methods. The Host and Origin gates, sessions,
-    /mcp, legacy SSE and /usage are classes of their own; none may grow back past it."""
-    import ast
-
-    source = (ROOT / "openai_responses_mcp.py").read_text(encoding="utf-8")
-    start, end = source.index("\n# Transports\n"), source.index("\n# CLI\n")
-    first, last = source[:start].count("\n"), source[:end].count("\n")
-    tree = ast.parse(source)
-    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and first < n.lineno < last]
-    too_big = {
+    return {
         n.name: (n.end_lineno - n.lineno + 1, sum(isinstance(f, ast.FunctionDef) for f in n.body))
-        for n in classes
+        for n in ast.parse(source).body
+        if isinstance(n, ast.ClassDef)
     }
-    too_big = {name: size for name, size in too_big.items() if size[0] > 400 or size[1] > 30}
-    assert too_big == {}
-    assert {"HttpApp", "HttpHandler", "HostPolicy", "LegacySse"} <= {n.name for n in classes}
+
+
+def test_no_class_in_the_module_is_over_400_lines_or_30_methods_unless_listed():
+    """Issue 40: HttpApp was 600 lines with 50 methods, LongCalls 510 with 36 and Dispatcher
+    430, AnswerEngine 600 with six jobs: the OpenAI client, spending and the state layer, the
+    Host and Origin gates, sessions, /mcp, legacy SSE and /usage, and signed task ids,
+    the tasks/* methods, handoffs, the policy of when a call becomes a task, the calls in flight
+    and the handshake are classes of their own now; none may grow back past the rule."""
+    sizes = class_sizes((ROOT / "openai_responses_mcp.py").read_text(encoding="utf-8"))
+    too_big = {name: size for name, size in sizes.items() if size[0] > 400 or size[1] > 30}
+    assert {name: size for name, size in too_big.items() if name not in OVERSIZED_CLASSES} == {}
+    assert set(OVERSIZED_CLASSES) - set(too_big) == set(), "within the rule now: unlist it"
+    split = {"HttpApp", "HttpHandler", "HostPolicy", "LegacySse", "Dispatcher", "LongCalls"}
+    assert split | {"TaskIds", "TaskPolicy", "TaskRequests", "Handoffs"} <= set(sizes)
+    assert {"CallsInFlight", "CallReplies", "Handshake"} <= set(sizes)
+    assert {"AnswerEngine", "ResponsesClient", "Spending", "EngineState"} <= set(sizes)
 
 
 def test_the_readme_the_docs_and_the_doctor_give_the_server_one_name():
@@ -324,3 +327,101 @@ def test_the_readme_the_docs_and_the_doctor_give_the_server_one_name():
     names = [name for name in names if not name.isupper() and not name.startswith("-")]
     assert len(names) >= 8, names
     assert set(names) == {orm.CLIENT_NAME}, names
+
+
+# Definitions that use a name a later section defines, each with why (issue 40: the module
+# reads in dependency order; a reader meets each idea before it is used). The key is the using
+# definition, the value the later names it may use and the reason.
+LATER_NAMES_ALLOWED = {
+    "Config": (
+        {"SYSTEM_POLICY_REV", "state_label"},
+        "--show-config reports the policy's revision and where the state is, at run time",
+    ),
+    "load_config": ({"build_instructions"}, "a loaded config carries its policy text"),
+    "_check_auth": ({"admin_identity"}, "admins are checked as the state stores identities"),
+    "_check_url": (
+        {"LOOPBACK_NAMES", "_host_name"},
+        "a URL's host is judged as the HTTP transport judges it",
+    ),
+    "_validate": (
+        {"normalize_domains", "trusted_networks"},
+        "a setting is checked by the rule that reads it (tools' domains, trusted proxies)",
+    ),
+    "_check_deep_research": ({"is_deep_research"}, "Configuration validates against Models"),
+    "_fit_defaults_to_models": ({"nearest_value"}, "Configuration validates against Models"),
+    "_known_values": (
+        {"model_efforts", "model_verbosities", "supports_reasoning", "supports_verbosity"},
+        "Configuration validates against Models",
+    ),
+    "FileReader": ({"state_path"}, "the state's own file is refused as a file to attach"),
+    "background_always": (
+        {"tasks_off_reason"},
+        "whether tasks are on is Dispatch's rule; the engine asks it once, when it is built",
+    ),
+}
+
+
+def _sections_and_definitions(source: str):
+    """Each top-level name's section (by banner), and each top-level definition's node."""
+    import ast
+
+    lines = source.splitlines()
+    rule = [line.startswith("# ====") for line in lines] + [False, False]
+    banners = [i + 2 for i in range(len(lines) - 2) if rule[i] and rule[i + 2] and not rule[i + 1]]
+
+    def section(lineno: int) -> int:
+        return sum(1 for start in banners if start <= lineno)
+
+    defined, nodes = {}, []
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        else:
+            continue
+        for name in names:
+            defined.setdefault(name, section(node.lineno))
+        nodes.append((names, section(node.lineno), node))
+    return defined, nodes
+
+
+def later_names_used(source: str) -> dict:
+    """{definition: names it uses that a later section defines}."""
+    import ast
+
+    defined, nodes = _sections_and_definitions(source)
+    found = {}
+    for names, where, node in nodes:
+        later = {
+            n.id
+            for n in ast.walk(node)
+            if isinstance(n, ast.Name) and n.id not in names and defined.get(n.id, 0) > where
+        }
+        if later:
+            found[names[0]] = later
+    return found
+
+
+def test_no_definition_uses_a_name_a_later_section_defines_but_those_listed():
+    """Issue 40: the map in dependency order. State comes before the answer engine that books
+    into it, Models before what prices and checks models; what remains is listed above."""
+    found = later_names_used((ROOT / "openai_responses_mcp.py").read_text(encoding="utf-8"))
+    unlisted = {
+        name: sorted(used - LATER_NAMES_ALLOWED.get(name, (set(), ""))[0])
+        for name, used in found.items()
+    }
+    assert {name: used for name, used in unlisted.items() if used} == {}
+    stale = {
+        name for name, (used, _) in LATER_NAMES_ALLOWED.items() if not used & found.get(name, set())
+    }
+    assert stale == set(), "no longer needed: take them off LATER_NAMES_ALLOWED"
+
+
+def test_the_order_check_sees_a_later_name():
+    source = (
+        "# ====\n# First\n# ====\ndef early():\n    return late()\n\n"
+        "# ====\n# Second\n# ====\ndef late():\n    return 1\n"
+    )
+    assert later_names_used(source) == {"early": {"late"}}

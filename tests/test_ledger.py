@@ -382,9 +382,9 @@ def test_a_reservation_outlasts_its_call_and_a_deep_run_reserves_its_searches(
         "budget: {daily_usd: 5}\nrequest: {deep_timeout_ms: 7200000}\n", encoding="utf-8"
     )
     config = m.load_config({"config": str(path)}, {"XDG_STATE_HOME": str(tmp_path)})
-    engine = m.AnswerEngine(config, m.Log())
+    engine = m.build_engine(config, m.Log())
     try:
-        reservation = engine._reserve(tool, m.today_in(config.get("policy", "timezone")))
+        reservation = engine.spending._reserve(tool, m.today_in(config.get("policy", "timezone")))
         at, expires_at, usd = engine.state.read(
             "test",
             lambda q: q(
@@ -406,7 +406,7 @@ def test_the_input_a_tools_calls_carry_counts_for_the_long_context_line(tmp_path
     path = tmp_path / "config.yaml"
     path.write_text("budget: {daily_usd: 50}\n", encoding="utf-8")
     config = m.load_config({"config": str(path)}, {"XDG_STATE_HOME": str(tmp_path)})
-    engine = m.AnswerEngine(config, m.Log())
+    engine = m.build_engine(config, m.Log())
     today = m.today_in(config.get("policy", "timezone"))
     try:
         for tokens, usd in ((180_000, 0.30), (250_000, 0.40)):
@@ -415,7 +415,7 @@ def test_the_input_a_tools_calls_carry_counts_for_the_long_context_line(tmp_path
         wait_until(lambda: not engine.state.unwritten(), 20, "the rows written")
         request = m.build_request("answer", {"query": "x" * 300_000}, config, today)
         hold = m._Hold()
-        engine._admit("answer", request, today, hold, m.LOCAL_USER, {})
+        engine.spending.admit("answer", request, today, hold, m.LOCAL_USER, {})
         reservation = hold.take()
         (usd,) = engine.state.read(
             "test",
@@ -439,13 +439,15 @@ def test_a_call_admitted_then_joining_an_identical_call_gives_its_reservation_ba
     path.write_text("budget: {daily_usd: 5}\n", encoding="utf-8")
     config = m.load_config({"config": str(path)}, {"XDG_STATE_HOME": str(tmp_path)})
     monkeypatch.setenv("OPENAI_API_KEY", conftest.TEST_KEY)
-    engine = m.AnswerEngine(config, m.Log())
+    engine = m.build_engine(config, m.Log())
     go_on, settled, results = threading.Event(), [], {}
 
     def fetch(tool, request, call, today, key, reservation=None, user=m.LOCAL_USER, files=None):
         go_on.wait(10)  # the request in flight, until the joiner has joined it
         meta = {"cost": {**m.ZERO_COST, "prices": None}, "elapsed_ms": 1}
-        engine._record(call, m.UsageRow(tool, request["model"], "ok", meta, user), reservation)
+        engine.spending.record(
+            call, m.UsageRow(tool, request["model"], "ok", meta, user), reservation
+        )
         settled.append(reservation)
         return {"answer": "a", "model": request["model"]}, meta
 
@@ -453,7 +455,7 @@ def test_a_call_admitted_then_joining_an_identical_call_gives_its_reservation_ba
         results[name] = engine.answer("answer", QUERY, m.Call(name, "answer"))
 
     flier = threading.Thread(target=ask, args=("flier",))
-    admit = engine._admit
+    admit = engine.spending.admit
 
     def admitted_while_an_identical_call_starts(*args):
         admit(*args)  # the joiner's cost is reserved; then the identical call takes off
@@ -466,7 +468,7 @@ def test_a_call_admitted_then_joining_an_identical_call_gives_its_reservation_ba
         return len(flights[0]._callers) if flights else 0
 
     monkeypatch.setattr(engine, "_fetch", fetch)
-    monkeypatch.setattr(engine, "_admit", admitted_while_an_identical_call_starts)
+    monkeypatch.setattr(engine.spending, "admit", admitted_while_an_identical_call_starts)
     joiner = threading.Thread(target=ask, args=("joiner",))
     try:
         joiner.start()
@@ -658,7 +660,7 @@ def test_a_response_complete_when_its_call_was_cancelled_is_booked(tmp_path, mon
     path.write_text("budget: {daily_usd: 5}\n", encoding="utf-8")
     config = m.load_config({"config": str(path)}, {"XDG_STATE_HOME": str(tmp_path)})
     monkeypatch.setenv("OPENAI_API_KEY", conftest.TEST_KEY)
-    engine = m.AnswerEngine(config, m.Log())
+    engine = m.build_engine(config, m.Log())
     usage = {"input_tokens": 10_000, "output_tokens": 100_000}
     message = {"type": "message", "content": [{"type": "output_text", "text": "Yes."}]}
 
@@ -666,7 +668,7 @@ def test_a_response_complete_when_its_call_was_cancelled_is_booked(tmp_path, mon
         call.cancelled.set()  # the client's cancel, as the last event is read
         return {"id": "resp_1", "status": "completed", "usage": usage, "output": [message]}
 
-    monkeypatch.setattr(engine, "_attempt", attempt)
+    monkeypatch.setattr(engine.upstream, "_attempt", attempt)
     try:
         with pytest.raises(m.Cancelled):
             engine.answer("answer", {"query": "q"}, m.Call(1, "answer"))

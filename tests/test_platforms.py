@@ -102,7 +102,7 @@ def test_stdio_is_switched_to_binary_mode_on_windows(windows, monkeypatch, tmp_p
     log = mcp.Log()
     try:
         code = mcp.serve_stdio(
-            mcp.Dispatcher(config, log, mcp.AnswerEngine(config, log)), config, log
+            mcp.Dispatcher(config, log, mcp.build_engine(config, log)), config, log
         )
     finally:
         for signum, handler in handlers.items():

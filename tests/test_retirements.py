@@ -187,7 +187,7 @@ def test_a_failed_look_is_tried_again_a_bounded_number_of_times(tmp_path, fake, 
     said: list = []
     log = m.Log()
     monkeypatch.setattr(log, "say", said.append)
-    engine = m.AnswerEngine(config, log)
+    engine = m.build_engine(config, log)
     fake.models_answers += [(500, {"error": {"message": "boom"}})] * 5
     engine.check_retirements()
     wait_until(lambda: len(fake.requests_to("GET", "/v1/models")) == 3, 10, "two tries again")

@@ -62,7 +62,7 @@ class InProcess:
         env = base_env(home, OPENAI_BASE_URL=fake.base_url)
         self.config = m.load_config({"config": str(home / "config.yaml")}, env)
         self.log = m.Log()
-        self.dispatcher = m.Dispatcher(self.config, self.log, m.AnswerEngine(self.config, self.log))
+        self.dispatcher = m.Dispatcher(self.config, self.log, m.build_engine(self.config, self.log))
         self.outbox = Outbox()
         self.session = m.Session(self.outbox.send)
         self._ids = itertools.count(1)
