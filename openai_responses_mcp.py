@@ -4509,18 +4509,86 @@ def _shut_down(conn) -> None:
 _WATCHDOG = _Watchdog()
 
 
-class _SqliteBackend:
+class StateBackend:
+    """The contract of a state backend, written once: what the store above it (StateStore,
+    the schema and its migrations, the writer's channel) asks of one. `_SqliteBackend` and
+    `_PostgresBackend` each implement every method here (tests/test_state.py checks it); the
+    ledger, budgets and cache above do not change with the backend."""
+
+    postgres: bool  # which SQL dialect: _tables() and _schema() write each
+    label: str  # the store for the server's log and --doctor ("state file PATH", ...)
+    hint: str  # what to do when it fails, for an operator
+    url = ""  # state.url ("" for a file): replaced by its redacted form in reasons
+    secrets: tuple = ()  # texts never shown: the URL's password
+    oauth_issuer = None  # server.auth.issuer, for _from_version_6
+    refused = None  # StateRefused, while the store refuses this process (see _refuse_newer)
+
+    def errors(self) -> tuple:
+        """The exception classes a failure of the store raises (the driver's and OSError)."""
+        raise NotImplementedError
+
+    def connect(self):
+        """A new connection, in autocommit (transactions are explicit BEGIN ... COMMIT)."""
+        raise NotImplementedError
+
+    def set_timeout(self, conn, seconds: float) -> None:
+        """Bounds each statement (or lock wait) of `conn` to `seconds`."""
+        raise NotImplementedError
+
+    def guard(self, conn, seconds: float):
+        """A context manager that bounds what happens within it, on our side of the link."""
+        raise NotImplementedError
+
+    def lost(self, conn) -> bool:
+        """Whether the connection broke and must be opened afresh."""
+        raise NotImplementedError
+
+    def abandon(self, conn) -> None:
+        """Cuts a connection whose work is stuck, from any thread."""
+        raise NotImplementedError
+
+    def public_reason(self, exc: BaseException, reason: str) -> str:
+        """The failure in a few words, without the store's address (for MCP clients)."""
+        raise NotImplementedError
+
+    def refused_value(self, exc: BaseException) -> bool:
+        """Whether the failure is the row's (a value refused), not the store's."""
+        raise NotImplementedError
+
+    def begin(self, conn, write: bool) -> None:
+        """Opens a transaction; `write`: one that will write."""
+        raise NotImplementedError
+
+    def take_turns(self, conn, key: int) -> None:
+        """Serialises this transaction with every other that takes turns with `key`."""
+        raise NotImplementedError
+
+    def hold_schema(self, conn) -> None:
+        """Keeps the schema from changing under this transaction until it ends."""
+        raise NotImplementedError
+
+    def has_table(self, conn, name: str) -> bool:
+        """Whether the table exists, read afresh."""
+        raise NotImplementedError
+
+    def columns(self, conn, tables: list) -> dict:
+        """{table: {column, ...}} for those of `tables` that exist."""
+        raise NotImplementedError
+
+    def sql(self, text: str) -> str:
+        """A statement written with `?` placeholders, in this backend's dialect."""
+        raise NotImplementedError
+
+
+class _SqliteBackend(StateBackend):
     """A SQLite file in WAL mode, private to the user (with its -wal and -shm) from creation."""
 
     postgres = False
-    oauth_issuer = None  # server.auth.issuer, for _from_version_6
-    refused = None  # StateRefused, while the store refuses this process (see _refuse_newer)
 
     def __init__(self, path: str):
         self.path = path
         self.label = f"state file {path}"
         self.hint = "fix or delete the file, or set state.path: off"
-        self.url, self.secrets = "", ()
 
     def errors(self) -> tuple:
         import sqlite3
@@ -4624,12 +4692,10 @@ class _SqliteBackend:
         return text
 
 
-class _PostgresBackend:
+class _PostgresBackend(StateBackend):
     """A PostgreSQL database (psycopg 3), shared by every host that has its URL."""
 
     postgres = True
-    oauth_issuer = None  # server.auth.issuer, for _from_version_6
-    refused = None  # StateRefused, while the store refuses this process (see _refuse_newer)
 
     def __init__(self, url: str):
         self.url = url
@@ -4747,7 +4813,7 @@ class _PostgresBackend:
         return text.replace("?", "%s")
 
 
-def state_backend(config: Config):
+def state_backend(config: Config) -> StateBackend | None:
     """The backend state.url or state.path names, or None when the state is off."""
     url = config.get("state", "url")
     path = None if url else state_path(config)
@@ -6556,12 +6622,33 @@ class Cancelled(Exception):
         self.billed = billed
 
 
-def budgets(config: Config, today: str) -> list[tuple]:
-    """(period, limit, first day, "today"/"this month", when it resets) for each budget set."""
+class BudgetPeriod:
+    """One budget set: its `span` ("daily" or "monthly"), `limit` in USD, `since` (its first
+    day), `words` for when it is spent ("today", "this month"), when it `resets` ("at 00:00"),
+    and `user`, whose allowance it is (None: the team's)."""
+
+    __slots__ = ("limit", "resets", "since", "span", "user", "words")
+
+    def __init__(self, span: str, limit, since: str, words: str, resets: str, user=None):
+        self.span, self.limit, self.since = span, limit, since
+        self.words, self.resets, self.user = words, resets, user
+
+    @property
+    def per_user(self) -> bool:
+        return self.user is not None
+
+    @property
+    def name(self) -> str:
+        """As in its config key, budget.NAME_usd: "daily", "per_user_monthly"."""
+        return f"per_user_{self.span}" if self.per_user else self.span
+
+
+def budgets(config: Config, today: str) -> list[BudgetPeriod]:
+    """The team's budgets that are set (the daily one first)."""
     get = config.get if isinstance(config, Config) else lambda *path: config[path[0]][path[1]]
     periods = (
-        ("daily", get("budget", "daily_usd"), today, "today", "at 00:00"),
-        (
+        BudgetPeriod("daily", get("budget", "daily_usd"), today, "today", "at 00:00"),
+        BudgetPeriod(
             "monthly",
             get("budget", "monthly_usd"),
             today[:8] + "01",
@@ -6569,18 +6656,22 @@ def budgets(config: Config, today: str) -> list[tuple]:
             f"on {_next_month(today)} at 00:00",
         ),
     )
-    return [period for period in periods if period[1] is not None]
+    return [period for period in periods if period.limit is not None]
 
 
-def user_budgets(config: Config, today: str, user: str, own: tuple = (None, None)) -> list:
-    """Like budgets(), for one user's allowance: their own (--user add --daily-usd/--monthly-usd,
+def user_budgets(
+    config: Config, today: str, user: str, own: tuple = (None, None)
+) -> list[BudgetPeriod]:
+    """Like budgets(), for `user`'s allowance: their own (--user add --daily-usd/--monthly-usd,
     `own`), else budget.per_user_daily_usd / per_user_monthly_usd."""
     limits = (
         own[0] if own[0] is not None else config.get("budget", "per_user_daily_usd"),
         own[1] if own[1] is not None else config.get("budget", "per_user_monthly_usd"),
     )
     team = budgets({"budget": {"daily_usd": limits[0], "monthly_usd": limits[1]}}, today)
-    return [(f"per_user_{period}", *rest) for period, *rest in team]
+    for period in team:
+        period.user = user
+    return team
 
 
 def _next_month(today: str) -> str:
@@ -9253,14 +9344,14 @@ class Spending:
         if not periods or self.pricing.prices(model) is not None:
             return
         raise ToolError(
-            f"no price known for model {model!r}, so budget.{periods[0][0]}_usd cannot count "
+            f"no price known for model {model!r}, so budget.{periods[0].name}_usd cannot count "
             f"its calls: set pricing.models.{_undated(model)} to {{input, cached_input, "
             "output} in USD per million tokens (see --doctor), or use a model with a price"
         )
 
     def _budgets_of(self, today: str, user: str) -> list:
-        """[(period, limit, first day, spent_when, resets, user or None for the team's)]."""
-        periods = [(*period, None) for period in budgets(self._config, today)]
+        """The team's budgets, then the user's allowance (BudgetPeriod each)."""
+        periods = budgets(self._config, today)
         try:
             own = self.users.allowance(user) if self._multi_user() else (None, None)
         except StateUnavailable as exc:
@@ -9268,7 +9359,7 @@ class Spending:
                 f"budget cannot be checked: {self.state.label} is unavailable ({exc.reason}): "
                 "calls that would spend are refused while users have allowances; retry shortly"
             ) from None
-        return periods + [(*p, user) for p in user_budgets(self._config, today, user, own)]
+        return periods + user_budgets(self._config, today, user, own)
 
     def _reserve(self, tool: str, today: str, user: str = LOCAL_USER, estimator=None) -> str | None:
         """The call's reservation (None: no budget is set), or ToolError when a budget has no
@@ -9276,7 +9367,7 @@ class Spending:
         periods = self._budgets_of(today, user)
         if not periods:
             return None
-        limits = [(first_day, limit, who) for _, limit, first_day, _, _, who in periods]
+        limits = [(period.since, period.limit, period.user) for period in periods]
         try:
             reservation, estimate, sums = self.ledger.reserve(
                 tool,
@@ -9290,18 +9381,20 @@ class Spending:
             raise ToolError(
                 # Never the store's address: the client may be anyone; the log names it.
                 f"budget cannot be checked: {self.state.kind} is unavailable ({exc.public}): "
-                f"calls that would spend are refused while budget.{periods[0][0]}_usd is set; "
+                f"calls that would spend are refused while budget.{periods[0].name}_usd is set; "
                 "fix it, or unset the budget"
             ) from None
         if reservation is not None:
             return reservation
         timezone = self._config.get("policy", "timezone")
-        for period_sums in zip(periods, sums, strict=True):
-            (period, limit, _, spent_when, resets, who), (spent, reserved) = period_sums
-            name = f"{period} budget" if who is None else f"{user}'s {period[9:]} allowance"
-            fix = f"raise budget.{period}_usd" + (
-                f" (or {user}'s own: --user limit {user} --{period[9:]}-usd X)"
-                if who is not None and identity_kind(user) == "user"
+        for period, (spent, reserved) in zip(periods, sums, strict=True):
+            limit, spent_when, resets = period.limit, period.words, period.resets
+            name = (
+                f"{user}'s {period.span} allowance" if period.per_user else f"{period.name} budget"
+            )
+            fix = f"raise budget.{period.name}_usd" + (
+                f" (or {user}'s own: --user limit {user} --{period.span}-usd X)"
+                if period.per_user and identity_kind(user) == "user"
                 else ""  # an OAuth subject's, shared's and local's: the config key alone
             )
             if spent >= limit:
@@ -17715,9 +17808,10 @@ def _doctor_budget(doctor: Doctor, config: Config) -> None:
                 "per million tokens",
             )
     ledger = Ledger(state, timezone) if state else None
-    for period, limit, first_day, spent_when, resets in periods:
+    for budget in periods:
+        period, limit, spent_when, resets = budget.name, budget.limit, budget.words, budget.resets
         try:
-            spent = ledger.spent_since(first_day) if ledger else 0.0
+            spent = ledger.spent_since(budget.since) if ledger else 0.0
         except StateUnavailable as exc:
             doctor.fail(
                 f"budget.{period}_usd: the usage ledger ({backend.label}) could not be read "
@@ -17740,8 +17834,8 @@ def _doctor_budget(doctor: Doctor, config: Config) -> None:
 def _budget_keys(config: Config, today: str, state) -> list[str]:
     """What sets a budget: the team's keys, the per-user ones, and each user's own allowance
     (--user add --daily-usd / --monthly-usd) in the state."""
-    keys = [f"budget.{period[0]}_usd" for period in budgets(config, today)]
-    keys += [f"budget.{period[0]}_usd" for period in user_budgets(config, today, LOCAL_USER)]
+    keys = [f"budget.{period.name}_usd" for period in budgets(config, today)]
+    keys += [f"budget.{period.name}_usd" for period in user_budgets(config, today, LOCAL_USER)]
     if state is not None:
         try:
             users = UserDirectory(state)._snapshot().values()

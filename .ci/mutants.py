@@ -501,8 +501,8 @@ MUTANTS = [
     mutant(
         "allowance-fix-any-identity",
         "budget",
-        'if who is not None and identity_kind(user) == "user"',
-        "if who is not None",
+        'if period.per_user and identity_kind(user) == "user"',
+        "if period.per_user",
         "tests/test_users.py",
         "-k",
         "long_subject",

@@ -731,11 +731,21 @@ def test_dollars_under_a_cent_are_not_shown_as_zero(amount, shown):
 
 def test_a_daily_budget_counts_today_and_a_monthly_one_from_the_first_of_the_month(tmp_path):
     config = config_with(tmp_path, "budget: {daily_usd: 5, monthly_usd: 50}\n")
-    assert m.budgets(config, "2027-02-28") == [
+    periods = m.budgets(config, "2027-02-28")
+    assert [(p.name, p.limit, p.since, p.words, p.resets) for p in periods] == [
         ("daily", 5, "2027-02-28", "today", "at 00:00"),
         ("monthly", 50, "2027-02-01", "this month", "on 2027-03-01 at 00:00"),
     ]
     assert m.budgets(config_with(tmp_path, ""), "2027-02-28") == []
+    # A user's allowance: named as its config key, budget.per_user_daily_usd, its own limit first.
+    (own,) = m.user_budgets(config, "2027-02-28", "ann", (2, None))
+    assert (own.name, own.span, own.limit, own.user, own.per_user) == (
+        "per_user_daily",
+        "daily",
+        2,
+        "ann",
+        True,
+    )
 
 
 def test_next_month_rolls_over_the_year():

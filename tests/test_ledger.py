@@ -635,7 +635,7 @@ def test_today_the_ledgers_day_and_the_budgets_day_follow_policy_timezone(tmp_pa
     request = m.build_request("answer", {"query": "q"}, config, today)
     assert request["input"].endswith(f"[today] 2026-11-28 ({zone})")
     config.values["budget"]["daily_usd"] = 1.0
-    assert [period[2] for period in m.budgets(config, today)] == ["2026-11-28"]
+    assert [period.since for period in m.budgets(config, today)] == ["2026-11-28"]
     path = str(tmp_path / "state.sqlite3")
     state = m.StateStore(m._SqliteBackend(path), m.Log())
     tokyo, utc = m.Ledger(state, zone), m.Ledger(state, "UTC")

@@ -532,6 +532,30 @@ def test_a_password_and_an_sslpassword_are_never_printed(spawn, fake, tmp_path, 
         assert secret not in process.stderr
 
 
+def _methods(cls) -> set:
+    """The public methods a class defines itself (not those it inherits)."""
+    return {name for name, value in vars(cls).items() if callable(value) and name[0] != "_"}
+
+
+def test_both_backends_implement_the_whole_contract_and_nothing_beside_it(tmp_path):
+    """StateBackend states the contract once: a backend that drops a method (leaving the base's
+    NotImplementedError), or has one the other lacks, fails here rather than in production."""
+    contract = _methods(m.StateBackend)
+    assert {"connect", "begin", "take_turns", "hold_schema", "columns", "sql"} <= contract
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path)}
+    sqlite = m.state_backend(m.load_config({}, env))
+    postgres = m._PostgresBackend("postgresql://user:pw@db.invalid/ledger")
+    for backend in (sqlite, postgres):
+        assert isinstance(backend, m.StateBackend)
+        assert _methods(type(backend)) == contract, type(backend).__name__
+        for name in vars(m.StateBackend)["__annotations__"]:  # set by each, or the base's default
+            getattr(backend, name)
+    for name in contract:
+        method = getattr(m.StateBackend(), name)
+        with pytest.raises(NotImplementedError):
+            method(*[None] * (method.__code__.co_argcount - 1))
+
+
 def test_url_secrets_are_every_form_of_the_password():
     url = "postgresql://u:a%2Bb@h/db?sslmode=require&password=c+d"
     assert {"a%2Bb", "a+b", "c+d", "c d"} <= set(m.url_secrets(url))
