@@ -9,37 +9,40 @@ Every ``tools/call`` becomes one Responses API request with the built-in ``web_s
 allowed, and comes back as ``{answer, used_search, citations[{url, title, published_at}], model,
 response_id}``.
 
-The module reads top to bottom in the order data flows through it. Each section opens with a
-``# ====`` banner that names it; inside one, ``# -- Topic ----`` lines mark its concerns.
-TOOL_TABLE, above the first banner, lists the tools (CONTRIBUTING.md: where new code goes).
+The module reads top to bottom in the order data flows through it, each idea before its use.
+Each section opens with a ``# ====`` banner that names it; inside one, a ``# -- Topic ----``
+line starts each concern. The map lists each section's topics, in order, under its line:
+search for ``# -- Topic`` to jump to one. TOOL_TABLE, above the first banner, lists the tools
+(CONTRIBUTING.md: where new code goes).
 
 1. Configuration   defaults < YAML < environment < command line, validated once at start-up
-                   (SETTINGS: one row per key); the API key, shipped examples, price settings,
-                   logging
-2. Models          what is known of each OpenAI model: the reasoning efforts and verbosities
-                   it takes, its prices (tiers, long context), its shutdown date and
-                   replacement, whether it is a deep research model
+    The YAML subset · Settings · SETTINGS · Layers · Loading · Validation · State settings ·
+    This installation · A copied file's start · The API key · Shipped examples · Logging
+2. Models          what is known of each OpenAI model: efforts, prices, shutdown dates
+    Names · Reasoning efforts and verbosities · Prices · Retirements
 3. Policy          the model's instructions and the text sent as the request's input
-4. Files           what a call attaches (screenshots, PDFs, logs, source): local paths
-                   read only inside the allowed directories, never a secret, kind from
-                   the bytes; https:// and data: URLs, which the server never fetches
-5. State           the usage ledger (budgets, --usage) and the answer cache, behind one
-                   backend interface: SQLite by default (state.path), PostgreSQL (state.url)
-                   for several hosts
-6. Answer engine   the OpenAI call (ResponsesClient: streaming, retries, cancellation; its
-                   BackgroundMode), the answer's shape and sources section, results sized per
-                   client, its cost in dollars, single-flight for identical calls, refused
-                   profile settings (Refusals), budgets and booking (Spending), and
-                   AnswerEngine with the composition root that builds it (build_engine)
-7. Tools           the tools' instructions, schemas and argument checks (answer,
-                   answer_detailed, answer_quick, opt-in answer_deep, and answer_result)
-8. Dispatch        JSON-RPC and MCP methods, calls in flight, cancellation (Dispatcher); each
-                   request in its era (MCP 2026-07-28, stateless, or the initialize
-                   handshake); tasks (both shapes) and handoffs, with ids any instance can
-                   serve (LongCalls, which the Dispatcher hands them to)
-9. Transports      stdio framing (Content-Length and newline-delimited JSON); HTTP
-                   (Streamable HTTP at /mcp, legacy SSE at /sse) with --http
-10. CLI            flags, --show-config, --ask, --usage, --doctor, main()
+4. Files           what a call attaches: read inside the allowed directories, never a secret
+    Secrets and kinds · A call's files · Images and PDFs · Reading
+5. State           the usage ledger, budgets, identities and the answer cache (SQLite or PostgreSQL)
+    Schema · Which store · Backends · Channels · Rows · The writer · The store · The ledger ·
+    Identities · The answer cache
+6. Answer engine   the request, the answer's shape and cost, the OpenAI call, AnswerEngine
+    The request · Shaping the answer · Links · The Sources section · Sizing · Usage · Prices ·
+    Retirements · A call · Single flight · Failures and retries · Refusals · Streaming ·
+    Around a call · ResponsesClient · Spending · The engine · Background mode ·
+    Composition root
+7. Tools           protocol versions, the tools' instructions, schemas and argument checks
+    Versions and instructions · Schemas · Argument checks
+8. Dispatch        JSON-RPC and MCP methods by era; sessions; tasks and handoffs; Dispatcher
+    JSON-RPC · Task ids · Task wire shapes · Eras · Session · Waiting · Calls in flight ·
+    Handshake · Tasks · The task table · Long calls · Task requests and handoffs ·
+    The dispatcher
+9. Transports      stdio framing; HTTP with --http (Streamable HTTP at /mcp, legacy SSE at /sse)
+    The contract · Framing · Writers · stdio · HTTP · Client addresses · OAuth ·
+    Introspection · OAuthVerifier · Identity · Gates and sessions · Endpoints ·
+    The HTTP app · The request handler · The server
+10. CLI            flags, --show-config, --ask, --usage, --user, --doctor, main()
+    Flags · Parsing · Commands · --doctor · --doctor's checks · --doctor --live · main()
 
 Only the standard library is imported at start-up; ``openai`` is imported when the first call
 needs it (or in the background once ``initialize``, or any 2026-07-28 request, has been
@@ -579,7 +582,7 @@ def parse_yaml(
     return parser.parse(), parser.where
 
 
-# -- Settings ----------------------------------------------------------------------------------
+# -- Settings: a key's row (Setting), the model profiles' keys ---------------------------------
 
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 VERBOSITIES = ("low", "medium", "high")
@@ -753,6 +756,9 @@ def _profile_settings(row: dict) -> dict:
         for key in ("background", "verbosity", "search_context_size"):
             del settings[("model_profiles", tool, key)]
     return settings
+
+
+# -- SETTINGS: one row per key (default, range, env var, flag) ---------------------------------
 
 
 SETTINGS: dict[tuple[str, ...], Setting] = {
@@ -1185,6 +1191,9 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
 }
 
 
+# -- Layers: the defaults, the config file, the environment ------------------------------------
+
+
 def _nested_defaults() -> dict:
     tree: dict = {}
     for path, setting in SETTINGS.items():
@@ -1278,6 +1287,9 @@ def _is_truthy_word(text: str) -> bool | None:
     if lowered in ("", "0", "false", "no", "off"):
         return False
     return None
+
+
+# -- Loading: Config, and load_config that layers and checks it --------------------------------
 
 
 class Config:
@@ -1640,6 +1652,9 @@ def _decide_debug(values: dict, sources: dict, cli: dict, env: dict) -> None:
         sources[("server", "debug_file")] = "env DEBUG"
 
 
+# -- Validation: each value checked once, at start-up ------------------------------------------
+
+
 def _not_utf8(value) -> bool:
     """Whether a value holds what Python makes of bytes that are no UTF-8 (an environment
     variable or argument in another encoding): every request with it would fail to encode."""
@@ -1882,6 +1897,9 @@ def _url_shown(url: str) -> str:
 
 _PG_SCHEMES = ("postgresql://", "postgres://")
 _PG_SECRETS = ("password", "sslpassword")  # libpq's parameters that hold a secret
+
+
+# -- State settings: state.url (never its password), state.path, the zone ----------------------
 
 
 def pg_params(url: str) -> dict | None:
@@ -3177,6 +3195,9 @@ def build_input(query: str, hints: dict, today: str, timezone: str) -> str:
 # secret's name, only as a regular file, and within a size bound; its kind comes from its bytes.
 # The server never fetches a URL: OpenAI does. If any file is refused, nothing is sent.
 
+# -- Secrets and kinds: what is never read, a kind from the bytes ------------------------------
+
+
 # What no file is read under, whatever the directory (files.deny adds more): (pattern, what it
 # holds), one table that docs/files.md lists whole (tests/test_files.py checks). Matched case
 # folded, as a case-insensitive disk would read it, against the path as given and as resolved.
@@ -3284,6 +3305,9 @@ PDF_PAGE_TOKENS = 1_500  # a page image (765 at high detail) plus its extracted 
 TEXT_BYTES_PER_TOKEN = 3  # code and logs run 3-4 bytes a token; the lower is the safer guess
 URL_IMAGE_TOKENS = 1_445  # the tile formula's most for a high-detail image (768 x 2048)
 URL_FILE_PAGES = 50  # a URL's document counts as 50 pages
+
+
+# -- A call's files: paths, URLs, data: URLs, the allowed directories --------------------------
 
 
 class FileInput:
@@ -3446,6 +3470,9 @@ def _looks_secret(data: bytes, key: str) -> bool:
     if any(form in data for form in _PRIVATE_KEY_BASE64):
         return True
     return bool(key) and key.encode() in data
+
+
+# -- Images and PDFs: sizes, tokens and pages --------------------------------------------------
 
 
 def image_size(data: bytes, kind: str) -> tuple[int, int] | None:
@@ -3666,6 +3693,9 @@ def files_text(query_input: str, files) -> list:
     """The request's `input` with files: one user message, the question then each file."""
     content = [{"type": "input_text", "text": query_input}, *(f.part for f in files)]
     return [{"role": "user", "content": content}]
+
+
+# -- Reading: FileReader, each file opened beneath its directory -------------------------------
 
 
 class FileReader:
@@ -3969,6 +3999,9 @@ def roots_from(result) -> list:
 # database, so it holds across processes and hosts), and settles at its real cost when it
 # ends; when the store cannot be reached, calls that would spend are refused. sqlite3
 # (psycopg for state.url) is imported on first use.
+
+# -- Schema: timings, the tables, their versions and migrations --------------------------------
+
 
 # The schema's version; every change to a table or a column raises it, with one step in
 # _MIGRATIONS. 1: usage, spend_by_day and answers, without a version table (SQLite only).
@@ -4300,72 +4333,56 @@ def _refile_prefix(backend, run, old: str, new: str) -> None:
     _refile(backend, run, where, (old,), expression, (new,))
 
 
-_UNKEYED = OAUTH_PREFIX + "#"  # a subject an upgrade filed without its issuer (issue 39)
-
-
-def misfiled_subjects(run) -> list:
-    """(table, identity, sub) for each OAuth subject a version 7 store holds outside its
-    issuer's namespace (issue 39): oauth:#<sub>, filed so by an upgrade run without
-    server.auth.issuer (before that was refused), and a bare <sub>, written by a host of an
-    older release that kept serving after another host upgraded the store (since 7 no name but
-    a named user's, `local` and `shared` is bare). run(sql) runs a statement."""
-    found = []
-    for table in _IDENTITY_COLUMNS:
-        rows = run(
-            f"SELECT DISTINCT user_name FROM {table} WHERE substr(user_name, 1, 7) = 'oauth:#'"
-        ).fetchall()
-        found += [(table, row[0], row[0][len(_UNKEYED) :]) for row in rows]
-    return found + [(table, name, name) for table, name in _bare_subjects(run)]
-
-
-def refile_subjects(backend, run) -> int:
-    """Files each misfiled subject under the issuer server.auth.issuer names (a store before 7
-    can have had only that one: it was the server's one issuer); how many identities."""
-    issuer = (backend.oauth_issuer or "").rstrip("/")
-    found = misfiled_subjects(run) if issuer else []
-    if found:  # oauth:#<sub> first: a bare <sub> of the same subject then folds into it
-        _refile_prefix(backend, run, _UNKEYED, oauth_identity(issuer, ""))
-        _refile_bare(backend, run, issuer)
-    return len({name for _, name, _ in found})
-
-
-def _bare_rows(run, name: str) -> bool:
-    """Whether any row holds `name` as its identity."""
-    return any(
-        run(f"SELECT 1 FROM {table} WHERE user_name = ? LIMIT 1", (name,)).fetchone()
-        for table in _IDENTITY_COLUMNS
-    )
-
-
-def filed_issuers(run) -> dict:
-    """{issuer: how many OAuth subjects the store files under it}, oauth:#<sub> left out (see
-    misfiled_subjects); run(sql) runs a statement."""
-    found: dict = {}
-    for table in _IDENTITY_COLUMNS:
-        rows = run(
-            f"SELECT DISTINCT user_name FROM {table} WHERE substr(user_name, 1, 6) = 'oauth:'"
-        ).fetchall()
-        for (identity,) in rows:
-            issuer = identity[len(OAUTH_PREFIX) :].partition("#")[0]
-            if issuer:
-                found.setdefault(issuer, set()).add(identity)
-    return {issuer: len(identities) for issuer, identities in found.items()}
-
-
-def refile_issuer(backend, run, old: str) -> int:
-    """Files every subject of issuer `old` under the one server.auth.issuer names, as the same
-    `sub` (--upgrade-state --from-issuer, issue 39): undoes an upgrade run with a mistyped
-    issuer, which filed the subjects under it for good. How many identities moved."""
-    issuer = (backend.oauth_issuer or "").rstrip("/")
-    moved = filed_issuers(run).get(old.rstrip("/"), 0)
-    if moved:
-        _refile_prefix(backend, run, oauth_identity(old, ""), oauth_identity(issuer, ""))
-    return moved
-
-
 # The steps, by the version each one reaches; each runs once, in order, after the tables
 # and columns this version expects have been made. A new schema version adds one step.
 _MIGRATIONS = {2: _from_version_1, 3: _from_version_2, 7: _from_version_6}
+
+
+def _schema_turn(backend, conn, take) -> None:
+    """take() waits for the lock another process changing the schema holds (an upgrade of
+    a large store may hold it for minutes); when that wait runs out, StateUnavailable says
+    so, not "database is locked" or "canceling statement due to statement timeout"."""
+    try:
+        take()
+    except backend.errors() as exc:
+        if backend.postgres:
+            import psycopg
+
+            waited = isinstance(
+                exc, (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable)
+            )
+        else:
+            waited = "locked" in str(exc)
+        if not waited or backend.lost(conn):
+            raise
+        raise StateUnavailable(
+            f"another process holds its schema lock (an upgrade running?) past "
+            f"{_BUSY_TIMEOUT_S:g} s: it is tried again; --upgrade-state: run it again once that "
+            "is done"
+        ) from None
+
+
+def _upgrade(backend, conn, version: int | None) -> None:
+    """Within _ensure_schema's transaction: what this version expects and the store lacks,
+    then each step past `version`, and the new version."""
+    for statement in _missing(backend, conn):
+        conn.execute(statement)
+    steps = [s for s in range(STATE_SCHEMA_VERSION + 1) if version is not None and s > version]
+    for step in steps:  # every step's needs first: the store is upgraded whole, or not
+        problem = _MIGRATION_NEEDS[step](backend, conn) if step in _MIGRATION_NEEDS else None
+        if problem:
+            backend.refused = StateRefused(problem)
+            raise backend.refused
+    for step in steps:
+        if step in _MIGRATIONS:
+            _MIGRATIONS[step](backend, conn)
+    conn.execute("DELETE FROM schema_version")
+    conn.execute(
+        backend.sql("INSERT INTO schema_version (version) VALUES (?)"), (STATE_SCHEMA_VERSION,)
+    )
+
+
+# -- Which store: its path, its errors, the watchdog -------------------------------------------
 
 
 def state_path(config: Config) -> str | None:
@@ -4507,6 +4524,9 @@ def _shut_down(conn) -> None:
 
 
 _WATCHDOG = _Watchdog()
+
+
+# -- Backends: SQLite and PostgreSQL behind one interface --------------------------------------
 
 
 class StateBackend:
@@ -4863,50 +4883,6 @@ def _ensure_schema(backend, conn) -> None:
             pass
 
 
-def _schema_turn(backend, conn, take) -> None:
-    """take() waits for the lock another process changing the schema holds (an upgrade of
-    a large store may hold it for minutes); when that wait runs out, StateUnavailable says
-    so, not "database is locked" or "canceling statement due to statement timeout"."""
-    try:
-        take()
-    except backend.errors() as exc:
-        if backend.postgres:
-            import psycopg
-
-            waited = isinstance(
-                exc, (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable)
-            )
-        else:
-            waited = "locked" in str(exc)
-        if not waited or backend.lost(conn):
-            raise
-        raise StateUnavailable(
-            f"another process holds its schema lock (an upgrade running?) past "
-            f"{_BUSY_TIMEOUT_S:g} s: it is tried again; --upgrade-state: run it again once that "
-            "is done"
-        ) from None
-
-
-def _upgrade(backend, conn, version: int | None) -> None:
-    """Within _ensure_schema's transaction: what this version expects and the store lacks,
-    then each step past `version`, and the new version."""
-    for statement in _missing(backend, conn):
-        conn.execute(statement)
-    steps = [s for s in range(STATE_SCHEMA_VERSION + 1) if version is not None and s > version]
-    for step in steps:  # every step's needs first: the store is upgraded whole, or not
-        problem = _MIGRATION_NEEDS[step](backend, conn) if step in _MIGRATION_NEEDS else None
-        if problem:
-            backend.refused = StateRefused(problem)
-            raise backend.refused
-    for step in steps:
-        if step in _MIGRATIONS:
-            _MIGRATIONS[step](backend, conn)
-    conn.execute("DELETE FROM schema_version")
-    conn.execute(
-        backend.sql("INSERT INTO schema_version (version) VALUES (?)"), (STATE_SCHEMA_VERSION,)
-    )
-
-
 def _refuse_newer(backend, conn) -> None:
     """In every transaction, first: refuses the store once a newer version has upgraded it
     (issue 39). This version is the older host of the next upgrade: its rows (subjects, names,
@@ -4987,6 +4963,9 @@ def _state_reason(exc: BaseException, url: str = "", secrets: tuple = ()) -> str
     for secret in secrets:
         reason = reason.replace(secret, "***")
     return _one_line(reason, 160)
+
+
+# -- Channels: one connection per role, opened in the background -------------------------------
 
 
 class _Channel:
@@ -5147,6 +5126,9 @@ class _Channel:
 
 class _StillOpening(Exception):
     """A channel's connection is still being opened aside (see _Channel._open_aside)."""
+
+
+# -- Rows: bounded, and each kind of write -----------------------------------------------------
 
 
 _MAX_TEXT = 200  # characters of a model name (or any text) in a ledger row
@@ -5405,6 +5387,9 @@ class _Prune:
         q("DELETE FROM response_owners WHERE at < ?", (time.time() - _OWNERS_KEEP_S,))
 
 
+# -- The writer: one thread batching every write (StateWriter) ---------------------------------
+
+
 class StateWriter:
     """Writes ledger rows, settlements and cache entries in one thread, off the answer path;
     the thread ends when it has had nothing to write for a second, so an idle server keeps
@@ -5585,6 +5570,9 @@ def _apply_or_set_aside(q, write, backend, set_aside) -> None:
         break
     if refused is not None:
         set_aside(write, refused, kept=step is not steps[-1])
+
+
+# -- The store: what a failure means, StateStore, daily claims ---------------------------------
 
 
 # What a failure means, by what failed: only a failed budget check refuses a call (a writer
@@ -5775,6 +5763,9 @@ def release_daily(state: StateStore, name: str, today: str) -> None:
         )
     except StateUnavailable:
         pass
+
+
+# -- The ledger: usage rows, what was spent, --usage's pages -----------------------------------
 
 
 class UsageRow:
@@ -6125,6 +6116,13 @@ def _usage_row(cursor, row) -> dict:
     return entry
 
 
+# -- Identities: one person, one identity; users and response owners ---------------------------
+# Three namespaces that never meet: named users (their name: letters, digits and . _ @ + -,
+# never ':'), OAuth subjects (oauth:<issuer>#<sub>, per issuer) and the two reserved
+# identities, `shared` (MCP_HTTP_TOKEN) and `local` (stdio; HTTP with no token asked). The
+# ledger, budgets, cache keys, response owners, tasks and handoffs all key by this string.
+
+
 def token_sha256(token: str) -> str:
     """What the state keeps of a named user's token."""
     import hashlib
@@ -6134,13 +6132,6 @@ def token_sha256(token: str) -> str:
 
 USER_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}"
 OAUTH_SUBJECT_MAX = 255  # characters of a token's user claim; a longer one is refused
-
-
-# -- Identities: one person, one identity (issue 31) ---------------------------------------------
-# Three namespaces that never meet: named users (their name: letters, digits and . _ @ + -,
-# never ':'), OAuth subjects (oauth:<issuer>#<sub>, per issuer) and the two reserved
-# identities, `shared` (MCP_HTTP_TOKEN) and `local` (stdio; HTTP with no token asked). The
-# ledger, budgets, cache keys, response owners, tasks and handoffs all key by this string.
 
 
 def oauth_identity(issuer: str, subject: str) -> str:
@@ -6208,6 +6199,69 @@ def user_name_problem(name: str) -> str | None:
     if name.lower() in (LOCAL_USER, SHARED_USER):
         return f"{name!r} is reserved (the {name.lower()} identity); pick another name"
     return None
+
+
+_UNKEYED = OAUTH_PREFIX + "#"  # a subject an upgrade filed without its issuer (issue 39)
+
+
+def misfiled_subjects(run) -> list:
+    """(table, identity, sub) for each OAuth subject a version 7 store holds outside its
+    issuer's namespace (issue 39): oauth:#<sub>, filed so by an upgrade run without
+    server.auth.issuer (before that was refused), and a bare <sub>, written by a host of an
+    older release that kept serving after another host upgraded the store (since 7 no name but
+    a named user's, `local` and `shared` is bare). run(sql) runs a statement."""
+    found = []
+    for table in _IDENTITY_COLUMNS:
+        rows = run(
+            f"SELECT DISTINCT user_name FROM {table} WHERE substr(user_name, 1, 7) = 'oauth:#'"
+        ).fetchall()
+        found += [(table, row[0], row[0][len(_UNKEYED) :]) for row in rows]
+    return found + [(table, name, name) for table, name in _bare_subjects(run)]
+
+
+def refile_subjects(backend, run) -> int:
+    """Files each misfiled subject under the issuer server.auth.issuer names (a store before 7
+    can have had only that one: it was the server's one issuer); how many identities."""
+    issuer = (backend.oauth_issuer or "").rstrip("/")
+    found = misfiled_subjects(run) if issuer else []
+    if found:  # oauth:#<sub> first: a bare <sub> of the same subject then folds into it
+        _refile_prefix(backend, run, _UNKEYED, oauth_identity(issuer, ""))
+        _refile_bare(backend, run, issuer)
+    return len({name for _, name, _ in found})
+
+
+def _bare_rows(run, name: str) -> bool:
+    """Whether any row holds `name` as its identity."""
+    return any(
+        run(f"SELECT 1 FROM {table} WHERE user_name = ? LIMIT 1", (name,)).fetchone()
+        for table in _IDENTITY_COLUMNS
+    )
+
+
+def filed_issuers(run) -> dict:
+    """{issuer: how many OAuth subjects the store files under it}, oauth:#<sub> left out (see
+    misfiled_subjects); run(sql) runs a statement."""
+    found: dict = {}
+    for table in _IDENTITY_COLUMNS:
+        rows = run(
+            f"SELECT DISTINCT user_name FROM {table} WHERE substr(user_name, 1, 6) = 'oauth:'"
+        ).fetchall()
+        for (identity,) in rows:
+            issuer = identity[len(OAUTH_PREFIX) :].partition("#")[0]
+            if issuer:
+                found.setdefault(issuer, set()).add(identity)
+    return {issuer: len(identities) for issuer, identities in found.items()}
+
+
+def refile_issuer(backend, run, old: str) -> int:
+    """Files every subject of issuer `old` under the one server.auth.issuer names, as the same
+    `sub` (--upgrade-state --from-issuer, issue 39): undoes an upgrade run with a mistyped
+    issuer, which filed the subjects under it for good. How many identities moved."""
+    issuer = (backend.oauth_issuer or "").rstrip("/")
+    moved = filed_issuers(run).get(old.rstrip("/"), 0)
+    if moved:
+        _refile_prefix(backend, run, oauth_identity(old, ""), oauth_identity(issuer, ""))
+    return moved
 
 
 class UserDirectory:
@@ -6448,6 +6502,9 @@ class ResponseOwners:
         return found is not None
 
 
+# -- The answer cache: AnswerCache and its keys ------------------------------------------------
+
+
 class AnswerCache:
     """Complete answers by key, for cache.ttl_s seconds, at most cache.max_entries of them.
     A process sees its own entries at once, before the writer has stored them."""
@@ -6611,6 +6668,9 @@ def answer_key(
 # ============================================================================================
 # Answer engine: the OpenAI call and the answer's shape
 # ============================================================================================
+
+
+# -- The request: what a call sends, and the budgets it meets ----------------------------------
 
 
 class Cancelled(Exception):
@@ -6842,7 +6902,7 @@ def _untracked(url: str) -> str:
     return path + (f"?{query}" if query.strip("&") else "") + hash_mark + fragment
 
 
-# -- Links an MCP client must never make clickable ---------------------------------------------
+# -- Links: what an MCP client must never make clickable ---------------------------------------
 
 # An inline Markdown link or image: [text](destination "title"), the text with one level of
 # nested brackets, the destination in <...> or with balanced parentheses.
@@ -7236,7 +7296,7 @@ def shape_answer(
     }
 
 
-# -- Results every client shows whole ----------------------------------------------------------
+# -- Sizing: results every client shows whole --------------------------------------------------
 # A client passes a tool result to its model whole only up to a size (Claude Code about 50,000
 # characters, then a 2 KB preview of a file; Codex about 12,000, then it cuts the middle out
 # silently): a longer answer is shortened here, at a section boundary, keeping its start and its
@@ -7453,6 +7513,9 @@ def _joined(before: str, after: str, regional: int, unicodedata) -> bool:
 
 def _is_regional(char: str) -> bool:
     return "\U0001f1e6" <= char <= "\U0001f1ff"
+
+
+# -- Usage: the tokens and searches an answer used ---------------------------------------------
 
 
 def is_billed_search(item) -> bool:
@@ -7768,7 +7831,7 @@ def list_models(client):
     return client.get("/models", cast_to=object)
 
 
-# -- Calls in flight -------------------------------------------------------------------------------
+# -- A call: its cancel flag, its streams, its background run (Call) ---------------------------
 
 
 class Call:
@@ -8430,7 +8493,7 @@ def failure_message(failure: Failure, *, tool: str, model: str, config: Config, 
     return messages.get(failure.kind, f"unexpected error: {_one_line(failure.detail, 200)}")
 
 
-# -- A profile setting the API refuses for its model ------------------------------------------
+# -- Refusals: a profile setting the API refuses for its model ---------------------------------
 
 # The request fields a 400 names (`param`) for the profile keys that set them.
 PROFILE_PARAMS = {
@@ -8720,7 +8783,7 @@ class Refusals:
             )
 
 
-# -- The engine ------------------------------------------------------------------------------------
+# -- Streaming: progress events, a stream opened and resumed -----------------------------------
 
 PROGRESS_EVENTS = {
     "response.queued": "queued",
@@ -8872,6 +8935,9 @@ def reservation_floor(config: Config, tool: str) -> float:
     return search * max(1, cap)
 
 
+# -- Around a call: its estimate, its log lines, the retirement check --------------------------
+
+
 class CallEstimator:
     """A call's estimate from its tool's typical cost and input (Ledger.reserve reads them, from
     the tool's calls of the call's `model`): Pricing.estimate, at the tier the request asks
@@ -8997,48 +9063,7 @@ class RetirementCheck:
             timer.start()
 
 
-class _Hold:
-    """A call's budget reservation, taken once: by the request that spends it, or given back."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._reservation: str | None = None
-
-    def put(self, reservation: str | None) -> None:
-        with self._lock:
-            self._reservation = reservation
-
-    def take(self) -> str | None:
-        with self._lock:
-            reservation, self._reservation = self._reservation, None
-            return reservation
-
-
-class _Carried:
-    """What a follow-up of each of this process's recent responses carries: its earlier turns,
-    billed again as input (that response's input and output tokens, which hold the turns before
-    it too), for the budget's estimate. A follow-up of a response this process did not make (or
-    has forgotten) is estimated from its tool's recent calls only."""
-
-    _MEMORY = 2_000
-
-    def __init__(self):
-        self._tokens: dict = {}  # response id -> tokens, oldest first
-        self._lock = threading.Lock()
-
-    def add(self, meta: dict) -> None:
-        response_id, usage = meta.get("response_id"), _mapping(meta.get("usage"))
-        if not isinstance(response_id, str) or not response_id:
-            return
-        tokens = token_count(usage.get("input_tokens")) + token_count(usage.get("output_tokens"))
-        with self._lock:
-            self._tokens[response_id] = tokens
-            if len(self._tokens) > self._MEMORY:
-                del self._tokens[next(iter(self._tokens))]
-
-    def of(self, response_id) -> int:
-        with self._lock:
-            return self._tokens.get(response_id, 0) if isinstance(response_id, str) else 0
+# -- ResponsesClient: the OpenAI call, streamed, retried, cancelled ----------------------------
 
 
 class ResponsesClient:
@@ -9310,6 +9335,53 @@ class ResponsesClient:
         return None
 
 
+# -- Spending: budgets checked before a call, its cost booked after ----------------------------
+
+
+class _Hold:
+    """A call's budget reservation, taken once: by the request that spends it, or given back."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._reservation: str | None = None
+
+    def put(self, reservation: str | None) -> None:
+        with self._lock:
+            self._reservation = reservation
+
+    def take(self) -> str | None:
+        with self._lock:
+            reservation, self._reservation = self._reservation, None
+            return reservation
+
+
+class _Carried:
+    """What a follow-up of each of this process's recent responses carries: its earlier turns,
+    billed again as input (that response's input and output tokens, which hold the turns before
+    it too), for the budget's estimate. A follow-up of a response this process did not make (or
+    has forgotten) is estimated from its tool's recent calls only."""
+
+    _MEMORY = 2_000
+
+    def __init__(self):
+        self._tokens: dict = {}  # response id -> tokens, oldest first
+        self._lock = threading.Lock()
+
+    def add(self, meta: dict) -> None:
+        response_id, usage = meta.get("response_id"), _mapping(meta.get("usage"))
+        if not isinstance(response_id, str) or not response_id:
+            return
+        tokens = token_count(usage.get("input_tokens")) + token_count(usage.get("output_tokens"))
+        with self._lock:
+            self._tokens[response_id] = tokens
+            if len(self._tokens) > self._MEMORY:
+                del self._tokens[next(iter(self._tokens))]
+
+    def of(self, response_id) -> int:
+        with self._lock:
+            return self._tokens.get(response_id, 0) if isinstance(response_id, str) else 0
+
+
 class Spending:
     """A call's money: admitting it under the budgets (the team's and, while several people use
     the server, its user's) with its expected cost reserved, and the ledger row that settles the
@@ -9480,6 +9552,9 @@ class Spending:
         )
         row = UsageRow(tool, model, "ok", {**meta, "cost": cost}, user)
         self.ledger.settle_handover(row, response_id)
+
+
+# -- The engine: EngineState and AnswerEngine --------------------------------------------------
 
 
 class EngineState:
@@ -9716,7 +9791,7 @@ class AnswerEngine:
         return answer, meta
 
 
-# -- Background mode -------------------------------------------------------------------------------
+# -- Background mode: runs that outlive a connection (BackgroundMode) --------------------------
 
 
 class BackgroundMode:
@@ -9883,7 +9958,7 @@ class BackgroundMode:
         return run.created.is_set() and not run.finished
 
 
-# -- Composition root ------------------------------------------------------------------------------
+# -- Composition root: build_engine ------------------------------------------------------------
 
 
 def background_always(config: Config, http: bool) -> bool:
@@ -9922,6 +9997,9 @@ def build_engine(config: Config, log: Log, *, http: bool = False) -> AnswerEngin
 # Tools
 # ============================================================================================
 
+# -- Versions and instructions: the protocol versions, what the model is told ------------------
+
+
 # The MCP protocol versions this server speaks, one name each: code compares these, never the
 # dates as text (a mistyped name fails at once; a mistyped date would compare wrong quietly).
 MCP_2024_11_05 = "2024-11-05"
@@ -9958,6 +10036,9 @@ DEEP_INSTRUCTIONS = (
 def server_instructions(deep: bool) -> str:
     """What initialize (and server/discover) tells the client's model about these tools."""
     return SERVER_INSTRUCTIONS + (DEEP_INSTRUCTIONS if deep else "")
+
+
+# -- Schemas: the tools' inputs, outputs and annotations (tools/list) --------------------------
 
 
 RESPONSE_ID_MAX = 256  # characters in a previous_response_id (OpenAI's are about 50)
@@ -10126,6 +10207,9 @@ def tool_definitions(
             entry["outputSchema"] = OUTPUT_SCHEMA
         listed.append(entry)
     return listed
+
+
+# -- Argument checks: each argument validated, domains normalized ------------------------------
 
 
 DOMAIN_MAX = 253  # characters in a domain name (RFC 1035)
@@ -10382,6 +10466,9 @@ def _check_response_id(value) -> str:
 # JSON-RPC dispatch
 # ============================================================================================
 
+# -- JSON-RPC: error codes, _meta keys, eras, replies ------------------------------------------
+
+
 # What a request POST ends with when its call is cancelled: 2025-era Streamable HTTP ends a
 # request's response only with a JSON-RPC response, and the MCP SDKs' servers send this one.
 REQUEST_CANCELLED = -32800
@@ -10548,7 +10635,7 @@ def tasks_off_reason(config: Config, stateless: bool) -> str | None:
     return None
 
 
-# -- Task wire shapes ------------------------------------------------------------------------------
+# -- Task wire shapes: a task's view, a handoff's answer, client names -------------------------
 # Two shapes of the same idea: MCP 2025-11-25's experimental tasks (capabilities.tasks, ttl,
 # pollInterval, tasks/result, tasks/list) and the 2026-07-28 extension (declared per request
 # in _meta, resultType "task", ttlMs, pollIntervalMs, tasks/update, no list).
@@ -10694,6 +10781,9 @@ def _valid_id(value) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
+# -- Eras: the version a request speaks, headers that must agree -------------------------------
+
+
 def is_modern(method: str, params, header_version: str | None = None) -> bool:
     """Whether a request speaks the stateless 2026-07-28 era rather than the handshake era.
 
@@ -10820,6 +10910,9 @@ def progress_token(params) -> str | int | None:
     meta = params.get("_meta") if isinstance(params, dict) else None
     token = meta.get("progressToken") if isinstance(meta, dict) else None
     return token if _valid_id(token) else None
+
+
+# -- Session: one client's negotiated state ----------------------------------------------------
 
 
 class _Ask:
@@ -11023,6 +11116,9 @@ class Session:
             return self._lock.wait_for(lambda: self._running <= spare, timeout)
 
 
+# -- Waiting: heartbeats, deadlines, waiters ---------------------------------------------------
+
+
 class Heartbeat:
     """Keeps clients' idle timers alive: a progress notice for any call quiet for too long."""
 
@@ -11186,6 +11282,9 @@ class Waiter:
 
 # The session whose call the current thread works on (CallsInFlight._run), if any.
 _WORKER = threading.local()
+
+
+# -- Calls in flight: their replies and cancellation (CallsInFlight) ---------------------------
 
 
 class CallReplies:
@@ -11416,6 +11515,9 @@ class CallsInFlight:
             waiter.drop()
 
 
+# -- Handshake: initialize, and what it negotiates ---------------------------------------------
+
+
 class Handshake:
     """Who the client is, and what this server offers it: initialize (the handshake era) and
     server/discover (2026-07-28), and the client's name in the debug log."""
@@ -11478,226 +11580,7 @@ class Handshake:
             )
 
 
-class Dispatcher:
-    """MCP over JSON-RPC: takes decoded messages, returns replies. Knows nothing about bytes.
-
-    It tells messages apart and routes each request to its method by the era it speaks (the
-    tables below), to the parts it makes here: Handshake (initialize,
-    server/discover), CallsInFlight (tools/call: each runs on its own worker thread, so ping
-    and notifications/cancelled are served while it runs; its reply goes out later through
-    the session's `send`) and LongCalls (tasks and handoffs).
-    """
-
-    def __init__(self, config: Config, log: Log, engine, stateless: bool = False):
-        """stateless: serving --http --stateless (LongCalls: tasks need the secret)."""
-        self.config = config
-        self.log = log
-        self.engine = engine
-        self.modern = config.get("server", "protocol_eras") == "both"
-        replies = CallReplies(config, log)
-        # Tasks and handoffs: calls that outlive their request, and the requests about them.
-        self.long_calls = LongCalls(config, log, engine, replies.reply_of, stateless)
-        self.calls = CallsInFlight(config, log, engine, replies, self.long_calls)
-        self.handshake = Handshake(config, log, engine, self.long_calls)
-        tasks = self.long_calls.requests
-        self._methods = {
-            "initialize": self.handshake.initialize,
-            "ping": lambda params, session, request_id: {},
-            "tools/list": self._tools_list,
-            "tools/call": self._tools_call,
-            "tasks/get": tasks.tasks_get,
-            "tasks/result": tasks.tasks_result,
-            "tasks/list": tasks.tasks_list,
-            "tasks/cancel": tasks.tasks_cancel,
-        }
-        # The stateless era has no initialize and no ping; each takes the request's version.
-        # Nothing here ever changes, so subscriptions/listen is not offered either (-32601).
-        self._modern_methods = {
-            "server/discover": self.handshake.discover,
-            "tools/list": self._tools_list,
-            "tools/call": self._tools_call,
-            "tasks/get": tasks.ext_get,
-            "tasks/cancel": tasks.ext_cancel,
-            "tasks/update": tasks.ext_update,
-        }
-
-    @staticmethod
-    def classify(message) -> tuple[str, str | None]:
-        """What a decoded message is, and its method: ("request", method),
-        ("notification", method), ("response", None) or ("invalid", None).
-
-        The one place that tells messages apart; both transports ask it before they decide
-        where a message goes. A request's id is checked later, by handle().
-        """
-        if not isinstance(message, dict):
-            return "invalid", None
-        method = message.get("method")
-        if isinstance(method, str):
-            return ("request" if "id" in message else "notification"), method
-        if method is None and ("result" in message or "error" in message):
-            return "response", None  # to Session.ask (roots/list); its id may be null
-        return "invalid", None
-
-    def handle(self, message, session: Session, header_version: str | None = None) -> dict | None:
-        """The reply to one message, or None (notifications, responses, calls still running).
-
-        `header_version` is HTTP's MCP-Protocol-Version header, when there is one.
-        """
-        kind, method = self.classify(message)
-        if kind == "notification":
-            self._notification(method, message.get("params"), session)
-            return None
-        if kind == "response":
-            session.answered(message)  # an answer to one of ask()'s requests, or nothing
-            return None
-        if not isinstance(message, dict):
-            why = (
-                "batches (JSON arrays) are not supported; send one message at a time"
-                if isinstance(message, list)
-                else "a message must be a JSON object"
-            )
-            return rpc_error(None, INVALID_REQUEST, f"Invalid Request: {why}")
-        if "id" not in message:
-            if "result" in message or "error" in message:
-                return None  # a response with a strange method; answer nothing
-            return rpc_error(None, INVALID_REQUEST, "Invalid Request: missing 'method'")
-        request_id = message["id"]
-        if not _valid_id(request_id):
-            got = _describe(request_id)
-            return rpc_error(
-                None,
-                INVALID_REQUEST,
-                f"Invalid Request: 'id' must be a string or an integer, got {got}",
-            )
-        try:
-            if message.get("jsonrpc") != "2.0":
-                raise RpcError(INVALID_REQUEST, "Invalid Request: 'jsonrpc' must be \"2.0\"")
-            if not isinstance(method, str):
-                raise RpcError(INVALID_REQUEST, "Invalid Request: 'method' must be a string")
-            if self.modern and is_modern(method, message.get("params"), header_version):
-                return self._modern(method, message.get("params"), session, request_id)
-            handler = self._methods.get(method)
-            if handler is None:
-                raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
-            params = message.get("params")
-            if params is None:
-                params = {}
-            elif not isinstance(params, dict):
-                raise RpcError(INVALID_PARAMS, "Invalid params: 'params' must be an object")
-            result = handler(params, session, request_id)
-            return None if result is None else rpc_result(request_id, result)
-        except RpcError as exc:
-            return rpc_error(request_id, exc.code, exc.message, exc.data)
-
-    def _modern(self, method: str, params, session: Session, request_id) -> dict | None:
-        version = modern_version(params)
-        if hasattr(self.engine, "warm_up"):  # no initialize to warm up after: any request will do
-            self.engine.warm_up()
-        handler = self._modern_methods.get(method)
-        if handler is None:
-            raise RpcError(
-                METHOD_NOT_FOUND, f"Method not found: {method} (not served in protocol {version})"
-            )
-        result = handler(params, session, request_id, version)
-        return None if result is None else rpc_result(request_id, modern_result(result, version))
-
-    # -- methods ---------------------------------------------------------------------------------
-
-    # Each takes (params, session, request_id) and returns the result, or None when the reply
-    # is sent later (a tools/call answers from its worker thread).
-
-    def _tools_list(
-        self, params: dict, session: Session, request_id, version=HANDSHAKE_ERA
-    ) -> dict:
-        listed = {
-            "tools": tool_definitions(
-                spoken_version(version, session),
-                cache_enabled(self.config),
-                handoff=self.long_calls.policy.handoff_s(params, session, version) > 0,
-                tasks=self.long_calls.tasks_off is None,
-                deep=DEEP_TOOL in enabled_tools(self.config),
-            )
-        }
-        if modern_era(version):  # stateless era: the list is the same for everyone, all day
-            listed.update(ttlMs=LIST_TTL_MS, cacheScope="public")
-        return listed
-
-    def _tools_call(self, params: dict, session: Session, request_id, version=HANDSHAKE_ERA):
-        name = params.get("name")
-        if name == ANSWER_RESULT and self.long_calls.policy.handoff_s(params, session, version) > 0:
-            return self.long_calls.handoffs.answer_result(params, session, request_id, version)
-        tools = enabled_tools(self.config)
-        if not isinstance(name, str) or name not in tools:
-            off = (
-                " (it is off: set tools.answer_deep: true or MCP_ANSWER_DEEP=1 to list it)"
-                if name == DEEP_TOOL
-                else ""
-            )
-            raise RpcError(
-                METHOD_NOT_FOUND if handshake_era(version) else INVALID_PARAMS,  # 2026-07-28
-                f"Unknown tool: {_describe(name)}{off}; available tools: {', '.join(tools)}",
-            )
-        arguments = params.get("arguments")
-        try:
-            args = validate_arguments(name, arguments)
-        except InvalidParams as exc:
-            if modern_era(version):  # 2026-07-28: a tool execution error the model can fix
-                return tool_error_result(f"Invalid arguments: {exc}")
-            raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
-        return self.calls.start(params, args, session, request_id, name, version)
-
-    def abandoned(self, session: Session, request_id) -> None:
-        """The transport says nobody reads this request's reply any more: see
-        CallsInFlight.abandoned."""
-        self.calls.abandoned(session, request_id)
-
-    def _notification(self, method: str, params, session: Session) -> None:
-        params = params if isinstance(params, dict) else {}
-        if method == "notifications/cancelled":
-            request_id = params.get("requestId")
-            if _valid_id(request_id) and self.calls.cancel(session, request_id):
-                reason = _one_line(str(params.get("reason", "")), 80)
-                self.log.debug(
-                    "server",
-                    f"cancelled requestId={_describe(request_id)} reason={json.dumps(reason)}",
-                )
-        elif method == "notifications/roots/list_changed":
-            with session._lock:
-                session.roots, session.roots_generation = None, session.roots_generation + 1
-        # notifications/initialized: nothing to do (a request before it is served all the same)
-
-
-def rpc_tool_failed(request_id, message: str, data: dict) -> dict:
-    """A failed call's JSON-RPC error reply, in both eras: -32001 `answer failed: ...`. (Only
-    arguments that do not fit the schema are an isError result, tool_error_result, in the
-    stateless era: the model can fix those; and a failed task is `failed` with this same
-    error.) Not to be confused with Failure, the engine's classified upstream failure."""
-    return rpc_error(request_id, TOOL_FAILED, message, data)
-
-
-def tool_error_result(text: str, data: dict | None = None) -> dict:
-    """A CallToolResult reporting a tool execution error (isError: a result, not a JSON-RPC
-    error); `data` details it in _meta."""
-    detail = (data or {}).get("message")
-    if detail and detail not in text:
-        text = f"{text}: {detail}"
-    result = {"content": [{"type": "text", "text": text}], "isError": True}
-    if data:
-        result["_meta"] = {"error": data}
-    return result
-
-
-def tool_result(answer: dict, meta: dict, version: str) -> dict:
-    """A CallToolResult: the answer as JSON text, and as structuredContent where it exists."""
-    result = {"content": [{"type": "text", "text": json.dumps(answer, ensure_ascii=False)}]}
-    if version >= MCP_2025_06_18:
-        result["structuredContent"] = answer
-    if meta:
-        result["_meta"] = meta
-    return modern_result(result, version) if version in MODERN_VERSIONS else result
-
-
-# -- Tasks -----------------------------------------------------------------------------------------
+# -- Tasks: their limits, a task (Task) and its expiry -----------------------------------------
 # A call that outlives its request: a task (2026-07-28 extension or 2025-11-25 shape) or a
 # handoff. The call keeps running, owned by the TaskTable instead of the request; its reply
 # (the JSON-RPC result or error the call would have sent) waits here until its TTL runs out.
@@ -11888,6 +11771,9 @@ class _Expiry:
 
     def __lt__(self, other: _Expiry) -> bool:  # the heap's order: by expiry, then as added
         return (self.expires, self.sequence) < (other.expires, other.sequence)
+
+
+# -- The task table: open tasks and their replies (TaskTable) ----------------------------------
 
 
 class TaskTable:
@@ -12123,7 +12009,7 @@ class TaskTable:
             return len(self._tasks)
 
 
-# -- Long calls: tasks and handoffs ----------------------------------------------------------------
+# -- Long calls: task ids, when a call becomes a task ------------------------------------------
 # What the dispatcher hands a call that may outlive its request, and the requests about such
 # calls: tasks/* in both shapes, answer_result, notifications/cancelled of a handoff. LongCalls
 # makes the parts, each given what it needs: TaskIds (what an id names; signed ids), TaskPolicy
@@ -12449,6 +12335,9 @@ class TaskPolicy:
                 self.deadlines.cancel(task.timer)
 
 
+# -- Task requests and handoffs: tasks/*, and LongCalls that holds them ------------------------
+
+
 class TaskRequests:
     """The requests about tasks: tasks/* of the 2025-11-25 shape (tasks/get, tasks/list,
     tasks/cancel, tasks/result) and of the 2026-07-28 extension (tasks/get, tasks/cancel,
@@ -12705,9 +12594,235 @@ class LongCalls:
         return self.ids.hand_over()
 
 
+# -- The dispatcher: each message to its method (Dispatcher) -----------------------------------
+# Last in its section: it routes to every part above (sessions, calls, handshake, tasks).
+
+
+class Dispatcher:
+    """MCP over JSON-RPC: takes decoded messages, returns replies. Knows nothing about bytes.
+
+    It tells messages apart and routes each request to its method by the era it speaks (the
+    tables below), to the parts it makes here: Handshake (initialize,
+    server/discover), CallsInFlight (tools/call: each runs on its own worker thread, so ping
+    and notifications/cancelled are served while it runs; its reply goes out later through
+    the session's `send`) and LongCalls (tasks and handoffs).
+    """
+
+    def __init__(self, config: Config, log: Log, engine, stateless: bool = False):
+        """stateless: serving --http --stateless (LongCalls: tasks need the secret)."""
+        self.config = config
+        self.log = log
+        self.engine = engine
+        self.modern = config.get("server", "protocol_eras") == "both"
+        replies = CallReplies(config, log)
+        # Tasks and handoffs: calls that outlive their request, and the requests about them.
+        self.long_calls = LongCalls(config, log, engine, replies.reply_of, stateless)
+        self.calls = CallsInFlight(config, log, engine, replies, self.long_calls)
+        self.handshake = Handshake(config, log, engine, self.long_calls)
+        tasks = self.long_calls.requests
+        self._methods = {
+            "initialize": self.handshake.initialize,
+            "ping": lambda params, session, request_id: {},
+            "tools/list": self._tools_list,
+            "tools/call": self._tools_call,
+            "tasks/get": tasks.tasks_get,
+            "tasks/result": tasks.tasks_result,
+            "tasks/list": tasks.tasks_list,
+            "tasks/cancel": tasks.tasks_cancel,
+        }
+        # The stateless era has no initialize and no ping; each takes the request's version.
+        # Nothing here ever changes, so subscriptions/listen is not offered either (-32601).
+        self._modern_methods = {
+            "server/discover": self.handshake.discover,
+            "tools/list": self._tools_list,
+            "tools/call": self._tools_call,
+            "tasks/get": tasks.ext_get,
+            "tasks/cancel": tasks.ext_cancel,
+            "tasks/update": tasks.ext_update,
+        }
+
+    @staticmethod
+    def classify(message) -> tuple[str, str | None]:
+        """What a decoded message is, and its method: ("request", method),
+        ("notification", method), ("response", None) or ("invalid", None).
+
+        The one place that tells messages apart; both transports ask it before they decide
+        where a message goes. A request's id is checked later, by handle().
+        """
+        if not isinstance(message, dict):
+            return "invalid", None
+        method = message.get("method")
+        if isinstance(method, str):
+            return ("request" if "id" in message else "notification"), method
+        if method is None and ("result" in message or "error" in message):
+            return "response", None  # to Session.ask (roots/list); its id may be null
+        return "invalid", None
+
+    def handle(self, message, session: Session, header_version: str | None = None) -> dict | None:
+        """The reply to one message, or None (notifications, responses, calls still running).
+
+        `header_version` is HTTP's MCP-Protocol-Version header, when there is one.
+        """
+        kind, method = self.classify(message)
+        if kind == "notification":
+            self._notification(method, message.get("params"), session)
+            return None
+        if kind == "response":
+            session.answered(message)  # an answer to one of ask()'s requests, or nothing
+            return None
+        if not isinstance(message, dict):
+            why = (
+                "batches (JSON arrays) are not supported; send one message at a time"
+                if isinstance(message, list)
+                else "a message must be a JSON object"
+            )
+            return rpc_error(None, INVALID_REQUEST, f"Invalid Request: {why}")
+        if "id" not in message:
+            if "result" in message or "error" in message:
+                return None  # a response with a strange method; answer nothing
+            return rpc_error(None, INVALID_REQUEST, "Invalid Request: missing 'method'")
+        request_id = message["id"]
+        if not _valid_id(request_id):
+            got = _describe(request_id)
+            return rpc_error(
+                None,
+                INVALID_REQUEST,
+                f"Invalid Request: 'id' must be a string or an integer, got {got}",
+            )
+        try:
+            if message.get("jsonrpc") != "2.0":
+                raise RpcError(INVALID_REQUEST, "Invalid Request: 'jsonrpc' must be \"2.0\"")
+            if not isinstance(method, str):
+                raise RpcError(INVALID_REQUEST, "Invalid Request: 'method' must be a string")
+            if self.modern and is_modern(method, message.get("params"), header_version):
+                return self._modern(method, message.get("params"), session, request_id)
+            handler = self._methods.get(method)
+            if handler is None:
+                raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+            params = message.get("params")
+            if params is None:
+                params = {}
+            elif not isinstance(params, dict):
+                raise RpcError(INVALID_PARAMS, "Invalid params: 'params' must be an object")
+            result = handler(params, session, request_id)
+            return None if result is None else rpc_result(request_id, result)
+        except RpcError as exc:
+            return rpc_error(request_id, exc.code, exc.message, exc.data)
+
+    def _modern(self, method: str, params, session: Session, request_id) -> dict | None:
+        version = modern_version(params)
+        if hasattr(self.engine, "warm_up"):  # no initialize to warm up after: any request will do
+            self.engine.warm_up()
+        handler = self._modern_methods.get(method)
+        if handler is None:
+            raise RpcError(
+                METHOD_NOT_FOUND, f"Method not found: {method} (not served in protocol {version})"
+            )
+        result = handler(params, session, request_id, version)
+        return None if result is None else rpc_result(request_id, modern_result(result, version))
+
+    # -- methods ---------------------------------------------------------------------------------
+
+    # Each takes (params, session, request_id) and returns the result, or None when the reply
+    # is sent later (a tools/call answers from its worker thread).
+
+    def _tools_list(
+        self, params: dict, session: Session, request_id, version=HANDSHAKE_ERA
+    ) -> dict:
+        listed = {
+            "tools": tool_definitions(
+                spoken_version(version, session),
+                cache_enabled(self.config),
+                handoff=self.long_calls.policy.handoff_s(params, session, version) > 0,
+                tasks=self.long_calls.tasks_off is None,
+                deep=DEEP_TOOL in enabled_tools(self.config),
+            )
+        }
+        if modern_era(version):  # stateless era: the list is the same for everyone, all day
+            listed.update(ttlMs=LIST_TTL_MS, cacheScope="public")
+        return listed
+
+    def _tools_call(self, params: dict, session: Session, request_id, version=HANDSHAKE_ERA):
+        name = params.get("name")
+        if name == ANSWER_RESULT and self.long_calls.policy.handoff_s(params, session, version) > 0:
+            return self.long_calls.handoffs.answer_result(params, session, request_id, version)
+        tools = enabled_tools(self.config)
+        if not isinstance(name, str) or name not in tools:
+            off = (
+                " (it is off: set tools.answer_deep: true or MCP_ANSWER_DEEP=1 to list it)"
+                if name == DEEP_TOOL
+                else ""
+            )
+            raise RpcError(
+                METHOD_NOT_FOUND if handshake_era(version) else INVALID_PARAMS,  # 2026-07-28
+                f"Unknown tool: {_describe(name)}{off}; available tools: {', '.join(tools)}",
+            )
+        arguments = params.get("arguments")
+        try:
+            args = validate_arguments(name, arguments)
+        except InvalidParams as exc:
+            if modern_era(version):  # 2026-07-28: a tool execution error the model can fix
+                return tool_error_result(f"Invalid arguments: {exc}")
+            raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
+        return self.calls.start(params, args, session, request_id, name, version)
+
+    def abandoned(self, session: Session, request_id) -> None:
+        """The transport says nobody reads this request's reply any more: see
+        CallsInFlight.abandoned."""
+        self.calls.abandoned(session, request_id)
+
+    def _notification(self, method: str, params, session: Session) -> None:
+        params = params if isinstance(params, dict) else {}
+        if method == "notifications/cancelled":
+            request_id = params.get("requestId")
+            if _valid_id(request_id) and self.calls.cancel(session, request_id):
+                reason = _one_line(str(params.get("reason", "")), 80)
+                self.log.debug(
+                    "server",
+                    f"cancelled requestId={_describe(request_id)} reason={json.dumps(reason)}",
+                )
+        elif method == "notifications/roots/list_changed":
+            with session._lock:
+                session.roots, session.roots_generation = None, session.roots_generation + 1
+        # notifications/initialized: nothing to do (a request before it is served all the same)
+
+
+def rpc_tool_failed(request_id, message: str, data: dict) -> dict:
+    """A failed call's JSON-RPC error reply, in both eras: -32001 `answer failed: ...`. (Only
+    arguments that do not fit the schema are an isError result, tool_error_result, in the
+    stateless era: the model can fix those; and a failed task is `failed` with this same
+    error.) Not to be confused with Failure, the engine's classified upstream failure."""
+    return rpc_error(request_id, TOOL_FAILED, message, data)
+
+
+def tool_error_result(text: str, data: dict | None = None) -> dict:
+    """A CallToolResult reporting a tool execution error (isError: a result, not a JSON-RPC
+    error); `data` details it in _meta."""
+    detail = (data or {}).get("message")
+    if detail and detail not in text:
+        text = f"{text}: {detail}"
+    result = {"content": [{"type": "text", "text": text}], "isError": True}
+    if data:
+        result["_meta"] = {"error": data}
+    return result
+
+
+def tool_result(answer: dict, meta: dict, version: str) -> dict:
+    """A CallToolResult: the answer as JSON text, and as structuredContent where it exists."""
+    result = {"content": [{"type": "text", "text": json.dumps(answer, ensure_ascii=False)}]}
+    if version >= MCP_2025_06_18:
+        result["structuredContent"] = answer
+    if meta:
+        result["_meta"] = meta
+    return modern_result(result, version) if version in MODERN_VERSIONS else result
+
+
 # ============================================================================================
 # Transports
 # ============================================================================================
+
+# -- The contract: what every transport honours ------------------------------------------------
+
 
 # The contract every transport (StdioTransport, HttpTransport) honours:
 # - It owns bytes only: it reads whole messages, hands each to Dispatcher.handle with its
@@ -12739,6 +12854,9 @@ class Transport:
 
     def serve(self) -> int:
         raise NotImplementedError
+
+
+# -- Framing: Content-Length and newline-delimited JSON (FrameReader) --------------------------
 
 
 # json.dumps and json.loads build a new encoder or decoder on every call, which costs more than
@@ -13411,7 +13529,7 @@ def serve_stdio(dispatcher: Dispatcher, config: Config, log: Log) -> int:
     return StdioTransport(dispatcher, config, log, fd_in, fd_out).serve()
 
 
-# -- HTTP: Streamable HTTP, the legacy HTTP+SSE transport, /healthz ----------------------------
+# -- HTTP: how --http is built; paths, outboxes, routes, sessions ------------------------------
 # `--http` serves the same Dispatcher from one http.server.HTTPServer: a connection waits for
 # its request in the Lobby (one selector thread for all of them) and gets a thread of its own
 # while it has a request to read or answer (HttpServer). Streamable HTTP (MCP 2025-03-26 and
@@ -13782,6 +13900,9 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+# -- Client addresses: trusted proxies, where a request comes from -----------------------------
+
+
 def _ip(text: str):
     """An IP address from a header or a peer, or None: brackets, a zone and a port dropped
     (proxies that write "192.0.2.7:4711" or "[2001:db8::7]:4711" in X-Forwarded-For would
@@ -13887,7 +14008,7 @@ def _is_port(text: str) -> bool:
     return text == "" or (text[0] == ":" and text[1:].isascii() and text[1:].isdigit())
 
 
-# -- OAuth 2.1 resource server (server.auth.issuer) ----------------------------------------------
+# -- OAuth: a resource server (server.auth.issuer); the issuer's keys --------------------------
 # MCP's authorization spec makes a remote server an OAuth 2.1 resource server: it publishes
 # RFC 9728 metadata naming its authorization server, answers 401 with a pointer to it, and checks
 # the JWT access tokens that server issues against the keys it publishes (JWKS). PyJWT (the
@@ -14065,6 +14186,9 @@ class IssuerKeys:
 class IntrospectionBusy(Exception):
     """Too many introspection calls at once, or from one source in a short while: the
     request gets 503."""
+
+
+# -- Introspection: opaque tokens, and what each source may spend ------------------------------
 
 
 def introspected_exp(answer: dict) -> float | None:
@@ -14286,6 +14410,9 @@ class Introspection:
 
 
 INACTIVE = "the token is not active (not the issuer's, or revoked or expired there)"
+
+
+# -- OAuthVerifier: a bearer token checked, as a JWT or introspected ---------------------------
 
 
 class OAuthVerifier:
@@ -14513,7 +14640,7 @@ class OAuthVerifier:
             raise self.refuse(why, 403, "insufficient_scope")
 
 
-# -- Identity: who is asking -------------------------------------------------------------------
+# -- Identity: who is asking (Authenticator), and their session record -------------------------
 # Every request over HTTP is someone's: Authenticator.authenticate turns its Authorization
 # header into a user name, which HttpApp puts on the request's Session (Session.user); the
 # Dispatcher copies it onto each Call (Call.user) and Task (Task.user), and the answer engine
@@ -14757,6 +14884,9 @@ def refuse_new_calls(stopping: bool, state, method: str) -> None:
         )
 
 
+# -- Gates and sessions: Host and Origin (HostPolicy), HttpSessions ----------------------------
+
+
 class HostPolicy:
     """Who may reach the address --http serves: the names a request's Host may give (DNS
     rebinding protection), the pages whose Origin may call it (CORS), and the start-up
@@ -14972,231 +15102,8 @@ class HttpSessions:
         self.table.expire_idle()
 
 
-class HttpApp:
-    """What every request needs: settings, the dispatcher, the gates, the limits, the
-    lifecycle; it routes each request to what answers it (StreamableHttp, LegacySse,
-    UsageReport, or HttpHandler itself)."""
-
-    def __init__(
-        self,
-        dispatcher,
-        config: Config,
-        log: Log,
-        policy: HostPolicy,
-        *,
-        users=None,
-        state=None,
-        ledger=None,
-    ):
-        """users, state, ledger: the AnswerEngine's UserDirectory (named tokens), StateStore
-        (its refusals, whether /usage has a ledger) and Ledger; None where there is none
-        (--doctor's trial has no engine)."""
-        settings = config.get("server", "http")
-        self.dispatcher, self.log, self.settings, self.policy = dispatcher, log, settings, policy
-        auth = config.get("server", "auth")
-        self.oauth = OAuthVerifier(auth, log) if auth["issuer"] else None
-        self.auth = Authenticator(settings["token"], users, self.oauth)
-        self._active_users = None  # at the last read of the users (None: not read yet)
-        if self.auth.users is not None and not settings["token"] and self.oauth is None:
-            self.auth.users.on_read = self.users_read  # says so the moment none is left
-        self.stateless = settings["stateless"]
-        self.state = state
-        self.max_body = settings["max_body_bytes"]
-        self.header_timeout = settings["header_timeout_s"]
-        self.calls_lock = threading.Lock()  # makes "under the limit? then start" one step
-        self.draining = threading.Event()  # SIGTERM: /healthz says 503
-        self.stopping = threading.Event()  # after the lame-duck delay: no new sessions or calls
-        self.sessions = HttpSessions(config, log, self.stopping)
-        self.mcp = StreamableHttp(dispatcher, self.sessions, self.dispatch, log)
-        self.legacy = LegacySse(self.sessions, self.dispatch, log)
-        self.usage = UsageReport(config, ledger, self.state, self.auth, self.sessions)
-        self.routes = {
-            ("POST", MCP_PATH): self.mcp.post,
-            ("DELETE", MCP_PATH): self.mcp.delete,
-            ("GET", SSE_PATH): self.legacy.stream,
-            ("POST", MESSAGES_PATH): self.legacy.post,
-            ("GET", HEALTH_PATH): HttpHandler.get_healthz,
-            ("GET", USAGE_PATH): self.usage.answer,
-            ("GET", WELL_KNOWN_RESOURCE): HttpHandler.get_resource_metadata,
-        }
-        self._deadlines: dict = {}  # handler -> when its request must have arrived
-        self._lock = threading.Lock()
-        policy.refuse_open(self.auth)
-
-    def listening(self, host: str, port: int) -> None:
-        """The server is bound: OAuth's resource URL is known, its keys are fetched."""
-        if self.oauth is None:
-            return
-        shown = f"[{host}]" if ":" in host else host
-        if self.policy.public_url:
-            self.oauth.set_resource(self.policy.public_url)
-        else:  # only loopback: elsewhere public_url is required (HostPolicy.refuse_open)
-            self.oauth.set_resource(f"http://{shown}:{port}", loopback_port=port)
-        self.oauth.keys.start()
-        self.log.say(
-            f"OAuth: accepting access tokens from {self.oauth.issuer} for {self.oauth.resource}"
-        )
-
-    # -- requests and limits ---------------------------------------------------------------------
-
-    def admit_call(self, hs: HttpSession, method: str = "tools/call") -> None:
-        """Refuses a new tools/call that would pass a limit, or a tasks/result past the
-        per-session one (call with calls_lock held)."""
-        refuse_new_calls(self.stopping.is_set(), self.state, method)
-        limit = self.settings["max_calls_per_session"]
-        if method == "tasks/result":  # each waits as long as a call: as many as calls
-            if hs.id is not None and hs.session.waiting() >= limit:
-                raise HttpError(
-                    429,
-                    f"too many tasks/result waiting in this session ({limit}, "
-                    "server.http.max_calls_per_session); wait for one to finish",
-                    {"Retry-After": "1"},
-                )
-            return
-        if hs.id is not None and hs.session.in_flight() >= limit:
-            raise HttpError(
-                429,
-                f"too many calls in flight in this session ({limit}, "
-                "server.http.max_calls_per_session); wait for one to finish",
-                {"Retry-After": "1"},
-            )
-        limit = self.settings["max_calls"]
-        if self.sessions.in_flight() >= limit:
-            raise HttpError(
-                429,
-                f"too many calls in flight on this server ({limit}, server.http.max_calls); "
-                "retry shortly",
-                {"Retry-After": "1"},
-            )
-
-    def dispatch(self, hs: HttpSession, message, method: str | None) -> dict | None:
-        """Hands a message to the dispatcher; a tools/call is admitted against the HTTP limits
-        first, in one step with its start (calls_lock), so two calls cannot both pass."""
-        if method not in ("tools/call", "tasks/result"):
-            return self.dispatcher.handle(message, hs.session, hs.header_version)
-        with self.calls_lock:
-            self.admit_call(hs, method)
-            return self.dispatcher.handle(message, hs.session, hs.header_version)
-
-    # -- gates: token, route (Host and Origin: HostPolicy) -------------------------------------
-
-    def route(self, command: str, path: str, authorization: str, host=None, source="") -> tuple:
-        """(what answers this request: a function of its HttpHandler, the user asking), once
-        its token is checked (Authenticator.authenticate: its Host header and client_source)."""
-        if command == "OPTIONS":
-            return HttpHandler.preflight, None
-        if path.startswith(WELL_KNOWN_RESOURCE):  # public; any resource path under it
-            path = WELL_KNOWN_RESOURCE
-        public = path in (HEALTH_PATH, WELL_KNOWN_RESOURCE)
-        user = None if public else self.auth.authenticate(authorization, host, source)
-        route = self.routes.get((command, path))
-        if self.stateless and (command, path) in _SESSION_ROUTES:
-            route = None
-        if route is None:
-            raise self.no_route(command, path)
-        return route, user
-
-    def no_route(self, command: str, path: str) -> HttpError:
-        allowed = _ALLOWED.get(path)
-        if self.stateless and path in (SSE_PATH, MESSAGES_PATH):
-            return HttpError(
-                404, "legacy HTTP+SSE needs sessions and is off with --stateless; use /mcp"
-            )
-        if allowed is None:
-            return HttpError(404, f"no such endpoint; MCP is served at {MCP_PATH}")
-        if self.stateless and path == MCP_PATH:
-            allowed = "POST"
-        why = {
-            (MCP_PATH, "GET"): "this server sends no server-initiated messages, so there is no "
-            "GET stream",
-            (MCP_PATH, "DELETE"): "there are no sessions with --stateless",
-            (SSE_PATH, "POST"): "/sse is the legacy HTTP+SSE stream; Streamable HTTP clients "
-            f"POST to {MCP_PATH}",
-        }.get((path, command), "")
-        hint = f"{why}; " if why else ""
-        return HttpError(
-            405, f"{command} {path} is not supported: {hint}use {allowed}", {"Allow": allowed}
-        )
-
-    @staticmethod
-    def refusal(exc: HttpError, body: bytes | None) -> dict:
-        """A refusal's body: a JSON-RPC error if the request's body was a JSON-RPC request
-        with an id, else {"error": ...}."""
-        try:
-            message = json.loads(body) if body is not None else None
-        except (ValueError, RecursionError):
-            message = None
-        if isinstance(message, dict) and "method" in message and _valid_id(message.get("id")):
-            return rpc_error(message["id"], HTTP_REFUSED, exc.message)
-        return {"error": exc.message}
-
-    def health(self) -> tuple[int, dict]:
-        draining = self.draining.is_set()
-        body = {
-            "status": "draining" if draining else "ok",
-            "version": __version__,
-            "in_flight": self.sessions.in_flight(),
-            "sessions": len(self.sessions.table.all()),
-            "api_key": bool(api_key(self.dispatcher.config)),
-        }
-        return (503 if draining else 200), body
-
-    # -- the watchdog: slow clients, idle sessions -------------------------------------------------
-
-    def watch(self, handler, deadline: float) -> None:
-        with self._lock:
-            self._deadlines[handler] = deadline
-
-    def evict_reader(self) -> bool:
-        """Closes the connection nearest its deadline among those still sending their request
-        line or headers, if any (HttpServer.admit, at max_connections); its slot passes to a
-        new connection."""
-        with self._lock:
-            readers = [(when, h) for h, when in self._deadlines.items() if h.awaits_request()]
-            if not readers:
-                return False
-            handler = min(readers, key=lambda entry: entry[0])[1]
-            del self._deadlines[handler]
-            handler.evicted = True
-        handler.too_slow()
-        return True
-
-    def unwatch(self, handler) -> None:
-        with self._lock:
-            self._deadlines.pop(handler, None)
-
-    def start_watchdog(self) -> None:
-        threading.Thread(target=self._watchdog, name="http-watchdog", daemon=True).start()
-        if self.auth.users is not None and self.auth.users.on_read is not None:
-            threading.Thread(target=self._watch_users, name="http-users", daemon=True).start()
-
-    def _watch_users(self) -> None:
-        """Reads the users every few seconds even while no request comes, so a revoke that
-        leaves no valid token is said on stderr the moment it happens."""
-        while True:
-            try:
-                self.auth.users.active()  # a read, when the last is old enough: see users_read
-            except Exception as exc:  # noqa: BLE001 - the watch must outlive any one read
-                self.log.debug("http", f"reading the users failed: {type(exc).__name__}")
-            time.sleep(_USERS_CACHE_S)
-
-    def users_read(self, active: int) -> None:
-        """After each read of the users: a warning when none has a valid token any more."""
-        before, self._active_users = self._active_users, active
-        if active == 0 and before != 0 and self.auth.required():
-            self.log.say(f"warning: {LOCKED_OUT}")
-
-    def _watchdog(self) -> None:
-        while True:
-            time.sleep(_POLL_S)
-            now = time.monotonic()
-            with self._lock:
-                late = [h for h, when in self._deadlines.items() if when <= now]
-                for handler in late:
-                    del self._deadlines[handler]
-            for handler in late:
-                handler.too_slow()
-            self.sessions.tidy()
+# -- Endpoints: /mcp (StreamableHttp), /sse (LegacySse), /usage (UsageReport) ------------------
+# Before HttpApp, which routes each request to one of them.
 
 
 class _Held:
@@ -15562,6 +15469,239 @@ class UsageReport:
             "Cache-Control": "no-store",
         }
         handler.send_body(200, "text/html; charset=utf-8", spend_page(summary), headers)
+
+
+# -- The HTTP app: a request's way through (HttpApp) -------------------------------------------
+
+
+class HttpApp:
+    """What every request needs: settings, the dispatcher, the gates, the limits, the
+    lifecycle; it routes each request to what answers it (StreamableHttp, LegacySse,
+    UsageReport, or HttpHandler itself)."""
+
+    def __init__(
+        self,
+        dispatcher,
+        config: Config,
+        log: Log,
+        policy: HostPolicy,
+        *,
+        users=None,
+        state=None,
+        ledger=None,
+    ):
+        """users, state, ledger: the AnswerEngine's UserDirectory (named tokens), StateStore
+        (its refusals, whether /usage has a ledger) and Ledger; None where there is none
+        (--doctor's trial has no engine)."""
+        settings = config.get("server", "http")
+        self.dispatcher, self.log, self.settings, self.policy = dispatcher, log, settings, policy
+        auth = config.get("server", "auth")
+        self.oauth = OAuthVerifier(auth, log) if auth["issuer"] else None
+        self.auth = Authenticator(settings["token"], users, self.oauth)
+        self._active_users = None  # at the last read of the users (None: not read yet)
+        if self.auth.users is not None and not settings["token"] and self.oauth is None:
+            self.auth.users.on_read = self.users_read  # says so the moment none is left
+        self.stateless = settings["stateless"]
+        self.state = state
+        self.max_body = settings["max_body_bytes"]
+        self.header_timeout = settings["header_timeout_s"]
+        self.calls_lock = threading.Lock()  # makes "under the limit? then start" one step
+        self.draining = threading.Event()  # SIGTERM: /healthz says 503
+        self.stopping = threading.Event()  # after the lame-duck delay: no new sessions or calls
+        self.sessions = HttpSessions(config, log, self.stopping)
+        self.mcp = StreamableHttp(dispatcher, self.sessions, self.dispatch, log)
+        self.legacy = LegacySse(self.sessions, self.dispatch, log)
+        self.usage = UsageReport(config, ledger, self.state, self.auth, self.sessions)
+        self.routes = {
+            ("POST", MCP_PATH): self.mcp.post,
+            ("DELETE", MCP_PATH): self.mcp.delete,
+            ("GET", SSE_PATH): self.legacy.stream,
+            ("POST", MESSAGES_PATH): self.legacy.post,
+            ("GET", HEALTH_PATH): HttpHandler.get_healthz,
+            ("GET", USAGE_PATH): self.usage.answer,
+            ("GET", WELL_KNOWN_RESOURCE): HttpHandler.get_resource_metadata,
+        }
+        self._deadlines: dict = {}  # handler -> when its request must have arrived
+        self._lock = threading.Lock()
+        policy.refuse_open(self.auth)
+
+    def listening(self, host: str, port: int) -> None:
+        """The server is bound: OAuth's resource URL is known, its keys are fetched."""
+        if self.oauth is None:
+            return
+        shown = f"[{host}]" if ":" in host else host
+        if self.policy.public_url:
+            self.oauth.set_resource(self.policy.public_url)
+        else:  # only loopback: elsewhere public_url is required (HostPolicy.refuse_open)
+            self.oauth.set_resource(f"http://{shown}:{port}", loopback_port=port)
+        self.oauth.keys.start()
+        self.log.say(
+            f"OAuth: accepting access tokens from {self.oauth.issuer} for {self.oauth.resource}"
+        )
+
+    # -- requests and limits ---------------------------------------------------------------------
+
+    def admit_call(self, hs: HttpSession, method: str = "tools/call") -> None:
+        """Refuses a new tools/call that would pass a limit, or a tasks/result past the
+        per-session one (call with calls_lock held)."""
+        refuse_new_calls(self.stopping.is_set(), self.state, method)
+        limit = self.settings["max_calls_per_session"]
+        if method == "tasks/result":  # each waits as long as a call: as many as calls
+            if hs.id is not None and hs.session.waiting() >= limit:
+                raise HttpError(
+                    429,
+                    f"too many tasks/result waiting in this session ({limit}, "
+                    "server.http.max_calls_per_session); wait for one to finish",
+                    {"Retry-After": "1"},
+                )
+            return
+        if hs.id is not None and hs.session.in_flight() >= limit:
+            raise HttpError(
+                429,
+                f"too many calls in flight in this session ({limit}, "
+                "server.http.max_calls_per_session); wait for one to finish",
+                {"Retry-After": "1"},
+            )
+        limit = self.settings["max_calls"]
+        if self.sessions.in_flight() >= limit:
+            raise HttpError(
+                429,
+                f"too many calls in flight on this server ({limit}, server.http.max_calls); "
+                "retry shortly",
+                {"Retry-After": "1"},
+            )
+
+    def dispatch(self, hs: HttpSession, message, method: str | None) -> dict | None:
+        """Hands a message to the dispatcher; a tools/call is admitted against the HTTP limits
+        first, in one step with its start (calls_lock), so two calls cannot both pass."""
+        if method not in ("tools/call", "tasks/result"):
+            return self.dispatcher.handle(message, hs.session, hs.header_version)
+        with self.calls_lock:
+            self.admit_call(hs, method)
+            return self.dispatcher.handle(message, hs.session, hs.header_version)
+
+    # -- gates: token, route (Host and Origin: HostPolicy) -------------------------------------
+
+    def route(self, command: str, path: str, authorization: str, host=None, source="") -> tuple:
+        """(what answers this request: a function of its HttpHandler, the user asking), once
+        its token is checked (Authenticator.authenticate: its Host header and client_source)."""
+        if command == "OPTIONS":
+            return HttpHandler.preflight, None
+        if path.startswith(WELL_KNOWN_RESOURCE):  # public; any resource path under it
+            path = WELL_KNOWN_RESOURCE
+        public = path in (HEALTH_PATH, WELL_KNOWN_RESOURCE)
+        user = None if public else self.auth.authenticate(authorization, host, source)
+        route = self.routes.get((command, path))
+        if self.stateless and (command, path) in _SESSION_ROUTES:
+            route = None
+        if route is None:
+            raise self.no_route(command, path)
+        return route, user
+
+    def no_route(self, command: str, path: str) -> HttpError:
+        allowed = _ALLOWED.get(path)
+        if self.stateless and path in (SSE_PATH, MESSAGES_PATH):
+            return HttpError(
+                404, "legacy HTTP+SSE needs sessions and is off with --stateless; use /mcp"
+            )
+        if allowed is None:
+            return HttpError(404, f"no such endpoint; MCP is served at {MCP_PATH}")
+        if self.stateless and path == MCP_PATH:
+            allowed = "POST"
+        why = {
+            (MCP_PATH, "GET"): "this server sends no server-initiated messages, so there is no "
+            "GET stream",
+            (MCP_PATH, "DELETE"): "there are no sessions with --stateless",
+            (SSE_PATH, "POST"): "/sse is the legacy HTTP+SSE stream; Streamable HTTP clients "
+            f"POST to {MCP_PATH}",
+        }.get((path, command), "")
+        hint = f"{why}; " if why else ""
+        return HttpError(
+            405, f"{command} {path} is not supported: {hint}use {allowed}", {"Allow": allowed}
+        )
+
+    @staticmethod
+    def refusal(exc: HttpError, body: bytes | None) -> dict:
+        """A refusal's body: a JSON-RPC error if the request's body was a JSON-RPC request
+        with an id, else {"error": ...}."""
+        try:
+            message = json.loads(body) if body is not None else None
+        except (ValueError, RecursionError):
+            message = None
+        if isinstance(message, dict) and "method" in message and _valid_id(message.get("id")):
+            return rpc_error(message["id"], HTTP_REFUSED, exc.message)
+        return {"error": exc.message}
+
+    def health(self) -> tuple[int, dict]:
+        draining = self.draining.is_set()
+        body = {
+            "status": "draining" if draining else "ok",
+            "version": __version__,
+            "in_flight": self.sessions.in_flight(),
+            "sessions": len(self.sessions.table.all()),
+            "api_key": bool(api_key(self.dispatcher.config)),
+        }
+        return (503 if draining else 200), body
+
+    # -- the watchdog: slow clients, idle sessions -------------------------------------------------
+
+    def watch(self, handler, deadline: float) -> None:
+        with self._lock:
+            self._deadlines[handler] = deadline
+
+    def evict_reader(self) -> bool:
+        """Closes the connection nearest its deadline among those still sending their request
+        line or headers, if any (HttpServer.admit, at max_connections); its slot passes to a
+        new connection."""
+        with self._lock:
+            readers = [(when, h) for h, when in self._deadlines.items() if h.awaits_request()]
+            if not readers:
+                return False
+            handler = min(readers, key=lambda entry: entry[0])[1]
+            del self._deadlines[handler]
+            handler.evicted = True
+        handler.too_slow()
+        return True
+
+    def unwatch(self, handler) -> None:
+        with self._lock:
+            self._deadlines.pop(handler, None)
+
+    def start_watchdog(self) -> None:
+        threading.Thread(target=self._watchdog, name="http-watchdog", daemon=True).start()
+        if self.auth.users is not None and self.auth.users.on_read is not None:
+            threading.Thread(target=self._watch_users, name="http-users", daemon=True).start()
+
+    def _watch_users(self) -> None:
+        """Reads the users every few seconds even while no request comes, so a revoke that
+        leaves no valid token is said on stderr the moment it happens."""
+        while True:
+            try:
+                self.auth.users.active()  # a read, when the last is old enough: see users_read
+            except Exception as exc:  # noqa: BLE001 - the watch must outlive any one read
+                self.log.debug("http", f"reading the users failed: {type(exc).__name__}")
+            time.sleep(_USERS_CACHE_S)
+
+    def users_read(self, active: int) -> None:
+        """After each read of the users: a warning when none has a valid token any more."""
+        before, self._active_users = self._active_users, active
+        if active == 0 and before != 0 and self.auth.required():
+            self.log.say(f"warning: {LOCKED_OUT}")
+
+    def _watchdog(self) -> None:
+        while True:
+            time.sleep(_POLL_S)
+            now = time.monotonic()
+            with self._lock:
+                late = [h for h, when in self._deadlines.items() if when <= now]
+                for handler in late:
+                    del self._deadlines[handler]
+            for handler in late:
+                handler.too_slow()
+            self.sessions.tidy()
+
+
+# -- The request handler: bytes in, a response out (HttpHandler) -------------------------------
 
 
 class HttpHandler:
@@ -15972,6 +16112,9 @@ def _unread(conn) -> bool:
         return True
     except (OSError, ValueError):  # gone already: nothing will be read from it
         return True
+
+
+# -- The server: the lobby, HttpServer, HttpTransport, serve_http ------------------------------
 
 
 class _Parked:
@@ -16388,6 +16531,9 @@ def serve_http(dispatcher: Dispatcher, config: Config, log: Log, host: str, port
 # CLI
 # ============================================================================================
 
+# -- Flags: USAGE, FLAG_TABLE and --help -------------------------------------------------------
+
+
 USAGE = f"""\
 usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--show-config]
        {SERVER_NAME} --http [HOST:]PORT [--stateless] [--http-token TOKEN]
@@ -16600,6 +16746,9 @@ Ctrl-D or Ctrl-C ends.
 
 class UsageError(Exception):
     pass
+
+
+# -- Parsing: the command line read, a mistyped flag named -------------------------------------
 
 
 def parse_args(argv: list[str]) -> dict:
@@ -16868,6 +17017,9 @@ def _check_usage_options(options: dict) -> None:
             valid = False
         if not valid:
             raise UsageError(f"--since takes a date like 2026-11-01, got {since!r}")
+
+
+# -- Commands: --usage, --user, --upgrade-state, --ask -----------------------------------------
 
 
 def write_json(value) -> None:
@@ -17517,6 +17669,9 @@ def _doctor_status(doctor: Doctor, exc, url: str, where: str, key: str | None) -
     return False
 
 
+# -- --doctor's checks: models, state, paths, budget, HTTP -------------------------------------
+
+
 def _doctor_models(doctor: Doctor, config: Config, client) -> None:
     """Each profile's model available to the key, with an effort and verbosity it accepts."""
     import openai
@@ -17923,6 +18078,9 @@ def _doctor_bind(doctor: Doctor, config: Config, host: str, port: int) -> None:
         )
 
 
+# -- --doctor --live: a trial call; the command line a client runs -----------------------------
+
+
 # --doctor --live tries each profile's settings with a request as cheap as one gets.
 TRIAL_INPUT = "Reply with the word OK."
 
@@ -18253,6 +18411,9 @@ def run_doctor(options: dict) -> int:
     for row in client_lines(options, config, launch):
         doctor.line(row)
     return doctor.finish()
+
+
+# -- main(): the entry point -------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -425,3 +425,79 @@ def test_the_order_check_sees_a_later_name():
         "# ====\n# Second\n# ====\ndef late():\n    return 1\n"
     )
     assert later_names_used(source) == {"early": {"late"}}
+
+
+def map_marks(source: str) -> list:
+    """The module's banners and topics in order, as (line, kind, name), ending with ("end").
+    A topic is a top-level `# -- Name: what it holds ----` comment (not such a line in a string,
+    as in the shipped config), named by what comes before its first ': ' (or its dashes)."""
+    import io
+    import tokenize
+
+    lines = source.splitlines()
+    rule = [line.startswith("# ====") for line in lines] + [False, False]
+    marks = [
+        (i + 2, "section", lines[i + 1][2:])
+        for i in range(len(lines) - 2)
+        if rule[i] and rule[i + 2]
+    ]
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        text = token.string
+        top_level = token.start[1] == 0  # a class's own `# --` lines mark its parts, not topics
+        if token.type == tokenize.COMMENT and top_level and text.startswith("# -- "):
+            if not text.endswith("---"):
+                continue
+            marks.append((token.start[0], "topic", text[5:].rstrip("-").strip().split(": ")[0]))
+    return [*sorted(marks), (len(lines) + 1, "end", "")]
+
+
+def docstring_topics(doc: str) -> list:
+    """Each section of the docstring's map (`N. Name   what it holds`): the topics listed on
+    the indented lines under it, separated by ' · '."""
+    blocks = re.split(r"^\d+\. ", doc, flags=re.M)[1:]
+    listed = []
+    for block in blocks:
+        under = block.split("\n\n")[0].split("\n")[1:]
+        text = " ".join(" ".join(under).split())
+        listed.append([name.strip() for name in text.split(" · ") if name.strip()])
+    return listed
+
+
+def test_the_module_docstring_maps_every_topic_under_its_section_in_order():
+    """Issue 40: a reader finds any concern from the docstring's map in one jump. Each
+    section's `# --` topics, by name, are the ones its entry lists, in the same order."""
+    marks = map_marks((ROOT / "openai_responses_mcp.py").read_text(encoding="utf-8"))
+    topics = []
+    for _, kind, name in marks:
+        if kind == "section":
+            topics.append((name.split(":")[0], []))
+        elif kind == "topic":
+            topics[-1][1].append(name)
+    listed = docstring_topics(orm.__doc__)
+    assert len(listed) == len(topics)
+    pairs = zip(topics, listed, strict=True)
+    wrong = {name: (names, shown) for (name, names), shown in pairs if names != shown}
+    assert wrong == {}, "(the module's topics, the docstring's) for each section that differs"
+
+
+def test_no_topic_of_the_module_runs_over_450_lines():
+    """Issue 40: 'Task wire shapes' held 1,073 lines of eras, sessions and the Dispatcher. A
+    topic (or a section's lines before its first topic) runs to the next topic or banner."""
+    marks = map_marks((ROOT / "openai_responses_mcp.py").read_text(encoding="utf-8"))
+    import itertools
+
+    pairs = itertools.pairwise(marks)
+    runs = {(line, name): end - line for (line, _, name), (end, _, _) in pairs}
+    assert {run: size for run, size in runs.items() if size > 450} == {}
+
+
+def test_the_map_checks_see_topics_and_not_a_string_that_looks_like_one():
+    source = (
+        '# ====\n# First\n# ====\nX = """\n# -- Not one ----\n"""\n'
+        "# -- Alpha: what it holds ------\nclass A:\n    # -- a part ----\n    x = 1\n"
+        "# -- Beta ------\nB = 2\n"
+    )
+    names = [(kind, name) for _, kind, name in map_marks(source)]
+    assert names == [("section", "First"), ("topic", "Alpha"), ("topic", "Beta"), ("end", "")]
+    doc = "1. First   what\n      Alpha · Beta\n2. Second   more\n\nProse."
+    assert docstring_topics(doc) == [["Alpha", "Beta"], []]
