@@ -4014,6 +4014,9 @@ def roots_from(result) -> list:
 STATE_SCHEMA_VERSION = 7
 ANSWER_FORMAT = 2  # the shape of a cached body; a row of another shape is a miss, and dropped
 _BUSY_TIMEOUT_S = 2.0  # how long a write (or a budget check) waits for another's lock
+# How long an upgrade of the schema may take (a team's ledger of a few million rows is read
+# once per step); meanwhile budget checks of other processes cannot be made, and refuse.
+_MIGRATION_S = 300.0
 _CACHE_READ_S = 0.25  # a cache read that takes longer is a miss
 _BUDGET_WAIT_S = 10.0  # how long a budget check waits for this process's other checks
 _BACKOFF_S = 3.0  # after a failure, a connection is not tried again for this long
@@ -4236,8 +4239,7 @@ def _from_version_6(backend, conn) -> None:
     be told apart. Cached answers are dropped (their keys hash the old names): each question
     is asked again once."""
     issuer = (backend.oauth_issuer or "").rstrip("/")
-    for table, name in _bare_subjects(conn.execute):
-        _rename_identity(backend, conn.execute, table, name, Identity.oauth(issuer, name).key)
+    _refile_bare(backend, conn.execute, issuer)
     conn.execute("DELETE FROM answers")
 
 
@@ -4276,67 +4278,107 @@ def _needs_issuer(backend, conn) -> str | None:
 _MIGRATION_NEEDS = {7: _needs_issuer}
 
 
-def _rename_identity(backend, run, table: str, old: str, new: str) -> None:
-    """Moves `old`'s rows of `table` to `new`, folding them into any `new` already has;
-    run(sql, params) runs a statement."""
+def _refile(backend, run, where: str, params: tuple, new: str, new_params: tuple) -> None:
+    """Gives every row whose user_name matches `where` (SQL, with `params`) the identity the
+    SQL expression `new` makes of it (with `new_params`), in every identity table, folding the
+    rows of a table keyed by identity into any the new identity has. One statement per table
+    whatever the number of identities: a statement per identity scanned the ledger once for
+    each, and a team's store never finished its upgrade (issue 39). `new` must map distinct
+    names to distinct identities that `where` does not match. run(sql, params) runs one."""
     sql = backend.sql
-    if table == "usage_by_user":  # (day, user_name) is its key: fold into any row
-        _fold_user_days(backend, run, old, new)
-    elif table == "response_owners":  # (response_id, user_name) likewise
-        run(
-            sql(
-                "INSERT INTO response_owners (response_id, user_name, at) SELECT response_id, "
-                "?, at FROM response_owners WHERE user_name = ? ON CONFLICT DO NOTHING"
-            ),
-            (new, old),
-        )
-        run(sql("DELETE FROM response_owners WHERE user_name = ?"), (old,))
-    else:
-        run(sql(f"UPDATE {table} SET user_name = ? WHERE user_name = ?"), (new, old))
-
-
-def _fold_user_days(backend, run, old: str, new: str) -> None:
-    sql = backend.sql
-    run(
-        sql(
-            "INSERT INTO usage_by_user (day, user_name, calls, usd) SELECT day, ?, calls, usd "
-            "FROM usage_by_user WHERE user_name = ? ON CONFLICT (day, user_name) DO UPDATE SET "
-            "calls = usage_by_user.calls + excluded.calls, usd = usage_by_user.usd + excluded.usd"
-        ),
-        (new, old),
-    )
-    run(sql("DELETE FROM usage_by_user WHERE user_name = ?"), (old,))
-
-
-def misfiled_subjects(run) -> list:
-    """(table, identity, sub) for each OAuth subject a version 7 store holds outside its
-    issuer's namespace (issue 39): oauth:#<sub>, filed so by an upgrade run without
-    server.auth.issuer (before that was refused), and a bare <sub>, written by a host of an
-    older release that kept serving after another host upgraded the store (since 7 no name but
-    a named user's, `local` and `shared` is bare). run(sql) runs a statement."""
-    found = []
+    both = (*new_params, *params)
     for table in _IDENTITY_COLUMNS:
-        rows = run(
-            f"SELECT DISTINCT user_name FROM {table} WHERE substr(user_name, 1, "
-            f"{len(Identity.UNKEYED)}) = '{Identity.UNKEYED}'"
-        ).fetchall()
-        found += [(table, row[0], Identity.parse(row[0]).subject) for row in rows]
-    return found + [(table, name, name) for table, name in _bare_subjects(run)]
+        if table == "usage_by_user":  # (day, user_name) is its key: fold into any row
+            run(
+                sql(
+                    f"INSERT INTO usage_by_user (day, user_name, calls, usd) SELECT day, {new}, "
+                    f"calls, usd FROM usage_by_user WHERE {where} ON CONFLICT (day, user_name) "
+                    "DO UPDATE SET calls = usage_by_user.calls + excluded.calls, "
+                    "usd = usage_by_user.usd + excluded.usd"
+                ),
+                both,
+            )
+        elif table == "response_owners":  # (response_id, user_name) likewise
+            run(
+                sql(
+                    f"INSERT INTO response_owners (response_id, user_name, at) SELECT "
+                    f"response_id, {new}, at FROM response_owners WHERE {where} "
+                    "ON CONFLICT DO NOTHING"
+                ),
+                both,
+            )
+        else:
+            run(sql(f"UPDATE {table} SET user_name = {new} WHERE {where}"), both)
+            continue
+        run(sql(f"DELETE FROM {table} WHERE {where}"), params)
 
 
-def refile_subjects(backend, run) -> int:
-    """Files each misfiled subject under the issuer server.auth.issuer names (a store before 7
-    can have had only that one: it was the server's one issuer); how many identities."""
-    issuer = (backend.oauth_issuer or "").rstrip("/")
-    found = misfiled_subjects(run) if issuer else []
-    for table, name, subject in found:
-        _rename_identity(backend, run, table, name, Identity.oauth(issuer, subject).key)
-    return len({name for _, name, _ in found})
+def _refile_bare(backend, run, issuer: str) -> None:
+    """Files every subject a store holds under its bare `sub` (see _bare_subjects) as
+    oauth:<issuer>#<sub>."""
+    where = (
+        f"user_name NOT IN (SELECT name FROM users) AND user_name NOT IN (?, ?, ?) "
+        f"AND substr(user_name, 1, {len(Identity.OAUTH_KEYS)}) <> ?"
+    )
+    params = ("", LOCAL_USER, SHARED_USER, Identity.OAUTH_KEYS)
+    prefix = Identity.oauth(issuer, "").key
+    _refile(backend, run, where, params, "CAST(? AS TEXT) || user_name", (prefix,))
+
+
+def _refile_prefix(backend, run, old: str, new: str) -> None:
+    """Every identity that starts with `old` starts with `new` instead (the rest kept)."""
+    where = f"substr(user_name, 1, {len(old)}) = ?"
+    expression = f"CAST(? AS TEXT) || substr(user_name, {len(old) + 1})"
+    _refile(backend, run, where, (old,), expression, (new,))
 
 
 # The steps, by the version each one reaches; each runs once, in order, after the tables
 # and columns this version expects have been made. A new schema version adds one step.
 _MIGRATIONS = {2: _from_version_1, 3: _from_version_2, 7: _from_version_6}
+
+
+def _schema_turn(backend, conn, take) -> None:
+    """take() waits for the lock another process changing the schema holds (an upgrade of
+    a large store may hold it for minutes); when that wait runs out, StateUnavailable says
+    so, not "database is locked" or "canceling statement due to statement timeout"."""
+    try:
+        take()
+    except backend.errors() as exc:
+        if backend.postgres:
+            import psycopg
+
+            waited = isinstance(
+                exc, (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable)
+            )
+        else:
+            waited = "locked" in str(exc)
+        if not waited or backend.lost(conn):
+            raise
+        raise StateUnavailable(
+            f"another process holds its schema lock (an upgrade running?) past "
+            f"{_BUSY_TIMEOUT_S:g} s: it is tried again; --upgrade-state: run it again once that "
+            "is done"
+        ) from None
+
+
+def _upgrade(backend, conn, version: int | None) -> None:
+    """Within _ensure_schema's transaction: what this version expects and the store lacks,
+    then each step past `version`, and the new version."""
+    for statement in _missing(backend, conn):
+        conn.execute(statement)
+    steps = [s for s in range(STATE_SCHEMA_VERSION + 1) if version is not None and s > version]
+    for step in steps:  # every step's needs first: the store is upgraded whole, or not
+        problem = _MIGRATION_NEEDS[step](backend, conn) if step in _MIGRATION_NEEDS else None
+        if problem:
+            backend.refused = StateRefused(problem)
+            raise backend.refused
+    for step in steps:
+        if step in _MIGRATIONS:
+            _MIGRATIONS[step](backend, conn)
+    conn.execute("DELETE FROM schema_version")
+    conn.execute(
+        backend.sql("INSERT INTO schema_version (version) VALUES (?)"), (STATE_SCHEMA_VERSION,)
+    )
 
 
 # -- Which store: its path, its errors, the watchdog -------------------------------------------
@@ -4603,8 +4645,11 @@ class _SqliteBackend(StateBackend):
             try:
                 # Only a file of ours: state.path may name a device (/dev/null: as root, a chmod
                 # took it from every other user of the machine) or a link to another's file.
-                if stat.S_ISREG(os.lstat(self.path + suffix).st_mode):
-                    os.chmod(self.path + suffix, 0o600)
+                # Group and others lose their access; the owner gains none (a file made
+                # read-only stays so: 0444 became 0600, writable).
+                mode = os.lstat(self.path + suffix).st_mode
+                if stat.S_ISREG(mode) and mode & 0o077:
+                    os.chmod(self.path + suffix, stat.S_IMODE(mode) & 0o700)
             except OSError:
                 pass
         return conn
@@ -4801,38 +4846,40 @@ def _ensure_schema(backend, conn) -> None:
     """Creates or upgrades the tables, once, even when several instances start at once: every
     table and column this version expects is checked (and made where missing, whatever the
     version says), then each migration step past the store's version runs."""
-    if _stored_version(backend, conn) == STATE_SCHEMA_VERSION and not _missing(backend, conn):
-        return
-    backend.set_timeout(conn, _BUSY_TIMEOUT_S)  # another instance may be making them now
-    backend.begin(conn, write=True)
-    try:
-        backend.take_turns(conn, _LOCK_SCHEMA)
+    # Looking, and waiting for another instance making them now, is bounded as any check is;
+    # the upgrade itself may take longer on a large store (_MIGRATION_S).
+    with backend.guard(conn, 2 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
         version = _stored_version(backend, conn)
+        if version is not None and version > STATE_SCHEMA_VERSION:
+            # Refused before taking the schema lock whole: that waits for every transaction of
+            # the newer hosts (a long report), and holds up all their others meanwhile.
+            backend.refused = _newer_store(version)
+            raise backend.refused
+        if version == STATE_SCHEMA_VERSION and not _missing(backend, conn):
+            return
+        backend.set_timeout(conn, _BUSY_TIMEOUT_S)
+        _schema_turn(backend, conn, lambda: backend.begin(conn, write=True))
+    try:
+        with backend.guard(conn, 2 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
+            _schema_turn(backend, conn, lambda: backend.take_turns(conn, _LOCK_SCHEMA))
+            version = _stored_version(backend, conn)
         if version is not None and version > STATE_SCHEMA_VERSION:
             backend.refused = _newer_store(version)
             raise backend.refused
         if version is None and backend.has_table(conn, "usage"):
             version = 1  # version 1 had no version table
-        for statement in _missing(backend, conn):
-            conn.execute(statement)
-        steps = [s for s in range(STATE_SCHEMA_VERSION + 1) if version is not None and s > version]
-        for step in steps:  # every step's needs first: the store is upgraded whole, or not
-            problem = _MIGRATION_NEEDS[step](backend, conn) if step in _MIGRATION_NEEDS else None
-            if problem:
-                backend.refused = StateRefused(problem)
-                raise backend.refused
-        for step in steps:
-            if step in _MIGRATIONS:
-                _MIGRATIONS[step](backend, conn)
-        conn.execute("DELETE FROM schema_version")
-        conn.execute(
-            backend.sql("INSERT INTO schema_version (version) VALUES (?)"),
-            (STATE_SCHEMA_VERSION,),
-        )
-        conn.execute("COMMIT")
+        with backend.guard(conn, _MIGRATION_S + _WATCHDOG_GRACE_S):
+            backend.set_timeout(conn, _MIGRATION_S)
+            _upgrade(backend, conn, version)
+            conn.execute("COMMIT")
     except BaseException:
         _rollback(conn)
         raise
+    finally:
+        try:  # back to a check's bound (the channel sets its own before its next transaction)
+            backend.set_timeout(conn, _BUSY_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - the connection is gone: it is not used again
+            pass
 
 
 def _refuse_newer(backend, conn) -> None:
@@ -4840,17 +4887,35 @@ def _refuse_newer(backend, conn) -> None:
     (issue 39). This version is the older host of the next upgrade: its rows (subjects, names,
     columns) would be of the old shape, so it writes none, and says so (StateRefused)."""
     backend.hold_schema(conn)
-    version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
-    if version is not None and version > STATE_SCHEMA_VERSION:
+    found = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+    version = _valid_version(backend, found)  # the table is there: the store was opened
+    if version > STATE_SCHEMA_VERSION:
         backend.refused = _newer_store(version)
         raise backend.refused
     backend.refused = None
 
 
 def _stored_version(backend, conn) -> int | None:
+    """The store's schema version; None before version 2 (no table). StateRefused when the
+    table holds none, or no version (every version from 2 wrote its row with its tables, in
+    one transaction): any guess would run steps again (the totals summed twice) or skip them."""
     if not backend.has_table(conn, "schema_version"):
         return None
-    return conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+    return _valid_version(
+        backend, conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+    )
+
+
+def _valid_version(backend, version) -> int:
+    """The version a schema_version table holds (its MAX), or StateRefused."""
+    if not isinstance(version, int) or isinstance(version, bool) or version < 2:
+        shown = "no version" if version is None else f"{str(version)[:20]!r}, not a version"
+        backend.refused = StateRefused(
+            f"its schema_version table holds {shown}; nothing was changed: set it back to the "
+            "last version that used the store (the highest usage.writer_schema: docs/upgrade.md)"
+        )
+        raise backend.refused
+    return version
 
 
 def _missing(backend, conn) -> list:
@@ -4971,9 +5036,9 @@ class _Channel:
     def _open(self):
         conn = self._backend.connect()
         try:
-            # Making or checking the tables waits on the schema lock, bounded by its timeout.
-            with self._backend.guard(conn, 2 * _BUSY_TIMEOUT_S + _WATCHDOG_GRACE_S):
-                _ensure_schema(self._backend, conn)
+            # Making or checking the tables waits on the schema lock, bounded by its timeout
+            # (and an upgrade by _MIGRATION_S: see _ensure_schema).
+            _ensure_schema(self._backend, conn)
         except BaseException:
             conn.close()
             raise
@@ -5651,8 +5716,12 @@ class StateStore:
         if self.backend is None:
             return
         left = self._writer.close(wait_s)
-        if left:
-            self.say(f"{left} usage row(s) could not be written before exit")
+        if left:  # the dollars too: what the ledger will lack, for whoever accounts for it
+            lost = sum(w.usd for w in self.unwritten() if isinstance(w, _UsageWrite))
+            self.say(
+                f"{left} usage row(s) could not be written before exit ({usd(lost)} of spend "
+                "that no ledger holds)"
+            )
         self._reads.close()
         self._cache_reads.close()
 
@@ -5827,9 +5896,16 @@ class Ledger:
             return reservation, estimate, sums
 
         # wait_s: this process's other calls checking their budget first (each a few ms,
-        # unless the store is slow: then each gives up after _BUSY_TIMEOUT_S).
+        # unless the store is slow: then each gives up after _BUSY_TIMEOUT_S). connect_wait:
+        # an upgrade of a large store, made as the connection opens, goes on aside while the
+        # call is refused (up to _MIGRATION_S, issue 39).
         return self._state.read(
-            "checking the budget", work, write=True, turns=_LOCK_BUDGET, wait_s=_BUDGET_WAIT_S
+            "checking the budget",
+            work,
+            write=True,
+            turns=_LOCK_BUDGET,
+            wait_s=_BUDGET_WAIT_S,
+            connect_wait=_BUDGET_WAIT_S,
         )
 
     def report(self, since: str | None) -> dict:
@@ -6065,6 +6141,7 @@ class Identity:
     the string the state, signed ids and cache keys hold (never changes form). Equal by key."""
 
     __slots__ = ("issuer", "key", "kind", "subject")
+    OAUTH_KEYS = OAUTH_PREFIX  # what every OAuth subject's key starts with (for SQL's substr)
 
     def __init__(self, kind: str, issuer: str, subject: str, key: str) -> None:
         self.kind, self.issuer, self.subject, self.key = kind, issuer, subject, key
@@ -6168,6 +6245,69 @@ def user_name_problem(name: str) -> str | None:
     if name.lower() in (LOCAL_USER, SHARED_USER):
         return f"{name!r} is reserved (the {name.lower()} identity); pick another name"
     return None
+
+
+def misfiled_subjects(run) -> list:
+    """(table, identity, sub) for each OAuth subject a version 7 store holds outside its
+    issuer's namespace (issue 39): oauth:#<sub>, filed so by an upgrade run without
+    server.auth.issuer (before that was refused), and a bare <sub>, written by a host of an
+    older release that kept serving after another host upgraded the store (since 7 no name but
+    a named user's, `local` and `shared` is bare). run(sql) runs a statement."""
+    found = []
+    for table in _IDENTITY_COLUMNS:
+        rows = run(
+            f"SELECT DISTINCT user_name FROM {table} WHERE substr(user_name, 1, "
+            f"{len(Identity.UNKEYED)}) = '{Identity.UNKEYED}'"
+        ).fetchall()
+        found += [(table, row[0], Identity.parse(row[0]).subject) for row in rows]
+    return found + [(table, name, name) for table, name in _bare_subjects(run)]
+
+
+def refile_subjects(backend, run) -> int:
+    """Files each misfiled subject under the issuer server.auth.issuer names (a store before 7
+    can have had only that one: it was the server's one issuer); how many identities."""
+    issuer = (backend.oauth_issuer or "").rstrip("/")
+    found = misfiled_subjects(run) if issuer else []
+    if found:  # oauth:#<sub> first: a bare <sub> of the same subject then folds into it
+        _refile_prefix(backend, run, Identity.UNKEYED, Identity.oauth(issuer, "").key)
+        _refile_bare(backend, run, issuer)
+    return len({name for _, name, _ in found})
+
+
+def _bare_rows(run, name: str) -> bool:
+    """Whether any row holds `name` as its identity."""
+    return any(
+        run(f"SELECT 1 FROM {table} WHERE user_name = ? LIMIT 1", (name,)).fetchone()
+        for table in _IDENTITY_COLUMNS
+    )
+
+
+def filed_issuers(run) -> dict:
+    """{issuer: how many OAuth subjects the store files under it}, oauth:#<sub> left out (see
+    misfiled_subjects); run(sql) runs a statement."""
+    found: dict = {}
+    for table in _IDENTITY_COLUMNS:
+        rows = run(
+            f"SELECT DISTINCT user_name FROM {table} WHERE substr(user_name, 1, "
+            f"{len(Identity.OAUTH_KEYS)}) = '{Identity.OAUTH_KEYS}'"
+        ).fetchall()
+        for (identity,) in rows:
+            issuer = Identity.parse(identity).issuer
+            if issuer:
+                found.setdefault(issuer, set()).add(identity)
+    return {issuer: len(identities) for issuer, identities in found.items()}
+
+
+def refile_issuer(backend, run, old: str) -> int:
+    """Files every subject of issuer `old` under the one server.auth.issuer names, as the same
+    `sub` (--upgrade-state --from-issuer, issue 39): undoes an upgrade run with a mistyped
+    issuer, which filed the subjects under it for good. How many identities moved."""
+    issuer = (backend.oauth_issuer or "").rstrip("/")
+    moved = filed_issuers(run).get(old.rstrip("/"), 0)
+    if moved:
+        old_keys, new_keys = Identity.oauth(old, "").key, Identity.oauth(issuer, "").key
+        _refile_prefix(backend, run, old_keys, new_keys)
+    return moved
 
 
 class UserDirectory:
@@ -6280,6 +6420,14 @@ class UserDirectory:
                         f"user {other!r} exists, and {name!r} differs from it only in case; "
                         "pick another name"
                     )
+            if row is None and _bare_rows(q, name):
+                raise ValueError(
+                    f"the state holds spend under the bare name {name!r}, which no user has had: "
+                    "an OAuth subject's, written by a host of an older release after the upgrade "
+                    "(issue 39), which would become this user's; run "
+                    f"`{SERVER_NAME} --config FILE --upgrade-state` with the --http server's "
+                    "config first"
+                )
             if row is not None:  # revoked: a new token, the same allowances and history
                 kept = (row[1] if daily is None else daily, row[2] if monthly is None else monthly)
                 q(
@@ -16602,7 +16750,7 @@ usage: {SERVER_NAME} --stdio [--config PATH] [--model ID] [--debug [PATH]] [--sh
        {SERVER_NAME} --usage [--since YYYY-MM-DD] [--json] [--config PATH]
        {SERVER_NAME} --user add NAME [--daily-usd X] [--monthly-usd Y] | list | revoke NAME
               | rotate NAME | limit NAME [--daily-usd X|none] [--monthly-usd Y|none]
-       {SERVER_NAME} --upgrade-state [--config PATH]
+       {SERVER_NAME} --upgrade-state [--from-issuer URL] [--config PATH]
        {SERVER_NAME} -h | --help | -V | --version"""
 
 EXAMPLES = {
@@ -16722,6 +16870,9 @@ FLAG_TABLE = (
           "upgrade the state to this version's schema now, with the --http server's config "
           "(an upgrade may need its server.auth.issuer), and file under that issuer OAuth "
           "subjects an earlier upgrade left without it"),
+    _flag(("--from-issuer",), "from_issuer", "value", "URL", _IN_STATE,
+          "also file under server.auth.issuer the subjects an upgrade filed under URL (a "
+          "mistyped issuer; --doctor names them)", "--upgrade-state"),
     _flag(("--version", "-V"), "version", "switch", "", _IN_ABOUT, "print the version"),
     _flag(("--help", "-h"), "help", "switch", "", _IN_ABOUT, "print this help"),
 )  # fmt: skip
@@ -16871,6 +17022,8 @@ def parse_args(argv: list[str]) -> dict:
         raise UsageError("--doctor cannot be combined with --stdio or --ask")
     _check_usage_options(options)
     _check_user_options(options)
+    if options.get("from_issuer") and not options.get("upgrade_state"):
+        raise UsageError("--from-issuer goes with --upgrade-state")
     if options.get("upgrade_state"):
         others = ("stdio", "http", "ask", "usage", "user", "doctor", "show_config")
         if any(options.get(name) for name in others):
@@ -17193,30 +17346,49 @@ def allowance_words(allowance: tuple) -> str:
     )
 
 
-def run_upgrade_state(config: Config, log: Log) -> int:
+def run_upgrade_state(config: Config, log: Log, from_issuer: str | None = None) -> int:
     """--upgrade-state: the state upgraded to this version's schema with this config (the
     upgrade to 7 needs server.auth.issuer while the store holds OAuth subjects), and subjects
     filed without their issuer (oauth:#<sub>, or bare: see misfiled_subjects) filed under this
-    config's (issue 39). Exit 1 when the state cannot be reached or refuses (the error says why)."""
+    config's (issue 39); with --from-issuer, those of that issuer too (a mistyped one).
+    Exit 1 when the state cannot be reached or refuses (the error says why)."""
     if not state_enabled(config):
         print(
             f"{SERVER_NAME}: --upgrade-state needs the state (state.path is off)", file=sys.stderr
         )
         return 2
     backend = state_backend(config)
+    from_issuer = (from_issuer or "").strip() or None
+    problem = _from_issuer_problem(from_issuer, backend.oauth_issuer) if from_issuer else None
+    if problem:
+        print(f"{SERVER_NAME}: --from-issuer: {problem}", file=sys.stderr)
+        return 2
     before = _schema_before(backend)
     state = StateStore(backend, log, config.get("policy", "timezone"))
+
+    def work(q) -> tuple:
+        moved = refile_issuer(backend, q, from_issuer) if from_issuer else 0
+        repaired = refile_subjects(backend, q)
+        return repaired, len({n for _, n, _ in misfiled_subjects(q)}), moved
+
     try:
-        repaired, left = state.report(
-            "upgrading the state",
-            lambda q: (refile_subjects(backend, q), len({n for _, n, _ in misfiled_subjects(q)})),
-        )
+        repaired, left, moved = state.report("upgrading the state", work)
     except StateUnavailable:
         return 1  # the error said why
     finally:
         state.close()
     was = "new" if before is None else f"schema {before}"
     print(f"{backend.label}: {was}, now schema {STATE_SCHEMA_VERSION}")
+    if from_issuer:
+        issuer, old = backend.oauth_issuer.rstrip("/"), from_issuer.rstrip("/")
+        if moved:
+            print(f"{moved} OAuth subject(s) of {old} are now filed under {issuer}")
+        else:
+            print(
+                f"{SERVER_NAME}: warning: no OAuth subject is filed under {old} (--doctor names "
+                "the issuers the state files subjects under)",
+                file=sys.stderr,
+            )
     if repaired:
         print(
             f"{repaired} OAuth subject(s) filed without their issuer (oauth:#<sub>, or a bare "
@@ -17232,6 +17404,17 @@ def run_upgrade_state(config: Config, log: Log) -> int:
     return 0
 
 
+def _from_issuer_problem(old: str, issuer: str | None) -> str | None:
+    """Why --upgrade-state cannot file the subjects of issuer `old` under this config's."""
+    if not (issuer or "").strip():
+        return "the --config names no server.auth.issuer to file its subjects under"
+    if not re.fullmatch(r"https?://[^\s#]+", old.strip()):
+        return f"{old[:80]!r} is not an issuer URL (https://..., as oauth:ISSUER#SUB shows it)"
+    if old.strip().rstrip("/") == issuer.strip().rstrip("/"):
+        return "it is this config's server.auth.issuer: its subjects are filed under it already"
+    return None
+
+
 def _schema_before(backend) -> int | None:
     """The store's schema version as it is, or None when it is new (nothing made here)."""
     if not backend.postgres and not os.path.exists(backend.path):
@@ -17243,8 +17426,8 @@ def _schema_before(backend) -> int | None:
     try:
         version = _stored_version(backend, conn)
         return 1 if version is None and backend.has_table(conn, "usage") else version
-    except backend.errors():
-        return None
+    except (*backend.errors(), StateUnavailable):
+        return None  # the upgrade itself says why
     finally:
         conn.close()
 
@@ -17875,8 +18058,9 @@ def _doctor_state_schema(doctor: Doctor, config: Config) -> None:
         return  # no store yet, or not one (a device, a folder: the path check says so)
     state = StateStore(backend, _QuietLog())
     try:
-        left = state.read(
-            "checking the state", lambda q: len({n for _, n, _ in misfiled_subjects(q)})
+        left, issuers = state.read(
+            "checking the state",
+            lambda q: (len({n for _, n, _ in misfiled_subjects(q)}), filed_issuers(q)),
         )
     except StateRefused as exc:
         doctor.fail(f"state: {backend.label}: {exc.reason}", "see docs/upgrade.md")
@@ -17895,6 +18079,25 @@ def _doctor_state_schema(doctor: Doctor, config: Config) -> None:
         )
     else:
         doctor.ok(f"state: schema {STATE_SCHEMA_VERSION}")
+    _doctor_other_issuers(doctor, config, issuers)
+
+
+def _doctor_other_issuers(doctor: Doctor, config: Config, issuers: dict) -> None:
+    """Subjects filed under an issuer that is not server.auth.issuer: an earlier one (their
+    allowances and conversations stay theirs), or a mistyped one an upgrade filed them under
+    for good (issue 39): --upgrade-state --from-issuer files them under this one."""
+    issuer = (config.get("server", "auth", "issuer") or "").rstrip("/")
+    others = {name: n for name, n in issuers.items() if name != issuer}
+    if not issuer or not others:
+        return
+    shown = inert(", ".join(f"{name} ({n})" for name, n in sorted(others.items())[:3]))
+    doctor.warn(
+        f"state: OAuth subjects are filed under another issuer than server.auth.issuer "
+        f"{issuer}: {shown}; they count under this one only if filed under it",
+        f"if that issuer was a mistake (an upgrade with a mistyped server.auth.issuer), run "
+        f"{SERVER_NAME} --config FILE --upgrade-state --from-issuer "
+        f"{inert(sorted(others)[0])} with the --http server's config",
+    )
 
 
 def _doctor_oauth(doctor: Doctor, config: Config) -> None:
@@ -18516,7 +18719,7 @@ def _main(argv: list[str]) -> int:
     if options.get("user"):
         return run_user(config, log, options)
     if options.get("upgrade_state"):
-        return run_upgrade_state(config, log)
+        return run_upgrade_state(config, log, options.get("from_issuer"))
     if not serving:
         return 0
     engine = build_engine(config, log, http=bool(options.get("http")))

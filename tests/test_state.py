@@ -984,3 +984,18 @@ def test_a_state_path_naming_a_device_never_changes_its_mode(tmp_path):
     for args in (("--usage",), ("--user", "list"), ("--upgrade-state",)):
         run_cli(tmp_path, *args, env=env)
         assert stat.S_IMODE(os.stat(node).st_mode) == 0o666, args
+
+
+def test_a_read_only_state_file_is_never_made_writable(tmp_path):
+    """The chmod of state files an older version left (0644) made them 0600, so a state file
+    its owner had made read-only (0444: kept as it was) became writable. Group and others
+    lose their access; the owner gains none."""
+    import stat
+
+    path = tmp_path / "state.sqlite3"
+    env = {"OPENAI_RESPONSES_MCP_STATE": str(path)}
+    assert run_cli(tmp_path, "--upgrade-state", env=env).returncode == 0
+    for mode, kept in ((0o444, 0o400), (0o640, 0o600)):
+        os.chmod(path, mode)
+        run_cli(tmp_path, "--usage", env=env)
+        assert stat.S_IMODE(os.stat(path).st_mode) == kept, oct(mode)

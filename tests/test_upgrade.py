@@ -510,3 +510,348 @@ def test_rows_a_host_of_the_previous_release_wrote_after_the_upgrade_are_refiled
     )
     assert spent == [(2 * SPEND["carol"], 2)]
     assert store.query("SELECT COUNT(*) FROM usage WHERE user_name = 'carol'") == [(0,)]
+
+
+# -- A store whose version row is damaged: refused, never guessed -----------------------------
+
+
+@pytest.mark.parametrize("damage", ["'abc'", "-1", None])
+def test_a_store_whose_version_is_missing_or_not_a_version_is_refused_and_left_alone(
+    damage, spawn, fake, tmp_path
+):
+    """A version row that is gone, negative or not a number (a hand edit, a bad restore): taken
+    for version 1, every step ran again (the day's totals summed twice, or a failure that said
+    to delete the file); a word, a traceback. Now each entry point refuses on one line saying
+    which table to set back, a budgeted call is refused before it spends, and nothing moves."""
+    store = Store("sqlite", str(tmp_path / "state.sqlite3"))
+    env = {**store.env, "XDG_STATE_HOME": str(tmp_path / "home"), "OPENAI_BASE_URL": fake.base_url}
+    assert run_cli(tmp_path, "--upgrade-state", env=env).returncode == 0
+    store.execute(
+        "INSERT INTO usage (at, day, tool, model, outcome, usd, user_name, writer_schema) "
+        "VALUES (0, '2026-11-26', 'answer', 'm', 'ok', 1.0, 'local', ?)",
+        (CURRENT,),
+    )
+    store.execute(
+        "INSERT INTO usage_daily (day, tool, model, usd, calls) "
+        "VALUES ('2026-11-26', 'answer', 'm', 1.0, 1)"
+    )
+    if damage is None:
+        store.execute("DELETE FROM schema_version")
+    else:
+        store.execute(f"UPDATE schema_version SET version = {damage}")
+    before = store.query("SELECT * FROM schema_version")
+    for args in (("--upgrade-state",), ("--usage",), ("--user", "list")):
+        done = run_cli(tmp_path, *args, env=env)
+        assert done.returncode == 1, done.stderr
+        (line,) = done.stderr.splitlines()
+        assert "schema_version" in line and "writer_schema" in line, line
+        assert "delete" not in line, line
+    budget = config_of(tmp_path, None, "  daily_usd: 100\n")
+    server = spawn("--stdio", *budget, env=env, upstream=fake)
+    server.initialize()
+    message = failure(server.call("answer", {"query": "q"}, timeout=30))
+    assert "schema_version" in message, message
+    assert not [r for r in fake.requests if r.path == "/v1/responses"]
+    server.close_stdin()
+    server.wait()
+    assert store.query("SELECT * FROM schema_version") == before
+    assert store.query("SELECT SUM(usd), SUM(calls) FROM usage_daily") == [(1.0, 1)]
+
+
+# -- A team's store: its upgrade finishes, whatever the number of subjects --------------------
+
+
+def subjects_store(store: Store, subjects: int, version: int = 6) -> None:
+    """A store of `version` made by hand: `subjects` OAuth subjects under their bare sub (as
+    before 7), each with a call, a day's sum, a response id and a reservation; the named user
+    alice with the same."""
+    postgres = store.kind == "postgres"
+    for statement in m._schema(postgres):
+        store.execute(statement)
+    store.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+    store.execute("INSERT INTO users (name, token_sha256, created_at) VALUES ('alice', 'x', 0)")
+    for name in ("alice", *(f"sub{n}" for n in range(subjects))):
+        store.execute(
+            "INSERT INTO usage (at, day, tool, model, outcome, usd, user_name, writer_schema) "
+            "VALUES (0, '2026-11-26', 'answer', 'm', 'ok', 0.5, ?, 6)",
+            (name,),
+        )
+        store.execute(
+            "INSERT INTO usage_by_user (day, user_name, calls, usd) "
+            "VALUES ('2026-11-26', ?, 1, 0.5)",
+            (name,),
+        )
+        store.execute(
+            "INSERT INTO response_owners (response_id, user_name, at) VALUES (?, ?, 0)",
+            (f"resp_{name}", name),
+        )
+        store.execute(
+            "INSERT INTO reservations (id, at, expires_at, usd, user_name) "
+            "VALUES (?, 0, 1, 0.5, ?)",
+            (f"r_{name}", name),
+        )
+
+
+def filed_as_expected(store: Store, subjects: int, issuer_url: str) -> None:
+    expected = {"alice", *(m.Identity.oauth(issuer_url, f"sub{n}").key for n in range(subjects))}
+    for table in m._IDENTITY_COLUMNS:
+        names = store.query(f"SELECT user_name FROM {table}")
+        assert sorted(n for (n,) in names) == sorted(expected), table
+    assert store.query("SELECT SUM(usd), SUM(calls) FROM usage_by_user") == [
+        (0.5 * (subjects + 1), subjects + 1)
+    ]
+    owners = store.query("SELECT response_id, user_name FROM response_owners")
+    assert all(rid == f"resp_{name.rpartition('#')[2]}" for rid, name in owners)
+
+
+def test_an_upgrade_makes_as_many_statements_for_many_subjects_as_for_a_few(tmp_path):
+    """The step to 7 moved each subject's rows with statements of its own: each read the whole
+    ledger, so a team's store (thousands of subjects, a ledger of 90 days) took minutes on
+    SQLite, holding the file's write lock, and never finished on PostgreSQL (it was cut off
+    after 5 s). Now it makes one statement per table, however many subjects there are."""
+
+    def statements(subjects: int) -> int:
+        store = Store("sqlite", str(tmp_path / f"state{subjects}.sqlite3"))
+        subjects_store(store, subjects)
+        backend = m._SqliteBackend(store.where)
+        backend.oauth_issuer = "https://idp.example/"
+        conn = backend.connect()
+        made: list = []
+        writes = ("UPDATE", "INSERT", "DELETE")
+        conn.set_trace_callback(lambda s: made.append(s) if s.startswith(writes) else None)
+        try:
+            m._ensure_schema(backend, conn)
+        finally:
+            conn.close()
+        filed_as_expected(store, subjects, "https://idp.example")
+        return len(made)
+
+    assert statements(30) == statements(2)
+
+
+def test_an_upgrade_longer_than_a_check_finishes_on_postgresql(postgres, tmp_path):
+    """An upgrade was bounded as a budget check is (2 s a statement, 5 s in all), so a large
+    store's never finished and every host went on refusing. Here moving the ledger's rows
+    takes about 6 s (a trigger that waits 0.1 s a row stands for a large ledger); the upgrade
+    finishes, whole."""
+    store = Store("postgres", postgres.fresh_database())
+    subjects = 60
+    subjects_store(store, subjects)
+    store.execute(
+        "CREATE FUNCTION slow_row() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN PERFORM pg_sleep(0.1); RETURN NEW; END $$"  # sleep: a slow row, in SQL
+    )
+    store.execute(
+        "CREATE TRIGGER slow BEFORE UPDATE ON usage FOR EACH ROW EXECUTE FUNCTION slow_row()"
+    )
+    issuer_url = "https://idp.example"
+    env = {**store.env, "XDG_STATE_HOME": str(tmp_path / "home")}
+    done = run_cli(
+        tmp_path, *config_of(tmp_path, issuer_url), "--upgrade-state", env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "schema 6, now schema 7" in done.stdout, done.stdout
+    filed_as_expected(store, subjects, issuer_url)
+
+
+def test_subjects_an_upgrade_filed_under_a_mistyped_issuer_are_named_and_filed_again(
+    tmp_path,
+):
+    """An upgrade with a typo in server.auth.issuer filed every subject under it for good: the
+    right config's --upgrade-state found nothing to do, and --doctor said nothing. --doctor now
+    names the other issuer and the command; --from-issuer files its subjects under this one,
+    folding into what they spent since, and leaves the named user alice (whose name a subject
+    of the mistyped issuer also has) as she was."""
+    store = Store("sqlite", str(tmp_path / "state.sqlite3"))
+    subjects_store(store, 2)
+    env = {**store.env, "XDG_STATE_HOME": str(tmp_path / "home")}
+    typo, right = "https://idp.exmaple", "https://idp.example"
+    done = run_cli(tmp_path, *config_of(tmp_path, typo + "/"), "--upgrade-state", env=env)
+    assert done.returncode == 0, done.stderr
+    # Since then, with the right issuer: sub0 spent again; a subject of the typo named alice.
+    store.execute(
+        "INSERT INTO usage_by_user (day, user_name, calls, usd) VALUES ('2026-11-26', ?, 1, 2)",
+        (m.Identity.oauth(right, "sub0").key,),
+    )
+    store.execute(
+        "INSERT INTO usage (at, day, tool, model, outcome, usd, user_name) "
+        "VALUES (0, '2026-11-26', 'answer', 'm', 'ok', 0.25, ?)",
+        (m.Identity.oauth(typo, "alice").key,),
+    )
+    longer = m.Identity.oauth(
+        typo + ".org", "sub1"
+    ).key  # another issuer, its URL the typo's and more
+    store.execute(
+        "INSERT INTO usage (at, day, tool, model, outcome, usd, user_name) "
+        "VALUES (0, '2026-11-26', 'answer', 'm', 'ok', 0.125, ?)",
+        (longer,),
+    )
+    again = run_cli(tmp_path, *config_of(tmp_path, right), "--upgrade-state", env=env)
+    assert again.returncode == 0 and "OAuth" not in again.stdout, again.stdout
+    doctor = run_cli(tmp_path, *config_of(tmp_path, right), "--doctor", env=env)
+    (line,) = [x for x in doctor.stdout.splitlines() if "another issuer" in x]
+    assert f"{typo} (3)" in line and right in line, line
+    assert f"--upgrade-state --from-issuer {typo} " in doctor.stdout, doctor.stdout
+    fixed = run_cli(
+        tmp_path, *config_of(tmp_path, right), "--upgrade-state", "--from-issuer", typo, env=env
+    )
+    assert fixed.returncode == 0, fixed.stderr
+    assert f"3 OAuth subject(s) of {typo} are now filed under {right}" in fixed.stdout
+    assert store.query("SELECT COUNT(*) FROM usage WHERE user_name LIKE '%exmaple#%'") == [(0,)]
+    by_user = dict(store.query("SELECT user_name, SUM(usd) FROM usage_by_user GROUP BY 1"))
+    assert by_user == {
+        "alice": 0.5,
+        m.Identity.oauth(right, "sub0").key: 2.5,
+        m.Identity.oauth(right, "sub1").key: 0.5,
+    }
+    spent = dict(store.query("SELECT user_name, SUM(usd) FROM usage GROUP BY 1"))
+    assert spent["alice"] == 0.5 and spent[m.Identity.oauth(right, "alice").key] == 0.25
+    assert spent[longer] == 0.125
+    owners = store.query("SELECT response_id, user_name FROM response_owners ORDER BY 1")
+    assert owners == [
+        ("resp_alice", "alice"),
+        ("resp_sub0", m.Identity.oauth(right, "sub0").key),
+        ("resp_sub1", m.Identity.oauth(right, "sub1").key),
+    ]
+    doctor = run_cli(tmp_path, *config_of(tmp_path, right), "--doctor", env=env)
+    (line,) = [x for x in doctor.stdout.splitlines() if "another issuer" in x]
+    assert line.endswith(f": {typo}.org (1); they count under this one only if filed under it")
+
+
+def test_spend_a_refused_store_could_not_take_is_reported_in_dollars_at_exit(fake, tmp_path):
+    """With neither a budget nor the cache, a server learns that the store is newer at its
+    first write, after the call was answered: its row stays in memory and is lost at exit.
+    The exit's warning says how much spend no ledger holds, not only how many rows."""
+    store = Store("sqlite", str(tmp_path / "state.sqlite3"))
+    env = {**store.env, "XDG_STATE_HOME": str(tmp_path / "home"), "OPENAI_BASE_URL": fake.base_url}
+    assert run_cli(tmp_path, "--upgrade-state", env=env).returncode == 0
+    store.execute("UPDATE schema_version SET version = ?", (CURRENT + 1,))
+    config = tmp_path / "config.yaml"
+    config.write_text(PRICES + "cache:\n  ttl_s: 0\n", encoding="utf-8")
+    done = run_cli(tmp_path, "--ask", "q", "--json", "--config", str(config), env=env)
+    assert done.returncode == 0, done.stderr
+    cost = json.loads(done.stdout)["_meta"]["cost"]["usd"]
+    assert cost > 0
+    lost = f"1 usage row(s) could not be written before exit ({m.usd(cost)} of spend"
+    assert lost in done.stderr, done.stderr
+    assert store.query("SELECT COUNT(*) FROM usage") == [(0,)]
+
+
+def test_a_name_an_older_host_wrote_for_a_subject_is_not_given_to_a_new_user(tmp_path):
+    """A host of an older release, serving after another upgraded the store, writes the OAuth
+    subject sub0 under its bare name. `--user add sub0` then made that spend (and sub0's
+    conversations) the new named user's, for good. It is refused, saying to run
+    --upgrade-state with the server's config first; after that the name is free, with nothing
+    spent."""
+    store = Store("sqlite", str(tmp_path / "state.sqlite3"))
+    subjects_store(store, 2, version=CURRENT)  # bare subjects in a version 7 store
+    env = {**store.env, "XDG_STATE_HOME": str(tmp_path / "home")}
+    refused = run_cli(tmp_path, "--user", "add", "sub0", env=env)
+    assert refused.returncode == 2, refused.stderr
+    (line,) = refused.stderr.splitlines()
+    assert "'sub0'" in line and "--config FILE --upgrade-state" in line, line
+    assert store.query("SELECT name FROM users") == [("alice",)]
+    upgraded = run_cli(
+        tmp_path, *config_of(tmp_path, "https://idp.example"), "--upgrade-state", env=env
+    )
+    assert upgraded.returncode == 0, upgraded.stderr
+    added = run_cli(tmp_path, "--user", "add", "sub0", env=env)
+    assert added.returncode == 0, added.stderr
+    assert store.query("SELECT COUNT(*) FROM usage_by_user WHERE user_name = 'sub0'") == [(0,)]
+    # A revoked user added again keeps its history, as before.
+    assert run_cli(tmp_path, "--user", "revoke", "alice", env=env).returncode == 0
+    assert run_cli(tmp_path, "--user", "add", "alice", env=env).returncode == 0
+
+
+def test_a_newer_store_is_refused_without_waiting_for_the_newer_hosts(postgres):
+    """An older host opening a store a newer version upgraded took the schema lock whole
+    before it looked at the version: behind a long transaction of a newer host (a report) it
+    waited, holding up every other transaction of theirs meanwhile, and failed with "lock not
+    available" instead of saying to upgrade. It now refuses at once, taking no lock."""
+    import psycopg
+
+    url = postgres.fresh_database()
+    backend = m._PostgresBackend(url)
+    conn = backend.connect()
+    for statement in m._schema(postgres=True):
+        conn.execute(statement)
+    conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (CURRENT + 1,))
+    newer = psycopg.connect(url, autocommit=True)
+    try:
+        newer.execute("BEGIN")  # a newer host's long report: the schema lock, shared
+        newer.execute("SELECT pg_advisory_xact_lock_shared(%s)", (m._LOCK_SCHEMA,))
+        with pytest.raises(m.StateRefused, match=f"upgraded to schema {CURRENT + 1}"):
+            m._ensure_schema(backend, conn)
+        waiting = "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        assert newer.execute(waiting).fetchone() == (0,)
+    finally:
+        newer.close()
+        conn.close()
+
+
+def test_a_server_refused_by_its_store_serves_again_once_it_is_upgraded(spawn, fake, tmp_path):
+    """A stdio server without a budget or the cache, refused by a store whose upgrade needs the
+    issuer (it learns it at its first write, that call answered), answers again once
+    --upgrade-state has upgraded the store (the writer, trying its row again, finds it), and
+    the spend of the call answered before is written then, not lost."""
+    store = Store("sqlite", str(tmp_path / "state.sqlite3"))
+    subjects_store(store, 1)
+    env = {**store.env, "XDG_STATE_HOME": str(tmp_path / "home")}
+    config = tmp_path / "config.yaml"
+    config.write_text(PRICES + "cache:\n  ttl_s: 0\n", encoding="utf-8")
+    server = spawn("--stdio", "--config", str(config), env=env, upstream=fake)
+    server.initialize()
+
+    answered = []
+
+    def refused() -> bool:
+        reply = server.call("answer", {"query": "q"}, timeout=30)
+        failed = "error" in reply or bool(reply["result"].get("isError"))
+        answered.extend([] if failed else [reply])
+        return failed
+
+    wait_until(refused, 20, "the refusal")  # the first call finds it (its row is refused)
+    message = failure(server.call("answer", {"query": "q"}, timeout=30))
+    assert "--upgrade-state" in message, message
+    upgraded = run_cli(
+        tmp_path, *config_of(tmp_path, "https://idp.example"), "--upgrade-state", env=env
+    )
+    assert upgraded.returncode == 0, upgraded.stderr
+    wait_until(lambda: not refused(), 20, "a call answered once the store is upgraded")
+    server.close_stdin()
+    server.wait()
+    # Every call answered has its row, the one answered before the refusal was known too.
+    ours = "SELECT COUNT(*) FROM usage WHERE outcome = 'ok' AND writer_schema = ?"
+    assert store.query(ours, (CURRENT,)) == [(len(answered),)]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_an_upgrade_behind_another_says_so(kind, tmp_path, request):
+    """--upgrade-state while another process holds the schema (an upgrade of a large store)
+    failed with "database is locked" or "canceling statement due to statement timeout". It
+    says another process holds the schema lock, and to run it again once that is done; the
+    store is left as it was."""
+    if kind == "sqlite":
+        store = Store("sqlite", str(tmp_path / "state.sqlite3"))
+    else:
+        store = Store("postgres", request.getfixturevalue("postgres").fresh_database())
+    subjects_store(store, 1)
+    if kind == "sqlite":
+        holder = sqlite3.connect(store.where, isolation_level=None)
+        holder.execute("PRAGMA journal_mode=WAL")  # as this version keeps its files
+        holder.execute("BEGIN IMMEDIATE")  # the file's write lock, as an upgrade holds it
+    else:
+        import psycopg
+
+        holder = psycopg.connect(store.where, autocommit=True)
+        holder.execute("SELECT pg_advisory_lock(%s)", (m._LOCK_SCHEMA,))
+    try:
+        env = {**store.env, "XDG_STATE_HOME": str(tmp_path / "home")}
+        config = config_of(tmp_path, "https://idp.example")
+        done = run_cli(tmp_path, *config, "--upgrade-state", env=env, timeout=60)
+    finally:
+        holder.close()
+    assert done.returncode == 1, done.stdout
+    (line,) = done.stderr.splitlines()
+    assert "another process holds its schema lock" in line and "run it again" in line, line
+    assert store.query("SELECT version FROM schema_version") == [(6,)]
