@@ -6325,9 +6325,12 @@ class UserDirectory:
         self._hashes: set = set()  # every named token's hash seen, revoked ones too
         self._read_at = -_USERS_CACHE_S
         self._had = None  # whether the state has had any user (None: never read)
-        # Called with the number of active users after each read (HttpApp: says on stderr
-        # the moment none is left).
-        self.on_read = None
+        self._on_read = None  # see after_each_read
+
+    def after_each_read(self, hook) -> None:
+        """Calls hook(number of active users) after each read of the users (HttpApp: says on
+        stderr the moment none is left)."""
+        self._on_read = hook
 
     def _snapshot(self) -> dict:
         """The active users by token hash, read again once _USERS_CACHE_S old; raises
@@ -6348,7 +6351,7 @@ class UserDirectory:
                 self._hashes.update(row[0] for row in rows)
             self._read_at = time.monotonic()
             self._had = bool(self._had) or bool(rows)
-            active, hook = self._active, self.on_read
+            active, hook = self._active, self._on_read
         if hook is not None:
             hook(len(active))
         return active
@@ -15703,8 +15706,10 @@ class HttpApp:
         self.oauth = OAuthVerifier(auth, log) if auth["issuer"] else None
         self.auth = Authenticator(settings["token"], users, self.oauth)
         self._active_users = None  # at the last read of the users (None: not read yet)
-        if self.auth.users is not None and not settings["token"] and self.oauth is None:
-            self.auth.users.on_read = self.users_read  # says so the moment none is left
+        # Only named users' tokens let anyone in: say so the moment none is left.
+        self._watching_users = users is not None and not settings["token"] and self.oauth is None
+        if self._watching_users:
+            users.after_each_read(self.users_read)
         self.stateless = settings["stateless"]
         self.state = state
         self.max_body = settings["max_body_bytes"]
@@ -15873,7 +15878,7 @@ class HttpApp:
 
     def start_watchdog(self) -> None:
         threading.Thread(target=self._watchdog, name="http-watchdog", daemon=True).start()
-        if self.auth.users is not None and self.auth.users.on_read is not None:
+        if self._watching_users:
             threading.Thread(target=self._watch_users, name="http-users", daemon=True).start()
 
     def _watch_users(self) -> None:
