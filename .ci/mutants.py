@@ -1229,8 +1229,9 @@ MUTANTS = [
     mutant(
         "refile-issuer-takes-a-longer-one",
         "money",
-        '        _refile_prefix(backend, run, oauth_identity(old, ""), oauth_identity(issuer, ""))',
-        "        _refile_prefix(backend, run, OAUTH_PREFIX + old, oauth_identity(issuer, '')[:-1])",
+        'old_keys, new_keys = Identity.oauth(old, "").key, Identity.oauth(issuer, "").key',
+        'old_keys, new_keys = Identity.oauth(old, "").key[:-1], '
+        'Identity.oauth(issuer, "").key[:-1]',
         "tests/test_upgrade.py",
         "-k",
         "mistyped_issuer",
