@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -789,3 +790,16 @@ def postgres():
         yield cluster
     finally:
         cluster.remove()
+
+
+def default_action(*names: str):
+    """A preexec_fn that gives the named signals their default action in the process it starts:
+    a test of what a signal does cannot inherit an ignored one (pytest run as a background job,
+    by nohup, cron or a CI wrapper, ignores SIGINT, and so would every process it starts)."""
+    numbers = [getattr(signal, name) for name in names if name not in ("SIGKILL", "SIGSTOP")]
+
+    def restore():
+        for number in numbers:
+            signal.signal(number, signal.SIG_DFL)
+
+    return restore

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import openai
 import pytest
-from conftest import PROGRAM, SCRIPT, TEST_KEY, base_env, run_cli
+from conftest import PROGRAM, SCRIPT, TEST_KEY, base_env, default_action, run_cli
 from fake_upstream import (
     DEFAULT_MODELS,
     FakeResponsesAPI,
@@ -1227,7 +1227,7 @@ def test_ctrl_c_while_the_endpoint_keeps_it_waiting_is_one_line(tmp_path):
         env = base_env(tmp_path, cold=True, OPENAI_BASE_URL=url)  # the signal reaches it
         proc = subprocess.Popen(
             [*PROGRAM, "--doctor"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=env, cwd=str(tmp_path),
+            env=env, cwd=str(tmp_path), preexec_fn=default_action("SIGINT"),
         )  # fmt: skip
         try:
             connection, _ = silent.accept()  # it asks GET /models, and waits

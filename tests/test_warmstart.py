@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import LAUNCHER, ROOT, WARM, Server, wait_until
+from conftest import LAUNCHER, ROOT, WARM, Server, default_action, wait_until
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no warm start here")
 
@@ -293,19 +293,6 @@ def test_a_warm_server_on_a_terminal_sees_one(probe):
         seen[warm] = json.loads(out)
     assert seen[True]["tty"] == [True, True, False]
     same_process(seen[True], seen[False])
-
-
-def default_action(*names: str):
-    """A preexec_fn that gives the named signals their default action in the process it starts:
-    a test of what a signal does cannot inherit an ignored one (pytest run as a background job,
-    by nohup, cron or a CI wrapper, ignores SIGINT, and so would every process it starts)."""
-    numbers = [getattr(signal, name) for name in names if name not in ("SIGKILL", "SIGSTOP")]
-
-    def restore():
-        for number in numbers:
-            signal.signal(number, signal.SIG_DFL)
-
-    return restore
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "SIGKILL"])
