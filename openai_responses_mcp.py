@@ -14898,6 +14898,13 @@ class Authenticator:
         self._latched = self.users.had()  # a state never read is not latched on a guess
         return True
 
+    def _guessed(self) -> bool:
+        """Whether required() holds only on a guess: no shared token, no OAuth, never latched,
+        and the users never read (a state that cannot be read counts as having users)."""
+        if self.token or self.oauth is not None or self._latched or self.users is None:
+            return False
+        return not self.users.ever_read()
+
     def multi_user(self) -> bool:
         """Whether requests can come from more than one person: then ids, the cache and
         budgets are kept apart per user."""
@@ -14929,6 +14936,16 @@ class Authenticator:
             return LOCAL_USER
         scheme, _, given = authorization.partition(" ")
         given = given.strip() if scheme.lower() == "bearer" else ""
+        if not given and self._guessed():
+            # A token is asked for only because the users could not be read yet (a state
+            # another process is still making, an outage): a 401 would send the client to
+            # sign in for nothing; this is the state's to answer, and it will.
+            raise HttpError(
+                503,
+                "cannot tell now whether this server needs a token: the state is unavailable; "
+                "retry shortly",
+                {"Retry-After": "2"},
+            )
         unavailable = None
         if given:
             # Timing-safe on purpose, though no test can see it: `==` stops at the first byte

@@ -1741,3 +1741,17 @@ def test_shared_unknown_tool(ask):
 def test_shared_params_must_be_an_object(ask):
     error = ask("tools/call", ["answer", {"query": "q"}])["error"]
     assert error["code"] == -32602 and "'params' must be an object" in error["message"]
+
+
+def test_a_request_without_a_token_while_the_users_cannot_be_read_gets_503_not_401(serve, tmp_path):
+    """A server on 127.0.0.1 with no token asks for one only once its state has had a named
+    user; while the users cannot be read (a store another instance is still making, an
+    outage) that is a guess, and a 401 would send the client to sign in for nothing (seen as
+    a flake of two --stateless instances starting at once): 503 with Retry-After instead."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    server = serve(config=f"state:\n  path: {json.dumps(str(blocker / 'state.sqlite3'))}\n")
+    reply = post(server.port, rpc("initialize", INIT_PARAMS))
+    assert reply.status == 503, reply.body
+    assert reply.headers.get("retry-after") == "2"
+    assert b"cannot tell now whether this server needs a token" in reply.body

@@ -290,7 +290,14 @@ def test_without_a_secret_each_client_keeps_its_result_size_under_stateless(spaw
     ids = {}
     for name in ("codex-mcp-client", "claude-code"):
         init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": name}}
-        initialized = post(a.port, rpc("initialize", init))
+        # 503 while a's users cannot be read yet: b may still be making the shared state
+        initialized = wait_until(
+            lambda init=init: [
+                r for r in [post(a.port, rpc("initialize", init))] if r.status != 503
+            ],
+            30,
+            "instance a to read its state",
+        )[0]
         assert initialized.status == 200, initialized.body
         ids[name] = initialized.headers.get("mcp-session-id")
         assert ids[name] and ids[name].isascii() and ids[name].isprintable(), ids[name]

@@ -263,8 +263,8 @@ def test_a_restart_while_the_state_file_cannot_be_read_does_not_open_the_server(
     sqlite_state.path.rename(tmp_path / "elsewhere")
     sqlite_state.path.mkdir()  # a folder where the file should be
     server = serve(spawn, fake, sqlite_state)
-    assert request(server.port, "GET", "/usage").status == 401  # 200 before issue 31
-    assert request(server.port, "POST", "/mcp", rpc("ping")).status == 401
+    assert request(server.port, "GET", "/usage").status == 503  # 200 before issue 31
+    assert request(server.port, "POST", "/mcp", rpc("ping")).status == 503  # not 401: a guess
     refused = request(server.port, "POST", "/mcp", rpc("ping"), bearer(alice))
     assert refused.status == 503 and refused.headers["retry-after"]
     assert request(server.port, "GET", "/healthz").status == 200
@@ -641,7 +641,8 @@ def test_a_team_database_never_read_asks_for_a_token_even_on_loopback(spawn, fak
         "--http", "127.0.0.1:0", env={"OPENAI_RESPONSES_MCP_STATE_URL": url}, upstream=fake
     )
     port = wait_listening(server)
-    assert request(port, "POST", "/mcp", rpc("ping")).status == 401
+    refused = request(port, "POST", "/mcp", rpc("ping"))  # 503: it cannot tell yet
+    assert refused.status == 503 and refused.headers["retry-after"]
     assert request(port, "GET", "/healthz").status == 200
 
 
