@@ -44,7 +44,16 @@ def stateless(spawn, fake, config: str = "", env: dict | None = None):
     env = {"MCP_TASK_SECRET": SECRET, **(env or {})}
     server = spawn("--http", "127.0.0.1:0", "--stateless", config=config, env=env, upstream=fake)
     server.port = wait_listening(server)
+    ready(server.port)
     return server
+
+
+def ready(port: int) -> None:
+    """Waits until the instance has read its users: until then (another instance may still be
+    making the state they share) a request without a token gets 503."""
+    from http_client import post, rpc
+
+    wait_until(lambda: post(port, rpc("ping")).status != 503, 30, "the instance to read its state")
 
 
 def classic(port: int, method: str, params: dict, headers: dict | None = None, request_id=1):
@@ -277,6 +286,8 @@ def test_without_a_secret_each_client_keeps_its_result_size_under_stateless(spaw
 
     a, b = (spawn("--http", "127.0.0.1:0", "--stateless", upstream=fake) for _ in range(2))
     a.port, b.port = wait_listening(a), wait_listening(b)
+    ready(a.port)
+    ready(b.port)
     assert "tasks and handoffs are off with --stateless" in a.stderr  # no secret indeed
     fake.default = Reply(text="All about HTTP 404. " * 1500)  # 30,000 bytes
     params = {"name": "answer", "arguments": {"query": "a long answer"}}
@@ -290,14 +301,7 @@ def test_without_a_secret_each_client_keeps_its_result_size_under_stateless(spaw
     ids = {}
     for name in ("codex-mcp-client", "claude-code"):
         init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": name}}
-        # 503 while a's users cannot be read yet: b may still be making the shared state
-        initialized = wait_until(
-            lambda init=init: [
-                r for r in [post(a.port, rpc("initialize", init))] if r.status != 503
-            ],
-            30,
-            "instance a to read its state",
-        )[0]
+        initialized = post(a.port, rpc("initialize", init))
         assert initialized.status == 200, initialized.body
         ids[name] = initialized.headers.get("mcp-session-id")
         assert ids[name] and ids[name].isascii() and ids[name].isprintable(), ids[name]
