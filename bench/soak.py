@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         config = m.load_config({"config": str(path)}, env)
         log = m.Log()
-        dispatcher = m.Dispatcher(config, log, m.AnswerEngine(config, log))
+        dispatcher = m.Dispatcher(config, log, m.build_engine(config, log))
         outbox = Outbox()
         session = m.Session(outbox.send)
         init = {"protocolVersion": "2025-11-25", "capabilities": {"tasks": {}}}
@@ -361,7 +361,7 @@ def abuse(home: str) -> tuple[list[str], list[str]]:
         }
         config = m.load_config({"config": str(path)}, env)
         log = m.Log()
-        dispatcher = m.Dispatcher(config, log, m.AnswerEngine(config, log))
+        dispatcher = m.Dispatcher(config, log, m.build_engine(config, log))
         limits = config.get("server", "tasks")
         begin = time.monotonic()
         handoffs(dispatcher, fake, lines, problems)
