@@ -151,3 +151,19 @@ def test_smoke_compares_each_tool_with_answer_by_ratio():
         "answer_detailed vs answer: 2.50x the latency, 2.50x the cost",
         "answer_quick vs answer: 0.50x the latency",
     ]
+
+
+SHORT_SOAK = ("--calls", "40", "--seconds", "20", "--no-abuse")
+
+
+def test_a_short_soak_runs_against_the_module_as_it_is_built_now():
+    """bench/soak.py builds the server's parts itself (Dispatcher, build_engine): a change to
+    how they are built must reach it, or .ci/run's soak step is the first to find out."""
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "soak.py"), *SHORT_SOAK],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(ROOT),
+    )
+    assert run.returncode == 0 and run.stdout.rstrip().endswith("soak: OK"), run.stderr[-2000:]
