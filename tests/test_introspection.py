@@ -314,11 +314,9 @@ def test_a_token_no_longer_active_is_no_longer_known_good(monkeypatch):
         introspection.claims("good", "192.0.2.1")
 
 
-def test_a_token_known_good_is_asked_about_while_junk_holds_every_call(monkeypatch):
-    """A slow issuer and junk from several sources at once (each within its share) fill the
-    calls at once; a token active in the last hour still gets a call, at once."""
-    monkeypatch.setattr(m, "INTROSPECTION_CACHE_S", 0.0)
-    monkeypatch.setattr(m, "FETCH_TIMEOUT_S", 1.0)  # the wait for a call, before a 503
+def slow_issuer(monkeypatch):
+    """An Introspection whose issuer holds each `slow...` token's call until `release` is set
+    (`started` counts the calls begun) and calls only `good` active."""
     introspection = m.Introspection("http://127.0.0.1:9/i", "id", "secret")
     release, started = threading.Event(), threading.Semaphore(0)
 
@@ -329,6 +327,15 @@ def test_a_token_known_good_is_asked_about_while_junk_holds_every_call(monkeypat
         return {"active": token == "good"}
 
     monkeypatch.setattr(introspection, "_ask", ask)
+    return introspection, release, started
+
+
+def test_a_token_known_good_is_asked_about_while_junk_holds_every_call(monkeypatch):
+    """A slow issuer and junk from several sources at once (each within its share) fill the
+    calls at once; a token active in the last hour still gets a call, at once."""
+    monkeypatch.setattr(m, "INTROSPECTION_CACHE_S", 0.0)
+    monkeypatch.setattr(m, "FETCH_TIMEOUT_S", 1.0)  # the wait for a call, before a 503
+    introspection, release, started = slow_issuer(monkeypatch)
     assert introspection.claims("good", "192.0.2.9")["active"] is True
     at_once = m.INTROSPECTION_SOURCE_AT_ONCE
     slow = [
@@ -351,16 +358,7 @@ def test_one_source_holds_at_most_its_share_of_the_calls_at_once(monkeypatch):
     """A slow issuer: one source's unknown tokens past INTROSPECTION_SOURCE_AT_ONCE are
     refused at once (never queued for a slot, holding their connections), and another source
     still gets a slot."""
-    introspection = m.Introspection("http://127.0.0.1:9/i", "id", "secret")
-    release, started = threading.Event(), threading.Semaphore(0)
-
-    def ask(token):
-        if token.startswith("slow"):
-            started.release()
-            release.wait(10)
-        return {"active": token == "good"}
-
-    monkeypatch.setattr(introspection, "_ask", ask)
+    introspection, release, started = slow_issuer(monkeypatch)
     slow = [
         threading.Thread(target=introspection.claims, args=(f"slow{n}", "192.0.2.1"))
         for n in range(m.INTROSPECTION_SOURCE_AT_ONCE)
