@@ -588,6 +588,9 @@ EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 VERBOSITIES = ("low", "medium", "high")
 POLICY_MERGES = ("replace", "prepend", "append")
 SERVICE_TIERS = ("auto", "default", "flex", "priority", "fast")
+# background_options.completion_window: soonest is background mode as it always was; 2h and 8h
+# are discounted background runs (WINDOW_FACTORS, in Models), sent unstreamed and polled.
+COMPLETION_WINDOWS = ("soonest", "2h", "8h")
 BASICS = ("model", "reasoning_effort", "verbosity")
 PROFILE_KEYS = (
     "model",
@@ -749,6 +752,15 @@ def _profile_settings(row: dict) -> dict:
             "being paid for twice, and a cancel stops it server-side (not ZDR-compatible)",
             nullable=inherits,  # null: `answer`'s, as docs/configuration.md says (issue 39)
         ),
+        # Each tool's own (nothing inherits it): a discount that makes the answer wait hours
+        # is chosen tool by tool.
+        ("model_profiles", tool, "completion_window"): Setting(
+            "soonest",
+            "choice",
+            choices=COMPLETION_WINDOWS,
+            doc="soonest, or a discounted background run that may take up to 2h (30% off "
+            "Standard token prices) or 8h (40% off); the call becomes a task or handoff",
+        ),
     }
     if row.get("opt_in"):
         # answer_deep always runs in background mode, and what its model never takes
@@ -890,6 +902,20 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         low=0,
         high=1e9,
         doc="each user's monthly allowance (--user limit NAME --monthly-usd Y: a named user's own)",
+    ),
+    ("budget", "confirm_over_usd"): Setting(
+        None,
+        "number",
+        low=0,
+        high=1e9,
+        doc="ask the person (MCP elicitation) before a call whose worst-case estimate is over "
+        "this: run, run discounted, or cancel (null = never ask)",
+    ),
+    ("budget", "confirm_required"): Setting(
+        False,
+        "bool",
+        doc="refuse, instead of running unasked, a call over budget.confirm_over_usd when the "
+        "client cannot be asked",
     ),
     ("state", "path"): Setting(
         None,
@@ -1342,6 +1368,12 @@ class Config:
         profiles = self.values["model_profiles"]
         own = (profiles.get(tool) or {}).get("background")
         return bool(profiles["answer"].get("background") if own is None else own)
+
+    def completion_window(self, tool: str) -> str:
+        """model_profiles.<tool>.completion_window: soonest, 2h or 8h (each tool its own). Not
+        part of profile(): a discount changes when the answer comes, not the answer."""
+        own = self.values["model_profiles"].get(tool) or {}
+        return own.get("completion_window") or "soonest"
 
     def describe(self) -> dict:
         """What --show-config prints (the HTTP token masked)."""
@@ -2497,6 +2529,9 @@ model_profiles:
     # Background mode (see docs/long-calls.md): a dropped stream resumes without
     # paying twice and a cancel stops the response server-side. Not ZDR-compatible.
     background: false
+    # soonest | 2h | 8h: a discounted background run (30% / 40% off token prices) that
+    #   may take that long; the call becomes a task or handoff (docs/costly-runs.md)
+    completion_window: soonest
   answer_detailed:         # thorough: more reasoning, slower and dearer than answer
     model: gpt-6.2-sol         # the strongest everyday model ($2 / $10); or gpt-6-astra
     reasoning_effort: high     # more thinking than answer's medium
@@ -2506,6 +2541,7 @@ model_profiles:
     max_tool_calls: null
     search_context_size: null
     background: true           # long calls outlive client timeouts; false for ZDR organizations
+    completion_window: soonest # each tool its own: none inherits answer's
   answer_quick:            # fast and short: a simple lookup
     model: gpt-6-luna          # the cheapest current model ($0.10 / $0.50)
     reasoning_effort: low      # less thinking than answer (the -chat-latest models take only
@@ -2516,12 +2552,14 @@ model_profiles:
     max_tool_calls: null
     search_context_size: low   # each search brings back less text: fewer input tokens
     background: null           # inherits `answer` (false)
+    completion_window: soonest
   answer_deep:             # deep research (when tools.answer_deep is on); inherits nothing
     model: o4-mini-deep-research  # or o3-deep-research: deeper, five times the price
     reasoning_effort: medium   # the only effort deep research models accept
     service_tier: null
     max_output_tokens: null
     max_tool_calls: 50         # searches per run, at $10 per thousand; null = no cap
+    completion_window: soonest # 8h: a run within 8 hours at 40% off its token prices
 
 tools:
   answer_deep: false       # list answer_deep: minutes and dollars per call (MCP_ANSWER_DEEP=1)
@@ -2556,6 +2594,9 @@ budget:                    # refuse calls once spent (all processes on this mach
   monthly_usd: null
   per_user_daily_usd: null    # each user's allowance (--http with users); --user add NAME
   per_user_monthly_usd: null  #   --daily-usd X --monthly-usd Y sets one user's own
+  confirm_over_usd: null   # ask the person first (run / run discounted / cancel) when a call
+                           #   may cost more than this; null = never ask
+  confirm_required: false  # true: refuse such a call when the client cannot be asked
 
 state:
   path: null  # ledger + cache; null = ~/.local/state/openai-responses-mcp/state.sqlite3; off = none
@@ -2930,6 +2971,16 @@ LONG_CONTEXT_FAMILIES = ("gpt-5.4", "gpt-5.5", "gpt-5.6", "gpt-6")
 # (until 2027-02-28; six from 2027-03-01).
 TIER_FACTORS = {"flex": 0.5, "priority": 2.0, "fast": 2.0, "ultrafast": 3.0}
 PRIORITY_FACTORS = {"gpt-5.5": 2.5}
+# Discounted background runs (background_options.completion_window, Standard processing only):
+# the 2-hour window 30% and the 8-hour window 40% below Standard token prices, follow-ups
+# included; web searches are not tokens and keep their price
+# (developers.openai.com/api/docs/guides/flex-processing).
+WINDOW_FACTORS = {"2h": 0.7, "8h": 0.6}
+
+
+def window_factor(window) -> float:
+    """What a completion window multiplies the Standard token prices by (WINDOW_FACTORS)."""
+    return WINDOW_FACTORS.get(window, 1.0) if isinstance(window, str) else 1.0
 
 
 def tier_factor(model: str, tier) -> float:
@@ -7911,6 +7962,10 @@ class Call:
         self._cancel_ran = False  # cancel() has run (Session sets `cancelled` just before)
         self._held = False  # a cancel keeps the streams open until the response is named
         self.background: BackgroundRun | None = None  # set when the request runs in background
+        # The completion window the person chose for this call (the cost question's
+        # run_discounted), over its profile's model_profiles.<tool>.completion_window; None:
+        # the profile's.
+        self.window: str | None = None
         self.upstream: Call | None = None  # the Call that makes the request, when shared
         self.cancelled_upstream = False  # its background response was cancelled elsewhere
         self.result_chars: int | None = None  # its client's result size (None: the default)

@@ -136,6 +136,7 @@ def test_yaml_mappings_deep_merge_with_defaults(tmp_path, env):
         "reasoning_effort": "medium",
         "verbosity": "low",
         "background": False,
+        "completion_window": "soonest",
     }
 
 
