@@ -1614,6 +1614,7 @@ def load_config(cli: dict, env: dict | None = None) -> Config:
     config = Config(values, sources, path if os.path.exists(path) else None, warnings)
     _fit_defaults_to_models(config)
     _check_deep_research(config)
+    _check_windows(config)
     config.instructions = build_instructions(config)
     # Resolved from the same environment as every other value, so a caller's env (a test's,
     # say) decides it, not whatever this process happens to run under.
@@ -1878,6 +1879,23 @@ def _check_deep_research(config: Config) -> None:
             f"server.tasks.ttl_ms = {ttl} (from {where}) must be at least "
             f"request.deep_timeout_ms ({deep}) while answer_deep is on: a task must outlive "
             "its call"
+        )
+
+
+def _check_windows(config: Config) -> None:
+    """A completion window runs on Standard processing only (the API refuses it with another
+    tier, and its discount is off Standard prices): a profile asking for both is refused here
+    rather than on every call."""
+    for tool in enabled_tools(config):
+        window, tier = config.completion_window(tool), config.profile(tool).get("service_tier")
+        if window == "soonest" or tier in (None, "auto", "default"):
+            continue
+        where = config.profile_sources(tool).get("service_tier", "")
+        holder = "answer" if where.startswith(INHERITED) else tool
+        raise ConfigError(
+            f"model_profiles.{tool}.completion_window = {window} needs Standard processing, "
+            f"but model_profiles.{holder}.service_tier = {tier}: set service_tier to default "
+            f"(or auto) for {tool}, or completion_window to soonest"
         )
 
 
@@ -2976,6 +2994,11 @@ PRIORITY_FACTORS = {"gpt-5.5": 2.5}
 # included; web searches are not tokens and keep their price
 # (developers.openai.com/api/docs/guides/flex-processing).
 WINDOW_FACTORS = {"2h": 0.7, "8h": 0.6}
+# The service tiers a response on Standard processing reports (or a request asks for): the
+# only ones a completion window runs on, so the only ones its discount applies to.
+STANDARD_TIERS = (None, "auto", "default")
+# How long each window lets OpenAI take (a run is not late before it ends).
+WINDOW_SECONDS = {"2h": 2 * 3600, "8h": 8 * 3600}
 
 
 def window_factor(window) -> float:
@@ -7741,9 +7764,12 @@ class Pricing:
         """((input, cached_input, output), where from) for the model, or None."""
         return price_of(self._config, model)
 
-    def cost(self, model: str, usage: dict, searches: int, tier: str | None = None) -> dict:
+    def cost(
+        self, model: str, usage: dict, searches: int, tier: str | None = None, window=None
+    ) -> dict:
         """`_meta.cost`: dollars in total and by part. Reasoning tokens are part of
-        output_tokens in the API's usage, so they are billed as output once."""
+        output_tokens in the API's usage, so they are billed as output once. `window`: the
+        completion window the response ran in (2h, 8h: its tokens at the discount)."""
         found = self.prices(model)
         search_usd = round(token_count(searches) * self._search_per_1k / 1000, 8)
         if found is None:
@@ -7757,9 +7783,11 @@ class Pricing:
                 "web_search_usd": search_usd,
                 "prices": None,
             }
-        return self._priced(model, found, _counts(usage), search_usd, tier)
+        return self._priced(model, found, _counts(usage), search_usd, tier, window=window)
 
-    def estimate(self, model: str, tier, brought: int, besides: int = 0, typical=0.0) -> float:
+    def estimate(
+        self, model: str, tier, brought: int, besides: int = 0, typical=0.0, window=None
+    ) -> float:
         """The most a call can be billed, as far as it is known before it is sent, in dollars:
         the input tokens it `brought` (its question and files) and `typical`, what the tool's
         calls cost in the ledger (their output, searches and the input they carry `besides`:
@@ -7769,26 +7797,34 @@ class Pricing:
         (TIER_FALLBACKS); every token brought as a prompt-cache write (1.25 times the input
         rate: the most a token costs at the API's default retention, which the server never
         changes), never at the cached-input discount, which is not certain. A model with no
-        price (under a budget, refused before this) adds nothing to `typical`."""
+        price (under a budget, refused before this) adds nothing to `typical`. `window`: the
+        completion window it will run in, its tokens brought at the discount; `typical` stays
+        as the ledger has it (its rows are booked at the price each call was billed)."""
         found = self.prices(model)
         if found is None:
             return typical
         usage = {**_counts({}), "input_tokens": brought, "cache_write_tokens": brought}
         tiers = (tier, TIER_FALLBACKS[tier]) if tier in TIER_FALLBACKS else (tier,)
         context = brought + besides  # the input the request will carry, for the line
-        known = max(self._priced(model, found, usage, 0.0, t, context)["usd"] for t in tiers)
+        known = max(
+            self._priced(model, found, usage, 0.0, t, context, window)["usd"] for t in tiers
+        )
         # The typical calls were billed at the tier asked for (flex, when it had capacity):
         # this one, retried on the fallback tier, costs that much more.
         dearer = max(tier_factor(model, t) for t in tiers) / tier_factor(model, tier)
         return known + typical * dearer * max(_long_context(model, context))
 
     def _priced(
-        self, model: str, found: tuple, usage: dict, search_usd: float, tier, context=None
+        self, model, found: tuple, usage: dict, search_usd: float, tier, context=None, window=None
     ) -> dict:
         """`context`: the request's input tokens, for the long-context line, when `usage` is
-        a part of it (an estimate's); else its own."""
+        a part of it (an estimate's); else its own. `window`: the discount applies to the
+        token parts only (web searches are not tokens), and only on Standard processing, the
+        only tier a window runs on."""
         (input_rate, cached_rate, output_rate), source = found
-        factor = tier_factor(model, tier)
+        tiered = tier_factor(model, tier)
+        off = window_factor(window) if tier in STANDARD_TIERS else 1.0
+        factor = tiered * off
         context = usage["input_tokens"] if context is None else context
         long_in, long_out = _long_context(model, context)
         cached = usage["cached_input_tokens"]
@@ -7808,20 +7844,24 @@ class Pricing:
         parts["web_search_usd"] = search_usd
         # The total is the sum of the parts as shown, so they always add up.
         cost = {"usd": round(sum(parts.values()), 8), **parts}
-        cost["prices"] = source if factor == 1.0 else f"{source} x{factor:g} ({tier})"
+        cost["prices"] = source if tiered == 1.0 else f"{source} x{tiered:g} ({tier})"
+        if off != 1.0:
+            cost["prices"] += f" x{off:g} ({window} window)"
         if long_in != 1.0:
             cost["prices"] += f", long context (over {LONG_CONTEXT_TOKENS:,} input tokens)"
         return cost
 
-    def booked(self, model: str, requested: str, usage: dict, searches: int, tier=None) -> dict:
+    def booked(
+        self, model: str, requested: str, usage: dict, searches: int, tier=None, window=None
+    ) -> dict:
         """The cost of a response naming `model`, made for a request of `requested`: never
         less than the requested model's price (the one admission reserved against), so a
         response naming a model with no price (a gateway's `openai/gpt-6.1-terra`) or a cheaper
         one is not booked at less than the call was let through for."""
-        cost = self.cost(model, usage, searches, tier)
+        cost = self.cost(model, usage, searches, tier, window)
         if requested == model or self.prices(requested) is None:
             return cost
-        floor = self.cost(requested, usage, searches, tier)
+        floor = self.cost(requested, usage, searches, tier, window)
         if cost["usd"] is not None and cost["usd"] >= floor["usd"]:
             return cost
         floor["prices"] = f"{floor['prices']}, as {requested} (the model requested)"
@@ -7840,12 +7880,13 @@ class Pricing:
         )
 
 
-def billed_meta(pricing: Pricing, error, requested: str, searched: int = 0) -> dict:
+def billed_meta(pricing: Pricing, error, requested: str, searched: int = 0, window=None) -> dict:
     """The usage, searches and cost a failed or cancelled call was billed for, for its ledger
     row, so the spend is counted against the budgets: those of the response it came with (one
     cut short before any text, complete when the cancel came, or failed with its usage), else
     the web searches its streams showed done (`searched`, every attempt's: each is billed,
-    whatever becomes of the response); {} when neither."""
+    whatever becomes of the response); {} when neither. `window`: the completion window the
+    response ran in (its tokens at the discount)."""
     response = getattr(error, "billed", None)
     if not isinstance(response, dict) or not isinstance(response.get("usage"), dict):
         if not searched:
@@ -7854,7 +7895,7 @@ def billed_meta(pricing: Pricing, error, requested: str, searched: int = 0) -> d
     meta = usage_meta(response, 0.0, 0)
     usage, searches = meta["usage"], max(meta["web_searches"], searched)
     model, tier = _model_named(response, requested), response.get("service_tier")
-    cost = pricing.booked(model, requested, usage, searches, tier)
+    cost = pricing.booked(model, requested, usage, searches, tier, window)
     return {"usage": usage, "web_searches": searches, "cost": cost}
 
 
@@ -8085,9 +8126,12 @@ class BackgroundRun:
     call (a task) can keep it and rebuild the answer from it alone.
     """
 
-    def __init__(self, deadline: float, response_id: str | None = None):
+    def __init__(self, deadline: float, response_id: str | None = None, window=None):
         self.deadline = deadline  # request.timeout_ms from the call's start, across resumes
         self.response_id = response_id
+        # A discounted run's completion window (2h, 8h): created unstreamed and polled, since
+        # the API streams no windowed response; None: soonest, streamed as always.
+        self.window = window
         self.last_sequence: int | None = None
         self.resumes = 0
         self.created = threading.Event()  # set once response_id is known
@@ -8500,6 +8544,23 @@ def background_refused(exc: BaseException) -> bool:
     if not isinstance(error, dict):
         return False
     return error.get("param") == "background" or "background" in str(error.get("message")).lower()
+
+
+def window_refused(exc: BaseException) -> bool:
+    """A create refused because of `background_options` (its completion window): a gateway or
+    other Responses server that lacks the parameter, or an API that does not take the window
+    here. Both answer a 4xx whose error names it in `param` or its message."""
+    import openai
+
+    if not isinstance(exc, openai.APIStatusError) or exc.status_code not in (400, 403, 422):
+        return False
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error", body)
+    if not isinstance(error, dict):
+        return False
+    said = str(error.get("message")).lower()
+    named = str(error.get("param") or "").startswith("background_options")
+    return named or "background_options" in said or "completion_window" in said
 
 
 class StreamEnded(ValueError):
@@ -8964,6 +9025,27 @@ def run_timeout_ms(config: Config, tool: str) -> int:
     return config.get("request", key)
 
 
+# A discounted run may take its whole window: its deadline is the window and this margin (the
+# create, the last poll's wait, a run finishing as its window closes), never less than the
+# tool's own time (window_timeout_ms).
+WINDOW_MARGIN_S = 900
+# Polling a discounted run (GET /responses/{id}): a queued run may start at once when there
+# is capacity, so the first look comes soon; then each wait doubles up to the cap, so hours in
+# a window cost a request a minute, not one a second, and an answer is at most a minute late.
+WINDOW_POLL_FIRST_S = 0.5
+WINDOW_POLL_BACKOFF = 2.0
+WINDOW_POLL_MAX_S = 60.0
+
+
+def window_timeout_ms(config: Config, tool: str, window=None) -> int:
+    """The time a call may take in all (run_timeout_ms); for a discounted run at least its
+    window and WINDOW_MARGIN_S."""
+    own = run_timeout_ms(config, tool)
+    if window not in WINDOW_SECONDS:
+        return own
+    return max(own, (WINDOW_SECONDS[window] + WINDOW_MARGIN_S) * 1000)
+
+
 # A server-side cancel is best effort: it must not hold up the thread that cancels for long.
 CANCEL_TIMEOUT_S = 5.0
 # How long a cancelled background create may keep reading for response.created, its first event
@@ -9047,9 +9129,9 @@ class CallEstimator:
     the tool's calls of the call's `model`): Pricing.estimate, at the tier the request asks
     for, with what it brings: its question, its files and, for a follow-up, the `carried`
     tokens of its earlier turns (billed again as input; _Carried knows them when this process
-    made the response it follows)."""
+    made the response it follows), in the completion `window` it will run in (None: soonest)."""
 
-    def __init__(self, pricing: Pricing, request: dict, args: dict, carried: int = 0):
+    def __init__(self, pricing: Pricing, request: dict, args: dict, carried: int = 0, window=None):
         brought = text_tokens(request_text(request))
         brought += sum(f.tokens for f in args.get("files") or ())
         brought += carried
@@ -9057,10 +9139,11 @@ class CallEstimator:
         self._besides = text_tokens(request.get("instructions") or "")
         self._pricing, self._brought = pricing, brought
         self.model, self._tier = request["model"], request.get("service_tier")
+        self.window = window
 
     def __call__(self, usd: float, tokens: int) -> float:
         model, tier, brought, besides = self.model, self._tier, self._brought, self._besides
-        return self._pricing.estimate(model, tier, brought, max(besides, tokens), usd)
+        return self._pricing.estimate(model, tier, brought, max(besides, tokens), usd, self.window)
 
 
 def _log_request(log: Log, tool: str, request: dict) -> None:
@@ -9257,16 +9340,22 @@ class ResponsesClient:
         """The call's request, without what its model is known to refuse (Refusals.fit)."""
         return self.refusals.fit(tool, build_request(tool, args, self._config, today))
 
-    def request(self, tool: str, request: dict, call: Call, today: str, response_id=None):
+    def request(
+        self, tool: str, request: dict, call: Call, today: str, response_id=None, window=None
+    ):
         """Runs the request with retries (resumes, in background); returns (answer, meta,
-        response). With response_id, follows that background response instead of creating."""
+        response). With response_id, follows that background response instead of creating
+        (polling it when it was created in a completion `window`: it has no stream); else the
+        call's window is BackgroundMode.window's."""
         config = self._config
         model = request["model"]
         _log_request(self._log, tool, request)
         client = self.client()
         started = time.monotonic()
         max_retries = config.get("request", "max_retries")
-        run = self.background.run(tool, call, started, response_id)
+        if response_id is None:
+            window = self.background.window(tool, call, request)
+        run = self.background.run(tool, call, started, response_id, window)
         attempt = 0
         stalls = 0  # resumes in a row that brought no new event
         while True:
@@ -9290,11 +9379,20 @@ class ResponsesClient:
                 if run is not None:
                     meta["background"] = True
                     meta["resumes"] = run.resumes
+                if run is not None and run.window:  # Spending.book prices it at the discount
+                    meta["window"] = run.window
             except Exception as exc:  # noqa: BLE001 - every failure is classified below
                 if call.cancelled.is_set():
                     raise Cancelled() from None
                 failure = classify_failure(exc)
                 _log_failure(self._log, attempt, failure, exc)
+                if run is not None and run.window and not run.response_id and window_refused(exc):
+                    # Before background_refused, whose test the word "background" in
+                    # background_options would pass: only the window is off, at full price.
+                    self.background.windows_refused(tool, failure)
+                    call.background = None
+                    run = self.background.run(tool, call, started)
+                    continue
                 if run is not None and run.response_id is None and background_refused(exc):
                     self.background.refused(tool, failure)
                     if tool == DEEP_TOOL:  # half an hour on one open stream is no fallback
@@ -9355,6 +9453,8 @@ class ResponsesClient:
         try:
             if call.cancelled.is_set():
                 raise Cancelled()
+            if run is not None and run.window:
+                return self._windowed(client, request, call, run, timeout)
             if run is None:
                 stream = _open_stream(client, request, timeout)
             elif run.response_id is None:
@@ -9385,6 +9485,23 @@ class ResponsesClient:
             self._local.call = None
             call.detach_all()
 
+    def _windowed(self, client, request: dict, call: Call, run: BackgroundRun, timeout) -> dict:
+        """A discounted run: created unstreamed with its completion window (the API takes no
+        stream with one), then polled until it ends (BackgroundMode.poll); returns the
+        response as a streamed create's final event would, or raises as that would."""
+        if run.response_id is None:
+            options = {"completion_window": run.window}
+            body = {**request, "background": True, "background_options": options}
+            created = client.post(
+                "/responses", body=body, cast_to=object, options={"timeout": timeout}
+            )
+            self.background.named(run, created)
+            if call.cancelled.is_set():  # its cancel waited for the name, and has it now
+                raise Cancelled()
+        else:  # a resume, or a response created elsewhere: how it is now
+            created = _status_of(client, run, timeout)
+        return self._ended(run, call, self.background.poll(client, run, call, created, timeout))
+
     def _check_status(self, client, run: BackgroundRun, call: Call, timeout) -> dict | None:
         """The finished response when GET /responses/{id} says it has ended (raising as its
         final event would), else None: it is still running, so streaming goes on."""
@@ -9392,9 +9509,14 @@ class ResponsesClient:
             return None
         run.check_status = False
         response = _status_of(client, run, timeout)
-        status = response.get("status")
-        if status in ("queued", "in_progress"):
+        if response.get("status") in ("queued", "in_progress"):
             return None
+        return self._ended(run, call, response)
+
+    def _ended(self, run: BackgroundRun, call: Call, response: dict) -> dict:
+        """A background response that has ended, as its final event: the response, or what
+        that event raises (cancelled upstream, failed, cut short)."""
+        status = response.get("status")
         run.finished = True
         if status == "cancelled":
             raise UpstreamFailure(
@@ -9498,16 +9620,27 @@ class Spending:
         self.carried = _Carried()  # what a follow-up of a recent answer carries, for budgets
         self._multi_user = multi_user  # whether calls can come from several people
 
-    def admit(self, tool: str, request: dict, today: str, hold: _Hold, user: str, args) -> None:
+    def admit(
+        self,
+        tool,
+        request: dict,
+        today: str,
+        hold: _Hold,
+        user: str,
+        args,
+        window=None,
+        priced=None,
+    ) -> None:
         """Lets a call make a new request, its expected cost (its question's and files' too)
         reserved against each budget (the team's and its user's), or refuses it (a ledger row
-        says so)."""
+        says so). `window`: the completion window it runs in (its reservation outlives it);
+        `priced`: the one its estimate takes the discount of (BackgroundMode.estimate_window)."""
         model = request["model"]
         try:
             self._check_priced(model, today, user)
             carried = self.carried.of(request.get("previous_response_id"))
-            estimator = CallEstimator(self.pricing, request, args, carried)
-            hold.put(self._reserve(tool, today, user, estimator))
+            estimator = CallEstimator(self.pricing, request, args, carried, priced)
+            hold.put(self._reserve(tool, today, user, estimator, window))
             self.state.prepare()  # the call's row is written at its end, even a stop signal's
         except ToolError:
             self.refuse(tool, model, user)
@@ -9537,7 +9670,9 @@ class Spending:
             ) from None
         return periods + user_budgets(self._config, today, user, own)
 
-    def _reserve(self, tool: str, today: str, user: str = LOCAL_USER, estimator=None) -> str | None:
+    def _reserve(
+        self, tool: str, today: str, user: str = LOCAL_USER, estimator=None, window=None
+    ) -> str | None:
         """The call's reservation (None: no budget is set), or ToolError when a budget has no
         room for it or cannot be checked. `estimator`: see Ledger.reserve."""
         periods = self._budgets_of(today, user)
@@ -9549,7 +9684,7 @@ class Spending:
                 tool,
                 limits,
                 reservation_floor(self._config, tool),
-                self._reservation_ttl(tool),
+                self._reservation_ttl(tool, window),
                 user,
                 estimator,
             )
@@ -9587,16 +9722,18 @@ class Spending:
                 )
         raise ToolError("budget cannot be checked: no room reported")  # not reached
 
-    def _reservation_ttl(self, tool: str) -> float:
+    def _reservation_ttl(self, tool: str, window=None) -> float:
         """How long a reservation counts if its process dies before settling it: longer than
         any call of the tool (every attempt in full; an answer_deep run's
-        request.deep_timeout_ms, up to a day), and at least an hour."""
+        request.deep_timeout_ms, up to a day; a discounted run's window), and at least an
+        hour."""
         config = self._config
         longest = (
             config.get("request", "timeout_ms") / 1000 * (config.get("request", "max_retries") + 1)
         )
         if tool == DEEP_TOOL:
             longest = max(longest, config.get("request", "deep_timeout_ms") / 1000)
+        longest = max(longest, window_timeout_ms(config, tool, window) / 1000)
         return max(3600.0, longest + 60)
 
     def release(self, reservation: str) -> None:
@@ -9612,8 +9749,9 @@ class Spending:
         self.ledger.record(row)
 
     def book(self, response: dict, request: dict, meta: dict) -> str:
-        """Prices a completed response into meta["cost"] (at its service tier) and remembers
-        what a follow-up of it carries; returns the model the response names."""
+        """Prices a completed response into meta["cost"] (at its service tier, and in the
+        completion window meta["window"] says it ran in) and remembers what a follow-up of it
+        carries; returns the model the response names."""
         model = _model_named(response, request["model"])
         meta["cost"] = self.pricing.booked(
             model,
@@ -9621,14 +9759,16 @@ class Spending:
             meta["usage"],
             meta["web_searches"],
             response.get("service_tier"),
+            meta.get("window"),
         )
         self.carried.add(meta)
         return model
 
     def book_failure(self, call: Call, tool, model, outcome, meta: dict, user, exc) -> None:
         """The row of a call that failed or was cancelled (settling its reservation), with what
-        its attempts were billed."""
-        meta.update(billed_meta(self.pricing, exc, model, call.searches))
+        its attempts were billed (in the completion window its response ran in, if any)."""
+        window = call.background.window if call.background is not None else None
+        meta.update(billed_meta(self.pricing, exc, model, call.searches, window))
         self.record(call, UsageRow(tool, model, outcome, meta, user), call.reservation)
 
     def record(self, call: Call, row: UsageRow, reservation: str | None) -> None:
@@ -9750,6 +9890,8 @@ class AnswerEngine:
                 self.owners.add(hit[0].get("response_id"), user)
                 return hit
         hold = _Hold()
+        window = self.background.window(tool, call, request)  # the one its request asks for
+        priced = self.background.estimate_window(window)
         try:
             result, shared = self.flights.run(
                 key,
@@ -9757,7 +9899,9 @@ class AnswerEngine:
                 lambda upstream: self._fetch(
                     tool, request, upstream, today, key, hold.take(), user, args.get("files")
                 ),
-                admit=lambda: self.spending.admit(tool, request, today, hold, user, args),
+                admit=lambda: self.spending.admit(
+                    tool, request, today, hold, user, args, window, priced
+                ),
             )
         finally:
             unused = hold.take()  # admitted, then joined an identical call, or never flew
@@ -9881,16 +10025,21 @@ class AnswerEngine:
         """Whether the API refused background mode, so no call of this process uses it."""
         return self.background.off
 
-    def collect(self, tool: str, args: dict, response_id: str, call: Call) -> tuple[dict, dict]:
+    def collect(
+        self, tool: str, args: dict, response_id: str, call: Call, window=None
+    ) -> tuple[dict, dict]:
         """The answer of a background response created earlier, by this process or another,
         from its id alone: its events are read from the first (GET /responses/{id}?stream=true),
         resuming after drops as any background call does; a cancel cancels it upstream.
         Returns (answer, meta) or raises ToolError / Cancelled; no ledger row, no cache entry
         (the caller decides who accounts for a response it did not create); its _meta.cost is
-        the response's, priced with its service tier."""
+        the response's, priced with its service tier. `window`: the completion window it was
+        created in (2h, 8h), which has no stream: it is polled instead, and priced so."""
         today = today_in(self._config.get("policy", "timezone"))
         request = self.upstream.fit(tool, args, today)
-        answer, meta, response = self.upstream.request(tool, request, call, today, response_id)
+        answer, meta, response = self.upstream.request(
+            tool, request, call, today, response_id, window
+        )
         self.spending.book(response, request, meta)
         return answer, meta
 
@@ -9914,19 +10063,86 @@ class BackgroundMode:
         # response.
         self.force = force
         self._cancels: set = set()  # server-side cancels still being sent
+        # Completion windows: off for the process once the API refused one (windows_refused);
+        # seen once it accepted one, from when a budget estimate takes their discount.
+        self.windows_off = self.windows_seen = False
 
-    def run(self, tool: str, call: Call, started: float, response_id=None):
-        """A BackgroundRun for the call when its profile asks for background mode (or it
-        follows a response that exists already)."""
-        wanted = self.force or self._config.background(tool)
+    def window(self, tool: str, call: Call, request: dict) -> str | None:
+        """The completion window a new request of the call asks for: call.window (the person's
+        choice) over model_profiles.<tool>.completion_window; None (soonest) when windows or
+        background mode are off for the process, or when the request is not on Standard
+        processing (a window runs on no other tier, and is priced so)."""
+        chosen = call.window or self._config.completion_window(tool)
+        if chosen not in WINDOW_FACTORS or self.windows_off or self.off:
+            return None
+        return chosen if request.get("service_tier") in STANDARD_TIERS else None
+
+    def estimate_window(self, window) -> str | None:
+        """The window a call's budget estimate takes the discount of: its own once this process
+        has seen the API accept a window, else None (full price). A refusal bills the call's
+        fallback at full price, and it comes before any window is accepted: so no call is
+        billed more than its estimate for a window that never ran."""
+        return window if self.windows_seen and not self.windows_off else None
+
+    def run(self, tool: str, call: Call, started: float, response_id=None, window=None):
+        """A BackgroundRun for the call when its profile asks for background mode or it runs in
+        a completion `window` (or it follows a response that exists already)."""
+        wanted = self.force or self._config.background(tool) or window is not None
         if response_id is None and self.off and tool == DEEP_TOOL:
             raise ToolError(DEEP_NEEDS_BACKGROUND)
         if response_id is None and (self.off or not wanted):
             return None
-        seconds = run_timeout_ms(self._config, tool) / 1000
-        run = call.background = BackgroundRun(started + seconds, response_id)
+        seconds = window_timeout_ms(self._config, tool, window) / 1000
+        run = call.background = BackgroundRun(started + seconds, response_id, window)
         call.when_cancelled(lambda: self.cancel(run, call))
         return run
+
+    def named(self, run: BackgroundRun, created) -> None:
+        """Keeps the id an unstreamed create's reply names (arming the server-side cancel);
+        the API took the window, so estimates may take its discount from now on."""
+        response_id = created.get("id") if isinstance(created, dict) else None
+        if not isinstance(response_id, str) or not response_id:
+            raise ValueError("the background create's reply named no response")
+        run.response_id = response_id
+        run.created.set()
+        self.windows_seen = True
+
+    def poll(self, client, run: BackgroundRun, call: Call, response: dict, timeout) -> dict:
+        """GET /responses/{id} until the discounted run has ended, waiting WINDOW_POLL_FIRST_S
+        first and longer each time up to WINDOW_POLL_MAX_S, saying meanwhile how long it has
+        waited; returns the response as it ended. A cancel stops the wait at once."""
+        wait = WINDOW_POLL_FIRST_S
+        while response.get("status") in ("queued", "in_progress"):
+            minutes = int((time.monotonic() - call.started) // 60)
+            state = "queued for" if response.get("status") == "queued" else "running in"
+            call.report(f"{state} the {run.window} window, {minutes} min so far", min_interval=0)
+            left = run.deadline - time.monotonic()
+            if call.cancelled.wait(max(0.0, min(wait, left))):
+                raise Cancelled()
+            if left <= wait:
+                raise UpstreamFailure(Failure("timeout", False, name="deadline"))
+            wait = min(wait * WINDOW_POLL_BACKOFF, WINDOW_POLL_MAX_S)
+            response = _status_of(client, run, timeout)
+        return response
+
+    def windows_refused(self, tool: str, failure: Failure) -> None:
+        """Completion windows are off for the rest of the process (one warning, naming the
+        keys that ask for them); the call goes on at soonest, at full price."""
+        with self._lock:
+            warned, self.windows_off = self.windows_off, True
+        if warned:
+            return
+        keys = [
+            f"model_profiles.{name}.completion_window"
+            for name in TOOL_NAMES
+            if name == tool or self._config.completion_window(name) in WINDOW_FACTORS
+        ]
+        said = _one_line(self._log.redact(failure.detail), 160) or "no reason given"
+        self._log.say(
+            f"warning: the API refused a completion window (background_options, HTTP "
+            f"{failure.status}: {said}); calls run at soonest, at full price, until restart: "
+            f"set {' and '.join(keys)} to soonest"
+        )
 
     def refused(self, tool: str, failure: Failure) -> None:
         """Background mode is off for the rest of the process; the call goes on without it."""
@@ -10804,7 +11020,8 @@ def mint_task_id(secret: str, fields: dict, ttl_ms: int, now_ms: int | None = No
     What a task needs to be served from GET /responses/{id} anywhere: `r` the response id, `t`
     the tool, `k` the kind (x: extension task, s: 2025-11-25 task, h: handoff), `d` the call's
     day (access dates), `m` policy.max_citations, `o` the requested model, `z` the client's
-    result size (server.result_max_chars for it).
+    result size (server.result_max_chars for it), `w` the completion window of a discounted
+    run (polled, not streamed, by whoever collects it).
     """
     now_ms = round(time.time() * 1000) if now_ms is None else now_ms
     payload = {**fields, "c": now_ms, "e": now_ms + ttl_ms, "n": _b64(os.urandom(8))}
@@ -12321,22 +12538,27 @@ class TaskIds:
         task.user = session.user
         task.signed = task.followed = True
         found = self.tasks.put(task)
+        window = fields.get("w") if fields.get("w") in WINDOW_FACTORS else None
         if found is task:
             threading.Thread(
-                target=self._follow, args=(task, response_id), name="task-follow", daemon=True
+                target=self._follow,
+                args=(task, response_id, window),
+                name="task-follow",
+                daemon=True,
             ).start()
         return found
 
-    def _follow(self, task: Task, response_id: str) -> None:
-        """Reads a remote task's response to its end. Its ledger row is its creator's, unless
-        the creator stopped and handed it over (hand_over): then the first instance to read
-        it to the end writes it (AnswerEngine.settle_followed)."""
+    def _follow(self, task: Task, response_id: str, window=None) -> None:
+        """Reads a remote task's response to its end (polled, when it was created in a
+        completion `window`: such a response has no stream). Its ledger row is its
+        creator's, unless the creator stopped and handed it over (hand_over): then the first
+        instance to read it to the end writes it (AnswerEngine.settle_followed)."""
         version = MODERN_VERSIONS[-1] if task.kind == TaskKind.EXTENSION else MCP_2025_11_25
         call = task.call
         read: list = []
 
         def work() -> tuple[dict, dict]:
-            answer, meta = self.engine.collect(task.tool, {"query": "-"}, response_id, call)
+            answer, meta = self.engine.collect(task.tool, {"query": "-"}, response_id, call, window)
             read.append((answer.get("model") or task.model, meta))
             return answer, meta
 
@@ -12364,6 +12586,9 @@ class TaskIds:
         fields = {"r": response_id, "t": task.tool, "k": task.kind, "o": task.model, "u": task.user}
         if call.result_chars is not None:  # the instance that serves it shortens it the same
             fields["z"] = call.result_chars
+        run = (call.upstream or call).background
+        if run is not None and run.window:  # no stream to read it from: it is polled
+            fields["w"] = run.window
         secret = self.settings["secret"]
         self.tasks.rename(task, mint_task_id(secret, fields, task.ttl_ms, task.created))
         return True
@@ -12423,7 +12648,9 @@ class TaskPolicy:
         the call starts), or None when it answers inline however long it takes."""
         if self.tasks_off is not None:
             return None
-        ttl = self.settings["ttl_ms"]
+        # Never shorter than the call: a discounted run's window may outlast server.tasks.ttl_ms.
+        longest = window_timeout_ms(self.config, tool, self.config.completion_window(tool))
+        ttl = max(self.settings["ttl_ms"], longest)
         handshake = handshake_era(version)
         if not handshake and tasks_extension_declared(params):
             kind = TaskKind.EXTENSION
@@ -12431,7 +12658,7 @@ class TaskPolicy:
             kind, asked = TaskKind.HANDSHAKE, params["task"]
             asked = asked.get("ttl") if isinstance(asked, dict) else None
             if type(asked) is int and asked > 0:  # granted, but never shorter than the call
-                ttl = max(min(asked, ttl), run_timeout_ms(self.config, tool))
+                ttl = max(min(asked, ttl), longest)
         elif self.handoff_s(params, session, version) > 0:
             kind = TaskKind.HANDOFF
         else:

@@ -56,6 +56,19 @@ resume stream after that many events. ``fake.refuse_background`` (True, or a dic
 ``status``/``message``/``code``/``type``) answers every background create with the 4xx a
 refused parameter gets (``param: "background"``) and consumes no Reply.
 
+Completion windows (``background_options.completion_window`` ``2h``/``8h``, discounted
+background runs): as the SDK's ``BackgroundOptions`` says, they need ``background: true``,
+Standard processing (``service_tier`` absent, ``auto`` or ``default``) and no streaming; a
+create with a window that breaks one of these, or a window the API does not know, gets a
+400 with ``param: "background_options"`` (see :func:`window_refusal`) and consumes no Reply.
+A windowed create answers the ``Response`` object with status ``queued`` (JSON, not a
+stream); ``GET /v1/responses/{id}`` then reports it ``queued`` (the first poll) or
+``in_progress`` for ``fake.window_polls`` polls, and completed (usage, ``service_tier:
+"default"``) after; such a response cannot be streamed (``?stream=true`` gets a 400), and
+``POST .../cancel`` cancels it. ``fake.refuse_windows`` (True) is a gateway that lacks the
+parameter: every create naming ``background_options`` gets
+``unsupported_parameter("background_options")``'s 400.
+
 A create whose settings the model refuses gets the real API's 400 and consumes no Reply (see
 ``refused_setting``): a ``-chat-latest`` gpt-5.x model with reasoning effort other than
 ``medium``, gpt-5-chat-latest with verbosity other than ``medium``, a GPT-6 model with effort
@@ -897,6 +910,21 @@ class _BackgroundJob:
             event["response"]["status"] = "queued"
         self.cancelled_at: float | None = None
         self.resumes = 0
+        self.window: str | None = None  # a discounted run's: see windowed()
+        self.window_polls = 0
+        self.polled = 0
+
+    def windowed(self, window: str, polls: int) -> _BackgroundJob:
+        """A discounted run: nothing happens until ``polls`` polls have seen it waiting."""
+        self.window, self.window_polls = window, polls
+        self.started = float("inf")  # no event is ready until it is released
+        return self
+
+    def poll(self) -> None:
+        """One GET of a discounted run: past its polls, it has run (all its events at once)."""
+        self.polled += 1
+        if self.window and self.polled > self.window_polls and self.cancelled_at is None:
+            self.started = time.monotonic() - 1e6
 
     def ready_at(self, n: int) -> float:
         working = self.reply.work_seconds if n >= _WORK_AFTER else 0.0
@@ -921,6 +949,8 @@ class _BackgroundJob:
         done = self.terminal()
         if done:
             return done
+        if self.window:  # waiting in its window: queued at first, then running
+            return "in_progress" if self.polled > 1 else "queued"
         return "in_progress" if self.available() > 1 else "queued"
 
     def response(self) -> dict:
@@ -1275,6 +1305,54 @@ def input_tokens_of(given: Any) -> int:
     return tokens
 
 
+_WINDOWS = ("soonest", "2h", "8h")
+_DISCOUNTED = ("2h", "8h")
+
+
+def _window_error(message: str) -> dict:
+    return {
+        "message": message,
+        "type": "invalid_request_error",
+        "param": "background_options",
+        "code": "invalid_value",
+    }
+
+
+def window_refusal(body: Any) -> dict | None:
+    """The 400 error a create's ``background_options`` gets (None when it is taken): an
+    unknown window; ``2h``/``8h`` without ``background: true``, with ``stream: true``, or with
+    a service tier other than Standard (``default``/``auto``)."""
+    if not isinstance(body, dict) or "background_options" not in body:
+        return None
+    options = body["background_options"]
+    window = options.get("completion_window", "soonest") if isinstance(options, dict) else None
+    if window not in _WINDOWS:
+        return _window_error(
+            f"Invalid value: {window!r}. Supported values are: 'soonest', '2h', and '8h'."
+        )
+    if window not in _DISCOUNTED:
+        return None
+    if body.get("background") is not True:
+        return _window_error(f"The '{window}' completion window requires 'background': true.")
+    if body.get("stream") is True:
+        return _window_error(
+            f"The '{window}' completion window cannot be used with 'stream': true; poll the "
+            "response instead."
+        )
+    if body.get("service_tier") not in (None, "auto", "default"):
+        return _window_error(
+            f"The '{window}' completion window is only available with Standard processing "
+            f"(service_tier 'default' or 'auto'), not {body.get('service_tier')!r}."
+        )
+    return None
+
+
+def _window_of(body: dict) -> str | None:
+    options = body.get("background_options")
+    window = options.get("completion_window") if isinstance(options, dict) else None
+    return window if window in _DISCOUNTED else None
+
+
 def _wants_background(body: Any) -> bool:
     return isinstance(body, dict) and body.get("background") is True
 
@@ -1390,6 +1468,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self._send_previous_not_found(body["previous_response_id"])
             elif self.command == "POST" and path == "/v1/responses" and deep_research_refusal(body):
                 self._send_body(400, _dump(deep_research_refusal(body)), "application/json", {})
+            elif self.command == "POST" and path == "/v1/responses" and fake.refused_window(body):
+                error = _error_body(unsupported_parameter("background_options"), "")
+                self._send_body(400, _dump(error), "application/json", {})
+            elif self.command == "POST" and path == "/v1/responses" and window_refusal(body):
+                error = window_refusal(body)
+                self._send_body(400, _dump({"error": error}), "application/json", {})
             elif self.command == "POST" and path == "/v1/responses" and _wants_background(body):
                 self._create_background(body, rec)
             elif path.startswith("/v1/responses/") and self.command in ("GET", "POST"):
@@ -1440,6 +1524,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._serve_responses(body, reply)  # refused before anything was created
             return
         job = fake._add_job(_BackgroundJob(fake._plan(body, reply), reply))
+        if _window_of(body):
+            job.windowed(_window_of(body), fake.window_polls)
         if body.get("stream") is not True:
             data = _dump(job.response())
             self._send_body(200, data, "application/json", self._common_headers(reply))
@@ -1469,7 +1555,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         params = dict(pair.partition("=")[::2] for pair in query.split("&") if pair)
         if params.get("stream") != "true":
+            job.poll()
             self._send_body(200, _dump(job.response()), "application/json", {})
+            return
+        if job.window:
+            error = {
+                "message": f"Response '{response_id}' was created with a completion window "
+                "and cannot be streamed; poll it instead.",
+                "type": "invalid_request_error",
+                "param": "stream",
+                "code": "invalid_value",
+            }
+            self._send_body(400, _dump({"error": error}), "application/json", {})
             return
         after = int(params["starting_after"]) if params.get("starting_after") else -1
         drops = job.reply.resume_drops
@@ -1804,6 +1901,9 @@ class FakeResponsesAPI:
         self.api_keys: set[str] | None = None
         # When set, every background create is refused (see the module docstring).
         self.refuse_background: bool | dict = False
+        # Completion windows: polls a discounted run waits for; a gateway lacking the parameter.
+        self.window_polls = 2
+        self.refuse_windows = False
         self._jobs: dict[str, _BackgroundJob] = {}
         # Responses the API keeps for follow-ups: id -> tokens of the conversation so far.
         self.stored: dict[str, int] = {}
@@ -2009,6 +2109,10 @@ class FakeResponsesAPI:
                     usage["output_tokens"]
                 )
         return plan
+
+    def refused_window(self, body: Any) -> bool:
+        """With ``refuse_windows``: a create naming ``background_options`` is refused."""
+        return self.refuse_windows and isinstance(body, dict) and "background_options" in body
 
     def retired(self, model: str) -> bool:
         """Whether the model's shutdown_date has passed (UTC), dated snapshots with it."""
