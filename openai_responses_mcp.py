@@ -9892,13 +9892,18 @@ class AnswerEngine:
         hold = _Hold()
         window = self.background.window(tool, call, request)  # the one its request asks for
         priced = self.background.estimate_window(window)
+
+        def fly(upstream: Call) -> tuple:
+            upstream.window = call.window  # the request is the flight's own Call's
+            files = args.get("files")
+            return self._fetch(tool, request, upstream, today, key, hold.take(), user, files)
+
         try:
             result, shared = self.flights.run(
-                key,
+                # Only calls in the same window share a request: none waits hours for another.
+                key if window is None else f"{key} {window}",
                 call,
-                lambda upstream: self._fetch(
-                    tool, request, upstream, today, key, hold.take(), user, args.get("files")
-                ),
+                fly,
                 admit=lambda: self.spending.admit(
                     tool, request, today, hold, user, args, window, priced
                 ),

@@ -9,16 +9,22 @@ API does (tests/test_fake_upstream.py) and keeps a windowed run queued for a few
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
-from conftest import PRICES, TEST_KEY, base_env, cancel, send_call, start
+from conftest import PRICES, TEST_KEY, base_env, cancel, failure_of, run_cli, send_call, start
 from fake_upstream import Reply
+from waiting import wait_until
 
 import openai_responses_mcp as orm
 
-USAGE = {"input_tokens": 10_000, "output_tokens": 2_000}
-WINDOWED = PRICES + """\
+USAGE = {
+    "input_tokens": 10_000,
+    "output_tokens": 2_000,
+    "input_tokens_details": {"cached_tokens": 0},
+}
+WINDOWED = (
+    PRICES
+    + """\
 model_profiles:
   answer:
     model: gpt-6.1-terra
@@ -26,6 +32,7 @@ model_profiles:
     model: gpt-6.1-terra
     completion_window: 8h
 """
+)
 KEY = "model_profiles.answer_detailed.completion_window"
 
 
@@ -58,3 +65,164 @@ def test_an_8h_call_is_created_unstreamed_and_polled_to_its_discounted_answer(sp
         assert cost[part] == pytest.approx(soonest[part] * 0.6)
     assert cost["usd"] == pytest.approx(soonest["usd"] * 0.6)
     assert cost["prices"].endswith("x0.6 (8h window)")
+
+
+def usage_report(tmp_path) -> dict:
+    result = run_cli(tmp_path, "--usage", "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_the_ledger_and_usage_book_the_discounted_spend(spawn, fake, tmp_path):
+    fake.window_polls = 0
+    fake.default = Reply(usage=USAGE)
+    server = start(spawn, fake, config=WINDOWED)
+    cost = result_of(server.call("answer_detailed", {"query": "q"}))[1]["cost"]
+    # gpt-6.1-terra at $2 / $10 per million (PRICES): 40% off both
+    assert cost["usd"] == pytest.approx((10_000 * 2 + 2_000 * 10) / 1e6 * 0.6)
+    report = wait_until(lambda: usage_report(tmp_path)["total"]["calls"] and usage_report(tmp_path))
+    assert report["total"]["usd"] == pytest.approx(cost["usd"], abs=1e-6)
+
+
+def test_cancelling_while_it_waits_in_its_window_cancels_it_upstream_and_books_nothing(
+    spawn, fake, tmp_path
+):
+    fake.window_polls = 1000
+    server = start(spawn, fake, config=WINDOWED)
+    send_call(server, 5, tool="answer_detailed")
+    fake.wait_until(lambda: polls(fake), timeout=15)
+    cancel(server, 5)
+    fake.wait_until(lambda: fake.cancels, timeout=10)
+    (response_id,) = fake.background_ids
+    assert fake.cancels[0].path == f"/v1/responses/{response_id}/cancel"
+    assert fake.background_status(response_id) == "cancelled"
+    wait_until(lambda: usage_report(tmp_path)["total"]["calls"], 10, "the cancelled call's row")
+    assert usage_report(tmp_path)["total"]["usd"] == 0
+    assert len(fake.creates) == 1
+
+
+def test_a_refused_window_falls_back_to_soonest_at_full_price_with_one_warning(spawn, fake):
+    fake.refuse_windows = True
+    fake.default = Reply(usage=USAGE)
+    server = start(spawn, fake, config=WINDOWED)
+    first = result_of(server.call("answer_detailed", {"query": "q"}))[1]
+    second = result_of(server.call("answer_detailed", {"query": "again"}))[1]
+    refused, fallback, later = fake.creates
+    assert refused.body["background_options"] == {"completion_window": "8h"}
+    for create in (fallback, later):  # today's path: background, streamed, no window
+        assert "background_options" not in create.body and create.body["stream"] is True
+    assert "window" not in first and "window" not in second
+    full = first["cost"]
+    assert "window" not in full["prices"] and full["usd"] == second["cost"]["usd"]
+    wait_until(lambda: KEY in server.stderr, 5, lambda: server.stderr)
+    assert server.stderr.count("refused a completion window") == 1, server.stderr
+    assert server.stderr.count(KEY) == 1
+
+
+def test_a_zdr_refusal_of_background_itself_turns_background_off_for_a_windowed_call(spawn, fake):
+    fake.refuse_background = True
+    server = start(spawn, fake, config=WINDOWED)
+    result_of(server.call("answer_detailed", {"query": "q"}))
+    refused, plain = fake.creates
+    assert refused.body["background"] is True and "background_options" in refused.body
+    assert "background" not in plain.body and plain.body["stream"] is True
+    assert "refused background mode" in server.stderr
+
+
+DEEP_WINDOWED = """\
+tools:
+  answer_deep: true
+model_profiles:
+  answer_deep:
+    completion_window: 8h
+"""
+
+
+def test_a_zdr_refusal_of_a_windowed_deep_research_run_says_it_needs_background(spawn, fake):
+    fake.refuse_background = True
+    server = start(spawn, fake, config=DEEP_WINDOWED)
+    reply = server.call("answer_deep", {"query": "q"})
+    assert "answer_deep runs only in background mode" in failure_of(reply)
+    assert len(fake.creates) == 1
+
+
+# -- the engine: the call's own window, the budget's estimate --------------------------------
+
+
+@pytest.fixture
+def engine(tmp_path, fake, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    (tmp_path / "c.yaml").write_text(
+        PRICES + "model_profiles:\n  answer:\n    model: gpt-6.1-terra\n"
+    )
+    env = base_env(tmp_path, OPENAI_BASE_URL=fake.base_url)
+    config = orm.load_config({"config": str(tmp_path / "c.yaml")}, env)
+    config.instructions = orm.build_instructions(config)
+    return orm.build_engine(config, orm.Log())
+
+
+def test_a_calls_own_window_is_sent_over_its_profiles_soonest(engine, fake):
+    fake.window_polls = 0
+    call = orm.Call(1, "answer")
+    call.window = "2h"  # the cost question's run_discounted
+    _, meta = engine.answer("answer", {"query": "q"}, call)
+    (create,) = fake.creates
+    assert create.body["background_options"] == {"completion_window": "2h"}
+    assert meta["window"] == "2h" and meta["cost"]["prices"].endswith("x0.7 (2h window)")
+    plain = engine.answer("answer", {"query": "again"}, orm.Call(2, "answer"))
+    assert "background_options" not in fake.creates[1].body and "window" not in plain[1]
+
+
+def test_no_window_is_asked_for_a_request_off_standard_processing(engine, fake):
+    call = orm.Call(1, "answer")
+    call.window = "8h"
+    request = {"model": "gpt-6.1-terra", "service_tier": "flex"}
+    assert engine.background.window("answer", call, request) is None
+    assert engine.background.window("answer", call, {**request, "service_tier": "auto"}) == "8h"
+
+
+def test_the_estimate_takes_the_discount_once_the_api_has_taken_a_window(engine, fake):
+    background = engine.background
+    assert background.estimate_window("8h") is None  # a refusal would bill it in full
+    background.windows_seen = True
+    assert background.estimate_window("8h") == "8h"
+    background.windows_off = True
+    assert background.estimate_window("8h") is None
+
+
+def test_the_budget_estimate_of_a_windowed_call_is_at_its_discount(engine):
+    request = {"model": "gpt-6.1-terra", "input": "x" * 30_000, "instructions": ""}
+    full = orm.CallEstimator(engine.pricing, request, {})(0.0, 0)
+    two = orm.CallEstimator(engine.pricing, request, {}, window="2h")(0.0, 0)
+    eight = orm.CallEstimator(engine.pricing, request, {}, window="8h")(0.0, 0)
+    assert two == pytest.approx(full * 0.7) and eight == pytest.approx(full * 0.6)
+    # The typical cost is the ledger's, booked at what each call was billed: kept as it is.
+    assert orm.CallEstimator(engine.pricing, request, {}, window="8h")(0.5, 0) == pytest.approx(
+        eight + 0.5
+    )
+
+
+def test_the_discount_is_on_tokens_only_and_only_on_standard_processing(engine):
+    usage = {"input_tokens": 1_000_000, "output_tokens": 1_000_000}
+    cost = engine.pricing.cost("gpt-6.1-terra", usage, 1000, "default", "8h")
+    full = engine.pricing.cost("gpt-6.1-terra", usage, 1000, "default")
+    assert cost["web_search_usd"] == full["web_search_usd"] == 25.0
+    assert cost["input_usd"] == pytest.approx(full["input_usd"] * 0.6)
+    assert cost["output_usd"] == pytest.approx(full["output_usd"] * 0.6)
+    flex = engine.pricing.cost("gpt-6.1-terra", usage, 0, "flex", "8h")
+    assert flex["usd"] == engine.pricing.cost("gpt-6.1-terra", usage, 0, "flex")["usd"]
+
+
+def test_a_window_and_a_tier_other_than_standard_are_refused_at_start_up(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "model_profiles:\n  answer:\n    service_tier: flex\n"
+        "  answer_detailed:\n    completion_window: 2h\n"
+    )
+    with pytest.raises(orm.ConfigError) as caught:
+        orm.load_config({"config": str(path)}, base_env(tmp_path))
+    message = str(caught.value)
+    assert "model_profiles.answer_detailed.completion_window = 2h" in message
+    assert "model_profiles.answer.service_tier = flex" in message and "\n" not in message
+    result = run_cli(tmp_path, "--show-config", "--config", str(path))
+    assert result.returncode == 2 and "completion_window" in result.stderr
