@@ -22,6 +22,8 @@ SECRET = "s3cret-" + "0123456789abcdefghijklmnopqrstuvwxyz"
 SLOW = Reply(event_delay=0.25)  # a background response whose events take a few seconds
 # A call becomes a task after 500 ms; a client without tasks is handed off after 1 s.
 CONFIG = "server:\n  tasks:\n    immediate_ms: 500\nrequest:\n  handoff_after_s: 1\n"
+# answer_quick runs discounted (issue 41): created unstreamed, so it is collected by polling.
+CONFIG += "model_profiles:\n  answer_quick:\n    completion_window: 8h\n"
 
 
 SHARED_FAKE = True  # `fake` is the module's `upstream`, emptied per test (conftest)
@@ -240,3 +242,39 @@ def test_stateless_without_a_secret_offers_no_tasks_and_says_why(upstream, tmp_p
         assert answered["result"]["resultType"] == "complete"  # inline, however long
     finally:
         server.stop()
+
+
+def streamed_reads(fake) -> list:
+    return [r for r in fake.requests_to("GET", "/v1/responses/") if "stream=true" in r.path]
+
+
+def test_a_discounted_task_created_on_a_is_collected_on_b_by_polling(pair, fake):
+    a, b = pair
+    fake.window_polls = 3
+    _, created = modern(a.port, "tools/call", call(tool="answer_quick", _meta=meta()))
+    task_id = created["result"]["taskId"]
+    (create,) = creates(fake)
+    assert create.body["background_options"] == {"completion_window": "8h"}
+    done = get_until_done(b.port, task_id)
+    assert done["status"] == "completed" and done["result"]["_meta"]["window"] == "8h"
+    assert done["result"]["_meta"]["cost"]["prices"].endswith("x0.6 (8h window)")
+    assert streamed_reads(fake) == []  # it has no stream: B polled it
+    assert len(creates(fake)) == 1
+
+
+def test_a_discounted_handoff_made_on_a_is_collected_on_b_by_polling(pair, fake):
+    a, b = pair
+    fake.window_polls = 3
+    _, first = modern(a.port, "tools/call", call(tool="answer_quick", _meta=meta(tasks=False)))
+    handoff = first["result"]["_meta"]["openai-responses-mcp/handoff"]
+    arguments = {"id": handoff["id"], "wait_s": 5}
+    params = call(tool="answer_result", _meta=meta(False)) | {"arguments": arguments}
+
+    def collected() -> dict | None:
+        result = modern(b.port, "tools/call", params)[1]["result"]
+        done = result["_meta"]["openai-responses-mcp/handoff"]["status"] == "completed"
+        return result if done else None
+
+    result = wait_until(collected, 40, "the handed-off answer on B")
+    assert result["structuredContent"]["answer"] and result["_meta"]["window"] == "8h"
+    assert streamed_reads(fake) == [] and len(creates(fake)) == 1

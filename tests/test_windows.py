@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import PRICES, TEST_KEY, base_env, cancel, failure_of, run_cli, send_call, start
+from conftest import META, PRICES, TEST_KEY, base_env, cancel, failure_of, run_cli, send_call, start
 from fake_upstream import Reply
 from waiting import wait_until
 
@@ -34,6 +34,12 @@ model_profiles:
 """
 )
 KEY = "model_profiles.answer_detailed.completion_window"
+HANDOFF = "openai-responses-mcp/handoff"
+
+
+def modern_meta(tasks: bool = True) -> dict:
+    caps = {"extensions": {"io.modelcontextprotocol/tasks": {}}} if tasks else {}
+    return {**META, "io.modelcontextprotocol/clientCapabilities": caps}
 
 
 def result_of(reply: dict) -> tuple[dict, dict]:
@@ -226,3 +232,68 @@ def test_a_window_and_a_tier_other_than_standard_are_refused_at_start_up(tmp_pat
     assert "model_profiles.answer.service_tier = flex" in message and "\n" not in message
     result = run_cli(tmp_path, "--show-config", "--config", str(path))
     assert result.returncode == 2 and "completion_window" in result.stderr
+
+
+# -- long calls: a task or a handoff, collected by polling ------------------------------------
+
+TASKS = (
+    WINDOWED
+    + """\
+server:
+  tasks:
+    immediate_ms: 300
+    poll_interval_ms: 100
+request:
+  handoff_after_s: 1
+"""
+)
+WINDOW_TTL_MS = (8 * 3600 + orm.WINDOW_MARGIN_S) * 1000  # the task outlives the window
+
+
+def windowed_call(**params) -> dict:
+    return {"name": "answer_detailed", "arguments": {"query": "a long question"}, **params}
+
+
+def test_a_windowed_call_becomes_a_2025_task_collected_when_polled_to_its_end(spawn, fake):
+    fake.window_polls = 2
+    server = spawn(config=TASKS, upstream=fake)
+    server.initialize("2025-11-25")
+    created = server.request("tools/call", windowed_call(task={}))["result"]["task"]
+    assert created["status"] == "working" and created["ttl"] == WINDOW_TTL_MS
+    reply = server.request("tasks/result", {"taskId": created["taskId"]}, timeout=20)
+    assert reply["result"]["structuredContent"]["answer"]
+    assert reply["result"]["_meta"]["window"] == "8h"
+    assert len(fake.creates) == 1 and len(polls(fake)) == 3
+
+
+def test_a_windowed_call_becomes_an_extension_task(spawn, fake):
+    fake.window_polls = 2
+    server = spawn(config=TASKS, upstream=fake)
+    server.initialize("2025-11-25")
+    created = server.request("tools/call", windowed_call(_meta=modern_meta()))["result"]
+    assert created["resultType"] == "task" and created["ttlMs"] == WINDOW_TTL_MS
+
+    def ended() -> dict | None:
+        got = server.request("tasks/get", {"taskId": created["taskId"], "_meta": modern_meta()})
+        return got["result"] if got["result"]["status"] != "working" else None
+
+    done = wait_until(ended, 20, "the task to end")
+    assert done["status"] == "completed" and done["result"]["_meta"]["window"] == "8h"
+
+
+def test_a_windowed_call_is_handed_off_to_a_client_without_tasks(spawn, fake):
+    fake.window_polls = 2
+    server = spawn(config=TASKS, upstream=fake)
+    server.initialize("2025-11-25")
+    first = server.request("tools/call", windowed_call(_meta=modern_meta(tasks=False)))
+    handoff = first["result"]["_meta"][HANDOFF]
+    assert handoff["status"] == "working"
+
+    def collected() -> dict | None:
+        arguments = {"id": handoff["id"], "wait_s": 5}
+        params = {"name": "answer_result", "arguments": arguments, "_meta": modern_meta(False)}
+        reply = server.request("tools/call", params, timeout=20)["result"]
+        return reply if reply["_meta"][HANDOFF]["status"] == "completed" else None
+
+    reply = wait_until(collected, 30, "the handed-off answer")
+    assert reply["structuredContent"]["answer"] and reply["_meta"]["window"] == "8h"
