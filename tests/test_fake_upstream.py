@@ -238,3 +238,103 @@ def test_a_pdfs_pages_in_a_compressed_object_stream_are_billed(fake):
     fake.enqueue(Reply(text="ok"))
     bare = client_for(fake).responses.create(model="gpt-6.1-terra", input=with_parts())
     assert reply.usage.input_tokens - bare.usage.input_tokens == 5 * PDF_PAGE_TOKENS
+
+
+# -- completion windows (issue 41): refused as BackgroundOptions says, polled to their end ----
+
+
+@pytest.mark.parametrize(
+    ("settings", "words"),
+    [
+        ({}, "requires 'background': true"),
+        ({"background": False}, "requires 'background': true"),
+        ({"background": True, "stream": True}, "cannot be used with 'stream': true"),
+        ({"background": True, "service_tier": "flex"}, "only available with Standard"),
+        ({"background": True, "service_tier": "priority"}, "only available with Standard"),
+    ],
+)
+def test_a_window_without_background_streamed_or_off_standard_is_refused(fake, settings, words):
+    client = client_for(fake)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(
+            model="gpt-6.1-terra",
+            input="hi",
+            background_options={"completion_window": "8h"},
+            **settings,
+        )
+    assert caught.value.body["param"] == "background_options"
+    assert caught.value.body["type"] == "invalid_request_error"
+    assert words in caught.value.body["message"]
+    assert fake.background_ids == []  # nothing was created
+
+
+def test_an_unknown_window_is_refused_and_soonest_streams_as_always(fake):
+    client = client_for(fake)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.post(
+            "/responses",
+            body={
+                "model": "gpt-6.1-terra",
+                "input": "hi",
+                "background": True,
+                "background_options": {"completion_window": "1h"},
+            },
+            cast_to=object,
+        )
+    assert "Supported values are: 'soonest', '2h', and '8h'" in caught.value.body["message"]
+    events = client.responses.create(
+        model="gpt-6.1-terra",
+        input="hi",
+        background=True,
+        stream=True,
+        background_options={"completion_window": "soonest"},
+    )
+    assert [e.type for e in events][-1] == "response.completed"
+
+
+def test_a_windowed_run_is_queued_then_in_progress_for_its_polls_then_completed(fake):
+    fake.window_polls = 2
+    client = client_for(fake)
+    created = client.responses.create(
+        model="gpt-6.1-terra",
+        input="hi",
+        background=True,
+        background_options={"completion_window": "2h"},
+    )
+    assert created.status == "queued" and created.usage is None
+    seen = [client.responses.retrieve(created.id).status for _ in range(2)]
+    assert seen == ["queued", "in_progress"]
+    done = client.responses.retrieve(created.id)
+    assert done.status == "completed" and done.output_text and done.usage.output_tokens
+    assert done.service_tier == "default"
+    with pytest.raises(openai.BadRequestError) as caught:  # no stream to read it from
+        for _ in client.responses.retrieve(created.id, stream=True):
+            pass
+    assert caught.value.body["param"] == "stream"
+
+
+def test_a_windowed_run_is_cancelled_while_it_waits(fake):
+    fake.window_polls = 100
+    client = client_for(fake)
+    created = client.responses.create(
+        model="gpt-6.1-terra",
+        input="hi",
+        background=True,
+        background_options={"completion_window": "8h"},
+    )
+    assert client.responses.cancel(created.id).status == "cancelled"
+    assert client.responses.retrieve(created.id).status == "cancelled"
+
+
+def test_a_gateway_without_the_parameter_refuses_any_window(fake):
+    fake.refuse_windows = True
+    client = client_for(fake)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(
+            model="gpt-6.1-terra",
+            input="hi",
+            background=True,
+            background_options={"completion_window": "8h"},
+        )
+    assert caught.value.body["code"] == "unsupported_parameter"
+    assert caught.value.body["param"] == "background_options"
