@@ -465,7 +465,9 @@ MUTANTS = [
     mutant(
         "budget-not-asked",
         "budget",
-        "admit=lambda: self.spending.admit(tool, request, today, hold, user, args),",
+        "admit=lambda: self.spending.admit(\n"
+        "                    tool, request, today, hold, user, args, window, priced\n"
+        "                ),",
         "admit=None,",
         "tests/test_cost.py",
         "-k",
@@ -544,6 +546,62 @@ MUTANTS = [
         "-k",
         "long_prompts",
     ),
+    # -- Discounted background runs: the window's discount, where it applies (issue 41) --------
+    mutant(
+        "window-discount-on-web-searches",
+        "pricing",
+        'parts["web_search_usd"] = search_usd',
+        'parts["web_search_usd"] = search_usd * off',
+        "tests/test_windows.py",
+        "-k",
+        "tokens_only",
+    ),
+    mutant(
+        "window-discount-off-standard-processing",
+        "pricing",
+        "off = window_factor(window) if tier in STANDARD_TIERS else 1.0",
+        "off = window_factor(window)",
+        "tests/test_windows.py",
+        "-k",
+        "tokens_only",
+    ),
+    mutant(
+        "window-sent-without-background",
+        "pricing",
+        "wanted = self.force or self._config.background(tool) or window is not None",
+        "wanted = self.force or self._config.background(tool)",
+        "tests/test_windows.py",
+        "-k",
+        "own_window",
+    ),
+    mutant(
+        "window-fallback-booked-at-the-discount",
+        "pricing",
+        "if run is not None and run.window:  # Spending.book prices it at the discount\n"
+        '                    meta["window"] = run.window',
+        'if window:\n                    meta["window"] = window',
+        "tests/test_windows.py",
+        "-k",
+        "refused_window_falls_back",
+    ),
+    mutant(
+        "window-estimate-discounted-before-any-was-taken",
+        "budget",
+        "return window if self.windows_seen and not self.windows_off else None",
+        "return window",
+        "tests/test_windows.py",
+        "-k",
+        "estimate_takes_the_discount",
+    ),
+    mutant(
+        "window-reservation-expires-before-the-window",
+        "budget",
+        "longest = max(longest, window_timeout_ms(config, tool, window) / 1000)",
+        "longest = longest",
+        "tests/test_windows.py",
+        "-k",
+        "reservation_outlives",
+    ),
     # -- The budget estimate: priced as the call will be billed (issue 39) ----------------------
     mutant(
         "estimate-long-context-dropped",
@@ -575,8 +633,8 @@ MUTANTS = [
     mutant(
         "estimate-tier-ignored",
         "budget",
-        "known = max(self._priced(model, found, usage, 0.0, t, context)",
-        "known = max(self._priced(model, found, usage, 0.0, None, context)",
+        "self._priced(model, found, usage, 0.0, t, context, window)",
+        "self._priced(model, found, usage, 0.0, None, context, window)",
         "tests/test_cost.py",
         "-k",
         "estimate_prices_what",

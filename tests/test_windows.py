@@ -297,3 +297,10 @@ def test_a_windowed_call_is_handed_off_to_a_client_without_tasks(spawn, fake):
 
     reply = wait_until(collected, 30, "the handed-off answer")
     assert reply["structuredContent"]["answer"] and reply["_meta"]["window"] == "8h"
+
+
+def test_a_windowed_calls_reservation_outlives_its_window(engine):
+    spending = engine.spending
+    assert spending._reservation_ttl("answer") == 3600  # soonest: at least an hour, as always
+    for window, hours in (("2h", 2), ("8h", 8)):
+        assert spending._reservation_ttl("answer", window) > hours * 3600 + orm.WINDOW_MARGIN_S
