@@ -10117,7 +10117,12 @@ class BackgroundMode:
         first and longer each time up to WINDOW_POLL_MAX_S, saying meanwhile how long it has
         waited; returns the response as it ended. A cancel stops the wait at once."""
         wait = WINDOW_POLL_FIRST_S
-        while response.get("status") in ("queued", "in_progress"):
+        while True:
+            # A windowed run has no events: each reply about it is its progress, so a failed
+            # poll hours later is not counted as one more in a row (ResponsesClient.request).
+            run.last_sequence = (run.last_sequence or 0) + 1
+            if response.get("status") not in ("queued", "in_progress"):
+                return response
             minutes = int((time.monotonic() - call.started) // 60)
             state = "queued for" if response.get("status") == "queued" else "running in"
             call.report(f"{state} the {run.window} window, {minutes} min so far", min_interval=0)
@@ -10128,7 +10133,6 @@ class BackgroundMode:
                 raise UpstreamFailure(Failure("timeout", False, name="deadline"))
             wait = min(wait * WINDOW_POLL_BACKOFF, WINDOW_POLL_MAX_S)
             response = _status_of(client, run, timeout)
-        return response
 
     def windows_refused(self, tool: str, failure: Failure) -> None:
         """Completion windows are off for the rest of the process (one warning, naming the

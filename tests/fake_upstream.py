@@ -65,7 +65,8 @@ A windowed create answers the ``Response`` object with status ``queued`` (JSON, 
 stream); ``GET /v1/responses/{id}`` then reports it ``queued`` (the first poll) or
 ``in_progress`` for ``fake.window_polls`` polls, and completed (usage, ``service_tier:
 "default"``) after; such a response cannot be streamed (``?stream=true`` gets a 400), and
-``POST .../cancel`` cancels it. ``fake.refuse_windows`` (True) is a gateway that lacks the
+``POST .../cancel`` cancels it; ``fake.failing_polls`` (1-based numbers of those GETs) answer
+500 instead. ``fake.refuse_windows`` (True) is a gateway that lacks the
 parameter: every create naming ``background_options`` gets
 ``unsupported_parameter("background_options")``'s 400.
 
@@ -1554,6 +1555,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send_body(200, _dump(job.cancel()), "application/json", {})
             return
         params = dict(pair.partition("=")[::2] for pair in query.split("&") if pair)
+        if job.window and params.get("stream") != "true" and fake.failed_poll():
+            error = {"message": "The server had an error.", "type": "server_error"}
+            self._send_body(
+                500,
+                _dump({"error": {**error, "param": None, "code": None}}),
+                "application/json",
+                {},
+            )
+            return
         if params.get("stream") != "true":
             job.poll()
             self._send_body(200, _dump(job.response()), "application/json", {})
@@ -1904,6 +1914,9 @@ class FakeResponsesAPI:
         # Completion windows: polls a discounted run waits for; a gateway lacking the parameter.
         self.window_polls = 2
         self.refuse_windows = False
+        # The GETs of windowed runs (1-based, counted over all of them) answered with a 500.
+        self.failing_polls: set[int] = set()
+        self._window_gets = 0
         self._jobs: dict[str, _BackgroundJob] = {}
         # Responses the API keeps for follow-ups: id -> tokens of the conversation so far.
         self.stored: dict[str, int] = {}
@@ -2109,6 +2122,12 @@ class FakeResponsesAPI:
                     usage["output_tokens"]
                 )
         return plan
+
+    def failed_poll(self) -> bool:
+        """Counts a GET of a windowed run; True if ``failing_polls`` says it fails."""
+        with self._lock:
+            self._window_gets += 1
+            return self._window_gets in self.failing_polls
 
     def refused_window(self, body: Any) -> bool:
         """With ``refuse_windows``: a create naming ``background_options`` is refused."""

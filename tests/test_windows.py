@@ -304,3 +304,14 @@ def test_a_windowed_calls_reservation_outlives_its_window(engine):
     assert spending._reservation_ttl("answer") == 3600  # soonest: at least an hour, as always
     for window, hours in (("2h", 2), ("8h", 8)):
         assert spending._reservation_ttl("answer", window) > hours * 3600 + orm.WINDOW_MARGIN_S
+
+
+def test_polls_that_fail_now_and_then_over_a_long_wait_do_not_end_the_run(spawn, fake):
+    """Each failed poll is retried; only failures in a row count against request.max_retries
+    (0 here), so two failures hours apart do not end a run that answered in between."""
+    fake.window_polls = 4
+    fake.failing_polls = {2, 4}  # every other poll, none twice in a row
+    server = start(spawn, fake, config=WINDOWED + "request:\n  max_retries: 0\n")
+    _, meta = result_of(server.call("answer_detailed", {"query": "q"}, timeout=30))
+    assert meta["window"] == "8h" and len(fake.creates) == 1
+    assert len(polls(fake)) == 7  # five answered (queued, in progress x3, completed), two failed
