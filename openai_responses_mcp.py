@@ -10078,9 +10078,13 @@ class BackgroundMode:
         background mode are off for the process, or when the request is not on Standard
         processing (a window runs on no other tier, and is priced so)."""
         chosen = call.window or self._config.completion_window(tool)
-        if chosen not in WINDOW_FACTORS or self.windows_off or self.off:
-            return None
-        return chosen if request.get("service_tier") in STANDARD_TIERS else None
+        return chosen if chosen in WINDOW_FACTORS and self.windows_open(request) else None
+
+    def windows_open(self, request: dict) -> bool:
+        """Whether the request could run in a completion window now: neither windows nor
+        background mode refused in this process, and on Standard processing."""
+        off = self.windows_off or self.off
+        return not off and request.get("service_tier") in STANDARD_TIERS
 
     def estimate_window(self, window) -> str | None:
         """The window a call's budget estimate takes the discount of: its own once this process

@@ -57,7 +57,12 @@ def test_an_8h_call_is_created_unstreamed_and_polled_to_its_discounted_answer(sp
     fake.window_polls = 2
     fake.default = Reply(usage=USAGE)
     server = start(spawn, fake, config=WINDOWED)
-    answer, meta = result_of(server.call("answer_detailed", {"query": "q"}))
+    send_call(server, 9, tool="answer_detailed", _meta={"progressToken": "p"})
+    reply, before = server.recv_until(lambda m: m.get("id") == 9, timeout=20)
+    answer, meta = result_of(reply)
+    said = [m["params"]["message"] for m in before if m.get("method") == "notifications/progress"]
+    assert said[:2] == ["queued for the 8h window, 0 min so far"] * 2, said
+    assert "running in the 8h window, 0 min so far" in said
     (create,) = fake.creates
     assert create.body["background"] is True
     assert create.body["background_options"] == {"completion_window": "8h"}
@@ -185,6 +190,9 @@ def test_no_window_is_asked_for_a_request_off_standard_processing(engine, fake):
     request = {"model": "gpt-6.1-terra", "service_tier": "flex"}
     assert engine.background.window("answer", call, request) is None
     assert engine.background.window("answer", call, {**request, "service_tier": "auto"}) == "8h"
+    assert not engine.background.windows_open(request)
+    engine.background.windows_off = True  # refused once: no window for the rest of the process
+    assert engine.background.window("answer", call, {**request, "service_tier": "auto"}) is None
 
 
 def test_the_estimate_takes_the_discount_once_the_api_has_taken_a_window(engine, fake):
