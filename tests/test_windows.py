@@ -323,3 +323,24 @@ def test_polls_that_fail_now_and_then_over_a_long_wait_do_not_end_the_run(spawn,
     _, meta = result_of(server.call("answer_detailed", {"query": "q"}, timeout=30))
     assert meta["window"] == "8h" and len(fake.creates) == 1
     assert len(polls(fake)) == 7  # five answered (queued, in progress x3, completed), two failed
+
+
+def test_a_call_is_admitted_at_full_price_until_a_window_was_taken_then_at_its_discount(
+    engine, fake, monkeypatch
+):
+    admitted = []
+    admit = engine.spending.admit
+
+    def spy(tool, request, today, hold, user, args, window=None, priced=None):
+        admitted.append((window, priced))
+        return admit(tool, request, today, hold, user, args, window, priced)
+
+    monkeypatch.setattr(engine.spending, "admit", spy)
+    fake.window_polls = 0
+    for query in ("first", "second"):
+        call = orm.Call(query, "answer")
+        call.window = "8h"
+        engine.answer("answer", {"query": query}, call)
+    # Its reservation outlives the window both times; the estimate is discounted only once
+    # the API has taken a window (before, a refusal would bill the fallback in full).
+    assert admitted == [("8h", None), ("8h", "8h")]
