@@ -5899,6 +5899,8 @@ class Ledger:
         """Dollars spent in each (first day, user) (user None: the team's), rows not yet
         written included: what the cost question says of the budgets. Raises
         StateUnavailable."""
+        if not periods:
+            return []
         unwritten = self._state.unwritten()
         writer = self._state.writer_id
         *sums, mark = self._state.read("reading the budget", lambda q: _spent(q, periods, writer))
