@@ -6,10 +6,9 @@ official SDK's wire models."""
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
-from conftest import META, MODERN, PRICES, Server, base_env, run_cli, send_call, wait_until
+from conftest import META, PRICES, Server, run_cli, send_call, wait_until
 from fake_upstream import SEARCHED
 
 v1 = pytest.importorskip("mcp_types._v2025_11_25")
@@ -228,4 +227,137 @@ def test_a_2025_06_18_client_gets_enum_with_enum_names(spawn, fake):
     assert "mode" not in asked["params"]
     answer(server, asked, {"action": "decline"})
     not_run(reply_to(server, 14))
+    assert creates(fake) == []
+
+
+# -- 2026-07-28: input_required and a signed requestState --------------------------------------
+
+CAPS = "io.modelcontextprotocol/clientCapabilities"
+
+
+def modern_call(server: Server, arguments: dict, caps=FORMS, **params) -> dict:
+    meta = {**META, CAPS: caps}
+    reply = server.request(
+        "tools/call", {"name": "answer", "arguments": arguments, "_meta": meta, **params}
+    )
+    if "result" in reply:
+        v2.JSONRPCResultResponse.model_validate(reply)
+    return reply
+
+
+def asked_of(reply: dict) -> dict:
+    """The input_required result, checked with the SDK's 2026-07-28 models."""
+    result = reply["result"]
+    v2.InputRequiredResult.model_validate(result)
+    assert result["resultType"] == "input_required"
+    for request in result["inputRequests"].values():
+        if request["method"] == "elicitation/create":
+            v2.ElicitRequestFormParams.model_validate(request["params"])
+            choice = request["params"]["requestedSchema"]["properties"]["choice"]
+            v2.TitledSingleSelectEnumSchema.model_validate(choice)
+    return result
+
+
+def modern_server(spawn, fake, config: str = ASK):
+    return spawn(config=config, upstream=fake, env={"MCP_TASK_SECRET": SECRET})
+
+
+def retry(server, first: dict, arguments: dict, responses: dict, state=None, caps=FORMS):
+    state = first["requestState"] if state is None else state
+    return modern_call(server, arguments, caps, inputResponses=responses, requestState=state)
+
+
+def test_modern_run_asks_through_input_required_then_runs(spawn, fake):
+    fake.enqueue(SEARCHED)
+    server = modern_server(spawn, fake)
+    args = {"query": "q"}
+    first = asked_of(modern_call(server, args))
+    request = first["inputRequests"]["confirm"]
+    assert request["method"] == "elicitation/create"
+    assert request["params"]["message"].startswith("answer (gpt-6.1-terra) is estimated at $")
+    assert creates(fake) == []
+    done = retry(server, first, args, {"confirm": choose("run")})["result"]
+    v2.CallToolResult.model_validate(done)
+    assert done["resultType"] == "complete" and done["_meta"]["confirm"]["choice"] == "run"
+    assert len(creates(fake)) == 1
+
+
+@pytest.mark.parametrize(
+    "response", [choose("cancel"), {"action": "decline"}, {"action": "cancel"}]
+)
+def test_modern_no_sends_nothing(spawn, fake, response):
+    server = modern_server(spawn, fake)
+    first = asked_of(modern_call(server, {"query": "q"}))
+    done = not_run(retry(server, first, {"query": "q"}, {"confirm": response}))
+    v2.CallToolResult.model_validate(done)
+    assert creates(fake) == []
+
+
+def test_modern_client_without_elicitation_runs_unasked(spawn, fake):
+    fake.enqueue(SEARCHED)
+    server = modern_server(spawn, fake)
+    result = modern_call(server, {"query": "q"}, caps={})["result"]
+    assert result["resultType"] == "complete"
+    assert result["_meta"]["confirm"]["asked"] is False
+    assert len(creates(fake)) == 1
+
+
+def refused(reply: dict, why: str) -> None:
+    error = reply["error"]
+    v2.JSONRPCErrorResponse.model_validate(reply)
+    assert error["code"] == -32602
+    assert error["message"].startswith("Invalid params: requestState refused (")
+    assert why in error["message"]
+    assert "nothing was sent and nothing was spent" in error["message"]
+
+
+def mint(fields: dict, ttl_ms=600_000, now_ms=None) -> str:
+    from openai_responses_mcp import arguments_hash, mint_task_id
+
+    base = {
+        "k": "q",
+        "t": "answer",
+        "u": "local",
+        "a": arguments_hash({"query": "q"}),
+        "w": "confirm",
+    }
+    return mint_task_id(SECRET, {**base, **fields}, ttl_ms, now_ms)
+
+
+def test_modern_state_forged_altered_expired_rebound_is_refused(spawn, fake):
+    import base64
+
+    server = modern_server(spawn, fake)
+    args, yes = {"query": "q"}, {"confirm": choose("run")}
+    first = asked_of(modern_call(server, args))
+    state = first["requestState"]
+    version, body, mac = state.split(".")
+    forged = f"{version}.{body}.{'A' * len(mac)}"
+    refused(retry(server, first, args, yes, forged), "forged or altered")
+    payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    payload["t"] = "answer_quick"
+    altered = base64.urlsafe_b64encode(json.dumps(payload).encode()).rstrip(b"=").decode()
+    refused(retry(server, first, args, yes, f"{version}.{altered}.{mac}"), "forged or altered")
+    refused(retry(server, first, {"query": "other"}, yes), "it was given for other arguments")
+    refused(retry(server, first, args, yes, mint({"u": "alice"})), "it was given to another user")
+    refused(
+        retry(server, first, args, yes, mint({"t": "answer_quick"})),
+        "not a requestState of this tool",
+    )
+    refused(retry(server, first, args, yes, mint({"k": "x"})), "not a requestState of this tool")
+    expired = mint({}, ttl_ms=1000, now_ms=1_000)
+    refused(retry(server, first, args, yes, expired), "expired at 1970-01-01T00:00:02Z")
+    assert creates(fake) == []
+    # A state minted with the shared secret and bound right is honoured: the refusals above
+    # were the bindings', not the key's.
+    fake.enqueue(SEARCHED)
+    assert "isError" not in retry(server, first, args, yes, mint({"o": "8h"}))["result"]
+    assert len(creates(fake)) == 1
+
+
+def test_modern_responses_without_a_state_are_asked_again(spawn, fake):
+    """An answer the client makes up, with no requestState, runs nothing: it is asked."""
+    server = modern_server(spawn, fake)
+    reply = modern_call(server, {"query": "q"}, inputResponses={"confirm": choose("run")})
+    asked_of(reply)
     assert creates(fake) == []
