@@ -361,3 +361,63 @@ def test_modern_responses_without_a_state_are_asked_again(spawn, fake):
     reply = modern_call(server, {"query": "q"}, inputResponses={"confirm": choose("run")})
     asked_of(reply)
     assert creates(fake) == []
+
+
+# -- 2026-07-28: roots through input_required --------------------------------------------------
+
+ROOTS = {"roots": {}}
+
+
+def two_dirs(tmp_path):
+    """A root with a file in it, and a file outside it (both under the working directory)."""
+    inside, outside = tmp_path / "project", tmp_path / "elsewhere"
+    inside.mkdir()
+    outside.mkdir()
+    (inside / "notes.txt").write_text("inside the root\n")
+    (outside / "other.txt").write_text("outside the root\n")
+    return inside, str(inside / "notes.txt"), str(outside / "other.txt")
+
+
+def roots_answer(directory) -> dict:
+    result = {"roots": [{"uri": directory.as_uri(), "name": "project"}]}
+    v2.ListRootsResult.model_validate(result)
+    return {"roots": result}
+
+
+def test_modern_roots_are_asked_and_paths_checked_against_them(spawn, fake, tmp_path):
+    inside, allowed, outside = two_dirs(tmp_path)
+    server = modern_server(spawn, fake, PRICES)
+    fake.enqueue(SEARCHED)
+    args = {"query": "q", "files": [allowed]}
+    first = asked_of(modern_call(server, args, ROOTS))
+    assert first["inputRequests"] == {"roots": {"method": "roots/list"}}
+    done = retry(server, first, args, roots_answer(inside), caps=ROOTS)["result"]
+    assert done["_meta"]["files"][0]["kind"] and len(creates(fake)) == 1
+    args = {"query": "q", "files": [outside]}
+    first = asked_of(modern_call(server, args, ROOTS))
+    reply = retry(server, first, args, roots_answer(inside), caps=ROOTS)
+    assert "refused" in reply["error"]["message"] and len(creates(fake)) == 1
+    # A client that declares no roots: the working directory, as before (no round).
+    fake.enqueue(SEARCHED)
+    assert modern_call(server, args, {})["result"]["resultType"] == "complete"
+    assert len(creates(fake)) == 2
+
+
+def test_modern_roots_survive_into_the_cost_question(spawn, fake, tmp_path):
+    inside, _, outside = two_dirs(tmp_path)
+    server = modern_server(spawn, fake)
+    caps = {**ROOTS, **FORMS}
+    args = {"query": "q", "files": [outside]}
+    first = asked_of(modern_call(server, args, caps))
+    assert list(first["inputRequests"]) == ["roots"]
+    # The roots answered, the files are read and estimated: then the question, in round two.
+    second = asked_of(retry(server, first, args, roots_answer(tmp_path), caps=caps))
+    assert list(second["inputRequests"]) == ["confirm"]
+    # The third round carries only the choice: the roots come from the signed state.
+    fake.enqueue(SEARCHED)
+    done = retry(server, second, args, {"confirm": choose("run")}, caps=caps)["result"]
+    assert done["_meta"]["confirm"]["choice"] == "run" and len(creates(fake)) == 1
+    # Roots answered as `inside` leave `outside` refused before any question is asked.
+    first = asked_of(modern_call(server, args, caps))
+    reply = retry(server, first, args, roots_answer(inside), caps=caps)
+    assert "refused" in reply["error"]["message"] and len(creates(fake)) == 1
