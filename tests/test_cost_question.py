@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import META, PRICES, Server, run_cli, send_call, wait_until
+from conftest import META, MODERN, PRICES, Server, run_cli, send_call, wait_until
 from fake_upstream import SEARCHED
 
 v1 = pytest.importorskip("mcp_types._v2025_11_25")
@@ -421,3 +421,56 @@ def test_modern_roots_survive_into_the_cost_question(spawn, fake, tmp_path):
     first = asked_of(modern_call(server, args, caps))
     reply = retry(server, first, args, roots_answer(inside), caps=caps)
     assert "refused" in reply["error"]["message"] and len(creates(fake)) == 1
+
+
+# -- 2026-07-28 over HTTP: another --stateless instance, another user ----------------------------
+
+
+def http_modern(port: int, arguments: dict, headers=None, caps=FORMS, **params) -> dict:
+    from http_client import post, rpc
+
+    body = {"name": "answer", "arguments": arguments, "_meta": {**META, CAPS: caps}, **params}
+    sent = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "answer"}
+    response = post(port, rpc("tools/call", body), headers={**sent, **(headers or {})}, timeout=30)
+    assert response.status in (200, 400), response
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        return [d for _, d in response.events() if "method" not in d][-1]
+    return response.json()
+
+
+def serve_http(spawn, fake, *flags: str, env=None):
+    from http_client import wait_listening
+
+    env = {"MCP_TASK_SECRET": SECRET, **(env or {})}
+    server = spawn("--http", "127.0.0.1:0", *flags, config=ASK, env=env, upstream=fake)
+    server.port = wait_listening(server)
+    return server
+
+
+def test_the_retry_may_land_on_another_stateless_instance(spawn, fake):
+    a = serve_http(spawn, fake, "--stateless")
+    b = serve_http(spawn, fake, "--stateless")
+    args = {"query": "q"}
+    first = asked_of(http_modern(a.port, args))
+    fake.enqueue(SEARCHED)
+    state = first["requestState"]
+    done = http_modern(b.port, args, inputResponses={"confirm": choose("run")}, requestState=state)
+    assert done["result"]["_meta"]["confirm"]["choice"] == "run", done
+    assert len(creates(fake)) == 1
+
+
+def test_another_users_retry_is_refused_over_http(spawn, fake, tmp_path):
+    from test_state import SqliteState
+    from test_users import add_user, bearer
+
+    state = SqliteState(tmp_path / "shared" / "state.sqlite3")
+    alice, bob = (bearer(add_user(tmp_path, state, name)) for name in ("alice", "bob"))
+    server = serve_http(spawn, fake, "--stateless", env=state.env)
+    args = {"query": "q"}
+    first = asked_of(http_modern(server.port, args, alice))
+    yes = {"inputResponses": {"confirm": choose("run")}, "requestState": first["requestState"]}
+    refused(http_modern(server.port, args, bob, **yes), "it was given to another user")
+    assert creates(fake) == []
+    fake.enqueue(SEARCHED)
+    assert http_modern(server.port, args, alice, **yes)["result"]["_meta"]["confirm"]["asked"]
+    assert len(creates(fake)) == 1
