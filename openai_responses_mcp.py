@@ -11360,19 +11360,27 @@ class Session:
         self.local = False
         self.roots_capable = False  # initialize declared capabilities.roots
         self.elicits = False  # initialize declared form elicitation: the cost question is asked
+        self.may_ask = False  # ... and budget.confirm_over_usd is set: a call may ask it
+        # Streamable HTTP: a request to the client goes on the stream of the call that asks it
+        # (Router.relate); None where everything shares one outlet (stdio, legacy SSE).
+        self.relate = None
         self.roots: list | None = None  # the roots it listed (None: not asked since a change)
         self.roots_generation = 0  # counts notifications/roots/list_changed
         self._asks: dict = {}  # request id -> _Ask: requests to the client
         self._ask_seq = 0
 
-    def ask(self, method: str, params: dict, timeout: float):
+    def ask(self, method: str, params: dict, timeout: float, related=None):
         """Sends the client a request and waits up to `timeout` for its result; TimeoutError
-        when none comes (or the session ends), ValueError when it answers with an error."""
+        when none comes (or the session ends), ValueError when it answers with an error.
+        `related`: the id of the call that asks (Streamable HTTP sends it on that call's
+        stream)."""
         with self._lock:
             self._check_open()
             self._ask_seq += 1
             request_id = f"{SERVER_NAME}-{self._ask_seq}"
             slot = self._asks[request_id] = _Ask()
+        if self.relate is not None and related is not None:
+            self.relate(request_id, related)
         try:
             self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
             slot.answered.wait(timeout)
@@ -11702,6 +11710,7 @@ _WORKER = threading.local()
 # and a signed requestState, which the client echoes on its retry with the answers.
 
 CONFIRM_KEY, ROOTS_KEY = "confirm", "roots"  # inputRequests keys; CONFIRM_KEY is _meta's too
+TASK_REPLIED = "task"  # the handshake era's `state`: a 2025-11-25 task, its request answered
 INPUT_STATE_KIND = "q"  # a requestState's `k`: never a task kind, so never a task id
 INPUT_STATE_TTL_MS = 600_000  # how long a requestState is honoured after it was minted
 NOTHING_SPENT = "nothing was sent and nothing was spent"
@@ -11792,9 +11801,11 @@ class CostQuestion:
         if not quote.worst > self.threshold:
             return None
         if handshake_era(version):
-            if not session.elicits:
+            # A 2025-11-25 task over Streamable HTTP has had its reply (the task): its POST
+            # stream, where the question would go, is closed.
+            if not session.elicits or (session.relate is not None and state == TASK_REPLIED):
                 return self._unasked(quote)
-            choice = self._ask_now(quote, session)
+            choice = self._ask_now(quote, session, call)
         else:
             if not asks_forms(declared_capability(params, "elicitation")):
                 return self._unasked(quote)
@@ -11848,13 +11859,14 @@ class CostQuestion:
         schema = {"type": "object", "properties": {"choice": choice}, "required": ["choice"]}
         return {"mode": "form", "message": message, "requestedSchema": schema}
 
-    def _ask_now(self, quote: Quote, session: Session) -> str:
+    def _ask_now(self, quote: Quote, session: Session, call: Call) -> str:
         """The handshake era: elicitation/create on the session, its answer waited for."""
         params = self.form(quote, titled=session.protocol_version >= MCP_2025_11_25)
         if session.protocol_version < MCP_2025_11_25:
             del params["mode"]
         try:
-            return self._choice(session.ask("elicitation/create", params, self.timeout_s))
+            answer = session.ask("elicitation/create", params, self.timeout_s, call.id)
+            return self._choice(answer)
         except TimeoutError:
             return "timeout"
         except (ValueError, RpcError):
@@ -12060,6 +12072,8 @@ class CallsInFlight:
         # reply at once, and its worker asks the person before anything is sent).
         later = task is not None and task.kind != TaskKind.HANDSHAKE
         arm = (lambda: policy.arm(task, call, session, request_id, version)) if later else None
+        if task is not None and not later:
+            state = TASK_REPLIED
         asking = _Asking(params, era, state, arm)
         worker = threading.Thread(
             target=self._run,
@@ -12243,6 +12257,9 @@ class Handshake:
             version >= MCP_2025_06_18  # elicitation came with 2025-06-18
             and isinstance(capabilities, dict)
             and asks_forms(capabilities.get("elicitation"))
+        )
+        session.may_ask = (
+            session.elicits and self.config.get("budget", "confirm_over_usd") is not None
         )
         result = {
             "protocolVersion": version,
@@ -14403,7 +14420,13 @@ class Router:
         self._log = log
         self._boxes: dict = {}  # request id -> _Route
         self._tokens: dict = {}  # progress token -> request id
+        self._asks: dict = {}  # id of a request to the client -> the call's that asks it
         self._lock = threading.Lock()
+
+    def relate(self, ask_id: str, request_id) -> None:
+        """Session.ask's request `ask_id` goes on the stream of the call `request_id`."""
+        with self._lock:
+            self._asks[ask_id] = request_id
 
     def open(self, request_id, token) -> Outbox | None:
         """A new Outbox for this request, or None if the id is already waited for.
@@ -14453,7 +14476,9 @@ class Router:
 
     def send(self, message: dict) -> None:
         with self._lock:
-            if not is_reply(message):
+            if "id" in message and "method" in message:  # a request to the client (Session.ask)
+                request_id = self._asks.pop(message["id"], None)
+            elif not is_reply(message):
                 token = (message.get("params") or {}).get("progressToken")
                 request_id = self._tokens.get(token)
             else:
@@ -14497,6 +14522,7 @@ class HttpSession:
         self.stream = StreamOutbox(outbox_bytes) if legacy else None
         self.router = None if legacy else Router(log)
         self.session = Session(self.stream.send if legacy else self.router.send)
+        self.session.relate = None if legacy else self.router.relate
         self.hang_up = hang_up  # legacy: closes the /sse stream's connection (LegacySse.stream)
         self.session.client_key = session_id  # stateless: the client's identity, set later
         self.last_used = time.monotonic()
@@ -15945,7 +15971,9 @@ class StreamableHttp:
                 if box is not None:
                     hs.router.close(message["id"], box)
                 return self._reply(handler, hs, method, reply, json_ok)
-            if self.as_events(token, json_ok, sse_ok, method):
+            # A call that may ask the person first (the cost question) needs a stream to ask on.
+            asks = method == "tools/call" and hs.session.may_ask
+            if self.as_events(token, json_ok and not asks, sse_ok, method):
                 delivered = handler.pump(handler.start_events(), box, until_reply=True)
             else:
                 delivered = handler.await_json(box)

@@ -474,3 +474,35 @@ def test_another_users_retry_is_refused_over_http(spawn, fake, tmp_path):
     fake.enqueue(SEARCHED)
     assert http_modern(server.port, args, alice, **yes)["result"]["_meta"]["confirm"]["asked"]
     assert len(creates(fake)) == 1
+
+
+def test_handshake_era_over_http_asks_on_the_calls_stream(spawn, fake):
+    from http_client import ACCEPT_BOTH, open_stream, post, rpc
+
+    server = serve_http(spawn, fake)
+    init = {"protocolVersion": "2025-11-25", "capabilities": FORMS, "clientInfo": {"name": "p"}}
+    reply = post(
+        server.port, rpc("initialize", {**init, "clientInfo": {"name": "p", "version": "0"}})
+    )
+    session = reply.headers["mcp-session-id"]
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": ACCEPT_BOTH,
+        "Mcp-Session-Id": session,
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    fake.enqueue(SEARCHED)
+    call = rpc("tools/call", {"name": "answer", "arguments": {"query": "q"}}, id=5)
+    stream = open_stream(server.port, "POST", "/mcp", call, headers)
+    asked = stream.next_message()
+    assert asked["method"] == "elicitation/create"
+    v1.ElicitRequest.model_validate(asked)
+    assert creates(fake) == []
+    answered = {"jsonrpc": "2.0", "id": asked["id"], "result": choose("run_discounted")}
+    assert (
+        post(server.port, answered, session, {"MCP-Protocol-Version": "2025-11-25"}).status == 202
+    )
+    done = stream.next_message(30)
+    stream.close()
+    assert done["id"] == 5 and done["result"]["_meta"]["confirm"]["window"] == "8h", done
+    assert len(creates(fake)) == 1
