@@ -6,6 +6,7 @@ official SDK's wire models."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from conftest import META, MODERN, PRICES, Server, run_cli, send_call, wait_until
@@ -506,3 +507,54 @@ def test_handshake_era_over_http_asks_on_the_calls_stream(spawn, fake):
     stream.close()
     assert done["id"] == 5 and done["result"]["_meta"]["confirm"]["window"] == "8h", done
     assert len(creates(fake)) == 1
+
+
+# -- The official SDK client, in both eras, answering the form ---------------------------------
+
+
+def sdk_call(tmp_path, fake, mode: str, choice: dict, config: str = ASK):
+    """One call from the mcp SDK's Client (its elicitation_callback answers `choice`); returns
+    (the result, the question's params as the callback saw them)."""
+    import anyio
+    import mcp_types
+    from conftest import PROGRAM, base_env
+    from mcp import Client, StdioServerParameters
+
+    (tmp_path / "config.yaml").write_text(config)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[*PROGRAM[1:], "--stdio", "--config", str(tmp_path / "config.yaml")],
+        env={**base_env(tmp_path), "OPENAI_BASE_URL": fake.base_url},
+        cwd=str(tmp_path),
+    )
+    seen = {}
+
+    async def on_question(context, asked):
+        seen["asked"] = asked
+        return mcp_types.ElicitResult(**choice)
+
+    async def main():
+        with anyio.fail_after(30):
+            async with Client(params, mode=mode, elicitation_callback=on_question) as client:
+                seen["result"] = await client.call_tool("answer", {"query": "q"})
+
+    anyio.run(main)
+    return seen["result"], seen["asked"]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_sdk_client_answers_run(tmp_path, fake, mode):
+    fake.enqueue(SEARCHED)
+    result, asked = sdk_call(tmp_path, fake, mode, choose("run"))
+    assert asked.message.startswith("answer (gpt-6.1-terra) is estimated at $")
+    assert result.is_error is False and result.meta["confirm"]["choice"] == "run"
+    assert len(creates(fake)) == 1
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+@pytest.mark.parametrize("answer", [choose("cancel"), {"action": "decline"}, {"action": "cancel"}])
+def test_sdk_client_no_sends_nothing(tmp_path, fake, mode, answer):
+    result, _ = sdk_call(tmp_path, fake, mode, answer)
+    assert result.is_error is True
+    assert "nothing was sent and nothing was spent" in result.content[0].text
+    assert creates(fake) == []
