@@ -558,3 +558,43 @@ def test_sdk_client_no_sends_nothing(tmp_path, fake, mode, answer):
     assert result.is_error is True
     assert "nothing was sent and nothing was spent" in result.content[0].text
     assert creates(fake) == []
+
+
+# -- A call that becomes a task asks before anything is sent -----------------------------------
+
+TASKS_NOW = "server:\n  tasks:\n    immediate_ms: 0\n"
+
+
+def test_modern_task_call_asks_first_then_becomes_a_task(spawn, fake):
+    """2026-07-28 tasks extension: the first round is input_required, never a task; the retry
+    with the answer is the call that may become one."""
+    from fake_upstream import Reply
+
+    server = modern_server(spawn, fake, ASK + TASKS_NOW)
+    caps = {**FORMS, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+    args = {"query": "q"}
+    first = asked_of(modern_call(server, args, caps))
+    assert creates(fake) == []
+    fake.enqueue(Reply(event_delay=0.2))
+    then = retry(server, first, args, {"confirm": choose("run")}, caps=caps)["result"]
+    assert then["resultType"] == "task", then
+    from test_tasks import check_ext_task
+
+    check_ext_task(then, "CreateTaskResult")
+    fake.wait_for_requests(1)
+
+
+def test_handshake_task_is_created_then_asks_before_sending(spawn, fake):
+    """2025-11-25 task-augmented call over stdio: the task is the reply at once; its worker asks
+    the person before anything is sent, and the task ends as they chose."""
+    server = handshake(spawn, fake)
+    send_call(server, 21, "q", task={"ttl": 60000})
+    created = reply_to(server, 21)
+    v1.CreateTaskResult.model_validate(created["result"])
+    task_id = created["result"]["task"]["taskId"]
+    answer(server, question(server), choose("cancel"))
+    status, _ = server.recv_until(lambda m: m.get("method") == "notifications/tasks/status")
+    assert status["params"]["taskId"] == task_id
+    result = server.request("tasks/result", {"taskId": task_id})
+    not_run(result)
+    assert creates(fake) == []
