@@ -598,3 +598,14 @@ def test_handshake_task_is_created_then_asks_before_sending(spawn, fake):
     result = server.request("tasks/result", {"taskId": task_id})
     not_run(result)
     assert creates(fake) == []
+
+
+def test_the_question_is_on_the_worst_case_not_the_expected(spawn, fake):
+    """A first call of `answer` is expected at a search ($0.025) but may cost more (the prior's
+    output tokens): over $0.10 only at worst, which is what asks."""
+    server = handshake(spawn, fake, PRICES + "budget:\n  confirm_over_usd: 0.1\n")
+    send_call(server, 31, "q")
+    asked = question(server)
+    answer(server, asked, choose("cancel"))
+    estimate = not_run(reply_to(server, 31))["_meta"]["confirm"]["estimate"]
+    assert estimate["expected_usd"] <= 0.1 < estimate["worst_usd"]
