@@ -11369,11 +11369,11 @@ class Session:
         self._asks: dict = {}  # request id -> _Ask: requests to the client
         self._ask_seq = 0
 
-    def ask(self, method: str, params: dict, timeout: float, related=None):
+    def ask(self, method: str, params: dict, timeout: float, related=None, stop=None):
         """Sends the client a request and waits up to `timeout` for its result; TimeoutError
-        when none comes (or the session ends), ValueError when it answers with an error.
-        `related`: the id of the call that asks (Streamable HTTP sends it on that call's
-        stream)."""
+        when none comes (or the session ends, or the Event `stop` is set: its call was
+        cancelled), ValueError when it answers with an error. `related`: the id of the call
+        that asks (Streamable HTTP sends it on that call's stream)."""
         with self._lock:
             self._check_open()
             self._ask_seq += 1
@@ -11383,7 +11383,10 @@ class Session:
             self.relate(request_id, related)
         try:
             self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-            slot.answered.wait(timeout)
+            deadline = time.monotonic() + timeout
+            while not slot.answered.wait(min(0.2, max(0.0, deadline - time.monotonic()))):
+                if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
+                    break
         finally:
             with self._lock:
                 self._asks.pop(request_id, None)
@@ -11865,10 +11868,12 @@ class CostQuestion:
         if session.protocol_version < MCP_2025_11_25:
             del params["mode"]
         try:
-            answer = session.ask("elicitation/create", params, self.timeout_s, call.id)
+            answer = session.ask(
+                "elicitation/create", params, self.timeout_s, call.id, call.cancelled
+            )
             return self._choice(answer)
         except TimeoutError:
-            return "timeout"
+            return "cancelled" if call.cancelled.is_set() else "timeout"
         except (ValueError, RpcError):
             return "failed"
 
@@ -11909,6 +11914,7 @@ class CostQuestion:
             "dismissed": "the person dismissed the question",
             "timeout": f"no answer came within {self.timeout_s:g} s (budget.confirm_timeout_s)",
             "failed": "the client could not ask the person",
+            "cancelled": "the call was cancelled while the person was asked",
             "run_discounted": "the discounted run is not offered here",
         }.get(choice, "the answer chose none of run, run_discounted, cancel")
         raise NotRun(

@@ -609,3 +609,16 @@ def test_the_question_is_on_the_worst_case_not_the_expected(spawn, fake):
     answer(server, asked, choose("cancel"))
     estimate = not_run(reply_to(server, 31))["_meta"]["confirm"]["estimate"]
     assert estimate["expected_usd"] <= 0.1 < estimate["worst_usd"]
+
+
+def test_a_call_cancelled_while_asked_stops_waiting_and_sends_nothing(spawn, fake, tmp_path):
+    from conftest import cancel
+
+    server = handshake(spawn, fake)  # budget.confirm_timeout_s: 300
+    send_call(server, 41, "q")
+    question(server)
+    cancel(server, 41)
+    # Its worker stops waiting for the answer at once: the declined row is written.
+    wait_until(lambda: usage_of(tmp_path)["total"]["calls"] == 1, 10, "the cancelled call's row")
+    assert server.request("ping")["result"] == {}
+    assert creates(fake) == []
