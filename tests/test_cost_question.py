@@ -622,3 +622,18 @@ def test_a_call_cancelled_while_asked_stops_waiting_and_sends_nothing(spawn, fak
     wait_until(lambda: usage_of(tmp_path)["total"]["calls"] == 1, 10, "the cancelled call's row")
     assert server.request("ping")["result"] == {}
     assert creates(fake) == []
+
+
+def test_the_message_says_the_days_spend_against_each_budget(spawn, fake):
+    fake.enqueue(SEARCHED)
+    server = handshake(spawn, fake, ASK + "  daily_usd: 5\n  monthly_usd: 50\n")
+    send_call(server, 51, "q")
+    asked = question(server)
+    message = asked["params"]["message"]
+    assert "Spent: $0.00 of the $5.00 daily budget spent today; " in message
+    assert "$0.00 of the $50.00 monthly budget spent this month." in message
+    answer(server, asked, choose("run"))
+    spent = reply_to(server, 51)["result"]["_meta"]["cost"]["usd"]
+    send_call(server, 52, "another question")
+    message = question(server)["params"]["message"]
+    assert f"Spent: ${spent:.2f} of the $5.00 daily budget spent today" in message
