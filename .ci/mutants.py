@@ -1356,6 +1356,18 @@ MUTANTS = [
         "test_run_asks",
     ),
     mutant(
+        "confirm-after-admission",
+        "money",
+        "        asked = self._confirm(confirm, tool, request, args, today, user)\n"
+        "        hold = _Hold()\n",
+        "        hold = _Hold()\n"
+        "        self.spending.admit(tool, request, today, hold, user, args)\n"
+        "        asked = self._confirm(confirm, tool, request, args, today, user)\n",
+        "tests/test_cost_question.py",
+        "-k",
+        "days_spend",
+    ),
+    mutant(
         "confirm-required-ignored",
         "money",
         "        if self.required:",

@@ -624,7 +624,7 @@ def test_a_call_cancelled_while_asked_stops_waiting_and_sends_nothing(spawn, fak
     assert creates(fake) == []
 
 
-def test_the_message_says_the_days_spend_against_each_budget(spawn, fake):
+def test_the_message_says_the_days_spend_against_each_budget(spawn, fake, tmp_path):
     fake.enqueue(SEARCHED)
     server = handshake(spawn, fake, ASK + "  daily_usd: 5\n  monthly_usd: 50\n")
     send_call(server, 51, "q")
@@ -632,8 +632,19 @@ def test_the_message_says_the_days_spend_against_each_budget(spawn, fake):
     message = asked["params"]["message"]
     assert "Spent: $0.00 of the $5.00 daily budget spent today; " in message
     assert "$0.00 of the $50.00 monthly budget spent this month." in message
+    assert reservations(tmp_path) == 0  # nothing is reserved while the person decides
     answer(server, asked, choose("run"))
     spent = reply_to(server, 51)["result"]["_meta"]["cost"]["usd"]
     send_call(server, 52, "another question")
     message = question(server)["params"]["message"]
     assert f"Spent: ${spent:.2f} of the $5.00 daily budget spent today" in message
+
+
+def reservations(tmp_path) -> int:
+    import sqlite3
+
+    found = list((tmp_path / "xdg-state").rglob("state.sqlite3"))
+    if not found:
+        return 0
+    with sqlite3.connect(found[0]) as conn:
+        return conn.execute("SELECT COUNT(*) FROM reservations").fetchone()[0]
