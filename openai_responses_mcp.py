@@ -34,7 +34,8 @@ search for ``# -- Topic`` to jump to one. TOOL_TABLE, above the first banner, li
 7. Tools           protocol versions, the tools' instructions, schemas, argument checks, prompts
     Versions and instructions · Schemas · Argument checks · Prompts
 8. Dispatch        JSON-RPC and MCP methods by era; sessions; tasks and handoffs; Dispatcher
-    JSON-RPC · Task ids · Task wire shapes · Eras · Session · Waiting · Calls in flight ·
+    JSON-RPC · Task ids · Task wire shapes · Eras · Session · Waiting · The cost question ·
+    Calls in flight ·
     Handshake · Tasks · The task table · Long calls · Task requests and handoffs ·
     The dispatcher
 9. Transports      stdio framing; HTTP with --http (Streamable HTTP at /mcp, legacy SSE at /sse)
@@ -916,6 +917,9 @@ SETTINGS: dict[tuple[str, ...], Setting] = {
         "bool",
         doc="refuse, instead of running unasked, a call over budget.confirm_over_usd when the "
         "client cannot be asked",
+    ),
+    ("budget", "confirm_timeout_s"): Setting(
+        300, "number", low=1, high=3600, doc="how long the cost question waits for an answer"
     ),
     ("state", "path"): Setting(
         None,
@@ -2615,6 +2619,7 @@ budget:                    # refuse calls once spent (all processes on this mach
   confirm_over_usd: null   # ask the person first (run / run discounted / cancel) when a call
                            #   may cost more than this; null = never ask
   confirm_required: false  # true: refuse such a call when the client cannot be asked
+  confirm_timeout_s: 300   # no answer within this: the call is not run (nothing spent)
 
 state:
   path: null  # ledger + cache; null = ~/.local/state/openai-responses-mcp/state.sqlite3; off = none
@@ -5912,6 +5917,26 @@ class Ledger:
             "reading the budget", lambda q: _spent(q, [(first_day, None)], writer)
         )
         return sums[0] + _unwritten_spend(unwritten, first_day, sums[-1])
+
+    def spent_in(self, periods: list) -> list:
+        """Dollars spent in each (first day, user) (user None: the team's), rows not yet
+        written included: what the cost question says of the budgets. Raises
+        StateUnavailable."""
+        if not periods:
+            return []
+        unwritten = self._state.unwritten()
+        writer = self._state.writer_id
+        *sums, mark = self._state.read("reading the budget", lambda q: _spent(q, periods, writer))
+        return [
+            total + _unwritten_spend(unwritten, day, mark, who)
+            for total, (day, who) in zip(sums, periods, strict=True)
+        ]
+
+    def recent(self, tool: str, model: str | None) -> list:
+        """[(usd, input tokens)] of the tool's recent priced calls (of `model` when it has
+        any), as reserve() reads them: what the cost question's quote starts from. Raises
+        StateUnavailable."""
+        return self._state.read("reading recent calls", lambda q: _recent_calls(q, tool, model))
 
     def reserve(
         self,
@@ -9608,6 +9633,88 @@ class _Carried:
             return self._tokens.get(response_id, 0) if isinstance(response_id, str) else 0
 
 
+# The cost question's worst case for a tool with no priced call of its model in the ledger yet
+# (docs/costly-runs.md): the output tokens a call may write (its max_output_tokens when set;
+# reasoning counts as output) and, for deep research, the input each search brings back, on top
+# of the searches its max_tool_calls allows (reservation_floor). Not small on purpose: the
+# question is asked on the worst case, and a first deep research run can cost dollars.
+QUOTE_PRIOR_OUTPUT_TOKENS = 16_000
+QUOTE_DEEP_PRIOR_OUTPUT_TOKENS = 100_000
+QUOTE_DEEP_PRIOR_SEARCH_TOKENS = 4_000
+
+
+class NotRun(ToolError):
+    """A call the cost question stopped before anything was sent: the person said no (or did
+    not answer), or the client cannot be asked under budget.confirm_required. Its reply is an
+    isError result (CallReplies), its ledger row `outcome` with no cost, `meta` its
+    _meta.confirm."""
+
+    def __init__(self, message: str, outcome: str, meta: dict):
+        super().__init__(message)
+        self.kind = self.outcome = outcome
+        self.meta = meta
+
+
+class InputRequired(Exception):  # named for the 2026-07-28 result it stands for
+    """2026-07-28: the call cannot go on until its client answers `result`'s input requests
+    (the cost question, roots) and retries with them: its reply is that input_required
+    result, and nothing was sent or spent."""
+
+    def __init__(self, result: dict):
+        super().__init__("input required")
+        self.result = result
+
+
+class Quote:
+    """What a call is expected to cost, before anything is sent (Spending.quote): `expected`
+    as admission estimates it, `worst` from the dearest recent call (or the prior), both in
+    dollars at the window the call runs at (`window`: its profile's completion_window);
+    `offer`, a cheaper completion window the person may choose (None: none), and `spend`,
+    lines of the day's spend against each budget that is set."""
+
+    def __init__(self, tool: str, model: str, expected: float, worst: float, searches: float):
+        self.tool, self.model = tool, model
+        self._standard = (expected, max(expected, worst))
+        self._searches = searches  # the part of a figure that is web searches (no discount)
+        self.window, self.offer = "soonest", None
+        self.spend: list[str] = []
+
+    def at(self, window) -> tuple[float, float]:
+        """(expected, worst) at a completion window: its discount applies to tokens only;
+        web searches keep their price."""
+        factor = window_factor(window)
+        return tuple(
+            min(x, self._searches) + max(0.0, x - self._searches) * factor for x in self._standard
+        )
+
+    @property
+    def expected(self) -> float:
+        return self.at(self.window)[0]
+
+    @property
+    def worst(self) -> float:
+        return self.at(self.window)[1]
+
+    def figures(self, window=None) -> str:
+        """ "$2.40 (up to $6.00)"."""
+        expected, worst = self.at(self.window if window is None else window)
+        return f"{usd(expected)} (up to {usd(worst)})"
+
+    def as_meta(self) -> dict:
+        """The estimate as _meta.confirm carries it."""
+        meta = {"expected_usd": round(self.expected, 6), "worst_usd": round(self.worst, 6)}
+        if self.window != "soonest":
+            meta["window"] = self.window
+        if self.offer is not None:
+            expected, worst = self.at(self.offer)
+            meta["discounted"] = {
+                "window": self.offer,
+                "expected_usd": round(expected, 6),
+                "worst_usd": round(worst, 6),
+            }
+        return meta
+
+
 class Spending:
     """A call's money: admitting it under the budgets (the team's and, while several people use
     the server, its user's) with its expected cost reserved, and the ledger row that settles the
@@ -9645,6 +9752,64 @@ class Spending:
         except ToolError:
             self.refuse(tool, model, user)
             raise
+
+    def quote(self, tool: str, request: dict, args: dict, today: str, user: str, background):
+        """The call's Quote, from what admission uses (CallEstimator over the tool's recent
+        calls of the request's model): expected as admission reserves it, worst from the
+        dearest of them (with none, QUOTE_PRIOR_*), never below expected. `background`:
+        whether this process may run the call in background mode, so that a cheaper
+        completion window can be offered. Raises ToolError when the ledger cannot be read."""
+        model = request["model"]
+        carried = self.carried.of(request.get("previous_response_id"))
+        estimator = CallEstimator(self.pricing, request, args, carried)
+        floor = reservation_floor(self._config, tool)
+        try:
+            recent = self.ledger.recent(tool, model)
+        except StateUnavailable as exc:
+            raise ToolError(
+                f"the cost cannot be estimated: {self.state.label} is unavailable "
+                f"({exc.reason}), and budget.confirm_over_usd asks for an estimate; retry shortly"
+            ) from None
+        tokens = min((int(row[1] or 0) for row in recent), default=0)
+        usds = [float(row[0]) for row in recent]
+        expected = estimator(max(floor, sum(usds) / len(usds) if usds else 0.0), tokens)
+        worst = estimator(max([floor, *usds]) if usds else self._prior(tool, model), tokens)
+        quote = Quote(tool, model, expected, worst, floor)
+        quote.window = self._config.completion_window(tool)
+        if background and quote.window != "8h":  # 8h is the cheapest window there is
+            quote.offer = "8h"
+        quote.spend = self._spend_lines(today, user)
+        return quote
+
+    def _prior(self, tool: str, model: str) -> float:
+        """A call's worst case before the ledger knows its tool's model: QUOTE_PRIOR_*."""
+        found = self.pricing.prices(model)
+        floor = reservation_floor(self._config, tool)
+        if found is None:
+            return floor
+        (input_rate, _cached, output_rate), _source = found
+        deep = tool == DEEP_TOOL
+        cap = self._config.profile(tool).get("max_output_tokens")
+        output = cap or (QUOTE_DEEP_PRIOR_OUTPUT_TOKENS if deep else QUOTE_PRIOR_OUTPUT_TOKENS)
+        searches = round(floor / (self._config.get("pricing", "web_search_per_1k") / 1000 or 1))
+        read = searches * QUOTE_DEEP_PRIOR_SEARCH_TOKENS if deep else 0
+        return floor + (output * output_rate + read * input_rate) / 1e6
+
+    def _spend_lines(self, today: str, user: str) -> list[str]:
+        """ "$0.40 of the $5.00 daily budget spent today", one per budget set (none when the
+        ledger cannot be read: admission will say so)."""
+        try:
+            periods = self._budgets_of(today, user)
+            spent = self.ledger.spent_in([(p.since, p.user) for p in periods])
+        except (ToolError, StateUnavailable):
+            return []
+        lines = []
+        for period, amount in zip(periods, spent, strict=True):
+            name = (
+                f"{user}'s {period.span} allowance" if period.per_user else f"{period.name} budget"
+            )
+            lines.append(f"{usd(amount)} of the {usd(period.limit)} {name} spent {period.words}")
+        return lines
 
     def _check_priced(self, model: str, today: str, user: str) -> None:
         """Under a budget, a model with no known price is refused before any request: its
@@ -9865,9 +10030,12 @@ class AnswerEngine:
         """The process's one OpenAI client."""
         return self.upstream.client()
 
-    def answer(self, tool: str, args: dict, call: Call) -> tuple[dict, dict]:
+    def answer(self, tool: str, args: dict, call: Call, confirm=None) -> tuple[dict, dict]:
         """Answers from the cache, or runs the call (shared with identical calls in flight);
-        returns (answer, meta) or raises ToolError / Cancelled."""
+        returns (answer, meta) or raises ToolError / Cancelled. `confirm(quote)`, the cost
+        question (CostQuestion), is asked after a cache miss and before admission: nothing is
+        reserved or sent before it returns (what it returns is _meta.confirm); it raises
+        NotRun (a no: its ledger row is written here) or InputRequired."""
         started = time.monotonic()
         today = today_in(self._config.get("policy", "timezone"))
         request = self.upstream.fit(tool, args, today)
@@ -9889,6 +10057,7 @@ class AnswerEngine:
             if hit is not None:
                 self.owners.add(hit[0].get("response_id"), user)
                 return hit
+        asked = self._confirm(confirm, tool, request, args, today, user)
         hold = _Hold()
         window = self.background.window(tool, call, request)  # the one its request asks for
         priced = self.background.estimate_window(window)
@@ -9920,7 +10089,21 @@ class AnswerEngine:
             model = answer.get("model") or request["model"]
             self.spending.note(UsageRow(tool, model, "shared", meta, user))
         self.owners.add(answer.get("response_id"), user)
+        if asked:
+            meta["confirm"] = asked
         return answer, meta
+
+    def _confirm(self, confirm, tool: str, request: dict, args, today: str, user: str):
+        """The cost question's answer (its _meta.confirm, or None when not asked); a no is
+        booked as a ledger row of no cost, and raised."""
+        if confirm is None:
+            return None
+        quote = self.spending.quote(tool, request, args, today, user, not self.background_off)
+        try:
+            return confirm(quote)
+        except NotRun as exc:
+            self.spending.note(UsageRow(tool, request["model"], exc.outcome, user=user))
+            raise
 
     def _cache_user(self, user: str) -> str:
         """Whose cache entries a call reads and writes: its user's own while several people use
@@ -11406,22 +11589,34 @@ class Session:
         # Files (see Files): stdio's paths are the client's own disk; its roots, once asked.
         self.local = False
         self.roots_capable = False  # initialize declared capabilities.roots
+        self.elicits = False  # initialize declared form elicitation: the cost question is asked
+        self.may_ask = False  # ... and budget.confirm_over_usd is set: a call may ask it
+        # Streamable HTTP: a request to the client goes on the stream of the call that asks it
+        # (Router.relate); None where everything shares one outlet (stdio, legacy SSE).
+        self.relate = None
         self.roots: list | None = None  # the roots it listed (None: not asked since a change)
         self.roots_generation = 0  # counts notifications/roots/list_changed
         self._asks: dict = {}  # request id -> _Ask: requests to the client
         self._ask_seq = 0
 
-    def ask(self, method: str, params: dict, timeout: float):
+    def ask(self, method: str, params: dict, timeout: float, related=None, stop=None):
         """Sends the client a request and waits up to `timeout` for its result; TimeoutError
-        when none comes (or the session ends), ValueError when it answers with an error."""
+        when none comes (or the session ends, or the Event `stop` is set: its call was
+        cancelled), ValueError when it answers with an error. `related`: the id of the call
+        that asks (Streamable HTTP sends it on that call's stream)."""
         with self._lock:
             self._check_open()
             self._ask_seq += 1
             request_id = f"{SERVER_NAME}-{self._ask_seq}"
             slot = self._asks[request_id] = _Ask()
+        if self.relate is not None and related is not None:
+            self.relate(request_id, related)
         try:
             self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-            slot.answered.wait(timeout)
+            deadline = time.monotonic() + timeout
+            while not slot.answered.wait(min(0.2, max(0.0, deadline - time.monotonic()))):
+                if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
+                    break
         finally:
             with self._lock:
                 self._asks.pop(request_id, None)
@@ -11742,6 +11937,237 @@ class Waiter:
 _WORKER = threading.local()
 
 
+# -- The cost question: the person asked before a costly call (CostQuestion) -------------------
+# budget.confirm_over_usd (docs/costly-runs.md). The handshake era asks with elicitation/create
+# on the session, as roots/list is asked; 2026-07-28 answers the tools/call with input_required
+# and a signed requestState, which the client echoes on its retry with the answers.
+
+CONFIRM_KEY, ROOTS_KEY = "confirm", "roots"  # inputRequests keys; CONFIRM_KEY is _meta's too
+TASK_REPLIED = "task"  # the handshake era's `state`: a 2025-11-25 task, its request answered
+INPUT_STATE_KIND = "q"  # a requestState's `k`: never a task kind, so never a task id
+INPUT_STATE_TTL_MS = 600_000  # how long a requestState is honoured after it was minted
+NOTHING_SPENT = "nothing was sent and nothing was spent"
+
+
+def arguments_hash(arguments) -> str:
+    """What a requestState binds its call's arguments with: SHA-256 of them as canonical JSON."""
+    import hashlib
+
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _b64(hashlib.sha256(canonical.encode("utf-8")).digest())
+
+
+def declared_capability(params, capability: str) -> dict | None:
+    """A capability a 2026-07-28 request declares in its _meta (None: it declares none)."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    caps = meta.get(META_CAPABILITIES) if isinstance(meta, dict) else None
+    found = caps.get(capability) if isinstance(caps, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+def asks_forms(capability) -> bool:
+    """Whether an elicitation capability takes forms: `{}` (the 2025-06-18 shape) or `form`."""
+    return isinstance(capability, dict) and (not capability or "form" in capability)
+
+
+class CostQuestion:
+    """Whether a call may go on: over budget.confirm_over_usd, the person chooses through the
+    client (run, run discounted, cancel); a client that cannot be asked runs unasked (or, with
+    budget.confirm_required, is refused). Also reads and mints the 2026-07-28 requestState,
+    which carries a call's roots from one round to the next."""
+
+    def __init__(self, config: Config, log: Log):
+        import secrets
+
+        self.log = log
+        self.threshold = config.get("budget", "confirm_over_usd")
+        self.required = config.get("budget", "confirm_required")
+        self.timeout_s = config.get("budget", "confirm_timeout_s")
+        # Shared by --stateless instances (a retry may land on another one); else this
+        # process's own: a state outlives no restart, which only asks again.
+        self._secret = config.get("server", "tasks", "secret") or secrets.token_urlsafe(32)
+
+    def state_of(self, params: dict, tool: str, user: str) -> dict | None:
+        """The fields of the requestState a 2026-07-28 retry echoes (None: none), checked: ours,
+        unaltered, unexpired, of this tool, these arguments and this user; else -32602 and
+        nothing runs."""
+        state = params.get("requestState")
+        if state is None:
+            return None
+        try:
+            fields = open_task_id(self._secret, state)
+        except TaskIdError as exc:
+            raise self._refused(f"{exc.reason}") from None
+        if fields.get("k") != INPUT_STATE_KIND or fields.get("t") != tool:
+            raise self._refused("it is not a requestState of this tool")
+        if fields.get("a") != arguments_hash(params.get("arguments")):
+            raise self._refused("it was given for other arguments")
+        if fields.get("u") != user:
+            raise self._refused("it was given to another user")
+        return fields
+
+    @staticmethod
+    def _refused(why: str) -> RpcError:
+        return RpcError(
+            INVALID_PARAMS,
+            f"Invalid params: requestState refused ({why}); call the tool again without "
+            f"requestState and inputResponses, and answer what it asks; {NOTHING_SPENT}",
+        )
+
+    def input_required(self, params, tool: str, user: str, asked: dict, **carried) -> dict:
+        """The 2026-07-28 result asking for `asked` (inputRequests), with a requestState bound to
+        this call that carries `carried` (w: what was asked; r: roots; o: the offered window)."""
+        fields = {"k": INPUT_STATE_KIND, "t": tool, "u": user}
+        fields.update(a=arguments_hash(params.get("arguments")), **carried)
+        state = mint_task_id(self._secret, fields, INPUT_STATE_TTL_MS)
+        return {"resultType": "input_required", "inputRequests": asked, "requestState": state}
+
+    def hook(self, call: Call, session: Session, params: dict, version, state) -> object:
+        """The `confirm(quote)` the engine asks after a cache miss (None: never asked)."""
+        if self.threshold is None:
+            return None
+        return lambda quote: self.confirm(quote, call, session, params, version, state)
+
+    def confirm(self, quote: Quote, call: Call, session: Session, params, version, state):
+        """_meta.confirm of a call allowed to go on (None: under the threshold, not asked);
+        raises NotRun for a no, InputRequired to ask (2026-07-28)."""
+        if not quote.worst > self.threshold:
+            return None
+        if handshake_era(version):
+            # A 2025-11-25 task over Streamable HTTP has had its reply (the task): its POST
+            # stream, where the question would go, is closed.
+            if not session.elicits or (session.relate is not None and state == TASK_REPLIED):
+                return self._unasked(quote)
+            choice = self._ask_now(quote, session, call)
+        else:
+            if not asks_forms(declared_capability(params, "elicitation")):
+                return self._unasked(quote)
+            choice = self._answered(params, state)
+            if choice is None:
+                asked = {CONFIRM_KEY: {"method": "elicitation/create", "params": self.form(quote)}}
+                carried = {"w": CONFIRM_KEY, "o": quote.offer}
+                if state and state.get("r") is not None:
+                    carried["r"] = state["r"]
+                raise InputRequired(
+                    self.input_required(params, call.tool, call.user, asked, **carried)
+                )
+            quote.offer = state.get("o")  # what was offered when the person chose
+        return self._apply(choice, quote, call)
+
+    def _unasked(self, quote: Quote) -> dict:
+        meta = {"asked": False, "reason": "the client cannot be asked (no form elicitation)"}
+        meta["estimate"] = quote.as_meta()
+        if self.required:
+            raise NotRun(
+                f"not run: {quote.tool} may cost up to {usd(quote.worst)}, over "
+                f"budget.confirm_over_usd ({usd(self.threshold)}), and this client cannot be "
+                f"asked (no form elicitation), so budget.confirm_required refuses it; "
+                f"{NOTHING_SPENT}",
+                "refused",
+                meta,
+            )
+        return meta
+
+    def form(self, quote: Quote, titled: bool = True) -> dict:
+        """elicitation/create's params: the message and a form of one enum, `choice`."""
+        options = [("run", f"Run it: {quote.figures()}")]
+        if quote.offer is not None:
+            hours = quote.offer.rstrip("h")
+            options.append(
+                ("run_discounted", f"Run within {hours} hours for {quote.figures(quote.offer)}")
+            )
+        options.append(("cancel", "Cancel: send nothing, spend nothing"))
+        choice: dict = {"type": "string", "title": "Run this call?"}
+        if titled:  # 2025-11-25 on: each option with its title
+            choice["oneOf"] = [{"const": value, "title": title} for value, title in options]
+        else:  # 2025-06-18's enum, with enumNames for the titles
+            choice.update(enum=[o[0] for o in options], enumNames=[o[1] for o in options])
+        message = f"{quote.tool} ({quote.model}) is estimated at {quote.figures()}."
+        if quote.spend:
+            message += " Spent: " + "; ".join(quote.spend) + "."
+        offer = (
+            f", run within {hours} hours for {quote.figures(quote.offer)}" if quote.offer else ""
+        )
+        message += f" Run it{offer}, or cancel?"
+        schema = {"type": "object", "properties": {"choice": choice}, "required": ["choice"]}
+        return {"mode": "form", "message": message, "requestedSchema": schema}
+
+    def _ask_now(self, quote: Quote, session: Session, call: Call) -> str:
+        """The handshake era: elicitation/create on the session, its answer waited for."""
+        params = self.form(quote, titled=session.protocol_version >= MCP_2025_11_25)
+        if session.protocol_version < MCP_2025_11_25:
+            del params["mode"]
+        try:
+            answer = session.ask(
+                "elicitation/create", params, self.timeout_s, call.id, call.cancelled
+            )
+            return self._choice(answer)
+        except TimeoutError:
+            return "cancelled" if call.cancelled.is_set() else "timeout"
+        except (ValueError, RpcError):
+            return "failed"
+
+    def _answered(self, params, state) -> str | None:
+        """2026-07-28: the choice an authenticated retry carries (None: not asked yet)."""
+        responses = params.get("inputResponses")
+        if not (state and state.get("w") == CONFIRM_KEY and isinstance(responses, dict)):
+            return None
+        if CONFIRM_KEY not in responses:
+            return None
+        return self._choice(responses[CONFIRM_KEY])
+
+    @staticmethod
+    def _choice(result) -> str:
+        """run, run_discounted, cancel; or the no of an answer without one: declined,
+        dismissed (the form's cancel action), invalid."""
+        action = result.get("action") if isinstance(result, dict) else None
+        if action == "decline":
+            return "declined"
+        if action != "accept":
+            return "dismissed" if action == "cancel" else "invalid"
+        content = result.get("content")
+        choice = content.get("choice") if isinstance(content, dict) else None
+        return choice if choice in ("run", "run_discounted", "cancel") else "invalid"
+
+    def _apply(self, choice: str, quote: Quote, call: Call) -> dict:
+        """A yes lets the call go on (run_discounted at the offered window); anything else
+        stops it, before anything is sent."""
+        meta = {"asked": True, "choice": choice, "estimate": quote.as_meta()}
+        if choice == "run_discounted" and quote.offer is not None:
+            call.window = meta["window"] = quote.offer
+            return meta
+        if choice == "run":
+            return meta
+        said = {
+            "cancel": "the person chose cancel",
+            "declined": "the person declined",
+            "dismissed": "the person dismissed the question",
+            "timeout": f"no answer came within {self.timeout_s:g} s (budget.confirm_timeout_s)",
+            "failed": "the client could not ask the person",
+            "cancelled": "the call was cancelled while the person was asked",
+            "run_discounted": "the discounted run is not offered here",
+        }.get(choice, "the answer chose none of run, run_discounted, cancel")
+        raise NotRun(
+            f"not run: {said} ({quote.tool} estimated at {quote.figures()}); {NOTHING_SPENT}",
+            "declined",
+            meta,
+        )
+
+    def roots(self, params, state, call: Call):
+        """2026-07-28: a client's roots, for a call with local paths: those its state carries,
+        those its retry answers, or InputRequired to ask (None: it declares none)."""
+        if declared_capability(params, "roots") is None:
+            return None
+        if state and isinstance(state.get("r"), list):
+            return state["r"]
+        responses = params.get("inputResponses")
+        answered = isinstance(responses, dict) and ROOTS_KEY in responses
+        if state and state.get("w") == ROOTS_KEY and answered:
+            return roots_from(responses[ROOTS_KEY])
+        asked = {ROOTS_KEY: {"method": "roots/list"}}
+        raise InputRequired(self.input_required(params, call.tool, call.user, asked, w=ROOTS_KEY))
+
+
 # -- Calls in flight: their replies and cancellation (CallsInFlight) ---------------------------
 
 
@@ -11767,6 +12193,13 @@ class CallReplies:
                     "answer failed: the identical call this one joined was cancelled; retry",
                     {"message": "cancelled by another caller"},
                 )
+        except InputRequired as exc:  # 2026-07-28: asked of the client, who retries
+            reply = rpc_result(call.id, modern_result(exc.result, version))
+        except NotRun as exc:  # a no to the cost question: a result the model can read
+            result = tool_error_result(exc.message, {"message": exc.message})
+            result["_meta"][CONFIRM_KEY] = exc.meta
+            modern = version in MODERN_VERSIONS
+            reply = rpc_result(call.id, modern_result(result, version) if modern else result)
         except ToolError as exc:
             reply = rpc_tool_failed(call.id, f"answer failed: {exc.message}", self._data(exc))
             call.cancelled_upstream = getattr(exc, "kind", None) == "cancelled_upstream"
@@ -11803,6 +12236,21 @@ class CallReplies:
         return data
 
 
+class _Asking:
+    """What a call's cost question and roots need: its request's params, era and checked
+    requestState (2026-07-28), and `go`, which arms its task once it may go on."""
+
+    __slots__ = ("_arm", "era", "params", "state")
+
+    def __init__(self, params: dict, era, state, arm):
+        self.params, self.era, self.state, self._arm = params, era, state, arm
+
+    def go(self) -> None:
+        arm, self._arm = self._arm, None
+        if arm is not None:
+            arm()
+
+
 class CallsInFlight:
     """The tools/call in flight: each admitted against server.max_calls and run on a worker
     thread of its own, with its progress notices, the files it reads, and its cancel
@@ -11812,6 +12260,7 @@ class CallsInFlight:
     def __init__(self, config: Config, log: Log, engine, replies: CallReplies, long_calls):
         self.config, self.log, self.engine = config, log, engine
         self.replies = replies  # what a call answers
+        self.question = CostQuestion(config, log)  # the person asked first; 2026-07-28 rounds
         self.long_calls: LongCalls = long_calls  # its task or handoff, if it becomes one
         self.heartbeat = Heartbeat(config.get("server", "progress_interval_s"))
         self.max_calls = config.get("server", "max_calls")
@@ -11823,9 +12272,13 @@ class CallsInFlight:
         reply at once), or None when the reply is sent later."""
         policy = self.long_calls.policy
         token = progress_token(params)
+        # 2026-07-28: a retry's requestState, checked before anything starts (-32602 if not ours)
+        state = (
+            None if handshake_era(version) else self.question.state_of(params, name, session.user)
+        )
         task = policy.new_task(params, session, name, version)
         client = client_name_of(params, session, version)  # before the era becomes a version
-        version = spoken_version(version, session)
+        era, version = version, spoken_version(version, session)
         progress = None if token is None else self._progress_sender(session, token, version)
         call = Call(request_id, name, progress)
         call.user = session.user
@@ -11850,9 +12303,17 @@ class CallsInFlight:
         )
         if progress is not None:
             self.heartbeat.watch(call)
+        # A task or handoff that converts later waits for the cost question (and 2026-07-28
+        # roots) to be settled: it is armed once the call may go on (a 2025-11-25 task is the
+        # reply at once, and its worker asks the person before anything is sent).
+        later = task is not None and task.kind != TaskKind.HANDSHAKE
+        arm = (lambda: policy.arm(task, call, session, request_id, version)) if later else None
+        if task is not None and not later:
+            state = TASK_REPLIED
+        asking = _Asking(params, era, state, arm)
         worker = threading.Thread(
             target=self._run,
-            args=(call, args, session, version, task),
+            args=(call, args, session, version, task, asking),
             name="call",
             daemon=True,
         )
@@ -11865,7 +12326,9 @@ class CallsInFlight:
             self._release()
             policy.forget(task)
             raise RpcError(INTERNAL_ERROR, "Internal error: cannot start a worker; retry") from None
-        return None if task is None else policy.arm(task, call, session, request_id, version)
+        if task is None or later:
+            return None
+        return policy.arm(task, call, session, request_id, version)
 
     def _admit(self) -> None:
         """Counts a new call in, or refuses it when server.max_calls are already running."""
@@ -11893,11 +12356,14 @@ class CallsInFlight:
 
         return send
 
-    def _run(self, call: Call, args: dict, session: Session, version: str, task=None):
+    def _run(self, call: Call, args: dict, session: Session, version: str, task=None, asking=None):
         _WORKER.session = session  # see StdioTransport.end_calls
         policy = self.long_calls.policy
+        asking = asking or _Asking({}, HANDSHAKE_ERA, None, None)
         try:
-            reply = self.replies.reply_of(call, version, lambda: self._answer(call, args, session))
+            reply = self.replies.reply_of(
+                call, version, lambda: self._answer(call, args, session, asking)
+            )
         finally:
             call.finish()
             self.heartbeat.forget(call)
@@ -11915,22 +12381,51 @@ class CallsInFlight:
             if hasattr(self.engine, "answered"):
                 self.engine.answered()
 
-    def _answer(self, call: Call, args: dict, session: Session) -> tuple[dict, dict]:
+    def _answer(self, call: Call, args: dict, session: Session, asking) -> tuple[dict, dict]:
         """The engine's answer, its `files` read first (all, or none: FileRefused is the
-        call's error, and nothing is sent); `_meta.files` lists what went with it."""
+        call's error, and nothing is sent); `_meta.files` lists what went with it. The cost
+        question is asked after them (they are part of the estimate)."""
         if not args.get("files"):
-            return self.engine.answer(call.tool, args, call)
+            return self.engine.answer(call.tool, args, call, **self._confirm(call, session, asking))
         allowed = None  # HTTP: paths name the server's disk, so only files.allowed_dirs
         if session.local:
-            allowed = allowed_dirs(self.config, self._roots(session))
+            allowed = allowed_dirs(self.config, self._local_roots(call, args, session, asking))
         elif self.config.get("files", "local_paths"):
             allowed = allowed_dirs(self.config, [])
         try:
             files = FileReader(self.config).read(args["files"], allowed)
         except FileRefused as exc:
             raise ToolError(str(exc)) from None
-        answer, meta = self.engine.answer(call.tool, {**args, "files": files}, call)
+        confirm = self._confirm(call, session, asking)
+        answer, meta = self.engine.answer(call.tool, {**args, "files": files}, call, **confirm)
         return answer, {**meta, "files": [f.summary() for f in files]}
+
+    def _confirm(self, call: Call, session: Session, asking) -> dict:
+        """engine.answer's `confirm`: the cost question, then the task armed (a call whose
+        question is never asked, from the cache, answers inline anyway)."""
+        hook = self.question.hook(call, session, asking.params, asking.era, asking.state)
+        if hook is None:
+            asking.go()
+            return {}
+
+        def confirm(quote):
+            note = hook(quote)
+            asking.go()
+            return note
+
+        return {"confirm": confirm}
+
+    def _local_roots(self, call: Call, args: dict, session: Session, asking) -> list | None:
+        """The client's roots for its local paths: asked on the session (handshake era), or
+        through input_required (2026-07-28), then carried in the requestState."""
+        if handshake_era(asking.era):
+            return self._roots(session)
+        if all(url_scheme(item) for item in args["files"]):  # no local path: nothing to ask
+            return None
+        roots = self.question.roots(asking.params, asking.state, call)
+        if roots is not None:
+            asking.state = {**(asking.state or {}), "r": roots}
+        return roots
 
     def _roots(self, session: Session) -> list | None:
         """The client's roots (None: it declared none, so the working directory serves):
@@ -11993,6 +12488,14 @@ class Handshake:
         capabilities = params.get("capabilities")
         session.roots_capable = isinstance(capabilities, dict) and isinstance(
             capabilities.get("roots"), dict
+        )
+        session.elicits = (
+            version >= MCP_2025_06_18  # elicitation came with 2025-06-18
+            and isinstance(capabilities, dict)
+            and asks_forms(capabilities.get("elicitation"))
+        )
+        session.may_ask = (
+            session.elicits and self.config.get("budget", "confirm_over_usd") is not None
         )
         result = {
             "protocolVersion": version,
@@ -14163,7 +14666,13 @@ class Router:
         self._log = log
         self._boxes: dict = {}  # request id -> _Route
         self._tokens: dict = {}  # progress token -> request id
+        self._asks: dict = {}  # id of a request to the client -> the call's that asks it
         self._lock = threading.Lock()
+
+    def relate(self, ask_id: str, request_id) -> None:
+        """Session.ask's request `ask_id` goes on the stream of the call `request_id`."""
+        with self._lock:
+            self._asks[ask_id] = request_id
 
     def open(self, request_id, token) -> Outbox | None:
         """A new Outbox for this request, or None if the id is already waited for.
@@ -14213,7 +14722,9 @@ class Router:
 
     def send(self, message: dict) -> None:
         with self._lock:
-            if not is_reply(message):
+            if "id" in message and "method" in message:  # a request to the client (Session.ask)
+                request_id = self._asks.pop(message["id"], None)
+            elif not is_reply(message):
                 token = (message.get("params") or {}).get("progressToken")
                 request_id = self._tokens.get(token)
             else:
@@ -14257,6 +14768,7 @@ class HttpSession:
         self.stream = StreamOutbox(outbox_bytes) if legacy else None
         self.router = None if legacy else Router(log)
         self.session = Session(self.stream.send if legacy else self.router.send)
+        self.session.relate = None if legacy else self.router.relate
         self.hang_up = hang_up  # legacy: closes the /sse stream's connection (LegacySse.stream)
         self.session.client_key = session_id  # stateless: the client's identity, set later
         self.last_used = time.monotonic()
@@ -15705,7 +16217,9 @@ class StreamableHttp:
                 if box is not None:
                     hs.router.close(message["id"], box)
                 return self._reply(handler, hs, method, reply, json_ok)
-            if self.as_events(token, json_ok, sse_ok, method):
+            # A call that may ask the person first (the cost question) needs a stream to ask on.
+            asks = method == "tools/call" and hs.session.may_ask
+            if self.as_events(token, json_ok and not asks, sse_ok, method):
                 delivered = handler.pump(handler.start_events(), box, until_reply=True)
             else:
                 delivered = handler.await_json(box)
