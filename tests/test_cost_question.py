@@ -162,7 +162,6 @@ def test_run_discounted_sets_the_calls_window(spawn, fake):
     assert offered["expected_usd"] < confirm["estimate"]["expected_usd"]
 
 
-@pytest.mark.xfail(strict=True, reason="needs wdiscount: the engine sends call.window")
 def test_run_discounted_sends_the_8h_completion_window(spawn, fake):
     discounted(spawn, fake)
     body = creates(fake)[0].body
