@@ -208,12 +208,13 @@ def run_agent(command: list, tmp_path: Path, env: dict, timeout: float) -> Run:
     return run
 
 
-def run_claude(claude, models, tmp_path, prompt, server: dict, timeout=120.0) -> Run:
-    """`claude -p PROMPT` with only our server (stdio or http) and its tools allowed."""
+def run_claude(claude, models, tmp_path, prompt, server: dict, timeout=120.0, extra=()) -> Run:
+    """`claude -p PROMPT` with only our server (stdio or http) and its tools allowed; `extra`:
+    more of its flags."""
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {NAME: server}}))
     command = [claude, "-p", prompt, "--mcp-config", str(config), "--strict-mcp-config"]
-    command += ["--output-format", "text", "--allowedTools", f"mcp__{NAME}"]
+    command += ["--output-format", "text", "--allowedTools", f"mcp__{NAME}", *extra]
     env = agent_env(
         tmp_path,
         ANTHROPIC_BASE_URL=models.base_url,
@@ -558,3 +559,94 @@ def test_codex_gives_its_model_structured_content_not_the_text(codex, models, tm
     assert got.text.startswith("Wall time: "), got  # Codex's own line first
     assert json.loads(got.text.split("Output:", 1)[1]) == {"x": "FROM-STRUCTURED-CONTENT"}, got
     assert "FROM-CONTENT-TEXT" not in got.text
+
+
+# -- The cost question (issue 41) ------------------------------------------------------------------
+# Both agents declare form elicitation. Headless, nobody can answer: Claude Code answers cancel
+# and Codex decline, within milliseconds, so the call is not run and costs nothing. Claude Code's
+# Elicitation hook (its hooks reference, "Elicitation") answers for the person: what a user
+# scripting it can rely on.
+
+ASK_ALWAYS = "budget:\n  confirm_over_usd: 0\n"  # every call's worst case is over $0
+
+
+def asking(tmp_path: Path, server: dict) -> dict:
+    """`server` started with a config that asks before every call."""
+    config = tmp_path / "ask.yaml"
+    config.write_text(ASK_ALWAYS)
+    return {**server, "args": [*server["args"], "--config", str(config)]}
+
+
+def the_question(run: Run) -> dict:
+    """Our one question: the 2026-07-28 input_required result's, or elicitation/create's."""
+    asked = [m["result"] for m in run.replies() if m.get("result", {}).get("inputRequests")]
+    asked += [m for m in run.replies() if m.get("method") == "elicitation/create"]
+    assert len(asked) == 1, asked
+    return asked[0]
+
+
+def not_run(models, tag: str, said: str) -> None:
+    """The model heard that the call was not run, and why, and that nothing was spent."""
+    got = [g for g in models.received(tag) if g.tool != "ToolSearch"]
+    assert got and all("not run:" in g.text for g in got), got
+    assert said in got[-1].text and "nothing was spent" in got[-1].text, got[-1].text
+
+
+def test_claude_code_headless_cancels_the_cost_question_and_nothing_is_spent(
+    claude, models, fake, tmp_path
+):
+    tag = tag_for("claude-asked")
+    server = asking(tmp_path, claude_stdio(tmp_path, fake))
+    run = run_claude(claude, models, tmp_path, ask("answer", f"When was 3.14? {tag}"), server)
+    question = the_question(run)
+    form = question["inputRequests"]["confirm"]
+    assert form["method"] == "elicitation/create" and form["params"]["mode"] == "form"
+    first, retry = [m for m in run.sent() if m.get("method") == "tools/call"]
+    assert retry["params"]["arguments"] == first["params"]["arguments"]
+    assert retry["params"]["requestState"] == question["requestState"]  # echoed, untouched
+    assert retry["params"]["inputResponses"] == {"confirm": {"action": "cancel"}}
+    not_run(models, tag, "the person dismissed the question")
+    assert upstream_requests(fake) == 0
+    stdio_was_clean(run)
+
+
+def test_claude_codes_elicitation_hook_answers_run_and_the_call_runs(
+    claude, models, fake, tmp_path
+):
+    hook = tmp_path / "answer-run.sh"
+    hook.write_text(
+        "#!/bin/sh\ncat > /dev/null\nprintf '%s\\n' '{\"hookSpecificOutput\": "
+        '{"hookEventName": "Elicitation", "action": "accept", "content": {"choice": "run"}}}\'\n'
+    )
+    hook.chmod(0o755)
+    settings = tmp_path / "settings.json"
+    matcher = {"matcher": NAME, "hooks": [{"type": "command", "command": str(hook)}]}
+    settings.write_text(json.dumps({"hooks": {"Elicitation": [matcher]}}))
+    fake.enqueue(ANSWER)
+    tag = tag_for("claude-hook")
+    server = asking(tmp_path, claude_stdio(tmp_path, fake))
+    prompt = ask("answer", f"When was 3.14? {tag}")
+    run = run_claude(claude, models, tmp_path, prompt, server, extra=["--settings", str(settings)])
+    answer_reached_the_model(models, run, tag, "answer")
+    retry = [m for m in run.sent() if m.get("method") == "tools/call"][-1]
+    chosen = {"action": "accept", "content": {"choice": "run"}}
+    assert retry["params"]["inputResponses"] == {"confirm": chosen}
+    assert upstream_requests(fake) == 1
+    stdio_was_clean(run)
+
+
+def test_codex_headless_declines_the_cost_question_and_nothing_is_spent(
+    codex, models, fake, tmp_path
+):
+    tag = tag_for("codex-asked")
+    server = asking(tmp_path, codex_stdio(tmp_path, fake))
+    run = run_codex(codex, models, tmp_path, ask("answer", f"When was 3.14? {tag}"), server)
+    (hello,) = [m for m in run.sent() if m.get("method") == "initialize"]
+    assert "form" in hello["params"]["capabilities"]["elicitation"]
+    question = the_question(run)
+    assert "answer" in question["params"]["message"]
+    (reply,) = [m for m in run.sent() if m.get("id") == question["id"] and "method" not in m]
+    assert reply["result"] == {"action": "decline"}
+    not_run(models, tag, "the person declined")
+    assert upstream_requests(fake) == 0
+    stdio_was_clean(run)
