@@ -3006,6 +3006,20 @@ def window_factor(window) -> float:
     return WINDOW_FACTORS.get(window, 1.0) if isinstance(window, str) else 1.0
 
 
+def window_taken(response, window) -> str | None:
+    """The completion window a response ran in, as far as it says: `window` (the one asked
+    for) when it is a background response whose background_options, if it echoes them, name
+    that window; else None. A gateway that drops both without a word answers a plain
+    response, billed in full, which must not be booked at a discount it never got."""
+    if window not in WINDOW_FACTORS or not isinstance(response, dict):
+        return None
+    if response.get("background") is not True:
+        return None
+    options = response.get("background_options")
+    echoed = options.get("completion_window", window) if isinstance(options, dict) else window
+    return window if echoed == window else None
+
+
 def tier_factor(model: str, tier) -> float:
     """What the processing tier multiplies the model's Standard prices by (TIER_FACTORS)."""
     factor = TIER_FACTORS.get(tier or "", 1.0) if isinstance(tier, str) else 1.0
@@ -7895,7 +7909,7 @@ def billed_meta(pricing: Pricing, error, requested: str, searched: int = 0, wind
     meta = usage_meta(response, 0.0, 0)
     usage, searches = meta["usage"], max(meta["web_searches"], searched)
     model, tier = _model_named(response, requested), response.get("service_tier")
-    cost = pricing.booked(model, requested, usage, searches, tier, window)
+    cost = pricing.booked(model, requested, usage, searches, tier, window_taken(response, window))
     return {"usage": usage, "web_searches": searches, "cost": cost}
 
 
@@ -9379,8 +9393,8 @@ class ResponsesClient:
                 if run is not None:
                     meta["background"] = True
                     meta["resumes"] = run.resumes
-                if run is not None and run.window:  # Spending.book prices it at the discount
-                    meta["window"] = run.window
+                if run is not None and window_taken(response, run.window):  # at the discount
+                    meta["window"] = run.window  # (Spending.book)
             except Exception as exc:  # noqa: BLE001 - every failure is classified below
                 if call.cancelled.is_set():
                     raise Cancelled() from None
@@ -9495,7 +9509,7 @@ class ResponsesClient:
             created = client.post(
                 "/responses", body=body, cast_to=object, options={"timeout": timeout}
             )
-            self.background.named(run, created)
+            self.background.named(run, created, request["model"])
             if call.cancelled.is_set():  # its cancel waited for the name, and has it now
                 raise Cancelled()
         else:  # a resume, or a response created elsewhere: how it is now
@@ -9891,7 +9905,7 @@ class AnswerEngine:
                 return hit
         hold = _Hold()
         window = self.background.window(tool, call, request)  # the one its request asks for
-        priced = self.background.estimate_window(window)
+        priced = self.background.estimate_window(window, request["model"])
 
         def fly(upstream: Call) -> tuple:
             upstream.window = call.window  # the request is the flight's own Call's
@@ -10069,8 +10083,10 @@ class BackgroundMode:
         self.force = force
         self._cancels: set = set()  # server-side cancels still being sent
         # Completion windows: off for the process once the API refused one (windows_refused);
-        # seen once it accepted one, from when a budget estimate takes their discount.
-        self.windows_off = self.windows_seen = False
+        # (model, window) seen once the API took that window for that model, from when a
+        # budget estimate of such a call takes its discount (the API takes them model by model).
+        self.windows_off = False
+        self.windows_seen: set = set()
 
     def window(self, tool: str, call: Call, request: dict) -> str | None:
         """The completion window a new request of the call asks for: call.window (the person's
@@ -10086,12 +10102,14 @@ class BackgroundMode:
         off = self.windows_off or self.off
         return not off and request.get("service_tier") in STANDARD_TIERS
 
-    def estimate_window(self, window) -> str | None:
+    def estimate_window(self, window, model: str) -> str | None:
         """The window a call's budget estimate takes the discount of: its own once this process
-        has seen the API accept a window, else None (full price). A refusal bills the call's
-        fallback at full price, and it comes before any window is accepted: so no call is
-        billed more than its estimate for a window that never ran."""
-        return window if self.windows_seen and not self.windows_off else None
+        has seen the API take that window for the call's model, else None (full price). A
+        refusal bills the call's fallback at full price, and it comes before the API takes
+        that window for that model: so no call is billed more than its estimate for a window
+        that never ran."""
+        seen = (model, window) in self.windows_seen
+        return window if seen and not self.windows_off else None
 
     def run(self, tool: str, call: Call, started: float, response_id=None, window=None):
         """A BackgroundRun for the call when its profile asks for background mode or it runs in
@@ -10106,15 +10124,18 @@ class BackgroundMode:
         call.when_cancelled(lambda: self.cancel(run, call))
         return run
 
-    def named(self, run: BackgroundRun, created) -> None:
+    def named(self, run: BackgroundRun, created, model: str) -> None:
         """Keeps the id an unstreamed create's reply names (arming the server-side cancel);
-        the API took the window, so estimates may take its discount from now on."""
+        when it says it took the window (window_taken), estimates of the model's calls in
+        that window may take its discount from now on."""
         response_id = created.get("id") if isinstance(created, dict) else None
         if not isinstance(response_id, str) or not response_id:
             raise ValueError("the background create's reply named no response")
         run.response_id = response_id
         run.created.set()
-        self.windows_seen = True
+        if window_taken(created, run.window):
+            with self._lock:
+                self.windows_seen.add((model, run.window))
 
     def poll(self, client, run: BackgroundRun, call: Call, response: dict, timeout) -> dict:
         """GET /responses/{id} until the discounted run has ended, waiting WINDOW_POLL_FIRST_S

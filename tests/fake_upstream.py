@@ -68,7 +68,9 @@ stream); ``GET /v1/responses/{id}`` then reports it ``queued`` (the first poll) 
 ``POST .../cancel`` cancels it; ``fake.failing_polls`` (1-based numbers of those GETs) answer
 500 instead. ``fake.refuse_windows`` (True) is a gateway that lacks the
 parameter: every create naming ``background_options`` gets
-``unsupported_parameter("background_options")``'s 400.
+``unsupported_parameter("background_options")``'s 400. ``fake.ignore_windows`` (True) is a
+gateway that drops ``background`` and ``background_options`` without a word: the create is
+served as a plain one (``background: false`` in its response), recorded as it was sent.
 
 A create whose settings the model refuses gets the real API's 400 and consumes no Reply (see
 ``refused_setting``): a ``-chat-latest`` gpt-5.x model with reasoning effort other than
@@ -1449,6 +1451,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             authorization_sha256=auth_digest,
         )
         self.rec = rec
+        if fake.ignore_windows and isinstance(body, dict):  # recorded as sent, served without
+            body = {k: v for k, v in body.items() if k not in ("background", "background_options")}
         try:
             path = urlsplit(self.path).path
             if not fake._accepts(authorization):
@@ -1914,6 +1918,7 @@ class FakeResponsesAPI:
         # Completion windows: polls a discounted run waits for; a gateway lacking the parameter.
         self.window_polls = 2
         self.refuse_windows = False
+        self.ignore_windows = False  # a gateway that drops background and its options unsaid
         # The GETs of windowed runs (1-based, counted over all of them) answered with a 500.
         self.failing_polls: set[int] = set()
         self._window_gets = 0
