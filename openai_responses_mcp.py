@@ -12562,6 +12562,14 @@ class TaskIds:
             raise TaskIdError("not a task of this kind")
         if fields.get("u") != session.user:  # told apart from an unknown id by nothing
             raise TaskIdError("not a task of this server, or it has expired")
+        window = fields.get("w")
+        if window is not None and window not in WINDOW_FACTORS:
+            # A newer server's window: its response has no stream, and trying to read one
+            # would end in cancelling it upstream. Left running for an instance that knows it.
+            raise TaskIdError(
+                f"made by a newer version of this server (completion window {str(window)[:16]!r}):"
+                " ask an upgraded instance for it"
+            )
         call = Call(None, tool)
         call.user = session.user
         size = fields.get("z")  # the creating client's result size, signed with the rest
@@ -12572,7 +12580,6 @@ class TaskIds:
         task.user = session.user
         task.signed = task.followed = True
         found = self.tasks.put(task)
-        window = fields.get("w") if fields.get("w") in WINDOW_FACTORS else None
         if found is task:
             threading.Thread(
                 target=self._follow,

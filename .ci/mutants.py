@@ -612,6 +612,15 @@ MUTANTS = [
         "another_models or 2h_estimate",
     ),
     mutant(
+        "window-unknown-to-this-version-read-as-a-stream",
+        "ids",
+        "if window is not None and window not in WINDOW_FACTORS:",
+        "if False:",
+        "tests/test_tasks_stateless.py",
+        "-k",
+        "window_this_version_does_not_know",
+    ),
+    mutant(
         "window-reservation-expires-before-the-window",
         "budget",
         "longest = max(longest, window_timeout_ms(config, tool, window) / 1000)",
