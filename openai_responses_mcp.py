@@ -8157,6 +8157,10 @@ class BackgroundRun:
         self.finished = False  # a final event was read: nothing left to cancel
         self.cancel_sent = False
         self.lock = threading.Lock()
+        # A windowed run's cancel: done (sent, or nothing to send), and the response as it
+        # stood then when it had ended by itself meanwhile (billed: the call's row books it).
+        self.cancel_done = threading.Event()
+        self.ended: dict | None = None
 
 
 class _CallStream:
@@ -9396,8 +9400,8 @@ class ResponsesClient:
                 if run is not None and window_taken(response, run.window):  # at the discount
                     meta["window"] = run.window  # (Spending.book)
             except Exception as exc:  # noqa: BLE001 - every failure is classified below
-                if call.cancelled.is_set():
-                    raise Cancelled() from None
+                if call.cancelled.is_set():  # a windowed run may have ended before the cancel
+                    raise Cancelled(self.background.billed_at_cancel(run)) from None
                 failure = classify_failure(exc)
                 _log_failure(self._log, attempt, failure, exc)
                 if run is not None and run.window and not run.response_id and window_refused(exc):
@@ -10159,6 +10163,16 @@ class BackgroundMode:
             wait = min(wait * WINDOW_POLL_BACKOFF, WINDOW_POLL_MAX_S)
             response = _status_of(client, run, timeout)
 
+    @staticmethod
+    def billed_at_cancel(run: BackgroundRun | None) -> dict | None:
+        """A cancelled windowed run's response when it had ended by itself before the cancel
+        reached it (polls come up to a minute apart): billed all the same, so the call's row
+        books it. Waits for the cancel's thread, which looks (_look_after_cancel)."""
+        if run is None or not run.window:
+            return None
+        run.cancel_done.wait(NAMING_WAIT_S + 2 * CANCEL_TIMEOUT_S)
+        return run.ended
+
     def windows_refused(self, tool: str, failure: Failure) -> None:
         """Completion windows are off for the rest of the process (one warning, naming the
         keys that ask for them); the call goes on at soonest, at full price."""
@@ -10241,6 +10255,7 @@ class BackgroundMode:
             nothing = run.finished or not (run.response_id or held)
             run.cancel_sent = not nothing
         if nothing:
+            run.cancel_done.set()
             if held is not None:
                 held.let_go()
             return
@@ -10290,8 +10305,22 @@ class BackgroundMode:
                 f"({status}: {said}); it runs until it ends and is billed"
             )
         finally:
+            self._look_after_cancel(run)
+            run.cancel_done.set()
             with self._lock:
                 self._cancels.discard(threading.current_thread())
+
+    def _look_after_cancel(self, run: BackgroundRun) -> None:
+        """Keeps, in run.ended, a windowed run's response when GET /responses/{id} says it
+        had ended (completed, cut short or failed: billed) by the time its cancel came."""
+        if not (run.window and run.response_id):
+            return
+        try:
+            response = _status_of(self._client(), run, CANCEL_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - best effort, as the cancel itself
+            return
+        if response.get("status") in ("completed", "incomplete", "failed"):
+            run.ended = response
 
     def _await_name(self, run: BackgroundRun, call: Call) -> bool:
         """Waits (at most NAMING_WAIT_S) for the held call's stream to name its response, then

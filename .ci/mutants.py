@@ -621,6 +621,15 @@ MUTANTS = [
         "window_this_version_does_not_know",
     ),
     mutant(
+        "window-run-ended-before-its-cancel-booked-nothing",
+        "pricing",
+        "raise Cancelled(self.background.billed_at_cancel(run)) from None",
+        "raise Cancelled() from None",
+        "tests/test_windows.py",
+        "-k",
+        "ended_in_its_window",
+    ),
+    mutant(
         "window-reservation-expires-before-the-window",
         "budget",
         "longest = max(longest, window_timeout_ms(config, tool, window) / 1000)",

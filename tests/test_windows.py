@@ -112,6 +112,22 @@ def test_cancelling_while_it_waits_in_its_window_cancels_it_upstream_and_books_n
     assert len(fake.creates) == 1
 
 
+def test_a_run_that_ended_in_its_window_as_it_was_cancelled_is_booked(spawn, fake, tmp_path):
+    """Polls come up to a minute apart: a run may end (and be billed) after the last poll and
+    before the cancel reaches it. Its row books what it was billed, at the discount."""
+    fake.window_polls = 1000
+    fake.windows_end_before_cancel = True
+    fake.default = Reply(usage=USAGE)
+    server = start(spawn, fake, config=WINDOWED)
+    send_call(server, 5, tool="answer_detailed")
+    fake.wait_until(lambda: polls(fake), timeout=15)
+    cancel(server, 5)
+    fake.wait_until(lambda: fake.cancels, timeout=10)
+    wait_until(lambda: usage_report(tmp_path)["total"]["calls"], 10, "the cancelled call's row")
+    billed = (10_000 * 2 + 2_000 * 10) / 1e6 * 0.6
+    assert usage_report(tmp_path)["total"]["usd"] == pytest.approx(billed, abs=1e-6)
+
+
 def test_a_refused_window_falls_back_to_soonest_at_full_price_with_one_warning(spawn, fake):
     fake.refuse_windows = True
     fake.default = Reply(usage=USAGE)
