@@ -9,6 +9,7 @@ API does (tests/test_fake_upstream.py) and keeps a windowed run queued for a few
 from __future__ import annotations
 
 import json
+import signal
 
 import pytest
 from conftest import META, PRICES, TEST_KEY, base_env, cancel, failure_of, run_cli, send_call, start
@@ -124,6 +125,23 @@ def test_a_run_that_ended_in_its_window_as_it_was_cancelled_is_booked(spawn, fak
     cancel(server, 5)
     fake.wait_until(lambda: fake.cancels, timeout=10)
     wait_until(lambda: usage_report(tmp_path)["total"]["calls"], 10, "the cancelled call's row")
+    billed = (10_000 * 2 + 2_000 * 10) / 1e6 * 0.6
+    assert usage_report(tmp_path)["total"]["usd"] == pytest.approx(billed, abs=1e-6)
+
+
+def test_a_stop_signal_mid_poll_cancels_the_run_upstream_and_books_what_it_was_billed(
+    spawn, fake, tmp_path
+):
+    """(At the end of stdin alone, a call answering inline is awaited, as any: long-calls.md.)"""
+    fake.window_polls = 1000
+    fake.windows_end_before_cancel = True
+    fake.default = Reply(usage=USAGE)
+    server = start(spawn, fake, config=WINDOWED)
+    send_call(server, 5, tool="answer_detailed")
+    fake.wait_until(lambda: polls(fake), timeout=15)
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.wait(15) == 0
+    assert len(fake.cancels) == 1
     billed = (10_000 * 2 + 2_000 * 10) / 1e6 * 0.6
     assert usage_report(tmp_path)["total"]["usd"] == pytest.approx(billed, abs=1e-6)
 
