@@ -2548,7 +2548,8 @@ model_profiles:
     # paying twice and a cancel stops the response server-side. Not ZDR-compatible.
     background: false
     # soonest | 2h | 8h: a discounted background run (30% / 40% off token prices) that
-    #   may take that long; the call becomes a task or handoff (docs/costly-runs.md)
+    #   may take that long; the call becomes a task or handoff (docs/costly-runs.md);
+    #   it runs in background mode whatever `background` says: not ZDR-compatible
     completion_window: soonest
   answer_detailed:         # thorough: more reasoning, slower and dearer than answer
     model: gpt-6.2-sol         # the strongest everyday model ($2 / $10); or gpt-6-astra
