@@ -8603,13 +8603,34 @@ def _stream_failure(error, name: str, response=None) -> UpstreamFailure:
     return UpstreamFailure(Failure("failed", retryable, **facts))
 
 
+def _timeout_message(failure: Failure, tool: str, config: Config) -> str:
+    """What a call out of time says: of its completion window when it ran in one (request.
+    timeout_ms bounds each poll only, so raising it would change nothing)."""
+    if failure.name == "window":
+        return (
+            f"the run did not end within its {failure.detail} completion window (and "
+            f"{WINDOW_MARGIN_S // 60} min more), so it was cancelled: ask again, or set "
+            f"model_profiles.{tool}.completion_window to soonest to be answered without waiting"
+        )
+    if tool == DEEP_TOOL and failure.name == "deadline":
+        return (
+            f"the deep research run did not finish within {run_timeout_ms(config, tool)} "
+            "ms (request.deep_timeout_ms): raise it, or lower "
+            "model_profiles.answer_deep.max_tool_calls"
+        )
+    timeout_ms = config.get("request", "timeout_ms")
+    return (
+        f"no answer within {timeout_ms} ms (request.timeout_ms): "
+        "raise request.timeout_ms or use answer_quick"
+    )
+
+
 def failure_message(failure: Failure, *, tool: str, model: str, config: Config, tries: int):
     """The one line a person reads, naming what happened and what to do about it."""
     base_url = redact_url(config.get("openai", "base_url"))  # a gateway's password: never
     key_env = config.get("openai", "api_key_env")
     retries = tries - 1
     after = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
-    timeout_ms = config.get("request", "timeout_ms")
     if failure.kind == "rejected":
         refused = refused_setting(failure, tool, config)
         if refused:
@@ -8637,14 +8658,7 @@ def failure_message(failure: Failure, *, tool: str, model: str, config: Config, 
             f"the API rejected the request (HTTP {failure.status}): "
             f"{_one_line(failure.detail, 200) or 'no reason given'}"
         ),
-        "timeout": (
-            f"no answer within {timeout_ms} ms (request.timeout_ms): "
-            "raise request.timeout_ms or use answer_quick"
-            if tool != DEEP_TOOL or failure.name != "deadline"
-            else f"the deep research run did not finish within {run_timeout_ms(config, tool)} "
-            "ms (request.deep_timeout_ms): raise it, or lower "
-            "model_profiles.answer_deep.max_tool_calls"
-        ),
+        "timeout": _timeout_message(failure, tool, config),
         "connect": (
             f"cannot connect to {base_url}: check openai.base_url, the network and any "
             "HTTPS_PROXY setting"
@@ -10208,8 +10222,10 @@ class BackgroundMode:
         """Readies the next resume of a background response after `exc` (waiting first when
         the last resume brought nothing), or raises the call's ToolError after cancelling the
         response upstream (unless it has ended by itself)."""
-        if time.monotonic() >= run.deadline:  # what the person hears of is the time
-            failure = Failure("timeout", False, name="deadline")
+        if time.monotonic() >= run.deadline or failure.name == "deadline":  # the time, then
+            # of the window it ran in, if any (WINDOW_MARGIN_S past it)
+            name = "window" if run.window else "deadline"
+            failure = Failure("timeout", False, name=name, detail=run.window)
         elif failure.status == 404:  # not a wrong base URL: that answered the create
             failure = Failure("gone", False, status=404, detail=run.response_id)
         most = self._config.get("request", "max_retries")

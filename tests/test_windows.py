@@ -451,3 +451,21 @@ def test_an_8h_window_taken_does_not_discount_a_2h_estimate(engine, fake, monkey
         call.window = window
         engine.answer("answer", {"query": f"q{number}"}, call)
     assert admitted == [("8h", None), ("2h", None), ("2h", "2h")]
+
+
+def test_a_run_past_its_window_says_so_and_is_cancelled(tmp_path, fake, monkeypatch):
+    """Past its window (and the margin) a run ends as any call out of time, cancelled upstream,
+    but the person is told of the window, not of request.timeout_ms, which bounds only each
+    poll: raising it would change nothing. (A window of a second here, for the test's sake.)"""
+    monkeypatch.setattr(orm, "WINDOW_SECONDS", {"2h": 1, "8h": 1})
+    monkeypatch.setattr(orm, "WINDOW_MARGIN_S", 0)
+    engine = make_engine(tmp_path, fake, monkeypatch, "request:\n  timeout_ms: 1000\n")
+    fake.window_polls = 1000
+    call = orm.Call(1, "answer")
+    call.window = "8h"
+    with pytest.raises(orm.ToolError) as caught:
+        engine.answer("answer", {"query": "q"}, call)
+    message = str(caught.value)
+    assert "8h completion window" in message and "request.timeout_ms" not in message, message
+    assert "model_profiles.answer.completion_window" in message
+    fake.wait_until(lambda: fake.cancels, timeout=10)
