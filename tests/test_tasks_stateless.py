@@ -282,12 +282,14 @@ def test_a_discounted_handoff_made_on_a_is_collected_on_b_by_polling(pair, fake)
     assert streamed_reads(fake) == [] and len(creates(fake)) == 1
 
 
-def test_a_task_in_a_window_this_version_does_not_know_is_refused_not_cancelled(pair, fake):
+def test_a_task_in_a_window_this_version_does_not_know_is_refused_not_cancelled(
+    pair, fake, monkeypatch
+):
     """A task id a newer server signed, with a completion window this one does not know: its
     response has no stream, and trying to read one would end in cancelling it upstream: the
     id is refused, and the run left to the instance that knows it."""
     a, b = pair
-    fake.window_polls = 1000
+    monkeypatch.setattr(fake, "window_polls", 1000)  # the module's fake: put back after
     _, created = modern(a.port, "tools/call", call(tool="answer_quick", _meta=meta()))
     task_id = created["result"]["taskId"]
     fields = orm.open_task_id(SECRET, task_id)
