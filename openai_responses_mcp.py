@@ -2552,7 +2552,8 @@ model_profiles:
     # paying twice and a cancel stops the response server-side. Not ZDR-compatible.
     background: false
     # soonest | 2h | 8h: a discounted background run (30% / 40% off token prices) that
-    #   may take that long; the call becomes a task or handoff (docs/costly-runs.md)
+    #   may take that long; the call becomes a task or handoff (docs/costly-runs.md);
+    #   it runs in background mode whatever `background` says: not ZDR-compatible
     completion_window: soonest
   answer_detailed:         # thorough: more reasoning, slower and dearer than answer
     model: gpt-6.2-sol         # the strongest everyday model ($2 / $10); or gpt-6-astra
@@ -3009,6 +3010,20 @@ WINDOW_SECONDS = {"2h": 2 * 3600, "8h": 8 * 3600}
 def window_factor(window) -> float:
     """What a completion window multiplies the Standard token prices by (WINDOW_FACTORS)."""
     return WINDOW_FACTORS.get(window, 1.0) if isinstance(window, str) else 1.0
+
+
+def window_taken(response, window) -> str | None:
+    """The completion window a response ran in, as far as it says: `window` (the one asked
+    for) when it is a background response whose background_options, if it echoes them, name
+    that window; else None. A gateway that drops both without a word answers a plain
+    response, billed in full, which must not be booked at a discount it never got."""
+    if window not in WINDOW_FACTORS or not isinstance(response, dict):
+        return None
+    if response.get("background") is not True:
+        return None
+    options = response.get("background_options")
+    echoed = options.get("completion_window", window) if isinstance(options, dict) else window
+    return window if echoed == window else None
 
 
 def tier_factor(model: str, tier) -> float:
@@ -7920,7 +7935,7 @@ def billed_meta(pricing: Pricing, error, requested: str, searched: int = 0, wind
     meta = usage_meta(response, 0.0, 0)
     usage, searches = meta["usage"], max(meta["web_searches"], searched)
     model, tier = _model_named(response, requested), response.get("service_tier")
-    cost = pricing.booked(model, requested, usage, searches, tier, window)
+    cost = pricing.booked(model, requested, usage, searches, tier, window_taken(response, window))
     return {"usage": usage, "web_searches": searches, "cost": cost}
 
 
@@ -8168,6 +8183,10 @@ class BackgroundRun:
         self.finished = False  # a final event was read: nothing left to cancel
         self.cancel_sent = False
         self.lock = threading.Lock()
+        # A windowed run's cancel: done (sent, or nothing to send), and the response as it
+        # stood then when it had ended by itself meanwhile (billed: the call's row books it).
+        self.cancel_done = threading.Event()
+        self.ended: dict | None = None
 
 
 class _CallStream:
@@ -8609,13 +8628,34 @@ def _stream_failure(error, name: str, response=None) -> UpstreamFailure:
     return UpstreamFailure(Failure("failed", retryable, **facts))
 
 
+def _timeout_message(failure: Failure, tool: str, config: Config) -> str:
+    """What a call out of time says: of its completion window when it ran in one (request.
+    timeout_ms bounds each poll only, so raising it would change nothing)."""
+    if failure.name == "window":
+        return (
+            f"the run did not end within its {failure.detail} completion window (and "
+            f"{WINDOW_MARGIN_S // 60} min more), so it was cancelled: ask again, or set "
+            f"model_profiles.{tool}.completion_window to soonest to be answered without waiting"
+        )
+    if tool == DEEP_TOOL and failure.name == "deadline":
+        return (
+            f"the deep research run did not finish within {run_timeout_ms(config, tool)} "
+            "ms (request.deep_timeout_ms): raise it, or lower "
+            "model_profiles.answer_deep.max_tool_calls"
+        )
+    timeout_ms = config.get("request", "timeout_ms")
+    return (
+        f"no answer within {timeout_ms} ms (request.timeout_ms): "
+        "raise request.timeout_ms or use answer_quick"
+    )
+
+
 def failure_message(failure: Failure, *, tool: str, model: str, config: Config, tries: int):
     """The one line a person reads, naming what happened and what to do about it."""
     base_url = redact_url(config.get("openai", "base_url"))  # a gateway's password: never
     key_env = config.get("openai", "api_key_env")
     retries = tries - 1
     after = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
-    timeout_ms = config.get("request", "timeout_ms")
     if failure.kind == "rejected":
         refused = refused_setting(failure, tool, config)
         if refused:
@@ -8643,14 +8683,7 @@ def failure_message(failure: Failure, *, tool: str, model: str, config: Config, 
             f"the API rejected the request (HTTP {failure.status}): "
             f"{_one_line(failure.detail, 200) or 'no reason given'}"
         ),
-        "timeout": (
-            f"no answer within {timeout_ms} ms (request.timeout_ms): "
-            "raise request.timeout_ms or use answer_quick"
-            if tool != DEEP_TOOL or failure.name != "deadline"
-            else f"the deep research run did not finish within {run_timeout_ms(config, tool)} "
-            "ms (request.deep_timeout_ms): raise it, or lower "
-            "model_profiles.answer_deep.max_tool_calls"
-        ),
+        "timeout": _timeout_message(failure, tool, config),
         "connect": (
             f"cannot connect to {base_url}: check openai.base_url, the network and any "
             "HTTPS_PROXY setting"
@@ -9404,11 +9437,11 @@ class ResponsesClient:
                 if run is not None:
                     meta["background"] = True
                     meta["resumes"] = run.resumes
-                if run is not None and run.window:  # Spending.book prices it at the discount
-                    meta["window"] = run.window
+                if run is not None and window_taken(response, run.window):  # at the discount
+                    meta["window"] = run.window  # (Spending.book)
             except Exception as exc:  # noqa: BLE001 - every failure is classified below
-                if call.cancelled.is_set():
-                    raise Cancelled() from None
+                if call.cancelled.is_set():  # a windowed run may have ended before the cancel
+                    raise Cancelled(self.background.billed_at_cancel(run)) from None
                 failure = classify_failure(exc)
                 _log_failure(self._log, attempt, failure, exc)
                 if run is not None and run.window and not run.response_id and window_refused(exc):
@@ -9520,7 +9553,7 @@ class ResponsesClient:
             created = client.post(
                 "/responses", body=body, cast_to=object, options={"timeout": timeout}
             )
-            self.background.named(run, created)
+            self.background.named(run, created, request["model"])
             if call.cancelled.is_set():  # its cancel waited for the name, and has it now
                 raise Cancelled()
         else:  # a resume, or a response created elsewhere: how it is now
@@ -10060,7 +10093,7 @@ class AnswerEngine:
         asked = self._confirm(confirm, tool, request, args, today, user)
         hold = _Hold()
         window = self.background.window(tool, call, request)  # the one its request asks for
-        priced = self.background.estimate_window(window)
+        priced = self.background.estimate_window(window, request["model"])
 
         def fly(upstream: Call) -> tuple:
             upstream.window = call.window  # the request is the flight's own Call's
@@ -10252,8 +10285,10 @@ class BackgroundMode:
         self.force = force
         self._cancels: set = set()  # server-side cancels still being sent
         # Completion windows: off for the process once the API refused one (windows_refused);
-        # seen once it accepted one, from when a budget estimate takes their discount.
-        self.windows_off = self.windows_seen = False
+        # (model, window) seen once the API took that window for that model, from when a
+        # budget estimate of such a call takes its discount (the API takes them model by model).
+        self.windows_off = False
+        self.windows_seen: set = set()
 
     def window(self, tool: str, call: Call, request: dict) -> str | None:
         """The completion window a new request of the call asks for: call.window (the person's
@@ -10269,12 +10304,14 @@ class BackgroundMode:
         off = self.windows_off or self.off
         return not off and request.get("service_tier") in STANDARD_TIERS
 
-    def estimate_window(self, window) -> str | None:
+    def estimate_window(self, window, model: str) -> str | None:
         """The window a call's budget estimate takes the discount of: its own once this process
-        has seen the API accept a window, else None (full price). A refusal bills the call's
-        fallback at full price, and it comes before any window is accepted: so no call is
-        billed more than its estimate for a window that never ran."""
-        return window if self.windows_seen and not self.windows_off else None
+        has seen the API take that window for the call's model, else None (full price). A
+        refusal bills the call's fallback at full price, and it comes before the API takes
+        that window for that model: so no call is billed more than its estimate for a window
+        that never ran."""
+        seen = (model, window) in self.windows_seen
+        return window if seen and not self.windows_off else None
 
     def run(self, tool: str, call: Call, started: float, response_id=None, window=None):
         """A BackgroundRun for the call when its profile asks for background mode or it runs in
@@ -10289,15 +10326,18 @@ class BackgroundMode:
         call.when_cancelled(lambda: self.cancel(run, call))
         return run
 
-    def named(self, run: BackgroundRun, created) -> None:
+    def named(self, run: BackgroundRun, created, model: str) -> None:
         """Keeps the id an unstreamed create's reply names (arming the server-side cancel);
-        the API took the window, so estimates may take its discount from now on."""
+        when it says it took the window (window_taken), estimates of the model's calls in
+        that window may take its discount from now on."""
         response_id = created.get("id") if isinstance(created, dict) else None
         if not isinstance(response_id, str) or not response_id:
             raise ValueError("the background create's reply named no response")
         run.response_id = response_id
         run.created.set()
-        self.windows_seen = True
+        if window_taken(created, run.window):
+            with self._lock:
+                self.windows_seen.add((model, run.window))
 
     def poll(self, client, run: BackgroundRun, call: Call, response: dict, timeout) -> dict:
         """GET /responses/{id} until the discounted run has ended, waiting WINDOW_POLL_FIRST_S
@@ -10320,6 +10360,16 @@ class BackgroundMode:
                 raise UpstreamFailure(Failure("timeout", False, name="deadline"))
             wait = min(wait * WINDOW_POLL_BACKOFF, WINDOW_POLL_MAX_S)
             response = _status_of(client, run, timeout)
+
+    @staticmethod
+    def billed_at_cancel(run: BackgroundRun | None) -> dict | None:
+        """A cancelled windowed run's response when it had ended by itself before the cancel
+        reached it (polls come up to a minute apart): billed all the same, so the call's row
+        books it. Waits for the cancel's thread, which looks (_look_after_cancel)."""
+        if run is None or not run.window:
+            return None
+        run.cancel_done.wait(NAMING_WAIT_S + 2 * CANCEL_TIMEOUT_S)
+        return run.ended
 
     def windows_refused(self, tool: str, failure: Failure) -> None:
         """Completion windows are off for the rest of the process (one warning, naming the
@@ -10355,8 +10405,10 @@ class BackgroundMode:
         """Readies the next resume of a background response after `exc` (waiting first when
         the last resume brought nothing), or raises the call's ToolError after cancelling the
         response upstream (unless it has ended by itself)."""
-        if time.monotonic() >= run.deadline:  # what the person hears of is the time
-            failure = Failure("timeout", False, name="deadline")
+        if time.monotonic() >= run.deadline or failure.name == "deadline":  # the time, then
+            # of the window it ran in, if any (WINDOW_MARGIN_S past it)
+            name = "window" if run.window else "deadline"
+            failure = Failure("timeout", False, name=name, detail=run.window)
         elif failure.status == 404:  # not a wrong base URL: that answered the create
             failure = Failure("gone", False, status=404, detail=run.response_id)
         most = self._config.get("request", "max_retries")
@@ -10403,6 +10455,7 @@ class BackgroundMode:
             nothing = run.finished or not (run.response_id or held)
             run.cancel_sent = not nothing
         if nothing:
+            run.cancel_done.set()
             if held is not None:
                 held.let_go()
             return
@@ -10452,8 +10505,22 @@ class BackgroundMode:
                 f"({status}: {said}); it runs until it ends and is billed"
             )
         finally:
+            self._look_after_cancel(run)
+            run.cancel_done.set()
             with self._lock:
                 self._cancels.discard(threading.current_thread())
+
+    def _look_after_cancel(self, run: BackgroundRun) -> None:
+        """Keeps, in run.ended, a windowed run's response when GET /responses/{id} says it
+        had ended (completed, cut short or failed: billed) by the time its cancel came."""
+        if not (run.window and run.response_id):
+            return
+        try:
+            response = _status_of(self._client(), run, CANCEL_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - best effort, as the cancel itself
+            return
+        if response.get("status") in ("completed", "incomplete", "failed"):
+            run.ended = response
 
     def _await_name(self, run: BackgroundRun, call: Call) -> bool:
         """Waits (at most NAMING_WAIT_S) for the held call's stream to name its response, then
@@ -13044,6 +13111,14 @@ class TaskIds:
             raise TaskIdError("not a task of this kind")
         if fields.get("u") != session.user:  # told apart from an unknown id by nothing
             raise TaskIdError("not a task of this server, or it has expired")
+        window = fields.get("w")
+        if window is not None and window not in WINDOW_FACTORS:
+            # A newer server's window: its response has no stream, and trying to read one
+            # would end in cancelling it upstream. Left running for an instance that knows it.
+            raise TaskIdError(
+                f"made by a newer version of this server (completion window {str(window)[:16]!r}):"
+                " ask an upgraded instance for it"
+            )
         call = Call(None, tool)
         call.user = session.user
         size = fields.get("z")  # the creating client's result size, signed with the rest
@@ -13054,7 +13129,6 @@ class TaskIds:
         task.user = session.user
         task.signed = task.followed = True
         found = self.tasks.put(task)
-        window = fields.get("w") if fields.get("w") in WINDOW_FACTORS else None
         if found is task:
             threading.Thread(
                 target=self._follow,

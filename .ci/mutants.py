@@ -577,7 +577,7 @@ MUTANTS = [
     mutant(
         "window-fallback-booked-at-the-discount",
         "pricing",
-        "if run is not None and run.window:  # Spending.book prices it at the discount\n"
+        "if run is not None and window_taken(response, run.window):  # at the discount\n"
         '                    meta["window"] = run.window',
         'if window:\n                    meta["window"] = window',
         "tests/test_windows.py",
@@ -587,11 +587,47 @@ MUTANTS = [
     mutant(
         "window-estimate-discounted-before-any-was-taken",
         "budget",
-        "return window if self.windows_seen and not self.windows_off else None",
+        "return window if seen and not self.windows_off else None",
         "return window",
         "tests/test_windows.py",
         "-k",
         "estimate_takes_the_discount",
+    ),
+    mutant(
+        "window-booked-when-the-response-ran-without-one",
+        "pricing",
+        'if response.get("background") is not True:\n        return None\n',
+        "",
+        "tests/test_windows.py",
+        "-k",
+        "unsaid",
+    ),
+    mutant(
+        "window-estimate-discounted-by-another-models-window",
+        "budget",
+        "seen = (model, window) in self.windows_seen",
+        "seen = bool(self.windows_seen)",
+        "tests/test_windows.py",
+        "-k",
+        "another_models or 2h_estimate",
+    ),
+    mutant(
+        "window-unknown-to-this-version-read-as-a-stream",
+        "ids",
+        "if window is not None and window not in WINDOW_FACTORS:",
+        "if False:",
+        "tests/test_tasks_stateless.py",
+        "-k",
+        "window_this_version_does_not_know",
+    ),
+    mutant(
+        "window-run-ended-before-its-cancel-booked-nothing",
+        "pricing",
+        "raise Cancelled(self.background.billed_at_cancel(run)) from None",
+        "raise Cancelled() from None",
+        "tests/test_windows.py",
+        "-k",
+        "ended_in_its_window",
     ),
     mutant(
         "window-reservation-expires-before-the-window",

@@ -68,7 +68,11 @@ stream); ``GET /v1/responses/{id}`` then reports it ``queued`` (the first poll) 
 ``POST .../cancel`` cancels it; ``fake.failing_polls`` (1-based numbers of those GETs) answer
 500 instead. ``fake.refuse_windows`` (True) is a gateway that lacks the
 parameter: every create naming ``background_options`` gets
-``unsupported_parameter("background_options")``'s 400.
+``unsupported_parameter("background_options")``'s 400. ``fake.ignore_windows`` (True) is a
+gateway that drops ``background`` and ``background_options`` without a word: the create is
+served as a plain one (``background: false`` in its response), recorded as it was sent.
+``fake.windows_end_before_cancel`` (True): a windowed run finishes (completed, billed) just
+before a cancel reaches it, between two polls, so the cancel changes nothing.
 
 A create whose settings the model refuses gets the real API's 400 and consumes no Reply (see
 ``refused_setting``): a ``-chat-latest`` gpt-5.x model with reasoning effort other than
@@ -1449,6 +1453,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             authorization_sha256=auth_digest,
         )
         self.rec = rec
+        if fake.ignore_windows and isinstance(body, dict):  # recorded as sent, served without
+            body = {k: v for k, v in body.items() if k not in ("background", "background_options")}
         try:
             path = urlsplit(self.path).path
             if not fake._accepts(authorization):
@@ -1552,6 +1558,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send_body(404, _dump({"error": error}), "application/json", {})
             return
         if action == "cancel":
+            if job.window and fake.windows_end_before_cancel and job.cancelled_at is None:
+                job.started = time.monotonic() - 1e6  # it has run: all its events are out
             self._send_body(200, _dump(job.cancel()), "application/json", {})
             return
         params = dict(pair.partition("=")[::2] for pair in query.split("&") if pair)
@@ -1914,6 +1922,8 @@ class FakeResponsesAPI:
         # Completion windows: polls a discounted run waits for; a gateway lacking the parameter.
         self.window_polls = 2
         self.refuse_windows = False
+        self.ignore_windows = False  # a gateway that drops background and its options unsaid
+        self.windows_end_before_cancel = False  # a windowed run ends as its cancel comes
         # The GETs of windowed runs (1-based, counted over all of them) answered with a 500.
         self.failing_polls: set[int] = set()
         self._window_gets = 0

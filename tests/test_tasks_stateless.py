@@ -15,6 +15,8 @@ from test_http import behind_nginx
 from test_tasks import check_ext_task
 from test_tasks_wire import ANSWER_KEYS, call, meta
 
+import openai_responses_mcp as orm
+
 v1 = pytest.importorskip("mcp_types._v2025_11_25")
 v2 = pytest.importorskip("mcp_types._v2026_07_28")
 
@@ -278,3 +280,25 @@ def test_a_discounted_handoff_made_on_a_is_collected_on_b_by_polling(pair, fake)
     result = wait_until(collected, 40, "the handed-off answer on B")
     assert result["structuredContent"]["answer"] and result["_meta"]["window"] == "8h"
     assert streamed_reads(fake) == [] and len(creates(fake)) == 1
+
+
+def test_a_task_in_a_window_this_version_does_not_know_is_refused_not_cancelled(
+    pair, fake, monkeypatch
+):
+    """A task id a newer server signed, with a completion window this one does not know: its
+    response has no stream, and trying to read one would end in cancelling it upstream: the
+    id is refused, and the run left to the instance that knows it."""
+    a, b = pair
+    monkeypatch.setattr(fake, "window_polls", 1000)  # the module's fake: put back after
+    _, created = modern(a.port, "tools/call", call(tool="answer_quick", _meta=meta()))
+    task_id = created["result"]["taskId"]
+    fields = orm.open_task_id(SECRET, task_id)
+    newer = {k: v for k, v in fields.items() if k not in ("c", "e", "n")} | {"w": "24h"}
+    newer_id = orm.mint_task_id(SECRET, newer, fields["e"] - fields["c"], fields["c"])
+    status, reply = modern(b.port, "tasks/get", {"taskId": newer_id, "_meta": meta()})
+    assert status == 400 and "newer version" in reply["error"]["message"], reply
+    assert "24h" in reply["error"]["message"]
+    status, _ = modern(a.port, "tasks/get", {"taskId": task_id, "_meta": meta()})
+    assert status == 200 and cancels(fake) == []
+    modern(a.port, "tasks/cancel", {"taskId": task_id, "_meta": meta()})
+    wait_until(lambda: cancels(fake), 10, "A's cancel upstream")

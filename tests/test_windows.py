@@ -9,6 +9,7 @@ API does (tests/test_fake_upstream.py) and keeps a windowed run queued for a few
 from __future__ import annotations
 
 import json
+import signal
 
 import pytest
 from conftest import META, PRICES, TEST_KEY, base_env, cancel, failure_of, run_cli, send_call, start
@@ -112,6 +113,39 @@ def test_cancelling_while_it_waits_in_its_window_cancels_it_upstream_and_books_n
     assert len(fake.creates) == 1
 
 
+def test_a_run_that_ended_in_its_window_as_it_was_cancelled_is_booked(spawn, fake, tmp_path):
+    """Polls come up to a minute apart: a run may end (and be billed) after the last poll and
+    before the cancel reaches it. Its row books what it was billed, at the discount."""
+    fake.window_polls = 1000
+    fake.windows_end_before_cancel = True
+    fake.default = Reply(usage=USAGE)
+    server = start(spawn, fake, config=WINDOWED)
+    send_call(server, 5, tool="answer_detailed")
+    fake.wait_until(lambda: polls(fake), timeout=15)
+    cancel(server, 5)
+    fake.wait_until(lambda: fake.cancels, timeout=10)
+    wait_until(lambda: usage_report(tmp_path)["total"]["calls"], 10, "the cancelled call's row")
+    billed = (10_000 * 2 + 2_000 * 10) / 1e6 * 0.6
+    assert usage_report(tmp_path)["total"]["usd"] == pytest.approx(billed, abs=1e-6)
+
+
+def test_a_stop_signal_mid_poll_cancels_the_run_upstream_and_books_what_it_was_billed(
+    spawn, fake, tmp_path
+):
+    """(At the end of stdin alone, a call answering inline is awaited, as any: long-calls.md.)"""
+    fake.window_polls = 1000
+    fake.windows_end_before_cancel = True
+    fake.default = Reply(usage=USAGE)
+    server = start(spawn, fake, config=WINDOWED)
+    send_call(server, 5, tool="answer_detailed")
+    fake.wait_until(lambda: polls(fake), timeout=15)
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.wait(15) == 0
+    assert len(fake.cancels) == 1
+    billed = (10_000 * 2 + 2_000 * 10) / 1e6 * 0.6
+    assert usage_report(tmp_path)["total"]["usd"] == pytest.approx(billed, abs=1e-6)
+
+
 def test_a_refused_window_falls_back_to_soonest_at_full_price_with_one_warning(spawn, fake):
     fake.refuse_windows = True
     fake.default = Reply(usage=USAGE)
@@ -162,9 +196,13 @@ def test_a_zdr_refusal_of_a_windowed_deep_research_run_says_it_needs_background(
 
 @pytest.fixture
 def engine(tmp_path, fake, monkeypatch):
+    return make_engine(tmp_path, fake, monkeypatch)
+
+
+def make_engine(tmp_path, fake, monkeypatch, profiles: str = ""):
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
     (tmp_path / "c.yaml").write_text(
-        PRICES + "model_profiles:\n  answer:\n    model: gpt-6.1-terra\n"
+        PRICES + "model_profiles:\n  answer:\n    model: gpt-6.1-terra\n" + profiles
     )
     env = base_env(tmp_path, OPENAI_BASE_URL=fake.base_url)
     config = orm.load_config({"config": str(tmp_path / "c.yaml")}, env)
@@ -197,11 +235,11 @@ def test_no_window_is_asked_for_a_request_off_standard_processing(engine, fake):
 
 def test_the_estimate_takes_the_discount_once_the_api_has_taken_a_window(engine, fake):
     background = engine.background
-    assert background.estimate_window("8h") is None  # a refusal would bill it in full
-    background.windows_seen = True
-    assert background.estimate_window("8h") == "8h"
+    assert background.estimate_window("8h", "m") is None  # a refusal would bill it in full
+    background.windows_seen.add(("m", "8h"))
+    assert background.estimate_window("8h", "m") == "8h"
     background.windows_off = True
-    assert background.estimate_window("8h") is None
+    assert background.estimate_window("8h", "m") is None
 
 
 def test_the_budget_estimate_of_a_windowed_call_is_at_its_discount(engine):
@@ -344,3 +382,90 @@ def test_a_call_is_admitted_at_full_price_until_a_window_was_taken_then_at_its_d
     # Its reservation outlives the window both times; the estimate is discounted only once
     # the API has taken a window (before, a refusal would bill the fallback in full).
     assert admitted == [("8h", None), ("8h", "8h")]
+
+
+# -- what was billed: a window taken is one the API said it took (issue 41 review) -----------
+
+
+def spy_admissions(engine, monkeypatch) -> list:
+    """The (window, priced) each admission of the engine was given."""
+    admitted = []
+    admit = engine.spending.admit
+
+    def spy(tool, request, today, hold, user, args, window=None, priced=None):
+        admitted.append((window, priced))
+        return admit(tool, request, today, hold, user, args, window, priced)
+
+    monkeypatch.setattr(engine.spending, "admit", spy)
+    return admitted
+
+
+def test_a_gateway_that_drops_the_window_unsaid_is_booked_at_full_price(spawn, fake):
+    """A gateway that drops background and background_options answers a plain response, billed
+    in full: neither the answer nor the ledger may book the discount it never got."""
+    fake.ignore_windows = True
+    fake.default = Reply(usage=USAGE)
+    server = start(spawn, fake, config=WINDOWED)
+    _, meta = result_of(server.call("answer_detailed", {"query": "q"}))
+    (create,) = fake.creates
+    assert create.body["background_options"] == {"completion_window": "8h"}  # it was asked
+    assert "window" not in meta and "window" not in meta["cost"]["prices"]
+    assert meta["cost"]["usd"] == pytest.approx((10_000 * 2 + 2_000 * 10) / 1e6)
+
+
+def test_a_window_dropped_unsaid_never_discounts_an_estimate(engine, fake, monkeypatch):
+    admitted = spy_admissions(engine, monkeypatch)
+    fake.ignore_windows = True
+    for query in ("first", "second"):
+        call = orm.Call(query, "answer")
+        call.window = "8h"
+        _, meta = engine.answer("answer", {"query": query}, call)
+        assert "window" not in meta
+    assert admitted == [("8h", None), ("8h", None)]
+
+
+def test_a_window_taken_for_one_model_does_not_discount_another_models_estimate(
+    tmp_path, fake, monkeypatch
+):
+    """The API takes windows model by model: one refused after another model's was taken runs
+    at soonest, billed in full, so its estimate must have been in full too."""
+    other = "  answer_detailed:\n    model: gpt-6.2-sol\n"
+    engine = make_engine(tmp_path, fake, monkeypatch, other)
+    admitted = spy_admissions(engine, monkeypatch)
+    fake.window_polls = 0
+    first = orm.Call(1, "answer")  # gpt-6.1-terra
+    first.window = "8h"
+    assert engine.answer("answer", {"query": "q"}, first)[1]["window"] == "8h"
+    fake.refuse_windows = True  # gpt-6.2-sol's is refused
+    second = orm.Call(2, "answer_detailed")
+    second.window = "8h"
+    assert "window" not in engine.answer("answer_detailed", {"query": "q"}, second)[1]
+    assert admitted == [("8h", None), ("8h", None)]
+
+
+def test_an_8h_window_taken_does_not_discount_a_2h_estimate(engine, fake, monkeypatch):
+    admitted = spy_admissions(engine, monkeypatch)
+    fake.window_polls = 0
+    for number, window in enumerate(("8h", "2h", "2h")):
+        call = orm.Call(number, "answer")
+        call.window = window
+        engine.answer("answer", {"query": f"q{number}"}, call)
+    assert admitted == [("8h", None), ("2h", None), ("2h", "2h")]
+
+
+def test_a_run_past_its_window_says_so_and_is_cancelled(tmp_path, fake, monkeypatch):
+    """Past its window (and the margin) a run ends as any call out of time, cancelled upstream,
+    but the person is told of the window, not of request.timeout_ms, which bounds only each
+    poll: raising it would change nothing. (A window of a second here, for the test's sake.)"""
+    monkeypatch.setattr(orm, "WINDOW_SECONDS", {"2h": 1, "8h": 1})
+    monkeypatch.setattr(orm, "WINDOW_MARGIN_S", 0)
+    engine = make_engine(tmp_path, fake, monkeypatch, "request:\n  timeout_ms: 1000\n")
+    fake.window_polls = 1000
+    call = orm.Call(1, "answer")
+    call.window = "8h"
+    with pytest.raises(orm.ToolError) as caught:
+        engine.answer("answer", {"query": "q"}, call)
+    message = str(caught.value)
+    assert "8h completion window" in message and "request.timeout_ms" not in message, message
+    assert "model_profiles.answer.completion_window" in message
+    fake.wait_until(lambda: fake.cancels, timeout=10)
