@@ -10411,8 +10411,11 @@ class BackgroundMode:
             failure = Failure("timeout", False, name=name, detail=run.window)
         elif failure.status == 404:  # not a wrong base URL: that answered the create
             failure = Failure("gone", False, status=404, detail=run.response_id)
-        most = self._config.get("request", "max_retries")
-        if not _resumable(exc, failure) or stalls > most or run.finished:
+        # A windowed run goes on upstream for hours whatever our polls meet: failed polls
+        # are retried, further apart each time, until its window ends, not given up after
+        # request.max_retries in a row (a network blip would cancel a discounted run).
+        out_of_tries = stalls > self._config.get("request", "max_retries") and not run.window
+        if not _resumable(exc, failure) or out_of_tries or run.finished:
             if failure.kind not in ("failed", "cancelled_upstream"):
                 self.cancel(run)
             raise self._as_tool_error(failure, tool, model, stalls + 1) from None
@@ -10424,7 +10427,11 @@ class BackgroundMode:
             f"sequence_number={run.last_sequence} ({failure.kind})",
         )
         call.report("resuming the answer", min_interval=0)
-        if stalls and call.cancelled.wait(backoff_delay(stalls, failure.retry_after)):
+        delay = backoff_delay(stalls, failure.retry_after)
+        if run.window:
+            delay = min(WINDOW_POLL_FIRST_S * WINDOW_POLL_BACKOFF**stalls, WINDOW_POLL_MAX_S)
+            delay = max(0.0, min(delay, run.deadline - time.monotonic()))
+        if stalls and call.cancelled.wait(delay):
             raise Cancelled() from None
 
     def follow(self, event, run: BackgroundRun, call: Call) -> None:

@@ -621,6 +621,15 @@ MUTANTS = [
         "window_this_version_does_not_know",
     ),
     mutant(
+        "window-run-cancelled-after-a-few-failed-polls",
+        "pricing",
+        'stalls > self._config.get("request", "max_retries") and not run.window',
+        'stalls > self._config.get("request", "max_retries")',
+        "tests/test_windows.py",
+        "-k",
+        "in_a_row",
+    ),
+    mutant(
         "window-run-ended-before-its-cancel-booked-nothing",
         "pricing",
         "raise Cancelled(self.background.billed_at_cancel(run)) from None",

@@ -363,6 +363,17 @@ def test_polls_that_fail_now_and_then_over_a_long_wait_do_not_end_the_run(spawn,
     assert len(polls(fake)) == 7  # five answered (queued, in progress x3, completed), two failed
 
 
+def test_polls_failing_in_a_row_are_retried_until_the_window_ends(spawn, fake):
+    """A run waits hours upstream: three polls failing in a row (past request.max_retries, 0
+    here) are retried further apart each time, and the run is collected, not cancelled."""
+    fake.window_polls = 2
+    fake.failing_polls = {2, 3, 4}
+    server = start(spawn, fake, config=WINDOWED + "request:\n  max_retries: 0\n")
+    _, meta = result_of(server.call("answer_detailed", {"query": "q"}, timeout=30))
+    assert meta["window"] == "8h" and len(fake.creates) == 1
+    assert not [r for r in fake.requests if r.path.endswith("/cancel")]
+
+
 def test_a_call_is_admitted_at_full_price_until_a_window_was_taken_then_at_its_discount(
     engine, fake, monkeypatch
 ):
