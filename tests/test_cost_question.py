@@ -551,6 +551,17 @@ def test_sdk_client_answers_run(tmp_path, fake, mode):
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_sdk_client_answers_run_discounted(tmp_path, fake, mode):
+    fake.enqueue(SEARCHED)
+    result, asked = sdk_call(tmp_path, fake, mode, choose("run_discounted"))
+    assert "run within 8 hours for $" in asked.message
+    assert result.is_error is False and result.meta["confirm"]["window"] == "8h"
+    (create,) = creates(fake)
+    assert create.body["background_options"] == {"completion_window": "8h"}
+    assert "x0.6 (8h window)" in result.meta["cost"]["prices"]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 @pytest.mark.parametrize("answer", [choose("cancel"), {"action": "decline"}, {"action": "cancel"}])
 def test_sdk_client_no_sends_nothing(tmp_path, fake, mode, answer):
     result, _ = sdk_call(tmp_path, fake, mode, answer)
