@@ -12240,10 +12240,11 @@ class _Asking:
     """What a call's cost question and roots need: its request's params, era and checked
     requestState (2026-07-28), and `go`, which arms its task once it may go on."""
 
-    __slots__ = ("_arm", "era", "params", "state")
+    __slots__ = ("_arm", "era", "params", "state", "task")
 
-    def __init__(self, params: dict, era, state, arm):
+    def __init__(self, params: dict, era, state, arm, task=None):
         self.params, self.era, self.state, self._arm = params, era, state, arm
+        self.task = task  # the task or handoff the call may be (kept for a chosen window)
 
     def go(self) -> None:
         arm, self._arm = self._arm, None
@@ -12310,7 +12311,7 @@ class CallsInFlight:
         arm = (lambda: policy.arm(task, call, session, request_id, version)) if later else None
         if task is not None and not later:
             state = TASK_REPLIED
-        asking = _Asking(params, era, state, arm)
+        asking = _Asking(params, era, state, arm, task)
         worker = threading.Thread(
             target=self._run,
             args=(call, args, session, version, task, asking),
@@ -12410,6 +12411,7 @@ class CallsInFlight:
 
         def confirm(quote):
             note = hook(quote)
+            self.long_calls.policy.widen(asking.task, call.window)  # run_discounted: 8h
             asking.go()
             return note
 
@@ -12861,6 +12863,18 @@ class TaskTable:
         self._bytes -= task.counted
         task.table, task.counted = None, 0
 
+    def extend(self, task: Task, ttl_ms: int) -> None:
+        """Keeps a task longer (never shorter): a discounted run chosen after it was made."""
+        import heapq
+
+        with self._lock:
+            if ttl_ms <= task.ttl_ms:
+                return
+            task.ttl_ms, task.expires = ttl_ms, task.created + ttl_ms
+            if self._tasks.get(task.id) is task:  # its old expiry entry is skipped as stale
+                self._sequence += 1
+                heapq.heappush(self._expiry, _Expiry(task.expires, self._sequence, task.id))
+
     def stored(self, task: Task) -> None:
         """A task's reply is stored: counted, and collected tasks dropped (oldest first) while
         the replies exceed max_reply_bytes."""
@@ -13196,6 +13210,13 @@ class TaskPolicy:
     def forget(self, task: Task | None) -> None:
         if task is not None:
             self.tasks.discard(task)
+
+    def widen(self, task: Task | None, window) -> None:
+        """The person chose a completion window (the cost question) after the call's task was
+        made at its tool's own ttl: the task is kept for the window and its margin, as the
+        task of a tool whose profile sets that window is."""
+        if task is not None and window is not None:
+            self.tasks.extend(task, window_timeout_ms(self.config, task.tool, window))
 
     def arm(self, task: Task, call: Call, session: Session, request_id, version: str):
         """A 2025-11-25 task is the request's reply at once; an extension task after

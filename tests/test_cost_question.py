@@ -647,3 +647,33 @@ def reservations(tmp_path) -> int:
         return 0
     with sqlite3.connect(found[0]) as conn:
         return conn.execute("SELECT COUNT(*) FROM reservations").fetchone()[0]
+
+
+# -- Attacks on the cost question (review): each one a defect found, now fixed ----------------
+
+WINDOW_TTL_MS = (8 * 3600 + 15 * 60) * 1000  # an 8h window and its margin
+
+
+def test_run_discounted_on_a_2025_task_keeps_the_task_for_the_window(spawn, fake):
+    """The task is created before the choice, at the tool's own ttl (an hour): a person who
+    chooses the 8h window must be able to collect the answer at its end, not find it gone."""
+    server = handshake(spawn, fake)
+    send_call(server, 61, "q", task={})
+    created = reply_to(server, 61)["result"]["task"]
+    assert created["ttl"] < WINDOW_TTL_MS
+    fake.window_polls = 50  # the run stays queued while the task is looked at
+    answer(server, question(server), choose("run_discounted"))
+    fake.wait_for_requests(1)
+    got = server.request("tasks/get", {"taskId": created["taskId"]})["result"]
+    assert got["ttl"] >= WINDOW_TTL_MS, got
+    server.request("tasks/cancel", {"taskId": created["taskId"]})
+
+
+def test_run_discounted_on_an_extension_task_keeps_it_for_the_window(spawn, fake):
+    server = modern_server(spawn, fake, ASK + TASKS_NOW)
+    caps = {**FORMS, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+    args = {"query": "q"}
+    first = asked_of(modern_call(server, args, caps))
+    fake.window_polls = 50
+    then = retry(server, first, args, {"confirm": choose("run_discounted")}, caps=caps)["result"]
+    assert then["resultType"] == "task" and then["ttlMs"] >= WINDOW_TTL_MS, then
