@@ -11986,6 +11986,8 @@ class CostQuestion:
         # Shared by --stateless instances (a retry may land on another one); else this
         # process's own: a state outlives no restart, which only asks again.
         self._secret = config.get("server", "tasks", "secret") or secrets.token_urlsafe(32)
+        self._answered_states: dict = {}  # nonce -> expiry: states whose answer was read
+        self._answered_lock = threading.Lock()
 
     def state_of(self, params: dict, tool: str, user: str) -> dict | None:
         """The fields of the requestState a 2026-07-28 retry echoes (None: none), checked: ours,
@@ -12004,7 +12006,22 @@ class CostQuestion:
             raise self._refused("it was given for other arguments")
         if fields.get("u") != user:
             raise self._refused("it was given to another user")
+        responses = params.get("inputResponses")
+        if fields.get("w") == CONFIRM_KEY and isinstance(responses, dict):
+            self._read_once(fields)
         return fields
+
+    def _read_once(self, fields: dict) -> None:
+        """An answer to the cost question is read once (on this instance): a yes is to one
+        call, so the same state and answer sent again are refused, not run and paid again."""
+        now = round(time.time() * 1000)  # the clock the state's expiry is written in
+        with self._answered_lock:
+            if fields.get("n") in self._answered_states:
+                raise self._refused("it was answered already; each answer runs one call")
+            for nonce, expiry in list(self._answered_states.items()):
+                if expiry <= now:  # past it, the state is refused as expired anyway
+                    del self._answered_states[nonce]
+            self._answered_states[fields.get("n")] = fields["e"]
 
     @staticmethod
     def _refused(why: str) -> RpcError:

@@ -1434,6 +1434,24 @@ MUTANTS = [
         "-k",
         "confirm_required",
     ),
+    mutant(
+        "input-state-answer-replayed",
+        "money",
+        '            if fields.get("n") in self._answered_states:',
+        "            if False:",
+        "tests/test_cost_question.py",
+        "-k",
+        "runs_once",
+    ),
+    mutant(
+        "run-discounted-task-not-widened",
+        "money",
+        "            self.long_calls.policy.widen(asking.task, call.window)  # run_discounted: 8h\n",
+        "",
+        "tests/test_cost_question.py",
+        "-k",
+        "keeps_the_task or keeps_it_for",
+    ),
 ]
 
 # Mutants that survive and change nothing anyone can see, each with why. A new survivor fails

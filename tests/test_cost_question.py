@@ -677,3 +677,17 @@ def test_run_discounted_on_an_extension_task_keeps_it_for_the_window(spawn, fake
     fake.window_polls = 50
     then = retry(server, first, args, {"confirm": choose("run_discounted")}, caps=caps)["result"]
     assert then["resultType"] == "task" and then["ttlMs"] >= WINDOW_TTL_MS, then
+
+
+def test_a_requeststate_answered_run_runs_once(spawn, fake):
+    """A yes is to one call: the same requestState and answer sent again (a replay, a
+    client's blind retry) asks again instead of spending again."""
+    server = modern_server(spawn, fake)
+    args = {"query": "q", "fresh": True}  # no cache to absorb a replay
+    first = asked_of(modern_call(server, args))
+    yes = {"confirm": choose("run")}
+    fake.enqueue(SEARCHED)
+    assert retry(server, first, args, yes)["result"]["resultType"] == "complete"
+    fake.enqueue(SEARCHED)
+    refused(retry(server, first, args, yes), "it was answered already")
+    assert len(creates(fake)) == 1
