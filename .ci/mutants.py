@@ -1446,8 +1446,8 @@ MUTANTS = [
     mutant(
         "run-discounted-task-not-widened",
         "money",
-        "            self.long_calls.policy.widen(asking.task, call.window)  # run_discounted: 8h\n",
-        "",
+        "self.long_calls.policy.widen(asking.task, call.window)",
+        "None",
         "tests/test_cost_question.py",
         "-k",
         "keeps_the_task or keeps_it_for",
