@@ -9678,6 +9678,7 @@ class Quote:
         self._searches = searches  # the part of a figure that is web searches (no discount)
         self.window, self.offer = "soonest", None
         self.spend: list[str] = []
+        self.priced = True  # False: no price known for the model, so its tokens are not in it
 
     def at(self, window) -> tuple[float, float]:
         """(expected, worst) at a completion window: its discount applies to tokens only;
@@ -9775,6 +9776,7 @@ class Spending:
         expected = estimator(max(floor, sum(usds) / len(usds) if usds else 0.0), tokens)
         worst = estimator(max([floor, *usds]) if usds else self._prior(tool, model), tokens)
         quote = Quote(tool, model, expected, worst, floor)
+        quote.priced = self.pricing.prices(model) is not None
         quote.window = self._config.completion_window(tool)
         if background and quote.window != "8h":  # 8h is the cheapest window there is
             quote.offer = "8h"
@@ -12048,7 +12050,8 @@ class CostQuestion:
     def confirm(self, quote: Quote, call: Call, session: Session, params, version, state):
         """_meta.confirm of a call allowed to go on (None: under the threshold, not asked);
         raises NotRun for a no, InputRequired to ask (2026-07-28)."""
-        if not quote.worst > self.threshold:
+        # Unpriced, its figure is its searches alone: no worst case, so it is asked.
+        if quote.priced and not quote.worst > self.threshold:
             return None
         if handshake_era(version):
             # A 2025-11-25 task over Streamable HTTP has had its reply (the task): its POST
@@ -12100,6 +12103,11 @@ class CostQuestion:
         else:  # 2025-06-18's enum, with enumNames for the titles
             choice.update(enum=[o[0] for o in options], enumNames=[o[1] for o in options])
         message = f"{quote.tool} ({quote.model}) is estimated at {quote.figures()}."
+        if not quote.priced:
+            message += (
+                f" No price is known for {quote.model} (pricing.models), so that is its web "
+                "searches only: its tokens may cost any amount more."
+            )
         if quote.spend:
             message += " Spent: " + "; ".join(quote.spend) + "."
         offer = (

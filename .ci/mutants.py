@@ -1380,8 +1380,8 @@ MUTANTS = [
     mutant(
         "confirm-on-expected-not-worst",
         "money",
-        "if not quote.worst > self.threshold:",
-        "if not quote.expected > self.threshold:",
+        "and not quote.worst > self.threshold:",
+        "and not quote.expected > self.threshold:",
         "tests/test_cost_question.py",
         "-k",
         "worst_case",
@@ -1389,8 +1389,8 @@ MUTANTS = [
     mutant(
         "confirm-threshold-inverted",
         "money",
-        "if not quote.worst > self.threshold:",
-        "if quote.worst > self.threshold:",
+        "and not quote.worst > self.threshold:",
+        "and quote.worst > self.threshold:",
         "tests/test_cost_question.py",
         "-k",
         "below_the_threshold or test_run_asks",
@@ -1433,6 +1433,15 @@ MUTANTS = [
         "tests/test_cost_question.py",
         "-k",
         "confirm_required",
+    ),
+    mutant(
+        "confirm-unpriced-unasked",
+        "money",
+        "if quote.priced and not quote.worst > self.threshold:",
+        "if not quote.worst > self.threshold:",
+        "tests/test_cost_question.py",
+        "-k",
+        "no_known_price",
     ),
     mutant(
         "input-state-answer-replayed",

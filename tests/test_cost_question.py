@@ -691,3 +691,16 @@ def test_a_requeststate_answered_run_runs_once(spawn, fake):
     fake.enqueue(SEARCHED)
     refused(retry(server, first, args, yes), "it was answered already")
     assert len(creates(fake)) == 1
+
+
+def test_a_model_with_no_known_price_is_asked_not_run_unasked(spawn, fake):
+    """Without a price its tokens cannot be estimated: the quote (its searches) is no worst
+    case, so a call over the threshold at any real price must not slip through unasked."""
+    config = "model_profiles:\n  answer:\n    model: gpt-unpriced-9\n"
+    server = handshake(spawn, fake, config + "budget:\n  confirm_over_usd: 0.1\n")
+    send_call(server, 71, "q")
+    asked = question(server)
+    assert "No price is known for gpt-unpriced-9" in asked["params"]["message"], asked
+    answer(server, asked, choose("cancel"))
+    not_run(reply_to(server, 71))
+    assert creates(fake) == []
