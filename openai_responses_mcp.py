@@ -11600,6 +11600,7 @@ class Session:
         self.roots_generation = 0  # counts notifications/roots/list_changed
         self._asks: dict = {}  # request id -> _Ask: requests to the client
         self._ask_seq = 0
+        self.asks_ended = False  # no answer can come any more (stdio: end of input)
 
     def ask(self, method: str, params: dict, timeout: float, related=None, stop=None):
         """Sends the client a request and waits up to `timeout` for its result; TimeoutError
@@ -11608,6 +11609,8 @@ class Session:
         that asks (Streamable HTTP sends it on that call's stream)."""
         with self._lock:
             self._check_open()
+            if self.asks_ended:
+                raise TimeoutError(method)
             self._ask_seq += 1
             request_id = f"{SERVER_NAME}-{self._ask_seq}"
             slot = self._asks[request_id] = _Ask()
@@ -11642,6 +11645,15 @@ class Session:
         slot.response = message
         slot.answered.set()
         return True
+
+    def end_asks(self) -> None:
+        """No answer can come any more (stdio: end of input): the requests to the client stop
+        waiting for one, and none is sent from now on."""
+        with self._lock:
+            self.asks_ended = True
+            asks = list(self._asks.values())
+        for slot in asks:
+            slot.answered.set()
 
     def _check_open(self) -> None:
         """A request that raced its session's end (HTTP: DELETE, expiry, pushed out) starts
@@ -12128,7 +12140,9 @@ class CostQuestion:
             )
             return self._choice(answer)
         except TimeoutError:
-            return "cancelled" if call.cancelled.is_set() else "timeout"
+            if call.cancelled.is_set():
+                return "cancelled"
+            return "ended" if session.asks_ended else "timeout"
         except (ValueError, RpcError):
             return "failed"
 
@@ -12170,6 +12184,7 @@ class CostQuestion:
             "timeout": f"no answer came within {self.timeout_s:g} s (budget.confirm_timeout_s)",
             "failed": "the client could not ask the person",
             "cancelled": "the call was cancelled while the person was asked",
+            "ended": "the client closed its input while the person was asked",
             "run_discounted": "the discounted run is not offered here",
         }.get(choice, "the answer chose none of run, run_discounted, cancel")
         raise NotRun(
@@ -14498,6 +14513,7 @@ class StdioTransport(Transport):
             # Nobody can collect a task or a handoff now: they are cancelled, not awaited.
             if self._uninterrupted(session.stop_tasks):
                 raise _Stop()
+            session.end_asks()  # answers come on stdin: a question waiting now gets none
             log.debug("server", f"end of input; waiting for {session.in_flight()} call(s)")
             # A client that closed stdout as well has gone: its calls are cancelled, not awaited.
             while session.in_flight():

@@ -704,3 +704,16 @@ def test_a_model_with_no_known_price_is_asked_not_run_unasked(spawn, fake):
     answer(server, asked, choose("cancel"))
     not_run(reply_to(server, 71))
     assert creates(fake) == []
+
+
+def test_end_of_input_while_asked_ends_the_question_at_once(spawn, fake):
+    """Answers come on stdin: once it is closed none can come, so the call is not run and the
+    server leaves, instead of waiting budget.confirm_timeout_s (300 s) for nobody."""
+    server = handshake(spawn, fake)
+    send_call(server, 81, "q")
+    question(server)
+    server.close_stdin()
+    done = not_run(reply_to(server, 81, timeout=15))
+    assert done["_meta"]["confirm"]["choice"] == "ended", done
+    assert server.wait(15) == 0
+    assert creates(fake) == []
