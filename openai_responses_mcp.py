@@ -9754,12 +9754,13 @@ class Spending:
             self.refuse(tool, model, user)
             raise
 
-    def quote(self, tool: str, request: dict, args: dict, today: str, user: str, background):
+    def quote(self, tool, request: dict, args: dict, today: str, user: str, offer, window=None):
         """The call's Quote, from what admission uses (CallEstimator over the tool's recent
         calls of the request's model): expected as admission reserves it, worst from the
-        dearest of them (with none, QUOTE_PRIOR_*), never below expected. `background`:
-        whether this process may run the call in background mode, so that a cheaper
-        completion window can be offered. Raises ToolError when the ledger cannot be read."""
+        dearest of them (with none, QUOTE_PRIOR_*), never below expected, at `window` (the
+        profile's, once a window was accepted: BackgroundMode.estimate_window). `offer`: the
+        cheaper completion window the person may choose (None: the call can run in none now,
+        or none is cheaper). Raises ToolError when the ledger cannot be read."""
         model = request["model"]
         carried = self.carried.of(request.get("previous_response_id"))
         estimator = CallEstimator(self.pricing, request, args, carried)
@@ -9777,9 +9778,7 @@ class Spending:
         worst = estimator(max([floor, *usds]) if usds else self._prior(tool, model), tokens)
         quote = Quote(tool, model, expected, worst, floor)
         quote.priced = self.pricing.prices(model) is not None
-        quote.window = self._config.completion_window(tool)
-        if background and quote.window != "8h":  # 8h is the cheapest window there is
-            quote.offer = "8h"
+        quote.window, quote.offer = window or "soonest", offer
         quote.spend = self._spend_lines(today, user)
         return quote
 
@@ -10100,7 +10099,13 @@ class AnswerEngine:
         booked as a ledger row of no cost, and raised."""
         if confirm is None:
             return None
-        quote = self.spending.quote(tool, request, args, today, user, not self.background_off)
+        # A discount only where the call can run in a window (none once the API refused one),
+        # and the profile's own taken as admission takes it (once a window was accepted).
+        opens = self.background.windows_open(request)
+        own = self._config.completion_window(tool) if opens else None
+        offer = "8h" if opens and own != "8h" else None  # 8h is the cheapest window there is
+        priced = self.background.estimate_window(own if own in WINDOW_FACTORS else None)
+        quote = self.spending.quote(tool, request, args, today, user, offer, priced)
         try:
             return confirm(quote)
         except NotRun as exc:

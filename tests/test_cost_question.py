@@ -717,3 +717,28 @@ def test_end_of_input_while_asked_ends_the_question_at_once(spawn, fake):
     assert done["_meta"]["confirm"]["choice"] == "ended", done
     assert server.wait(15) == 0
     assert creates(fake) == []
+
+
+def test_no_discount_is_quoted_or_offered_once_the_api_refused_a_window(spawn, fake):
+    """After a refused window every call runs at soonest, billed in full: a quote at the
+    profile's window, or an offer of one, would price it below what it is billed."""
+    fake.refuse_windows = True
+    window = "model_profiles:\n  answer:\n    model: gpt-6.1-terra\n    completion_window: 2h\n"
+    server = handshake(spawn, fake, ASK + window)
+    send_call(server, 91, "q")
+    asked = question(server)
+    answer(server, asked, choose("run_discounted"))
+    done = reply_to(server, 91)["result"]
+    assert "window" not in done["_meta"]  # refused: it ran at soonest, at full price
+    # Quoted as admission estimates it: at full price until the API has taken a window.
+    assert "window" not in done["_meta"]["confirm"]["estimate"]
+    fake.enqueue(SEARCHED)
+    send_call(server, 92, "another question")
+    asked = question(server)
+    values = [
+        o["const"] for o in asked["params"]["requestedSchema"]["properties"]["choice"]["oneOf"]
+    ]
+    assert values == ["run", "cancel"], asked
+    answer(server, asked, choose("run"))
+    estimate = reply_to(server, 92)["result"]["_meta"]["confirm"]["estimate"]
+    assert "window" not in estimate and "discounted" not in estimate, estimate
