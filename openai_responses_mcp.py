@@ -12017,8 +12017,9 @@ class CostQuestion:
             return None
         try:
             fields = open_task_id(self._secret, state)
-        except TaskIdError as exc:
-            raise self._refused(f"{exc.reason}") from None
+        except TaskIdError as exc:  # said of a requestState, never echoing much of it
+            why = _one_line(exc.reason.replace("task id", "requestState"), 120)
+            raise self._refused(why) from None
         if fields.get("k") != INPUT_STATE_KIND or fields.get("t") != tool:
             raise self._refused("it is not a requestState of this tool")
         if fields.get("a") != arguments_hash(params.get("arguments")):

@@ -742,3 +742,19 @@ def test_no_discount_is_quoted_or_offered_once_the_api_refused_a_window(spawn, f
     answer(server, asked, choose("run"))
     estimate = reply_to(server, 92)["result"]["_meta"]["confirm"]["estimate"]
     assert "window" not in estimate and "discounted" not in estimate, estimate
+
+
+@pytest.mark.parametrize(
+    "state",
+    [42, None.__class__.__name__, "t1.x", "t1." + "A" * 5000, ["t1.a.b"], {"k": "q"}],
+    ids=["number", "word", "truncated", "huge", "list", "object"],
+)
+def test_a_requeststate_that_is_none_of_ours_is_refused_in_a_line_about_it(spawn, fake, state):
+    """Whatever the client sends as requestState, the refusal names a requestState (not a
+    "task id"), in one line that echoes nothing of it; nothing is sent."""
+    server = modern_server(spawn, fake)
+    reply = modern_call(server, {"query": "q"}, requestState=state)
+    refused(reply, "not a requestState of this server")
+    message = reply["error"]["message"]
+    assert "task id" not in message and "\n" not in message and len(message) < 300
+    assert "AAAA" not in message and creates(fake) == []
