@@ -12089,7 +12089,9 @@ class CostQuestion:
                 raise InputRequired(
                     self.input_required(params, call.tool, call.user, asked, **carried)
                 )
-            quote.offer = state.get("o")  # what was offered when the person chose
+            # What was offered when the person chose, if the call can still run in it now (a
+            # window refused meanwhile would run it at full price).
+            quote.offer = state.get("o") if quote.offer is not None else None
         return self._apply(choice, quote, call)
 
     def _unasked(self, quote: Quote) -> dict:

@@ -1462,6 +1462,15 @@ MUTANTS = [
         "refused_a_window",
     ),
     mutant(
+        "confirm-stale-offer-honoured",
+        "money",
+        'quote.offer = state.get("o") if quote.offer is not None else None',
+        'quote.offer = state.get("o")',
+        "tests/test_cost_question.py",
+        "-k",
+        "before_a_window_was_refused",
+    ),
+    mutant(
         "input-state-answer-replayed",
         "money",
         '            if fields.get("n") in self._answered_states:',

@@ -758,3 +758,20 @@ def test_a_requeststate_that_is_none_of_ours_is_refused_in_a_line_about_it(spawn
     message = reply["error"]["message"]
     assert "task id" not in message and "\n" not in message and len(message) < 300
     assert "AAAA" not in message and creates(fake) == []
+
+
+def test_a_discount_offered_before_a_window_was_refused_is_not_run_at_full_price(spawn, fake):
+    """The person chose the discounted run offered in round one; meanwhile the API refused a
+    window, so it could only run at full price: not run, rather than billed above the figure
+    they agreed to."""
+    server = modern_server(spawn, fake)
+    a, b = {"query": "a"}, {"query": "b"}
+    first_a = asked_of(modern_call(server, a))
+    first_b = asked_of(modern_call(server, b))
+    fake.refuse_windows = True  # b's discounted run is refused: windows are off from now on
+    done_b = retry(server, first_b, b, {"confirm": choose("run_discounted")})["result"]
+    assert "window" not in done_b["_meta"], done_b
+    sent = len(creates(fake))
+    done_a = not_run(retry(server, first_a, a, {"confirm": choose("run_discounted")}))
+    assert "the discounted run is not offered here" in done_a["content"][0]["text"]
+    assert len(creates(fake)) == sent
