@@ -10059,6 +10059,7 @@ class AnswerEngine:
                 self.owners.add(hit[0].get("response_id"), user)
                 return hit
         asked = self._confirm(confirm, tool, request, args, today, user)
+        self._check_window_open(tool, request, call, asked)
         hold = _Hold()
         window = self.background.window(tool, call, request)  # the one its request asks for
         priced = self.background.estimate_window(window)
@@ -10111,6 +10112,21 @@ class AnswerEngine:
         except NotRun as exc:
             self.spending.note(UsageRow(tool, request["model"], exc.outcome, user=user))
             raise
+
+    def _check_window_open(self, tool: str, request: dict, call: Call, asked) -> None:
+        """The discounted run the person chose (call.window) cannot run in a window any more
+        when the API refused one while they decided: it would be billed in full, above the
+        figure they agreed to, so it is not run (a ledger row of no cost says so)."""
+        if call.window is None or self.background.windows_open(request):
+            return
+        self.spending.note(UsageRow(tool, request["model"], "declined", user=call.user))
+        raise NotRun(
+            "not run: the discounted run chosen cannot run in a completion window now (the API "
+            "refused one meanwhile), so it would be billed in full; call again to be asked at "
+            "the full price; nothing was sent and nothing was spent",
+            "declined",
+            asked or {},
+        )
 
     def _cache_user(self, user: str) -> str:
         """Whose cache entries a call reads and writes: its user's own while several people use

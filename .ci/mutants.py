@@ -1417,6 +1417,7 @@ MUTANTS = [
         "confirm-after-admission",
         "money",
         "        asked = self._confirm(confirm, tool, request, args, today, user)\n"
+        "        self._check_window_open(tool, request, call, asked)\n"
         "        hold = _Hold()\n",
         "        hold = _Hold()\n"
         "        self.spending.admit(tool, request, today, hold, user, args)\n"
@@ -1469,6 +1470,15 @@ MUTANTS = [
         "tests/test_cost_question.py",
         "-k",
         "before_a_window_was_refused",
+    ),
+    mutant(
+        "confirm-discount-run-at-full-price",
+        "money",
+        "if call.window is None or self.background.windows_open(request):",
+        "if True:",
+        "tests/test_cost_question.py",
+        "-k",
+        "chosen_after_a_window",
     ),
     mutant(
         "input-state-answer-replayed",

@@ -775,3 +775,21 @@ def test_a_discount_offered_before_a_window_was_refused_is_not_run_at_full_price
     done_a = not_run(retry(server, first_a, a, {"confirm": choose("run_discounted")}))
     assert "the discounted run is not offered here" in done_a["content"][0]["text"]
     assert len(creates(fake)) == sent
+
+
+def test_a_discount_chosen_after_a_window_was_refused_is_not_run_at_full_price(spawn, fake):
+    """The handshake era: while one person decides, another call's window is refused; their
+    choice of the discounted run can then only run at full price, so it is not run."""
+    server = handshake(spawn, fake)
+    send_call(server, 101, "a")
+    asked_a = question(server)
+    send_call(server, 102, "b")
+    asked_b = question(server)
+    fake.refuse_windows = True
+    answer(server, asked_b, choose("run_discounted"))
+    assert "window" not in reply_to(server, 102)["result"]["_meta"]  # refused: ran in full
+    sent = len(creates(fake))
+    answer(server, asked_a, choose("run_discounted"))
+    done = not_run(reply_to(server, 101))
+    assert "completion window" in done["content"][0]["text"], done
+    assert len(creates(fake)) == sent
