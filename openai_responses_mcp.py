@@ -14649,6 +14649,10 @@ IDENTITY_KIND, IDENTITY_TTL_MS = "c", 30 * 86_400_000
 IDENTITY_PLAIN, IDENTITY_NAME_MAX, IDENTITY_PLAIN_MAX = "c1.", 100, 1024
 _END = object()  # an Outbox's "nothing more will come"
 _POLL_S = 0.25  # how often a waiting response looks for a hung-up client
+JSON_ONLY_ASKS = (
+    "the client takes only application/json on this POST, so no request can reach it "
+    "(Accept: application/json, text/event-stream lets the server ask)"
+)
 
 
 class HttpError(Exception):
@@ -16308,7 +16312,7 @@ class StreamableHttp:
             if self.as_events(token, json_ok and not asks, sse_ok, method):
                 delivered = handler.pump(handler.start_events(), box, until_reply=True)
             else:
-                delivered = handler.await_json(box)
+                delivered = handler.await_json(box, hs.session.answered)
             if not delivered:
                 self.hung_up(hs, message["id"])
         finally:
@@ -17003,9 +17007,11 @@ class HttpHandler:
         self.close_connection = True
         return False
 
-    def await_json(self, box: Outbox) -> bool:
+    def await_json(self, box: Outbox, answered=None) -> bool:
         """Waits for the call's reply and sends it as JSON (progress has nowhere to go);
-        False if the client hung up first."""
+        False if the client hung up first. A request to the client (the cost question) has
+        nowhere to go either: `answered` gets its error at once, rather than the call waiting
+        budget.confirm_timeout_s for an answer that cannot come."""
         while True:
             item = box.get(_POLL_S)
             if item is None:
@@ -17015,6 +17021,8 @@ class HttpHandler:
             elif is_reply(item):
                 self.send_json(200, item)
                 return True
+            elif "method" in item and "id" in item and answered is not None:
+                answered(rpc_error(item["id"], INVALID_REQUEST, JSON_ONLY_ASKS))
 
     # -- reading requests ------------------------------------------------------------------------
 

@@ -793,3 +793,23 @@ def test_a_discount_chosen_after_a_window_was_refused_is_not_run_at_full_price(s
     done = not_run(reply_to(server, 101))
     assert "completion window" in done["content"][0]["text"], done
     assert len(creates(fake)) == sent
+
+
+def test_a_json_only_post_is_not_left_waiting_for_an_answer_it_cannot_carry(spawn, fake):
+    """A client that takes only JSON on its POST cannot be sent the question there: the call
+    is not run, at once, instead of the POST hanging for budget.confirm_timeout_s."""
+    from http_client import post, rpc
+
+    server = serve_http(spawn, fake)
+    init = {"protocolVersion": "2025-11-25", "capabilities": FORMS, "clientInfo": INFO}
+    session = post(server.port, rpc("initialize", init)).headers["mcp-session-id"]
+    call = rpc("tools/call", {"name": "answer", "arguments": {"query": "q"}}, id=5)
+    json_only = {"MCP-Protocol-Version": "2025-11-25", "Accept": "application/json"}
+    response = post(server.port, call, session, json_only, timeout=20)
+    assert response.status == 200 and response.headers["content-type"] == "application/json"
+    done = not_run(response.json())
+    assert "the client could not ask the person" in done["content"][0]["text"]
+    assert creates(fake) == []
+
+
+INFO = {"name": "pytest", "version": "0"}
