@@ -813,3 +813,13 @@ def test_a_json_only_post_is_not_left_waiting_for_an_answer_it_cannot_carry(spaw
 
 
 INFO = {"name": "pytest", "version": "0"}
+
+
+def test_a_2025_03_26_client_is_never_sent_elicitation(spawn, fake):
+    """Elicitation came with 2025-06-18: a 2025-03-26 client that declares it anyway is not
+    sent a request it does not know; it runs unasked, and _meta says why."""
+    fake.enqueue(SEARCHED)
+    server = handshake(spawn, fake, capabilities=FORMS, version="2025-03-26")
+    reply = server.call("answer", {"query": "q"})
+    assert reply["result"]["_meta"]["confirm"]["asked"] is False, reply
+    assert len(creates(fake)) == 1
