@@ -9711,6 +9711,7 @@ class Quote:
         self._searches = searches  # the part of a figure that is web searches (no discount)
         self.window, self.offer = "soonest", None
         self.spend: list[str] = []
+        self.priced = True  # False: no price known for the model, so its tokens are not in it
 
     def at(self, window) -> tuple[float, float]:
         """(expected, worst) at a completion window: its discount applies to tokens only;
@@ -9786,12 +9787,13 @@ class Spending:
             self.refuse(tool, model, user)
             raise
 
-    def quote(self, tool: str, request: dict, args: dict, today: str, user: str, background):
+    def quote(self, tool, request: dict, args: dict, today: str, user: str, offer, window=None):
         """The call's Quote, from what admission uses (CallEstimator over the tool's recent
         calls of the request's model): expected as admission reserves it, worst from the
-        dearest of them (with none, QUOTE_PRIOR_*), never below expected. `background`:
-        whether this process may run the call in background mode, so that a cheaper
-        completion window can be offered. Raises ToolError when the ledger cannot be read."""
+        dearest of them (with none, QUOTE_PRIOR_*), never below expected, at `window` (the
+        profile's, once a window was accepted: BackgroundMode.estimate_window). `offer`: the
+        cheaper completion window the person may choose (None: the call can run in none now,
+        or none is cheaper). Raises ToolError when the ledger cannot be read."""
         model = request["model"]
         carried = self.carried.of(request.get("previous_response_id"))
         estimator = CallEstimator(self.pricing, request, args, carried)
@@ -9808,9 +9810,8 @@ class Spending:
         expected = estimator(max(floor, sum(usds) / len(usds) if usds else 0.0), tokens)
         worst = estimator(max([floor, *usds]) if usds else self._prior(tool, model), tokens)
         quote = Quote(tool, model, expected, worst, floor)
-        quote.window = self._config.completion_window(tool)
-        if background and quote.window != "8h":  # 8h is the cheapest window there is
-            quote.offer = "8h"
+        quote.priced = self.pricing.prices(model) is not None
+        quote.window, quote.offer = window or "soonest", offer
         quote.spend = self._spend_lines(today, user)
         return quote
 
@@ -10091,6 +10092,7 @@ class AnswerEngine:
                 self.owners.add(hit[0].get("response_id"), user)
                 return hit
         asked = self._confirm(confirm, tool, request, args, today, user)
+        self._check_window_open(tool, request, call, asked)
         hold = _Hold()
         window = self.background.window(tool, call, request)  # the one its request asks for
         priced = self.background.estimate_window(window, request["model"])
@@ -10131,12 +10133,33 @@ class AnswerEngine:
         booked as a ledger row of no cost, and raised."""
         if confirm is None:
             return None
-        quote = self.spending.quote(tool, request, args, today, user, not self.background_off)
+        # A discount only where the call can run in a window (none once the API refused one),
+        # and the profile's own taken as admission takes it (once a window was accepted).
+        opens = self.background.windows_open(request)
+        own = self._config.completion_window(tool) if opens else None
+        offer = "8h" if opens and own != "8h" else None  # 8h is the cheapest window there is
+        priced = self.background.estimate_window(own if own in WINDOW_FACTORS else None)
+        quote = self.spending.quote(tool, request, args, today, user, offer, priced)
         try:
             return confirm(quote)
         except NotRun as exc:
             self.spending.note(UsageRow(tool, request["model"], exc.outcome, user=user))
             raise
+
+    def _check_window_open(self, tool: str, request: dict, call: Call, asked) -> None:
+        """The discounted run the person chose (call.window) cannot run in a window any more
+        when the API refused one while they decided: it would be billed in full, above the
+        figure they agreed to, so it is not run (a ledger row of no cost says so)."""
+        if call.window is None or self.background.windows_open(request):
+            return
+        self.spending.note(UsageRow(tool, request["model"], "declined", user=call.user))
+        raise NotRun(
+            "not run: the discounted run chosen cannot run in a completion window now (the API "
+            "refused one meanwhile), so it would be billed in full; call again to be asked at "
+            "the full price; nothing was sent and nothing was spent",
+            "declined",
+            asked or {},
+        )
 
     def _cache_user(self, user: str) -> str:
         """Whose cache entries a call reads and writes: its user's own while several people use
@@ -11672,6 +11695,7 @@ class Session:
         self.roots_generation = 0  # counts notifications/roots/list_changed
         self._asks: dict = {}  # request id -> _Ask: requests to the client
         self._ask_seq = 0
+        self.asks_ended = False  # no answer can come any more (stdio: end of input)
 
     def ask(self, method: str, params: dict, timeout: float, related=None, stop=None):
         """Sends the client a request and waits up to `timeout` for its result; TimeoutError
@@ -11680,6 +11704,8 @@ class Session:
         that asks (Streamable HTTP sends it on that call's stream)."""
         with self._lock:
             self._check_open()
+            if self.asks_ended:
+                raise TimeoutError(method)
             self._ask_seq += 1
             request_id = f"{SERVER_NAME}-{self._ask_seq}"
             slot = self._asks[request_id] = _Ask()
@@ -11714,6 +11740,15 @@ class Session:
         slot.response = message
         slot.answered.set()
         return True
+
+    def end_asks(self) -> None:
+        """No answer can come any more (stdio: end of input): the requests to the client stop
+        waiting for one, and none is sent from now on."""
+        with self._lock:
+            self.asks_ended = True
+            asks = list(self._asks.values())
+        for slot in asks:
+            slot.answered.set()
 
     def _check_open(self) -> None:
         """A request that raced its session's end (HTTP: DELETE, expiry, pushed out) starts
@@ -12060,6 +12095,8 @@ class CostQuestion:
         # Shared by --stateless instances (a retry may land on another one); else this
         # process's own: a state outlives no restart, which only asks again.
         self._secret = config.get("server", "tasks", "secret") or secrets.token_urlsafe(32)
+        self._answered_states: dict = {}  # nonce -> expiry: states whose answer was read
+        self._answered_lock = threading.Lock()
 
     def state_of(self, params: dict, tool: str, user: str) -> dict | None:
         """The fields of the requestState a 2026-07-28 retry echoes (None: none), checked: ours,
@@ -12070,15 +12107,31 @@ class CostQuestion:
             return None
         try:
             fields = open_task_id(self._secret, state)
-        except TaskIdError as exc:
-            raise self._refused(f"{exc.reason}") from None
+        except TaskIdError as exc:  # said of a requestState, never echoing much of it
+            why = _one_line(exc.reason.replace("task id", "requestState"), 120)
+            raise self._refused(why) from None
         if fields.get("k") != INPUT_STATE_KIND or fields.get("t") != tool:
             raise self._refused("it is not a requestState of this tool")
         if fields.get("a") != arguments_hash(params.get("arguments")):
             raise self._refused("it was given for other arguments")
         if fields.get("u") != user:
             raise self._refused("it was given to another user")
+        responses = params.get("inputResponses")
+        if fields.get("w") == CONFIRM_KEY and isinstance(responses, dict):
+            self._read_once(fields)
         return fields
+
+    def _read_once(self, fields: dict) -> None:
+        """An answer to the cost question is read once (on this instance): a yes is to one
+        call, so the same state and answer sent again are refused, not run and paid again."""
+        now = round(time.time() * 1000)  # the clock the state's expiry is written in
+        with self._answered_lock:
+            if fields.get("n") in self._answered_states:
+                raise self._refused("it was answered already; each answer runs one call")
+            for nonce, expiry in list(self._answered_states.items()):
+                if expiry <= now:  # past it, the state is refused as expired anyway
+                    del self._answered_states[nonce]
+            self._answered_states[fields.get("n")] = fields["e"]
 
     @staticmethod
     def _refused(why: str) -> RpcError:
@@ -12105,7 +12158,8 @@ class CostQuestion:
     def confirm(self, quote: Quote, call: Call, session: Session, params, version, state):
         """_meta.confirm of a call allowed to go on (None: under the threshold, not asked);
         raises NotRun for a no, InputRequired to ask (2026-07-28)."""
-        if not quote.worst > self.threshold:
+        # Unpriced, its figure is its searches alone: no worst case, so it is asked.
+        if quote.priced and not quote.worst > self.threshold:
             return None
         if handshake_era(version):
             # A 2025-11-25 task over Streamable HTTP has had its reply (the task): its POST
@@ -12125,7 +12179,9 @@ class CostQuestion:
                 raise InputRequired(
                     self.input_required(params, call.tool, call.user, asked, **carried)
                 )
-            quote.offer = state.get("o")  # what was offered when the person chose
+            # What was offered when the person chose, if the call can still run in it now (a
+            # window refused meanwhile would run it at full price).
+            quote.offer = state.get("o") if quote.offer is not None else None
         return self._apply(choice, quote, call)
 
     def _unasked(self, quote: Quote) -> dict:
@@ -12157,6 +12213,11 @@ class CostQuestion:
         else:  # 2025-06-18's enum, with enumNames for the titles
             choice.update(enum=[o[0] for o in options], enumNames=[o[1] for o in options])
         message = f"{quote.tool} ({quote.model}) is estimated at {quote.figures()}."
+        if not quote.priced:
+            message += (
+                f" No price is known for {quote.model} (pricing.models), so that is its web "
+                "searches only: its tokens may cost any amount more."
+            )
         if quote.spend:
             message += " Spent: " + "; ".join(quote.spend) + "."
         offer = (
@@ -12177,7 +12238,9 @@ class CostQuestion:
             )
             return self._choice(answer)
         except TimeoutError:
-            return "cancelled" if call.cancelled.is_set() else "timeout"
+            if call.cancelled.is_set():
+                return "cancelled"
+            return "ended" if session.asks_ended else "timeout"
         except (ValueError, RpcError):
             return "failed"
 
@@ -12219,6 +12282,7 @@ class CostQuestion:
             "timeout": f"no answer came within {self.timeout_s:g} s (budget.confirm_timeout_s)",
             "failed": "the client could not ask the person",
             "cancelled": "the call was cancelled while the person was asked",
+            "ended": "the client closed its input while the person was asked",
             "run_discounted": "the discounted run is not offered here",
         }.get(choice, "the answer chose none of run, run_discounted, cancel")
         raise NotRun(
@@ -12314,10 +12378,11 @@ class _Asking:
     """What a call's cost question and roots need: its request's params, era and checked
     requestState (2026-07-28), and `go`, which arms its task once it may go on."""
 
-    __slots__ = ("_arm", "era", "params", "state")
+    __slots__ = ("_arm", "era", "params", "state", "task")
 
-    def __init__(self, params: dict, era, state, arm):
+    def __init__(self, params: dict, era, state, arm, task=None):
         self.params, self.era, self.state, self._arm = params, era, state, arm
+        self.task = task  # the task or handoff the call may be (kept for a chosen window)
 
     def go(self) -> None:
         arm, self._arm = self._arm, None
@@ -12384,7 +12449,7 @@ class CallsInFlight:
         arm = (lambda: policy.arm(task, call, session, request_id, version)) if later else None
         if task is not None and not later:
             state = TASK_REPLIED
-        asking = _Asking(params, era, state, arm)
+        asking = _Asking(params, era, state, arm, task)
         worker = threading.Thread(
             target=self._run,
             args=(call, args, session, version, task, asking),
@@ -12484,6 +12549,7 @@ class CallsInFlight:
 
         def confirm(quote):
             note = hook(quote)
+            self.long_calls.policy.widen(asking.task, call.window)  # run_discounted: 8h
             asking.go()
             return note
 
@@ -12935,6 +13001,18 @@ class TaskTable:
         self._bytes -= task.counted
         task.table, task.counted = None, 0
 
+    def extend(self, task: Task, ttl_ms: int) -> None:
+        """Keeps a task longer (never shorter): a discounted run chosen after it was made."""
+        import heapq
+
+        with self._lock:
+            if ttl_ms <= task.ttl_ms:
+                return
+            task.ttl_ms, task.expires = ttl_ms, task.created + ttl_ms
+            if self._tasks.get(task.id) is task:  # its old expiry entry is skipped as stale
+                self._sequence += 1
+                heapq.heappush(self._expiry, _Expiry(task.expires, self._sequence, task.id))
+
     def stored(self, task: Task) -> None:
         """A task's reply is stored: counted, and collected tasks dropped (oldest first) while
         the replies exceed max_reply_bytes."""
@@ -13277,6 +13355,13 @@ class TaskPolicy:
     def forget(self, task: Task | None) -> None:
         if task is not None:
             self.tasks.discard(task)
+
+    def widen(self, task: Task | None, window) -> None:
+        """The person chose a completion window (the cost question) after the call's task was
+        made at its tool's own ttl: the task is kept for the window and its margin, as the
+        task of a tool whose profile sets that window is."""
+        if task is not None and window is not None:
+            self.tasks.extend(task, window_timeout_ms(self.config, task.tool, window))
 
     def arm(self, task: Task, call: Call, session: Session, request_id, version: str):
         """A 2025-11-25 task is the request's reply at once; an extension task after
@@ -14533,6 +14618,7 @@ class StdioTransport(Transport):
             # Nobody can collect a task or a handoff now: they are cancelled, not awaited.
             if self._uninterrupted(session.stop_tasks):
                 raise _Stop()
+            session.end_asks()  # answers come on stdin: a question waiting now gets none
             log.debug("server", f"end of input; waiting for {session.in_flight()} call(s)")
             # A client that closed stdout as well has gone: its calls are cancelled, not awaited.
             while session.in_flight():
@@ -14644,6 +14730,10 @@ IDENTITY_KIND, IDENTITY_TTL_MS = "c", 30 * 86_400_000
 IDENTITY_PLAIN, IDENTITY_NAME_MAX, IDENTITY_PLAIN_MAX = "c1.", 100, 1024
 _END = object()  # an Outbox's "nothing more will come"
 _POLL_S = 0.25  # how often a waiting response looks for a hung-up client
+JSON_ONLY_ASKS = (
+    "the client takes only application/json on this POST, so no request can reach it "
+    "(Accept: application/json, text/event-stream lets the server ask)"
+)
 
 
 class HttpError(Exception):
@@ -16303,7 +16393,7 @@ class StreamableHttp:
             if self.as_events(token, json_ok and not asks, sse_ok, method):
                 delivered = handler.pump(handler.start_events(), box, until_reply=True)
             else:
-                delivered = handler.await_json(box)
+                delivered = handler.await_json(box, hs.session.answered)
             if not delivered:
                 self.hung_up(hs, message["id"])
         finally:
@@ -16998,9 +17088,11 @@ class HttpHandler:
         self.close_connection = True
         return False
 
-    def await_json(self, box: Outbox) -> bool:
+    def await_json(self, box: Outbox, answered=None) -> bool:
         """Waits for the call's reply and sends it as JSON (progress has nowhere to go);
-        False if the client hung up first."""
+        False if the client hung up first. A request to the client (the cost question) has
+        nowhere to go either: `answered` gets its error at once, rather than the call waiting
+        budget.confirm_timeout_s for an answer that cannot come."""
         while True:
             item = box.get(_POLL_S)
             if item is None:
@@ -17010,6 +17102,8 @@ class HttpHandler:
             elif is_reply(item):
                 self.send_json(200, item)
                 return True
+            elif "method" in item and "id" in item and answered is not None:
+                answered(rpc_error(item["id"], INVALID_REQUEST, JSON_ONLY_ASKS))
 
     # -- reading requests ------------------------------------------------------------------------
 

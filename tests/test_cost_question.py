@@ -658,3 +658,179 @@ def reservations(tmp_path) -> int:
         return 0
     with sqlite3.connect(found[0]) as conn:
         return conn.execute("SELECT COUNT(*) FROM reservations").fetchone()[0]
+
+
+# -- Attacks on the cost question (review): each one a defect found, now fixed ----------------
+
+WINDOW_TTL_MS = (8 * 3600 + 15 * 60) * 1000  # an 8h window and its margin
+
+
+def test_run_discounted_on_a_2025_task_keeps_the_task_for_the_window(spawn, fake):
+    """The task is created before the choice, at the tool's own ttl (an hour): a person who
+    chooses the 8h window must be able to collect the answer at its end, not find it gone."""
+    server = handshake(spawn, fake)
+    send_call(server, 61, "q", task={})
+    created = reply_to(server, 61)["result"]["task"]
+    assert created["ttl"] < WINDOW_TTL_MS
+    fake.window_polls = 50  # the run stays queued while the task is looked at
+    answer(server, question(server), choose("run_discounted"))
+    fake.wait_for_requests(1)
+    got = server.request("tasks/get", {"taskId": created["taskId"]})["result"]
+    assert got["ttl"] >= WINDOW_TTL_MS, got
+    server.request("tasks/cancel", {"taskId": created["taskId"]})
+
+
+def test_run_discounted_on_an_extension_task_keeps_it_for_the_window(spawn, fake):
+    server = modern_server(spawn, fake, ASK + TASKS_NOW)
+    caps = {**FORMS, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+    args = {"query": "q"}
+    first = asked_of(modern_call(server, args, caps))
+    fake.window_polls = 50
+    then = retry(server, first, args, {"confirm": choose("run_discounted")}, caps=caps)["result"]
+    assert then["resultType"] == "task" and then["ttlMs"] >= WINDOW_TTL_MS, then
+
+
+def test_a_requeststate_answered_run_runs_once(spawn, fake):
+    """A yes is to one call: the same requestState and answer sent again (a replay, a
+    client's blind retry) asks again instead of spending again."""
+    server = modern_server(spawn, fake)
+    args = {"query": "q", "fresh": True}  # no cache to absorb a replay
+    first = asked_of(modern_call(server, args))
+    yes = {"confirm": choose("run")}
+    fake.enqueue(SEARCHED)
+    assert retry(server, first, args, yes)["result"]["resultType"] == "complete"
+    fake.enqueue(SEARCHED)
+    refused(retry(server, first, args, yes), "it was answered already")
+    assert len(creates(fake)) == 1
+
+
+def test_a_model_with_no_known_price_is_asked_not_run_unasked(spawn, fake):
+    """Without a price its tokens cannot be estimated: the quote (its searches) is no worst
+    case, so a call over the threshold at any real price must not slip through unasked."""
+    config = "model_profiles:\n  answer:\n    model: gpt-unpriced-9\n"
+    server = handshake(spawn, fake, config + "budget:\n  confirm_over_usd: 0.1\n")
+    send_call(server, 71, "q")
+    asked = question(server)
+    assert "No price is known for gpt-unpriced-9" in asked["params"]["message"], asked
+    answer(server, asked, choose("cancel"))
+    not_run(reply_to(server, 71))
+    assert creates(fake) == []
+
+
+def test_end_of_input_while_asked_ends_the_question_at_once(spawn, fake):
+    """Answers come on stdin: once it is closed none can come, so the call is not run and the
+    server leaves, instead of waiting budget.confirm_timeout_s (300 s) for nobody."""
+    server = handshake(spawn, fake)
+    send_call(server, 81, "q")
+    question(server)
+    server.close_stdin()
+    done = not_run(reply_to(server, 81, timeout=15))
+    assert done["_meta"]["confirm"]["choice"] == "ended", done
+    assert server.wait(15) == 0
+    assert creates(fake) == []
+
+
+def test_no_discount_is_quoted_or_offered_once_the_api_refused_a_window(spawn, fake):
+    """After a refused window every call runs at soonest, billed in full: a quote at the
+    profile's window, or an offer of one, would price it below what it is billed."""
+    fake.refuse_windows = True
+    window = "model_profiles:\n  answer:\n    model: gpt-6.1-terra\n    completion_window: 2h\n"
+    server = handshake(spawn, fake, ASK + window)
+    send_call(server, 91, "q")
+    asked = question(server)
+    answer(server, asked, choose("run_discounted"))
+    done = reply_to(server, 91)["result"]
+    assert "window" not in done["_meta"]  # refused: it ran at soonest, at full price
+    # Quoted as admission estimates it: at full price until the API has taken a window.
+    assert "window" not in done["_meta"]["confirm"]["estimate"]
+    fake.enqueue(SEARCHED)
+    send_call(server, 92, "another question")
+    asked = question(server)
+    values = [
+        o["const"] for o in asked["params"]["requestedSchema"]["properties"]["choice"]["oneOf"]
+    ]
+    assert values == ["run", "cancel"], asked
+    answer(server, asked, choose("run"))
+    estimate = reply_to(server, 92)["result"]["_meta"]["confirm"]["estimate"]
+    assert "window" not in estimate and "discounted" not in estimate, estimate
+
+
+@pytest.mark.parametrize(
+    "state",
+    [42, None.__class__.__name__, "t1.x", "t1." + "A" * 5000, ["t1.a.b"], {"k": "q"}],
+    ids=["number", "word", "truncated", "huge", "list", "object"],
+)
+def test_a_requeststate_that_is_none_of_ours_is_refused_in_a_line_about_it(spawn, fake, state):
+    """Whatever the client sends as requestState, the refusal names a requestState (not a
+    "task id"), in one line that echoes nothing of it; nothing is sent."""
+    server = modern_server(spawn, fake)
+    reply = modern_call(server, {"query": "q"}, requestState=state)
+    refused(reply, "not a requestState of this server")
+    message = reply["error"]["message"]
+    assert "task id" not in message and "\n" not in message and len(message) < 300
+    assert "AAAA" not in message and creates(fake) == []
+
+
+def test_a_discount_offered_before_a_window_was_refused_is_not_run_at_full_price(spawn, fake):
+    """The person chose the discounted run offered in round one; meanwhile the API refused a
+    window, so it could only run at full price: not run, rather than billed above the figure
+    they agreed to."""
+    server = modern_server(spawn, fake)
+    a, b = {"query": "a"}, {"query": "b"}
+    first_a = asked_of(modern_call(server, a))
+    first_b = asked_of(modern_call(server, b))
+    fake.refuse_windows = True  # b's discounted run is refused: windows are off from now on
+    done_b = retry(server, first_b, b, {"confirm": choose("run_discounted")})["result"]
+    assert "window" not in done_b["_meta"], done_b
+    sent = len(creates(fake))
+    done_a = not_run(retry(server, first_a, a, {"confirm": choose("run_discounted")}))
+    assert "the discounted run is not offered here" in done_a["content"][0]["text"]
+    assert len(creates(fake)) == sent
+
+
+def test_a_discount_chosen_after_a_window_was_refused_is_not_run_at_full_price(spawn, fake):
+    """The handshake era: while one person decides, another call's window is refused; their
+    choice of the discounted run can then only run at full price, so it is not run."""
+    server = handshake(spawn, fake)
+    send_call(server, 101, "a")
+    asked_a = question(server)
+    send_call(server, 102, "b")
+    asked_b = question(server)
+    fake.refuse_windows = True
+    answer(server, asked_b, choose("run_discounted"))
+    assert "window" not in reply_to(server, 102)["result"]["_meta"]  # refused: ran in full
+    sent = len(creates(fake))
+    answer(server, asked_a, choose("run_discounted"))
+    done = not_run(reply_to(server, 101))
+    assert "completion window" in done["content"][0]["text"], done
+    assert len(creates(fake)) == sent
+
+
+def test_a_json_only_post_is_not_left_waiting_for_an_answer_it_cannot_carry(spawn, fake):
+    """A client that takes only JSON on its POST cannot be sent the question there: the call
+    is not run, at once, instead of the POST hanging for budget.confirm_timeout_s."""
+    from http_client import post, rpc
+
+    server = serve_http(spawn, fake)
+    init = {"protocolVersion": "2025-11-25", "capabilities": FORMS, "clientInfo": INFO}
+    session = post(server.port, rpc("initialize", init)).headers["mcp-session-id"]
+    call = rpc("tools/call", {"name": "answer", "arguments": {"query": "q"}}, id=5)
+    json_only = {"MCP-Protocol-Version": "2025-11-25", "Accept": "application/json"}
+    response = post(server.port, call, session, json_only, timeout=20)
+    assert response.status == 200 and response.headers["content-type"] == "application/json"
+    done = not_run(response.json())
+    assert "the client could not ask the person" in done["content"][0]["text"]
+    assert creates(fake) == []
+
+
+INFO = {"name": "pytest", "version": "0"}
+
+
+def test_a_2025_03_26_client_is_never_sent_elicitation(spawn, fake):
+    """Elicitation came with 2025-06-18: a 2025-03-26 client that declares it anyway is not
+    sent a request it does not know; it runs unasked, and _meta says why."""
+    fake.enqueue(SEARCHED)
+    server = handshake(spawn, fake, capabilities=FORMS, version="2025-03-26")
+    reply = server.call("answer", {"query": "q"})
+    assert reply["result"]["_meta"]["confirm"]["asked"] is False, reply
+    assert len(creates(fake)) == 1
