@@ -10138,7 +10138,9 @@ class AnswerEngine:
         opens = self.background.windows_open(request)
         own = self._config.completion_window(tool) if opens else None
         offer = "8h" if opens and own != "8h" else None  # 8h is the cheapest window there is
-        priced = self.background.estimate_window(own if own in WINDOW_FACTORS else None)
+        priced = self.background.estimate_window(
+            own if own in WINDOW_FACTORS else None, request["model"]
+        )
         quote = self.spending.quote(tool, request, args, today, user, offer, priced)
         try:
             return confirm(quote)
@@ -12055,6 +12057,12 @@ CONFIRM_KEY, ROOTS_KEY = "confirm", "roots"  # inputRequests keys; CONFIRM_KEY i
 TASK_REPLIED = "task"  # the handshake era's `state`: a 2025-11-25 task, its request answered
 INPUT_STATE_KIND = "q"  # a requestState's `k`: never a task kind, so never a task id
 INPUT_STATE_TTL_MS = 600_000  # how long a requestState is honoured after it was minted
+# Questions one person may have waiting at once (the handshake era, where each holds a call's
+# server.max_calls slot until answered): a client that never answers cannot fill the server.
+QUESTIONS_WAITING_PER_USER = 4
+# A 2026-07-28 retry whose worst case has grown past the figure the person agreed to by more
+# than this (the ledger or a file changed between the rounds) is asked again.
+AGREED_SLACK_USD = 0.005
 NOTHING_SPENT = "nothing was sent and nothing was spent"
 
 
@@ -12097,6 +12105,7 @@ class CostQuestion:
         self._secret = config.get("server", "tasks", "secret") or secrets.token_urlsafe(32)
         self._answered_states: dict = {}  # nonce -> expiry: states whose answer was read
         self._answered_lock = threading.Lock()
+        self._waiting: dict = {}  # user -> questions waiting for their answer (handshake era)
 
     def state_of(self, params: dict, tool: str, user: str) -> dict | None:
         """The fields of the requestState a 2026-07-28 retry echoes (None: none), checked: ours,
@@ -12171,9 +12180,12 @@ class CostQuestion:
             if not asks_forms(declared_capability(params, "elicitation")):
                 return self._unasked(quote)
             choice = self._answered(params, state)
+            agreed = state.get("q", float("inf")) if state else float("inf")
+            if choice is not None and quote.worst > agreed + AGREED_SLACK_USD:
+                choice = None  # dearer than what the person agreed to: asked again
             if choice is None:
                 asked = {CONFIRM_KEY: {"method": "elicitation/create", "params": self.form(quote)}}
-                carried = {"w": CONFIRM_KEY, "o": quote.offer}
+                carried = {"w": CONFIRM_KEY, "o": quote.offer, "q": round(quote.worst, 6)}
                 if state and state.get("r") is not None:
                     carried["r"] = state["r"]
                 raise InputRequired(
@@ -12232,6 +12244,11 @@ class CostQuestion:
         params = self.form(quote, titled=session.protocol_version >= MCP_2025_11_25)
         if session.protocol_version < MCP_2025_11_25:
             del params["mode"]
+        with self._answered_lock:
+            waiting = self._waiting.get(call.user, 0)
+            if waiting >= QUESTIONS_WAITING_PER_USER:
+                return "busy"
+            self._waiting[call.user] = waiting + 1
         try:
             answer = session.ask(
                 "elicitation/create", params, self.timeout_s, call.id, call.cancelled
@@ -12243,6 +12260,11 @@ class CostQuestion:
             return "ended" if session.asks_ended else "timeout"
         except (ValueError, RpcError):
             return "failed"
+        finally:
+            with self._answered_lock:
+                self._waiting[call.user] -= 1
+                if not self._waiting[call.user]:
+                    del self._waiting[call.user]
 
     def _answered(self, params, state) -> str | None:
         """2026-07-28: the choice an authenticated retry carries (None: not asked yet)."""
@@ -12282,6 +12304,8 @@ class CostQuestion:
             "timeout": f"no answer came within {self.timeout_s:g} s (budget.confirm_timeout_s)",
             "failed": "the client could not ask the person",
             "cancelled": "the call was cancelled while the person was asked",
+            "busy": f"{QUESTIONS_WAITING_PER_USER} questions already wait for this person's "
+            "answer; answer them, then call again",
             "ended": "the client closed its input while the person was asked",
             "run_discounted": "the discounted run is not offered here",
         }.get(choice, "the answer chose none of run, run_discounted, cancel")

@@ -355,6 +355,37 @@ def test_modern_state_forged_altered_expired_rebound_is_refused(spawn, fake):
     assert len(creates(fake)) == 1
 
 
+def test_modern_retry_dearer_than_what_was_agreed_is_asked_again(spawn, fake):
+    """The state carries the worst case the person saw; a retry whose worst case has grown past
+    it (the ledger, or a file, changed between the rounds) is asked again, nothing sent."""
+    server = modern_server(spawn, fake)
+    args, yes = {"query": "q"}, {"confirm": choose("run")}
+    first = asked_of(modern_call(server, args))
+    agreed = json.loads(
+        __import__("base64").urlsafe_b64decode(first["requestState"].split(".")[1] + "==")
+    )["q"]
+    assert agreed > 0.01  # the worst case the form showed
+    again = asked_of(retry(server, first, args, yes, mint({"q": agreed / 10})))
+    assert "confirm" in again["inputRequests"]
+    assert creates(fake) == []
+    fake.enqueue(SEARCHED)
+    done = retry(server, first, args, yes, mint({"q": agreed}))["result"]
+    assert done["_meta"]["confirm"]["choice"] == "run" and len(creates(fake)) == 1
+
+
+def test_a_person_has_at_most_four_questions_waiting(spawn, fake):
+    """Each waiting question holds a call's server.max_calls slot: a fifth is not run at once,
+    so a client that never answers cannot fill the server."""
+    server = handshake(spawn, fake)
+    for n in range(4):
+        send_call(server, 30 + n, f"q{n}")
+        question(server)
+    send_call(server, 34, "q4")
+    result = not_run(reply_to(server, 34))
+    assert "4 questions already wait for this person's answer" in result["content"][0]["text"]
+    assert creates(fake) == []
+
+
 def test_modern_responses_without_a_state_are_asked_again(spawn, fake):
     """An answer the client makes up, with no requestState, runs nothing: it is asked."""
     server = modern_server(spawn, fake)
