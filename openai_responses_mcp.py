@@ -18511,6 +18511,8 @@ def format_usage(report: dict) -> str:
     labels = {
         name: [inert(str(row[column])) for row in report[name]] for _, name, column in _USAGE_TABLES
     }
+    # OAuth subjects' labels name their issuer: often the widest of all.
+    labels["by_user"] = [inert(Identity.of_row(row).label) for row in report.get("by_user") or ()]
     width = max([28] + [_shown_width(label) for names in labels.values() for label in names])
     for title, name, _ in _USAGE_TABLES:
         head = f"{_pad(title, width)} {'calls':>7} {'from cache':>10} {'searches':>8} {'USD':>12}"
@@ -18518,10 +18520,9 @@ def format_usage(report: dict) -> str:
         for label, row in zip(labels[name], report[name], strict=True):
             lines.append(_usage_line(label, row, width))
     if report.get("by_user"):
-        lines += ["", f"{_pad('by user', width)} {'calls':>7} {'USD':>33}"]
-        for row in report["by_user"]:
-            label = inert(Identity.of_row(row).label)
-            lines.append(f"{_pad(label, width)} {row['calls']:>7} {row['usd']:>33.4f}")
+        lines += ["", f"{_pad('by user', width)} {'calls':>7} {'USD':>32}"]
+        for label, row in zip(labels["by_user"], report["by_user"], strict=True):
+            lines.append(f"{_pad(label, width)} {row['calls']:>7} {row['usd']:>32.4f}")
     lines += ["", _usage_line("total", report["total"], width)]
     if report["total"]["unpriced"]:
         lines.append(

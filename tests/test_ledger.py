@@ -140,6 +140,19 @@ def test_usage_columns_say_what_they_count():
     assert lines[-1].split() == ["total", "3", "2", "4", "0.5000"]
 
 
+def test_usage_by_user_keeps_its_columns_for_a_long_oauth_name():
+    row = {**m._usage_row_empty(), "calls": 2, "usd": 0.25}
+    subject = {"user": "oauth:https://login.example.com/realms/team#" + "s" * 40, "kind": "oauth"}
+    report = {"since": None, "timezone": "UTC", "state_path": "/s", "total": row}
+    report |= {"by_day": [{**row, "day": "2026-11-24"}], "by_model": [], "by_tool": []}
+    report["by_user"] = [{**subject, "calls": 2, "usd": 0.25}]
+    lines = m.format_usage(report).splitlines()
+    user_line = next(line for line in lines if "login.example.com" in line)
+    day_line = next(line for line in lines if line.startswith("2026-11-24"))
+    assert user_line.endswith("0.2500") and day_line.endswith("0.2500")
+    assert len(user_line) == len(day_line)  # the USD column lines up in every table
+
+
 def test_since_leaves_out_earlier_days(spawn, fake, tmp_path):
     start(spawn, fake).call("answer", {"query": "q"})
     assert usage_json(tmp_path, "--since", "2000-01-01")["total"]["calls"] == 1
