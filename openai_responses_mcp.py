@@ -12173,7 +12173,9 @@ class CostQuestion:
         if handshake_era(version):
             # A 2025-11-25 task over Streamable HTTP has had its reply (the task): its POST
             # stream, where the question would go, is closed.
-            if not session.elicits or (session.relate is not None and state == TASK_REPLIED):
+            if session.elicits and session.relate is not None and state == TASK_REPLIED:
+                return self._unasked(quote, "a 2025-11-25 task over HTTP: its request was answered")
+            if not session.elicits:
                 return self._unasked(quote)
             choice = self._ask_now(quote, session, call)
         else:
@@ -12196,14 +12198,14 @@ class CostQuestion:
             quote.offer = state.get("o") if quote.offer is not None else None
         return self._apply(choice, quote, call)
 
-    def _unasked(self, quote: Quote) -> dict:
-        meta = {"asked": False, "reason": "the client cannot be asked (no form elicitation)"}
+    def _unasked(self, quote: Quote, why: str = "no form elicitation") -> dict:
+        meta = {"asked": False, "reason": f"the client cannot be asked ({why})"}
         meta["estimate"] = quote.as_meta()
         if self.required:
             raise NotRun(
                 f"not run: {quote.tool} may cost up to {usd(quote.worst)}, over "
                 f"budget.confirm_over_usd ({usd(self.threshold)}), and this client cannot be "
-                f"asked (no form elicitation), so budget.confirm_required refuses it; "
+                f"asked ({why}), so budget.confirm_required refuses it; "
                 f"{NOTHING_SPENT}",
                 "refused",
                 meta,

@@ -469,11 +469,11 @@ def http_modern(port: int, arguments: dict, headers=None, caps=FORMS, **params) 
     return response.json()
 
 
-def serve_http(spawn, fake, *flags: str, env=None):
+def serve_http(spawn, fake, *flags: str, env=None, config: str = ASK):
     from http_client import wait_listening
 
     env = {"MCP_TASK_SECRET": SECRET, **(env or {})}
-    server = spawn("--http", "127.0.0.1:0", *flags, config=ASK, env=env, upstream=fake)
+    server = spawn("--http", "127.0.0.1:0", *flags, config=config, env=env, upstream=fake)
     server.port = wait_listening(server)
     return server
 
@@ -537,6 +537,32 @@ def test_handshake_era_over_http_asks_on_the_calls_stream(spawn, fake):
     stream.close()
     assert done["id"] == 5 and done["result"]["_meta"]["confirm"]["window"] == "8h", done
     assert len(creates(fake)) == 1
+
+
+def test_a_handshake_task_over_http_is_not_asked_and_says_why(spawn, fake):
+    """A 2025-11-25 task over Streamable HTTP: the POST that could carry the question has had its
+    reply (the task), so the call is not asked; with confirm_required it is not run, and the
+    reason names the task, not a missing capability."""
+    from http_client import post, rpc
+
+    server = serve_http(spawn, fake, config=ASK + "  confirm_required: true\n")
+    init = {"protocolVersion": "2025-11-25", "capabilities": FORMS}
+    reply = post(
+        server.port, rpc("initialize", {**init, "clientInfo": {"name": "p", "version": "0"}})
+    )
+    session, version = reply.headers["mcp-session-id"], {"MCP-Protocol-Version": "2025-11-25"}
+    call = {"name": "answer", "arguments": {"query": "q"}, "task": {"ttl": 60000}}
+    def reply_of(response) -> dict:  # JSON, or the last event of an event stream
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            return response.events()[-1][1]
+        return response.json()
+
+    created = reply_of(post(server.port, rpc("tools/call", call, id=7), session, version))
+    task_id = created["result"]["task"]["taskId"]
+    got = post(server.port, rpc("tasks/result", {"taskId": task_id}, id=8), session, version)
+    result = not_run(reply_of(got))
+    assert "cannot be asked (a 2025-11-25 task over HTTP" in result["content"][0]["text"]
+    assert creates(fake) == []
 
 
 # -- The official SDK client, in both eras, answering the form ---------------------------------
