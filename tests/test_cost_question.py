@@ -552,6 +552,7 @@ def test_a_handshake_task_over_http_is_not_asked_and_says_why(spawn, fake):
     )
     session, version = reply.headers["mcp-session-id"], {"MCP-Protocol-Version": "2025-11-25"}
     call = {"name": "answer", "arguments": {"query": "q"}, "task": {"ttl": 60000}}
+
     def reply_of(response) -> dict:  # JSON, or the last event of an event stream
         if response.headers.get("content-type", "").startswith("text/event-stream"):
             return response.events()[-1][1]
