@@ -670,6 +670,9 @@ def test_refused_requests_trickling_their_bodies_never_fill_max_connections(serv
             sock.close()
     # A refused request whose body came with it still gets its id back. One write, so the body
     # has arrived with the headers (http.client sends them in two, and may be refused between).
+    # First the server must have seen the connections above close (two slots only: under load
+    # it may still count one, and close a new connection unanswered).
+    wait_until(lambda: healthz_status(server.port) == 200, what="a free slot")
     body = json.dumps(rpc("ping", id=7)).encode()
     sock = raw_connection(server.port)
     try:
