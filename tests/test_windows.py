@@ -374,30 +374,6 @@ def test_polls_failing_in_a_row_are_retried_until_the_window_ends(spawn, fake):
     assert not [r for r in fake.requests if r.path.endswith("/cancel")]
 
 
-def test_a_call_is_admitted_at_full_price_until_a_window_was_taken_then_at_its_discount(
-    engine, fake, monkeypatch
-):
-    admitted = []
-    admit = engine.spending.admit
-
-    def spy(tool, request, today, hold, user, args, window=None, priced=None):
-        admitted.append((window, priced))
-        return admit(tool, request, today, hold, user, args, window, priced)
-
-    monkeypatch.setattr(engine.spending, "admit", spy)
-    fake.window_polls = 0
-    for query in ("first", "second"):
-        call = orm.Call(query, "answer")
-        call.window = "8h"
-        engine.answer("answer", {"query": query}, call)
-    # Its reservation outlives the window both times; the estimate is discounted only once
-    # the API has taken a window (before, a refusal would bill the fallback in full).
-    assert admitted == [("8h", None), ("8h", "8h")]
-
-
-# -- what was billed: a window taken is one the API said it took (issue 41 review) -----------
-
-
 def spy_admissions(engine, monkeypatch) -> list:
     """The (window, priced) each admission of the engine was given."""
     admitted = []
@@ -409,6 +385,23 @@ def spy_admissions(engine, monkeypatch) -> list:
 
     monkeypatch.setattr(engine.spending, "admit", spy)
     return admitted
+
+
+def test_a_call_is_admitted_at_full_price_until_a_window_was_taken_then_at_its_discount(
+    engine, fake, monkeypatch
+):
+    admitted = spy_admissions(engine, monkeypatch)
+    fake.window_polls = 0
+    for query in ("first", "second"):
+        call = orm.Call(query, "answer")
+        call.window = "8h"
+        engine.answer("answer", {"query": query}, call)
+    # Its reservation outlives the window both times; the estimate is discounted only once
+    # the API has taken a window (before, a refusal would bill the fallback in full).
+    assert admitted == [("8h", None), ("8h", "8h")]
+
+
+# -- what was billed: a window taken is one the API said it took (issue 41 review) -----------
 
 
 def test_a_gateway_that_drops_the_window_unsaid_is_booked_at_full_price(spawn, fake):
