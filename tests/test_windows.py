@@ -113,15 +113,22 @@ def test_cancelling_while_it_waits_in_its_window_cancels_it_upstream_and_books_n
     assert len(fake.creates) == 1
 
 
-def test_a_run_that_ended_in_its_window_as_it_was_cancelled_is_booked(spawn, fake, tmp_path):
-    """Polls come up to a minute apart: a run may end (and be billed) after the last poll and
-    before the cancel reaches it. Its row books what it was billed, at the discount."""
+def polling_run_ending_before_its_cancel(spawn, fake):
+    """A server whose call 5 (answer_detailed, 8h) is being polled; its run will have ended,
+    billed USAGE, by the time a cancel reaches the fake."""
     fake.window_polls = 1000
     fake.windows_end_before_cancel = True
     fake.default = Reply(usage=USAGE)
     server = start(spawn, fake, config=WINDOWED)
     send_call(server, 5, tool="answer_detailed")
     fake.wait_until(lambda: polls(fake), timeout=15)
+    return server
+
+
+def test_a_run_that_ended_in_its_window_as_it_was_cancelled_is_booked(spawn, fake, tmp_path):
+    """Polls come up to a minute apart: a run may end (and be billed) after the last poll and
+    before the cancel reaches it. Its row books what it was billed, at the discount."""
+    server = polling_run_ending_before_its_cancel(spawn, fake)
     cancel(server, 5)
     fake.wait_until(lambda: fake.cancels, timeout=10)
     wait_until(lambda: usage_report(tmp_path)["total"]["calls"], 10, "the cancelled call's row")
@@ -133,12 +140,7 @@ def test_a_stop_signal_mid_poll_cancels_the_run_upstream_and_books_what_it_was_b
     spawn, fake, tmp_path
 ):
     """(At the end of stdin alone, a call answering inline is awaited, as any: long-calls.md.)"""
-    fake.window_polls = 1000
-    fake.windows_end_before_cancel = True
-    fake.default = Reply(usage=USAGE)
-    server = start(spawn, fake, config=WINDOWED)
-    send_call(server, 5, tool="answer_detailed")
-    fake.wait_until(lambda: polls(fake), timeout=15)
+    server = polling_run_ending_before_its_cancel(spawn, fake)
     server.proc.send_signal(signal.SIGTERM)
     assert server.wait(15) == 0
     assert len(fake.cancels) == 1
