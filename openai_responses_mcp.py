@@ -9705,20 +9705,26 @@ class Quote:
     `offer`, a cheaper completion window the person may choose (None: none), and `spend`,
     lines of the day's spend against each budget that is set."""
 
-    def __init__(self, tool: str, model: str, expected: float, worst: float, searches: float):
+    def __init__(
+        self, tool: str, model: str, expected: float, worst: float, searches: float, window=None
+    ):
         self.tool, self.model = tool, model
-        self._standard = (expected, max(expected, worst))
+        # The figures at `window`, as admission makes them: the ledger's recent calls as they
+        # were billed (a windowed profile's at its discount already), so that discount is
+        # never taken twice (issue 41: a call over confirm_over_usd ran unasked).
+        self._at_window = (expected, max(expected, worst))
         self._searches = searches  # the part of a figure that is web searches (no discount)
-        self.window, self.offer = "soonest", None
+        self.window, self.offer = window or "soonest", None
         self.spend: list[str] = []
         self.priced = True  # False: no price known for the model, so its tokens are not in it
 
     def at(self, window) -> tuple[float, float]:
         """(expected, worst) at a completion window: its discount applies to tokens only;
-        web searches keep their price."""
-        factor = window_factor(window)
+        web searches keep their price. Relative to the quote's own window, whose discount
+        the figures already carry."""
+        factor = window_factor(window) / window_factor(self.window)
         return tuple(
-            min(x, self._searches) + max(0.0, x - self._searches) * factor for x in self._standard
+            min(x, self._searches) + max(0.0, x - self._searches) * factor for x in self._at_window
         )
 
     @property
@@ -9796,7 +9802,7 @@ class Spending:
         or none is cheaper). Raises ToolError when the ledger cannot be read."""
         model = request["model"]
         carried = self.carried.of(request.get("previous_response_id"))
-        estimator = CallEstimator(self.pricing, request, args, carried)
+        estimator = CallEstimator(self.pricing, request, args, carried, window)
         floor = reservation_floor(self._config, tool)
         try:
             recent = self.ledger.recent(tool, model)
@@ -9808,10 +9814,12 @@ class Spending:
         tokens = min((int(row[1] or 0) for row in recent), default=0)
         usds = [float(row[0]) for row in recent]
         expected = estimator(max(floor, sum(usds) / len(usds) if usds else 0.0), tokens)
-        worst = estimator(max([floor, *usds]) if usds else self._prior(tool, model), tokens)
-        quote = Quote(tool, model, expected, worst, floor)
+        # The prior is at Standard prices; the ledger's rows are as they were billed.
+        prior = floor + (self._prior(tool, model) - floor) * window_factor(window)
+        worst = estimator(max([floor, *usds]) if usds else prior, tokens)
+        quote = Quote(tool, model, expected, worst, floor, window)
         quote.priced = self.pricing.prices(model) is not None
-        quote.window, quote.offer = window or "soonest", offer
+        quote.offer = offer
         quote.spend = self._spend_lines(today, user)
         return quote
 

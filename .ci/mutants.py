@@ -1450,6 +1450,15 @@ MUTANTS = [
         "worst_case",
     ),
     mutant(
+        "confirm-quote-discounts-billed-rows-twice",
+        "money",
+        "factor = window_factor(window) / window_factor(self.window)",
+        "factor = window_factor(window)",
+        "tests/test_cost_question.py",
+        "-k",
+        "not_discounted_again",
+    ),
+    mutant(
         "confirm-threshold-inverted",
         "money",
         "and not quote.worst > self.threshold:",

@@ -892,3 +892,34 @@ def test_a_2025_03_26_client_is_never_sent_elicitation(spawn, fake):
     reply = server.call("answer", {"query": "q"})
     assert reply["result"]["_meta"]["confirm"]["asked"] is False, reply
     assert len(creates(fake)) == 1
+
+
+# -- Where the cost question meets discounted runs (issue 41, end to end) ----------------------
+
+
+def test_a_windowed_profiles_billed_calls_are_not_discounted_again_in_the_quote(spawn, fake):
+    """The ledger books a windowed profile's calls at its discount already: the quote must not
+    take that discount a second time, or a call dearer than confirm_over_usd runs unasked."""
+    from fake_upstream import Reply
+
+    fake.window_polls = 0
+    usage = {"input_tokens": 100_000, "output_tokens": 20_000}  # $0.40 at Standard; $0.24 at 8h
+    fake.default = Reply(usage={**usage, "input_tokens_details": {"cached_tokens": 0}})
+    window = "model_profiles:\n  answer_detailed:\n    model: gpt-6.1-terra\n"
+    window += "    completion_window: 8h\n"
+    server = handshake(spawn, fake, PRICES + window + "budget:\n  confirm_over_usd: 0.2\n")
+    # The first is quoted at Standard prices from the prior (up to about $0.19): not asked.
+    send_call(server, 1, "q1", tool="answer_detailed")
+    first = reply_to(server, 1, timeout=30)["result"]["_meta"]
+    assert first["window"] == "8h" and first["cost"]["usd"] == pytest.approx(0.24)
+    # The same again would cost $0.24, over $0.20: asked, quoted at least what it was billed.
+    send_call(server, 2, "q2", tool="answer_detailed")
+    asked, _ = server.recv_until(
+        lambda m: m.get("id") == 2 or m.get("method") == "elicitation/create", 30
+    )
+    assert asked.get("method") == "elicitation/create", asked
+    answer(server, asked, choose("cancel"))
+    estimate = not_run(reply_to(server, 2))["_meta"]["confirm"]["estimate"]
+    assert estimate["window"] == "8h" and estimate["worst_usd"] >= 0.24, estimate
+    assert "discounted" not in estimate  # nothing is cheaper than 8h
+    assert len(creates(fake)) == 1
