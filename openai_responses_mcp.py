@@ -9187,9 +9187,13 @@ class CallEstimator:
     the tool's calls of the call's `model`): Pricing.estimate, at the tier the request asks
     for, with what it brings: its question, its files and, for a follow-up, the `carried`
     tokens of its earlier turns (billed again as input; _Carried knows them when this process
-    made the response it follows), in the completion `window` it will run in (None: soonest)."""
+    made the response it follows), in the completion `window` it will run in (None: soonest).
+    `rebilled`: (searches, rate) when it runs in another window than the one its tool's recent
+    calls were billed at: their token part (what is over `searches`) times `rate`."""
 
-    def __init__(self, pricing: Pricing, request: dict, args: dict, carried: int = 0, window=None):
+    def __init__(
+        self, pricing: Pricing, request: dict, args, carried: int = 0, window=None, rebilled=None
+    ):
         brought = text_tokens(request_text(request))
         brought += sum(f.tokens for f in args.get("files") or ())
         brought += carried
@@ -9197,9 +9201,12 @@ class CallEstimator:
         self._besides = text_tokens(request.get("instructions") or "")
         self._pricing, self._brought = pricing, brought
         self.model, self._tier = request["model"], request.get("service_tier")
-        self.window = window
+        self.window, self._rebilled = window, rebilled
 
     def __call__(self, usd: float, tokens: int) -> float:
+        if self._rebilled is not None:
+            searches, rate = self._rebilled
+            usd = min(usd, searches) + max(0.0, usd - searches) * rate
         model, tier, brought, besides = self.model, self._tier, self._brought, self._besides
         return self._pricing.estimate(model, tier, brought, max(besides, tokens), usd, self.window)
 
@@ -9777,16 +9784,22 @@ class Spending:
         args,
         window=None,
         priced=None,
+        billed=None,
     ) -> None:
         """Lets a call make a new request, its expected cost (its question's and files' too)
         reserved against each budget (the team's and its user's), or refuses it (a ledger row
         says so). `window`: the completion window it runs in (its reservation outlives it);
-        `priced`: the one its estimate takes the discount of (BackgroundMode.estimate_window)."""
+        `priced`: the one its estimate takes the discount of (BackgroundMode.estimate_window);
+        `billed`: the one its tool's recent calls are taken as billed at (its profile's, priced
+        the same way). A discounted run the person chose is reserved at the figure they were
+        offered (Quote.at), not at the price of the tool's own window."""
         model = request["model"]
         try:
             self._check_priced(model, today, user)
             carried = self.carried.of(request.get("previous_response_id"))
-            estimator = CallEstimator(self.pricing, request, args, carried, priced)
+            rate = window_factor(priced) / window_factor(billed)
+            rebilled = (reservation_floor(self._config, tool), rate) if rate != 1.0 else None
+            estimator = CallEstimator(self.pricing, request, args, carried, priced, rebilled)
             hold.put(self._reserve(tool, today, user, estimator, window))
             self.state.prepare()  # the call's row is written at its end, even a stop signal's
         except ToolError:
@@ -10104,6 +10117,7 @@ class AnswerEngine:
         hold = _Hold()
         window = self.background.window(tool, call, request)  # the one its request asks for
         priced = self.background.estimate_window(window, request["model"])
+        billed = self._billed_window(tool, request)
 
         def fly(upstream: Call) -> tuple:
             upstream.window = call.window  # the request is the flight's own Call's
@@ -10117,7 +10131,7 @@ class AnswerEngine:
                 call,
                 fly,
                 admit=lambda: self.spending.admit(
-                    tool, request, today, hold, user, args, window, priced
+                    tool, request, today, hold, user, args, window, priced, billed
                 ),
             )
         finally:
@@ -10146,15 +10160,22 @@ class AnswerEngine:
         opens = self.background.windows_open(request)
         own = self._config.completion_window(tool) if opens else None
         offer = "8h" if opens and own != "8h" else None  # 8h is the cheapest window there is
-        priced = self.background.estimate_window(
-            own if own in WINDOW_FACTORS else None, request["model"]
-        )
+        priced = self._billed_window(tool, request)
         quote = self.spending.quote(tool, request, args, today, user, offer, priced)
         try:
             return confirm(quote)
         except NotRun as exc:
             self.spending.note(UsageRow(tool, request["model"], exc.outcome, user=user))
             raise
+
+    def _billed_window(self, tool: str, request: dict) -> str | None:
+        """The window the tool's recent calls are taken as billed at, by the quote and by
+        admission alike: its profile's, once the API took it for the model (else None)."""
+        if not self.background.windows_open(request):
+            return None
+        own = self._config.completion_window(tool)
+        own = own if own in WINDOW_FACTORS else None
+        return self.background.estimate_window(own, request["model"])
 
     def _check_window_open(self, tool: str, request: dict, call: Call, asked) -> None:
         """The discounted run the person chose (call.window) cannot run in a window any more

@@ -897,7 +897,9 @@ def test_a_2025_03_26_client_is_never_sent_elicitation(spawn, fake):
 # -- Where the cost question meets discounted runs (issue 41, end to end) ----------------------
 
 
-def test_a_windowed_profiles_billed_calls_are_not_discounted_again_in_the_quote(spawn, fake):
+def test_a_windowed_profiles_billed_calls_are_not_discounted_again_in_the_quote(
+    spawn, fake, tmp_path
+):
     """The ledger books a windowed profile's calls at its discount already: the quote must not
     take that discount a second time, or a call dearer than confirm_over_usd runs unasked."""
     from fake_upstream import Reply
@@ -912,6 +914,7 @@ def test_a_windowed_profiles_billed_calls_are_not_discounted_again_in_the_quote(
     send_call(server, 1, "q1", tool="answer_detailed")
     first = reply_to(server, 1, timeout=30)["result"]["_meta"]
     assert first["window"] == "8h" and first["cost"]["usd"] == pytest.approx(0.24)
+    wait_until(lambda: usage_of(tmp_path)["total"]["calls"] == 1, 10, "its row")
     # The same again would cost $0.24, over $0.20: asked, quoted at least what it was billed.
     send_call(server, 2, "q2", tool="answer_detailed")
     asked, _ = server.recv_until(
@@ -923,3 +926,38 @@ def test_a_windowed_profiles_billed_calls_are_not_discounted_again_in_the_quote(
     assert estimate["window"] == "8h" and estimate["worst_usd"] >= 0.24, estimate
     assert "discounted" not in estimate  # nothing is cheaper than 8h
     assert len(creates(fake)) == 1
+
+
+def test_a_budget_with_room_at_the_discount_admits_the_discounted_run_it_offered(
+    spawn, fake, tmp_path
+):
+    """The question offers the 8h run at its discount; admission must reserve that figure,
+    not the tool's full price, or a budget with room for the offer refuses what it offered
+    (once the API has taken an 8h window for the model: until then both are at full price)."""
+    from fake_upstream import Reply
+
+    fake.window_polls = 0
+    usage = {"input_tokens": 100_000, "output_tokens": 20_000}  # $0.40 at Standard; $0.24 at 8h
+    fake.default = Reply(usage={**usage, "input_tokens_details": {"cached_tokens": 0}})
+    profiles = "model_profiles:\n  answer_detailed:\n    model: gpt-6.1-terra\n"
+    profiles += "  answer_quick:\n    model: gpt-6.1-terra\n    completion_window: 8h\n"
+    budget = "budget:\n  confirm_over_usd: 0.01\n  daily_usd: 0.95\n"
+    server = handshake(spawn, fake, PRICES + profiles + budget)
+    for n, tool in enumerate(["answer_quick", "answer_detailed"]):  # $0.24 in 8h, then $0.40
+        send_call(server, n, f"q{n}", tool=tool)
+        answer(server, question(server), choose("run"))
+        assert "result" in reply_to(server, n, timeout=30)
+    wait_until(lambda: usage_of(tmp_path)["total"]["calls"] == 2, 10, "both rows")
+    # $0.64 spent of $0.95: another $0.40 has no room; $0.25 at the discount has.
+    send_call(server, 3, "q3", tool="answer_detailed")
+    asked = question(server)
+    assert "run within 8 hours for $0.25" in asked["params"]["message"], asked
+    answer(server, asked, choose("run"))
+    assert "has no room for this call" in reply_to(server, 3)["error"]["message"]
+    send_call(server, 4, "q4", tool="answer_detailed")
+    answer(server, question(server), choose("run_discounted"))
+    done = reply_to(server, 4, timeout=30)
+    assert "result" in done, done
+    assert done["result"]["_meta"]["window"] == "8h"
+    assert done["result"]["_meta"]["cost"]["usd"] == pytest.approx(0.24)
+    assert len(creates(fake)) == 3

@@ -381,9 +381,9 @@ def spy_admissions(engine, monkeypatch) -> list:
     admitted = []
     admit = engine.spending.admit
 
-    def spy(tool, request, today, hold, user, args, window=None, priced=None):
+    def spy(tool, request, today, hold, user, args, window=None, priced=None, billed=None):
         admitted.append((window, priced))
-        return admit(tool, request, today, hold, user, args, window, priced)
+        return admit(tool, request, today, hold, user, args, window, priced, billed)
 
     monkeypatch.setattr(engine.spending, "admit", spy)
     return admitted
@@ -475,3 +475,29 @@ def test_a_run_past_its_window_says_so_and_is_cancelled(tmp_path, fake, monkeypa
     assert "8h completion window" in message and "request.timeout_ms" not in message, message
     assert "model_profiles.answer.completion_window" in message
     fake.wait_until(lambda: fake.cancels, timeout=10)
+
+
+def test_a_windowed_profiles_calls_are_reserved_as_billed_not_discounted_again(
+    tmp_path, fake, monkeypatch
+):
+    """The ledger books a windowed profile's calls at its discount already: admission takes
+    them as billed, and discounts only what a call brings (issue 41: where the cost question's
+    discounted runs meet the budget)."""
+    profile = "    completion_window: 8h\nbudget:\n  daily_usd: 100\n"
+    engine = make_engine(tmp_path, fake, monkeypatch, profile)
+    estimates = []
+    reserve = engine.spending.ledger.reserve
+
+    def spy(*args, **kwargs):
+        found = reserve(*args, **kwargs)
+        estimates.append(found[1])
+        return found
+
+    monkeypatch.setattr(engine.spending.ledger, "reserve", spy)
+    fake.window_polls = 0
+    fake.default = Reply(usage={**USAGE, "input_tokens": 100_000, "output_tokens": 20_000})
+    first = engine.answer("answer", {"query": "first"}, orm.Call(1, "answer"))[1]
+    assert first["window"] == "8h" and first["cost"]["usd"] == pytest.approx(0.24)
+    wait_until(lambda: engine.spending.ledger.recent("answer", "gpt-6.1-terra"), 10, "the row")
+    engine.answer("answer", {"query": "second"}, orm.Call(2, "answer"))
+    assert estimates[1] >= 0.24, estimates  # the $0.24 it was billed, not $0.15
