@@ -12093,6 +12093,8 @@ QUESTIONS_WAITING_PER_USER = 4
 # than this (the ledger or a file changed between the rounds) is asked again.
 AGREED_SLACK_USD = 0.005
 NOTHING_SPENT = "nothing was sent and nothing was spent"
+NO_FORMS = "no form elicitation"  # why a client cannot be asked, as _meta.confirm says it
+STATELESS_UNASKED = "a --stateless server asks only 2026-07-28 clients, through input_required"
 
 
 def arguments_hash(arguments) -> str:
@@ -12122,10 +12124,14 @@ class CostQuestion:
     budget.confirm_required, is refused). Also reads and mints the 2026-07-28 requestState,
     which carries a call's roots from one round to the next."""
 
-    def __init__(self, config: Config, log: Log):
+    def __init__(self, config: Config, log: Log, stateless: bool = False):
         import secrets
 
         self.log = log
+        # --stateless: a handshake-era call's session is its request's own, without the
+        # capabilities initialize declared, and an answer would come on another request
+        # (or instance): nothing can be asked there, whatever the client declared.
+        self.stateless = stateless
         self.threshold = config.get("budget", "confirm_over_usd")
         self.required = config.get("budget", "confirm_required")
         self.timeout_s = config.get("budget", "confirm_timeout_s")
@@ -12200,6 +12206,8 @@ class CostQuestion:
         if quote.priced and not quote.worst > self.threshold:
             return None
         if handshake_era(version):
+            if self.stateless:
+                return self._unasked(quote, STATELESS_UNASKED)
             # A 2025-11-25 task over Streamable HTTP has had its reply (the task): its POST
             # stream, where the question would go, is closed.
             if session.elicits and session.relate is not None and state == TASK_REPLIED:
@@ -12227,7 +12235,7 @@ class CostQuestion:
             quote.offer = state.get("o") if quote.offer is not None else None
         return self._apply(choice, quote, call)
 
-    def _unasked(self, quote: Quote, why: str = "no form elicitation") -> dict:
+    def _unasked(self, quote: Quote, why: str = NO_FORMS) -> dict:
         meta = {"asked": False, "reason": f"the client cannot be asked ({why})"}
         meta["estimate"] = quote.as_meta()
         if self.required:
@@ -12454,7 +12462,8 @@ class CallsInFlight:
     def __init__(self, config: Config, log: Log, engine, replies: CallReplies, long_calls):
         self.config, self.log, self.engine = config, log, engine
         self.replies = replies  # what a call answers
-        self.question = CostQuestion(config, log)  # the person asked first; 2026-07-28 rounds
+        # The person asked first; 2026-07-28 rounds
+        self.question = CostQuestion(config, log, getattr(long_calls, "stateless", False))
         self.long_calls: LongCalls = long_calls  # its task or handoff, if it becomes one
         self.heartbeat = Heartbeat(config.get("server", "progress_interval_s"))
         self.max_calls = config.get("server", "max_calls")

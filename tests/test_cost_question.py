@@ -961,3 +961,39 @@ def test_a_budget_with_room_at_the_discount_admits_the_discounted_run_it_offered
     assert done["result"]["_meta"]["window"] == "8h"
     assert done["result"]["_meta"]["cost"]["usd"] == pytest.approx(0.24)
     assert len(creates(fake)) == 3
+
+
+def test_a_stateless_server_says_why_a_handshake_client_is_not_asked(spawn, fake):
+    """Under --stateless a 2025-11-25 call's session is its request's own: the question cannot
+    be asked however the client declared forms, and the refusal must not blame the client
+    ("no form elicitation") for what the server's mode decides."""
+    from http_client import post, rpc
+
+    server = spawn(
+        "--http",
+        "127.0.0.1:0",
+        "--stateless",
+        config=ASK + "  confirm_required: true\n",
+        env={"MCP_TASK_SECRET": SECRET},
+        upstream=fake,
+    )
+    from http_client import wait_listening
+
+    server.port = wait_listening(server)
+    init = {"protocolVersion": "2025-11-25", "capabilities": FORMS, "clientInfo": INFO}
+    session = post(server.port, rpc("initialize", init)).headers.get("mcp-session-id")
+    call = rpc("tools/call", {"name": "answer", "arguments": {"query": "q"}}, id=5)
+    response = post(server.port, call, session, {"MCP-Protocol-Version": "2025-11-25"}, timeout=20)
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        reply = [d for _, d in response.events() if "method" not in d][-1]
+    else:
+        reply = response.json()
+    done = not_run(reply)
+    v1.CallToolResult.model_validate(done)
+    text = done["content"][0]["text"]
+    assert "no form elicitation" not in text, text
+    assert "a --stateless server asks only 2026-07-28 clients" in text
+    assert done["_meta"]["confirm"]["reason"].startswith(
+        "the client cannot be asked (a --stateless"
+    )
+    assert creates(fake) == []
