@@ -19261,6 +19261,36 @@ def _doctor_budget(doctor: Doctor, config: Config) -> None:
         state.close()
 
 
+def _doctor_costly_runs(doctor: Doctor, config: Config) -> None:
+    """What the cost question and the completion windows will do (docs/costly-runs.md), and
+    budget.confirm_required set where it does nothing."""
+    threshold = config.get("budget", "confirm_over_usd")
+    if threshold is None and config.get("budget", "confirm_required"):
+        doctor.warn(
+            "budget.confirm_required does nothing while budget.confirm_over_usd is null: no "
+            "call is asked, none refused",
+            "set budget.confirm_over_usd (the dollars over which the person is asked)",
+        )
+    elif threshold is not None:
+        others = (
+            "refused (budget.confirm_required)"
+            if config.get("budget", "confirm_required")
+            else "run unasked"
+        )
+        doctor.ok(
+            f"budget.confirm_over_usd {usd(threshold)}: a call that may cost more asks the "
+            f"person first (clients with form elicitation); other clients' are {others}"
+        )
+    for tool in enabled_tools(config):
+        window = config.completion_window(tool)
+        if window in WINDOW_FACTORS:
+            off = round((1 - WINDOW_FACTORS[window]) * 100)
+            doctor.ok(
+                f"model_profiles.{tool}.completion_window {window}: runs in background within "
+                f"{window} at {off}% off its tokens, polled; a task or handoff collects it"
+            )
+
+
 def _budget_keys(config: Config, today: str, state) -> list[str]:
     """What sets a budget: the team's keys, the per-user ones, and each user's own allowance
     (--user add --daily-usd / --monthly-usd) in the state."""
@@ -19668,6 +19698,7 @@ def run_doctor(options: dict) -> int:
     _doctor_state_schema(doctor, config)
     _doctor_oauth(doctor, config)
     _doctor_budget(doctor, config)
+    _doctor_costly_runs(doctor, config)
     _doctor_http(doctor, config, options.get("http"))
     if options.get("live"):
         if not doctor.failures:

@@ -1250,3 +1250,19 @@ def test_live_under_a_budget_makes_only_the_call_the_budget_admits(tmp_path, fak
     assert line_with(proc, "profiles' settings not tried: under budget.").startswith(SKIP)
     assert "has no room for this call" in line_with(proc, "live answer (answer_quick")
     assert fake.creates == []
+
+
+def test_the_cost_question_and_completion_windows_are_described(tmp_path, fake):
+    """(issue 41) What budget.confirm_over_usd and a completion window will do, and
+    budget.confirm_required alone, which does nothing, warned."""
+    config = "budget: {confirm_over_usd: 1.5, confirm_required: true}\n"
+    config += "model_profiles: {answer_detailed: {completion_window: 8h}}\n"
+    proc = doctor(tmp_path, env=against(fake), config=config)
+    asked = line_with(proc, "budget.confirm_over_usd $1.50: a call that may cost more asks")
+    assert asked.startswith(OK + " ") and "other clients' are refused" in asked
+    window = line_with(proc, "model_profiles.answer_detailed.completion_window 8h: runs in")
+    assert window.startswith(OK + " ") and "at 40% off its tokens" in window
+    proc = doctor(tmp_path, env=against(fake), config="budget: {confirm_required: true}\n")
+    alone = line_with(proc, "budget.confirm_required does nothing")
+    assert alone.startswith(WARN + " ") and "set budget.confirm_over_usd" in proc.stdout
+    assert proc.returncode == 0, proc.stdout
