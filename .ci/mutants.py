@@ -466,7 +466,7 @@ MUTANTS = [
         "budget-not-asked",
         "budget",
         "admit=lambda: self.spending.admit(\n"
-        "                    tool, request, today, hold, user, args, window, priced\n"
+        "                    tool, request, today, hold, user, args, window, priced, billed\n"
         "                ),",
         "admit=None,",
         "tests/test_cost.py",
@@ -1546,8 +1546,8 @@ MUTANTS = [
     mutant(
         "confirm-quotes-an-unaccepted-window",
         "money",
-        "priced = self.background.estimate_window(own if own in WINDOW_FACTORS else None)",
-        "priced = own if own in WINDOW_FACTORS else None",
+        'return self.background.estimate_window(own, request["model"])',
+        "return own",
         "tests/test_cost_question.py",
         "-k",
         "refused_a_window",
