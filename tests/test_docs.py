@@ -501,3 +501,22 @@ def test_the_map_checks_see_topics_and_not_a_string_that_looks_like_one():
     assert names == [("section", "First"), ("topic", "Alpha"), ("topic", "Beta"), ("end", "")]
     doc = "1. First   what\n      Alpha · Beta\n2. Second   more\n\nProse."
     assert docstring_topics(doc) == [["Alpha", "Beta"], []]
+
+
+def test_every_mutant_of_the_mutation_check_finds_its_code_once():
+    """.ci/mutants.py loosens each guard by replacing its text: a change that moves the text
+    must move the mutant too (else .ci/run's mutation step fails late, after minutes)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("ci_mutants", ROOT / ".ci" / "mutants.py")
+    mutants = importlib.util.module_from_spec(spec)
+    sys.modules["ci_mutants"] = mutants  # its dataclass looks its module up there
+    spec.loader.exec_module(mutants)
+    texts: dict = {}
+    lost = []
+    for m in mutants.MUTANTS:
+        text = texts.setdefault(m.file, (ROOT / m.file).read_text(encoding="utf-8"))
+        if text.count(m.original) != 1:
+            lost.append(f"{m.id}: found {text.count(m.original)} times in {m.file}")
+    assert not lost, "update .ci/mutants.py: " + "; ".join(lost)
