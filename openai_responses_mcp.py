@@ -11497,8 +11497,8 @@ def handoff_answer(handoff_id: str, model: str, elapsed_s: int, ttl_ms: int) -> 
 # (default 50,000: Claude Code's).
 HANDOFF_CLIENTS = {
     # Codex CLI: tool_timeout_sec defaults to 60 s in older releases (openai/codex,
-    # codex-rs/core/src/mcp_connection_manager.rs), 300 s in newer ones. Codex 0.169.0 cuts the
-    # middle out of a result longer than about 12,000 characters, silently.
+    # codex-rs/core/src/mcp_connection_manager.rs), 300 s in newer ones. Codex 0.169.0 and
+    # 0.171.0 cut the middle out of a result longer than about 12,000 characters, silently.
     "codex-mcp-client": {"handoff_s": 50, "result_chars": 12_000},
     "codex": {"handoff_s": 50, "result_chars": 12_000},  # older Codex CLI builds
     # Claude Desktop: the TypeScript SDK's 60 s, not configurable (anthropics/claude-code#22542).

@@ -63,8 +63,8 @@ class Pinned:
         return f"{self.package.rsplit('/', 1)[-1]}-{self.version}"
 
 
-CLAUDE_CODE = Pinned("@anthropic-ai/claude-code", "2.1.328", "claude")
-CODEX = Pinned("@openai/codex", "0.169.0", "codex")
+CLAUDE_CODE = Pinned("@anthropic-ai/claude-code", "2.1.332", "claude")
+CODEX = Pinned("@openai/codex", "0.171.0", "codex")
 
 
 def agents_cache() -> Path:
@@ -104,7 +104,7 @@ def installed(agent: Pinned) -> Path:
 
 
 def version_of(executable: Path) -> str | None:
-    """What `--version` says (`2.1.328 (Claude Code)`, `codex-cli 0.169.0`), or None."""
+    """What `--version` says (`2.1.332 (Claude Code)`, `codex-cli 0.171.0`), or None."""
     if not executable.exists():
         return None
     try:

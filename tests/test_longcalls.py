@@ -259,7 +259,7 @@ def test_codex_keeps_its_result_size_and_handoff_under_stateless(spawn, fake):
     init = {
         "protocolVersion": "2025-06-18",
         "capabilities": {},
-        "clientInfo": {"name": "codex-mcp-client", "version": "0.169.0"},
+        "clientInfo": {"name": "codex-mcp-client", "version": "0.171.0"},
     }
     initialized = post(a.port, rpc("initialize", init))
     assert initialized.status == 200, initialized.body
