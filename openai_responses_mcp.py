@@ -18626,6 +18626,12 @@ def run_ask(
     def progress(count: int, message: str) -> None:
         log.say(f"{message}…")
 
+    window = config.completion_window(tool)
+    if window in WINDOW_FACTORS:  # a discounted run: said first, since it may take hours
+        log.say(
+            f"{tool} runs in the {window} window (model_profiles.{tool}.completion_window): "
+            f"the answer may take up to {window.rstrip('h')} hours; Ctrl-C cancels it"
+        )
     call = Call(None, tool, progress if sys.stderr.isatty() else None)
     engine = build_engine(config, log)
     try:

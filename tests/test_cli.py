@@ -287,6 +287,19 @@ def test_ask_with_tool_answer_quick_uses_the_quick_profile(tmp_path, fake):
     assert body["text"] == {"verbosity": "low"}
 
 
+def test_ask_in_a_completion_window_says_first_that_it_may_take_hours(tmp_path, fake):
+    config = tmp_path / "config.yaml"
+    config.write_text("model_profiles:\n  answer: {completion_window: 8h}\n", encoding="utf-8")
+    fake.window_polls = 0
+    proc = ask(tmp_path, fake, "hi", "--config", str(config))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines()[0].endswith(
+        "answer runs in the 8h window (model_profiles.answer.completion_window): the answer "
+        "may take up to 8 hours; Ctrl-C cancels it"
+    )
+    assert fake.requests[0].body["background_options"] == {"completion_window": "8h"}
+
+
 def test_ask_failure_prints_answer_failed_on_stderr_and_exits_1(tmp_path, fake):
     fake.enqueue(Reply(status=401))
     proc = ask(tmp_path, fake, "hi")
