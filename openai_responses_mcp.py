@@ -33,11 +33,11 @@ search for ``# -- Topic`` to jump to one. TOOL_TABLE, above the first banner, li
     Composition root
 7. Tools           protocol versions, the tools' instructions, schemas, argument checks, prompts
     Versions and instructions · Schemas · Argument checks · Prompts
-8. Dispatch        JSON-RPC and MCP methods by era; sessions; tasks and handoffs; Dispatcher
+8. Dispatch        JSON-RPC and MCP methods by era; sessions; the cost question; tasks and
+                   handoffs; Dispatcher
     JSON-RPC · Task ids · Task wire shapes · Eras · Session · Waiting · The cost question ·
-    Calls in flight ·
-    Handshake · Tasks · The task table · Long calls · Task requests and handoffs ·
-    The dispatcher
+    Calls in flight · Handshake · Tasks · The task table · Long calls ·
+    Task requests and handoffs · The dispatcher
 9. Transports      stdio framing; HTTP with --http (Streamable HTTP at /mcp, legacy SSE at /sse)
     The contract · Framing · Writers · stdio · HTTP · Client addresses · OAuth ·
     Introspection · OAuthVerifier · Identity · Gates and sessions · Endpoints ·
