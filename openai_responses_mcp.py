@@ -33,8 +33,7 @@ search for ``# -- Topic`` to jump to one. TOOL_TABLE, above the first banner, li
     Composition root
 7. Tools           protocol versions, the tools' instructions, schemas, argument checks, prompts
     Versions and instructions · Schemas · Argument checks · Prompts
-8. Dispatch        JSON-RPC and MCP methods by era; sessions; the cost question; tasks and
-                   handoffs; Dispatcher
+8. Dispatch        MCP methods by era; sessions; the cost question; tasks, handoffs; Dispatcher
     JSON-RPC · Task ids · Task wire shapes · Eras · Session · Waiting · The cost question ·
     Calls in flight · Handshake · Tasks · The task table · Long calls ·
     Task requests and handoffs · The dispatcher
