@@ -12082,7 +12082,6 @@ _WORKER = threading.local()
 # and a signed requestState, which the client echoes on its retry with the answers.
 
 CONFIRM_KEY, ROOTS_KEY = "confirm", "roots"  # inputRequests keys; CONFIRM_KEY is _meta's too
-TASK_REPLIED = "task"  # the handshake era's `state`: a 2025-11-25 task, its request answered
 INPUT_STATE_KIND = "q"  # a requestState's `k`: never a task kind, so never a task id
 INPUT_STATE_TTL_MS = 600_000  # how long a requestState is honoured after it was minted
 # Questions one person may have waiting at once (the handshake era, where each holds a call's
@@ -12207,10 +12206,6 @@ class CostQuestion:
         if handshake_era(version):
             if self.stateless:
                 return self._unasked(quote, STATELESS_UNASKED)
-            # A 2025-11-25 task over Streamable HTTP has had its reply (the task): its POST
-            # stream, where the question would go, is closed.
-            if session.elicits and session.relate is not None and state == TASK_REPLIED:
-                return self._unasked(quote, "a 2025-11-25 task over HTTP: its request was answered")
             if not session.elicits:
                 return self._unasked(quote)
             choice = self._ask_now(quote, session, call)
@@ -12451,6 +12446,12 @@ class _Asking:
         if arm is not None:
             arm()
 
+    def holds_task_reply(self) -> bool:
+        """A 2025-11-25 task whose reply (the task) has not been sent yet."""
+        return (
+            self._arm is not None and self.task is not None and self.task.kind == TaskKind.HANDSHAKE
+        )
+
 
 class CallsInFlight:
     """The tools/call in flight: each admitted against server.max_calls and run on a worker
@@ -12506,12 +12507,19 @@ class CallsInFlight:
         if progress is not None:
             self.heartbeat.watch(call)
         # A task or handoff that converts later waits for the cost question (and 2026-07-28
-        # roots) to be settled: it is armed once the call may go on (a 2025-11-25 task is the
-        # reply at once, and its worker asks the person before anything is sent).
-        later = task is not None and task.kind != TaskKind.HANDSHAKE
-        arm = (lambda: policy.arm(task, call, session, request_id, version)) if later else None
-        if task is not None and not later:
-            state = TASK_REPLIED
+        # roots) to be settled: it is armed once the call may go on. A 2025-11-25 task is the
+        # reply at once (its worker asks the person on the session before anything is sent),
+        # but over Streamable HTTP, where the question can only go on the call's own POST
+        # stream, its reply waits for the question too (held).
+        held = task is not None and task.kind == TaskKind.HANDSHAKE and self._held(session)
+        later = task is not None and (task.kind != TaskKind.HANDSHAKE or held)
+        arm = None
+        if later:
+            import functools
+
+            armed = functools.partial(policy.arm, task, call, session, request_id, version)
+            # held: the task goes out as the POST's reply once armed
+            arm = (lambda: session.send(rpc_result(request_id, armed()))) if held else armed
         asking = _Asking(params, era, state, arm, task)
         worker = threading.Thread(
             target=self._run,
@@ -12531,6 +12539,13 @@ class CallsInFlight:
         if task is None or later:
             return None
         return policy.arm(task, call, session, request_id, version)
+
+    def _held(self, session: Session) -> bool:
+        """Whether a 2025-11-25 task's reply waits for the cost question: over Streamable HTTP
+        (its POST stream is the only way to ask) when the person may be asked, and task ids are
+        not signed (they wait for the response OpenAI names, which a held task has not sent)."""
+        signing = self.long_calls.ids.signing
+        return session.relate is not None and session.may_ask and not signing
 
     def _admit(self) -> None:
         """Counts a new call in, or refuses it when server.max_calls are already running."""
@@ -12570,6 +12585,11 @@ class CallsInFlight:
             call.finish()
             self.heartbeat.forget(call)
             self._release()  # before the reply goes out: the client may send the next call
+        if asking.holds_task_reply():  # never asked (a cache hit, an error before it)
+            if reply is None or call.cancelled.is_set():  # cancelled while held: no task was
+                task.converted = False  # ever given, so none is kept
+            else:
+                asking.go()
         try:
             kept = task is not None and policy.call_ended(task, reply, session)
             if not kept and session.unregister(call) and reply is not None:

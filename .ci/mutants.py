@@ -621,6 +621,15 @@ MUTANTS = [
         "window_this_version_does_not_know",
     ),
     mutant(
+        "confirm-http-task-never-asked",
+        "money",
+        "held = task is not None and task.kind == TaskKind.HANDSHAKE and self._held(session)",
+        "held = False",
+        "tests/test_cost_question.py",
+        "-k",
+        "asks_on_its_post",
+    ),
+    mutant(
         "confirm-retry-dearer-than-agreed-runs",
         "pricing",
         "if choice is not None and quote.worst > agreed + AGREED_SLACK_USD:",

@@ -539,31 +539,82 @@ def test_handshake_era_over_http_asks_on_the_calls_stream(spawn, fake):
     assert len(creates(fake)) == 1
 
 
-def test_a_handshake_task_over_http_is_not_asked_and_says_why(spawn, fake):
-    """A 2025-11-25 task over Streamable HTTP: the POST that could carry the question has had its
-    reply (the task), so the call is not asked; with confirm_required it is not run, and the
-    reason names the task, not a missing capability."""
+def http_task_call(spawn, fake, config: str = ASK):
+    """A 2025-11-25 session over Streamable HTTP that can be asked, and the event stream of
+    its task-augmented tools/call (id 7): (server, session id, stream)."""
+    from http_client import open_stream, post, rpc
+
+    server = serve_http(spawn, fake, config=config)
+    init = {"protocolVersion": "2025-11-25", "capabilities": FORMS}
+    hello = rpc("initialize", {**init, "clientInfo": {"name": "p", "version": "0"}})
+    session = post(server.port, hello).headers["mcp-session-id"]
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    headers |= {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+    call = {"name": "answer", "arguments": {"query": "q"}, "task": {"ttl": 60000}}
+    stream = open_stream(server.port, "POST", "/mcp", rpc("tools/call", call, id=7), headers)
+    return server, session, stream
+
+
+def test_a_handshake_task_over_http_not_asked_replies_with_the_task_at_once(spawn, fake):
+    fake.enqueue(SEARCHED)
+    *_, stream = http_task_call(spawn, fake, PRICES + "budget:\n  confirm_over_usd: 1000\n")
+    created = stream.next_message(30)
+    stream.close()
+    assert created["id"] == 7 and created["result"]["task"]["status"] == "working"
+    v1.CreateTaskResult.model_validate(created["result"])
+
+
+def test_a_handshake_task_over_http_cancelled_while_asked_sends_nothing(spawn, fake):
+    from http_client import post
+
+    server, session, stream = http_task_call(spawn, fake)
+    assert stream.next_message()["method"] == "elicitation/create"
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+    version = {"MCP-Protocol-Version": "2025-11-25"}
+    assert post(server.port, cancel, session, version).status == 202
+    ended = stream.next_message(30)
+    stream.close()
+    assert ended["id"] == 7 and "task" not in ended.get("result", {}), ended
+
+    def tasks() -> list:
+        listing = {"jsonrpc": "2.0", "id": 9, "method": "tasks/list"}
+        listed = post(server.port, listing, session, version)
+        body = listed.events()[-1][1] if listed.body.startswith(b"event") else listed.json()
+        return body["result"]["tasks"]
+
+    wait_until(lambda: tasks() == [], 10, "no task kept: none was given")
+    assert creates(fake) == []
+
+
+@pytest.mark.parametrize("choice", ["run", "cancel"])
+def test_a_handshake_task_over_http_asks_on_its_post_then_replies_with_the_task(
+    spawn, fake, choice
+):
+    """A 2025-11-25 task over Streamable HTTP: its POST is the only stream the question can go
+    on, so the task (the POST's reply) waits for the answer; the task then holds the result."""
     from http_client import post, rpc
 
-    server = serve_http(spawn, fake, config=ASK + "  confirm_required: true\n")
-    init = {"protocolVersion": "2025-11-25", "capabilities": FORMS}
-    reply = post(
-        server.port, rpc("initialize", {**init, "clientInfo": {"name": "p", "version": "0"}})
-    )
-    session, version = reply.headers["mcp-session-id"], {"MCP-Protocol-Version": "2025-11-25"}
-    call = {"name": "answer", "arguments": {"query": "q"}, "task": {"ttl": 60000}}
-
-    def reply_of(response) -> dict:  # JSON, or the last event of an event stream
-        if response.headers.get("content-type", "").startswith("text/event-stream"):
-            return response.events()[-1][1]
-        return response.json()
-
-    created = reply_of(post(server.port, rpc("tools/call", call, id=7), session, version))
+    fake.enqueue(SEARCHED)
+    server, session, stream = http_task_call(spawn, fake)
+    version = {"MCP-Protocol-Version": "2025-11-25"}
+    asked = stream.next_message()
+    v1.ElicitRequest.model_validate(asked)
+    assert creates(fake) == []
+    answered = {"jsonrpc": "2.0", "id": asked["id"], "result": choose(choice)}
+    assert post(server.port, answered, session, version).status == 202
+    created = stream.next_message(30)
+    stream.close()
+    assert created["id"] == 7
+    v1.CreateTaskResult.model_validate(created["result"])
     task_id = created["result"]["task"]["taskId"]
     got = post(server.port, rpc("tasks/result", {"taskId": task_id}, id=8), session, version)
-    result = not_run(reply_of(got))
-    assert "cannot be asked (a 2025-11-25 task over HTTP" in result["content"][0]["text"]
-    assert creates(fake) == []
+    reply = got.events()[-1][1] if got.body.startswith(b"event") else got.json()
+    if choice == "cancel":
+        not_run(reply)
+        assert creates(fake) == []
+    else:
+        assert reply["result"]["_meta"]["confirm"]["choice"] == "run"
+        assert len(creates(fake)) == 1
 
 
 # -- The official SDK client, in both eras, answering the form ---------------------------------
