@@ -12519,7 +12519,8 @@ class CallsInFlight:
 
             armed = functools.partial(policy.arm, task, call, session, request_id, version)
             # held: the task goes out as the POST's reply once armed
-            arm = (lambda: session.send(rpc_result(request_id, armed()))) if held else armed
+            arm = functools.partial(self._give, task, armed, session, request_id) if held else armed
+            task.held = held
         asking = _Asking(params, era, state, arm, task)
         worker = threading.Thread(
             target=self._run,
@@ -12539,6 +12540,13 @@ class CallsInFlight:
         if task is None or later:
             return None
         return policy.arm(task, call, session, request_id, version)
+
+    @staticmethod
+    def _give(task: Task, armed, session: Session, request_id) -> None:
+        """A held task becomes the client's: its POST's reply."""
+        result = armed()
+        task.held = False  # before the reply: the client may ask about it the moment it reads it
+        session.send(rpc_result(request_id, result))
 
     def _held(self, session: Session) -> bool:
         """Whether a 2025-11-25 task's reply waits for the cost question: over Streamable HTTP
@@ -12839,6 +12847,9 @@ class Task:
         self.table = None  # the TaskTable holding it, told when its reply is stored or collected
         self.converted = self.collected = False
         self.signed = False  # its id is signed: any instance serves it from OpenAI
+        # A 2025-11-25 task over HTTP whose POST waits for the cost question: not the client's
+        # yet, so no tasks/* request sees it (a cancel would leave that POST unanswered).
+        self.held = False
         self.followed = False  # created by another instance, followed here from its id
         self.done = threading.Event()
         self.lock = threading.Lock()
@@ -13151,7 +13162,8 @@ class TaskTable:
     def of_client(self, client_key, kind: str) -> list[Task]:
         self.sweep()
         with self._lock:
-            return [t for t in self._clients.get(client_key, {}).values() if t.kind == kind]
+            mine = self._clients.get(client_key, {}).values()
+            return [t for t in mine if t.kind == kind and not t.held]
 
     def handoff_of(self, client_key, request_id) -> Task | None:
         """The client's newest handoff of the tools/call with this request id."""
@@ -13259,7 +13271,7 @@ class TaskIds:
     def find(self, task_id, kind: str, session: Session) -> Task:
         """This instance's task, or another instance's from its signed id; else TaskIdError."""
         task = self.tasks.get(task_id)
-        if task is not None and task.user != session.user:  # another user's: not found
+        if task is not None and (task.user != session.user or task.held):  # not the client's
             raise TaskIdError("not a task of this server, or it has expired")
         if task is not None and task.kind == kind:
             return task

@@ -586,6 +586,33 @@ def test_a_handshake_task_over_http_cancelled_while_asked_sends_nothing(spawn, f
     assert creates(fake) == []
 
 
+def test_a_held_handshake_task_is_not_seen_before_it_is_given(spawn, fake):
+    """While its question waits, a held task has not been given to the client: tasks/list
+    does not show it, nor can tasks/cancel end it (which would leave its POST unanswered);
+    once answered, the task the POST replies with is listed."""
+    from http_client import post, rpc
+
+    fake.enqueue(SEARCHED)
+    server, session, stream = http_task_call(spawn, fake)
+    version = {"MCP-Protocol-Version": "2025-11-25"}
+
+    def ask(method: str, params: dict) -> dict:
+        got = post(server.port, rpc(method, params, id=9), session, version)
+        return got.events()[-1][1] if got.body.startswith(b"event") else got.json()
+
+    asked = stream.next_message()
+    assert asked["method"] == "elicitation/create"
+    assert ask("tasks/list", {})["result"]["tasks"] == []
+    answered = {"jsonrpc": "2.0", "id": asked["id"], "result": choose("run")}
+    assert post(server.port, answered, session, version).status == 202
+    created = stream.next_message(30)
+    stream.close()
+    task_id = created["result"]["task"]["taskId"]
+    listed = ask("tasks/list", {})
+    v1.ListTasksResult.model_validate(listed["result"])
+    assert [t["taskId"] for t in listed["result"]["tasks"]] == [task_id]
+
+
 @pytest.mark.parametrize("choice", ["run", "cancel"])
 def test_a_handshake_task_over_http_asks_on_its_post_then_replies_with_the_task(
     spawn, fake, choice
