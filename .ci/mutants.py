@@ -630,6 +630,15 @@ MUTANTS = [
         "asks_on_its_post",
     ),
     mutant(
+        "confirm-held-http-task-listed",
+        "ids",
+        "return [t for t in mine if t.kind == kind and not t.held]",
+        "return [t for t in mine if t.kind == kind]",
+        "tests/test_cost_question.py",
+        "-k",
+        "not_seen_before_it_is_given",
+    ),
+    mutant(
         "confirm-retry-dearer-than-agreed-runs",
         "pricing",
         "if choice is not None and quote.worst > agreed + AGREED_SLACK_USD:",
