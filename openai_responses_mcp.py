@@ -15220,6 +15220,35 @@ def trusted_networks(entries: list) -> list:
     return networks
 
 
+# The narrowest range trusted_proxies may list without a warning, per IP version: wider is no
+# one's proxies (a whole registry's block, or everything: 0.0.0.0/0, ::/0).
+TRUSTED_WIDEST_PREFIX = {4: 8, 6: 16}
+
+
+def too_wide(networks: list) -> list:
+    """The networks of trusted_proxies (trusted_networks) wider than any operator's proxies,
+    public addresses among them: every client there may write X-Forwarded-For, and so spend
+    another address's allowance, or a fresh one each request. Private ranges are left be."""
+    return [
+        network
+        for network in networks
+        if network.prefixlen < TRUSTED_WIDEST_PREFIX[network.version] and not network.is_private
+    ]
+
+
+def too_wide_warning(networks: list) -> str:
+    """The one line that names them (too_wide), and what to do; "" when there are none."""
+    wide = too_wide(networks)
+    if not wide:
+        return ""
+    named = ", ".join(str(network) for network in wide[:3])
+    return (
+        f"server.http.trusted_proxies lists {named}, which holds public addresses: any client "
+        "there can write X-Forwarded-For and spend another address's allowance, or a new one "
+        "each request; list only your proxies' addresses"
+    )
+
+
 def client_source(peer: str, forwarded: str, trusted: list) -> str:
     """Whose allowance a request spends (issue 39): the peer's address, an IPv6 one by its
     /64 (what one host is given whole). From a proxy in `trusted` (trusted_networks), the
@@ -15252,6 +15281,9 @@ class ClientSources:
     def __init__(self, trusted: list, log: Log, oauth: bool):
         self.trusted, self.log = trusted_networks(trusted), log
         self._say = oauth and not self.trusted
+        wide = too_wide_warning(self.trusted)
+        if wide:  # said once, at start: the limits of issue 39 are at the mercy of any client
+            log.say(f"warning: {wide}")
 
     def of(self, peer: str, forwarded: list | None) -> str:
         forwarded = ", ".join(forwarded or ())
@@ -19360,6 +19392,9 @@ def token_weakness(token: str) -> str | None:
 def _doctor_http(doctor: Doctor, config: Config, listen: tuple | None) -> None:
     settings = config.get("server", "http")
     token = settings["token"]
+    wide = too_wide_warning(trusted_networks(settings["trusted_proxies"]))
+    if wide:
+        doctor.warn(wide, "list each proxy's address (127.0.0.1) or its private range (10.0.0.0/8)")
     if token is None and listen is None:
         doctor.skip("HTTP: not checked (add --http [HOST:]PORT to check an address)")
         return

@@ -529,6 +529,18 @@ def test_a_weak_http_token_fails_and_a_strong_one_passes(tmp_path, fake):
     assert strong not in proc.stdout
 
 
+def test_trusted_proxies_holding_the_whole_internet_are_warned_of(tmp_path, fake):
+    """0.0.0.0/0 lets any client write X-Forwarded-For and so pick whose allowance it spends;
+    a proxy's own address is not warned of."""
+    config = "server:\n  http:\n    trusted_proxies: [127.0.0.1, 0.0.0.0/0]\n"
+    proc = doctor(tmp_path, env=against(fake), config=config)
+    warned = line_with(proc, "server.http.trusted_proxies lists 0.0.0.0/0")
+    assert warned.startswith(WARN + " ") and "fix: list each proxy's address" in warned, warned
+    assert proc.returncode == 0, proc.stdout
+    config = "server:\n  http:\n    trusted_proxies: [127.0.0.1, 10.0.0.0/8]\n"
+    assert "trusted_proxies lists" not in doctor(tmp_path, env=against(fake), config=config).stdout
+
+
 def test_an_open_bind_address_without_a_token_fails(tmp_path, fake):
     proc = doctor(tmp_path, "--http", "0.0.0.0:0", env=against(fake))
     assert_failed(proc, "--http 0.0.0.0:0: refusing to serve", "see the message above")

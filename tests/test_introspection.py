@@ -411,6 +411,28 @@ def test_client_source(peer, forwarded, trusted, source):
     assert m.client_source(peer, forwarded, m.trusted_networks(trusted)) == source
 
 
+@pytest.mark.parametrize(
+    "entry, wide",
+    [
+        ("0.0.0.0/0", True), ("::/0", True), ("::ffff:0:0/96", True), ("2000::/3", True),
+        ("1.0.0.0/7", True), ("1.0.0.0/8", False), ("203.0.113.0/24", False),
+        ("127.0.0.1", False), ("10.0.0.0/8", False), ("fc00::/7", False), ("2001:db8::/16", False),
+    ],
+)  # fmt: skip
+def test_trusted_proxies_wider_than_anyones_proxies_are_named(entry, wide):
+    """A range no operator's proxies fill, with public addresses in it: any client there may
+    write X-Forwarded-For (issue 39's limits would be at its mercy). Private ranges are not."""
+    networks = m.trusted_networks(["127.0.0.1", entry])
+    assert bool(m.too_wide(networks)) is wide
+    assert ("lists " in m.too_wide_warning(networks)) is wide
+
+
+def test_a_server_trusting_every_address_says_so_once_at_start(spawn, fake, issuer, introspector):
+    server = serve(spawn, fake, issuer, introspector, trusted_proxies=["0.0.0.0/0"])
+    wait_until(lambda: "holds public addresses" in server.stderr, 10, "the warning")
+    assert server.stderr.count("trusted_proxies lists 0.0.0.0/0") == 1, server.stderr
+
+
 def test_a_bad_trusted_proxy_is_refused_naming_the_key():
     with pytest.raises(m.ConfigError, match=r"server\.http\.trusted_proxies"):
         m.trusted_networks(["10.0.0.0/33"])
