@@ -182,6 +182,8 @@ def test_usage_counts_cache_hits(spawn, fake, tmp_path):
     server = start(spawn, fake)
     for _ in range(3):
         result_of(server.call("answer", {"query": "q"}))
+    # Each row is written after its reply, off the answer path.
+    wait_until(lambda: rows(state_file(tmp_path), "usage") == 3, 20, "three rows")
     report = json.loads(run_cli(tmp_path, "--usage", "--json").stdout)
     assert report["total"]["calls"] == 3 and report["total"]["cache_hits"] == 2
 

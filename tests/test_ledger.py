@@ -121,6 +121,7 @@ def test_usage_prints_tables_by_day_model_and_tool(spawn, fake, tmp_path):
     server = start(spawn, fake)
     server.call("answer", {"query": "q"})
     server.call("answer_quick", {"query": "q"})
+    wait_for_rows(tmp_path, 2)  # written after each reply, off the answer path
     result = run_cli(tmp_path, "--usage", "--config", str(tmp_path / "config.yaml"))
     assert result.returncode == 0, result.stderr
     out = result.stdout
@@ -155,6 +156,7 @@ def test_usage_by_user_keeps_its_columns_for_a_long_oauth_name():
 
 def test_since_leaves_out_earlier_days(spawn, fake, tmp_path):
     start(spawn, fake).call("answer", {"query": "q"})
+    wait_for_rows(tmp_path, 1)
     assert usage_json(tmp_path, "--since", "2000-01-01")["total"]["calls"] == 1
     assert usage_json(tmp_path, "--since", "2999-01-01")["total"]["calls"] == 0
 

@@ -269,8 +269,8 @@ def test_closing_the_response_cancels_the_call_and_hangs_up_upstream(port, fake,
             received += sock.recv(65536)
         assert b"X-Accel-Buffering: no" in received
     sock.close()
-    fake.wait_for_disconnect(0, timeout=3)
-    wait_until(lambda: request(port, "GET", "/healthz").json()["in_flight"] == 0, 3, "no call")
+    fake.wait_for_disconnect(0, timeout=10)  # a closed JSON reply is seen by a 0.25 s poll
+    wait_until(lambda: request(port, "GET", "/healthz").json()["in_flight"] == 0, 10, "no call")
 
 
 # -- both eras on one endpoint, and the rules every request meets --------------------------------

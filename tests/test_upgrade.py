@@ -442,11 +442,15 @@ def test_a_server_that_meets_a_newer_schema_writes_nothing_and_says_so(
     budget = config_of(tmp_path, None, "  daily_usd: 100\n")[1]
     stdio = spawn("--stdio", "--config", budget, env=env, upstream=fake)
     stdio.initialize()
-    http = spawn("--http", "127.0.0.1:0", "--config", budget, env=env, upstream=fake)
-    port = wait_listening(http)
-    session = open_session(port)
+    # With a token the server reads no users in the background (it does every 2 s without
+    # one): such a read after the upgrade below would have "four" refused at admission.
+    token = "upgrade-test-token-0123456789"
+    http_env = {**env, "MCP_HTTP_TOKEN": token}
+    http = spawn("--http", "127.0.0.1:0", "--config", budget, env=http_env, upstream=fake)
+    port, auth = wait_listening(http), bearer(token)
+    session = open_session(port, auth)
     assert "result" in stdio.call("answer", {"query": "one"}, timeout=30)
-    assert "result" in ask(port, {}, session, {"query": "two"})
+    assert "result" in ask(port, auth, session, {"query": "two"})
     # Each call writes its row and its response's owner, in batches as they come: the upgrade
     # lands after the last, else that batch finds it first and "four" is refused with a 503.
     counted = "SELECT (SELECT COUNT(*) FROM usage), (SELECT COUNT(*) FROM response_owners)"
@@ -454,12 +458,12 @@ def test_a_server_that_meets_a_newer_schema_writes_nothing_and_says_so(
     store.execute("UPDATE schema_version SET version = ?", (CURRENT + 1,))
     newer = f"upgraded to schema {CURRENT + 1} by a newer"
     for message in (
+        failure(ask(port, auth, session, {"query": "four"})),
         failure(stdio.call("answer", {"query": "three"}, timeout=30)),
-        failure(ask(port, {}, session, {"query": "four"})),
     ):
         assert "the state" in message and newer in message, message
     params = {"name": "answer", "arguments": {"query": "five"}}
-    refused = post(port, rpc("tools/call", params, id=5), session)
+    refused = post(port, rpc("tools/call", params, id=5), session, auth)
     assert refused.status == 503 and refused.headers.get("retry-after"), refused
     assert newer in refused.json()["error"]["message"]
     assert len([r for r in fake.requests if r.path == "/v1/responses"]) == 2

@@ -824,7 +824,8 @@ def test_a_long_subject_is_held_to_its_allowance(spawn, fake, tmp_path, sqlite_s
         assert "result" in ask(server.port, long, session, {"query": "one"}, 1)
         message = failure(ask(server.port, long, session, {"query": "two"}, 2))
         assert "daily allowance of $0.03 has no room" in message
-        (stored,) = sqlite_state.query("SELECT DISTINCT user_name FROM usage_by_user")
+        distinct = "SELECT DISTINCT user_name FROM usage_by_user"
+        (stored,) = wait_until(lambda: sqlite_state.query(distinct), 20, "the row")
         assert stored[0] == f"oauth:{issuer.url}#" + "x" * m.OAUTH_SUBJECT_MAX
         too_long = issuer.token(server.resource, sub="x" * (m.OAUTH_SUBJECT_MAX + 1))
         assert post(server.port, rpc("ping", {}), headers=bearer(too_long)).status == 401

@@ -92,7 +92,12 @@ def test_the_ledger_and_usage_book_the_discounted_spend(spawn, fake, tmp_path):
     cost = result_of(server.call("answer_detailed", {"query": "q"}))[1]["cost"]
     # gpt-6.1-terra at $2 / $10 per million (PRICES): 40% off both
     assert cost["usd"] == pytest.approx((10_000 * 2 + 2_000 * 10) / 1e6 * 0.6)
-    report = wait_until(lambda: usage_report(tmp_path)["total"]["calls"] and usage_report(tmp_path))
+
+    def booked():  # the row is written after the reply; one --usage run per look
+        report = usage_report(tmp_path)
+        return report["total"]["calls"] and report
+
+    report = wait_until(booked, 20, "the call's row")
     assert report["total"]["usd"] == pytest.approx(cost["usd"], abs=1e-6)
 
 
