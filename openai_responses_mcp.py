@@ -15223,17 +15223,47 @@ def trusted_networks(entries: list) -> list:
 # The narrowest range trusted_proxies may list without a warning, per IP version: wider is no
 # one's proxies (a whole registry's block, or everything: 0.0.0.0/0, ::/0).
 TRUSTED_WIDEST_PREFIX = {4: 8, 6: 16}
+# The ranges wider than that which hold no public address (reserved, unique local, link-local).
+# Named here, not asked of ipaddress: on Python 3.10 a network's is_private is its first and
+# last addresses', so 0.0.0.0/0 (0.0.0.0 and 255.255.255.255) was "private", and not warned of.
+TRUSTED_NOT_PUBLIC = ("240.0.0.0/4", "fc00::/7", "fe80::/10")
+# IPv6 ranges that hold the IPv4 internet, each address embedded at a bit offset: 6to4's
+# 2002:AABB:CCDD::/48 (offset 16), NAT64's 64:ff9b::A.B.C.D (offset 96, the address a
+# stateless translator gives every IPv4 client). Listed, they are judged as the IPv4 range held.
+TRUSTED_EMBEDDING_IPV4 = (("2002::/16", 16), ("64:ff9b::/96", 96))
+
+
+def _as_ipv4(network):
+    """The IPv4 range a 6to4 or NAT64 range holds (TRUSTED_EMBEDDING_IPV4), all of it for one
+    holding such a prefix (64:ff9b::/64), else the network."""
+    import ipaddress
+
+    for prefix, offset in TRUSTED_EMBEDDING_IPV4:
+        outer = ipaddress.ip_network(prefix)
+        if network.version == 6 and outer.subnet_of(network):
+            return ipaddress.ip_network("0.0.0.0/0")
+        if network.version == 6 and network.subnet_of(outer):
+            bits = int(network.network_address) >> (128 - offset - 32) & 0xFFFFFFFF
+            length = min(network.prefixlen - offset, 32)
+            return ipaddress.ip_network(f"{ipaddress.IPv4Address(bits)}/{length}", strict=False)
+    return network
 
 
 def too_wide(networks: list) -> list:
     """The networks of trusted_proxies (trusted_networks) wider than any operator's proxies,
     public addresses among them: every client there may write X-Forwarded-For, and so spend
     another address's allowance, or a fresh one each request. Private ranges are left be."""
-    return [
-        network
-        for network in networks
-        if network.prefixlen < TRUSTED_WIDEST_PREFIX[network.version] and not network.is_private
-    ]
+    import ipaddress
+
+    not_public = [ipaddress.ip_network(text) for text in TRUSTED_NOT_PUBLIC]
+    wide = []
+    for network in networks:
+        held = _as_ipv4(network)
+        if held.prefixlen < TRUSTED_WIDEST_PREFIX[held.version] and not any(
+            held.version == other.version and held.subnet_of(other) for other in not_public
+        ):
+            wide.append(network)
+    return wide
 
 
 def too_wide_warning(networks: list) -> str:
@@ -15242,10 +15272,11 @@ def too_wide_warning(networks: list) -> str:
     if not wide:
         return ""
     named = ", ".join(str(network) for network in wide[:3])
+    more = f" (and {len(wide) - 3} more)" if len(wide) > 3 else ""
     return (
-        f"server.http.trusted_proxies lists {named}, which holds public addresses: any client "
-        "there can write X-Forwarded-For and spend another address's allowance, or a new one "
-        "each request; list only your proxies' addresses"
+        f"server.http.trusted_proxies lists {named}{more}, which holds public addresses: any "
+        "client there can write X-Forwarded-For and spend another address's allowance, or a new "
+        "one each request; list only your proxies' addresses"
     )
 
 

@@ -417,6 +417,11 @@ def test_client_source(peer, forwarded, trusted, source):
         ("0.0.0.0/0", True), ("::/0", True), ("::ffff:0:0/96", True), ("2000::/3", True),
         ("1.0.0.0/7", True), ("1.0.0.0/8", False), ("203.0.113.0/24", False),
         ("127.0.0.1", False), ("10.0.0.0/8", False), ("fc00::/7", False), ("2001:db8::/16", False),
+        ("0.0.0.0/1", True), ("128.0.0.0/1", True), ("::ffff:0:0/97", True), ("240.0.0.0/4", False),
+        # 6to4 and NAT64 hold the IPv4 internet: judged by the IPv4 range they hold
+        ("2002::/16", True), ("2002::/20", True), ("2002:a00::/24", False),
+        ("64:ff9b::/96", True), ("64:ff9b::/64", True), ("64:ff9b::a00:0/104", False),
+        ("64:ff9b::cb00:7100/120", False),
     ],
 )  # fmt: skip
 def test_trusted_proxies_wider_than_anyones_proxies_are_named(entry, wide):
@@ -425,6 +430,27 @@ def test_trusted_proxies_wider_than_anyones_proxies_are_named(entry, wide):
     networks = m.trusted_networks(["127.0.0.1", entry])
     assert bool(m.too_wide(networks)) is wide
     assert ("lists " in m.too_wide_warning(networks)) is wide
+
+
+def test_the_whole_internet_is_warned_of_whatever_pythons_is_private_says(monkeypatch):
+    """Python 3.10's is_private of a network is its first and last addresses': 0.0.0.0/0
+    (0.0.0.0 and 255.255.255.255) was "private" there, and so not warned of."""
+    import ipaddress
+
+    def first_and_last(network):
+        return network.network_address.is_private and network.broadcast_address.is_private
+
+    monkeypatch.setattr(ipaddress._BaseNetwork, "is_private", property(first_and_last))
+    assert ipaddress.ip_network("0.0.0.0/0").is_private  # as on Python 3.10
+    for entry in ("0.0.0.0/0", "::ffff:0:0/96", "0.0.0.0/1", "192.0.0.0/2"):
+        assert m.too_wide(m.trusted_networks([entry])), entry
+
+
+def test_the_warning_is_one_line_counting_what_it_does_not_name():
+    entries = ["0.0.0.0/1", "128.0.0.0/1", "::/1", "8000::/1", " 10.0.0.0/7 ", "10.0.0.0/8"]
+    warning = m.too_wide_warning(m.trusted_networks(entries))
+    assert "lists 0.0.0.0/1, 128.0.0.0/1, ::/1 (and 2 more), which" in warning, warning
+    assert "\n" not in warning and len(warning) < 300, warning
 
 
 def test_a_server_trusting_every_address_says_so_once_at_start(spawn, fake, issuer, introspector):
