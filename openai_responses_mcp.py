@@ -15224,8 +15224,8 @@ def trusted_networks(entries: list) -> list:
 # one's proxies (a whole registry's block, or everything: 0.0.0.0/0, ::/0).
 TRUSTED_WIDEST_PREFIX = {4: 8, 6: 16}
 # The ranges wider than that which hold no public address (reserved, unique local, link-local).
-# Named here, not asked of ipaddress: on Python 3.10 a network's is_private is its first and
-# last addresses', so 0.0.0.0/0 (0.0.0.0 and 255.255.255.255) was "private", and not warned of.
+# Named here, not asked of ipaddress: on Python 3.10 (3.10.13 seen) a network's is_private is
+# its first and last addresses', so 0.0.0.0/0 is "private" (CPython issue 82836), unwarned.
 TRUSTED_NOT_PUBLIC = ("240.0.0.0/4", "fc00::/7", "fe80::/10")
 # IPv6 ranges that hold the IPv4 internet, each address embedded at a bit offset: 6to4's
 # 2002:AABB:CCDD::/48 (offset 16), NAT64's 64:ff9b::A.B.C.D (offset 96, the address a
