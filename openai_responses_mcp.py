@@ -11765,9 +11765,11 @@ class Session:
             return False
         with self._lock:
             slot = self._asks.get(request_id)
-        if slot is None:
-            return False
-        slot.response = message
+            if slot is None:
+                return False
+            if slot.response is not None:  # the first answer stands: a later one (a `run`
+                return True  # after a `cancel`) must not overturn what the person chose
+            slot.response = message
         slot.answered.set()
         return True
 

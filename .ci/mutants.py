@@ -648,6 +648,15 @@ MUTANTS = [
         "dearer_than",
     ),
     mutant(
+        "confirm-later-answer-overturns-first",
+        "money",
+        "if slot.response is not None:  # the first answer stands",
+        "if False:  # the first answer stands",
+        "tests/test_cost_question.py",
+        "-k",
+        "second_answer",
+    ),
+    mutant(
         "confirm-questions-waiting-unbounded",
         "security",
         "if waiting >= QUESTIONS_WAITING_PER_USER:",

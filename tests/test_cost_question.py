@@ -127,6 +127,20 @@ def test_a_no_sends_nothing_and_spends_nothing(spawn, fake, tmp_path, result, sa
     assert usage_of(tmp_path)["total"]["usd"] == 0
 
 
+def test_a_second_answer_does_not_overturn_the_first(spawn, fake):
+    fake.enqueue(SEARCHED)
+    server = handshake(spawn, fake)
+    send_call(server, 14, "q")
+    asked = question(server)
+    # Both in one write: the second is read before the asking call wakes to the first.
+    lines = [{"jsonrpc": "2.0", "id": asked["id"], "result": choose(c)} for c in ("cancel", "run")]
+    server.write(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+    done = not_run(reply_to(server, 14))
+    assert done["_meta"]["confirm"]["choice"] == "cancel"
+    assert server.request("ping")["result"] == {}
+    assert creates(fake) == []
+
+
 def usage_of(tmp_path) -> dict:
     """--usage --json on the state the test's servers share (tmp_path's HOME), once written."""
     return json.loads(run_cli(tmp_path, "--usage", "--json").stdout)
