@@ -9826,8 +9826,11 @@ class Spending:
         tokens = min((int(row[1] or 0) for row in recent), default=0)
         usds = [float(row[0]) for row in recent]
         expected = estimator(max(floor, sum(usds) / len(usds) if usds else 0.0), tokens)
-        # The prior is at Standard prices; the ledger's rows are as they were billed.
-        prior = floor + (self._prior(tool, model) - floor) * window_factor(window)
+        # The prior is at Standard prices; the ledger's rows are as they were billed, at the
+        # tier asked for, which the estimator takes `typical` at: the prior is put there too
+        # (a priority call was quoted at half its worst case, a flex one at twice it).
+        tier = tier_factor(model, request.get("service_tier"))
+        prior = floor + (self._prior(tool, model) - floor) * window_factor(window) * tier
         worst = estimator(max([floor, *usds]) if usds else prior, tokens)
         quote = Quote(tool, model, expected, worst, floor, window)
         quote.priced = self.pricing.prices(model) is not None

@@ -657,6 +657,15 @@ MUTANTS = [
         "second_answer",
     ),
     mutant(
+        "confirm-prior-at-standard-not-its-tier",
+        "money",
+        "* window_factor(window) * tier",
+        "* window_factor(window)",
+        "tests/test_cost_question.py",
+        "-k",
+        "prior_worst_case_is_at",
+    ),
+    mutant(
         "confirm-questions-waiting-unbounded",
         "security",
         "if waiting >= QUESTIONS_WAITING_PER_USER:",

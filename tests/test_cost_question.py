@@ -20,6 +20,7 @@ SECRET = "s3cret-" + "0123456789abcdefghijklmnopqrstuvwxyz"
 # over $0.01, and none is over $1000.
 ASK = PRICES + "budget:\n  confirm_over_usd: 0.01\n"
 FORMS = {"elicitation": {"form": {}}}
+ELICIT = "elicitation/create"
 
 
 def creates(fake) -> list:
@@ -769,6 +770,20 @@ def test_the_question_is_on_the_worst_case_not_the_expected(spawn, fake):
     answer(server, asked, choose("cancel"))
     estimate = not_run(reply_to(server, 31))["_meta"]["confirm"]["estimate"]
     assert estimate["expected_usd"] <= 0.1 < estimate["worst_usd"]
+
+
+@pytest.mark.parametrize(("tier", "asked"), [("priority", True), ("flex", False)])
+def test_the_prior_worst_case_is_at_the_profiles_tier(spawn, fake, tier, asked):
+    """No call in the ledger yet: the prior's tokens (16,000 output at $10/M: $0.16, plus a
+    $0.025 search) are at the tier's price, twice that at priority; flex may fall back to
+    default, so it is quoted at Standard (the prior was at half, then taken twice)."""
+    fake.enqueue(SEARCHED)
+    config = PRICES + "budget:\n  confirm_over_usd: 0.25\n"
+    config += f"model_profiles:\n  answer:\n    service_tier: {tier}\n"
+    server = handshake(spawn, fake, config)
+    send_call(server, 42, "q")
+    first, _ = server.recv_until(lambda m: m.get("id") == 42 or m.get("method") == ELICIT)
+    assert (first.get("method") == ELICIT) is asked, first
 
 
 def test_a_call_cancelled_while_asked_stops_waiting_and_sends_nothing(spawn, fake, tmp_path):
