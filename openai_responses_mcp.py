@@ -19355,9 +19355,16 @@ def _doctor_costly_runs(doctor: Doctor, config: Config) -> None:
             f"budget.confirm_over_usd {usd(threshold)}: a call that may cost more asks the "
             f"person first (clients with form elicitation); other clients' are {others}"
         )
-    for tool in enabled_tools(config):
+    served = enabled_tools(config)
+    for tool in (row["name"] for row in TOOL_TABLE):
         window = config.completion_window(tool)
-        if window in WINDOW_FACTORS:
+        if window in WINDOW_FACTORS and tool not in served:  # docs' answer_deep example alone
+            doctor.warn(
+                f"model_profiles.{tool}.completion_window {window} does nothing: {tool} is "
+                f"not served (tools.{tool} is false)",
+                f"set tools.{tool}: true to serve it",
+            )
+        elif window in WINDOW_FACTORS:
             off = round((1 - WINDOW_FACTORS[window]) * 100)
             doctor.ok(
                 f"model_profiles.{tool}.completion_window {window}: runs in background within "
