@@ -2155,16 +2155,18 @@ def _resolve_state_path(values: dict, sources: dict, config_path: str) -> None:
 
 
 def _check_budget_has_ledger(values: dict, sources: dict) -> None:
-    """Budgets are sums over the usage ledger: without it they could not be kept."""
+    """Budgets are sums over the usage ledger: without it they could not be kept. The cost
+    question's estimate reads it too (without it, every call over it failed, saying to retry)."""
     path = values["state"]["path"]
     if values["state"]["url"] or not (path and path.strip().lower() == "off"):
         return
-    for period in ("daily", "monthly", "per_user_daily", "per_user_monthly"):
-        if values["budget"][f"{period}_usd"] is not None:
-            where = sources.get(("budget", f"{period}_usd"), "default")
+    for key in ("daily", "monthly", "per_user_daily", "per_user_monthly", "confirm_over"):
+        if values["budget"][f"{key}_usd"] is not None:
+            where = sources.get(("budget", f"{key}_usd"), "default")
             raise ConfigError(
-                f"budget.{period}_usd (from {where}) needs the usage ledger, but state.path is "
-                "off: set state.path to a file (or leave it unset), or remove the budget"
+                f"budget.{key}_usd (from {where}) needs the usage ledger, but state.path is "
+                "off: set state.path to a file (or leave it unset), or remove "
+                + ("budget.confirm_over_usd" if key == "confirm_over" else "the budget")
             )
 
 

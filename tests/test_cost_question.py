@@ -142,6 +142,16 @@ def test_a_second_answer_does_not_overturn_the_first(spawn, fake):
     assert creates(fake) == []
 
 
+def test_confirm_over_usd_without_the_ledger_is_a_config_error(tmp_path):
+    """Its estimate reads the ledger: with state.path off, every call failed, saying to retry."""
+    path = tmp_path / "config.yaml"
+    path.write_text("state: {path: 'off'}\nbudget: {confirm_over_usd: 1}\n", encoding="utf-8")
+    result = run_cli(tmp_path, "--show-config", "--config", str(path))
+    assert result.returncode == 2
+    assert "budget.confirm_over_usd (from " in result.stderr
+    assert "needs the usage ledger, but state.path is off" in result.stderr
+
+
 def usage_of(tmp_path) -> dict:
     """--usage --json on the state the test's servers share (tmp_path's HOME), once written."""
     return json.loads(run_cli(tmp_path, "--usage", "--json").stdout)
