@@ -2155,16 +2155,18 @@ def _resolve_state_path(values: dict, sources: dict, config_path: str) -> None:
 
 
 def _check_budget_has_ledger(values: dict, sources: dict) -> None:
-    """Budgets are sums over the usage ledger: without it they could not be kept."""
+    """Budgets are sums over the usage ledger: without it they could not be kept. The cost
+    question's estimate reads it too (without it, every call over it failed, saying to retry)."""
     path = values["state"]["path"]
     if values["state"]["url"] or not (path and path.strip().lower() == "off"):
         return
-    for period in ("daily", "monthly", "per_user_daily", "per_user_monthly"):
-        if values["budget"][f"{period}_usd"] is not None:
-            where = sources.get(("budget", f"{period}_usd"), "default")
+    for key in ("daily", "monthly", "per_user_daily", "per_user_monthly", "confirm_over"):
+        if values["budget"][f"{key}_usd"] is not None:
+            where = sources.get(("budget", f"{key}_usd"), "default")
             raise ConfigError(
-                f"budget.{period}_usd (from {where}) needs the usage ledger, but state.path is "
-                "off: set state.path to a file (or leave it unset), or remove the budget"
+                f"budget.{key}_usd (from {where}) needs the usage ledger, but state.path is "
+                "off: set state.path to a file (or leave it unset), or remove "
+                + ("budget.confirm_over_usd" if key == "confirm_over" else "the budget")
             )
 
 
@@ -9826,8 +9828,11 @@ class Spending:
         tokens = min((int(row[1] or 0) for row in recent), default=0)
         usds = [float(row[0]) for row in recent]
         expected = estimator(max(floor, sum(usds) / len(usds) if usds else 0.0), tokens)
-        # The prior is at Standard prices; the ledger's rows are as they were billed.
-        prior = floor + (self._prior(tool, model) - floor) * window_factor(window)
+        # The prior is at Standard prices; the ledger's rows are as they were billed, at the
+        # tier asked for, which the estimator takes `typical` at: the prior is put there too
+        # (a priority call was quoted at half its worst case, a flex one at twice it).
+        tier = tier_factor(model, request.get("service_tier"))
+        prior = floor + (self._prior(tool, model) - floor) * window_factor(window) * tier
         worst = estimator(max([floor, *usds]) if usds else prior, tokens)
         quote = Quote(tool, model, expected, worst, floor, window)
         quote.priced = self.pricing.prices(model) is not None
@@ -11765,9 +11770,11 @@ class Session:
             return False
         with self._lock:
             slot = self._asks.get(request_id)
-        if slot is None:
-            return False
-        slot.response = message
+            if slot is None:
+                return False
+            if slot.response is not None:  # the first answer stands: a later one (a `run`
+                return True  # after a `cancel`) must not overturn what the person chose
+            slot.response = message
         slot.answered.set()
         return True
 
@@ -19381,9 +19388,16 @@ def _doctor_costly_runs(doctor: Doctor, config: Config) -> None:
             f"budget.confirm_over_usd {usd(threshold)}: a call that may cost more asks the "
             f"person first (clients with form elicitation); other clients' are {others}"
         )
-    for tool in enabled_tools(config):
+    served = enabled_tools(config)
+    for tool in (row["name"] for row in TOOL_TABLE):
         window = config.completion_window(tool)
-        if window in WINDOW_FACTORS:
+        if window in WINDOW_FACTORS and tool not in served:  # docs' answer_deep example alone
+            doctor.warn(
+                f"model_profiles.{tool}.completion_window {window} does nothing: {tool} is "
+                f"not served (tools.{tool} is false)",
+                f"set tools.{tool}: true to serve it",
+            )
+        elif window in WINDOW_FACTORS:
             off = round((1 - WINDOW_FACTORS[window]) * 100)
             doctor.ok(
                 f"model_profiles.{tool}.completion_window {window}: runs in background within "

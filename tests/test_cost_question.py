@@ -20,6 +20,7 @@ SECRET = "s3cret-" + "0123456789abcdefghijklmnopqrstuvwxyz"
 # over $0.01, and none is over $1000.
 ASK = PRICES + "budget:\n  confirm_over_usd: 0.01\n"
 FORMS = {"elicitation": {"form": {}}}
+ELICIT = "elicitation/create"
 
 
 def creates(fake) -> list:
@@ -125,6 +126,30 @@ def test_a_no_sends_nothing_and_spends_nothing(spawn, fake, tmp_path, result, sa
     assert server.request("ping")["result"] == {}
     wait_until(lambda: usage_of(tmp_path)["total"]["calls"] == 1, 10, "the declined row")
     assert usage_of(tmp_path)["total"]["usd"] == 0
+
+
+def test_a_second_answer_does_not_overturn_the_first(spawn, fake):
+    fake.enqueue(SEARCHED)
+    server = handshake(spawn, fake)
+    send_call(server, 14, "q")
+    asked = question(server)
+    # Both in one write: the second is read before the asking call wakes to the first.
+    lines = [{"jsonrpc": "2.0", "id": asked["id"], "result": choose(c)} for c in ("cancel", "run")]
+    server.write(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+    done = not_run(reply_to(server, 14))
+    assert done["_meta"]["confirm"]["choice"] == "cancel"
+    assert server.request("ping")["result"] == {}
+    assert creates(fake) == []
+
+
+def test_confirm_over_usd_without_the_ledger_is_a_config_error(tmp_path):
+    """Its estimate reads the ledger: with state.path off, every call failed, saying to retry."""
+    path = tmp_path / "config.yaml"
+    path.write_text("state: {path: 'off'}\nbudget: {confirm_over_usd: 1}\n", encoding="utf-8")
+    result = run_cli(tmp_path, "--show-config", "--config", str(path))
+    assert result.returncode == 2
+    assert "budget.confirm_over_usd (from " in result.stderr
+    assert "needs the usage ledger, but state.path is off" in result.stderr
 
 
 def usage_of(tmp_path) -> dict:
@@ -755,6 +780,20 @@ def test_the_question_is_on_the_worst_case_not_the_expected(spawn, fake):
     answer(server, asked, choose("cancel"))
     estimate = not_run(reply_to(server, 31))["_meta"]["confirm"]["estimate"]
     assert estimate["expected_usd"] <= 0.1 < estimate["worst_usd"]
+
+
+@pytest.mark.parametrize(("tier", "asked"), [("priority", True), ("flex", False)])
+def test_the_prior_worst_case_is_at_the_profiles_tier(spawn, fake, tier, asked):
+    """No call in the ledger yet: the prior's tokens (16,000 output at $10/M: $0.16, plus a
+    $0.025 search) are at the tier's price, twice that at priority; flex may fall back to
+    default, so it is quoted at Standard (the prior was at half, then taken twice)."""
+    fake.enqueue(SEARCHED)
+    config = PRICES + "budget:\n  confirm_over_usd: 0.25\n"
+    config += f"model_profiles:\n  answer:\n    service_tier: {tier}\n"
+    server = handshake(spawn, fake, config)
+    send_call(server, 42, "q")
+    first, _ = server.recv_until(lambda m: m.get("id") == 42 or m.get("method") == ELICIT)
+    assert (first.get("method") == ELICIT) is asked, first
 
 
 def test_a_call_cancelled_while_asked_stops_waiting_and_sends_nothing(spawn, fake, tmp_path):

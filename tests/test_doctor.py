@@ -1278,3 +1278,10 @@ def test_the_cost_question_and_completion_windows_are_described(tmp_path, fake):
     alone = line_with(proc, "budget.confirm_required does nothing")
     assert alone.startswith(WARN + " ") and "set budget.confirm_over_usd" in proc.stdout
     assert proc.returncode == 0, proc.stdout
+    # A window on answer_deep while it is off (docs/costly-runs.md's example alone) is warned.
+    config = "model_profiles: {answer_deep: {completion_window: 8h}}\n"
+    proc = doctor(tmp_path, env=against(fake), config=config)
+    off = line_with(proc, "model_profiles.answer_deep.completion_window 8h does nothing")
+    assert off.startswith(WARN + " ") and "set tools.answer_deep: true" in proc.stdout
+    proc = doctor(tmp_path, env=against(fake), config=config + "tools: {answer_deep: true}\n")
+    assert line_with(proc, "model_profiles.answer_deep.completion_window 8h: runs in")
