@@ -5949,9 +5949,9 @@ class Ledger:
         ]
 
     def recent(self, tool: str, model: str | None) -> list:
-        """[(usd, input tokens)] of the tool's recent priced calls (of `model` when it has
-        any), as reserve() reads them: what the cost question's quote starts from. Raises
-        StateUnavailable."""
+        """[(usd, input tokens, model)] of the tool's recent priced calls (of `model` when it
+        has any), as reserve() reads them: what the cost question's quote starts from (the
+        model says whether they are of `model`). Raises StateUnavailable."""
         return self._state.read("reading recent calls", lambda q: _recent_calls(q, tool, model))
 
     def reserve(
@@ -6094,8 +6094,8 @@ class Ledger:
 
 
 def _recent_calls(q, tool: str, model: str | None) -> list:
-    """[(usd, input tokens)] of the tool's last _RECENT_CALLS priced calls: those of `model`
-    (its dated snapshots too) among the last _RECENT_SCAN when there are any, else any
+    """[(usd, input tokens, model)] of the tool's last _RECENT_CALLS priced calls: those of
+    `model` (its dated snapshots too) among the last _RECENT_SCAN when there are any, else any
     model's (a gateway's response names the model its own way)."""
     rows = q(
         "SELECT usd, input_tokens, model FROM usage WHERE tool = ? AND outcome = 'ok' "
@@ -6103,7 +6103,7 @@ def _recent_calls(q, tool: str, model: str | None) -> list:
         (tool, _RECENT_SCAN),
     ).fetchall()
     same = [row for row in rows if model is not None and _undated(str(row[2])) == _undated(model)]
-    return [row[:2] for row in (same or rows)[:_RECENT_CALLS]]
+    return [tuple(row) for row in (same or rows)[:_RECENT_CALLS]]
 
 
 def _spent(q, since: list, writer: str) -> list:
@@ -9810,8 +9810,9 @@ class Spending:
     def quote(self, tool, request: dict, args: dict, today: str, user: str, offer, window=None):
         """The call's Quote, from what admission uses (CallEstimator over the tool's recent
         calls of the request's model): expected as admission reserves it, worst from the
-        dearest of them (with none, QUOTE_PRIOR_*), never below expected, at `window` (the
-        profile's, once a window was accepted: BackgroundMode.estimate_window). `offer`: the
+        dearest of them (with none of its model, QUOTE_PRIOR_*, or other models' dearest if
+        dearer), never below expected, at `window` (the profile's, once a window was
+        accepted: BackgroundMode.estimate_window). `offer`: the
         cheaper completion window the person may choose (None: the call can run in none now,
         or none is cheaper). Raises ToolError when the ledger cannot be read."""
         model = request["model"]
@@ -9833,7 +9834,10 @@ class Spending:
         # (a priority call was quoted at half its worst case, a flex one at twice it).
         tier = tier_factor(model, request.get("service_tier"))
         prior = floor + (self._prior(tool, model) - floor) * window_factor(window) * tier
-        worst = estimator(max([floor, *usds]) if usds else prior, tokens)
+        # Another model's calls (none of this one's yet: the profile's model changed) say
+        # nothing of this one's worst case: the prior stands, or their dearest if dearer.
+        own = any(_undated(str(row[2])) == _undated(model) for row in recent)
+        worst = estimator(max([floor, *usds] if own else [prior, *usds]), tokens)
         quote = Quote(tool, model, expected, worst, floor, window)
         quote.priced = self.pricing.prices(model) is not None
         quote.offer = offer

@@ -684,6 +684,15 @@ MUTANTS = [
         "prior_worst_case_is_at",
     ),
     mutant(
+        "confirm-another-models-calls-replace-the-prior",
+        "money",
+        "max([floor, *usds] if own else [prior, *usds])",
+        "max([floor, *usds] if usds else [prior])",
+        "tests/test_cost_question.py",
+        "-k",
+        "another_models_calls",
+    ),
+    mutant(
         "confirm-questions-waiting-unbounded",
         "security",
         "if waiting >= QUESTIONS_WAITING_PER_USER:",

@@ -796,6 +796,28 @@ def test_the_prior_worst_case_is_at_the_profiles_tier(spawn, fake, tier, asked):
     assert (first.get("method") == ELICIT) is asked, first
 
 
+def test_another_models_calls_do_not_lower_the_prior_worst_case(spawn, fake, tmp_path):
+    """The profile's model changed: the ledger's calls of the cheap one it had say nothing of
+    the new one's worst case, which stays at its prior ($0.185, over $0.10): asked, not run
+    unasked on the cheap model's figures (about $0.03)."""
+    cheap = "    gpt-6-luna: {input: 0.05, cached_input: 0.01, output: 0.4}\n  web_search"
+    prices = PRICES.replace("  web_search", cheap)
+    fake.enqueue(SEARCHED)
+    before = spawn(
+        config=prices + "model_profiles:\n  answer:\n    model: gpt-6-luna\n", upstream=fake
+    )
+    before.initialize()
+    send_call(before, 1, "q")
+    assert reply_to(before, 1)["result"]["_meta"]["cost"]["usd"] < 0.05
+    wait_until(lambda: usage_of(tmp_path)["total"]["calls"] == 1, 10, "its row")
+    server = handshake(spawn, fake, prices + "budget:\n  confirm_over_usd: 0.1\n")
+    send_call(server, 2, "q")
+    first, _ = server.recv_until(lambda m: m.get("id") == 2 or m.get("method") == ELICIT)
+    assert first.get("method") == ELICIT, first
+    assert "(up to $0.19)" in first["params"]["message"], first["params"]["message"]
+    assert len(creates(fake)) == 1
+
+
 def test_a_call_cancelled_while_asked_stops_waiting_and_sends_nothing(spawn, fake, tmp_path):
     from conftest import cancel
 
