@@ -12176,9 +12176,14 @@ class CostQuestion:
 
     def _read_once(self, fields: dict) -> None:
         """An answer to the cost question is read once (on this instance): a yes is to one
-        call, so the same state and answer sent again are refused, not run and paid again."""
-        now = round(time.time() * 1000)  # the clock the state's expiry is written in
+        call, so the same state and answer sent again are refused, not run and paid again.
+        One opened a moment before its expiry and read past it is refused too: its nonce may
+        be pruned already (the clock read under the lock, so no read can be older than one
+        that pruned)."""
         with self._answered_lock:
+            now = round(time.time() * 1000)  # the clock the state's expiry is written in
+            if fields["e"] <= now:
+                raise self._refused(f"it expired at {iso_utc(fields['e'])}")
             if fields.get("n") in self._answered_states:
                 raise self._refused("it was answered already; each answer runs one call")
             for nonce, expiry in list(self._answered_states.items()):

@@ -693,6 +693,15 @@ MUTANTS = [
         "another_models_calls",
     ),
     mutant(
+        "confirm-answer-read-past-its-state-expiry",
+        "money",
+        'if fields["e"] <= now:\n                raise self._refused(',
+        "if False:\n                raise self._refused(",
+        "tests/test_cost_question.py",
+        "-k",
+        "past_its_states_expiry",
+    ),
+    mutant(
         "confirm-questions-waiting-unbounded",
         "security",
         "if waiting >= QUESTIONS_WAITING_PER_USER:",

@@ -901,6 +901,25 @@ def test_a_requeststate_answered_run_runs_once(spawn, fake):
     assert len(creates(fake)) == 1
 
 
+def test_an_answer_read_past_its_states_expiry_is_refused(tmp_path):
+    """A state opened a moment before its expiry and read after it: the reads of other states
+    prune the answered nonces past their expiry, so had it been read, a replay of it racing
+    that pruning would run and be paid again."""
+    import time
+
+    from openai_responses_mcp import CostQuestion, Log, RpcError, load_config
+
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path)}
+    asker = CostQuestion(load_config({}, env), Log())
+    now = round(time.time() * 1000)
+    late = {"n": "late", "e": now - 1}
+    with pytest.raises(RpcError, match="it expired at "):
+        asker._read_once(late)
+    asker._read_once({"n": "other", "e": now + 60_000})  # prunes what is past its expiry
+    with pytest.raises(RpcError):
+        asker._read_once(late)
+
+
 def test_a_model_with_no_known_price_is_asked_not_run_unasked(spawn, fake):
     """Without a price its tokens cannot be estimated: the quote (its searches) is no worst
     case, so a call over the threshold at any real price must not slip through unasked."""
