@@ -1285,3 +1285,13 @@ def test_the_cost_question_and_completion_windows_are_described(tmp_path, fake):
     assert off.startswith(WARN + " ") and "set tools.answer_deep: true" in proc.stdout
     proc = doctor(tmp_path, env=against(fake), config=config + "tools: {answer_deep: true}\n")
     assert line_with(proc, "model_profiles.answer_deep.completion_window 8h: runs in")
+
+
+def test_a_window_on_a_tool_turned_off_by_the_environment_names_the_variable(tmp_path, fake):
+    """(issue 41) MCP_ANSWER_DEEP=0 overrides the file's tools.answer_deep: true: the fix names
+    the variable, not the file's key, which is set already and would change nothing."""
+    config = "tools: {answer_deep: true}\nmodel_profiles: {answer_deep: {completion_window: 2h}}\n"
+    proc = doctor(tmp_path, env=against(fake, MCP_ANSWER_DEEP="0"), config=config)
+    off = line_with(proc, "model_profiles.answer_deep.completion_window 2h does nothing")
+    assert off.startswith(WARN + " ") and "from env MCP_ANSWER_DEEP" in off, off
+    assert "fix: set MCP_ANSWER_DEEP=true" in off and "set tools.answer_deep" not in off, off
