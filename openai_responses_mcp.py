@@ -2163,9 +2163,10 @@ def _check_budget_has_ledger(values: dict, sources: dict) -> None:
     for key in ("daily", "monthly", "per_user_daily", "per_user_monthly", "confirm_over"):
         if values["budget"][f"{key}_usd"] is not None:
             where = sources.get(("budget", f"{key}_usd"), "default")
+            off = sources.get(("state", "path"), "default")  # the environment's, often
             raise ConfigError(
                 f"budget.{key}_usd (from {where}) needs the usage ledger, but state.path is "
-                "off: set state.path to a file (or leave it unset), or remove "
+                f"off (from {off}): set state.path to a file (or leave it unset), or remove "
                 + ("budget.confirm_over_usd" if key == "confirm_over" else "the budget")
             )
 

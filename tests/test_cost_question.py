@@ -149,7 +149,13 @@ def test_confirm_over_usd_without_the_ledger_is_a_config_error(tmp_path):
     result = run_cli(tmp_path, "--show-config", "--config", str(path))
     assert result.returncode == 2
     assert "budget.confirm_over_usd (from " in result.stderr
-    assert "needs the usage ledger, but state.path is off" in result.stderr
+    assert "needs the usage ledger, but state.path is off (from " in result.stderr
+    # Off in the environment: the error says so (the config file has no state.path to fix).
+    path.write_text("budget: {confirm_over_usd: 1}\n", encoding="utf-8")
+    env = {"OPENAI_RESPONSES_MCP_STATE": " Off "}
+    result = run_cli(tmp_path, "--show-config", "--config", str(path), env=env)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result
+    assert "state.path is off (from env OPENAI_RESPONSES_MCP_STATE)" in result.stderr
 
 
 def usage_of(tmp_path) -> dict:
