@@ -19402,15 +19402,11 @@ def _doctor_costly_runs(doctor: Doctor, config: Config) -> None:
     for tool in (row["name"] for row in TOOL_TABLE):
         window = config.completion_window(tool)
         if window in WINDOW_FACTORS and tool not in served:  # docs' answer_deep example alone
-            # The environment overrides the file: a fix in the file would change nothing.
-            where = config.sources.get(("tools", tool), "default")
-            env = where.split(" ", 1)[1] if where.startswith("env ") else None
+            where = config.sources.get(("tools", tool), "default")  # env overrides the file
             doctor.warn(
                 f"model_profiles.{tool}.completion_window {window} does nothing: {tool} is "
                 f"not served (tools.{tool} is false, from {where})",
-                f"set {env}=true (it overrides the config file) to serve it"
-                if env
-                else f"set tools.{tool}: true to serve it",
+                f"set {where[4:]}=true" if where.startswith("env ") else f"set tools.{tool}: true",
             )
         elif window in WINDOW_FACTORS:
             off = round((1 - WINDOW_FACTORS[window]) * 100)
