@@ -378,6 +378,8 @@ def test_modern_state_forged_altered_expired_rebound_is_refused(spawn, fake):
     refused(retry(server, first, args, yes, mint({"k": "x"})), "not a requestState of this tool")
     expired = mint({}, ttl_ms=1000, now_ms=1_000)
     refused(retry(server, first, args, yes, expired), "expired at 1970-01-01T00:00:02Z")
+    # Without an answer in it too: the state's own expiry, not only the answer's read-once.
+    refused(modern_call(server, args, FORMS, requestState=expired), "expired at 1970-01-01")
     assert creates(fake) == []
     # A state minted with the shared secret and bound right is honoured: the refusals above
     # were the bindings', not the key's.
