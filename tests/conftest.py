@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import queue
+import select
 import signal
 import subprocess
 import sys
@@ -217,6 +218,8 @@ class Server:
         self.reader = Reader(self.proc.stdout)
         self.reader.start()
         self._stderr = bytearray()
+        self._stderr_lock = threading.Lock()
+        self._wake = os.pipe() if os.name != "nt" else None  # stop's word to _drain_stderr
         self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
         self._stderr_thread.start()
         self._next_id = 1000
@@ -230,20 +233,38 @@ class Server:
         return self.proc.pid
 
     def _drain_stderr(self) -> None:
-        fd = self.proc.stderr.fileno()
-        while chunk := os.read(fd, 65536):
-            self._stderr += chunk
+        # A read only once the pipe has bytes, and the read and its append under one lock, so
+        # the lock is never held while blocked and `stderr`, holding it with an empty pipe, has
+        # every byte written so far. `stop` wakes the select, so a closed pipe is never read
+        # (its descriptor may by then be another file's).
+        fd, wake = self.proc.stderr.fileno(), self._wake
+        while True:
+            if wake is None:  # Windows cannot select a pipe: a blocking read, outside the lock
+                chunk = os.read(fd, 65536)
+                with self._stderr_lock:
+                    self._stderr += chunk
+            else:
+                if fd not in select.select([fd, wake[0]], [], [])[0]:
+                    return  # woken by stop, with the pipe drained
+                with self._stderr_lock:
+                    chunk = os.read(fd, 65536)
+                    self._stderr += chunk
+            if not chunk:
+                return
 
     @property
     def stderr(self) -> str:
         """What the server wrote to stderr so far, including what it wrote before the reply a
-        test has just read from stdout: each pipe has its own reader thread, so that may still
-        wait in the pipe (on a loaded machine, for a while)."""
+        test has just read from stdout (or before the hang-up the fake saw): each pipe has its
+        own reader thread, so that may still wait in the pipe (on a loaded machine, a while)."""
         deadline = time.monotonic() + 5
-        while _unread_bytes(self.proc.stderr) and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            with self._stderr_lock:
+                if not _unread_bytes(self.proc.stderr):
+                    return self._stderr.decode("utf-8", "replace")
             time.sleep(0.005)  # sleep: poll: best effort (no failure), the pipe drained or 5 s
-        time.sleep(0.001)  # sleep: the reader thread's last chunk, read but maybe not appended yet
-        return self._stderr.decode("utf-8", "replace")
+        with self._stderr_lock:
+            return self._stderr.decode("utf-8", "replace")
 
     def write(self, data: bytes) -> None:
         self.proc.stdin.write(data)
@@ -320,11 +341,18 @@ class Server:
             self.proc.wait(5)
         if self.warm:  # the launcher is gone; its server a moment later, killed by the warm
             self.reader.join(10)  # parent: the server's stdout closes as it exits
+        wake, self._wake = self._wake, None
+        if wake is not None:
+            os.write(wake[1], b"x")
+            self._stderr_thread.join(5)
         for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             try:
                 pipe.close()
             except OSError:
                 pass
+        if wake is not None and not self._stderr_thread.is_alive():
+            os.close(wake[0])
+            os.close(wake[1])
 
 
 @pytest.fixture(scope="session", autouse=True)
