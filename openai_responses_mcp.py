@@ -17766,16 +17766,17 @@ class HttpServer:
         return self.app.settings["idle_timeout_s"]
 
     def _close(self, conn, handler, release: bool = True) -> None:
-        """Closes a connection and frees its slot (unless an eviction passed it on)."""
+        """Closes a connection and frees its slot (unless an eviction passed it on). The slot
+        first: a client that saw its connection close and opens another finds it free."""
         if handler is not None:
             try:
                 handler.finish()
             except Exception:  # noqa: BLE001 - a handler whose setup failed has no files
                 pass
-        self.shutdown_request(conn)
         if release and not getattr(handler, "evicted", False):
             with self._count:
                 self.open -= 1
+        self.shutdown_request(conn)
 
     def server_bind(self) -> None:  # HTTPServer's would look the name up in DNS
         import socketserver
