@@ -9457,6 +9457,8 @@ class ResponsesClient:
                     # Before background_refused, whose test the word "background" in
                     # background_options would pass: only the window is off, at full price.
                     self.background.windows_refused(tool, failure)
+                    if call.window is not None:  # the person chose this discount: no full price
+                        raise NotRun(WINDOW_REFUSED_NOT_RUN, "declined", {}) from None
                     call.background = None
                     run = self.background.run(tool, call, started)
                     continue
@@ -9683,6 +9685,15 @@ class _Carried:
 QUOTE_PRIOR_OUTPUT_TOKENS = 16_000
 QUOTE_DEEP_PRIOR_OUTPUT_TOKENS = 100_000
 QUOTE_DEEP_PRIOR_SEARCH_TOKENS = 4_000
+
+
+# A discounted run the person chose (the cost question's run_discounted) whose window the API
+# refused on its own create: at soonest it would be billed in full, above what they agreed to.
+WINDOW_REFUSED_NOT_RUN = (
+    "not run: the API refused the completion window of the discounted run chosen, so it would "
+    "be billed in full; call again to be asked at the full price; nothing ran and nothing was "
+    "spent"
+)
 
 
 class NotRun(ToolError):
@@ -10143,6 +10154,9 @@ class AnswerEngine:
                     tool, request, today, hold, user, args, window, priced, billed
                 ),
             )
+        except NotRun as exc:  # the chosen discount's window refused: _meta.confirm says what
+            exc.meta = asked or exc.meta  # the person was asked and chose
+            raise
         finally:
             unused = hold.take()  # admitted, then joined an identical call, or never flew
             if unused is not None:

@@ -603,6 +603,15 @@ MUTANTS = [
         "refused_window_falls_back",
     ),
     mutant(
+        "chosen-discount-refused-runs-at-full-price",
+        "budget",
+        "if call.window is not None:  # the person chose this discount: no full price",
+        "if False:",
+        "tests/test_cost_question.py",
+        "-k",
+        "own_window_is_refused",
+    ),
+    mutant(
         "window-estimate-discounted-before-any-was-taken",
         "budget",
         "return window if seen and not self.windows_off else None",

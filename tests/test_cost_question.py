@@ -1060,6 +1060,37 @@ def test_a_2025_03_26_client_is_never_sent_elicitation(spawn, fake):
     assert len(creates(fake)) == 1
 
 
+def test_a_discounted_run_whose_own_window_is_refused_is_not_run_at_full_price(
+    spawn, fake, tmp_path
+):
+    """The person chose "run within 8 hours for $X"; the API refuses the window on that very
+    call (the first of the process to ask for one): falling back to soonest would bill them the
+    full price they did not choose. Not run; the refused create cost nothing; windows are off
+    from then on, so the next call is asked at the full price only."""
+    fake.refuse_windows = True
+    fake.enqueue(SEARCHED)
+    server = handshake(spawn, fake)
+    send_call(server, 121, "q")
+    answer(server, question(server), choose("run_discounted"))
+    done = reply_to(server, 121)["result"]
+    assert done["isError"] is True, done
+    said = done["content"][0]["text"]
+    assert said.startswith("not run: the API refused the completion window"), said
+    assert said.endswith("nothing ran and nothing was spent"), said
+    assert done["_meta"]["confirm"]["choice"] == "run_discounted"
+    (refused,) = creates(fake)  # the refused create alone: nothing went at full price
+    assert refused.body["background_options"] == {"completion_window": "8h"}
+    wait_until(lambda: usage_of(tmp_path)["total"]["calls"] == 1, 10, "the not-run row")
+    assert usage_of(tmp_path)["total"]["usd"] == 0
+    assert reservations(tmp_path) == 0
+    send_call(server, 122, "again")
+    asked = question(server)
+    values = [
+        o["const"] for o in asked["params"]["requestedSchema"]["properties"]["choice"]["oneOf"]
+    ]
+    assert values == ["run", "cancel"], asked
+
+
 # -- Where the cost question meets discounted runs (issue 41, end to end) ----------------------
 
 
