@@ -11197,7 +11197,8 @@ def prompt_definitions(version: str, deep: bool) -> list[dict]:
 
 def prompt_arguments(prompt: dict, arguments) -> dict[str, str]:
     """A prompts/get's arguments checked against its prompt: an object of strings (as the
-    spec types them), none unknown, each required one present and not blank."""
+    spec types them), none unknown, each required one present and not blank, and none the
+    tool would refuse as its query (a lone surrogate, a question over its maxLength)."""
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
@@ -11211,9 +11212,16 @@ def prompt_arguments(prompt: dict, arguments) -> dict[str, str]:
             )
         if not isinstance(value, str):
             raise InvalidParams(f"argument {name!r} must be a string, got {_describe(value)}")
+        _check_unicode(name, value)  # as the tool checks it: never a message it would refuse
     for name, _, required in prompt["arguments"]:
         if required and _is_blank(arguments.get(name, "")):
             raise InvalidParams(f"prompt {prompt['name']!r} needs the argument {name!r}")
+    limit = INPUT_PROPERTIES["query"]["maxLength"]  # the question becomes the tool's query
+    if len(arguments["question"]) > limit:
+        raise InvalidParams(
+            f"argument 'question' is {len(arguments['question'])} characters; the "
+            f"{prompt['tool']} tool takes at most {limit}"
+        )
     return {name: value.strip() for name, value in arguments.items()}
 
 
