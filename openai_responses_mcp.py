@@ -9458,7 +9458,8 @@ class ResponsesClient:
                     # background_options would pass: only the window is off, at full price.
                     self.background.windows_refused(tool, failure)
                     if call.window is not None:  # the person chose this discount: no full price
-                        raise NotRun(WINDOW_REFUSED_NOT_RUN, "declined", {}) from None
+                        said = DISCOUNT_REFUSED_NOT_RUN.format("the completion window")
+                        raise NotRun(said, "declined", {}) from None
                     call.background = None
                     run = self.background.run(tool, call, started)
                     continue
@@ -9466,6 +9467,11 @@ class ResponsesClient:
                     self.background.refused(tool, failure)
                     if tool == DEEP_TOOL:  # half an hour on one open stream is no fallback
                         raise ToolError(DEEP_NEEDS_BACKGROUND, failure.detail) from None
+                    if call.window is not None and run.window:  # as for a refused window
+                        said = DISCOUNT_REFUSED_NOT_RUN.format(
+                            "background mode (which a window needs)"
+                        )
+                        raise NotRun(said, "declined", {}) from None
                     run = call.background = None
                     continue
                 adapted = self.refusals.adapt(tool, request, failure)
@@ -9687,12 +9693,12 @@ QUOTE_DEEP_PRIOR_OUTPUT_TOKENS = 100_000
 QUOTE_DEEP_PRIOR_SEARCH_TOKENS = 4_000
 
 
-# A discounted run the person chose (the cost question's run_discounted) whose window the API
-# refused on its own create: at soonest it would be billed in full, above what they agreed to.
-WINDOW_REFUSED_NOT_RUN = (
-    "not run: the API refused the completion window of the discounted run chosen, so it would "
-    "be billed in full; call again to be asked at the full price; nothing ran and nothing was "
-    "spent"
+# A discounted run the person chose (the cost question's run_discounted) whose window, or the
+# background mode a window needs, the API refused on its own create: at soonest it would be
+# billed in full, above what they agreed to. {} names what was refused.
+DISCOUNT_REFUSED_NOT_RUN = (
+    "not run: the API refused {} of the discounted run chosen, so it would be billed in full; "
+    "call again to be asked at the full price; nothing ran and nothing was spent"
 )
 
 

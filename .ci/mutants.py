@@ -612,6 +612,15 @@ MUTANTS = [
         "own_window_is_refused",
     ),
     mutant(
+        "chosen-discount-zdr-refused-runs-at-full-price",
+        "budget",
+        "if call.window is not None and run.window:  # as for a refused window",
+        "if False:",
+        "tests/test_cost_question.py",
+        "-k",
+        "own_window_is_refused",
+    ),
+    mutant(
         "window-estimate-discounted-before-any-was-taken",
         "budget",
         "return window if seen and not self.windows_off else None",

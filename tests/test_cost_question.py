@@ -1060,14 +1060,20 @@ def test_a_2025_03_26_client_is_never_sent_elicitation(spawn, fake):
     assert len(creates(fake)) == 1
 
 
+@pytest.mark.parametrize(
+    ("refusal", "refused"),
+    [("refuse_windows", "the completion window"), ("refuse_background", "background mode")],
+    ids=["window", "zdr"],
+)
 def test_a_discounted_run_whose_own_window_is_refused_is_not_run_at_full_price(
-    spawn, fake, tmp_path
+    spawn, fake, tmp_path, refusal, refused
 ):
-    """The person chose "run within 8 hours for $X"; the API refuses the window on that very
-    call (the first of the process to ask for one): falling back to soonest would bill them the
-    full price they did not choose. Not run; the refused create cost nothing; windows are off
-    from then on, so the next call is asked at the full price only."""
-    fake.refuse_windows = True
+    """The person chose "run within 8 hours for $X"; the API refuses the window (or, a
+    zero-data-retention organization, the background mode it needs) on that very call, the
+    first of the process to ask: falling back to soonest would bill them the full price they
+    did not choose. Not run; the refused create cost nothing; windows are off from then on,
+    so the next call is asked at the full price only."""
+    setattr(fake, refusal, True)
     fake.enqueue(SEARCHED)
     server = handshake(spawn, fake)
     send_call(server, 121, "q")
@@ -1075,7 +1081,7 @@ def test_a_discounted_run_whose_own_window_is_refused_is_not_run_at_full_price(
     done = reply_to(server, 121)["result"]
     assert done["isError"] is True, done
     said = done["content"][0]["text"]
-    assert said.startswith("not run: the API refused the completion window"), said
+    assert said.startswith(f"not run: the API refused {refused}"), said
     assert said.endswith("nothing ran and nothing was spent"), said
     assert done["_meta"]["confirm"]["choice"] == "run_discounted"
     (refused,) = creates(fake)  # the refused create alone: nothing went at full price
