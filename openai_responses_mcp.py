@@ -9766,12 +9766,13 @@ class Quote:
         expected, worst = self.at(self.window if window is None else window)
         return f"{usd(expected)} (up to {usd(worst)})"
 
-    def as_meta(self) -> dict:
-        """The estimate as _meta.confirm carries it."""
+    def as_meta(self, asked: bool = True) -> dict:
+        """The estimate as _meta.confirm carries it; `discounted` only when it was offered (a
+        client that cannot be asked was offered nothing)."""
         meta = {"expected_usd": round(self.expected, 6), "worst_usd": round(self.worst, 6)}
         if self.window != "soonest":
             meta["window"] = self.window
-        if self.offer is not None:
+        if self.offer is not None and asked:
             expected, worst = self.at(self.offer)
             meta["discounted"] = {
                 "window": self.offer,
@@ -12276,7 +12277,7 @@ class CostQuestion:
 
     def _unasked(self, quote: Quote, why: str = NO_FORMS) -> dict:
         meta = {"asked": False, "reason": f"the client cannot be asked ({why})"}
-        meta["estimate"] = quote.as_meta()
+        meta["estimate"] = quote.as_meta(asked=False)
         if self.required:
             raise NotRun(
                 f"not run: {quote.tool} may cost up to {usd(quote.worst)}, over "

@@ -232,6 +232,8 @@ def test_a_client_without_elicitation_runs_unasked_and_meta_says_so(spawn, fake)
     confirm = reply["result"]["_meta"]["confirm"]
     assert confirm["asked"] is False
     assert confirm["reason"] == "the client cannot be asked (no form elicitation)"
+    # Nothing was offered, so no discounted figure is said to have been (docs/costly-runs.md).
+    assert confirm["estimate"]["worst_usd"] > 0 and "discounted" not in confirm["estimate"]
     assert len(creates(fake)) == 1
 
 
@@ -330,6 +332,7 @@ def test_modern_client_without_elicitation_runs_unasked(spawn, fake):
     result = modern_call(server, {"query": "q"}, caps={})["result"]
     assert result["resultType"] == "complete"
     assert result["_meta"]["confirm"]["asked"] is False
+    assert "discounted" not in result["_meta"]["confirm"]["estimate"]
     assert len(creates(fake)) == 1
 
 
