@@ -742,6 +742,52 @@ def test_sdk_client_no_sends_nothing(tmp_path, fake, mode, answer):
     assert creates(fake) == []
 
 
+def sdk_http_call(url: str, mode: str, choice: dict) -> tuple:
+    """One call from the mcp SDK's Client over Streamable HTTP; (result, question or None)."""
+    import anyio
+    import mcp_types
+    from mcp import Client
+
+    seen = {"asked": None}
+
+    async def on_question(context, asked):
+        seen["asked"] = asked
+        return mcp_types.ElicitResult(**choice)
+
+    async def main():
+        with anyio.fail_after(40):
+            async with Client(url, mode=mode, elicitation_callback=on_question) as client:
+                seen["result"] = await client.call_tool("answer", {"query": "q"})
+
+    anyio.run(main)
+    return seen["result"], seen["asked"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "flags"),
+    [("legacy", ()), ("2026-07-28", ()), ("2026-07-28", ("--stateless",))],
+    ids=["2025-11-25", "2026-07-28", "2026-07-28-stateless"],
+)
+def test_sdk_client_over_http_gets_what_it_chose(spawn, fake, mode, flags):
+    """As users meet it over HTTP: the SDK's client asked on the call's stream (the handshake
+    era) or through input_required (2026-07-28, a --stateless server too) gets the discounted
+    run it chose, at the discount; a decline sends nothing."""
+    fake.window_polls = 0
+    fake.enqueue(SEARCHED)
+    server = serve_http(spawn, fake, *flags)
+    url = f"http://127.0.0.1:{server.port}/mcp"
+    result, asked = sdk_http_call(url, mode, choose("run_discounted"))
+    assert "run within 8 hours for $" in asked.message
+    assert result.is_error is False and result.meta["confirm"]["window"] == "8h"
+    assert "x0.6 (8h window)" in result.meta["cost"]["prices"]
+    (create,) = creates(fake)
+    assert create.body["background_options"] == {"completion_window": "8h"}
+    result, asked = sdk_http_call(url, mode, {"action": "decline"})
+    assert asked is not None and result.is_error is True
+    assert result.content[0].text.startswith("not run: the person declined")
+    assert len(creates(fake)) == 1
+
+
 # -- A call that becomes a task asks before anything is sent -----------------------------------
 
 TASKS_NOW = "server:\n  tasks:\n    immediate_ms: 0\n"
