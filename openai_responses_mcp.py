@@ -9456,7 +9456,7 @@ class ResponsesClient:
                 if run is not None and run.window and not run.response_id and window_refused(exc):
                     # Before background_refused, whose test the word "background" in
                     # background_options would pass: only the window is off, at full price.
-                    self.background.windows_refused(tool, failure)
+                    self.background.windows_refused(failure)
                     if call.window is not None:  # the person chose this discount: no full price
                         said = DISCOUNT_REFUSED_NOT_RUN.format("the completion window")
                         raise NotRun(said, "declined", {}) from None
@@ -10455,9 +10455,11 @@ class BackgroundMode:
         run.cancel_done.wait(NAMING_WAIT_S + 2 * CANCEL_TIMEOUT_S)
         return run.ended
 
-    def windows_refused(self, tool: str, failure: Failure) -> None:
+    def windows_refused(self, failure: Failure) -> None:
         """Completion windows are off for the rest of the process (one warning, naming the
-        keys that ask for them); the call goes on at soonest, at full price."""
+        keys that ask for them); the call goes on at soonest, at full price (a discounted run
+        the person chose is not run: ResponsesClient). A window that was only the cost
+        question's run_discounted names no key: every profile is at soonest already."""
         with self._lock:
             warned, self.windows_off = self.windows_off, True
         if warned:
@@ -10465,13 +10467,18 @@ class BackgroundMode:
         keys = [
             f"model_profiles.{name}.completion_window"
             for name in TOOL_NAMES
-            if name == tool or self._config.completion_window(name) in WINDOW_FACTORS
+            if self._config.completion_window(name) in WINDOW_FACTORS
         ]
+        fix = (
+            f"set {' and '.join(keys)} to soonest"
+            if keys
+            else "the cost question offers no discounted run (no model profile sets a window)"
+        )
         said = _one_line(self._log.redact(failure.detail), 160) or "no reason given"
         self._log.say(
             f"warning: the API refused a completion window (background_options, HTTP "
             f"{failure.status}: {said}); calls run at soonest, at full price, until restart: "
-            f"set {' and '.join(keys)} to soonest"
+            f"{fix}"
         )
 
     def refused(self, tool: str, failure: Failure) -> None:

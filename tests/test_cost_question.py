@@ -1111,7 +1111,10 @@ def test_a_2025_03_26_client_is_never_sent_elicitation(spawn, fake):
 
 @pytest.mark.parametrize(
     ("refusal", "refused"),
-    [("refuse_windows", "the completion window"), ("refuse_background", "background mode")],
+    [
+        ("refuse_windows", "the completion window"),
+        ("refuse_background", "background mode"),
+    ],
     ids=["window", "zdr"],
 )
 def test_a_discounted_run_whose_own_window_is_refused_is_not_run_at_full_price(
@@ -1138,6 +1141,11 @@ def test_a_discounted_run_whose_own_window_is_refused_is_not_run_at_full_price(
     wait_until(lambda: usage_of(tmp_path)["total"]["calls"] == 1, 10, "the not-run row")
     assert usage_of(tmp_path)["total"]["usd"] == 0
     assert reservations(tmp_path) == 0
+    # The operator is told what happened, and no key to set: every profile is at soonest.
+    wait_until(lambda: "warning: the API refused" in server.stderr, 5, lambda: server.stderr)
+    if refusal == "refuse_windows":
+        assert "the cost question offers no discounted run" in server.stderr, server.stderr
+    assert "completion_window" not in server.stderr, server.stderr
     send_call(server, 122, "again")
     asked = question(server)
     values = [
