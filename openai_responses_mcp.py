@@ -9741,6 +9741,10 @@ class Quote:
         self._at_window = (expected, max(expected, worst))
         self._searches = searches  # the part of a figure that is web searches (no discount)
         self.window, self.offer = window or "soonest", None
+        # The window `run` runs in (its profile's completion_window; None: soonest), said in
+        # the question whether or not its figures take its discount yet: the person choosing
+        # `run` learns it may take that long.
+        self.runs_in: str | None = None
         self.spend: list[str] = []
         self.priced = True  # False: no price known for the model, so its tokens are not in it
 
@@ -10192,6 +10196,7 @@ class AnswerEngine:
         offer = "8h" if opens and own != "8h" else None  # 8h is the cheapest window there is
         priced = self._billed_window(tool, request)
         quote = self.spending.quote(tool, request, args, today, user, offer, priced)
+        quote.runs_in = own if own in WINDOW_FACTORS else None  # `run` waits that long
         try:
             return confirm(quote)
         except NotRun as exc:
@@ -12298,7 +12303,8 @@ class CostQuestion:
 
     def form(self, quote: Quote, titled: bool = True) -> dict:
         """elicitation/create's params: the message and a form of one enum, `choice`."""
-        options = [("run", f"Run it: {quote.figures()}")]
+        within = f" within {quote.runs_in.rstrip('h')} hours" if quote.runs_in else ""
+        options = [("run", f"Run it{within}: {quote.figures()}")]
         if quote.offer is not None:
             hours = quote.offer.rstrip("h")
             options.append(
@@ -12321,7 +12327,7 @@ class CostQuestion:
         offer = (
             f", run within {hours} hours for {quote.figures(quote.offer)}" if quote.offer else ""
         )
-        message += f" Run it{offer}, or cancel?"
+        message += f" Run it{within}{offer}, or cancel?"
         schema = {"type": "object", "properties": {"choice": choice}, "required": ["choice"]}
         return {"mode": "form", "message": message, "requestedSchema": schema}
 

@@ -1181,6 +1181,10 @@ def test_a_windowed_profiles_billed_calls_are_not_discounted_again_in_the_quote(
         lambda m: m.get("id") == 2 or m.get("method") == "elicitation/create", 30
     )
     assert asked.get("method") == "elicitation/create", asked
+    # `run` is in the profile's window, and the person is told it may take that long.
+    assert "Run it within 8 hours, or cancel?" in asked["params"]["message"], asked
+    run = asked["params"]["requestedSchema"]["properties"]["choice"]["oneOf"][0]
+    assert run["const"] == "run" and run["title"].startswith("Run it within 8 hours: $"), run
     answer(server, asked, choose("cancel"))
     estimate = not_run(reply_to(server, 2))["_meta"]["confirm"]["estimate"]
     assert estimate["window"] == "8h" and estimate["worst_usd"] >= 0.24, estimate
