@@ -9456,7 +9456,10 @@ class ResponsesClient:
                 if run is not None and run.window and not run.response_id and window_refused(exc):
                     # Before background_refused, whose test the word "background" in
                     # background_options would pass: only the window is off, at full price.
-                    self.background.windows_refused(tool, failure)
+                    self.background.windows_refused(failure)
+                    if call.window is not None:  # the person chose this discount: no full price
+                        said = DISCOUNT_REFUSED_NOT_RUN.format("the completion window")
+                        raise NotRun(said, "declined", {}) from None
                     call.background = None
                     run = self.background.run(tool, call, started)
                     continue
@@ -9464,6 +9467,11 @@ class ResponsesClient:
                     self.background.refused(tool, failure)
                     if tool == DEEP_TOOL:  # half an hour on one open stream is no fallback
                         raise ToolError(DEEP_NEEDS_BACKGROUND, failure.detail) from None
+                    if call.window is not None and run.window:  # as for a refused window
+                        said = DISCOUNT_REFUSED_NOT_RUN.format(
+                            "background mode (which a window needs)"
+                        )
+                        raise NotRun(said, "declined", {}) from None
                     run = call.background = None
                     continue
                 adapted = self.refusals.adapt(tool, request, failure)
@@ -9685,6 +9693,15 @@ QUOTE_DEEP_PRIOR_OUTPUT_TOKENS = 100_000
 QUOTE_DEEP_PRIOR_SEARCH_TOKENS = 4_000
 
 
+# A discounted run the person chose (the cost question's run_discounted) whose window, or the
+# background mode a window needs, the API refused on its own create: at soonest it would be
+# billed in full, above what they agreed to. {} names what was refused.
+DISCOUNT_REFUSED_NOT_RUN = (
+    "not run: the API refused {} of the discounted run chosen, so it would be billed in full; "
+    "call again to be asked at the full price; nothing ran and nothing was spent"
+)
+
+
 class NotRun(ToolError):
     """A call the cost question stopped before anything was sent: the person said no (or did
     not answer), or the client cannot be asked under budget.confirm_required. Its reply is an
@@ -9724,6 +9741,10 @@ class Quote:
         self._at_window = (expected, max(expected, worst))
         self._searches = searches  # the part of a figure that is web searches (no discount)
         self.window, self.offer = window or "soonest", None
+        # The window `run` runs in (its profile's completion_window; None: soonest), said in
+        # the question whether or not its figures take its discount yet: the person choosing
+        # `run` learns it may take that long.
+        self.runs_in: str | None = None
         self.spend: list[str] = []
         self.priced = True  # False: no price known for the model, so its tokens are not in it
 
@@ -9749,12 +9770,13 @@ class Quote:
         expected, worst = self.at(self.window if window is None else window)
         return f"{usd(expected)} (up to {usd(worst)})"
 
-    def as_meta(self) -> dict:
-        """The estimate as _meta.confirm carries it."""
+    def as_meta(self, asked: bool = True) -> dict:
+        """The estimate as _meta.confirm carries it; `discounted` only when it was offered (a
+        client that cannot be asked was offered nothing)."""
         meta = {"expected_usd": round(self.expected, 6), "worst_usd": round(self.worst, 6)}
         if self.window != "soonest":
             meta["window"] = self.window
-        if self.offer is not None:
+        if self.offer is not None and asked:
             expected, worst = self.at(self.offer)
             meta["discounted"] = {
                 "window": self.offer,
@@ -10143,6 +10165,9 @@ class AnswerEngine:
                     tool, request, today, hold, user, args, window, priced, billed
                 ),
             )
+        except NotRun as exc:  # the chosen discount's window refused: _meta.confirm says what
+            exc.meta = asked or exc.meta  # the person was asked and chose
+            raise
         finally:
             unused = hold.take()  # admitted, then joined an identical call, or never flew
             if unused is not None:
@@ -10171,6 +10196,7 @@ class AnswerEngine:
         offer = "8h" if opens and own != "8h" else None  # 8h is the cheapest window there is
         priced = self._billed_window(tool, request)
         quote = self.spending.quote(tool, request, args, today, user, offer, priced)
+        quote.runs_in = own if own in WINDOW_FACTORS else None  # `run` waits that long
         try:
             return confirm(quote)
         except NotRun as exc:
@@ -10434,9 +10460,11 @@ class BackgroundMode:
         run.cancel_done.wait(NAMING_WAIT_S + 2 * CANCEL_TIMEOUT_S)
         return run.ended
 
-    def windows_refused(self, tool: str, failure: Failure) -> None:
+    def windows_refused(self, failure: Failure) -> None:
         """Completion windows are off for the rest of the process (one warning, naming the
-        keys that ask for them); the call goes on at soonest, at full price."""
+        keys that ask for them); the call goes on at soonest, at full price (a discounted run
+        the person chose is not run: ResponsesClient). A window that was only the cost
+        question's run_discounted names no key: every profile is at soonest already."""
         with self._lock:
             warned, self.windows_off = self.windows_off, True
         if warned:
@@ -10444,13 +10472,18 @@ class BackgroundMode:
         keys = [
             f"model_profiles.{name}.completion_window"
             for name in TOOL_NAMES
-            if name == tool or self._config.completion_window(name) in WINDOW_FACTORS
+            if self._config.completion_window(name) in WINDOW_FACTORS
         ]
+        fix = (
+            f"set {' and '.join(keys)} to soonest"
+            if keys
+            else "the cost question offers no discounted run (no model profile sets a window)"
+        )
         said = _one_line(self._log.redact(failure.detail), 160) or "no reason given"
         self._log.say(
             f"warning: the API refused a completion window (background_options, HTTP "
             f"{failure.status}: {said}); calls run at soonest, at full price, until restart: "
-            f"set {' and '.join(keys)} to soonest"
+            f"{fix}"
         )
 
     def refused(self, tool: str, failure: Failure) -> None:
@@ -11183,7 +11216,8 @@ def prompt_definitions(version: str, deep: bool) -> list[dict]:
 
 def prompt_arguments(prompt: dict, arguments) -> dict[str, str]:
     """A prompts/get's arguments checked against its prompt: an object of strings (as the
-    spec types them), none unknown, each required one present and not blank."""
+    spec types them), none unknown, each required one present and not blank, and none the
+    tool would refuse as its query (a lone surrogate, a question over its maxLength)."""
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
@@ -11197,9 +11231,16 @@ def prompt_arguments(prompt: dict, arguments) -> dict[str, str]:
             )
         if not isinstance(value, str):
             raise InvalidParams(f"argument {name!r} must be a string, got {_describe(value)}")
+        _check_unicode(name, value)  # as the tool checks it: never a message it would refuse
     for name, _, required in prompt["arguments"]:
         if required and _is_blank(arguments.get(name, "")):
             raise InvalidParams(f"prompt {prompt['name']!r} needs the argument {name!r}")
+    limit = INPUT_PROPERTIES["query"]["maxLength"]  # the question becomes the tool's query
+    if len(arguments["question"]) > limit:
+        raise InvalidParams(
+            f"argument 'question' is {len(arguments['question'])} characters; the "
+            f"{prompt['tool']} tool takes at most {limit}"
+        )
     return {name: value.strip() for name, value in arguments.items()}
 
 
@@ -12248,7 +12289,7 @@ class CostQuestion:
 
     def _unasked(self, quote: Quote, why: str = NO_FORMS) -> dict:
         meta = {"asked": False, "reason": f"the client cannot be asked ({why})"}
-        meta["estimate"] = quote.as_meta()
+        meta["estimate"] = quote.as_meta(asked=False)
         if self.required:
             raise NotRun(
                 f"not run: {quote.tool} may cost up to {usd(quote.worst)}, over "
@@ -12262,7 +12303,8 @@ class CostQuestion:
 
     def form(self, quote: Quote, titled: bool = True) -> dict:
         """elicitation/create's params: the message and a form of one enum, `choice`."""
-        options = [("run", f"Run it: {quote.figures()}")]
+        within = f" within {quote.runs_in.rstrip('h')} hours" if quote.runs_in else ""
+        options = [("run", f"Run it{within}: {quote.figures()}")]
         if quote.offer is not None:
             hours = quote.offer.rstrip("h")
             options.append(
@@ -12285,7 +12327,7 @@ class CostQuestion:
         offer = (
             f", run within {hours} hours for {quote.figures(quote.offer)}" if quote.offer else ""
         )
-        message += f" Run it{offer}, or cancel?"
+        message += f" Run it{within}{offer}, or cancel?"
         schema = {"type": "object", "properties": {"choice": choice}, "required": ["choice"]}
         return {"mode": "form", "message": message, "requestedSchema": schema}
 

@@ -232,6 +232,8 @@ def test_a_client_without_elicitation_runs_unasked_and_meta_says_so(spawn, fake)
     confirm = reply["result"]["_meta"]["confirm"]
     assert confirm["asked"] is False
     assert confirm["reason"] == "the client cannot be asked (no form elicitation)"
+    # Nothing was offered, so no discounted figure is said to have been (docs/costly-runs.md).
+    assert confirm["estimate"]["worst_usd"] > 0 and "discounted" not in confirm["estimate"]
     assert len(creates(fake)) == 1
 
 
@@ -330,6 +332,7 @@ def test_modern_client_without_elicitation_runs_unasked(spawn, fake):
     result = modern_call(server, {"query": "q"}, caps={})["result"]
     assert result["resultType"] == "complete"
     assert result["_meta"]["confirm"]["asked"] is False
+    assert "discounted" not in result["_meta"]["confirm"]["estimate"]
     assert len(creates(fake)) == 1
 
 
@@ -739,6 +742,52 @@ def test_sdk_client_no_sends_nothing(tmp_path, fake, mode, answer):
     assert creates(fake) == []
 
 
+def sdk_http_call(url: str, mode: str, choice: dict) -> tuple:
+    """One call from the mcp SDK's Client over Streamable HTTP; (result, question or None)."""
+    import anyio
+    import mcp_types
+    from mcp import Client
+
+    seen = {"asked": None}
+
+    async def on_question(context, asked):
+        seen["asked"] = asked
+        return mcp_types.ElicitResult(**choice)
+
+    async def main():
+        with anyio.fail_after(40):
+            async with Client(url, mode=mode, elicitation_callback=on_question) as client:
+                seen["result"] = await client.call_tool("answer", {"query": "q"})
+
+    anyio.run(main)
+    return seen["result"], seen["asked"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "flags"),
+    [("legacy", ()), ("2026-07-28", ()), ("2026-07-28", ("--stateless",))],
+    ids=["2025-11-25", "2026-07-28", "2026-07-28-stateless"],
+)
+def test_sdk_client_over_http_gets_what_it_chose(spawn, fake, mode, flags):
+    """As users meet it over HTTP: the SDK's client asked on the call's stream (the handshake
+    era) or through input_required (2026-07-28, a --stateless server too) gets the discounted
+    run it chose, at the discount; a decline sends nothing."""
+    fake.window_polls = 0
+    fake.enqueue(SEARCHED)
+    server = serve_http(spawn, fake, *flags)
+    url = f"http://127.0.0.1:{server.port}/mcp"
+    result, asked = sdk_http_call(url, mode, choose("run_discounted"))
+    assert "run within 8 hours for $" in asked.message
+    assert result.is_error is False and result.meta["confirm"]["window"] == "8h"
+    assert "x0.6 (8h window)" in result.meta["cost"]["prices"]
+    (create,) = creates(fake)
+    assert create.body["background_options"] == {"completion_window": "8h"}
+    result, asked = sdk_http_call(url, mode, {"action": "decline"})
+    assert asked is not None and result.is_error is True
+    assert result.content[0].text.startswith("not run: the person declined")
+    assert len(creates(fake)) == 1
+
+
 # -- A call that becomes a task asks before anything is sent -----------------------------------
 
 TASKS_NOW = "server:\n  tasks:\n    immediate_ms: 0\n"
@@ -1060,6 +1109,51 @@ def test_a_2025_03_26_client_is_never_sent_elicitation(spawn, fake):
     assert len(creates(fake)) == 1
 
 
+@pytest.mark.parametrize(
+    ("refusal", "refused"),
+    [
+        ("refuse_windows", "the completion window"),
+        ("refuse_background", "background mode"),
+    ],
+    ids=["window", "zdr"],
+)
+def test_a_discounted_run_whose_own_window_is_refused_is_not_run_at_full_price(
+    spawn, fake, tmp_path, refusal, refused
+):
+    """The person chose "run within 8 hours for $X"; the API refuses the window (or, a
+    zero-data-retention organization, the background mode it needs) on that very call, the
+    first of the process to ask: falling back to soonest would bill them the full price they
+    did not choose. Not run; the refused create cost nothing; windows are off from then on,
+    so the next call is asked at the full price only."""
+    setattr(fake, refusal, True)
+    fake.enqueue(SEARCHED)
+    server = handshake(spawn, fake)
+    send_call(server, 121, "q")
+    answer(server, question(server), choose("run_discounted"))
+    done = reply_to(server, 121)["result"]
+    assert done["isError"] is True, done
+    said = done["content"][0]["text"]
+    assert said.startswith(f"not run: the API refused {refused}"), said
+    assert said.endswith("nothing ran and nothing was spent"), said
+    assert done["_meta"]["confirm"]["choice"] == "run_discounted"
+    (refused,) = creates(fake)  # the refused create alone: nothing went at full price
+    assert refused.body["background_options"] == {"completion_window": "8h"}
+    wait_until(lambda: usage_of(tmp_path)["total"]["calls"] == 1, 10, "the not-run row")
+    assert usage_of(tmp_path)["total"]["usd"] == 0
+    assert reservations(tmp_path) == 0
+    # The operator is told what happened, and no key to set: every profile is at soonest.
+    wait_until(lambda: "warning: the API refused" in server.stderr, 5, lambda: server.stderr)
+    if refusal == "refuse_windows":
+        assert "the cost question offers no discounted run" in server.stderr, server.stderr
+    assert "completion_window" not in server.stderr, server.stderr
+    send_call(server, 122, "again")
+    asked = question(server)
+    values = [
+        o["const"] for o in asked["params"]["requestedSchema"]["properties"]["choice"]["oneOf"]
+    ]
+    assert values == ["run", "cancel"], asked
+
+
 # -- Where the cost question meets discounted runs (issue 41, end to end) ----------------------
 
 
@@ -1087,6 +1181,10 @@ def test_a_windowed_profiles_billed_calls_are_not_discounted_again_in_the_quote(
         lambda m: m.get("id") == 2 or m.get("method") == "elicitation/create", 30
     )
     assert asked.get("method") == "elicitation/create", asked
+    # `run` is in the profile's window, and the person is told it may take that long.
+    assert "Run it within 8 hours, or cancel?" in asked["params"]["message"], asked
+    run = asked["params"]["requestedSchema"]["properties"]["choice"]["oneOf"][0]
+    assert run["const"] == "run" and run["title"].startswith("Run it within 8 hours: $"), run
     answer(server, asked, choose("cancel"))
     estimate = not_run(reply_to(server, 2))["_meta"]["confirm"]["estimate"]
     assert estimate["window"] == "8h" and estimate["worst_usd"] >= 0.24, estimate

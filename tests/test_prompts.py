@@ -216,6 +216,33 @@ def test_stdio_serves_prompts_in_both_eras(spawn, env, names):
     assert tool_call_in(message_text(got["result"])) == {"query": "q", "files": ["x"]}
 
 
+def test_a_prompt_never_expands_to_a_call_the_tool_would_refuse(spawn):
+    """A question over the tool's query maxLength, or holding a lone surrogate, was expanded
+    into a message whose tool call then failed: refused at prompts/get, in both eras, saying
+    why; the server keeps serving."""
+    server = spawn()
+    limit = m.INPUT_PROPERTIES["query"]["maxLength"]
+    over = {"name": "research", "arguments": {"question": "x" * (limit + 1)}}
+    for params in (modern(**over), None):
+        if params is None:  # the handshake era, on the same pipe
+            server.initialize("2025-11-25")
+            params = over
+        reply = server.request("prompts/get", params)
+        assert reply["error"]["code"] == -32602, str(reply)[:300]
+        said = reply["error"]["message"]
+        assert f"'question' is {limit + 1} characters; the answer tool takes at most" in said
+    # A lone surrogate, as JSON escapes it (json.dumps would not write one).
+    arguments = b'{"path": "a\\ud800.png", "question": "q"}'
+    server.write(
+        b'{"jsonrpc": "2.0", "id": 5, "method": "prompts/get", "params": {"name": '
+        b'"ask-about-file", "arguments": ' + arguments + b"}}\n"
+    )
+    reply, _ = server.recv_until(lambda message: message.get("id") == 5)
+    assert reply["error"]["code"] == -32602 and "'path' holds a lone surrogate" in str(reply)
+    fits = {"name": "research", "arguments": {"question": "x" * limit}}
+    assert tool_call_in(message_text(server.request("prompts/get", fits)["result"]))
+
+
 # -- The SDK's client, in each era -------------------------------------------------------------
 
 

@@ -440,7 +440,7 @@ def test_a_window_taken_for_one_model_does_not_discount_another_models_estimate(
 ):
     """The API takes windows model by model: one refused after another model's was taken runs
     at soonest, billed in full, so its estimate must have been in full too."""
-    other = "  answer_detailed:\n    model: gpt-6.2-sol\n"
+    other = "  answer_detailed:\n    model: gpt-6.2-sol\n    completion_window: 8h\n"
     engine = make_engine(tmp_path, fake, monkeypatch, other)
     admitted = spy_admissions(engine, monkeypatch)
     fake.window_polls = 0
@@ -448,8 +448,7 @@ def test_a_window_taken_for_one_model_does_not_discount_another_models_estimate(
     first.window = "8h"
     assert engine.answer("answer", {"query": "q"}, first)[1]["window"] == "8h"
     fake.refuse_windows = True  # gpt-6.2-sol's is refused
-    second = orm.Call(2, "answer_detailed")
-    second.window = "8h"
+    second = orm.Call(2, "answer_detailed")  # its profile's window (a person's is not run)
     assert "window" not in engine.answer("answer_detailed", {"query": "q"}, second)[1]
     assert admitted == [("8h", None), ("8h", None)]
 
