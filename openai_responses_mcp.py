@@ -12417,7 +12417,14 @@ class CostQuestion:
         responses = params.get("inputResponses")
         answered = isinstance(responses, dict) and ROOTS_KEY in responses
         if state and state.get("w") == ROOTS_KEY and answered:
-            return roots_from(responses[ROOTS_KEY])
+            answer = responses[ROOTS_KEY]
+            if not (isinstance(answer, dict) and isinstance(answer.get("roots"), list)):
+                raise ToolError(  # not "outside the allowed directories": no roots were read
+                    f"the client answered roots/list with {_describe(answer)}, not a list of "
+                    "roots, so no local path can be checked against its roots; retry, or send "
+                    f"the file as a data: URL; {NOTHING_SPENT}"
+                )
+            return roots_from(answer)
         asked = {ROOTS_KEY: {"method": "roots/list"}}
         raise InputRequired(self.input_required(params, call.tool, call.user, asked, w=ROOTS_KEY))
 

@@ -9,7 +9,16 @@ import json
 import sys
 
 import pytest
-from conftest import META, MODERN, PRICES, Server, run_cli, send_call, wait_until
+from conftest import (
+    META,
+    MODERN,
+    PRICES,
+    Server,
+    failure_of,
+    run_cli,
+    send_call,
+    wait_until,
+)
 from fake_upstream import SEARCHED
 
 v1 = pytest.importorskip("mcp_types._v2025_11_25")
@@ -468,6 +477,20 @@ def test_modern_roots_are_asked_and_paths_checked_against_them(spawn, fake, tmp_
     fake.enqueue(SEARCHED)
     assert modern_call(server, args, {})["result"]["resultType"] == "complete"
     assert len(creates(fake)) == 2
+
+
+def test_a_modern_roots_answer_that_is_no_roots_list_is_said_so(spawn, fake, tmp_path):
+    """An error object (or anything but a ListRootsResult) where the roots should be: no roots
+    were read, so not "outside the allowed directories", and nothing is sent."""
+    _, allowed, _ = two_dirs(tmp_path)
+    server = modern_server(spawn, fake, PRICES)
+    args = {"query": "q", "files": [allowed]}
+    first = asked_of(modern_call(server, args, ROOTS))
+    error = {"roots": {"code": -32601, "message": "Method not found"}}
+    reply = retry(server, first, args, error, caps=ROOTS)
+    message = failure_of(reply)
+    assert "answered roots/list with" in message and "not a list of roots" in message
+    assert "outside" not in message and creates(fake) == []
 
 
 def test_modern_roots_survive_into_the_cost_question(spawn, fake, tmp_path):
