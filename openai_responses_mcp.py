@@ -9421,7 +9421,7 @@ class ResponsesClient:
         started = time.monotonic()
         max_retries = config.get("request", "max_retries")
         if response_id is None:
-            window = self.background.window(tool, call, request)
+            window = self.background.window(tool, call.window, request)
         run = self.background.run(tool, call, started, response_id, window)
         attempt = 0
         stalls = 0  # resumes in a row that brought no new event
@@ -9745,6 +9745,9 @@ class Quote:
         # the question whether or not its figures take its discount yet: the person choosing
         # `run` learns it may take that long.
         self.runs_in: str | None = None
+        # Admission's budget check at the cheapest choice offered (AnswerEngine._room_for),
+        # made before the person is asked: a yes no budget has room for is not asked for.
+        self.check_room = lambda: None
         self.spend: list[str] = []
         self.priced = True  # False: no price known for the model, so its tokens are not in it
 
@@ -10146,7 +10149,7 @@ class AnswerEngine:
         asked = self._confirm(confirm, tool, request, args, today, user)
         self._check_window_open(tool, request, call, asked)
         hold = _Hold()
-        window = self.background.window(tool, call, request)  # the one its request asks for
+        window = self.background.window(tool, call.window, request)  # its request asks for it
         priced = self.background.estimate_window(window, request["model"])
         billed = self._billed_window(tool, request)
 
@@ -10197,11 +10200,28 @@ class AnswerEngine:
         priced = self._billed_window(tool, request)
         quote = self.spending.quote(tool, request, args, today, user, offer, priced)
         quote.runs_in = own if own in WINDOW_FACTORS else None  # `run` waits that long
+        quote.check_room = lambda: self._room_for(tool, request, args, today, user, offer)
         try:
             return confirm(quote)
         except NotRun as exc:
             self.spending.note(UsageRow(tool, request["model"], exc.outcome, user=user))
             raise
+
+    def _room_for(self, tool: str, request: dict, args, today: str, user: str, offer) -> None:
+        """Before the person is asked: admission's budget check at the cheapest choice offered
+        (`offer`, else `run`), its reservation given back at once. A call no budget has room
+        for even so is refused as admission refuses it (ledger row `refused`), not asked about:
+        the person's yes could not run it."""
+        hold = _Hold()
+        window = self.background.window(tool, offer, request)
+        priced = self.background.estimate_window(window, request["model"])
+        billed = self._billed_window(tool, request)
+        try:  # window None: a reservation that outlives a crash here by minutes, not hours
+            self.spending.admit(tool, request, today, hold, user, args, None, priced, billed)
+        finally:
+            checked = hold.take()  # the check's own reservation, given back at once
+            if checked is not None:
+                self.spending.release(checked)
 
     def _billed_window(self, tool: str, request: dict) -> str | None:
         """The window the tool's recent calls are taken as billed at, by the quote and by
@@ -10379,12 +10399,12 @@ class BackgroundMode:
         self.windows_off = False
         self.windows_seen: set = set()
 
-    def window(self, tool: str, call: Call, request: dict) -> str | None:
-        """The completion window a new request of the call asks for: call.window (the person's
-        choice) over model_profiles.<tool>.completion_window; None (soonest) when windows or
-        background mode are off for the process, or when the request is not on Standard
-        processing (a window runs on no other tier, and is priced so)."""
-        chosen = call.window or self._config.completion_window(tool)
+    def window(self, tool: str, chosen: str | None, request: dict) -> str | None:
+        """The completion window a new request of the call asks for: `chosen` (the person's
+        choice, call.window) over model_profiles.<tool>.completion_window; None (soonest) when
+        windows or background mode are off for the process, or when the request is not on
+        Standard processing (a window runs on no other tier, and is priced so)."""
+        chosen = chosen or self._config.completion_window(tool)
         return chosen if chosen in WINDOW_FACTORS and self.windows_open(request) else None
 
     def windows_open(self, request: dict) -> bool:
@@ -12266,6 +12286,7 @@ class CostQuestion:
                 return self._unasked(quote, STATELESS_UNASKED)
             if not session.elicits:
                 return self._unasked(quote)
+            quote.check_room()
             choice = self._ask_now(quote, session, call)
         else:
             if not asks_forms(declared_capability(params, "elicitation")):
@@ -12275,6 +12296,7 @@ class CostQuestion:
             if choice is not None and quote.worst > agreed + AGREED_SLACK_USD:
                 choice = None  # dearer than what the person agreed to: asked again
             if choice is None:
+                quote.check_room()
                 asked = {CONFIRM_KEY: {"method": "elicitation/create", "params": self.form(quote)}}
                 carried = {"w": CONFIRM_KEY, "o": quote.offer, "q": round(quote.worst, 6)}
                 if state and state.get("r") is not None:

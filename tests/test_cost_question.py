@@ -919,12 +919,30 @@ def test_the_message_says_the_days_spend_against_each_budget(spawn, fake, tmp_pa
     message = asked["params"]["message"]
     assert "Spent: $0.00 of the $5.00 daily budget spent today; " in message
     assert "$0.00 of the $50.00 monthly budget spent this month." in message
-    assert reservations(tmp_path) == 0  # nothing is reserved while the person decides
+    # Nothing is reserved while the person decides (the room check's is given back at once).
+    wait_until(lambda: reservations(tmp_path) == 0, 10, "the room check's reservation back")
     answer(server, asked, choose("run"))
     spent = reply_to(server, 51)["result"]["_meta"]["cost"]["usd"]
     send_call(server, 52, "another question")
     message = question(server)["params"]["message"]
     assert f"Spent: ${spent:.2f} of the $5.00 daily budget spent today" in message
+
+
+@pytest.mark.parametrize("era", ["handshake", "modern"])
+def test_a_call_no_budget_has_room_for_is_refused_not_asked(spawn, fake, tmp_path, era):
+    """A yes could not run it (its cheapest choice, the discount's, is over what the budget
+    has left): the budget's refusal comes at once, as admission's, and nothing is asked."""
+    config = ASK + "  daily_usd: 0.02\n"  # any call of `answer` is $0.025 at least
+    if era == "handshake":
+        server = handshake(spawn, fake, config)
+        send_call(server, 61, "q")
+        reply, seen = server.recv_until(lambda m: m.get("id") == 61)
+        assert not [m for m in seen if m.get("method") == ELICIT]
+    else:
+        reply = modern_call(modern_server(spawn, fake, config), {"query": "q"})
+    assert "daily budget of $0.02 has no room for this call" in failure_of(reply)
+    assert creates(fake) == [] and reservations(tmp_path) == 0
+    wait_until(lambda: usage_of(tmp_path)["total"]["calls"] == 1, 10, "the refused row")
 
 
 def reservations(tmp_path) -> int:

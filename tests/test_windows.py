@@ -230,14 +230,13 @@ def test_a_calls_own_window_is_sent_over_its_profiles_soonest(engine, fake):
 
 
 def test_no_window_is_asked_for_a_request_off_standard_processing(engine, fake):
-    call = orm.Call(1, "answer")
-    call.window = "8h"
+    chosen = "8h"  # the person's (Call.window)
     request = {"model": "gpt-6.1-terra", "service_tier": "flex"}
-    assert engine.background.window("answer", call, request) is None
-    assert engine.background.window("answer", call, {**request, "service_tier": "auto"}) == "8h"
+    assert engine.background.window("answer", chosen, request) is None
+    assert engine.background.window("answer", chosen, {**request, "service_tier": "auto"}) == "8h"
     assert not engine.background.windows_open(request)
     engine.background.windows_off = True  # refused once: no window for the rest of the process
-    assert engine.background.window("answer", call, {**request, "service_tier": "auto"}) is None
+    assert engine.background.window("answer", chosen, {**request, "service_tier": "auto"}) is None
 
 
 def test_the_estimate_takes_the_discount_once_the_api_has_taken_a_window(engine, fake):
