@@ -709,10 +709,8 @@ def test_a_handshake_task_over_http_asks_on_its_post_then_replies_with_the_task(
 def sdk_call(tmp_path, fake, mode: str, choice: dict, config: str = ASK):
     """One call from the mcp SDK's Client (its elicitation_callback answers `choice`); returns
     (the result, the question's params as the callback saw them)."""
-    import anyio
-    import mcp_types
     from conftest import PROGRAM, base_env
-    from mcp import Client, StdioServerParameters
+    from mcp import StdioServerParameters
 
     (tmp_path / "config.yaml").write_text(config)
     params = StdioServerParameters(
@@ -721,15 +719,25 @@ def sdk_call(tmp_path, fake, mode: str, choice: dict, config: str = ASK):
         env={**base_env(tmp_path), "OPENAI_BASE_URL": fake.base_url},
         cwd=str(tmp_path),
     )
-    seen = {}
+    return sdk_answers(params, mode, choice, timeout=30)
+
+
+def sdk_answers(server, mode: str, choice: dict, timeout: float) -> tuple:
+    """One `answer` call from the mcp SDK's Client to `server` (stdio parameters or an HTTP
+    URL), its elicitation_callback answering `choice`: (the result, the question or None)."""
+    import anyio
+    import mcp_types
+    from mcp import Client
+
+    seen = {"asked": None}
 
     async def on_question(context, asked):
         seen["asked"] = asked
         return mcp_types.ElicitResult(**choice)
 
     async def main():
-        with anyio.fail_after(30):
-            async with Client(params, mode=mode, elicitation_callback=on_question) as client:
+        with anyio.fail_after(timeout):
+            async with Client(server, mode=mode, elicitation_callback=on_question) as client:
                 seen["result"] = await client.call_tool("answer", {"query": "q"})
 
     anyio.run(main)
@@ -767,23 +775,7 @@ def test_sdk_client_no_sends_nothing(tmp_path, fake, mode, answer):
 
 def sdk_http_call(url: str, mode: str, choice: dict) -> tuple:
     """One call from the mcp SDK's Client over Streamable HTTP; (result, question or None)."""
-    import anyio
-    import mcp_types
-    from mcp import Client
-
-    seen = {"asked": None}
-
-    async def on_question(context, asked):
-        seen["asked"] = asked
-        return mcp_types.ElicitResult(**choice)
-
-    async def main():
-        with anyio.fail_after(40):
-            async with Client(url, mode=mode, elicitation_callback=on_question) as client:
-                seen["result"] = await client.call_tool("answer", {"query": "q"})
-
-    anyio.run(main)
-    return seen["result"], seen["asked"]
+    return sdk_answers(url, mode, choice, timeout=40)
 
 
 @pytest.mark.parametrize(
