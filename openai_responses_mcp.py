@@ -9422,6 +9422,10 @@ class ResponsesClient:
         max_retries = config.get("request", "max_retries")
         if response_id is None:
             window = self.background.window(tool, call, request)
+            if call.window is not None and window != call.window:
+                # The person chose the discount, and another call's refusal closed windows
+                # after this one was checked (AnswerEngine._check_window_open): not in full.
+                raise NotRun(DISCOUNT_GONE_NOT_RUN, "declined", {})
         run = self.background.run(tool, call, started, response_id, window)
         attempt = 0
         stalls = 0  # resumes in a row that brought no new event
@@ -9699,6 +9703,14 @@ QUOTE_DEEP_PRIOR_SEARCH_TOKENS = 4_000
 DISCOUNT_REFUSED_NOT_RUN = (
     "not run: the API refused {} of the discounted run chosen, so it would be billed in full; "
     "call again to be asked at the full price; nothing ran and nothing was spent"
+)
+
+
+# The same, when windows (or background mode) were refused meanwhile: before the request went.
+DISCOUNT_GONE_NOT_RUN = (
+    "not run: the discounted run chosen cannot run in a completion window now (the API "
+    "refused one meanwhile), so it would be billed in full; call again to be asked at "
+    "the full price; nothing was sent and nothing was spent"
 )
 
 
@@ -10219,13 +10231,7 @@ class AnswerEngine:
         if call.window is None or self.background.windows_open(request):
             return
         self.spending.note(UsageRow(tool, request["model"], "declined", user=call.user))
-        raise NotRun(
-            "not run: the discounted run chosen cannot run in a completion window now (the API "
-            "refused one meanwhile), so it would be billed in full; call again to be asked at "
-            "the full price; nothing was sent and nothing was spent",
-            "declined",
-            asked or {},
-        )
+        raise NotRun(DISCOUNT_GONE_NOT_RUN, "declined", asked or {})
 
     def _cache_user(self, user: str) -> str:
         """Whose cache entries a call reads and writes: its user's own while several people use

@@ -621,6 +621,15 @@ MUTANTS = [
         "own_window_is_refused",
     ),
     mutant(
+        "chosen-discount-sent-in-full-after-a-concurrent-refusal",
+        "budget",
+        "if call.window is not None and window != call.window:",
+        "if False:",
+        "tests/test_cost_question.py",
+        "-k",
+        "closed_windows_meanwhile",
+    ),
+    mutant(
         "window-estimate-discounted-before-any-was-taken",
         "budget",
         "return window if seen and not self.windows_off else None",

@@ -1261,3 +1261,41 @@ def test_a_stateless_server_says_why_a_handshake_client_is_not_asked(spawn, fake
         "the client cannot be asked (a --stateless"
     )
     assert creates(fake) == []
+
+
+@pytest.mark.parametrize("off", ["windows_off", "off"], ids=["window", "zdr"])
+def test_a_discount_chosen_is_not_sent_in_full_when_another_call_closed_windows_meanwhile(
+    fake, tmp_path, monkeypatch, off
+):
+    """Two discounted runs chosen at once: the API refuses the first's window (or background
+    mode) while the second is between its check (AnswerEngine._check_window_open) and its
+    request, which then went out at soonest, billed in full (seen with 16 at once over stdio).
+    Driven in this process to land the refusal exactly there, in admission."""
+    import openai_responses_mcp as m
+    from conftest import TEST_KEY, base_env
+
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "config.yaml").write_text(ASK, encoding="utf-8")
+    env = base_env(tmp_path, OPENAI_BASE_URL=fake.base_url)
+    config = m.load_config({"config": str(tmp_path / "config.yaml")}, env)
+    engine = m.build_engine(config, m.Log())
+    admit = engine.spending.admit
+
+    def refused_meanwhile(*args, **kwargs):
+        setattr(engine.upstream.background, off, True)  # the other call's refusal lands
+        return admit(*args, **kwargs)
+
+    monkeypatch.setattr(engine.spending, "admit", refused_meanwhile)
+    fake.enqueue(SEARCHED)
+    call = m.Call("c1", "answer")
+    call.window = "8h"  # the person chose run_discounted
+    with pytest.raises(m.NotRun, match="cannot run in a completion window now"):
+        engine.answer("answer", {"query": "q"}, call)
+    assert creates(fake) == []
+    engine.close()
+    total = usage_of(tmp_path)["total"]
+    assert total["calls"] == 1 and total["usd"] == 0, total  # its row: not run, at no cost
+    assert reservations(tmp_path) == 0
