@@ -11241,13 +11241,15 @@ def prompt_arguments(prompt: dict, arguments) -> dict[str, str]:
     for name, _, required in prompt["arguments"]:
         if required and _is_blank(arguments.get(name, "")):
             raise InvalidParams(f"prompt {prompt['name']!r} needs the argument {name!r}")
-    limit = INPUT_PROPERTIES["query"]["maxLength"]  # the question becomes the tool's query
-    if len(arguments["question"]) > limit:
+    checked = {name: value.strip() for name, value in arguments.items()}
+    # The question, trimmed as the message carries it, becomes the tool's query.
+    limit, length = INPUT_PROPERTIES["query"]["maxLength"], len(checked["question"])
+    if length > limit:
         raise InvalidParams(
-            f"argument 'question' is {len(arguments['question'])} characters; the "
+            f"argument 'question' is {length} characters (trimmed); the "
             f"{prompt['tool']} tool takes at most {limit}"
         )
-    return {name: value.strip() for name, value in arguments.items()}
+    return checked
 
 
 def prompt_message(prompt: dict, arguments: dict[str, str]) -> str:
