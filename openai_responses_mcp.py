@@ -12396,6 +12396,8 @@ class CostQuestion:
             call.window = meta["window"] = quote.offer
             return meta
         if choice == "run":
+            if quote.window in WINDOW_FACTORS:  # figures at the profile window's discount:
+                call.window = quote.window  # refused, it is not run above them in full
             return meta
         said = {
             "cancel": "the person chose cancel",

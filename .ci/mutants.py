@@ -630,6 +630,15 @@ MUTANTS = [
         "closed_windows_meanwhile",
     ),
     mutant(
+        "run-agreed-at-a-profile-discount-refused-runs-in-full",
+        "budget",
+        "if quote.window in WINDOW_FACTORS:  # figures at the profile window's discount:",
+        "if False:",
+        "tests/test_cost_question.py",
+        "-k",
+        "profiles_window_discount",
+    ),
+    mutant(
         "window-estimate-discounted-before-any-was-taken",
         "budget",
         "return window if seen and not self.windows_off else None",

@@ -1299,3 +1299,38 @@ def test_a_discount_chosen_is_not_sent_in_full_when_another_call_closed_windows_
     total = usage_of(tmp_path)["total"]
     assert total["calls"] == 1 and total["usd"] == 0, total  # its row: not run, at no cost
     assert reservations(tmp_path) == 0
+
+
+@pytest.mark.parametrize("refusal", ["refuse_windows", "refuse_background"], ids=["window", "zdr"])
+def test_a_run_agreed_at_its_profiles_window_discount_is_not_run_in_full_when_refused(
+    spawn, fake, tmp_path, refusal
+):
+    """Once the API took the profile's 8h window, the question quotes `Run it within 8 hours`
+    at its discount ($0.24, up to $0.24). The API then refuses the window (a gateway in
+    front, an organization turned zero-data-retention): falling back to soonest billed $0.40,
+    above the figure the person agreed to. Not run; the operator is warned as before."""
+    from fake_upstream import Reply
+
+    fake.window_polls = 0
+    usage = {"input_tokens": 100_000, "output_tokens": 20_000}  # $0.40 at Standard; $0.24 at 8h
+    fake.default = Reply(usage={**usage, "input_tokens_details": {"cached_tokens": 0}})
+    profile = "model_profiles:\n  answer_detailed:\n    model: gpt-6.1-terra\n"
+    server = handshake(spawn, fake, ASK + profile + "    completion_window: 8h\n")
+    send_call(server, 1, "q1", tool="answer_detailed")
+    answer(server, question(server), choose("run"))
+    assert reply_to(server, 1, timeout=30)["result"]["_meta"]["cost"]["usd"] == pytest.approx(0.24)
+    wait_until(lambda: usage_of(tmp_path)["total"]["calls"] == 1, 10, "its row")
+    setattr(fake, refusal, True)
+    send_call(server, 2, "q2", tool="answer_detailed")
+    asked = question(server)
+    assert "estimated at $0.24 (up to $0.24). Run it within 8 hours" in asked["params"]["message"]
+    answer(server, asked, choose("run"))
+    done = reply_to(server, 2, timeout=30)["result"]
+    assert done["isError"] is True, done
+    assert done["content"][0]["text"].startswith("not run: the API refused "), done
+    assert done["_meta"]["confirm"]["choice"] == "run"
+    assert all(r.body.get("background_options") for r in creates(fake))  # none at soonest
+    wait_until(lambda: usage_of(tmp_path)["total"]["calls"] == 2, 10, "both rows")
+    assert usage_of(tmp_path)["total"]["usd"] == pytest.approx(0.24)
+    assert reservations(tmp_path) == 0
+    wait_until(lambda: "warning: the API refused" in server.stderr, 5, lambda: server.stderr)
