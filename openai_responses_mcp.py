@@ -10169,8 +10169,10 @@ class AnswerEngine:
 
         try:
             result, shared = self.flights.run(
-                # Only calls in the same window share a request: none waits hours for another.
-                key if window is None else f"{key} {window}",
+                # Only calls in the same window share a request: none waits hours for another;
+                # nor one the person agreed to at its discount (not run if the window is
+                # refused) with one nobody was asked about (run at soonest then).
+                key if window is None else f"{key} {window} {call.window is not None}",
                 call,
                 fly,
                 admit=lambda: self.spending.admit(

@@ -1334,3 +1334,57 @@ def test_a_run_agreed_at_its_profiles_window_discount_is_not_run_in_full_when_re
     assert usage_of(tmp_path)["total"]["usd"] == pytest.approx(0.24)
     assert reservations(tmp_path) == 0
     wait_until(lambda: "warning: the API refused" in server.stderr, 5, lambda: server.stderr)
+
+
+def test_an_unasked_identical_call_does_not_share_the_request_of_one_agreed_at_the_discount(
+    fake, tmp_path, monkeypatch
+):
+    """Two identical calls of a windowed profile in flight at once: one the person agreed to
+    at the window's discount (not run if the window is refused), one nobody was asked about
+    (run at soonest then). Sharing one request, the unasked one would end "not run" on the
+    agreed one's terms: each makes its own. Driven in this process to hold the agreed one's
+    request while the other comes."""
+    import threading
+
+    import openai_responses_mcp as m
+    from conftest import TEST_KEY, base_env
+
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    profile = "model_profiles:\n  answer:\n    completion_window: 8h\n"
+    (tmp_path / "config.yaml").write_text(PRICES + profile, encoding="utf-8")
+    env = base_env(tmp_path, OPENAI_BASE_URL=fake.base_url)
+    engine = m.build_engine(m.load_config({"config": str(tmp_path / "config.yaml")}, env), m.Log())
+    fake.refuse_windows = True
+    held, go = threading.Event(), threading.Event()
+    request = engine.upstream.request
+
+    def holding(tool, body, call, *args, **kwargs):
+        if call.window is not None:  # the agreed one's request waits until the other is done
+            held.set()
+            go.wait(20)
+        return request(tool, body, call, *args, **kwargs)
+
+    monkeypatch.setattr(engine.upstream, "request", holding)
+    agreed, unasked = m.Call("a", "answer"), m.Call("b", "answer")
+    agreed.window = "8h"  # as CostQuestion sets it for a run quoted at the profile's discount
+    ended: dict = {}
+
+    def run(call):
+        try:
+            ended[call.id] = engine.answer("answer", {"query": "q"}, call)
+        except m.ToolError as exc:
+            ended[call.id] = exc
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in (agreed, unasked)]
+    threads[0].start()
+    assert held.wait(20)
+    threads[1].start()
+    threads[1].join(20)
+    go.set()
+    threads[0].join(20)
+    engine.close()
+    assert isinstance(ended.get("b"), tuple), ended.get("b")  # answered, at soonest
+    assert isinstance(ended["a"], m.NotRun), ended["a"]
