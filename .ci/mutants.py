@@ -1596,8 +1596,8 @@ MUTANTS = [
     mutant(
         "confirm-a-no-runs-anyway",
         "money",
-        '        if choice == "run":\n            return meta',
-        '        if choice != "run_discounted":\n            return meta',
+        '        if choice == "run":\n            if quote.window in WINDOW_FACTORS:',
+        '        if choice != "run_discounted":\n            if quote.window in WINDOW_FACTORS:',
         "tests/test_cost_question.py",
         "-k",
         "test_a_no_sends_nothing",

@@ -1263,6 +1263,22 @@ def test_a_stateless_server_says_why_a_handshake_client_is_not_asked(spawn, fake
     assert creates(fake) == []
 
 
+def engine_in_process(fake, tmp_path, monkeypatch, config: str):
+    """The real engine in this process, on the fake upstream and tmp_path's state (as the
+    spawned servers' and --usage's), for a race a test must land at an exact point."""
+    from conftest import TEST_KEY, base_env
+
+    import openai_responses_mcp as m
+
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "config.yaml").write_text(config, encoding="utf-8")
+    env = base_env(tmp_path, OPENAI_BASE_URL=fake.base_url)
+    return m.build_engine(m.load_config({"config": str(tmp_path / "config.yaml")}, env), m.Log())
+
+
 @pytest.mark.parametrize("off", ["windows_off", "off"], ids=["window", "zdr"])
 def test_a_discount_chosen_is_not_sent_in_full_when_another_call_closed_windows_meanwhile(
     fake, tmp_path, monkeypatch, off
@@ -1272,16 +1288,8 @@ def test_a_discount_chosen_is_not_sent_in_full_when_another_call_closed_windows_
     request, which then went out at soonest, billed in full (seen with 16 at once over stdio).
     Driven in this process to land the refusal exactly there, in admission."""
     import openai_responses_mcp as m
-    from conftest import TEST_KEY, base_env
 
-    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    (tmp_path / "config.yaml").write_text(ASK, encoding="utf-8")
-    env = base_env(tmp_path, OPENAI_BASE_URL=fake.base_url)
-    config = m.load_config({"config": str(tmp_path / "config.yaml")}, env)
-    engine = m.build_engine(config, m.Log())
+    engine = engine_in_process(fake, tmp_path, monkeypatch, ASK)
     admit = engine.spending.admit
 
     def refused_meanwhile(*args, **kwargs):
@@ -1347,16 +1355,9 @@ def test_an_unasked_identical_call_does_not_share_the_request_of_one_agreed_at_t
     import threading
 
     import openai_responses_mcp as m
-    from conftest import TEST_KEY, base_env
 
-    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy"):
-        monkeypatch.delenv(name, raising=False)
     profile = "model_profiles:\n  answer:\n    completion_window: 8h\n"
-    (tmp_path / "config.yaml").write_text(PRICES + profile, encoding="utf-8")
-    env = base_env(tmp_path, OPENAI_BASE_URL=fake.base_url)
-    engine = m.build_engine(m.load_config({"config": str(tmp_path / "config.yaml")}, env), m.Log())
+    engine = engine_in_process(fake, tmp_path, monkeypatch, PRICES + profile)
     fake.refuse_windows = True
     held, go = threading.Event(), threading.Event()
     request = engine.upstream.request
