@@ -9422,6 +9422,10 @@ class ResponsesClient:
         max_retries = config.get("request", "max_retries")
         if response_id is None:
             window = self.background.window(tool, call.window, request)
+            if call.window is not None and window != call.window:
+                # The person chose the discount, and another call's refusal closed windows
+                # after this one was checked (AnswerEngine._check_window_open): not in full.
+                raise NotRun(DISCOUNT_GONE_NOT_RUN, "declined", {})
         run = self.background.run(tool, call, started, response_id, window)
         attempt = 0
         stalls = 0  # resumes in a row that brought no new event
@@ -9699,6 +9703,14 @@ QUOTE_DEEP_PRIOR_SEARCH_TOKENS = 4_000
 DISCOUNT_REFUSED_NOT_RUN = (
     "not run: the API refused {} of the discounted run chosen, so it would be billed in full; "
     "call again to be asked at the full price; nothing ran and nothing was spent"
+)
+
+
+# The same, when windows (or background mode) were refused meanwhile: before the request went.
+DISCOUNT_GONE_NOT_RUN = (
+    "not run: the discounted run chosen cannot run in a completion window now (the API "
+    "refused one meanwhile), so it would be billed in full; call again to be asked at "
+    "the full price; nothing was sent and nothing was spent"
 )
 
 
@@ -10160,8 +10172,10 @@ class AnswerEngine:
 
         try:
             result, shared = self.flights.run(
-                # Only calls in the same window share a request: none waits hours for another.
-                key if window is None else f"{key} {window}",
+                # Only calls in the same window share a request: none waits hours for another;
+                # nor one the person agreed to at its discount (not run if the window is
+                # refused) with one nobody was asked about (run at soonest then).
+                key if window is None else f"{key} {window} {call.window is not None}",
                 call,
                 fly,
                 admit=lambda: self.spending.admit(
@@ -10239,13 +10253,7 @@ class AnswerEngine:
         if call.window is None or self.background.windows_open(request):
             return
         self.spending.note(UsageRow(tool, request["model"], "declined", user=call.user))
-        raise NotRun(
-            "not run: the discounted run chosen cannot run in a completion window now (the API "
-            "refused one meanwhile), so it would be billed in full; call again to be asked at "
-            "the full price; nothing was sent and nothing was spent",
-            "declined",
-            asked or {},
-        )
+        raise NotRun(DISCOUNT_GONE_NOT_RUN, "declined", asked or {})
 
     def _cache_user(self, user: str) -> str:
         """Whose cache entries a call reads and writes: its user's own while several people use
@@ -11255,13 +11263,15 @@ def prompt_arguments(prompt: dict, arguments) -> dict[str, str]:
     for name, _, required in prompt["arguments"]:
         if required and _is_blank(arguments.get(name, "")):
             raise InvalidParams(f"prompt {prompt['name']!r} needs the argument {name!r}")
-    limit = INPUT_PROPERTIES["query"]["maxLength"]  # the question becomes the tool's query
-    if len(arguments["question"]) > limit:
+    checked = {name: value.strip() for name, value in arguments.items()}
+    # The question, trimmed as the message carries it, becomes the tool's query.
+    limit, length = INPUT_PROPERTIES["query"]["maxLength"], len(checked["question"])
+    if length > limit:
         raise InvalidParams(
-            f"argument 'question' is {len(arguments['question'])} characters; the "
+            f"argument 'question' is {length} characters (trimmed); the "
             f"{prompt['tool']} tool takes at most {limit}"
         )
-    return {name: value.strip() for name, value in arguments.items()}
+    return checked
 
 
 def prompt_message(prompt: dict, arguments: dict[str, str]) -> str:
@@ -12410,6 +12420,8 @@ class CostQuestion:
             call.window = meta["window"] = quote.offer
             return meta
         if choice == "run":
+            if quote.window in WINDOW_FACTORS:  # figures at the profile window's discount:
+                call.window = quote.window  # refused, it is not run above them in full
             return meta
         said = {
             "cancel": "the person chose cancel",

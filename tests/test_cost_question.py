@@ -1294,3 +1294,131 @@ def test_a_stateless_server_says_why_a_handshake_client_is_not_asked(spawn, fake
         "the client cannot be asked (a --stateless"
     )
     assert creates(fake) == []
+
+
+def engine_in_process(fake, tmp_path, monkeypatch, config: str):
+    """The real engine in this process, on the fake upstream and tmp_path's state (as the
+    spawned servers' and --usage's), for a race a test must land at an exact point."""
+    from conftest import TEST_KEY, base_env
+
+    import openai_responses_mcp as m
+
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "config.yaml").write_text(config, encoding="utf-8")
+    env = base_env(tmp_path, OPENAI_BASE_URL=fake.base_url)
+    return m.build_engine(m.load_config({"config": str(tmp_path / "config.yaml")}, env), m.Log())
+
+
+@pytest.mark.parametrize("off", ["windows_off", "off"], ids=["window", "zdr"])
+def test_a_discount_chosen_is_not_sent_in_full_when_another_call_closed_windows_meanwhile(
+    fake, tmp_path, monkeypatch, off
+):
+    """Two discounted runs chosen at once: the API refuses the first's window (or background
+    mode) while the second is between its check (AnswerEngine._check_window_open) and its
+    request, which then went out at soonest, billed in full (seen with 16 at once over stdio).
+    Driven in this process to land the refusal exactly there, in admission."""
+    import openai_responses_mcp as m
+
+    engine = engine_in_process(fake, tmp_path, monkeypatch, ASK)
+    admit = engine.spending.admit
+
+    def refused_meanwhile(*args, **kwargs):
+        setattr(engine.upstream.background, off, True)  # the other call's refusal lands
+        return admit(*args, **kwargs)
+
+    monkeypatch.setattr(engine.spending, "admit", refused_meanwhile)
+    fake.enqueue(SEARCHED)
+    call = m.Call("c1", "answer")
+    call.window = "8h"  # the person chose run_discounted
+    with pytest.raises(m.NotRun, match="cannot run in a completion window now"):
+        engine.answer("answer", {"query": "q"}, call)
+    assert creates(fake) == []
+    engine.close()
+    total = usage_of(tmp_path)["total"]
+    assert total["calls"] == 1 and total["usd"] == 0, total  # its row: not run, at no cost
+    assert reservations(tmp_path) == 0
+
+
+@pytest.mark.parametrize("refusal", ["refuse_windows", "refuse_background"], ids=["window", "zdr"])
+def test_a_run_agreed_at_its_profiles_window_discount_is_not_run_in_full_when_refused(
+    spawn, fake, tmp_path, refusal
+):
+    """Once the API took the profile's 8h window, the question quotes `Run it within 8 hours`
+    at its discount ($0.24, up to $0.24). The API then refuses the window (a gateway in
+    front, an organization turned zero-data-retention): falling back to soonest billed $0.40,
+    above the figure the person agreed to. Not run; the operator is warned as before."""
+    from fake_upstream import Reply
+
+    fake.window_polls = 0
+    usage = {"input_tokens": 100_000, "output_tokens": 20_000}  # $0.40 at Standard; $0.24 at 8h
+    fake.default = Reply(usage={**usage, "input_tokens_details": {"cached_tokens": 0}})
+    profile = "model_profiles:\n  answer_detailed:\n    model: gpt-6.1-terra\n"
+    server = handshake(spawn, fake, ASK + profile + "    completion_window: 8h\n")
+    send_call(server, 1, "q1", tool="answer_detailed")
+    answer(server, question(server), choose("run"))
+    assert reply_to(server, 1, timeout=30)["result"]["_meta"]["cost"]["usd"] == pytest.approx(0.24)
+    wait_until(lambda: usage_of(tmp_path)["total"]["calls"] == 1, 10, "its row")
+    setattr(fake, refusal, True)
+    send_call(server, 2, "q2", tool="answer_detailed")
+    asked = question(server)
+    assert "estimated at $0.24 (up to $0.24). Run it within 8 hours" in asked["params"]["message"]
+    answer(server, asked, choose("run"))
+    done = reply_to(server, 2, timeout=30)["result"]
+    assert done["isError"] is True, done
+    assert done["content"][0]["text"].startswith("not run: the API refused "), done
+    assert done["_meta"]["confirm"]["choice"] == "run"
+    assert all(r.body.get("background_options") for r in creates(fake))  # none at soonest
+    wait_until(lambda: usage_of(tmp_path)["total"]["calls"] == 2, 10, "both rows")
+    assert usage_of(tmp_path)["total"]["usd"] == pytest.approx(0.24)
+    assert reservations(tmp_path) == 0
+    wait_until(lambda: "warning: the API refused" in server.stderr, 5, lambda: server.stderr)
+
+
+def test_an_unasked_identical_call_does_not_share_the_request_of_one_agreed_at_the_discount(
+    fake, tmp_path, monkeypatch
+):
+    """Two identical calls of a windowed profile in flight at once: one the person agreed to
+    at the window's discount (not run if the window is refused), one nobody was asked about
+    (run at soonest then). Sharing one request, the unasked one would end "not run" on the
+    agreed one's terms: each makes its own. Driven in this process to hold the agreed one's
+    request while the other comes."""
+    import threading
+
+    import openai_responses_mcp as m
+
+    profile = "model_profiles:\n  answer:\n    completion_window: 8h\n"
+    engine = engine_in_process(fake, tmp_path, monkeypatch, PRICES + profile)
+    fake.refuse_windows = True
+    held, go = threading.Event(), threading.Event()
+    request = engine.upstream.request
+
+    def holding(tool, body, call, *args, **kwargs):
+        if call.window is not None:  # the agreed one's request waits until the other is done
+            held.set()
+            go.wait(20)
+        return request(tool, body, call, *args, **kwargs)
+
+    monkeypatch.setattr(engine.upstream, "request", holding)
+    agreed, unasked = m.Call("a", "answer"), m.Call("b", "answer")
+    agreed.window = "8h"  # as CostQuestion sets it for a run quoted at the profile's discount
+    ended: dict = {}
+
+    def run(call):
+        try:
+            ended[call.id] = engine.answer("answer", {"query": "q"}, call)
+        except m.ToolError as exc:
+            ended[call.id] = exc
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in (agreed, unasked)]
+    threads[0].start()
+    assert held.wait(20)
+    threads[1].start()
+    threads[1].join(20)
+    go.set()
+    threads[0].join(20)
+    engine.close()
+    assert isinstance(ended.get("b"), tuple), ended.get("b")  # answered, at soonest
+    assert isinstance(ended["a"], m.NotRun), ended["a"]

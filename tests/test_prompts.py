@@ -230,7 +230,7 @@ def test_a_prompt_never_expands_to_a_call_the_tool_would_refuse(spawn):
         reply = server.request("prompts/get", params)
         assert reply["error"]["code"] == -32602, str(reply)[:300]
         said = reply["error"]["message"]
-        assert f"'question' is {limit + 1} characters; the answer tool takes at most" in said
+        assert f"'question' is {limit + 1} characters (trimmed); the answer tool takes" in said
     # A lone surrogate, as JSON escapes it (json.dumps would not write one).
     arguments = b'{"path": "a\\ud800.png", "question": "q"}'
     server.write(
@@ -241,6 +241,25 @@ def test_a_prompt_never_expands_to_a_call_the_tool_would_refuse(spawn):
     assert reply["error"]["code"] == -32602 and "'path' holds a lone surrogate" in str(reply)
     fits = {"name": "research", "arguments": {"question": "x" * limit}}
     assert tool_call_in(message_text(server.request("prompts/get", fits)["result"]))
+
+
+def test_a_pasted_question_that_fits_once_trimmed_is_expanded_and_the_tool_takes_it(spawn, fake):
+    """A question pasted with a trailing newline (or indented) is trimmed in the message: a
+    question of exactly the tool's limit plus that whitespace was refused by prompts/get,
+    though the call it expands to is one the tool takes."""
+    from fake_upstream import SEARCHED
+
+    server = spawn(upstream=fake)
+    server.initialize("2025-11-25")
+    limit = m.INPUT_PROPERTIES["query"]["maxLength"]
+    pasted = {"name": "research", "arguments": {"question": "  " + "x" * limit + "\n"}}
+    got = server.request("prompts/get", pasted)
+    assert "result" in got, str(got)[:300]
+    call = tool_call_in(message_text(got["result"]))
+    assert call == {"query": "x" * limit}
+    fake.enqueue(SEARCHED)
+    done = server.call("answer", call)
+    assert "result" in done and not done["result"].get("isError"), str(done)[:300]
 
 
 # -- The SDK's client, in each era -------------------------------------------------------------
