@@ -919,8 +919,7 @@ def test_the_message_says_the_days_spend_against_each_budget(spawn, fake, tmp_pa
     message = asked["params"]["message"]
     assert "Spent: $0.00 of the $5.00 daily budget spent today; " in message
     assert "$0.00 of the $50.00 monthly budget spent this month." in message
-    # Nothing is reserved while the person decides (the room check's is given back at once).
-    wait_until(lambda: reservations(tmp_path) == 0, 10, "the room check's reservation back")
+    assert reservations(tmp_path) == 0  # nothing is reserved while the person decides
     answer(server, asked, choose("run"))
     spent = reply_to(server, 51)["result"]["_meta"]["cost"]["usd"]
     send_call(server, 52, "another question")
@@ -943,6 +942,37 @@ def test_a_call_no_budget_has_room_for_is_refused_not_asked(spawn, fake, tmp_pat
     assert "daily budget of $0.02 has no room for this call" in failure_of(reply)
     assert creates(fake) == [] and reservations(tmp_path) == 0
     wait_until(lambda: usage_of(tmp_path)["total"]["calls"] == 1, 10, "the refused row")
+
+
+def test_questions_asked_together_at_a_budgets_margin_are_all_asked(spawn, fake, tmp_path):
+    """Two calls at once, with room for either (nothing spent, nothing in flight): both are
+    asked. The room check reserved, then gave back in a queued write, so each call's check saw
+    the other's as "$0.03 held by calls in flight" and one was refused, unasked."""
+    server = handshake(spawn, fake, ASK + "  daily_usd: 0.04\n")  # room for one $0.025 call
+    calls = [
+        {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "answer"}}
+        for n in (71, 72)
+    ]
+    for n, call in enumerate(calls):
+        call["params"]["arguments"] = {"query": f"q{n}"}
+    server.write(b"".join(json.dumps(call).encode() + b"\n" for call in calls))  # together
+    asked, refused = [], []
+    while len(asked) + len(refused) < 2:
+        message = server.recv(20)
+        if message.get("method") == ELICIT:
+            asked.append(message)
+        elif "error" in message:
+            refused.append(message["error"]["message"])
+    assert refused == [] and len(asked) == 2
+    assert reservations(tmp_path) == 0
+    for each in asked:
+        answer(server, each, choose("cancel"))
+    replies = {}
+    while len(replies) < 2:  # in either order
+        message = server.recv(20)
+        if message.get("id") in (71, 72):
+            replies[message["id"]] = not_run(message)
+    assert creates(fake) == []
 
 
 def reservations(tmp_path) -> int:
