@@ -12443,7 +12443,12 @@ class CostQuestion:
         answered = isinstance(responses, dict) and ROOTS_KEY in responses
         if state and state.get("w") == ROOTS_KEY and answered:
             answer = responses[ROOTS_KEY]
-            if not (isinstance(answer, dict) and isinstance(answer.get("roots"), list)):
+            listed = answer.get("roots") if isinstance(answer, dict) else None
+            # Each a Root (an object with a string uri): [1, 2] was read as no roots too.
+            rooted = isinstance(listed, list) and all(
+                isinstance(root, dict) and isinstance(root.get("uri"), str) for root in listed
+            )
+            if not rooted:
                 raise ToolError(  # not "outside the allowed directories": no roots were read
                     f"the client answered roots/list with {_describe(answer)}, not a list of "
                     "roots, so no local path can be checked against its roots; retry, or send "
