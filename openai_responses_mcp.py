@@ -10216,13 +10216,18 @@ class AnswerEngine:
 
     def _room_for(self, tool: str, request: dict, args, today: str, user: str, offer) -> None:
         """Before the person is asked: admission's budget check at the cheapest choice offered
-        (`offer`, else `run`), reserving nothing: a reservation held even for the moment its
-        release waited to be written was another question's "held by calls in flight", so
-        questions asked together at a budget's margin refused each other. A call no budget has
-        room for even so is refused as admission refuses it (ledger row `refused`), not asked
-        about: the person's yes could not run it."""
-        window = self.background.window(tool, offer, request)
-        priced = self.background.estimate_window(window, request["model"])
+        (`offer` or `run`, as admission prices each), reserving nothing: a reservation held
+        even for the moment its release waited to be written was another question's "held by
+        calls in flight", so questions asked together at a budget's margin refused each other.
+        A call no budget has room for even so is refused as admission refuses it (ledger row
+        `refused`), not asked about: the person's yes could not run it."""
+        # Not the offer's alone: its 8h is priced in full until the API has taken it for the
+        # model, while `run` in the profile's 2h, once taken, is at its discount.
+        windows = [self.background.window(tool, chosen, request) for chosen in (offer, None)]
+        priced = min(
+            (self.background.estimate_window(window, request["model"]) for window in windows),
+            key=window_factor,
+        )
         billed = self._billed_window(tool, request)
         self.spending.admit(tool, request, today, None, user, args, None, priced, billed)
 

@@ -614,11 +614,20 @@ MUTANTS = [
     mutant(
         "room-check-at-the-run-price-not-the-offer",
         "budget",
-        "window = self.background.window(tool, offer, request)",
-        "window = self.background.window(tool, None, request)",
+        "for chosen in (offer, None)]",
+        "for chosen in (None,)]",
         "tests/test_cost_question.py",
         "-k",
         "room_at_the_discount_admits",
+    ),
+    mutant(
+        "room-check-at-the-offer-not-a-cheaper-run",
+        "budget",
+        "for chosen in (offer, None)]",
+        "for chosen in (offer,)]",
+        "tests/test_cost_question.py",
+        "-k",
+        "room_for_run_in_its_taken_window_is_asked",
     ),
     mutant(
         "chosen-discount-refused-runs-at-full-price",

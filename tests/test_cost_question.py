@@ -1313,6 +1313,33 @@ def test_a_budget_with_room_at_the_discount_admits_the_discounted_run_it_offered
     assert len(creates(fake)) == 3
 
 
+def test_a_call_with_room_for_run_in_its_taken_window_is_asked(spawn, fake, tmp_path):
+    """The profile's 2h window taken by the API, 8h not yet: `run` is at the 2h discount, the
+    8h offer at full price (admission's figures). The check before asking took the offer's
+    alone as the cheapest, so a call whose `run` fits was refused unasked."""
+    from fake_upstream import Reply
+
+    fake.window_polls = 0
+    usage = {"input_tokens": 100_000, "output_tokens": 20_000}  # $0.40 at Standard; $0.28 at 2h
+    fake.default = Reply(usage={**usage, "input_tokens_details": {"cached_tokens": 0}})
+    profiles = "model_profiles:\n  answer_detailed:\n    model: gpt-6.1-terra\n"
+    profiles += "    completion_window: 2h\n"
+    budget = "budget:\n  confirm_over_usd: 0.01\n  daily_usd: 0.63\n"
+    server = handshake(spawn, fake, PRICES + profiles + budget)
+    send_call(server, 1, "q1", tool="answer_detailed")
+    answer(server, question(server), choose("run"))
+    assert reply_to(server, 1, timeout=30)["result"]["_meta"]["cost"]["usd"] == pytest.approx(0.28)
+    wait_until(lambda: usage_of(tmp_path)["total"]["calls"] == 1, 10, "the first row")
+    # $0.28 spent of $0.63: another $0.28 in 2h has room; $0.40 (8h, not yet taken) has not.
+    send_call(server, 2, "q2", tool="answer_detailed")
+    asked, _ = server.recv_until(lambda m: m.get("id") == 2 or m.get("method") == ELICIT)
+    assert asked.get("method") == ELICIT, asked  # not refused unasked
+    answer(server, asked, choose("run"))
+    done = reply_to(server, 2, timeout=30)
+    assert done["result"]["_meta"]["cost"]["usd"] == pytest.approx(0.28), done
+    assert len(creates(fake)) == 2
+
+
 def test_a_stateless_server_says_why_a_handshake_client_is_not_asked(spawn, fake):
     """Under --stateless a 2025-11-25 call's session is its request's own: the question cannot
     be asked however the client declared forms, and the refusal must not blame the client
