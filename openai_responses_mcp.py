@@ -9829,10 +9829,10 @@ class Spending:
             rate = window_factor(priced) / window_factor(billed)
             rebilled = (reservation_floor(self._config, tool), rate) if rate != 1.0 else None
             estimator = CallEstimator(self.pricing, request, args, carried, priced, rebilled)
+            # Checked only (hold None): a reservation, however brief, is others' "in flight".
             reservation = self._reserve(tool, today, user, estimator, window, hold is not None)
-            if hold is None:
-                return  # checked only: a reservation, however brief, is others' "in flight"
-            hold.put(reservation)
+            if hold is not None:
+                hold.put(reservation)
             self.state.prepare()  # the call's row is written at its end, even a stop signal's
         except ToolError:
             self.refuse(tool, model, user)
