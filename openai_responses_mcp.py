@@ -5963,6 +5963,7 @@ class Ledger:
         ttl_s: float,
         user: str = LOCAL_USER,
         estimator=None,
+        held: bool = True,
     ) -> tuple:
         """Reserves a call's expected cost if every (first day, limit, user) has room for it
         (user None: the team's spend; else that user's), all in one transaction that takes
@@ -5971,6 +5972,7 @@ class Ledger:
         last priced calls (of `estimator.model`, when it has any: another model's are priced at
         other rates), never under `floor`; `estimator(typical usd, the least input tokens they
         carried)` makes the call's estimate of it (Pricing.estimate), else it is the estimate.
+        `held` False: the check alone, nothing reserved (the id is then '' when there is room).
         Raises StateUnavailable."""
         unwritten = self._state.unwritten()
         writer = self._state.writer_id
@@ -6001,9 +6003,8 @@ class Ledger:
             ]
             pairs = zip(sums, bounds, strict=True)
             room = all(s + r + estimate <= limit + 1e-9 for (s, r), (_, limit, _) in pairs)
-            reservation = None
-            if room:
-                reservation = os.urandom(12).hex()
+            reservation = None if not room else os.urandom(12).hex() if held else ""
+            if room and held:
                 q(
                     "INSERT INTO reservations (id, at, expires_at, usd, user_name) "
                     "VALUES (?, ?, ?, ?, ?)",
@@ -9831,7 +9832,8 @@ class Spending:
         `priced`: the one its estimate takes the discount of (BackgroundMode.estimate_window);
         `billed`: the one its tool's recent calls are taken as billed at (its profile's, priced
         the same way). A discounted run the person chose is reserved at the figure they were
-        offered (Quote.at), not at the price of the tool's own window."""
+        offered (Quote.at), not at the price of the tool's own window. `hold` None: the check
+        alone (AnswerEngine._room_for), nothing reserved."""
         model = request["model"]
         try:
             self._check_priced(model, today, user)
@@ -9839,7 +9841,10 @@ class Spending:
             rate = window_factor(priced) / window_factor(billed)
             rebilled = (reservation_floor(self._config, tool), rate) if rate != 1.0 else None
             estimator = CallEstimator(self.pricing, request, args, carried, priced, rebilled)
-            hold.put(self._reserve(tool, today, user, estimator, window))
+            # Checked only (hold None): a reservation, however brief, is others' "in flight".
+            reservation = self._reserve(tool, today, user, estimator, window, hold is not None)
+            if hold is not None:
+                hold.put(reservation)
             self.state.prepare()  # the call's row is written at its end, even a stop signal's
         except ToolError:
             self.refuse(tool, model, user)
@@ -9937,10 +9942,11 @@ class Spending:
         return periods + user_budgets(self._config, today, user, own)
 
     def _reserve(
-        self, tool: str, today: str, user: str = LOCAL_USER, estimator=None, window=None
+        self, tool: str, today: str, user: str = LOCAL_USER, estimator=None, window=None, held=True
     ) -> str | None:
-        """The call's reservation (None: no budget is set), or ToolError when a budget has no
-        room for it or cannot be checked. `estimator`: see Ledger.reserve."""
+        """The call's reservation (None: no budget is set; '' when only checked, `held`
+        False), or ToolError when a budget has no room for it or cannot be checked.
+        `estimator`: see Ledger.reserve."""
         periods = self._budgets_of(today, user)
         if not periods:
             return None
@@ -9953,6 +9959,7 @@ class Spending:
                 self._reservation_ttl(tool, window),
                 user,
                 estimator,
+                held,
             )
         except StateUnavailable as exc:
             raise ToolError(
@@ -10223,19 +10230,20 @@ class AnswerEngine:
 
     def _room_for(self, tool: str, request: dict, args, today: str, user: str, offer) -> None:
         """Before the person is asked: admission's budget check at the cheapest choice offered
-        (`offer`, else `run`), its reservation given back at once. A call no budget has room
-        for even so is refused as admission refuses it (ledger row `refused`), not asked about:
-        the person's yes could not run it."""
-        hold = _Hold()
-        window = self.background.window(tool, offer, request)
-        priced = self.background.estimate_window(window, request["model"])
+        (`offer` or `run`, as admission prices each), reserving nothing: a reservation held
+        even for the moment its release waited to be written was another question's "held by
+        calls in flight", so questions asked together at a budget's margin refused each other.
+        A call no budget has room for even so is refused as admission refuses it (ledger row
+        `refused`), not asked about: the person's yes could not run it."""
+        # Not the offer's alone: its 8h is priced in full until the API has taken it for the
+        # model, while `run` in the profile's 2h, once taken, is at its discount.
+        windows = [self.background.window(tool, chosen, request) for chosen in (offer, None)]
+        priced = min(
+            (self.background.estimate_window(window, request["model"]) for window in windows),
+            key=window_factor,
+        )
         billed = self._billed_window(tool, request)
-        try:  # window None: a reservation that outlives a crash here by minutes, not hours
-            self.spending.admit(tool, request, today, hold, user, args, None, priced, billed)
-        finally:
-            checked = hold.take()  # the check's own reservation, given back at once
-            if checked is not None:
-                self.spending.release(checked)
+        self.spending.admit(tool, request, today, None, user, args, None, priced, billed)
 
     def _billed_window(self, tool: str, request: dict) -> str | None:
         """The window the tool's recent calls are taken as billed at, by the quote and by
@@ -12452,7 +12460,12 @@ class CostQuestion:
         answered = isinstance(responses, dict) and ROOTS_KEY in responses
         if state and state.get("w") == ROOTS_KEY and answered:
             answer = responses[ROOTS_KEY]
-            if not (isinstance(answer, dict) and isinstance(answer.get("roots"), list)):
+            listed = answer.get("roots") if isinstance(answer, dict) else None
+            # Each a Root (an object with a string uri): [1, 2] was read as no roots too.
+            rooted = isinstance(listed, list) and all(
+                isinstance(root, dict) and isinstance(root.get("uri"), str) for root in listed
+            )
+            if not rooted:
                 raise ToolError(  # not "outside the allowed directories": no roots were read
                     f"the client answered roots/list with {_describe(answer)}, not a list of "
                     "roots, so no local path can be checked against its roots; retry, or send "

@@ -493,6 +493,21 @@ def test_a_modern_roots_answer_that_is_no_roots_list_is_said_so(spawn, fake, tmp
     assert "outside" not in message and creates(fake) == []
 
 
+@pytest.mark.parametrize(
+    "listed", [[1, 2], [{"uri": 5}], [{"name": "project"}]], ids=["numbers", "uri", "no-uri"]
+)
+def test_a_modern_roots_list_of_no_roots_is_said_so(spawn, fake, tmp_path, listed):
+    """A list whose entries are no Root (an object with a string uri) was read as no roots,
+    and the path refused as outside the allowed directories."""
+    _, allowed, _ = two_dirs(tmp_path)
+    server = modern_server(spawn, fake, PRICES)
+    args = {"query": "q", "files": [allowed]}
+    first = asked_of(modern_call(server, args, ROOTS))
+    message = failure_of(retry(server, first, args, {"roots": {"roots": listed}}, caps=ROOTS))
+    assert "answered roots/list with" in message and "not a list of roots" in message
+    assert "outside" not in message and creates(fake) == []
+
+
 def test_modern_roots_survive_into_the_cost_question(spawn, fake, tmp_path):
     inside, _, outside = two_dirs(tmp_path)
     server = modern_server(spawn, fake)
@@ -911,8 +926,7 @@ def test_the_message_says_the_days_spend_against_each_budget(spawn, fake, tmp_pa
     message = asked["params"]["message"]
     assert "Spent: $0.00 of the $5.00 daily budget spent today; " in message
     assert "$0.00 of the $50.00 monthly budget spent this month." in message
-    # Nothing is reserved while the person decides (the room check's is given back at once).
-    wait_until(lambda: reservations(tmp_path) == 0, 10, "the room check's reservation back")
+    assert reservations(tmp_path) == 0  # nothing is reserved while the person decides
     answer(server, asked, choose("run"))
     spent = reply_to(server, 51)["result"]["_meta"]["cost"]["usd"]
     send_call(server, 52, "another question")
@@ -935,6 +949,37 @@ def test_a_call_no_budget_has_room_for_is_refused_not_asked(spawn, fake, tmp_pat
     assert "daily budget of $0.02 has no room for this call" in failure_of(reply)
     assert creates(fake) == [] and reservations(tmp_path) == 0
     wait_until(lambda: usage_of(tmp_path)["total"]["calls"] == 1, 10, "the refused row")
+
+
+def test_questions_asked_together_at_a_budgets_margin_are_all_asked(spawn, fake, tmp_path):
+    """Two calls at once, with room for either (nothing spent, nothing in flight): both are
+    asked. The room check reserved, then gave back in a queued write, so each call's check saw
+    the other's as "$0.03 held by calls in flight" and one was refused, unasked."""
+    server = handshake(spawn, fake, ASK + "  daily_usd: 0.04\n")  # room for one $0.025 call
+    calls = [
+        {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "answer"}}
+        for n in (71, 72)
+    ]
+    for n, call in enumerate(calls):
+        call["params"]["arguments"] = {"query": f"q{n}"}
+    server.write(b"".join(json.dumps(call).encode() + b"\n" for call in calls))  # together
+    asked, refused = [], []
+    while len(asked) + len(refused) < 2:
+        message = server.recv(20)
+        if message.get("method") == ELICIT:
+            asked.append(message)
+        elif "error" in message:
+            refused.append(message["error"]["message"])
+    assert refused == [] and len(asked) == 2
+    assert reservations(tmp_path) == 0
+    for each in asked:
+        answer(server, each, choose("cancel"))
+    replies = {}
+    while len(replies) < 2:  # in either order
+        message = server.recv(20)
+        if message.get("id") in (71, 72):
+            replies[message["id"]] = not_run(message)
+    assert creates(fake) == []
 
 
 def reservations(tmp_path) -> int:
@@ -1258,6 +1303,33 @@ def test_a_budget_with_room_at_the_discount_admits_the_discounted_run_it_offered
     assert done["result"]["_meta"]["window"] == "8h"
     assert done["result"]["_meta"]["cost"]["usd"] == pytest.approx(0.24)
     assert len(creates(fake)) == 3
+
+
+def test_a_call_with_room_for_run_in_its_taken_window_is_asked(spawn, fake, tmp_path):
+    """The profile's 2h window taken by the API, 8h not yet: `run` is at the 2h discount, the
+    8h offer at full price (admission's figures). The check before asking took the offer's
+    alone as the cheapest, so a call whose `run` fits was refused unasked."""
+    from fake_upstream import Reply
+
+    fake.window_polls = 0
+    usage = {"input_tokens": 100_000, "output_tokens": 20_000}  # $0.40 at Standard; $0.28 at 2h
+    fake.default = Reply(usage={**usage, "input_tokens_details": {"cached_tokens": 0}})
+    profiles = "model_profiles:\n  answer_detailed:\n    model: gpt-6.1-terra\n"
+    profiles += "    completion_window: 2h\n"
+    budget = "budget:\n  confirm_over_usd: 0.01\n  daily_usd: 0.63\n"
+    server = handshake(spawn, fake, PRICES + profiles + budget)
+    send_call(server, 1, "q1", tool="answer_detailed")
+    answer(server, question(server), choose("run"))
+    assert reply_to(server, 1, timeout=30)["result"]["_meta"]["cost"]["usd"] == pytest.approx(0.28)
+    wait_until(lambda: usage_of(tmp_path)["total"]["calls"] == 1, 10, "the first row")
+    # $0.28 spent of $0.63: another $0.28 in 2h has room; $0.40 (8h, not yet taken) has not.
+    send_call(server, 2, "q2", tool="answer_detailed")
+    asked, _ = server.recv_until(lambda m: m.get("id") == 2 or m.get("method") == ELICIT)
+    assert asked.get("method") == ELICIT, asked  # not refused unasked
+    answer(server, asked, choose("run"))
+    done = reply_to(server, 2, timeout=30)
+    assert done["result"]["_meta"]["cost"]["usd"] == pytest.approx(0.28), done
+    assert len(creates(fake)) == 2
 
 
 def test_a_stateless_server_says_why_a_handshake_client_is_not_asked(spawn, fake):
