@@ -10190,8 +10190,9 @@ class AnswerEngine:
                 ),
             )
         except NotRun as exc:  # the chosen discount's window refused: _meta.confirm says what
-            exc.meta = asked or exc.meta  # the person was asked and chose
-            raise
+            # the person was asked and chose; a copy each, as identical calls that joined one
+            # request share its exception (and each its own _meta.confirm, not another's).
+            raise NotRun(exc.message, exc.outcome, asked or exc.meta) from None
         finally:
             unused = hold.take()  # admitted, then joined an identical call, or never flew
             if unused is not None:

@@ -1494,3 +1494,47 @@ def test_an_unasked_identical_call_does_not_share_the_request_of_one_agreed_at_t
     engine.close()
     assert isinstance(ended.get("b"), tuple), ended.get("b")  # answered, at soonest
     assert isinstance(ended["a"], m.NotRun), ended["a"]
+
+
+def test_identical_agreed_calls_sharing_a_refused_request_each_keep_their_own_confirm(
+    fake, tmp_path, monkeypatch
+):
+    """Two identical calls, each agreed at the discount, share one request, and so its NotRun
+    when the API refuses the window: each reply's _meta.confirm is its own person's (with
+    cache.share_across_users, another user's), not whichever call ended last."""
+    import threading
+
+    import openai_responses_mcp as m
+
+    engine = engine_in_process(fake, tmp_path, monkeypatch, ASK)
+    fake.refuse_windows = True
+    held, go = threading.Event(), threading.Event()
+    request = engine.upstream.request
+
+    def holding(*args, **kwargs):  # the request waits until the other call has joined it
+        held.set()
+        go.wait(20)
+        return request(*args, **kwargs)
+
+    monkeypatch.setattr(engine.upstream, "request", holding)
+    calls = {name: m.Call(name, "answer") for name in ("a", "b")}
+    ended: dict = {}
+
+    def run(name):
+        calls[name].window = "8h"  # as CostQuestion sets it for run_discounted
+        try:
+            engine.answer("answer", {"query": "q"}, calls[name], lambda quote: {"who": name})
+        except m.ToolError as exc:
+            ended[name] = exc
+
+    threads = {name: threading.Thread(target=run, args=(name,)) for name in calls}
+    threads["a"].start()
+    assert held.wait(20)
+    threads["b"].start()
+    wait_until(lambda: getattr(calls["b"], "upstream", None) is not None, 20, "b joined")
+    go.set()
+    for thread in threads.values():
+        thread.join(20)
+    engine.close()
+    assert len(creates(fake)) == 1  # one request, shared
+    assert ended["a"].meta == {"who": "a"} and ended["b"].meta == {"who": "b"}
