@@ -12510,7 +12510,8 @@ class CallReplies:
             modern = version in MODERN_VERSIONS
             reply = rpc_result(call.id, modern_result(result, version) if modern else result)
         except ToolError as exc:
-            reply = rpc_tool_failed(call.id, f"answer failed: {exc.message}", self._data(exc))
+            said = self.log.redact(exc.message)  # as its data: a key it quotes is not echoed
+            reply = rpc_tool_failed(call.id, f"answer failed: {said}", self._data(exc))
             call.cancelled_upstream = getattr(exc, "kind", None) == "cancelled_upstream"
         except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
             self.log.say(f"internal error in {call.tool}: {type(exc).__name__}: {exc}")

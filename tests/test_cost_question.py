@@ -494,18 +494,23 @@ def test_a_modern_roots_answer_that_is_no_roots_list_is_said_so(spawn, fake, tmp
 
 
 @pytest.mark.parametrize(
-    "listed", [[1, 2], [{"uri": 5}], [{"name": "project"}]], ids=["numbers", "uri", "no-uri"]
+    "listed",
+    [[1, 2], [{"uri": 5}], [{"name": "project"}], ["sk-proj-AAAAAAAAAAAAAAAA"]],
+    ids=["numbers", "uri", "no-uri", "a-key"],
 )
 def test_a_modern_roots_list_of_no_roots_is_said_so(spawn, fake, tmp_path, listed):
     """A list whose entries are no Root (an object with a string uri) was read as no roots,
-    and the path refused as outside the allowed directories."""
+    and the path refused as outside the allowed directories. What the message quotes of it
+    is redacted as its data is: a key pasted there is not echoed."""
     _, allowed, _ = two_dirs(tmp_path)
     server = modern_server(spawn, fake, PRICES)
     args = {"query": "q", "files": [allowed]}
     first = asked_of(modern_call(server, args, ROOTS))
-    message = failure_of(retry(server, first, args, {"roots": {"roots": listed}}, caps=ROOTS))
+    reply = retry(server, first, args, {"roots": {"roots": listed}}, caps=ROOTS)
+    message = failure_of(reply)
     assert "answered roots/list with" in message and "not a list of roots" in message
     assert "outside" not in message and creates(fake) == []
+    assert "sk-proj" not in json.dumps(reply)
 
 
 def test_modern_roots_survive_into_the_cost_question(spawn, fake, tmp_path):
