@@ -1146,20 +1146,29 @@ def test_a_discount_offered_before_a_window_was_refused_is_not_run_at_full_price
 
 def test_a_discount_chosen_after_a_window_was_refused_is_not_run_at_full_price(spawn, fake):
     """The handshake era: while one person decides, another call's window is refused; their
-    choice of the discounted run can then only run at full price, so it is not run."""
+    choice of the discounted run can then only run at full price, so it is not run, nor does
+    it join an identical call's request in flight at soonest (it would have its answer)."""
+    from fake_upstream import Reply
+
     server = handshake(spawn, fake)
     send_call(server, 101, "a")
     asked_a = question(server)
+    send_call(server, 103, "a")  # the same call, asked too: it will run at soonest
+    asked_c = question(server)
     send_call(server, 102, "b")
     asked_b = question(server)
     fake.refuse_windows = True
     answer(server, asked_b, choose("run_discounted"))
-    assert "window" not in reply_to(server, 102)["result"]["_meta"]  # refused: ran in full
-    sent = len(creates(fake))
+    refused = reply_to(server, 102)["result"]  # its own window refused: not run in full either
+    assert refused["content"][0]["text"].startswith("not run: the API refused "), refused
+    fake.enqueue(Reply(event_delay=0.5))
+    answer(server, asked_c, choose("run"))
+    wait_until(lambda: len(creates(fake)) == 2, 10, "c's request in flight")
     answer(server, asked_a, choose("run_discounted"))
     done = not_run(reply_to(server, 101))
     assert "completion window" in done["content"][0]["text"], done
-    assert len(creates(fake)) == sent
+    assert "error" not in reply_to(server, 103, timeout=30)  # c answered, in full
+    assert len(creates(fake)) == 2
 
 
 def test_a_json_only_post_is_not_left_waiting_for_an_answer_it_cannot_carry(spawn, fake):
