@@ -12203,6 +12203,23 @@ def declared_capability(params, capability: str) -> dict | None:
     return found if isinstance(found, dict) else None
 
 
+def listed_roots(answer) -> list:
+    """The local directories of a client's answer to roots/list, in either era; ToolError
+    when it is no ListRootsResult (an error object, entries that are no Root: an object with
+    a string uri), which is not "outside the allowed directories": no roots were read."""
+    listed = answer.get("roots") if isinstance(answer, dict) else None
+    rooted = isinstance(listed, list) and all(
+        isinstance(root, dict) and isinstance(root.get("uri"), str) for root in listed
+    )
+    if not rooted:
+        raise ToolError(
+            f"the client answered roots/list with {_describe(answer)}, not a list of roots, so "
+            "no local path can be checked against its roots; retry, or send the file as a "
+            f"data: URL; {NOTHING_SPENT}"
+        )
+    return roots_from(answer)
+
+
 def asks_forms(capability) -> bool:
     """Whether an elicitation capability takes forms: `{}` (the 2025-06-18 shape) or `form`."""
     return isinstance(capability, dict) and (not capability or "form" in capability)
@@ -12460,19 +12477,7 @@ class CostQuestion:
         responses = params.get("inputResponses")
         answered = isinstance(responses, dict) and ROOTS_KEY in responses
         if state and state.get("w") == ROOTS_KEY and answered:
-            answer = responses[ROOTS_KEY]
-            listed = answer.get("roots") if isinstance(answer, dict) else None
-            # Each a Root (an object with a string uri): [1, 2] was read as no roots too.
-            rooted = isinstance(listed, list) and all(
-                isinstance(root, dict) and isinstance(root.get("uri"), str) for root in listed
-            )
-            if not rooted:
-                raise ToolError(  # not "outside the allowed directories": no roots were read
-                    f"the client answered roots/list with {_describe(answer)}, not a list of "
-                    "roots, so no local path can be checked against its roots; retry, or send "
-                    f"the file as a data: URL; {NOTHING_SPENT}"
-                )
-            return roots_from(answer)
+            return listed_roots(responses[ROOTS_KEY])
         asked = {ROOTS_KEY: {"method": "roots/list"}}
         raise InputRequired(self.input_required(params, call.tool, call.user, asked, w=ROOTS_KEY))
 
@@ -12783,13 +12788,14 @@ class CallsInFlight:
         if cached is not None:
             return cached
         try:
-            roots = roots_from(session.ask("roots/list", {}, ROOTS_TIMEOUT_S))
+            answer = session.ask("roots/list", {}, ROOTS_TIMEOUT_S)
         except (TimeoutError, ValueError, RpcError) as exc:
             what = "did not answer" if isinstance(exc, TimeoutError) else "refused"
             raise ToolError(
                 f"the client {what} roots/list (within {ROOTS_TIMEOUT_S:g} s), so no local path "
                 "can be checked against its roots; retry, or send the file as a data: URL"
             ) from None
+        roots = listed_roots(answer)  # outside the try: its own refusal says what came
         with session._lock:
             if session.roots_generation == generation:  # no change came while it was asked
                 session.roots = roots

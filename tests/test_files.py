@@ -884,6 +884,27 @@ def test_a_client_that_never_lists_its_roots_gets_a_bounded_refusal(spawn, fake,
     assert server.request("ping")["result"] == {}  # and the server keeps serving
 
 
+@pytest.mark.parametrize("result", [{"roots": [1, 2]}, {"roots": "."}, {"items": []}])
+def test_a_roots_answer_that_is_no_roots_list_is_said_so_and_not_kept(
+    spawn, fake, tmp_path, result
+):
+    """Read as no roots, it refused the path as "outside the allowed directories" (and was kept
+    for the session): it says what came, sends nothing, and is asked again next time."""
+    png_in(tmp_path)
+    server = rooted(spawn, fake, tmp_path)
+    server.send(_call(1, ["shot.png"]))
+    asked, _ = server.recv_until(lambda msg: msg.get("method") == "roots/list", 30)
+    server.send({"jsonrpc": "2.0", "id": asked["id"], "result": result})
+    reply, _ = server.recv_until(lambda msg: msg.get("id") == 1, 30)
+    said = failure_of(reply)
+    assert "the client answered roots/list with" in said and "not a list of roots" in said
+    assert fake.requests == []
+    fake.enqueue(Reply(text="ok"))
+    server.send(_call(2, ["shot.png"]))
+    answer_roots(server, tmp_path)  # asked again: the bad answer was not kept
+    assert "result" in server.recv_until(lambda msg: msg.get("id") == 2, 30)[0]
+
+
 def test_over_http_with_local_paths_only_files_allowed_dirs_are_read(tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir()
