@@ -17646,10 +17646,11 @@ class Lobby:
         """Parks `conn` (with its handler, None before its first request) until it has bytes
         to read or its deadline passes."""
         with self._lock:
-            if not self.closed:
+            parked = not self.closed  # decided once: a close between two looks closed it twice
+            if parked:
                 self._waiting[conn] = _Parked(address, handler, deadline)
                 self._incoming.append(conn)
-        if self.closed:
+        if not parked:
             return self._on_closed(conn, handler)
         self._wake()
 

@@ -628,6 +628,33 @@ def test_making_room_passes_over_a_parked_connection_whose_request_has_arrived()
         lobby._wake_out.close()
 
 
+def test_a_connection_parked_as_the_lobby_closes_is_closed_once():
+    # Parked under the lock, then the lobby closed before the second look at `closed`: the
+    # lobby's close closes it, and wait closed it too (its slot given back twice).
+    from openai_responses_mcp import Lobby, Log
+
+    closes = []
+    lobby = Lobby(on_ready=None, on_closed=lambda conn, handler: closes.append(conn), log=Log())
+    real = lobby._lock
+
+    class ClosingAfter:  # the lobby's close lands as wait leaves its lock
+        def __enter__(self):
+            return real.__enter__()
+
+        def __exit__(self, *exc):
+            real.__exit__(*exc)
+            lobby.closed = True
+
+    lobby._lock = ClosingAfter()
+    conn = object()
+    try:
+        lobby.wait(conn, ("127.0.0.1", 0), None, time.monotonic() + 60)
+        assert closes == [] and conn in lobby._waiting  # the lobby's to close, once
+    finally:
+        lobby._wake_in.close()
+        lobby._wake_out.close()
+
+
 def test_a_closed_connections_slot_is_free_before_its_client_sees_it_close():
     # A client that saw its connection close and opened another at max_connections was, for a
     # moment, closed unanswered: the slot was freed after the close.
