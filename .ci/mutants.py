@@ -603,6 +603,15 @@ MUTANTS = [
         "refused_window_falls_back",
     ),
     mutant(
+        "handover-cancelled-elsewhere-left-held",
+        "budget",
+        'elif ended and hasattr(self.engine, "settle_followed_failure"):',
+        "elif False:",
+        "tests/test_longcalls.py",
+        "-k",
+        "windowed_task_cancelled_on_another_instance",
+    ),
+    mutant(
         "room-check-keeps-its-reservation",
         "budget",
         "            if room and held:\n",
