@@ -14768,16 +14768,25 @@ class _Stop(Exception):
     """Raised in the main thread by a stop signal (see stop_signals)."""
 
 
+def finish_calls(engine) -> None:
+    """What a stopping server does last (stdio and HTTP alike): sends the server-side cancels,
+    waits for the rows of requests still ending (a cancelled windowed run's row waits for its
+    cancel's last look, which says what it was billed), then writes the ledger rows queued."""
+    background = getattr(engine, "background", None)
+    if background is not None:
+        background.wait_for_cancels()  # os._exit() would drop server-side cancels
+    if hasattr(engine, "wait_for_flights"):  # ... and the rows of requests still ending
+        engine.wait_for_flights(NAMING_WAIT_S + 1)
+    if hasattr(engine, "close"):
+        engine.close()  # ... and the ledger rows still queued
+
+
 def leave(engine) -> NoReturn:
     """Exits 0 once the server-side cancels are sent and the ledger rows written, without the
     interpreter's teardown: with the SDK loaded, that took over a second of a busy machine's
     time, past the second the README promises after a stop signal, and past the 2 s an SDK
     client waits after closing stdin before it sends SIGTERM."""
-    engine.background.wait_for_cancels()  # os._exit() would drop server-side cancels
-    if hasattr(engine, "wait_for_flights"):  # ... and the rows of requests still ending
-        engine.wait_for_flights(NAMING_WAIT_S + 1)
-    if hasattr(engine, "close"):
-        engine.close()  # ... and the ledger rows still queued
+    finish_calls(engine)
     os._exit(0)
 
 
@@ -20088,7 +20097,7 @@ def _main(argv: list[str]) -> int:
         try:
             return serve_http(dispatcher, config, log, *options["http"])
         finally:
-            engine.close()  # the ledger rows still queued
+            finish_calls(engine)  # the cancels sent, the rows of calls cut short written
     log.debug("server", f"{SERVER_NAME} {__version__} serving stdio (pid {os.getpid()})")
     if os.isatty(0):  # a person, not a client: say what this waits for (stdout stays MCP's)
         sys.stderr.write(STDIO_ON_A_TERMINAL)

@@ -603,6 +603,15 @@ MUTANTS = [
         "refused_window_falls_back",
     ),
     mutant(
+        "http-stop-closes-the-ledger-before-cancelled-rows",
+        "budget",
+        "finish_calls(engine)  # the cancels sent, the rows of calls cut short written",
+        "engine.close()",
+        "tests/test_windows.py",
+        "-k",
+        "http_server_stopped_mid_window",
+    ),
+    mutant(
         "handover-cancelled-elsewhere-left-held",
         "budget",
         'elif ended and hasattr(self.engine, "settle_followed_failure"):',
