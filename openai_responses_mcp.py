@@ -10070,6 +10070,14 @@ class Spending:
         row = UsageRow(tool, model, "ok", {**meta, "cost": cost}, user)
         self.ledger.settle_handover(row, response_id)
 
+    def settle_followed_failure(self, tool, exc, response_id, model, user, window=None) -> None:
+        """The row of a response another instance created and this one followed, that ended
+        cancelled (by a cancel sent here) or failed: what it was billed (billed_meta), written
+        if its creator handed it over (settling that handover), else its creator writes it."""
+        outcome = exc.kind if isinstance(exc, ToolError) else "cancelled"
+        meta = billed_meta(self.pricing, exc, model, 0, window)
+        self.ledger.settle_handover(UsageRow(tool, model, outcome, meta, user), response_id)
+
 
 # -- The engine: EngineState and AnswerEngine --------------------------------------------------
 
@@ -10362,6 +10370,10 @@ class AnswerEngine:
     def settle_followed(self, tool, meta, response_id, model, user: str = LOCAL_USER) -> None:
         """Spending.settle_followed: the row of a response another instance created."""
         self.spending.settle_followed(tool, meta, response_id, model, user)
+
+    def settle_followed_failure(self, tool, exc, response_id, model, user, window=None) -> None:
+        """Spending.settle_followed_failure: the row of such a response that did not answer."""
+        self.spending.settle_followed_failure(tool, exc, response_id, model, user, window)
 
     def close(self, wait_s: float = 5.0) -> None:
         """Writes the ledger rows still queued (up to wait_s), for a process about to exit."""
@@ -13447,9 +13459,16 @@ class TaskIds:
         version = MODERN_VERSIONS[-1] if task.kind == TaskKind.EXTENSION else MCP_2025_11_25
         call = task.call
         read: list = []
+        ended: list = []  # how it ended when not answered (cancelled here, failed upstream)
 
         def work() -> tuple[dict, dict]:
-            answer, meta = self.engine.collect(task.tool, {"query": "-"}, response_id, call, window)
+            try:
+                answer, meta = self.engine.collect(
+                    task.tool, {"query": "-"}, response_id, call, window
+                )
+            except (ToolError, Cancelled) as exc:
+                ended.append(exc)
+                raise
             read.append((answer.get("model") or task.model, meta))
             return answer, meta
 
@@ -13457,9 +13476,14 @@ class TaskIds:
             reply = self._reply_of(call, version, work)
         finally:
             call.finish()
+        user = task.user or LOCAL_USER
         if read and hasattr(self.engine, "settle_followed"):
-            self.engine.settle_followed(
-                task.tool, read[0][1], response_id, read[0][0], task.user or LOCAL_USER
+            self.engine.settle_followed(task.tool, read[0][1], response_id, read[0][0], user)
+        elif ended and hasattr(self.engine, "settle_followed_failure"):
+            # A handed-over run cancelled or failed here: its handover is settled with what
+            # it was billed, not left holding the estimate for its task's life (a window's: 8h).
+            self.engine.settle_followed_failure(
+                task.tool, ended[0], response_id, task.model, user, window
             )
         task.finish(reply)
 
@@ -14744,16 +14768,25 @@ class _Stop(Exception):
     """Raised in the main thread by a stop signal (see stop_signals)."""
 
 
+def finish_calls(engine) -> None:
+    """What a stopping server does last (stdio and HTTP alike): sends the server-side cancels,
+    waits for the rows of requests still ending (a cancelled windowed run's row waits for its
+    cancel's last look, which says what it was billed), then writes the ledger rows queued."""
+    background = getattr(engine, "background", None)
+    if background is not None:
+        background.wait_for_cancels()  # os._exit() would drop server-side cancels
+    if hasattr(engine, "wait_for_flights"):  # ... and the rows of requests still ending
+        engine.wait_for_flights(NAMING_WAIT_S + 1)
+    if hasattr(engine, "close"):
+        engine.close()  # ... and the ledger rows still queued
+
+
 def leave(engine) -> NoReturn:
     """Exits 0 once the server-side cancels are sent and the ledger rows written, without the
     interpreter's teardown: with the SDK loaded, that took over a second of a busy machine's
     time, past the second the README promises after a stop signal, and past the 2 s an SDK
     client waits after closing stdin before it sends SIGTERM."""
-    engine.background.wait_for_cancels()  # os._exit() would drop server-side cancels
-    if hasattr(engine, "wait_for_flights"):  # ... and the rows of requests still ending
-        engine.wait_for_flights(NAMING_WAIT_S + 1)
-    if hasattr(engine, "close"):
-        engine.close()  # ... and the ledger rows still queued
+    finish_calls(engine)
     os._exit(0)
 
 
@@ -20065,7 +20098,7 @@ def _main(argv: list[str]) -> int:
         try:
             return serve_http(dispatcher, config, log, *options["http"])
         finally:
-            engine.close()  # the ledger rows still queued
+            finish_calls(engine)  # the cancels sent, the rows of calls cut short written
     log.debug("server", f"{SERVER_NAME} {__version__} serving stdio (pid {os.getpid()})")
     if os.isatty(0):  # a person, not a client: say what this waits for (stdout stays MCP's)
         sys.stderr.write(STDIO_ON_A_TERMINAL)

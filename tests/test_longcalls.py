@@ -381,6 +381,79 @@ def test_a_handed_over_call_is_booked_with_its_tier_and_to_its_user(spawn, fake,
     assert usd == pytest.approx(cost["usd"])
 
 
+WINDOW_USAGE = {
+    "input_tokens": 10_000,
+    "output_tokens": 2_000,
+    "input_tokens_details": {"cached_tokens": 0},
+}
+
+
+def handed_over_windowed_task(spawn, fake, tmp_path):
+    """A discounted run (answer, 8h) whose creator stopped (a rolling restart) and handed it
+    over: (the other instance, the task id, the state's path); the handover is held."""
+    from conftest import PRICES
+
+    config = PRICES + "model_profiles:\n  answer:\n    model: gpt-6.1-terra\n"
+    config += "    completion_window: 8h\nbudget:\n  daily_usd: 50\n"
+    config += "server:\n  http:\n    lameduck_s: 0\n    drain_s: 1\n"
+    a, b = stateless(spawn, fake, config), stateless(spawn, fake, config)
+    status, created = task_call(a.port, "a long question")
+    assert status == 200, created
+    a.proc.send_signal(signal.SIGTERM)
+    assert a.wait(30) == 0, a.stderr
+    path = tmp_path / "xdg-state" / "openai-responses-mcp" / "state.sqlite3"
+    with sqlite3.connect(path) as conn:
+        (held,) = conn.execute("SELECT id FROM reservations").fetchone()
+    assert held.startswith("handover:")
+    return b, created["result"]["task"]["taskId"], path
+
+
+def booked_and_held(path) -> tuple[float, int]:
+    """The ledger's one row's dollars, and how many reservations are held."""
+    with sqlite3.connect(path) as conn:
+        (usd,) = conn.execute("SELECT usd FROM usage").fetchone()
+        (left,) = conn.execute("SELECT COUNT(*) FROM reservations").fetchone()
+    return usd, left
+
+
+# gpt-6.1-terra at $2 / $10 per million (PRICES), 40% off in the 8h window
+WINDOW_BILLED = (10_000 * 2 + 2_000 * 10) / 1e6 * 0.6
+
+
+@pytest.mark.parametrize("billed", [False, True], ids=["waiting", "ended-before-the-cancel"])
+def test_a_handed_over_windowed_task_cancelled_on_another_instance_settles_its_handover(
+    spawn, fake, tmp_path, billed
+):
+    """(issue 41) A discounted run handed over at a rolling restart, then cancelled through
+    the other instance: that instance settled nothing, so the handover kept holding the
+    estimate against the budgets for the window (8 h 15 min), and a run that had ended (and
+    been billed) just before the cancel reached it was never booked. Now its row is written
+    there: `cancelled`, with what it was billed, at the discount, and nothing stays held."""
+    fake.window_polls = 1000
+    fake.windows_end_before_cancel = billed
+    fake.default = Reply(usage=WINDOW_USAGE)
+    b, task_id, path = handed_over_windowed_task(spawn, fake, tmp_path)
+    _, cancelled = classic(b.port, "tasks/cancel", {"taskId": task_id})
+    assert cancelled["result"]["status"] == "cancelled", cancelled
+    wait_until(lambda: ledger_rows(tmp_path, "cancelled") == 1, 20, "the cancelled row")
+    assert len(fake.cancels) == 1 and ledger_rows(tmp_path, "ok") == 0
+    assert booked_and_held(path) == (pytest.approx(WINDOW_BILLED if billed else 0.0), 0)
+
+
+def test_a_handed_over_windowed_run_cut_short_is_booked_by_the_instance_that_read_it(
+    spawn, fake, tmp_path
+):
+    """(issue 41) The same for a run that ended cut short before any text (billed all the
+    same): the instance that read it to its end books it, and the handover is settled."""
+    fake.window_polls = 3
+    fake.default = Reply(usage=WINDOW_USAGE, incomplete=True, text="")
+    b, task_id, path = handed_over_windowed_task(spawn, fake, tmp_path)
+    _, result = classic(b.port, "tasks/result", {"taskId": task_id})
+    assert "answer cut short" in result["error"]["message"], result
+    wait_until(lambda: ledger_rows(tmp_path, "failed") == 1, 20, "the row")
+    assert booked_and_held(path) == (pytest.approx(WINDOW_BILLED), 0)
+
+
 def test_without_a_restart_the_creator_alone_records_a_task_another_instance_served(
     spawn, fake, tmp_path
 ):

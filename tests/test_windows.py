@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 
 import pytest
 from conftest import META, PRICES, TEST_KEY, base_env, cancel, failure_of, run_cli, send_call, start
@@ -151,6 +152,37 @@ def test_a_stop_signal_mid_poll_cancels_the_run_upstream_and_books_what_it_was_b
     assert len(fake.cancels) == 1
     billed = (10_000 * 2 + 2_000 * 10) / 1e6 * 0.6
     assert usage_report(tmp_path)["total"]["usd"] == pytest.approx(billed, abs=1e-6)
+
+
+def test_an_http_server_stopped_mid_window_books_what_its_cancelled_run_was_billed(
+    spawn, fake, tmp_path
+):
+    """(issue 41) SIGTERM on an HTTP server past drain_s cancels its windowed handoff upstream;
+    the run had ended (billed) before the cancel reached it. The row of such a call waits for
+    the cancel's last look, and the HTTP server closed its ledger before then: no row, the
+    spend unbooked and the call's reservation held for its window. Now it is booked, at the
+    discount, and the reservation settled, as a stdio server does."""
+    from http_client import open_session, post, rpc, wait_listening
+
+    fake.window_polls = 1000
+    fake.windows_end_before_cancel = True
+    fake.default = Reply(usage=USAGE)
+    config = WINDOWED + "budget:\n  daily_usd: 50\nrequest:\n  handoff_after_s: 1\n"
+    config += "server:\n  http:\n    lameduck_s: 0\n    drain_s: 1\n"
+    server = spawn("--http", "127.0.0.1:0", config=config, upstream=fake)
+    port = wait_listening(server)
+    session = open_session(port)
+    handed = post(port, rpc("tools/call", windowed_call(), id=7), session=session, timeout=30)
+    assert handed.status == 200 and b"answer_result" in handed.body, handed.body
+    fake.wait_until(lambda: polls(fake), timeout=15)
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.wait(30) == 0, server.stderr
+    assert len(fake.cancels) == 1
+    billed = (10_000 * 2 + 2_000 * 10) / 1e6 * 0.6
+    assert usage_report(tmp_path)["total"]["usd"] == pytest.approx(billed, abs=1e-6)
+    path = tmp_path / "xdg-state" / "openai-responses-mcp" / "state.sqlite3"
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM reservations").fetchone() == (0,)
 
 
 def test_a_refused_window_falls_back_to_soonest_at_full_price_with_one_warning(spawn, fake):
