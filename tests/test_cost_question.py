@@ -1249,17 +1249,28 @@ def test_a_discounted_run_whose_own_window_is_refused_is_not_run_at_full_price(
 # -- Where the cost question meets discounted runs (issue 41, end to end) ----------------------
 
 
+# answer_detailed on gpt-6.1-terra, whose every call bills 100,000 input and 20,000 output
+# tokens: $0.40 at Standard, $0.28 in a 2h window, $0.24 in 8h (runs end at their first poll).
+DETAILED_TERRA = "model_profiles:\n  answer_detailed:\n    model: gpt-6.1-terra\n"
+
+
+def heavy_calls(fake) -> None:
+    from fake_upstream import Reply
+
+    fake.window_polls = 0
+    details = {"cached_tokens": 0}
+    fake.default = Reply(
+        usage={"input_tokens": 100_000, "output_tokens": 20_000, "input_tokens_details": details}
+    )
+
+
 def test_a_windowed_profiles_billed_calls_are_not_discounted_again_in_the_quote(
     spawn, fake, tmp_path
 ):
     """The ledger books a windowed profile's calls at its discount already: the quote must not
     take that discount a second time, or a call dearer than confirm_over_usd runs unasked."""
-    from fake_upstream import Reply
-
-    fake.window_polls = 0
-    usage = {"input_tokens": 100_000, "output_tokens": 20_000}  # $0.40 at Standard; $0.24 at 8h
-    fake.default = Reply(usage={**usage, "input_tokens_details": {"cached_tokens": 0}})
-    window = "model_profiles:\n  answer_detailed:\n    model: gpt-6.1-terra\n"
+    heavy_calls(fake)  # $0.40 at Standard; $0.24 at 8h
+    window = DETAILED_TERRA
     window += "    completion_window: 8h\n"
     server = handshake(spawn, fake, PRICES + window + "budget:\n  confirm_over_usd: 0.2\n")
     # The first is quoted at Standard prices from the prior (up to about $0.19): not asked.
@@ -1290,12 +1301,8 @@ def test_a_budget_with_room_at_the_discount_admits_the_discounted_run_it_offered
     """The question offers the 8h run at its discount; admission must reserve that figure,
     not the tool's full price, or a budget with room for the offer refuses what it offered
     (once the API has taken an 8h window for the model: until then both are at full price)."""
-    from fake_upstream import Reply
-
-    fake.window_polls = 0
-    usage = {"input_tokens": 100_000, "output_tokens": 20_000}  # $0.40 at Standard; $0.24 at 8h
-    fake.default = Reply(usage={**usage, "input_tokens_details": {"cached_tokens": 0}})
-    profiles = "model_profiles:\n  answer_detailed:\n    model: gpt-6.1-terra\n"
+    heavy_calls(fake)  # $0.40 at Standard; $0.24 at 8h
+    profiles = DETAILED_TERRA
     profiles += "  answer_quick:\n    model: gpt-6.1-terra\n    completion_window: 8h\n"
     budget = "budget:\n  confirm_over_usd: 0.01\n  daily_usd: 0.95\n"
     server = handshake(spawn, fake, PRICES + profiles + budget)
@@ -1323,12 +1330,8 @@ def test_a_call_with_room_for_run_in_its_taken_window_is_asked(spawn, fake, tmp_
     """The profile's 2h window taken by the API, 8h not yet: `run` is at the 2h discount, the
     8h offer at full price (admission's figures). The check before asking took the offer's
     alone as the cheapest, so a call whose `run` fits was refused unasked."""
-    from fake_upstream import Reply
-
-    fake.window_polls = 0
-    usage = {"input_tokens": 100_000, "output_tokens": 20_000}  # $0.40 at Standard; $0.28 at 2h
-    fake.default = Reply(usage={**usage, "input_tokens_details": {"cached_tokens": 0}})
-    profiles = "model_profiles:\n  answer_detailed:\n    model: gpt-6.1-terra\n"
+    heavy_calls(fake)  # $0.40 at Standard; $0.28 at 2h
+    profiles = DETAILED_TERRA
     profiles += "    completion_window: 2h\n"
     budget = "budget:\n  confirm_over_usd: 0.01\n  daily_usd: 0.63\n"
     server = handshake(spawn, fake, PRICES + profiles + budget)
@@ -1436,12 +1439,8 @@ def test_a_run_agreed_at_its_profiles_window_discount_is_not_run_in_full_when_re
     at its discount ($0.24, up to $0.24). The API then refuses the window (a gateway in
     front, an organization turned zero-data-retention): falling back to soonest billed $0.40,
     above the figure the person agreed to. Not run; the operator is warned as before."""
-    from fake_upstream import Reply
-
-    fake.window_polls = 0
-    usage = {"input_tokens": 100_000, "output_tokens": 20_000}  # $0.40 at Standard; $0.24 at 8h
-    fake.default = Reply(usage={**usage, "input_tokens_details": {"cached_tokens": 0}})
-    profile = "model_profiles:\n  answer_detailed:\n    model: gpt-6.1-terra\n"
+    heavy_calls(fake)  # $0.40 at Standard; $0.24 at 8h
+    profile = DETAILED_TERRA
     server = handshake(spawn, fake, ASK + profile + "    completion_window: 8h\n")
     send_call(server, 1, "q1", tool="answer_detailed")
     answer(server, question(server), choose("run"))
