@@ -6003,13 +6003,14 @@ class Ledger:
             ]
             pairs = zip(sums, bounds, strict=True)
             room = all(s + r + estimate <= limit + 1e-9 for (s, r), (_, limit, _) in pairs)
-            reservation = None if not room else os.urandom(12).hex() if held else ""
-            if room and held:
-                q(
-                    "INSERT INTO reservations (id, at, expires_at, usd, user_name) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (reservation, now, now + ttl_s, estimate, user),
-                )
+            if not (room and held):  # no room; or room, only checked ('': nothing held)
+                return (None if not room else ""), estimate, sums
+            reservation = os.urandom(12).hex()
+            q(
+                "INSERT INTO reservations (id, at, expires_at, usd, user_name) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (reservation, now, now + ttl_s, estimate, user),
+            )
             return reservation, estimate, sums
 
         # wait_s: this process's other calls checking their budget first (each a few ms,
@@ -11286,7 +11287,7 @@ def prompt_arguments(prompt: dict, arguments) -> dict[str, str]:
             raise InvalidParams(f"prompt {prompt['name']!r} needs the argument {name!r}")
     checked = {name: value.strip() for name, value in arguments.items()}
     # The question, trimmed as the message carries it, becomes the tool's query.
-    limit, length = INPUT_PROPERTIES["query"]["maxLength"], len(checked["question"])
+    limit, length = INPUT_PROPERTIES["query"]["maxLength"], len(checked.get("question", ""))
     if length > limit:
         raise InvalidParams(
             f"argument 'question' is {length} characters (trimmed); the "

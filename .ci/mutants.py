@@ -623,8 +623,8 @@ MUTANTS = [
     mutant(
         "room-check-keeps-its-reservation",
         "budget",
-        "            if room and held:\n",
-        "            if room:\n",
+        "            if not (room and held):  # no room; or room, only checked",
+        "            if not room:  # no room; or room, only checked",
         "tests/test_cost_question.py",
         "-k",
         "days_spend_against_each_budget or asked_together_at_a_budgets_margin",
